@@ -1,0 +1,38 @@
+# The two commands: `make run` and `make test`. Everything else here serves them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Compat editable mode puts the checkout itself on sys.path, which is what lets
+# twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+
+.PHONY: run test lint typecheck unit install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(PIP_INSTALL) -e '.[test]' --config-settings editable_mode=compat
+	$(BIN)/python -c "from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/mcpx daemon
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/python -m twisted.trial $(TRIAL_ARGS) tests
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) _trial_temp build *.egg-info

@@ -1,0 +1,1 @@
+"""The mcpx command line."""

@@ -1,0 +1,1 @@
+"""The daemon: one HTTP server, the service tree, and its assembly."""

@@ -1,0 +1,14 @@
+# -*- test-case-name: tests.daemon.test_service -*-
+"""From resolved settings to what the service tree is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mcpx.daemon.service import DaemonConfig
+from mcpx.settings.paths import state_dir
+from mcpx.settings.resolve import Settings
+
+
+def daemon_config(settings: Settings, environ: Mapping[str, str]) -> DaemonConfig:
+    return DaemonConfig(state_dir=state_dir(environ), listen=settings.strings("daemon.listen"))

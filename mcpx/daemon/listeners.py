@@ -1,0 +1,160 @@
+# -*- test-case-name: tests.daemon.test_listeners -*-
+"""
+Where the daemon listens: the private unix socket and the configured endpoints.
+
+The unix socket lives in the state directory with mode 0600, so only the user who
+runs the daemon reaches it.  TCP endpoints are Twisted endpoint strings
+(C{tcp:8899:interface=127.0.0.1}); one that binds beyond loopback earns a warning,
+because anything that can reach the port can run tools as the daemon's user.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from attrs import frozen
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import quoteStringArgument, serverFromString
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IReactorCore
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+SOCKET_NAME = "mcpx.sock"
+
+_NETWORK_KINDS = frozenset({"tcp", "tcp6", "ssl"})
+
+
+def unix_endpoint(state_dir: Path) -> str:
+    """The endpoint string of the daemon's private unix socket in C{state_dir}."""
+    path = quoteStringArgument(str(state_dir / SOCKET_NAME))
+    return f"unix:{path}:mode=600:lockfile=1"
+
+
+@frozen
+class Exposure:
+    """What an endpoint string exposes: a human label and whether it leaves loopback."""
+
+    description: str
+    beyond_loopback: bool
+
+
+def exposure(description: str) -> Exposure:
+    """
+    Judge whether listening on C{description} lets other machines in.
+
+    A TCP endpoint without C{interface=} binds every interface, so it counts as
+    beyond loopback.  Kinds mcpx cannot judge (systemd sockets, plugins) are
+    reported as beyond loopback too: the warning is cheaper than the surprise.
+    """
+    kind, _, rest = description.partition(":")
+    kind = kind.strip().lower()
+    if kind == "unix":
+        return Exposure(description, beyond_loopback=False)
+    if kind not in _NETWORK_KINDS:
+        return Exposure(description, beyond_loopback=True)
+    interface = ""
+    for part in _split_arguments(rest):
+        key, sep, value = part.partition("=")
+        if sep and key == "interface":
+            interface = value
+    if not interface:
+        return Exposure(description, beyond_loopback=True)
+    try:
+        loopback = ipaddress.ip_address(interface.strip("[]")).is_loopback
+    except ValueError:
+        loopback = interface == "localhost"
+    return Exposure(description, beyond_loopback=not loopback)
+
+
+def _split_arguments(rest: str) -> list[str]:
+    """Split endpoint arguments on unescaped colons, unescaping C{\\:}."""
+    parts: list[str] = []
+    current: list[str] = []
+    chars = iter(rest)
+    for char in chars:
+        if char == "\\":
+            current.append(next(chars, ""))
+        elif char == ":":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+def exposure_warning(description: str) -> str:
+    return (
+        f"WARNING: mcpx is listening on {description}, beyond loopback. The API is not "
+        "authenticated: anything that can reach this port can run tools as this user. "
+        "Bind to 127.0.0.1 unless that is what you want."
+    )
+
+
+class ListenerService(Service):
+    """
+    Listen on one endpoint string while running.
+
+    Unlike C{StreamServerEndpointService}, the outcome of listening is offered to
+    anyone who asks (L{when_listening}), so C{mcpx daemon} can report a port that is
+    already taken and exit instead of running half-deaf.
+    """
+
+    _log = Logger()
+
+    def __init__(self, reactor: IReactorCore, description: str, factory: IProtocolFactory):
+        self._reactor = reactor
+        self.description = description
+        self._factory = factory
+        self._port: IListeningPort | None = None
+        self._outcome: Failure | IListeningPort | None = None
+        self._waiters: list[Deferred[IListeningPort]] = []
+
+    def startService(self) -> None:
+        super().startService()
+        try:
+            endpoint = serverFromString(self._reactor, self.description)
+        except Exception:
+            self._settle(Failure())
+            return
+        listening = endpoint.listen(self._factory)
+        listening.addCallbacks(self._settle, self._settle)
+
+    def _settle(self, outcome: IListeningPort | Failure) -> None:
+        self._outcome = outcome
+        if isinstance(outcome, Failure):
+            self._log.failure(
+                "cannot listen on {description}", outcome, description=self.description
+            )
+        else:
+            self._port = outcome
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            self._fire(waiter)
+
+    def _fire(self, waiter: Deferred[IListeningPort]) -> None:
+        outcome = self._outcome
+        if isinstance(outcome, Failure):
+            waiter.errback(outcome)
+        elif outcome is not None:
+            waiter.callback(outcome)
+
+    def when_listening(self) -> Deferred[IListeningPort]:
+        """A fresh Deferred that fires with the port, or fails with why it could not listen."""
+        waiter: Deferred[IListeningPort] = Deferred()
+        if self._outcome is None:
+            self._waiters.append(waiter)
+        else:
+            self._fire(waiter)
+        return waiter
+
+    def stopService(self) -> Deferred[None] | None:
+        super().stopService()
+        port, self._port = self._port, None
+        self._outcome = None
+        if port is None:
+            return None
+        stopped = port.stopListening()
+        return stopped if isinstance(stopped, Deferred) else None

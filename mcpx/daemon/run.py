@@ -1,0 +1,70 @@
+# -*- test-case-name: tests.daemon.test_run -*-
+"""C{mcpx daemon}: start the service tree, say where it listens, run until stopped."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from twisted.internet.defer import Deferred, FirstError, gatherResults
+from twisted.internet.interfaces import IListeningPort
+
+from mcpx._version import __version__
+from mcpx.daemon.listeners import exposure_warning
+from mcpx.daemon.logs import begin_logging, open_log_stream
+from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
+from mcpx.settings.resolve import Settings
+
+
+def describe_port(port: IListeningPort) -> str:
+    """A URL a person can paste: http://host:port for TCP, the socket path for unix."""
+    host = port.getHost()
+    if hasattr(host, "port") and hasattr(host, "host"):
+        address = f"[{host.host}]" if ":" in host.host else host.host
+        return f"http://{address}:{host.port}"
+    name = getattr(host, "name", None)
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return f"unix socket {name}"
+
+
+async def run_daemon(
+    reactor: Any, settings: Settings, config: DaemonConfig, console: IO[str]
+) -> None:
+    """
+    Run the daemon until the reactor stops.
+
+    @param console: where the human-readable banner and warnings go (stderr: stdout
+        is never the daemon's to write).
+    """
+    begin_logging(
+        open_log_stream(settings.string("daemon.logFile")), settings.string("daemon.logLevel")
+    )
+    prepare_state_dir(config.state_dir)
+    service = make_service(config, reactor)
+    for description in config.exposed_endpoints():
+        print(exposure_warning(description), file=console)
+    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    service.startService()
+    try:
+        ports = await gatherResults(
+            [listener.when_listening() for listener in service.listeners], consumeErrors=True
+        )
+    except FirstError as e:
+        failed = service.listeners[e.index].description
+        print(
+            f"mcpx: cannot listen on {failed}: {e.subFailure.getErrorMessage()}\n"
+            "Another mcpx daemon may be running (check `mcpx settings` for daemon.listen "
+            "and the state directory), or set daemon.listen / --daemon-listen to a free address.",
+            file=console,
+        )
+        raise SystemExit(1) from None
+    print(f"mcpx {__version__} daemon is running (Ctrl-C stops it).", file=console)
+    for port in ports:
+        where = describe_port(port)
+        print(f"  listening on {where}", file=console)
+        if where.startswith("http"):
+            print(f"    try: curl {where}/health", file=console)
+        else:
+            print(f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/health", file=console)
+    console.flush()
+    await Deferred()

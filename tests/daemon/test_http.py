@@ -1,0 +1,53 @@
+"""The daemon's HTTP routes, driven in memory through StubTreq."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from treq.testing import StubTreq
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx._version import __version__
+from mcpx.daemon.http import DaemonHTTP
+
+
+class HealthTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.http = DaemonHTTP(clock=self.clock, pid=4242)
+        self.stub = StubTreq(self.http.resource())
+
+    def get_json(self, url: str) -> tuple[int, Any, bytes]:
+        response = self.successResultOf(self.stub.get(url))
+        body = self.successResultOf(response.content())
+        ctype = response.headers.getRawHeaders(b"content-type", [b""])[0]
+        return response.code, json.loads(body), ctype
+
+    def test_health_reports_version_pid_and_uptime(self) -> None:
+        """GET /health answers JSON with the version, the pid and seconds since start."""
+        self.clock.advance(12.5)
+        code, body, ctype = self.get_json("http://mcpx/health")
+        self.assertEqual(code, 200)
+        self.assertEqual(ctype, b"application/json")
+        self.assertEqual(body["version"], __version__)
+        self.assertEqual(body["pid"], 4242)
+        self.assertEqual(body["uptime"], 12.5)
+        self.assertEqual(body["status"], "ok")
+
+    def test_unknown_path_is_json_404(self) -> None:
+        """A path nothing serves gets a JSON 404 with a stable code, not an HTML page."""
+        code, body, ctype = self.get_json("http://mcpx/nowhere")
+        self.assertEqual(code, 404)
+        self.assertEqual(ctype, b"application/json")
+        self.assertEqual(body["error"]["code"], "not_found")
+        self.assertIn("/nowhere", body["error"]["message"])
+
+    def test_wrong_method_is_json_405(self) -> None:
+        """POST to a GET-only route is refused with 405 and a JSON body."""
+        response = self.successResultOf(self.stub.post("http://mcpx/health", data=b"{}"))
+        self.assertEqual(response.code, 405)
+        body = json.loads(self.successResultOf(response.content()))
+        self.assertEqual(body["error"]["code"], "method_not_allowed")

@@ -1,0 +1,136 @@
+"""
+The daemon as a user starts it: C{mcpx daemon} and C{twistd -n mcpx}, as real processes.
+
+These spawn the daemon and reach it over a real TCP port and its unix socket.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from twisted.trial.unittest import TestCase
+
+from tests.support.http import TestClient
+from tests.support.processes import (
+    VENV_BIN,
+    ChildProcess,
+    free_tcp_port,
+    kill_on_cleanup,
+    reactor,
+    spawn,
+)
+
+
+def daemon_environ(state_dir: str, config_home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
+    env["MCPX_STATE_DIR"] = state_dir
+    env["XDG_CONFIG_HOME"] = config_home
+    return env
+
+
+class DaemonProcessTests(TestCase):
+    timeout = 60
+
+    def setUp(self) -> None:
+        # Short paths: a unix socket path must fit in 108 bytes.
+        self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
+        self.config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
+        self.socket = str(Path(self.state_dir) / "mcpx.sock")
+        self.port = free_tcp_port()
+
+    def start(self, argv: list[str], cwd: str | None = None) -> ChildProcess:
+        child = spawn(argv, env=daemon_environ(self.state_dir, self.config_home), cwd=cwd)
+        self.addCleanup(kill_on_cleanup, child)
+        return child
+
+    async def check_health(self, child: ChildProcess) -> None:
+        tcp = TestClient(reactor)
+        unix = TestClient(reactor, unix_socket=self.socket)
+        try:
+            code, body = await tcp.get_json(f"http://127.0.0.1:{self.port}/health")
+            self.assertEqual((code, body["status"]), (200, "ok"))
+            pid = child.transport.pid if child.transport else None
+            self.assertEqual(body["pid"], pid)
+            code, body = await unix.get_json("http://mcpx/health")
+            self.assertEqual((code, body["pid"]), (200, pid))
+        finally:
+            await tcp.close()
+            await unix.close()
+        mode = stat.S_IMODE(os.stat(self.socket).st_mode)
+        self.assertEqual(mode, 0o600, "the unix socket must be private to its owner")
+        self.assertEqual(stat.S_IMODE(os.stat(self.state_dir).st_mode), 0o700)
+
+    async def test_mcpx_daemon_serves_health_on_tcp_and_unix_socket(self) -> None:
+        """`mcpx daemon` answers /health on both listeners and stops cleanly on SIGTERM."""
+        child = self.start(
+            [
+                sys.executable,
+                "-m",
+                "mcpx",
+                "daemon",
+                "--daemon-listen",
+                f"tcp:{self.port}:interface=127.0.0.1",
+            ]
+        )
+        banner = await child.wait_for(rb"listening on http://127\.0\.0\.1:\d+")
+        self.assertIn(str(self.port).encode(), banner)
+        await self.check_health(child)
+        self.assertEqual(child.text(1), "", "the daemon must write nothing on stdout")
+        child.signal("TERM")
+        self.assertEqual(await child.ended(), 0)
+        self.assertFalse(os.path.exists(self.socket), "the socket is removed at shutdown")
+
+    async def test_twistd_runs_the_same_daemon(self) -> None:
+        """`twistd -n mcpx` builds the same service tree: /health on TCP and the socket."""
+        child = self.start(
+            [
+                str(VENV_BIN / "twistd"),
+                "-n",
+                "--pidfile=",
+                "--logfile=-",
+                "mcpx",
+                "--daemon-listen",
+                f"tcp:{self.port}:interface=127.0.0.1",
+            ],
+            cwd=self.state_dir,
+        )
+        await child.wait_for(rb"mcpx daemon listening on", fd=1)
+        await self.check_health(child)
+        child.signal("TERM")
+        # twistd re-raises the signal it stopped on, so its status is "killed by TERM".
+        self.assertIn(await child.ended(), (0, -15))
+        self.assertFalse(os.path.exists(self.socket), "the socket is removed at shutdown")
+
+    async def test_port_in_use_is_a_clear_error(self) -> None:
+        """A taken port makes `mcpx daemon` exit 1 naming the endpoint and what to do."""
+        first = self.start(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", f"tcp:{self.port}"]
+        )
+        await first.wait_for(rb"listening on http")
+        other_state = tempfile.mkdtemp(prefix="mcpx-state-")
+        second = spawn(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", f"tcp:{self.port}"],
+            env=daemon_environ(other_state, self.config_home),
+        )
+        self.addCleanup(kill_on_cleanup, second)
+        self.assertEqual(await second.ended(), 1)
+        self.assertIn(f"cannot listen on tcp:{self.port}", second.text(2))
+        self.assertIn("daemon.listen", second.text(2))
+        first.signal("TERM")
+        await first.ended()
+
+    async def test_bad_setting_is_refused_before_starting(self) -> None:
+        """An unknown revision in MCPX_MCP_SPEC stops `mcpx daemon` with the valid list."""
+        env = daemon_environ(self.state_dir, self.config_home)
+        env["MCPX_MCP_SPEC"] = "1999-01-01"
+        child = spawn([sys.executable, "-m", "mcpx", "daemon"], env=env)
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(), 2)
+        err = child.text(2)
+        for rev in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"):
+            self.assertIn(rev, err)
+        self.assertFalse(os.path.exists(self.socket))

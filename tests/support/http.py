@@ -1,0 +1,45 @@
+"""A real HTTP client for integration tests, over TCP or a unix socket."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import treq
+from treq.client import HTTPClient
+from twisted.internet.endpoints import UNIXClientEndpoint
+from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.iweb import IAgentEndpointFactory
+from zope.interface import implementer
+
+
+@implementer(IAgentEndpointFactory)
+class _UnixSocket:
+    def __init__(self, reactor: Any, path: str) -> None:
+        self._reactor = reactor
+        self._path = path
+
+    def endpointForURI(self, uri: Any) -> UNIXClientEndpoint:
+        return UNIXClientEndpoint(self._reactor, self._path)
+
+
+class TestClient:
+    """An owned connection pool, closed by C{close()} so trial's reactor stays clean."""
+
+    def __init__(self, reactor: Any, unix_socket: str | None = None) -> None:
+        self._pool = HTTPConnectionPool(reactor, persistent=False)
+        if unix_socket is None:
+            agent = Agent(reactor, pool=self._pool)
+        else:
+            agent = Agent.usingEndpointFactory(
+                reactor, _UnixSocket(reactor, unix_socket), pool=self._pool
+            )
+        self.http = HTTPClient(agent)
+
+    async def get_json(self, url: str) -> tuple[int, Any]:
+        response = await self.http.get(url)
+        body = await treq.content(response)
+        return response.code, json.loads(body)
+
+    async def close(self) -> None:
+        await self._pool.closeCachedConnections()

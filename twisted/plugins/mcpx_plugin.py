@@ -1,0 +1,3 @@
+from twisted.application.service import ServiceMaker
+
+mcpx = ServiceMaker("mcpx", "mcpx.daemon.tap", "The mcpx MCP gateway daemon.", "mcpx")
