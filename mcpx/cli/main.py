@@ -42,5 +42,3 @@ def daemon(**options: str | None) -> None:
 
     settings, _servers = load_for_cli(flags_from_options(options))
     react(run_daemon, (settings, daemon_config(settings, os.environ), sys.stderr))
-
-

@@ -113,7 +113,7 @@ class ListenerService(Service):
         self._waiters: list[Deferred[IListeningPort]] = []
 
     def startService(self) -> None:
-        super().startService()
+        Service.startService(self)
         try:
             endpoint = serverFromString(self._reactor, self.description)
         except Exception:
@@ -151,7 +151,7 @@ class ListenerService(Service):
         return waiter
 
     def stopService(self) -> Deferred[None] | None:
-        super().stopService()
+        Service.stopService(self)
         port, self._port = self._port, None
         self._outcome = None
         if port is None:

@@ -36,7 +36,7 @@ def open_log_stream(log_file: str) -> IO[Any]:
     """The stream named by C{daemon.logFile}: a path to append to, or stderr when empty."""
     if not log_file or log_file == "-":
         return sys.stderr
-    return open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - lives with the process
+    return open(log_file, "a", encoding="utf-8", buffering=1)
 
 
 def begin_logging(stream: IO[Any], level: str = "info") -> None:

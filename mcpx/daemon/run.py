@@ -65,6 +65,8 @@ async def run_daemon(
         if where.startswith("http"):
             print(f"    try: curl {where}/health", file=console)
         else:
-            print(f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/health", file=console)
+            print(
+                f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/health", file=console
+            )
     console.flush()
     await Deferred()

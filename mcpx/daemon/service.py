@@ -57,14 +57,14 @@ class DaemonService(MultiService):
     """The root of the daemon's service tree, with its listeners named."""
 
     def __init__(self, http: DaemonHTTP, listeners: Sequence[ListenerService]) -> None:
-        super().__init__()
+        MultiService.__init__(self)
         self.http = http
         self.listeners = tuple(listeners)
         for listener in self.listeners:
-            listener.setServiceParent(self)
+            MultiService.addService(self, listener)
 
     def startService(self) -> None:
-        super().startService()
+        MultiService.startService(self)
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],

@@ -18,7 +18,8 @@ class HealthTests(SynchronousTestCase):
         self.clock = Clock()
         self.clock.advance(1000)
         self.http = DaemonHTTP(clock=self.clock, pid=4242)
-        self.stub = StubTreq(self.http.resource())
+        # StubTreq grows its request methods at run time, so mypy cannot see them.
+        self.stub: Any = StubTreq(self.http.resource())
 
     def get_json(self, url: str) -> tuple[int, Any, bytes]:
         response = self.successResultOf(self.stub.get(url))

@@ -52,8 +52,18 @@ class WheelInstallTests(TestCase):
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
         out, code = await run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-             "-q", "-w", str(work / "dist"), str(source)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(work / "dist"),
+                str(source),
+            ],
             env,
             str(work),
         )
@@ -67,8 +77,17 @@ class WheelInstallTests(TestCase):
 
         target = work / "site"
         out, code = await run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-             "--target", str(target), str(wheel)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                str(target),
+                str(wheel),
+            ],
             env,
             str(work),
         )
@@ -95,8 +114,15 @@ class WheelInstallTests(TestCase):
 
         port = free_tcp_port()
         child = spawn(
-            [*twistd, "-n", "--pidfile=", "--logfile=-", "mcpx",
-             "--daemon-listen", f"tcp:{port}:interface=127.0.0.1"],
+            [
+                *twistd,
+                "-n",
+                "--pidfile=",
+                "--logfile=-",
+                "mcpx",
+                "--daemon-listen",
+                f"tcp:{port}:interface=127.0.0.1",
+            ],
             env=isolated,
             cwd=str(work),
         )

@@ -134,3 +134,24 @@ class DaemonProcessTests(TestCase):
         for rev in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"):
             self.assertIn(rev, err)
         self.assertFalse(os.path.exists(self.socket))
+
+    async def test_restart_after_a_crash_reuses_the_socket(self) -> None:
+        """A daemon killed with SIGKILL leaves its socket behind; the next start takes it over."""
+        argv = [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""]
+        first = self.start(argv)
+        await first.wait_for(rb"listening on unix socket")
+        first.signal("KILL")
+        await first.ended()
+        self.assertTrue(os.path.exists(self.socket), "SIGKILL leaves the socket file")
+        second = self.start(argv)
+        await second.wait_for(rb"listening on unix socket")
+        unix = TestClient(reactor, unix_socket=self.socket)
+        try:
+            code, body = await unix.get_json("http://mcpx/health")
+        finally:
+            await unix.close()
+        self.assertEqual(
+            (code, body["pid"]), (200, second.transport.pid if second.transport else 0)
+        )
+        second.signal("TERM")
+        self.assertEqual(await second.ended(), 0)

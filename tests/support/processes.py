@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -79,7 +80,12 @@ class ChildProcess(ProcessProtocol):
 
     def ended(self, timeout: float = 30) -> Deferred[int]:
         waiter: Deferred[int] = Deferred()
-        self._ended.addBoth(lambda r: (waiter.callback(r), r)[1])
+
+        def relay(code: int) -> int:
+            waiter.callback(code)
+            return code
+
+        self._ended.addCallback(relay)
         return waiter.addTimeout(timeout, self._clock)
 
     def signal(self, name: str = "TERM") -> None:
@@ -112,7 +118,5 @@ def kill_on_cleanup(child: ChildProcess) -> None:
     if child.exit_code is None and child.transport is not None:
         pid = child.transport.pid
         if pid:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
