@@ -1,0 +1,271 @@
+# -*- test-case-name: tests.settings.test_declarations -*-
+"""
+Every mcpx setting, declared once.
+
+The environment variable, the command-line flag, the parser, the documentation in
+C{docs/configuration.md} and the C{mcpx settings} table all come from the
+L{Setting} records in L{SETTINGS}; nothing else lists them.
+
+Unless a declaration says otherwise, C{pool.callTimeout} is read from
+C{MCPX_POOL_CALL_TIMEOUT} and C{--pool-call-timeout}: C{MCPX_} and the name in
+upper case with the dot and each camelCase boundary turned into C{_}, and the same
+words in lower case joined by C{-} for the flag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from attrs import Factory, field, frozen
+
+from mcpx.settings.kinds import Kind
+from mcpx.spec.revision import NEWEST_FIRST
+
+#: The prefix of every mcpx environment variable.
+ENV_PREFIX = "MCPX_"
+
+_WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def name_words(name: str) -> list[str]:
+    """
+    The words of a dotted camelCase name, in lower case.
+
+    C{proto.stateTTL} is C{["proto", "state", "ttl"]}.
+    """
+    return [word.lower() for section in name.split(".") for word in _WORD_BOUNDARY.split(section)]
+
+
+def env_name(name: str) -> str:
+    """The environment variable a setting is read from unless declared otherwise."""
+    return ENV_PREFIX + "_".join(name_words(name)).upper()
+
+
+def flag_name(name: str) -> str:
+    """The command-line flag a setting is read from unless declared otherwise."""
+    return "--" + "-".join(name_words(name))
+
+
+@frozen(kw_only=True)
+class Setting:
+    """
+    One setting: its name, what it holds, its default and where it can be given.
+
+    @ivar name: the dotted name used in the config file, e.g. C{pool.callTimeout}.
+    @ivar default: the built-in value, already of the kind's Python type.
+    @ivar minimum: for an integer, the smallest value accepted.
+    @ivar choices: for a choice, the values accepted.
+    """
+
+    name: str
+    kind: Kind
+    default: object
+    env: str = field(default=Factory(lambda self: env_name(self.name), takes_self=True))
+    flag: str = field(default=Factory(lambda self: flag_name(self.name), takes_self=True))
+    help: str
+    minimum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def section(self) -> str:
+        """The part before the dot: the object it nests under in the config file."""
+        return self.name.split(".", 1)[0]
+
+    @property
+    def key(self) -> str:
+        """The part after the dot: its key inside its section's object."""
+        return self.name.split(".", 1)[1]
+
+    @property
+    def param(self) -> str:
+        """The Python identifier click gives the flag's value."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def parse_text(self, text: str, where: str) -> object:
+        """Read this setting from a flag or an environment variable."""
+        return self.kind.parse_text(text, where, minimum=self.minimum, choices=self.choices)
+
+    def parse_json(self, value: object, where: str) -> object:
+        """Read this setting from the config file."""
+        return self.kind.parse_json(value, where, minimum=self.minimum, choices=self.choices)
+
+    def to_text(self, value: object) -> str:
+        """Write a value of this setting as it would be given in a flag."""
+        return self.kind.to_text(value)
+
+    def to_json(self, value: object) -> object:
+        """Write a value of this setting as it would be given in the config file."""
+        return self.kind.to_json(value)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        name="spec.precedence",
+        kind=Kind.REVISION_LIST,
+        default=NEWEST_FIRST,
+        help="The order in which revisions win when two of them ask for incompatible "
+        "behaviour and the peer's own revision does not settle it; the first listed wins. "
+        "A partial list is completed with the revisions it leaves out, newest first.",
+    ),
+    Setting(
+        name="spec.lenient",
+        kind=Kind.REVISION_LIST,
+        default=(),
+        help="Revisions whose rules mcpx does not enforce to the letter. "
+        "Empty means every revision is held strictly.",
+    ),
+    Setting(
+        name="spec.first",
+        kind=Kind.REVISION,
+        default=None,
+        env="MCPX_MCP_SPEC",
+        flag="--mcp-spec",
+        help="Moves one revision to the front of spec.precedence without restating the "
+        "rest of the list. Unset leaves the precedence as it is.",
+    ),
+    Setting(
+        name="mcp.passthrough",
+        kind=Kind.STRING_LIST,
+        default=(),
+        env="MCPX_MCP_PASSTHROUGH",
+        flag="--passthrough",
+        help="Configured servers whose tools, prompts and resources are offered under "
+        "their own names rather than through the gateway tools; name several with commas.",
+    ),
+    Setting(
+        name="pool.callTimeout",
+        kind=Kind.DURATION,
+        default=60.0,
+        help="How long one call to an upstream server may run before it is abandoned. "
+        "The clock pauses while a question the call asked is waiting for an answer.",
+    ),
+    Setting(
+        name="pool.idleTimeout",
+        kind=Kind.DURATION,
+        default=600.0,
+        help="How long a started upstream server may go unused before the pool stops it.",
+    ),
+    Setting(
+        name="proto.native",
+        kind=Kind.BOOLEAN,
+        default=True,
+        help="Put an upstream server's questions (elicitation, sampling) to the connected "
+        "client first when it declared it can answer them. When off, every question "
+        "waits in the broker.",
+    ),
+    Setting(
+        name="proto.askTimeout",
+        kind=Kind.DURATION,
+        default=600.0,
+        help="The longest one client request may be held open while its questions are "
+        "answered. A legacy client waits for all of it, so keep it below that client's "
+        "own timeout.",
+    ),
+    Setting(
+        name="proto.askRounds",
+        kind=Kind.INTEGER,
+        default=8,
+        minimum=1,
+        help="How many times a single call may come back with another question before "
+        "mcpx gives up on it as a server that never stops asking.",
+    ),
+    Setting(
+        name="proto.stateTTL",
+        kind=Kind.DURATION,
+        default=1800.0,
+        help="How long the requestState handed to a 2026-07-28 client can still be used "
+        "to resume its request.",
+    ),
+    Setting(
+        name="proto.askTTL",
+        kind=Kind.DURATION,
+        default=900.0,
+        help="How long a parked call waits for an answer before it is cancelled, and how "
+        "long its result is kept for collection after it finishes.",
+    ),
+    Setting(
+        name="protoMessages.taskAfter",
+        kind=Kind.DURATION,
+        default=5.0,
+        help="How long a call to a tool that said nothing about task support runs before "
+        "a 2026-07-28 client that accepts tasks is handed a task instead. Five seconds "
+        "lets ordinary calls answer inline and turns only the slow ones into tasks.",
+    ),
+    Setting(
+        name="protoMessages.listMaxAge",
+        kind=Kind.DURATION,
+        default=60.0,
+        help="How long a 2026-07-28 client may reuse the answer to a list request (tools, "
+        "prompts, resources, templates) or to server/discover before asking again.",
+    ),
+    Setting(
+        name="protoMessages.readMaxAge",
+        kind=Kind.DURATION,
+        default=0.0,
+        help="How long a 2026-07-28 client may reuse a resources/read result; 0s tells it "
+        "not to cache what it read.",
+    ),
+    Setting(
+        name="transport.stdioDrain",
+        kind=Kind.DURATION,
+        default=5.0,
+        help="When standard input closes, how long requests still running get to send "
+        "their answers before mcpx serve exits.",
+    ),
+    Setting(
+        name="transport.sseKeepAlive",
+        kind=Kind.DURATION,
+        default=15.0,
+        help="How long a slow HTTP response may stay silent before it turns into an event "
+        "stream carrying a keep-alive comment at this interval, so that proxies with idle "
+        "timeouts do not drop a call that is still running.",
+    ),
+    Setting(
+        name="transport.allowedOrigins",
+        kind=Kind.STRING_LIST,
+        default=(),
+        help="Browser origins allowed to call the HTTP endpoints besides loopback and the "
+        "daemon's own address; a request with any other Origin is refused with 403.",
+    ),
+    Setting(
+        name="transport.maxMessageSize",
+        kind=Kind.INTEGER,
+        default=4 * 1024 * 1024,
+        minimum=1024,
+        help="The largest single JSON-RPC message, in bytes, that mcpx reads from a "
+        "client or an upstream server; a larger one is refused.",
+    ),
+    Setting(
+        name="exec.timeout",
+        kind=Kind.DURATION,
+        default=120.0,
+        help="The longest a whole mcpx_exec script may run, every upstream call it makes included.",
+    ),
+    Setting(
+        name="daemon.listen",
+        kind=Kind.ENDPOINT_LIST,
+        default=("tcp:8899:interface=127.0.0.1",),
+        help="Twisted endpoint strings the daemon's HTTP server listens on, comma-separated. "
+        "The unix socket <state>/mcpx.sock is always added by the daemon and is not part "
+        "of this list.",
+    ),
+    Setting(
+        name="daemon.logFile",
+        kind=Kind.STRING,
+        default="",
+        help="The file the daemon writes its log to; empty means standard error.",
+    ),
+    Setting(
+        name="daemon.logLevel",
+        kind=Kind.CHOICE,
+        default="info",
+        choices=("debug", "info", "warn", "error"),
+        help="The least severe level the daemon logs: debug, info, warn or error.",
+    ),
+)
+
+BY_NAME: Mapping[str, Setting] = {setting.name: setting for setting in SETTINGS}
+BY_ENV: Mapping[str, Setting] = {setting.env: setting for setting in SETTINGS}
+BY_FLAG: Mapping[str, Setting] = {setting.flag: setting for setting in SETTINGS}
+SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(setting.section for setting in SETTINGS))

@@ -1,0 +1,263 @@
+# -*- test-case-name: tests.settings.test_docs -*-
+"""
+C{docs/configuration.md}, generated from the declarations.
+
+Run C{python -m mcpx.settings.docs > docs/configuration.md} after changing a
+setting; a test fails while the committed file differs from what this prints.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mcpx.settings.declarations import SETTINGS, Setting
+from mcpx.settings.durations import ACCEPTED_FORMS
+from mcpx.settings.kinds import Kind
+from mcpx.settings.render import shown_value
+from mcpx.settings.servers import AUTH_FIELDS, AuthType
+from mcpx.spec.revision import NEWEST_FIRST
+
+REGENERATE = "python -m mcpx.settings.docs > docs/configuration.md"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _kind(setting: Setting) -> str:
+    if setting.kind is Kind.INTEGER and setting.minimum is not None:
+        return f"integer (at least {setting.minimum})"
+    if setting.kind is Kind.CHOICE:
+        return "one of " + ", ".join(f"`{choice}`" for choice in setting.choices)
+    if setting.kind is Kind.REVISION:
+        return "revision, or unset"
+    return str(setting.kind.value)
+
+
+def _default(setting: Setting) -> str:
+    text = shown_value(setting, setting.default)
+    if text.startswith("("):
+        return text.strip("()")
+    spelled = f"`{text}`"
+    mebibyte = 1024 * 1024
+    size = setting.default
+    if setting.name.endswith("Size") and isinstance(size, int) and size % mebibyte == 0:
+        spelled += f" ({size // mebibyte} MiB)"
+    return spelled
+
+
+def _settings_table() -> list[str]:
+    lines = [
+        "| Setting | Kind | Default | Environment | Flag | What it does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        cells = [
+            f"`{setting.name}`",
+            _kind(setting),
+            _default(setting),
+            f"`{setting.env}`",
+            f"`{setting.flag}`",
+            # Only the prose column: in a code span the entity would show as written.
+            setting.help.replace("<", "&lt;"),
+        ]
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return lines
+
+
+_AUTH_EXAMPLES = {
+    AuthType.BEARER: '{"type": "bearer", "token": "${GITHUB_TOKEN}"}',
+    AuthType.BASIC: '{"type": "basic", "username": "me", "password": "${REGISTRY_PASSWORD}"}',
+    AuthType.HEADER: '{"type": "header", "name": "X-Api-Key", "value": "${SEARCH_KEY}"}',
+    AuthType.QUERY: '{"type": "query", "name": "api_key", "value": "${MAPS_KEY}"}',
+    AuthType.ENV: '{"type": "env", "name": "DATABASE_PASSWORD", "value": "${DB_PASSWORD}"}',
+}
+
+_AUTH_MEANING = {
+    AuthType.BEARER: "sent as `Authorization: Bearer <token>` on every request",
+    AuthType.BASIC: "sent as HTTP basic authentication (`Authorization: Basic ...`)",
+    AuthType.HEADER: "sent in the named header on every request",
+    AuthType.QUERY: "added to the URL as the named query parameter",
+    AuthType.ENV: "stdio servers only: put in the child process's environment as the "
+    "named variable",
+}
+
+
+def _auth_rows() -> list[str]:
+    lines = ["| Type | Fields | What mcpx does with it | Example |", "|---|---|---|---|"]
+    for auth_type in AuthType:
+        fields = ", ".join(f"`{name}`" for name in AUTH_FIELDS[auth_type])
+        cells = [
+            f"`{auth_type.value}`",
+            fields,
+            _AUTH_MEANING[auth_type],
+            f"`{_AUTH_EXAMPLES[auth_type]}`",
+        ]
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return lines
+
+
+def render_configuration_md() -> str:
+    """The whole of C{docs/configuration.md}."""
+    newest_first = ", ".join(rev.value for rev in NEWEST_FIRST)
+    lines = [
+        "# Configuration",
+        "",
+        "<!-- Generated from mcpx/settings/declarations.py; do not edit by hand.",
+        f"     Regenerate with: {REGENERATE} -->",
+        "",
+        "mcpx reads its settings from four places. Each one overrides the ones before it:",
+        "",
+        "1. the built-in default;",
+        "2. the config file;",
+        "3. an environment variable (`MCPX_...`);",
+        "4. a command-line flag (`mcpx daemon`, `mcpx serve` and `mcpx settings` take one "
+        "flag per setting).",
+        "",
+        "mcpx keeps track of which layer each value came from. `mcpx settings` prints every "
+        "setting with its value and that source (a file path, a variable name or a flag), and "
+        "the revision precedence that results. Add `--json` to get the same information as "
+        "JSON for a script. A name that is not a setting is an error wherever it appears, "
+        "whether in the file or as an `MCPX_` variable. The error lists the valid names and "
+        "suggests the closest one, so a misspelt setting does not quietly do nothing.",
+        "",
+        "## Settings",
+        "",
+        *_settings_table(),
+        "",
+        "## Writing values",
+        "",
+        f"- **Durations** are {ACCEPTED_FORMS}. Several parts add up, as in `1m30s`, and a "
+        "part may have a decimal fraction (`1.5s`). A number without a unit is refused, even "
+        "in the JSON file. MCP counts some times in milliseconds and most tools count "
+        'seconds, so a bare `30` could mean either. Write `"30s"`.',
+        "- **Lists** (string, revision and endpoint lists) are comma-separated in a variable "
+        'or a flag (`--passthrough demo,tasks`). In the file, use a JSON array (`["demo", '
+        '"tasks"]`) or the same comma-separated string. An empty value means an empty list.',
+        "- **Booleans** are `true` or `false`. A variable or flag also accepts `1`/`0`, "
+        "`yes`/`no` and `on`/`off`.",
+        f"- **Revisions** are the dates of the MCP revisions mcpx speaks: {newest_first}. "
+        "An unknown revision is refused, and the error lists these.",
+        "- **Endpoints** are Twisted endpoint strings, such as `tcp:8899:interface=127.0.0.1` "
+        "or `unix:/run/mcpx/api.sock`. Listening on anything other than loopback lets "
+        "whoever can reach that address run tools as you.",
+        "",
+        "## Revision precedence",
+        "",
+        "When two revisions require incompatible behaviour and the revision the peer stated "
+        "does not decide between them, the first revision in `spec.precedence` wins. If the "
+        "list leaves some revisions out, mcpx appends them after it, newest first. "
+        "`spec.first` (`--mcp-spec`, `MCPX_MCP_SPEC`) then moves one revision to the front. "
+        "For example, `MCPX_MCP_SPEC=2025-06-18` gives the order 2025-06-18, 2026-07-28, "
+        "2025-11-25, 2025-03-26, 2024-11-05. mcpx applies every revision's rules strictly, "
+        "except for the revisions listed in `spec.lenient`.",
+        "",
+        "## The config file",
+        "",
+        "### Where it is",
+        "",
+        "mcpx uses the path in `$MCPX_CONFIG` if that variable is set. Otherwise it reads "
+        "`$XDG_CONFIG_HOME/mcpx/config.json`, and when `XDG_CONFIG_HOME` is unset that is "
+        "`~/.config/mcpx/config.json`.",
+        "",
+        "If there is no file at the default location, mcpx uses the configuration it ships "
+        "with, and sources show it as `default config`. That configuration has one server, "
+        "`demo`, which runs `python -m mcpx.demo` with the interpreter mcpx itself runs on. "
+        '(In the shipped file only, a `"command"` of exactly `"python"` stands for that '
+        "interpreter.) If `$MCPX_CONFIG` names a file that does not exist, mcpx reports an "
+        "error and does not fall back.",
+        "",
+        "State lives in `$MCPX_STATE_DIR`, or otherwise in `$XDG_STATE_HOME/mcpx` (by default "
+        "`~/.local/state/mcpx`). That includes the daemon's unix socket, `mcpx.sock`.",
+        "",
+        "mcpx reads the file once, when a command or the daemon starts. To pick up a change, "
+        "restart it.",
+        "",
+        "### Settings in the file",
+        "",
+        "The file is a JSON object. Give a setting either nested inside its section or by its "
+        "full dotted name at the top level. These two files say the same thing:",
+        "",
+        "```json",
+        '{"pool": {"callTimeout": "30s"}, "daemon": {"logLevel": "debug"}}',
+        "```",
+        "",
+        "```json",
+        '{"pool.callTimeout": "30s", "daemon.logLevel": "debug"}',
+        "```",
+        "",
+        "Giving the same setting both ways is an error. mcpx also refuses any key that is not "
+        "a section, a setting, `servers`, `mcpServers` or `$schema`, and it refuses a key that "
+        "appears twice in one object.",
+        "",
+        "### Servers",
+        "",
+        "`servers` maps each server's name to how mcpx reaches it. mcpx also accepts "
+        "`mcpServers`, the key MCP hosts use in their own files, so you can copy entries "
+        "across without changing them. The two are merged, and a name that appears under both "
+        "is an error. A name is made of letters, digits, `.`, `_` and `-`.",
+        "",
+        "An entry has exactly one of `command` or `url`:",
+        "",
+        "- **stdio server** (`command`): mcpx starts the program and speaks MCP over its "
+        "standard input and output. `args` is a list of strings, `env` is an object of extra "
+        "environment variables for the child, and `cwd` is the directory to start it in.",
+        "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
+        "`headers` is an object of headers to send with every request.",
+        "",
+        "A `type` field copied from a host's file (`stdio`, `http`, `streamable-http`, `sse`) "
+        "is accepted when it agrees with `command`/`url`. mcpx chooses the transport itself.",
+        "",
+        "```json",
+        "{",
+        '  "servers": {',
+        '    "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", '
+        '"/srv/docs"]},',
+        '    "github": {',
+        '      "url": "https://mcp.example.com/github",',
+        '      "auth": {"type": "bearer", "token": "${GITHUB_TOKEN}"}',
+        "    },",
+        '    "scratch": {"command": "scratch-mcp", "scope": "client"}',
+        "  }",
+        "}",
+        "```",
+        "",
+        "mcpx reports every mistake in a server entry with the file, the server and the field, "
+        "and says what it expected.",
+        "",
+        "### Credentials: `auth`",
+        "",
+        "A server may have an `auth` object. Its `type` decides the other fields:",
+        "",
+        *_auth_rows(),
+        "",
+        "The `env` type applies only to stdio servers, and the other types only to remote "
+        'servers. mcpx does not implement OAuth yet, so `{"type": "oauth"}` is refused. '
+        "Obtain a token some other way and use `bearer`.",
+        "",
+        "mcpx never shows credentials, header values or `env` values: wherever a server is "
+        "printed, in logs, in `mcpx settings` or in its JSON, they appear as `***`. "
+        "In a URL, the user information and query values are hidden too. "
+        "Put secrets in `auth`, `headers` or `env`, not in `args`, which are shown "
+        "as written.",
+        "",
+        "### Environment references: `${NAME}`",
+        "",
+        "Any string value in a server entry can refer to an environment variable as `${NAME}`. "
+        "This lets the file name a secret without containing it. mcpx fills the references "
+        "in when it reads the file, using the environment it was started with. A variable that "
+        "is not set is an error that names the variable. To write a literal `${`, use `$${`.",
+        "",
+        "### Scope",
+        "",
+        '`scope` decides who shares a running instance of a server. With `"shared"` (the '
+        'default), one instance serves every client. With `"client"`, each client gets an '
+        "instance of its own. Use `client` for a server that keeps state about whoever is "
+        "calling it.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_configuration_md())

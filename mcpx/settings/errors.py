@@ -1,0 +1,43 @@
+# -*- test-case-name: tests.settings.test_resolve -*-
+"""
+The one exception every settings problem is reported as, and the wording of the
+"no such name" message shared by the config file, the environment and the flags.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SettingsError(ValueError):
+    """
+    A configuration mcpx cannot use.
+
+    The message says where the bad value came from and what would be accepted, so
+    the command line can print it as it is and stop.
+    """
+
+
+def closest(given: str, valid: Iterable[str]) -> str | None:
+    """
+    The valid name C{given} was most likely meant to be, or C{None}.
+
+    Case is ignored when comparing: C{pool.calltimeout} was meant to be
+    C{pool.callTimeout}, not something else.
+    """
+    by_folded = {name.casefold(): name for name in valid}
+    found = difflib.get_close_matches(given.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return by_folded[found[0]] if found else None
+
+
+def unknown_name(what: str, given: str, valid: Iterable[str]) -> str:
+    """
+    Say that C{given} is not a valid C{what}, suggest the nearest one, list them all.
+
+    @param what: the kind of name, e.g. C{"setting"} or C{"environment variable"}.
+    """
+    names = list(valid)
+    guess = closest(given, names)
+    hint = f"; did you mean {guess!r}?" if guess is not None else ""
+    return f"unknown {what} {given!r}{hint} valid names are: {', '.join(names)}"

@@ -1,0 +1,80 @@
+# -*- test-case-name: tests.settings.test_paths -*-
+"""
+Where mcpx looks for its config file and keeps its state.
+
+    - config file: C{$MCPX_CONFIG}, else C{$XDG_CONFIG_HOME/mcpx/config.json}
+      (C{XDG_CONFIG_HOME} defaults to C{~/.config});
+    - state directory: C{$MCPX_STATE_DIR}, else C{$XDG_STATE_HOME/mcpx}
+      (C{XDG_STATE_HOME} defaults to C{~/.local/state}).
+
+Every function takes the environment as a mapping rather than reading
+C{os.environ}, so tests can give each case its own.  None of them touches the
+file system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from attrs import frozen
+
+#: Variables under the C{MCPX_} prefix that locate files rather than name a
+#: setting; the check for misspelt setting variables leaves them alone.
+CONFIG_ENV = "MCPX_CONFIG"
+STATE_DIR_ENV = "MCPX_STATE_DIR"
+PATH_ENV: frozenset[str] = frozenset({CONFIG_ENV, STATE_DIR_ENV})
+
+
+@frozen
+class ConfigLocation:
+    """
+    Where the config file is expected.
+
+    @ivar explicit: whether C{$MCPX_CONFIG} named it; a file someone named must
+        exist, while the default location may simply have nothing in it yet.
+    """
+
+    path: Path
+    explicit: bool
+
+
+def home(environ: Mapping[str, str]) -> Path:
+    """The user's home directory: C{$HOME}, else what the platform says."""
+    value = environ.get("HOME")
+    return Path(value) if value else Path.home()
+
+
+def _expand(value: str, environ: Mapping[str, str]) -> Path:
+    """A path with a leading C{~} taken as the home directory C{environ} names."""
+    if value == "~" or value.startswith("~/"):
+        return home(environ) / value[2:]
+    return Path(value)
+
+
+def _xdg(environ: Mapping[str, str], variable: str, fallback: tuple[str, ...]) -> Path:
+    # The XDG spec says a relative path in these variables is invalid and to be
+    # ignored, which also keeps a stray "XDG_CONFIG_HOME=." from depending on cwd.
+    value = environ.get(variable, "")
+    if value and Path(value).is_absolute():
+        return Path(value)
+    return home(environ).joinpath(*fallback)
+
+
+def config_location(environ: Mapping[str, str]) -> ConfigLocation:
+    """Where the config file is, and whether somebody named it explicitly."""
+    named = environ.get(CONFIG_ENV, "")
+    if named:
+        return ConfigLocation(_expand(named, environ), explicit=True)
+    return ConfigLocation(
+        _xdg(environ, "XDG_CONFIG_HOME", (".config",)) / "mcpx" / "config.json",
+        explicit=False,
+    )
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """The directory for the daemon's socket, caches and other state."""
+    named = environ.get(STATE_DIR_ENV, "")
+    if named:
+        return _expand(named, environ)
+    return _xdg(environ, "XDG_STATE_HOME", (".local", "state")) / "mcpx"
