@@ -1,0 +1,722 @@
+# -*- test-case-name: tests.spec.test_schemas -*-
+"""
+The official MCP schemas, bundled, and validators compiled from them.
+
+Each revision's C{schema.json} (and the tasks extension's) ships inside this
+package and is read lazily through L{importlib.resources}.  A validator is
+compiled once per (source, definition, strictness) and cached, so checking an
+instance costs one C{iter_errors} walk and nothing else.
+
+Two strictnesses exist:
+
+  - B{lax} is the schema exactly as published.  Most published object schemas
+    say nothing about extra properties, so they accept any.
+  - B{strict} is a transformed copy in which every object schema that declares
+    C{properties} and says nothing about extra properties is closed.  A field
+    that a revision never defined is then refused, which is how a field sent to
+    a revision that lacks it gets caught.  The places that must stay open no
+    matter what are listed, with their reasons, in L{OPEN_PLACES}.
+
+How closing copes with composition:
+
+  - The draft-07 revisions (2024-11-05 to 2025-06-18) only compose with
+    C{anyOf} whose branches are complete alternatives (a content block is a
+    text I{or} an image ...), so each branch is closed on its own with
+    C{additionalProperties: false}.
+  - The 2020-12 documents (2025-11-25, 2026-07-28, ext-tasks) also build one
+    object from several C{allOf} branches (C{allOf: [Result, Task]}).  Closing a
+    branch would refuse the properties its siblings define, so branches are
+    left open as I{fragments} and the object that holds the C{allOf} is closed
+    with C{unevaluatedProperties: false}, which sees every property any
+    successful branch evaluated, through C{$ref} as well.  A definition reached
+    by C{$ref} from a fragment is swapped for an open-at-the-top twin of itself
+    (its nested objects are still closed); a twin also drops a top-level
+    C{additionalProperties: {}}, because a base such as C{Result} is open only
+    so that the types built on it may add their own fields.
+  - A property declared by two sibling C{allOf} branches (the tasks extension
+    re-declares C{params} of C{JSONRPCRequest}) is evaluated separately by each
+    branch, so neither branch can close it: it is left as a fragment too.
+
+One addition goes beyond closing: in the legacy revisions the generated schema
+drops the C{_meta} field that the base C{Request}/C{Notification} C{params}
+declares whenever a concrete request redefines C{params} (a 2024-11-05
+C{tools/call} has no C{_meta} in its C{params}).  Every revision's prose allows
+C{_meta} on all params and clients send C{progressToken} there, so strict mode
+adds the base's C{_meta} back to each such C{params}.  2026-07-28 is spelled
+out in full and is left alone (its input requests have no C{_meta} on purpose).
+
+References never leave the document: the tasks extension carries its own copy
+of the 2026-07-28 definitions it uses (its only absolute identifier is its own
+C{$id}), and the registry has no way to retrieve anything else.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import enum
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cache
+from importlib.resources import files
+from typing import Any, Final, TypeAlias
+
+from attrs import frozen
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import Draft7Validator, Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import specification_with
+
+from mcpx.spec.revision import Era, Revision
+
+
+class Extension(enum.Enum):
+    """An MCP extension whose official schema is bundled."""
+
+    #: C{io.modelcontextprotocol/tasks}, used alongside 2026-07-28.
+    TASKS = "ext-tasks"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The tasks extension's schema, as a L{SchemaSource}.
+TASKS_EXTENSION: Final = Extension.TASKS
+
+#: Where a bundled schema comes from: a protocol revision or an extension.
+SchemaSource: TypeAlias = Revision | Extension
+
+#: Every bundled schema, revisions oldest first, then the extensions.
+ALL_SOURCES: Final[tuple[SchemaSource, ...]] = (*Revision, *Extension)
+
+
+class UnknownDefinition(KeyError):
+    """A definition name that the schema of a revision (or extension) does not define."""
+
+    def __init__(self, source: SchemaSource, name: str) -> None:
+        super().__init__(name)
+        self.source = source
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"{self.name!r} is not defined in the {self.source} schema"
+
+
+class SchemaViolation(ValueError):
+    """
+    An instance that its schema refuses.
+
+    @ivar problems: one line per problem, each starting with the JSON path of
+        the offending value.
+    """
+
+    def __init__(
+        self, source: SchemaSource, definition: str, problems: Sequence[str], strict: bool
+    ) -> None:
+        self.source = source
+        self.definition = definition
+        self.problems = tuple(problems)
+        self.strict = strict
+        mode = "strict" if strict else "lax"
+        super().__init__(
+            f"not a valid {source} {definition} ({mode}):\n"
+            + "\n".join(f"  {line}" for line in self.problems)
+        )
+
+
+@frozen
+class OpenPlace:
+    """
+    A place that strict mode leaves exactly as published.
+
+    Inline schemas under an open place are not closed at any depth; a C{$ref}
+    inside one still leads to the referenced definition, closed as usual, so a
+    known key in an open map is type-checked (and, when its value is itself an
+    MCP type, checked strictly).
+
+    @ivar property: a property name.  Alone: that property wherever it occurs.
+    @ivar definition: a definition name.  Alone: that whole definition.  With
+        C{property}: that property of that definition only.
+    @ivar reason: why strict mode must not close it.
+    """
+
+    reason: str
+    property: str | None = None
+    definition: str | None = None
+
+
+#: Everything strict mode keeps open, and why.  The rule they share: a place
+#: whose keys are chosen by the sender (a map) or whose value is a JSON Schema
+#: document (which may carry any keyword) cannot be closed by a revision.
+OPEN_PLACES: Final[tuple[OpenPlace, ...]] = (
+    OpenPlace(
+        property="_meta",
+        reason="metadata map: any sender may attach keys under its own prefix",
+    ),
+    OpenPlace(property="arguments", reason="tool and prompt arguments are chosen by the tool"),
+    OpenPlace(
+        property="experimental",
+        reason="experimental capabilities are non-standard by definition",
+    ),
+    OpenPlace(
+        property="extensions",
+        reason="a map keyed by extension id; each extension defines its own settings",
+    ),
+    OpenPlace(
+        property="structuredContent",
+        reason="any JSON value, shaped by the tool's own outputSchema",
+    ),
+    OpenPlace(
+        property="data",
+        reason="error data (and log data) is whatever the sender wants to add",
+    ),
+    OpenPlace(
+        property="inputSchema",
+        reason="a JSON Schema document: any JSON Schema keyword may appear in it",
+    ),
+    OpenPlace(
+        property="outputSchema",
+        reason="a JSON Schema document: any JSON Schema keyword may appear in it",
+    ),
+    OpenPlace(
+        property="requestedSchema",
+        reason="a JSON Schema document (a restricted one) describing an elicitation form",
+    ),
+    OpenPlace(
+        definition="Request",
+        property="params",
+        reason="generic base: the concrete request defines its params",
+    ),
+    OpenPlace(
+        definition="Notification",
+        property="params",
+        reason="generic base: the concrete notification defines its params",
+    ),
+    OpenPlace(
+        definition="JSONRPCRequest",
+        property="params",
+        reason="generic JSON-RPC envelope: any request's params travel in it",
+    ),
+    OpenPlace(
+        definition="JSONRPCNotification",
+        property="params",
+        reason="generic JSON-RPC envelope: any notification's params travel in it",
+    ),
+    *(
+        OpenPlace(
+            definition=name,
+            reason="the definition of a _meta map: open, though its known keys are checked",
+        )
+        for name in (
+            "MetaObject",
+            "RequestMetaObject",
+            "ResultMetaObject",
+            "NotificationMetaObject",
+        )
+    ),
+    OpenPlace(definition="JSONObject", reason="any JSON object (capability settings and such)"),
+    OpenPlace(definition="JSONValue", reason="any JSON value"),
+    *(
+        OpenPlace(
+            definition=name,
+            reason="a property schema inside requestedSchema, which is a JSON Schema document",
+        )
+        for name in (
+            "PrimitiveSchemaDefinition",
+            "StringSchema",
+            "NumberSchema",
+            "BooleanSchema",
+            "EnumSchema",
+            "SingleSelectEnumSchema",
+            "MultiSelectEnumSchema",
+            "UntitledSingleSelectEnumSchema",
+            "TitledSingleSelectEnumSchema",
+            "UntitledMultiSelectEnumSchema",
+            "TitledMultiSelectEnumSchema",
+            "LegacyTitledEnumSchema",
+        )
+    ),
+)
+
+_OPEN_PROPERTIES: Final = frozenset(
+    p.property for p in OPEN_PLACES if p.property is not None and p.definition is None
+)
+_OPEN_DEFINITIONS: Final = frozenset(
+    p.definition for p in OPEN_PLACES if p.definition is not None and p.property is None
+)
+_OPEN_DEFINITION_PROPERTIES: Final = frozenset(
+    (p.definition, p.property)
+    for p in OPEN_PLACES
+    if p.definition is not None and p.property is not None
+)
+
+#: Generic bases whose C{params} is a catch-all, not a concrete request's params.
+_GENERIC_MESSAGES: Final = frozenset(
+    {"Request", "Notification", "JSONRPCRequest", "JSONRPCNotification"}
+)
+
+#: Prefix of the open-at-the-top twin of a definition, used by C{allOf} fragments.
+#: No published definition name contains a hyphen, so it cannot collide.
+_FRAGMENT_PREFIX: Final = "mcpx-fragment-"
+
+_COMPOSITION: Final = ("allOf", "anyOf", "oneOf")
+
+_DRAFT_07: Final = "http://json-schema.org/draft-07/schema#"
+_DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
+#: The dialects the bundled documents are written in (each says so in C{$schema}).
+_DIALECTS: Final[Mapping[str, type[Validator]]] = {
+    _DRAFT_07: Draft7Validator,
+    _DRAFT_2020_12: Draft202012Validator,
+}
+
+
+def _read(source: SchemaSource) -> dict[str, Any]:
+    resource = files("mcpx.spec") / "schemas" / source.value / "schema.json"
+    loaded: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
+    return loaded
+
+
+@cache
+def load_schema(source: SchemaSource) -> dict[str, Any]:
+    """
+    The published schema document of C{source}, read once and cached.
+
+    @return: the shared parsed document; callers must not modify it.
+    """
+    return _read(source)
+
+
+def _definitions_key(document: Mapping[str, Any]) -> str:
+    return "$defs" if "$defs" in document else "definitions"
+
+
+@cache
+def definitions(source: SchemaSource) -> frozenset[str]:
+    """The names of every definition the published schema of C{source} has."""
+    document = load_schema(source)
+    return frozenset(document[_definitions_key(document)])
+
+
+@cache
+def strict_schema(source: SchemaSource) -> dict[str, Any]:
+    """
+    The strict variant of C{source}'s schema document, built once and cached.
+
+    Besides the published definitions it holds the open-at-the-top twins used
+    by C{allOf} fragments, named with a C{mcpx-fragment-} prefix.
+
+    @return: the shared document; callers must not modify it.
+    """
+    document = copy.deepcopy(load_schema(source))
+    key = _definitions_key(document)
+    published: dict[str, Any] = document[key]
+    if isinstance(source, Revision) and source.era is Era.LEGACY:
+        _restore_params_meta(published)
+    # Only 2020-12 has unevaluatedProperties, which sees through composition.
+    unevaluated = document.get("$schema") == _DRAFT_2020_12
+    closer = _Closer(published, unevaluated=unevaluated, key=key)
+    document[key] = closer.close_all()
+    return document
+
+
+def _base_meta(defs: Mapping[str, Any], base: str, params: str) -> Any:
+    """The C{_meta} schema a base message type gives its params, if it gives one."""
+    declared = defs.get(base, {}).get("properties", {}).get("params", {}).get("properties", {})
+    if "_meta" in declared:
+        return declared["_meta"]
+    declared = defs.get(params, {}).get("properties", {})
+    return declared.get("_meta")
+
+
+def _restore_params_meta(defs: dict[str, Any]) -> None:
+    """Give back C{_meta} to legacy params that the schema generator dropped it from."""
+    bases = {
+        False: _base_meta(defs, "Request", "RequestParams"),
+        True: _base_meta(defs, "Notification", "NotificationParams"),
+    }
+    for name, schema in defs.items():
+        declared = schema.get("properties", {})
+        if name in _GENERIC_MESSAGES or "method" not in declared or "params" not in declared:
+            continue
+        params = declared["params"]
+        target = _local_target(params.get("$ref")) if isinstance(params, dict) else None
+        if target is not None:
+            params = defs.get(target)
+        if (
+            not isinstance(params, dict)
+            or "properties" not in params
+            or "_meta" in params["properties"]
+            or "additionalProperties" in params
+        ):
+            continue
+        meta = bases[name.endswith("Notification")]
+        if meta is not None:
+            params["properties"] = {**params["properties"], "_meta": copy.deepcopy(meta)}
+
+
+def _local_target(ref: object) -> str | None:
+    """The definition name a local C{$ref} points at, or C{None}."""
+    if not isinstance(ref, str):
+        return None
+    for prefix in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(prefix) and "/" not in ref[len(prefix) :]:
+            return ref[len(prefix) :]
+    return None
+
+
+class _Mode(enum.Enum):
+    #: A schema that describes a whole value: close it.
+    CLOSE = "close"
+    #: One part of a value that sibling C{allOf} branches also describe: the
+    #: object holding the C{allOf} closes it; this part must stay open.
+    FRAGMENT = "fragment"
+
+
+class _Closer:
+    """Builds the strict definitions from the published ones (already copied)."""
+
+    def __init__(self, published: dict[str, Any], *, unevaluated: bool, key: str) -> None:
+        self._published = published
+        self._unevaluated = unevaluated
+        self._key = key
+        self._result: dict[str, Any] = {}
+
+    def close_all(self) -> dict[str, Any]:
+        for name, schema in self._published.items():
+            if name in _OPEN_DEFINITIONS:
+                self._result[name] = schema
+            else:
+                self._result[name] = self._schema(schema, _Mode.CLOSE, name, top=True)
+        return self._result
+
+    def _fragment_ref(self, name: str) -> str:
+        """A C{$ref} to the open-at-the-top twin of definition C{name}."""
+        if name in _OPEN_DEFINITIONS or name not in self._published:
+            return f"#/{self._key}/{name}"
+        twin = _FRAGMENT_PREFIX + name
+        if twin not in self._result:
+            self._result[twin] = {}  # a placeholder stops reference cycles
+            self._result[twin] = self._schema(self._published[name], _Mode.FRAGMENT, name, top=True)
+        return f"#/{self._key}/{twin}"
+
+    def _declared(self, schema: object, seen: frozenset[str] = frozenset()) -> set[str]:
+        """Property names a schema (with its references and branches) declares."""
+        if not isinstance(schema, dict):
+            return set()
+        names = set(schema.get("properties", {}))
+        target = _local_target(schema.get("$ref"))
+        if target is not None and target not in seen and target in self._published:
+            names |= self._declared(self._published[target], seen | {target})
+        for keyword in _COMPOSITION:
+            for branch in schema.get(keyword, ()):
+                names |= self._declared(branch, seen)
+        return names
+
+    def _schema(
+        self,
+        schema: object,
+        mode: _Mode,
+        definition: str,
+        *,
+        top: bool = False,
+        shared: frozenset[str] = frozenset(),
+    ) -> Any:
+        if not isinstance(schema, dict):
+            return schema
+        out = dict(schema)
+        declares = "properties" in schema
+        composed = any(k in schema for k in _COMPOSITION) or (declares and "$ref" in schema)
+
+        if "properties" in schema:
+            properties = {}
+            for name, sub in schema["properties"].items():
+                if name in _OPEN_PROPERTIES or (
+                    top and (definition, name) in _OPEN_DEFINITION_PROPERTIES
+                ):
+                    properties[name] = sub
+                elif name in shared:
+                    properties[name] = self._schema(sub, _Mode.FRAGMENT, definition)
+                else:
+                    properties[name] = self._schema(sub, _Mode.CLOSE, definition)
+            out["properties"] = properties
+        if isinstance(schema.get("patternProperties"), dict):
+            out["patternProperties"] = {
+                pattern: self._schema(sub, _Mode.CLOSE, definition)
+                for pattern, sub in schema["patternProperties"].items()
+            }
+        # A value below these keywords is a whole value of its own.  (C{not},
+        # C{if}, C{contains} and C{propertyNames} are left alone: closing a
+        # schema there would make it match less, which widens what they allow.)
+        for keyword in (
+            "additionalProperties",
+            "unevaluatedProperties",
+            "items",
+            "unevaluatedItems",
+            "additionalItems",
+        ):
+            value = schema.get(keyword)
+            if isinstance(value, dict):
+                out[keyword] = self._schema(value, _Mode.CLOSE, definition)
+            elif isinstance(value, list):
+                out[keyword] = [self._schema(v, _Mode.CLOSE, definition) for v in value]
+        if isinstance(schema.get("prefixItems"), list):
+            out["prefixItems"] = [
+                self._schema(v, _Mode.CLOSE, definition) for v in schema["prefixItems"]
+            ]
+
+        if "allOf" in schema:
+            branches = schema["allOf"]
+            seen: set[str] = set()
+            overlap: set[str] = set()
+            for branch in branches:
+                names = self._declared(branch)
+                overlap |= seen & names
+                seen |= names
+            out["allOf"] = [
+                self._schema(b, _Mode.FRAGMENT, definition, shared=frozenset(overlap))
+                for b in branches
+            ]
+        for keyword in ("anyOf", "oneOf"):
+            if keyword in schema:
+                # Alternatives standing alone are complete values; beside
+                # properties or inside a fragment they are parts of one.
+                whole = mode is _Mode.CLOSE and not declares and "allOf" not in schema
+                branch_mode = _Mode.CLOSE if whole else _Mode.FRAGMENT
+                out[keyword] = [
+                    self._schema(b, branch_mode, definition, shared=shared) for b in schema[keyword]
+                ]
+        target = _local_target(schema.get("$ref"))
+        if target is not None and (mode is _Mode.FRAGMENT or declares):
+            out["$ref"] = self._fragment_ref(target)
+
+        says = "additionalProperties" in schema or "unevaluatedProperties" in schema
+        if mode is _Mode.FRAGMENT:
+            # An empty schema here marks the other properties as evaluated and
+            # would defeat the closing done by the object holding the allOf.
+            for keyword in ("additionalProperties", "unevaluatedProperties"):
+                if schema.get(keyword) in ({}, True):
+                    del out[keyword]
+        elif not says:
+            if declares and not composed:
+                out["additionalProperties"] = False
+            elif self._unevaluated and (declares or ("allOf" in schema and self._declared(schema))):
+                out["unevaluatedProperties"] = False
+            # A draft-07 object that mixes properties with composition cannot
+            # be closed without refusing a branch's properties; none exists in
+            # the published documents, and such an object would stay open.
+        return out
+
+
+@frozen
+class _Compiled:
+    """One schema document made ready for validation, for one strictness."""
+
+    document: dict[str, Any]
+    uri: str
+    key: str
+    validator_class: type[Validator]
+    registry: Registry[Any]
+    owners: dict[int, str]
+
+
+def _owners(defs: Mapping[str, Any]) -> dict[int, str]:
+    """Map each subschema (by identity) to the definition it belongs to."""
+    owners: dict[int, str] = {}
+
+    def walk(node: object, name: str) -> None:
+        if isinstance(node, dict):
+            owners.setdefault(id(node), name)
+            for value in node.values():
+                walk(value, name)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, name)
+
+    for name, schema in defs.items():
+        walk(schema, name.removeprefix(_FRAGMENT_PREFIX))
+    return owners
+
+
+@cache
+def _compiled(source: SchemaSource, strict: bool) -> _Compiled:
+    document = strict_schema(source) if strict else load_schema(source)
+    dialect = str(document.get("$schema"))
+    cls = _DIALECTS.get(dialect)
+    if cls is None:
+        raise ValueError(f"the {source} schema names an unexpected $schema: {dialect!r}")
+    # Checked once per document (which covers every definition in it), never per instance.
+    cls.check_schema(document)
+    uri = document.get("$id") or f"urn:mcpx:schema:{source.value}"
+    resource: Resource[Any] = specification_with(dialect).create_resource(document)
+    # No retrieval function: a reference that is not in this one document
+    # raises instead of reaching for the network.
+    registry: Registry[Any] = Registry().with_resource(uri, resource)
+    key = _definitions_key(document)
+    return _Compiled(
+        document=document,
+        uri=uri,
+        key=key,
+        validator_class=cls,
+        registry=registry,
+        owners=_owners(document[key]),
+    )
+
+
+def validator(source: SchemaSource, definition: str, *, strict: bool = True) -> Validator:
+    """
+    A compiled validator for one named definition of C{source}'s schema.
+
+    It is built the first time it is asked for and cached: asking again with
+    the same arguments returns the same object.  The JSON Schema draft is the
+    one the document's C{$schema} names.
+
+    @param strict: refuse properties the definition never declared (see
+        L{OPEN_PLACES} for what stays open); C{False} gives the schema as
+        published.
+    @raise UnknownDefinition: C{source} has no definition of that name.
+    """
+    return _validator(source, definition, strict)
+
+
+@cache
+def _validator(source: SchemaSource, definition: str, strict: bool) -> Validator:
+    if definition not in definitions(source):
+        raise UnknownDefinition(source, definition)
+    compiled = _compiled(source, strict)
+    reference = {"$ref": f"{compiled.uri}#/{compiled.key}/{definition}"}
+    built: Validator = compiled.validator_class(reference, registry=compiled.registry)
+    return built
+
+
+def violations(
+    instance: object, source: SchemaSource, definition: str, *, strict: bool = True
+) -> list[str]:
+    """
+    Every way C{instance} fails C{definition} of C{source}, one line each.
+
+    Each line starts with the JSON path of the offending value, for example
+    C{result.structuredContent: additional property not allowed in 2025-03-26
+    CallToolResult}.  An empty list means the instance is valid.
+
+    @raise UnknownDefinition: C{source} has no definition of that name.
+    """
+    checker = _validator(source, definition, strict)
+    compiled = _compiled(source, strict)
+    problems: list[str] = []
+    value: Any = instance
+    for error in checker.iter_errors(value):
+        problems.extend(_describe(error, compiled, source, definition))
+    return problems
+
+
+def validate(
+    instance: object, source: SchemaSource, definition: str, *, strict: bool = True
+) -> None:
+    """
+    Check C{instance} against C{definition} of C{source}.
+
+    @raise SchemaViolation: listing every problem found, with its JSON path.
+    @raise UnknownDefinition: C{source} has no definition of that name.
+    """
+    problems = violations(instance, source, definition, strict=strict)
+    if problems:
+        raise SchemaViolation(source, definition, problems, strict)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+_UNEXPECTED = re.compile(
+    r"(?:Additional|Unevaluated) properties are not allowed \((.*) (?:was|were) unexpected\)\Z",
+    re.S,
+)
+_NOT_ALLOWED = "additional property not allowed"
+#: Longest single problem line; a huge payload should not make a huge log line.
+_LINE_LIMIT = 400
+
+
+def _json_path(path: Iterable[str | int]) -> str:
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{json.dumps(part)}]"
+    return text or "(root)"
+
+
+def _unexpected(message: str) -> list[str] | None:
+    """The property names an additional/unevaluated-properties error lists."""
+    found = _UNEXPECTED.match(message)
+    if found is None:
+        return None
+    try:
+        names = ast.literal_eval(f"[{found.group(1)}]")
+    except (ValueError, SyntaxError):
+        return None
+    return [str(name) for name in names]
+
+
+def _describe(
+    error: ValidationError, compiled: _Compiled, source: SchemaSource, definition: str
+) -> Iterator[str]:
+    schema = error.schema
+    owner = compiled.owners.get(id(schema), definition)
+    where = f"in {source} {owner}"
+    path = list(error.absolute_path)
+    if (
+        error.validator in ("additionalProperties", "unevaluatedProperties")
+        and error.validator_value is False
+    ):
+        names = _unexpected(error.message)
+        if names is not None:
+            for name in names:
+                yield f"{_json_path([*path, name])}: {_NOT_ALLOWED} {where}"
+            return
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        yield _clip(_describe_alternatives(error, compiled, source, definition, where))
+        return
+    yield _clip(f"{_json_path(path)}: {error.message} {where}")
+
+
+def _describe_alternatives(
+    error: ValidationError, compiled: _Compiled, source: SchemaSource, definition: str, where: str
+) -> str:
+    """
+    Say why none of the alternatives matched, naming the closest one.
+
+    The closest is the alternative whose discriminator (a C{const} such as
+    C{type: "text"}) matches, with the fewest unknown fields (an unknown field
+    hints at the wrong alternative more than a missing one does), then the
+    fewest problems.
+    """
+    branches: list[Any] = error.validator_value if isinstance(error.validator_value, list) else []
+    failures: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        index = sub.relative_schema_path[0] if sub.relative_schema_path else -1
+        failures.setdefault(index if isinstance(index, int) else -1, []).append(sub)
+    scored = []
+    for index, errors in failures.items():
+        lines = [line for sub in errors for line in _describe(sub, compiled, source, definition)]
+        mismatched = any(sub.validator == "const" for sub in errors)
+        unknown = sum(_NOT_ALLOWED in line for line in lines)
+        scored.append(((mismatched, unknown, len(lines)), index, lines))
+    scored.sort(key=lambda item: item[0])
+    path = _json_path(error.absolute_path)
+    head = f"{path}: matches none of the {len(branches)} alternatives {where}"
+    if not scored:
+        return head
+    best = [item for item in scored if item[0] == scored[0][0]]
+    parts = []
+    for _, index, lines in best:
+        branch = branches[index] if 0 <= index < len(branches) else None
+        target = _local_target(branch.get("$ref")) if isinstance(branch, dict) else None
+        label = (target or f"alternative {index + 1}").removeprefix(_FRAGMENT_PREFIX)
+        parts.append(f"as {label}: " + "; ".join(lines))
+    return head + "; closest " + " | ".join(parts)
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= _LINE_LIMIT else line[: _LINE_LIMIT - 3] + "..."
