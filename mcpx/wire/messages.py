@@ -1,0 +1,304 @@
+# -*- test-case-name: tests.wire.test_messages -*-
+"""
+JSON-RPC 2.0 messages: parsing them once, checking their shape, and encoding them compactly.
+
+L{parse} decodes the bytes with a single JSON decode and then checks only the envelope
+(C{jsonrpc}, C{id}, C{method}, C{params}, C{result}, C{error}); what is inside C{params} and
+C{result} is the business of the layers above.  Encoding does no checking at all beyond what
+the C{json} encoder does while it writes.
+
+Ids: JSON-RPC allows strings, numbers and C{null}; MCP narrows requests to strings and
+integers, so a float, boolean, object, array or C{null} request id is refused.  An error
+response may carry a C{null} id (it answers a message whose id could not be read).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any, Final, TypeAlias
+
+from attrs import field, frozen
+
+from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
+
+RequestId: TypeAlias = int | str
+Params: TypeAlias = dict[str, Any] | list[Any] | None
+
+JSONRPC_VERSION: Final = "2.0"
+
+
+@frozen(slots=True)
+class Request:
+    """A call that expects an answer carrying the same C{id}."""
+
+    id: RequestId
+    method: str
+    params: Params = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.params is None:
+            return {"jsonrpc": "2.0", "id": self.id, "method": self.method}
+        return {"jsonrpc": "2.0", "id": self.id, "method": self.method, "params": self.params}
+
+
+@frozen(slots=True)
+class Notification:
+    """A one-way message: nothing answers it."""
+
+    method: str
+    params: Params = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.params is None:
+            return {"jsonrpc": "2.0", "method": self.method}
+        return {"jsonrpc": "2.0", "method": self.method, "params": self.params}
+
+
+@frozen(slots=True)
+class Response:
+    """A successful answer to the request with the same C{id}."""
+
+    id: RequestId
+    result: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": self.id, "result": self.result}
+
+
+@frozen(slots=True)
+class ErrorResponse:
+    """
+    A failed answer.  C{id} is C{None} when the failed message's id could not be read.
+
+    The error is the L{RpcError} itself, so a receiver can fail a Deferred with it as is.
+    """
+
+    id: RequestId | None
+    # Exceptions compare by identity; two responses are the same if their errors say the same.
+    error: RpcError = field(eq=lambda error: (error.code, error.message, error.data))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": self.id, "error": self.error.to_json()}
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse
+
+
+@frozen(slots=True)
+class Batch:
+    """
+    A JSON array of messages (allowed by 2025-03-26 only).
+
+    @ivar messages: the elements that were valid, in order.
+    @ivar invalid: one L{ProtocolError} per element that was not; JSON-RPC answers each of
+        them with its own error response instead of refusing the whole batch.
+    """
+
+    messages: tuple[Message, ...]
+    invalid: tuple[ProtocolError, ...] = ()
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [message.to_json() for message in self.messages]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING: Final = _Missing()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# JSON has no NaN or Infinity; Python's decoder accepts them unless told otherwise, and passing
+# them on would make mcpx emit text strict peers cannot read.
+_decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+# No circularity check: it costs a dict insert per container on every message, and a circular
+# value (always a bug) still fails, with RecursionError.
+_encoder = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+)
+_ascii_encoder = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False
+)
+
+
+def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
+    """
+    Read one framed JSON-RPC message (or batch).
+
+    @param allow_batch: whether a JSON array is acceptable; only 2025-03-26 allows batches,
+        so the caller decides by revision.  Refused batches raise -32600.
+    @raise ProtocolError: -32700 (id C{None}) if C{data} is not UTF-8 JSON; -32600 with the
+        offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        decoded = _decoder.decode(text)
+    except (ValueError, RecursionError) as e:
+        # UnicodeDecodeError and JSONDecodeError are both ValueErrors; RecursionError is what
+        # absurdly deep nesting produces.
+        raise ProtocolError(PARSE_ERROR, "Parse error", {"detail": str(e)}) from None
+    if type(decoded) is list:
+        return _parse_batch(decoded, allow_batch)
+    return parse_object(decoded)
+
+
+def parse_object(obj: object) -> Message:
+    """
+    Check an already-decoded JSON value and build the message it describes.
+
+    @raise ProtocolError: -32600 if C{obj} is not a JSON-RPC 2.0 message.
+    """
+    if type(obj) is not dict:
+        raise ProtocolError(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    raw_id = obj.get("id", _MISSING)
+    id_type = type(raw_id)
+    readable_id: RequestId | None = raw_id if id_type is int or id_type is str else None
+    if obj.get("jsonrpc") != JSONRPC_VERSION:
+        raise ProtocolError(
+            INVALID_REQUEST,
+            'Invalid Request: "jsonrpc" must be "2.0"',
+            id=readable_id,
+            about_response="method" not in obj and ("result" in obj or "error" in obj),
+        )
+    method = obj.get("method", _MISSING)
+    if method is not _MISSING:
+        if type(method) is not str:
+            raise ProtocolError(
+                INVALID_REQUEST, 'Invalid Request: "method" must be a string', id=readable_id
+            )
+        if "result" in obj or "error" in obj:
+            raise ProtocolError(
+                INVALID_REQUEST,
+                'Invalid Request: a request cannot carry "result" or "error"',
+                id=readable_id,
+            )
+        params = obj.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            raise ProtocolError(
+                INVALID_REQUEST,
+                'Invalid Request: "params" must be an object or an array',
+                id=readable_id,
+            )
+        if raw_id is _MISSING:
+            return Notification(method, params)
+        if readable_id is None:
+            raise ProtocolError(
+                INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'
+            )
+        return Request(readable_id, method, params)
+    return _parse_response(obj, raw_id, readable_id)
+
+
+def _parse_response(
+    obj: dict[str, Any], raw_id: object, readable_id: RequestId | None
+) -> Response | ErrorResponse:
+    has_result = "result" in obj
+    error = obj.get("error", _MISSING)
+    if has_result == (error is not _MISSING):
+        raise ProtocolError(
+            INVALID_REQUEST,
+            'Invalid Request: a message needs "method", or exactly one of "result" and "error"',
+            id=readable_id,
+            about_response=has_result,
+        )
+    if has_result:
+        if readable_id is None:
+            raise ProtocolError(
+                INVALID_REQUEST,
+                'Invalid Request: a response "id" must be a string or an integer',
+                about_response=True,
+            )
+        return Response(readable_id, obj["result"])
+    if readable_id is None and raw_id is not None:
+        raise ProtocolError(
+            INVALID_REQUEST,
+            'Invalid Request: an error response "id" must be a string, an integer or null',
+            about_response=True,
+        )
+    if (
+        type(error) is not dict
+        or type(error.get("code")) is not int
+        or type(error.get("message")) is not str
+    ):
+        raise ProtocolError(
+            INVALID_REQUEST,
+            'Invalid Request: "error" must be an object with an integer "code" and a string '
+            '"message"',
+            id=readable_id,
+            about_response=True,
+        )
+    return ErrorResponse(readable_id, RpcError.from_json(error))
+
+
+def _parse_batch(items: list[Any], allow_batch: bool) -> Batch:
+    if not allow_batch:
+        raise ProtocolError(
+            INVALID_REQUEST, "Invalid Request: batches are not allowed on this protocol revision"
+        )
+    if not items:
+        raise ProtocolError(INVALID_REQUEST, "Invalid Request: empty batch")
+    messages: list[Message] = []
+    invalid: list[ProtocolError] = []
+    for item in items:
+        try:
+            messages.append(parse_object(item))
+        except ProtocolError as e:
+            invalid.append(e)
+    return Batch(tuple(messages), tuple(invalid))
+
+
+def encode_json(value: Any) -> bytes:
+    """
+    Encode any JSON value compactly as UTF-8.
+
+    Strings holding lone surrogates (which a peer can smuggle in with C{\\ud800} escapes) cannot
+    be written as UTF-8; those values are written with ASCII escapes instead, which is still
+    valid JSON and costs nothing on the usual path.
+
+    @raise TypeError: for values JSON cannot represent.
+    @raise ValueError: for NaN and infinities.
+    @raise RecursionError: for circular structures.
+    """
+    text = _encoder.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(value).encode("ascii")
+
+
+def encode(message: Message | Batch) -> bytes:
+    """
+    The compact UTF-8 JSON text of C{message}, without a trailing newline.
+
+    Nothing is validated or copied: the params and results are written as they are.
+    """
+    return encode_json(message.to_json())
+
+
+class IdSequence:
+    """
+    Request ids for one direction of one connection.
+
+    mcpx as a server originates negative ids (-1, -2, ...): JSON-RPC only needs ids unique
+    per direction, but some clients key a single table by id and would confuse mcpx's
+    requests with their own.  mcpx as a client uses positive ids (1, 2, ...).
+    """
+
+    __slots__ = ("_next", "negative")
+
+    def __init__(self, negative: bool = False) -> None:
+        self.negative = negative
+        self._next = (itertools.count(-1, -1) if negative else itertools.count(1)).__next__
+
+    def __iter__(self) -> Iterator[int]:
+        return self
+
+    def __next__(self) -> int:
+        return self._next()

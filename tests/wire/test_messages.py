@@ -1,0 +1,388 @@
+"""
+Tests for L{mcpx.wire.messages}.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.wire.errors import ProtocolError, RpcError
+from mcpx.wire.messages import (
+    Batch,
+    ErrorResponse,
+    IdSequence,
+    Message,
+    Notification,
+    Request,
+    Response,
+    encode,
+    encode_json,
+    parse,
+    parse_object,
+)
+
+
+class ParseTests(SynchronousTestCase):
+    """
+    L{parse} recognises the four kinds of message.
+    """
+
+    def test_request(self) -> None:
+        """
+        A message with C{id} and C{method} is a request.
+        """
+        self.assertEqual(
+            parse(b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}'),
+            Request(1, "tools/list", {"cursor": "c"}),
+        )
+
+    def test_request_string_id_without_params(self) -> None:
+        """
+        String ids are kept as strings; absent params are C{None}.
+        """
+        self.assertEqual(
+            parse('{"jsonrpc":"2.0","id":"a-1","method":"ping"}'), Request("a-1", "ping")
+        )
+
+    def test_array_params(self) -> None:
+        """
+        JSON-RPC allows positional params; the envelope check accepts them.
+        """
+        self.assertEqual(
+            parse(b'{"jsonrpc":"2.0","id":2,"method":"m","params":[1,2]}'),
+            Request(2, "m", [1, 2]),
+        )
+
+    def test_notification(self) -> None:
+        """
+        A message with C{method} and no C{id} is a notification.
+        """
+        self.assertEqual(
+            parse(b'{"jsonrpc":"2.0","method":"notifications/initialized"}'),
+            Notification("notifications/initialized"),
+        )
+
+    def test_response(self) -> None:
+        """
+        A message with C{result} is a response, even when the result is C{null}.
+        """
+        self.assertEqual(parse(b'{"jsonrpc":"2.0","id":-3,"result":{}}'), Response(-3, {}))
+        self.assertEqual(parse(b'{"jsonrpc":"2.0","id":4,"result":null}'), Response(4, None))
+
+    def test_error_response(self) -> None:
+        """
+        A message with C{error} is an error response whose error is an L{RpcError}.
+        """
+        message = parse(
+            b'{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"no","data":{"m":1}}}'
+        )
+        assert isinstance(message, ErrorResponse)
+        self.assertEqual(message.id, 5)
+        self.assertIsInstance(message.error, RpcError)
+        self.assertEqual(
+            message.error.to_json(), {"code": -32601, "message": "no", "data": {"m": 1}}
+        )
+
+    def test_error_response_null_id(self) -> None:
+        """
+        An error response may answer a message whose id could not be read.
+        """
+        message = parse(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}')
+        self.assertEqual(message, ErrorResponse(None, RpcError(-32700, "x")))
+
+    def test_unknown_members_ignored(self) -> None:
+        """
+        Members JSON-RPC does not define do not make a message invalid.
+        """
+        self.assertEqual(
+            parse(b'{"jsonrpc":"2.0","id":1,"method":"m","extra":true}'), Request(1, "m")
+        )
+
+    def test_parse_object(self) -> None:
+        """
+        An already-decoded object is checked the same way.
+        """
+        self.assertEqual(parse_object({"jsonrpc": "2.0", "method": "m"}), Notification("m"))
+        error = self.assertRaises(ProtocolError, parse_object, {"jsonrpc": "2.0", "id": 3})
+        self.assertEqual((error.code, error.id), (-32600, 3))
+
+
+class ParseErrorTests(SynchronousTestCase):
+    """
+    L{parse} refuses what is not JSON with -32700 and what is not JSON-RPC with -32600.
+    """
+
+    def assert_refused(
+        self, data: bytes, code: int, id: int | str | None = None, about_response: bool = False
+    ) -> ProtocolError:
+        error: ProtocolError = self.assertRaises(ProtocolError, parse, data)
+        self.assertEqual(
+            (error.code, error.id, error.about_response), (code, id, about_response), data
+        )
+        return error
+
+    def test_not_json(self) -> None:
+        """
+        Broken JSON is a parse error with no id.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,', -32700)
+        self.assert_refused(b"", -32700)
+        self.assert_refused(b'{"a":1} trailing', -32700)
+
+    def test_not_utf8(self) -> None:
+        """
+        Bytes that are not UTF-8 are a parse error.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","method":"\xff"}', -32700)
+
+    def test_not_a_number(self) -> None:
+        """
+        C{NaN} and C{Infinity} are not JSON, whatever Python's decoder would accept.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"result":NaN}', -32700)
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"result":-Infinity}', -32700)
+
+    def test_too_deep(self) -> None:
+        """
+        Absurdly deep nesting is refused as a parse error instead of crashing.
+        """
+        self.assert_refused(b"[" * 200000 + b"]" * 200000, -32700)
+
+    def test_not_an_object(self) -> None:
+        """
+        JSON values other than objects and arrays are invalid requests.
+        """
+        for data in (b"42", b'"x"', b"null", b"true"):
+            self.assert_refused(data, -32600)
+
+    def test_wrong_version(self) -> None:
+        """
+        A missing or different C{jsonrpc} member is refused, carrying the id.
+        """
+        self.assert_refused(b'{"id":7,"method":"m"}', -32600, 7)
+        self.assert_refused(b'{"jsonrpc":"1.0","id":"x","method":"m"}', -32600, "x")
+        self.assert_refused(b'{"jsonrpc":2.0,"id":1,"result":{}}', -32600, 1, True)
+
+    def test_method_not_string(self) -> None:
+        """
+        A non-string method is refused, carrying the id.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":8,"method":5}', -32600, 8)
+        self.assert_refused(b'{"jsonrpc":"2.0","method":null}', -32600)
+
+    def test_bad_request_ids(self) -> None:
+        """
+        Booleans, floats, objects, arrays and C{null} are not request ids; the error has none.
+        """
+        for raw in (b"true", b"1.5", b"1.0", b'{"a":1}', b"[1]", b"null"):
+            self.assert_refused(b'{"jsonrpc":"2.0","method":"m","id":' + raw + b"}", -32600)
+
+    def test_bad_params(self) -> None:
+        """
+        Params that are neither an object nor an array are refused.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}', -32600, 1)
+        self.assert_refused(b'{"jsonrpc":"2.0","method":"m","params":3}', -32600)
+
+    def test_request_with_result(self) -> None:
+        """
+        A message cannot be both a request and a response.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"method":"m","result":1}', -32600, 1)
+
+    def test_result_and_error(self) -> None:
+        """
+        A response with both C{result} and C{error} is refused and flagged as a response.
+        """
+        self.assert_refused(
+            b'{"jsonrpc":"2.0","id":2,"result":1,"error":{"code":1,"message":"m"}}',
+            -32600,
+            2,
+            True,
+        )
+
+    def test_neither_method_result_nor_error(self) -> None:
+        """
+        An object with only an id is refused.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":2}', -32600, 2)
+
+    def test_response_bad_id(self) -> None:
+        """
+        A success response needs a string or integer id.
+        """
+        self.assert_refused(b'{"jsonrpc":"2.0","id":null,"result":1}', -32600, None, True)
+        self.assert_refused(
+            b'{"jsonrpc":"2.0","id":1.5,"error":{"code":1,"message":"m"}}', -32600, None, True
+        )
+
+    def test_malformed_error(self) -> None:
+        """
+        The error member must be an object with an integer code and a string message.
+        """
+        for error in (
+            b'"x"',
+            b'{"code":"1","message":"m"}',
+            b'{"code":1}',
+            b'{"code":true,"message":"m"}',
+        ):
+            self.assert_refused(b'{"jsonrpc":"2.0","id":3,"error":' + error + b"}", -32600, 3, True)
+
+
+class BatchTests(SynchronousTestCase):
+    """
+    JSON arrays: batches, allowed only when the caller says so.
+    """
+
+    def test_refused_by_default(self) -> None:
+        """
+        Without C{allow_batch}, an array is refused with a message naming batches.
+        """
+        error = self.assertRaises(ProtocolError, parse, b'[{"jsonrpc":"2.0","method":"m"}]')
+        self.assertEqual((error.code, error.id), (-32600, None))
+        self.assertIn("batches are not allowed", error.message)
+
+    def test_empty(self) -> None:
+        """
+        An empty batch is an invalid request.
+        """
+        error = self.assertRaises(ProtocolError, parse, b"[]", allow_batch=True)
+        self.assertEqual(error.code, -32600)
+
+    def test_elements(self) -> None:
+        """
+        Valid elements become messages in order; each invalid one becomes its own error.
+        """
+        batch = parse(
+            b'[{"jsonrpc":"2.0","id":1,"method":"a"},'
+            b'{"jsonrpc":"2.0","method":7,"id":2},'
+            b'{"jsonrpc":"2.0","method":"n"},'
+            b"[1],"
+            b'{"jsonrpc":"2.0","id":3,"result":{}}]',
+            allow_batch=True,
+        )
+        assert isinstance(batch, Batch)
+        self.assertEqual(batch.messages, (Request(1, "a"), Notification("n"), Response(3, {})))
+        self.assertEqual([(e.code, e.id) for e in batch.invalid], [(-32600, 2), (-32600, None)])
+
+
+class EncodeTests(SynchronousTestCase):
+    """
+    L{encode} writes compact UTF-8 JSON that L{parse} reads back.
+    """
+
+    def test_round_trip(self) -> None:
+        """
+        Every kind of message survives encoding and parsing.
+        """
+        messages: list[Message] = [
+            Request(1, "tools/call", {"name": "x", "arguments": {"a": [1, None]}}),
+            Request("s", "ping"),
+            Notification("notifications/progress", {"progress": 0.5}),
+            Notification("n"),
+            Response(-1, {"content": []}),
+            ErrorResponse(9, RpcError(-32602, "bad", {"why": "x"})),
+            ErrorResponse(None, RpcError(-32700, "Parse error")),
+        ]
+        for message in messages:
+            self.assertEqual(parse(encode(message)), message)
+
+    def test_compact_and_utf8(self) -> None:
+        """
+        No spaces after separators, and non-ASCII text is written as UTF-8, not escaped.
+        """
+        data = encode(Notification("m", {"text": "héllo ✓"}))
+        self.assertEqual(
+            data, '{"jsonrpc":"2.0","method":"m","params":{"text":"héllo ✓"}}'.encode()
+        )
+
+    def test_absent_params_omitted(self) -> None:
+        """
+        A request without params has no C{params} member.
+        """
+        self.assertEqual(
+            json.loads(encode(Request(1, "ping"))), {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        )
+
+    def test_no_newline(self) -> None:
+        """
+        Newlines inside strings are escaped, so the text is safe to frame by lines.
+        """
+        self.assertNotIn(b"\n", encode(Response(1, {"text": "a\nb\r\n"})))
+
+    def test_lone_surrogate(self) -> None:
+        """
+        A lone surrogate (which a peer can send as an escape) is written back escaped.
+        """
+        message = parse(b'{"jsonrpc":"2.0","id":1,"result":"\\ud800x\xc3\xa9"}')
+        data = encode(message)
+        self.assertEqual(data, b'{"jsonrpc":"2.0","id":1,"result":"\\ud800x\\u00e9"}')
+        self.assertEqual(parse(data), message)
+
+    def test_nan_refused(self) -> None:
+        """
+        Encoding NaN raises instead of writing something that is not JSON.
+        """
+        self.assertRaises(ValueError, encode, Response(1, float("nan")))
+
+    def test_unencodable(self) -> None:
+        """
+        Values JSON cannot represent raise C{TypeError}.
+        """
+        self.assertRaises(TypeError, encode, Response(1, object()))
+
+    def test_batch(self) -> None:
+        """
+        A batch encodes as a JSON array.
+        """
+        data = encode(Batch((Response(1, 1), Notification("n"))))
+        self.assertEqual(
+            data, b'[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","method":"n"}]'
+        )
+
+    def test_encode_json(self) -> None:
+        """
+        Any JSON value can be encoded the same way.
+        """
+        value: Any = {"a": [1, "é"]}
+        self.assertEqual(encode_json(value), '{"a":[1,"é"]}'.encode())
+
+    def test_error_response_equality(self) -> None:
+        """
+        Error responses compare by what their errors say, not by exception identity.
+        """
+        self.assertEqual(ErrorResponse(1, RpcError(-1, "m")), ErrorResponse(1, RpcError(-1, "m")))
+        self.assertNotEqual(
+            ErrorResponse(1, RpcError(-1, "m")), ErrorResponse(1, RpcError(-2, "m"))
+        )
+
+
+class IdSequenceTests(SynchronousTestCase):
+    """
+    L{IdSequence} hands out the ids of one direction.
+    """
+
+    def test_positive(self) -> None:
+        """
+        By default ids count up from 1.
+        """
+        ids = IdSequence()
+        self.assertEqual([next(ids) for _ in range(3)], [1, 2, 3])
+
+    def test_negative(self) -> None:
+        """
+        Negative sequences count down from -1, so they never meet a client's own ids.
+        """
+        ids = IdSequence(negative=True)
+        self.assertEqual([next(ids) for _ in range(3)], [-1, -2, -3])
+
+    def test_independent(self) -> None:
+        """
+        Two sequences do not share a counter.
+        """
+        first, second = IdSequence(), IdSequence()
+        next(first)
+        self.assertEqual(next(second), 1)
