@@ -164,6 +164,8 @@ class RpcPeer:
         clock: IReactorTime | None = None,
         allow_batches: bool = False,
         name: str = "",
+        send_request: Callable[[bytes, Request], None] | None = None,
+        on_abandon: Callable[[RequestId], None] | None = None,
     ) -> None:
         """
         @param send: writes one encoded message (no framing) to the other side.
@@ -172,8 +174,15 @@ class RpcPeer:
         @param negative_ids: originate ids -1, -2, ... (mcpx as a server) instead of 1, 2, ...
         @param clock: schedules request timeouts; needed only when one is asked for.
         @param name: names the other side in logs and errors.
+        @param send_request: writes an outgoing request when the transport needs to see it
+            as a message rather than bytes (HTTP sets headers from its method and params);
+            C{send} writes everything else.
+        @param on_abandon: told the id of each outgoing request given up on (cancelled or
+            timed out), for a transport that cancels by closing a stream.
         """
         self._send = send
+        self._send_request = send_request
+        self._on_abandon = on_abandon
         self._on_request = on_request
         self._on_notification = on_notification
         self._ids = IdSequence(negative_ids)
@@ -221,8 +230,9 @@ class RpcPeer:
         if self._closed is not None:
             return fail(ConnectionClosed(self.name, self._closed))
         request_id = next(self._ids)
+        message = Request(request_id, method, params)
         try:
-            data = encode(Request(request_id, method, params))
+            data = encode(message)
         except (TypeError, ValueError, RecursionError):
             return fail()
         entry = _Outgoing(self, request_id, method, send_cancel)
@@ -233,7 +243,10 @@ class RpcPeer:
         # Registered before sending: an in-memory peer may answer before send() returns.
         self._outgoing[request_id] = entry
         try:
-            self._send(data)
+            if self._send_request is None:
+                self._send(data)
+            else:
+                self._send_request(data, message)
         except Exception:
             self._outgoing.pop(request_id, None)
             if entry.timer is not None:
@@ -266,6 +279,25 @@ class RpcPeer:
         )
         if entry.send_cancel and self._closed is None:
             self._write(encode(Notification(CANCELLED, {"requestId": entry.id, "reason": reason})))
+        if self._on_abandon is not None:
+            try:
+                self._on_abandon(entry.id)
+            except Exception:
+                self.log.failure("{peer}: abandoning {id} failed", peer=self.name, id=entry.id)
+        return True
+
+    def fail_outgoing(self, request_id: RequestId, error: BaseException) -> bool:
+        """
+        Fail an outgoing request for a reason the transport found (an HTTP status, a
+        stream that ended without an answer).  C{False} if it was already settled.
+        """
+        entry = self._outgoing.pop(request_id, None)
+        if entry is None:
+            return False
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        entry.deferred.errback(error)
         return True
 
     # Incoming

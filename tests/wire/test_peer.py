@@ -890,3 +890,55 @@ class CloseTests(SynchronousTestCase):
         link.server.close(ConnectionDone())
         self.assertEqual(link.server.in_flight_incoming, 0)
         self.assertEqual(link.sent_by_server, [])
+
+
+class TransportHookTests(SynchronousTestCase):
+    """The hooks a request/response transport (HTTP) needs on top of a byte pipe."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.bytes_sent: list[bytes] = []
+        self.requests_sent: list[tuple[bytes, Request]] = []
+        self.abandoned: list[Any] = []
+        self.peer = RpcPeer(
+            self.bytes_sent.append,
+            on_request=lambda request: None,
+            clock=self.clock,
+            send_request=lambda data, message: self.requests_sent.append((data, message)),
+            on_abandon=self.abandoned.append,
+        )
+
+    def test_requests_reach_send_request_with_the_message(self) -> None:
+        """An outgoing request is handed over with its parsed form; notifications use send."""
+        self.peer.request("tools/call", {"name": "echo"})
+        self.peer.notify("notifications/initialized")
+        [(data, message)] = self.requests_sent
+        self.assertEqual((message.method, message.params), ("tools/call", {"name": "echo"}))
+        self.assertEqual(json.loads(data)["id"], message.id)
+        self.assertEqual(
+            [json.loads(b)["method"] for b in self.bytes_sent], ["notifications/initialized"]
+        )
+
+    def test_cancel_and_timeout_tell_on_abandon(self) -> None:
+        """Cancelling or timing out a request names its id to on_abandon, once each."""
+        cancelled = self.peer.request("a", send_cancel=False)
+        timed = self.peer.request("b", timeout=5, send_cancel=False)
+        cancelled.cancel()
+        self.failureResultOf(cancelled, CancelledError)
+        self.clock.advance(5)
+        self.failureResultOf(timed, RequestTimedOut)
+        ids = [message.id for _, message in self.requests_sent]
+        self.assertEqual(self.abandoned, ids)
+        self.assertEqual(self.bytes_sent, [], "send_cancel=False sends no notifications/cancelled")
+
+    def test_fail_outgoing_fails_only_that_request(self) -> None:
+        """A transport can fail one request (say, an HTTP 404) without touching the others."""
+        first = self.peer.request("a", timeout=5)
+        second = self.peer.request("b")
+        first_id = self.requests_sent[0][1].id
+        self.assertTrue(self.peer.fail_outgoing(first_id, ConnectionError("HTTP 404")))
+        self.failureResultOf(first, ConnectionError)
+        self.assertNoResult(second)
+        self.assertFalse(self.peer.fail_outgoing(first_id, ConnectionError("again")))
+        self.clock.advance(10)
+        self.assertEqual(self.abandoned, [], "a failed request's timer is cancelled")
