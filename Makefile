@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install clean
+.PHONY: run test lint typecheck unit install peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 install: $(VENV)/.installed
 
+# Test peers written by others (Node 22 for the conformance suite, the suite, server-everything).
+PEERS := tests/peers
+$(PEERS)/node_modules/.installed: $(PEERS)/package.json $(PEERS)/package-lock.json
+	cd $(PEERS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+peers: $(PEERS)/node_modules/.installed
+
 run: install
 	$(BIN)/mcpx daemon
 
@@ -29,8 +37,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
-	$(BIN)/python -m twisted.trial $(TRIAL_ARGS) tests
+unit: install peers
+	tests/isolated $(BIN)/python -m twisted.trial $(TRIAL_ARGS) tests
 
 test: lint typecheck unit
 

@@ -69,6 +69,14 @@ class ConnectionClosed(Exception):
         self.reason = reason
 
 
+class NoReply(Exception):
+    """
+    Raised by a request handler for a request that must not be answered at all (a
+    2026-07-28 client receiving a server-to-client request, which that revision
+    does not have): the peer sends nothing back.
+    """
+
+
 class RequestTimedOut(TimeoutError):
     """
     No answer came within the request's timeout; the peer was told to stop working on it.
@@ -192,6 +200,16 @@ class RpcPeer:
         self._outgoing: dict[RequestId, _Outgoing] = {}
         self._incoming: dict[RequestId, Deferred[Any]] = {}
         self._closed: BaseException | None = None
+
+    def handle_with(
+        self, on_request: RequestHandler, on_notification: NotificationHandler | None
+    ) -> None:
+        """
+        Hand what arrives from now on to new handlers: the era probe keeps one
+        connection and peer while the session on top of it changes era.
+        """
+        self._on_request = on_request
+        self._on_notification = on_notification
 
     @property
     def in_flight_outgoing(self) -> int:
@@ -407,6 +425,8 @@ class RpcPeer:
             return
         try:
             outcome = self._on_request(request)
+        except NoReply:
+            return
         except Exception as e:
             self._answer(request, self._error_reply(request, e, None), batch)
             return
@@ -433,6 +453,9 @@ class RpcPeer:
         answering = self._incoming.get(request.id) is handling
         if answering:
             del self._incoming[request.id]
+            if isinstance(outcome, Failure) and outcome.check(NoReply):
+                answering = False
+                outcome = None
         if batch is not None:
             batch.settle(self._reply(request, outcome) if answering else None)
         elif answering:

@@ -942,3 +942,24 @@ class TransportHookTests(SynchronousTestCase):
         self.assertFalse(self.peer.fail_outgoing(first_id, ConnectionError("again")))
         self.clock.advance(10)
         self.assertEqual(self.abandoned, [], "a failed request's timer is cancelled")
+
+
+class NoReplyTests(SynchronousTestCase):
+    def test_no_reply_sends_nothing(self) -> None:
+        """A handler raising NoReply, at once or later, leaves the request unanswered."""
+        from mcpx.wire.peer import NoReply
+
+        sent: list[bytes] = []
+        later: Deferred[Any] = Deferred()
+
+        def handle(request: Request) -> object:
+            if request.method == "now":
+                raise NoReply()
+            return later
+
+        peer = RpcPeer(sent.append, on_request=handle)
+        peer.receive(b'{"jsonrpc":"2.0","id":1,"method":"now"}')
+        peer.receive(b'{"jsonrpc":"2.0","id":2,"method":"later"}')
+        later.errback(NoReply())
+        self.assertEqual(sent, [])
+        self.assertEqual(peer.in_flight_incoming, 0)

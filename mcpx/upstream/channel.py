@@ -1,0 +1,133 @@
+# -*- test-case-name: tests.upstream.test_session -*-
+"""
+What a session needs from a transport: a L{Channel}.
+
+A channel carries JSON-RPC messages between mcpx and one upstream server.  The
+session owns an L{RpcPeer} and attaches it to the channel: the peer hands the
+channel encoded messages to send, the channel hands the peer every message that
+arrives and fails the requests its transport could not deliver.
+
+Transports differ in how a request travels, and the channel hides that:
+
+    =====================  ===============================  ==============================
+    transport              a request                        giving up on a request
+    =====================  ===============================  ==============================
+    stdio                  one line on the child's stdin    C{notifications/cancelled}
+    Streamable HTTP        one POST; the answer is its      legacy: C{notifications/cancelled};
+                           JSON body or SSE stream          modern: close the response stream
+    HTTP+SSE (2024-11-05)  one POST to the endpoint; the    C{notifications/cancelled}
+                           answer arrives on the GET stream
+    =====================  ===============================  ==============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from attrs import define, field
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
+from mcpx.spec.revision import Revision
+from mcpx.wire.messages import Request, RequestId
+from mcpx.wire.peer import RpcPeer
+
+
+class ChannelClosed(ConnectionError):
+    """The channel is gone: the process exited, or the server dropped the session."""
+
+
+class SessionExpired(ConnectionError):
+    """
+    A Streamable HTTP server answered 404 to a request carrying its session id: the
+    session is gone and the client must initialise again.
+    """
+
+
+class TransportRefused(ConnectionError):
+    """
+    An HTTP server refused a request at the transport level (a status without a
+    JSON-RPC body), which the era probe reads as "not this era or transport".
+
+    @ivar status: the HTTP status code.
+    @ivar body: the start of the response body, for the error message.
+    """
+
+    def __init__(self, status: int, body: bytes = b"", url: str = "") -> None:
+        self.status = status
+        self.body = body
+        self.url = url
+        text = body[:200].decode("utf-8", "replace")
+        super().__init__(
+            f"HTTP {status} from {url or 'the server'}" + (f": {text}" if text else "")
+        )
+
+
+@define
+class Negotiated:
+    """
+    What the session has agreed with the server, which an HTTP channel turns into
+    headers on every request.
+
+    @ivar revision: the revision in force (C{MCP-Protocol-Version} from 2025-06-18,
+        and on every modern request).
+    @ivar modern: requests are 2026-07-28 requests (C{Mcp-Method}, C{Mcp-Name}, no
+        session).
+    @ivar param_headers: extra C{Mcp-Param-*} headers for a request, from the input
+        schema of the tool it calls; set by a modern session that knows its tools.
+    """
+
+    revision: Revision | None = None
+    modern: bool = False
+    param_headers: Mapping[str, Mapping[str, str]] = field(factory=dict)
+
+
+class Channel(Protocol):
+    """A connection to one upstream server, carrying JSON-RPC messages."""
+
+    negotiated: Negotiated
+
+    @property
+    def cancels_with_notification(self) -> bool:
+        """
+        Whether giving up on a request is said with C{notifications/cancelled};
+        C{False} where the transport cancels by closing the request's own stream.
+        """
+
+    def attach(self, peer: RpcPeer) -> None:
+        """
+        Deliver every arriving message to C{peer} (C{receive} / C{receive_message}),
+        and fail requests the transport could not deliver with C{peer.fail_outgoing}.
+        Called once, before anything is sent.
+        """
+
+    def start(self) -> Deferred[None]:
+        """Open the transport (spawn the process, open the SSE stream); fires when usable."""
+
+    def send(self, data: bytes) -> None:
+        """Send a notification or a response to a server request."""
+
+    def send_request(self, data: bytes, request: Request) -> None:
+        """Send a request; its answer (or failure) reaches the attached peer."""
+
+    def abandon(self, request_id: RequestId) -> None:
+        """The session gave up on a request: close its stream where that is how to cancel."""
+
+    def initialized(self) -> None:
+        """
+        The legacy handshake is done: open what the transport offers for messages the
+        server starts (the Streamable HTTP GET stream; a 405 there is fine).
+        """
+
+    def reset_session(self) -> None:
+        """Forget the server's session id (after L{SessionExpired}), before initialising again."""
+
+    def when_lost(self) -> Deferred[Failure]:
+        """A fresh Deferred that fires with the reason once the channel has died."""
+
+    def close(self) -> Deferred[None]:
+        """Close the transport gracefully and release everything it holds."""
+
+    def describe(self) -> str:
+        """A short label for logs and errors: the command, or the URL without secrets."""

@@ -1,0 +1,103 @@
+# -*- test-case-name: tests.upstream.test_session -*-
+"""
+Who answers an upstream server's questions, and who hears its notifications.
+
+Whoever owns a session (the pool, and later the question machinery) injects an
+L{UpstreamHandlers}.  A server's question arrives two ways — a legacy server sends a
+JSON-RPC request (C{elicitation/create}, C{sampling/createMessage}, C{roots/list});
+a 2026-07-28 server answers C{input_required} with the same three as input requests
+— and both are resolved by L{UpstreamHandlers.answer}, so the two eras can never
+answer the same question differently.
+
+mcpx declares to a server only the client capabilities it has a handler for: a
+declaration nobody can honour would be a promise broken in silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from attrs import define, field
+
+from mcpx.spec.matrix import capability_in
+from mcpx.spec.revision import Revision
+from mcpx.wire.errors import RpcError
+
+Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
+
+ELICIT = "elicitation/create"
+SAMPLE = "sampling/createMessage"
+LIST_ROOTS = "roots/list"
+
+
+@define
+class UpstreamHandlers:
+    """
+    The answers a session can give, by kind of question.
+
+    @ivar elicitation: answers C{elicitation/create} (form or url mode, as declared).
+    @ivar elicitation_modes: the modes C{elicitation} can answer, C{"form"} and/or C{"url"}.
+    @ivar sampling: answers C{sampling/createMessage}.
+    @ivar sampling_tools: whether C{sampling} can run tool use (C{sampling.tools}).
+    @ivar roots: answers C{roots/list}.
+    @ivar notification: hears every notification the server sends.
+    """
+
+    elicitation: Question | None = None
+    elicitation_modes: frozenset[str] = frozenset({"form"})
+    sampling: Question | None = None
+    sampling_tools: bool = False
+    roots: Question | None = None
+    notification: NotificationSink | None = None
+    _by_method: dict[str, Question | None] = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._by_method = {
+            ELICIT: self.elicitation,
+            SAMPLE: self.sampling,
+            LIST_ROOTS: self.roots,
+        }
+
+    def client_capabilities(self, revision: Revision) -> dict[str, Any]:
+        """The capabilities to declare at C{revision}: one per handler, spelled for it."""
+        declared: dict[str, Any] = {}
+        if self.roots is not None and capability_in("client", "roots", revision):
+            declared["roots"] = {}
+        if self.sampling is not None and capability_in("client", "sampling", revision):
+            sampling: dict[str, Any] = {}
+            if self.sampling_tools and capability_in("client", "sampling.tools", revision):
+                sampling["tools"] = {}
+            declared["sampling"] = sampling
+        if self.elicitation is not None and capability_in("client", "elicitation", revision):
+            if capability_in("client", "elicitation.form", revision):
+                declared["elicitation"] = {mode: {} for mode in sorted(self.elicitation_modes)}
+            elif "form" in self.elicitation_modes:
+                declared["elicitation"] = {}
+        return declared
+
+    def can_answer(self, method: str) -> bool:
+        return self._by_method.get(method) is not None
+
+    async def answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """
+        Resolve one question, whichever era asked it.
+
+        @raise RpcError: -32601 when nothing here answers C{method} (it was never declared).
+        """
+        handler = self._by_method.get(method)
+        if handler is None:
+            raise RpcError.method_not_found(method)
+        if method == ELICIT:
+            mode = params.get("mode", "form")
+            if mode not in self.elicitation_modes:
+                raise RpcError.invalid_params(f"elicitation mode {mode!r} was not declared")
+        return await handler(params)
+
+    def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        if self.notification is not None:
+            self.notification(method, params)
+
+
+NO_HANDLERS = UpstreamHandlers()

@@ -1,0 +1,304 @@
+# -*- test-case-name: tests.upstream.test_probe -*-
+"""
+Finding out which era an upstream server speaks, and remembering the answer.
+
+The 2026-07-28 versioning page makes era a property of the server and tells a
+dual-era client to try the modern protocol first.  So mcpx sends
+C{server/discover}; a discover result, or an error only a modern server sends
+(-32020, -32021, -32022), means modern; anything else — another error, an HTTP
+refusal, silence until the probe timeout — means legacy, and mcpx shakes hands with
+C{initialize} instead.  Over HTTP, a server that refuses C{initialize} as well with
+400, 404 or 405 and no modern error is tried as a 2024-11-05 HTTP+SSE server.
+
+The outcome is kept per server configuration (a hash of the fields that decide
+it) in memory and in C{<state>/upstream-eras.json}, so a restart costs no probe.
+A remembered era that stops working is probed afresh, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field
+from twisted.internet.defer import TimeoutError as DeferredTimeout
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from mcpx.settings.servers import RemoteServer, StdioServer
+from mcpx.spec.revision import Revision
+from mcpx.upstream.channel import Channel, ChannelClosed, TransportRefused
+from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.session import (
+    Era,
+    LegacySession,
+    ModernSession,
+    NotModern,
+    UpstreamError,
+    UpstreamSession,
+)
+from mcpx.wire.errors import (
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    RpcError,
+)
+from mcpx.wire.peer import RequestTimedOut
+
+log = Logger()
+
+ServerConfig = StdioServer | RemoteServer
+
+#: Errors only a 2026-07-28 server sends: an answer with one of them is a modern server.
+MODERN_ERRORS = frozenset(
+    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+)
+
+#: HTTP statuses with which a 2024-11-05 HTTP+SSE server refuses a POST to its GET URL.
+HTTP_SSE_HINTS = frozenset({400, 404, 405})
+
+CACHE_NAME = "upstream-eras.json"
+
+
+def era_key(server: ServerConfig) -> str:
+    """
+    A stable hash of what decides a server's era: for stdio the command, its
+    arguments, environment and directory; for HTTP the URL and headers.  Secrets are
+    part of the hash but never stored in clear.
+    """
+    if isinstance(server, StdioServer):
+        decisive: dict[str, Any] = {
+            "command": server.command,
+            "args": list(server.args),
+            "env": {k: _reveal(v) for k, v in sorted(server.env.items())},
+            "cwd": server.cwd,
+        }
+    else:
+        decisive = {
+            "url": _reveal(server.url),
+            "headers": {k: _reveal(v) for k, v in sorted(server.headers.items())},
+        }
+    encoded = json.dumps(decisive, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:32]
+
+
+def _reveal(value: Any) -> Any:
+    reveal = getattr(value, "reveal", None)
+    return reveal() if callable(reveal) else value
+
+
+@define
+class EraCache:
+    """
+    Remembered eras, by L{era_key}.
+
+    The file is small and written whole (to a temporary file, then renamed, so a
+    crash never leaves half of it); reading and writing it is a few hundred bytes of
+    local I/O, once per server configuration.
+    """
+
+    path: Path | None
+    _entries: dict[str, dict[str, str]] = field(factory=dict)
+
+    @classmethod
+    def load(cls, path: Path | None) -> EraCache:
+        """Read the cache; a missing file is empty, a corrupt one is ignored with a warning."""
+        cache = cls(path)
+        if path is None or not path.exists():
+            return cache
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            entries = data["eras"]
+            if not isinstance(entries, dict):
+                raise TypeError("eras is not an object")
+            for key, entry in entries.items():
+                Era(entry["era"])
+                cache._entries[key] = {"era": entry["era"], "revision": entry.get("revision", "")}
+        except Exception as e:
+            log.warn("ignoring the era cache {path}: {why}", path=str(path), why=str(e))
+            cache._entries.clear()
+        return cache
+
+    def get(self, key: str) -> Era | None:
+        entry = self._entries.get(key)
+        return None if entry is None else Era(entry["era"])
+
+    def put(self, key: str, era: Era, revision: Revision) -> None:
+        entry = {"era": era.value, "revision": revision.value}
+        if self._entries.get(key) == entry:
+            return
+        self._entries[key] = entry
+        self._write()
+
+    def forget(self, key: str) -> None:
+        if self._entries.pop(key, None) is not None:
+            self._write()
+
+    def _write(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(prefix=".upstream-eras.", dir=str(self.path.parent))
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"version": 1, "eras": self._entries}, out, indent=1, sort_keys=True)
+            os.replace(temporary, self.path)
+        except OSError as e:
+            log.warn("cannot write the era cache {path}: {why}", path=str(self.path), why=str(e))
+
+
+ChannelFactory = Callable[[str, ServerConfig], Channel]
+
+
+@define
+class Connector:
+    """
+    Opens sessions to upstream servers: makes the channel, finds the era (from the
+    cache or by probing), and hands back an open L{UpstreamSession}.
+
+    @ivar channels: makes the channel for a server config (stdio or Streamable HTTP).
+    @ivar http_sse_channels: makes a 2024-11-05 HTTP+SSE channel, the HTTP fallback.
+    @ivar probe_timeout: how long the modern probe waits before deciding "legacy".
+    @ivar open_timeout: bound on opening a session once the era is known.
+    @ivar lenient: 2026-07-28 is in C{spec.lenient} (answer a modern server's requests).
+    """
+
+    clock: IReactorTime
+    cache: EraCache
+    channels: ChannelFactory
+    http_sse_channels: ChannelFactory | None = None
+    probe_timeout: float = 5.0
+    open_timeout: float = 30.0
+    lenient: bool = False
+    max_rounds: int = 8
+
+    async def connect(
+        self,
+        name: str,
+        server: ServerConfig,
+        handlers: UpstreamHandlers = NO_HANDLERS,
+    ) -> UpstreamSession:
+        """
+        An open session to C{server}.
+
+        @raise UpstreamError: naming the server and why it could not be reached.
+        """
+        key = era_key(server)
+        remembered = self.cache.get(key)
+        if remembered is not None:
+            try:
+                session, era = await self._open_as(remembered, name, server, handlers)
+            except (UpstreamError, RpcError, TransportRefused, DeferredTimeout) as e:
+                log.info(
+                    "upstream {server}: the remembered era {era} failed ({why}); probing again",
+                    server=name,
+                    era=remembered.value,
+                    why=str(e),
+                )
+                self.cache.forget(key)
+            else:
+                return session
+        session, era = await self._probe(name, server, handlers)
+        self.cache.put(key, era, session.revision)
+        return session
+
+    def _session(
+        self,
+        kind: type[UpstreamSession],
+        name: str,
+        channel: Channel,
+        handlers: UpstreamHandlers,
+        **extra: Any,
+    ) -> UpstreamSession:
+        return kind(
+            name=name,
+            channel=channel,
+            clock=self.clock,
+            handlers=handlers,
+            lenient=self.lenient,
+            max_rounds=self.max_rounds,
+            **extra,
+        )
+
+    async def _start(self, name: str, server: ServerConfig, http_sse: bool = False) -> Channel:
+        factory = self.http_sse_channels if http_sse else self.channels
+        if factory is None:
+            raise UpstreamError(name, "no HTTP+SSE transport is available")
+        channel = factory(name, server)
+        await channel.start()
+        return channel
+
+    async def _open_as(
+        self, era: Era, name: str, server: ServerConfig, handlers: UpstreamHandlers
+    ) -> tuple[UpstreamSession, Era]:
+        channel = await self._start(name, server, http_sse=era is Era.HTTP_SSE)
+        kind: type[UpstreamSession] = ModernSession if era is Era.MODERN else LegacySession
+        session = self._session(kind, name, channel, handlers)
+        try:
+            await session.open(timeout=self.open_timeout)
+        except BaseException:
+            await channel.close()
+            raise
+        return session, era
+
+    async def _probe(
+        self, name: str, server: ServerConfig, handlers: UpstreamHandlers
+    ) -> tuple[UpstreamSession, Era]:
+        channel = await self._start(name, server)
+        modern = self._session(ModernSession, name, channel, handlers)
+        try:
+            await modern.open(timeout=self.probe_timeout)
+        except RpcError as e:
+            if e.code in MODERN_ERRORS and e.code != UNSUPPORTED_PROTOCOL_VERSION:
+                await channel.close()
+                raise UpstreamError(name, f"the modern server refused server/discover: {e}") from e
+            why = f"server/discover answered {e}"
+        except NotModern as e:
+            why = str(e)
+        except (RequestTimedOut, DeferredTimeout):
+            why = f"no answer to server/discover within {self.probe_timeout}s"
+        except TransportRefused as e:
+            why = f"server/discover refused: {e}"
+        except ChannelClosed:
+            await channel.close()
+            raise
+        except BaseException:
+            await channel.close()
+            raise
+        else:
+            log.info("upstream {server} speaks 2026-07-28", server=name)
+            return modern, Era.MODERN
+        log.info("upstream {server} is not modern ({why}); initializing", server=name, why=why)
+
+        # Same connection, new session: a legacy server that ignored the probe is still there.
+        legacy = self._session(LegacySession, name, channel, handlers, peer=modern.rpc)
+        try:
+            await legacy.open(timeout=self.open_timeout)
+        except TransportRefused as e:
+            await channel.close()
+            if not isinstance(server, RemoteServer) or e.status not in HTTP_SSE_HINTS:
+                raise UpstreamError(name, f"initialize was refused: {e}") from e
+            log.info(
+                "upstream {server} refused initialize with HTTP {status}; trying HTTP+SSE",
+                server=name,
+                status=e.status,
+            )
+            return await self._open_as(Era.HTTP_SSE, name, server, handlers)
+        except BaseException:
+            await channel.close()
+            raise
+        return legacy, Era.LEGACY
+
+
+def cache_path(state_dir: Path) -> Path:
+    return state_dir / CACHE_NAME
+
+
+def describe_cache(cache: EraCache) -> Mapping[str, Mapping[str, str]]:
+    """The remembered eras, for diagnostics."""
+    return dict(cache._entries)

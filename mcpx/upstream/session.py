@@ -1,0 +1,734 @@
+# -*- test-case-name: tests.upstream.test_session -*-
+"""
+One session interface over both eras of MCP.
+
+L{UpstreamSession} is what the rest of mcpx calls: list, call, read, complete,
+subscribe, or send any request.  Two subclasses speak the two eras:
+
+  - L{LegacySession} (2024-11-05 … 2025-11-25) shakes hands once with C{initialize}
+    and answers the server's own requests (C{ping}, and the questions the injected
+    handlers can answer).
+  - L{ModernSession} (2026-07-28) has no handshake: every request restates the
+    revision, the client's capabilities and its identity in C{_meta}.  The server
+    asks its questions by answering C{input_required}; those rounds are resolved
+    with the same handlers, or handed to the caller.
+
+Results come back in mcpx's internal shape, the newest one: a legacy result gains
+C{resultType: "complete"}, which is what the 2026-07-28 revision says a missing
+C{resultType} means.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from attrs import define, field, frozen
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx._version import __version__
+from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, NEWEST_LEGACY, Revision
+from mcpx.upstream.channel import Channel, SessionExpired
+from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
+from mcpx.wire.messages import Notification, Request
+from mcpx.wire.peer import NoReply, RpcPeer
+
+CLIENT_INFO = {"name": "mcpx", "version": __version__}
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+#: The methods whose results may be C{input_required} (2026-07-28 MRTR).
+ASKING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+#: How many pages of a list mcpx follows before deciding the server is looping.
+MAX_PAGES = 1000
+
+
+class Era(enum.Enum):
+    """How a server agrees on a revision, and over which transport shape."""
+
+    MODERN = "modern"
+    LEGACY = "legacy"
+    #: 2024-11-05's HTTP+SSE transport: legacy, but over a GET stream and an endpoint.
+    HTTP_SSE = "http+sse"
+
+
+class UpstreamError(Exception):
+    """Something about an upstream server that its caller must hear, naming the server."""
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        super().__init__(f"upstream {server!r}: {message}")
+
+
+class NotModern(UpstreamError):
+    """
+    The server answered the modern probe, but does not speak 2026-07-28: the
+    versions it named (if any) are in C{supported}.
+    """
+
+    def __init__(self, server: str, message: str, supported: Sequence[str] = ()) -> None:
+        super().__init__(server, message)
+        self.supported = tuple(supported)
+
+
+class TooManyRounds(UpstreamError):
+    """A server kept answering C{input_required} past the allowed number of rounds."""
+
+
+@frozen
+class ServerDeclaration:
+    """What a server said about itself: revision, capabilities, identity, instructions."""
+
+    revision: Revision
+    capabilities: Mapping[str, Any]
+    server_info: Mapping[str, Any]
+    instructions: str | None = None
+
+    def declares(self, path: str) -> bool:
+        """Whether a dotted capability (C{"resources.subscribe"}) is declared (and truthy)."""
+        node: Any = self.capabilities
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+        return node is not None and node is not False
+
+
+@frozen
+class InputRound:
+    """
+    A 2026-07-28 server's C{input_required} answer: what it asks, and what to send back.
+
+    @ivar method: the request that was answered so.
+    @ivar params: that request's parameters, without C{_meta}, C{inputResponses} and
+        C{requestState} (each round is sent afresh with a new id).
+    @ivar input_requests: the questions by key, each C{{"method", "params"}}.
+    @ivar request_state: the opaque state to hand back exactly, if the server gave one.
+    """
+
+    method: str
+    params: Mapping[str, Any]
+    input_requests: Mapping[str, Mapping[str, Any]]
+    request_state: str | None
+
+
+def is_input_required(result: Mapping[str, Any]) -> bool:
+    return result.get("resultType") == "input_required"
+
+
+@define(eq=False)
+class UpstreamSession:
+    """
+    A live session with one upstream server, in either era.
+
+    @ivar name: the server's configured name, used in every error.
+    @ivar channel: the transport.
+    @ivar declaration: what the server declared, once the session is open.
+    """
+
+    log = Logger()
+
+    name: str
+    channel: Channel
+    clock: IReactorTime
+    handlers: UpstreamHandlers = NO_HANDLERS
+    lenient: bool = False
+    max_rounds: int = 8
+    declaration: ServerDeclaration | None = None
+    peer: RpcPeer | None = None
+    _tool_headers: dict[str, dict[str, str]] = field(init=False, factory=dict)
+
+    era: ClassVar[Era] = Era.LEGACY
+
+    def __attrs_post_init__(self) -> None:
+        if self.peer is None:
+            self.peer = RpcPeer(
+                self.channel.send,
+                on_request=self._server_request,
+                on_notification=self._server_notification,
+                clock=self.clock,
+                name=f"upstream {self.name!r}",
+                send_request=self.channel.send_request,
+                on_abandon=self.channel.abandon,
+            )
+            self.channel.attach(self.peer)
+        else:
+            # Taking over a connection another session opened (the era probe falling back).
+            self.peer.handle_with(self._server_request, self._server_notification)
+
+    @property
+    def rpc(self) -> RpcPeer:
+        assert self.peer is not None
+        return self.peer
+
+    # What the rest of mcpx reads
+
+    @property
+    def revision(self) -> Revision:
+        if self.declaration is None:
+            raise UpstreamError(self.name, "the session is not open yet")
+        return self.declaration.revision
+
+    @property
+    def capabilities(self) -> Mapping[str, Any]:
+        return {} if self.declaration is None else self.declaration.capabilities
+
+    @property
+    def server_info(self) -> Mapping[str, Any]:
+        return {} if self.declaration is None else self.declaration.server_info
+
+    @property
+    def instructions(self) -> str | None:
+        return None if self.declaration is None else self.declaration.instructions
+
+    # Opening and closing
+
+    async def open(self, timeout: float | None = None) -> ServerDeclaration:
+        """Agree on a revision with the server; the subclass says how."""
+        raise NotImplementedError
+
+    def close(self) -> Deferred[None]:
+        """End the session: fail what is outstanding, close the transport."""
+        self.rpc.close(UpstreamError(self.name, "the session was closed"))
+        return self.channel.close()
+
+    # Requests
+
+    def _send(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+    ) -> Deferred[Any]:
+        """Send one request as the era spells it."""
+        return self.rpc.request(
+            method,
+            dict(params) if params is not None else None,
+            timeout=timeout,
+            send_cancel=self.channel.cancels_with_notification,
+        )
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """
+        Send any request and return its result in mcpx's internal shape.
+
+        A C{input_required} result is returned as it is; see L{resolve} and L{resume}.
+        Cancelling the coroutine's Deferred gives up on the request upstream.
+        """
+        result = await self._send(method, params, timeout)
+        if not isinstance(result, dict):
+            raise UpstreamError(self.name, f"{method} answered with a non-object result")
+        result.setdefault("resultType", "complete")
+        return result
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        resolve_inputs: bool = True,
+    ) -> dict[str, Any]:
+        """
+        L{request}, with any C{input_required} rounds answered through the handlers when
+        C{resolve_inputs} (up to C{max_rounds}).
+        """
+        result = await self.request(method, params, timeout=timeout)
+        if not resolve_inputs:
+            return result
+        rounds = 0
+        while is_input_required(result):
+            rounds += 1
+            if rounds > self.max_rounds:
+                raise TooManyRounds(
+                    self.name, f"{method} still asked for input after {self.max_rounds} rounds"
+                )
+            round_ = self.input_round(method, params, result)
+            answers = await self.answer_inputs(round_)
+            result = await self.resume(round_, answers, timeout=timeout)
+        return result
+
+    def input_round(
+        self, method: str, params: Mapping[str, Any] | None, result: Mapping[str, Any]
+    ) -> InputRound:
+        base = {
+            k: v
+            for k, v in (params or {}).items()
+            if k not in ("_meta", "inputResponses", "requestState")
+        }
+        requests = result.get("inputRequests") or {}
+        if not isinstance(requests, Mapping):
+            raise UpstreamError(self.name, "inputRequests is not an object")
+        state = result.get("requestState")
+        return InputRound(method, base, requests, state if isinstance(state, str) else None)
+
+    async def answer_inputs(self, round_: InputRound) -> dict[str, Any]:
+        """Answer every question of a round through the handlers."""
+        answers: dict[str, Any] = {}
+        for key, asked in round_.input_requests.items():
+            method = asked.get("method") if isinstance(asked, Mapping) else None
+            params = asked.get("params") if isinstance(asked, Mapping) else None
+            if not isinstance(method, str):
+                raise UpstreamError(self.name, f"input request {key!r} names no method")
+            try:
+                answers[key] = dict(
+                    await self.handlers.answer(
+                        method, params if isinstance(params, Mapping) else {}
+                    )
+                )
+            except RpcError as e:
+                raise UpstreamError(
+                    self.name,
+                    f"asked {method} (input request {key!r}), which mcpx cannot answer: {e}",
+                ) from None
+        return answers
+
+    async def resume(
+        self,
+        round_: InputRound,
+        input_responses: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send a round's request again, new id, with the answers and the exact state."""
+        params: dict[str, Any] = dict(round_.params)
+        params["inputResponses"] = dict(input_responses)
+        if round_.request_state is not None:
+            params["requestState"] = round_.request_state
+        return await self.request(round_.method, params, timeout=timeout)
+
+    # Typed helpers
+
+    async def _list(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            params = {"cursor": cursor} if cursor is not None else {}
+            page = await self.request(method, params, timeout=timeout)
+            found = page.get(key) or []
+            if not isinstance(found, list):
+                raise UpstreamError(self.name, f"{method} returned {key} that is not a list")
+            items.extend(found)
+            next_cursor = page.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                return items
+            if next_cursor in seen:
+                raise UpstreamError(self.name, f"{method} repeated the cursor {next_cursor!r}")
+            seen.add(next_cursor)
+            cursor = next_cursor
+        raise UpstreamError(self.name, f"{method} returned more than {MAX_PAGES} pages")
+
+    async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every tool, following each C{nextCursor}."""
+        tools = await self._list("tools/list", "tools", timeout)
+        self._tool_headers = {
+            tool["name"]: headers
+            for tool in tools
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+            if (headers := param_header_names(tool))
+        }
+        return tools
+
+    async def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._list("prompts/list", "prompts", timeout)
+
+    async def list_resources(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await self._list("resources/list", "resources", timeout)
+
+    async def list_resource_templates(
+        self, *, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        return await self._list("resources/templates/list", "resourceTemplates", timeout)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        resolve_inputs: bool = True,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        if meta:
+            params["_meta"] = dict(meta)
+        return await self.call("tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        resolve_inputs: bool = True,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = dict(arguments)
+        return await self.call(
+            "prompts/get", params, timeout=timeout, resolve_inputs=resolve_inputs
+        )
+
+    async def read_resource(
+        self, uri: str, *, timeout: float | None = None, resolve_inputs: bool = True
+    ) -> dict[str, Any]:
+        return await self.call(
+            "resources/read", {"uri": uri}, timeout=timeout, resolve_inputs=resolve_inputs
+        )
+
+    async def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"ref": dict(ref), "argument": dict(argument)}
+        if context is not None:
+            params["context"] = dict(context)
+        return await self.request("completion/complete", params, timeout=timeout)
+
+    async def subscribe(self, uri: str) -> None:
+        raise NotImplementedError
+
+    async def unsubscribe(self, uri: str) -> None:
+        raise NotImplementedError
+
+    # What the server sends us
+
+    def _server_request(self, request: Request) -> object:
+        if request.method == "ping":
+            return {}
+        if not self.handlers.can_answer(request.method):
+            raise RpcError.method_not_found(request.method)
+        return Deferred.fromCoroutine(self._answer_server(request))
+
+    async def _answer_server(self, request: Request) -> Mapping[str, Any]:
+        params = request.params if isinstance(request.params, Mapping) else {}
+        return await self.handlers.answer(request.method, params)
+
+    def _server_notification(self, notification: Notification) -> None:
+        params = notification.params if isinstance(notification.params, Mapping) else None
+        self.handlers.notify(notification.method, params)
+
+
+def param_header_names(tool: Mapping[str, Any]) -> dict[str, str]:
+    """
+    The C{Mcp-Param-*} headers a tool's input schema asks for, as argument name →
+    header suffix (2026-07-28: a top-level property annotated C{x-mcp-header}).
+    """
+    schema = tool.get("inputSchema")
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return {}
+    headers: dict[str, str] = {}
+    for argument, definition in properties.items():
+        if isinstance(definition, Mapping):
+            header = definition.get("x-mcp-header")
+            if isinstance(header, str) and header:
+                headers[argument] = header
+    return headers
+
+
+@define(eq=False)
+class LegacySession(UpstreamSession):
+    """A session that shook hands with C{initialize} (2024-11-05 … 2025-11-25)."""
+
+    era: ClassVar[Era] = Era.LEGACY
+    _subscriptions: set[str] = field(init=False, factory=set)
+
+    async def open(self, timeout: float | None = None) -> ServerDeclaration:
+        """
+        C{initialize} offering the newest legacy revision, then C{notifications/initialized}.
+
+        @raise UpstreamError: if the server answers with a revision mcpx does not speak.
+        """
+        self.channel.negotiated.modern = False
+        self.channel.negotiated.revision = None
+        offered = NEWEST_LEGACY
+        result = await self.rpc.request(
+            "initialize",
+            {
+                "protocolVersion": offered.value,
+                "capabilities": self.handlers.client_capabilities(offered),
+                "clientInfo": dict(CLIENT_INFO),
+            },
+            timeout=timeout,
+            send_cancel=False,
+        )
+        if not isinstance(result, dict):
+            raise UpstreamError(self.name, "initialize answered with a non-object result")
+        answered = result.get("protocolVersion")
+        revision = Revision.find(answered)
+        if revision is None or revision not in LEGACY_REVISIONS:
+            speaks = ", ".join(r.value for r in LEGACY_REVISIONS)
+            raise UpstreamError(
+                self.name,
+                f"initialize answered protocol version {answered!r}, which mcpx cannot use "
+                f"with a handshake (it speaks {speaks})",
+            )
+        capabilities = result.get("capabilities")
+        server_info = result.get("serverInfo")
+        instructions = result.get("instructions")
+        self.declaration = ServerDeclaration(
+            revision=revision,
+            capabilities=capabilities if isinstance(capabilities, dict) else {},
+            server_info=server_info if isinstance(server_info, dict) else {},
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
+        self.channel.negotiated.revision = revision
+        self.rpc.allow_batches = revision is Revision.V2025_03_26
+        self.rpc.notify("notifications/initialized")
+        self.channel.initialized()
+        return self.declaration
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """As L{UpstreamSession.request}; a session the server forgot is opened again once."""
+        try:
+            return await UpstreamSession.request(self, method, params, timeout=timeout)
+        except SessionExpired:
+            self.log.info(
+                "upstream {server}: session expired; initializing again", server=self.name
+            )
+            self.channel.reset_session()
+            await self.open(timeout=timeout)
+            for uri in sorted(self._subscriptions):
+                await UpstreamSession.request(self, "resources/subscribe", {"uri": uri})
+            return await UpstreamSession.request(self, method, params, timeout=timeout)
+
+    async def subscribe(self, uri: str) -> None:
+        await self.request("resources/subscribe", {"uri": uri})
+        self._subscriptions.add(uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        self._subscriptions.discard(uri)
+        await self.request("resources/unsubscribe", {"uri": uri})
+
+
+@define(eq=False)
+class ModernSession(UpstreamSession):
+    """
+    A 2026-07-28 session: no handshake, the revision restated on every request, and
+    notifications only on a C{subscriptions/listen} stream.
+    """
+
+    era: ClassVar[Era] = Era.MODERN
+    #: Seconds to wait before reopening a listen stream the server ended.
+    listen_retry: ClassVar[float] = 1.0
+    _subscriptions: set[str] = field(init=False, factory=set)
+    _listen: Deferred[Any] | None = field(init=False, default=None)
+    _reopen: IDelayedCall | None = field(init=False, default=None)
+    _listen_filter: dict[str, Any] = field(init=False, factory=dict)
+    _closing: bool = field(init=False, default=False)
+    acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
+
+    def _meta(self, meta: Any) -> dict[str, Any]:
+        merged = dict(meta) if isinstance(meta, Mapping) else {}
+        merged[META_VERSION] = NEWEST.value
+        merged[META_CAPABILITIES] = self.handlers.client_capabilities(NEWEST)
+        merged[META_CLIENT_INFO] = CLIENT_INFO
+        return merged
+
+    def _send(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+    ) -> Deferred[Any]:
+        spelled = dict(params) if params is not None else {}
+        spelled["_meta"] = self._meta(spelled.get("_meta"))
+        if method == "tools/call":
+            self._stage_param_headers(spelled)
+        return self.rpc.request(
+            method,
+            spelled,
+            timeout=timeout,
+            send_cancel=self.channel.cancels_with_notification,
+        )
+
+    def _stage_param_headers(self, params: Mapping[str, Any]) -> None:
+        name = params.get("name")
+        wanted = self._tool_headers.get(name) if isinstance(name, str) else None
+        if not wanted:
+            return
+        arguments = params.get("arguments")
+        if not isinstance(arguments, Mapping):
+            return
+        values = {
+            header: _header_value(arguments[argument])
+            for argument, header in wanted.items()
+            if argument in arguments and arguments[argument] is not None
+        }
+        assert isinstance(name, str)
+        self.channel.negotiated.param_headers = {name: values}
+
+    async def open(self, timeout: float | None = None) -> ServerDeclaration:
+        """
+        C{server/discover}: read C{supportedVersions}, capabilities, instructions and the
+        server's identity.  A C{-32022} naming 2026-07-28 among the supported versions is
+        tried once more; one that does not is refused with what the server speaks.
+        """
+        self.channel.negotiated.modern = True
+        self.channel.negotiated.revision = NEWEST
+        try:
+            result = await self.request("server/discover", {}, timeout=timeout)
+        except RpcError as e:
+            if e.code != UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            supported = _supported_versions(e.data)
+            if NEWEST.value not in supported:
+                raise NotModern(
+                    self.name,
+                    f"the server does not speak {NEWEST.value}; it supports "
+                    + (", ".join(supported) or "nothing it named"),
+                    supported,
+                ) from None
+            result = await self.request("server/discover", {}, timeout=timeout)
+        return self._declare(result)
+
+    def _declare(self, result: Mapping[str, Any]) -> ServerDeclaration:
+        supported = result.get("supportedVersions")
+        if not isinstance(supported, list) or NEWEST.value not in supported:
+            raise NotModern(
+                self.name,
+                f"server/discover lists supportedVersions {supported!r}, without {NEWEST.value}",
+                [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else (),
+            )
+        meta = result.get("_meta")
+        server_info = meta.get(META_SERVER_INFO) if isinstance(meta, Mapping) else None
+        capabilities = result.get("capabilities")
+        instructions = result.get("instructions")
+        self.declaration = ServerDeclaration(
+            revision=NEWEST,
+            capabilities=capabilities if isinstance(capabilities, dict) else {},
+            server_info=server_info if isinstance(server_info, dict) else {},
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
+        self._update_listen()
+        return self.declaration
+
+    def close(self) -> Deferred[None]:
+        self._closing = True
+        if self._reopen is not None and self._reopen.active():
+            self._reopen.cancel()
+        self._reopen = None
+        if self._listen is not None:
+            self._listen.cancel()
+            self._listen = None
+        return UpstreamSession.close(self)
+
+    def _server_request(self, request: Request) -> object:
+        if self.lenient:
+            return UpstreamSession._server_request(self, request)
+        # 2026-07-28 has no server-to-client requests: a client answering one would be
+        # talking a protocol that does not exist, so it is logged and left unanswered.
+        self.log.warn(
+            "upstream {server} sent a {method} request, which 2026-07-28 does not have; "
+            "not answered",
+            server=self.name,
+            method=request.method,
+        )
+        raise NoReply()
+
+    def _server_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/subscriptions/acknowledged":
+            params = notification.params if isinstance(notification.params, Mapping) else {}
+            granted = params.get("notifications")
+            self.acknowledged = granted if isinstance(granted, Mapping) else {}
+            return
+        UpstreamSession._server_notification(self, notification)
+
+    # subscriptions/listen upkeep
+
+    def _wanted_filter(self) -> dict[str, Any]:
+        declaration = self.declaration
+        wanted: dict[str, Any] = {}
+        if declaration is None:
+            return wanted
+        if declaration.declares("tools.listChanged"):
+            wanted["toolsListChanged"] = True
+        if declaration.declares("prompts.listChanged"):
+            wanted["promptsListChanged"] = True
+        if declaration.declares("resources.listChanged"):
+            wanted["resourcesListChanged"] = True
+        if self._subscriptions and declaration.declares("resources.subscribe"):
+            wanted["resourceSubscriptions"] = sorted(self._subscriptions)
+        return wanted
+
+    def _update_listen(self) -> None:
+        """Open, reopen or close the listen stream so it asks for what is wanted now."""
+        self._reopen = None
+        if self._closing:
+            return
+        wanted = self._wanted_filter()
+        if wanted == self._listen_filter and self._listen is not None:
+            return
+        previous, self._listen = self._listen, None
+        self._listen_filter = wanted
+        if previous is not None:
+            previous.cancel()
+        if not wanted:
+            return
+        self.acknowledged = None
+        listening = Deferred.fromCoroutine(
+            self.request("subscriptions/listen", {"notifications": wanted})
+        )
+        self._listen = listening
+        listening.addBoth(self._listen_ended, listening)
+
+    def _listen_ended(self, outcome: object, listening: Deferred[Any]) -> None:
+        if self._listen is not listening:
+            return None  # replaced or cancelled on purpose
+        self._listen = None
+        self._listen_filter = {}
+        if self._closing:
+            return None
+        if isinstance(outcome, Failure):
+            self.log.warn(
+                "upstream {server}: subscriptions/listen ended: {why}; reopening",
+                server=self.name,
+                why=outcome.getErrorMessage(),
+            )
+        # Reopened after a pause either way: a server that ends every stream at once
+        # must not be answered with a tight loop of new ones.
+        if self._reopen is None or not self._reopen.active():
+            self._reopen = self.clock.callLater(self.listen_retry, self._update_listen)
+        return None
+
+    async def subscribe(self, uri: str) -> None:
+        self._subscriptions.add(uri)
+        self._update_listen()
+
+    async def unsubscribe(self, uri: str) -> None:
+        self._subscriptions.discard(uri)
+        self._update_listen()
+
+
+def _supported_versions(data: Any) -> list[str]:
+    supported = data.get("supported") if isinstance(data, Mapping) else None
+    if not isinstance(supported, Sequence) or isinstance(supported, str):
+        return []
+    return [v for v in supported if isinstance(v, str)]
+
+
+def _header_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

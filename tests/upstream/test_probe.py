@@ -1,0 +1,193 @@
+"""The era probe and its cache, over in-memory channels."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.settings.servers import RemoteServer, Secret, StdioServer
+from mcpx.spec.revision import NEWEST
+from mcpx.upstream.probe import Connector, EraCache, ServerConfig, era_key
+from mcpx.upstream.session import Era, LegacySession, ModernSession, UpstreamError
+from mcpx.wire.errors import RpcError
+from tests.support.logs import observe_log
+from tests.upstream.memory import FakeServer, MemoryChannel, discover_result, initialize_result
+
+STDIO = StdioServer(name="s", command="server", args=("--x",))
+REMOTE = RemoteServer(name="r", url="http://127.0.0.1:1/mcp")
+
+
+def legacy_server() -> FakeServer:
+    return FakeServer({"initialize": lambda p: initialize_result("2025-06-18")})
+
+
+def modern_server() -> FakeServer:
+    return FakeServer({"server/discover": lambda p: discover_result(tools={})})
+
+
+class Harness:
+    """A connector whose channels lead to fake servers, counting the channels made."""
+
+    def __init__(
+        self,
+        case: SynchronousTestCase,
+        server: FakeServer,
+        refuse_with: int | None = None,
+        sse_server: FakeServer | None = None,
+    ) -> None:
+        self.clock = Clock()
+        self.path = Path(case.mktemp()) / "upstream-eras.json"
+        self.server = server
+        self.refuse_with = refuse_with
+        self.sse_server = sse_server
+        self.channels: list[MemoryChannel] = []
+        self.sse_channels: list[MemoryChannel] = []
+        self.connector = self.make_connector(EraCache.load(self.path))
+
+    def make_connector(self, cache: EraCache) -> Connector:
+        return Connector(
+            clock=self.clock,
+            cache=cache,
+            channels=self._channel,
+            http_sse_channels=self._sse_channel,
+            probe_timeout=5.0,
+        )
+
+    def _channel(self, name: str, server: ServerConfig) -> MemoryChannel:
+        channel = MemoryChannel(self.server, refuse_requests_with=self.refuse_with)
+        self.channels.append(channel)
+        return channel
+
+    def _sse_channel(self, name: str, server: ServerConfig) -> MemoryChannel:
+        assert self.sse_server is not None
+        channel = MemoryChannel(self.sse_server)
+        self.sse_channels.append(channel)
+        return channel
+
+    def connect(self, config: ServerConfig = STDIO) -> Deferred[Any]:
+        return Deferred.fromCoroutine(self.connector.connect("fake", config))
+
+    def cached(self) -> dict[str, Any]:
+        data: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+        return data["eras"]
+
+
+class ProbeTests(SynchronousTestCase):
+    def test_modern_server_is_found_modern_and_remembered(self) -> None:
+        """server/discover answered: a modern session, and the era is written to the cache."""
+        harness = Harness(self, modern_server())
+        session = self.successResultOf(harness.connect())
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(harness.server.methods(), ["server/discover"])
+        self.assertEqual(
+            harness.cached(), {era_key(STDIO): {"era": "modern", "revision": "2026-07-28"}}
+        )
+
+    def test_legacy_server_falls_back_on_the_same_connection(self) -> None:
+        """A -32601 to discover means legacy: initialize follows on the same channel."""
+        harness = Harness(self, legacy_server())
+        session = self.successResultOf(harness.connect())
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(session.revision.value, "2025-06-18")
+        self.assertEqual(harness.server.methods(), ["server/discover", "initialize"])
+        self.assertEqual(len(harness.channels), 1, "no second process or connection")
+        self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "legacy")
+
+    def test_silence_until_the_probe_timeout_means_legacy(self) -> None:
+        """A server that never answers discover is initialised once the probe times out."""
+        server = legacy_server()
+        server.answers["server/discover"] = lambda p: Deferred()
+        harness = Harness(self, server)
+        connecting = harness.connect()
+        self.assertNoResult(connecting)
+        harness.clock.advance(5.0)
+        session = self.successResultOf(connecting)
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(server.methods(), ["server/discover", "initialize"])
+
+    def test_a_modern_refusal_other_than_version_is_an_error(self) -> None:
+        """-32021 on discover is a modern server refusing: reported, not taken for legacy."""
+
+        def refuse(params: Mapping[str, Any]) -> Any:
+            raise RpcError(-32021, "needs roots", {"requiredCapabilities": {"roots": {}}})
+
+        harness = Harness(self, FakeServer({"server/discover": refuse}))
+        failure = self.failureResultOf(harness.connect(), UpstreamError)
+        self.assertIn("refused server/discover", str(failure.value))
+        self.assertTrue(harness.channels[0].closed)
+
+    def test_http_refusing_initialize_tries_http_sse(self) -> None:
+        """Over HTTP, 405 to discover and to initialize leads to the 2024-11-05 HTTP+SSE one."""
+        harness = Harness(self, FakeServer(), refuse_with=405, sse_server=legacy_server())
+        session = self.successResultOf(harness.connect(REMOTE))
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(len(harness.sse_channels), 1)
+        self.assertTrue(harness.channels[0].closed, "the Streamable HTTP channel is let go")
+        self.assertEqual(harness.cached()[era_key(REMOTE)]["era"], "http+sse")
+
+    def test_stdio_refusal_is_not_taken_for_http_sse(self) -> None:
+        """Only an HTTP server is tried over HTTP+SSE; anything else reports the refusal."""
+        harness = Harness(self, FakeServer(), refuse_with=405)
+        failure = self.failureResultOf(harness.connect(STDIO), UpstreamError)
+        self.assertIn("initialize was refused", str(failure.value))
+        self.assertEqual(harness.sse_channels, [])
+
+
+class CacheTests(SynchronousTestCase):
+    def test_a_remembered_legacy_era_skips_the_probe(self) -> None:
+        """After a restart (a new cache read from the file), a legacy server gets no discover."""
+        harness = Harness(self, legacy_server())
+        self.successResultOf(harness.connect())
+        harness.server.requests.clear()
+        harness.connector = harness.make_connector(EraCache.load(harness.path))
+        session = self.successResultOf(harness.connect())
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(harness.server.methods(), ["initialize"])
+
+    def test_a_remembered_era_that_fails_is_probed_again_once(self) -> None:
+        """A server remembered as modern that has become legacy is re-probed and re-remembered."""
+        harness = Harness(self, legacy_server())
+        cache = EraCache.load(harness.path)
+        cache.put(era_key(STDIO), Era.MODERN, NEWEST)
+        harness.connector = harness.make_connector(cache)
+        session = self.successResultOf(harness.connect())
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(
+            harness.server.methods(), ["server/discover", "server/discover", "initialize"]
+        )
+        self.assertTrue(harness.channels[0].closed, "the channel of the failed attempt is closed")
+        self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "legacy")
+
+    def test_a_corrupt_cache_file_is_ignored_with_a_warning(self) -> None:
+        """Garbage in upstream-eras.json costs a probe and a warning, never a failure."""
+        path = Path(self.mktemp())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{not json")
+        events = observe_log(self)
+        cache = EraCache.load(path)
+        self.assertIsNone(cache.get(era_key(STDIO)))
+        self.assertTrue(any("ignoring the era cache" in e.get("log_format", "") for e in events))
+
+    def test_the_key_follows_what_decides_the_era(self) -> None:
+        """Changing the command, args, env or URL changes the key; the server's name does not."""
+        base = era_key(STDIO)
+        self.assertEqual(base, era_key(StdioServer(name="other", command="server", args=("--x",))))
+        self.assertNotEqual(base, era_key(StdioServer(name="s", command="server")))
+        self.assertNotEqual(
+            base,
+            era_key(StdioServer(name="s", command="server", args=("--x",), env={"K": Secret("v")})),
+        )
+        self.assertNotEqual(era_key(REMOTE), era_key(RemoteServer(name="r", url="http://h/x")))
+
+    def test_the_cache_file_holds_no_secrets(self) -> None:
+        """An env secret decides the key but is never written in clear."""
+        harness = Harness(self, modern_server())
+        config = StdioServer(name="s", command="server", env={"TOKEN": Secret("hunter2")})
+        self.successResultOf(harness.connect(config))
+        self.assertNotIn("hunter2", harness.path.read_text())
