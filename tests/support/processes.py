@@ -49,13 +49,17 @@ class ChildProcess(ProcessProtocol):
 
     def _check(self) -> None:
         remaining = []
+        matched = []
         for fd, pattern, waiter in self._watchers:
             match = pattern.search(bytes(self.output.get(fd, b"")))
             if match:
-                waiter.callback(match.group(0))
+                matched.append((waiter, match.group(0)))
             else:
                 remaining.append((fd, pattern, waiter))
+        # The list is settled before any waiter fires: a callback may start a new wait.
         self._watchers = remaining
+        for waiter, text in matched:
+            waiter.callback(text)
 
     def wait_for(self, pattern: bytes, fd: int = 2, timeout: float = 30) -> Deferred[bytes]:
         """Fire when the child has written C{pattern} on C{fd}; fail after C{timeout}."""

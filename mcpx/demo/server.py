@@ -1,0 +1,478 @@
+# -*- test-case-name: tests.demo.test_demo -*-
+"""
+The demo MCP server: a small dual-era server over stdio, built on mcpx's own JSON-RPC layer.
+
+Three layers, each testable alone:
+
+  - L{DemoServer} answers one method for one revision.  It holds what never changes (the
+    catalogue, shaped once per revision) and the clock.
+  - L{DemoSession} is one connection's view: it decides the revision of each request.  A
+    request whose C{_meta} names 2026-07-28 is served statelessly as 2026-07-28; any other
+    request is legacy and needs an earlier C{initialize}, whose agreed revision it gets.
+    Both kinds may share a connection, which the 2026-07-28 versioning page allows.
+  - L{DemoProtocol} frames it as newline-delimited JSON on a transport, through an
+    L{RpcPeer}.
+
+L{run} puts the protocol on the process's stdin and stdout; C{python -m mcpx.demo} calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
+from twisted.internet.protocol import connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from mcpx._version import __version__
+from mcpx.demo.catalogue import (
+    INSTRUCTIONS,
+    PROMPTS,
+    RESOURCES,
+    TOOLS,
+    DemoPrompt,
+    DemoResource,
+    DemoTool,
+    InvalidArguments,
+)
+from mcpx.spec.matrix import batch_allowed, error_code_in, field_in, method_in
+from mcpx.spec.revision import (
+    LEGACY_REVISIONS,
+    NEWEST_FIRST,
+    NEWEST_LEGACY,
+    Revision,
+)
+from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
+from mcpx.wire.messages import Notification, Request
+from mcpx.wire.peer import RpcPeer
+
+#: The name the demo reports in C{serverInfo}.
+SERVER_NAME: Final = "mcpx-demo"
+SERVER_TITLE: Final = "mcpx demo server"
+
+#: Every revision the demo speaks, newest first: the legacy ones through C{initialize}, the
+#: modern one on any request that names it.
+SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(revision.value for revision in NEWEST_FIRST)
+
+#: The C{_meta} key in which a 2026-07-28 request names its revision.
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+
+#: How long (milliseconds) a 2026-07-28 client may cache a list, the discovery result or a
+#: read.  Nothing the demo serves changes while it runs; five minutes still lets a client
+#: notice an upgraded mcpx without restarting.
+CACHE_TTL_MS: Final = 300_000
+
+#: Every method the demo answers, in whichever revisions have it.
+METHODS: Final[tuple[str, ...]] = (
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+)
+
+log = Logger()
+
+_LISTS: Final[Mapping[str, str]] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+
+
+def _served(revision: Revision) -> frozenset[str]:
+    return frozenset(method for method in METHODS if method_in(method, revision))
+
+
+def _params(request: Request) -> dict[str, Any]:
+    """C{params} as an object; JSON-RPC allows an array, which no MCP method takes."""
+    params = request.params
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise RpcError.invalid_params("params must be an object")
+    return params
+
+
+def _text(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str):
+        raise RpcError.invalid_params(f"params.{name} must be a string")
+    return value
+
+
+def _arguments(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    arguments = params.get("arguments")
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, dict):
+        raise RpcError.invalid_params("params.arguments must be an object")
+    return arguments
+
+
+class DemoServer:
+    """
+    Answers the demo's methods, one revision at a time.
+
+    Everything that does not depend on a request (the lists, the capabilities, the
+    discovery and C{initialize} results) is built once per revision here, so answering
+    one of them costs a dictionary lookup.
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        *,
+        version: str = __version__,
+        tools: tuple[DemoTool, ...] = TOOLS,
+        prompts: tuple[DemoPrompt, ...] = PROMPTS,
+        resources: tuple[DemoResource, ...] = RESOURCES,
+    ) -> None:
+        """
+        @param clock: tells the C{now} tool the time.
+        @param version: reported in C{serverInfo}.
+        """
+        self._clock = clock
+        self.version = version
+        self._tools = {tool.name: tool for tool in tools}
+        self._prompts = {prompt.name: prompt for prompt in prompts}
+        self._resources = {resource.uri: resource for resource in resources}
+        self._served = {revision: _served(revision) for revision in Revision}
+        self.legacy_methods: frozenset[str] = frozenset().union(
+            *(self._served[revision] for revision in LEGACY_REVISIONS)
+        )
+        self._static = {revision: self._build_static(revision) for revision in Revision}
+        self._answers: dict[str, Callable[[dict[str, Any], Revision], dict[str, Any]]] = {
+            "tools/call": self._call_tool,
+            "prompts/get": self._get_prompt,
+            "resources/read": self._read_resource,
+        }
+
+    def server_info(self, revision: Revision) -> dict[str, Any]:
+        """The C{Implementation} describing the demo to a C{revision} peer."""
+        info = {"name": SERVER_NAME, "version": self.version}
+        if field_in("Implementation.title", revision):
+            info["title"] = SERVER_TITLE
+        return info
+
+    def capabilities(self, revision: Revision) -> dict[str, Any]:
+        """
+        What the demo offers, the same in every revision.  No C{listChanged} and no
+        C{subscribe}: nothing ever changes.  No C{logging} either, since the demo has nothing
+        to log to a client (so C{logging/setLevel} is -32601, as for any method behind a
+        capability that was not advertised).
+        """
+        return {"tools": {}, "prompts": {}, "resources": {}}
+
+    def serves(self, method: str, revision: Revision) -> bool:
+        """Whether C{method} exists in C{revision} and the demo offers it."""
+        return method in self._served[revision]
+
+    def initialize(self, params: Mapping[str, Any]) -> tuple[Revision, dict[str, Any]]:
+        """
+        Agree on a legacy revision: the client's when it is one, else the newest legacy one
+        (the client then decides whether it can use it).
+
+        @return: the agreed revision and the C{InitializeResult}.
+        """
+        requested = _text(params, "protocolVersion")
+        revision = Revision.find(requested)
+        if revision is None or revision.is_modern:
+            revision = NEWEST_LEGACY
+        return revision, self._static[revision]["initialize"]
+
+    def answer(self, method: str, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        """
+        The result of C{method} for a C{revision} request (C{initialize} excepted: it
+        changes the connection, see L{DemoSession}).
+
+        @raise RpcError: -32601 for a method this revision does not have or the demo does
+            not offer; -32602 for bad params or an unknown name; -32002 (legacy) for an
+            unknown resource.
+        """
+        if method not in self._served[revision] or method == "initialize":
+            raise RpcError.method_not_found(method)
+        static = self._static[revision].get(method)
+        if static is not None:
+            if method in _LISTS and params.get("cursor") is not None:
+                # Every list fits in one page, so the demo never hands out a cursor.
+                raise RpcError.invalid_params("Invalid cursor: this list has a single page")
+            return static
+        return self._answers[method](params, revision)
+
+    # The answers that depend on the request
+
+    def _call_tool(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        name = _text(params, "name")
+        tool = self._tools.get(name)
+        if tool is None:
+            raise RpcError.invalid_params(f"Unknown tool: {name}")
+        outcome = tool.call(_arguments(params), self._clock.seconds())
+        return self._complete(outcome.to_json(revision), revision)
+
+    def _get_prompt(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        name = _text(params, "name")
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            raise RpcError.invalid_params(f"Unknown prompt: {name}")
+        try:
+            rendered = prompt.render(_arguments(params))
+        except InvalidArguments as e:
+            raise RpcError.invalid_params(f"Invalid arguments for prompt {name!r}: {e}") from None
+        return self._complete(rendered, revision)
+
+    def _read_resource(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        uri = _text(params, "uri")
+        resource = self._resources.get(uri)
+        if resource is None:
+            if error_code_in(RESOURCE_NOT_FOUND, revision):
+                raise RpcError.resource_not_found(uri)
+            # 2026-07-28 retired -32002 and reports an unknown resource as bad params.
+            raise RpcError.invalid_params(f"Resource not found: {uri}", {"uri": uri})
+        result = {"contents": [resource.contents()]}
+        # The README is the same for everyone, but the caching page makes a read private
+        # unless the server knows better for each resource; the demo keeps the default.
+        return self._complete(result, revision, cache_scope="private")
+
+    # Shaping
+
+    def _complete(
+        self, result: dict[str, Any], revision: Revision, cache_scope: str | None = None
+    ) -> dict[str, Any]:
+        """
+        Add what C{revision} asks of every finished result: C{resultType} and the server's
+        identity in C{_meta}; and, for a cacheable result, how long and by whom it may be
+        cached.  Legacy revisions have none of these, so they get C{result} as it is.
+        """
+        if field_in("Result.resultType", revision):
+            result["resultType"] = "complete"
+        if field_in(f'_meta["{SERVER_INFO_KEY}"]', revision):
+            result["_meta"] = {SERVER_INFO_KEY: self.server_info(revision)}
+        if cache_scope is not None and field_in("CacheableResult.ttlMs", revision):
+            result["ttlMs"] = CACHE_TTL_MS
+            result["cacheScope"] = cache_scope
+        return result
+
+    def _build_static(self, revision: Revision) -> dict[str, dict[str, Any]]:
+        served = self._served[revision]
+        static: dict[str, dict[str, Any]] = {}
+        if "initialize" in served:
+            initialize: dict[str, Any] = {
+                "protocolVersion": revision.value,
+                "capabilities": self.capabilities(revision),
+                "serverInfo": self.server_info(revision),
+            }
+            if field_in("InitializeResult.instructions", revision):
+                initialize["instructions"] = INSTRUCTIONS
+            static["initialize"] = initialize
+        if "ping" in served:
+            static["ping"] = {}
+        if "server/discover" in served:
+            discover = {
+                "supportedVersions": list(SUPPORTED_VERSIONS),
+                "capabilities": self.capabilities(revision),
+                "instructions": INSTRUCTIONS,
+            }
+            static["server/discover"] = self._complete(discover, revision, cache_scope="public")
+        entries: dict[str, list[dict[str, Any]]] = {
+            "tools/list": [tool.to_json(revision) for tool in self._tools.values()],
+            "prompts/list": [prompt.to_json(revision) for prompt in self._prompts.values()],
+            "resources/list": [resource.to_json(revision) for resource in self._resources.values()],
+            "resources/templates/list": [],
+        }
+        for method, key in _LISTS.items():
+            if method in served:
+                static[method] = self._complete({key: entries[method]}, revision, "public")
+        return static
+
+
+class DemoSession:
+    """
+    One connection to the demo: which revision each request is served in.
+
+    @ivar revision: the legacy revision agreed by C{initialize}, or C{None} before it.
+    @ivar initialized: the client confirmed with C{notifications/initialized}.  Requests do
+        not wait for it: a client that skips it loses nothing by being answered.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        server: DemoServer,
+        on_negotiated: Callable[[Revision], None] | None = None,
+    ) -> None:
+        """
+        @param on_negotiated: told the revision C{initialize} agreed on, before the answer
+            is sent (the transport may need to know, to accept batches for example).
+        """
+        self._server = server
+        self._on_negotiated = on_negotiated
+        self.revision: Revision | None = None
+        self.initialized = False
+
+    def answer(self, request: Request) -> dict[str, Any]:
+        """
+        Answer one request; an L{RpcPeer}'s C{on_request}.
+
+        @raise RpcError: -32022 for a C{_meta} version the demo does not speak; otherwise
+            as L{DemoServer.answer}, plus -32600 for a legacy request before C{initialize}.
+        """
+        params = _params(request)
+        revision = self._requested(params)
+        if revision is not None:
+            return self._server.answer(request.method, params, revision)
+        return self._legacy(request.method, params)
+
+    def notice(self, notification: Notification) -> None:
+        """Take one notification; an L{RpcPeer}'s C{on_notification}."""
+        if notification.method == "notifications/initialized" and self.revision is not None:
+            self.initialized = True
+
+    def _requested(self, params: Mapping[str, Any]) -> Revision | None:
+        """
+        The modern revision a request names in C{_meta}, or C{None} for a legacy request.
+
+        A legacy revision named there changes nothing: those are agreed through
+        C{initialize}, so the request is handled as any other legacy one.
+        """
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or PROTOCOL_VERSION_KEY not in meta:
+            return None
+        requested = meta[PROTOCOL_VERSION_KEY]
+        if not isinstance(requested, str):
+            raise RpcError.invalid_params(f'_meta["{PROTOCOL_VERSION_KEY}"] must be a string')
+        revision = Revision.find(requested)
+        if revision is None:
+            raise RpcError.unsupported_version(requested, SUPPORTED_VERSIONS)
+        return revision if revision.is_modern else None
+
+    def _legacy(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method not in self._server.legacy_methods:
+            raise RpcError.method_not_found(method)
+        if method == "initialize":
+            return self._initialize(params)
+        if self.revision is None:
+            if method == "ping":
+                # The lifecycle pages allow a ping before initialization completes.
+                return {}
+            raise RpcError.invalid_request(
+                f"{method} before initialize: send initialize first, or name "
+                f'{Revision.V2026_07_28.value} in params._meta["{PROTOCOL_VERSION_KEY}"]'
+            )
+        return self._server.answer(method, params, self.revision)
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.revision is not None:
+            raise RpcError.invalid_request(f"already initialized at {self.revision.value}")
+        revision, result = self._server.initialize(params)
+        self.revision = revision
+        client = params.get("clientInfo")
+        self.log.info(
+            "client {client} initialized at {revision}",
+            client=client.get("name") if isinstance(client, dict) else None,
+            revision=revision.value,
+        )
+        if self._on_negotiated is not None:
+            self._on_negotiated(revision)
+        return result
+
+
+@implementer(IHalfCloseableProtocol)
+class DemoProtocol(NDJSONProtocol):
+    """
+    The demo on a byte stream: newline-delimited JSON-RPC in and out.
+
+    When the client closes its side (stdin reaches end of file), everything already
+    answered is flushed and the connection closes; L{when_closed} waiters then fire.
+
+    @ivar session: the connection's L{DemoSession}, from C{connectionMade} on.
+    @ivar peer: the connection's L{RpcPeer}, from C{connectionMade} on.
+    """
+
+    def __init__(self, server: DemoServer, max_length: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+        super().__init__(max_length)
+        self._server = server
+        self._closed = False
+        self._waiters: list[Deferred[None]] = []
+        self.session: DemoSession | None = None
+        self.peer: RpcPeer | None = None
+
+    def connectionMade(self) -> None:
+        self.session = DemoSession(self._server, on_negotiated=self._negotiated)
+        self.peer = RpcPeer(
+            self.send_message,
+            on_request=self.session.answer,
+            on_notification=self.session.notice,
+            negative_ids=True,
+            name="client",
+        )
+
+    def _negotiated(self, revision: Revision) -> None:
+        assert self.peer is not None
+        self.peer.allow_batches = batch_allowed(revision)
+
+    def message_received(self, line: bytes) -> None:
+        assert self.peer is not None
+        self.peer.receive(line)
+
+    def message_too_large(self, limit: int) -> None:
+        assert self.peer is not None
+        self.peer.reject_oversized(limit)
+
+    def readConnectionLost(self) -> None:
+        # The client will send nothing more; what was answered still goes out first.
+        assert self.transport is not None
+        self.transport.loseConnection()
+
+    def writeConnectionLost(self) -> None:
+        # Nobody can read an answer any more.
+        assert self.transport is not None
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self._closed = True
+        if self.peer is not None:
+            self.peer.close(reason)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def when_closed(self) -> Deferred[None]:
+        """A new Deferred that fires once the connection has closed."""
+        if self._closed:
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append(waiter)
+        return waiter
+
+
+def run(reactor: Any) -> Deferred[None]:
+    """
+    Serve the demo on this process's stdin and stdout until stdin closes.
+
+    For C{twisted.internet.task.react}.  Only protocol bytes go to stdout; the caller
+    decides where logs go.
+
+    @param reactor: the running reactor (file descriptors and time).
+    """
+    from twisted.internet.stdio import StandardIO
+
+    server = DemoServer(reactor)
+    protocol = DemoProtocol(server)
+    # StandardIO's constructor has no return annotation, which strict mode calls untyped.
+    StandardIO(protocol, reactor=reactor)  # type: ignore[no-untyped-call]
+    log.info("{name} {version} serving MCP on stdio", name=SERVER_NAME, version=server.version)
+    return protocol.when_closed()
