@@ -124,7 +124,10 @@ class Channel(Protocol):
         """Forget the server's session id (after L{SessionExpired}), before initialising again."""
 
     def when_lost(self) -> Deferred[Failure]:
-        """A fresh Deferred that fires with the reason once the channel has died."""
+        """
+        A fresh Deferred that I{fails} with the reason once the channel has died (a
+        Deferred cannot succeed with a Failure); use C{addErrback} or C{try}/C{await}.
+        """
 
     def close(self) -> Deferred[None]:
         """Close the transport gracefully and release everything it holds."""

@@ -1,0 +1,538 @@
+# -*- test-case-name: tests.upstream.test_stdio -*-
+"""
+The stdio channel: an upstream server mcpx runs as a child process.
+
+Every revision frames stdio the same way: one JSON-RPC message per line, mcpx writing
+to the child's stdin and reading its stdout.  The child's stderr is free-form text,
+which goes to mcpx's log line by line (never to mcpx's own stdout, which may itself
+be an MCP stream).
+
+Servers are not always tidy about stdout.  A line that is not JSON (a banner, a
+stray C{print}) is logged and skipped: answering it with a -32700 error would only
+feed the server a message it did not ask for.  A line longer than the size limit is
+also logged and dropped, without answering: the server may just have produced a
+huge result, and a C{null}-id error would not tell it which request failed.  The
+request it answered then ends through its timeout, or when the process exits.
+
+Shutdown escalates: stdin is closed (the spec's way of asking a stdio server to
+exit), then after a grace period C{SIGTERM}, then after another C{SIGKILL}.  The
+channel always waits for the process to be reaped before it calls itself closed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+from collections.abc import Mapping
+from typing import Any, Final
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.error import ProcessExitedAlready
+from twisted.internet.interfaces import (
+    IDelayedCall,
+    IProcessTransport,
+    IReactorProcess,
+    IReactorTime,
+)
+from twisted.internet.protocol import ProcessProtocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx.settings.servers import StdioServer
+from mcpx.upstream.channel import ChannelClosed, Negotiated
+from mcpx.wire.errors import PARSE_ERROR, ProtocolError
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, LineBuffer, LineTooLong
+from mcpx.wire.messages import Request, RequestId, parse
+from mcpx.wire.peer import RpcPeer
+
+#: The default time a server gets to exit after each step of L{StdioChannel.close}.
+DEFAULT_GRACE: Final = 5.0
+
+#: The longest stderr line logged whole; the rest of a longer line is cut off.
+STDERR_LINE_LIMIT: Final = 8192
+
+#: How much of a garbage stdout line is quoted in the log.
+_QUOTED: Final = 200
+
+#: The bytes a JSON-RPC message (an object) or batch (an array) can start with.
+_MESSAGE_STARTS: Final = b"{["
+_NEWLINE: Final = b"\n"
+
+
+class SpawnFailed(ChannelClosed):
+    """
+    The server's process could not be started: the command is missing or not
+    executable, its directory does not exist, or the spawn itself failed.
+    """
+
+
+class StdioChannel:
+    """
+    A L{mcpx.upstream.channel.Channel} to a server run as a child process.
+
+    @ivar name: the server's name, as the config file gives it.
+    """
+
+    log = Logger()
+
+    #: stdio has no per-request stream to close: giving up is said in a notification.
+    cancels_with_notification = True
+
+    def __init__(
+        self,
+        name: str,
+        server: StdioServer,
+        reactor: Any,
+        environ: Mapping[str, str],
+        *,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        grace: float = DEFAULT_GRACE,
+    ) -> None:
+        """
+        @param server: the command, arguments, environment and directory to run.
+        @param reactor: provides C{IReactorProcess} (to spawn) and C{IReactorTime} (to
+            time the shutdown).
+        @param environ: the daemon's environment, which the child inherits under the
+            server's configured C{env}.
+        @param max_message_size: the longest stdout line accepted, in bytes.
+        @param grace: seconds the process gets to exit at each step of L{close}.
+        """
+        self.name = name
+        self.negotiated = Negotiated()
+        self._server = server
+        self._spawner: IReactorProcess = reactor
+        self._clock: IReactorTime = reactor
+        self._environ = environ
+        self._grace = grace
+        self._stdout = LineBuffer(max_message_size)
+        self._stderr = _StderrLines(STDERR_LINE_LIMIT)
+        self._peer: RpcPeer | None = None
+        self._transport: IProcessTransport | None = None
+        self._stdin_open = False
+        self._closing = False
+        self._exited = False
+        self._ended = False
+        self._timer: IDelayedCall | None = None
+        self._lost: Failure | None = None
+        self._lost_waiters: list[Deferred[Failure]] = []
+        self._reaped_waiters: list[Deferred[None]] = []
+
+    # Setting up
+
+    def attach(self, peer: RpcPeer) -> None:
+        """Deliver what the server writes on stdout to C{peer}."""
+        self._peer = peer
+
+    def start(self) -> Deferred[None]:
+        """
+        Spawn the process.
+
+        @return: fires once it is spawned, or fails with L{SpawnFailed} (after which the
+            channel counts as lost).
+        """
+        if self._peer is None:
+            raise RuntimeError("attach a peer to the channel before starting it")
+        if self._transport is not None or self._lost is not None:
+            raise RuntimeError(f"the channel to {self._label} was already started")
+        try:
+            env = self._environment()
+            executable = self._executable(env)
+            args = [self._server.command, *self._server.args]
+            transport = self._spawner.spawnProcess(
+                _ChildProtocol(self), executable, args, env, path=self._server.cwd
+            )
+        except Exception as e:
+            error = e if isinstance(e, SpawnFailed) else self._spawn_failed(f"{e}")
+            self._lose(error)
+            return fail(error)
+        self._transport = transport
+        self._stdin_open = True
+        self.log.info(
+            "started upstream {server} (pid {pid}): {command}",
+            server=self.name,
+            pid=transport.pid,
+            command=self.describe(),
+        )
+        return succeed(None)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, from its start until it has been reaped."""
+        if self._transport is None or self._ended:
+            return None
+        pid: int | None = self._transport.pid
+        return pid
+
+    @property
+    def _label(self) -> str:
+        return f'upstream "{self.name}"'
+
+    def _spawn_failed(self, why: str) -> SpawnFailed:
+        return SpawnFailed(f"{self._label} could not be started: {why}")
+
+    def _environment(self) -> dict[str, str]:
+        """The daemon's environment with the server's variables (and credential) over it."""
+        env = dict(self._environ)
+        env.update(self._server.child_env())
+        return env
+
+    def _executable(self, env: Mapping[str, str]) -> str:
+        """
+        The absolute path of the command, looked up as C{execvp} would in the child.
+
+        The child starts in the configured directory, so a relative command (or a
+        relative C{PATH} entry) is taken from there.
+        """
+        cwd = self._server.cwd
+        if cwd is not None and not os.path.isdir(cwd):
+            raise self._spawn_failed(f"its directory {cwd!r} does not exist")
+        base = os.getcwd() if cwd is None else cwd
+        command = self._server.command
+        if os.sep in command:
+            path = os.path.abspath(os.path.join(base, command))
+            if not os.path.exists(path):
+                raise self._spawn_failed(f"command {command!r} does not exist")
+            if not _runnable(path):
+                raise self._spawn_failed(f"command {command!r} is not an executable file")
+            return path
+        search = env.get("PATH", os.defpath)
+        blocked = None
+        for directory in search.split(os.pathsep):
+            path = os.path.abspath(os.path.join(base, directory or os.curdir, command))
+            if _runnable(path):
+                return path
+            if blocked is None and os.path.exists(path):
+                blocked = path
+        if blocked is not None:
+            raise self._spawn_failed(f"{blocked!r} was found on PATH but is not executable")
+        # A PATH set in the server's config is one of its env values, which may be secret.
+        where = "" if "PATH" in self._server.child_env() else f" ({search})"
+        raise self._spawn_failed(f"command {command!r} was not found on PATH{where}")
+
+    # Sending
+
+    def send(self, data: bytes) -> None:
+        """Write a notification or a response; dropped once the server is out of reach."""
+        if self._transport is None:
+            if self._lost is None:
+                raise RuntimeError(f"the channel to {self._label} is not started")
+            return
+        if self._stdin_open:
+            self._transport.writeSequence([data, _NEWLINE])
+
+    def send_request(self, data: bytes, request: Request) -> None:
+        """Write a request, or fail it at once if the server can no longer read it."""
+        if self._stdin_open:
+            assert self._transport is not None
+            self._transport.writeSequence([data, _NEWLINE])
+            return
+        if self._transport is None and self._lost is None:
+            raise RuntimeError(f"the channel to {self._label} is not started")
+        if self._lost is not None:
+            why = str(self._lost.value)
+        elif self._closing:
+            why = f"{self._label} is being closed"
+        else:
+            why = f"{self._label} closed its stdin"
+        assert self._peer is not None
+        self._peer.fail_outgoing(request.id, ChannelClosed(why))
+
+    def abandon(self, request_id: RequestId) -> None:
+        """Nothing to do: the peer has already sent C{notifications/cancelled}."""
+
+    def initialized(self) -> None:
+        """Nothing to do: stdio carries server-initiated messages on stdout all along."""
+
+    def reset_session(self) -> None:
+        """Nothing to do: stdio has no session id."""
+
+    # Receiving
+
+    def _stdout_received(self, data: bytes) -> None:
+        for item in self._stdout.feed(data):
+            if type(item) is bytes:
+                self._line_received(item)
+            else:
+                assert isinstance(item, LineTooLong)
+                self.log.warn(
+                    "upstream {server} wrote a line longer than {limit} bytes on stdout; dropped",
+                    server=self.name,
+                    limit=item.limit,
+                )
+
+    def _line_received(self, line: bytes) -> None:
+        peer = self._peer
+        assert peer is not None
+        # Messages are objects or arrays.  Checking the first byte keeps stray prints,
+        # including JSON scalars, from being answered with an error.
+        if line[0] not in _MESSAGE_STARTS:
+            stripped = line.lstrip()
+            if not stripped or stripped[0] not in _MESSAGE_STARTS:
+                self._garbage(line)
+                return
+        try:
+            message = parse(line, allow_batch=peer.allow_batches)
+        except ProtocolError as e:
+            if e.code == PARSE_ERROR:
+                self._garbage(line)
+            else:
+                # JSON but not JSON-RPC: rare enough to let the peer parse it again and
+                # answer it (or fail the request it names) as the protocol requires.
+                peer.receive(line)
+            return
+        peer.receive_message(message)
+
+    def _garbage(self, line: bytes) -> None:
+        quoted = line[:_QUOTED].decode("utf-8", "replace")
+        if len(line) > _QUOTED:
+            quoted += "..."
+        self.log.warn(
+            "upstream {server} wrote a line on stdout that is not JSON-RPC; ignored: {line}",
+            server=self.name,
+            line=quoted,
+        )
+
+    def _stderr_received(self, data: bytes) -> None:
+        for line, cut in self._stderr.feed(data):
+            self._stderr_line(line, cut)
+
+    def _stderr_line(self, line: bytes, cut: bool) -> None:
+        text = line.rstrip(b"\r").decode("utf-8", "replace")
+        if not text.strip():
+            return
+        if cut:
+            text += " [line cut off]"
+        self.log.info("upstream {server} (stderr): {line}", server=self.name, line=text)
+
+    def _child_lost_fd(self, fd: int) -> None:
+        if fd == 0:
+            self._stdin_open = False
+        elif fd == 1 and not self._closing and not self._exited:
+            # Nothing it says can reach us any more.  It may be on its way out, so it gets
+            # a grace period before being shut down.
+            self._cancel_timer()
+            self._timer = self._clock.callLater(self._grace, self._stdout_gone)
+
+    def _stdout_gone(self) -> None:
+        self._timer = None
+        self.log.warn(
+            "upstream {server} closed its stdout but kept running; shutting it down",
+            server=self.name,
+        )
+        self.close()
+
+    # Ending
+
+    def when_lost(self) -> Deferred[Failure]:
+        """
+        A fresh Deferred that fails with the reason (a L{ChannelClosed} naming the
+        server and its exit status) once the channel is gone.
+
+        A Deferred given a L{Failure} runs its errbacks, so the reason arrives through
+        C{addErrback} or C{addBoth}, never C{addCallback}.
+        """
+        if self._lost is not None:
+            return fail(self._lost)
+        waiter: Deferred[Failure] = Deferred()
+        self._lost_waiters.append(waiter)
+        return waiter
+
+    def _lose(self, reason: ChannelClosed) -> None:
+        if self._lost is not None:
+            return
+        self._lost = Failure(reason)
+        self._stdin_open = False
+        if self._peer is not None:
+            self._peer.close(reason)
+        waiters, self._lost_waiters = self._lost_waiters, []
+        for waiter in waiters:
+            waiter.errback(self._lost)
+
+    def _process_exited(self) -> None:
+        self._exited = True
+
+    def _process_ended(self, reason: Failure) -> None:
+        self._ended = True
+        self._exited = True
+        self._stdin_open = False
+        self._cancel_timer()
+        for line, cut in self._stderr.flush():
+            self._stderr_line(line, cut)
+        if self._stdout.buffered:
+            self.log.warn(
+                "upstream {server} ended in the middle of a stdout line; dropped",
+                server=self.name,
+            )
+        why = self._exit_status(reason.value)
+        if self._closing:
+            self.log.info("{why} after being asked to close", server=self.name, why=why)
+        else:
+            self.log.warn("{why}", server=self.name, why=why)
+        self._lose(ChannelClosed(why))
+        waiters, self._reaped_waiters = self._reaped_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def _exit_status(self, reason: BaseException | None) -> str:
+        code = getattr(reason, "exitCode", None)
+        number = getattr(reason, "signal", None)
+        if number is not None:
+            try:
+                shown = f"{number} ({signal.Signals(number).name})"
+            except ValueError:
+                shown = f"{number}"
+            return f"{self._label} was killed by signal {shown}"
+        if code is not None:
+            return f"{self._label} exited with status {code}"
+        return f"{self._label} exited"
+
+    def close(self) -> Deferred[None]:
+        """
+        Ask the server to exit by closing its stdin; C{SIGTERM} it if it is still
+        running after the grace period, and C{SIGKILL} it after another.
+
+        @return: fires once the process has been reaped; at once if it already was,
+            or never started.
+        """
+        if self._ended:
+            return succeed(None)
+        if self._transport is None:
+            self._lose(ChannelClosed(f"{self._label} was closed before it started"))
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._reaped_waiters.append(waiter)
+        if not self._closing:
+            self._closing = True
+            self._stdin_open = False
+            self._cancel_timer()
+            self._transport.closeStdin()
+            self._timer = self._clock.callLater(self._grace, self._terminate)
+        return waiter
+
+    def _terminate(self) -> None:
+        self._timer = None
+        if self._signal("TERM"):
+            self._timer = self._clock.callLater(self._grace, self._kill)
+
+    def _kill(self) -> None:
+        self._timer = None
+        if self._signal("KILL"):
+            self._timer = self._clock.callLater(self._grace, self._release)
+
+    def _signal(self, name: str) -> bool:
+        """Send SIG<name>, unless the process is already gone; C{False} if it was."""
+        assert self._transport is not None
+        if not self._exited:
+            self.log.warn(
+                "upstream {server} still running {grace}s after {step}; sending SIG{signal}",
+                server=self.name,
+                grace=self._grace,
+                step="closing its stdin" if name == "TERM" else "SIGTERM",
+                signal=name,
+            )
+            try:
+                self._transport.signalProcess(name)
+            except ProcessExitedAlready:
+                pass
+            else:
+                return True
+        self._release()
+        return False
+
+    def _release(self) -> None:
+        # The process is gone but a child it left holds the pipes open, which keeps
+        # processEnded from firing: close our ends so it can.
+        self._timer = None
+        assert self._transport is not None
+        self._transport.loseConnection()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+
+    def describe(self) -> str:
+        """The command line (the environment is left out: it may hold secrets)."""
+        return shlex.join([self._server.command, *self._server.args])
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+class _ChildProtocol(ProcessProtocol):
+    """Hands what happens to the child process to its L{StdioChannel}."""
+
+    def __init__(self, channel: StdioChannel) -> None:
+        self._channel = channel
+
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
+        if childFD == 1:
+            self._channel._stdout_received(data)
+        elif childFD == 2:
+            self._channel._stderr_received(data)
+
+    def childConnectionLost(self, childFD: int) -> None:
+        self._channel._child_lost_fd(childFD)
+
+    def processExited(self, reason: Failure) -> None:
+        self._channel._process_exited()
+
+    def processEnded(self, reason: Failure) -> None:
+        self._channel._process_ended(reason)
+
+
+class _StderrLines:
+    """
+    Splits stderr into lines, keeping at most C{limit} bytes of each: a longer line is
+    cut off there and the rest of it skipped, so a child that never writes a newline
+    costs a bounded amount of memory.
+    """
+
+    __slots__ = ("_pending", "_skipping", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pending = bytearray()
+        self._skipping = False
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """The lines C{data} completes, each with whether it was cut off."""
+        out: list[tuple[bytes, bool]] = []
+        pending = self._pending
+        start, end = 0, len(data)
+        while start < end:
+            newline = data.find(_NEWLINE, start)
+            stop = end if newline < 0 else newline
+            if self._skipping:
+                if newline < 0:
+                    break
+                self._skipping = False
+            else:
+                room = self.limit - len(pending)
+                if stop - start > room:
+                    pending += data[start : start + room]
+                    out.append((bytes(pending), True))
+                    pending.clear()
+                    self._skipping = newline < 0
+                else:
+                    pending += data[start:stop]
+                    if newline < 0:
+                        break
+                    out.append((bytes(pending), False))
+                    pending.clear()
+            if newline < 0:
+                break
+            start = newline + 1
+        return out
+
+    def flush(self) -> list[tuple[bytes, bool]]:
+        """The last line, if the stream ended without a newline."""
+        self._skipping = False
+        if not self._pending:
+            return []
+        line = bytes(self._pending)
+        self._pending.clear()
+        return [(line, False)]
