@@ -32,7 +32,7 @@ from twisted.logger import Logger
 
 from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.spec.revision import Revision
-from mcpx.upstream.channel import Channel, ChannelClosed, TransportRefused
+from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import (
     Era,
@@ -225,21 +225,20 @@ class Connector:
             **extra,
         )
 
-    async def _start(self, name: str, server: ServerConfig, http_sse: bool = False) -> Channel:
+    def _channel(self, name: str, server: ServerConfig, http_sse: bool = False) -> Channel:
         factory = self.http_sse_channels if http_sse else self.channels
         if factory is None:
             raise UpstreamError(name, "no HTTP+SSE transport is available")
-        channel = factory(name, server)
-        await channel.start()
-        return channel
+        return factory(name, server)
 
     async def _open_as(
         self, era: Era, name: str, server: ServerConfig, handlers: UpstreamHandlers
     ) -> tuple[UpstreamSession, Era]:
-        channel = await self._start(name, server, http_sse=era is Era.HTTP_SSE)
+        channel = self._channel(name, server, http_sse=era is Era.HTTP_SSE)
         kind: type[UpstreamSession] = ModernSession if era is Era.MODERN else LegacySession
         session = self._session(kind, name, channel, handlers)
         try:
+            await channel.start()
             await session.open(timeout=self.open_timeout)
         except BaseException:
             await channel.close()
@@ -249,8 +248,13 @@ class Connector:
     async def _probe(
         self, name: str, server: ServerConfig, handlers: UpstreamHandlers
     ) -> tuple[UpstreamSession, Era]:
-        channel = await self._start(name, server)
+        channel = self._channel(name, server)
         modern = self._session(ModernSession, name, channel, handlers)
+        try:
+            await channel.start()
+        except BaseException:
+            await channel.close()
+            raise
         try:
             await modern.open(timeout=self.probe_timeout)
         except RpcError as e:
@@ -264,9 +268,6 @@ class Connector:
             why = f"no answer to server/discover within {self.probe_timeout}s"
         except TransportRefused as e:
             why = f"server/discover refused: {e}"
-        except ChannelClosed:
-            await channel.close()
-            raise
         except BaseException:
             await channel.close()
             raise

@@ -1,0 +1,61 @@
+# -*- test-case-name: tests.upstream.test_real_servers -*-
+"""
+Wiring the real transports into a L{Connector}: the one place that knows which
+channel serves which kind of server configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mcpx.settings.servers import StdioServer
+from mcpx.upstream.channel import Channel
+from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
+from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
+
+
+def make_connector(
+    reactor: Any,
+    environ: Mapping[str, str],
+    state_dir: Path | None,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    grace: float = DEFAULT_GRACE,
+    probe_timeout: float = 5.0,
+    lenient: bool = False,
+    max_rounds: int = 8,
+) -> Connector:
+    """
+    A connector on the real transports.
+
+    @param state_dir: where the era cache lives; C{None} keeps it in memory only.
+    """
+
+    def channels(name: str, server: ServerConfig) -> Channel:
+        if isinstance(server, StdioServer):
+            return StdioChannel(
+                name, server, reactor, environ, max_message_size=max_message_size, grace=grace
+            )
+        from mcpx.upstream.http import StreamableHTTPChannel
+
+        return StreamableHTTPChannel(name, server, reactor)
+
+    def http_sse_channels(name: str, server: ServerConfig) -> Channel:
+        from mcpx.upstream.http_sse import HTTPSSEChannel
+
+        assert not isinstance(server, StdioServer)
+        return HTTPSSEChannel(name, server, reactor)
+
+    cache = EraCache.load(None if state_dir is None else cache_path(state_dir))
+    return Connector(
+        clock=reactor,
+        cache=cache,
+        channels=channels,
+        http_sse_channels=http_sse_channels,
+        probe_timeout=probe_timeout,
+        lenient=lenient,
+        max_rounds=max_rounds,
+    )

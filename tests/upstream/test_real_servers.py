@@ -1,0 +1,199 @@
+"""
+mcpx's upstream client against real MCP servers written by others, as real processes:
+C{@modelcontextprotocol/server-everything} (the TypeScript SDK, legacy era), and the
+demo server mcpx ships.  Nothing here is mcpx talking to an mcpx-shaped fake.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from twisted.trial.unittest import TestCase
+
+from mcpx.settings.servers import StdioServer
+from mcpx.spec.revision import Revision
+from mcpx.upstream.connect import make_connector
+from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.probe import Connector, EraCache, era_key
+from mcpx.upstream.session import LegacySession, ModernSession, UpstreamSession
+from tests.support.processes import REPO, reactor
+
+PEERS = REPO / "tests" / "peers" / "node_modules"
+EVERYTHING = PEERS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        raise AssertionError("node is not on PATH; server-everything needs Node 20 or later")
+    return found
+
+
+def everything_stdio() -> StdioServer:
+    if not EVERYTHING.exists():
+        raise AssertionError(f"{EVERYTHING} is missing: run `make test`, which installs the peers")
+    return StdioServer(name="everything", command=node(), args=(str(EVERYTHING), "stdio"))
+
+
+class Recorder:
+    """Handlers that answer like a person would, and remember what they were asked."""
+
+    def __init__(self) -> None:
+        self.elicitations: list[Mapping[str, Any]] = []
+        self.samplings: list[Mapping[str, Any]] = []
+        self.notifications: list[tuple[str, Any]] = []
+
+    async def elicit(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.elicitations.append(params)
+        return {"action": "accept", "content": {"name": "Ada Lovelace"}}
+
+    async def sample(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.samplings.append(params)
+        return {
+            "role": "assistant",
+            "content": {"type": "text", "text": "forty-two"},
+            "model": "mcpx-test-model",
+            "stopReason": "endTurn",
+        }
+
+    def handlers(self) -> UpstreamHandlers:
+        return UpstreamHandlers(
+            elicitation=self.elicit,
+            sampling=self.sample,
+            notification=lambda method, params: self.notifications.append((method, params)),
+        )
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    return "\n".join(c.get("text", "") for c in result["content"] if c.get("type") == "text")
+
+
+class EverythingStdioTests(TestCase):
+    """server-everything 2026.8.31 over stdio: a legacy (TypeScript SDK) server."""
+
+    timeout = 60
+
+    async def connect(self, recorder: Recorder) -> UpstreamSession:
+        connector = make_connector(
+            reactor, os.environ, Path(self.mktemp()), probe_timeout=5.0, grace=2.0
+        )
+        session = await connector.connect("everything", everything_stdio(), recorder.handlers())
+        self.addCleanup(session.close)
+        return session
+
+    async def test_lists_and_calls(self) -> None:
+        """Handshake, every list, and the plain tools: echo, get-sum, structured, image."""
+        recorder = Recorder()
+        session = await self.connect(recorder)
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(session.revision, Revision.V2025_11_25)
+        self.assertTrue(session.server_info.get("name"))
+
+        tools = {t["name"]: t for t in await session.list_tools()}
+        for name in (
+            "echo",
+            "get-sum",
+            "get-structured-content",
+            "get-tiny-image",
+            "trigger-long-running-operation",
+            "trigger-elicitation-request",
+            "trigger-sampling-request",
+        ):
+            self.assertIn(name, tools)
+        prompts = {p["name"] for p in await session.list_prompts()}
+        self.assertIn("simple-prompt", prompts)
+        resources = await session.list_resources()
+        self.assertGreaterEqual(len(resources), 1)
+        templates = await session.list_resource_templates()
+        self.assertTrue(any("{" in t["uriTemplate"] for t in templates))
+
+        echoed = await session.call_tool("echo", {"message": "hello from mcpx"})
+        self.assertIn("hello from mcpx", text_of(echoed))
+        self.assertEqual(echoed["resultType"], "complete")
+
+        summed = await session.call_tool("get-sum", {"a": 2, "b": 40})
+        self.assertIn("42", text_of(summed))
+
+        weather = await session.call_tool("get-structured-content", {"location": "Chicago"})
+        self.assertIn("temperature", weather["structuredContent"])
+
+        image = await session.call_tool("get-tiny-image", {})
+        images = [c for c in image["content"] if c["type"] == "image"]
+        self.assertEqual(len(images), 1)
+        self.assertTrue(base64.b64decode(images[0]["data"]).startswith(b"\x89PNG"))
+
+        prompt = await session.get_prompt("simple-prompt")
+        self.assertTrue(prompt["messages"])
+        read = await session.read_resource(resources[0]["uri"])
+        self.assertTrue(read["contents"])
+
+    async def test_progress_reaches_the_notification_handler(self) -> None:
+        """trigger-long-running-operation sends progress for mcpx's token, step by step."""
+        recorder = Recorder()
+        session = await self.connect(recorder)
+        await session.call_tool(
+            "trigger-long-running-operation",
+            {"duration": 0.3, "steps": 3},
+            meta={"progressToken": "mcpx-1"},
+        )
+        progress = [p for m, p in recorder.notifications if m == "notifications/progress"]
+        self.assertEqual([p["progress"] for p in progress], [1, 2, 3])
+        self.assertTrue(all(p["progressToken"] == "mcpx-1" for p in progress))
+
+    async def test_elicitation_is_answered_by_the_handler(self) -> None:
+        """The server's elicitation/create reaches the injected handler; the answer comes back."""
+        recorder = Recorder()
+        session = await self.connect(recorder)
+        result = await session.call_tool("trigger-elicitation-request", {})
+        self.assertEqual(len(recorder.elicitations), 1)
+        asked = recorder.elicitations[0]
+        self.assertIn("name", asked["requestedSchema"]["properties"])
+        self.assertIn("Ada Lovelace", text_of(result))
+
+    async def test_sampling_is_answered_by_the_handler(self) -> None:
+        """The server's sampling/createMessage reaches the handler; its text reaches the tool."""
+        recorder = Recorder()
+        session = await self.connect(recorder)
+        result = await session.call_tool(
+            "trigger-sampling-request", {"prompt": "the answer?", "maxTokens": 20}
+        )
+        self.assertEqual(len(recorder.samplings), 1)
+        self.assertEqual(recorder.samplings[0]["maxTokens"], 20)
+        self.assertIn("forty-two", text_of(result))
+
+    async def test_undeclared_capabilities_hide_the_tools(self) -> None:
+        """Without handlers mcpx declares nothing, and the server offers no asking tools."""
+        connector = make_connector(reactor, os.environ, None, grace=2.0)
+        session = await connector.connect("everything", everything_stdio())
+        self.addCleanup(session.close)
+        names = {t["name"] for t in await session.list_tools()}
+        self.assertNotIn("trigger-elicitation-request", names)
+        self.assertNotIn("trigger-sampling-request", names)
+
+
+class DemoStdioTests(TestCase):
+    """The shipped demo server, found modern by the probe, and remembered."""
+
+    timeout = 30
+
+    async def test_demo_is_modern_and_the_era_is_remembered(self) -> None:
+        """The dual-era demo answers discover; the era cache then skips nothing it needs."""
+        import sys
+
+        state = Path(self.mktemp())
+        demo = StdioServer(name="demo", command=sys.executable, args=("-m", "mcpx.demo"))
+        connector: Connector = make_connector(reactor, os.environ, state, grace=2.0)
+        session = await connector.connect("demo", demo)
+        try:
+            self.assertIsInstance(session, ModernSession)
+            result = await session.call_tool("add", {"a": 2, "b": 3})
+            self.assertEqual(result["structuredContent"], {"sum": 5})
+        finally:
+            await session.close()
+        remembered = EraCache.load(state / "upstream-eras.json")
+        self.assertEqual(remembered.get(era_key(demo)).value, "modern")  # type: ignore[union-attr]
