@@ -17,10 +17,13 @@ from twisted.trial.unittest import TestCase
 
 from mcpx.settings.servers import StdioServer
 from mcpx.spec.revision import Revision
+from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.probe import Connector, EraCache, era_key
 from mcpx.upstream.session import LegacySession, ModernSession, UpstreamSession
+from mcpx.wire.peer import ConnectionClosed, RequestTimedOut
+from tests.support.peers import fixture_argv, misbehaving_argv
 from tests.support.processes import REPO, reactor
 
 PEERS = REPO / "tests" / "peers" / "node_modules"
@@ -197,3 +200,133 @@ class DemoStdioTests(TestCase):
             await session.close()
         remembered = EraCache.load(state / "upstream-eras.json")
         self.assertEqual(remembered.get(era_key(demo)).value, "modern")  # type: ignore[union-attr]
+
+
+def stdio_config(name: str, argv: list[str]) -> StdioServer:
+    return StdioServer(name=name, command=argv[0], args=tuple(argv[1:]))
+
+
+class Asker(Recorder):
+    """Also answers roots, as a host with one workspace would."""
+
+    async def roots(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {"roots": [{"uri": "file:///workspace", "name": "workspace"}]}
+
+    def handlers(self) -> UpstreamHandlers:
+        handlers = Recorder.handlers(self)
+        return UpstreamHandlers(
+            elicitation=handlers.elicitation,
+            sampling=handlers.sampling,
+            roots=self.roots,
+            notification=handlers.notification,
+        )
+
+
+class SdkStdioTests(TestCase):
+    """The `mcp` Python SDK's server (tests/fixtures/sdk_server.py) over stdio, per era."""
+
+    timeout = 60
+
+    async def connect(
+        self, argv: list[str], recorder: Recorder | None = None, **options: Any
+    ) -> UpstreamSession:
+        connector = make_connector(reactor, os.environ, Path(self.mktemp()), grace=2.0, **options)
+        handlers = (recorder or Asker()).handlers()
+        session = await connector.connect("sdk", stdio_config("sdk", argv), handlers)
+        self.addCleanup(session.close)
+        return session
+
+    async def check_surface(self, session: UpstreamSession, recorder: Recorder) -> None:
+        tools = [t["name"] for t in await session.list_tools()]
+        self.assertEqual(len(tools), 10, f"every page of tools/list is followed: {tools}")
+        for name in ("echo", "add", "ask_name", "sample", "roots", "slow"):
+            self.assertIn(name, tools)
+        added = await session.call_tool("add", {"a": 20, "b": 22})
+        self.assertEqual(added["structuredContent"], {"sum": 42})
+        named = await session.call_tool("ask_name", {})
+        self.assertIn("Ada Lovelace", text_of(named))
+        self.assertEqual(len(recorder.elicitations), 1)
+        sampled = await session.call_tool("sample", {"prompt": "?"})
+        self.assertIn("forty-two", text_of(sampled))
+        rooted = await session.call_tool("roots", {})
+        self.assertIn("file:///workspace", text_of(rooted))
+        prompt = await session.get_prompt("greet", {"name": "Ada"})
+        self.assertTrue(prompt["messages"])
+        read = await session.read_resource("fixture://static")
+        self.assertTrue(read["contents"])
+        completion = await session.complete(
+            {"type": "ref/prompt", "name": "greet"}, {"name": "name", "value": "Al"}
+        )
+        self.assertIn("Alice", completion["completion"]["values"])
+
+    async def test_legacy_only_server(self) -> None:
+        """A handshake-only SDK server: probed, initialised at 2025-11-25, every feature works."""
+        recorder = Asker()
+        session = await self.connect(fixture_argv("stdio", "legacy"), recorder)
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(session.revision, Revision.V2025_11_25)
+        await self.check_surface(session, recorder)
+
+    async def test_modern_only_server(self) -> None:
+        """A 2026-07-28-only SDK server: its questions come as input_required rounds."""
+        recorder = Asker()
+        session = await self.connect(fixture_argv("stdio", "modern"), recorder)
+        self.assertIsInstance(session, ModernSession)
+        await self.check_surface(session, recorder)
+
+    async def test_an_older_legacy_revision_is_accepted(self) -> None:
+        """A server that answers initialize with 2024-11-05 is used at 2024-11-05."""
+        session = await self.connect(fixture_argv("stdio", "legacy", legacy_version="2024-11-05"))
+        self.assertEqual(session.revision, Revision.V2024_11_05)
+        echoed = await session.call_tool("echo", {"text": "old"})
+        self.assertIn("old", text_of(echoed))
+
+    async def test_progress_from_the_sdk(self) -> None:
+        """Progress for mcpx's token arrives from the SDK server during a call."""
+        recorder = Asker()
+        session = await self.connect(fixture_argv("stdio", "legacy"), recorder)
+        await session.call_tool(
+            "slow", {"seconds": 0.2, "steps": 3}, meta={"progressToken": "mcpx-7"}
+        )
+        progress = [p for m, p in recorder.notifications if m == "notifications/progress"]
+        self.assertGreaterEqual(len(progress), 3)
+        self.assertTrue(all(p["progressToken"] == "mcpx-7" for p in progress))
+
+
+class MisbehavingServerTests(TestCase):
+    """Servers that break the rules: mcpx reports clearly and stays up."""
+
+    timeout = 60
+
+    async def connect(self, mode: Any, **options: Any) -> UpstreamSession:
+        connector = make_connector(reactor, os.environ, None, grace=1.0, **options)
+        session = await connector.connect("bad", stdio_config("bad", misbehaving_argv(mode)))
+        self.addCleanup(session.close)
+        return session
+
+    async def test_garbage_on_stdout_is_skipped(self) -> None:
+        """Lines that are not JSON are logged and skipped; the calls still work."""
+        session = await self.connect("garbage")
+        echoed = await session.call_tool("echo", {"text": "through the noise"})
+        self.assertIn("through the noise", text_of(echoed))
+        self.flushLoggedErrors()
+
+    async def test_silence_to_discover_falls_back_after_the_probe_timeout(self) -> None:
+        """A server that never answers server/discover is initialised once the probe times out."""
+        session = await self.connect("silent-discover", probe_timeout=0.5)
+        self.assertIsInstance(session, LegacySession)
+
+    async def test_a_hung_call_is_bounded_by_the_callers_timeout(self) -> None:
+        """tools/call on a server that never answers fails at the timeout the caller gave."""
+        session = await self.connect("hang")
+        with self.assertRaises(RequestTimedOut):
+            await session.call_tool("echo", {"text": "x"}, timeout=0.5)
+
+    async def test_a_crash_mid_call_names_the_server_and_status(self) -> None:
+        """The call in flight fails with an error naming the server and its exit status."""
+        session = await self.connect("crash-mid-call")
+        with self.assertRaises(ConnectionClosed) as caught:
+            await session.call_tool("echo", {"text": "x"})
+        self.assertIn('"bad"', str(caught.exception))
+        self.assertIn("status 3", str(caught.exception))
+        self.assertIsInstance(caught.exception.reason, ChannelClosed)
