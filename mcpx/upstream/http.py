@@ -1,0 +1,1102 @@
+# -*- test-case-name: tests.upstream.test_http -*-
+"""
+The Streamable HTTP channel: one POST per message to an upstream server's MCP endpoint.
+
+Every revision from 2025-03-26 on speaks Streamable HTTP, in two shapes that this one
+channel covers, switching on L{Negotiated.modern}:
+
+  - legacy (2025-03-26 to 2025-11-25): the server may give a session id in answer to
+    C{initialize}, which every later request carries; from 2025-06-18 every request after
+    C{initialize} names the revision in C{MCP-Protocol-Version}; an SSE response may carry
+    requests and notifications from the server besides the answer, and resumes with a
+    C{GET} carrying C{Last-Event-ID} if it breaks; a standalone C{GET} stream carries
+    what the server starts on its own; giving up on a request is a
+    C{notifications/cancelled}; the session ends with a C{DELETE}.
+  - modern (2026-07-28): no session and no C{GET}; every request names its revision,
+    method and target in headers (C{Mcp-Method}, C{Mcp-Name}, C{Mcp-Param-*}); giving up
+    on a request is closing its response stream.
+
+Every message that arrives, whichever stream it arrives on, goes to the attached
+L{RpcPeer}; a request whose answer cannot arrive (an HTTP error, a dropped connection,
+a stream that ends without it) is failed through L{RpcPeer.fail_outgoing}.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from hyperlink import EncodedURL
+from treq.client import HTTPClient
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    DeferredList,
+    fail,
+    succeed,
+)
+from twisted.internet.interfaces import (
+    IConsumer,
+    IDelayedCall,
+    IReactorPluggableNameResolver,
+    IReactorTCP,
+    IReactorTime,
+)
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
+from twisted.web.http import PotentialDataLoss
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import IBodyProducer, IResponse
+from zope.interface import implementer
+
+from mcpx.settings.servers import RemoteServer, redact_url
+from mcpx.spec.revision import NEWEST, Revision
+from mcpx.upstream.channel import ChannelClosed, Negotiated, SessionExpired, TransportRefused
+from mcpx.wire.errors import ProtocolError
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
+from mcpx.wire.messages import (
+    Batch,
+    ErrorResponse,
+    Message,
+    Request,
+    RequestId,
+    Response,
+    parse,
+)
+from mcpx.wire.peer import RpcPeer
+from mcpx.wire.sse import MESSAGE, EventTooLarge, SSEDecoder
+
+log = Logger()
+
+JSON: Final = "application/json"
+EVENT_STREAM: Final = "text/event-stream"
+ACCEPT_BOTH: Final = f"{JSON}, {EVENT_STREAM}"
+
+#: How much of an error response is read, for the error message and a JSON-RPC error.
+ERROR_BODY_LIMIT: Final = 64 * 1024
+
+#: The methods whose C{Mcp-Name} header mirrors a field of their params (2026-07-28).
+NAME_FIELDS: Final[Mapping[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+
+# Visible ASCII with inner spaces; anything else (non-ASCII, control characters tab
+# included, whitespace at either end) travels base64-encoded (2026-07-28 "Value Encoding").
+_HEADER_SAFE: Final = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+_SESSION_ID: Final = re.compile(r"[\x21-\x7e]+")
+_SENTINEL_START: Final = "=?base64?"
+_SENTINEL_END: Final = "?="
+
+
+class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
+    """What an HTTP channel needs of its reactor: to resolve names, connect, and wait."""
+
+
+class RequestFailed(ConnectionError):
+    """
+    An HTTP request to the server could not be made or was cut off: the server could
+    not be reached, or the connection broke before the answer arrived.
+    """
+
+
+class AnswerMissing(ConnectionError):
+    """
+    The server answered a request's POST but its response (a JSON body, an SSE stream
+    and any resumptions of it) ended without the JSON-RPC answer to that request.
+    """
+
+
+class BodyTooLarge(ValueError):
+    """A response body was longer than the channel accepts."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"response body larger than {limit} bytes")
+        self.limit = limit
+
+
+def header_value(value: str) -> str:
+    """
+    A string as an C{Mcp-Name} or C{Mcp-Param-*} header value: as it is when it is
+    plain header-safe ASCII, otherwise C{=?base64?...?=} around the Base64 of its UTF-8
+    (also for plain values that look like that form, so they cannot be misread).
+    """
+    if value == "" or (
+        _HEADER_SAFE.fullmatch(value) is not None
+        and not (value.startswith(_SENTINEL_START) and value.endswith(_SENTINEL_END))
+    ):
+        return value
+    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
+    return f"{_SENTINEL_START}{encoded}{_SENTINEL_END}"
+
+
+def modern_request_headers(request: Request, negotiated: Negotiated) -> dict[str, str]:
+    """
+    The request-metadata headers of a 2026-07-28 request besides C{MCP-Protocol-Version}:
+    C{Mcp-Method}, C{Mcp-Name} for the methods that name a target, and, for a
+    C{tools/call}, the C{Mcp-Param-*} headers L{Negotiated.param_headers} gives for its
+    tool (header name suffix to the argument's value as text), encoded as
+    L{header_value} says.
+    """
+    headers = {"Mcp-Method": request.method}
+    params = request.params
+    name_field = NAME_FIELDS.get(request.method)
+    if name_field is not None and isinstance(params, dict):
+        name = params.get(name_field)
+        if isinstance(name, str):
+            headers["Mcp-Name"] = header_value(name)
+            if request.method == "tools/call":
+                extra = negotiated.param_headers.get(name)
+                if extra:
+                    for suffix, value in extra.items():
+                        headers[f"Mcp-Param-{suffix}"] = header_value(value)
+    return headers
+
+
+def as_headers(headers: Mapping[str, str]) -> Headers:
+    """C{headers} as Twisted's L{Headers}."""
+    return Headers({name: [value] for name, value in headers.items()})
+
+
+def media_type(response: IResponse) -> str:
+    """The response's C{Content-Type} without parameters, lower case; empty if none."""
+    values = response.headers.getRawHeaders(b"content-type")
+    if not values:
+        return ""
+    kind: bytes = values[-1].split(b";", 1)[0].strip().lower()
+    return kind.decode("latin-1")
+
+
+def explain(failure: Failure) -> str:
+    """A one-line reason for a failed HTTP request, unwrapping Twisted's wrappers."""
+    value = failure.value
+    reasons = getattr(value, "reasons", None)
+    if reasons:
+        first = reasons[0]
+        value = first.value if isinstance(first, Failure) else first
+    if isinstance(value, CancelledError):
+        return "cancelled"
+    text = str(value).strip()
+    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+
+
+@implementer(IBodyProducer)
+class BytesBody:
+    """
+    A request body already in memory, written at once.
+
+    treq would wrap bytes in a C{FileBodyProducer}, which writes from the cooperator a
+    reactor turn later; a JSON-RPC message is small and written whole.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.length = len(data)
+
+    def startProducing(self, consumer: IConsumer) -> Deferred[None]:
+        consumer.write(self._data)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
+
+
+class BodyReader(Protocol):
+    """
+    Receives a response body chunk by chunk and can cut it off.
+
+    Like C{treq.collect}, but the reader can close the connection from outside (to
+    cancel a request by closing its stream, or when the channel closes), and caps the
+    body.
+
+    @ivar done: fires with C{None} when the body ended normally, or fails with why it
+        did not (the connection broke, C{on_data} raised, or L{abort} was called).
+    """
+
+    def __init__(
+        self, on_data: Callable[[bytes], None], reactor: IReactorTime, limit: int | None = None
+    ) -> None:
+        self._on_data = on_data
+        self._reactor = reactor
+        self._limit = limit
+        self._received = 0
+        self._aborted: BaseException | None = None
+        self._closing: IDelayedCall | None = None
+        self.done: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._aborted is not None:
+            return
+        self._received += len(data)
+        try:
+            if self._limit is not None and self._received > self._limit:
+                raise BodyTooLarge(self._limit)
+            self._on_data(data)
+        except Exception as e:
+            self._aborted = e
+            # Not at once: if this chunk also ends the response, the client hands the
+            # connection back to its pool right after this call, and closing it now
+            # would give the next request a connection that is going away.  A turn
+            # later the response has either ended (nothing to close) or not.
+            self._closing = self._reactor.callLater(0, self._close)
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        """Close the connection; L{done} fails with C{reason} (C{CancelledError} if none)."""
+        if self._aborted is not None or self.done.called:
+            return
+        self._aborted = reason if reason is not None else CancelledError()
+        self._close()
+
+    def _close(self) -> None:
+        self._closing = None
+        if not self.done.called and self.transport is not None:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self._closing is not None:
+            self._closing.cancel()
+            self._closing = None
+        if self.done.called:
+            return
+        if self._aborted is not None:
+            self.done.errback(Failure(self._aborted))
+        elif reason.check(ResponseDone, PotentialDataLoss):
+            self.done.callback(None)
+        else:
+            self.done.errback(reason)
+
+
+def read_body(
+    response: IResponse, reactor: IReactorTime, limit: int, truncate: bool = False
+) -> Deferred[bytes]:
+    """
+    The whole body of C{response}, up to C{limit} bytes.
+
+    @param truncate: keep the first C{limit} bytes of a longer body and close the
+        connection, instead of failing with L{BodyTooLarge}.
+    """
+    parts: list[bytes] = []
+    kept = [0]
+
+    def keep(data: bytes) -> None:
+        room = limit - kept[0]
+        if len(data) > room:
+            if not truncate:
+                raise BodyTooLarge(limit)
+            parts.append(data[:room])
+            kept[0] = limit
+            raise _Enough()
+        parts.append(data)
+        kept[0] += len(data)
+
+    reader = BodyReader(keep, reactor)
+    if response.length == 0:
+        return succeed(b"")
+    response.deliverBody(reader)
+
+    def collected(result: object) -> bytes:
+        if isinstance(result, Failure) and not result.check(_Enough):
+            result.raiseException()
+        return b"".join(parts)
+
+    return reader.done.addBoth(collected)
+
+
+class _Enough(Exception):
+    """Raised to stop reading a body once enough of it is kept."""
+
+
+def deliver(peer: RpcPeer, raw: bytes | str, request_id: RequestId | None = None) -> bool:
+    """
+    Hand one JSON-RPC message (or batch) from the server to C{peer}, parsing it once.
+
+    @param raw: the message: a body, or the data of an SSE event (already text).
+    @param request_id: the request whose POST or stream carried it, if any.
+    @return: whether it answered C{request_id}.
+    """
+    try:
+        message = parse(raw, allow_batch=peer.allow_batches)
+    except ProtocolError as e:
+        # The peer answers or logs an unreadable message the way it does on any transport.
+        peer.receive(raw.encode("utf-8") if isinstance(raw, str) else raw)
+        return request_id is not None and e.about_response and e.id == request_id
+    peer.receive_message(message)
+    return request_id is not None and _answers(message, request_id)
+
+
+def _answers(message: Message | Batch, request_id: RequestId) -> bool:
+    if isinstance(message, Response | ErrorResponse):
+        return message.id == request_id
+    if isinstance(message, Batch):
+        return any(_answers(part, request_id) for part in message.messages)
+    return False
+
+
+class _Exchange:
+    """
+    One POST and everything that answers it: a JSON body, or an SSE stream and its
+    resumptions.
+
+    @ivar request_id: the id of the request it carries; C{None} for a notification or
+        a response.
+    @ivar finished: fires once nothing of the exchange is left open.
+    """
+
+    def __init__(
+        self,
+        channel: StreamableHTTPChannel,
+        data: bytes,
+        request: Request | None,
+        headers: dict[str, str],
+    ) -> None:
+        self.channel = channel
+        self.data = data
+        self.request = request
+        self.request_id = request.id if request is not None else None
+        self.headers = headers
+        self.sent_session = "Mcp-Session-Id" in headers
+        self.modern = channel.negotiated.modern
+        self.answered = False
+        self.done = False
+        self.pending: Deferred[Any] | None = None
+        self.reader: BodyReader | None = None
+        self.decoder: SSEDecoder | None = None
+        self.timer: IDelayedCall | None = None
+        self.idle_resumes = 0
+        self.resumed_from = ""
+        self.acknowledged: Deferred[None] | None = None
+        self.finished: Deferred[None] = Deferred()
+
+    @property
+    def what(self) -> str:
+        if self.request is None:
+            return "a message"
+        return f"{self.request.method} (id {self.request_id!r})"
+
+    def start(self) -> None:
+        channel = self.channel
+        self.pending = channel.http.request(
+            "POST",
+            channel.target,
+            headers=as_headers(self.headers),
+            data=BytesBody(self.data),
+            unbuffered=True,
+            allow_redirects=False,
+        )
+        self.pending.addCallbacks(self._response, self._unreachable)
+        self.pending.addErrback(self._bug)
+
+    def _bug(self, failure: Failure) -> None:
+        log.failure(
+            "{url}: handling the answer to {what} failed",
+            failure,
+            url=self.channel.shown_url,
+            what=self.what,
+        )
+        self._end(RequestFailed(f"handling the answer from {self.channel.shown_url} failed"))
+
+    def _response(self, response: IResponse) -> None:
+        self.pending = None
+        channel = self.channel
+        channel._acknowledged(self)
+        if self.done:
+            discard_body(response, self.channel.reactor)
+            return
+        code = response.code
+        if self.request is not None and self.request.method == "initialize" and not self.modern:
+            channel._capture_session(response)
+        if 200 <= code < 300:
+            kind = media_type(response)
+            if kind == EVENT_STREAM:
+                self._read_stream(response, SSEDecoder(channel.max_message_size))
+            elif kind == JSON or kind.endswith("+json"):
+                read_body(response, self.channel.reactor, channel.max_message_size).addCallbacks(
+                    self._json_body, self._body_failed
+                ).addErrback(self._bug)
+            elif self.request_id is None:
+                discard_body(response, self.channel.reactor)
+                self._end()
+            else:
+                read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
+                    self._unanswered, code
+                ).addErrback(self._bug)
+        else:
+            read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
+                self._refused, code
+            ).addErrback(self._bug)
+
+    def _unreachable(self, failure: Failure) -> None:
+        self.pending = None
+        self.channel._acknowledged(self)
+        if self.done:
+            return
+        self._end(
+            RequestFailed(
+                f"POST of {self.what} to {self.channel.shown_url} failed: {explain(failure)}"
+            )
+        )
+
+    def _json_body(self, body: bytes) -> None:
+        if self.done:
+            return
+        if self.request_id is not None:
+            if body.strip():
+                self._deliver(body)
+        else:
+            # A body in reply to a notification or a response is unexpected; pass on
+            # only real messages, rather than answering the server's noise with errors.
+            message = _json_rpc(body, self.channel.peer.allow_batches)
+            if message is not None and not self.channel.closed:
+                self.channel.peer.receive_message(message)
+        self._end()
+
+    def _body_failed(self, failure: Failure) -> None:
+        if self.done:
+            return
+        self._end(
+            RequestFailed(
+                f"reading the answer to {self.what} from {self.channel.shown_url} failed: "
+                f"{explain(failure)}"
+            )
+        )
+
+    def _unanswered(self, body: bytes | Failure, code: int) -> None:
+        """A 2xx without JSON or SSE to a request: the server did not answer it."""
+        if self.done:
+            return
+        self._end(
+            TransportRefused(code, body if isinstance(body, bytes) else b"", self.channel.shown_url)
+        )
+
+    def _refused(self, body: bytes | Failure, code: int) -> None:
+        """An error status: a JSON-RPC error in the body answers the request; else fail it."""
+        if self.done:
+            return
+        channel = self.channel
+        raw = body if isinstance(body, bytes) else b""
+        if code == 404 and self.sent_session:
+            if self.request_id is None:
+                log.warn("{url} no longer knows the session (HTTP 404)", url=channel.shown_url)
+            self._end(
+                SessionExpired(
+                    f"{channel.shown_url} no longer knows the session (HTTP 404 to {self.what}); "
+                    "initialize again"
+                )
+            )
+            return
+        message = _json_rpc(raw, channel.peer.allow_batches)
+        if message is not None:
+            if (
+                isinstance(message, ErrorResponse)
+                and message.id is None
+                and self.request_id is not None
+            ):
+                # An id-less error in the reply to one request can only be about it.
+                message = ErrorResponse(self.request_id, message.error)
+            if self.request_id is not None and _answers(message, self.request_id):
+                self.answered = True
+            channel.peer.receive_message(message)
+        if self.request_id is None:
+            log.warn(
+                "{url} refused {what} with HTTP {code}: {body}",
+                url=channel.shown_url,
+                what=self.what,
+                code=code,
+                body=raw[:200].decode("utf-8", "replace"),
+            )
+        self._end(TransportRefused(code, raw, channel.shown_url))
+
+    def _read_stream(self, response: IResponse, decoder: SSEDecoder) -> None:
+        self.decoder = decoder
+        reader = BodyReader(self._stream_data, self.channel.reactor)
+        self.reader = reader
+        response.deliverBody(reader)
+        reader.done.addBoth(self._stream_ended).addErrback(self._bug)
+
+    def _stream_data(self, data: bytes) -> None:
+        assert self.decoder is not None
+        for event in self.decoder.feed(data):
+            self.idle_resumes = 0
+            if event.event == MESSAGE and event.data and not self.done:
+                self._deliver(event.data)
+
+    def _deliver(self, raw: bytes | str) -> None:
+        channel = self.channel
+        if channel.closed:
+            return
+        if deliver(channel.peer, raw, self.request_id):
+            self.answered = True
+
+    def _stream_ended(self, result: object) -> None:
+        self.reader = None
+        if self.done:
+            return
+        channel = self.channel
+        if isinstance(result, Failure) and result.check(EventTooLarge):
+            self._end(RequestFailed(f"the answer to {self.what}: {result.value}"))
+            return
+        if self.request_id is None or self.answered:
+            self._end()
+            return
+        decoder = self.decoder
+        assert decoder is not None
+        if decoder.last_event_id != self.resumed_from:
+            # The stream moved on (2025-11-25 servers close it after each event and let
+            # the client poll): only resumptions that bring nothing count against it.
+            self.idle_resumes = 0
+        if (
+            not self.modern
+            and decoder.last_event_id
+            and self.idle_resumes < channel.resume_attempts
+            and not channel.closed
+        ):
+            self.idle_resumes += 1
+            self.resumed_from = decoder.last_event_id
+            delay = (decoder.retry if decoder.retry is not None else channel.resume_delay_ms) / 1000
+            self.timer = channel.clock.callLater(delay, self._resume)
+            return
+        if isinstance(result, Failure):
+            reason = f"its stream from {channel.shown_url} broke: {explain(result)}"
+        else:
+            reason = f"its stream from {channel.shown_url} ended without it"
+        self._end(AnswerMissing(f"no answer to {self.what}: {reason}"))
+
+    def _resume(self) -> None:
+        """Reopen the broken stream with a GET naming the last event seen."""
+        self.timer = None
+        if self.done:
+            return
+        channel = self.channel
+        assert self.decoder is not None
+        last_id, retry = self.decoder.last_event_id, self.decoder.retry
+        headers = channel._get_headers()
+        headers["Last-Event-ID"] = last_id
+        self.pending = channel.http.request(
+            "GET",
+            channel.target,
+            headers=as_headers(headers),
+            unbuffered=True,
+            allow_redirects=False,
+        )
+
+        def opened(response: IResponse) -> None:
+            self.pending = None
+            if self.done:
+                discard_body(response, self.channel.reactor)
+                return
+            code = response.code
+            if 200 <= code < 300 and media_type(response) == EVENT_STREAM:
+                decoder = SSEDecoder(channel.max_message_size)
+                decoder.last_event_id, decoder.retry = last_id, retry
+                self._read_stream(response, decoder)
+            elif code == 404 and self.sent_session:
+                read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
+                    self._refused, code
+                ).addErrback(self._bug)
+            else:
+                discard_body(response, self.channel.reactor)
+                self._end(
+                    AnswerMissing(
+                        f"no answer to {self.what}: its stream from {channel.shown_url} broke "
+                        f"and resuming it was refused with HTTP {code}"
+                    )
+                )
+
+        self.pending.addCallbacks(opened, self._unreachable).addErrback(self._bug)
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        """Stop waiting, close whatever is open, and fail the request with C{reason}."""
+        if self.done:
+            return
+        self._end(reason)
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.cancel()
+        if self.reader is not None:
+            self.reader.abort()
+
+    def _end(self, error: BaseException | None = None) -> None:
+        """The exchange is over: fail the request if it went unanswered."""
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        channel = self.channel
+        if self.request_id is not None and not self.answered and not channel.closed_peer:
+            if error is None:
+                error = AnswerMissing(
+                    f"no answer to {self.what}: the reply from {channel.shown_url} did not carry it"
+                )
+            channel.peer.fail_outgoing(self.request_id, error)
+        channel._forget(self)
+        channel._acknowledged(self)
+        if self.reader is None:
+            self.finished.callback(None)
+        else:
+            self.reader.done.addBoth(lambda _: self.finished.callback(None))
+
+
+def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
+    """The JSON-RPC message an error body holds, or C{None} if it holds none."""
+    if not body.strip():
+        return None
+    try:
+        return parse(body, allow_batch=allow_batch)
+    except ProtocolError:
+        return None
+
+
+def discard_body(response: IResponse, reactor: IReactorTime) -> None:
+    """Read and drop a body nobody needs, so its connection can be reused."""
+    if response.length != 0:
+        read_body(response, reactor, ERROR_BODY_LIMIT, truncate=True).addErrback(lambda _: None)
+
+
+class _ListenStream:
+    """
+    The standalone GET stream of a legacy session, for what the server starts on its
+    own: reopened when it ends (from the last event id it gave), with a growing delay,
+    until too many attempts in a row bring nothing.
+    """
+
+    def __init__(self, channel: StreamableHTTPChannel) -> None:
+        self.channel = channel
+        self.stopped = False
+        self.failures = 0
+        self.last_event_id = ""
+        self.retry: int | None = None
+        self.pending: Deferred[Any] | None = None
+        self.reader: BodyReader | None = None
+        self.decoder: SSEDecoder | None = None
+        self.timer: IDelayedCall | None = None
+
+    def open(self) -> None:
+        self.timer = None
+        if self.stopped:
+            return
+        channel = self.channel
+        headers = channel._get_headers()
+        if self.last_event_id:
+            headers["Last-Event-ID"] = self.last_event_id
+        self.pending = channel.http.request(
+            "GET",
+            channel.target,
+            headers=as_headers(headers),
+            unbuffered=True,
+            allow_redirects=False,
+        )
+        self.pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
+
+    def _bug(self, failure: Failure) -> None:
+        log.failure("{url}: the GET stream failed", failure, url=self.channel.shown_url)
+
+    def _response(self, response: IResponse) -> None:
+        self.pending = None
+        channel = self.channel
+        if self.stopped:
+            discard_body(response, self.channel.reactor)
+            return
+        if response.code == 405:
+            log.debug("{url} offers no GET stream (HTTP 405)", url=channel.shown_url)
+            discard_body(response, self.channel.reactor)
+            self.stopped = True
+            return
+        if not (200 <= response.code < 300 and media_type(response) == EVENT_STREAM):
+            log.warn(
+                "{url} refused the GET stream with HTTP {code}",
+                url=channel.shown_url,
+                code=response.code,
+            )
+            discard_body(response, self.channel.reactor)
+            self._reopen_later()
+            return
+        decoder = SSEDecoder(channel.max_message_size)
+        decoder.last_event_id, decoder.retry = self.last_event_id, self.retry
+        self.decoder = decoder
+        self.reader = BodyReader(self._data, self.channel.reactor)
+        response.deliverBody(self.reader)
+        self.reader.done.addBoth(self._ended).addErrback(self._bug)
+
+    def _unreachable(self, failure: Failure) -> None:
+        self.pending = None
+        if self.stopped:
+            return
+        log.warn(
+            "the GET stream to {url} failed: {reason}",
+            url=self.channel.shown_url,
+            reason=explain(failure),
+        )
+        self._reopen_later()
+
+    def _data(self, data: bytes) -> None:
+        assert self.decoder is not None
+        channel = self.channel
+        for event in self.decoder.feed(data):
+            self.failures = 0
+            if event.event == MESSAGE and event.data and not self.stopped and not channel.closed:
+                deliver(channel.peer, event.data)
+
+    def _ended(self, result: object) -> None:
+        self.reader = None
+        if self.decoder is not None:
+            self.last_event_id, self.retry = self.decoder.last_event_id, self.decoder.retry
+        if self.stopped:
+            return
+        if isinstance(result, Failure):
+            log.info(
+                "the GET stream from {url} broke: {reason}",
+                url=self.channel.shown_url,
+                reason=explain(result),
+            )
+        self._reopen_later()
+
+    def _reopen_later(self) -> None:
+        channel = self.channel
+        self.failures += 1
+        if self.failures > channel.reconnect_attempts:
+            log.warn(
+                "giving up on the GET stream from {url} after {n} attempts",
+                url=channel.shown_url,
+                n=self.failures - 1,
+            )
+            self.stopped = True
+            return
+        if self.retry is not None:
+            delay = self.retry / 1000
+        else:
+            delay = min(channel.reconnect_delay * 2 ** (self.failures - 1), 30.0)
+        self.timer = channel.clock.callLater(delay, self.open)
+
+    def stop(self) -> Deferred[None]:
+        """Close the stream and stop reopening it; fires once its connection is closed."""
+        self.stopped = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.cancel()
+        if self.reader is not None:
+            done: Deferred[None] = Deferred()
+            self.reader.done.addBoth(lambda _: done.callback(None))
+            self.reader.abort()
+            return done
+        return succeed(None)
+
+
+class StreamableHTTPChannel:
+    """
+    A L{Channel} to a server at a Streamable HTTP endpoint.
+
+    The channel owns its HTTP client and connection pool unless given one.
+
+    @ivar max_message_size: the largest JSON body or SSE event accepted, in bytes.
+    @ivar resume_attempts: how many times in a row a legacy response stream is resumed
+        with C{Last-Event-ID} without receiving anything before its request is failed.
+    @ivar resume_delay_ms: how long to wait before resuming when the server gave no
+        C{retry}.
+    @ivar reconnect_attempts: how many times in a row the GET stream is reopened without
+        receiving anything before mcpx stops reopening it.
+    @ivar reconnect_delay: the first delay before reopening the GET stream, in seconds,
+        doubled each attempt (the server's C{retry} wins when it gave one).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        server: RemoteServer,
+        reactor: IReactorHTTP,
+        *,
+        clock: IReactorTime | None = None,
+        http: HTTPClient | None = None,
+        pool: HTTPConnectionPool | None = None,
+        connect_timeout: float = 10.0,
+        close_timeout: float = 5.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        resume_attempts: int = 3,
+        resume_delay_ms: int = 1000,
+        reconnect_attempts: int = 5,
+        reconnect_delay: float = 1.0,
+    ) -> None:
+        """
+        @param name: the server's name, for logs.
+        @param reactor: makes the connections.
+        @param clock: schedules resumptions, reconnections and timeouts; C{reactor} if
+            not given.
+        @param http: the HTTP client to use instead of one of the channel's own.
+        @param pool: the connection pool closed by L{close}; with no C{http}, the client
+            is built on it.
+        """
+        self.name = name
+        self.server = server
+        self.negotiated = Negotiated()
+        self.url = server.request_url()
+        # Parsed once: treq would parse a string on every request.
+        self.target = EncodedURL.from_text(self.url)
+        self.shown_url = redact_url(server.url)
+        self.reactor = reactor
+        self.clock: IReactorTime = clock if clock is not None else reactor
+        if http is None:
+            if pool is None:
+                pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
+            agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
+            http = HTTPClient(agent)
+        self.http = http
+        self._pool = pool
+        self.close_timeout = close_timeout
+        self.max_message_size = max_message_size
+        self.resume_attempts = resume_attempts
+        self.resume_delay_ms = resume_delay_ms
+        self.reconnect_attempts = reconnect_attempts
+        self.reconnect_delay = reconnect_delay
+        self._base_headers = {
+            **server.request_headers(),
+            "Accept": ACCEPT_BOTH,
+            "Content-Type": JSON,
+        }
+        self._peer: RpcPeer | None = None
+        self._session_id: str | None = None
+        self._exchanges: set[_Exchange] = set()
+        self._by_id: dict[RequestId, _Exchange] = {}
+        self._listen: _ListenStream | None = None
+        self._unacknowledged: list[Deferred[Any]] = []
+        self._closing: Deferred[None] | None = None
+        self._lost: Failure | None = None
+        self._lost_waiters: list[Deferred[Failure]] = []
+
+    # Channel
+
+    @property
+    def cancels_with_notification(self) -> bool:
+        """Legacy requests are cancelled with a notification, modern ones by closing."""
+        return not self.negotiated.modern
+
+    @property
+    def peer(self) -> RpcPeer:
+        if self._peer is None:
+            raise RuntimeError("attach a peer to the channel before using it")
+        return self._peer
+
+    @property
+    def closed(self) -> bool:
+        return self._closing is not None
+
+    @property
+    def closed_peer(self) -> bool:
+        return self._peer is None or self._peer.closed
+
+    @property
+    def session_id(self) -> str | None:
+        """The session id the server gave in answer to C{initialize}, if any."""
+        return self._session_id
+
+    def attach(self, peer: RpcPeer) -> None:
+        self._peer = peer
+
+    def start(self) -> Deferred[None]:
+        # Nothing to open: every message makes its own request.
+        if self.closed:
+            return fail(ChannelClosed(f"the channel to {self.shown_url} is closed"))
+        return succeed(None)
+
+    def send(self, data: bytes) -> None:
+        self._post(data, None)
+
+    def send_request(self, data: bytes, request: Request) -> None:
+        self._post(data, request)
+
+    def abandon(self, request_id: RequestId) -> None:
+        """
+        Modern: close the request's response stream, which is how 2026-07-28 cancels.
+        Legacy: nothing; the peer has sent C{notifications/cancelled}, and the server
+        closes the stream.
+        """
+        exchange = self._by_id.get(request_id)
+        if exchange is not None and exchange.modern:
+            exchange.abort()
+
+    def initialized(self) -> None:
+        if self.closed or self.negotiated.modern:
+            return
+        if self._listen is not None:
+            self._listen.stop()
+        listen = self._listen = _ListenStream(self)
+        if self._unacknowledged:
+            # After notifications/initialized has reached the server.
+            gate = DeferredList(list(self._unacknowledged), consumeErrors=True)
+            gate.addCallback(lambda _: listen.open())
+        else:
+            listen.open()
+
+    def reset_session(self) -> None:
+        self._session_id = None
+        if self._listen is not None:
+            self._listen.stop()
+            self._listen = None
+
+    def when_lost(self) -> Deferred[Failure]:
+        """
+        A fresh Deferred that fails with L{ChannelClosed} once the channel is closed (a
+        Deferred given a L{Failure} runs its errbacks).  HTTP has no connection to lose
+        otherwise: each request fails on its own.
+        """
+        if self._lost is not None:
+            return fail(self._lost)
+        waiter: Deferred[Failure] = Deferred()
+        self._lost_waiters.append(waiter)
+        return waiter
+
+    def close(self) -> Deferred[None]:
+        if self._closing is None:
+            self._closing = Deferred.fromCoroutine(self._close())
+            self._closing.addErrback(
+                lambda failure: log.failure(
+                    "closing the channel to {url} failed", failure, url=self.shown_url
+                )
+            )
+        done: Deferred[None] = Deferred()
+        self._closing.addBoth(lambda _: done.callback(None))
+        return done
+
+    def describe(self) -> str:
+        return self.shown_url
+
+    # Inside
+
+    def _request_headers(self, request: Request | None) -> dict[str, str]:
+        headers = dict(self._base_headers)
+        negotiated = self.negotiated
+        if negotiated.modern:
+            revision = negotiated.revision
+            headers["MCP-Protocol-Version"] = (revision or NEWEST).value
+            if request is not None:
+                headers.update(modern_request_headers(request, negotiated))
+        elif request is None or request.method != "initialize":
+            self._legacy_headers(headers)
+        return headers
+
+    def _legacy_headers(self, headers: dict[str, str]) -> None:
+        revision = self.negotiated.revision
+        if revision is not None and revision >= Revision.V2025_06_18:
+            headers["MCP-Protocol-Version"] = revision.value
+        if self._session_id is not None:
+            headers["Mcp-Session-Id"] = self._session_id
+
+    def _get_headers(self) -> dict[str, str]:
+        """Headers for a legacy GET: the standalone stream or a resumption."""
+        headers = self.server.request_headers()
+        headers["Accept"] = EVENT_STREAM
+        self._legacy_headers(headers)
+        return headers
+
+    def _capture_session(self, response: IResponse) -> None:
+        values = response.headers.getRawHeaders(b"mcp-session-id")
+        if not values:
+            return
+        value = values[-1].decode("latin-1")
+        if _SESSION_ID.fullmatch(value) is None:
+            log.warn(
+                "{url} gave a session id with characters outside visible ASCII; ignored",
+                url=self.shown_url,
+            )
+            return
+        self._session_id = value
+
+    def _post(self, data: bytes, request: Request | None) -> None:
+        if self.closed:
+            if request is not None:
+                raise ChannelClosed(f"the channel to {self.shown_url} is closed")
+            return
+        exchange = _Exchange(self, data, request, self._request_headers(request))
+        self._exchanges.add(exchange)
+        if request is not None:
+            self._by_id[request.id] = exchange
+        # A notification POSTed just before (notifications/initialized above all) must
+        # reach the server first: wait until the server has answered those POSTs.
+        waiting = list(self._unacknowledged)
+        if request is None:
+            exchange.acknowledged = Deferred()
+            self._unacknowledged.append(exchange.acknowledged)
+        if waiting:
+            gate = DeferredList(waiting, consumeErrors=True)
+            gate.addCallback(lambda _: None if exchange.done else exchange.start())
+        else:
+            exchange.start()
+
+    def _acknowledged(self, exchange: _Exchange) -> None:
+        waiter = exchange.acknowledged
+        if waiter is None:
+            return
+        exchange.acknowledged = None
+        if waiter in self._unacknowledged:
+            self._unacknowledged.remove(waiter)
+        waiter.callback(None)
+
+    def _forget(self, exchange: _Exchange) -> None:
+        self._exchanges.discard(exchange)
+        if exchange.request_id is not None and self._by_id.get(exchange.request_id) is exchange:
+            del self._by_id[exchange.request_id]
+
+    async def _close(self) -> None:
+        lost = Failure(ChannelClosed(f"the channel to {self.shown_url} was closed"))
+        waiting: list[Deferred[Any]] = []
+        if self._listen is not None:
+            waiting.append(self._listen.stop())
+            self._listen = None
+        for exchange in list(self._exchanges):
+            exchange.abort(lost.value)
+            waiting.append(exchange.finished)
+        if waiting:
+            await DeferredList(waiting, consumeErrors=True)
+        if self._session_id is not None and not self.negotiated.modern:
+            await self._delete_session()
+        if self._pool is not None:
+            await self._pool.closeCachedConnections()  # type: ignore[no-untyped-call]
+        self._lost = lost
+        waiters, self._lost_waiters = self._lost_waiters, []
+        for waiter in waiters:
+            waiter.errback(lost)
+
+    async def _delete_session(self) -> None:
+        headers = self.server.request_headers()
+        self._legacy_headers(headers)
+        self._session_id = None
+        try:
+            response = await self.http.request(
+                "DELETE",
+                self.target,
+                headers=as_headers(headers),
+                unbuffered=True,
+                allow_redirects=False,
+            ).addTimeout(self.close_timeout, self.clock)
+            await read_body(response, self.reactor, ERROR_BODY_LIMIT, truncate=True)
+        except Exception:
+            log.info(
+                "ending the session at {url} failed: {reason}",
+                url=self.shown_url,
+                reason=explain(Failure()),
+            )
+            return
+        if response.code >= 300 and response.code != 405:
+            log.info(
+                "{url} answered HTTP {code} to ending the session",
+                url=self.shown_url,
+                code=response.code,
+            )
