@@ -15,15 +15,20 @@ from typing import Any
 
 from twisted.trial.unittest import TestCase
 
-from mcpx.settings.servers import StdioServer
+from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.probe import Connector, EraCache, era_key
-from mcpx.upstream.session import LegacySession, ModernSession, UpstreamSession
+from mcpx.upstream.session import Era, LegacySession, ModernSession, UpstreamSession
 from mcpx.wire.peer import ConnectionClosed, RequestTimedOut
-from tests.support.peers import fixture_argv, misbehaving_argv
+from tests.support.peers import (
+    fixture_argv,
+    misbehaving_argv,
+    start_everything_http,
+    start_http_fixture,
+)
 from tests.support.processes import REPO, reactor
 
 PEERS = REPO / "tests" / "peers" / "node_modules"
@@ -222,6 +227,31 @@ class Asker(Recorder):
         )
 
 
+async def check_surface(case: TestCase, session: UpstreamSession, recorder: Recorder) -> None:
+    """The fixture's whole surface works through mcpx: pages, structure, every question."""
+    tools = [t["name"] for t in await session.list_tools()]
+    case.assertEqual(len(tools), 10, f"every page of tools/list is followed: {tools}")
+    for name in ("echo", "add", "ask_name", "sample", "roots", "slow"):
+        case.assertIn(name, tools)
+    added = await session.call_tool("add", {"a": 20, "b": 22})
+    case.assertEqual(added["structuredContent"], {"sum": 42})
+    named = await session.call_tool("ask_name", {})
+    case.assertIn("Ada Lovelace", text_of(named))
+    case.assertEqual(len(recorder.elicitations), 1)
+    sampled = await session.call_tool("sample", {"prompt": "?"})
+    case.assertIn("forty-two", text_of(sampled))
+    rooted = await session.call_tool("roots", {})
+    case.assertIn("file:///workspace", text_of(rooted))
+    prompt = await session.get_prompt("greet", {"name": "Ada"})
+    case.assertTrue(prompt["messages"])
+    read = await session.read_resource("fixture://static")
+    case.assertTrue(read["contents"])
+    completion = await session.complete(
+        {"type": "ref/prompt", "name": "greet"}, {"name": "name", "value": "Al"}
+    )
+    case.assertIn("Alice", completion["completion"]["values"])
+
+
 class SdkStdioTests(TestCase):
     """The `mcp` Python SDK's server (tests/fixtures/sdk_server.py) over stdio, per era."""
 
@@ -236,43 +266,20 @@ class SdkStdioTests(TestCase):
         self.addCleanup(session.close)
         return session
 
-    async def check_surface(self, session: UpstreamSession, recorder: Recorder) -> None:
-        tools = [t["name"] for t in await session.list_tools()]
-        self.assertEqual(len(tools), 10, f"every page of tools/list is followed: {tools}")
-        for name in ("echo", "add", "ask_name", "sample", "roots", "slow"):
-            self.assertIn(name, tools)
-        added = await session.call_tool("add", {"a": 20, "b": 22})
-        self.assertEqual(added["structuredContent"], {"sum": 42})
-        named = await session.call_tool("ask_name", {})
-        self.assertIn("Ada Lovelace", text_of(named))
-        self.assertEqual(len(recorder.elicitations), 1)
-        sampled = await session.call_tool("sample", {"prompt": "?"})
-        self.assertIn("forty-two", text_of(sampled))
-        rooted = await session.call_tool("roots", {})
-        self.assertIn("file:///workspace", text_of(rooted))
-        prompt = await session.get_prompt("greet", {"name": "Ada"})
-        self.assertTrue(prompt["messages"])
-        read = await session.read_resource("fixture://static")
-        self.assertTrue(read["contents"])
-        completion = await session.complete(
-            {"type": "ref/prompt", "name": "greet"}, {"name": "name", "value": "Al"}
-        )
-        self.assertIn("Alice", completion["completion"]["values"])
-
     async def test_legacy_only_server(self) -> None:
         """A handshake-only SDK server: probed, initialised at 2025-11-25, every feature works."""
         recorder = Asker()
         session = await self.connect(fixture_argv("stdio", "legacy"), recorder)
         self.assertIsInstance(session, LegacySession)
         self.assertEqual(session.revision, Revision.V2025_11_25)
-        await self.check_surface(session, recorder)
+        await check_surface(self, session, recorder)
 
     async def test_modern_only_server(self) -> None:
         """A 2026-07-28-only SDK server: its questions come as input_required rounds."""
         recorder = Asker()
         session = await self.connect(fixture_argv("stdio", "modern"), recorder)
         self.assertIsInstance(session, ModernSession)
-        await self.check_surface(session, recorder)
+        await check_surface(self, session, recorder)
 
     async def test_an_older_legacy_revision_is_accepted(self) -> None:
         """A server that answers initialize with 2024-11-05 is used at 2024-11-05."""
@@ -330,3 +337,95 @@ class MisbehavingServerTests(TestCase):
         self.assertIn('"bad"', str(caught.exception))
         self.assertIn("status 3", str(caught.exception))
         self.assertIsInstance(caught.exception.reason, ChannelClosed)
+
+
+class SdkHttpTests(TestCase):
+    """The SDK's server over Streamable HTTP and HTTP+SSE, found by the era probe."""
+
+    timeout = 90
+
+    async def connect(self, url: str, recorder: Recorder) -> UpstreamSession:
+        connector = make_connector(reactor, os.environ, Path(self.mktemp()), probe_timeout=5.0)
+        session = await connector.connect(
+            "sdk-http", RemoteServer(name="sdk-http", url=url), recorder.handlers()
+        )
+        self.addCleanup(session.close)
+        return session
+
+    async def test_dual_era_http_is_used_modern(self) -> None:
+        """A server serving both eras on one URL is spoken to in 2026-07-28."""
+        server = await start_http_fixture(reactor, "both", add_cleanup=self.addCleanup)
+        recorder = Asker()
+        session = await self.connect(server.url, recorder)
+        self.assertIsInstance(session, ModernSession)
+        await check_surface(self, session, recorder)
+
+    async def test_legacy_only_http_falls_back_to_initialize(self) -> None:
+        """A handshake-only HTTP server refuses the modern probe; mcpx initialises instead."""
+        server = await start_http_fixture(reactor, "legacy", add_cleanup=self.addCleanup)
+        recorder = Asker()
+        session = await self.connect(server.url, recorder)
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(session.revision, Revision.V2025_11_25)
+        await check_surface(self, session, recorder)
+
+    async def test_modern_only_http(self) -> None:
+        """A 2026-07-28-only HTTP server: questions as input_required rounds over HTTP."""
+        server = await start_http_fixture(reactor, "modern", add_cleanup=self.addCleanup)
+        recorder = Asker()
+        session = await self.connect(server.url, recorder)
+        self.assertIsInstance(session, ModernSession)
+        await check_surface(self, session, recorder)
+
+    async def test_http_sse_server_is_reached_through_the_fallback(self) -> None:
+        """A 2024-11-05 HTTP+SSE server: POST refused, so mcpx opens the GET stream instead."""
+        server = await start_http_fixture(reactor, "legacy", "sse", add_cleanup=self.addCleanup)
+        recorder = Asker()
+        state = Path(self.mktemp())
+        connector = make_connector(reactor, os.environ, state, probe_timeout=5.0)
+        config = RemoteServer(name="sse", url=server.url)
+        session = await connector.connect("sse", config, recorder.handlers())
+        self.addCleanup(session.close)
+        self.assertIsInstance(session, LegacySession)
+        echoed = await session.call_tool("echo", {"text": "over sse"})
+        self.assertIn("over sse", text_of(echoed))
+        sampled = await session.call_tool("sample", {"prompt": "?"})
+        self.assertIn("forty-two", text_of(sampled))
+        remembered = EraCache.load(state / "upstream-eras.json").get(era_key(config))
+        self.assertEqual(remembered, Era.HTTP_SSE)
+
+
+class EverythingHttpTests(TestCase):
+    """server-everything over Streamable HTTP (it binds every interface: private netns only)."""
+
+    timeout = 60
+
+    async def test_lists_calls_and_asks_over_http(self) -> None:
+        """The same checks as over stdio: tools, progress, elicitation and sampling over HTTP."""
+        server = await start_everything_http(reactor, add_cleanup=self.addCleanup)
+        recorder = Recorder()
+        connector = make_connector(reactor, os.environ, None, probe_timeout=5.0)
+        session = await connector.connect(
+            "everything-http",
+            RemoteServer(name="everything-http", url=server.url),
+            recorder.handlers(),
+        )
+        self.addCleanup(session.close)
+        self.assertIsInstance(session, LegacySession)
+        names = {t["name"] for t in await session.list_tools()}
+        self.assertIn("trigger-elicitation-request", names)
+        summed = await session.call_tool("get-sum", {"a": 1, "b": 2})
+        self.assertIn("3", text_of(summed))
+        await session.call_tool(
+            "trigger-long-running-operation",
+            {"duration": 0.3, "steps": 3},
+            meta={"progressToken": "http-1"},
+        )
+        progress = [p for m, p in recorder.notifications if m == "notifications/progress"]
+        self.assertEqual([p["progress"] for p in progress], [1, 2, 3])
+        elicited = await session.call_tool("trigger-elicitation-request", {})
+        self.assertIn("Ada Lovelace", text_of(elicited))
+        sampled = await session.call_tool(
+            "trigger-sampling-request", {"prompt": "q", "maxTokens": 5}
+        )
+        self.assertIn("forty-two", text_of(sampled))
