@@ -502,3 +502,22 @@ class ClientCapabilityTests(SynchronousTestCase):
             {"roots": {}, "sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}},
         )
         self.assertEqual(UpstreamHandlers().client_capabilities(Revision.V2026_07_28), {})
+
+
+class ServerCancellationTests(SynchronousTestCase):
+    def test_server_cancelling_its_question_ends_the_handler_without_an_answer(self) -> None:
+        """A notifications/cancelled for the server's own request stops the handler; no reply."""
+        cancelled: list[bool] = []
+
+        def elicit(params: Mapping[str, Any]) -> Deferred[Mapping[str, Any]]:
+            return Deferred(lambda _: cancelled.append(True))
+
+        server = FakeServer({"initialize": lambda p: initialize_result()})
+        session = legacy(server, UpstreamHandlers(elicitation=elicit))
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        asked = server.ask("elicitation/create", {"message": "?", "requestedSchema": {}})
+        self.assertEqual(session.rpc.in_flight_incoming, 1)
+        server.notify("notifications/cancelled", {"requestId": 1})  # the fake's first id
+        self.assertEqual(cancelled, [True])
+        self.assertEqual(session.rpc.in_flight_incoming, 0)
+        self.assertNoResult(asked)
