@@ -21,6 +21,7 @@ C{resultType} means.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -145,7 +146,6 @@ class UpstreamSession:
     max_rounds: int = 8
     declaration: ServerDeclaration | None = None
     peer: RpcPeer | None = None
-    _tool_headers: dict[str, dict[str, str]] = field(init=False, factory=dict)
 
     era: ClassVar[Era] = Era.LEGACY
 
@@ -333,14 +333,7 @@ class UpstreamSession:
 
     async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every tool, following each C{nextCursor}."""
-        tools = await self._list("tools/list", "tools", timeout)
-        self._tool_headers = {
-            tool["name"]: headers
-            for tool in tools
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
-            if (headers := param_header_names(tool))
-        }
-        return tools
+        return await self._list("tools/list", "tools", timeout)
 
     async def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return await self._list("prompts/list", "prompts", timeout)
@@ -426,22 +419,103 @@ class UpstreamSession:
         self.handlers.notify(notification.method, params)
 
 
-def param_header_names(tool: Mapping[str, Any]) -> dict[str, str]:
+class InvalidParamHeader(ValueError):
+    """A tool's C{x-mcp-header} annotations break the 2026-07-28 rules for them."""
+
+
+#: RFC 9110 C{tchar}: what an C{x-mcp-header} name may be made of (C{1*tchar}).
+_HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: The property types an C{x-mcp-header} may annotate (C{number} is excluded).
+_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+#: Keywords whose value is a subschema, or a list or map of them: an annotation under
+#: one of these is not reachable through C{properties} alone, and so invalid.
+_SUBSCHEMA_KEYWORDS = frozenset(
+    {
+        "items",
+        "prefixItems",
+        "contains",
+        "additionalItems",
+        "unevaluatedItems",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "patternProperties",
+        "propertyNames",
+        "dependentSchemas",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$defs",
+        "definitions",
+    }
+)
+
+
+def param_header_paths(tool: Mapping[str, Any]) -> dict[tuple[str, ...], str]:
     """
-    The C{Mcp-Param-*} headers a tool's input schema asks for, as argument name →
-    header suffix (2026-07-28: a top-level property annotated C{x-mcp-header}).
+    The C{Mcp-Param-*} headers a tool's input schema asks for, as argument path →
+    header suffix (2026-07-28: a property annotated C{x-mcp-header}, reached from the
+    schema root through C{properties} alone).
+
+    @raise InvalidParamHeader: if an annotation is empty, not an RFC 9110 token, on a
+        property that is not a string, integer or boolean, repeated (ignoring case), or
+        somewhere other than a chain of C{properties}; the revision tells a client to
+        leave such a tool out of its C{tools/list} view.
     """
     schema = tool.get("inputSchema")
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(properties, Mapping):
-        return {}
-    headers: dict[str, str] = {}
-    for argument, definition in properties.items():
-        if isinstance(definition, Mapping):
-            header = definition.get("x-mcp-header")
-            if isinstance(header, str) and header:
-                headers[argument] = header
-    return headers
+    found: dict[tuple[str, ...], str] = {}
+    if isinstance(schema, Mapping):
+        _collect_headers(schema, (), found)
+    seen: set[str] = set()
+    for header in found.values():
+        folded = header.lower()
+        if folded in seen:
+            raise InvalidParamHeader(f"x-mcp-header {header!r} is used twice (ignoring case)")
+        seen.add(folded)
+    return found
+
+
+def _collect_headers(
+    schema: Mapping[str, Any], path: tuple[str, ...], found: dict[tuple[str, ...], str]
+) -> None:
+    if "x-mcp-header" in schema:
+        if not path:
+            raise InvalidParamHeader("the x-mcp-header is on the schema root, not a property")
+        found[path] = _checked_header(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for name, definition in properties.items():
+            if isinstance(definition, Mapping):
+                _collect_headers(definition, (*path, name), found)
+    for keyword in _SUBSCHEMA_KEYWORDS.intersection(schema):
+        if _annotated_anywhere(schema[keyword]):
+            raise InvalidParamHeader(f"an x-mcp-header sits under {keyword!r}")
+
+
+def _checked_header(definition: Mapping[str, Any]) -> str:
+    header = definition["x-mcp-header"]
+    if not isinstance(header, str) or _HEADER_TOKEN.fullmatch(header) is None:
+        raise InvalidParamHeader(f"x-mcp-header {header!r} is not an HTTP header name token")
+    kind = definition.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    primitive = [k for k in kinds if k != "null"]
+    if not primitive or not all(k in _HEADER_TYPES for k in primitive):
+        raise InvalidParamHeader(
+            f"x-mcp-header {header!r} is on a property of type {kind!r}, "
+            "not a string, integer or boolean"
+        )
+    return header
+
+
+def _annotated_anywhere(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return "x-mcp-header" in value or any(_annotated_anywhere(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_annotated_anywhere(v) for v in value)
+    return False
 
 
 @define(eq=False)
@@ -541,6 +615,7 @@ class ModernSession(UpstreamSession):
     _listen_filter: dict[str, Any] = field(init=False, factory=dict)
     _closing: bool = field(init=False, default=False)
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
+    _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
     def _meta(self, meta: Any) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
@@ -563,19 +638,49 @@ class ModernSession(UpstreamSession):
             send_cancel=self.channel.cancels_with_notification,
         )
 
+    async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """
+        Every tool, following each C{nextCursor}, without the tools whose
+        C{x-mcp-header} annotations are invalid: 2026-07-28 tells a client to leave
+        those out, so one malformed definition costs only itself.
+        """
+        listed = await self._list("tools/list", "tools", timeout)
+        tools: list[dict[str, Any]] = []
+        headers: dict[str, dict[tuple[str, ...], str]] = {}
+        for tool in listed:
+            if not isinstance(tool, dict):
+                continue
+            name = tool.get("name")
+            try:
+                wanted = param_header_paths(tool)
+            except InvalidParamHeader as e:
+                self.log.warn(
+                    "upstream {server}: leaving out the tool {tool!r}: {why}",
+                    server=self.name,
+                    tool=name,
+                    why=str(e),
+                )
+                continue
+            tools.append(tool)
+            if wanted and isinstance(name, str):
+                headers[name] = wanted
+        self._tool_headers = headers
+        return tools
+
     def _stage_param_headers(self, params: Mapping[str, Any]) -> None:
         name = params.get("name")
         wanted = self._tool_headers.get(name) if isinstance(name, str) else None
-        if not wanted:
-            return
         arguments = params.get("arguments")
-        if not isinstance(arguments, Mapping):
+        if not wanted or not isinstance(arguments, Mapping):
+            self.channel.negotiated.param_headers = {}
             return
-        values = {
-            header: _header_value(arguments[argument])
-            for argument, header in wanted.items()
-            if argument in arguments and arguments[argument] is not None
-        }
+        values: dict[str, str] = {}
+        for path, header in wanted.items():
+            value: Any = arguments
+            for key in path:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            if value is not None:
+                values[header] = _header_value(value)
         assert isinstance(name, str)
         self.channel.negotiated.param_headers = {name: values}
 

@@ -333,6 +333,108 @@ class ModernSessionTests(SynchronousTestCase):
         self.assertEqual(session.channel.negotiated.param_headers, {"deploy": {"Region": "eu"}})
 
 
+def annotated(name: str, **properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool whose input schema has C{properties}."""
+    return {"name": name, "inputSchema": {"type": "object", "properties": dict(properties)}}
+
+
+class ParamHeaderTests(SynchronousTestCase):
+    """2026-07-28 C{x-mcp-header}: which tools a modern session keeps, and what it mirrors."""
+
+    def listed(self, *tools: Mapping[str, Any]) -> tuple[ModernSession, list[str]]:
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "tools/list": lambda p: {"tools": list(tools), "resultType": "complete"},
+                "tools/call": lambda p: {"content": [], "resultType": "complete"},
+            }
+        )
+        session = modern(server)
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        names = [
+            tool["name"]
+            for tool in self.successResultOf(Deferred.fromCoroutine(session.list_tools()))
+        ]
+        return session, names
+
+    def test_tools_with_invalid_annotations_are_left_out(self) -> None:
+        """
+        Tools whose x-mcp-header is empty, not a header token, on a non-primitive or
+        number property, or repeated ignoring case, are not in the tools/list view;
+        the valid tools around them are.
+        """
+        string = {"type": "string"}
+        _, names = self.listed(
+            annotated("valid", region={**string, "x-mcp-header": "Region"}),
+            annotated("empty", v={**string, "x-mcp-header": ""}),
+            annotated("space", v={**string, "x-mcp-header": "My Region"}),
+            annotated("colon", v={**string, "x-mcp-header": "Region:Primary"}),
+            annotated("accent", v={**string, "x-mcp-header": "Région"}),
+            annotated("tab", v={**string, "x-mcp-header": "Region\t1"}),
+            annotated("object", v={"type": "object", "x-mcp-header": "Data"}),
+            annotated("number", v={"type": "number", "x-mcp-header": "Score"}),
+            annotated("untyped", v={"x-mcp-header": "Loose"}),
+            annotated(
+                "twice",
+                a={**string, "x-mcp-header": "MyField"},
+                b={**string, "x-mcp-header": "myfield"},
+            ),
+            annotated("plain", query=string),
+        )
+        self.assertEqual(names, ["valid", "plain"])
+        self.flushLoggedErrors()
+
+    def test_annotation_outside_a_properties_chain_is_invalid(self) -> None:
+        """An x-mcp-header reached through items or anyOf makes its tool invalid."""
+        under_items = annotated(
+            "items",
+            xs={
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"h": {"type": "string", "x-mcp-header": "H"}},
+                },
+            },
+        )
+        under_any_of = annotated(
+            "anyof", v={"anyOf": [{"type": "string", "x-mcp-header": "V"}, {"type": "integer"}]}
+        )
+        _, names = self.listed(under_items, under_any_of, annotated("plain"))
+        self.assertEqual(names, ["plain"])
+
+    def test_nested_property_is_mirrored(self) -> None:
+        """An annotation reached through nested properties is mirrored from that path."""
+        tool = annotated(
+            "deploy",
+            target={
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "replicas": {"type": "integer", "x-mcp-header": "Replicas"},
+                    "dry": {"type": ["boolean", "null"], "x-mcp-header": "Dry"},
+                },
+            },
+        )
+        session, names = self.listed(tool)
+        self.assertEqual(names, ["deploy"])
+        arguments = {"target": {"region": "eu", "replicas": 3, "dry": None}}
+        self.successResultOf(Deferred.fromCoroutine(session.call_tool("deploy", arguments)))
+        self.assertEqual(
+            session.channel.negotiated.param_headers,
+            {"deploy": {"Region": "eu", "Replicas": "3"}},
+        )
+
+    def test_unannotated_call_stages_no_headers(self) -> None:
+        """A call to a tool without annotations carries none left from an earlier call."""
+        session, _ = self.listed(
+            annotated("deploy", region={"type": "string", "x-mcp-header": "Region"}),
+            annotated("plain"),
+        )
+        self.successResultOf(Deferred.fromCoroutine(session.call_tool("deploy", {"region": "eu"})))
+        self.successResultOf(Deferred.fromCoroutine(session.call_tool("plain", {})))
+        self.assertEqual(session.channel.negotiated.param_headers, {})
+
+
 class InputRoundTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.rounds: list[Mapping[str, Any]] = []

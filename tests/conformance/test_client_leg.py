@@ -1,0 +1,222 @@
+"""
+The official MCP conformance suite's client leg, run against mcpx's upstream client.
+
+For each revision the suite runs every client scenario that applies to it
+(C{--suite all --spec-version V}) in parallel: a mock server per scenario, and
+C{tests/conformance/client.py} as the client.  The OAuth scenarios run too and must
+fail exactly as C{expected-failures.yml} says (the suite itself fails the run on an
+unlisted failure or on a listed scenario that passes); every other scenario must have
+run, and each of its checks must be a success.
+
+The mock servers listen on every interface, so this refuses to run outside a private
+network namespace (C{make test} runs the tests under C{tests/isolated}).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import TestCase
+
+from tests.conformance.client import OK_MARK
+from tests.support.peers import conformance_cli, in_private_netns
+from tests.support.processes import REPO, reactor
+
+HERE = Path(__file__).resolve().parent
+CLIENT = HERE / "client.py"
+BASELINE = HERE / "expected-failures.yml"
+
+#: The non-OAuth client scenarios each revision applies (`conformance list --client
+#: --spec-version V`, alpha.12); a scenario the suite adds or drops fails the test.
+SCENARIOS: Mapping[str, frozenset[str]] = {
+    "2025-03-26": frozenset(),
+    "2025-06-18": frozenset({"initialize", "tools_call"}),
+    "2025-11-25": frozenset(
+        {
+            "initialize",
+            "tools_call",
+            "elicitation-sep1034-client-defaults",
+            "sse-retry",
+            "json-schema-2020-12-preservation",
+        }
+    ),
+    "2026-07-28": frozenset(
+        {
+            "tools_call",
+            "request-metadata",
+            "sep-2322-client-request-state",
+            "http-standard-headers",
+            "http-custom-headers",
+            "http-invalid-tool-headers",
+            "json-schema-ref-no-deref",
+            "json-schema-2020-12-preservation",
+        }
+    ),
+}
+
+#: Checks the suite reports SKIPPED for a correct client, by (scenario, check name):
+#: a 2026-07-28 client sends neither C{initialize} nor C{notifications/initialized}.
+EXPECTED_SKIPS = frozenset(
+    {
+        ("http-standard-headers", "ClientMcpMethodHeader_initialize"),
+        ("http-standard-headers", "ClientMcpMethodHeader_notifications_initialized"),
+    }
+)
+
+#: Statuses that say nothing against the client (the suite's own trace of the exchange).
+NEUTRAL = frozenset({"INFO"})
+
+#: Milliseconds the suite gives the client in each scenario before killing it.
+SCENARIO_TIMEOUT_MS = 20_000
+
+_RESULT_DIR = re.compile(r"(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
+
+
+def client_command() -> str:
+    """
+    The client command line as the suite wants it: it splits on single spaces and runs
+    the pieces through a shell, so neither path may hold a space.
+    """
+    parts = [sys.executable, str(CLIENT)]
+    for part in parts:
+        if " " in part or "'" in part or '"' in part:
+            raise AssertionError(f"the conformance suite cannot run a command from {part!r}")
+    return " ".join(parts)
+
+
+def baseline_scenarios() -> set[str]:
+    """The scenarios C{expected-failures.yml} lists (whole-scenario entries only)."""
+    listed = set()
+    for line in BASELINE.read_text(encoding="utf-8").splitlines():
+        entry = line.strip()
+        if entry.startswith("- "):
+            listed.add(entry[2:].strip())
+    return listed
+
+
+def results(output: Path) -> dict[str, Path]:
+    """Each scenario the suite ran, by name, to the folder holding its C{checks.json}."""
+    found: dict[str, Path] = {}
+    for checks in output.rglob("checks.json"):
+        match = _RESULT_DIR.fullmatch(checks.parent.name)
+        if match is None:
+            raise AssertionError(f"unexpected result folder {checks.parent}")
+        prefix = "auth/" if checks.parent.parent.name == "auth" else ""
+        found[prefix + match["scenario"]] = checks.parent
+    return found
+
+
+def objections(scenario: str, checks: list[dict[str, Any]]) -> list[str]:
+    """What in a scenario's checks is not a success, one line each."""
+    lines = []
+    for check in checks:
+        status = check.get("status")
+        if status == "SUCCESS" or status in NEUTRAL:
+            continue
+        if status == "SKIPPED" and (scenario, check.get("name")) in EXPECTED_SKIPS:
+            continue
+        lines.append(
+            f"{scenario}: {check.get('id')} ({check.get('name')}) {status}"
+            + (f": {check['errorMessage']}" if check.get("errorMessage") else "")
+        )
+    if not any(check.get("status") == "SUCCESS" for check in checks):
+        lines.append(f"{scenario}: no check succeeded")
+    return lines
+
+
+class ClientLegTests(TestCase):
+    """The suite's client leg at each revision, judged by its own checks."""
+
+    timeout = 120
+
+    async def run_suite(self, revision: str) -> None:
+        if not in_private_netns():
+            self.fail(
+                "the conformance suite's mock servers listen on every interface: run this "
+                "test in a private network namespace (`make test` does, through "
+                "tests/isolated; by hand: unshare -n sh -c 'ip link set lo up && exec ...')"
+            )
+        output = Path(self.mktemp()).resolve()
+        output.mkdir(parents=True)
+        cli = conformance_cli()
+        arguments = [
+            *cli[1:],
+            "client",
+            "--command",
+            client_command(),
+            "--suite",
+            "all",
+            "--spec-version",
+            revision,
+            "--expected-failures",
+            str(BASELINE),
+            "--timeout",
+            str(SCENARIO_TIMEOUT_MS),
+            "-o",
+            str(output),
+        ]
+        out, err, code = await getProcessOutputAndValue(
+            cli[0], arguments, env=dict(os.environ), path=str(REPO), reactor=reactor
+        )
+        summary = out.decode("utf-8", "replace")
+        summary = summary[summary.find("=== SUITE SUMMARY ===") :]
+
+        ran = results(output)
+        failures: list[str] = []
+        if code != 0:
+            failures.append(f"the suite exited {code} (unexpected or stale baseline entries)")
+        expected = SCENARIOS[revision]
+        plain = {name for name in ran if not name.startswith("auth/")}
+        if plain != expected:
+            failures.append(
+                f"scenarios run {sorted(plain)}, expected {sorted(expected)}"
+                f" (missing {sorted(expected - plain)}, new {sorted(plain - expected)})"
+            )
+        unlisted = {name for name in ran if name.startswith("auth/")} - baseline_scenarios()
+        if unlisted:
+            failures.append(f"OAuth scenarios missing from the baseline: {sorted(unlisted)}")
+        for name in sorted(plain):
+            folder = ran[name]
+            checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
+            failures.extend(objections(name, checks))
+            if OK_MARK.format(scenario=name) not in (folder / "stdout.txt").read_text():
+                stderr = (folder / "stderr.txt").read_text()[-1500:]
+                failures.append(f"{name}: the client did not finish its interaction:\n{stderr}")
+        if failures:
+            self.fail(
+                f"conformance client leg at {revision}:\n  "
+                + "\n  ".join(failures)
+                + f"\n{summary}\n{err.decode('utf-8', 'replace')[-2000:]}"
+            )
+
+    async def test_2025_03_26(self) -> None:
+        """At 2025-03-26 only OAuth scenarios apply, and they fail as the baseline says."""
+        await self.run_suite("2025-03-26")
+
+    async def test_2025_06_18(self) -> None:
+        """At 2025-06-18 mcpx passes initialize and tools_call; OAuth fails as listed."""
+        await self.run_suite("2025-06-18")
+
+    async def test_2025_11_25(self) -> None:
+        """
+        At 2025-11-25 mcpx passes initialize, tools_call, elicitation defaults (the host
+        answers with the schema's defaults), SSE retry and resumption, and JSON Schema
+        2020-12 preservation; OAuth fails as listed.
+        """
+        await self.run_suite("2025-11-25")
+
+    async def test_2026_07_28(self) -> None:
+        """
+        At 2026-07-28 mcpx passes tools_call, per-request metadata, request-state
+        rounds, standard and custom HTTP headers, dropping tools with invalid header
+        annotations, no remote $ref fetching and JSON Schema preservation; OAuth fails
+        as listed.
+        """
+        await self.run_suite("2026-07-28")
