@@ -1,44 +1,52 @@
-# -*- test-case-name: tests.cli.test_main -*-
+# -*- test-case-name: tests.cli.test_commands -*-
 """
 The C{mcpx} command.
 
 Commands parse their arguments, then hand over to the reactor through C{react};
 nothing here imports the reactor at module level.
+
+Start-up time matters for the commands that ask a running daemon (C{mcpx call} is meant
+to be much faster than starting an MCP server), so this module imports only click and the
+light L{mcpx.cli.commands}.  C{daemon} and C{settings} build one flag per setting, which
+needs the settings machinery; L{CommandGroup} imports them only when they are named (or
+when C{mcpx --help} lists every command).
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import importlib
 
 import click
 
 from mcpx._version import __version__
-from mcpx.cli.settings_command import (
-    flags_from_options,
-    load_for_cli,
-    setting_options,
-    settings_command,
-)
+from mcpx.cli.commands import COMMANDS
 
 
-@click.group()
+class CommandGroup(click.Group):
+    """A click group whose heavier commands are imported on first use."""
+
+    #: Command name to C{module:attribute}.
+    lazy = {
+        "daemon": "mcpx.cli.daemon_command:daemon",
+        "settings": "mcpx.cli.settings_command:settings_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=CommandGroup)
 @click.version_option(__version__, prog_name="mcpx")
 def main() -> None:
     """mcpx: one daemon between MCP hosts and the MCP servers they use."""
 
 
-main.add_command(settings_command)
-
-
-@main.command()
-@setting_options
-def daemon(**options: str | None) -> None:
-    """Run the daemon in the foreground (Ctrl-C stops it)."""
-    from twisted.internet.task import react
-
-    from mcpx.daemon.config import daemon_config
-    from mcpx.daemon.run import run_daemon
-
-    settings, _servers = load_for_cli(flags_from_options(options))
-    react(run_daemon, (settings, daemon_config(settings, os.environ), sys.stderr))
+for _command in COMMANDS:
+    main.add_command(_command)

@@ -1,17 +1,21 @@
 # -*- test-case-name: tests.demo.test_demo -*-
 """
-What the demo server offers: four tools, one prompt, one resource.
+What the demo server offers: six tools, one prompt, one resource.
 
 Each item is written once, as data, and shaped for a revision on request: a field that a
 revision does not define (a tool's C{title} before 2025-06-18, C{structuredContent} before
 2025-06-18, ...) is left out by asking L{mcpx.spec.matrix} rather than by comparing dates.
 
 Nothing here schedules work or touches the outside world; the only input beyond the
-arguments is the current time, which the caller reads from its clock.
+arguments is the current time, which the caller reads from its clock.  The two tools that
+need more than that (C{countdown} waits and reports progress, C{ask} puts a question to the
+user through the client) are described here with their pure parts (the final answer, the
+question, what an answer means); L{mcpx.demo.server} does the waiting and the asking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -23,8 +27,8 @@ from attrs import frozen
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import Revision
 
-#: What a JSON value must be, as JSON Schema names it; only these two are needed.
-ArgumentType = Literal["string", "number"]
+#: What a JSON value must be, as JSON Schema names it; only these three are needed.
+ArgumentType = Literal["string", "number", "integer"]
 
 _JSON_TYPE_NAMES: Final[Mapping[type, str]] = {
     str: "a string",
@@ -51,18 +55,42 @@ class Argument:
     One named input of a tool or a prompt.
 
     @ivar type: the JSON type a tool argument must have; prompt arguments are always strings.
+    @ivar minimum: the least value a number may have, if any.
+    @ivar maximum: the greatest value a number may have, if any.
     """
 
     name: str
     description: str
     type: ArgumentType = "string"
     required: bool = True
+    minimum: float | None = None
+    maximum: float | None = None
 
     def accepts(self, value: object) -> bool:
         if self.type == "string":
             return isinstance(value, str)
         # JSON has one number type; a boolean is not one, although Python says it is an int.
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        # JSON Schema counts 3.0 as an integer: the JSON text may have been written either way.
+        return self.type == "number" or float(value).is_integer()
+
+    def out_of_range(self, value: float) -> str | None:
+        """Why C{value} is outside the bounds, or C{None} when it is within them."""
+        if self.minimum is not None and value < self.minimum:
+            return f"argument {self.name!r} must be at least {self.minimum:g}, not {value:g}"
+        if self.maximum is not None and value > self.maximum:
+            return f"argument {self.name!r} must be at most {self.maximum:g}, not {value:g}"
+        return None
+
+    def schema(self) -> dict[str, Any]:
+        """This argument as a JSON Schema property."""
+        schema: dict[str, Any] = {"type": self.type, "description": self.description}
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        return schema
 
 
 def check_arguments(
@@ -91,6 +119,10 @@ def check_arguments(
             problems.append(
                 f"argument {argument.name!r} must be {_with_article(argument.type)}, not {given}"
             )
+        elif argument.type != "string":
+            problem = argument.out_of_range(value)
+            if problem is not None:
+                problems.append(problem)
     if problems:
         raise InvalidArguments("; ".join(problems))
 
@@ -150,10 +182,7 @@ class DemoTool:
         required = [argument.name for argument in self.arguments if argument.required]
         schema: dict[str, Any] = {
             "type": "object",
-            "properties": {
-                argument.name: {"type": argument.type, "description": argument.description}
-                for argument in self.arguments
-            },
+            "properties": {argument.name: argument.schema() for argument in self.arguments},
             "additionalProperties": False,
         }
         if required:
@@ -179,16 +208,23 @@ class DemoTool:
             }
         return tool
 
-    def call(self, arguments: Mapping[str, Any], now: float) -> ToolOutcome:
+    def refusal(self, arguments: Mapping[str, Any]) -> ToolOutcome | None:
         """
-        Run the tool.  Arguments that do not fit give an error result, not an exception:
-        the specification asks for input validation errors to reach the model, so that it
-        can correct itself.
+        The error result for arguments that do not fit, or C{None} when they do.  An error
+        result rather than an exception: the specification asks for input validation errors
+        to reach the model, so that it can correct itself.
         """
         try:
             check_arguments(arguments, self.arguments)
         except InvalidArguments as e:
             return ToolOutcome(f"Invalid arguments for tool {self.name!r}: {e}", is_error=True)
+        return None
+
+    def call(self, arguments: Mapping[str, Any], now: float) -> ToolOutcome:
+        """Run the tool (see L{refusal} for arguments that do not fit)."""
+        refused = self.refusal(arguments)
+        if refused is not None:
+            return refused
         return self.body(arguments, now)
 
 
@@ -220,6 +256,96 @@ _DEFAULT_FAILURE: Final = "The fail tool always fails; this is what a tool error
 
 def _fail(arguments: Mapping[str, Any], now: float) -> ToolOutcome:
     return ToolOutcome(arguments.get("message", _DEFAULT_FAILURE), is_error=True)
+
+
+#: How long C{countdown} waits between steps when not told, in seconds.
+DEFAULT_INTERVAL: Final = 1.0
+
+
+def countdown_plan(arguments: Mapping[str, Any]) -> tuple[int, float]:
+    """The number of steps and the seconds between them, from checked arguments."""
+    return int(arguments["steps"]), float(arguments.get("interval", DEFAULT_INTERVAL))
+
+
+def countdown_progress(step: int, steps: int) -> str:
+    """The message of the progress report after C{step} of C{steps}."""
+    left = steps - step
+    return f"{left} to go" if left else "lift-off"
+
+
+def _countdown(arguments: Mapping[str, Any], now: float) -> ToolOutcome:
+    steps, interval = countdown_plan(arguments)
+    return ToolOutcome(f"Lift-off after {steps} step(s), {interval:g}s apart.")
+
+
+#: The key of the one entry in C{ask}'s C{inputRequests} (2026-07-28).
+ASK_KEY: Final = "answer"
+DEFAULT_QUESTION: Final = "What should I call you?"
+
+CANNOT_ASK: Final = ToolOutcome(
+    "Cannot ask: this client did not declare that it supports elicitation (form mode), "
+    "so the ask tool has no way to put a question to the user.",
+    is_error=True,
+)
+
+
+def ask_question(arguments: Mapping[str, Any]) -> str:
+    return str(arguments.get("question", DEFAULT_QUESTION))
+
+
+def ask_request(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    The params of the C{elicitation/create} request that puts the question: a form with a
+    single required text field.  Form mode is what the absence of C{mode} means in every
+    revision that has elicitation, so the request needs no per-revision spelling.
+    """
+    return {
+        "message": ask_question(arguments),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                ASK_KEY: {"type": "string", "title": "Answer", "description": "Your answer."}
+            },
+            "required": [ASK_KEY],
+        },
+    }
+
+
+def ask_state(arguments: Mapping[str, Any]) -> str:
+    """
+    The C{requestState} of C{ask}'s C{input_required} result (2026-07-28).
+
+    It binds the retry to the question asked, so an answer to another question is not
+    taken for this one.  Nothing secret or costly depends on it, so it needs no signature;
+    a server whose state mattered would have to protect it, as the clients control it.
+    """
+    digest = hashlib.sha256(ask_question(arguments).encode("utf-8")).hexdigest()
+    return f"ask/1:{digest[:32]}"
+
+
+def ask_outcome(result: object) -> ToolOutcome:
+    """What the user's C{ElicitResult} means, as the tool's result."""
+    if not isinstance(result, Mapping):
+        return ToolOutcome("The client's answer to the question was not an object.", is_error=True)
+    action = result.get("action")
+    if action == "accept":
+        content = result.get("content")
+        answer = content.get(ASK_KEY) if isinstance(content, Mapping) else None
+        if not isinstance(answer, str):
+            return ToolOutcome(
+                "The client accepted the question but sent no answer.", is_error=True
+            )
+        return ToolOutcome(f"The user answered: {answer}")
+    if action == "decline":
+        return ToolOutcome("The user declined to answer.")
+    if action == "cancel":
+        return ToolOutcome("The user dismissed the question without answering.")
+    return ToolOutcome(f"The client answered with an unknown action: {action!r}.", is_error=True)
+
+
+def _ask_unreachable(arguments: Mapping[str, Any], now: float) -> ToolOutcome:
+    # Only reached by a caller that runs ask without a client to ask.
+    return CANNOT_ASK
 
 
 TOOLS: Final[tuple[DemoTool, ...]] = (
@@ -263,6 +389,40 @@ TOOLS: Final[tuple[DemoTool, ...]] = (
         ),
         arguments=(Argument("message", "The error text to return.", required=False),),
         body=_fail,
+    ),
+    DemoTool(
+        name="countdown",
+        title="Count down",
+        description=(
+            "Counts down the given number of steps, interval seconds apart, reporting "
+            "progress after each step when the request asks for it (a progressToken), "
+            "then returns."
+        ),
+        arguments=(
+            Argument("steps", "How many steps to count down.", "integer", minimum=1, maximum=100),
+            Argument(
+                "interval",
+                f"Seconds between steps (default {DEFAULT_INTERVAL:g}).",
+                "number",
+                required=False,
+                minimum=0,
+                maximum=10,
+            ),
+        ),
+        body=_countdown,
+    ),
+    DemoTool(
+        name="ask",
+        title="Ask the user",
+        description=(
+            "Asks the user a question through the client (elicitation) and returns the "
+            "answer. Needs a client that supports elicitation in form mode."
+        ),
+        arguments=(
+            Argument("question", f"What to ask (default: {DEFAULT_QUESTION!r}).", required=False),
+        ),
+        body=_ask_unreachable,
+        idempotent=False,
     ),
 )
 
@@ -364,6 +524,11 @@ handshake, and 2026-07-28 on any request that names it in `_meta`.
   back as structured content (`{"sum": ...}`).
 - `now` tells the current time in UTC.
 - `fail` always answers with a tool error, to show what one looks like.
+- `countdown` counts down `steps` steps, `interval` seconds apart, and reports its
+  progress when the request carries a `progressToken`.
+- `ask` puts a `question` to the user through the client (elicitation): a request to
+  the client in 2025-06-18 and 2025-11-25, an `input_required` result in 2026-07-28.
+  A client that declared no elicitation gets a tool error saying so.
 
 ## Prompts
 
@@ -389,6 +554,7 @@ RESOURCES: Final[tuple[DemoResource, ...]] = (README,)
 
 INSTRUCTIONS: Final = (
     "A demonstration server bundled with mcpx. Tools: echo (returns text), add (sums two "
-    "numbers), now (current UTC time), fail (always a tool error). Prompt: greet. "
+    "numbers), now (current UTC time), fail (always a tool error), countdown (reports "
+    "progress), ask (asks the user a question). Prompt: greet. "
     "Resource: demo://readme describes all of this. Nothing here has side effects."
 )

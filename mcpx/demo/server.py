@@ -14,6 +14,13 @@ Three layers, each testable alone:
     L{RpcPeer}.
 
 L{run} puts the protocol on the process's stdin and stdout; C{python -m mcpx.demo} calls it.
+
+Two tools reach back to the client while they run, through the L{Caller} the session hands
+to L{DemoServer.answer}: C{countdown} sends C{notifications/progress} for the request's
+C{progressToken} on the server's clock, and C{ask} asks the user a question.  How C{ask}
+asks depends on the revision: a legacy request gets an C{elicitation/create} request sent
+to the client (when it declared elicitation), a 2026-07-28 request an C{input_required}
+result that the client answers by sending the call again with C{inputResponses}.
 """
 
 from __future__ import annotations
@@ -21,15 +28,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from attrs import frozen
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import connectionDone
+from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from mcpx._version import __version__
 from mcpx.demo.catalogue import (
+    ASK_KEY,
+    CANNOT_ASK,
     INSTRUCTIONS,
     PROMPTS,
     RESOURCES,
@@ -38,8 +49,21 @@ from mcpx.demo.catalogue import (
     DemoResource,
     DemoTool,
     InvalidArguments,
+    ToolOutcome,
+    ask_outcome,
+    ask_request,
+    ask_state,
+    countdown_plan,
+    countdown_progress,
 )
-from mcpx.spec.matrix import batch_allowed, error_code_in, field_in, method_in
+from mcpx.spec.matrix import (
+    Direction,
+    batch_allowed,
+    capability_in,
+    error_code_in,
+    field_in,
+    method_in,
+)
 from mcpx.spec.revision import (
     LEGACY_REVISIONS,
     NEWEST_FIRST,
@@ -49,7 +73,7 @@ from mcpx.spec.revision import (
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
 from mcpx.wire.messages import Notification, Request
-from mcpx.wire.peer import RpcPeer
+from mcpx.wire.peer import RequestTimedOut, RpcPeer
 
 #: The name the demo reports in C{serverInfo}.
 SERVER_NAME: Final = "mcpx-demo"
@@ -62,6 +86,12 @@ SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(revision.value for revision i
 #: The C{_meta} key in which a 2026-07-28 request names its revision.
 PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+
+#: How long C{ask} waits for a legacy client to answer its C{elicitation/create}, in
+#: seconds: a person is typing, but a client that never answers must not hold the call
+#: forever.
+ASK_TIMEOUT: Final = 600.0
 
 #: How long (milliseconds) a 2026-07-28 client may cache a list, the discovery result or a
 #: read.  Nothing the demo serves changes while it runs; five minutes still lets a client
@@ -113,6 +143,56 @@ def _text(params: Mapping[str, Any], name: str) -> str:
     return value
 
 
+def _progress_token(params: Mapping[str, Any]) -> str | int | None:
+    """The C{progressToken} a request asks progress for, if any."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    # bool is an int to Python, not a token to JSON-RPC.
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+def can_elicit_form(capabilities: Mapping[str, Any], revision: Revision) -> bool:
+    """
+    Whether client C{capabilities} allow a form-mode elicitation in C{revision}: the
+    C{elicitation} capability is declared and, where modes exist, an empty one or one
+    naming C{form} (a client declaring only C{url} cannot show a form).
+    """
+    declared = capabilities.get("elicitation")
+    if not isinstance(declared, dict):
+        return False
+    if declared and capability_in("client", "elicitation.form", revision):
+        return "form" in declared
+    return True
+
+
+@frozen
+class Caller:
+    """
+    What the tool answering a request may use of the client that sent it.
+
+    @ivar capabilities: the client's capabilities for this request: those of C{initialize}
+        for a legacy request, those in C{_meta} for a 2026-07-28 one.
+    @ivar notify: sends the client a notification.
+    @ivar request: sends the client a request, or C{None} where the revision has no
+        server-to-client requests (2026-07-28).
+    """
+
+    capabilities: Mapping[str, Any]
+    notify: Callable[[str, dict[str, Any]], None]
+    request: Callable[[str, dict[str, Any]], Deferred[Any]] | None = None
+
+
+def _no_notifications(method: str, params: dict[str, Any]) -> None:
+    pass
+
+
+#: The caller of a request that nothing can reach back to.
+DETACHED: Final = Caller({}, _no_notifications)
+
+#: The answer to a request: at once, or later.
+Answer = dict[str, Any] | Deferred[dict[str, Any]]
+
+
 def _arguments(params: Mapping[str, Any]) -> Mapping[str, Any]:
     arguments = params.get("arguments")
     if arguments is None:
@@ -141,9 +221,10 @@ class DemoServer:
         resources: tuple[DemoResource, ...] = RESOURCES,
     ) -> None:
         """
-        @param clock: tells the C{now} tool the time.
+        @param clock: tells the C{now} tool the time, and paces C{countdown}.
         @param version: reported in C{serverInfo}.
         """
+        self.clock = clock
         self._clock = clock
         self.version = version
         self._tools = {tool.name: tool for tool in tools}
@@ -154,11 +235,15 @@ class DemoServer:
             *(self._served[revision] for revision in LEGACY_REVISIONS)
         )
         self._static = {revision: self._build_static(revision) for revision in Revision}
-        self._answers: dict[str, Callable[[dict[str, Any], Revision], dict[str, Any]]] = {
+        self._answers: dict[str, Callable[[dict[str, Any], Revision, Caller], Answer]] = {
             "tools/call": self._call_tool,
             "prompts/get": self._get_prompt,
             "resources/read": self._read_resource,
         }
+        #: Tools that do more than compute their result: they reach back to the client.
+        self._runners: dict[
+            str, Callable[[DemoTool, Mapping[str, Any], dict[str, Any], Revision, Caller], Answer]
+        ] = {"countdown": self._countdown, "ask": self._ask}
 
     def server_info(self, revision: Revision) -> dict[str, Any]:
         """The C{Implementation} describing the demo to a C{revision} peer."""
@@ -193,10 +278,19 @@ class DemoServer:
             revision = NEWEST_LEGACY
         return revision, self._static[revision]["initialize"]
 
-    def answer(self, method: str, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    def answer(
+        self,
+        method: str,
+        params: dict[str, Any],
+        revision: Revision,
+        caller: Caller = DETACHED,
+    ) -> Answer:
         """
         The result of C{method} for a C{revision} request (C{initialize} excepted: it
-        changes the connection, see L{DemoSession}).
+        changes the connection, see L{DemoSession}).  Most results are immediate; a
+        C{countdown} or an C{ask} call's come later, as a Deferred.
+
+        @param caller: what the tools may use of the client that sent the request.
 
         @raise RpcError: -32601 for a method this revision does not have or the demo does
             not offer; -32602 for bad params or an unknown name; -32002 (legacy) for an
@@ -210,19 +304,126 @@ class DemoServer:
                 # Every list fits in one page, so the demo never hands out a cursor.
                 raise RpcError.invalid_params("Invalid cursor: this list has a single page")
             return static
-        return self._answers[method](params, revision)
+        return self._answers[method](params, revision, caller)
 
     # The answers that depend on the request
 
-    def _call_tool(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    def _call_tool(self, params: dict[str, Any], revision: Revision, caller: Caller) -> Answer:
         name = _text(params, "name")
         tool = self._tools.get(name)
         if tool is None:
             raise RpcError.invalid_params(f"Unknown tool: {name}")
-        outcome = tool.call(_arguments(params), self._clock.seconds())
+        arguments = _arguments(params)
+        runner = self._runners.get(name)
+        if runner is None:
+            return self._outcome(tool.call(arguments, self._clock.seconds()), revision)
+        refused = tool.refusal(arguments)
+        if refused is not None:
+            return self._outcome(refused, revision)
+        return runner(tool, arguments, params, revision, caller)
+
+    def _outcome(self, outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
         return self._complete(outcome.to_json(revision), revision)
 
-    def _get_prompt(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    def _countdown(
+        self,
+        tool: DemoTool,
+        arguments: Mapping[str, Any],
+        params: dict[str, Any],
+        revision: Revision,
+        caller: Caller,
+    ) -> Deferred[dict[str, Any]]:
+        """
+        Count down on the clock, reporting each step when the request carries a
+        C{progressToken}.  Cancelling the answer (the client's C{notifications/cancelled},
+        or the connection closing) cancels the pending step, so nothing is left scheduled.
+        """
+        steps, interval = countdown_plan(arguments)
+        token = _progress_token(params)
+        with_message = field_in("ProgressNotification.message", revision)
+
+        async def count() -> dict[str, Any]:
+            for step in range(1, steps + 1):
+                await deferLater(self._clock, interval, lambda: None)
+                if token is None:
+                    continue
+                report: dict[str, Any] = {"progressToken": token, "progress": step, "total": steps}
+                if with_message:
+                    report["message"] = countdown_progress(step, steps)
+                caller.notify("notifications/progress", report)
+            return self._outcome(tool.body(arguments, self._clock.seconds()), revision)
+
+        return Deferred.fromCoroutine(count())
+
+    def _ask(
+        self,
+        tool: DemoTool,
+        arguments: Mapping[str, Any],
+        params: dict[str, Any],
+        revision: Revision,
+        caller: Caller,
+    ) -> Answer:
+        """
+        Ask the user through the client: by a request in a legacy revision, by an
+        C{input_required} result in 2026-07-28.  A client that cannot be asked gets
+        L{CANNOT_ASK}.
+        """
+        if not can_elicit_form(caller.capabilities, revision):
+            return self._outcome(CANNOT_ASK, revision)
+        if field_in("InputRequiredResult.inputRequests", revision):
+            return self._ask_by_result(arguments, params, revision)
+        if caller.request is None or not method_in(
+            "elicitation/create", revision, direction=Direction.SERVER_TO_CLIENT
+        ):
+            return self._outcome(CANNOT_ASK, revision)
+        asking = caller.request("elicitation/create", ask_request(arguments))
+        answered: Deferred[dict[str, Any]] = asking.addCallbacks(
+            lambda result: self._outcome(ask_outcome(result), revision),
+            lambda failure: self._outcome(self._unanswered(failure), revision),
+        )
+        return answered
+
+    @staticmethod
+    def _unanswered(failure: Failure) -> ToolOutcome:
+        if failure.check(RpcError):
+            reason = f"the client refused: {failure.getErrorMessage()}"
+        elif failure.check(RequestTimedOut):
+            reason = f"nobody answered within {ASK_TIMEOUT:g}s"
+        else:
+            # The connection closed, or the call was cancelled: nobody reads this result,
+            # but the Deferred must still end.
+            reason = failure.getErrorMessage() or "the request ended"
+        return ToolOutcome(f"The question could not be asked: {reason}.", is_error=True)
+
+    def _ask_by_result(
+        self, arguments: Mapping[str, Any], params: dict[str, Any], revision: Revision
+    ) -> dict[str, Any]:
+        """
+        2026-07-28: the answer when the retry carries it for this question, else (first
+        call, or a retry without a usable answer) the question as an C{input_required}
+        result.  The specification prefers asking again to failing a retry that lacks
+        its answer.
+        """
+        state = ask_state(arguments)
+        responses = params.get("inputResponses")
+        if params.get("requestState") == state and isinstance(responses, dict):
+            response = responses.get(ASK_KEY)
+            if isinstance(response, dict):
+                return self._outcome(ask_outcome(response), revision)
+        result: dict[str, Any] = {
+            "resultType": "input_required",
+            "inputRequests": {
+                ASK_KEY: {"method": "elicitation/create", "params": ask_request(arguments)}
+            },
+            "requestState": state,
+        }
+        if field_in(f'_meta["{SERVER_INFO_KEY}"]', revision):
+            result["_meta"] = {SERVER_INFO_KEY: self.server_info(revision)}
+        return result
+
+    def _get_prompt(
+        self, params: dict[str, Any], revision: Revision, caller: Caller
+    ) -> dict[str, Any]:
         name = _text(params, "name")
         prompt = self._prompts.get(name)
         if prompt is None:
@@ -233,7 +434,9 @@ class DemoServer:
             raise RpcError.invalid_params(f"Invalid arguments for prompt {name!r}: {e}") from None
         return self._complete(rendered, revision)
 
-    def _read_resource(self, params: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    def _read_resource(
+        self, params: dict[str, Any], revision: Revision, caller: Caller
+    ) -> dict[str, Any]:
         uri = _text(params, "uri")
         resource = self._resources.get(uri)
         if resource is None:
@@ -305,6 +508,7 @@ class DemoSession:
     @ivar revision: the legacy revision agreed by C{initialize}, or C{None} before it.
     @ivar initialized: the client confirmed with C{notifications/initialized}.  Requests do
         not wait for it: a client that skips it loses nothing by being answered.
+    @ivar capabilities: the client capabilities C{initialize} declared.
     """
 
     log = Logger()
@@ -313,17 +517,26 @@ class DemoSession:
         self,
         server: DemoServer,
         on_negotiated: Callable[[Revision], None] | None = None,
+        *,
+        notify: Callable[[str, dict[str, Any]], None] = _no_notifications,
+        request: Callable[[str, dict[str, Any]], Deferred[Any]] | None = None,
     ) -> None:
         """
         @param on_negotiated: told the revision C{initialize} agreed on, before the answer
             is sent (the transport may need to know, to accept batches for example).
+        @param notify: sends the client a notification (progress).
+        @param request: sends the client a request (legacy elicitation); C{None} when
+            nothing can.
         """
         self._server = server
         self._on_negotiated = on_negotiated
+        self._notify = notify
+        self._request = request
         self.revision: Revision | None = None
         self.initialized = False
+        self.capabilities: Mapping[str, Any] = {}
 
-    def answer(self, request: Request) -> dict[str, Any]:
+    def answer(self, request: Request) -> Answer:
         """
         Answer one request; an L{RpcPeer}'s C{on_request}.
 
@@ -333,7 +546,12 @@ class DemoSession:
         params = _params(request)
         revision = self._requested(params)
         if revision is not None:
-            return self._server.answer(request.method, params, revision)
+            # Each 2026-07-28 request states its own capabilities; none carry over.
+            meta = params["_meta"]
+            declared = meta.get(CLIENT_CAPABILITIES_KEY)
+            capabilities = declared if isinstance(declared, dict) else {}
+            caller = Caller(capabilities, self._notify)
+            return self._server.answer(request.method, params, revision, caller)
         return self._legacy(request.method, params)
 
     def notice(self, notification: Notification) -> None:
@@ -359,7 +577,7 @@ class DemoSession:
             raise RpcError.unsupported_version(requested, SUPPORTED_VERSIONS)
         return revision if revision.is_modern else None
 
-    def _legacy(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _legacy(self, method: str, params: dict[str, Any]) -> Answer:
         if method not in self._server.legacy_methods:
             raise RpcError.method_not_found(method)
         if method == "initialize":
@@ -372,13 +590,16 @@ class DemoSession:
                 f"{method} before initialize: send initialize first, or name "
                 f'{Revision.V2026_07_28.value} in params._meta["{PROTOCOL_VERSION_KEY}"]'
             )
-        return self._server.answer(method, params, self.revision)
+        caller = Caller(self.capabilities, self._notify, self._request)
+        return self._server.answer(method, params, self.revision, caller)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.revision is not None:
             raise RpcError.invalid_request(f"already initialized at {self.revision.value}")
         revision, result = self._server.initialize(params)
         self.revision = revision
+        declared = params.get("capabilities")
+        self.capabilities = declared if isinstance(declared, dict) else {}
         client = params.get("clientInfo")
         self.log.info(
             "client {client} initialized at {revision}",
@@ -411,14 +632,28 @@ class DemoProtocol(NDJSONProtocol):
         self.peer: RpcPeer | None = None
 
     def connectionMade(self) -> None:
-        self.session = DemoSession(self._server, on_negotiated=self._negotiated)
+        self.session = DemoSession(
+            self._server,
+            on_negotiated=self._negotiated,
+            notify=self._notify,
+            request=self._request,
+        )
         self.peer = RpcPeer(
             self.send_message,
             on_request=self.session.answer,
             on_notification=self.session.notice,
             negative_ids=True,
+            clock=self._server.clock,
             name="client",
         )
+
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
+        assert self.peer is not None
+        self.peer.notify(method, params)
+
+    def _request(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
+        assert self.peer is not None
+        return self.peer.request(method, params, timeout=ASK_TIMEOUT)
 
     def _negotiated(self, revision: Revision) -> None:
         assert self.peer is not None

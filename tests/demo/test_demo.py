@@ -23,7 +23,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.demo import SERVER_NAME, SUPPORTED_VERSIONS, DemoProtocol, DemoServer
 from mcpx.demo.catalogue import README, format_time
-from mcpx.demo.server import CACHE_TTL_MS
+from mcpx.demo.server import ASK_TIMEOUT, CACHE_TTL_MS
+from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import LEGACY_REVISIONS, Revision
 from mcpx.spec.schemas import SchemaViolation, definitions, validate
 from mcpx.wire.errors import (
@@ -74,18 +75,35 @@ REQUEST_DEFINITIONS: Final = {
 
 CLIENT_INFO: Final = {"name": "demo-tests", "version": "1.0"}
 
+#: The definition of each message the demo sends on its own (not as an answer).
+SENT_DEFINITIONS: Final = {
+    "notifications/progress": "ProgressNotification",
+    "elicitation/create": "ElicitRequest",
+}
 
-def modern_meta(version: object = MODERN.value) -> dict[str, Any]:
+#: What the test user answers to the demo's question.
+ACCEPTED: Final = {"action": "accept", "content": {"answer": "Ada"}}
+
+
+def modern_meta(
+    version: object = MODERN.value, capabilities: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The C{_meta} a 2026-07-28 client puts on every request."""
     return {
         "io.modelcontextprotocol/protocolVersion": version,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
         "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
     }
 
 
-def _refuse(request: Request) -> object:
-    raise RpcError.method_not_found(request.method)
+def elicitation_capabilities(revision: Revision) -> dict[str, Any]:
+    """Client capabilities that declare form elicitation as C{revision} spells it, or none
+    where it has no elicitation."""
+    if capability_in("client", "elicitation.form", revision):
+        return {"elicitation": {"form": {}}}
+    if capability_in("client", "elicitation", revision):
+        return {"elicitation": {}}
+    return {}
 
 
 class DemoClient:
@@ -99,8 +117,23 @@ class DemoClient:
         L{initialize}, or 2026-07-28 (the C{_meta} version is added to each request).
     """
 
-    def __init__(self, case: SynchronousTestCase, revision: Revision | None = None) -> None:
+    def __init__(
+        self,
+        case: SynchronousTestCase,
+        revision: Revision | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> None:
+        """
+        @param capabilities: the client capabilities declared by L{initialize}, or on each
+            2026-07-28 request.
+        """
         self.case = case
+        self.capabilities = capabilities or {}
+        #: What the client answers to C{elicitation/create}: a result, an error to raise, or
+        #: a Deferred (that never fires, for a client that does not answer).
+        self.elicit_reply: dict[str, Any] | RpcError | Deferred[Any] = ACCEPTED
+        #: The messages the demo sent on its own: notifications and requests.
+        self.sent: list[dict[str, Any]] = []
         self.clock = Clock()
         self.clock.advance(EPOCH)
         self.server = DemoServer(self.clock)
@@ -108,20 +141,31 @@ class DemoClient:
         self.transport = StringTransport()
         self.protocol.makeConnection(self.transport)
         self.revision = revision
-        self.peer = RpcPeer(self._send, on_request=_refuse, name="demo")
+        self.peer = RpcPeer(self._send, on_request=self._answer, name="demo")
         self._pending: dict[Any, tuple[str, Revision | None, dict[str, Any]]] = {}
         #: (method, revision, request message, response message) for every answer.
         self.exchanges: list[tuple[str, Revision | None, dict[str, Any], dict[str, Any]]] = []
 
+    def _answer(self, request: Request) -> object:
+        if request.method != "elicitation/create":
+            raise RpcError.method_not_found(request.method)
+        if isinstance(self.elicit_reply, RpcError):
+            raise self.elicit_reply
+        return self.elicit_reply
+
     def _send(self, data: bytes) -> None:
         message = json.loads(data)
-        if "id" in message:
+        if "id" in message and "method" in message:
             self._pending[message["id"]] = (message["method"], self.revision, message)
         self.write(data + b"\n")
 
     def write(self, data: bytes) -> None:
         """Feed raw bytes to the demo and deliver what it answers to the client peer."""
         self.protocol.dataReceived(data)
+        self.deliver()
+
+    def deliver(self) -> None:
+        """Deliver what the demo wrote, answers and messages of its own, to the client peer."""
         output = self.transport.value()
         self.transport.clear()
         if not output:
@@ -129,6 +173,8 @@ class DemoClient:
         self.case.assertTrue(output.endswith(b"\n"), output)
         for line in output.split(b"\n")[:-1]:
             message = json.loads(line)
+            if type(message) is dict and "method" in message:
+                self.sent.append(message)
             answered = self._pending.pop(message.get("id"), None) if type(message) is dict else None
             if answered is not None:
                 method, revision, request = answered
@@ -150,7 +196,10 @@ class DemoClient:
     def request(self, method: str, params: dict[str, Any] | None = None) -> Deferred[Any]:
         params = dict(params or {})
         if self.revision is MODERN:
-            params.setdefault("_meta", modern_meta())
+            params["_meta"] = {
+                **modern_meta(capabilities=self.capabilities),
+                **params.get("_meta", {}),
+            }
         return self.peer.request(method, params or None)
 
     def result(self, method: str, params: dict[str, Any] | None = None) -> Any:
@@ -168,30 +217,76 @@ class DemoClient:
         """Do the legacy handshake asking for C{version}; spell requests for the answer."""
         result = self.result(
             "initialize",
-            {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO},
+            {
+                "protocolVersion": version,
+                "capabilities": self.capabilities,
+                "clientInfo": CLIENT_INFO,
+            },
         )
         self.revision = Revision.parse(result["protocolVersion"])
         self.peer.notify("notifications/initialized")
         return result
 
-    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> Any:
-        params: dict[str, Any] = {"name": tool}
+    def call(self, tool: str, arguments: dict[str, Any] | None = None, **params: Any) -> Any:
+        params["name"] = tool
         if arguments is not None:
             params["arguments"] = arguments
         return self.result("tools/call", params)
 
+    def countdown(self, steps: int, interval: float, token: object = "count") -> Any:
+        """Call C{countdown} with a progress token and let its time pass."""
+        params: dict[str, Any] = {
+            "name": "countdown",
+            "arguments": {"steps": steps, "interval": interval},
+        }
+        if token is not None:
+            params["_meta"] = {"progressToken": token}
+        calling = self.request("tools/call", params)
+        self.case.assertNoResult(calling)
+        self.clock.pump([interval] * steps)
+        self.deliver()
+        return self.case.successResultOf(calling)
 
-def connect(case: SynchronousTestCase, revision: Revision) -> DemoClient:
+    def progress(self) -> list[dict[str, Any]]:
+        """The params of every progress notification the demo sent."""
+        return [m["params"] for m in self.sent if m["method"] == "notifications/progress"]
+
+    def ask(self, question: str | None = None) -> Any:
+        """Call C{ask}; in 2026-07-28, answer its input request and call again, as a
+        client does.  The result of the last call."""
+        arguments = {} if question is None else {"question": question}
+        result = self.call("ask", arguments)
+        if result.get("resultType") != "input_required":
+            return result
+        [(key, asked)] = result["inputRequests"].items()
+        self.case.assertEqual(asked["method"], "elicitation/create")
+        reply = self.elicit_reply
+        assert isinstance(reply, dict)
+        return self.call(
+            "ask",
+            arguments,
+            inputResponses={key: reply},
+            requestState=result["requestState"],
+        )
+
+
+def connect(
+    case: SynchronousTestCase, revision: Revision, capabilities: dict[str, Any] | None = None
+) -> DemoClient:
     """A client speaking C{revision}: handshake done for a legacy one."""
     if revision is MODERN:
-        return DemoClient(case, MODERN)
-    client = DemoClient(case)
+        return DemoClient(case, MODERN, capabilities)
+    client = DemoClient(case, capabilities=capabilities)
     client.initialize(revision.value)
     return client
 
 
-def exercise(client: DemoClient) -> None:
-    """Call every method the demo has in the client's revision, with good and bad input."""
+def exercise(client: DemoClient) -> Any:
+    """
+    Call every method the demo has in the client's revision, with good and bad input.
+
+    @return: the result of the C{ask} call.
+    """
     if client.revision is MODERN:
         client.result("server/discover")
     else:
@@ -209,10 +304,20 @@ def exercise(client: DemoClient) -> None:
     client.result("resources/list")
     client.result("resources/read", {"uri": README.uri})
     client.result("resources/templates/list")
+    client.countdown(2, 0.5)
+    client.countdown(1, 0, token=None)
+    client.call("countdown", {"steps": 0})
+    asked = client.ask("Who are you?")
     client.error("tools/call", {"name": "nope"})
     client.error("prompts/get", {"name": "greet"})
     client.error("resources/read", {"uri": "demo://missing"})
     client.error("no/such/method")
+    return asked
+
+
+def exercise_without_elicitation(client: DemoClient) -> None:
+    """What a client that declared no elicitation meets."""
+    client.call("ask")
 
 
 def envelope(revision: Revision, kind: str) -> str:
@@ -237,9 +342,8 @@ class SchemaSweepTests(SynchronousTestCase):
     mode, which refuses any field the revision does not define.
     """
 
-    def sweep(self, revision: Revision) -> None:
-        client = connect(self, revision)
-        exercise(client)
+    def check(self, client: DemoClient, revision: Revision) -> set[str]:
+        """Validate everything C{client} exchanged with the demo; the methods answered."""
         answered = set()
         for method, sent_for, request, response in client.exchanges:
             # Only the initialize request goes out before a revision is agreed.
@@ -252,16 +356,45 @@ class SchemaSweepTests(SynchronousTestCase):
                     REQUEST_DEFINITIONS[method],
                     strict=True,
                 )
-                validate(response["result"], revision, RESULT_DEFINITIONS[method], strict=True)
+                result = response["result"]
+                definition = RESULT_DEFINITIONS[method]
+                if result.get("resultType") == "input_required":
+                    definition = "InputRequiredResult"
+                validate(result, revision, definition, strict=True)
                 validate(response, revision, envelope(revision, "result"), strict=True)
             else:
                 validate(response, revision, envelope(revision, "error"), strict=True)
+        for message in client.sent:
+            validate(
+                _unwrapped(message, revision),
+                revision,
+                SENT_DEFINITIONS[message["method"]],
+                strict=True,
+            )
+        # Every request was answered, so every answer was checked.
+        self.assertEqual(client.unanswered, 0)
+        return answered
+
+    def sweep(self, revision: Revision) -> None:
+        client = connect(self, revision, elicitation_capabilities(revision))
+        ask_result = exercise(client)
+        answered = self.check(client, revision)
         # The sweep covers every method the revision has; nothing is skipped unnoticed.
         expected = {m for m in RESULT_DEFINITIONS if client.server.serves(m, revision)}
         self.assertEqual(answered, expected)
-        # ...and every request was answered, so every answer was checked.
-        self.assertEqual(client.unanswered, 0)
-        self.assertEqual(len(client.exchanges), 18 if revision is MODERN else 19)
+        # 2026-07-28 has no ping or initialize, but asks by a second call.
+        self.assertEqual(len(client.exchanges), 23)
+        # The question reached the user wherever the revision has elicitation.
+        asked = revision >= Revision.V2025_06_18
+        self.assertEqual("isError" in ask_result, not asked, ask_result)
+        sent = [message["method"] for message in client.sent]
+        questions = ["elicitation/create"] if asked and revision is not MODERN else []
+        self.assertEqual(sent, ["notifications/progress"] * 2 + questions)
+
+        bare = connect(self, revision)
+        exercise_without_elicitation(bare)
+        self.check(bare, revision)
+        self.assertEqual(bare.sent, [])
 
     def test_2024_11_05(self) -> None:
         """Every 2024-11-05 result and error the demo sends is valid strict 2024-11-05."""
@@ -314,6 +447,19 @@ class SchemaSweepTests(SynchronousTestCase):
         modern = connect(self, MODERN).result("tools/list")
         self.assertRaises(
             SchemaViolation, validate, modern, Revision.V2025_11_25, "ListToolsResult", strict=True
+        )
+        # A progress message is refused before 2025-03-26, which added it.
+        progress = {
+            "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1, "message": "1 to go"},
+        }
+        self.assertRaises(
+            SchemaViolation,
+            validate,
+            progress,
+            Revision.V2024_11_05,
+            "ProgressNotification",
+            strict=True,
         )
 
 
@@ -415,7 +561,9 @@ class LegacyFeatureTests(SynchronousTestCase):
         annotations from 2025-03-26, as those revisions introduced them."""
         for revision in LEGACY_REVISIONS:
             tools = connect(self, revision).result("tools/list")["tools"]
-            self.assertEqual([t["name"] for t in tools], ["echo", "add", "now", "fail"])
+            self.assertEqual(
+                [t["name"] for t in tools], ["echo", "add", "now", "fail", "countdown", "ask"]
+            )
             by_name = {t["name"]: t for t in tools}
             modern_fields = revision >= Revision.V2025_06_18
             self.assertEqual("title" in by_name["echo"], modern_fields, revision)
@@ -747,3 +895,186 @@ class ProcessTests(TestCase):
         self.addCleanup(kill_on_cleanup, child)
         self.assertEqual(await child.ended(timeout=20), 0, child.text())
         self.assertEqual(child.text(1).strip(), "False")
+
+
+class CountdownTests(SynchronousTestCase):
+    """C{countdown}: progress on the injected clock."""
+
+    def test_progress_reports(self) -> None:
+        """Each step is reported for the request's token, on the clock, with the total and
+        (from 2025-03-26) a message; the result comes after the last step."""
+        client = connect(self, Revision.V2025_06_18)
+        result = client.countdown(3, 1.5, token="t")
+        self.assertEqual(
+            client.progress(),
+            [
+                {"progressToken": "t", "progress": 1, "total": 3, "message": "2 to go"},
+                {"progressToken": "t", "progress": 2, "total": 3, "message": "1 to go"},
+                {"progressToken": "t", "progress": 3, "total": 3, "message": "lift-off"},
+            ],
+        )
+        self.assertEqual(result["content"][0]["text"], "Lift-off after 3 step(s), 1.5s apart.")
+        self.assertEqual(client.clock.seconds(), EPOCH + 4.5)
+        old = connect(self, Revision.V2024_11_05)
+        old.countdown(1, 0, token=7)
+        self.assertEqual(old.progress(), [{"progressToken": 7, "progress": 1, "total": 1}])
+
+    def test_modern(self) -> None:
+        """A 2026-07-28 countdown reports progress the same way and completes."""
+        client = connect(self, MODERN)
+        result = client.countdown(2, 1)
+        self.assertEqual([p["progress"] for p in client.progress()], [1, 2])
+        self.assertEqual(result["resultType"], "complete")
+
+    def test_no_token(self) -> None:
+        """Without a progress token the countdown still waits, silently."""
+        client = connect(self, Revision.V2025_11_25)
+        result = client.countdown(2, 1, token=None)
+        self.assertEqual(client.sent, [])
+        self.assertNotIn("isError", result)
+
+    def test_cancelled(self) -> None:
+        """A cancelled countdown answers nothing, reports nothing more and leaves nothing
+        scheduled on the clock; so does one whose connection closes."""
+        client = connect(self, Revision.V2025_11_25)
+        calling = client.request(
+            "tools/call",
+            {"name": "countdown", "arguments": {"steps": 5}, "_meta": {"progressToken": 1}},
+        )
+        client.clock.advance(1)
+        client.deliver()
+        self.assertEqual(len(client.progress()), 1)
+        calling.cancel()
+        self.failureResultOf(calling)
+        self.assertEqual(client.clock.getDelayedCalls(), [])
+        client.clock.advance(10)
+        client.deliver()
+        self.assertEqual(len(client.progress()), 1)
+
+        other = connect(self, Revision.V2025_11_25)
+        other.request("tools/call", {"name": "countdown", "arguments": {"steps": 5}})
+        other.protocol.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(other.clock.getDelayedCalls(), [])
+
+    def test_bad_arguments(self) -> None:
+        """Steps must be a whole number from 1 to 100 and the interval at most 10 seconds;
+        anything else is a tool error at once, naming the limit."""
+        client = connect(self, MODERN)
+        for arguments, expected in (
+            ({"steps": 0}, "'steps' must be at least 1"),
+            ({"steps": 101}, "'steps' must be at most 100"),
+            ({"steps": 2.5}, "'steps' must be an integer"),
+            ({"steps": 1, "interval": 11}, "'interval' must be at most 10"),
+            ({"steps": 1, "interval": -1}, "'interval' must be at least 0"),
+        ):
+            result = client.call("countdown", arguments)
+            self.assertIs(result["isError"], True, arguments)
+            self.assertIn(expected, result["content"][0]["text"])
+        self.assertNotIn("isError", client.countdown(1, 0.0, token=None))
+        tool = {t["name"]: t for t in client.result("tools/list")["tools"]}["countdown"]
+        steps = tool["inputSchema"]["properties"]["steps"]
+        self.assertEqual((steps["type"], steps["minimum"], steps["maximum"]), ("integer", 1, 100))
+
+
+class AskTests(SynchronousTestCase):
+    """C{ask}: a question to the user, by request (legacy) or by result (2026-07-28)."""
+
+    def test_legacy_request(self) -> None:
+        """In 2025-06-18 and 2025-11-25, C{ask} sends the client an C{elicitation/create}
+        form with the question and returns the user's answer."""
+        for revision in (Revision.V2025_06_18, Revision.V2025_11_25):
+            client = connect(self, revision, elicitation_capabilities(revision))
+            result = client.ask("Favourite colour?")
+            self.assertEqual(result["content"][0]["text"], "The user answered: Ada")
+            [request] = client.sent
+            self.assertEqual(request["method"], "elicitation/create")
+            self.assertEqual(request["params"]["message"], "Favourite colour?")
+            self.assertEqual(request["params"]["requestedSchema"]["required"], ["answer"])
+
+    def test_other_answers(self) -> None:
+        """Declining and dismissing are told apart; a client error or a malformed answer is
+        a tool error."""
+        client = connect(self, Revision.V2025_11_25, {"elicitation": {}})
+        client.elicit_reply = {"action": "decline"}
+        self.assertIn("declined", client.ask()["content"][0]["text"])
+        client.elicit_reply = {"action": "cancel"}
+        self.assertIn("dismissed", client.ask()["content"][0]["text"])
+        for reply in ({"action": "accept"}, {"action": "maybe"}, RpcError.internal_error("no")):
+            client.elicit_reply = reply
+            self.assertIs(client.ask()["isError"], True, reply)
+
+    def test_no_answer(self) -> None:
+        """A client that never answers gets the question withdrawn after L{ASK_TIMEOUT} and
+        the call ends with a tool error."""
+        client = connect(self, Revision.V2025_06_18, {"elicitation": {}})
+        client.elicit_reply = Deferred()
+        calling = client.request("tools/call", {"name": "ask"})
+        self.assertNoResult(calling)
+        client.clock.advance(ASK_TIMEOUT)
+        client.deliver()
+        result = self.successResultOf(calling)
+        self.assertIn("nobody answered", result["content"][0]["text"])
+        self.assertEqual(
+            [m["method"] for m in client.sent], ["elicitation/create", "notifications/cancelled"]
+        )
+
+    def test_cannot_ask(self) -> None:
+        """A client that declared no elicitation, or only URL mode, or speaks a revision
+        without elicitation, gets a tool error saying the question cannot be asked, and the
+        demo sends it nothing."""
+        cases: list[tuple[Revision, dict[str, Any]]] = [
+            (Revision.V2024_11_05, {}),
+            (Revision.V2025_06_18, {}),
+            (Revision.V2025_11_25, {"elicitation": {"url": {}}}),
+            (MODERN, {}),
+            (MODERN, {"elicitation": {"url": {}}}),
+        ]
+        for revision, capabilities in cases:
+            client = connect(self, revision, capabilities)
+            result = client.call("ask")
+            self.assertIs(result["isError"], True, revision)
+            self.assertIn("did not declare", result["content"][0]["text"])
+            self.assertEqual(client.sent, [])
+
+    def test_modern_round_trip(self) -> None:
+        """In 2026-07-28 the question comes back as an C{input_required} result; the call
+        sent again with the answer and the same C{requestState} completes."""
+        client = connect(self, MODERN, {"elicitation": {}})
+        first = client.call("ask", {"question": "Why?"})
+        self.assertEqual(first["resultType"], "input_required")
+        request = first["inputRequests"]["answer"]
+        self.assertEqual(request["method"], "elicitation/create")
+        self.assertEqual(request["params"]["message"], "Why?")
+        final = client.call(
+            "ask",
+            {"question": "Why?"},
+            inputResponses={"answer": {"action": "accept", "content": {"answer": "because"}}},
+            requestState=first["requestState"],
+        )
+        self.assertEqual(final["content"][0]["text"], "The user answered: because")
+        self.assertEqual(final["resultType"], "complete")
+        self.assertEqual(client.sent, [])
+
+    def test_modern_retry_without_answer(self) -> None:
+        """A retry lacking the answer, or carrying the state of another question, is asked
+        again rather than failed."""
+        client = connect(self, MODERN, {"elicitation": {"form": {}}})
+        state = client.call("ask", {"question": "A?"})["requestState"]
+        answer = {"answer": ACCEPTED}
+        for question, extra in (
+            ("A?", {"requestState": state}),
+            ("A?", {"requestState": state, "inputResponses": {}}),
+            ("A?", {"requestState": "forged", "inputResponses": answer}),
+            ("B?", {"requestState": state, "inputResponses": answer}),
+        ):
+            again = client.call("ask", {"question": question}, **extra)
+            self.assertEqual(again["resultType"], "input_required", (question, extra))
+        done = client.call("ask", {"question": "A?"}, requestState=state, inputResponses=answer)
+        self.assertEqual(done["resultType"], "complete")
+
+    def test_capabilities_do_not_carry_over(self) -> None:
+        """A 2026-07-28 request is judged by its own capabilities, not by those a legacy
+        handshake on the same connection declared."""
+        client = connect(self, Revision.V2025_11_25, {"elicitation": {}})
+        result = client.call("ask", _meta=modern_meta())
+        self.assertIs(result["isError"], True)

@@ -1,0 +1,430 @@
+# -*- test-case-name: tests.cli.test_commands -*-
+"""
+The commands that ask a running daemon: C{servers}, C{tools}, C{describe}, C{call},
+C{restart}, C{events} and C{status}.
+
+Each talks to the daemon's C{/v1} API over the unix socket C{<state>/mcpx.sock} and takes:
+
+  - C{--json}: print the API's answer as JSON (one object per line for C{events}), for
+    scripts.  An API error is then printed as C{{"error": {...}}} on stdout as well as
+    as a message on stderr.
+  - C{--start}: when no daemon answers, start one in the background first (its own
+    session, output appended to C{<state>/daemon.log}) and wait up to 10 seconds for it.
+
+Exit status, the same for every command:
+
+  - 0: done;
+  - 1: the tool reported an error (C{isError}), no daemon is running, or anything else
+    failed;
+  - 2: the command line is wrong, or the daemon refused the input as invalid (HTTP 400);
+  - 3: the daemon knows no such server, tool or task (HTTP 404);
+  - 4: the upstream server failed: it answered with a JSON-RPC error (502), is
+    unavailable (503) or did not answer in time (504).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import click
+
+from mcpx.cli.arguments import ArgumentError, parse_arguments
+from mcpx.cli.client import (
+    DAEMON_LOG_NAME,
+    ApiError,
+    DaemonClient,
+    DaemonNotRunning,
+    DaemonStartFailed,
+    error_from,
+    segment,
+    socket_path,
+    start_daemon,
+    target,
+)
+from mcpx.cli.render import (
+    MediaDirectory,
+    ProgressBar,
+    content_text,
+    describe_text,
+    error_text,
+    event_line,
+    servers_text,
+    tools_text,
+)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_UPSTREAM = 4
+
+#: Seconds C{--start} waits for a new daemon to answer C{/health}.
+START_WAIT = 10.0
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+class CommandFailed(Exception):
+    """A failure with its own exit status; L{asks_the_daemon} prints it as C{mcpx: ...}."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def not_running_message(error: DaemonNotRunning) -> str:
+    return (
+        f"no daemon is running ({error.reason}: {error.path}).\n"
+        "Start one with `mcpx daemon` (or `make run` in a checkout), "
+        "or add --start to this command to start one in the background."
+    )
+
+
+def exit_code_for(error: ApiError) -> int:
+    """The exit status for an error the daemon answered; see the module docstring."""
+    if error.status == 404 and error.code != "not_found":
+        return EXIT_NOT_FOUND
+    if error.status is None and error.code.startswith("unknown_"):
+        return EXIT_NOT_FOUND
+    if error.status in (502, 503, 504) or "rpc" in error.body:
+        return EXIT_UPSTREAM
+    if error.status == 400:
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
+    """Start a daemon in the background unless one answers already."""
+    try:
+        client.health()
+    except DaemonNotRunning:
+        pass
+    else:
+        return
+    state = client.path.parent
+    pid = start_daemon(client, state, wait=wait)
+    click.echo(
+        f"mcpx: started a daemon in the background (pid {pid}); "
+        f"its output goes to {state / DAEMON_LOG_NAME}",
+        err=True,
+    )
+
+
+def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function], click.Command]:
+    """
+    Make a click command of a function that takes a L{DaemonClient} and C{as_json} first.
+
+    Adds C{--json} and C{--start}, and turns every way of failing to get an answer into a
+    message and the documented exit status.
+    """
+
+    def decorate(function: _Function) -> click.Command:
+        @functools.wraps(function)
+        def run(*args: Any, as_json: bool, start: bool, **kwargs: Any) -> Any:
+            from mcpx.cli.client import default_state_dir
+
+            client = DaemonClient(socket_path(default_state_dir()))
+            try:
+                return _run(client, as_json, start, *args, **kwargs)
+            except CommandFailed as e:
+                click.echo(f"mcpx: {e.message}", err=True)
+                raise SystemExit(e.exit_code) from None
+
+        def _run(
+            client: DaemonClient, as_json: bool, start: bool, *args: Any, **kwargs: Any
+        ) -> Any:
+            try:
+                if start:
+                    ensure_running(client)
+                return function(client, as_json, *args, **kwargs)
+            except DaemonNotRunning as e:
+                raise CommandFailed(not_running_message(e)) from None
+            except DaemonStartFailed as e:
+                raise CommandFailed(f"could not start a daemon: {e}") from None
+            except ApiError as e:
+                if as_json:
+                    click.echo(json.dumps({"error": e.body}, indent=2))
+                message = error_text(e.body)
+                if e.code == "not_found":
+                    message += "\n  (the daemon may be older than this command: restart it)"
+                raise CommandFailed(message, exit_code_for(e)) from None
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                raise CommandFailed(f"talking to the daemon at {client.path} failed: {e}") from None
+
+        with_options = click.option(
+            "--json", "as_json", is_flag=True, help="Print the API's JSON answer, for scripts."
+        )(
+            click.option(
+                "--start",
+                is_flag=True,
+                help="Start a daemon in the background first if none is running.",
+            )(run)
+        )
+        command: click.Command = click.command(name, epilog=epilog)(with_options)
+        return command
+
+    return decorate
+
+
+def _echo_json(value: object) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@asks_the_daemon("servers")
+def servers(client: DaemonClient, as_json: bool) -> None:
+    """List the configured servers and their state."""
+    answer = client.get("/v1/servers")
+    if as_json:
+        _echo_json(answer)
+    else:
+        click.echo(servers_text(answer), nl=False)
+
+
+@asks_the_daemon("tools")
+@click.argument("server", required=False)
+@click.option("--search", metavar="TEXT", help="Only tools whose name or description match.")
+def tools(client: DaemonClient, as_json: bool, server: str | None, search: str | None) -> None:
+    """List the tools of every server, or of SERVER."""
+    answer = client.get(target("/v1/tools", server=server, search=search), timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+    else:
+        click.echo(tools_text(answer), nl=False)
+
+
+@asks_the_daemon("describe")
+@click.argument("server")
+@click.argument("tool")
+def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> None:
+    """Show a tool's description and arguments."""
+    answer = client.get(f"/v1/tools/{segment(server)}/{segment(tool)}", timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+    else:
+        click.echo(describe_text(answer), nl=False)
+
+
+# Not subscripted: click before 8.2 has no generic ParamType.
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration as the settings write one (C{30s}, C{1m30s}, C{250ms}), in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        from mcpx.settings.durations import parse_duration
+        from mcpx.settings.errors import SettingsError
+
+        try:
+            return parse_duration(str(value))
+        except SettingsError as e:
+            self.fail(str(e), param, ctx)
+
+
+_CALL_EPILOG = """\
+\b
+Arguments, after SERVER and TOOL:
+  key=value ...   values are JSON when they parse as JSON, strings otherwise:
+                  n=3 is a number, on=true a boolean, s=hello the string "hello";
+                  quote a string that looks like JSON: s='"3"'
+  '{"k": 1}'      one JSON object
+  -               a JSON object read from standard input
+
+\b
+Output: text as text, structured content as JSON, images and audio saved to a
+temporary directory (the path is printed), resources summarised.
+
+\b
+Exit status: 0 done; 1 the tool reported an error (isError) or no daemon runs;
+2 bad arguments; 3 unknown server or tool; 4 the upstream failed or timed out.
+"""
+
+
+@asks_the_daemon("call", epilog=_CALL_EPILOG)
+@click.argument("server")
+@click.argument("tool")
+@click.argument("arguments", nargs=-1)
+@click.option(
+    "--timeout",
+    type=Duration(),
+    metavar="DURATION",
+    help="Give up after this long (30s, 2m, ...); the daemon's pool.callTimeout otherwise.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show the upstream's progress on stderr (default: when stderr is a terminal).",
+)
+def call(
+    client: DaemonClient,
+    as_json: bool,
+    *,
+    server: str,
+    tool: str,
+    arguments: tuple[str, ...],
+    timeout: float | None,
+    progress: bool | None,
+) -> None:
+    """Call TOOL on SERVER and print its result."""
+    try:
+        stdin_text = sys.stdin.read() if arguments == ("-",) else None
+        parsed = parse_arguments(arguments, stdin_text)
+    except ArgumentError as e:
+        raise click.UsageError(str(e)) from None
+    body: dict[str, Any] = {"server": server, "tool": tool, "arguments": parsed}
+    if timeout is not None:
+        body["timeout"] = timeout
+    show_progress = progress if progress is not None else sys.stderr.isatty()
+    if show_progress:
+        body["progress"] = True
+        result = _call_with_progress(client, body)
+    else:
+        # No socket timeout: the daemon times the call out itself and answers 504.
+        result = client.post("/v1/call", body, timeout=None)
+    if not isinstance(result, dict):
+        raise CommandFailed(f"the daemon answered something that is not a result: {result!r}")
+    failed = result.get("isError") is True
+    if as_json:
+        _echo_json(result)
+    else:
+        for line in content_text(result, MediaDirectory(), stem=_file_stem(tool)):
+            click.echo(line, err=failed)
+    if failed:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _file_stem(tool: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in tool)
+    return cleaned[:40] or "content"
+
+
+def _call_with_progress(client: DaemonClient, body: Mapping[str, Any]) -> Any:
+    """
+    C{POST /v1/call} asking for progress: NDJSON lines of C{{"progress"}}, then one of
+    C{{"result"}} or C{{"error"}}.  Progress is drawn on stderr, never stdout.
+    """
+    bar = ProgressBar(sys.stderr)
+    with client.open(
+        "POST", "/v1/call", body, timeout=None, accept="application/x-ndjson, application/json"
+    ) as response:
+        if response.content_type != "application/x-ndjson":
+            return response.json()
+        try:
+            for line in response.lines():
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if not isinstance(message, dict):
+                    continue
+                if isinstance(message.get("progress"), dict):
+                    bar.update(message["progress"])
+                elif "result" in message:
+                    return message["result"]
+                elif "error" in message:
+                    raise error_from(None, message, "the call failed")
+        finally:
+            bar.finish()
+    raise CommandFailed("the daemon ended its answer without a result")
+
+
+@asks_the_daemon("restart")
+@click.argument("server")
+def restart(client: DaemonClient, as_json: bool, server: str) -> None:
+    """Restart SERVER's processes and connections."""
+    answer = client.post(f"/v1/servers/{segment(server)}/restart", None, timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+        return
+    status = answer.get("server") if isinstance(answer, dict) else None
+    status = status if isinstance(status, dict) else {}
+    line = f"restarted {status.get('name', server)}: {status.get('state', 'unknown state')}"
+    if status.get("revision"):
+        line += f" ({status['revision']})"
+    click.echo(line)
+
+
+@asks_the_daemon("status")
+def status(client: DaemonClient, as_json: bool) -> None:
+    """Say whether a daemon is running, and which."""
+    answer = client.health()
+    if as_json:
+        _echo_json(answer)
+        return
+    click.echo(
+        f"mcpx {answer.get('version', '?')} daemon is running: pid {answer.get('pid', '?')}, "
+        f"up {answer.get('uptime', '?')}s, socket {client.path}"
+    )
+
+
+def sse_events(lines: Iterator[bytes]) -> Iterator[tuple[str | None, str]]:
+    """
+    The events of a C{text/event-stream} body, as (event type, data) pairs.
+
+    Comments (the keep-alives) and events without data are skipped, as the format says.
+    """
+    kind: str | None = None
+    data: list[str] = []
+    for raw in lines:
+        line = raw.decode("utf-8", "replace")
+        if not line:
+            if data:
+                yield kind, "\n".join(data)
+            kind, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            kind = value
+        elif field == "data":
+            data.append(value)
+    if data:
+        yield kind, "\n".join(data)
+
+
+@asks_the_daemon("events")
+@click.option("--server", "servers_", multiple=True, metavar="SERVER", help="Only this server.")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind of event.")
+def events(
+    client: DaemonClient, as_json: bool, servers_: tuple[str, ...], kinds: tuple[str, ...]
+) -> None:
+    """
+    Follow the daemon's events, one line each, until interrupted.
+
+    Kinds include server.starting, server.started, server.exited, server.failed,
+    server.log, progress and warning.  --server and --kind may be repeated.
+    """
+    from urllib.parse import urlencode
+
+    query = urlencode([("server", s) for s in servers_] + [("kind", k) for k in kinds])
+    path = "/v1/events" + (f"?{query}" if query else "")
+    try:
+        with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
+            for kind, data in sse_events(response.lines()):
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    event = {"data": data}
+                if not isinstance(event, dict):
+                    event = {"data": event}
+                if kind and kind != "message":
+                    event.setdefault("kind", kind)
+                if as_json:
+                    click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+                else:
+                    click.echo(event_line(kind, event, time.time()))
+    except KeyboardInterrupt:
+        return
+    raise CommandFailed("the daemon closed the event stream")
+
+
+#: Every command here, for the group in L{mcpx.cli.main}.
+COMMANDS: tuple[click.Command, ...] = (servers, tools, describe, call, restart, events, status)

@@ -1,0 +1,29 @@
+# -*- test-case-name: tests.daemon.test_process -*-
+"""
+C{mcpx daemon}: run the daemon in the foreground.
+
+Kept apart from L{mcpx.cli.main} so that the commands that only ask a daemon something do
+not import the settings machinery this one needs to build its flags.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from mcpx.cli.settings_command import flags_from_options, load_for_cli, setting_options
+
+
+@click.command()
+@setting_options
+def daemon(**options: str | None) -> None:
+    """Run the daemon in the foreground (Ctrl-C stops it)."""
+    from twisted.internet.task import react
+
+    from mcpx.daemon.config import daemon_config
+    from mcpx.daemon.run import run_daemon
+
+    settings, _servers = load_for_cli(flags_from_options(options))
+    react(run_daemon, (settings, daemon_config(settings, os.environ), sys.stderr))

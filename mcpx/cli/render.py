@@ -1,0 +1,337 @@
+# -*- test-case-name: tests.cli.test_render -*-
+"""
+What the commands print for a person (C{--json} prints the API's answer instead).
+
+Every function here takes the API's JSON and returns text, except L{save_media} (which
+writes a file) and L{ProgressBar} (which draws on a stream), so the formats are tested
+without a daemon.  Fields are read defensively: a daemon of another version may add or
+leave out fields, and the commands should still print what they can.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+#: File name extensions for the media types tools commonly return; others are guessed.
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/svg+xml": ".svg",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/mpeg": ".mp3",
+    "audio/ogg": ".ogg",
+    "audio/webm": ".webm",
+}
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns, two spaces apart, the last one unpadded."""
+    body = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    widths = [max(len(row[i]) for row in body) for i in range(len(headers) - 1)]
+    lines = []
+    for row in body:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _text(value: object, default: str = "-") -> str:
+    if value is None or value == "":
+        return default
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def first_line(text: object, limit: int = 80) -> str:
+    """The first line of C{text}, cut to C{limit} characters."""
+    line = _text(text, "").strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def servers_text(answer: Mapping[str, Any]) -> str:
+    """C{GET /v1/servers} as a table."""
+    servers = answer.get("servers") or []
+    if not servers:
+        return "No servers are configured (see `mcpx settings` for the config file).\n"
+    rows = []
+    for server in servers:
+        instances = server.get("instances")
+        rows.append(
+            (
+                _text(server.get("name")),
+                _text(server.get("state")),
+                _text(server.get("transport")),
+                _text(server.get("revision")),
+                _text(instances if instances is not None else None),
+                first_line(server.get("last_error"), 60) or "-",
+            )
+        )
+    return table(("SERVER", "STATE", "TRANSPORT", "REVISION", "INSTANCES", "LAST ERROR"), rows)
+
+
+def tools_text(answer: Mapping[str, Any]) -> str:
+    """C{GET /v1/tools} as a table: server, tool and what it does."""
+    tools = answer.get("tools") or []
+    if not tools:
+        return "No tools found.\n"
+    rows = [
+        (
+            _text(tool.get("server")),
+            _text(tool.get("name")),
+            first_line(tool.get("description") or tool.get("title")) or "-",
+        )
+        for tool in tools
+    ]
+    return table(("SERVER", "TOOL", "DESCRIPTION"), rows)
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if isinstance(kind, str):
+        if kind == "array" and isinstance(schema.get("items"), dict):
+            return f"array of {_schema_type(schema['items'])}"
+        return kind
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list):
+            return "|".join(_schema_type(o) for o in options if isinstance(o, dict))
+    return "any"
+
+
+def describe_text(answer: Mapping[str, Any]) -> str:
+    """C{GET /v1/tools/{server}/{tool}}: the tool, its arguments and how to call it."""
+    server = _text(answer.get("server"))
+    tool = answer.get("tool") or {}
+    name = _text(tool.get("name"))
+    lines = [f"{server} {name}" + (f" — {tool['title']}" if tool.get("title") else "")]
+    if tool.get("description"):
+        lines += ["", str(tool["description"]).rstrip()]
+    schema = tool.get("inputSchema") or {}
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    lines += ["", "Arguments:" if properties else "Arguments: none"]
+    for key, declared in properties.items():
+        prop = declared if isinstance(declared, dict) else {}
+        flag = "required" if key in required else "optional"
+        line = f"  {key} ({_schema_type(prop)}, {flag})"
+        if prop.get("description"):
+            line += f": {first_line(prop['description'], 100)}"
+        if "default" in prop:
+            line += f" [default: {json.dumps(prop['default'])}]"
+        lines.append(line)
+    if tool.get("outputSchema"):
+        lines += ["", "Structured output schema:", json.dumps(tool["outputSchema"], indent=2)]
+    annotations = tool.get("annotations") or {}
+    hints = [key.removesuffix("Hint") for key, value in annotations.items() if value is True]
+    if hints:
+        lines += ["", "Hints: " + ", ".join(hints)]
+    example = " ".join(f"{key}=…" for key in properties if key in required)
+    lines += ["", f"Call it: mcpx call {server} {name}" + (f" {example}" if example else "")]
+    return "\n".join(lines) + "\n"
+
+
+def _extension(mime_type: str) -> str:
+    known = _EXTENSIONS.get(mime_type.lower())
+    if known is not None:
+        return known
+    import mimetypes
+
+    return mimetypes.guess_extension(mime_type) or ".bin"
+
+
+def save_media(block: Mapping[str, Any], directory: Path, stem: str) -> Path:
+    """
+    Decode an image or audio block's base64 C{data} into a new file in C{directory}.
+
+    @raise ValueError: the data is not base64.
+    """
+    try:
+        data = base64.b64decode(str(block.get("data", "")), validate=True)
+    except binascii.Error as e:
+        raise ValueError(f"the {block.get('type')} data is not valid base64: {e}") from None
+    mime_type = str(block.get("mimeType") or "application/octet-stream")
+    path = directory / f"{stem}{_extension(mime_type)}"
+    # O_EXCL: never write through a file or link someone else put there.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return path
+
+
+class MediaDirectory:
+    """A temporary directory made the first time a tool returns a file to save."""
+
+    def __init__(self, prefix: str = "mcpx-call-") -> None:
+        self._prefix = prefix
+        self._path: Path | None = None
+
+    def get(self) -> Path:
+        if self._path is None:
+            import tempfile
+
+            self._path = Path(tempfile.mkdtemp(prefix=self._prefix))
+        return self._path
+
+
+def _resource_summary(resource: Mapping[str, Any]) -> str:
+    uri = _text(resource.get("uri"), "?")
+    details = [str(resource["mimeType"])] if resource.get("mimeType") else []
+    if isinstance(resource.get("text"), str):
+        details.append(f"{len(resource['text'])} characters")
+    elif isinstance(resource.get("blob"), str):
+        details.append(f"about {len(resource['blob']) * 3 // 4} bytes")
+    return uri + (f" ({', '.join(details)})" if details else "")
+
+
+def content_text(
+    result: Mapping[str, Any], media: MediaDirectory, stem: str = "content"
+) -> list[str]:
+    """
+    A C{CallToolResult} as lines for a person: structured content as indented JSON, text as
+    text, images and audio saved to files (the line names the file), resources summarised.
+
+    A text block that only repeats the structured content serialised (as the specification
+    recommends servers do, for clients that read only text) is not printed twice.
+    """
+    out: list[str] = []
+    structured = result.get("structuredContent")
+    has_structured = "structuredContent" in result
+    if has_structured:
+        out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+    for index, block in enumerate(result.get("content") or []):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text", ""))
+            if has_structured and _same_json(text, structured):
+                continue
+            out.append(text)
+        elif kind in ("image", "audio"):
+            mime_type = _text(block.get("mimeType"), "unknown type")
+            try:
+                path = save_media(block, media.get(), f"{stem}-{index + 1}")
+            except (ValueError, OSError) as e:
+                out.append(f"[{kind} {mime_type}: not saved: {e}]")
+            else:
+                size = path.stat().st_size
+                out.append(f"[{kind} {mime_type}, {size} bytes, saved to {path}]")
+        elif kind == "resource_link":
+            name = block.get("title") or block.get("name")
+            line = f"[resource link: {_resource_summary(block)}"
+            if name:
+                line += f" “{name}”"
+            if block.get("description"):
+                line += f": {first_line(block['description'])}"
+            out.append(line + "]")
+        elif kind == "resource":
+            resource = block.get("resource")
+            summary = _resource_summary(resource if isinstance(resource, dict) else {})
+            out.append(f"[embedded resource: {summary}]")
+        else:
+            out.append(f"[{kind} content: {first_line(json.dumps(block))}]")
+    return out
+
+
+def _same_json(text: str, value: object) -> bool:
+    try:
+        return bool(json.loads(text) == value)
+    except ValueError:
+        return False
+
+
+def event_line(kind: str | None, data: Mapping[str, Any], received: float | None = None) -> str:
+    """
+    One event from C{/v1/events} on one line: time, kind, server, then the rest as
+    C{key=value} (values that are not plain strings as JSON).
+    """
+    stamp = data.get("time", data.get("ts", received if received is not None else time.time()))
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        shown = (
+            time.strftime("%H:%M:%S", time.localtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}"
+        )
+    else:
+        shown = str(stamp)
+    kind = data.get("kind", kind) or "message"
+    server = data.get("server")
+    parts = [shown, str(kind)]
+    if server:
+        parts.append(str(server))
+    for key, value in data.items():
+        if key in ("time", "ts", "kind", "server"):
+            continue
+        shown_value = value if isinstance(value, str) and value and " " not in value else None
+        parts.append(f"{key}={shown_value if shown_value is not None else json.dumps(value)}")
+    return " ".join(parts)
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """An API error's message, with the upstream's JSON-RPC error when it carries one."""
+    message = _text(error.get("message"), "the daemon reported an error")
+    rpc = error.get("rpc")
+    if isinstance(rpc, dict):
+        detail = f"upstream error {rpc.get('code')}: {rpc.get('message')}"
+        if "data" in rpc:
+            detail += f" (data: {first_line(json.dumps(rpc['data']), 200)})"
+        if detail not in message:
+            message += f"\n  {detail}"
+    retry = error.get("retry_in")
+    if isinstance(retry, int | float):
+        message += f"\n  the daemon will retry in {retry:g}s"
+    return message
+
+
+class ProgressBar:
+    """
+    A one-line progress display on a stream (standard error), redrawn in place.
+
+    With a total it draws a bar and a percentage; without one, the count so far.  The
+    upstream's message follows either.
+    """
+
+    width = 30
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._drawn = 0
+
+    def update(self, progress: Mapping[str, Any]) -> None:
+        done = progress.get("progress")
+        total = progress.get("total")
+        message = progress.get("message")
+        if not isinstance(done, int | float):
+            return
+        if isinstance(total, int | float) and total > 0:
+            fraction = min(max(done / total, 0.0), 1.0)
+            filled = round(fraction * self.width)
+            line = (
+                f"[{'#' * filled}{'.' * (self.width - filled)}] {fraction:4.0%} {done:g}/{total:g}"
+            )
+        else:
+            line = f"[{done:g}]"
+        if isinstance(message, str) and message:
+            line += f" {first_line(message, 60)}"
+        # Pad over what the previous, possibly longer, line left behind.
+        self._stream.write("\r" + line.ljust(self._drawn))
+        self._stream.flush()
+        self._drawn = len(line)
+
+    def finish(self) -> None:
+        """End the line, so what follows starts on a fresh one."""
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._drawn = 0

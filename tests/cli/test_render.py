@@ -1,0 +1,121 @@
+"""Tests for L{mcpx.cli.render}: what the commands print for a person."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.cli.render import (
+    MediaDirectory,
+    ProgressBar,
+    content_text,
+    error_text,
+    event_line,
+    servers_text,
+    table,
+)
+
+
+class ContentTests(SynchronousTestCase):
+    def media(self) -> MediaDirectory:
+        media = MediaDirectory()
+        self.addCleanup(lambda: shutil.rmtree(media.get(), True))
+        return media
+
+    def test_structured_without_repeated_text(self) -> None:
+        """Structured content is printed as JSON; a text block that only repeats it is left
+        out, while other text is kept."""
+        result = {
+            "content": [{"type": "text", "text": '{"sum": 5}'}, {"type": "text", "text": "done"}],
+            "structuredContent": {"sum": 5},
+        }
+        self.assertEqual(content_text(result, self.media()), ['{\n  "sum": 5\n}', "done"])
+
+    def test_structured_falsy_value(self) -> None:
+        """A structured value that is empty or null is still printed."""
+        self.assertEqual(
+            content_text({"content": [], "structuredContent": None}, self.media()), ["null"]
+        )
+
+    def test_bad_media_is_reported(self) -> None:
+        """An image whose data is not base64 is reported on its line instead of crashing."""
+        [line] = content_text(
+            {"content": [{"type": "image", "data": "%%%", "mimeType": "image/png"}]}, self.media()
+        )
+        self.assertIn("not saved", line)
+
+    def test_media_directory_made_once(self) -> None:
+        """Several files from one result land in one new directory, nothing is overwritten."""
+        media = self.media()
+        block = {
+            "type": "image",
+            "data": base64.b64encode(b"x").decode(),
+            "mimeType": "image/x-odd",
+        }
+        lines = content_text({"content": [block, block]}, media, stem="t")
+        self.assertEqual(len(lines), 2)
+        files = sorted(p.name for p in media.get().iterdir())
+        self.assertEqual(len(files), 2)
+        self.assertTrue(all(Path(media.get(), f).read_bytes() == b"x" for f in files))
+
+    def test_unknown_block(self) -> None:
+        """A content type this version does not know is shown, not dropped."""
+        [line] = content_text({"content": [{"type": "hologram"}]}, self.media())
+        self.assertIn("hologram", line)
+
+
+class TextTests(SynchronousTestCase):
+    def test_table(self) -> None:
+        """Columns line up, the last is not padded."""
+        self.assertEqual(
+            table(("A", "BB"), [("long", "x"), ("s", "y")]), "A     BB\nlong  x\ns     y\n"
+        )
+
+    def test_no_servers(self) -> None:
+        """An empty server list says so and where to configure servers."""
+        self.assertIn("No servers", servers_text({"servers": []}))
+
+    def test_error_text(self) -> None:
+        """An API error shows its message, the upstream error and when a retry comes."""
+        text = error_text(
+            {
+                "message": "failed",
+                "rpc": {"code": -32602, "message": "bad", "data": {"x": 1}},
+                "retry_in": 2,
+            }
+        )
+        self.assertIn("failed", text)
+        self.assertIn('upstream error -32602: bad (data: {"x": 1})', text)
+        self.assertIn("retry in 2s", text)
+
+    def test_event_line(self) -> None:
+        """An event without a time of its own gets the time it was received; strings with
+        spaces and other values are shown as JSON."""
+        line = event_line("warning", {"message": "two words", "n": 1}, received=0.5)
+        self.assertRegex(line, r"^\d\d:\d\d:\d\d\.500 warning message=\"two words\" n=1$")
+
+
+class ProgressBarTests(SynchronousTestCase):
+    def test_bar(self) -> None:
+        """With a total, a bar and a percentage; without, the count; a shorter line blanks
+        out the longer one before it; finishing ends the line."""
+        stream = io.StringIO()
+        bar = ProgressBar(stream)
+        bar.update({"progress": 1, "total": 2, "message": "half way there"})
+        bar.update({"progress": 3})
+        bar.finish()
+        first, second = stream.getvalue().split("\r")[1:]
+        self.assertIn(" 50% 1/2 half way there", first)
+        self.assertTrue(second.startswith("[3]"))
+        self.assertEqual(len(second.rstrip("\n")), len(first))
+        self.assertTrue(stream.getvalue().endswith("\n"))
+
+    def test_nothing_drawn(self) -> None:
+        """Finishing a bar that drew nothing writes nothing."""
+        stream = io.StringIO()
+        ProgressBar(stream).finish()
+        self.assertEqual(stream.getvalue(), "")
