@@ -25,5 +25,5 @@ def daemon(**options: str | None) -> None:
     from mcpx.daemon.config import daemon_config
     from mcpx.daemon.run import run_daemon
 
-    settings, _servers = load_for_cli(flags_from_options(options))
-    react(run_daemon, (settings, daemon_config(settings, os.environ), sys.stderr))
+    settings, servers = load_for_cli(flags_from_options(options))
+    react(run_daemon, (settings, daemon_config(settings, servers, os.environ), sys.stderr))

@@ -8,7 +8,16 @@ from collections.abc import Mapping
 from mcpx.daemon.service import DaemonConfig
 from mcpx.settings.paths import state_dir
 from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import ServersConfig
 
 
-def daemon_config(settings: Settings, environ: Mapping[str, str]) -> DaemonConfig:
-    return DaemonConfig(state_dir=state_dir(environ), listen=settings.strings("daemon.listen"))
+def daemon_config(
+    settings: Settings, servers: ServersConfig, environ: Mapping[str, str]
+) -> DaemonConfig:
+    return DaemonConfig(
+        state_dir=state_dir(environ),
+        listen=settings.strings("daemon.listen"),
+        settings=settings,
+        servers=servers,
+        environ=dict(environ),
+    )

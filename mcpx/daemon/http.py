@@ -2,17 +2,17 @@
 """
 The daemon's one HTTP server.
 
-Every surface (C{/health} now; C{/v1}, C{/mcp} and C{/openapi.json} as they land) is
-a route of one Klein app, served on the unix socket and the TCP listeners alike.
-Errors are JSON with a stable C{code} and a message that says what to do.
+Every surface is a route of one Klein app, served on the unix socket and the TCP
+listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
+table (L{mcpx.daemon.ops.OPS}); C{/mcp} joins them later.  Errors are JSON with a
+stable C{code} and a message that says what to do.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Callable
 
-from attrs import define, field
+from attrs import Factory, define, field
 from klein import Klein
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
@@ -20,33 +20,53 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from werkzeug.exceptions import HTTPException
 
-from mcpx._version import __version__
+from mcpx.daemon.api import json_body, mount
+from mcpx.daemon.events import EventBus
+from mcpx.daemon.ops import OPS, PoolInterface
+from mcpx.daemon.tasks import DEFAULT_TTL, TaskStore
+from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import ServersConfig
 
-
-def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
-    """Set the status and content type and encode C{payload}."""
-    request.setResponseCode(status)
-    request.setHeader(b"content-type", b"application/json")
-    return json.dumps(payload, separators=(",", ":")).encode("utf-8")
+__all__ = ["DaemonHTTP", "error_body", "json_body"]
 
 
 def error_body(request: IRequest, status: int, code: str, message: str) -> bytes:
     return json_body(request, {"error": {"code": code, "message": message}}, status)
 
 
+def _task_store(http: DaemonHTTP) -> TaskStore:
+    ttl = DEFAULT_TTL if http.settings is None else http.settings.duration("proto.askTTL")
+    return TaskStore(http.clock, ttl=ttl)
+
+
 @define
 class DaemonHTTP:
     """
-    The Klein routes of the daemon.
+    The Klein routes of the daemon, and the parts the operations run against.
 
-    @ivar clock: the reactor's clock, for uptime.
+    @ivar clock: the reactor's clock: uptime, keep-alives, task expiry.
     @ivar pid: the daemon's process id, reported by C{/health}.
+    @ivar pool: the warm pool; C{None} until it is wired in, when every route but
+        C{/health}, C{/openapi.json} and C{/v1/events} answers C{503 pool_unavailable}.
+    @ivar events: the event bus; the pool is given its C{publish}.
+    @ivar settings: the resolved settings (C{/v1/settings}, C{/v1/protocol}, limits).
+    @ivar servers: the configured servers, replaced by each reload.
+    @ivar state_dir: the state directory, shown by C{/v1/settings}.
+    @ivar read_servers: reads the config file's servers afresh for C{POST /v1/reload}.
+    @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
     """
 
     app = Klein()
 
     clock: IReactorTime
     pid: int
+    pool: PoolInterface | None = None
+    events: EventBus = field(default=Factory(lambda self: EventBus(self.clock), takes_self=True))
+    settings: Settings | None = None
+    servers: ServersConfig | None = None
+    state_dir: str = ""
+    read_servers: Callable[[], ServersConfig] | None = None
+    tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -55,17 +75,12 @@ class DaemonHTTP:
     def resource(self) -> IResource:
         return self.app.resource()
 
-    @app.route("/health", methods=["GET"])
-    def health(self, request: IRequest) -> bytes:
-        return json_body(
-            request,
-            {
-                "status": "ok",
-                "version": __version__,
-                "pid": self.pid,
-                "uptime": round(self.clock.seconds() - self.started_at, 3),
-            },
-        )
+    def close(self) -> None:
+        """End every event stream and forget every task: the daemon is stopping."""
+        self.events.close()
+        self.tasks.close()
+
+    mount(app, OPS)
 
     @app.handle_errors(HTTPException)
     def http_error(self, request: IRequest, failure: Failure) -> bytes:
@@ -75,13 +90,17 @@ class DaemonHTTP:
         if status == 404:
             path = request.path.decode("utf-8", "replace")
             return error_body(
-                request, 404, "not_found", f"nothing at {path}; GET /health shows the daemon is up"
+                request,
+                404,
+                "not_found",
+                f"nothing at {path}; GET /openapi.json lists every route",
             )
         if status == 405:
             return error_body(
                 request,
                 405,
                 "method_not_allowed",
-                f"{request.method.decode('ascii', 'replace')} is not allowed here",
+                f"{request.method.decode('ascii', 'replace')} is not allowed here; "
+                "GET /openapi.json lists every route and its method",
             )
         return error_body(request, status, "http_error", error.description or error.name)

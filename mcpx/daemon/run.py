@@ -11,7 +11,12 @@ from twisted.internet.interfaces import IListeningPort
 from mcpx._version import __version__
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import begin_logging, open_log_stream
-from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
+from mcpx.daemon.service import (
+    DaemonConfig,
+    make_service,
+    prepare_state_dir,
+    reload_on_sighup,
+)
 from mcpx.settings.resolve import Settings
 
 
@@ -44,6 +49,7 @@ async def run_daemon(
     for description in config.exposed_endpoints():
         print(exposure_warning(description), file=console)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+    reload_on_sighup(service, reactor)
     service.startService()
     try:
         ports = await gatherResults(

@@ -7,18 +7,28 @@ C{mcpx daemon} share.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import signal
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 from twisted.application.service import MultiService
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.web.server import Site
 
+from mcpx.daemon.events import EventBus
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
+from mcpx.daemon.ops import Invocation, reload
+from mcpx.pool.pool import Pool
+from mcpx.settings.config import load_config
+from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import ServersConfig
+from mcpx.spec.revision import NEWEST
+from mcpx.upstream.connect import make_connector
 
 _log = Logger()
 
@@ -30,10 +40,17 @@ class DaemonConfig:
 
     @ivar state_dir: the private directory holding the socket and durable state.
     @ivar listen: endpoint strings besides the unix socket.
+    @ivar settings: the resolved settings; without them (and C{servers}) the daemon
+        serves C{/health} only.
+    @ivar servers: the configured upstream servers.
+    @ivar environ: the daemon's environment, which stdio upstreams inherit.
     """
 
     state_dir: Path
     listen: tuple[str, ...]
+    settings: Settings | None = None
+    servers: ServersConfig | None = None
+    environ: Mapping[str, str] = field(factory=dict)
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -54,12 +71,20 @@ def prepare_state_dir(state_dir: Path) -> None:
 
 
 class DaemonService(MultiService):
-    """The root of the daemon's service tree, with its listeners named."""
+    """
+    The root of the daemon's service tree: the pool first, the listeners after it,
+    so that stopping (in reverse) closes the doors before the upstreams go.
+    """
 
-    def __init__(self, http: DaemonHTTP, listeners: Sequence[ListenerService]) -> None:
+    def __init__(
+        self, http: DaemonHTTP, listeners: Sequence[ListenerService], pool: Pool | None
+    ) -> None:
         MultiService.__init__(self)
         self.http = http
+        self.pool = pool
         self.listeners = tuple(listeners)
+        if pool is not None:
+            MultiService.addService(self, pool)
         for listener in self.listeners:
             MultiService.addService(self, listener)
 
@@ -70,17 +95,65 @@ class DaemonService(MultiService):
             endpoints=[listener.description for listener in self.listeners],
         )
 
+    def stopService(self) -> Deferred[None]:
+        self.http.close()
+        stopped: Deferred[None] = MultiService.stopService(self)
+        return stopped
+
+    def reload(self) -> Deferred[Any]:
+        """Re-read the servers from the config file and apply them (C{SIGHUP})."""
+        outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
+
+        def report(result: object) -> object:
+            _log.info("configuration reloaded: {report}", report=result)
+            return result
+
+        def failed(failure: Any) -> None:
+            _log.failure("configuration reload failed", failure)
+
+        return outcome.addCallbacks(report, failed)
+
 
 def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     """
     Build the daemon's service tree.
 
-    @param reactor: provides C{IReactorTime} and the listening interfaces; taken
-        as a parameter so tests build the tree on a memory reactor.
+    @param reactor: provides C{IReactorTime}, process spawning and the listening
+        interfaces; taken as a parameter so tests build the tree on a memory reactor.
     """
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
-    http = DaemonHTTP(clock=clock, pid=os.getpid())
+    events = EventBus(clock)
+    pool: Pool | None = None
+    settings, servers = config.settings, config.servers
+    if settings is not None and servers is not None:
+        connector = make_connector(
+            reactor,
+            config.environ,
+            config.state_dir,
+            max_message_size=settings.integer("transport.maxMessageSize"),
+            lenient=not settings.policy().strict(NEWEST),
+            max_rounds=settings.integer("proto.askRounds"),
+        )
+        pool = Pool(
+            servers=servers,
+            connector=connector,
+            clock=clock,
+            call_timeout=settings.duration("pool.callTimeout"),
+            idle_timeout=settings.duration("pool.idleTimeout"),
+            publish=events.publish,
+        )
+    environ = config.environ
+    http = DaemonHTTP(
+        clock=clock,
+        pid=os.getpid(),
+        pool=pool,
+        events=events,
+        settings=settings,
+        servers=servers,
+        state_dir=str(config.state_dir),
+        read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
+    )
     site = Site(http.resource(), reactor=reactor)
     site.noisy = False
     for description in config.exposed_endpoints():
@@ -89,4 +162,13 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             endpoint=description,
         )
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
-    return DaemonService(http, listeners)
+    return DaemonService(http, listeners, pool)
+
+
+def reload_on_sighup(service: DaemonService, reactor: Any) -> None:
+    """Make C{SIGHUP} reload the configuration, on the reactor thread."""
+
+    def hangup(signum: int, frame: object) -> None:
+        reactor.callFromThread(service.reload)
+
+    signal.signal(signal.SIGHUP, hangup)

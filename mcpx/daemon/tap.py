@@ -17,7 +17,12 @@ from twisted.python import usage
 
 from mcpx.daemon.config import daemon_config
 from mcpx.daemon.listeners import exposure_warning
-from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
+from mcpx.daemon.service import (
+    DaemonConfig,
+    make_service,
+    prepare_state_dir,
+    reload_on_sighup,
+)
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import flags_from_usage, load_settings, usage_parameters
 from mcpx.settings.resolve import Settings
@@ -36,10 +41,10 @@ class Options(usage.Options):
 
     def postOptions(self) -> None:
         try:
-            self.settings, _servers = load_settings(os.environ, flags_from_usage(self))
+            self.settings, servers = load_settings(os.environ, flags_from_usage(self))
         except SettingsError as e:
             raise usage.UsageError(str(e)) from None
-        self.daemon = daemon_config(self.settings, os.environ)
+        self.daemon = daemon_config(self.settings, servers, os.environ)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -51,4 +56,6 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     prepare_state_dir(options.daemon.state_dir)
     for description in options.daemon.exposed_endpoints():
         print(exposure_warning(description), file=sys.stderr)
-    return make_service(options.daemon, reactor)
+    service = make_service(options.daemon, reactor)
+    reload_on_sighup(service, reactor)
+    return service

@@ -1,0 +1,227 @@
+# -*- test-case-name: tests.daemon.test_api -*-
+"""
+The C{/v1} routes, generated from the operation table (L{mcpx.daemon.ops.OPS}).
+
+One Klein route per op: its input is gathered from the path, then the query (C{GET}) or
+the JSON body, checked against the op's input schema, and handed to the op's handler.
+The answer is JSON; an op that can stream progress answers NDJSON when asked to, and
+the events op answers an event stream.  Every error is JSON with a stable C{code} and a
+message that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from klein import Klein
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.logger import Logger
+from twisted.web.iweb import IRequest
+
+from mcpx.daemon.events import serve_events
+from mcpx.daemon.ops import (
+    DEFAULT_CLIENT,
+    NDJSON,
+    EventFeed,
+    Invocation,
+    Op,
+    OpError,
+    OpHost,
+    Reply,
+    error_from,
+)
+
+_log = Logger()
+
+#: The largest request body read when no settings say otherwise (C{transport.maxMessageSize}).
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+
+CLIENT_HEADER = b"mcpx-client"
+
+
+def encode_json(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
+    """Set the status and content type and encode C{payload}."""
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", b"application/json")
+    return encode_json(payload)
+
+
+def error_response(request: IRequest, error: OpError) -> bytes:
+    """An error answer: C{{"error": {...}}} with the error's status (and C{Retry-After})."""
+    if error.retry_in is not None:
+        request.setHeader(b"retry-after", str(max(1, round(error.retry_in))).encode("ascii"))
+    return json_body(request, {"error": error.to_json()}, error.status)
+
+
+def klein_path(path: str) -> str:
+    """An OpenAPI path template as a werkzeug rule: C{{server}} becomes C{<server>}."""
+    return re.sub(r"{(\w+)}", r"<\1>", path)
+
+
+def _max_body(host: OpHost) -> int:
+    if host.settings is None:
+        return DEFAULT_MAX_BODY
+    return host.settings.integer("transport.maxMessageSize")
+
+
+def _query(request: IRequest, op: Op) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    given: Mapping[bytes, Sequence[bytes]] = request.args or {}
+    for name in op.query_params:
+        values = given.get(name.encode("ascii"))
+        if not values:
+            continue
+        decoded = [value.decode("utf-8", "replace") for value in values]
+        if op.properties[name].get("type") == "array":
+            args[name] = decoded
+        else:
+            # A repeated single-valued parameter: the last one wins, as in most servers.
+            args[name] = decoded[-1]
+    return args
+
+
+def _body(host: OpHost, request: IRequest, op: Op) -> dict[str, Any]:
+    limit = _max_body(host)
+    content = request.content
+    raw = content.read(limit + 1) if content is not None else b""
+    if len(raw) > limit:
+        raise OpError(
+            413,
+            "body_too_large",
+            f"the request body is larger than {limit} bytes (transport.maxMessageSize)",
+        )
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as e:
+        raise OpError(
+            400, "invalid_json", f"the request body is not JSON ({e}); send a JSON object"
+        ) from None
+    if not isinstance(body, dict):
+        raise OpError(
+            400,
+            "invalid_input",
+            f"the request body must be a JSON object, not {type(body).__name__}; "
+            f"GET /openapi.json has the schema of {op.method} {op.path}",
+        )
+    return body
+
+
+def read_input(
+    host: OpHost, op: Op, request: IRequest, path_params: Mapping[str, str]
+) -> dict[str, Any]:
+    """
+    The op's input: path parameters, then the query or the body; checked against its schema.
+
+    @raise OpError: for a body that is not a JSON object, or input the schema refuses.
+    """
+    args = _query(request, op) if op.method == "GET" else _body(host, request, op)
+    # The path names the resource; a body cannot redirect the call elsewhere.
+    args.update(path_params)
+    op.check(args)
+    return args
+
+
+def client_of(request: IRequest) -> str:
+    """The caller's identity: the C{Mcpx-Client} header, or C{cli}."""
+    raw = request.getHeader(CLIENT_HEADER)
+    if not raw:
+        return DEFAULT_CLIENT
+    return raw.decode("utf-8", "replace").strip() or DEFAULT_CLIENT
+
+
+async def answer(
+    host: OpHost, op: Op, request: IRequest, path_params: Mapping[str, str]
+) -> bytes | None:
+    """Run C{op} for C{request}; the bytes to send, or C{None} when already streamed."""
+    try:
+        args = read_input(host, op, request, path_params)
+    except OpError as e:
+        return error_response(request, e)
+    if op.progress_schema is not None and args.get("progress") is True and not args.get("task"):
+        await _stream_progress(host, op, request, args)
+        return None
+    try:
+        result = await op.handler(host, Invocation(args, client_of(request)))
+    except CancelledError:
+        raise
+    except Exception as e:
+        return error_response(request, _logged(error_from(e), op))
+    if isinstance(result, EventFeed):
+        await serve_events(
+            request,
+            host.events,
+            host.clock,
+            servers=result.servers,
+            kinds=result.kinds,
+            keep_alive=result.keep_alive,
+        )
+        return None
+    if isinstance(result, Reply):
+        for name, value in result.headers.items():
+            request.setHeader(name.encode("ascii"), value.encode("utf-8"))
+        return json_body(request, result.body, result.status)
+    return json_body(request, result)
+
+
+def _logged(error: OpError, op: Op) -> OpError:
+    if error.status == 500:
+        _log.failure("operation {op} failed unexpectedly", op=op.name)
+    return error
+
+
+async def _stream_progress(
+    host: OpHost, op: Op, request: IRequest, args: Mapping[str, Any]
+) -> None:
+    """
+    Answer in NDJSON: a line per progress notification, then the result or the error.
+
+    The status is C{200} once streaming starts, so a failure is the last line rather
+    than a status.
+    """
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", NDJSON.encode("ascii"))
+    request.setHeader(b"cache-control", b"no-cache")
+
+    def progress(params: Mapping[str, Any]) -> None:
+        # The token is the pool's own, meaningless to an HTTP caller.
+        shown = {key: value for key, value in params.items() if key != "progressToken"}
+        request.write(encode_json({"progress": shown}) + b"\n")
+
+    try:
+        result = await op.handler(host, Invocation(args, client_of(request), progress))
+    except CancelledError:
+        raise
+    except Exception as e:
+        line = {"error": _logged(error_from(e), op).to_json()}
+    else:
+        line = {"result": result}
+    request.write(encode_json(line) + b"\n")
+
+
+def _route(op: Op) -> Callable[..., Deferred[bytes | None]]:
+    def route(host: OpHost, request: IRequest, **path_params: str) -> Deferred[bytes | None]:
+        return Deferred.fromCoroutine(answer(host, op, request, path_params))
+
+    route.__name__ = op.name
+    route.__qualname__ = f"route_{op.name}"
+    return route
+
+
+def mount(app: Klein, ops: Sequence[Op]) -> None:
+    """
+    Add one route per op to C{app}.
+
+    The app must be a class attribute of the L{OpHost} (the daemon's C{DaemonHTTP}):
+    Klein passes the instance to each route.
+    """
+    for op in ops:
+        app.route(klein_path(op.path), methods=[op.method], endpoint=op.name)(_route(op))

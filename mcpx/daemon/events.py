@@ -1,0 +1,345 @@
+# -*- test-case-name: tests.daemon.test_events -*-
+"""
+What happens in the daemon, as events: the bus the pool publishes on, and C{GET /v1/events}.
+
+The pool is handed L{EventBus.publish} as a plain callable and never imports this module.
+Each subscriber has its own bounded queue: events wait in it only while the subscriber is
+paused (an HTTP stream whose transport buffer is full), and a subscriber whose queue
+overflows is dropped rather than allowed to grow without bound.  A publisher never waits
+for a subscriber and never sees a subscriber's failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from attrs import define, field
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IConsumer, IPushProducer, IReactorTime
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.web.iweb import IRequest
+from zope.interface import implementer
+
+from mcpx.wire.sse import comment, encode_event
+
+_log = Logger()
+
+#: How many events wait for a paused subscriber before it is dropped.
+DEFAULT_QUEUE_LIMIT = 256
+
+#: The kinds the pool publishes; others are allowed, these are the documented ones.
+KINDS = (
+    "server.starting",
+    "server.started",
+    "server.exited",
+    "server.restarted",
+    "server.failed",
+    "server.reaped",
+    "server.log",
+    "progress",
+    "warning",
+)
+
+
+@define
+class Event:
+    """
+    One thing that happened.
+
+    @ivar id: the bus's sequence number, the SSE event id.
+    @ivar server: the server it is about, or C{None} for the daemon itself.
+    @ivar time: the clock's seconds when it was published.
+    @ivar data: the kind's own fields.
+    """
+
+    id: int
+    kind: str
+    server: str | None
+    time: float
+    data: Mapping[str, Any]
+    _frame: bytes | None = field(default=None, init=False, repr=False, eq=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """C{{"kind", "server", "time", ...data}}; data never overrides the three."""
+        shown: dict[str, Any] = {"kind": self.kind, "server": self.server, "time": self.time}
+        for key, value in self.data.items():
+            shown.setdefault(key, value)
+        return shown
+
+    def sse_frame(self) -> bytes:
+        """The event as an SSE frame, encoded once however many streams carry it."""
+        if self._frame is None:
+            text = json.dumps(self.to_json(), separators=(",", ":"), default=str)
+            self._frame = encode_event(text, event=self.kind, id=str(self.id))
+        return self._frame
+
+
+def _kind_matcher(kinds: Iterable[str]) -> Callable[[str], bool] | None:
+    """
+    A test for kinds: exact names, or a family as C{server.*} (or just C{server}).
+
+    C{None} means every kind.
+    """
+    exact: set[str] = set()
+    families: list[str] = []
+    for kind in kinds:
+        if kind.endswith(".*"):
+            families.append(kind[:-1])
+        elif "." not in kind and kind not in KINDS:
+            families.append(kind + ".")
+            exact.add(kind)
+        else:
+            exact.add(kind)
+    if not exact and not families:
+        return None
+    prefixes = tuple(families)
+    return lambda kind: kind in exact or kind.startswith(prefixes)
+
+
+@define(eq=False)
+class Subscription:
+    """
+    One subscriber: its filter, its queue, and whether it may be delivered to now.
+
+    @ivar deliver: called with each matching event while not paused.
+    @ivar on_dropped: called once, with the reason, when the subscriber is dropped (its
+        queue overflowed, its delivery failed, or the bus closed).
+    """
+
+    _bus: EventBus
+    deliver: Callable[[Event], None]
+    servers: frozenset[str]
+    _kind_test: Callable[[str], bool] | None
+    limit: int
+    on_dropped: Callable[[str], None] | None = None
+    paused: bool = False
+    active: bool = True
+    _queue: deque[Event] = field(factory=deque)
+
+    def matches(self, event: Event) -> bool:
+        if self.servers and event.server not in self.servers:
+            return False
+        return self._kind_test is None or self._kind_test(event.kind)
+
+    def offer(self, event: Event) -> None:
+        """Deliver C{event} now, or queue it while paused; overflow drops the subscriber."""
+        if self.paused:
+            if len(self._queue) >= self.limit:
+                self.drop(f"more than {self.limit} events waited for a slow consumer")
+                return
+            self._queue.append(event)
+            return
+        self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
+        try:
+            self.deliver(event)
+        except Exception:
+            _log.failure("an event subscriber failed; dropping it")
+            self.drop("delivery failed")
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        """Deliver what waited, in order, until empty or paused again."""
+        self.paused = False
+        while self._queue and not self.paused and self.active:
+            self._deliver(self._queue.popleft())
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def cancel(self) -> None:
+        """Stop receiving events; idempotent."""
+        if self.active:
+            self.active = False
+            self._queue.clear()
+            self._bus._remove(self)
+
+    def drop(self, reason: str) -> None:
+        """Cancel, and tell the subscriber why."""
+        if not self.active:
+            return
+        self.cancel()
+        if self.on_dropped is not None:
+            self.on_dropped(reason)
+
+
+@define
+class EventBus:
+    """
+    Fan-out of daemon events to subscribers, each with a filter and a bounded queue.
+
+    @ivar clock: stamps each event's C{time}.
+    @ivar queue_limit: the default bound of a subscriber's queue.
+    """
+
+    clock: IReactorTime
+    queue_limit: int = DEFAULT_QUEUE_LIMIT
+    _subscriptions: list[Subscription] = field(factory=list, init=False)
+    _last_id: int = field(default=0, init=False)
+
+    def publish(self, kind: str, server: str | None = None, **data: Any) -> None:
+        """
+        Tell every matching subscriber that C{kind} happened (to C{server}).
+
+        Never raises and never waits: a subscriber that cannot keep up is dropped.
+        """
+        self._last_id += 1
+        if not self._subscriptions:
+            return
+        event = Event(self._last_id, kind, server, self.clock.seconds(), data)
+        for subscription in tuple(self._subscriptions):
+            if subscription.active and subscription.matches(event):
+                subscription.offer(event)
+
+    def subscribe(
+        self,
+        deliver: Callable[[Event], None],
+        *,
+        servers: Iterable[str] = (),
+        kinds: Iterable[str] = (),
+        limit: int | None = None,
+        on_dropped: Callable[[str], None] | None = None,
+    ) -> Subscription:
+        """
+        Receive events about C{servers} (all when empty) of C{kinds} (all when empty).
+
+        A kind ending in C{.*}, or a bare family name such as C{server}, matches every
+        kind in that family.
+        """
+        subscription = Subscription(
+            self,
+            deliver,
+            frozenset(servers),
+            _kind_matcher(kinds),
+            self.queue_limit if limit is None else limit,
+            on_dropped,
+        )
+        self._subscriptions.append(subscription)
+        return subscription
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscriptions)
+
+    def _remove(self, subscription: Subscription) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscriptions.remove(subscription)
+
+    def close(self) -> None:
+        """Drop every subscriber (the daemon is stopping); streams end cleanly."""
+        for subscription in tuple(self._subscriptions):
+            subscription.drop("the daemon is stopping")
+
+
+@implementer(IPushProducer)
+@define(eq=False)
+class EventStream:
+    """
+    One C{GET /v1/events} response: SSE frames written as events arrive.
+
+    Registered as the request's push producer, so a transport whose buffer is full
+    pauses it (events then queue in its subscription, up to the bound) and a lost
+    connection stops it.
+
+    @ivar ended: fires (with C{None}) when the stream ends from this side: dropped,
+        stopped, or the bus closed.
+    """
+
+    request: IRequest
+    subscription: Subscription | None = None
+    ended: Deferred[None] = field(factory=Deferred)
+    connected: bool = True
+
+    def write_event(self, event: Event) -> None:
+        self.request.write(event.sse_frame())
+
+    def keep_alive(self) -> None:
+        if self.subscription is not None and not self.subscription.paused:
+            self.request.write(comment("keep-alive"))
+
+    def dropped(self, reason: str) -> None:
+        """The last frame says why the stream ends, so the client knows to reconnect."""
+        frame = json.dumps({"kind": "dropped", "reason": reason}, separators=(",", ":"))
+        self.request.write(encode_event(frame, event="dropped"))
+        self._end()
+
+    def _end(self) -> None:
+        if not self.ended.called:
+            self.ended.callback(None)
+
+    def disconnected(self, outcome: object) -> None:
+        """The response finished or its connection was lost: nothing more may be written."""
+        self.connected = False
+
+    def pauseProducing(self) -> None:
+        if self.subscription is not None:
+            self.subscription.pause()
+
+    def resumeProducing(self) -> None:
+        if self.subscription is not None:
+            self.subscription.resume()
+
+    def stopProducing(self) -> None:
+        if self.subscription is not None:
+            self.subscription.cancel()
+        self._end()
+
+
+def split_filter(values: Iterable[str]) -> list[str]:
+    """Repeated and comma-separated query values, as one list without blanks."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+async def serve_events(
+    request: IRequest,
+    bus: EventBus,
+    clock: IReactorTime,
+    *,
+    servers: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+    keep_alive: float = 15.0,
+) -> None:
+    """
+    Stream matching events to C{request} until it is dropped or the client goes away.
+
+    Klein cancels the awaiting coroutine when the client disconnects; the subscription
+    and the keep-alive timer are released in C{finally} either way.
+    """
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", b"text/event-stream")
+    request.setHeader(b"cache-control", b"no-cache")
+    request.setHeader(b"x-accel-buffering", b"no")
+    stream = EventStream(request)
+    # notifyFinish is on every twisted.web request, though IRequest does not declare it.
+    finished: Deferred[None] = request.notifyFinish()  # type: ignore[attr-defined]
+    finished.addBoth(stream.disconnected)
+    stream.subscription = bus.subscribe(
+        stream.write_event, servers=servers, kinds=kinds, on_dropped=stream.dropped
+    )
+    # The first bytes send the headers, so the client knows it is subscribed.
+    request.write(comment("subscribed"))
+    consumer = IConsumer(request)
+    consumer.registerProducer(stream, True)
+    beat = LoopingCall(stream.keep_alive)
+    beat.clock = clock
+    if keep_alive > 0:
+        beat.start(keep_alive, now=False).addErrback(
+            lambda failure: _log.failure("keep-alive failed", failure)
+        )
+    try:
+        await stream.ended
+    finally:
+        stream.subscription.cancel()
+        if beat.running:
+            beat.stop()
+        if stream.connected:
+            consumer.unregisterProducer()

@@ -1,0 +1,1192 @@
+# -*- test-case-name: tests.daemon.test_ops -*-
+"""
+Everything the daemon can be asked to do, each operation declared once in L{OPS}.
+
+An L{Op} names its HTTP method and path, its input and output as JSON Schema, and the
+coroutine that does the work.  From the table come the C{/v1} routes
+(L{mcpx.daemon.api}), the OpenAPI document (L{openapi_document}) and, later, the MCP
+gateway's own tools, so the three can never disagree about what an operation takes.
+
+Inputs are checked against the op's input schema with a validator compiled once, when
+the table is built.  Outputs are not checked at run time (the tests do that): a proxied
+call must stay cheap.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import functools
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from attrs import Factory, field, frozen
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx._version import __version__
+from mcpx.daemon.events import EventBus, split_filter
+from mcpx.daemon.tasks import TaskStore, TooManyTasks
+from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
+from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.errors import SettingsError
+from mcpx.settings.render import render_json
+from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.spec.matrix import protocol_json
+from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
+from mcpx.wire.errors import RpcError
+
+_log = Logger()
+
+#: The caller identity when a request names none (C{Mcpx-Client} header).
+DEFAULT_CLIENT = "cli"
+
+#: The most values one completion may carry (the MCP limit).
+MAX_COMPLETION_VALUES = 100
+
+
+# -- What the operations work with ---------------------------------------------------------
+
+
+class DeclaringSession(Protocol):
+    """The part of an upstream session the operations read: what the server declared."""
+
+    @property
+    def declaration(self) -> ServerDeclaration | None: ...
+
+
+class PoolInterface(Protocol):
+    """
+    The warm pool, as the operations use it: L{mcpx.pool.Pool}, or a fake in tests.
+    """
+
+    async def session(self, server: str, client: str = "") -> DeclaringSession: ...
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    def status(self) -> Sequence[ServerStatus]: ...
+    async def restart(self, server: str) -> None: ...
+    async def reload(self, servers: ServersConfig) -> ReloadReport: ...
+
+
+class OpHost(Protocol):
+    """
+    What an operation runs against: the daemon's parts (L{mcpx.daemon.http.DaemonHTTP}).
+
+    @ivar pool: the warm pool, or C{None} while the daemon runs without one.
+    @ivar settings: the resolved settings, or C{None} when none were given.
+    @ivar read_servers: reads the config file's servers afresh, for C{reload}.
+    """
+
+    clock: IReactorTime
+    pid: int
+    started_at: float
+    pool: PoolInterface | None
+    events: EventBus
+    settings: Settings | None
+    servers: ServersConfig | None
+    state_dir: str
+    tasks: TaskStore
+    read_servers: Callable[[], ServersConfig] | None
+
+
+@frozen
+class Invocation:
+    """
+    One request for an operation.
+
+    @ivar args: the input, already checked against the op's input schema.
+    @ivar client: who is asking; the scope key of a C{scope: client} server.
+    @ivar on_progress: where progress goes when the caller asked to see it.
+    """
+
+    args: Mapping[str, Any]
+    client: str = DEFAULT_CLIENT
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+
+
+@frozen
+class Reply:
+    """An answer with a status (or headers) other than a plain C{200}."""
+
+    body: Any
+    status: int = 200
+    headers: Mapping[str, str] = Factory(dict)
+
+
+@frozen
+class EventFeed:
+    """The answer of the events operation: which events to stream, and how often to ping."""
+
+    servers: tuple[str, ...]
+    kinds: tuple[str, ...]
+    keep_alive: float
+
+
+class OpError(Exception):
+    """
+    A failed operation: an HTTP status and a stable snake_case code, a message that says
+    what to do, and optional detail (the field at fault, the upstream JSON-RPC error,
+    when to retry).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        rpc: Mapping[str, Any] | None = None,
+        retry_in: float | None = None,
+    ) -> None:
+        super().__init__(status, code, message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.rpc = rpc
+        self.retry_in = retry_in
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The C{"error"} object of an error answer."""
+        shown: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            shown["field"] = self.field
+        if self.rpc is not None:
+            shown["rpc"] = dict(self.rpc)
+        if self.retry_in is not None:
+            shown["retry_in"] = self.retry_in
+        return shown
+
+
+def error_from(error: BaseException) -> OpError:
+    """Any failure as the L{OpError} the caller sees, with the hint of where to look next."""
+    if isinstance(error, OpError):
+        return error
+    if isinstance(error, RpcError):
+        return OpError(
+            502,
+            "upstream_error",
+            f"the upstream server answered with JSON-RPC error {error.code}: {error.message}",
+            rpc=error.to_json(),
+        )
+    if isinstance(error, UnknownServer):
+        return OpError(404, error.code, f"{error.message}; GET /v1/servers lists them")
+    if isinstance(error, ServerUnavailable):
+        return OpError(
+            503,
+            error.code,
+            f"{error.message}; GET /v1/events?server={error.name} shows why",
+            retry_in=error.retry_in,
+        )
+    if isinstance(error, CallTimedOut):
+        return OpError(
+            504, error.code, f'{error.message}; or pass "task": true to collect the result later'
+        )
+    if isinstance(error, PoolError):
+        return OpError(503, error.code, error.message)
+    if isinstance(error, TooManyTasks):
+        return OpError(
+            503,
+            "too_many_tasks",
+            f"{error.limit} tasks are running or waiting to be collected; collect finished "
+            f"ones with GET /v1/tasks/{{id}} (they are kept {error.ttl:g}s) and try again",
+        )
+    if isinstance(error, UpstreamError):
+        return OpError(502, "upstream_failed", f"{error}; GET /v1/servers shows its state")
+    return OpError(
+        500,
+        "internal_error",
+        f"the daemon failed unexpectedly ({type(error).__name__}); its log has the details",
+    )
+
+
+def _unknown(status: int, code: str, what: str, name: str, known: Sequence[str]) -> OpError:
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return OpError(status, code, f"no {what} named {name!r}{hint}")
+
+
+# -- The operation table -----------------------------------------------------------------
+
+Handler = Callable[[OpHost, Invocation], Awaitable[Any]]
+
+
+def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+class Media(enum.Enum):
+    """What a successful answer is."""
+
+    JSON = "application/json"
+    EVENT_STREAM = "text/event-stream"
+
+
+NDJSON = "application/x-ndjson"
+
+
+@frozen(eq=False)
+class Op:
+    """
+    One operation, declared once.
+
+    @ivar name: its identity: the route's endpoint, the OpenAPI C{operationId}, the
+        gateway tool's name.
+    @ivar path: an OpenAPI path template (C{/v1/tools/{server}/{tool}}).
+    @ivar input_schema: the whole input as one object: path parameters, then the query
+        (for C{GET}) or the JSON body (otherwise).
+    @ivar output_schema: the C{200} answer's body (for an event stream, one event).
+    @ivar handler: does the work; returns the body, a L{Reply} or an L{EventFeed}.
+    @ivar errors: the error statuses it may answer with besides C{400}.
+    @ivar accepted_schema: the C{202} answer's body, for an op that may answer later.
+    @ivar progress_schema: one NDJSON line, for an op that can stream progress.
+    @ivar uses_client: whether the C{Mcpx-Client} header matters to it.
+    @ivar gateway: whether it is offered as an MCP gateway tool too.
+    """
+
+    name: str
+    summary: str
+    method: str
+    path: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]
+    handler: Handler
+    description: str = ""
+    tag: str = "servers"
+    errors: tuple[int, ...] = ()
+    media: Media = Media.JSON
+    accepted_schema: Mapping[str, Any] | None = None
+    progress_schema: Mapping[str, Any] | None = None
+    uses_client: bool = False
+    gateway: bool = True
+    validator: Draft202012Validator = field(
+        init=False, default=Factory(lambda self: _validator(self.input_schema), takes_self=True)
+    )
+    path_params: tuple[str, ...] = field(
+        init=False,
+        default=Factory(lambda self: tuple(re.findall(r"{(\w+)}", self.path)), takes_self=True),
+    )
+
+    @property
+    def properties(self) -> Mapping[str, Mapping[str, Any]]:
+        props: Mapping[str, Mapping[str, Any]] = self.input_schema.get("properties", {})
+        return props
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(self.input_schema.get("required", ()))
+
+    @property
+    def query_params(self) -> tuple[str, ...]:
+        """The inputs read from the query string (a C{GET} has no body)."""
+        if self.method != "GET":
+            return ()
+        return tuple(name for name in self.properties if name not in self.path_params)
+
+    @property
+    def body_params(self) -> tuple[str, ...]:
+        if self.method == "GET":
+            return ()
+        return tuple(name for name in self.properties if name not in self.path_params)
+
+    def check(self, args: Mapping[str, Any]) -> None:
+        """
+        Refuse input that does not match the input schema.
+
+        @raise OpError: C{400 invalid_input}, naming the field at fault.
+        """
+        error = best_match(self.validator.iter_errors(args))
+        if error is None:
+            return
+        where = _field_of(error)
+        raise OpError(
+            400,
+            "invalid_input",
+            f"{where or 'input'}: {error.message}; GET /openapi.json has the schema of "
+            f"{self.method} {self.path}",
+            field=where,
+        )
+
+
+def _field_of(error: ValidationError) -> str:
+    """The dotted path of the field at fault, including a missing or unexpected one."""
+    path = [str(part) for part in error.absolute_path]
+    instance = error.instance
+    wanted = error.validator_value
+    if error.validator == "required" and isinstance(instance, Mapping) and isinstance(wanted, list):
+        missing = [n for n in wanted if n not in instance]
+        if missing:
+            path.append(str(missing[0]))
+    elif error.validator == "additionalProperties" and isinstance(instance, Mapping):
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
+        extra = sorted(str(n) for n in instance if n not in allowed)
+        if extra:
+            path.append(extra[0])
+    return ".".join(path)
+
+
+# -- Schemas -------------------------------------------------------------------------------
+
+_NAME = {"type": "string", "minLength": 1}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_NULLABLE_STRING = {"type": ["string", "null"]}
+
+
+def _object(
+    properties: Mapping[str, Any] | None = None,
+    required: Iterable[str] = (),
+    *,
+    closed: bool = True,
+    description: str = "",
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": dict(properties or {})}
+    if required:
+        schema["required"] = list(required)
+    if closed:
+        schema["additionalProperties"] = False
+    if description:
+        schema["description"] = description
+    return schema
+
+
+NO_INPUT = _object()
+
+ERROR_OBJECT = _object(
+    {
+        "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
+        "message": {"type": "string"},
+        "field": {"type": "string", "description": "The input field at fault."},
+        "rpc": _object(
+            {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+            ["code", "message"],
+            description="The upstream server's JSON-RPC error, as it sent it.",
+        ),
+        "retry_in": {"type": "number", "description": "Seconds until a retry may succeed."},
+    },
+    ["code", "message"],
+)
+
+ERROR_SCHEMA = _object({"error": ERROR_OBJECT}, ["error"])
+
+SERVER_STATUS = _object(
+    {
+        "name": _NAME,
+        "state": {"type": "string", "enum": [state.value for state in ServerState]},
+        "transport": {"type": "string", "enum": ["stdio", "http"]},
+        "scope": {"type": "string", "enum": [scope.value for scope in Scope]},
+        "instances": {"type": "integer", "minimum": 0},
+        "in_flight": {"type": "integer", "minimum": 0},
+        "era": {"enum": [*(era.value for era in Era), None]},
+        "revision": _NULLABLE_STRING,
+        "last_error": _NULLABLE_STRING,
+        "retry_in": {"type": ["number", "null"], "minimum": 0},
+    },
+    ["name", "state", "last_error", "instances", "era", "revision", "transport"],
+)
+
+TOOL_SUMMARY = _object(
+    {
+        "server": _NAME,
+        "name": _NAME,
+        "title": _NULLABLE_STRING,
+        "description": _NULLABLE_STRING,
+    },
+    ["server", "name", "title", "description"],
+)
+
+CALL_TOOL_RESULT = _object(
+    {
+        "content": {"type": "array", "items": {"type": "object"}},
+        "structuredContent": {"type": "object"},
+        "isError": {"type": "boolean"},
+    },
+    closed=False,
+    description="The upstream server's CallToolResult, as it sent it.",
+)
+
+TASK_STATUS = {"type": "string", "enum": ["working", "completed", "failed"]}
+
+TASK = _object(
+    {
+        "id": _NAME,
+        "status": TASK_STATUS,
+        "result": CALL_TOOL_RESULT,
+        "error": ERROR_OBJECT,
+    },
+    ["id", "status"],
+)
+
+COMPLETION = _object(
+    {
+        "values": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_COMPLETION_VALUES,
+        },
+        "total": {"type": "integer", "minimum": 0},
+        "hasMore": {"type": "boolean"},
+    },
+    ["values"],
+    closed=False,
+)
+
+EVENT = _object(
+    {
+        "kind": {"type": "string"},
+        "server": _NULLABLE_STRING,
+        "time": {"type": "number"},
+    },
+    ["kind", "server", "time"],
+    closed=False,
+    description="One SSE event's data; its event type is the kind, its id the sequence.",
+)
+
+
+# -- Helpers the handlers share ------------------------------------------------------------
+
+
+def _pool(host: OpHost) -> PoolInterface:
+    if host.pool is None:
+        raise OpError(
+            503,
+            "pool_unavailable",
+            "this daemon is running without its server pool, so it cannot reach servers; "
+            "restart it with `mcpx daemon`",
+        )
+    return host.pool
+
+
+def _settings(host: OpHost) -> Settings:
+    if host.settings is None:
+        raise OpError(
+            503,
+            "settings_unavailable",
+            "this daemon was started without its settings; `mcpx settings --json` shows them",
+        )
+    return host.settings
+
+
+def _tool_summary(server: str, tool: Mapping[str, Any]) -> dict[str, Any]:
+    annotations = tool.get("annotations")
+    title = tool.get("title")
+    if title is None and isinstance(annotations, Mapping):
+        title = annotations.get("title")
+    description = tool.get("description")
+    return {
+        "server": server,
+        "name": tool.get("name"),
+        "title": title if isinstance(title, str) else None,
+        "description": description if isinstance(description, str) else None,
+    }
+
+
+def _matches(summary: Mapping[str, Any], words: Sequence[str]) -> bool:
+    text = " ".join(
+        str(summary[key]) for key in ("name", "title", "description") if summary[key]
+    ).lower()
+    return all(word in text for word in words)
+
+
+_TEMPLATE_EXPRESSION = re.compile(r"{([^}]*)}")
+
+
+def template_variables(uri_template: str) -> list[str]:
+    """The variable names of an RFC 6570 URI template, in order, each once."""
+    names: list[str] = []
+    for expression in _TEMPLATE_EXPRESSION.findall(uri_template):
+        for spec in expression.lstrip("+#./;?&=,!@|").split(","):
+            name = spec.split(":", 1)[0].rstrip("*").strip()
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+# -- Handlers ------------------------------------------------------------------------------
+
+
+async def list_servers(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return {"servers": [status.to_json() for status in _pool(host).status()]}
+
+
+async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
+    pool = _pool(host)
+    server = call.args.get("server")
+    words = str(call.args.get("search", "")).lower().split()
+    errors: list[dict[str, Any]] = []
+    if server:
+        fetched = [(server, await pool.tools(server, client=call.client))]
+    else:
+
+        async def one(name: str) -> tuple[str, list[dict[str, Any]]]:
+            try:
+                return name, await pool.tools(name, client=call.client)
+            except CancelledError:
+                raise
+            except Exception as e:
+                # One server that cannot be reached must not hide every other's tools.
+                errors.append({"server": name, "error": error_from(e).to_json()})
+                return name, []
+
+        names = [status.name for status in pool.status()]
+        fetched = await gatherResults([Deferred.fromCoroutine(one(name)) for name in names])
+    tools: list[dict[str, Any]] = []
+    for name, catalogue in fetched:
+        for tool in catalogue:
+            summary = _tool_summary(name, tool)
+            if not words or _matches(summary, words):
+                tools.append(summary)
+    answer: dict[str, Any] = {"tools": tools}
+    if errors:
+        answer["errors"] = sorted(errors, key=lambda entry: str(entry["server"]))
+    return answer
+
+
+async def describe_tool(host: OpHost, call: Invocation) -> dict[str, Any]:
+    server, name = call.args["server"], call.args["tool"]
+    catalogue = await _pool(host).tools(server, client=call.client)
+    for tool in catalogue:
+        if tool.get("name") == name:
+            return {"server": server, "tool": tool}
+    raise _unknown(404, "unknown_tool", f"tool on server {server!r}", name, _tool_names(catalogue))
+
+
+def _tool_names(catalogue: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [str(tool.get("name")) for tool in catalogue]
+
+
+async def call_tool(host: OpHost, call: Invocation) -> Any:
+    pool = _pool(host)
+    args = call.args
+    if args.get("task") and args.get("progress"):
+        raise OpError(
+            400,
+            "invalid_input",
+            'progress: a task cannot stream progress; drop "progress" or "task"',
+            field="progress",
+        )
+    server, tool = args["server"], args["tool"]
+    arguments = args.get("arguments", {})
+    timeout = args.get("timeout")
+
+    async def work() -> dict[str, Any]:
+        return await pool.call_tool(
+            server,
+            tool,
+            arguments,
+            client=call.client,
+            timeout=timeout,
+            on_progress=call.on_progress if args.get("progress") else None,
+        )
+
+    if not args.get("task"):
+        return await work()
+    task = host.tasks.start(work, _task_error)
+    return Reply(
+        {"task": {"id": task.id, "status": task.status.value}},
+        status=202,
+        headers={"location": f"/v1/tasks/{task.id}"},
+    )
+
+
+def _task_error(failure: Failure) -> dict[str, Any]:
+    error = error_from(failure.value or Exception(failure.getErrorMessage()))
+    if error.status == 500:
+        _log.failure("a task failed unexpectedly", failure)
+    return error.to_json()
+
+
+async def get_task(host: OpHost, call: Invocation) -> dict[str, Any]:
+    task = host.tasks.get(call.args["id"])
+    if task is None:
+        raise OpError(
+            404,
+            "unknown_task",
+            f"no task {call.args['id']!r}: it never existed, or it finished more than "
+            f"{host.tasks.ttl:g}s ago and was forgotten",
+        )
+    return task.to_json()
+
+
+async def get_prompt(host: OpHost, call: Invocation) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": call.args["name"]}
+    if "arguments" in call.args:
+        params["arguments"] = call.args["arguments"]
+    return await _pool(host).request(call.args["server"], "prompts/get", params, client=call.client)
+
+
+async def read_resource(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return await _pool(host).request(
+        call.args["server"], "resources/read", {"uri": call.args["uri"]}, client=call.client
+    )
+
+
+async def complete(host: OpHost, call: Invocation) -> dict[str, Any]:
+    """
+    Forward to a server that declared C{completions}; otherwise answer from the cache.
+
+    Without the server's help, the only names mcpx knows are the prompt's argument names
+    or the resource template's variables; the answer says so in C{reason}.
+    """
+    pool = _pool(host)
+    server = call.args["server"]
+    ref, argument = call.args["ref"], call.args["argument"]
+    session = await pool.session(server, call.client)
+    declaration = session.declaration
+    if declaration is not None and declaration.declares("completions"):
+        params: dict[str, Any] = {"ref": ref, "argument": argument}
+        if "context" in call.args:
+            params["context"] = call.args["context"]
+        result = await pool.request(server, "completion/complete", params, client=call.client)
+        return {"completion": result.get("completion", {"values": []}), "source": "upstream"}
+    if ref["type"] == "ref/prompt":
+        prompts = await pool.prompts(server, client=call.client)
+        found = next((p for p in prompts if p.get("name") == ref["name"]), None)
+        if found is None:
+            known = [str(p.get("name")) for p in prompts]
+            raise _unknown(
+                404, "unknown_prompt", f"prompt on server {server!r}", ref["name"], known
+            )
+        names = [str(a.get("name")) for a in found.get("arguments") or ()]
+        what = f"the argument names of prompt {ref['name']!r}"
+    else:
+        templates = await pool.templates(server, client=call.client)
+        uri = ref["uri"]
+        match = next((t for t in templates if t.get("uriTemplate") == uri), None)
+        if match is None:
+            known = [str(t.get("uriTemplate")) for t in templates]
+            raise _unknown(
+                404, "unknown_resource_template", f"resource template on {server!r}", uri, known
+            )
+        names = template_variables(uri)
+        what = f"the variables of resource template {uri!r}"
+    if argument["name"] not in names:
+        raise OpError(
+            400,
+            "invalid_input",
+            f"argument.name: {argument['name']!r} is not one of {what}: "
+            f"{', '.join(names) or 'none'}",
+            field="argument.name",
+        )
+    shown = names[:MAX_COMPLETION_VALUES]
+    return {
+        "completion": {"values": shown, "total": len(names), "hasMore": len(names) > len(shown)},
+        "source": "cache",
+        "reason": f"server {server!r} did not declare completions, so these are {what} "
+        "from the cached catalogue, not suggested values",
+    }
+
+
+async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
+    pool = _pool(host)
+    name = call.args["name"]
+    await pool.restart(name)
+    statuses = pool.status()
+    for status in statuses:
+        if status.name == name:
+            return {"server": status.to_json()}
+    # Restarted, then reloaded away before it could be shown.
+    raise error_from(UnknownServer(name, [s.name for s in statuses]))
+
+
+async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
+    pool = _pool(host)
+    if host.read_servers is None:
+        raise OpError(
+            503,
+            "reload_unavailable",
+            "this daemon cannot re-read its config file; restart it to apply changes",
+        )
+    try:
+        servers = host.read_servers()
+    except SettingsError as e:
+        raise OpError(
+            400, "invalid_config", f"{e}; fix the config file and POST /v1/reload again"
+        ) from None
+    report = await pool.reload(servers)
+    host.servers = servers
+    return report.to_json()
+
+
+async def get_settings(host: OpHost, call: Invocation) -> dict[str, Any]:
+    settings = _settings(host)
+    servers = host.servers if host.servers is not None else ServersConfig({}, "none")
+    return render_json(settings, servers, state_dir=host.state_dir)
+
+
+async def get_protocol(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return protocol_json(_settings(host).policy())
+
+
+async def health(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "version": __version__,
+        "pid": host.pid,
+        "uptime": round(host.clock.seconds() - host.started_at, 3),
+    }
+
+
+async def events(host: OpHost, call: Invocation) -> EventFeed:
+    keep_alive = 15.0
+    if host.settings is not None:
+        keep_alive = host.settings.duration("transport.sseKeepAlive")
+    return EventFeed(
+        servers=tuple(split_filter(call.args.get("server", ()))),
+        kinds=tuple(split_filter(call.args.get("kind", ()))),
+        keep_alive=keep_alive,
+    )
+
+
+async def openapi(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return _default_document()
+
+
+# -- The table -----------------------------------------------------------------------------
+
+_REF = {
+    "oneOf": [
+        _object({"type": {"const": "ref/prompt"}, "name": _NAME}, ["type", "name"]),
+        _object({"type": {"const": "ref/resource"}, "uri": _NAME}, ["type", "uri"]),
+    ]
+}
+
+OPS: tuple[Op, ...] = (
+    Op(
+        name="list_servers",
+        summary="List the configured servers and their state",
+        method="GET",
+        path="/v1/servers",
+        input_schema=NO_INPUT,
+        output_schema=_object({"servers": {"type": "array", "items": SERVER_STATUS}}, ["servers"]),
+        handler=list_servers,
+        errors=(503,),
+    ),
+    Op(
+        name="list_tools",
+        summary="List tools, of every server or one, optionally searching their text",
+        description="search keeps the tools whose name, title and description contain every "
+        "word given. A server that cannot be reached is listed under errors.",
+        method="GET",
+        path="/v1/tools",
+        input_schema=_object(
+            {
+                "server": {**_NAME, "description": "Only this server's tools."},
+                "search": {"type": "string", "description": "Words to look for."},
+            }
+        ),
+        output_schema=_object(
+            {
+                "tools": {"type": "array", "items": TOOL_SUMMARY},
+                "errors": {
+                    "type": "array",
+                    "items": _object({"server": _NAME, "error": ERROR_OBJECT}, ["server", "error"]),
+                },
+            },
+            ["tools"],
+        ),
+        handler=list_tools,
+        tag="tools",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="describe_tool",
+        summary="Describe one tool: its full definition, input schema included",
+        method="GET",
+        path="/v1/tools/{server}/{tool}",
+        input_schema=_object({"server": _NAME, "tool": _NAME}, ["server", "tool"]),
+        output_schema=_object(
+            {"server": _NAME, "tool": {"type": "object", "required": ["name", "inputSchema"]}},
+            ["server", "tool"],
+        ),
+        handler=describe_tool,
+        tag="tools",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="call_tool",
+        summary="Call a tool",
+        description='With "task": true the answer is 202 and a task to collect from '
+        'GET /v1/tasks/{id}; with "progress": true it is NDJSON: progress lines, then one '
+        "result or error line. The timeout is clamped to pool.callTimeout.",
+        method="POST",
+        path="/v1/call",
+        input_schema=_object(
+            {
+                "server": _NAME,
+                "tool": _NAME,
+                "arguments": {"type": "object"},
+                "timeout": {"type": "number", "exclusiveMinimum": 0},
+                "task": {"type": "boolean"},
+                "progress": {"type": "boolean"},
+            },
+            ["server", "tool"],
+        ),
+        output_schema=CALL_TOOL_RESULT,
+        accepted_schema=_object(
+            {"task": _object({"id": _NAME, "status": TASK_STATUS}, ["id", "status"])}, ["task"]
+        ),
+        progress_schema={
+            "oneOf": [
+                _object({"progress": {"type": "object"}}, ["progress"]),
+                _object({"result": CALL_TOOL_RESULT}, ["result"]),
+                _object({"error": ERROR_OBJECT}, ["error"]),
+            ]
+        },
+        handler=call_tool,
+        tag="tools",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="get_task",
+        summary='Collect a task started with "task": true',
+        method="GET",
+        path="/v1/tasks/{id}",
+        input_schema=_object({"id": _NAME}, ["id"]),
+        output_schema=TASK,
+        handler=get_task,
+        tag="tools",
+        errors=(404,),
+    ),
+    Op(
+        name="get_prompt",
+        summary="Get a prompt, with its arguments filled in",
+        method="POST",
+        path="/v1/prompt",
+        input_schema=_object(
+            {
+                "server": _NAME,
+                "name": _NAME,
+                "arguments": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            ["server", "name"],
+        ),
+        output_schema=_object(
+            {"description": {"type": "string"}, "messages": {"type": "array"}},
+            ["messages"],
+            closed=False,
+            description="The upstream server's GetPromptResult.",
+        ),
+        handler=get_prompt,
+        tag="prompts",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="read_resource",
+        summary="Read a resource",
+        method="POST",
+        path="/v1/read",
+        input_schema=_object({"server": _NAME, "uri": _NAME}, ["server", "uri"]),
+        output_schema=_object(
+            {"contents": {"type": "array", "items": {"type": "object"}}},
+            ["contents"],
+            closed=False,
+            description="The upstream server's ReadResourceResult.",
+        ),
+        handler=read_resource,
+        tag="resources",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="complete",
+        summary="Complete a prompt argument or a resource template variable",
+        description="Forwarded as completion/complete to a server that declared "
+        'completions; otherwise answered from the cached catalogue with "source": "cache" '
+        "and the reason.",
+        method="POST",
+        path="/v1/complete",
+        input_schema=_object(
+            {
+                "server": _NAME,
+                "ref": _REF,
+                "argument": _object(
+                    {"name": _NAME, "value": {"type": "string"}}, ["name", "value"]
+                ),
+                "context": _object(
+                    {"arguments": {"type": "object", "additionalProperties": {"type": "string"}}}
+                ),
+            },
+            ["server", "ref", "argument"],
+        ),
+        output_schema=_object(
+            {
+                "completion": COMPLETION,
+                "source": {"type": "string", "enum": ["upstream", "cache"]},
+                "reason": {"type": "string"},
+            },
+            ["completion", "source"],
+        ),
+        handler=complete,
+        tag="prompts",
+        errors=(404, 502, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="restart_server",
+        summary="Restart a server's running instances",
+        method="POST",
+        path="/v1/servers/{name}/restart",
+        input_schema=_object({"name": _NAME}, ["name"]),
+        output_schema=_object({"server": SERVER_STATUS}, ["server"]),
+        handler=restart_server,
+        errors=(404, 503),
+    ),
+    Op(
+        name="reload",
+        summary="Re-read the config file's servers and apply the differences",
+        method="POST",
+        path="/v1/reload",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {key: _STRINGS for key in ("removed", "added", "changed", "unchanged")},
+            ["removed", "added", "changed", "unchanged"],
+        ),
+        handler=reload,
+        errors=(503,),
+    ),
+    Op(
+        name="get_settings",
+        summary="Every setting, its value and where it came from (mcpx settings --json)",
+        method="GET",
+        path="/v1/settings",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {
+                "settings": {"type": "array", "items": {"type": "object"}},
+                "policy": {"type": "object"},
+                "servers": {"type": "object"},
+                "config": _NULLABLE_STRING,
+                "configOrigin": {"type": "string"},
+                "stateDir": {"type": "string"},
+            },
+            ["settings", "policy", "servers", "config", "configOrigin", "stateDir"],
+        ),
+        handler=get_settings,
+        tag="daemon",
+        errors=(503,),
+    ),
+    Op(
+        name="get_protocol",
+        summary="The protocol matrix: revisions, features, and the conflict policy in force",
+        method="GET",
+        path="/v1/protocol",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {
+                "revisions": {"type": "array"},
+                "kinds": _STRINGS,
+                "extensions": _STRINGS,
+                "features": {"type": "array"},
+                "spec": {"type": "object"},
+            },
+            ["revisions", "kinds", "extensions", "features", "spec"],
+        ),
+        handler=get_protocol,
+        tag="daemon",
+        errors=(503,),
+    ),
+    Op(
+        name="health",
+        summary="Whether the daemon is up: version, pid, uptime",
+        method="GET",
+        path="/health",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {
+                "status": {"const": "ok"},
+                "version": {"type": "string"},
+                "pid": {"type": "integer"},
+                "uptime": {"type": "number", "minimum": 0},
+            },
+            ["status", "version", "pid", "uptime"],
+        ),
+        handler=health,
+        tag="daemon",
+        gateway=False,
+    ),
+    Op(
+        name="events",
+        summary="Stream the daemon's events as server-sent events",
+        description="server and kind filter the stream; each may be repeated or "
+        "comma-separated, and a kind such as server.* (or server) names a family. Comments "
+        "keep the stream alive every transport.sseKeepAlive; a consumer too slow to keep "
+        "up is sent a final dropped event and disconnected.",
+        method="GET",
+        path="/v1/events",
+        input_schema=_object({"server": _STRINGS, "kind": _STRINGS}),
+        output_schema=EVENT,
+        handler=events,
+        tag="daemon",
+        media=Media.EVENT_STREAM,
+        gateway=False,
+    ),
+    Op(
+        name="openapi",
+        summary="This API, as an OpenAPI 3.1 document",
+        method="GET",
+        path="/openapi.json",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {
+                "openapi": {"type": "string"},
+                "info": {"type": "object"},
+                "paths": {"type": "object"},
+            },
+            ["openapi", "info", "paths"],
+            closed=False,
+        ),
+        handler=openapi,
+        tag="daemon",
+        gateway=False,
+    ),
+)
+
+BY_NAME: Mapping[str, Op] = {op.name: op for op in OPS}
+
+
+# -- The OpenAPI document ------------------------------------------------------------------
+
+_STATUS_TEXT = {
+    200: "OK",
+    202: "Accepted: a task to collect later",
+    400: "Invalid input: the error names the field",
+    404: "Unknown server, tool, prompt or task",
+    500: "The daemon failed unexpectedly",
+    502: "The upstream server answered with an error (under rpc) or failed",
+    503: "The server (or the pool) is unavailable; retry_in says when to try again",
+    504: "The upstream server did not answer in time",
+}
+
+_CLIENT_HEADER = {
+    "name": "Mcpx-Client",
+    "in": "header",
+    "required": False,
+    "description": "Who is calling; servers with scope client get one instance per caller.",
+    "schema": {"type": "string", "default": DEFAULT_CLIENT},
+}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    return {
+        "description": _STATUS_TEXT.get(status, "Error"),
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _operation(op: Op) -> dict[str, Any]:
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": op.properties[name]}
+        for name in op.path_params
+    ]
+    for name in op.query_params:
+        schema = op.properties[name]
+        parameter: dict[str, Any] = {
+            "name": name,
+            "in": "query",
+            "required": name in op.required,
+            "schema": schema,
+        }
+        if schema.get("type") == "array":
+            parameter.update(style="form", explode=True)
+        parameters.append(parameter)
+    if op.uses_client:
+        parameters.append(_CLIENT_HEADER)
+    success: dict[str, Any] = {"description": _STATUS_TEXT[200], "content": {}}
+    success["content"][op.media.value] = {"schema": op.output_schema}
+    if op.progress_schema is not None:
+        success["content"][NDJSON] = {"schema": op.progress_schema}
+    responses: dict[str, Any] = {"200": success}
+    if op.accepted_schema is not None:
+        responses["202"] = {
+            "description": _STATUS_TEXT[202],
+            "content": {"application/json": {"schema": op.accepted_schema}},
+        }
+    statuses = sorted({*op.errors, *((400,) if op.properties else ())})
+    for status in statuses:
+        responses[str(status)] = _error_response(status)
+    responses["default"] = _error_response(500)
+    operation: dict[str, Any] = {
+        "operationId": op.name,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "responses": responses,
+    }
+    if op.description:
+        operation["description"] = op.description
+    if parameters:
+        operation["parameters"] = parameters
+    if op.body_params:
+        body = _object(
+            {name: op.properties[name] for name in op.body_params},
+            [name for name in op.required if name in op.body_params],
+        )
+        operation["requestBody"] = {
+            "required": bool(body.get("required")),
+            "content": {"application/json": {"schema": body}},
+        }
+    return operation
+
+
+@functools.cache
+def _default_document() -> dict[str, Any]:
+    return openapi_document(OPS)
+
+
+def openapi_document(ops: Sequence[Op] = OPS) -> dict[str, Any]:
+    """The OpenAPI 3.1 document describing C{ops}: one path item entry per op."""
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mcpx daemon",
+            "version": __version__,
+            "description": "The mcpx gateway's HTTP API: the configured MCP servers, kept "
+            "warm, offered over REST. Errors are JSON with a stable code and a message "
+            "that says what to do.",
+        },
+        "tags": [{"name": tag} for tag in dict.fromkeys(op.tag for op in ops)],
+        "paths": paths,
+        "components": {"schemas": {"Error": ERROR_SCHEMA}},
+    }

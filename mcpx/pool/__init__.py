@@ -1,0 +1,27 @@
+# -*- test-case-name: tests.pool -*-
+"""
+The warm pool of upstream servers: started on first use, kept warm between calls,
+reaped when idle, replaced when they die.  See L{mcpx.pool.pool}.
+"""
+
+from __future__ import annotations
+
+from mcpx.pool.backoff import Backoff
+from mcpx.pool.budget import effective_call_timeout
+from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
+from mcpx.pool.pool import Connects, Pool
+from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+
+__all__ = [
+    "Backoff",
+    "CallTimedOut",
+    "Connects",
+    "Pool",
+    "PoolError",
+    "ReloadReport",
+    "ServerState",
+    "ServerStatus",
+    "ServerUnavailable",
+    "UnknownServer",
+    "effective_call_timeout",
+]

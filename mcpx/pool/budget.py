@@ -1,0 +1,202 @@
+# -*- test-case-name: tests.pool.test_budget -*-
+"""
+How long things may take: the one place that says which timeout bounds what,
+which one wins when several apply, and which of them are enforced yet.
+
+    ===========  =====================  ========  ==========================================
+    bound        setting                default   what it bounds
+    ===========  =====================  ========  ==========================================
+    call         C{pool.callTimeout}    60s       one upstream request the pool makes: a
+                                                  C{tools/call}, any other request, one
+                                                  catalogue listing.  A caller may ask for
+                                                  a shorter bound for one call, never a
+                                                  longer one (L{effective_call_timeout}).
+    exec         C{exec.timeout}        120s      one whole C{mcpx_exec} script run, every
+                                                  upstream call it makes included.
+    ask          C{proto.askTimeout}    600s      how long one client request may be held
+                                                  open while its questions are answered.
+    question     C{elicit.ttl}          120s      how long one question (elicitation,
+                 (built in, not a                 sampling) waits for its answer; expiry
+                 user setting)                    answers "cancel", never "decline".
+    ===========  =====================  ========  ==========================================
+
+Precedence, from the narrowest scope outwards:
+
+  1. A question's own deadline (C{elicit.ttl}) ends that question only.
+  2. While a question asked by a call is pending, the call's clock
+     (C{pool.callTimeout}) is paused: a person answering must not be raced by the
+     bound of the call that asked them (L{Deadline.pause}).
+  3. One upstream call ends at the tighter of its own bound (the configured
+     C{pool.callTimeout}, or the shorter bound the caller asked for) and what is
+     left of the script run it belongs to, if any (L{call_timeout_in_run}).
+  4. C{exec.timeout} ends a whole script run, whatever its calls are doing.
+  5. C{proto.askTimeout} bounds how long the client's own request is held; it
+     does not shorten the upstream call, which may go on as a task.
+
+Starting an upstream server is not part of any call's bound: the connector's
+own probe and open timeouts cover it, so a cold start does not eat into the
+first call's budget.
+
+Where each is enforced today:
+
+  - call: by L{mcpx.pool.pool.Pool}, one L{Deadline} per upstream request; on
+    expiry the request is cancelled (so the upstream hears
+    C{notifications/cancelled}) and the caller gets L{mcpx.pool.errors.CallTimedOut}.
+  - call paused by a question: L{Deadline} can pause and resume, but nothing
+    pauses it yet: questions, and the broker that holds them, arrive with a
+    later issue.  Until then a question a server asks during a call runs on
+    the call's clock.
+  - exec, ask, question: not enforced yet (no script runner, no question
+    broker).  L{call_timeout_in_run} states the exec rule for the runner to use.
+
+@see: L{mcpx.pool.errors.CallTimedOut}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Final
+
+from attrs import frozen
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+
+@frozen
+class Bound:
+    """One row of the table above, for documentation and for the tests that keep it true."""
+
+    name: str
+    setting: str
+    default: float
+    bounds: str
+    enforced: str | None
+
+
+CALL: Final = Bound(
+    "call",
+    "pool.callTimeout",
+    60.0,
+    "one upstream request made through the pool",
+    "mcpx.pool.pool.Pool (a Deadline per request)",
+)
+EXEC: Final = Bound("exec", "exec.timeout", 120.0, "one whole script run", None)
+ASK: Final = Bound(
+    "ask", "proto.askTimeout", 600.0, "one client request held open for its questions", None
+)
+QUESTION: Final = Bound(
+    "question", "elicit.ttl", 120.0, "one question waiting for its answer", None
+)
+
+#: Every bound, narrowest scope last.
+BOUNDS: Final = (ASK, EXEC, CALL, QUESTION)
+
+#: A question's own deadline: built in, not a setting a user can change.
+QUESTION_TTL: Final = QUESTION.default
+
+
+def _positive(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def effective_call_timeout(configured: float, requested: float | None) -> float:
+    """
+    The bound on one upstream call.
+
+    A caller may shorten the bound for its own call; asking for more than the
+    configured C{pool.callTimeout} gets the configured value (the daemon's
+    operator decides how long a server may be kept busy, not each caller).
+
+    @param configured: C{pool.callTimeout}, in seconds.
+    @param requested: the caller's bound for this call, or C{None} for the configured one.
+    @raise ValueError: if either is not a positive, finite number of seconds.
+    """
+    limit = _positive(configured, "pool.callTimeout")
+    if requested is None:
+        return limit
+    return min(limit, _positive(requested, "a call timeout"))
+
+
+def call_timeout_in_run(
+    configured: float, requested: float | None, run_remaining: float | None
+) -> float:
+    """
+    The bound on one upstream call made by a script run: the tighter of the call's
+    own bound (L{effective_call_timeout}) and what is left of the run's
+    C{exec.timeout}.
+
+    @param run_remaining: seconds left in the run, or C{None} outside any run.  A run
+        with no time left gives its calls no time either (C{0.0}).
+    """
+    bound = effective_call_timeout(configured, requested)
+    if run_remaining is None:
+        return bound
+    return max(0.0, min(bound, run_remaining))
+
+
+class Deadline:
+    """
+    A bound on one piece of work, on a clock, that can be paused.
+
+    Pauses nest: each L{pause} needs its L{resume}, and the clock runs again only
+    when none is left.  (A call with two questions out waits for both.)
+    """
+
+    __slots__ = ("_clock", "_left", "_on_expire", "_paused", "_since", "_timer", "expired")
+
+    def __init__(
+        self, clock: IReactorTime, seconds: float, on_expire: Callable[[], object]
+    ) -> None:
+        """
+        @param seconds: how long the work may run (paused time not counted).
+        @param on_expire: called once, when the time is up.
+        """
+        self._clock = clock
+        self._left = seconds
+        self._on_expire = on_expire
+        self._paused = 0
+        self._since = clock.seconds()
+        self._timer: IDelayedCall | None = clock.callLater(seconds, self._expire)
+        #: Whether the time ran out (as opposed to the deadline being cancelled).
+        self.expired = False
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._left = 0.0
+        self.expired = True
+        self._on_expire()
+
+    def remaining(self) -> float:
+        """Seconds left; while paused, the time that was left when the pause began."""
+        if self._timer is None:
+            return self._left
+        return max(0.0, self._left - (self._clock.seconds() - self._since))
+
+    def pause(self) -> None:
+        """Stop the clock (a question is pending); does nothing once the deadline is over."""
+        self._paused += 1
+        if self._paused == 1 and self._timer is not None:
+            self._left = self.remaining()
+            self._timer.cancel()
+            self._timer = None
+
+    def resume(self) -> None:
+        """Undo one L{pause}; the clock runs again once every pause is undone."""
+        if self._paused == 0:
+            raise RuntimeError("resume() without a matching pause()")
+        self._paused -= 1
+        if self._paused == 0 and not self.expired and self._left > 0:
+            self._since = self._clock.seconds()
+            self._timer = self._clock.callLater(self._left, self._expire)
+
+    def cancel(self) -> None:
+        """The work ended: forget the deadline (it will never expire)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        # Nothing may restart the clock after this.
+        self._left = 0.0

@@ -1,0 +1,102 @@
+# -*- test-case-name: tests.pool.test_errors -*-
+"""
+What the pool tells a caller it could not do, each with the stable code the API
+answers with.
+
+Upstream JSON-RPC errors are not wrapped: they reach the caller as the
+L{mcpx.wire.errors.RpcError} the server sent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import ClassVar
+
+from mcpx.settings.errors import closest
+
+
+def format_seconds(seconds: float) -> str:
+    """
+    A duration for a message, rounded up: a caller told "4s" must not find the server
+    still unavailable after four seconds.
+    """
+    if seconds >= 10:
+        return f"{math.ceil(seconds)}s"
+    return f"{math.ceil(seconds * 10) / 10:g}s"
+
+
+class PoolError(Exception):
+    """
+    Something the pool could not do.
+
+    @cvar code: the stable snake_case code the API reports it with.
+    """
+
+    code: ClassVar[str] = "pool_error"
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class UnknownServer(PoolError):
+    """No server of that name is configured."""
+
+    code: ClassVar[str] = "unknown_server"
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = tuple(known)
+        if not self.known:
+            super().__init__(f"no server named {name!r} is configured; no servers are configured")
+            return
+        guess = closest(name, self.known)
+        hint = f"; did you mean {guess!r}?" if guess is not None else ""
+        super().__init__(
+            f"no server named {name!r} is configured{hint} "
+            f"(configured servers: {', '.join(self.known)})"
+        )
+
+
+class ServerUnavailable(PoolError):
+    """
+    The server is configured but cannot serve the call now: it failed to start, it
+    crashed (during this call or before it and is waiting out its restart delay),
+    or it was stopped while the call needed it.
+
+    @ivar retry_in: seconds until the pool will try to start it again, or C{None}
+        when a new call may try at once.
+    """
+
+    code: ClassVar[str] = "server_unavailable"
+
+    def __init__(self, name: str, reason: str, retry_in: float | None = None) -> None:
+        self.name = name
+        self.reason = reason
+        self.retry_in = retry_in
+        message = f"server {name!r} is unavailable: {reason}"
+        if retry_in is not None and retry_in > 0:
+            message += f"; next start in {format_seconds(retry_in)}"
+        super().__init__(message)
+
+
+class CallTimedOut(PoolError):
+    """
+    An upstream call had no answer within its bound and was cancelled upstream.
+
+    @ivar tool: the tool called, or the method, for a request that is not a call.
+    @ivar timeout: the bound that ran out, in seconds.
+    """
+
+    code: ClassVar[str] = "call_timeout"
+
+    def __init__(self, server: str, tool: str, timeout: float) -> None:
+        self.server = server
+        self.tool = tool
+        self.timeout = timeout
+        super().__init__(
+            f"server {server!r} did not answer {tool!r} within {timeout:g}s, so the call "
+            "was cancelled; a call may ask for a shorter timeout, and pool.callTimeout "
+            "sets the longest"
+        )

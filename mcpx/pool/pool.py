@@ -1,0 +1,948 @@
+# -*- test-case-name: tests.pool.test_pool -*-
+"""
+The warm pool: upstream servers started once and kept running between calls.
+
+Every call names a server and comes from a caller.  A C{shared} server has one
+instance, which every caller uses; a C{client}-scoped one has an instance per caller.
+Either way an instance is keyed by (server, scope key), where the scope key is the
+caller's identity for a C{client} server and C{""} for a shared one.
+
+An instance's life:
+
+  - It is started by the first call that needs it.  Calls that arrive while it starts
+    wait for that one start: a server is never spawned twice for one key.
+  - It stays warm while it is used, and is reaped once no call has used it for
+    C{idle_timeout} (never while a request is in flight or a resource subscription
+    is open).
+  - If it dies, the call that was running fails with L{ServerUnavailable} naming the
+    server and how it ended, and the next call starts a fresh one, after a delay that
+    doubles with each crash in a row (L{Backoff}); a call that arrives before then
+    fails at once, saying when the next start will be.
+  - L{Pool.restart}, L{Pool.reload} and stopping the service close instances on
+    purpose; a call they cut short says so.
+
+Each change is published as an event (C{server.starting}, C{server.started},
+C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
+upstream log messages (C{server.log}) and progress (C{progress}).
+
+The catalogue of an instance (tools, prompts, resources, resource templates) is
+listed once and cached until the server says the list changed.
+
+How long a call may take is decided in L{mcpx.pool.budget}.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+
+from attrs import define, evolve, field, frozen
+from twisted.application.service import MultiService
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, gatherResults
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx.pool.backoff import Backoff
+from mcpx.pool.budget import Deadline, effective_call_timeout
+from mcpx.pool.errors import CallTimedOut, ServerUnavailable, UnknownServer, format_seconds
+from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
+from mcpx.upstream.channel import ChannelClosed
+from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.session import UpstreamSession
+from mcpx.wire.peer import ConnectionClosed
+
+T = TypeVar("T")
+
+#: An instance's key: (server name, scope key).
+Key: TypeAlias = tuple[str, str]
+Publish: TypeAlias = Callable[..., None]
+HandlersFor: TypeAlias = Callable[[str, str], UpstreamHandlers]
+ProgressSink: TypeAlias = Callable[[dict[str, Any]], None]
+
+
+class Connects(Protocol):
+    """What the pool needs of a L{mcpx.upstream.probe.Connector}: open sessions."""
+
+    def connect(
+        self, name: str, server: Server, handlers: UpstreamHandlers
+    ) -> Coroutine[Any, Any, UpstreamSession]:
+        """An open session to C{server}, or an error naming it."""
+
+
+def _no_events(kind: str, server: str | None = None, **data: Any) -> None:
+    """The default publisher: events go nowhere."""
+
+
+@frozen
+class _Catalogue:
+    """One of the lists a server offers, and how to fetch it."""
+
+    kind: str
+    method: str
+    capability: str
+    fetch: Callable[[UpstreamSession], Coroutine[Any, Any, list[dict[str, Any]]]]
+
+
+_CATALOGUES: Mapping[str, _Catalogue] = {
+    c.kind: c
+    for c in (
+        _Catalogue("tools", "tools/list", "tools", lambda s: s.list_tools()),
+        _Catalogue("prompts", "prompts/list", "prompts", lambda s: s.list_prompts()),
+        _Catalogue("resources", "resources/list", "resources", lambda s: s.list_resources()),
+        _Catalogue(
+            "templates",
+            "resources/templates/list",
+            "resources",
+            lambda s: s.list_resource_templates(),
+        ),
+    )
+}
+
+#: The catalogues each list_changed notification makes stale.
+_STALE_AFTER: Mapping[str, tuple[str, ...]] = {
+    "notifications/tools/list_changed": ("tools",),
+    "notifications/prompts/list_changed": ("prompts",),
+    "notifications/resources/list_changed": ("resources", "templates"),
+}
+
+_SUBSCRIBE = "resources/subscribe"
+_UNSUBSCRIBE = "resources/unsubscribe"
+
+_STOPPING = "mcpx is shutting down"
+
+
+class _Outcome(Generic[T]):
+    """
+    The result of one piece of work that any number of callers may wait for, each on a
+    Deferred of its own: cancelling one waiter does not cancel the work, nor the others.
+    """
+
+    __slots__ = ("_done", "_result", "_waiters")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result: T | Failure | None = None
+        self._waiters: list[Deferred[T]] = []
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def feed(self, work: Deferred[T]) -> None:
+        """Take the outcome of C{work}, which ends with it (its errors are consumed)."""
+        work.addBoth(self.fire)
+
+    def fire(self, result: T | Failure) -> None:
+        self._done = True
+        self._result = result
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            self._deliver(waiter)
+
+    def _deliver(self, waiter: Deferred[T]) -> None:
+        if waiter.called:  # its caller cancelled it
+            return
+        if isinstance(self._result, Failure):
+            waiter.errback(self._result)
+        else:
+            waiter.callback(self._result)  # type: ignore[arg-type]
+
+    def wait(self) -> Deferred[T]:
+        waiter: Deferred[T] = Deferred()
+        if self._done:
+            self._deliver(waiter)
+        else:
+            self._waiters.append(waiter)
+        return waiter
+
+
+@define(eq=False)
+class _Slot:
+    """
+    Everything about one key that outlives its instances: the current instance, and
+    the crashes in a row that decide when the next may start.
+    """
+
+    key: Key
+    config: Server
+    instance: _Instance | None = None
+    failures: int = 0
+    crashed_last: bool = False
+    last_error: str | None = None
+    retry_at: float | None = None
+
+    def failure_reason(self) -> str:
+        reason = self.last_error or "it failed"
+        if self.failures > 1:
+            what = "crashed" if self.crashed_last else "failed to start"
+            reason += f"; it {what} {self.failures} times in a row"
+        return reason
+
+
+@define(eq=False)
+class _Instance:
+    """One started (or starting) upstream server."""
+
+    slot: _Slot
+    session: UpstreamSession | None = None
+    connecting: Deferred[Any] | None = None
+    ready: _Outcome[None] = field(factory=_Outcome)
+    closed: _Outcome[None] | None = None
+    #: Why it can no longer be used, once it cannot; set once.
+    ended: str | None = None
+    #: Whether it ended on its own (crash, failed start) rather than being closed.
+    failed: bool = False
+    in_flight: int = 0
+    subscriptions: set[str] = field(factory=set)
+    last_used: float = 0.0
+    idle_timer: IDelayedCall | None = None
+    catalogue: dict[str, list[dict[str, Any]]] = field(factory=dict)
+    listings: dict[str, _Outcome[list[dict[str, Any]]]] = field(factory=dict)
+    #: Bumped by each list_changed, so a listing that raced one is not cached.
+    versions: dict[str, int] = field(factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.slot.key[0]
+
+    @property
+    def scope(self) -> str:
+        return self.slot.key[1]
+
+    @property
+    def usable(self) -> bool:
+        return self.session is not None and self.ended is None
+
+
+class Pool(MultiService):
+    """
+    Upstream servers, started on first use, kept warm, reaped when idle, replaced when
+    they die.  A Twisted service: stopping it closes every instance and waits until
+    every child process has been reaped.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        *,
+        servers: ServersConfig,
+        connector: Connects,
+        clock: IReactorTime,
+        call_timeout: float,
+        idle_timeout: float,
+        publish: Publish = _no_events,
+        handlers: HandlersFor | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        """
+        @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
+        @param call_timeout: C{pool.callTimeout}: the longest one upstream request may take.
+        @param idle_timeout: C{pool.idleTimeout}: how long an unused instance is kept.
+        @param publish: C{publish(kind, server, **data)} for each event.
+        @param handlers: the L{UpstreamHandlers} for an instance, from (server, scope key).
+        @param backoff: the restart delays after crashes in a row.
+        """
+        MultiService.__init__(self)
+        effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
+        if idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
+        self._servers = servers
+        self._connector = connector
+        self._clock = clock
+        self._call_timeout = call_timeout
+        self._idle_timeout = idle_timeout
+        self._publish_to = publish
+        self._handlers = handlers
+        self._backoff = backoff or Backoff()
+        self._slots: dict[str, dict[str, _Slot]] = {}
+        self._pending: set[_Outcome[None]] = set()
+        self._progress: dict[str, ProgressSink] = {}
+        self._tokens = itertools.count(1)
+        self._stopping = False
+
+    # Keys and slots
+
+    @property
+    def servers(self) -> ServersConfig:
+        return self._servers
+
+    def scope_key(self, server: str, client: str) -> str:
+        """
+        The scope key a call from C{client} uses: the client's identity for a
+        C{client}-scoped server, C{""} for a shared one.
+
+        @raise UnknownServer: if C{server} is not configured.
+        """
+        config = self._servers.servers.get(server)
+        if config is None:
+            raise UnknownServer(server, self._servers)
+        return client if config.scope is Scope.CLIENT else ""
+
+    def _slot(self, server: str, client: str) -> _Slot:
+        config = self._servers.servers.get(server)
+        if config is None:
+            raise UnknownServer(server, self._servers)
+        scope = client if config.scope is Scope.CLIENT else ""
+        by_scope = self._slots.get(server)
+        if by_scope is None:
+            by_scope = self._slots[server] = {}
+        slot = by_scope.get(scope)
+        if slot is None:
+            slot = by_scope[scope] = _Slot((server, scope), config)
+        return slot
+
+    def _forget_slot(self, slot: _Slot) -> None:
+        """Drop a slot with nothing worth keeping, so callers that come and go cost nothing."""
+        if slot.instance is not None or slot.failures:
+            return
+        name, scope = slot.key
+        by_scope = self._slots.get(name)
+        if by_scope is not None and by_scope.get(scope) is slot:
+            del by_scope[scope]
+            if not by_scope:
+                del self._slots[name]
+
+    def in_flight(self, server: str, scope_key: str) -> int:
+        """Upstream requests in flight on one instance, whoever made them."""
+        slot = self._slots.get(server, {}).get(scope_key)
+        if slot is None or slot.instance is None:
+            return 0
+        return slot.instance.in_flight
+
+    # Events
+
+    def _publish(self, kind: str, server: str | None, **data: Any) -> None:
+        try:
+            self._publish_to(kind, server, **data)
+        except Exception:
+            self.log.failure("publishing a {kind} event failed", kind=kind)
+
+    # Starting
+
+    def _start(self, slot: _Slot) -> _Instance:
+        name, scope = slot.key
+        if self._stopping:
+            raise ServerUnavailable(name, _STOPPING)
+        if slot.retry_at is not None:
+            wait = slot.retry_at - self._clock.seconds()
+            if wait > 0:
+                raise ServerUnavailable(name, slot.failure_reason(), wait)
+        instance = _Instance(slot)
+        slot.instance = instance
+        self._publish("server.starting", name, instance=scope)
+        try:
+            connecting: Deferred[UpstreamSession] = ensureDeferred(
+                self._connector.connect(name, slot.config, self._handlers_for(instance))
+            )
+        except Exception:
+            # A connector that fails before it is even awaited fails the start all the same.
+            connecting = fail()
+        connecting.addCallbacks(
+            self._started,
+            self._start_failed,
+            callbackArgs=(instance,),
+            errbackArgs=(instance,),
+        )
+        instance.connecting = connecting
+        instance.ready = self._track(connecting, f"starting upstream {name!r}")
+        return instance
+
+    def _started(self, session: UpstreamSession, instance: _Instance) -> None:
+        instance.session = session
+        name, scope = instance.slot.key
+        if instance.ended is not None:
+            # Closed while starting, too late for the start to be cancelled.
+            self._close_session(instance)
+            return
+        instance.last_used = self._clock.seconds()
+        declaration = session.declaration
+        self.log.info(
+            "upstream {server} started ({era}, {revision})",
+            server=name,
+            era=session.era.value,
+            revision=declaration.revision.value if declaration is not None else None,
+        )
+        self._publish(
+            "server.started",
+            name,
+            instance=scope,
+            era=session.era.value,
+            revision=declaration.revision.value if declaration is not None else None,
+        )
+        session.channel.when_lost().addErrback(self._lost, instance)
+        if instance.ended is None:
+            self._schedule_idle(instance, self._idle_timeout)
+
+    def _start_failed(self, failure: Failure, instance: _Instance) -> None:
+        name, scope = instance.slot.key
+        if instance.ended is not None:
+            if not failure.check(CancelledError):
+                self.log.info(
+                    "upstream {server} failed while being closed: {why}",
+                    server=name,
+                    why=failure.getErrorMessage(),
+                )
+            return
+        why = failure.getErrorMessage() or repr(failure.value)
+        self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
+        retry_in = self._failed(instance, f"could not start: {why}", crashed=False)
+        self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
+
+    def _failed(self, instance: _Instance, why: str, *, crashed: bool) -> float:
+        """Count a crash or failed start; returns the delay before the next start."""
+        slot = instance.slot
+        instance.ended = why
+        instance.failed = True
+        self._cancel_idle(instance)
+        if slot.instance is instance:
+            slot.instance = None
+        slot.failures += 1
+        slot.crashed_last = crashed
+        slot.last_error = why
+        delay = self._backoff.delay(slot.failures)
+        slot.retry_at = self._clock.seconds() + delay
+        return delay
+
+    def _handlers_for(self, instance: _Instance) -> UpstreamHandlers:
+        """The injected handlers, with the pool listening to every notification first."""
+        base = self._handlers(*instance.slot.key) if self._handlers is not None else NO_HANDLERS
+        also = base.notification
+
+        def heard(method: str, params: Mapping[str, Any] | None) -> None:
+            self._heard(instance, method, params)
+            if also is not None:
+                also(method, params)
+
+        return evolve(base, notification=heard)
+
+    async def _ready(self, slot: _Slot) -> _Instance:
+        instance = slot.instance
+        if instance is not None and instance.usable:
+            return instance
+        if instance is None:
+            instance = self._start(slot)
+        if not instance.ready.done:
+            await instance.ready.wait()
+        if not instance.usable:
+            raise self._unavailable(instance)
+        return instance
+
+    def _unavailable(self, instance: _Instance, prefix: str = "") -> ServerUnavailable:
+        slot = instance.slot
+        if instance.failed:
+            retry_in = None
+            if slot.retry_at is not None:
+                retry_in = max(0.0, slot.retry_at - self._clock.seconds())
+            return ServerUnavailable(instance.name, prefix + slot.failure_reason(), retry_in)
+        return ServerUnavailable(instance.name, prefix + (instance.ended or "it is not running"))
+
+    # Losing an instance
+
+    def _lost(self, failure: Failure, instance: _Instance) -> None:
+        if instance.ended is None:
+            self._crashed(instance, failure.getErrorMessage())
+
+    def _crashed(self, instance: _Instance, why: str) -> None:
+        name, scope = instance.slot.key
+        retry_in = self._failed(instance, why, crashed=True)
+        self.log.warn(
+            "upstream {server} ended unexpectedly: {why}; next start in {delay}",
+            server=name,
+            why=why,
+            delay=format_seconds(retry_in),
+        )
+        self._publish(
+            "server.exited",
+            name,
+            instance=scope,
+            reason=why,
+            crashes=instance.slot.failures,
+            retry_in=retry_in,
+        )
+        if instance.subscriptions:
+            self._publish(
+                "warning",
+                name,
+                message=f"server {name!r} ended; its subscriptions to "
+                f"{', '.join(sorted(instance.subscriptions))} are gone",
+            )
+        self._close_session(instance)
+
+    def _close_session(self, instance: _Instance) -> _Outcome[None]:
+        """Close the session (releasing the process) once; the outcome fires when it is reaped."""
+        if instance.closed is None:
+            assert instance.session is not None
+            instance.closed = self._track(
+                instance.session.close(), f"closing upstream {instance.name!r}"
+            )
+        return instance.closed
+
+    def _cut_short(self, instance: _Instance, error: BaseException) -> ServerUnavailable:
+        """The error for a request whose connection went away under it."""
+        if instance.ended is None:
+            cause = error.reason if isinstance(error, ConnectionClosed) else error
+            self._crashed(instance, str(cause))
+        return self._unavailable(instance, "the call was cut short: ")
+
+    # Closing on purpose
+
+    def _close(self, instance: _Instance, why: str, event: str | None) -> Deferred[None]:
+        """
+        Close an instance on purpose; fires once its process is gone.
+
+        @param event: the event to publish once it is, or C{None}.
+        """
+        if instance.ended is not None:
+            if instance.closed is not None:
+                return instance.closed.wait()
+            return instance.ready.wait()
+        instance.ended = why
+        self._cancel_idle(instance)
+        slot = instance.slot
+        if slot.instance is instance:
+            slot.instance = None
+        name, scope = slot.key
+        if instance.session is None:
+            # Still starting: cancelling the start closes what it had opened.
+            assert instance.connecting is not None
+            instance.connecting.cancel()
+            done = instance.ready.wait()
+        else:
+            done = self._close_session(instance).wait()
+        if event is not None:
+            done.addCallback(lambda _: self._publish(event, name, instance=scope, reason=why))
+        return done
+
+    def _cancel_idle(self, instance: _Instance) -> None:
+        if instance.idle_timer is not None:
+            if instance.idle_timer.active():
+                instance.idle_timer.cancel()
+            instance.idle_timer = None
+
+    def _schedule_idle(self, instance: _Instance, delay: float) -> None:
+        instance.idle_timer = self._clock.callLater(delay, self._idle_check, instance)
+
+    def _idle_check(self, instance: _Instance) -> None:
+        instance.idle_timer = None
+        if instance.ended is not None or instance.in_flight or instance.subscriptions:
+            # Rescheduled by whatever ends the activity.
+            return
+        idle = self._clock.seconds() - instance.last_used
+        if idle < self._idle_timeout:
+            self._schedule_idle(instance, self._idle_timeout - idle)
+            return
+        self.log.info(
+            "stopping upstream {server}: unused for {idle}",
+            server=instance.name,
+            idle=format_seconds(idle),
+        )
+        self._close(instance, f"unused for {format_seconds(idle)}", "server.reaped")
+        self._forget_slot(instance.slot)
+
+    def _track(self, work: Deferred[Any], what: str) -> _Outcome[None]:
+        """Keep C{work} until it ends, so stopping waits for it; its failure is logged."""
+        outcome: _Outcome[None] = _Outcome()
+
+        def ended(result: object) -> None:
+            self._pending.discard(outcome)
+            if isinstance(result, Failure) and not result.check(CancelledError):
+                self.log.failure("{what} failed", result, what=what)
+
+        self._pending.add(outcome)
+        work.addBoth(ended)
+        outcome.feed(work)
+        return outcome
+
+    # Notifications
+
+    def _heard(self, instance: _Instance, method: str, params: Mapping[str, Any] | None) -> None:
+        stale = _STALE_AFTER.get(method)
+        if stale is not None:
+            for kind in stale:
+                instance.catalogue.pop(kind, None)
+                instance.versions[kind] = instance.versions.get(kind, 0) + 1
+            return
+        given: Mapping[str, Any] = params if params is not None else {}
+        if method == "notifications/message":
+            self._publish(
+                "server.log",
+                instance.name,
+                level=given.get("level"),
+                logger=given.get("logger"),
+                data=given.get("data"),
+            )
+        elif method == "notifications/progress":
+            token = given.get("progressToken")
+            self._publish(
+                "progress",
+                instance.name,
+                progressToken=token,
+                progress=given.get("progress"),
+                total=given.get("total"),
+                message=given.get("message"),
+            )
+            sink = self._progress.get(token) if isinstance(token, str) else None
+            if sink is not None:
+                try:
+                    sink(dict(given))
+                except Exception:
+                    self.log.failure("a progress callback failed")
+
+    # Requests
+
+    async def _run(
+        self,
+        instance: _Instance,
+        what: str,
+        timeout: float,
+        action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
+    ) -> T:
+        """
+        One upstream request on a ready instance: counted in flight, bounded by
+        C{timeout}, and turned into a clear error if the instance dies under it.
+        """
+        session = instance.session
+        assert session is not None
+        instance.in_flight += 1
+        try:
+            work = Deferred.fromCoroutine(action(session))
+            deadline = Deadline(self._clock, timeout, work.cancel)
+            try:
+                result = await work
+            except CancelledError:
+                if deadline.expired:
+                    raise CallTimedOut(instance.name, what, timeout) from None
+                raise
+            except (ConnectionClosed, ChannelClosed) as e:
+                raise self._cut_short(instance, e) from None
+            finally:
+                deadline.cancel()
+        finally:
+            self._finished(instance)
+        # It served a request, so whatever killed its predecessors has passed.
+        instance.slot.failures = 0
+        return result
+
+    def _finished(self, instance: _Instance) -> None:
+        instance.in_flight -= 1
+        if instance.in_flight == 0:
+            instance.last_used = self._clock.seconds()
+            self._idle_again(instance)
+
+    def _idle_again(self, instance: _Instance) -> None:
+        if (
+            instance.idle_timer is None
+            and instance.ended is None
+            and not instance.in_flight
+            and not instance.subscriptions
+        ):
+            self._schedule_idle(instance, self._idle_timeout)
+
+    async def session(self, server: str, client: str = "") -> UpstreamSession:
+        """
+        The session of the instance serving C{client}, started if need be.
+
+        Requests sent on it directly are not counted in flight and do not keep the
+        instance from being reaped; use L{request} where that matters.
+
+        @raise UnknownServer: if C{server} is not configured.
+        @raise ServerUnavailable: if it cannot be started now.
+        """
+        instance = await self._ready(self._slot(server, client))
+        instance.last_used = self._clock.seconds()
+        assert instance.session is not None
+        return instance.session
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: ProgressSink | None = None,
+    ) -> dict[str, Any]:
+        """
+        Call a tool.
+
+        @param timeout: a bound shorter than C{pool.callTimeout} for this call; a longer
+            one is clamped to it.
+        @param on_progress: called with the params of each C{notifications/progress}
+            the server sends about this call (which then carries a progress token of
+            its own, C{mcpx-<n>}).
+        @return: the C{CallToolResult}.
+        @raise UnknownServer: if C{server} is not configured.
+        @raise ServerUnavailable: if it cannot be started, or died during the call.
+        @raise CallTimedOut: if it did not answer in time.
+        @raise mcpx.wire.errors.RpcError: as the server answered.
+        """
+        bound = effective_call_timeout(self._call_timeout, timeout)
+        instance = await self._ready(self._slot(server, client))
+        token: str | None = None
+        if on_progress is not None:
+            token = f"mcpx-{next(self._tokens)}"
+            meta = {**(meta or {}), "progressToken": token}
+            self._progress[token] = on_progress
+        try:
+            return await self._run(
+                instance,
+                tool,
+                bound,
+                lambda session: session.call_tool(tool, arguments, meta=meta),
+            )
+        finally:
+            if token is not None:
+                del self._progress[token]
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        client: str = "",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """
+        Send any request (questions the server asks on the way are answered through the
+        handlers).  C{resources/subscribe} and C{resources/unsubscribe} go through
+        L{subscribe} and L{unsubscribe}, so the pool knows what is open.
+
+        @raise UnknownServer: if C{server} is not configured.
+        @raise ServerUnavailable: if it cannot be started, or died during the request.
+        @raise CallTimedOut: if it did not answer in time.
+        """
+        if method in (_SUBSCRIBE, _UNSUBSCRIBE):
+            uri = (params or {}).get("uri")
+            if not isinstance(uri, str):
+                raise ValueError(f"{method} needs a uri")
+            if method == _SUBSCRIBE:
+                await self.subscribe(server, uri, client=client, timeout=timeout)
+            else:
+                await self.unsubscribe(server, uri, client=client, timeout=timeout)
+            return {}
+        bound = effective_call_timeout(self._call_timeout, timeout)
+        instance = await self._ready(self._slot(server, client))
+        return await self._run(
+            instance, method, bound, lambda session: session.call(method, params)
+        )
+
+    async def subscribe(
+        self, server: str, uri: str, *, client: str = "", timeout: float | None = None
+    ) -> None:
+        """
+        Subscribe to a resource's updates; the instance is not reaped while any
+        subscription is open.
+        """
+        bound = effective_call_timeout(self._call_timeout, timeout)
+        instance = await self._ready(self._slot(server, client))
+        if uri in instance.subscriptions:
+            return
+        # Held before asking, so that the instance cannot be reaped meanwhile.
+        instance.subscriptions.add(uri)
+        try:
+            await self._run(instance, _SUBSCRIBE, bound, lambda session: session.subscribe(uri))
+        except BaseException:
+            instance.subscriptions.discard(uri)
+            self._idle_again(instance)
+            raise
+
+    async def unsubscribe(
+        self, server: str, uri: str, *, client: str = "", timeout: float | None = None
+    ) -> None:
+        """Undo L{subscribe}; an instance with none left may be reaped again."""
+        bound = effective_call_timeout(self._call_timeout, timeout)
+        slot = self._slot(server, client)
+        instance = slot.instance
+        if instance is None or not instance.usable or uri not in instance.subscriptions:
+            return
+        instance.subscriptions.discard(uri)
+        await self._run(instance, _UNSUBSCRIBE, bound, lambda session: session.unsubscribe(uri))
+
+    # The catalogue
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's tools, listed once per instance and cached until they change."""
+        return await self._catalogue(server, "tools", client)
+
+    async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's prompts, cached like L{tools}."""
+        return await self._catalogue(server, "prompts", client)
+
+    async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's resources, cached like L{tools}."""
+        return await self._catalogue(server, "resources", client)
+
+    async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's resource templates, cached like L{tools}."""
+        return await self._catalogue(server, "templates", client)
+
+    async def _catalogue(self, server: str, kind: str, client: str) -> list[dict[str, Any]]:
+        instance = await self._ready(self._slot(server, client))
+        cached = instance.catalogue.get(kind)
+        if cached is not None:
+            return list(cached)
+        catalogue = _CATALOGUES[kind]
+        assert instance.session is not None
+        declaration = instance.session.declaration
+        if declaration is not None and not declaration.declares(catalogue.capability):
+            return []
+        listing = instance.listings.get(kind)
+        if listing is None:
+            listing = self._list(instance, catalogue)
+        return list(await listing.wait())
+
+    def _list(self, instance: _Instance, catalogue: _Catalogue) -> _Outcome[list[dict[str, Any]]]:
+        """List one catalogue for everyone who asks while it is listed."""
+        kind = catalogue.kind
+        version = instance.versions.get(kind, 0)
+        listing: _Outcome[list[dict[str, Any]]] = _Outcome()
+        instance.listings[kind] = listing
+
+        def listed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if instance.listings.get(kind) is listing:
+                del instance.listings[kind]
+            if instance.ended is None and instance.versions.get(kind, 0) == version:
+                instance.catalogue[kind] = items
+            return items
+
+        def unlisted(failure: Failure) -> Failure:
+            if instance.listings.get(kind) is listing:
+                del instance.listings[kind]
+            return failure
+
+        work = Deferred.fromCoroutine(
+            self._run(instance, catalogue.method, self._call_timeout, catalogue.fetch)
+        )
+        work.addCallbacks(listed, unlisted)
+        listing.feed(work)
+        return listing
+
+    # Status
+
+    def status(self) -> list[ServerStatus]:
+        """Every configured server, in the configuration's order."""
+        now = self._clock.seconds()
+        return [
+            self._status(name, config, self._slots.get(name, {}), now)
+            for name, config in self._servers.servers.items()
+        ]
+
+    def _status(
+        self, name: str, config: Server, slots: Mapping[str, _Slot], now: float
+    ) -> ServerStatus:
+        instances = [slot.instance for slot in slots.values() if slot.instance is not None]
+        ready = [i for i in instances if i.usable]
+        waits = [
+            slot.retry_at - now
+            for slot in slots.values()
+            if slot.retry_at is not None and slot.retry_at > now
+        ]
+        if ready:
+            state = ServerState.READY
+        elif instances:
+            state = ServerState.STARTING
+        elif waits:
+            state = ServerState.FAILED
+        else:
+            state = ServerState.CONFIGURED
+        era = revision = None
+        if ready:
+            session = ready[0].session
+            assert session is not None
+            era = session.era.value
+            if session.declaration is not None:
+                revision = session.declaration.revision.value
+        errors = [slot.last_error for slot in slots.values() if slot.last_error is not None]
+        return ServerStatus(
+            name=name,
+            state=state,
+            transport="stdio" if isinstance(config, StdioServer) else "http",
+            scope=config.scope.value,
+            instances=len(instances),
+            in_flight=sum(i.in_flight for i in instances),
+            era=era,
+            revision=revision,
+            last_error=errors[-1] if errors else None,
+            retry_in=min(waits) if state is ServerState.FAILED else None,
+        )
+
+    # Restarting and reloading
+
+    async def restart(self, server: str) -> None:
+        """
+        Close every instance of C{server} and forget its crashes; the next use starts
+        it afresh.  Fires once its processes are gone.
+
+        @raise UnknownServer: if C{server} is not configured.
+        """
+        if server not in self._servers:
+            raise UnknownServer(server, self._servers)
+        await self._close_all(self._slots.pop(server, {}), "the server was restarted")
+        self._publish("server.restarted", server)
+
+    async def reload(self, servers: ServersConfig) -> ReloadReport:
+        """
+        Take a new configuration: stop the servers it removes, stop the ones it changes
+        (the next use starts them with their new configuration), keep the rest warm.
+        Fires once the processes stopped are gone.
+        """
+        old = self._servers
+        removed = tuple(name for name in old if name not in servers)
+        added = tuple(name for name in servers if name not in old)
+        changed = tuple(name for name in servers if name in old and old[name] != servers[name])
+        unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
+        self._servers = servers
+        closing = [
+            self._close_all(self._slots.pop(name, {}), "it was removed from the configuration")
+            for name in removed
+        ] + [
+            self._close_all(self._slots.pop(name, {}), "its configuration changed")
+            for name in changed
+        ]
+        for call in closing:
+            await call
+        for name in changed:
+            self._publish("server.restarted", name, reason="its configuration changed")
+        report = ReloadReport(removed, added, changed, unchanged)
+        self.log.info("servers reloaded: {report}", report=report.to_json())
+        return report
+
+    def _close_all(self, slots: Mapping[str, _Slot], why: str) -> Deferred[None]:
+        closing = [
+            self._close(slot.instance, why, "server.exited")
+            for slot in slots.values()
+            if slot.instance is not None
+        ]
+        return gatherResults(closing, consumeErrors=True).addCallback(lambda _: None)
+
+    # The service
+
+    def startService(self) -> None:
+        self._stopping = False
+        MultiService.startService(self)
+
+    def stopService(self) -> Deferred[None]:
+        """Close every instance; fires once every child process has been reaped."""
+        self._stopping = True
+        for slots in self._slots.values():
+            for slot in slots.values():
+                if slot.instance is not None:
+                    self._close(slot.instance, _STOPPING, None)
+        self._slots.clear()
+        waits: list[Deferred[Any]] = [outcome.wait() for outcome in self._pending]
+        stopped = MultiService.stopService(self)
+        if isinstance(stopped, Deferred):
+            waits.append(stopped)
+        done: Deferred[Any] = gatherResults(waits, consumeErrors=True)
+
+        def logged(failure: Failure) -> None:
+            self.log.failure("stopping the pool", failure)
+
+        return done.addCallbacks(lambda _: None, logged)

@@ -1,0 +1,91 @@
+# -*- test-case-name: tests.pool.test_pool -*-
+"""
+What the pool reports about itself: a server's status, and what a reload did.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from attrs import frozen
+
+
+class ServerState(enum.Enum):
+    """Where a configured server is, taken over all of its instances."""
+
+    #: Configured, nothing running (never used, reaped, or restarted).
+    CONFIGURED = "configured"
+    #: An instance is starting and none is ready.
+    STARTING = "starting"
+    #: At least one instance is ready.
+    READY = "ready"
+    #: It crashed or failed to start, and its next start is delayed.
+    FAILED = "failed"
+
+
+@frozen
+class ServerStatus:
+    """
+    One configured server as the pool sees it.
+
+    @ivar transport: C{"stdio"} or C{"http"}.
+    @ivar scope: C{"shared"} (one instance) or C{"client"} (one per caller).
+    @ivar instances: how many instances are running or starting.
+    @ivar in_flight: upstream requests in flight, over every instance.
+    @ivar era: the era of a ready instance (C{"modern"}, C{"legacy"}, C{"http+sse"}).
+    @ivar revision: the revision a ready instance agreed.
+    @ivar last_error: the most recent crash or failed start, if any.
+    @ivar retry_in: seconds until it may be started again, while L{ServerState.FAILED}.
+    """
+
+    name: str
+    state: ServerState
+    transport: str
+    scope: str
+    instances: int = 0
+    in_flight: int = 0
+    era: str | None = None
+    revision: str | None = None
+    last_error: str | None = None
+    retry_in: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "transport": self.transport,
+            "scope": self.scope,
+            "instances": self.instances,
+            "in_flight": self.in_flight,
+            "era": self.era,
+            "revision": self.revision,
+            "last_error": self.last_error,
+            "retry_in": self.retry_in,
+        }
+
+
+@frozen
+class ReloadReport:
+    """
+    What a reload did, by server name.
+
+    @ivar removed: no longer configured; their instances were stopped.
+    @ivar added: newly configured; started on first use.
+    @ivar changed: configured differently; their instances were stopped, and the next
+        use starts them with the new configuration.
+    @ivar unchanged: configured the same; their instances were kept warm.
+    """
+
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {
+            "removed": list(self.removed),
+            "added": list(self.added),
+            "changed": list(self.changed),
+            "unchanged": list(self.unchanged),
+        }

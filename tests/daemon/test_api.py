@@ -1,0 +1,646 @@
+"""The C{/v1} routes, driven in memory through StubTreq over a fake pool."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.daemon.ops import BY_NAME, ERROR_SCHEMA, OPS
+from mcpx.daemon.tasks import TaskStatus, TaskStore, TooManyTasks
+from mcpx.pool import CallTimedOut, ServerState
+from mcpx.settings.errors import SettingsError
+from mcpx.settings.render import render_json
+from mcpx.spec.matrix import protocol_json
+from mcpx.wire.errors import RpcError
+from tests.daemon.fake_pool import (
+    Answer,
+    FakePool,
+    Harness,
+    default_servers,
+    default_settings,
+    servers_config,
+    unavailable,
+)
+
+#: One request per op that answers JSON, to check every generated route against its schema.
+SAMPLES: dict[str, tuple[str, str, Any]] = {
+    "list_servers": ("GET", "/v1/servers", None),
+    "list_tools": ("GET", "/v1/tools?search=file", None),
+    "describe_tool": ("GET", "/v1/tools/files/read_file", None),
+    "call_tool": ("POST", "/v1/call", {"server": "files", "tool": "read_file"}),
+    "get_prompt": ("POST", "/v1/prompt", {"server": "files", "name": "review"}),
+    "read_resource": ("POST", "/v1/read", {"server": "files", "uri": "file:///a.txt"}),
+    "complete": (
+        "POST",
+        "/v1/complete",
+        {
+            "server": "search",
+            "ref": {"type": "ref/prompt", "name": "q"},
+            "argument": {"name": "q", "value": "py"},
+        },
+    ),
+    "restart_server": ("POST", "/v1/servers/files/restart", None),
+    "reload": ("POST", "/v1/reload", None),
+    "get_settings": ("GET", "/v1/settings", None),
+    "get_protocol": ("GET", "/v1/protocol", None),
+    "health": ("GET", "/health", None),
+    "openapi": ("GET", "/openapi.json", None),
+}
+
+
+def conforms(case: SynchronousTestCase, schema: Any, body: Any) -> None:
+    errors = sorted(Draft202012Validator(schema).iter_errors(body), key=str)
+    case.assertEqual([e.message for e in errors], [], json.dumps(body)[:500])
+
+
+class EveryRouteTests(SynchronousTestCase):
+    def test_every_route_answers_its_schema(self) -> None:
+        """Each generated JSON route answers 200 with a body its op's output schema accepts."""
+        harness = Harness()
+        self.assertEqual(set(SAMPLES), {op.name for op in OPS} - {"get_task", "events"})
+        for name, (method, path, body) in SAMPLES.items():
+            answer = harness.send(method, path, body)
+            self.assertEqual(answer.code, 200, (name, answer.body))
+            self.assertEqual(answer.header("content-type"), "application/json")
+            conforms(self, BY_NAME[name].output_schema, answer.json)
+
+    def test_schema_check_can_fail(self) -> None:
+        """The output check above would notice a route answering the wrong shape."""
+        wrong = {"servers": [{"name": "files"}]}
+        errors = list(
+            Draft202012Validator(BY_NAME["list_servers"].output_schema).iter_errors(wrong)
+        )
+        self.assertNotEqual(errors, [])
+
+
+class ReadTests(SynchronousTestCase):
+    """What the listing and describing routes answer."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+
+    def test_servers(self) -> None:
+        """GET /v1/servers lists every configured server with its state."""
+        body = self.harness.get("/v1/servers").json
+        self.assertEqual([s["name"] for s in body["servers"]], ["files", "search"])
+        self.assertEqual(body["servers"][0]["state"], "ready")
+
+    def test_all_tools(self) -> None:
+        """GET /v1/tools lists every server's tools with title and description."""
+        tools = self.harness.get("/v1/tools").json["tools"]
+        self.assertEqual(
+            [(t["server"], t["name"]) for t in tools],
+            [("files", "read_file"), ("files", "write_file"), ("search", "web_search")],
+        )
+        self.assertEqual(tools[0]["title"], "Read a file")
+        # A title given only in the annotations counts.
+        self.assertEqual(tools[2]["title"], "Web search")
+        self.assertIsNone(tools[1]["title"])
+
+    def test_caller_lists(self) -> None:
+        """The catalogue is asked for on behalf of the caller (client-scoped servers)."""
+        self.harness.get("/v1/tools", headers={"Mcpx-Client": "ide"})
+        self.harness.get("/v1/tools/files/read_file", headers={"Mcpx-Client": "ide"})
+        self.assertEqual(
+            self.harness.pool.listed,
+            [("tools", "files", "ide"), ("tools", "search", "ide"), ("tools", "files", "ide")],
+        )
+
+    def test_one_server(self) -> None:
+        """server= keeps one server's tools."""
+        tools = self.harness.get("/v1/tools?server=search").json["tools"]
+        self.assertEqual([t["name"] for t in tools], ["web_search"])
+
+    def test_search(self) -> None:
+        """search= keeps tools whose name, title or description has every word, in any case."""
+        found = self.harness.get("/v1/tools?search=TEXT%20file").json["tools"]
+        self.assertEqual([t["name"] for t in found], ["read_file", "write_file"])
+        found = self.harness.get("/v1/tools?search=web%20pages").json["tools"]
+        self.assertEqual([t["name"] for t in found], ["web_search"])
+        self.assertEqual(self.harness.get("/v1/tools?search=nothing").json["tools"], [])
+
+    def test_unreachable_server_listed_apart(self) -> None:
+        """A server that cannot start does not hide the others' tools; it is named in errors."""
+        self.harness.pool.servers["search"].failure = unavailable("search")
+        body = self.harness.get("/v1/tools").json
+        self.assertEqual([t["name"] for t in body["tools"]], ["read_file", "write_file"])
+        self.assertEqual(body["errors"][0]["server"], "search")
+        self.assertEqual(body["errors"][0]["error"]["code"], "server_unavailable")
+        conforms(self, BY_NAME["list_tools"].output_schema, body)
+
+    def test_unknown_server_tools(self) -> None:
+        """Listing one unknown server's tools is a 404."""
+        answer = self.harness.get("/v1/tools?server=nope")
+        self.assertEqual(answer.code, 404)
+        self.assertEqual(answer.json["error"]["code"], "unknown_server")
+
+    def test_describe(self) -> None:
+        """GET /v1/tools/S/T gives the full tool, input schema included."""
+        body = self.harness.get("/v1/tools/files/read_file").json
+        self.assertEqual(body["server"], "files")
+        self.assertEqual(body["tool"]["inputSchema"]["properties"], {"path": {"type": "string"}})
+
+    def test_describe_unknown_tool(self) -> None:
+        """An unknown tool is a 404 suggesting the closest names."""
+        answer = self.harness.get("/v1/tools/files/read_fiel")
+        self.assertEqual(answer.code, 404)
+        self.assertEqual(answer.json["error"]["code"], "unknown_tool")
+        self.assertIn("'read_file'", answer.json["error"]["message"])
+
+    def test_settings(self) -> None:
+        """GET /v1/settings is what `mcpx settings --json` prints."""
+        body = self.harness.get("/v1/settings").json
+        http = self.harness.http
+        assert http.settings is not None and http.servers is not None
+        expected = render_json(http.settings, http.servers, state_dir="/run/mcpx")
+        self.assertEqual(body, json.loads(json.dumps(expected)))
+
+    def test_protocol(self) -> None:
+        """GET /v1/protocol is the matrix with the policy in force."""
+        settings = default_settings(**{"spec.first": "2025-06-18"})
+        body = Harness(settings=settings).get("/v1/protocol").json
+        self.assertEqual(body, json.loads(json.dumps(protocol_json(settings.policy()))))
+        self.assertEqual(body["spec"]["first"], "2025-06-18")
+
+    def test_health(self) -> None:
+        """GET /health reports the pid and the uptime on the clock."""
+        self.harness.clock.advance(2.5)
+        body = self.harness.get("/health").json
+        self.assertEqual((body["pid"], body["uptime"]), (4242, 2.5))
+
+
+class ActionTests(SynchronousTestCase):
+    """What the routes that do something send to the pool."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+        self.pool = self.harness.pool
+
+    def test_call(self) -> None:
+        """POST /v1/call calls the tool with the arguments, the caller and the timeout."""
+        body = {"server": "files", "tool": "read_file", "arguments": {"path": "a"}, "timeout": 3}
+        answer = self.harness.post("/v1/call", body, headers={"Mcpx-Client": "claude"})
+        self.assertEqual(answer.code, 200)
+        self.assertEqual(answer.json["content"][0]["text"], "read_file:[('path', 'a')]")
+        self.assertEqual(self.pool.calls, [("files", "read_file", {"path": "a"}, "claude", 3)])
+
+    def test_default_client(self) -> None:
+        """Without Mcpx-Client the caller is cli."""
+        self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        self.assertEqual(self.pool.calls[0][3], "cli")
+
+    def test_prompt(self) -> None:
+        """POST /v1/prompt sends prompts/get with the arguments."""
+        body = {"server": "files", "name": "review", "arguments": {"path": "a"}}
+        answer = self.harness.post("/v1/prompt", body, headers={"Mcpx-Client": "ide"})
+        self.assertEqual(answer.json["description"], "Review a file")
+        self.assertEqual(
+            self.pool.requests,
+            [("files", "prompts/get", {"name": "review", "arguments": {"path": "a"}}, "ide")],
+        )
+
+    def test_read(self) -> None:
+        """POST /v1/read sends resources/read."""
+        answer = self.harness.post("/v1/read", {"server": "files", "uri": "file:///a.txt"})
+        self.assertEqual(answer.json["contents"][0]["text"], "a")
+        self.assertEqual(
+            self.pool.requests, [("files", "resources/read", {"uri": "file:///a.txt"}, "cli")]
+        )
+
+    def test_restart(self) -> None:
+        """POST /v1/servers/N/restart restarts it and shows its state after."""
+        answer = self.harness.post("/v1/servers/files/restart")
+        self.assertEqual(self.pool.restarted, ["files"])
+        self.assertEqual(answer.json["server"]["name"], "files")
+        self.assertEqual(answer.json["server"]["state"], "configured")
+
+    def test_restart_unknown(self) -> None:
+        """Restarting an unknown server is a 404."""
+        answer = self.harness.post("/v1/servers/nope/restart")
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (404, "unknown_server"))
+
+    def test_reload(self) -> None:
+        """POST /v1/reload reads the config anew, hands it to the pool, and reports."""
+        new = servers_config("files", "git")
+        self.harness.read = new
+        answer = self.harness.post("/v1/reload")
+        self.assertEqual(
+            answer.json,
+            {"removed": ["search"], "added": ["git"], "changed": [], "unchanged": ["files"]},
+        )
+        self.assertEqual(self.pool.reloaded, [new])
+        self.assertIs(self.harness.http.servers, new)
+
+    def test_reload_bad_config(self) -> None:
+        """A config file that does not read is a 400 saying what is wrong; nothing changes."""
+
+        def broken() -> Any:
+            raise SettingsError("config.json: server 'x': no command or url")
+
+        self.harness.http.read_servers = broken
+        answer = self.harness.post("/v1/reload")
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
+        self.assertIn("no command or url", answer.json["error"]["message"])
+        self.assertEqual(self.pool.reloaded, [])
+
+
+class CompleteTests(SynchronousTestCase):
+    """Completion goes to servers that declare it; otherwise the cache answers."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+        self.pool = self.harness.pool
+
+    def complete(self, body: dict[str, Any]) -> Answer:
+        answer = self.harness.post("/v1/complete", body)
+        if answer.code == 200:
+            conforms(self, BY_NAME["complete"].output_schema, answer.json)
+        return answer
+
+    def test_forwarded(self) -> None:
+        """A server that declared completions gets completion/complete, context included."""
+        ref = {"type": "ref/prompt", "name": "q"}
+        body = {
+            "server": "search",
+            "ref": ref,
+            "argument": {"name": "lang", "value": "py"},
+            "context": {"arguments": {"site": "docs"}},
+        }
+        answer = self.complete(body)
+        self.assertEqual(answer.json["source"], "upstream")
+        self.assertEqual(answer.json["completion"]["values"], ["python", "pytest"])
+        self.assertNotIn("reason", answer.json)
+        self.assertEqual(
+            self.pool.requests,
+            [
+                (
+                    "search",
+                    "completion/complete",
+                    {
+                        "ref": ref,
+                        "argument": {"name": "lang", "value": "py"},
+                        "context": {"arguments": {"site": "docs"}},
+                    },
+                    "cli",
+                )
+            ],
+        )
+
+    def test_prompt_from_cache(self) -> None:
+        """Without completions, a prompt's argument names come from the cache, with why."""
+        body = {
+            "server": "files",
+            "ref": {"type": "ref/prompt", "name": "review"},
+            "argument": {"name": "style", "value": ""},
+        }
+        answer = self.complete(body)
+        self.assertEqual(answer.json["source"], "cache")
+        self.assertEqual(answer.json["completion"]["values"], ["path", "style"])
+        self.assertIn("did not declare completions", answer.json["reason"])
+        self.assertEqual(self.pool.requests, [])
+
+    def test_template_from_cache(self) -> None:
+        """Without completions, a resource template's variables come from the cache."""
+        body = {
+            "server": "files",
+            "ref": {"type": "ref/resource", "uri": "file:///{+path}{?rev}"},
+            "argument": {"name": "path", "value": "sr"},
+        }
+        answer = self.complete(body)
+        self.assertEqual(answer.json["source"], "cache")
+        self.assertEqual(answer.json["completion"]["values"], ["path", "rev"])
+
+    def test_unknown_prompt(self) -> None:
+        """An unknown prompt is a 404 suggesting the closest."""
+        body = {
+            "server": "files",
+            "ref": {"type": "ref/prompt", "name": "reveiw"},
+            "argument": {"name": "path", "value": ""},
+        }
+        answer = self.complete(body)
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (404, "unknown_prompt"))
+        self.assertIn("'review'", answer.json["error"]["message"])
+
+    def test_unknown_argument(self) -> None:
+        """An argument the prompt does not have is a 400 naming argument.name."""
+        body = {
+            "server": "files",
+            "ref": {"type": "ref/prompt", "name": "review"},
+            "argument": {"name": "colour", "value": ""},
+        }
+        answer = self.complete(body)
+        self.assertEqual(answer.code, 400)
+        self.assertEqual(answer.json["error"]["field"], "argument.name")
+        self.assertIn("path, style", answer.json["error"]["message"])
+
+
+class ErrorTests(SynchronousTestCase):
+    """Errors: a stable code, a message saying what to do, the right status."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+        self.pool = self.harness.pool
+
+    def error(self, answer: Answer, status: int, code: str) -> dict[str, Any]:
+        self.assertEqual(answer.code, status, answer.body)
+        self.assertEqual(answer.header("content-type"), "application/json")
+        conforms(self, ERROR_SCHEMA, answer.json)
+        self.assertEqual(answer.json["error"]["code"], code)
+        found: dict[str, Any] = answer.json["error"]
+        return found
+
+    def test_missing_field(self) -> None:
+        """A body without a required field is a 400 naming it; nothing is called."""
+        error = self.error(self.harness.post("/v1/call", {"server": "files"}), 400, "invalid_input")
+        self.assertEqual(error["field"], "tool")
+        self.assertIn("tool", error["message"])
+        self.assertEqual(self.pool.calls, [])
+
+    def test_bad_type(self) -> None:
+        """A field of the wrong type is a 400 naming it."""
+        body = {"server": "files", "tool": "t", "arguments": [1]}
+        error = self.error(self.harness.post("/v1/call", body), 400, "invalid_input")
+        self.assertEqual(error["field"], "arguments")
+
+    def test_not_json(self) -> None:
+        """A body that is not JSON is a 400 invalid_json."""
+        answer = self.harness.send("POST", "/v1/call", raw=b"{server: files")
+        self.assertIn("JSON", self.error(answer, 400, "invalid_json")["message"])
+
+    def test_not_an_object(self) -> None:
+        """A JSON body that is not an object is a 400."""
+        self.error(self.harness.post("/v1/call", ["files"]), 400, "invalid_input")
+
+    def test_too_large(self) -> None:
+        """A body over transport.maxMessageSize is a 413."""
+        harness = Harness(settings=default_settings(**{"transport.maxMessageSize": "1024"}))
+        body = {"server": "files", "tool": "t", "arguments": {"x": "a" * 2000}}
+        self.error(harness.post("/v1/call", body), 413, "body_too_large")
+
+    def test_unknown_server(self) -> None:
+        """Calling an unknown server is a 404 listing the configured ones."""
+        error = self.error(
+            self.harness.post("/v1/call", {"server": "nope", "tool": "t"}), 404, "unknown_server"
+        )
+        self.assertIn("files, search", error["message"])
+
+    def test_upstream_rpc_error(self) -> None:
+        """An upstream JSON-RPC error is a 502 carrying the error under rpc."""
+        self.pool.servers["files"].answers["tools/call"] = RpcError(
+            -32602, "Unknown tool: x", {"name": "x"}
+        )
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "x"})
+        error = self.error(answer, 502, "upstream_error")
+        self.assertEqual(
+            error["rpc"], {"code": -32602, "message": "Unknown tool: x", "data": {"name": "x"}}
+        )
+
+    def test_unavailable(self) -> None:
+        """An unavailable server is a 503 with retry_in and a Retry-After header."""
+        self.pool.servers["files"].failure = unavailable("files", retry_in=4.2)
+        self.pool.servers["files"].state = ServerState.FAILED
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "t"})
+        error = self.error(answer, 503, "server_unavailable")
+        self.assertEqual(error["retry_in"], 4.2)
+        self.assertEqual(answer.header("retry-after"), "4")
+
+    def test_timeout(self) -> None:
+        """A call the server did not answer in time is a 504."""
+        self.pool.servers["files"].answers["tools/call"] = CallTimedOut("files", "slow", 2.0)
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "slow"})
+        self.assertIn("2s", self.error(answer, 504, "call_timeout")["message"])
+
+    def test_unexpected(self) -> None:
+        """A bug is a 500 whose message points at the log, where the traceback is."""
+        self.pool.servers["files"].answers["tools/call"] = ZeroDivisionError("oops")
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "t"})
+        self.assertIn("log", self.error(answer, 500, "internal_error")["message"])
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+
+    def test_no_pool(self) -> None:
+        """Without a pool every pool route is a 503, and /health still answers."""
+        harness = Harness(with_pool=False)
+        self.error(harness.get("/v1/servers"), 503, "pool_unavailable")
+        self.error(harness.post("/v1/call", {"server": "a", "tool": "b"}), 503, "pool_unavailable")
+        self.assertEqual(harness.get("/health").code, 200)
+
+    def test_no_settings(self) -> None:
+        """A daemon built without settings says so on the settings routes."""
+        harness = Harness()
+        harness.http.settings = None
+        self.error(harness.get("/v1/settings"), 503, "settings_unavailable")
+        self.error(harness.get("/v1/protocol"), 503, "settings_unavailable")
+
+    def test_wrong_method(self) -> None:
+        """GET on a POST route is a JSON 405."""
+        self.error(self.harness.get("/v1/call"), 405, "method_not_allowed")
+
+    def test_unknown_route(self) -> None:
+        """A path under /v1 that nothing serves is a JSON 404."""
+        self.error(self.harness.get("/v1/nothing"), 404, "not_found")
+
+
+class TaskTests(SynchronousTestCase):
+    """C{"task": true}: answered at once, collected later."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+        self.pool = self.harness.pool
+        self.pool.hold = True
+        self.task_op = BY_NAME["get_task"]
+
+    def start_task(self) -> str:
+        body = {"server": "files", "tool": "read_file", "arguments": {"p": 1}, "task": True}
+        answer = self.harness.post("/v1/call", body)
+        self.assertEqual(answer.code, 202)
+        conforms(self, BY_NAME["call_tool"].accepted_schema, answer.json)
+        task_id: str = answer.json["task"]["id"]
+        self.assertEqual(answer.json["task"]["status"], "working")
+        self.assertEqual(answer.header("location"), f"/v1/tasks/{task_id}")
+        return task_id
+
+    def task(self, task_id: str) -> Answer:
+        answer = self.harness.get(f"/v1/tasks/{task_id}")
+        if answer.code == 200:
+            conforms(self, self.task_op.output_schema, answer.json)
+        return answer
+
+    def test_completed(self) -> None:
+        """A task is working until the call answers, then completed with the result."""
+        task_id = self.start_task()
+        self.assertEqual(self.task(task_id).json, {"id": task_id, "status": "working"})
+        self.pool.held[0].result.callback({"content": [], "isError": False})
+        self.assertEqual(
+            self.task(task_id).json,
+            {"id": task_id, "status": "completed", "result": {"content": [], "isError": False}},
+        )
+
+    def test_failed(self) -> None:
+        """A call that fails makes a failed task carrying the API error."""
+        task_id = self.start_task()
+        self.pool.held[0].result.errback(RpcError(-32603, "disk full"))
+        body = self.task(task_id).json
+        self.assertEqual(body["status"], "failed")
+        self.assertEqual(body["error"]["code"], "upstream_error")
+        self.assertEqual(body["error"]["rpc"], {"code": -32603, "message": "disk full"})
+
+    def test_kept_for_the_ttl(self) -> None:
+        """A finished task is kept proto.askTTL seconds, then forgotten (404)."""
+        ttl = self.harness.http.tasks.ttl
+        self.assertEqual(ttl, 900.0)
+        task_id = self.start_task()
+        self.harness.clock.advance(ttl * 2)
+        self.assertEqual(self.task(task_id).json["status"], "working")
+        self.pool.held[0].result.callback({"content": []})
+        self.harness.clock.advance(ttl - 1)
+        self.assertEqual(self.task(task_id).json["status"], "completed")
+        self.harness.clock.advance(1)
+        answer = self.task(task_id)
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (404, "unknown_task"))
+
+    def test_unknown(self) -> None:
+        """A task id never given out is a 404."""
+        answer = self.task("nope")
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (404, "unknown_task"))
+
+    def test_not_with_progress(self) -> None:
+        """A task cannot stream progress: asking for both is a 400 naming progress."""
+        body = {"server": "files", "tool": "t", "task": True, "progress": True}
+        answer = self.harness.post("/v1/call", body)
+        self.assertEqual(answer.code, 400)
+        self.assertEqual(answer.json["error"]["field"], "progress")
+        self.assertEqual(self.pool.calls, [])
+
+    def test_survives_the_caller(self) -> None:
+        """The task runs on after the request that started it has been answered."""
+        task_id = self.start_task()
+        self.assertEqual(len(self.pool.held), 1)
+        self.assertFalse(self.pool.held[0].result.called)
+        self.pool.held[0].result.callback({"content": []})
+        self.assertEqual(self.task(task_id).json["status"], "completed")
+
+    def test_too_many(self) -> None:
+        """Beyond the store's limit, a task is refused with a 503."""
+        self.harness.http.tasks.limit = 1
+        self.start_task()
+        body = {"server": "files", "tool": "t", "task": True}
+        answer = self.harness.post("/v1/call", body)
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (503, "too_many_tasks"))
+
+
+class TaskStoreTests(SynchronousTestCase):
+    def test_close_cancels(self) -> None:
+        """Closing the store cancels running work and forgets every task and its timer."""
+        clock = Clock()
+        store = TaskStore(clock, ttl=10)
+        running: Deferred[Any] = Deferred()
+        described: list[Failure] = []
+
+        def describe(failure: Failure) -> dict[str, Any]:
+            described.append(failure)
+            return {"code": "cancelled", "message": ""}
+
+        working = store.start(lambda: succeed_later(running), describe)
+        finished = store.start(succeed_now, describe)
+        self.assertEqual(finished.status, TaskStatus.COMPLETED)
+        self.assertEqual(len(clock.getDelayedCalls()), 1)
+        store.close()
+        self.assertEqual([f.type for f in described], [CancelledError])
+        self.assertIsNone(store.get(working.id))
+        self.assertIsNone(store.get(finished.id))
+        self.assertEqual(clock.getDelayedCalls(), [])
+        self.assertEqual(len(store), 0)
+
+    def test_limit(self) -> None:
+        """The store refuses a task beyond its limit."""
+        store = TaskStore(Clock(), limit=1)
+        store.start(succeed_now, lambda f: {})
+        self.assertRaises(TooManyTasks, store.start, succeed_now, lambda f: {})
+
+
+async def succeed_later(waiting: Deferred[Any]) -> Any:
+    return await waiting
+
+
+async def succeed_now() -> Any:
+    return {"content": []}
+
+
+class ProgressTests(SynchronousTestCase):
+    """C{"progress": true}: NDJSON progress lines, then the outcome line."""
+
+    def setUp(self) -> None:
+        self.harness = Harness()
+        self.pool = self.harness.pool
+        self.pool.hold = True
+        self.line_schema = BY_NAME["call_tool"].progress_schema
+
+    def lines(self, answer: Answer) -> list[Any]:
+        self.assertEqual(answer.code, 200)
+        self.assertEqual(answer.header("content-type"), "application/x-ndjson")
+        self.assertTrue(answer.body.endswith(b"\n"))
+        lines = [json.loads(line) for line in answer.body.splitlines()]
+        for line in lines:
+            conforms(self, self.line_schema, line)
+        return lines
+
+    def test_progress_then_result(self) -> None:
+        """Each progress notification is a line (without the pool's token); the result last."""
+        body = {"server": "files", "tool": "read_file", "progress": True}
+        started = self.harness.start("POST", "/v1/call", body)
+        self.harness.stub.flush()
+        self.assertNoResult(started)
+        held = self.pool.held[0]
+        assert held.on_progress is not None
+        held.on_progress({"progressToken": "mcpx-1", "progress": 1, "total": 3})
+        held.on_progress({"progress": 2, "total": 3, "message": "halfway"})
+        self.harness.stub.flush()
+        # The answer has begun before the call is over: the lines are streamed.
+        self.assertTrue(started.called)
+        held.result.callback({"content": [{"type": "text", "text": "done"}]})
+        self.assertEqual(
+            self.lines(self.harness.finish(started)),
+            [
+                {"progress": {"progress": 1, "total": 3}},
+                {"progress": {"progress": 2, "total": 3, "message": "halfway"}},
+                {"result": {"content": [{"type": "text", "text": "done"}]}},
+            ],
+        )
+
+    def test_error_is_the_last_line(self) -> None:
+        """Once streaming, a failure is the last line, carrying the API error."""
+        body = {"server": "files", "tool": "slow", "progress": True}
+        started = self.harness.start("POST", "/v1/call", body)
+        self.harness.stub.flush()
+        self.pool.held[0].result.errback(CallTimedOut("files", "slow", 5.0))
+        lines = self.lines(self.harness.finish(started))
+        self.assertEqual(len(lines), 1)
+        self.assertEqual(lines[0]["error"]["code"], "call_timeout")
+
+    def test_no_progress_without_asking(self) -> None:
+        """A plain call gives the pool no progress sink."""
+        started = self.harness.start("POST", "/v1/call", {"server": "files", "tool": "t"})
+        self.harness.stub.flush()
+        self.assertIsNone(self.pool.held[0].on_progress)
+        self.pool.held[0].result.callback({"content": []})
+        self.assertEqual(self.harness.finish(started).json, {"content": []})
+
+    def test_bad_input_is_plain_json(self) -> None:
+        """Input refused before streaming is an ordinary JSON 400."""
+        answer = self.harness.post("/v1/call", {"server": "files", "progress": True})
+        self.assertEqual(answer.code, 400)
+        self.assertEqual(answer.header("content-type"), "application/json")
+
+
+class FakePoolTests(SynchronousTestCase):
+    def test_default_servers_are_fresh(self) -> None:
+        """Each fake pool gets its own servers, so tests cannot leak into each other."""
+        first, second = FakePool(default_servers()), FakePool(default_servers())
+        first.servers["files"].tools.clear()
+        self.assertEqual(len(second.servers["files"].tools), 2)

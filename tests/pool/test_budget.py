@@ -1,0 +1,172 @@
+"""
+The timeout rules: the per-call clamp, a call inside a script run, the table of bounds
+kept true to the settings, and the pausable deadline.
+"""
+
+from __future__ import annotations
+
+import math
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.pool import budget
+from mcpx.pool.budget import (
+    BOUNDS,
+    QUESTION_TTL,
+    Deadline,
+    call_timeout_in_run,
+    effective_call_timeout,
+)
+from mcpx.settings.declarations import BY_NAME
+
+
+class EffectiveCallTimeoutTests(SynchronousTestCase):
+    def test_configured_by_default(self) -> None:
+        """A call that asks for nothing gets pool.callTimeout."""
+        self.assertEqual(effective_call_timeout(60.0, None), 60.0)
+
+    def test_shorter_honoured(self) -> None:
+        """A call may lower its own bound."""
+        self.assertEqual(effective_call_timeout(60.0, 5.0), 5.0)
+        self.assertEqual(effective_call_timeout(60.0, 0.25), 0.25)
+
+    def test_longer_clamped(self) -> None:
+        """A call asking for more than pool.callTimeout gets pool.callTimeout."""
+        self.assertEqual(effective_call_timeout(60.0, 600.0), 60.0)
+        self.assertEqual(effective_call_timeout(60.0, 60.0), 60.0)
+
+    def test_integers_accepted(self) -> None:
+        """Whole seconds work as well as fractions, and come back as floats."""
+        result = effective_call_timeout(30, 10)
+        self.assertEqual((result, type(result)), (10.0, float))
+
+    def test_nonsense_requests_refused(self) -> None:
+        """A requested bound that is not a positive, finite number of seconds is an error."""
+        for requested in (0, 0.0, -1.0, math.nan, math.inf, True):
+            with self.assertRaises(ValueError, msg=repr(requested)) as raised:
+                effective_call_timeout(60.0, requested)
+            self.assertIn("a call timeout", str(raised.exception))
+
+    def test_nonsense_configuration_refused(self) -> None:
+        """A configured bound that bounds nothing is an error naming the setting."""
+        for configured in (0.0, -5.0, math.inf):
+            with self.assertRaises(ValueError) as raised:
+                effective_call_timeout(configured, None)
+            self.assertIn("pool.callTimeout", str(raised.exception))
+
+
+class CallTimeoutInRunTests(SynchronousTestCase):
+    def test_outside_a_run(self) -> None:
+        """A call outside any script run is bounded by its own timeout alone."""
+        self.assertEqual(call_timeout_in_run(60.0, 5.0, None), 5.0)
+
+    def test_run_tighter(self) -> None:
+        """Near the end of a run, what is left of exec.timeout bounds the call."""
+        self.assertEqual(call_timeout_in_run(60.0, None, 12.5), 12.5)
+
+    def test_call_tighter(self) -> None:
+        """Early in a run, the call's own bound is the tighter one."""
+        self.assertEqual(call_timeout_in_run(60.0, 20.0, 100.0), 20.0)
+        self.assertEqual(call_timeout_in_run(60.0, 600.0, 100.0), 60.0)
+
+    def test_run_over(self) -> None:
+        """A run with no time left gives its calls none."""
+        self.assertEqual(call_timeout_in_run(60.0, None, -3.0), 0.0)
+
+
+class TableTests(SynchronousTestCase):
+    def test_defaults_match_settings(self) -> None:
+        """Each bound that is a user setting states that setting's real default."""
+        for bound in BOUNDS:
+            if bound.setting in BY_NAME:
+                self.assertEqual(bound.default, BY_NAME[bound.setting].default, bound.setting)
+
+    def test_question_ttl_built_in(self) -> None:
+        """A question's own deadline is 120s and not a user setting."""
+        self.assertEqual(QUESTION_TTL, 120.0)
+        self.assertNotIn("elicit.ttl", BY_NAME)
+
+    def test_every_bound_documented(self) -> None:
+        """The module's table names every bound's setting, and says which are not enforced."""
+        doc = budget.__doc__ or ""
+        for bound in BOUNDS:
+            self.assertIn(f"C{{{bound.setting}}}", doc)
+        self.assertEqual([b.name for b in BOUNDS if b.enforced], ["call"])
+        self.assertIn("not enforced yet", doc)
+
+
+class DeadlineTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.expired: list[float] = []
+
+    def deadline(self, seconds: float) -> Deadline:
+        return Deadline(self.clock, seconds, lambda: self.expired.append(self.clock.seconds()))
+
+    def test_expires(self) -> None:
+        """The deadline fires once, when its time is up."""
+        deadline = self.deadline(5)
+        self.clock.advance(4.9)
+        self.assertEqual((self.expired, deadline.expired), ([], False))
+        self.assertAlmostEqual(deadline.remaining(), 0.1)
+        self.clock.advance(0.1)
+        self.assertEqual((self.expired, deadline.expired), ([5.0], True))
+        self.assertEqual(deadline.remaining(), 0.0)
+
+    def test_cancel(self) -> None:
+        """A cancelled deadline never fires and leaves no timer."""
+        deadline = self.deadline(5)
+        deadline.cancel()
+        self.clock.advance(10)
+        self.assertEqual((self.expired, deadline.expired), ([], False))
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_pause_stops_the_clock(self) -> None:
+        """Time spent paused (a question pending) does not count."""
+        deadline = self.deadline(5)
+        self.clock.advance(2)
+        deadline.pause()
+        self.clock.advance(100)
+        self.assertEqual(self.expired, [])
+        self.assertEqual(deadline.remaining(), 3.0)
+        deadline.resume()
+        self.clock.advance(2.9)
+        self.assertEqual(self.expired, [])
+        self.clock.advance(0.1)
+        self.assertEqual(self.expired, [105.0])
+
+    def test_pauses_nest(self) -> None:
+        """With two questions pending, the clock runs again only after both are answered."""
+        deadline = self.deadline(5)
+        deadline.pause()
+        deadline.pause()
+        deadline.resume()
+        self.clock.advance(10)
+        self.assertEqual(self.expired, [])
+        deadline.resume()
+        self.clock.advance(5)
+        self.assertEqual(self.expired, [15.0])
+
+    def test_resume_without_pause(self) -> None:
+        """Resuming a deadline that is not paused is a programming error."""
+        with self.assertRaises(RuntimeError):
+            self.deadline(5).resume()
+
+    def test_no_restart_after_cancel(self) -> None:
+        """Pausing and resuming a deadline that was cancelled does not bring it back."""
+        deadline = self.deadline(5)
+        deadline.pause()
+        deadline.cancel()
+        deadline.resume()
+        self.clock.advance(10)
+        self.assertEqual(self.expired, [])
+
+    def test_no_restart_after_expiry(self) -> None:
+        """A deadline that fired stays fired through a pause and resume."""
+        deadline = self.deadline(1)
+        self.clock.advance(1)
+        deadline.pause()
+        deadline.resume()
+        self.clock.advance(10)
+        self.assertEqual(self.expired, [1.0])
