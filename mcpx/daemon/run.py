@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
 from typing import IO, Any
 
 from twisted.internet.defer import Deferred, FirstError, gatherResults
@@ -30,6 +33,14 @@ def describe_port(port: IListeningPort) -> str:
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
     return f"unix socket {name}"
+
+
+def cli_name() -> str:
+    """How the person who started the daemon can run the CLI: on PATH, or beside Python."""
+    beside = Path(sys.executable).parent / "mcpx"
+    if shutil.which("mcpx") == str(beside) or not beside.exists():
+        return "mcpx"
+    return str(beside)
 
 
 async def run_daemon(
@@ -69,10 +80,19 @@ async def run_daemon(
         where = describe_port(port)
         print(f"  listening on {where}", file=console)
         if where.startswith("http"):
-            print(f"    try: curl {where}/health", file=console)
+            print(f"    REST API:  {where}/v1   (described by {where}/openapi.json)", file=console)
+            print(f"    health:    curl {where}/health", file=console)
         else:
             print(
-                f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/health", file=console
+                f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/v1/servers",
+                file=console,
             )
+    servers = sorted(config.servers.servers) if config.servers is not None else []
+    if servers:
+        print(f"  upstream servers: {', '.join(servers)} (started on first use)", file=console)
+        cli = cli_name()
+        print(
+            f"  try: {cli} tools   |   {cli} call {servers[0]} <tool> key=value ...", file=console
+        )
     console.flush()
     await Deferred()
