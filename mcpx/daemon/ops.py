@@ -885,6 +885,7 @@ OPS: tuple[Op, ...] = (
         handler=get_task,
         tag="tools",
         errors=(404,),
+        gateway=False,
     ),
     Op(
         name="get_prompt",
@@ -970,6 +971,7 @@ OPS: tuple[Op, ...] = (
         output_schema=_object({"server": SERVER_STATUS}, ["server"]),
         handler=restart_server,
         errors=(404, 503),
+        gateway=False,
     ),
     Op(
         name="reload",
@@ -983,6 +985,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=reload,
         errors=(503,),
+        gateway=False,
     ),
     Op(
         name="get_settings",
@@ -1004,6 +1007,7 @@ OPS: tuple[Op, ...] = (
         handler=get_settings,
         tag="daemon",
         errors=(503,),
+        gateway=False,
     ),
     Op(
         name="get_protocol",
@@ -1024,6 +1028,7 @@ OPS: tuple[Op, ...] = (
         handler=get_protocol,
         tag="daemon",
         errors=(503,),
+        gateway=False,
     ),
     Op(
         name="health",

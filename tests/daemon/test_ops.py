@@ -99,8 +99,22 @@ class TableTests(SynchronousTestCase):
         self.assertEqual(klein_path("/v1/servers"), "/v1/servers")
 
     def test_gateway_tools(self) -> None:
-        """The HTTP-only operations (health, events, the document) are not gateway tools."""
-        self.assertEqual({op.name for op in OPS if not op.gateway}, {"health", "events", "openapi"})
+        """
+        Hosts get the calling and discovery operations as tools; administration (restart,
+        reload, settings), tasks and the HTTP-only routes stay on the CLI and /v1.
+        """
+        self.assertEqual(
+            {op.name for op in OPS if op.gateway},
+            {
+                "list_servers",
+                "list_tools",
+                "describe_tool",
+                "call_tool",
+                "get_prompt",
+                "read_resource",
+                "complete",
+            },
+        )
 
 
 class CheckTests(SynchronousTestCase):

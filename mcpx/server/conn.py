@@ -1,0 +1,100 @@
+# -*- test-case-name: tests.server.test_dispatch -*-
+"""
+One connection from a host to mcpx as an MCP server, and what one request on it carries.
+
+A L{Conn} is made by a transport (L{mcpx.server.dispatch.McpServer.open}) for each stdio
+stream, each legacy Streamable HTTP session, each sessionless legacy POST and each
+2026-07-28 HTTP request.  It holds what a legacy handshake agreed (the revision, the
+client's capabilities and identity) and how mcpx can reach the client outside a
+response: L{Conn.push} for notifications, L{Conn.ask} for requests.
+
+A 2026-07-28 request agrees on nothing with the connection: it restates everything in
+its C{_meta}, read into a L{Context} for that request alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeAlias
+
+from attrs import define, field, frozen
+from twisted.internet.defer import Deferred
+
+from mcpx.spec.revision import UNDECLARED, Revision
+
+Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
+Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
+
+#: The transports a connection may come from.
+STDIO: Final = "stdio"
+HTTP_SESSION: Final = "http-session"
+HTTP_POST: Final = "http-post"
+HTTP_MODERN: Final = "http-modern"
+TRANSPORTS: Final = frozenset((STDIO, HTTP_SESSION, HTTP_POST, HTTP_MODERN))
+
+
+@define(eq=False)
+class Conn:
+    """
+    One connection.
+
+    @ivar transport: one of L{TRANSPORTS}.
+    @ivar identity: who is at the other end when the client names nobody (the host
+        process on stdio, the C{Mcp-Session-Id} of a legacy HTTP session); see
+        C{spec/identity.md}.
+    @ivar revision: the legacy revision agreed by C{initialize}, or C{None} before one.
+    @ivar default_revision: the revision of a request when nothing was declared:
+        2024-11-05, or 2025-03-26 for a Streamable HTTP request without a header.
+    @ivar client_capabilities: what C{initialize} declared.
+    @ivar client_info: the C{clientInfo} of C{initialize}.
+    @ivar initialized: the client sent C{notifications/initialized}.
+    @ivar log_level: set by C{logging/setLevel}, or C{None}.
+    @ivar push: sends the client a notification, where the connection can.
+    @ivar ask: sends the client a request (legacy only), where the connection can.
+    """
+
+    transport: str
+    identity: str
+    push: Push | None = None
+    ask: Ask | None = None
+    default_revision: Revision = UNDECLARED
+    revision: Revision | None = None
+    client_capabilities: Mapping[str, Any] = field(factory=dict)
+    client_info: Mapping[str, Any] | None = None
+    initialized: bool = False
+    log_level: str | None = None
+    closed: bool = False
+    #: The resources this connection subscribed to: (server, caller identity, upstream URI).
+    subscriptions: set[tuple[str, str, str]] = field(factory=set)
+
+    def __attrs_post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(
+                f"unknown transport {self.transport!r}; one of {', '.join(sorted(TRANSPORTS))}"
+            )
+
+    @property
+    def can_push(self) -> bool:
+        """Whether mcpx can send this client a notification outside a response."""
+        return self.push is not None and not self.closed
+
+
+@frozen
+class Context:
+    """
+    What one request is served with.
+
+    @ivar revision: the revision its answer is spelled for.
+    @ivar identity: the caller, for C{client}-scoped upstream servers.
+    @ivar capabilities: the client's capabilities in force for this request.
+    @ivar modern: whether it came with 2026-07-28 C{_meta} (stateless).
+    @ivar progress_token: the C{_meta.progressToken} it asked progress for.
+    @ivar log_level: the level of log messages it asked for, or C{None}.
+    """
+
+    revision: Revision
+    identity: str
+    capabilities: Mapping[str, Any]
+    modern: bool
+    progress_token: str | int | None = None
+    log_level: str | None = None

@@ -1,0 +1,641 @@
+# -*- test-case-name: tests.server.test_dispatch -*-
+"""
+mcpx as an MCP server, whatever the transport: one request in, one result out,
+spelled for the revision the request is served in.
+
+Which revision a request is served in
+=====================================
+
+  - A request whose C{_meta} names C{io.modelcontextprotocol/protocolVersion} says so
+    itself.  2026-07-28 is served statelessly: its C{_meta} must also hold
+    C{clientCapabilities}, and nothing the connection agreed earlier applies.  A
+    version mcpx does not speak is C{-32022} with C{data.supported} and
+    C{data.requested}.
+  - A request that looks modern (on a 2026-07-28 HTTP request, or with other
+    C{io.modelcontextprotocol/} keys in its C{_meta}) without naming a version is
+    C{-32602}.
+  - Any other request is legacy: the revision its connection's C{initialize} agreed,
+    or, when nothing was agreed, the connection's default (2024-11-05, or 2025-03-26
+    for a Streamable HTTP request without a version header).
+
+A method the revision in force removed is C{-32601}; a method mcpx implements that
+only a newer revision defines is answered all the same (C{server/discover} from a
+legacy client), though never declared to it.
+
+Spelling
+========
+
+Every result is built in the newest shape and spelled once, on the way out: through
+L{mcpx.spec.downgrade.downgrade} for a legacy revision, through
+L{mcpx.spec.downgrade.envelope} for 2026-07-28.
+
+Identity
+========
+
+The caller a request counts as (the scope of a C{client}-scoped upstream server) is
+C{_meta["dev.mcpx/session"]} when the client names one; otherwise the connection's
+identity for a legacy request, and a scope of its own for each 2026-07-28 request
+(see C{spec/identity.md}).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx._version import __version__
+from mcpx.daemon.ops import OpHost
+from mcpx.server import uris
+from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
+from mcpx.server.surface import PAGE_SIZE, Surface, UnknownName, paginate
+from mcpx.spec.downgrade import downgrade, envelope
+from mcpx.spec.matrix import capability_in, field_in, removed_for
+from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Notification, Request
+
+log = Logger()
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+#: The key in which a client names the session it belongs to (spec/identity.md).
+SESSION_KEY: Final = "dev.mcpx/session"
+
+_MODERN_KEYS: Final = (
+    PROTOCOL_VERSION_KEY,
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    LOG_LEVEL_KEY,
+)
+
+#: Every revision mcpx speaks, newest first, as C{supportedVersions} and C{data.supported}.
+SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(rev.value for rev in NEWEST_FIRST)
+
+#: The levels of C{logging/setLevel} (RFC 5424 severities, as every revision names them).
+LOG_LEVELS: Final = frozenset(
+    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+)
+
+SERVER_NAME: Final = "mcpx"
+
+INSTRUCTIONS: Final = (
+    "mcpx is a gateway to several MCP servers. mcpx_servers lists them, mcpx_tools finds "
+    "their tools (search takes words), mcpx_describe shows one tool's input schema, and "
+    "mcpx_call calls it: pass server, tool and arguments. Their prompts are named "
+    "<server>_<prompt>; their resources are mcpx://<server>/<uri>."
+)
+
+#: The shortest interval between two progress reports relayed for one call, in seconds;
+#: the final report (progress reaching total) is always sent.
+PROGRESS_MIN_INTERVAL: Final = 0.02
+
+_Method = Callable[[Conn, Context, dict[str, Any]], Awaitable[Mapping[str, Any]]]
+
+_LISTS: Final[Mapping[str, str]] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+
+_MISSING: Final[Any] = object()
+
+
+def _params(request: Request) -> dict[str, Any]:
+    params = request.params
+    if params is None:
+        return {}
+    if type(params) is not dict:
+        raise RpcError.invalid_params("params must be an object")
+    return params
+
+
+def _token(meta: Mapping[str, Any] | None) -> str | int | None:
+    if meta is None:
+        return None
+    token = meta.get("progressToken")
+    return token if type(token) is str or type(token) is int else None
+
+
+class McpServer:
+    """
+    The one MCP server implementation behind every transport.
+
+    @ivar host: the daemon's parts (pool, settings, events).
+    @ivar surface: what the server offers (L{Surface}).
+    """
+
+    def __init__(
+        self,
+        host: OpHost,
+        clock: IReactorTime,
+        *,
+        instructions: str = INSTRUCTIONS,
+        version: str = __version__,
+        surface: Surface | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> None:
+        self.host = host
+        self.clock = clock
+        self.instructions = instructions
+        self.version = version
+        self.surface = surface if surface is not None else Surface(host)
+        self.page_size = page_size
+        self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
+        settings = host.settings
+        self._list_max_age = 60.0
+        self._read_max_age = 0.0
+        if settings is not None:
+            self._list_max_age = settings.duration("protoMessages.listMaxAge")
+            self._read_max_age = settings.duration("protoMessages.readMaxAge")
+        self._request_scopes = itertools.count(1)
+        #: Who watches each upstream resource: (server, identity, uri) to connections.
+        self._watchers: dict[tuple[str, str, str], set[Conn]] = {}
+        self._methods: dict[str, _Method] = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
+            "logging/setLevel": self._set_level,
+            "completion/complete": self._complete,
+        }
+
+    # Connections
+
+    def open(
+        self,
+        transport: str,
+        identity: str,
+        *,
+        push: Push | None = None,
+        ask: Ask | None = None,
+        default_revision: Revision | None = None,
+    ) -> Conn:
+        """
+        A new connection.
+
+        @param transport: C{"stdio"}, C{"http-session"}, C{"http-post"} or C{"http-modern"}.
+        @param identity: who is at the other end (spec/identity.md).
+        @param push: sends the client a notification; C{None} where the connection cannot.
+        @param ask: sends the client a request (legacy), where the connection can.
+        @param default_revision: the revision of a request that declared nothing
+            (2024-11-05 unless given; 2025-03-26 for a headerless HTTP request).
+        """
+        conn = Conn(transport, identity, push=push, ask=ask)
+        if default_revision is not None:
+            conn.default_revision = default_revision
+        return conn
+
+    def close(self, conn: Conn) -> None:
+        """The connection ended: its subscriptions are released."""
+        conn.closed = True
+        for key in tuple(conn.subscriptions):
+            self._unwatch(conn, key)
+
+    # Revisions
+
+    def revision_of(self, conn: Conn, request: Request) -> Revision:
+        """
+        The revision C{request} is served in, as far as its envelope tells (for a
+        transport choosing statuses): 2026-07-28 for anything that looks modern, even
+        when its C{_meta} is incomplete.
+        """
+        params = request.params if type(request.params) is dict else {}
+        meta = params.get("_meta")
+        if type(meta) is dict:
+            named = Revision.find(meta.get(PROTOCOL_VERSION_KEY))
+            if named is not None and not named.is_modern:
+                return conn.revision or named
+            if named is not None or any(key in meta for key in _MODERN_KEYS):
+                return NEWEST
+        if conn.transport == HTTP_MODERN:
+            return NEWEST
+        return conn.revision or conn.default_revision
+
+    def context(self, conn: Conn, request: Request) -> Context:
+        """
+        What C{request} is served with.
+
+        @raise RpcError: -32602 for a modern request without a usable C{_meta};
+            -32022 for a protocol version mcpx does not speak.
+        """
+        params = _params(request)
+        raw_meta = params.get("_meta", _MISSING)
+        meta: dict[str, Any] | None = raw_meta if type(raw_meta) is dict else None
+        if raw_meta is not _MISSING and meta is None:
+            raise RpcError.invalid_params("params._meta must be an object")
+        version = meta.get(PROTOCOL_VERSION_KEY, _MISSING) if meta is not None else _MISSING
+        looks_modern = conn.transport == HTTP_MODERN or (
+            meta is not None and any(key in meta for key in _MODERN_KEYS)
+        )
+        session = meta.get(SESSION_KEY) if meta is not None else None
+        named_session = session if isinstance(session, str) and session else None
+        if version is _MISSING and not looks_modern:
+            revision = conn.revision or conn.default_revision
+            return Context(
+                revision=revision,
+                identity=named_session or conn.identity,
+                capabilities=conn.client_capabilities,
+                modern=False,
+                progress_token=_token(meta),
+                log_level=conn.log_level,
+            )
+        if meta is None:
+            raise RpcError.invalid_params(
+                f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
+                f"{CLIENT_CAPABILITIES_KEY}"
+            )
+        if version is _MISSING:
+            raise RpcError.invalid_params(f"params._meta has no {PROTOCOL_VERSION_KEY}")
+        named = Revision.find(version)
+        if named is None:
+            raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
+        if not named.is_modern:
+            # A legacy client restating its revision: the handshake still governs.
+            return Context(
+                revision=conn.revision or named,
+                identity=named_session or conn.identity,
+                capabilities=conn.client_capabilities,
+                modern=False,
+                progress_token=_token(meta),
+                log_level=conn.log_level,
+            )
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
+        if type(capabilities) is not dict:
+            raise RpcError.invalid_params(
+                f"params._meta has no {CLIENT_CAPABILITIES_KEY} object ({{}} declares none)"
+            )
+        level = meta.get(LOG_LEVEL_KEY)
+        if level is not None and level not in LOG_LEVELS:
+            raise RpcError.invalid_params(f"{LOG_LEVEL_KEY} {level!r} is not a logging level")
+        return Context(
+            revision=named,
+            identity=named_session or f"{conn.identity}/request-{next(self._request_scopes)}",
+            capabilities=capabilities,
+            modern=True,
+            progress_token=_token(meta),
+            log_level=level,
+        )
+
+    # Requests
+
+    async def handle(self, conn: Conn, request: Request) -> Any:
+        """
+        Answer one request.
+
+        @return: the result, spelled for the revision the request is served in.
+        @raise RpcError: what the client is answered with instead.
+        """
+        context = self.context(conn, request)
+        method = request.method
+        if removed_for(method, context.revision):
+            raise RpcError.method_not_found(method)
+        answer = self._methods.get(method)
+        if answer is None:
+            raise RpcError.method_not_found(method)
+        result = await answer(conn, context, _params(request))
+        if method == "initialize" and conn.revision is not None:
+            # Spelled for the revision just agreed, not the one the request came under.
+            context = _legacy(context, conn.revision)
+        return self.spell(result, method, context)
+
+    def spell(self, result: Mapping[str, Any], method: str, context: Context) -> Any:
+        """C{result}, built in the newest shape, as the request's revision spells it."""
+        if context.modern:
+            return envelope(
+                result,
+                method,
+                server_info=self.server_info,
+                list_max_age=self._list_max_age,
+                read_max_age=self._read_max_age,
+            )
+        return downgrade(result, method, context.revision)
+
+    def notification(self, conn: Conn, notification: Notification) -> None:
+        """A notification from the client (C{notifications/cancelled} is the transport's)."""
+        if notification.method == "notifications/initialized":
+            conn.initialized = True
+        else:
+            log.debug(
+                "{transport} client {identity} sent {method}; nothing to do",
+                transport=conn.transport,
+                identity=conn.identity,
+                method=notification.method,
+            )
+
+    # What mcpx declares
+
+    def capabilities(self, conn: Conn, revision: Revision, *, modern: bool) -> dict[str, Any]:
+        """
+        The server capabilities for one connection and revision.  Push-dependent ones
+        only where this connection can push; C{logging} only to legacy clients.
+        """
+        resources: dict[str, Any] = {}
+        capabilities: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": resources}
+        if (
+            not modern
+            and conn.can_push
+            and capability_in("server", "resources.subscribe", revision)
+        ):
+            resources["subscribe"] = True
+        if not modern and capability_in("server", "logging", revision):
+            capabilities["logging"] = {}
+        if capability_in("server", "completions", revision):
+            capabilities["completions"] = {}
+        return capabilities
+
+    def _implementation(self, revision: Revision) -> dict[str, Any]:
+        info = dict(self.server_info)
+        if field_in("Implementation.title", revision):
+            info["title"] = "mcpx gateway"
+        return info
+
+    # The methods
+
+    async def _initialize(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise RpcError.invalid_params("params.protocolVersion must be a string")
+        found = Revision.find(requested)
+        revision = found if found is not None and not found.is_modern else NEWEST_LEGACY
+        capabilities = params.get("capabilities")
+        conn.revision = revision
+        conn.client_capabilities = capabilities if type(capabilities) is dict else {}
+        info = params.get("clientInfo")
+        conn.client_info = info if type(info) is dict else None
+        result = {
+            "protocolVersion": revision.value,
+            "capabilities": self.capabilities(conn, revision, modern=False),
+            "serverInfo": self._implementation(revision),
+            "instructions": self.instructions,
+        }
+        return result
+
+    async def _ping(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return {}
+
+    async def _discover(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities(conn, context.revision, modern=context.modern),
+            "instructions": self.instructions,
+        }
+
+    def _page(self, method: str, items: list[Any], params: Mapping[str, Any]) -> dict[str, Any]:
+        page, following = paginate(method, items, params.get("cursor"), self.page_size)
+        result: dict[str, Any] = {_LISTS[method]: page}
+        if following is not None:
+            result["nextCursor"] = following
+        return result
+
+    async def _list_tools(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._page("tools/list", list(self.surface.tool_definitions), params)
+
+    async def _call_tool(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        relay = None
+        if context.progress_token is not None and conn.can_push:
+            relay = self._progress_relay(conn, context)
+        return await self.surface.call_tool(context, params, on_progress=relay)
+
+    def _progress_relay(self, conn: Conn, context: Context) -> Callable[[dict[str, Any]], None]:
+        """The upstream's progress, passed on to C{conn} with the client's token."""
+        assert context.progress_token is not None
+        return _ProgressRelay(
+            conn,
+            context.progress_token,
+            self.clock,
+            with_message=field_in("ProgressNotification.message", context.revision),
+        )
+
+    async def _list_prompts(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._page("prompts/list", await self.surface.prompts(context), params)
+
+    async def _get_prompt(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return await self.surface.get_prompt(context, params)
+
+    async def _list_resources(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._page("resources/list", await self.surface.resources(context), params)
+
+    async def _list_templates(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        items = await self.surface.templates(context)
+        return self._page("resources/templates/list", items, params)
+
+    async def _read_resource(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return await self.surface.read_resource(context, params)
+
+    async def _complete(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        return await self.surface.complete(context, params)
+
+    async def _set_level(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise RpcError.invalid_params(
+                f"params.level must be one of {', '.join(sorted(LOG_LEVELS))}"
+            )
+        conn.log_level = level
+        return {}
+
+    # Subscriptions
+
+    async def _subscribe(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        if not conn.can_push:
+            # Not declared to this connection: it has nowhere to receive updates.
+            raise RpcError.method_not_found("resources/subscribe")
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError.invalid_params("params.uri must be a string")
+        try:
+            server, upstream = await self.surface.resource_owner(context, uri)
+        except UnknownName:
+            self._warn(None, f"no updates will be delivered for {uri}: no server owns it")
+            return {}
+        key = (server, context.identity, upstream)
+        if key in conn.subscriptions:
+            return {}
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            pool = self.surface.pool
+            session = await self.surface._guard(pool.session(server, context.identity))
+            declaration = session.declaration
+            if declaration is not None and not declaration.declares("resources.subscribe"):
+                self._warn(
+                    server,
+                    f"no updates will be delivered for {uri}: server {server!r} does not "
+                    "offer resource subscriptions",
+                )
+                return {}
+            await self.surface._guard(
+                pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
+            )
+            watchers = self._watchers.setdefault(key, set())
+        watchers.add(conn)
+        conn.subscriptions.add(key)
+        if conn.closed:
+            self._unwatch(conn, key)
+        return {}
+
+    async def _unsubscribe(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        if not conn.can_push:
+            raise RpcError.method_not_found("resources/unsubscribe")
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError.invalid_params("params.uri must be a string")
+        try:
+            server, upstream = await self.surface.resource_owner(context, uri)
+        except UnknownName:
+            return {}
+        key = (server, context.identity, upstream)
+        if key in conn.subscriptions:
+            self._unwatch(conn, key)
+        return {}
+
+    def _unwatch(self, conn: Conn, key: tuple[str, str, str]) -> None:
+        conn.subscriptions.discard(key)
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            return
+        watchers.discard(conn)
+        if watchers:
+            return
+        del self._watchers[key]
+        pool = self.host.pool
+        if pool is None:
+            return
+        server, identity, upstream = key
+        releasing = Deferred.fromCoroutine(
+            pool.request(server, "resources/unsubscribe", {"uri": upstream}, client=identity)
+        )
+        releasing.addErrback(self._release_failed, server, upstream)
+
+    def _release_failed(self, failure: Failure, server: str, uri: str) -> None:
+        log.warn(
+            "unsubscribing from {uri} on {server} failed: {why}",
+            uri=uri,
+            server=server,
+            why=failure.getErrorMessage(),
+        )
+
+    def watching(self, server: str, uri: str) -> list[Conn]:
+        """The connections subscribed to C{uri} of C{server}, through any identity."""
+        return [
+            conn
+            for (owner, _, watched), conns in self._watchers.items()
+            if owner == server and watched == uri
+            for conn in conns
+        ]
+
+    def resource_updated(self, server: str, uri: str) -> int:
+        """
+        Tell every connection subscribed to C{uri} of C{server} that it changed (for
+        whatever hears the upstream's C{notifications/resources/updated}).
+
+        @return: how many connections were told.
+        """
+        told = 0
+        params = {"uri": uris.to_mcpx(server, uri)}
+        for conn in self.watching(server, uri):
+            if conn.push is not None and not conn.closed:
+                conn.push("notifications/resources/updated", dict(params))
+                told += 1
+        return told
+
+    def _warn(self, server: str | None, message: str) -> None:
+        log.warn("{message}", message=message)
+        self.host.events.publish("server.log", server, level="warning", data=message)
+
+
+def _legacy(context: Context, revision: Revision) -> Context:
+    return Context(
+        revision=revision,
+        identity=context.identity,
+        capabilities=context.capabilities,
+        modern=False,
+    )
+
+
+class _ProgressRelay:
+    """
+    Passes one call's progress on: never backwards, nothing once the total is
+    reached, and no more often than every L{PROGRESS_MIN_INTERVAL} except for the
+    final report.
+    """
+
+    def __init__(
+        self, conn: Conn, token: str | int, clock: IReactorTime, *, with_message: bool
+    ) -> None:
+        self._conn = conn
+        self._token = token
+        self._clock = clock
+        self._with_message = with_message
+        self._last: float | None = None
+        self._sent_at: float | None = None
+        self._finished = False
+
+    def __call__(self, given: dict[str, Any]) -> None:
+        progress = given.get("progress")
+        if type(progress) is not int and type(progress) is not float:
+            return
+        if self._finished or (self._last is not None and progress <= self._last):
+            return
+        total = given.get("total")
+        has_total = type(total) is int or type(total) is float
+        final = has_total and progress >= float(total)  # type: ignore[arg-type]
+        now = self._clock.seconds()
+        if not final and self._sent_at is not None and now - self._sent_at < PROGRESS_MIN_INTERVAL:
+            return
+        report: dict[str, Any] = {"progressToken": self._token, "progress": progress}
+        if has_total:
+            report["total"] = total
+        message = given.get("message")
+        if self._with_message and isinstance(message, str):
+            report["message"] = message
+        self._last = progress
+        self._sent_at = now
+        self._finished = final
+        conn = self._conn
+        if conn.push is not None and not conn.closed:
+            conn.push("notifications/progress", report)

@@ -1,0 +1,673 @@
+# -*- test-case-name: tests.server.test_surface -*-
+"""
+What a host sees of mcpx as a gateway: its own tools, and every upstream's prompts and
+resources under names that say which server they belong to.
+
+Tools
+=====
+
+C{mcpx_call} calls any tool of any configured server and answers with that server's
+C{CallToolResult} as it sent it (every content block, C{isError}, C{structuredContent},
+C{_meta}), resource URIs rewritten to C{mcpx://} ones.  The other tools are generated
+from the operation table (L{mcpx.daemon.ops.OPS}, the ops marked C{gateway}), so the
+CLI, C{/v1} and MCP take the same input: each answers with the operation's JSON body as
+C{structuredContent} (under the op's output schema) and as text.  The C{call_tool} op
+is the one exception: C{mcpx_call} stands for it, because its MCP answer is the
+upstream's result itself rather than the C{/v1} body.
+
+A failure of the work a tool does (an unknown server, a server that is down, a timeout,
+an upstream JSON-RPC error, arguments of the wrong shape) is an C{isError} result the
+model can read and act on; a tool name mcpx does not have is the caller's protocol
+error (C{-32602}).
+
+Prompts and resources
+=====================
+
+Prompt C{p} of server C{s} is C{s_p}; a name is routed to the longest configured server
+name it starts with, followed by C{_}.  Resources and templates use the C{mcpx://}
+names of L{mcpx.server.uris}.
+
+Every list is built in the newest shape from the pool's cached catalogues; a server
+that cannot be listed is left out with a warning (in the log and as a C{warning} event)
+rather than failing the list.  Lists are paginated with opaque cursors.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from attrs import frozen
+from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.logger import Logger
+
+from mcpx.daemon.ops import OPS, Invocation, Op, OpError, OpHost, PoolInterface, Reply, error_from
+from mcpx.pool.errors import PoolError
+from mcpx.server import uris
+from mcpx.server.conn import Context
+from mcpx.spec.matrix import error_code_in
+from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
+
+log = Logger()
+
+#: Items per page of every list.
+PAGE_SIZE: Final = 50
+
+#: The most values one completion may carry (every revision's limit).
+MAX_COMPLETION_VALUES: Final = 100
+
+CALL_TOOL: Final = "mcpx_call"
+
+#: The MCP tool name of each gateway op; an op not named here is C{mcpx_<op name>}.
+TOOL_NAMES: Final[Mapping[str, str]] = {
+    "call_tool": CALL_TOOL,
+    "list_servers": "mcpx_servers",
+    "list_tools": "mcpx_tools",
+    "describe_tool": "mcpx_describe",
+    "get_task": "mcpx_task",
+    "get_prompt": "mcpx_prompt",
+    "read_resource": "mcpx_read",
+    "complete": "mcpx_complete",
+    "restart_server": "mcpx_restart",
+    "reload": "mcpx_reload",
+    "get_settings": "mcpx_settings",
+    "get_protocol": "mcpx_protocol",
+}
+
+#: Ops whose work only reads (besides every GET).
+_READ_ONLY_POSTS: Final = frozenset(("get_prompt", "read_resource", "complete"))
+
+#: The C{_meta} keys passed upstream with a call unchanged (trace context).
+_TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
+
+#: What the C{call_tool} op takes that C{mcpx_call} does not: MCP has its own ways
+#: (C{_meta.progressToken}, and tasks where the revision has them).
+_NOT_IN_MCPX_CALL: Final = frozenset(("task", "progress"))
+
+_DESCRIPTIONS: Final[Mapping[str, str]] = {
+    "server": "The configured server to call (mcpx_servers lists them).",
+    "tool": "The tool's name on that server (mcpx_tools lists them, mcpx_describe shows "
+    "one's input schema).",
+    "arguments": "The tool's arguments, as its input schema describes them.",
+    "timeout": "Seconds to wait at most; clamped to pool.callTimeout.",
+}
+
+ProgressSink = Callable[[dict[str, Any]], None]
+
+
+@frozen
+class GatewayTool:
+    """
+    One of mcpx's own tools.
+
+    @ivar definition: the C{Tool}, in the newest shape.
+    @ivar op: the operation it runs, or C{None} for C{mcpx_call}.
+    """
+
+    name: str
+    definition: Mapping[str, Any]
+    op: Op | None
+
+
+def _mcpx_call_schema(op: Op) -> dict[str, Any]:
+    properties = {
+        name: {**schema, "description": _DESCRIPTIONS[name]} if name in _DESCRIPTIONS else schema
+        for name, schema in op.properties.items()
+        if name not in _NOT_IN_MCPX_CALL
+    }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name in op.required if name in properties],
+        "additionalProperties": False,
+    }
+
+
+def _op_tool(op: Op) -> GatewayTool:
+    name = TOOL_NAMES.get(op.name, f"mcpx_{op.name}")
+    description = op.summary + "." + (f" {op.description}" if op.description else "")
+    definition: dict[str, Any] = {"name": name, "title": op.summary, "description": description}
+    if op.name == "call_tool":
+        definition["description"] = (
+            "Call a tool of one of the configured MCP servers and get its result exactly as "
+            "the server gave it. Progress is relayed when the call asks for it."
+        )
+        definition["title"] = "Call a tool of a configured server"
+        definition["inputSchema"] = _mcpx_call_schema(op)
+        definition["annotations"] = {"openWorldHint": True}
+        return GatewayTool(name, definition, None)
+    definition["inputSchema"] = dict(op.input_schema)
+    definition["outputSchema"] = dict(op.output_schema)
+    if op.method == "GET" or op.name in _READ_ONLY_POSTS:
+        definition["annotations"] = {"readOnlyHint": True}
+    else:
+        definition["annotations"] = {"readOnlyHint": False, "destructiveHint": False}
+    return GatewayTool(name, definition, op)
+
+
+def gateway_tools(ops: Sequence[Op] = OPS) -> tuple[GatewayTool, ...]:
+    """mcpx's own tools: C{mcpx_call} first, then one per other gateway op, in table order."""
+    tools = [_op_tool(op) for op in ops if op.gateway]
+    tools.sort(key=lambda tool: tool.name != CALL_TOOL)
+    return tuple(tools)
+
+
+# -- Results carried from upstream -----------------------------------------------------------
+
+
+def _rewrite_block(server: str, block: Any) -> Any:
+    """A content block with its resource URI in C{mcpx://} form (a copy when it changes)."""
+    if type(block) is not dict:
+        return block
+    kind = block.get("type")
+    if kind == "resource_link":
+        uri = block.get("uri")
+        if isinstance(uri, str):
+            return {**block, "uri": uris.to_mcpx(server, uri)}
+    elif kind == "resource":
+        resource = block.get("resource")
+        if type(resource) is dict and isinstance(resource.get("uri"), str):
+            rewritten = {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
+            return {**block, "resource": rewritten}
+    return block
+
+
+def _needs_rewrite(block: Any) -> bool:
+    return type(block) is dict and block.get("type") in ("resource_link", "resource")
+
+
+def rewrite_call_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    An upstream C{CallToolResult} as a host may read it: the same, except for the
+    resource URIs in its content, which become C{mcpx://} URIs.  The upstream's dict is
+    returned as is when nothing needs rewriting.
+    """
+    content = result.get("content")
+    if type(content) is not list or not any(_needs_rewrite(block) for block in content):
+        return result if type(result) is dict else dict(result)
+    return {**result, "content": [_rewrite_block(server, block) for block in content]}
+
+
+def rewrite_prompt_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream C{GetPromptResult}, with the resource URIs of its messages rewritten."""
+    messages = result.get("messages")
+    if type(messages) is not list:
+        return dict(result)
+    rewritten = []
+    changed = False
+    for message in messages:
+        if type(message) is dict and _needs_rewrite(message.get("content")):
+            block = _rewrite_block(server, message["content"])
+            rewritten.append({**message, "content": block})
+            changed = True
+        else:
+            rewritten.append(message)
+    if not changed:
+        return result if type(result) is dict else dict(result)
+    return {**result, "messages": rewritten}
+
+
+def rewrite_read_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream C{ReadResourceResult}, each content's URI rewritten."""
+    contents = result.get("contents")
+    if type(contents) is not list:
+        return dict(result)
+    return {
+        **result,
+        "contents": [
+            {**item, "uri": uris.to_mcpx(server, item["uri"])}
+            if type(item) is dict and isinstance(item.get("uri"), str)
+            else item
+            for item in contents
+        ],
+    }
+
+
+def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def json_result(body: Any) -> dict[str, Any]:
+    """A tool result carrying C{body} as structured content and as its JSON text."""
+    text = json.dumps(body, ensure_ascii=False, indent=2, sort_keys=False)
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": body,
+        "isError": False,
+    }
+
+
+# -- Pagination ------------------------------------------------------------------------------
+
+
+def encode_cursor(kind: str, offset: int) -> str:
+    raw = json.dumps([kind, offset], separators=(",", ":")).encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: object) -> int:
+    """
+    The offset a cursor of L{encode_cursor} stands for.  No cursor (or an empty one)
+    is the first page.
+
+    @raise RpcError: -32602 for anything mcpx did not hand out for this list.
+    """
+    if cursor is None or cursor == "":
+        return 0
+    if not isinstance(cursor, str):
+        raise RpcError.invalid_params("Invalid cursor: a cursor is a string")
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        decoded = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, binascii.Error, UnicodeError):
+        raise RpcError.invalid_params(f"Invalid cursor: {cursor!r}") from None
+    if (
+        type(decoded) is not list
+        or len(decoded) != 2
+        or decoded[0] != kind
+        or type(decoded[1]) is not int
+        or decoded[1] < 0
+    ):
+        raise RpcError.invalid_params(f"Invalid cursor: {cursor!r}")
+    return int(decoded[1])
+
+
+def paginate(
+    kind: str, items: Sequence[Any], cursor: object, page_size: int = PAGE_SIZE
+) -> tuple[list[Any], str | None]:
+    """
+    One page of C{items} and the cursor of the next, if any.
+
+    @raise RpcError: -32602 for an invalid cursor, or one past the end of the list.
+    """
+    offset = decode_cursor(kind, cursor)
+    if offset > len(items) or (offset and offset == len(items)):
+        raise RpcError.invalid_params(f"Invalid cursor: {cursor!r} is past the end of the list")
+    end = offset + page_size
+    following = encode_cursor(kind, end) if end < len(items) else None
+    return list(items[offset:end]), following
+
+
+# -- The surface -----------------------------------------------------------------------------
+
+
+class UnknownName(Exception):
+    """A prompt name or resource URI that no configured server owns."""
+
+
+class Surface:
+    """
+    The gateway surface over the daemon's pool: lists, calls, reads and completions
+    for one request's L{Context}.
+    """
+
+    def __init__(self, host: OpHost, *, tools: Sequence[GatewayTool] | None = None) -> None:
+        self.host = host
+        self.tools: tuple[GatewayTool, ...] = tuple(tools) if tools is not None else gateway_tools()
+        self._tools = {tool.name: tool for tool in self.tools}
+        #: The tool list in the newest shape, built once: it never changes.
+        self.tool_definitions: tuple[Mapping[str, Any], ...] = tuple(
+            tool.definition for tool in self.tools
+        )
+
+    @property
+    def pool(self) -> PoolInterface:
+        pool = self.host.pool
+        if pool is None:
+            raise RpcError.internal_error(
+                "this daemon is running without its server pool, so it cannot reach servers"
+            )
+        return pool
+
+    def server_names(self) -> list[str]:
+        """The configured servers, in the configuration's order."""
+        pool = self.host.pool
+        if pool is None:
+            return []
+        return [status.name for status in pool.status()]
+
+    # Tools
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._tools
+
+    async def call_tool(
+        self,
+        context: Context,
+        params: Mapping[str, Any],
+        *,
+        on_progress: ProgressSink | None = None,
+    ) -> dict[str, Any]:
+        """
+        Run one of mcpx's tools.
+
+        @raise RpcError: -32602 for a tool mcpx does not have.
+        """
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError.invalid_params("params.name must be a string")
+        tool = self._tools.get(name)
+        if tool is None:
+            raise RpcError.invalid_params(
+                f"no tool named {name!r}; the tools are {', '.join(self._tools)}"
+            )
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if type(arguments) is not dict:
+            raise RpcError.invalid_params("params.arguments must be an object")
+        if tool.op is None:
+            meta = params.get("_meta")
+            return await self._mcpx_call(context, arguments, meta, on_progress)
+        return await self._run_op(context, tool.op, arguments)
+
+    async def _mcpx_call(
+        self,
+        context: Context,
+        arguments: Mapping[str, Any],
+        meta: object,
+        on_progress: ProgressSink | None,
+    ) -> dict[str, Any]:
+        problem = _mcpx_call_problem(arguments)
+        if problem is not None:
+            return text_result(f"{problem}; mcpx_call takes server, tool, arguments", is_error=True)
+        server: str = arguments["server"]
+        tool: str = arguments["tool"]
+        upstream_meta = None
+        if type(meta) is dict:
+            trace = {key: meta[key] for key in _TRACE_KEYS if key in meta}
+            upstream_meta = trace or None
+        try:
+            result = await self.pool.call_tool(
+                server,
+                tool,
+                arguments.get("arguments") or {},
+                client=context.identity,
+                timeout=arguments.get("timeout"),
+                meta=upstream_meta,
+                on_progress=on_progress,
+            )
+        except CancelledError:
+            raise
+        except RpcError as e:
+            return text_result(
+                f"server {server!r} answered the call of {tool!r} with JSON-RPC error "
+                f"{e.code}: {e.message}",
+                is_error=True,
+            )
+        except PoolError as e:
+            return text_result(error_from(e).message, is_error=True)
+        if type(result) is not dict:
+            raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
+        return rewrite_call_result(server, result)
+
+    async def _run_op(
+        self, context: Context, op: Op, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            op.check(arguments)
+            body = await op.handler(self.host, Invocation(arguments, client=context.identity))
+        except CancelledError:
+            raise
+        except Exception as e:
+            error = error_from(e)
+            if error.status == 500 and not isinstance(e, OpError):
+                log.failure("gateway tool {tool} failed unexpectedly", tool=op.name)
+            return text_result(error.message, is_error=True)
+        if isinstance(body, Reply):
+            body = body.body
+        return json_result(body)
+
+    # Across servers
+
+    async def _each_server(
+        self, what: str, fetch: Callable[[str], Deferred[list[dict[str, Any]]]]
+    ) -> list[tuple[str, list[dict[str, Any]]]]:
+        """C{fetch} for every server at once; a server that fails is left out, with a warning."""
+        names = self.server_names()
+
+        def failed(failure: Any, name: str) -> list[dict[str, Any]]:
+            if failure.check(CancelledError):
+                return failure  # type: ignore[no-any-return]
+            message = f"the {what} of server {name!r} were left out: {failure.getErrorMessage()}"
+            log.warn("{message}", message=message)
+            self.host.events.publish("warning", name, message=message)
+            return []
+
+        listings = [fetch(name).addErrback(failed, name) for name in names]
+        found = await gatherResults(listings, consumeErrors=True)
+        return list(zip(names, found, strict=True))
+
+    async def prompts(self, context: Context) -> list[dict[str, Any]]:
+        """Every server's prompts, as C{<server>_<prompt>}."""
+        pool = self.pool
+        listed = await self._each_server(
+            "prompts",
+            lambda name: Deferred.fromCoroutine(pool.prompts(name, client=context.identity)),
+        )
+        return [
+            {**prompt, "name": f"{server}_{prompt['name']}"}
+            for server, prompts in listed
+            for prompt in prompts
+            if type(prompt) is dict and isinstance(prompt.get("name"), str)
+        ]
+
+    async def resources(self, context: Context) -> list[dict[str, Any]]:
+        """Every server's resources, under their C{mcpx://} URIs."""
+        pool = self.pool
+        listed = await self._each_server(
+            "resources",
+            lambda name: Deferred.fromCoroutine(pool.resources(name, client=context.identity)),
+        )
+        return [
+            {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
+            for server, resources in listed
+            for resource in resources
+            if type(resource) is dict and isinstance(resource.get("uri"), str)
+        ]
+
+    async def templates(self, context: Context) -> list[dict[str, Any]]:
+        """Every server's resource templates, in C{mcpx://} form."""
+        pool = self.pool
+        listed = await self._each_server(
+            "resource templates",
+            lambda name: Deferred.fromCoroutine(pool.templates(name, client=context.identity)),
+        )
+        return [
+            {**template, "uriTemplate": uris.template_to_mcpx(server, template["uriTemplate"])}
+            for server, templates in listed
+            for template in templates
+            if type(template) is dict and isinstance(template.get("uriTemplate"), str)
+        ]
+
+    # Routing
+
+    def prompt_owner(self, name: str) -> tuple[str, str]:
+        """
+        The server and upstream name of prompt C{name} (C{<server>_<prompt>}): the
+        longest configured server name it starts with, followed by C{_}.
+
+        @raise UnknownName: when no server name fits.
+        """
+        fitting = [
+            server
+            for server in self.server_names()
+            if name.startswith(server + "_") and len(name) > len(server) + 1
+        ]
+        if not fitting:
+            raise UnknownName(name)
+        server = max(fitting, key=len)
+        return server, name[len(server) + 1 :]
+
+    async def resource_owner(self, context: Context, uri: str) -> tuple[str, str]:
+        """
+        The server and upstream URI of C{mcpx://} URI C{uri} (a listed one, or one filled
+        in from a template).
+
+        @raise UnknownName: when it names no configured server, or no template of it.
+        """
+        try:
+            parsed = uris.parse(uri)
+        except uris.NotAnMcpxUri:
+            raise UnknownName(uri) from None
+        server = self._server_named(parsed.server)
+        if not parsed.from_template:
+            upstream = parsed.upstream()
+        else:
+            templates = await self.pool.templates(server, client=context.identity)
+            upstream = parsed.upstream(_template_strings(templates))
+        if upstream is None:
+            raise UnknownName(uri)
+        return server, upstream
+
+    async def template_owner(self, context: Context, uri: str) -> tuple[str, str]:
+        """
+        The server and upstream URI (or URI template) of a completion's C{ref/resource}.
+
+        @raise UnknownName: as L{resource_owner}.
+        """
+        try:
+            parsed = uris.parse(uri)
+        except uris.NotAnMcpxUri:
+            raise UnknownName(uri) from None
+        server = self._server_named(parsed.server)
+        if not parsed.from_template:
+            return server, unquoted(parsed)
+        templates = _template_strings(await self.pool.templates(server, client=context.identity))
+        found = parsed.template(templates) or parsed.upstream(templates)
+        if found is None:
+            raise UnknownName(uri)
+        return server, found
+
+    def _server_named(self, name: str) -> str:
+        names = self.server_names()
+        if name in names:
+            return name
+        # URI libraries may lower-case what looks like a host name.
+        folded = [known for known in names if known.lower() == name.lower()]
+        if len(folded) == 1:
+            return folded[0]
+        raise UnknownName(name)
+
+    async def get_prompt(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+        """C{prompts/get} routed to the owning server, its result carried as it sent it."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError.invalid_params("params.name must be a string")
+        try:
+            server, inner = self.prompt_owner(name)
+        except UnknownName:
+            raise RpcError.invalid_params(f"no prompt named {name!r}") from None
+        forwarded: dict[str, Any] = {"name": inner}
+        if params.get("arguments") is not None:
+            forwarded["arguments"] = params["arguments"]
+        result = await self._forward(context, server, "prompts/get", forwarded)
+        return rewrite_prompt_result(server, result)
+
+    async def read_resource(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+        """C{resources/read} routed to the owning server, content URIs rewritten."""
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError.invalid_params("params.uri must be a string")
+        try:
+            server, upstream = await self.resource_owner(context, uri)
+        except UnknownName:
+            raise _not_found(uri, context) from None
+        result = await self._forward(context, server, "resources/read", {"uri": upstream})
+        return rewrite_read_result(server, result)
+
+    async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+        """
+        C{completion/complete} routed to the server that owns the prompt or template.
+        A server that did not declare completions is not asked: the answer is empty.
+        """
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if type(ref) is not dict or type(argument) is not dict:
+            raise RpcError.invalid_params("params.ref and params.argument must be objects")
+        kind = ref.get("type")
+        try:
+            if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+                server, inner = self.prompt_owner(ref["name"])
+                upstream_ref = {**ref, "name": inner}
+            elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
+                server, inner = await self.template_owner(context, ref["uri"])
+                upstream_ref = {**ref, "uri": inner}
+            else:
+                raise RpcError.invalid_params(
+                    "params.ref must be a ref/prompt with a name or a ref/resource with a uri"
+                )
+        except UnknownName as e:
+            raise RpcError.invalid_params(f"nothing named {e.args[0]!r} to complete") from None
+        session = await self._guard(self.pool.session(server, context.identity))
+        declaration = session.declaration
+        if declaration is not None and not declaration.declares("completions"):
+            return {"completion": {"values": [], "hasMore": False}}
+        forwarded = {key: value for key, value in params.items() if key != "_meta"}
+        forwarded["ref"] = upstream_ref
+        result = await self._forward(context, server, "completion/complete", forwarded)
+        completion = result.get("completion")
+        if type(completion) is not dict or type(completion.get("values")) is not list:
+            return {"completion": {"values": [], "hasMore": False}}
+        values = completion["values"]
+        if len(values) > MAX_COMPLETION_VALUES:
+            completion = {**completion, "values": values[:MAX_COMPLETION_VALUES], "hasMore": True}
+        return {**result, "completion": completion}
+
+    async def _forward(
+        self, context: Context, server: str, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        result = await self._guard(
+            self.pool.request(server, method, params, client=context.identity)
+        )
+        if type(result) is not dict:
+            raise RpcError.internal_error(f"server {server!r} answered {method} malformed")
+        return result
+
+    async def _guard(self, work: Any) -> Any:
+        """Pool failures as JSON-RPC errors the host can read; upstream errors as they are."""
+        try:
+            return await work
+        except PoolError as e:
+            raise RpcError.internal_error(error_from(e).message) from None
+
+
+def unquoted(parsed: uris.McpxUri) -> str:
+    upstream = parsed.upstream()
+    assert upstream is not None
+    return upstream
+
+
+def _template_strings(templates: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [t["uriTemplate"] for t in templates if isinstance(t.get("uriTemplate"), str)]
+
+
+def _not_found(uri: str, context: Context) -> RpcError:
+    if error_code_in(RESOURCE_NOT_FOUND, context.revision):
+        return RpcError.resource_not_found(uri)
+    # 2026-07-28 retired -32002: an unknown resource is bad params there.
+    return RpcError.invalid_params(f"Resource not found: {uri}", {"uri": uri})
+
+
+def _mcpx_call_problem(arguments: Mapping[str, Any]) -> str | None:
+    """What is wrong with C{mcpx_call}'s arguments, or C{None}: checked by hand, it is hot."""
+    extra = sorted(set(arguments) - {"server", "tool", "arguments", "timeout"})
+    if extra:
+        return f"unexpected argument {extra[0]!r}"
+    for name in ("server", "tool"):
+        value = arguments.get(name)
+        if not isinstance(value, str) or not value:
+            return f"{name} must be a non-empty string"
+    inner = arguments.get("arguments")
+    if inner is not None and type(inner) is not dict:
+        return "arguments must be an object"
+    timeout = arguments.get("timeout")
+    if timeout is not None and (
+        type(timeout) not in (int, float) or not math.isfinite(timeout) or timeout <= 0
+    ):
+        return "timeout must be a positive number of seconds"
+    return None

@@ -1,0 +1,294 @@
+"""
+Tests for L{mcpx.server.dispatch}: which revision a request is served in, what mcpx
+declares to each connection, and which methods each revision gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.server.dispatch import SUPPORTED_VERSIONS
+from mcpx.spec.matrix import removed_methods
+from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
+from mcpx.wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION
+from mcpx.wire.messages import Request
+from tests.server import CLIENT_CAPABILITIES, PROTOCOL_VERSION, Harness, Session, modern_meta
+
+FIVE = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+
+class InitializeTests(SynchronousTestCase):
+    def test_each_legacy_revision_is_agreed(self) -> None:
+        """A legacy client asking for a revision mcpx has gets that revision."""
+        for revision in LEGACY_REVISIONS:
+            session = Session(revision)
+            self.assertEqual(session.initialize_result["protocolVersion"], revision.value)
+            self.assertIs(session.harness.conn.revision, revision)
+            self.assertEqual(session.initialize_result["serverInfo"]["name"], "mcpx")
+            self.assertIn("mcpx_call", session.initialize_result["instructions"])
+
+    def test_other_versions_get_the_newest_legacy_one(self) -> None:
+        """
+        An unknown version, or the modern one asked for through initialize, is answered
+        with 2025-11-25 (the client decides whether it can use it).
+        """
+        for asked in ("1999-01-01", "2026-07-28"):
+            harness = Harness()
+            answer = harness.result("initialize", {"protocolVersion": asked, "capabilities": {}})
+            self.assertEqual(answer["protocolVersion"], "2025-11-25")
+
+    def test_initialized_notification(self) -> None:
+        """notifications/initialized is recorded on the connection."""
+        session = Session(Revision.V2025_06_18)
+        self.assertTrue(session.harness.conn.initialized)
+
+    def test_client_capabilities_are_kept(self) -> None:
+        """What initialize declared is the connection's for later requests."""
+        harness = Harness()
+        harness.result(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "host", "version": "2"},
+            },
+        )
+        self.assertEqual(harness.conn.client_capabilities, {"elicitation": {}})
+        self.assertEqual(harness.conn.client_info, {"name": "host", "version": "2"})
+
+    def test_protocol_version_is_required(self) -> None:
+        """initialize without a protocolVersion string is -32602."""
+        self.assertEqual(Harness().error("initialize", {"capabilities": {}}).code, INVALID_PARAMS)
+
+
+class CapabilityTests(SynchronousTestCase):
+    def capabilities(self, revision: Revision, can_push: bool = True) -> dict[str, Any]:
+        session = Session(revision, Harness(can_push=can_push))
+        if revision.is_modern:
+            found: dict[str, Any] = session.result("server/discover")["capabilities"]
+            return found
+        found = session.initialize_result["capabilities"]
+        return found
+
+    def test_legacy_with_push(self) -> None:
+        """
+        A legacy connection that can push gets tools, prompts, resources with subscribe,
+        logging, and completions from 2025-03-26 on; never tasks or extensions.
+        """
+        for revision in LEGACY_REVISIONS:
+            expected: dict[str, Any] = {
+                "tools": {},
+                "prompts": {},
+                "resources": {"subscribe": True},
+                "logging": {},
+            }
+            if revision >= Revision.V2025_03_26:
+                expected["completions"] = {}
+            self.assertEqual(self.capabilities(revision), expected, revision)
+
+    def test_legacy_without_push(self) -> None:
+        """A connection that cannot push is not offered resource subscriptions."""
+        for revision in LEGACY_REVISIONS:
+            capabilities = self.capabilities(revision, can_push=False)
+            self.assertEqual(capabilities["resources"], {}, revision)
+            self.assertEqual(capabilities["logging"], {}, revision)
+
+    def test_modern(self) -> None:
+        """A 2026-07-28 client gets no logging and no subscribe (no listen stream yet)."""
+        self.assertEqual(
+            self.capabilities(NEWEST),
+            {"tools": {}, "prompts": {}, "resources": {}, "completions": {}},
+        )
+
+
+class DiscoverTests(SynchronousTestCase):
+    def test_discover(self) -> None:
+        """server/discover lists the five revisions, instructions and public cache hints."""
+        result = Session(NEWEST).result("server/discover")
+        self.assertEqual(result["supportedVersions"], FIVE)
+        self.assertEqual(list(SUPPORTED_VERSIONS), FIVE)
+        self.assertEqual(result["resultType"], "complete")
+        self.assertEqual(result["cacheScope"], "public")
+        self.assertEqual(result["ttlMs"], 60_000)
+        self.assertEqual(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcpx")
+        self.assertIn("mcpx_call", result["instructions"])
+
+    def test_legacy_client_may_discover(self) -> None:
+        """
+        A legacy client's server/discover is answered (accept liberally), spelled for its
+        revision: no resultType, no cache hints.
+        """
+        for revision in LEGACY_REVISIONS:
+            result = Session(revision).result("server/discover")
+            self.assertEqual(result["supportedVersions"], FIVE)
+            for absent in ("resultType", "ttlMs", "cacheScope"):
+                self.assertNotIn(absent, result)
+
+
+class RemovedMethodTests(SynchronousTestCase):
+    def test_removed_for_modern(self) -> None:
+        """Every method 2026-07-28 removed is -32601 to a 2026-07-28 request."""
+        session = Session(NEWEST)
+        removed = removed_methods(NEWEST)
+        for method in (
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ):
+            self.assertIn(method, removed)
+        for method in removed:
+            error = session.error(method, {"protocolVersion": "2025-06-18", "uri": "x"})
+            self.assertEqual(error.code, METHOD_NOT_FOUND, method)
+
+    def test_legacy_keeps_them(self) -> None:
+        """ping and logging/setLevel are answered on every legacy revision."""
+        for revision in LEGACY_REVISIONS:
+            session = Session(revision)
+            self.assertEqual(session.result("ping"), {})
+            self.assertEqual(session.result("logging/setLevel", {"level": "info"}), {})
+            self.assertEqual(session.harness.conn.log_level, "info")
+
+    def test_bad_level(self) -> None:
+        """A level that is not a syslog severity is -32602."""
+        error = Session(Revision.V2025_06_18).error("logging/setLevel", {"level": "loud"})
+        self.assertEqual(error.code, INVALID_PARAMS)
+
+    def test_unknown_method(self) -> None:
+        """A method mcpx does not have is -32601 on every revision."""
+        for revision in Revision:
+            error = Session(revision).error("tools/frobnicate")
+            self.assertEqual(error.code, METHOD_NOT_FOUND)
+
+    def test_one_era_switches_per_request(self) -> None:
+        """
+        On one connection, a modern request is served statelessly even after a legacy
+        handshake, and legacy requests keep the agreed revision.
+        """
+        session = Session(Revision.V2025_03_26)
+        harness = session.harness
+        modern = harness.result("tools/list", {"_meta": modern_meta()})
+        self.assertEqual(modern["resultType"], "complete")
+        legacy = harness.result("tools/list")
+        self.assertNotIn("resultType", legacy)
+        self.assertEqual(harness.error("ping", {"_meta": modern_meta()}).code, METHOD_NOT_FOUND)
+
+
+class MetaTests(SynchronousTestCase):
+    def test_modern_transport_needs_meta(self) -> None:
+        """A request on a 2026-07-28 HTTP connection without _meta is -32602."""
+        harness = Harness(transport="http-modern", can_push=False)
+        error = harness.error("tools/list")
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn(PROTOCOL_VERSION, error.message)
+
+    def test_version_is_needed(self) -> None:
+        """_meta with modern keys but no protocol version is -32602."""
+        error = Harness().error("tools/list", {"_meta": {CLIENT_CAPABILITIES: {}}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+
+    def test_capabilities_are_needed(self) -> None:
+        """A 2026-07-28 request without clientCapabilities is -32602."""
+        error = Harness().error("tools/list", {"_meta": {PROTOCOL_VERSION: "2026-07-28"}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+
+    def test_meta_must_be_an_object(self) -> None:
+        """A _meta that is not an object is -32602."""
+        self.assertEqual(Harness().error("tools/list", {"_meta": 3}).code, INVALID_PARAMS)
+
+    def test_unsupported_version(self) -> None:
+        """An unknown version is -32022 naming the five mcpx supports and the one asked for."""
+        for harness in (Harness(), Harness(transport="http-modern", can_push=False)):
+            error = harness.error(
+                "tools/list", {"_meta": {**modern_meta(), PROTOCOL_VERSION: "2030-01-01"}}
+            )
+            self.assertEqual(error.code, UNSUPPORTED_PROTOCOL_VERSION)
+            self.assertEqual(error.data, {"supported": FIVE, "requested": "2030-01-01"})
+
+    def test_bad_log_level(self) -> None:
+        """A 2026-07-28 logLevel that is not a level is -32602."""
+        meta = {**modern_meta(), "io.modelcontextprotocol/logLevel": "chatty"}
+        self.assertEqual(Harness().error("tools/list", {"_meta": meta}).code, INVALID_PARAMS)
+
+    def test_params_must_be_an_object(self) -> None:
+        """Positional params are -32602."""
+        harness = Harness()
+        deferred = harness.client.request("tools/list", [1, 2])
+        failures: list[Any] = []
+        deferred.addErrback(failures.append)
+        self.assertEqual(failures[0].value.code, INVALID_PARAMS)
+
+
+class UndeclaredTests(SynchronousTestCase):
+    def test_nothing_declared_is_2024_11_05(self) -> None:
+        """A request before any initialize, naming no version, is served as 2024-11-05."""
+        harness = Harness()
+        result = harness.result("server/discover")
+        self.assertNotIn("completions", result["capabilities"])
+        self.assertIs(
+            harness.server.revision_of(harness.conn, Request(1, "tools/list")), Revision.V2024_11_05
+        )
+
+    def test_headerless_http_is_2025_03_26(self) -> None:
+        """The transport can say a request without a version header is 2025-03-26."""
+        harness = Harness(
+            transport="http-post", can_push=False, default_revision=Revision.V2025_03_26
+        )
+        result = harness.result("server/discover")
+        self.assertIn("completions", result["capabilities"])
+        self.assertIs(
+            harness.server.revision_of(harness.conn, Request(1, "ping")), Revision.V2025_03_26
+        )
+
+    def test_revision_of(self) -> None:
+        """revision_of reads the envelope: modern _meta or transport, else the connection's."""
+        harness = Harness()
+        server, conn = harness.server, harness.conn
+        self.assertIs(
+            server.revision_of(conn, Request(1, "tools/list", {"_meta": modern_meta()})), NEWEST
+        )
+        self.assertIs(
+            server.revision_of(
+                conn, Request(1, "tools/list", {"_meta": {CLIENT_CAPABILITIES: {}}})
+            ),
+            NEWEST,
+        )
+        modern = Harness(transport="http-modern", can_push=False)
+        self.assertIs(modern.server.revision_of(modern.conn, Request(1, "tools/list")), NEWEST)
+        Session(Revision.V2025_06_18, harness)
+        self.assertIs(server.revision_of(conn, Request(2, "tools/list")), Revision.V2025_06_18)
+
+
+class IdentityTests(SynchronousTestCase):
+    def call(self, session: Session, **meta: Any) -> str:
+        session.call("mcpx_call", {"server": "search", "tool": "web_search"}, **meta)
+        client: str = session.harness.pool.calls[-1][3]
+        return client
+
+    def test_legacy_uses_the_connection(self) -> None:
+        """A legacy request counts as the connection's identity (the host process)."""
+        session = Session(Revision.V2025_06_18)
+        self.assertEqual(self.call(session), "host-pid-1")
+        self.assertEqual(self.call(session), "host-pid-1")
+
+    def test_named_session_wins(self) -> None:
+        """_meta dev.mcpx/session names the caller, in either era."""
+        for revision in (Revision.V2025_06_18, NEWEST):
+            session = Session(revision)
+            self.assertEqual(self.call(session, **{"dev.mcpx/session": "agent-7"}), "agent-7")
+
+    def test_modern_requests_each_get_a_scope(self) -> None:
+        """Two 2026-07-28 requests on one connection never share a caller identity."""
+        session = Session(NEWEST)
+        first, second = self.call(session), self.call(session)
+        self.assertNotEqual(first, second)
+        self.assertNotEqual(first, "host-pid-1")
+
+    def test_discovery_tools_use_it_too(self) -> None:
+        """The ops behind the discovery tools are run as the request's caller."""
+        session = Session(Revision.V2025_06_18)
+        session.call("mcpx_tools", {"server": "files"}, **{"dev.mcpx/session": "s-1"})
+        self.assertIn(("tools", "files", "s-1"), session.harness.pool.listed)
