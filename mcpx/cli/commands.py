@@ -194,8 +194,17 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
     answer = client.get(target("/v1/tools", server=server, search=search), timeout=120.0)
     if as_json:
         _echo_json(answer)
-    else:
-        click.echo(tools_text(answer), nl=False)
+        return
+    click.echo(tools_text(answer), nl=False)
+    # A server that could not be listed is left out of the table: say so, or it looks empty.
+    failures = answer.get("errors") if isinstance(answer, dict) else None
+    for entry in failures if isinstance(failures, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("error"), dict):
+            click.echo(
+                f"mcpx: the tools of {entry.get('server')} are missing: "
+                + error_text(entry["error"]),
+                err=True,
+            )
 
 
 @asks_the_daemon("describe")
@@ -243,7 +252,8 @@ temporary directory (the path is printed), resources summarised.
 
 \b
 Exit status: 0 done; 1 the tool reported an error (isError) or no daemon runs;
-2 bad arguments; 3 unknown server or tool; 4 the upstream failed or timed out.
+2 bad arguments; 3 unknown server; 4 the upstream refused the call (an unknown
+tool, for one), failed or timed out.
 """
 
 

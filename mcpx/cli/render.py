@@ -283,10 +283,13 @@ def error_text(error: Mapping[str, Any]) -> str:
     message = _text(error.get("message"), "the daemon reported an error")
     rpc = error.get("rpc")
     if isinstance(rpc, dict):
-        detail = f"upstream error {rpc.get('code')}: {rpc.get('message')}"
+        said = f"{rpc.get('code')}: {rpc.get('message')}"
+        # The daemon's own message usually quotes the upstream's already: say it once.
+        detail = "" if said in message else f"upstream error {said}"
         if "data" in rpc:
-            detail += f" (data: {first_line(json.dumps(rpc['data']), 200)})"
-        if detail not in message:
+            data = f"data: {first_line(json.dumps(rpc['data']), 200)}"
+            detail = f"{detail} ({data})" if detail else f"upstream error {data}"
+        if detail:
             message += f"\n  {detail}"
     retry = error.get("retry_in")
     if isinstance(retry, int | float):
