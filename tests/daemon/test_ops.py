@@ -240,3 +240,48 @@ class TemplateVariablesTests(SynchronousTestCase):
     def test_no_variables(self) -> None:
         """A plain URI has none."""
         self.assertEqual(template_variables("demo://fixed"), [])
+
+
+class FastAcceptorTests(SynchronousTestCase):
+    """The quick yes never accepts what the full validator refuses."""
+
+    def test_agrees_with_jsonschema(self) -> None:
+        """For every op it covers, on valid and broken inputs, a yes is always jsonschema's yes."""
+        from mcpx.daemon.ops import fast_acceptor
+
+        samples: list[dict[str, object]] = [
+            {},
+            {"server": "demo", "tool": "echo"},
+            {"server": "demo", "tool": "echo", "arguments": {"text": "hi"}, "timeout": 2},
+            {"server": "", "tool": "echo"},
+            {"server": "demo", "tool": "echo", "timeout": 0},
+            {"server": "demo", "tool": "echo", "timeout": True},
+            {"server": "demo", "tool": 3},
+            {"server": "demo", "tool": "echo", "extra": 1},
+            {"server": "demo", "tool": "echo", "arguments": []},
+            {"server": "demo", "tool": "echo", "task": 1},
+            {"server": "demo", "name": "p", "arguments": {"a": "b"}},
+            {"server": "demo", "uri": "demo://readme"},
+            {"name": "demo"},
+            {"search": "sum"},
+        ]
+        covered = 0
+        for op in OPS:
+            accepts = fast_acceptor(op.input_schema)
+            if accepts is None:
+                continue
+            covered += 1
+            for args in samples:
+                if accepts(args):
+                    self.assertTrue(
+                        op.validator.is_valid(args), f"{op.name} fast-accepted {args!r}"
+                    )
+        self.assertTrue(fast_acceptor(BY_NAME["call_tool"].input_schema), "the hot op is covered")
+        self.assertGreater(covered, 1)
+
+    def test_a_refusal_still_names_the_field(self) -> None:
+        """Input the quick check does not vouch for goes through jsonschema's full message."""
+        error = self.assertRaises(
+            OpError, BY_NAME["call_tool"].check, {"server": "demo", "tool": "echo", "timeout": 0}
+        )
+        self.assertEqual(error.field, "timeout")
