@@ -1,6 +1,6 @@
-"""``python -m mcpx`` runs the same click CLI as the ``mcpx`` script."""
+"""``python -m mcpx`` runs the same entry point as the ``mcpx`` script."""
 
-from mcpx.cli.main import main
+from mcpx.cli.quick import main
 
 if __name__ == "__main__":
     main()

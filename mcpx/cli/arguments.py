@@ -15,8 +15,11 @@ Three spellings:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 
 class ArgumentError(ValueError):

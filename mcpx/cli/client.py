@@ -1,29 +1,37 @@
-# -*- test-case-name: tests.cli.test_commands -*-
+# -*- test-case-name: tests.cli.test_client -*-
 """
 The command line's side of the daemon's C{/v1} API: HTTP/1.1 over the private unix socket.
 
 A command is a short-lived process that asks one question and exits, so this is plain
-blocking standard-library code (C{http.client} on an C{AF_UNIX} socket) rather than reactor
-code: importing Twisted, treq or Klein would cost more than the whole request.  For the same
-reason this module avoids attrs; its few records are plain classes.
+blocking standard-library code rather than reactor code: importing Twisted, treq or Klein
+would cost more than the whole request.  For the same reason it speaks HTTP itself, on a
+bare socket, instead of through C{http.client}, which imports the C{email} package and
+C{ssl}; and it avoids attrs, its few records being plain classes.  The HTTP it needs is
+small: one request per connection (C{Connection: close}), and an answer framed by
+C{Content-Length}, by C{Transfer-Encoding: chunked} (which is how the daemon streams
+NDJSON and server-sent events) or by the end of the connection.
 
-Every failure to reach the daemon becomes a L{DaemonNotRunning}, and every error the daemon
-answers (C{{"error": {"code", "message"}}}) an L{ApiError}, so the commands turn both into a
-message and an exit status in one place.
+Every failure to reach the daemon becomes a L{DaemonNotRunning}, every error the daemon
+answers (C{{"error": {"code", "message"}}}) an L{ApiError}, and an answer that is not
+HTTP as this client reads it a L{ProtocolError}, so the commands turn each into a message
+and an exit status in one place.
 """
 
 from __future__ import annotations
 
-import http.client
+# The C half of the socket module: socket.py itself builds enum classes for every
+# constant when imported, which takes longer than the whole request.
+import _socket
 import json
 import os
-import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlencode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
+    from typing import Any
 
 #: The daemon's socket in its state directory.  C{mcpx.daemon.listeners.SOCKET_NAME} says the
 #: same, but importing it would import Twisted; a test keeps the two equal.
@@ -39,6 +47,15 @@ DAEMON_LOG_NAME = "daemon.log"
 #: Seconds to wait for a question that has no reason to take long (lists, health).
 QUICK_TIMEOUT = 30.0
 
+#: The most bytes a status line with its headers, a chunk-size line or a chunked body's
+#: trailers may take; the daemon sends a few hundred, so a peer sending more is not it.
+MAX_HEAD = 64 * 1024
+
+_RECEIVE_SIZE = 65536
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+#: Statuses whose answers have no body, whatever their headers say.
+_NO_BODY = (204, 304)
+
 
 class DaemonNotRunning(Exception):
     """Nothing answers on the daemon's socket: it is missing, or nobody listens on it."""
@@ -51,6 +68,10 @@ class DaemonNotRunning(Exception):
 
 class DaemonStartFailed(Exception):
     """C{--start} launched a daemon that did not come up."""
+
+
+class ProtocolError(Exception):
+    """The answer is not HTTP/1.1 as this client reads it, or it ended too soon."""
 
 
 class ApiError(Exception):
@@ -69,24 +90,6 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.body = dict(body)
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """An C{HTTPConnection} to a unix socket; the host name only fills the C{Host} header."""
-
-    def __init__(self, path: str, timeout: float | None = QUICK_TIMEOUT) -> None:
-        super().__init__("mcpx", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self.socket_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
 
 
 def socket_path(state: Path) -> Path:
@@ -112,41 +115,221 @@ def error_from(status: int | None, payload: object, fallback: str) -> ApiError:
     return ApiError(status, "http_error", fallback, {"code": "http_error", "message": fallback})
 
 
+class _Reader:
+    """Buffered reads from a connected socket, for parsing an answer as it arrives."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+        self._buffer = b""
+
+    def _receive(self) -> bytes:
+        return self._sock.recv(_RECEIVE_SIZE)
+
+    def head(self) -> bytes:
+        """The status line and headers, up to and without the blank line that ends them."""
+        searched = 0
+        while True:
+            end = self._buffer.find(b"\r\n\r\n", searched)
+            if end >= 0:
+                head, self._buffer = self._buffer[:end], self._buffer[end + 4 :]
+                return head
+            if len(self._buffer) > MAX_HEAD:
+                raise ProtocolError(f"the answer's headers are longer than {MAX_HEAD} bytes")
+            searched = max(0, len(self._buffer) - 3)
+            data = self._receive()
+            if not data:
+                if self._buffer:
+                    raise ProtocolError("the connection closed in the middle of the headers")
+                raise ProtocolError("the daemon closed the connection without answering")
+            self._buffer += data
+
+    def line(self) -> bytes:
+        """One CRLF-ended line (a chunk size or a trailer), without its line ending."""
+        searched = 0
+        while True:
+            end = self._buffer.find(b"\r\n", searched)
+            if end >= 0:
+                line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
+                return line
+            if len(self._buffer) > MAX_HEAD:
+                raise ProtocolError(f"a line of the chunked body is longer than {MAX_HEAD} bytes")
+            searched = max(0, len(self._buffer) - 1)
+            data = self._receive()
+            if not data:
+                raise ProtocolError("the connection closed in the middle of a chunked body")
+            self._buffer += data
+
+    def some(self, limit: int) -> bytes:
+        """
+        Up to C{limit} bytes: what is buffered, else what one receive brings; C{b""} once
+        the peer has closed.  Never waits for more than the next piece to arrive.
+        """
+        if self._buffer:
+            piece, self._buffer = self._buffer[:limit], self._buffer[limit:]
+            return piece
+        return self._sock.recv(min(limit, _RECEIVE_SIZE))
+
+
+def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
+    """The status, reason phrase and headers (names in lower case) of an answer's head."""
+    status_line, *header_lines = head.split(b"\r\n")
+    version, _, rest = status_line.decode("latin-1").partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise ProtocolError(f"not an HTTP/1.x status line: {status_line[:100]!r}")
+    headers: dict[str, str] = {}
+    for raw in header_lines:
+        name, colon, value = raw.decode("latin-1").partition(":")
+        if not colon or not name or name != name.strip():
+            raise ProtocolError(f"not a header line: {raw[:100]!r}")
+        name = name.lower()
+        value = value.strip()
+        # Repeated fields are one comma-separated list (RFC 9110, section 5.3).
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return int(code), reason.strip(), headers
+
+
 class Response:
     """
     An answer whose body has not been read yet, for the streaming endpoints.
 
-    Close it (or use it as a context manager) to close the connection.
+    Its body can be read once: as a whole (L{read}, L{json}) or as it arrives (L{chunks},
+    L{lines}).  Close it (or use it as a context manager) to close the connection.
+
+    @ivar status: the HTTP status.
+    @ivar reason: the status line's reason phrase.
+    @ivar headers: the header fields by lower-case name; a repeated field's values are
+        joined with commas.
     """
 
-    def __init__(self, connection: UnixHTTPConnection, raw: http.client.HTTPResponse) -> None:
-        self._connection = connection
-        self.raw = raw
-        self.status = raw.status
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+        self._reader = _Reader(sock)
+        status, reason, headers = _parse_head(self._reader.head())
+        # 1xx answers are interim (the daemon sends none, a proxy might): the real one follows.
+        while 100 <= status < 200 and status != 101:
+            status, reason, headers = _parse_head(self._reader.head())
+        self.status = status
+        self.reason = reason
+        self.headers = headers
 
     @property
     def content_type(self) -> str:
-        return (self.raw.getheader("content-type") or "").split(";")[0].strip().lower()
+        return self.headers.get("content-type", "").split(";")[0].strip().lower()
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive, in pieces of whatever size they come in."""
+        if self.status in _NO_BODY:
+            return iter(())
+        codings = self.headers.get("transfer-encoding")
+        if codings is not None:
+            if codings.rsplit(",", 1)[-1].strip().lower() == "chunked":
+                return self._chunked()
+            # Another final coding: the body is delimited by the end of the connection.
+            return self._until_close()
+        length = self.headers.get("content-length")
+        if length is not None:
+            return self._counted(_content_length(length))
+        return self._until_close()
+
+    def _counted(self, length: int) -> Iterator[bytes]:
+        remaining = length
+        while remaining:
+            piece = self._reader.some(remaining)
+            if not piece:
+                raise ProtocolError(
+                    f"the connection closed {remaining} bytes before the end of the answer"
+                )
+            remaining -= len(piece)
+            yield piece
+
+    def _chunked(self) -> Iterator[bytes]:
+        while True:
+            line = self._reader.line()
+            size_text = line.split(b";", 1)[0].strip()
+            if not size_text or not _HEX_DIGITS.issuperset(size_text):
+                raise ProtocolError(f"not a chunk size: {line[:100]!r}")
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            yield from self._counted(size)
+            if self._reader.line():
+                raise ProtocolError("a chunk is longer than its size says")
+        trailers = 0
+        while True:
+            trailer = self._reader.line()
+            if not trailer:
+                return
+            trailers += len(trailer)
+            if trailers > MAX_HEAD:
+                raise ProtocolError(f"the trailers are longer than {MAX_HEAD} bytes")
+
+    def _until_close(self) -> Iterator[bytes]:
+        while True:
+            piece = self._reader.some(_RECEIVE_SIZE)
+            if not piece:
+                return
+            yield piece
+
+    def read(self) -> bytes:
+        """The whole body."""
+        return b"".join(self.chunks())
 
     def lines(self) -> Iterator[bytes]:
-        """Each line of the body as it arrives, without its line ending."""
-        while True:
-            line = self.raw.readline()
-            if not line:
-                return
-            yield line.rstrip(b"\r\n")
+        """Each line of the body as soon as it has arrived, without its line ending."""
+        pending = b""
+        for piece in self.chunks():
+            pending += piece
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line.rstrip(b"\r")
+        if pending:
+            yield pending.rstrip(b"\r")
 
     def json(self) -> Any:
-        return json.loads(self.raw.read())
+        return json.loads(self.read())
 
     def close(self) -> None:
-        self._connection.close()
+        self._sock.close()
 
     def __enter__(self) -> Response:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _content_length(value: str) -> int:
+    # A repeated Content-Length is acceptable only when every copy agrees (RFC 9110, 8.6).
+    lengths = {part.strip() for part in value.split(",")}
+    if len(lengths) != 1:
+        raise ProtocolError(f"conflicting Content-Length values: {value!r}")
+    [text] = lengths
+    if not text.isdigit() or not text.isascii():
+        raise ProtocolError(f"not a Content-Length: {value!r}")
+    return int(text)
+
+
+def _request(method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    """
+    A request's bytes.
+
+    @raise ValueError: a target or header value that would split the request (a space or
+        a control character), as C{http.client} refuses them too.
+    """
+    if any(c <= " " or c == "\x7f" for c in target):
+        raise ValueError(
+            f"cannot send a request target with spaces or control characters: {target!r}"
+        )
+    lines = [f"{method} {target} HTTP/1.1", "Host: mcpx", "Connection: close"]
+    for name, value in headers.items():
+        if any((c < " " and c != "\t") or c == "\x7f" for c in value):
+            raise ValueError(f"cannot send a {name} header with control characters: {value!r}")
+        lines.append(f"{name}: {value}")
+    if body is not None or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {len(body) if body is not None else 0}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + body if body else head
 
 
 class DaemonClient:
@@ -173,39 +356,43 @@ class DaemonClient:
         """
         Send a request and return the answer with its body unread; an error status raises.
 
-        @param timeout: socket timeout in seconds, C{None} to wait as long as it takes
-            (a tool call the daemon times out itself, or an event stream).
+        @param timeout: socket timeout in seconds, for connecting and for each send and
+            receive, C{None} to wait as long as it takes (a tool call the daemon times out
+            itself, or an event stream).
         @raise DaemonNotRunning: the socket is missing or refuses connections.
         @raise ApiError: the daemon answered with an error status.
+        @raise ProtocolError: the answer is not HTTP as this client reads it.
+        @raise OSError: the connection failed otherwise, or timed out.
         """
         headers = {CLIENT_HEADER: self.client, "Accept": accept}
         data = None
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        connection = UnixHTTPConnection(str(self.path), timeout=timeout)
+        request = _request(method, target, headers, data)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            connection.request(method, target, body=data, headers=headers)
-            raw = connection.getresponse()
-        except FileNotFoundError:
-            connection.close()
-            raise DaemonNotRunning(self.path, "no socket") from None
-        except ConnectionRefusedError:
-            connection.close()
-            raise DaemonNotRunning(self.path, "nothing listens on the socket") from None
+            sock.settimeout(timeout)
+            try:
+                sock.connect(str(self.path))
+            except FileNotFoundError:
+                raise DaemonNotRunning(self.path, "no socket") from None
+            except ConnectionRefusedError:
+                raise DaemonNotRunning(self.path, "nothing listens on the socket") from None
+            sock.sendall(request)
+            response = Response(sock)
         except BaseException:
-            connection.close()
+            sock.close()
             raise
-        response = Response(connection, raw)
-        if raw.status >= 400:
+        if response.status >= 400:
             with response:
-                text = raw.read()
+                text = response.read()
             try:
                 payload = json.loads(text)
             except ValueError:
                 payload = None
-            fallback = f"the daemon answered {raw.status} {raw.reason}"
-            raise error_from(raw.status, payload, fallback)
+            fallback = f"the daemon answered {response.status} {response.reason}".rstrip()
+            raise error_from(response.status, payload, fallback)
         return response
 
     def get(self, target: str, *, timeout: float | None = QUICK_TIMEOUT) -> Any:
@@ -225,12 +412,16 @@ class DaemonClient:
 
 def target(path: str, **query: str | None) -> str:
     """C{path} with the query parameters that are not C{None}."""
+    from urllib.parse import urlencode
+
     given = {key: value for key, value in query.items() if value is not None}
     return f"{path}?{urlencode(given)}" if given else path
 
 
 def segment(value: str) -> str:
     """C{value} quoted to stand as one path segment."""
+    from urllib.parse import quote
+
     return quote(value, safe="")
 
 
@@ -265,7 +456,7 @@ def start_daemon(client: DaemonClient, state: Path, *, wait: float = 10.0) -> in
     while True:
         try:
             client.health()
-        except (DaemonNotRunning, OSError, http.client.HTTPException):
+        except (DaemonNotRunning, OSError, ProtocolError):
             pass
         else:
             return process.pid

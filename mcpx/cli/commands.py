@@ -25,11 +25,10 @@ Exit status, the same for every command:
 from __future__ import annotations
 
 import functools
-import http.client
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -37,66 +36,22 @@ import click
 from mcpx.cli.arguments import ArgumentError, parse_arguments
 from mcpx.cli.client import (
     DAEMON_LOG_NAME,
-    ApiError,
     DaemonClient,
     DaemonNotRunning,
-    DaemonStartFailed,
-    error_from,
     segment,
     socket_path,
     start_daemon,
     target,
 )
-from mcpx.cli.render import (
-    MediaDirectory,
-    ProgressBar,
-    content_text,
-    describe_text,
-    error_text,
-    event_line,
-    servers_text,
-    tools_text,
-)
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-EXIT_UPSTREAM = 4
+# What `mcpx call` does lives in the click-free module that also runs it without click.
+from mcpx.cli.quick import CommandFailed, ask, call_tool
+from mcpx.cli.render import describe_text, error_text, event_line, servers_text, tools_text
 
 #: Seconds C{--start} waits for a new daemon to answer C{/health}.
 START_WAIT = 10.0
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
-
-
-class CommandFailed(Exception):
-    """A failure with its own exit status; L{asks_the_daemon} prints it as C{mcpx: ...}."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
-def not_running_message(error: DaemonNotRunning) -> str:
-    return (
-        f"no daemon is running ({error.reason}: {error.path}).\n"
-        "Start one with `mcpx daemon` (or `make run` in a checkout), "
-        "or add --start to this command to start one in the background."
-    )
-
-
-def exit_code_for(error: ApiError) -> int:
-    """The exit status for an error the daemon answered; see the module docstring."""
-    if error.status == 404 and error.code != "not_found":
-        return EXIT_NOT_FOUND
-    if error.status is None and error.code.startswith("unknown_"):
-        return EXIT_NOT_FOUND
-    if error.status in (502, 503, 504) or "rpc" in error.body:
-        return EXIT_UPSTREAM
-    if error.status == 400:
-        return EXIT_USAGE
-    return EXIT_FAILED
 
 
 def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
@@ -130,32 +85,13 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
             from mcpx.cli.client import default_state_dir
 
             client = DaemonClient(socket_path(default_state_dir()))
-            try:
-                return _run(client, as_json, start, *args, **kwargs)
-            except CommandFailed as e:
-                click.echo(f"mcpx: {e.message}", err=True)
-                raise SystemExit(e.exit_code) from None
 
-        def _run(
-            client: DaemonClient, as_json: bool, start: bool, *args: Any, **kwargs: Any
-        ) -> Any:
-            try:
+            def work() -> Any:
                 if start:
                     ensure_running(client)
                 return function(client, as_json, *args, **kwargs)
-            except DaemonNotRunning as e:
-                raise CommandFailed(not_running_message(e)) from None
-            except DaemonStartFailed as e:
-                raise CommandFailed(f"could not start a daemon: {e}") from None
-            except ApiError as e:
-                if as_json:
-                    click.echo(json.dumps({"error": e.body}, indent=2))
-                message = error_text(e.body)
-                if e.code == "not_found":
-                    message += "\n  (the daemon may be older than this command: restart it)"
-                raise CommandFailed(message, exit_code_for(e)) from None
-            except (OSError, http.client.HTTPException, ValueError) as e:
-                raise CommandFailed(f"talking to the daemon at {client.path} failed: {e}") from None
+
+            return ask(client, as_json, work, click.echo)
 
         with_options = click.option(
             "--json", "as_json", is_flag=True, help="Print the API's JSON answer, for scripts."
@@ -288,60 +224,9 @@ def call(
         parsed = parse_arguments(arguments, stdin_text)
     except ArgumentError as e:
         raise click.UsageError(str(e)) from None
-    body: dict[str, Any] = {"server": server, "tool": tool, "arguments": parsed}
-    if timeout is not None:
-        body["timeout"] = timeout
-    show_progress = progress if progress is not None else sys.stderr.isatty()
-    if show_progress:
-        body["progress"] = True
-        result = _call_with_progress(client, body)
-    else:
-        # No socket timeout: the daemon times the call out itself and answers 504.
-        result = client.post("/v1/call", body, timeout=None)
-    if not isinstance(result, dict):
-        raise CommandFailed(f"the daemon answered something that is not a result: {result!r}")
-    failed = result.get("isError") is True
-    if as_json:
-        _echo_json(result)
-    else:
-        for line in content_text(result, MediaDirectory(), stem=_file_stem(tool)):
-            click.echo(line, err=failed)
-    if failed:
-        raise SystemExit(EXIT_FAILED)
-
-
-def _file_stem(tool: str) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in tool)
-    return cleaned[:40] or "content"
-
-
-def _call_with_progress(client: DaemonClient, body: Mapping[str, Any]) -> Any:
-    """
-    C{POST /v1/call} asking for progress: NDJSON lines of C{{"progress"}}, then one of
-    C{{"result"}} or C{{"error"}}.  Progress is drawn on stderr, never stdout.
-    """
-    bar = ProgressBar(sys.stderr)
-    with client.open(
-        "POST", "/v1/call", body, timeout=None, accept="application/x-ndjson, application/json"
-    ) as response:
-        if response.content_type != "application/x-ndjson":
-            return response.json()
-        try:
-            for line in response.lines():
-                if not line.strip():
-                    continue
-                message = json.loads(line)
-                if not isinstance(message, dict):
-                    continue
-                if isinstance(message.get("progress"), dict):
-                    bar.update(message["progress"])
-                elif "result" in message:
-                    return message["result"]
-                elif "error" in message:
-                    raise error_from(None, message, "the call failed")
-        finally:
-            bar.finish()
-    raise CommandFailed("the daemon ended its answer without a result")
+    call_tool(
+        client, as_json, server, tool, parsed, timeout=timeout, progress=progress, echo=click.echo
+    )
 
 
 @asks_the_daemon("restart")

@@ -10,14 +10,15 @@ leave out fields, and the commands should still print what they can.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from pathlib import Path
+    from typing import IO, Any
 
 #: File name extensions for the media types tools commonly return; others are guessed.
 _EXTENSIONS = {
@@ -158,6 +159,9 @@ def save_media(block: Mapping[str, Any], directory: Path, stem: str) -> Path:
 
     @raise ValueError: the data is not base64.
     """
+    import base64
+    import binascii
+
     try:
         data = base64.b64decode(str(block.get("data", "")), validate=True)
     except binascii.Error as e:
@@ -181,6 +185,7 @@ class MediaDirectory:
     def get(self) -> Path:
         if self._path is None:
             import tempfile
+            from pathlib import Path
 
             self._path = Path(tempfile.mkdtemp(prefix=self._prefix))
         return self._path

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from attrs import frozen
-
 #: Variables under the C{MCPX_} prefix that locate files rather than name a
 #: setting; the check for misspelt setting variables leaves them alone.
 CONFIG_ENV = "MCPX_CONFIG"
@@ -26,17 +24,44 @@ STATE_DIR_ENV = "MCPX_STATE_DIR"
 PATH_ENV: frozenset[str] = frozenset({CONFIG_ENV, STATE_DIR_ENV})
 
 
-@frozen
 class ConfigLocation:
     """
     Where the config file is expected.
 
+    A plain immutable class, not an attrs one or a C{NamedTuple}: C{mcpx call} finds the
+    state directory through this module, and importing attrs, or building a named tuple
+    through C{typing}, would take longer than its whole request.
+
+    @ivar path: the file.
     @ivar explicit: whether C{$MCPX_CONFIG} named it; a file someone named must
         exist, while the default location may simply have nothing in it yet.
     """
 
+    __slots__ = ("explicit", "path")
+
     path: Path
     explicit: bool
+
+    def __init__(self, path: Path, explicit: bool) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "explicit", explicit)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConfigLocation):
+            return NotImplemented
+        return (self.path, self.explicit) == (other.path, other.explicit)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.explicit))
+
+    def __repr__(self) -> str:
+        return f"ConfigLocation(path={self.path!r}, explicit={self.explicit!r})"
 
 
 def home(environ: Mapping[str, str]) -> Path:
