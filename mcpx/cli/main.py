@@ -28,6 +28,7 @@ class CommandGroup(click.Group):
     #: Command name to C{module:attribute}.
     lazy = {
         "daemon": "mcpx.cli.daemon_command:daemon",
+        "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
     }
 

@@ -4,13 +4,14 @@ The daemon's one HTTP server.
 
 Every surface is a route of one Klein app, served on the unix socket and the TCP
 listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
-table (L{mcpx.daemon.ops.OPS}); C{/mcp} joins them later.  Errors are JSON with a
+table (L{mcpx.daemon.ops.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).  Errors are JSON with a
 stable C{code} and a message that says what to do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define, field
 from klein import Klein
@@ -26,6 +27,9 @@ from mcpx.daemon.ops import OPS, PoolInterface
 from mcpx.daemon.tasks import DEFAULT_TTL, TaskStore
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
+
+if TYPE_CHECKING:
+    from mcpx.server.http import McpHTTP
 
 __all__ = ["DaemonHTTP", "error_body", "json_body"]
 
@@ -54,6 +58,7 @@ class DaemonHTTP:
     @ivar state_dir: the state directory, shown by C{/v1/settings}.
     @ivar read_servers: reads the config file's servers afresh for C{POST /v1/reload}.
     @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
+    @ivar mcp: the MCP endpoint C{/mcp}; C{None} until the daemon wires it in.
     """
 
     app = Klein()
@@ -67,6 +72,7 @@ class DaemonHTTP:
     state_dir: str = ""
     read_servers: Callable[[], ServersConfig] | None = None
     tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
+    mcp: McpHTTP | None = None
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -79,8 +85,17 @@ class DaemonHTTP:
         """End every event stream and forget every task: the daemon is stopping."""
         self.events.close()
         self.tasks.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
     mount(app, OPS)
+
+    @app.route("/mcp", branch=False)
+    def mcp_endpoint(self, request: IRequest) -> Any:
+        # Every method: /mcp answers GET, POST and DELETE itself, per protocol revision.
+        if self.mcp is None:
+            return error_body(request, 503, "mcp_unavailable", "this daemon does not serve MCP")
+        return self.mcp.render(request)
 
     @app.handle_errors(HTTPException)
     def http_error(self, request: IRequest, failure: Failure) -> bytes:

@@ -20,6 +20,7 @@ from mcpx.daemon.service import (
     prepare_state_dir,
     reload_on_sighup,
 )
+from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.resolve import Settings
 
 
@@ -78,15 +79,26 @@ async def run_daemon(
     print(f"mcpx {__version__} daemon is running (Ctrl-C stops it).", file=console)
     for port in ports:
         where = describe_port(port)
-        print(f"  listening on {where}", file=console)
         if where.startswith("http"):
+            print(f"  listening on {where}", file=console)
+            print(f"    MCP (Streamable HTTP):  {where}/mcp", file=console)
             print(f"    REST API:  {where}/v1   (described by {where}/openapi.json)", file=console)
-            print(f"    health:    curl {where}/health", file=console)
+        elif where.endswith(MCP_SOCKET_NAME):
+            print(
+                f"  MCP over stdio: hosts run `{cli_name()} serve` (it connects here)", file=console
+            )
         else:
+            print(f"  listening on {where}", file=console)
             print(
                 f"    try: curl --unix-socket {where.split()[-1]} http://mcpx/v1/servers",
                 file=console,
             )
+    print(
+        '  host config: {"mcpServers": {"mcpx": {"command": "'
+        + cli_name()
+        + '", "args": ["serve"]}}}   (docs/hosts.md)',
+        file=console,
+    )
     servers = sorted(config.servers.servers) if config.servers is not None else []
     if servers:
         print(f"  upstream servers: {', '.join(servers)} (started on first use)", file=console)

@@ -24,6 +24,9 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, reload
 from mcpx.pool.pool import Pool
+from mcpx.server.dispatch import McpServer
+from mcpx.server.http import McpHTTP
+from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import load_config
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
@@ -189,6 +192,23 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             endpoint=description,
         )
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
+    if settings is not None:
+        # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
+        mcp = McpServer(http, clock)
+        http.mcp = McpHTTP(
+            mcp,
+            clock,
+            keep_alive=settings.duration("transport.sseKeepAlive"),
+            allowed_origins=settings.strings("transport.allowedOrigins"),
+            max_body=settings.integer("transport.maxMessageSize"),
+        )
+        stdio = StdioFactory(
+            mcp,
+            clock,
+            drain=settings.duration("transport.stdioDrain"),
+            max_length=settings.integer("transport.maxMessageSize"),
+        )
+        listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     return DaemonService(http, listeners, pool)
 
 

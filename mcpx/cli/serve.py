@@ -1,0 +1,274 @@
+# -*- test-case-name: tests.server.test_stdio -*-
+"""
+C{mcpx serve}: MCP on stdin and stdout, for a host that starts its servers as processes.
+
+The bridge is thin on purpose.  It connects to the daemon's MCP socket
+C{<state>/mcpx-mcp.sock} (starting a daemon in the background when none runs), sends one
+hello line naming the host process, and then copies bytes both ways until the daemon
+closes the connection: stdin to the socket, the socket to stdout.  The daemon runs the MCP
+server; the tool calls, questions and subscriptions belong to it.
+
+  - Only protocol bytes go to stdout; every message of the bridge's own goes to stderr.
+  - When stdin ends, the bridge half-closes the socket and keeps copying: the daemon
+    lets the requests still running answer (C{transport.stdioDrain}), then closes, and
+    the bridge exits 0.
+  - If no daemon can be reached, the reason goes to stderr and the exit status is 1.
+
+Start-up time is part of every host's start-up, so this module imports the standard
+library and L{mcpx.cli.client} only: no Twisted, treq, Klein or jsonschema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import click
+
+from mcpx._version import __version__
+from mcpx.cli.client import (
+    DAEMON_LOG_NAME,
+    DaemonClient,
+    DaemonStartFailed,
+    socket_path,
+    start_daemon,
+)
+
+#: The daemon's MCP socket in its state directory.  C{mcpx.server.stdio.SOCKET_NAME}
+#: says the same, but importing it would import Twisted; a test keeps the two equal.
+MCP_SOCKET_NAME: Final = "mcpx-mcp.sock"
+
+#: How much is copied at a time, each way.
+CHUNK: Final = 64 * 1024
+
+#: Seconds to wait for a daemon started by the bridge to answer.
+START_WAIT: Final = 10.0
+
+
+class BridgeFailed(Exception):
+    """The bridge cannot connect the host to a daemon; the message says why."""
+
+
+def mcp_socket_path(state: Path) -> Path:
+    """The daemon's MCP socket in the state directory C{state}."""
+    return state / MCP_SOCKET_NAME
+
+
+def hello_line() -> bytes:
+    """
+    The first line the daemon reads: who the host is (the bridge's parent process,
+    which spawned it), where it runs, and the bridge's version.
+    """
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    hello = {"mcpx": "serve", "pid": os.getppid(), "cwd": cwd, "version": __version__}
+    return json.dumps(hello, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _connect(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def open_stream(state: Path, *, start: bool = True) -> socket.socket:
+    """
+    A connection to the daemon's MCP socket, starting a daemon first if none runs.
+
+    @raise BridgeFailed: no daemon could be reached or started.
+    """
+    path = mcp_socket_path(state)
+    try:
+        return _connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass
+    except OSError as e:
+        raise BridgeFailed(f"cannot connect to {path}: {e}") from None
+    client = DaemonClient(socket_path(state))
+    try:
+        client.health()
+    except Exception:
+        # Not running, or not answering sensibly: either way, not a daemon to use.
+        if not start:
+            raise BridgeFailed(f"no mcpx daemon is running (no socket at {path})") from None
+        try:
+            pid = start_daemon(client, state, wait=START_WAIT)
+        except DaemonStartFailed as e:
+            raise BridgeFailed(f"could not start a daemon: {e}") from None
+        print(
+            f"mcpx serve: started a daemon in the background (pid {pid}); "
+            f"its output goes to {state / DAEMON_LOG_NAME}",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        # A daemon answers on its API socket but not on the MCP one: an older daemon.
+        try:
+            return _connect(path)
+        except OSError:
+            raise BridgeFailed(
+                f"the running mcpx daemon does not serve MCP on {path}; restart it "
+                "(it may be older than this mcpx)"
+            ) from None
+    try:
+        return _connect(path)
+    except OSError as e:
+        raise BridgeFailed(f"the daemon started, but {path} refuses connections: {e}") from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _copy_in(stdin: int, sock: socket.socket) -> None:
+    """stdin to the socket; at end of input, half-close so the daemon drains."""
+    try:
+        while True:
+            data = os.read(stdin, CHUNK)
+            if not data:
+                break
+            sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        # The daemon went away; the other direction notices and reports it.
+        pass
+
+
+def bridge(sock: socket.socket, stdin: int, stdout: int) -> int:
+    """
+    Copy both ways until the daemon closes the connection.
+
+    @return: the exit status: 0 when the daemon closed the stream, 1 if it broke.
+    """
+    sock.sendall(hello_line())
+    feeder = threading.Thread(target=_copy_in, args=(stdin, sock), name="stdin", daemon=True)
+    feeder.start()
+    try:
+        while True:
+            data = sock.recv(CHUNK)
+            if not data:
+                return 0
+            _write_all(stdout, data)
+    except BrokenPipeError:
+        print("mcpx serve: the host closed stdout", file=sys.stderr, flush=True)
+        return 1
+    except OSError as e:
+        print(f"mcpx serve: the connection to the daemon broke: {e}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        sock.close()
+
+
+def _split_endpoint(description: str) -> list[str]:
+    """An endpoint string's parts, split on unescaped colons."""
+    parts: list[str] = []
+    current: list[str] = []
+    chars = iter(description)
+    for char in chars:
+        if char == "\\":
+            current.append(next(chars, ""))
+        elif char == ":":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+def mcp_url(description: str) -> str | None:
+    """
+    Where C{/mcp} is reached through the endpoint C{description} of C{daemon.listen}, or
+    C{None} for an endpoint that is not TCP.
+    """
+    kind, *arguments = _split_endpoint(description.strip())
+    kind = kind.lower()
+    if kind not in ("tcp", "tcp6", "ssl"):
+        return None
+    port = ""
+    interface = ""
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if not sep and not port:
+            port = argument
+        elif key == "port":
+            port = value
+        elif key == "interface":
+            interface = value
+    if not port:
+        return None
+    if interface in ("", "0.0.0.0"):
+        interface = "127.0.0.1"
+    elif interface == "::":
+        interface = "::1"
+    host = f"[{interface}]" if ":" in interface else interface
+    scheme = "https" if kind == "ssl" else "http"
+    return f"{scheme}://{host}:{port}/mcp"
+
+
+def http_instead(listen: Sequence[str], state: Path) -> str:
+    """What C{mcpx serve --transport http} says: where the daemon serves C{/mcp}."""
+    urls = [url for url in (mcp_url(d) for d in listen) if url is not None]
+    lines = ["mcpx serve speaks stdio only; the daemon serves MCP over Streamable HTTP itself."]
+    if urls:
+        lines.append("Point the host at " + " or ".join(urls))
+    else:
+        lines.append(
+            "daemon.listen has no TCP endpoint; add one (e.g. tcp:8899:interface=127.0.0.1)."
+        )
+    lines.append(f"(and on the unix socket {socket_path(state)}, path /mcp)")
+    return "\n".join(lines)
+
+
+@click.command("serve")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio only: the daemon serves HTTP at /mcp.",
+)
+def serve(transport: str) -> None:
+    """
+    Be an MCP server on stdin and stdout, served by the daemon (started if none runs).
+
+    A host's entry: {"command": "mcpx", "args": ["serve"]}; over ssh:
+    {"command": "ssh", "args": ["host", "mcpx", "serve"]}.
+    """
+    from mcpx.cli.client import default_state_dir
+
+    state = default_state_dir()
+    if transport == "http":
+        # Only this answer needs the settings machinery (still no Twisted).
+        from mcpx.settings.errors import SettingsError
+        from mcpx.settings.load import load_settings
+
+        try:
+            settings, _ = load_settings(os.environ, {})
+            listen = settings.strings("daemon.listen")
+        except SettingsError as e:
+            click.echo(f"mcpx serve: {e}", err=True)
+            listen = ()
+        click.echo(http_instead(listen, state), err=True)
+        raise SystemExit(2)
+    try:
+        sock = open_stream(state)
+    except BridgeFailed as e:
+        click.echo(f"mcpx serve: {e}", err=True)
+        raise SystemExit(1) from None
+    raise SystemExit(bridge(sock, sys.stdin.fileno(), sys.stdout.fileno()))

@@ -1,0 +1,298 @@
+# -*- test-case-name: tests.server.test_stdio -*-
+"""
+MCP over a byte stream: the daemon's side of C{mcpx serve}.
+
+An MCP host starts its servers as processes and talks to them over stdin and stdout.
+C{mcpx serve} is such a process, but a thin one: it copies bytes between its pipes and a
+unix socket of the daemon, C{<state>/mcpx-mcp.sock}, and the daemon runs the one MCP
+server implementation (L{mcpx.server.dispatch.McpServer}) for the stream.
+
+The stream
+==========
+
+  - The first line is the bridge's hello, a JSON object C{{"mcpx": "serve", "pid": ...,
+    "cwd": ..., "version": ...}}: C{pid} is the host process (the bridge's parent), and
+    the connection's identity is C{stdio:<pid>}.  A first line that is not a hello is read
+    as the first MCP message of an anonymous connection (C{stdio:socket-<n>}), so a client
+    speaking straight to the socket is still served.
+  - Then newline-delimited JSON-RPC both ways through an L{RpcPeer}.  mcpx's own request
+    ids are negative.  Requests run concurrently; C{notifications/cancelled} cancels the
+    request it names, and the cancellation reaches the upstream call.  Batches are read
+    only on a connection that agreed on 2025-03-26.
+  - The bridge half-closes the socket when the host closes stdin.  Requests still running
+    then get C{transport.stdioDrain} seconds to answer; after that (or as soon as none
+    is left) the daemon closes the connection, which ends the bridge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.endpoints import quoteStringArgument
+from twisted.internet.interfaces import IAddress, IDelayedCall, IHalfCloseableProtocol, IReactorTime
+from twisted.internet.protocol import Factory, connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from mcpx.server.conn import STDIO, Ask, Conn, Push
+from mcpx.spec.matrix import batch_allowed
+from mcpx.spec.revision import Revision
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
+from mcpx.wire.messages import Notification, Request
+from mcpx.wire.peer import ConnectionClosed, RpcPeer
+
+#: The socket C{mcpx serve} connects to, in the state directory.
+#: C{mcpx.cli.serve.MCP_SOCKET_NAME} says the same without importing Twisted.
+SOCKET_NAME: Final = "mcpx-mcp.sock"
+
+#: The key and value that mark the bridge's first line.
+HELLO_KEY: Final = "mcpx"
+HELLO_VALUE: Final = "serve"
+
+
+class McpCore(Protocol):
+    """
+    What a transport needs of the MCP server (L{mcpx.server.dispatch.McpServer}).
+    """
+
+    def open(
+        self,
+        transport: str,
+        identity: str,
+        *,
+        push: Push | None = None,
+        ask: Ask | None = None,
+        default_revision: Revision | None = None,
+    ) -> Conn: ...
+
+    def handle(self, conn: Conn, request: Request) -> Coroutine[Any, Any, Any]: ...
+
+    def notification(self, conn: Conn, notification: Notification) -> None: ...
+
+    def close(self, conn: Conn) -> None: ...
+
+
+def stdio_endpoint(state_dir: Path) -> str:
+    """The endpoint string of the MCP socket in C{state_dir}: owner-only, with a lock."""
+    path = quoteStringArgument(str(state_dir / SOCKET_NAME))
+    return f"unix:{path}:mode=600:lockfile=1"
+
+
+def read_hello(line: bytes) -> dict[str, Any] | None:
+    """The bridge's hello if C{line} is one, else C{None}."""
+    # A hello is short; anything long is a message, and not worth decoding twice.
+    if len(line) > 4096 or b'"' + HELLO_KEY.encode() + b'"' not in line:
+        return None
+    try:
+        hello = json.loads(line)
+    except ValueError:
+        return None
+    if type(hello) is not dict or hello.get(HELLO_KEY) != HELLO_VALUE:
+        return None
+    return hello
+
+
+@implementer(IHalfCloseableProtocol)
+class StdioConnection(NDJSONProtocol):
+    """
+    One C{mcpx serve} (or any newline-delimited MCP client) on the MCP socket.
+
+    @ivar conn: the connection's L{Conn}, from the first line on.
+    @ivar peer: the connection's L{RpcPeer}, from the first line on.
+    @ivar hello: the bridge's hello, or C{None} for an anonymous client.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        core: McpCore,
+        clock: IReactorTime,
+        *,
+        number: int,
+        drain: float,
+        max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        super().__init__(max_length)
+        self._core = core
+        self._clock = clock
+        self._number = number
+        self._drain = drain
+        self.conn: Conn | None = None
+        self.peer: RpcPeer | None = None
+        self.hello: dict[str, Any] | None = None
+        self._draining = False
+        self._drain_timer: IDelayedCall | None = None
+        self._drain_check: IDelayedCall | None = None
+        self._lost = False
+
+    # Setting up
+
+    def _start(self, hello: dict[str, Any] | None) -> RpcPeer:
+        self.hello = hello
+        pid = hello.get("pid") if hello is not None else None
+        identity = f"stdio:{pid}" if type(pid) is int else f"stdio:socket-{self._number}"
+        self.conn = self._core.open(STDIO, identity, push=self._push, ask=self._ask)
+        self.peer = RpcPeer(
+            self.send_message,
+            on_request=self._request,
+            on_notification=self._notification,
+            negative_ids=True,
+            clock=self._clock,
+            name=identity,
+        )
+        if hello is None:
+            self.log.info("anonymous MCP client {identity} connected", identity=identity)
+        else:
+            self.log.info(
+                "MCP host {identity} connected through mcpx serve {version} (cwd {cwd})",
+                identity=identity,
+                version=hello.get("version"),
+                cwd=hello.get("cwd"),
+            )
+        return self.peer
+
+    # Bytes in
+
+    def message_received(self, line: bytes) -> None:
+        peer = self.peer
+        if peer is None:
+            hello = read_hello(line)
+            peer = self._start(hello)
+            if hello is not None:
+                return
+        conn = self.conn
+        assert conn is not None
+        # Batches belong to 2025-03-26 alone, which only initialize can agree on.
+        peer.allow_batches = conn.revision is not None and batch_allowed(conn.revision)
+        peer.receive(line)
+
+    def message_too_large(self, limit: int) -> None:
+        peer = self.peer if self.peer is not None else self._start(None)
+        peer.reject_oversized(limit)
+
+    def _request(self, request: Request) -> Deferred[Any]:
+        assert self.conn is not None
+        handling: Deferred[Any] = Deferred.fromCoroutine(self._core.handle(self.conn, request))
+        return handling.addBoth(self._settled)
+
+    def _notification(self, notification: Notification) -> None:
+        assert self.conn is not None
+        self._core.notification(self.conn, notification)
+
+    # mcpx to the client
+
+    def _push(self, method: str, params: dict[str, Any] | None) -> None:
+        if self.peer is not None:
+            self.peer.notify(method, params)
+
+    def _ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
+        assert self.peer is not None
+        if self._draining:
+            # The client closed its side: nothing it could answer would arrive.
+            return fail(ConnectionClosed(self.peer.name, EOFError("the client closed its input")))
+        return self.peer.request(method, params)
+
+    # Ending
+
+    def _settled(self, outcome: object) -> object:
+        # The peer answers after this callback returns: look again on the next turn.
+        if self._draining and self._drain_check is None and not self._lost:
+            self._drain_check = self._clock.callLater(0, self._drained)
+        return outcome
+
+    def _drained(self) -> None:
+        self._drain_check = None
+        if self.peer is None or self.peer.in_flight_incoming == 0:
+            self._close()
+
+    def readConnectionLost(self) -> None:
+        """The host closed stdin: let what is running answer, for a while."""
+        self._draining = True
+        running = 0 if self.peer is None else self.peer.in_flight_incoming
+        if running == 0:
+            self._close()
+            return
+        self.log.info(
+            "{identity} closed its input with {running} requests running; they have "
+            "{drain}s to answer",
+            identity=self._name(),
+            running=running,
+            drain=self._drain,
+        )
+        self._drain_timer = self._clock.callLater(self._drain, self._drain_expired)
+
+    def _drain_expired(self) -> None:
+        self._drain_timer = None
+        self.log.info(
+            "{identity}: {running} requests still running after {drain}s; cancelled",
+            identity=self._name(),
+            running=0 if self.peer is None else self.peer.in_flight_incoming,
+            drain=self._drain,
+        )
+        self._close()
+
+    def writeConnectionLost(self) -> None:
+        # Nobody can read an answer any more.
+        self._close()
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self._lost = True
+        for timer in (self._drain_timer, self._drain_check):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._drain_timer = self._drain_check = None
+        if self.peer is not None:
+            # Cancels every request still running, all the way upstream.
+            self.peer.close(reason)
+        if self.conn is not None:
+            self._core.close(self.conn)
+            self.log.info("MCP client {identity} disconnected", identity=self._name())
+
+    def _name(self) -> str:
+        return self.conn.identity if self.conn is not None else f"socket-{self._number}"
+
+
+class StdioFactory(Factory):
+    """
+    Builds a L{StdioConnection} for each connection to the MCP socket.
+
+    @ivar connections: how many connections were made, for anonymous identities.
+    """
+
+    noisy = False
+
+    def __init__(
+        self,
+        core: McpCore,
+        clock: IReactorTime,
+        *,
+        drain: float = 5.0,
+        max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        self._core = core
+        self._clock = clock
+        self._drain = drain
+        self._max_length = max_length
+        self.connections = 0
+
+    def buildProtocol(self, addr: IAddress | None) -> StdioConnection:
+        self.connections += 1
+        protocol = StdioConnection(
+            self._core,
+            self._clock,
+            number=self.connections,
+            drain=self._drain,
+            max_length=self._max_length,
+        )
+        protocol.factory = self
+        return protocol

@@ -1,0 +1,111 @@
+"""
+A scripted stand-in for L{mcpx.server.dispatch.McpServer}, for the transport tests.
+
+It opens real L{Conn}s and answers a few made-up methods whose behaviour a test can
+steer, so that what is checked is the transport: framing, routing, cancellation, statuses.
+
+  - C{initialize}: agrees on C{params.protocolVersion} when it is a legacy revision,
+    otherwise 2025-11-25; -32602 when it is not a string.
+  - C{echo}: answers its params.
+  - C{fail}: raises C{RpcError(params.code, params.message)}.
+  - C{crash}: raises C{ValueError} (an internal error).
+  - C{wait}: waits until the test fires L{FakeCore.waiting}C{[id]}.
+  - C{notify}: pushes C{params.method} with C{params.params} to the connection, then
+    waits like C{wait}.
+  - C{ask}: asks the client C{elicitation/create} with its params and answers
+    C{{"answer": <the client's result>}}.
+  - anything else: C{-32601}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from mcpx.server.conn import Ask, Conn, Push
+from mcpx.spec.revision import NEWEST_LEGACY, Revision
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Notification, Request, RequestId
+
+
+class FakeCore:
+    """
+    @ivar opened: every connection opened, in order.
+    @ivar closed: every connection closed, in order.
+    @ivar handled: every request, with its connection.
+    @ivar notifications: every notification, with its connection.
+    @ivar waiting: the C{wait}/C{notify} requests still waiting, by id.
+    @ivar cancelled: the ids of the requests whose waiting was cancelled.
+    """
+
+    def __init__(self) -> None:
+        self.opened: list[Conn] = []
+        self.closed: list[Conn] = []
+        self.handled: list[tuple[Conn, Request]] = []
+        self.notifications: list[tuple[Conn, Notification]] = []
+        self.waiting: dict[RequestId, Deferred[Any]] = {}
+        self.cancelled: list[RequestId] = []
+
+    def open(
+        self,
+        transport: str,
+        identity: str,
+        *,
+        push: Push | None = None,
+        ask: Ask | None = None,
+        default_revision: Revision | None = None,
+    ) -> Conn:
+        conn = Conn(transport, identity, push=push, ask=ask)
+        if default_revision is not None:
+            conn.default_revision = default_revision
+        self.opened.append(conn)
+        return conn
+
+    def close(self, conn: Conn) -> None:
+        conn.closed = True
+        self.closed.append(conn)
+
+    def notification(self, conn: Conn, notification: Notification) -> None:
+        self.notifications.append((conn, notification))
+
+    async def handle(self, conn: Conn, request: Request) -> Any:
+        self.handled.append((conn, request))
+        params = request.params if isinstance(request.params, dict) else {}
+        method = request.method
+        if method == "initialize":
+            if not isinstance(params.get("protocolVersion"), str):
+                raise RpcError.invalid_params("params.protocolVersion must be a string")
+            found = Revision.find(params.get("protocolVersion"))
+            conn.revision = found if found is not None and not found.is_modern else NEWEST_LEGACY
+            return {"protocolVersion": conn.revision.value, "capabilities": {}}
+        if method == "echo":
+            return params
+        if method == "fail":
+            raise RpcError(params["code"], params.get("message", "failed"))
+        if method == "crash":
+            raise ValueError("a bug")
+        if method == "notify":
+            assert conn.push is not None
+            conn.push(params["method"], params.get("params"))
+            return await self._wait(request.id)
+        if method == "wait":
+            return await self._wait(request.id)
+        if method == "ask":
+            assert conn.ask is not None
+            answer = await conn.ask("elicitation/create", params)
+            return {"answer": answer}
+        raise RpcError.method_not_found(method)
+
+    def _wait(self, request_id: RequestId) -> Deferred[Any]:
+        def cancelled(deferred: Deferred[Any]) -> None:
+            self.cancelled.append(request_id)
+            self.waiting.pop(request_id, None)
+
+        waiting: Deferred[Any] = Deferred(cancelled)
+        self.waiting[request_id] = waiting
+        return waiting
+
+    def release(self, request_id: RequestId, result: Any) -> None:
+        """Let the waiting request C{request_id} answer C{result}."""
+        self.waiting.pop(request_id).callback(result)

@@ -1,0 +1,817 @@
+"""
+Tests for L{mcpx.server.http}: C{/mcp} driven in memory through StubTreq over the
+daemon's Klein app, with a scripted core (and, at the end, the real one).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+from treq.testing import StubTreq
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IPushProducer, ITransport
+from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.daemon.http import DaemonHTTP
+from mcpx.server.dispatch import McpServer
+from mcpx.server.http import McpHTTP, decode_header_value, parse_origin
+from mcpx.spec.revision import Revision
+from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
+from mcpx.wire.sse import SSEDecoder
+from tests.daemon.fake_pool import FakePool, default_settings, result_of
+from tests.server import gateway_servers, servers_config
+from tests.server.fake_core import FakeCore
+
+URL = "http://127.0.0.1:8899/mcp"
+MODERN = "2026-07-28"
+BOTH = "application/json, text/event-stream"
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
+
+class _Body(Protocol):
+    """Collects a streamed response body as it arrives."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.ended: list[Failure] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        assert reason is not None
+        self.ended.append(reason)
+
+    def events(self) -> list[Any]:
+        decoder = SSEDecoder()
+        return [json.loads(event.data) for event in decoder.feed(self.data)]
+
+
+def request(request_id: int | str, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def modern(request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A 2026-07-28 request: its C{_meta} names the revision and the capabilities."""
+    meta = {PROTOCOL_VERSION: MODERN, CLIENT_CAPABILITIES: {}}
+    return request(request_id, method, {**(params or {}), "_meta": meta})
+
+
+def modern_headers(method: str, **extra: str) -> dict[str, str]:
+    return {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Accept": BOTH, **extra}
+
+
+class Client:
+    """Requests to C{/mcp} through StubTreq, answered in memory."""
+
+    def __init__(self, mcp_http: McpHTTP | None, clock: Clock) -> None:
+        self.daemon = DaemonHTTP(clock=clock, pid=1)
+        self.daemon.mcp = mcp_http
+        # StubTreq grows its request methods at run time, so mypy cannot see them.
+        self.stub: Any = StubTreq(self.daemon.resource())
+
+    def start(
+        self,
+        method: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+    ) -> Deferred[Any]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        sent = {"Content-Type": "application/json", "Accept": BOTH, **(headers or {})}
+        started: Deferred[Any] = self.stub.request(method, URL, data=data, headers=sent)
+        self.stub.flush()
+        return started
+
+    def open(
+        self, method: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[Any, _Body]:
+        """A request whose response has started; its body is collected as it arrives."""
+        response = result_of(self.start(method, body, headers))
+        collected = _Body()
+        response.deliverBody(collected)
+        self.stub.flush()
+        return response, collected
+
+    def send(
+        self,
+        method: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+    ) -> tuple[Any, bytes]:
+        """A request answered at once: its response and whole body."""
+        response = result_of(self.start(method, body, headers, raw=raw))
+        self.stub.flush()
+        content: bytes = result_of(response.content())
+        return response, content
+
+    def post(self, body: Any, headers: Mapping[str, str] | None = None) -> tuple[Any, Any]:
+        """POST C{body} and decode the JSON answer (C{None} for an empty body)."""
+        response, content = self.send("POST", body, headers)
+        return response, (json.loads(content) if content else None)
+
+
+def header(response: Any, name: str) -> str | None:
+    values = response.headers.getRawHeaders(name.encode("ascii"))
+    return None if not values else str(values[0], "utf-8")
+
+
+class McpHTTPCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.core = FakeCore()
+        self.mcp = McpHTTP(
+            self.core,
+            self.clock,
+            keep_alive=15.0,
+            allowed_origins=["https://app.example.com"],
+            max_body=4096,
+        )
+        self.client = Client(self.mcp, self.clock)
+        self.addCleanup(self.client.stub.flush)
+        self.addCleanup(self.mcp.close)
+
+    def initialize(self, revision: str = "2025-06-18") -> str:
+        response, body = self.client.post(
+            request(0, "initialize", {"protocolVersion": revision, "capabilities": {}})
+        )
+        self.assertEqual(response.code, 200)
+        self.assertEqual(body["result"]["protocolVersion"], revision)
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        return session
+
+    def session_headers(self, session: str, revision: str = "2025-06-18") -> dict[str, str]:
+        return {"Mcp-Session-Id": session, "MCP-Protocol-Version": revision}
+
+
+class OriginTests(McpHTTPCase):
+    def test_foreign_origin_is_forbidden(self) -> None:
+        """A request from a foreign origin is refused with 403 and a JSON-RPC error body."""
+        for method in ("POST", "GET", "DELETE"):
+            response, body = self.client.send(
+                method,
+                request(1, "echo") if method == "POST" else None,
+                {"Origin": "http://evil.example.com", "Host": "evil.example.com"},
+            )
+            self.assertEqual(response.code, 403, method)
+            error = json.loads(body)
+            self.assertIsNone(error["id"])
+            self.assertEqual(error["error"]["code"], INVALID_REQUEST)
+        self.assertEqual(self.core.handled, [])
+
+    def test_loopback_and_allowed_origins(self) -> None:
+        """Loopback origins, and those in transport.allowedOrigins, are served."""
+        for origin in (
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "http://127.8.9.10:5",
+            "http://[::1]:6274",
+            "https://app.example.com",
+            "https://APP.example.com:443",
+        ):
+            response, body = self.client.post(request(1, "echo", {}), {"Origin": origin})
+            self.assertEqual(response.code, 200, origin)
+            self.assertEqual(body["result"], {})
+        for origin in ("null", "https://app.example.com:8443", "http://app.example.com"):
+            response, _ = self.client.post(request(1, "echo", {}), {"Origin": origin})
+            self.assertEqual(response.code, 403, origin)
+
+    def test_own_address(self) -> None:
+        """The daemon's own address is an allowed origin, even beyond loopback."""
+
+        class Reached:
+            def getHost(self) -> IPv4Address:
+                return IPv4Address("TCP", "192.168.1.5", 8899)
+
+        reached: Any = Reached()
+        self.assertTrue(self.mcp._origin_allowed("http://192.168.1.5:8899", reached))
+        self.assertFalse(self.mcp._origin_allowed("http://192.168.1.5:9999", reached))
+        self.assertFalse(self.mcp._origin_allowed("http://192.168.1.6:8899", reached))
+
+    def test_parse_origin(self) -> None:
+        """Origins are compared by scheme, host and port, the port defaulted."""
+        self.assertEqual(parse_origin("HTTP://LocalHost"), ("http", "localhost", 80))
+        self.assertEqual(parse_origin("https://[::1]"), ("https", "::1", 443))
+        self.assertIsNone(parse_origin("null"))
+        self.assertIsNone(parse_origin("file://x"))
+        self.assertIsNone(parse_origin("http://x:99999"))
+
+
+class LegacySessionTests(McpHTTPCase):
+    def test_only_initialize_mints_a_session(self) -> None:
+        """initialize answers with an Mcp-Session-Id; a sessionless request gets none."""
+        session = self.initialize()
+        self.assertGreaterEqual(len(session), 24)
+        self.assertTrue(all(0x21 <= ord(c) <= 0x7E for c in session))
+        conn = self.core.opened[0]
+        self.assertEqual(conn.transport, "http-session")
+        self.assertEqual(conn.identity, f"http-session:{session}")
+        self.assertTrue(conn.can_push)
+        response, body = self.client.post(request(1, "echo", {"x": 1}))
+        self.assertIsNone(header(response, "mcp-session-id"))
+        self.assertEqual(body["result"], {"x": 1})
+        sessionless = self.core.opened[1]
+        self.assertEqual(sessionless.transport, "http-post")
+        self.assertFalse(sessionless.can_push)
+        self.assertTrue(sessionless.closed, "a sessionless connection lasts one request")
+        # A second initialize mints a different session.
+        self.assertNotEqual(self.initialize(), session)
+
+    def test_failed_initialize_mints_nothing(self) -> None:
+        """An initialize that fails gets no session id and leaves no session behind."""
+        self.initialize()
+        response, body = self.client.post(request(1, "initialize", {"protocolVersion": 7}))
+        self.assertEqual(response.code, 200)
+        self.assertIsNone(header(response, "mcp-session-id"))
+        self.assertEqual(body["error"]["code"], -32602)
+        self.assertEqual(len(self.mcp.sessions), 1)
+        self.assertTrue(self.core.opened[-1].closed)
+
+    def test_session_requests(self) -> None:
+        """A request with the session's id is served on the session's connection."""
+        session = self.initialize()
+        response, body = self.client.post(
+            request(1, "echo", {"y": 2}), self.session_headers(session)
+        )
+        self.assertEqual(body["result"], {"y": 2})
+        self.assertEqual(header(response, "content-type"), "application/json")
+        conns = {id(conn) for conn, _ in self.core.handled}
+        self.assertEqual(len(conns), 1)
+
+    def test_unknown_session_is_404(self) -> None:
+        """A request naming a session mcpx does not know is 404."""
+        response, body = self.client.post(
+            request(1, "echo", {}), {"Mcp-Session-Id": "nope", "MCP-Protocol-Version": "2025-06-18"}
+        )
+        self.assertEqual(response.code, 404)
+        self.assertEqual(body["id"], 1)
+        self.assertEqual(self.core.handled, [])
+
+    def test_delete_ends_the_session(self) -> None:
+        """DELETE ends a session: later requests on it are 404, and its connection closes."""
+        session = self.initialize()
+        response, _ = self.client.send("DELETE", headers=self.session_headers(session))
+        self.assertEqual(response.code, 200)
+        self.assertTrue(self.core.opened[0].closed)
+        response, _ = self.client.post(request(1, "echo", {}), self.session_headers(session))
+        self.assertEqual(response.code, 404)
+        response, _ = self.client.send("DELETE", headers=self.session_headers(session))
+        self.assertEqual(response.code, 404)
+        response, _ = self.client.send("DELETE")
+        self.assertEqual(response.code, 400)
+
+    def test_delete_cancels_running_requests(self) -> None:
+        """Ending a session cancels what it was running; the open POST ends with 202."""
+        session = self.initialize()
+        started = self.client.start("POST", request(5, "wait"), self.session_headers(session))
+        self.assertNoResult(started)
+        self.client.send("DELETE", headers=self.session_headers(session))
+        self.assertEqual(self.core.cancelled, [5])
+        self.client.stub.flush()
+        self.assertEqual(result_of(started).code, 202)
+
+    def test_revision_header_must_match(self) -> None:
+        """A later request naming another revision than the session's is 400."""
+        session = self.initialize("2025-06-18")
+        response, body = self.client.post(
+            request(1, "echo", {}), self.session_headers(session, "2025-11-25")
+        )
+        self.assertEqual(response.code, 400)
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        response, _ = self.client.post(request(1, "echo", {}), {"Mcp-Session-Id": session})
+        self.assertEqual(response.code, 200, "the header may be left out")
+
+    def test_unsupported_revision_header(self) -> None:
+        """An MCP-Protocol-Version mcpx does not speak is 400, listing what it speaks."""
+        response, body = self.client.post(
+            request(1, "echo", {}), {"MCP-Protocol-Version": "1999-01-01"}
+        )
+        self.assertEqual(response.code, 400)
+        self.assertEqual(body["error"]["data"]["requested"], "1999-01-01")
+        self.assertIn("2025-06-18", body["error"]["data"]["supported"])
+
+    def test_headerless_is_2025_03_26(self) -> None:
+        """A request without MCP-Protocol-Version is read as 2025-03-26; with one, as it says."""
+        self.client.post(request(1, "echo", {}))
+        self.assertIs(self.core.opened[-1].default_revision, Revision.V2025_03_26)
+        self.client.post(request(1, "echo", {}), {"MCP-Protocol-Version": "2025-06-18"})
+        self.assertIs(self.core.opened[-1].default_revision, Revision.V2025_06_18)
+        self.initialize("2025-11-25")
+        self.assertIs(self.core.opened[-1].default_revision, Revision.V2025_03_26)
+
+    def test_notifications_and_responses_are_202(self) -> None:
+        """Notifications are accepted with 202 and reach the core with the session's conn."""
+        session = self.initialize()
+        response, body = self.client.post(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, self.session_headers(session)
+        )
+        self.assertEqual((response.code, body), (202, None))
+        [(conn, notification)] = self.core.notifications
+        self.assertIs(conn, self.core.opened[0])
+        self.assertEqual(notification.method, "notifications/initialized")
+        response, _ = self.client.post({"jsonrpc": "2.0", "method": "notifications/x"})
+        self.assertEqual(response.code, 202)
+        response, _ = self.client.post(
+            {"jsonrpc": "2.0", "id": -9, "result": {}}, self.session_headers(session)
+        )
+        self.assertEqual(response.code, 202)
+        response, _ = self.client.post({"jsonrpc": "2.0", "id": -9, "result": {}})
+        self.assertEqual(response.code, 400, "a response outside a session belongs nowhere")
+
+    def test_cancelled_notification_cancels(self) -> None:
+        """notifications/cancelled cancels the session's request; its POST ends with 202."""
+        session = self.initialize()
+        started = self.client.start("POST", request(5, "wait"), self.session_headers(session))
+        response, _ = self.client.post(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 5, "reason": "no longer needed"},
+            },
+            self.session_headers(session),
+        )
+        self.assertEqual(response.code, 202)
+        self.assertEqual(self.core.cancelled, [5])
+        self.assertEqual(self.core.notifications, [])
+        self.client.stub.flush()
+        self.assertEqual(result_of(started).code, 202)
+
+    def test_dropped_connection_is_not_a_cancellation(self) -> None:
+        """Within a session, a POST whose connection drops keeps running."""
+        session = self.initialize()
+        started = self.client.start("POST", request(5, "wait"), self.session_headers(session))
+        # The keep-alive starts the stream, so there is a connection to drop.
+        self.clock.advance(15)
+        self.client.stub.flush()
+        body = _Body()
+        result_of(started).deliverBody(body)
+        self.client.stub.flush()
+        cast(IPushProducer, cast(ITransport, body.transport)).stopProducing()
+        self.client.stub.flush()
+        self.assertEqual(self.core.cancelled, [])
+        self.assertIn(5, self.core.waiting)
+        self.core.release(5, {})
+        self.assertNotIn(5, self.mcp.sessions[session].running)
+
+    def test_sessionless_drop_is_a_cancellation(self) -> None:
+        """Outside a session, a POST whose connection drops is cancelled."""
+        started = self.client.start("POST", request(5, "wait"))
+        self.assertIn(5, self.core.waiting)
+        started.cancel()
+        self.client.stub.flush()
+        self.failureResultOf(started)
+        self.assertEqual(self.core.cancelled, [5])
+        self.assertTrue(self.core.opened[-1].closed)
+
+
+class StreamTests(McpHTTPCase):
+    def test_get_stream_carries_pushes(self) -> None:
+        """What mcpx pushes to a session goes on its GET stream, as events without ids."""
+        session = self.initialize()
+        conn = self.core.opened[0]
+        assert conn.push is not None
+        conn.push("notifications/tools/list_changed", None)
+        response, body = self.client.open(
+            "GET", headers={**self.session_headers(session), "Accept": "text/event-stream"}
+        )
+        self.assertEqual(response.code, 200)
+        self.assertEqual(header(response, "content-type"), "text/event-stream")
+        conn.push("notifications/resources/updated", {"uri": "mcpx://a/b"})
+        self.client.stub.flush()
+        self.assertEqual(
+            [event["method"] for event in body.events()],
+            ["notifications/tools/list_changed", "notifications/resources/updated"],
+        )
+        self.assertNotIn(b"\nid:", b"\n" + body.data)
+
+    def test_get_stream_rules(self) -> None:
+        """GET needs a known session and an event-stream Accept; a second one replaces the first."""
+        response, _ = self.client.send("GET", headers={"Accept": "text/event-stream"})
+        self.assertEqual(response.code, 405)
+        response, _ = self.client.send(
+            "GET", headers={"Mcp-Session-Id": "nope", "Accept": "text/event-stream"}
+        )
+        self.assertEqual(response.code, 404)
+        session = self.initialize()
+        response, _ = self.client.send(
+            "GET", headers={"Mcp-Session-Id": session, "Accept": "application/json"}
+        )
+        self.assertEqual(response.code, 406)
+        headers = {"Mcp-Session-Id": session, "Accept": "text/event-stream"}
+        _, first = self.client.open("GET", headers=headers)
+        _, second = self.client.open("GET", headers=headers)
+        self.assertEqual(len(first.ended), 1, "the first stream ended")
+        conn = self.core.opened[0]
+        assert conn.push is not None
+        conn.push("notifications/x", None)
+        self.client.stub.flush()
+        self.assertEqual(len(second.events()), 1)
+        self.assertEqual(first.events(), [])
+
+    def test_get_stream_keep_alive(self) -> None:
+        """The GET stream sends a keep-alive comment each transport.sseKeepAlive."""
+        session = self.initialize()
+        _, body = self.client.open(
+            "GET", headers={"Mcp-Session-Id": session, "Accept": "text/event-stream"}
+        )
+        self.clock.advance(15)
+        self.client.stub.flush()
+        self.assertEqual(body.data, b": keepalive\n")
+        self.client.send("DELETE", headers={"Mcp-Session-Id": session})
+        self.assertEqual(len(body.ended), 1)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_plain_answer_is_json(self) -> None:
+        """A request with nothing to stream is answered with a JSON body."""
+        session = self.initialize()
+        response, body = self.client.post(request(1, "echo", {}), self.session_headers(session))
+        self.assertEqual(header(response, "content-type"), "application/json")
+        self.assertEqual(body["id"], 1)
+
+    def test_notification_turns_the_answer_into_a_stream(self) -> None:
+        """
+        A notification sent while a request is handled goes on that request's POST,
+        which becomes an event stream ending with the answer.
+        """
+        session = self.initialize()
+        params = {"method": "notifications/message", "params": {"level": "info", "data": "hi"}}
+        response, body = self.client.open(
+            "POST", request(3, "notify", params), self.session_headers(session)
+        )
+        self.assertEqual(header(response, "content-type"), "text/event-stream")
+        self.core.release(3, {"ok": True})
+        self.client.stub.flush()
+        first, last = body.events()
+        self.assertEqual(first["method"], "notifications/message")
+        self.assertEqual(last, {"jsonrpc": "2.0", "id": 3, "result": {"ok": True}})
+        self.assertEqual(len(body.ended), 1)
+
+    def test_progress_goes_to_its_request(self) -> None:
+        """Progress pushed outside the handler finds its POST by the progress token."""
+        session = self.initialize()
+        params = {"_meta": {"progressToken": "tok"}}
+        started = self.client.start(
+            "POST", request(3, "wait", params), self.session_headers(session)
+        )
+        _, other = self.client.open(
+            "GET", headers={"Mcp-Session-Id": session, "Accept": "text/event-stream"}
+        )
+        conn = self.core.opened[0]
+        assert conn.push is not None
+        conn.push("notifications/progress", {"progressToken": "tok", "progress": 1})
+        conn.push("notifications/progress", {"progressToken": "other", "progress": 1})
+        self.core.release(3, {})
+        self.client.stub.flush()
+        body = _Body()
+        result_of(started).deliverBody(body)
+        self.client.stub.flush()
+        self.assertEqual(
+            [e.get("params", {}).get("progressToken") for e in body.events()], ["tok", None]
+        )
+        self.assertEqual([e["params"]["progressToken"] for e in other.events()], ["other"])
+
+    def test_ask_on_the_post_stream(self) -> None:
+        """
+        A server request during a POST goes on that POST's stream with a negative id; the
+        client's answer, POSTed to the session, reaches the asker and the POST ends.
+        """
+        session = self.initialize()
+        _, body = self.client.open(
+            "POST", request(4, "ask", {"message": "sure?"}), self.session_headers(session)
+        )
+        [asked] = body.events()
+        self.assertEqual((asked["id"], asked["method"]), (-1, "elicitation/create"))
+        response, _ = self.client.post(
+            {"jsonrpc": "2.0", "id": -1, "result": {"action": "decline"}},
+            self.session_headers(session),
+        )
+        self.assertEqual(response.code, 202)
+        self.client.stub.flush()
+        self.assertEqual(body.events()[-1]["result"], {"answer": {"action": "decline"}})
+
+    def test_ask_without_a_stream_fails(self) -> None:
+        """A server request outside any POST, with no GET stream open, fails at once."""
+        self.initialize()
+        conn = self.core.opened[0]
+        assert conn.ask is not None
+        self.failureResultOf(conn.ask("roots/list", {}), ConnectionError)
+
+    def test_keep_alive_after_silence(self) -> None:
+        """
+        A slow request whose client accepts event streams becomes one after
+        transport.sseKeepAlive of silence, with a comment each interval, no ids.
+        """
+        session = self.initialize()
+        started = self.client.start("POST", request(6, "wait"), self.session_headers(session))
+        self.clock.advance(14.9)
+        self.client.stub.flush()
+        self.assertNoResult(started)
+        self.clock.advance(0.1)
+        self.client.stub.flush()
+        response = result_of(started)
+        self.assertEqual(header(response, "content-type"), "text/event-stream")
+        body = _Body()
+        response.deliverBody(body)
+        self.client.stub.flush()
+        self.assertEqual(body.data, b": keepalive\n")
+        self.clock.advance(15)
+        self.client.stub.flush()
+        self.assertEqual(body.data.count(b": keepalive\n"), 2)
+        self.core.release(6, {"late": True})
+        self.client.stub.flush()
+        self.assertEqual(body.events(), [{"jsonrpc": "2.0", "id": 6, "result": {"late": True}}])
+        self.assertNotIn(b"id:", body.data)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_no_keep_alive_without_event_stream(self) -> None:
+        """A client that accepts only JSON waits for a JSON answer, however long."""
+        session = self.initialize()
+        started = self.client.start(
+            "POST",
+            request(6, "wait"),
+            {**self.session_headers(session), "Accept": "application/json"},
+        )
+        self.clock.advance(100)
+        self.client.stub.flush()
+        self.assertNoResult(started)
+        self.core.release(6, {})
+        self.client.stub.flush()
+        self.assertEqual(header(result_of(started), "content-type"), "application/json")
+
+
+class BatchTests(McpHTTPCase):
+    def test_batch_in_a_2025_03_26_session(self) -> None:
+        """A 2025-03-26 session takes a batch and answers its requests as an array."""
+        session = self.initialize("2025-03-26")
+        batch = [
+            request(1, "echo", {"n": 1}),
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            request(2, "echo", {"n": 2}),
+        ]
+        response, body = self.client.post(batch, {"Mcp-Session-Id": session})
+        self.assertEqual(response.code, 200)
+        self.assertEqual(sorted(answer["id"] for answer in body), [1, 2])
+        self.assertEqual(len(self.core.notifications), 1)
+        response, body = self.client.post(
+            [{"jsonrpc": "2.0", "method": "notifications/x"}], {"Mcp-Session-Id": session}
+        )
+        self.assertEqual(response.code, 202)
+
+    def test_batch_refused_elsewhere(self) -> None:
+        """Outside a 2025-03-26 session a batch is 400."""
+        batch = [request(1, "echo", {})]
+        response, body = self.client.post(batch)
+        self.assertEqual((response.code, body["error"]["code"]), (400, INVALID_REQUEST))
+        session = self.initialize("2025-06-18")
+        response, _ = self.client.post(batch, {"Mcp-Session-Id": session})
+        self.assertEqual(response.code, 400)
+        response, _ = self.client.post(batch, {"MCP-Protocol-Version": MODERN})
+        self.assertEqual(response.code, 400)
+        self.assertEqual(self.core.handled[-1][1].method, "initialize")
+
+    def test_malformed_and_oversized_bodies(self) -> None:
+        """A body that is not JSON is 400 with -32700; one over the limit is 413."""
+        response, body = self.client.send("POST", raw=b"{not json")
+        self.assertEqual((response.code, json.loads(body)["error"]["code"]), (400, -32700))
+        response, _ = self.client.send("POST", raw=b"[" + b" " * 5000 + b"]")
+        self.assertEqual(response.code, 413)
+
+    def test_other_methods(self) -> None:
+        """/mcp answers 405 to methods other than GET, POST and DELETE."""
+        response, _ = self.client.send("PUT", request(1, "echo"))
+        self.assertEqual(response.code, 405)
+        self.assertEqual(header(response, "allow"), "GET, POST, DELETE")
+
+
+class ModernTests(McpHTTPCase):
+    def test_modern_request(self) -> None:
+        """A 2026-07-28 request is served statelessly: its own connection, no session."""
+        response, body = self.client.post(
+            modern(1, "echo"), modern_headers("echo", **{"Mcp-Session-Id": "abc"})
+        )
+        self.assertEqual(response.code, 200)
+        self.assertEqual(body["id"], 1)
+        self.assertIsNone(header(response, "mcp-session-id"), "no session is echoed")
+        [conn] = self.core.opened
+        self.assertEqual(conn.transport, "http-modern")
+        self.assertTrue(conn.closed)
+        self.assertEqual(self.mcp.sessions, {})
+
+    def test_header_validation(self) -> None:
+        """The request-metadata headers must be present and agree with the body: -32020, 400."""
+        cases: list[tuple[dict[str, Any], dict[str, str]]] = [
+            (modern(1, "tools/list"), {"Mcp-Method": "tools/list"}),
+            (modern(1, "tools/list"), modern_headers("prompts/list")),
+            (modern(1, "tools/list"), {"MCP-Protocol-Version": MODERN}),
+            (modern(1, "tools/list"), modern_headers("TOOLS/LIST")),
+            (
+                modern(1, "tools/list"),
+                modern_headers("tools/list", **{"MCP-Protocol-Version": "2025-11-25"}),
+            ),
+            (modern(1, "tools/call", {"name": "a"}), modern_headers("tools/call")),
+            (
+                modern(1, "tools/call", {"name": "a"}),
+                modern_headers("tools/call", **{"Mcp-Name": "b"}),
+            ),
+            (
+                modern(1, "resources/read", {"uri": "x://y"}),
+                modern_headers("resources/read", **{"Mcp-Name": "x://z"}),
+            ),
+        ]
+        for body, headers in cases:
+            response, answer = self.client.post(body, headers)
+            self.assertEqual(response.code, 400, headers)
+            self.assertEqual(answer["error"]["code"], HEADER_MISMATCH, headers)
+            self.assertEqual(answer["id"], 1)
+        self.assertEqual(self.core.handled, [])
+
+    def test_header_values_accepted(self) -> None:
+        """Header names in any case, whitespace around values, and base64 names are accepted."""
+        encoded = "=?base64?" + base64.b64encode("zürich tool".encode()).decode() + "?="
+        cases = [
+            (modern(1, "echo"), {"mcp-protocol-version": MODERN, "MCP-METHOD": "echo"}),
+            (
+                modern(2, "tools/call", {"name": "a"}),
+                modern_headers("tools/call", **{"Mcp-Name": "  a  "}),
+            ),
+            (
+                modern(3, "tools/call", {"name": "zürich tool"}),
+                modern_headers("tools/call", **{"Mcp-Name": encoded}),
+            ),
+        ]
+        for body, headers in cases:
+            response, _ = self.client.post(body, headers)
+            self.assertNotEqual(response.code, 400, headers)
+        self.assertEqual(len(self.core.handled), 3)
+
+    def test_decode_header_value(self) -> None:
+        """Encoded values are decoded; malformed ones are left as they are."""
+        self.assertEqual(decode_header_value("=?base64?aMOp?="), "hé")
+        self.assertEqual(decode_header_value("=?base64?***?="), "=?base64?***?=")
+        self.assertEqual(decode_header_value("plain"), "plain")
+
+    def test_meta_without_header_is_modern(self) -> None:
+        """A body whose _meta names 2026-07-28 without the header is -32020, not legacy."""
+        response, body = self.client.post(modern(1, "tools/list"))
+        self.assertEqual((response.code, body["error"]["code"]), (400, HEADER_MISMATCH))
+
+    def test_status_follows_the_error_code(self) -> None:
+        """The HTTP status of a 2026-07-28 error is the one its code maps to."""
+        for code, status in ((-32601, 404), (-32602, 400), (-32022, 400), (-32603, 500), (-5, 200)):
+            response, body = self.client.post(
+                modern(1, "fail", {"code": code}), modern_headers("fail")
+            )
+            self.assertEqual(response.code, status, code)
+            self.assertEqual(body["error"]["code"], code)
+        response, body = self.client.post(modern(1, "crash"), modern_headers("crash"))
+        self.assertEqual((response.code, body["error"]["code"]), (500, -32603))
+        self.flushLoggedErrors(ValueError)
+
+    def test_legacy_errors_are_200(self) -> None:
+        """A legacy JSON-RPC error travels in a 200 response."""
+        response, body = self.client.post(request(1, "fail", {"code": -32601}))
+        self.assertEqual((response.code, body["error"]["code"]), (200, METHOD_NOT_FOUND))
+
+    def test_get_and_delete_are_405(self) -> None:
+        """A 2026-07-28 client has no GET stream and no session to delete."""
+        for method in ("GET", "DELETE"):
+            response, _ = self.client.send(
+                method, headers={"MCP-Protocol-Version": MODERN, "Accept": "text/event-stream"}
+            )
+            self.assertEqual(response.code, 405, method)
+            self.assertEqual(header(response, "allow"), "POST")
+
+    def test_closing_the_stream_cancels(self) -> None:
+        """Closing a 2026-07-28 request's connection cancels the request."""
+        started = self.client.start("POST", modern(9, "wait"), modern_headers("wait"))
+        self.assertIn(9, self.core.waiting)
+        started.cancel()
+        self.client.stub.flush()
+        self.failureResultOf(started)
+        self.assertEqual(self.core.cancelled, [9])
+        self.assertTrue(self.core.opened[0].closed)
+
+    def test_notifications_on_the_response_stream(self) -> None:
+        """A notification about a 2026-07-28 request goes on its response stream."""
+        params = {"method": "notifications/progress", "params": {"progressToken": 1, "progress": 5}}
+        response, body = self.client.open(
+            "POST", modern(2, "notify", params), modern_headers("notify")
+        )
+        self.assertEqual(header(response, "content-type"), "text/event-stream")
+        self.core.release(2, {})
+        self.client.stub.flush()
+        progress, answer = body.events()
+        self.assertEqual(progress["params"]["progress"], 5)
+        self.assertEqual(answer["id"], 2)
+
+    def test_no_push_without_event_stream(self) -> None:
+        """A 2026-07-28 client that accepts only JSON gets a connection that cannot push."""
+        self.client.post(modern(1, "echo"), modern_headers("echo", Accept="application/json"))
+        self.assertFalse(self.core.opened[0].can_push)
+
+    def test_notification_is_202(self) -> None:
+        """A 2026-07-28 notification is accepted with 202."""
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "notifications/x",
+            "params": {"_meta": {PROTOCOL_VERSION: MODERN}},
+        }
+        response, _ = self.client.post(notification, modern_headers("notifications/x"))
+        self.assertEqual(response.code, 202)
+        self.assertEqual(len(self.core.notifications), 1)
+
+    def test_unavailable_without_mcp(self) -> None:
+        """A daemon without an MCP server answers /mcp with 503."""
+        client = Client(None, self.clock)
+        response, body = client.send("POST", request(1, "echo"))
+        self.assertEqual(response.code, 503)
+        self.assertEqual(json.loads(body)["error"]["code"], "mcp_unavailable")
+
+
+class RealCoreTests(SynchronousTestCase):
+    """C{/mcp} in front of the real L{McpServer}."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.daemon = DaemonHTTP(
+            clock=self.clock,
+            pid=1,
+            pool=FakePool(gateway_servers()),
+            settings=default_settings(),
+            servers=servers_config("files", "search"),
+        )
+        self.daemon.mcp = McpHTTP(McpServer(self.daemon, self.clock), self.clock)
+        self.client = Client(None, self.clock)
+        self.client.stub = StubTreq(self.daemon.resource())
+
+    def test_legacy_session(self) -> None:
+        """A legacy client initializes, gets a session, and lists mcpx's tools in it."""
+        response, body = self.client.post(
+            request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+        )
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        self.assertEqual(body["result"]["protocolVersion"], "2025-06-18")
+        self.assertTrue(body["result"]["capabilities"]["resources"]["subscribe"])
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        response, _ = self.client.post(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers
+        )
+        self.assertEqual(response.code, 202)
+        _, body = self.client.post(request(2, "tools/list"), headers)
+        self.assertIn("mcpx_call", [tool["name"] for tool in body["result"]["tools"]])
+
+    def test_sessionless_cannot_subscribe(self) -> None:
+        """A sessionless legacy POST is not offered push-dependent capabilities."""
+        _, body = self.client.post(request(1, "resources/subscribe", {"uri": "mcpx://files/x"}))
+        self.assertEqual(body["error"]["code"], METHOD_NOT_FOUND)
+
+    def test_modern_discover_and_removed_methods(self) -> None:
+        """
+        server/discover answers a 2026-07-28 client; initialize, removed in that revision,
+        is 404 with -32601.
+        """
+        response, body = self.client.post(
+            modern(1, "server/discover"), modern_headers("server/discover")
+        )
+        self.assertEqual(response.code, 200)
+        self.assertIn(MODERN, body["result"]["supportedVersions"])
+        self.assertEqual(body["result"]["resultType"], "complete")
+        response, body = self.client.post(
+            modern(2, "initialize", {"protocolVersion": MODERN, "capabilities": {}}),
+            modern_headers("initialize"),
+        )
+        self.assertEqual((response.code, body["error"]["code"]), (404, METHOD_NOT_FOUND))
+
+    def test_modern_missing_meta(self) -> None:
+        """A 2026-07-28 request without _meta is -32602 with 400."""
+        response, body = self.client.post(request(1, "tools/list"), modern_headers("tools/list"))
+        self.assertEqual((response.code, body["error"]["code"]), (400, -32602))
+
+    def test_modern_unsupported_version(self) -> None:
+        """An unknown version in header and _meta is -32022 with 400, listing the supported."""
+        message = request(
+            1,
+            "tools/list",
+            {"_meta": {PROTOCOL_VERSION: "2099-01-01", CLIENT_CAPABILITIES: {}}},
+        )
+        response, body = self.client.post(
+            message, {**modern_headers("tools/list"), "MCP-Protocol-Version": "2099-01-01"}
+        )
+        self.assertEqual((response.code, body["error"]["code"]), (400, -32022))
+        self.assertIn(MODERN, body["error"]["data"]["supported"])

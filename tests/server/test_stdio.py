@@ -1,0 +1,434 @@
+"""
+Tests for L{mcpx.server.stdio} (the daemon's side of C{mcpx serve}) and for the bridge
+L{mcpx.cli.serve}: the protocol on a string transport with a scripted core, and the
+bridge as a real process against a real daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.task import Clock, deferLater
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from mcpx._version import __version__
+from mcpx.cli import serve as bridge_module
+from mcpx.server import stdio
+from mcpx.server.stdio import StdioConnection, StdioFactory, read_hello, stdio_endpoint
+from mcpx.spec.revision import Revision
+from mcpx.wire.errors import INTERNAL_ERROR, INVALID_REQUEST
+from tests.server.fake_core import FakeCore
+from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
+
+HELLO = {"mcpx": "serve", "pid": 4242, "cwd": "/home/me/project", "version": __version__}
+
+
+class StdioConnectionTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.core = FakeCore()
+        self.factory = StdioFactory(self.core, self.clock, drain=5.0, max_length=1000)
+        self.protocol: StdioConnection = self.factory.buildProtocol(None)
+        self.transport = StringTransport()
+        self.protocol.makeConnection(self.transport)
+
+    def send(self, *messages: Any) -> None:
+        self.protocol.dataReceived(
+            b"".join(json.dumps(message).encode("utf-8") + b"\n" for message in messages)
+        )
+
+    def received(self) -> list[Any]:
+        """What the daemon wrote since the last call, one decoded line each."""
+        data = self.transport.value()
+        self.transport.clear()
+        self.assertTrue(data == b"" or data.endswith(b"\n"), "every message ends its line")
+        return [json.loads(line) for line in data.splitlines()]
+
+    def start(self, **hello: Any) -> None:
+        self.send({**HELLO, **hello})
+
+    def request(self, request_id: int, method: str, params: Any = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def test_hello_names_the_host_process(self) -> None:
+        """
+        The bridge's hello opens a stdio connection whose identity is the host process,
+        which can be pushed to; the hello itself is not answered.
+        """
+        self.start()
+        [conn] = self.core.opened
+        self.assertEqual((conn.transport, conn.identity), ("stdio", "stdio:4242"))
+        self.assertTrue(conn.can_push)
+        self.assertEqual(self.received(), [])
+        self.assertEqual(self.protocol.hello, HELLO)
+
+    def test_client_without_hello_is_served(self) -> None:
+        """A client speaking MCP straight to the socket gets an anonymous identity."""
+        self.send(self.request(1, "echo", {"a": 1}))
+        [conn] = self.core.opened
+        self.assertEqual(conn.identity, "stdio:socket-1")
+        self.assertEqual(self.received(), [{"jsonrpc": "2.0", "id": 1, "result": {"a": 1}}])
+
+    def test_read_hello(self) -> None:
+        """Only a JSON object marked as mcpx serve's hello is one."""
+        self.assertEqual(read_hello(json.dumps(HELLO).encode()), HELLO)
+        self.assertIsNone(read_hello(b'{"jsonrpc":"2.0","method":"x"}'))
+        self.assertIsNone(read_hello(b'{"mcpx": "other"}'))
+        self.assertIsNone(read_hello(b'["mcpx"]'))
+        self.assertIsNone(read_hello(b'{"mcpx": "serve"'))
+
+    def test_requests_run_concurrently(self) -> None:
+        """A slow request does not hold up the next: answers go out as they finish."""
+        self.start()
+        self.send(self.request(1, "wait"), self.request(2, "wait"), self.request(3, "echo"))
+        self.assertEqual([m["id"] for m in self.received()], [3])
+        self.core.release(2, {"second": True})
+        self.assertEqual(self.received(), [{"jsonrpc": "2.0", "id": 2, "result": {"second": True}}])
+        self.core.release(1, {})
+        self.assertEqual([m["id"] for m in self.received()], [1])
+
+    def test_errors_are_answered(self) -> None:
+        """An RpcError is answered as it is; anything else as -32603 without details."""
+        self.start()
+        self.send(self.request(1, "fail", {"code": -32602, "message": "bad"}))
+        self.send(self.request(2, "crash"))
+        first, second = self.received()
+        self.assertEqual(first["error"], {"code": -32602, "message": "bad"})
+        self.assertEqual(second["error"]["code"], INTERNAL_ERROR)
+        self.assertNotIn("a bug", json.dumps(second))
+        self.flushLoggedErrors(ValueError)
+
+    def test_cancelled_notification_cancels_the_request(self) -> None:
+        """notifications/cancelled stops the named request's handling and nothing answers it."""
+        self.start()
+        self.send(self.request(7, "wait"))
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 7, "reason": "user"},
+            }
+        )
+        self.assertEqual(self.core.cancelled, [7])
+        self.assertEqual(self.received(), [])
+        # Cancellation is the transport's business: the core never sees the notification.
+        self.assertEqual(self.core.notifications, [])
+
+    def test_notifications_reach_the_core(self) -> None:
+        """Other notifications are handed to the core with the connection."""
+        self.start()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        [(conn, notification)] = self.core.notifications
+        self.assertIs(conn, self.core.opened[0])
+        self.assertEqual(notification.method, "notifications/initialized")
+
+    def test_server_requests_have_negative_ids(self) -> None:
+        """mcpx's own requests use negative ids, and the client's answer reaches the asker."""
+        self.start()
+        self.send(self.request(1, "ask", {"message": "sure?"}))
+        [asked] = self.received()
+        self.assertEqual(asked["method"], "elicitation/create")
+        self.assertEqual(asked["params"], {"message": "sure?"})
+        self.assertEqual(asked["id"], -1)
+        self.send({"jsonrpc": "2.0", "id": -1, "result": {"action": "accept"}})
+        self.assertEqual(
+            self.received(),
+            [{"jsonrpc": "2.0", "id": 1, "result": {"answer": {"action": "accept"}}}],
+        )
+
+    def test_push_sends_a_notification(self) -> None:
+        """The connection's push writes a notification line."""
+        self.start()
+        conn = self.core.opened[0]
+        assert conn.push is not None
+        conn.push("notifications/resources/updated", {"uri": "mcpx://a/b"})
+        self.assertEqual(
+            self.received(),
+            [
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/resources/updated",
+                    "params": {"uri": "mcpx://a/b"},
+                }
+            ],
+        )
+
+    def test_eof_with_nothing_running_closes(self) -> None:
+        """When the host closes stdin and nothing runs, the connection closes at once."""
+        self.start()
+        self.protocol.readConnectionLost()
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_eof_drains_running_requests(self) -> None:
+        """At EOF a running request may still answer; the connection closes after it."""
+        self.start()
+        self.send(self.request(1, "wait"), self.request(2, "wait"))
+        self.protocol.readConnectionLost()
+        self.assertFalse(self.transport.disconnecting)
+        self.clock.advance(2)
+        self.core.release(1, {"done": 1})
+        self.clock.advance(0)
+        self.assertFalse(self.transport.disconnecting, "request 2 is still running")
+        self.core.release(2, {"done": 2})
+        self.clock.advance(0)
+        self.assertTrue(self.transport.disconnecting)
+        self.assertEqual([m["id"] for m in self.received()], [1, 2])
+        self.assertEqual(self.core.cancelled, [])
+
+    def test_drain_ends_after_stdio_drain(self) -> None:
+        """A request still running transport.stdioDrain after EOF is cancelled."""
+        self.start()
+        self.send(self.request(1, "wait"))
+        self.protocol.readConnectionLost()
+        self.clock.advance(4.9)
+        self.assertFalse(self.transport.disconnecting)
+        self.clock.advance(0.1)
+        self.assertTrue(self.transport.disconnecting)
+        self.protocol.connectionLost()
+        self.assertEqual(self.core.cancelled, [1])
+        self.assertEqual(self.core.closed, self.core.opened)
+        self.assertEqual(self.received(), [])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_ask_after_eof_fails(self) -> None:
+        """After EOF mcpx asks the client nothing: no answer could come back."""
+        self.start()
+        self.send(self.request(1, "wait"))
+        self.protocol.readConnectionLost()
+        conn = self.core.opened[0]
+        assert conn.ask is not None
+        self.failureResultOf(conn.ask("roots/list", {}))
+        self.assertEqual(self.received(), [])
+
+    def test_connection_lost_cancels_everything(self) -> None:
+        """A bridge that vanishes cancels its requests and closes its connection."""
+        self.start()
+        self.send(self.request(1, "wait"))
+        self.protocol.connectionLost()
+        self.assertEqual(self.core.cancelled, [1])
+        self.assertTrue(self.core.opened[0].closed)
+
+    def test_oversized_line(self) -> None:
+        """A line over the limit is answered with -32600 and a null id; the next is served."""
+        self.start()
+        self.protocol.dataReceived(b'{"pad": "' + b"x" * 2000 + b'"}\n')
+        self.send(self.request(2, "echo", {}))
+        error, answer = self.received()
+        self.assertIsNone(error["id"])
+        self.assertEqual(error["error"]["code"], INVALID_REQUEST)
+        self.assertEqual(answer["id"], 2)
+
+    def test_batches_only_on_2025_03_26(self) -> None:
+        """A batch is refused until the connection agrees on 2025-03-26, then answered."""
+        self.start()
+        batch = [self.request(1, "echo", {"n": 1}), self.request(2, "echo", {"n": 2})]
+        self.send(batch)
+        [refusal] = self.received()
+        self.assertEqual(refusal["error"]["code"], INVALID_REQUEST)
+        self.send(self.request(3, "initialize", {"protocolVersion": "2025-03-26"}))
+        self.assertEqual(self.core.opened[0].revision, Revision.V2025_03_26)
+        self.received()
+        self.send(batch)
+        [answers] = self.received()
+        self.assertEqual(sorted(a["id"] for a in answers), [1, 2])
+
+    def test_batches_refused_on_later_revisions(self) -> None:
+        """A connection on 2025-06-18 reads a batch as an invalid request."""
+        self.start()
+        self.send(self.request(1, "initialize", {"protocolVersion": "2025-06-18"}))
+        self.received()
+        self.send([self.request(2, "echo", {})])
+        [refusal] = self.received()
+        self.assertEqual(refusal["error"]["code"], INVALID_REQUEST)
+
+
+class SocketTests(SynchronousTestCase):
+    def test_same_socket_name(self) -> None:
+        """The bridge and the daemon agree on the MCP socket's name."""
+        self.assertEqual(bridge_module.MCP_SOCKET_NAME, stdio.SOCKET_NAME)
+
+    def test_endpoint_is_private(self) -> None:
+        """The MCP socket is owner-only and locked against a second daemon."""
+        endpoint = stdio_endpoint(Path("/tmp/state"))
+        self.assertTrue(endpoint.startswith("unix:/tmp/state/mcpx-mcp.sock:"))
+        self.assertIn(":mode=600", endpoint)
+        self.assertIn(":lockfile=1", endpoint)
+
+    def test_bridge_imports_no_twisted(self) -> None:
+        """mcpx serve starts fast: the bridge imports no Twisted, treq, Klein or jsonschema."""
+        heavy = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, mcpx.cli.main, mcpx.cli.serve; "
+                "print(sorted({m.split('.')[0] for m in sys.modules} & "
+                "{'twisted', 'treq', 'klein', 'jsonschema'}))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        ).stdout.strip()
+        self.assertEqual(heavy, "[]")
+
+    def test_hello_line(self) -> None:
+        """The hello names the bridge's parent process (the host) and the version."""
+        line = bridge_module.hello_line()
+        self.assertTrue(line.endswith(b"\n"))
+        hello = json.loads(line)
+        self.assertEqual(hello["pid"], os.getppid())
+        self.assertEqual(hello["version"], __version__)
+        self.assertEqual(read_hello(line.rstrip(b"\n")), hello)
+
+    def test_mcp_url(self) -> None:
+        """--transport http points at /mcp on each TCP endpoint of daemon.listen."""
+        self.assertEqual(
+            bridge_module.mcp_url("tcp:8899:interface=127.0.0.1"), "http://127.0.0.1:8899/mcp"
+        )
+        self.assertEqual(bridge_module.mcp_url("tcp:port=80"), "http://127.0.0.1:80/mcp")
+        self.assertEqual(
+            bridge_module.mcp_url("tcp6:9000:interface=\\:\\:1"), "http://[::1]:9000/mcp"
+        )
+        self.assertIsNone(bridge_module.mcp_url("unix:/tmp/x.sock"))
+        text = bridge_module.http_instead(["tcp:8899:interface=127.0.0.1"], Path("/s"))
+        self.assertIn("http://127.0.0.1:8899/mcp", text)
+        self.assertIn("/s/mcpx.sock", text)
+
+
+def _environ(state_dir: str, config_home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
+    env["MCPX_STATE_DIR"] = state_dir
+    env["XDG_CONFIG_HOME"] = config_home
+    return env
+
+
+class BridgeProcessTests(TestCase):
+    """C{mcpx serve} as a host runs it, against a real daemon."""
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        # Short paths: a unix socket path must fit in 108 bytes.
+        self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
+        self.config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
+        self.env = _environ(self.state_dir, self.config_home)
+
+    def start(self, argv: list[str]) -> ChildProcess:
+        child = spawn(argv, env=self.env)
+        self.addCleanup(kill_on_cleanup, child)
+        return child
+
+    async def daemon(self) -> ChildProcess:
+        daemon = self.start([sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""])
+        await daemon.wait_for(rb"mcpx-mcp\.sock")
+
+        async def stop() -> None:
+            daemon.signal("TERM")
+            await daemon.ended()
+
+        self.addCleanup(stop)
+        return daemon
+
+    def lines(self, data: str) -> list[Any]:
+        return [json.loads(line) for line in data.splitlines()]
+
+    async def test_initialize_and_list_tools(self) -> None:
+        """
+        Through mcpx serve a host initializes and lists mcpx's tools; stdout holds
+        nothing but JSON lines, and the bridge exits 0 once stdin ends.
+        """
+        await self.daemon()
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        assert bridge.transport is not None
+        messages = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test-host", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ]
+        for message in messages:
+            bridge.transport.write(json.dumps(message).encode() + b"\n")
+        await bridge.wait_for(rb'"id":2', fd=1)
+        bridge.transport.closeStdin()
+        self.assertEqual(await bridge.ended(), 0)
+        stdout = bridge.text(1)
+        self.assertTrue(stdout.endswith("\n"))
+        answers = self.lines(stdout)
+        self.assertEqual([a["id"] for a in answers], [1, 2])
+        self.assertEqual(answers[0]["result"]["protocolVersion"], "2025-06-18")
+        names = [tool["name"] for tool in answers[1]["result"]["tools"]]
+        self.assertIn("mcpx_call", names)
+        self.assertEqual(bridge.text(2), "")
+
+    async def test_eof_waits_for_answers(self) -> None:
+        """A request sent just before stdin closes is still answered before exit."""
+        await self.daemon()
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        assert bridge.transport is not None
+        bridge.transport.write(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":'
+            b'{"protocolVersion":"2025-11-25","capabilities":{}}}\n'
+            b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
+        )
+        bridge.transport.closeStdin()
+        self.assertEqual(await bridge.ended(), 0)
+        self.assertEqual([a["id"] for a in self.lines(bridge.text(1))], [1, 2])
+
+    async def test_starts_a_daemon_when_none_runs(self) -> None:
+        """mcpx serve with no daemon running starts one and serves through it."""
+        # The daemon it starts inherits this: no TCP port to collide with.
+        self.env["MCPX_DAEMON_LISTEN"] = ""
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        assert bridge.transport is not None
+        started = await bridge.wait_for(rb"\(pid \d+\)")
+        pid = int(started.strip(b"(pid )"))
+
+        async def stop_daemon() -> None:
+            # Not this test's child (the bridge started it in a session of its own):
+            # signal it, then watch for it to be gone.
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return
+                await deferLater(reactor, 0.1)
+            os.kill(pid, signal.SIGKILL)
+
+        self.addCleanup(stop_daemon)
+        bridge.transport.write(b'{"jsonrpc":"2.0","id":"p","method":"server/discover","params":')
+        bridge.transport.write(
+            b'{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+            b'"io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        )
+        bridge.transport.closeStdin()
+        self.assertEqual(await bridge.ended(), 0)
+        [answer] = self.lines(bridge.text(1))
+        self.assertIn("2026-07-28", answer["result"]["supportedVersions"])
+
+    async def test_transport_http_names_the_endpoint(self) -> None:
+        """--transport http fails, giving the daemon's /mcp address from daemon.listen."""
+        self.env["MCPX_DAEMON_LISTEN"] = "tcp:8123:interface=127.0.0.1"
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve", "--transport", "http"])
+        self.assertEqual(await bridge.ended(), 2)
+        self.assertIn("http://127.0.0.1:8123/mcp", bridge.text(2))
+        self.assertEqual(bridge.text(1), "")
