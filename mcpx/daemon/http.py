@@ -4,8 +4,8 @@ The daemon's one HTTP server.
 
 Every surface is a route of one Klein app, served on the unix socket and the TCP
 listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
-table (L{mcpx.daemon.ops.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).  Errors are JSON with a
-stable C{code} and a message that says what to do.
+table (L{mcpx.daemon.ops.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).
+Errors are JSON with a stable C{code} and a message that says what to do.
 """
 
 from __future__ import annotations
