@@ -32,6 +32,7 @@ from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
+from mcpx.upstream.handlers import UpstreamHandlers
 
 _log = Logger()
 
@@ -157,6 +158,18 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     events = EventBus(clock)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
+    # The MCP server is built after the pool it calls, so updates reach it through this cell.
+    mcp_cell: list[McpServer] = []
+
+    def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
+        def heard(method: str, params: Mapping[str, Any] | None) -> None:
+            if method == "notifications/resources/updated" and mcp_cell and params:
+                uri = params.get("uri")
+                if isinstance(uri, str):
+                    mcp_cell[0].resource_updated(server, uri)
+
+        return UpstreamHandlers(notification=heard)
+
     if settings is not None and servers is not None:
         connector = make_connector(
             reactor,
@@ -173,6 +186,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             call_timeout=settings.duration("pool.callTimeout"),
             idle_timeout=settings.duration("pool.idleTimeout"),
             publish=events.publish,
+            handlers=upstream_handlers,
         )
     environ = config.environ
     http = DaemonHTTP(
@@ -195,6 +209,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     if settings is not None:
         # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
         mcp = McpServer(http, clock)
+        mcp_cell.append(mcp)
         http.mcp = McpHTTP(
             mcp,
             clock,
