@@ -39,6 +39,7 @@ from mcpx.cli.client import (
     socket_path,
     start_daemon,
 )
+from mcpx.settings.endpoints import split_endpoint
 
 #: The daemon's MCP socket in its state directory.  C{mcpx.server.stdio.SOCKET_NAME}
 #: says the same, but importing it would import Twisted; a test keeps the two equal.
@@ -174,29 +175,12 @@ def bridge(sock: socket.socket, stdin: int, stdout: int) -> int:
         sock.close()
 
 
-def _split_endpoint(description: str) -> list[str]:
-    """An endpoint string's parts, split on unescaped colons."""
-    parts: list[str] = []
-    current: list[str] = []
-    chars = iter(description)
-    for char in chars:
-        if char == "\\":
-            current.append(next(chars, ""))
-        elif char == ":":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
-
-
 def mcp_url(description: str) -> str | None:
     """
     Where C{/mcp} is reached through the endpoint C{description} of C{daemon.listen}, or
     C{None} for an endpoint that is not TCP.
     """
-    kind, *arguments = _split_endpoint(description.strip())
+    kind, *arguments = split_endpoint(description.strip())
     kind = kind.lower()
     if kind not in ("tcp", "tcp6", "ssl"):
         return None

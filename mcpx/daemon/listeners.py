@@ -21,6 +21,8 @@ from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IReact
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.settings.endpoints import split_endpoint
+
 SOCKET_NAME = "mcpx.sock"
 
 _NETWORK_KINDS = frozenset({"tcp", "tcp6", "ssl"})
@@ -55,7 +57,7 @@ def exposure(description: str) -> Exposure:
     if kind not in _NETWORK_KINDS:
         return Exposure(description, beyond_loopback=True)
     interface = ""
-    for part in _split_arguments(rest):
+    for part in split_endpoint(rest):
         key, sep, value = part.partition("=")
         if sep and key == "interface":
             interface = value
@@ -66,23 +68,6 @@ def exposure(description: str) -> Exposure:
     except ValueError:
         loopback = interface == "localhost"
     return Exposure(description, beyond_loopback=not loopback)
-
-
-def _split_arguments(rest: str) -> list[str]:
-    """Split endpoint arguments on unescaped colons, unescaping C{\\:}."""
-    parts: list[str] = []
-    current: list[str] = []
-    chars = iter(rest)
-    for char in chars:
-        if char == "\\":
-            current.append(next(chars, ""))
-        elif char == ":":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
 
 
 def exposure_warning(description: str) -> str:

@@ -801,6 +801,24 @@ class _ListenStream:
         return succeed(None)
 
 
+def owned_client(
+    reactor: Any,
+    connect_timeout: float,
+    http: HTTPClient | None = None,
+    pool: HTTPConnectionPool | None = None,
+) -> tuple[HTTPClient, HTTPConnectionPool | None]:
+    """
+    The channel's own HTTP client and connection pool, unless the caller gave them
+    (tests inject a client).  The channel closes the pool it owns when it closes.
+    """
+    if http is not None:
+        return http, pool
+    if pool is None:
+        pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
+    agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
+    return HTTPClient(agent), pool
+
+
 class StreamableHTTPChannel:
     """
     A L{Channel} to a server at a Streamable HTTP endpoint.
@@ -853,13 +871,7 @@ class StreamableHTTPChannel:
         self.shown_url = redact_url(server.url)
         self.reactor = reactor
         self.clock: IReactorTime = clock if clock is not None else reactor
-        if http is None:
-            if pool is None:
-                pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
-            agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
-            http = HTTPClient(agent)
-        self.http = http
-        self._pool = pool
+        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool)
         self.close_timeout = close_timeout
         self.max_message_size = max_message_size
         self.resume_attempts = resume_attempts

@@ -19,7 +19,7 @@ from twisted.internet.defer import Deferred, DeferredList, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.client import HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
 from mcpx.settings.servers import RemoteServer, redact_url
@@ -37,6 +37,7 @@ from mcpx.upstream.http import (
     discard_body,
     explain,
     media_type,
+    owned_client,
     read_body,
 )
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
@@ -100,13 +101,7 @@ class HTTPSSEChannel:
         self.shown_url = redact_url(server.url)
         self.reactor = reactor
         self.clock: IReactorTime = clock if clock is not None else reactor
-        if http is None:
-            if pool is None:
-                pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
-            agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
-            http = HTTPClient(agent)
-        self.http = http
-        self._pool = pool
+        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool)
         self.endpoint_timeout = endpoint_timeout
         self.post_timeout = post_timeout
         self.max_message_size = max_message_size
