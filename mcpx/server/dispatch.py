@@ -421,7 +421,8 @@ class McpServer:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = self._progress_relay(conn, context)
-        return await self.surface.call_tool(context, params, on_progress=relay)
+        on_log = self.surface.log_relay(conn, context)
+        return await self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
 
     def _progress_relay(self, conn: Conn, context: Context) -> Callable[[dict[str, Any]], None]:
         """The upstream's progress, passed on to C{conn} with the client's token."""
@@ -441,7 +442,8 @@ class McpServer:
     async def _get_prompt(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        return await self.surface.get_prompt(context, params)
+        on_log = self.surface.log_relay(conn, context)
+        return await self.surface.get_prompt(context, params, on_log=on_log)
 
     async def _list_resources(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -457,7 +459,8 @@ class McpServer:
     async def _read_resource(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        return await self.surface.read_resource(context, params)
+        on_log = self.surface.log_relay(conn, context)
+        return await self.surface.read_resource(context, params, on_log=on_log)
 
     async def _complete(
         self, conn: Conn, context: Context, params: dict[str, Any]

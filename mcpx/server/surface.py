@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.server.test_surface -*-
+# -*- test-case-name: tests.server.test_surface,tests.server.test_logging -*-
 """
 What a host sees of mcpx as a gateway: its own tools, and every upstream's prompts and
 resources under names that say which server they belong to.
@@ -30,25 +30,39 @@ names of L{mcpx.server.uris}.
 Every list is built in the newest shape from the pool's cached catalogues; a server
 that cannot be listed is left out with a warning (in the log and as a C{warning} event)
 rather than failing the list.  Lists are paginated with opaque cursors.
+
+Log messages
+============
+
+While C{mcpx_call}, C{prompts/get} or C{resources/read} waits on an upstream server, that
+server's C{notifications/message} (the pool's C{server.log} events) are passed on to the
+caller, by a L{LogRelay}, when the caller asked for them: a legacy client with
+C{logging/setLevel} on its connection, a 2026-07-28 request with
+C{_meta["io.modelcontextprotocol/logLevel"]}.  No level, no messages; only messages at or
+above the level; only while the call runs.  A log message names no request, so each
+caller with a call in flight on that server gets it, though one connection gets it once.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+from weakref import WeakKeyDictionary
 
 from attrs import frozen
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
 
+from mcpx.daemon.events import Event
 from mcpx.daemon.ops import OPS, Invocation, Op, OpError, OpHost, PoolInterface, Reply, error_from
 from mcpx.pool.errors import PoolError
 from mcpx.server import uris
-from mcpx.server.conn import Context
+from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
 
@@ -97,6 +111,66 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = {
 }
 
 ProgressSink = Callable[[dict[str, Any]], None]
+
+_T = TypeVar("_T")
+
+#: The RFC 5424 severities every revision's C{LoggingLevel} names, least severe first.
+LOG_SEVERITY: Final[Mapping[str, int]] = {
+    level: rank
+    for rank, level in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+
+#: The pool's event for an upstream's C{notifications/message}.
+SERVER_LOG: Final = "server.log"
+
+
+class LogRelay:
+    """
+    Passes the upstream log messages one call hears on to its caller, as
+    C{notifications/message}, at or above the caller's level.
+
+    The params are the same in every revision (C{level}, C{logger} when a string,
+    C{data}); a message whose level no revision names is dropped, since no schema would
+    take it.  They are pushed from within the context the call was started in, so a
+    transport that routes a push by the request it is made during (a legacy Streamable
+    HTTP session: the call's own POST stream) routes these the same way.
+
+    @ivar conn: the caller's connection.
+    @ivar level: the caller's level when it is the request's own (2026-07-28), or
+        C{None} to read the connection's (legacy C{logging/setLevel}) as each message
+        arrives.
+    """
+
+    def __init__(self, conn: Conn, level: str | None, told: WeakKeyDictionary[Conn, int]) -> None:
+        self.conn = conn
+        self.level = level
+        self._told = told
+        self._context = contextvars.copy_context()
+
+    def __call__(self, event: Event) -> None:
+        conn = self.conn
+        push = conn.push
+        if push is None or conn.closed:
+            return
+        data = event.data
+        level = data.get("level")
+        rank = LOG_SEVERITY.get(level) if isinstance(level, str) else None
+        wanted = self.level if self.level is not None else conn.log_level
+        if rank is None or wanted is None or rank < LOG_SEVERITY[wanted]:
+            return
+        if self._told.get(conn) == event.id:
+            # Another call on this connection passed this very message on already.
+            return
+        self._told[conn] = event.id
+        params: dict[str, Any] = {"level": level}
+        logger = data.get("logger")
+        if isinstance(logger, str):
+            params["logger"] = logger
+        params["data"] = data.get("data")
+        # A copy each time: a context cannot be entered twice at once.
+        self._context.copy().run(push, "notifications/message", params)
 
 
 @frozen
@@ -313,6 +387,9 @@ class Surface:
         self.tool_definitions: tuple[Mapping[str, Any], ...] = tuple(
             tool.definition for tool in self.tools
         )
+        #: The id of the last log event pushed to each connection, so that two calls
+        #: in flight on one connection do not both pass the same message on.
+        self._log_told: WeakKeyDictionary[Conn, int] = WeakKeyDictionary()
 
     @property
     def pool(self) -> PoolInterface:
@@ -335,16 +412,49 @@ class Surface:
     def has_tool(self, name: str) -> bool:
         return name in self._tools
 
+    # Log messages
+
+    def log_relay(self, conn: Conn, context: Context) -> LogRelay | None:
+        """
+        What passes upstream log messages on to the caller of one request, or C{None}
+        when they would go nowhere: the connection cannot push, or no level was set
+        (by C{logging/setLevel} for a legacy request, in the request's C{_meta} for a
+        2026-07-28 one).
+        """
+        if not conn.can_push:
+            return None
+        if context.modern:
+            if context.log_level is None:
+                return None
+            return LogRelay(conn, context.log_level, self._log_told)
+        if conn.log_level is None:
+            return None
+        return LogRelay(conn, None, self._log_told)
+
+    async def _relaying(self, server: str, on_log: LogRelay, work: Awaitable[_T]) -> _T:
+        """
+        C{work}, with C{server}'s log messages passed to C{on_log} until it ends
+        (however it ends: answered, failed or cancelled).
+        """
+        subscription = self.host.events.subscribe(on_log, servers=(server,), kinds=(SERVER_LOG,))
+        try:
+            return await work
+        finally:
+            subscription.cancel()
+
     async def call_tool(
         self,
         context: Context,
         params: Mapping[str, Any],
         *,
         on_progress: ProgressSink | None = None,
+        on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
         """
         Run one of mcpx's tools.
 
+        @param on_progress: where the upstream's progress goes (C{mcpx_call}).
+        @param on_log: where the called server's log messages go (C{mcpx_call}).
         @raise RpcError: -32602 for a tool mcpx does not have.
         """
         name = params.get("name")
@@ -362,7 +472,7 @@ class Surface:
             raise RpcError.invalid_params("params.arguments must be an object")
         if tool.op is None:
             meta = params.get("_meta")
-            return await self._mcpx_call(context, arguments, meta, on_progress)
+            return await self._mcpx_call(context, arguments, meta, on_progress, on_log)
         return await self._run_op(context, tool.op, arguments)
 
     async def _mcpx_call(
@@ -371,6 +481,7 @@ class Surface:
         arguments: Mapping[str, Any],
         meta: object,
         on_progress: ProgressSink | None,
+        on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
         problem = _mcpx_call_problem(arguments)
         if problem is not None:
@@ -382,7 +493,7 @@ class Surface:
             trace = {key: meta[key] for key in _TRACE_KEYS if key in meta}
             upstream_meta = trace or None
         try:
-            result = await self.pool.call_tool(
+            calling = self.pool.call_tool(
                 server,
                 tool,
                 arguments.get("arguments") or {},
@@ -391,6 +502,7 @@ class Surface:
                 meta=upstream_meta,
                 on_progress=on_progress,
             )
+            result = await (calling if on_log is None else self._relaying(server, on_log, calling))
         except CancelledError:
             raise
         except RpcError as e:
@@ -553,8 +665,14 @@ class Surface:
             return folded[0]
         raise UnknownName(name)
 
-    async def get_prompt(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
-        """C{prompts/get} routed to the owning server, its result carried as it sent it."""
+    async def get_prompt(
+        self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
+    ) -> dict[str, Any]:
+        """
+        C{prompts/get} routed to the owning server, its result carried as it sent it.
+
+        @param on_log: where that server's log messages go while it answers.
+        """
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
@@ -565,11 +683,17 @@ class Surface:
         forwarded: dict[str, Any] = {"name": inner}
         if params.get("arguments") is not None:
             forwarded["arguments"] = params["arguments"]
-        result = await self._forward(context, server, "prompts/get", forwarded)
+        result = await self._forward(context, server, "prompts/get", forwarded, on_log)
         return rewrite_prompt_result(server, result)
 
-    async def read_resource(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
-        """C{resources/read} routed to the owning server, content URIs rewritten."""
+    async def read_resource(
+        self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
+    ) -> dict[str, Any]:
+        """
+        C{resources/read} routed to the owning server, content URIs rewritten.
+
+        @param on_log: where that server's log messages go while it answers.
+        """
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
@@ -577,7 +701,7 @@ class Surface:
             server, upstream = await self.resource_owner(context, uri)
         except UnknownName:
             raise _not_found(uri, context) from None
-        result = await self._forward(context, server, "resources/read", {"uri": upstream})
+        result = await self._forward(context, server, "resources/read", {"uri": upstream}, on_log)
         return rewrite_read_result(server, result)
 
     async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -619,11 +743,15 @@ class Surface:
         return {**result, "completion": completion}
 
     async def _forward(
-        self, context: Context, server: str, method: str, params: Mapping[str, Any]
+        self,
+        context: Context,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
-        result = await self._guard(
-            self.pool.request(server, method, params, client=context.identity)
-        )
+        work = self._guard(self.pool.request(server, method, params, client=context.identity))
+        result = await (work if on_log is None else self._relaying(server, on_log, work))
         if type(result) is not dict:
             raise RpcError.internal_error(f"server {server!r} answered {method} malformed")
         return result
