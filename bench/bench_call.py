@@ -184,9 +184,14 @@ def alive(pid: int) -> bool:
 
 
 class Daemon:
-    """A real C{mcpx daemon} on the unix socket only, in a state directory of its own."""
+    """
+    A real C{mcpx daemon} on the unix socket only, in a state directory of its own; with
+    C{cpus}, started under C{taskset -c cpus}.
+    """
 
-    def __init__(self, servers: dict[str, list[str]], profile: str | None) -> None:
+    def __init__(
+        self, servers: dict[str, list[str]], profile: str | None, *, cpus: str | None = None
+    ) -> None:
         self.state = Path(tempfile.mkdtemp(prefix="mcpx-bench-"))
         self.socket = str(self.state / "mcpx.sock")
         config = self.state / "config.json"
@@ -198,6 +203,9 @@ class Daemon:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
         self.env.update(MCPX_STATE_DIR=str(self.state), MCPX_CONFIG=str(config))
         prefix = [PYTHON, "-m", "cProfile", "-o", profile] if profile else [PYTHON]
+        if cpus is not None:
+            # taskset execs the daemon, so its pid is the daemon's; upstreams inherit the mask.
+            prefix = ["taskset", "-c", cpus, *prefix]
         self.log = open(self.state / "daemon.log", "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             [*prefix, "-m", "mcpx", "daemon", "--daemon-listen", ""],
