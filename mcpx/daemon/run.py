@@ -19,6 +19,7 @@ from mcpx.daemon.service import (
     make_service,
     prepare_state_dir,
     reload_on_sighup,
+    settle_memory,
 )
 from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.resolve import Settings
@@ -76,6 +77,7 @@ async def run_daemon(
             file=console,
         )
         raise SystemExit(1) from None
+    settle_memory()
     print(f"mcpx {__version__} daemon is running (Ctrl-C stops it).", file=console)
     for port in ports:
         where = describe_port(port)

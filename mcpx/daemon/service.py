@@ -6,6 +6,7 @@ C{mcpx daemon} share.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections.abc import Mapping, Sequence
@@ -163,10 +164,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
 
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
         def heard(method: str, params: Mapping[str, Any] | None) -> None:
-            if method == "notifications/resources/updated" and mcp_cell and params:
-                uri = params.get("uri")
-                if isinstance(uri, str):
-                    mcp_cell[0].resource_updated(server, uri)
+            # Resource updates, and tool list changes of pass-through servers.
+            if mcp_cell:
+                mcp_cell[0].upstream_notification(server, method, params)
 
         return UpstreamHandlers(notification=heard)
 
@@ -208,7 +208,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
     if settings is not None:
         # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
-        mcp = McpServer(http, clock)
+        mcp = McpServer(http, clock, passthrough=settings.strings("mcp.passthrough"))
         mcp_cell.append(mcp)
         http.mcp = McpHTTP(
             mcp,
@@ -225,6 +225,18 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     return DaemonService(http, listeners, pool)
+
+
+def settle_memory() -> None:
+    """
+    Move everything built at start-up out of the garbage collector's sight.
+
+    Modules, the ops table, compiled validators and the like live as long as the
+    daemon; without this every full collection walks them all again, which showed
+    as 20 ms pauses (the p99 of a call) every couple of thousand requests.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def reload_on_sighup(service: DaemonService, reactor: Any) -> None:

@@ -22,6 +22,7 @@ from mcpx.daemon.service import (
     make_service,
     prepare_state_dir,
     reload_on_sighup,
+    settle_memory,
 )
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import flags_from_usage, load_settings, usage_parameters
@@ -58,4 +59,5 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         print(exposure_warning(description), file=sys.stderr)
     service = make_service(options.daemon, reactor)
     reload_on_sighup(service, reactor)
+    reactor.callWhenRunning(settle_memory)
     return service
