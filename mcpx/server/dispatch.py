@@ -29,6 +29,14 @@ Every result is built in the newest shape and spelled once, on the way out: thro
 L{mcpx.spec.downgrade.downgrade} for a legacy revision, through
 L{mcpx.spec.downgrade.envelope} for 2026-07-28.
 
+Pass-through
+============
+
+With C{mcp.passthrough} naming servers, their tools, prompts and resources are offered
+under their own names ahead of the gateway's (L{mcpx.server.passthrough}), and
+C{tools.listChanged} is declared to legacy clients mcpx can push to: a pass-through
+server's C{notifications/tools/list_changed} is relayed to them.
+
 Identity
 ========
 
@@ -40,9 +48,11 @@ identity for a legacy request, and a scope of its own for each 2026-07-28 reques
 
 from __future__ import annotations
 
+import contextvars
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
+from weakref import WeakSet
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -53,6 +63,7 @@ from mcpx._version import __version__
 from mcpx.daemon.ops import OpHost
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
+from mcpx.server.passthrough import PassThrough
 from mcpx.server.surface import PAGE_SIZE, Surface, UnknownName, paginate
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
@@ -131,6 +142,8 @@ class McpServer:
 
     @ivar host: the daemon's parts (pool, settings, events).
     @ivar surface: what the server offers (L{Surface}).
+    @ivar passthrough: the servers offered under their own names, ahead of
+        C{surface} (L{PassThrough}), or C{None} when C{mcp.passthrough} names none.
     """
 
     def __init__(
@@ -142,12 +155,17 @@ class McpServer:
         version: str = __version__,
         surface: Surface | None = None,
         page_size: int = PAGE_SIZE,
+        passthrough: Sequence[str] = (),
     ) -> None:
+        """
+        @param passthrough: the servers C{mcp.passthrough} names, in order.
+        """
         self.host = host
         self.clock = clock
         self.instructions = instructions
         self.version = version
         self.surface = surface if surface is not None else Surface(host)
+        self.passthrough = PassThrough(self.surface, passthrough) if passthrough else None
         self.page_size = page_size
         self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
         settings = host.settings
@@ -157,8 +175,12 @@ class McpServer:
             self._list_max_age = settings.duration("protoMessages.listMaxAge")
             self._read_max_age = settings.duration("protoMessages.readMaxAge")
         self._request_scopes = itertools.count(1)
-        #: Who watches each upstream resource: (server, identity, uri) to connections.
-        self._watchers: dict[tuple[str, str, str], set[Conn]] = {}
+        #: Who watches each upstream resource: (server, identity, uri) to each connection
+        #: watching it and how it named it (C{True}: by the upstream's own URI, in
+        #: pass-through; C{False}: by its mcpx:// URI).
+        self._watchers: dict[tuple[str, str, str], dict[Conn, set[bool]]] = {}
+        #: The open connections mcpx can push to, for what concerns them all.
+        self._pushable: WeakSet[Conn] = WeakSet()
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -200,11 +222,14 @@ class McpServer:
         conn = Conn(transport, identity, push=push, ask=ask)
         if default_revision is not None:
             conn.default_revision = default_revision
+        if push is not None:
+            self._pushable.add(conn)
         return conn
 
     def close(self, conn: Conn) -> None:
         """The connection ended: its subscriptions are released."""
         conn.closed = True
+        self._pushable.discard(conn)
         for key in tuple(conn.subscriptions):
             self._unwatch(conn, key)
 
@@ -346,8 +371,18 @@ class McpServer:
         The server capabilities for one connection and revision.  Push-dependent ones
         only where this connection can push; C{logging} only to legacy clients.
         """
+        tools: dict[str, Any] = {}
         resources: dict[str, Any] = {}
-        capabilities: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": resources}
+        capabilities: dict[str, Any] = {"tools": tools, "prompts": {}, "resources": resources}
+        if (
+            self.passthrough is not None
+            and not modern
+            and conn.can_push
+            and capability_in("server", "tools.listChanged", revision)
+        ):
+            # The list is the upstreams' and changes with theirs.  A 2026-07-28 client
+            # would hear of it on subscriptions/listen, which mcpx does not serve yet.
+            tools["listChanged"] = True
         if (
             not modern
             and conn.can_push
@@ -413,6 +448,9 @@ class McpServer:
     async def _list_tools(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        passthrough = self.passthrough
+        if passthrough is not None:
+            return self._page("tools/list", await passthrough.tools(context), params)
         return self._page("tools/list", list(self.surface.tool_definitions), params)
 
     async def _call_tool(
@@ -422,6 +460,14 @@ class McpServer:
         if context.progress_token is not None and conn.can_push:
             relay = self._progress_relay(conn, context)
         on_log = self.surface.log_relay(conn, context)
+        passthrough = self.passthrough
+        name = params.get("name")
+        if passthrough is not None and isinstance(name, str):
+            server = await passthrough.tool_owner(context, name)
+            if server is not None:
+                return await passthrough.call_tool(
+                    context, server, name, params, on_progress=relay, on_log=on_log
+                )
         return await self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
 
     def _progress_relay(self, conn: Conn, context: Context) -> Callable[[dict[str, Any]], None]:
@@ -437,34 +483,50 @@ class McpServer:
     async def _list_prompts(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        passthrough = self.passthrough
+        if passthrough is not None:
+            return self._page("prompts/list", await passthrough.prompts(context), params)
         return self._page("prompts/list", await self.surface.prompts(context), params)
 
     async def _get_prompt(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
+        if self.passthrough is not None:
+            return await self.passthrough.get_prompt(context, params, on_log=on_log)
         return await self.surface.get_prompt(context, params, on_log=on_log)
 
     async def _list_resources(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        passthrough = self.passthrough
+        if passthrough is not None:
+            return self._page("resources/list", await passthrough.resources(context), params)
         return self._page("resources/list", await self.surface.resources(context), params)
 
     async def _list_templates(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        items = await self.surface.templates(context)
+        passthrough = self.passthrough
+        if passthrough is not None:
+            items = await passthrough.templates(context)
+        else:
+            items = await self.surface.templates(context)
         return self._page("resources/templates/list", items, params)
 
     async def _read_resource(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
+        if self.passthrough is not None:
+            return await self.passthrough.read_resource(context, params, on_log=on_log)
         return await self.surface.read_resource(context, params, on_log=on_log)
 
     async def _complete(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        if self.passthrough is not None:
+            return await self.passthrough.complete(context, params)
         return await self.surface.complete(context, params)
 
     async def _set_level(
@@ -490,12 +552,14 @@ class McpServer:
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
         try:
-            server, upstream = await self.surface.resource_owner(context, uri)
+            server, upstream = await self._subscription_owner(context, uri)
         except UnknownName:
             self._warn(None, f"no updates will be delivered for {uri}: no server owns it")
             return {}
         key = (server, context.identity, upstream)
+        bare = not uris.is_mcpx(uri)
         if key in conn.subscriptions:
+            self._watchers[key][conn].add(bare)
             return {}
         watchers = self._watchers.get(key)
         if watchers is None:
@@ -512,8 +576,8 @@ class McpServer:
             await self.surface._guard(
                 pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
             )
-            watchers = self._watchers.setdefault(key, set())
-        watchers.add(conn)
+            watchers = self._watchers.setdefault(key, {})
+        watchers.setdefault(conn, set()).add(bare)
         conn.subscriptions.add(key)
         if conn.closed:
             self._unwatch(conn, key)
@@ -528,20 +592,28 @@ class McpServer:
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
         try:
-            server, upstream = await self.surface.resource_owner(context, uri)
+            server, upstream = await self._subscription_owner(context, uri)
         except UnknownName:
             return {}
         key = (server, context.identity, upstream)
         if key in conn.subscriptions:
-            self._unwatch(conn, key)
+            named = self._watchers[key][conn]
+            named.discard(not uris.is_mcpx(uri))
+            if not named:
+                self._unwatch(conn, key)
         return {}
+
+    async def _subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
+        if self.passthrough is not None:
+            return await self.passthrough.subscription_owner(context, uri)
+        return await self.surface.resource_owner(context, uri)
 
     def _unwatch(self, conn: Conn, key: tuple[str, str, str]) -> None:
         conn.subscriptions.discard(key)
         watchers = self._watchers.get(key)
         if watchers is None:
             return
-        watchers.discard(conn)
+        watchers.pop(conn, None)
         if watchers:
             return
         del self._watchers[key]
@@ -574,17 +646,62 @@ class McpServer:
     def resource_updated(self, server: str, uri: str) -> int:
         """
         Tell every connection subscribed to C{uri} of C{server} that it changed (for
-        whatever hears the upstream's C{notifications/resources/updated}).
+        whatever hears the upstream's C{notifications/resources/updated}), under the
+        name it subscribed by: the C{mcpx://} URI, or the upstream's own in pass-through.
 
         @return: how many connections were told.
         """
         told = 0
-        params = {"uri": uris.to_mcpx(server, uri)}
-        for conn in self.watching(server, uri):
-            if conn.push is not None and not conn.closed:
-                conn.push("notifications/resources/updated", dict(params))
+        gateway_name = uris.to_mcpx(server, uri)
+        for (owner, _, watched), conns in tuple(self._watchers.items()):
+            if owner != server or watched != uri:
+                continue
+            for conn, named in tuple(conns.items()):
+                if conn.push is None or conn.closed:
+                    continue
+                for bare in sorted(named):
+                    conn.push(
+                        "notifications/resources/updated", {"uri": uri if bare else gateway_name}
+                    )
                 told += 1
         return told
+
+    def tools_changed(self, server: str) -> int:
+        """
+        Tell every legacy client mcpx can push to that the tool list changed, when
+        C{server} is passed through (its C{notifications/tools/list_changed}); the
+        pool has already forgotten the list it cached.
+
+        @return: how many connections were told.
+        """
+        passthrough = self.passthrough
+        if passthrough is None or not passthrough.owns(server):
+            return 0
+        told = 0
+        for conn in tuple(self._pushable):
+            push = conn.push
+            # Declared at initialize, so only to a connection that agreed a revision.
+            if push is None or conn.closed or conn.revision is None:
+                continue
+            # Outside any request's context: it concerns none of the client's requests,
+            # so a legacy HTTP session sends it on its GET stream.
+            contextvars.Context().run(push, "notifications/tools/list_changed", None)
+            told += 1
+        return told
+
+    def upstream_notification(
+        self, server: str, method: str, params: Mapping[str, Any] | None
+    ) -> None:
+        """
+        What concerns hosts of a notification an upstream sent (for the pool's
+        notification sink): resource updates and, in pass-through, tool list changes.
+        """
+        if method == "notifications/resources/updated":
+            uri = params.get("uri") if params else None
+            if isinstance(uri, str):
+                self.resource_updated(server, uri)
+        elif method == "notifications/tools/list_changed":
+            self.tools_changed(server)
 
     def _warn(self, server: str | None, message: str) -> None:
         log.warn("{message}", message=message)

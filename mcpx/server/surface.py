@@ -29,7 +29,9 @@ names of L{mcpx.server.uris}.
 
 Every list is built in the newest shape from the pool's cached catalogues; a server
 that cannot be listed is left out with a warning (in the log and as a C{warning} event)
-rather than failing the list.  Lists are paginated with opaque cursors.
+rather than failing the list.  Lists are paginated with opaque cursors.  In
+pass-through mode (L{mcpx.server.passthrough}) the servers passed through are left out
+of these lists, which follow their own.
 
 Log messages
 ============
@@ -50,7 +52,7 @@ import binascii
 import contextvars
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -431,7 +433,7 @@ class Surface:
             return None
         return LogRelay(conn, None, self._log_told)
 
-    async def _relaying(self, server: str, on_log: LogRelay, work: Awaitable[_T]) -> _T:
+    async def relaying(self, server: str, on_log: LogRelay, work: Awaitable[_T]) -> _T:
         """
         C{work}, with C{server}'s log messages passed to C{on_log} until it ends
         (however it ends: answered, failed or cancelled).
@@ -502,7 +504,7 @@ class Surface:
                 meta=upstream_meta,
                 on_progress=on_progress,
             )
-            result = await (calling if on_log is None else self._relaying(server, on_log, calling))
+            result = await (calling if on_log is None else self.relaying(server, on_log, calling))
         except CancelledError:
             raise
         except RpcError as e:
@@ -536,11 +538,24 @@ class Surface:
 
     # Across servers
 
-    async def _each_server(
-        self, what: str, fetch: Callable[[str], Deferred[list[dict[str, Any]]]]
+    async def each_server(
+        self,
+        what: str,
+        fetch: Callable[[str], Deferred[list[dict[str, Any]]]],
+        *,
+        names: Sequence[str] | None = None,
+        leaving_out: Collection[str] = (),
     ) -> list[tuple[str, list[dict[str, Any]]]]:
-        """C{fetch} for every server at once; a server that fails is left out, with a warning."""
-        names = self.server_names()
+        """
+        C{fetch} for every server at once; a server that fails is left out, with a warning.
+
+        @param names: the servers to ask, in order (every configured one unless given).
+        @param leaving_out: servers not to ask (those offered under their own names).
+        """
+        if names is None:
+            names = self.server_names()
+        if leaving_out:
+            names = [name for name in names if name not in leaving_out]
 
         def failed(failure: Any, name: str) -> list[dict[str, Any]]:
             if failure.check(CancelledError):
@@ -554,12 +569,15 @@ class Surface:
         found = await gatherResults(listings, consumeErrors=True)
         return list(zip(names, found, strict=True))
 
-    async def prompts(self, context: Context) -> list[dict[str, Any]]:
+    async def prompts(
+        self, context: Context, *, leaving_out: Collection[str] = ()
+    ) -> list[dict[str, Any]]:
         """Every server's prompts, as C{<server>_<prompt>}."""
         pool = self.pool
-        listed = await self._each_server(
+        listed = await self.each_server(
             "prompts",
             lambda name: Deferred.fromCoroutine(pool.prompts(name, client=context.identity)),
+            leaving_out=leaving_out,
         )
         return [
             {**prompt, "name": f"{server}_{prompt['name']}"}
@@ -568,12 +586,15 @@ class Surface:
             if type(prompt) is dict and isinstance(prompt.get("name"), str)
         ]
 
-    async def resources(self, context: Context) -> list[dict[str, Any]]:
+    async def resources(
+        self, context: Context, *, leaving_out: Collection[str] = ()
+    ) -> list[dict[str, Any]]:
         """Every server's resources, under their C{mcpx://} URIs."""
         pool = self.pool
-        listed = await self._each_server(
+        listed = await self.each_server(
             "resources",
             lambda name: Deferred.fromCoroutine(pool.resources(name, client=context.identity)),
+            leaving_out=leaving_out,
         )
         return [
             {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
@@ -582,12 +603,15 @@ class Surface:
             if type(resource) is dict and isinstance(resource.get("uri"), str)
         ]
 
-    async def templates(self, context: Context) -> list[dict[str, Any]]:
+    async def templates(
+        self, context: Context, *, leaving_out: Collection[str] = ()
+    ) -> list[dict[str, Any]]:
         """Every server's resource templates, in C{mcpx://} form."""
         pool = self.pool
-        listed = await self._each_server(
+        listed = await self.each_server(
             "resource templates",
             lambda name: Deferred.fromCoroutine(pool.templates(name, client=context.identity)),
+            leaving_out=leaving_out,
         )
         return [
             {**template, "uriTemplate": uris.template_to_mcpx(server, template["uriTemplate"])}
@@ -734,13 +758,7 @@ class Surface:
         forwarded = {key: value for key, value in params.items() if key != "_meta"}
         forwarded["ref"] = upstream_ref
         result = await self._forward(context, server, "completion/complete", forwarded)
-        completion = result.get("completion")
-        if type(completion) is not dict or type(completion.get("values")) is not list:
-            return {"completion": {"values": [], "hasMore": False}}
-        values = completion["values"]
-        if len(values) > MAX_COMPLETION_VALUES:
-            completion = {**completion, "values": values[:MAX_COMPLETION_VALUES], "hasMore": True}
-        return {**result, "completion": completion}
+        return capped_completion(result)
 
     async def _forward(
         self,
@@ -751,7 +769,7 @@ class Surface:
         on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
         work = self._guard(self.pool.request(server, method, params, client=context.identity))
-        result = await (work if on_log is None else self._relaying(server, on_log, work))
+        result = await (work if on_log is None else self.relaying(server, on_log, work))
         if type(result) is not dict:
             raise RpcError.internal_error(f"server {server!r} answered {method} malformed")
         return result
@@ -762,6 +780,21 @@ class Surface:
             return await work
         except PoolError as e:
             raise RpcError.internal_error(error_from(e).message) from None
+
+
+def capped_completion(result: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    An upstream C{CompleteResult} as a client may receive it: at most
+    L{MAX_COMPLETION_VALUES} values (C{hasMore} set when some were cut), and an empty
+    completion for an answer without a list of values.
+    """
+    completion = result.get("completion")
+    if type(completion) is not dict or type(completion.get("values")) is not list:
+        return {"completion": {"values": [], "hasMore": False}}
+    values = completion["values"]
+    if len(values) > MAX_COMPLETION_VALUES:
+        completion = {**completion, "values": values[:MAX_COMPLETION_VALUES], "hasMore": True}
+    return {**result, "completion": completion}
 
 
 def unquoted(parsed: uris.McpxUri) -> str:

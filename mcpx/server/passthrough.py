@@ -1,0 +1,556 @@
+# -*- test-case-name: tests.server.test_passthrough -*-
+"""
+Pass-through: configured servers offered as themselves (C{mcp.passthrough}).
+
+The servers named by C{mcp.passthrough} (C{--passthrough a,b} on C{mcpx daemon},
+C{MCPX_MCP_PASSTHROUGH}) are not reached through the gateway's tools and C{mcpx://}
+names: their tools, prompts, resources and templates are offered under their own names,
+ahead of the gateway's, and what a host asks of them is forwarded through the pool as
+the host asked it, with the caller's identity.  Their answers are returned as they
+sent them; L{mcpx.server.dispatch.McpServer} spells them down for the host's revision
+like any other result.
+
+Tools
+=====
+
+C{tools/list} carries every pass-through server's tools in the order the servers were
+named, each definition as the server gave it (C{title}, C{annotations}, C{icons},
+C{outputSchema}, C{execution} included), then the gateway's tools whose names no
+pass-through server uses: on MCP the upstream wins, and the gateway tool it hides stays
+reachable on the CLI and C{/v1}.
+
+C{tools/call} goes to the server that lists the name.  A name no pass-through server
+lists and that is not a gateway tool goes to the first pass-through server all the
+same: a server may answer to tools it does not list, and it is the one to say whether
+the name exists.  The result is carried verbatim (no URI is rewritten: the host reads
+the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
+raised as that error (code, message, data), so the host gets an error response (and, on
+2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
+failure of the pool (the server cannot be started, died, timed out) is C{-32603}
+naming it.
+
+Several servers, one surface
+============================
+
+A tool or prompt name two pass-through servers both list is refused rather than handed
+to either (the other would be unreachable under the name the host was shown):
+C{tools/list} or C{prompts/list} fails with C{-32603} (the gateway's configuration is at
+fault, not the request), whose message names both servers and whose C{data} is
+C{{"name", "servers"}}; a call or C{prompts/get} of that name fails the same way.
+
+A resource URI is not refused: it goes to the first server, in the order named, that
+lists it as a resource or has a template it falls under (RFC 6570 expressions, where a
+simple C{{var}} matches one non-empty path segment), and to the first server when none
+does.  A URI two servers list is listed once, for the server that would be read.
+C{mcpx://} URIs still reach every configured server through the gateway surface, and
+the gateway's prompts, resources and templates of the servers not passed through follow
+the pass-through servers' own in every list.
+
+Declarations
+============
+
+C{tools.listChanged} is declared to a legacy client on a connection mcpx can push to,
+and a pass-through server's C{notifications/tools/list_changed} is relayed to every
+such client (L{mcpx.server.dispatch.McpServer.upstream_notification}).  A 2026-07-28
+client would receive it on a C{subscriptions/listen} stream, which mcpx does not
+implement yet; nothing is declared to it.
+
+What mcpx declares to the upstream is the pool session's own declaration, which holds
+only the client capabilities mcpx has a handler for (L{mcpx.upstream.handlers}); the
+daemon's pool has none today, so an upstream is never told of a capability the host did
+not declare.  Narrowing a 2026-07-28 host's C{clientCapabilities} per call (and passing
+a declared one on) needs the pool to take them with the request; until it does, no
+capability is passed on.
+
+Cost
+====
+
+A pass-through C{tools/call} is the hot path: the owner is found with set lookups over
+the pool's cached catalogues (the name sets are rebuilt only when the pool listed anew),
+and with one pass-through server no catalogue is consulted unless the name is also a
+gateway tool's.  Nothing is copied or validated on the way.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Generic, TypeVar
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.pool.errors import PoolError
+from mcpx.server import uris
+from mcpx.server.conn import Context
+from mcpx.server.surface import (
+    LogRelay,
+    ProgressSink,
+    Surface,
+    UnknownName,
+    capped_completion,
+)
+from mcpx.spec.matrix import error_code_in
+from mcpx.upstream.session import UpstreamError
+from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+
+log = Logger()
+
+_T = TypeVar("_T")
+
+#: C{_meta} keys that describe the host's own request to mcpx, not passed upstream
+#: (the pool sets its own progress token and protocol keys).
+_OWN_META_PREFIXES: Final = ("io.modelcontextprotocol/", "dev.mcpx/")
+
+#: What each RFC 6570 operator's expression matches in a filled URI.  A simple
+#: expression fills one segment; the others are matched generously, since routing only
+#: has to tell which server's template a URI came from.
+_OPERATOR_PATTERNS: Final[Mapping[str, str]] = {
+    "": r"[^/?#]+",
+    "+": r".+",
+    "#": r"(?:#.*)?",
+    ".": r"(?:\.[^/?#]*)*",
+    "/": r"(?:/[^/?#]*)*",
+    ";": r"(?:;[^/?#]*)*",
+    "?": r"(?:\?[^#]*)?",
+    "&": r"(?:&[^#]*)?",
+}
+
+_EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
+
+
+@functools.lru_cache(maxsize=1024)
+def template_pattern(template: str) -> re.Pattern[str]:
+    """
+    A pattern matching every URI filled in from RFC 6570 C{template}: its literal text
+    as it is, a simple C{{var}} as one non-empty segment (no C{/}, C{?} or C{#}).
+    """
+    parts: list[str] = []
+    position = 0
+    for found in _EXPRESSION.finditer(template):
+        parts.append(re.escape(template[position : found.start()]))
+        parts.append(_OPERATOR_PATTERNS[found.group(1)])
+        position = found.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _names(items: list[dict[str, Any]], key: str) -> frozenset[str]:
+    return frozenset(
+        item[key] for item in items if type(item) is dict and isinstance(item.get(key), str)
+    )
+
+
+class _Derived(Generic[_T]):
+    """
+    Something derived from one catalogue of each server, derived again only when the
+    pool listed that catalogue anew.
+
+    The pool hands out a fresh list of the same item objects while its cache holds, and
+    new objects once it listed again; holding the items keeps their identities from
+    being reused, so comparing them by identity is enough to tell.
+    """
+
+    def __init__(self, derive: Callable[[list[dict[str, Any]]], _T]) -> None:
+        self._derive = derive
+        self._held: dict[str, tuple[list[dict[str, Any]], _T]] = {}
+
+    def of(self, server: str, items: list[dict[str, Any]]) -> _T:
+        held = self._held.get(server)
+        if (
+            held is not None
+            and len(held[0]) == len(items)
+            and all(map(operator.is_, held[0], items))
+        ):
+            return held[1]
+        derived = self._derive(items)
+        self._held[server] = (items, derived)
+        return derived
+
+
+def ambiguous(kind: str, name: str, first: str, second: str) -> RpcError:
+    """The error for a tool or prompt name two pass-through servers both offer."""
+    return RpcError(
+        INTERNAL_ERROR,
+        f"{kind} {name!r} is offered by both pass-through servers {first!r} and {second!r}; "
+        f"mcpx hands it to neither (rename one of them, or pass only one through)",
+        {"name": name, "servers": [first, second]},
+    )
+
+
+def _relayed(error: RpcError, context: Context) -> RpcError:
+    """
+    An upstream's JSON-RPC error as the host may receive it: itself, except for
+    C{-32002} to a revision that retired it, which becomes C{-32602} with the same
+    message and data.
+    """
+    if error.code == RESOURCE_NOT_FOUND and not error_code_in(RESOURCE_NOT_FOUND, context.revision):
+        return RpcError.invalid_params(error.message, error.data)
+    return error
+
+
+def upstream_meta(meta: object) -> dict[str, Any] | None:
+    """
+    The part of a host's C{_meta} passed upstream: everything but its progress token
+    and the keys that describe its request to mcpx.
+    """
+    if type(meta) is not dict or not meta:
+        return None
+    kept = {
+        key: value
+        for key, value in meta.items()
+        if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES)
+    }
+    return kept or None
+
+
+def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
+    """C{params} for the upstream: as the host sent them, less its own C{_meta} keys."""
+    forwarded = {key: value for key, value in params.items() if key != "_meta"}
+    meta = upstream_meta(params.get("_meta"))
+    if meta is not None:
+        forwarded["_meta"] = meta
+    return forwarded
+
+
+def _objects_with(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [item for item in items if type(item) is dict and isinstance(item.get(key), str)]
+
+
+class PassThrough:
+    """
+    The surface of the pass-through servers, merged ahead of the gateway's.
+
+    @ivar servers: the pass-through servers, in the order named.
+    @ivar first: the first of them, which gets what none of them lists.
+    @ivar gateway: the gateway surface, for everything else.
+    """
+
+    def __init__(self, gateway: Surface, servers: Sequence[str]) -> None:
+        if not servers:
+            raise ValueError("pass-through needs at least one server")
+        self.gateway = gateway
+        self.servers: tuple[str, ...] = tuple(dict.fromkeys(servers))
+        self.first = self.servers[0]
+        self._single = len(self.servers) == 1
+        self._tool_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
+        self._prompt_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
+        self._resource_uris: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "uri"))
+        self._template_patterns: _Derived[tuple[tuple[str, re.Pattern[str]], ...]] = _Derived(
+            lambda items: tuple(
+                (template, template_pattern(template))
+                for template in sorted(_names(items, "uriTemplate"))
+            )
+        )
+
+    @property
+    def pool(self) -> PoolInterface:
+        return self.gateway.pool
+
+    def owns(self, server: str) -> bool:
+        """Whether C{server} is offered under its own names."""
+        return server in self.servers
+
+    # Lists
+
+    async def _listed(
+        self, context: Context, what: str, kind: str
+    ) -> list[tuple[str, list[dict[str, Any]]]]:
+        pool = self.pool
+        fetch = getattr(pool, kind)
+        return await self.gateway.each_server(
+            what,
+            lambda name: Deferred.fromCoroutine(fetch(name, client=context.identity)),
+            names=self.servers,
+        )
+
+    async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
+        """
+        The pass-through servers' tools or prompts in one list, and their names.
+
+        @raise RpcError: L{ambiguous} for a name two servers offer.
+        """
+        owners: dict[str, str] = {}
+        merged: list[dict[str, Any]] = []
+        for server, items in await self._listed(context, kind, kind):
+            for item in _objects_with(items, "name"):
+                name = item["name"]
+                other = owners.get(name)
+                if other is None:
+                    owners[name] = server
+                    merged.append(item)
+                elif other != server:
+                    raise ambiguous(kind[:-1], name, other, server)
+        return merged, set(owners)
+
+    async def tools(self, context: Context) -> list[Mapping[str, Any]]:
+        """
+        The pass-through servers' tools, then the gateway's tools they do not shadow.
+
+        @raise RpcError: L{ambiguous} for a name two servers offer.
+        """
+        merged, names = await self._merged(context, "tools")
+        listed: list[Mapping[str, Any]] = list(merged)
+        listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
+        return listed
+
+    async def prompts(self, context: Context) -> list[dict[str, Any]]:
+        """
+        The pass-through servers' prompts under their own names, then the other
+        servers' as the gateway names them.
+
+        @raise RpcError: L{ambiguous} for a name two servers offer.
+        """
+        merged, names = await self._merged(context, "prompts")
+        others = await self.gateway.prompts(context, leaving_out=self.servers)
+        merged.extend(prompt for prompt in others if prompt["name"] not in names)
+        return merged
+
+    async def _unique(
+        self, context: Context, what: str, kind: str, key: str
+    ) -> list[dict[str, Any]]:
+        seen: set[str] = set()
+        merged: list[dict[str, Any]] = []
+        for _, items in await self._listed(context, what, kind):
+            for item in _objects_with(items, key):
+                # Read from the first server that lists it: listed for that one only.
+                if item[key] not in seen:
+                    seen.add(item[key])
+                    merged.append(item)
+        return merged
+
+    async def resources(self, context: Context) -> list[dict[str, Any]]:
+        """The pass-through servers' resources under their own URIs, then the others'."""
+        merged = await self._unique(context, "resources", "resources", "uri")
+        merged.extend(await self.gateway.resources(context, leaving_out=self.servers))
+        return merged
+
+    async def templates(self, context: Context) -> list[dict[str, Any]]:
+        """The pass-through servers' templates as they are, then the others'."""
+        merged = await self._unique(context, "resource templates", "templates", "uriTemplate")
+        merged.extend(await self.gateway.templates(context, leaving_out=self.servers))
+        return merged
+
+    # Routing
+
+    async def _catalogue(self, kind: str, server: str, context: Context) -> list[dict[str, Any]]:
+        """One server's catalogue from the pool's cache; empty when it cannot be listed."""
+        try:
+            items: list[dict[str, Any]] = await getattr(self.pool, kind)(
+                server, client=context.identity
+            )
+        except (PoolError, UpstreamError, RpcError) as e:
+            log.debug(
+                "pass-through routing: the {kind} of {server} cannot be listed: {why}",
+                kind=kind,
+                server=server,
+                why=str(e),
+            )
+            return []
+        return items
+
+    async def _named_by(
+        self, derived: _Derived[frozenset[str]], kind: str, context: Context, name: str
+    ) -> str | None:
+        """
+        The pass-through server listing C{name}, or C{None}.
+
+        @raise RpcError: L{ambiguous} when two of them list it.
+        """
+        owner: str | None = None
+        for server in self.servers:
+            if name in derived.of(server, await self._catalogue(kind, server, context)):
+                if owner is not None:
+                    raise ambiguous(kind[:-1], name, owner, server)
+                owner = server
+        return owner
+
+    async def tool_owner(self, context: Context, name: str) -> str | None:
+        """
+        The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
+        gateway tool none of them shadows.
+
+        @raise RpcError: L{ambiguous} when two of them list it.
+        """
+        gateway_tool = self.gateway.has_tool(name)
+        if self._single:
+            if not gateway_tool:
+                return self.first
+            listed = self._tool_names.of(
+                self.first, await self._catalogue("tools", self.first, context)
+            )
+            return self.first if name in listed else None
+        owner = await self._named_by(self._tool_names, "tools", context, name)
+        if owner is not None:
+            return owner
+        return None if gateway_tool else self.first
+
+    async def prompt_owner(self, context: Context, name: str) -> str | None:
+        """
+        The pass-through server a prompt name goes to, or C{None} for a gateway prompt
+        (C{<server>_<prompt>}) none of them lists.
+
+        @raise RpcError: L{ambiguous} when two of them list it.
+        """
+        owner = await self._named_by(self._prompt_names, "prompts", context, name)
+        if owner is not None:
+            return owner
+        try:
+            self.gateway.prompt_owner(name)
+        except UnknownName:
+            return self.first
+        return None
+
+    async def resource_owner(self, context: Context, uri: str) -> str:
+        """
+        The pass-through server a bare (not C{mcpx://}) resource URI or template goes
+        to: the first that lists it, offers it as a template or has a template it falls
+        under; the first server when none does.
+        """
+        if self._single:
+            return self.first
+        for server in self.servers:
+            listed = await self._catalogue("resources", server, context)
+            if uri in self._resource_uris.of(server, listed):
+                return server
+            templates = self._template_patterns.of(
+                server, await self._catalogue("templates", server, context)
+            )
+            for template, pattern in templates:
+                if template == uri or pattern.fullmatch(uri) is not None:
+                    return server
+        return self.first
+
+    # Forwarding
+
+    async def _guarded(
+        self,
+        context: Context,
+        server: str,
+        work: Any,
+        on_log: LogRelay | None,
+    ) -> dict[str, Any]:
+        """
+        C{work}'s result; the pool's failures as C{-32603}, the upstream's JSON-RPC
+        errors as they are (see L{_relayed}).
+        """
+        try:
+            result = await (work if on_log is None else self.gateway.relaying(server, on_log, work))
+        except RpcError as e:
+            raise _relayed(e, context) from None
+        except (PoolError, UpstreamError) as e:
+            raise RpcError.internal_error(error_from(e).message) from None
+        if type(result) is not dict:
+            raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
+        return result
+
+    async def call_tool(
+        self,
+        context: Context,
+        server: str,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        on_progress: ProgressSink | None = None,
+        on_log: LogRelay | None = None,
+    ) -> dict[str, Any]:
+        """
+        Forward a C{tools/call} to C{server} and return its result as it came.
+
+        @param on_progress: where the upstream's progress goes.
+        @param on_log: where the server's log messages go while it answers.
+        @raise RpcError: the upstream's error as it answered, or C{-32603} when the
+            pool could not get an answer.
+        """
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif type(arguments) is not dict:
+            raise RpcError.invalid_params("params.arguments must be an object")
+        calling = self.pool.call_tool(
+            server,
+            name,
+            arguments,
+            client=context.identity,
+            meta=upstream_meta(params.get("_meta")),
+            on_progress=on_progress,
+        )
+        return await self._guarded(context, server, calling, on_log)
+
+    async def _forward(
+        self,
+        context: Context,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        on_log: LogRelay | None = None,
+    ) -> dict[str, Any]:
+        work = self.pool.request(server, method, params, client=context.identity)
+        return await self._guarded(context, server, work, on_log)
+
+    async def get_prompt(
+        self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
+    ) -> dict[str, Any]:
+        """C{prompts/get} of a pass-through prompt, its result as it came, or the gateway's."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError.invalid_params("params.name must be a string")
+        server = await self.prompt_owner(context, name)
+        if server is None:
+            return await self.gateway.get_prompt(context, params, on_log=on_log)
+        return await self._forward(context, server, "prompts/get", _forwarded(params), on_log)
+
+    async def read_resource(
+        self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
+    ) -> dict[str, Any]:
+        """C{resources/read} of an upstream's own URI, its result as it came; C{mcpx://} URIs
+        through the gateway."""
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError.invalid_params("params.uri must be a string")
+        if uris.is_mcpx(uri):
+            return await self.gateway.read_resource(context, params, on_log=on_log)
+        server = await self.resource_owner(context, uri)
+        return await self._forward(context, server, "resources/read", _forwarded(params), on_log)
+
+    async def subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
+        """
+        The server and upstream URI of a subscription's URI: an C{mcpx://} one as the
+        gateway reads it, a bare one as L{resource_owner} routes it.
+
+        @raise UnknownName: for an C{mcpx://} URI no server owns.
+        """
+        if uris.is_mcpx(uri):
+            return await self.gateway.resource_owner(context, uri)
+        return await self.resource_owner(context, uri), uri
+
+    async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+        """
+        C{completion/complete} for a pass-through prompt or resource template, routed as
+        C{prompts/get} and C{resources/read} are; the gateway's refs through the gateway.
+        A server that did not declare completions is not asked: the answer is empty.
+        """
+        ref = params.get("ref")
+        if type(ref) is not dict or type(params.get("argument")) is not dict:
+            raise RpcError.invalid_params("params.ref and params.argument must be objects")
+        kind = ref.get("type")
+        target = ref.get("name") if kind == "ref/prompt" else ref.get("uri")
+        server: str | None = None
+        if kind == "ref/prompt" and isinstance(target, str):
+            server = await self.prompt_owner(context, target)
+        elif kind == "ref/resource" and isinstance(target, str) and not uris.is_mcpx(target):
+            server = await self.resource_owner(context, target)
+        if server is None:
+            return await self.gateway.complete(context, params)
+        try:
+            session = await self.pool.session(server, context.identity)
+        except (PoolError, UpstreamError) as e:
+            raise RpcError.internal_error(error_from(e).message) from None
+        declaration = session.declaration
+        if declaration is not None and not declaration.declares("completions"):
+            return {"completion": {"values": [], "hasMore": False}}
+        result = await self._forward(context, server, "completion/complete", _forwarded(params))
+        return capped_completion(result)

@@ -1,0 +1,916 @@
+"""
+Tests for pass-through mode (L{mcpx.server.passthrough}): configured servers offered
+under their own names, over the real L{Pool} with scripted upstreams, on every
+revision; and once with a real daemon started with C{--passthrough demo} behind
+C{mcpx serve}.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.pool import Pool
+from mcpx.server import uris
+from mcpx.server.dispatch import McpServer
+from mcpx.server.http import McpHTTP
+from mcpx.server.passthrough import template_pattern
+from mcpx.server.surface import gateway_tools
+from mcpx.settings.servers import Server
+from mcpx.spec.matrix import field_in
+from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
+from mcpx.spec.schemas import definitions, load_schema, validate
+from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.session import LegacySession, UpstreamSession
+from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from tests.cli.test_real_daemon import RealDaemonCase
+from tests.pool.fakes import (
+    Answer,
+    Events,
+    FakeChannel,
+    FakeConnector,
+    FakeUpstream,
+    servers,
+    stdio,
+)
+from tests.server import Harness, Session, result_of
+from tests.server.test_http import Client, modern, modern_headers
+from tests.server.test_resource_updates import Host
+from tests.support.processes import REPO, kill_on_cleanup, spawn
+
+#: A tool definition using every optional field a Tool has, in the newest shape.
+ECHO_TOOL: Mapping[str, Any] = {
+    "name": "echo",
+    "title": "Echo",
+    "description": "Says it back",
+    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    "outputSchema": {"type": "object", "properties": {"said": {"type": "string"}}},
+    "annotations": {"readOnlyHint": True, "openWorldHint": False},
+    "icons": [{"src": "https://example.com/echo.png", "mimeType": "image/png"}],
+    "execution": {"taskSupport": "optional"},
+}
+
+#: A result using every kind of content block, structured content, isError and _meta.
+RICH: Mapping[str, Any] = {
+    "content": [
+        {"type": "text", "text": "hello"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        {
+            "type": "resource",
+            "resource": {"uri": "alpha://doc", "mimeType": "text/plain", "text": "doc"},
+        },
+        {"type": "resource_link", "uri": "alpha://doc", "name": "doc"},
+    ],
+    "structuredContent": {"said": "hello"},
+    "isError": True,
+    "_meta": {"example.com/trace": "t-1"},
+}
+
+UNKNOWN_TOOL = RpcError(INVALID_PARAMS, "Unknown tool: nope", {"tool": "nope"})
+
+
+def _name(upstream: FakeUpstream) -> str:
+    assert upstream.channel is not None
+    return upstream.channel.name
+
+
+def _call(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+    name = params.get("name")
+    if name == "rich":
+        return RICH
+    if name == "echo":
+        said = (params.get("arguments") or {}).get("text", "")
+        return {"content": [{"type": "text", "text": said}], "structuredContent": {"said": said}}
+    if name == "hidden":
+        return {"content": [{"type": "text", "text": f"hidden tool of {_name(upstream)}"}]}
+    if name == "mcpx_servers":
+        return {"content": [{"type": "text", "text": f"{_name(upstream)}'s own mcpx_servers"}]}
+    if name == "add":
+        arguments = params.get("arguments") or {}
+        total = arguments.get("a", 0) + arguments.get("b", 0)
+        return {
+            "content": [{"type": "text", "text": str(total)}],
+            "structuredContent": {"sum": total},
+        }
+    raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", {"tool": name})
+
+
+def _read(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+    uri = params["uri"]
+    if uri == "alpha://missing":
+        raise RpcError(-32002, "Resource not found", {"uri": uri})
+    return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": _name(upstream)}]}
+
+
+def _prompt(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+    return {
+        "description": f"{params['name']} of {_name(upstream)}",
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": str(params.get("arguments"))}},
+            {
+                "role": "user",
+                "content": {"type": "resource", "resource": {"uri": "alpha://doc", "text": "d"}},
+            },
+        ],
+    }
+
+
+def _complete(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+    ref = params["ref"]
+    return {"completion": {"values": [f"{_name(upstream)}:{ref.get('name') or ref.get('uri')}"]}}
+
+
+def _answers(script: Mapping[str, list[dict[str, Any]]]) -> dict[str, Answer]:
+    """The answers of one scripted server (its lists read as they are at each request)."""
+    tools, prompts = script["tools"], script["prompts"]
+    resources, templates = script["resources"], script["templates"]
+    return {
+        "tools/list": lambda u, p: {"tools": [dict(tool) for tool in tools]},
+        "prompts/list": lambda u, p: {"prompts": list(prompts)},
+        "resources/list": lambda u, p: {"resources": list(resources)},
+        "resources/templates/list": lambda u, p: {"resourceTemplates": list(templates)},
+        "resources/read": _read,
+        "resources/subscribe": lambda u, p: {},
+        "resources/unsubscribe": lambda u, p: {},
+        "prompts/get": _prompt,
+        "completion/complete": _complete,
+        "tools/call": _call,
+    }
+
+
+def scripts() -> dict[str, dict[str, Any]]:
+    """
+    Three upstreams: C{alpha} and C{beta} (passed through in the tests), C{other} (only
+    through the gateway).  C{alpha} has a tool named like a gateway tool.
+    """
+    return {
+        "alpha": {
+            "tools": [
+                dict(ECHO_TOOL),
+                {"name": "rich", "inputSchema": {"type": "object"}},
+                {"name": "mcpx_servers", "inputSchema": {"type": "object"}},
+            ],
+            "prompts": [{"name": "greet", "title": "Greet", "arguments": [{"name": "who"}]}],
+            "resources": [{"uri": "alpha://doc", "name": "doc", "title": "The doc"}],
+            "templates": [
+                {"uriTemplate": "alpha://items/{id}", "name": "item"},
+                {"uriTemplate": "shared://{name}", "name": "shared"},
+            ],
+        },
+        "beta": {
+            "tools": [{"name": "add", "inputSchema": {"type": "object"}}],
+            "prompts": [{"name": "summarise"}],
+            "resources": [
+                {"uri": "beta://x", "name": "x"},
+                {"uri": "shared://one", "name": "one"},
+                {"uri": "alpha://doc", "name": "beta's copy"},
+            ],
+            "templates": [{"uriTemplate": "notes://{+path}", "name": "note"}],
+        },
+        "other": {
+            "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+            "prompts": [{"name": "greet"}],
+            "resources": [{"uri": "other://r", "name": "r"}],
+            "templates": [],
+        },
+    }
+
+
+class Upstreams(FakeConnector):
+    """A L{FakeConnector} whose servers each have their own catalogue."""
+
+    def __init__(self, clock: Clock, scripted: Mapping[str, Mapping[str, Any]]) -> None:
+        FakeConnector.__init__(self, clock)
+        self.scripted = {name: dict(script) for name, script in scripted.items()}
+        self.capabilities["completions"] = {}
+        #: Numbers every start, across servers.
+        self.serials = itertools.count(1)
+
+    async def connect(
+        self, name: str, server: Server, handlers: UpstreamHandlers
+    ) -> UpstreamSession:
+        self.connects.append((name, server, handlers))
+        if self.failures:
+            raise self.failures.pop(0)
+        answers = _answers(self.scripted[name])
+        upstream = FakeUpstream(next(self.serials), answers, self.capabilities, self.holding)
+        self.upstreams.append(upstream)
+        channel = FakeChannel(name, upstream)
+        session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
+        await channel.start()
+        await session.open()
+        return session
+
+
+def passed_through(
+    names: tuple[str, ...] = ("alpha", "beta"),
+    *,
+    scripted: Mapping[str, Mapping[str, Any]] | None = None,
+    can_push: bool = True,
+    transport: str = "stdio",
+) -> tuple[Harness, Upstreams]:
+    """
+    A harness over the real pool of L{scripts}, its server passing C{names} through,
+    the pool's upstream notifications reaching it as they do in the daemon.
+    """
+    clock = Clock()
+    connector = Upstreams(clock, scripted if scripted is not None else scripts())
+    cell: list[McpServer] = []
+
+    def handlers(server: str, scope_key: str) -> UpstreamHandlers:
+        def heard(method: str, params: Mapping[str, Any] | None) -> None:
+            cell[0].upstream_notification(server, method, params)
+
+        return UpstreamHandlers(notification=heard)
+
+    pool = Pool(
+        servers=servers(*(stdio(name) for name in connector.scripted)),
+        connector=connector,
+        clock=clock,
+        call_timeout=60.0,
+        idle_timeout=300.0,
+        publish=Events(),
+        handlers=handlers,
+    )
+    harness = Harness(pool, clock=clock, can_push=can_push, transport=transport)
+    harness.server = McpServer(harness.host, clock, passthrough=names)
+    harness.conn = harness.server.open(
+        transport, "host-pid-1", push=harness.server_peer.notify if can_push else None
+    )
+    cell.append(harness.server)
+    return harness, connector
+
+
+def upstream(connector: Upstreams, name: str) -> FakeUpstream:
+    return connector.started(name)[-1]
+
+
+#: The definition each method's result is checked against, in every revision's schema.
+RESULTS = {
+    "initialize": "InitializeResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "completion/complete": "CompleteResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+}
+
+NOTIFICATIONS = {
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/progress": "ProgressNotification",
+}
+
+
+def check_frames(harness: Harness, revision: Revision) -> set[str]:
+    """
+    Validate every frame the server sent, strictly, against C{revision}'s schema.
+
+    @return: the definitions checked.
+    @raise mcpx.spec.schemas.SchemaViolation: for the first frame that does not fit.
+    """
+    known = definitions(revision)
+    document = load_schema(revision)
+    defs = document.get("$defs") or document["definitions"]
+    error = "JSONRPCError" if "JSONRPCError" in known else "JSONRPCErrorResponse"
+    checked: set[str] = set()
+    for frame in harness.sent:
+        instance: Any = frame
+        if "method" in frame:
+            definition = NOTIFICATIONS[frame["method"]]
+            if "jsonrpc" not in defs[definition].get("properties", {}):
+                instance = {key: value for key, value in frame.items() if key != "jsonrpc"}
+        elif "error" in frame:
+            definition = error
+        else:
+            definition, instance = RESULTS[harness.methods[frame["id"]]], frame["result"]
+        validate(instance, revision, definition, strict=True)
+        checked.add(definition)
+    return checked
+
+
+def names_of(items: list[Mapping[str, Any]]) -> list[str]:
+    return [item["name"] for item in items]
+
+
+GATEWAY_NAMES = [tool.name for tool in gateway_tools()]
+
+
+class ToolListTests(SynchronousTestCase):
+    def test_upstream_tools_first_under_their_own_names(self) -> None:
+        """
+        tools/list carries alpha's and beta's tools under their own names, in the order
+        the servers were named, then the gateway's tools; a gateway tool an upstream
+        also names (mcpx_servers) is listed once, as the upstream's.
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            tools = Session(revision, harness).result("tools/list")["tools"]
+            expected = ["echo", "rich", "mcpx_servers", "add"] + [
+                name for name in GATEWAY_NAMES if name != "mcpx_servers"
+            ]
+            self.assertEqual(names_of(tools), expected, revision)
+            self.assertNotIn("description", tools[2], "the upstream's mcpx_servers, not mcpx's")
+            check_frames(harness, revision)
+
+    def test_optional_fields_spelled_per_revision(self) -> None:
+        """
+        A pass-through tool keeps title, annotations, icons, outputSchema and
+        execution.taskSupport wherever the client's revision defines them, and loses
+        only those it does not (checked strictly against each revision's schema).
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            echo = Session(revision, harness).result("tools/list")["tools"][0]
+            for key in ("title", "annotations", "icons", "outputSchema", "execution"):
+                if field_in(f"Tool.{key}", revision):
+                    self.assertEqual(echo[key], ECHO_TOOL[key], (revision, key))
+                else:
+                    self.assertNotIn(key, echo, (revision, key))
+            self.assertEqual(echo["inputSchema"], ECHO_TOOL["inputSchema"])
+            checked = check_frames(harness, revision)
+            self.assertIn("ListToolsResult", checked)
+        # The two ends, spelled out.
+        harness, _ = passed_through()
+        newest_legacy = Session(Revision.V2025_11_25, harness).result("tools/list")["tools"][0]
+        self.assertEqual(newest_legacy, ECHO_TOOL)
+        harness, _ = passed_through()
+        oldest = Session(Revision.V2024_11_05, harness).result("tools/list")["tools"][0]
+        self.assertEqual(set(oldest), {"name", "description", "inputSchema"})
+
+    def test_the_catalogue_is_not_edited(self) -> None:
+        """Spelling a pass-through tool down for an old revision leaves the pool's copy whole."""
+        harness, _ = passed_through()
+        Session(Revision.V2024_11_05, harness).result("tools/list")
+        cached = result_of(Deferred.fromCoroutine(harness.pool.tools("alpha", client="x")))
+        self.assertEqual(cached[0], ECHO_TOOL)
+
+    def test_paginated(self) -> None:
+        """The merged list is paginated like any other."""
+        harness, _ = passed_through()
+        harness.server.page_size = 3
+        session = Session(Revision.V2025_06_18, harness)
+        first = session.result("tools/list")
+        self.assertEqual(names_of(first["tools"]), ["echo", "rich", "mcpx_servers"])
+        second = session.result("tools/list", {"cursor": first["nextCursor"]})
+        self.assertEqual(names_of(second["tools"])[0], "add")
+
+    def test_duplicate_name_fails_the_list(self) -> None:
+        """
+        A tool name two pass-through servers offer fails tools/list with -32603 naming
+        both, rather than listing either; calling it fails the same way.
+        """
+        scripted = scripts()
+        scripted["beta"]["tools"] = [{"name": "echo", "inputSchema": {"type": "object"}}]
+        for revision in Revision:
+            harness, _ = passed_through(scripted=scripted)
+            session = Session(revision, harness)
+            error = session.error("tools/list")
+            self.assertEqual(error.code, INTERNAL_ERROR)
+            self.assertIn("'alpha'", error.message)
+            self.assertIn("'beta'", error.message)
+            self.assertIn("'echo'", error.message)
+            self.assertEqual(error.data, {"name": "echo", "servers": ["alpha", "beta"]})
+            called = session.error("tools/call", {"name": "echo", "arguments": {}})
+            self.assertEqual(called.data, {"name": "echo", "servers": ["alpha", "beta"]})
+            check_frames(harness, revision)
+
+    def test_a_server_not_passed_through_is_not_merged(self) -> None:
+        """other's echo is not listed: only the named servers are passed through."""
+        harness, _ = passed_through(("beta",))
+        tools = Session(Revision.V2025_06_18, harness).result("tools/list")["tools"]
+        self.assertEqual(names_of(tools), ["add", *GATEWAY_NAMES])
+
+
+class CallTests(SynchronousTestCase):
+    def test_result_verbatim(self) -> None:
+        """
+        From 2025-06-18 a pass-through call answers with the upstream's result as it
+        came: image, audio, embedded resource and link (their own URIs),
+        structuredContent, isError and _meta.
+        """
+        for revision in (Revision.V2025_06_18, Revision.V2025_11_25):
+            harness, _ = passed_through()
+            result = Session(revision, harness).call("rich")
+            self.assertEqual(result, RICH, revision)
+            check_frames(harness, revision)
+        harness, _ = passed_through()
+        modern = Session(NEWEST, harness).call("rich")
+        self.assertEqual(modern["content"], RICH["content"])
+        self.assertEqual(modern["structuredContent"], RICH["structuredContent"])
+        self.assertIs(modern["isError"], True)
+        self.assertEqual(modern["_meta"]["example.com/trace"], "t-1")
+        self.assertEqual(modern["resultType"], "complete")
+        check_frames(harness, NEWEST)
+
+    def test_older_revisions_spelled_down(self) -> None:
+        """
+        Before 2025-06-18 the same result is spelled down (no structuredContent or
+        links; before 2025-03-26 no audio), and still valid for the revision.
+        """
+        for revision in (Revision.V2024_11_05, Revision.V2025_03_26):
+            harness, _ = passed_through()
+            result = Session(revision, harness).call("rich")
+            self.assertNotIn("structuredContent", result)
+            self.assertEqual(result["content"][:2], RICH["content"][:2])
+            self.assertIs(result["isError"], True)
+            kinds = [block["type"] for block in result["content"]]
+            self.assertNotIn("resource_link", kinds)
+            self.assertEqual("audio" in kinds, revision is Revision.V2025_03_26)
+            check_frames(harness, revision)
+
+    def test_forwarded_with_arguments_and_identity(self) -> None:
+        """The call reaches the upstream by its own name, with its arguments and _meta."""
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        result = session.result(
+            "tools/call",
+            {
+                "name": "echo",
+                "arguments": {"text": "hi"},
+                "_meta": {"traceparent": "00-1-2-01", "example.com/k": 1},
+            },
+        )
+        self.assertEqual(result["structuredContent"], {"said": "hi"})
+        sent = upstream(connector, "alpha").last("tools/call").params
+        assert isinstance(sent, dict)
+        self.assertEqual(sent["name"], "echo")
+        self.assertEqual(sent["arguments"], {"text": "hi"})
+        self.assertEqual(sent["_meta"], {"traceparent": "00-1-2-01", "example.com/k": 1})
+
+    def test_second_server_routed(self) -> None:
+        """A tool of the second pass-through server goes to it."""
+        harness, connector = passed_through()
+        result = Session(Revision.V2025_06_18, harness).call("add", {"a": 2, "b": 3})
+        self.assertEqual(result["structuredContent"], {"sum": 5})
+        self.assertEqual(connector.started("alpha")[-1].methods().count("tools/call"), 0)
+
+    def test_upstream_error_relayed_as_that_error(self) -> None:
+        """
+        A JSON-RPC error the upstream answers is the host's error response, with its
+        code, message and data: not an isError result.
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            session = Session(revision, harness)
+            listed = names_of(session.result("tools/list")["tools"])
+            self.assertNotIn("nope", listed)
+            error = session.error("tools/call", {"name": "nope", "arguments": {}})
+            self.assertEqual(
+                (error.code, error.message, error.data),
+                (UNKNOWN_TOOL.code, UNKNOWN_TOOL.message, UNKNOWN_TOOL.data),
+                revision,
+            )
+            check_frames(harness, revision)
+
+    def test_unlisted_name_forwarded_to_the_first(self) -> None:
+        """
+        A name no pass-through server lists and mcpx has no tool of goes to the first
+        pass-through server, which decides (here: it answers).
+        """
+        harness, connector = passed_through()
+        result = Session(Revision.V2025_06_18, harness).call("hidden")
+        self.assertEqual(result["content"][0]["text"], "hidden tool of alpha")
+        sent = upstream(connector, "alpha").last("tools/call").params
+        assert isinstance(sent, dict)
+        self.assertEqual(sent["name"], "hidden")
+
+    def test_gateway_name_collision_upstream_wins(self) -> None:
+        """mcpx_servers, which alpha also offers, calls alpha's tool over MCP."""
+        harness, _ = passed_through()
+        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
+        self.assertEqual(result["content"][0]["text"], "alpha's own mcpx_servers")
+
+    def test_gateway_name_collision_one_server(self) -> None:
+        """
+        With alpha alone passed through, its mcpx_servers still wins; with beta alone
+        (which has no such tool), mcpx_servers is mcpx's own.
+        """
+        harness, _ = passed_through(("alpha",))
+        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
+        self.assertEqual(result["content"][0]["text"], "alpha's own mcpx_servers")
+        harness, connector = passed_through(("beta",))
+        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
+        self.assertEqual(
+            [server["name"] for server in result["structuredContent"]["servers"]],
+            ["alpha", "beta", "other"],
+        )
+        self.assertNotIn("tools/call", upstream(connector, "beta").methods())
+
+    def test_gateway_tools_still_work(self) -> None:
+        """A gateway tool no upstream shadows still runs, and reaches every other server."""
+        harness, _ = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        result = session.call(
+            "mcpx_call", {"server": "other", "tool": "echo", "arguments": {"text": "x"}}
+        )
+        self.assertEqual(result["content"][0]["text"], "x")
+        described = session.call("mcpx_describe", {"server": "other", "tool": "echo"})
+        self.assertIs(described["isError"], False)
+
+    def test_one_server_does_not_list_on_the_hot_path(self) -> None:
+        """
+        With one pass-through server, a call of a name that is not a gateway tool's is
+        forwarded without listing the server's tools first.
+        """
+        harness, connector = passed_through(("alpha",))
+        Session(Revision.V2025_06_18, harness).call("echo", {"text": "a"})
+        self.assertNotIn("tools/list", upstream(connector, "alpha").methods())
+
+    def test_pool_failure_is_internal_error(self) -> None:
+        """A pass-through server that cannot be started is -32603 naming it."""
+        harness, connector = passed_through(("alpha",))
+        connector.failures.append(RuntimeError("no such command"))
+        error = Session(Revision.V2025_06_18, harness).error(
+            "tools/call", {"name": "echo", "arguments": {}}
+        )
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertIn("alpha", error.message)
+
+    def test_progress_and_cancellation(self) -> None:
+        """
+        The upstream's progress reaches the host with the host's token, and cancelling
+        the host's call cancels the upstream's.
+        """
+        harness, connector = passed_through()
+        connector.holding.add("tools/call")
+        session = Session(Revision.V2025_06_18, harness)
+        calling = session.request(
+            "tools/call", {"name": "echo", "arguments": {"text": "a"}}, progressToken="p-1"
+        )
+        held = upstream(connector, "alpha")
+        params = held.last("tools/call").params
+        assert isinstance(params, dict)
+        token = params["_meta"]["progressToken"]
+        self.assertNotEqual(token, "p-1")
+        held.notify("notifications/progress", {"progressToken": token, "progress": 1, "total": 2})
+        progress = [n for n in harness.notifications if n.method == "notifications/progress"]
+        self.assertEqual(progress[0].params, {"progressToken": "p-1", "progress": 1, "total": 2})
+        calling.addErrback(lambda f: f.trap(CancelledError))
+        calling.cancel()
+        self.assertEqual(held.cancelled, [held.last("tools/call").id])
+
+
+class PromptTests(SynchronousTestCase):
+    def test_listed_without_prefix_then_the_others(self) -> None:
+        """
+        prompts/list names alpha's and beta's prompts as they do, then the gateway's
+        prompts of the servers not passed through (other_greet).
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            prompts = Session(revision, harness).result("prompts/list")["prompts"]
+            self.assertEqual(names_of(prompts), ["greet", "summarise", "other_greet"], revision)
+            self.assertEqual("title" in prompts[0], field_in("Prompt.title", revision))
+            check_frames(harness, revision)
+
+    def test_get_verbatim(self) -> None:
+        """prompts/get goes to the owner and its result comes back as it was (own URIs)."""
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        result = session.result("prompts/get", {"name": "summarise", "arguments": {"n": "1"}})
+        self.assertEqual(result["description"], "summarise of beta")
+        self.assertEqual(result["messages"][1]["content"]["resource"]["uri"], "alpha://doc")
+        sent = upstream(connector, "beta").last("prompts/get").params
+        self.assertEqual(sent, {"name": "summarise", "arguments": {"n": "1"}})
+        gateway = session.result("prompts/get", {"name": "other_greet"})
+        self.assertEqual(gateway["description"], "greet of other")
+        unknown = session.result("prompts/get", {"name": "unlisted"})
+        self.assertEqual(unknown["description"], "unlisted of alpha")
+        check_frames(harness, Revision.V2025_06_18)
+
+    def test_duplicate_prompt_fails_the_list(self) -> None:
+        """A prompt name both servers offer fails prompts/list, naming both."""
+        scripted = scripts()
+        scripted["beta"]["prompts"] = [{"name": "greet"}]
+        harness, _ = passed_through(scripted=scripted)
+        session = Session(Revision.V2025_06_18, harness)
+        error = session.error("prompts/list")
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertEqual(error.data, {"name": "greet", "servers": ["alpha", "beta"]})
+        self.assertIn("'alpha' and 'beta'", error.message)
+        self.assertEqual(session.error("prompts/get", {"name": "greet"}).data, error.data)
+
+
+class ResourceTests(SynchronousTestCase):
+    def test_lists_use_own_uris(self) -> None:
+        """
+        resources/list and resources/templates/list carry the pass-through servers'
+        own URIs (a URI two of them list, once), then the other servers' mcpx:// ones.
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            session = Session(revision, harness)
+            listed = [r["uri"] for r in session.result("resources/list")["resources"]]
+            self.assertEqual(
+                listed,
+                [
+                    "alpha://doc",
+                    "beta://x",
+                    "shared://one",
+                    uris.to_mcpx("other", "other://r"),
+                ],
+            )
+            templates = session.result("resources/templates/list")["resourceTemplates"]
+            self.assertEqual(
+                [t["uriTemplate"] for t in templates],
+                ["alpha://items/{id}", "shared://{name}", "notes://{+path}"],
+            )
+            check_frames(harness, revision)
+
+    def test_read_routed_by_listing_and_template(self) -> None:
+        """
+        A bare URI goes to the first server, in the order named, that lists it or has a
+        template it falls under; one none does goes to the first; an mcpx:// URI goes
+        through the gateway.
+        """
+        harness, _ = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+
+        def owner(uri: str) -> str:
+            contents = session.result("resources/read", {"uri": uri})["contents"]
+            self.assertEqual(contents[0]["uri"], uri)
+            return str(contents[0]["text"])
+
+        self.assertEqual(owner("alpha://doc"), "alpha")
+        self.assertEqual(owner("beta://x"), "beta")
+        self.assertEqual(owner("alpha://items/7"), "alpha")
+        self.assertEqual(owner("notes://a/b/c"), "beta")
+        # beta lists it, but alpha comes first and has a template it falls under.
+        self.assertEqual(owner("shared://one"), "alpha")
+        # {id} is one segment: alpha's template does not take this one.
+        self.assertEqual(owner("unknown://z"), "alpha")
+        self.assertEqual(owner(uris.to_mcpx("other", "other://r")), "other")
+        check_frames(harness, Revision.V2025_06_18)
+
+    def test_template_matching(self) -> None:
+        """A simple expression fills one non-empty segment; + takes the rest."""
+        pattern = template_pattern("alpha://items/{id}")
+        self.assertIsNotNone(pattern.fullmatch("alpha://items/7"))
+        self.assertIsNone(pattern.fullmatch("alpha://items/"))
+        self.assertIsNone(pattern.fullmatch("alpha://items/7/8"))
+        self.assertIsNotNone(template_pattern("n://{+path}").fullmatch("n://a/b"))
+        self.assertIsNotNone(template_pattern("f:///{+p}{?rev}").fullmatch("f:///a?rev=1"))
+        self.assertIsNone(template_pattern("x://{a}.txt").fullmatch("x://b.md"))
+
+    def test_not_found_error_relayed(self) -> None:
+        """
+        The upstream's -32002 reaches a legacy client as it is; 2026-07-28, which
+        retired the code, gets -32602 with the same message and data.
+        """
+        for revision in Revision:
+            harness, _ = passed_through()
+            error = Session(revision, harness).error("resources/read", {"uri": "alpha://missing"})
+            expected = INVALID_PARAMS if revision is NEWEST else -32002
+            self.assertEqual((error.code, error.data), (expected, {"uri": "alpha://missing"}))
+            check_frames(harness, revision)
+
+    def test_subscription_by_own_uri(self) -> None:
+        """
+        resources/subscribe takes the upstream's own URI; its update reaches the host
+        under that URI, while a host subscribed by the mcpx:// URI hears that one.
+        """
+        for revision in LEGACY_REVISIONS:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            session.result("resources/subscribe", {"uri": "beta://x"})
+            beta = upstream(connector, "beta")
+            self.assertEqual(beta.last("resources/subscribe").params, {"uri": "beta://x"})
+            mcpx_name = uris.to_mcpx("beta", "beta://x")
+            session.result("resources/subscribe", {"uri": mcpx_name})
+            beta.notify("notifications/resources/updated", {"uri": "beta://x"})
+            updates = sorted(
+                dict(n.params or {})["uri"]
+                for n in harness.notifications
+                if n.method == "notifications/resources/updated"
+            )
+            self.assertEqual(updates, sorted(["beta://x", mcpx_name]), revision)
+            session.result("resources/unsubscribe", {"uri": "beta://x"})
+            self.assertNotIn("resources/unsubscribe", beta.methods())
+            session.result("resources/unsubscribe", {"uri": mcpx_name})
+            self.assertIn("resources/unsubscribe", beta.methods())
+            check_frames(harness, revision)
+
+    def test_completion_refs(self) -> None:
+        """completion/complete refs name prompts and templates as the upstream does."""
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+
+        def complete(ref: dict[str, Any]) -> list[str]:
+            result = session.result(
+                "completion/complete", {"ref": ref, "argument": {"name": "x", "value": ""}}
+            )
+            return list(result["completion"]["values"])
+
+        self.assertEqual(complete({"type": "ref/prompt", "name": "summarise"}), ["beta:summarise"])
+        self.assertEqual(
+            complete({"type": "ref/resource", "uri": "notes://{+path}"}), ["beta:notes://{+path}"]
+        )
+        self.assertEqual(
+            complete({"type": "ref/resource", "uri": "alpha://items/{id}"}),
+            ["alpha:alpha://items/{id}"],
+        )
+        self.assertEqual(complete({"type": "ref/prompt", "name": "other_greet"}), ["other:greet"])
+        sent = upstream(connector, "beta").last("completion/complete").params
+        assert isinstance(sent, dict)
+        self.assertEqual(sent["ref"], {"type": "ref/resource", "uri": "notes://{+path}"})
+        check_frames(harness, Revision.V2025_06_18)
+
+    def test_completion_not_declared(self) -> None:
+        """A pass-through server that did not declare completions is not asked."""
+        harness, connector = passed_through()
+        del connector.capabilities["completions"]
+        result = Session(Revision.V2025_06_18, harness).result(
+            "completion/complete",
+            {
+                "ref": {"type": "ref/prompt", "name": "greet"},
+                "argument": {"name": "x", "value": ""},
+            },
+        )
+        self.assertEqual(result["completion"], {"values": [], "hasMore": False})
+        self.assertNotIn("completion/complete", upstream(connector, "alpha").methods())
+
+
+class ListChangedTests(SynchronousTestCase):
+    def test_declared_where_the_connection_can_push(self) -> None:
+        """
+        tools.listChanged is declared to a legacy client mcpx can push to; not where it
+        cannot push, and not to 2026-07-28 (no subscriptions/listen yet).
+        """
+        for revision in LEGACY_REVISIONS:
+            harness, _ = passed_through()
+            declared = Session(revision, harness).initialize_result["capabilities"]
+            self.assertEqual(declared["tools"], {"listChanged": True}, revision)
+            check_frames(harness, revision)
+            harness, _ = passed_through(can_push=False, transport="http-post")
+            declared = Session(revision, harness).initialize_result["capabilities"]
+            self.assertEqual(declared["tools"], {}, revision)
+        harness, _ = passed_through()
+        discovered = Session(NEWEST, harness).result("server/discover")
+        self.assertEqual(discovered["capabilities"]["tools"], {})
+
+    def test_upstream_change_relayed_and_relisted(self) -> None:
+        """
+        A pass-through server's tools/list_changed reaches the legacy client, valid
+        for its revision, and the next tools/list shows the new list.
+        """
+        for revision in LEGACY_REVISIONS:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            session.result("tools/list")
+            connector.scripted["beta"]["tools"].append(
+                {"name": "sub", "inputSchema": {"type": "object"}}
+            )
+            upstream(connector, "beta").notify("notifications/tools/list_changed")
+            changed = [
+                n for n in harness.notifications if n.method == "notifications/tools/list_changed"
+            ]
+            self.assertEqual(len(changed), 1, revision)
+            self.assertIn("sub", names_of(session.result("tools/list")["tools"]))
+            self.assertIn("ToolListChangedNotification", check_frames(harness, revision))
+
+    def test_not_relayed_from_others_or_where_nothing_was_declared(self) -> None:
+        """
+        A server that is not passed through changing its tools changes nothing on MCP;
+        a client without a connection to push on, or not yet initialized, hears nothing.
+        """
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        session.call("mcpx_call", {"server": "other", "tool": "echo"})
+        upstream(connector, "other").notify("notifications/tools/list_changed")
+        self.assertEqual(harness.notifications, [])
+        unnamed = harness.server.open("stdio", "host-pid-2", push=self._fail_push)
+        self.assertEqual(harness.server.tools_changed("alpha"), 1)
+        self.assertIsNone(unnamed.revision)
+        harness.server.close(harness.conn)
+        self.assertEqual(harness.server.tools_changed("alpha"), 0)
+
+    def _fail_push(self, method: str, params: dict[str, Any] | None) -> None:
+        raise AssertionError(f"{method} pushed to a client that agreed no revision")
+
+
+class GatewayUnchangedTests(SynchronousTestCase):
+    def test_no_passthrough_no_change(self) -> None:
+        """
+        With no server passed through, the surface is the gateway's: its tools only,
+        prompts and resources namespaced, tools.listChanged not declared, and upstream
+        tool changes not relayed.
+        """
+        harness, connector = passed_through(())
+        self.assertIsNone(harness.server.passthrough)
+        session = Session(Revision.V2025_06_18, harness)
+        self.assertEqual(session.initialize_result["capabilities"]["tools"], {})
+        self.assertEqual(names_of(session.result("tools/list")["tools"]), GATEWAY_NAMES)
+        prompts = names_of(session.result("prompts/list")["prompts"])
+        self.assertEqual(prompts, ["alpha_greet", "beta_summarise", "other_greet"])
+        resources = [r["uri"] for r in session.result("resources/list")["resources"]]
+        self.assertEqual(resources[0], uris.to_mcpx("alpha", "alpha://doc"))
+        error = session.error("tools/call", {"name": "echo", "arguments": {}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn("no tool named 'echo'", error.message)
+        session.result("resources/read", {"uri": uris.to_mcpx("alpha", "alpha://doc")})
+        upstream(connector, "alpha").notify("notifications/tools/list_changed")
+        self.assertEqual(harness.notifications, [])
+
+
+class ModernHTTPTests(SynchronousTestCase):
+    def test_upstream_error_status(self) -> None:
+        """
+        On 2026-07-28 Streamable HTTP, an upstream's -32602 for a pass-through call is
+        the response's error with status 400; a forwarded result is 200.
+        """
+        harness, _ = passed_through()
+        mcp = McpHTTP(harness.server, harness.clock, keep_alive=15.0)
+        self.addCleanup(mcp.close)
+        client = Client(mcp, harness.clock)
+        call = modern(1, "tools/call", {"name": "nope", "arguments": {}})
+        response, body = client.post(call, modern_headers("tools/call", **{"Mcp-Name": "nope"}))
+        self.assertEqual(response.code, 400)
+        self.assertEqual(body["error"], UNKNOWN_TOOL.to_json())
+        call = modern(2, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        response, body = client.post(call, modern_headers("tools/call", **{"Mcp-Name": "add"}))
+        self.assertEqual(response.code, 200)
+        self.assertEqual(body["result"]["structuredContent"], {"sum": 3})
+
+
+class DemoPassThroughTests(RealDaemonCase):
+    """A real daemon started with --passthrough demo, and a host on mcpx serve."""
+
+    timeout = 60
+
+    async def test_demo_as_itself(self) -> None:
+        """
+        tools/list shows the demo's echo and add under their own names, add answers
+        with structured content, an unknown argument's refusal comes back as the demo
+        gave it, and a tool it does not have is its JSON-RPC error.
+        """
+        daemon = spawn(
+            [
+                sys.executable,
+                "-m",
+                "mcpx",
+                "daemon",
+                "--daemon-listen",
+                "",
+                "--passthrough",
+                "demo",
+            ],
+            env=self.env,
+            cwd=str(REPO),
+        )
+        self.addCleanup(kill_on_cleanup, daemon)
+        self.addCleanup(self.stop_daemon, daemon)
+        await daemon.wait_for(rb"listening on unix socket", fd=2, timeout=30)
+        self.daemon = daemon
+        host = Host(self)
+        initialized = await host.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "1"},
+            },
+        )
+        self.assertEqual(initialized["capabilities"]["tools"], {"listChanged": True})
+        host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tools = (await host.request("tools/list", {}))["tools"]
+        names = names_of(tools)
+        self.assertEqual(names[:2], ["echo", "add"])
+        self.assertIn("mcpx_call", names)
+        add = tools[1]
+        self.assertEqual(add["title"], "Add two numbers")
+        self.assertEqual(add["outputSchema"]["required"], ["sum"])
+        added = await host.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
+        self.assertEqual(added["structuredContent"], {"sum": 5})
+        refused = await host.request(
+            "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
+        )
+        self.assertIs(refused["isError"], True)
+        self.assertIn("unexpected argument(s): 'c'", refused["content"][0]["text"])
+        answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
+        self.assertEqual(answer["code"], INVALID_PARAMS)
+        self.assertEqual(answer["message"], "Unknown tool: nope")
+        assert host.child.transport is not None
+        host.child.transport.closeStdin()
+        self.assertEqual(await host.child.ended(timeout=20), 0)
+
+    async def _error(self, host: Host, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        host.next_id += 1
+        wanted = host.next_id
+        host.send({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params})
+        frame = await host.message(lambda m: m.get("id") == wanted and "method" not in m)
+        self.assertIn("error", frame)
+        error: dict[str, Any] = frame["error"]
+        return error
