@@ -114,10 +114,14 @@ class Channel(Protocol):
     def abandon(self, request_id: RequestId) -> None:
         """The session gave up on a request: close its stream where that is how to cancel."""
 
-    def initialized(self) -> None:
+    def initialized(self) -> Deferred[None] | None:
         """
         The legacy handshake is done: open what the transport offers for messages the
         server starts (the Streamable HTTP GET stream; a 405 there is fine).
+
+        @return: C{None}, or a Deferred that fires once that channel is open (or known
+            not to be offered), so a session does not send its first request before the
+            server has somewhere to put what it starts on its own.
         """
 
     def reset_session(self) -> None:

@@ -686,6 +686,29 @@ class _ListenStream:
         self.reader: BodyReader | None = None
         self.decoder: SSEDecoder | None = None
         self.timer: IDelayedCall | None = None
+        self._answered = False
+        self._waiting: list[Deferred[None]] = []
+
+    def when_answered(self) -> Deferred[None]:
+        """
+        A fresh Deferred that fires once the server has answered the first C{GET} (a
+        stream, a 405, a refusal or no connection at all): from then on, what the
+        server starts on its own has somewhere to go.
+        """
+        waiter: Deferred[None] = Deferred()
+        if self._answered:
+            waiter.callback(None)
+        else:
+            self._waiting.append(waiter)
+        return waiter
+
+    def _settle(self) -> None:
+        if self._answered:
+            return
+        self._answered = True
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            waiter.callback(None)
 
     def open(self) -> None:
         self.timer = None
@@ -709,6 +732,7 @@ class _ListenStream:
 
     def _response(self, response: IResponse) -> None:
         self.pending = None
+        self._settle()
         channel = self.channel
         if self.stopped:
             discard_body(response, self.channel.reactor)
@@ -736,6 +760,7 @@ class _ListenStream:
 
     def _unreachable(self, failure: Failure) -> None:
         self.pending = None
+        self._settle()
         if self.stopped:
             return
         log.warn(
@@ -786,6 +811,7 @@ class _ListenStream:
 
     def stop(self) -> Deferred[None]:
         """Close the stream and stop reopening it; fires once its connection is closed."""
+        self._settle()
         self.stopped = True
         if self.timer is not None:
             self.timer.cancel()
@@ -944,9 +970,9 @@ class StreamableHTTPChannel:
         if exchange is not None and exchange.modern:
             exchange.abort()
 
-    def initialized(self) -> None:
+    def initialized(self) -> Deferred[None] | None:
         if self.closed or self.negotiated.modern:
-            return
+            return None
         if self._listen is not None:
             self._listen.stop()
         listen = self._listen = _ListenStream(self)
@@ -956,6 +982,7 @@ class StreamableHTTPChannel:
             gate.addCallback(lambda _: listen.open())
         else:
             listen.open()
+        return listen.when_answered()
 
     def reset_session(self) -> None:
         self._session_id = None

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
+from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -48,6 +49,9 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 #: The methods whose results may be C{input_required} (2026-07-28 MRTR).
 ASKING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+#: How long opening a legacy session waits for the server's own message stream.
+SERVER_STREAM_WAIT = 2.0
 
 #: How many pages of a list mcpx follows before deciding the server is looping.
 MAX_PAGES = 1000
@@ -567,7 +571,17 @@ class LegacySession(UpstreamSession):
         self.channel.negotiated.revision = revision
         self.rpc.allow_batches = revision is Revision.V2025_03_26
         self.rpc.notify("notifications/initialized")
-        self.channel.initialized()
+        ready = self.channel.initialized()
+        if ready is not None:
+            # Bounded: a server slow to answer its GET stream must not hold the session.
+            ready.addTimeout(SERVER_STREAM_WAIT, self.clock)
+            try:
+                await ready
+            except DeferredTimeout:
+                self.log.info(
+                    "upstream {server}: its stream for server messages is slow to open",
+                    server=self.name,
+                )
         return self.declaration
 
     async def request(

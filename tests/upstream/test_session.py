@@ -623,3 +623,30 @@ class ServerCancellationTests(SynchronousTestCase):
         self.assertEqual(cancelled, [True])
         self.assertEqual(session.rpc.in_flight_incoming, 0)
         self.assertNoResult(asked)
+
+
+class ServerStreamWaitTests(SynchronousTestCase):
+    """Opening a legacy session waits, boundedly, for the server's own message stream."""
+
+    def setUp(self) -> None:
+        self.server = FakeServer({"initialize": lambda p: initialize_result()})
+        self.clock = Clock()
+        self.channel = MemoryChannel(self.server)
+        self.stream: Deferred[None] = Deferred()
+        self.channel.initialized = lambda: self.stream  # type: ignore[method-assign,assignment]
+        self.session = LegacySession(name="fake", channel=self.channel, clock=self.clock)
+
+    def test_open_returns_once_the_stream_is_answered(self) -> None:
+        """The first request is not sent before the server has somewhere to put its own."""
+        opening = Deferred.fromCoroutine(self.session.open())
+        self.assertNoResult(opening)
+        self.stream.callback(None)
+        self.successResultOf(opening)
+
+    def test_a_slow_stream_does_not_hold_the_session(self) -> None:
+        """A server slow to answer its GET stream delays the open by SERVER_STREAM_WAIT at most."""
+        from mcpx.upstream.session import SERVER_STREAM_WAIT
+
+        opening = Deferred.fromCoroutine(self.session.open())
+        self.clock.advance(SERVER_STREAM_WAIT)
+        self.successResultOf(opening)
