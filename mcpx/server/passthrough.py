@@ -62,6 +62,14 @@ not declare.  Narrowing a 2026-07-28 host's C{clientCapabilities} per call (and 
 a declared one on) needs the pool to take them with the request; until it does, no
 capability is passed on.
 
+Log messages
+============
+
+A caller that asked for log messages (C{logging/setLevel} on a legacy connection, the
+request's C{_meta} on 2026-07-28) gets the server's messages about its request, and the
+forwarded request carries the caller's level as C{_meta["io.modelcontextprotocol/logLevel"]}:
+a 2026-07-28 server sends no log message for a request that did not ask for them.
+
 Cost
 ====
 
@@ -205,6 +213,24 @@ def upstream_meta(meta: object) -> dict[str, Any] | None:
         if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES)
     }
     return kept or None
+
+
+#: Where a 2026-07-28 request asks for log messages, at or above a level.
+_LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+
+
+def asking_for_logs(meta: dict[str, Any] | None, on_log: LogRelay | None) -> dict[str, Any] | None:
+    """
+    C{meta} with the level C{on_log}'s caller wants log messages at, so that the
+    upstream sends them (a 2026-07-28 server logs only to a request that asked); as it
+    is when the caller wants none.
+    """
+    if on_log is None:
+        return meta
+    level = on_log.level if on_log.level is not None else on_log.conn.log_level
+    if level is None:
+        return meta
+    return {**meta, _LOG_LEVEL_KEY: level} if meta else {_LOG_LEVEL_KEY: level}
 
 
 def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -475,7 +501,7 @@ class PassThrough:
             name,
             arguments,
             client=context.identity,
-            meta=upstream_meta(params.get("_meta")),
+            meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
         )
         return await self._guarded(context, server, calling, on_log)
@@ -488,6 +514,9 @@ class PassThrough:
         params: Mapping[str, Any],
         on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
+        meta = asking_for_logs(params.get("_meta"), on_log)
+        if meta is not None:
+            params = {**params, "_meta": meta}
         work = self.pool.request(server, method, params, client=context.identity)
         return await self._guarded(context, server, work, on_log)
 

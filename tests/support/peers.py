@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ HttpTransport = Literal["http", "sse"]
 MisbehavingMode = Literal["garbage", "silent-discover", "hang", "crash-mid-call"]
 
 FIXTURES = REPO / "tests" / "fixtures"
+CONFORMANCE_FIXTURE = REPO / "tests" / "conformance" / "fixture_server.py"
 NODE_MODULES = REPO / "tests" / "peers" / "node_modules"
 
 #: How long a server gets to start accepting connections.
@@ -93,6 +95,18 @@ def fixture_argv(
         argv += ["--legacy-version", legacy_version]
     if page_size is not None:
         argv += ["--page-size", str(page_size)]
+    return argv
+
+
+def conformance_fixture_argv(transport: Literal["stdio", "http"], *, port: int = 0) -> list[str]:
+    """
+    The command line of our conformance fixture (C{tests/conformance/fixture_server.py}).
+
+    @param port: for C{http}, the loopback port; 0 lets the fixture pick a free one.
+    """
+    argv = [_python(), str(CONFORMANCE_FIXTURE), "--transport", transport]
+    if transport == "http":
+        argv += ["--port", str(port)]
     return argv
 
 
@@ -275,3 +289,35 @@ async def start_everything_http(
     return await _start_listening(
         reactor, argv, port, f"http://127.0.0.1:{port}/mcp", env, add_cleanup
     )
+
+
+_CONFORMANCE_BANNER = rb"fixture listening on http://127\.0\.0\.1:(\d+)/mcp"
+
+
+async def start_conformance_fixture(
+    reactor: Any, *, add_cleanup: Callable[..., object] | None = None
+) -> RunningServer:
+    """
+    Start our conformance fixture over Streamable HTTP on a loopback port it picks
+    itself, and wait for its banner (printed once the socket accepts connections).
+
+    @param add_cleanup: usually C{TestCase.addCleanup}; the server is stopped then.
+        Without it, the caller must C{await server.stop()}.
+    """
+    child = spawn(conformance_fixture_argv("http"), cwd=str(REPO), process_reactor=reactor)
+    _live.add(child)
+    server = RunningServer(url="", port=0, child=child, reactor=reactor)
+    if add_cleanup is not None:
+        add_cleanup(server.stop)
+    try:
+        banner = await child.wait_for(_CONFORMANCE_BANNER, timeout=START_TIMEOUT)
+    except BaseException:
+        await server.stop()
+        raise PeerStartFailed(
+            f"the conformance fixture did not start; output:\n{child.text()}"
+        ) from None
+    match = re.search(_CONFORMANCE_BANNER, banner)
+    assert match is not None
+    server.port = int(match.group(1))
+    server.url = f"http://127.0.0.1:{server.port}/mcp"
+    return server
