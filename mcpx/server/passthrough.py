@@ -99,6 +99,7 @@ from mcpx.server.surface import (
     ProgressSink,
     Surface,
     UnknownName,
+    asking_for_logs,
     capped_completion,
 )
 from mcpx.spec.matrix import error_code_in
@@ -216,21 +217,6 @@ def upstream_meta(meta: object) -> dict[str, Any] | None:
 
 
 #: Where a 2026-07-28 request asks for log messages, at or above a level.
-_LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
-
-
-def asking_for_logs(meta: dict[str, Any] | None, on_log: LogRelay | None) -> dict[str, Any] | None:
-    """
-    C{meta} with the level C{on_log}'s caller wants log messages at, so that the
-    upstream sends them (a 2026-07-28 server logs only to a request that asked); as it
-    is when the caller wants none.
-    """
-    if on_log is None:
-        return meta
-    level = on_log.level if on_log.level is not None else on_log.conn.log_level
-    if level is None:
-        return meta
-    return {**meta, _LOG_LEVEL_KEY: level} if meta else {_LOG_LEVEL_KEY: level}
 
 
 def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,9 @@ LOG_SEVERITY: Final[Mapping[str, int]] = {
 SERVER_LOG: Final = "server.log"
 
 
+_LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+
+
 class LogRelay:
     """
     Passes the upstream log messages one call hears on to its caller, as
@@ -173,6 +176,20 @@ class LogRelay:
         params["data"] = data.get("data")
         # A copy each time: a context cannot be entered twice at once.
         self._context.copy().run(push, "notifications/message", params)
+
+
+def asking_for_logs(meta: dict[str, Any] | None, on_log: LogRelay | None) -> dict[str, Any] | None:
+    """
+    C{meta} with the level C{on_log}'s caller wants log messages at, so that the
+    upstream sends them (a 2026-07-28 server logs only to a request that asked); as it
+    is when the caller wants none.
+    """
+    if on_log is None:
+        return meta
+    level = on_log.level if on_log.level is not None else on_log.conn.log_level
+    if level is None:
+        return meta
+    return {**meta, _LOG_LEVEL_KEY: level} if meta else {_LOG_LEVEL_KEY: level}
 
 
 @frozen
@@ -494,6 +511,8 @@ class Surface:
         if type(meta) is dict:
             trace = {key: meta[key] for key in _TRACE_KEYS if key in meta}
             upstream_meta = trace or None
+        # A 2026-07-28 upstream logs only to a request that asks; ask at the caller's level.
+        upstream_meta = asking_for_logs(upstream_meta, on_log)
         try:
             calling = self.pool.call_tool(
                 server,

@@ -573,3 +573,31 @@ class RealProcessLoggingTests(RealDaemonCase):
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)
+
+
+class UpstreamLevelTests(SynchronousTestCase):
+    def test_the_callers_level_goes_upstream_with_mcpx_call(self) -> None:
+        """
+        A 2026-07-28 upstream logs only to a request that asks: mcpx_call carries the
+        caller's level in the upstream request's _meta, and nothing when none was set.
+        """
+        harness, connector = pooled()
+        session = Session(Revision.V2025_06_18, harness)
+        session.result("logging/setLevel", {"level": "warning"})
+        calling = session.request("tools/call", call_params())
+        held = upstream(connector)
+        forwarded = held.last("tools/call").params
+        assert isinstance(forwarded, dict)
+        self.assertEqual(forwarded["_meta"]["io.modelcontextprotocol/logLevel"], "warning")
+        held.release("tools/call", text_result("done"))
+        result_of(calling)
+
+        quiet, quiet_connector = pooled()
+        silent = Session(Revision.V2025_06_18, quiet)
+        silent_call = silent.request("tools/call", call_params())
+        quiet_held = upstream(quiet_connector)
+        params = quiet_held.last("tools/call").params
+        assert isinstance(params, dict)
+        self.assertNotIn("io.modelcontextprotocol/logLevel", params.get("_meta") or {})
+        quiet_held.release("tools/call", text_result("done"))
+        result_of(silent_call)
