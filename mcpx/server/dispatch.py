@@ -55,7 +55,7 @@ from typing import Any, Final
 from weakref import WeakSet
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -459,6 +459,24 @@ class McpServer:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = self._progress_relay(conn, context)
+        try:
+            result = await self._call_tool_relayed(conn, context, params, relay)
+        except BaseException:
+            if relay is not None:
+                relay.drop()
+            raise
+        if relay is not None:
+            # The latest report held back by the interval goes out before the answer.
+            relay.flush()
+        return result
+
+    async def _call_tool_relayed(
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        relay: _ProgressRelay | None,
+    ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
         passthrough = self.passthrough
         name = params.get("name")
@@ -470,7 +488,7 @@ class McpServer:
                 )
         return await self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
 
-    def _progress_relay(self, conn: Conn, context: Context) -> Callable[[dict[str, Any]], None]:
+    def _progress_relay(self, conn: Conn, context: Context) -> _ProgressRelay:
         """The upstream's progress, passed on to C{conn} with the client's token."""
         assert context.progress_token is not None
         return _ProgressRelay(
@@ -721,7 +739,9 @@ class _ProgressRelay:
     """
     Passes one call's progress on: never backwards, nothing once the total is
     reached, and no more often than every L{PROGRESS_MIN_INTERVAL} except for the
-    final report.
+    final report.  A report that comes too soon is held, and the latest one held goes
+    out when the interval has passed (or when the call ends, before its answer), so a
+    burst never leaves the host on stale progress.
     """
 
     def __init__(
@@ -734,6 +754,8 @@ class _ProgressRelay:
         self._last: float | None = None
         self._sent_at: float | None = None
         self._finished = False
+        self._held: dict[str, Any] | None = None
+        self._timer: IDelayedCall | None = None
 
     def __call__(self, given: dict[str, Any]) -> None:
         progress = given.get("progress")
@@ -745,8 +767,6 @@ class _ProgressRelay:
         has_total = type(total) is int or type(total) is float
         final = has_total and progress >= float(total)  # type: ignore[arg-type]
         now = self._clock.seconds()
-        if not final and self._sent_at is not None and now - self._sent_at < PROGRESS_MIN_INTERVAL:
-            return
         report: dict[str, Any] = {"progressToken": self._token, "progress": progress}
         if has_total:
             report["total"] = total
@@ -754,8 +774,42 @@ class _ProgressRelay:
         if self._with_message and isinstance(message, str):
             report["message"] = message
         self._last = progress
-        self._sent_at = now
         self._finished = final
+        if not final and self._sent_at is not None and now - self._sent_at < PROGRESS_MIN_INTERVAL:
+            self._held = report
+            if self._timer is None:
+                wait = PROGRESS_MIN_INTERVAL - (now - self._sent_at)
+                self._timer = self._clock.callLater(wait, self._release)
+            return
+        self._send(report)
+
+    def _release(self) -> None:
+        self._timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        """Send the report held back by the interval, if any; stop waiting to."""
+        if self._timer is not None:
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+        held, self._held = self._held, None
+        if held is not None:
+            self._send(held)
+
+    def drop(self) -> None:
+        """The call ended without an answer worth reporting on: send nothing more."""
+        self._held = None
+        self.flush()
+
+    def _send(self, report: dict[str, Any]) -> None:
+        if self._timer is not None:
+            # A report sent now supersedes whatever was held.
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+        self._held = None
+        self._sent_at = self._clock.seconds()
         conn = self._conn
         if conn.push is not None and not conn.closed:
             conn.push("notifications/progress", report)

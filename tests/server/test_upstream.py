@@ -95,6 +95,11 @@ class CancellationTests(SynchronousTestCase):
         self.assertEqual(results[0]["content"], [{"type": "text", "text": "late"}])
 
 
+def relay_timers(harness: Harness) -> list[Any]:
+    """The progress relay's pending sends (the pool keeps timers of its own)."""
+    return [c for c in harness.clock.getDelayedCalls() if "_ProgressRelay" in repr(c)]
+
+
 class ProgressTests(SynchronousTestCase):
     def start(
         self, revision: Revision, **kwargs: Any
@@ -146,6 +151,32 @@ class ProgressTests(SynchronousTestCase):
                 "notifications/progress", {"progressToken": token, "progress": progress, "total": 3}
             )
         self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 3])
+
+    def test_the_latest_report_of_a_burst_follows_after_the_interval(self) -> None:
+        """A report held back by the interval is sent once it passes, not dropped."""
+        from mcpx.server.dispatch import PROGRESS_MIN_INTERVAL
+
+        harness, held, calling = self.start(Revision.V2025_06_18)
+        token = upstream_token(held)
+        for progress in (1, 2):
+            held.notify("notifications/progress", {"progressToken": token, "progress": progress})
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [1])
+        harness.clock.advance(PROGRESS_MIN_INTERVAL)
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 2])
+        held.release("tools/call", {"content": []})
+        self.successResultOf(calling)
+        self.assertEqual(relay_timers(harness), [])
+
+    def test_a_held_report_goes_out_before_the_answer(self) -> None:
+        """The call answering within the interval flushes the held report first."""
+        harness, held, calling = self.start(Revision.V2025_06_18)
+        token = upstream_token(held)
+        for progress in (1, 2):
+            held.notify("notifications/progress", {"progressToken": token, "progress": progress})
+        held.release("tools/call", {"content": []})
+        self.successResultOf(calling)
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 2])
+        self.assertEqual(relay_timers(harness), [])
 
     def test_message_dropped_for_2024_11_05(self) -> None:
         """2024-11-05 progress has no message field."""
