@@ -13,6 +13,8 @@ server; the tool calls, questions and subscriptions belong to it.
     lets the requests still running answer (C{transport.stdioDrain}), then closes, and
     the bridge exits 0.
   - If no daemon can be reached, the reason goes to stderr and the exit status is 1.
+  - C{--passthrough a,b} (or C{MCPX_MCP_PASSTHROUGH}) goes in the hello: the daemon
+    offers those servers under their own names on this connection alone.
 
 Start-up time is part of every host's start-up, so this module imports the standard
 library and L{mcpx.cli.client} only: no Twisted, treq, Klein or jsonschema.
@@ -61,16 +63,31 @@ def mcp_socket_path(state: Path) -> Path:
     return state / MCP_SOCKET_NAME
 
 
-def hello_line() -> bytes:
+def split_names(value: str | None) -> list[str]:
+    """The server names of a comma-separated C{--passthrough} value."""
+    if not value:
+        return []
+    return [name for name in (part.strip() for part in value.split(",")) if name]
+
+
+def hello_line(passthrough: Sequence[str] = ()) -> bytes:
     """
     The first line the daemon reads: who the host is (the bridge's parent process,
-    which spawned it), where it runs, and the bridge's version.
+    which spawned it), where it runs, the bridge's version, and the servers this
+    connection wants passed through (C{passthrough}, left out when empty).
     """
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = ""
-    hello = {"mcpx": "serve", "pid": os.getppid(), "cwd": cwd, "version": __version__}
+    hello: dict[str, object] = {
+        "mcpx": "serve",
+        "pid": os.getppid(),
+        "cwd": cwd,
+        "version": __version__,
+    }
+    if passthrough:
+        hello["passthrough"] = list(passthrough)
     return json.dumps(hello, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -150,13 +167,14 @@ def _copy_in(stdin: int, sock: socket.socket) -> None:
         pass
 
 
-def bridge(sock: socket.socket, stdin: int, stdout: int) -> int:
+def bridge(sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] = ()) -> int:
     """
     Copy both ways until the daemon closes the connection.
 
+    @param passthrough: the servers the hello asks to have passed through.
     @return: the exit status: 0 when the daemon closed the stream, 1 if it broke.
     """
-    sock.sendall(hello_line())
+    sock.sendall(hello_line(passthrough))
     feeder = threading.Thread(target=_copy_in, args=(stdin, sock), name="stdin", daemon=True)
     feeder.start()
     try:
@@ -227,7 +245,15 @@ def http_instead(listen: Sequence[str], state: Path) -> str:
     show_default=True,
     help="stdio only: the daemon serves HTTP at /mcp.",
 )
-def serve(transport: str) -> None:
+@click.option(
+    "--passthrough",
+    envvar="MCPX_MCP_PASSTHROUGH",
+    default=None,
+    metavar="NAMES",
+    help="Servers (comma-separated) offered under their own names on this connection, "
+    "instead of the daemon's mcp.passthrough.",
+)
+def serve(transport: str, passthrough: str | None) -> None:
     """
     Be an MCP server on stdin and stdout, served by the daemon (started if none runs).
 
@@ -255,4 +281,5 @@ def serve(transport: str) -> None:
     except BridgeFailed as e:
         click.echo(f"mcpx serve: {e}", err=True)
         raise SystemExit(1) from None
-    raise SystemExit(bridge(sock, sys.stdin.fileno(), sys.stdout.fileno()))
+    names = split_names(passthrough)
+    raise SystemExit(bridge(sock, sys.stdin.fileno(), sys.stdout.fileno(), passthrough=names))

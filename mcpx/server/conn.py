@@ -51,6 +51,8 @@ class Conn:
     @ivar log_level: set by C{logging/setLevel}, or C{None}.
     @ivar push: sends the client a notification, where the connection can.
     @ivar ask: sends the client a request (legacy only), where the connection can.
+    @ivar passthrough: the servers this connection asked to have offered under their own
+        names (C{mcpx serve --passthrough}), or C{None} for the daemon's C{mcp.passthrough}.
     """
 
     transport: str
@@ -64,6 +66,7 @@ class Conn:
     initialized: bool = False
     log_level: str | None = None
     closed: bool = False
+    passthrough: tuple[str, ...] | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 

@@ -35,7 +35,9 @@ Pass-through
 With C{mcp.passthrough} naming servers, their tools, prompts and resources are offered
 under their own names ahead of the gateway's (L{mcpx.server.passthrough}), and
 C{tools.listChanged} is declared to legacy clients mcpx can push to: a pass-through
-server's C{notifications/tools/list_changed} is relayed to them.
+server's C{notifications/tools/list_changed} is relayed to them.  A connection may name
+servers of its own instead (C{mcpx serve --passthrough}, L{McpServer.passthrough_for});
+those the daemon does not configure are ignored with a warning.
 
 Identity
 ========
@@ -143,7 +145,8 @@ class McpServer:
     @ivar host: the daemon's parts (pool, settings, events).
     @ivar surface: what the server offers (L{Surface}).
     @ivar passthrough: the servers offered under their own names, ahead of
-        C{surface} (L{PassThrough}), or C{None} when C{mcp.passthrough} names none.
+        C{surface} (L{PassThrough}), or C{None} when C{mcp.passthrough} names none: the
+        default of a connection that names no servers of its own (L{passthrough_for}).
     """
 
     def __init__(
@@ -166,6 +169,8 @@ class McpServer:
         self.version = version
         self.surface = surface if surface is not None else Surface(host)
         self.passthrough = PassThrough(self.surface, passthrough) if passthrough else None
+        #: The pass-through of each distinct list of servers a connection named.
+        self._passthroughs: dict[tuple[str, ...], PassThrough | None] = {}
         self.page_size = page_size
         self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
         settings = host.settings
@@ -208,6 +213,7 @@ class McpServer:
         push: Push | None = None,
         ask: Ask | None = None,
         default_revision: Revision | None = None,
+        passthrough: Sequence[str] | None = None,
     ) -> Conn:
         """
         A new connection.
@@ -218,8 +224,12 @@ class McpServer:
         @param ask: sends the client a request (legacy), where the connection can.
         @param default_revision: the revision of a request that declared nothing
             (2024-11-05 unless given; 2025-03-26 for a headerless HTTP request).
+        @param passthrough: the servers this connection wants offered under their own
+            names instead of C{mcp.passthrough}'s (L{passthrough_for}); C{None} for those.
         """
         conn = Conn(transport, identity, push=push, ask=ask)
+        if passthrough is not None:
+            conn.passthrough = tuple(passthrough)
         if default_revision is not None:
             conn.default_revision = default_revision
         if push is not None:
@@ -232,6 +242,35 @@ class McpServer:
         self._pushable.discard(conn)
         for key in tuple(conn.subscriptions):
             self._unwatch(conn, key)
+
+    def passthrough_for(self, conn: Conn) -> PassThrough | None:
+        """
+        The pass-through serving C{conn}: the servers it named itself
+        (L{Conn.passthrough}), else the daemon's default (L{passthrough}).
+
+        Names the daemon does not configure are left out, with a warning naming them, the
+        first time a list is seen; a list left empty that way passes nothing through.
+        """
+        names = conn.passthrough
+        if names is None:
+            return self.passthrough
+        try:
+            return self._passthroughs[names]
+        except KeyError:
+            built = self._passthroughs[names] = self._build_passthrough(names)
+            return built
+
+    def _build_passthrough(self, names: tuple[str, ...]) -> PassThrough | None:
+        configured = self.host.servers
+        known = names if configured is None else tuple(n for n in names if n in configured)
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            self._warn(
+                None,
+                "pass-through asked for by a connection ignores servers not configured: "
+                + ", ".join(repr(name) for name in unknown),
+            )
+        return PassThrough(self.surface, known) if known else None
 
     # Revisions
 
@@ -375,7 +414,7 @@ class McpServer:
         resources: dict[str, Any] = {}
         capabilities: dict[str, Any] = {"tools": tools, "prompts": {}, "resources": resources}
         if (
-            self.passthrough is not None
+            self.passthrough_for(conn) is not None
             and not modern
             and conn.can_push
             and capability_in("server", "tools.listChanged", revision)
@@ -448,7 +487,7 @@ class McpServer:
     async def _list_tools(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough
+        passthrough = self.passthrough_for(conn)
         if passthrough is not None:
             return self._page("tools/list", await passthrough.tools(context), params)
         return self._page("tools/list", list(self.surface.tool_definitions), params)
@@ -478,7 +517,7 @@ class McpServer:
         relay: _ProgressRelay | None,
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough
+        passthrough = self.passthrough_for(conn)
         name = params.get("name")
         if passthrough is not None and isinstance(name, str):
             server = await passthrough.tool_owner(context, name)
@@ -501,7 +540,7 @@ class McpServer:
     async def _list_prompts(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough
+        passthrough = self.passthrough_for(conn)
         if passthrough is not None:
             return self._page("prompts/list", await passthrough.prompts(context), params)
         return self._page("prompts/list", await self.surface.prompts(context), params)
@@ -510,14 +549,15 @@ class McpServer:
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
-        if self.passthrough is not None:
-            return await self.passthrough.get_prompt(context, params, on_log=on_log)
+        passthrough = self.passthrough_for(conn)
+        if passthrough is not None:
+            return await passthrough.get_prompt(context, params, on_log=on_log)
         return await self.surface.get_prompt(context, params, on_log=on_log)
 
     async def _list_resources(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough
+        passthrough = self.passthrough_for(conn)
         if passthrough is not None:
             return self._page("resources/list", await passthrough.resources(context), params)
         return self._page("resources/list", await self.surface.resources(context), params)
@@ -525,7 +565,7 @@ class McpServer:
     async def _list_templates(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough
+        passthrough = self.passthrough_for(conn)
         if passthrough is not None:
             items = await passthrough.templates(context)
         else:
@@ -536,15 +576,17 @@ class McpServer:
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
-        if self.passthrough is not None:
-            return await self.passthrough.read_resource(context, params, on_log=on_log)
+        passthrough = self.passthrough_for(conn)
+        if passthrough is not None:
+            return await passthrough.read_resource(context, params, on_log=on_log)
         return await self.surface.read_resource(context, params, on_log=on_log)
 
     async def _complete(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        if self.passthrough is not None:
-            return await self.passthrough.complete(context, params)
+        passthrough = self.passthrough_for(conn)
+        if passthrough is not None:
+            return await passthrough.complete(context, params)
         return await self.surface.complete(context, params)
 
     async def _set_level(
@@ -570,7 +612,7 @@ class McpServer:
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
         try:
-            server, upstream = await self._subscription_owner(context, uri)
+            server, upstream = await self._subscription_owner(conn, context, uri)
         except UnknownName:
             self._warn(None, f"no updates will be delivered for {uri}: no server owns it")
             return {}
@@ -610,7 +652,7 @@ class McpServer:
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
         try:
-            server, upstream = await self._subscription_owner(context, uri)
+            server, upstream = await self._subscription_owner(conn, context, uri)
         except UnknownName:
             return {}
         key = (server, context.identity, upstream)
@@ -621,9 +663,10 @@ class McpServer:
                 self._unwatch(conn, key)
         return {}
 
-    async def _subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
-        if self.passthrough is not None:
-            return await self.passthrough.subscription_owner(context, uri)
+    async def _subscription_owner(self, conn: Conn, context: Context, uri: str) -> tuple[str, str]:
+        passthrough = self.passthrough_for(conn)
+        if passthrough is not None:
+            return await passthrough.subscription_owner(context, uri)
         return await self.surface.resource_owner(context, uri)
 
     def _unwatch(self, conn: Conn, key: tuple[str, str, str]) -> None:
@@ -687,19 +730,19 @@ class McpServer:
     def tools_changed(self, server: str) -> int:
         """
         Tell every legacy client mcpx can push to that the tool list changed, when
-        C{server} is passed through (its C{notifications/tools/list_changed}); the
+        C{server} is passed through to it (its C{notifications/tools/list_changed}); the
         pool has already forgotten the list it cached.
 
         @return: how many connections were told.
         """
-        passthrough = self.passthrough
-        if passthrough is None or not passthrough.owns(server):
-            return 0
         told = 0
         for conn in tuple(self._pushable):
             push = conn.push
             # Declared at initialize, so only to a connection that agreed a revision.
             if push is None or conn.closed or conn.revision is None:
+                continue
+            passthrough = self.passthrough_for(conn)
+            if passthrough is None or not passthrough.owns(server):
                 continue
             # Outside any request's context: it concerns none of the client's requests,
             # so a legacy HTTP session sends it on its GET stream.

@@ -14,7 +14,9 @@ The stream
     "cwd": ..., "version": ...}}: C{pid} is the host process (the bridge's parent), and
     the connection's identity is C{stdio:<pid>}.  A first line that is not a hello is read
     as the first MCP message of an anonymous connection (C{stdio:socket-<n>}), so a client
-    speaking straight to the socket is still served.
+    speaking straight to the socket is still served.  A hello may carry
+    C{"passthrough": [names]} (C{mcpx serve --passthrough}): the servers offered under
+    their own names on this connection instead of the daemon's C{mcp.passthrough}.
   - Then newline-delimited JSON-RPC both ways through an L{RpcPeer}.  mcpx's own request
     ids are negative.  Requests run concurrently; C{notifications/cancelled} cancels the
     request it names, and the cancellation reaches the upstream call.  Batches are read
@@ -83,6 +85,18 @@ def stdio_endpoint(state_dir: Path) -> str:
     return f"unix:{path}:mode=600:lockfile=1"
 
 
+def hello_passthrough(hello: dict[str, Any] | None) -> tuple[str, ...] | None:
+    """
+    The servers a hello asks to have passed through, or C{None} when it names none
+    (the daemon's C{mcp.passthrough} applies).
+    """
+    names = hello.get("passthrough") if hello is not None else None
+    if type(names) is not list:
+        return None
+    wanted = tuple(name for name in names if type(name) is str and name)
+    return wanted or None
+
+
 def read_hello(line: bytes) -> dict[str, Any] | None:
     """The bridge's hello if C{line} is one, else C{None}."""
     # A hello is short; anything long is a message, and not worth decoding twice.
@@ -138,6 +152,8 @@ class StdioConnection(NDJSONProtocol):
         pid = hello.get("pid") if hello is not None else None
         identity = f"stdio:{pid}" if type(pid) is int else f"stdio:socket-{self._number}"
         self.conn = self._core.open(STDIO, identity, push=self._push, ask=self._ask)
+        # The Conn's field is what McpServer reads; McpCore.open stays common to transports.
+        self.conn.passthrough = hello_passthrough(hello)
         self.peer = RpcPeer(
             self.send_message,
             on_request=self._request,
@@ -150,10 +166,16 @@ class StdioConnection(NDJSONProtocol):
             self.log.info("anonymous MCP client {identity} connected", identity=identity)
         else:
             self.log.info(
-                "MCP host {identity} connected through mcpx serve {version} (cwd {cwd})",
+                "MCP host {identity} connected through mcpx serve {version} (cwd {cwd})"
+                "{passthrough}",
                 identity=identity,
                 version=hello.get("version"),
                 cwd=hello.get("cwd"),
+                passthrough=(
+                    ""
+                    if self.conn.passthrough is None
+                    else f", passing through {', '.join(self.conn.passthrough)}"
+                ),
             )
         return self.peer
 

@@ -1,8 +1,8 @@
 """
 Tests for pass-through mode (L{mcpx.server.passthrough}): configured servers offered
 under their own names, over the real L{Pool} with scripted upstreams, on every
-revision; and once with a real daemon started with C{--passthrough demo} behind
-C{mcpx serve}.
+revision; and with a real daemon behind C{mcpx serve}, passing C{demo} through for
+every connection (C{mcpx daemon --passthrough}) or for one (C{mcpx serve --passthrough}).
 """
 
 from __future__ import annotations
@@ -845,28 +845,26 @@ class ModernHTTPTests(SynchronousTestCase):
         self.assertEqual(body["result"]["structuredContent"], {"sum": 3})
 
 
+class ServeHost(Host):
+    """A L{Host} on C{mcpx serve} with arguments of its own."""
+
+    def __init__(self, case: RealDaemonCase, *arguments: str) -> None:
+        self.child = spawn(
+            [sys.executable, "-m", "mcpx", "serve", *arguments], env=case.env, cwd=str(REPO)
+        )
+        case.addCleanup(kill_on_cleanup, self.child)
+        self.next_id = 0
+        self.claimed: set[int] = set()
+
+
 class DemoPassThroughTests(RealDaemonCase):
     """A real daemon started with --passthrough demo, and a host on mcpx serve."""
 
     timeout = 60
 
-    async def test_demo_as_itself(self) -> None:
-        """
-        tools/list shows the demo's echo and add under their own names, add answers
-        with structured content, an unknown argument's refusal comes back as the demo
-        gave it, and a tool it does not have is its JSON-RPC error.
-        """
+    async def _start(self, *flags: str) -> None:
         daemon = spawn(
-            [
-                sys.executable,
-                "-m",
-                "mcpx",
-                "daemon",
-                "--daemon-listen",
-                "",
-                "--passthrough",
-                "demo",
-            ],
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", "", *flags],
             env=self.env,
             cwd=str(REPO),
         )
@@ -874,8 +872,9 @@ class DemoPassThroughTests(RealDaemonCase):
         self.addCleanup(self.stop_daemon, daemon)
         await daemon.wait_for(rb"listening on unix socket", fd=2, timeout=30)
         self.daemon = daemon
-        host = Host(self)
-        initialized = await host.request(
+
+    async def _initialize(self, host: Host) -> dict[str, Any]:
+        initialized: dict[str, Any] = await host.request(
             "initialize",
             {
                 "protocolVersion": "2025-06-18",
@@ -883,8 +882,19 @@ class DemoPassThroughTests(RealDaemonCase):
                 "clientInfo": {"name": "test-host", "version": "1"},
             },
         )
-        self.assertEqual(initialized["capabilities"]["tools"], {"listChanged": True})
         host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return initialized
+
+    async def test_demo_as_itself(self) -> None:
+        """
+        tools/list shows the demo's echo and add under their own names, add answers
+        with structured content, an unknown argument's refusal comes back as the demo
+        gave it, and a tool it does not have is its JSON-RPC error.
+        """
+        await self._start("--passthrough", "demo")
+        host = Host(self)
+        initialized = await self._initialize(host)
+        self.assertEqual(initialized["capabilities"]["tools"], {"listChanged": True})
         tools = (await host.request("tools/list", {}))["tools"]
         names = names_of(tools)
         self.assertEqual(names[:2], ["echo", "add"])
@@ -905,6 +915,32 @@ class DemoPassThroughTests(RealDaemonCase):
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)
+
+    async def test_serve_passthrough_for_one_connection(self) -> None:
+        """
+        With a daemon passing nothing through, a host on mcpx serve --passthrough demo
+        sees the demo's echo and add first (and is told the list may change), while a
+        host on plain mcpx serve, at the same time, sees the gateway's tools.
+        """
+        await self._start()
+        passing = ServeHost(self, "--passthrough", "demo")
+        plain = ServeHost(self)
+        initialized = await self._initialize(passing)
+        self.assertEqual(initialized["capabilities"]["tools"], {"listChanged": True})
+        initialized = await self._initialize(plain)
+        self.assertEqual(initialized["capabilities"]["tools"], {})
+        names = names_of((await passing.request("tools/list", {}))["tools"])
+        self.assertEqual(names[:2], ["echo", "add"])
+        self.assertIn("mcpx_call", names)
+        names = names_of((await plain.request("tools/list", {}))["tools"])
+        self.assertEqual(names, GATEWAY_NAMES)
+        self.assertEqual(names[0], "mcpx_call")
+        added = await passing.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
+        self.assertEqual(added["structuredContent"], {"sum": 5})
+        for host in (passing, plain):
+            assert host.child.transport is not None
+            host.child.transport.closeStdin()
+            self.assertEqual(await host.child.ended(timeout=20), 0)
 
     async def _error(self, host: Host, method: str, params: dict[str, Any]) -> dict[str, Any]:
         host.next_id += 1

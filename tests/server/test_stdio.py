@@ -21,11 +21,13 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx._version import __version__
 from mcpx.cli import serve as bridge_module
+from mcpx.daemon.events import Event
 from mcpx.server import stdio
 from mcpx.server.stdio import StdioConnection, StdioFactory, read_hello, stdio_endpoint
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_REQUEST
 from tests.server.fake_core import FakeCore
+from tests.server.test_passthrough import GATEWAY_NAMES, names_of, passed_through
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 HELLO = {"mcpx": "serve", "pid": 4242, "cwd": "/home/me/project", "version": __version__}
@@ -253,6 +255,76 @@ class StdioConnectionTests(SynchronousTestCase):
         self.assertEqual(refusal["error"]["code"], INVALID_REQUEST)
 
 
+class HelloPassThroughTests(SynchronousTestCase):
+    """A hello naming servers to pass through, served by the real McpServer."""
+
+    def connect(self, **hello: Any) -> tuple[StdioConnection, StringTransport]:
+        """A connection to a server passing nothing through by default, after C{hello}."""
+        self.harness, _ = passed_through(())
+        protocol = StdioFactory(self.harness.server, self.harness.clock).buildProtocol(None)
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        protocol.dataReceived(json.dumps({**HELLO, **hello}).encode() + b"\n")
+        return protocol, transport
+
+    def tool_names(self, protocol: StdioConnection, transport: StringTransport) -> list[str]:
+        transport.clear()
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        protocol.dataReceived(json.dumps(request).encode() + b"\n")
+        self.harness.clock.advance(0)
+        [answer] = [json.loads(line) for line in transport.value().splitlines()]
+        return names_of(answer["result"]["tools"])
+
+    def test_hello_passthrough_leads_with_the_upstreams_tools(self) -> None:
+        """
+        A hello with passthrough [alpha] makes that connection's tools/list start with
+        alpha's own tools; a connection whose hello names none gets the gateway's.
+        """
+        protocol, transport = self.connect(passthrough=["alpha"])
+        assert protocol.conn is not None
+        self.assertEqual(protocol.conn.passthrough, ("alpha",))
+        names = self.tool_names(protocol, transport)
+        self.assertEqual(names[:3], ["echo", "rich", "mcpx_servers"])
+        self.assertNotIn("add", names, "beta is not passed through")
+        plain, plain_transport = self.connect()
+        assert plain.conn is not None
+        self.assertIsNone(plain.conn.passthrough)
+        self.assertEqual(self.tool_names(plain, plain_transport), GATEWAY_NAMES)
+
+    def test_unconfigured_names_are_ignored_with_a_warning(self) -> None:
+        """
+        A name the daemon does not configure is left out and warned about by name; the
+        configured ones are still passed through, and a list of unknown names alone
+        passes nothing through.
+        """
+        protocol, transport = self.connect(passthrough=["ghost", "alpha"])
+        warned: list[Event] = []
+        self.harness.host.events.subscribe(warned.append, kinds=["server.log"])
+        names = self.tool_names(protocol, transport)
+        self.assertEqual(
+            [event.data for event in warned],
+            [
+                {
+                    "level": "warning",
+                    "data": "pass-through asked for by a connection ignores servers not "
+                    "configured: 'ghost'",
+                }
+            ],
+        )
+        self.assertEqual(names[0], "echo")
+        ghost_only, ghost_transport = self.connect(passthrough=["ghost"])
+        self.assertEqual(self.tool_names(ghost_only, ghost_transport), GATEWAY_NAMES)
+
+    def test_malformed_passthrough_is_ignored(self) -> None:
+        """A passthrough that is not a list of names leaves the daemon's default."""
+        self.assertIsNone(stdio.hello_passthrough({**HELLO, "passthrough": "alpha"}))
+        self.assertIsNone(stdio.hello_passthrough({**HELLO, "passthrough": []}))
+        self.assertEqual(
+            stdio.hello_passthrough({**HELLO, "passthrough": ["a", 3, "", "b"]}), ("a", "b")
+        )
+        self.assertIsNone(stdio.hello_passthrough(None))
+
+
 class SocketTests(SynchronousTestCase):
     def test_same_socket_name(self) -> None:
         """The bridge and the daemon agree on the MCP socket's name."""
@@ -290,6 +362,16 @@ class SocketTests(SynchronousTestCase):
         self.assertEqual(hello["pid"], os.getppid())
         self.assertEqual(hello["version"], __version__)
         self.assertEqual(read_hello(line.rstrip(b"\n")), hello)
+        self.assertNotIn("passthrough", hello)
+
+    def test_hello_line_passthrough(self) -> None:
+        """--passthrough a,b puts the names, trimmed and in order, in the hello."""
+        names = bridge_module.split_names(" demo, ,tasks ")
+        self.assertEqual(names, ["demo", "tasks"])
+        self.assertEqual(bridge_module.split_names(None), [])
+        hello = json.loads(bridge_module.hello_line(names))
+        self.assertEqual(hello["passthrough"], ["demo", "tasks"])
+        self.assertEqual(stdio.hello_passthrough(hello), ("demo", "tasks"))
 
     def test_mcp_url(self) -> None:
         """--transport http points at /mcp on each TCP endpoint of daemon.listen."""
