@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
 from hyperlink import EncodedURL
@@ -827,6 +827,22 @@ class _ListenStream:
         return succeed(None)
 
 
+def close_once(closing: Coroutine[Any, Any, None], shown_url: str) -> Deferred[None]:
+    """A channel's one closing run; a failure is logged, never raised at whoever closes."""
+    closed = Deferred.fromCoroutine(closing)
+    closed.addErrback(
+        lambda failure: log.failure("closing the channel to {url} failed", failure, url=shown_url)
+    )
+    return closed
+
+
+def waiter_on(closing: Deferred[None]) -> Deferred[None]:
+    """A fresh Deferred for one caller of C{close()}, firing when C{closing} has."""
+    done: Deferred[None] = Deferred()
+    closing.addBoth(lambda _: done.callback(None))
+    return done
+
+
 def owned_client(
     reactor: Any,
     connect_timeout: float,
@@ -1004,15 +1020,8 @@ class StreamableHTTPChannel:
 
     def close(self) -> Deferred[None]:
         if self._closing is None:
-            self._closing = Deferred.fromCoroutine(self._close())
-            self._closing.addErrback(
-                lambda failure: log.failure(
-                    "closing the channel to {url} failed", failure, url=self.shown_url
-                )
-            )
-        done: Deferred[None] = Deferred()
-        self._closing.addBoth(lambda _: done.callback(None))
-        return done
+            self._closing = close_once(self._close(), self.shown_url)
+        return waiter_on(self._closing)
 
     def describe(self) -> str:
         return self.shown_url

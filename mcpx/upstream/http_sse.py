@@ -33,12 +33,14 @@ from mcpx.upstream.http import (
     IReactorHTTP,
     RequestFailed,
     as_headers,
+    close_once,
     deliver,
     discard_body,
     explain,
     media_type,
     owned_client,
     read_body,
+    waiter_on,
 )
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Request, RequestId
@@ -184,15 +186,8 @@ class HTTPSSEChannel:
         L{ChannelClosed}) and release the connection pool.
         """
         if self._closing is None:
-            self._closing = Deferred.fromCoroutine(self._close())
-            self._closing.addErrback(
-                lambda failure: log.failure(
-                    "closing the channel to {url} failed", failure, url=self.shown_url
-                )
-            )
-        done: Deferred[None] = Deferred()
-        self._closing.addBoth(lambda _: done.callback(None))
-        return done
+            self._closing = close_once(self._close(), self.shown_url)
+        return waiter_on(self._closing)
 
     def describe(self) -> str:
         return self.shown_url
