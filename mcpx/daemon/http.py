@@ -24,7 +24,7 @@ from werkzeug.exceptions import HTTPException
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.ops import OPS, PoolInterface
-from mcpx.daemon.tasks import DEFAULT_TTL, TaskStore
+from mcpx.tasks.store import DEFAULT_TTL, TaskStore
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
 

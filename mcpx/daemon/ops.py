@@ -31,7 +31,7 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
-from mcpx.daemon.tasks import TaskStore, TooManyTasks
+from mcpx.tasks.store import TaskStore, TooManyTasks
 from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.errors import SettingsError

@@ -12,7 +12,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.ops import BY_NAME, ERROR_SCHEMA, OPS
-from mcpx.daemon.tasks import TaskStatus, TaskStore, TooManyTasks
+from mcpx.tasks.store import TaskStatus, TaskStore, TooManyTasks
 from mcpx.pool import CallTimedOut, ServerState
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json

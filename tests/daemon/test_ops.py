@@ -18,7 +18,7 @@ from mcpx.daemon.ops import (
     error_from,
     template_variables,
 )
-from mcpx.daemon.tasks import TooManyTasks
+from mcpx.tasks.store import TooManyTasks
 from mcpx.pool import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.pool import Pool
 from mcpx.upstream.session import UpstreamError
