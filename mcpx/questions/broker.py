@@ -1,0 +1,455 @@
+# -*- test-case-name: tests.questions.test_broker -*-
+"""
+The broker: every question an upstream asks, from the asking until its end.
+
+A question is asked with L{Broker.ask}, which records it and hands back a Deferred for the
+result to send upstream.  It then ends in one of four ways: someone entitled answers,
+declines or cancels it here (C{mcpx elicit}, C{/v1/questions}); the calling client answered it
+natively and the relay L{settles <Broker.settle>} it; the upstream withdraws it (the asker
+cancels the Deferred); or its deadline passes, which answers C{cancel} (an expired question
+was never declined by anyone).
+
+Every change is saved to the L{QuestionStore}, when there is one, without waiting: a failed
+save is logged and never stops an answer going upstream.  Questions still pending when the
+daemon stops stay pending on disk; the next L{Broker.start} lists them again as orphans (no
+upstream waits for them any more) until they are answered or their deadline passes.  Finished
+questions are listed for C{keep} seconds, then pruned from memory and the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+
+from mcpx.questions.forms import check_content
+from mcpx.questions.record import (
+    ELICIT,
+    KINDS,
+    ROUTE_BROKER,
+    ROUTE_CLIENT,
+    ROUTES,
+    SAMPLE,
+    Question,
+    QuestionState,
+    new_question_id,
+)
+from mcpx.questions.store import QuestionStore
+from mcpx.wire.errors import RpcError
+
+log = Logger()
+
+#: C{publish(kind, server, **data)}, as L{mcpx.daemon.events.EventBus.publish}.
+Publish = Callable[..., None]
+
+#: The JSON-RPC error code for a sampling or roots request nobody answered (as MCP SDKs use).
+REFUSED = -1
+
+
+class UnknownQuestion(LookupError):
+    """No question has that id (or it was pruned)."""
+
+    def __init__(self, question_id: str) -> None:
+        super().__init__(f"no question {question_id}")
+        self.question_id = question_id
+
+
+class QuestionClosed(Exception):
+    """The question is not pending any more."""
+
+    def __init__(self, question: Question) -> None:
+        super().__init__(f"question {question.id} is already {question.state.value}")
+        self.question = question
+
+
+class InvalidAnswer(ValueError):
+    """The answer does not fit the question; the message says why."""
+
+
+class Broker:
+    """
+    The questions upstream servers asked, pending and recently finished.
+
+    @ivar ttl: seconds a question waits for an answer when its asker gives no deadline.
+    @ivar keep: seconds a finished question stays listed before it is pruned.
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        *,
+        store: QuestionStore | None = None,
+        publish: Publish | None = None,
+        ttl: float = 120.0,
+        keep: float = 900.0,
+    ) -> None:
+        self.ttl = ttl
+        self.keep = keep
+        self._clock = clock
+        self._store = store
+        self._publish = publish
+        self._questions: dict[str, Question] = {}
+        self._waiting: dict[str, Deferred[dict[str, Any]]] = {}
+        self._deadlines: dict[str, IDelayedCall] = {}
+        self._pruning: IDelayedCall | None = None
+        self._saving: set[Deferred[None]] = set()
+
+    def start(self) -> Deferred[None]:
+        """
+        Open the store and list what it holds: pending questions again (as orphans, their
+        deadlines re-armed; one already past expires now) and finished ones still in C{keep}.
+        """
+        return Deferred.fromCoroutine(self._start())
+
+    async def _start(self) -> None:
+        if self._store is None:
+            return
+        await self._store.open()
+        loaded = await self._store.load()
+        now = self._clock.seconds()
+        overdue = []
+        for question in loaded:
+            if question.pending:
+                question.orphaned = True
+                self._questions[question.id] = question
+                if question.deadline > now:
+                    self._arm(question, now)
+                else:
+                    overdue.append(question)
+            elif question.finished is not None and question.finished >= now - self.keep:
+                self._questions[question.id] = question
+        for question in overdue:
+            self._finish(question, QuestionState.EXPIRED, "expiry")
+        self._prune()
+
+    def stop(self) -> Deferred[None]:
+        """
+        Cancel every timer, wait for the saves under way, close the store.
+
+        Pending questions stay pending in the store; their askers' Deferreds are not fired.
+        """
+        return Deferred.fromCoroutine(self._stop())
+
+    async def _stop(self) -> None:
+        timers = list(self._deadlines.values())
+        if self._pruning is not None:
+            timers.append(self._pruning)
+        self._deadlines.clear()
+        self._pruning = None
+        for timer in timers:
+            if timer.active():
+                timer.cancel()
+        # Each save already ends in an errback that logs, so this only waits.
+        await gatherResults(list(self._saving), consumeErrors=True)
+        if self._store is not None:
+            await self._store.close()
+
+    def ask(
+        self,
+        *,
+        server: str,
+        scope_key: str,
+        method: str,
+        params: Mapping[str, Any],
+        route: str = ROUTE_BROKER,
+        call_id: str | None = None,
+        deadline: float | None = None,
+    ) -> tuple[Question, Deferred[dict[str, Any]]]:
+        """
+        Record a new pending question and announce it (C{question.asked}).
+
+        The Deferred fires with the result to send upstream.  For an elicitation that is an
+        C{ElicitResult}: C{accept} with the content (none in url mode), C{decline}, or
+        C{cancel} when it was cancelled or expired.  For sampling and roots it is the answer
+        given; a decline, cancel or expiry fails it with an L{RpcError} (code L{REFUSED}).
+
+        Cancelling the Deferred withdraws the question: it ends as cancelled, answered by
+        C{"withdrawn"}, and the Deferred fails with L{CancelledError
+        <twisted.internet.defer.CancelledError>} as any cancelled Deferred does.
+
+        @param deadline: clock seconds when it expires; L{ttl} from now by default.
+        @raise ValueError: an unknown method or route.
+        """
+        if method not in KINDS:
+            raise ValueError(f"not a question method: {method!r}")
+        if route not in ROUTES:
+            raise ValueError(f"not a question route: {route!r}")
+        now = self._clock.seconds()
+        question = Question(
+            id=new_question_id(),
+            server=server,
+            scope_key=scope_key,
+            method=method,
+            params=dict(params),
+            created=now,
+            deadline=now + self.ttl if deadline is None else deadline,
+            route=route,
+            call_id=call_id,
+        )
+        answered: Deferred[dict[str, Any]] = Deferred(lambda _: self._withdraw(question.id))
+        self._questions[question.id] = question
+        self._waiting[question.id] = answered
+        self._arm(question, now)
+        self._save(question)
+        self._announce(question)
+        return question, answered
+
+    def answer(self, question_id: str, result: Mapping[str, Any], *, by: str) -> Question:
+        """
+        Answer a pending question with C{result}, after checking that it fits.
+
+        An elicitation takes an C{ElicitResult} (C{action} accept, decline or cancel; an
+        accepted form's C{content} must fit its C{requestedSchema}); sampling takes a
+        C{CreateMessageResult}; roots a C{ListRootsResult} of C{file://} roots.
+
+        @param by: who answered, in a word (C{"cli"}, C{"api"}...).
+        @raise UnknownQuestion: no such question.
+        @raise QuestionClosed: it is not pending any more.
+        @raise InvalidAnswer: C{result} does not fit; the question stays pending.
+        """
+        question = self._pending(question_id)
+        if not isinstance(result, Mapping):
+            raise InvalidAnswer("the answer is not an object")
+        if question.method == ELICIT:
+            state, checked = _elicitation_answer(question, result)
+        elif question.method == SAMPLE:
+            state, checked = QuestionState.ANSWERED, _sampling_answer(result)
+        else:
+            state, checked = QuestionState.ANSWERED, _roots_answer(result)
+        self._finish(question, state, by, checked)
+        return question
+
+    def decline(self, question_id: str, *, by: str) -> Question:
+        """
+        Decline a pending question.
+
+        @raise UnknownQuestion: no such question.
+        @raise QuestionClosed: it is not pending any more.
+        """
+        question = self._pending(question_id)
+        self._finish(question, QuestionState.DECLINED, by)
+        return question
+
+    def cancel(self, question_id: str, *, by: str) -> Question:
+        """
+        Cancel a pending question (dismissed without a choice).
+
+        @raise UnknownQuestion: no such question.
+        @raise QuestionClosed: it is not pending any more.
+        """
+        question = self._pending(question_id)
+        self._finish(question, QuestionState.CANCELLED, by)
+        return question
+
+    def settle(
+        self,
+        question_id: str,
+        result: Mapping[str, Any] | None,
+        state: QuestionState,
+        *,
+        by: str,
+    ) -> None:
+        """
+        Record how a question put to the client ended, as it is, without checking it.
+
+        The asker's Deferred is not fired, now or later: the relay already has the answer.
+        Unknown and already finished questions are ignored.
+
+        @raise ValueError: C{state} is L{QuestionState.PENDING}.
+        """
+        if state is QuestionState.PENDING:
+            raise ValueError("a question cannot be settled as pending")
+        question = self._questions.get(question_id)
+        if question is None or not question.pending:
+            return
+        self._waiting.pop(question_id, None)
+        self._close(question, state, None if result is None else dict(result), by)
+
+    def reroute(self, question_id: str) -> None:
+        """
+        Hand a question the client could not take to the broker's consumers.
+
+        It stays pending with the same deadline and is announced again with route
+        C{"broker"}.  Unknown, finished or already broker-routed questions are ignored.
+        """
+        question = self._questions.get(question_id)
+        if question is None or not question.pending or question.route != ROUTE_CLIENT:
+            return
+        question.route = ROUTE_BROKER
+        self._save(question)
+        self._announce(question)
+
+    def get(self, question_id: str) -> Question | None:
+        return self._questions.get(question_id)
+
+    def questions(self, *, state: QuestionState | None = None) -> list[Question]:
+        """The listed questions (those in C{state}, if given), oldest first."""
+        chosen = [q for q in self._questions.values() if state is None or q.state is state]
+        chosen.sort(key=lambda question: question.created)
+        return chosen
+
+    def _pending(self, question_id: str) -> Question:
+        question = self._questions.get(question_id)
+        if question is None:
+            raise UnknownQuestion(question_id)
+        if not question.pending:
+            raise QuestionClosed(question)
+        return question
+
+    def _finish(
+        self,
+        question: Question,
+        state: QuestionState,
+        by: str,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        """End C{question} in C{state}, then tell its asker what goes upstream."""
+        outcome: dict[str, Any] | RpcError
+        if question.method == ELICIT:
+            if state is QuestionState.ANSWERED and result is not None:
+                outcome = result
+            elif state is QuestionState.DECLINED:
+                outcome = {"action": "decline"}
+            else:
+                outcome = {"action": "cancel"}
+        elif state is QuestionState.ANSWERED and result is not None:
+            outcome = result
+        else:
+            outcome = RpcError(REFUSED, f"{question.kind} request {state.value}")
+        self._close(question, state, None if isinstance(outcome, RpcError) else outcome, by)
+        # Fired only once the record is complete, so the asker's callbacks see it finished.
+        waiting = self._waiting.pop(question.id, None)
+        if waiting is None:
+            return
+        if isinstance(outcome, RpcError):
+            waiting.errback(outcome)
+        else:
+            waiting.callback(dict(outcome))
+
+    def _close(
+        self, question: Question, state: QuestionState, answer: dict[str, Any] | None, by: str
+    ) -> None:
+        question.state = state
+        question.answer = answer
+        question.answered_by = by
+        question.finished = self._clock.seconds()
+        timer = self._deadlines.pop(question.id, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._save(question)
+        self._emit("question.closed", question.server, id=question.id, state=state.value)
+        if self._pruning is None:
+            self._pruning = self._clock.callLater(max(self.keep, 1.0), self._prune)
+
+    def _withdraw(self, question_id: str) -> None:
+        question = self._questions.get(question_id)
+        if question is not None and question.pending:
+            # Popped first: the Deferred being cancelled must not be fired by _finish.
+            self._waiting.pop(question_id, None)
+            self._close(question, QuestionState.CANCELLED, None, "withdrawn")
+
+    def _arm(self, question: Question, now: float) -> None:
+        delay = max(0.0, question.deadline - now)
+        self._deadlines[question.id] = self._clock.callLater(delay, self._expire, question.id)
+
+    def _expire(self, question_id: str) -> None:
+        self._deadlines.pop(question_id, None)
+        question = self._questions.get(question_id)
+        if question is not None and question.pending:
+            self._finish(question, QuestionState.EXPIRED, "expiry")
+
+    def _prune(self) -> None:
+        """Forget questions finished more than C{keep} ago; come back for the next one."""
+        self._pruning = None
+        now = self._clock.seconds()
+        horizon = now - self.keep
+        oldest: float | None = None
+        for question in list(self._questions.values()):
+            if question.finished is None:
+                continue
+            if question.finished <= horizon:
+                del self._questions[question.id]
+            elif oldest is None or question.finished < oldest:
+                oldest = question.finished
+        if self._store is not None:
+            self._track(self._store.prune(horizon), "prune the question store")
+        if oldest is not None:
+            # At least a second apart: float rounding must not spin this on one instant.
+            delay = max(oldest + self.keep - now, 1.0)
+            self._pruning = self._clock.callLater(delay, self._prune)
+
+    def _announce(self, question: Question) -> None:
+        self._emit(
+            "question.asked",
+            question.server,
+            id=question.id,
+            method=question.method,
+            route=question.route,
+            call=question.call_id,
+        )
+
+    def _emit(self, kind: str, server: str, **data: Any) -> None:
+        if self._publish is not None:
+            self._publish(kind, server, **data)
+
+    def _save(self, question: Question) -> None:
+        if self._store is not None:
+            self._track(self._store.save(question), "save question " + question.id)
+
+    def _track(self, pending: Deferred[Any], what: str) -> None:
+        """Keep C{pending} until it ends, so L{stop} can wait for it; log its failure."""
+
+        def failed(failure: Failure) -> None:
+            log.failure("Could not {what}", failure, level=LogLevel.error, what=what)
+
+        def done(_: object) -> None:
+            self._saving.discard(pending)
+
+        self._saving.add(pending)
+        pending.addErrback(failed).addBoth(done)
+
+
+def _elicitation_answer(
+    question: Question, result: Mapping[str, Any]
+) -> tuple[QuestionState, dict[str, Any] | None]:
+    action = result.get("action")
+    if action == "decline":
+        return QuestionState.DECLINED, None
+    if action == "cancel":
+        return QuestionState.CANCELLED, None
+    if action != "accept":
+        raise InvalidAnswer('action must be "accept", "decline" or "cancel"')
+    if question.params.get("mode") == "url":
+        # The person acted on the page; the server hears the outcome from there, not from us.
+        return QuestionState.ANSWERED, {"action": "accept"}
+    content = result.get("content", {})
+    reason = check_content(question.params.get("requestedSchema", {}), content)
+    if reason is not None:
+        raise InvalidAnswer(reason)
+    return QuestionState.ANSWERED, {"action": "accept", "content": dict(content)}
+
+
+def _sampling_answer(result: Mapping[str, Any]) -> dict[str, Any]:
+    if result.get("role") not in ("user", "assistant"):
+        raise InvalidAnswer('role must be "assistant" or "user"')
+    if not isinstance(result.get("content"), Mapping | list):
+        raise InvalidAnswer("content must be a content block or a list of them")
+    if not isinstance(result.get("model"), str):
+        raise InvalidAnswer("model must be the name of the model that answered")
+    return dict(result)
+
+
+def _roots_answer(result: Mapping[str, Any]) -> dict[str, Any]:
+    roots = result.get("roots")
+    if not isinstance(roots, list):
+        raise InvalidAnswer("roots must be a list")
+    for index, root in enumerate(roots):
+        if not isinstance(root, Mapping) or not isinstance(root.get("uri"), str):
+            raise InvalidAnswer(f"roots[{index}]: not an object with a uri")
+        if not root["uri"].startswith("file://"):
+            raise InvalidAnswer(f"roots[{index}]: {root['uri']} is not a file:// URI")
+    return dict(result)

@@ -1,0 +1,148 @@
+# -*- test-case-name: tests.questions.test_store -*-
+"""
+The broker's questions on disk, so a daemon restart loses no pending question.
+
+SQLite through L{twisted.enterprise.adbapi}: every query runs on the pool's single thread, so
+the reactor never waits on the disk and writes happen in the order they were asked for.  Each
+question is one row holding its L{Question.to_json} record; the state and finish time are
+kept in columns of their own so pruning need not read the records.
+
+The file holds what users typed in answer to servers, so it is created readable by its owner
+only, before SQLite first opens it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+from twisted.enterprise import adbapi
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.logger import Logger
+
+from mcpx.questions.record import Question, QuestionState
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS questions (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    finished REAL,
+    record TEXT NOT NULL
+)
+"""
+
+
+log = Logger()
+
+
+class StoreClosed(Exception):
+    """The store was used before L{QuestionStore.open} or after L{QuestionStore.close}."""
+
+
+class QuestionStore:
+    """
+    Questions kept in one SQLite file.
+
+    @ivar path: the database file.
+    """
+
+    def __init__(self, path: str, reactor: Any) -> None:
+        """
+        @param reactor: runs adbapi's thread pool and delivers its results.
+        """
+        self.path = path
+        self._reactor = reactor
+        self._pool: Any = None
+
+    def open(self) -> Deferred[None]:
+        """Create the file (mode 0600) and its table if they do not exist yet."""
+        try:
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            # An existing file keeps its old mode through os.open; tighten it too.
+            os.chmod(self.path, 0o600)
+        except OSError as e:
+            return fail(e)
+        self._pool = adbapi.ConnectionPool(  # type: ignore[no-untyped-call]
+            "sqlite3",
+            self.path,
+            check_same_thread=False,
+            cp_min=1,
+            cp_max=1,
+            cp_reactor=self._reactor,
+        )
+        return self._interact(_create)
+
+    def save(self, question: Question) -> Deferred[None]:
+        """Insert C{question}, or replace the stored one with the same id."""
+        # Serialised here, on the reactor thread, so the row is the record as it is now.
+        row = (
+            question.id,
+            question.state.value,
+            question.finished,
+            json.dumps(question.to_json(), separators=(",", ":")),
+        )
+        return self._interact(_save, row)
+
+    def load(self) -> Deferred[list[Question]]:
+        """Every stored question, oldest first; unreadable rows are logged and skipped."""
+        return self._interact(_load).addCallback(self._report_unreadable)
+
+    def _report_unreadable(self, loaded: tuple[list[Question], list[str]]) -> list[Question]:
+        questions, unreadable = loaded
+        for question_id in unreadable:
+            log.warn("skipped unreadable question {id} in {path}", id=question_id, path=self.path)
+        return questions
+
+    def prune(self, finished_before: float) -> Deferred[int]:
+        """Delete the questions that finished before C{finished_before}; how many went."""
+        return self._interact(_prune, finished_before)
+
+    def close(self) -> Deferred[None]:
+        """Stop the pool; later calls fail with L{StoreClosed}."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+        return succeed(None)
+
+    def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
+        if self._pool is None:
+            return fail(StoreClosed(self.path))
+        result: Deferred[Any] = self._pool.runInteraction(interaction, *args)
+        return result
+
+
+def _create(cursor: sqlite3.Cursor) -> None:
+    cursor.execute(_SCHEMA)
+
+
+def _save(cursor: sqlite3.Cursor, row: tuple[str, str, float | None, str]) -> None:
+    cursor.execute(
+        "INSERT OR REPLACE INTO questions (id, state, finished, record) VALUES (?, ?, ?, ?)", row
+    )
+
+
+def _load(cursor: sqlite3.Cursor) -> tuple[list[Question], list[str]]:
+    cursor.execute("SELECT id, record FROM questions")
+    questions: list[Question] = []
+    unreadable: list[str] = []
+    for question_id, record in cursor.fetchall():
+        try:
+            questions.append(Question.from_json(json.loads(record)))
+        except (ValueError, KeyError, TypeError):
+            # A row this version cannot read (or a damaged one) must not stop the daemon.
+            unreadable.append(question_id)
+    questions.sort(key=lambda question: question.created)
+    return questions, unreadable
+
+
+def _prune(cursor: sqlite3.Cursor, finished_before: float) -> int:
+    cursor.execute(
+        "DELETE FROM questions WHERE state != ? AND finished IS NOT NULL AND finished < ?",
+        (QuestionState.PENDING.value, finished_before),
+    )
+    return cursor.rowcount
