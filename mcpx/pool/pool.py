@@ -196,6 +196,11 @@ class _Instance:
     #: Whether it ended on its own (crash, failed start) rather than being closed.
     failed: bool = False
     in_flight: int = 0
+    #: Whom each request in flight is for (one entry per request, C{None} for nobody's):
+    #: kept in the same step as L{in_flight}, so the two can never disagree.
+    callers: list[object] = field(factory=list)
+    #: The deadlines of the requests in flight, paused while a question is pending.
+    deadlines: set[Deadline] = field(factory=set)
     subscriptions: set[str] = field(factory=set)
     last_used: float = 0.0
     idle_timer: IDelayedCall | None = None
@@ -312,6 +317,42 @@ class Pool(MultiService):
         if slot is None or slot.instance is None:
             return 0
         return slot.instance.in_flight
+
+    def owner(self, server: str, scope_key: str) -> object | None:
+        """
+        The one caller every request in flight on (C{server}, C{scope_key}) is for, or
+        C{None} when there is none or several, or a request that is nobody's: a
+        question arriving on that connection belongs to that call, and to no other.
+        """
+        slot = self._slots.get(server, {}).get(scope_key)
+        instance = slot.instance if slot is not None else None
+        if instance is None or not instance.callers:
+            return None
+        first = instance.callers[0]
+        if first is None:
+            return None
+        for other in instance.callers:
+            if other is not first:
+                return None
+        return first
+
+    def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:
+        """
+        Stop the C{pool.callTimeout} clocks of the requests in flight on (C{server},
+        C{scope_key}) while a question is pending; the returned function starts them
+        again (call it once).
+        """
+        slot = self._slots.get(server, {}).get(scope_key)
+        instance = slot.instance if slot is not None else None
+        held = list(instance.deadlines) if instance is not None else []
+        for deadline in held:
+            deadline.pause()
+
+        def release() -> None:
+            for deadline in held:
+                deadline.resume()
+
+        return release
 
     # Events
 
@@ -600,17 +641,21 @@ class Pool(MultiService):
         what: str,
         timeout: float,
         action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
+        caller: object = None,
     ) -> T:
         """
-        One upstream request on a ready instance: counted in flight, bounded by
-        C{timeout}, and turned into a clear error if the instance dies under it.
+        One upstream request on a ready instance: counted in flight (with whom it is
+        for), bounded by C{timeout}, and turned into a clear error if the instance dies
+        under it.
         """
         session = instance.session
         assert session is not None
         instance.in_flight += 1
+        instance.callers.append(caller)
         try:
             work = Deferred.fromCoroutine(action(session))
             deadline = Deadline(self._clock, timeout, work.cancel)
+            instance.deadlines.add(deadline)
             try:
                 result = await work
             except CancelledError:
@@ -621,7 +666,9 @@ class Pool(MultiService):
                 raise self._cut_short(instance, e) from None
             finally:
                 deadline.cancel()
+                instance.deadlines.discard(deadline)
         finally:
+            instance.callers.remove(caller)
             self._finished(instance)
         # It served a request, so whatever killed its predecessors has passed.
         instance.slot.failures = 0
@@ -667,6 +714,7 @@ class Pool(MultiService):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: ProgressSink | None = None,
+        caller: object = None,
     ) -> dict[str, Any]:
         """
         Call a tool.
@@ -676,6 +724,8 @@ class Pool(MultiService):
         @param on_progress: called with the params of each C{notifications/progress}
             the server sends about this call (which then carries a progress token of
             its own, C{mcpx-<n>}).
+        @param caller: the call it is made for (L{mcpx.questions.caller.Caller}): its
+            questions may be put to that call's client, see L{owner}.
         @return: the C{CallToolResult}.
         @raise UnknownServer: if C{server} is not configured.
         @raise ServerUnavailable: if it cannot be started, or died during the call.
@@ -694,7 +744,8 @@ class Pool(MultiService):
                 instance,
                 tool,
                 bound,
-                lambda session: session.call_tool(tool, arguments, meta=meta),
+                lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
+                caller,
             )
         finally:
             if token is not None:
@@ -708,10 +759,11 @@ class Pool(MultiService):
         *,
         client: str = "",
         timeout: float | None = None,
+        caller: object = None,
     ) -> dict[str, Any]:
         """
         Send any request (questions the server asks on the way are answered through the
-        handlers).  C{resources/subscribe} and C{resources/unsubscribe} go through
+        handlers, knowing C{caller}, as for L{call_tool}).  C{resources/subscribe} and C{resources/unsubscribe} go through
         L{subscribe} and L{unsubscribe}, so the pool knows what is open.
 
         @raise UnknownServer: if C{server} is not configured.
@@ -730,7 +782,11 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._call_timeout, timeout)
         instance = await self._ready(self._slot(server, client))
         return await self._run(
-            instance, method, bound, lambda session: session.call(method, params)
+            instance,
+            method,
+            bound,
+            lambda session: session.call(method, params, caller=caller),
+            caller,
         )
 
     async def subscribe(

@@ -25,6 +25,9 @@ from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 
 Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+#: Answers any of the three questions knowing the call it came with (the caller given to
+#: the request, when the server asked inside its result) and its C{inputRequests} key.
+Relay = Callable[[str, Mapping[str, Any], Any, "str | None"], Awaitable[Mapping[str, Any]]]
 NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
 
 ELICIT = "elicitation/create"
@@ -42,6 +45,8 @@ class UpstreamHandlers:
     @ivar sampling: answers C{sampling/createMessage}.
     @ivar sampling_tools: whether C{sampling} can run tool use (C{sampling.tools}).
     @ivar roots: answers C{roots/list}.
+    @ivar relay: answers all three kinds of question, told the call and key; when set,
+        it is what answers, and mcpx declares every kind (form and url elicitation).
     @ivar notification: hears every notification the server sends.
     """
 
@@ -50,10 +55,13 @@ class UpstreamHandlers:
     sampling: Question | None = None
     sampling_tools: bool = False
     roots: Question | None = None
+    relay: Relay | None = None
     notification: NotificationSink | None = None
     _by_method: dict[str, Question | None] = field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        if self.relay is not None:
+            self.elicitation_modes = frozenset({"form", "url"})
         self._by_method = {
             ELICIT: self.elicitation,
             SAMPLE: self.sampling,
@@ -63,14 +71,17 @@ class UpstreamHandlers:
     def client_capabilities(self, revision: Revision) -> dict[str, Any]:
         """The capabilities to declare at C{revision}: one per handler, spelled for it."""
         declared: dict[str, Any] = {}
-        if self.roots is not None and capability_in("client", "roots", revision):
+        relayed = self.relay is not None
+        if (relayed or self.roots is not None) and capability_in("client", "roots", revision):
             declared["roots"] = {}
-        if self.sampling is not None and capability_in("client", "sampling", revision):
+        if (relayed or self.sampling is not None) and capability_in("client", "sampling", revision):
             sampling: dict[str, Any] = {}
             if self.sampling_tools and capability_in("client", "sampling.tools", revision):
                 sampling["tools"] = {}
             declared["sampling"] = sampling
-        if self.elicitation is not None and capability_in("client", "elicitation", revision):
+        if (relayed or self.elicitation is not None) and capability_in(
+            "client", "elicitation", revision
+        ):
             if capability_in("client", "elicitation.form", revision):
                 declared["elicitation"] = {mode: {} for mode in sorted(self.elicitation_modes)}
             elif "form" in self.elicitation_modes:
@@ -78,21 +89,36 @@ class UpstreamHandlers:
         return declared
 
     def can_answer(self, method: str) -> bool:
-        return self._by_method.get(method) is not None
+        if method not in self._by_method:
+            return False
+        return self.relay is not None or self._by_method[method] is not None
 
-    async def answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def answer(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        caller: Any = None,
+        key: str | None = None,
+    ) -> Mapping[str, Any]:
         """
         Resolve one question, whichever era asked it.
 
+        @param caller: the call the question came with, when the server asked inside the
+            result of a request made for it (C{None}: it arrived on the connection).
+        @param key: its name in the round's C{inputRequests}, when it was one.
         @raise RpcError: -32601 when nothing here answers C{method} (it was never declared).
         """
-        handler = self._by_method.get(method)
-        if handler is None:
+        if not self.can_answer(method):
             raise RpcError.method_not_found(method)
         if method == ELICIT:
             mode = params.get("mode", "form")
             if mode not in self.elicitation_modes:
                 raise RpcError.invalid_params(f"elicitation mode {mode!r} was not declared")
+        if self.relay is not None:
+            return await self.relay(method, params, caller, key)
+        handler = self._by_method[method]
+        assert handler is not None
         return await handler(params)
 
     def notify(self, method: str, params: Mapping[str, Any] | None) -> None:

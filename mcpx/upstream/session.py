@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from attrs import define, field, frozen
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
@@ -208,9 +208,13 @@ class UpstreamSession:
     # Requests
 
     def _send(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        caller: Any = None,
     ) -> Deferred[Any]:
-        """Send one request as the era spells it."""
+        """Send one request as the era spells it (C{caller}: see L{call})."""
         return self.rpc.request(
             method,
             dict(params) if params is not None else None,
@@ -224,6 +228,7 @@ class UpstreamSession:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        caller: Any = None,
     ) -> dict[str, Any]:
         """
         Send any request and return its result in mcpx's internal shape.
@@ -231,7 +236,7 @@ class UpstreamSession:
         A C{input_required} result is returned as it is; see L{resolve} and L{resume}.
         Cancelling the coroutine's Deferred gives up on the request upstream.
         """
-        result = await self._send(method, params, timeout)
+        result = await self._send(method, params, timeout, caller)
         if not isinstance(result, dict):
             raise UpstreamError(self.name, f"{method} answered with a non-object result")
         result.setdefault("resultType", "complete")
@@ -244,12 +249,17 @@ class UpstreamSession:
         *,
         timeout: float | None = None,
         resolve_inputs: bool = True,
+        caller: Any = None,
     ) -> dict[str, Any]:
         """
         L{request}, with any C{input_required} rounds answered through the handlers when
         C{resolve_inputs} (up to C{max_rounds}).
+
+        @param caller: the call this request is made for (a
+            L{mcpx.questions.caller.Caller}): its questions are answered knowing it, and
+            a 2026-07-28 server is declared the capabilities its C{declared} names.
         """
-        result = await self.request(method, params, timeout=timeout)
+        result = await self.request(method, params, timeout=timeout, caller=caller)
         if not resolve_inputs:
             return result
         rounds = 0
@@ -260,8 +270,8 @@ class UpstreamSession:
                     self.name, f"{method} still asked for input after {self.max_rounds} rounds"
                 )
             round_ = self.input_round(method, params, result)
-            answers = await self.answer_inputs(round_)
-            result = await self.resume(round_, answers, timeout=timeout)
+            answers = await self.answer_inputs(round_, caller)
+            result = await self.resume(round_, answers, timeout=timeout, caller=caller)
         return result
 
     def input_round(
@@ -278,26 +288,44 @@ class UpstreamSession:
         state = result.get("requestState")
         return InputRound(method, base, requests, state if isinstance(state, str) else None)
 
-    async def answer_inputs(self, round_: InputRound) -> dict[str, Any]:
-        """Answer every question of a round through the handlers."""
-        answers: dict[str, Any] = {}
+    async def answer_inputs(self, round_: InputRound, caller: Any = None) -> dict[str, Any]:
+        """
+        Answer every question of a round through the handlers, all at once: whoever
+        answers sees the whole round together (a client is asked them in one go).
+        """
+        keys: list[str] = []
+        asking: list[Deferred[Any]] = []
         for key, asked in round_.input_requests.items():
             method = asked.get("method") if isinstance(asked, Mapping) else None
             params = asked.get("params") if isinstance(asked, Mapping) else None
             if not isinstance(method, str):
                 raise UpstreamError(self.name, f"input request {key!r} names no method")
-            try:
-                answers[key] = dict(
-                    await self.handlers.answer(
-                        method, params if isinstance(params, Mapping) else {}
+            keys.append(key)
+            asking.append(
+                Deferred.fromCoroutine(
+                    self._answer_input(
+                        key, method, params if isinstance(params, Mapping) else {}, caller
                     )
                 )
-            except RpcError as e:
-                raise UpstreamError(
-                    self.name,
-                    f"asked {method} (input request {key!r}), which mcpx cannot answer: {e}",
-                ) from None
-        return answers
+            )
+        try:
+            answered = await gatherResults(asking, consumeErrors=True)
+        except FirstError as e:
+            for pending in asking:
+                pending.cancel()
+            e.subFailure.raiseException()
+        return dict(zip(keys, answered, strict=True))
+
+    async def _answer_input(
+        self, key: str, method: str, params: Mapping[str, Any], caller: Any
+    ) -> dict[str, Any]:
+        try:
+            return dict(await self.handlers.answer(method, params, caller=caller, key=key))
+        except RpcError as e:
+            raise UpstreamError(
+                self.name,
+                f"asked {method} (input request {key!r}), which mcpx cannot answer: {e}",
+            ) from None
 
     async def resume(
         self,
@@ -305,13 +333,14 @@ class UpstreamSession:
         input_responses: Mapping[str, Any],
         *,
         timeout: float | None = None,
+        caller: Any = None,
     ) -> dict[str, Any]:
         """Send a round's request again, new id, with the answers and the exact state."""
         params: dict[str, Any] = dict(round_.params)
         params["inputResponses"] = dict(input_responses)
         if round_.request_state is not None:
             params["requestState"] = round_.request_state
-        return await self.request(round_.method, params, timeout=timeout)
+        return await self.request(round_.method, params, timeout=timeout, caller=caller)
 
     # Typed helpers
 
@@ -358,11 +387,14 @@ class UpstreamSession:
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         resolve_inputs: bool = True,
+        caller: Any = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
         if meta:
             params["_meta"] = dict(meta)
-        return await self.call("tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs)
+        return await self.call(
+            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, caller=caller
+        )
 
     async def get_prompt(
         self,
@@ -590,6 +622,7 @@ class LegacySession(UpstreamSession):
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        caller: Any = None,
     ) -> dict[str, Any]:
         """As L{UpstreamSession.request}; a session the server forgot is opened again once."""
         try:
@@ -631,18 +664,25 @@ class ModernSession(UpstreamSession):
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
-    def _meta(self, meta: Any) -> dict[str, Any]:
+    def _meta(self, meta: Any, caller: Any = None) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
         merged[META_VERSION] = NEWEST.value
-        merged[META_CAPABILITIES] = self.handlers.client_capabilities(NEWEST)
+        declared = getattr(caller, "declared", None) if caller is not None else None
+        merged[META_CAPABILITIES] = (
+            dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
+        )
         merged[META_CLIENT_INFO] = CLIENT_INFO
         return merged
 
     def _send(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        caller: Any = None,
     ) -> Deferred[Any]:
         spelled = dict(params) if params is not None else {}
-        spelled["_meta"] = self._meta(spelled.get("_meta"))
+        spelled["_meta"] = self._meta(spelled.get("_meta"), caller)
         if method == "tools/call":
             self._stage_param_headers(spelled)
         return self.rpc.request(

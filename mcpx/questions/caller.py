@@ -1,0 +1,127 @@
+# -*- test-case-name: tests.questions.test_caller -*-
+"""
+The call an upstream's question may belong to, and whether its client may be asked.
+
+A L{Caller} is made for each host request that reaches an upstream (a tool call, a
+prompt, a resource read).  It travels with the pool's request, so the pool can say
+which call owns a connection when a question arrives on it (the attribution rule,
+L{mcpx.pool.pool.Pool.owner}), and it carries what the host declared: the questions
+its client may be put (L{may_ask}) and, in pass-through, the capabilities mcpx may
+declare upstream on its behalf (L{narrowed}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from attrs import define
+from twisted.internet.defer import Deferred
+
+ELICIT: Final = "elicitation/create"
+SAMPLE: Final = "sampling/createMessage"
+LIST_ROOTS: Final = "roots/list"
+
+#: The client capabilities a question needs, by method.
+CAPABILITY_FOR: Final = {ELICIT: "elicitation", SAMPLE: "sampling", LIST_ROOTS: "roots"}
+
+
+class ClientUnreachable(Exception):
+    """The client cannot be asked after all (its connection went); the broker takes over."""
+
+
+class Asker(Protocol):
+    """How mcpx puts a question to the client that made a call."""
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        """
+        Put one question; the Deferred fires with the client's result.
+
+        @param key: the question's name in a 2026-07-28 C{inputRequests} map.
+        @raise ClientUnreachable: (as the Deferred's failure) when the client cannot
+            be reached any more.
+        """
+        ...
+
+
+@define(eq=False, slots=True)
+class Caller:
+    """
+    One host request on whose behalf mcpx calls upstream.
+
+    @ivar id: names the call in the broker's records (a task id once it is one).
+    @ivar capabilities: what the host's client declared, for this request.
+    @ivar asker: how to put a question to that client, or C{None} when it cannot be
+        asked (a sessionless POST, C{proto.native} off, nothing declared).
+    @ivar narrow: declare upstream only what the client declared (pass-through), rather
+        than everything mcpx can answer.
+    @ivar held: C{inputResponses} the client sent before anything was asked, by key,
+        given to the questions whose keys match when the upstream asks.
+    """
+
+    id: str
+    capabilities: Mapping[str, Any]
+    asker: Asker | None = None
+    narrow: bool = False
+    held: dict[str, Any] | None = None
+
+    @property
+    def declared(self) -> Mapping[str, Any] | None:
+        """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
+        return narrowed(self.capabilities) if self.narrow else None
+
+    def take_held(self, key: str | None) -> Any:
+        """The answer the client sent ahead for C{key}, once; C{None} when there is none."""
+        if key is None or not self.held:
+            return None
+        return self.held.pop(key, None)
+
+
+def _object(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def may_ask(capabilities: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> bool:
+    """
+    Whether a client that declared C{capabilities} may be put this question.
+
+    Declaring one kind is not declaring another; within elicitation the mode counts
+    (an empty C{elicitation} object is the form mode of the revisions before modes
+    existed), and within sampling tool use and context inclusion need their own
+    declarations.
+    """
+    if method == ELICIT:
+        declared = _object(capabilities.get("elicitation"))
+        if declared is None:
+            return False
+        mode = params.get("mode", "form")
+        if mode == "url":
+            return "url" in declared
+        return "form" in declared or not declared
+    if method == SAMPLE:
+        declared = _object(capabilities.get("sampling"))
+        if declared is None:
+            return False
+        if ("tools" in params or "toolChoice" in params) and "tools" not in declared:
+            return False
+        include = params.get("includeContext")
+        return include not in ("thisServer", "allServers") or "context" in declared
+    if method == LIST_ROOTS:
+        return _object(capabilities.get("roots")) is not None
+    return False
+
+
+def narrowed(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    The part of a client's declaration mcpx can honour on its behalf upstream: the
+    questions it relays (elicitation, sampling, roots), as the client spelled them.
+    """
+    declared = {
+        name: dict(value)
+        for name in ("elicitation", "sampling")
+        if isinstance(value := capabilities.get(name), Mapping)
+    }
+    if isinstance(capabilities.get("roots"), Mapping):
+        # Not listChanged: mcpx does not pass the client's roots notifications on.
+        declared["roots"] = {}
+    return declared
