@@ -43,6 +43,8 @@ KINDS = (
     "server.log",
     "progress",
     "warning",
+    "question.asked",
+    "question.closed",
 )
 
 

@@ -93,6 +93,8 @@ class Context:
     @ivar modern: whether it came with 2026-07-28 C{_meta} (stateless).
     @ivar progress_token: the C{_meta.progressToken} it asked progress for.
     @ivar log_level: the level of log messages it asked for, or C{None}.
+    @ivar caller: the L{mcpx.questions.caller.Caller} its upstream requests are made
+        for, when its client may be asked questions or declares upstream on its own.
     """
 
     revision: Revision
@@ -101,3 +103,4 @@ class Context:
     modern: bool
     progress_token: str | int | None = None
     log_level: str | None = None
+    caller: Any = None

@@ -52,10 +52,12 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 from weakref import WeakSet
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
@@ -63,9 +65,12 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.ops import OpHost
+from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
 from mcpx.server.passthrough import PassThrough
+from mcpx.server.request_state import RequestState, StateSigner, binding
+from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.server.surface import PAGE_SIZE, Surface, UnknownName, paginate
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
@@ -138,6 +143,22 @@ def _token(meta: Mapping[str, Any] | None) -> str | int | None:
     return token if type(token) is str or type(token) is int else None
 
 
+#: The method each question-asking handler answers, by the handler's name.
+_METHOD_OF: Final = {
+    "_call_tool": "tools/call",
+    "_get_prompt": "prompts/get",
+    "_read_resource": "resources/read",
+}
+
+
+def _task_error(failure: Failure) -> dict[str, Any]:
+    """A resumable call's failure, as its task shows it."""
+    error = failure.value
+    if isinstance(error, RpcError):
+        return error.to_json()
+    return {"code": -32603, "message": failure.getErrorMessage()}
+
+
 class McpServer:
     """
     The one MCP server implementation behind every transport.
@@ -180,6 +201,21 @@ class McpServer:
             self._list_max_age = settings.duration("protoMessages.listMaxAge")
             self._read_max_age = settings.duration("protoMessages.readMaxAge")
         self._request_scopes = itertools.count(1)
+        # The question relay: see mcpx.server.resumable.
+        self._native = True
+        self._ask_rounds = 8
+        self._state_ttl = 1800.0
+        self._ask_ttl = 900.0
+        if settings is not None:
+            self._native = settings.boolean("proto.native")
+            self._ask_rounds = settings.integer("proto.askRounds")
+            self._state_ttl = settings.duration("proto.stateTTL")
+            self._ask_ttl = settings.duration("proto.askTTL")
+        self._signer = StateSigner()
+        self._call_prefix = f"call-{secrets.token_hex(4)}-"
+        self._call_numbers = itertools.count(1)
+        #: 2026-07-28 calls that asked their client something, by id, until collected.
+        self._resumables: dict[str, ResumableCall] = {}
         #: Who watches each upstream resource: (server, identity, uri) to each connection
         #: watching it and how it named it (C{True}: by the upstream's own URI, in
         #: pass-through; C{False}: by its mcpx:// URI).
@@ -191,12 +227,12 @@ class McpServer:
             "ping": self._ping,
             "server/discover": self._discover,
             "tools/list": self._list_tools,
-            "tools/call": self._call_tool,
+            "tools/call": self._asks(self._call_tool),
             "prompts/list": self._list_prompts,
-            "prompts/get": self._get_prompt,
+            "prompts/get": self._asks(self._get_prompt),
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
-            "resources/read": self._read_resource,
+            "resources/read": self._asks(self._read_resource),
             "resources/subscribe": self._subscribe,
             "resources/unsubscribe": self._unsubscribe,
             "logging/setLevel": self._set_level,
@@ -491,6 +527,132 @@ class McpServer:
         if passthrough is not None:
             return self._page("tools/list", await passthrough.tools(context), params)
         return self._page("tools/list", list(self.surface.tool_definitions), params)
+
+    # Calls whose upstream may ask the client something
+
+    def _asks(self, answer: _Method) -> _Method:
+        """
+        C{answer} for a method whose upstream may ask questions on the way (C{tools/call},
+        C{prompts/get}, C{resources/read}): the call carries a L{Caller} when its client
+        may be asked or declares upstream on its own, and a 2026-07-28 client is asked
+        with C{input_required} and resumes with the C{requestState} it was given.
+        """
+
+        method = _METHOD_OF[answer.__name__]
+
+        async def asking(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
+            if context.modern and "requestState" in params:
+                return await self._resume(context, params, method)
+            caller = self._caller(conn, context, params, method)
+            if caller is None:
+                return await answer(conn, context, params)
+            context = evolve(context, caller=caller)
+            if not context.modern or caller.asker is None:
+                return await answer(conn, context, params)
+            call = caller.asker
+            assert isinstance(call, ResumableCall)
+            async def run() -> Mapping[str, Any]:
+                return await answer(conn, context, params)
+
+            call.run(Deferred.fromCoroutine(run()))
+            # Until it asks, the call is the request's: its going cancels the call.
+            await waiting(call, lambda: None if call.promoted else call.cancel())
+            return self._round(call, context, params, 0)
+
+        asking.__name__ = answer.__name__
+        return asking
+
+    def _caller(
+        self, conn: Conn, context: Context, params: dict[str, Any], method: str
+    ) -> Caller | None:
+        """
+        The L{Caller} of one request, or C{None} when nothing about it needs one (a
+        client that declares nothing, outside pass-through: the fast path).
+        """
+        capabilities = context.capabilities
+        askable = self._native and any(name in capabilities for name in CAPABILITY_FOR.values())
+        held = params.get("inputResponses") if context.modern else None
+        narrow = self.passthrough_for(conn) is not None
+        if not askable and not narrow and type(held) is not dict:
+            return None
+        caller = Caller(
+            self._call_prefix + str(next(self._call_numbers)),
+            capabilities,
+            narrow=narrow,
+            held=dict(held) if type(held) is dict else None,
+        )
+        if askable:
+            if context.modern:
+                caller.asker = ResumableCall(caller.id, method, self.clock)
+            elif conn.ask is not None:
+                caller.asker = ConnAsker(conn, contextvars.copy_context())
+        return caller
+
+    def _round(
+        self, call: ResumableCall, context: Context, params: dict[str, Any], rounds: int
+    ) -> Mapping[str, Any]:
+        """What a 2026-07-28 request is answered once its call has finished or asks."""
+        if call.done:
+            return call.result()  # type: ignore[no-any-return]
+        rounds += 1
+        if rounds > self._ask_rounds:
+            call.cancel()
+            raise RpcError.internal_error(
+                f"the call is still asking after {self._ask_rounds} rounds (proto.askRounds); "
+                "it was abandoned"
+            )
+        self._promote(call)
+        method = call.method
+        state = RequestState(
+            call.id,
+            binding(method, params),
+            rounds,
+            self.clock.seconds() + self._state_ttl,
+        )
+        return {
+            "resultType": "input_required",
+            "inputRequests": call.asking(),
+            "requestState": self._signer.issue(state),
+        }
+
+    def _promote(self, call: ResumableCall) -> None:
+        """The call asked its client: it outlives the request, as a task until collected."""
+        if call.promoted:
+            return
+        call.promoted = True
+        self._resumables[call.id] = call
+        tasks = getattr(self.host, "tasks", None)
+        if tasks is not None:
+            try:
+                tasks.adopt(call.id, call.outcome(), _task_error)
+            except Exception:
+                log.failure("the call {call} could not be kept as a task", call=call.id)
+
+        def forget(_: object) -> None:
+            # Kept for retries and collection a while after it ends, then forgotten.
+            self.clock.callLater(self._ask_ttl, self._resumables.pop, call.id, None)
+
+        call.outcome().addBoth(forget)
+
+    async def _resume(
+        self, context: Context, params: dict[str, Any], method: str
+    ) -> Mapping[str, Any]:
+        state = self._signer.verify(
+            params.get("requestState"), method, params, self.clock.seconds()
+        )
+        call = self._resumables.get(state.call)
+        if call is None:
+            raise RpcError.invalid_params(
+                "requestState names a call mcpx no longer holds (it ended and was forgotten "
+                f"after proto.askTTL, {self._ask_ttl:g}s): send the request again without "
+                "requestState"
+            )
+        responses = params.get("inputResponses")
+        if type(responses) is dict:
+            call.answer(responses)
+        # The call is no longer the request's: a retry that goes away leaves it running.
+        await waiting(call, lambda: None)
+        return self._round(call, context, params, state.rounds)
 
     async def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any]

@@ -489,6 +489,7 @@ class PassThrough:
             client=context.identity,
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
+            caller=context.caller,
         )
         return await self._guarded(context, server, calling, on_log)
 
@@ -503,7 +504,9 @@ class PassThrough:
         meta = asking_for_logs(params.get("_meta"), on_log)
         if meta is not None:
             params = {**params, "_meta": meta}
-        work = self.pool.request(server, method, params, client=context.identity)
+        work = self.pool.request(
+            server, method, params, client=context.identity, caller=context.caller
+        )
         return await self._guarded(context, server, work, on_log)
 
     async def get_prompt(

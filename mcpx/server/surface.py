@@ -522,6 +522,7 @@ class Surface:
                 timeout=arguments.get("timeout"),
                 meta=upstream_meta,
                 on_progress=on_progress,
+                caller=context.caller,
             )
             result = await (calling if on_log is None else self.relaying(server, on_log, calling))
         except CancelledError:
@@ -787,7 +788,11 @@ class Surface:
         params: Mapping[str, Any],
         on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
-        work = self._guard(self.pool.request(server, method, params, client=context.identity))
+        work = self._guard(
+            self.pool.request(
+                server, method, params, client=context.identity, caller=context.caller
+            )
+        )
         result = await (work if on_log is None else self.relaying(server, on_log, work))
         if type(result) is not dict:
             raise RpcError.internal_error(f"server {server!r} answered {method} malformed")

@@ -1,6 +1,7 @@
 # -*- test-case-name: tests.daemon.test_api -*-
 """
-Calls that answer later: C{"task": true} on C{POST /v1/call}.
+Calls that answer later: C{"task": true} on C{POST /v1/call}, and MCP calls whose
+client was asked a question and may come back for the answer (L{TaskStore.adopt}).
 
 A task runs in the daemon whether or not its caller stays connected; its outcome is kept
 for a while on the clock so the caller can collect it from C{GET /v1/tasks/{id}}.  The
@@ -108,6 +109,36 @@ class TaskStore:
         # Work that finished at once is already done with; only a running task is tracked.
         if task.status is TaskStatus.WORKING:
             self._running[task.id] = running
+        return task
+
+    def adopt(
+        self,
+        task_id: str,
+        work: Deferred[Any],
+        describe_error: Callable[[Failure], Mapping[str, Any]],
+    ) -> Task:
+        """
+        Keep C{work}, already running under the id C{task_id}, as a task: an MCP call
+        that outlives the request that started it (a client asked to answer a question
+        comes back later, or not at all) stays collectable at C{/v1/tasks/{id}}.
+
+        The outcome is observed, not taken: C{work}'s own callbacks still see it.
+
+        @raise TooManyTasks: when L{limit} tasks already exist.
+        """
+        if len(self._tasks) >= self.limit:
+            raise TooManyTasks(self.limit, self.ttl)
+        task = Task(task_id, self.clock.seconds())
+        self._tasks[task.id] = task
+
+        def finished(result: Any) -> Any:
+            if isinstance(result, Failure):
+                self._finish(task, TaskStatus.FAILED, error=describe_error(result))
+            else:
+                self._finish(task, TaskStatus.COMPLETED, result=result)
+            return result
+
+        work.addBoth(finished)
         return task
 
     def _finish(

@@ -86,6 +86,8 @@ class FakePool:
     held: list[HeldCall] = field(factory=list)
     calls: list[tuple[str, str, Mapping[str, Any], str, float | None]] = field(factory=list)
     requests: list[tuple[str, str, Mapping[str, Any], str]] = field(factory=list)
+    #: The caller each call and request was made for, in order.
+    callers: list[object] = field(factory=list)
     restarted: list[str] = field(factory=list)
     reloaded: list[ServersConfig] = field(factory=list)
     sessions: list[tuple[str, str]] = field(factory=list)
@@ -116,8 +118,10 @@ class FakePool:
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        caller: object = None,
     ) -> dict[str, Any]:
         found = self._server(server)
+        self.callers.append(caller)
         arguments = dict(arguments or {})
         self.calls.append((server, tool, arguments, client, timeout))
         if self.hold:
@@ -139,8 +143,10 @@ class FakePool:
         *,
         client: str = "",
         timeout: float | None = None,
+        caller: object = None,
     ) -> dict[str, Any]:
         found = self._server(server)
+        self.callers.append(caller)
         self.requests.append((server, method, dict(params or {}), client))
         answer = found.answers.get(method)
         if isinstance(answer, Exception):

@@ -1,0 +1,219 @@
+# -*- test-case-name: tests.questions.test_relay -*-
+"""
+Where an upstream server's question goes: the calling client first, the broker always.
+
+Every question becomes a broker record.  It is put to the client that made the call
+when the call is known (the server asked inside its own request's result, or the pool
+says one call owns the connection it arrived on), that client declared it can answer
+that kind, and mcpx can reach it; otherwise it waits in the broker for C{mcpx elicit},
+C{/v1/questions} or any other consumer, until its deadline answers C{cancel}.  A
+C{roots/list} nobody can be asked is answered by mcpx itself, with no roots.
+
+While a question is pending, the C{pool.callTimeout} clocks of the requests on that
+connection stop: a person answering is not the server being slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx.questions.broker import Broker
+from mcpx.questions.caller import ELICIT, LIST_ROOTS, Caller, ClientUnreachable, may_ask
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
+from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
+
+Owner = Callable[[str, str], object]
+Hold = Callable[[str, str], Callable[[], None]]
+
+log = Logger()
+
+
+def rewritten(server: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The question as mcpx passes it on: an elicitation names the server that asks."""
+    shown = dict(params)
+    if method == ELICIT:
+        message = shown.get("message")
+        if isinstance(message, str):
+            shown["message"] = f"{server} (via mcpx) asks: {message}"
+    return shown
+
+
+class Relay:
+    """
+    Routes the questions of every upstream instance.
+
+    @ivar broker: keeps every question, and answers those no client takes.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        clock: IReactorTime,
+        *,
+        owner: Owner,
+        hold: Hold,
+        native: bool = True,
+        client_wait: float = 600.0,
+    ) -> None:
+        """
+        @param owner: the pool's attribution: the one caller on (server, scope key).
+        @param hold: pauses the pool's call deadlines on (server, scope key); see
+            L{mcpx.pool.pool.Pool.hold_deadlines}.
+        @param native: C{proto.native}: put questions to calling clients at all.
+        @param client_wait: how long a question put to a client may wait for it; the
+            broker's own deadline bounds the others.
+        """
+        self.broker = broker
+        self._clock = clock
+        self._owner = owner
+        self._hold = hold
+        self._native = native
+        self._client_wait = client_wait
+
+    def handlers(
+        self, server: str, scope_key: str, notification: NotificationSink | None = None
+    ) -> UpstreamHandlers:
+        """The handlers of the instance serving (C{server}, C{scope_key})."""
+
+        async def relay(
+            method: str, params: Mapping[str, Any], caller: Any, key: str | None
+        ) -> Mapping[str, Any]:
+            return await self.ask(server, scope_key, method, params, caller=caller, key=key)
+
+        return UpstreamHandlers(relay=relay, notification=notification)
+
+    def _caller(self, server: str, scope_key: str, given: object) -> Caller | None:
+        found = given if given is not None else self._owner(server, scope_key)
+        return found if isinstance(found, Caller) else None
+
+    async def ask(
+        self,
+        server: str,
+        scope_key: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        caller: object = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """
+        Get an answer to one question from C{server}'s instance for C{scope_key}.
+
+        @param caller: the call it came with, if the server asked inside a result.
+        @param key: its C{inputRequests} key, if it was one.
+        @return: the result to send the server.
+        @raise mcpx.wire.errors.RpcError: the client's error, or a declined sampling or
+            roots question.
+        """
+        call = self._caller(server, scope_key, caller)
+        shown = rewritten(server, method, params)
+        ahead = call.take_held(key) if call is not None else None
+        native = (
+            self._native
+            and call is not None
+            and call.asker is not None
+            and may_ask(call.capabilities, method, shown)
+        )
+        if call is not None and (ahead is not None or native):
+            return await self._from_client(
+                server, scope_key, method, shown, call=call, key=key, ahead=ahead
+            )
+        question, answered = self.broker.ask(
+            server=server,
+            scope_key=scope_key,
+            method=method,
+            params=shown,
+            route=ROUTE_BROKER,
+            call_id=call.id if call is not None else None,
+        )
+        if method == LIST_ROOTS:
+            # Nobody here can be asked for roots: mcpx's own answer is that there are none.
+            self.broker.answer(question.id, {"roots": []}, by="mcpx")
+        return await self._waiting(server, scope_key, answered)
+
+    async def _waiting(
+        self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
+    ) -> dict[str, Any]:
+        release = self._hold(server, scope_key)
+        try:
+            return await answered
+        finally:
+            release()
+
+    async def _from_client(
+        self,
+        server: str,
+        scope_key: str,
+        method: str,
+        shown: dict[str, Any],
+        *,
+        call: Caller,
+        key: str | None,
+        ahead: Any,
+    ) -> dict[str, Any]:
+        question, from_broker = self.broker.ask(
+            server=server,
+            scope_key=scope_key,
+            method=method,
+            params=shown,
+            route=ROUTE_CLIENT,
+            call_id=call.id,
+            deadline=self._clock.seconds() + self._client_wait,
+        )
+        if ahead is not None:
+            # The client answered before it was asked (2026-07-28 inputResponses).
+            self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
+            from_broker.addErrback(lambda _: None).cancel()
+            return dict(ahead) if isinstance(ahead, Mapping) else {"value": ahead}
+        assert call.asker is not None
+        try:
+            from_client = call.asker.ask(method, shown, key or question.id)
+        except ClientUnreachable:
+            self.broker.reroute(question.id)
+            return await self._waiting(server, scope_key, from_broker)
+
+        def withdrawn(_: Deferred[dict[str, Any]]) -> None:
+            # The server gave up on the question: so do the client and the broker.
+            from_client.cancel()
+            from_broker.cancel()
+
+        outcome: Deferred[dict[str, Any]] = Deferred(withdrawn)
+
+        def client_answered(result: Any) -> None:
+            if outcome.called:
+                return
+            self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
+            outcome.callback(result if isinstance(result, dict) else {})
+            from_broker.cancel()
+
+        def client_failed(failure: Failure) -> None:
+            if outcome.called:
+                return
+            if failure.check(ClientUnreachable):
+                # Its client went away: whoever answers the broker answers it now.
+                self.broker.reroute(question.id)
+                return
+            if not failure.check(CancelledError):
+                self.broker.settle(question.id, None, QuestionState.CANCELLED, by="client")
+            outcome.errback(failure)
+            from_broker.cancel()
+
+        def broker_answered(result: dict[str, Any]) -> None:
+            if not outcome.called:
+                outcome.callback(result)
+                from_client.cancel()
+
+        def broker_failed(failure: Failure) -> None:
+            if not outcome.called:
+                outcome.errback(failure)
+                from_client.cancel()
+
+        from_client.addCallbacks(client_answered, client_failed)
+        from_broker.addCallbacks(broker_answered, broker_failed)
+        return await self._waiting(server, scope_key, outcome)

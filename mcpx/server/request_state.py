@@ -1,0 +1,115 @@
+# -*- test-case-name: tests.server.test_request_state -*-
+"""
+The C{requestState} mcpx hands a 2026-07-28 client with an C{input_required} result.
+
+The client must send it back untouched with its answers.  It names the call that is
+waiting (which runs on in the daemon), binds it to the request it was issued for (the
+method and a digest of the parameters, leaving out C{_meta}, C{inputResponses} and
+C{requestState}, which change between retries by design), counts the rounds so a retry
+cannot reset them, and expires.  It is C{base64url(payload) "." base64url(HMAC-SHA256)}
+under a key made when the daemon starts and never written anywhere: a state outlives
+neither its TTL nor the daemon process that issued it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+from attrs import frozen
+
+from mcpx.wire.errors import RpcError
+
+#: The parameters a retry changes, so they are not part of what a state is bound to.
+UNBOUND_PARAMS: Final = frozenset(("_meta", "inputResponses", "requestState"))
+
+
+def binding(method: str, params: Mapping[str, Any]) -> str:
+    """What a state is bound to: C{method} and a SHA-256 of the bound parameters."""
+    bound = {key: value for key, value in params.items() if key not in UNBOUND_PARAMS}
+    canonical = json.dumps(bound, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{method} {hashlib.sha256(canonical.encode()).hexdigest()}"
+
+
+@frozen
+class RequestState:
+    """
+    What a verified state says.
+
+    @ivar call: the id of the call waiting for the answers.
+    @ivar binding: see L{binding}.
+    @ivar rounds: how many times this call has come back asking, this one included.
+    @ivar expires: the clock time after which the state is refused.
+    """
+
+    call: str
+    binding: str
+    rounds: int
+    expires: float
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class StateSigner:
+    """Issues and verifies states under one process-lifetime key."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key if key is not None else secrets.token_bytes(32)
+
+    def _mac(self, payload: str) -> str:
+        return _b64(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
+
+    def issue(self, state: RequestState) -> str:
+        body = json.dumps(
+            {"c": state.call, "b": state.binding, "r": state.rounds, "e": state.expires},
+            separators=(",", ":"),
+        )
+        payload = _b64(body.encode())
+        return f"{payload}.{self._mac(payload)}"
+
+    def verify(
+        self, token: object, method: str, params: Mapping[str, Any], now: float
+    ) -> RequestState:
+        """
+        The state C{token} carries, if it is genuine, current and issued for this request.
+
+        @raise RpcError: -32602 saying which: not one mcpx issued (or altered), expired,
+            or issued for a different request.
+        """
+        if not isinstance(token, str) or token.count(".") != 1:
+            raise RpcError.invalid_params(
+                "requestState is not one mcpx issued: send it back exactly as it came"
+            )
+        payload, mac = token.split(".")
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            raise RpcError.invalid_params(
+                "requestState was altered or was not issued by this mcpx (a restarted "
+                "daemon cannot resume what an earlier one issued): send the request again "
+                "without requestState"
+            )
+        try:
+            body = json.loads(_unb64(payload))
+            state = RequestState(str(body["c"]), str(body["b"]), int(body["r"]), float(body["e"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise RpcError.invalid_params(f"requestState cannot be read: {e}") from None
+        if now > state.expires:
+            raise RpcError.invalid_params(
+                "requestState has expired (proto.stateTTL): send the request again without it"
+            )
+        if state.binding != binding(method, params):
+            raise RpcError.invalid_params(
+                "requestState was issued for a different request (another method or other "
+                "parameters): send it only with the request whose answer carried it"
+            )
+        return state

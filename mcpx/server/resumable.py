@@ -1,0 +1,216 @@
+# -*- test-case-name: tests.server.test_resumable -*-
+"""
+How mcpx puts an upstream's question to the client that made the call.
+
+A legacy client (stdio, or a Streamable HTTP session) is sent the question as a
+request on its own connection while its call is open: L{ConnAsker}.
+
+A 2026-07-28 client has no connection to be asked on.  Its request is answered
+C{input_required} with the questions and a signed C{requestState}, and it sends the
+same request again with the answers.  So the upstream call cannot belong to the
+client's request: it runs in a L{ResumableCall}, which the first request and every
+retry wait on until it either finishes or asks (L{ResumableCall.next}), and which
+stays collectable as a daemon task once it has asked.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attrs import define
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.python.failure import Failure
+
+from mcpx.questions.caller import ClientUnreachable
+from mcpx.server.conn import Conn
+from mcpx.wire.peer import ConnectionClosed
+
+
+class ConnAsker:
+    """
+    Asks a legacy client on its connection.
+
+    The question is sent in the context of the request that made the call (captured
+    when the call began), so an HTTP session sends it on that request's own response
+    stream rather than anywhere else.
+    """
+
+    __slots__ = ("_conn", "_context")
+
+    def __init__(self, conn: Conn, context: contextvars.Context) -> None:
+        self._conn = conn
+        self._context = context
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        ask = self._conn.ask
+        if ask is None or self._conn.closed:
+            return fail(ClientUnreachable("the client's connection is closed"))
+        try:
+            asking = self._context.run(ask, method, params)
+        except Exception as e:
+            return fail(ClientUnreachable(str(e)))
+
+        def unreachable(failure: Failure) -> Failure:
+            if failure.check(ConnectionClosed, ConnectionError, ConnectionDone, ConnectionLost):
+                raise ClientUnreachable(failure.getErrorMessage())
+            return failure
+
+        return asking.addErrback(unreachable)
+
+
+@define(eq=False)
+class _Asked:
+    method: str
+    params: dict[str, Any]
+    answer: Deferred[Any]
+
+
+class ResumableCall:
+    """
+    One upstream call made for a 2026-07-28 request, and the questions it is asking.
+
+    @ivar id: the call's id (and its task's, once it has asked).
+    @ivar method: the request's method.
+    @ivar promoted: it has asked its client something, so it outlives the request.
+    """
+
+    def __init__(self, call_id: str, method: str, clock: IReactorTime) -> None:
+        self.id = call_id
+        self.method = method
+        self.promoted = False
+        self._clock = clock
+        self._asked: dict[str, _Asked] = {}
+        self._watchers: list[Deferred[None]] = []
+        self._wake_call: IDelayedCall | None = None
+        self._outcome: object = None
+        self._done = False
+        self._work: Deferred[Any] | None = None
+        self._listeners: list[Deferred[Any]] = []
+
+    # The Asker
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        """Hold a question until the client's next request collects it (see L{asking})."""
+
+        def withdrawn(answer: Deferred[Any]) -> None:
+            entry = self._asked.get(key)
+            if entry is not None and entry.answer is answer:
+                del self._asked[key]
+
+        answer: Deferred[Any] = Deferred(withdrawn)
+        self._asked[key] = _Asked(method, params, answer)
+        # The questions of one round arrive together; the client sees them together.
+        if self._watchers and self._wake_call is None:
+            self._wake_call = self._clock.callLater(0, self._wake)
+        return answer
+
+    # The work
+
+    def run(self, work: Deferred[Any]) -> None:
+        self._work = work
+        work.addBoth(self._finished)
+
+    def _finished(self, outcome: object) -> None:
+        self._done = True
+        self._outcome = outcome
+        self._wake()
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            self._fire(listener)
+
+    def _fire(self, listener: Deferred[Any]) -> None:
+        if isinstance(self._outcome, Failure):
+            listener.errback(self._outcome)
+        else:
+            listener.callback(self._outcome)
+
+    def outcome(self) -> Deferred[Any]:
+        """A Deferred that fires with the call's outcome (a task keeps it this way)."""
+        listener: Deferred[Any] = Deferred()
+        if self._done:
+            self._fire(listener)
+        else:
+            self._listeners.append(listener)
+        return listener
+
+    def cancel(self) -> None:
+        """Give up on the call (its request went before it asked anything)."""
+        if self._work is not None and not self._done:
+            self._work.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> Any:
+        """The call's result; raises its failure.  Only once L{done}."""
+        if isinstance(self._outcome, Failure):
+            self._outcome.raiseException()
+        return self._outcome
+
+    # The client's side
+
+    def next(self) -> Deferred[None]:
+        """Fires when the call has finished or has questions for the client."""
+        if self._done or self._asked:
+            return succeed(None)
+
+        def gone(watcher: Deferred[None]) -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        watcher: Deferred[None] = Deferred(gone)
+        self._watchers.append(watcher)
+        return watcher
+
+    def _wake(self) -> None:
+        self._wake_call = None
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            watcher.callback(None)
+
+    def asking(self) -> dict[str, dict[str, Any]]:
+        """The questions waiting for the client, as C{inputRequests}."""
+        return {
+            key: {"method": entry.method, "params": entry.params}
+            for key, entry in self._asked.items()
+        }
+
+    def answer(self, responses: Mapping[str, Any]) -> int:
+        """
+        Give the client's C{inputResponses} to the questions with those keys.
+
+        @return: how many questions were answered (keys asking nothing are ignored).
+        """
+        answered = 0
+        for key, response in responses.items():
+            entry = self._asked.pop(key, None)
+            if entry is not None:
+                answered += 1
+                entry.answer.callback(response)
+        return answered
+
+    def abandon(self) -> None:
+        """Nobody will come back (the call is being forgotten): end what it asks."""
+        asked, self._asked = self._asked, {}
+        for entry in asked.values():
+            entry.answer.errback(ClientUnreachable("the client did not come back"))
+
+
+def waiting(call: ResumableCall, on_cancel: Callable[[], None]) -> Deferred[None]:
+    """
+    L{ResumableCall.next}, where cancelling (the client's request went away) calls
+    C{on_cancel} and otherwise leaves the call running.
+    """
+    watcher = call.next()
+
+    def cancelled(failure: Failure) -> Failure:
+        if failure.check(CancelledError):
+            on_cancel()
+        return failure
+
+    return watcher.addErrback(cancelled)
