@@ -8,8 +8,8 @@ nothing here imports the reactor at module level.
 Start-up time matters for the commands that ask a running daemon (C{mcpx call} is meant
 to be much faster than starting an MCP server), so this module imports only click and the
 light L{mcpx.cli.commands}.  C{daemon} and C{settings} build one flag per setting, which
-needs the settings machinery; L{CommandGroup} imports them only when they are named (or
-when C{mcpx --help} lists every command).
+needs the settings machinery, and C{elicit} checks forms with jsonschema; L{CommandGroup}
+imports them only when they are named (or when C{mcpx --help} lists every command).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class CommandGroup(click.Group):
     #: Command name to C{module:attribute}.
     lazy = {
         "daemon": "mcpx.cli.daemon_command:daemon",
+        "elicit": "mcpx.cli.elicit:elicit",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
     }

@@ -24,9 +24,10 @@ from werkzeug.exceptions import HTTPException
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.ops import OPS, PoolInterface
-from mcpx.tasks.store import DEFAULT_TTL, TaskStore
+from mcpx.questions.broker import Broker
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
+from mcpx.tasks.store import DEFAULT_TTL, TaskStore
 
 if TYPE_CHECKING:
     from mcpx.server.http import McpHTTP
@@ -59,6 +60,9 @@ class DaemonHTTP:
     @ivar read_servers: reads the config file's servers afresh for C{POST /v1/reload}.
     @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
     @ivar mcp: the MCP endpoint C{/mcp}; C{None} until the daemon wires it in.
+    @ivar broker: the questions upstream servers asked, answered through
+        C{/v1/questions}; C{None} until the daemon wires it in, when those routes answer
+        C{503 questions_unavailable}.  The daemon starts and stops it, not this.
     """
 
     app = Klein()
@@ -73,6 +77,7 @@ class DaemonHTTP:
     read_servers: Callable[[], ServersConfig] | None = None
     tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
     mcp: McpHTTP | None = None
+    broker: Broker | None = None
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:

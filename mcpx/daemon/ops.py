@@ -31,14 +31,16 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
-from mcpx.tasks.store import TaskStore, TooManyTasks
 from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
+from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
+from mcpx.tasks.store import TaskStore, TooManyTasks
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -78,6 +80,7 @@ class PoolInterface(Protocol):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        caller: object = None,
     ) -> dict[str, Any]: ...
 
     async def request(
@@ -88,6 +91,7 @@ class PoolInterface(Protocol):
         *,
         client: str = "",
         timeout: float | None = None,
+        caller: object = None,
     ) -> dict[str, Any]: ...
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
@@ -106,6 +110,8 @@ class OpHost(Protocol):
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
     @ivar read_servers: reads the config file's servers afresh, for C{reload}.
+    @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
+        without a broker.
     """
 
     clock: IReactorTime
@@ -118,6 +124,7 @@ class OpHost(Protocol):
     state_dir: str
     tasks: TaskStore
     read_servers: Callable[[], ServersConfig] | None
+    broker: Broker | None
 
 
 @frozen
@@ -563,6 +570,47 @@ EVENT = _object(
     description="One SSE event's data; its event type is the kind, its id the sequence.",
 )
 
+#: How a question is answered: C{action}, with C{content} (an elicitation) or C{result}
+#: (sampling, roots) when it accepts.
+ANSWER_ACTIONS = ("accept", "decline", "cancel")
+
+#: Who answered, when the caller of C{POST /v1/questions/{id}/answer} does not say.
+DEFAULT_ANSWERER = "api"
+
+QUESTION = _object(
+    {
+        "id": _NAME,
+        "server": {"type": "string", "description": "The configured server that asked."},
+        "scope_key": {"type": "string", "description": "The asking instance's scope key."},
+        "method": {"type": "string", "enum": list(KINDS)},
+        "kind": {"type": "string", "enum": list(KINDS.values())},
+        "params": {
+            "type": "object",
+            "description": "What the server asks: the request's params, as they are shown.",
+        },
+        "created": {"type": "number"},
+        "deadline": {
+            "type": "number",
+            "description": "When a pending question expires (answered as cancelled).",
+        },
+        "route": {"type": "string", "enum": list(ROUTES)},
+        "call_id": _NULLABLE_STRING,
+        "state": {"type": "string", "enum": [state.value for state in QuestionState]},
+        "answer": {
+            "type": ["object", "null"],
+            "description": "The result that went, or goes, back to the server.",
+        },
+        "answered_by": _NULLABLE_STRING,
+        "finished": {"type": ["number", "null"]},
+        "orphaned": {
+            "type": "boolean",
+            "description": "Asked before the daemon restarted: nothing upstream waits for it.",
+        },
+    },
+    ["id", "server", "method", "kind", "params", "created", "deadline", "route", "state"],
+    closed=False,
+)
+
 
 # -- Helpers the handlers share ------------------------------------------------------------
 
@@ -586,6 +634,47 @@ def _settings(host: OpHost) -> Settings:
             "this daemon was started without its settings; `mcpx settings --json` shows them",
         )
     return host.settings
+
+
+def _broker(host: OpHost) -> Broker:
+    if host.broker is None:
+        raise OpError(
+            503,
+            "questions_unavailable",
+            "this daemon runs without its question broker, so it holds no questions to "
+            "list or answer; restart it with `mcpx daemon`",
+        )
+    return host.broker
+
+
+def question_json(question: Question) -> dict[str, Any]:
+    """A question as the API shows it: its record, and its C{kind}."""
+    shown = question.to_json()
+    shown["kind"] = question.kind
+    return shown
+
+
+def _unknown_question(question_id: str) -> OpError:
+    return OpError(
+        404,
+        "unknown_question",
+        f"no question {question_id!r}: it never existed, or it ended long enough ago to be "
+        "forgotten; GET /v1/questions?all=true lists the ones kept",
+    )
+
+
+def _closed_question(question: Question) -> OpError:
+    how = (
+        "expired at its deadline"
+        if question.state is QuestionState.EXPIRED
+        else (f"{question.state.value} by {question.answered_by or 'someone else'}")
+    )
+    return OpError(
+        409,
+        "question_closed",
+        f"question {question.id!r} is no longer pending: it was {how}, so this answer was "
+        "not used; GET /v1/questions lists the pending ones",
+    )
 
 
 def _tool_summary(server: str, tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -796,6 +885,108 @@ async def complete(host: OpHost, call: Invocation) -> dict[str, Any]:
         "reason": f"server {server!r} did not declare completions, so these are {what} "
         "from the cached catalogue, not suggested values",
     }
+
+
+async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
+    broker = _broker(host)
+    state = call.args.get("state")
+    if state is not None:
+        found = broker.questions(state=QuestionState(state))
+    elif call.args.get("all") == "true":
+        found = broker.questions()
+    else:
+        found = broker.questions(state=QuestionState.PENDING)
+    return {"questions": [question_json(question) for question in found]}
+
+
+async def get_question(host: OpHost, call: Invocation) -> dict[str, Any]:
+    question = _broker(host).get(call.args["id"])
+    if question is None:
+        raise _unknown_question(call.args["id"])
+    return question_json(question)
+
+
+def _accepting(question: Question, args: Mapping[str, Any]) -> dict[str, Any]:
+    """What the broker is given for an accepting answer: checked for the right field."""
+    if question.method == ELICIT:
+        if "result" in args:
+            raise OpError(
+                400,
+                "invalid_input",
+                'result: an elicitation is answered with "content" (the form\'s values), '
+                "not result",
+                field="result",
+            )
+        accepted: dict[str, Any] = {"action": "accept"}
+        if "content" in args:
+            accepted["content"] = args["content"]
+        return accepted
+    what = (
+        "a CreateMessageResult"
+        if question.method == SAMPLE
+        else 'a ListRootsResult, {"roots": [...]}'
+    )
+    if "content" in args:
+        raise OpError(
+            400,
+            "invalid_input",
+            f'content: a {question.kind} question is answered with "result" ({what}), not content',
+            field="content",
+        )
+    if "result" not in args:
+        raise OpError(
+            400,
+            "invalid_input",
+            f'result: accepting a {question.kind} question needs "result": {what}',
+            field="result",
+        )
+    result: dict[str, Any] = args["result"]
+    return result
+
+
+async def answer_question(host: OpHost, call: Invocation) -> dict[str, Any]:
+    """
+    Accept, decline or cancel a pending question.
+
+    The broker checks an accepting answer against what was asked; a refused answer
+    leaves the question pending, so the caller can try again.
+    """
+    broker = _broker(host)
+    args = call.args
+    question_id: str = args["id"]
+    action: str = args["action"]
+    by: str = args.get("by", DEFAULT_ANSWERER)
+    question = broker.get(question_id)
+    if question is None:
+        raise _unknown_question(question_id)
+    if action != "accept":
+        for name in ("content", "result"):
+            if name in args:
+                raise OpError(
+                    400,
+                    "invalid_input",
+                    f"{name}: only an accepting answer carries {name}; drop it to {action}",
+                    field=name,
+                )
+    try:
+        if action == "decline":
+            closed = broker.decline(question_id, by=by)
+        elif action == "cancel":
+            closed = broker.cancel(question_id, by=by)
+        else:
+            closed = broker.answer(question_id, _accepting(question, args), by=by)
+    except UnknownQuestion:
+        raise _unknown_question(question_id) from None
+    except QuestionClosed as e:
+        raise _closed_question(e.question) from None
+    except InvalidAnswer as e:
+        raise OpError(
+            400,
+            "invalid_answer",
+            f"{e}; the question is still pending: answer it again "
+            f"(GET /v1/questions/{question_id} shows what it asks)",
+        ) from None
+    return question_json(closed)
 
 
 async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1049,6 +1240,84 @@ OPS: tuple[Op, ...] = (
         uses_client=True,
     ),
     Op(
+        name="list_questions",
+        summary="List the questions upstream servers asked: the pending ones by default",
+        description="state keeps the questions in that state; all=true lists every question "
+        "still kept, finished ones included (they are kept proto.askTTL). kind says what "
+        "is asked: elicitation, sampling or roots.",
+        method="GET",
+        path="/v1/questions",
+        input_schema=_object(
+            {
+                "state": {
+                    "type": "string",
+                    "enum": [state.value for state in QuestionState],
+                    "description": "Only the questions in this state.",
+                },
+                "all": {
+                    "type": "string",
+                    "enum": ["true", "false"],
+                    "description": "true: every kept question, not just the pending ones.",
+                },
+            }
+        ),
+        output_schema=_object({"questions": {"type": "array", "items": QUESTION}}, ["questions"]),
+        handler=list_questions,
+        tag="questions",
+        errors=(503,),
+        gateway=False,
+    ),
+    Op(
+        name="get_question",
+        summary="One question, pending or finished",
+        method="GET",
+        path="/v1/questions/{id}",
+        input_schema=_object({"id": _NAME}, ["id"]),
+        output_schema=QUESTION,
+        handler=get_question,
+        tag="questions",
+        errors=(404, 503),
+        gateway=False,
+    ),
+    Op(
+        name="answer_question",
+        summary="Answer a pending question: accept (with content or result), decline or cancel",
+        description='An elicitation is accepted with "content", the values its requestedSchema '
+        'asks for (none in url mode); sampling with "result", a CreateMessageResult; roots '
+        'with "result", {"roots": [...]}. An answer that does not fit the question is '
+        "refused with 400 invalid_answer and the question stays pending; a question that "
+        "is no longer pending answers 409. The answer is the question as it now stands.",
+        method="POST",
+        path="/v1/questions/{id}/answer",
+        input_schema=_object(
+            {
+                "id": _NAME,
+                "action": {"type": "string", "enum": list(ANSWER_ACTIONS)},
+                "content": {
+                    "type": "object",
+                    "description": "An elicitation's values, when accepting.",
+                },
+                "result": {
+                    "type": "object",
+                    "description": "The sampling or roots result, when accepting.",
+                },
+                "by": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "description": "Who answers, recorded with the answer.",
+                    "default": DEFAULT_ANSWERER,
+                },
+            },
+            ["id", "action"],
+        ),
+        output_schema=QUESTION,
+        handler=answer_question,
+        tag="questions",
+        errors=(404, 409, 503),
+        gateway=False,
+    ),
+    Op(
         name="restart_server",
         summary="Restart a server's running instances",
         method="POST",
@@ -1181,7 +1450,8 @@ _STATUS_TEXT = {
     200: "OK",
     202: "Accepted: a task to collect later",
     400: "Invalid input: the error names the field",
-    404: "Unknown server, tool, prompt or task",
+    404: "Unknown server, tool, prompt, task or question",
+    409: "The question is no longer pending: answered, declined, cancelled or expired",
     500: "The daemon failed unexpectedly",
     502: "The upstream server answered with an error (under rpc) or failed",
     503: "The server (or the pool) is unavailable; retry_in says when to try again",

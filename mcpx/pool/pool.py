@@ -763,8 +763,9 @@ class Pool(MultiService):
     ) -> dict[str, Any]:
         """
         Send any request (questions the server asks on the way are answered through the
-        handlers, knowing C{caller}, as for L{call_tool}).  C{resources/subscribe} and C{resources/unsubscribe} go through
-        L{subscribe} and L{unsubscribe}, so the pool knows what is open.
+        handlers, knowing C{caller}, as for L{call_tool}).  C{resources/subscribe} and
+        C{resources/unsubscribe} go through L{subscribe} and L{unsubscribe}, so the pool
+        knows what is open.
 
         @raise UnknownServer: if C{server} is not configured.
         @raise ServerUnavailable: if it cannot be started, or died during the request.

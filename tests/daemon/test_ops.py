@@ -18,9 +18,9 @@ from mcpx.daemon.ops import (
     error_from,
     template_variables,
 )
-from mcpx.tasks.store import TooManyTasks
 from mcpx.pool import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.pool import Pool
+from mcpx.tasks.store import TooManyTasks
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -54,6 +54,9 @@ class TableTests(SynchronousTestCase):
             ("GET", "/health"),
             ("GET", "/v1/events"),
             ("GET", "/openapi.json"),
+            ("GET", "/v1/questions"),
+            ("GET", "/v1/questions/{id}"),
+            ("POST", "/v1/questions/{id}/answer"),
         }
         self.assertEqual({(op.method, op.path) for op in OPS}, expected)
 
