@@ -9,12 +9,12 @@ from __future__ import annotations
 import gc
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from attrs import field, frozen
-from twisted.application.service import MultiService
+from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
@@ -25,6 +25,9 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, reload
 from mcpx.pool.pool import Pool
+from mcpx.questions.broker import Broker
+from mcpx.questions.relay import Relay
+from mcpx.questions.store import QuestionStore
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
@@ -82,7 +85,11 @@ class DaemonService(MultiService):
     """
 
     def __init__(
-        self, http: DaemonHTTP, listeners: Sequence[ListenerService], pool: Pool | None
+        self,
+        http: DaemonHTTP,
+        listeners: Sequence[ListenerService],
+        pool: Pool | None,
+        broker: Broker | None = None,
     ) -> None:
         MultiService.__init__(self)
         self.http = http
@@ -90,6 +97,10 @@ class DaemonService(MultiService):
         self.listeners = tuple(listeners)
         if pool is not None:
             MultiService.addService(self, pool)
+        if broker is not None:
+            # After the pool, so it stops first: questions still pending when the
+            # upstreams go stay pending on disk, for the next daemon to list.
+            MultiService.addService(self, BrokerService(broker))
         for listener in self.listeners:
             MultiService.addService(self, listener)
 
@@ -117,6 +128,25 @@ class DaemonService(MultiService):
             _log.failure("configuration reload failed", failure)
 
         return outcome.addCallbacks(report, failed)
+
+
+class BrokerService(Service):
+    """Opens the question store when the daemon starts, and closes it when it stops."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._started: Deferred[None] | None = None
+
+    def startService(self) -> None:
+        Service.startService(self)
+        self._started = self.broker.start()
+        self._started.addErrback(
+            lambda failure: _log.failure("the question store could not be opened", failure)
+        )
+
+    def stopService(self) -> Deferred[None]:
+        Service.stopService(self)
+        return self.broker.stop()
 
 
 class JSONRequest(Request):
@@ -147,6 +177,14 @@ class DaemonSite(Site):
         pass
 
 
+#: The broker's durable store, in the state directory.
+QUESTIONS_FILE = "questions.sqlite3"
+
+
+def _nothing() -> None:
+    pass
+
+
 def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     """
     Build the daemon's service tree.
@@ -162,12 +200,40 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
     mcp_cell: list[McpServer] = []
 
+    broker: Broker | None = None
+    relay: Relay | None = None
+    if settings is not None:
+        broker = Broker(
+            clock,
+            store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
+            publish=events.publish,
+            keep=settings.duration("proto.askTTL"),
+        )
+
+        # The pool is made after the relay that answers its servers' questions.
+        def owner(server: str, scope_key: str) -> object:
+            return pool.owner(server, scope_key) if pool is not None else None
+
+        def hold(server: str, scope_key: str) -> Callable[[], None]:
+            return pool.hold_deadlines(server, scope_key) if pool is not None else _nothing
+
+        relay = Relay(
+            broker,
+            clock,
+            owner=owner,
+            hold=hold,
+            native=settings.boolean("proto.native"),
+            client_wait=settings.duration("proto.askTimeout"),
+        )
+
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
         def heard(method: str, params: Mapping[str, Any] | None) -> None:
             # Resource updates, and tool list changes of pass-through servers.
             if mcp_cell:
                 mcp_cell[0].upstream_notification(server, method, params)
 
+        if relay is not None:
+            return relay.handlers(server, scope_key, heard)
         return UpstreamHandlers(notification=heard)
 
     if settings is not None and servers is not None:
@@ -198,6 +264,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         servers=servers,
         state_dir=str(config.state_dir),
         read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
+        broker=broker,
     )
     site = DaemonSite(http.resource(), reactor)
     for description in config.exposed_endpoints():
@@ -224,7 +291,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_length=settings.integer("transport.maxMessageSize"),
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    return DaemonService(http, listeners, pool)
+    return DaemonService(http, listeners, pool, broker)
 
 
 def settle_memory() -> None:
