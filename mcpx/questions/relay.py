@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, LIST_ROOTS, Caller, ClientUnreachable, may_ask
+from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
 from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
 
@@ -42,6 +43,18 @@ def rewritten(server: str, method: str, params: Mapping[str, Any]) -> dict[str, 
         if isinstance(message, str):
             shown["message"] = f"{server} (via mcpx) asks: {message}"
     return shown
+
+
+def unfit_answer(method: str, params: Mapping[str, Any], result: object) -> str | None:
+    """
+    Why a client's answer to an elicitation cannot go upstream (its form content does
+    not fit the requested schema), or C{None}.  Other answers go as they are.
+    """
+    if method != ELICIT or params.get("mode", "form") != "form":
+        return None
+    if not isinstance(result, Mapping) or result.get("action") != "accept":
+        return None
+    return check_content(params.get("requestedSchema") or {}, result.get("content", {}))
 
 
 class Relay:
@@ -187,6 +200,17 @@ class Relay:
 
         def client_answered(result: Any) -> None:
             if outcome.called:
+                return
+            unfit = unfit_answer(method, shown, result)
+            if unfit is not None:
+                # Not sent upstream as if it were valid: whoever answers the broker can.
+                log.warn(
+                    "the client's answer to question {id} does not fit its form ({why}); "
+                    "it waits in the broker",
+                    id=question.id,
+                    why=unfit,
+                )
+                self.broker.reroute(question.id)
                 return
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
             outcome.callback(result if isinstance(result, dict) else {})

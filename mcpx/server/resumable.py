@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
 from mcpx.questions.caller import ClientUnreachable
+from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
 from mcpx.wire.peer import ConnectionClosed
 
@@ -182,16 +183,23 @@ class ResumableCall:
 
     def answer(self, responses: Mapping[str, Any]) -> int:
         """
-        Give the client's C{inputResponses} to the questions with those keys.
+        Give the client's C{inputResponses} to the questions with those keys; an
+        elicitation answer whose content does not fit its form is refused, and the
+        question stays asked.
 
         @return: how many questions were answered (keys asking nothing are ignored).
         """
         answered = 0
         for key, response in responses.items():
-            entry = self._asked.pop(key, None)
-            if entry is not None:
-                answered += 1
-                entry.answer.callback(response)
+            entry = self._asked.get(key)
+            if entry is None:
+                continue
+            if unfit_answer(entry.method, entry.params, response) is not None:
+                # Refused: the question stays open and is asked again in the next round.
+                continue
+            del self._asked[key]
+            answered += 1
+            entry.answer.callback(response)
         return answered
 
     def abandon(self) -> None:
