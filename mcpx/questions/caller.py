@@ -57,6 +57,8 @@ class Caller:
         than everything mcpx can answer.
     @ivar held: C{inputResponses} the client sent before anything was asked, by key,
         given to the questions whose keys match when the upstream asks.
+    @ivar asked: a question was attributed to this call: it is on the ask path, and
+        keeps running if its client stops waiting.
     """
 
     id: str
@@ -64,6 +66,7 @@ class Caller:
     asker: Asker | None = None
     narrow: bool = False
     held: dict[str, Any] | None = None
+    asked: bool = False
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

@@ -125,8 +125,15 @@ class Relay:
             roots question.
         """
         call = self._caller(server, scope_key, caller)
+        if call is not None:
+            call.asked = True
         shown = rewritten(server, method, params)
         ahead = call.take_held(key) if call is not None else None
+        if ahead is not None and (
+            not isinstance(ahead, Mapping) or unfit_answer(method, shown, ahead) is not None
+        ):
+            # An answer sent ahead that does not fit is no answer: the question is asked.
+            ahead = None
         native = (
             self._native
             and call is not None
@@ -183,7 +190,7 @@ class Relay:
             # The client answered before it was asked (2026-07-28 inputResponses).
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
             from_broker.addErrback(lambda _: None).cancel()
-            return dict(ahead) if isinstance(ahead, Mapping) else {"value": ahead}
+            return dict(ahead)
         assert call.asker is not None
         try:
             from_client = call.asker.ask(method, shown, key or question.id)

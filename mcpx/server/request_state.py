@@ -66,13 +66,22 @@ class StateSigner:
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key if key is not None else secrets.token_bytes(32)
+        #: Names this signer's key in every state, so a state another daemon process
+        #: issued can be told from one that was altered.
+        self._key_id = hashlib.sha256(b"mcpx key id" + self._key).hexdigest()[:8]
 
     def _mac(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
 
     def issue(self, state: RequestState) -> str:
         body = json.dumps(
-            {"c": state.call, "b": state.binding, "r": state.rounds, "e": state.expires},
+            {
+                "k": self._key_id,
+                "c": state.call,
+                "b": state.binding,
+                "r": state.rounds,
+                "e": state.expires,
+            },
             separators=(",", ":"),
         )
         payload = _b64(body.encode())
@@ -93,10 +102,15 @@ class StateSigner:
             )
         payload, mac = token.split(".")
         if not hmac.compare_digest(mac, self._mac(payload)):
+            if self._issuer(payload) not in (None, self._key_id):
+                raise RpcError.invalid_params(
+                    "requestState was issued by another mcpx daemon process (this one "
+                    "restarted since, or the request went to another daemon); it cannot "
+                    "resume here: send the request again without requestState"
+                )
             raise RpcError.invalid_params(
-                "requestState was altered or was not issued by this mcpx (a restarted "
-                "daemon cannot resume what an earlier one issued): send the request again "
-                "without requestState"
+                "requestState was altered: send it back exactly as it came, or send the "
+                "request again without it"
             )
         try:
             body = json.loads(_unb64(payload))
@@ -107,9 +121,26 @@ class StateSigner:
             raise RpcError.invalid_params(
                 "requestState has expired (proto.stateTTL): send the request again without it"
             )
-        if state.binding != binding(method, params):
+        bound = binding(method, params)
+        if state.binding != bound:
+            issued_for = state.binding.partition(" ")[0]
+            if issued_for != method:
+                raise RpcError.invalid_params(
+                    f"requestState was issued for a {issued_for} request, not {method}: "
+                    "send it only with the request whose answer carried it"
+                )
             raise RpcError.invalid_params(
-                "requestState was issued for a different request (another method or other "
-                "parameters): send it only with the request whose answer carried it"
+                f"requestState was issued for a {method} request with other parameters: "
+                "resend the original parameters unchanged (only inputResponses and _meta "
+                "may differ)"
             )
         return state
+
+    @staticmethod
+    def _issuer(payload: str) -> str | None:
+        """The key id an unverified payload claims, if it can be read at all."""
+        try:
+            claimed = json.loads(_unb64(payload)).get("k")
+        except (ValueError, AttributeError):
+            return None
+        return claimed if isinstance(claimed, str) else None

@@ -16,6 +16,7 @@ stays collectable as a daemon task once it has asked.
 from __future__ import annotations
 
 import contextvars
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -103,6 +104,9 @@ class ResumableCall:
                 del self._asked[key]
 
         answer: Deferred[Any] = Deferred(withdrawn)
+        if key in self._asked:
+            # Two questions under one key (two servers' rounds in one call): keep both.
+            key = next(f"{key}-{n}" for n in itertools.count(2) if f"{key}-{n}" not in self._asked)
         self._asked[key] = _Asked(method, params, answer)
         # The questions of one round arrive together; the client sees them together.
         if self._watchers and self._wake_call is None:

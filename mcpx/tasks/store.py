@@ -122,7 +122,7 @@ class TaskStore:
         that outlives the request that started it (a client asked to answer a question
         comes back later, or not at all) stays collectable at C{/v1/tasks/{id}}.
 
-        The outcome is observed, not taken: C{work}'s own callbacks still see it.
+        C{work}'s outcome is taken: give it a Deferred of its own.
 
         @raise TooManyTasks: when L{limit} tasks already exist.
         """
@@ -131,12 +131,11 @@ class TaskStore:
         task = Task(task_id, self.clock.seconds())
         self._tasks[task.id] = task
 
-        def finished(result: Any) -> Any:
+        def finished(result: Any) -> None:
             if isinstance(result, Failure):
                 self._finish(task, TaskStatus.FAILED, error=describe_error(result))
             else:
                 self._finish(task, TaskStatus.COMPLETED, result=result)
-            return result
 
         work.addBoth(finished)
         return task

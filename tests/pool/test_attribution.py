@@ -1,0 +1,371 @@
+"""
+The attribution rule, end to end through the pool: a question an upstream asks on its
+connection belongs to a call only when every request in flight on that connection is
+that call's; otherwise it waits in the broker, attributed to nobody.  And while a
+question waits, the pool's call deadlines on that connection are held.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.pool import CallTimedOut, Pool
+from mcpx.questions.broker import Broker
+from mcpx.questions.caller import ELICIT, Caller
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question
+from mcpx.questions.relay import Relay
+from mcpx.wire.errors import RpcError
+from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio, text_result
+
+CALL_TIMEOUT = 30.0
+IDLE_TIMEOUT = 600.0
+FORM: dict[str, Any] = {
+    "message": "who?",
+    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+}
+ACCEPTED = {"action": "accept", "content": {"name": "ada"}}
+DECLINED = {"action": "decline"}
+
+
+class RecordingAsker:
+    """A calling client: every question put to it, answered when the test says."""
+
+    def __init__(self) -> None:
+        self.asked: list[Deferred[Any]] = []
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        answer: Deferred[Any] = Deferred()
+        self.asked.append(answer)
+        return answer
+
+
+class AttributionTestCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.connector = FakeConnector(self.clock)
+        self.connector.answers["tools/call"] = self.arrived
+        #: The upstream's unanswered tools/call replies, by the text the call sent.
+        self.replies: dict[str, Deferred[Any]] = {}
+        #: When set, the upstream asks a question the moment a tools/call arrives.
+        self.ask_on_arrival = False
+        self.arrival_checks: list[Callable[[], None]] = []
+        self.arrival_checked = 0
+        self.broker = Broker(self.clock, store=None, ttl=3600.0)
+        self.relay = Relay(self.broker, self.clock, owner=self.owner, hold=self.hold)
+        self.pool = Pool(
+            servers=servers(stdio("a"), stdio("c", scope="client")),
+            connector=self.connector,
+            clock=self.clock,
+            call_timeout=CALL_TIMEOUT,
+            idle_timeout=IDLE_TIMEOUT,
+            handlers=self.relay.handlers,
+        )
+        self.pool.startService()
+        self.askers: dict[str, RecordingAsker] = {}
+        self.callers: dict[str, Caller] = {}
+        self.calls: list[Deferred[dict[str, Any]]] = []
+
+    def tearDown(self) -> None:
+        self.successResultOf(self.pool.stopService())
+        for call in self.calls:
+            # Calls a test left in flight are cut short by stopping: that is not its point.
+            call.addErrback(lambda _: None)
+
+    def owner(self, server: str, scope_key: str) -> object:
+        return self.pool.owner(server, scope_key)
+
+    def hold(self, server: str, scope_key: str) -> Callable[[], None]:
+        return self.pool.hold_deadlines(server, scope_key)
+
+    def arrived(self, upstream: FakeUpstream, params: Mapping[str, Any]) -> Deferred[Any]:
+        text = str((params.get("arguments") or {}).get("text"))
+        reply: Deferred[Any] = Deferred()
+        self.replies[text] = reply
+        if self.ask_on_arrival:
+            for check in self.arrival_checks:
+                check()
+                self.arrival_checked += 1
+        return reply
+
+    def caller(self, name: str) -> Caller:
+        """A call whose client declared elicitation and can be asked."""
+        if name not in self.callers:
+            self.askers[name] = RecordingAsker()
+            self.callers[name] = Caller(name, {"elicitation": {}}, asker=self.askers[name])
+        return self.callers[name]
+
+    def call(
+        self, text: str, caller: Caller | None, server: str = "a", client: str = ""
+    ) -> Deferred[dict[str, Any]]:
+        call = Deferred.fromCoroutine(
+            self.pool.call_tool(server, "echo", {"text": text}, caller=caller, client=client)
+        )
+        self.calls.append(call)
+        return call
+
+    def finish(self, text: str) -> None:
+        self.replies.pop(text).callback(text_result(text))
+
+    def upstream(self, server: str = "a") -> FakeUpstream:
+        return self.connector.started(server)[-1]
+
+    def question(self, server: str = "a") -> tuple[Question, Deferred[Any]]:
+        """The upstream asks an elicitation on its connection (not inside any result)."""
+        before = {q.id for q in self.broker.questions()}
+        answered = self.upstream(server).peer.request(ELICIT, FORM)
+        [question] = [q for q in self.broker.questions() if q.id not in before]
+        return question, answered
+
+    def asked_counts(self) -> dict[str, int]:
+        return {name: len(asker.asked) for name, asker in self.askers.items()}
+
+    def check_question(self, expected: Caller | None, server: str = "a") -> None:
+        """
+        Ask a question now: it must be attributed to C{expected} (and put to its client
+        alone), or to nobody when C{expected} is C{None}; then answer it.
+        """
+        counts = self.asked_counts()
+        question, answered = self.question(server)
+        if expected is None:
+            self.assertEqual((question.route, question.call_id), (ROUTE_BROKER, None))
+            self.assertEqual(self.asked_counts(), counts)
+            self.broker.decline(question.id, by="test")
+            self.assertEqual(self.successResultOf(answered), DECLINED)
+            return
+        self.assertEqual((question.route, question.call_id), (ROUTE_CLIENT, expected.id))
+        counts[expected.id] += 1
+        self.assertEqual(self.asked_counts(), counts)
+        self.askers[expected.id].asked[-1].callback(ACCEPTED)
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+
+    def warm(self) -> None:
+        """Start the shared instance (a call that finishes), so later calls do not wait."""
+        self.ask_on_arrival = False
+        done = self.call("warm", None)
+        self.finish("warm")
+        self.successResultOf(done)
+
+
+class OwnerTests(AttributionTestCase):
+    def test_one_caller_two_requests(self) -> None:
+        """A call with two requests in flight owns the question: it is put to its client."""
+        a = self.caller("A")
+        first, second = self.call("a1", a), self.call("a2", a)
+        self.assertIs(self.pool.owner("a", ""), a)
+        self.check_question(a)
+        self.finish("a1")
+        self.finish("a2")
+        self.successResultOf(first)
+        self.successResultOf(second)
+
+    def test_two_callers_ambiguous(self) -> None:
+        """Two calls on one connection: nobody owns it, the question waits in the broker."""
+        a, b = self.caller("A"), self.caller("B")
+        self.call("a1", a)
+        self.call("b1", b)
+        self.assertIsNone(self.pool.owner("a", ""))
+        self.check_question(None)
+
+    def test_caller_and_nobody(self) -> None:
+        """A call next to a request that is nobody's (a /v1 call): the broker takes it."""
+        a = self.caller("A")
+        self.call("a1", a)
+        self.call("v1", None)
+        self.assertIsNone(self.pool.owner("a", ""))
+        self.check_question(None)
+
+    def test_after_one_finishes(self) -> None:
+        """Once the other call finishes, the one left owns the connection's questions."""
+        a, b = self.caller("A"), self.caller("B")
+        self.call("a1", a)
+        done = self.call("b1", b)
+        self.finish("b1")
+        self.successResultOf(done)
+        self.assertIs(self.pool.owner("a", ""), a)
+        self.check_question(a)
+
+    def test_nobody_in_flight(self) -> None:
+        """A question on an idle connection (or an unknown one) belongs to no call."""
+        self.assertIsNone(self.pool.owner("a", ""))
+        self.assertIsNone(self.pool.owner("nowhere", ""))
+        self.warm()
+        self.assertIsNone(self.pool.owner("a", ""))
+        self.check_question(None)
+
+    def test_failed_request_unregisters(self) -> None:
+        """A request that fails is no longer counted: it owns nothing afterwards."""
+        a, b = self.caller("A"), self.caller("B")
+        self.call("a1", a)
+        failing = self.call("b1", b)
+        self.replies.pop("b1").errback(RpcError(-32603, "upstream broke"))
+        self.failureResultOf(failing, RpcError)
+        self.assertIs(self.pool.owner("a", ""), a)
+
+    def test_client_scopes_apart(self) -> None:
+        """
+        Client-scoped instances are separate connections: each call owns the questions
+        asked on its own instance.
+        """
+        a, b = self.caller("A"), self.caller("B")
+        self.call("a1", a, server="c", client="x")
+        self.call("b1", b, server="c", client="y")
+        self.assertIs(self.pool.owner("c", "x"), a)
+        self.assertIs(self.pool.owner("c", "y"), b)
+        [x, y] = self.connector.started("c")
+        from_x = x.peer.request(ELICIT, FORM)
+        self.assertEqual(self.asked_counts(), {"A": 1, "B": 0})
+        from_y = y.peer.request(ELICIT, FORM)
+        self.assertEqual(self.asked_counts(), {"A": 1, "B": 1})
+        self.askers["A"].asked[0].callback(ACCEPTED)
+        self.askers["B"].asked[0].callback(DECLINED)
+        self.assertEqual(self.successResultOf(from_x), ACCEPTED)
+        self.assertEqual(self.successResultOf(from_y), DECLINED)
+
+
+class InterleavingTests(AttributionTestCase):
+    """
+    Two callers' requests interleaved in every order the test can drive, with their
+    upstream replies held: a question arriving at any point (before, between, after
+    each step, and in the instant a request reaches the upstream) goes to the one call
+    in flight, or to nobody, never to the other.
+    """
+
+    EVENTS = (("start", "A"), ("finish", "A"), ("start", "B"), ("finish", "B"))
+
+    def orders(self) -> list[tuple[tuple[str, str], ...]]:
+        valid = []
+        for order in itertools.permutations(self.EVENTS):
+            if order.index(("start", "A")) < order.index(("finish", "A")) and order.index(
+                ("start", "B")
+            ) < order.index(("finish", "B")):
+                valid.append(order)
+        return valid
+
+    def expected(self, in_flight: list[str]) -> Caller | None:
+        return self.callers[in_flight[0]] if len(set(in_flight)) == 1 else None
+
+    def checker(self, in_flight: list[str]) -> Callable[[], None]:
+        return lambda: self.check_question(self.expected(in_flight))
+
+    def drive(self, order: tuple[tuple[str, str], ...], requests: int) -> None:
+        """
+        Play C{order}, each caller making C{requests} requests at its start and finishing
+        them all at its finish, asking a question at every point.
+        """
+        in_flight: list[str] = []
+        self.check_question(self.expected(in_flight))
+        for step, name in order:
+            caller = self.caller(name)
+            if step == "start":
+                for n in range(requests):
+                    in_flight.append(name)
+                    # Asked in the instant this request reaches the upstream: it is counted.
+                    self.arrival_checks = [self.checker(list(in_flight))]
+                    self.ask_on_arrival = True
+                    self.call(f"{name}{n}", caller)
+                    self.ask_on_arrival = False
+            else:
+                for n in range(requests):
+                    self.check_question(self.expected(in_flight))
+                    in_flight.remove(name)
+                    self.finish(f"{name}{n}")
+            self.check_question(self.expected(in_flight))
+        self.assertEqual(self.replies, {})
+        self.assertEqual(self.arrival_checked, 2 * requests)
+        self.arrival_checked = 0
+
+    def test_every_order(self) -> None:
+        """Every order of two callers' single requests attributes each question rightly."""
+        self.warm()
+        orders = self.orders()
+        self.assertEqual(len(orders), 6)
+        for order in orders:
+            self.drive(order, 1)
+
+    def test_every_order_several_requests(self) -> None:
+        """The same holds when each caller has several requests in flight at once."""
+        self.warm()
+        for order in self.orders():
+            self.drive(order, 2)
+
+    def test_both_owners_seen(self) -> None:
+        """The orders drive questions to each caller's client and to the broker alike."""
+        self.warm()
+        for order in self.orders():
+            self.drive(order, 1)
+        routes = {(q.route, q.call_id) for q in self.broker.questions()}
+        self.assertEqual(routes, {(ROUTE_BROKER, None), (ROUTE_CLIENT, "A"), (ROUTE_CLIENT, "B")})
+
+
+class HoldDeadlinesTests(AttributionTestCase):
+    def test_hold_pauses_call_timeout(self) -> None:
+        """While held, a call outlives pool.callTimeout; once released, its time runs out."""
+        self.warm()
+        call = self.call("a1", None)
+        self.clock.advance(10)
+        release = self.pool.hold_deadlines("a", "")
+        self.clock.advance(CALL_TIMEOUT * 10)
+        self.assertNoResult(call)
+        release()
+        self.clock.advance(CALL_TIMEOUT - 10 - 0.5)
+        self.assertNoResult(call)
+        self.clock.advance(0.5)
+        self.failureResultOf(call, CallTimedOut)
+
+    def test_question_holds_call_timeout(self) -> None:
+        """A question pending on the connection holds the call's clock until it is answered."""
+        self.warm()
+        call = self.call("a1", None)
+        question, answered = self.question()
+        self.clock.advance(CALL_TIMEOUT * 10)
+        self.assertNoResult(call)
+        self.broker.decline(question.id, by="test")
+        self.assertEqual(self.successResultOf(answered), DECLINED)
+        self.clock.advance(CALL_TIMEOUT - 0.5)
+        self.assertNoResult(call)
+        self.clock.advance(0.5)
+        self.failureResultOf(call, CallTimedOut)
+
+    def test_answered_call_finishes(self) -> None:
+        """A call whose question was answered goes on to give its result."""
+        self.warm()
+        a = self.caller("A")
+        call = self.call("a1", a)
+        self.clock.advance(CALL_TIMEOUT - 1)
+        _, answered = self.question()
+        self.clock.advance(CALL_TIMEOUT * 2)
+        self.askers["A"].asked[-1].callback(ACCEPTED)
+        self.successResultOf(answered)
+        self.finish("a1")
+        self.assertEqual(self.successResultOf(call)["content"], text_result("a1")["content"])
+
+    def test_two_questions_nest(self) -> None:
+        """With two questions pending, the clock runs again only when both are answered."""
+        self.warm()
+        call = self.call("a1", None)
+        first, _ = self.question()
+        second, _ = self.question()
+        self.broker.decline(first.id, by="test")
+        self.clock.advance(CALL_TIMEOUT * 2)
+        self.assertNoResult(call)
+        self.broker.decline(second.id, by="test")
+        self.clock.advance(CALL_TIMEOUT)
+        self.failureResultOf(call, CallTimedOut)
+
+    def test_release_idle(self) -> None:
+        """Holding a connection with nothing in flight (or none at all) holds nothing."""
+        self.pool.hold_deadlines("a", "")()
+        self.pool.hold_deadlines("nowhere", "x")()
+        self.warm()
+        release = self.pool.hold_deadlines("a", "")
+        call = self.call("a1", None)
+        # A request that starts after the hold runs on its own clock.
+        self.clock.advance(CALL_TIMEOUT)
+        self.failureResultOf(call, CallTimedOut)
+        release()

@@ -1,0 +1,494 @@
+"""
+Tests for L{mcpx.questions.relay}: a question goes to the calling client when it may be
+asked, to the broker otherwise, and the broker records every one either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.questions.broker import Broker
+from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, Caller, ClientUnreachable
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
+from mcpx.questions.relay import Relay, rewritten
+from mcpx.wire.errors import RpcError
+
+SERVER = "github"
+SCOPE = "host-1"
+TTL = 120.0
+CLIENT_WAIT = 300.0
+
+FORM: dict[str, Any] = {
+    "message": "who are you?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+}
+ACCEPTED = {"action": "accept", "content": {"name": "ada"}}
+SAMPLING: dict[str, Any] = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+    "maxTokens": 10,
+}
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "hello"}, "model": "m"}
+EVERYTHING: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+
+
+class FakeAsker:
+    """A client that is asked questions and answers when the test says."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, dict[str, Any], str, Deferred[Any]]] = []
+        self.cancelled: list[str] = []
+        self.unreachable = False
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        if self.unreachable:
+            return fail(ClientUnreachable("gone"))
+        answer: Deferred[Any] = Deferred(lambda _: self.cancelled.append(key))
+        self.asked.append((method, params, key, answer))
+        return answer
+
+    def last(self) -> Deferred[Any]:
+        return self.asked[-1][3]
+
+
+class RaisingAsker:
+    """A client whose connection is found closed while the question is being put."""
+
+    def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
+        raise ClientUnreachable("closed before sending")
+
+
+class RelayTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.broker = Broker(self.clock, store=None, ttl=TTL)
+        self.owners: dict[tuple[str, str], object] = {}
+        self.holds: list[tuple[str, str]] = []
+        self.releases = 0
+        self.asker = FakeAsker()
+        self.relay = self.make_relay()
+
+    def make_relay(self, native: bool = True) -> Relay:
+        return Relay(
+            self.broker,
+            self.clock,
+            owner=self.owner,
+            hold=self.hold,
+            native=native,
+            client_wait=CLIENT_WAIT,
+        )
+
+    def owner(self, server: str, scope_key: str) -> object:
+        return self.owners.get((server, scope_key))
+
+    def hold(self, server: str, scope_key: str) -> Callable[[], None]:
+        self.holds.append((server, scope_key))
+
+        def release() -> None:
+            self.releases += 1
+
+        return release
+
+    def caller(self, capabilities: Mapping[str, Any] = EVERYTHING, **kw: Any) -> Caller:
+        kw.setdefault("asker", self.asker)
+        return Caller("call-1", capabilities, **kw)
+
+    def ask(
+        self,
+        method: str = ELICIT,
+        params: Mapping[str, Any] = FORM,
+        relay: Relay | None = None,
+        **kw: Any,
+    ) -> Deferred[dict[str, Any]]:
+        relay = relay or self.relay
+        return Deferred.fromCoroutine(relay.ask(SERVER, SCOPE, method, params, **kw))
+
+    def only_question(self) -> Question:
+        questions = self.broker.questions()
+        self.assertEqual(len(questions), 1)
+        return questions[0]
+
+    def assert_held_and_released(self) -> None:
+        self.assertEqual(self.holds, [(SERVER, SCOPE)])
+        self.assertEqual(self.releases, 1)
+
+
+class NativeTests(RelayTests):
+    def test_client_answers(self) -> None:
+        """
+        A client that declared elicitation is asked; its answer goes upstream, and the broker
+        records the question as put to the client and answered by it.
+        """
+        answered = self.ask(caller=self.caller())
+        self.assertNoResult(answered)
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_CLIENT)
+        self.assertEqual(question.call_id, "call-1")
+        self.assertTrue(question.pending)
+        [(method, params, key, reply)] = self.asker.asked
+        self.assertEqual(method, ELICIT)
+        self.assertEqual(params["message"], f"{SERVER} (via mcpx) asks: who are you?")
+        self.assertEqual(key, question.id)
+        reply.callback(ACCEPTED)
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertIs(question.state, QuestionState.ANSWERED)
+        self.assertEqual(question.answered_by, "client")
+        self.assertEqual(question.answer, ACCEPTED)
+        self.assertEqual(self.asker.cancelled, [])
+
+    def test_owner_attributes(self) -> None:
+        """A question that came without its call goes to the pool's owner of the connection."""
+        self.owners[(SERVER, SCOPE)] = self.caller()
+        answered = self.ask()
+        self.assertEqual(self.only_question().route, ROUTE_CLIENT)
+        self.asker.last().callback(ACCEPTED)
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+
+    def test_given_caller_beats_owner(self) -> None:
+        """The call a question came with is the one asked, whatever the pool's owner is."""
+        other = FakeAsker()
+        self.owners[(SERVER, SCOPE)] = Caller("call-2", EVERYTHING, asker=other)
+        self.ask(caller=self.caller())
+        self.assertEqual(len(self.asker.asked), 1)
+        self.assertEqual(other.asked, [])
+        self.assertEqual(self.only_question().call_id, "call-1")
+
+    def test_owner_not_a_caller(self) -> None:
+        """An owner that is not a L{Caller} (a bare marker) is nobody's call: the broker asks."""
+        self.owners[(SERVER, SCOPE)] = object()
+        self.ask()
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        self.assertIsNone(question.call_id)
+
+    def test_attributed_call_marked(self) -> None:
+        """A call a question is attributed to is marked as asked; a call that is not, is not."""
+        mine, stranger = self.caller(), Caller("call-2", EVERYTHING, asker=FakeAsker())
+        self.assertFalse(mine.asked)
+        self.ask(caller=mine)
+        self.assertTrue(mine.asked)
+        self.assertFalse(stranger.asked)
+        broker_routed = self.caller({}, asker=None)
+        self.ask(caller=broker_routed)
+        self.assertTrue(broker_routed.asked)
+
+    def test_key_used(self) -> None:
+        """A question from an C{inputRequests} round is put to the client under its key."""
+        self.ask(caller=self.caller(), key="who")
+        self.assertEqual(self.asker.asked[0][2], "who")
+
+    def test_sampling_and_roots(self) -> None:
+        """Sampling and roots go to a client that declared them, and back with its answer."""
+        sampled = self.ask(SAMPLE, SAMPLING, caller=self.caller())
+        self.asker.last().callback(SAMPLED)
+        self.assertEqual(self.successResultOf(sampled), SAMPLED)
+        self.assertEqual(self.asker.asked[-1][1], SAMPLING)
+        roots = {"roots": [{"uri": "file:///work"}]}
+        listed = self.ask(LIST_ROOTS, {}, caller=self.caller())
+        self.asker.last().callback(roots)
+        self.assertEqual(self.successResultOf(listed), roots)
+        self.assertEqual([q.answered_by for q in self.broker.questions()], ["client", "client"])
+
+    def test_deadlines_held_until_answered(self) -> None:
+        """The pool's call deadlines are held while the client thinks, released once after."""
+        answered = self.ask(caller=self.caller())
+        self.assertEqual(self.holds, [(SERVER, SCOPE)])
+        self.assertEqual(self.releases, 0)
+        self.asker.last().callback(ACCEPTED)
+        self.successResultOf(answered)
+        self.assert_held_and_released()
+
+    def test_client_error_relayed(self) -> None:
+        """A JSON-RPC error from the client goes upstream as that error."""
+        answered = self.ask(caller=self.caller())
+        self.asker.last().errback(RpcError(-32603, "the client broke"))
+        error = self.failureResultOf(answered, RpcError).value
+        assert isinstance(error, RpcError)
+        self.assertEqual((error.code, error.message), (-32603, "the client broke"))
+        question = self.only_question()
+        self.assertIs(question.state, QuestionState.CANCELLED)
+        self.assertEqual(question.answered_by, "client")
+        self.assert_held_and_released()
+
+    def test_answered_in_broker_first(self) -> None:
+        """
+        A question put to the client can be answered in the broker too; the first answer
+        wins and the client's ask is cancelled.
+        """
+        answered = self.ask(caller=self.caller())
+        question = self.only_question()
+        self.broker.answer(question.id, ACCEPTED, by="cli")
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertEqual(self.asker.cancelled, [question.id])
+        self.assertEqual(question.answered_by, "cli")
+        self.assert_held_and_released()
+
+    def test_deadline_cancels(self) -> None:
+        """
+        A client that stays silent past the wait answers C{cancel} upstream: the question
+        expires and the client's ask is cancelled.
+        """
+        answered = self.ask(caller=self.caller())
+        question = self.only_question()
+        self.assertEqual(question.deadline, CLIENT_WAIT)
+        self.clock.advance(CLIENT_WAIT - 1)
+        self.assertNoResult(answered)
+        self.clock.advance(1)
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertEqual(self.asker.cancelled, [question.id])
+        self.assertIs(question.state, QuestionState.EXPIRED)
+        self.assertEqual(question.answered_by, "expiry")
+        self.assert_held_and_released()
+
+    def test_deadline_refuses_sampling(self) -> None:
+        """An expired sampling question is refused upstream with an error, never answered."""
+        answered = self.ask(SAMPLE, SAMPLING, caller=self.caller())
+        self.clock.advance(CLIENT_WAIT)
+        self.failureResultOf(answered, RpcError)
+        self.assertEqual(len(self.asker.cancelled), 1)
+        self.assert_held_and_released()
+
+    def test_withdrawn(self) -> None:
+        """
+        When the upstream gives up on its question, the client's ask is cancelled and the
+        question ends as withdrawn.
+        """
+        answered = self.ask(caller=self.caller())
+        question = self.only_question()
+        answered.cancel()
+        self.failureResultOf(answered, CancelledError)
+        self.assertEqual(self.asker.cancelled, [question.id])
+        self.assertIs(question.state, QuestionState.CANCELLED)
+        self.assertEqual(question.answered_by, "withdrawn")
+        self.assert_held_and_released()
+        # Its deadline passing later changes nothing.
+        self.clock.advance(CLIENT_WAIT)
+        self.assertEqual(question.answered_by, "withdrawn")
+
+    def test_unfit_client_answer_rerouted(self) -> None:
+        """
+        A client's form answer that does not fit the requested schema is not sent upstream:
+        the question waits in the broker, where a fitting answer ends it.
+        """
+        answered = self.ask(caller=self.caller())
+        self.asker.last().callback({"action": "accept", "content": {"name": 7}})
+        self.assertNoResult(answered)
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        self.assertTrue(question.pending)
+        self.broker.answer(question.id, ACCEPTED, by="cli")
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assert_held_and_released()
+
+    def test_client_decline_unchecked(self) -> None:
+        """A client declining a form needs no content: it goes upstream as it is."""
+        answered = self.ask(caller=self.caller())
+        self.asker.last().callback({"action": "decline"})
+        self.assertEqual(self.successResultOf(answered), {"action": "decline"})
+        self.assertEqual(self.only_question().answered_by, "client")
+
+
+class BrokerRouteTests(RelayTests):
+    def test_client_did_not_declare(self) -> None:
+        """A client that did not declare the kind is not asked; the broker's answer goes up."""
+        answered = self.ask(caller=self.caller({"sampling": {}}))
+        self.assertEqual(self.asker.asked, [])
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        self.assertEqual(question.call_id, "call-1")
+        self.assertNoResult(answered)
+        self.broker.answer(question.id, ACCEPTED, by="cli")
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertEqual(question.answered_by, "cli")
+        self.assert_held_and_released()
+
+    def test_url_only_client_not_sent_form(self) -> None:
+        """A client that declared only url elicitation leaves a form to the broker."""
+        self.ask(caller=self.caller({"elicitation": {"url": {}}}))
+        self.assertEqual(self.asker.asked, [])
+        self.assertEqual(self.only_question().route, ROUTE_BROKER)
+
+    def test_no_asker(self) -> None:
+        """A caller mcpx cannot reach (a sessionless POST) leaves the question to the broker."""
+        self.ask(caller=self.caller(asker=None))
+        self.assertEqual(self.only_question().route, ROUTE_BROKER)
+
+    def test_native_off(self) -> None:
+        """With C{proto.native} off even a client that declared everything is not asked."""
+        relay = self.make_relay(native=False)
+        answered = self.ask(relay=relay, caller=self.caller())
+        self.assertEqual(self.asker.asked, [])
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        self.broker.decline(question.id, by="api")
+        self.assertEqual(self.successResultOf(answered), {"action": "decline"})
+        self.assert_held_and_released()
+
+    def test_no_caller(self) -> None:
+        """A question nobody's call owns waits in the broker, attributed to no call."""
+        answered = self.ask()
+        question = self.only_question()
+        self.assertEqual((question.route, question.call_id), (ROUTE_BROKER, None))
+        self.assertEqual(question.deadline, TTL)
+        self.clock.advance(TTL)
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertIs(question.state, QuestionState.EXPIRED)
+        self.assert_held_and_released()
+
+    def test_withdrawn(self) -> None:
+        """The upstream giving up on a broker question withdraws it."""
+        answered = self.ask()
+        answered.cancel()
+        self.failureResultOf(answered, CancelledError)
+        question = self.only_question()
+        self.assertIs(question.state, QuestionState.CANCELLED)
+        self.assertEqual(question.answered_by, "withdrawn")
+        self.assert_held_and_released()
+
+    def test_roots_nobody_asked(self) -> None:
+        """Roots nobody can be asked for are answered by mcpx: no roots, and recorded so."""
+        for caller in (None, self.caller({"elicitation": {}})):
+            self.broker = Broker(self.clock, store=None, ttl=TTL)
+            relay = self.make_relay()
+            answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=caller)
+            self.assertEqual(self.successResultOf(answered), {"roots": []})
+            question = self.only_question()
+            self.assertIs(question.state, QuestionState.ANSWERED)
+            self.assertEqual(question.answered_by, "mcpx")
+            self.assertEqual(question.answer, {"roots": []})
+        self.assertEqual(self.asker.asked, [])
+
+    def test_roots_native_off(self) -> None:
+        """With C{proto.native} off, mcpx answers roots itself even for a declaring client."""
+        relay = self.make_relay(native=False)
+        answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=self.caller())
+        self.assertEqual(self.successResultOf(answered), {"roots": []})
+        self.assertEqual(self.asker.asked, [])
+
+
+class UnreachableTests(RelayTests):
+    def assert_rerouted_and_answerable(self, answered: Deferred[dict[str, Any]]) -> None:
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        self.assertTrue(question.pending)
+        self.assertEqual(question.call_id, "call-1")
+        self.assertNoResult(answered)
+        self.broker.answer(question.id, ACCEPTED, by="cli")
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertEqual(question.answered_by, "cli")
+        self.assert_held_and_released()
+
+    def test_unreachable_at_once(self) -> None:
+        """A client whose connection is gone when asked: the question goes to the broker."""
+        self.asker.unreachable = True
+        self.assert_rerouted_and_answerable(self.ask(caller=self.caller()))
+
+    def test_unreachable_raised(self) -> None:
+        """An asker that raises L{ClientUnreachable} is rerouted the same way."""
+        self.assert_rerouted_and_answerable(self.ask(caller=self.caller(asker=RaisingAsker())))
+
+    def test_unreachable_later(self) -> None:
+        """A client whose connection goes while it is being asked: the broker takes over."""
+        answered = self.ask(caller=self.caller())
+        self.assertEqual(self.only_question().route, ROUTE_CLIENT)
+        self.asker.last().errback(ClientUnreachable("the connection went"))
+        self.assert_rerouted_and_answerable(answered)
+
+    def test_rerouted_keeps_deadline(self) -> None:
+        """A rerouted question keeps the deadline it had, and expiry answers cancel."""
+        answered = self.ask(caller=self.caller())
+        self.clock.advance(10)
+        self.asker.last().errback(ClientUnreachable("the connection went"))
+        self.clock.advance(CLIENT_WAIT - 10)
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertIs(self.only_question().state, QuestionState.EXPIRED)
+
+
+class RewrittenTests(RelayTests):
+    def test_message_names_server(self) -> None:
+        """An elicitation's message names the server that asks; the original is untouched."""
+        params = dict(FORM)
+        shown = rewritten(SERVER, ELICIT, params)
+        self.assertEqual(shown["message"], "github (via mcpx) asks: who are you?")
+        self.assertEqual(shown["requestedSchema"], FORM["requestedSchema"])
+        self.assertEqual(params, FORM)
+
+    def test_other_kinds_unchanged(self) -> None:
+        """Sampling and roots are passed on as they were asked."""
+        self.assertEqual(rewritten(SERVER, SAMPLE, SAMPLING), SAMPLING)
+        self.assertEqual(rewritten(SERVER, LIST_ROOTS, {}), {})
+
+    def test_broker_shows_rewritten(self) -> None:
+        """The broker lists the question as it is shown: with the server named."""
+        self.ask()
+        self.assertEqual(
+            self.only_question().params["message"], "github (via mcpx) asks: who are you?"
+        )
+
+
+class HeldResponsesTests(RelayTests):
+    def test_held_answer_given(self) -> None:
+        """
+        An answer the client sent ahead under a question's key answers it without asking
+        anyone, and the broker records it as the client's.
+        """
+        caller = self.caller(held={"who": ACCEPTED})
+        answered = self.ask(caller=caller, key="who")
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertEqual(self.asker.asked, [])
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_CLIENT)
+        self.assertIs(question.state, QuestionState.ANSWERED)
+        self.assertEqual(question.answered_by, "client")
+        self.assertEqual(question.answer, ACCEPTED)
+        # Nothing is left behind: no expiry fires later.
+        self.clock.advance(CLIENT_WAIT * 2)
+        self.assertIs(question.state, QuestionState.ANSWERED)
+
+    def test_held_answer_without_asker(self) -> None:
+        """A held answer is given even when the client could not otherwise be asked."""
+        caller = self.caller({}, asker=None, held={"who": ACCEPTED})
+        self.assertEqual(self.successResultOf(self.ask(caller=caller, key="who")), ACCEPTED)
+
+    def test_held_answer_once(self) -> None:
+        """A held answer answers one question: the next with that key is asked."""
+        caller = self.caller(held={"who": ACCEPTED})
+        self.successResultOf(self.ask(caller=caller, key="who"))
+        self.ask(caller=caller, key="who")
+        self.assertEqual([key for _, _, key, _ in self.asker.asked], ["who"])
+
+    def test_unfit_held_answer_not_sent(self) -> None:
+        """A held form answer that does not fit the requested schema is not sent upstream."""
+        unfit = {"action": "accept", "content": {"name": 7}}
+        answered = self.ask(caller=self.caller(held={"who": unfit}), key="who")
+        self.assertNoResult(answered)
+
+    def test_other_key_asked(self) -> None:
+        """A question whose key matches nothing held is asked as usual."""
+        caller = self.caller(held={"who": ACCEPTED})
+        answered = self.ask(caller=caller, key="where")
+        self.assertNoResult(answered)
+        self.assertEqual([key for _, _, key, _ in self.asker.asked], ["where"])
+        self.assertEqual(caller.held, {"who": ACCEPTED})
+
+
+class HandlersTests(RelayTests):
+    def test_handlers_relay(self) -> None:
+        """The handlers of an instance relay its questions with its server and scope key."""
+        handlers = self.relay.handlers(SERVER, SCOPE)
+        self.assertTrue(handlers.can_answer(ELICIT))
+        answered = Deferred.fromCoroutine(
+            handlers.answer(ELICIT, FORM, caller=self.caller(), key="k")
+        )
+        question = self.only_question()
+        self.assertEqual((question.server, question.scope_key), (SERVER, SCOPE))
+        self.asker.last().callback(ACCEPTED)
+        self.assertEqual(self.successResultOf(answered), ACCEPTED)
