@@ -95,6 +95,7 @@ class DaemonService(MultiService):
         self.http = http
         self.pool = pool
         self.listeners = tuple(listeners)
+        self.broker = broker
         if pool is not None:
             MultiService.addService(self, pool)
         if broker is not None:
@@ -112,6 +113,9 @@ class DaemonService(MultiService):
         )
 
     def stopService(self) -> Deferred[None]:
+        if self.broker is not None:
+            # Before the connections close and cancel the calls that asked.
+            self.broker.closing()
         self.http.close()
         stopped: Deferred[None] = MultiService.stopService(self)
         return stopped

@@ -97,6 +97,7 @@ class Broker:
         self._deadlines: dict[str, IDelayedCall] = {}
         self._pruning: IDelayedCall | None = None
         self._saving: set[Deferred[None]] = set()
+        self._closing = False
 
     def start(self) -> Deferred[None]:
         """
@@ -126,6 +127,13 @@ class Broker:
             self._finish(question, QuestionState.EXPIRED, "expiry")
         self._prune()
 
+    def closing(self) -> None:
+        """
+        The daemon is stopping: questions withdrawn from now on (their servers are being
+        closed under them) stay pending, so the next daemon lists them again.
+        """
+        self._closing = True
+
     def stop(self) -> Deferred[None]:
         """
         Cancel every timer, wait for the saves under way, close the store.
@@ -135,6 +143,7 @@ class Broker:
         return Deferred.fromCoroutine(self._stop())
 
     async def _stop(self) -> None:
+        self._closing = True
         timers = list(self._deadlines.values())
         if self._pruning is not None:
             timers.append(self._pruning)
@@ -146,7 +155,9 @@ class Broker:
         # Each save already ends in an errback that logs, so this only waits.
         await gatherResults(list(self._saving), consumeErrors=True)
         if self._store is not None:
-            await self._store.close()
+            store, self._store = self._store, None
+            # Nothing is saved after this: the store is gone, and so is the daemon.
+            await store.close()
 
     def ask(
         self,
@@ -350,6 +361,9 @@ class Broker:
         if question is not None and question.pending:
             # Popped first: the Deferred being cancelled must not be fired by _finish.
             self._waiting.pop(question_id, None)
+            if self._closing:
+                # Withdrawn by the shutdown, not by its server: it stays pending on disk.
+                return
             self._close(question, QuestionState.CANCELLED, None, "withdrawn")
 
     def _arm(self, question: Question, now: float) -> None:

@@ -235,6 +235,18 @@ class BrokerTests(SynchronousTestCase):
         self.assertRaises(QuestionClosed, self.broker.decline, question.id, by="cli")
         self.assertEqual(self.flushLoggedErrors(), [])
 
+    def test_withdrawn_by_shutdown_stays_pending(self) -> None:
+        """
+        Once the daemon is closing, a question withdrawn because its server is being
+        closed stays pending (for the next daemon to list), rather than ending cancelled.
+        """
+        question, answered = self.ask()
+        self.broker.closing()
+        answered.cancel()
+        self.failureResultOf(answered, CancelledError)
+        self.assertIs(question.state, QuestionState.PENDING)
+        self.assertEqual([question], self.broker.questions(state=QuestionState.PENDING))
+
     def test_cancel_after_answer(self) -> None:
         """Cancelling an ask that already fired changes nothing."""
         question, answered = self.ask(method=SAMPLE, params={})
