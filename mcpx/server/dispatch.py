@@ -35,7 +35,10 @@ Pass-through
 With C{mcp.passthrough} naming servers, their tools, prompts and resources are offered
 under their own names ahead of the gateway's (L{mcpx.server.passthrough}), and
 C{tools.listChanged} is declared to legacy clients mcpx can push to: a pass-through
-server's C{notifications/tools/list_changed} is relayed to them.  A connection may name
+server's C{notifications/tools/list_changed} is relayed to them.  2026-07-28 clients
+hear of list changes and resource updates on C{subscriptions/listen}
+(L{mcpx.server.listen}), and their C{tools/call}s of pass-through tools have their
+C{Mcp-Param-*} headers checked (L{mcpx.server.param_headers}).  A connection may name
 servers of its own instead (C{mcpx serve --passthrough}, L{McpServer.passthrough_for});
 those the daemon does not configure are ignored with a warning.
 
@@ -68,6 +71,8 @@ from mcpx.daemon.ops import OpHost
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
+from mcpx.server.listen import LIST_CHANGES, LISTEN, Listening
+from mcpx.server.param_headers import check_call
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.request_state import RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
@@ -222,6 +227,8 @@ class McpServer:
         self._watchers: dict[tuple[str, str, str], dict[Conn, set[bool]]] = {}
         #: The open connections mcpx can push to, for what concerns them all.
         self._pushable: WeakSet[Conn] = WeakSet()
+        #: The open subscriptions/listen requests of 2026-07-28 clients.
+        self.listening = Listening()
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -406,9 +413,17 @@ class McpServer:
         method = request.method
         if removed_for(method, context.revision):
             raise RpcError.method_not_found(method)
+        if method == LISTEN:
+            listened = await self.listening.listen(
+                self, conn, context, request.id, _params(request)
+            )
+            return self.spell(listened, method, context)
         answer = self._methods.get(method)
         if answer is None:
             raise RpcError.method_not_found(method)
+        if context.modern and method == "tools/call":
+            # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
+            await check_call(self.passthrough_for(conn), context, request.params)
         result = await answer(conn, context, _params(request))
         if method == "initialize" and conn.revision is not None:
             # Spelled for the revision just agreed, not the one the request came under.
@@ -447,17 +462,22 @@ class McpServer:
         only where this connection can push; C{logging} only to legacy clients.
         """
         tools: dict[str, Any] = {}
+        prompts: dict[str, Any] = {}
         resources: dict[str, Any] = {}
-        capabilities: dict[str, Any] = {"tools": tools, "prompts": {}, "resources": resources}
+        capabilities: dict[str, Any] = {"tools": tools, "prompts": prompts, "resources": resources}
+        passthrough = self.passthrough_for(conn)
         if (
-            self.passthrough_for(conn) is not None
-            and not modern
-            and conn.can_push
+            passthrough is not None
+            and (modern or conn.can_push)
             and capability_in("server", "tools.listChanged", revision)
         ):
-            # The list is the upstreams' and changes with theirs.  A 2026-07-28 client
-            # would hear of it on subscriptions/listen, which mcpx does not serve yet.
+            # The list is the upstreams' and changes with theirs: a legacy client hears
+            # of it on its connection, a 2026-07-28 one on subscriptions/listen.
             tools["listChanged"] = True
+        if passthrough is not None and modern:
+            # What a listen carries (mcpx.server.listen): the merged lists' changes, and
+            # the updates of the resources it names.
+            prompts["listChanged"] = resources["listChanged"] = resources["subscribe"] = True
         if (
             not modern
             and conn.can_push
@@ -547,17 +567,25 @@ class McpServer:
             if caller is None:
                 return await answer(conn, context, params)
             context = evolve(context, caller=caller)
-            if not context.modern or caller.asker is None:
+            if caller.asker is None:
                 return await answer(conn, context, params)
-            call = caller.asker
-            assert isinstance(call, ResumableCall)
+
             async def run() -> Mapping[str, Any]:
                 return await answer(conn, context, params)
 
-            call.run(Deferred.fromCoroutine(run()))
-            # Until it asks, the call is the request's: its going cancels the call.
-            await waiting(call, lambda: None if call.promoted else call.cancel())
-            return self._round(call, context, params, 0)
+            if context.modern:
+                call = caller.asker
+                assert isinstance(call, ResumableCall)
+                call.run(Deferred.fromCoroutine(run()))
+                # Until it asks, the call is the request's: its going cancels the call.
+                await waiting(call, lambda: None if call.promoted else call.cancel())
+                return self._round(call, context, params, 0)
+            # A legacy client is asked on its connection; if it stops waiting once the
+            # call has asked something, the call runs on as a task.
+            held = ResumableCall(caller.id, method, self.clock)
+            held.run(Deferred.fromCoroutine(run()))
+            await waiting(held, lambda: self._promote(held) if caller.asked else held.cancel())
+            return held.result()  # type: ignore[no-any-return]
 
         asking.__name__ = answer.__name__
         return asking
@@ -831,6 +859,20 @@ class McpServer:
             return await passthrough.subscription_owner(context, uri)
         return await self.surface.resource_owner(context, uri)
 
+    async def subscribe_uri(self, conn: Conn, context: Context, uri: str) -> bool:
+        """
+        Watch C{uri} for C{conn} as C{resources/subscribe} would (for a 2026-07-28
+        listen's C{resourceSubscriptions}).
+
+        @return: whether an upstream took the subscription.
+        """
+        await self._subscribe(conn, context, {"uri": uri})
+        try:
+            server, upstream = await self._subscription_owner(conn, context, uri)
+        except UnknownName:
+            return False
+        return (server, context.identity, upstream) in conn.subscriptions
+
     def _unwatch(self, conn: Conn, key: tuple[str, str, str]) -> None:
         conn.subscriptions.discard(key)
         watchers = self._watchers.get(key)
@@ -919,6 +961,9 @@ class McpServer:
         What concerns hosts of a notification an upstream sent (for the pool's
         notification sink): resource updates and, in pass-through, tool list changes.
         """
+        if method in LIST_CHANGES:
+            # 2026-07-28 clients hear of it on the listens that asked.
+            self.listening.heard(server, method)
         if method == "notifications/resources/updated":
             uri = params.get("uri") if params else None
             if isinstance(uri, str):

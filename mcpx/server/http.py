@@ -46,10 +46,14 @@ Modern (2026-07-28)
     compared after trimming whitespace, and C{=?base64?...?=} values are decoded.
   - The status follows the error code (L{mcpx.wire.errors.http_status_for}).
   - No sessions: none minted, none echoed.  C{GET} and C{DELETE} are 405.
+  - A C{tools/call} of a pass-through tool whose C{inputSchema} marks arguments with
+    C{x-mcp-header} must carry the matching C{Mcp-Param-*} headers (SEP-2243): the
+    core checks them against the arguments (L{mcpx.server.param_headers}), and a
+    missing, malformed or disagreeing one is C{-32020}, 400.
   - Closing the response stream cancels the request.  Notifications about the request
     go on its own response, as an event stream when the client accepts one; a
-    C{subscriptions/listen} stream stays open as long as the server keeps the request
-    running.
+    C{subscriptions/listen} stream (L{mcpx.server.listen}) stays open as long as the
+    server keeps the request running, and is answered when the daemon stops.
 
 A slow request whose client accepts C{text/event-stream} turns into an event stream
 after C{transport.sseKeepAlive} seconds of silence and carries a C{: keepalive} comment
@@ -76,6 +80,8 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION, Conn
+from mcpx.server.listen import Listening
+from mcpx.server.param_headers import REQUEST_HEADERS
 from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST, NEWEST_FIRST, Revision
@@ -614,10 +620,14 @@ class McpHTTP:
         self.sessions: OrderedDict[str, LegacySession] = OrderedDict()
 
     def close(self) -> None:
-        """End every session (the daemon is stopping)."""
+        """End every session and every listen (the daemon is stopping)."""
         sessions, self.sessions = self.sessions, OrderedDict()
         for session in sessions.values():
             session.end(self._core)
+        listening = getattr(self._core, "listening", None)
+        if isinstance(listening, Listening):
+            # Answered with their closing result while the connections are still up.
+            listening.end_all()
 
     async def render(self, request: IRequest) -> bytes | None:
         """Answer one request to C{/mcp}: the body for Klein, or C{None} once streamed."""
@@ -769,6 +779,13 @@ class McpHTTP:
         conn = self._core.open(
             HTTP_MODERN, HTTP_IDENTITY, push=exchange.push if exchange.accepts_sse else None
         )
+        # A tools/call's Mcp-Param-* headers are checked against the arguments by the
+        # core, which alone knows the tool (mcpx.server.param_headers).
+        headers = (
+            REQUEST_HEADERS.set(lambda name: _header(request, name.encode("ascii")))
+            if message.method == "tools/call"
+            else None
+        )
         try:
             result = await self._core.handle(conn, message)
         except CancelledError:
@@ -781,6 +798,8 @@ class McpHTTP:
             error = RpcError.internal_error()
             return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
         finally:
+            if headers is not None:
+                REQUEST_HEADERS.reset(headers)
             self._core.close(conn)
         return exchange.answer(_answer(message, result))
 

@@ -52,8 +52,14 @@ Declarations
 C{tools.listChanged} is declared to a legacy client on a connection mcpx can push to,
 and a pass-through server's C{notifications/tools/list_changed} is relayed to every
 such client (L{mcpx.server.dispatch.McpServer.upstream_notification}).  A 2026-07-28
-client would receive it on a C{subscriptions/listen} stream, which mcpx does not
-implement yet; nothing is declared to it.
+client is declared C{tools.listChanged}, C{prompts.listChanged},
+C{resources.listChanged} and C{resources.subscribe}, and hears of them on a
+C{subscriptions/listen} stream that asked (L{mcpx.server.listen}).
+
+A pass-through tool whose C{inputSchema} marks arguments with C{x-mcp-header} wants
+them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
+L{PassThrough.tool_param_headers} says which, derived once per catalogue, and
+L{mcpx.server.param_headers} checks them.
 
 What mcpx declares to the upstream is the pool session's own declaration, which holds
 only the client capabilities mcpx has a handler for (L{mcpx.upstream.handlers}); the
@@ -94,6 +100,7 @@ from mcpx.daemon.ops import PoolInterface, error_from
 from mcpx.pool.errors import PoolError
 from mcpx.server import uris
 from mcpx.server.conn import Context
+from mcpx.server.param_headers import NO_HEADERS, HeaderPaths, tool_header_paths
 from mcpx.server.surface import (
     LogRelay,
     ProgressSink,
@@ -257,6 +264,7 @@ class PassThrough:
                 for template in sorted(_names(items, "uriTemplate"))
             )
         )
+        self._param_headers: _Derived[dict[str, HeaderPaths]] = _Derived(tool_header_paths)
 
     @property
     def pool(self) -> PoolInterface:
@@ -399,6 +407,14 @@ class PassThrough:
         if owner is not None:
             return owner
         return None if gateway_tool else self.first
+
+    async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
+        """
+        The C{Mcp-Param-*} headers a call of C{server}'s tool C{name} must carry
+        (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
+        """
+        listed = await self._catalogue("tools", server, context)
+        return self._param_headers.of(server, listed).get(name, NO_HEADERS)
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """

@@ -746,8 +746,8 @@ class ResourceTests(SynchronousTestCase):
 class ListChangedTests(SynchronousTestCase):
     def test_declared_where_the_connection_can_push(self) -> None:
         """
-        tools.listChanged is declared to a legacy client mcpx can push to; not where it
-        cannot push, and not to 2026-07-28 (no subscriptions/listen yet).
+        tools.listChanged is declared to a legacy client mcpx can push to, not where it
+        cannot push, and to 2026-07-28 (which hears of it on subscriptions/listen).
         """
         for revision in LEGACY_REVISIONS:
             harness, _ = passed_through()
@@ -759,7 +759,7 @@ class ListChangedTests(SynchronousTestCase):
             self.assertEqual(declared["tools"], {}, revision)
         harness, _ = passed_through()
         discovered = Session(NEWEST, harness).result("server/discover")
-        self.assertEqual(discovered["capabilities"]["tools"], {})
+        self.assertEqual(discovered["capabilities"]["tools"], {"listChanged": True})
 
     def test_upstream_change_relayed_and_relisted(self) -> None:
         """
