@@ -113,25 +113,15 @@ class Summary:
 #: spec/official-suite.md).  Every failure is one the baseline lists.
 EXPECTED: Mapping[str, Summary] = {
     "req-2025-11-25": Summary(33, 0, 80, 0, 30, 30),
-    "req-2026-07-28": Summary(40, 10, 153, 36, 37, 37),
+    "req-2026-07-28": Summary(41, 9, 164, 30, 37, 37),
     "all-2025-06-18": Summary(27, 0, 56, 0),
     "all-2025-03-26": Summary(1, 0, 3, 0),
 }
 
-#: Checks the suite reports C{SKIPPED} through mcpx, by (scenario, check id).  mcpx
-#: does not serve C{subscriptions/listen} to a 2026-07-28 client yet, so it declares
-#: no list-changed or subscribe capability there and the suite finds nothing to test;
-#: the tasks scenario delivers its notifications on such a stream.
-EXPECTED_SKIPS = frozenset(
-    {
-        ("server-stateless", "sep-2575-server-sends-subscription-ack"),
-        ("server-stateless", "sep-2575-server-tags-subscription-id"),
-        ("server-stateless", "sep-2575-server-honors-notification-filter"),
-        ("server-stateless", "sep-2575-server-sends-prompts-list-changed-on-subscription"),
-        ("server-stateless", "sep-2575-server-sends-tools-list-changed-on-subscription"),
-        ("tasks-status-notifications", "tasks-status-notifications"),
-    }
-)
+#: Checks the suite reports C{SKIPPED} through mcpx, by (scenario, check id): the
+#: tasks scenario's notifications come on a listen stream asking for C{taskIds}, and
+#: mcpx offers no tasks extension.
+EXPECTED_SKIPS = frozenset({("tasks-status-notifications", "tasks-status-notifications")})
 
 #: C{INFO} checks, by (scenario, check id): mcpx answers these POSTs with JSON rather
 #: than an event stream, which the specification allows; the suite notes it and, for
@@ -358,8 +348,7 @@ class PassThroughLegTests(TestCase):
         """
         With the fixture as a stdio upstream, mcpx passes every scenario of both
         requirement sets and of the 2025-06-18 and 2025-03-26 suites but those the
-        baseline lists (the question relay, tasks, Mcp-Param-* validation), with the
-        counts of L{EXPECTED}.
+        baseline lists (tasks), with the counts of L{EXPECTED}.
         """
         await self.run_leg("stdio")
 
