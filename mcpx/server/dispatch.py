@@ -61,7 +61,7 @@ from typing import Any, Final
 from weakref import WeakSet
 
 from attrs import evolve
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -156,11 +156,14 @@ _METHOD_OF: Final = {
 }
 
 
-def _task_error(failure: Failure) -> dict[str, Any]:
+def _task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
     """A resumable call's failure, as its task shows it."""
     error = failure.value
     if isinstance(error, RpcError):
         return error.to_json()
+    if isinstance(error, CancelledError):
+        why = call.abandoned or "the call was cancelled before it finished"
+        return {"code": -32603, "message": why}
     return {"code": -32603, "message": failure.getErrorMessage()}
 
 
@@ -619,16 +622,28 @@ class McpServer:
     def _round(
         self, call: ResumableCall, context: Context, params: dict[str, Any], rounds: int
     ) -> Mapping[str, Any]:
-        """What a 2026-07-28 request is answered once its call has finished or asks."""
+        """
+        What a 2026-07-28 request is answered once its call has finished or asks.
+
+        @param rounds: the rounds the request's state counted; the call keeps its own
+            count too, so resending an older state cannot reset it.
+        """
         if call.done:
-            return call.result()  # type: ignore[no-any-return]
-        rounds += 1
+            if call.abandoned is not None:
+                raise RpcError.internal_error(call.abandoned)
+            try:
+                return call.result()  # type: ignore[no-any-return]
+            except CancelledError:
+                raise RpcError.internal_error("the call was cancelled before it finished") from None
+        rounds = max(rounds, call.rounds) + 1
+        call.rounds = rounds
         if rounds > self._ask_rounds:
-            call.cancel()
-            raise RpcError.internal_error(
-                f"the call is still asking after {self._ask_rounds} rounds (proto.askRounds); "
-                "it was abandoned"
+            call.abandoned = (
+                f"the call was still asking after {self._ask_rounds} rounds "
+                "(proto.askRounds); it was abandoned"
             )
+            call.cancel()
+            raise RpcError.internal_error(call.abandoned)
         self._promote(call)
         method = call.method
         state = RequestState(
@@ -652,7 +667,7 @@ class McpServer:
         tasks = getattr(self.host, "tasks", None)
         if tasks is not None:
             try:
-                tasks.adopt(call.id, call.outcome(), _task_error)
+                tasks.adopt(call.id, call.outcome(), lambda failure: _task_error(failure, call))
             except Exception:
                 log.failure("the call {call} could not be kept as a task", call=call.id)
 

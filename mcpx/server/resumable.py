@@ -84,6 +84,10 @@ class ResumableCall:
         self.id = call_id
         self.method = method
         self.promoted = False
+        #: How many times it has come back asking (the highest round any state counted).
+        self.rounds = 0
+        #: Why mcpx gave up on it, if it did.
+        self.abandoned: str | None = None
         self._clock = clock
         self._asked: dict[str, _Asked] = {}
         self._watchers: list[Deferred[None]] = []
