@@ -228,6 +228,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             hold=hold,
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
+            roots=settings.strings("proto.roots"),
         )
 
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:

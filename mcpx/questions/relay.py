@@ -15,7 +15,9 @@ connection stop: a person answering is not the server being slow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -57,6 +59,19 @@ def unfit_answer(method: str, params: Mapping[str, Any], result: object) -> str 
     return check_content(params.get("requestedSchema") or {}, result.get("content", {}))
 
 
+def own_root(root: str) -> dict[str, str]:
+    """One of C{proto.roots} as a C{Root}: a directory becomes its C{file://} URI."""
+    if "://" in root:
+        uri = root
+        name = root.rstrip("/").rsplit("/", 1)[-1]
+    else:
+        # Resolved once, when the daemon starts: relative to the directory it started in.
+        path = PurePosixPath(os.path.abspath(os.path.expanduser(root)))
+        uri = path.as_uri()
+        name = path.name
+    return {"uri": uri, "name": name} if name else {"uri": uri}
+
+
 class Relay:
     """
     Routes the questions of every upstream instance.
@@ -73,6 +88,7 @@ class Relay:
         hold: Hold,
         native: bool = True,
         client_wait: float = 600.0,
+        roots: Sequence[str] = (),
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -81,6 +97,8 @@ class Relay:
         @param native: C{proto.native}: put questions to calling clients at all.
         @param client_wait: how long a question put to a client may wait for it; the
             broker's own deadline bounds the others.
+        @param roots: C{proto.roots}: mcpx's own answer to a C{roots/list} no client can
+            be asked (directories or C{file://} URIs).
         """
         self.broker = broker
         self._clock = clock
@@ -88,6 +106,7 @@ class Relay:
         self._hold = hold
         self._native = native
         self._client_wait = client_wait
+        self._roots = {"roots": [own_root(root) for root in roots]}
 
     def handlers(
         self, server: str, scope_key: str, notification: NotificationSink | None = None
@@ -153,8 +172,8 @@ class Relay:
             call_id=call.id if call is not None else None,
         )
         if method == LIST_ROOTS:
-            # Nobody here can be asked for roots: mcpx's own answer is that there are none.
-            self.broker.answer(question.id, {"roots": []}, by="mcpx")
+            # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
+            self.broker.answer(question.id, self._roots, by="mcpx")
         return await self._waiting(server, scope_key, answered)
 
     async def _waiting(

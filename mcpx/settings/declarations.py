@@ -155,6 +155,14 @@ SETTINGS: tuple[Setting, ...] = (
         "waits in the broker.",
     ),
     Setting(
+        name="proto.roots",
+        kind=Kind.STRING_LIST,
+        default=(),
+        help="The roots mcpx answers a server's roots/list with when the calling client "
+        "cannot be asked (it did not declare roots, or no single call asked): directories "
+        "or file:// URIs, several with commas. Empty: no roots.",
+    ),
+    Setting(
         name="proto.askTimeout",
         kind=Kind.DURATION,
         default=600.0,

@@ -6,6 +6,7 @@ asked, to the broker otherwise, and the broker records every one either way.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred, fail
@@ -15,7 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, Caller, ClientUnreachable
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
-from mcpx.questions.relay import Relay, rewritten
+from mcpx.questions.relay import Relay, own_root, rewritten
 from mcpx.wire.errors import RpcError
 
 SERVER = "github"
@@ -76,7 +77,7 @@ class RelayTests(SynchronousTestCase):
         self.asker = FakeAsker()
         self.relay = self.make_relay()
 
-    def make_relay(self, native: bool = True) -> Relay:
+    def make_relay(self, native: bool = True, roots: tuple[str, ...] = ()) -> Relay:
         return Relay(
             self.broker,
             self.clock,
@@ -84,6 +85,7 @@ class RelayTests(SynchronousTestCase):
             hold=self.hold,
             native=native,
             client_wait=CLIENT_WAIT,
+            roots=roots,
         )
 
     def owner(self, server: str, scope_key: str) -> object:
@@ -365,6 +367,28 @@ class BrokerRouteTests(RelayTests):
             self.assertEqual(question.answered_by, "mcpx")
             self.assertEqual(question.answer, {"roots": []})
         self.assertEqual(self.asker.asked, [])
+
+    def test_configured_roots(self) -> None:
+        """
+        With C{proto.roots} set, mcpx answers a roots question nobody can be asked with
+        those roots: directories as C{file://} URIs, URIs as given.
+        """
+        relay = self.make_relay(roots=("/srv/my project", "file:///home/me/code/"))
+        answered = self.ask(LIST_ROOTS, {}, relay=relay)
+        self.assertEqual(
+            self.successResultOf(answered),
+            {
+                "roots": [
+                    {"uri": "file:///srv/my%20project", "name": "my project"},
+                    {"uri": "file:///home/me/code/", "name": "code"},
+                ]
+            },
+        )
+
+    def test_configured_roots_relative(self) -> None:
+        """A relative directory in C{proto.roots} is taken from where the daemon started."""
+        root = own_root("work")
+        self.assertEqual(root["uri"], Path("work").resolve().as_uri())
 
     def test_roots_native_off(self) -> None:
         """With C{proto.native} off, mcpx answers roots itself even for a declaring client."""
