@@ -43,6 +43,15 @@ class Asker(Protocol):
         """
         ...
 
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        """
+        Send the client a notification about a question it was asked (a url-mode
+        elicitation's completion), if its revision and connection allow.
+
+        @return: whether it was sent.
+        """
+        ...
+
 
 @define(eq=False, slots=True)
 class Caller:

@@ -26,10 +26,19 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, LIST_ROOTS, Caller, ClientUnreachable, may_ask
+from mcpx.questions.caller import (
+    ELICIT,
+    LIST_ROOTS,
+    Asker,
+    Caller,
+    ClientUnreachable,
+    may_ask,
+)
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
 from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
+
+ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
@@ -107,6 +116,9 @@ class Relay:
         self._native = native
         self._client_wait = client_wait
         self._roots = {"roots": [own_root(root) for root in roots]}
+        #: The clients asked url-mode elicitations, by (server, elicitationId): told when
+        #: the server says the elicitation completed.
+        self._url_asks: dict[tuple[str, str], Asker] = {}
 
     def handlers(
         self, server: str, scope_key: str, notification: NotificationSink | None = None
@@ -118,7 +130,37 @@ class Relay:
         ) -> Mapping[str, Any]:
             return await self.ask(server, scope_key, method, params, caller=caller, key=key)
 
-        return UpstreamHandlers(relay=relay, notification=notification)
+        def heard(method: str, params: Mapping[str, Any] | None) -> None:
+            if method == ELICITATION_COMPLETE:
+                self.completed(server, params or {})
+            if notification is not None:
+                notification(method, params)
+
+        return UpstreamHandlers(relay=relay, notification=heard)
+
+    def completed(self, server: str, params: Mapping[str, Any]) -> bool:
+        """
+        C{server} says a url-mode elicitation completed: tell the client that was asked
+        it, if one was and it can hear it.
+
+        @return: whether a client was told.
+        """
+        elicitation = params.get("elicitationId")
+        if not isinstance(elicitation, str):
+            return False
+        asker = self._url_asks.pop((server, elicitation), None)
+        if asker is None:
+            return False
+        return asker.tell(ELICITATION_COMPLETE, {"elicitationId": elicitation})
+
+    def _remember_url_ask(self, server: str, shown: Mapping[str, Any], asker: Asker) -> None:
+        elicitation = shown.get("elicitationId")
+        if shown.get("mode") != "url" or not isinstance(elicitation, str):
+            return
+        key = (server, elicitation)
+        self._url_asks[key] = asker
+        # Remembered as long as a question may wait for a client, then forgotten.
+        self._clock.callLater(self._client_wait, self._url_asks.pop, key, None)
 
     def _caller(self, server: str, scope_key: str, given: object) -> Caller | None:
         found = given if given is not None else self._owner(server, scope_key)
@@ -210,9 +252,10 @@ class Relay:
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
             from_broker.addErrback(lambda _: None).cancel()
             return dict(ahead)
-        assert call.asker is not None
+        asker = call.asker
+        assert asker is not None
         try:
-            from_client = call.asker.ask(method, shown, key or question.id)
+            from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
             self.broker.reroute(question.id)
             return await self._waiting(server, scope_key, from_broker)
@@ -239,6 +282,12 @@ class Relay:
                 self.broker.reroute(question.id)
                 return
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
+            if (
+                method == ELICIT
+                and isinstance(result, Mapping)
+                and result.get("action") == "accept"
+            ):
+                self._remember_url_ask(server, shown, asker)
             outcome.callback(result if isinstance(result, dict) else {})
             from_broker.cancel()
 

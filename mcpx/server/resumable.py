@@ -29,6 +29,7 @@ from twisted.python.failure import Failure
 from mcpx.questions.caller import ClientUnreachable
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
+from mcpx.spec.matrix import notification_in
 from mcpx.wire.peer import ConnectionClosed
 
 
@@ -62,6 +63,16 @@ class ConnAsker:
             return failure
 
         return asking.addErrback(unreachable)
+
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        conn = self._conn
+        push = conn.push
+        if push is None or conn.closed or conn.revision is None:
+            return False
+        if not notification_in(method, conn.revision):
+            return False
+        self._context.run(push, method, params)
+        return True
 
 
 @define(eq=False)
@@ -188,6 +199,10 @@ class ResumableCall:
             key: {"method": entry.method, "params": entry.params}
             for key, entry in self._asked.items()
         }
+
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        """A 2026-07-28 client hears nothing outside its requests' results."""
+        return False
 
     def answer(self, responses: Mapping[str, Any]) -> int:
         """

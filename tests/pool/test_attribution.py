@@ -44,6 +44,9 @@ class RecordingAsker:
         self.asked.append(answer)
         return answer
 
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        return False
+
 
 class AttributionTestCase(SynchronousTestCase):
     def setUp(self) -> None:

@@ -47,6 +47,7 @@ class FakeAsker:
     def __init__(self) -> None:
         self.asked: list[tuple[str, dict[str, Any], str, Deferred[Any]]] = []
         self.cancelled: list[str] = []
+        self.told: list[tuple[str, dict[str, Any]]] = []
         self.unreachable = False
 
     def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
@@ -59,12 +60,19 @@ class FakeAsker:
     def last(self) -> Deferred[Any]:
         return self.asked[-1][3]
 
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        self.told.append((method, params))
+        return True
+
 
 class RaisingAsker:
     """A client whose connection is found closed while the question is being put."""
 
     def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
         raise ClientUnreachable("closed before sending")
+
+    def tell(self, method: str, params: dict[str, Any]) -> bool:
+        return False
 
 
 class RelayTests(SynchronousTestCase):
@@ -434,6 +442,60 @@ class UnreachableTests(RelayTests):
         self.clock.advance(CLIENT_WAIT - 10)
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
         self.assertIs(self.only_question().state, QuestionState.EXPIRED)
+
+
+class UrlCompletionTests(RelayTests):
+    """C{notifications/elicitation/complete} reaches the client that was asked."""
+
+    URL_ASK: Mapping[str, Any] = {
+        "mode": "url",
+        "message": "sign in",
+        "url": "https://example.com/login",
+        "elicitationId": "e-1",
+    }
+    URL_CLIENT: Mapping[str, Any] = {"elicitation": {"url": {}}}
+
+    def test_completion_told_to_the_client_asked(self) -> None:
+        """
+        Once the client accepted a url-mode elicitation, the server's completion of it is
+        passed on to that client, once, and to nobody for another server's id.
+        """
+        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        self.asker.last().callback({"action": "accept"})
+        self.successResultOf(answered)
+        self.assertFalse(self.relay.completed("other", {"elicitationId": "e-1"}))
+        self.assertTrue(self.relay.completed(SERVER, {"elicitationId": "e-1"}))
+        self.assertEqual(
+            self.asker.told, [("notifications/elicitation/complete", {"elicitationId": "e-1"})]
+        )
+        self.assertFalse(self.relay.completed(SERVER, {"elicitationId": "e-1"}))
+
+    def test_declined_not_remembered(self) -> None:
+        """A declined url elicitation has nothing to complete: nothing is told."""
+        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        self.asker.last().callback({"action": "decline"})
+        self.successResultOf(answered)
+        self.assertFalse(self.relay.completed(SERVER, {"elicitationId": "e-1"}))
+        self.assertEqual(self.asker.told, [])
+
+    def test_forgotten_after_the_wait(self) -> None:
+        """A completion that never comes is forgotten after the client wait."""
+        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        self.asker.last().callback({"action": "accept"})
+        self.successResultOf(answered)
+        self.clock.advance(CLIENT_WAIT + 1)
+        self.assertFalse(self.relay.completed(SERVER, {"elicitationId": "e-1"}))
+
+    def test_handlers_route_the_notification(self) -> None:
+        """The instance's handlers pass the notification on, after telling the client."""
+        heard: list[str] = []
+        handlers = self.relay.handlers(SERVER, "", lambda method, params: heard.append(method))
+        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        self.asker.last().callback({"action": "accept"})
+        self.successResultOf(answered)
+        handlers.notify("notifications/elicitation/complete", {"elicitationId": "e-1"})
+        self.assertEqual(len(self.asker.told), 1)
+        self.assertEqual(heard, ["notifications/elicitation/complete"])
 
 
 class RewrittenTests(RelayTests):

@@ -16,6 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, ClientUnreachable
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
+from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed
 
@@ -59,6 +60,31 @@ class ConnAskerTests(SynchronousTestCase):
         self.assertEqual([(m, p) for m, p, _ in self.client.asked], [(ELICIT, FORM)])
         self.client.replies[0].callback(ACCEPTED)
         self.assertEqual(self.successResultOf(answered), ACCEPTED)
+
+    def test_tell_where_the_revision_has_it(self) -> None:
+        """
+        A url elicitation's completion is pushed to a 2025-11-25 client, and not to a
+        client of a revision without that notification, nor to one that cannot be pushed to.
+        """
+        pushed: list[tuple[str, Any]] = []
+        params = {"elicitationId": "e-1"}
+        for revision, push, sent in (
+            (Revision.V2025_11_25, True, True),
+            (Revision.V2025_06_18, True, False),
+            (Revision.V2025_11_25, False, False),
+        ):
+            conn = Conn(
+                STDIO,
+                "host",
+                ask=self.client.ask,
+                push=(lambda m, p: pushed.append((m, p))) if push else None,
+                revision=revision,
+            )
+            told = ConnAsker(conn, contextvars.copy_context()).tell(
+                "notifications/elicitation/complete", params
+            )
+            self.assertEqual(told, sent, (revision, push))
+        self.assertEqual(pushed, [("notifications/elicitation/complete", params)])
 
     def test_captured_context(self) -> None:
         """
