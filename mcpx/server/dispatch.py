@@ -471,18 +471,19 @@ class McpServer:
         resources: dict[str, Any] = {}
         capabilities: dict[str, Any] = {"tools": tools, "prompts": prompts, "resources": resources}
         passthrough = self.passthrough_for(conn)
-        if (
-            passthrough is not None
-            and (modern or conn.can_push)
-            and capability_in("server", "tools.listChanged", revision)
-        ):
-            # The list is the upstreams' and changes with theirs: a legacy client hears
+        if passthrough is not None and (modern or conn.can_push):
+            # The lists are the upstreams' and change with theirs: a legacy client hears
             # of it on its connection, a 2026-07-28 one on subscriptions/listen.
-            tools["listChanged"] = True
+            for name, declared in (
+                ("tools", tools),
+                ("prompts", prompts),
+                ("resources", resources),
+            ):
+                if capability_in("server", f"{name}.listChanged", revision):
+                    declared["listChanged"] = True
         if passthrough is not None and modern:
-            # What a listen carries (mcpx.server.listen): the merged lists' changes, and
-            # the updates of the resources it names.
-            prompts["listChanged"] = resources["listChanged"] = resources["subscribe"] = True
+            # A listen also carries the updates of the resources it names.
+            resources["subscribe"] = True
         if (
             not modern
             and conn.can_push
@@ -969,10 +970,14 @@ class McpServer:
         return told
 
     def tools_changed(self, server: str) -> int:
+        """L{list_changed} for tools."""
+        return self.list_changed(server, "notifications/tools/list_changed")
+
+    def list_changed(self, server: str, method: str) -> int:
         """
-        Tell every legacy client mcpx can push to that the tool list changed, when
-        C{server} is passed through to it (its C{notifications/tools/list_changed}); the
-        pool has already forgotten the list it cached.
+        Tell every legacy client mcpx can push to that a list changed (C{method}, one of
+        the three C{list_changed} notifications), when C{server} is passed through to it;
+        the pool has already forgotten the list it cached.
 
         @return: how many connections were told.
         """
@@ -987,7 +992,7 @@ class McpServer:
                 continue
             # Outside any request's context: it concerns none of the client's requests,
             # so a legacy HTTP session sends it on its GET stream.
-            contextvars.Context().run(push, "notifications/tools/list_changed", None)
+            contextvars.Context().run(push, method, None)
             told += 1
         return told
 
@@ -1005,8 +1010,8 @@ class McpServer:
             uri = params.get("uri") if params else None
             if isinstance(uri, str):
                 self.resource_updated(server, uri)
-        elif method == "notifications/tools/list_changed":
-            self.tools_changed(server)
+        elif method in LIST_CHANGES:
+            self.list_changed(server, method)
 
     def _warn(self, server: str | None, message: str) -> None:
         log.warn("{message}", message=message)

@@ -269,6 +269,8 @@ RESULTS = {
 
 NOTIFICATIONS = {
     "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
     "notifications/resources/updated": "ResourceUpdatedNotification",
     "notifications/progress": "ProgressNotification",
 }
@@ -780,6 +782,33 @@ class ListChangedTests(SynchronousTestCase):
             self.assertEqual(len(changed), 1, revision)
             self.assertIn("sub", names_of(session.result("tools/list")["tools"]))
             self.assertIn("ToolListChangedNotification", check_frames(harness, revision))
+
+    def test_prompt_and_resource_changes_relayed(self) -> None:
+        """
+        prompts.listChanged and resources.listChanged are declared to a legacy client mcpx
+        can push to, and a pass-through server's prompts/ and resources/list_changed reach
+        it, valid for its revision.
+        """
+        for revision in LEGACY_REVISIONS:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            declared = session.initialize_result["capabilities"]
+            self.assertEqual(declared["prompts"], {"listChanged": True}, revision)
+            self.assertEqual(declared["resources"].get("listChanged"), True, revision)
+            session.result("prompts/list")
+            for method in (
+                "notifications/prompts/list_changed",
+                "notifications/resources/list_changed",
+            ):
+                upstream(connector, "beta").notify(method)
+            self.assertEqual(
+                [n.method for n in harness.notifications],
+                ["notifications/prompts/list_changed", "notifications/resources/list_changed"],
+                revision,
+            )
+            checked = check_frames(harness, revision)
+            self.assertIn("PromptListChangedNotification", checked)
+            self.assertIn("ResourceListChangedNotification", checked)
 
     def test_not_relayed_from_others_or_where_nothing_was_declared(self) -> None:
         """
