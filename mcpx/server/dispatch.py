@@ -481,8 +481,9 @@ class McpServer:
             ):
                 if capability_in("server", f"{name}.listChanged", revision):
                     declared["listChanged"] = True
-        if passthrough is not None and modern:
-            # A listen also carries the updates of the resources it names.
+        if modern:
+            # A listen carries the updates of the resources it names (mcpx:// ones through
+            # the gateway, the upstreams' own in pass-through).
             resources["subscribe"] = True
         if (
             not modern

@@ -24,9 +24,10 @@ The request stays open; on Streamable HTTP its response is an event stream.
     it when the daemon stops, answering C{resultType: complete} with the
     subscription id in C{_meta}.
 
-A server that offers nothing to listen for (the gateway without pass-through) answers
-C{-32601}: there is no stream to give.  A legacy client has its own ways (the
-initialize handshake's notifications) and gets C{-32601} as well.
+Through the gateway (no pass-through) the lists never change, so only resource
+subscriptions are offered, for C{mcpx://} URIs.  A server offering nothing at all
+would answer C{-32601}.  A legacy client has its own ways (the initialize handshake's
+notifications) and gets C{-32601}.
 
 Keep-alive comments and the stream itself are the transport's
 (L{mcpx.server.http.Exchange}, every C{transport.sseKeepAlive} of silence).

@@ -96,10 +96,14 @@ class CapabilityTests(SynchronousTestCase):
             self.assertEqual(capabilities["logging"], {}, revision)
 
     def test_modern(self) -> None:
-        """A 2026-07-28 client gets no logging and no subscribe (no listen stream yet)."""
+        """
+        A 2026-07-28 client gets no logging, and resource subscriptions (on a
+        subscriptions/listen stream) but no list changes: through the gateway they never
+        change.
+        """
         self.assertEqual(
             self.capabilities(NEWEST),
-            {"tools": {}, "prompts": {}, "resources": {}, "completions": {}},
+            {"tools": {}, "prompts": {}, "resources": {"subscribe": True}, "completions": {}},
         )
 
 

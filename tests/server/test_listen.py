@@ -11,6 +11,7 @@ from typing import Any, cast
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.server import uris
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import (
     ACKNOWLEDGED,
@@ -308,17 +309,45 @@ class ListenHTTPTests(SynchronousTestCase):
 
 
 class GatewayListenTests(SynchronousTestCase):
-    def test_nothing_to_listen_for(self) -> None:
-        """Without pass-through nothing is declared, and a listen is 404 with -32601."""
-        harness, _ = passed_through()
+    def test_gateway_resource_updates(self) -> None:
+        """
+        Without pass-through the lists never change, so none is offered; but a listen may
+        name mcpx:// resources, whose upstream updates reach it under those names, and a
+        request for list changes is acknowledged as not honoured.
+        """
+        harness, connector = passed_through()
         server = harness.server
         server.passthrough = None
         mcp = McpHTTP(server, harness.clock, keep_alive=15.0)
         self.addCleanup(mcp.close)
         client = Client(mcp, harness.clock)
+        self.addCleanup(client.stub.flush)
         _, body = client.post(modern(1, "server/discover"), modern_headers("server/discover"))
-        self.assertEqual(body["result"]["capabilities"]["tools"], {})
-        response, body = client.post(
-            listen(2, {"toolsListChanged": True}), modern_headers("subscriptions/listen")
+        capabilities = body["result"]["capabilities"]
+        self.assertEqual(capabilities["tools"], {})
+        self.assertEqual(capabilities["resources"], {"subscribe": True})
+        client.post(modern(2, "resources/list"), modern_headers("resources/list"))
+        named = uris.to_mcpx("beta", "beta://x")
+        response, stream = client.open(
+            "POST",
+            listen(3, {"toolsListChanged": True, "resourceSubscriptions": [named]}),
+            modern_headers("subscriptions/listen"),
         )
-        self.assertEqual((response.code, body["error"]["code"]), (404, METHOD_NOT_FOUND))
+        self.assertEqual(response.code, 200)
+        (ack,) = stream.events()
+        self.assertEqual(ack["params"]["notifications"], {"resourceSubscriptions": [named]})
+        beta = upstream(connector, "beta")
+        self.assertEqual(beta.last("resources/subscribe").params, {"uri": "beta://x"})
+        beta.notify(UPDATED, {"uri": "beta://x"})
+        beta.notify(TOOLS)
+        client.stub.flush()
+        self.assertEqual(
+            stream.events()[1:],
+            [
+                {
+                    "jsonrpc": "2.0",
+                    "method": UPDATED,
+                    "params": {"uri": named, "_meta": {SUBSCRIPTION_ID_KEY: 3}},
+                }
+            ],
+        )
