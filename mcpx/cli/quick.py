@@ -125,6 +125,7 @@ def call_tool(
     timeout: float | None,
     progress: bool | None,
     echo: Echo,
+    answer_questions: bool | None = None,
 ) -> None:
     """
     C{POST /v1/call} and print the result: its JSON with C{as_json}, else as text (on
@@ -132,6 +133,9 @@ def call_tool(
 
     @param progress: ask for progress and draw it on stderr; C{None} to do so when stderr
         is a terminal.
+    @param answer_questions: put the questions the server asks during the call to the
+        person at the terminal (L{mcpx.cli.watch}); C{None} to do so when
+        L{on_terminal} says there is one.
     @raise SystemExit: with L{EXIT_FAILED} when the tool reported an error (C{isError}).
     @raise CommandFailed: the answer is not a result.
     """
@@ -141,10 +145,10 @@ def call_tool(
     show_progress = progress if progress is not None else sys.stderr.isatty()
     if show_progress:
         body["progress"] = True
-        result = call_with_progress(client, body)
+    if answer_questions if answer_questions is not None else on_terminal():
+        result = call_answering(client, body, echo, show_progress)
     else:
-        # No socket timeout: the daemon times the call out itself and answers 504.
-        result = client.post("/v1/call", body, timeout=None)
+        result = send_call(client, body, show_progress)
     if not isinstance(result, dict):
         raise CommandFailed(f"the daemon answered something that is not a result: {result!r}")
     failed = result.get("isError") is True
@@ -155,6 +159,51 @@ def call_tool(
             echo(line, err=failed)
     if failed:
         raise SystemExit(EXIT_FAILED)
+
+
+def on_terminal() -> bool:
+    """
+    Whether a person can be asked, in the terminal, what the server asks during a call:
+    standard input and standard error are both terminals.
+    """
+    return _isatty(sys.stdin) and _isatty(sys.stderr)
+
+
+def send_call(client: DaemonClient, body: Mapping[str, Any], show_progress: bool) -> Any:
+    """C{POST /v1/call} with C{body}; the result, however the answer carried it."""
+    if show_progress:
+        return call_with_progress(client, body)
+    # No socket timeout: the daemon times the call out itself and answers 504.
+    return client.post("/v1/call", body, timeout=None)
+
+
+def call_answering(
+    client: DaemonClient, body: Mapping[str, Any], echo: Echo, show_progress: bool
+) -> Any:
+    """
+    L{send_call}, naming the call, while a L{mcpx.cli.watch.QuestionWatch} answers its
+    questions in the terminal.  A daemon older than C{call_id} refuses it: the call is
+    then made as before, without the watch.
+    """
+    from mcpx.cli.client import DaemonClient
+    from mcpx.cli.watch import QuestionWatch, new_call_id
+
+    call_id = new_call_id()
+    watch = QuestionWatch(
+        call_id,
+        body["server"],
+        connect=lambda: DaemonClient(client.path, client.client),
+        echo=echo,
+    )
+    watch.start()
+    try:
+        return send_call(client, {**body, "call_id": call_id}, show_progress)
+    except ApiError as e:
+        if e.status != 400 or e.body.get("field") != "call_id":
+            raise
+    finally:
+        watch.stop()
+    return send_call(client, body, show_progress)
 
 
 def file_stem(tool: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import enum
 import functools
+import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -34,6 +35,7 @@ from mcpx.daemon.events import EventBus, split_filter
 from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
+from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
@@ -267,7 +269,9 @@ _JSON_TYPES: Mapping[str, tuple[type, ...]] = {
     "integer": (int,),
 }
 #: The keywords a fast acceptor understands; a schema using any other is left to jsonschema.
-_FAST_KEYWORDS = frozenset({"type", "minLength", "exclusiveMinimum", "minimum", "description"})
+_FAST_KEYWORDS = frozenset(
+    {"type", "minLength", "exclusiveMinimum", "minimum", "description", "pattern"}
+)
 
 
 def _fast_property(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None:
@@ -280,12 +284,18 @@ def _fast_property(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     min_length = schema.get("minLength")
     above = schema.get("exclusiveMinimum")
     at_least = schema.get("minimum")
+    if "pattern" in schema and kind != "string":
+        return None
+    # search, not fullmatch: the pattern keyword is unanchored, and jsonschema searches too.
+    pattern = re.compile(schema["pattern"]).search if "pattern" in schema else None
 
     def accepts(value: Any) -> bool:
         # Exact types: decoded JSON has no subclasses, and it keeps True from passing as 1.
         if type(value) not in types:
             return False
         if min_length is not None and len(value) < min_length:
+            return False
+        if pattern is not None and pattern(value) is None:
             return False
         if above is not None and not value > above:
             return False
@@ -457,6 +467,8 @@ def _field_of(error: ValidationError) -> str:
 # -- Schemas -------------------------------------------------------------------------------
 
 _NAME = {"type": "string", "minLength": 1}
+#: What a C{call_id} a caller chooses may be: a short, plain word.
+CALL_ID_PATTERN = "^[A-Za-z0-9_.-]{1,64}$"
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _NULLABLE_STRING = {"type": ["string", "null"]}
 
@@ -778,6 +790,15 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     server, tool = args["server"], args["tool"]
     arguments = args.get("arguments", {})
     timeout = args.get("timeout")
+    call_id = args.get("call_id")
+    task_named = call_id is None and bool(args.get("task"))
+    # Always a caller, so a question the upstream asks is attributed to this call (the
+    # pool's rule) and carries its id in the broker, where the caller can find it.  It
+    # declares nothing and cannot be asked directly: its questions wait in the broker.
+    if call_id is None:
+        # A task's call is named after the task, once it has one (below).
+        call_id = "" if task_named else _v1_call_id()
+    caller = Caller(call_id, {}, None)
 
     async def work() -> dict[str, Any]:
         return await pool.call_tool(
@@ -787,16 +808,29 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
             client=call.client,
             timeout=timeout,
             on_progress=call.on_progress if args.get("progress") else None,
+            caller=caller,
         )
 
     if not args.get("task"):
         return await work()
     task = host.tasks.start(work, _task_error)
+    if task_named:
+        # Before the upstream can ask anything: that takes a turn of the reactor.
+        caller.id = task.id
     return Reply(
         {"task": {"id": task.id, "status": task.status.value}},
         status=202,
         headers={"location": f"/v1/tasks/{task.id}"},
     )
+
+
+#: Numbers the C{/v1/call} calls that name no C{call_id} and are not tasks.
+_v1_calls = itertools.count(1)
+
+
+def _v1_call_id() -> str:
+    """The id of a call that did not name one: C{v1-} and a number, unique in this daemon."""
+    return f"v1-{next(_v1_calls)}"
 
 
 def _task_error(failure: Failure) -> dict[str, Any]:
@@ -1122,7 +1156,9 @@ OPS: tuple[Op, ...] = (
         summary="Call a tool",
         description='With "task": true the answer is 202 and a task to collect from '
         'GET /v1/tasks/{id}; with "progress": true it is NDJSON: progress lines, then one '
-        "result or error line. The timeout is clamped to pool.callTimeout.",
+        "result or error line. The timeout is clamped to pool.callTimeout. A question the "
+        "server asks during the call waits in GET /v1/questions with the call's call_id: "
+        'the one given, else the task\'s id with "task": true, else one mcpx makes up.',
         method="POST",
         path="/v1/call",
         input_schema=_object(
@@ -1133,6 +1169,12 @@ OPS: tuple[Op, ...] = (
                 "timeout": {"type": "number", "exclusiveMinimum": 0},
                 "task": {"type": "boolean"},
                 "progress": {"type": "boolean"},
+                "call_id": {
+                    "type": "string",
+                    "pattern": CALL_ID_PATTERN,
+                    "description": "Names the call on the questions its server asks during "
+                    "it (their call_id), so the caller can find and answer its own.",
+                },
             },
             ["server", "tool"],
         ),

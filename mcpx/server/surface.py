@@ -101,8 +101,9 @@ _READ_ONLY_POSTS: Final = frozenset(("get_prompt", "read_resource", "complete"))
 _TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
 
 #: What the C{call_tool} op takes that C{mcpx_call} does not: MCP has its own ways
-#: (C{_meta.progressToken}, and tasks where the revision has them).
-_NOT_IN_MCPX_CALL: Final = frozenset(("task", "progress"))
+#: (C{_meta.progressToken}, and tasks where the revision has them), and an MCP call is
+#: named by mcpx itself (C{call_id}).
+_NOT_IN_MCPX_CALL: Final = frozenset(("task", "progress", "call_id"))
 
 _DESCRIPTIONS: Final[Mapping[str, str]] = {
     "server": "The configured server to call (mcpx_servers lists them).",

@@ -68,7 +68,8 @@ class OpenAPIDocumentTests(SynchronousTestCase):
         self.assertTrue(call["requestBody"]["required"])
         self.assertEqual(body["required"], ["server", "tool"])
         self.assertEqual(
-            set(body["properties"]), {"server", "tool", "arguments", "timeout", "task", "progress"}
+            set(body["properties"]),
+            {"server", "tool", "arguments", "timeout", "task", "progress", "call_id"},
         )
         restart = self.operation("POST", "/v1/servers/{name}/restart")
         self.assertNotIn("requestBody", restart)

@@ -1,0 +1,276 @@
+# -*- test-case-name: tests.cli.test_watch -*-
+"""
+Answering, in the terminal, the questions an upstream asks during one C{mcpx call}.
+
+A server may stop in the middle of a tool call to ask something (a form, a model's reply).
+C{mcpx call} declares nothing a server could ask it directly, so such a question waits in
+the daemon's broker, named after the call that caused it (its C{call_id}).  When the
+person who ran the command sits at a terminal, a L{QuestionWatch} looks in the broker
+while the call runs and puts that call's questions to them, as C{mcpx elicit ID} would.
+A question the daemon could not tie to one call (two calls shared the server) is not
+ours to answer, but the person is told where it is.
+
+The call itself blocks the main thread on its socket, so the watch runs in a thread of
+its own, with its own L{DaemonClient} (a client is one connection at a time, not shared
+between threads).  Only L{QuestionWatch.run} and L{QuestionWatch.start} know about
+time and threads; L{triage} decides, and the tests drive it all without either.
+
+Importing this module costs little (no click: L{mcpx.cli.elicit} is imported only when a
+question arrives); L{mcpx.cli.quick} imports it only on a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
+from contextlib import contextmanager
+from typing import IO, Any, Protocol
+
+from mcpx.cli.client import ApiError
+
+#: Seconds between two looks at the broker.
+INTERVAL = 0.25
+
+#: Seconds the end of a call waits for an answer being sent to finish saying so.
+SETTLE = 0.5
+
+
+class QuestionSource(Protocol):
+    """The part of a L{mcpx.cli.client.DaemonClient} the watch uses."""
+
+    def get(self, target: str, *, timeout: float | None = ...) -> Any: ...
+
+
+class Echo(Protocol):
+    """Prints one line, on stderr with C{err}."""
+
+    def __call__(self, message: str, *, err: bool = False) -> None: ...
+
+
+#: Asks the person for the answer to one question and sends it; raises when it cannot.
+Answerer = Callable[[Any, str], None]
+
+
+def new_call_id() -> str:
+    """A fresh name for one call: C{cli-} and 12 hex digits."""
+    return "cli-" + os.urandom(6).hex()
+
+
+def triage(
+    questions: Iterable[Mapping[str, Any]],
+    *,
+    call_id: str,
+    server: str,
+    began: float,
+    seen: Set[str],
+) -> tuple[list[str], list[str]]:
+    """
+    What to do about the questions the broker lists, for the call C{call_id} to
+    C{server} that began at C{began}.
+
+    @param seen: the ids already dealt with (answered, or pointed out), left alone.
+    @return: the ids of this call's pending questions, to answer; and the ids of pending
+        questions from the same server that no call could claim, asked since the call
+        began, to point out.
+    """
+    ours: list[str] = []
+    unclaimed: list[str] = []
+    for question in questions:
+        question_id = question.get("id")
+        if not isinstance(question_id, str) or question_id in seen:
+            continue
+        if question.get("state") != "pending":
+            continue
+        owner = question.get("call_id")
+        if owner == call_id:
+            ours.append(question_id)
+        elif owner is None and question.get("server") == server:
+            created = question.get("created")
+            if isinstance(created, int | float) and created >= began:
+                unclaimed.append(question_id)
+    return ours, unclaimed
+
+
+def answer_in_terminal(client: Any, question_id: str) -> None:
+    """C{mcpx elicit ID}'s way of asking: the form, field by field (imports click)."""
+    from mcpx.cli.elicit import answer_interactively
+
+    with _stdout_on_stderr():
+        answer_interactively(client, question_id)
+
+
+def failure_text(error: BaseException, question_id: str) -> str:
+    """What to tell the person when answering C{question_id} failed with C{error}."""
+    if isinstance(error, ApiError):
+        from mcpx.cli.render import error_text
+
+        return error_text(error.body)
+    message = getattr(error, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    # click's Abort (the end of input at a prompt) says nothing itself.
+    return str(error) or (
+        f"question {question_id} was left unanswered; answer it with: mcpx elicit {question_id}"
+    )
+
+
+class QuestionWatch:
+    """
+    Puts the questions of one call to the person at the terminal, while the call runs.
+
+    @ivar call_id: the call's name, sent with it as C{call_id}.
+    @ivar server: the server called.
+    @ivar began: when the call began, by C{clock}; a question not tied to any call is
+        only pointed out if it was asked since.
+    @ivar seen: the questions already dealt with.
+    @ivar answering: the id of the question being answered, if one is.
+    """
+
+    def __init__(
+        self,
+        call_id: str,
+        server: str,
+        *,
+        connect: Callable[[], QuestionSource],
+        echo: Echo,
+        answer: Answerer = answer_in_terminal,
+        clock: Callable[[], float] = time.time,
+        wait: Callable[[float], bool] | None = None,
+        interval: float = INTERVAL,
+    ) -> None:
+        """
+        @param connect: makes the watch's own client of the daemon.
+        @param wait: sleeps up to the given seconds, returning C{True} early when the
+            watch is stopped; by default it waits on L{stopped}.
+        """
+        self.call_id = call_id
+        self.server = server
+        self.began = clock()
+        self.seen: set[str] = set()
+        self.answering: str | None = None
+        self.stopped = threading.Event()
+        self._connect = connect
+        self._echo = echo
+        self._answer = answer
+        self._wait = wait if wait is not None else self.stopped.wait
+        self._interval = interval
+        self._thread: threading.Thread | None = None
+
+    def poll(self, client: QuestionSource) -> bool:
+        """
+        Look in the broker once, and deal with what is new there.
+
+        @return: whether to look again: C{False} once the daemon says it keeps no
+            questions (no broker, or a daemon older than C{/v1/questions}).
+        """
+        try:
+            listed = client.get("/v1/questions")
+        except ApiError:
+            return False
+        except Exception:
+            # Not reachable this time (busy, restarting): the call's own answer will say.
+            return True
+        questions = listed.get("questions") if isinstance(listed, dict) else None
+        ours, unclaimed = triage(
+            questions if isinstance(questions, list) else (),
+            call_id=self.call_id,
+            server=self.server,
+            began=self.began,
+            seen=self.seen,
+        )
+        for question_id in unclaimed:
+            self.seen.add(question_id)
+            self._echo(
+                f"mcpx: {self.server} asked a question no single call could claim; "
+                f"answer it with: mcpx elicit {question_id}",
+                err=True,
+            )
+        for question_id in ours:
+            if self.stopped.is_set():
+                break
+            self.seen.add(question_id)
+            self._echo("", err=True)
+            self.answering = question_id
+            try:
+                self._answer(client, question_id)
+            except Exception as e:
+                self._echo(f"mcpx: {failure_text(e, question_id)}", err=True)
+            finally:
+                self.answering = None
+        return True
+
+    def run(self) -> None:
+        """Look every C{interval} seconds until stopped."""
+        client = self._connect()
+        while not self.stopped.is_set():
+            if not self.poll(client):
+                return
+            if self._wait(self._interval):
+                return
+
+    def start(self) -> None:
+        """Run in a daemon thread: it never keeps the command from exiting."""
+        self._thread = threading.Thread(target=self._run_quietly, name="mcpx-questions")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run_quietly(self) -> None:
+        try:
+            self.run()
+        except BaseException:
+            # A watch that breaks costs the person a prompt, never the call.
+            self.stopped.set()
+
+    def stop(self) -> None:
+        """
+        The call has ended: look no more.  An answer being sent is given a moment to
+        say so; one still being typed is left, on a line of its own.
+        """
+        self.stopped.set()
+        thread = self._thread
+        if thread is None or self.answering is None:
+            return
+        thread.join(SETTLE)
+        if self.answering is not None:
+            self._echo("", err=True)
+
+
+class _ThreadStdout:
+    """
+    Standard output, except for one thread, whose writes go to another stream: the
+    questions of a call whose output is redirected are asked on the terminal, not put
+    in its output, while the call's own thread writes its result where it always does.
+    """
+
+    def __init__(self, stream: IO[str], thread: int, instead: IO[str]) -> None:
+        self._stream = stream
+        self._thread = thread
+        self._instead = instead
+
+    def __getattr__(self, name: str) -> Any:
+        target = self._instead if threading.get_ident() == self._thread else self._stream
+        return getattr(target, name)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:
+        return False
+
+
+@contextmanager
+def _stdout_on_stderr() -> Iterator[None]:
+    """While it lasts, this thread's standard output is standard error, if that differs."""
+    stdout, stderr = sys.stdout, sys.stderr
+    if stdout is None or stderr is None or _isatty(stdout):
+        yield
+        return
+    sys.stdout = _ThreadStdout(stdout, threading.get_ident(), stderr)
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
