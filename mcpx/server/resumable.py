@@ -225,12 +225,6 @@ class ResumableCall:
             entry.answer.callback(response)
         return answered
 
-    def abandon(self) -> None:
-        """Nobody will come back (the call is being forgotten): end what it asks."""
-        asked, self._asked = self._asked, {}
-        for entry in asked.values():
-            entry.answer.errback(ClientUnreachable("the client did not come back"))
-
 
 def waiting(call: ResumableCall, on_cancel: Callable[[], None]) -> Deferred[None]:
     """

@@ -321,15 +321,6 @@ class ResumableCallTests(SynchronousTestCase):
         self.call.cancel()
         self.assertEqual(self.work_cancelled, 1)
 
-    def test_abandon(self) -> None:
-        """When nobody will come back, the questions asked fail as unreachable."""
-        who = self.call.ask(ELICIT, FORM, "who")
-        think = self.call.ask(SAMPLE, SAMPLING, "think")
-        self.call.abandon()
-        self.failureResultOf(who, ClientUnreachable)
-        self.failureResultOf(think, ClientUnreachable)
-        self.assertEqual(self.call.asking(), {})
-
     def test_finish_while_wake_scheduled(self) -> None:
         """A call that finishes in the turn it asked wakes its request once, not twice."""
         watcher = self.call.next()
