@@ -63,18 +63,23 @@ def mcp_socket_path(state: Path) -> Path:
     return state / MCP_SOCKET_NAME
 
 
-def split_names(value: str | None) -> list[str]:
-    """The server names of a comma-separated C{--passthrough} value."""
-    if not value:
-        return []
+def split_names(value: str | None) -> list[str] | None:
+    """
+    The server names of a comma-separated C{--passthrough} value; C{None} when the
+    option was not given at all.  An empty value is an empty list: nothing passed
+    through on this connection, whatever the daemon's C{mcp.passthrough} says.
+    """
+    if value is None:
+        return None
     return [name for name in (part.strip() for part in value.split(",")) if name]
 
 
-def hello_line(passthrough: Sequence[str] = ()) -> bytes:
+def hello_line(passthrough: Sequence[str] | None = None) -> bytes:
     """
     The first line the daemon reads: who the host is (the bridge's parent process,
     which spawned it), where it runs, the bridge's version, and the servers this
-    connection wants passed through (C{passthrough}, left out when empty).
+    connection wants passed through (C{passthrough}; left out when C{None}, so the
+    daemon's own list applies, and sent even when empty).
     """
     try:
         cwd = os.getcwd()
@@ -86,7 +91,7 @@ def hello_line(passthrough: Sequence[str] = ()) -> bytes:
         "cwd": cwd,
         "version": __version__,
     }
-    if passthrough:
+    if passthrough is not None:
         hello["passthrough"] = list(passthrough)
     return json.dumps(hello, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -167,7 +172,9 @@ def _copy_in(stdin: int, sock: socket.socket) -> None:
         pass
 
 
-def bridge(sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] = ()) -> int:
+def bridge(
+    sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] | None = None
+) -> int:
     """
     Copy both ways until the daemon closes the connection.
 
