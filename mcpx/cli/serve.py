@@ -158,7 +158,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _copy_in(stdin: int, sock: socket.socket) -> None:
+def _copy_in(stdin: int, sock: socket.socket, ended: threading.Event) -> None:
     """stdin to the socket; at end of input, half-close so the daemon drains."""
     try:
         while True:
@@ -166,6 +166,8 @@ def _copy_in(stdin: int, sock: socket.socket) -> None:
             if not data:
                 break
             sock.sendall(data)
+        # Set before the half-close: the daemon closes only after it sees it.
+        ended.set()
         sock.shutdown(socket.SHUT_WR)
     except OSError:
         # The daemon went away; the other direction notices and reports it.
@@ -179,16 +181,21 @@ def bridge(
     Copy both ways until the daemon closes the connection.
 
     @param passthrough: the servers the hello asks to have passed through.
-    @return: the exit status: 0 when the daemon closed the stream, 1 if it broke.
+    @return: the exit status: 0 when the daemon closed the stream after the host's
+        input ended, 1 when it broke or the daemon ended it while the host was still
+        there (it stopped or restarted), which is said on stderr.
     """
     sock.sendall(hello_line(passthrough))
-    feeder = threading.Thread(target=_copy_in, args=(stdin, sock), name="stdin", daemon=True)
+    input_ended = threading.Event()
+    feeder = threading.Thread(
+        target=_copy_in, args=(stdin, sock, input_ended), name="stdin", daemon=True
+    )
     feeder.start()
     try:
         while True:
             data = sock.recv(CHUNK)
             if not data:
-                return 0
+                break
             _write_all(stdout, data)
     except BrokenPipeError:
         print("mcpx serve: the host closed stdout", file=sys.stderr, flush=True)
@@ -198,6 +205,15 @@ def bridge(
         return 1
     finally:
         sock.close()
+    if input_ended.is_set():
+        return 0
+    print(
+        "mcpx serve: the daemon ended this connection while the host was still using it "
+        "(the daemon stopped or restarted); reconnect the host to start a new session",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
 
 
 def mcp_url(description: str) -> str | None:

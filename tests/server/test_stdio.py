@@ -501,6 +501,20 @@ class BridgeProcessTests(TestCase):
         self.assertEqual(await bridge.ended(), 0)
         self.assertEqual([a["id"] for a in self.lines(bridge.text(1))], [1, 2])
 
+    async def test_daemon_stopping_under_the_host_is_reported(self) -> None:
+        """
+        When the daemon stops while the host is still connected, mcpx serve says so on
+        stderr and exits 1, so the host sees a failed server rather than a clean end.
+        """
+        daemon = await self.daemon()
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        assert bridge.transport is not None
+        bridge.transport.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        await bridge.wait_for(rb'"id":1', fd=1)
+        daemon.signal("TERM")
+        self.assertEqual(await bridge.ended(), 1)
+        self.assertIn("the daemon ended this connection", bridge.text(2))
+
     async def test_starts_a_daemon_when_none_runs(self) -> None:
         """mcpx serve with no daemon running starts one and serves through it."""
         # The daemon it starts inherits this: no TCP port to collide with.
