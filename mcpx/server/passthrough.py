@@ -38,10 +38,13 @@ C{tools/list} or C{prompts/list} fails with C{-32603} (the gateway's configurati
 fault, not the request), whose message names both servers and whose C{data} is
 C{{"name", "servers"}}; a call or C{prompts/get} of that name fails the same way.
 
-A resource URI is not refused: it goes to the first server, in the order named, that
-lists it as a resource or has a template it falls under (RFC 6570 expressions, where a
-simple C{{var}} matches one non-empty path segment), and to the first server when none
-does.  A URI two servers list is listed once, for the server that would be read.
+A resource URI goes to the first server, in the order named, that lists it as a
+resource or has a template it falls under (RFC 6570 expressions, where a simple
+C{{var}} matches one non-empty path segment); failing that, to the first server that
+declares resources and offers others of the same URI scheme, or to the only server that
+declares resources at all.  Otherwise it is refused with the revision's
+resource-not-found error naming the URI: a server that offers no resources is never
+asked to read one.  A URI two servers list is listed once, for the server that would be read.
 C{mcpx://} URIs still reach every configured server through the gateway surface, and
 the gateway's prompts, resources and templates of the servers not passed through follow
 the pass-through servers' own in every list.
@@ -108,6 +111,7 @@ from mcpx.server.surface import (
     UnknownName,
     asking_for_logs,
     capped_completion,
+    resource_not_found,
 )
 from mcpx.spec.matrix import error_code_in
 from mcpx.upstream.session import UpstreamError
@@ -239,6 +243,12 @@ def _objects_with(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]
     return [item for item in items if type(item) is dict and isinstance(item.get(key), str)]
 
 
+def _scheme(uri: str) -> str:
+    """The scheme of a URI or URI template, in lower case (empty when it has none)."""
+    head, sep, _ = uri.partition(":")
+    return head.lower() if sep else ""
+
+
 class PassThrough:
     """
     The surface of the pass-through servers, merged ahead of the gateway's.
@@ -265,6 +275,9 @@ class PassThrough:
             )
         )
         self._param_headers: _Derived[dict[str, HeaderPaths]] = _Derived(tool_header_paths)
+        self._resource_schemes: _Derived[frozenset[str]] = _Derived(
+            lambda items: frozenset(_scheme(uri) for uri in _names(items, "uri"))
+        )
 
     @property
     def pool(self) -> PoolInterface:
@@ -436,10 +449,17 @@ class PassThrough:
         """
         The pass-through server a bare (not C{mcpx://}) resource URI or template goes
         to: the first that lists it, offers it as a template or has a template it falls
-        under; the first server when none does.
+        under; else the first server that declares resources and offers others of the
+        URI's scheme; else the only server that declares resources (or cannot be asked
+        whether it does).
+
+        @raise RpcError: the revision's resource-not-found error, naming the URI, when no
+            server can have it: it is never handed to a server that offers no resources.
         """
-        if self._single:
-            return self.first
+        scheme = _scheme(uri)
+        same_scheme: str | None = None
+        declaring: list[str] = []
+        unreachable: list[str] = []
         for server in self.servers:
             listed = await self._catalogue("resources", server, context)
             if uri in self._resource_uris.of(server, listed):
@@ -450,7 +470,41 @@ class PassThrough:
             for template, pattern in templates:
                 if template == uri or pattern.fullmatch(uri) is not None:
                     return server
-        return self.first
+            offers = await self._offers_resources(context, server)
+            if offers is None:
+                unreachable.append(server)
+                continue
+            if not offers:
+                continue
+            declaring.append(server)
+            if same_scheme is None and scheme in self._resource_schemes.of(
+                server, listed + [{"uri": t} for t, _ in templates]
+            ):
+                same_scheme = server
+        if same_scheme is not None:
+            return same_scheme
+        candidates = declaring + unreachable
+        if len(candidates) == 1:
+            # The one server that may have it; one that is down says so when forwarded.
+            return candidates[0]
+        error = resource_not_found(uri, context)
+        if unreachable:
+            error = RpcError(
+                error.code,
+                f"{error.message} (no reachable pass-through server offers it; "
+                f"not asked: {', '.join(unreachable)})",
+                error.data,
+            )
+        raise error
+
+    async def _offers_resources(self, context: Context, server: str) -> bool | None:
+        """Whether C{server} declared resources; C{None} when it cannot be reached now."""
+        try:
+            session = await self.pool.session(server, context.identity)
+        except (PoolError, UpstreamError):
+            return None
+        declaration = session.declaration
+        return declaration is None or declaration.declares("resources")
 
     # Forwarding
 

@@ -199,8 +199,11 @@ class Upstreams(FakeConnector):
         self.connects.append((name, server, handlers))
         if self.failures:
             raise self.failures.pop(0)
-        answers = _answers(self.scripted[name])
-        upstream = FakeUpstream(next(self.serials), answers, self.capabilities, self.holding)
+        script = self.scripted[name]
+        answers = _answers(script)
+        # A script may declare capabilities of its own (a server without resources).
+        capabilities = script.get("capabilities", self.capabilities)
+        upstream = FakeUpstream(next(self.serials), answers, capabilities, self.holding)
         self.upstreams.append(upstream)
         channel = FakeChannel(name, upstream)
         session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
@@ -635,8 +638,9 @@ class ResourceTests(SynchronousTestCase):
     def test_read_routed_by_listing_and_template(self) -> None:
         """
         A bare URI goes to the first server, in the order named, that lists it or has a
-        template it falls under; one none does goes to the first; an mcpx:// URI goes
-        through the gateway.
+        template it falls under, else to the first whose other resources share its
+        scheme; one nobody can have is refused, naming it; an mcpx:// URI goes through
+        the gateway.
         """
         harness, _ = passed_through()
         session = Session(Revision.V2025_06_18, harness)
@@ -652,10 +656,42 @@ class ResourceTests(SynchronousTestCase):
         self.assertEqual(owner("notes://a/b/c"), "beta")
         # beta lists it, but alpha comes first and has a template it falls under.
         self.assertEqual(owner("shared://one"), "alpha")
-        # {id} is one segment: alpha's template does not take this one.
-        self.assertEqual(owner("unknown://z"), "alpha")
+        # Not listed, but of a scheme only beta's resources use.
+        self.assertEqual(owner("beta://unlisted"), "beta")
+        # {id} is one segment: alpha's template does not take this one; the scheme does.
+        self.assertEqual(owner("alpha://items/7/8"), "alpha")
+        error = session.error("resources/read", {"uri": "unknown://z"})
+        self.assertEqual(error.code, -32002)
+        self.assertIn("unknown://z", error.message)
         self.assertEqual(owner(uris.to_mcpx("other", "other://r")), "other")
         check_frames(harness, Revision.V2025_06_18)
+
+    def test_read_never_sent_to_a_server_without_resources(self) -> None:
+        """
+        A URI nobody lists is not handed to a first server that declares no resources:
+        it goes to the one server that does, and with none, is refused naming the URI
+        (-32602 at 2026-07-28, where -32002 is retired).
+        """
+        script = scripts()
+        script["alpha"] = {**script["alpha"], "resources": [], "templates": []}
+        script["alpha"]["capabilities"] = {"tools": {}}
+        harness, connector = passed_through(scripted=script)
+        session = Session(Revision.V2025_11_25, harness)
+        contents = session.result("resources/read", {"uri": "memory://nope"})["contents"]
+        self.assertEqual(contents[0]["text"], "beta")
+        only_alpha = {**script, "beta": {**script["alpha"]}}
+        harness, connector = passed_through(scripted=only_alpha)
+        for revision, code in ((Revision.V2025_11_25, -32002), (Revision.V2026_07_28, -32602)):
+            error = Session(revision, harness).error("resources/read", {"uri": "memory://nope"})
+            self.assertEqual(error.code, code)
+            self.assertIn("memory://nope", error.message)
+        asked = [
+            request.method
+            for upstream in connector.upstreams
+            for request in upstream.requests
+            if request.method == "resources/read"
+        ]
+        self.assertEqual(asked, [])
 
     def test_template_matching(self) -> None:
         """A simple expression fills one non-empty segment; + takes the rest."""
