@@ -901,11 +901,15 @@ class Pool(MultiService):
             for slot in slots.values()
             if slot.retry_at is not None and slot.retry_at > now
         ]
+        # A key whose last instance crashed (or never started) and that has not been
+        # started since is failed, even once its back-off has passed: the next use
+        # starts it, and until then the state says what happened.
+        broken = any(slot.failures and slot.instance is None for slot in slots.values())
         if ready:
             state = ServerState.READY
         elif instances:
             state = ServerState.STARTING
-        elif waits:
+        elif waits or broken:
             state = ServerState.FAILED
         else:
             state = ServerState.CONFIGURED
@@ -927,7 +931,7 @@ class Pool(MultiService):
             era=era,
             revision=revision,
             last_error=errors[-1] if errors else None,
-            retry_in=min(waits) if state is ServerState.FAILED else None,
+            retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
         )
 
     # Restarting and reloading

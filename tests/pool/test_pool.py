@@ -305,7 +305,14 @@ class CrashTests(PoolTestCase):
         self.assertEqual(status.last_error, 'upstream "a" exited with status 1')
         self.assertEqual(len(self.connector.connects), 1)
         self.clock.advance(1)
+        # The back-off has passed, nothing has started it again: still failed, and
+        # ready for its next use at once.
+        [status] = pool.status()
+        self.assertEqual(status.state, ServerState.FAILED)
+        self.assertEqual(status.retry_in, 0.0)
+        self.assertEqual(status.last_error, 'upstream "a" exited with status 1')
         self.assertEqual(self.echoed(self.call(pool)), "2:hi")
+        self.assertEqual(pool.status()[0].state, ServerState.READY)
 
     def test_repeated_crashes_back_off(self) -> None:
         """Each crash in a row doubles the restart delay, and the error says how long."""
@@ -949,7 +956,9 @@ class StatusTests(PoolTestCase):
             },
         )
         self.clock.advance(1)
-        self.assertEqual(pool.status()[0].state, ServerState.CONFIGURED)
+        # Past the back-off it stays failed until it is used (or restarted) again.
+        self.assertEqual(pool.status()[0].state, ServerState.FAILED)
+        self.assertEqual(pool.status()[0].retry_in, 0.0)
 
     def test_order_follows_configuration(self) -> None:
         """Servers are listed in the order the configuration gives them."""
