@@ -40,8 +40,13 @@ def error_body(request: IRequest, status: int, code: str, message: str) -> bytes
 
 
 def _task_store(http: DaemonHTTP) -> TaskStore:
-    ttl = DEFAULT_TTL if http.settings is None else http.settings.duration("proto.askTTL")
-    return TaskStore(http.clock, ttl=ttl)
+    if http.settings is None:
+        return TaskStore(http.clock, ttl=DEFAULT_TTL)
+    return TaskStore(
+        http.clock,
+        ttl=http.settings.duration("proto.askTTL"),
+        per_client=http.settings.integer("tasks.maxPerClient"),
+    )
 
 
 @define

@@ -42,7 +42,7 @@ from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
-from mcpx.tasks.store import TaskStore, TooManyTasks
+from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -227,7 +227,16 @@ def error_from(error: BaseException) -> OpError:
             504, error.code, f'{error.message}; or pass "task": true to collect the result later'
         )
     if isinstance(error, PoolError):
-        return OpError(503, error.code, error.message)
+        return OpError(503, error.code, error.message, retry_in=error.retry_in)
+    if isinstance(error, TooManyTasksForClient):
+        return OpError(
+            429,
+            "too_many_tasks_for_client",
+            f"caller {error.client!r} already holds {error.limit} tasks running or waiting "
+            f"to be collected ({PER_CLIENT_SETTING}); collect finished ones with "
+            "GET /v1/tasks/{id} and try again once they expire",
+            retry_in=error.retry_in,
+        )
     if isinstance(error, TooManyTasks):
         return OpError(
             503,
@@ -813,7 +822,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
 
     if not args.get("task"):
         return await work()
-    task = host.tasks.start(work, _task_error)
+    task = host.tasks.start(work, _task_error, client=call.client)
     if task_named:
         # Before the upstream can ask anything: that takes a turn of the reactor.
         caller.id = task.id
@@ -1191,7 +1200,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 429, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1494,6 +1503,7 @@ _STATUS_TEXT = {
     400: "Invalid input: the error names the field",
     404: "Unknown server, tool, prompt, task or question",
     409: "The question is no longer pending: answered, declined, cancelled or expired",
+    429: "The caller holds as many tasks as it may; Retry-After says when to try again",
     500: "The daemon failed unexpectedly",
     502: "The upstream server answered with an error (under rpc) or failed",
     503: "The server (or the pool) is unavailable; retry_in says when to try again",

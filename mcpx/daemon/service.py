@@ -256,6 +256,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock=clock,
             call_timeout=settings.duration("pool.callTimeout"),
             idle_timeout=settings.duration("pool.idleTimeout"),
+            max_client_instances=settings.integer("pool.maxClientInstances"),
             publish=events.publish,
             handlers=upstream_handlers,
         )
@@ -288,6 +289,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             keep_alive=settings.duration("transport.sseKeepAlive"),
             allowed_origins=settings.strings("transport.allowedOrigins"),
             max_body=settings.integer("transport.maxMessageSize"),
+            max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         )
         stdio = StdioFactory(
             mcp,

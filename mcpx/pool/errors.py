@@ -34,6 +34,8 @@ class PoolError(Exception):
     """
 
     code: ClassVar[str] = "pool_error"
+    #: Seconds after which trying again may succeed, when the pool can tell.
+    retry_in: float | None = None
 
     @property
     def message(self) -> str:
@@ -99,4 +101,27 @@ class CallTimedOut(PoolError):
             f"server {server!r} did not answer {tool!r} within {timeout:g}s, so the call "
             "was cancelled; a call may ask for a shorter timeout, and pool.callTimeout "
             "sets the longest"
+        )
+
+
+class TooManyInstances(PoolError):
+    """
+    A C{client}-scoped server already runs as many instances as it may (one per caller),
+    every one of them busy, so none could be stopped to make room for a new caller.
+
+    @ivar limit: the cap that was reached.
+    @ivar setting: the setting that sets it.
+    """
+
+    code: ClassVar[str] = "too_many_instances"
+
+    def __init__(self, name: str, limit: int, setting: str, retry_in: float) -> None:
+        self.name = name
+        self.limit = limit
+        self.setting = setting
+        self.retry_in = retry_in
+        super().__init__(
+            f"server {name!r} already runs {limit} instances, one per caller, and every one "
+            f"is busy, so none can be stopped for a new caller; try again when one is idle, "
+            f"or raise {setting}"
         )

@@ -20,6 +20,10 @@ An instance's life:
     fails at once, saying when the next start will be.
   - L{Pool.restart}, L{Pool.reload} and stopping the service close instances on
     purpose; a call they cut short says so.
+  - A C{client}-scoped server runs at most C{pool.maxClientInstances} instances.  A
+    new caller beyond that takes the place of the least recently used idle one, which
+    is stopped first (its process is gone before the new one is spawned); when every
+    one is busy the call fails at once with L{TooManyInstances}.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
@@ -46,7 +50,13 @@ from twisted.python.failure import Failure
 
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
-from mcpx.pool.errors import CallTimedOut, ServerUnavailable, UnknownServer, format_seconds
+from mcpx.pool.errors import (
+    CallTimedOut,
+    ServerUnavailable,
+    TooManyInstances,
+    UnknownServer,
+    format_seconds,
+)
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed
@@ -112,6 +122,15 @@ _SUBSCRIBE = "resources/subscribe"
 _UNSUBSCRIBE = "resources/unsubscribe"
 
 _STOPPING = "mcpx is shutting down"
+
+#: How many instances a C{client}-scoped server may run when nothing says otherwise.
+DEFAULT_MAX_CLIENT_INSTANCES = 16
+
+#: The setting that caps them.
+MAX_CLIENT_INSTANCES_SETTING = "pool.maxClientInstances"
+
+#: When a caller refused for want of an idle instance is told to try again, in seconds.
+_BUSY_RETRY = 1.0
 
 
 class _Outcome(Generic[T]):
@@ -202,6 +221,8 @@ class _Instance:
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
     subscriptions: set[str] = field(factory=set)
+    #: Whether a new instance waits for this one, closing, to be gone (see L{Pool._room}).
+    claimed: bool = False
     last_used: float = 0.0
     idle_timer: IDelayedCall | None = None
     catalogue: dict[str, list[dict[str, Any]]] = field(factory=dict)
@@ -242,6 +263,7 @@ class Pool(MultiService):
         publish: Publish = _no_events,
         handlers: HandlersFor | None = None,
         backoff: Backoff | None = None,
+        max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -250,11 +272,17 @@ class Pool(MultiService):
         @param publish: C{publish(kind, server, **data)} for each event.
         @param handlers: the L{UpstreamHandlers} for an instance, from (server, scope key).
         @param backoff: the restart delays after crashes in a row.
+        @param max_client_instances: C{pool.maxClientInstances}: the most instances one
+            C{client}-scoped server runs at once.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
+        if max_client_instances < 1:
+            raise ValueError(
+                f"max_client_instances must be at least 1, not {max_client_instances!r}"
+            )
         self._servers = servers
         self._connector = connector
         self._clock = clock
@@ -263,6 +291,11 @@ class Pool(MultiService):
         self._publish_to = publish
         self._handlers = handlers
         self._backoff = backoff or Backoff()
+        self._max_client_instances = max_client_instances
+        #: Instances closed on purpose whose process may still run, by server.
+        self._closing: dict[str, set[_Instance]] = {}
+        #: The client-scoped servers whose cap refused a caller since one was last idle.
+        self._saturated: set[str] = set()
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
@@ -365,6 +398,13 @@ class Pool(MultiService):
     # Starting
 
     def _start(self, slot: _Slot) -> _Instance:
+        """
+        Start an instance for C{slot}; one that replaces another under
+        C{pool.maxClientInstances} is spawned once the other's process is gone.
+
+        @raise ServerUnavailable: if it may not start now.
+        @raise TooManyInstances: if it would be one instance too many.
+        """
         name, scope = slot.key
         if self._stopping:
             raise ServerUnavailable(name, _STOPPING)
@@ -372,13 +412,18 @@ class Pool(MultiService):
             wait = slot.retry_at - self._clock.seconds()
             if wait > 0:
                 raise ServerUnavailable(name, slot.failure_reason(), wait)
+        after = self._room(slot)
         instance = _Instance(slot)
         slot.instance = instance
         self._publish("server.starting", name, instance=scope)
         try:
-            connecting: Deferred[UpstreamSession] = ensureDeferred(
-                self._connector.connect(name, slot.config, self._handlers_for(instance))
-            )
+            connecting: Deferred[UpstreamSession]
+            if after is None:
+                connecting = ensureDeferred(
+                    self._connector.connect(name, slot.config, self._handlers_for(instance))
+                )
+            else:
+                connecting = Deferred.fromCoroutine(self._connect_after(after, instance))
         except Exception:
             # A connector that fails before it is even awaited fails the start all the same.
             connecting = fail()
@@ -391,6 +436,69 @@ class Pool(MultiService):
         instance.connecting = connecting
         instance.ready = self._track(connecting, f"starting upstream {name!r}")
         return instance
+
+    async def _connect_after(self, after: Deferred[None], instance: _Instance) -> UpstreamSession:
+        try:
+            await after
+        except CancelledError:
+            raise
+        except Exception:
+            pass  # logged where it was closed; its process is gone all the same
+        name = instance.name
+        return await self._connector.connect(
+            name, instance.slot.config, self._handlers_for(instance)
+        )
+
+    def _room(self, slot: _Slot) -> Deferred[None] | None:
+        """
+        Make room for a new instance of C{slot} under C{pool.maxClientInstances}: C{None}
+        when there is room, else a Deferred that fires once the instance it replaces (an
+        idle one stopped now, the least recently used, or one already closing) is gone.
+
+        @raise TooManyInstances: when every instance is busy.
+        """
+        if slot.config.scope is not Scope.CLIENT:
+            return None
+        name = slot.key[0]
+        limit = self._max_client_instances
+        running = [s.instance for s in self._slots.get(name, {}).values() if s.instance]
+        closing = [i for i in self._closing.get(name, ()) if not i.claimed]
+        if len(running) + len(closing) < limit:
+            return None
+        if closing:
+            victim = closing[0]
+        else:
+            idle = [i for i in running if i.usable and not i.in_flight and not i.subscriptions]
+            if not idle:
+                if name not in self._saturated:
+                    self._saturated.add(name)
+                    self.log.warn(
+                        "upstream {server}: all {limit} instances are busy, refusing new "
+                        "callers until one is idle ({setting})",
+                        server=name,
+                        limit=limit,
+                        setting=MAX_CLIENT_INSTANCES_SETTING,
+                    )
+                raise TooManyInstances(name, limit, MAX_CLIENT_INSTANCES_SETTING, _BUSY_RETRY)
+            victim = min(idle, key=lambda i: i.last_used)
+            self.log.info(
+                "stopping upstream {server} for {scope}: {limit} instances run, the least "
+                "recently used makes room for a new caller",
+                server=name,
+                scope=victim.scope,
+                limit=limit,
+            )
+            gone = self._close(
+                victim,
+                f"stopped to make room for a new caller ({limit} instances at most, "
+                f"{MAX_CLIENT_INSTANCES_SETTING})",
+                "server.reaped",
+            )
+            gone.addErrback(lambda _: None)  # the close logs its own failure
+            self._forget_slot(victim.slot)
+        self._saturated.discard(name)
+        victim.claimed = True
+        return self._close(victim, victim.ended or "", None)
 
     def _started(self, session: UpstreamSession, instance: _Instance) -> None:
         instance.session = session
@@ -554,6 +662,17 @@ class Pool(MultiService):
             done = instance.ready.wait()
         else:
             done = self._close_session(instance).wait()
+        # Its process may run a while yet, and counts against pool.maxClientInstances.
+        closing = self._closing.setdefault(name, set())
+        closing.add(instance)
+
+        def gone(result: object) -> object:
+            closing.discard(instance)
+            if not closing and self._closing.get(name) is closing:
+                del self._closing[name]
+            return result
+
+        done.addBoth(gone)
         if event is not None:
             done.addCallback(lambda _: self._publish(event, name, instance=scope, reason=why))
         return done
