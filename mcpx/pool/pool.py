@@ -46,12 +46,20 @@ from twisted.python.failure import Failure
 
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
-from mcpx.pool.errors import CallTimedOut, ServerUnavailable, UnknownServer, format_seconds
+from mcpx.pool.errors import (
+    CallTimedOut,
+    ServerUnavailable,
+    UnknownServer,
+    format_seconds,
+    masked_rpc_error,
+)
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
+from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed
 
 T = TypeVar("T")
@@ -242,6 +250,7 @@ class Pool(MultiService):
         publish: Publish = _no_events,
         handlers: HandlersFor | None = None,
         backoff: Backoff | None = None,
+        masker: SecretMasker | None = None,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -250,6 +259,8 @@ class Pool(MultiService):
         @param publish: C{publish(kind, server, **data)} for each event.
         @param handlers: the L{UpstreamHandlers} for an instance, from (server, scope key).
         @param backoff: the restart delays after crashes in a row.
+        @param masker: hides the configured credentials in what upstreams say (their
+            errors, why they failed); taught each configuration L{reload} takes.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
@@ -263,6 +274,7 @@ class Pool(MultiService):
         self._publish_to = publish
         self._handlers = handlers
         self._backoff = backoff or Backoff()
+        self._masker = masker if masker is not None else SecretMasker(servers)
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
@@ -428,7 +440,7 @@ class Pool(MultiService):
                     why=failure.getErrorMessage(),
                 )
             return
-        why = failure.getErrorMessage() or repr(failure.value)
+        why = self._masker.mask(failure.getErrorMessage() or repr(failure.value))
         self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
         retry_in = self._failed(instance, f"could not start: {why}", crashed=False)
         self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
@@ -489,6 +501,7 @@ class Pool(MultiService):
 
     def _crashed(self, instance: _Instance, why: str) -> None:
         name, scope = instance.slot.key
+        why = self._masker.mask(why)
         retry_in = self._failed(instance, why, crashed=True)
         self.log.warn(
             "upstream {server} ended unexpectedly: {why}; next start in {delay}",
@@ -664,6 +677,10 @@ class Pool(MultiService):
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
+            except RpcError as e:
+                if self._masker:
+                    raise masked_rpc_error(e, self._masker) from None
+                raise
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
@@ -956,6 +973,7 @@ class Pool(MultiService):
         changed = tuple(name for name in servers if name in old and old[name] != servers[name])
         unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
         self._servers = servers
+        self._masker.learn(servers)
         closing = [
             self._close_all(self._slots.pop(name, {}), "it was removed from the configuration")
             for name in removed
