@@ -97,10 +97,10 @@ class SecretMaskingTests(TestCase):
         events_done.addErrback(lambda _: None)
 
         async def post(path: str, body: Any, **headers: str) -> tuple[int, str, Any]:
+            sent: dict[bytes | str, bytes | str] = {"Content-Type": "application/json"}
+            sent.update(headers)
             response = await http.post(
-                f"http://mcpx{path}",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json", **headers},
+                f"http://mcpx{path}", data=json.dumps(body).encode(), headers=sent
             )
             return response.code, (await treq.content(response)).decode(), response
 

@@ -132,3 +132,36 @@ class UserinfoTests(SynchronousTestCase):
         self.assertIn(
             "remove the 'user:password@' from the URL, or the auth block", str(caught.exception)
         )
+
+
+class ExitTests(SynchronousTestCase):
+    """The event bus and the log stream mask what passes through them."""
+
+    def setUp(self) -> None:
+        self.masker = SecretMasker(
+            servers(a={"url": "http://h/mcp", "auth": {"type": "bearer", "token": TOKEN}})
+        )
+
+    def test_events_are_masked(self) -> None:
+        from twisted.internet.task import Clock
+
+        from mcpx.daemon.events import EventBus
+
+        bus = EventBus(Clock(), masker=self.masker)
+        seen: list[object] = []
+        bus.subscribe(lambda event: seen.append(event.data))
+        bus.publish("server.failed", "a", error=f"HTTP 401: Bearer {TOKEN}")
+        self.assertEqual(seen, [{"error": "HTTP 401: Bearer ***"}])
+
+    def test_log_lines_are_masked(self) -> None:
+        import io
+
+        from twisted.logger import Logger, LogPublisher
+
+        from mcpx.daemon.logs import log_observer
+
+        stream = io.StringIO()
+        publisher = LogPublisher(log_observer(stream, "info", self.masker))
+        Logger(observer=publisher).warn("upstream said {why}", why=f"no {TOKEN}")
+        self.assertNotIn(TOKEN, stream.getvalue())
+        self.assertIn("no ***", stream.getvalue())
