@@ -26,6 +26,7 @@ from mcpx.daemon.events import EventBus
 from mcpx.daemon.ops import OPS, PoolInterface
 from mcpx.questions.broker import Broker
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import DEFAULT_TTL, TaskStore
 
@@ -68,6 +69,8 @@ class DaemonHTTP:
     @ivar broker: the questions upstream servers asked, answered through
         C{/v1/questions}; C{None} until the daemon wires it in, when those routes answer
         C{503 questions_unavailable}.  The daemon starts and stops it, not this.
+    @ivar masker: hides the configured credentials in error answers; the pool and the
+        event bus share it.
     """
 
     app = Klein()
@@ -83,6 +86,7 @@ class DaemonHTTP:
     tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
     mcp: McpHTTP | None = None
     broker: Broker | None = None
+    masker: SecretMasker = Factory(SecretMasker)
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:

@@ -40,6 +40,7 @@ from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, Quest
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
 from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
@@ -114,6 +115,7 @@ class OpHost(Protocol):
     @ivar read_servers: reads the config file's servers afresh, for C{reload}.
     @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
         without a broker.
+    @ivar masker: hides the configured credentials in what the operations answer.
     """
 
     clock: IReactorTime
@@ -127,6 +129,7 @@ class OpHost(Protocol):
     tasks: TaskStore
     read_servers: Callable[[], ServersConfig] | None
     broker: Broker | None
+    masker: SecretMasker
 
 
 @frozen

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import field, frozen
+from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
@@ -33,6 +33,7 @@ from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import load_config
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
@@ -52,6 +53,8 @@ class DaemonConfig:
         serves C{/health} only.
     @ivar servers: the configured upstream servers.
     @ivar environ: the daemon's environment, which stdio upstreams inherit.
+    @ivar masker: hides the servers' credentials wherever text leaves the daemon: the
+        pool, the event bus, the API's errors and the log share it.
     """
 
     state_dir: Path
@@ -59,6 +62,9 @@ class DaemonConfig:
     settings: Settings | None = None
     servers: ServersConfig | None = None
     environ: Mapping[str, str] = field(factory=dict)
+    masker: SecretMasker = field(
+        default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
+    )
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -198,7 +204,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     """
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
-    events = EventBus(clock)
+    events = EventBus(clock, masker=config.masker)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
@@ -259,6 +265,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_client_instances=settings.integer("pool.maxClientInstances"),
             publish=events.publish,
             handlers=upstream_handlers,
+            masker=config.masker,
         )
     environ = config.environ
     http = DaemonHTTP(
@@ -271,6 +278,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         state_dir=str(config.state_dir),
         read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
         broker=broker,
+        masker=config.masker,
     )
     site = DaemonSite(http.resource(), reactor)
     for description in config.exposed_endpoints():

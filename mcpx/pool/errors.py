@@ -4,7 +4,8 @@ What the pool tells a caller it could not do, each with the stable code the API
 answers with.
 
 Upstream JSON-RPC errors are not wrapped: they reach the caller as the
-L{mcpx.wire.errors.RpcError} the server sent.
+L{mcpx.wire.errors.RpcError} the server sent, with the configured credentials in
+it masked (L{masked_rpc_error}).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from mcpx.settings.errors import closest
+from mcpx.settings.secrets import SecretMasker
+from mcpx.wire.errors import RpcError
 
 
 def format_seconds(seconds: float) -> str:
@@ -24,6 +27,15 @@ def format_seconds(seconds: float) -> str:
     if seconds >= 10:
         return f"{math.ceil(seconds)}s"
     return f"{math.ceil(seconds * 10) / 10:g}s"
+
+
+def masked_rpc_error(error: RpcError, masker: SecretMasker) -> RpcError:
+    """C{error} with every secret in its message and data masked; itself if it had none."""
+    message = masker.mask(error.message)
+    data = masker.mask_json(error.data)
+    if message is error.message and data is error.data:
+        return error
+    return RpcError(error.code, message, data)
 
 
 class PoolError(Exception):

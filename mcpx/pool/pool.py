@@ -56,12 +56,15 @@ from mcpx.pool.errors import (
     TooManyInstances,
     UnknownServer,
     format_seconds,
+    masked_rpc_error,
 )
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
+from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed
 
 T = TypeVar("T")
@@ -264,6 +267,7 @@ class Pool(MultiService):
         handlers: HandlersFor | None = None,
         backoff: Backoff | None = None,
         max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
+        masker: SecretMasker | None = None,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -274,6 +278,8 @@ class Pool(MultiService):
         @param backoff: the restart delays after crashes in a row.
         @param max_client_instances: C{pool.maxClientInstances}: the most instances one
             C{client}-scoped server runs at once.
+        @param masker: hides the configured credentials in what upstreams say (their
+            errors, why they failed); taught each configuration L{reload} takes.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
@@ -296,6 +302,7 @@ class Pool(MultiService):
         self._closing: dict[str, set[_Instance]] = {}
         #: The client-scoped servers whose cap refused a caller since one was last idle.
         self._saturated: set[str] = set()
+        self._masker = masker if masker is not None else SecretMasker(servers)
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
@@ -536,7 +543,7 @@ class Pool(MultiService):
                     why=failure.getErrorMessage(),
                 )
             return
-        why = failure.getErrorMessage() or repr(failure.value)
+        why = self._masker.mask(failure.getErrorMessage() or repr(failure.value))
         self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
         retry_in = self._failed(instance, f"could not start: {why}", crashed=False)
         self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
@@ -597,6 +604,7 @@ class Pool(MultiService):
 
     def _crashed(self, instance: _Instance, why: str) -> None:
         name, scope = instance.slot.key
+        why = self._masker.mask(why)
         retry_in = self._failed(instance, why, crashed=True)
         self.log.warn(
             "upstream {server} ended unexpectedly: {why}; next start in {delay}",
@@ -783,6 +791,10 @@ class Pool(MultiService):
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
+            except RpcError as e:
+                if self._masker:
+                    raise masked_rpc_error(e, self._masker) from None
+                raise
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
@@ -1079,6 +1091,7 @@ class Pool(MultiService):
         changed = tuple(name for name in servers if name in old and old[name] != servers[name])
         unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
         self._servers = servers
+        self._masker.learn(servers)
         closing = [
             self._close_all(self._slots.pop(name, {}), "it was removed from the configuration")
             for name in removed

@@ -241,6 +241,24 @@ def render_configuration_md() -> str:
         "Put secrets in `auth`, `headers` or `env`, not in `args`, which are shown "
         "as written.",
         "",
+        "A URL may carry a user name and password (`https://me:${PASSWORD}@host/mcp`): mcpx "
+        "sends them as `basic` auth and leaves them out of the URL it uses and shows. Such a "
+        "URL together with an `auth` block is an error; keep one of the two.",
+        "",
+        "An upstream may also send a credential back, for instance by quoting the "
+        "`Authorization` header it refused. So the daemon masks every credential it knows "
+        "as `***` in error answers (on `/v1` and `/mcp`), in a server's `last_error`, in "
+        "events and in its log: every `auth` value, the URL's user name and password, and "
+        "the values of `headers`, `env` entries and query parameters whose name looks like "
+        "a credential (it contains TOKEN, SECRET, KEY, PASSWORD, AUTH, COOKIE, SESSION, "
+        "...). A value is also masked URL-encoded and JSON-escaped, and for basic auth "
+        "as the base64 of `user:password`. Values shorter than 4 characters are not "
+        "masked, since that would garble every message and such a value protects little. "
+        "A tool's successful result is passed on as the server gave it: what a tool "
+        "returns is its answer, and scanning every result would cost every call. Under "
+        "`twistd`, whose log file is twistd's own, the log is not masked; run "
+        "`mcpx daemon` for a masked log.",
+        "",
         "### Environment references: `${NAME}`",
         "",
         "Any string value in a server entry can refer to an environment variable as `${NAME}`. "

@@ -23,7 +23,7 @@ import enum
 import re
 from collections.abc import Iterator, Mapping
 from typing import NoReturn, TypeAlias
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from attrs import field, frozen
 
@@ -392,12 +392,36 @@ class _ServerReader:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             self.fail("url", "must be an http:// or https:// URL with a host")
+        auth = self.auth(entry, _REMOTE_AUTH, "a remote server")
+        if "@" in parts.netloc:
+            url, auth = self.userinfo(url, auth)
         return RemoteServer(
             name=self.name,
             url=url,
             headers=self.secrets(entry, "headers", _HEADER_NAME, "an HTTP header name"),
-            auth=self.auth(entry, _REMOTE_AUTH, "a remote server"),
+            auth=auth,
             scope=self.scope(entry),
+        )
+
+    def userinfo(self, url: str, auth: Auth | None) -> tuple[str, Auth]:
+        """
+        A URL's C{user:password@} as basic auth, and the URL without it.
+
+        HTTP clients do not send user information themselves, and a URL that keeps
+        it would show the password wherever the URL is shown.
+        """
+        if auth is not None:
+            self.fail(
+                "url",
+                "the URL carries a user name and password and the entry has an auth block "
+                "too; remove the 'user:password@' from the URL, or the auth block",
+            )
+        parts = urlsplit(url)
+        credentials, host = parts.netloc.rsplit("@", 1)
+        username, _, password = credentials.partition(":")
+        stripped = urlunsplit(parts._replace(netloc=host))
+        return stripped, Auth(
+            AuthType.BASIC, Secret(unquote(password)), username=Secret(unquote(username))
         )
 
     def expand(self, field: str, text: str) -> str:

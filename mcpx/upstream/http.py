@@ -390,7 +390,7 @@ class _Exchange:
 
     def start(self) -> None:
         channel = self.channel
-        self.pending = channel.http.request(
+        self.pending = pending = channel.http.request(
             "POST",
             channel.target,
             headers=as_headers(self.headers),
@@ -398,8 +398,9 @@ class _Exchange:
             unbuffered=True,
             allow_redirects=False,
         )
-        self.pending.addCallbacks(self._response, self._unreachable)
-        self.pending.addErrback(self._bug)
+        # Chained on the local name: a request that fails at once runs _unreachable
+        # inside addCallbacks, which clears self.pending.
+        pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
 
     def _bug(self, failure: Failure) -> None:
         log.failure(
