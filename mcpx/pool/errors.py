@@ -100,3 +100,24 @@ class CallTimedOut(PoolError):
             "was cancelled; a call may ask for a shorter timeout, and pool.callTimeout "
             "sets the longest"
         )
+
+
+class AnswerTooLarge(PoolError):
+    """
+    The server's answer to a call was longer than mcpx reads; the server itself keeps
+    serving.
+
+    @ivar limit: the limit, in bytes (C{transport.maxMessageSize}).
+    """
+
+    code: ClassVar[str] = "answer_too_large"
+
+    def __init__(self, server: str, tool: str, limit: int) -> None:
+        self.server = server
+        self.tool = tool
+        self.limit = limit
+        super().__init__(
+            f"server {server!r} answered {tool!r} with a message longer than {limit} bytes "
+            f"({limit / 2**20:g} MiB), the limit transport.maxMessageSize sets; raise it "
+            "in the config file or ask the tool for less"
+        )

@@ -46,10 +46,16 @@ from twisted.python.failure import Failure
 
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
-from mcpx.pool.errors import CallTimedOut, ServerUnavailable, UnknownServer, format_seconds
+from mcpx.pool.errors import (
+    AnswerTooLarge,
+    CallTimedOut,
+    ServerUnavailable,
+    UnknownServer,
+    format_seconds,
+)
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
-from mcpx.upstream.channel import ChannelClosed
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
@@ -664,6 +670,8 @@ class Pool(MultiService):
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
+            except MessageTooLarge as e:
+                raise AnswerTooLarge(instance.name, what, e.limit) from None
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
