@@ -72,7 +72,7 @@ def open_fds() -> int:
 class FaultCase(TestCase):
     timeout = 30
 
-    async def setUp(self) -> None:
+    async def setUp(self) -> None:  # type: ignore[override]
         self.state = Path(tempfile.mkdtemp(prefix="mcpx-faults-"))
         self.addCleanup(shutil.rmtree, self.state, True)
         self.groups = ProcessGroups(self.state / "upstreams")
