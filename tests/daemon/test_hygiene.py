@@ -15,9 +15,19 @@ from pathlib import Path
 from twisted.internet.task import deferLater
 
 from tests.cli.test_real_daemon import RealDaemonCase, children_of, parent_of
-from tests.pool.test_faults import session_of
 from tests.support.peers import misbehaving_argv
 from tests.support.processes import VENV_BIN, reactor, spawn
+
+
+def session_of(pid: int) -> list[int]:
+    """The live processes in the session C{pid} leads."""
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, ValueError):
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[3]) == pid:
+                found.append(int(entry))
+    return found
 
 
 async def gone_within(pids: list[int], seconds: float) -> list[int]:
