@@ -37,6 +37,7 @@ from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
+from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
 
 _log = Logger()
@@ -96,12 +97,16 @@ class DaemonService(MultiService):
         listeners: Sequence[ListenerService],
         pool: Pool | None,
         broker: Broker | None = None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         MultiService.__init__(self)
         self.http = http
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
+        if groups is not None:
+            # First, so that what a killed daemon left is gone before anything starts.
+            MultiService.addService(self, StrayReaper(groups))
         if pool is not None:
             MultiService.addService(self, pool)
         if broker is not None:
@@ -138,6 +143,20 @@ class DaemonService(MultiService):
             _log.failure("configuration reload failed", failure)
 
         return outcome.addCallbacks(report, failed)
+
+
+class StrayReaper(Service):
+    """
+    Ends, when the daemon starts, the upstream processes a previous daemon of this state
+    directory left running when it was killed (L{ProcessGroups.reap_strays}).
+    """
+
+    def __init__(self, groups: ProcessGroups) -> None:
+        self.groups = groups
+
+    def startService(self) -> None:
+        Service.startService(self)
+        self.groups.reap_strays()
 
 
 class BrokerService(Service):
@@ -247,7 +266,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             return relay.handlers(server, scope_key, heard)
         return UpstreamHandlers(notification=heard)
 
+    groups: ProcessGroups | None = None
     if settings is not None and servers is not None:
+        groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
         connector = make_connector(
             reactor,
             config.environ,
@@ -255,6 +276,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_message_size=settings.integer("transport.maxMessageSize"),
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
+            groups=groups,
         )
         pool = Pool(
             servers=servers,
@@ -306,7 +328,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_length=settings.integer("transport.maxMessageSize"),
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    return DaemonService(http, listeners, pool, broker)
+    return DaemonService(http, listeners, pool, broker, groups)
 
 
 def settle_memory() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
 from mcpx.pool.errors import (
+    AnswerTooLarge,
     CallTimedOut,
     PoolError,
     ServerUnavailable,
@@ -19,6 +20,7 @@ from mcpx.pool.pool import Connects, Pool
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 
 __all__ = [
+    "AnswerTooLarge",
     "Backoff",
     "CallTimedOut",
     "Connects",

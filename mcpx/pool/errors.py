@@ -137,3 +137,24 @@ class TooManyInstances(PoolError):
             f"is busy, so none can be stopped for a new caller; try again when one is idle, "
             f"or raise {setting}"
         )
+
+
+class AnswerTooLarge(PoolError):
+    """
+    The server's answer to a call was longer than mcpx reads; the server itself keeps
+    serving.
+
+    @ivar limit: the limit, in bytes (C{transport.maxMessageSize}).
+    """
+
+    code: ClassVar[str] = "answer_too_large"
+
+    def __init__(self, server: str, tool: str, limit: int) -> None:
+        self.server = server
+        self.tool = tool
+        self.limit = limit
+        super().__init__(
+            f"server {server!r} answered {tool!r} with a message longer than {limit} bytes "
+            f"({limit / 2**20:g} MiB), the limit transport.maxMessageSize sets; raise it "
+            "in the config file or ask the tool for less"
+        )

@@ -51,6 +51,7 @@ from twisted.python.failure import Failure
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
 from mcpx.pool.errors import (
+    AnswerTooLarge,
     CallTimedOut,
     ServerUnavailable,
     TooManyInstances,
@@ -61,7 +62,7 @@ from mcpx.pool.errors import (
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
-from mcpx.upstream.channel import ChannelClosed
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import RpcError
@@ -795,6 +796,8 @@ class Pool(MultiService):
                 if self._masker:
                     raise masked_rpc_error(e, self._masker) from None
                 raise
+            except MessageTooLarge as e:
+                raise AnswerTooLarge(instance.name, what, e.limit) from None
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)

@@ -257,10 +257,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="transport.maxMessageSize",
         kind=Kind.INTEGER,
-        default=4 * 1024 * 1024,
+        default=64 * 1024 * 1024,
         minimum=1024,
         help="The largest single JSON-RPC message, in bytes, that mcpx reads from a "
-        "client or an upstream server; a larger one is refused.",
+        "client or an upstream server; a larger one is refused. Upstream answers carry "
+        "whole files and images (often twice: as content and as structuredContent), so "
+        "the default is 64 MiB; an answer over the limit fails its call at once with an "
+        "error naming this setting, and the server keeps serving.",
     ),
     Setting(
         name="transport.maxSessionsPerClient",

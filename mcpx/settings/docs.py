@@ -201,7 +201,13 @@ def render_configuration_md() -> str:
         "",
         "- **stdio server** (`command`): mcpx starts the program and speaks MCP over its "
         "standard input and output. `args` is a list of strings, `env` is an object of extra "
-        "environment variables for the child, and `cwd` is the directory to start it in.",
+        "environment variables for the child, and `cwd` is the directory to start it in "
+        "(`~` is expanded; without it, your home directory, never the daemon's own). Each "
+        "server runs in a process group of its own: stopping or restarting it signals "
+        "everything it started (SIGTERM, then SIGKILL after a grace period); on Linux it "
+        "dies with the daemon, and processes it forked that a killed daemon left behind "
+        "are ended when the next daemon starts (they are recorded under `upstreams/` in the "
+        "state directory and carry `MCPX_DAEMON_RUN` in their environment).",
         "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
         "`headers` is an object of headers to send with every request.",
         "",

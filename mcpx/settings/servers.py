@@ -173,7 +173,7 @@ class StdioServer:
     A server mcpx starts as a child process and speaks to over stdin and stdout.
 
     @ivar env: variables added to the child's environment.
-    @ivar cwd: the directory it starts in, or C{None} for the daemon's own.
+    @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
     """
 
     name: str

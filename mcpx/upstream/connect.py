@@ -12,6 +12,7 @@ from typing import Any
 
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import Channel
+from mcpx.upstream.groups import ProcessGroups
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
 from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
@@ -27,17 +28,26 @@ def make_connector(
     probe_timeout: float = 5.0,
     lenient: bool = False,
     max_rounds: int = 8,
+    groups: ProcessGroups | None = None,
 ) -> Connector:
     """
     A connector on the real transports.
 
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
+    @param groups: runs each stdio server in a process group of its own (as the
+        daemon does); without it a server is a plain child process.
     """
 
     def channels(name: str, server: ServerConfig) -> Channel:
         if isinstance(server, StdioServer):
             return StdioChannel(
-                name, server, reactor, environ, max_message_size=max_message_size, grace=grace
+                name,
+                server,
+                reactor,
+                environ,
+                max_message_size=max_message_size,
+                grace=grace,
+                groups=groups,
             )
         from mcpx.upstream.http import StreamableHTTPChannel
 
