@@ -147,6 +147,14 @@ SETTINGS: tuple[Setting, ...] = (
         help="How long a started upstream server may go unused before the pool stops it.",
     ),
     Setting(
+        name="pool.stableAfter",
+        kind=Kind.DURATION,
+        default=10.0,
+        help="How long an upstream server must stay up before its earlier crashes are "
+        "forgotten. Until then each crash in a row doubles the wait before the next start "
+        "(1s, 2s, 4s, ... up to 60s), however many calls it answered in between.",
+    ),
+    Setting(
         name="proto.native",
         kind=Kind.BOOLEAN,
         default=True,
