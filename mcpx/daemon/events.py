@@ -46,6 +46,8 @@ KINDS = (
     "warning",
     "question.asked",
     "question.closed",
+    "config.reloaded",
+    "config.reload_failed",
 )
 
 

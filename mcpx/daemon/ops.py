@@ -32,6 +32,7 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
+from mcpx.daemon.reloading import ReloadRefused, Reloads
 from mcpx.pool.errors import (
     AnswerTooLarge,
     CallTimedOut,
@@ -43,7 +44,6 @@ from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
-from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -110,6 +110,7 @@ class PoolInterface(Protocol):
     def status(self) -> Sequence[ServerStatus]: ...
     async def restart(self, server: str) -> None: ...
     async def reload(self, servers: ServersConfig) -> ReloadReport: ...
+    def retune(self, settings: Settings) -> None: ...
 
 
 class OpHost(Protocol):
@@ -118,7 +119,7 @@ class OpHost(Protocol):
 
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
-    @ivar read_servers: reads the config file's servers afresh, for C{reload}.
+    @ivar reloads: runs reloads one at a time (L{mcpx.daemon.reloading}).
     @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
         without a broker.
     @ivar masker: hides the configured credentials in what the operations answer.
@@ -133,7 +134,7 @@ class OpHost(Protocol):
     servers: ServersConfig | None
     state_dir: str
     tasks: TaskStore
-    read_servers: Callable[[], ServersConfig] | None
+    reloads: Reloads
     broker: Broker | None
     masker: SecretMasker
 
@@ -1057,21 +1058,23 @@ async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
     pool = _pool(host)
-    if host.read_servers is None:
+    if host.reloads.read is None:
         raise OpError(
             503,
             "reload_unavailable",
             "this daemon cannot re-read its config file; restart it to apply changes",
         )
     try:
-        servers = host.read_servers()
-    except SettingsError as e:
+        return await host.reloads.run(
+            host, lambda servers: Deferred.fromCoroutine(pool.reload(servers)), pool
+        )
+    except ReloadRefused as e:
         raise OpError(
-            400, "invalid_config", f"{e}; fix the config file and POST /v1/reload again"
+            400,
+            "invalid_config",
+            f"{e}; the running configuration is kept: fix the config file and "
+            "POST /v1/reload (or send SIGHUP) again",
         ) from None
-    report = await pool.reload(servers)
-    host.servers = servers
-    return report.to_json()
 
 
 async def get_settings(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1085,12 +1088,15 @@ async def get_protocol(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 
 async def health(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return {
+    answer: dict[str, Any] = {
         "status": "ok",
         "version": __version__,
         "pid": host.pid,
         "uptime": round(host.clock.seconds() - host.started_at, 3),
     }
+    if host.reloads.last is not None:
+        answer["last_reload"] = host.reloads.last.to_json()
+    return answer
 
 
 async def events(host: OpHost, call: Invocation) -> EventFeed:
@@ -1397,11 +1403,17 @@ OPS: tuple[Op, ...] = (
         path="/v1/reload",
         input_schema=NO_INPUT,
         output_schema=_object(
-            {key: _STRINGS for key in ("removed", "added", "changed", "unchanged")},
+            {
+                **{key: _STRINGS for key in ("removed", "added", "changed", "unchanged")},
+                "settings": _object(
+                    {"applied": _STRINGS, "restart_needed": _STRINGS},
+                    ["applied", "restart_needed"],
+                ),
+            },
             ["removed", "added", "changed", "unchanged"],
         ),
         handler=reload,
-        errors=(503,),
+        errors=(400, 503),
         gateway=False,
     ),
     Op(
@@ -1459,6 +1471,14 @@ OPS: tuple[Op, ...] = (
                 "version": {"type": "string"},
                 "pid": {"type": "integer"},
                 "uptime": {"type": "number", "minimum": 0},
+                "last_reload": _object(
+                    {
+                        "at": {"type": "number"},
+                        "ok": {"type": "boolean"},
+                        "error": {"type": ["string", "null"]},
+                    },
+                    ["at", "ok", "error"],
+                ),
             },
             ["status", "version", "pid", "uptime"],
         ),

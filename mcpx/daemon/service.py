@@ -23,7 +23,8 @@ from twisted.web.server import Request, Site
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
-from mcpx.daemon.ops import Invocation, reload
+from mcpx.daemon.ops import Invocation, OpError, reload
+from mcpx.daemon.reloading import Reloads
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -31,7 +32,7 @@ from mcpx.questions.store import QuestionStore
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
-from mcpx.settings.config import load_config
+from mcpx.settings.config import reread_config
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
@@ -132,17 +133,17 @@ class DaemonService(MultiService):
         return stopped
 
     def reload(self) -> Deferred[Any]:
-        """Re-read the servers from the config file and apply them (C{SIGHUP})."""
+        """
+        Re-read the config file and apply it (C{SIGHUP}).  A refused reload is logged
+        and published with its reason by L{mcpx.daemon.reloading}; nothing else is.
+        """
         outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
 
-        def report(result: object) -> object:
-            _log.info("configuration reloaded: {report}", report=result)
-            return result
-
         def failed(failure: Any) -> None:
-            _log.failure("configuration reload failed", failure)
+            if not failure.check(OpError):
+                _log.failure("configuration reload failed", failure)
 
-        return outcome.addCallbacks(report, failed)
+        return outcome.addErrback(failed)
 
 
 class StrayReaper(Service):
@@ -285,6 +286,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             call_timeout=settings.duration("pool.callTimeout"),
             idle_timeout=settings.duration("pool.idleTimeout"),
             max_client_instances=settings.integer("pool.maxClientInstances"),
+            stable_after=settings.duration("pool.stableAfter"),
             publish=events.publish,
             handlers=upstream_handlers,
             masker=config.masker,
@@ -298,10 +300,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         settings=settings,
         servers=servers,
         state_dir=str(config.state_dir),
-        read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
         broker=broker,
         masker=config.masker,
     )
+    if settings is not None and servers is not None:
+        started_with = servers.path
+        http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
     site = DaemonSite(http.resource(), reactor)
     for description in config.exposed_endpoints():
         _log.warn(
@@ -313,6 +317,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
         mcp = McpServer(http, clock, passthrough=settings.strings("mcp.passthrough"))
         mcp_cell.append(mcp)
+        http.reloads.listeners.append(mcp.configuration_changed)
         http.mcp = McpHTTP(
             mcp,
             clock,

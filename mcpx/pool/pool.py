@@ -60,6 +60,7 @@ from mcpx.pool.errors import (
     masked_rpc_error,
 )
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
@@ -228,6 +229,8 @@ class _Instance:
     #: Whether a new instance waits for this one, closing, to be gone (see L{Pool._room}).
     claimed: bool = False
     last_used: float = 0.0
+    #: When its session was ready, for telling a stable instance from a crash loop.
+    up_since: float | None = None
     idle_timer: IDelayedCall | None = None
     catalogue: dict[str, list[dict[str, Any]]] = field(factory=dict)
     listings: dict[str, _Outcome[list[dict[str, Any]]]] = field(factory=dict)
@@ -269,6 +272,7 @@ class Pool(MultiService):
         backoff: Backoff | None = None,
         max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
         masker: SecretMasker | None = None,
+        stable_after: float = 10.0,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -281,6 +285,8 @@ class Pool(MultiService):
             C{client}-scoped server runs at once.
         @param masker: hides the configured credentials in what upstreams say (their
             errors, why they failed); taught each configuration L{reload} takes.
+        @param stable_after: C{pool.stableAfter}: how long an instance must have been
+            up for its predecessors' crashes to be forgotten.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
@@ -304,6 +310,7 @@ class Pool(MultiService):
         #: The client-scoped servers whose cap refused a caller since one was last idle.
         self._saturated: set[str] = set()
         self._masker = masker if masker is not None else SecretMasker(servers)
+        self._stable_after = stable_after
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
@@ -515,7 +522,7 @@ class Pool(MultiService):
             # Closed while starting, too late for the start to be cancelled.
             self._close_session(instance)
             return
-        instance.last_used = self._clock.seconds()
+        instance.last_used = instance.up_since = self._clock.seconds()
         declaration = session.declaration
         self.log.info(
             "upstream {server} started ({era}, {revision})",
@@ -557,6 +564,7 @@ class Pool(MultiService):
         self._cancel_idle(instance)
         if slot.instance is instance:
             slot.instance = None
+        self._forgive(instance)
         slot.failures += 1
         slot.crashed_last = crashed
         slot.last_error = why
@@ -804,9 +812,18 @@ class Pool(MultiService):
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
-        # It served a request, so whatever killed its predecessors has passed.
-        instance.slot.failures = 0
+        self._forgive(instance)
         return result
+
+    def _forgive(self, instance: _Instance) -> None:
+        """
+        Forget the crashes before C{instance} once it has stayed up C{stable_after}:
+        answering one call proves nothing of a server that dies half a second after
+        each start, and the delay must keep growing for it.
+        """
+        up_since = instance.up_since
+        if up_since is not None and self._clock.seconds() - up_since >= self._stable_after:
+            instance.slot.failures = 0
 
     def _finished(self, instance: _Instance) -> None:
         instance.in_flight -= 1
@@ -1109,6 +1126,21 @@ class Pool(MultiService):
         report = ReloadReport(removed, added, changed, unchanged)
         self.log.info("servers reloaded: {report}", report=report.to_json())
         return report
+
+    def retune(self, settings: Settings) -> None:
+        """
+        Take the pool's settings that can change while it runs (a reload): the call
+        timeout for calls that start from now on, the idle timeout from each instance's
+        next idle period, and C{pool.stableAfter}.
+        """
+        call_timeout = settings.duration("pool.callTimeout")
+        idle_timeout = settings.duration("pool.idleTimeout")
+        effective_call_timeout(call_timeout, None)
+        if idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
+        self._call_timeout = call_timeout
+        self._idle_timeout = idle_timeout
+        self._stable_after = settings.duration("pool.stableAfter")
 
     def _close_all(self, slots: Mapping[str, _Slot], why: str) -> Deferred[None]:
         closing = [

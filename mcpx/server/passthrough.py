@@ -19,15 +19,22 @@ C{outputSchema}, C{execution} included), then the gateway's tools whose names no
 pass-through server uses: on MCP the upstream wins, and the gateway tool it hides stays
 reachable on the CLI and C{/v1}.
 
-C{tools/call} goes to the server that lists the name.  A name no pass-through server
-lists and that is not a gateway tool goes to the first pass-through server all the
-same: a server may answer to tools it does not list, and it is the one to say whether
-the name exists.  The result is carried verbatim (no URI is rewritten: the host reads
+C{tools/call} goes to the server that lists the name, and to no other: a call meant for
+one server is never sent to another.  A name no pass-through server lists goes to the
+server that listed it last while that server is still passed through (its catalogue
+cannot be listed now: it is down or backing off, and the pool's error names it); it is
+refused with C{-32602} naming the server when that server has since been removed from
+the configuration, and with C{-32602} naming the tool when no server ever listed it
+(unless it is a gateway tool).  The result is carried verbatim (no URI is rewritten: the host reads
 the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
 raised as that error (code, message, data), so the host gets an error response (and, on
 2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
 failure of the pool (the server cannot be started, died, timed out) is C{-32603}
 naming it.
+
+Which servers are passed through is decided at each request against the configuration
+in force: a server named but not configured is left out until a reload adds it, and
+one a reload removes leaves the lists at once.
 
 Several servers, one surface
 ============================
@@ -84,8 +91,8 @@ Cost
 
 A pass-through C{tools/call} is the hot path: the owner is found with set lookups over
 the pool's cached catalogues (the name sets are rebuilt only when the pool listed anew),
-and with one pass-through server no catalogue is consulted unless the name is also a
-gateway tool's.  Nothing is copied or validated on the way.
+and which servers are passed through is worked out once per configuration.  Nothing is
+copied or validated on the way.
 """
 
 from __future__ import annotations
@@ -138,6 +145,9 @@ _OPERATOR_PATTERNS: Final[Mapping[str, str]] = {
     "?": r"(?:\?[^#]*)?",
     "&": r"(?:&[^#]*)?",
 }
+
+#: Past this many tool names remembered, the memory of who listed them starts afresh.
+_REMEMBERED_TOOLS: Final = 65536
 
 _EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
 
@@ -253,8 +263,7 @@ class PassThrough:
     """
     The surface of the pass-through servers, merged ahead of the gateway's.
 
-    @ivar servers: the pass-through servers, in the order named.
-    @ivar first: the first of them, which gets what none of them lists.
+    @ivar named: the servers asked for, in order, configured or not.
     @ivar gateway: the gateway surface, for everything else.
     """
 
@@ -262,9 +271,13 @@ class PassThrough:
         if not servers:
             raise ValueError("pass-through needs at least one server")
         self.gateway = gateway
-        self.servers: tuple[str, ...] = tuple(dict.fromkeys(servers))
-        self.first = self.servers[0]
-        self._single = len(self.servers) == 1
+        self.named: tuple[str, ...] = tuple(dict.fromkeys(servers))
+        #: The configuration L{servers} was last worked out for, and the result.
+        self._configured_for: object = None
+        self._servers: tuple[str, ...] = self.named
+        #: The server that last listed each tool name, so that a call of a tool whose
+        #: server cannot be listed now still goes to it, or is refused naming it.
+        self._listed_by: dict[str, str] = {}
         self._tool_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._prompt_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._resource_uris: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "uri"))
@@ -283,9 +296,26 @@ class PassThrough:
     def pool(self) -> PoolInterface:
         return self.gateway.pool
 
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers passed through now: those named that the configuration holds."""
+        configured = self.gateway.host.servers
+        if configured is None:
+            return self.named
+        if configured is not self._configured_for:
+            # Worked out once per configuration: a reload replaces the object.
+            self._servers = tuple(name for name in self.named if name in configured)
+            self._configured_for = configured
+        return self._servers
+
+    @property
+    def active(self) -> bool:
+        """Whether any server named is configured now (else the gateway serves alone)."""
+        return bool(self.servers)
+
     def owns(self, server: str) -> bool:
-        """Whether C{server} is offered under its own names."""
-        return server in self.servers
+        """Whether C{server} is (or, removed, was asked to be) offered under its own names."""
+        return server in self.named
 
     # Lists
 
@@ -317,6 +347,11 @@ class PassThrough:
                     merged.append(item)
                 elif other != server:
                     raise ambiguous(kind[:-1], name, other, server)
+        if kind == "tools":
+            if len(self._listed_by) > _REMEMBERED_TOOLS:
+                self._listed_by.clear()
+            for name, server in owners.items():
+                self._listed_by[name] = server
         return merged, set(owners)
 
     async def tools(self, context: Context) -> list[Mapping[str, Any]]:
@@ -369,33 +404,53 @@ class PassThrough:
 
     # Routing
 
-    async def _catalogue(self, kind: str, server: str, context: Context) -> list[dict[str, Any]]:
-        """One server's catalogue from the pool's cache; empty when it cannot be listed."""
+    async def _catalogue(
+        self,
+        kind: str,
+        server: str,
+        context: Context,
+        unlisted: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """
+        One server's catalogue from the pool's cache; empty when it cannot be listed.
+
+        @param unlisted: given, receives the server's name and why it could not be listed.
+        """
         try:
             items: list[dict[str, Any]] = await getattr(self.pool, kind)(
                 server, client=context.identity
             )
         except (PoolError, UpstreamError, RpcError) as e:
+            why = error_from(e).message if isinstance(e, PoolError | UpstreamError) else str(e)
             log.debug(
                 "pass-through routing: the {kind} of {server} cannot be listed: {why}",
                 kind=kind,
                 server=server,
-                why=str(e),
+                why=why,
             )
+            if unlisted is not None:
+                unlisted[server] = why
             return []
         return items
 
     async def _named_by(
-        self, derived: _Derived[frozenset[str]], kind: str, context: Context, name: str
+        self,
+        derived: _Derived[frozenset[str]],
+        kind: str,
+        context: Context,
+        name: str,
+        unlisted: dict[str, str] | None = None,
     ) -> str | None:
         """
         The pass-through server listing C{name}, or C{None}.
 
+        @param unlisted: given, receives the servers that could not be listed, and why.
         @raise RpcError: L{ambiguous} when two of them list it.
         """
         owner: str | None = None
         for server in self.servers:
-            if name in derived.of(server, await self._catalogue(kind, server, context)):
+            listed = await self._catalogue(kind, server, context, unlisted)
+            if name in derived.of(server, listed):
                 if owner is not None:
                     raise ambiguous(kind[:-1], name, owner, server)
                 owner = server
@@ -404,22 +459,42 @@ class PassThrough:
     async def tool_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool none of them shadows.
+        gateway tool none of them shadows.  Only the server that lists the name (or
+        listed it last, when it cannot be listed now) is ever chosen.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
+            server when the one that listed it was removed, or naming the tool when
+            none did and it is no gateway tool.
         """
-        gateway_tool = self.gateway.has_tool(name)
-        if self._single:
-            if not gateway_tool:
-                return self.first
-            listed = self._tool_names.of(
-                self.first, await self._catalogue("tools", self.first, context)
-            )
-            return self.first if name in listed else None
-        owner = await self._named_by(self._tool_names, "tools", context, name)
+        unlisted: dict[str, str] = {}
+        owner = await self._named_by(self._tool_names, "tools", context, name, unlisted)
         if owner is not None:
+            self._listed_by[name] = owner
             return owner
-        return None if gateway_tool else self.first
+        last = self._listed_by.get(name)
+        if last is not None and last in self.servers:
+            return last
+        if self.gateway.has_tool(name):
+            return None
+        if last is None and unlisted:
+            # Its server may be one that cannot be listed now: say which, guess none.
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"tool {name!r} is listed by no pass-through server that could be listed; "
+                + "; ".join(f"server {server!r}: {why}" for server, why in unlisted.items()),
+                {"name": name, "servers": list(unlisted)},
+            )
+        if last is not None:
+            raise RpcError.invalid_params(
+                f"tool {name!r} belonged to server {last!r}, which is no longer configured "
+                "(a reload removed it); list the tools again",
+                {"name": name, "server": last},
+            )
+        raise RpcError.invalid_params(
+            f"unknown tool {name!r}: no pass-through server ({', '.join(self.servers)}) "
+            "lists it; list the tools again",
+            {"name": name},
+        )
 
     async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
         """
@@ -442,7 +517,7 @@ class PassThrough:
         try:
             self.gateway.prompt_owner(name)
         except UnknownName:
-            return self.first
+            return self.servers[0]
         return None
 
     async def resource_owner(self, context: Context, uri: str) -> str:

@@ -165,6 +165,14 @@ SETTINGS: tuple[Setting, ...] = (
         "with Retry-After while other callers still get tasks. 1000 tasks in all.",
     ),
     Setting(
+        name="pool.stableAfter",
+        kind=Kind.DURATION,
+        default=10.0,
+        help="How long an upstream server must stay up before its earlier crashes are "
+        "forgotten. Until then each crash in a row doubles the wait before the next start "
+        "(1s, 2s, 4s, ... up to 60s), however many calls it answered in between.",
+    ),
+    Setting(
         name="proto.native",
         kind=Kind.BOOLEAN,
         default=True,

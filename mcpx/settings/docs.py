@@ -170,8 +170,12 @@ def render_configuration_md() -> str:
         "State lives in `$MCPX_STATE_DIR`, or otherwise in `$XDG_STATE_HOME/mcpx` (by default "
         "`~/.local/state/mcpx`). That includes the daemon's unix socket, `mcpx.sock`.",
         "",
-        "mcpx reads the file once, when a command or the daemon starts. To pick up a change, "
-        "restart it.",
+        "A command reads the file when it starts. The daemon reads it when it starts and again "
+        "on each reload (`POST /v1/reload`, `SIGHUP`): servers are applied at "
+        "once, and so are `pool.callTimeout`, `pool.idleTimeout` and `pool.stableAfter`; "
+        "the reload's answer names every other setting the file changed, which takes effect "
+        "when the daemon is restarted. A reload that finds the file missing or invalid is "
+        "refused and changes nothing (see docs/api.md).",
         "",
         "### Settings in the file",
         "",

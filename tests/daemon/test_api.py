@@ -235,7 +235,13 @@ class ActionTests(SynchronousTestCase):
         answer = self.harness.post("/v1/reload")
         self.assertEqual(
             answer.json,
-            {"removed": ["search"], "added": ["git"], "changed": [], "unchanged": ["files"]},
+            {
+                "removed": ["search"],
+                "added": ["git"],
+                "changed": [],
+                "unchanged": ["files"],
+                "settings": {"applied": [], "restart_needed": []},
+            },
         )
         self.assertEqual(self.pool.reloaded, [new])
         self.assertIs(self.harness.http.servers, new)
@@ -246,7 +252,7 @@ class ActionTests(SynchronousTestCase):
         def broken() -> Any:
             raise SettingsError("config.json: server 'x': no command or url")
 
-        self.harness.http.read_servers = broken
+        self.harness.http.reloads.read = broken
         answer = self.harness.post("/v1/reload")
         self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
         self.assertIn("no command or url", answer.json["error"]["message"])

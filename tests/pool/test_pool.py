@@ -342,12 +342,31 @@ class CrashTests(PoolTestCase):
         early = self.unavailable(self.call(pool))
         self.assertIn("crashed 3 times in a row; next start in 3s", str(early))
 
-    def test_success_resets_backoff(self) -> None:
-        """An instance that answers a call proves the crashes are over: the delay starts again."""
-        pool = self.make_pool()
+    def test_answering_a_call_does_not_reset_backoff(self) -> None:
+        """
+        A server that answers a call and dies half a second after each start backs off
+        more each time: one answer proves nothing.
+        """
+        pool = self.make_pool(backoff=Backoff(first=1.0, factor=2.0, cap=60.0))
+        delays = []
+        for _ in range(4):
+            self.echoed(self.call(pool))
+            self.clock.advance(0.5)
+            error = self.crash_during_call(pool)
+            assert error.retry_in is not None
+            delays.append(error.retry_in)
+            self.clock.advance(error.retry_in)
+        self.assertEqual(delays, [1.0, 2.0, 4.0, 8.0])
+
+    def test_staying_up_resets_backoff(self) -> None:
+        """An instance that stayed up stable_after has its predecessors' crashes forgotten."""
+        pool = self.make_pool(stable_after=10.0)
         self.crash_during_call(pool)
         self.clock.advance(1)
+        self.crash_during_call(pool)
+        self.clock.advance(2)
         self.echoed(self.call(pool))
+        self.clock.advance(10)
         self.assertEqual(self.crash_during_call(pool).retry_in, 1.0)
 
     def test_crashed_instance_released(self) -> None:
