@@ -509,16 +509,29 @@ class PassThrough:
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
         (C{<server>_<prompt>}) none of them lists.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
+            prompt when none lists it and it is no gateway prompt (it is never handed to
+            a server that did not list it), with the servers that could not be listed.
         """
-        owner = await self._named_by(self._prompt_names, "prompts", context, name)
+        unlisted: dict[str, str] = {}
+        owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
         if owner is not None:
             return owner
         try:
             self.gateway.prompt_owner(name)
         except UnknownName:
-            return self.servers[0]
-        return None
+            pass
+        else:
+            return None
+        message = (
+            f"unknown prompt {name!r}: no pass-through server ({', '.join(self.servers)}) "
+            "lists it; list the prompts again"
+        )
+        if unlisted:
+            message += "; not listed now: " + "; ".join(
+                f"server {server!r}: {why}" for server, why in unlisted.items()
+            )
+        raise RpcError.invalid_params(message, {"name": name})
 
     async def resource_owner(self, context: Context, uri: str) -> str:
         """

@@ -597,7 +597,10 @@ class PromptTests(SynchronousTestCase):
             check_frames(harness, revision)
 
     def test_get_verbatim(self) -> None:
-        """prompts/get goes to the owner and its result comes back as it was (own URIs)."""
+        """
+        prompts/get goes to the owner and its result comes back as it was (own URIs); a
+        name no server lists is refused naming it, and sent to no server.
+        """
         harness, connector = passed_through()
         session = Session(Revision.V2025_06_18, harness)
         result = session.result("prompts/get", {"name": "summarise", "arguments": {"n": "1"}})
@@ -607,8 +610,16 @@ class PromptTests(SynchronousTestCase):
         self.assertEqual(sent, {"name": "summarise", "arguments": {"n": "1"}})
         gateway = session.result("prompts/get", {"name": "other_greet"})
         self.assertEqual(gateway["description"], "greet of other")
-        unknown = session.result("prompts/get", {"name": "unlisted"})
-        self.assertEqual(unknown["description"], "unlisted of alpha")
+        unknown = session.error("prompts/get", {"name": "unlisted"})
+        self.assertEqual((unknown.code, unknown.data), (-32602, {"name": "unlisted"}))
+        self.assertIn("unknown prompt 'unlisted'", unknown.message)
+        asked = [
+            request.params
+            for name in ("alpha", "beta")
+            for request in upstream(connector, name).requests
+            if request.method == "prompts/get"
+        ]
+        self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
     def test_duplicate_prompt_fails_the_list(self) -> None:
