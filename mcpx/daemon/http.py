@@ -116,6 +116,9 @@ class DaemonHTTP:
                 f"nothing at {path}; GET /openapi.json lists every route",
             )
         if status == 405:
+            allowed = getattr(error, "valid_methods", None)
+            if allowed:
+                request.setHeader(b"allow", ", ".join(allowed).encode("ascii"))
             return error_body(
                 request,
                 405,

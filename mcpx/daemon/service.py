@@ -18,12 +18,15 @@ from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
+from twisted.web.resource import IResource
 from twisted.web.server import Request, Site
 
 from mcpx.daemon.events import EventBus
+from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, reload
+from mcpx.daemon.token import TokenFile
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -66,6 +69,11 @@ class DaemonConfig:
 
     def exposed_endpoints(self) -> tuple[str, ...]:
         return tuple(d for d in self.listen if exposure(d).beyond_loopback)
+
+    @property
+    def auth(self) -> str:
+        """C{daemon.auth}: who may use the TCP listeners without the token."""
+        return AUTH_PEER if self.settings is None else self.settings.string("daemon.auth")
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -271,11 +279,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
         broker=broker,
     )
-    site = DaemonSite(http.resource(), reactor)
+    site = DaemonSite(gate(http.resource(), config, clock), reactor)
     for description in config.exposed_endpoints():
         _log.warn(
-            "listening on {endpoint} beyond loopback: the API is not authenticated",
+            "listening on {endpoint} beyond loopback (daemon.auth {auth})",
             endpoint=description,
+            auth=config.auth,
         )
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
     if settings is not None:
@@ -286,7 +295,6 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             mcp,
             clock,
             keep_alive=settings.duration("transport.sseKeepAlive"),
-            allowed_origins=settings.strings("transport.allowedOrigins"),
             max_body=settings.integer("transport.maxMessageSize"),
         )
         stdio = StdioFactory(
@@ -297,6 +305,20 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     return DaemonService(http, listeners, pool, broker)
+
+
+def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:
+    """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
+    settings = config.settings
+    return Gate(
+        resource,
+        origins=OriginRule(
+            () if settings is None else settings.strings("transport.allowedOrigins")
+        ),
+        hosts=HostRule(() if settings is None else settings.strings("transport.allowedHosts")),
+        auth=config.auth,
+        token=None if config.auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
+    )
 
 
 def settle_memory() -> None:

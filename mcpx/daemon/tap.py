@@ -43,9 +43,9 @@ class Options(usage.Options):
     def postOptions(self) -> None:
         try:
             self.settings, servers = load_settings(os.environ, flags_from_usage(self))
+            self.daemon = daemon_config(self.settings, servers, os.environ)
         except SettingsError as e:
             raise usage.UsageError(str(e)) from None
-        self.daemon = daemon_config(self.settings, servers, os.environ)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
