@@ -118,7 +118,7 @@ class DaemonHTTP:
         if status == 405:
             allowed = getattr(error, "valid_methods", None)
             if allowed:
-                request.setHeader(b"allow", ", ".join(allowed).encode("ascii"))
+                request.setHeader(b"allow", ", ".join(sorted(allowed)).encode("ascii"))
             return error_body(
                 request,
                 405,
