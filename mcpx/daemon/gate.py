@@ -379,4 +379,5 @@ class Gate:
         request.setHeader(b"content-type", _JSON)
         if request.path == _MCP_PATH:
             return encode(ErrorResponse(None, RpcError.invalid_request(message)))
-        return json.dumps({"error": {"code": code, "message": message}}).encode("utf-8")
+        payload = {"error": {"code": code, "message": message}}
+        return json.dumps(payload, separators=(",", ":")).encode("utf-8")

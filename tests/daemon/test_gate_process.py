@@ -190,7 +190,11 @@ class GateProcessTests(TestCase):
 
     async def test_owner_needs_no_configuration(self) -> None:
         """The owner calls tools over loopback TCP, /mcp and the unix socket without a token."""
-        await self.start_daemon()
+        daemon = await self.start_daemon()
+        # The banner shows an HTTP host both ways: as the owner, and with the token.
+        banner = daemon.text(2)
+        self.assertIn("(no token needed)", banner)
+        self.assertIn('"headers": {"Authorization": "Bearer <mcpx token>"}', banner)
         json_type = {"Content-Type": "application/json"}
         tcp_call, mcp, unix_call = await self.probe(
             [
