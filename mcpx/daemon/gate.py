@@ -17,8 +17,11 @@ C{/openapi.json}, C{/mcp} and anything added later):
   3. B{Content type.}  A C{POST} under C{/v1/} must say C{Content-Type:
      application/json} (parameters allowed); otherwise 415.  A browser sends a
      cross-site "simple request" only as C{text/plain}, form data or without a body.
-  4. B{Authentication} (C{daemon.auth}), on TCP only, C{/health} exempt.  The unix
-     socket is its owner's (mode 0600 in a 0700 directory).  C{peer}, the default,
+  4. B{Authentication} (C{daemon.auth}), C{/health} exempt.  The unix socket is its
+     owner's (mode 0600 in a 0700 directory); a unix socket added to C{daemon.listen}
+     may be open to others, so where the system names the user at the other end
+     (C{SO_PEERCRED}) anyone but the daemon's own user is asked for the token there
+     too.  On TCP, C{peer}, the default,
      lets in a loopback connection opened by the daemon's own user (found once per
      connection, L{mcpx.daemon.peers}) and asks everything else for the token,
      C{Authorization: Bearer <token>} (L{mcpx.daemon.token}); C{token} asks every TCP
@@ -49,7 +52,7 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
-from mcpx.daemon.peers import connecting_uid
+from mcpx.daemon.peers import connecting_uid, unix_peer_uid
 from mcpx.daemon.token import TokenFile
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
@@ -229,6 +232,13 @@ class _Connection:
         self.host: bytes | None = None
 
 
+def _unix_uid(request: IRequest) -> int | None:
+    """The uid behind a unix-socket request's connection, when the system says."""
+    transport = getattr(getattr(request, "channel", None), "transport", None)
+    get_handle = getattr(transport, "getHandle", None)
+    return None if get_handle is None else unix_peer_uid(get_handle())
+
+
 @implementer(IResource)
 class Gate:
     """
@@ -251,6 +261,7 @@ class Gate:
         token: TokenFile | None = None,
         uid: int | None = None,
         lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
+        lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
     ) -> None:
         if auth not in AUTH_CHOICES:
             raise ValueError(f"daemon.auth must be one of {', '.join(AUTH_CHOICES)}")
@@ -263,6 +274,7 @@ class Gate:
         self._token = token
         self._uid = os.getuid() if uid is None else uid
         self._lookup_uid = lookup_uid
+        self._lookup_unix_uid = lookup_unix_uid or _unix_uid
         self._logged: set[tuple[str, str]] = set()
 
     # IResource: the gate is a leaf, so traversal ends here and render decides.
@@ -330,9 +342,12 @@ class Gate:
                     "the body must be JSON: send Content-Type: application/json",
                     "content-type",
                 )
-        if connection.unix or self._auth == AUTH_NONE or path in OPEN_PATHS:
+        if self._auth == AUTH_NONE or path in OPEN_PATHS:
             return None
-        if self._auth == AUTH_PEER and connection.loopback and self._is_owner(connection):
+        if connection.unix:
+            if self._is_unix_owner(connection, request):
+                return None
+        elif self._auth == AUTH_PEER and connection.loopback and self._is_owner(connection):
             return None
         if self._bearer_matches(request):
             return None
@@ -353,6 +368,13 @@ class Gate:
                 own = (connection.own_host, connection.own_port or 0)
                 uid = self._lookup_uid(connection.peer, own)
             connection.owner = uid == self._uid
+        return connection.owner
+
+    def _is_unix_owner(self, connection: _Connection, request: IRequest) -> bool:
+        if connection.owner is None:
+            uid = self._lookup_unix_uid(request)
+            # Unknown (no SO_PEERCRED here): the socket's file permissions decide.
+            connection.owner = uid is None or uid == self._uid
         return connection.owner
 
     def _bearer_matches(self, request: IRequest) -> bool:

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.daemon.test_peers -*-
 """
-Which local user is at the other end of a loopback TCP connection.
+Which local user is at the other end of a loopback TCP connection, or of a unix socket.
 
 On Linux the kernel lists every TCP socket in C{/proc/net/tcp} and C{/proc/net/tcp6}
 with the uid that opened it.  The client's socket of a connection the daemon accepted
@@ -11,11 +11,14 @@ gate asks for a token.
 These files live in memory: reading them does not wait on a disk, but their length
 grows with the number of sockets, so the gate asks once per connection, never per
 request.
+
+A unix socket says who is at the other end itself (C{SO_PEERCRED}, Linux).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 import struct
 from collections.abc import Iterable
 
@@ -81,3 +84,23 @@ def connecting_uid(
         if uid is not None:
             return uid
     return None
+
+
+#: C{struct ucred}: pid, uid, gid.
+_UCRED = struct.Struct("=iII")
+
+
+def unix_peer_uid(handle: object) -> int | None:
+    """
+    The uid of the process at the other end of the unix socket C{handle}
+    (C{SO_PEERCRED}), or C{None} where the system or the handle cannot say.
+    """
+    option = getattr(socket, "SO_PEERCRED", None)
+    getsockopt = getattr(handle, "getsockopt", None)
+    if option is None or getsockopt is None:
+        return None
+    try:
+        _pid, uid, _gid = _UCRED.unpack(getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
+    except (OSError, struct.error):
+        return None
+    return int(uid)

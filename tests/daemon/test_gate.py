@@ -88,6 +88,8 @@ class GateCase(SynchronousTestCase):
         self.state = Path(tempfile.mkdtemp())
         self.token = read_token(self.state)
         self.uids: dict[tuple[str, int], int] = {}
+        self.unix_uid: int | None = None
+        self.unix_lookups = 0
         self.lookups: list[tuple[tuple[str, int], tuple[str, int]]] = []
         http = DaemonHTTP(clock=self.clock, pid=4242)
         self.gate = Gate(
@@ -98,12 +100,17 @@ class GateCase(SynchronousTestCase):
             token=TokenFile(self.state, self.clock.seconds),
             uid=OWNER,
             lookup_uid=self.lookup,
+            lookup_unix_uid=self.lookup_unix,
         )
         self.site = DaemonSite(self.gate, self.clock)
 
     def lookup(self, peer: tuple[str, int], own: tuple[str, int]) -> int | None:
         self.lookups.append((peer, own))
         return self.uids.get(peer)
+
+    def lookup_unix(self, request: object) -> int | None:
+        self.unix_lookups += 1
+        return self.unix_uid
 
     def connect(self, own: Any = LOOPBACK, peer: Any = LOOPBACK_CLIENT) -> Any:
         channel = self.site.buildProtocol(peer)
@@ -352,6 +359,21 @@ class PeerAuthTests(GateCase):
         """The unix socket is its owner's: nobody is asked for a token there."""
         self.assertEqual(self.send("POST", "/v1/call", own=UNIX, peer=UNIX).status, 400)
         self.assertEqual(self.lookups, [])
+
+    def test_other_user_on_an_open_unix_socket_needs_the_token(self) -> None:
+        """A unix socket another user reached (one added to daemon.listen) asks for the token."""
+        self.unix_uid = OTHER
+        answer = self.send("GET", "/v1/servers", own=UNIX, peer=UNIX)
+        self.assertRefused(answer, 401, "unauthorized", "/v1/servers")
+        bearer = {"Authorization": f"Bearer {self.token}"}
+        self.assertEqual(self.send("GET", "/v1/servers", bearer, own=UNIX, peer=UNIX).status, 503)
+        self.assertEqual(self.send("GET", "/health", own=UNIX, peer=UNIX).status, 200)
+        self.unix_uid = OWNER
+        connection = self.connect(UNIX, UNIX)
+        lookups = self.unix_lookups
+        for _ in range(3):
+            self.assertEqual(self.send("GET", "/v1/servers", connection=connection).status, 503)
+        self.assertEqual(self.unix_lookups, lookups + 1)
 
     def test_owner_is_looked_up_once_per_connection(self) -> None:
         """Three requests on one connection cost one socket lookup."""

@@ -188,6 +188,31 @@ class GateProcessTests(TestCase):
         self.assertEqual(socket["status"], 0, socket)
         self.assertIn("PermissionError", socket["body"])
 
+    async def test_other_user_on_an_open_unix_socket_needs_the_token(self) -> None:
+        """A world-writable unix socket in daemon.listen does not let another user in freely."""
+        if os.getuid() != 0:
+            raise SkipTest("becoming another user takes root")
+        open_socket = str(Path(tempfile.mkdtemp(prefix="mcpx-open-")) / "open.sock")
+        os.chmod(Path(open_socket).parent, 0o755)
+        argv = [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen"]
+        listen = f"tcp:{self.port}:interface=127.0.0.1,unix:{open_socket}:mode=666"
+        child = spawn([*argv, listen], env=self.env)
+        self.addCleanup(self.stop, child)
+        await child.wait_for(rb"upstream servers: demo")
+        token = (Path(self.state_dir) / "token").read_text().strip()
+        at = {"unix": open_socket, "method": "GET", "path": "/v1/servers"}
+        bare, with_token = await self.probe(
+            [
+                {**at, "headers": {"Host": "mcpx"}},
+                {**at, "headers": {"Host": "mcpx", "Authorization": f"Bearer {token}"}},
+            ],
+            uid=NOBODY,
+        )
+        self.assertRefused(bare, 401, "unauthorized")
+        self.assertEqual(with_token["status"], 200, with_token)
+        (own,) = await self.probe([{**at, "headers": {"Host": "mcpx"}}])
+        self.assertEqual(own["status"], 200, own)
+
     async def test_owner_needs_no_configuration(self) -> None:
         """The owner calls tools over loopback TCP, /mcp and the unix socket without a token."""
         daemon = await self.start_daemon()
