@@ -84,6 +84,8 @@ LOGGED_REFUSALS: Final = 64
 _JSON: Final = b"application/json"
 _MCP_PATH: Final = b"/mcp"
 _API_PREFIX: Final = b"/v1/"
+#: How much of a refused header value a refusal quotes.
+_ECHOED: Final = 200
 #: Where the per-connection record is kept on the HTTP channel.
 _SLOT: Final = "_mcpx_gate_connection"
 
@@ -206,10 +208,12 @@ class _Connection:
     """
     What the gate knows about one connection, worked out at its first request.
 
-    @ivar unix: whether it came through the unix socket.
+    @ivar unix: whether it came through a unix socket.
     @ivar own_host: the address it arrived at (TCP), else C{None}.
     @ivar peer: the client's address and port (TCP), else C{None}.
-    @ivar owner: whether the daemon's own user opened it; C{None} until asked.
+    @ivar owner: whether the daemon's own user opened it; C{None} until asked.  On a
+        unix socket whose peer the system does not name, the file permissions decide
+        and it counts as the owner's.
     @ivar host: the last C{Host} value let in, so a keep-alive connection checks once.
     """
 
@@ -245,8 +249,11 @@ class Gate:
     The resource in front of the daemon's Klein app: applies the rules above, then
     hands the request to C{inner}.
 
+    @param uid: the daemon's own user, the process's by default.
     @param lookup_uid: finds the uid behind a loopback connection (peer, own address);
         injected so tests need not open sockets as other users.
+    @param lookup_unix_uid: finds the uid behind a unix-socket request's connection
+        (C{SO_PEERCRED} by default).
     """
 
     isLeaf = True
@@ -307,7 +314,7 @@ class Gate:
         if origin is not None and not self._origins.allows(
             origin.decode("latin-1"), connection.own_host, connection.own_port
         ):
-            text = origin.decode("latin-1")
+            text = origin.decode("latin-1")[:_ECHOED]
             return self._refuse(
                 request,
                 403,
@@ -321,7 +328,7 @@ class Gate:
                 host != connection.host
                 and not self._hosts.allows(host.decode("latin-1"), connection.own_host)
             ):
-                text = "(none)" if host is None else host.decode("latin-1")
+                text = "(none)" if host is None else host.decode("latin-1")[:_ECHOED]
                 return self._refuse(
                     request,
                     403,
@@ -387,12 +394,12 @@ class Gate:
         return self._token.matches(credentials.strip())
 
     def _refuse(self, request: IRequest, status: int, code: str, message: str, what: str) -> bytes:
-        key = (code, what[:200])
+        key = (code, what)
         if key not in self._logged and len(self._logged) < LOGGED_REFUSALS:
             self._logged.add(key)
             log.warn(
                 "refused a request to {path} ({status} {code}): {message}",
-                path=request.path.decode("latin-1")[:200],
+                path=request.path.decode("latin-1")[:_ECHOED],
                 status=status,
                 code=code,
                 message=message,

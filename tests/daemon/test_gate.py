@@ -30,6 +30,7 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import RECHECK_INTERVAL, TokenFile, read_token, rotate_token
 from mcpx.wire.errors import INVALID_REQUEST
+from tests.support.logs import observe_log
 
 OWNER = 1000
 OTHER = 65534
@@ -206,6 +207,16 @@ class OriginTests(GateCase):
             "POST", "/v1/call", {"Origin": "http://evil.example"}, own=UNIX, peer=UNIX
         )
         self.assertRefused(answer, 403, "origin_not_allowed", "/v1/call")
+
+    def test_refusals_are_logged_once(self) -> None:
+        """The same refusal a hundred times is one log line; a different one is another."""
+        events = observe_log(self)
+        for _ in range(100):
+            self.send("GET", "/v1/servers", {"Origin": "http://evil.example"})
+        self.send("GET", "/v1/servers", {"Origin": "http://other.example"})
+        refusals = [e for e in events if "refused a request" in e.get("log_format", "")]
+        self.assertEqual(len(refusals), 2)
+        self.assertEqual(refusals[0]["code"], "origin_not_allowed")
 
     def test_parse_origin(self) -> None:
         """Origins are compared by scheme, host and port, the port defaulted."""
