@@ -368,6 +368,8 @@ class DaemonClient:
         data = None
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        if body is not None or method == "POST":
+            # The daemon refuses a POST to /v1 that does not say it is JSON, bodiless or not.
             headers["Content-Type"] = "application/json"
         request = _request(method, target, headers, data)
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)

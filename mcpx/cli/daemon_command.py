@@ -13,7 +13,13 @@ import sys
 
 import click
 
-from mcpx.cli.settings_command import flags_from_options, load_for_cli, setting_options
+from mcpx.cli.settings_command import (
+    SettingsUsageError,
+    flags_from_options,
+    load_for_cli,
+    setting_options,
+)
+from mcpx.settings.errors import SettingsError
 
 
 @click.command()
@@ -26,4 +32,8 @@ def daemon(**options: str | None) -> None:
     from mcpx.daemon.run import run_daemon
 
     settings, servers = load_for_cli(flags_from_options(options))
-    react(run_daemon, (settings, daemon_config(settings, servers, os.environ), sys.stderr))
+    try:
+        config = daemon_config(settings, servers, os.environ)
+    except SettingsError as e:
+        raise SettingsUsageError(str(e)) from None
+    react(run_daemon, (settings, config, sys.stderr))

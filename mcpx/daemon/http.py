@@ -126,6 +126,9 @@ class DaemonHTTP:
                 f"nothing at {path}; GET /openapi.json lists every route",
             )
         if status == 405:
+            allowed = getattr(error, "valid_methods", None)
+            if allowed:
+                request.setHeader(b"allow", ", ".join(sorted(allowed)).encode("ascii"))
             return error_body(
                 request,
                 405,

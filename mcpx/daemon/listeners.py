@@ -5,7 +5,8 @@ Where the daemon listens: the private unix socket and the configured endpoints.
 The unix socket lives in the state directory with mode 0600, so only the user who
 runs the daemon reaches it.  TCP endpoints are Twisted endpoint strings
 (C{tcp:8899:interface=127.0.0.1}); one that binds beyond loopback earns a warning,
-because anything that can reach the port can run tools as the daemon's user.
+because whoever can reach the port and holds the token (or anyone, with C{daemon.auth}
+C{none}) can run tools as the daemon's user.
 """
 
 from __future__ import annotations
@@ -70,10 +71,17 @@ def exposure(description: str) -> Exposure:
     return Exposure(description, beyond_loopback=not loopback)
 
 
-def exposure_warning(description: str) -> str:
+def exposure_warning(description: str, auth: str = "peer") -> str:
+    """What the daemon says at start-up about a listener beyond loopback, by C{daemon.auth}."""
+    if auth == "none":
+        who = "daemon.auth is none: anything that can reach this port can run tools as this user"
+    else:
+        who = (
+            "every client from the network needs the token (`mcpx token`); "
+            "anyone who has it can run tools as this user"
+        )
     return (
-        f"WARNING: mcpx is listening on {description}, beyond loopback. The API is not "
-        "authenticated: anything that can reach this port can run tools as this user. "
+        f"WARNING: mcpx is listening on {description}, beyond loopback; {who}. "
         "Bind to 127.0.0.1 unless that is what you want."
     )
 

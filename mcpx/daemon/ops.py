@@ -1532,8 +1532,11 @@ _STATUS_TEXT = {
     200: "OK",
     202: "Accepted: a task to collect later",
     400: "Invalid input: the error names the field",
+    401: "This connection needs the daemon's token (Authorization: Bearer; mcpx token)",
+    403: "A foreign Origin or Host: the request did not come from a page or name of this daemon",
     404: "Unknown server, tool, prompt, task or question",
     409: "The question is no longer pending: answered, declined, cancelled or expired",
+    415: "The body was not sent as Content-Type: application/json",
     429: "The caller holds as many tasks as it may; Retry-After says when to try again",
     500: "The daemon failed unexpectedly",
     502: "The upstream server answered with an error (under rpc) or failed",
@@ -1585,7 +1588,13 @@ def _operation(op: Op) -> dict[str, Any]:
             "description": _STATUS_TEXT[202],
             "content": {"application/json": {"schema": op.accepted_schema}},
         }
-    statuses = sorted({*op.errors, *((400,) if op.properties else ())})
+    # Every route is behind the daemon's gate (mcpx.daemon.gate): these come from it.
+    gate = {
+        403,
+        *((415,) if op.method == "POST" else ()),
+        *(() if op.path == "/health" else (401,)),
+    }
+    statuses = sorted({*op.errors, *((400,) if op.properties else ()), *gate})
     for status in statuses:
         responses[str(status)] = _error_response(status)
     responses["default"] = _error_response(500)
@@ -1632,5 +1641,17 @@ def openapi_document(ops: Sequence[Op] = OPS) -> dict[str, Any]:
         },
         "tags": [{"name": tag} for tag in dict.fromkeys(op.tag for op in ops)],
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR_SCHEMA}},
+        "components": {
+            "schemas": {"Error": ERROR_SCHEMA},
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The daemon's token (mcpx token). Not needed on the unix "
+                    "socket, nor on loopback from the daemon's own user with daemon.auth peer.",
+                }
+            },
+        },
+        # Either no credentials (the owner) or the bearer token.
+        "security": [{}, {"bearer": []}],
     }

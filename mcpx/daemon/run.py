@@ -45,6 +45,19 @@ def cli_name() -> str:
     return str(beside)
 
 
+def http_host_lines(url: str, auth: str) -> list[str]:
+    """How an HTTP host reaches C{/mcp} at C{url}, and when it must send the token."""
+    entry = f'{{"type": "http", "url": "{url}/mcp"'
+    with_token = entry + ', "headers": {"Authorization": "Bearer <mcpx token>"}}'
+    if auth == "none":
+        return [f"  HTTP host: {entry}}}   (daemon.auth none: no token asked)"]
+    lines = []
+    if auth == "peer":
+        lines.append(f"  HTTP host as this user on loopback: {entry}}}   (no token needed)")
+    lines.append(f"  HTTP host otherwise: {with_token}   (`{cli_name()} token` prints the token)")
+    return lines
+
+
 async def run_daemon(
     reactor: Any, settings: Settings, config: DaemonConfig, console: IO[str]
 ) -> None:
@@ -62,7 +75,7 @@ async def run_daemon(
     prepare_state_dir(config.state_dir)
     service = make_service(config, reactor)
     for description in config.exposed_endpoints():
-        print(exposure_warning(description), file=console)
+        print(exposure_warning(description, config.auth), file=console)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
     reload_on_sighup(service, reactor)
     service.startService()
@@ -103,6 +116,10 @@ async def run_daemon(
         + '", "args": ["serve"]}}}   (docs/hosts.md)',
         file=console,
     )
+    urls = [where for where in map(describe_port, ports) if where.startswith("http")]
+    if urls:
+        for line in http_host_lines(urls[0], config.auth):
+            print(line, file=console)
     servers = sorted(config.servers.servers) if config.servers is not None else []
     if servers:
         print(f"  upstream servers: {', '.join(servers)} (started on first use)", file=console)

@@ -18,13 +18,16 @@ from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
+from twisted.web.resource import IResource
 from twisted.web.server import Request, Site
 
 from mcpx.daemon.events import EventBus
+from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
+from mcpx.daemon.token import TokenFile
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -74,6 +77,11 @@ class DaemonConfig:
 
     def exposed_endpoints(self) -> tuple[str, ...]:
         return tuple(d for d in self.listen if exposure(d).beyond_loopback)
+
+    @property
+    def auth(self) -> str:
+        """C{daemon.auth}: who may use the TCP listeners without the token."""
+        return AUTH_PEER if self.settings is None else self.settings.string("daemon.auth")
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -306,11 +314,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     if settings is not None and servers is not None:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
-    site = DaemonSite(http.resource(), reactor)
+    site = DaemonSite(gate(http.resource(), config, clock), reactor)
     for description in config.exposed_endpoints():
         _log.warn(
-            "listening on {endpoint} beyond loopback: the API is not authenticated",
+            "listening on {endpoint} beyond loopback (daemon.auth {auth})",
             endpoint=description,
+            auth=config.auth,
         )
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
     if settings is not None:
@@ -322,7 +331,6 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             mcp,
             clock,
             keep_alive=settings.duration("transport.sseKeepAlive"),
-            allowed_origins=settings.strings("transport.allowedOrigins"),
             max_body=settings.integer("transport.maxMessageSize"),
             max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         )
@@ -334,6 +342,20 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     return DaemonService(http, listeners, pool, broker, groups)
+
+
+def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:
+    """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
+    settings = config.settings
+    return Gate(
+        resource,
+        origins=OriginRule(
+            () if settings is None else settings.strings("transport.allowedOrigins")
+        ),
+        hosts=HostRule(() if settings is None else settings.strings("transport.allowedHosts")),
+        auth=config.auth,
+        token=None if config.auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
+    )
 
 
 def settle_memory() -> None:

@@ -43,9 +43,9 @@ class Options(usage.Options):
     def postOptions(self) -> None:
         try:
             self.settings, servers = load_settings(os.environ, flags_from_usage(self))
+            self.daemon = daemon_config(self.settings, servers, os.environ)
         except SettingsError as e:
             raise usage.UsageError(str(e)) from None
-        self.daemon = daemon_config(self.settings, servers, os.environ)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -56,7 +56,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         reactor = global_reactor
     prepare_state_dir(options.daemon.state_dir)
     for description in options.daemon.exposed_endpoints():
-        print(exposure_warning(description), file=sys.stderr)
+        print(exposure_warning(description, options.daemon.auth), file=sys.stderr)
     service = make_service(options.daemon, reactor)
     reload_on_sighup(service, reactor)
     reactor.callWhenRunning(settle_memory)

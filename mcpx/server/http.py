@@ -8,9 +8,8 @@ Both eras share the endpoint; each request says which it belongs to.
     C{2026-07-28}, or when its C{_meta} names a protocol version that is not a legacy
     one.  Anything else is legacy, and a request without the header is 2025-03-26
     (2024-11-05 had no Streamable HTTP).
-  - Every request, of either era and any method: an C{Origin} header, when present,
-    must be loopback, the daemon's own address, or one of C{transport.allowedOrigins};
-    otherwise 403.
+  - Origin, Host and authentication are checked before a request gets here, the same
+    as on every route of the daemon (L{mcpx.daemon.gate}).
 
 Legacy (2025-03-26 to 2025-11-25)
 =================================
@@ -71,12 +70,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextvars
-import ipaddress
 import secrets
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -170,40 +167,6 @@ def decode_header_value(value: str) -> str:
         except (binascii.Error, UnicodeDecodeError):
             return value
     return value
-
-
-def parse_origin(origin: str) -> tuple[str, str, int] | None:
-    """
-    C{(scheme, host, port)} of an origin (host lowercased, without IPv6 brackets; the
-    scheme's default port when none is written), or C{None} for C{null} and anything
-    that is not an http(s) origin.
-    """
-    try:
-        parts = urlsplit(origin.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    host = parts.hostname
-    if scheme not in ("http", "https") or not host:
-        return None
-    return scheme, host, port if port is not None else (443 if scheme == "https" else 80)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _same_address(host: str, own: str) -> bool:
-    try:
-        return ipaddress.ip_address(host) == ipaddress.ip_address(own)
-    except ValueError:
-        return host == own.lower()
 
 
 def _header(request: IRequest, name: bytes) -> str | None:
@@ -639,7 +602,6 @@ class McpHTTP:
         clock: IReactorTime,
         *,
         keep_alive: float = 15.0,
-        allowed_origins: Iterable[str] = (),
         max_body: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_sessions_per_client: int = DEFAULT_SESSIONS_PER_CLIENT,
     ) -> None:
@@ -650,14 +612,6 @@ class McpHTTP:
         self._clock = clock
         self._keep_alive = keep_alive
         self._max_body = max_body
-        allowed = set()
-        for origin in allowed_origins:
-            parsed = parse_origin(origin)
-            if parsed is None:
-                log.warn("transport.allowedOrigins: {origin!r} is not an origin", origin=origin)
-            else:
-                allowed.add(parsed)
-        self._allowed = frozenset(allowed)
         self.sessions: OrderedDict[str, LegacySession] = OrderedDict()
         self._per_client = max_sessions_per_client
         #: Sessions per client, those still being initialized included.
@@ -679,17 +633,6 @@ class McpHTTP:
 
     async def render(self, request: IRequest) -> bytes | None:
         """Answer one request to C{/mcp}: the body for Klein, or C{None} once streamed."""
-        origin = _header(request, b"origin")
-        if origin is not None and not self._origin_allowed(origin, request):
-            log.warn("/mcp: refused a request from origin {origin}", origin=origin)
-            return _refusal(
-                request,
-                403,
-                RpcError.invalid_request(
-                    f"origin {origin} is not allowed; add it to transport.allowedOrigins "
-                    "to let it in"
-                ),
-            )
         method = request.method
         if method == b"POST":
             return await self._post(request)
@@ -699,23 +642,6 @@ class McpHTTP:
             return self._delete(request)
         request.setHeader(b"allow", b"GET, POST, DELETE")
         return _refusal(request, 405, RpcError.invalid_request("/mcp answers POST, GET and DELETE"))
-
-    def _origin_allowed(self, origin: str, request: IRequest) -> bool:
-        parsed = parse_origin(origin)
-        if parsed is None:
-            return False
-        if parsed in self._allowed:
-            return True
-        _, host, port = parsed
-        if _is_loopback(host):
-            return True
-        own = request.getHost()
-        own_host = getattr(own, "host", None)
-        return (
-            isinstance(own_host, str)
-            and getattr(own, "port", None) == port
-            and _same_address(host, own_host)
-        )
 
     # POST
 

@@ -263,6 +263,14 @@ SETTINGS: tuple[Setting, ...] = (
         "daemon's own address; a request with any other Origin is refused with 403.",
     ),
     Setting(
+        name="transport.allowedHosts",
+        kind=Kind.STRING_LIST,
+        default=(),
+        help="Names the daemon may be reached by over TCP besides localhost, loopback "
+        "addresses and the address a connection arrived at: a name (any port) or name:port. "
+        "A request with any other Host is refused with 403 (DNS-rebinding protection).",
+    ),
+    Setting(
         name="transport.maxMessageSize",
         kind=Kind.INTEGER,
         default=64 * 1024 * 1024,
@@ -296,6 +304,24 @@ SETTINGS: tuple[Setting, ...] = (
         help="Twisted endpoint strings the daemon's HTTP server listens on, comma-separated. "
         "The unix socket <state>/mcpx.sock is always added by the daemon and is not part "
         "of this list.",
+    ),
+    Setting(
+        name="daemon.auth",
+        kind=Kind.CHOICE,
+        default="peer",
+        choices=("peer", "token", "none"),
+        help="Who may use the daemon over TCP (the unix socket is always its owner's): "
+        "peer lets in loopback connections of the daemon's own user (Linux) and asks "
+        "everyone else for the token in <state>/token (mcpx token prints it) as "
+        "Authorization: Bearer; token asks every TCP client for it; none asks nobody.",
+    ),
+    Setting(
+        name="daemon.allowUnauthenticatedNetwork",
+        kind=Kind.BOOLEAN,
+        default=False,
+        help="Let the daemon start with daemon.auth none and a listener beyond loopback; "
+        "without it that combination is refused, since anyone who can reach the port "
+        "could run tools as this user.",
     ),
     Setting(
         name="daemon.logFile",

@@ -150,12 +150,13 @@ class RequestTests(ClientTestCase):
         self.assertTrue(server.request.endswith(b"\r\n\r\n" + sent))
 
     def test_post_without_body(self) -> None:
-        """A POST without a body says its length is 0."""
+        """A POST without a body says its length is 0, and that it is JSON (the daemon's 415)."""
         server = self.serve(head("HTTP/1.1 200 OK", "Content-Length: 2"), b"{}")
         self.client.post("/v1/servers/demo/restart", None)
         server.stop()
         self.assertEqual(server.request_lines()[0], b"POST /v1/servers/demo/restart HTTP/1.1")
         self.assertIn(b"Content-Length: 0", server.request_lines())
+        self.assertIn(b"Content-Type: application/json", server.request_lines())
 
     def test_no_header_injection(self) -> None:
         """A header value or target with a line break is refused before anything is sent."""

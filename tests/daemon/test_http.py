@@ -52,3 +52,16 @@ class HealthTests(SynchronousTestCase):
         self.assertEqual(response.code, 405)
         body = json.loads(self.successResultOf(response.content()))
         self.assertEqual(body["error"]["code"], "method_not_allowed")
+
+
+class MethodNotAllowedTests(SynchronousTestCase):
+    def test_405_names_the_allowed_methods(self) -> None:
+        """A 405 carries the Allow header with the route's methods."""
+        stub: Any = StubTreq(DaemonHTTP(clock=Clock(), pid=1).resource())
+        for method, url, allowed in (
+            ("POST", "http://mcpx/health", "GET, HEAD"),
+            ("DELETE", "http://mcpx/v1/call", "POST"),
+        ):
+            response = self.successResultOf(stub.request(method, url, data=b"{}"))
+            self.assertEqual(response.code, 405)
+            self.assertEqual(response.headers.getRawHeaders(b"allow"), [allowed.encode()])

@@ -106,6 +106,19 @@ class OpenAPIDocumentTests(SynchronousTestCase):
         self.assertIn("Error", self.document["components"]["schemas"])
         self.assertNotIn("400", self.operation("GET", "/health")["responses"])
 
+    def test_gate_refusals_documented(self) -> None:
+        """403 everywhere, 401 wherever the token may be asked (not /health), 415 on POSTs."""
+        health = self.operation("GET", "/health")["responses"]
+        self.assertIn("403", health)
+        self.assertNotIn("401", health)
+        for method, path in (("GET", "/v1/servers"), ("POST", "/v1/call")):
+            responses = self.operation(method, path)["responses"]
+            self.assertIn("401", responses)
+            self.assertIn("403", responses)
+            self.assertEqual("415" in responses, method == "POST")
+        scheme = self.document["components"]["securitySchemes"]["bearer"]
+        self.assertEqual((scheme["type"], scheme["scheme"]), ("http", "bearer"))
+
 
 class OpenAPIRouteTests(SynchronousTestCase):
     def test_served(self) -> None:

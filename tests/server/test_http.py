@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from treq.testing import StubTreq
-from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.internet.protocol import Protocol
@@ -22,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.server import http as http_module
 from mcpx.server.dispatch import McpServer
-from mcpx.server.http import McpHTTP, decode_header_value, parse_origin
+from mcpx.server.http import McpHTTP, decode_header_value
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcpx.wire.sse import SSEDecoder
@@ -140,7 +139,6 @@ class McpHTTPCase(SynchronousTestCase):
             self.core,
             self.clock,
             keep_alive=15.0,
-            allowed_origins=["https://app.example.com"],
             max_body=4096,
         )
         self.client = Client(self.mcp, self.clock)
@@ -159,59 +157,6 @@ class McpHTTPCase(SynchronousTestCase):
 
     def session_headers(self, session: str, revision: str = "2025-06-18") -> dict[str, str]:
         return {"Mcp-Session-Id": session, "MCP-Protocol-Version": revision}
-
-
-class OriginTests(McpHTTPCase):
-    def test_foreign_origin_is_forbidden(self) -> None:
-        """A request from a foreign origin is refused with 403 and a JSON-RPC error body."""
-        for method in ("POST", "GET", "DELETE"):
-            response, body = self.client.send(
-                method,
-                request(1, "echo") if method == "POST" else None,
-                {"Origin": "http://evil.example.com", "Host": "evil.example.com"},
-            )
-            self.assertEqual(response.code, 403, method)
-            error = json.loads(body)
-            self.assertIsNone(error["id"])
-            self.assertEqual(error["error"]["code"], INVALID_REQUEST)
-        self.assertEqual(self.core.handled, [])
-
-    def test_loopback_and_allowed_origins(self) -> None:
-        """Loopback origins, and those in transport.allowedOrigins, are served."""
-        for origin in (
-            "http://localhost:3000",
-            "http://127.0.0.1",
-            "http://127.8.9.10:5",
-            "http://[::1]:6274",
-            "https://app.example.com",
-            "https://APP.example.com:443",
-        ):
-            response, body = self.client.post(request(1, "echo", {}), {"Origin": origin})
-            self.assertEqual(response.code, 200, origin)
-            self.assertEqual(body["result"], {})
-        for origin in ("null", "https://app.example.com:8443", "http://app.example.com"):
-            response, _ = self.client.post(request(1, "echo", {}), {"Origin": origin})
-            self.assertEqual(response.code, 403, origin)
-
-    def test_own_address(self) -> None:
-        """The daemon's own address is an allowed origin, even beyond loopback."""
-
-        class Reached:
-            def getHost(self) -> IPv4Address:
-                return IPv4Address("TCP", "192.168.1.5", 8899)
-
-        reached: Any = Reached()
-        self.assertTrue(self.mcp._origin_allowed("http://192.168.1.5:8899", reached))
-        self.assertFalse(self.mcp._origin_allowed("http://192.168.1.5:9999", reached))
-        self.assertFalse(self.mcp._origin_allowed("http://192.168.1.6:8899", reached))
-
-    def test_parse_origin(self) -> None:
-        """Origins are compared by scheme, host and port, the port defaulted."""
-        self.assertEqual(parse_origin("HTTP://LocalHost"), ("http", "localhost", 80))
-        self.assertEqual(parse_origin("https://[::1]"), ("https", "::1", 443))
-        self.assertIsNone(parse_origin("null"))
-        self.assertIsNone(parse_origin("file://x"))
-        self.assertIsNone(parse_origin("http://x:99999"))
 
 
 class LegacySessionTests(McpHTTPCase):

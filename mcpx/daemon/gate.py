@@ -1,0 +1,412 @@
+# -*- test-case-name: tests.daemon.test_gate -*-
+"""
+The daemon's trust boundary: every HTTP request passes L{Gate} before any route.
+
+The rules, in the order they are applied, the same on every route (C{/health}, C{/v1},
+C{/openapi.json}, C{/mcp} and anything added later):
+
+  1. B{Origin.}  An C{Origin} header, when present, must be loopback (any port), the
+     address the connection arrived at (with its port), or one of
+     C{transport.allowedOrigins}; otherwise 403.  A web page the user opens cannot
+     drive the daemon.
+  2. B{Host.}  On TCP, C{Host} must name a loopback address or C{localhost}, the
+     address the connection arrived at, or one of C{transport.allowedHosts} (a name,
+     any port, or C{name:port}); otherwise 403.  This defeats DNS rebinding, where a
+     hostile name is made to resolve to 127.0.0.1.  The unix socket is exempt: it is
+     reached by its path, never by a name a browser resolves.
+  3. B{Content type.}  A C{POST} under C{/v1/} must say C{Content-Type:
+     application/json} (parameters allowed); otherwise 415.  A browser sends a
+     cross-site "simple request" only as C{text/plain}, form data or without a body.
+  4. B{Authentication} (C{daemon.auth}), C{/health} exempt.  The unix socket is its
+     owner's (mode 0600 in a 0700 directory); a unix socket added to C{daemon.listen}
+     may be open to others, so where the system names the user at the other end
+     (C{SO_PEERCRED}) anyone but the daemon's own user is asked for the token there
+     too.  On TCP, C{peer}, the default,
+     lets in a loopback connection opened by the daemon's own user (found once per
+     connection, L{mcpx.daemon.peers}) and asks everything else for the token,
+     C{Authorization: Bearer <token>} (L{mcpx.daemon.token}); C{token} asks every TCP
+     connection; C{none} asks nobody, and a listener beyond loopback then needs
+     C{daemon.allowUnauthenticatedNetwork} (L{unauthenticated_exposure}).  A refusal
+     is 401 with C{WWW-Authenticate: Bearer}.
+
+Refusals are JSON: C{{"error": {"code": ..., "message": ...}}}, and on C{/mcp} a
+JSON-RPC error response without an id, as MCP clients expect there.  Each distinct
+refusal is logged once.
+
+What a connection is (unix or TCP, loopback, its owner) is worked out at its first
+request and kept on the connection; a request costs a few header lookups.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from twisted.internet.address import UNIXAddress
+from twisted.logger import Logger
+from twisted.web.iweb import IRequest
+from twisted.web.resource import IResource
+from zope.interface import implementer
+
+from mcpx.daemon.peers import connecting_uid, unix_peer_uid
+from mcpx.daemon.token import TokenFile
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import ErrorResponse, encode
+
+__all__ = [
+    "AUTH_CHOICES",
+    "Gate",
+    "HostRule",
+    "OriginRule",
+    "host_name",
+    "parse_origin",
+    "unauthenticated_exposure",
+]
+
+log = Logger()
+
+#: The values of C{daemon.auth}.
+AUTH_PEER: Final = "peer"
+AUTH_TOKEN: Final = "token"
+AUTH_NONE: Final = "none"
+AUTH_CHOICES: Final = (AUTH_PEER, AUTH_TOKEN, AUTH_NONE)
+
+#: Routes that need no authentication: a liveness probe says nothing worth a token.
+OPEN_PATHS: Final = frozenset({b"/health"})
+
+#: How many distinct refusals are logged; beyond that they are only answered.
+LOGGED_REFUSALS: Final = 64
+
+_JSON: Final = b"application/json"
+_MCP_PATH: Final = b"/mcp"
+_API_PREFIX: Final = b"/v1/"
+#: How much of a refused header value a refusal quotes.
+_ECHOED: Final = 200
+#: Where the per-connection record is kept on the HTTP channel.
+_SLOT: Final = "_mcpx_gate_connection"
+
+
+def parse_origin(origin: str) -> tuple[str, str, int] | None:
+    """
+    C{(scheme, host, port)} of an origin (host lowercased, without IPv6 brackets; the
+    scheme's default port when none is written), or C{None} for C{null} and anything
+    that is not an http(s) origin.
+    """
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = parts.hostname
+    if scheme not in ("http", "https") or not host:
+        return None
+    return scheme, host, port if port is not None else (443 if scheme == "https" else 80)
+
+
+def host_name(value: str) -> str | None:
+    """
+    The name in a C{Host} header, lowercased, without its port or IPv6 brackets;
+    C{None} when the header is not C{name}, C{name:port} or C{[v6]:port}.
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        rest = value[end + 1 :]
+        if end < 0 or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+            return None
+        return value[1:end] or None
+    name, colon, port = value.partition(":")
+    if colon and not port.isdigit():
+        return None
+    return name or None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether C{host} (a name or an address) always means this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def same_address(host: str, own: str) -> bool:
+    try:
+        return ipaddress.ip_address(host) == ipaddress.ip_address(own.split("%", 1)[0])
+    except ValueError:
+        return host == own.lower()
+
+
+class OriginRule:
+    """Rule 1: which C{Origin} values may call the daemon."""
+
+    def __init__(self, allowed: Iterable[str] = ()) -> None:
+        parsed = set()
+        for origin in allowed:
+            one = parse_origin(origin)
+            if one is None:
+                log.warn("transport.allowedOrigins: {origin!r} is not an origin", origin=origin)
+            else:
+                parsed.add(one)
+        self._allowed = frozenset(parsed)
+
+    def allows(self, origin: str, own_host: str | None, own_port: int | None) -> bool:
+        """
+        Whether a request from C{origin} that arrived at C{own_host:own_port} (C{None}
+        for the unix socket) is let in.
+        """
+        parsed = parse_origin(origin)
+        if parsed is None:
+            return False
+        if parsed in self._allowed:
+            return True
+        _, host, port = parsed
+        if is_loopback(host):
+            return True
+        return own_host is not None and port == own_port and same_address(host, own_host)
+
+
+class HostRule:
+    """Rule 2: which C{Host} names reach the daemon over TCP."""
+
+    def __init__(self, allowed: Iterable[str] = ()) -> None:
+        self._allowed = frozenset(entry.strip().lower() for entry in allowed if entry.strip())
+
+    def allows(self, host: str, own_host: str | None) -> bool:
+        """Whether C{Host: host} is this daemon's, on a connection to C{own_host}."""
+        name = host_name(host)
+        if name is None:
+            return False
+        if name in self._allowed or host.strip().lower() in self._allowed:
+            return True
+        return is_loopback(name) or (own_host is not None and same_address(name, own_host))
+
+
+def unauthenticated_exposure(auth: str, exposed: Iterable[str], allowed: bool) -> str | None:
+    """
+    Why the daemon must not start, or C{None}: C{daemon.auth} C{none} with a listener
+    beyond loopback (C{exposed}) serves tools to the network unless the user said so.
+    """
+    exposed = tuple(exposed)
+    if auth != AUTH_NONE or not exposed or allowed:
+        return None
+    return (
+        f"daemon.auth is none, and {', '.join(exposed)} listens beyond loopback: anyone "
+        "who can reach it could run tools as this user. Set daemon.auth to peer or token, "
+        "bind daemon.listen to 127.0.0.1, or set daemon.allowUnauthenticatedNetwork to "
+        "true if that is really what you want."
+    )
+
+
+class _Connection:
+    """
+    What the gate knows about one connection, worked out at its first request.
+
+    @ivar unix: whether it came through a unix socket.
+    @ivar own_host: the address it arrived at (TCP), else C{None}.
+    @ivar peer: the client's address and port (TCP), else C{None}.
+    @ivar owner: whether the daemon's own user opened it; C{None} until asked.  On a
+        unix socket whose peer the system does not name, the file permissions decide
+        and it counts as the owner's.
+    @ivar host: the last C{Host} value let in, so a keep-alive connection checks once.
+    """
+
+    __slots__ = ("host", "loopback", "own_host", "own_port", "owner", "peer", "unix")
+
+    def __init__(self, request: IRequest) -> None:
+        own: Any = request.getHost()
+        client: Any = request.getClientAddress()
+        self.unix = isinstance(own, UNIXAddress)
+        self.own_host: str | None = None if self.unix else getattr(own, "host", None)
+        self.own_port: int | None = None if self.unix else getattr(own, "port", None)
+        peer_host, peer_port = getattr(client, "host", None), getattr(client, "port", None)
+        self.peer: tuple[str, int] | None = (
+            (peer_host, peer_port)
+            if isinstance(peer_host, str) and isinstance(peer_port, int)
+            else None
+        )
+        self.loopback = self.peer is not None and is_loopback(self.peer[0].split("%", 1)[0])
+        self.owner: bool | None = None
+        self.host: bytes | None = None
+
+
+def _unix_uid(request: IRequest) -> int | None:
+    """The uid behind a unix-socket request's connection, when the system says."""
+    transport = getattr(getattr(request, "channel", None), "transport", None)
+    get_handle = getattr(transport, "getHandle", None)
+    return None if get_handle is None else unix_peer_uid(get_handle())
+
+
+@implementer(IResource)
+class Gate:
+    """
+    The resource in front of the daemon's Klein app: applies the rules above, then
+    hands the request to C{inner}.
+
+    @param uid: the daemon's own user, the process's by default.
+    @param lookup_uid: finds the uid behind a loopback connection (peer, own address);
+        injected so tests need not open sockets as other users.
+    @param lookup_unix_uid: finds the uid behind a unix-socket request's connection
+        (C{SO_PEERCRED} by default).
+    """
+
+    isLeaf = True
+
+    def __init__(
+        self,
+        inner: IResource,
+        *,
+        origins: OriginRule,
+        hosts: HostRule,
+        auth: str = AUTH_PEER,
+        token: TokenFile | None = None,
+        uid: int | None = None,
+        lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
+        lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
+    ) -> None:
+        if auth not in AUTH_CHOICES:
+            raise ValueError(f"daemon.auth must be one of {', '.join(AUTH_CHOICES)}")
+        if auth != AUTH_NONE and token is None:
+            raise ValueError(f"daemon.auth {auth} needs the token file")
+        self._inner = inner
+        self._origins = origins
+        self._hosts = hosts
+        self._auth = auth
+        self._token = token
+        self._uid = os.getuid() if uid is None else uid
+        self._lookup_uid = lookup_uid
+        self._lookup_unix_uid = lookup_unix_uid or _unix_uid
+        self._logged: set[tuple[str, str]] = set()
+
+    # IResource: the gate is a leaf, so traversal ends here and render decides.
+
+    def getChildWithDefault(self, name: bytes, request: IRequest) -> IResource:
+        return self
+
+    def putChild(self, path: bytes, child: IResource) -> None:
+        raise NotImplementedError("the gate has no children; add routes to the Klein app")
+
+    def render(self, request: IRequest) -> Any:
+        refusal = self._check(request)
+        if refusal is not None:
+            return refusal
+        inner: Any = self._inner
+        return inner.render(request)
+
+    def _connection(self, request: IRequest) -> _Connection:
+        channel = getattr(request, "channel", None)
+        connection: _Connection | None = getattr(channel, _SLOT, None)
+        if connection is None:
+            connection = _Connection(request)
+            if channel is not None:
+                setattr(channel, _SLOT, connection)
+        return connection
+
+    def _check(self, request: IRequest) -> bytes | None:
+        connection = self._connection(request)
+        origin = request.getHeader(b"origin")
+        if origin is not None and not self._origins.allows(
+            origin.decode("latin-1"), connection.own_host, connection.own_port
+        ):
+            text = origin.decode("latin-1")[:_ECHOED]
+            return self._refuse(
+                request,
+                403,
+                "origin_not_allowed",
+                f"origin {text} is not allowed; add it to transport.allowedOrigins to let it in",
+                text,
+            )
+        if not connection.unix:
+            host = request.getHeader(b"host")
+            if host is None or (
+                host != connection.host
+                and not self._hosts.allows(host.decode("latin-1"), connection.own_host)
+            ):
+                text = "(none)" if host is None else host.decode("latin-1")[:_ECHOED]
+                return self._refuse(
+                    request,
+                    403,
+                    "host_not_allowed",
+                    f"Host {text} does not name this daemon; reach it by a loopback address "
+                    "or add the name to transport.allowedHosts",
+                    text,
+                )
+            connection.host = host
+        path = request.path
+        if request.method == b"POST" and path.startswith(_API_PREFIX):
+            ctype = request.getHeader(b"content-type")
+            if ctype is None or ctype.split(b";", 1)[0].strip().lower() != _JSON:
+                return self._refuse(
+                    request,
+                    415,
+                    "unsupported_media_type",
+                    "the body must be JSON: send Content-Type: application/json",
+                    "content-type",
+                )
+        if self._auth == AUTH_NONE or path in OPEN_PATHS:
+            return None
+        if connection.unix:
+            if self._is_unix_owner(connection, request):
+                return None
+        elif self._auth == AUTH_PEER and connection.loopback and self._is_owner(connection):
+            return None
+        if self._bearer_matches(request):
+            return None
+        request.setHeader(b"www-authenticate", b"Bearer")
+        return self._refuse(
+            request,
+            401,
+            "unauthorized",
+            "this connection needs the daemon's token: send Authorization: Bearer <token> "
+            "(`mcpx token` prints it)",
+            "authorization",
+        )
+
+    def _is_owner(self, connection: _Connection) -> bool:
+        if connection.owner is None:
+            uid = None
+            if connection.peer is not None and connection.own_host is not None:
+                own = (connection.own_host, connection.own_port or 0)
+                uid = self._lookup_uid(connection.peer, own)
+            connection.owner = uid == self._uid
+        return connection.owner
+
+    def _is_unix_owner(self, connection: _Connection, request: IRequest) -> bool:
+        if connection.owner is None:
+            uid = self._lookup_unix_uid(request)
+            # Unknown (no SO_PEERCRED here): the socket's file permissions decide.
+            connection.owner = uid is None or uid == self._uid
+        return connection.owner
+
+    def _bearer_matches(self, request: IRequest) -> bool:
+        header = request.getHeader(b"authorization")
+        if header is None or self._token is None:
+            return False
+        scheme, _, credentials = header.strip().partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        return self._token.matches(credentials.strip())
+
+    def _refuse(self, request: IRequest, status: int, code: str, message: str, what: str) -> bytes:
+        key = (code, what)
+        if key not in self._logged and len(self._logged) < LOGGED_REFUSALS:
+            self._logged.add(key)
+            log.warn(
+                "refused a request to {path} ({status} {code}): {message}",
+                path=request.path.decode("latin-1")[:_ECHOED],
+                status=status,
+                code=code,
+                message=message,
+            )
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", _JSON)
+        if request.path == _MCP_PATH:
+            return encode(ErrorResponse(None, RpcError.invalid_request(message)))
+        payload = {"error": {"code": code, "message": message}}
+        return json.dumps(payload, separators=(",", ":")).encode("utf-8")
