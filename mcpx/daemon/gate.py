@@ -171,6 +171,21 @@ class OriginRule:
             return True
         return own_host is not None and port == own_port and same_address(host, own_host)
 
+    def trusted(self, origin: str, own_host: str | None, own_port: int | None) -> bool:
+        """
+        Whether C{origin} is the daemon's own (the address the request arrived at) or
+        one the user listed: a page there may use the owner's connection without the
+        token.  Any other loopback page (another local web server, whatever it serves)
+        is let in by L{allows} but must present the token, as Jupyter asks of it.
+        """
+        parsed = parse_origin(origin)
+        if parsed is None:
+            return False
+        if parsed in self._allowed:
+            return True
+        _, host, port = parsed
+        return own_host is not None and port == own_port and same_address(host, own_host)
+
 
 class HostRule:
     """Rule 2: which C{Host} names reach the daemon over TCP."""
@@ -354,7 +369,19 @@ class Gate:
         if connection.unix:
             if self._is_unix_owner(connection, request):
                 return None
-        elif self._auth == AUTH_PEER and connection.loopback and self._is_owner(connection):
+        elif (
+            self._auth == AUTH_PEER
+            and connection.loopback
+            and (
+                origin is None
+                or self._origins.trusted(
+                    origin.decode("latin-1"), connection.own_host, connection.own_port
+                )
+            )
+            and self._is_owner(connection)
+        ):
+            # A browser runs as the owner too: a page from another origin does not get
+            # the owner's pass just because it was opened on this machine.
             return None
         if self._bearer_matches(request):
             return None

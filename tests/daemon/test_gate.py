@@ -337,6 +337,23 @@ class PeerAuthTests(GateCase):
             bearer = {"Authorization": f"Bearer {self.token}"}
             self.assertEqual(self.send(method, path, bearer, peer=self.other).status, status)
 
+    def test_other_loopback_page_needs_the_token(self) -> None:
+        """
+        A page from another loopback origin (another local web server, opened in the
+        owner's browser) passes the Origin rule but not the owner's pass: without the
+        token it gets 401; the daemon's own origin and listed origins need none.
+        """
+        for origin in ("http://localhost:3000", "http://127.0.0.1:6274", "http://[::1]:8080"):
+            answer = self.send("GET", "/v1/servers", {"Origin": origin})
+            self.assertRefused(answer, 401, "unauthorized", origin)
+            bearer = {"Origin": origin, "Authorization": f"Bearer {self.token}"}
+            self.assertEqual(self.send("GET", "/v1/servers", bearer).status, 503, origin)
+        for origin in ("http://127.0.0.1:8899", "https://app.example.com"):
+            self.assertEqual(self.send("GET", "/v1/servers", {"Origin": origin}).status, 503)
+        self.assertEqual(
+            self.send("GET", "/health", {"Origin": "http://localhost:3000"}).status, 200
+        )
+
     def test_wrong_token_or_scheme(self) -> None:
         """A wrong token, an empty one, or the right one under another scheme is refused."""
         self.uids[("127.0.0.1", 40001)] = OTHER
