@@ -19,10 +19,12 @@ C{outputSchema}, C{execution} included), then the gateway's tools whose names no
 pass-through server uses: on MCP the upstream wins, and the gateway tool it hides stays
 reachable on the CLI and C{/v1}.
 
-C{tools/call} goes to the server that lists the name.  A name no pass-through server
-lists and that is not a gateway tool goes to the first pass-through server all the
-same: a server may answer to tools it does not list, and it is the one to say whether
-the name exists.  The result is carried verbatim (no URI is rewritten: the host reads
+C{tools/call} goes to the server that lists the name.  With one pass-through server, a
+name it does not list and that is not a gateway tool goes to it all the same: a server
+may answer to tools it does not list, and it is the one to say whether the name exists.
+With several, such a name is refused with C{-32602} naming the servers (L{unknown}):
+handing it to one of them would be a guess, and a call meant for one server must never
+reach another.  The result is carried verbatim (no URI is rewritten: the host reads
 the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
 raised as that error (code, message, data), so the host gets an error response (and, on
 2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
@@ -31,6 +33,14 @@ naming it.
 
 Several servers, one surface
 ============================
+
+A server that is down or backing off keeps its names: each server's last listed
+catalogue of each kind is remembered, and while the pool cannot list the server anew
+its names are routed by that catalogue (the call then reaches the pool for that server,
+which waits for it or fails naming it) and its tools and prompts stay in the lists, so
+the host is never shown a list without them that it was not told had changed.  The
+memory is one catalogue per server and kind, shared by every caller (a client-scoped
+server's instances are taken to offer the same names).
 
 A tool or prompt name two pass-through servers both list is refused rather than handed
 to either (the other would be unreachable under the name the host was shown):
@@ -254,7 +264,8 @@ class PassThrough:
     The surface of the pass-through servers, merged ahead of the gateway's.
 
     @ivar servers: the pass-through servers, in the order named.
-    @ivar first: the first of them, which gets what none of them lists.
+    @ivar first: the first of them, which gets what none of them lists when it is the
+        only one.
     @ivar gateway: the gateway surface, for everything else.
     """
 
@@ -278,6 +289,8 @@ class PassThrough:
         self._resource_schemes: _Derived[frozenset[str]] = _Derived(
             lambda items: frozenset(_scheme(uri) for uri in _names(items, "uri"))
         )
+        #: Each kind's last catalogue listed of each server, by kind, then server.
+        self._last_listed: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
     @property
     def pool(self) -> PoolInterface:
@@ -292,12 +305,22 @@ class PassThrough:
     async def _listed(
         self, context: Context, what: str, kind: str
     ) -> list[tuple[str, list[dict[str, Any]]]]:
-        pool = self.pool
-        fetch = getattr(pool, kind)
+        fetch = getattr(self.pool, kind)
+        last = self._last_listed.setdefault(kind, {})
+
+        async def listing(server: str) -> list[dict[str, Any]]:
+            try:
+                items: list[dict[str, Any]] = await fetch(server, client=context.identity)
+            except (PoolError, UpstreamError, RpcError):
+                if server not in last:
+                    raise
+                # Down or backing off: its names are still its own (see above).
+                return last[server]
+            last[server] = items
+            return items
+
         return await self.gateway.each_server(
-            what,
-            lambda name: Deferred.fromCoroutine(fetch(name, client=context.identity)),
-            names=self.servers,
+            what, lambda name: Deferred.fromCoroutine(listing(name)), names=self.servers
         )
 
     async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
@@ -369,8 +392,14 @@ class PassThrough:
 
     # Routing
 
-    async def _catalogue(self, kind: str, server: str, context: Context) -> list[dict[str, Any]]:
-        """One server's catalogue from the pool's cache; empty when it cannot be listed."""
+    async def _catalogue(
+        self, kind: str, server: str, context: Context
+    ) -> list[dict[str, Any]] | None:
+        """
+        One server's catalogue from the pool's cache; when it cannot be listed now, the
+        last one it listed, or C{None} if it never did.
+        """
+        last = self._last_listed.setdefault(kind, {})
         try:
             items: list[dict[str, Any]] = await getattr(self.pool, kind)(
                 server, client=context.identity
@@ -382,44 +411,66 @@ class PassThrough:
                 server=server,
                 why=str(e),
             )
-            return []
+            return last.get(server)
+        last[server] = items
         return items
 
     async def _named_by(
         self, derived: _Derived[frozenset[str]], kind: str, context: Context, name: str
-    ) -> str | None:
+    ) -> tuple[str | None, list[str]]:
         """
-        The pass-through server listing C{name}, or C{None}.
+        The pass-through server listing C{name} (or C{None}), and the servers that could
+        not be asked (never listed, and cannot be listed now).
 
         @raise RpcError: L{ambiguous} when two of them list it.
         """
         owner: str | None = None
+        unlisted: list[str] = []
         for server in self.servers:
-            if name in derived.of(server, await self._catalogue(kind, server, context)):
+            listed = await self._catalogue(kind, server, context)
+            if listed is None:
+                unlisted.append(server)
+            elif name in derived.of(server, listed):
                 if owner is not None:
                     raise ambiguous(kind[:-1], name, owner, server)
                 owner = server
-        return owner
+        return owner, unlisted
+
+    def unknown(self, kind: str, name: str, unlisted: Sequence[str]) -> RpcError:
+        """
+        The C{-32602} for a tool or prompt name none of several pass-through servers
+        lists: it is not handed to any of them.
+        """
+        message = (
+            f"unknown {kind} {name!r}: none of the pass-through servers "
+            f"{', '.join(self.servers)} lists it"
+        )
+        if unlisted:
+            message += f" (not listed yet, as it cannot be reached now: {', '.join(unlisted)})"
+        return RpcError.invalid_params(
+            message, {"name": name, "servers": list(self.servers), "unlisted": list(unlisted)}
+        )
 
     async def tool_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
         gateway tool none of them shadows.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; L{unknown} when, of
+            several, none lists it and it is no gateway tool.
         """
         gateway_tool = self.gateway.has_tool(name)
         if self._single:
             if not gateway_tool:
                 return self.first
-            listed = self._tool_names.of(
-                self.first, await self._catalogue("tools", self.first, context)
-            )
-            return self.first if name in listed else None
-        owner = await self._named_by(self._tool_names, "tools", context, name)
+            listed = await self._catalogue("tools", self.first, context)
+            return self.first if name in self._tool_names.of(self.first, listed or []) else None
+        owner, unlisted = await self._named_by(self._tool_names, "tools", context, name)
         if owner is not None:
             return owner
-        return None if gateway_tool else self.first
+        if gateway_tool:
+            return None
+        raise self.unknown("tool", name, unlisted)
 
     async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
         """
@@ -427,22 +478,25 @@ class PassThrough:
         (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
         """
         listed = await self._catalogue("tools", server, context)
-        return self._param_headers.of(server, listed).get(name, NO_HEADERS)
+        return self._param_headers.of(server, listed or []).get(name, NO_HEADERS)
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
         (C{<server>_<prompt>}) none of them lists.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; L{unknown} when, of
+            several, none lists it and it is no gateway prompt.
         """
-        owner = await self._named_by(self._prompt_names, "prompts", context, name)
+        owner, unlisted = await self._named_by(self._prompt_names, "prompts", context, name)
         if owner is not None:
             return owner
         try:
             self.gateway.prompt_owner(name)
         except UnknownName:
-            return self.first
+            if self._single:
+                return self.first
+            raise self.unknown("prompt", name, unlisted) from None
         return None
 
     async def resource_owner(self, context: Context, uri: str) -> str:
@@ -461,11 +515,11 @@ class PassThrough:
         declaring: list[str] = []
         unreachable: list[str] = []
         for server in self.servers:
-            listed = await self._catalogue("resources", server, context)
+            listed = await self._catalogue("resources", server, context) or []
             if uri in self._resource_uris.of(server, listed):
                 return server
             templates = self._template_patterns.of(
-                server, await self._catalogue("templates", server, context)
+                server, await self._catalogue("templates", server, context) or []
             )
             for template, pattern in templates:
                 if template == uri or pattern.fullmatch(uri) is not None:

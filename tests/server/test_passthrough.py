@@ -468,7 +468,7 @@ class CallTests(SynchronousTestCase):
         code, message and data: not an isError result.
         """
         for revision in Revision:
-            harness, _ = passed_through()
+            harness, _ = passed_through(("alpha",))
             session = Session(revision, harness)
             listed = names_of(session.result("tools/list")["tools"])
             self.assertNotIn("nope", listed)
@@ -480,17 +480,37 @@ class CallTests(SynchronousTestCase):
             )
             check_frames(harness, revision)
 
-    def test_unlisted_name_forwarded_to_the_first(self) -> None:
+    def test_unlisted_name_forwarded_to_the_only_server(self) -> None:
         """
-        A name no pass-through server lists and mcpx has no tool of goes to the first
-        pass-through server, which decides (here: it answers).
+        With one pass-through server, a name it does not list and mcpx has no tool of
+        goes to it, which decides (here: it answers).
         """
-        harness, connector = passed_through()
+        harness, connector = passed_through(("alpha",))
         result = Session(Revision.V2025_06_18, harness).call("hidden")
         self.assertEqual(result["content"][0]["text"], "hidden tool of alpha")
         sent = upstream(connector, "alpha").last("tools/call").params
         assert isinstance(sent, dict)
         self.assertEqual(sent["name"], "hidden")
+
+    def test_unlisted_name_refused_with_several(self) -> None:
+        """
+        With several pass-through servers, a name none of them lists is refused with
+        -32602 naming them: it is sent to none of them.
+        """
+        for revision in Revision:
+            harness, connector = passed_through()
+            error = Session(revision, harness).error(
+                "tools/call", {"name": "hidden", "arguments": {}}
+            )
+            self.assertEqual(error.code, INVALID_PARAMS, revision)
+            self.assertIn("'hidden'", error.message)
+            self.assertIn("alpha, beta", error.message)
+            self.assertEqual(
+                error.data, {"name": "hidden", "servers": ["alpha", "beta"], "unlisted": []}
+            )
+            for server in ("alpha", "beta"):
+                self.assertNotIn("tools/call", upstream(connector, server).methods())
+            check_frames(harness, revision)
 
     def test_gateway_name_collision_upstream_wins(self) -> None:
         """mcpx_servers, which alpha also offers, calls alpha's tool over MCP."""
@@ -592,9 +612,13 @@ class PromptTests(SynchronousTestCase):
         self.assertEqual(sent, {"name": "summarise", "arguments": {"n": "1"}})
         gateway = session.result("prompts/get", {"name": "other_greet"})
         self.assertEqual(gateway["description"], "greet of other")
-        unknown = session.result("prompts/get", {"name": "unlisted"})
-        self.assertEqual(unknown["description"], "unlisted of alpha")
+        unknown = session.error("prompts/get", {"name": "unlisted"})
+        self.assertEqual((unknown.code, unknown.data["name"]), (INVALID_PARAMS, "unlisted"))
+        self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
         check_frames(harness, Revision.V2025_06_18)
+        harness, connector = passed_through(("alpha",))
+        only = Session(Revision.V2025_06_18, harness).result("prompts/get", {"name": "unlisted"})
+        self.assertEqual(only["description"], "unlisted of alpha")
 
     def test_duplicate_prompt_fails_the_list(self) -> None:
         """A prompt name both servers offer fails prompts/list, naming both."""
@@ -781,6 +805,78 @@ class ResourceTests(SynchronousTestCase):
         self.assertNotIn("completion/complete", upstream(connector, "alpha").methods())
 
 
+class DownServerTests(SynchronousTestCase):
+    """
+    A pass-through server that died keeps its names while it is down or backing off:
+    nothing meant for it reaches another server.
+    """
+
+    def crashed(self, revision: Revision) -> tuple[Harness, Upstreams, Session]:
+        """alpha and beta listed once, then beta's process gone (its restart not due)."""
+        harness, connector = passed_through()
+        session = Session(revision, harness)
+        session.result("tools/list")
+        session.result("prompts/list")
+        upstream(connector, "beta").crash(9)
+        return harness, connector, session
+
+    def test_call_of_a_down_servers_tool_is_not_misrouted(self) -> None:
+        """
+        A call of beta's tool while beta is backing off fails naming beta (and when it
+        will start again); alpha is never asked.  Once the back-off passes, the same
+        call restarts beta and is answered by it.
+        """
+        for revision in Revision:
+            harness, connector, session = self.crashed(revision)
+            error = session.error("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+            self.assertEqual(error.code, INTERNAL_ERROR, revision)
+            self.assertIn("'beta'", error.message)
+            self.assertIn("next start in", error.message)
+            self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+            harness.clock.advance(1)
+            result = session.call("add", {"a": 1, "b": 2})
+            self.assertEqual(result["content"][0]["text"], "3")
+            self.assertEqual(len(connector.started("beta")), 2)
+            self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+            check_frames(harness, revision)
+
+    def test_lists_keep_a_down_servers_names(self) -> None:
+        """tools/list and prompts/list while beta is down still carry beta's tool and prompt."""
+        for revision in Revision:
+            harness, _, session = self.crashed(revision)
+            tools = names_of(session.result("tools/list")["tools"])
+            self.assertIn("add", tools, revision)
+            self.assertEqual(tools[:4], ["echo", "rich", "mcpx_servers", "add"])
+            prompts = names_of(session.result("prompts/list")["prompts"])
+            self.assertEqual(prompts[:2], ["greet", "summarise"])
+            check_frames(harness, revision)
+
+    def test_prompt_of_a_down_server_is_not_misrouted(self) -> None:
+        """prompts/get of beta's prompt while beta is down fails naming beta, not alpha."""
+        _, connector, session = self.crashed(Revision.V2025_06_18)
+        error = session.error("prompts/get", {"name": "summarise"})
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertIn("'beta'", error.message)
+        self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
+
+    def test_never_listed_server_down(self) -> None:
+        """
+        A name no server lists, while one of them has never been listed and cannot be
+        started, is refused naming the servers and the one not asked.
+        """
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        # beta cannot be started: its command is gone.
+        del connector.scripted["beta"]
+        error = session.error("tools/call", {"name": "add", "arguments": {}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertEqual(
+            error.data, {"name": "add", "servers": ["alpha", "beta"], "unlisted": ["beta"]}
+        )
+        self.assertIn("beta", error.message)
+        self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+
+
 class ListChangedTests(SynchronousTestCase):
     def test_declared_where_the_connection_can_push(self) -> None:
         """
@@ -896,7 +992,7 @@ class ModernHTTPTests(SynchronousTestCase):
         On 2026-07-28 Streamable HTTP, an upstream's -32602 for a pass-through call is
         the response's error with status 400; a forwarded result is 200.
         """
-        harness, _ = passed_through()
+        harness, _ = passed_through(("beta",))
         mcp = McpHTTP(harness.server, harness.clock, keep_alive=15.0)
         self.addCleanup(mcp.close)
         client = Client(mcp, harness.clock)
