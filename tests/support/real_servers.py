@@ -1,0 +1,198 @@
+"""
+The six real MCP servers of the real-server matrix (C{tests/upstream/test_real_matrix.py},
+C{bench/bench_real_servers.py}), the data they serve, made here, and the MCP SDK's
+client as the host that talks to them or to mcpx.
+
+The servers are installed by C{make test}: C{@modelcontextprotocol/server-filesystem},
+C{server-memory} and C{server-sequential-thinking} in C{tests/peers/node_modules};
+C{mcp-server-time} and C{mcp-server-git} in the test venv; C{mcp-server-calculator},
+which needs C{mcp<2}, in C{.venv-calculator}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import wave
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+from attrs import frozen
+
+from tests.support.peers import NODE_MODULES, PeersMissing, node22
+from tests.support.processes import REPO
+
+T = TypeVar("T")
+
+CALCULATOR_VENV = REPO / ".venv-calculator"
+#: The size of the big text file: its text twice (content and structured content)
+#: still fits in 64 MiB.
+BIG_FILE_SIZE = 30_000_000
+_BIG_LINE = b"x" * 999 + b"\n"
+
+#: The six servers, in the order the matrix passes them through.
+NAMES = ("filesystem", "memory", "thinking", "time", "git", "calculator")
+
+
+@frozen
+class Data:
+    """What the servers serve: a directory tree, a git repository, a memory file."""
+
+    root: Path
+
+    @property
+    def tree(self) -> Path:
+        return self.root / "tree"
+
+    @property
+    def repository(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def memory_file(self) -> Path:
+        return self.root / "memory.jsonl"
+
+
+def _png() -> bytes:
+    """A 2x2 red PNG."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _git(repository: Path, *arguments: str) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(repository.parent),
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.com",
+        "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00",
+        "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
+    }
+    subprocess.run(
+        ["git", "-C", str(repository), *arguments], env=env, check=True, capture_output=True
+    )
+
+
+def make_data(root: Path) -> Data:
+    """Write the matrix's data under C{root} (which must exist)."""
+    data = Data(root)
+    tree = data.tree
+    (tree / "docs").mkdir(parents=True)
+    (tree / "notes.txt").write_text("first line\nsecond line\n")
+    (tree / "docs" / "readme.md").write_text("# Readme\n\nThe matrix's data.\n")
+    (tree / "pixel.png").write_bytes(_png())
+    with wave.open(str(tree / "tone.wav"), "wb") as sound:
+        sound.setnchannels(1)
+        sound.setsampwidth(1)
+        sound.setframerate(8000)
+        sound.writeframes(bytes(range(256)) * 4)
+    with (tree / "big.txt").open("wb") as big:
+        for _ in range(BIG_FILE_SIZE // len(_BIG_LINE)):
+            big.write(_BIG_LINE)
+    repository = data.repository
+    repository.mkdir()
+    _git(repository, "init", "-q", "-b", "main")
+    (repository / "a.txt").write_text("one\n")
+    _git(repository, "add", "a.txt")
+    _git(repository, "commit", "-q", "-m", "First commit")
+    (repository / "a.txt").write_text("one\ntwo\n")
+    (repository / "b.txt").write_text("bee\n")
+    _git(repository, "add", "a.txt", "b.txt")
+    _git(repository, "commit", "-q", "-m", "Second commit")
+    (repository / "a.txt").write_text("one\ntwo\nthree\n")
+    graph = [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["wrote notes"]},
+        {"type": "entity", "name": "Engine", "entityType": "machine", "observations": ["analytic"]},
+        {"type": "relation", "from": "Ada", "to": "Engine", "relationType": "programmed"},
+    ]
+    data.memory_file.write_text("".join(json.dumps(line) + "\n" for line in graph))
+    return data
+
+
+def _require(path: Path, how: str) -> str:
+    if not path.exists():
+        raise PeersMissing(f"{path} is missing: run `make test`, which {how}")
+    return str(path)
+
+
+def _npm(package: str) -> str:
+    return _require(
+        NODE_MODULES / "@modelcontextprotocol" / package / "dist" / "index.js",
+        "installs the npm test peers",
+    )
+
+
+def _venv_script(name: str) -> str:
+    return _require(Path(sys.executable).parent / name, "installs the test dependencies")
+
+
+def server_configs(data: Data) -> dict[str, dict[str, Any]]:
+    """The six servers as a C{servers.json} has them (C{command}, C{args}, C{env})."""
+    node = node22()
+    calculator = _require(
+        CALCULATOR_VENV / "bin" / "mcp-server-calculator", "creates .venv-calculator"
+    )
+    return {
+        "filesystem": {"command": node, "args": [_npm("server-filesystem"), str(data.tree)]},
+        "memory": {
+            "command": node,
+            "args": [_npm("server-memory")],
+            "env": {"MEMORY_FILE_PATH": str(data.memory_file)},
+        },
+        "thinking": {
+            "command": node,
+            "args": [_npm("server-sequential-thinking")],
+            "env": {"DISABLE_THOUGHT_LOGGING": "true"},
+        },
+        "time": {"command": _venv_script("mcp-server-time"), "args": ["--local-timezone", "UTC"]},
+        "git": {
+            "command": _venv_script("mcp-server-git"),
+            "args": ["--repository", str(data.repository)],
+        },
+        "calculator": {"command": calculator, "args": []},
+    }
+
+
+def in_worker(conversation: Callable[[], Awaitable[T]], timeout: float = 120.0) -> T:
+    """
+    Run an SDK conversation on its own event loop in a worker thread and return its
+    result; a conversation longer than C{timeout} fails.
+    """
+
+    async def bounded() -> T:
+        with anyio.fail_after(timeout):
+            return await conversation()
+
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(anyio.run, bounded).result()
+
+
+def dumped(model: Any) -> Any:
+    """An SDK model as the JSON it stands for (every field it carries, none it lacks)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def wire_env(base: Mapping[str, str]) -> dict[str, str]:
+    """C{base} without settings of any mcpx the environment may point at."""
+    return {k: v for k, v in base.items() if not k.startswith("MCPX_")}
