@@ -185,7 +185,16 @@ def in_worker(conversation: Callable[[], Awaitable[T]], timeout: float = 120.0) 
             return await conversation()
 
     with ThreadPoolExecutor(1) as worker:
-        return worker.submit(anyio.run, bounded).result()
+        try:
+            return worker.submit(anyio.run, bounded).result()
+        except BaseExceptionGroup as group:
+            # The SDK's task groups wrap a failed assertion: show it, not the group.
+            leaf: BaseException = group
+            while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                leaf = leaf.exceptions[0]
+            if leaf is group:
+                raise
+            raise leaf from group
 
 
 def dumped(model: Any) -> Any:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -56,6 +57,7 @@ from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import Revision
 from tests.support.processes import REPO, free_tcp_port
 from tests.support.real_servers import (
+    BIG_FILE_SIZE,
     NAMES,
     Data,
     dumped,
@@ -647,3 +649,208 @@ class MatrixTests(SynchronousTestCase):
         }
         self.check_outcomes("mcpx call", outcomes, gateway=True)
         self.assertEqual((ran["fs-text"][0], ran["fs-missing"][0]), (0, 1))
+
+
+#: The call each robustness test makes of each server (a key of L{CALLS}).
+REFERENCE = {
+    "filesystem": "fs-text",
+    "memory": "memory-graph",
+    "thinking": "thinking-invalid",
+    "time": "time-convert",
+    "git": "git-status",
+    "calculator": "calc",
+}
+#: Concurrent calls in L{RobustnessTests.test_sixty_concurrent_calls}.
+CONCURRENT = 60
+#: How long a killed server may take to be answering again.
+RESTART_DEADLINE = 20.0
+
+
+async def _collect(
+    client: Client, tool: str, arguments: dict[str, Any], into: list[dict[str, Any]]
+) -> None:
+    into.append(await _session_outcome(client, tool, arguments))
+
+
+def _call_named(key: str) -> Call:
+    return next(call for call in CALLS if call.key == key)
+
+
+class RobustnessTests(SynchronousTestCase):
+    """
+    The same servers passed through a daemon of each test's own, then killed, restarted,
+    asked for big answers and many at once: no call reaches a server it was not meant
+    for, and nothing is left running when the daemon stops.
+    """
+
+    def setUp(self) -> None:
+        self.world = world()
+        self.daemon = start_daemon(self.world.data, passthrough=NAMES)
+        self.addCleanup(self.daemon.stop)
+        #: Every upstream process seen during the test.
+        self.seen_pids: set[int] = set()
+
+    def pids(self) -> dict[str, int]:
+        pids = self.daemon.server_pids()
+        self.seen_pids.update(pids.values())
+        return pids
+
+    def state(self, server: str) -> str:
+        servers = self.daemon.get("/v1/servers")["servers"]
+        return str(next(s["state"] for s in servers if s["name"] == server))
+
+    def kill(self, server: str) -> int:
+        """kill -9 the server's process; return once the daemon has seen it die."""
+        pid = self.pids()[server]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.state(server) != "failed":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the daemon did not notice {server} die")
+            time.sleep(0.02)
+        return pid
+
+    def stop_leaving_nothing(self) -> None:
+        """Stop the daemon: its exit status is 0 and no upstream process outlives it."""
+        self.pids()
+        self.assertEqual(self.daemon.stop(), 0)
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in self.seen_pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual({pid for pid in self.seen_pids if alive(pid)}, set())
+
+    def assert_own(self, server: str, key: str, outcome: Mapping[str, Any]) -> None:
+        """C{outcome} is the server's own answer to C{key}, or an error naming that server."""
+        if outcome == self.world.baseline.outcomes[key]:
+            return
+        error = outcome.get("error")
+        self.assertIsNotNone(error, f"{key} answered by someone else: {outcome}")
+        assert error is not None
+        self.assertIn(f"'{server}'", error["message"], outcome)
+
+    def test_kill_each_idle_server(self) -> None:
+        """
+        kill -9 of each server's idle process: right after, tools/list still has all 39
+        tools; a call of its tool during the back-off fails naming it and when it
+        starts again (not answered by another server); then a call restarts it.
+        """
+        data, baseline = self.world.data, self.world.baseline
+
+        async def conversation() -> None:
+            async with Client(self.daemon.mcp_url, mode="auto") as client:
+                for server in NAMES:
+                    call = _call_named(REFERENCE[server])
+                    arguments = call.arguments(data)
+                    first = await _session_outcome(client, call.tool, arguments)
+                    self.assertEqual(first, baseline.outcomes[call.key], server)
+                    killed = self.kill(server)
+                    tools = await _all_tools(client)
+                    self.assertEqual(tools[:39], expected_tools(baseline, MODERN), server)
+                    during = await _session_outcome(client, call.tool, arguments)
+                    self.assertIn("error", during, f"{server}: {during}")
+                    self.assertIn(f"server '{server}' is unavailable", during["error"]["message"])
+                    self.assertIn("next start in", during["error"]["message"])
+                    deadline = time.monotonic() + RESTART_DEADLINE
+                    again = during
+                    while again != baseline.outcomes[call.key] and time.monotonic() < deadline:
+                        self.assert_own(server, call.key, again)
+                        await anyio.sleep(0.2)
+                        again = await _session_outcome(client, call.tool, arguments)
+                    self.assertEqual(again, baseline.outcomes[call.key], server)
+                    self.assertNotEqual(self.pids()[server], killed)
+
+        in_worker(conversation)
+        self.stop_leaving_nothing()
+
+    def test_kill_each_server_mid_call(self) -> None:
+        """
+        kill -9 of each server while calls of its tool are in flight: each call gets the
+        server's answer or an error naming it, and the server serves again afterwards.
+        """
+        data, baseline = self.world.data, self.world.baseline
+
+        async def conversation() -> None:
+            async with Client(self.daemon.mcp_url, mode="auto") as client:
+                for server in NAMES:
+                    call = _call_named(REFERENCE[server])
+                    arguments = call.arguments(data)
+                    await _session_outcome(client, call.tool, arguments)
+                    pid = self.pids()[server]
+                    outcomes: list[dict[str, Any]] = []
+                    async with anyio.create_task_group() as group:
+                        for _ in range(4):
+                            group.start_soon(_collect, client, call.tool, arguments, outcomes)
+                        await anyio.sleep(0.01)
+                        os.kill(pid, signal.SIGKILL)
+                    self.assertEqual(len(outcomes), 4)
+                    for outcome in outcomes:
+                        self.assert_own(server, call.key, outcome)
+                    deadline = time.monotonic() + RESTART_DEADLINE
+                    again = await _session_outcome(client, call.tool, arguments)
+                    while again != baseline.outcomes[call.key] and time.monotonic() < deadline:
+                        self.assert_own(server, call.key, again)
+                        await anyio.sleep(0.2)
+                        again = await _session_outcome(client, call.tool, arguments)
+                    self.assertEqual(again, baseline.outcomes[call.key], server)
+
+        in_worker(conversation)
+        self.stop_leaving_nothing()
+
+    def test_large_answer(self) -> None:
+        """
+        read_text_file of the 30 MB file answers in full through /mcp (both eras) and
+        /v1/call, and the server keeps serving.
+        """
+        data = self.world.data
+        arguments = {"path": str(data.tree / "big.txt")}
+        expected = (data.tree / "big.txt").read_text()
+        self.assertEqual(len(expected), BIG_FILE_SIZE)
+
+        async def conversation(mode: str) -> dict[str, Any]:
+            async with Client(self.daemon.mcp_url, mode=mode) as client:
+                big = await _session_outcome(client, "read_text_file", arguments)
+                small = await _session_outcome(
+                    client, "read_text_file", {"path": str(data.tree / "notes.txt")}
+                )
+                return {"big": big, "small": small}
+
+        for mode in ("legacy", "auto"):
+            seen = in_worker(functools.partial(conversation, mode))
+            self.assertEqual(seen["big"]["content"][0]["text"], expected, mode)
+            self.assertEqual(seen["small"], self.world.baseline.outcomes["fs-text"])
+        status, body = self.daemon.post(
+            "/v1/call", {"server": "filesystem", "tool": "read_text_file", "arguments": arguments}
+        )
+        self.assertEqual(status, 200)
+        self.assertEqual(body["content"][0]["text"], expected)
+        self.stop_leaving_nothing()
+
+    def test_sixty_concurrent_calls(self) -> None:
+        """
+        60 calls at once over one /mcp session, spread over the six servers: each gets
+        the answer of the server it named, as that server gives it directly.
+        """
+        data, baseline = self.world.data, self.world.baseline
+        calls = [CALLS[i % len(CALLS)] for i in range(CONCURRENT)]
+        calls = [call for call in calls if call.key != "fs-unknown-tool"]
+
+        async def conversation() -> list[dict[str, Any]]:
+            outcomes: list[dict[str, Any]] = [{} for _ in calls]
+            async with Client(self.daemon.mcp_url, mode="auto") as client:
+
+                async def one(index: int, call: Call) -> None:
+                    outcomes[index] = await _session_outcome(
+                        client, call.tool, call.arguments(data)
+                    )
+
+                async with anyio.create_task_group() as group:
+                    for index, call in enumerate(calls):
+                        group.start_soon(one, index, call)
+            return outcomes
+
+        outcomes = in_worker(conversation)
+        self.assertGreaterEqual(len(calls), 57)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            self.assertEqual(outcome, baseline.outcomes[call.key], call.key)
+        self.assertEqual(set(self.pids()), set(NAMES))
+        self.stop_leaving_nothing()
