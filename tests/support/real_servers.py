@@ -11,23 +11,32 @@ which needs C{mcp<2}, in C{.venv-calculator}.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
+import shutil
+import signal
 import struct
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
 import wave
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from attrs import frozen
+from attrs import define, frozen
+from mcp import StdioServerParameters
 
 from tests.support.peers import NODE_MODULES, PeersMissing, node22
-from tests.support.processes import REPO
+from tests.support.processes import REPO, free_tcp_port
 
 T = TypeVar("T")
 
@@ -36,6 +45,10 @@ CALCULATOR_VENV = REPO / ".venv-calculator"
 #: still fits in 64 MiB.
 BIG_FILE_SIZE = 30_000_000
 _BIG_LINE = b"x" * 999 + b"\n"
+
+#: Answers of the 30 MB file are larger than the daemon's message limit was before it
+#: became 64 MiB; the daemons started here set it themselves.
+MESSAGE_LIMIT = 128 * 1024 * 1024
 
 #: The six servers, in the order the matrix passes them through.
 NAMES = ("filesystem", "memory", "thinking", "time", "git", "calculator")
@@ -205,3 +218,154 @@ def dumped(model: Any) -> Any:
 def wire_env(base: Mapping[str, str]) -> dict[str, str]:
     """C{base} without settings of any mcpx the environment may point at."""
     return {k: v for k, v in base.items() if not k.startswith("MCPX_")}
+
+
+@define
+class Daemon:
+    """A running daemon: its process, port and the environment its clients need."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    env: dict[str, str]
+    log: Path
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def serve_params(self, *arguments: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", *arguments],
+            env=self.env,
+            cwd=str(REPO),
+        )
+
+    def post(self, path: str, body: Mapping[str, Any], timeout: float = 60) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as e:
+            return e.code, json.load(e)
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
+            return json.load(r)
+
+    def cli(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx", *arguments],
+            check=False,
+            env=self.env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def server_pids(self) -> dict[str, int]:
+        """The pids of the daemon's upstream processes, by server name."""
+        children = _descendants(self.process.pid)
+        marks = {
+            "filesystem": "server-filesystem",
+            "memory": "server-memory",
+            "thinking": "server-sequential-thinking",
+            "time": "mcp-server-time",
+            "git": "mcp-server-git",
+            "calculator": "mcp-server-calculator",
+        }
+        found: dict[str, int] = {}
+        for pid in children:
+            line = _cmdline(pid)
+            for server, mark in marks.items():
+                if mark in line:
+                    found[server] = pid
+        return found
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = _cmdline(pid)
+    return bool(stat) or Path(f"/proc/{pid}").exists()
+
+
+def start_daemon(data: Data, *, passthrough: Sequence[str] = (), **settings: str) -> Daemon:
+    """A daemon serving the six servers on a free loopback port; ready when it returns."""
+    home = Path(tempfile.mkdtemp(prefix="mcpx-matrix-"))
+    config = home / "servers.json"
+    config.write_text(json.dumps({"servers": server_configs(data)}))
+    env = wire_env(os.environ)
+    env.update(
+        MCPX_STATE_DIR=str(home / "state"),
+        XDG_CONFIG_HOME=str(home),
+        MCPX_CONFIG=str(config),
+        MCPX_TRANSPORT_MAX_MESSAGE_SIZE=str(MESSAGE_LIMIT),
+        MCPX_MCP_PASSTHROUGH=",".join(passthrough),
+        **settings,
+    )
+    port = free_tcp_port()
+    log = home / "daemon.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcpx",
+                "daemon",
+                "--daemon-listen",
+                f"tcp:{port}:interface=127.0.0.1",
+            ],
+            env=env,
+            cwd=str(REPO),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    daemon = Daemon(process, port, env, log)
+    atexit.register(daemon.stop)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    deadline = time.monotonic() + 30
+    while b"daemon is running" not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the daemon did not start: {log.read_text()}")
+        time.sleep(0.05)
+    return daemon

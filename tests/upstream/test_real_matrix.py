@@ -29,19 +29,14 @@ conversation runs on its own event loop in a worker thread.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -55,23 +50,21 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx._version import __version__ as mcpx_version
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import Revision
-from tests.support.processes import REPO, free_tcp_port
 from tests.support.real_servers import (
     BIG_FILE_SIZE,
     NAMES,
+    Daemon,
     Data,
+    alive,
     dumped,
     in_worker,
     make_data,
     server_configs,
-    wire_env,
+    start_daemon,
 )
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
-#: Answers of 30 MB files are larger than the daemon's default message size on main
-#: before 64 MiB became the default; the matrix sets the limit itself.
-MESSAGE_LIMIT = 128 * 1024 * 1024
 GATEWAY_TOOLS = {"mcpx_call", "mcpx_servers", "mcpx_tools", "mcpx_describe"}
 
 
@@ -302,160 +295,6 @@ def direct_baseline(data: Data) -> Baseline:
 
 
 MEMORY_RESOURCE = "memory://knowledge-graph"
-
-
-# Daemons as plain child processes.
-
-
-@define
-class Daemon:
-    """A running daemon: its process, port and the environment its clients need."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    env: dict[str, str]
-    log: Path
-
-    @property
-    def mcp_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def serve_params(self, *arguments: str) -> StdioServerParameters:
-        return StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "mcpx", "serve", *arguments],
-            env=self.env,
-            cwd=str(REPO),
-        )
-
-    def post(self, path: str, body: Mapping[str, Any], timeout: float = 60) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.load(response)
-        except urllib.error.HTTPError as e:
-            return e.code, json.load(e)
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
-            return json.load(r)
-
-    def cli(self, *arguments: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "mcpx", *arguments],
-            check=False,
-            env=self.env,
-            cwd=str(REPO),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    def server_pids(self) -> dict[str, int]:
-        """The pids of the daemon's upstream processes, by server name."""
-        children = _descendants(self.process.pid)
-        marks = {
-            "filesystem": "server-filesystem",
-            "memory": "server-memory",
-            "thinking": "server-sequential-thinking",
-            "time": "mcp-server-time",
-            "git": "mcp-server-git",
-            "calculator": "mcp-server-calculator",
-        }
-        found: dict[str, int] = {}
-        for pid in children:
-            line = _cmdline(pid)
-            for server, mark in marks.items():
-                if mark in line:
-                    found[server] = pid
-        return found
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        return self.process.wait()
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _descendants(root: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = _cmdline(pid)
-    return bool(stat) or Path(f"/proc/{pid}").exists()
-
-
-def start_daemon(data: Data, *, passthrough: Sequence[str] = (), **settings: str) -> Daemon:
-    """A daemon serving the six servers on a free loopback port; ready when it returns."""
-    home = Path(tempfile.mkdtemp(prefix="mcpx-matrix-"))
-    config = home / "servers.json"
-    config.write_text(json.dumps({"servers": server_configs(data)}))
-    env = wire_env(os.environ)
-    env.update(
-        MCPX_STATE_DIR=str(home / "state"),
-        XDG_CONFIG_HOME=str(home),
-        MCPX_CONFIG=str(config),
-        MCPX_TRANSPORT_MAX_MESSAGE_SIZE=str(MESSAGE_LIMIT),
-        MCPX_MCP_PASSTHROUGH=",".join(passthrough),
-        **settings,
-    )
-    port = free_tcp_port()
-    log = home / "daemon.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcpx",
-                "daemon",
-                "--daemon-listen",
-                f"tcp:{port}:interface=127.0.0.1",
-            ],
-            env=env,
-            cwd=str(REPO),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    daemon = Daemon(process, port, env, log)
-    atexit.register(daemon.stop)
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-    deadline = time.monotonic() + 30
-    while b"daemon is running" not in log.read_bytes():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the daemon did not start: {log.read_text()}")
-        time.sleep(0.05)
-    return daemon
 
 
 # The module's shared world: data, baseline and the two daemons, made on first use.
