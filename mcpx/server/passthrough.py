@@ -40,7 +40,8 @@ its names are routed by that catalogue (the call then reaches the pool for that 
 which waits for it or fails naming it) and its tools and prompts stay in the lists, so
 the host is never shown a list without them that it was not told had changed.  The
 memory is one catalogue per server and kind, shared by every caller (a client-scoped
-server's instances are taken to offer the same names).
+server's instances are taken to offer the same names); a server the pool no longer
+knows (a reload removed it) is forgotten.
 
 A tool or prompt name two pass-through servers both list is refused rather than handed
 to either (the other would be unreachable under the name the host was shown):
@@ -110,7 +111,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.daemon.ops import PoolInterface, error_from
-from mcpx.pool.errors import PoolError
+from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.server import uris
 from mcpx.server.conn import Context
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths, tool_header_paths
@@ -311,6 +312,10 @@ class PassThrough:
         async def listing(server: str) -> list[dict[str, Any]]:
             try:
                 items: list[dict[str, Any]] = await fetch(server, client=context.identity)
+            except UnknownServer:
+                # No longer configured (a reload removed it): it has no names left.
+                last.pop(server, None)
+                raise
             except (PoolError, UpstreamError, RpcError):
                 if server not in last:
                     raise
@@ -404,6 +409,9 @@ class PassThrough:
             items: list[dict[str, Any]] = await getattr(self.pool, kind)(
                 server, client=context.identity
             )
+        except UnknownServer:
+            last.pop(server, None)
+            return None
         except (PoolError, UpstreamError, RpcError) as e:
             log.debug(
                 "pass-through routing: the {kind} of {server} cannot be listed: {why}",

@@ -859,6 +859,20 @@ class DownServerTests(SynchronousTestCase):
         self.assertIn("'beta'", error.message)
         self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
 
+    def test_removed_server_is_forgotten(self) -> None:
+        """
+        A server a reload removed keeps none of its names: they leave the list, and a
+        call of one is refused (-32602) without reaching the server still configured.
+        """
+        harness, connector, session = self.crashed(Revision.V2025_06_18)
+        scripted = {name: s for name, s in connector.scripted.items() if name != "beta"}
+        report = harness.pool.reload(servers(*(stdio(name) for name in scripted)))
+        self.successResultOf(Deferred.fromCoroutine(report))
+        self.assertNotIn("add", names_of(session.result("tools/list")["tools"]))
+        error = session.error("tools/call", {"name": "add", "arguments": {}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+
     def test_never_listed_server_down(self) -> None:
         """
         A name no server lists, while one of them has never been listed and cannot be
