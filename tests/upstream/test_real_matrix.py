@@ -186,6 +186,7 @@ class Seen:
     tools: list[dict[str, Any]] = field(factory=list)
     resources: list[dict[str, Any]] = field(factory=list)
     templates: list[dict[str, Any]] = field(factory=list)
+    prompts: list[dict[str, Any]] = field(factory=list)
     outcomes: dict[str, dict[str, Any]] = field(factory=dict)
     read: dict[str, Any] = field(factory=dict)
 
@@ -215,6 +216,7 @@ def host_conversation(
             seen.resources = [dumped(r) for r in (await client.list_resources()).resources]
             listed = await client.list_resource_templates()
             seen.templates = [dumped(t) for t in listed.resource_templates]
+            seen.prompts = [dumped(p) for p in (await client.list_prompts()).prompts]
             seen.read = dumped(await client.read_resource(resource_uri))
             for call in CALLS:
                 arguments = call.arguments(data)
@@ -247,6 +249,7 @@ class Baseline:
     tools: Mapping[str, list[dict[str, Any]]]
     resources: Mapping[str, list[dict[str, Any]]]
     templates: Mapping[str, list[dict[str, Any]]]
+    prompts: Mapping[str, list[dict[str, Any]]]
     outcomes: Mapping[str, dict[str, Any]]
     read: dict[str, Any]
 
@@ -263,6 +266,8 @@ def direct_baseline(data: Data) -> Baseline:
                 seen.resources = [dumped(r) for r in (await client.list_resources()).resources]
                 listed = await client.list_resource_templates()
                 seen.templates = [dumped(t) for t in listed.resource_templates]
+            if capabilities is not None and capabilities.prompts is not None:
+                seen.prompts = [dumped(p) for p in (await client.list_prompts()).prompts]
             read: dict[str, Any] = {}
             if server == "memory":
                 read = dumped(await client.read_resource(MEMORY_RESOURCE))
@@ -289,6 +294,7 @@ def direct_baseline(data: Data) -> Baseline:
         tools={server: found[server][0].tools for server in NAMES},
         resources={server: found[server][0].resources for server in NAMES},
         templates={server: found[server][0].templates for server in NAMES},
+        prompts={server: found[server][0].prompts for server in NAMES},
         outcomes={key: o for server in NAMES for key, o in found[server][0].outcomes.items()},
         read=found["memory"][1],
     )
@@ -322,6 +328,11 @@ def world() -> World:
             passing = starting.submit(start_daemon, data, passthrough=NAMES)
             _world.append(World(data, baseline.result(), gateway.result(), passing.result()))
     return _world[0]
+
+
+def everything(listed: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One list of the six servers' items, in the order they are passed through."""
+    return [item for server in NAMES for item in listed[server]]
 
 
 def baseline_tools(baseline: Baseline) -> list[dict[str, Any]]:
@@ -372,6 +383,8 @@ class MatrixTests(SynchronousTestCase):
         # DIFFERENCES["passthrough-gateway-tools"]
         self.assertTrue({tool["name"] for tool in seen.tools[39:]} >= GATEWAY_TOOLS)
         self.assertEqual(seen.resources, baseline.resources["memory"], path)
+        self.assertEqual(seen.templates, everything(baseline.templates), path)
+        self.assertEqual(seen.prompts, everything(baseline.prompts), path)
         self.assertEqual(seen.read, expected_read(baseline.read, seen.version), path)
         self.check_outcomes(path, seen.outcomes, gateway=False)
         # DIFFERENCES["passthrough-unknown-tool"]
@@ -385,6 +398,9 @@ class MatrixTests(SynchronousTestCase):
         [resource] = seen.resources
         uri = f"mcpx://memory/{MEMORY_RESOURCE}"
         self.assertEqual(resource, {**baseline.resources["memory"][0], "uri": uri})
+        # No server has templates or prompts to rename.
+        self.assertEqual((seen.templates, seen.prompts), ([], []), path)
+        self.assertEqual((everything(baseline.templates), everything(baseline.prompts)), ([], []))
         read = expected_read(baseline.read, seen.version)
         read["contents"] = [{**read["contents"][0], "uri": uri}]
         self.assertEqual(seen.read, read, path)
