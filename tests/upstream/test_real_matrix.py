@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 from attrs import define, field, frozen
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -234,6 +235,11 @@ def host_conversation(
     return in_worker(conversation)
 
 
+#: Where the servers asked directly write their stderr (their start-up banners would
+#: fill the test run's output otherwise).
+_SERVER_STDERR = open(os.devnull, "w")  # noqa: SIM115 (open for the whole run)
+
+
 def stdio_params(config: Mapping[str, Any]) -> StdioServerParameters:
     return StdioServerParameters(
         command=config["command"],
@@ -259,7 +265,8 @@ def direct_baseline(data: Data) -> Baseline:
 
     async def one(server: str) -> tuple[Seen, dict[str, Any]]:
         seen = Seen()
-        async with Client(stdio_params(configs[server]), mode="legacy") as client:
+        quiet = stdio_client(stdio_params(configs[server]), errlog=_SERVER_STDERR)
+        async with Client(quiet, mode="legacy") as client:
             seen.tools = await _all_tools(client)
             capabilities = client.server_capabilities
             if capabilities is not None and capabilities.resources is not None:
