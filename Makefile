@@ -25,7 +25,15 @@ $(PEERS)/node_modules/.installed: $(PEERS)/package.json $(PEERS)/package-lock.js
 	cd $(PEERS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-peers: $(PEERS)/node_modules/.installed
+# mcp-server-calculator 0.2.1 needs mcp<2, which cannot share a venv with mcpx's tests.
+CALCULATOR := .venv-calculator
+$(CALCULATOR)/.installed: Makefile
+	rm -rf $(CALCULATOR)
+	$(PYTHON) -m venv $(CALCULATOR)
+	$(CALCULATOR)/bin/python -m pip install --quiet --disable-pip-version-check mcp-server-calculator==0.2.1
+	touch $@
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed
 
 run: install
 	$(BIN)/mcpx daemon
@@ -43,4 +51,4 @@ unit: install peers
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) _trial_temp build *.egg-info
+	rm -rf $(VENV) $(CALCULATOR) _trial_temp build *.egg-info

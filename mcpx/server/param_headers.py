@@ -179,8 +179,8 @@ async def check_call(passthrough: PassThrough | None, context: Context, params: 
     handed over in L{REQUEST_HEADERS}, when it is for a pass-through tool that asks
     for some.
 
-    @raise RpcError: C{-32020} as L{check_headers} says, or C{-32603} when two
-        pass-through servers offer the tool (what the call itself would fail with).
+    @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
+        would fail with when no single pass-through server is its owner (L{PassThrough.tool_owner}).
     """
     headers = REQUEST_HEADERS.get()
     if headers is None or passthrough is None or type(params) is not dict:

@@ -107,7 +107,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.daemon.ops import PoolInterface, error_from
-from mcpx.pool.errors import PoolError
+from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.server import uris
 from mcpx.server.conn import Context
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths, tool_header_paths
@@ -278,6 +278,9 @@ class PassThrough:
         #: The server that last listed each tool name, so that a call of a tool whose
         #: server cannot be listed now still goes to it, or is refused naming it.
         self._listed_by: dict[str, str] = {}
+        #: Each server's catalogue of each kind as it was last listed, by kind then
+        #: server: what a server that cannot be listed now is taken to offer.
+        self._last_listed: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._tool_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._prompt_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._resource_uris: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "uri"))
@@ -322,12 +325,27 @@ class PassThrough:
     async def _listed(
         self, context: Context, what: str, kind: str
     ) -> list[tuple[str, list[dict[str, Any]]]]:
-        pool = self.pool
-        fetch = getattr(pool, kind)
+        fetch = getattr(self.pool, kind)
+        last = self._last_listed.setdefault(kind, {})
+
+        async def listing(server: str) -> list[dict[str, Any]]:
+            try:
+                items: list[dict[str, Any]] = await fetch(server, client=context.identity)
+            except UnknownServer:
+                # No longer configured (a reload removed it): it has no names left.
+                last.pop(server, None)
+                raise
+            except (PoolError, UpstreamError, RpcError):
+                if server not in last:
+                    raise
+                # Down or backing off: its names are still its own, in the lists as in
+                # routing, so a host is not told they vanished and came back.
+                return last[server]
+            last[server] = items
+            return items
+
         return await self.gateway.each_server(
-            what,
-            lambda name: Deferred.fromCoroutine(fetch(name, client=context.identity)),
-            names=self.servers,
+            what, lambda name: Deferred.fromCoroutine(listing(name)), names=self.servers
         )
 
     async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
@@ -412,15 +430,24 @@ class PassThrough:
         unlisted: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """
-        One server's catalogue from the pool's cache; empty when it cannot be listed.
+        One server's catalogue from the pool's cache; when it cannot be listed now, the
+        last one it listed (its names stay its own while it is down), else empty.
 
-        @param unlisted: given, receives the server's name and why it could not be listed.
+        @param unlisted: given, receives the server's name and why it could not be
+            listed, when nothing it listed before is remembered.
         """
+        last = self._last_listed.setdefault(kind, {})
         try:
             items: list[dict[str, Any]] = await getattr(self.pool, kind)(
                 server, client=context.identity
             )
+        except UnknownServer:
+            last.pop(server, None)
+            return []
         except (PoolError, UpstreamError, RpcError) as e:
+            remembered = last.get(server)
+            if remembered is not None:
+                return remembered
             why = error_from(e).message if isinstance(e, PoolError | UpstreamError) else str(e)
             log.debug(
                 "pass-through routing: the {kind} of {server} cannot be listed: {why}",
@@ -431,6 +458,7 @@ class PassThrough:
             if unlisted is not None:
                 unlisted[server] = why
             return []
+        last[server] = items
         return items
 
     async def _named_by(

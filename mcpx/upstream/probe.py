@@ -280,6 +280,19 @@ class Connector:
         legacy = self._session(LegacySession, name, channel, handlers, peer=modern.rpc)
         try:
             await legacy.open(timeout=self.open_timeout)
+        except RpcError as e:
+            await channel.close()
+            if e.code not in MODERN_ERRORS:
+                raise
+            # A modern server slower to start than the probe waits (a Python server on
+            # a busy machine): it answered the probe late and now refuses initialize.
+            log.info(
+                "upstream {server} refused initialize as a 2026-07-28 server ({why}); "
+                "opening it again as one",
+                server=name,
+                why=str(e),
+            )
+            return await self._open_as(Era.MODERN, name, server, handlers)
         except TransportRefused as e:
             await channel.close()
             if not isinstance(server, RemoteServer) or e.status not in HTTP_SSE_HINTS:

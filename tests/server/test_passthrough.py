@@ -635,6 +635,78 @@ class PromptTests(SynchronousTestCase):
         self.assertEqual(session.error("prompts/get", {"name": "greet"}).data, error.data)
 
 
+class DownServerTests(SynchronousTestCase):
+    """
+    A pass-through server that died keeps its names while it is down or backing off:
+    nothing meant for it reaches another server.
+    """
+
+    def crashed(self, revision: Revision) -> tuple[Harness, Upstreams, Session]:
+        """alpha and beta listed once, then beta's process gone (its restart not due)."""
+        harness, connector = passed_through()
+        session = Session(revision, harness)
+        session.result("tools/list")
+        session.result("prompts/list")
+        upstream(connector, "beta").crash(9)
+        return harness, connector, session
+
+    def test_call_of_a_down_servers_tool_is_not_misrouted(self) -> None:
+        """
+        A call of beta's tool while beta is backing off fails naming beta (and when it
+        will start again); alpha is never asked.  Once the back-off passes, the same
+        call restarts beta and is answered by it.
+        """
+        for revision in Revision:
+            harness, connector, session = self.crashed(revision)
+            error = session.error("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+            self.assertEqual(error.code, INTERNAL_ERROR, revision)
+            self.assertIn("'beta'", error.message)
+            self.assertIn("next start in", error.message)
+            self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+            harness.clock.advance(1)
+            result = session.call("add", {"a": 1, "b": 2})
+            self.assertEqual(result["content"][0]["text"], "3")
+            self.assertEqual(len(connector.started("beta")), 2)
+            self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+            check_frames(harness, revision)
+
+    def test_lists_keep_a_down_servers_names(self) -> None:
+        """tools/list and prompts/list while beta is down still carry beta's tool and prompt."""
+        for revision in Revision:
+            harness, _, session = self.crashed(revision)
+            tools = names_of(session.result("tools/list")["tools"])
+            self.assertIn("add", tools, revision)
+            self.assertEqual(tools[:4], ["echo", "rich", "mcpx_servers", "add"])
+            prompts = names_of(session.result("prompts/list")["prompts"])
+            self.assertEqual(prompts[:2], ["greet", "summarise"])
+            check_frames(harness, revision)
+
+    def test_prompt_of_a_down_server_is_not_misrouted(self) -> None:
+        """prompts/get of beta's prompt while beta is down fails naming beta, not alpha."""
+        _, connector, session = self.crashed(Revision.V2025_06_18)
+        error = session.error("prompts/get", {"name": "summarise"})
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertIn("'beta'", error.message)
+        self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
+
+    def test_never_listed_server_down(self) -> None:
+        """
+        A name no server lists, while one of them has never been listed and cannot be
+        started, is refused (-32603: the gateway cannot tell, the request is not at
+        fault) naming the server that could not be asked and why; no server is guessed.
+        (A server a reload removed: tests.server.test_reload_announce.)
+        """
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        # beta cannot be started: its command is gone.
+        del connector.scripted["beta"]
+        error = session.error("tools/call", {"name": "add", "arguments": {}})
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertEqual(error.data, {"name": "add", "servers": ["beta"]})
+        self.assertIn("server 'beta'", error.message)
+        self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+
+
 class ResourceTests(SynchronousTestCase):
     def test_lists_use_own_uris(self) -> None:
         """

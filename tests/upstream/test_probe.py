@@ -111,6 +111,34 @@ class ProbeTests(SynchronousTestCase):
         self.assertIsInstance(session, LegacySession)
         self.assertEqual(server.methods(), ["server/discover", "initialize"])
 
+    def test_a_modern_server_slower_than_the_probe_is_opened_again_as_modern(self) -> None:
+        """
+        A modern server that answers discover only after the probe gave up, and then
+        refuses initialize with -32022, is started again and opened as modern (not
+        reported as failing to start).
+        """
+        late: list[Deferred[Any]] = []
+
+        def discover(params: Mapping[str, Any]) -> Any:
+            if not late:
+                late.append(Deferred())
+                return late[0]
+            return discover_result(tools={})
+
+        def refuse(params: Mapping[str, Any]) -> Any:
+            # By now it has started: the late answer to discover, then the refusal.
+            late[0].callback(discover_result(tools={}))
+            raise RpcError(-32022, "connection is serving the 2026-07-28 protocol")
+
+        harness = Harness(self, FakeServer({"server/discover": discover, "initialize": refuse}))
+        connecting = harness.connect()
+        harness.clock.advance(5.0)
+        session = self.successResultOf(connecting)
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(len(harness.channels), 2)
+        self.assertTrue(harness.channels[0].closed, "the first connection is let go")
+        self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "modern")
+
     def test_a_modern_refusal_other_than_version_is_an_error(self) -> None:
         """-32021 on discover is a modern server refusing: reported, not taken for legacy."""
 
