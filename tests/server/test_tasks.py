@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.questions.caller import ELICIT
 from mcpx.server.tasks import RELATED_TASK
 from mcpx.spec.revision import NEWEST, Revision
+from mcpx.spec.schemas import violations
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from mcpx.wire.messages import Request
 from tests.daemon.fake_pool import FakePool, FakeServer, text_result
@@ -401,3 +402,71 @@ class ModernTests(SynchronousTestCase):
         result = session.result("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
         self.assertNotIn("task", result)
         self.assertEqual(result["resultType"], "complete")
+
+
+class SchemaTests(SynchronousTestCase):
+    def test_every_task_frame_is_valid(self) -> None:
+        """
+        Every frame of a task's life (its creation, polls, list, result, cancel, errors,
+        status notifications and a question tied to it) is valid, strictly, against
+        the 2025-11-25 schema.
+        """
+        session = legacy(capabilities={"elicitation": {}})
+        harness = session.harness
+        assert isinstance(harness, AskableHarness)
+        expected: dict[Any, str] = {}
+
+        def answered(definition: str) -> None:
+            expected[max(harness.methods)] = definition
+
+        first = start_task(session)["taskId"]
+        answered("CreateTaskResult")
+        caller: Any = harness.pool.callers[-1]
+        caller.asker.ask(ELICIT, FORM, "q1")
+        harness.answers[0].callback({"action": "accept", "content": {"site": "a"}})
+        session.result("tasks/get", {"taskId": first})
+        answered("GetTaskResult")
+        waiting = session.request("tasks/result", {"taskId": first})
+        answered("GetTaskPayloadResult")
+        harness.pool.held[0].result.callback(text_result("found"))
+        result_of(waiting)
+        second = start_task(session)["taskId"]
+        answered("CreateTaskResult")
+        session.result("tasks/list")
+        answered("ListTasksResult")
+        session.result("tasks/cancel", {"taskId": second})
+        answered("CancelTaskResult")
+        session.error("tasks/result", {"taskId": second})
+        session.error("tasks/get", {"taskId": "nope"})
+
+        found: list[str] = []
+        seen: set[str] = set()
+        for frame in harness.sent:
+            if "method" in frame:
+                definition = "ElicitRequest" if "id" in frame else "TaskStatusNotification"
+                instance = frame
+            elif "error" in frame:
+                definition, instance = "JSONRPCErrorResponse", frame
+            elif frame["id"] in expected:
+                definition, instance = expected[frame["id"]], frame["result"]
+            else:
+                continue
+            seen.add(definition)
+            found.extend(
+                f"{definition}: {line}"
+                for line in violations(instance, V4, definition, strict=True)
+            )
+        self.assertEqual(found, [])
+        self.assertEqual(
+            seen,
+            {
+                "CreateTaskResult",
+                "GetTaskResult",
+                "GetTaskPayloadResult",
+                "ListTasksResult",
+                "CancelTaskResult",
+                "TaskStatusNotification",
+                "ElicitRequest",
+                "JSONRPCErrorResponse",
+            },
+        )
