@@ -610,24 +610,37 @@ class McpServer:
 
         return legacy
 
-    async def _task_support(self, conn: Conn, context: Context, name: str) -> str | None:
+    async def _task_support(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> tuple[str | None, str | None, str | None]:
         """
-        The C{execution.taskSupport} of the tool C{name} as this client sees it: a
-        pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for the rest.
+        The C{execution.taskSupport} of the tool a C{tools/call} names, as this client
+        sees it (a pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for
+        the rest), and the server and tool it calls upstream.
         """
+        name = params["name"]
         passthrough = self.passthrough_for(conn)
-        if passthrough is not None and await passthrough.tool_owner(context, name) is not None:
-            for tool in await passthrough.tools(context):
-                if tool.get("name") == name:
-                    execution = tool.get("execution")
-                    if isinstance(execution, Mapping):
-                        support = execution.get("taskSupport")
-                        return support if isinstance(support, str) else None
-                    return None
-            return None
+        if passthrough is not None:
+            server = await passthrough.tool_owner(context, name)
+            if server is not None:
+                for tool in await passthrough.tools(context):
+                    if tool.get("name") == name:
+                        execution = tool.get("execution")
+                        support = (
+                            execution.get("taskSupport") if isinstance(execution, Mapping) else None
+                        )
+                        return (support if isinstance(support, str) else None), server, name
+                return None, server, name
         if name == CALL_TOOL:
-            return "optional"
-        return None
+            arguments = params.get("arguments")
+            called = arguments if type(arguments) is dict else {}
+            upstream, called_tool = called.get("server"), called.get("tool")
+            return (
+                "optional",
+                upstream if isinstance(upstream, str) else None,
+                called_tool if isinstance(called_tool, str) else None,
+            )
+        return None, None, None
 
     async def _list_tools(
         self, conn: Conn, context: Context, params: dict[str, Any]

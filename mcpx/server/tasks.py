@@ -72,7 +72,11 @@ CAPABILITY: Final[Mapping[str, Any]] = {
 }
 
 _Call = Callable[[Conn, Context, dict[str, Any]], Awaitable[Mapping[str, Any]]]
-_SupportOf = Callable[[Conn, Context, str], Awaitable[str | None]]
+#: What a tool name stands for when called as a task: its C{execution.taskSupport} (or
+#: C{None}), and the server and tool it calls upstream, where known.
+_SupportOf = Callable[
+    [Conn, Context, dict[str, Any]], Awaitable[tuple[str | None, str | None, str | None]]
+]
 
 
 def declares_tasks(revision: Any, *, modern: bool) -> bool:
@@ -186,7 +190,8 @@ class CoreTasks:
         Start a task-augmented C{tools/call} and answer its C{CreateTaskResult}.
 
         @param call: runs the call (C{tools/call} without the task).
-        @param support_of: the named tool's C{execution.taskSupport}, or C{None}.
+        @param support_of: the named tool's C{execution.taskSupport} (or C{None}), and
+            the server and tool it calls.
         @raise RpcError: C{-32601} for a tool that does not run as a task; C{-32602} for
             a malformed C{task}; C{-32603} when the caller holds as many tasks as it may.
         """
@@ -199,7 +204,7 @@ class CoreTasks:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
-        support = await support_of(conn, context, name)
+        support, server, tool = await support_of(conn, context, params)
         if support not in _ALLOWS_TASK:
             raise RpcError(
                 -32601,
@@ -210,7 +215,9 @@ class CoreTasks:
         # mcpx keeps a finished task at most as long as any other (proto.askTTL).
         kept = self.store.ttl if ttl is None else min(ttl / 1000, self.store.ttl)
         try:
-            task = self.store.open(context.identity, ttl=kept, server=None, tool=name, origin="mcp")
+            task = self.store.open(
+                context.identity, ttl=kept, server=server, tool=tool or name, origin="mcp"
+            )
         except TooManyTasksForClient as e:
             raise RpcError(
                 INTERNAL_ERROR,

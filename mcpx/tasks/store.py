@@ -125,6 +125,8 @@ class Task:
     origin: str = "v1"
     #: Why it is in its state, for people (a cancelled or failed task says why).
     message: str | None = None
+    #: How many times the store has told of it (1: it was just made).
+    changes: int = 0
     _done: list[Deferred[Task]] = field(factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -149,8 +151,16 @@ class Task:
         if self.status is TaskStatus.COMPLETED:
             shown["result"] = self.result
         elif self.status is TaskStatus.FAILED:
-            if self.error is not None:
-                shown["error"] = self.error
+            error = self.error
+            if error is not None and type(error.get("code")) is int:
+                # An MCP call's JSON-RPC error, in the API's own error shape.
+                shown["error"] = {
+                    "code": "upstream_error",
+                    "message": str(error.get("message", "the call failed")),
+                    "rpc": dict(error),
+                }
+            elif error is not None:
+                shown["error"] = error
             else:
                 # A tool's own error result (isError): the call answered, and failed.
                 shown["result"] = self.result
@@ -342,6 +352,7 @@ class TaskStore:
             self._by_client.setdefault(task.client, {})[task.id] = task
 
     def _changed(self, task: Task) -> None:
+        task.changes += 1
         for told in tuple(self.on_change):
             try:
                 told(task)

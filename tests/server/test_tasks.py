@@ -470,3 +470,15 @@ class SchemaTests(SynchronousTestCase):
                 "JSONRPCErrorResponse",
             },
         )
+
+
+class ApiTests(SynchronousTestCase):
+    def test_mcp_task_listed_with_its_call(self) -> None:
+        """A host's task reads in the daemon's list with the server and tool it calls."""
+        session = legacy()
+        task_id = start_task(session)["taskId"]
+        [task] = session.harness.host.tasks.tasks()
+        self.assertEqual(
+            (task.id, task.server, task.tool, task.origin),
+            (task_id, "search", "web_search", "mcp"),
+        )
