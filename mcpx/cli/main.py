@@ -31,6 +31,7 @@ class CommandGroup(click.Group):
         "elicit": "mcpx.cli.elicit:elicit",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
+        "tasks": "mcpx.cli.tasks_command:tasks",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
