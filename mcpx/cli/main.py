@@ -31,6 +31,7 @@ class CommandGroup(click.Group):
         "elicit": "mcpx.cli.elicit:elicit",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
+        "tasks": "mcpx.cli.tasks_command:tasks",
         "token": "mcpx.cli.token_command:token",
     }
 

@@ -48,6 +48,12 @@ KINDS = (
     "question.closed",
     "config.reloaded",
     "config.reload_failed",
+    "task.created",
+    "task.working",
+    "task.input_required",
+    "task.completed",
+    "task.failed",
+    "task.cancelled",
 )
 
 

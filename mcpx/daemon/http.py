@@ -28,7 +28,7 @@ from mcpx.questions.broker import Broker
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
-from mcpx.tasks.store import DEFAULT_TTL, TaskStore
+from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
     from mcpx.server.http import McpHTTP
@@ -92,6 +92,14 @@ class DaemonHTTP:
 
     def __attrs_post_init__(self) -> None:
         self.started_at = self.clock.seconds()
+        self.tasks.on_change.append(self._task_changed)
+
+    def _task_changed(self, task: Task) -> None:
+        """Each task made and each change of its state is a C{task.*} event."""
+        kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
+        shown = task.summary()
+        shown.pop("server", None)
+        self.events.publish(kind, task.server, **shown)
 
     def resource(self) -> IResource:
         return self.app.resource()

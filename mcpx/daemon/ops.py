@@ -49,7 +49,15 @@ from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
-from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
+from mcpx.tasks.store import (
+    PER_CLIENT_SETTING,
+    Task,
+    TaskIsOver,
+    TaskStatus,
+    TaskStore,
+    TooManyTasks,
+    TooManyTasksForClient,
+)
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -566,7 +574,7 @@ CALL_TOOL_RESULT = _object(
     description="The upstream server's CallToolResult, as it sent it.",
 )
 
-TASK_STATUS = {"type": "string", "enum": ["working", "completed", "failed"]}
+TASK_STATUS = {"type": "string", "enum": [status.value for status in TaskStatus]}
 
 TASK = _object(
     {
@@ -576,6 +584,20 @@ TASK = _object(
         "error": ERROR_OBJECT,
     },
     ["id", "status"],
+)
+
+TASK_SUMMARY = _object(
+    {
+        "id": _NAME,
+        "status": TASK_STATUS,
+        "origin": {"type": "string", "enum": ["v1", "mcp", "resumable"]},
+        "created": {"type": "number"},
+        "updated": {"type": "number"},
+        "server": {"type": "string"},
+        "tool": {"type": "string"},
+        "message": {"type": "string"},
+    },
+    ["id", "status", "origin", "created", "updated"],
 )
 
 COMPLETION = _object(
@@ -834,7 +856,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
 
     if not args.get("task"):
         return await work()
-    task = host.tasks.start(work, _task_error, client=call.client)
+    task = host.tasks.start(work, _task_error, client=call.client, server=server, tool=tool)
     if task_named:
         # Before the upstream can ask anything: that takes a turn of the reactor.
         caller.id = task.id
@@ -861,15 +883,44 @@ def _task_error(failure: Failure) -> dict[str, Any]:
     return error.to_json()
 
 
-async def get_task(host: OpHost, call: Invocation) -> dict[str, Any]:
-    task = host.tasks.get(call.args["id"])
+def _task(host: OpHost, task_id: str) -> Task:
+    task = host.tasks.get(task_id)
     if task is None:
         raise OpError(
             404,
             "unknown_task",
-            f"no task {call.args['id']!r}: it never existed, or it finished more than "
+            f"no task {task_id!r}: it never existed, or it finished more than "
             f"{host.tasks.ttl:g}s ago and was forgotten",
         )
+    return task
+
+
+async def get_task(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return _task(host, call.args["id"]).to_json()
+
+
+async def list_tasks(host: OpHost, call: Invocation) -> dict[str, Any]:
+    args = call.args
+    state = args.get("state")
+    found = host.tasks.tasks(
+        client=args.get("client"),
+        server=args.get("server"),
+        status=TaskStatus(state) if state is not None else None,
+    )
+    return {"tasks": [task.summary() for task in found]}
+
+
+async def cancel_task(host: OpHost, call: Invocation) -> dict[str, Any]:
+    task = _task(host, call.args["id"])
+    try:
+        host.tasks.cancel(task.id, "cancelled through the API (POST /v1/tasks/{id}/cancel)")
+    except TaskIsOver:
+        raise OpError(
+            409,
+            "task_finished",
+            f"task {task.id!r} is already {task.status.value}: a finished task cannot be "
+            "cancelled; collect it with GET /v1/tasks/{id}",
+        ) from None
     return task.to_json()
 
 
@@ -1230,6 +1281,45 @@ OPS: tuple[Op, ...] = (
         handler=get_task,
         tag="tools",
         errors=(404,),
+        gateway=False,
+    ),
+    Op(
+        name="list_tasks",
+        summary="List the tasks running or kept for collection, oldest first",
+        description="Every task of the daemon: /v1/call's, the task-augmented MCP calls of "
+        "hosts, and MCP calls kept after their client was asked a question (origin says "
+        "which). server, state and client keep only those tasks. The results themselves "
+        "are collected from GET /v1/tasks/{id}.",
+        method="GET",
+        path="/v1/tasks",
+        input_schema=_object(
+            {
+                "server": {**_NAME, "description": "Only the tasks calling this server."},
+                "state": {**TASK_STATUS, "description": "Only the tasks in this state."},
+                "client": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Only the tasks of this caller identity.",
+                },
+            }
+        ),
+        output_schema=_object({"tasks": {"type": "array", "items": TASK_SUMMARY}}, ["tasks"]),
+        handler=list_tasks,
+        tag="tools",
+        gateway=False,
+    ),
+    Op(
+        name="cancel_task",
+        summary="Cancel a running task",
+        description="The task is cancelled at once and its upstream request with it; a task "
+        "that already finished answers 409.",
+        method="POST",
+        path="/v1/tasks/{id}/cancel",
+        input_schema=_object({"id": _NAME}, ["id"]),
+        output_schema=TASK,
+        handler=cancel_task,
+        tag="tools",
+        errors=(404, 409),
         gateway=False,
     ),
     Op(

@@ -95,6 +95,7 @@ class Context:
     @ivar log_level: the level of log messages it asked for, or C{None}.
     @ivar caller: the L{mcpx.questions.caller.Caller} its upstream requests are made
         for, when its client may be asked questions or declares upstream on its own.
+    @ivar task: the L{mcpx.tasks.store.Task} a task-augmented call runs as, or C{None}.
     """
 
     revision: Revision
@@ -104,3 +105,4 @@ class Context:
     progress_token: str | int | None = None
     log_level: str | None = None
     caller: Any = None
+    task: Any = None

@@ -92,7 +92,9 @@ from mcpx.server.param_headers import check_call
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.request_state import RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
-from mcpx.server.surface import PAGE_SIZE, Surface, UnknownName, paginate
+from mcpx.server.surface import CALL_TOOL, PAGE_SIZE, Surface, UnknownName, paginate
+from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
+from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
@@ -264,6 +266,17 @@ class McpServer:
             "logging/setLevel": self._set_level,
             "completion/complete": self._complete,
         }
+        #: 2025-11-25 core tasks (L{mcpx.server.tasks}), where the daemon keeps tasks.
+        self.core_tasks: CoreTasks | None = None
+        store = getattr(host, "tasks", None)
+        if store is not None:
+            self.core_tasks = CoreTasks(store, page_size=page_size)
+            self._methods["tasks/get"] = self._legacy_only("tasks/get", self.core_tasks.get)
+            self._methods["tasks/result"] = self.core_tasks.result
+            self._methods["tasks/list"] = self.core_tasks.list_tasks
+            self._methods["tasks/cancel"] = self._legacy_only(
+                "tasks/cancel", self.core_tasks.cancel
+            )
 
     # Connections
 
@@ -455,6 +468,17 @@ class McpServer:
             if passthrough is not None:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
                 await check_call(passthrough, context, request.params)
+        elif (
+            method == "tools/call"
+            and self.core_tasks is not None
+            and "task" in _params(request)
+            and not context.modern
+        ):
+            # 2025-11-25 core tasks, honoured from any legacy client: {task} at once.
+            created = await self.core_tasks.create(
+                conn, context, _params(request), answer, self._task_support
+            )
+            return self.spell(created, "tasks/get", context)
         result = await answer(conn, context, _params(request))
         if method == "initialize" and conn.revision is not None:
             # Spelled for the revision just agreed, not the one the request came under.
@@ -520,6 +544,8 @@ class McpServer:
             capabilities["logging"] = {}
         if capability_in("server", "completions", revision):
             capabilities["completions"] = {}
+        if self.core_tasks is not None and declares_tasks(revision, modern=modern):
+            capabilities["tasks"] = TASKS_CAPABILITY
         return capabilities
 
     def _implementation(self, revision: Revision) -> dict[str, Any]:
@@ -571,6 +597,50 @@ class McpServer:
         if following is not None:
             result["nextCursor"] = following
         return result
+
+    def _legacy_only(self, method: str, answer: _Method) -> _Method:
+        """C{answer} for a legacy client; C{-32601} to a 2026-07-28 one (not yet served)."""
+
+        def legacy(
+            conn: Conn, context: Context, params: dict[str, Any]
+        ) -> Awaitable[Mapping[str, Any]]:
+            if context.modern:
+                raise RpcError.method_not_found(method)
+            return answer(conn, context, params)
+
+        return legacy
+
+    async def _task_support(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> tuple[str | None, str | None, str | None]:
+        """
+        The C{execution.taskSupport} of the tool a C{tools/call} names, as this client
+        sees it (a pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for
+        the rest), and the server and tool it calls upstream.
+        """
+        name = params["name"]
+        passthrough = self.passthrough_for(conn)
+        if passthrough is not None:
+            server = await passthrough.tool_owner(context, name)
+            if server is not None:
+                for tool in await passthrough.tools(context):
+                    if tool.get("name") == name:
+                        execution = tool.get("execution")
+                        support = (
+                            execution.get("taskSupport") if isinstance(execution, Mapping) else None
+                        )
+                        return (support if isinstance(support, str) else None), server, name
+                return None, server, name
+        if name == CALL_TOOL:
+            arguments = params.get("arguments")
+            called = arguments if type(arguments) is dict else {}
+            upstream, called_tool = called.get("server"), called.get("tool")
+            return (
+                "optional",
+                upstream if isinstance(upstream, str) else None,
+                called_tool if isinstance(called_tool, str) else None,
+            )
+        return None, None, None
 
     async def _list_tools(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -635,6 +705,10 @@ class McpServer:
         # call has asked something, the call runs on as a task.
         held = ResumableCall(caller.id, method, self.clock)
         held.run(Deferred.fromCoroutine(run()))
+        if context.task is not None:
+            # A core task is cancelled by tasks/cancel, and then it stops for good.
+            await waiting(held, held.cancel)
+            return held.result()  # type: ignore[no-any-return]
         await waiting(held, lambda: self._promote(held) if caller.asked else held.cancel())
         return held.result()  # type: ignore[no-any-return]
 
@@ -666,6 +740,8 @@ class McpServer:
                 caller.asker = ResumableCall(caller.id, method, self.clock)
             elif conn.ask is not None:
                 caller.asker = ConnAsker(conn, contextvars.copy_context())
+                if context.task is not None and self.core_tasks is not None:
+                    caller.asker = self.core_tasks.asker_for(context.task, caller.asker)
         return caller
 
     def _round(

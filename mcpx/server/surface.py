@@ -233,6 +233,9 @@ def _op_tool(op: Op) -> GatewayTool:
         definition["title"] = "Call a tool of a configured server"
         definition["inputSchema"] = _mcpx_call_schema(op)
         definition["annotations"] = {"openWorldHint": True}
+        # A call may be made as a 2025-11-25 task (mcpx.server.tasks); the field is
+        # dropped for every revision without Tool.execution.
+        definition["execution"] = {"taskSupport": "optional"}
         return GatewayTool(name, definition, None)
     definition["inputSchema"] = dict(op.input_schema)
     definition["outputSchema"] = dict(op.output_schema)

@@ -1,11 +1,18 @@
 # -*- test-case-name: tests.daemon.test_api -*-
 """
-Calls that answer later: C{"task": true} on C{POST /v1/call}, and MCP calls whose
-client was asked a question and may come back for the answer (L{TaskStore.adopt}).
+Calls that answer later: C{"task": true} on C{POST /v1/call}, MCP calls whose client
+was asked a question and may come back for the answer (L{TaskStore.adopt}), and the
+task-augmented C{tools/call}s of MCP clients (L{mcpx.server.tasks}).
 
 A task runs in the daemon whether or not its caller stays connected; its outcome is kept
 for a while on the clock so the caller can collect it from C{GET /v1/tasks/{id}}.  The
 store is in memory: a restarted daemon forgets its tasks, as it forgets its sessions.
+
+A task moves from C{working} (and back and forth through C{input_required} while one of
+its questions is out) to one of three terminal states, C{completed}, C{failed} or
+C{cancelled}, and never leaves a terminal state: a task cancelled while its call was
+finishing stays cancelled.  Whoever watches the store (L{TaskStore.on_change}: the
+event bus, MCP status notifications) hears of each move.
 
 Two caps bound it: C{tasks.maxPerClient} tasks per caller identity (the C{Mcpx-Client}
 of the call), so one caller cannot take every slot, and L{DEFAULT_LIMIT} in all.  A caller
@@ -16,11 +23,11 @@ from __future__ import annotations
 
 import enum
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Final
 
 from attrs import define, field
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -42,8 +49,26 @@ PER_CLIENT_SETTING = "tasks.maxPerClient"
 
 class TaskStatus(enum.Enum):
     WORKING = "working"
+    INPUT_REQUIRED = "input_required"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether a task in this state is over (it never leaves it)."""
+        return self in _TERMINAL
+
+
+_TERMINAL: Final = frozenset((TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED))
+
+
+class TaskIsOver(Exception):
+    """A task in a terminal state cannot be cancelled (or moved at all)."""
+
+    def __init__(self, task: Task) -> None:
+        super().__init__(task.id, task.status.value)
+        self.task = task
 
 
 class TooManyTasks(Exception):
@@ -88,13 +113,59 @@ class Task:
     finished: float | None = None
     #: The caller identity it counts against, or C{None} for nobody's.
     client: str | None = None
+    #: When its state last changed.
+    updated: float = 0.0
+    #: Seconds it is kept once finished: its own, or C{None} for the store's.
+    ttl: float | None = None
+    #: The server and tool it calls, where known (what C{GET /v1/tasks} filters by).
+    server: str | None = None
+    tool: str | None = None
+    #: Who made it: C{"v1"} (C{/v1/call}), C{"mcp"} (a client's task-augmented call),
+    #: C{"resumable"} (a 2026-07-28 call kept after it asked its client).
+    origin: str = "v1"
+    #: Why it is in its state, for people (a cancelled or failed task says why).
+    message: str | None = None
+    #: How many times the store has told of it (1: it was just made).
+    changes: int = 0
+    _done: list[Deferred[Task]] = field(factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """What C{GET /v1/tasks} lists of it: its state, never its result."""
+        shown: dict[str, Any] = {
+            "id": self.id,
+            "status": self.status.value,
+            "origin": self.origin,
+            "created": self.created,
+            "updated": self.updated or self.created,
+        }
+        if self.server is not None:
+            shown["server"] = self.server
+        if self.tool is not None:
+            shown["tool"] = self.tool
+        if self.message is not None:
+            shown["message"] = self.message
+        return shown
 
     def to_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"id": self.id, "status": self.status.value}
         if self.status is TaskStatus.COMPLETED:
             shown["result"] = self.result
         elif self.status is TaskStatus.FAILED:
-            shown["error"] = self.error
+            error = self.error
+            if error is not None and type(error.get("code")) is int:
+                # An MCP call's JSON-RPC error, in the API's own error shape.
+                shown["error"] = {
+                    "code": "upstream_error",
+                    "message": str(error.get("message", "the call failed")),
+                    "rpc": dict(error),
+                }
+            elif error is not None:
+                shown["error"] = error
+            else:
+                # A tool's own error result (isError): the call answered, and failed.
+                shown["result"] = self.result
+        elif self.status is TaskStatus.CANCELLED:
+            shown["error"] = {"code": "cancelled", "message": self.message or "cancelled"}
         return shown
 
 
@@ -104,21 +175,24 @@ class TaskStore:
     The daemon's tasks, each kept C{ttl} seconds after it finishes.
 
     @ivar clock: times the expiry of finished tasks.
-    @ivar ttl: seconds a finished task waits to be collected.
+    @ivar ttl: seconds a finished task waits to be collected, unless it has its own.
     @ivar limit: how many tasks may exist at once; beyond it L{start} refuses.
     @ivar per_client: how many of them one caller identity may hold.
+    @ivar on_change: told of every task made and every change of state, after the
+        change (the event bus, MCP status notifications); it must not raise.
     """
 
     clock: IReactorTime
     ttl: float = DEFAULT_TTL
     limit: int = DEFAULT_LIMIT
     per_client: int = DEFAULT_PER_CLIENT
+    on_change: list[Callable[[Task], None]] = field(factory=list)
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
     _refused: set[str] = field(factory=set, init=False)
     _full: bool = field(default=False, init=False)
-    _running: dict[str, Deferred[None]] = field(factory=dict, init=False)
+    _running: dict[str, Deferred[Any]] = field(factory=dict, init=False)
     _expiry: dict[str, IDelayedCall] = field(factory=dict, init=False)
 
     def start(
@@ -126,6 +200,9 @@ class TaskStore:
         work: Callable[[], Awaitable[Any]],
         describe_error: Callable[[Failure], Mapping[str, Any]],
         client: str | None = None,
+        *,
+        server: str | None = None,
+        tool: str | None = None,
     ) -> Task:
         """
         Run C{work} as a new task.
@@ -135,21 +212,75 @@ class TaskStore:
         @raise TooManyTasksForClient: when C{client} already holds L{per_client} tasks.
         @raise TooManyTasks: when L{limit} tasks already exist.
         """
+        task = self.open(client, server=server, tool=tool)
+        self.run(task, work, describe_error)
+        return task
+
+    def open(
+        self,
+        client: str | None,
+        *,
+        ttl: float | None = None,
+        server: str | None = None,
+        tool: str | None = None,
+        origin: str = "v1",
+    ) -> Task:
+        """
+        A new C{working} task with nothing running yet (L{run} gives it its work): for
+        work that must know its task's id before it starts.
+
+        @param ttl: seconds it is kept once finished, instead of L{ttl}.
+        @raise TooManyTasksForClient: when C{client} already holds L{per_client} tasks.
+        @raise TooManyTasks: when L{limit} tasks already exist.
+        """
         self._check_room(client)
-        task = Task(secrets.token_hex(12), self.clock.seconds(), client=client)
+        now = self.clock.seconds()
+        task = Task(
+            secrets.token_hex(12),
+            now,
+            client=client,
+            updated=now,
+            ttl=ttl,
+            server=server,
+            tool=tool,
+            origin=origin,
+        )
         self._add(task)
+        self._changed(task)
+        return task
+
+    def run(
+        self,
+        task: Task,
+        work: Callable[[], Awaitable[Any]],
+        describe_error: Callable[[Failure], Mapping[str, Any]],
+        *,
+        failed_result: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """
+        Run C{work} as C{task}'s work (see L{open}).
+
+        @param failed_result: whether a result C{work} answered with means the task
+            failed all the same (a tool's C{isError} result); the result is kept.
+        """
 
         async def run() -> Any:
             return await work()
 
-        running: Deferred[None] = Deferred.fromCoroutine(run()).addCallbacks(
-            lambda result: self._finish(task, TaskStatus.COMPLETED, result=result),
-            lambda failure: self._finish(task, TaskStatus.FAILED, error=describe_error(failure)),
-        )
+        def done(result: Any) -> None:
+            failed = failed_result is not None and failed_result(result)
+            status = TaskStatus.FAILED if failed else TaskStatus.COMPLETED
+            self._finish(task, status, result=result)
+
+        def failed(failure: Failure) -> None:
+            if not task.status.terminal:
+                # (A cancelled task's work fails with CancelledError: nothing to describe.)
+                self._finish(task, TaskStatus.FAILED, error=describe_error(failure))
+
+        running: Deferred[None] = Deferred.fromCoroutine(run()).addCallbacks(done, failed)
         # Work that finished at once is already done with; only a running task is tracked.
-        if task.status is TaskStatus.WORKING:
+        if not task.status.terminal:
             self._running[task.id] = running
-        return task
 
     def adopt(
         self,
@@ -167,8 +298,10 @@ class TaskStore:
         @raise TooManyTasks: when L{limit} tasks already exist.
         """
         self._check_room(None)
-        task = Task(task_id, self.clock.seconds())
+        now = self.clock.seconds()
+        task = Task(task_id, now, updated=now, origin="resumable")
         self._add(task)
+        self._changed(task)
 
         def finished(result: Any) -> None:
             if isinstance(result, Failure):
@@ -203,9 +336,12 @@ class TaskStore:
                 )
             raise TooManyTasks(self.limit, self.ttl)
 
+    def _kept(self, task: Task) -> float:
+        return self.ttl if task.ttl is None else task.ttl
+
     def _next_free(self, held: Mapping[str, Task]) -> float:
         """Seconds until one of C{held} expires: the soonest finished one's, or L{ttl}."""
-        ends = [t.finished + self.ttl for t in held.values() if t.finished is not None]
+        ends = [t.finished + self._kept(t) for t in held.values() if t.finished is not None]
         if not ends:
             return self.ttl
         return max(0.0, min(ends) - self.clock.seconds())
@@ -215,6 +351,45 @@ class TaskStore:
         if task.client is not None:
             self._by_client.setdefault(task.client, {})[task.id] = task
 
+    def _changed(self, task: Task) -> None:
+        task.changes += 1
+        for told in tuple(self.on_change):
+            try:
+                told(task)
+            except Exception:
+                log.failure("telling of task {task}'s change failed", task=task.id)
+
+    def mark(self, task: Task, status: TaskStatus, message: str | None = None) -> None:
+        """
+        Move a running task between C{working} and C{input_required}; a task that is
+        over is left as it is (its question's answer can arrive after a cancel).
+        """
+        if status.terminal:
+            raise ValueError(f"{status.value} is reached by finishing or cancelling")
+        if task.status.terminal or (task.status is status and task.message == message):
+            return
+        task.status = status
+        task.message = message
+        task.updated = self.clock.seconds()
+        self._changed(task)
+
+    def cancel(self, task_id: str, message: str = "cancelled at the caller's request") -> Task:
+        """
+        Cancel a running task: it is C{cancelled} at once, and its work is stopped
+        (the upstream request it waits on is cancelled with it).
+
+        @raise KeyError: for a task the store does not hold.
+        @raise TaskIsOver: for a task that already finished.
+        """
+        task = self._tasks[task_id]
+        if task.status.terminal:
+            raise TaskIsOver(task)
+        running = self._running.pop(task.id, None)
+        self._finish(task, TaskStatus.CANCELLED, message=message)
+        if running is not None:
+            running.cancel()
+        return task
+
     def _finish(
         self,
         task: Task,
@@ -222,14 +397,36 @@ class TaskStore:
         *,
         result: Any = None,
         error: Mapping[str, Any] | None = None,
+        message: str | None = None,
     ) -> None:
+        if task.status.terminal:
+            # Cancelled first: what the work did afterwards changes nothing.
+            return
         task.status = status
         task.result = result
         task.error = error
-        task.finished = self.clock.seconds()
+        task.message = message
+        task.finished = task.updated = self.clock.seconds()
         self._running.pop(task.id, None)
         if task.id in self._tasks:
-            self._expiry[task.id] = self.clock.callLater(self.ttl, self._expire, task.id)
+            self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
+        self._changed(task)
+        done, task._done = task._done, []
+        for waiter in done:
+            waiter.callback(task)
+
+    def finished(self, task: Task) -> Deferred[Task]:
+        """Fires with C{task} once it is over (at once if it is); cancel to stop waiting."""
+        if task.status.terminal:
+            return succeed(task)
+
+        def gone(waiter: Deferred[Task]) -> None:
+            if waiter in task._done:
+                task._done.remove(waiter)
+
+        waiter: Deferred[Task] = Deferred(gone)
+        task._done.append(waiter)
+        return waiter
 
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
@@ -248,6 +445,26 @@ class TaskStore:
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
+
+    def tasks(
+        self,
+        *,
+        client: str | None = None,
+        server: str | None = None,
+        status: TaskStatus | None = None,
+    ) -> list[Task]:
+        """The tasks held, oldest first: those of C{client}, C{server} and C{status}."""
+        found: Iterable[Task]
+        if client is not None:
+            found = self._by_client.get(client, {}).values()
+        else:
+            found = self._tasks.values()
+        return [
+            task
+            for task in found
+            if (server is None or task.server == server)
+            and (status is None or task.status is status)
+        ]
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -44,6 +44,8 @@ class TableTests(SynchronousTestCase):
             ("GET", "/v1/tools/{server}/{tool}"),
             ("POST", "/v1/call"),
             ("GET", "/v1/tasks/{id}"),
+            ("GET", "/v1/tasks"),
+            ("POST", "/v1/tasks/{id}/cancel"),
             ("POST", "/v1/prompt"),
             ("POST", "/v1/read"),
             ("POST", "/v1/complete"),

@@ -76,7 +76,8 @@ class CapabilityTests(SynchronousTestCase):
         """
         A legacy connection that can push gets tools, prompts and resources (whose lists
         change with the upstreams' and with reloads), resources with subscribe, logging,
-        and completions from 2025-03-26 on; never tasks or extensions.
+        completions from 2025-03-26 on, and core tasks (list, cancel, tools/call) at
+        2025-11-25 only; never extensions.
         """
         for revision in LEGACY_REVISIONS:
             expected: dict[str, Any] = {
@@ -87,6 +88,12 @@ class CapabilityTests(SynchronousTestCase):
             }
             if revision >= Revision.V2025_03_26:
                 expected["completions"] = {}
+            if revision is Revision.V2025_11_25:
+                expected["tasks"] = {
+                    "list": {},
+                    "cancel": {},
+                    "requests": {"tools": {"call": {}}},
+                }
             self.assertEqual(self.capabilities(revision), expected, revision)
 
     def test_legacy_without_push(self) -> None:
