@@ -18,10 +18,11 @@ from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
-from twisted.web.server import Request, Site
+from twisted.web.server import Request
 
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, reload
 from mcpx.pool.pool import Pool
@@ -153,7 +154,7 @@ class BrokerService(Service):
         return self.broker.stop()
 
 
-class JSONRequest(Request):
+class JSONRequest(BoundedRequest):
     """
     A request whose body is never parsed as an HTML form: every body mcpx accepts is
     JSON, and looking for form data costs a MIME parse per POST.
@@ -164,17 +165,17 @@ class JSONRequest(Request):
         Request.__init__(self, *args, **kwargs)
 
 
-class DaemonSite(Site):
+class DaemonSite(LimitedSite):
     """
     The daemon's site: no access-log line per request.  A call is already visible on
     C{/v1/events} and in the pool's log; one log line per request was a tenth of the
-    cost of a C{/v1/call}.
+    cost of a C{/v1/call}.  Its connections and bodies are bounded by L{TransportLimits}.
     """
 
     requestFactory = JSONRequest
 
-    def __init__(self, resource: Any, reactor: Any) -> None:
-        Site.__init__(self, resource, reactor=reactor)
+    def __init__(self, resource: Any, reactor: Any, limits: TransportLimits | None = None) -> None:
+        LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
 
     def log(self, request: Any) -> None:
@@ -271,7 +272,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
         broker=broker,
     )
-    site = DaemonSite(http.resource(), reactor)
+    limits = TransportLimits.from_settings(settings) if settings is not None else None
+    site = DaemonSite(http.resource(), reactor, limits)
     for description in config.exposed_endpoints():
         _log.warn(
             "listening on {endpoint} beyond loopback: the API is not authenticated",
