@@ -161,7 +161,7 @@ class RefusalLog:
         if kind in self._counts:
             self._counts[kind] += 1
             return
-        _log.warn("{message} (further refusals are summed up each minute)", message=message)
+        _log.warn("{refusal} (further refusals are summed up each minute)", refusal=message)
         self._counts[kind] = 0
         self._summaries[kind] = self._clock.callLater(SUMMARY_INTERVAL, self._summarise, kind)
 
