@@ -12,7 +12,8 @@ disk or the memory.  So:
   - TCP connections are capped per peer address and in total, the total kept
     L{RESERVED_DESCRIPTORS} below the descriptor limit so the unix sockets, the
     upstreams' pipes and the files always find a descriptor; a connection over a
-    cap is answered C{503} with C{Retry-After} and closed (L{Admission});
+    cap is answered C{503} with C{Retry-After} and closed (L{Admission}), or, while
+    L{MAX_REFUSING} others are still being answered, closed at once;
   - a request's headers must arrive within C{transport.headerTimeout} of its first
     byte, its body within C{transport.bodyTimeout} of the end of the headers, and a
     keep-alive connection waiting for its next request is closed after
@@ -48,9 +49,13 @@ _log = Logger()
 #: upstreams' pipes, the log and the question store.
 RESERVED_DESCRIPTORS = 256
 
-#: How long a refused or timed-out connection may take to read its answer before it
-#: is aborted.
-ABORT_AFTER = 5.0
+#: Refused connections still being answered at once; past this, one more is closed
+#: without an answer, so a burst of accepts cannot spend the descriptors kept free.
+MAX_REFUSING = 64
+
+#: How long a refused or timed-out connection may take to read its answer and go
+#: before it is aborted.
+ABORT_AFTER = 2.0
 
 #: How often a refusal that keeps happening is summed up in the log.
 SUMMARY_INTERVAL = 60.0
@@ -199,6 +204,7 @@ class Admission:
         self.total = 0
         self.per_peer: dict[str, int] = {}
         self.body_bytes = 0
+        self.refusing = 0
 
     def admit(self, address: IAddress | None) -> tuple[str | None, bytes | None]:
         """
@@ -253,13 +259,18 @@ class Admission:
 class RefusedConnection(Protocol):
     """Send one canned answer on connect, then close: a connection over a cap."""
 
-    def __init__(self, answer: bytes) -> None:
+    def __init__(self, answer: bytes, admission: Admission) -> None:
         self._answer = answer
+        self._admission = admission
+        admission.refusing += 1
 
     def connectionMade(self) -> None:
         assert self.transport is not None
         self.transport.write(self._answer)
         self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self._admission.refusing -= 1
 
 
 _IDLE, _HEADERS, _BODY, _BUSY = "idle", "headers", "body", "busy"
@@ -421,14 +432,24 @@ class LimitedChannel(HTTPChannel):
         self._admission.log.refused(code, f"refused a request from {peer}: {message}")
         assert self.transport is not None
         self.transport.write(error_response(status, code, message, retry_after))
-        self._close()
+        self._close(linger=True)
 
-    def _close(self) -> None:
-        """Close now and stop reading; abort if the peer does not take the answer."""
+    def _close(self, linger: bool = False) -> None:
+        """
+        Close and stop reading; abort if the peer has not gone after L{ABORT_AFTER}.
+
+        @param linger: end only the sending side, and drop what the peer still sends
+            until it closes: closing a socket with unread input resets the
+            connection, and the peer would lose the answer just written.
+        """
         self._closing = True
         self._expect(_BUSY, None)
         self._release_body()
-        HTTPChannel.loseConnection(self)
+        transport: Any = self.transport
+        if linger and hasattr(transport, "loseWriteConnection"):
+            transport.loseWriteConnection()
+        else:
+            HTTPChannel.loseConnection(self)
         if self._abort is None:
             self._abort = self._clock.callLater(ABORT_AFTER, self._force_abort)
 
@@ -475,7 +496,10 @@ class LimitedSite(Site):
     def buildProtocol(self, addr: IAddress | None) -> Any:
         peer, refusal = self.admission.admit(addr)
         if refusal is not None:
-            return RefusedConnection(refusal)
+            if self.admission.refusing >= MAX_REFUSING:
+                # The listening port closes the socket before it accepts another.
+                return None
+            return RefusedConnection(refusal, self.admission)
         channel = LimitedChannel(self.admission, peer, self.reactor)
         channel.factory = self
         channel.requestFactory = self.requestFactory

@@ -10,6 +10,7 @@ from io import BytesIO
 from typing import Any
 
 from twisted.internet.address import IPv4Address, UNIXAddress
+from twisted.internet.protocol import connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
@@ -19,8 +20,10 @@ from twisted.web.server import NOT_DONE_YET
 
 from mcpx.daemon.limits import (
     ABORT_AFTER,
+    MAX_REFUSING,
     SUMMARY_INTERVAL,
     LimitedChannel,
+    RefusedConnection,
     TransportLimits,
     raise_descriptor_limit,
 )
@@ -65,6 +68,9 @@ class Harness:
         proto = self.site.buildProtocol(address)
         transport = StringTransport(peerAddress=address)
         proto.makeConnection(transport)
+        if isinstance(proto, RefusedConnection):
+            # What the reactor does once the answer is written.
+            proto.connectionLost(connectionDone)
         return proto, transport
 
 
@@ -179,6 +185,20 @@ class ConnectionTests(SynchronousTestCase):
         status, _, body = answer(transport)
         self.assertEqual((status, body["error"]["code"]), (503, "too_many_connections"))
         self.assertIn("transport.maxConnections", body["error"]["message"])
+
+    def test_a_burst_past_the_cap_is_closed_without_spending_descriptors(self) -> None:
+        """
+        While MAX_REFUSING refused connections still hold their descriptor, a further
+        one is closed at once (no protocol: the port closes the socket).
+        """
+        h = Harness(TransportLimits(max_connections_per_peer=1))
+        h.connect()
+        refusing = [h.site.buildProtocol(peer(port=p)) for p in range(MAX_REFUSING)]
+        self.assertTrue(all(isinstance(r, RefusedConnection) for r in refusing))
+        self.assertIsNone(h.site.buildProtocol(peer(port=99)))
+        refusing[0].makeConnection(StringTransport())
+        refusing[0].connectionLost(connectionDone)
+        self.assertIsInstance(h.site.buildProtocol(peer(port=100)), RefusedConnection)
 
     def test_the_unix_socket_is_never_capped(self) -> None:
         """The owner's unix socket answers however many TCP connections are open."""
