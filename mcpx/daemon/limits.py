@@ -378,15 +378,22 @@ class LimitedChannel(HTTPChannel):
     # helpers
 
     def _expect(self, phase: str, timeout: float | None) -> None:
+        # One timer per connection, moved from phase to phase: a request costs no
+        # new DelayedCall on the way.
         self._phase = phase
-        if self._deadline is not None and self._deadline.active():
-            self._deadline.cancel()
-        self._deadline = None
-        if timeout:
-            self._deadline = self._clock.callLater(timeout, self._expired, phase)
+        deadline = self._deadline
+        if not timeout:
+            if deadline is not None:
+                self._deadline = None
+                deadline.cancel()
+        elif deadline is not None:
+            deadline.reset(timeout)
+        else:
+            self._deadline = self._clock.callLater(timeout, self._expired)
 
-    def _expired(self, phase: str) -> None:
+    def _expired(self) -> None:
         self._deadline = None
+        phase = self._phase
         if phase == _IDLE:
             self._close()
         elif phase == _HEADERS:
