@@ -486,6 +486,8 @@ class BoundedRequest(Request):
 class LimitedSite(Site):
     """A site whose connections are admitted by an L{Admission} and run a L{LimitedChannel}."""
 
+    requestFactory = BoundedRequest
+
     def __init__(
         self,
         resource: Any,
@@ -514,6 +516,15 @@ class LimitedSite(Site):
         # The channel keeps its own deadlines; TimeoutMixin's would reset on each byte.
         channel.timeOut = None
         return channel
+
+    def startFactory(self) -> None:
+        Site.startFactory(self)
+        admission = self.admission
+        _log.info(
+            "TCP connections: at most {cap} at once, {per_peer} from one address",
+            cap=admission.cap,
+            per_peer=admission.limits.max_connections_per_peer,
+        )
 
     def stopFactory(self) -> None:
         self.admission.log.close()
