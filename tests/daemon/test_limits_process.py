@@ -179,6 +179,14 @@ class DaemonLimitsTests(TestCase):
         self.assertEqual(code, 200)
         await self.stop(child)
 
+    async def test_the_soft_descriptor_limit_is_raised_to_the_hard_limit(self) -> None:
+        child = await self.start(("prlimit", "--nofile=512:4096"))
+        limits = Path(f"/proc/{self.pid(child)}/limits").read_text()
+        line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+        self.assertEqual(line.split()[3:5], ["4096", "4096"])
+        self.assertIn("descriptor limit", child.text(2))
+        await self.stop(child)
+
     async def test_a_gigabyte_content_length_is_refused_at_once(self) -> None:
         """POST with Content-Length: 1 GiB gets 413 JSON before a byte of the body is sent."""
         child = await self.start()
