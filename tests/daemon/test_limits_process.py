@@ -87,6 +87,9 @@ class DaemonLimitsTests(TestCase):
         return child
 
     async def stop(self, child: ChildProcess) -> None:
+        # An answer first: a TERM sent while the daemon is still starting (its banner is
+        # printed before the reactor installs its signal handlers) kills it outright.
+        self.assertEqual(await self.unix_health(), 200)
         child.signal("TERM")
         self.assertEqual(await child.ended(), 0)
 
