@@ -12,6 +12,7 @@ from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.internet.interfaces import IListeningPort
 
 from mcpx._version import __version__
+from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import begin_logging, open_log_stream
 from mcpx.daemon.service import (
@@ -73,6 +74,7 @@ async def run_daemon(
         config.masker,
     )
     prepare_state_dir(config.state_dir)
+    raise_descriptor_limit()
     service = make_service(config, reactor)
     for description in config.exposed_endpoints():
         print(exposure_warning(description, config.auth), file=console)

@@ -19,11 +19,12 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import IResource
-from twisted.web.server import Request, Site
+from twisted.web.server import Request
 
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
@@ -187,7 +188,7 @@ class BrokerService(Service):
         return self.broker.stop()
 
 
-class JSONRequest(Request):
+class JSONRequest(BoundedRequest):
     """
     A request whose body is never parsed as an HTML form: every body mcpx accepts is
     JSON, and looking for form data costs a MIME parse per POST.
@@ -198,17 +199,17 @@ class JSONRequest(Request):
         Request.__init__(self, *args, **kwargs)
 
 
-class DaemonSite(Site):
+class DaemonSite(LimitedSite):
     """
     The daemon's site: no access-log line per request.  A call is already visible on
     C{/v1/events} and in the pool's log; one log line per request was a tenth of the
-    cost of a C{/v1/call}.
+    cost of a C{/v1/call}.  Its connections and bodies are bounded by L{TransportLimits}.
     """
 
     requestFactory = JSONRequest
 
-    def __init__(self, resource: Any, reactor: Any) -> None:
-        Site.__init__(self, resource, reactor=reactor)
+    def __init__(self, resource: Any, reactor: Any, limits: TransportLimits | None = None) -> None:
+        LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
 
     def log(self, request: Any) -> None:
@@ -314,7 +315,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     if settings is not None and servers is not None:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
-    site = DaemonSite(gate(http.resource(), config, clock), reactor)
+    limits = TransportLimits.from_settings(settings) if settings is not None else None
+    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits)
     for description in config.exposed_endpoints():
         _log.warn(
             "listening on {endpoint} beyond loopback (daemon.auth {auth})",

@@ -16,6 +16,7 @@ from twisted.application.service import IService
 from twisted.python import usage
 
 from mcpx.daemon.config import daemon_config
+from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.service import (
     DaemonConfig,
@@ -55,6 +56,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
 
         reactor = global_reactor
     prepare_state_dir(options.daemon.state_dir)
+    raise_descriptor_limit()
     for description in options.daemon.exposed_endpoints():
         print(exposure_warning(description, options.daemon.auth), file=sys.stderr)
     service = make_service(options.daemon, reactor)

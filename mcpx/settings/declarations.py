@@ -292,6 +292,64 @@ SETTINGS: tuple[Setting, ...] = (
         "are busy; 1024 sessions in all.",
     ),
     Setting(
+        name="transport.maxRequestBody",
+        kind=Kind.INTEGER,
+        default=4 * 1024 * 1024,
+        minimum=1024,
+        help="The largest HTTP request body, in bytes, held in memory (never on disk): a "
+        "larger Content-Length gets 413 before the body is read, a chunked body is cut "
+        "off with 413 as soon as it passes this size. Unlike transport.maxMessageSize it "
+        "does not bound what upstream servers answer; a request must fit both.",
+    ),
+    Setting(
+        name="transport.maxRequestBodyTotal",
+        kind=Kind.INTEGER,
+        default=64 * 1024 * 1024,
+        minimum=1024,
+        help="The bytes of HTTP request bodies the daemon holds at once, every connection "
+        "together (at least transport.maxRequestBody). A body that would pass it gets 503 "
+        "with Retry-After, so parallel uploads cannot exhaust memory.",
+    ),
+    Setting(
+        name="transport.maxConnections",
+        kind=Kind.INTEGER,
+        default=1024,
+        minimum=1,
+        help="TCP connections open at once, every peer together, and never within 256 of "
+        "the descriptor limit, so the unix sockets always answer. A connection over the "
+        "cap gets 503 with Retry-After and is closed.",
+    ),
+    Setting(
+        name="transport.maxConnectionsPerPeer",
+        kind=Kind.INTEGER,
+        default=128,
+        minimum=1,
+        help="TCP connections open at once from one peer address. A connection over the "
+        "cap gets 503 with Retry-After and is closed.",
+    ),
+    Setting(
+        name="transport.headerTimeout",
+        kind=Kind.DURATION,
+        default=10.0,
+        help="How long an HTTP request may take, from its first byte, to deliver its "
+        "headers; a slower one gets 408 and the connection is closed.",
+    ),
+    Setting(
+        name="transport.bodyTimeout",
+        kind=Kind.DURATION,
+        default=30.0,
+        help="How long an HTTP request may take, from the end of its headers, to deliver "
+        "its body; a slower one gets 408 and the connection is closed. Answers (event "
+        "streams, calls still running) are never cut by this or the header deadline.",
+    ),
+    Setting(
+        name="transport.idleTimeout",
+        kind=Kind.DURATION,
+        default=60.0,
+        help="How long an HTTP connection may wait for its first or next request before "
+        "the daemon closes it.",
+    ),
+    Setting(
         name="exec.timeout",
         kind=Kind.DURATION,
         default=120.0,
