@@ -14,11 +14,14 @@ from typing import IO, Any
 from twisted.logger import (
     FilteringLogObserver,
     ILogObserver,
+    LogEvent,
     LogLevel,
     LogLevelFilterPredicate,
     globalLogBeginner,
     jsonFileLogObserver,
 )
+from twisted.python.failure import Failure
+from zope.interface import provider
 
 
 def log_observer(stream: IO[Any], level: str = "info") -> ILogObserver:
@@ -29,7 +32,20 @@ def log_observer(stream: IO[Any], level: str = "info") -> ILogObserver:
     JSON lines with C{jq} or C{grep}.
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(level))
-    return FilteringLogObserver(jsonFileLogObserver(stream, recordSeparator=""), [predicate])
+    writer = jsonFileLogObserver(stream, recordSeparator="")
+
+    @provider(ILogObserver)
+    def write(event: LogEvent) -> None:
+        failure = event.get("log_failure")
+        if isinstance(failure, Failure):
+            # JSON keeps only what it can encode of a failure; its exception object is
+            # written as "unpersistable", so the message and traceback go as text.
+            event = dict(event)
+            event["error"] = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
+            event["traceback"] = failure.getTraceback()
+        writer(event)
+
+    return FilteringLogObserver(write, [predicate])
 
 
 def open_log_stream(log_file: str) -> IO[Any]:

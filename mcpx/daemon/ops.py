@@ -32,7 +32,13 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
-from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
+from mcpx.pool.errors import (
+    CallTimedOut,
+    PoolError,
+    ServerUnavailable,
+    UnknownServer,
+    UpstreamBroke,
+)
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import Caller
@@ -225,6 +231,13 @@ def error_from(error: BaseException) -> OpError:
     if isinstance(error, CallTimedOut):
         return OpError(
             504, error.code, f'{error.message}; or pass "task": true to collect the result later'
+        )
+    if isinstance(error, UpstreamBroke):
+        return OpError(
+            error.status,
+            error.code,
+            f"{error.message}; GET /v1/servers shows its state",
+            retry_in=error.retry_in,
         )
     if isinstance(error, PoolError):
         return OpError(503, error.code, error.message)

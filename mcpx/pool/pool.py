@@ -46,10 +46,16 @@ from twisted.python.failure import Failure
 
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
-from mcpx.pool.errors import CallTimedOut, ServerUnavailable, UnknownServer, format_seconds
+from mcpx.pool.errors import (
+    CallTimedOut,
+    ServerUnavailable,
+    UnknownServer,
+    UpstreamBroke,
+    format_seconds,
+)
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
-from mcpx.upstream.channel import ChannelClosed
+from mcpx.upstream.channel import ChannelClosed, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
@@ -220,6 +226,27 @@ class _Instance:
     @property
     def usable(self) -> bool:
         return self.session is not None and self.ended is None
+
+
+def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamBroke:
+    """
+    What a caller is told when the transport to C{server} failed C{what}: a refusal
+    by status (503 when the server said it is busy or unavailable), or a request that
+    broke, saying whether the server may have started it.
+    """
+    if isinstance(error, TransportRefused):
+        busy = error.status in (429, 503)
+        return UpstreamBroke(
+            server,
+            what,
+            f"it refused the request: {error}",
+            status=503 if busy else 502,
+            retry_in=error.retry_after,
+        )
+    started = bool(getattr(error, "started", True))
+    return UpstreamBroke(
+        server, what, str(error), status=502 if started else 503, outcome_unknown=started
+    )
 
 
 class Pool(MultiService):
@@ -664,6 +691,10 @@ class Pool(MultiService):
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
+            except ConnectionError as e:
+                # A remote server's transport failed this one request (each HTTP request
+                # stands alone, so the instance lives on).
+                raise transport_error(instance.name, what, e) from None
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)

@@ -27,11 +27,14 @@ def make_connector(
     probe_timeout: float = 5.0,
     lenient: bool = False,
     max_rounds: int = 8,
+    http_connections: int = 16,
 ) -> Connector:
     """
     A connector on the real transports.
 
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
+    @param max_message_size: the largest message read, on every transport.
+    @param http_connections: the idle connections kept per remote server.
     """
 
     def channels(name: str, server: ServerConfig) -> Channel:
@@ -41,13 +44,19 @@ def make_connector(
             )
         from mcpx.upstream.http import StreamableHTTPChannel
 
-        return StreamableHTTPChannel(name, server, reactor)
+        return StreamableHTTPChannel(
+            name,
+            server,
+            reactor,
+            max_message_size=max_message_size,
+            http_connections=http_connections,
+        )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
         from mcpx.upstream.http_sse import HTTPSSEChannel
 
         assert not isinstance(server, StdioServer)
-        return HTTPSSEChannel(name, server, reactor)
+        return HTTPSSEChannel(name, server, reactor, max_message_size=max_message_size)
 
     cache = EraCache.load(None if state_dir is None else cache_path(state_dir))
     return Connector(

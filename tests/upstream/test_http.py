@@ -622,8 +622,9 @@ class ResponseTests(ChannelCase):
 
     async def test_legacy_abandon_sends_notification(self) -> None:
         """
-        Giving up on a legacy request sends C{notifications/cancelled} and leaves the
-        stream for the server to close.
+        Giving up on a legacy request sends C{notifications/cancelled} and closes the
+        request's stream too: a server that ignores the notification must not keep a
+        connection open for an answer nobody waits for.
         """
         streams: list[Seen] = []
 
@@ -641,9 +642,8 @@ class ResponseTests(ChannelCase):
         call.cancel()
         cancelled = await self.server.wait_for(rpc_method="notifications/cancelled")
         self.assertEqual(cancelled.json()["params"]["requestId"], streams[0].message_id)
-        self.assertFalse(streams[0].dropped.called)
         await self.fails_with(call, CancelledError)
-        end(streams[0])
+        await streams[0].dropped
 
 
 class GetStreamTests(ChannelCase):
