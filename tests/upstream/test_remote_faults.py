@@ -1,0 +1,572 @@
+"""
+Remote servers that misbehave, over Streamable HTTP: the whole path from the pool through
+the real connector and channel to a rough HTTP server on 127.0.0.1 that closes streams
+early, refuses with statuses with and without bodies and headers, redirects, drips,
+hangs, sends the wrong content type or results that are too large.
+
+Each scenario asserts what the caller is told (the pool's error and the C{/v1} answer
+it becomes), how many times the server saw the call (never a silent duplicate), and,
+where connections are at stake, the descriptors of this process before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
+from twisted.trial.unittest import TestCase
+from twisted.web.server import NOT_DONE_YET
+from zope.interface import provider
+
+from mcpx.daemon.ops import error_from
+from mcpx.pool import Pool
+from mcpx.pool.errors import UpstreamBroke
+from mcpx.settings.servers import RemoteServer, Secret, ServersConfig
+from mcpx.spec.revision import Revision
+from mcpx.upstream.connect import make_connector
+from mcpx.upstream.probe import era_key
+from mcpx.upstream.session import Era
+from tests.support.processes import reactor
+from tests.upstream.http_fakes import (
+    FakeHTTPServer,
+    Reply,
+    Seen,
+    drop,
+    end,
+    open_sse,
+    reply_json,
+    reply_status,
+    result,
+    send_event,
+)
+from tests.upstream.test_http import wait
+
+TOOLS = [
+    {"name": "charge", "inputSchema": {"type": "object"}},
+    {
+        "name": "lookup",
+        "inputSchema": {"type": "object"},
+        "annotations": {"idempotentHint": True},
+    },
+]
+
+
+def open_descriptors() -> int:
+    """How many file descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+class RoughServer:
+    """
+    A legacy Streamable HTTP server (session C{sess-<n>}, a new one per C{initialize})
+    whose C{tools/call} answer a test scripts with C{on_call}; it counts every request.
+
+    @ivar calls: how many times each tool was called.
+    @ivar initializes: how many times C{initialize} was sent.
+    @ivar forget: answer every request carrying a session with this status and body
+        (a server that was restarted and no longer knows it), until initialized again.
+    """
+
+    def __init__(self) -> None:
+        self.http = FakeHTTPServer(reactor, self.handle)
+        self.calls: Counter[str] = Counter()
+        self.initializes = 0
+        self.sessions = 0
+        self.known: set[str] = set()
+        self.on_call: Any = lambda seen: result(seen, {"content": [], "ran": True})
+        self.on_get: Any = lambda seen: reply_status(seen, 405)
+
+    def forget_sessions(self) -> None:
+        self.known.clear()
+
+    def handle(self, seen: Seen) -> Reply:
+        session = seen.headers.get("mcp-session-id")
+        if session is not None and session not in self.known:
+            return self.unknown_session(seen)
+        if seen.method == "GET":
+            return self.on_get(seen)  # type: ignore[no-any-return]
+        if seen.method == "DELETE":
+            return reply_status(seen, 200)
+        body = seen.json()
+        method = body.get("method")
+        if method == "initialize":
+            self.initializes += 1
+            self.sessions += 1
+            sid = f"sess-{self.sessions}"
+            self.known.add(sid)
+            return self._initialized(seen, sid)
+        if "id" not in body:
+            return reply_status(seen, 202)
+        if method == "tools/list":
+            return result(seen, {"tools": TOOLS})
+        if method == "tools/call":
+            self.calls[body["params"]["name"]] += 1
+            return self.on_call(seen)  # type: ignore[no-any-return]
+        return result(seen, {})
+
+    def unknown_session(self, seen: Seen) -> bytes:
+        return reply_status(seen, 404, b"Session not found", "text/plain")
+
+    def _initialized(self, seen: Seen, sid: str) -> bytes:
+        body = seen.json()
+        return result(
+            seen,
+            {
+                "protocolVersion": body["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "rough", "version": "1"},
+            },
+            mcp_session_id=sid,
+        )
+
+
+class RemoteCase(TestCase):
+    """A rough server and a pool with one remote server, C{rough}, on the real connector."""
+
+    timeout = 30
+
+    def setUp(self) -> None:
+        self.rough = RoughServer()
+        self.rough.http.start()
+        self.addCleanup(self.rough.http.stop)
+
+    def make_pool(
+        self,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        call_timeout: float = 10.0,
+        **options: Any,
+    ) -> Pool:
+        server = RemoteServer(
+            "rough",
+            url or self.rough.http.url,
+            headers={name: Secret(value) for name, value in (headers or {}).items()},
+        )
+        connector = make_connector(reactor, os.environ, None, **options)
+        # Known to be legacy: no probe, so the counts below are the calls' own.
+        connector.cache.put(era_key(server), Era.LEGACY, Revision.V2025_11_25)
+        pool = Pool(
+            servers=ServersConfig({"rough": server}, origin="test"),
+            connector=connector,
+            clock=reactor,
+            call_timeout=call_timeout,
+            idle_timeout=600.0,
+        )
+        pool.startService()
+        self.addCleanup(pool.stopService)
+        return pool
+
+    async def broke(self, pool: Pool, tool: str = "charge", **options: Any) -> UpstreamBroke:
+        """Call C{tool}, which must fail with L{UpstreamBroke}; return that error."""
+        try:
+            answer = await pool.call_tool("rough", tool, {}, **options)
+        except UpstreamBroke as e:
+            return e
+        self.fail(f"expected UpstreamBroke, got {answer!r}")
+
+    def assert_v1(self, error: UpstreamBroke, status: int, *words: str) -> dict[str, Any]:
+        """The error as C{/v1} answers it: its status, code, and words of its message."""
+        shown = error_from(error)
+        self.assertEqual(shown.status, status)
+        body: dict[str, Any] = shown.to_json()
+        self.assertEqual(body["code"], "upstream_transport")
+        for word in words:
+            self.assertIn(word, body["message"])
+        return body
+
+
+class CallFailureTests(RemoteCase):
+    """Every way a call's transport fails is an upstream error saying what the server did."""
+
+    async def test_stream_closed_before_the_answer(self) -> None:
+        """
+        An SSE answer that ends without the result: 502, saying the stream ended without
+        it and that the call, which the server started, was not sent again.
+        """
+
+        def hollow(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+            end(seen)
+            return reply
+
+        self.rough.on_call = hollow
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "ended without it", "not sent again", "whether it ran")
+        self.assertTrue(error.outcome_unknown)
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+    async def test_error_status_to_tools_call(self) -> None:
+        """A 500 with a text body: 502, with the status and the body's words."""
+        self.rough.on_call = lambda seen: reply_status(seen, 500, b"database is down", "text/plain")
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "HTTP 500", "database is down")
+        self.assertFalse(error.outcome_unknown)
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+    async def test_result_over_the_size_limit(self) -> None:
+        """
+        A result larger than C{transport.maxMessageSize} is refused on HTTP too, saying
+        so; a smaller limit than the default proves the setting reaches the channel.
+        """
+        self.rough.on_call = lambda seen: result(seen, {"content": [], "blob": "x" * 20_000})
+        pool = self.make_pool(max_message_size=8192)
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "larger than 8192 bytes")
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+    async def test_large_result_within_a_raised_limit(self) -> None:
+        """A 5 MB result passes when C{transport.maxMessageSize} is 32 MiB."""
+        self.rough.on_call = lambda seen: result(
+            seen, {"content": [{"type": "text", "text": "x" * 5_000_000}]}
+        )
+        pool = self.make_pool(max_message_size=32 * 1024 * 1024)
+        answer = await pool.call_tool("rough", "charge", {})
+        self.assertEqual(len(answer["content"][0]["text"]), 5_000_000)
+
+    async def test_connection_cut_mid_call(self) -> None:
+        """
+        The server goes away mid-call (its connection is cut before the answer): 502,
+        outcome unknown, sent once; the next call works without a restart.
+        """
+
+        def dying(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+            reactor.callLater(0.01, drop, seen)
+            return reply
+
+        self.rough.on_call = dying
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "broke", "whether it ran is unknown")
+        self.assertEqual(self.rough.calls["charge"], 1)
+        self.rough.on_call = lambda seen: result(seen, {"content": [], "ran": True})
+        answer = await pool.call_tool("rough", "charge", {})
+        self.assertTrue(answer["ran"])
+        self.assertEqual(self.rough.calls["charge"], 2)
+
+    async def test_wrong_content_type(self) -> None:
+        """A 200 in text/html says the content type was the problem."""
+        self.rough.on_call = lambda seen: reply_status(seen, 200, b"<html>hi</html>", "text/html")
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "Content-Type was text/html")
+
+    async def test_unauthorized_names_the_challenge(self) -> None:
+        """A 401 says the server wants credentials, with the scheme and realm it named."""
+
+        def locked(seen: Seen) -> Reply:
+            seen.request.setHeader(b"www-authenticate", b'Bearer realm="tools", error="x"')
+            return reply_status(seen, 401)
+
+        self.rough.on_call = locked
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "HTTP 401", "Bearer credentials for realm 'tools'", "auth")
+
+    async def test_busy_with_retry_after(self) -> None:
+        """
+        A 429 with C{Retry-After: 7} is 503 with C{retry_in} 7; a 503 asking for an hour
+        is bounded to a minute; a 503 without the header has no C{retry_in}.
+        """
+        asked: dict[str, Any] = {"wait": "7", "status": 429}
+
+        def busy(seen: Seen) -> Reply:
+            if asked["wait"]:
+                seen.request.setHeader(b"retry-after", asked["wait"].encode())
+            return reply_status(seen, int(asked["status"]), b"slow down")
+
+        self.rough.on_call = busy
+        pool = self.make_pool()
+        body = self.assert_v1(await self.broke(pool), 503, "HTTP 429", "slow down", "wait 7s")
+        self.assertEqual(body["retry_in"], 7.0)
+        asked.update(wait="3600", status=503)
+        body = self.assert_v1(await self.broke(pool), 503, "HTTP 503")
+        self.assertEqual(body["retry_in"], 60.0)
+        asked.update(wait="")
+        body = self.assert_v1(await self.broke(pool), 503, "HTTP 503")
+        self.assertNotIn("retry_in", body)
+        self.assertEqual(self.rough.calls["charge"], 3)
+
+    async def test_listing_during_a_failure(self) -> None:
+        """C{GET /v1/tools} while the server fails its listing: an upstream error too."""
+        self.rough.http.handler = lambda seen: (
+            reply_status(seen, 502, b"bad gateway upstream")
+            if seen.rpc_method == "tools/list"
+            else self.rough.handle(seen)
+        )
+        pool = self.make_pool()
+        try:
+            await pool.tools("rough")
+        except UpstreamBroke as e:
+            self.assert_v1(e, 502, "HTTP 502", "bad gateway upstream")
+        else:
+            self.fail("the listing did not fail")
+
+
+class SessionLossTests(RemoteCase):
+    """A server that forgets the session: initialize again, never running a call twice."""
+
+    def resume_refused(self) -> None:
+        """tools/call streams an event with an id, then breaks; the server is restarted."""
+
+        def breaking(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+            send_event(seen, raw=b"id: ev-1\nretry: 10\ndata: \n\n")
+
+            def restart() -> None:
+                self.rough.forget_sessions()
+                drop(seen)
+
+            reactor.callLater(0.01, restart)
+            return reply
+
+        self.rough.on_call = breaking
+
+    async def test_started_call_not_sent_again(self) -> None:
+        """
+        The call's stream breaks and resuming it answers 404 (the server restarted):
+        mcpx initializes again but does not send the call again; the caller is told
+        the outcome is unknown, and the next call works on the new session.
+        """
+        self.resume_refused()
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "no longer knows the session", "whether it ran is unknown")
+        self.assertEqual(self.rough.calls["charge"], 1)
+        self.assertEqual(self.rough.initializes, 2)
+        self.rough.on_call = lambda seen: result(seen, {"content": [], "ran": True})
+        self.assertTrue((await pool.call_tool("rough", "charge", {}))["ran"])
+        self.assertEqual(self.rough.calls["charge"], 2)
+        self.assertEqual(self.rough.initializes, 2)
+
+    async def test_idempotent_tool_sent_again(self) -> None:
+        """A tool annotated C{idempotentHint: true} is safe to send again, and is."""
+        pool = self.make_pool()
+        await pool.tools("rough")
+        self.resume_refused()
+        first = self.rough.on_call
+
+        def once_then_answer(seen: Seen) -> Reply:
+            if self.rough.calls["lookup"] == 1:
+                return first(seen)  # type: ignore[no-any-return]
+            return result(seen, {"content": [], "ran": True})
+
+        self.rough.on_call = once_then_answer
+        answer = await pool.call_tool("rough", "lookup", {})
+        self.assertTrue(answer["ran"])
+        self.assertEqual(self.rough.calls["lookup"], 2)
+        self.assertEqual(self.rough.initializes, 2)
+
+    async def test_400_unknown_session_initializes_again(self) -> None:
+        """
+        A server that answers an unknown session with 400 and says so in the body (as
+        TypeScript SDK servers do) is initialized again; the refused call never ran, so
+        it is sent again and succeeds; calls after it keep working.
+        """
+        self.rough.unknown_session = lambda seen: reply_json(  # type: ignore[method-assign]
+            seen,
+            {
+                "jsonrpc": "2.0",
+                "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"},
+                "id": None,
+            },
+            400,
+        )
+        pool = self.make_pool()
+        self.assertTrue((await pool.call_tool("rough", "charge", {}))["ran"])
+        for _ in range(3):
+            self.rough.forget_sessions()
+            self.assertTrue((await pool.call_tool("rough", "charge", {}))["ran"])
+        self.assertEqual(self.rough.initializes, 4)
+        self.assertEqual(self.rough.calls["charge"], 4)
+        [status] = pool.status()
+        self.assertEqual(status.state.value, "ready")
+
+    async def test_400_about_something_else_is_no_session_loss(self) -> None:
+        """A 400 that is not about the session is reported, not a reason to initialize."""
+        self.rough.on_call = lambda seen: reply_status(seen, 400, b"arguments are wrong")
+        pool = self.make_pool()
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "HTTP 400", "arguments are wrong")
+        self.assertEqual(self.rough.initializes, 1)
+
+
+class RedirectTests(RemoteCase):
+    """307/308 to the same origin are followed; another origin's are reported."""
+
+    async def test_same_origin_followed_with_method_and_body(self) -> None:
+        """
+        A URL with a trailing slash that the server redirects (as the Python SDK does)
+        works: the POST is repeated at the new URL with its body, once per message,
+        and later requests go straight there.
+        """
+
+        def redirecting(seen: Seen) -> Reply:
+            if seen.path == "/mcp/":
+                seen.request.setHeader(b"location", b"/mcp")
+                return reply_status(seen, 307)
+            return self.rough.handle(seen)
+
+        self.rough.http.handler = redirecting
+        pool = self.make_pool(url=self.rough.http.url + "/")
+        self.assertTrue((await pool.call_tool("rough", "charge", {}))["ran"])
+        self.assertTrue((await pool.call_tool("rough", "charge", {}))["ran"])
+        self.assertEqual(self.rough.calls["charge"], 2)
+        redirected = [s for s in self.rough.http.seen if s.path == "/mcp/"]
+        # Only initialize met the redirect; everything after went to /mcp.
+        self.assertEqual([s.rpc_method for s in redirected], ["initialize"])
+        posts = [s for s in self.rough.http.requests("POST") if s.rpc_method == "tools/call"]
+        self.assertEqual({s.path for s in posts}, {"/mcp"})
+        self.assertEqual(posts[0].json()["params"]["name"], "charge")
+
+    async def test_other_origin_reported_without_credentials(self) -> None:
+        """
+        A 308 to another origin is not followed: the error names the Location, and the
+        other server never sees a request (nor the credentials).
+        """
+        other = FakeHTTPServer(reactor)
+        other.start()
+        self.addCleanup(other.stop)
+
+        def elsewhere(seen: Seen) -> Reply:
+            seen.request.setHeader(b"location", other.url.encode())
+            return reply_status(seen, 308)
+
+        self.rough.on_call = elsewhere
+        pool = self.make_pool(headers={"Authorization": "Bearer s3cret"})
+        error = await self.broke(pool)
+        self.assert_v1(error, 502, "HTTP 308", other.url, "another origin", "configure")
+        self.assertNotIn("s3cret", error.message)
+        self.assertEqual(other.seen, [])
+
+
+class ConnectionTests(RemoteCase):
+    """Connections are closed when a call is given up, and reused across bursts."""
+
+    async def test_timed_out_calls_close_their_connections(self) -> None:
+        """
+        200 calls with a 1 s deadline to a server that ignores C{notifications/cancelled}
+        and keeps every stream open: each call times out and its connection is closed,
+        so the descriptors are back where they started.
+        """
+        self.rough.on_call = open_sse
+        pool = self.make_pool(call_timeout=1.0)
+        await pool.tools("rough")
+        await wait(0.1)
+        before = open_descriptors()
+        for _ in range(4):
+            calls = [
+                Deferred.fromCoroutine(pool.call_tool("rough", "charge", {})) for _ in range(50)
+            ]
+            outcomes: list[tuple[bool, Any]] = await DeferredList(calls, consumeErrors=True)
+            self.assertEqual({type(o[1].value).__name__ for o in outcomes}, {"CallTimedOut"})
+        self.assertEqual(self.rough.calls["charge"], 200)
+        for _ in range(50):
+            if not [s for s in self.rough.http.open if not s.dropped.called]:
+                break
+            await wait(0.05)
+        after = open_descriptors()
+        self.assertEqual([s for s in self.rough.http.open if not s.dropped.called], [])
+        # A few idle connections (the cancel notifications') may stay in the pool.
+        self.assertLess(after - before, 20, f"descriptors {before} -> {after}")
+
+    async def test_dripping_body_cut_at_the_deadline(self) -> None:
+        """A JSON body dripped a byte at a time is not read past the call's deadline."""
+        dripping: list[Seen] = []
+
+        def drip(seen: Seen) -> Reply:
+            seen.request.setHeader(b"content-type", b"application/json")
+            seen.request.setHeader(b"content-length", b"100000")
+            seen.request.write(b"{")
+            dripping.append(seen)
+
+            def more() -> None:
+                if not seen.dropped.called:
+                    seen.request.write(b" ")
+                    later[0] = reactor.callLater(0.05, more)
+
+            later = [reactor.callLater(0.05, more)]
+            self.addCleanup(lambda: later[0].cancel() if later[0].active() else None)
+            return NOT_DONE_YET
+
+        self.rough.on_call = drip
+        pool = self.make_pool()
+        started = reactor.seconds()
+        with self.assertRaises(Exception) as caught:
+            await pool.call_tool("rough", "charge", {}, timeout=0.5)
+        self.assertEqual(type(caught.exception).__name__, "CallTimedOut")
+        await dripping[0].dropped
+        self.assertLess(reactor.seconds() - started, 2.0)
+
+    async def test_connections_reused_across_bursts_quietly(self) -> None:
+        """
+        With C{transport.httpConnections} at 50, a second burst of 50 concurrent calls
+        opens no new connection, and no "Starting factory" line is logged.
+        """
+        noise: list[LogEvent] = []
+
+        @provider(ILogObserver)
+        def heard(event: LogEvent) -> None:
+            text = str(event.get("log_format") or event.get("format") or event.get("message"))
+            if "factory" in text.lower():
+                noise.append(event)
+
+        globalLogPublisher.addObserver(heard)
+        self.addCleanup(globalLogPublisher.removeObserver, heard)
+
+        def slowly(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+
+            def answer() -> None:
+                message = {"jsonrpc": "2.0", "id": seen.message_id, "result": {"content": []}}
+                send_event(seen, message)
+                end(seen)
+
+            reactor.callLater(0.1, answer)
+            return reply
+
+        self.rough.on_call = slowly
+        pool = self.make_pool(http_connections=50)
+        await pool.tools("rough")
+
+        async def burst() -> None:
+            await gatherResults(
+                [Deferred.fromCoroutine(pool.call_tool("rough", "charge", {})) for _ in range(50)]
+            )
+
+        await burst()
+        await wait(0.05)
+        opened = self.rough.http.connection_count
+        await burst()
+        self.assertEqual(self.rough.http.connection_count, opened)
+        self.assertLessEqual(opened, 52)
+        self.assertEqual(noise, [])
+
+
+class LogTests(TestCase):
+    """A failure logged by the daemon keeps its message in the JSON log."""
+
+    def test_failure_message_in_the_json_line(self) -> None:
+        import io
+
+        from twisted.logger import Logger
+
+        from mcpx.daemon.logs import log_observer
+
+        stream = io.StringIO()
+        log = Logger(observer=log_observer(stream))
+        try:
+            raise ConnectionError("the stream from http://x/mcp ended without it")
+        except ConnectionError:
+            log.failure("operation {op} failed unexpectedly", op="call")
+        line = json.loads(stream.getvalue().strip().splitlines()[-1])
+        self.assertEqual(
+            line["error"], "ConnectionError: the stream from http://x/mcp ended without it"
+        )
+        self.assertIn("ConnectionError", line["traceback"])
