@@ -24,12 +24,12 @@ from zope.interface import provider
 
 from mcpx.daemon.ops import error_from
 from mcpx.pool import Pool
-from mcpx.pool.errors import UpstreamBroke
+from mcpx.pool.errors import ServerUnavailable, UpstreamBroke
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig
 from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
-from mcpx.upstream.session import Era
+from mcpx.upstream.session import Era, UpstreamError
 from tests.support.processes import reactor
 from tests.upstream.http_fakes import (
     FakeHTTPServer,
@@ -570,3 +570,45 @@ class LogTests(TestCase):
             line["error"], "ConnectionError: the stream from http://x/mcp ended without it"
         )
         self.assertIn("ConnectionError", line["traceback"])
+
+
+class StartTests(RemoteCase):
+    """Starting a remote server that refuses: its Retry-After, and no needless probes."""
+
+    def refuse_initialize(self, seen: Seen) -> Reply:
+        if seen.rpc_method == "initialize":
+            self.rough.initializes += 1
+            seen.request.setHeader(b"retry-after", b"7")
+            return reply_status(seen, 503, b"warming up")
+        return self.rough.handle(seen)
+
+    async def test_retry_after_sets_the_next_start(self) -> None:
+        """
+        A 503 with C{Retry-After: 7} to C{initialize}: the next start is in 7 s, not the
+        back-off's first second, and the caller is told so.
+        """
+        self.rough.http.handler = self.refuse_initialize
+        pool = self.make_pool()
+        with self.assertRaises(ServerUnavailable) as first:
+            await pool.call_tool("rough", "charge", {})
+        self.assertIn("warming up", first.exception.message)
+        with self.assertRaises(ServerUnavailable) as second:
+            await pool.call_tool("rough", "charge", {})
+        assert second.exception.retry_in is not None
+        self.assertGreater(second.exception.retry_in, 6.0)
+        self.assertEqual(self.rough.initializes, 1)
+
+    async def test_cached_era_not_probed_again_for_an_outage(self) -> None:
+        """
+        With the era remembered, each start attempt of a server answering 503 sends
+        only C{initialize}: no C{server/discover}, which would be refused the same way.
+        """
+        self.rough.http.handler = self.refuse_initialize
+        server = RemoteServer("rough", self.rough.http.url)
+        connector = make_connector(reactor, os.environ, None)
+        connector.cache.put(era_key(server), Era.LEGACY, Revision.V2025_11_25)
+        for _ in range(2):
+            with self.assertRaises(UpstreamError):
+                await connector.connect("rough", server)
+        self.assertEqual(self.rough.http.requests(rpc_method="server/discover"), [])
+        self.assertEqual(self.rough.initializes, 2)
