@@ -249,6 +249,18 @@ def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamB
     )
 
 
+def asked_to_wait(error: BaseException | None) -> float | None:
+    """The C{Retry-After} of the HTTP refusal behind C{error}, if there is one."""
+    seen = error
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, TransportRefused):
+            return seen.retry_after
+        seen = seen.__cause__
+    return None
+
+
 class Pool(MultiService):
     """
     Upstream servers, started on first use, kept warm, reaped when idle, replaced when
@@ -457,11 +469,20 @@ class Pool(MultiService):
             return
         why = failure.getErrorMessage() or repr(failure.value)
         self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
-        retry_in = self._failed(instance, f"could not start: {why}", crashed=False)
+        retry_in = self._failed(
+            instance, f"could not start: {why}", crashed=False, asked=asked_to_wait(failure.value)
+        )
         self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
 
-    def _failed(self, instance: _Instance, why: str, *, crashed: bool) -> float:
-        """Count a crash or failed start; returns the delay before the next start."""
+    def _failed(
+        self, instance: _Instance, why: str, *, crashed: bool, asked: float | None = None
+    ) -> float:
+        """
+        Count a crash or failed start; returns the delay before the next start.
+
+        @param asked: the seconds the server asked to wait (C{Retry-After}), which
+            replace the back-off delay.
+        """
         slot = instance.slot
         instance.ended = why
         instance.failed = True
@@ -471,7 +492,7 @@ class Pool(MultiService):
         slot.failures += 1
         slot.crashed_last = crashed
         slot.last_error = why
-        delay = self._backoff.delay(slot.failures)
+        delay = self._backoff.delay(slot.failures) if asked is None else asked
         slot.retry_at = self._clock.seconds() + delay
         return delay
 
