@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from attrs import define, evolve, field, frozen
 from twisted.application.service import MultiService
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, gatherResults
+from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -247,6 +248,10 @@ def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamB
     return UpstreamBroke(
         server, what, str(error), status=502 if started else 503, outcome_unknown=started
     )
+
+
+#: What is left of a call's bound after its server's start took the rest (seconds).
+_LEAST_BOUND: Final = 0.001
 
 
 def asked_to_wait(error: BaseException | None) -> float | None:
@@ -508,14 +513,30 @@ class Pool(MultiService):
 
         return evolve(base, notification=heard)
 
-    async def _ready(self, slot: _Slot) -> _Instance:
+    async def _ready(self, slot: _Slot, within: float | None = None) -> _Instance:
+        """
+        The slot's instance, started if need be.
+
+        @param within: the longest to wait for a start (a call's own bound); the start
+            goes on after the wait is given up.
+        """
         instance = slot.instance
         if instance is not None and instance.usable:
             return instance
         if instance is None:
             instance = self._start(slot)
         if not instance.ready.done:
-            await instance.ready.wait()
+            waiting = instance.ready.wait()
+            if within is not None:
+                waiting.addTimeout(within, self._clock)
+            try:
+                await waiting
+            except DeferredTimeout:
+                raise ServerUnavailable(
+                    instance.name,
+                    f"it is still starting after {format_seconds(within or 0)}, longer than "
+                    "the call may take; the start goes on, so a later call may find it ready",
+                ) from None
         if not instance.usable:
             raise self._unavailable(instance)
         return instance
@@ -785,7 +806,10 @@ class Pool(MultiService):
         @raise mcpx.wire.errors.RpcError: as the server answered.
         """
         bound = effective_call_timeout(self._call_timeout, timeout)
-        instance = await self._ready(self._slot(server, client))
+        asked = self._clock.seconds()
+        instance = await self._ready(self._slot(server, client), bound)
+        # The start counted against the call's bound.
+        bound = max(bound - (self._clock.seconds() - asked), _LEAST_BOUND)
         token: str | None = None
         if on_progress is not None:
             token = f"mcpx-{next(self._tokens)}"
@@ -833,7 +857,9 @@ class Pool(MultiService):
                 await self.unsubscribe(server, uri, client=client, timeout=timeout)
             return {}
         bound = effective_call_timeout(self._call_timeout, timeout)
-        instance = await self._ready(self._slot(server, client))
+        asked = self._clock.seconds()
+        instance = await self._ready(self._slot(server, client), bound)
+        bound = max(bound - (self._clock.seconds() - asked), _LEAST_BOUND)
         return await self._run(
             instance,
             method,

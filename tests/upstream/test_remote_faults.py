@@ -612,3 +612,31 @@ class StartTests(RemoteCase):
                 await connector.connect("rough", server)
         self.assertEqual(self.rough.http.requests(rpc_method="server/discover"), [])
         self.assertEqual(self.rough.initializes, 2)
+
+    async def test_call_deadline_bounds_the_start(self) -> None:
+        """
+        A server that accepts the connection and never answers C{initialize}: a call
+        with a 0.5 s timeout is told within about that, not after the 30 s the start
+        may take; the start goes on, and a later call finds it ready.
+        """
+        held: list[Seen] = []
+
+        def slow_start(seen: Seen) -> Reply:
+            if seen.rpc_method == "initialize" and not held:
+                held.append(seen)
+                return NOT_DONE_YET
+            return self.rough.handle(seen)
+
+        self.rough.http.handler = slow_start
+        pool = self.make_pool()
+        started = reactor.seconds()
+        with self.assertRaises(ServerUnavailable) as caught:
+            await pool.call_tool("rough", "charge", {}, timeout=0.5)
+        self.assertLess(reactor.seconds() - started, 2.0)
+        self.assertIn("still starting after 0.5s", caught.exception.message)
+        # The start was not given up: the server answers it late, and is used.
+        held[0].request.write(self.rough.handle(held[0]))
+        held[0].request.finish()
+        answer = await pool.call_tool("rough", "charge", {})
+        self.assertTrue(answer["ran"])
+        self.assertEqual(self.rough.calls["charge"], 1)
