@@ -770,9 +770,29 @@ class _Exchange:
                     )
                 )
 
-        self.pending.addCallbacks(opened, self._unreachable, errbackArgs=(True,)).addErrback(
-            self._bug
-        )
+        self.pending.addCallbacks(opened, self._resume_failed).addErrback(self._bug)
+
+    def _resume_failed(self, failure: Failure) -> None:
+        """
+        No connection for the resumption: a server restarting refuses connections for
+        a moment, so try again after its C{retry} (the call's deadline still bounds
+        it all), up to the resumption limit.
+        """
+        channel = self.channel
+        if (
+            failure.check(ConnectError) is not None
+            and self.idle_resumes < channel.resume_attempts
+            and not self.done
+            and not channel.closed
+        ):
+            self.pending = None
+            self.idle_resumes += 1
+            assert self.decoder is not None
+            retry = self.decoder.retry
+            delay = (retry if retry is not None else channel.resume_delay_ms) / 1000
+            self.timer = channel.clock.callLater(delay, self._resume)
+            return
+        self._unreachable(failure, started=True)
 
     def abort(self, reason: BaseException | None = None) -> None:
         """Stop waiting, close whatever is open, and fail the request with C{reason}."""

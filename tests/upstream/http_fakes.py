@@ -246,11 +246,28 @@ class FakeHTTPServer:
         self.connection_count = 0
         self._waiters: list[tuple[Callable[[Seen], bool], Deferred[Seen]]] = []
         self._port: IListeningPort | None = None
+        self._paused = 0
 
     def start(self) -> None:
         site = _TrackingSite(_Resource(self), self)
         site.displayTracebacks = False
         self._port = self._reactor.listenTCP(0, site, interface="127.0.0.1")
+
+    async def pause(self) -> int:
+        """Stop accepting connections (connections made stay); returns the port."""
+        assert self._port is not None
+        port: int = self._port.getHost().port  # type: ignore[attr-defined]
+        stopped = self._port.stopListening()
+        if stopped is not None:
+            await stopped
+        self._paused = port
+        return port
+
+    def unpause(self) -> None:
+        """Accept connections again, on the same port."""
+        site = _TrackingSite(_Resource(self), self)
+        site.displayTracebacks = False
+        self._port = self._reactor.listenTCP(self._paused, site, interface="127.0.0.1")
 
     @property
     def base(self) -> str:

@@ -640,3 +640,45 @@ class StartTests(RemoteCase):
         answer = await pool.call_tool("rough", "charge", {})
         self.assertTrue(answer["ran"])
         self.assertEqual(self.rough.calls["charge"], 1)
+
+
+class ResumeTests(RemoteCase):
+    """A broken stream whose resumption meets a server that is restarting."""
+
+    async def test_resume_retried_while_connections_are_refused(self) -> None:
+        """
+        The stream breaks and the server refuses connections for a moment (it is
+        restarting): the resumption is tried again after the server's C{retry}, and
+        the answer on the resumed stream settles the call, which ran once.
+        """
+
+        def breaking(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+            send_event(seen, raw=b"id: ev-1\nretry: 50\ndata: \n\n")
+
+            async def restart() -> None:
+                await self.rough.http.pause()
+                drop(seen)
+                reactor.callLater(0.2, self.rough.http.unpause)
+
+            reactor.callLater(0.01, lambda: Deferred.fromCoroutine(restart()))
+            return reply
+
+        def resumed(seen: Seen) -> Reply:
+            if seen.headers.get("last-event-id") != "ev-1":
+                return reply_status(seen, 405)
+            reply = open_sse(seen)
+            call = self.rough.http.requests(rpc_method="tools/call")[-1]
+            message = {"jsonrpc": "2.0", "id": call.message_id, "result": {"content": []}}
+            send_event(seen, message, id="ev-2")
+            end(seen)
+            return reply
+
+        self.rough.on_call = breaking
+        self.rough.on_get = resumed
+        pool = self.make_pool()
+        answer = await pool.call_tool("rough", "charge", {}, timeout=5.0)
+        self.assertEqual(answer["content"], [])
+        self.assertEqual(self.rough.calls["charge"], 1)
+        resumptions = [s for s in self.rough.http.requests("GET") if "last-event-id" in s.headers]
+        self.assertEqual(len(resumptions), 1)
