@@ -245,6 +245,7 @@ async def start_http_fixture(
     *,
     legacy_version: str | None = None,
     page_size: int | None = None,
+    port: int | None = None,
     add_cleanup: Callable[..., object] | None = None,
 ) -> RunningServer:
     """
@@ -253,10 +254,12 @@ async def start_http_fixture(
 
     @param transport: C{http} (Streamable HTTP, URL ending C{/mcp}) or C{sse}
         (2024-11-05 HTTP+SSE, URL of the C{GET} stream ending C{/sse}).
+    @param port: the port to listen on (to start a server again where it was); a free
+        one if not given.
     @param add_cleanup: usually C{TestCase.addCleanup}; the server is stopped then.
         Without it, the caller must C{await server.stop()}.
     """
-    port = free_tcp_port()
+    port = port or free_tcp_port()
     argv = fixture_argv(
         transport, era, port=port, legacy_version=legacy_version, page_size=page_size
     )
@@ -267,7 +270,7 @@ async def start_http_fixture(
 
 
 async def start_everything_http(
-    reactor: Any, *, add_cleanup: Callable[..., object] | None = None
+    reactor: Any, *, port: int | None = None, add_cleanup: Callable[..., object] | None = None
 ) -> RunningServer:
     """
     Start C{@modelcontextprotocol/server-everything} in Streamable HTTP mode.
@@ -283,7 +286,7 @@ async def start_everything_http(
             " private network namespace (make test runs the tests under `unshare -n`)"
         )
     argv = [*everything_stdio_argv()[:-1], "streamableHttp"]
-    port = free_tcp_port()
+    port = port or free_tcp_port()
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
     env["PORT"] = str(port)
     return await _start_listening(

@@ -30,6 +30,7 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
 from mcpx.upstream.session import Era, UpstreamError
+from tests.support.peers import start_everything_http, start_http_fixture
 from tests.support.processes import reactor
 from tests.upstream.http_fakes import (
     FakeHTTPServer,
@@ -682,3 +683,68 @@ class ResumeTests(RemoteCase):
         self.assertEqual(self.rough.calls["charge"], 1)
         resumptions = [s for s in self.rough.http.requests("GET") if "last-event-id" in s.headers]
         self.assertEqual(len(resumptions), 1)
+
+
+class RealServerTests(TestCase):
+    """
+    The same faults against servers mcpx did not write (server-everything binds every
+    interface, so this runs inside C{tests/isolated}, as C{make test} does).
+    """
+
+    timeout = 90
+
+    def make_pool(self, url: str) -> Pool:
+        server = RemoteServer("real", url)
+        pool = Pool(
+            servers=ServersConfig({"real": server}, origin="test"),
+            connector=make_connector(reactor, os.environ, None, probe_timeout=5.0),
+            clock=reactor,
+            call_timeout=20.0,
+            idle_timeout=600.0,
+        )
+        pool.startService()
+        self.addCleanup(pool.stopService)
+        return pool
+
+    async def test_sdk_server_at_a_url_with_a_trailing_slash(self) -> None:
+        """
+        The Python SDK answers C{POST /mcp/} with a 307 to C{/mcp}: configured with the
+        slash, the server is reached all the same.
+        """
+        server = await start_http_fixture(reactor, "legacy", add_cleanup=self.addCleanup)
+        pool = self.make_pool(server.url + "/")
+        answer = await pool.call_tool("real", "echo", {"text": "slashed"})
+        self.assertIn("slashed", json.dumps(answer))
+
+    async def test_sdk_server_restarted_keeps_working(self) -> None:
+        """
+        The SDK server is killed and started again on its port: the next call meets an
+        unknown session, mcpx initializes again, and the call works.
+        """
+        server = await start_http_fixture(reactor, "legacy", add_cleanup=self.addCleanup)
+        pool = self.make_pool(server.url)
+        await pool.call_tool("real", "echo", {"text": "one"})
+        await server.stop()
+        again = await start_http_fixture(
+            reactor, "legacy", port=server.port, add_cleanup=self.addCleanup
+        )
+        self.assertEqual(again.port, server.port)
+        answer = await pool.call_tool("real", "echo", {"text": "two"})
+        self.assertIn("two", json.dumps(answer))
+        [status] = pool.status()
+        self.assertEqual(status.state.value, "ready")
+
+    async def test_everything_restarted_keeps_working(self) -> None:
+        """
+        server-everything (TypeScript SDK) answers a session it does not know with 400:
+        after a restart the next calls initialize again and work, instead of failing
+        until mcpx is restarted.
+        """
+        server = await start_everything_http(reactor, add_cleanup=self.addCleanup)
+        pool = self.make_pool(server.url)
+        self.assertIn("3", json.dumps(await pool.call_tool("real", "get-sum", {"a": 1, "b": 2})))
+        await server.stop()
+        await start_everything_http(reactor, port=server.port, add_cleanup=self.addCleanup)
+        for n in range(3):
+            answer = await pool.call_tool("real", "get-sum", {"a": n, "b": 10})
+            self.assertIn(str(n + 10), json.dumps(answer))
