@@ -748,3 +748,61 @@ class RealServerTests(TestCase):
         for n in range(3):
             answer = await pool.call_tool("real", "get-sum", {"a": n, "b": 10})
             self.assertIn(str(n + 10), json.dumps(answer))
+
+
+class ApiTests(RemoteCase):
+    """The daemon's own HTTP answers for a remote server whose transport fails."""
+
+    async def serve(self, pool: Pool) -> str:
+        from twisted.web.server import Site
+
+        from mcpx.daemon.http import DaemonHTTP
+
+        app = DaemonHTTP(clock=reactor, pid=os.getpid(), pool=pool, servers=pool.servers)
+        port = reactor.listenTCP(0, Site(app.resource()), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return f"http://127.0.0.1:{port.getHost().port}"
+
+    async def test_v1_answers_and_cli_exit_status(self) -> None:
+        """
+        C{POST /v1/call} of a call whose stream ends early is 502 C{upstream_transport}
+        saying what the server did; C{GET /v1/tools} during a failing listing is an
+        upstream error too (not 500); C{mcpx call} would exit with status 4.
+        """
+        import treq
+
+        from mcpx.cli.client import ApiError
+        from mcpx.cli.quick import EXIT_UPSTREAM, exit_code_for
+        from tests.support.http import TestClient
+
+        def hollow(seen: Seen) -> Reply:
+            reply = open_sse(seen)
+            end(seen)
+            return reply
+
+        self.rough.on_call = hollow
+        base = await self.serve(self.make_pool())
+        client = TestClient(reactor)
+        self.addCleanup(client.close)
+        response = await client.http.post(
+            base + "/v1/call", json={"server": "rough", "tool": "charge", "arguments": {}}
+        )
+        body = json.loads(await treq.content(response))
+        self.assertEqual(response.code, 502)
+        self.assertEqual(body["error"]["code"], "upstream_transport")
+        self.assertIn("ended without it", body["error"]["message"])
+        self.assertEqual(
+            exit_code_for(ApiError(502, body["error"]["code"], "", body["error"])), EXIT_UPSTREAM
+        )
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+        self.rough.http.handler = lambda seen: (
+            reply_status(seen, 500, b"listing broke")
+            if seen.rpc_method == "tools/list"
+            else self.rough.handle(seen)
+        )
+        status, listed = await client.get_json(base + "/v1/tools?server=rough")
+        self.assertEqual(status, 502)
+        self.assertEqual(listed["error"]["code"], "upstream_transport")
+        self.assertIn("HTTP 500", listed["error"]["message"])
+        self.assertIn("listing broke", listed["error"]["message"])
