@@ -218,6 +218,16 @@ def render_configuration_md() -> str:
         "for the next start. Answers are bounded by `transport.maxMessageSize` as on stdio; "
         "up to `transport.httpConnections` idle connections per server are kept for reuse.",
         "",
+        "An `https://` server's certificate is checked against the system's certificate "
+        "authorities and the URL's host. A remote entry's `tls` object changes that for that "
+        "server: `ca` is a PEM file of the authorities to trust instead (a private CA), "
+        "`serverName` is the name the certificate must carry when it is not the URL's host "
+        "(it is also sent as SNI), and `cert` (with `key`, when the private key is in a file "
+        "of its own) is the client certificate mcpx shows a server that asks for one (mutual "
+        'TLS). For example `"tls": {"ca": "/etc/mcpx/internal-ca.pem", "serverName": '
+        '"mcp.internal"}`. A certificate that fails the check is reported saying which '
+        "setting would trust it.",
+        "",
         "A `type` field copied from a host's file (`stdio`, `http`, `streamable-http`, `sse`) "
         "is accepted when it agrees with `command`/`url`. mcpx chooses the transport itself.",
         "",

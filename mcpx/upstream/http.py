@@ -198,7 +198,18 @@ def explain(failure: Failure) -> str:
     if isinstance(value, CancelledError):
         return "cancelled"
     text = str(value).strip()
-    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+    shown = f"{type(value).__name__}: {text}" if text else type(value).__name__
+    if "certificate verify failed" in text:
+        shown += (
+            "; the server's certificate is not signed by an authority mcpx trusts: if it "
+            "uses a private CA, set tls.ca for this server to that CA's PEM file"
+        )
+    elif type(value).__name__ == "VerificationError":
+        shown += (
+            "; the certificate is for another name: use the name it carries in the URL, "
+            "or set tls.serverName for this server"
+        )
+    return shown
 
 
 #: The longest C{Retry-After} honoured, in seconds: a server cannot park a caller longer.
@@ -1071,19 +1082,33 @@ def owned_client(
     connect_timeout: float,
     http: HTTPClient | None = None,
     pool: HTTPConnectionPool | None = None,
+    *,
     keep: int = DEFAULT_HTTP_CONNECTIONS,
+    server: RemoteServer | None = None,
 ) -> tuple[HTTPClient, HTTPConnectionPool | None]:
     """
     The channel's own HTTP client and connection pool, unless the caller gave them
     (tests inject a client).  The channel closes the pool it owns when it closes.
 
     @param keep: the idle connections the pool keeps per server.
+    @param server: whose C{tls} settings apply.
+    @raise mcpx.upstream.tls.TlsFileError: a file its C{tls} names cannot be used.
     """
     if http is not None:
         return http, pool
     if pool is None:
         pool = connection_pool(reactor, keep)
-    agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
+    if server is not None and server.tls is not None:
+        from mcpx.upstream.tls import ServerTlsPolicy
+
+        agent = Agent(  # type: ignore[no-untyped-call]
+            reactor,
+            ServerTlsPolicy(server.name, server.tls),
+            connectTimeout=connect_timeout,
+            pool=pool,
+        )
+    else:
+        agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
 
 
@@ -1141,7 +1166,9 @@ class StreamableHTTPChannel:
         self.shown_url = redact_url(server.url)
         self.reactor = reactor
         self.clock: IReactorTime = clock if clock is not None else reactor
-        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool, http_connections)
+        self.http, self._pool = owned_client(
+            reactor, connect_timeout, http, pool, keep=http_connections, server=server
+        )
         self.close_timeout = close_timeout
         self.max_message_size = max_message_size
         self.resume_attempts = resume_attempts

@@ -247,10 +247,17 @@ class FakeHTTPServer:
         self._waiters: list[tuple[Callable[[Seen], bool], Deferred[Seen]]] = []
         self._port: IListeningPort | None = None
         self._paused = 0
+        self._scheme = "http"
 
-    def start(self) -> None:
+    def start(self, tls: Any = None) -> None:
+        """Listen; over TLS with C{tls}, an OpenSSL context factory (C{CertificateOptions})."""
         site = _TrackingSite(_Resource(self), self)
         site.displayTracebacks = False
+        self._scheme = "http"
+        if tls is not None:
+            self._scheme = "https"
+            self._port = self._reactor.listenSSL(0, site, tls, interface="127.0.0.1")
+            return
         self._port = self._reactor.listenTCP(0, site, interface="127.0.0.1")
 
     async def pause(self) -> int:
@@ -273,7 +280,7 @@ class FakeHTTPServer:
     def base(self) -> str:
         assert self._port is not None
         address: Any = self._port.getHost()
-        return f"http://127.0.0.1:{address.port}"
+        return f"{self._scheme}://127.0.0.1:{address.port}"
 
     @property
     def url(self) -> str:

@@ -25,11 +25,12 @@ from zope.interface import provider
 from mcpx.daemon.ops import error_from
 from mcpx.pool import Pool
 from mcpx.pool.errors import ServerUnavailable, UpstreamBroke
-from mcpx.settings.servers import RemoteServer, Secret, ServersConfig
+from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
 from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
 from mcpx.upstream.session import Era, UpstreamError
+from mcpx.upstream.tls import TlsFileError
 from tests.support.peers import start_everything_http, start_http_fixture
 from tests.support.processes import reactor
 from tests.upstream.http_fakes import (
@@ -806,3 +807,159 @@ class ApiTests(RemoteCase):
         self.assertEqual(listed["error"]["code"], "upstream_transport")
         self.assertIn("HTTP 500", listed["error"]["message"])
         self.assertIn("listing broke", listed["error"]["message"])
+
+
+def _pem_pair(
+    subject: str, names: list[str], issuer: tuple[Any, Any] | None = None, ca: bool = False
+) -> tuple[Any, Any, bytes, bytes]:
+    """A key and certificate (signed by C{issuer}, or self-signed), and their PEM."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    signer_key, signer_cert = issuer if issuer is not None else (key, None)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(signer_cert.subject if signer_cert is not None else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if names:
+        alternatives: list[x509.GeneralName] = []
+        for entry in names:
+            try:
+                alternatives.append(x509.IPAddress(ipaddress.ip_address(entry)))
+            except ValueError:
+                alternatives.append(x509.DNSName(entry))
+        builder = builder.add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
+    certificate = builder.sign(signer_key, hashes.SHA256())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    return key, certificate, certificate.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+class TlsTests(TestCase):
+    """Per-server C{tls}: a private CA, the name to check, and a client certificate."""
+
+    timeout = 30
+
+    def setUp(self) -> None:
+        self.dir = self.mktemp()
+        os.makedirs(self.dir)
+        ca_key, ca_cert, self.ca_pem, _ = _pem_pair("test CA", [], ca=True)
+        self.ca = (ca_key, ca_cert)
+        self.ca_file = self.write("ca.pem", self.ca_pem)
+
+    def write(self, name: str, data: bytes) -> str:
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def serve(self, names: list[str], require_client: bool = False) -> RoughServer:
+        from twisted.internet.ssl import Certificate, PrivateCertificate
+
+        _, _, cert_pem, key_pem = _pem_pair("server", names, issuer=self.ca)
+        identity = PrivateCertificate.loadPEM(cert_pem + key_pem)
+        authorities = [Certificate.loadPEM(self.ca_pem)] if require_client else []
+        rough = RoughServer()
+        rough.http.start(tls=identity.options(*authorities))
+        self.addCleanup(rough.http.stop)
+        return rough
+
+    async def call(self, rough: RoughServer, tls: Any = None) -> dict[str, Any]:
+        server = RemoteServer("secure", rough.http.url, tls=tls)
+        connector = make_connector(reactor, os.environ, None)
+        connector.cache.put(era_key(server), Era.LEGACY, Revision.V2025_11_25)
+        session = await connector.connect("secure", server)
+        self.addCleanup(session.close)
+        return await session.call_tool("charge", {})
+
+    async def refused(self, rough: RoughServer, tls: Any = None) -> str:
+        try:
+            answer = await self.call(rough, tls)
+        except ConnectionError as e:
+            return str(e)
+        self.fail(f"expected the connection to be refused, got {answer!r}")
+
+    async def test_private_ca(self) -> None:
+        """
+        A server whose certificate a private CA signed: refused without C{tls.ca},
+        saying how to trust it; accepted with it.
+        """
+        rough = self.serve(["127.0.0.1"])
+        message = await self.refused(rough)
+        self.assertIn("certificate verify failed", message)
+        self.assertIn("tls.ca", message)
+        self.assertTrue((await self.call(rough, Tls(ca=self.ca_file)))["ran"])
+
+    async def test_certificate_for_another_name(self) -> None:
+        """
+        A certificate for another name is refused even from a trusted CA, saying so;
+        C{tls.serverName} names the one it carries.
+        """
+        rough = self.serve(["mcp.internal.example"])
+        message = await self.refused(rough, Tls(ca=self.ca_file))
+        self.assertIn("tls.serverName", message)
+        answer = await self.call(rough, Tls(ca=self.ca_file, server_name="mcp.internal.example"))
+        self.assertTrue(answer["ran"])
+
+    async def test_client_certificate(self) -> None:
+        """A server that requires a client certificate accepts mcpx's C{tls.cert}/C{tls.key}."""
+        rough = self.serve(["127.0.0.1"], require_client=True)
+        await self.refused(rough, Tls(ca=self.ca_file))
+        self.assertEqual(rough.initializes, 0)
+        _, _, cert_pem, key_pem = _pem_pair("mcpx", [], issuer=self.ca)
+        tls = Tls(
+            ca=self.ca_file,
+            cert=self.write("client.pem", cert_pem),
+            key=self.write("client.key", key_pem),
+        )
+        self.assertTrue((await self.call(rough, tls))["ran"])
+
+    async def test_missing_file_named(self) -> None:
+        """A C{tls.ca} that cannot be read fails the start naming the field and path."""
+        rough = self.serve(["127.0.0.1"])
+        missing = os.path.join(self.dir, "nope.pem")
+        with self.assertRaises(TlsFileError) as caught:
+            await self.call(rough, Tls(ca=missing))
+        self.assertIn("tls.ca", str(caught.exception))
+        self.assertIn(missing, str(caught.exception))
+
+    def test_config(self) -> None:
+        """C{tls} is read from the config file, and its mistakes are named."""
+        from mcpx.settings.errors import SettingsError
+        from mcpx.settings.servers import parse_server
+
+        def parse(entry: dict[str, Any]) -> Any:
+            return parse_server("s", entry, origin="test", environ={})
+
+        server = parse(
+            {"url": "https://x.example/mcp", "tls": {"ca": "/ca.pem", "serverName": "y"}}
+        )
+        self.assertEqual(server.tls, Tls(ca="/ca.pem", server_name="y"))
+        for entry, words in [
+            ({"url": "http://x.example/mcp", "tls": {"ca": "/ca.pem"}}, "only to an https"),
+            ({"url": "https://x.example/mcp", "tls": {"key": "/k.pem"}}, 'give "cert" too'),
+            (
+                {"url": "https://x.example/mcp", "tls": {"cafile": "/c"}},
+                "unknown field; tls takes: ca, cert",
+            ),
+        ]:
+            with self.assertRaises(SettingsError) as caught:
+                parse(entry)
+            self.assertIn(words, str(caught.exception))
