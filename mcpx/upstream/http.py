@@ -49,6 +49,7 @@ from twisted.internet.interfaces import (
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web._newclient import RequestNotSent
 from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
@@ -587,7 +588,7 @@ class _Exchange:
             RequestFailed(
                 f"{verb} {self.what} to {self.channel.shown_url} failed: {explain(failure)}",
                 # Could it have reached the server?  Not if no connection was made.
-                started=started or failure.check(ConnectError) is None,
+                started=started or failure.check(ConnectError, RequestNotSent) is None,
             )
         )
 

@@ -252,6 +252,26 @@ class CallFailureTests(RemoteCase):
         self.assertTrue(answer["ran"])
         self.assertEqual(self.rough.calls["charge"], 2)
 
+    async def test_connection_refused_mid_session(self) -> None:
+        """
+        The server stops accepting connections after the session was opened: 503, the
+        call never reached it (so nothing is said to be unknown), and it was not run.
+        """
+        pool = self.make_pool(http_connections=1)
+        await pool.tools("rough")
+        await self.rough.http.pause()
+        # The idle connection kept for reuse goes too, as when the server process ends.
+        for connection in list(self.rough.http.connections):
+            transport: Any = getattr(connection, "_channel", connection).transport
+            transport.loseConnection()
+        await wait(0.05)
+        error = await self.broke(pool)
+        self.assert_v1(error, 503, "ConnectionRefusedError")
+        self.assertFalse(error.outcome_unknown)
+        self.assertNotIn("unknown", error.message)
+        self.assertEqual(self.rough.calls["charge"], 0)
+        self.rough.http.unpause()
+
     async def test_wrong_content_type(self) -> None:
         """A 200 in text/html says the content type was the problem."""
         self.rough.on_call = lambda seen: reply_status(seen, 200, b"<html>hi</html>", "text/html")
