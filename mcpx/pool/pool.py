@@ -735,8 +735,10 @@ class Pool(MultiService):
                 raise self._cut_short(instance, e) from None
             except ConnectionError as e:
                 # A remote server's transport failed this one request (each HTTP request
-                # stands alone, so the instance lives on).
-                raise transport_error(instance.name, what, e) from None
+                # stands alone, so the instance lives on, and its status says what broke).
+                broke = transport_error(instance.name, what, e)
+                instance.slot.last_error = broke.message
+                raise broke from None
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)

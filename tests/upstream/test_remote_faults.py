@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, gatherResults
 from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import provider
 
@@ -417,6 +417,10 @@ class SessionLossTests(RemoteCase):
         error = await self.broke(pool)
         self.assert_v1(error, 502, "HTTP 400", "arguments are wrong")
         self.assertEqual(self.rough.initializes, 1)
+        # mcpx servers: still ready, and showing what the last call met.
+        [status] = pool.status()
+        self.assertEqual(status.state.value, "ready")
+        self.assertIn("arguments are wrong", status.last_error or "")
 
 
 class RedirectTests(RemoteCase):
@@ -983,3 +987,26 @@ class TlsTests(TestCase):
             with self.assertRaises(SettingsError) as caught:
                 parse(entry)
             self.assertIn(words, str(caught.exception))
+
+
+class McpAnswerTests(SynchronousTestCase):
+    """On C{/mcp}, a remote server's transport failure reaches the model as a readable error."""
+
+    def test_gateway_call_names_what_the_server_did(self) -> None:
+        """C{mcpx_call} of a call whose stream broke is an isError result with the reason."""
+        from tests.daemon.fake_pool import FakePool
+        from tests.server import Harness, Session, gateway_servers
+
+        servers = gateway_servers()
+        servers["search"].failure = UpstreamBroke(
+            "search",
+            "web_search",
+            "no answer to tools/call: its stream ended without it",
+            outcome_unknown=True,
+        )
+        session = Session(Revision.V2025_06_18, Harness(FakePool(servers)))
+        result = session.call("mcpx_call", {"server": "search", "tool": "web_search"})
+        self.assertIs(result["isError"], True)
+        text = result["content"][0]["text"]
+        self.assertIn("ended without it", text)
+        self.assertIn("whether it ran is unknown", text)
