@@ -77,6 +77,7 @@ def fixture_argv(
     port: int | None = None,
     legacy_version: str | None = None,
     page_size: int | None = None,
+    http_mode: str | None = None,
 ) -> list[str]:
     """
     The command line of the SDK fixture server (C{tests/fixtures/sdk_server.py}).
@@ -85,6 +86,7 @@ def fixture_argv(
     @param era: what the server accepts: C{legacy}, C{modern} or C{both}.
     @param legacy_version: the newest handshake revision C{initialize} will agree to.
     @param page_size: tools per C{tools/list} page (the fixture's default is 2).
+    @param http_mode: C{stateful} (the default), C{stateless} or C{json}.
     """
     argv = [_python(), str(FIXTURES / "sdk_server.py"), "--transport", transport, "--era", era]
     if transport != "stdio":
@@ -95,6 +97,8 @@ def fixture_argv(
         argv += ["--legacy-version", legacy_version]
     if page_size is not None:
         argv += ["--page-size", str(page_size)]
+    if http_mode is not None:
+        argv += ["--http-mode", http_mode]
     return argv
 
 
@@ -246,6 +250,7 @@ async def start_http_fixture(
     legacy_version: str | None = None,
     page_size: int | None = None,
     port: int | None = None,
+    http_mode: str | None = None,
     add_cleanup: Callable[..., object] | None = None,
 ) -> RunningServer:
     """
@@ -261,7 +266,12 @@ async def start_http_fixture(
     """
     port = port or free_tcp_port()
     argv = fixture_argv(
-        transport, era, port=port, legacy_version=legacy_version, page_size=page_size
+        transport,
+        era,
+        port=port,
+        legacy_version=legacy_version,
+        page_size=page_size,
+        http_mode=http_mode,
     )
     path = "/mcp" if transport == "http" else "/sse"
     return await _start_listening(

@@ -710,6 +710,21 @@ class ResumeTests(RemoteCase):
         self.assertEqual(len(resumptions), 1)
 
 
+def real_pool(case: TestCase, url: str) -> Pool:
+    """A pool with one remote server, C{real}, at C{url}, found by the era probe."""
+    server = RemoteServer("real", url)
+    pool = Pool(
+        servers=ServersConfig({"real": server}, origin="test"),
+        connector=make_connector(reactor, os.environ, None, probe_timeout=5.0),
+        clock=reactor,
+        call_timeout=20.0,
+        idle_timeout=600.0,
+    )
+    pool.startService()
+    case.addCleanup(pool.stopService)
+    return pool
+
+
 class RealServerTests(TestCase):
     """
     The same faults against servers mcpx did not write (server-everything binds every
@@ -719,17 +734,7 @@ class RealServerTests(TestCase):
     timeout = 90
 
     def make_pool(self, url: str) -> Pool:
-        server = RemoteServer("real", url)
-        pool = Pool(
-            servers=ServersConfig({"real": server}, origin="test"),
-            connector=make_connector(reactor, os.environ, None, probe_timeout=5.0),
-            clock=reactor,
-            call_timeout=20.0,
-            idle_timeout=600.0,
-        )
-        pool.startService()
-        self.addCleanup(pool.stopService)
-        return pool
+        return real_pool(self, url)
 
     async def test_sdk_server_at_a_url_with_a_trailing_slash(self) -> None:
         """
@@ -1010,3 +1015,37 @@ class McpAnswerTests(SynchronousTestCase):
         text = result["content"][0]["text"]
         self.assertIn("ended without it", text)
         self.assertIn("whether it ran is unknown", text)
+
+
+class SdkVariantTests(TestCase):
+    """The Python SDK's Streamable HTTP server in each of its shapes, under a warm pool."""
+
+    timeout = 90
+
+    async def check(self, era: Any, mode: str) -> None:
+        server = await start_http_fixture(reactor, era, http_mode=mode, add_cleanup=self.addCleanup)
+        pool = real_pool(self, server.url)
+        for n in range(3):
+            answer = await pool.call_tool("real", "echo", {"text": f"{mode}-{n}"})
+            self.assertIn(f"{mode}-{n}", json.dumps(answer))
+        # A call that outlives its timeout: the pool says so, and the next call works.
+        with self.assertRaises(Exception) as caught:
+            await pool.call_tool("real", "slow", {"seconds": 3, "steps": 1}, timeout=0.5)
+        self.assertEqual(type(caught.exception).__name__, "CallTimedOut")
+        answer = await pool.call_tool("real", "echo", {"text": "after"})
+        self.assertIn("after", json.dumps(answer))
+
+    async def test_legacy_stateful(self) -> None:
+        await self.check("legacy", "stateful")
+
+    async def test_legacy_stateless(self) -> None:
+        await self.check("legacy", "stateless")
+
+    async def test_legacy_json_responses(self) -> None:
+        await self.check("legacy", "json")
+
+    async def test_modern_stateless(self) -> None:
+        await self.check("modern", "stateless")
+
+    async def test_dual_era_json_responses(self) -> None:
+        await self.check("both", "json")
