@@ -569,9 +569,9 @@ class _Exchange:
         channel = self.channel
         if channel.target == self.target and channel.target != target:
             log.info(
-                "{url} redirects to {path}; using it from now on",
+                "{url} redirects to {target}; using it from now on",
                 url=channel.shown_url,
-                path=target.path and "/" + "/".join(target.path),
+                target=redact_url(target.to_text()),
             )
             channel.target = target
         self.target = target
