@@ -256,6 +256,11 @@ def status(client: DaemonClient, as_json: bool) -> None:
         f"mcpx {answer.get('version', '?')} daemon is running: pid {answer.get('pid', '?')}, "
         f"up {answer.get('uptime', '?')}s, socket {client.path}"
     )
+    last = answer.get("last_reload")
+    if isinstance(last, dict) and last.get("error"):
+        click.echo(
+            f"last reload refused (the running configuration is kept): {last['error']}", err=True
+        )
 
 
 def sse_events(lines: Iterator[bytes]) -> Iterator[tuple[str | None, str]]:

@@ -112,8 +112,41 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
     return "any"
 
 
+def _argument_lines(
+    properties: Mapping[str, Any], required: Iterable[str], indent: str
+) -> list[str]:
+    """
+    One entry per argument, its description in full, and the fields of an object (or
+    of an array's objects) listed beneath it, indented, so that nothing of the schema a
+    caller must know is left out.
+    """
+    needed = set(required)
+    lines: list[str] = []
+    for key, declared in properties.items():
+        prop = declared if isinstance(declared, dict) else {}
+        flag = "required" if key in needed else "optional"
+        line = f"{indent}{key} ({_schema_type(prop)}, {flag})"
+        if "default" in prop:
+            line += f" [default: {json.dumps(prop['default'])}]"
+        description = str(prop.get("description") or "").strip()
+        if description:
+            first, *rest = description.splitlines()
+            line += f": {first}"
+            lines.append(line)
+            lines += [f"{indent}    {more}".rstrip() for more in rest]
+        else:
+            lines.append(line)
+        nested = prop
+        if nested.get("type") == "array" and isinstance(nested.get("items"), dict):
+            nested = nested["items"]
+        fields = nested.get("properties")
+        if isinstance(fields, dict) and fields:
+            lines += _argument_lines(fields, nested.get("required") or (), indent + "    ")
+    return lines
+
+
 def describe_text(answer: Mapping[str, Any]) -> str:
-    """C{GET /v1/tools/{server}/{tool}}: the tool, its arguments and how to call it."""
+    """C{GET /v1/tools/{server}/{tool}}: the tool in full, its arguments and how to call it."""
     server = _text(answer.get("server"))
     tool = answer.get("tool") or {}
     name = _text(tool.get("name"))
@@ -124,15 +157,7 @@ def describe_text(answer: Mapping[str, Any]) -> str:
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     lines += ["", "Arguments:" if properties else "Arguments: none"]
-    for key, declared in properties.items():
-        prop = declared if isinstance(declared, dict) else {}
-        flag = "required" if key in required else "optional"
-        line = f"  {key} ({_schema_type(prop)}, {flag})"
-        if prop.get("description"):
-            line += f": {first_line(prop['description'], 100)}"
-        if "default" in prop:
-            line += f" [default: {json.dumps(prop['default'])}]"
-        lines.append(line)
+    lines += _argument_lines(properties, required, "  ")
     if tool.get("outputSchema"):
         lines += ["", "Structured output schema:", json.dumps(tool["outputSchema"], indent=2)]
     annotations = tool.get("annotations") or {}
@@ -205,26 +230,29 @@ def content_text(
     result: Mapping[str, Any], media: MediaDirectory, stem: str = "content"
 ) -> list[str]:
     """
-    A C{CallToolResult} as lines for a person: structured content as indented JSON, text as
-    text, images and audio saved to files (the line names the file), resources summarised.
+    A C{CallToolResult} as lines for a person: each content block once (text as it is,
+    images and audio saved to files with the line naming the file, resources
+    summarised), so that C{mcpx call … > out.txt} holds the text the tool returned.
 
-    A text block that only repeats the structured content serialised (as the specification
-    recommends servers do, for clients that read only text) is not printed twice.
+    Structured content is the machine form of the same answer (servers repeat it in
+    the content for clients that read only text), so it is printed, as indented JSON,
+    only where the content does not already say it: in place of a text block that is
+    its serialisation, or alone when there is no content.  C{--json} shows both.
     """
     out: list[str] = []
     structured = result.get("structuredContent")
     has_structured = "structuredContent" in result
-    if has_structured:
-        out.append(json.dumps(structured, indent=2, ensure_ascii=False))
-    for index, block in enumerate(result.get("content") or []):
-        if not isinstance(block, dict):
-            continue
+    blocks = [block for block in result.get("content") or [] if isinstance(block, dict)]
+    if not blocks and has_structured:
+        return [json.dumps(structured, indent=2, ensure_ascii=False)]
+    for index, block in enumerate(blocks):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
             if has_structured and _same_json(text, structured):
-                continue
-            out.append(text)
+                out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+            else:
+                out.append(text)
         elif kind in ("image", "audio"):
             mime_type = _text(block.get("mimeType"), "unknown type")
             try:

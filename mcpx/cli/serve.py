@@ -63,18 +63,23 @@ def mcp_socket_path(state: Path) -> Path:
     return state / MCP_SOCKET_NAME
 
 
-def split_names(value: str | None) -> list[str]:
-    """The server names of a comma-separated C{--passthrough} value."""
-    if not value:
-        return []
+def split_names(value: str | None) -> list[str] | None:
+    """
+    The server names of a comma-separated C{--passthrough} value; C{None} when the
+    option was not given at all.  An empty value is an empty list: nothing passed
+    through on this connection, whatever the daemon's C{mcp.passthrough} says.
+    """
+    if value is None:
+        return None
     return [name for name in (part.strip() for part in value.split(",")) if name]
 
 
-def hello_line(passthrough: Sequence[str] = ()) -> bytes:
+def hello_line(passthrough: Sequence[str] | None = None) -> bytes:
     """
     The first line the daemon reads: who the host is (the bridge's parent process,
     which spawned it), where it runs, the bridge's version, and the servers this
-    connection wants passed through (C{passthrough}, left out when empty).
+    connection wants passed through (C{passthrough}; left out when C{None}, so the
+    daemon's own list applies, and sent even when empty).
     """
     try:
         cwd = os.getcwd()
@@ -86,7 +91,7 @@ def hello_line(passthrough: Sequence[str] = ()) -> bytes:
         "cwd": cwd,
         "version": __version__,
     }
-    if passthrough:
+    if passthrough is not None:
         hello["passthrough"] = list(passthrough)
     return json.dumps(hello, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -153,7 +158,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _copy_in(stdin: int, sock: socket.socket) -> None:
+def _copy_in(stdin: int, sock: socket.socket, ended: threading.Event) -> None:
     """stdin to the socket; at end of input, half-close so the daemon drains."""
     try:
         while True:
@@ -161,27 +166,36 @@ def _copy_in(stdin: int, sock: socket.socket) -> None:
             if not data:
                 break
             sock.sendall(data)
+        # Set before the half-close: the daemon closes only after it sees it.
+        ended.set()
         sock.shutdown(socket.SHUT_WR)
     except OSError:
         # The daemon went away; the other direction notices and reports it.
         pass
 
 
-def bridge(sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] = ()) -> int:
+def bridge(
+    sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] | None = None
+) -> int:
     """
     Copy both ways until the daemon closes the connection.
 
     @param passthrough: the servers the hello asks to have passed through.
-    @return: the exit status: 0 when the daemon closed the stream, 1 if it broke.
+    @return: the exit status: 0 when the daemon closed the stream after the host's
+        input ended, 1 when it broke or the daemon ended it while the host was still
+        there (it stopped or restarted), which is said on stderr.
     """
     sock.sendall(hello_line(passthrough))
-    feeder = threading.Thread(target=_copy_in, args=(stdin, sock), name="stdin", daemon=True)
+    input_ended = threading.Event()
+    feeder = threading.Thread(
+        target=_copy_in, args=(stdin, sock, input_ended), name="stdin", daemon=True
+    )
     feeder.start()
     try:
         while True:
             data = sock.recv(CHUNK)
             if not data:
-                return 0
+                break
             _write_all(stdout, data)
     except BrokenPipeError:
         print("mcpx serve: the host closed stdout", file=sys.stderr, flush=True)
@@ -191,6 +205,15 @@ def bridge(sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequenc
         return 1
     finally:
         sock.close()
+    if input_ended.is_set():
+        return 0
+    print(
+        "mcpx serve: the daemon ended this connection while the host was still using it "
+        "(the daemon stopped or restarted); reconnect the host to start a new session",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
 
 
 def mcp_url(description: str) -> str | None:

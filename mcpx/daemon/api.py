@@ -33,6 +33,7 @@ from mcpx.daemon.ops import (
     Reply,
     error_from,
 )
+from mcpx.settings.secrets import SecretMasker
 
 _log = Logger()
 
@@ -53,11 +54,18 @@ def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
     return encode_json(payload)
 
 
-def error_response(request: IRequest, error: OpError) -> bytes:
-    """An error answer: C{{"error": {...}}} with the error's status (and C{Retry-After})."""
+def error_response(request: IRequest, error: OpError, masker: SecretMasker | None = None) -> bytes:
+    """
+    An error answer: C{{"error": {...}}} with the error's status (and C{Retry-After}).
+
+    @param masker: hides the configured credentials; an error can quote an upstream.
+    """
     if error.retry_in is not None:
         request.setHeader(b"retry-after", str(max(1, round(error.retry_in))).encode("ascii"))
-    return json_body(request, {"error": error.to_json()}, error.status)
+    shown = error.to_json()
+    if masker:
+        shown = masker.mask_json(shown)
+    return json_body(request, {"error": shown}, error.status)
 
 
 def klein_path(path: str) -> str:
@@ -154,7 +162,7 @@ async def answer(
     except CancelledError:
         raise
     except Exception as e:
-        return error_response(request, _logged(error_from(e), op))
+        return error_response(request, _logged(error_from(e), op), host.masker)
     if isinstance(result, EventFeed):
         await serve_events(
             request,
@@ -201,7 +209,7 @@ async def _stream_progress(
     except CancelledError:
         raise
     except Exception as e:
-        line = {"error": _logged(error_from(e), op).to_json()}
+        line = {"error": host.masker.mask_json(_logged(error_from(e), op).to_json())}
     else:
         line = {"result": result}
     request.write(encode_json(line) + b"\n")

@@ -25,6 +25,7 @@ from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 from zope.interface import implementer
 
+from mcpx.settings.secrets import SecretMasker
 from mcpx.wire.sse import comment, encode_event
 
 _log = Logger()
@@ -45,6 +46,8 @@ KINDS = (
     "warning",
     "question.asked",
     "question.closed",
+    "config.reloaded",
+    "config.reload_failed",
 )
 
 
@@ -181,10 +184,12 @@ class EventBus:
 
     @ivar clock: stamps each event's C{time}.
     @ivar queue_limit: the default bound of a subscriber's queue.
+    @ivar masker: hides the configured credentials in every event's data.
     """
 
     clock: IReactorTime
     queue_limit: int = DEFAULT_QUEUE_LIMIT
+    masker: SecretMasker | None = None
     _subscriptions: list[Subscription] = field(factory=list, init=False)
     _last_id: int = field(default=0, init=False)
 
@@ -197,6 +202,9 @@ class EventBus:
         self._last_id += 1
         if not self._subscriptions:
             return
+        if self.masker:
+            # After the check above: with nobody listening, nothing is masked.
+            data = self.masker.mask_json(data)
         event = Event(self._last_id, kind, server, self.clock.seconds(), data)
         for subscription in tuple(self._subscriptions):
             if subscription.active and subscription.matches(event):

@@ -10,7 +10,6 @@ Errors are JSON with a stable C{code} and a message that says what to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define, field
@@ -24,8 +23,10 @@ from werkzeug.exceptions import HTTPException
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.ops import OPS, PoolInterface
+from mcpx.daemon.reloading import Reloads
 from mcpx.questions.broker import Broker
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import DEFAULT_TTL, TaskStore
 
@@ -40,8 +41,13 @@ def error_body(request: IRequest, status: int, code: str, message: str) -> bytes
 
 
 def _task_store(http: DaemonHTTP) -> TaskStore:
-    ttl = DEFAULT_TTL if http.settings is None else http.settings.duration("proto.askTTL")
-    return TaskStore(http.clock, ttl=ttl)
+    if http.settings is None:
+        return TaskStore(http.clock, ttl=DEFAULT_TTL)
+    return TaskStore(
+        http.clock,
+        ttl=http.settings.duration("proto.askTTL"),
+        per_client=http.settings.integer("tasks.maxPerClient"),
+    )
 
 
 @define
@@ -57,12 +63,15 @@ class DaemonHTTP:
     @ivar settings: the resolved settings (C{/v1/settings}, C{/v1/protocol}, limits).
     @ivar servers: the configured servers, replaced by each reload.
     @ivar state_dir: the state directory, shown by C{/v1/settings}.
-    @ivar read_servers: reads the config file's servers afresh for C{POST /v1/reload}.
+    @ivar reloads: runs C{POST /v1/reload} and C{SIGHUP} one at a time, reading the
+        config file afresh; remembers the last outcome for C{/health}.
     @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
     @ivar mcp: the MCP endpoint C{/mcp}; C{None} until the daemon wires it in.
     @ivar broker: the questions upstream servers asked, answered through
         C{/v1/questions}; C{None} until the daemon wires it in, when those routes answer
         C{503 questions_unavailable}.  The daemon starts and stops it, not this.
+    @ivar masker: hides the configured credentials in error answers; the pool and the
+        event bus share it.
     """
 
     app = Klein()
@@ -74,10 +83,11 @@ class DaemonHTTP:
     settings: Settings | None = None
     servers: ServersConfig | None = None
     state_dir: str = ""
-    read_servers: Callable[[], ServersConfig] | None = None
+    reloads: Reloads = field(default=Factory(lambda self: Reloads(self.clock), takes_self=True))
     tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
     mcp: McpHTTP | None = None
     broker: Broker | None = None
+    masker: SecretMasker = Factory(SecretMasker)
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:

@@ -4,6 +4,10 @@ Where the daemon's log goes: JSON lines to a file or to stderr, never stdout.
 
 Stdout is reserved: in stdio mode it is the MCP channel, and one stray line there
 corrupts a host's session.
+
+Every line is masked as it is written (L{MaskedStream}): an event's fields, its
+formatted text and a failure's traceback may all quote what an upstream said, and
+the written line is the one place they all pass.
 """
 
 from __future__ import annotations
@@ -23,16 +27,44 @@ from twisted.logger import (
 from twisted.python.failure import Failure
 from zope.interface import provider
 
+from mcpx.settings.secrets import SecretMasker
 
-def log_observer(stream: IO[Any], level: str = "info") -> ILogObserver:
+
+class MaskedStream:
+    """
+    A text stream that masks the configured credentials in what is written to it.
+
+    The JSON log observer writes one whole line per event, so a secret is never split
+    across two writes.  With no secrets configured a write costs one truth test.
+    """
+
+    def __init__(self, stream: IO[Any], masker: SecretMasker) -> None:
+        self.stream = stream
+        self.masker = masker
+
+    def write(self, text: str) -> int:
+        if self.masker:
+            text = self.masker.mask(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def log_observer(
+    stream: IO[Any], level: str = "info", masker: SecretMasker | None = None
+) -> ILogObserver:
     """
     An observer writing one JSON object per line to C{stream}, at C{level} and above.
 
     The record separator is a newline rather than RS so the file reads as plain
     JSON lines with C{jq} or C{grep}.
+
+    @param masker: hides the configured credentials in every line written.
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(level))
-    writer = jsonFileLogObserver(stream, recordSeparator="")
+    out: Any = stream if masker is None else MaskedStream(stream, masker)
+    writer = jsonFileLogObserver(out, recordSeparator="")
 
     @provider(ILogObserver)
     def write(event: LogEvent) -> None:
@@ -55,6 +87,8 @@ def open_log_stream(log_file: str) -> IO[Any]:
     return open(log_file, "a", encoding="utf-8", buffering=1)
 
 
-def begin_logging(stream: IO[Any], level: str = "info") -> None:
+def begin_logging(stream: IO[Any], level: str = "info", masker: SecretMasker | None = None) -> None:
     """Send the global log to C{stream}; standard IO is left alone, stdout stays clean."""
-    globalLogBeginner.beginLoggingTo([log_observer(stream, level)], redirectStandardIO=False)
+    globalLogBeginner.beginLoggingTo(
+        [log_observer(stream, level, masker)], redirectStandardIO=False
+    )

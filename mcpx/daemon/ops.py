@@ -32,7 +32,9 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
+from mcpx.daemon.reloading import ReloadRefused, Reloads
 from mcpx.pool.errors import (
+    AnswerTooLarge,
     CallTimedOut,
     PoolError,
     ServerUnavailable,
@@ -43,12 +45,12 @@ from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
-from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
-from mcpx.tasks.store import TaskStore, TooManyTasks
+from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -109,6 +111,7 @@ class PoolInterface(Protocol):
     def status(self) -> Sequence[ServerStatus]: ...
     async def restart(self, server: str) -> None: ...
     async def reload(self, servers: ServersConfig) -> ReloadReport: ...
+    def retune(self, settings: Settings) -> None: ...
 
 
 class OpHost(Protocol):
@@ -117,9 +120,10 @@ class OpHost(Protocol):
 
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
-    @ivar read_servers: reads the config file's servers afresh, for C{reload}.
+    @ivar reloads: runs reloads one at a time (L{mcpx.daemon.reloading}).
     @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
         without a broker.
+    @ivar masker: hides the configured credentials in what the operations answer.
     """
 
     clock: IReactorTime
@@ -131,8 +135,9 @@ class OpHost(Protocol):
     servers: ServersConfig | None
     state_dir: str
     tasks: TaskStore
-    read_servers: Callable[[], ServersConfig] | None
+    reloads: Reloads
     broker: Broker | None
+    masker: SecretMasker
 
 
 @frozen
@@ -239,8 +244,19 @@ def error_from(error: BaseException) -> OpError:
             f"{error.message}; GET /v1/servers shows its state",
             retry_in=error.retry_in,
         )
+    if isinstance(error, AnswerTooLarge):
+        return OpError(502, error.code, error.message)
     if isinstance(error, PoolError):
-        return OpError(503, error.code, error.message)
+        return OpError(503, error.code, error.message, retry_in=error.retry_in)
+    if isinstance(error, TooManyTasksForClient):
+        return OpError(
+            429,
+            "too_many_tasks_for_client",
+            f"caller {error.client!r} already holds {error.limit} tasks running or waiting "
+            f"to be collected ({PER_CLIENT_SETTING}); collect finished ones with "
+            "GET /v1/tasks/{id} and try again once they expire",
+            retry_in=error.retry_in,
+        )
     if isinstance(error, TooManyTasks):
         return OpError(
             503,
@@ -826,7 +842,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
 
     if not args.get("task"):
         return await work()
-    task = host.tasks.start(work, _task_error)
+    task = host.tasks.start(work, _task_error, client=call.client)
     if task_named:
         # Before the upstream can ask anything: that takes a turn of the reactor.
         caller.id = task.id
@@ -1050,21 +1066,23 @@ async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
     pool = _pool(host)
-    if host.read_servers is None:
+    if host.reloads.read is None:
         raise OpError(
             503,
             "reload_unavailable",
             "this daemon cannot re-read its config file; restart it to apply changes",
         )
     try:
-        servers = host.read_servers()
-    except SettingsError as e:
+        return await host.reloads.run(
+            host, lambda servers: Deferred.fromCoroutine(pool.reload(servers)), pool
+        )
+    except ReloadRefused as e:
         raise OpError(
-            400, "invalid_config", f"{e}; fix the config file and POST /v1/reload again"
+            400,
+            "invalid_config",
+            f"{e}; the running configuration is kept: fix the config file and "
+            "POST /v1/reload (or send SIGHUP) again",
         ) from None
-    report = await pool.reload(servers)
-    host.servers = servers
-    return report.to_json()
 
 
 async def get_settings(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1078,12 +1096,15 @@ async def get_protocol(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 
 async def health(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return {
+    answer: dict[str, Any] = {
         "status": "ok",
         "version": __version__,
         "pid": host.pid,
         "uptime": round(host.clock.seconds() - host.started_at, 3),
     }
+    if host.reloads.last is not None:
+        answer["last_reload"] = host.reloads.last.to_json()
+    return answer
 
 
 async def events(host: OpHost, call: Invocation) -> EventFeed:
@@ -1204,7 +1225,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 429, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1390,11 +1411,17 @@ OPS: tuple[Op, ...] = (
         path="/v1/reload",
         input_schema=NO_INPUT,
         output_schema=_object(
-            {key: _STRINGS for key in ("removed", "added", "changed", "unchanged")},
+            {
+                **{key: _STRINGS for key in ("removed", "added", "changed", "unchanged")},
+                "settings": _object(
+                    {"applied": _STRINGS, "restart_needed": _STRINGS},
+                    ["applied", "restart_needed"],
+                ),
+            },
             ["removed", "added", "changed", "unchanged"],
         ),
         handler=reload,
-        errors=(503,),
+        errors=(400, 503),
         gateway=False,
     ),
     Op(
@@ -1452,6 +1479,14 @@ OPS: tuple[Op, ...] = (
                 "version": {"type": "string"},
                 "pid": {"type": "integer"},
                 "uptime": {"type": "number", "minimum": 0},
+                "last_reload": _object(
+                    {
+                        "at": {"type": "number"},
+                        "ok": {"type": "boolean"},
+                        "error": {"type": ["string", "null"]},
+                    },
+                    ["at", "ok", "error"],
+                ),
             },
             ["status", "version", "pid", "uptime"],
         ),
@@ -1507,6 +1542,7 @@ _STATUS_TEXT = {
     400: "Invalid input: the error names the field",
     404: "Unknown server, tool, prompt, task or question",
     409: "The question is no longer pending: answered, declined, cancelled or expired",
+    429: "The caller holds as many tasks as it may; Retry-After says when to try again",
     500: "The daemon failed unexpectedly",
     502: "The upstream server answered with an error (under rpc) or failed",
     503: "The server (or the pool) is unavailable; retry_in says when to try again",

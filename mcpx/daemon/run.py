@@ -55,7 +55,9 @@ async def run_daemon(
         is never the daemon's to write).
     """
     begin_logging(
-        open_log_stream(settings.string("daemon.logFile")), settings.string("daemon.logLevel")
+        open_log_stream(settings.string("daemon.logFile")),
+        settings.string("daemon.logLevel"),
+        config.masker,
     )
     prepare_state_dir(config.state_dir)
     service = make_service(config, reactor)

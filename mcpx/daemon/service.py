@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import field, frozen
+from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
@@ -23,7 +23,8 @@ from twisted.web.server import Request, Site
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
-from mcpx.daemon.ops import Invocation, reload
+from mcpx.daemon.ops import Invocation, OpError, reload
+from mcpx.daemon.reloading import Reloads
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -31,11 +32,13 @@ from mcpx.questions.store import QuestionStore
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
-from mcpx.settings.config import load_config
+from mcpx.settings.config import reread_config
 from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
+from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
 
 _log = Logger()
@@ -52,6 +55,8 @@ class DaemonConfig:
         serves C{/health} only.
     @ivar servers: the configured upstream servers.
     @ivar environ: the daemon's environment, which stdio upstreams inherit.
+    @ivar masker: hides the servers' credentials wherever text leaves the daemon: the
+        pool, the event bus, the API's errors and the log share it.
     """
 
     state_dir: Path
@@ -59,6 +64,9 @@ class DaemonConfig:
     settings: Settings | None = None
     servers: ServersConfig | None = None
     environ: Mapping[str, str] = field(factory=dict)
+    masker: SecretMasker = field(
+        default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
+    )
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -90,12 +98,16 @@ class DaemonService(MultiService):
         listeners: Sequence[ListenerService],
         pool: Pool | None,
         broker: Broker | None = None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         MultiService.__init__(self)
         self.http = http
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
+        if groups is not None:
+            # First, so that what a killed daemon left is gone before anything starts.
+            MultiService.addService(self, StrayReaper(groups))
         if pool is not None:
             MultiService.addService(self, pool)
         if broker is not None:
@@ -121,17 +133,31 @@ class DaemonService(MultiService):
         return stopped
 
     def reload(self) -> Deferred[Any]:
-        """Re-read the servers from the config file and apply them (C{SIGHUP})."""
+        """
+        Re-read the config file and apply it (C{SIGHUP}).  A refused reload is logged
+        and published with its reason by L{mcpx.daemon.reloading}; nothing else is.
+        """
         outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
 
-        def report(result: object) -> object:
-            _log.info("configuration reloaded: {report}", report=result)
-            return result
-
         def failed(failure: Any) -> None:
-            _log.failure("configuration reload failed", failure)
+            if not failure.check(OpError):
+                _log.failure("configuration reload failed", failure)
 
-        return outcome.addCallbacks(report, failed)
+        return outcome.addErrback(failed)
+
+
+class StrayReaper(Service):
+    """
+    Ends, when the daemon starts, the upstream processes a previous daemon of this state
+    directory left running when it was killed (L{ProcessGroups.reap_strays}).
+    """
+
+    def __init__(self, groups: ProcessGroups) -> None:
+        self.groups = groups
+
+    def startService(self) -> None:
+        Service.startService(self)
+        self.groups.reap_strays()
 
 
 class BrokerService(Service):
@@ -198,7 +224,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     """
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
-    events = EventBus(clock)
+    events = EventBus(clock, masker=config.masker)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
@@ -241,7 +267,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             return relay.handlers(server, scope_key, heard)
         return UpstreamHandlers(notification=heard)
 
+    groups: ProcessGroups | None = None
     if settings is not None and servers is not None:
+        groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
         connector = make_connector(
             reactor,
             config.environ,
@@ -250,6 +278,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             http_connections=settings.integer("transport.httpConnections"),
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
+            groups=groups,
         )
         pool = Pool(
             servers=servers,
@@ -257,8 +286,11 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock=clock,
             call_timeout=settings.duration("pool.callTimeout"),
             idle_timeout=settings.duration("pool.idleTimeout"),
+            max_client_instances=settings.integer("pool.maxClientInstances"),
+            stable_after=settings.duration("pool.stableAfter"),
             publish=events.publish,
             handlers=upstream_handlers,
+            masker=config.masker,
         )
     environ = config.environ
     http = DaemonHTTP(
@@ -269,9 +301,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         settings=settings,
         servers=servers,
         state_dir=str(config.state_dir),
-        read_servers=(lambda: load_config(environ).servers) if settings is not None else None,
         broker=broker,
+        masker=config.masker,
     )
+    if settings is not None and servers is not None:
+        started_with = servers.path
+        http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
     site = DaemonSite(http.resource(), reactor)
     for description in config.exposed_endpoints():
         _log.warn(
@@ -283,12 +318,14 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
         mcp = McpServer(http, clock, passthrough=settings.strings("mcp.passthrough"))
         mcp_cell.append(mcp)
+        http.reloads.listeners.append(mcp.configuration_changed)
         http.mcp = McpHTTP(
             mcp,
             clock,
             keep_alive=settings.duration("transport.sseKeepAlive"),
             allowed_origins=settings.strings("transport.allowedOrigins"),
             max_body=settings.integer("transport.maxMessageSize"),
+            max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         )
         stdio = StdioFactory(
             mcp,
@@ -297,7 +334,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_length=settings.integer("transport.maxMessageSize"),
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    return DaemonService(http, listeners, pool, broker)
+    return DaemonService(http, listeners, pool, broker, groups)
 
 
 def settle_memory() -> None:

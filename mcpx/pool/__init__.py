@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
-from mcpx.pool.errors import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
+from mcpx.pool.errors import (
+    AnswerTooLarge,
+    CallTimedOut,
+    PoolError,
+    ServerUnavailable,
+    TooManyInstances,
+    UnknownServer,
+)
 from mcpx.pool.pool import Connects, Pool
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 
 __all__ = [
+    "AnswerTooLarge",
     "Backoff",
     "CallTimedOut",
     "Connects",
@@ -22,6 +30,7 @@ __all__ = [
     "ServerState",
     "ServerStatus",
     "ServerUnavailable",
+    "TooManyInstances",
     "UnknownServer",
     "effective_call_timeout",
 ]

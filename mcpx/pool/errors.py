@@ -4,7 +4,8 @@ What the pool tells a caller it could not do, each with the stable code the API
 answers with.
 
 Upstream JSON-RPC errors are not wrapped: they reach the caller as the
-L{mcpx.wire.errors.RpcError} the server sent.
+L{mcpx.wire.errors.RpcError} the server sent, with the configured credentials in
+it masked (L{masked_rpc_error}).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from mcpx.settings.errors import closest
+from mcpx.settings.secrets import SecretMasker
+from mcpx.wire.errors import RpcError
 
 
 def format_seconds(seconds: float) -> str:
@@ -26,6 +29,15 @@ def format_seconds(seconds: float) -> str:
     return f"{math.ceil(seconds * 10) / 10:g}s"
 
 
+def masked_rpc_error(error: RpcError, masker: SecretMasker) -> RpcError:
+    """C{error} with every secret in its message and data masked; itself if it had none."""
+    message = masker.mask(error.message)
+    data = masker.mask_json(error.data)
+    if message is error.message and data is error.data:
+        return error
+    return RpcError(error.code, message, data)
+
+
 class PoolError(Exception):
     """
     Something the pool could not do.
@@ -34,6 +46,8 @@ class PoolError(Exception):
     """
 
     code: ClassVar[str] = "pool_error"
+    #: Seconds after which trying again may succeed, when the pool can tell.
+    retry_in: float | None = None
 
     @property
     def message(self) -> str:
@@ -99,6 +113,50 @@ class CallTimedOut(PoolError):
             f"server {server!r} did not answer {tool!r} within {timeout:g}s, so the call "
             "was cancelled; a call may ask for a shorter timeout, and pool.callTimeout "
             "sets the longest"
+        )
+
+
+class TooManyInstances(PoolError):
+    """
+    A C{client}-scoped server already runs as many instances as it may (one per caller),
+    every one of them busy, so none could be stopped to make room for a new caller.
+
+    @ivar limit: the cap that was reached.
+    @ivar setting: the setting that sets it.
+    """
+
+    code: ClassVar[str] = "too_many_instances"
+
+    def __init__(self, name: str, limit: int, setting: str, retry_in: float) -> None:
+        self.name = name
+        self.limit = limit
+        self.setting = setting
+        self.retry_in = retry_in
+        super().__init__(
+            f"server {name!r} already runs {limit} instances, one per caller, and every one "
+            f"is busy, so none can be stopped for a new caller; try again when one is idle, "
+            f"or raise {setting}"
+        )
+
+
+class AnswerTooLarge(PoolError):
+    """
+    The server's answer to a call was longer than mcpx reads; the server itself keeps
+    serving.
+
+    @ivar limit: the limit, in bytes (C{transport.maxMessageSize}).
+    """
+
+    code: ClassVar[str] = "answer_too_large"
+
+    def __init__(self, server: str, tool: str, limit: int) -> None:
+        self.server = server
+        self.tool = tool
+        self.limit = limit
+        super().__init__(
+            f"server {server!r} answered {tool!r} with a message longer than {limit} bytes "
+            f"({limit / 2**20:g} MiB), the limit transport.maxMessageSize sets; raise it "
+            "in the config file or ask the tool for less"
         )
 
 

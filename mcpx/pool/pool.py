@@ -20,6 +20,10 @@ An instance's life:
     fails at once, saying when the next start will be.
   - L{Pool.restart}, L{Pool.reload} and stopping the service close instances on
     purpose; a call they cut short says so.
+  - A C{client}-scoped server runs at most C{pool.maxClientInstances} instances.  A
+    new caller beyond that takes the place of the least recently used idle one, which
+    is stopped first (its process is gone before the new one is spawned); when every
+    one is busy the call fails at once with L{TooManyInstances}.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
@@ -48,17 +52,23 @@ from twisted.python.failure import Failure
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import Deadline, effective_call_timeout
 from mcpx.pool.errors import (
+    AnswerTooLarge,
     CallTimedOut,
     ServerUnavailable,
+    TooManyInstances,
     UnknownServer,
     UpstreamBroke,
     format_seconds,
+    masked_rpc_error,
 )
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
-from mcpx.upstream.channel import ChannelClosed, TransportRefused
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
+from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed
 
 T = TypeVar("T")
@@ -119,6 +129,15 @@ _SUBSCRIBE = "resources/subscribe"
 _UNSUBSCRIBE = "resources/unsubscribe"
 
 _STOPPING = "mcpx is shutting down"
+
+#: How many instances a C{client}-scoped server may run when nothing says otherwise.
+DEFAULT_MAX_CLIENT_INSTANCES = 16
+
+#: The setting that caps them.
+MAX_CLIENT_INSTANCES_SETTING = "pool.maxClientInstances"
+
+#: When a caller refused for want of an idle instance is told to try again, in seconds.
+_BUSY_RETRY = 1.0
 
 
 class _Outcome(Generic[T]):
@@ -209,7 +228,11 @@ class _Instance:
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
     subscriptions: set[str] = field(factory=set)
+    #: Whether a new instance waits for this one, closing, to be gone (see L{Pool._room}).
+    claimed: bool = False
     last_used: float = 0.0
+    #: When its session was ready, for telling a stable instance from a crash loop.
+    up_since: float | None = None
     idle_timer: IDelayedCall | None = None
     catalogue: dict[str, list[dict[str, Any]]] = field(factory=dict)
     listings: dict[str, _Outcome[list[dict[str, Any]]]] = field(factory=dict)
@@ -286,6 +309,9 @@ class Pool(MultiService):
         publish: Publish = _no_events,
         handlers: HandlersFor | None = None,
         backoff: Backoff | None = None,
+        max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
+        masker: SecretMasker | None = None,
+        stable_after: float = 10.0,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -294,11 +320,21 @@ class Pool(MultiService):
         @param publish: C{publish(kind, server, **data)} for each event.
         @param handlers: the L{UpstreamHandlers} for an instance, from (server, scope key).
         @param backoff: the restart delays after crashes in a row.
+        @param max_client_instances: C{pool.maxClientInstances}: the most instances one
+            C{client}-scoped server runs at once.
+        @param masker: hides the configured credentials in what upstreams say (their
+            errors, why they failed); taught each configuration L{reload} takes.
+        @param stable_after: C{pool.stableAfter}: how long an instance must have been
+            up for its predecessors' crashes to be forgotten.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
+        if max_client_instances < 1:
+            raise ValueError(
+                f"max_client_instances must be at least 1, not {max_client_instances!r}"
+            )
         self._servers = servers
         self._connector = connector
         self._clock = clock
@@ -307,6 +343,13 @@ class Pool(MultiService):
         self._publish_to = publish
         self._handlers = handlers
         self._backoff = backoff or Backoff()
+        self._max_client_instances = max_client_instances
+        #: Instances closed on purpose whose process may still run, by server.
+        self._closing: dict[str, set[_Instance]] = {}
+        #: The client-scoped servers whose cap refused a caller since one was last idle.
+        self._saturated: set[str] = set()
+        self._masker = masker if masker is not None else SecretMasker(servers)
+        self._stable_after = stable_after
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
@@ -409,6 +452,13 @@ class Pool(MultiService):
     # Starting
 
     def _start(self, slot: _Slot) -> _Instance:
+        """
+        Start an instance for C{slot}; one that replaces another under
+        C{pool.maxClientInstances} is spawned once the other's process is gone.
+
+        @raise ServerUnavailable: if it may not start now.
+        @raise TooManyInstances: if it would be one instance too many.
+        """
         name, scope = slot.key
         if self._stopping:
             raise ServerUnavailable(name, _STOPPING)
@@ -416,13 +466,18 @@ class Pool(MultiService):
             wait = slot.retry_at - self._clock.seconds()
             if wait > 0:
                 raise ServerUnavailable(name, slot.failure_reason(), wait)
+        after = self._room(slot)
         instance = _Instance(slot)
         slot.instance = instance
         self._publish("server.starting", name, instance=scope)
         try:
-            connecting: Deferred[UpstreamSession] = ensureDeferred(
-                self._connector.connect(name, slot.config, self._handlers_for(instance))
-            )
+            connecting: Deferred[UpstreamSession]
+            if after is None:
+                connecting = ensureDeferred(
+                    self._connector.connect(name, slot.config, self._handlers_for(instance))
+                )
+            else:
+                connecting = Deferred.fromCoroutine(self._connect_after(after, instance))
         except Exception:
             # A connector that fails before it is even awaited fails the start all the same.
             connecting = fail()
@@ -436,6 +491,69 @@ class Pool(MultiService):
         instance.ready = self._track(connecting, f"starting upstream {name!r}")
         return instance
 
+    async def _connect_after(self, after: Deferred[None], instance: _Instance) -> UpstreamSession:
+        try:
+            await after
+        except CancelledError:
+            raise
+        except Exception:
+            pass  # logged where it was closed; its process is gone all the same
+        name = instance.name
+        return await self._connector.connect(
+            name, instance.slot.config, self._handlers_for(instance)
+        )
+
+    def _room(self, slot: _Slot) -> Deferred[None] | None:
+        """
+        Make room for a new instance of C{slot} under C{pool.maxClientInstances}: C{None}
+        when there is room, else a Deferred that fires once the instance it replaces (an
+        idle one stopped now, the least recently used, or one already closing) is gone.
+
+        @raise TooManyInstances: when every instance is busy.
+        """
+        if slot.config.scope is not Scope.CLIENT:
+            return None
+        name = slot.key[0]
+        limit = self._max_client_instances
+        running = [s.instance for s in self._slots.get(name, {}).values() if s.instance]
+        closing = [i for i in self._closing.get(name, ()) if not i.claimed]
+        if len(running) + len(closing) < limit:
+            return None
+        if closing:
+            victim = closing[0]
+        else:
+            idle = [i for i in running if i.usable and not i.in_flight and not i.subscriptions]
+            if not idle:
+                if name not in self._saturated:
+                    self._saturated.add(name)
+                    self.log.warn(
+                        "upstream {server}: all {limit} instances are busy, refusing new "
+                        "callers until one is idle ({setting})",
+                        server=name,
+                        limit=limit,
+                        setting=MAX_CLIENT_INSTANCES_SETTING,
+                    )
+                raise TooManyInstances(name, limit, MAX_CLIENT_INSTANCES_SETTING, _BUSY_RETRY)
+            victim = min(idle, key=lambda i: i.last_used)
+            self.log.info(
+                "stopping upstream {server} for {scope}: {limit} instances run, the least "
+                "recently used makes room for a new caller",
+                server=name,
+                scope=victim.scope,
+                limit=limit,
+            )
+            gone = self._close(
+                victim,
+                f"stopped to make room for a new caller ({limit} instances at most, "
+                f"{MAX_CLIENT_INSTANCES_SETTING})",
+                "server.reaped",
+            )
+            gone.addErrback(lambda _: None)  # the close logs its own failure
+            self._forget_slot(victim.slot)
+        self._saturated.discard(name)
+        victim.claimed = True
+        return self._close(victim, victim.ended or "", None)
+
     def _started(self, session: UpstreamSession, instance: _Instance) -> None:
         instance.session = session
         name, scope = instance.slot.key
@@ -443,7 +561,7 @@ class Pool(MultiService):
             # Closed while starting, too late for the start to be cancelled.
             self._close_session(instance)
             return
-        instance.last_used = self._clock.seconds()
+        instance.last_used = instance.up_since = self._clock.seconds()
         declaration = session.declaration
         self.log.info(
             "upstream {server} started ({era}, {revision})",
@@ -472,7 +590,7 @@ class Pool(MultiService):
                     why=failure.getErrorMessage(),
                 )
             return
-        why = failure.getErrorMessage() or repr(failure.value)
+        why = self._masker.mask(failure.getErrorMessage() or repr(failure.value))
         self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
         retry_in = self._failed(
             instance, f"could not start: {why}", crashed=False, asked=asked_to_wait(failure.value)
@@ -494,6 +612,7 @@ class Pool(MultiService):
         self._cancel_idle(instance)
         if slot.instance is instance:
             slot.instance = None
+        self._forgive(instance)
         slot.failures += 1
         slot.crashed_last = crashed
         slot.last_error = why
@@ -558,6 +677,7 @@ class Pool(MultiService):
 
     def _crashed(self, instance: _Instance, why: str) -> None:
         name, scope = instance.slot.key
+        why = self._masker.mask(why)
         retry_in = self._failed(instance, why, crashed=True)
         self.log.warn(
             "upstream {server} ended unexpectedly: {why}; next start in {delay}",
@@ -623,6 +743,17 @@ class Pool(MultiService):
             done = instance.ready.wait()
         else:
             done = self._close_session(instance).wait()
+        # Its process may run a while yet, and counts against pool.maxClientInstances.
+        closing = self._closing.setdefault(name, set())
+        closing.add(instance)
+
+        def gone(result: object) -> object:
+            closing.discard(instance)
+            if not closing and self._closing.get(name) is closing:
+                del self._closing[name]
+            return result
+
+        done.addBoth(gone)
         if event is not None:
             done.addCallback(lambda _: self._publish(event, name, instance=scope, reason=why))
         return done
@@ -711,11 +842,16 @@ class Pool(MultiService):
         timeout: float,
         action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
         caller: object = None,
+        *,
+        asked: float | None = None,
     ) -> T:
         """
         One upstream request on a ready instance: counted in flight (with whom it is
         for), bounded by C{timeout}, and turned into a clear error if the instance dies
         under it.
+
+        @param asked: when the caller asked, if waiting for the start came first: that
+            wait counted against C{timeout}.
         """
         session = instance.session
         assert session is not None
@@ -723,7 +859,10 @@ class Pool(MultiService):
         instance.callers.append(caller)
         try:
             work = Deferred.fromCoroutine(action(session))
-            deadline = Deadline(self._clock, timeout, work.cancel)
+            left = timeout
+            if asked is not None:
+                left = max(timeout - (self._clock.seconds() - asked), _LEAST_BOUND)
+            deadline = Deadline(self._clock, left, work.cancel)
             instance.deadlines.add(deadline)
             try:
                 result = await work
@@ -733,6 +872,12 @@ class Pool(MultiService):
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
+            except RpcError as e:
+                if self._masker:
+                    raise masked_rpc_error(e, self._masker) from None
+                raise
+            except MessageTooLarge as e:
+                raise AnswerTooLarge(instance.name, what, e.limit) from None
             except ConnectionError as e:
                 # A remote server's transport failed this one request (each HTTP request
                 # stands alone, so the instance lives on, and its status says what broke).
@@ -745,9 +890,18 @@ class Pool(MultiService):
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
-        # It served a request, so whatever killed its predecessors has passed.
-        instance.slot.failures = 0
+        self._forgive(instance)
         return result
+
+    def _forgive(self, instance: _Instance) -> None:
+        """
+        Forget the crashes before C{instance} once it has stayed up C{stable_after}:
+        answering one call proves nothing of a server that dies half a second after
+        each start, and the delay must keep growing for it.
+        """
+        up_since = instance.up_since
+        if up_since is not None and self._clock.seconds() - up_since >= self._stable_after:
+            instance.slot.failures = 0
 
     def _finished(self, instance: _Instance) -> None:
         instance.in_flight -= 1
@@ -810,8 +964,6 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
         instance = await self._ready(self._slot(server, client), bound)
-        # The start counted against the call's bound.
-        bound = max(bound - (self._clock.seconds() - asked), _LEAST_BOUND)
         token: str | None = None
         if on_progress is not None:
             token = f"mcpx-{next(self._tokens)}"
@@ -824,6 +976,7 @@ class Pool(MultiService):
                 bound,
                 lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
                 caller,
+                asked=asked,
             )
         finally:
             if token is not None:
@@ -861,13 +1014,13 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
         instance = await self._ready(self._slot(server, client), bound)
-        bound = max(bound - (self._clock.seconds() - asked), _LEAST_BOUND)
         return await self._run(
             instance,
             method,
             bound,
             lambda session: session.call(method, params, caller=caller),
             caller,
+            asked=asked,
         )
 
     async def subscribe(
@@ -981,11 +1134,15 @@ class Pool(MultiService):
             for slot in slots.values()
             if slot.retry_at is not None and slot.retry_at > now
         ]
+        # A key whose last instance crashed (or never started) and that has not been
+        # started since is failed, even once its back-off has passed: the next use
+        # starts it, and until then the state says what happened.
+        broken = any(slot.failures and slot.instance is None for slot in slots.values())
         if ready:
             state = ServerState.READY
         elif instances:
             state = ServerState.STARTING
-        elif waits:
+        elif waits or broken:
             state = ServerState.FAILED
         else:
             state = ServerState.CONFIGURED
@@ -1007,7 +1164,7 @@ class Pool(MultiService):
             era=era,
             revision=revision,
             last_error=errors[-1] if errors else None,
-            retry_in=min(waits) if state is ServerState.FAILED else None,
+            retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
         )
 
     # Restarting and reloading
@@ -1036,6 +1193,7 @@ class Pool(MultiService):
         changed = tuple(name for name in servers if name in old and old[name] != servers[name])
         unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
         self._servers = servers
+        self._masker.learn(servers)
         closing = [
             self._close_all(self._slots.pop(name, {}), "it was removed from the configuration")
             for name in removed
@@ -1050,6 +1208,21 @@ class Pool(MultiService):
         report = ReloadReport(removed, added, changed, unchanged)
         self.log.info("servers reloaded: {report}", report=report.to_json())
         return report
+
+    def retune(self, settings: Settings) -> None:
+        """
+        Take the pool's settings that can change while it runs (a reload): the call
+        timeout for calls that start from now on, the idle timeout from each instance's
+        next idle period, and C{pool.stableAfter}.
+        """
+        call_timeout = settings.duration("pool.callTimeout")
+        idle_timeout = settings.duration("pool.idleTimeout")
+        effective_call_timeout(call_timeout, None)
+        if idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
+        self._call_timeout = call_timeout
+        self._idle_timeout = idle_timeout
+        self._stable_after = settings.duration("pool.stableAfter")
 
     def _close_all(self, slots: Mapping[str, _Slot], why: str) -> Deferred[None]:
         closing = [

@@ -39,8 +39,15 @@ server's C{notifications/tools/list_changed} is relayed to them.  2026-07-28 cli
 hear of list changes and resource updates on C{subscriptions/listen}
 (L{mcpx.server.listen}), and their C{tools/call}s of pass-through tools have their
 C{Mcp-Param-*} headers checked (L{mcpx.server.param_headers}).  A connection may name
-servers of its own instead (C{mcpx serve --passthrough}, L{McpServer.passthrough_for});
-those the daemon does not configure are ignored with a warning.
+servers of its own instead (C{mcpx serve --passthrough}, L{McpServer.passthrough_for}).
+Which of the servers named are passed through is decided at each request against the
+configuration in force: one a reload adds is served from then on, one it removes is gone.
+
+Every list a host sees can change with a reload (the gateway's prompts and resources
+merge every server's), so C{prompts.listChanged} and C{resources.listChanged} are
+declared to every client that can hear of it, C{tools.listChanged} where tools are
+passed through; each reload that changes a server is announced
+(L{McpServer.configuration_changed}).
 
 Identity
 ========
@@ -68,10 +75,19 @@ from twisted.python.failure import Failure
 
 from mcpx._version import __version__
 from mcpx.daemon.ops import OpHost
+from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
-from mcpx.server.listen import LIST_CHANGES, LISTEN, Listening
+from mcpx.server.listen import (
+    LIST_CHANGES,
+    LISTEN,
+    PROMPTS_CHANGED,
+    RESOURCES_CHANGED,
+    TOOLS_CHANGED,
+    Listener,
+    Listening,
+)
 from mcpx.server.param_headers import check_call
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.request_state import RequestState, StateSigner, binding
@@ -291,11 +307,20 @@ class McpServer:
 
     def passthrough_for(self, conn: Conn) -> PassThrough | None:
         """
-        The pass-through serving C{conn}: the servers it named itself
-        (L{Conn.passthrough}), else the daemon's default (L{passthrough}).
+        The pass-through serving C{conn} now: the servers it named itself
+        (L{Conn.passthrough}), else the daemon's default (L{passthrough}); C{None} while
+        none of them is configured, when the gateway serves alone.
+        """
+        named = self.passthrough_named(conn)
+        return named if named is not None and named.active else None
 
-        Names the daemon does not configure are left out, with a warning naming them, the
-        first time a list is seen; a list left empty that way passes nothing through.
+    def passthrough_named(self, conn: Conn) -> PassThrough | None:
+        """
+        The pass-through C{conn} asked for, whether or not its servers are configured
+        now (what it is declared and told about).
+
+        Names the daemon does not configure when a list is first seen are warned of once;
+        they are passed through as soon as a reload configures them.
         """
         names = conn.passthrough
         if names is None:
@@ -307,16 +332,17 @@ class McpServer:
             return built
 
     def _build_passthrough(self, names: tuple[str, ...]) -> PassThrough | None:
+        if not names:
+            return None
         configured = self.host.servers
-        known = names if configured is None else tuple(n for n in names if n in configured)
-        unknown = [name for name in names if name not in known]
+        unknown = [name for name in names if configured is not None and name not in configured]
         if unknown:
             self._warn(
                 None,
                 "pass-through asked for by a connection ignores servers not configured: "
                 + ", ".join(repr(name) for name in unknown),
             )
-        return PassThrough(self.surface, known) if known else None
+        return PassThrough(self.surface, names)
 
     # Revisions
 
@@ -470,15 +496,14 @@ class McpServer:
         prompts: dict[str, Any] = {}
         resources: dict[str, Any] = {}
         capabilities: dict[str, Any] = {"tools": tools, "prompts": prompts, "resources": resources}
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None and (modern or conn.can_push):
-            # The lists are the upstreams' and change with theirs: a legacy client hears
-            # of it on its connection, a 2026-07-28 one on subscriptions/listen.
-            for name, declared in (
-                ("tools", tools),
-                ("prompts", prompts),
-                ("resources", resources),
-            ):
+        if modern or conn.can_push:
+            # The lists are the upstreams' and change with theirs and with each reload: a
+            # legacy client hears of it on its connection, a 2026-07-28 one on
+            # subscriptions/listen.  The gateway's own tools never change.
+            changing = [("prompts", prompts), ("resources", resources)]
+            if self.passthrough_named(conn) is not None:
+                changing.insert(0, ("tools", tools))
+            for name, declared in changing:
                 if capability_in("server", f"{name}.listChanged", revision):
                     declared["listChanged"] = True
         if modern:
@@ -977,24 +1002,60 @@ class McpServer:
     def list_changed(self, server: str, method: str) -> int:
         """
         Tell every legacy client mcpx can push to that a list changed (C{method}, one of
-        the three C{list_changed} notifications), when C{server} is passed through to it;
-        the pool has already forgotten the list it cached.
+        the three C{list_changed} notifications) when that list holds C{server}'s: tools
+        where C{server} is passed through to it, prompts and resources everywhere (the
+        gateway's merge every server's); the pool has already forgotten the list it cached.
 
         @return: how many connections were told.
         """
+        return self._announce(method, frozenset((server,)))
+
+    def _hears(self, conn: Conn, method: str, servers: frozenset[str]) -> bool:
+        """Whether a change of C{servers} changes the list C{method} announces, for C{conn}."""
+        if method != TOOLS_CHANGED:
+            return True
+        passthrough = self.passthrough_named(conn)
+        return passthrough is not None and not servers.isdisjoint(passthrough.named)
+
+    def _announce(self, method: str, servers: frozenset[str]) -> int:
         told = 0
         for conn in tuple(self._pushable):
             push = conn.push
             # Declared at initialize, so only to a connection that agreed a revision.
-            if push is None or conn.closed or conn.revision is None:
+            revision = conn.revision
+            if push is None or conn.closed or revision is None:
                 continue
-            passthrough = self.passthrough_for(conn)
-            if passthrough is None or not passthrough.owns(server):
+            kind = method.split("/")[1]
+            if not capability_in("server", f"{kind}.listChanged", revision):
+                continue
+            if not self._hears(conn, method, servers):
                 continue
             # Outside any request's context: it concerns none of the client's requests,
             # so a legacy HTTP session sends it on its GET stream.
             contextvars.Context().run(push, method, None)
             told += 1
+        return told
+
+    def configuration_changed(self, report: ReloadReport) -> int:
+        """
+        A reload changed servers (for L{mcpx.daemon.reloading.Reloads}): every host that
+        can hear of it is told of each of its lists that may have changed, legacy clients
+        on their connection, 2026-07-28 ones on their listens.
+
+        @return: how many notifications went out.
+        """
+        servers = frozenset((*report.removed, *report.added, *report.changed))
+        if not servers:
+            return 0
+        told = 0
+        for method in (TOOLS_CHANGED, PROMPTS_CHANGED, RESOURCES_CHANGED):
+            told += self._announce(method, servers)
+
+            def hears(listener: Listener, method: str = method) -> bool:
+                conn = listener.conn
+                return conn is not None and self._hears(conn, method, servers)
+
+            told += self.listening.announce(method, hears)
         return told
 
     def upstream_notification(

@@ -37,6 +37,12 @@ Legacy (2025-03-26 to 2025-11-25)
     that cannot push (C{http-post}), shared identity C{http}; dropping its connection
     cancels it.
   - Batches (a JSON array) only within a 2025-03-26 session.
+  - Sessions are kept per client: its C{Mcpx-Client} header, or else its address and
+    the C{clientInfo.name} of its C{initialize} (L{session_client}).  One client keeps
+    at most C{transport.maxSessionsPerClient}: a new one ends that client's least
+    recently used idle session, or is refused with 429 and C{Retry-After} when all of
+    them are busy.  Past L{MAX_SESSIONS} in all, the client holding the most gives up
+    its least recently used idle one; a flood from one client ends only its own.
 
 Modern (2026-07-28)
 ===================
@@ -124,6 +130,14 @@ BACKLOG_LIMIT: Final = 256
 
 #: Sessions kept before the least recently used idle ones are ended.
 MAX_SESSIONS: Final = 1024
+
+#: Sessions one client keeps when nothing says otherwise (C{transport.maxSessionsPerClient}).
+DEFAULT_SESSIONS_PER_CLIENT: Final = 64
+
+#: When a client refused a session because all of its own are busy may try again.
+_SESSION_RETRY_AFTER: Final = b"1"
+
+CLIENT_HEADER: Final = b"mcpx-client"
 
 SESSION_HEADER: Final = b"mcp-session-id"
 EVENT_STREAM: Final = b"text/event-stream"
@@ -435,19 +449,42 @@ class GetStream:
             self._beat.stop()
 
 
+def session_client(request: IRequest, initialize: Request) -> str:
+    """
+    Whom a legacy session counts against: the C{Mcpx-Client} header when the request
+    has one, else the peer's address (C{unix} on the unix socket) with the
+    C{clientInfo.name} its C{initialize} declares.  Two hosts on the same loopback
+    address are told apart by the names they give; neither name nor header is proof of
+    anything, only a way to keep one client's flood from ending another's sessions.
+    """
+    named = _header(request, CLIENT_HEADER)
+    if named:
+        return f"client {named}"
+    address = request.getClientAddress()
+    peer = getattr(address, "host", None)
+    if not isinstance(peer, str):
+        peer = "unix"
+    params = initialize.params if isinstance(initialize.params, dict) else {}
+    info = params.get("clientInfo")
+    name = info.get("name") if isinstance(info, dict) else None
+    return f"peer {peer} {name if isinstance(name, str) else ''}".rstrip()
+
+
 class LegacySession:
     """
     One legacy Streamable HTTP session, from C{initialize} to C{DELETE}.
 
     @ivar id: the C{Mcp-Session-Id}.
+    @ivar client: whom it counts against (L{session_client}).
     @ivar conn: its L{Conn}, set when it is opened.
     @ivar peer: carries mcpx's requests to the client and their answers back.
     @ivar stream: the open C{GET} stream, if any.
     @ivar running: the requests being handled, by id.
     """
 
-    def __init__(self, session_id: str, clock: IReactorTime) -> None:
+    def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
         self.id = session_id
+        self.client = client
         self.conn: Conn | None = None
         self.stream: GetStream | None = None
         self.running: dict[RequestId, Deferred[Any]] = {}
@@ -604,7 +641,11 @@ class McpHTTP:
         keep_alive: float = 15.0,
         allowed_origins: Iterable[str] = (),
         max_body: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_sessions_per_client: int = DEFAULT_SESSIONS_PER_CLIENT,
     ) -> None:
+        """
+        @param max_sessions_per_client: C{transport.maxSessionsPerClient}.
+        """
         self._core = core
         self._clock = clock
         self._keep_alive = keep_alive
@@ -618,10 +659,17 @@ class McpHTTP:
                 allowed.add(parsed)
         self._allowed = frozenset(allowed)
         self.sessions: OrderedDict[str, LegacySession] = OrderedDict()
+        self._per_client = max_sessions_per_client
+        #: Sessions per client, those still being initialized included.
+        self._held: dict[str, int] = {}
+        #: Clients at their cap since they were last below it (each logged once).
+        self._crowded: set[str] = set()
+        self._full = False
 
     def close(self) -> None:
         """End every session and every listen (the daemon is stopping)."""
         sessions, self.sessions = self.sessions, OrderedDict()
+        self._held.clear()
         for session in sessions.values():
             session.end(self._core)
         listening = getattr(self._core, "listening", None)
@@ -921,8 +969,21 @@ class McpHTTP:
     async def _initialize(
         self, message: Request, exchange: Exchange, revision: Revision | None
     ) -> bytes | None:
+        client = session_client(exchange.request, message)
+        if not self._room_for(client):
+            exchange.request.setHeader(b"retry-after", _SESSION_RETRY_AFTER)
+            return _refusal(
+                exchange.request,
+                429,
+                RpcError.invalid_request(
+                    f"this client already has {self._per_client} sessions, every one busy "
+                    "(transport.maxSessionsPerClient): end one with DELETE or reuse it"
+                ),
+                message.id,
+            )
+        self._held[client] = self._held.get(client, 0) + 1
         session_id = secrets.token_urlsafe(24)
-        session = LegacySession(session_id, self._clock)
+        session = LegacySession(session_id, self._clock, client)
         session.conn = self._core.open(
             HTTP_SESSION,
             f"{HTTP_SESSION}:{session_id}",
@@ -934,9 +995,11 @@ class McpHTTP:
         try:
             result = await self._core.handle(session.conn, message)
         except CancelledError:
+            self._release(client)
             session.end(self._core)
             raise
         except Exception:
+            self._release(client)
             session.end(self._core)
             del exchange.headers[SESSION_HEADER]
             exchange.request.responseHeaders.removeHeader(SESSION_HEADER)
@@ -944,17 +1007,64 @@ class McpHTTP:
         self._add_session(session)
         return exchange.answer(_answer(message, result))
 
-    def _add_session(self, session: LegacySession) -> None:
-        if len(self.sessions) >= MAX_SESSIONS:
-            for old in [s for s in self.sessions.values() if s.idle]:
-                if len(self.sessions) < MAX_SESSIONS:
-                    break
-                log.info("ending idle session {session}: too many sessions", session=old.peer.name)
+    def _room_for(self, client: str) -> bool:
+        """
+        Whether C{client} may have another session, ending its least recently used idle
+        one if it is at its cap: C{False} when every one of its sessions is busy.
+        """
+        if self._held.get(client, 0) < self._per_client:
+            self._crowded.discard(client)
+            return True
+        if client not in self._crowded:
+            self._crowded.add(client)
+            log.warn(
+                "/mcp: client {client} has {limit} sessions (transport.maxSessionsPerClient); "
+                "its new sessions end its least recently used idle ones",
+                client=client,
+                limit=self._per_client,
+            )
+        for old in self.sessions.values():
+            if old.client == client and old.idle:
                 self._end(old)
+                return True
+        return False
+
+    def _release(self, client: str) -> None:
+        held = self._held.get(client, 0) - 1
+        if held > 0:
+            self._held[client] = held
+        else:
+            self._held.pop(client, None)
+
+    def _add_session(self, session: LegacySession) -> None:
+        full = len(self.sessions) >= MAX_SESSIONS
+        if full and not self._full:
+            log.warn(
+                "/mcp: {limit} sessions are open; new ones end the least recently used idle "
+                "session of the client that holds the most",
+                limit=MAX_SESSIONS,
+            )
+        self._full = full
+        while len(self.sessions) >= MAX_SESSIONS:
+            old = self._most_crowded_idle()
+            if old is None:
+                break
+            self._end(old)
         self.sessions[session.id] = session
 
+    def _most_crowded_idle(self) -> LegacySession | None:
+        """The least recently used idle session of the client that holds the most."""
+        chosen: LegacySession | None = None
+        for old in self.sessions.values():
+            if old.idle and (
+                chosen is None or self._held.get(old.client, 0) > self._held.get(chosen.client, 0)
+            ):
+                chosen = old
+        return chosen
+
     def _end(self, session: LegacySession) -> None:
-        self.sessions.pop(session.id, None)
+        if self.sessions.pop(session.id, None) is not None:
+            self._release(session.client)
         session.end(self._core)
 
     def _start(self, session: LegacySession, message: Request, exchange: Exchange) -> Deferred[Any]:

@@ -24,9 +24,12 @@ The request stays open; on Streamable HTTP its response is an event stream.
     it when the daemon stops, answering C{resultType: complete} with the
     subscription id in C{_meta}.
 
-Through the gateway (no pass-through) the lists never change, so only resource
-subscriptions are offered, for C{mcpx://} URIs.  A server offering nothing at all
-would answer C{-32601}.  A legacy client has its own ways (the initialize handshake's
+Through the gateway (no pass-through) the tools never change, but the prompts and
+resources (every server's, merged) change with the upstreams' and with each reload:
+C{promptsListChanged} and C{resourcesListChanged} are offered with resource
+subscriptions for C{mcpx://} URIs.  A reload that changes a server is announced on every
+listen that carries the lists it may have changed (L{Listening.announce}).  A legacy
+client has its own ways (the initialize handshake's
 notifications) and gets C{-32601}.
 
 Keep-alive comments and the stream itself are the transport's
@@ -225,6 +228,10 @@ class Listener:
             if self._carries(method):
                 self._send(method, params)
 
+    def carries_change(self, method: str) -> bool:
+        """Whether the list change C{method} was asked for and honoured (or still may be)."""
+        return self._open and (self._held is not None or method in self._allowed)
+
     def heard(self, server: str, method: str) -> bool:
         """An upstream's list change: delivered if this listen carries it from C{server}."""
         if method not in self._allowed:
@@ -325,6 +332,20 @@ class Listening:
         if not self._open:
             return 0
         return sum(listener.heard(server, method) for listener in tuple(self._open))
+
+    def announce(self, method: str, hears: Callable[[Listener], bool]) -> int:
+        """
+        A list change mcpx itself made (a reload): passed on to every listen that
+        carries C{method} and for which C{hears} says the change concerns it.
+
+        @return: how many listens were told.
+        """
+        told = 0
+        for listener in tuple(self._open):
+            if listener.carries_change(method) and hears(listener):
+                listener.deliver(method, None)
+                told += 1
+        return told
 
     def end_all(self) -> None:
         """End every listen gracefully (the daemon is stopping)."""

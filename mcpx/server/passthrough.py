@@ -19,15 +19,22 @@ C{outputSchema}, C{execution} included), then the gateway's tools whose names no
 pass-through server uses: on MCP the upstream wins, and the gateway tool it hides stays
 reachable on the CLI and C{/v1}.
 
-C{tools/call} goes to the server that lists the name.  A name no pass-through server
-lists and that is not a gateway tool goes to the first pass-through server all the
-same: a server may answer to tools it does not list, and it is the one to say whether
-the name exists.  The result is carried verbatim (no URI is rewritten: the host reads
+C{tools/call} goes to the server that lists the name, and to no other: a call meant for
+one server is never sent to another.  A name no pass-through server lists goes to the
+server that listed it last while that server is still passed through (its catalogue
+cannot be listed now: it is down or backing off, and the pool's error names it); it is
+refused with C{-32602} naming the server when that server has since been removed from
+the configuration, and with C{-32602} naming the tool when no server ever listed it
+(unless it is a gateway tool).  The result is carried verbatim (no URI is rewritten: the host reads
 the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
 raised as that error (code, message, data), so the host gets an error response (and, on
 2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
 failure of the pool (the server cannot be started, died, timed out) is C{-32603}
 naming it.
+
+Which servers are passed through is decided at each request against the configuration
+in force: a server named but not configured is left out until a reload adds it, and
+one a reload removes leaves the lists at once.
 
 Several servers, one surface
 ============================
@@ -38,10 +45,13 @@ C{tools/list} or C{prompts/list} fails with C{-32603} (the gateway's configurati
 fault, not the request), whose message names both servers and whose C{data} is
 C{{"name", "servers"}}; a call or C{prompts/get} of that name fails the same way.
 
-A resource URI is not refused: it goes to the first server, in the order named, that
-lists it as a resource or has a template it falls under (RFC 6570 expressions, where a
-simple C{{var}} matches one non-empty path segment), and to the first server when none
-does.  A URI two servers list is listed once, for the server that would be read.
+A resource URI goes to the first server, in the order named, that lists it as a
+resource or has a template it falls under (RFC 6570 expressions, where a simple
+C{{var}} matches one non-empty path segment); failing that, to the first server that
+declares resources and offers others of the same URI scheme, or to the only server that
+declares resources at all.  Otherwise it is refused with the revision's
+resource-not-found error naming the URI: a server that offers no resources is never
+asked to read one.  A URI two servers list is listed once, for the server that would be read.
 C{mcpx://} URIs still reach every configured server through the gateway surface, and
 the gateway's prompts, resources and templates of the servers not passed through follow
 the pass-through servers' own in every list.
@@ -81,8 +91,8 @@ Cost
 
 A pass-through C{tools/call} is the hot path: the owner is found with set lookups over
 the pool's cached catalogues (the name sets are rebuilt only when the pool listed anew),
-and with one pass-through server no catalogue is consulted unless the name is also a
-gateway tool's.  Nothing is copied or validated on the way.
+and which servers are passed through is worked out once per configuration.  Nothing is
+copied or validated on the way.
 """
 
 from __future__ import annotations
@@ -108,6 +118,7 @@ from mcpx.server.surface import (
     UnknownName,
     asking_for_logs,
     capped_completion,
+    resource_not_found,
 )
 from mcpx.spec.matrix import error_code_in
 from mcpx.upstream.session import UpstreamError
@@ -134,6 +145,9 @@ _OPERATOR_PATTERNS: Final[Mapping[str, str]] = {
     "?": r"(?:\?[^#]*)?",
     "&": r"(?:&[^#]*)?",
 }
+
+#: Past this many tool names remembered, the memory of who listed them starts afresh.
+_REMEMBERED_TOOLS: Final = 65536
 
 _EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
 
@@ -239,12 +253,17 @@ def _objects_with(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]
     return [item for item in items if type(item) is dict and isinstance(item.get(key), str)]
 
 
+def _scheme(uri: str) -> str:
+    """The scheme of a URI or URI template, in lower case (empty when it has none)."""
+    head, sep, _ = uri.partition(":")
+    return head.lower() if sep else ""
+
+
 class PassThrough:
     """
     The surface of the pass-through servers, merged ahead of the gateway's.
 
-    @ivar servers: the pass-through servers, in the order named.
-    @ivar first: the first of them, which gets what none of them lists.
+    @ivar named: the servers asked for, in order, configured or not.
     @ivar gateway: the gateway surface, for everything else.
     """
 
@@ -252,9 +271,13 @@ class PassThrough:
         if not servers:
             raise ValueError("pass-through needs at least one server")
         self.gateway = gateway
-        self.servers: tuple[str, ...] = tuple(dict.fromkeys(servers))
-        self.first = self.servers[0]
-        self._single = len(self.servers) == 1
+        self.named: tuple[str, ...] = tuple(dict.fromkeys(servers))
+        #: The configuration L{servers} was last worked out for, and the result.
+        self._configured_for: object = None
+        self._servers: tuple[str, ...] = self.named
+        #: The server that last listed each tool name, so that a call of a tool whose
+        #: server cannot be listed now still goes to it, or is refused naming it.
+        self._listed_by: dict[str, str] = {}
         self._tool_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._prompt_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
         self._resource_uris: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "uri"))
@@ -265,14 +288,34 @@ class PassThrough:
             )
         )
         self._param_headers: _Derived[dict[str, HeaderPaths]] = _Derived(tool_header_paths)
+        self._resource_schemes: _Derived[frozenset[str]] = _Derived(
+            lambda items: frozenset(_scheme(uri) for uri in _names(items, "uri"))
+        )
 
     @property
     def pool(self) -> PoolInterface:
         return self.gateway.pool
 
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers passed through now: those named that the configuration holds."""
+        configured = self.gateway.host.servers
+        if configured is None:
+            return self.named
+        if configured is not self._configured_for:
+            # Worked out once per configuration: a reload replaces the object.
+            self._servers = tuple(name for name in self.named if name in configured)
+            self._configured_for = configured
+        return self._servers
+
+    @property
+    def active(self) -> bool:
+        """Whether any server named is configured now (else the gateway serves alone)."""
+        return bool(self.servers)
+
     def owns(self, server: str) -> bool:
-        """Whether C{server} is offered under its own names."""
-        return server in self.servers
+        """Whether C{server} is (or, removed, was asked to be) offered under its own names."""
+        return server in self.named
 
     # Lists
 
@@ -304,6 +347,11 @@ class PassThrough:
                     merged.append(item)
                 elif other != server:
                     raise ambiguous(kind[:-1], name, other, server)
+        if kind == "tools":
+            if len(self._listed_by) > _REMEMBERED_TOOLS:
+                self._listed_by.clear()
+            for name, server in owners.items():
+                self._listed_by[name] = server
         return merged, set(owners)
 
     async def tools(self, context: Context) -> list[Mapping[str, Any]]:
@@ -356,33 +404,53 @@ class PassThrough:
 
     # Routing
 
-    async def _catalogue(self, kind: str, server: str, context: Context) -> list[dict[str, Any]]:
-        """One server's catalogue from the pool's cache; empty when it cannot be listed."""
+    async def _catalogue(
+        self,
+        kind: str,
+        server: str,
+        context: Context,
+        unlisted: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """
+        One server's catalogue from the pool's cache; empty when it cannot be listed.
+
+        @param unlisted: given, receives the server's name and why it could not be listed.
+        """
         try:
             items: list[dict[str, Any]] = await getattr(self.pool, kind)(
                 server, client=context.identity
             )
         except (PoolError, UpstreamError, RpcError) as e:
+            why = error_from(e).message if isinstance(e, PoolError | UpstreamError) else str(e)
             log.debug(
                 "pass-through routing: the {kind} of {server} cannot be listed: {why}",
                 kind=kind,
                 server=server,
-                why=str(e),
+                why=why,
             )
+            if unlisted is not None:
+                unlisted[server] = why
             return []
         return items
 
     async def _named_by(
-        self, derived: _Derived[frozenset[str]], kind: str, context: Context, name: str
+        self,
+        derived: _Derived[frozenset[str]],
+        kind: str,
+        context: Context,
+        name: str,
+        unlisted: dict[str, str] | None = None,
     ) -> str | None:
         """
         The pass-through server listing C{name}, or C{None}.
 
+        @param unlisted: given, receives the servers that could not be listed, and why.
         @raise RpcError: L{ambiguous} when two of them list it.
         """
         owner: str | None = None
         for server in self.servers:
-            if name in derived.of(server, await self._catalogue(kind, server, context)):
+            listed = await self._catalogue(kind, server, context, unlisted)
+            if name in derived.of(server, listed):
                 if owner is not None:
                     raise ambiguous(kind[:-1], name, owner, server)
                 owner = server
@@ -391,22 +459,42 @@ class PassThrough:
     async def tool_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool none of them shadows.
+        gateway tool none of them shadows.  Only the server that lists the name (or
+        listed it last, when it cannot be listed now) is ever chosen.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
+            server when the one that listed it was removed, or naming the tool when
+            none did and it is no gateway tool.
         """
-        gateway_tool = self.gateway.has_tool(name)
-        if self._single:
-            if not gateway_tool:
-                return self.first
-            listed = self._tool_names.of(
-                self.first, await self._catalogue("tools", self.first, context)
-            )
-            return self.first if name in listed else None
-        owner = await self._named_by(self._tool_names, "tools", context, name)
+        unlisted: dict[str, str] = {}
+        owner = await self._named_by(self._tool_names, "tools", context, name, unlisted)
         if owner is not None:
+            self._listed_by[name] = owner
             return owner
-        return None if gateway_tool else self.first
+        last = self._listed_by.get(name)
+        if last is not None and last in self.servers:
+            return last
+        if self.gateway.has_tool(name):
+            return None
+        if last is None and unlisted:
+            # Its server may be one that cannot be listed now: say which, guess none.
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"tool {name!r} is listed by no pass-through server that could be listed; "
+                + "; ".join(f"server {server!r}: {why}" for server, why in unlisted.items()),
+                {"name": name, "servers": list(unlisted)},
+            )
+        if last is not None:
+            raise RpcError.invalid_params(
+                f"tool {name!r} belonged to server {last!r}, which is no longer configured "
+                "(a reload removed it); list the tools again",
+                {"name": name, "server": last},
+            )
+        raise RpcError.invalid_params(
+            f"unknown tool {name!r}: no pass-through server ({', '.join(self.servers)}) "
+            "lists it; list the tools again",
+            {"name": name},
+        )
 
     async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
         """
@@ -421,25 +509,45 @@ class PassThrough:
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
         (C{<server>_<prompt>}) none of them lists.
 
-        @raise RpcError: L{ambiguous} when two of them list it.
+        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
+            prompt when none lists it and it is no gateway prompt (it is never handed to
+            a server that did not list it), with the servers that could not be listed.
         """
-        owner = await self._named_by(self._prompt_names, "prompts", context, name)
+        unlisted: dict[str, str] = {}
+        owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
         if owner is not None:
             return owner
         try:
             self.gateway.prompt_owner(name)
         except UnknownName:
-            return self.first
-        return None
+            pass
+        else:
+            return None
+        message = (
+            f"unknown prompt {name!r}: no pass-through server ({', '.join(self.servers)}) "
+            "lists it; list the prompts again"
+        )
+        if unlisted:
+            message += "; not listed now: " + "; ".join(
+                f"server {server!r}: {why}" for server, why in unlisted.items()
+            )
+        raise RpcError.invalid_params(message, {"name": name})
 
     async def resource_owner(self, context: Context, uri: str) -> str:
         """
         The pass-through server a bare (not C{mcpx://}) resource URI or template goes
         to: the first that lists it, offers it as a template or has a template it falls
-        under; the first server when none does.
+        under; else the first server that declares resources and offers others of the
+        URI's scheme; else the only server that declares resources (or cannot be asked
+        whether it does).
+
+        @raise RpcError: the revision's resource-not-found error, naming the URI, when no
+            server can have it: it is never handed to a server that offers no resources.
         """
-        if self._single:
-            return self.first
+        scheme = _scheme(uri)
+        same_scheme: str | None = None
+        declaring: list[str] = []
+        unreachable: list[str] = []
         for server in self.servers:
             listed = await self._catalogue("resources", server, context)
             if uri in self._resource_uris.of(server, listed):
@@ -450,7 +558,41 @@ class PassThrough:
             for template, pattern in templates:
                 if template == uri or pattern.fullmatch(uri) is not None:
                     return server
-        return self.first
+            offers = await self._offers_resources(context, server)
+            if offers is None:
+                unreachable.append(server)
+                continue
+            if not offers:
+                continue
+            declaring.append(server)
+            if same_scheme is None and scheme in self._resource_schemes.of(
+                server, listed + [{"uri": t} for t, _ in templates]
+            ):
+                same_scheme = server
+        if same_scheme is not None:
+            return same_scheme
+        candidates = declaring + unreachable
+        if len(candidates) == 1:
+            # The one server that may have it; one that is down says so when forwarded.
+            return candidates[0]
+        error = resource_not_found(uri, context)
+        if unreachable:
+            error = RpcError(
+                error.code,
+                f"{error.message} (no reachable pass-through server offers it; "
+                f"not asked: {', '.join(unreachable)})",
+                error.data,
+            )
+        raise error
+
+    async def _offers_resources(self, context: Context, server: str) -> bool | None:
+        """Whether C{server} declared resources; C{None} when it cannot be reached now."""
+        try:
+            session = await self.pool.session(server, context.identity)
+        except (PoolError, UpstreamError):
+            return None
+        declaration = session.declaration
+        return declaration is None or declaration.declares("resources")
 
     # Forwarding
 

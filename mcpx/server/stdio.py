@@ -87,14 +87,14 @@ def stdio_endpoint(state_dir: Path) -> str:
 
 def hello_passthrough(hello: dict[str, Any] | None) -> tuple[str, ...] | None:
     """
-    The servers a hello asks to have passed through, or C{None} when it names none
-    (the daemon's C{mcp.passthrough} applies).
+    The servers a hello asks to have passed through, or C{None} when it says nothing
+    of them (the daemon's C{mcp.passthrough} applies).  An empty list is kept: that
+    connection passes nothing through.
     """
     names = hello.get("passthrough") if hello is not None else None
     if type(names) is not list:
         return None
-    wanted = tuple(name for name in names if type(name) is str and name)
-    return wanted or None
+    return tuple(name for name in names if type(name) is str and name)
 
 
 def read_hello(line: bytes) -> dict[str, Any] | None:

@@ -745,7 +745,7 @@ class Surface:
         try:
             server, upstream = await self.resource_owner(context, uri)
         except UnknownName:
-            raise _not_found(uri, context) from None
+            raise resource_not_found(uri, context) from None
         result = await self._forward(context, server, "resources/read", {"uri": upstream}, on_log)
         return rewrite_read_result(server, result)
 
@@ -832,7 +832,8 @@ def _template_strings(templates: Sequence[Mapping[str, Any]]) -> list[str]:
     return [t["uriTemplate"] for t in templates if isinstance(t.get("uriTemplate"), str)]
 
 
-def _not_found(uri: str, context: Context) -> RpcError:
+def resource_not_found(uri: str, context: Context) -> RpcError:
+    """The error for a resource nobody offers, with the code C{context}'s revision uses."""
     if error_code_in(RESOURCE_NOT_FOUND, context.revision):
         return RpcError.resource_not_found(uri)
     # 2026-07-28 retired -32002: an unknown resource is bad params there.

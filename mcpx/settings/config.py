@@ -216,3 +216,26 @@ def load_config(environ: Mapping[str, str]) -> ConfigFile:
                 "to use the default location"
             ) from None
     return embedded_config(environ)
+
+
+def reread_config(path: str | None, environ: Mapping[str, str]) -> ConfigFile:
+    """
+    Read again the config file a running daemon started with (for a reload).
+
+    A daemon that started from a file reads that file and nothing else: when it is gone
+    or unreadable the reload is refused, and the shipped configuration never takes its
+    place.  Only a daemon started without a file looks again as it did at start-up, so a
+    file created since is found.
+
+    @param path: the file the daemon started with, or C{None} for the shipped one.
+    @raise SettingsError: when the file is missing, unreadable or invalid.
+    """
+    if path is None:
+        return load_config(environ)
+    try:
+        return read_config(Path(path), environ)
+    except FileNotFoundError:
+        raise SettingsError(
+            f"{path}: no such file (the daemon was started with it); "
+            "the running configuration is kept"
+        ) from None

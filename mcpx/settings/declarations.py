@@ -147,6 +147,32 @@ SETTINGS: tuple[Setting, ...] = (
         help="How long a started upstream server may go unused before the pool stops it.",
     ),
     Setting(
+        name="pool.maxClientInstances",
+        kind=Kind.INTEGER,
+        default=16,
+        minimum=1,
+        help="The most instances a server with scope client runs at once, one per caller. "
+        "A new caller beyond it replaces the least recently used idle instance; when "
+        "every one is busy its call is refused (503 with Retry-After).",
+    ),
+    Setting(
+        name="tasks.maxPerClient",
+        kind=Kind.INTEGER,
+        default=200,
+        minimum=1,
+        help="The most tasks (running, or finished and not yet expired) one caller, as "
+        "named by its Mcpx-Client header, may hold; beyond it its task calls get 429 "
+        "with Retry-After while other callers still get tasks. 1000 tasks in all.",
+    ),
+    Setting(
+        name="pool.stableAfter",
+        kind=Kind.DURATION,
+        default=10.0,
+        help="How long an upstream server must stay up before its earlier crashes are "
+        "forgotten. Until then each crash in a row doubles the wait before the next start "
+        "(1s, 2s, 4s, ... up to 60s), however many calls it answered in between.",
+    ),
+    Setting(
         name="proto.native",
         kind=Kind.BOOLEAN,
         default=True,
@@ -239,10 +265,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="transport.maxMessageSize",
         kind=Kind.INTEGER,
-        default=4 * 1024 * 1024,
+        default=64 * 1024 * 1024,
         minimum=1024,
         help="The largest single JSON-RPC message, in bytes, that mcpx reads from a "
-        "client or an upstream server; a larger one is refused.",
+        "client or an upstream server; a larger one is refused. Upstream answers carry "
+        "whole files and images (often twice: as content and as structuredContent), so "
+        "the default is 64 MiB; an answer over the limit fails its call at once with an "
+        "error naming this setting, and the server keeps serving.",
+    ),
+    Setting(
+        name="transport.maxSessionsPerClient",
+        kind=Kind.INTEGER,
+        default=64,
+        minimum=1,
+        help="The most legacy Streamable HTTP sessions at /mcp one client keeps; the "
+        "client is its Mcpx-Client header, or else its address. A new session beyond it "
+        "ends that client's least recently used idle one, or is refused with 429 when all "
+        "are busy; 1024 sessions in all.",
     ),
     Setting(
         name="transport.httpConnections",

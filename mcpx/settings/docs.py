@@ -170,8 +170,12 @@ def render_configuration_md() -> str:
         "State lives in `$MCPX_STATE_DIR`, or otherwise in `$XDG_STATE_HOME/mcpx` (by default "
         "`~/.local/state/mcpx`). That includes the daemon's unix socket, `mcpx.sock`.",
         "",
-        "mcpx reads the file once, when a command or the daemon starts. To pick up a change, "
-        "restart it.",
+        "A command reads the file when it starts. The daemon reads it when it starts and again "
+        "on each reload (`POST /v1/reload`, `SIGHUP`): servers are applied at "
+        "once, and so are `pool.callTimeout`, `pool.idleTimeout` and `pool.stableAfter`; "
+        "the reload's answer names every other setting the file changed, which takes effect "
+        "when the daemon is restarted. A reload that finds the file missing or invalid is "
+        "refused and changes nothing (see docs/api.md).",
         "",
         "### Settings in the file",
         "",
@@ -201,7 +205,13 @@ def render_configuration_md() -> str:
         "",
         "- **stdio server** (`command`): mcpx starts the program and speaks MCP over its "
         "standard input and output. `args` is a list of strings, `env` is an object of extra "
-        "environment variables for the child, and `cwd` is the directory to start it in.",
+        "environment variables for the child, and `cwd` is the directory to start it in "
+        "(`~` is expanded; without it, your home directory, never the daemon's own). Each "
+        "server runs in a process group of its own: stopping or restarting it signals "
+        "everything it started (SIGTERM, then SIGKILL after a grace period); on Linux it "
+        "dies with the daemon, and processes it forked that a killed daemon left behind "
+        "are ended when the next daemon starts (they are recorded under `upstreams/` in the "
+        "state directory and carry `MCPX_DAEMON_RUN` in their environment).",
         "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
         "`headers` is an object of headers to send with every request.",
         "",
@@ -263,6 +273,24 @@ def render_configuration_md() -> str:
         "In a URL, the user information and query values are hidden too. "
         "Put secrets in `auth`, `headers` or `env`, not in `args`, which are shown "
         "as written.",
+        "",
+        "A URL may carry a user name and password (`https://me:${PASSWORD}@host/mcp`): mcpx "
+        "sends them as `basic` auth and leaves them out of the URL it uses and shows. Such a "
+        "URL together with an `auth` block is an error; keep one of the two.",
+        "",
+        "An upstream may also send a credential back, for instance by quoting the "
+        "`Authorization` header it refused. So the daemon masks every credential it knows "
+        "as `***` in error answers (on `/v1` and `/mcp`), in a server's `last_error`, in "
+        "events and in its log: every `auth` value, the URL's user name and password, and "
+        "the values of `headers`, `env` entries and query parameters whose name looks like "
+        "a credential (it contains TOKEN, SECRET, KEY, PASSWORD, AUTH, COOKIE, SESSION, "
+        "...). A value is also masked URL-encoded and JSON-escaped, and for basic auth "
+        "as the base64 of `user:password`. Values shorter than 4 characters are not "
+        "masked, since that would garble every message and such a value protects little. "
+        "A tool's successful result is passed on as the server gave it: what a tool "
+        "returns is its answer, and scanning every result would cost every call. Under "
+        "`twistd`, whose log file is twistd's own, the log is not masked; run "
+        "`mcpx daemon` for a masked log.",
         "",
         "### Environment references: `${NAME}`",
         "",

@@ -144,6 +144,32 @@ class Settings:
         assert isinstance(value, tuple)
         return tuple(str(item) for item in value)
 
+    def with_file(self, config: ConfigFile) -> Settings:
+        """
+        These settings as they would resolve with C{config} in place of the file they
+        were resolved with: what the environment or a flag decided stays; every other
+        setting takes the new file's value, or its default when the file gives none.
+
+        @raise SettingsError: when the result is not a valid policy.
+        """
+        resolved: dict[str, Resolved] = {}
+        for name, current in self._resolved.items():
+            if current.source.kind in (SourceKind.ENV, SourceKind.FLAG):
+                resolved[name] = current
+            elif name in config.settings:
+                source = Source(SourceKind.FILE, config.origin)
+                resolved[name] = Resolved(current.setting, config.settings[name], source)
+            else:
+                resolved[name] = Resolved(current.setting, current.setting.default, DEFAULT_SOURCE)
+        return Settings(resolved, _policy(resolved))
+
+    def taking(self, other: Settings, names: Iterator[str] | tuple[str, ...]) -> Settings:
+        """These settings with the values (and sources) of C{names} taken from C{other}."""
+        resolved = dict(self._resolved)
+        for name in names:
+            resolved[name] = other._get(name)
+        return Settings(resolved, _policy(resolved))
+
     def __repr__(self) -> str:
         shown = ", ".join(
             f"{r.setting.name}={r.setting.to_text(r.value)!r}" for r in self._resolved.values()

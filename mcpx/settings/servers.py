@@ -23,7 +23,7 @@ import enum
 import re
 from collections.abc import Iterator, Mapping
 from typing import NoReturn, TypeAlias
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from attrs import field, frozen
 
@@ -173,7 +173,7 @@ class StdioServer:
     A server mcpx starts as a child process and speaks to over stdin and stdout.
 
     @ivar env: variables added to the child's environment.
-    @ivar cwd: the directory it starts in, or C{None} for the daemon's own.
+    @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
     """
 
     name: str
@@ -421,11 +421,14 @@ class _ServerReader:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             self.fail("url", "must be an http:// or https:// URL with a host")
+        auth = self.auth(entry, _REMOTE_AUTH, "a remote server")
+        if "@" in parts.netloc:
+            url, auth = self.userinfo(url, auth)
         return RemoteServer(
             name=self.name,
             url=url,
             headers=self.secrets(entry, "headers", _HEADER_NAME, "an HTTP header name"),
-            auth=self.auth(entry, _REMOTE_AUTH, "a remote server"),
+            auth=auth,
             scope=self.scope(entry),
             tls=self.tls(entry, parts.scheme),
         )
@@ -451,6 +454,27 @@ class _ServerReader:
             cert=values.get("cert"),
             key=values.get("key"),
             server_name=values.get("serverName"),
+        )
+
+    def userinfo(self, url: str, auth: Auth | None) -> tuple[str, Auth]:
+        """
+        A URL's C{user:password@} as basic auth, and the URL without it.
+
+        HTTP clients do not send user information themselves, and a URL that keeps
+        it would show the password wherever the URL is shown.
+        """
+        if auth is not None:
+            self.fail(
+                "url",
+                "the URL carries a user name and password and the entry has an auth block "
+                "too; remove the 'user:password@' from the URL, or the auth block",
+            )
+        parts = urlsplit(url)
+        credentials, host = parts.netloc.rsplit("@", 1)
+        username, _, password = credentials.partition(":")
+        stripped = urlunsplit(parts._replace(netloc=host))
+        return stripped, Auth(
+            AuthType.BASIC, Secret(unquote(password)), username=Secret(unquote(username))
         )
 
     def expand(self, field: str, text: str) -> str:

@@ -436,6 +436,53 @@ def _carries(blocks: Iterable[Any], value: object) -> bool:
     return False
 
 
+#: A string this long inside structured content is a payload (a file's text, a
+#: media block's base64), not a label; shorter ones are field names and values.
+_PAYLOAD_LENGTH: Final = 64
+
+
+def _payloads(blocks: Iterable[Any]) -> set[str]:
+    """The long strings content blocks carry: texts, base64 data, embedded resources."""
+    found: set[str] = set()
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        candidates = [block.get("text"), block.get("data")]
+        resource = block.get("resource")
+        if isinstance(resource, Mapping):
+            candidates += [resource.get("text"), resource.get("blob")]
+        found.update(c for c in candidates if isinstance(c, str) and len(c) >= _PAYLOAD_LENGTH)
+    return found
+
+
+def _repeats_payloads(blocks: Iterable[Any], value: object) -> bool:
+    """
+    Whether C{value} is mostly a copy of what C{blocks} already carry: its long strings
+    are all found in them verbatim, and they make up nearly all of its JSON.
+
+    A file-reading server answers C{{"content": <the text>}} beside the text block, a
+    media reader the image again inside structured content; turned into text for an
+    older client, that copy would only repeat the file, or its base64, once more.
+    """
+    carried = _payloads(blocks)
+    if not carried:
+        return False
+    repeated = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) >= _PAYLOAD_LENGTH:
+                if item not in carried:
+                    return False
+                repeated += len(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return repeated > 0 and repeated >= 0.9 * len(json.dumps(value, ensure_ascii=False))
+
+
 # -- results -------------------------------------------------------------------------
 
 
@@ -467,7 +514,11 @@ def _call_result(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, An
             del out["structuredContent"]
             content = out.get("content")
             blocks = list(content) if isinstance(content, list) else []
-            if not _carries(blocks, value):
+            # Judged against the content as the server sent it: a block this revision
+            # cannot carry (audio before 2025-03-26) is not brought back as base64 text.
+            original = result.get("content")
+            sent = original if isinstance(original, list) else []
+            if not _carries(blocks, value) and not _repeats_payloads(sent, value):
                 blocks.append({"type": "text", "text": json.dumps(value, ensure_ascii=False)})
                 out["content"] = blocks
     return out

@@ -38,6 +38,21 @@ class ChannelClosed(ConnectionError):
     """The channel is gone: the process exited, or the server dropped the session."""
 
 
+class MessageTooLarge(Exception):
+    """
+    The server answered a request with a message longer than mcpx reads.
+
+    @ivar limit: the limit, in bytes (C{transport.maxMessageSize}).
+    """
+
+    def __init__(self, label: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"{label} answered with a message longer than {limit} bytes, the limit "
+            "transport.maxMessageSize sets"
+        )
+
+
 class SessionExpired(ConnectionError):
     """
     A Streamable HTTP server no longer knows the session a request carried (HTTP 404,

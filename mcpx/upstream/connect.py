@@ -12,6 +12,7 @@ from typing import Any
 
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import Channel
+from mcpx.upstream.groups import ProcessGroups
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
 from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
@@ -28,6 +29,7 @@ def make_connector(
     lenient: bool = False,
     max_rounds: int = 8,
     http_connections: int = 16,
+    groups: ProcessGroups | None = None,
 ) -> Connector:
     """
     A connector on the real transports.
@@ -35,12 +37,20 @@ def make_connector(
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
     @param max_message_size: the largest message read, on every transport.
     @param http_connections: the idle connections kept per remote server.
+    @param groups: runs each stdio server in a process group of its own (as the
+        daemon does); without it a server is a plain child process.
     """
 
     def channels(name: str, server: ServerConfig) -> Channel:
         if isinstance(server, StdioServer):
             return StdioChannel(
-                name, server, reactor, environ, max_message_size=max_message_size, grace=grace
+                name,
+                server,
+                reactor,
+                environ,
+                max_message_size=max_message_size,
+                grace=grace,
+                groups=groups,
             )
         from mcpx.upstream.http import StreamableHTTPChannel
 

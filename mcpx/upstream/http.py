@@ -58,7 +58,13 @@ from zope.interface import implementer
 
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import NEWEST, Revision
-from mcpx.upstream.channel import ChannelClosed, Negotiated, SessionExpired, TransportRefused
+from mcpx.upstream.channel import (
+    ChannelClosed,
+    MessageTooLarge,
+    Negotiated,
+    SessionExpired,
+    TransportRefused,
+)
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import (
@@ -481,7 +487,7 @@ class _Exchange:
 
     def start(self) -> None:
         channel = self.channel
-        self.pending = channel.http.request(
+        self.pending = pending = channel.http.request(
             "POST",
             self.target,
             headers=as_headers(self.headers),
@@ -489,8 +495,9 @@ class _Exchange:
             unbuffered=True,
             allow_redirects=False,
         )
-        self.pending.addCallbacks(self._response, self._unreachable)
-        self.pending.addErrback(self._bug)
+        # Chained on the local name: a request that fails at once runs _unreachable
+        # inside addCallbacks, which clears self.pending.
+        pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
 
     def _bug(self, failure: Failure) -> None:
         log.failure(
@@ -609,6 +616,9 @@ class _Exchange:
     def _body_failed(self, failure: Failure) -> None:
         if self.done:
             return
+        if failure.check(BodyTooLarge):
+            self._end(MessageTooLarge(self.channel.shown_url, self.channel.max_message_size))
+            return
         self._end(
             RequestFailed(
                 f"reading the answer to {self.what} from {self.channel.shown_url} failed: "
@@ -713,7 +723,7 @@ class _Exchange:
             return
         channel = self.channel
         if isinstance(result, Failure) and result.check(EventTooLarge):
-            self._end(RequestFailed(f"the answer to {self.what}: {result.value}"))
+            self._end(MessageTooLarge(channel.shown_url, channel.max_message_size))
             return
         if self.request_id is None or self.answered:
             self._end()

@@ -10,13 +10,19 @@ be an MCP stream).
 Servers are not always tidy about stdout.  A line that is not JSON (a banner, a
 stray C{print}) is logged and skipped: answering it with a -32700 error would only
 feed the server a message it did not ask for.  A line longer than the size limit is
-also logged and dropped, without answering: the server may just have produced a
-huge result, and a C{null}-id error would not tell it which request failed.  The
-request it answered then ends through its timeout, or when the process exits.
+dropped without being kept whole; its first and last few KiB are, and when they show
+a response to one of our requests (L{oversized_response_id}) that request fails at
+once with L{MessageTooLarge}, naming the limit.  Any other such line is only logged.
+
+With L{ProcessGroups} (as the daemon runs it), the server starts in a session and
+process group of its own, in its directory (by default the user's home, never the
+daemon's), and dies with the daemon; every signal goes to the whole group, and when
+the server exits, whatever it left in its group is ended too.
 
 Shutdown escalates: stdin is closed (the spec's way of asking a stdio server to
 exit), then after a grace period C{SIGTERM}, then after another C{SIGKILL}.  The
-channel always waits for the process to be reaped before it calls itself closed.
+channel always waits for the process to be reaped (and its group to be empty) before
+it calls itself closed.
 """
 
 from __future__ import annotations
@@ -40,9 +46,15 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.settings.servers import StdioServer
-from mcpx.upstream.channel import ChannelClosed, Negotiated
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
+from mcpx.upstream.groups import ProcessGroups
 from mcpx.wire.errors import PARSE_ERROR, ProtocolError
-from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, LineBuffer, LineTooLong
+from mcpx.wire.framing import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    LineBuffer,
+    LineTooLong,
+    oversized_response_id,
+)
 from mcpx.wire.messages import Request, RequestId, parse
 from mcpx.wire.peer import RpcPeer
 
@@ -54,6 +66,12 @@ STDERR_LINE_LIMIT: Final = 8192
 
 #: How much of a garbage stdout line is quoted in the log.
 _QUOTED: Final = 200
+
+#: How much of each end of an oversized stdout line is kept to find its request id.
+_ENDS_KEPT: Final = 4096
+
+#: How often a group the server left behind is looked at while it is being ended.
+GROUP_POLL: Final = 0.05
 
 #: The bytes a JSON-RPC message (an object) or batch (an array) can start with.
 _MESSAGE_STARTS: Final = b"{["
@@ -88,6 +106,7 @@ class StdioChannel:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         grace: float = DEFAULT_GRACE,
+        groups: ProcessGroups | None = None,
     ) -> None:
         """
         @param server: the command, arguments, environment and directory to run.
@@ -97,6 +116,8 @@ class StdioChannel:
             server's configured C{env}.
         @param max_message_size: the longest stdout line accepted, in bytes.
         @param grace: seconds the process gets to exit at each step of L{close}.
+        @param groups: runs the server in a process group of its own and records it;
+            without it the process is spawned and signalled alone.
         """
         self.name = name
         self.negotiated = Negotiated()
@@ -105,7 +126,8 @@ class StdioChannel:
         self._clock: IReactorTime = reactor
         self._environ = environ
         self._grace = grace
-        self._stdout = LineBuffer(max_message_size)
+        self._groups = groups
+        self._stdout = LineBuffer(max_message_size, ends=_ENDS_KEPT)
         self._stderr = _StderrLines(STDERR_LINE_LIMIT)
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
@@ -117,6 +139,12 @@ class StdioChannel:
         self._lost: Failure | None = None
         self._lost_waiters: list[Deferred[Failure]] = []
         self._reaped_waiters: list[Deferred[None]] = []
+        self._pid: int | None = None
+        #: Ending what the server left in its group: C{None} (not begun), C{"TERM"},
+        #: C{"KILL"}, or C{"gone"}.
+        self._group_step: str | None = None
+        self._group_deadline = 0.0
+        self._group_timer: IDelayedCall | None = None
 
     # Setting up
 
@@ -137,17 +165,28 @@ class StdioChannel:
             raise RuntimeError(f"the channel to {self._label} was already started")
         try:
             env = self._environment()
-            executable = self._executable(env)
+            cwd = self._directory(env)
+            executable = self._executable(env, cwd)
             args = [self._server.command, *self._server.args]
+            path: str | None = cwd
+            if self._groups is not None:
+                env.update(self._groups.marker)
+                executable, args = self._groups.launch(executable, args, cwd)
+                # The launcher changes directory: without a path, Twisted can use
+                # posix_spawn instead of forking the daemon.
+                path = None
             transport = self._spawner.spawnProcess(
-                _ChildProtocol(self), executable, args, env, path=self._server.cwd
+                _ChildProtocol(self), executable, args, env, path=path
             )
         except Exception as e:
             error = e if isinstance(e, SpawnFailed) else self._spawn_failed(f"{e}")
             self._lose(error)
             return fail(error)
         self._transport = transport
+        self._pid = transport.pid
         self._stdin_open = True
+        if self._groups is not None and self._pid is not None:
+            self._groups.record(self.name, self._pid)
         self.log.info(
             "started upstream {server} (pid {pid}): {command}",
             server=self.name,
@@ -177,17 +216,28 @@ class StdioChannel:
         env.update(self._server.child_env())
         return env
 
-    def _executable(self, env: Mapping[str, str]) -> str:
+    def _directory(self, env: Mapping[str, str]) -> str:
+        """
+        The directory the server starts in: its configured C{cwd} (C{~} expanded), or
+        the user's home, so that nothing in the daemon's own directory (a folder
+        named like a Python package, say) changes what the server runs.
+        """
+        configured = self._server.cwd
+        if configured is None:
+            home = env.get("HOME") or os.path.expanduser("~")
+            return home if os.path.isdir(home) else os.sep
+        cwd = os.path.abspath(os.path.expanduser(configured))
+        if not os.path.isdir(cwd):
+            raise self._spawn_failed(f"its directory {configured!r} does not exist")
+        return cwd
+
+    def _executable(self, env: Mapping[str, str], base: str) -> str:
         """
         The absolute path of the command, looked up as C{execvp} would in the child.
 
-        The child starts in the configured directory, so a relative command (or a
-        relative C{PATH} entry) is taken from there.
+        The child starts in C{base}, so a relative command (or a relative C{PATH}
+        entry) is taken from there.
         """
-        cwd = self._server.cwd
-        if cwd is not None and not os.path.isdir(cwd):
-            raise self._spawn_failed(f"its directory {cwd!r} does not exist")
-        base = os.getcwd() if cwd is None else cwd
         command = self._server.command
         if os.sep in command:
             path = os.path.abspath(os.path.join(base, command))
@@ -255,11 +305,29 @@ class StdioChannel:
                 self._line_received(item)
             else:
                 assert isinstance(item, LineTooLong)
-                self.log.warn(
-                    "upstream {server} wrote a line longer than {limit} bytes on stdout; dropped",
-                    server=self.name,
-                    limit=item.limit,
-                )
+                self._too_large(item)
+
+    def _too_large(self, dropped: LineTooLong) -> None:
+        """Fail the request an oversized line answered, when that is certain."""
+        peer = self._peer
+        assert peer is not None
+        request_id = oversized_response_id(dropped.head, dropped.tail)
+        error = MessageTooLarge(self._label, dropped.limit)
+        if request_id is not None and peer.fail_outgoing(request_id, error):
+            self.log.warn(
+                "upstream {server} answered request {id} with a message longer than "
+                "{limit} bytes (transport.maxMessageSize); that request failed",
+                server=self.name,
+                id=request_id,
+                limit=dropped.limit,
+            )
+            return
+        self.log.warn(
+            "upstream {server} wrote a line longer than {limit} bytes on stdout "
+            "(transport.maxMessageSize); dropped",
+            server=self.name,
+            limit=dropped.limit,
+        )
 
     def _line_received(self, line: bytes) -> None:
         peer = self._peer
@@ -351,6 +419,10 @@ class StdioChannel:
 
     def _process_exited(self) -> None:
         self._exited = True
+        if self._groups is not None:
+            # Whatever the server forked may still hold its pipes; the group is ended
+            # now rather than when the close escalation gets there.
+            self._end_group()
 
     def _process_ended(self, reason: Failure) -> None:
         self._ended = True
@@ -370,9 +442,78 @@ class StdioChannel:
         else:
             self.log.warn("{why}", server=self.name, why=why)
         self._lose(ChannelClosed(why))
+        if self._groups is not None:
+            self._end_group()
+        self._maybe_reaped()
+
+    def _maybe_reaped(self) -> None:
+        """Tell L{close} callers, once the process is reaped and its group is empty."""
+        if not self._ended or (self._groups is not None and self._group_step != "gone"):
+            return
         waiters, self._reaped_waiters = self._reaped_waiters, []
         for waiter in waiters:
             waiter.callback(None)
+
+    # The process group
+
+    def _end_group(self) -> None:
+        """
+        The server has exited: end what is left in its group, C{SIGTERM} first and
+        C{SIGKILL} after the grace period.
+        """
+        groups, pid = self._groups, self._pid
+        assert groups is not None
+        if self._group_step is not None:
+            return
+        if pid is None or not groups.alive(pid):
+            self._group_gone()
+            return
+        self.log.warn(
+            "upstream {server} exited but left processes in its group; sending them SIGTERM",
+            server=self.name,
+        )
+        groups.signal(pid, signal.SIGTERM, leader=False)
+        self._group_step = "TERM"
+        self._group_deadline = self._clock.seconds() + self._grace
+        self._group_timer = self._clock.callLater(GROUP_POLL, self._check_group)
+
+    def _check_group(self) -> None:
+        groups, pid = self._groups, self._pid
+        assert groups is not None and pid is not None
+        self._group_timer = None
+        if not groups.alive(pid):
+            self._group_gone()
+            return
+        if self._clock.seconds() >= self._group_deadline:
+            if self._group_step == "KILL":
+                # Killed, but still listed (a zombie its new parent has not reaped yet):
+                # nothing more can be done.
+                self._group_gone()
+                return
+            self.log.warn(
+                "processes upstream {server} left in its group still running {grace}s "
+                "after SIGTERM; sending SIGKILL",
+                server=self.name,
+                grace=self._grace,
+            )
+            groups.signal(pid, signal.SIGKILL, leader=False)
+            self._group_step = "KILL"
+            self._group_deadline = self._clock.seconds() + self._grace
+        self._group_timer = self._clock.callLater(GROUP_POLL, self._check_group)
+
+    def _group_gone(self) -> None:
+        assert self._groups is not None
+        self._group_step = "gone"
+        if self._pid is not None:
+            self._groups.forget(self._pid)
+        if not self._ended:
+            # The pipes are still open: their last bytes are on their way, or a process
+            # that left the group holds them.  Give them the grace period, then close
+            # our ends so that processEnded can come.
+            if self._timer is None:
+                self._timer = self._clock.callLater(self._grace, self._release)
+            return
+        self._maybe_reaped()
 
     def _exit_status(self, reason: BaseException | None) -> str:
         code = getattr(reason, "exitCode", None)
@@ -395,14 +536,14 @@ class StdioChannel:
         @return: fires once the process has been reaped; at once if it already was,
             or never started.
         """
-        if self._ended:
+        if self._ended and (self._groups is None or self._group_step == "gone"):
             return succeed(None)
         if self._transport is None:
             self._lose(ChannelClosed(f"{self._label} was closed before it started"))
             return succeed(None)
         waiter: Deferred[None] = Deferred()
         self._reaped_waiters.append(waiter)
-        if not self._closing:
+        if not self._closing and not self._ended:
             self._closing = True
             self._stdin_open = False
             self._cancel_timer()
@@ -421,7 +562,10 @@ class StdioChannel:
             self._timer = self._clock.callLater(self._grace, self._release)
 
     def _signal(self, name: str) -> bool:
-        """Send SIG<name>, unless the process is already gone; C{False} if it was."""
+        """
+        Send SIG<name> (to the whole group, with L{ProcessGroups}), unless the process
+        is already gone; C{False} if it was.
+        """
         assert self._transport is not None
         if not self._exited:
             self.log.warn(
@@ -431,6 +575,12 @@ class StdioChannel:
                 step="closing its stdin" if name == "TERM" else "SIGTERM",
                 signal=name,
             )
+            if self._groups is not None and self._pid is not None:
+                number = signal.Signals[f"SIG{name}"]
+                if self._groups.signal(self._pid, number, leader=True):
+                    return True
+                self._release()
+                return False
             try:
                 self._transport.signalProcess(name)
             except ProcessExitedAlready:

@@ -205,7 +205,7 @@ class RpcError(Exception):
     @classmethod
     def resource_not_found(cls, uri: str) -> RpcError:
         """-32002 (legacy revisions only; 2026-07-28 uses L{invalid_params} instead)."""
-        return cls(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+        return cls(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
 
     @classmethod
     def header_mismatch(cls, message: str | None = None) -> RpcError:

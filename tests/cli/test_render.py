@@ -13,6 +13,7 @@ from mcpx.cli.render import (
     MediaDirectory,
     ProgressBar,
     content_text,
+    describe_text,
     error_text,
     event_line,
     servers_text,
@@ -34,6 +35,33 @@ class ContentTests(SynchronousTestCase):
             "structuredContent": {"sum": 5},
         }
         self.assertEqual(content_text(result, self.media()), ['{\n  "sum": 5\n}', "done"])
+
+    def test_text_printed_once_when_structured_only_restates_it(self) -> None:
+        """
+        A file-reading tool answers the text in C{content} and again inside
+        C{structuredContent}: the text is printed once, as it is, so C{> out.txt} is the
+        file; a calculator's C{{"result": "7"}} beside the text C{7} prints C{7}.
+        """
+        text = "line one\nline two\n"
+        result = {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": {"content": text},
+        }
+        self.assertEqual(content_text(result, self.media()), [text])
+        calc = {"content": [{"type": "text", "text": "7"}], "structuredContent": {"result": "7"}}
+        self.assertEqual(content_text(calc, self.media()), ["7"])
+
+    def test_media_with_structured_copy_prints_only_the_path(self) -> None:
+        """An image repeated in structured content is saved, and its base64 not printed."""
+        data = base64.b64encode(b"\x89PNG fake").decode()
+        block = {"type": "image", "data": data, "mimeType": "image/png"}
+        [line] = content_text(
+            {"content": [block], "structuredContent": {"content": [block]}},
+            self.media(),
+            stem="read",
+        )
+        self.assertIn("saved to", line)
+        self.assertNotIn(data, line)
 
     def test_structured_falsy_value(self) -> None:
         """A structured value that is empty or null is still printed."""
@@ -74,6 +102,40 @@ class TextTests(SynchronousTestCase):
         self.assertEqual(
             table(("A", "BB"), [("long", "x"), ("s", "y")]), "A     BB\nlong  x\ns     y\n"
         )
+
+    def test_describe_shows_the_tool_in_full(self) -> None:
+        """
+        C{mcpx describe} prints long argument descriptions whole, and the fields of
+        nested objects (and arrays of objects) beneath their argument.
+        """
+        long = "The path of the file to edit. " * 8
+        tool = {
+            "name": "edit_file",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": long.strip()},
+                    "edits": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "oldText": {"type": "string", "description": "Text to find"},
+                                "newText": {"type": "string"},
+                            },
+                            "required": ["oldText"],
+                        },
+                    },
+                },
+                "required": ["path", "edits"],
+            },
+        }
+        text = describe_text({"server": "fs", "tool": tool})
+        self.assertIn(long.strip(), text)
+        self.assertIn("  edits (array of object, required)\n", text)
+        self.assertIn("      oldText (string, required): Text to find\n", text)
+        self.assertIn("      newText (string, optional)\n", text)
+        self.assertIn("Call it: mcpx call fs edit_file path=… edits=…", text)
 
     def test_no_servers(self) -> None:
         """An empty server list says so and where to configure servers."""

@@ -19,8 +19,10 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.reloading import Reloads
 from mcpx.pool.errors import ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
+from mcpx.settings.config import ConfigFile
 from mcpx.settings.resolve import Settings, resolve
 from mcpx.settings.servers import ServersConfig, StdioServer
 from mcpx.spec.revision import Revision
@@ -90,6 +92,7 @@ class FakePool:
     callers: list[object] = field(factory=list)
     restarted: list[str] = field(factory=list)
     reloaded: list[ServersConfig] = field(factory=list)
+    retuned: list[Settings] = field(factory=list)
     sessions: list[tuple[str, str]] = field(factory=list)
     listed: list[tuple[str, str, str]] = field(factory=list)
 
@@ -193,6 +196,9 @@ class FakePool:
         self.restarted.append(server)
         self.servers[server].failure = None
         self.servers[server].state = ServerState.CONFIGURED
+
+    def retune(self, settings: Settings) -> None:
+        self.retuned.append(settings)
 
     async def reload(self, servers: ServersConfig) -> ReloadReport:
         self.reloaded.append(servers)
@@ -324,6 +330,8 @@ class Harness:
         self.clock.advance(1000)
         self.pool = pool if pool is not None else FakePool(default_servers())
         self.read: ServersConfig = servers_config("files", "search")
+        #: The settings the file read by a reload gives, by dotted name.
+        self.file_settings: dict[str, object] = {}
         self.http = DaemonHTTP(
             clock=self.clock,
             pid=4242,
@@ -331,10 +339,14 @@ class Harness:
             settings=settings if settings is not None else default_settings(),
             servers=servers_config(*self.pool.servers),
             state_dir="/run/mcpx",
-            read_servers=lambda: self.read,
         )
+        self.http.reloads = Reloads(self.clock, read=self.read_config)
         # StubTreq grows its request methods at run time, so mypy cannot see them.
         self.stub: Any = StubTreq(self.http.resource())
+
+    def read_config(self) -> ConfigFile:
+        """What C{POST /v1/reload} reads: L{read} and L{file_settings} as one file."""
+        return ConfigFile("config.json", "config.json", dict(self.file_settings), self.read)
 
     def start(
         self,

@@ -12,11 +12,11 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.ops import BY_NAME, ERROR_SCHEMA, OPS
-from mcpx.pool import CallTimedOut, ServerState
+from mcpx.pool import CallTimedOut, ServerState, TooManyInstances
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.spec.matrix import protocol_json
-from mcpx.tasks.store import TaskStatus, TaskStore, TooManyTasks
+from mcpx.tasks.store import TaskStatus, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import (
     Answer,
@@ -27,6 +27,7 @@ from tests.daemon.fake_pool import (
     servers_config,
     unavailable,
 )
+from tests.support.logs import observe_log
 
 #: One request per op that answers JSON, to check every generated route against its schema.
 SAMPLES: dict[str, tuple[str, str, Any]] = {
@@ -234,7 +235,13 @@ class ActionTests(SynchronousTestCase):
         answer = self.harness.post("/v1/reload")
         self.assertEqual(
             answer.json,
-            {"removed": ["search"], "added": ["git"], "changed": [], "unchanged": ["files"]},
+            {
+                "removed": ["search"],
+                "added": ["git"],
+                "changed": [],
+                "unchanged": ["files"],
+                "settings": {"applied": [], "restart_needed": []},
+            },
         )
         self.assertEqual(self.pool.reloaded, [new])
         self.assertIs(self.harness.http.servers, new)
@@ -245,7 +252,7 @@ class ActionTests(SynchronousTestCase):
         def broken() -> Any:
             raise SettingsError("config.json: server 'x': no command or url")
 
-        self.harness.http.read_servers = broken
+        self.harness.http.reloads.read = broken
         answer = self.harness.post("/v1/reload")
         self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
         self.assertIn("no command or url", answer.json["error"]["message"])
@@ -412,6 +419,20 @@ class ErrorTests(SynchronousTestCase):
         self.assertEqual(error["retry_in"], 4.2)
         self.assertEqual(answer.header("retry-after"), "4")
 
+    def test_too_many_instances(self) -> None:
+        """
+        A client-scoped server with every one of its pool.maxClientInstances busy is a
+        503 with Retry-After and a message naming the setting.
+        """
+        self.pool.servers["files"].failure = TooManyInstances(
+            "files", 16, "pool.maxClientInstances", 1.0
+        )
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "t"})
+        error = self.error(answer, 503, "too_many_instances")
+        self.assertIn("pool.maxClientInstances", error["message"])
+        self.assertIn("16 instances", error["message"])
+        self.assertEqual(answer.header("retry-after"), "1")
+
     def test_timeout(self) -> None:
         """A call the server did not answer in time is a 504."""
         self.pool.servers["files"].answers["tools/call"] = CallTimedOut("files", "slow", 2.0)
@@ -535,6 +556,39 @@ class TaskTests(SynchronousTestCase):
         answer = self.harness.post("/v1/call", body)
         self.assertEqual((answer.code, answer.json["error"]["code"]), (503, "too_many_tasks"))
 
+    def start_for(self, client: str) -> Answer:
+        body = {"server": "files", "tool": "t", "task": True}
+        return self.harness.post("/v1/call", body, headers={"Mcpx-Client": client})
+
+    def test_too_many_for_one_client(self) -> None:
+        """
+        A caller at tasks.maxPerClient gets 429 with Retry-After and a message naming
+        the setting, while another caller still gets its task.
+        """
+        self.harness.http.tasks.per_client = 3
+        for _ in range(3):
+            self.assertEqual(self.start_for("greedy").code, 202)
+        refused = self.start_for("greedy")
+        self.assertEqual(refused.code, 429)
+        self.assertEqual(refused.json["error"]["code"], "too_many_tasks_for_client")
+        self.assertIn("tasks.maxPerClient", refused.json["error"]["message"])
+        self.assertIn("'greedy'", refused.json["error"]["message"])
+        # None has finished: a slot frees at the earliest a task's keeping time from now.
+        self.assertEqual(refused.header("retry-after"), "900")
+        conforms(self, ERROR_SCHEMA, refused.json)
+        self.assertEqual(self.start_for("polite").code, 202)
+
+    def test_client_slot_frees_when_its_task_expires(self) -> None:
+        """Retry-After is when the caller's oldest finished task expires; then it may again."""
+        self.harness.http.tasks.per_client = 1
+        self.assertEqual(self.start_for("greedy").code, 202)
+        self.pool.held[0].result.callback({"content": []})
+        self.harness.clock.advance(600)
+        refused = self.start_for("greedy")
+        self.assertEqual((refused.code, refused.header("retry-after")), (429, "300"))
+        self.harness.clock.advance(300)
+        self.assertEqual(self.start_for("greedy").code, 202)
+
 
 class TaskStoreTests(SynchronousTestCase):
     def test_close_cancels(self) -> None:
@@ -564,6 +618,35 @@ class TaskStoreTests(SynchronousTestCase):
         store = TaskStore(Clock(), limit=1)
         store.start(succeed_now, lambda f: {})
         self.assertRaises(TooManyTasks, store.start, succeed_now, lambda f: {})
+
+    def test_per_client_limit_logged_once(self) -> None:
+        """
+        A caller at its cap is refused (others are not) and the refusal is logged once
+        per episode, not per call: again only after it dropped below its cap.
+        """
+        clock = Clock()
+        store = TaskStore(clock, ttl=10, per_client=2)
+        logged = observe_log(self)
+
+        def refusals() -> int:
+            return sum(1 for e in logged if "tasks.maxPerClient" in str(e.get("setting", "")))
+
+        for _ in range(2):
+            store.start(succeed_now, lambda f: {}, client="a")
+        for _ in range(5):
+            self.assertRaises(
+                TooManyTasksForClient, store.start, succeed_now, lambda f: {}, client="a"
+            )
+        self.assertEqual(refusals(), 1)
+        store.start(succeed_now, lambda f: {}, client="b")
+        clock.advance(10)
+        store.start(succeed_now, lambda f: {}, client="a")
+        store.start(succeed_now, lambda f: {}, client="a")
+        error = self.assertRaises(
+            TooManyTasksForClient, store.start, succeed_now, lambda f: {}, client="a"
+        )
+        self.assertEqual((error.client, error.limit, error.retry_in), ("a", 2, 10.0))
+        self.assertEqual(refusals(), 2)
 
 
 async def succeed_later(waiting: Deferred[Any]) -> Any:

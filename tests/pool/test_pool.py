@@ -20,6 +20,7 @@ from mcpx.pool import (
     ReloadReport,
     ServerState,
     ServerUnavailable,
+    TooManyInstances,
     UnknownServer,
 )
 from mcpx.settings.servers import Server, StdioServer
@@ -27,6 +28,7 @@ from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.session import UpstreamError, UpstreamSession
 from mcpx.wire.errors import RpcError
 from tests.pool.fakes import Events, FakeConnector, servers, stdio, text_result
+from tests.support.logs import observe_log
 
 CALL_TIMEOUT = 30.0
 IDLE_TIMEOUT = 60.0
@@ -305,7 +307,14 @@ class CrashTests(PoolTestCase):
         self.assertEqual(status.last_error, 'upstream "a" exited with status 1')
         self.assertEqual(len(self.connector.connects), 1)
         self.clock.advance(1)
+        # The back-off has passed, nothing has started it again: still failed, and
+        # ready for its next use at once.
+        [status] = pool.status()
+        self.assertEqual(status.state, ServerState.FAILED)
+        self.assertEqual(status.retry_in, 0.0)
+        self.assertEqual(status.last_error, 'upstream "a" exited with status 1')
         self.assertEqual(self.echoed(self.call(pool)), "2:hi")
+        self.assertEqual(pool.status()[0].state, ServerState.READY)
 
     def test_repeated_crashes_back_off(self) -> None:
         """Each crash in a row doubles the restart delay, and the error says how long."""
@@ -333,12 +342,31 @@ class CrashTests(PoolTestCase):
         early = self.unavailable(self.call(pool))
         self.assertIn("crashed 3 times in a row; next start in 3s", str(early))
 
-    def test_success_resets_backoff(self) -> None:
-        """An instance that answers a call proves the crashes are over: the delay starts again."""
-        pool = self.make_pool()
+    def test_answering_a_call_does_not_reset_backoff(self) -> None:
+        """
+        A server that answers a call and dies half a second after each start backs off
+        more each time: one answer proves nothing.
+        """
+        pool = self.make_pool(backoff=Backoff(first=1.0, factor=2.0, cap=60.0))
+        delays = []
+        for _ in range(4):
+            self.echoed(self.call(pool))
+            self.clock.advance(0.5)
+            error = self.crash_during_call(pool)
+            assert error.retry_in is not None
+            delays.append(error.retry_in)
+            self.clock.advance(error.retry_in)
+        self.assertEqual(delays, [1.0, 2.0, 4.0, 8.0])
+
+    def test_staying_up_resets_backoff(self) -> None:
+        """An instance that stayed up stable_after has its predecessors' crashes forgotten."""
+        pool = self.make_pool(stable_after=10.0)
         self.crash_during_call(pool)
         self.clock.advance(1)
+        self.crash_during_call(pool)
+        self.clock.advance(2)
         self.echoed(self.call(pool))
+        self.clock.advance(10)
         self.assertEqual(self.crash_during_call(pool).retry_in, 1.0)
 
     def test_crashed_instance_released(self) -> None:
@@ -483,6 +511,117 @@ class InFlightTests(PoolTestCase):
         pool = self.make_pool()
         self.assertEqual(pool.in_flight("a", "nobody"), 0)
         self.assertEqual(pool.in_flight("missing", ""), 0)
+
+
+class ClientInstanceCapTests(PoolTestCase):
+    """pool.maxClientInstances: a client-scoped server's instances, one per caller, capped."""
+
+    def capped(self, limit: int) -> Pool:
+        return self.make_pool(stdio("a", scope="client"), max_client_instances=limit)
+
+    def test_least_recently_used_idle_makes_room(self) -> None:
+        """
+        A new caller beyond the cap replaces the idle instance used longest ago (not the
+        oldest started), which is stopped; the count never exceeds the cap.
+        """
+        pool = self.capped(3)
+        for client in ("alice", "bob", "carol"):
+            self.echoed(self.call(pool, client=client))
+            self.clock.advance(1)
+        self.echoed(self.call(pool, client="alice"))  # alice is now the most recent
+        self.assertEqual(self.echoed(self.call(pool, client="dave")), "4:hi")
+        closes = [u.channel.closes for u in self.connector.upstreams if u.channel]
+        self.assertEqual(closes, [0, 1, 0, 0])  # bob's went
+        self.assertEqual(pool.status()[0].instances, 3)
+        [reaped] = self.events.of("server.reaped")
+        self.assertEqual(reaped["instance"], "bob")
+        self.assertIn("pool.maxClientInstances", reaped["reason"])
+        # Bob comes back: carol's is now the least recently used.
+        self.assertEqual(self.echoed(self.call(pool, client="bob")), "5:hi")
+        closes = [u.channel.closes for u in self.connector.upstreams if u.channel]
+        self.assertEqual(closes, [0, 1, 1, 0, 0])
+        self.assertEqual(pool.status()[0].instances, 3)
+
+    def test_new_process_waits_for_the_old_one(self) -> None:
+        """The replacement is spawned only once the replaced process is gone."""
+        pool = self.capped(1)
+        self.echoed(self.call(pool, client="alice"))
+        [alice] = self.connector.upstreams
+        assert alice.channel is not None
+        alice.channel.closing = Deferred()
+        bob = self.call(pool, client="bob")
+        self.assertNoResult(bob)
+        self.assertEqual(len(self.connector.connects), 1)
+        # A third caller meanwhile may not take the place the closing one frees.
+        carol = self.call(pool, client="carol")
+        self.assertEqual(self.failureResultOf(carol, TooManyInstances).type, TooManyInstances)
+        alice.channel.closing.callback(None)
+        self.assertEqual(self.echoed(bob), "2:hi")
+        self.assertEqual(len(self.connector.connects), 2)
+
+    def test_every_instance_busy_refused_at_once(self) -> None:
+        """
+        When every instance is busy a new caller fails at once, naming the cap and the
+        setting, with a retry hint; nothing is started or stopped.  Once one is idle,
+        the caller gets an instance.
+        """
+        pool = self.capped(2)
+        self.connector.holding.add("tools/call")
+        alice, bob = self.call(pool, client="alice"), self.call(pool, client="bob")
+        error = self.failureResultOf(self.call(pool, client="carol"), TooManyInstances).value
+        assert isinstance(error, TooManyInstances)
+        self.assertEqual(error.code, "too_many_instances")
+        self.assertEqual((error.limit, error.retry_in), (2, 1.0))
+        self.assertIn("'a' already runs 2 instances", str(error))
+        self.assertIn("pool.maxClientInstances", str(error))
+        self.assertEqual(len(self.connector.connects), 2)
+        self.assertEqual([u.channel.closes for u in self.connector.upstreams if u.channel], [0, 0])
+        self.connector.holding.discard("tools/call")
+        self.connector.upstreams[1].release("tools/call", text_result("bob done"))
+        self.successResultOf(bob)
+        self.assertEqual(self.echoed(self.call(pool, client="carol")), "3:hi")
+        self.assertNoResult(alice)
+
+    def test_saturation_logged_once(self) -> None:
+        """Refusals are logged once per saturation episode, not once per call."""
+        logged = observe_log(self)
+
+        def warnings() -> int:
+            return sum(1 for e in logged if "are busy" in str(e.get("log_format", "")))
+
+        pool = self.capped(1)
+        self.connector.holding.add("tools/call")
+        self.call(pool, client="alice")
+        for _ in range(5):
+            self.failureResultOf(self.call(pool, client="bob"), TooManyInstances)
+        self.assertEqual(warnings(), 1)
+        self.connector.upstreams[0].release("tools/call", text_result("done"))
+        self.connector.holding.discard("tools/call")
+        self.echoed(self.call(pool, client="bob"))  # took alice's place: the episode ended
+        self.connector.holding.add("tools/call")
+        self.call(pool, client="bob")
+        self.failureResultOf(self.call(pool, client="carol"), TooManyInstances)
+        self.assertEqual(warnings(), 2)
+
+    def test_subscribed_instance_is_not_idle(self) -> None:
+        """An instance holding a subscription is never stopped to make room."""
+        pool = self.capped(1)
+        self.successResultOf(
+            Deferred.fromCoroutine(pool.subscribe("a", "demo://a", client="alice"))
+        )
+        self.failureResultOf(self.call(pool, client="bob"), TooManyInstances)
+        self.assertEqual(self.connector.upstreams[0].channel.closes, 0)  # type: ignore[union-attr]
+
+    def test_shared_servers_are_not_capped(self) -> None:
+        """The cap is on client-scoped instances: a shared server keeps its one instance."""
+        pool = self.make_pool(stdio("a"), stdio("b"), max_client_instances=1)
+        self.echoed(self.call(pool, "a", client="alice"))
+        self.echoed(self.call(pool, "b", client="bob"))
+        self.assertEqual([s.instances for s in pool.status()], [1, 1])
+
+    def test_cap_must_be_positive(self) -> None:
+        """A cap below one is refused when the pool is made."""
+        self.assertRaises(ValueError, self.capped, 0)
 
 
 class ScopeTests(PoolTestCase):
@@ -949,7 +1088,9 @@ class StatusTests(PoolTestCase):
             },
         )
         self.clock.advance(1)
-        self.assertEqual(pool.status()[0].state, ServerState.CONFIGURED)
+        # Past the back-off it stays failed until it is used (or restarted) again.
+        self.assertEqual(pool.status()[0].state, ServerState.FAILED)
+        self.assertEqual(pool.status()[0].retry_in, 0.0)
 
     def test_order_follows_configuration(self) -> None:
         """Servers are listed in the order the configuration gives them."""

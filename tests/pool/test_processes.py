@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.task import deferLater
+from twisted.internet.task import LoopingCall, deferLater
 from twisted.trial.unittest import TestCase
 
 from mcpx.pool import Backoff, Pool, ServerUnavailable
@@ -194,3 +194,78 @@ class RealProcessTests(TestCase):
             name="demo", command=sys.executable, args=("-m", "mcpx.demo"), scope=Scope.CLIENT
         )
         await self.cycles(demo, 20, 4)
+
+
+def live_children(marker: str) -> set[int]:
+    """This process's running children (zombies not counted) whose command line has C{marker}."""
+    found = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == me and state != "Z" and marker in cmdline:
+            found.add(int(entry))
+    return found
+
+
+class ClientInstanceCapTests(TestCase):
+    timeout = 120
+
+    async def test_thirty_callers_never_exceed_the_cap(self) -> None:
+        """
+        A client-scoped server called by 30 identities, three at a time, never has more
+        live processes than pool.maxClientInstances: each newcomer replaces the least
+        recently used idle instance, whose process is gone before the new one starts.
+        """
+        cap = 4
+        pool = Pool(
+            servers=servers(QUICK),
+            connector=make_connector(reactor, os.environ, None, grace=2.0),
+            clock=reactor,
+            call_timeout=30.0,
+            idle_timeout=600.0,
+            max_client_instances=cap,
+        )
+        pool.startService()
+        self.addCleanup(pool.stopService)
+        marker = "misbehaving.py"
+        most = 0
+        pids: set[int] = set()
+
+        def sample() -> None:
+            nonlocal most
+            most = max(most, len(live_children(marker)))
+
+        sampler = LoopingCall(sample)
+        sampler.clock = reactor
+        sampler.start(0.005)
+
+        def stop_sampling() -> None:
+            if sampler.running:
+                sampler.stop()
+
+        self.addCleanup(stop_sampling)
+
+        async def lane(number: int) -> None:
+            for turn in range(10):
+                client = f"caller-{number}-{turn}"
+                tools = await pool.tools("quick", client=client)
+                self.assertIn("echo", [tool["name"] for tool in tools])
+                pids.add(pid_of(await pool.session("quick", client)))
+                sample()
+
+        await gatherResults([Deferred.fromCoroutine(lane(n)) for n in range(3)], consumeErrors=True)
+        sampler.stop()
+        self.assertEqual(len(pids), 30)
+        self.assertLessEqual(most, cap)
+        self.assertEqual(most, cap)
+        self.assertEqual(pool.status()[0].instances, cap)
+        self.assertLessEqual(len(live_children(marker)), cap)

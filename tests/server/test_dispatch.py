@@ -74,14 +74,15 @@ class CapabilityTests(SynchronousTestCase):
 
     def test_legacy_with_push(self) -> None:
         """
-        A legacy connection that can push gets tools, prompts, resources with subscribe,
-        logging, and completions from 2025-03-26 on; never tasks or extensions.
+        A legacy connection that can push gets tools, prompts and resources (whose lists
+        change with the upstreams' and with reloads), resources with subscribe, logging,
+        and completions from 2025-03-26 on; never tasks or extensions.
         """
         for revision in LEGACY_REVISIONS:
             expected: dict[str, Any] = {
                 "tools": {},
-                "prompts": {},
-                "resources": {"subscribe": True},
+                "prompts": {"listChanged": True},
+                "resources": {"subscribe": True, "listChanged": True},
                 "logging": {},
             }
             if revision >= Revision.V2025_03_26:
@@ -97,13 +98,18 @@ class CapabilityTests(SynchronousTestCase):
 
     def test_modern(self) -> None:
         """
-        A 2026-07-28 client gets no logging, and resource subscriptions (on a
-        subscriptions/listen stream) but no list changes: through the gateway they never
-        change.
+        A 2026-07-28 client gets no logging, resource subscriptions and the prompt and
+        resource list changes (on a subscriptions/listen stream); through the gateway its
+        tools never change.
         """
         self.assertEqual(
             self.capabilities(NEWEST),
-            {"tools": {}, "prompts": {}, "resources": {"subscribe": True}, "completions": {}},
+            {
+                "tools": {},
+                "prompts": {"listChanged": True},
+                "resources": {"subscribe": True, "listChanged": True},
+                "completions": {},
+            },
         )
 
 

@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.server import http as http_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP, decode_header_value, parse_origin
 from mcpx.spec.revision import Revision
@@ -28,6 +29,7 @@ from mcpx.wire.sse import SSEDecoder
 from tests.daemon.fake_pool import FakePool, default_settings, result_of
 from tests.server import gateway_servers, servers_config
 from tests.server.fake_core import FakeCore
+from tests.support.logs import observe_log
 
 URL = "http://127.0.0.1:8899/mcp"
 MODERN = "2026-07-28"
@@ -815,3 +817,108 @@ class RealCoreTests(SynchronousTestCase):
         )
         self.assertEqual((response.code, body["error"]["code"]), (400, -32022))
         self.assertIn(MODERN, body["error"]["data"]["supported"])
+
+
+class SessionLimitTests(McpHTTPCase):
+    """transport.maxSessionsPerClient: one client's sessions are capped, not everybody's."""
+
+    def capped(self, limit: int) -> None:
+        self.mcp = McpHTTP(self.core, self.clock, max_sessions_per_client=limit)
+        self.client = Client(self.mcp, self.clock)
+        self.addCleanup(self.mcp.close)
+
+    def open_session(self, name: str, headers: Mapping[str, str] | None = None) -> tuple[Any, Any]:
+        params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
+        return self.client.post(request(0, "initialize", params), headers)
+
+    def start(self, name: str, headers: Mapping[str, str] | None = None) -> str:
+        response, _ = self.open_session(name, headers)
+        self.assertEqual(response.code, 200)
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        return session
+
+    def alive(self, session: str) -> bool:
+        response, _ = self.client.post(request(1, "echo", {}), self.session_headers(session))
+        self.assertIn(response.code, (200, 404))
+        return bool(response.code == 200)
+
+    def busy(self, session: str) -> None:
+        """Hold a GET stream open on it, so it is not idle."""
+        headers = {**self.session_headers(session), "Accept": "text/event-stream"}
+        response, _ = self.client.open("GET", headers=headers)
+        self.assertEqual(response.code, 200)
+
+    def test_flood_ends_only_the_flooders_sessions(self) -> None:
+        """
+        On the default settings, 1,100 initialize from one client end only that client's
+        own oldest sessions: another client's idle session survives, and the flooder
+        keeps its newest 64.
+        """
+        other = self.start("claude-code")
+        flood = [self.start("flooder") for _ in range(1100)]
+        self.assertTrue(self.alive(other))
+        self.assertEqual(len(self.mcp.sessions), 65)
+        self.assertTrue(self.alive(flood[-1]))
+        self.assertTrue(self.alive(flood[-64]))
+        self.assertFalse(self.alive(flood[-65]))
+
+    def test_least_recently_used_idle_goes_first(self) -> None:
+        """At its cap, a client's new session ends its idle session used longest ago."""
+        self.capped(2)
+        first, second = self.start("host"), self.start("host")
+        self.assertTrue(self.alive(first))  # first is now the more recently used
+        third = self.start("host")
+        self.assertEqual([self.alive(s) for s in (first, second, third)], [True, False, True])
+
+    def test_busy_sessions_are_kept_and_the_new_one_refused(self) -> None:
+        """
+        When every session of the client is busy, a new initialize is refused with 429,
+        Retry-After and a JSON-RPC error naming the setting; the busy ones live on.
+        """
+        self.capped(2)
+        sessions = [self.start("host"), self.start("host")]
+        for session in sessions:
+            self.busy(session)
+        response, body = self.open_session("host")
+        self.assertEqual(response.code, 429)
+        self.assertEqual(header(response, "retry-after"), "1")
+        self.assertIsNone(header(response, "mcp-session-id"))
+        self.assertEqual((body["id"], body["error"]["code"]), (0, INVALID_REQUEST))
+        self.assertIn("transport.maxSessionsPerClient", body["error"]["message"])
+        self.assertEqual(len(self.mcp.sessions), 2)
+        # Another client is not affected.
+        self.start("other")
+
+    def test_mcpx_client_header_names_the_client(self) -> None:
+        """The Mcpx-Client header, when sent, is the client; the declared name is not."""
+        self.capped(1)
+        one = self.start("same", {"Mcpx-Client": "one"})
+        two = self.start("same", {"Mcpx-Client": "two"})
+        self.assertEqual([self.alive(one), self.alive(two)], [True, True])
+        again = self.start("different", {"Mcpx-Client": "one"})
+        self.assertEqual([self.alive(one), self.alive(again)], [False, True])
+
+    def test_crowding_logged_once(self) -> None:
+        """A client at its cap is logged once, not for every session it replaces."""
+        logged = observe_log(self)
+        self.capped(2)
+        for _ in range(10):
+            self.start("host")
+        crowded = [e for e in logged if "maxSessionsPerClient" in str(e.get("log_format", ""))]
+        self.assertEqual(len(crowded), 1)
+
+    def test_past_the_total_the_biggest_holder_yields(self) -> None:
+        """
+        At MAX_SESSIONS in all, the client holding the most sessions gives up its least
+        recently used idle one, even when another client's session is older.
+        """
+        self.patch(http_module, "MAX_SESSIONS", 4)
+        self.capped(3)
+        small = self.start("small")
+        big = [self.start("big") for _ in range(3)]
+        newcomer = self.start("new")
+        self.assertEqual(len(self.mcp.sessions), 4)
+        self.assertTrue(self.alive(small))
+        self.assertTrue(self.alive(newcomer))
+        self.assertEqual([self.alive(s) for s in big], [False, True, True])

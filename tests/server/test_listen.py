@@ -311,8 +311,9 @@ class ListenHTTPTests(SynchronousTestCase):
 class GatewayListenTests(SynchronousTestCase):
     def test_gateway_resource_updates(self) -> None:
         """
-        Without pass-through the lists never change, so none is offered; but a listen may
-        name mcpx:// resources, whose upstream updates reach it under those names, and a
+        Without pass-through the tools never change, so their changes are not offered
+        (prompts and resources change with reloads and are); a listen may name mcpx://
+        resources, whose upstream updates reach it under those names, and a
         request for list changes is acknowledged as not honoured.
         """
         harness, connector = passed_through()
@@ -325,7 +326,7 @@ class GatewayListenTests(SynchronousTestCase):
         _, body = client.post(modern(1, "server/discover"), modern_headers("server/discover"))
         capabilities = body["result"]["capabilities"]
         self.assertEqual(capabilities["tools"], {})
-        self.assertEqual(capabilities["resources"], {"subscribe": True})
+        self.assertEqual(capabilities["resources"], {"subscribe": True, "listChanged": True})
         client.post(modern(2, "resources/list"), modern_headers("resources/list"))
         named = uris.to_mcpx("beta", "beta://x")
         response, stream = client.open(

@@ -183,6 +183,16 @@ def scripts() -> dict[str, dict[str, Any]]:
     }
 
 
+def refusing_nope() -> dict[str, dict[str, Any]]:
+    """L{scripts}, with beta listing a tool C{nope} it refuses as unknown when called."""
+    scripted = scripts()
+    scripted["beta"]["tools"] = [
+        *scripted["beta"]["tools"],
+        {"name": "nope", "inputSchema": {"type": "object"}},
+    ]
+    return scripted
+
+
 class Upstreams(FakeConnector):
     """A L{FakeConnector} whose servers each have their own catalogue."""
 
@@ -199,8 +209,11 @@ class Upstreams(FakeConnector):
         self.connects.append((name, server, handlers))
         if self.failures:
             raise self.failures.pop(0)
-        answers = _answers(self.scripted[name])
-        upstream = FakeUpstream(next(self.serials), answers, self.capabilities, self.holding)
+        script = self.scripted[name]
+        answers = _answers(script)
+        # A script may declare capabilities of its own (a server without resources).
+        capabilities = script.get("capabilities", self.capabilities)
+        upstream = FakeUpstream(next(self.serials), answers, capabilities, self.holding)
         self.upstreams.append(upstream)
         channel = FakeChannel(name, upstream)
         session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
@@ -465,10 +478,10 @@ class CallTests(SynchronousTestCase):
         code, message and data: not an isError result.
         """
         for revision in Revision:
-            harness, _ = passed_through()
+            harness, _ = passed_through(scripted=refusing_nope())
             session = Session(revision, harness)
             listed = names_of(session.result("tools/list")["tools"])
-            self.assertNotIn("nope", listed)
+            self.assertIn("nope", listed)
             error = session.error("tools/call", {"name": "nope", "arguments": {}})
             self.assertEqual(
                 (error.code, error.message, error.data),
@@ -477,17 +490,20 @@ class CallTests(SynchronousTestCase):
             )
             check_frames(harness, revision)
 
-    def test_unlisted_name_forwarded_to_the_first(self) -> None:
+    def test_unlisted_name_never_forwarded(self) -> None:
         """
-        A name no pass-through server lists and mcpx has no tool of goes to the first
-        pass-through server, which decides (here: it answers).
+        A name no pass-through server lists and mcpx has no tool of is refused with
+        -32602 naming it, and reaches no server (each would run what it was given).
         """
-        harness, connector = passed_through()
-        result = Session(Revision.V2025_06_18, harness).call("hidden")
-        self.assertEqual(result["content"][0]["text"], "hidden tool of alpha")
-        sent = upstream(connector, "alpha").last("tools/call").params
-        assert isinstance(sent, dict)
-        self.assertEqual(sent["name"], "hidden")
+        for names in (("alpha", "beta"), ("alpha",)):
+            harness, connector = passed_through(names)
+            error = Session(Revision.V2025_06_18, harness).error(
+                "tools/call", {"name": "hidden", "arguments": {}}
+            )
+            self.assertEqual(error.code, INVALID_PARAMS)
+            self.assertIn("'hidden'", error.message)
+            for server in names:
+                self.assertNotIn("tools/call", upstream(connector, server).methods())
 
     def test_gateway_name_collision_upstream_wins(self) -> None:
         """mcpx_servers, which alpha also offers, calls alpha's tool over MCP."""
@@ -522,14 +538,16 @@ class CallTests(SynchronousTestCase):
         described = session.call("mcpx_describe", {"server": "other", "tool": "echo"})
         self.assertIs(described["isError"], False)
 
-    def test_one_server_does_not_list_on_the_hot_path(self) -> None:
+    def test_one_server_lists_once_for_many_calls(self) -> None:
         """
-        With one pass-through server, a call of a name that is not a gateway tool's is
-        forwarded without listing the server's tools first.
+        With one pass-through server, calls are routed by its cached catalogue: its
+        tools are listed once, not once per call.
         """
         harness, connector = passed_through(("alpha",))
-        Session(Revision.V2025_06_18, harness).call("echo", {"text": "a"})
-        self.assertNotIn("tools/list", upstream(connector, "alpha").methods())
+        session = Session(Revision.V2025_06_18, harness)
+        for _ in range(3):
+            session.call("echo", {"text": "a"})
+        self.assertEqual(upstream(connector, "alpha").methods().count("tools/list"), 1)
 
     def test_pool_failure_is_internal_error(self) -> None:
         """A pass-through server that cannot be started is -32603 naming it."""
@@ -579,7 +597,10 @@ class PromptTests(SynchronousTestCase):
             check_frames(harness, revision)
 
     def test_get_verbatim(self) -> None:
-        """prompts/get goes to the owner and its result comes back as it was (own URIs)."""
+        """
+        prompts/get goes to the owner and its result comes back as it was (own URIs); a
+        name no server lists is refused naming it, and sent to no server.
+        """
         harness, connector = passed_through()
         session = Session(Revision.V2025_06_18, harness)
         result = session.result("prompts/get", {"name": "summarise", "arguments": {"n": "1"}})
@@ -589,8 +610,16 @@ class PromptTests(SynchronousTestCase):
         self.assertEqual(sent, {"name": "summarise", "arguments": {"n": "1"}})
         gateway = session.result("prompts/get", {"name": "other_greet"})
         self.assertEqual(gateway["description"], "greet of other")
-        unknown = session.result("prompts/get", {"name": "unlisted"})
-        self.assertEqual(unknown["description"], "unlisted of alpha")
+        unknown = session.error("prompts/get", {"name": "unlisted"})
+        self.assertEqual((unknown.code, unknown.data), (-32602, {"name": "unlisted"}))
+        self.assertIn("unknown prompt 'unlisted'", unknown.message)
+        asked = [
+            request.params
+            for name in ("alpha", "beta")
+            for request in upstream(connector, name).requests
+            if request.method == "prompts/get"
+        ]
+        self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
     def test_duplicate_prompt_fails_the_list(self) -> None:
@@ -635,8 +664,9 @@ class ResourceTests(SynchronousTestCase):
     def test_read_routed_by_listing_and_template(self) -> None:
         """
         A bare URI goes to the first server, in the order named, that lists it or has a
-        template it falls under; one none does goes to the first; an mcpx:// URI goes
-        through the gateway.
+        template it falls under, else to the first whose other resources share its
+        scheme; one nobody can have is refused, naming it; an mcpx:// URI goes through
+        the gateway.
         """
         harness, _ = passed_through()
         session = Session(Revision.V2025_06_18, harness)
@@ -652,10 +682,42 @@ class ResourceTests(SynchronousTestCase):
         self.assertEqual(owner("notes://a/b/c"), "beta")
         # beta lists it, but alpha comes first and has a template it falls under.
         self.assertEqual(owner("shared://one"), "alpha")
-        # {id} is one segment: alpha's template does not take this one.
-        self.assertEqual(owner("unknown://z"), "alpha")
+        # Not listed, but of a scheme only beta's resources use.
+        self.assertEqual(owner("beta://unlisted"), "beta")
+        # {id} is one segment: alpha's template does not take this one; the scheme does.
+        self.assertEqual(owner("alpha://items/7/8"), "alpha")
+        error = session.error("resources/read", {"uri": "unknown://z"})
+        self.assertEqual(error.code, -32002)
+        self.assertIn("unknown://z", error.message)
         self.assertEqual(owner(uris.to_mcpx("other", "other://r")), "other")
         check_frames(harness, Revision.V2025_06_18)
+
+    def test_read_never_sent_to_a_server_without_resources(self) -> None:
+        """
+        A URI nobody lists is not handed to a first server that declares no resources:
+        it goes to the one server that does, and with none, is refused naming the URI
+        (-32602 at 2026-07-28, where -32002 is retired).
+        """
+        script = scripts()
+        script["alpha"] = {**script["alpha"], "resources": [], "templates": []}
+        script["alpha"]["capabilities"] = {"tools": {}}
+        harness, connector = passed_through(scripted=script)
+        session = Session(Revision.V2025_11_25, harness)
+        contents = session.result("resources/read", {"uri": "memory://nope"})["contents"]
+        self.assertEqual(contents[0]["text"], "beta")
+        only_alpha = {**script, "beta": {**script["alpha"]}}
+        harness, connector = passed_through(scripted=only_alpha)
+        for revision, code in ((Revision.V2025_11_25, -32002), (Revision.V2026_07_28, -32602)):
+            error = Session(revision, harness).error("resources/read", {"uri": "memory://nope"})
+            self.assertEqual(error.code, code)
+            self.assertIn("memory://nope", error.message)
+        asked = [
+            request.method
+            for upstream in connector.upstreams
+            for request in upstream.requests
+            if request.method == "resources/read"
+        ]
+        self.assertEqual(asked, [])
 
     def test_template_matching(self) -> None:
         """A simple expression fills one non-empty segment; + takes the rest."""
@@ -860,7 +922,7 @@ class ModernHTTPTests(SynchronousTestCase):
         On 2026-07-28 Streamable HTTP, an upstream's -32602 for a pass-through call is
         the response's error with status 400; a forwarded result is 200.
         """
-        harness, _ = passed_through()
+        harness, _ = passed_through(scripted=refusing_nope())
         mcp = McpHTTP(harness.server, harness.clock, keep_alive=15.0)
         self.addCleanup(mcp.close)
         client = Client(mcp, harness.clock)
@@ -940,7 +1002,7 @@ class DemoPassThroughTests(RealDaemonCase):
         self.assertIn("unexpected argument(s): 'c'", refused["content"][0]["text"])
         answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
         self.assertEqual(answer["code"], INVALID_PARAMS)
-        self.assertEqual(answer["message"], "Unknown tool: nope")
+        self.assertIn("unknown tool 'nope'", answer["message"])
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)

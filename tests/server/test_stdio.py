@@ -258,9 +258,11 @@ class StdioConnectionTests(SynchronousTestCase):
 class HelloPassThroughTests(SynchronousTestCase):
     """A hello naming servers to pass through, served by the real McpServer."""
 
-    def connect(self, **hello: Any) -> tuple[StdioConnection, StringTransport]:
-        """A connection to a server passing nothing through by default, after C{hello}."""
-        self.harness, _ = passed_through(())
+    def connect(
+        self, default: tuple[str, ...] = (), **hello: Any
+    ) -> tuple[StdioConnection, StringTransport]:
+        """A connection, after C{hello}, to a server passing C{default} through."""
+        self.harness, _ = passed_through(default)
         protocol = StdioFactory(self.harness.server, self.harness.clock).buildProtocol(None)
         transport = StringTransport()
         protocol.makeConnection(transport)
@@ -315,10 +317,22 @@ class HelloPassThroughTests(SynchronousTestCase):
         ghost_only, ghost_transport = self.connect(passthrough=["ghost"])
         self.assertEqual(self.tool_names(ghost_only, ghost_transport), GATEWAY_NAMES)
 
+    def test_empty_passthrough_passes_nothing_through(self) -> None:
+        """
+        C{mcpx serve --passthrough ""} sends an empty list: that connection gets the
+        gateway's tools only, although the daemon passes alpha through by default.
+        """
+        default, default_transport = self.connect(("alpha",))
+        self.assertEqual(self.tool_names(default, default_transport)[0], "echo")
+        empty, empty_transport = self.connect(("alpha",), passthrough=[])
+        assert empty.conn is not None
+        self.assertEqual(empty.conn.passthrough, ())
+        self.assertEqual(self.tool_names(empty, empty_transport), GATEWAY_NAMES)
+
     def test_malformed_passthrough_is_ignored(self) -> None:
         """A passthrough that is not a list of names leaves the daemon's default."""
         self.assertIsNone(stdio.hello_passthrough({**HELLO, "passthrough": "alpha"}))
-        self.assertIsNone(stdio.hello_passthrough({**HELLO, "passthrough": []}))
+        self.assertEqual(stdio.hello_passthrough({**HELLO, "passthrough": []}), ())
         self.assertEqual(
             stdio.hello_passthrough({**HELLO, "passthrough": ["a", 3, "", "b"]}), ("a", "b")
         )
@@ -368,10 +382,22 @@ class SocketTests(SynchronousTestCase):
         """--passthrough a,b puts the names, trimmed and in order, in the hello."""
         names = bridge_module.split_names(" demo, ,tasks ")
         self.assertEqual(names, ["demo", "tasks"])
-        self.assertEqual(bridge_module.split_names(None), [])
         hello = json.loads(bridge_module.hello_line(names))
         self.assertEqual(hello["passthrough"], ["demo", "tasks"])
         self.assertEqual(stdio.hello_passthrough(hello), ("demo", "tasks"))
+
+    def test_hello_line_empty_passthrough(self) -> None:
+        """
+        C{--passthrough ""} (or C{MCPX_MCP_PASSTHROUGH=""}) is an empty list, sent as
+        such; no option at all leaves the daemon's own list in force.
+        """
+        self.assertIsNone(bridge_module.split_names(None))
+        for given in ("", " , "):
+            names = bridge_module.split_names(given)
+            self.assertEqual(names, [])
+            hello = json.loads(bridge_module.hello_line(names))
+            self.assertEqual(hello["passthrough"], [])
+            self.assertEqual(stdio.hello_passthrough(hello), ())
 
     def test_mcp_url(self) -> None:
         """--transport http points at /mcp on each TCP endpoint of daemon.listen."""
@@ -474,6 +500,20 @@ class BridgeProcessTests(TestCase):
         bridge.transport.closeStdin()
         self.assertEqual(await bridge.ended(), 0)
         self.assertEqual([a["id"] for a in self.lines(bridge.text(1))], [1, 2])
+
+    async def test_daemon_stopping_under_the_host_is_reported(self) -> None:
+        """
+        When the daemon stops while the host is still connected, mcpx serve says so on
+        stderr and exits 1, so the host sees a failed server rather than a clean end.
+        """
+        daemon = await self.daemon()
+        bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        assert bridge.transport is not None
+        bridge.transport.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        await bridge.wait_for(rb'"id":1', fd=1)
+        daemon.signal("TERM")
+        self.assertEqual(await bridge.ended(), 1)
+        self.assertIn("the daemon ended this connection", bridge.text(2))
 
     async def test_starts_a_daemon_when_none_runs(self) -> None:
         """mcpx serve with no daemon running starts one and serves through it."""

@@ -136,7 +136,7 @@ class LoadConfigTests(SynchronousTestCase):
         demo = found.servers["demo"]
         assert isinstance(demo, StdioServer)
         self.assertEqual(demo.command, sys.executable)
-        self.assertEqual(demo.args, ("-m", "mcpx.demo"))
+        self.assertEqual(demo.args, ("-P", "-m", "mcpx.demo"))
 
     def test_python_only_in_shipped(self) -> None:
         """In a user's file, C{"python"} stays C{"python"}."""

@@ -71,7 +71,7 @@ class DefaultTests(SynchronousTestCase):
             "proto.askTTL": 900.0,
             "protoMessages.listMaxAge": 60.0,
             "protoMessages.readMaxAge": 0.0,
-            "transport.maxMessageSize": 4 * 1024 * 1024,
+            "transport.maxMessageSize": 64 * 1024 * 1024,
             "exec.timeout": 120.0,
             "daemon.listen": ("tcp:8899:interface=127.0.0.1",),
             "daemon.logLevel": "info",

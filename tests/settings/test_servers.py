@@ -296,7 +296,6 @@ class RedactionTests(SynchronousTestCase):
                     "r": {
                         "url": f"https://me:{TOKEN}@e.x/mcp?key={TOKEN}&v",
                         "headers": {"X-Key": TOKEN},
-                        "auth": {"type": "basic", "username": TOKEN, "password": TOKEN},
                     },
                     "s": {
                         "command": "x",
@@ -330,7 +329,8 @@ class RedactionTests(SynchronousTestCase):
         self.assertEqual(
             shown["r"],
             {
-                "url": "https://***@e.x/mcp?key=***&v",
+                # The user information became the basic auth block.
+                "url": "https://e.x/mcp?key=***&v",
                 "headers": {"X-Key": "***"},
                 "auth": {"type": "basic", "username": "***", "password": "***"},
                 "scope": "shared",

@@ -608,6 +608,37 @@ class FallbackTests(SynchronousTestCase):
         self.assertEqual(len(out["content"]), 3)
         self.assertEqual(json.loads(out["content"][2]["text"]), {"temperature": 21})
 
+    def test_structured_copy_of_a_payload_not_repeated(self) -> None:
+        """
+        Structured content that only repeats a block's payload (a file's text, a media
+        block's base64) is not added as text for a client without structured content,
+        even where the media block itself is left out (audio at 2024-11-05).
+        """
+        text = "a line of a file that is read back in full\n" * 40
+        audio = {"type": "audio", "data": "UklGRg" * 200, "mimeType": "audio/wav"}
+        image = {"type": "image", "data": "iVBORw0K" * 200, "mimeType": "image/png"}
+        cases = [
+            {"content": [{"type": "text", "text": text}], "structuredContent": {"content": text}},
+            {"content": [image], "structuredContent": {"content": [image]}},
+            {"content": [audio], "structuredContent": {"content": [audio]}},
+        ]
+        for original in cases:
+            for revision in (V1, V2):
+                out = downgrade(original, "tools/call", revision)
+                self.assertNotIn("structuredContent", out)
+                payloads = [b.get("text", b.get("data")) for b in out["content"]]
+                self.assertLessEqual(len(payloads), 1, (revision, payloads[:1]))
+                self.assertFalse(any(p.startswith("{") for p in payloads))
+                self.assertEqual(violations(out, revision, "CallToolResult"), [])
+
+    def test_structured_with_more_than_a_payload_is_kept(self) -> None:
+        """Structured content holding a payload and other data of weight still becomes text."""
+        text = "x" * 80
+        extra = {"content": text, "lines": list(range(40)), "encoding": "utf-8"}
+        original = {"content": [{"type": "text", "text": text}], "structuredContent": extra}
+        out = downgrade(original, "tools/call", V1)
+        self.assertEqual(json.loads(out["content"][-1]["text"]), extra)
+
     def test_non_object_structured_content(self) -> None:
         """
         A structured result that is not a JSON object stays for 2026-07-28,

@@ -31,7 +31,19 @@ from tests.support.processes import REPO, ChildProcess, free_tcp_port, kill_on_c
 
 Era = Literal["legacy", "modern", "both"]
 HttpTransport = Literal["http", "sse"]
-MisbehavingMode = Literal["garbage", "silent-discover", "hang", "crash-mid-call"]
+MisbehavingMode = Literal[
+    "garbage",
+    "silent-discover",
+    "hang",
+    "crash-mid-call",
+    "well",
+    "big-answer",
+    "flood",
+    "exit-at-start",
+    "ignore-term",
+    "fork-grandchild",
+    "fork-then-crash",
+]
 
 FIXTURES = REPO / "tests" / "fixtures"
 CONFORMANCE_FIXTURE = REPO / "tests" / "conformance" / "fixture_server.py"

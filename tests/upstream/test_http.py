@@ -19,6 +19,7 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import (
     Channel,
     ChannelClosed,
+    MessageTooLarge,
     Negotiated,
     SessionExpired,
     TransportRefused,
@@ -538,10 +539,10 @@ class ResponseTests(ChannelCase):
 
         self.server.handler = huge
         _channel, peer = self.connect(max_message_size=200)
-        error = await self.fails_with(peer.request("tools/list"), RequestFailed)
-        self.assertIn("larger than 200 bytes", str(error))
-        error = await self.fails_with(peer.request("tools/call", {"name": "x"}), RequestFailed)
-        self.assertIn("larger than 200", str(error))
+        error = await self.fails_with(peer.request("tools/list"), MessageTooLarge)
+        self.assertIn("longer than 200 bytes", str(error))
+        error = await self.fails_with(peer.request("tools/call", {"name": "x"}), MessageTooLarge)
+        self.assertIn("longer than 200 bytes", str(error))
 
     async def test_resumption_is_bounded(self) -> None:
         """

@@ -24,7 +24,7 @@ from zope.interface import provider
 
 from mcpx.daemon.ops import error_from
 from mcpx.pool import Pool
-from mcpx.pool.errors import ServerUnavailable, UpstreamBroke
+from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
 from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
@@ -55,6 +55,18 @@ TOOLS = [
         "annotations": {"idempotentHint": True},
     },
 ]
+
+
+def sse_answer(value: Any) -> Any:
+    """A C{tools/call} script answering C{value} in one event of a stream."""
+
+    def answer(seen: Seen) -> Reply:
+        reply = open_sse(seen)
+        send_event(seen, {"jsonrpc": "2.0", "id": seen.message_id, "result": value})
+        end(seen)
+        return reply
+
+    return answer
 
 
 def open_descriptors() -> int:
@@ -218,9 +230,18 @@ class CallFailureTests(RemoteCase):
         """
         self.rough.on_call = lambda seen: result(seen, {"content": [], "blob": "x" * 20_000})
         pool = self.make_pool(max_message_size=8192)
-        error = await self.broke(pool)
-        self.assert_v1(error, 502, "larger than 8192 bytes")
+        with self.assertRaises(AnswerTooLarge) as caught:
+            await pool.call_tool("rough", "charge", {})
+        shown = error_from(caught.exception)
+        self.assertEqual((shown.status, shown.code), (502, "answer_too_large"))
+        self.assertIn("longer than 8192 bytes", shown.message)
+        self.assertIn("transport.maxMessageSize", shown.message)
         self.assertEqual(self.rough.calls["charge"], 1)
+        # The same over an event stream.
+        self.rough.on_call = sse_answer({"content": [], "blob": "x" * 20_000})
+        with self.assertRaises(AnswerTooLarge):
+            await pool.call_tool("rough", "charge", {})
+        self.assertEqual(self.rough.calls["charge"], 2)
 
     async def test_large_result_within_a_raised_limit(self) -> None:
         """A 5 MB result passes when C{transport.maxMessageSize} is 32 MiB."""

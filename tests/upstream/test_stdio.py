@@ -29,7 +29,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
-from mcpx.upstream.channel import ChannelClosed
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
 from mcpx.upstream.stdio import STDERR_LINE_LIMIT, SpawnFailed, StdioChannel
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
@@ -508,28 +508,69 @@ class TrafficTests(StdioTestCase):
         [answer] = upstream.process.written()
         self.assertEqual(answer["error"]["code"], -32600)
 
-    def test_oversized_line_dropped(self) -> None:
+    def test_oversized_answer_fails_its_request(self) -> None:
         """
-        A line longer than the size limit is logged and dropped without an answer to
-        the server; the lines after it are read as usual.
+        An answer longer than the size limit fails the request it answers at once, with
+        an error naming the limit and the setting; the other request in flight and the
+        lines after it are served as usual.
+        """
+        events = observe_log(self)
+        upstream = self.started(max_message_size=64)
+        first = upstream.peer.request("ping")
+        second = upstream.peer.request("ping")
+        upstream.process.stdout(b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * 100)
+        upstream.process.stdout(b'"}\n{"jsonrpc":"2.0","method":"notifications/progress"}\n')
+        error = self.failureResultOf(first, MessageTooLarge).value
+        self.assertIn("longer than 64 bytes", str(error))
+        self.assertIn("transport.maxMessageSize", str(error))
+        self.assertNoResult(second)
+        upstream.process.stdout(b'{"jsonrpc":"2.0","id":2,"result":{}}\n')
+        self.assertEqual(self.successResultOf(second), {})
+        self.assertEqual(upstream.notifications, [Notification("notifications/progress")])
+        self.assertEqual(len(upstream.process.written()), 2, "nothing is sent back")
+        [warning] = events_of(events, LogLevel.warn)
+        self.assertEqual((warning["server"], warning["limit"], warning["id"]), ("demo", 64, 1))
+        self.assertFalse(upstream.peer.closed)
+
+    def test_oversized_answer_with_id_last(self) -> None:
+        """
+        The TypeScript SDK writes the id after the result; the request is still found,
+        in the end of the line.
+        """
+        upstream = self.started(max_message_size=64)
+        d = upstream.peer.request("ping")
+        line = json.dumps({"result": {"text": "x" * 5000}, "jsonrpc": "2.0", "id": 1})
+        upstream.process.stdout(line.encode() + b"\n")
+        self.failureResultOf(d, MessageTooLarge)
+
+    def test_oversized_other_line_only_dropped(self) -> None:
+        """
+        An oversized line that is not a response (a notification, a request of the
+        server's) fails nothing, even when it names an id in flight: it is logged and
+        dropped.
         """
         events = observe_log(self)
         upstream = self.started(max_message_size=64)
         d = upstream.peer.request("ping")
-        upstream.process.stdout(b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * 100)
-        upstream.process.stdout(b'"}\n{"jsonrpc":"2.0","method":"notifications/progress"}\n')
+        for message in (
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": {"x": "y" * 99}},
+            {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": "z" * 99},
+            {"params": {"x": "y" * 99}, "method": "roots/list", "jsonrpc": "2.0", "id": 1},
+        ):
+            upstream.process.stdout(json.dumps(message).encode() + b"\n")
         self.assertNoResult(d)
-        self.assertEqual(upstream.notifications, [Notification("notifications/progress")])
-        self.assertEqual(len(upstream.process.written()), 1)
-        [warning] = events_of(events, LogLevel.warn)
-        self.assertEqual((warning["server"], warning["limit"]), ("demo", 64))
+        warnings = events_of(events, LogLevel.warn)
+        self.assertEqual([w["limit"] for w in warnings], [64, 64, 64])
         self.assertFalse(upstream.peer.closed)
 
     def test_default_size_limit(self) -> None:
-        """Without a limit given, lines up to 4 MiB are accepted."""
+        """
+        Without a limit given, lines up to 64 MiB are accepted: a 6 MB answer (a 3 MB
+        file, as text and as structured content) gets through.
+        """
         upstream = self.started()
         d = upstream.peer.request("ping")
-        big = "y" * (4 * 1024 * 1024 - 100)
+        big = "y" * (6 * 1000 * 1000)
         upstream.process.stdout(b'{"jsonrpc":"2.0","id":1,"result":"%s"}\n' % big.encode())
         self.assertEqual(self.successResultOf(d), big)
 

@@ -32,9 +32,9 @@ class LineBufferTests(SynchronousTestCase):
 
     def test_default_limit(self) -> None:
         """
-        The default cap is 4 MiB.
+        The default cap is 64 MiB.
         """
-        self.assertEqual(DEFAULT_MAX_MESSAGE_SIZE, 4 * 1024 * 1024)
+        self.assertEqual(DEFAULT_MAX_MESSAGE_SIZE, 64 * 1024 * 1024)
         self.assertEqual(LineBuffer().max_length, DEFAULT_MAX_MESSAGE_SIZE)
 
     def test_several_lines_in_one_chunk(self) -> None:

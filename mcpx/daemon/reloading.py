@@ -1,0 +1,179 @@
+# -*- test-case-name: tests.daemon.test_reloading -*-
+"""
+Reloading the config file (C{POST /v1/reload}, C{SIGHUP}).
+
+One reload runs at a time: a second waits for the first, so the servers
+C{/v1/settings} shows, the pool's and the MCP server's are always those of the same
+file.  A reload:
+
+  1. reads the file the daemon started with (L{mcpx.settings.config.reread_config}); a
+     file that is missing, unreadable or invalid refuses the reload, and the running
+     configuration stays as it was;
+  2. applies the settings that can change while the daemon runs (L{LIVE_SETTINGS}) and
+     names the others the file changed, which take effect at the next start;
+  3. hands the servers to the pool, and tells the MCP server which servers changed, so
+     every connected host that can hear of it is told its lists changed.
+
+Each outcome is published on C{/v1/events} (C{config.reloaded}, C{config.reload_failed})
+and the last one is kept for C{/health} (C{mcpx status}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+from attrs import define, field, frozen
+from twisted.internet.defer import Deferred, DeferredLock, ensureDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from mcpx.daemon.events import EventBus
+from mcpx.pool.status import ReloadReport
+from mcpx.settings.config import ConfigFile
+from mcpx.settings.errors import SettingsError
+from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import ServersConfig
+
+log = Logger()
+
+#: The settings a reload applies at once; every other one changed waits for a restart.
+LIVE_SETTINGS: Final = ("pool.callTimeout", "pool.idleTimeout", "pool.stableAfter")
+
+
+class ReloadRefused(Exception):
+    """The config file could not be used; nothing was changed."""
+
+
+class ReloadHost(Protocol):
+    """What a reload changes (L{mcpx.daemon.http.DaemonHTTP})."""
+
+    settings: Settings | None
+    servers: ServersConfig | None
+    events: EventBus
+
+
+class Retunable(Protocol):
+    """A pool whose live settings can change (L{mcpx.pool.pool.Pool.retune})."""
+
+    def retune(self, settings: Settings) -> None: ...
+
+
+@frozen
+class ReloadOutcome:
+    """What the last reload did: C{error} is C{None} when it was applied."""
+
+    at: float
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at, "ok": self.error is None, "error": self.error}
+
+
+#: Told which servers a reload changed (removed, added or configured differently).
+ChangeListener = Callable[[ReloadReport], object]
+
+
+def server_changes(old: ServersConfig | None, new: ServersConfig) -> ReloadReport:
+    """What taking C{new} in place of C{old} does, by server name (as the pool does it)."""
+    before = old.servers if old is not None else {}
+    after = new.servers
+    return ReloadReport(
+        removed=tuple(name for name in before if name not in after),
+        added=tuple(name for name in after if name not in before),
+        changed=tuple(name for name in after if name in before and before[name] != after[name]),
+        unchanged=tuple(name for name in after if name in before and before[name] == after[name]),
+    )
+
+
+def changed_settings(old: Settings, new: Settings) -> list[str]:
+    """The names of the settings whose values differ, in declaration order."""
+    return [
+        resolved.setting.name
+        for resolved in old
+        if new.value(resolved.setting.name) != resolved.value
+    ]
+
+
+@define
+class Reloads:
+    """
+    Runs reloads one at a time, and remembers how the last one ended.
+
+    @ivar read: reads the config file afresh; C{None} when this daemon cannot.
+    @ivar listeners: told of each applied reload that changed a server.
+    """
+
+    clock: IReactorTime
+    read: Callable[[], ConfigFile] | None = None
+    listeners: list[ChangeListener] = field(factory=list)
+    last: ReloadOutcome | None = None
+    _lock: DeferredLock = field(factory=DeferredLock)
+
+    def run(
+        self,
+        host: ReloadHost,
+        apply_servers: Callable[[ServersConfig], Deferred[ReloadReport]],
+        pool: Retunable | None,
+    ) -> Deferred[dict[str, Any]]:
+        """
+        Reload once the reloads before it have finished.
+
+        @param apply_servers: hands the new servers to the pool; fires once the
+            processes it stopped are gone.
+        @return: the answer of C{POST /v1/reload}; fails with L{ReloadRefused} when the
+            file could not be used.
+        """
+        return self._lock.run(lambda: ensureDeferred(self._reload(host, apply_servers, pool)))
+
+    async def _reload(
+        self,
+        host: ReloadHost,
+        apply_servers: Callable[[ServersConfig], Deferred[ReloadReport]],
+        pool: Retunable | None,
+    ) -> dict[str, Any]:
+        if self.read is None:
+            raise ReloadRefused("this daemon cannot re-read its config file; restart it")
+        try:
+            config = self.read()
+            settings = host.settings
+            wanted = settings.with_file(config) if settings is not None else None
+        except SettingsError as e:
+            self._refused(host, str(e))
+            raise ReloadRefused(str(e)) from None
+        live: list[str] = []
+        later: list[str] = []
+        if settings is not None and wanted is not None:
+            for name in changed_settings(settings, wanted):
+                (live if name in LIVE_SETTINGS else later).append(name)
+            if live:
+                host.settings = settings.taking(wanted, tuple(live))
+                if pool is not None:
+                    pool.retune(host.settings)
+        changes = server_changes(host.servers, config.servers)
+        # The view and the pool change in the same step: nothing can see one without the other.
+        host.servers = config.servers
+        applying = apply_servers(config.servers)
+        if changes.removed or changes.added or changes.changed:
+            for listener in self.listeners:
+                try:
+                    listener(changes)
+                except Exception:
+                    log.failure("telling of a reload failed")
+        report = await applying
+        answer: dict[str, Any] = report.to_json()
+        answer["settings"] = {"applied": live, "restart_needed": later}
+        self.last = ReloadOutcome(self.clock.seconds())
+        host.events.publish("config.reloaded", None, **answer)
+        log.info("configuration reloaded: {answer}", answer=answer)
+        if later:
+            log.warn(
+                "configuration reloaded; these settings take effect at the next start: {names}",
+                names=", ".join(later),
+            )
+        return answer
+
+    def _refused(self, host: ReloadHost, why: str) -> None:
+        self.last = ReloadOutcome(self.clock.seconds(), why)
+        log.error("configuration reload refused, the running configuration is kept: {why}", why=why)
+        host.events.publish("config.reload_failed", None, error=why)
