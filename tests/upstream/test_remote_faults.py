@@ -1070,3 +1070,49 @@ class SdkVariantTests(TestCase):
 
     async def test_dual_era_json_responses(self) -> None:
         await self.check("both", "json")
+
+
+class SdkRestartMidCallTests(TestCase):
+    """The SDK server, with its event store, killed and started again in the middle of a call."""
+
+    timeout = 90
+
+    async def test_call_not_run_twice_across_a_restart(self) -> None:
+        """
+        C{kill -9} while C{slow} runs, and the server starts again on its port: the
+        broken stream's resumption is retried while connections are refused, then meets
+        an unknown session.  mcpx initializes again but does not send the call again:
+        the caller is told its outcome is unknown, and the next call works.
+        """
+        server = await start_http_fixture(
+            reactor, "legacy", http_mode="resumable", add_cleanup=self.addCleanup
+        )
+        pool = real_pool(self, server.url)
+        await pool.call_tool("real", "echo", {"text": "warm"})
+        progress: list[Any] = []
+        call = Deferred.fromCoroutine(
+            pool.call_tool(
+                "real",
+                "slow",
+                {"seconds": 4, "steps": 8},
+                timeout=20.0,
+                on_progress=progress.append,
+            )
+        )
+        while not progress:
+            await wait(0.05)
+        server.child.signal("KILL")
+        await server.stop()
+        again = await start_http_fixture(
+            reactor, "legacy", http_mode="resumable", port=server.port, add_cleanup=self.addCleanup
+        )
+        self.assertEqual(again.port, server.port)
+        try:
+            answer = await call
+        except UpstreamBroke as e:
+            self.assertTrue(e.outcome_unknown)
+            self.assertIn("whether it ran is unknown", e.message)
+        else:
+            self.fail(f"the call was sent again and answered: {answer!r}")
+        answer = await pool.call_tool("real", "echo", {"text": "after"})
+        self.assertIn("after", json.dumps(answer))
