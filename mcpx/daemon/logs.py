@@ -18,11 +18,14 @@ from typing import IO, Any
 from twisted.logger import (
     FilteringLogObserver,
     ILogObserver,
+    LogEvent,
     LogLevel,
     LogLevelFilterPredicate,
     globalLogBeginner,
     jsonFileLogObserver,
 )
+from twisted.python.failure import Failure
+from zope.interface import provider
 
 from mcpx.settings.secrets import SecretMasker
 
@@ -61,7 +64,20 @@ def log_observer(
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(level))
     out: Any = stream if masker is None else MaskedStream(stream, masker)
-    return FilteringLogObserver(jsonFileLogObserver(out, recordSeparator=""), [predicate])
+    writer = jsonFileLogObserver(out, recordSeparator="")
+
+    @provider(ILogObserver)
+    def write(event: LogEvent) -> None:
+        failure = event.get("log_failure")
+        if isinstance(failure, Failure):
+            # JSON keeps only what it can encode of a failure; its exception object is
+            # written as "unpersistable", so the message and traceback go as text.
+            event = dict(event)
+            event["error"] = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
+            event["traceback"] = failure.getTraceback()
+        writer(event)
+
+    return FilteringLogObserver(write, [predicate])
 
 
 def open_log_stream(log_file: str) -> IO[Any]:

@@ -39,6 +39,7 @@ from mcpx.pool.errors import (
     PoolError,
     ServerUnavailable,
     UnknownServer,
+    UpstreamBroke,
 )
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
@@ -243,6 +244,13 @@ def error_from(error: BaseException) -> OpError:
     if isinstance(error, CallTimedOut):
         return OpError(
             504, error.code, f'{error.message}; or pass "task": true to collect the result later'
+        )
+    if isinstance(error, UpstreamBroke):
+        return OpError(
+            error.status,
+            error.code,
+            f"{error.message}; GET /v1/servers shows its state",
+            retry_in=error.retry_in,
         )
     if isinstance(error, AnswerTooLarge):
         return OpError(502, error.code, error.message)

@@ -284,6 +284,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             config.environ,
             config.state_dir,
             max_message_size=settings.integer("transport.maxMessageSize"),
+            http_connections=settings.integer("transport.httpConnections"),
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
             groups=groups,

@@ -158,3 +158,45 @@ class AnswerTooLarge(PoolError):
             f"({limit / 2**20:g} MiB), the limit transport.maxMessageSize sets; raise it "
             "in the config file or ask the tool for less"
         )
+
+
+class UpstreamBroke(PoolError):
+    """
+    The transport to a remote server failed during a request: the server refused it
+    with an HTTP status, the answer's stream ended without the answer, the answer was
+    too large, or the connection broke.
+
+    @ivar status: the HTTP status the API answers with: 503 when the server said it
+        is overloaded or unavailable (HTTP 429 or 503), else 502.
+    @ivar outcome_unknown: the server may have started the request, so it was not
+        sent again; whether it ran is unknown.
+    @ivar retry_in: seconds the server asked to wait (C{Retry-After}), if it did.
+    """
+
+    code: ClassVar[str] = "upstream_transport"
+
+    def __init__(
+        self,
+        server: str,
+        what: str,
+        reason: str,
+        *,
+        status: int = 502,
+        outcome_unknown: bool = False,
+        retry_in: float | None = None,
+    ) -> None:
+        self.server = server
+        self.what = what
+        self.reason = reason
+        self.status = status
+        self.outcome_unknown = outcome_unknown
+        self.retry_in = retry_in
+        message = f"server {server!r} failed {what!r}: {reason}"
+        if outcome_unknown:
+            message += (
+                "; the server may have started it, so it was not sent again and whether "
+                "it ran is unknown"
+            )
+        if retry_in is not None and retry_in > 0:
+            message += f"; it asked to wait {format_seconds(retry_in)}"
+        super().__init__(message)

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from attrs import define, evolve, field, frozen
 from twisted.application.service import MultiService
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, gatherResults
+from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -56,6 +57,7 @@ from mcpx.pool.errors import (
     ServerUnavailable,
     TooManyInstances,
     UnknownServer,
+    UpstreamBroke,
     format_seconds,
     masked_rpc_error,
 )
@@ -63,7 +65,7 @@ from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig, StdioServer
-from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import RpcError
@@ -248,6 +250,43 @@ class _Instance:
     @property
     def usable(self) -> bool:
         return self.session is not None and self.ended is None
+
+
+def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamBroke:
+    """
+    What a caller is told when the transport to C{server} failed C{what}: a refusal
+    by status (503 when the server said it is busy or unavailable), or a request that
+    broke, saying whether the server may have started it.
+    """
+    if isinstance(error, TransportRefused):
+        busy = error.status in (429, 503)
+        return UpstreamBroke(
+            server,
+            what,
+            f"it refused the request: {error}",
+            status=503 if busy else 502,
+            retry_in=error.retry_after,
+        )
+    started = bool(getattr(error, "started", True))
+    return UpstreamBroke(
+        server, what, str(error), status=502 if started else 503, outcome_unknown=started
+    )
+
+
+#: What is left of a call's bound after its server's start took the rest (seconds).
+_LEAST_BOUND: Final = 0.001
+
+
+def asked_to_wait(error: BaseException | None) -> float | None:
+    """The C{Retry-After} of the HTTP refusal behind C{error}, if there is one."""
+    seen = error
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, TransportRefused):
+            return seen.retry_after
+        seen = seen.__cause__
+    return None
 
 
 class Pool(MultiService):
@@ -553,11 +592,20 @@ class Pool(MultiService):
             return
         why = self._masker.mask(failure.getErrorMessage() or repr(failure.value))
         self.log.warn("upstream {server} could not be started: {why}", server=name, why=why)
-        retry_in = self._failed(instance, f"could not start: {why}", crashed=False)
+        retry_in = self._failed(
+            instance, f"could not start: {why}", crashed=False, asked=asked_to_wait(failure.value)
+        )
         self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
 
-    def _failed(self, instance: _Instance, why: str, *, crashed: bool) -> float:
-        """Count a crash or failed start; returns the delay before the next start."""
+    def _failed(
+        self, instance: _Instance, why: str, *, crashed: bool, asked: float | None = None
+    ) -> float:
+        """
+        Count a crash or failed start; returns the delay before the next start.
+
+        @param asked: the seconds the server asked to wait (C{Retry-After}), which
+            replace the back-off delay.
+        """
         slot = instance.slot
         instance.ended = why
         instance.failed = True
@@ -568,7 +616,7 @@ class Pool(MultiService):
         slot.failures += 1
         slot.crashed_last = crashed
         slot.last_error = why
-        delay = self._backoff.delay(slot.failures)
+        delay = self._backoff.delay(slot.failures) if asked is None else asked
         slot.retry_at = self._clock.seconds() + delay
         return delay
 
@@ -584,14 +632,30 @@ class Pool(MultiService):
 
         return evolve(base, notification=heard)
 
-    async def _ready(self, slot: _Slot) -> _Instance:
+    async def _ready(self, slot: _Slot, within: float | None = None) -> _Instance:
+        """
+        The slot's instance, started if need be.
+
+        @param within: the longest to wait for a start (a call's own bound); the start
+            goes on after the wait is given up.
+        """
         instance = slot.instance
         if instance is not None and instance.usable:
             return instance
         if instance is None:
             instance = self._start(slot)
         if not instance.ready.done:
-            await instance.ready.wait()
+            waiting = instance.ready.wait()
+            if within is not None:
+                waiting.addTimeout(within, self._clock)
+            try:
+                await waiting
+            except DeferredTimeout:
+                raise ServerUnavailable(
+                    instance.name,
+                    f"it is still starting after {format_seconds(within or 0)}, longer than "
+                    "the call may take; the start goes on, so a later call may find it ready",
+                ) from None
         if not instance.usable:
             raise self._unavailable(instance)
         return instance
@@ -778,11 +842,16 @@ class Pool(MultiService):
         timeout: float,
         action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
         caller: object = None,
+        *,
+        asked: float | None = None,
     ) -> T:
         """
         One upstream request on a ready instance: counted in flight (with whom it is
         for), bounded by C{timeout}, and turned into a clear error if the instance dies
         under it.
+
+        @param asked: when the caller asked, if waiting for the start came first: that
+            wait counted against C{timeout}.
         """
         session = instance.session
         assert session is not None
@@ -790,7 +859,10 @@ class Pool(MultiService):
         instance.callers.append(caller)
         try:
             work = Deferred.fromCoroutine(action(session))
-            deadline = Deadline(self._clock, timeout, work.cancel)
+            left = timeout
+            if asked is not None:
+                left = max(timeout - (self._clock.seconds() - asked), _LEAST_BOUND)
+            deadline = Deadline(self._clock, left, work.cancel)
             instance.deadlines.add(deadline)
             try:
                 result = await work
@@ -806,6 +878,12 @@ class Pool(MultiService):
                 raise
             except MessageTooLarge as e:
                 raise AnswerTooLarge(instance.name, what, e.limit) from None
+            except ConnectionError as e:
+                # A remote server's transport failed this one request (each HTTP request
+                # stands alone, so the instance lives on, and its status says what broke).
+                broke = transport_error(instance.name, what, e)
+                instance.slot.last_error = broke.message
+                raise broke from None
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
@@ -884,7 +962,8 @@ class Pool(MultiService):
         @raise mcpx.wire.errors.RpcError: as the server answered.
         """
         bound = effective_call_timeout(self._call_timeout, timeout)
-        instance = await self._ready(self._slot(server, client))
+        asked = self._clock.seconds()
+        instance = await self._ready(self._slot(server, client), bound)
         token: str | None = None
         if on_progress is not None:
             token = f"mcpx-{next(self._tokens)}"
@@ -897,6 +976,7 @@ class Pool(MultiService):
                 bound,
                 lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
                 caller,
+                asked=asked,
             )
         finally:
             if token is not None:
@@ -932,13 +1012,15 @@ class Pool(MultiService):
                 await self.unsubscribe(server, uri, client=client, timeout=timeout)
             return {}
         bound = effective_call_timeout(self._call_timeout, timeout)
-        instance = await self._ready(self._slot(server, client))
+        asked = self._clock.seconds()
+        instance = await self._ready(self._slot(server, client), bound)
         return await self._run(
             instance,
             method,
             bound,
             lambda session: session.call(method, params, caller=caller),
             caller,
+            asked=asked,
         )
 
     async def subscribe(

@@ -350,6 +350,15 @@ SETTINGS: tuple[Setting, ...] = (
         "the daemon closes it.",
     ),
     Setting(
+        name="transport.httpConnections",
+        kind=Kind.INTEGER,
+        default=16,
+        minimum=1,
+        help="How many idle connections to each remote (HTTP) server mcpx keeps open for "
+        "reuse; a burst of concurrent calls opens more, and the surplus is closed once "
+        "they finish.",
+    ),
+    Setting(
         name="exec.timeout",
         kind=Kind.DURATION,
         default=120.0,

@@ -215,6 +215,29 @@ def render_configuration_md() -> str:
         "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
         "`headers` is an object of headers to send with every request.",
         "",
+        "How mcpx treats a remote server that misbehaves: a redirect (307 or 308) to the same "
+        "scheme, host and port is followed with the same request, and the new URL is used "
+        "from then on; a redirect anywhere else is not followed (the headers and credentials "
+        "would go with it), and the error names where it pointed, so that you can configure "
+        "that URL if you trust it. A server that forgets its session (HTTP 404, or a 400 "
+        "saying the session is unknown) is initialized again; the request is sent again "
+        "only if the server cannot have started it, or it only reads (a listing, a read, a "
+        "ping, a tool annotated `idempotentHint`), so a call is never run twice behind your "
+        "back: when its outcome is unknown, the error says so. A 429 or 503 with "
+        "`Retry-After` is honoured up to a minute, both for a call's error (`retry_in`) and "
+        "for the next start. Answers are bounded by `transport.maxMessageSize` as on stdio; "
+        "up to `transport.httpConnections` idle connections per server are kept for reuse.",
+        "",
+        "An `https://` server's certificate is checked against the system's certificate "
+        "authorities and the URL's host. A remote entry's `tls` object changes that for that "
+        "server: `ca` is a PEM file of the authorities to trust instead (a private CA), "
+        "`serverName` is the name the certificate must carry when it is not the URL's host "
+        "(it is also sent as SNI), and `cert` (with `key`, when the private key is in a file "
+        "of its own) is the client certificate mcpx shows a server that asks for one (mutual "
+        'TLS). For example `"tls": {"ca": "/etc/mcpx/internal-ca.pem", "serverName": '
+        '"mcp.internal"}`. A certificate that fails the check is reported saying which '
+        "setting would trust it.",
+        "",
         "A `type` field copied from a host's file (`stdio`, `http`, `streamable-http`, `sse`) "
         "is accepted when it agrees with `command`/`url`. mcpx chooses the transport itself.",
         "",

@@ -209,6 +209,31 @@ class StdioServer:
         return f"StdioServer({self.name!r}, {self.redacted()!r})"
 
 
+@frozen
+class Tls:
+    """
+    How mcpx checks a remote server's certificate and shows its own.
+
+    @ivar ca: a PEM file of the certificate authorities to trust for this server,
+        instead of the system's.
+    @ivar cert: a PEM file with mcpx's client certificate (mutual TLS); its private key
+        too, unless C{key} names another file.
+    @ivar key: the PEM file of the client certificate's private key.
+    @ivar server_name: the name the server's certificate must carry (and that is sent
+        as SNI), when it is not the URL's host.
+    """
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+    def shown(self) -> dict[str, str]:
+        """As config-file JSON (paths and names are not secrets)."""
+        fields = {"ca": self.ca, "cert": self.cert, "key": self.key, "serverName": self.server_name}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
 @frozen(repr=False)
 class RemoteServer:
     """A server mcpx reaches over HTTP at C{url}."""
@@ -218,6 +243,7 @@ class RemoteServer:
     headers: Mapping[str, Secret] = field(factory=dict)
     auth: Auth | None = None
     scope: Scope = Scope.SHARED
+    tls: Tls | None = None
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
@@ -244,6 +270,8 @@ class RemoteServer:
         if self.auth is not None:
             shown["auth"] = self.auth.redacted()
         shown["scope"] = self.scope.value
+        if self.tls is not None:
+            shown["tls"] = self.tls.shown()
         return shown
 
     def __repr__(self) -> str:
@@ -288,7 +316,8 @@ class ServersConfig:
 
 
 STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "type")
-REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type")
+REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type", "tls")
+TLS_FIELDS = ("ca", "cert", "key", "serverName")
 
 #: C{type} is accepted so that entries copied from a host's own config file work
 #: unchanged; mcpx decides the transport from C{command}/C{url} and only checks
@@ -401,6 +430,30 @@ class _ServerReader:
             headers=self.secrets(entry, "headers", _HEADER_NAME, "an HTTP header name"),
             auth=auth,
             scope=self.scope(entry),
+            tls=self.tls(entry, parts.scheme),
+        )
+
+    def tls(self, entry: Mapping[str, object], scheme: str) -> Tls | None:
+        if "tls" not in entry:
+            return None
+        block = entry["tls"]
+        if not isinstance(block, dict):
+            self.fail("tls", f"must be an object with any of {', '.join(TLS_FIELDS)}")
+        if scheme != "https":
+            self.fail("tls", "applies only to an https:// URL")
+        for key in block:
+            if key not in TLS_FIELDS:
+                guess = closest(key, TLS_FIELDS)
+                hint = f"did you mean {guess!r}? " if guess is not None else ""
+                self.fail(f"tls.{key}", f"unknown field; {hint}tls takes: {', '.join(TLS_FIELDS)}")
+        values = {key: self.string(block, key, f"tls.{key}") for key in block}
+        if "key" in values and "cert" not in values:
+            self.fail("tls.key", 'a key needs its certificate; give "cert" too')
+        return Tls(
+            ca=values.get("ca"),
+            cert=values.get("cert"),
+            key=values.get("key"),
+            server_name=values.get("serverName"),
         )
 
     def userinfo(self, url: str, auth: Auth | None) -> tuple[str, Auth]:

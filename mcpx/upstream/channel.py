@@ -55,9 +55,17 @@ class MessageTooLarge(Exception):
 
 class SessionExpired(ConnectionError):
     """
-    A Streamable HTTP server answered 404 to a request carrying its session id: the
-    session is gone and the client must initialise again.
+    A Streamable HTTP server no longer knows the session a request carried (HTTP 404,
+    or a 400 whose body says the session is unknown): the client must initialise again.
+
+    @ivar started: the server had accepted the request before it forgot the session
+        (the 404 answered resuming its stream), so it may have run it; such a request
+        is not sent again unless it is safe to repeat.
     """
+
+    def __init__(self, message: str, *, started: bool = False) -> None:
+        super().__init__(message)
+        self.started = started
 
 
 class TransportRefused(ConnectionError):
@@ -67,16 +75,34 @@ class TransportRefused(ConnectionError):
 
     @ivar status: the HTTP status code.
     @ivar body: the start of the response body, for the error message.
+    @ivar retry_after: the seconds the server asked to wait (C{Retry-After}), if any.
+    @ivar hint: what the status means for the user (credentials wanted, the wrong
+        content type, a redirect to follow by hand), or empty.
     """
 
-    def __init__(self, status: int, body: bytes = b"", url: str = "") -> None:
+    started: bool = False
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        url: str = "",
+        *,
+        retry_after: float | None = None,
+        hint: str = "",
+    ) -> None:
         self.status = status
         self.body = body
         self.url = url
-        text = body[:200].decode("utf-8", "replace")
-        super().__init__(
-            f"HTTP {status} from {url or 'the server'}" + (f": {text}" if text else "")
-        )
+        self.retry_after = retry_after
+        self.hint = hint
+        text = body[:200].decode("utf-8", "replace").strip()
+        message = f"HTTP {status} from {url or 'the server'}"
+        if hint:
+            message += f" ({hint})"
+        if text:
+            message += f": {text}"
+        super().__init__(message)
 
 
 @define

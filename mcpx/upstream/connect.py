@@ -28,12 +28,15 @@ def make_connector(
     probe_timeout: float = 5.0,
     lenient: bool = False,
     max_rounds: int = 8,
+    http_connections: int = 16,
     groups: ProcessGroups | None = None,
 ) -> Connector:
     """
     A connector on the real transports.
 
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
+    @param max_message_size: the largest message read, on every transport.
+    @param http_connections: the idle connections kept per remote server.
     @param groups: runs each stdio server in a process group of its own (as the
         daemon does); without it a server is a plain child process.
     """
@@ -51,13 +54,19 @@ def make_connector(
             )
         from mcpx.upstream.http import StreamableHTTPChannel
 
-        return StreamableHTTPChannel(name, server, reactor)
+        return StreamableHTTPChannel(
+            name,
+            server,
+            reactor,
+            max_message_size=max_message_size,
+            http_connections=http_connections,
+        )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
         from mcpx.upstream.http_sse import HTTPSSEChannel
 
         assert not isinstance(server, StdioServer)
-        return HTTPSSEChannel(name, server, reactor)
+        return HTTPSSEChannel(name, server, reactor, max_message_size=max_message_size)
 
     cache = EraCache.load(None if state_dir is None else cache_path(state_dir))
     return Connector(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Coroutine, Mapping
+from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 from hyperlink import EncodedURL
@@ -37,6 +38,7 @@ from twisted.internet.defer import (
     fail,
     succeed,
 )
+from twisted.internet.error import ConnectError
 from twisted.internet.interfaces import (
     IConsumer,
     IDelayedCall,
@@ -47,7 +49,8 @@ from twisted.internet.interfaces import (
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
+from twisted.web._newclient import RequestNotSent
+from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
@@ -55,7 +58,13 @@ from zope.interface import implementer
 
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import NEWEST, Revision
-from mcpx.upstream.channel import ChannelClosed, Negotiated, SessionExpired, TransportRefused
+from mcpx.upstream.channel import (
+    ChannelClosed,
+    MessageTooLarge,
+    Negotiated,
+    SessionExpired,
+    TransportRefused,
+)
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import (
@@ -106,7 +115,14 @@ class RequestFailed(ConnectionError):
     """
     An HTTP request to the server could not be made or was cut off: the server could
     not be reached, or the connection broke before the answer arrived.
+
+    @ivar started: the request may have reached the server (anything but a failure to
+        connect), so the server may have acted on it.
     """
+
+    def __init__(self, message: str, *, started: bool = True) -> None:
+        super().__init__(message)
+        self.started = started
 
 
 class AnswerMissing(ConnectionError):
@@ -114,6 +130,9 @@ class AnswerMissing(ConnectionError):
     The server answered a request's POST but its response (a JSON body, an SSE stream
     and any resumptions of it) ended without the JSON-RPC answer to that request.
     """
+
+    #: The server accepted the request, so it may have acted on it.
+    started = True
 
 
 class BodyTooLarge(ValueError):
@@ -186,7 +205,76 @@ def explain(failure: Failure) -> str:
     if isinstance(value, CancelledError):
         return "cancelled"
     text = str(value).strip()
-    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+    shown = f"{type(value).__name__}: {text}" if text else type(value).__name__
+    if "certificate verify failed" in text:
+        shown += (
+            "; the server's certificate is not signed by an authority mcpx trusts: if it "
+            "uses a private CA, set tls.ca for this server to that CA's PEM file"
+        )
+    elif type(value).__name__ == "VerificationError":
+        shown += (
+            "; the certificate is for another name: use the name it carries in the URL, "
+            "or set tls.serverName for this server"
+        )
+    return shown
+
+
+#: The longest C{Retry-After} honoured, in seconds: a server cannot park a caller longer.
+MAX_RETRY_AFTER: Final = 60.0
+
+#: How many same-origin redirects one request follows.
+MAX_REDIRECTS: Final = 5
+
+# What TypeScript SDK servers (and others) say in a 400 to a session they do not know.
+_UNKNOWN_SESSION: Final = re.compile(
+    rb"session[^\n]{0,40}?(not found|unknown|invalid|expired|no longer)"
+    rb"|(unknown|invalid|expired|no valid)[^\n]{0,20}?session",
+    re.IGNORECASE,
+)
+
+
+def retry_after(response: IResponse, now: float) -> float | None:
+    """
+    The seconds C{Retry-After} asks to wait (delta-seconds or an HTTP date), at most
+    L{MAX_RETRY_AFTER}; C{None} without a readable one.
+    """
+    values = response.headers.getRawHeaders(b"retry-after")
+    if not values:
+        return None
+    text = values[-1].decode("latin-1").strip()
+    seconds: float
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        try:
+            seconds = parsedate_to_datetime(text).timestamp() - now
+        except (TypeError, ValueError, IndexError):
+            return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def authentication_hint(response: IResponse) -> str:
+    """What a 401 says: the server wants credentials, and which (C{WWW-Authenticate})."""
+    values = response.headers.getRawHeaders(b"www-authenticate")
+    if not values:
+        return "the server wants credentials; set auth or headers for this server"
+    challenge = values[-1].decode("latin-1").strip()
+    scheme = challenge.split(None, 1)[0] if challenge else ""
+    realm = re.search(r'realm="([^"]*)"', challenge)
+    wants = f"{scheme} credentials" if scheme else "credentials"
+    if realm is not None:
+        wants += f" for realm {realm.group(1)!r}"
+    return f"the server wants {wants}; set auth or headers for this server"
+
+
+def says_unknown_session(body: bytes) -> bool:
+    """Whether an error body says the session is unknown, expired or invalid."""
+    return _UNKNOWN_SESSION.search(body[:ERROR_BODY_LIMIT]) is not None
+
+
+def same_origin(a: EncodedURL, b: EncodedURL) -> bool:
+    """Whether two absolute URLs share scheme, host and port."""
+    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
 
 @implementer(IBodyProducer)
@@ -282,13 +370,18 @@ class BodyReader(Protocol):
 
 
 def read_body(
-    response: IResponse, reactor: IReactorTime, limit: int, truncate: bool = False
+    response: IResponse,
+    reactor: IReactorTime,
+    limit: int,
+    truncate: bool = False,
+    keep_reader: Callable[[BodyReader], None] | None = None,
 ) -> Deferred[bytes]:
     """
     The whole body of C{response}, up to C{limit} bytes.
 
     @param truncate: keep the first C{limit} bytes of a longer body and close the
         connection, instead of failing with L{BodyTooLarge}.
+    @param keep_reader: given the reader, so that whoever waits can cut the body off.
     """
     parts: list[bytes] = []
     kept = [0]
@@ -307,6 +400,8 @@ def read_body(
     reader = BodyReader(keep, reactor)
     if response.length == 0:
         return succeed(b"")
+    if keep_reader is not None:
+        keep_reader(reader)
     response.deliverBody(reader)
 
     def collected(result: object) -> bytes:
@@ -381,6 +476,8 @@ class _Exchange:
         self.resumed_from = ""
         self.acknowledged: Deferred[None] | None = None
         self.finished: Deferred[None] = Deferred()
+        self.target = channel.target
+        self.redirects = 0
 
     @property
     def what(self) -> str:
@@ -392,7 +489,7 @@ class _Exchange:
         channel = self.channel
         self.pending = pending = channel.http.request(
             "POST",
-            channel.target,
+            self.target,
             headers=as_headers(self.headers),
             data=BytesBody(self.data),
             unbuffered=True,
@@ -419,6 +516,8 @@ class _Exchange:
             discard_body(response, self.channel.reactor)
             return
         code = response.code
+        if code in (307, 308) and self._redirect(response):
+            return
         if self.request is not None and self.request.method == "initialize" and not self.modern:
             channel._capture_session(response)
         if 200 <= code < 300:
@@ -426,29 +525,77 @@ class _Exchange:
             if kind == EVENT_STREAM:
                 self._read_stream(response, SSEDecoder(channel.max_message_size))
             elif kind == JSON or kind.endswith("+json"):
-                read_body(response, self.channel.reactor, channel.max_message_size).addCallbacks(
-                    self._json_body, self._body_failed
-                ).addErrback(self._bug)
+                read_body(
+                    response,
+                    self.channel.reactor,
+                    channel.max_message_size,
+                    keep_reader=self._keep_reader,
+                ).addCallbacks(self._json_body, self._body_failed).addErrback(self._bug)
             elif self.request_id is None:
                 discard_body(response, self.channel.reactor)
                 self._end()
             else:
+                hint = (
+                    f"its Content-Type was {kind or 'missing'}, not {JSON} or {EVENT_STREAM}, "
+                    "so it is not an MCP endpoint answer"
+                )
                 read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                    self._unanswered, code
+                    self._unanswered, code, hint
                 ).addErrback(self._bug)
         else:
             read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                self._refused, code
+                self._refused, code, response
             ).addErrback(self._bug)
 
-    def _unreachable(self, failure: Failure) -> None:
+    def _keep_reader(self, reader: BodyReader) -> None:
+        self.reader = reader
+        reader.done.addBoth(self._reader_done, reader)
+
+    def _reader_done(self, result: object, reader: BodyReader) -> object:
+        if self.reader is reader:
+            self.reader = None
+        return result
+
+    def _redirect(self, response: IResponse) -> bool:
+        """
+        Follow a 307/308 to the same origin with the same method and body, and keep
+        the new URL for later requests; C{False} when it is not to be followed (the
+        refusal then says where it pointed).
+        """
+        location = response.headers.getRawHeaders(b"location")
+        if not location or self.redirects >= MAX_REDIRECTS:
+            return False
+        try:
+            target = self.target.click(EncodedURL.from_text(location[-1].decode("latin-1")))
+        except (ValueError, UnicodeDecodeError):
+            return False
+        if not same_origin(target, self.target):
+            return False
+        discard_body(response, self.channel.reactor)
+        self.redirects += 1
+        channel = self.channel
+        if channel.target == self.target and channel.target != target:
+            log.info(
+                "{url} redirects to {target}; using it from now on",
+                url=channel.shown_url,
+                target=redact_url(target.to_text()),
+            )
+            channel.target = target
+        self.target = target
+        self.start()
+        return True
+
+    def _unreachable(self, failure: Failure, started: bool = False) -> None:
         self.pending = None
         self.channel._acknowledged(self)
         if self.done:
             return
+        verb = "resuming the stream of" if started else "POST of"
         self._end(
             RequestFailed(
-                f"POST of {self.what} to {self.channel.shown_url} failed: {explain(failure)}"
+                f"{verb} {self.what} to {self.channel.shown_url} failed: {explain(failure)}",
+                # Could it have reached the server?  Not if no connection was made.
+                started=started or failure.check(ConnectError, RequestNotSent) is None,
             )
         )
 
@@ -469,6 +616,9 @@ class _Exchange:
     def _body_failed(self, failure: Failure) -> None:
         if self.done:
             return
+        if failure.check(BodyTooLarge):
+            self._end(MessageTooLarge(self.channel.shown_url, self.channel.max_message_size))
+            return
         self._end(
             RequestFailed(
                 f"reading the answer to {self.what} from {self.channel.shown_url} failed: "
@@ -476,27 +626,41 @@ class _Exchange:
             )
         )
 
-    def _unanswered(self, body: bytes | Failure, code: int) -> None:
+    def _unanswered(self, body: bytes | Failure, code: int, hint: str) -> None:
         """A 2xx without JSON or SSE to a request: the server did not answer it."""
         if self.done:
             return
         self._end(
-            TransportRefused(code, body if isinstance(body, bytes) else b"", self.channel.shown_url)
+            TransportRefused(
+                code, body if isinstance(body, bytes) else b"", self.channel.shown_url, hint=hint
+            )
         )
 
-    def _refused(self, body: bytes | Failure, code: int) -> None:
-        """An error status: a JSON-RPC error in the body answers the request; else fail it."""
+    def _refused(
+        self, body: bytes | Failure, code: int, response: IResponse, started: bool = False
+    ) -> None:
+        """
+        An error status: a JSON-RPC error in the body answers the request; else fail it.
+
+        @param started: the status answered resuming the request's stream, so the
+            server had already accepted the request.
+        """
         if self.done:
             return
         channel = self.channel
         raw = body if isinstance(body, bytes) else b""
-        if code == 404 and self.sent_session:
+        if self.sent_session and (code == 404 or (code == 400 and says_unknown_session(raw))):
             if self.request_id is None:
-                log.warn("{url} no longer knows the session (HTTP 404)", url=channel.shown_url)
+                log.warn(
+                    "{url} no longer knows the session (HTTP {code})",
+                    url=channel.shown_url,
+                    code=code,
+                )
             self._end(
                 SessionExpired(
-                    f"{channel.shown_url} no longer knows the session (HTTP 404 to {self.what}); "
-                    "initialize again"
+                    f"{channel.shown_url} no longer knows the session (HTTP {code} to "
+                    f"{'resuming ' if started else ''}{self.what}); initialize again",
+                    started=started,
                 )
             )
             return
@@ -520,7 +684,17 @@ class _Exchange:
                 code=code,
                 body=raw[:200].decode("utf-8", "replace"),
             )
-        self._end(TransportRefused(code, raw, channel.shown_url))
+        self._end(
+            TransportRefused(
+                code,
+                raw,
+                channel.shown_url,
+                retry_after=retry_after(response, channel.clock.seconds())
+                if code in (429, 503)
+                else None,
+                hint=refusal_hint(response, self.target),
+            )
+        )
 
     def _read_stream(self, response: IResponse, decoder: SSEDecoder) -> None:
         self.decoder = decoder
@@ -549,7 +723,7 @@ class _Exchange:
             return
         channel = self.channel
         if isinstance(result, Failure) and result.check(EventTooLarge):
-            self._end(RequestFailed(f"the answer to {self.what}: {result.value}"))
+            self._end(MessageTooLarge(channel.shown_url, channel.max_message_size))
             return
         if self.request_id is None or self.answered:
             self._end()
@@ -605,9 +779,9 @@ class _Exchange:
                 decoder = SSEDecoder(channel.max_message_size)
                 decoder.last_event_id, decoder.retry = last_id, retry
                 self._read_stream(response, decoder)
-            elif code == 404 and self.sent_session:
+            elif code in (400, 404) and self.sent_session:
                 read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                    self._refused, code
+                    self._refused, code, response, True
                 ).addErrback(self._bug)
             else:
                 discard_body(response, self.channel.reactor)
@@ -618,7 +792,29 @@ class _Exchange:
                     )
                 )
 
-        self.pending.addCallbacks(opened, self._unreachable).addErrback(self._bug)
+        self.pending.addCallbacks(opened, self._resume_failed).addErrback(self._bug)
+
+    def _resume_failed(self, failure: Failure) -> None:
+        """
+        No connection for the resumption: a server restarting refuses connections for
+        a moment, so try again after its C{retry} (the call's deadline still bounds
+        it all), up to the resumption limit.
+        """
+        channel = self.channel
+        if (
+            failure.check(ConnectError) is not None
+            and self.idle_resumes < channel.resume_attempts
+            and not self.done
+            and not channel.closed
+        ):
+            self.pending = None
+            self.idle_resumes += 1
+            assert self.decoder is not None
+            retry = self.decoder.retry
+            delay = (retry if retry is not None else channel.resume_delay_ms) / 1000
+            self.timer = channel.clock.callLater(delay, self._resume)
+            return
+        self._unreachable(failure, started=True)
 
     def abort(self, reason: BaseException | None = None) -> None:
         """Stop waiting, close whatever is open, and fail the request with C{reason}."""
@@ -652,6 +848,33 @@ class _Exchange:
             self.finished.callback(None)
         else:
             self.reader.done.addBoth(lambda _: self.finished.callback(None))
+
+
+def refusal_hint(response: IResponse, target: EncodedURL) -> str:
+    """What an error status means for the user, beyond its number; empty if nothing."""
+    code = response.code
+    if code == 401:
+        return authentication_hint(response)
+    if code == 403:
+        return "the server refused these credentials"
+    if 300 <= code < 400:
+        location = response.headers.getRawHeaders(b"location")
+        if not location:
+            return "a redirect without a Location"
+        shown = redact_url(location[-1].decode("latin-1"))
+        try:
+            elsewhere = not same_origin(
+                target, target.click(EncodedURL.from_text(location[-1].decode("latin-1")))
+            )
+        except (ValueError, UnicodeDecodeError):
+            elsewhere = True
+        if elsewhere:
+            return (
+                f"redirected to {shown}, another origin, which credentials are not sent to; "
+                "configure that URL for this server if you trust it"
+            )
+        return f"redirected to {shown}; configure that URL for this server"
+    return ""
 
 
 def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
@@ -844,21 +1067,59 @@ def waiter_on(closing: Deferred[None]) -> Deferred[None]:
     return done
 
 
+class _QuietClientFactory(_HTTP11ClientFactory):
+    """The pool's connection factory, without a "Starting factory" line per connection."""
+
+    noisy = False
+
+
+#: How many idle connections to one server are kept open for reuse, by default.
+DEFAULT_HTTP_CONNECTIONS: Final = 16
+
+
+def connection_pool(reactor: Any, keep: int = DEFAULT_HTTP_CONNECTIONS) -> HTTPConnectionPool:
+    """
+    A persistent connection pool keeping up to C{keep} idle connections per server,
+    so that a burst of calls reuses the connections the last burst opened.
+    """
+    pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
+    pool.maxPersistentPerHost = keep
+    pool._factory = _QuietClientFactory
+    return pool
+
+
 def owned_client(
     reactor: Any,
     connect_timeout: float,
     http: HTTPClient | None = None,
     pool: HTTPConnectionPool | None = None,
+    *,
+    keep: int = DEFAULT_HTTP_CONNECTIONS,
+    server: RemoteServer | None = None,
 ) -> tuple[HTTPClient, HTTPConnectionPool | None]:
     """
     The channel's own HTTP client and connection pool, unless the caller gave them
     (tests inject a client).  The channel closes the pool it owns when it closes.
+
+    @param keep: the idle connections the pool keeps per server.
+    @param server: whose C{tls} settings apply.
+    @raise mcpx.upstream.tls.TlsFileError: a file its C{tls} names cannot be used.
     """
     if http is not None:
         return http, pool
     if pool is None:
-        pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
-    agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
+        pool = connection_pool(reactor, keep)
+    if server is not None and server.tls is not None:
+        from mcpx.upstream.tls import ServerTlsPolicy
+
+        agent = Agent(  # type: ignore[no-untyped-call]
+            reactor,
+            ServerTlsPolicy(server.name, server.tls),
+            connectTimeout=connect_timeout,
+            pool=pool,
+        )
+    else:
+        agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
 
 
@@ -895,6 +1156,7 @@ class StreamableHTTPChannel:
         resume_delay_ms: int = 1000,
         reconnect_attempts: int = 5,
         reconnect_delay: float = 1.0,
+        http_connections: int = DEFAULT_HTTP_CONNECTIONS,
     ) -> None:
         """
         @param name: the server's name, for logs.
@@ -904,6 +1166,7 @@ class StreamableHTTPChannel:
         @param http: the HTTP client to use instead of one of the channel's own.
         @param pool: the connection pool closed by L{close}; with no C{http}, the client
             is built on it.
+        @param http_connections: the idle connections kept for reuse (with no C{pool}).
         """
         self.name = name
         self.server = server
@@ -914,7 +1177,9 @@ class StreamableHTTPChannel:
         self.shown_url = redact_url(server.url)
         self.reactor = reactor
         self.clock: IReactorTime = clock if clock is not None else reactor
-        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool)
+        self.http, self._pool = owned_client(
+            reactor, connect_timeout, http, pool, keep=http_connections, server=server
+        )
         self.close_timeout = close_timeout
         self.max_message_size = max_message_size
         self.resume_attempts = resume_attempts
@@ -979,12 +1244,13 @@ class StreamableHTTPChannel:
 
     def abandon(self, request_id: RequestId) -> None:
         """
-        Modern: close the request's response stream, which is how 2026-07-28 cancels.
-        Legacy: nothing; the peer has sent C{notifications/cancelled}, and the server
-        closes the stream.
+        Close the request's connection.  Modern: that is how 2026-07-28 cancels.
+        Legacy: the peer has sent C{notifications/cancelled} already, but a server may
+        ignore it and keep the stream open (or drip its body) for as long as it likes;
+        the connection must not outlive the caller's interest.
         """
         exchange = self._by_id.get(request_id)
-        if exchange is not None and exchange.modern:
+        if exchange is not None:
             exchange.abort()
 
     def initialized(self) -> Deferred[None] | None:

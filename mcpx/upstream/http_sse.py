@@ -103,7 +103,7 @@ class HTTPSSEChannel:
         self.shown_url = redact_url(server.url)
         self.reactor = reactor
         self.clock: IReactorTime = clock if clock is not None else reactor
-        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool)
+        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool, server=server)
         self.endpoint_timeout = endpoint_timeout
         self.post_timeout = post_timeout
         self.max_message_size = max_message_size

@@ -23,7 +23,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from attrs import define, field
 from twisted.internet.defer import TimeoutError as DeferredTimeout
@@ -194,6 +194,12 @@ class Connector:
             try:
                 session, era = await self._open_as(remembered, name, server, handlers)
             except (UpstreamError, RpcError, TransportRefused, DeferredTimeout) as e:
+                if not era_in_doubt(e):
+                    # A server that is down, busy, slow or wants credentials would answer
+                    # a probe the same way: the era it was found to speak still holds.
+                    if isinstance(e, TransportRefused):
+                        raise UpstreamError(name, f"opening the session was refused: {e}") from e
+                    raise
                 log.info(
                     "upstream {server}: the remembered era {era} failed ({why}); probing again",
                     server=name,
@@ -307,6 +313,23 @@ class Connector:
             await channel.close()
             raise
         return legacy, Era.LEGACY
+
+
+#: Statuses that say nothing about which era a server speaks.
+_NOT_ABOUT_ERA: Final = frozenset({401, 403, 407, 408, 429, 500, 502, 503, 504})
+
+
+def era_in_doubt(error: BaseException) -> bool:
+    """
+    Whether opening a session in the remembered era failed in a way that may mean the
+    server now speaks another (so probing again is worth it).
+    """
+    if isinstance(error, DeferredTimeout):
+        return False
+    refused = error if isinstance(error, TransportRefused) else error.__cause__
+    if isinstance(refused, TransportRefused):
+        return refused.status not in _NOT_ABOUT_ERA
+    return True
 
 
 def cache_path(state_dir: Path) -> Path:

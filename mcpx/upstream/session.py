@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred, FirstError, gatherResults
@@ -554,12 +554,29 @@ def _annotated_anywhere(value: Any) -> bool:
     return False
 
 
+#: The requests that change nothing on the server, so may be sent again.
+REPEATABLE_METHODS: Final = frozenset(
+    {
+        "ping",
+        "tools/list",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+
+
 @define(eq=False)
 class LegacySession(UpstreamSession):
     """A session that shook hands with C{initialize} (2024-11-05 … 2025-11-25)."""
 
     era: ClassVar[Era] = Era.LEGACY
     _subscriptions: set[str] = field(init=False, factory=set)
+    #: The tools the server annotated C{idempotentHint: true} when last listed.
+    _idempotent_tools: frozenset[str] = field(init=False, factory=frozenset)
 
     async def open(self, timeout: float | None = None) -> ServerDeclaration:
         """
@@ -624,10 +641,18 @@ class LegacySession(UpstreamSession):
         timeout: float | None = None,
         caller: Any = None,
     ) -> dict[str, Any]:
-        """As L{UpstreamSession.request}; a session the server forgot is opened again once."""
+        """
+        As L{UpstreamSession.request}; a session the server forgot is opened again once,
+        and the request sent again only if the server cannot have started it or it is
+        safe to repeat (L{repeatable}).
+
+        @raise SessionExpired: (with C{started}) the server forgot the session after it
+            had accepted the request, which is not safe to repeat: whether it ran is
+            unknown.  The session is open again for the next request.
+        """
         try:
             return await UpstreamSession.request(self, method, params, timeout=timeout)
-        except SessionExpired:
+        except SessionExpired as e:
             self.log.info(
                 "upstream {server}: session expired; initializing again", server=self.name
             )
@@ -635,7 +660,33 @@ class LegacySession(UpstreamSession):
             await self.open(timeout=timeout)
             for uri in sorted(self._subscriptions):
                 await UpstreamSession.request(self, "resources/subscribe", {"uri": uri})
+            if e.started and not self.repeatable(method, params):
+                raise
             return await UpstreamSession.request(self, method, params, timeout=timeout)
+
+    def repeatable(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        """
+        Whether sending this request twice does no harm: a listing, a read, a ping, or
+        a call of a tool the server annotated C{idempotentHint: true}.
+        """
+        if method in REPEATABLE_METHODS:
+            return True
+        if method == "tools/call" and params is not None:
+            return params.get("name") in self._idempotent_tools
+        return False
+
+    async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every tool, remembering which the server says are safe to call twice."""
+        tools = await UpstreamSession.list_tools(self, timeout=timeout)
+        self._idempotent_tools = frozenset(
+            tool["name"]
+            for tool in tools
+            if isinstance(tool, dict)
+            and isinstance(tool.get("name"), str)
+            and isinstance(tool.get("annotations"), dict)
+            and tool["annotations"].get("idempotentHint") is True
+        )
+        return tools
 
     async def subscribe(self, uri: str) -> None:
         await self.request("resources/subscribe", {"uri": uri})

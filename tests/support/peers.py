@@ -89,6 +89,7 @@ def fixture_argv(
     port: int | None = None,
     legacy_version: str | None = None,
     page_size: int | None = None,
+    http_mode: str | None = None,
 ) -> list[str]:
     """
     The command line of the SDK fixture server (C{tests/fixtures/sdk_server.py}).
@@ -97,6 +98,7 @@ def fixture_argv(
     @param era: what the server accepts: C{legacy}, C{modern} or C{both}.
     @param legacy_version: the newest handshake revision C{initialize} will agree to.
     @param page_size: tools per C{tools/list} page (the fixture's default is 2).
+    @param http_mode: C{stateful} (the default), C{stateless} or C{json}.
     """
     argv = [_python(), str(FIXTURES / "sdk_server.py"), "--transport", transport, "--era", era]
     if transport != "stdio":
@@ -107,6 +109,8 @@ def fixture_argv(
         argv += ["--legacy-version", legacy_version]
     if page_size is not None:
         argv += ["--page-size", str(page_size)]
+    if http_mode is not None:
+        argv += ["--http-mode", http_mode]
     return argv
 
 
@@ -257,6 +261,8 @@ async def start_http_fixture(
     *,
     legacy_version: str | None = None,
     page_size: int | None = None,
+    port: int | None = None,
+    http_mode: str | None = None,
     add_cleanup: Callable[..., object] | None = None,
 ) -> RunningServer:
     """
@@ -265,12 +271,19 @@ async def start_http_fixture(
 
     @param transport: C{http} (Streamable HTTP, URL ending C{/mcp}) or C{sse}
         (2024-11-05 HTTP+SSE, URL of the C{GET} stream ending C{/sse}).
+    @param port: the port to listen on (to start a server again where it was); a free
+        one if not given.
     @param add_cleanup: usually C{TestCase.addCleanup}; the server is stopped then.
         Without it, the caller must C{await server.stop()}.
     """
-    port = free_tcp_port()
+    port = port or free_tcp_port()
     argv = fixture_argv(
-        transport, era, port=port, legacy_version=legacy_version, page_size=page_size
+        transport,
+        era,
+        port=port,
+        legacy_version=legacy_version,
+        page_size=page_size,
+        http_mode=http_mode,
     )
     path = "/mcp" if transport == "http" else "/sse"
     return await _start_listening(
@@ -279,7 +292,7 @@ async def start_http_fixture(
 
 
 async def start_everything_http(
-    reactor: Any, *, add_cleanup: Callable[..., object] | None = None
+    reactor: Any, *, port: int | None = None, add_cleanup: Callable[..., object] | None = None
 ) -> RunningServer:
     """
     Start C{@modelcontextprotocol/server-everything} in Streamable HTTP mode.
@@ -295,7 +308,7 @@ async def start_everything_http(
             " private network namespace (make test runs the tests under `unshare -n`)"
         )
     argv = [*everything_stdio_argv()[:-1], "streamableHttp"]
-    port = free_tcp_port()
+    port = port or free_tcp_port()
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
     env["PORT"] = str(port)
     return await _start_listening(

@@ -246,17 +246,41 @@ class FakeHTTPServer:
         self.connection_count = 0
         self._waiters: list[tuple[Callable[[Seen], bool], Deferred[Seen]]] = []
         self._port: IListeningPort | None = None
+        self._paused = 0
+        self._scheme = "http"
 
-    def start(self) -> None:
+    def start(self, tls: Any = None) -> None:
+        """Listen; over TLS with C{tls}, an OpenSSL context factory (C{CertificateOptions})."""
         site = _TrackingSite(_Resource(self), self)
         site.displayTracebacks = False
+        self._scheme = "http"
+        if tls is not None:
+            self._scheme = "https"
+            self._port = self._reactor.listenSSL(0, site, tls, interface="127.0.0.1")
+            return
         self._port = self._reactor.listenTCP(0, site, interface="127.0.0.1")
+
+    async def pause(self) -> int:
+        """Stop accepting connections (connections made stay); returns the port."""
+        assert self._port is not None
+        port: int = self._port.getHost().port  # type: ignore[attr-defined]
+        stopped = self._port.stopListening()
+        if stopped is not None:
+            await stopped
+        self._paused = port
+        return port
+
+    def unpause(self) -> None:
+        """Accept connections again, on the same port."""
+        site = _TrackingSite(_Resource(self), self)
+        site.displayTracebacks = False
+        self._port = self._reactor.listenTCP(self._paused, site, interface="127.0.0.1")
 
     @property
     def base(self) -> str:
         assert self._port is not None
         address: Any = self._port.getHost()
-        return f"http://127.0.0.1:{address.port}"
+        return f"{self._scheme}://127.0.0.1:{address.port}"
 
     @property
     def url(self) -> str:

@@ -19,6 +19,7 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import (
     Channel,
     ChannelClosed,
+    MessageTooLarge,
     Negotiated,
     SessionExpired,
     TransportRefused,
@@ -538,10 +539,10 @@ class ResponseTests(ChannelCase):
 
         self.server.handler = huge
         _channel, peer = self.connect(max_message_size=200)
-        error = await self.fails_with(peer.request("tools/list"), RequestFailed)
-        self.assertIn("larger than 200 bytes", str(error))
-        error = await self.fails_with(peer.request("tools/call", {"name": "x"}), RequestFailed)
-        self.assertIn("larger than 200", str(error))
+        error = await self.fails_with(peer.request("tools/list"), MessageTooLarge)
+        self.assertIn("longer than 200 bytes", str(error))
+        error = await self.fails_with(peer.request("tools/call", {"name": "x"}), MessageTooLarge)
+        self.assertIn("longer than 200 bytes", str(error))
 
     async def test_resumption_is_bounded(self) -> None:
         """
@@ -622,8 +623,9 @@ class ResponseTests(ChannelCase):
 
     async def test_legacy_abandon_sends_notification(self) -> None:
         """
-        Giving up on a legacy request sends C{notifications/cancelled} and leaves the
-        stream for the server to close.
+        Giving up on a legacy request sends C{notifications/cancelled} and closes the
+        request's stream too: a server that ignores the notification must not keep a
+        connection open for an answer nobody waits for.
         """
         streams: list[Seen] = []
 
@@ -641,9 +643,8 @@ class ResponseTests(ChannelCase):
         call.cancel()
         cancelled = await self.server.wait_for(rpc_method="notifications/cancelled")
         self.assertEqual(cancelled.json()["params"]["requestId"], streams[0].message_id)
-        self.assertFalse(streams[0].dropped.called)
         await self.fails_with(call, CancelledError)
-        end(streams[0])
+        await streams[0].dropped
 
 
 class GetStreamTests(ChannelCase):
