@@ -33,6 +33,8 @@ from mcpx.daemon.ops import (
     Reply,
     error_from,
 )
+from mcpx.wire import jsontext
+from mcpx.wire.jsontext import JSONRefused
 
 _log = Logger()
 
@@ -100,10 +102,12 @@ def _body(host: OpHost, request: IRequest, op: Op) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError as e:
+        body = jsontext.loads(raw)
+    except JSONRefused as e:
         raise OpError(
-            400, "invalid_json", f"the request body is not JSON ({e}); send a JSON object"
+            400,
+            "invalid_json",
+            f"the request body is not JSON mcpx accepts ({e}); send a JSON object",
         ) from None
     if not isinstance(body, dict):
         raise OpError(

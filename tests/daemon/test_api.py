@@ -375,6 +375,29 @@ class ErrorTests(SynchronousTestCase):
         answer = self.harness.send("POST", "/v1/call", raw=b"{server: files")
         self.assertIn("JSON", self.error(answer, 400, "invalid_json")["message"])
 
+    def test_deep_nesting(self) -> None:
+        """
+        Arguments nested 1,000 deep are a JSON 400 invalid_json naming the nesting, not a
+        500 HTML page; nothing is called.
+        """
+        raw = b'{"server":"files","tool":"read_file","arguments":{"a":%s}}' % (
+            b"[" * 1000 + b"]" * 1000
+        )
+        answer = self.harness.send("POST", "/v1/call", raw=raw)
+        self.assertIn("nested", self.error(answer, 400, "invalid_json")["message"])
+        self.assertEqual(self.pool.calls, [])
+
+    def test_non_finite_numbers(self) -> None:
+        """
+        1e400, NaN, Infinity and -Infinity in the arguments are a 400 invalid_json whose
+        message names the number; nothing reaches the server.
+        """
+        for number in ("1e400", "NaN", "Infinity", "-Infinity"):
+            raw = b'{"server":"files","tool":"read_file","arguments":{"a":%s}}' % number.encode()
+            answer = self.harness.send("POST", "/v1/call", raw=raw)
+            self.assertIn(number, self.error(answer, 400, "invalid_json")["message"])
+        self.assertEqual(self.pool.calls, [])
+
     def test_not_an_object(self) -> None:
         """A JSON body that is not an object is a 400."""
         self.error(self.harness.post("/v1/call", ["files"]), 400, "invalid_input")

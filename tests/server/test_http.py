@@ -776,6 +776,33 @@ class RealCoreTests(SynchronousTestCase):
         _, body = self.client.post(request(2, "tools/list"), headers)
         self.assertIn("mcpx_call", [tool["name"] for tool in body["result"]["tools"]])
 
+    def test_hostile_json_is_a_parse_error(self) -> None:
+        """
+        Arguments nested 1,000 deep, or holding 1e400, NaN or an infinity, are answered 400
+        with a JSON-RPC -32700 naming the problem; nothing reaches the pool.
+        """
+        template = (
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcpx_call",'
+            b'"arguments":{"server":"files","tool":"read_file","arguments":{"a":%s}}}}'
+        )
+        cases = {
+            b"[" * 1000 + b"]" * 1000: "nested",
+            b"1e400": "1e400",
+            b"NaN": "NaN",
+            b"Infinity": "Infinity",
+            b"-Infinity": "-Infinity",
+        }
+        pool = self.daemon.pool
+        assert isinstance(pool, FakePool)
+        for value, named in cases.items():
+            response, body = self.client.send("POST", raw=template % value)
+            self.assertEqual(response.code, 400)
+            self.assertEqual(header(response, "content-type"), "application/json")
+            error = json.loads(body)
+            self.assertEqual((error["id"], error["error"]["code"]), (None, -32700))
+            self.assertIn(named, error["error"]["message"])
+        self.assertEqual(pool.calls, [])
+
     def test_sessionless_cannot_subscribe(self) -> None:
         """A sessionless legacy POST is not offered push-dependent capabilities."""
         _, body = self.client.post(request(1, "resources/subscribe", {"uri": "mcpx://files/x"}))
