@@ -508,6 +508,13 @@ class McpServer:
     async def _initialize(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        if conn.revision is not None:
+            # Negotiation happens once per connection: a second one would change the revision
+            # and capabilities under requests already in flight and subscriptions already made.
+            raise RpcError.invalid_request(
+                f"already initialized (revision {conn.revision.value}); to negotiate again, "
+                "open a new connection or session"
+            )
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise RpcError.invalid_params("params.protocolVersion must be a string")

@@ -803,6 +803,28 @@ class RealCoreTests(SynchronousTestCase):
             self.assertIn(named, error["error"]["message"])
         self.assertEqual(pool.calls, [])
 
+    def test_second_initialize_in_a_session_is_refused(self) -> None:
+        """
+        initialize inside a legacy session is -32600 "already initialized"; the session keeps
+        the revision it agreed.
+        """
+        response, _ = self.client.post(
+            request(1, "initialize", {"protocolVersion": "2024-11-05", "capabilities": {}})
+        )
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        headers = {"Mcp-Session-Id": session}
+        response, body = self.client.post(
+            request(2, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}),
+            headers,
+        )
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        self.assertIn("already initialized", body["error"]["message"])
+        self.assertIsNone(header(response, "mcp-session-id"))
+        conn = self.daemon.mcp.sessions[session].conn if self.daemon.mcp else None
+        assert conn is not None
+        self.assertIs(conn.revision, Revision.V2024_11_05)
+
     def test_sessionless_cannot_subscribe(self) -> None:
         """A sessionless legacy POST is not offered push-dependent capabilities."""
         _, body = self.client.post(request(1, "resources/subscribe", {"uri": "mcpx://files/x"}))
