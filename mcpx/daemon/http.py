@@ -66,6 +66,10 @@ class DaemonHTTP:
     """
 
     app = Klein()
+    # Werkzeug answers a path with doubled slashes (also what an escaped slash in a server or
+    # tool name decodes to) with a redirect whose Location the error handler below would drop;
+    # such a path names no route, so it is a 404 like any other.
+    app.url_map.merge_slashes = False
 
     clock: IReactorTime
     pid: int

@@ -52,3 +52,13 @@ class HealthTests(SynchronousTestCase):
         self.assertEqual(response.code, 405)
         body = json.loads(self.successResultOf(response.content()))
         self.assertEqual(body["error"]["code"], "method_not_allowed")
+
+    def test_doubled_or_escaped_slash_is_json_404(self) -> None:
+        """
+        A path with a doubled slash, or an escaped slash in a name, is a JSON 404, not a
+        redirect without a Location.
+        """
+        for path in ("/v1//servers", "/v1/tools/files%2F/read_file"):
+            code, body, ctype = self.get_json("http://mcpx" + path)
+            self.assertEqual((code, ctype), (404, b"application/json"), path)
+            self.assertEqual(body["error"]["code"], "not_found")
