@@ -829,7 +829,8 @@ class McpServer:
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         level = params.get("level")
-        if level not in LOG_LEVELS:
+        # Checked as a string first: an object or array cannot be looked up in a set.
+        if type(level) is not str or level not in LOG_LEVELS:
             raise RpcError.invalid_params(
                 f"params.level must be one of {', '.join(sorted(LOG_LEVELS))}"
             )

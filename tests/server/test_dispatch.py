@@ -182,6 +182,14 @@ class RemovedMethodTests(SynchronousTestCase):
         error = Session(Revision.V2025_06_18).error("logging/setLevel", {"level": "loud"})
         self.assertEqual(error.code, INVALID_PARAMS)
 
+    def test_level_of_the_wrong_type(self) -> None:
+        """A level that is an array or an object is -32602 too, not an internal error."""
+        for level in ([], {}, ["info"]):
+            session = Session(Revision.V2025_06_18)
+            error = session.error("logging/setLevel", {"level": level})
+            self.assertEqual(error.code, INVALID_PARAMS)
+            self.assertIn("params.level", error.message)
+
     def test_unknown_method(self) -> None:
         """A method mcpx does not have is -32601 on every revision."""
         for revision in Revision:
