@@ -184,7 +184,8 @@ class RemovedMethodTests(SynchronousTestCase):
 
     def test_level_of_the_wrong_type(self) -> None:
         """A level that is an array or an object is -32602 too, not an internal error."""
-        for level in ([], {}, ["info"]):
+        levels: list[object] = [[], {}, ["info"]]
+        for level in levels:
             session = Session(Revision.V2025_06_18)
             error = session.error("logging/setLevel", {"level": level})
             self.assertEqual(error.code, INVALID_PARAMS)
