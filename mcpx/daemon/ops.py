@@ -20,7 +20,7 @@ import functools
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from attrs import Factory, field, frozen
 from jsonschema import Draft202012Validator
@@ -44,7 +44,7 @@ from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
 from mcpx.tasks.store import TaskStore, TooManyTasks
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
-from mcpx.wire.errors import RpcError
+from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 _log = Logger()
 
@@ -202,13 +202,18 @@ class OpError(Exception):
         return shown
 
 
+#: Upstream JSON-RPC errors that blame the caller's input rather than the server: the answer
+#: is a 4xx, so an HTTP client sees the mistake is its own (any other error code stays 502).
+_UPSTREAM_REFUSALS: Final[Mapping[int, int]] = {INVALID_PARAMS: 422, RESOURCE_NOT_FOUND: 404}
+
+
 def error_from(error: BaseException) -> OpError:
     """Any failure as the L{OpError} the caller sees, with the hint of where to look next."""
     if isinstance(error, OpError):
         return error
     if isinstance(error, RpcError):
         return OpError(
-            502,
+            _UPSTREAM_REFUSALS.get(error.code, 502),
             "upstream_error",
             f"the upstream server answered with JSON-RPC error {error.code}: {error.message}",
             rpc=error.to_json(),
@@ -1133,7 +1138,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=list_tools,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1148,7 +1153,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=describe_tool,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1191,7 +1196,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1227,7 +1232,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=get_prompt,
         tag="prompts",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1244,7 +1249,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=read_resource,
         tag="resources",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1278,7 +1283,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=complete,
         tag="prompts",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1492,8 +1497,11 @@ _STATUS_TEXT = {
     200: "OK",
     202: "Accepted: a task to collect later",
     400: "Invalid input: the error names the field",
-    404: "Unknown server, tool, prompt, task or question",
+    404: "Unknown server, tool, prompt, task or question, or a resource the upstream server "
+    "does not have (rpc holds its error)",
     409: "The question is no longer pending: answered, declined, cancelled or expired",
+    422: "The upstream server refused the input as invalid, for instance an unknown tool or "
+    "wrong arguments (rpc holds its error)",
     500: "The daemon failed unexpectedly",
     502: "The upstream server answered with an error (under rpc) or failed",
     503: "The server (or the pool) is unavailable; retry_in says when to try again",

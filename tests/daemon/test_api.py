@@ -416,15 +416,37 @@ class ErrorTests(SynchronousTestCase):
         self.assertIn("files, search", error["message"])
 
     def test_upstream_rpc_error(self) -> None:
-        """An upstream JSON-RPC error is a 502 carrying the error under rpc."""
+        """An upstream JSON-RPC server error is a 502 carrying the error under rpc."""
         self.pool.servers["files"].answers["tools/call"] = RpcError(
-            -32602, "Unknown tool: x", {"name": "x"}
+            -32000, "disk on fire", {"disk": "sda"}
         )
         answer = self.harness.post("/v1/call", {"server": "files", "tool": "x"})
         error = self.error(answer, 502, "upstream_error")
         self.assertEqual(
+            error["rpc"], {"code": -32000, "message": "disk on fire", "data": {"disk": "sda"}}
+        )
+
+    def test_upstream_refuses_the_input(self) -> None:
+        """
+        An upstream's -32602 (an unknown tool, wrong arguments) is the caller's mistake: 422,
+        not a server error, still with the upstream's error under rpc.
+        """
+        self.pool.servers["files"].answers["tools/call"] = RpcError(
+            -32602, "Unknown tool: x", {"name": "x"}
+        )
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "x"})
+        error = self.error(answer, 422, "upstream_error")
+        self.assertEqual(
             error["rpc"], {"code": -32602, "message": "Unknown tool: x", "data": {"name": "x"}}
         )
+
+    def test_upstream_resource_not_found(self) -> None:
+        """An upstream's -32002 (no such resource) is a 404 with the upstream's error."""
+        self.pool.servers["files"].answers["resources/read"] = RpcError(
+            -32002, "Resource not found", {"uri": "file:///nope"}
+        )
+        answer = self.harness.post("/v1/read", {"server": "files", "uri": "file:///nope"})
+        self.assertEqual(self.error(answer, 404, "upstream_error")["rpc"]["code"], -32002)
 
     def test_unavailable(self) -> None:
         """An unavailable server is a 503 with retry_in and a Retry-After header."""
