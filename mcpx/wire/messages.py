@@ -135,10 +135,38 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
-        raise ProtocolError(PARSE_ERROR, f"Parse error: {e}", {"detail": str(e)}) from None
+        answered = _answered_id(data)
+        raise ProtocolError(
+            PARSE_ERROR,
+            f"Parse error: {e}",
+            {"detail": str(e)},
+            id=answered,
+            about_response=answered is not None,
+        ) from None
     if type(decoded) is list:
         return _parse_batch(decoded, allow_batch)
     return parse_object(decoded)
+
+
+def _answered_id(data: bytes | str) -> RequestId | None:
+    """
+    The id of a response that strict reading refused but Python's lenient decoder reads (it
+    holds C{NaN}, C{1e400} or deep nesting), so that the request it answers fails now, with
+    the reason, instead of waiting for its deadline.  C{None} for anything else.
+
+    Only reached on the failure path; a request keeps the C{null} id JSON-RPC gives a parse
+    error.
+    """
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if type(value) is not dict or "method" in value:
+        return None
+    if "result" not in value and "error" not in value:
+        return None
+    found = value.get("id")
+    return found if type(found) is int or type(found) is str else None
 
 
 def parse_object(obj: object) -> Message:
