@@ -415,6 +415,24 @@ class ErrorTests(SynchronousTestCase):
         )
         self.assertIn("files, search", error["message"])
 
+    def test_answer_that_is_not_json(self) -> None:
+        """
+        A result holding NaN is never written as NaN (text no JSON reader takes): the answer
+        is a JSON 500 internal_error, and the failure is logged.
+        """
+        self.pool.servers["files"].answers["tools/call"] = {"content": [], "x": float("nan")}
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        self.error(answer, 500, "internal_error")
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+
+    def test_lone_surrogate_is_escaped(self) -> None:
+        """A lone surrogate in a result is written as a JSON escape, and the answer is 200."""
+        self.pool.servers["files"].answers["tools/call"] = {"content": [], "x": "\ud800"}
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        self.assertEqual(answer.code, 200)
+        self.assertIn(b"\\ud800", answer.body)
+        self.assertEqual(answer.json["x"], "\ud800")
+
     def test_upstream_rpc_error(self) -> None:
         """An upstream JSON-RPC server error is a 502 carrying the error under rpc."""
         self.pool.servers["files"].answers["tools/call"] = RpcError(
