@@ -62,3 +62,16 @@ class HealthTests(SynchronousTestCase):
             code, body, ctype = self.get_json("http://mcpx" + path)
             self.assertEqual((code, ctype), (404, b"application/json"), path)
             self.assertEqual(body["error"]["code"], "not_found")
+
+    def test_path_that_is_not_utf8_is_json_400(self) -> None:
+        """
+        A path that is not UTF-8 once percent-decoded is a JSON 400 invalid_url, not a
+        text/html page, and logs no error.
+        """
+        for path in ("/v1/tools/%FF/x", "/v1/tools/%ED%A0%80/x", "/%C3"):
+            code, body, ctype = self.get_json("http://mcpx" + path)
+            self.assertEqual((code, ctype), (400, b"application/json"), path)
+            self.assertEqual(body["error"]["code"], "invalid_url")
+        self.assertEqual(self.flushLoggedErrors(), [])
+        code, body, _ = self.get_json("http://mcpx/v1/tools/caf%C3%A9/x")
+        self.assertNotEqual(code, 400)
