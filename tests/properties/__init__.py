@@ -91,7 +91,19 @@ scalars: Final = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20)
     | st.sampled_from(
-        ["text", "image", "audio", "resource", "resource_link", "2.0", "files", "read_file"]
+        [
+            "text",
+            "image",
+            "audio",
+            "resource",
+            "resource_link",
+            "2.0",
+            "files",
+            "read_file",
+            # Lone surrogates: valid as JSON escapes, not encodable as UTF-8.
+            "\ud800",
+            "a\udfffb",
+        ]
     )
 )
 

@@ -26,9 +26,9 @@ from tests.properties import bounded, hostile_bytes, json_values
 #: The event stream never ends by itself; tests.daemon.test_events covers it.
 ROUTED = [op for op in OPS if op.name != "events"]
 
-names = st.sampled_from(["files", "search", "read_file", "review", "nowhere", ""]) | st.text(
-    max_size=12
-)
+names = st.sampled_from(
+    ["files", "search", "read_file", "review", "nowhere", "", "\ud800"]
+) | st.text(max_size=12)
 
 
 @implementer(ILogObserver)
@@ -73,13 +73,15 @@ def requests(draw: st.DrawFn) -> tuple[Op, str, bytes]:
     op = draw(st.sampled_from(ROUTED))
     path = op.path
     for param in op.path_params:
-        path = path.replace("{" + param + "}", quote(draw(names), safe="") or "x")
+        name = draw(names)
+        path = path.replace("{" + param + "}", quote(name, safe="", errors="surrogatepass") or "x")
     fields = draw(
         st.fixed_dictionaries({}, optional={name: field_values(op, name) for name in op.properties})
     )
     if op.method == "GET":
         query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
-        return op, path + ("?" + urlencode(query) if query else ""), b""
+        encoded = urlencode(query, errors="surrogatepass")
+        return op, path + ("?" + encoded if query else ""), b""
     body = draw(st.just(json.dumps(fields).encode()) | hostile_bytes)
     return op, path, body
 
