@@ -11,7 +11,6 @@ message that says what to do.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,6 +33,9 @@ from mcpx.daemon.ops import (
     error_from,
 )
 from mcpx.settings.secrets import SecretMasker
+from mcpx.wire import jsontext
+from mcpx.wire.jsontext import JSONRefused
+from mcpx.wire.messages import encode_json as encode_message_json
 
 _log = Logger()
 
@@ -44,14 +46,37 @@ CLIENT_HEADER = b"mcpx-client"
 
 
 def encode_json(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """
+    Compact UTF-8 JSON, strictly: lone surrogates are escaped, and C{NaN} or an infinity
+    raises instead of being written as text no JSON reader accepts.
+    """
+    return encode_message_json(payload)
 
 
 def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
-    """Set the status and content type and encode C{payload}."""
+    """
+    Set the status and content type and encode C{payload}.
+
+    A payload that is not JSON (which strict reading of every input should make impossible)
+    is answered as the daemon's own failure, in JSON, and logged.
+    """
+    try:
+        encoded = encode_json(payload)
+    except (TypeError, ValueError, RecursionError):
+        _log.failure("an answer could not be encoded as JSON")
+        status = 500
+        encoded = encode_json(
+            {
+                "error": {
+                    "code": "internal_error",
+                    "message": "the daemon could not encode its answer as JSON; "
+                    "its log has the details",
+                }
+            }
+        )
     request.setResponseCode(status)
     request.setHeader(b"content-type", b"application/json")
-    return encode_json(payload)
+    return encoded
 
 
 def error_response(request: IRequest, error: OpError, masker: SecretMasker | None = None) -> bytes:
@@ -108,10 +133,12 @@ def _body(host: OpHost, request: IRequest, op: Op) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError as e:
+        body = jsontext.loads(raw)
+    except JSONRefused as e:
         raise OpError(
-            400, "invalid_json", f"the request body is not JSON ({e}); send a JSON object"
+            400,
+            "invalid_json",
+            f"the request body is not JSON mcpx accepts ({e}); send a JSON object",
         ) from None
     if not isinstance(body, dict):
         raise OpError(

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define, field
 from klein import Klein
+from klein._resource import URLDecodeError, extractURLparts
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
-from twisted.web.resource import IResource
+from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
@@ -38,6 +39,37 @@ __all__ = ["DaemonHTTP", "error_body", "json_body"]
 
 def error_body(request: IRequest, status: int, code: str, message: str) -> bytes:
     return json_body(request, {"error": {"code": code, "message": message}}, status)
+
+
+class Utf8Urls(Resource):
+    """
+    The Klein app behind a check that the path and host decode as UTF-8.
+
+    Klein answers one that does not with a C{text/html} 400 and logs it as an error, so any
+    client could fill the log; this answers a JSON 400 and logs nothing.  A URL that is all
+    ASCII, as every real client's is, costs one C{isascii} per part.
+    """
+
+    isLeaf = True
+
+    def __init__(self, app: IResource) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._app = app
+
+    def render(self, request: IRequest) -> bytes | int:
+        parts = [*request.prepath, *request.postpath, request.getRequestHostname()]
+        if not all(part.isascii() for part in parts):
+            try:
+                extractURLparts(request)
+            except URLDecodeError:
+                return error_body(
+                    request,
+                    400,
+                    "invalid_url",
+                    "the URL's path or host is not UTF-8 once percent-decoded",
+                )
+        rendered: bytes | int = self._app.render(request)  # type: ignore[no-untyped-call]
+        return rendered
 
 
 def _task_store(http: DaemonHTTP) -> TaskStore:
@@ -75,6 +107,10 @@ class DaemonHTTP:
     """
 
     app = Klein()
+    # Werkzeug answers a path with doubled slashes (also what an escaped slash in a server or
+    # tool name decodes to) with a redirect whose Location the error handler below would drop;
+    # such a path names no route, so it is a 404 like any other.
+    app.url_map.merge_slashes = False
 
     clock: IReactorTime
     pid: int
@@ -102,7 +138,7 @@ class DaemonHTTP:
         self.events.publish(kind, task.server, **shown)
 
     def resource(self) -> IResource:
-        return self.app.resource()
+        return Utf8Urls(self.app.resource())
 
     def close(self) -> None:
         """End every event stream and forget every task: the daemon is stopping."""

@@ -12,6 +12,7 @@ the written line is the one place they all pass.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, Any
 
@@ -80,11 +81,22 @@ def log_observer(
     return FilteringLogObserver(write, [predicate])
 
 
+#: The mode a new log file is created with: the log names servers, tools and errors, which are
+#: the owner's business only, whatever the umask says.
+LOG_FILE_MODE = 0o600
+
+
 def open_log_stream(log_file: str) -> IO[Any]:
-    """The stream named by C{daemon.logFile}: a path to append to, or stderr when empty."""
+    """
+    The stream named by C{daemon.logFile}: a path to append to, or stderr when empty.
+
+    A file that does not exist yet is created readable by its owner only (L{LOG_FILE_MODE});
+    one that exists keeps the mode its owner gave it.
+    """
     if not log_file or log_file == "-":
         return sys.stderr
-    return open(log_file, "a", encoding="utf-8", buffering=1)
+    fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOG_FILE_MODE)
+    return open(fd, "a", encoding="utf-8", buffering=1)
 
 
 def begin_logging(stream: IO[Any], level: str = "info", masker: SecretMasker | None = None) -> None:

@@ -20,7 +20,7 @@ import functools
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from attrs import Factory, field, frozen
 from jsonschema import Draft202012Validator
@@ -60,7 +60,7 @@ from mcpx.tasks.store import (
     TooManyTasksForClient,
 )
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
-from mcpx.wire.errors import RpcError
+from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 _log = Logger()
 
@@ -221,13 +221,18 @@ class OpError(Exception):
         return shown
 
 
+#: Upstream JSON-RPC errors that blame the caller's input rather than the server: the answer
+#: is a 4xx, so an HTTP client sees the mistake is its own (any other error code stays 502).
+_UPSTREAM_REFUSALS: Final[Mapping[int, int]] = {INVALID_PARAMS: 422, RESOURCE_NOT_FOUND: 404}
+
+
 def error_from(error: BaseException) -> OpError:
     """Any failure as the L{OpError} the caller sees, with the hint of where to look next."""
     if isinstance(error, OpError):
         return error
     if isinstance(error, RpcError):
         return OpError(
-            502,
+            _UPSTREAM_REFUSALS.get(error.code, 502),
             "upstream_error",
             f"the upstream server answered with JSON-RPC error {error.code}: {error.message}",
             rpc=error.to_json(),
@@ -357,7 +362,11 @@ def fast_acceptor(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bo
         "required",
         "additionalProperties",
         "description",
+        "not",
     }:
+        return None
+    exclusive = _exclusive_flags(schema["not"]) if "not" in schema else ()
+    if exclusive is None:
         return None
     if schema.get("additionalProperties", True) not in (True, False):
         return None
@@ -374,6 +383,8 @@ def fast_acceptor(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bo
         for name in required:
             if name not in args:
                 return False
+        if exclusive and all(args.get(name) is True for name in exclusive):
+            return False
         for name, value in args.items():
             check = checks.get(name)
             if check is None:
@@ -384,6 +395,33 @@ def fast_acceptor(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bo
         return True
 
     return accepts
+
+
+def _exclusive_flags(schema: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """
+    The flags of a C{not} schema that forbids them all being true together (see
+    L{exclusive_flags}); C{None} for any other C{not}.
+    """
+    names = tuple(schema.get("required", ()))
+    props = schema.get("properties", {})
+    allowed = {"required", "properties", "description"}
+    if not names or set(props) != set(names) or not set(schema) <= allowed:
+        return None
+    if any(props[name] != {"const": True} for name in names):
+        return None
+    return names
+
+
+def exclusive_flags(*names: str, why: str) -> dict[str, Any]:
+    """
+    A C{not} schema refusing input where the boolean fields C{names} are all true; C{why} is
+    the message the refusal gives, naming the last of them as the field at fault.
+    """
+    return {
+        "properties": {name: {"const": True} for name in names},
+        "required": list(names),
+        "description": why,
+    }
 
 
 class Media(enum.Enum):
@@ -475,10 +513,16 @@ class Op:
         if error is None:
             return
         where = _field_of(error)
+        message = error.message
+        refused = error.validator_value
+        if error.validator == "not" and isinstance(refused, Mapping) and "description" in refused:
+            # An exclusive_flags refusal: its own words, and its last flag as the field.
+            message = refused["description"]
+            where = refused["required"][-1]
         raise OpError(
             400,
             "invalid_input",
-            f"{where or 'input'}: {error.message}; GET /openapi.json has the schema of "
+            f"{where or 'input'}: {message}; GET /openapi.json has the schema of "
             f"{self.method} {self.path}",
             field=where,
         )
@@ -831,13 +875,6 @@ def _tool_names(catalogue: Iterable[Mapping[str, Any]]) -> list[str]:
 async def call_tool(host: OpHost, call: Invocation) -> Any:
     pool = _pool(host)
     args = call.args
-    if args.get("task") and args.get("progress"):
-        raise OpError(
-            400,
-            "invalid_input",
-            'progress: a task cannot stream progress; drop "progress" or "task"',
-            field="progress",
-        )
     server, tool = args["server"], args["tool"]
     arguments = args.get("arguments", {})
     timeout = args.get("timeout")
@@ -852,15 +889,24 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     caller = Caller(call_id, {}, None)
 
     async def work() -> dict[str, Any]:
-        return await pool.call_tool(
-            server,
-            tool,
-            arguments,
-            client=call.client,
-            timeout=timeout,
-            on_progress=call.on_progress if args.get("progress") else None,
-            caller=caller,
-        )
+        try:
+            return await pool.call_tool(
+                server,
+                tool,
+                arguments,
+                client=call.client,
+                timeout=timeout,
+                on_progress=call.on_progress if args.get("progress") else None,
+                caller=caller,
+            )
+        except RpcError as e:
+            if e.code != INVALID_PARAMS:
+                raise
+            catalogue = await _listed_or_none(pool.tools(server, client=call.client))
+            names = _tool_names(catalogue or ())
+            if catalogue is None or tool in names:
+                raise
+            raise _unknown(404, "unknown_tool", f"tool on server {server!r}", tool, names) from e
 
     if not args.get("task"):
         return await work()
@@ -932,17 +978,55 @@ async def cancel_task(host: OpHost, call: Invocation) -> dict[str, Any]:
     return task.to_json()
 
 
+async def _listed_or_none(
+    listing: Awaitable[Sequence[Mapping[str, Any]]],
+) -> Sequence[Mapping[str, Any]] | None:
+    """A catalogue, or C{None} when it cannot be had (the original error is what matters)."""
+    try:
+        return await listing
+    except Exception:
+        return None
+
+
+# The upstream answers an unknown tool or prompt, and wrong arguments, with the same -32602;
+# only on that error path is the (cached) catalogue consulted, to tell "no such name" (404,
+# with close names) from "the server refused these arguments" (422).
+
+
 async def get_prompt(host: OpHost, call: Invocation) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": call.args["name"]}
+    pool = _pool(host)
+    server, name = call.args["server"], call.args["name"]
+    params: dict[str, Any] = {"name": name}
     if "arguments" in call.args:
         params["arguments"] = call.args["arguments"]
-    return await _pool(host).request(call.args["server"], "prompts/get", params, client=call.client)
+    try:
+        return await pool.request(server, "prompts/get", params, client=call.client)
+    except RpcError as e:
+        if e.code != INVALID_PARAMS:
+            raise
+        catalogue = await _listed_or_none(pool.prompts(server, client=call.client))
+        names = [str(prompt.get("name")) for prompt in catalogue or ()]
+        if catalogue is None or name in names:
+            raise
+        raise _unknown(404, "unknown_prompt", f"prompt on server {server!r}", name, names) from e
 
 
 async def read_resource(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return await _pool(host).request(
-        call.args["server"], "resources/read", {"uri": call.args["uri"]}, client=call.client
-    )
+    server, uri = call.args["server"], call.args["uri"]
+    try:
+        return await _pool(host).request(server, "resources/read", {"uri": uri}, client=call.client)
+    except RpcError as e:
+        # The URI is the request's only parameter: a refusal of it means there is no such
+        # resource, whichever of the two codes revisions have used for that.
+        if e.code not in (INVALID_PARAMS, RESOURCE_NOT_FOUND):
+            raise
+        raise OpError(
+            404,
+            "unknown_resource",
+            f"server {server!r} has no resource {uri!r} ({e.message}); GET /v1/servers "
+            "and the server's resources/list say what it has",
+            rpc=e.to_json(),
+        ) from e
 
 
 async def complete(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1218,7 +1302,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=list_tools,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1233,7 +1317,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=describe_tool,
         tag="tools",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1262,7 +1346,14 @@ OPS: tuple[Op, ...] = (
                 },
             },
             ["server", "tool"],
-        ),
+        )
+        | {
+            "not": exclusive_flags(
+                "task",
+                "progress",
+                why='a task cannot stream progress; drop "progress" or "task"',
+            )
+        },
         output_schema=CALL_TOOL_RESULT,
         accepted_schema=_object(
             {"task": _object({"id": _NAME, "status": TASK_STATUS}, ["id", "status"])}, ["task"]
@@ -1276,7 +1367,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 429, 502, 503, 504),
+        errors=(404, 422, 429, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1351,7 +1442,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=get_prompt,
         tag="prompts",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1368,7 +1459,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=read_resource,
         tag="resources",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1402,7 +1493,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=complete,
         tag="prompts",
-        errors=(404, 502, 503, 504),
+        errors=(404, 422, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1632,8 +1723,11 @@ _STATUS_TEXT = {
     400: "Invalid input: the error names the field",
     401: "This connection needs the daemon's token (Authorization: Bearer; mcpx token)",
     403: "A foreign Origin or Host: the request did not come from a page or name of this daemon",
-    404: "Unknown server, tool, prompt, task or question",
+    404: "Unknown server, tool, prompt, task or question, or a resource the upstream server "
+    "does not have (rpc holds its error)",
     409: "The question is no longer pending: answered, declined, cancelled or expired",
+    422: "The upstream server refused the input as invalid, for instance an unknown tool or "
+    "wrong arguments (rpc holds its error)",
     415: "The body was not sent as Content-Type: application/json",
     429: "The caller holds as many tasks as it may; Retry-After says when to try again",
     500: "The daemon failed unexpectedly",
@@ -1711,6 +1805,9 @@ def _operation(op: Op) -> dict[str, Any]:
             {name: op.properties[name] for name in op.body_params},
             [name for name in op.required if name in op.body_params],
         )
+        if "not" in op.input_schema:
+            # A constraint across body fields (exclusive_flags) belongs to the body.
+            body["not"] = op.input_schema["not"]
         operation["requestBody"] = {
             "required": bool(body.get("required")),
             "content": {"application/json": {"schema": body}},

@@ -559,6 +559,13 @@ class McpServer:
     async def _initialize(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
+        if conn.revision is not None:
+            # Negotiation happens once per connection: a second one would change the revision
+            # and capabilities under requests already in flight and subscriptions already made.
+            raise RpcError.invalid_request(
+                f"already initialized (revision {conn.revision.value}); to negotiate again, "
+                "open a new connection or session"
+            )
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise RpcError.invalid_params("params.protocolVersion must be a string")
@@ -923,7 +930,8 @@ class McpServer:
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         level = params.get("level")
-        if level not in LOG_LEVELS:
+        # Checked as a string first: an object or array cannot be looked up in a set.
+        if type(level) is not str or level not in LOG_LEVELS:
             raise RpcError.invalid_params(
                 f"params.level must be one of {', '.join(sorted(LOG_LEVELS))}"
             )

@@ -342,11 +342,12 @@ class StdioChannel:
         try:
             message = parse(line, allow_batch=peer.allow_batches)
         except ProtocolError as e:
-            if e.code == PARSE_ERROR:
+            if e.code == PARSE_ERROR and not e.about_response:
                 self._garbage(line)
             else:
-                # JSON but not JSON-RPC: rare enough to let the peer parse it again and
-                # answer it (or fail the request it names) as the protocol requires.
+                # JSON but not JSON-RPC, or a response strict reading refused (NaN): rare
+                # enough to let the peer parse it again and answer it, or fail the request
+                # it names, as the protocol requires.
                 peer.receive(line)
             return
         peer.receive_message(message)

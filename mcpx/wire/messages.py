@@ -21,7 +21,9 @@ from typing import Any, Final, TypeAlias
 
 from attrs import field, frozen
 
+from mcpx.wire import jsontext
 from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
+from mcpx.wire.jsontext import JSONRefused
 
 RequestId: TypeAlias = int | str
 Params: TypeAlias = dict[str, Any] | list[Any] | None
@@ -111,13 +113,6 @@ class _Missing:
 _MISSING: Final = _Missing()
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# JSON has no NaN or Infinity; Python's decoder accepts them unless told otherwise, and passing
-# them on would make mcpx emit text strict peers cannot read.
-_decoder = json.JSONDecoder(parse_constant=_refuse_constant)
 # No circularity check: it costs a dict insert per container on every message, and a circular
 # value (always a bug) still fails, with RecursionError.
 _encoder = json.JSONEncoder(
@@ -138,15 +133,40 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
         offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
     """
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-        decoded = _decoder.decode(text)
-    except (ValueError, RecursionError) as e:
-        # UnicodeDecodeError and JSONDecodeError are both ValueErrors; RecursionError is what
-        # absurdly deep nesting produces.
-        raise ProtocolError(PARSE_ERROR, "Parse error", {"detail": str(e)}) from None
+        decoded = jsontext.loads(data)
+    except JSONRefused as e:
+        answered = _answered_id(data)
+        raise ProtocolError(
+            PARSE_ERROR,
+            f"Parse error: {e}",
+            {"detail": str(e)},
+            id=answered,
+            about_response=answered is not None,
+        ) from None
     if type(decoded) is list:
         return _parse_batch(decoded, allow_batch)
     return parse_object(decoded)
+
+
+def _answered_id(data: bytes | str) -> RequestId | None:
+    """
+    The id of a response that strict reading refused but Python's lenient decoder reads (it
+    holds C{NaN}, C{1e400} or deep nesting), so that the request it answers fails now, with
+    the reason, instead of waiting for its deadline.  C{None} for anything else.
+
+    Only reached on the failure path; a request keeps the C{null} id JSON-RPC gives a parse
+    error.
+    """
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if type(value) is not dict or "method" in value:
+        return None
+    if "result" not in value and "error" not in value:
+        return None
+    found = value.get("id")
+    return found if type(found) is int or type(found) is str else None
 
 
 def parse_object(obj: object) -> Message:

@@ -222,10 +222,10 @@ class DefaultConfigTests(RealDaemonCase):
         done = await self.mcpx("call", "demo", "add", "oops")
         self.assertEqual(done.code, 2, done)
 
-        # The daemon does not check the catalogue on a call: the server refuses the tool.
+        # The server refuses the tool; its catalogue then says the name is unknown.
         done = await self.mcpx("call", "demo", "nope")
-        self.assertEqual(done.code, 4, done)
-        self.assertEqual(done.err.count("Unknown tool: nope"), 1, done)
+        self.assertEqual(done.code, 3, done)
+        self.assertIn("no tool on server 'demo' named 'nope'", done.err)
 
     async def test_progress(self) -> None:
         """C{call --progress} draws the upstream's progress on stderr and prints the result

@@ -385,6 +385,29 @@ class ErrorTests(SynchronousTestCase):
         answer = self.harness.send("POST", "/v1/call", raw=b"{server: files")
         self.assertIn("JSON", self.error(answer, 400, "invalid_json")["message"])
 
+    def test_deep_nesting(self) -> None:
+        """
+        Arguments nested 1,000 deep are a JSON 400 invalid_json naming the nesting, not a
+        500 HTML page; nothing is called.
+        """
+        raw = b'{"server":"files","tool":"read_file","arguments":{"a":%s}}' % (
+            b"[" * 1000 + b"]" * 1000
+        )
+        answer = self.harness.send("POST", "/v1/call", raw=raw)
+        self.assertIn("nested", self.error(answer, 400, "invalid_json")["message"])
+        self.assertEqual(self.pool.calls, [])
+
+    def test_non_finite_numbers(self) -> None:
+        """
+        1e400, NaN, Infinity and -Infinity in the arguments are a 400 invalid_json whose
+        message names the number; nothing reaches the server.
+        """
+        for number in ("1e400", "NaN", "Infinity", "-Infinity"):
+            raw = b'{"server":"files","tool":"read_file","arguments":{"a":%s}}' % number.encode()
+            answer = self.harness.send("POST", "/v1/call", raw=raw)
+            self.assertIn(number, self.error(answer, 400, "invalid_json")["message"])
+        self.assertEqual(self.pool.calls, [])
+
     def test_not_an_object(self) -> None:
         """A JSON body that is not an object is a 400."""
         self.error(self.harness.post("/v1/call", ["files"]), 400, "invalid_input")
@@ -402,16 +425,79 @@ class ErrorTests(SynchronousTestCase):
         )
         self.assertIn("files, search", error["message"])
 
+    def test_answer_that_is_not_json(self) -> None:
+        """
+        A result holding NaN is never written as NaN (text no JSON reader takes): the answer
+        is a JSON 500 internal_error, and the failure is logged.
+        """
+        self.pool.servers["files"].answers["tools/call"] = {"content": [], "x": float("nan")}
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        self.error(answer, 500, "internal_error")
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+
+    def test_lone_surrogate_is_escaped(self) -> None:
+        """A lone surrogate in a result is written as a JSON escape, and the answer is 200."""
+        self.pool.servers["files"].answers["tools/call"] = {"content": [], "x": "\ud800"}
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        self.assertEqual(answer.code, 200)
+        self.assertIn(b"\\ud800", answer.body)
+        self.assertEqual(answer.json["x"], "\ud800")
+
     def test_upstream_rpc_error(self) -> None:
-        """An upstream JSON-RPC error is a 502 carrying the error under rpc."""
+        """An upstream JSON-RPC server error is a 502 carrying the error under rpc."""
         self.pool.servers["files"].answers["tools/call"] = RpcError(
-            -32602, "Unknown tool: x", {"name": "x"}
+            -32000, "disk on fire", {"disk": "sda"}
         )
         answer = self.harness.post("/v1/call", {"server": "files", "tool": "x"})
         error = self.error(answer, 502, "upstream_error")
         self.assertEqual(
-            error["rpc"], {"code": -32602, "message": "Unknown tool: x", "data": {"name": "x"}}
+            error["rpc"], {"code": -32000, "message": "disk on fire", "data": {"disk": "sda"}}
         )
+
+    def test_upstream_refuses_the_arguments(self) -> None:
+        """
+        An upstream's -32602 for a tool it has (wrong arguments) is the caller's mistake: 422,
+        not a server error, still with the upstream's error under rpc.
+        """
+        self.pool.servers["files"].answers["tools/call"] = RpcError(
+            -32602, "path is required", {"field": "path"}
+        )
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_file"})
+        error = self.error(answer, 422, "upstream_error")
+        self.assertEqual(
+            error["rpc"], {"code": -32602, "message": "path is required", "data": {"field": "path"}}
+        )
+
+    def test_upstream_refuses_an_unknown_tool(self) -> None:
+        """
+        An upstream's -32602 for a tool its catalogue lacks is a 404 unknown_tool naming
+        close names, as describing the tool would be.
+        """
+        self.pool.servers["files"].answers["tools/call"] = RpcError(-32602, "Unknown tool")
+        answer = self.harness.post("/v1/call", {"server": "files", "tool": "read_fil"})
+        self.assertIn("read_file", self.error(answer, 404, "unknown_tool")["message"])
+
+    def test_upstream_refuses_an_unknown_prompt(self) -> None:
+        """The same for a prompt: 404 unknown_prompt, when the catalogue lacks the name."""
+        self.pool.servers["files"].answers["prompts/get"] = RpcError(-32602, "Unknown prompt")
+        answer = self.harness.post("/v1/prompt", {"server": "files", "name": "revie"})
+        self.assertIn("review", self.error(answer, 404, "unknown_prompt")["message"])
+        answer = self.harness.post("/v1/prompt", {"server": "files", "name": "review"})
+        self.error(answer, 422, "upstream_error")
+
+    def test_upstream_resource_not_found(self) -> None:
+        """
+        An upstream's -32002 or -32602 for resources/read is a 404 unknown_resource with the
+        upstream's error under rpc.
+        """
+        for code in (-32002, -32602):
+            self.pool.servers["files"].answers["resources/read"] = RpcError(
+                code, "Resource not found", {"uri": "file:///nope"}
+            )
+            answer = self.harness.post("/v1/read", {"server": "files", "uri": "file:///nope"})
+            error = self.error(answer, 404, "unknown_resource")
+            self.assertEqual(error["rpc"]["code"], code)
+            self.assertIn("file:///nope", error["message"])
 
     def test_unavailable(self) -> None:
         """An unavailable server is a 503 with retry_in and a Retry-After header."""
@@ -541,7 +627,20 @@ class TaskTests(SynchronousTestCase):
         answer = self.harness.post("/v1/call", body)
         self.assertEqual(answer.code, 400)
         self.assertEqual(answer.json["error"]["field"], "progress")
+        self.assertIn("a task cannot stream progress", answer.json["error"]["message"])
         self.assertEqual(self.pool.calls, [])
+
+    def test_not_with_progress_is_in_the_schema(self) -> None:
+        """The published input schema of /v1/call refuses task and progress together."""
+        validator = BY_NAME["call_tool"].validator
+        both = {"server": "files", "tool": "t", "task": True, "progress": True}
+        self.assertFalse(validator.is_valid(both))
+        self.assertTrue(validator.is_valid({**both, "progress": False}))
+        document = self.harness.get("/openapi.json").json
+        body = document["paths"]["/v1/call"]["post"]["requestBody"]["content"]
+        published = Draft202012Validator(body["application/json"]["schema"])
+        self.assertFalse(published.is_valid(both))
+        self.assertTrue(published.is_valid({**both, "progress": False}))
 
     def test_survives_the_caller(self) -> None:
         """The task runs on after the request that started it has been answered."""

@@ -53,6 +53,29 @@ class HealthTests(SynchronousTestCase):
         body = json.loads(self.successResultOf(response.content()))
         self.assertEqual(body["error"]["code"], "method_not_allowed")
 
+    def test_doubled_or_escaped_slash_is_json_404(self) -> None:
+        """
+        A path with a doubled slash, or an escaped slash in a name, is a JSON 404, not a
+        redirect without a Location.
+        """
+        for path in ("/v1//servers", "/v1/tools/files%2F/read_file"):
+            code, body, ctype = self.get_json("http://mcpx" + path)
+            self.assertEqual((code, ctype), (404, b"application/json"), path)
+            self.assertEqual(body["error"]["code"], "not_found")
+
+    def test_path_that_is_not_utf8_is_json_400(self) -> None:
+        """
+        A path that is not UTF-8 once percent-decoded is a JSON 400 invalid_url, not a
+        text/html page, and logs no error.
+        """
+        for path in ("/v1/tools/%FF/x", "/v1/tools/%ED%A0%80/x", "/%C3"):
+            code, body, ctype = self.get_json("http://mcpx" + path)
+            self.assertEqual((code, ctype), (400, b"application/json"), path)
+            self.assertEqual(body["error"]["code"], "invalid_url")
+        self.assertEqual(self.flushLoggedErrors(), [])
+        code, body, _ = self.get_json("http://mcpx/v1/tools/caf%C3%A9/x")
+        self.assertNotEqual(code, 400)
+
 
 class MethodNotAllowedTests(SynchronousTestCase):
     def test_405_names_the_allowed_methods(self) -> None:

@@ -199,9 +199,13 @@ class ErrorFromTests(SynchronousTestCase):
         self.assertEqual((error.status, error.code), (503, "pool_error"))
 
     def test_rpc_error_is_carried(self) -> None:
-        """An upstream JSON-RPC error is a 502 carrying the error as the server sent it."""
+        """
+        An upstream JSON-RPC error carries the error as the server sent it: 422 when it
+        refuses the input (-32602), 502 otherwise.
+        """
+        self.assertEqual(error_from(RpcError(-32603, "broken")).status, 502)
         error = error_from(RpcError(-32602, "Unknown tool: x", {"tool": "x"}))
-        self.assertEqual((error.status, error.code), (502, "upstream_error"))
+        self.assertEqual((error.status, error.code), (422, "upstream_error"))
         self.assertEqual(
             error.to_json()["rpc"],
             {"code": -32602, "message": "Unknown tool: x", "data": {"tool": "x"}},
@@ -268,6 +272,9 @@ class FastAcceptorTests(SynchronousTestCase):
             {"server": "demo", "tool": "echo", "extra": 1},
             {"server": "demo", "tool": "echo", "arguments": []},
             {"server": "demo", "tool": "echo", "task": 1},
+            {"server": "demo", "tool": "echo", "task": True, "progress": True},
+            {"server": "demo", "tool": "echo", "task": True, "progress": False},
+            {"server": "demo", "tool": "echo", "progress": True},
             {"server": "demo", "name": "p", "arguments": {"a": "b"}},
             {"server": "demo", "uri": "demo://readme"},
             {"name": "demo"},

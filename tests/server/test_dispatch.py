@@ -12,7 +12,12 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.server.dispatch import SUPPORTED_VERSIONS
 from mcpx.spec.matrix import removed_methods
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
-from mcpx.wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION
+from mcpx.wire.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcpx.wire.messages import Request
 from tests.server import CLIENT_CAPABILITIES, PROTOCOL_VERSION, Harness, Session, modern_meta
 
@@ -57,6 +62,22 @@ class InitializeTests(SynchronousTestCase):
         )
         self.assertEqual(harness.conn.client_capabilities, {"elicitation": {}})
         self.assertEqual(harness.conn.client_info, {"name": "host", "version": "2"})
+
+    def test_second_initialize_is_refused(self) -> None:
+        """
+        On a connection that has agreed a revision (the MCP socket behind C{mcpx serve}), a
+        second initialize is -32600 "already initialized", and the agreed revision and
+        capabilities stay as they were.
+        """
+        session = Session(Revision.V2024_11_05)
+        harness = session.harness
+        error = harness.error(
+            "initialize", {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}}}
+        )
+        self.assertEqual(error.code, INVALID_REQUEST)
+        self.assertIn("already initialized", error.message)
+        self.assertIs(harness.conn.revision, Revision.V2024_11_05)
+        self.assertEqual(harness.conn.client_capabilities, {})
 
     def test_protocol_version_is_required(self) -> None:
         """initialize without a protocolVersion string is -32602."""
@@ -173,6 +194,15 @@ class RemovedMethodTests(SynchronousTestCase):
         """A level that is not a syslog severity is -32602."""
         error = Session(Revision.V2025_06_18).error("logging/setLevel", {"level": "loud"})
         self.assertEqual(error.code, INVALID_PARAMS)
+
+    def test_level_of_the_wrong_type(self) -> None:
+        """A level that is an array or an object is -32602 too, not an internal error."""
+        levels: list[object] = [[], {}, ["info"]]
+        for level in levels:
+            session = Session(Revision.V2025_06_18)
+            error = session.error("logging/setLevel", {"level": level})
+            self.assertEqual(error.code, INVALID_PARAMS)
+            self.assertIn("params.level", error.message)
 
     def test_unknown_method(self) -> None:
         """A method mcpx does not have is -32601 on every revision."""

@@ -723,6 +723,55 @@ class RealCoreTests(SynchronousTestCase):
         _, body = self.client.post(request(2, "tools/list"), headers)
         self.assertIn("mcpx_call", [tool["name"] for tool in body["result"]["tools"]])
 
+    def test_hostile_json_is_a_parse_error(self) -> None:
+        """
+        Arguments nested 1,000 deep, or holding 1e400, NaN or an infinity, are answered 400
+        with a JSON-RPC -32700 naming the problem; nothing reaches the pool.
+        """
+        template = (
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcpx_call",'
+            b'"arguments":{"server":"files","tool":"read_file","arguments":{"a":%s}}}}'
+        )
+        cases = {
+            b"[" * 1000 + b"]" * 1000: "nested",
+            b"1e400": "1e400",
+            b"NaN": "NaN",
+            b"Infinity": "Infinity",
+            b"-Infinity": "-Infinity",
+        }
+        pool = self.daemon.pool
+        assert isinstance(pool, FakePool)
+        for value, named in cases.items():
+            response, body = self.client.send("POST", raw=template % value)
+            self.assertEqual(response.code, 400)
+            self.assertEqual(header(response, "content-type"), "application/json")
+            error = json.loads(body)
+            self.assertEqual((error["id"], error["error"]["code"]), (None, -32700))
+            self.assertIn(named, error["error"]["message"])
+        self.assertEqual(pool.calls, [])
+
+    def test_second_initialize_in_a_session_is_refused(self) -> None:
+        """
+        initialize inside a legacy session is -32600 "already initialized"; the session keeps
+        the revision it agreed.
+        """
+        response, _ = self.client.post(
+            request(1, "initialize", {"protocolVersion": "2024-11-05", "capabilities": {}})
+        )
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        headers = {"Mcp-Session-Id": session}
+        response, body = self.client.post(
+            request(2, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}),
+            headers,
+        )
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        self.assertIn("already initialized", body["error"]["message"])
+        self.assertIsNone(header(response, "mcp-session-id"))
+        conn = self.daemon.mcp.sessions[session].conn if self.daemon.mcp else None
+        assert conn is not None
+        self.assertIs(conn.revision, Revision.V2024_11_05)
+
     def test_sessionless_cannot_subscribe(self) -> None:
         """A sessionless legacy POST is not offered push-dependent capabilities."""
         _, body = self.client.post(request(1, "resources/subscribe", {"uri": "mcpx://files/x"}))

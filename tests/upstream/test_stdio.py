@@ -31,6 +31,7 @@ from zope.interface import implementer
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
 from mcpx.upstream.stdio import STDERR_LINE_LIMIT, SpawnFailed, StdioChannel
+from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
 
@@ -428,6 +429,28 @@ class TrafficTests(StdioTestCase):
         self.assertNoResult(d)
         upstream.process.stdout(b'lt": {"ok": true}}\n')
         self.assertEqual(self.successResultOf(d), {"ok": True})
+
+    def test_response_with_non_finite_numbers_fails_its_request(self) -> None:
+        """
+        A response holding NaN, 1e400 or nesting past the limit fails the request it answers
+        at once, with -32700 naming the problem, instead of leaving it to its deadline; the
+        channel goes on working.
+        """
+        upstream = self.started()
+        cases = {
+            b'{"jsonrpc":"2.0","id":%d,"result":{"x":NaN}}\n': "NaN",
+            b'{"jsonrpc":"2.0","id":%d,"result":{"x":[1e400]}}\n': "1e400",
+            b'{"jsonrpc":"2.0","id":%d,"result":' + b"[" * 200 + b"]" * 200 + b"}\n": "nested",
+        }
+        for number, (line, named) in enumerate(cases.items(), start=1):
+            d = upstream.peer.request("tools/call")
+            upstream.process.stdout(line % number)
+            error = self.failureResultOf(d, RpcError).value
+            self.assertEqual(error.code, -32700)
+            self.assertIn(named, error.message)
+        d = upstream.peer.request("ping")
+        upstream.process.stdout(b'{"jsonrpc":"2.0","id":4,"result":{}}\n')
+        self.assertEqual(self.successResultOf(d), {})
 
     def test_several_messages_per_chunk(self) -> None:
         """Several lines in one chunk are all delivered, in order."""

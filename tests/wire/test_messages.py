@@ -140,10 +140,21 @@ class ParseErrorTests(SynchronousTestCase):
 
     def test_not_a_number(self) -> None:
         """
-        C{NaN} and C{Infinity} are not JSON, whatever Python's decoder would accept.
+        C{NaN} and C{Infinity} are not JSON, whatever Python's decoder would accept.  In a
+        request the parse error has no id, as JSON-RPC says; in a response it carries the id
+        and is marked about a response, so the request it answers can fail at once.
         """
-        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"result":NaN}', -32700)
-        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"result":-Infinity}', -32700)
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1,"method":"m","params":[NaN]}', -32700)
+        self.assert_refused(
+            b'{"jsonrpc":"2.0","id":1,"result":NaN}', -32700, id=1, about_response=True
+        )
+        self.assert_refused(
+            b'{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m","data":-Infinity}}',
+            -32700,
+            id="a",
+            about_response=True,
+        )
+        self.assert_refused(b'{"jsonrpc":"2.0","id":1.5,"result":NaN}', -32700)
 
     def test_too_deep(self) -> None:
         """

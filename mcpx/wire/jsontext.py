@@ -1,0 +1,92 @@
+# -*- test-case-name: tests.wire.test_jsontext -*-
+"""
+The one strict JSON reader for everything a peer sends: C{/v1} bodies, C{/mcp} bodies, the MCP
+socket, and upstream servers' stdout and HTTP answers.
+
+Python's C{json} module accepts text that is not JSON and values mcpx could not pass on:
+
+ - C{NaN}, C{Infinity} and C{-Infinity}, which no JSON peer can read back;
+ - numbers too large for a float, such as C{1e400}, which become C{inf} and make the encoder
+   fail later, far from the input that caused it;
+ - nesting limited only by the interpreter's stack, so that a few kilobytes of C{[} end in a
+   C{RecursionError} wherever the value is next walked (the decoder, a schema check, the
+   encoder), at a depth that depends on how deep the stack already was.
+
+L{loads} refuses all three with a L{JSONRefused} whose message names the problem, so every
+entry point can answer a clear error instead of a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+#: How deep objects and arrays may nest, counting the outermost value as one level.  A
+#: JSON-RPC envelope and a tool call's arguments take four; real schemas and results stay
+#: well within this, and walking a value this deep never comes near Python's stack limit.
+MAX_DEPTH: Final = 100
+
+
+class JSONRefused(ValueError):
+    """The text is not JSON mcpx accepts; the message says why, in terms a sender can act on."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JSONRefused(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    # inf - inf is nan only for the infinities: a finite float never matches.
+    if value - value != 0.0:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise JSONRefused(f"the number {shown} is too large to represent")
+    return value
+
+
+_decoder: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def _too_deep() -> JSONRefused:
+    return JSONRefused(f"objects and arrays are nested deeper than {MAX_DEPTH} levels")
+
+
+def _check_depth(value: Any) -> None:
+    # Iterative, so that the walk itself cannot run out of stack.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+
+
+def loads(data: bytes | bytearray | str) -> Any:
+    """
+    Decode one JSON text strictly.
+
+    @raise JSONRefused: if C{data} is not UTF-8, not JSON, holds C{NaN} or an infinity or a
+        number too large for a float, or nests deeper than L{MAX_DEPTH}.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    except UnicodeDecodeError as e:
+        raise JSONRefused(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        value = _decoder.decode(text)
+    except JSONRefused:
+        raise
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError as e:
+        # JSONDecodeError says where; ValueError also covers integers with too many digits.
+        raise JSONRefused(str(e)) from None
+    kind = type(value)
+    # Counting brackets is done in C; only text with enough of them to be too deep is walked.
+    if (kind is dict or kind is list) and text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value)
+    return value
