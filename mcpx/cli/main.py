@@ -27,8 +27,10 @@ class CommandGroup(click.Group):
 
     #: Command name to C{module:attribute}.
     lazy = {
+        "artifacts": "mcpx.cli.exec_command:artifacts",
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
+        "exec": "mcpx.cli.exec_command:exec_command",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
         "tasks": "mcpx.cli.tasks_command:tasks",

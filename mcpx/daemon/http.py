@@ -32,6 +32,7 @@ from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
+    from mcpx.scripts.runner import Scripts
     from mcpx.server.http import McpHTTP
 
 __all__ = ["DaemonHTTP", "error_body", "json_body"]
@@ -104,6 +105,8 @@ class DaemonHTTP:
         C{503 questions_unavailable}.  The daemon starts and stops it, not this.
     @ivar masker: hides the configured credentials in error answers; the pool and the
         event bus share it.
+    @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
+        wires it in, when those routes answer C{503 exec_unavailable}.
     """
 
     app = Klein()
@@ -124,6 +127,7 @@ class DaemonHTTP:
     mcp: McpHTTP | None = None
     broker: Broker | None = None
     masker: SecretMasker = Factory(SecretMasker)
+    scripts: Scripts | None = None
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:

@@ -20,7 +20,7 @@ import functools
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from attrs import Factory, field, frozen
 from jsonschema import Draft202012Validator
@@ -45,6 +45,8 @@ from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
+from mcpx.scripts.artifacts import UnknownArtifact
+from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -61,6 +63,9 @@ from mcpx.tasks.store import (
 )
 from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+
+if TYPE_CHECKING:
+    from mcpx.scripts.runner import Scripts
 
 _log = Logger()
 
@@ -146,6 +151,7 @@ class OpHost(Protocol):
     reloads: Reloads
     broker: Broker | None
     masker: SecretMasker
+    scripts: Scripts | None
 
 
 @frozen
@@ -156,11 +162,14 @@ class Invocation:
     @ivar args: the input, already checked against the op's input schema.
     @ivar client: who is asking; the scope key of a C{scope: client} server.
     @ivar on_progress: where progress goes when the caller asked to see it.
+    @ivar caller: the host request an MCP gateway tool runs for, so the questions its
+        upstream calls cause can reach that host (C{mcpx_exec}).
     """
 
     args: Mapping[str, Any]
     client: str = DEFAULT_CLIENT
     on_progress: Callable[[dict[str, Any]], None] | None = None
+    caller: Caller | None = None
 
 
 @frozen
@@ -1257,6 +1266,95 @@ async def openapi(host: OpHost, call: Invocation) -> dict[str, Any]:
     return _default_document()
 
 
+def _scripts(host: OpHost) -> Scripts:
+    if host.scripts is None:
+        raise OpError(
+            503,
+            "exec_unavailable",
+            "this daemon runs without its script runner; restart it with `mcpx daemon`",
+        )
+    return host.scripts
+
+
+#: The HTTP status of each way a run can fail to finish.
+_RUN_STATUS: Mapping[str, int] = {
+    "timeout": 504,
+    "output_too_large": 413,
+    "too_many_calls": 429,
+    "program_syntax": 400,
+    "program_failed": 422,
+    "program_crashed": 422,
+    "cancelled": 409,
+    "pool_unavailable": 503,
+    "daemon_stopping": 503,
+}
+
+
+def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
+    """A finished run as C{/v1/exec} answers it."""
+    body: dict[str, Any] = {
+        "run": outcome.run,
+        "output": outcome.output,
+        "artifacts": outcome.artifacts,
+    }
+    if outcome.has_value:
+        body["result"] = outcome.value
+    elif outcome.shown is not None:
+        body["text"] = outcome.shown
+    return body
+
+
+async def run_program(host: OpHost, call: Invocation) -> dict[str, Any]:
+    scripts = _scripts(host)
+    args = call.args
+    try:
+        outcome = await scripts.execute(
+            args["program"],
+            identity=call.client,
+            caller=call.caller,
+            timeout=args.get("timeoutSec"),
+            inputs=args.get("inputs"),
+        )
+    except TooManyRuns as e:
+        raise OpError(
+            429,
+            "too_many_runs",
+            f"{e.limit} programs are running already (exec.maxRuns); try again when one ends",
+            retry_in=1.0,
+        ) from None
+    except RunFailed as e:
+        raise OpError(_RUN_STATUS.get(e.code, 500), e.code, str(e)) from None
+    return outcome_json(outcome)
+
+
+async def list_artifacts(host: OpHost, call: Invocation) -> dict[str, Any]:
+    store = _scripts(host).artifacts
+    return {"artifacts": store.listed(call.client) if store is not None else []}
+
+
+async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
+    store = _scripts(host).artifacts
+    uri = call.args["uri"]
+    limit = (
+        64 * 1024 * 1024
+        if host.settings is None
+        else host.settings.integer("transport.maxMessageSize")
+    )
+    try:
+        if store is None:
+            raise UnknownArtifact(uri)
+        return {"contents": [store.read(call.client, uri, limit)]}
+    except UnknownArtifact:
+        raise OpError(
+            404,
+            "unknown_artifact",
+            f"no artifact {uri!r} of caller {call.client!r}: it never existed, belongs to "
+            "another caller, or was removed after exec.artifactRetention",
+        ) from None
+    except ValueError as e:
+        raise OpError(413, "artifact_too_large", str(e)) from None
+
+
 # -- The table -----------------------------------------------------------------------------
 
 _REF = {
@@ -1419,6 +1517,76 @@ OPS: tuple[Op, ...] = (
         handler=cancel_task,
         tag="tools",
         errors=(404, 409),
+        gateway=False,
+    ),
+    Op(
+        name="exec",
+        summary="Run a program that calls the configured servers' tools",
+        description="The program is Python (the subset a sandboxed interpreter runs: no "
+        "files but /out, no network, no processes). Each server is a name and each tool an "
+        'async method: `await demo.add(a=2, b=40)`; `await stubs("demo")` shows a '
+        "server's tools. Its last expression is the result; what it prints is the output. "
+        "exec.timeout bounds the run (timeoutSec may lower it).",
+        method="POST",
+        path="/v1/exec",
+        input_schema=_object(
+            {
+                "program": {"type": "string", "minLength": 1, "maxLength": 1024 * 1024},
+                "timeoutSec": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Seconds the run may take; clamped to exec.timeout.",
+                },
+                "inputs": {
+                    "type": "object",
+                    "description": "Variables the program starts with, by name.",
+                },
+            },
+            ["program"],
+        ),
+        output_schema=_object(
+            {
+                "run": _NAME,
+                "output": {"type": "string"},
+                "result": {},
+                "text": {"type": "string"},
+                "artifacts": {"type": "array", "items": {"type": "object"}},
+            },
+            ["run", "output", "artifacts"],
+        ),
+        handler=run_program,
+        tag="exec",
+        errors=(409, 413, 422, 429, 503, 504),
+        uses_client=True,
+    ),
+    Op(
+        name="list_artifacts",
+        summary="List the files the caller's runs left (mcpx://artifacts/...)",
+        method="GET",
+        path="/v1/artifacts",
+        input_schema=NO_INPUT,
+        output_schema=_object(
+            {"artifacts": {"type": "array", "items": {"type": "object"}}}, ["artifacts"]
+        ),
+        handler=list_artifacts,
+        tag="exec",
+        errors=(503,),
+        uses_client=True,
+        gateway=False,
+    ),
+    Op(
+        name="read_artifact",
+        summary="Read one of the caller's artifacts",
+        method="POST",
+        path="/v1/artifacts/read",
+        input_schema=_object({"uri": _NAME}, ["uri"]),
+        output_schema=_object(
+            {"contents": {"type": "array", "items": {"type": "object"}}}, ["contents"]
+        ),
+        handler=read_artifact,
+        tag="exec",
+        errors=(404, 413, 503),
+        uses_client=True,
         gateway=False,
     ),
     Op(

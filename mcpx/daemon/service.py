@@ -33,6 +33,8 @@ from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
+from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
+from mcpx.scripts.runner import Scripts, ScriptsService, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
@@ -108,6 +110,8 @@ class DaemonService(MultiService):
         pool: Pool | None,
         broker: Broker | None = None,
         groups: ProcessGroups | None = None,
+        *,
+        scripts: Scripts | None = None,
     ) -> None:
         MultiService.__init__(self)
         self.http = http
@@ -119,6 +123,9 @@ class DaemonService(MultiService):
             MultiService.addService(self, StrayReaper(groups))
         if pool is not None:
             MultiService.addService(self, pool)
+        if scripts is not None:
+            # After the pool, so it stops first: runs end before the servers they call.
+            MultiService.addService(self, ScriptsService(scripts))
         if broker is not None:
             # After the pool, so it stops first: questions still pending when the
             # upstreams go stay pending on disk, for the next daemon to list.
@@ -301,6 +308,20 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             handlers=upstream_handlers,
             masker=config.masker,
         )
+    scripts: Scripts | None = None
+    if settings is not None:
+        scripts = Scripts(
+            reactor,
+            clock,
+            lambda: http.pool,
+            limits_from(settings),
+            Artifacts(
+                config.state_dir / ARTIFACTS_DIRECTORY,
+                clock,
+                settings.duration("exec.artifactRetention"),
+            ),
+            max_line=settings.integer("transport.maxMessageSize"),
+        )
     environ = config.environ
     http = DaemonHTTP(
         clock=clock,
@@ -312,6 +333,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         state_dir=str(config.state_dir),
         broker=broker,
         masker=config.masker,
+        scripts=scripts,
     )
     if settings is not None and servers is not None:
         started_with = servers.path
@@ -344,7 +366,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_length=settings.integer("transport.maxMessageSize"),
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    return DaemonService(http, listeners, pool, broker, groups)
+    return DaemonService(http, listeners, pool, broker, groups, scripts=scripts)
 
 
 def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:

@@ -92,7 +92,7 @@ from mcpx.server.param_headers import check_call
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.request_state import RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
-from mcpx.server.surface import CALL_TOOL, PAGE_SIZE, Surface, UnknownName, paginate
+from mcpx.server.surface import CALL_TOOL, EXEC_TOOL, PAGE_SIZE, Surface, UnknownName, paginate
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
 from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
@@ -638,6 +638,8 @@ class McpServer:
                         )
                         return (support if isinstance(support, str) else None), server, name
                 return None, server, name
+        if name == EXEC_TOOL:
+            return "optional", None, None
         if name == CALL_TOOL:
             arguments = params.get("arguments")
             called = arguments if type(arguments) is dict else {}

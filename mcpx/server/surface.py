@@ -63,6 +63,8 @@ from twisted.logger import Logger
 from mcpx.daemon.events import Event
 from mcpx.daemon.ops import OPS, Invocation, Op, OpError, OpHost, PoolInterface, Reply, error_from
 from mcpx.pool.errors import PoolError
+from mcpx.questions.caller import Caller
+from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server import uris
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import error_code_in
@@ -77,10 +79,25 @@ PAGE_SIZE: Final = 50
 MAX_COMPLETION_VALUES: Final = 100
 
 CALL_TOOL: Final = "mcpx_call"
+EXEC_TOOL: Final = "mcpx_exec"
+
+#: What a model is told about C{mcpx_exec}: enough to write a working program.
+EXEC_DESCRIPTION: Final = (
+    "Run a short Python program that calls the configured servers' tools and returns only "
+    "what matters, instead of calling them one by one. Each server is a name and each "
+    "tool an async function with keyword arguments: `r = await demo.add(a=2, b=40)`. "
+    "Results are plain values (structured content, else text); a failed call raises "
+    "RuntimeError with the server's message. Run calls in parallel with "
+    "`await asyncio.gather(...)` (import asyncio). SERVERS lists the servers; "
+    '`print(await stubs("demo"))` shows one server\'s tools as Python signatures. The '
+    "last expression is the result, print() is the output; files written under /out "
+    "become resources. No other files, network or processes."
+)
 
 #: The MCP tool name of each gateway op; an op not named here is C{mcpx_<op name>}.
 TOOL_NAMES: Final[Mapping[str, str]] = {
     "call_tool": CALL_TOOL,
+    "exec": EXEC_TOOL,
     "list_servers": "mcpx_servers",
     "list_tools": "mcpx_tools",
     "describe_tool": "mcpx_describe",
@@ -237,6 +254,14 @@ def _op_tool(op: Op) -> GatewayTool:
         # dropped for every revision without Tool.execution.
         definition["execution"] = {"taskSupport": "optional"}
         return GatewayTool(name, definition, None)
+    if op.name == "exec":
+        definition["description"] = EXEC_DESCRIPTION
+        definition["title"] = "Run a program that calls tools"
+        definition["inputSchema"] = dict(op.input_schema)
+        definition["annotations"] = {"openWorldHint": True}
+        # A long program may run as a 2025-11-25 task, as mcpx_call may.
+        definition["execution"] = {"taskSupport": "optional"}
+        return GatewayTool(name, definition, op)
     definition["inputSchema"] = dict(op.input_schema)
     definition["outputSchema"] = dict(op.output_schema)
     if op.method == "GET" or op.name in _READ_ONLY_POSTS:
@@ -336,6 +361,35 @@ def json_result(body: Any) -> dict[str, Any]:
         "structuredContent": body,
         "isError": False,
     }
+
+
+def exec_result(body: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    A finished run as a C{CallToolResult}: its output and result as text, the result as
+    C{structuredContent} when it is an object, and a C{resource_link} to each file it
+    left (spelled down for revisions without them by L{mcpx.spec.downgrade}).
+    """
+    text = str(body.get("output", ""))
+    structured = None
+    if "result" in body:
+        value = body["result"]
+        rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = f"{text}{rendered}" if not text or text.endswith("\n") else f"{text}\n{rendered}"
+        if type(value) is dict:
+            structured = value
+    elif "text" in body:
+        text = f"{text}{body['text']}"
+    content: list[dict[str, Any]] = [{"type": "text", "text": text or "(no output)"}]
+    for artifact in body.get("artifacts", ()):
+        link = {"type": "resource_link", "uri": artifact["uri"], "name": artifact["name"]}
+        for key in ("mimeType", "size", "description"):
+            if key in artifact:
+                link[key] = artifact[key]
+        content.append(link)
+    result: dict[str, Any] = {"content": content, "isError": False}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
 
 
 # -- Pagination ------------------------------------------------------------------------------
@@ -548,7 +602,9 @@ class Surface:
     ) -> dict[str, Any]:
         try:
             op.check(arguments)
-            body = await op.handler(self.host, Invocation(arguments, client=context.identity))
+            caller = context.caller if isinstance(context.caller, Caller) else None
+            invocation = Invocation(arguments, client=context.identity, caller=caller)
+            body = await op.handler(self.host, invocation)
         except CancelledError:
             raise
         except Exception as e:
@@ -558,6 +614,8 @@ class Surface:
             return text_result(error.message, is_error=True)
         if isinstance(body, Reply):
             body = body.body
+        if op.name == "exec":
+            return exec_result(body)
         return json_result(body)
 
     # Across servers
@@ -621,11 +679,21 @@ class Surface:
             leaving_out=leaving_out,
         )
         return [
-            {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
-            for server, resources in listed
-            for resource in resources
-            if type(resource) is dict and isinstance(resource.get("uri"), str)
+            *self.artifacts(context),
+            *(
+                {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
+                for server, resources in listed
+                for resource in resources
+                if type(resource) is dict and isinstance(resource.get("uri"), str)
+            ),
         ]
+
+    def artifacts(self, context: Context) -> list[dict[str, Any]]:
+        """The files the caller's own runs left, first: nobody else's are listed."""
+        scripts = self.host.scripts
+        if scripts is None or scripts.artifacts is None:
+            return []
+        return scripts.artifacts.listed(context.identity)
 
     async def templates(
         self, context: Context, *, leaving_out: Collection[str] = ()
@@ -745,12 +813,29 @@ class Surface:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise RpcError.invalid_params("params.uri must be a string")
+        if parse_uri(uri) is not None:
+            return self.read_artifact(context, uri)
         try:
             server, upstream = await self.resource_owner(context, uri)
         except UnknownName:
             raise resource_not_found(uri, context) from None
         result = await self._forward(context, server, "resources/read", {"uri": upstream}, on_log)
         return rewrite_read_result(server, result)
+
+    def read_artifact(self, context: Context, uri: str) -> dict[str, Any]:
+        """One of the caller's artifacts; another caller's is not found, as a stranger's."""
+        scripts = self.host.scripts
+        store = scripts.artifacts if scripts is not None else None
+        settings = self.host.settings
+        limit = settings.integer("transport.maxMessageSize") if settings else 64 * 1024 * 1024
+        try:
+            if store is None:
+                raise UnknownArtifact(uri)
+            return {"contents": [store.read(context.identity, uri, limit)]}
+        except UnknownArtifact:
+            raise resource_not_found(uri, context) from None
+        except ValueError as e:
+            raise RpcError.internal_error(str(e)) from None
 
     async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
         """

@@ -362,7 +362,66 @@ SETTINGS: tuple[Setting, ...] = (
         name="exec.timeout",
         kind=Kind.DURATION,
         default=120.0,
-        help="The longest a whole mcpx_exec script may run, every upstream call it makes included.",
+        help="The longest a whole mcpx_exec program may run, every upstream call it makes "
+        "included (a person answering a question it caused counts too). A call may ask for "
+        "less with timeoutSec, never more; at the limit the program is stopped and the "
+        "caller gets what it printed so far.",
+    ),
+    Setting(
+        name="exec.maxRuns",
+        kind=Kind.INTEGER,
+        default=8,
+        minimum=1,
+        help="The most mcpx_exec programs running at once, each in a process of its own; "
+        "one more is refused at once with an error saying so.",
+    ),
+    Setting(
+        name="exec.maxMemory",
+        kind=Kind.INTEGER,
+        default=256 * 1024 * 1024,
+        minimum=1024 * 1024,
+        help="The most heap memory, in bytes, one mcpx_exec program may use; past it the "
+        "program fails with MemoryError.",
+    ),
+    Setting(
+        name="exec.maxOutput",
+        kind=Kind.INTEGER,
+        default=1024 * 1024,
+        minimum=1024,
+        help="The most bytes one mcpx_exec program may print; past it the program is "
+        "stopped and the caller gets the first bytes and an error naming this setting.",
+    ),
+    Setting(
+        name="exec.maxCalls",
+        kind=Kind.INTEGER,
+        default=1000,
+        minimum=1,
+        help="The most tool calls one mcpx_exec program may make; the call after the last "
+        "one allowed stops the program with an error naming this setting.",
+    ),
+    Setting(
+        name="exec.inlineMax",
+        kind=Kind.INTEGER,
+        default=64 * 1024,
+        minimum=256,
+        help="The largest mcpx_exec answer, in bytes, handed to the caller inline; a larger "
+        "one is kept as an artifact (mcpx://artifacts/<run>/<name>) and the caller gets a "
+        "preview and a link to read it.",
+    ),
+    Setting(
+        name="exec.maxArtifactBytes",
+        kind=Kind.INTEGER,
+        default=64 * 1024 * 1024,
+        minimum=1024,
+        help="The most bytes one mcpx_exec program may write to its artifacts directory "
+        "(/out); a write past it fails in the program with OSError.",
+    ),
+    Setting(
+        name="exec.artifactRetention",
+        kind=Kind.DURATION,
+        default=3600.0,
+        help="How long the artifacts of a run are kept, from the end of the run; then they "
+        "are deleted.",
     ),
     Setting(
         name="daemon.listen",

@@ -68,7 +68,10 @@ class EveryRouteTests(SynchronousTestCase):
         # The question routes need a broker and a question: tests.daemon.test_questions_ops.
         questions = {"list_questions", "get_question", "answer_question"}
         # The task routes need a task: tests.daemon.test_tasks_api.
-        unsampled = {"get_task", "cancel_task", "events", *questions}
+        # The script routes need worker processes: tests.scripts and
+        # tests.cli.test_exec_command run them against a real daemon.
+        scripts = {"exec", "list_artifacts", "read_artifact"}
+        unsampled = {"get_task", "cancel_task", "events", *questions, *scripts}
         self.assertEqual(set(SAMPLES), {op.name for op in OPS} - unsampled)
         for name, (method, path, body) in SAMPLES.items():
             answer = harness.send(method, path, body)

@@ -59,6 +59,9 @@ class TableTests(SynchronousTestCase):
             ("GET", "/v1/questions"),
             ("GET", "/v1/questions/{id}"),
             ("POST", "/v1/questions/{id}/answer"),
+            ("POST", "/v1/exec"),
+            ("GET", "/v1/artifacts"),
+            ("POST", "/v1/artifacts/read"),
         }
         self.assertEqual({(op.method, op.path) for op in OPS}, expected)
 
@@ -121,6 +124,7 @@ class TableTests(SynchronousTestCase):
                 "get_prompt",
                 "read_resource",
                 "complete",
+                "exec",
             },
         )
 

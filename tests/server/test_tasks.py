@@ -157,14 +157,15 @@ class CreateTests(SynchronousTestCase):
 
     def test_tools_list_declares_mcpx_call(self) -> None:
         """
-        mcpx_call declares execution.taskSupport optional to 2025-11-25 clients only;
-        no other gateway tool declares any.
+        mcpx_call and mcpx_exec declare execution.taskSupport optional to 2025-11-25
+        clients only; no other gateway tool declares any.
         """
         for revision in (V4, Revision.V2025_06_18):
             tools = legacy(revision).result("tools/list")["tools"]
             executions = {tool["name"]: tool.get("execution") for tool in tools}
             expected = {"taskSupport": "optional"} if revision is V4 else None
             self.assertEqual(executions.pop("mcpx_call"), expected, revision)
+            self.assertEqual(executions.pop("mcpx_exec"), expected, revision)
             self.assertEqual(set(executions.values()), {None}, revision)
         modern = Session(NEWEST).result("tools/list")["tools"]
         self.assertEqual([tool for tool in modern if "execution" in tool], [])

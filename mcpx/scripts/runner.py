@@ -1,0 +1,533 @@
+# -*- test-case-name: tests.scripts.test_runner -*-
+"""
+Runs C{mcpx_exec} programs: one worker process each (L{mcpx.scripts.worker}), driven
+from the reactor over its pipes, every tool call it asks for made through the pool.
+
+Run membership.  A run has one L{Caller}, chosen before the program starts: the host
+request's own when it has one (so a question can reach the client that called
+C{mcpx_exec}), else one named after the run.  Every upstream call the program makes
+carries that same caller, so the pool's attribution rule (L{mcpx.pool.pool.Pool.owner})
+sees one owner however many of the run's calls are in flight on an instance, and a
+question there is the run's; a run and anybody else on one instance is ambiguous and
+goes to the broker.  When the run ends its calls still in flight are cancelled, which
+takes the caller off every instance.
+
+Bounds (L{mcpx.pool.budget}).  C{exec.timeout} (or the shorter C{timeoutSec} of the
+call) bounds the whole run; each call is bounded by C{pool.callTimeout} and by what is
+left of the run, the tighter firing; the pool pauses a call's own clock while a
+question is out, the run's clock keeps going.  Output, calls, memory and artifact
+bytes have limits of their own (C{exec.*}).  However a run ends, its process group is
+killed and waited for before the caller is answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from attrs import define, field, frozen
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.internet.error import ProcessDone, ProcessExitedAlready
+from twisted.internet.interfaces import (
+    IDelayedCall,
+    IProcessTransport,
+    IReactorProcess,
+    IReactorTime,
+)
+from twisted.internet.protocol import ProcessProtocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.pool.budget import call_timeout_in_run
+from mcpx.pool.errors import PoolError
+from mcpx.questions.caller import Caller
+from mcpx.scripts import protocol
+from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
+from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
+from mcpx.scripts.stubs import server_stubs
+from mcpx.settings.resolve import Settings
+from mcpx.wire.errors import RpcError
+from mcpx.wire.framing import LineBuffer, LineTooLong
+
+_log = Logger()
+
+#: How much of a worker's stderr is kept to explain a crash.
+STDERR_KEPT: Final = 4096
+
+#: How much of an answer too large to inline is shown in its place.
+PREVIEW_CHARS: Final = 2000
+
+#: Where the worker's code is found: the directory holding the C{mcpx} package.
+_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[2])
+
+_BOOT: Final = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from mcpx.scripts.worker import main; main()"
+)
+
+
+@frozen
+class Limits:
+    """What one run may spend (the C{exec.*} settings)."""
+
+    timeout: float = 120.0
+    call_timeout: float = 60.0
+    memory: int = 256 * 1024 * 1024
+    output: int = 1024 * 1024
+    calls: int = 1000
+    artifact_bytes: int = 64 * 1024 * 1024
+    runs: int = 8
+    inline: int = 64 * 1024
+
+
+def tool_value(result: Mapping[str, Any]) -> Any:
+    """
+    A C{CallToolResult} as the program sees it: its structured content if any, else its
+    text, else its content blocks.
+
+    @raise ToolFailed: for an C{isError} result, with the tool's own message.
+    """
+    content = result.get("content")
+    blocks = content if isinstance(content, list) else []
+    texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    text = "\n".join(t for t in texts if isinstance(t, str))
+    if result.get("isError"):
+        raise ToolFailed(text or "the tool reported an error without a message")
+    if "structuredContent" in result:
+        return result["structuredContent"]
+    if len(texts) == len(blocks):
+        return text
+    return blocks
+
+
+class ToolFailed(Exception):
+    """A tool's result said it failed (C{isError})."""
+
+
+class _Worker(ProcessProtocol):
+    def __init__(self, run: Run, max_line: int) -> None:
+        self.run = run
+        self.lines = LineBuffer(max_line)
+        self.stderr = b""
+        self.ended: Deferred[None] = Deferred()
+        self.gone = False
+
+    def outReceived(self, data: bytes) -> None:
+        for item in self.lines.feed(data):
+            if isinstance(item, LineTooLong):
+                self.run.stop(
+                    "output_too_large", f"the program sent a line over {item.limit} bytes"
+                )
+            else:
+                self.run.line(item)
+
+    def errReceived(self, data: bytes) -> None:
+        self.stderr = (self.stderr + data)[-STDERR_KEPT:]
+
+    def processEnded(self, reason: Failure) -> None:
+        self.gone = True
+        self.run.process_ended(reason)
+        self.ended.callback(None)
+
+
+@define(eq=False)
+class Run:
+    """One program running."""
+
+    id: str
+    identity: str
+    caller: Caller
+    scripts: Scripts
+    limits: Limits
+    started: float
+    deadline_at: float
+    printed: list[str] = field(factory=list)
+    printed_bytes: int = 0
+    calls: int = 0
+    in_flight: dict[Any, Deferred[Any]] = field(factory=dict)
+    outcome: Deferred[RunOutcome] = field(init=False)
+    worker: _Worker | None = None
+    transport: IProcessTransport | None = None
+    timer: IDelayedCall | None = None
+    finished: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self.outcome = Deferred()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.printed)
+
+    # From the worker
+
+    def line(self, raw: bytes) -> None:
+        if self.finished:
+            return
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            self.stop("worker_failed", "the worker sent a line that is not JSON")
+            return
+        if not isinstance(message, dict):
+            self.stop("worker_failed", "the worker sent something other than an object")
+        elif "print" in message:
+            self.printed_text(str(message["print"]))
+        elif "call" in message:
+            self.call(message)
+        elif "done" in message:
+            self.done(message["done"])
+        elif "failed" in message:
+            failed = message["failed"] if isinstance(message["failed"], dict) else {}
+            kind = str(failed.get("kind", "runtime"))
+            code = {"syntax": "program_syntax", "crashed": "program_crashed"}.get(
+                kind, "program_failed"
+            )
+            self.stop(code, f"the program failed: {failed.get('message', 'no reason given')}")
+
+    def printed_text(self, text: str) -> None:
+        size = len(text.encode())
+        room = self.limits.output - self.printed_bytes
+        if size > room:
+            self.printed.append(text.encode()[: max(room, 0)].decode(errors="ignore"))
+            self.printed_bytes = self.limits.output
+            self.stop(
+                "output_too_large",
+                f"the program printed more than {self.limits.output} bytes (exec.maxOutput); "
+                "it was stopped — print less, or write large results to a file under /out",
+            )
+            return
+        self.printed.append(text)
+        self.printed_bytes += size
+
+    def call(self, message: Mapping[str, Any]) -> None:
+        call_id = message.get("call")
+        self.calls += 1
+        if self.calls > self.limits.calls:
+            self.stop(
+                "too_many_calls",
+                f"the program made more than {self.limits.calls} calls (exec.maxCalls)",
+            )
+            return
+        work = Deferred.fromCoroutine(self.scripts.answer(self, message))
+        self.in_flight[call_id] = work
+
+        def answered(reply: dict[str, Any]) -> None:
+            self.in_flight.pop(call_id, None)
+            self.send({"result": call_id, **reply})
+
+        def failed(failure: Failure) -> None:
+            self.in_flight.pop(call_id, None)
+            if not failure.check(CancelledError):
+                _log.failure("a program's call failed unexpectedly", failure)
+                self.send({"result": call_id, "error": "the daemon failed making this call"})
+
+        work.addCallbacks(answered, failed)
+
+    def done(self, value: Mapping[str, Any]) -> None:
+        has_value = isinstance(value, dict) and "json" in value
+        shown = value.get("repr") if isinstance(value, dict) else None
+        result = value.get("json") if has_value else None
+        if not has_value and shown is None:
+            has_value = False
+        self.finish(
+            lambda: self.scripts.inlined(
+                RunOutcome(
+                    self.id,
+                    self.output,
+                    has_value and result is not None,
+                    result,
+                    shown if isinstance(shown, str) else None,
+                    [],
+                )
+            )
+        )
+
+    def process_ended(self, reason: Failure) -> None:
+        if self.finished:
+            return
+        why = "" if reason.check(ProcessDone) else f" ({reason.getErrorMessage()})"
+        stderr = self.worker.stderr.decode(errors="replace").strip() if self.worker else ""
+        tail = f": {stderr.splitlines()[-1]}" if stderr else ""
+        self.stop(
+            "program_crashed", f"the program's process ended before the program did{why}{tail}"
+        )
+
+    # To the worker
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        if self.finished or self.transport is None:
+            return
+        self.transport.write(protocol.encode(message))
+
+    # Ending
+
+    def stop(self, code: str, message: str) -> None:
+        """End the run with an error (timeout, cancellation, a limit, a failure)."""
+        error = RunFailed(code, message, self.output, self.id)
+        self.finish(lambda: error)
+
+    def finish(self, make: Callable[[], RunOutcome | RunFailed]) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        # The run's membership ends with it: its calls still in flight are cancelled,
+        # which takes its caller off every pool instance.
+        for work in list(self.in_flight.values()):
+            work.cancel()
+        self.in_flight.clear()
+        result = make()
+        ended = self.kill()
+
+        def answer(_: object) -> None:
+            self.scripts.ended(self)
+            if self.outcome.called:
+                return
+            if isinstance(result, RunFailed):
+                self.outcome.errback(Failure(result))
+            else:
+                self.outcome.callback(result)
+
+        ended.addCallback(answer)
+
+    def kill(self) -> Deferred[None]:
+        """Kill the worker's process group; fires once the worker is gone."""
+        worker = self.worker
+        if worker is None or worker.gone:
+            return Deferred.fromCoroutine(_nothing())
+        pid = self.transport.pid if self.transport is not None else None
+        if pid:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        if self.transport is not None:
+            with contextlib.suppress(ProcessExitedAlready, OSError):
+                self.transport.signalProcess("KILL")
+        return worker.ended
+
+
+async def _nothing() -> None:
+    return None
+
+
+@define(eq=False)
+class Scripts:
+    """
+    The runs of this daemon.
+
+    @ivar pool: how the runs' calls reach the servers (read at each run: reloads keep it).
+    @ivar artifacts: where runs write their files, or C{None} to give them none.
+    """
+
+    reactor: IReactorProcess
+    clock: IReactorTime
+    pool: Callable[[], PoolInterface | None]
+    limits: Limits
+    artifacts: Artifacts | None = None
+    python: str = sys.executable
+    max_line: int = 64 * 1024 * 1024
+    runs: dict[str, Run] = field(factory=dict)
+
+    async def execute(
+        self,
+        program: str,
+        *,
+        identity: str,
+        caller: Caller | None = None,
+        timeout: float | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> RunOutcome:
+        """
+        Run C{program} to its end.
+
+        @param caller: the host request's caller, so the program's questions reach its
+            client; a run without one gets its own, named after the run.
+        @param timeout: a bound shorter than C{exec.timeout}; a longer one is clamped.
+        @raise RunFailed: when it did not finish; L{TooManyRuns} when it cannot start.
+        """
+        limits = self.limits
+        if len(self.runs) >= limits.runs:
+            raise TooManyRuns(limits.runs)
+        pool = self.pool()
+        if pool is None:
+            raise RunFailed("pool_unavailable", "the daemon runs without its server pool")
+        bound = limits.timeout if timeout is None else min(limits.timeout, timeout)
+        run_id = "run-" + secrets.token_hex(6)
+        if caller is None:
+            caller = Caller(run_id, {})
+        now = self.clock.seconds()
+        run = Run(run_id, identity, caller, self, limits, now, now + bound)
+        # Registered before the program starts: its first call already belongs to it.
+        self.runs[run_id] = run
+        out = None
+        if self.artifacts is not None:
+            out = str(self.artifacts.directory_for(run_id, identity))
+        worker = _Worker(run, self.max_line)
+        run.worker = worker
+        try:
+            run.transport = self.reactor.spawnProcess(
+                worker,
+                self.python,
+                [self.python, "-I", "-c", _BOOT, _PACKAGE_ROOT],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+            )
+        except OSError as e:
+            self.runs.pop(run_id, None)
+            if self.artifacts is not None:
+                self.artifacts.ended(run_id)
+            raise RunFailed("worker_failed", f"the sandbox could not be started: {e}") from None
+        start = {
+            "program": program,
+            "inputs": dict(inputs or {}),
+            "servers": [status.name for status in pool.status()],
+            "limits": {
+                "memory": limits.memory,
+                "calls": limits.calls,
+                "cpu": bound,
+                "artifactBytes": limits.artifact_bytes,
+            },
+            "out": out,
+        }
+        run.send({"start": start})
+        run.timer = self.clock.callLater(
+            bound,
+            run.stop,
+            "timeout",
+            f"the program was stopped after {bound:g}s (exec.timeout, or timeoutSec)",
+        )
+        try:
+            return await run.outcome
+        except CancelledError:
+            # The caller went (the host cancelled its call): the program goes too, and
+            # its process is waited for before the cancellation goes on.
+            run.stop("cancelled", "the run was cancelled")
+            if run.worker is not None and not run.worker.gone:
+                await run.worker.ended
+            raise
+
+    def ended(self, run: Run) -> None:
+        self.runs.pop(run.id, None)
+        if self.artifacts is not None:
+            self.artifacts.ended(run.id)
+
+    def inlined(self, outcome: RunOutcome) -> RunOutcome:
+        """
+        C{outcome} as the caller gets it: with the run's files listed and, when the
+        answer is over C{exec.inlineMax}, that answer kept as an artifact and a preview
+        in its place.
+        """
+        store = self.artifacts
+        if store is None:
+            return outcome
+        value = json.dumps(outcome.value, ensure_ascii=False) if outcome.has_value else ""
+        size = len(outcome.output.encode()) + len(value.encode())
+        if size > self.limits.inline:
+            whole = outcome.output + (value + "\n" if value else "")
+            store.keep(outcome.run, RESULT_NAME, whole.encode())
+            preview = whole[: min(self.limits.inline, PREVIEW_CHARS)]
+            note = (
+                f"\n… the answer was {size} bytes, over exec.inlineMax "
+                f"({self.limits.inline}); all of it is {artifact_uri(outcome.run, RESULT_NAME)}"
+            )
+            outcome = RunOutcome(outcome.run, preview + note, False, None, None, [])
+        return RunOutcome(
+            outcome.run,
+            outcome.output,
+            outcome.has_value,
+            outcome.value,
+            outcome.shown,
+            store.of_run(outcome.run),
+        )
+
+    def stop_all(self) -> Deferred[None]:
+        """The daemon is stopping: end every run; fires once their processes are gone."""
+        ends = []
+        for run in list(self.runs.values()):
+            run.stop("daemon_stopping", "the daemon is stopping")
+            if run.worker is not None:
+                ends.append(run.worker.ended)
+        return gatherResults(ends).addCallback(lambda _: None)
+
+    async def answer(self, run: Run, message: Mapping[str, Any]) -> dict[str, Any]:
+        """One call the program made, as the result line the worker is sent."""
+        pool = self.pool()
+        if pool is None:
+            return {"error": "the daemon runs without its server pool"}
+        server = message.get("server")
+        if not isinstance(server, str):
+            return {"error": "a call names a server"}
+        try:
+            if message.get("fn") == "stubs":
+                tools = await pool.tools(server, client=run.identity)
+                return {"value": server_stubs(server, tools)}
+            tool = message.get("tool")
+            arguments = message.get("arguments")
+            if not isinstance(tool, str) or not isinstance(arguments, dict):
+                return {"error": "a tool call names a tool and passes keyword arguments"}
+            left = run.deadline_at - self.clock.seconds()
+            bound = call_timeout_in_run(self.limits.call_timeout, None, left)
+            if bound <= 0:
+                return {"error": "the run has no time left for another call (exec.timeout)"}
+            result = await pool.call_tool(
+                server,
+                tool,
+                arguments,
+                client=run.identity,
+                timeout=bound,
+                caller=run.caller,
+            )
+            return {"value": tool_value(result)}
+        except CancelledError:
+            raise
+        except ToolFailed as e:
+            return {"error": f"{server}.{message.get('tool')}: {e}"}
+        except RpcError as e:
+            return {
+                "error": f"server {server!r} answered with JSON-RPC error {e.code}: {e.message}"
+            }
+        except PoolError as e:
+            return {"error": error_from(e).message}
+
+
+def limits_from(settings: Settings) -> Limits:
+    """The C{exec.*} settings (and C{pool.callTimeout}) as a run's L{Limits}."""
+    return Limits(
+        timeout=settings.duration("exec.timeout"),
+        call_timeout=settings.duration("pool.callTimeout"),
+        memory=settings.integer("exec.maxMemory"),
+        output=settings.integer("exec.maxOutput"),
+        calls=settings.integer("exec.maxCalls"),
+        artifact_bytes=settings.integer("exec.maxArtifactBytes"),
+        runs=settings.integer("exec.maxRuns"),
+        inline=settings.integer("exec.inlineMax"),
+    )
+
+
+class ScriptsService(Service):
+    """Clears old artifacts when the daemon starts; ends every run when it stops."""
+
+    def __init__(self, scripts: Scripts) -> None:
+        self.scripts = scripts
+
+    def startService(self) -> None:
+        Service.startService(self)
+        if self.scripts.artifacts is not None:
+            self.scripts.artifacts.start()
+
+    def stopService(self) -> Deferred[None]:
+        Service.stopService(self)
+        ending = self.scripts.stop_all()
+
+        def cleared(_: object) -> None:
+            if self.scripts.artifacts is not None:
+                self.scripts.artifacts.close()
+
+        return ending.addCallback(cleared)
