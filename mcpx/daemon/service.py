@@ -263,6 +263,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             call_timeout=settings.duration("pool.callTimeout"),
             idle_timeout=settings.duration("pool.idleTimeout"),
             max_client_instances=settings.integer("pool.maxClientInstances"),
+            max_asking_instances=settings.integer("pool.maxAskingInstances"),
+            cancel_grace=settings.duration("pool.cancelGrace"),
             publish=events.publish,
             handlers=upstream_handlers,
             masker=config.masker,
