@@ -224,6 +224,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def owner(server: str, scope_key: str) -> object:
             return pool.owner(server, scope_key) if pool is not None else None
 
+        def candidates(server: str, scope_key: str) -> list[object]:
+            return pool.callers(server, scope_key) if pool is not None else []
+
         def hold(server: str, scope_key: str) -> Callable[[], None]:
             return pool.hold_deadlines(server, scope_key) if pool is not None else _nothing
 
@@ -235,6 +238,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
+            candidates=candidates,
         )
 
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:

@@ -15,6 +15,7 @@ connection stop: a person answering is not the server being slow.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
@@ -25,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.broker import Broker
+from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import (
     ELICIT,
     LIST_ROOTS,
@@ -42,6 +43,7 @@ ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
+Candidates = Callable[[str, str], Sequence[object]]
 
 log = Logger()
 
@@ -98,6 +100,7 @@ class Relay:
         native: bool = True,
         client_wait: float = 600.0,
         roots: Sequence[str] = (),
+        candidates: Candidates | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -108,6 +111,8 @@ class Relay:
             broker's own deadline bounds the others.
         @param roots: C{proto.roots}: mcpx's own answer to a C{roots/list} no client can
             be asked (directories or C{file://} URIs).
+        @param candidates: the pool's callers in flight on (server, scope key): told
+            when a question that may be theirs waits in the broker for want of knowing.
         """
         self.broker = broker
         self._clock = clock
@@ -116,6 +121,7 @@ class Relay:
         self._native = native
         self._client_wait = client_wait
         self._roots = {"roots": [own_root(root) for root in roots]}
+        self._candidates = candidates
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -213,10 +219,42 @@ class Relay:
             route=ROUTE_BROKER,
             call_id=call.id if call is not None else None,
         )
-        if method == LIST_ROOTS:
+        if call is not None:
+            call.on_withdraw(lambda: self._withdraw(question.id))
+        if method == LIST_ROOTS and question.pending:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
+        elif call is None and caller is None:
+            self._tell_candidates(server, scope_key, question.id)
         return await self._waiting(server, scope_key, answered)
+
+    def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
+        """
+        A question that could not be tied to one call waits in the broker: each caller
+        in flight on that connection whose client can hear it is told it may be theirs,
+        and how to answer it (the question itself is shown to none of them).
+        """
+        if self._candidates is None:
+            return
+        told: set[int] = set()
+        for candidate in self._candidates(server, scope_key):
+            if not isinstance(candidate, Caller) or candidate.asker is None:
+                continue
+            if id(candidate) in told:
+                continue
+            told.add(id(candidate))
+            candidate.asker.tell(
+                "notifications/message",
+                {
+                    "level": "warning",
+                    "logger": "mcpx",
+                    "data": (
+                        f"{server} asked a question while several calls were in flight, "
+                        "so mcpx cannot tell whose it is; if your call waits for an "
+                        f"answer, it may be this one: run `mcpx elicit {question_id}`"
+                    ),
+                },
+            )
 
     async def _waiting(
         self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
@@ -247,6 +285,10 @@ class Relay:
             call_id=call.id,
             deadline=self._clock.seconds() + self._client_wait,
         )
+        if call.withdrawn:
+            # Asked for a call already given up on: withdrawn before anyone sees it.
+            self._withdraw(question.id)
+            return await self._waiting(server, scope_key, from_broker)
         if ahead is not None:
             # The client answered before it was asked (2026-07-28 inputResponses).
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
@@ -315,4 +357,15 @@ class Relay:
 
         from_client.addCallbacks(client_answered, client_failed)
         from_broker.addCallbacks(broker_answered, broker_failed)
+        # Given up on: the broker ends it as cancelled, which withdraws it from the client.
+        call.on_withdraw(lambda: self._withdraw(question.id))
         return await self._waiting(server, scope_key, outcome)
+
+    def _withdraw(self, question_id: str) -> None:
+        """
+        The question's call was given up on: it ends as cancelled (the server is told so:
+        C{cancel} for an elicitation, an error for the others), and a client it was put
+        to is told it was withdrawn; an answer that comes later goes nowhere.
+        """
+        with contextlib.suppress(UnknownQuestion, QuestionClosed):
+            self.broker.cancel(question_id, by="withdrawn")

@@ -82,6 +82,7 @@ from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
+from mcpx.wire.peer import cancelled_by_peer
 
 log = Logger()
 
@@ -606,11 +607,21 @@ class McpServer:
             # Until it asks, the call is the request's: its going cancels the call.
             await waiting(call, lambda: None if call.promoted else call.cancel())
             return self._round(call, context, params, 0)
-        # A legacy client is asked on its connection; if it stops waiting once the
-        # call has asked something, the call runs on as a task.
+        # A legacy client is asked on its connection.  If it cancels the call, the
+        # call is cancelled upstream and its questions are withdrawn; if it stops
+        # waiting otherwise (its connection went) once the call has asked something,
+        # the call runs on as a task.
         held = ResumableCall(caller.id, method, self.clock)
         held.run(Deferred.fromCoroutine(run()))
-        await waiting(held, lambda: self._promote(held) if caller.asked else held.cancel())
+
+        def stopped() -> None:
+            if caller.asked and not cancelled_by_peer():
+                self._promote(held)
+                return
+            held.cancel()
+            caller.withdraw()
+
+        await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
 
     def _caller(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final, TypeAlias
 
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, fail
@@ -53,6 +54,28 @@ from mcpx.wire.messages import (
 )
 
 CANCELLED: Final = "notifications/cancelled"
+
+#: Set while a handler is being cancelled because the other side said so.
+_CANCELLED_BY_PEER: ContextVar[bool] = ContextVar("mcpx_cancelled_by_peer", default=False)
+
+
+def cancelled_by_peer() -> bool:
+    """
+    Whether the cancellation under way comes from the other side's
+    C{notifications/cancelled} (rather than a closed connection or mcpx itself): code
+    run by a handler's canceller asks this to tell the two apart.
+    """
+    return _CANCELLED_BY_PEER.get()
+
+
+def cancel_for_peer(handling: Deferred[Any]) -> None:
+    """Cancel a handler's Deferred because the other side cancelled its request."""
+    token = _CANCELLED_BY_PEER.set(True)
+    try:
+        handling.cancel()
+    finally:
+        _CANCELLED_BY_PEER.reset(token)
+
 
 #: Answers a request: returns the result, or a Deferred or coroutine producing it, or raises
 #: (an L{RpcError} is sent as is; anything else is logged and sent as -32603).
@@ -580,13 +603,16 @@ class RpcPeer:
             id=request_id,
             reason=params.get("reason"),
         )
-        self._stop(handling)
+        self._stop(handling, by_peer=True)
         return True
 
-    def _stop(self, handling: Deferred[Any]) -> None:
+    def _stop(self, handling: Deferred[Any], *, by_peer: bool = False) -> None:
         # A canceller is user code; what it raises must not reach the transport.
         try:
-            handling.cancel()
+            if by_peer:
+                cancel_for_peer(handling)
+            else:
+                handling.cancel()
         except Exception:
             self.log.failure("{peer}: cancelling a handler failed", peer=self.name)
 

@@ -1,0 +1,317 @@
+"""
+The question relay under concurrency: real daemons, a hand-written 2025-11-25 upstream
+that asks on its connection (C{tests/fixtures/asking_upstream.py}, in a mode that stops
+when cancelled and one that ignores cancellation), and hosts driven message by message
+(L{tests.questions.hosts}) on the MCP socket C{mcpx serve} bridges to and on C{/mcp}
+sessions, so that each test decides when a caller gives up.
+
+Every test counts what a user would notice: a host shown another host's question (a
+misroute, never allowed), questions withdrawn from the host that was asked, cancels the
+upstream received, and questions answered natively by their own host.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import treq
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
+
+from tests.questions.hosts import HttpSessionHost, SocketHost, _Host
+from tests.questions.support import Daemon
+from tests.support.processes import REPO, reactor
+
+FIXTURE = REPO / "tests" / "fixtures" / "asking_upstream.py"
+
+
+def asking_server(*flags: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(FIXTURE), *flags]}
+
+
+def labels_asked(host: _Host) -> list[str]:
+    """The labels of the questions a host was shown (each names the call it is for)."""
+    found = []
+    for request in host.asked:
+        message = (request.get("params") or {}).get("message", "")
+        found.append(message.rsplit("question for ", 1)[-1])
+    return found
+
+
+def misroutes(hosts: list[_Host], own: Callable[[_Host], set[str]]) -> list[tuple[str, str]]:
+    """Every (host, label) where a host was shown a question of a call not its own."""
+    return [
+        (host.name, label)
+        for host in hosts
+        for label in labels_asked(host)
+        if label not in own(host)
+    ]
+
+
+def result_text(response: dict[str, Any]) -> str:
+    result = response.get("result") or {}
+    return "\n".join(block.get("text", "") for block in result.get("content", []))
+
+
+class _DaemonTest(TestCase):
+    timeout = 120
+
+    async def daemon(self, *flags: str, **settings: str) -> Daemon:
+        env = {"MCPX_POOL_CANCEL_GRACE": "20s"}
+        env.update(settings)
+        self.daemon_ = await Daemon(
+            self, {"ask": asking_server(*flags)}, passthrough=["ask"], settings=env
+        ).start()
+        return self.daemon_
+
+    def socket_host(self, name: str, **kwargs: Any) -> SocketHost:
+        host = SocketHost(str(self.daemon_.state_dir / "mcpx-mcp.sock"), name, **kwargs)
+        self.addCleanup(host.close)
+        return host
+
+    def http_host(self, name: str, **kwargs: Any) -> HttpSessionHost:
+        host = HttpSessionHost(self.daemon_.port, name, **kwargs)
+        self.addCleanup(host.close)
+        return host
+
+    def host(self, transport: str, name: str, **kwargs: Any) -> _Host:
+        if transport == "socket":
+            return self.socket_host(name, **kwargs)
+        return self.http_host(name, **kwargs)
+
+    async def stats(self) -> dict[str, Any]:
+        """What the upstream saw (a call of its own, through a fresh host)."""
+
+        def ask() -> dict[str, Any]:
+            host = self.socket_host("stats", capabilities={})
+            answer = host.response(host.call("stats", {}))
+            stats: dict[str, Any] = json.loads(result_text(answer))
+            return stats
+
+        stats: dict[str, Any] = await deferToThread(ask)
+        return stats
+
+    async def questions(self) -> list[dict[str, Any]]:
+        listed = await self.daemon_.api("/v1/questions?all=true")
+        found: list[dict[str, Any]] = listed["questions"]
+        return found
+
+    async def settle_broker(self, until: Callable[[], bool], timeout: float = 30.0) -> int:
+        """
+        Cancel every question waiting in the broker (as a person at C{mcpx elicit} would)
+        until C{until()}; how many were.
+        """
+        settled: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > deadline:
+                self.fail(f"still waiting after {timeout}s; settled {len(settled)}")
+            for question in await self.questions():
+                if (
+                    question["state"] == "pending"
+                    and question["route"] == "broker"
+                    and question["id"] not in settled
+                ):
+                    settled.add(question["id"])
+                    await self._cancel_question(question["id"])
+            await deferLater(reactor, 0.05, lambda: None)
+        return len(settled)
+
+    async def _cancel_question(self, question_id: str) -> None:
+        from tests.support.http import TestClient
+
+        client = TestClient(reactor, unix_socket=self.daemon_.socket)
+        try:
+            response = await client.http.post(
+                f"http://mcpx/v1/questions/{question_id}/answer",
+                data=json.dumps({"action": "cancel"}).encode(),
+                headers=Headers({"Content-Type": ["application/json"]}),
+            )
+            await treq.content(response)
+        finally:
+            await client.close()
+
+
+class LegacyCancelTests(_DaemonTest):
+    """
+    A legacy host cancels its call after its question was asked: the upstream hears the
+    cancel at once, the question is withdrawn from the host (C{notifications/cancelled}
+    for the question's request id), an answer sent after the cancel does not reach the
+    upstream, and the next host's question is its own again.
+    """
+
+    async def cancel_after_asked(self, transport: str) -> None:
+        await self.daemon()
+
+        def conversation() -> dict[str, Any]:
+            a = self.host(transport, "A")
+            a.answering = False
+            call = a.call("ask", {"label": "A", "after": 0})
+            a.wait_for(lambda: len(a.asked) == 1)
+            [question] = a.asked
+            a.cancel(call)
+            a.wait_for(lambda: question["id"] in a.withdrawn)
+            # Too late: the host answers anyway; nothing of it may reach the upstream.
+            a.answer(question, {"action": "accept", "content": {"name": "too late"}})
+            b = self.host(transport, "B")
+            answer = b.response(b.call("ask", {"label": "B"}))
+            return {"a": a, "b": b, "question": question, "b_text": result_text(answer)}
+
+        seen = await deferToThread(conversation)
+        a, b = seen["a"], seen["b"]
+        self.assertEqual(misroutes([a, b], lambda host: {host.name}), [])
+        self.assertEqual(labels_asked(b), ["B"], "B's question is B's own, natively")
+        self.assertEqual(seen["b_text"], 'B: accept {"name": "B"}')
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), 1, "the upstream heard the cancel")
+        self.assertEqual(stats["answers"]["A"], {"action": "cancel"})
+        [record] = [q for q in await self.questions() if q["params"]["message"].endswith(" A")]
+        self.assertEqual((record["state"], record["answered_by"]), ("cancelled", "withdrawn"))
+
+    async def test_socket(self) -> None:
+        """Over the MCP socket (what C{mcpx serve} bridges)."""
+        await self.cancel_after_asked("socket")
+
+    async def test_http_session(self) -> None:
+        """Over a Streamable HTTP session on C{/mcp}."""
+        await self.cancel_after_asked("http")
+
+
+class LateQuestionTests(_DaemonTest):
+    """
+    Host A gives up on its call before the upstream asked; the upstream (which ignores
+    cancellation) asks A's question anyway while host B's call is alone in flight: the
+    question goes to the broker, never to B, and B's own question later reaches B.
+    """
+
+    async def give_up(self, transport: str, how: str) -> None:
+        await self.daemon("--stubborn")
+        done: dict[str, Any] = {}
+
+        def conversation() -> None:
+            a = self.host(transport, "A")
+            arguments = {"label": "A", "delay": 1.0}
+            if how == "timeout":
+                call = a.call(
+                    "mcpx_call",
+                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                )
+            else:
+                call = a.call("ask", arguments)
+            time.sleep(0.3)
+            if how == "cancel":
+                a.cancel(call)
+            elif how == "disconnect":
+                a.close()
+            else:
+                a.response(call)
+            b = self.host(transport, "B")
+            b_call = b.call("ask", {"label": "B", "delay": 3.0})
+            done["a"], done["b"] = a, b
+            done["b_answer"] = b.response(b_call)
+
+        talking = deferToThread(conversation)
+        settled = await self.settle_broker(lambda: talking.called)
+        await talking
+        a, b = done["a"], done["b"]
+        self.assertEqual(misroutes([a, b], lambda host: {host.name}), [])
+        self.assertEqual(labels_asked(a), [])
+        self.assertEqual(labels_asked(b), ["B"])
+        self.assertEqual(result_text(done["b_answer"]), 'B: accept {"name": "B"}')
+        self.assertEqual(settled, 1, "A's late question waited in the broker")
+        [late] = [q for q in await self.questions() if q["params"]["message"].endswith(" A")]
+        self.assertEqual((late["route"], late["call_id"]), ("broker", None))
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), 1, "the upstream heard mcpx give up")
+
+    async def test_socket_cancel(self) -> None:
+        await self.give_up("socket", "cancel")
+
+    async def test_socket_timeout(self) -> None:
+        await self.give_up("socket", "timeout")
+
+    async def test_socket_disconnect(self) -> None:
+        await self.give_up("socket", "disconnect")
+
+    async def test_http_cancel(self) -> None:
+        await self.give_up("http", "cancel")
+
+    async def test_http_timeout(self) -> None:
+        await self.give_up("http", "timeout")
+
+    async def test_http_session_end(self) -> None:
+        await self.give_up("http", "disconnect")
+
+
+class LoadTests(_DaemonTest):
+    """
+    32 capable hosts at once on a 2025-11-25 upstream that asks on its connection: once
+    the pool has learned that the server asks (one overlap teaches it), each asking call
+    runs on an instance of its own, so at least 95% of the questions are answered
+    natively by their own host, and none is ever shown to another host.
+    """
+
+    HOSTS = 32
+
+    async def test_32_hosts(self) -> None:
+        await self.daemon()
+        outcome: dict[str, Any] = {}
+
+        def learn() -> None:
+            x, y = self.socket_host("X"), self.socket_host("Y")
+            first = x.call("ask", {"label": "X", "delay": 0.5})
+            second = y.call("ask", {"label": "Y", "delay": 0.5})
+            outcome["learned"] = [x.response(first), y.response(second)]
+            outcome["told"] = [
+                [
+                    n["params"]["data"]
+                    for n in host.notifications
+                    if n["method"] == "notifications/message"
+                ]
+                for host in (x, y)
+            ]
+
+        learning = deferToThread(learn)
+        taught = await self.settle_broker(lambda: learning.called)
+        await learning
+        self.assertGreaterEqual(taught, 1, "the overlap's questions waited in the broker")
+        for told in outcome["told"]:
+            # Each host whose question may be waiting there was told how to answer it.
+            self.assertTrue(told, "the host was told its question may wait in the broker")
+            self.assertIn("mcpx elicit q_", told[0])
+
+        def load() -> None:
+            hosts = [self.host("socket" if n % 2 else "http", f"H{n}") for n in range(self.HOSTS)]
+            calls = []
+            for host in hosts:
+                calls.append(host.call("ask", {"label": host.name, "delay": 0.3}))
+                time.sleep(0.5 / self.HOSTS)
+            outcome["answers"] = [
+                host.response(call, timeout=60) for host, call in zip(hosts, calls, strict=True)
+            ]
+            outcome["hosts"] = hosts
+
+        started = time.monotonic()
+        loading = deferToThread(load)
+        in_broker = await self.settle_broker(lambda: loading.called, timeout=60)
+        await loading
+        elapsed = time.monotonic() - started
+        hosts: list[_Host] = outcome["hosts"]
+        native = sum(
+            1
+            for host, answer in zip(hosts, outcome["answers"], strict=True)
+            if result_text(answer) == f'{host.name}: accept {{"name": "{host.name}"}}'
+        )
+        self.assertEqual(misroutes(hosts, lambda host: {host.name}), [])
+        print(
+            f"\n32-host load: {native}/{self.HOSTS} answered natively, {in_broker} in the "
+            f"broker, 0 misroutes, {elapsed:.1f}s",
+            file=sys.stderr,
+        )
+        self.assertGreaterEqual(native / self.HOSTS, 0.95)
