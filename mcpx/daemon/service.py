@@ -26,6 +26,7 @@ from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, reload
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
+from mcpx.questions.caller import Asker
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.server.dispatch import McpServer
@@ -227,6 +228,10 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def candidates(server: str, scope_key: str) -> list[object]:
             return pool.callers(server, scope_key) if pool is not None else []
 
+        def roots_source(server: str, scope_key: str) -> Asker | None:
+            # The MCP server knows which of its clients use which server.
+            return mcp_cell[0].roots_source(server, scope_key) if mcp_cell else None
+
         def hold(server: str, scope_key: str) -> Callable[[], None]:
             return pool.hold_deadlines(server, scope_key) if pool is not None else _nothing
 
@@ -239,6 +244,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
             candidates=candidates,
+            roots_source=roots_source,
         )
 
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:

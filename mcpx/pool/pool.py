@@ -436,6 +436,38 @@ class Pool(MultiService):
         instance = slot.instance if slot is not None else None
         return list(instance.callers) if instance is not None else []
 
+    def notify(self, server: str, client: str, method: str) -> int:
+        """
+        Send C{method} (a notification without params) to the running instances that
+        serve C{client}: every instance of a C{shared} server, the client's own of a
+        C{client}-scoped one; none is started for it.
+
+        @return: how many instances it was sent to.
+        """
+        config = self._servers.servers.get(server)
+        if config is None:
+            return 0
+        slots = self._slots.get(server, {})
+        if config.scope is Scope.CLIENT:
+            chosen = [slots[client]] if client in slots else []
+        else:
+            chosen = list(slots.values())
+        sent = 0
+        for slot in chosen:
+            instance = slot.instance
+            if instance is None or not instance.usable:
+                continue
+            assert instance.session is not None
+            try:
+                instance.session.rpc.notify(method)
+            except Exception:
+                self.log.failure(
+                    "sending {method} to {server} failed", method=method, server=server
+                )
+                continue
+            sent += 1
+        return sent
+
     def _late(self, instance: _Instance) -> int:
         """Requests given up on that the instance's server may still be working on."""
         session = instance.session

@@ -44,6 +44,9 @@ ELICITATION_COMPLETE = "notifications/elicitation/complete"
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
 Candidates = Callable[[str, str], Sequence[object]]
+#: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
+#: L{Asker}, or C{None} when no client that declared roots uses that server.
+RootsSource = Callable[[str, str], "Asker | None"]
 
 log = Logger()
 
@@ -101,6 +104,7 @@ class Relay:
         client_wait: float = 600.0,
         roots: Sequence[str] = (),
         candidates: Candidates | None = None,
+        roots_source: RootsSource | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -113,6 +117,8 @@ class Relay:
             be asked (directories or C{file://} URIs).
         @param candidates: the pool's callers in flight on (server, scope key): told
             when a question that may be theirs waits in the broker for want of knowing.
+        @param roots_source: the client whose roots a C{roots/list} outside any one
+            call gets (the most recent client that declared roots and uses the server).
         """
         self.broker = broker
         self._clock = clock
@@ -122,6 +128,7 @@ class Relay:
         self._client_wait = client_wait
         self._roots = {"roots": [own_root(root) for root in roots]}
         self._candidates = candidates
+        self.roots_source = roots_source
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -211,6 +218,15 @@ class Relay:
             return await self._from_client(
                 server, scope_key, method, shown, call=call, key=key, ahead=ahead
             )
+        if method == LIST_ROOTS and call is None and self.roots_source is not None:
+            # Roots are the workspace of the clients using the server, not a call's
+            # secret: asked outside one call, the server gets its latest client's.
+            source = self.roots_source(server, scope_key)
+            if source is not None:
+                stand_in = Caller("", {"roots": {}}, asker=source)
+                return await self._from_client(
+                    server, scope_key, method, shown, call=stand_in, key=None, ahead=None
+                )
         question, answered = self.broker.ask(
             server=server,
             scope_key=scope_key,
@@ -282,7 +298,7 @@ class Relay:
             method=method,
             params=shown,
             route=ROUTE_CLIENT,
-            call_id=call.id,
+            call_id=call.id or None,
             deadline=self._clock.seconds() + self._client_wait,
         )
         if call.withdrawn:
@@ -299,7 +315,7 @@ class Relay:
         try:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
-            self.broker.reroute(question.id)
+            self._unreachable(question.id, method)
             return await self._waiting(server, scope_key, from_broker)
 
         def withdrawn(_: Deferred[dict[str, Any]]) -> None:
@@ -338,7 +354,7 @@ class Relay:
                 return
             if failure.check(ClientUnreachable):
                 # Its client went away: whoever answers the broker answers it now.
-                self.broker.reroute(question.id)
+                self._unreachable(question.id, method)
                 return
             if not failure.check(CancelledError):
                 self.broker.settle(question.id, None, QuestionState.CANCELLED, by="client")
@@ -360,6 +376,14 @@ class Relay:
         # Given up on: the broker ends it as cancelled, which withdraws it from the client.
         call.on_withdraw(lambda: self._withdraw(question.id))
         return await self._waiting(server, scope_key, outcome)
+
+    def _unreachable(self, question_id: str, method: str) -> None:
+        """The client a question was put to cannot be reached: the broker takes it."""
+        if method == LIST_ROOTS:
+            # Nobody waits at the broker for roots: mcpx answers with its own at once.
+            self.broker.answer(question_id, self._roots, by="mcpx")
+        else:
+            self.broker.reroute(question_id)
 
     def _withdraw(self, question_id: str) -> None:
         """

@@ -89,7 +89,7 @@ class _DaemonTest(TestCase):
         """What the upstream saw (a call of its own, through a fresh host)."""
 
         def ask() -> dict[str, Any]:
-            host = self.socket_host("stats", capabilities={})
+            host = self.socket_host("stats", capabilities={}, passthrough=["ask"])
             answer = host.response(host.call("stats", {}))
             stats: dict[str, Any] = json.loads(result_text(answer))
             return stats
@@ -315,3 +315,82 @@ class LoadTests(_DaemonTest):
             file=sys.stderr,
         )
         self.assertGreaterEqual(native / self.HOSTS, 0.95)
+
+
+class RootsTests(_DaemonTest):
+    """
+    A server that takes its allowed directories from its client's roots, asked at start
+    (outside any call) and again on each C{notifications/roots/list_changed}: with two
+    servers passed through, it gets the roots of the host using it, and hears when they
+    change; a shared instance gets those of the most recently active host that
+    declared roots and uses it.
+    """
+
+    async def daemon_with_roots(self) -> Daemon:
+        self.daemon_ = await Daemon(
+            self,
+            {
+                "ask": asking_server("--ask-roots-at-start"),
+                "other": asking_server(),
+            },
+        ).start()
+        return self.daemon_
+
+    def roots_host(self, name: str, path: str) -> SocketHost:
+        host = self.socket_host(
+            name,
+            capabilities={"roots": {"listChanged": True}},
+            passthrough=["ask", "other"],
+        )
+        host.roots = [{"uri": f"file://{path}", "name": name}]
+        return host
+
+    async def roots_seen(self, count: int) -> list[Any]:
+        """What the upstream's roots/list asks outside calls got, once there are C{count}."""
+        deadline = time.monotonic() + 20
+        while True:
+            seen: list[Any] = (await self.stats())["roots"]
+            if len(seen) >= count or time.monotonic() > deadline:
+                return seen
+            await deferLater(reactor, 0.1, lambda: None)
+
+    async def test_roots_at_start_and_changes(self) -> None:
+        await self.daemon_with_roots()
+
+        def first() -> SocketHost:
+            host = self.roots_host("A", "/srv/a")
+            host.response(host.request("tools/list", {}))
+            return host
+
+        a = await deferToThread(first)
+        self.assertEqual(await self.roots_seen(1), [["file:///srv/a"]])
+
+        def change() -> None:
+            a.roots = [{"uri": "file:///srv/a2"}]
+            a.notify("notifications/roots/list_changed")
+
+        await deferToThread(change)
+        self.assertEqual(await self.roots_seen(2), [["file:///srv/a"], ["file:///srv/a2"]])
+
+        def second() -> SocketHost:
+            # Another host on the same shared instance: its change makes it the latest.
+            b = self.roots_host("B", "/srv/b")
+            b.response(b.request("tools/list", {}))
+            b.notify("notifications/roots/list_changed")
+            return b
+
+        b = await deferToThread(second)
+        self.assertEqual((await self.roots_seen(3))[2], ["file:///srv/b"])
+
+        def inside_calls() -> list[str]:
+            # Inside a call, the call's own host is asked, whoever was latest.
+            return [
+                result_text(h.response(h.call("mcpx_call", {"server": "ask", "tool": "roots"})))
+                for h in (a, b)
+            ]
+
+        self.assertEqual(
+            await deferToThread(inside_calls), ['["file:///srv/a2"]', '["file:///srv/b"]']
+        )
+        records = [q for q in await self.questions() if q["method"] == "roots/list"]
+        self.assertNotIn("mcpx", {q["answered_by"] for q in records})
