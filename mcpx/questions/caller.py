@@ -154,6 +154,6 @@ def narrowed(capabilities: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value := capabilities.get(name), Mapping)
     }
     if isinstance(capabilities.get("roots"), Mapping):
-        # Not listChanged: mcpx does not pass the client's roots notifications on.
+        # Not listChanged: 2026-07-28, where a declaration travels per request, has none.
         declared["roots"] = {}
     return declared
