@@ -18,14 +18,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+import mcp_types as types
 import treq
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
 from tests.questions.hosts import HttpSessionHost, SocketHost, _Host
-from tests.questions.support import Daemon
+from tests.questions.support import Daemon, in_thread
 from tests.support.processes import REPO, reactor
 
 FIXTURE = REPO / "tests" / "fixtures" / "asking_upstream.py"
@@ -331,7 +335,7 @@ class RootsTests(_DaemonTest):
             self,
             {
                 "ask": asking_server("--ask-roots-at-start"),
-                "other": asking_server(),
+                "other": asking_server("--prefix=other_"),
             },
         ).start()
         return self.daemon_
@@ -359,7 +363,9 @@ class RootsTests(_DaemonTest):
 
         def first() -> SocketHost:
             host = self.roots_host("A", "/srv/a")
-            host.response(host.request("tools/list", {}))
+            listed = host.response(host.request("tools/list", {}))
+            names = {tool["name"] for tool in listed["result"]["tools"]}
+            self.assertTrue({"ask", "roots", "stats"} <= names, listed)
             return host
 
         a = await deferToThread(first)
@@ -394,3 +400,45 @@ class RootsTests(_DaemonTest):
         )
         records = [q for q in await self.questions() if q["method"] == "roots/list"]
         self.assertNotIn("mcpx", {q["answered_by"] for q in records})
+
+    async def test_sdk_host_over_serve(self) -> None:
+        """
+        The MCP Python SDK as the host, through C{mcpx serve --passthrough ask,other}:
+        its roots callback answers the server's roots/list at start, and after the host
+        says its roots changed the server asks again and gets the new ones.
+        """
+        await self.daemon_with_roots()
+        daemon = self.daemon_
+        current = ["file:///srv/sdk"]
+        asked: list[int] = []
+
+        async def list_roots(context: ClientRequestContext) -> types.ListRootsResult:
+            asked.append(1)
+            return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in current])
+
+        async def conversation() -> None:
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "ask,other"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+            async with Client(
+                target, mode="legacy", list_roots_callback=list_roots, cache=None
+            ) as client:
+                await client.list_tools()
+                for _ in range(100):
+                    if asked:
+                        break
+                    await anyio.sleep(0.05)
+                current[:] = ["file:///srv/sdk2"]
+                await client.send_roots_list_changed()
+                for _ in range(100):
+                    if len(asked) > 2:
+                        break
+                    await anyio.sleep(0.05)
+
+        await in_thread(conversation)
+        self.assertEqual(await self.roots_seen(2), [["file:///srv/sdk"], ["file:///srv/sdk2"]])
+        # Asked by ask at its start, then by both servers on hearing of the change.
+        self.assertEqual(len(asked), 3)
