@@ -218,9 +218,10 @@ class Relay:
             return await self._from_client(
                 server, scope_key, method, shown, call=call, key=key, ahead=ahead
             )
-        if method == LIST_ROOTS and call is None and self.roots_source is not None:
+        if method == LIST_ROOTS and self._native and self.roots_source is not None:
             # Roots are the workspace of the clients using the server, not a call's
-            # secret: asked outside one call, the server gets its latest client's.
+            # secret: asked outside one call (or by a call whose client has none to
+            # give), the server gets those of its latest client that declared roots.
             source = self.roots_source(server, scope_key)
             if source is not None:
                 stand_in = Caller("", {"roots": {}}, asker=source)

@@ -32,7 +32,9 @@ class HostError(AssertionError):
 class _Host:
     """What both transports share: the ids, the waiters, what was seen."""
 
-    def __init__(self, name: str, capabilities: dict[str, Any] | None) -> None:
+    def __init__(
+        self, name: str, capabilities: dict[str, Any] | None, roots: list[dict[str, str]]
+    ) -> None:
         self.name = name
         self.capabilities = {"elicitation": {}} if capabilities is None else capabilities
         self.ids = itertools.count(1)
@@ -48,7 +50,7 @@ class _Host:
         #: Whether to answer questions at once (else they wait for L{answer}).
         self.answering = True
         #: What this host answers a roots/list with.
-        self.roots: list[dict[str, str]] = []
+        self.roots = list(roots)
 
     def reply_for(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("method") == "roots/list":
@@ -148,8 +150,9 @@ class SocketHost(_Host):
         *,
         capabilities: dict[str, Any] | None = None,
         passthrough: list[str] | None = None,
+        roots: tuple[dict[str, str], ...] = (),
     ) -> None:
-        super().__init__(name, capabilities)
+        super().__init__(name, capabilities, list(roots))
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self._send_lock = threading.Lock()
@@ -195,7 +198,7 @@ class HttpSessionHost(_Host):
     """A 2025-11-25 Streamable HTTP session on C{/mcp}: each POST read on a thread."""
 
     def __init__(self, port: int, name: str, *, capabilities: dict[str, Any] | None = None) -> None:
-        super().__init__(name, capabilities)
+        super().__init__(name, capabilities, [])
         self.port = port
         self.session: str | None = None
         self._open: dict[Any, http.client.HTTPConnection] = {}

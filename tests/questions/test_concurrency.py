@@ -341,13 +341,12 @@ class RootsTests(_DaemonTest):
         return self.daemon_
 
     def roots_host(self, name: str, path: str) -> SocketHost:
-        host = self.socket_host(
+        return self.socket_host(
             name,
             capabilities={"roots": {"listChanged": True}},
             passthrough=["ask", "other"],
+            roots=({"uri": f"file://{path}", "name": name},),
         )
-        host.roots = [{"uri": f"file://{path}", "name": name}]
-        return host
 
     async def roots_seen(self, count: int) -> list[Any]:
         """What the upstream's roots/list asks outside calls got, once there are C{count}."""
@@ -414,7 +413,9 @@ class RootsTests(_DaemonTest):
 
         async def list_roots(context: ClientRequestContext) -> types.ListRootsResult:
             asked.append(1)
-            return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in current])
+            return types.ListRootsResult(
+                roots=[types.Root.model_validate({"uri": uri}) for uri in current]
+            )
 
         async def conversation() -> None:
             target = StdioServerParameters(
