@@ -282,3 +282,68 @@ class HttpSessionHost(_Host):
         with self.lock:
             for open_connection in self._open.values():
                 open_connection.close()
+
+
+class ModernHost:
+    """
+    A 2026-07-28 host on C{/mcp}: each request a POST of its own with C{_meta}, declaring
+    elicitation.  It gives up on a call by closing that POST's connection.
+    """
+
+    def __init__(self, port: int, name: str) -> None:
+        self.port = port
+        self.name = name
+        self.ids = itertools.count(1)
+        self.connection: http.client.HTTPConnection | None = None
+
+    def call(
+        self, tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> Any:
+        """POST a tools/call and return without reading the answer."""
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(self.ids),
+            "method": "tools/call",
+            "params": {
+                "name": tool,
+                "arguments": arguments,
+                **(extra or {}),
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+                },
+            },
+        }
+        self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=WAIT * 2)
+        self.connection.request(
+            "POST",
+            "/mcp",
+            json.dumps(body),
+            {
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": tool,
+            },
+        )
+        return body["id"]
+
+    def answer(self) -> dict[str, Any]:
+        """The answer to the last call (C{input_required} when it was asked something)."""
+        assert self.connection is not None
+        response = self.connection.getresponse()
+        answer: dict[str, Any] = json.loads(response.read())
+        self.connection.close()
+        return answer
+
+    def give_up(self) -> None:
+        """Close the last call's connection: for a 2026-07-28 request, the cancel."""
+        connection = self.connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+            connection.close()
+
+    def close(self) -> None:
+        self.give_up()

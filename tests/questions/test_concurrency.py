@@ -28,7 +28,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
-from tests.questions.hosts import HttpSessionHost, SocketHost, _Host
+from tests.questions.hosts import HttpSessionHost, ModernHost, SocketHost, _Host
 from tests.questions.support import Daemon, in_thread
 from tests.support.processes import REPO, reactor
 
@@ -233,6 +233,47 @@ class LateQuestionTests(_DaemonTest):
         self.assertEqual((late["route"], late["call_id"]), ("broker", None))
         stats = await self.stats()
         self.assertEqual(len(stats["cancels"]), 1, "the upstream heard mcpx give up")
+
+    async def modern_gives_up(self, how: str) -> None:
+        """
+        A 2026-07-28 host gives up (closes its request, or its C{mcpx_call} times out)
+        before the upstream asked: the late question is nobody's.
+        """
+        await self.daemon("--stubborn")
+        done: dict[str, Any] = {}
+
+        def conversation() -> None:
+            a = ModernHost(self.daemon_.port, "A")
+            self.addCleanup(a.close)
+            arguments = {"label": "A", "delay": 1.0}
+            if how == "timeout":
+                a.call(
+                    "mcpx_call",
+                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                )
+                done["a"] = a.answer()
+            else:
+                a.call("ask", arguments)
+                time.sleep(0.3)
+                a.give_up()
+            b = self.socket_host("B")
+            done["b"] = b
+            done["b_answer"] = b.response(b.call("ask", {"label": "B", "delay": 3.0}))
+
+        talking = deferToThread(conversation)
+        settled = await self.settle_broker(lambda: talking.called)
+        await talking
+        self.assertEqual(labels_asked(done["b"]), ["B"])
+        self.assertEqual(result_text(done["b_answer"]), 'B: accept {"name": "B"}')
+        self.assertEqual(settled, 1, "A's late question waited in the broker")
+        if how == "timeout":
+            self.assertTrue(done["a"]["result"]["isError"], done["a"])
+
+    async def test_modern_closes(self) -> None:
+        await self.modern_gives_up("close")
+
+    async def test_modern_timeout(self) -> None:
+        await self.modern_gives_up("timeout")
 
     async def test_socket_cancel(self) -> None:
         await self.give_up("socket", "cancel")
