@@ -294,6 +294,50 @@ class LateQuestionTests(_DaemonTest):
         await self.give_up("http", "disconnect")
 
 
+class CrossingCancelTests(_DaemonTest):
+    """
+    A cancel that crosses the upstream's question on the wire, with an upstream that
+    does stop when cancelled: host A cancels within a few milliseconds of the moment the
+    upstream asks, and host B starts a call at once.  Whichever arrives first, A's
+    question is never shown to B (it reaches A and is withdrawn, or waits in the
+    broker, or is never asked); B's own question reaches B.
+    """
+
+    async def test_cancel_crossing_the_question(self) -> None:
+        # One instance for everyone: the point is the one connection both calls share.
+        await self.daemon(MCPX_POOL_MAX_ASKING_INSTANCES="1")
+        offsets = (0.03, 0.015, 0.005, 0.0, -0.005, -0.015)
+        seen: dict[str, Any] = {"hosts": [], "withdrawn": 0, "b": []}
+
+        def conversation() -> None:
+            for n, offset in enumerate(offsets):
+                a = self.socket_host(f"A{n}")
+                a.answering = False
+                delay = 0.3
+                call = a.call("ask", {"label": a.name, "delay": delay})
+                time.sleep(delay - offset)
+                a.cancel(call)
+                b = self.socket_host(f"B{n}")
+                answer = b.response(b.call("ask", {"label": b.name, "delay": 1.0}))
+                seen["b"].append(result_text(answer) == f'{b.name}: accept {{"name": "{b.name}"}}')
+                seen["hosts"] += [a, b]
+                seen["withdrawn"] += len(a.withdrawn)
+
+        talking = deferToThread(conversation)
+        in_broker = await self.settle_broker(lambda: talking.called, timeout=60)
+        await talking
+        hosts: list[_Host] = seen["hosts"]
+        self.assertEqual(misroutes(hosts, lambda host: {host.name}), [])
+        self.assertEqual(seen["b"], [True] * len(offsets), "every B answered its own question")
+        print(
+            f"\ncrossing cancels: {len(offsets)} trials, {seen['withdrawn']} withdrawn from A, "
+            f"{in_broker} in the broker, 0 misroutes",
+            file=sys.stderr,
+        )
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), len(offsets), "every cancel reached upstream")
+
+
 class LoadTests(_DaemonTest):
     """
     32 capable hosts at once on a 2025-11-25 upstream that asks on its connection: once
