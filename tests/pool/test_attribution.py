@@ -518,3 +518,23 @@ class AskingInstancesTests(AttributionTestCase):
         self.call("v1", None)
         self.call("v2", None)
         self.assertEqual(len(self.connector.started("a")), started)
+
+
+class NotifyTests(AttributionTestCase):
+    """L{Pool.notify}: a notification reaches the running instances serving a client."""
+
+    def heard(self, upstream: Any) -> list[str]:
+        return [n.method for n in upstream.notifications if n.method != "notifications/initialized"]
+
+    def test_shared_every_instance_client_its_own(self) -> None:
+        self.warm()
+        self.call("x", self.caller("X"), server="c", client="x")
+        self.call("y", self.caller("Y"), server="c", client="y")
+        self.assertEqual(self.pool.notify("a", "anyone", "notifications/roots/list_changed"), 1)
+        self.assertEqual(self.pool.notify("c", "x", "notifications/roots/list_changed"), 1)
+        self.assertEqual(self.pool.notify("c", "z", "notifications/roots/list_changed"), 0)
+        self.assertEqual(self.pool.notify("nowhere", "x", "notifications/roots/list_changed"), 0)
+        [x, y] = self.connector.started("c")
+        self.assertEqual(self.heard(x), ["notifications/roots/list_changed"])
+        self.assertEqual(self.heard(y), [])
+        self.assertEqual(self.heard(self.upstream("a")), ["notifications/roots/list_changed"])
