@@ -31,6 +31,7 @@ from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.token import TokenFile
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
+from mcpx.questions.caller import Asker
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -260,6 +261,13 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def owner(server: str, scope_key: str) -> object:
             return pool.owner(server, scope_key) if pool is not None else None
 
+        def candidates(server: str, scope_key: str) -> list[object]:
+            return pool.callers(server, scope_key) if pool is not None else []
+
+        def roots_source(server: str, scope_key: str) -> Asker | None:
+            # The MCP server knows which of its clients use which server.
+            return mcp_cell[0].roots_source(server, scope_key) if mcp_cell else None
+
         def hold(server: str, scope_key: str) -> Callable[[], None]:
             return pool.hold_deadlines(server, scope_key) if pool is not None else _nothing
 
@@ -271,6 +279,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
+            candidates=candidates,
+            roots_source=roots_source,
         )
 
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
@@ -304,6 +314,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             idle_timeout=settings.duration("pool.idleTimeout"),
             max_client_instances=settings.integer("pool.maxClientInstances"),
             stable_after=settings.duration("pool.stableAfter"),
+            max_asking_instances=settings.integer("pool.maxAskingInstances"),
+            cancel_grace=settings.duration("pool.cancelGrace"),
             publish=events.publish,
             handlers=upstream_handlers,
             masker=config.masker,

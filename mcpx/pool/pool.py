@@ -24,6 +24,14 @@ An instance's life:
     new caller beyond that takes the place of the least recently used idle one, which
     is stopped first (its process is gone before the new one is spawned); when every
     one is busy the call fails at once with L{TooManyInstances}.
+  - A C{shared} server that asked a question on its connection while several calls
+    were in flight (so the question could not be given to any of them) is known from
+    then on to ask: each call made for a caller gets an instance to itself, an idle one
+    reused or a new one, up to C{pool.maxAskingInstances} for that server (keys
+    C{ask-1}, C{ask-2}, ...); past that, calls share again.  See L{owner}.
+  - A request mcpx gave up on (cancelled, timed out) still counts on its connection,
+    as nobody's, until the server answers it or C{pool.cancelGrace} passes: a server
+    may go on asking for it, and such a question is nobody's to answer.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
@@ -139,6 +147,21 @@ MAX_CLIENT_INSTANCES_SETTING = "pool.maxClientInstances"
 #: When a caller refused for want of an idle instance is told to try again, in seconds.
 _BUSY_RETRY = 1.0
 
+#: How many instances a shared server known to ask may run, one per asking call.
+DEFAULT_MAX_ASKING_INSTANCES = 32
+
+#: The setting that caps them.
+MAX_ASKING_INSTANCES_SETTING = "pool.maxAskingInstances"
+
+#: How long a request given up on still counts as running at its server, in seconds.
+DEFAULT_CANCEL_GRACE = 30.0
+
+#: The setting that says so.
+CANCEL_GRACE_SETTING = "pool.cancelGrace"
+
+#: The scope keys of a shared server's instances of their own for asking calls.
+ASKING_PREFIX = "ask-"
+
 
 class _Outcome(Generic[T]):
     """
@@ -199,6 +222,8 @@ class _Slot:
     crashed_last: bool = False
     last_error: str | None = None
     retry_at: float | None = None
+    #: Calls that chose this slot and wait for its instance to be ready.
+    claims: int = 0
 
     def failure_reason(self) -> str:
         reason = self.last_error or "it failed"
@@ -312,6 +337,8 @@ class Pool(MultiService):
         max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
         masker: SecretMasker | None = None,
         stable_after: float = 10.0,
+        max_asking_instances: int = DEFAULT_MAX_ASKING_INSTANCES,
+        cancel_grace: float = DEFAULT_CANCEL_GRACE,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -326,6 +353,10 @@ class Pool(MultiService):
             errors, why they failed); taught each configuration L{reload} takes.
         @param stable_after: C{pool.stableAfter}: how long an instance must have been
             up for its predecessors' crashes to be forgotten.
+        @param max_asking_instances: C{pool.maxAskingInstances}: the most instances a
+            shared server known to ask runs, so that each asking call has its own.
+        @param cancel_grace: C{pool.cancelGrace}: how long a request given up on still
+            counts as running at its server, unless it answers first.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
@@ -344,6 +375,18 @@ class Pool(MultiService):
         self._handlers = handlers
         self._backoff = backoff or Backoff()
         self._max_client_instances = max_client_instances
+        if max_asking_instances < 1:
+            raise ValueError(
+                f"max_asking_instances must be at least 1, not {max_asking_instances!r}"
+            )
+        if cancel_grace < 0:
+            raise ValueError(f"cancel_grace must not be negative, not {cancel_grace!r}")
+        self._max_asking_instances = max_asking_instances
+        self._cancel_grace = cancel_grace
+        #: The shared servers known to ask questions on their connections.
+        self._asking: set[str] = set()
+        #: The asking servers whose cap made calls share an instance since one was free.
+        self._asking_full: set[str] = set()
         #: Instances closed on purpose whose process may still run, by server.
         self._closing: dict[str, set[_Instance]] = {}
         #: The client-scoped servers whose cap refused a caller since one was last idle.
@@ -408,20 +451,147 @@ class Pool(MultiService):
     def owner(self, server: str, scope_key: str) -> object | None:
         """
         The one caller every request in flight on (C{server}, C{scope_key}) is for, or
-        C{None} when there is none or several, or a request that is nobody's: a
-        question arriving on that connection belongs to that call, and to no other.
+        C{None} when there is none or several, or a request that is nobody's (which
+        includes a request mcpx gave up on that its server has not answered yet, for
+        up to C{pool.cancelGrace}): a question arriving on that connection belongs to
+        that call, and to no other.
+
+        Asked when a question arrives: one that finds several calls in flight teaches
+        the pool that the server asks (a C{shared} one then gives each call an
+        instance of its own, see L{call_tool}).
         """
         slot = self._slots.get(server, {}).get(scope_key)
         instance = slot.instance if slot is not None else None
-        if instance is None or not instance.callers:
+        if instance is None:
             return None
-        first = instance.callers[0]
-        if first is None:
+        late = self._late(instance)
+        callers = instance.callers
+        if not callers or late:
+            if len(callers) + late > 1:
+                self._learn_asking(instance)
             return None
-        for other in instance.callers:
+        first = callers[0]
+        for other in callers:
             if other is not first:
+                self._learn_asking(instance)
                 return None
         return first
+
+    def callers(self, server: str, scope_key: str) -> list[object]:
+        """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
+        slot = self._slots.get(server, {}).get(scope_key)
+        instance = slot.instance if slot is not None else None
+        return list(instance.callers) if instance is not None else []
+
+    def notify(self, server: str, client: str, method: str) -> int:
+        """
+        Send C{method} (a notification without params) to the running instances that
+        serve C{client}: every instance of a C{shared} server, the client's own of a
+        C{client}-scoped one; none is started for it.
+
+        @return: how many instances it was sent to.
+        """
+        config = self._servers.servers.get(server)
+        if config is None:
+            return 0
+        slots = self._slots.get(server, {})
+        if config.scope is Scope.CLIENT:
+            chosen = [slots[client]] if client in slots else []
+        else:
+            chosen = list(slots.values())
+        sent = 0
+        for slot in chosen:
+            instance = slot.instance
+            if instance is None or not instance.usable:
+                continue
+            assert instance.session is not None
+            try:
+                instance.session.rpc.notify(method)
+            except Exception:
+                self.log.failure(
+                    "sending {method} to {server} failed", method=method, server=server
+                )
+                continue
+            sent += 1
+        return sent
+
+    def _late(self, instance: _Instance) -> int:
+        """Requests given up on that the instance's server may still be working on."""
+        session = instance.session
+        return session.rpc.awaiting_late if session is not None else 0
+
+    def _learn_asking(self, instance: _Instance) -> None:
+        name = instance.name
+        if name in self._asking or instance.slot.config.scope is not Scope.SHARED:
+            return
+        self._asking.add(name)
+        self.log.info(
+            "upstream {server} asked a question while several calls were in flight; from "
+            "now on each call gets an instance of its own, up to {limit} "
+            "({setting}), so its questions reach the right client",
+            server=name,
+            limit=self._max_asking_instances,
+            setting=MAX_ASKING_INSTANCES_SETTING,
+        )
+
+    def asks(self, server: str) -> bool:
+        """Whether C{server} is known to ask questions on its connection (see L{owner})."""
+        return server in self._asking
+
+    def _slot_for(self, server: str, client: str, caller: object) -> _Slot:
+        """
+        The slot a call for C{caller} runs on: the server's own, unless it is a shared
+        server known to ask, when a call made for a caller gets an instance nobody else
+        is using (an idle one first, else a new one under C{pool.maxAskingInstances}).
+        """
+        slot = self._slot(server, client)
+        if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
+            return slot
+        by_scope = self._slots[server]
+        now = self._clock.seconds()
+        asking = [s for key, s in by_scope.items() if key.startswith(ASKING_PREFIX)]
+        # The server's own slot last: it also serves the catalogue and callers' strangers.
+        for candidate in (*asking, slot):
+            if candidate.retry_at is not None and candidate.retry_at > now:
+                # Backing off after a crash: no new instance is spawned around it.
+                return slot
+        for candidate in (*asking, slot):
+            if self._free(candidate):
+                return candidate
+        if len(asking) + 1 >= self._max_asking_instances:
+            if server not in self._asking_full:
+                self._asking_full.add(server)
+                self.log.warn(
+                    "upstream {server}: all {limit} instances are busy with asking calls "
+                    "({setting}); calls share instances again, and a question they ask "
+                    "may wait in the broker (mcpx elicit)",
+                    server=server,
+                    limit=self._max_asking_instances,
+                    setting=MAX_ASKING_INSTANCES_SETTING,
+                )
+            return slot
+        self._asking_full.discard(server)
+        number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}" not in by_scope)
+        key = f"{ASKING_PREFIX}{number}"
+        fresh = by_scope[key] = _Slot((server, key), slot.config)
+        return fresh
+
+    def _free(self, slot: _Slot) -> bool:
+        """Whether no call is on the slot, nor waiting for it, nor given up on there."""
+        if slot.claims:
+            return False
+        instance = slot.instance
+        if instance is None:
+            return True
+        return instance.ended is None and not instance.in_flight and not self._late(instance)
+
+    async def _claim(self, slot: _Slot, within: float | None = None) -> _Instance:
+        """L{_ready}, with the slot counted as taken while its instance starts."""
+        slot.claims += 1
+        try:
+            return await self._ready(slot, within)
+        finally:
+            slot.claims -= 1
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:
         """
@@ -577,6 +747,9 @@ class Pool(MultiService):
             revision=declaration.revision.value if declaration is not None else None,
         )
         session.channel.when_lost().addErrback(self._lost, instance)
+        if session.channel.cancels_with_notification:
+            # It hears a cancel and may answer (or ask) for the request all the same.
+            session.rpc.expect_late(self._cancel_grace)
         if instance.ended is None:
             self._schedule_idle(instance, self._idle_timeout)
 
@@ -963,7 +1136,7 @@ class Pool(MultiService):
         """
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
-        instance = await self._ready(self._slot(server, client), bound)
+        instance = await self._claim(self._slot_for(server, client, caller), bound)
         token: str | None = None
         if on_progress is not None:
             token = f"mcpx-{next(self._tokens)}"
@@ -1013,7 +1186,7 @@ class Pool(MultiService):
             return {}
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
-        instance = await self._ready(self._slot(server, client), bound)
+        instance = await self._claim(self._slot_for(server, client, caller), bound)
         return await self._run(
             instance,
             method,

@@ -116,6 +116,12 @@ class Broker:
         for question in loaded:
             if question.pending:
                 question.orphaned = True
+                if question.route == ROUTE_CLIENT:
+                    # The client it was put to is gone with the old daemon: only the
+                    # broker can answer it now, within the broker's own deadline.
+                    question.route = ROUTE_BROKER
+                    question.deadline = min(question.deadline, now + self.ttl)
+                    self._save(question)
                 self._questions[question.id] = question
                 if question.deadline > now:
                     self._arm(question, now)

@@ -12,10 +12,10 @@ declare upstream on its behalf (L{narrowed}).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from attrs import define
+from attrs import define, field
 from twisted.internet.defer import Deferred
 
 ELICIT: Final = "elicitation/create"
@@ -68,6 +68,8 @@ class Caller:
         given to the questions whose keys match when the upstream asks.
     @ivar asked: a question was attributed to this call: it is on the ask path, and
         keeps running if its client stops waiting.
+    @ivar withdrawn: the call was given up on (its client cancelled it): its questions
+        were withdrawn, and any it is asked from now on are withdrawn at once.
     """
 
     id: str
@@ -76,6 +78,24 @@ class Caller:
     narrow: bool = False
     held: dict[str, Any] | None = None
     asked: bool = False
+    withdrawn: bool = False
+    _withdrawals: list[Callable[[], None]] = field(factory=list)
+
+    def on_withdraw(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called when the call is given up on (at once if it was)."""
+        if self.withdrawn:
+            withdraw()
+        else:
+            self._withdrawals.append(withdraw)
+
+    def withdraw(self) -> None:
+        """The call was given up on: withdraw every question asked for it, once."""
+        if self.withdrawn:
+            return
+        self.withdrawn = True
+        withdrawals, self._withdrawals = self._withdrawals, []
+        for withdraw in withdrawals:
+            withdraw()
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
@@ -134,6 +154,6 @@ def narrowed(capabilities: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value := capabilities.get(name), Mapping)
     }
     if isinstance(capabilities.get("roots"), Mapping):
-        # Not listChanged: mcpx does not pass the client's roots notifications on.
+        # Not listChanged: 2026-07-28, where a declaration travels per request, has none.
         declared["roots"] = {}
     return declared

@@ -15,6 +15,7 @@ connection stop: a person answering is not the server being slow.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
@@ -25,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.broker import Broker
+from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import (
     ELICIT,
     LIST_ROOTS,
@@ -42,6 +43,10 @@ ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
+Candidates = Callable[[str, str], Sequence[object]]
+#: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
+#: L{Asker}, or C{None} when no client that declared roots uses that server.
+RootsSource = Callable[[str, str], "Asker | None"]
 
 log = Logger()
 
@@ -98,6 +103,8 @@ class Relay:
         native: bool = True,
         client_wait: float = 600.0,
         roots: Sequence[str] = (),
+        candidates: Candidates | None = None,
+        roots_source: RootsSource | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -108,6 +115,10 @@ class Relay:
             broker's own deadline bounds the others.
         @param roots: C{proto.roots}: mcpx's own answer to a C{roots/list} no client can
             be asked (directories or C{file://} URIs).
+        @param candidates: the pool's callers in flight on (server, scope key): told
+            when a question that may be theirs waits in the broker for want of knowing.
+        @param roots_source: the client whose roots a C{roots/list} outside any one
+            call gets (the most recent client that declared roots and uses the server).
         """
         self.broker = broker
         self._clock = clock
@@ -116,6 +127,8 @@ class Relay:
         self._native = native
         self._client_wait = client_wait
         self._roots = {"roots": [own_root(root) for root in roots]}
+        self._candidates = candidates
+        self.roots_source = roots_source
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -205,6 +218,16 @@ class Relay:
             return await self._from_client(
                 server, scope_key, method, shown, call=call, key=key, ahead=ahead
             )
+        if method == LIST_ROOTS and self._native and self.roots_source is not None:
+            # Roots are the workspace of the clients using the server, not a call's
+            # secret: asked outside one call (or by a call whose client has none to
+            # give), the server gets those of its latest client that declared roots.
+            source = self.roots_source(server, scope_key)
+            if source is not None:
+                stand_in = Caller("", {"roots": {}}, asker=source)
+                return await self._from_client(
+                    server, scope_key, method, shown, call=stand_in, key=None, ahead=None
+                )
         question, answered = self.broker.ask(
             server=server,
             scope_key=scope_key,
@@ -213,10 +236,42 @@ class Relay:
             route=ROUTE_BROKER,
             call_id=call.id if call is not None else None,
         )
-        if method == LIST_ROOTS:
+        if call is not None:
+            call.on_withdraw(lambda: self._withdraw(question.id))
+        if method == LIST_ROOTS and question.pending:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
+        elif call is None and caller is None:
+            self._tell_candidates(server, scope_key, question.id)
         return await self._waiting(server, scope_key, answered)
+
+    def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
+        """
+        A question that could not be tied to one call waits in the broker: each caller
+        in flight on that connection whose client can hear it is told it may be theirs,
+        and how to answer it (the question itself is shown to none of them).
+        """
+        if self._candidates is None:
+            return
+        told: set[int] = set()
+        for candidate in self._candidates(server, scope_key):
+            if not isinstance(candidate, Caller) or candidate.asker is None:
+                continue
+            if id(candidate) in told:
+                continue
+            told.add(id(candidate))
+            candidate.asker.tell(
+                "notifications/message",
+                {
+                    "level": "warning",
+                    "logger": "mcpx",
+                    "data": (
+                        f"{server} asked a question while several calls were in flight, "
+                        "so mcpx cannot tell whose it is; if your call waits for an "
+                        f"answer, it may be this one: run `mcpx elicit {question_id}`"
+                    ),
+                },
+            )
 
     async def _waiting(
         self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
@@ -244,9 +299,13 @@ class Relay:
             method=method,
             params=shown,
             route=ROUTE_CLIENT,
-            call_id=call.id,
+            call_id=call.id or None,
             deadline=self._clock.seconds() + self._client_wait,
         )
+        if call.withdrawn:
+            # Asked for a call already given up on: withdrawn before anyone sees it.
+            self._withdraw(question.id)
+            return await self._waiting(server, scope_key, from_broker)
         if ahead is not None:
             # The client answered before it was asked (2026-07-28 inputResponses).
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
@@ -257,7 +316,7 @@ class Relay:
         try:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
-            self.broker.reroute(question.id)
+            self._unreachable(question.id, method)
             return await self._waiting(server, scope_key, from_broker)
 
         def withdrawn(_: Deferred[dict[str, Any]]) -> None:
@@ -296,7 +355,7 @@ class Relay:
                 return
             if failure.check(ClientUnreachable):
                 # Its client went away: whoever answers the broker answers it now.
-                self.broker.reroute(question.id)
+                self._unreachable(question.id, method)
                 return
             if not failure.check(CancelledError):
                 self.broker.settle(question.id, None, QuestionState.CANCELLED, by="client")
@@ -315,4 +374,23 @@ class Relay:
 
         from_client.addCallbacks(client_answered, client_failed)
         from_broker.addCallbacks(broker_answered, broker_failed)
+        # Given up on: the broker ends it as cancelled, which withdraws it from the client.
+        call.on_withdraw(lambda: self._withdraw(question.id))
         return await self._waiting(server, scope_key, outcome)
+
+    def _unreachable(self, question_id: str, method: str) -> None:
+        """The client a question was put to cannot be reached: the broker takes it."""
+        if method == LIST_ROOTS:
+            # Nobody waits at the broker for roots: mcpx answers with its own at once.
+            self.broker.answer(question_id, self._roots, by="mcpx")
+        else:
+            self.broker.reroute(question_id)
+
+    def _withdraw(self, question_id: str) -> None:
+        """
+        The question's call was given up on: it ends as cancelled (the server is told so:
+        C{cancel} for an elicitation, an error for the others), and a client it was put
+        to is told it was withdrawn; an answer that comes later goes nowhere.
+        """
+        with contextlib.suppress(UnknownQuestion, QuestionClosed):
+            self.broker.cancel(question_id, by="withdrawn")

@@ -95,11 +95,16 @@ from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.server.surface import CALL_TOOL, EXEC_TOOL, PAGE_SIZE, Surface, UnknownName, paginate
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
 from mcpx.server.tasks import CoreTasks, declares_tasks
+from mcpx.settings.servers import Scope
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
+from mcpx.wire.peer import cancelled_by_peer
+
+#: What a client sends when its roots changed; passed on to the servers it uses.
+ROOTS_CHANGED = "notifications/roots/list_changed"
 
 log = Logger()
 
@@ -250,6 +255,9 @@ class McpServer:
         self._pushable: WeakSet[Conn] = WeakSet()
         #: The open subscriptions/listen requests of 2026-07-28 clients.
         self.listening = Listening()
+        #: The legacy connections that declared roots, by each server they use, most
+        #: recently active last: whose roots a server asking outside any call gets.
+        self._roots_users: dict[str, list[Conn]] = {}
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -317,6 +325,12 @@ class McpServer:
         self._pushable.discard(conn)
         for key in tuple(conn.subscriptions):
             self._unwatch(conn, key)
+        for server in tuple(self._roots_users):
+            users = self._roots_users[server]
+            if conn in users:
+                users.remove(conn)
+                if not users:
+                    del self._roots_users[server]
 
     def passthrough_for(self, conn: Conn) -> PassThrough | None:
         """
@@ -501,6 +515,12 @@ class McpServer:
         """A notification from the client (C{notifications/cancelled} is the transport's)."""
         if notification.method == "notifications/initialized":
             conn.initialized = True
+            passthrough = self.passthrough_for(conn)
+            if passthrough is not None:
+                # Its pass-through servers start for it, and may ask its roots at once.
+                self._uses(conn, passthrough.servers)
+        elif notification.method == ROOTS_CHANGED:
+            self._roots_changed(conn)
         else:
             log.debug(
                 "{transport} client {identity} sent {method}; nothing to do",
@@ -508,6 +528,52 @@ class McpServer:
                 identity=conn.identity,
                 method=notification.method,
             )
+
+    # Roots
+
+    def _uses(self, conn: Conn, servers: Sequence[str]) -> None:
+        """C{conn} uses C{servers}: if it declared roots, it is their latest roots client."""
+        if conn.closed or conn.ask is None:
+            return
+        if not isinstance(conn.client_capabilities.get("roots"), Mapping):
+            return
+        for server in servers:
+            users = self._roots_users.setdefault(server, [])
+            if users and users[-1] is conn:
+                continue
+            if conn in users:
+                users.remove(conn)
+            users.append(conn)
+
+    def roots_source(self, server: str, scope_key: str) -> ConnAsker | None:
+        """
+        The client a C{roots/list} from C{server}'s instance for C{scope_key} is put to
+        when it belongs to no one call: the most recently active open connection that
+        declared roots and uses that server (for a C{client}-scoped server, one of that
+        instance's own client).
+        """
+        users = self._roots_users.get(server)
+        if not users:
+            return None
+        configured = self.host.servers
+        config = configured.servers.get(server) if configured is not None else None
+        own_only = config is not None and config.scope is Scope.CLIENT
+        for conn in reversed(users):
+            if conn.closed or (own_only and conn.identity != scope_key):
+                continue
+            return ConnAsker(conn, contextvars.Context())
+        return None
+
+    def _roots_changed(self, conn: Conn) -> None:
+        """A client's roots changed: every server it uses that is running hears it."""
+        pool = self.host.pool
+        notify = getattr(pool, "notify", None)
+        if notify is None:
+            return
+        servers = [name for name, users in self._roots_users.items() if conn in users]
+        self._uses(conn, servers)
+        for server in servers:
+            notify(server, conn.identity, ROOTS_CHANGED)
 
     # What mcpx declares
 
@@ -677,6 +743,11 @@ class McpServer:
             # A plain function: the common call, with no Caller, costs no extra frame.
             if context.modern and "requestState" in params:
                 return self._resume(context, params, method)
+            if method == "tools/call" and params.get("name") == "mcpx_call":
+                target = params.get("arguments")
+                server = target.get("server") if type(target) is dict else None
+                if type(server) is str:
+                    self._uses(conn, (server,))
             caller = self._caller(conn, context, params, method)
             if caller is None:
                 return answer(conn, context, params)
@@ -710,15 +781,30 @@ class McpServer:
             # Until it asks, the call is the request's: its going cancels the call.
             await waiting(call, lambda: None if call.promoted else call.cancel())
             return self._round(call, context, params, 0)
-        # A legacy client is asked on its connection; if it stops waiting once the
-        # call has asked something, the call runs on as a task.
+        # A legacy client is asked on its connection.  If it cancels the call, the
+        # call is cancelled upstream and its questions are withdrawn; if it stops
+        # waiting otherwise (its connection went) once the call has asked something,
+        # the call runs on as a task.
         held = ResumableCall(caller.id, method, self.clock)
         held.run(Deferred.fromCoroutine(run()))
         if context.task is not None:
-            # A core task is cancelled by tasks/cancel, and then it stops for good.
-            await waiting(held, held.cancel)
+            # A core task is cancelled by tasks/cancel, and then it stops for good,
+            # its questions withdrawn wherever they were put.
+            def cancelled() -> None:
+                held.cancel()
+                caller.withdraw()
+
+            await waiting(held, cancelled)
             return held.result()  # type: ignore[no-any-return]
-        await waiting(held, lambda: self._promote(held) if caller.asked else held.cancel())
+
+        def stopped() -> None:
+            if caller.asked and not cancelled_by_peer():
+                self._promote(held)
+                return
+            held.cancel()
+            caller.withdraw()
+
+        await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
 
     def _caller(

@@ -101,7 +101,7 @@ from mcpx.wire.messages import (
     encode,
     parse,
 )
-from mcpx.wire.peer import CANCELLED, RpcPeer
+from mcpx.wire.peer import CANCELLED, RpcPeer, cancel_for_peer
 from mcpx.wire.sse import comment, encode_event
 
 log = Logger()
@@ -569,7 +569,7 @@ class LegacySession:
             id=request_id,
             reason=params.get("reason"),
         )
-        handling.cancel()
+        cancel_for_peer(handling)
         return True
 
     def end(self, core: McpCore) -> None:

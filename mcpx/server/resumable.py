@@ -39,7 +39,8 @@ class ConnAsker:
 
     The question is sent in the context of the request that made the call (captured
     when the call began), so an HTTP session sends it on that request's own response
-    stream rather than anywhere else.
+    stream rather than anywhere else; so is the C{notifications/cancelled} that
+    withdraws it, when the question's Deferred is cancelled.
     """
 
     __slots__ = ("_conn", "_context")
@@ -62,7 +63,22 @@ class ConnAsker:
                 raise ClientUnreachable(failure.getErrorMessage())
             return failure
 
-        return asking.addErrback(unreachable)
+        def withdraw(_: Deferred[Any]) -> None:
+            # A copy: the call's own context may be the one running this very cancel.
+            self._context.copy().run(asking.cancel)
+
+        answer: Deferred[Any] = Deferred(withdraw)
+
+        def settled(outcome: object) -> None:
+            if answer.called:
+                return
+            if isinstance(outcome, Failure):
+                answer.errback(outcome)
+            else:
+                answer.callback(outcome)
+
+        asking.addErrback(unreachable).addBoth(settled)
+        return answer
 
     def tell(self, method: str, params: dict[str, Any]) -> bool:
         conn = self._conn

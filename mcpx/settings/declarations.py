@@ -156,6 +156,26 @@ SETTINGS: tuple[Setting, ...] = (
         "every one is busy its call is refused (503 with Retry-After).",
     ),
     Setting(
+        name="pool.maxAskingInstances",
+        kind=Kind.INTEGER,
+        default=32,
+        minimum=1,
+        help="The most instances a shared server runs once it is known to ask questions on "
+        "its connection (it asked while several calls were in flight, so the question "
+        "could not be given to any one of them): each call then gets an instance of its "
+        "own, an idle one reused first, so its questions reach its own client. Beyond "
+        "it calls share instances, and a question they ask may wait for mcpx elicit.",
+    ),
+    Setting(
+        name="pool.cancelGrace",
+        kind=Kind.DURATION,
+        default=30.0,
+        help="How long a request mcpx gave up on (the client cancelled or went away, or "
+        "it timed out) still counts as running at its server, unless the server answers "
+        "it first: a question the server asks meanwhile on that connection cannot be "
+        "told apart from one for another call, so it waits in the broker.",
+    ),
+    Setting(
         name="tasks.maxPerClient",
         kind=Kind.INTEGER,
         default=200,

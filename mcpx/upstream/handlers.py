@@ -74,6 +74,9 @@ class UpstreamHandlers:
         relayed = self.relay is not None
         if (relayed or self.roots is not None) and capability_in("client", "roots", revision):
             declared["roots"] = {}
+            if relayed and capability_in("client", "roots.listChanged", revision):
+                # The relay passes on its hosts' notifications/roots/list_changed.
+                declared["roots"]["listChanged"] = True
         if (relayed or self.sampling is not None) and capability_in("client", "sampling", revision):
             sampling: dict[str, Any] = {}
             if self.sampling_tools and capability_in("client", "sampling.tools", revision):

@@ -19,12 +19,18 @@ Deferred returned by L{RpcPeer.request} (directly or through a timeout) sends it
 for a request still being handled cancels that handler's Deferred and no response is sent.
 Anything else named by it (including, in 2026-07-28, a server ending a client's
 C{subscriptions/listen}) goes to the notification handler untouched.
+
+A request given up on is not over at the other side until it answers: a server that does not
+stop mid-way, or a cancel that crosses the server's own request on the wire, can still act for
+it.  Once L{RpcPeer.expect_late} is set, the ids given up on with a C{notifications/cancelled}
+are kept (L{RpcPeer.awaiting_late}) until their late answer arrives or the grace passes.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final, TypeAlias
 
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, fail
@@ -48,6 +54,28 @@ from mcpx.wire.messages import (
 )
 
 CANCELLED: Final = "notifications/cancelled"
+
+#: Set while a handler is being cancelled because the other side said so.
+_CANCELLED_BY_PEER: ContextVar[bool] = ContextVar("mcpx_cancelled_by_peer", default=False)
+
+
+def cancelled_by_peer() -> bool:
+    """
+    Whether the cancellation under way comes from the other side's
+    C{notifications/cancelled} (rather than a closed connection or mcpx itself): code
+    run by a handler's canceller asks this to tell the two apart.
+    """
+    return _CANCELLED_BY_PEER.get()
+
+
+def cancel_for_peer(handling: Deferred[Any]) -> None:
+    """Cancel a handler's Deferred because the other side cancelled its request."""
+    token = _CANCELLED_BY_PEER.set(True)
+    try:
+        handling.cancel()
+    finally:
+        _CANCELLED_BY_PEER.reset(token)
+
 
 #: Answers a request: returns the result, or a Deferred or coroutine producing it, or raises
 #: (an L{RpcError} is sent as is; anything else is logged and sent as -32603).
@@ -200,6 +228,9 @@ class RpcPeer:
         self._outgoing: dict[RequestId, _Outgoing] = {}
         self._incoming: dict[RequestId, Deferred[Any]] = {}
         self._closed: BaseException | None = None
+        #: Requests given up on whose late answers are still awaited, with their expiry.
+        self._late: dict[RequestId, IDelayedCall] = {}
+        self._late_grace: float | None = None
 
     def handle_with(
         self, on_request: RequestHandler, on_notification: NotificationHandler | None
@@ -224,6 +255,24 @@ class RpcPeer:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    def expect_late(self, grace: float) -> None:
+        """
+        From now on, count each request given up on with a C{notifications/cancelled}
+        as still running at the other side until it answers, or for C{grace} seconds
+        (needs the C{clock}).
+        """
+        if self._clock is None:
+            raise ValueError("RpcPeer needs a clock to expect late answers")
+        self._late_grace = grace
+
+    @property
+    def awaiting_late(self) -> int:
+        """Requests given up on that the other side may still be working on."""
+        return len(self._late)
+
+    def _forget_late(self, request_id: RequestId) -> None:
+        self._late.pop(request_id, None)
 
     # Outgoing
 
@@ -297,6 +346,10 @@ class RpcPeer:
         )
         if entry.send_cancel and self._closed is None:
             self._write(encode(Notification(CANCELLED, {"requestId": entry.id, "reason": reason})))
+            if self._late_grace is not None and self._clock is not None:
+                self._late[entry.id] = self._clock.callLater(
+                    self._late_grace, self._forget_late, entry.id
+                )
         if self._on_abandon is not None:
             try:
                 self._on_abandon(entry.id)
@@ -398,6 +451,9 @@ class RpcPeer:
     def _settle(self, request_id: RequestId, result: Any, error: RpcError | None) -> None:
         entry = self._outgoing.pop(request_id, None)
         if entry is None:
+            late = self._late.pop(request_id, None)
+            if late is not None and late.active():
+                late.cancel()
             # Usually a race with a cancellation or timeout, which the spec allows for.
             self.log.info(
                 "{peer} answered id {id}, which has no request waiting; dropped",
@@ -547,13 +603,16 @@ class RpcPeer:
             id=request_id,
             reason=params.get("reason"),
         )
-        self._stop(handling)
+        self._stop(handling, by_peer=True)
         return True
 
-    def _stop(self, handling: Deferred[Any]) -> None:
+    def _stop(self, handling: Deferred[Any], *, by_peer: bool = False) -> None:
         # A canceller is user code; what it raises must not reach the transport.
         try:
-            handling.cancel()
+            if by_peer:
+                cancel_for_peer(handling)
+            else:
+                handling.cancel()
         except Exception:
             self.log.failure("{peer}: cancelling a handler failed", peer=self.name)
 
@@ -594,6 +653,10 @@ class RpcPeer:
         self._closed = cause
         outgoing, self._outgoing = self._outgoing, {}
         incoming, self._incoming = self._incoming, {}
+        late, self._late = self._late, {}
+        for timer in late.values():
+            if timer.active():
+                timer.cancel()
         for entry in outgoing.values():
             if entry.timer is not None:
                 entry.timer.cancel()

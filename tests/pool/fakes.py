@@ -18,7 +18,7 @@ from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed, Negotiated
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.session import LegacySession, UpstreamSession
-from mcpx.wire.messages import Request, RequestId
+from mcpx.wire.messages import Notification, Request, RequestId
 from mcpx.wire.peer import RpcPeer
 
 Answer = Callable[["FakeUpstream", Mapping[str, Any]], Any]
@@ -75,7 +75,11 @@ class FakeUpstream:
         self.held: dict[str, list[Deferred[Any]]] = {}
         #: Ids of held requests the pool cancelled (with C{notifications/cancelled}).
         self.cancelled: list[RequestId] = []
-        self.peer = RpcPeer(self._send, on_request=self._request)
+        #: The notifications the pool sent it.
+        self.notifications: list[Notification] = []
+        self.peer = RpcPeer(
+            self._send, on_request=self._request, on_notification=self.notifications.append
+        )
         self.channel: FakeChannel | None = None
 
     def _send(self, data: bytes) -> None:

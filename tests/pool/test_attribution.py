@@ -11,16 +11,18 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.pool import CallTimedOut, Pool
+from mcpx.pool.pool import DEFAULT_CANCEL_GRACE
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Caller
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question
 from mcpx.questions.relay import Relay
 from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Response, encode
 from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio, text_result
 
 CALL_TIMEOUT = 30.0
@@ -49,6 +51,8 @@ class RecordingAsker:
 
 
 class AttributionTestCase(SynchronousTestCase):
+    max_asking_instances = 1
+
     def setUp(self) -> None:
         self.clock = Clock()
         self.connector = FakeConnector(self.clock)
@@ -68,6 +72,9 @@ class AttributionTestCase(SynchronousTestCase):
             call_timeout=CALL_TIMEOUT,
             idle_timeout=IDLE_TIMEOUT,
             handlers=self.relay.handlers,
+            # One instance each, whatever the pool learns: these tests are about one
+            # connection shared by several calls (AskingInstancesTests lift it).
+            max_asking_instances=self.max_asking_instances,
         )
         self.pool.startService()
         self.askers: dict[str, RecordingAsker] = {}
@@ -372,3 +379,162 @@ class HoldDeadlinesTests(AttributionTestCase):
         self.clock.advance(CALL_TIMEOUT)
         self.failureResultOf(call, CallTimedOut)
         release()
+
+
+class LateQuestionTests(AttributionTestCase):
+    """
+    A request mcpx gave up on is still running at a server that does not stop: until it
+    answers, or C{pool.cancelGrace} passes, it counts on the connection as nobody's, so
+    a question asked then goes to the broker and never to the call that happens to be
+    alone in flight.
+    """
+
+    def late_answer(self, text: str) -> None:
+        """The upstream, which ignored the cancel, answers the call after all."""
+        upstream = self.upstream()
+        request = [
+            r
+            for r in upstream.requests
+            if r.method == "tools/call"
+            and isinstance(r.params, dict)
+            and r.params["arguments"]["text"] == text
+        ][-1]
+        upstream._send(encode(Response(request.id, text_result(text))))
+
+    def given_up(self, how: str) -> None:
+        """Call C{A} for caller A and give up on it C{how}."""
+        a = self.caller("A")
+        if how == "timeout":
+            call = Deferred.fromCoroutine(
+                self.pool.call_tool("a", "echo", {"text": "A"}, caller=a, timeout=1.0)
+            )
+            self.clock.advance(1.0)
+            self.failureResultOf(call, CallTimedOut)
+        else:
+            call = self.call("A", a)
+            call.cancel()
+            self.failureResultOf(call, CancelledError)
+        # The cancel reached the upstream (its handler was cancelled), which answers later.
+        self.assertTrue(self.replies.pop("A").called)
+
+    def test_question_after_cancel_goes_to_broker(self) -> None:
+        """
+        A's call is cancelled, B's is alone in flight: the upstream's next question may
+        still be A's, so it goes to the broker, not to B, until the upstream answers A.
+        """
+        for how in ("cancel", "timeout"):
+            self.warm()
+            self.given_up(how)
+            b = self.caller("B")
+            self.call("B", b)
+            self.assertIsNone(self.pool.owner("a", ""))
+            self.check_question(None)
+            self.late_answer("A")
+            self.assertIs(self.pool.owner("a", ""), b)
+            self.check_question(b)
+            self.finish("B")
+
+    def test_grace_ends_it(self) -> None:
+        """A server that never answers the cancelled call counts it for pool.cancelGrace."""
+        self.warm()
+        self.given_up("cancel")
+        self.clock.advance(DEFAULT_CANCEL_GRACE - 2)
+        b = self.caller("B")
+        self.call("B", b)
+        self.clock.advance(1)
+        self.check_question(None)
+        self.clock.advance(1)
+        self.check_question(b)
+
+
+class AskingInstancesTests(AttributionTestCase):
+    """
+    Once a shared server has asked while several calls were in flight, each call made
+    for a caller runs on an instance nobody else uses, so its questions are its own.
+    """
+
+    max_asking_instances = 3
+
+    def learn(self) -> None:
+        self.warm()
+        self.call("x", self.caller("X"))
+        self.call("y", self.caller("Y"))
+        self.check_question(None)
+        self.assertTrue(self.pool.asks("a"))
+        self.finish("x")
+        self.finish("y")
+
+    def test_not_learned_without_overlap(self) -> None:
+        """A question with one call in flight teaches nothing: calls keep sharing."""
+        self.warm()
+        a = self.caller("A")
+        self.call("a1", a)
+        self.check_question(a)
+        self.assertFalse(self.pool.asks("a"))
+        self.call("b1", self.caller("B"))
+        self.assertEqual(len(self.connector.started("a")), 1)
+
+    def test_each_call_its_own_instance(self) -> None:
+        """Overlapping calls run on instances of their own; each question finds its call."""
+        self.learn()
+        a, b = self.caller("A"), self.caller("B")
+        self.call("a1", a)
+        self.call("b1", b)
+        # The server's own instance is idle, so A takes it; B gets one of its own.
+        [base, _own] = self.connector.started("a")
+        self.assertEqual(self.pool.owner("a", ""), a)
+        self.assertEqual(self.pool.owner("a", "ask-1"), b)
+        self.check_question(b, server="a")  # the newest instance, b's
+        counts = self.asked_counts()
+        from_first = base.peer.request(ELICIT, FORM)
+        self.assertEqual(self.asked_counts(), {**counts, "A": counts["A"] + 1})
+        self.askers["A"].asked[-1].callback(ACCEPTED)
+        self.assertEqual(self.successResultOf(from_first), ACCEPTED)
+
+    def test_idle_instance_reused(self) -> None:
+        """A call takes an idle instance of the server before any new one is started."""
+        self.learn()
+        done = self.call("a1", self.caller("A"))
+        self.finish("a1")
+        self.successResultOf(done)
+        started = len(self.connector.started("a"))
+        self.call("b1", self.caller("B"))
+        self.assertEqual(len(self.connector.started("a")), started)
+
+    def test_cap_shares_again(self) -> None:
+        """Past pool.maxAskingInstances, calls share instances and questions wait in the broker."""
+        self.learn()
+        for name in "ABC":
+            self.call(f"{name}1", self.caller(name))
+        self.assertEqual(len(self.connector.started("a")), 3)
+        self.call("D1", self.caller("D"))
+        self.assertEqual(len(self.connector.started("a")), 3)
+        self.assertIsNone(self.pool.owner("a", ""))
+
+    def test_strangers_stay_on_the_servers_own(self) -> None:
+        """A call made for nobody (a /v1 call) does not take an instance of its own."""
+        self.learn()
+        started = len(self.connector.started("a"))
+        self.call("v1", None)
+        self.call("v2", None)
+        self.assertEqual(len(self.connector.started("a")), started)
+
+
+class NotifyTests(AttributionTestCase):
+    """L{Pool.notify}: a notification reaches the running instances serving a client."""
+
+    def heard(self, upstream: Any) -> list[str]:
+        return [n.method for n in upstream.notifications if n.method != "notifications/initialized"]
+
+    def test_shared_every_instance_client_its_own(self) -> None:
+        self.warm()
+        self.call("x", self.caller("X"), server="c", client="x")
+        self.call("y", self.caller("Y"), server="c", client="y")
+        self.assertEqual(self.pool.notify("a", "anyone", "notifications/roots/list_changed"), 1)
+        self.assertEqual(self.pool.notify("c", "x", "notifications/roots/list_changed"), 1)
+        self.assertEqual(self.pool.notify("c", "z", "notifications/roots/list_changed"), 0)
+        self.assertEqual(self.pool.notify("nowhere", "x", "notifications/roots/list_changed"), 0)
+        [x, y] = self.connector.started("c")
+        self.assertEqual(self.heard(x), ["notifications/roots/list_changed"])
+        self.assertEqual(self.heard(y), [])
+        self.assertEqual(self.heard(self.upstream("a")), ["notifications/roots/list_changed"])

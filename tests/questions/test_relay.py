@@ -578,3 +578,125 @@ class HandlersTests(RelayTests):
         self.assertEqual((question.server, question.scope_key), (SERVER, SCOPE))
         self.asker.last().callback(ACCEPTED)
         self.assertEqual(self.successResultOf(answered), ACCEPTED)
+
+
+class RootsSourceTests(RelayTests):
+    """
+    A C{roots/list} no one call's client can answer goes to the roots source: the latest
+    client that declared roots and uses the server.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.source = FakeAsker()
+        self.sources: list[tuple[str, str]] = []
+        self.relay.roots_source = self.roots_source
+
+    def roots_source(self, server: str, scope_key: str) -> FakeAsker | None:
+        self.sources.append((server, scope_key))
+        return self.source
+
+    def test_outside_any_call(self) -> None:
+        """Asked outside any call, the source's client is asked and its roots go upstream."""
+        answered = self.ask(LIST_ROOTS, {})
+        [(method, _, _, reply)] = self.source.asked
+        self.assertEqual((method, self.sources), (LIST_ROOTS, [(SERVER, SCOPE)]))
+        reply.callback({"roots": [{"uri": "file:///srv/a"}]})
+        self.assertEqual(self.successResultOf(answered), {"roots": [{"uri": "file:///srv/a"}]})
+        question = self.only_question()
+        self.assertEqual((question.route, question.call_id), (ROUTE_CLIENT, None))
+
+    def test_call_without_roots(self) -> None:
+        """A call whose client declared no roots leaves the question to the source."""
+        self.owners[(SERVER, SCOPE)] = self.caller({"elicitation": {}})
+        self.ask(LIST_ROOTS, {})
+        self.assertEqual((len(self.asker.asked), len(self.source.asked)), (0, 1))
+
+    def test_call_with_roots_asks_its_own(self) -> None:
+        """A call whose client declared roots is asked itself, whoever is the source."""
+        self.owners[(SERVER, SCOPE)] = self.caller()
+        self.ask(LIST_ROOTS, {})
+        self.assertEqual((len(self.asker.asked), len(self.source.asked)), (1, 0))
+
+    def test_unreachable_source(self) -> None:
+        """A source that cannot be reached leaves mcpx's own roots, at once."""
+        self.source.unreachable = True
+        relay = self.make_relay(roots=("/srv/own",))
+        relay.roots_source = self.roots_source
+        answered = self.ask(LIST_ROOTS, {}, relay=relay)
+        self.assertEqual(
+            self.successResultOf(answered), {"roots": [{"uri": "file:///srv/own", "name": "own"}]}
+        )
+
+    def test_native_off(self) -> None:
+        """With C{proto.native} off nobody is asked: mcpx answers with its own roots."""
+        relay = self.make_relay(native=False)
+        relay.roots_source = self.roots_source
+        self.assertEqual(self.successResultOf(self.ask(LIST_ROOTS, {}, relay=relay)), {"roots": []})
+        self.assertEqual(self.source.asked, [])
+
+
+class WithdrawTests(RelayTests):
+    """A call given up on withdraws its questions: from its client, or from the broker."""
+
+    def test_from_the_client(self) -> None:
+        """The client is told (its question cancelled), the server answered cancel."""
+        call = self.caller()
+        answered = self.ask(caller=call)
+        call.withdraw()
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        question = self.only_question()
+        self.assertEqual(self.asker.cancelled, [question.id])
+        self.assertEqual(
+            (question.state, question.answered_by), (QuestionState.CANCELLED, "withdrawn")
+        )
+
+    def test_late_answer_dropped(self) -> None:
+        """What the client answers after the withdrawal goes nowhere."""
+        call = self.caller()
+        answered = self.ask(caller=call)
+        reply = self.asker.last()
+        call.withdraw()
+        self.assertTrue(reply.called)  # cancelled: a late answer has nothing to fire
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertEqual(self.only_question().answer, {"action": "cancel"})
+
+    def test_from_the_broker(self) -> None:
+        """A question of the call that waits in the broker ends as withdrawn."""
+        call = self.caller({})
+        answered = self.ask(caller=call)
+        self.assertEqual(self.only_question().route, ROUTE_BROKER)
+        call.withdraw()
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertEqual(self.only_question().answered_by, "withdrawn")
+
+    def test_asked_after_withdrawal(self) -> None:
+        """A question for a call already given up on is withdrawn before anyone sees it."""
+        call = self.caller()
+        call.withdraw()
+        answered = self.ask(SAMPLE, SAMPLING, caller=call)
+        self.failureResultOf(answered, RpcError)
+        self.assertEqual(self.asker.asked, [])
+
+
+class TellCandidatesTests(RelayTests):
+    """An unattributed question: each caller in flight is told it may be theirs."""
+
+    def test_told_not_shown(self) -> None:
+        first, second = self.caller(), self.caller(asker=FakeAsker())
+        relay = Relay(
+            self.broker,
+            self.clock,
+            owner=self.owner,
+            hold=self.hold,
+            candidates=lambda server, scope: [first, None, second, first],
+        )
+        self.ask(relay=relay)
+        question = self.only_question()
+        self.assertEqual(question.route, ROUTE_BROKER)
+        for asker in (self.asker, second.asker):
+            assert isinstance(asker, FakeAsker)
+            self.assertEqual(asker.asked, [])
+            [(method, params)] = asker.told
+            self.assertEqual(method, "notifications/message")
+            self.assertIn(f"mcpx elicit {question.id}", params["data"])

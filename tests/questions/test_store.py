@@ -15,7 +15,14 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
 from mcpx.questions.broker import Broker
-from mcpx.questions.record import ELICIT, SAMPLE, Question, QuestionState
+from mcpx.questions.record import (
+    ELICIT,
+    ROUTE_BROKER,
+    ROUTE_CLIENT,
+    SAMPLE,
+    Question,
+    QuestionState,
+)
 from mcpx.questions.store import QuestionStore, StoreClosed
 from mcpx.wire.errors import RpcError
 
@@ -171,6 +178,42 @@ class DurableBrokerTests(TestCase):
         reloaded = third.get(pending.id)
         assert reloaded is not None
         self.assertIs(reloaded.state, QuestionState.EXPIRED)
+        await third.stop()
+
+    async def test_orphan_that_was_with_a_client(self) -> None:
+        """
+        A question that was with a client when the daemon stopped is, after the restart,
+        in the broker (route broker, announced so) and expires by the broker's deadline,
+        not the client's longer one; one already in the broker keeps its own.
+        """
+        first = await self.started(ttl=60.0)
+        with_client, _ = first.ask(
+            server="github",
+            scope_key="",
+            method=ELICIT,
+            params=FORM,
+            route=ROUTE_CLIENT,
+            call_id="call-1",
+            deadline=600.0,
+        )
+        in_broker, _ = first.ask(
+            server="github", scope_key="", method=ELICIT, params=FORM, deadline=30.0
+        )
+        await first.stop()
+        self.clock.advance(10)
+        second = await self.started(ttl=60.0)
+        moved, kept = second.get(with_client.id), second.get(in_broker.id)
+        assert moved is not None and kept is not None
+        self.assertEqual(
+            (moved.route, moved.deadline, moved.orphaned, moved.call_id),
+            (ROUTE_BROKER, 70.0, True, "call-1"),
+        )
+        self.assertEqual((kept.route, kept.deadline), (ROUTE_BROKER, 30.0))
+        await second.stop()
+        third = await self.started(ttl=60.0)
+        reloaded = third.get(with_client.id)
+        assert reloaded is not None
+        self.assertEqual((reloaded.route, reloaded.deadline), (ROUTE_BROKER, 70.0))
         await third.stop()
 
     async def test_restart_after_deadline(self) -> None:

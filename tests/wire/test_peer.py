@@ -963,3 +963,58 @@ class NoReplyTests(SynchronousTestCase):
         later.errback(NoReply())
         self.assertEqual(sent, [])
         self.assertEqual(peer.in_flight_incoming, 0)
+
+
+class LateAnswerTests(SynchronousTestCase):
+    """
+    L{RpcPeer.expect_late}: a request given up on with a cancel still counts as running
+    at the other side until it answers, or until the grace passes.
+    """
+
+    def given_up(self, grace: float = 5.0) -> tuple[Link, int]:
+        link = Link()
+        link.client.expect_late(grace)
+        asked = link.client.request("slow")
+        request_id = json.loads(link.to_server[0])["id"]
+        asked.cancel()
+        self.failureResultOf(asked, CancelledError)
+        return link, request_id
+
+    def test_counted_until_answered(self) -> None:
+        """The late answer, dropped as ever, ends the wait for it."""
+        link, request_id = self.given_up()
+        self.assertEqual(link.client.awaiting_late, 1)
+        link.client.receive(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}).encode())
+        self.assertEqual(link.client.awaiting_late, 0)
+
+    def test_counted_until_grace(self) -> None:
+        """A server that never answers is counted for the grace, then forgotten."""
+        link, _ = self.given_up(grace=5.0)
+        link.clock.advance(4.9)
+        self.assertEqual(link.client.awaiting_late, 1)
+        link.clock.advance(0.1)
+        self.assertEqual(link.client.awaiting_late, 0)
+
+    def test_not_without_cancel(self) -> None:
+        """A request abandoned without a cancel (initialize) is not expected to answer."""
+        link = Link()
+        link.client.expect_late(5.0)
+        asked = link.client.request("initialize", send_cancel=False)
+        asked.cancel()
+        self.failureResultOf(asked, CancelledError)
+        self.assertEqual(link.client.awaiting_late, 0)
+
+    def test_close_forgets(self) -> None:
+        """Once the connection is closed nothing more can arrive: nothing is awaited."""
+        link, _ = self.given_up()
+        link.client.close(ConnectionDone())
+        self.assertEqual(link.client.awaiting_late, 0)
+        self.assertEqual(link.clock.getDelayedCalls(), [])
+
+    def test_not_by_default(self) -> None:
+        """Without expect_late nothing is kept."""
+        link = Link()
+        asked = link.client.request("slow")
+        asked.cancel()
+        self.failureResultOf(asked, CancelledError)
+        self.assertEqual(link.client.awaiting_late, 0)

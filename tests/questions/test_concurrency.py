@@ -1,0 +1,530 @@
+"""
+The question relay under concurrency: real daemons, a hand-written 2025-11-25 upstream
+that asks on its connection (C{tests/fixtures/asking_upstream.py}, in a mode that stops
+when cancelled and one that ignores cancellation), and hosts driven message by message
+(L{tests.questions.hosts}) on the MCP socket C{mcpx serve} bridges to and on C{/mcp}
+sessions, so that each test decides when a caller gives up.
+
+Every test counts what a user would notice: a host shown another host's question (a
+misroute, never allowed), questions withdrawn from the host that was asked, cancels the
+upstream received, and questions answered natively by their own host.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+import treq
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
+
+from tests.questions.hosts import HttpSessionHost, ModernHost, SocketHost, _Host
+from tests.questions.support import Daemon, in_thread
+from tests.support.processes import REPO, reactor
+
+FIXTURE = REPO / "tests" / "fixtures" / "asking_upstream.py"
+
+
+def asking_server(*flags: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(FIXTURE), *flags]}
+
+
+def labels_asked(host: _Host) -> list[str]:
+    """The labels of the questions a host was shown (each names the call it is for)."""
+    found = []
+    for request in host.asked:
+        message = (request.get("params") or {}).get("message", "")
+        found.append(message.rsplit("question for ", 1)[-1])
+    return found
+
+
+def misroutes(hosts: list[_Host], own: Callable[[_Host], set[str]]) -> list[tuple[str, str]]:
+    """Every (host, label) where a host was shown a question of a call not its own."""
+    return [
+        (host.name, label)
+        for host in hosts
+        for label in labels_asked(host)
+        if label not in own(host)
+    ]
+
+
+def result_text(response: dict[str, Any]) -> str:
+    result = response.get("result") or {}
+    return "\n".join(block.get("text", "") for block in result.get("content", []))
+
+
+class _DaemonTest(TestCase):
+    timeout = 120
+
+    async def daemon(self, *flags: str, **settings: str) -> Daemon:
+        env = {"MCPX_POOL_CANCEL_GRACE": "20s"}
+        env.update(settings)
+        self.daemon_ = await Daemon(
+            self, {"ask": asking_server(*flags)}, passthrough=["ask"], settings=env
+        ).start()
+        return self.daemon_
+
+    def socket_host(self, name: str, **kwargs: Any) -> SocketHost:
+        host = SocketHost(str(self.daemon_.state_dir / "mcpx-mcp.sock"), name, **kwargs)
+        self.addCleanup(host.close)
+        return host
+
+    def http_host(self, name: str, **kwargs: Any) -> HttpSessionHost:
+        host = HttpSessionHost(self.daemon_.port, name, **kwargs)
+        self.addCleanup(host.close)
+        return host
+
+    def host(self, transport: str, name: str, **kwargs: Any) -> _Host:
+        if transport == "socket":
+            return self.socket_host(name, **kwargs)
+        return self.http_host(name, **kwargs)
+
+    async def stats(self) -> dict[str, Any]:
+        """What the upstream saw (a call of its own, through a fresh host)."""
+
+        def ask() -> dict[str, Any]:
+            host = self.socket_host("stats", capabilities={}, passthrough=["ask"])
+            answer = host.response(host.call("stats", {}))
+            stats: dict[str, Any] = json.loads(result_text(answer))
+            return stats
+
+        stats: dict[str, Any] = await deferToThread(ask)
+        return stats
+
+    async def questions(self) -> list[dict[str, Any]]:
+        listed = await self.daemon_.api("/v1/questions?all=true")
+        found: list[dict[str, Any]] = listed["questions"]
+        return found
+
+    async def settle_broker(self, until: Callable[[], bool], timeout: float = 30.0) -> int:
+        """
+        Cancel every question waiting in the broker (as a person at C{mcpx elicit} would)
+        until C{until()}; how many were.
+        """
+        settled: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > deadline:
+                self.fail(f"still waiting after {timeout}s; settled {len(settled)}")
+            for question in await self.questions():
+                if (
+                    question["state"] == "pending"
+                    and question["route"] == "broker"
+                    and question["id"] not in settled
+                ):
+                    settled.add(question["id"])
+                    await self._cancel_question(question["id"])
+            await deferLater(reactor, 0.05, lambda: None)
+        return len(settled)
+
+    async def _cancel_question(self, question_id: str) -> None:
+        from tests.support.http import TestClient
+
+        client = TestClient(reactor, unix_socket=self.daemon_.socket)
+        try:
+            response = await client.http.post(
+                f"http://mcpx/v1/questions/{question_id}/answer",
+                data=json.dumps({"action": "cancel"}).encode(),
+                headers=Headers({"Content-Type": ["application/json"]}),
+            )
+            await treq.content(response)
+        finally:
+            await client.close()
+
+
+class LegacyCancelTests(_DaemonTest):
+    """
+    A legacy host cancels its call after its question was asked: the upstream hears the
+    cancel at once, the question is withdrawn from the host (C{notifications/cancelled}
+    for the question's request id), an answer sent after the cancel does not reach the
+    upstream, and the next host's question is its own again.
+    """
+
+    async def cancel_after_asked(self, transport: str) -> None:
+        await self.daemon()
+
+        def conversation() -> dict[str, Any]:
+            a = self.host(transport, "A")
+            a.answering = False
+            call = a.call("ask", {"label": "A", "after": 0})
+            a.wait_for(lambda: len(a.asked) == 1)
+            [question] = a.asked
+            a.cancel(call)
+            a.wait_for(lambda: question["id"] in a.withdrawn)
+            # Too late: the host answers anyway; nothing of it may reach the upstream.
+            a.answer(question, {"action": "accept", "content": {"name": "too late"}})
+            b = self.host(transport, "B")
+            answer = b.response(b.call("ask", {"label": "B"}))
+            return {"a": a, "b": b, "question": question, "b_text": result_text(answer)}
+
+        seen = await deferToThread(conversation)
+        a, b = seen["a"], seen["b"]
+        self.assertEqual(misroutes([a, b], lambda host: {host.name}), [])
+        self.assertEqual(labels_asked(b), ["B"], "B's question is B's own, natively")
+        self.assertEqual(seen["b_text"], 'B: accept {"name": "B"}')
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), 1, "the upstream heard the cancel")
+        self.assertEqual(stats["answers"]["A"], {"action": "cancel"})
+        [record] = [q for q in await self.questions() if q["params"]["message"].endswith(" A")]
+        self.assertEqual((record["state"], record["answered_by"]), ("cancelled", "withdrawn"))
+
+    async def test_socket(self) -> None:
+        """Over the MCP socket (what C{mcpx serve} bridges)."""
+        await self.cancel_after_asked("socket")
+
+    async def test_http_session(self) -> None:
+        """Over a Streamable HTTP session on C{/mcp}."""
+        await self.cancel_after_asked("http")
+
+
+class LateQuestionTests(_DaemonTest):
+    """
+    Host A gives up on its call before the upstream asked; the upstream (which ignores
+    cancellation) asks A's question anyway while host B's call is alone in flight: the
+    question goes to the broker, never to B, and B's own question later reaches B.
+    """
+
+    async def give_up(self, transport: str, how: str) -> None:
+        await self.daemon("--stubborn")
+        done: dict[str, Any] = {}
+
+        def conversation() -> None:
+            a = self.host(transport, "A")
+            arguments = {"label": "A", "delay": 1.0}
+            if how == "timeout":
+                call = a.call(
+                    "mcpx_call",
+                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                )
+            else:
+                call = a.call("ask", arguments)
+            time.sleep(0.3)
+            if how == "cancel":
+                a.cancel(call)
+            elif how == "disconnect":
+                a.close()
+            else:
+                a.response(call)
+            b = self.host(transport, "B")
+            b_call = b.call("ask", {"label": "B", "delay": 3.0})
+            done["a"], done["b"] = a, b
+            done["b_answer"] = b.response(b_call)
+
+        talking = deferToThread(conversation)
+        settled = await self.settle_broker(lambda: talking.called)
+        await talking
+        a, b = done["a"], done["b"]
+        self.assertEqual(misroutes([a, b], lambda host: {host.name}), [])
+        self.assertEqual(labels_asked(a), [])
+        self.assertEqual(labels_asked(b), ["B"])
+        self.assertEqual(result_text(done["b_answer"]), 'B: accept {"name": "B"}')
+        self.assertEqual(settled, 1, "A's late question waited in the broker")
+        [late] = [q for q in await self.questions() if q["params"]["message"].endswith(" A")]
+        self.assertEqual((late["route"], late["call_id"]), ("broker", None))
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), 1, "the upstream heard mcpx give up")
+
+    async def modern_gives_up(self, how: str) -> None:
+        """
+        A 2026-07-28 host gives up (closes its request, or its C{mcpx_call} times out)
+        before the upstream asked: the late question is nobody's.
+        """
+        await self.daemon("--stubborn")
+        done: dict[str, Any] = {}
+
+        def conversation() -> None:
+            a = ModernHost(self.daemon_.port, "A")
+            self.addCleanup(a.close)
+            arguments = {"label": "A", "delay": 1.0}
+            if how == "timeout":
+                a.call(
+                    "mcpx_call",
+                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                )
+                done["a"] = a.answer()
+            else:
+                a.call("ask", arguments)
+                time.sleep(0.3)
+                a.give_up()
+            b = self.socket_host("B")
+            done["b"] = b
+            done["b_answer"] = b.response(b.call("ask", {"label": "B", "delay": 3.0}))
+
+        talking = deferToThread(conversation)
+        settled = await self.settle_broker(lambda: talking.called)
+        await talking
+        self.assertEqual(labels_asked(done["b"]), ["B"])
+        self.assertEqual(result_text(done["b_answer"]), 'B: accept {"name": "B"}')
+        self.assertEqual(settled, 1, "A's late question waited in the broker")
+        if how == "timeout":
+            self.assertTrue(done["a"]["result"]["isError"], done["a"])
+
+    async def test_modern_closes(self) -> None:
+        await self.modern_gives_up("close")
+
+    async def test_modern_timeout(self) -> None:
+        await self.modern_gives_up("timeout")
+
+    async def test_socket_cancel(self) -> None:
+        await self.give_up("socket", "cancel")
+
+    async def test_socket_timeout(self) -> None:
+        await self.give_up("socket", "timeout")
+
+    async def test_socket_disconnect(self) -> None:
+        await self.give_up("socket", "disconnect")
+
+    async def test_http_cancel(self) -> None:
+        await self.give_up("http", "cancel")
+
+    async def test_http_timeout(self) -> None:
+        await self.give_up("http", "timeout")
+
+    async def test_http_session_end(self) -> None:
+        await self.give_up("http", "disconnect")
+
+
+class CrossingCancelTests(_DaemonTest):
+    """
+    A cancel that crosses the upstream's question on the wire, with an upstream that
+    does stop when cancelled: host A cancels within a few milliseconds of the moment the
+    upstream asks, and host B starts a call at once.  Whichever arrives first, A's
+    question is never shown to B (it reaches A and is withdrawn, or waits in the
+    broker, or is never asked); B's own question reaches B.
+    """
+
+    async def test_cancel_crossing_the_question(self) -> None:
+        # One instance for everyone: the point is the one connection both calls share.
+        await self.daemon(MCPX_POOL_MAX_ASKING_INSTANCES="1")
+        offsets = (0.03, 0.015, 0.005, 0.0, -0.005, -0.015)
+        seen: dict[str, Any] = {"hosts": [], "withdrawn": 0, "b": []}
+
+        def conversation() -> None:
+            for n, offset in enumerate(offsets):
+                a = self.socket_host(f"A{n}")
+                a.answering = False
+                delay = 0.3
+                call = a.call("ask", {"label": a.name, "delay": delay})
+                time.sleep(delay - offset)
+                a.cancel(call)
+                b = self.socket_host(f"B{n}")
+                answer = b.response(b.call("ask", {"label": b.name, "delay": 1.0}))
+                seen["b"].append(result_text(answer) == f'{b.name}: accept {{"name": "{b.name}"}}')
+                seen["hosts"] += [a, b]
+                seen["withdrawn"] += len(a.withdrawn)
+
+        talking = deferToThread(conversation)
+        in_broker = await self.settle_broker(lambda: talking.called, timeout=60)
+        await talking
+        hosts: list[_Host] = seen["hosts"]
+        self.assertEqual(misroutes(hosts, lambda host: {host.name}), [])
+        self.assertEqual(seen["b"], [True] * len(offsets), "every B answered its own question")
+        print(
+            f"\ncrossing cancels: {len(offsets)} trials, {seen['withdrawn']} withdrawn from A, "
+            f"{in_broker} in the broker, 0 misroutes",
+            file=sys.stderr,
+        )
+        stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), len(offsets), "every cancel reached upstream")
+
+
+class LoadTests(_DaemonTest):
+    """
+    32 capable hosts at once on a 2025-11-25 upstream that asks on its connection: once
+    the pool has learned that the server asks (one overlap teaches it), each asking call
+    runs on an instance of its own, so at least 95% of the questions are answered
+    natively by their own host, and none is ever shown to another host.
+    """
+
+    HOSTS = 32
+
+    async def test_32_hosts(self) -> None:
+        await self.daemon()
+        outcome: dict[str, Any] = {}
+
+        def learn() -> None:
+            x, y = self.socket_host("X"), self.socket_host("Y")
+            first = x.call("ask", {"label": "X", "delay": 0.5})
+            second = y.call("ask", {"label": "Y", "delay": 0.5})
+            outcome["learned"] = [x.response(first), y.response(second)]
+            outcome["told"] = [
+                [
+                    n["params"]["data"]
+                    for n in host.notifications
+                    if n["method"] == "notifications/message"
+                ]
+                for host in (x, y)
+            ]
+
+        learning = deferToThread(learn)
+        taught = await self.settle_broker(lambda: learning.called)
+        await learning
+        self.assertGreaterEqual(taught, 1, "the overlap's questions waited in the broker")
+        for told in outcome["told"]:
+            # Each host whose question may be waiting there was told how to answer it.
+            self.assertTrue(told, "the host was told its question may wait in the broker")
+            self.assertIn("mcpx elicit q_", told[0])
+
+        def load() -> None:
+            hosts = [self.host("socket" if n % 2 else "http", f"H{n}") for n in range(self.HOSTS)]
+            calls = []
+            for host in hosts:
+                calls.append(host.call("ask", {"label": host.name, "delay": 0.3}))
+                time.sleep(0.5 / self.HOSTS)
+            outcome["answers"] = [
+                host.response(call, timeout=60) for host, call in zip(hosts, calls, strict=True)
+            ]
+            outcome["hosts"] = hosts
+
+        started = time.monotonic()
+        loading = deferToThread(load)
+        in_broker = await self.settle_broker(lambda: loading.called, timeout=60)
+        await loading
+        elapsed = time.monotonic() - started
+        hosts: list[_Host] = outcome["hosts"]
+        native = sum(
+            1
+            for host, answer in zip(hosts, outcome["answers"], strict=True)
+            if result_text(answer) == f'{host.name}: accept {{"name": "{host.name}"}}'
+        )
+        self.assertEqual(misroutes(hosts, lambda host: {host.name}), [])
+        print(
+            f"\n32-host load: {native}/{self.HOSTS} answered natively, {in_broker} in the "
+            f"broker, 0 misroutes, {elapsed:.1f}s",
+            file=sys.stderr,
+        )
+        self.assertGreaterEqual(native / self.HOSTS, 0.95)
+
+
+class RootsTests(_DaemonTest):
+    """
+    A server that takes its allowed directories from its client's roots, asked at start
+    (outside any call) and again on each C{notifications/roots/list_changed}: with two
+    servers passed through, it gets the roots of the host using it, and hears when they
+    change; a shared instance gets those of the most recently active host that
+    declared roots and uses it.
+    """
+
+    async def daemon_with_roots(self) -> Daemon:
+        self.daemon_ = await Daemon(
+            self,
+            {
+                "ask": asking_server("--ask-roots-at-start"),
+                "other": asking_server("--prefix=other_"),
+            },
+        ).start()
+        return self.daemon_
+
+    def roots_host(self, name: str, path: str) -> SocketHost:
+        return self.socket_host(
+            name,
+            capabilities={"roots": {"listChanged": True}},
+            passthrough=["ask", "other"],
+            roots=({"uri": f"file://{path}", "name": name},),
+        )
+
+    async def roots_seen(self, count: int) -> list[Any]:
+        """What the upstream's roots/list asks outside calls got, once there are C{count}."""
+        deadline = time.monotonic() + 20
+        while True:
+            seen: list[Any] = (await self.stats())["roots"]
+            if len(seen) >= count or time.monotonic() > deadline:
+                return seen
+            await deferLater(reactor, 0.1, lambda: None)
+
+    async def test_roots_at_start_and_changes(self) -> None:
+        await self.daemon_with_roots()
+
+        def first() -> SocketHost:
+            host = self.roots_host("A", "/srv/a")
+            listed = host.response(host.request("tools/list", {}))
+            names = {tool["name"] for tool in listed["result"]["tools"]}
+            self.assertTrue({"ask", "roots", "stats"} <= names, listed)
+            return host
+
+        a = await deferToThread(first)
+        self.assertEqual(await self.roots_seen(1), [["file:///srv/a"]])
+
+        def change() -> None:
+            a.roots = [{"uri": "file:///srv/a2"}]
+            a.notify("notifications/roots/list_changed")
+
+        await deferToThread(change)
+        self.assertEqual(await self.roots_seen(2), [["file:///srv/a"], ["file:///srv/a2"]])
+
+        def second() -> SocketHost:
+            # Another host on the same shared instance: its change makes it the latest.
+            b = self.roots_host("B", "/srv/b")
+            b.response(b.request("tools/list", {}))
+            b.notify("notifications/roots/list_changed")
+            return b
+
+        b = await deferToThread(second)
+        self.assertEqual((await self.roots_seen(3))[2], ["file:///srv/b"])
+
+        def inside_calls() -> list[str]:
+            # Inside a call, the call's own host is asked, whoever was latest.
+            return [
+                result_text(h.response(h.call("mcpx_call", {"server": "ask", "tool": "roots"})))
+                for h in (a, b)
+            ]
+
+        self.assertEqual(
+            await deferToThread(inside_calls), ['["file:///srv/a2"]', '["file:///srv/b"]']
+        )
+        records = [q for q in await self.questions() if q["method"] == "roots/list"]
+        self.assertNotIn("mcpx", {q["answered_by"] for q in records})
+
+    async def test_sdk_host_over_serve(self) -> None:
+        """
+        The MCP Python SDK as the host, through C{mcpx serve --passthrough ask,other}:
+        its roots callback answers the server's roots/list at start, and after the host
+        says its roots changed the server asks again and gets the new ones.
+        """
+        await self.daemon_with_roots()
+        daemon = self.daemon_
+        current = ["file:///srv/sdk"]
+        asked: list[int] = []
+
+        async def list_roots(context: ClientRequestContext) -> types.ListRootsResult:
+            asked.append(1)
+            return types.ListRootsResult(
+                roots=[types.Root.model_validate({"uri": uri}) for uri in current]
+            )
+
+        async def conversation() -> None:
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "ask,other"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+            async with Client(
+                target, mode="legacy", list_roots_callback=list_roots, cache=None
+            ) as client:
+                await client.list_tools()
+                for _ in range(100):
+                    if asked:
+                        break
+                    await anyio.sleep(0.05)
+                current[:] = ["file:///srv/sdk2"]
+                await client.send_roots_list_changed()
+                for _ in range(100):
+                    if len(asked) > 2:
+                        break
+                    await anyio.sleep(0.05)
+
+        await in_thread(conversation)
+        self.assertEqual(await self.roots_seen(2), [["file:///srv/sdk"], ["file:///srv/sdk2"]])
+        # Asked by ask at its start, then by both servers on hearing of the change.
+        self.assertEqual(len(asked), 3)
