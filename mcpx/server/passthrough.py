@@ -25,7 +25,9 @@ server that listed it last while that server is still passed through (its catalo
 cannot be listed now: it is down or backing off, and the pool's error names it); it is
 refused with C{-32602} naming the server when that server has since been removed from
 the configuration, and with C{-32602} naming the tool when no server ever listed it
-(unless it is a gateway tool).  The result is carried verbatim (no URI is rewritten: the host reads
+(unless it is a gateway tool) -- except with a single pass-through server, which gets
+such a name all the same: it may answer to tools it does not list, and no other server
+could be meant.  The result is carried verbatim (no URI is rewritten: the host reads
 the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
 raised as that error (code, message, data), so the host gets an error response (and, on
 2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
@@ -504,6 +506,11 @@ class PassThrough:
             return last
         if self.gateway.has_tool(name):
             return None
+        servers = self.servers
+        if len(servers) == 1 and last is None and not unlisted:
+            # One server: it may answer to tools it does not list, and it is the one to
+            # say whether the name exists; no other server could be meant.
+            return servers[0]
         if last is None and unlisted:
             # Its server may be one that cannot be listed now: say which, guess none.
             raise RpcError(

@@ -492,18 +492,31 @@ class CallTests(SynchronousTestCase):
 
     def test_unlisted_name_never_forwarded(self) -> None:
         """
-        A name no pass-through server lists and mcpx has no tool of is refused with
-        -32602 naming it, and reaches no server (each would run what it was given).
+        With several pass-through servers, a name none lists and mcpx has no tool of is
+        refused with -32602 naming it, and reaches no server (each would run what it was
+        given).
         """
-        for names in (("alpha", "beta"), ("alpha",)):
-            harness, connector = passed_through(names)
-            error = Session(Revision.V2025_06_18, harness).error(
-                "tools/call", {"name": "hidden", "arguments": {}}
-            )
-            self.assertEqual(error.code, INVALID_PARAMS)
-            self.assertIn("'hidden'", error.message)
-            for server in names:
-                self.assertNotIn("tools/call", upstream(connector, server).methods())
+        names = ("alpha", "beta")
+        harness, connector = passed_through(names)
+        error = Session(Revision.V2025_06_18, harness).error(
+            "tools/call", {"name": "hidden", "arguments": {}}
+        )
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn("'hidden'", error.message)
+        for server in names:
+            self.assertNotIn("tools/call", upstream(connector, server).methods())
+
+    def test_unlisted_name_forwarded_to_the_only_server(self) -> None:
+        """
+        With one pass-through server, a name it does not list and mcpx has no tool of
+        goes to it, which decides (here: it answers).
+        """
+        harness, connector = passed_through(("alpha",))
+        result = Session(Revision.V2025_06_18, harness).call("hidden")
+        self.assertEqual(result["content"][0]["text"], "hidden tool of alpha")
+        sent = upstream(connector, "alpha").last("tools/call").params
+        assert isinstance(sent, dict)
+        self.assertEqual(sent["name"], "hidden")
 
     def test_gateway_name_collision_upstream_wins(self) -> None:
         """mcpx_servers, which alpha also offers, calls alpha's tool over MCP."""
@@ -1073,8 +1086,9 @@ class DemoPassThroughTests(RealDaemonCase):
         self.assertIs(refused["isError"], True)
         self.assertIn("unexpected argument(s): 'c'", refused["content"][0]["text"])
         answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
+        # The only pass-through server is asked, and says the name is unknown itself.
         self.assertEqual(answer["code"], INVALID_PARAMS)
-        self.assertIn("unknown tool 'nope'", answer["message"])
+        self.assertIn("nope", answer["message"])
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)

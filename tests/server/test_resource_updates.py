@@ -42,7 +42,10 @@ class Host:
         for _ in range(int(timeout / 0.02)):
             # Frames arrive in any order (an update may overtake the answer it follows
             # from), so each is searched for until somebody claims it.
-            for number, line in enumerate(self.child.text(1).splitlines()):
+            text = self.child.text(1)
+            # Only whole lines: a long frame arrives in several reads.
+            complete = text[: text.rfind("\n") + 1]
+            for number, line in enumerate(complete.splitlines()):
                 if number in self.claimed:
                     continue
                 frame = json.loads(line)
