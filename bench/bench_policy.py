@@ -51,7 +51,7 @@ NESTED = {
         "required": ["item"],
     },
 }
-CALLS = {
+CALLS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "search": (
         {"query": "twisted", "limit": 5},
         {"content": [], "structuredContent": {"hits": ["a"]}},
