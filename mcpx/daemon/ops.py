@@ -33,6 +33,7 @@ from twisted.python.failure import Failure
 from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
 from mcpx.daemon.reloading import ReloadRefused, Reloads
+from mcpx.policy.errors import PolicyRefusal
 from mcpx.pool.errors import (
     AnswerTooLarge,
     CallTimedOut,
@@ -246,6 +247,11 @@ def error_from(error: BaseException) -> OpError:
             f"the upstream server answered with JSON-RPC error {error.code}: {error.message}",
             rpc=error.to_json(),
         )
+    if isinstance(error, PolicyRefusal):
+        problems = error.data.get("errors")
+        where = problems[0]["path"].strip("/").replace("/", ".") if problems else ""
+        field = ("arguments." + where if where else "arguments") if problems else None
+        return OpError(error.status, error.code, error.message, field=field)
     if isinstance(error, UnknownServer):
         return OpError(404, error.code, f"{error.message}; GET /v1/servers lists them")
     if isinstance(error, ServerUnavailable):

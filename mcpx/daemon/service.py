@@ -15,7 +15,7 @@ from typing import Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import IResource
@@ -29,9 +29,12 @@ from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.ops import Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.token import TokenFile
+from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
+from mcpx.policy.sampling import SamplingGuard
+from mcpx.policy.settings import DEFAULT_POLICY, ServerPolicy
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import Asker
+from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -47,6 +50,7 @@ from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.wire.errors import RpcError
 
 _log = Logger()
 
@@ -283,6 +287,26 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             roots_source=roots_source,
         )
 
+    def policy_of(server: str) -> ServerPolicy:
+        return pool.servers.policy(server) if pool is not None else DEFAULT_POLICY
+
+    async def ask_user(
+        server: str, scope_key: str, caller: Caller, params: Mapping[str, Any]
+    ) -> bool:
+        if relay is None:
+            return False
+        try:
+            answer = await relay.ask(server, scope_key, ELICIT, params, caller=caller, own=True)
+        except (RpcError, CancelledError):
+            return False
+        return said_yes(answer)
+
+    async def confirm_call(call: Confirmation) -> bool:
+        scope_key = pool.scope_key(call.server, call.client) if pool is not None else call.client
+        return await ask_user(call.server, scope_key, call.caller, call.question())
+
+    sampling = SamplingGuard(policy_of, ask_user, events.publish)
+
     def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
         def heard(method: str, params: Mapping[str, Any] | None) -> None:
             # Resource updates, and tool list changes of pass-through servers.
@@ -290,7 +314,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
                 mcp_cell[0].upstream_notification(server, method, params)
 
         if relay is not None:
-            return relay.handlers(server, scope_key, heard)
+            return sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
         return UpstreamHandlers(notification=heard)
 
     groups: ProcessGroups | None = None
@@ -338,7 +362,10 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     http = DaemonHTTP(
         clock=clock,
         pid=os.getpid(),
-        pool=pool,
+        # Every entry point reaches the pool through the policy (mcpx.policy).
+        pool=GuardedPool(pool, confirm=confirm_call, publish=events.publish)
+        if pool is not None
+        else None,
         events=events,
         settings=settings,
         servers=servers,

@@ -75,17 +75,23 @@ class ReloadReport:
     @ivar changed: configured differently; their instances were stopped, and the next
         use starts them with the new configuration.
     @ivar unchanged: configured the same; their instances were kept warm.
+    @ivar policy_changed: among C{unchanged}, those whose policy (L{mcpx.policy}) changed:
+        kept warm, but what their hosts may list or call changed.
     """
 
     removed: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
+    policy_changed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, list[str]]:
-        return {
+        shown = {
             "removed": list(self.removed),
             "added": list(self.added),
             "changed": list(self.changed),
             "unchanged": list(self.unchanged),
         }
+        if self.policy_changed:
+            shown["policy_changed"] = list(self.policy_changed)
+        return shown

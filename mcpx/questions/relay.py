@@ -188,12 +188,15 @@ class Relay:
         *,
         caller: object = None,
         key: str | None = None,
+        own: bool = False,
     ) -> dict[str, Any]:
         """
         Get an answer to one question from C{server}'s instance for C{scope_key}.
 
         @param caller: the call it came with, if the server asked inside a result.
         @param key: its C{inputRequests} key, if it was one.
+        @param own: mcpx itself asks (the policy's confirmations, L{mcpx.policy}): its
+            words are shown as they are, not as the server's.
         @return: the result to send the server.
         @raise mcpx.wire.errors.RpcError: the client's error, or a declined sampling or
             roots question.
@@ -201,7 +204,7 @@ class Relay:
         call = self._caller(server, scope_key, caller)
         if call is not None:
             call.asked = True
-        shown = rewritten(server, method, params)
+        shown = dict(params) if own else rewritten(server, method, params)
         ahead = call.take_held(key) if call is not None else None
         if ahead is not None and (
             not isinstance(ahead, Mapping) or unfit_answer(method, shown, ahead) is not None

@@ -1216,7 +1216,9 @@ class McpServer:
 
         @return: how many notifications went out.
         """
-        servers = frozenset((*report.removed, *report.added, *report.changed))
+        servers = frozenset(
+            (*report.removed, *report.added, *report.changed, *report.policy_changed)
+        )
         if not servers:
             return 0
         told = 0

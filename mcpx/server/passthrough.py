@@ -109,6 +109,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.policy.errors import PolicyRefusal
 from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.server import uris
 from mcpx.server.conn import Context
@@ -646,6 +647,8 @@ class PassThrough:
             result = await (work if on_log is None else self.gateway.relaying(server, on_log, work))
         except RpcError as e:
             raise _relayed(e, context) from None
+        except PolicyRefusal as e:
+            raise e.rpc_error() from None
         except (PoolError, UpstreamError) as e:
             raise RpcError.internal_error(error_from(e).message) from None
         if type(result) is not dict:

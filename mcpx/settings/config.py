@@ -37,6 +37,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from mcpx.policy.settings import ServerPolicy, check_defaults, parse_policy
 from mcpx.settings.declarations import BY_NAME, SECTIONS
 from mcpx.settings.errors import SettingsError, unknown_name
 from mcpx.settings.paths import config_location
@@ -47,6 +48,8 @@ DEFAULT_CONFIG_ORIGIN = "default config"
 
 _SERVER_KEYS = ("servers", "mcpServers")
 _IGNORED_KEYS = ("$schema",)
+#: The policy keys every server entry takes unless it gives its own (L{mcpx.policy.settings}).
+_DEFAULTS_KEY = "serverDefaults"
 
 
 @frozen
@@ -112,7 +115,7 @@ def parse_config(
         settings[name] = setting.parse_json(value, f"{origin}: setting {name!r}")
 
     for key, value in data.items():
-        if key in _SERVER_KEYS or key in _IGNORED_KEYS:
+        if key in _SERVER_KEYS or key in _IGNORED_KEYS or key == _DEFAULTS_KEY:
             continue
         if key in SECTIONS:
             if not isinstance(value, dict):
@@ -125,10 +128,12 @@ def parse_config(
         elif key in BY_NAME:
             take(key, value)
         else:
-            valid = [*_SERVER_KEYS, *SECTIONS, *BY_NAME]
+            valid = [*_SERVER_KEYS, _DEFAULTS_KEY, *SECTIONS, *BY_NAME]
             raise SettingsError(f"{origin}: {unknown_name('key', key, valid)}")
 
     servers: dict[str, Server] = {}
+    policies: dict[str, ServerPolicy] = {}
+    defaults = check_defaults(data.get(_DEFAULTS_KEY, {}), origin=origin)
     for group in _SERVER_KEYS:
         entries = data.get(group, {})
         if not isinstance(entries, dict):
@@ -142,11 +147,12 @@ def parse_config(
             servers[name] = parse_server(
                 name, entry, origin=origin, environ=environ, interpreter=interpreter
             )
+            policies[name] = parse_policy(entry, defaults, where=f"{origin}: server {name!r}")
     return ConfigFile(
         origin=origin,
         path=path,
         settings=settings,
-        servers=ServersConfig(servers=servers, origin=origin, path=path),
+        servers=ServersConfig(servers=servers, origin=origin, path=path, policies=policies),
     )
 
 

@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from attrs import field, frozen
 
+from mcpx.policy.settings import DEFAULT_POLICY, POLICY_FIELDS, ServerPolicy
 from mcpx.settings.errors import SettingsError, closest
 
 #: What every redacted value is shown as.
@@ -289,11 +290,18 @@ class ServersConfig:
     @ivar origin: where they came from: the config file's path, or
         C{"default config"} for the configuration shipped with mcpx.
     @ivar path: the config file's path, or C{None} when there was no file.
+    @ivar policies: each server's policy (L{mcpx.policy.settings}), kept apart from the
+        server so that changing it does not restart the server.
     """
 
     servers: Mapping[str, Server]
     origin: str
     path: str | None = None
+    policies: Mapping[str, ServerPolicy] = field(factory=dict)
+
+    def policy(self, name: str) -> ServerPolicy:
+        """C{name}'s policy (the defaults when its entry and C{serverDefaults} give none)."""
+        return self.policies.get(name, DEFAULT_POLICY)
 
     def __getitem__(self, name: str) -> Server:
         return self.servers[name]
@@ -315,8 +323,8 @@ class ServersConfig:
         return f"ServersConfig({self.origin!r}, {self.redacted()!r})"
 
 
-STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "type")
-REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type", "tls")
+STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "type", *POLICY_FIELDS)
+REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type", "tls", *POLICY_FIELDS)
 TLS_FIELDS = ("ca", "cert", "key", "serverName")
 
 #: C{type} is accepted so that entries copied from a host's own config file work

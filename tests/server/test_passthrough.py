@@ -1080,11 +1080,13 @@ class DemoPassThroughTests(RealDaemonCase):
         self.assertEqual(add["outputSchema"]["required"], ["sum"])
         added = await host.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
         self.assertEqual(added["structuredContent"], {"sum": 5})
-        refused = await host.request(
-            "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
+        # Arguments that break the tool's inputSchema never reach it (validate.input).
+        refused = await self._error(
+            host, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
         )
-        self.assertIs(refused["isError"], True)
-        self.assertIn("unexpected argument(s): 'c'", refused["content"][0]["text"])
+        self.assertEqual(refused["code"], INVALID_PARAMS)
+        self.assertIn("'c' was unexpected", refused["message"])
+        self.assertEqual(refused["data"]["errors"][0]["path"], "")
         answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
         # The only pass-through server is asked, and says the name is unknown itself.
         self.assertEqual(answer["code"], INVALID_PARAMS)

@@ -1,0 +1,410 @@
+# -*- test-case-name: tests.policy.test_guard -*-
+"""
+The pool as the entry points see it: every tool list and call through the policy.
+
+L{GuardedPool} wraps the daemon's L{mcpx.pool.pool.Pool} and is what the C{/v1} ops,
+the gateway surface and pass-through are given, so C{/mcp}, C{mcpx serve},
+C{/v1/call}, C{mcpx call} and scripts all pass it.  For each call it
+
+  1. refuses a tool C{tools.allow}/C{tools.deny} hides (it is not listed either);
+  2. holds the arguments against the tool's C{inputSchema} (C{validate.input});
+  3. asks the user through the question relay when C{tools.confirm} or
+     C{confirmDestructive} says so, and answers a tool error when they decline;
+  4. holds the result's C{structuredContent} against C{outputSchema}
+     (C{validate.output}).
+
+Schemas are compiled once per tool list the pool caches (L{mcpx.policy.schemas}); a
+call looks its tool up in an index built once per list, so the per-call cost is a
+dictionary lookup and the fast acceptor.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from attrs import frozen
+from twisted.logger import Logger
+
+from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
+from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
+from mcpx.policy.settings import DEFAULT_POLICY, Check, ServerPolicy
+from mcpx.pool.status import ReloadReport
+from mcpx.questions.caller import Caller
+from mcpx.settings.servers import ServersConfig
+from mcpx.wire.errors import RpcError
+
+log = Logger()
+
+
+@frozen
+class Confirmation:
+    """One call waiting for the user's yes: what it is, for whom, and which setting asks."""
+
+    server: str
+    client: str
+    tool: str
+    arguments: Mapping[str, Any]
+    caller: Caller
+    why: str
+
+    def question(self) -> dict[str, Any]:
+        """The form elicitation that asks the user."""
+        return confirmation_question(self.server, self.tool, self.arguments, self.why)
+
+
+#: Asks the user to confirm a call: whether they said yes.
+Confirm = Callable[[Confirmation], Awaitable[bool]]
+Publish = Callable[..., None]
+
+#: The most (server, client) tool indexes kept; past it they are built again.
+_MAX_INDEXES: Final = 4096
+_confirmations = itertools.count(1)
+
+
+def _no_events(kind: str, server: str | None = None, **data: Any) -> None:
+    return None
+
+
+class _ToolChecks:
+    """A tool's compiled schemas (C{None}: none given), or why one was refused."""
+
+    __slots__ = ("input", "input_refused", "output", "output_refused")
+
+    def __init__(self, tool: Mapping[str, Any]) -> None:
+        self.input, self.input_refused = _compiled(tool.get("inputSchema"))
+        self.output, self.output_refused = _compiled(tool.get("outputSchema"))
+
+
+def _compiled(schema: object) -> tuple[SchemaCheck | None, str | None]:
+    if schema is None:
+        return None, None
+    try:
+        return compile_schema(schema), None
+    except HostileSchema as e:
+        return None, str(e)
+
+
+class _Index:
+    """One tool list the pool cached: its tools by name, their schemas compiled on demand."""
+
+    __slots__ = ("checks", "first", "size", "tools")
+
+    def __init__(self, listed: list[dict[str, Any]]) -> None:
+        self.first = listed[0] if listed else None
+        self.size = len(listed)
+        self.tools = {t.get("name"): t for t in listed if isinstance(t, dict)}
+        self.checks: dict[str, _ToolChecks] = {}
+
+    def same_list(self, listed: list[dict[str, Any]]) -> bool:
+        # The pool hands out copies of its cached list holding the same tool objects;
+        # a new list from the server holds new ones.
+        first = listed[0] if listed else None
+        return first is self.first and len(listed) == self.size
+
+    def checks_of(self, name: str) -> _ToolChecks | None:
+        found = self.checks.get(name)
+        if found is None:
+            tool = self.tools.get(name)
+            if tool is None:
+                return None
+            found = self.checks[name] = _ToolChecks(tool)
+        return found
+
+
+def declined_result(server: str, tool: str, why: str) -> dict[str, Any]:
+    """The tool error a caller gets when a confirmation was declined or not answered."""
+    text = (
+        f"mcpx did not call tool {tool!r} of server {server!r}: it needs confirmation ({why}) "
+        "and the user declined or did not answer in time; the server never saw the call"
+    )
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+class GuardedPool:
+    """
+    The pool with the policy in front of it; everything else is the pool's own.
+
+    @ivar counts: how many calls each check flagged, by C{(check, server)}: C{input},
+        C{output} (invalid, whatever the mode), C{denied}, C{confirmed}, C{declined}.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        confirm: Confirm | None = None,
+        publish: Publish = _no_events,
+    ) -> None:
+        """
+        @param inner: the pool (L{mcpx.pool.pool.Pool}, or a fake with its calls).
+        @param confirm: asks the user; without it, a call that needs confirmation is
+            declined.
+        """
+        self._inner = inner
+        self._confirm = confirm
+        self._publish = publish
+        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._warned: set[tuple[str, str, str]] = set()
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def policy(self, server: str) -> ServerPolicy:
+        """C{server}'s policy under the configuration the pool runs now."""
+        servers = getattr(self._inner, "servers", None)
+        if isinstance(servers, ServersConfig):
+            return servers.policy(server)
+        return DEFAULT_POLICY
+
+    # Lists
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's tools that its policy does not hide."""
+        listed: list[dict[str, Any]] = await self._inner.tools(server, client=client)
+        policy = self.policy(server)
+        if not policy.hides_any:
+            return listed
+        return [
+            tool
+            for tool in listed
+            if not isinstance(name := tool.get("name"), str) or policy.hidden_by(name) is None
+        ]
+
+    async def _index(self, server: str, client: str) -> _Index | None:
+        try:
+            listed: list[dict[str, Any]] = await self._inner.tools(server, client=client)
+        except RpcError as e:
+            # Listing failed but the call may not: it goes on unchecked (the pool's own
+            # failures, which the call would meet too, are left to say so).
+            self._warn_once(server, "", "list", f"its tools could not be listed ({e})")
+            return None
+        key = (server, client)
+        index = self._indexes.get(key)
+        if index is None or not index.same_list(listed):
+            if len(self._indexes) >= _MAX_INDEXES:
+                self._indexes.clear()
+            index = self._indexes[key] = _Index(listed)
+        return index
+
+    # Calls
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        caller: object = None,
+    ) -> dict[str, Any]:
+        """
+        Call a tool, as L{mcpx.pool.pool.Pool.call_tool}, through the policy.
+
+        @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
+        @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
+        @raise InvalidOutput: for C{structuredContent} that breaks its C{outputSchema}
+            (enforce).
+        @return: the result, or a tool error when a needed confirmation was declined.
+        """
+        policy = self.policy(server)
+        hidden = policy.hidden_by(tool)
+        if hidden is not None:
+            self.counts["denied", server] += 1
+            raise ToolHidden(
+                f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
+                "in the mcpx configuration; it cannot be listed or called",
+                {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
+            )
+        given = arguments if arguments is not None else {}
+        index = await self._index(server, client)
+        definition = index.tools.get(tool) if index is not None else None
+        checks = index.checks_of(tool) if index is not None else None
+        if checks is not None and policy.validate_input is not Check.OFF:
+            self._check_input(server, tool, policy.validate_input, checks, given)
+        why = policy.confirmation_for(
+            tool, definition.get("annotations") if definition is not None else None
+        )
+        if why is not None and not await self._confirmed(
+            server, client=client, tool=tool, arguments=given, caller=caller, why=why
+        ):
+            return declined_result(server, tool, why)
+        result: dict[str, Any] = await self._inner.call_tool(
+            server,
+            tool,
+            arguments,
+            client=client,
+            timeout=timeout,
+            meta=meta,
+            on_progress=on_progress,
+            caller=caller,
+        )
+        if (
+            checks is not None
+            and policy.validate_output is not Check.OFF
+            and (checks.output is not None or checks.output_refused is not None)
+            and type(result) is dict
+            and result.get("isError") is not True
+        ):
+            self._check_output(server, tool, policy.validate_output, checks, result)
+        return result
+
+    def _check_input(
+        self,
+        server: str,
+        tool: str,
+        mode: Check,
+        checks: _ToolChecks,
+        arguments: Mapping[str, Any],
+    ) -> None:
+        if checks.input is not None:
+            problems = checks.input.problems(arguments)
+        elif checks.input_refused is not None:
+            problems = [
+                {"path": "", "reason": f"its inputSchema was refused: {checks.input_refused}"}
+            ]
+        else:
+            return
+        if not problems:
+            return
+        self.counts["input", server] += 1
+        text = problems_text(problems)
+        self._publish("policy.input_invalid", server, tool=tool, problems=problems, mode=mode.value)
+        if mode is Check.ENFORCE:
+            raise InvalidArguments(
+                f"the arguments of tool {tool!r} of server {server!r} do not fit its "
+                f"inputSchema: {text}; the call was not sent (validate.input is enforce)",
+                {"server": server, "tool": tool, "errors": problems},
+            )
+        self._warn_once(server, tool, "input", f"arguments that do not fit its inputSchema: {text}")
+
+    def _check_output(
+        self,
+        server: str,
+        tool: str,
+        mode: Check,
+        checks: _ToolChecks,
+        result: Mapping[str, Any],
+    ) -> None:
+        if "structuredContent" not in result:
+            problems = [{"path": "", "reason": "the result has no structuredContent"}]
+        elif checks.output is not None:
+            problems = checks.output.problems(result["structuredContent"])
+        else:
+            why = checks.output_refused
+            problems = [{"path": "", "reason": f"its outputSchema was refused: {why}"}]
+        if not problems:
+            return
+        self.counts["output", server] += 1
+        text = problems_text(problems)
+        self._publish(
+            "policy.output_invalid", server, tool=tool, problems=problems, mode=mode.value
+        )
+        if mode is Check.ENFORCE:
+            raise InvalidOutput(
+                f"server {server!r} answered the call of tool {tool!r} with structuredContent "
+                f"that does not fit its outputSchema: {text}; the result was withheld "
+                "(validate.output is enforce)",
+                {"server": server, "tool": tool, "errors": problems},
+            )
+        self._warn_once(server, tool, "output", f"results that do not fit its outputSchema: {text}")
+
+    def _warn_once(self, server: str, tool: str, what: str, message: str) -> None:
+        key = (server, tool, what)
+        if key in self._warned:
+            return
+        if len(self._warned) > _MAX_INDEXES:
+            self._warned.clear()
+        self._warned.add(key)
+        named = f"tool {tool!r} of server {server!r}" if tool else f"server {server!r}"
+        log.warn(
+            "policy: {named} had {message} (passed on; logged once per tool)",
+            named=named,
+            message=message,
+        )
+
+    async def _confirmed(
+        self,
+        server: str,
+        *,
+        client: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        caller: object,
+        why: str,
+    ) -> bool:
+        if not isinstance(caller, Caller):
+            # Nobody to ask natively: the question waits in the broker (mcpx elicit).
+            caller = Caller(f"confirm-{next(_confirmations)}", {}, None)
+        self._publish("policy.confirm_asked", server, tool=tool, reason=why)
+        yes = False
+        if self._confirm is not None:
+            yes = await self._confirm(Confirmation(server, client, tool, arguments, caller, why))
+        self.counts["confirmed" if yes else "declined", server] += 1
+        self._publish("policy.confirm_answered", server, tool=tool, confirmed=yes)
+        return yes
+
+    # Reloads
+
+    async def reload(self, servers: ServersConfig) -> ReloadReport:
+        """
+        The pool's reload; servers whose policy alone changed are named in the
+        report's C{policy_changed}, so hosts are told their lists changed.
+        """
+        old = getattr(self._inner, "servers", None)
+        report: ReloadReport = await self._inner.reload(servers)
+        if not isinstance(old, ServersConfig):
+            return report
+        moved = set(report.removed) | set(report.added) | set(report.changed)
+        retuned = tuple(
+            name
+            for name in servers
+            if name in old and name not in moved and old.policy(name) != servers.policy(name)
+        )
+        if not retuned:
+            return report
+        return ReloadReport(
+            report.removed, report.added, report.changed, report.unchanged, policy_changed=retuned
+        )
+
+
+def confirmation_question(
+    server: str, tool: str, arguments: Mapping[str, Any], why: str
+) -> dict[str, Any]:
+    """The form elicitation that asks the user to confirm one call."""
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    if len(shown) > 2000:
+        shown = shown[:2000] + "…"
+    return {
+        "mode": "form",
+        "message": (
+            f"mcpx asks before calling tool {tool!r} of server {server!r} ({why}), "
+            f"with arguments {shown}. Run it?"
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "confirm": {"type": "boolean", "title": f"Run {tool} on {server}"},
+            },
+            "required": ["confirm"],
+        },
+    }
+
+
+def said_yes(answer: object) -> bool:
+    """Whether an elicitation's answer accepted with C{confirm: true}."""
+    if not isinstance(answer, Mapping) or answer.get("action") != "accept":
+        return False
+    content = answer.get("content")
+    return isinstance(content, Mapping) and content.get("confirm") is True

@@ -1,0 +1,220 @@
+"""
+The policy in front of the pool: hidden tools, schema checks in each mode,
+confirmations, and reloads that change only a policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden
+from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
+from mcpx.questions.caller import Caller
+from tests.policy.fakes import InnerPool, configured
+
+
+def run(coroutine: Any) -> Any:
+    return Deferred.fromCoroutine(coroutine)
+
+
+class ToolPolicyTests(SynchronousTestCase):
+    def guarded(self, **entry: object) -> tuple[GuardedPool, InnerPool]:
+        inner = InnerPool(configured(notes=entry))
+        return GuardedPool(inner), inner
+
+    def test_denied_tool_absent_from_list(self) -> None:
+        guard, _ = self.guarded(tools={"deny": ["drop_*"]})
+        names = [t["name"] for t in self.successResultOf(run(guard.tools("notes")))]
+        self.assertEqual(names, ["add_note", "delete_note", "wipe"])
+
+    def test_denied_tool_uncallable_naming_setting(self) -> None:
+        guard, inner = self.guarded(tools={"deny": ["drop_*"]})
+        failure = self.failureResultOf(run(guard.call_tool("notes", "drop_all", {})), ToolHidden)
+        self.assertIn("tools.deny pattern 'drop_*'", str(failure.value))
+        self.assertEqual(inner.calls, [])
+        self.assertEqual(failure.value.rpc_error().code, -32602)
+
+    def test_allow_list_hides_others(self) -> None:
+        guard, inner = self.guarded(tools={"allow": ["add_*"]})
+        names = [t["name"] for t in self.successResultOf(run(guard.tools("notes")))]
+        self.assertEqual(names, ["add_note"])
+        failure = self.failureResultOf(run(guard.call_tool("notes", "wipe", {})), ToolHidden)
+        self.assertIn("tools.allow", str(failure.value))
+        self.assertEqual(inner.calls, [])
+
+    def test_no_policy_lists_everything(self) -> None:
+        guard, _ = self.guarded()
+        self.assertEqual(len(self.successResultOf(run(guard.tools("notes")))), 4)
+
+
+class InputTests(SynchronousTestCase):
+    def test_enforced_by_default(self) -> None:
+        inner = InnerPool(configured(notes={}))
+        guard = GuardedPool(inner)
+        failure = self.failureResultOf(
+            run(guard.call_tool("notes", "add_note", {"text": 3})), InvalidArguments
+        )
+        self.assertIn("/text: 3 is not of type 'string'", str(failure.value))
+        self.assertEqual(failure.value.status, 400)
+        self.assertEqual(failure.value.rpc_error().data["errors"][0]["path"], "/text")
+        self.assertEqual(inner.calls, [])
+        self.assertEqual(guard.counts["input", "notes"], 1)
+
+    def test_valid_arguments_pass(self) -> None:
+        inner = InnerPool(configured(notes={}))
+        self.successResultOf(run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"})))
+        self.assertEqual(inner.calls, [("add_note", {"text": "a"})])
+
+    def test_warn_passes_and_counts(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"input": "warn"}}))
+        guard = GuardedPool(inner)
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {})))
+        self.assertEqual(inner.calls, [("add_note", {})])
+        self.assertEqual(guard.counts["input", "notes"], 1)
+
+    def test_off_checks_nothing(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"input": "off"}}))
+        guard = GuardedPool(inner)
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"x": 1})))
+        self.assertEqual(guard.counts["input", "notes"], 0)
+
+    def test_compiled_once_per_list(self) -> None:
+        inner = InnerPool(configured(notes={}))
+        guard = GuardedPool(inner)
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "a"})))
+        index = guard._indexes["notes", ""]
+        checks = index.checks["add_note"]
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "b"})))
+        self.assertIs(guard._indexes["notes", ""].checks["add_note"], checks)
+        # A new list from the server (new tool objects) is compiled anew.
+        inner.catalogue = [dict(tool) for tool in inner.catalogue]
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "c"})))
+        self.assertIsNot(guard._indexes["notes", ""].checks["add_note"], checks)
+
+
+class OutputTests(SynchronousTestCase):
+    def test_warn_by_default_passes(self) -> None:
+        inner = InnerPool(configured(notes={}))
+        inner.answer = {"content": [], "structuredContent": {"id": "x"}}
+        guard = GuardedPool(inner)
+        result = self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "a"})))
+        self.assertEqual(result["structuredContent"], {"id": "x"})
+        self.assertEqual(guard.counts["output", "notes"], 1)
+
+    def test_enforce_refuses(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"output": "enforce"}}))
+        inner.answer = {"content": [], "structuredContent": {"id": "x"}}
+        failure = self.failureResultOf(
+            run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"})), InvalidOutput
+        )
+        self.assertIn("/id: 'x' is not of type 'integer'", str(failure.value))
+
+    def test_enforce_refuses_missing_structured_content(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"output": "enforce"}}))
+        inner.answer = {"content": []}
+        self.failureResultOf(
+            run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"})), InvalidOutput
+        )
+
+    def test_tool_errors_not_checked(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"output": "enforce"}}))
+        inner.answer = {"content": [], "isError": True}
+        self.successResultOf(run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"})))
+
+
+class ConfirmationTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.asked: list[Confirmation] = []
+        self.answers: list[Deferred[bool]] = []
+
+    async def confirm(self, call: Confirmation) -> bool:
+        self.asked.append(call)
+        answer: Deferred[bool] = Deferred()
+        self.answers.append(answer)
+        return await answer
+
+    def guarded(self, **entry: object) -> tuple[GuardedPool, InnerPool]:
+        inner = InnerPool(configured(notes=entry))
+        return GuardedPool(inner, confirm=self.confirm), inner
+
+    def test_confirmed_call_runs_after_yes(self) -> None:
+        guard, inner = self.guarded(tools={"confirm": ["delete_*"]})
+        calling = run(guard.call_tool("notes", "delete_note", {"id": 4}))
+        self.assertNoResult(calling)
+        self.assertEqual(inner.calls, [])
+        self.assertEqual(self.asked[0].why, "tools.confirm pattern 'delete_*'")
+        self.assertIn("'delete_note' of server 'notes'", self.asked[0].question()["message"])
+        self.assertIn('{"id": 4}', self.asked[0].question()["message"])
+        self.answers[0].callback(True)
+        self.successResultOf(calling)
+        self.assertEqual(inner.calls, [("delete_note", {"id": 4})])
+
+    def test_declined_never_runs(self) -> None:
+        guard, inner = self.guarded(tools={"confirm": ["delete_*"]})
+        calling = run(guard.call_tool("notes", "delete_note", {"id": 4}))
+        self.answers[0].callback(False)
+        result = self.successResultOf(calling)
+        self.assertTrue(result["isError"])
+        self.assertIn("the server never saw the call", result["content"][0]["text"])
+        self.assertEqual(inner.calls, [])
+
+    def test_destructive_annotation_asks(self) -> None:
+        guard, _inner = self.guarded(confirmDestructive=True)
+        run(guard.call_tool("notes", "delete_note", {"id": 1}))
+        self.assertEqual(len(self.asked), 1)
+        self.assertIn("confirmDestructive", self.asked[0].why)
+
+    def test_read_only_claim_does_not_ask(self) -> None:
+        guard, _inner = self.guarded(confirmDestructive=True)
+        self.successResultOf(run(guard.call_tool("notes", "wipe", {})))
+        self.assertEqual(self.asked, [])
+
+    def test_annotations_never_relax_confirm(self) -> None:
+        guard, _inner = self.guarded(tools={"confirm": ["wipe"]})
+        calling = run(guard.call_tool("notes", "wipe", {}))
+        self.assertEqual(len(self.asked), 1)
+        self.answers[0].callback(False)
+        self.assertTrue(self.successResultOf(calling)["isError"])
+
+    def test_without_asker_declines(self) -> None:
+        inner = InnerPool(configured(notes={"tools": {"confirm": ["*"]}}))
+        result = self.successResultOf(
+            run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"}))
+        )
+        self.assertTrue(result["isError"])
+        self.assertEqual(inner.calls, [])
+
+    def test_caller_passed_on(self) -> None:
+        guard, _ = self.guarded(tools={"confirm": ["*"]})
+        caller = Caller("c1", {"elicitation": {}}, None)
+        run(guard.call_tool("notes", "add_note", {"text": "a"}, caller=caller))
+        self.assertIs(self.asked[0].caller, caller)
+
+    def test_said_yes(self) -> None:
+        self.assertTrue(said_yes({"action": "accept", "content": {"confirm": True}}))
+        self.assertFalse(said_yes({"action": "accept", "content": {"confirm": False}}))
+        self.assertFalse(said_yes({"action": "decline"}))
+        self.assertFalse(said_yes({"action": "cancel"}))
+
+
+class ReloadTests(SynchronousTestCase):
+    def test_policy_change_reported(self) -> None:
+        inner = InnerPool(configured(notes={}, other={}))
+        guard = GuardedPool(inner)
+        report = self.successResultOf(
+            run(guard.reload(configured(notes={"tools": {"deny": ["drop_*"]}}, other={})))
+        )
+        self.assertEqual(report.policy_changed, ("notes",))
+        self.assertEqual(report.to_json()["policy_changed"], ["notes"])
+        names = [t["name"] for t in self.successResultOf(run(guard.tools("notes")))]
+        self.assertNotIn("drop_all", names)
+
+    def test_same_policy_reports_nothing(self) -> None:
+        inner = InnerPool(configured(notes={"confirmDestructive": True}))
+        report = self.successResultOf(
+            run(GuardedPool(inner).reload(configured(notes={"confirmDestructive": True})))
+        )
+        self.assertEqual(report.policy_changed, ())
