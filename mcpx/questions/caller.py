@@ -68,6 +68,8 @@ class Caller:
         given to the questions whose keys match when the upstream asks.
     @ivar asked: a question was attributed to this call: it is on the ask path, and
         keeps running if its client stops waiting.
+    @ivar wants_task: the call runs as a task of mcpx's (its client asked for one), so
+        a tool that may run as a task upstream is made one there too.
     """
 
     id: str
@@ -76,6 +78,7 @@ class Caller:
     narrow: bool = False
     held: dict[str, Any] | None = None
     asked: bool = False
+    wants_task: bool = False
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

@@ -727,13 +727,15 @@ class McpServer:
         )
         held = params.get("inputResponses") if context.modern else None
         narrow = self.passthrough_for(conn) is not None
-        if not askable and not narrow and type(held) is not dict:
+        as_task = context.task is not None
+        if not askable and not narrow and not as_task and type(held) is not dict:
             return None
         caller = Caller(
             self._call_prefix + str(next(self._call_numbers)),
             capabilities,
             narrow=narrow,
             held=dict(held) if type(held) is dict else None,
+            wants_task=as_task,
         )
         if askable:
             if context.modern:
