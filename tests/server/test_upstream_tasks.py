@@ -1,0 +1,158 @@
+"""
+A tool that runs only as a task, called through mcpx by every kind of caller.
+
+server-everything's C{simulate-research-query} declares C{execution.taskSupport:
+"required"} and, with C{ambiguous} set, asks for a clarification through its task's
+C{input_required} (an elicitation it delivers on C{tasks/result}).  mcpx calls it as a
+2025-11-25 task upstream whoever calls it, and each caller gets the report with the
+clarification in it: a 2025-11-25 client that asked for a task (asked on its own
+connection, the question tied to its task), a 2026-07-28 client (asked with
+C{input_required}), and C{mcpx call} (whose question waits in the broker, answered
+with C{mcpx elicit}).
+
+One daemon for all three: server-everything ignores the end of its stdin, so each
+daemon that started it takes mcpx's grace period to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import mcp_types as types
+from attrs import define, field
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
+from twisted.trial.unittest import TestCase
+
+from tests.questions.support import MODERN, Daemon, everything_server, in_thread
+from tests.support.processes import REPO
+
+TOOL = "simulate-research-query"
+ARGUMENTS = {"topic": "python", "ambiguous": True}
+RELATED = "io.modelcontextprotocol/related-task"
+ASKS = 'everything (via mcpx) asks: The research query "python" could have multiple'
+
+
+def _texts(result: dict[str, Any]) -> str:
+    return "\n".join(block.get("text", "") for block in result.get("content", []))
+
+
+@define
+class Clarifier:
+    """Answers the research tool's clarification with one interpretation."""
+
+    choice: str
+    asked: list[dict[str, Any]] = field(factory=list)
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="accept", content={"interpretation": self.choice})
+
+
+class ResearchQueryTests(TestCase):
+    timeout = 120
+
+    async def test_every_caller_gets_the_report_and_the_clarification(self) -> None:
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        await self._legacy_task(daemon)
+        await self._modern(daemon)
+        await self._cli(daemon)
+
+    async def _legacy_task(self, daemon: Daemon) -> None:
+        """
+        A 2025-11-25 client (stdio, through C{mcpx serve}) calls the tool with C{task}:
+        it gets C{{task}} at once, is asked the clarification tied to its task, and
+        C{tasks/result} answers the report with its answer in it.
+        """
+        clarifier = Clarifier("snake")
+
+        async def conversation() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "everything"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+            async with Client(
+                target, mode="legacy", elicitation_callback=clarifier.elicit, cache=None
+            ) as client:
+                # The SDK's typed surface has no 2025-11-25 tasks: the raw request does.
+                send = client.session._dispatcher.send_raw_request
+                created = await send(
+                    "tools/call",
+                    {"name": TOOL, "arguments": ARGUMENTS, "task": {"ttl": 60_000}},
+                    {},
+                )
+                result = await send("tasks/result", {"taskId": created["task"]["taskId"]}, {})
+                listed = await send("tasks/list", {}, {})
+                return created, result, listed
+
+        created, result, listed = await in_thread(conversation)
+        task_id = created["task"]["taskId"]
+        self.assertEqual(created["task"]["status"], "working", created)
+        self.assertIn("Research Report: python (snake)", _texts(result), result)
+        self.assertEqual(result["_meta"][RELATED], {"taskId": task_id})
+        [asked] = clarifier.asked
+        self.assertTrue(asked["message"].startswith(ASKS), asked)
+        self.assertEqual(asked["_meta"][RELATED], {"taskId": task_id}, "tied to the task")
+        self.assertEqual([t["status"] for t in listed["tasks"]], ["completed"])
+
+    async def _modern(self, daemon: Daemon) -> None:
+        """
+        A 2026-07-28 client calls the tool plainly: the clarification comes back as
+        C{input_required}, and its retry with the answer gets the report.
+        """
+        clarifier = Clarifier("comedy")
+
+        async def conversation() -> tuple[Any, dict[str, Any]]:
+            async with Client(
+                daemon.mcp_url, mode=MODERN, elicitation_callback=clarifier.elicit, cache=None
+            ) as client:
+                first = await client.session.call_tool(TOOL, ARGUMENTS, allow_input_required=True)
+                if not isinstance(first, types.InputRequiredResult):
+                    return first.model_dump(mode="json", by_alias=True), {}
+                [(key, request)] = (first.input_requests or {}).items()
+                final = await client.session.call_tool(
+                    TOOL,
+                    ARGUMENTS,
+                    input_responses={
+                        key: types.ElicitResult(
+                            action="accept", content={"interpretation": "comedy"}
+                        )
+                    },
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                return request.model_dump(mode="json", by_alias=True, exclude_none=True), (
+                    final.model_dump(mode="json", by_alias=True, exclude_none=True)
+                )
+
+        request, final = await in_thread(conversation)
+        self.assertEqual(request["method"], "elicitation/create", request)
+        self.assertTrue(request["params"]["message"].startswith(ASKS), request)
+        self.assertIn("Research Report: python (comedy)", _texts(final), final)
+        self.assertEqual(clarifier.asked, [], "the test, not the SDK's driver, answered")
+
+    async def _cli(self, daemon: Daemon) -> None:
+        """
+        C{mcpx call} knows nothing of tasks: the clarification waits in the broker,
+        C{mcpx elicit} answers it, and the command prints the report.
+        """
+        calling = Deferred.fromCoroutine(
+            daemon.mcpx("call", "everything", TOOL, "topic=python", "ambiguous=true")
+        )
+        question = await daemon.wait_for_question("everything")
+        self.assertTrue(question["params"]["message"].startswith(ASKS), question)
+        answer = json.dumps({"interpretation": "programming"})
+        answered = await daemon.mcpx("elicit", question["id"], "--json", answer)
+        self.assertEqual(answered.code, 0, answered)
+        done = await calling
+        self.assertEqual(done.code, 0, done)
+        self.assertIn("Research Report: python (programming)", done.out, done)
