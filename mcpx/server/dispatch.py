@@ -79,6 +79,14 @@ from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
+from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
+from mcpx.server.ext_tasks import (
+    ExtensionTasks,
+    becomes_task_after,
+    client_declares,
+    race,
+    task_owner,
+)
 from mcpx.server.listen import (
     LIST_CHANGES,
     LISTEN,
@@ -98,6 +106,7 @@ from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
+from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 
@@ -223,9 +232,11 @@ class McpServer:
         settings = host.settings
         self._list_max_age = 60.0
         self._read_max_age = 0.0
+        self._task_after = 5.0
         if settings is not None:
             self._list_max_age = settings.duration("protoMessages.listMaxAge")
             self._read_max_age = settings.duration("protoMessages.readMaxAge")
+            self._task_after = settings.duration("protoMessages.taskAfter")
         self._request_scopes = itertools.count(1)
         # The question relay: see mcpx.server.resumable.
         self._native = True
@@ -268,14 +279,22 @@ class McpServer:
         }
         #: 2025-11-25 core tasks (L{mcpx.server.tasks}), where the daemon keeps tasks.
         self.core_tasks: CoreTasks | None = None
+        #: The 2026-07-28 tasks extension (L{mcpx.server.ext_tasks}), likewise.
+        self.ext_tasks: ExtensionTasks | None = None
         store = getattr(host, "tasks", None)
         if store is not None:
             self.core_tasks = CoreTasks(store, page_size=page_size)
-            self._methods["tasks/get"] = self._legacy_only("tasks/get", self.core_tasks.get)
+            self.ext_tasks = ExtensionTasks(store)
+            self._methods["tasks/get"] = self._by_era(
+                "tasks/get", self.core_tasks.get, self.ext_tasks.get
+            )
             self._methods["tasks/result"] = self.core_tasks.result
             self._methods["tasks/list"] = self.core_tasks.list_tasks
-            self._methods["tasks/cancel"] = self._legacy_only(
-                "tasks/cancel", self.core_tasks.cancel
+            self._methods["tasks/cancel"] = self._by_era(
+                "tasks/cancel", self.core_tasks.cancel, self.ext_tasks.cancel
+            )
+            self._methods["tasks/update"] = self._by_era(
+                "tasks/update", None, self.ext_tasks.update
             )
 
     # Connections
@@ -468,6 +487,17 @@ class McpServer:
             if passthrough is not None:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
                 await check_call(passthrough, context, request.params)
+            params = _params(request)
+            if (
+                self.ext_tasks is not None
+                and "requestState" not in params
+                and client_declares(context)
+            ):
+                # The tasks extension: the call may be answered with a task (the core
+                # tasks' task field means nothing at this revision).
+                return self.spell(
+                    await self._call_may_become_task(conn, context, params), method, context
+                )
         elif (
             method == "tools/call"
             and self.core_tasks is not None
@@ -546,6 +576,8 @@ class McpServer:
             capabilities["completions"] = {}
         if self.core_tasks is not None and declares_tasks(revision, modern=modern):
             capabilities["tasks"] = TASKS_CAPABILITY
+        if modern and self.ext_tasks is not None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities
 
     def _implementation(self, revision: Revision) -> dict[str, Any]:
@@ -598,17 +630,73 @@ class McpServer:
             result["nextCursor"] = following
         return result
 
-    def _legacy_only(self, method: str, answer: _Method) -> _Method:
-        """C{answer} for a legacy client; C{-32601} to a 2026-07-28 one (not yet served)."""
+    def _by_era(
+        self,
+        method: str,
+        legacy: _Method | None,
+        modern: Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]],
+    ) -> _Method:
+        """
+        A C{tasks/*} method: core tasks' C{legacy} for a legacy client (C{-32601} where
+        there is none), the extension's C{modern} for a 2026-07-28 one.
+        """
 
-        def legacy(
+        def by_era(
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Awaitable[Mapping[str, Any]]:
             if context.modern:
+                return modern(task_owner(context, conn.identity), params)
+            if legacy is None:
                 raise RpcError.method_not_found(method)
-            return answer(conn, context, params)
+            return legacy(conn, context, params)
 
-        return legacy
+        return by_era
+
+    async def _call_may_become_task(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        """
+        A 2026-07-28 C{tools/call} from a client that declared the tasks extension: the
+        call's own answer if it finishes or asks its client something soon enough, a
+        C{CreateTaskResult} once it has run longer (see L{mcpx.server.ext_tasks}).
+        """
+        assert self.ext_tasks is not None
+        if not isinstance(params.get("name"), str):
+            raise RpcError.invalid_params("params.name must be a string")
+        support, server, tool = await self._task_support(conn, context, params)
+        after = becomes_task_after(support, self._task_after)
+        caller = self._caller(conn, context, params, "tools/call")
+        if caller is not None:
+            context = evolve(context, caller=caller)
+        if caller is not None and isinstance(caller.asker, ResumableCall):
+            call = caller.asker
+        else:
+            call = ResumableCall(
+                self._call_prefix + str(next(self._call_numbers)), "tools/call", self.clock
+            )
+        call.run(Deferred.fromCoroutine(self._call_tool(conn, context, params)))
+        try:
+            became_task = await race(call, after, self.clock)
+        except CancelledError:
+            # The request went before the call was anything but the request's.
+            if not call.promoted:
+                call.cancel()
+            raise
+        if not became_task:
+            return self._round(call, context, params, 0)
+        try:
+            return self.ext_tasks.adopt(
+                task_owner(context, conn.identity),
+                call,
+                server=server,
+                tool=tool or params["name"],
+                spell=lambda result: self.spell(result, "tools/call", context),
+                describe_error=lambda failure: _task_error(failure, call),
+            )
+        except (TooManyTasksForClient, TooManyTasks):
+            # No room for a task: the call is answered inline, however long it takes.
+            await waiting(call, call.cancel)
+            return self._round(call, context, params, 0)
 
     async def _task_support(
         self, conn: Conn, context: Context, params: dict[str, Any]

@@ -392,14 +392,21 @@ class InputRequiredTests(SynchronousTestCase):
 class ModernTests(SynchronousTestCase):
     def test_core_methods_not_found(self) -> None:
         """
-        To a 2026-07-28 client, the core tasks methods are -32601, and its task field
-        on tools/call is ignored: the call is answered inline.
+        To a 2026-07-28 client, the core-only tasks methods are -32601 (tasks/get and
+        tasks/cancel are the tasks extension's, which knows no core task), and its task
+        field on tools/call is ignored: the call is answered inline.
         """
-        session = Session(NEWEST)
-        for method in ("tasks/result", "tasks/list", "tasks/get", "tasks/cancel"):
+        held = legacy()
+        # The same connection, and so the same caller, on 2026-07-28.
+        session = Session(NEWEST, held.harness)
+        for method in ("tasks/result", "tasks/list"):
             error = session.error(method, {"taskId": "x"})
             self.assertEqual(error.code, METHOD_NOT_FOUND, method)
-        result = session.result("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
+        core = start_task(held)["taskId"]
+        for method in ("tasks/get", "tasks/cancel"):
+            error = session.error(method, {"taskId": core})
+            self.assertEqual(error.code, INVALID_PARAMS, method)
+        result = Session(NEWEST).result("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
         self.assertNotIn("task", result)
         self.assertEqual(result["resultType"], "complete")
 

@@ -1,0 +1,198 @@
+"""
+The 2026-07-28 tasks extension as mcpx serves it (L{mcpx.server.ext_tasks}): declared
+only to 2026-07-28 clients; a call from a client that declared the extension becomes a
+C{CreateTaskResult} once it has run 250 ms; C{tasks/get} inlines its result, error or
+questions; C{tasks/update} answers them; C{tasks/cancel} stops it.  Every frame is
+checked strictly against the extension's schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.questions.caller import ELICIT
+from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER, becomes_task_after
+from mcpx.spec.revision import NEWEST, Revision
+from mcpx.spec.schemas import TASKS_EXTENSION, violations
+from mcpx.wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from mcpx.wire.messages import Request
+from tests.daemon.fake_pool import FakePool, text_result
+from tests.server import Harness, Session, gateway_servers, result_of
+
+MCPX_CALL: dict[str, Any] = {
+    "name": "mcpx_call",
+    "arguments": {"server": "search", "tool": "web_search", "arguments": {"q": "mcpx"}},
+}
+CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+WITH_EXTENSION: dict[str, Any] = {CAPABILITIES: {"extensions": {EXTENSION: {}}}}
+ASKABLE: dict[str, Any] = {
+    CAPABILITIES: {"extensions": {EXTENSION: {}}, "elicitation": {"form": {}}}
+}
+FORM: dict[str, Any] = {
+    "message": "search (via mcpx) asks: which site?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"site": {"type": "string"}},
+        "required": ["site"],
+    },
+}
+
+
+def modern() -> Session:
+    return Session(NEWEST, Harness(FakePool(gateway_servers(), hold=True)))
+
+
+def strictly(test: SynchronousTestCase, instance: Any, definition: str) -> None:
+    test.assertEqual(violations(instance, TASKS_EXTENSION, definition), [], instance)
+
+
+class CreationTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.session = modern()
+        self.harness = self.session.harness
+        self.pool = self.harness.pool
+
+    def call(self, **meta: Any) -> Any:
+        return self.session.request("tools/call", MCPX_CALL, **meta)
+
+    def test_declared_only_to_2026_07_28(self) -> None:
+        discovered = self.session.result("server/discover")
+        self.assertEqual(discovered["capabilities"]["extensions"], {EXTENSION: {}})
+        legacy = Session(Revision.V2025_11_25)
+        self.assertNotIn("extensions", legacy.initialize_result["capabilities"])
+
+    def test_a_slow_call_becomes_a_task_after_250ms(self) -> None:
+        """
+        A call to a task-supporting tool (mcpx_call) still running after 250 ms is
+        answered with a CreateTaskResult; the call goes on, and tasks/get then inlines
+        its result.
+        """
+        answering = self.call(**WITH_EXTENSION)
+        self.harness.clock.advance(SUPPORTING_TOOL_AFTER - 0.01)
+        self.assertNoResult(answering)
+        self.harness.clock.advance(0.01)
+        created = result_of(answering)
+        strictly(self, created, "CreateTaskResult")
+        self.assertEqual((created["resultType"], created["status"]), ("task", "working"))
+        self.assertIsInstance(created["pollIntervalMs"], int)
+        task_id = created["taskId"]
+        working = self.session.result("tasks/get", {"taskId": task_id})
+        strictly(self, working, "GetTaskResult")
+        self.assertEqual(working["status"], "working")
+        self.pool.held[0].result.callback(text_result("found"))
+        done = self.session.result("tasks/get", {"taskId": task_id})
+        strictly(self, done, "GetTaskResult")
+        self.assertEqual(done["status"], "completed")
+        self.assertEqual(done["result"]["content"], [{"type": "text", "text": "found"}])
+        self.assertEqual(done["resultType"], "complete")
+        [listed] = self.harness.host.tasks.tasks()
+        self.assertEqual(
+            (listed.id, listed.origin, listed.tool), (task_id, "extension", "web_search")
+        )
+
+    def test_a_quick_call_is_answered_inline(self) -> None:
+        answering = self.call(**WITH_EXTENSION)
+        self.harness.clock.advance(0.1)
+        self.pool.held[0].result.callback(text_result("quick"))
+        result = result_of(answering)
+        self.assertEqual(result["resultType"], "complete")
+        self.assertEqual(result["content"], [{"type": "text", "text": "quick"}])
+        self.assertEqual(len(self.harness.host.tasks), 0)
+
+    def test_a_client_without_the_extension_is_answered_inline(self) -> None:
+        """The core tasks' task field means nothing: the call waits as long as it runs."""
+        answering = self.session.request("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
+        self.harness.clock.advance(30)
+        self.assertNoResult(answering)
+        self.pool.held[0].result.callback(text_result("slow"))
+        self.assertEqual(result_of(answering)["content"][0]["text"], "slow")
+        self.assertEqual(len(self.harness.host.tasks), 0)
+
+    def test_a_tool_that_declares_nothing_waits_for_task_after(self) -> None:
+        self.assertEqual(becomes_task_after("optional", 5.0), SUPPORTING_TOOL_AFTER)
+        self.assertEqual(becomes_task_after("required", 5.0), SUPPORTING_TOOL_AFTER)
+        self.assertEqual(becomes_task_after(None, 5.0), 5.0)
+        self.assertEqual(becomes_task_after("forbidden", 7.5), 7.5)
+
+    def test_a_tools_error_result_is_a_completed_task(self) -> None:
+        """
+        An upstream error mcpx_call reports as an isError result completes the task,
+        as the extension asks (failed is for JSON-RPC errors only).
+        """
+        created = result_of(self._task())
+        self.pool.held[0].result.errback(RpcError(-32602, "q is required"))
+        done = self.session.result("tasks/get", {"taskId": created["taskId"]})
+        strictly(self, done, "GetTaskResult")
+        self.assertEqual(done["status"], "completed")
+        self.assertTrue(done["result"]["isError"])
+        self.assertIn("q is required", done["result"]["content"][0]["text"])
+
+    def _task(self, **meta: Any) -> Any:
+        answering = self.call(**(meta or WITH_EXTENSION))
+        self.harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        return answering
+
+
+class LaterTests(SynchronousTestCase):
+    """What a client does with a task it was given."""
+
+    def setUp(self) -> None:
+        self.session = modern()
+        self.harness = self.session.harness
+        self.pool = self.harness.pool
+        answering = self.session.request("tools/call", MCPX_CALL, **ASKABLE)
+        self.harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        self.task_id = result_of(answering)["taskId"]
+
+    def get(self) -> Any:
+        return self.session.result("tasks/get", {"taskId": self.task_id})
+
+    def test_a_later_question_parks_the_task_until_tasks_update(self) -> None:
+        """
+        A question the call asks once it is a task shows it input_required with the
+        question in inputRequests; tasks/update answers it and the task works again.
+        """
+        caller: Any = self.pool.callers[-1]
+        answer = caller.asker.ask(ELICIT, FORM, "site")
+        self.harness.clock.advance(0)
+        parked = self.get()
+        strictly(self, parked, "GetTaskResult")
+        self.assertEqual(parked["status"], "input_required")
+        self.assertEqual(parked["inputRequests"], {"site": {"method": ELICIT, "params": FORM}})
+        ack = self.session.result(
+            "tasks/update",
+            {
+                "taskId": self.task_id,
+                "inputResponses": {"site": {"action": "accept", "content": {"site": "a.org"}}},
+            },
+        )
+        strictly(self, ack, "UpdateTaskResult")
+        self.assertEqual(result_of(answer)["content"], {"site": "a.org"})
+        self.assertEqual(self.get()["status"], "working")
+        self.pool.held[0].result.callback(text_result("done"))
+        self.assertEqual(self.get()["status"], "completed")
+
+    def test_cancel_stops_the_call(self) -> None:
+        ack = self.session.result("tasks/cancel", {"taskId": self.task_id})
+        strictly(self, ack, "CancelTaskResult")
+        self.assertTrue(self.pool.held[0].result.called, "the upstream call was cancelled")
+        cancelled = self.get()
+        strictly(self, cancelled, "GetTaskResult")
+        self.assertEqual(cancelled["status"], "cancelled")
+        again = self.session.error("tasks/cancel", {"taskId": self.task_id})
+        self.assertEqual(again.code, INVALID_PARAMS)
+
+    def test_another_clients_task_is_unknown(self) -> None:
+        """A task of another caller identity is as unknown as one that never was."""
+        other = self.harness.server.open("http-modern", "someone-else")
+        request = Request(99, "tasks/get", self.session.params({"taskId": self.task_id}))
+        answer = Deferred.fromCoroutine(self.harness.server.handle(other, request))
+        self.assertEqual(self.failureResultOf(answer, RpcError).value.code, INVALID_PARAMS)
+
+    def test_tasks_update_is_not_a_legacy_method(self) -> None:
+        legacy = Session(Revision.V2025_11_25)
+        error = legacy.error("tasks/update", {"taskId": "x", "inputResponses": {}})
+        self.assertEqual(error.code, METHOD_NOT_FOUND)
