@@ -285,6 +285,7 @@ class McpServer:
         if store is not None:
             self.core_tasks = CoreTasks(store, page_size=page_size)
             self.ext_tasks = ExtensionTasks(store)
+            self.ext_tasks.on_change.append(self.listening.task_changed)
             self._methods["tasks/get"] = self._by_era(
                 "tasks/get", self.core_tasks.get, self.ext_tasks.get
             )
@@ -1088,6 +1089,20 @@ class McpServer:
         if passthrough is not None:
             return await passthrough.subscription_owner(context, uri)
         return await self.surface.resource_owner(context, uri)
+
+    def visible_tasks(
+        self, conn: Conn, context: Context, task_ids: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The extension tasks of C{task_ids} the caller may see, and their states."""
+        if self.ext_tasks is None or not task_ids:
+            return []
+        owner = task_owner(context, conn.identity)
+        found = []
+        for task_id in task_ids:
+            task = self.ext_tasks.visible(owner, task_id)
+            if task is not None:
+                found.append((task_id, self.ext_tasks.detailed(task)))
+        return found
 
     async def subscribe_uri(self, conn: Conn, context: Context, uri: str) -> bool:
         """

@@ -196,3 +196,36 @@ class LaterTests(SynchronousTestCase):
         legacy = Session(Revision.V2025_11_25)
         error = legacy.error("tasks/update", {"taskId": "x", "inputResponses": {}})
         self.assertEqual(error.code, METHOD_NOT_FOUND)
+
+
+class ListenTests(SynchronousTestCase):
+    def test_a_listen_naming_tasks_hears_their_state_and_every_change(self) -> None:
+        """
+        subscriptions/listen with taskIds acknowledges the ones the caller can see,
+        then sends notifications/tasks with each one's state at once and on every
+        change, each the DetailedTask tasks/get answers.
+        """
+        session = modern()
+        harness = session.harness
+        answering = session.request("tools/call", MCPX_CALL, **ASKABLE)
+        harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        task_id = result_of(answering)["taskId"]
+        session.request(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id, "not-a-task"]}}
+        )
+        caller: Any = harness.pool.callers[-1]
+        caller.asker.ask(ELICIT, FORM, "site")
+        harness.clock.advance(0)
+        harness.pool.held[0].result.callback(text_result("done"))
+        heard = [(n.method, dict(n.params or {})) for n in harness.notifications]
+        [ack] = [params for method, params in heard if method.endswith("/acknowledged")]
+        self.assertEqual(ack["notifications"], {"taskIds": [task_id]})
+        states = [params for method, params in heard if method == "notifications/tasks"]
+        self.assertEqual(
+            [state["status"] for state in states], ["working", "input_required", "completed"]
+        )
+        for state in states:
+            self.assertEqual(state["taskId"], task_id)
+            strictly(self, state, "TaskStatusNotificationParams")
+        self.assertEqual(states[1]["inputRequests"]["site"]["method"], ELICIT)
+        self.assertEqual(states[2]["result"]["content"][0]["text"], "done")
