@@ -45,6 +45,7 @@ from mcpx.upstream.tasks import (
     follow_modern_task,
     runs_as_task,
     task_support,
+    without_related_task,
 )
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from mcpx.wire.messages import Notification, Request
@@ -346,7 +347,8 @@ class UpstreamSession:
         self, key: str, method: str, params: Mapping[str, Any], caller: Any
     ) -> dict[str, Any]:
         try:
-            return dict(await self.handlers.answer(method, params, caller=caller, key=key))
+            asked = without_related_task(params)
+            return dict(await self.handlers.answer(method, asked, caller=caller, key=key))
         except RpcError as e:
             raise UpstreamError(
                 self.name,
@@ -500,7 +502,7 @@ class UpstreamSession:
 
     async def _answer_server(self, request: Request) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        return await self.handlers.answer(request.method, params)
+        return await self.handlers.answer(request.method, without_related_task(params))
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None

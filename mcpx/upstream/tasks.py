@@ -105,20 +105,22 @@ def _ttl_seconds(milliseconds: object) -> float | None:
     return milliseconds / 1000
 
 
-def _without_related_task(result: dict[str, Any]) -> dict[str, Any]:
+def without_related_task(message: Mapping[str, Any]) -> dict[str, Any]:
     """
-    The tool's result as the caller gets it: the upstream's task is mcpx's business,
-    so its id does not leak to a caller that may hold a task of its own.
+    A result or question of an upstream task as mcpx passes it on: the upstream's
+    task is mcpx's business, so its id does not leak to a caller that may hold a task
+    of its own (whose id mcpx adds where it belongs).
     """
-    meta = result.get("_meta")
-    if isinstance(meta, Mapping) and RELATED_TASK in meta:
-        rest = {k: v for k, v in meta.items() if k != RELATED_TASK}
-        result = dict(result)
-        if rest:
-            result["_meta"] = rest
-        else:
-            del result["_meta"]
-    return result
+    meta = message.get("_meta")
+    if not isinstance(meta, Mapping) or RELATED_TASK not in meta:
+        return message if isinstance(message, dict) else dict(message)
+    rest = {k: v for k, v in meta.items() if k != RELATED_TASK}
+    shown = dict(message)
+    if rest:
+        shown["_meta"] = rest
+    else:
+        del shown["_meta"]
+    return shown
 
 
 class UpstreamTaskEnded(RpcError):
@@ -233,7 +235,7 @@ async def call_legacy_task(
         watch(task_id, None)
         if expiry is not None and expiry.active():
             expiry.cancel()
-    return _without_related_task(result)
+    return without_related_task(result)
 
 
 async def follow_modern_task(
@@ -275,7 +277,7 @@ async def follow_modern_task(
                     )
                 done = dict(result)
                 done["resultType"] = "complete"
-                return _without_related_task(done)
+                return without_related_task(done)
             if status == "failed":
                 error = state.get("error")
                 if isinstance(error, Mapping) and type(error.get("code")) is int:

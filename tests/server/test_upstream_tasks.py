@@ -7,8 +7,9 @@ C{input_required} (an elicitation it delivers on C{tasks/result}).  mcpx calls i
 2025-11-25 task upstream whoever calls it, and each caller gets the report with the
 clarification in it: a 2025-11-25 client that asked for a task (asked on its own
 connection, the question tied to its task), a 2026-07-28 client (asked with
-C{input_required}), and C{mcpx call} (whose question waits in the broker, answered
-with C{mcpx elicit}).
+C{input_required}), a 2026-07-28 client that declared the tasks extension (given a
+task, whose C{tasks/get} shows the question and C{tasks/update} answers it), and
+C{mcpx call} (whose question waits in the broker, answered with C{mcpx elicit}).
 
 One daemon for all three: server-everything ignores the end of its stdin, so each
 daemon that started it takes mcpx's grace period to stop.
@@ -21,19 +22,68 @@ import sys
 from typing import Any
 
 import mcp_types as types
+import treq
 from attrs import define, field
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
 
+from mcpx.spec.schemas import TASKS_EXTENSION, violations
 from tests.questions.support import MODERN, Daemon, everything_server, in_thread
-from tests.support.processes import REPO
+from tests.support.http import TestClient
+from tests.support.processes import REPO, reactor
 
 TOOL = "simulate-research-query"
 ARGUMENTS = {"topic": "python", "ambiguous": True}
 RELATED = "io.modelcontextprotocol/related-task"
 ASKS = 'everything (via mcpx) asks: The research query "python" could have multiple'
+EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+async def modern_rpc(
+    daemon: Daemon, request_id: int, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """
+    One 2026-07-28 request to C{/mcp} as raw HTTP, declaring elicitation and the tasks
+    extension; its JSON-RPC result (an error fails the test).
+    """
+    headers = {
+        "Content-Type": ["application/json"],
+        "Accept": ["application/json"],
+        "MCP-Protocol-Version": [MODERN],
+        "Mcp-Method": [method],
+    }
+    # The name-bearing parameter of each method travels as Mcp-Name too.
+    headers["Mcp-Name"] = [params["name"] if method == "tools/call" else params["taskId"]]
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {
+            **params,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {
+                    "elicitation": {},
+                    "extensions": {EXTENSION: {}},
+                },
+            },
+        },
+    }
+    client = TestClient(reactor)
+    try:
+        response = await client.http.post(
+            daemon.mcp_url, data=json.dumps(body).encode(), headers=Headers(headers)
+        )
+        answer = json.loads(await treq.content(response))
+    finally:
+        await client.close()
+    assert "result" in answer, answer
+    result: dict[str, Any] = answer["result"]
+    return result
 
 
 def _texts(result: dict[str, Any]) -> str:
@@ -63,6 +113,7 @@ class ResearchQueryTests(TestCase):
         ).start()
         await self._legacy_task(daemon)
         await self._modern(daemon)
+        await self._extension(daemon)
         await self._cli(daemon)
 
     async def _legacy_task(self, daemon: Daemon) -> None:
@@ -139,6 +190,47 @@ class ResearchQueryTests(TestCase):
         self.assertTrue(request["params"]["message"].startswith(ASKS), request)
         self.assertIn("Research Report: python (comedy)", _texts(final), final)
         self.assertEqual(clarifier.asked, [], "the test, not the SDK's driver, answered")
+
+    async def _extension(self, daemon: Daemon) -> None:
+        """
+        A 2026-07-28 client that declared the tasks extension is given a task (the
+        research runs for seconds); polling it, it finds the task input_required with
+        the clarification in inputRequests, answers it with tasks/update, and polls
+        until the task completes with the report inlined.
+        """
+        created = await modern_rpc(daemon, 1, "tools/call", {"name": TOOL, "arguments": ARGUMENTS})
+        self.assertEqual(violations(created, TASKS_EXTENSION, "CreateTaskResult"), [])
+        self.assertEqual(created["resultType"], "task", created)
+        task_id = created["taskId"]
+        polls = 0
+        answered = False
+        while True:
+            polls += 1
+            self.assertLess(polls, 200, "the task never finished")
+            await deferLater(reactor, 0.05, lambda: None)
+            state = await modern_rpc(daemon, 1 + polls, "tasks/get", {"taskId": task_id})
+            self.assertEqual(violations(state, TASKS_EXTENSION, "GetTaskResult"), [], state)
+            if state["status"] == "input_required" and not answered:
+                [(key, asked)] = state["inputRequests"].items()
+                self.assertTrue(asked["params"]["message"].startswith(ASKS), asked)
+                ack = await modern_rpc(
+                    daemon,
+                    1000 + polls,
+                    "tasks/update",
+                    {
+                        "taskId": task_id,
+                        "inputResponses": {
+                            key: {"action": "accept", "content": {"interpretation": "snake"}}
+                        },
+                    },
+                )
+                self.assertEqual(ack["resultType"], "complete")
+                answered = True
+            elif state["status"] in ("completed", "failed", "cancelled"):
+                break
+        self.assertTrue(answered, "the clarification was asked through the task")
+        self.assertEqual(state["status"], "completed", state)
+        self.assertIn("Research Report: python (snake)", _texts(state["result"]), state)
 
     async def _cli(self, daemon: Daemon) -> None:
         """

@@ -141,7 +141,10 @@ class LegacyTaskTests(SynchronousTestCase):
         self.assertEqual(server.methods(), ["initialize", "tools/call"])
 
     def test_the_tasks_question_goes_through_the_handlers(self) -> None:
-        """An elicitation the server sends while tasks/result waits is answered as usual."""
+        """
+        An elicitation the server sends while tasks/result waits is answered as usual,
+        without the related-task _meta naming the server's own task.
+        """
         calling = self._call("research")
         answer = self.server.ask(
             "elicitation/create",
@@ -156,6 +159,7 @@ class LegacyTaskTests(SynchronousTestCase):
             {"action": "accept", "content": {"interpretation": "snake"}},
         )
         self.assertEqual(self.asked[0]["message"], "which python?")
+        self.assertNotIn("_meta", self.asked[0], "the upstream's task id stays upstream")
         self.results["t-1"].callback(REPORT)
         self.successResultOf(calling)
 
@@ -275,7 +279,11 @@ class ModernTaskTests(SynchronousTestCase):
     def test_input_requests_are_answered_once_through_tasks_update(self) -> None:
         question = {
             "method": "elicitation/create",
-            "params": {"message": "which python?", "requestedSchema": {"type": "object"}},
+            "params": {
+                "message": "which python?",
+                "requestedSchema": {"type": "object"},
+                "_meta": {RELATED: {"taskId": "t-1"}},
+            },
         }
         asking = _task(status="input_required", ttlMs=30_000, inputRequests={"q1": question})
         self.states = [
@@ -289,6 +297,7 @@ class ModernTaskTests(SynchronousTestCase):
         self.clock.advance(0.5)
         self.successResultOf(calling)
         self.assertEqual(len(self.asked), 1, "a key seen on two polls is asked once")
+        self.assertNotIn("_meta", self.asked[0], "the upstream's task id stays upstream")
         self.assertEqual(
             self.updates,
             [
