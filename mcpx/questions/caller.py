@@ -12,7 +12,7 @@ declare upstream on its behalf (L{narrowed}).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from attrs import define
@@ -70,6 +70,8 @@ class Caller:
         keeps running if its client stops waiting.
     @ivar wants_task: the call runs as a task of mcpx's (its client asked for one), so
         a tool that may run as a task upstream is made one there too.
+    @ivar on_upstream_task: called when the upstream made the call a task of its own
+        (a 2026-07-28 client that accepts tasks is then given one at once).
     """
 
     id: str
@@ -79,6 +81,7 @@ class Caller:
     held: dict[str, Any] | None = None
     asked: bool = False
     wants_task: bool = False
+    on_upstream_task: Callable[[], None] | None = None
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

@@ -80,6 +80,7 @@ from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
 from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
+from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import (
     ExtensionTasks,
     becomes_task_after,
@@ -489,16 +490,20 @@ class McpServer:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
                 await check_call(passthrough, context, request.params)
             params = _params(request)
-            if (
-                self.ext_tasks is not None
-                and "requestState" not in params
-                and client_declares(context)
-            ):
-                # The tasks extension: the call may be answered with a task (the core
-                # tasks' task field means nothing at this revision).
-                return self.spell(
-                    await self._call_may_become_task(conn, context, params), method, context
-                )
+            if self.ext_tasks is not None:
+                if client_declares(context):
+                    # The tasks extension: the call may be answered with a task (the
+                    # core tasks' task field means nothing at this revision).
+                    return self.spell(
+                        await self._call_may_become_task(conn, context, params),
+                        method,
+                        context,
+                    )
+                if passthrough is not None and isinstance(params.get("name"), str):
+                    support, _, _ = await self._task_support(conn, context, params)
+                    if support == "required":
+                        # Only the extension can carry a tool that runs as a task only.
+                        raise RpcError.missing_client_capability(TASKS_REQUIRED)
         elif (
             method == "tools/call"
             and self.core_tasks is not None
@@ -646,6 +651,8 @@ class McpServer:
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Awaitable[Mapping[str, Any]]:
             if context.modern:
+                if not client_declares(context):
+                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
                 return modern(task_owner(context, conn.identity), params)
             if legacy is None:
                 raise RpcError.method_not_found(method)
@@ -659,32 +666,42 @@ class McpServer:
         """
         A 2026-07-28 C{tools/call} from a client that declared the tasks extension: the
         call's own answer if it finishes or asks its client something soon enough, a
-        C{CreateTaskResult} once it has run longer (see L{mcpx.server.ext_tasks}).
+        C{CreateTaskResult} once it has run longer, or as soon as the upstream made it
+        a task of its own (see L{mcpx.server.ext_tasks}).  A retry that answers the
+        call's questions (C{requestState}) may become a task the same way.
         """
         assert self.ext_tasks is not None
         if not isinstance(params.get("name"), str):
             raise RpcError.invalid_params("params.name must be a string")
         support, server, tool = await self._task_support(conn, context, params)
         after = becomes_task_after(support, self._task_after)
-        caller = self._caller(conn, context, params, "tools/call")
-        if caller is not None:
-            context = evolve(context, caller=caller)
-        if caller is not None and isinstance(caller.asker, ResumableCall):
-            call = caller.asker
+        rounds = 0
+        if "requestState" in params:
+            call, rounds = self._resumed(context, params, "tools/call")
         else:
-            call = ResumableCall(
-                self._call_prefix + str(next(self._call_numbers)), "tools/call", self.clock
+            caller = self._caller(conn, context, params, "tools/call") or Caller(
+                self._call_prefix + str(next(self._call_numbers)), context.capabilities
             )
-        call.run(Deferred.fromCoroutine(self._call_tool(conn, context, params)))
+            caller.wants_task = True
+            context = evolve(context, caller=caller)
+            if isinstance(caller.asker, ResumableCall):
+                call = caller.asker
+            else:
+                call = ResumableCall(caller.id, "tools/call", self.clock)
+            deciding, now = race(call, after, self.clock)
+            caller.on_upstream_task = now
+            call.run(Deferred.fromCoroutine(self._call_tool(conn, context, params)))
+        if "requestState" in params:
+            deciding, now = race(call, after, self.clock)
         try:
-            became_task = await race(call, after, self.clock)
+            became_task = await deciding
         except CancelledError:
             # The request went before the call was anything but the request's.
             if not call.promoted:
                 call.cancel()
             raise
         if not became_task:
-            return self._round(call, context, params, 0)
+            return self._round(call, context, params, rounds)
         try:
             return self.ext_tasks.adopt(
                 task_owner(context, conn.identity),
@@ -697,7 +714,7 @@ class McpServer:
         except (TooManyTasksForClient, TooManyTasks):
             # No room for a task: the call is answered inline, however long it takes.
             await waiting(call, call.cancel)
-            return self._round(call, context, params, 0)
+            return self._round(call, context, params, rounds)
 
     async def _task_support(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -893,9 +910,10 @@ class McpServer:
 
         call.outcome().addBoth(forget)
 
-    async def _resume(
+    def _resumed(
         self, context: Context, params: dict[str, Any], method: str
-    ) -> Mapping[str, Any]:
+    ) -> tuple[ResumableCall, int]:
+        """The call a retry's C{requestState} names, given its answers; its rounds."""
         state = self._signer.verify(
             params.get("requestState"), method, params, self.clock.seconds()
         )
@@ -909,9 +927,15 @@ class McpServer:
         responses = params.get("inputResponses")
         if type(responses) is dict:
             call.answer(responses)
+        return call, state.rounds
+
+    async def _resume(
+        self, context: Context, params: dict[str, Any], method: str
+    ) -> Mapping[str, Any]:
+        call, rounds = self._resumed(context, params, method)
         # The call is no longer the request's: a retry that goes away leaves it running.
         await waiting(call, lambda: None)
-        return self._round(call, context, params, state.rounds)
+        return self._round(call, context, params, rounds)
 
     async def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any]

@@ -57,6 +57,10 @@ def task_owner(context: Context, connection_identity: str) -> str:
     return context.identity
 
 
+#: What a 2026-07-28 client must declare for the extension's methods and tools.
+REQUIRED: Final[Mapping[str, Any]] = {"extensions": {EXTENSION: {}}}
+
+
 def client_declares(context: Context) -> bool:
     """Whether the request's client declared the extension on it."""
     extensions = context.capabilities.get("extensions")
@@ -224,25 +228,27 @@ class ExtensionTasks:
         try:
             self.store.cancel(task.id, "cancelled by the client (tasks/cancel)")
         except TaskIsOver:
-            raise RpcError.invalid_params(
-                f"task {task.id!r} is already {task.status.value}: a finished task cannot be "
-                "cancelled",
-                {"taskId": task.id, "status": task.status.value},
-            ) from None
+            # Idempotent: a finished task stays as it ended, and the answer is the same.
+            return {}
         if held is not None:
             held.call.cancel()
         return {}
 
 
-def race(call: ResumableCall, after: float, clock: IReactorTime) -> Deferred[bool]:
+def race(
+    call: ResumableCall, after: float, clock: IReactorTime
+) -> tuple[Deferred[bool], Callable[[], None]]:
     """
     Fires C{True} once C{call} has run C{after} seconds without finishing or asking,
+    or when the second of the pair is called (the upstream made the call a task),
     C{False} as soon as it finishes or asks.  Cancelling it stops the race only.
     """
     watcher = call.next()
 
     def ran_long() -> None:
         if not decided.called:
+            if timer.active():
+                timer.cancel()
             decided.callback(True)
 
     timer = clock.callLater(after, ran_long)
@@ -264,4 +270,4 @@ def race(call: ResumableCall, after: float, clock: IReactorTime) -> Deferred[boo
         failure.trap(CancelledError)
 
     watcher.addCallbacks(came_back, stopped)
-    return decided
+    return decided, ran_long

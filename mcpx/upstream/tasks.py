@@ -134,6 +134,13 @@ class _Outlived(Exception):
     pass
 
 
+def _tell_caller(caller: Any) -> None:
+    """Tell the call mcpx makes this request for that the upstream made it a task."""
+    told = getattr(caller, "on_upstream_task", None)
+    if told is not None:
+        told()
+
+
 def _cancel_upstream(session: UpstreamSession, task_id: str, why: str) -> None:
     """Tell the server to stop the task; the wait is over already, so nobody awaits it."""
     cancelling = Deferred.fromCoroutine(session.request("tasks/cancel", {"taskId": task_id}))
@@ -197,6 +204,7 @@ async def call_legacy_task(
             return created
         raise RpcError(-32603, f"upstream {session.name!r} answered a task call without a task")
     task_id: str = task["taskId"]
+    _tell_caller(caller)
     waiting = Deferred.fromCoroutine(
         session.request("tasks/result", {"taskId": task_id}, caller=caller)
     )
@@ -258,6 +266,7 @@ async def follow_modern_task(
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
         raise RpcError(-32603, f"upstream {session.name!r} answered a task without a taskId")
+    _tell_caller(caller)
     clock = session.clock
     ttl = _ttl_seconds(created.get("ttlMs"))
     deadline = None if ttl is None else clock.seconds() + ttl

@@ -17,9 +17,14 @@ from mcpx.questions.caller import ELICIT
 from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER, becomes_task_after
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import TASKS_EXTENSION, violations
-from mcpx.wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from mcpx.wire.errors import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    RpcError,
+)
 from mcpx.wire.messages import Request
-from tests.daemon.fake_pool import FakePool, text_result
+from tests.daemon.fake_pool import FakePool, FakeServer, text_result
 from tests.server import Harness, Session, gateway_servers, result_of
 
 MCPX_CALL: dict[str, Any] = {
@@ -79,11 +84,11 @@ class CreationTests(SynchronousTestCase):
         self.assertEqual((created["resultType"], created["status"]), ("task", "working"))
         self.assertIsInstance(created["pollIntervalMs"], int)
         task_id = created["taskId"]
-        working = self.session.result("tasks/get", {"taskId": task_id})
+        working = self.session.result("tasks/get", {"taskId": task_id}, **WITH_EXTENSION)
         strictly(self, working, "GetTaskResult")
         self.assertEqual(working["status"], "working")
         self.pool.held[0].result.callback(text_result("found"))
-        done = self.session.result("tasks/get", {"taskId": task_id})
+        done = self.session.result("tasks/get", {"taskId": task_id}, **WITH_EXTENSION)
         strictly(self, done, "GetTaskResult")
         self.assertEqual(done["status"], "completed")
         self.assertEqual(done["result"]["content"], [{"type": "text", "text": "found"}])
@@ -124,7 +129,7 @@ class CreationTests(SynchronousTestCase):
         """
         created = result_of(self._task())
         self.pool.held[0].result.errback(RpcError(-32602, "q is required"))
-        done = self.session.result("tasks/get", {"taskId": created["taskId"]})
+        done = self.session.result("tasks/get", {"taskId": created["taskId"]}, **WITH_EXTENSION)
         strictly(self, done, "GetTaskResult")
         self.assertEqual(done["status"], "completed")
         self.assertTrue(done["result"]["isError"])
@@ -148,7 +153,7 @@ class LaterTests(SynchronousTestCase):
         self.task_id = result_of(answering)["taskId"]
 
     def get(self) -> Any:
-        return self.session.result("tasks/get", {"taskId": self.task_id})
+        return self.session.result("tasks/get", {"taskId": self.task_id}, **WITH_EXTENSION)
 
     def test_a_later_question_parks_the_task_until_tasks_update(self) -> None:
         """
@@ -168,6 +173,7 @@ class LaterTests(SynchronousTestCase):
                 "taskId": self.task_id,
                 "inputResponses": {"site": {"action": "accept", "content": {"site": "a.org"}}},
             },
+            **WITH_EXTENSION,
         )
         strictly(self, ack, "UpdateTaskResult")
         self.assertEqual(result_of(answer)["content"], {"site": "a.org"})
@@ -176,19 +182,22 @@ class LaterTests(SynchronousTestCase):
         self.assertEqual(self.get()["status"], "completed")
 
     def test_cancel_stops_the_call(self) -> None:
-        ack = self.session.result("tasks/cancel", {"taskId": self.task_id})
+        ack = self.session.result("tasks/cancel", {"taskId": self.task_id}, **WITH_EXTENSION)
         strictly(self, ack, "CancelTaskResult")
         self.assertTrue(self.pool.held[0].result.called, "the upstream call was cancelled")
         cancelled = self.get()
         strictly(self, cancelled, "GetTaskResult")
         self.assertEqual(cancelled["status"], "cancelled")
-        again = self.session.error("tasks/cancel", {"taskId": self.task_id})
-        self.assertEqual(again.code, INVALID_PARAMS)
+        again = self.session.result("tasks/cancel", {"taskId": self.task_id}, **WITH_EXTENSION)
+        strictly(self, again, "CancelTaskResult")
+        self.assertEqual(self.get()["status"], "cancelled", "idempotent: it stays cancelled")
 
     def test_another_clients_task_is_unknown(self) -> None:
         """A task of another caller identity is as unknown as one that never was."""
         other = self.harness.server.open("http-modern", "someone-else")
-        request = Request(99, "tasks/get", self.session.params({"taskId": self.task_id}))
+        request = Request(
+            99, "tasks/get", self.session.params({"taskId": self.task_id}, **WITH_EXTENSION)
+        )
         answer = Deferred.fromCoroutine(self.harness.server.handle(other, request))
         self.assertEqual(self.failureResultOf(answer, RpcError).value.code, INVALID_PARAMS)
 
@@ -229,3 +238,98 @@ class ListenTests(SynchronousTestCase):
             strictly(self, state, "TaskStatusNotificationParams")
         self.assertEqual(states[1]["inputRequests"]["site"]["method"], ELICIT)
         self.assertEqual(states[2]["result"]["content"][0]["text"], "done")
+
+
+class GatingTests(SynchronousTestCase):
+    """What a 2026-07-28 client that did not declare the extension gets."""
+
+    def test_tasks_methods_need_the_extension(self) -> None:
+        session = modern()
+        for method, params in (
+            ("tasks/get", {"taskId": "x"}),
+            ("tasks/update", {"taskId": "x", "inputResponses": {}}),
+            ("tasks/cancel", {"taskId": "x"}),
+        ):
+            error = session.error(method, params)
+            self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY, method)
+            self.assertEqual(error.data, {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+            unknown = session.error(method, params, **WITH_EXTENSION)
+            self.assertEqual(unknown.code, INVALID_PARAMS, method)
+
+    def passthrough(self, support: str | None) -> Session:
+        tool: dict[str, Any] = {"name": "crunch", "inputSchema": {"type": "object"}}
+        if support is not None:
+            tool["execution"] = {"taskSupport": support}
+        pool = FakePool({"jobs": FakeServer("jobs", tools=[tool])}, hold=True)
+        session = Session(NEWEST, Harness(pool))
+        session.harness.conn.passthrough = ("jobs",)
+        return session
+
+    def test_a_required_tool_needs_the_extension(self) -> None:
+        """
+        In pass-through, a tool that runs only as a task is -32021 to a client that
+        did not declare the extension; with it, the call goes upstream.
+        """
+        session = self.passthrough("required")
+        error = session.error("tools/call", {"name": "crunch", "arguments": {}})
+        self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
+        self.assertEqual(session.harness.pool.held, [], "nothing went upstream")
+        session.request("tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION)
+        self.assertEqual([held.tool for held in session.harness.pool.held], ["crunch"])
+
+    def test_an_optional_tool_does_not(self) -> None:
+        session = self.passthrough("optional")
+        answering = session.request("tools/call", {"name": "crunch", "arguments": {}})
+        session.harness.pool.held[0].result.callback(text_result("inline"))
+        self.assertEqual(result_of(answering)["content"][0]["text"], "inline")
+
+
+class UpstreamTaskTests(SynchronousTestCase):
+    def test_an_upstream_task_is_a_task_at_once(self) -> None:
+        """
+        When the upstream makes the call a task of its own, the client that accepts
+        tasks gets one at once, without waiting out the 250 ms.
+        """
+        session = modern()
+        answering = session.request("tools/call", MCPX_CALL, **WITH_EXTENSION)
+        self.assertNoResult(answering)
+        caller: Any = session.harness.pool.callers[-1]
+        self.assertTrue(caller.wants_task)
+        caller.on_upstream_task()
+        created = result_of(answering)
+        strictly(self, created, "CreateTaskResult")
+        session.harness.pool.held[0].result.callback(text_result("done"))
+        done = session.result("tasks/get", {"taskId": created["taskId"]}, **WITH_EXTENSION)
+        self.assertEqual(done["result"]["content"][0]["text"], "done")
+
+    def test_a_retry_that_answers_may_become_a_task(self) -> None:
+        """
+        A call that asked at once is answered inline with input_required (no task
+        yet); the retry with the answer becomes a task once the call runs on.
+        """
+        session = modern()
+        harness = session.harness
+        answering = session.request("tools/call", MCPX_CALL, **ASKABLE)
+        caller: Any = harness.pool.callers[-1]
+        answer = caller.asker.ask(ELICIT, FORM, "site")
+        harness.clock.advance(0)
+        first = result_of(answering)
+        self.assertEqual(first["resultType"], "input_required")
+        self.assertNotIn("taskId", first)
+        retry = session.request(
+            "tools/call",
+            {
+                **MCPX_CALL,
+                "inputResponses": {"site": {"action": "accept", "content": {"site": "a.org"}}},
+                "requestState": first["requestState"],
+            },
+            **ASKABLE,
+        )
+        self.assertEqual(result_of(answer)["content"], {"site": "a.org"})
+        harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        created = result_of(retry)
+        strictly(self, created, "CreateTaskResult")
+        self.assertNotIn("requestState", created)
+        harness.pool.held[0].result.callback(text_result("a.org it is"))
+        done = session.result("tasks/get", {"taskId": created["taskId"]}, **WITH_EXTENSION)
+        self.assertEqual(done["result"]["content"][0]["text"], "a.org it is")

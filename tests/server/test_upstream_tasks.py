@@ -7,7 +7,8 @@ C{input_required} (an elicitation it delivers on C{tasks/result}).  mcpx calls i
 2025-11-25 task upstream whoever calls it, and each caller gets the report with the
 clarification in it: a 2025-11-25 client that asked for a task (asked on its own
 connection, the question tied to its task), a 2026-07-28 client (asked with
-C{input_required}), a 2026-07-28 client that declared the tasks extension (given a
+C{input_required}, through C{mcpx_call}: the tool itself needs the extension), a
+2026-07-28 client that declared the tasks extension (given a
 task, whose C{tasks/get} shows the question and C{tasks/update} answers it), and
 C{mcpx call} (whose question waits in the broker, answered with C{mcpx elicit}).
 
@@ -26,6 +27,7 @@ import treq
 from attrs import define, field
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from mcp.shared.exceptions import MCPError
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
@@ -157,22 +159,31 @@ class ResearchQueryTests(TestCase):
 
     async def _modern(self, daemon: Daemon) -> None:
         """
-        A 2026-07-28 client calls the tool plainly: the clarification comes back as
-        C{input_required}, and its retry with the answer gets the report.
+        A 2026-07-28 client that declared no tasks extension is refused the tool under
+        its own name with -32021 (it runs only as a task); through C{mcpx_call}, which
+        holds the upstream task for it, the clarification comes back as
+        C{input_required} and its retry with the answer gets the report.
         """
         clarifier = Clarifier("comedy")
+        gateway = {"server": "everything", "tool": TOOL, "arguments": ARGUMENTS}
 
-        async def conversation() -> tuple[Any, dict[str, Any]]:
+        async def conversation() -> tuple[Any, Any, dict[str, Any]]:
             async with Client(
                 daemon.mcp_url, mode=MODERN, elicitation_callback=clarifier.elicit, cache=None
             ) as client:
-                first = await client.session.call_tool(TOOL, ARGUMENTS, allow_input_required=True)
+                try:
+                    refused: Any = await client.session.call_tool(TOOL, ARGUMENTS)
+                except MCPError as e:
+                    refused = (e.error.code, e.error.data)
+                first = await client.session.call_tool(
+                    "mcpx_call", gateway, allow_input_required=True
+                )
                 if not isinstance(first, types.InputRequiredResult):
-                    return first.model_dump(mode="json", by_alias=True), {}
+                    return refused, first.model_dump(mode="json", by_alias=True), {}
                 [(key, request)] = (first.input_requests or {}).items()
                 final = await client.session.call_tool(
-                    TOOL,
-                    ARGUMENTS,
+                    "mcpx_call",
+                    gateway,
                     input_responses={
                         key: types.ElicitResult(
                             action="accept", content={"interpretation": "comedy"}
@@ -181,11 +192,16 @@ class ResearchQueryTests(TestCase):
                     request_state=first.request_state,
                     allow_input_required=True,
                 )
-                return request.model_dump(mode="json", by_alias=True, exclude_none=True), (
-                    final.model_dump(mode="json", by_alias=True, exclude_none=True)
+                return (
+                    refused,
+                    request.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    final.model_dump(mode="json", by_alias=True, exclude_none=True),
                 )
 
-        request, final = await in_thread(conversation)
+        refused, request, final = await in_thread(conversation)
+        self.assertEqual(
+            refused, (-32021, {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+        )
         self.assertEqual(request["method"], "elicitation/create", request)
         self.assertTrue(request["params"]["message"].startswith(ASKS), request)
         self.assertIn("Research Report: python (comedy)", _texts(final), final)

@@ -109,6 +109,12 @@ class LegacyTaskTests(SynchronousTestCase):
         self.results["t-1"].callback({**REPORT, "_meta": {RELATED: {"taskId": "t-1"}}})
         self.assertEqual(self.successResultOf(calling), {**REPORT, "resultType": "complete"})
 
+    def test_the_caller_hears_that_the_upstream_made_a_task(self) -> None:
+        told: list[bool] = []
+        caller = Caller("c1", {}, on_upstream_task=lambda: told.append(True))
+        self._call("research", caller)
+        self.assertEqual(told, [True])
+
     def test_tools_are_listed_first_when_none_were(self) -> None:
         """A session that never listed its tools learns their task support before calling."""
         self._call("research")
@@ -261,6 +267,12 @@ class ModernTaskTests(SynchronousTestCase):
         sent = next(r for r in self.server.requests if r.method == "tools/call")
         capabilities = params_of(sent)["_meta"]["io.modelcontextprotocol/clientCapabilities"]
         self.assertEqual(capabilities["extensions"], {EXTENSION: {}})
+
+    def test_the_caller_hears_that_the_upstream_made_a_task(self) -> None:
+        told: list[bool] = []
+        caller = Caller("c1", {}, on_upstream_task=lambda: told.append(True))
+        Deferred.fromCoroutine(self.session.call_tool("research", {}, caller=caller))
+        self.assertEqual(told, [True])
 
     def test_a_task_is_polled_at_its_interval_until_it_completes(self) -> None:
         self.states = [
