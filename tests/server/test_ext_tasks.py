@@ -50,6 +50,17 @@ def modern() -> Session:
     return Session(NEWEST, Harness(FakePool(gateway_servers(), hold=True)))
 
 
+def passthrough(support: str | None) -> Session:
+    """A 2026-07-28 client of a pass-through server with one tool, C{crunch}."""
+    tool: dict[str, Any] = {"name": "crunch", "inputSchema": {"type": "object"}}
+    if support is not None:
+        tool["execution"] = {"taskSupport": support}
+    pool = FakePool({"jobs": FakeServer("jobs", tools=[tool])}, hold=True)
+    session = Session(NEWEST, Harness(pool))
+    session.harness.conn.passthrough = ("jobs",)
+    return session
+
+
 def strictly(test: SynchronousTestCase, instance: Any, definition: str) -> None:
     test.assertEqual(violations(instance, TASKS_EXTENSION, definition), [], instance)
 
@@ -117,6 +128,15 @@ class CreationTests(SynchronousTestCase):
         self.assertEqual(len(self.harness.host.tasks), 0)
 
     def test_a_tool_that_declares_nothing_waits_for_task_after(self) -> None:
+        """A pass-through tool without taskSupport becomes a task only after taskAfter."""
+        session = passthrough(None)
+        answering = session.request(
+            "tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION
+        )
+        session.harness.clock.advance(4.9)
+        self.assertNoResult(answering)
+        session.harness.clock.advance(0.1)
+        self.assertEqual(result_of(answering)["resultType"], "task")
         self.assertEqual(becomes_task_after("optional", 5.0), SUPPORTING_TOOL_AFTER)
         self.assertEqual(becomes_task_after("required", 5.0), SUPPORTING_TOOL_AFTER)
         self.assertEqual(becomes_task_after(None, 5.0), 5.0)
@@ -256,21 +276,12 @@ class GatingTests(SynchronousTestCase):
             unknown = session.error(method, params, **WITH_EXTENSION)
             self.assertEqual(unknown.code, INVALID_PARAMS, method)
 
-    def passthrough(self, support: str | None) -> Session:
-        tool: dict[str, Any] = {"name": "crunch", "inputSchema": {"type": "object"}}
-        if support is not None:
-            tool["execution"] = {"taskSupport": support}
-        pool = FakePool({"jobs": FakeServer("jobs", tools=[tool])}, hold=True)
-        session = Session(NEWEST, Harness(pool))
-        session.harness.conn.passthrough = ("jobs",)
-        return session
-
     def test_a_required_tool_needs_the_extension(self) -> None:
         """
         In pass-through, a tool that runs only as a task is -32021 to a client that
         did not declare the extension; with it, the call goes upstream.
         """
-        session = self.passthrough("required")
+        session = passthrough("required")
         error = session.error("tools/call", {"name": "crunch", "arguments": {}})
         self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
         self.assertEqual(session.harness.pool.held, [], "nothing went upstream")
@@ -278,7 +289,7 @@ class GatingTests(SynchronousTestCase):
         self.assertEqual([held.tool for held in session.harness.pool.held], ["crunch"])
 
     def test_an_optional_tool_does_not(self) -> None:
-        session = self.passthrough("optional")
+        session = passthrough("optional")
         answering = session.request("tools/call", {"name": "crunch", "arguments": {}})
         session.harness.pool.held[0].result.callback(text_result("inline"))
         self.assertEqual(result_of(answering)["content"][0]["text"], "inline")
@@ -333,3 +344,23 @@ class UpstreamTaskTests(SynchronousTestCase):
         harness.pool.held[0].result.callback(text_result("a.org it is"))
         done = session.result("tasks/get", {"taskId": created["taskId"]}, **WITH_EXTENSION)
         self.assertEqual(done["result"]["content"][0]["text"], "a.org it is")
+
+
+class FailedTaskTests(SynchronousTestCase):
+    def test_a_json_rpc_error_is_a_failed_task_with_its_error(self) -> None:
+        """
+        A pass-through call that fails with a JSON-RPC error once it is a task shows
+        failed, the error inlined and no result.
+        """
+        session = passthrough("optional")
+        answering = session.request(
+            "tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION
+        )
+        session.harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        task_id = result_of(answering)["taskId"]
+        session.harness.pool.held[0].result.errback(RpcError(-32602, "no such job"))
+        failed = session.result("tasks/get", {"taskId": task_id}, **WITH_EXTENSION)
+        strictly(self, failed, "GetTaskResult")
+        self.assertEqual(failed["status"], "failed")
+        self.assertEqual(failed["error"], {"code": -32602, "message": "no such job"})
+        self.assertNotIn("result", failed)
