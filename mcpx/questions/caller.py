@@ -70,6 +70,10 @@ class Caller:
         keeps running if its client stops waiting.
     @ivar withdrawn: the call was given up on (its client cancelled it): its questions
         were withdrawn, and any it is asked from now on are withdrawn at once.
+    @ivar wants_task: the call runs as a task of mcpx's (its client asked for one), so
+        a tool that may run as a task upstream is made one there too.
+    @ivar on_upstream_task: called when the upstream made the call a task of its own
+        (a 2026-07-28 client that accepts tasks is then given one at once).
     """
 
     id: str
@@ -96,6 +100,9 @@ class Caller:
         withdrawals, self._withdrawals = self._withdrawals, []
         for withdraw in withdrawals:
             withdraw()
+
+    wants_task: bool = False
+    on_upstream_task: Callable[[], None] | None = None
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

@@ -79,6 +79,15 @@ from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
+from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
+from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
+from mcpx.server.ext_tasks import (
+    ExtensionTasks,
+    becomes_task_after,
+    client_declares,
+    race,
+    task_owner,
+)
 from mcpx.server.listen import (
     LIST_CHANGES,
     LISTEN,
@@ -99,6 +108,7 @@ from mcpx.settings.servers import Scope
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
+from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import cancelled_by_peer
@@ -228,9 +238,11 @@ class McpServer:
         settings = host.settings
         self._list_max_age = 60.0
         self._read_max_age = 0.0
+        self._task_after = 5.0
         if settings is not None:
             self._list_max_age = settings.duration("protoMessages.listMaxAge")
             self._read_max_age = settings.duration("protoMessages.readMaxAge")
+            self._task_after = settings.duration("protoMessages.taskAfter")
         self._request_scopes = itertools.count(1)
         # The question relay: see mcpx.server.resumable.
         self._native = True
@@ -276,14 +288,23 @@ class McpServer:
         }
         #: 2025-11-25 core tasks (L{mcpx.server.tasks}), where the daemon keeps tasks.
         self.core_tasks: CoreTasks | None = None
+        #: The 2026-07-28 tasks extension (L{mcpx.server.ext_tasks}), likewise.
+        self.ext_tasks: ExtensionTasks | None = None
         store = getattr(host, "tasks", None)
         if store is not None:
             self.core_tasks = CoreTasks(store, page_size=page_size)
-            self._methods["tasks/get"] = self._legacy_only("tasks/get", self.core_tasks.get)
+            self.ext_tasks = ExtensionTasks(store)
+            self.ext_tasks.on_change.append(self.listening.task_changed)
+            self._methods["tasks/get"] = self._by_era(
+                "tasks/get", self.core_tasks.get, self.ext_tasks.get
+            )
             self._methods["tasks/result"] = self.core_tasks.result
             self._methods["tasks/list"] = self.core_tasks.list_tasks
-            self._methods["tasks/cancel"] = self._legacy_only(
-                "tasks/cancel", self.core_tasks.cancel
+            self._methods["tasks/cancel"] = self._by_era(
+                "tasks/cancel", self.core_tasks.cancel, self.ext_tasks.cancel
+            )
+            self._methods["tasks/update"] = self._by_era(
+                "tasks/update", None, self.ext_tasks.update
             )
 
     # Connections
@@ -482,6 +503,21 @@ class McpServer:
             if passthrough is not None:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
                 await check_call(passthrough, context, request.params)
+            params = _params(request)
+            if self.ext_tasks is not None:
+                if client_declares(context):
+                    # The tasks extension: the call may be answered with a task (the
+                    # core tasks' task field means nothing at this revision).
+                    return self.spell(
+                        await self._call_may_become_task(conn, context, params),
+                        method,
+                        context,
+                    )
+                if passthrough is not None and isinstance(params.get("name"), str):
+                    support, _, _ = await self._task_support(conn, context, params)
+                    if support == "required":
+                        # Only the extension can carry a tool that runs as a task only.
+                        raise RpcError.missing_client_capability(TASKS_REQUIRED)
         elif (
             method == "tools/call"
             and self.core_tasks is not None
@@ -612,6 +648,8 @@ class McpServer:
             capabilities["completions"] = {}
         if self.core_tasks is not None and declares_tasks(revision, modern=modern):
             capabilities["tasks"] = TASKS_CAPABILITY
+        if modern and self.ext_tasks is not None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities
 
     def _implementation(self, revision: Revision) -> dict[str, Any]:
@@ -671,17 +709,85 @@ class McpServer:
             result["nextCursor"] = following
         return result
 
-    def _legacy_only(self, method: str, answer: _Method) -> _Method:
-        """C{answer} for a legacy client; C{-32601} to a 2026-07-28 one (not yet served)."""
+    def _by_era(
+        self,
+        method: str,
+        legacy: _Method | None,
+        modern: Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]],
+    ) -> _Method:
+        """
+        A C{tasks/*} method: core tasks' C{legacy} for a legacy client (C{-32601} where
+        there is none), the extension's C{modern} for a 2026-07-28 one.
+        """
 
-        def legacy(
+        def by_era(
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Awaitable[Mapping[str, Any]]:
             if context.modern:
+                if not client_declares(context):
+                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
+                return modern(task_owner(context, conn.identity), params)
+            if legacy is None:
                 raise RpcError.method_not_found(method)
-            return answer(conn, context, params)
+            return legacy(conn, context, params)
 
-        return legacy
+        return by_era
+
+    async def _call_may_become_task(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        """
+        A 2026-07-28 C{tools/call} from a client that declared the tasks extension: the
+        call's own answer if it finishes or asks its client something soon enough, a
+        C{CreateTaskResult} once it has run longer, or as soon as the upstream made it
+        a task of its own (see L{mcpx.server.ext_tasks}).  A retry that answers the
+        call's questions (C{requestState}) may become a task the same way.
+        """
+        assert self.ext_tasks is not None
+        if not isinstance(params.get("name"), str):
+            raise RpcError.invalid_params("params.name must be a string")
+        support, server, tool = await self._task_support(conn, context, params)
+        after = becomes_task_after(support, self._task_after)
+        rounds = 0
+        if "requestState" in params:
+            call, rounds = self._resumed(context, params, "tools/call")
+        else:
+            caller = self._caller(conn, context, params, "tools/call") or Caller(
+                self._call_prefix + str(next(self._call_numbers)), context.capabilities
+            )
+            caller.wants_task = True
+            context = evolve(context, caller=caller)
+            if isinstance(caller.asker, ResumableCall):
+                call = caller.asker
+            else:
+                call = ResumableCall(caller.id, "tools/call", self.clock)
+            deciding, now = race(call, after, self.clock)
+            caller.on_upstream_task = now
+            call.run(Deferred.fromCoroutine(self._call_tool(conn, context, params)))
+        if "requestState" in params:
+            deciding, now = race(call, after, self.clock)
+        try:
+            became_task = await deciding
+        except CancelledError:
+            # The request went before the call was anything but the request's.
+            if not call.promoted:
+                call.cancel()
+            raise
+        if not became_task:
+            return self._round(call, context, params, rounds)
+        try:
+            return self.ext_tasks.adopt(
+                task_owner(context, conn.identity),
+                call,
+                server=server,
+                tool=tool or params["name"],
+                spell=lambda result: self.spell(result, "tools/call", context),
+                describe_error=lambda failure: _task_error(failure, call),
+            )
+        except (TooManyTasksForClient, TooManyTasks):
+            # No room for a task: the call is answered inline, however long it takes.
+            await waiting(call, call.cancel)
+            return self._round(call, context, params, rounds)
 
     async def _task_support(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -822,13 +928,15 @@ class McpServer:
         )
         held = params.get("inputResponses") if context.modern else None
         narrow = self.passthrough_for(conn) is not None
-        if not askable and not narrow and type(held) is not dict:
+        as_task = context.task is not None
+        if not askable and not narrow and not as_task and type(held) is not dict:
             return None
         caller = Caller(
             self._call_prefix + str(next(self._call_numbers)),
             capabilities,
             narrow=narrow,
             held=dict(held) if type(held) is dict else None,
+            wants_task=as_task,
         )
         if askable:
             if context.modern:
@@ -897,9 +1005,10 @@ class McpServer:
 
         call.outcome().addBoth(forget)
 
-    async def _resume(
+    def _resumed(
         self, context: Context, params: dict[str, Any], method: str
-    ) -> Mapping[str, Any]:
+    ) -> tuple[ResumableCall, int]:
+        """The call a retry's C{requestState} names, given its answers; its rounds."""
         state = self._signer.verify(
             params.get("requestState"), method, params, self.clock.seconds()
         )
@@ -913,9 +1022,15 @@ class McpServer:
         responses = params.get("inputResponses")
         if type(responses) is dict:
             call.answer(responses)
+        return call, state.rounds
+
+    async def _resume(
+        self, context: Context, params: dict[str, Any], method: str
+    ) -> Mapping[str, Any]:
+        call, rounds = self._resumed(context, params, method)
         # The call is no longer the request's: a retry that goes away leaves it running.
         await waiting(call, lambda: None)
-        return self._round(call, context, params, state.rounds)
+        return self._round(call, context, params, rounds)
 
     async def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -1094,6 +1209,20 @@ class McpServer:
         if passthrough is not None:
             return await passthrough.subscription_owner(context, uri)
         return await self.surface.resource_owner(context, uri)
+
+    def visible_tasks(
+        self, conn: Conn, context: Context, task_ids: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The extension tasks of C{task_ids} the caller may see, and their states."""
+        if self.ext_tasks is None or not task_ids:
+            return []
+        owner = task_owner(context, conn.identity)
+        found = []
+        for task_id in task_ids:
+            task = self.ext_tasks.visible(owner, task_id)
+            if task is not None:
+                found.append((task_id, self.ext_tasks.detailed(task)))
+        return found
 
     async def subscribe_uri(self, conn: Conn, context: Context, uri: str) -> bool:
         """

@@ -17,6 +17,9 @@ The request stays open; on Streamable HTTP its response is an event stream.
     C{resources/list_changed} (the lists merge every server's), and the updates of
     the URIs named, under the name the client used.  Progress and log messages never
     go on the stream.
+  - C{taskIds} (the tasks extension's): the acknowledgement lists those the caller
+    can see; each one's C{notifications/tasks} follows at once with its state, then
+    one on every change (L{Listening.task_changed}).
   - Every message carries C{_meta["io.modelcontextprotocol/subscriptionId"]}, the
     listen request's id.
   - The client ends it by going away (closing the HTTP response; on stdio,
@@ -46,6 +49,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.server.conn import Conn, Context, Push
+from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import RequestId
@@ -63,6 +67,8 @@ TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"
 RESOURCES_CHANGED: Final = "notifications/resources/list_changed"
 RESOURCE_UPDATED: Final = "notifications/resources/updated"
+#: The tasks extension's notification of a task's state (a C{DetailedTask}).
+TASK_STATE: Final = "notifications/tasks"
 
 #: The list changes a listen may carry.
 LIST_CHANGES: Final = frozenset((TOOLS_CHANGED, PROMPTS_CHANGED, RESOURCES_CHANGED))
@@ -74,6 +80,7 @@ _LIST_FIELDS: Final = (
     ("resourcesListChanged", "resources", RESOURCES_CHANGED),
 )
 _URIS_FIELD: Final = "resourceSubscriptions"
+_TASKS_FIELD: Final = "taskIds"
 
 
 class ListenHost(Protocol):
@@ -96,6 +103,12 @@ class ListenHost(Protocol):
 
     def subscribe_uri(self, conn: Conn, context: Context, uri: str) -> Awaitable[bool]: ...
 
+    def visible_tasks(
+        self, conn: Conn, context: Context, task_ids: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The tasks of C{task_ids} this caller may see, with their C{DetailedTask}s."""
+        ...
+
 
 @frozen
 class SubscriptionFilter:
@@ -104,10 +117,12 @@ class SubscriptionFilter:
 
     @ivar methods: the list-change notifications.
     @ivar uris: the resources whose updates, in the order named, without repeats.
+    @ivar task_ids: the tasks (of the tasks extension) whose changes, likewise.
     """
 
     methods: frozenset[str] = frozenset()
     uris: tuple[str, ...] = ()
+    task_ids: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, params: Mapping[str, Any]) -> SubscriptionFilter:
@@ -133,7 +148,12 @@ class SubscriptionFilter:
             raise RpcError.invalid_params(
                 f"params.notifications.{_URIS_FIELD} must be a list of strings"
             )
-        return cls(frozenset(methods), tuple(dict.fromkeys(uris)))
+        task_ids = wanted.get(_TASKS_FIELD, [])
+        if type(task_ids) is not list or not all(isinstance(task, str) for task in task_ids):
+            raise RpcError.invalid_params(
+                f"params.notifications.{_TASKS_FIELD} must be a list of strings"
+            )
+        return cls(frozenset(methods), tuple(dict.fromkeys(uris)), tuple(dict.fromkeys(task_ids)))
 
     def offered(self, capabilities: Mapping[str, Any]) -> SubscriptionFilter:
         """The part of this filter C{capabilities} (a server declaration) covers."""
@@ -143,7 +163,9 @@ class SubscriptionFilter:
             if method in self.methods and _declares(capabilities, kind, "listChanged")
         }
         uris = self.uris if _declares(capabilities, "resources", "subscribe") else ()
-        return SubscriptionFilter(frozenset(methods), uris)
+        extensions = capabilities.get("extensions")
+        tasks = isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+        return SubscriptionFilter(frozenset(methods), uris, self.task_ids if tasks else ())
 
     def to_json(self) -> dict[str, Any]:
         """The filter as C{SubscriptionFilter} spells it, with only what it holds."""
@@ -152,6 +174,8 @@ class SubscriptionFilter:
         }
         if self.uris:
             spelled[_URIS_FIELD] = list(self.uris)
+        if self.task_ids:
+            spelled[_TASKS_FIELD] = list(self.task_ids)
         return spelled
 
 
@@ -209,10 +233,12 @@ class Listener:
             # Judged when the acknowledgement says what is honoured.
             self._held.append((method, self._tagged(params)))
             return
-        if self._carries(method):
+        if self._carries(method, params):
             self._send(method, self._tagged(params))
 
-    def _carries(self, method: str) -> bool:
+    def _carries(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        if method == TASK_STATE:
+            return params is not None and params.get("taskId") in self.granted.task_ids
         return method in self._allowed or (method == RESOURCE_UPDATED and bool(self.granted.uris))
 
     def acknowledge(self, granted: SubscriptionFilter) -> None:
@@ -225,8 +251,11 @@ class Listener:
         held, self._held = self._held, None
         self._send(ACKNOWLEDGED, self._tagged({"notifications": granted.to_json()}))
         for method, params in held or ():
-            if self._carries(method):
+            if self._carries(method, params):
                 self._send(method, params)
+
+    def watches_task(self, task_id: str) -> bool:
+        return self._open and (self._held is not None or task_id in self.granted.task_ids)
 
     def carries_change(self, method: str) -> bool:
         """Whether the list change C{method} was asked for and honoured (or still may be)."""
@@ -307,7 +336,15 @@ class Listening:
             for uri in offered.uris:
                 if await self._subscribe(host, listener.conn, context, uri):
                     honoured.append(uri)
-            listener.acknowledge(SubscriptionFilter(offered.methods, tuple(honoured)))
+            visible = host.visible_tasks(conn, context, offered.task_ids)
+            listener.acknowledge(
+                SubscriptionFilter(
+                    offered.methods, tuple(honoured), tuple(task_id for task_id, _ in visible)
+                )
+            )
+            # Each task's state as it is now, then every change (L{task_changed}).
+            for _, state in visible:
+                listener.deliver(TASK_STATE, state)
             await listener.ended
         finally:
             listener.close()
@@ -332,6 +369,23 @@ class Listening:
         if not self._open:
             return 0
         return sum(listener.heard(server, method) for listener in tuple(self._open))
+
+    def task_changed(self, task_id: str, state: Callable[[], dict[str, Any]]) -> int:
+        """
+        A task of the tasks extension changed: C{notifications/tasks} with its
+        C{DetailedTask} (made by C{state}, once) on every listen that names it.
+
+        @return: how many listens were told.
+        """
+        told = 0
+        shown: dict[str, Any] | None = None
+        for listener in tuple(self._open):
+            if listener.watches_task(task_id):
+                if shown is None:
+                    shown = state()
+                listener.deliver(TASK_STATE, shown)
+                told += 1
+        return told
 
     def announce(self, method: str, hears: Callable[[Listener], bool]) -> int:
         """

@@ -257,8 +257,9 @@ class CoreTasks:
         if not isinstance(task_id, str):
             raise RpcError.invalid_params("params.taskId must be a string")
         task = self.store.get(task_id)
-        # Another caller's task is as unknown as one that never was.
-        if task is None or task.client != context.identity:
+        # Another caller's task is as unknown as one that never was, and so is a task
+        # of another kind (the 2026-07-28 extension's, /v1/call's).
+        if task is None or task.client != context.identity or task.origin != "mcp":
             raise RpcError.invalid_params(
                 f"no task {task_id!r}: it never existed, is another client's, or finished "
                 f"and was forgotten after its ttl",
@@ -291,7 +292,7 @@ class CoreTasks:
     async def list_tasks(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> dict[str, Any]:
-        tasks = self.store.tasks(client=context.identity)
+        tasks = [t for t in self.store.tasks(client=context.identity) if t.origin == "mcp"]
         start = 0
         cursor = params.get("cursor")
         if cursor is not None:

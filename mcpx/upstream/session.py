@@ -36,6 +36,17 @@ from mcpx._version import __version__
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, NEWEST_LEGACY, Revision
 from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.tasks import (
+    TASKS_EXTENSION,
+    StatusWatcher,
+    call_legacy_task,
+    declares_extension,
+    declares_tool_tasks,
+    follow_modern_task,
+    runs_as_task,
+    task_support,
+    without_related_task,
+)
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import NoReply, RpcPeer
@@ -130,6 +141,11 @@ def is_input_required(result: Mapping[str, Any]) -> bool:
     return result.get("resultType") == "input_required"
 
 
+def is_task(result: Mapping[str, Any]) -> bool:
+    """Whether a result is a 2026-07-28 extension's C{CreateTaskResult}."""
+    return result.get("resultType") == "task"
+
+
 @define(eq=False)
 class UpstreamSession:
     """
@@ -150,6 +166,11 @@ class UpstreamSession:
     max_rounds: int = 8
     declaration: ServerDeclaration | None = None
     peer: RpcPeer | None = None
+    #: Each listed tool's C{execution.taskSupport} (C{None}: it declares none).
+    _task_support: dict[str, str | None] = field(init=False, factory=dict)
+    _tools_listed: bool = field(init=False, default=False)
+    #: What hears the server's status notifications about a task mcpx waits on.
+    _task_watchers: dict[str, StatusWatcher] = field(init=False, factory=dict)
 
     era: ClassVar[Era] = Era.LEGACY
 
@@ -272,6 +293,12 @@ class UpstreamSession:
             round_ = self.input_round(method, params, result)
             answers = await self.answer_inputs(round_, caller)
             result = await self.resume(round_, answers, timeout=timeout, caller=caller)
+        if method == "tools/call" and is_task(result):
+            # The server made the call a task (2026-07-28 extension): its caller still
+            # gets the call's own result, once the task has one.
+            return await follow_modern_task(
+                self, result, params or {}, timeout=timeout, caller=caller
+            )
         return result
 
     def input_round(
@@ -320,7 +347,8 @@ class UpstreamSession:
         self, key: str, method: str, params: Mapping[str, Any], caller: Any
     ) -> dict[str, Any]:
         try:
-            return dict(await self.handlers.answer(method, params, caller=caller, key=key))
+            asked = without_related_task(params)
+            return dict(await self.handlers.answer(method, asked, caller=caller, key=key))
         except RpcError as e:
             raise UpstreamError(
                 self.name,
@@ -366,7 +394,33 @@ class UpstreamSession:
 
     async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every tool, following each C{nextCursor}."""
-        return await self._list("tools/list", "tools", timeout)
+        return self._learn_tools(await self._list("tools/list", "tools", timeout))
+
+    def _learn_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Remember which tools run as tasks, for the calls made to them later."""
+        self._task_support = {
+            tool["name"]: task_support(tool)
+            for tool in tools
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        }
+        self._tools_listed = True
+        return tools
+
+    async def task_support_of(self, name: str, timeout: float | None = None) -> str | None:
+        """
+        A tool's C{execution.taskSupport}, listing the tools first if none were listed
+        on this session yet (the pool's catalogue may come from an earlier instance).
+        """
+        if name not in self._task_support and not self._tools_listed:
+            await self.list_tools(timeout=timeout)
+        return self._task_support.get(name)
+
+    def watch_task(self, task_id: str, watcher: StatusWatcher | None) -> None:
+        """Give the server's status notifications about C{task_id} to C{watcher}."""
+        if watcher is None:
+            self._task_watchers.pop(task_id, None)
+        else:
+            self._task_watchers[task_id] = watcher
 
     async def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return await self._list("prompts/list", "prompts", timeout)
@@ -448,10 +502,15 @@ class UpstreamSession:
 
     async def _answer_server(self, request: Request) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        return await self.handlers.answer(request.method, params)
+        return await self.handlers.answer(request.method, without_related_task(params))
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None
+        if notification.method == "notifications/tasks/status" and params is not None:
+            task_id = params.get("taskId")
+            watcher = self._task_watchers.get(task_id) if isinstance(task_id, str) else None
+            if watcher is not None:
+                watcher(params)
         self.handlers.notify(notification.method, params)
 
 
@@ -688,6 +747,39 @@ class LegacySession(UpstreamSession):
         )
         return tools
 
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        resolve_inputs: bool = True,
+        caller: Any = None,
+    ) -> dict[str, Any]:
+        """
+        As L{UpstreamSession.call_tool}; a tool that must run as a task (or may, and
+        C{caller} wants one) is called as a 2025-11-25 task and its result awaited.
+        """
+        if declares_tool_tasks(self.capabilities):
+            support = await self.task_support_of(name, timeout)
+            if runs_as_task(support, bool(getattr(caller, "wants_task", False))):
+                params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+                if meta:
+                    params["_meta"] = dict(meta)
+                return await call_legacy_task(
+                    self, params, timeout=timeout, caller=caller, watch=self.watch_task
+                )
+        return await UpstreamSession.call_tool(
+            self,
+            name,
+            arguments,
+            meta=meta,
+            timeout=timeout,
+            resolve_inputs=resolve_inputs,
+            caller=caller,
+        )
+
     async def subscribe(self, uri: str) -> None:
         await self.request("resources/subscribe", {"uri": uri})
         self._subscriptions.add(uri)
@@ -715,13 +807,21 @@ class ModernSession(UpstreamSession):
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
-    def _meta(self, meta: Any, caller: Any = None) -> dict[str, Any]:
+    def _meta(self, meta: Any, caller: Any = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
         merged[META_VERSION] = NEWEST.value
         declared = getattr(caller, "declared", None) if caller is not None else None
-        merged[META_CAPABILITIES] = (
+        capabilities = (
             dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
         )
+        if tasks:
+            # mcpx follows any task the server makes of a call, whoever the caller is.
+            extensions = capabilities.get("extensions")
+            capabilities["extensions"] = {
+                **(extensions if isinstance(extensions, Mapping) else {}),
+                TASKS_EXTENSION: {},
+            }
+        merged[META_CAPABILITIES] = capabilities
         merged[META_CLIENT_INFO] = CLIENT_INFO
         return merged
 
@@ -733,8 +833,13 @@ class ModernSession(UpstreamSession):
         caller: Any = None,
     ) -> Deferred[Any]:
         spelled = dict(params) if params is not None else {}
-        spelled["_meta"] = self._meta(spelled.get("_meta"), caller)
-        if method == "tools/call":
+        calling = method == "tools/call"
+        spelled["_meta"] = self._meta(
+            spelled.get("_meta"),
+            caller,
+            tasks=calling and declares_extension(self.capabilities),
+        )
+        if calling:
             self._stage_param_headers(spelled)
         return self.rpc.request(
             method,
@@ -770,7 +875,7 @@ class ModernSession(UpstreamSession):
             if wanted and isinstance(name, str):
                 headers[name] = wanted
         self._tool_headers = headers
-        return tools
+        return self._learn_tools(tools)
 
     def _stage_param_headers(self, params: Mapping[str, Any]) -> None:
         name = params.get("name")

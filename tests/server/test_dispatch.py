@@ -127,8 +127,8 @@ class CapabilityTests(SynchronousTestCase):
     def test_modern(self) -> None:
         """
         A 2026-07-28 client gets no logging, resource subscriptions and the prompt and
-        resource list changes (on a subscriptions/listen stream); through the gateway its
-        tools never change.
+        resource list changes (on a subscriptions/listen stream), and the tasks extension
+        instead of core tasks; through the gateway its tools never change.
         """
         self.assertEqual(
             self.capabilities(NEWEST),
@@ -137,6 +137,7 @@ class CapabilityTests(SynchronousTestCase):
                 "prompts": {"listChanged": True},
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
+                "extensions": {"io.modelcontextprotocol/tasks": {}},
             },
         )
 

@@ -38,22 +38,31 @@ EVERYTHING = {
 
 class FilterTests(SynchronousTestCase):
     def test_parse(self) -> None:
-        """The filter's flags and URIs are read; repeats and unknown fields are dropped."""
+        """
+        The filter's flags, URIs and task ids are read; repeats and unknown fields are
+        dropped.
+        """
         wanted = SubscriptionFilter.parse(
             {
                 "notifications": {
                     "toolsListChanged": True,
                     "promptsListChanged": False,
                     "resourceSubscriptions": ["a://1", "a://2", "a://1"],
-                    "taskIds": ["t"],
+                    "taskIds": ["t", "t"],
+                    "someExtensionsField": ["x"],
                 }
             }
         )
         self.assertEqual(wanted.methods, frozenset({TOOLS}))
         self.assertEqual(wanted.uris, ("a://1", "a://2"))
+        self.assertEqual(wanted.task_ids, ("t",))
         self.assertEqual(
             wanted.to_json(),
-            {"toolsListChanged": True, "resourceSubscriptions": ["a://1", "a://2"]},
+            {
+                "toolsListChanged": True,
+                "resourceSubscriptions": ["a://1", "a://2"],
+                "taskIds": ["t"],
+            },
         )
 
     def test_malformed(self) -> None:
@@ -64,6 +73,7 @@ class FilterTests(SynchronousTestCase):
             {"notifications": {"toolsListChanged": "yes"}},
             {"notifications": {"resourceSubscriptions": "a://1"}},
             {"notifications": {"resourceSubscriptions": [1]}},
+            {"notifications": {"taskIds": "t"}},
         )
         for params in cases:
             with self.assertRaises(RpcError) as raised:

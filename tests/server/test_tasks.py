@@ -16,12 +16,25 @@ from mcpx.questions.caller import ELICIT
 from mcpx.server.tasks import RELATED_TASK
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import violations
-from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from mcpx.wire.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    RpcError,
+)
 from mcpx.wire.messages import Request
 from tests.daemon.fake_pool import FakePool, FakeServer, text_result
 from tests.server import Harness, Session, gateway_servers, result_of
 
 V4 = Revision.V2025_11_25
+
+#: A 2026-07-28 request's _meta declaring the tasks extension.
+WITH_EXTENSION: dict[str, Any] = {
+    "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {"io.modelcontextprotocol/tasks": {}}
+    }
+}
 
 MCPX_CALL: dict[str, Any] = {
     "name": "mcpx_call",
@@ -393,14 +406,24 @@ class InputRequiredTests(SynchronousTestCase):
 class ModernTests(SynchronousTestCase):
     def test_core_methods_not_found(self) -> None:
         """
-        To a 2026-07-28 client, the core tasks methods are -32601, and its task field
-        on tools/call is ignored: the call is answered inline.
+        To a 2026-07-28 client, the core-only tasks methods are -32601 (tasks/get and
+        tasks/cancel are the tasks extension's: -32021 without it declared, and it knows
+        no core task), and its task field on tools/call is ignored: the call is answered
+        inline.
         """
-        session = Session(NEWEST)
-        for method in ("tasks/result", "tasks/list", "tasks/get", "tasks/cancel"):
+        held = legacy()
+        # The same connection, and so the same caller, on 2026-07-28.
+        session = Session(NEWEST, held.harness)
+        for method in ("tasks/result", "tasks/list"):
             error = session.error(method, {"taskId": "x"})
             self.assertEqual(error.code, METHOD_NOT_FOUND, method)
-        result = session.result("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
+        core = start_task(held)["taskId"]
+        for method in ("tasks/get", "tasks/cancel"):
+            error = session.error(method, {"taskId": core})
+            self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY, method)
+            error = session.error(method, {"taskId": core}, **WITH_EXTENSION)
+            self.assertEqual(error.code, INVALID_PARAMS, method)
+        result = Session(NEWEST).result("tools/call", {**MCPX_CALL, "task": {"ttl": 1000}})
         self.assertNotIn("task", result)
         self.assertEqual(result["resultType"], "complete")
 
