@@ -149,6 +149,20 @@ EXPECTED_INFO = frozenset({("server-sse-multiple-streams", "server-sse-streams-f
 #: How the suite starts the message of a check it could not exercise.
 NOT_TESTABLE = "Not testable"
 
+#: Checks the baseline lists that the suite words as a plain warning although they are
+#: not testable against mcpx either: mcpx declares C{prompts.listChanged} to 2026-07-28
+#: clients (a reload or an upstream changes the gateway's prompts, and listens hear of
+#: it: tests.server.test_reload_announce, tests.server.test_listen), but the suite can
+#: only mutate the prompt list through the fixture's C{test_trigger_prompt_change}
+#: tool, which mcpx refuses as unknown (-32602, where the suite expects -32601 to call
+#: the check not testable).  Each maps to the start of the suite's message.
+EXCUSED_WARNINGS: dict[tuple[str, str], str] = {
+    (
+        "server-stateless",
+        "sep-2575-server-sends-prompts-list-changed-on-subscription",
+    ): "Mutated the prompt list but no notifications/prompts/list_changed arrived",
+}
+
 #: Milliseconds the suite gives each scenario.
 SCENARIO_TIMEOUT_MS = 20_000
 
@@ -187,6 +201,9 @@ def objections(scenario: str, checks: list[dict[str, Any]], excused: frozenset[s
         if status == "INFO" and (scenario, ident) in EXPECTED_INFO:
             continue
         if status == "FAILURE" and ident in excused and message.startswith(NOT_TESTABLE):
+            continue
+        warned = EXCUSED_WARNINGS.get((scenario, ident))
+        if status == "WARNING" and ident in excused and warned and message.startswith(warned):
             continue
         lines.append(
             f"{scenario}: {ident} ({check.get('name')}) {status}"
