@@ -15,7 +15,7 @@ from typing import Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import IResource
@@ -127,7 +127,16 @@ class DaemonService(MultiService):
             MultiService.addService(self, listener)
 
     def startService(self) -> None:
+        # Now, not when the tree was built: twistd forks to daemonize in between.
+        self.http.pid = os.getpid()
         MultiService.startService(self)
+        listening = gatherResults(
+            [listener.when_listening() for listener in self.listeners], consumeErrors=True
+        )
+        # Said once every listener is bound; each one that is not logs why itself.
+        listening.addCallbacks(self._listening, lambda failure: None)
+
+    def _listening(self, ports: object) -> None:
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],
