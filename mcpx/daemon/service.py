@@ -26,7 +26,8 @@ from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
-from mcpx.daemon.ops import Invocation, OpError, reload
+from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.ops import OPS, Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.token import TokenFile
 from mcpx.pool.pool import Pool
@@ -212,17 +213,27 @@ class DaemonSite(LimitedSite):
     """
     The daemon's site: no access-log line per request.  A call is already visible on
     C{/v1/events} and in the pool's log; one log line per request was a tenth of the
-    cost of a C{/v1/call}.  Its connections and bodies are bounded by L{TransportLimits}.
+    cost of a C{/v1/call}.  Each request is counted in L{Metrics} instead.  Its
+    connections and bodies are bounded by L{TransportLimits}.
     """
 
     requestFactory = JSONRequest
 
-    def __init__(self, resource: Any, reactor: Any, limits: TransportLimits | None = None) -> None:
+    def __init__(
+        self,
+        resource: Any,
+        reactor: Any,
+        limits: TransportLimits | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
+        self.metrics = metrics
 
     def log(self, request: Any) -> None:
-        pass
+        # Counted instead (mcpx_http_requests), by route template and status.
+        if self.metrics is not None:
+            self.metrics.request_finished(request.path, request.code)
 
 
 #: The broker's durable store, in the state directory.
@@ -243,6 +254,13 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
     events = EventBus(clock, masker=config.masker)
+    metrics = Metrics(
+        Routes((op.path for op in OPS), exact=("/", "/mcp", "/metrics")),
+        max_tools=1000
+        if config.settings is None
+        else config.settings.integer("daemon.metricsMaxTools"),
+    )
+    publish = metrics.published(events.publish)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
@@ -254,7 +272,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         broker = Broker(
             clock,
             store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
-            publish=events.publish,
+            publish=publish,
             keep=settings.duration("proto.askTTL"),
         )
 
@@ -306,10 +324,11 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             idle_timeout=settings.duration("pool.idleTimeout"),
             max_client_instances=settings.integer("pool.maxClientInstances"),
             stable_after=settings.duration("pool.stableAfter"),
-            publish=events.publish,
+            publish=publish,
             handlers=upstream_handlers,
             masker=config.masker,
         )
+        pool.on_call = metrics.call_finished
     environ = config.environ
     http = DaemonHTTP(
         clock=clock,
@@ -321,12 +340,14 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         state_dir=str(config.state_dir),
         broker=broker,
         masker=config.masker,
+        metrics=metrics,
     )
+    metrics.watch(http)
     if settings is not None and servers is not None:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
     limits = TransportLimits.from_settings(settings) if settings is not None else None
-    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits)
+    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits, metrics)
     for description in config.exposed_endpoints():
         _log.warn(
             "listening on {endpoint} beyond loopback (daemon.auth {auth})",

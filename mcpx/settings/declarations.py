@@ -404,6 +404,16 @@ SETTINGS: tuple[Setting, ...] = (
         help="The least severe level the daemon logs: debug, info, warn or error.",
     ),
     Setting(
+        name="daemon.metricsMaxTools",
+        kind=Kind.INTEGER,
+        default=1000,
+        minimum=0,
+        help=(
+            "The most (server, tool) pairs /metrics keeps series of its own for; calls to "
+            "further tools are counted under the tool label _other."
+        ),
+    ),
+    Setting(
         name="daemon.logFormat",
         kind=Kind.CHOICE,
         default="auto",
