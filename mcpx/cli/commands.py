@@ -38,6 +38,7 @@ from mcpx.cli.client import (
     DAEMON_LOG_NAME,
     DaemonClient,
     DaemonNotRunning,
+    ProtocolError,
     segment,
     socket_path,
     start_daemon,
@@ -327,4 +328,99 @@ def events(
 
 
 #: Every command here, for the group in L{mcpx.cli.main}.
-COMMANDS: tuple[click.Command, ...] = (servers, tools, describe, call, restart, events, status)
+#: How long C{mcpx stop} waits for the daemon to go before saying it did not.
+STOP_WAIT = 30.0
+
+
+@asks_the_daemon("stop")
+@click.option(
+    "--wait",
+    type=float,
+    default=STOP_WAIT,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for the daemon to finish stopping.",
+)
+def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
+    """Stop the running daemon (SIGTERM: calls in flight end, upstreams are stopped)."""
+    import os
+    import signal
+
+    try:
+        answer = client.health()
+    except DaemonNotRunning:
+        # Stopping what is stopped is done, as scripts want it.
+        if as_json:
+            _echo_json({"stopped": False, "running": False})
+        else:
+            click.echo("no mcpx daemon is running")
+        return
+    pid = answer.get("pid")
+    if not isinstance(pid, int) or pid <= 1:
+        raise CommandFailed(f"the daemon at {client.path} reported no usable pid: {pid!r}")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        raise CommandFailed(
+            f"the daemon (pid {pid}) belongs to another user; stop it as that user"
+        ) from None
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            client.health()
+        except (DaemonNotRunning, ProtocolError, OSError):
+            # Refused, or accepted by a daemon closing its doors: either way, going.
+            break
+        time.sleep(0.1)
+    else:
+        raise CommandFailed(
+            f"the daemon (pid {pid}) is still running after {wait:g}s; "
+            f"`kill -KILL {pid}` ends it at once"
+        )
+    if as_json:
+        _echo_json({"stopped": True, "pid": pid})
+    else:
+        click.echo(f"stopped the mcpx daemon (pid {pid})")
+
+
+@asks_the_daemon("reload")
+def reload(client: DaemonClient, as_json: bool) -> None:
+    """
+    Re-read the config file and apply it: servers at once, and the settings that can be.
+
+    A missing or invalid file is refused and the running configuration kept.
+    """
+    answer = client.post("/v1/reload", {}, timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+        return
+    answer = answer if isinstance(answer, dict) else {}
+    parts = []
+    for key in ("added", "removed", "changed", "unchanged"):
+        names = answer.get(key) or []
+        if names:
+            parts.append(f"{key} {', '.join(map(str, names))}")
+    click.echo("reloaded: " + ("; ".join(parts) if parts else "no servers configured"))
+    settings = answer.get("settings")
+    later = settings.get("restart_needed") if isinstance(settings, dict) else None
+    if later:
+        click.echo(
+            f"these settings take effect when the daemon is restarted: {', '.join(later)} "
+            "(`mcpx stop`, then start it again)",
+            err=True,
+        )
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    servers,
+    tools,
+    describe,
+    call,
+    restart,
+    reload,
+    stop,
+    events,
+    status,
+)

@@ -265,8 +265,8 @@ def http_instead(listen: Sequence[str], state: Path) -> str:
     "--transport",
     type=click.Choice(["stdio", "http"]),
     default="stdio",
-    show_default=True,
-    help="stdio only: the daemon serves HTTP at /mcp.",
+    # Hidden: stdio is all it speaks; `http` is kept only to say where the daemon's /mcp is.
+    hidden=True,
 )
 @click.option(
     "--passthrough",

@@ -246,6 +246,11 @@ class EventBus:
     def subscribers(self) -> int:
         return len(self._subscriptions)
 
+    @property
+    def queued(self) -> int:
+        """Events waiting, in all, for paused subscribers (slow stream consumers)."""
+        return sum(subscription.queued for subscription in self._subscriptions)
+
     def _remove(self, subscription: Subscription) -> None:
         with contextlib.suppress(ValueError):
             self._subscriptions.remove(subscription)

@@ -23,6 +23,8 @@ from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.events import EventBus
+from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from mcpx.daemon.metrics import Metrics
 from mcpx.daemon.ops import OPS, PoolInterface
 from mcpx.daemon.reloading import Reloads
 from mcpx.questions.broker import Broker
@@ -107,6 +109,7 @@ class DaemonHTTP:
         event bus share it.
     @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
         wires it in, when those routes answer C{503 exec_unavailable}.
+    @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
     """
 
     app = Klein()
@@ -128,6 +131,7 @@ class DaemonHTTP:
     broker: Broker | None = None
     masker: SecretMasker = Factory(SecretMasker)
     scripts: Scripts | None = None
+    metrics: Metrics | None = None
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -152,6 +156,14 @@ class DaemonHTTP:
             self.mcp.close()
 
     mount(app, OPS)
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics_endpoint(self, request: IRequest) -> bytes:
+        # Behind the gate like every route but /health: it names servers and tools.
+        if self.metrics is None:
+            return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")
+        request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))
+        return self.metrics.render()
 
     @app.route("/mcp", branch=False)
     def mcp_endpoint(self, request: IRequest) -> Any:

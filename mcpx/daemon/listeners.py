@@ -118,8 +118,11 @@ class ListenerService(Service):
     def _settle(self, outcome: IListeningPort | Failure) -> None:
         self._outcome = outcome
         if isinstance(outcome, Failure):
-            self._log.failure(
-                "cannot listen on {description}", outcome, description=self.description
+            # The reason is the whole story (a port taken, a path not writable): no traceback.
+            self._log.error(
+                "cannot listen on {description}: {why}",
+                description=self.description,
+                why=outcome.getErrorMessage(),
             )
         else:
             self._port = outcome

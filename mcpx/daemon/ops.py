@@ -1545,7 +1545,9 @@ OPS: tuple[Op, ...] = (
                 },
                 "inputs": {
                     "type": "object",
-                    "description": "Variables the program starts with, by name.",
+                    "description": "Variables the program starts with, by name (each name "
+                    "an ASCII identifier).",
+                    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                 },
             },
             ["program"],

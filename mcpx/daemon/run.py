@@ -72,6 +72,7 @@ async def run_daemon(
         open_log_stream(settings.string("daemon.logFile")),
         settings.string("daemon.logLevel"),
         config.masker,
+        settings.string("daemon.logFormat"),
     )
     prepare_state_dir(config.state_dir)
     raise_descriptor_limit()

@@ -15,7 +15,7 @@ from typing import Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import IResource
@@ -26,7 +26,8 @@ from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
-from mcpx.daemon.ops import Invocation, OpError, reload
+from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.ops import OPS, Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.token import TokenFile
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
@@ -139,7 +140,16 @@ class DaemonService(MultiService):
             MultiService.addService(self, listener)
 
     def startService(self) -> None:
+        # Now, not when the tree was built: twistd forks to daemonize in between.
+        self.http.pid = os.getpid()
         MultiService.startService(self)
+        listening = gatherResults(
+            [listener.when_listening() for listener in self.listeners], consumeErrors=True
+        )
+        # Said once every listener is bound; each one that is not logs why itself.
+        listening.addCallbacks(self._listening, lambda failure: None)
+
+    def _listening(self, ports: object) -> None:
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],
@@ -215,17 +225,27 @@ class DaemonSite(LimitedSite):
     """
     The daemon's site: no access-log line per request.  A call is already visible on
     C{/v1/events} and in the pool's log; one log line per request was a tenth of the
-    cost of a C{/v1/call}.  Its connections and bodies are bounded by L{TransportLimits}.
+    cost of a C{/v1/call}.  Each request is counted in L{Metrics} instead.  Its
+    connections and bodies are bounded by L{TransportLimits}.
     """
 
     requestFactory = JSONRequest
 
-    def __init__(self, resource: Any, reactor: Any, limits: TransportLimits | None = None) -> None:
+    def __init__(
+        self,
+        resource: Any,
+        reactor: Any,
+        limits: TransportLimits | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
+        self.metrics = metrics
 
     def log(self, request: Any) -> None:
-        pass
+        # Counted instead (mcpx_http_requests), by route template and status.
+        if self.metrics is not None:
+            self.metrics.request_finished(request.path, request.code)
 
 
 #: The broker's durable store, in the state directory.
@@ -246,6 +266,13 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
     events = EventBus(clock, masker=config.masker)
+    metrics = Metrics(
+        Routes((op.path for op in OPS), exact=("/", "/mcp", "/metrics")),
+        max_tools=1000
+        if config.settings is None
+        else config.settings.integer("daemon.metricsMaxTools"),
+    )
+    publish = metrics.published(events.publish)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
@@ -257,7 +284,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         broker = Broker(
             clock,
             store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
-            publish=events.publish,
+            publish=publish,
             keep=settings.duration("proto.askTTL"),
         )
 
@@ -340,10 +367,11 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             stable_after=settings.duration("pool.stableAfter"),
             max_asking_instances=settings.integer("pool.maxAskingInstances"),
             cancel_grace=settings.duration("pool.cancelGrace"),
-            publish=events.publish,
+            publish=publish,
             handlers=upstream_handlers,
             masker=config.masker,
         )
+        pool.on_call = metrics.call_finished
     scripts: Scripts | None = None
     if settings is not None:
         scripts = Scripts(
@@ -373,12 +401,14 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         broker=broker,
         masker=config.masker,
         scripts=scripts,
+        metrics=metrics,
     )
+    metrics.watch(http)
     if settings is not None and servers is not None:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
     limits = TransportLimits.from_settings(settings) if settings is not None else None
-    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits)
+    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits, metrics)
     for description in config.exposed_endpoints():
         _log.warn(
             "listening on {endpoint} beyond loopback (daemon.auth {auth})",

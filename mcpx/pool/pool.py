@@ -359,6 +359,9 @@ class Pool(MultiService):
             counts as running at its server, unless it answers first.
         """
         MultiService.__init__(self)
+        #: Told of each tool call that reached a configured server, when it ends:
+        #: C{(server, tool, seconds, outcome)}, outcome C{ok}, C{tool_error} or C{error}.
+        self.on_call: Callable[[str, str, float, str], None] | None = None
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
@@ -1136,24 +1139,33 @@ class Pool(MultiService):
         """
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
-        instance = await self._claim(self._slot_for(server, client, caller), bound)
-        token: str | None = None
-        if on_progress is not None:
-            token = f"mcpx-{next(self._tokens)}"
-            meta = {**(meta or {}), "progressToken": token}
-            self._progress[token] = on_progress
+        # An unknown server is refused before anything is counted for it.
+        slot = self._slot_for(server, client, caller)
+        outcome = "error"
         try:
-            return await self._run(
-                instance,
-                tool,
-                bound,
-                lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
-                caller,
-                asked=asked,
-            )
+            instance = await self._claim(slot, bound)
+            token: str | None = None
+            if on_progress is not None:
+                token = f"mcpx-{next(self._tokens)}"
+                meta = {**(meta or {}), "progressToken": token}
+                self._progress[token] = on_progress
+            try:
+                result = await self._run(
+                    instance,
+                    tool,
+                    bound,
+                    lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
+                    caller,
+                    asked=asked,
+                )
+            finally:
+                if token is not None:
+                    del self._progress[token]
+            outcome = "tool_error" if result.get("isError") else "ok"
+            return result
         finally:
-            if token is not None:
-                del self._progress[token]
+            if self.on_call is not None:
+                self.on_call(server, tool, self._clock.seconds() - asked, outcome)
 
     async def request(
         self,

@@ -482,6 +482,27 @@ SETTINGS: tuple[Setting, ...] = (
         choices=("debug", "info", "warn", "error"),
         help="The least severe level the daemon logs: debug, info, warn or error.",
     ),
+    Setting(
+        name="daemon.metricsMaxTools",
+        kind=Kind.INTEGER,
+        default=1000,
+        minimum=0,
+        help=(
+            "The most (server, tool) pairs /metrics keeps series of its own for; calls to "
+            "further tools are counted under the tool label _other."
+        ),
+    ),
+    Setting(
+        name="daemon.logFormat",
+        kind=Kind.CHOICE,
+        default="auto",
+        choices=("auto", "text", "json"),
+        help=(
+            "How log lines are written: text (time, level, component, message and a failure's "
+            "traceback, for people), json (one object per line of plain values, for programs "
+            "and journald), or auto: text when the log goes to a terminal, json otherwise."
+        ),
+    ),
 )
 
 BY_NAME: Mapping[str, Setting] = {setting.name: setting for setting in SETTINGS}

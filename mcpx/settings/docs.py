@@ -171,11 +171,13 @@ def render_configuration_md() -> str:
         "`~/.local/state/mcpx`). That includes the daemon's unix socket, `mcpx.sock`.",
         "",
         "A command reads the file when it starts. The daemon reads it when it starts and again "
-        "on each reload (`POST /v1/reload`, `SIGHUP`): servers are applied at "
-        "once, and so are `pool.callTimeout`, `pool.idleTimeout` and `pool.stableAfter`; "
-        "the reload's answer names every other setting the file changed, which takes effect "
-        "when the daemon is restarted. A reload that finds the file missing or invalid is "
-        "refused and changes nothing (see docs/api.md).",
+        "on each reload (`mcpx reload`, `SIGHUP` or `POST /v1/reload`), without a restart: "
+        "servers are applied at once (added ones become available, removed and changed ones "
+        "are stopped, the others keep running), and so are `pool.callTimeout`, "
+        "`pool.idleTimeout` and `pool.stableAfter`. Only the other settings the file changed "
+        "wait for the next start (`mcpx stop`, then start the daemon again); `mcpx reload` "
+        "names them. A reload that finds the file missing or invalid is refused and changes "
+        "nothing (see docs/api.md).",
         "",
         "### Settings in the file",
         "",

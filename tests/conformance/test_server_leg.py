@@ -202,7 +202,7 @@ def objections(scenario: str, checks: list[dict[str, Any]], excused: frozenset[s
             continue
         if status == "FAILURE" and ident in excused and message.startswith(NOT_TESTABLE):
             continue
-        warned = EXCUSED_WARNINGS.get((scenario, ident))
+        warned = EXCUSED_WARNINGS.get((scenario, str(ident)))
         if status == "WARNING" and ident in excused and warned and message.startswith(warned):
             continue
         lines.append(

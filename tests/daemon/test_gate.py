@@ -44,6 +44,7 @@ UNIX = UNIXAddress(b"/state/mcpx.sock")
 ROUTES: tuple[tuple[str, str, int], ...] = (
     ("GET", "/health", 200),
     ("GET", "/openapi.json", 200),
+    ("GET", "/metrics", 503),
     ("GET", "/v1/servers", 503),
     ("POST", "/v1/call", 400),
     ("POST", "/mcp", 503),

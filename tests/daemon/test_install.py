@@ -74,6 +74,12 @@ class WheelInstallTests(TestCase):
         self.assertNotIn("twisted/__init__.py", names, "the wheel must not replace Twisted")
         self.assertNotIn("twisted/plugins/__init__.py", names)
         self.assertIn("mcpx/spec/schemas/2026-07-28/schema.json", names)
+        [metadata_name] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = zipfile.ZipFile(wheel).read(metadata_name).decode("utf-8")
+        self.assertIn("License-Expression: MIT", metadata)
+        self.assertIn("License-File: LICENSE", metadata)
+        self.assertIn("Classifier: Framework :: Twisted", metadata)
+        self.assertTrue([n for n in names if n.endswith("licenses/LICENSE")], "LICENSE shipped")
 
         target = work / "site"
         out, code = await run(

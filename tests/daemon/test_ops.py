@@ -94,10 +94,12 @@ class TableTests(SynchronousTestCase):
 
     def test_one_route_per_op(self) -> None:
         """
-        Besides /mcp (the MCP endpoint, which is not an operation), the daemon's Klein app
-        has exactly one route per op, at the op's path and method.
+        Besides /mcp (the MCP endpoint) and /metrics (Prometheus text), which are not
+        operations, the daemon's Klein app has exactly one route per op, at the op's path
+        and method.
         """
-        rules = [r for r in DaemonHTTP.app.url_map.iter_rules() if r.endpoint != "mcp_endpoint"]
+        not_ops = {"mcp_endpoint", "metrics_endpoint"}
+        rules = [r for r in DaemonHTTP.app.url_map.iter_rules() if r.endpoint not in not_ops]
         self.assertEqual(sorted(rule.endpoint for rule in rules), sorted(BY_NAME))
         for rule in rules:
             op = BY_NAME[rule.endpoint]

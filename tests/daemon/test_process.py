@@ -6,12 +6,16 @@ These spawn the daemon and reach it over a real TCP port and its unix socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import stat
 import sys
 import tempfile
 from pathlib import Path
 
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.support.http import TestClient
@@ -23,6 +27,11 @@ from tests.support.processes import (
     reactor,
     spawn,
 )
+
+
+def _kill_quietly(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def daemon_environ(state_dir: str, config_home: str) -> dict[str, str]:
@@ -105,6 +114,82 @@ class DaemonProcessTests(TestCase):
         self.assertIn(await child.ended(), (0, -15))
         self.assertFalse(os.path.exists(self.socket), "the socket is removed at shutdown")
 
+    async def test_twistd_port_in_use_exits_1(self) -> None:
+        """
+        `twistd -n mcpx` with its port taken exits 1 with one line naming the endpoint,
+        and never says it is listening.
+        """
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", self.port))
+            taken.listen()
+            child = self.start(
+                [
+                    str(VENV_BIN / "twistd"),
+                    "-n",
+                    "mcpx",
+                    "--daemon-listen",
+                    f"tcp:{self.port}:interface=127.0.0.1",
+                ],
+                cwd=self.state_dir,
+            )
+            self.assertEqual(await child.ended(), 1)
+        err = child.text(2)
+        self.assertIn(f"mcpx: cannot listen on tcp:{self.port}:interface=127.0.0.1", err)
+        self.assertNotIn("mcpx daemon listening", child.text())
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(err.count("cannot listen"), 2, "once in the log, once as the verdict")
+
+    async def test_twistd_daemonized_reports_its_own_pid(self) -> None:
+        """
+        `twistd mcpx` (daemonized) keeps its pidfile and log in the state directory, not the
+        working directory, and /health reports the pid in that file: the process after the fork.
+        """
+        work = tempfile.mkdtemp(prefix="mcpx-cwd-")
+        child = self.start(
+            [
+                str(VENV_BIN / "twistd"),
+                "mcpx",
+                "--daemon-listen",
+                f"tcp:{self.port}:interface=127.0.0.1",
+            ],
+            cwd=work,
+        )
+        self.assertEqual(await child.ended(), 0, child.text())
+        pidfile = Path(self.state_dir) / "twistd.pid"
+        tcp = TestClient(reactor)
+        try:
+            for _ in range(100):
+                if pidfile.exists() and pidfile.read_text():
+                    break
+                await deferLater(reactor, 0.05)
+            pid = int(pidfile.read_text())
+            self.addCleanup(_kill_quietly, pid)
+            code, body = await tcp.get_json(f"http://127.0.0.1:{self.port}/health")
+        finally:
+            await tcp.close()
+        self.assertEqual((code, body["pid"]), (200, pid))
+        self.assertNotEqual(pid, child.transport.pid if child.transport else None)
+        self.assertEqual(os.listdir(work), [], "nothing is written into the working directory")
+        log_lines = (Path(self.state_dir) / "twistd.log").read_text().splitlines()
+        self.assertTrue(log_lines and all(line.startswith('{"time": ') for line in log_lines))
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not pidfile.exists():
+                break
+            await deferLater(reactor, 0.05)
+        self.assertFalse(pidfile.exists(), "twistd removes its pidfile when it stops")
+
+    async def test_twistd_bad_setting_is_one_line(self) -> None:
+        """A bad setting under twistd is one line and status 2, without twistd's usage text."""
+        env = daemon_environ(self.state_dir, self.config_home)
+        env["MCPX_MCP_SPEC"] = "1999-01-01"
+        child = spawn([str(VENV_BIN / "twistd"), "-n", "mcpx"], env=env, cwd=self.state_dir)
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(), 2)
+        lines = child.text().strip().splitlines()
+        self.assertEqual(len(lines), 1, child.text())
+        self.assertIn("MCPX_MCP_SPEC=1999-01-01", lines[0])
+
     async def test_port_in_use_is_a_clear_error(self) -> None:
         """A taken port makes `mcpx daemon` exit 1 naming the endpoint and what to do."""
         first = self.start(
@@ -120,6 +205,8 @@ class DaemonProcessTests(TestCase):
         self.assertEqual(await second.ended(), 1)
         self.assertIn(f"cannot listen on tcp:{self.port}", second.text(2))
         self.assertIn("daemon.listen", second.text(2))
+        for said in ("mcpx daemon listening", "daemon is running", "  listening on"):
+            self.assertNotIn(said, second.text(2), "never said before it is known")
         first.signal("TERM")
         await first.ended()
 

@@ -33,9 +33,19 @@ MAX_EXAMPLES = 10
 #: for a reason that is not a fault of the API:
 #:  - a 504 is what a call gets when the deadline the caller chose ("timeout", as low as the
 #:    schema allows: just above zero) runs out; a 500, 502 or 503 is still a failure;
+#:  - POST /v1/exec takes any string as its program, as a schema must, but a string that is
+#:    not a program mcpx can run (a syntax error: 400 program_syntax; one that fails when
+#:    run: 422 program_failed) is refused with what went wrong; no schema can say which
+#:    strings are programs, so those two statuses count as accepting the input.
 CONFIG = """\
 [checks.not_a_server_error]
 expected-statuses = ["2xx", "3xx", "4xx", "504"]
+
+[[operations]]
+include-path = "/v1/exec"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "400", "401", "403", "404", "409", "422", "429", "5xx"
+]
 """
 
 

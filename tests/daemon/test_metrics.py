@@ -1,0 +1,234 @@
+"""
+C{/metrics}: a real pool on scripted upstreams and the daemon's site, scraped over raw
+HTTP and read back with Prometheus's own text-format parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.daemon.events import EventBus
+from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
+from mcpx.daemon.ops import OPS
+from mcpx.daemon.service import DaemonSite
+from mcpx.pool.pool import Pool
+from mcpx.tasks.store import TaskStatus
+from mcpx.wire.errors import RpcError
+from tests.daemon.test_gate import Answer
+from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio
+
+LOOPBACK = IPv4Address("TCP", "127.0.0.1", 8899)
+CLIENT = IPv4Address("TCP", "127.0.0.1", 40000)
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def parse(text: str) -> Samples:
+    """Every sample of a scrape, keyed by name and sorted labels; fails on malformed text."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def labels(**given: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(given.items()))
+
+
+class MetricsCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.connector = FakeConnector(self.clock)
+        self.events = EventBus(self.clock)
+        self.metrics = Metrics(Routes((op.path for op in OPS), exact=("/", "/mcp", "/metrics")))
+        self.pool = Pool(
+            servers=servers(stdio("notes"), stdio("files")),
+            connector=self.connector,
+            clock=self.clock,
+            call_timeout=30,
+            idle_timeout=60,
+            publish=self.metrics.published(self.events.publish),
+        )
+        self.pool.on_call = self.metrics.call_finished
+        self.pool.startService()
+        self.addCleanup(self.pool.stopService)
+        self.http = DaemonHTTP(
+            clock=self.clock, pid=1, pool=self.pool, events=self.events, metrics=self.metrics
+        )
+        self.metrics.watch(self.http)
+        self.site = DaemonSite(self.http.resource(), self.clock, metrics=self.metrics)
+
+    def get(self, path: str) -> Answer:
+        channel = self.site.buildProtocol(CLIENT)
+        transport = StringTransport(hostAddress=LOOPBACK, peerAddress=CLIENT)
+        channel.makeConnection(transport)
+        self.addCleanup(channel.connectionLost, None)
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:8899\r\n\r\n"
+        channel.dataReceived(request.encode("ascii"))
+        return Answer(transport.value())
+
+    def scrape(self) -> Samples:
+        answer = self.get("/metrics")
+        self.assertEqual(answer.status, 200)
+        self.assertTrue(answer.headers["content-type"].startswith("text/plain; version="))
+        return parse(answer.body.decode("utf-8"))
+
+    def call(self, server: str, tool: str, **arguments: Any) -> Deferred[dict[str, Any]]:
+        return Deferred.fromCoroutine(self.pool.call_tool(server, tool, arguments))
+
+    def answer_with(self, answer: Any) -> None:
+        self.connector.answers["tools/call"] = answer
+
+
+class CallMetricsTests(MetricsCase):
+    def test_calls_errors_and_latency_per_server_and_tool(self) -> None:
+        """
+        Two answered calls, one answered with isError and one refused by the server are
+        counted by outcome; errors and the latency histogram are per server and tool.
+        """
+        self.successResultOf(self.call("notes", "echo", text="a"))
+        self.successResultOf(self.call("notes", "echo", text="b"))
+
+        def is_error(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+            return {"content": [], "isError": True}
+
+        self.answer_with(is_error)
+        self.successResultOf(self.call("notes", "echo"))
+
+        def refuse(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+            raise RpcError.invalid_params("no such tool")
+
+        self.answer_with(refuse)
+        self.failureResultOf(self.call("files", "read"), RpcError)
+        samples = self.scrape()
+        self.assertEqual(
+            samples[("mcpx_calls_total", labels(server="notes", tool="echo", outcome="ok"))], 2
+        )
+        self.assertEqual(
+            samples[
+                ("mcpx_calls_total", labels(server="notes", tool="echo", outcome="tool_error"))
+            ],
+            1,
+        )
+        self.assertEqual(
+            samples[("mcpx_calls_total", labels(server="files", tool="read", outcome="error"))], 1
+        )
+        self.assertEqual(
+            samples[("mcpx_call_errors_total", labels(server="notes", tool="echo"))], 1
+        )
+        self.assertEqual(
+            samples[("mcpx_call_errors_total", labels(server="files", tool="read"))], 1
+        )
+        self.assertEqual(
+            samples[("mcpx_call_duration_seconds_count", labels(server="notes", tool="echo"))], 3
+        )
+        self.assertEqual(
+            samples[
+                (
+                    "mcpx_call_duration_seconds_bucket",
+                    labels(server="notes", tool="echo", le="+Inf"),
+                )
+            ],
+            3,
+        )
+
+    def test_unknown_server_makes_no_series(self) -> None:
+        """A call to a server nobody configured is refused without adding a series."""
+        self.failureResultOf(self.call("nobody", "echo"))
+        self.assertFalse([key for key in self.scrape() if ("server", "nobody") in key[1]])
+
+    def test_tool_names_are_bounded(self) -> None:
+        """Past the bound on (server, tool) pairs, further tools are counted as _other."""
+        self.metrics.max_tools = 2
+        for tool in ("one", "two", "three", "four"):
+            self.successResultOf(self.call("notes", tool))
+        samples = self.scrape()
+        tools = {dict(key[1]).get("tool") for key in samples if key[0] == "mcpx_calls_total"}
+        self.assertEqual(tools, {"one", "two", OTHER_TOOLS})
+        other = labels(server="notes", tool=OTHER_TOOLS, outcome="ok")
+        self.assertEqual(samples[("mcpx_calls_total", other)], 2)
+
+    def test_in_flight_and_instances(self) -> None:
+        """A held call shows as one in flight on one instance; when it ends, none in flight."""
+        self.connector.holding.add("tools/call")
+        held = self.call("notes", "echo")
+        samples = self.scrape()
+        self.assertEqual(samples[("mcpx_calls_in_flight", labels(server="notes"))], 1)
+        self.assertEqual(samples[("mcpx_server_instances", labels(server="notes"))], 1)
+        self.assertEqual(samples[("mcpx_server_instances", labels(server="files"))], 0)
+        self.assertEqual(samples[("mcpx_server_ready", labels(server="notes"))], 1)
+        self.connector.started("notes")[0].release("tools/call", {"content": []})
+        self.successResultOf(held)
+        self.assertEqual(self.scrape()[("mcpx_calls_in_flight", labels(server="notes"))], 0)
+
+
+class ServerMetricsTests(MetricsCase):
+    def test_starts_and_crashes_per_server(self) -> None:
+        """A start, a crash and the start after its back-off are counted for that server."""
+        self.successResultOf(self.call("notes", "echo"))
+        self.connector.started("notes")[0].crash()
+        self.clock.advance(5)
+        self.successResultOf(self.call("notes", "echo"))
+        samples = self.scrape()
+        self.assertEqual(samples[("mcpx_server_starts_total", labels(server="notes"))], 2)
+        self.assertEqual(samples[("mcpx_server_crashes_total", labels(server="notes"))], 1)
+
+    def test_restart_is_counted(self) -> None:
+        """A restart asked for is counted for its server."""
+        self.successResultOf(self.call("files", "echo"))
+        self.successResultOf(Deferred.fromCoroutine(self.pool.restart("files")))
+        samples = self.scrape()
+        self.assertEqual(samples[("mcpx_server_restarts_total", labels(server="files"))], 1)
+
+
+class HoldingsTests(MetricsCase):
+    def test_tasks_by_state_and_event_streams(self) -> None:
+        """Tasks are counted by state; event subscribers and the events they queue show."""
+        task = self.http.tasks.open(None, server="notes", tool="echo")
+        self.http.tasks.mark(task, TaskStatus.INPUT_REQUIRED)
+        self.http.tasks.open(None, server="notes", tool="echo")
+        slow = self.events.subscribe(lambda event: None)
+        slow.pause()
+        self.events.publish("warning", None, message="one")
+        self.events.publish("warning", None, message="two")
+        samples = self.scrape()
+        self.assertEqual(samples[("mcpx_tasks", labels(state="input_required"))], 1)
+        self.assertEqual(samples[("mcpx_tasks", labels(state="working"))], 1)
+        self.assertEqual(samples[("mcpx_event_subscribers", ())], 1)
+        self.assertEqual(samples[("mcpx_event_queue", ())], 2)
+        self.assertEqual(samples[("mcpx_questions_pending", ())], 0)
+        self.assertEqual(samples[("mcpx_mcp_http_sessions", ())], 0)
+
+
+class HttpMetricsTests(MetricsCase):
+    def test_requests_by_route_template_and_status(self) -> None:
+        """
+        Requests are counted by route template, not by the path asked, so made-up paths
+        share one label value.
+        """
+        self.get("/health")
+        self.get("/health")
+        self.get("/v1/tools/notes/echo")
+        self.get("/v1/tools/files/read")
+        self.get("/made/up/1")
+        self.get("/made/up/2")
+        samples = self.scrape()
+        count = "mcpx_http_requests_total"
+        self.assertEqual(samples[(count, labels(route="/health", status="200"))], 2)
+        template = "/v1/tools/{server}/{tool}"
+        by_template = [key for key in samples if key[0] == count and ("route", template) in key[1]]
+        self.assertEqual(sum(samples[key] for key in by_template), 2)
+        self.assertEqual(samples[(count, labels(route="other", status="404"))], 2)
+        routes = {dict(key[1])["route"] for key in samples if key[0] == count}
+        self.assertFalse({"/made/up/1", "/v1/tools/notes/echo"} & routes)
