@@ -62,8 +62,14 @@ class Shutdown:
         self._kill: list[Callable[[], object]] = []
 
     def begin(self) -> None:
-        """From now on no new work is accepted."""
+        """
+        From now on no new work is accepted, and a connection whose request is being
+        answered closes after that answer (a stream's end is then the connection's).
+        """
         self.begun = True
+        for channel in tuple(self._connections):
+            if getattr(channel, "requests", None):
+                channel.persistent = False
 
     def on_hurry(self, kill: Callable[[], object]) -> None:
         """Call C{kill} when the stop is hurried."""

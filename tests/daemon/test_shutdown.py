@@ -27,6 +27,15 @@ from tests.daemon.test_gate import OWNER, Answer, GateCase
 from tests.server.test_http import BOTH, McpHTTPCase, _Body, request
 
 
+class _Channel:
+    """An HTTP channel as the stop sees one: its requests, whether it is kept alive."""
+
+    def __init__(self, requests: list[object]) -> None:
+        self.requests = requests
+        self.persistent = True
+        self.transport = None
+
+
 class GateDuringStopTests(GateCase):
     def setUp(self) -> None:
         GateCase.setUp(self)
@@ -97,6 +106,18 @@ class GateDuringStopTests(GateCase):
         transport.disconnected = True
         self.clock.advance(0.01)
         self.assertIsNone(result_of(drained))
+
+    def test_busy_connection_closes_after_its_answer(self) -> None:
+        """
+        A connection whose response is being written when the stop begins is closed
+        once that response ends, so a stream's client sees the connection end.
+        """
+        busy, idle = _Channel([object()]), _Channel([])
+        self.shutdown.track(busy)
+        self.shutdown.track(idle)
+        self.shutdown.begin()
+        self.assertFalse(busy.persistent)
+        self.assertTrue(idle.persistent, "an idle one is answered 503 if it asks again")
 
     def test_drain_is_bounded(self) -> None:
         """A connection that does not close does not hold the stop past the bound."""
