@@ -22,7 +22,6 @@ from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from mcpx.daemon.shutdown import SHUTTING_DOWN
 from mcpx.settings.config import DEFAULT_CONFIG_ORIGIN
 from tests.cli.test_real_daemon import RealDaemonCase, children_of, command_line
 from tests.server.test_peers import in_thread
@@ -72,6 +71,8 @@ class ReloadLifecycleTests(RealDaemonCase):
         self.assertIn("line 1 column", status.err)
 
 
+#: What every caller the stop cuts short is told.
+SHUTTING_DOWN = "mcpx is shutting down"
 MISBEHAVING = [sys.executable, "-m", "tests.fixtures.misbehaving", "--mode"]
 #: An upstream that ignores SIGTERM and stays after its stdin closes.
 STUBBORN = [*MISBEHAVING, "ignore-term"]
