@@ -137,23 +137,25 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-class ShutdownLifecycleTests(TestCase):
-    """
-    A real daemon stopped with hosts connected and calls in flight: every caller gets
-    the shutting-down error, no new work is accepted, open streams end properly, and a
-    second signal ends the wait for an upstream that will not leave.
-    """
+class DaemonOnPort(TestCase):
+    """A real daemon on a loopback TCP port, its config file rewritten at will."""
 
     timeout = 60
 
-    async def start(self, servers: dict[str, list[str]]) -> tuple[ChildProcess, int]:
+    def write_config(self, servers: dict[str, Any]) -> None:
+        entries = {
+            name: spec if isinstance(spec, dict) else {"command": spec[0], "args": spec[1:]}
+            for name, spec in servers.items()
+        }
+        self.config.write_text(json.dumps({"servers": entries}))
+
+    async def start(self, servers: dict[str, Any]) -> tuple[ChildProcess, int]:
         state = tempfile.mkdtemp(prefix="mcpx-stop-")
         self.addCleanup(shutil.rmtree, state, True)
-        config = Path(state) / "servers.json"
-        entries = {name: {"command": a[0], "args": a[1:]} for name, a in servers.items()}
-        config.write_text(json.dumps({"servers": entries}))
+        self.config = Path(state) / "servers.json"
+        self.write_config(servers)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
-        env.update(MCPX_STATE_DIR=state, MCPX_CONFIG=str(config), XDG_CONFIG_HOME=state)
+        env.update(MCPX_STATE_DIR=state, MCPX_CONFIG=str(self.config), XDG_CONFIG_HOME=state)
         port = free_tcp_port()
         daemon = spawn(
             [
@@ -177,6 +179,22 @@ class ShutdownLifecycleTests(TestCase):
                 return
             await deferLater(reactor, 0.05, lambda: None)
         self.fail(f"never happened: {what}")
+
+    async def post(self, port: int, path: str, body: Any) -> tuple[int, Any]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            status, _, answer = await deferToThread(_raw, connection, "POST", path, body)
+        finally:
+            connection.close()
+        return status, answer
+
+
+class ShutdownLifecycleTests(DaemonOnPort):
+    """
+    A real daemon stopped with hosts connected and calls in flight: every caller gets
+    the shutting-down error, no new work is accepted, open streams end properly, and a
+    second signal ends the wait for an upstream that will not leave.
+    """
 
     def upstreams_left(self, daemon: ChildProcess) -> list[str]:
         assert daemon.transport is not None
@@ -257,3 +275,35 @@ class ShutdownLifecycleTests(TestCase):
         self.assertEqual(await daemon.ended(timeout=15), 0, daemon.text(2))
         self.assertEqual([c for c in children if pid_alive(c)], [])
         await legacy
+
+
+class GrandchildReloadTests(DaemonOnPort):
+    async def test_reload_of_a_server_whose_child_forked(self) -> None:
+        """
+        A server whose child (C{sleep 600}) holds its pipes is changed by a reload: the
+        reload does not wait out the 5 s grace, and neither the old server nor the
+        grandchild is left.
+        """
+        fork = [*MISBEHAVING, "fork-grandchild"]
+        daemon, port = await self.start({"fg": fork})
+        assert daemon.transport is not None
+        status, _ = await self.post(
+            port, "/v1/call", {"server": "fg", "tool": "echo", "arguments": {"text": "x"}}
+        )
+        self.assertEqual(status, 200)
+        [server] = children_of(daemon.transport.pid)
+        [grandchild] = children_of(server)
+        self.assertIn("sleep", command_line(grandchild))
+        self.write_config({"fg": {"command": fork[0], "args": fork[1:], "env": {"CHANGED": "1"}}})
+        began = time.monotonic()
+        status, answer = await self.post(port, "/v1/reload", {})
+        took = time.monotonic() - began
+        self.assertEqual((status, answer["changed"]), (200, ["fg"]), answer)
+        self.assertLess(took, 2.0)
+        for _ in range(40):
+            if not pid_alive(server) and not pid_alive(grandchild):
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual([p for p in (server, grandchild) if pid_alive(p)], [])
+        daemon.signal("TERM")
+        self.assertEqual(await daemon.ended(timeout=15), 0)
