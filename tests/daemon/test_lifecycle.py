@@ -5,19 +5,25 @@ configuration, and the operator is told why where they look (log, C{mcpx status}
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import queue
 import shutil
 import socket
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from mcp import Client, MCPError
+import anyio
+from attrs import define, field
+from mcp import Client, MCPError, StdioServerParameters
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
@@ -155,6 +161,7 @@ class DaemonOnPort(TestCase):
         self.config = Path(state) / "servers.json"
         self.write_config(servers)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
+        self.env = env
         env.update(MCPX_STATE_DIR=state, MCPX_CONFIG=str(self.config), XDG_CONFIG_HOME=state)
         port = free_tcp_port()
         daemon = spawn(
@@ -307,3 +314,228 @@ class GrandchildReloadTests(DaemonOnPort):
         self.assertEqual([p for p in (server, grandchild) if pid_alive(p)], [])
         daemon.signal("TERM")
         self.assertEqual(await daemon.ended(timeout=15), 0)
+
+
+TOOLS_CHANGED = "notifications/tools/list_changed"
+PROMPTS_CHANGED = "notifications/prompts/list_changed"
+RESOURCES_CHANGED = "notifications/resources/list_changed"
+_EVENT_METHODS = {
+    "ToolsListChanged": TOOLS_CHANGED,
+    "PromptsListChanged": PROMPTS_CHANGED,
+    "ResourcesListChanged": RESOURCES_CHANGED,
+}
+#: An upstream that answers tools/list but never a tools/call: a call stays in flight.
+HANG = [*MISBEHAVING, "hang"]
+
+
+@define
+class Call:
+    """A tool call a host makes; C{outcome} gets its text, or C{"error: ..."}."""
+
+    name: str
+    arguments: dict[str, Any]
+    outcome: list[str] = field(factory=list)
+
+    async def run(self, client: Client) -> None:
+        try:
+            result = await client.call_tool(self.name, self.arguments)
+        except MCPError as e:
+            self.outcome.append(f"error: {e}")
+            return
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        self.outcome.append(("error: " if result.is_error else "") + text)
+
+
+@define
+class Host:
+    """
+    One connected host in a worker thread: what it heard, and the calls it is asked
+    to make while connected (C{call}).
+    """
+
+    name: str
+    heard: list[str] = field(factory=list)
+    ready: threading.Event = field(factory=threading.Event)
+    done: threading.Event = field(factory=threading.Event)
+    jobs: queue.Queue[Call] = field(factory=queue.Queue)
+    ended: str = ""
+
+    def call(self, name: str, **arguments: Any) -> Call:
+        job = Call(name, arguments)
+        self.jobs.put(job)
+        return job
+
+    def heard_count(self, method: str) -> int:
+        return self.heard.count(method)
+
+    async def _serve(self, client: Client) -> None:
+        async with anyio.create_task_group() as group:
+            while not self.done.is_set():
+                try:
+                    job = self.jobs.get_nowait()
+                except queue.Empty:
+                    await anyio.sleep(0.02)
+                    continue
+                group.start_soon(job.run, client)
+            group.cancel_scope.cancel()
+
+    async def _noted(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str) and method.endswith("list_changed"):
+            self.heard.append(method)
+
+    async def legacy(self, target: Any) -> None:
+        async with Client(target, mode="legacy", message_handler=self._noted) as client:
+            self.ready.set()
+            await self._serve(client)
+
+    async def modern(self, target: Any) -> None:
+        async with Client(target, mode="auto") as client:
+            listening = client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            )
+            async with listening as subscription, anyio.create_task_group() as group:
+
+                async def hear() -> None:
+                    async for event in subscription:
+                        self.heard.append(_EVENT_METHODS.get(type(event).__name__, "?"))
+                    self.ended = "closed"
+
+                group.start_soon(hear)
+                self.ready.set()
+                await self._serve(client)
+                group.cancel_scope.cancel()
+
+
+def run_host(conversation: Callable[[], Awaitable[None]]) -> Deferred[None]:
+    """A host's whole life in a worker thread (bounded, so a hang fails the test)."""
+
+    async def bounded() -> None:
+        with anyio.fail_after(50):
+            await conversation()
+
+    return deferToThread(anyio.run, bounded)
+
+
+class ReloadLifecycleWithHostsTests(DaemonOnPort):
+    """
+    One daemon, reloaded step by step with hosts of both eras connected and calls in
+    flight: a legacy SDK session and a 2026-07-28 SDK listen on /mcp (gateway), and a
+    legacy SDK host through C{mcpx serve --passthrough b}.
+    """
+
+    timeout = 90
+
+    async def settle(self) -> None:
+        await deferLater(reactor, 0.5, lambda: None)
+
+    async def reload(self, port: int, servers: dict[str, Any]) -> Any:
+        self.write_config(servers)
+        status, answer = await self.post(port, "/v1/reload", {})
+        self.assertEqual(status, 200, answer)
+        return answer
+
+    def assertHeard(self, host: Host, expected: dict[str, int], step: str) -> None:
+        counts = {method: host.heard_count(method) for method in expected}
+        self.assertEqual(counts, expected, f"{host.name} after {step}: {host.heard}")
+
+    async def test_remove_add_rename_change(self) -> None:
+        daemon, port = await self.start({"a": DEMO, "b": HANG})
+        assert daemon.transport is not None
+        url = f"http://127.0.0.1:{port}/mcp"
+        serve = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", "--passthrough", "b"],
+            env=self.env,
+            cwd=str(REPO),
+        )
+        legacy, modern, passing = Host("legacy"), Host("modern"), Host("pass-through b")
+        lives = [
+            run_host(lambda: legacy.legacy(url)),
+            run_host(lambda: modern.modern(url)),
+            run_host(lambda: passing.legacy(serve)),
+        ]
+
+        async def disconnect() -> None:
+            for host in (legacy, modern, passing):
+                host.done.set()
+            for life in lives:
+                with contextlib.suppress(Exception):
+                    await life
+
+        self.addCleanup(disconnect)
+        for host in (legacy, modern, passing):
+            await self.until(host.ready, f"{host.name} connected")
+
+        # Remove b, with a call of b in flight (it never answers) and a countdown of a.
+        stuck = passing.call("echo", text="to b")
+        counting = legacy.call(
+            "mcpx_call",
+            server="a",
+            tool="countdown",
+            arguments={"steps": 5, "interval": 0.3},
+        )
+        await deferLater(reactor, 0.5, lambda: None)
+        [b_pid] = [p for p in children_of(daemon.transport.pid) if "hang" in command_line(p)]
+        answer = await self.reload(port, {"a": DEMO})
+        self.assertEqual(answer["removed"], ["b"])
+        await self.until(stuck.outcome, "the call of the removed server was answered")
+        self.assertTrue(stuck.outcome[0].startswith("error: "), stuck.outcome)
+        self.assertIn("b", stuck.outcome[0])
+        await self.until(counting.outcome, "the countdown of the unchanged server finished")
+        self.assertFalse(counting.outcome[0].startswith("error"), counting.outcome)
+        await self.settle()
+        self.assertFalse(pid_alive(b_pid), "the removed server's process is gone")
+        self.assertHeard(legacy, {PROMPTS_CHANGED: 1, RESOURCES_CHANGED: 1}, "removing b")
+        self.assertHeard(modern, {PROMPTS_CHANGED: 1, RESOURCES_CHANGED: 1}, "removing b")
+        self.assertHeard(passing, {TOOLS_CHANGED: 1}, "removing b")
+        # b's tool is never handed to a (whose demo also has an echo).
+        again = passing.call("echo", text="to b again")
+        await self.until(again.outcome, "the call of b's tool was answered")
+        self.assertTrue(again.outcome[0].startswith("error: "), again.outcome)
+        self.assertNotIn("to b again", again.outcome[0].removeprefix("error: "))
+
+        # Add c: the gateway hosts hear of it; the pass-through host's tools are unchanged.
+        answer = await self.reload(port, {"a": DEMO, "c": DEMO})
+        self.assertEqual(answer["added"], ["c"])
+        await self.settle()
+        self.assertHeard(legacy, {PROMPTS_CHANGED: 2, RESOURCES_CHANGED: 2}, "adding c")
+        self.assertHeard(passing, {TOOLS_CHANGED: 1}, "adding c")
+        added = legacy.call("mcpx_call", server="c", tool="echo", arguments={"text": "c here"})
+        await self.until(added.outcome, "the call of the added server")
+        self.assertIn("c here", added.outcome[0])
+
+        # Rename a to a2, with a countdown of a in flight: it is cut, naming a.
+        counting = legacy.call(
+            "mcpx_call",
+            server="a",
+            tool="countdown",
+            arguments={"steps": 50, "interval": 0.2},
+        )
+        await deferLater(reactor, 0.5, lambda: None)
+        answer = await self.reload(port, {"a2": DEMO, "c": DEMO})
+        self.assertEqual((answer["removed"], answer["added"]), (["a"], ["a2"]))
+        await self.until(counting.outcome, "the countdown of the renamed server was cut")
+        self.assertIn("'a'", counting.outcome[0])
+        old = legacy.call("mcpx_call", server="a", tool="echo", arguments={"text": "old name"})
+        new = legacy.call("mcpx_call", server="a2", tool="echo", arguments={"text": "new name"})
+        await self.until(old.outcome, "a call by the old name")
+        await self.until(new.outcome, "a call by the new name")
+        self.assertTrue(old.outcome[0].startswith("error: "), old.outcome)
+        self.assertIn("new name", new.outcome[0])
+
+        # Change c's environment: it is restarted, and hosts hear of it once more.
+        c_pids = [p for p in children_of(daemon.transport.pid) if pid_alive(p)]
+        answer = await self.reload(
+            port, {"a2": DEMO, "c": {"command": DEMO[0], "args": DEMO[1:], "env": {"X": "1"}}}
+        )
+        self.assertEqual(answer["changed"], ["c"])
+        await self.settle()
+        self.assertHeard(modern, {PROMPTS_CHANGED: 4, RESOURCES_CHANGED: 4}, "changing c")
+
+        # SIGTERM with every host connected: the listen is answered (closed, not lost).
+        daemon.signal("TERM")
+        self.assertEqual(await daemon.ended(timeout=20), 0, daemon.text(2))
+        await disconnect()
+        self.assertEqual(modern.ended, "closed")
+        self.assertEqual([p for p in c_pids if pid_alive(p)], [])
