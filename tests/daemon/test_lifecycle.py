@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 from attrs import define, field
 from mcp import Client, MCPError, StdioServerParameters
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
@@ -539,3 +539,122 @@ class ReloadLifecycleWithHostsTests(DaemonOnPort):
         await disconnect()
         self.assertEqual(modern.ended, "closed")
         self.assertEqual([p for p in c_pids if pid_alive(p)], [])
+
+
+def _hammer(port: int, server: str, seconds: float) -> list[tuple[float, int, Any]]:
+    """Call C{server}'s echo every 0.1 s for C{seconds}: (time taken, status, answer)."""
+    seen = []
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends:
+            began = time.monotonic()
+            status, _, answer = _raw(
+                connection,
+                "POST",
+                "/v1/call",
+                {"server": server, "tool": "echo", "arguments": {"text": f"to {server}"}},
+            )
+            seen.append((time.monotonic() - began, status, answer))
+            time.sleep(0.1)
+    finally:
+        connection.close()
+    return seen
+
+
+def _frames(raw: bytes) -> list[Any]:
+    """The JSON events of an SSE capture (chunk framing and comments skipped)."""
+    found = []
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data:"):
+            with contextlib.suppress(ValueError):
+                found.append(json.loads(line[5:]))
+    return found
+
+
+class CrashAndRestartLifecycleTests(DaemonOnPort):
+    """Crash loops of both shapes and a restart, with hosts of both eras connected."""
+
+    timeout = 60
+
+    async def test_crash_loops_and_restart(self) -> None:
+        daemon, port = await self.start(
+            {
+                "a": DEMO,
+                "dead": [*MISBEHAVING, "exit-at-start"],
+                "flaky": [*MISBEHAVING, "exit-soon"],
+            }
+        )
+        assert daemon.transport is not None
+        url = f"http://127.0.0.1:{port}/mcp"
+        legacy, modern = Host("legacy"), Host("modern")
+        lives = [run_host(lambda: legacy.legacy(url)), run_host(lambda: modern.modern(url))]
+
+        async def disconnect() -> None:
+            for host in (legacy, modern):
+                host.done.set()
+            for life in lives:
+                with contextlib.suppress(Exception):
+                    await life
+
+        self.addCleanup(disconnect)
+        for host in (legacy, modern):
+            await self.until(host.ready, f"{host.name} connected")
+        opened = threading.Event()
+        events = deferToThread(_events_until_end, port, opened)
+        await self.until(opened, "the event stream opened")
+
+        dead, flaky = await gatherResults(
+            [deferToThread(_hammer, port, "dead", 4.5), deferToThread(_hammer, port, "flaky", 4.5)]
+        )
+        # A server that dies at start: every call fails fast, naming it.
+        for took, status, answer in dead:
+            self.assertEqual(status, 503, answer)
+            self.assertIn("'dead'", answer["error"]["message"])
+            self.assertLess(took, 1.0)
+        # One that dies 0.5 s after each start: its calls get its own answer or an
+        # error naming it, never another server's.
+        for _, status, answer in flaky:
+            if status == 200:
+                self.assertIn("to flaky", json.dumps(answer))
+            else:
+                self.assertIn("'flaky'", answer["error"]["message"], answer)
+
+        # Restart a with a countdown in flight: the caller is told; a new process serves.
+        counting = legacy.call(
+            "mcpx_call",
+            server="a",
+            tool="countdown",
+            arguments={"steps": 50, "interval": 0.2},
+        )
+        await deferLater(reactor, 0.7, lambda: None)
+        [a_pid] = [p for p in children_of(daemon.transport.pid) if "mcpx.demo" in command_line(p)]
+        status, answer = await self.post(port, "/v1/servers/a/restart", {})
+        self.assertEqual(status, 200, answer)
+        await self.until(counting.outcome, "the countdown cut by the restart")
+        self.assertTrue(counting.outcome[0].startswith("error: "), counting.outcome)
+        after = legacy.call("mcpx_call", server="a", tool="echo", arguments={"text": "again"})
+        await self.until(after.outcome, "a call after the restart")
+        self.assertIn("again", after.outcome[0])
+        self.assertFalse(pid_alive(a_pid), "the restarted server's old process is gone")
+
+        children = children_of(daemon.transport.pid)
+        daemon.signal("TERM")
+        self.assertEqual(await daemon.ended(timeout=20), 0, daemon.text(2))
+        frames = _frames(await events)
+        await disconnect()
+        # The back-off of each crash loop grows: 1 s, 2 s, 4 s ...
+        for server in ("dead", "flaky"):
+            waits = [
+                f["retry_in"]
+                for f in frames
+                if f.get("kind") in ("server.exited", "server.failed") and f.get("server") == server
+            ]
+            self.assertGreaterEqual(
+                len(waits), 2, [(f.get("kind"), f.get("server"), f.get("retry_in")) for f in frames]
+            )
+            self.assertEqual(waits, sorted(waits), (server, waits))
+            self.assertGreater(waits[-1], waits[0], (server, waits))
+        # Crashes and restarts change no list: no host was told one had.
+        self.assertEqual((legacy.heard, modern.heard), ([], []))
+        self.assertEqual([p for p in children if pid_alive(p)], [])
