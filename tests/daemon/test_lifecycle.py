@@ -188,6 +188,7 @@ class DaemonOnPort(TestCase):
         self.fail(f"never happened: {what}")
 
     async def post(self, port: int, path: str, body: Any) -> tuple[int, Any]:
+        """One POST on a connection of its own: status and JSON answer."""
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         try:
             status, _, answer = await deferToThread(_raw, connection, "POST", path, body)
@@ -658,3 +659,63 @@ class CrashAndRestartLifecycleTests(DaemonOnPort):
         # Crashes and restarts change no list: no host was told one had.
         self.assertEqual((legacy.heard, modern.heard), ([], []))
         self.assertEqual([p for p in children if pid_alive(p)], [])
+
+
+class OverlappingReloadTests(DaemonOnPort):
+    async def test_last_reload_wins_everywhere(self) -> None:
+        """
+        Reload A removes a server that will not leave (its stop takes its grace
+        periods); reload B, sent while A runs, adds xnew: both are answered, and the
+        servers listed, the settings shown, the calls served and what a host heard all
+        agree with B's file.
+        """
+        daemon, port = await self.start({"a": DEMO, "stubborn": STUBBORN})
+        assert daemon.transport is not None
+        url = f"http://127.0.0.1:{port}/mcp"
+        legacy = Host("legacy")
+        life = run_host(lambda: legacy.legacy(url))
+
+        async def disconnect() -> None:
+            legacy.done.set()
+            with contextlib.suppress(Exception):
+                await life
+
+        self.addCleanup(disconnect)
+        await self.until(legacy.ready, "the host connected")
+        status, _ = await self.post(
+            port, "/v1/call", {"server": "stubborn", "tool": "echo", "arguments": {"text": "x"}}
+        )
+        self.assertEqual(status, 200)
+        [stubborn_pid] = [
+            p for p in children_of(daemon.transport.pid) if "ignore" in command_line(p)
+        ]
+
+        self.write_config({"a": DEMO})
+        first = Deferred.fromCoroutine(self.post(port, "/v1/reload", {}))
+        await deferLater(reactor, 0.2, lambda: None)
+        self.write_config({"a": DEMO, "xnew": DEMO})
+        second = Deferred.fromCoroutine(self.post(port, "/v1/reload", {}))
+        answers: list[tuple[int, Any]] = await gatherResults([first, second])
+        (status_a, answer_a), (status_b, answer_b) = answers
+        self.assertEqual((status_a, status_b), (200, 200), (answer_a, answer_b))
+
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.addCleanup(connection.close)
+        _, _, servers = await deferToThread(_raw, connection, "GET", "/v1/servers")
+        self.assertEqual(sorted(s["name"] for s in servers["servers"]), ["a", "xnew"])
+        _, _, settings = await deferToThread(_raw, connection, "GET", "/v1/settings")
+        self.assertIn("xnew", json.dumps(settings))
+        self.assertNotIn('"stubborn"', json.dumps(settings))
+        called = legacy.call("mcpx_call", server="xnew", tool="echo", arguments={"text": "new"})
+        await self.until(called.outcome, "the call of xnew")
+        self.assertIn("new", called.outcome[0])
+        self.assertFalse(called.outcome[0].startswith("error"), called.outcome)
+        await deferLater(reactor, 0.3, lambda: None)
+        self.assertEqual(legacy.heard.count(PROMPTS_CHANGED), 2, legacy.heard)
+        for _ in range(240):
+            if not pid_alive(stubborn_pid):
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertFalse(pid_alive(stubborn_pid), "the removed server's process is gone")
+        daemon.signal("TERM")
+        self.assertEqual(await daemon.ended(timeout=20), 0, daemon.text(2))
