@@ -384,6 +384,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock,
             drain=settings.duration("transport.stdioDrain"),
             max_length=settings.integer("transport.maxMessageSize"),
+            shutdown=shutdown,
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     if groups is not None:

@@ -6,6 +6,7 @@ second signal does (L{mcpx.daemon.shutdown}).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
@@ -20,10 +22,12 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.service import DaemonSite, race_hurry
 from mcpx.daemon.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.daemon.token import TokenFile
+from mcpx.server.stdio import StdioFactory
 from mcpx.upstream.groups import ProcessGroups
 from mcpx.wire.errors import INTERNAL_ERROR
 from tests.daemon.fake_pool import result_of
 from tests.daemon.test_gate import OWNER, Answer, GateCase
+from tests.server.fake_core import FakeCore
 from tests.server.test_http import BOTH, McpHTTPCase, _Body, request
 
 
@@ -212,3 +216,29 @@ class LegacySessionStopTests(McpHTTPCase):
         self.client.send("DELETE", headers=headers)
         self.client.stub.flush()
         self.assertEqual(result_of(started).code, 202)
+
+
+class StdioDuringStopTests(SynchronousTestCase):
+    def test_new_requests_refused_and_connection_drained(self) -> None:
+        """
+        Over C{mcpx serve}'s socket, a request made once the stop has begun is answered
+        with the shutting-down error and never reaches the core; the drain closes the
+        connection.
+        """
+        clock = Clock()
+        core = FakeCore()
+        shutdown = Shutdown(clock)
+        factory = StdioFactory(core, clock, drain=5.0, shutdown=shutdown)
+        protocol = factory.buildProtocol(None)
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b'{"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}}\n')
+        self.assertEqual(json.loads(transport.value())["result"], {})
+        transport.clear()
+        shutdown.begin()
+        protocol.dataReceived(b'{"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}}\n')
+        answer = json.loads(transport.value())
+        self.assertEqual((answer["id"], answer["error"]["message"]), (2, SHUTTING_DOWN))
+        self.assertEqual(len(core.handled), 1)
+        shutdown.drain()
+        self.assertTrue(transport.disconnecting)
