@@ -266,21 +266,49 @@ class ShutdownLifecycleTests(DaemonOnPort):
         await legacy
 
     async def test_sigint(self) -> None:
-        """SIGINT (Ctrl-C): the same answer to the call in flight; no upstream left."""
+        """
+        SIGINT (Ctrl-C) with a countdown in flight from a legacy SDK session, a
+        2026-07-28 SDK host (which also listens) and an SDK host through C{mcpx serve}:
+        each call gets "mcpx is shutting down", the listen is closed by the daemon (not
+        lost), and no upstream is left.
+        """
         daemon, port = await self.start({"demo": DEMO})
         assert daemon.transport is not None
+        url = f"http://127.0.0.1:{port}/mcp"
         started = threading.Event()
         outcome: list[str] = []
-        legacy = in_thread(
-            lambda: _legacy_slow_call(f"http://127.0.0.1:{port}/mcp", started, outcome)
+        legacy = in_thread(lambda: _legacy_slow_call(url, started, outcome))
+        serve = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcpx", "serve"], env=self.env, cwd=str(REPO)
         )
+        modern, served = Host("modern"), Host("mcpx serve")
+        lives = [run_host(lambda: modern.modern(url)), run_host(lambda: served.legacy(serve))]
+
+        async def disconnect() -> None:
+            for host in (modern, served):
+                host.done.set()
+            for life in lives:
+                with contextlib.suppress(Exception):
+                    await life
+
+        self.addCleanup(disconnect)
+        for host in (modern, served):
+            await self.until(host.ready, f"{host.name} connected")
+        slow = {"server": "demo", "tool": "countdown", "arguments": SLOW}
+        calls = [modern.call("mcpx_call", **slow), served.call("mcpx_call", **slow)]
         await self.until(started, "the countdown ran upstream")
+        await deferLater(reactor, 0.5, lambda: None)
         children = children_of(daemon.transport.pid)
         self.assertTrue(children)
         daemon.signal("INT")
         await self.until(outcome, "the call in flight was answered")
         self.assertIn(SHUTTING_DOWN, outcome[0])
+        for call in calls:
+            await self.until(call.outcome, "a call in flight was answered")
+            self.assertIn(SHUTTING_DOWN, call.outcome[0])
         self.assertEqual(await daemon.ended(timeout=15), 0, daemon.text(2))
+        await disconnect()
+        self.assertEqual(modern.ended, "closed")
         self.assertEqual([c for c in children if pid_alive(c)], [])
         await legacy
 
