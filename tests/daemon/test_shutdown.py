@@ -19,13 +19,14 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.service import DaemonSite, race_hurry
+from mcpx.daemon.service import DaemonService, DaemonSite, race_hurry
 from mcpx.daemon.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.daemon.token import TokenFile
 from mcpx.server.stdio import StdioFactory
+from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups
 from mcpx.wire.errors import INTERNAL_ERROR
-from tests.daemon.fake_pool import result_of
+from tests.daemon.fake_pool import Harness, result_of
 from tests.daemon.test_gate import OWNER, Answer, GateCase
 from tests.server.fake_core import FakeCore
 from tests.server.test_http import BOTH, McpHTTPCase, _Body, request
@@ -242,3 +243,23 @@ class StdioDuringStopTests(SynchronousTestCase):
         self.assertEqual(len(core.handled), 1)
         shutdown.drain()
         self.assertTrue(transport.disconnecting)
+
+
+class SighupDuringStopTests(SynchronousTestCase):
+    def test_sighup_reload_not_applied(self) -> None:
+        """A SIGHUP that arrives once the stop has begun reads no file and applies nothing."""
+        harness = Harness()
+        read: list[str] = []
+
+        def reread() -> Any:
+            read.append("read")
+            raise SettingsError("not to be read")
+
+        harness.http.reloads.read = reread
+        shutdown = Shutdown(Clock())
+        service = DaemonService(harness.http, [], None, shutdown=shutdown)
+        self.successResultOf(service.reload())
+        self.assertEqual(read, ["read"], "before the stop, SIGHUP reads the file")
+        shutdown.begin()
+        self.assertIsNone(self.successResultOf(service.reload()))
+        self.assertEqual(read, ["read"])
