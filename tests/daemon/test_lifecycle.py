@@ -163,7 +163,10 @@ class DaemonOnPort(TestCase):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
         self.env = env
         env.update(MCPX_STATE_DIR=state, MCPX_CONFIG=str(self.config), XDG_CONFIG_HOME=state)
-        port = free_tcp_port()
+        return await self.start_again(free_tcp_port())
+
+    async def start_again(self, port: int) -> tuple[ChildProcess, int]:
+        """A daemon on the state directory and config file of the last L{start}."""
         daemon = spawn(
             [
                 sys.executable,
@@ -173,7 +176,7 @@ class DaemonOnPort(TestCase):
                 "--daemon-listen",
                 f"tcp:{port}:interface=127.0.0.1",
             ],
-            env=env,
+            env=self.env,
             cwd=str(REPO),
         )
         self.addCleanup(kill_on_cleanup, daemon)
@@ -751,3 +754,95 @@ class OverlappingReloadTests(DaemonOnPort):
         self.assertFalse(pid_alive(stubborn_pid), "the removed server's process is gone")
         daemon.signal("TERM")
         self.assertEqual(await daemon.ended(timeout=20), 0, daemon.text(2))
+
+
+class DaemonRestartTests(DaemonOnPort):
+    async def test_restart_with_hosts_connected(self) -> None:
+        """
+        The daemon stopped and started again on the same port while a legacy SDK host
+        and a 2026-07-28 SDK host are connected, each with a call in flight: the calls
+        get the shutting-down error, the listen is closed, the old session is 404
+        naming the restart, the first daemon's upstreams are gone and the new daemon
+        serves a fresh session.
+        """
+        daemon, port = await self.start({"demo": DEMO})
+        assert daemon.transport is not None
+        url = f"http://127.0.0.1:{port}/mcp"
+        legacy, modern = Host("legacy"), Host("modern")
+        lives = [run_host(lambda: legacy.legacy(url)), run_host(lambda: modern.modern(url))]
+
+        async def disconnect() -> None:
+            for host in (legacy, modern):
+                host.done.set()
+            for life in lives:
+                with contextlib.suppress(Exception):
+                    await life
+
+        self.addCleanup(disconnect)
+        for host in (legacy, modern):
+            await self.until(host.ready, f"{host.name} connected")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
+        connection.request(
+            "POST",
+            "/mcp",
+            body=json.dumps(initialize),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        answered = connection.getresponse()
+        answered.read()
+        session_id = answered.getheader("mcp-session-id")
+        connection.close()
+        assert session_id is not None
+        slow = {"server": "demo", "tool": "countdown", "arguments": SLOW}
+        calls = [legacy.call("mcpx_call", **slow), modern.call("mcpx_call", **slow)]
+        await deferLater(reactor, 1.0, lambda: None)
+        first_children = children_of(daemon.transport.pid)
+        self.assertTrue(first_children)
+        daemon.signal("TERM")
+        for call in calls:
+            await self.until(call.outcome, "a call in flight was answered")
+            self.assertIn(SHUTTING_DOWN, call.outcome[0])
+        self.assertEqual(await daemon.ended(timeout=15), 0, daemon.text(2))
+        await disconnect()
+        self.assertEqual(modern.ended, "closed")
+        self.assertEqual([p for p in first_children if pid_alive(p)], [])
+
+        again, _ = await self.start_again(port)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.addCleanup(connection.close)
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        connection.request(
+            "POST",
+            "/mcp",
+            body=json.dumps(ping),
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "Mcp-Session-Id": session_id,
+                "MCP-Protocol-Version": "2025-06-18",
+            },
+        )
+        refused = connection.getresponse()
+        body = json.loads(refused.read())
+        self.assertEqual(refused.status, 404)
+        self.assertIn("restarted", body["error"]["message"])
+        fresh = Host("legacy again")
+        life = run_host(lambda: fresh.legacy(url))
+        await self.until(fresh.ready, "a new session on the new daemon")
+        echoed = fresh.call("mcpx_call", server="demo", tool="echo", arguments={"text": "back"})
+        await self.until(echoed.outcome, "a call on the new daemon")
+        self.assertIn("back", echoed.outcome[0])
+        fresh.done.set()
+        await life
+        again.signal("TERM")
+        self.assertEqual(await again.ended(timeout=15), 0, again.text(2))
