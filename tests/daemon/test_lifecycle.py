@@ -699,12 +699,12 @@ class CrashAndRestartLifecycleTests(DaemonOnPort):
 class OverlappingReloadTests(DaemonOnPort):
     async def test_last_reload_wins_everywhere(self) -> None:
         """
-        Reload A removes a server that will not leave (its stop takes its grace
-        periods); reload B, sent while A runs, adds xnew: both are answered, and the
+        Reload A removes a server that takes its time to leave (1.5 s after its stdin
+        closes); reload B, sent while A runs, adds xnew: both are answered, and the
         servers listed, the settings shown, the calls served and what a host heard all
         agree with B's file.
         """
-        daemon, port = await self.start({"a": DEMO, "stubborn": STUBBORN})
+        daemon, port = await self.start({"a": DEMO, "slow": [*MISBEHAVING, "linger"]})
         assert daemon.transport is not None
         url = f"http://127.0.0.1:{port}/mcp"
         legacy = Host("legacy")
@@ -718,11 +718,11 @@ class OverlappingReloadTests(DaemonOnPort):
         self.addCleanup(disconnect)
         await self.until(legacy.ready, "the host connected")
         status, _ = await self.post(
-            port, "/v1/call", {"server": "stubborn", "tool": "echo", "arguments": {"text": "x"}}
+            port, "/v1/call", {"server": "slow", "tool": "echo", "arguments": {"text": "x"}}
         )
         self.assertEqual(status, 200)
-        [stubborn_pid] = [
-            p for p in children_of(daemon.transport.pid) if "ignore" in command_line(p)
+        [lingering_pid] = [
+            p for p in children_of(daemon.transport.pid) if "linger" in command_line(p)
         ]
 
         self.write_config({"a": DEMO})
@@ -740,7 +740,7 @@ class OverlappingReloadTests(DaemonOnPort):
         self.assertEqual(sorted(s["name"] for s in servers["servers"]), ["a", "xnew"])
         _, _, settings = await deferToThread(_raw, connection, "GET", "/v1/settings")
         self.assertIn("xnew", json.dumps(settings))
-        self.assertNotIn('"stubborn"', json.dumps(settings))
+        self.assertNotIn('"slow"', json.dumps(settings))
         called = legacy.call("mcpx_call", server="xnew", tool="echo", arguments={"text": "new"})
         await self.until(called.outcome, "the call of xnew")
         self.assertIn("new", called.outcome[0])
@@ -748,10 +748,10 @@ class OverlappingReloadTests(DaemonOnPort):
         await deferLater(reactor, 0.3, lambda: None)
         self.assertEqual(legacy.heard.count(PROMPTS_CHANGED), 2, legacy.heard)
         for _ in range(240):
-            if not pid_alive(stubborn_pid):
+            if not pid_alive(lingering_pid):
                 break
             await deferLater(reactor, 0.05, lambda: None)
-        self.assertFalse(pid_alive(stubborn_pid), "the removed server's process is gone")
+        self.assertFalse(pid_alive(lingering_pid), "the removed server's process is gone")
         daemon.signal("TERM")
         self.assertEqual(await daemon.ended(timeout=20), 0, daemon.text(2))
 
