@@ -29,6 +29,9 @@ C{/openapi.json}, C{/mcp} and anything added later):
      C{daemon.allowUnauthenticatedNetwork} (L{unauthenticated_exposure}).  A refusal
      is 401 with C{WWW-Authenticate: Bearer}.
 
+Once the daemon has begun to stop (L{mcpx.daemon.shutdown}), a request that passes
+the rules is answered C{503 shutting_down} instead of reaching its route.
+
 Refusals are JSON: C{{"error": {"code": ..., "message": ...}}}, and on C{/mcp} a
 JSON-RPC error response without an id, as MCP clients expect there.  Each distinct
 refusal is logged once.
@@ -53,6 +56,7 @@ from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
+from mcpx.daemon.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.daemon.token import TokenFile
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
@@ -284,6 +288,7 @@ class Gate:
         uid: int | None = None,
         lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
         lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
+        shutdown: Shutdown | None = None,
     ) -> None:
         if auth not in AUTH_CHOICES:
             raise ValueError(f"daemon.auth must be one of {', '.join(AUTH_CHOICES)}")
@@ -298,6 +303,7 @@ class Gate:
         self._lookup_uid = lookup_uid
         self._lookup_unix_uid = lookup_unix_uid or _unix_uid
         self._logged: set[tuple[str, str]] = set()
+        self._shutdown = shutdown
 
     # IResource: the gate is a leaf, so traversal ends here and render decides.
 
@@ -311,8 +317,28 @@ class Gate:
         refusal = self._check(request)
         if refusal is not None:
             return refusal
+        if self._shutdown is not None and self._shutdown.begun:
+            return self._refuse_during_stop(request)
         inner: Any = self._inner
         return inner.render(request)
+
+    def _refuse_during_stop(self, request: IRequest) -> bytes:
+        """
+        The daemon is stopping: no new work, and the connection closes after this
+        answer, so a keep-alive client opens a new one (to the next daemon).
+        """
+        channel = getattr(request, "channel", None)
+        if channel is not None:
+            channel.persistent = False
+        request.setHeader(b"connection", b"close")
+        return self._refuse(
+            request,
+            503,
+            SHUTTING_DOWN_CODE,
+            f"{SHUTTING_DOWN}: try again once it has started again",
+            "stop",
+            rpc=shutting_down_error(),
+        )
 
     def _connection(self, request: IRequest) -> _Connection:
         channel = getattr(request, "channel", None)
@@ -420,7 +446,16 @@ class Gate:
             return False
         return self._token.matches(credentials.strip())
 
-    def _refuse(self, request: IRequest, status: int, code: str, message: str, what: str) -> bytes:
+    def _refuse(
+        self,
+        request: IRequest,
+        status: int,
+        code: str,
+        message: str,
+        what: str,
+        *,
+        rpc: RpcError | None = None,
+    ) -> bytes:
         key = (code, what)
         if key not in self._logged and len(self._logged) < LOGGED_REFUSALS:
             self._logged.add(key)
@@ -434,6 +469,7 @@ class Gate:
         request.setResponseCode(status)
         request.setHeader(b"content-type", _JSON)
         if request.path == _MCP_PATH:
-            return encode(ErrorResponse(None, RpcError.invalid_request(message)))
+            error = RpcError.invalid_request(message) if rpc is None else rpc
+            return encode(ErrorResponse(None, error))
         payload = {"error": {"code": code, "message": message}}
         return json.dumps(payload, separators=(",", ":")).encode("utf-8")

@@ -21,6 +21,7 @@ from mcpx.daemon.service import (
     prepare_state_dir,
     reload_on_sighup,
     settle_memory,
+    stop_on_signals,
 )
 from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.resolve import Settings
@@ -81,6 +82,8 @@ async def run_daemon(
         print(exposure_warning(description, config.auth), file=console)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
     reload_on_sighup(service, reactor)
+    # Once running: the reactor installs its own SIGTERM and SIGINT handlers as it starts.
+    reactor.callWhenRunning(stop_on_signals, service, reactor)
     service.startService()
     try:
         ports = await gatherResults(

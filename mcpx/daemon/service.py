@@ -15,9 +15,10 @@ from typing import Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults, succeed
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.resource import IResource
 from twisted.web.server import Request
 
@@ -29,6 +30,7 @@ from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.ops import OPS, Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
+from mcpx.daemon.shutdown import Shutdown
 from mcpx.daemon.token import TokenFile
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
@@ -118,9 +120,11 @@ class DaemonService(MultiService):
         groups: ProcessGroups | None = None,
         *,
         scripts: Scripts | None = None,
+        shutdown: Shutdown | None = None,
     ) -> None:
         MultiService.__init__(self)
         self.http = http
+        self.shutdown = shutdown
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
@@ -156,18 +160,30 @@ class DaemonService(MultiService):
         )
 
     def stopService(self) -> Deferred[None]:
+        shutdown = self.shutdown
+        if shutdown is not None:
+            # Before anything is closed: nothing new starts while the rest ends.
+            shutdown.begin()
         if self.broker is not None:
             # Before the connections close and cancel the calls that asked.
             self.broker.closing()
         self.http.close()
         stopped: Deferred[None] = MultiService.stopService(self)
-        return stopped
+        if shutdown is None:
+            return stopped
+        # The callers answered, the connections are closed once their last bytes left.
+        stopped.addCallback(lambda _: shutdown.drain())
+        return race_hurry(stopped, shutdown)
 
     def reload(self) -> Deferred[Any]:
         """
         Re-read the config file and apply it (C{SIGHUP}).  A refused reload is logged
         and published with its reason by L{mcpx.daemon.reloading}; nothing else is.
+        A stopping daemon reloads nothing.
         """
+        if self.shutdown is not None and self.shutdown.begun:
+            _log.info("not reloading the configuration: the daemon is stopping")
+            return succeed(None)
         outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
 
         def failed(failure: Any) -> None:
@@ -175,6 +191,25 @@ class DaemonService(MultiService):
                 _log.failure("configuration reload failed", failure)
 
         return outcome.addErrback(failed)
+
+
+def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
+    """
+    C{stopped}, or sooner when the stop is hurried (L{Shutdown.hurry}): what was
+    still being waited for is then left to the reactor's end.
+    """
+    done: Deferred[None] = Deferred()
+
+    def settle(outcome: object) -> None:
+        if not done.called:
+            done.callback(None)
+
+    def failed(failure: Failure) -> None:
+        _log.failure("stopping the daemon", failure)
+
+    stopped.addErrback(failed).addBoth(settle)
+    shutdown.hurried.addCallback(settle)
+    return done
 
 
 class StrayReaper(Service):
@@ -237,10 +272,19 @@ class DaemonSite(LimitedSite):
         reactor: Any,
         limits: TransportLimits | None = None,
         metrics: Metrics | None = None,
+        shutdown: Shutdown | None = None,
     ) -> None:
         LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
         self.metrics = metrics
+        self.shutdown = shutdown
+
+    def buildProtocol(self, addr: Any) -> Any:
+        protocol = LimitedSite.buildProtocol(self, addr)
+        if self.shutdown is not None and protocol is not None:
+            # So that the stop can close the connection once its answers have left.
+            self.shutdown.track(protocol)
+        return protocol
 
     def log(self, request: Any) -> None:
         # Counted instead (mcpx_http_requests), by route template and status.
@@ -408,7 +452,10 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
     limits = TransportLimits.from_settings(settings) if settings is not None else None
-    site = DaemonSite(gate(http.resource(), config, clock), reactor, limits, metrics)
+    shutdown = Shutdown(clock)
+    site = DaemonSite(
+        gate(http.resource(), config, clock, shutdown), reactor, limits, metrics, shutdown
+    )
     for description in config.exposed_endpoints():
         _log.warn(
             "listening on {endpoint} beyond loopback (daemon.auth {auth})",
@@ -433,12 +480,20 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock,
             drain=settings.duration("transport.stdioDrain"),
             max_length=settings.integer("transport.maxMessageSize"),
+            shutdown=shutdown,
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    return DaemonService(http, listeners, pool, broker, groups, scripts=scripts)
+    if groups is not None:
+        shutdown.on_hurry(groups.kill_all)
+    return DaemonService(http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown)
 
 
-def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:
+def gate(
+    resource: IResource,
+    config: DaemonConfig,
+    clock: IReactorTime,
+    shutdown: Shutdown | None = None,
+) -> Gate:
     """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
     settings = config.settings
     return Gate(
@@ -449,6 +504,7 @@ def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate
         hosts=HostRule(() if settings is None else settings.strings("transport.allowedHosts")),
         auth=config.auth,
         token=None if config.auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
+        shutdown=shutdown,
     )
 
 
@@ -462,6 +518,31 @@ def settle_memory() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def stop_on_signals(service: DaemonService, reactor: Any) -> None:
+    """
+    Make C{SIGTERM} and C{SIGINT} stop the daemon, and a second one hurry the stop
+    (L{Shutdown.hurry}).  Installed once the reactor runs, over the reactor's own
+    handlers, which would call C{reactor.stop} a second time.
+    """
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        shutdown = service.shutdown
+        if not stopping and not (shutdown is not None and shutdown.begun):
+            stopping = True
+            _log.info("stopping: answering the calls in flight and ending the upstreams")
+            reactor.stop()
+        elif shutdown is not None:
+            shutdown.hurry()
+
+    def received(signum: int, frame: object) -> None:
+        reactor.callFromThread(stop)
+
+    signal.signal(signal.SIGTERM, received)
+    signal.signal(signal.SIGINT, received)
 
 
 def reload_on_sighup(service: DaemonService, reactor: Any) -> None:

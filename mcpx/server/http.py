@@ -82,6 +82,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
+from mcpx.daemon.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION, Conn
 from mcpx.server.listen import Listening
 from mcpx.server.param_headers import REQUEST_HEADERS
@@ -452,6 +453,8 @@ class LegacySession:
         self.stream: GetStream | None = None
         self.running: dict[RequestId, Deferred[Any]] = {}
         self.ended = False
+        #: Why the session ended under its requests, when they are owed an answer.
+        self.ending_error: RpcError | None = None
         self._by_token: dict[str | int, Exchange] = {}
         self._backlog: deque[bytes] = deque(maxlen=BACKLOG_LIMIT)
         self._asking: Exchange | None = None
@@ -572,11 +575,17 @@ class LegacySession:
         cancel_for_peer(handling)
         return True
 
-    def end(self, core: McpCore) -> None:
-        """The session is over: its requests are cancelled and its stream ends."""
+    def end(self, core: McpCore, because: RpcError | None = None) -> None:
+        """
+        The session is over: its requests are cancelled and its stream ends.
+
+        @param because: the error each request in flight is answered with; without
+            it they end unanswered (the client ended the session itself).
+        """
         if self.ended:
             return
         self.ended = True
+        self.ending_error = because
         self.peer.close(ConnectionError("the session ended"))
         running, self.running = self.running, {}
         for handling in running.values():
@@ -621,11 +630,14 @@ class McpHTTP:
         self._full = False
 
     def close(self) -> None:
-        """End every session and every listen (the daemon is stopping)."""
+        """
+        End every session and every listen (the daemon is stopping): a session's
+        requests in flight are answered with the shutting-down error.
+        """
         sessions, self.sessions = self.sessions, OrderedDict()
         self._held.clear()
         for session in sessions.values():
-            session.end(self._core)
+            session.end(self._core, because=shutting_down_error())
         listening = getattr(self._core, "listening", None)
         if isinstance(listening, Listening):
             # Answered with their closing result while the connections are still up.
@@ -1034,6 +1046,8 @@ class McpHTTP:
         except CancelledError:
             if exchange.lost:
                 raise
+            if session.ending_error is not None:
+                return exchange.answer(encode(ErrorResponse(message.id, session.ending_error)))
             # Cancelled by the client (notifications/cancelled) or the session's end.
             return exchange.abandon()
         except Exception:
@@ -1090,6 +1104,8 @@ class McpHTTP:
 
         def answered(outcome: object) -> bytes | None:
             if isinstance(outcome, Failure) and outcome.check(CancelledError):
+                if session.ending_error is not None:
+                    return encode(ErrorResponse(message.id, session.ending_error))
                 return None
             return _answer(message, outcome)
 

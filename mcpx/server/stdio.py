@@ -41,6 +41,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from mcpx.daemon.shutdown import Shutdown, shutting_down_error
 from mcpx.server.conn import STDIO, Ask, Conn, Push
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import Revision
@@ -131,8 +132,10 @@ class StdioConnection(NDJSONProtocol):
         number: int,
         drain: float,
         max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
+        shutdown: Shutdown | None = None,
     ) -> None:
         super().__init__(max_length)
+        self._shutdown = shutdown
         self._core = core
         self._clock = clock
         self._number = number
@@ -200,6 +203,9 @@ class StdioConnection(NDJSONProtocol):
 
     def _request(self, request: Request) -> Deferred[Any]:
         assert self.conn is not None
+        if self._shutdown is not None and self._shutdown.begun:
+            # The gate's 503 for HTTP; here the request itself is refused.
+            return fail(shutting_down_error())
         handling: Deferred[Any] = Deferred.fromCoroutine(self._core.handle(self.conn, request))
         return handling.addBoth(self._settled)
 
@@ -300,11 +306,17 @@ class StdioFactory(Factory):
         *,
         drain: float = 5.0,
         max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
+        shutdown: Shutdown | None = None,
     ) -> None:
+        """
+        @param shutdown: the daemon's stop: once begun, new requests are refused, and
+            it closes the connections when every caller has been answered.
+        """
         self._core = core
         self._clock = clock
         self._drain = drain
         self._max_length = max_length
+        self._shutdown = shutdown
         self.connections = 0
 
     def buildProtocol(self, addr: IAddress | None) -> StdioConnection:
@@ -315,6 +327,9 @@ class StdioFactory(Factory):
             number=self.connections,
             drain=self._drain,
             max_length=self._max_length,
+            shutdown=self._shutdown,
         )
         protocol.factory = self
+        if self._shutdown is not None:
+            self._shutdown.track(protocol)
         return protocol

@@ -102,6 +102,8 @@ class ProcessGroups:
         self.directory = directory
         self.run = _run_id()
         self._python = python
+        #: The leaders of the groups started and not yet gone.
+        self._live: set[int] = set()
 
     @property
     def marker(self) -> Mapping[str, str]:
@@ -153,6 +155,7 @@ class ProcessGroups:
 
     def record(self, server: str, pid: int) -> None:
         """Note that the group of C{pid} runs C{server} for this daemon."""
+        self._live.add(pid)
         if self.directory is None:
             return
         entry = {"server": server, "pid": pid, "run": self.run}
@@ -168,9 +171,22 @@ class ProcessGroups:
 
     def forget(self, pid: int) -> None:
         """The group of C{pid} is gone."""
+        self._live.discard(pid)
         if self.directory is not None:
             with contextlib.suppress(OSError):
                 (self.directory / f"{pid}.json").unlink()
+
+    def kill_all(self) -> int:
+        """
+        C{SIGKILL} every group still running (the stop was hurried): their processes
+        end now, whatever grace period was being waited out.
+
+        @return: how many groups were signalled.
+        """
+        killed = sum(self.signal(pid, signal.SIGKILL, leader=True) for pid in tuple(self._live))
+        if killed:
+            _log.warn("killed the process groups of {count} upstream(s)", count=killed)
+        return killed
 
     def reap_strays(self) -> int:
         """
