@@ -328,11 +328,21 @@ def alive(pid: int) -> bool:
     return bool(stat) or Path(f"/proc/{pid}").exists()
 
 
-def start_daemon(data: Data, *, passthrough: Sequence[str] = (), **settings: str) -> Daemon:
-    """A daemon serving the six servers on a free loopback port; ready when it returns."""
+def start_daemon(
+    data: Data,
+    *,
+    passthrough: Sequence[str] = (),
+    servers: Mapping[str, Mapping[str, Any]] | None = None,
+    **settings: str,
+) -> Daemon:
+    """
+    A daemon serving the six servers (or C{servers}) on a free loopback port; ready when
+    it returns.
+    """
     home = Path(tempfile.mkdtemp(prefix="mcpx-matrix-"))
     config = home / "servers.json"
-    config.write_text(json.dumps({"servers": server_configs(data)}))
+    chosen = server_configs(data) if servers is None else servers
+    config.write_text(json.dumps({"servers": chosen}))
     env = wire_env(os.environ)
     env.update(
         MCPX_STATE_DIR=str(home / "state"),
