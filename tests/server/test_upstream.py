@@ -210,7 +210,7 @@ class ProgressTests(SynchronousTestCase):
 
     def test_the_final_report_is_never_held(self) -> None:
         """The report that reaches the total goes out even on a paused stream."""
-        harness, held, _, flow = self.paused()
+        harness, held, _, _ = self.paused()
         token = upstream_token(held)
         for progress in (1, 2):
             held.notify(
