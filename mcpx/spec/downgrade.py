@@ -714,3 +714,34 @@ def envelope(
         out.pop("ttlMs", None)
         out.pop("cacheScope", None)
     return out
+
+
+#: The params fields of the questions a server asks that some revisions lack, by method.
+_QUESTION_FIELDS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
+    "elicitation/create": (
+        ("mode", "ElicitRequest.params.mode"),
+        ("task", "ElicitRequest.params.task"),
+    ),
+    "sampling/createMessage": (
+        ("tools", "CreateMessageRequest.params.tools"),
+        ("toolChoice", "CreateMessageRequest.params.toolChoice"),
+        ("task", "CreateMessageRequest.params.task"),
+    ),
+}
+
+
+def question(method: str, params: Mapping[str, Any], revision: Revision) -> dict[str, Any]:
+    """
+    The params of a question (C{elicitation/create}, C{sampling/createMessage},
+    C{roots/list}) an upstream asked, spelled for a client on C{revision}: a form
+    elicitation loses C{mode}, which 2025-06-18 does not have, and no question keeps a
+    field its revision lacks.  Which questions a client may be asked at all (url mode,
+    sampling with tools) is its capabilities' business, decided before this.
+
+    @return: C{params} itself (as a C{dict}) when nothing had to go.
+    """
+    fields = _QUESTION_FIELDS.get(method, ())
+    absent = [key for key, name in fields if key in params and not field_in(name, revision)]
+    if not absent:
+        return params if isinstance(params, dict) else dict(params)
+    return {key: value for key, value in params.items() if key not in absent}

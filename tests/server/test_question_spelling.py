@@ -1,0 +1,60 @@
+"""
+A question an upstream asks is spelled for the revision of the client it is put to:
+an C{elicitation/create} from a 2025-11-25 upstream (C{mode: "form"}) reaches a
+2025-06-18 client without C{mode}, which that revision's schema does not have.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.server.conn import STDIO, Conn
+from mcpx.server.resumable import ConnAsker
+from mcpx.spec.revision import Revision
+from mcpx.spec.schemas import violations
+
+FORM = {
+    "mode": "form",
+    "message": "Your name?",
+    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+}
+
+
+class ConnAskerSpellingTests(SynchronousTestCase):
+    def asked(self, revision: Revision, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        sent: list[dict[str, Any]] = []
+
+        def ask(method: str, params: dict[str, Any]) -> Deferred[Any]:
+            sent.append(params)
+            return succeed({"action": "decline"})
+
+        conn = Conn(STDIO, "stdio:1", ask=ask, revision=revision)
+        asker = ConnAsker(conn, contextvars.copy_context())
+        self.successResultOf(asker.ask(method, params, "q1"))
+        return sent[0]
+
+    def test_form_elicitation_to_2025_06_18_has_no_mode(self) -> None:
+        """The 2025-06-18 client gets the form without C{mode}, valid for its schema."""
+        params = self.asked(Revision.V2025_06_18, "elicitation/create", dict(FORM))
+        self.assertNotIn("mode", params)
+        self.assertEqual(params["message"], "Your name?")
+        message = {"method": "elicitation/create", "params": params}
+        self.assertEqual(violations(message, Revision.V2025_06_18, "ElicitRequest"), [])
+
+    def test_form_elicitation_to_2025_11_25_keeps_mode(self) -> None:
+        """A 2025-11-25 client gets the question as the upstream asked it."""
+        params = self.asked(Revision.V2025_11_25, "elicitation/create", dict(FORM))
+        self.assertEqual(params, FORM)
+
+    def test_sampling_with_tools_to_2025_06_18_loses_them(self) -> None:
+        """Sampling fields 2025-06-18 lacks (tools, toolChoice) are not sent to it."""
+        params = self.asked(
+            Revision.V2025_06_18,
+            "sampling/createMessage",
+            {"messages": [], "maxTokens": 5, "tools": [], "toolChoice": {"mode": "auto"}},
+        )
+        self.assertEqual(params, {"messages": [], "maxTokens": 5})
