@@ -68,6 +68,11 @@ class Caller:
         given to the questions whose keys match when the upstream asks.
     @ivar asked: a question was attributed to this call: it is on the ask path, and
         keeps running if its client stops waiting.
+    @ivar strict: a question this client did not declare the capability for is refused
+        (a 2026-07-28 request in pass-through: the upstream's own answer would be
+        -32021), rather than left with the broker.
+    @ivar refused: the -32021 error such a question was refused with; the request
+        fails with it whatever the upstream makes of the refusal.
     """
 
     id: str
@@ -76,6 +81,8 @@ class Caller:
     narrow: bool = False
     held: dict[str, Any] | None = None
     asked: bool = False
+    strict: bool = False
+    refused: Exception | None = None
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

@@ -599,9 +599,10 @@ class McpServer:
             if caller is None:
                 return answer(conn, context, params)
             context = evolve(context, caller=caller)
+            answering = _refusing(answer, caller) if caller.strict else answer
             if caller.asker is None:
-                return answer(conn, context, params)
-            return self._asking(answer, conn, context, params, method)
+                return answering(conn, context, params)
+            return self._asking(answering, conn, context, params, method)
 
         asking.__name__ = answer.__name__
         return asking
@@ -657,6 +658,7 @@ class McpServer:
             capabilities,
             narrow=narrow,
             held=dict(held) if type(held) is dict else None,
+            strict=context.modern and narrow,
         )
         if askable:
             if context.modern:
@@ -1075,6 +1077,27 @@ class McpServer:
     def _warn(self, server: str | None, message: str) -> None:
         log.warn("{message}", message=message)
         self.host.events.publish("server.log", server, level="warning", data=message)
+
+
+def _refusing(answer: _Method, caller: Caller) -> _Method:
+    """
+    C{answer}, failing with the -32021 a question of its upstream was refused with
+    (L{Caller.strict}), whatever the upstream answered after the refusal.
+    """
+
+    async def refusing(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
+        try:
+            result = await answer(conn, context, params)
+        except Exception:
+            if caller.refused is not None:
+                raise caller.refused from None
+            raise
+        if caller.refused is not None:
+            raise caller.refused
+        return result
+
+    refusing.__name__ = answer.__name__
+    return refusing
 
 
 def _legacy(context: Context, revision: Revision) -> Context:

@@ -24,14 +24,14 @@ from tests.support.processes import REPO, reactor
 _FAILED = frozenset({"FAILURE", "WARNING"})
 
 
-async def suite_failures(test: TestCase, url: str, requirements: str) -> list[str]:
-    """The failed checks of the suite's scored scenarios for C{requirements} at C{url}."""
+async def suite_failures(test: TestCase, url: str, *selection: str) -> list[str]:
+    """The failed checks of the suite's run at C{url} with C{selection} (its arguments)."""
     output = Path(test.mktemp()).resolve()
     output.mkdir(parents=True)
     cli = conformance_cli()
     out, err, code = await getProcessOutputAndValue(
         cli[0],
-        [*cli[1:], "server", "--url", url, "--requirements", requirements, "-o", str(output)],
+        [*cli[1:], "server", "--url", url, *selection, "-o", str(output)],
         env=dict(os.environ),
         path=str(REPO),
         reactor=reactor,
@@ -55,7 +55,7 @@ class SDK1ServerLegTests(TestCase):
 
     async def leg(self, transport: Transport) -> None:
         url = await start_daemon(self, SDK1_SERVER, transport)
-        failures = await suite_failures(self, url, "2025-11-25")
+        failures = await suite_failures(self, url, "--requirements", "2025-11-25")
         self.assertEqual(failures, [], "\n".join(failures))
 
     async def test_http(self) -> None:
@@ -104,3 +104,27 @@ class ProgressBurstTests(TestCase):
     async def test_a_thousand_over_stdio(self) -> None:
         """A thousand back-to-back reports over stdio all arrive, in order."""
         await self.burst("stdio", 1000)
+
+
+class ModernClientLegacyUpstreamTests(TestCase):
+    """
+    A 2026-07-28 client in front of the TS SDK 1.x fixture, a 2025-era server that asks
+    with server-to-client requests: mcpx turns them into C{input_required} results, and
+    refuses with -32021 what the client did not declare the capability for.
+    """
+
+    timeout = 90
+
+    async def test_undeclared_capability_is_refused_not_left_waiting(self) -> None:
+        """
+        The suite's C{server-stateless} scenario passes: among its checks, the call of
+        C{test_missing_capability} by a client that declared nothing gets -32021 with
+        HTTP 400 (it used to wait in the broker until the scenario timed out), and the
+        stream of C{test_streaming_elicitation} holds no independent request.
+        """
+        for transport in ("http", "stdio"):
+            url = await start_daemon(self, SDK1_SERVER, transport)
+            failures = await suite_failures(
+                self, url, "--spec-version", "2026-07-28", "--scenario", "server-stateless"
+            )
+            self.assertEqual(failures, [], f"{transport}:\n" + "\n".join(failures))

@@ -157,8 +157,10 @@ export const watchedText = (version) =>
 /** The tools, each { listing, run(args, extra) }, built over the fixture's hooks. */
 export function tools(hooks) {
   const result = (...content) => ({ content });
-  const needs = (capability) => {
-    if (!hooks.clientCapabilities()[capability]) {
+  // A fixture whose SDK checks the client's capabilities itself passes no
+  // clientCapabilities hook.
+  const needs = (extra, capability) => {
+    if (hooks.clientCapabilities && !hooks.clientCapabilities(extra)[capability]) {
       throw new ToolFailure(`The client did not declare the capability: ${capability}`);
     }
   };
@@ -214,7 +216,7 @@ export function tools(hooks) {
       'test_sampling',
       "Asks the client's model to answer a prompt",
       async (args, extra) => {
-        needs('sampling');
+        needs(extra, 'sampling');
         const answer = await hooks.ask(extra, sampling(String(args.prompt ?? ''), 100));
         return result(text(`LLM response: ${sampledText(answer)}`));
       },
@@ -224,7 +226,7 @@ export function tools(hooks) {
       'test_elicitation',
       'Asks the user for a username and an email address',
       async (args, extra) => {
-        needs('elicitation');
+        needs(extra, 'elicitation');
         const message = String(args.message ?? 'Please provide your information');
         const answer = await hooks.ask(extra, elicitation(message, CONTACT_FORM));
         return result(text(`User response: ${describe(answer)}`));
@@ -232,17 +234,17 @@ export function tools(hooks) {
       stringForm('message'),
     ),
     tool('test_elicitation_sep1034_defaults', 'Elicits a form whose fields all carry defaults (SEP-1034)', async (args, extra) => {
-      needs('elicitation');
+      needs(extra, 'elicitation');
       const answer = await hooks.ask(extra, elicitation('Please review and update the form fields with defaults', DEFAULTS_FORM));
       return result(text(`Elicitation completed: ${describe(answer)}`));
     }),
     tool('test_elicitation_sep1330_enums', 'Elicits a form with every enum variant (SEP-1330)', async (args, extra) => {
-      needs('elicitation');
+      needs(extra, 'elicitation');
       const answer = await hooks.ask(extra, elicitation('Please choose from each kind of enum field', ENUMS_FORM));
       return result(text(`Elicitation completed: ${describe(answer)}`));
     }),
     tool('elicit_url', 'Asks the user to visit a URL (url-mode elicitation, 2025-11-25)', async (args, extra) => {
-      if (!hooks.clientCapabilities().elicitation?.url) {
+      if (hooks.clientCapabilities && !hooks.clientCapabilities(extra).elicitation?.url) {
         throw new ToolFailure('The client did not declare url-mode elicitation');
       }
       const answer = await hooks.ask(extra, {
@@ -257,13 +259,23 @@ export function tools(hooks) {
       return result(text(`URL elicitation: action=${answer.action}`));
     }),
     tool('list_roots', "Lists the client's roots", async (args, extra) => {
-      needs('roots');
+      needs(extra, 'roots');
       const answer = await hooks.ask(extra, { method: 'roots/list', params: {} });
       return result(text(`Client roots: ${answer.roots.map((root) => root.uri).join(', ')}`));
     }),
     tool('change_watched_resource', 'Changes test://watched-resource and tells its subscribers', async () => {
       await hooks.changeResource();
       return result(text('Changed the watched resource'));
+    }),
+    // The list stays the same: the announcement only lets a client's listen stream (or a
+    // 2025-era notification handler) be tested.
+    tool('test_trigger_tool_change', 'Announces a tools list change to subscribers', async () => {
+      await hooks.announce('tools');
+      return result(text('Announced a tools list change'));
+    }),
+    tool('test_trigger_prompt_change', 'Announces a prompts list change to subscribers', async () => {
+      await hooks.announce('prompts');
+      return result(text('Announced a prompts list change'));
     }),
     tool('json_schema_2020_12_tool', 'Tool with JSON Schema 2020-12 features', async (args) => {
       const sorted = Object.fromEntries(Object.keys(args).sort().map((key) => [key, args[key]]));
@@ -373,3 +385,98 @@ export class MemoryEventStore {
     return streamId;
   }
 }
+
+export const form = (message, ...names) => ({
+  method: 'elicitation/create',
+  params: {
+    message,
+    requestedSchema: {
+      type: 'object',
+      properties: Object.fromEntries(names.map((name) => [name, { type: 'string' }])),
+      required: names,
+    },
+  },
+});
+const sample = (prompt, maxTokens) => ({
+  method: 'sampling/createMessage',
+  params: { messages: [{ role: 'user', content: text(prompt) }], maxTokens },
+});
+const roots = { method: 'roots/list', params: {} };
+export const accepted = (answer) => (answer?.action === 'accept' ? answer.content ?? {} : {});
+const sampled = (answer) => {
+  const parts = Array.isArray(answer?.content) ? answer.content : [answer?.content];
+  return parts.filter((part) => part?.type === 'text').map((part) => part.text).join('');
+};
+const rootList = (answer) => (answer?.roots ?? []).map((root) => root.uri).join(', ');
+const said = (value) => ({ content: [text(value)] });
+
+/**
+ * The conformance suite's 2026-07-28 diagnostic tools. hooks.askAll(ctx, requests, state)
+ * returns the answers to every question (key -> {method, params}) or raises what the
+ * fixture's SDK needs to ask them; state is the requestState to carry, if any.
+ */
+export function modernTools(hooks) {
+  const tool = (name, description, run) => ({
+    listing: { name, description, inputSchema: { type: 'object', properties: {} } },
+    run: (args, ctx) => run(ctx, name),
+  });
+  const greet = async (ctx) => {
+    const answers = await hooks.askAll(ctx, { user_name: form('What is your name?', 'name') });
+    return said(`Hello, ${accepted(answers.user_name).name ?? 'stranger'}!`);
+  };
+  const confirm = async (ctx, name) => {
+    const expected = `awaiting-confirmation:${name}`;
+    const answers = await hooks.askAll(
+      ctx,
+      { confirm: { method: 'elicitation/create', params: { message: 'Please confirm', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } } } },
+      expected,
+    );
+    hooks.checkState(ctx, expected);
+    return said(`state-ok: confirmed=${JSON.stringify(accepted(answers.confirm).ok)}`);
+  };
+  return [
+    tool('test_missing_capability', 'Needs the sampling capability, which the client must declare', async (ctx) =>
+      said(`Sampled: ${sampled((await hooks.askAll(ctx, { sampling: sample('Say something', 20) })).sampling)}`)),
+    tool('test_input_required_result_elicitation', "Asks the user's name through an input_required result", greet),
+    tool('test_streaming_elicitation', 'Asks the user for a name; the answer stream holds only the question', greet),
+    tool('test_input_required_result_sampling', "Asks the client's model through an input_required result", async (ctx) =>
+      said(`Sampling answer: ${sampled((await hooks.askAll(ctx, { capital_question: sample('What is the capital of France?', 100) })).capital_question)}`)),
+    tool('test_input_required_result_list_roots', "Asks for the client's roots through an input_required result", async (ctx) =>
+      said(`Client roots: ${rootList((await hooks.askAll(ctx, { client_roots: roots })).client_roots)}`)),
+    tool('test_input_required_result_request_state', 'Asks for a confirmation and checks the echoed requestState', confirm),
+    tool('test_input_required_result_tampered_state', 'Asks for a confirmation; a tampered requestState is refused', confirm),
+    tool('test_input_required_result_multiple_inputs', 'Asks for a name, a sample and the roots in one round', async (ctx) => {
+      const answers = await hooks.askAll(
+        ctx,
+        { user_name: form('What is your name?', 'name'), greeting: sample('Generate a greeting', 50), client_roots: roots },
+        'awaiting-all-three',
+      );
+      return said(`name=${accepted(answers.user_name).name ?? 'stranger'}; greeting=${sampled(answers.greeting)}; roots=${rootList(answers.client_roots)}`);
+    }),
+    tool('test_input_required_result_multi_round', 'Asks two questions in two rounds', async (ctx) => {
+      const state = hooks.stateOf(ctx) ?? '';
+      let name;
+      if (state.startsWith('step2:')) {
+        name = JSON.parse(state.slice('step2:'.length));
+      } else {
+        name = accepted((await hooks.askAll(ctx, { step1: form('Step 1: What is your name?', 'name') }, 'step1')).step1).name ?? 'stranger';
+      }
+      const second = await hooks.askAll(ctx, { step2: form('Step 2: What is your favorite color?', 'color') }, `step2:${JSON.stringify(name)}`);
+      return said(`${name} likes ${accepted(second.step2).color ?? 'no colour'}`);
+    }),
+    tool('test_input_required_result_capabilities', 'Asks only through the capabilities the client declared', async (ctx) => {
+      const caps = hooks.declared(ctx);
+      const possible = { elicitation: form('What is your name?', 'name'), sampling: sample('Say hello', 20), roots };
+      const questions = Object.fromEntries(Object.entries(possible).filter(([key]) => caps[key]));
+      if (!Object.keys(questions).length) return said('The client declared no capability to ask through');
+      return said(`Answered: ${Object.keys(await hooks.askAll(ctx, questions)).sort().join(', ')}`);
+    }),
+    tool('test_logging_tool', 'Logs at info, which reaches only a request that asked for logs', async (ctx) => {
+      for (const line of ['Tool execution started', 'Tool processing data', 'Tool execution completed']) {
+        await hooks.log(ctx, 'info', line);
+      }
+      return said('Tool with logging executed successfully');
+    }),
+  ];
+}
+

@@ -79,6 +79,10 @@ function buildServer(state) {
         params: { level, logger: 'conformance', data },
       });
     },
+    announce: async (kind) => {
+      const send = kind === 'tools' ? server.sendToolListChanged : server.sendPromptListChanged;
+      await Promise.resolve(send.call(server)).catch(() => {});
+    },
     changeResource: async () => {
       state.watchedVersion += 1;
       for (const uri of subscribed) {
@@ -94,6 +98,28 @@ function buildServer(state) {
       }
     },
   });
+
+  // The 2026-07-28 diagnostic tools too: a 2025-era server asks with real requests, and
+  // mcpx turns them into input_required results for a 2026-07-28 client.
+  tools.push(
+    ...surface.modernTools({
+      askAll: async (extra, requests) => {
+        const answers = {};
+        for (const [key, request] of Object.entries(requests)) answers[key] = await ask(extra, request);
+        return answers;
+      },
+      stateOf: () => undefined,
+      checkState: () => {},
+      declared: () => server.getClientCapabilities() ?? {},
+      log: async (extra, level, data) => {
+        if (surface.LOG_LEVELS.indexOf(level) < surface.LOG_LEVELS.indexOf(logLevel)) return;
+        await extra.sendNotification({
+          method: 'notifications/message',
+          params: { level, logger: 'conformance', data },
+        });
+      },
+    }),
+  );
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: tools.map((tool) => tool.listing),
