@@ -22,6 +22,8 @@ Transport = Literal["stdio", "http"]
 PEERS = REPO / "tests" / "peers"
 #: The TypeScript SDK 1.x fixture (@modelcontextprotocol/sdk).
 SDK1_SERVER = PEERS / "sdk1-server.mjs"
+#: The TypeScript SDK v2 fixture (@modelcontextprotocol/server).
+SDK2_SERVER = PEERS / "sdk2-server.mjs"
 UPSTREAM = "conformance"
 _BANNER = rb"fixture listening on http://127\.0\.0\.1:(\d+)/mcp"
 
