@@ -144,6 +144,14 @@ _LISTS: Final[Mapping[str, str]] = {
 
 _MISSING: Final[Any] = object()
 
+#: The question capabilities (elicitation, sampling, roots) each revision lacks.
+_ABSENT_QUESTIONS: Final[Mapping[Revision, frozenset[str]]] = {
+    revision: frozenset(
+        name for name in CAPABILITY_FOR.values() if not capability_in("client", name, revision)
+    )
+    for revision in Revision
+}
+
 
 def _params(request: Request) -> dict[str, Any]:
     params = request.params
@@ -644,6 +652,14 @@ class McpServer:
         client that declares nothing, outside pass-through: the fast path).
         """
         capabilities = context.capabilities
+        if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
+            # A capability the revision lacks (elicitation before 2025-06-18) is no
+            # promise: such a client has no schema for the question.
+            capabilities = {
+                name: value
+                for name, value in capabilities.items()
+                if name not in _ABSENT_QUESTIONS[context.revision]
+            }
         askable = (
             self._native
             and bool(capabilities)

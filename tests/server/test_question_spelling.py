@@ -12,10 +12,13 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.questions.caller import may_ask
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
+from tests.server import result_of
+from tests.server.test_asking import FakeClient, Gateway, call_params
 
 FORM = {
     "mode": "form",
@@ -58,3 +61,31 @@ class ConnAskerSpellingTests(SynchronousTestCase):
             {"messages": [], "maxTokens": 5, "tools": [], "toolChoice": {"mode": "auto"}},
         )
         self.assertEqual(params, {"messages": [], "maxTokens": 5})
+
+
+class RevisionCapabilityTests(SynchronousTestCase):
+    """A capability the client's revision lacks is not taken as a promise."""
+
+    def test_2025_03_26_client_declaring_elicitation_is_not_asked_for_it(self) -> None:
+        """
+        A 2025-03-26 client that declares C{elicitation} (the TS client v2 does) is not
+        put an C{elicitation/create}, which that revision has no schema for; its
+        sampling capability still counts.
+        """
+        gateway = Gateway()
+        conn = gateway.server.open("stdio", "host", ask=FakeClient().ask)
+        result_of(
+            gateway.handle(
+                conn,
+                "initialize",
+                {
+                    "protocolVersion": "2025-03-26",
+                    "capabilities": {"elicitation": {}, "sampling": {}},
+                    "clientInfo": {"name": "old", "version": "1"},
+                },
+            )
+        )
+        gateway.handle(conn, "tools/call", call_params(None, _meta={}))
+        caller = gateway.caller()
+        self.assertEqual(dict(caller.capabilities), {"sampling": {}})
+        self.assertFalse(may_ask(caller.capabilities, "elicitation/create", FORM))
