@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
+from attrs import frozen
 from twisted.trial.unittest import TestCase
 
 from tests.conformance.test_passthrough_leg import daemon_environ
@@ -52,18 +53,18 @@ async def start_fixture(test: TestCase, script: Path) -> str:
     return f"http://127.0.0.1:{int(match.group(1))}/mcp"
 
 
-async def start_daemon(test: TestCase, script: Path, transport: Transport) -> str:
-    """
-    A real daemon passing C{script} through as C{conformance} (started by the test over
-    HTTP, by the daemon over stdio); the daemon's C{/mcp} URL.
-    """
+@frozen
+class Daemon:
+    """A running daemon: its C{/mcp} URL and the environment C{mcpx serve} reaches it with."""
+
+    url: str
+    env: dict[str, str]
+
+
+async def run_daemon(test: TestCase, server: dict[str, object]) -> Daemon:
+    """A real daemon passing C{server} (a servers entry) through as C{conformance}."""
     if not in_private_netns():
         test.fail("run the interop tests in a private network namespace (tests/isolated)")
-    if transport == "http":
-        server: dict[str, object] = {"url": await start_fixture(test, script)}
-    else:
-        argv = fixture_argv(script, "stdio")
-        server = {"command": argv[0], "args": argv[1:], "cwd": str(PEERS)}
     state_dir = tempfile.mkdtemp(prefix="mcpx-ix-")
     config_home = tempfile.mkdtemp(prefix="mcpx-ixc-")
     test.addCleanup(shutil.rmtree, state_dir, True)
@@ -81,7 +82,8 @@ async def start_daemon(test: TestCase, script: Path, transport: Transport) -> st
         "--daemon-listen",
         f"tcp:{port}:interface=127.0.0.1",
     ]
-    child = spawn(argv, env=daemon_environ(config, state_dir, config_home), cwd=str(REPO))
+    env = daemon_environ(config, state_dir, config_home)
+    child = spawn(argv, env=env, cwd=str(REPO))
     test.addCleanup(kill_on_cleanup, child)
 
     async def stop() -> None:
@@ -90,4 +92,17 @@ async def start_daemon(test: TestCase, script: Path, transport: Transport) -> st
 
     test.addCleanup(stop)
     await child.wait_for(rb"listening on http://127\.0\.0\.1:\d+")
-    return f"http://127.0.0.1:{port}/mcp"
+    return Daemon(f"http://127.0.0.1:{port}/mcp", env)
+
+
+async def start_daemon(test: TestCase, script: Path, transport: Transport) -> str:
+    """
+    A real daemon passing C{script} through as C{conformance} (started by the test over
+    HTTP, by the daemon over stdio); the daemon's C{/mcp} URL.
+    """
+    if transport == "http":
+        server: dict[str, object] = {"url": await start_fixture(test, script)}
+    else:
+        argv = fixture_argv(script, "stdio")
+        server = {"command": argv[0], "args": argv[1:], "cwd": str(PEERS)}
+    return (await run_daemon(test, server)).url

@@ -58,7 +58,12 @@ function buildServer(state) {
       'sampling/createMessage': CreateMessageResultSchema,
       'roots/list': ListRootsResultSchema,
     }[request.method];
-    return extra.sendRequest(request, schema);
+    // As the SDK's own elicitInput does, a form says it is one (2025-11-25 spelling).
+    const sent =
+      request.method === 'elicitation/create' && request.params.mode === undefined
+        ? { ...request, params: { mode: 'form', ...request.params } }
+        : request;
+    return extra.sendRequest(sent, schema);
   };
 
   const tools = surface.tools({
