@@ -105,7 +105,7 @@ class RelayedQuestionSweepTests(SynchronousTestCase):
         clock = Clock()
         core, connector = relaying_daemon(clock)
         client = StdioDriver(sweep, revision, core, clock)
-        declared = {
+        declared: dict[str, Any] = {
             name: {}
             for name in ("elicitation", "sampling", "roots")
             if capability_in("client", name, revision)
