@@ -48,7 +48,13 @@ from tests.interop.peers import (
     start_fixture,
 )
 from tests.server.test_transport_sweep import Sweep
-from tests.support.peers import conformance_fixture_argv, node22, start_conformance_fixture
+from tests.support.peers import (
+    conformance_fixture_argv,
+    everything_stdio_argv,
+    node22,
+    start_conformance_fixture,
+    start_everything_http,
+)
 from tests.support.processes import REPO, reactor
 
 TAP = Path(__file__).resolve().parent / "tap.py"
@@ -63,19 +69,25 @@ STEPS = ("tools", "progress", "elicitation", "sampling", "roots", "resource")
 ELICITED = {"username": "ada", "email": "ada@example.com"}
 SAMPLED = "Paris"
 ROOT = "file:///interop"
-STATIC_TEXT = "This is the content of the static text resource."
-PROGRESS = [(0.0, 100.0), (50.0, 100.0), (100.0, 100.0)]
 
 
 @frozen
 class Upstream:
-    """One upstream fixture: how to run it, and which of its tools each step calls."""
+    """One upstream: which of its tools each step calls, and what the host must see."""
 
     name: str
     label: str
     tools: Mapping[str, str]
-    #: Steps the fixture cannot offer at some eras: (step, legacy?) -> reason.
+    #: Steps the upstream cannot offer at some eras: (step, legacy?) -> reason.
     lacks: Mapping[tuple[str, bool], str] = {}
+    arguments: Mapping[str, Mapping[str, Any]] = {
+        "elicitation": {"message": "Who are you?"},
+        "sampling": {"prompt": "Capital?"},
+    }
+    progress: tuple[tuple[float, float], ...] = ((0.0, 100.0), (50.0, 100.0), (100.0, 100.0))
+    resource: str = "test://static-text"
+    #: How the resource's text begins.
+    resource_text: str = "This is the content of the static text resource."
 
 
 _COMMON = {
@@ -95,8 +107,24 @@ UPSTREAMS = (
     ),
     Upstream("sdk1", "TS SDK 1.x fixture", {**_COMMON, "roots": "list_roots"}),
     Upstream("sdk2", "TS SDK v2 fixture", {**_COMMON, "roots": "list_roots"}),
+    Upstream(
+        "everything",
+        "server-everything",
+        {
+            "progress": "trigger-long-running-operation",
+            "elicitation": "trigger-elicitation-request",
+            "sampling": "trigger-sampling-request",
+            "roots": "get-roots-list",
+        },
+        arguments={
+            "progress": {"duration": 0.3, "steps": 3},
+            "sampling": {"prompt": "Capital?", "maxTokens": 10},
+        },
+        progress=((1.0, 3.0), (2.0, 3.0), (3.0, 3.0)),
+        resource="demo://resource/static/document/architecture.md",
+        resource_text="# Everything Server",
+    ),
 )
-ARGUMENTS = {"elicitation": {"message": "Who are you?"}, "sampling": {"prompt": "Capital?"}}
 
 #: Steps a revision cannot carry, with the reason.
 ERA_LACKS = {("elicitation", "2025-03-26"): "2025-03-26 has no elicitation"}
@@ -137,10 +165,10 @@ def judge(cell: Cell, upstream: Upstream, era: str, seen: Mapping[str, Any]) -> 
         if not isinstance(got, dict) or not got.get("ok"):
             cell.expect(step, False, got)
         elif step == "tools":
-            cell.expect(step, _COMMON["progress"] in got["names"], got["names"])
+            cell.expect(step, upstream.tools["progress"] in got["names"], got["names"])
         elif step == "progress":
-            reports = [tuple(map(float, r)) for r in got["reports"]]
-            cell.expect(step, reports == PROGRESS and not got["isError"], got)
+            reports = tuple(tuple(map(float, r)) for r in got["reports"])
+            cell.expect(step, reports == upstream.progress and not got["isError"], got)
         elif step == "elicitation":
             cell.expect(step, ELICITED["email"] in got["text"] and not got["isError"], got)
         elif step == "sampling":
@@ -148,10 +176,10 @@ def judge(cell: Cell, upstream: Upstream, era: str, seen: Mapping[str, Any]) -> 
         elif step == "roots":
             cell.expect(step, ROOT in got["text"] and not got["isError"], got)
         else:
-            cell.expect(step, got["text"] == STATIC_TEXT, got)
+            cell.expect(step, got["text"].startswith(upstream.resource_text), got)
 
 
-def progress_sent(log: Path) -> list[tuple[float, float]] | str:
+def progress_sent(log: Path) -> tuple[tuple[float, float], ...] | str:
     """
     The progress reports mcpx sent the host over C{mcpx serve}, under the token of the
     host's progress request; or what is wrong with them.
@@ -176,7 +204,7 @@ def progress_sent(log: Path) -> list[tuple[float, float]] | str:
     ]
     if any(report.get("progressToken") != tokens[0] for report in reports):
         return f"a report under another token than {tokens[0]!r}: {reports}"
-    return [(float(r["progress"]), float(r.get("total", 0))) for r in reports]
+    return tuple((float(r["progress"]), float(r.get("total", 0))) for r in reports)
 
 
 def tapped(log: Path, argv: list[str]) -> list[str]:
@@ -241,7 +269,8 @@ class Answers:
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content=dict(ELICITED))
+        wire = params.model_dump(by_alias=True, exclude_none=True)
+        return types.ElicitResult(action="accept", content=fill(wire.get("requestedSchema", {})))
 
     async def sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
@@ -252,6 +281,26 @@ class Answers:
     async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         root = types.Root.model_validate({"uri": ROOT, "name": "interop"})
         return types.ListRootsResult(roots=[root])
+
+
+def fill(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's answer to a form, as the TS host gives it (C{client2-host.mjs} C{fill})."""
+    content: dict[str, Any] = {}
+    required = set(schema.get("required") or ())
+    for name, spec in (schema.get("properties") or {}).items():
+        if name in ELICITED:
+            content[name] = ELICITED[name]
+        elif name not in required:
+            continue
+        elif "enum" in spec:
+            content[name] = spec["enum"][0]
+        elif spec.get("type") == "boolean":
+            content[name] = True
+        elif spec.get("type") in ("integer", "number"):
+            content[name] = spec.get("default", spec.get("minimum", 1))
+        else:
+            content[name] = spec.get("default", "ada")
+    return content
 
 
 def python_conversation(target: Any, era: str, upstream: Upstream) -> Callable[[], Any]:
@@ -285,7 +334,7 @@ def python_conversation(target: Any, era: str, upstream: Upstream) -> Callable[[
                 try:
                     result = await client.call_tool(
                         upstream.tools[step],
-                        ARGUMENTS.get(step, {}),
+                        dict(upstream.arguments.get(step, {})),
                         progress_callback=on_progress if step == "progress" else None,
                     )
                 except Exception as e:
@@ -293,7 +342,7 @@ def python_conversation(target: Any, era: str, upstream: Upstream) -> Callable[[
                     continue
                 seen[step] = {"ok": True, "text": text(result), "isError": result.is_error}
             seen["progress"]["reports"] = reports
-            read = await client.read_resource("test://static-text")
+            read = await client.read_resource(upstream.resource)
             body = "".join(getattr(c, "text", "") for c in read.contents)
             seen["resource"] = {"ok": True, "text": body}
         return seen
@@ -307,7 +356,12 @@ class InteropMatrixTests(TestCase):
     timeout = 300
 
     async def daemon(self, upstream: Upstream, transport: str, log: Path) -> Daemon:
-        if upstream.name == "python":
+        if upstream.name == "everything":
+            if transport == "http":
+                running = await start_everything_http(reactor, add_cleanup=self.addCleanup)
+                return await run_daemon(self, {"url": running.url})
+            argv = everything_stdio_argv()
+        elif upstream.name == "python":
             if transport == "http":
                 fixture = await start_conformance_fixture(reactor, add_cleanup=self.addCleanup)
                 return await run_daemon(self, {"url": fixture.url})
@@ -326,8 +380,8 @@ class InteropMatrixTests(TestCase):
         steps: dict[str, Any] = {
             step: tool for step, tool in upstream.tools.items() if (step, era) not in ERA_LACKS
         }
-        steps["resource"] = "test://static-text"
-        steps["arguments"] = ARGUMENTS
+        steps["resource"] = upstream.resource
+        steps["arguments"] = upstream.arguments
         if via == "mcp":
             where = ["--url", daemon.url]
         else:
@@ -387,7 +441,7 @@ class InteropMatrixTests(TestCase):
                         # Judged on the wire every time, so the table does not depend
                         # on how the host's reads happened to fall.
                         sent = progress_sent(log)
-                        cell.expect("progress", sent == PROGRESS, sent)
+                        cell.expect("progress", sent == upstream.progress, sent)
                         cell.notes.append(blind)
                     if seen.get("error"):
                         cell.verdicts["host"] = f"FAILED: {seen['error']}"
@@ -424,6 +478,14 @@ class InteropMatrixTests(TestCase):
     async def test_sdk2_http(self) -> None:
         """The TypeScript SDK v2 fixture as a Streamable HTTP upstream."""
         await self.run_upstream(UPSTREAMS[2], "http")
+
+    async def test_everything_stdio(self) -> None:
+        """C{@modelcontextprotocol/server-everything} as a stdio upstream."""
+        await self.run_upstream(UPSTREAMS[3], "stdio")
+
+    async def test_everything_http(self) -> None:
+        """C{@modelcontextprotocol/server-everything} as a Streamable HTTP upstream."""
+        await self.run_upstream(UPSTREAMS[3], "http")
 
 
 def _row(

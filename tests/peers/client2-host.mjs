@@ -20,8 +20,24 @@ const era = option('--era', '2025-11-25');
 const steps = JSON.parse(option('--steps', '{}'));
 const modern = era === '2026-07-28';
 
+// A user's answer to a form: the name and address asked for, and a plausible value for
+// every other required field.
+function fill(schema) {
+  const content = {};
+  const required = new Set(schema?.required ?? []);
+  for (const [name, field] of Object.entries(schema?.properties ?? {})) {
+    if (name === 'username') content[name] = 'ada';
+    else if (name === 'email') content[name] = 'ada@example.com';
+    else if (!required.has(name)) continue;
+    else if (field.enum) content[name] = field.enum[0];
+    else if (field.type === 'boolean') content[name] = true;
+    else if (field.type === 'integer' || field.type === 'number') content[name] = field.default ?? field.minimum ?? 1;
+    else content[name] = field.default ?? 'ada';
+  }
+  return content;
+}
+
 export const ANSWERS = {
-  elicitation: { action: 'accept', content: { username: 'ada', email: 'ada@example.com' } },
   sampling: { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'interop-model' },
   roots: { roots: [{ uri: 'file:///interop', name: 'interop' }] },
 };
@@ -37,7 +53,7 @@ const client = new Client(
 const asked = [];
 client.setRequestHandler('elicitation/create', async (request) => {
   asked.push(request.params);
-  return ANSWERS.elicitation;
+  return { action: 'accept', content: fill(request.params.requestedSchema) };
 });
 client.setRequestHandler('sampling/createMessage', async (request) => {
   asked.push(request.params);
@@ -72,7 +88,7 @@ try {
     await step('progress', async () => {
       const reports = [];
       const result = await client.callTool(
-        { name: steps.progress, arguments: {} },
+        { name: steps.progress, arguments: steps.arguments?.progress ?? {} },
         { onprogress: (p) => reports.push([p.progress, p.total ?? null]) },
       );
       return { reports, text: texts(result), isError: Boolean(result.isError) };

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.questions.caller import may_ask
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker
+from mcpx.spec.downgrade import question
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
 from tests.server import result_of
@@ -89,3 +90,34 @@ class RevisionCapabilityTests(SynchronousTestCase):
         caller = gateway.caller()
         self.assertEqual(dict(caller.capabilities), {"sampling": {}})
         self.assertFalse(may_ask(caller.capabilities, "elicitation/create", FORM))
+
+
+class MultiSelectTests(SynchronousTestCase):
+    """Multi-select fields (2025-11-25) are not put to an older client's form."""
+
+    FORM: dict[str, Any] = {
+        "mode": "form",
+        "message": "Pick",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "colours": {"type": "array", "items": {"type": "string", "enum": ["red"]}},
+            },
+            "required": ["name", "colours"],
+        },
+    }
+
+    def test_2025_06_18_form_has_no_array_field(self) -> None:
+        """The 2025-06-18 form keeps the rest, valid in its schema."""
+        params = question("elicitation/create", self.FORM, Revision.V2025_06_18)
+        self.assertEqual(
+            params["requestedSchema"],
+            {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        )
+        message = {"method": "elicitation/create", "params": params}
+        self.assertEqual(violations(message, Revision.V2025_06_18, "ElicitRequest"), [])
+
+    def test_2025_11_25_form_is_untouched(self) -> None:
+        """A 2025-11-25 client gets the form as asked."""
+        self.assertIs(question("elicitation/create", self.FORM, Revision.V2025_11_25), self.FORM)
