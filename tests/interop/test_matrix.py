@@ -116,6 +116,13 @@ UPSTREAMS = (
             "sampling": "trigger-sampling-request",
             "roots": "get-roots-list",
         },
+        lacks={
+            (step, legacy): "server-everything reports the roots it cached when its "
+            "session began; behind mcpx that session is shared by every host, so they are "
+            "not this host's"
+            for step in ("roots",)
+            for legacy in (True, False)
+        },
         arguments={
             "progress": {"duration": 0.3, "steps": 3},
             "sampling": {"prompt": "Capital?", "maxTokens": 10},
