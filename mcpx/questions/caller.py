@@ -74,6 +74,11 @@ class Caller:
         a tool that may run as a task upstream is made one there too.
     @ivar on_upstream_task: called when the upstream made the call a task of its own
         (a 2026-07-28 client that accepts tasks is then given one at once).
+    @ivar strict: a question this client did not declare the capability for is refused
+        (a 2026-07-28 request in pass-through: the upstream's own answer would be
+        -32021), rather than left with the broker.
+    @ivar refused: the -32021 error such a question was refused with; the request
+        fails with it whatever the upstream makes of the refusal.
     """
 
     id: str
@@ -103,6 +108,8 @@ class Caller:
 
     wants_task: bool = False
     on_upstream_task: Callable[[], None] | None = None
+    strict: bool = False
+    refused: Exception | None = None
 
     @property
     def declared(self) -> Mapping[str, Any] | None:

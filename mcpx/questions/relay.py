@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 
 from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
 from mcpx.questions.caller import (
+    CAPABILITY_FOR,
     ELICIT,
     LIST_ROOTS,
     Asker,
@@ -38,6 +39,7 @@ from mcpx.questions.caller import (
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
 from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
+from mcpx.wire.errors import RpcError
 
 ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
@@ -231,6 +233,12 @@ class Relay:
                 return await self._from_client(
                     server, scope_key, method, shown, call=stand_in, key=None, ahead=None
                 )
+        if call is not None and call.strict and not may_ask(call.capabilities, method, shown):
+            # A 2026-07-28 client must be told what it lacks (-32021), not kept waiting
+            # on a broker it may never know of.
+            refusal = RpcError.missing_client_capability({CAPABILITY_FOR[method]: {}})
+            call.refused = refusal
+            raise refusal
         question, answered = self.broker.ask(
             server=server,
             scope_key=scope_key,

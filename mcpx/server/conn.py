@@ -20,10 +20,17 @@ from typing import Any, Final, TypeAlias
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
 
+from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
+FlowFor: TypeAlias = Callable[["str | int"], "Flow | None"]
+
+
+def _no_flow(token: str | int) -> Flow | None:
+    return None
+
 
 #: The transports a connection may come from.
 STDIO: Final = "stdio"
@@ -51,6 +58,8 @@ class Conn:
     @ivar log_level: set by C{logging/setLevel}, or C{None}.
     @ivar push: sends the client a notification, where the connection can.
     @ivar ask: sends the client a request (legacy only), where the connection can.
+    @ivar flow_for: the L{Flow} of the stream that carries the notifications about the
+        request with a progress token, when the transport tells of back-pressure.
     @ivar passthrough: the servers this connection asked to have offered under their own
         names (C{mcpx serve --passthrough}), or C{None} for the daemon's C{mcp.passthrough}.
     """
@@ -67,6 +76,7 @@ class Conn:
     log_level: str | None = None
     closed: bool = False
     passthrough: tuple[str, ...] | None = None
+    flow_for: FlowFor = _no_flow
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 

@@ -69,7 +69,7 @@ from weakref import WeakSet
 
 from attrs import evolve
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -88,6 +88,7 @@ from mcpx.server.ext_tasks import (
     race,
     task_owner,
 )
+from mcpx.server.flow import Flow
 from mcpx.server.listen import (
     LIST_CHANGES,
     LISTEN,
@@ -149,10 +150,6 @@ INSTRUCTIONS: Final = (
     "<server>_<prompt>; their resources are mcpx://<server>/<uri>."
 )
 
-#: The shortest interval between two progress reports relayed for one call, in seconds;
-#: the final report (progress reaching total) is always sent.
-PROGRESS_MIN_INTERVAL: Final = 0.02
-
 _Method = Callable[[Conn, Context, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 _LISTS: Final[Mapping[str, str]] = {
@@ -163,6 +160,14 @@ _LISTS: Final[Mapping[str, str]] = {
 }
 
 _MISSING: Final[Any] = object()
+
+#: The question capabilities (elicitation, sampling, roots) each revision lacks.
+_ABSENT_QUESTIONS: Final[Mapping[Revision, frozenset[str]]] = {
+    revision: frozenset(
+        name for name in CAPABILITY_FOR.values() if not capability_in("client", name, revision)
+    )
+    for revision in Revision
+}
 
 
 def _params(request: Request) -> dict[str, Any]:
@@ -858,9 +863,10 @@ class McpServer:
             if caller is None:
                 return answer(conn, context, params)
             context = evolve(context, caller=caller)
+            answering = _refusing(answer, caller) if caller.strict else answer
             if caller.asker is None:
-                return answer(conn, context, params)
-            return self._asking(answer, conn, context, params, method)
+                return answering(conn, context, params)
+            return self._asking(answering, conn, context, params, method)
 
         asking.__name__ = answer.__name__
         return asking
@@ -921,6 +927,14 @@ class McpServer:
         client that declares nothing, outside pass-through: the fast path).
         """
         capabilities = context.capabilities
+        if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
+            # A capability the revision lacks (elicitation before 2025-06-18) is no
+            # promise: such a client has no schema for the question.
+            capabilities = {
+                name: value
+                for name, value in capabilities.items()
+                if name not in _ABSENT_QUESTIONS[context.revision]
+            }
         askable = (
             self._native
             and bool(capabilities)
@@ -937,6 +951,7 @@ class McpServer:
             narrow=narrow,
             held=dict(held) if type(held) is dict else None,
             wants_task=as_task,
+            strict=context.modern and narrow,
         )
         if askable:
             if context.modern:
@@ -1045,7 +1060,7 @@ class McpServer:
                 relay.drop()
             raise
         if relay is not None:
-            # The latest report held back by the interval goes out before the answer.
+            # The latest report held back by a full stream goes out before the answer.
             relay.flush()
         return result
 
@@ -1073,7 +1088,7 @@ class McpServer:
         return _ProgressRelay(
             conn,
             context.progress_token,
-            self.clock,
+            conn.flow_for(context.progress_token),
             with_message=field_in("ProgressNotification.message", context.revision),
         )
 
@@ -1383,6 +1398,27 @@ class McpServer:
         self.host.events.publish("server.log", server, level="warning", data=message)
 
 
+def _refusing(answer: _Method, caller: Caller) -> _Method:
+    """
+    C{answer}, failing with the -32021 a question of its upstream was refused with
+    (L{Caller.strict}), whatever the upstream answered after the refusal.
+    """
+
+    async def refusing(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
+        try:
+            result = await answer(conn, context, params)
+        except Exception:
+            if caller.refused is not None:
+                raise caller.refused from None
+            raise
+        if caller.refused is not None:
+            raise caller.refused
+        return result
+
+    refusing.__name__ = answer.__name__
+    return refusing
+
+
 def _legacy(context: Context, revision: Revision) -> Context:
     return Context(
         revision=revision,
@@ -1394,25 +1430,25 @@ def _legacy(context: Context, revision: Revision) -> Context:
 
 class _ProgressRelay:
     """
-    Passes one call's progress on: never backwards, nothing once the total is
-    reached, and no more often than every L{PROGRESS_MIN_INTERVAL} except for the
-    final report.  A report that comes too soon is held, and the latest one held goes
-    out when the interval has passed (or when the call ends, before its answer), so a
-    burst never leaves the host on stale progress.
+    Passes one call's progress on, every report in order: never backwards and nothing
+    once the total is reached (the spec forbids both), and nothing else held back
+    while the client's stream keeps up.  Only while that stream is backed up (its
+    L{Flow} paused by Twisted) does a report wait, and then only the latest one: it
+    goes out when the stream drains, or before the answer if that comes first, so a
+    host is never left on stale progress and never misses the last report.
     """
 
     def __init__(
-        self, conn: Conn, token: str | int, clock: IReactorTime, *, with_message: bool
+        self, conn: Conn, token: str | int, flow: Flow | None, *, with_message: bool
     ) -> None:
         self._conn = conn
         self._token = token
-        self._clock = clock
+        self._flow = flow
         self._with_message = with_message
         self._last: float | None = None
-        self._sent_at: float | None = None
         self._finished = False
         self._held: dict[str, Any] | None = None
-        self._timer: IDelayedCall | None = None
+        self._waiting = False
 
     def __call__(self, given: dict[str, Any]) -> None:
         progress = given.get("progress")
@@ -1423,7 +1459,6 @@ class _ProgressRelay:
         total = given.get("total")
         has_total = type(total) is int or type(total) is float
         final = has_total and progress >= float(total)  # type: ignore[arg-type]
-        now = self._clock.seconds()
         report: dict[str, Any] = {"progressToken": self._token, "progress": progress}
         if has_total:
             report["total"] = total
@@ -1432,24 +1467,21 @@ class _ProgressRelay:
             report["message"] = message
         self._last = progress
         self._finished = final
-        if not final and self._sent_at is not None and now - self._sent_at < PROGRESS_MIN_INTERVAL:
+        flow = self._flow
+        if not final and flow is not None and flow.paused and not flow.stopped:
             self._held = report
-            if self._timer is None:
-                wait = PROGRESS_MIN_INTERVAL - (now - self._sent_at)
-                self._timer = self._clock.callLater(wait, self._release)
+            if not self._waiting:
+                self._waiting = True
+                flow.when_resumed(self._resumed)
             return
         self._send(report)
 
-    def _release(self) -> None:
-        self._timer = None
+    def _resumed(self) -> None:
+        self._waiting = False
         self.flush()
 
     def flush(self) -> None:
-        """Send the report held back by the interval, if any; stop waiting to."""
-        if self._timer is not None:
-            if self._timer.active():
-                self._timer.cancel()
-            self._timer = None
+        """Send the report held while the stream was backed up, if any."""
         held, self._held = self._held, None
         if held is not None:
             self._send(held)
@@ -1457,16 +1489,11 @@ class _ProgressRelay:
     def drop(self) -> None:
         """The call ended without an answer worth reporting on: send nothing more."""
         self._held = None
-        self.flush()
+        self._finished = True
 
     def _send(self, report: dict[str, Any]) -> None:
-        if self._timer is not None:
-            # A report sent now supersedes whatever was held.
-            if self._timer.active():
-                self._timer.cancel()
-            self._timer = None
+        # A report sent now supersedes whatever was held.
         self._held = None
-        self._sent_at = self._clock.seconds()
         conn = self._conn
         if conn.push is not None and not conn.closed:
             conn.push("notifications/progress", report)

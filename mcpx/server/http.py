@@ -73,10 +73,10 @@ import contextvars
 import secrets
 from collections import OrderedDict, deque
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IConsumer, IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -84,6 +84,7 @@ from twisted.web.iweb import IRequest
 
 from mcpx.daemon.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION, Conn
+from mcpx.server.flow import Flow
 from mcpx.server.listen import Listening
 from mcpx.server.param_headers import REQUEST_HEADERS
 from mcpx.server.stdio import McpCore
@@ -240,6 +241,18 @@ def _answer(request: Request, outcome: object) -> bytes:
         return encode(ErrorResponse(request.id, RpcError.internal_error()))
 
 
+def _register(request: IRequest, flow: Flow) -> None:
+    """Have Twisted pause C{flow} while C{request}'s client is not reading."""
+    if IConsumer.providedBy(request):
+        cast(IConsumer, request).registerProducer(flow, True)
+
+
+def _unregister(request: IRequest) -> None:
+    # A finished or lost request has dropped its channel, and its producer with it.
+    if IConsumer.providedBy(request) and getattr(request, "channel", True) is not None:
+        cast(IConsumer, request).unregisterProducer()
+
+
 class Exchange:
     """
     The response to one POST: a JSON body at the end, or an event stream started when
@@ -262,6 +275,8 @@ class Exchange:
         self.closed = False
         self.lost = False
         self.headers: dict[bytes, bytes] = {}
+        #: Back-pressure of the event stream, once this response has become one.
+        self.flow = Flow()
         self._timer: IDelayedCall | None = None
         if accepts_sse and keep_alive > 0:
             self._timer = clock.callLater(keep_alive, self._beat)
@@ -273,16 +288,21 @@ class Exchange:
         self._close()
 
     def _close(self) -> None:
+        if self.streaming and not self.closed:
+            _unregister(self.request)
         self.closed = True
         timer, self._timer = self._timer, None
         if timer is not None and timer.active():
             timer.cancel()
+        self.flow.stopProducing()
 
     def _start_stream(self) -> None:
         if self.streaming:
             return
         self.streaming = True
         request = self.request
+        # Twisted pauses the flow while the client does not read what it was sent.
+        _register(request, self.flow)
         request.setResponseCode(200)
         request.setHeader(b"content-type", EVENT_STREAM)
         request.setHeader(b"cache-control", b"no-cache")
@@ -376,6 +396,8 @@ class GetStream:
         request.setHeader(b"content-type", EVENT_STREAM)
         request.setHeader(b"cache-control", b"no-cache")
         request.setHeader(b"x-accel-buffering", b"no")
+        self.flow = Flow()
+        _register(request, self.flow)
         # The headers go now, so the client knows the stream is there.
         request.write(b"")
         self._beat = LoopingCall(self._keep_alive)
@@ -408,6 +430,9 @@ class GetStream:
 
     def release(self) -> None:
         """Stop the keep-alive; for the route itself, which must not fire L{ended}."""
+        if not self.flow.stopped:
+            _unregister(self.request)
+            self.flow.stopProducing()
         self.open = False
         if self._beat.running:
             self._beat.stop()
@@ -481,6 +506,13 @@ class LegacySession:
         return handling[1]
 
     # mcpx to the client
+
+    def flow_for(self, token: str | int) -> Flow | None:
+        """The session's L{Conn.flow_for}: the POST with that token, else the GET stream."""
+        exchange = self._by_token.get(token)
+        if exchange is not None and not exchange.closed:
+            return exchange.flow
+        return self.stream.flow if self.stream is not None else None
 
     def push(self, method: str, params: dict[str, Any] | None) -> None:
         """The session's L{Conn.push}: the POST it is about, else the GET stream."""
@@ -765,6 +797,7 @@ class McpHTTP:
         conn = self._core.open(
             HTTP_MODERN, HTTP_IDENTITY, push=exchange.push if exchange.accepts_sse else None
         )
+        conn.flow_for = lambda token: exchange.flow
         # A tools/call's Mcp-Param-* headers are checked against the arguments by the
         # core, which alone knows the tool (mcpx.server.param_headers).
         headers = (
@@ -929,6 +962,7 @@ class McpHTTP:
             ask=session.ask,
             default_revision=revision or HEADERLESS_HTTP,
         )
+        session.conn.flow_for = session.flow_for
         exchange.headers[SESSION_HEADER] = session_id.encode("ascii")
         try:
             result = await self._core.handle(session.conn, message)

@@ -29,6 +29,7 @@ from twisted.python.failure import Failure
 from mcpx.questions.caller import ClientUnreachable
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
+from mcpx.spec.downgrade import question
 from mcpx.spec.matrix import notification_in
 from mcpx.wire.peer import ConnectionClosed
 
@@ -53,6 +54,9 @@ class ConnAsker:
         ask = self._conn.ask
         if ask is None or self._conn.closed:
             return fail(ClientUnreachable("the client's connection is closed"))
+        if self._conn.revision is not None:
+            # Spelled for the revision this client agreed, not the upstream's.
+            params = question(method, params, self._conn.revision)
         try:
             asking = self._context.run(ask, method, params)
         except Exception as e:

@@ -31,11 +31,17 @@ from __future__ import annotations
 import json
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import quoteStringArgument
-from twisted.internet.interfaces import IAddress, IDelayedCall, IHalfCloseableProtocol, IReactorTime
+from twisted.internet.interfaces import (
+    IAddress,
+    IConsumer,
+    IDelayedCall,
+    IHalfCloseableProtocol,
+    IReactorTime,
+)
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -43,6 +49,7 @@ from zope.interface import implementer
 
 from mcpx.daemon.shutdown import Shutdown, shutting_down_error
 from mcpx.server.conn import STDIO, Ask, Conn, Push
+from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import Revision
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
@@ -147,8 +154,14 @@ class StdioConnection(NDJSONProtocol):
         self._drain_timer: IDelayedCall | None = None
         self._drain_check: IDelayedCall | None = None
         self._lost = False
+        self.flow = Flow()
 
     # Setting up
+
+    def connectionMade(self) -> None:
+        # Twisted pauses the flow while the client does not read what it was sent.
+        if IConsumer.providedBy(self.transport):
+            cast(IConsumer, self.transport).registerProducer(self.flow, True)
 
     def _start(self, hello: dict[str, Any] | None) -> RpcPeer:
         self.hello = hello
@@ -157,6 +170,7 @@ class StdioConnection(NDJSONProtocol):
         self.conn = self._core.open(STDIO, identity, push=self._push, ask=self._ask)
         # The Conn's field is what McpServer reads; McpCore.open stays common to transports.
         self.conn.passthrough = hello_passthrough(hello)
+        self.conn.flow_for = lambda token: self.flow
         self.peer = RpcPeer(
             self.send_message,
             on_request=self._request,
@@ -275,6 +289,7 @@ class StdioConnection(NDJSONProtocol):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._lost = True
+        self.flow.stopProducing()
         for timer in (self._drain_timer, self._drain_check):
             if timer is not None and timer.active():
                 timer.cancel()

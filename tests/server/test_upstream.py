@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.pool import Pool
 from mcpx.server import uris
+from mcpx.server.flow import Flow
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import METHOD_NOT_FOUND
 from tests.pool.fakes import Events, FakeConnector, FakeUpstream, servers, stdio
@@ -95,16 +96,13 @@ class CancellationTests(SynchronousTestCase):
         self.assertEqual(results[0]["content"], [{"type": "text", "text": "late"}])
 
 
-def relay_timers(harness: Harness) -> list[Any]:
-    """The progress relay's pending sends (the pool keeps timers of its own)."""
-    return [c for c in harness.clock.getDelayedCalls() if "_ProgressRelay" in repr(c)]
-
-
 class ProgressTests(SynchronousTestCase):
     def start(
-        self, revision: Revision, **kwargs: Any
+        self, revision: Revision, flow: Flow | None = None, **kwargs: Any
     ) -> tuple[Harness, FakeUpstream, Deferred[Any]]:
         harness, connector = pooled(**kwargs)
+        if flow is not None:
+            harness.conn.flow_for = lambda token: flow
         connector.holding.add("tools/call")
         session = Session(revision, harness)
         calling = session.request(
@@ -142,41 +140,83 @@ class ProgressTests(SynchronousTestCase):
             )
             held.release("tools/call", {"content": []})
 
-    def test_never_backwards_nor_too_often(self) -> None:
-        """Reports that go backwards, or come too fast, are dropped; the final one is not."""
+    def test_never_backwards(self) -> None:
+        """Reports that go backwards, or come after the total, are dropped."""
         harness, held, _ = self.start(Revision.V2025_06_18)
         token = upstream_token(held)
-        for progress in (1, 0.5, 1, 1.5, 3):
+        for progress in (1, 0.5, 1, 1.5, 3, 4):
             held.notify(
                 "notifications/progress", {"progressToken": token, "progress": progress, "total": 3}
             )
-        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 3])
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 1.5, 3])
 
-    def test_the_latest_report_of_a_burst_follows_after_the_interval(self) -> None:
-        """A report held back by the interval is sent once it passes, not dropped."""
-        from mcpx.server.dispatch import PROGRESS_MIN_INTERVAL
-
+    def burst(self, count: int) -> None:
         harness, held, calling = self.start(Revision.V2025_06_18)
+        token = upstream_token(held)
+        for progress in range(1, count + 1):
+            held.notify(
+                "notifications/progress",
+                {"progressToken": token, "progress": progress, "total": count},
+            )
+        held.release("tools/call", {"content": []})
+        self.successResultOf(calling)
+        self.assertEqual(
+            [(p["progressToken"], p["progress"]) for p in self.progress(harness)],
+            [("tok-1", n) for n in range(1, count + 1)],
+        )
+
+    def test_a_burst_of_three_arrives_whole(self) -> None:
+        """Three reports at the same instant all reach the client, in order."""
+        self.burst(3)
+
+    def test_a_burst_of_a_thousand_arrives_whole(self) -> None:
+        """A thousand reports at the same instant all reach the client, in order."""
+        self.burst(1000)
+
+    def paused(self) -> tuple[Harness, FakeUpstream, Deferred[Any], Flow]:
+        flow = Flow()
+        flow.pauseProducing()
+        harness, held, calling = self.start(Revision.V2025_06_18, flow)
+        return harness, held, calling, flow
+
+    def test_a_backed_up_stream_gets_the_latest_report_when_it_drains(self) -> None:
+        """
+        While the client's stream is paused only the latest report is kept, and it
+        goes out when Twisted resumes the stream.
+        """
+        harness, held, calling, flow = self.paused()
+        token = upstream_token(held)
+        for progress in (1, 2, 3):
+            held.notify("notifications/progress", {"progressToken": token, "progress": progress})
+        self.assertEqual(self.progress(harness), [])
+        flow.resumeProducing()
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [3])
+        held.notify("notifications/progress", {"progressToken": token, "progress": 4})
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [3, 4])
+        held.release("tools/call", {"content": []})
+        self.successResultOf(calling)
+
+    def test_the_report_held_by_a_backed_up_stream_goes_before_the_answer(self) -> None:
+        """The call answering while the stream is paused sends the held report first."""
+        harness, held, calling, flow = self.paused()
         token = upstream_token(held)
         for progress in (1, 2):
             held.notify("notifications/progress", {"progressToken": token, "progress": progress})
-        self.assertEqual([p["progress"] for p in self.progress(harness)], [1])
-        harness.clock.advance(PROGRESS_MIN_INTERVAL)
-        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 2])
         held.release("tools/call", {"content": []})
         self.successResultOf(calling)
-        self.assertEqual(relay_timers(harness), [])
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [2])
+        flow.resumeProducing()
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [2])
 
-    def test_a_held_report_goes_out_before_the_answer(self) -> None:
-        """The call answering within the interval flushes the held report first."""
-        harness, held, calling = self.start(Revision.V2025_06_18)
+    def test_the_final_report_is_never_held(self) -> None:
+        """The report that reaches the total goes out even on a paused stream."""
+        harness, held, _, _ = self.paused()
         token = upstream_token(held)
         for progress in (1, 2):
-            held.notify("notifications/progress", {"progressToken": token, "progress": progress})
-        held.release("tools/call", {"content": []})
-        self.successResultOf(calling)
-        self.assertEqual([p["progress"] for p in self.progress(harness)], [1, 2])
-        self.assertEqual(relay_timers(harness), [])
+            held.notify(
+                "notifications/progress", {"progressToken": token, "progress": progress, "total": 2}
+            )
+        self.assertEqual([p["progress"] for p in self.progress(harness)], [2])
 
     def test_message_dropped_for_2024_11_05(self) -> None:
         """2024-11-05 progress has no message field."""

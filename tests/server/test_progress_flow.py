@@ -1,0 +1,97 @@
+"""
+The back-pressure mcpx learns from Twisted: each stream to a client registers a L{Flow}
+as a streaming producer, so a full write buffer pauses it, and the connection's
+C{flow_for} names the flow that carries a request's notifications.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from twisted.internet.interfaces import IConsumer, IProducer
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.iweb import IRequest
+from twisted.web.test.requesthelper import DummyRequest
+from zope.interface import implementer
+
+from mcpx.server.flow import Flow
+from mcpx.server.http import Exchange
+from mcpx.server.stdio import StdioFactory
+from tests.server.test_transport_sweep import pooled_daemon
+
+
+class FlowTests(SynchronousTestCase):
+    def test_resuming_calls_back_once(self) -> None:
+        """A callback waiting on a paused flow runs once, when it resumes."""
+        flow = Flow()
+        flow.pauseProducing()
+        called: list[str] = []
+        flow.when_resumed(lambda: called.append("x"))
+        self.assertTrue(flow.paused)
+        flow.resumeProducing()
+        flow.resumeProducing()
+        self.assertEqual(called, ["x"])
+        self.assertFalse(flow.paused)
+
+    def test_stopping_releases_the_waiting(self) -> None:
+        """A stream that ends lets what waited on it go (to find the stream gone)."""
+        flow = Flow()
+        flow.pauseProducing()
+        called: list[str] = []
+        flow.when_resumed(lambda: called.append("x"))
+        flow.stopProducing()
+        self.assertEqual(called, ["x"])
+        self.assertTrue(flow.stopped)
+
+
+class StdioFlowTests(SynchronousTestCase):
+    def test_the_connection_registers_its_flow(self) -> None:
+        """
+        An C{mcpx serve} connection's transport pauses the connection's flow, and every
+        request's notifications are said to ride on it.
+        """
+        clock = Clock()
+        _, core, _ = pooled_daemon(clock)
+        protocol = StdioFactory(core, clock, drain=5.0).buildProtocol(None)
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b'{"mcpx": "serve", "pid": 1, "cwd": "/", "version": "t"}\n')
+        self.assertIs(transport.producer, protocol.flow)
+        self.assertTrue(transport.streaming)
+        assert protocol.conn is not None
+        self.assertIs(protocol.conn.flow_for("token"), protocol.flow)
+        protocol.flow.pauseProducing()  # what the transport does when its buffer fills
+        self.assertTrue(protocol.flow.paused)
+
+
+@implementer(IConsumer)
+class ConsumingRequest(DummyRequest):
+    """A request that, like C{twisted.web}'s, takes a producer."""
+
+    producer: IProducer | None = None
+
+    def registerProducer(self, producer: IProducer, streaming: bool) -> None:
+        assert self.producer is None, "a producer is already registered"
+        assert streaming
+        self.producer = producer
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+
+class ExchangeFlowTests(SynchronousTestCase):
+    def test_an_event_stream_registers_its_flow_until_answered(self) -> None:
+        """
+        A POST's response registers its flow on the request once it becomes an event
+        stream, and lets go of it with the answer, so the next response can register.
+        """
+        request = ConsumingRequest([b"mcp"])
+        exchange = Exchange(cast(IRequest, request), Clock(), accepts_sse=True, keep_alive=0)
+        self.assertIsNone(request.producer)
+        self.assertTrue(exchange.send(b'{"jsonrpc": "2.0", "method": "notifications/x"}'))
+        self.assertIs(request.producer, exchange.flow)
+        exchange.answer(b'{"jsonrpc": "2.0", "id": 1, "result": {}}')
+        self.assertIsNone(request.producer)
+        self.assertTrue(exchange.flow.stopped)
