@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os.path
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+# pathlib is imported where a Path is made, and typing not at all: C{mcpx call} finds its
+# socket through L{state_dir_name} alone, and those imports would cost more than its request.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    # pathlib is imported where a Path is made: C{mcpx call} finds its socket through
-    # L{state_dir_name} alone, and importing pathlib would be a sixth of its whole run.
     from pathlib import Path
 
 #: Variables under the C{MCPX_} prefix that locate files rather than name a
