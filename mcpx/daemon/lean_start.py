@@ -32,7 +32,8 @@ _PYOPENSSL = "OpenSSL"
 
 def needs_tls(listen: Iterable[str]) -> bool:
     """Whether any of the endpoint strings in C{listen} may need the TLS machinery."""
-    return any(d.partition(":")[0].strip().lower() not in _PLAIN_KINDS for d in listen)
+    kinds = (d.partition(":")[0].strip().lower() for d in listen if d.strip())
+    return any(kind not in _PLAIN_KINDS for kind in kinds)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ class NeedsTlsTests(SynchronousTestCase):
     def test_plain_listeners(self) -> None:
         """Unix and plain TCP listeners (or none) let the daemon start without TLS."""
         self.assertFalse(needs_tls([]))
+        self.assertFalse(needs_tls([""]))
         self.assertFalse(needs_tls(["unix:/tmp/x.sock:mode=600", "tcp:8899:interface=127.0.0.1"]))
         self.assertFalse(needs_tls(["TCP6:8899"]))
 
