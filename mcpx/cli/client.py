@@ -60,7 +60,7 @@ _NO_BODY = (204, 304)
 class DaemonNotRunning(Exception):
     """Nothing answers on the daemon's socket: it is missing, or nobody listens on it."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str) -> None:
         super().__init__(f"no mcpx daemon is running ({reason}: {path})")
         self.path = path
         self.reason = reason
@@ -336,11 +336,11 @@ class DaemonClient:
     """
     Asks a running daemon questions over its unix socket, one connection per question.
 
-    @ivar path: the daemon's socket.
+    @ivar path: the daemon's socket (a string on C{mcpx call}'s path, which spares pathlib).
     @ivar client: sent as the C{Mcpx-Client} header.
     """
 
-    def __init__(self, path: Path, client: str = DEFAULT_CLIENT) -> None:
+    def __init__(self, path: Path | str, client: str = DEFAULT_CLIENT) -> None:
         self.path = path
         self.client = client
 
@@ -485,6 +485,13 @@ def _tail(path: Path, lines: int = 10) -> str:
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def default_socket_name() -> str:
+    """The daemon's socket in the state directory the environment names, as a string."""
+    from mcpx.settings.paths import state_dir_name
+
+    return os.path.join(state_dir_name(os.environ), SOCKET_NAME)
 
 
 def default_state_dir() -> Path:

@@ -29,6 +29,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -63,7 +64,7 @@ def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
         pass
     else:
         return
-    state = client.path.parent
+    state = Path(client.path).parent
     pid = start_daemon(client, state, wait=wait)
     click.echo(
         f"mcpx: started a daemon in the background (pid {pid}); "

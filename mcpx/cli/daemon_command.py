@@ -26,12 +26,15 @@ from mcpx.settings.errors import SettingsError
 @setting_options
 def daemon(**options: str | None) -> None:
     """Run the daemon in the foreground (Ctrl-C stops it)."""
-    from twisted.internet.task import react
-
-    from mcpx.daemon.config import daemon_config
-    from mcpx.daemon.run import run_daemon
+    from mcpx.daemon.lean_start import lean_imports
 
     settings, servers = load_for_cli(flags_from_options(options))
+    with lean_imports(settings.strings("daemon.listen")):
+        from twisted.internet.task import react
+
+        from mcpx.daemon.config import daemon_config
+        from mcpx.daemon.run import run_daemon
+
     try:
         config = daemon_config(settings, servers, os.environ)
     except SettingsError as e:

@@ -347,9 +347,9 @@ def main() -> NoReturn:
         click_main()
         raise SystemExit(0)  # click exits itself; this is for the type checker
     server, tool, arguments, as_json, timeout = plain
-    from mcpx.cli.client import DaemonClient, default_state_dir, socket_path
+    from mcpx.cli.client import DaemonClient, default_socket_name
 
-    client = DaemonClient(socket_path(default_state_dir()))
+    client = DaemonClient(default_socket_name())
     try:
         ask(
             client,

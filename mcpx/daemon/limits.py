@@ -304,6 +304,12 @@ class LimitedChannel(HTTPChannel):
 
     def connectionMade(self) -> None:
         HTTPChannel.connectionMade(self)
+        transport: Any = self.transport
+        set_no_delay = getattr(transport, "setTcpNoDelay", None)
+        if set_no_delay is not None and isinstance(transport.getHost(), (IPv4Address, IPv6Address)):
+            # An answer is written in a few pieces and the client waits for all of them:
+            # Nagle's algorithm would hold the last piece back for the client's ACK.
+            set_no_delay(True)
         self._expect(_IDLE, self._limits.idle_timeout)
 
     def dataReceived(self, data: bytes) -> None:

@@ -14,8 +14,14 @@ file system.
 
 from __future__ import annotations
 
+import os.path
 from collections.abc import Mapping
-from pathlib import Path
+
+# pathlib is imported where a Path is made, and typing not at all: C{mcpx call} finds its
+# socket through L{state_dir_name} alone, and those imports would cost more than its request.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Variables under the C{MCPX_} prefix that locate files rather than name a
 #: setting; the check for misspelt setting variables leaves them alone.
@@ -64,42 +70,56 @@ class ConfigLocation:
         return f"ConfigLocation(path={self.path!r}, explicit={self.explicit!r})"
 
 
+def _home_name(environ: Mapping[str, str]) -> str:
+    return environ.get("HOME") or os.path.expanduser("~")
+
+
 def home(environ: Mapping[str, str]) -> Path:
     """The user's home directory: C{$HOME}, else what the platform says."""
-    value = environ.get("HOME")
-    return Path(value) if value else Path.home()
+    from pathlib import Path
+
+    return Path(_home_name(environ))
 
 
-def _expand(value: str, environ: Mapping[str, str]) -> Path:
+def _expand(value: str, environ: Mapping[str, str]) -> str:
     """A path with a leading C{~} taken as the home directory C{environ} names."""
     if value == "~" or value.startswith("~/"):
-        return home(environ) / value[2:]
-    return Path(value)
+        return os.path.join(_home_name(environ), value[2:])
+    return value
 
 
-def _xdg(environ: Mapping[str, str], variable: str, fallback: tuple[str, ...]) -> Path:
+def _xdg(environ: Mapping[str, str], variable: str, fallback: tuple[str, ...]) -> str:
     # The XDG spec says a relative path in these variables is invalid and to be
     # ignored, which also keeps a stray "XDG_CONFIG_HOME=." from depending on cwd.
     value = environ.get(variable, "")
-    if value and Path(value).is_absolute():
-        return Path(value)
-    return home(environ).joinpath(*fallback)
+    if value and os.path.isabs(value):
+        return value
+    return os.path.join(_home_name(environ), *fallback)
 
 
 def config_location(environ: Mapping[str, str]) -> ConfigLocation:
     """Where the config file is, and whether somebody named it explicitly."""
+    from pathlib import Path
+
     named = environ.get(CONFIG_ENV, "")
     if named:
-        return ConfigLocation(_expand(named, environ), explicit=True)
+        return ConfigLocation(Path(_expand(named, environ)), explicit=True)
     return ConfigLocation(
-        _xdg(environ, "XDG_CONFIG_HOME", (".config",)) / "mcpx" / "config.json",
+        Path(_xdg(environ, "XDG_CONFIG_HOME", (".config",)), "mcpx", "config.json"),
         explicit=False,
     )
 
 
-def state_dir(environ: Mapping[str, str]) -> Path:
-    """The directory for the daemon's socket, caches and other state."""
+def state_dir_name(environ: Mapping[str, str]) -> str:
+    """L{state_dir} as a string, without importing pathlib (for C{mcpx call})."""
     named = environ.get(STATE_DIR_ENV, "")
     if named:
         return _expand(named, environ)
-    return _xdg(environ, "XDG_STATE_HOME", (".local", "state")) / "mcpx"
+    return os.path.join(_xdg(environ, "XDG_STATE_HOME", (".local", "state")), "mcpx")
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """The directory for the daemon's socket, caches and other state."""
+    from pathlib import Path
+
+    return Path(state_dir_name(environ))

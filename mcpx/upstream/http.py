@@ -65,6 +65,7 @@ from mcpx.upstream.channel import (
     SessionExpired,
     TransportRefused,
 )
+from mcpx.upstream.endpoints import UpstreamEndpoints
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import (
@@ -1109,17 +1110,13 @@ def owned_client(
         return http, pool
     if pool is None:
         pool = connection_pool(reactor, keep)
+    policy = None
     if server is not None and server.tls is not None:
         from mcpx.upstream.tls import ServerTlsPolicy
 
-        agent = Agent(  # type: ignore[no-untyped-call]
-            reactor,
-            ServerTlsPolicy(server.name, server.tls),
-            connectTimeout=connect_timeout,
-            pool=pool,
-        )
-    else:
-        agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)  # type: ignore[no-untyped-call]
+        policy = ServerTlsPolicy(server.name, server.tls)
+    endpoints = UpstreamEndpoints(reactor, connect_timeout, policy)
+    agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
 
 

@@ -44,7 +44,7 @@ finally:
 #: What the fast path must not import, with their submodules.
 HEAVY = (
     *("click", "attr", "attrs", "twisted", "treq", "klein", "jsonschema"),
-    *("http.client", "email", "ssl", "_ssl"),
+    *("http.client", "email", "ssl", "_ssl", "pathlib", "typing"),
 )
 
 

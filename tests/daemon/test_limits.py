@@ -56,6 +56,15 @@ def peer(host: str = "127.0.0.1", port: int = 40000) -> IPv4Address:
     return IPv4Address("TCP", host, port)
 
 
+class NoDelayTransport(StringTransport):
+    """A transport that records C{setTcpNoDelay}, as a TCP connection has it."""
+
+    no_delay = False
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        self.no_delay = enabled
+
+
 class Harness:
     def __init__(self, limits: TransportLimits, descriptors: int = 100_000) -> None:
         self.clock = Clock()
@@ -63,10 +72,10 @@ class Harness:
         self.site = DaemonSite(self.resource, self.clock, limits)
         self.site.admission.cap = limits.connection_cap(descriptors)
 
-    def connect(self, address: Any = None) -> tuple[Any, StringTransport]:
+    def connect(self, address: Any = None, host: Any = None) -> tuple[Any, StringTransport]:
         address = address or peer()
         proto = self.site.buildProtocol(address)
-        transport = StringTransport(peerAddress=address)
+        transport = NoDelayTransport(hostAddress=host or peer(port=8899), peerAddress=address)
         proto.makeConnection(transport)
         if isinstance(proto, RefusedConnection):
             # What the reactor does once the answer is written.
@@ -156,6 +165,14 @@ class BodyTests(SynchronousTestCase):
 
 
 class ConnectionTests(SynchronousTestCase):
+    def test_tcp_connections_set_no_delay(self) -> None:
+        """An accepted TCP connection has Nagle's algorithm off; a unix one is left alone."""
+        h = Harness(TransportLimits())
+        _, tcp = h.connect()
+        self.assertTrue(tcp.no_delay)  # type: ignore[attr-defined]
+        _, unix = h.connect(host=UNIXAddress(b"/tmp/mcpx.sock"))
+        self.assertFalse(unix.no_delay)  # type: ignore[attr-defined]
+
     def test_one_peer_is_capped(self) -> None:
         """A peer over transport.maxConnectionsPerPeer gets 503 with Retry-After; others do not."""
         h = Harness(TransportLimits(max_connections_per_peer=2))

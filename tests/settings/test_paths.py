@@ -6,7 +6,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.settings.paths import ConfigLocation, config_location, state_dir
+from mcpx.settings.paths import ConfigLocation, config_location, state_dir, state_dir_name
 
 
 class ConfigLocationTests(SynchronousTestCase):
@@ -55,3 +55,18 @@ class StateDirTests(SynchronousTestCase):
         """Otherwise C{mcpx} under C{$XDG_STATE_HOME}, by default C{~/.local/state}."""
         self.assertEqual(state_dir({"XDG_STATE_HOME": "/s"}), Path("/s/mcpx"))
         self.assertEqual(state_dir({"HOME": "/home/u"}), Path("/home/u/.local/state/mcpx"))
+
+
+class StateDirNameTests(SynchronousTestCase):
+    """L{state_dir_name}, the pathlib-free spelling C{mcpx call} uses, names the same directory."""
+
+    def test_same_as_state_dir(self) -> None:
+        for environ in (
+            {"MCPX_STATE_DIR": "/srv/mcpx", "HOME": "/home/u"},
+            {"MCPX_STATE_DIR": "~", "HOME": "/home/u"},
+            {"MCPX_STATE_DIR": "~/s/", "HOME": "/home/u/"},
+            {"XDG_STATE_HOME": "/state/", "HOME": "/home/u"},
+            {"XDG_STATE_HOME": "relative", "HOME": "/home/u"},
+            {"HOME": "/home/u"},
+        ):
+            self.assertEqual(Path(state_dir_name(environ)), state_dir(environ), environ)

@@ -1,0 +1,79 @@
+"""
+The instructions C{mcpx call} executes on a warm daemon, counted by valgrind (callgrind), which
+a loaded machine does not change the way it changes wall time.
+
+One run: a real daemon (as in L{bench_call}) with the demo upstream warmed up by one call, then
+C{valgrind --tool=callgrind} on C{python -c pass}, on C{mcpx call demo echo text=x}, and on the
+same C{mcpx call} run by another interpreter (C{--python}, another checkout) if given.  Bytecode
+is cached under a temporary C{PYTHONPYCACHEPREFIX}, written by a first uncounted run of each, so
+neither side pays for compiling its modules.
+
+    .venv/bin/python bench/bench_cli.py [--python ../main/.venv/bin/python]
+
+The figures are printed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_call import DEMO_ARGV, Daemon
+
+_REFS = re.compile(rb"I\s+refs:\s+([\d,]+)")
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=True,
+    )
+    found = _REFS.search(done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from valgrind:\n{done.stderr.decode()[-2000:]}")
+    return int(found.group(1).replace(b",", b""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", help="also count mcpx call run by this interpreter")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    cache = tempfile.mkdtemp(prefix="mcpx-pyc-")
+    daemon = Daemon({"demo": DEMO_ARGV}, None)
+    try:
+        env = {**daemon.env, "PYTHONPYCACHEPREFIX": cache}
+        writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        call = ["-m", "mcpx", "call", "demo", "echo", "text=x"]
+        pythons = [*([args.python] if args.python else []), sys.executable]
+        for python in pythons:
+            # Uncounted: starts the demo, and writes the bytecode cache.
+            subprocess.run([python, *call], env=writing, stdout=subprocess.DEVNULL, check=True)
+        base = instructions([sys.executable, "-c", "pass"], env)
+        print(f"python {sys.version.split()[0]}; instructions (callgrind), bytecode cached")
+        print(f"  python -c pass                      {base / 1e6:7.1f} M")
+        for python in pythons:
+            checkout = Path(os.path.normpath(python)).parents[2]
+            count = instructions([python, *call], env)
+            print(
+                f"  mcpx call demo echo text=x  {os.path.basename(str(checkout)):>10}"
+                f"  {count / 1e6:7.1f} M  ({(count - base) / 1e6:.1f} M above python -c pass)"
+            )
+    finally:
+        daemon.stop()
+        daemon.remove()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""
+C{mcpx daemon} starts without the TLS machinery, and loads it when an C{https} server
+needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from mcpx.daemon.lean_start import needs_tls
+from tests.daemon.test_process import daemon_environ
+from tests.support.http import TestClient
+from tests.support.processes import ChildProcess, kill_on_cleanup, reactor, spawn
+from tests.upstream.test_remote_faults import RoughServer, _pem_pair
+
+
+def _maps_cryptography(pid: int) -> bool:
+    """Whether cryptography's native library is mapped into process C{pid}."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return any("/cryptography/" in line for line in maps.splitlines())
+
+
+class NeedsTlsTests(SynchronousTestCase):
+    def test_plain_listeners(self) -> None:
+        """Unix and plain TCP listeners (or none) let the daemon start without TLS."""
+        self.assertFalse(needs_tls([]))
+        self.assertFalse(needs_tls([""]))
+        self.assertFalse(needs_tls(["unix:/tmp/x.sock:mode=600", "tcp:8899:interface=127.0.0.1"]))
+        self.assertFalse(needs_tls(["TCP6:8899"]))
+
+    def test_other_listeners(self) -> None:
+        """An C{ssl:} listener, or a kind mcpx cannot judge, keeps the TLS machinery."""
+        self.assertTrue(needs_tls(["tcp:1", "ssl:8443:privateKey=k.pem"]))
+        self.assertTrue(needs_tls(["systemd:domain=INET:index=0"]))
+
+
+class LeanDaemonTests(TestCase):
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
+        self.config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
+        self.socket = str(Path(self.state_dir) / "mcpx.sock")
+
+    def start(self, servers: dict[str, object]) -> tuple[ChildProcess, int]:
+        config = Path(self.state_dir) / "config.json"
+        config.write_text(json.dumps({"servers": servers}))
+        env = daemon_environ(self.state_dir, self.config_home)
+        env["MCPX_CONFIG"] = str(config)
+        argv = [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""]
+        child = spawn(argv, env=env)
+        self.addCleanup(kill_on_cleanup, child)
+        assert child.transport is not None
+        return child, int(child.transport.pid)
+
+    async def stop(self, child: ChildProcess) -> None:
+        child.signal("TERM")
+        await child.ended()
+
+    async def test_https_server_after_a_lean_start(self) -> None:
+        """
+        An idle daemon has not loaded cryptography; a call to an C{https} server with a
+        private CA works, and only then is it loaded.
+        """
+        ca_key, ca_cert, ca_pem, _ = _pem_pair("test CA", [], ca=True)
+        ca_file = os.path.join(self.state_dir, "ca.pem")
+        Path(ca_file).write_bytes(ca_pem)
+        from twisted.internet.ssl import PrivateCertificate
+
+        _, _, cert_pem, key_pem = _pem_pair("server", ["127.0.0.1"], issuer=(ca_key, ca_cert))
+        rough = RoughServer()
+        rough.http.start(tls=PrivateCertificate.loadPEM(cert_pem + key_pem).options())
+        self.addCleanup(rough.http.stop)
+        self.assertTrue(rough.http.url.startswith("https://"))
+
+        child, pid = self.start({"secure": {"url": rough.http.url, "tls": {"ca": ca_file}}})
+        await child.wait_for(rb"listening on unix socket")
+        self.assertFalse(_maps_cryptography(pid))
+
+        client = TestClient(reactor, unix_socket=self.socket)
+        self.addCleanup(client.close)
+        response = await client.http.post(
+            "http://mcpx/v1/call", json={"server": "secure", "tool": "charge", "arguments": {}}
+        )
+        import treq
+
+        body = json.loads(await treq.content(response))
+        self.assertEqual(response.code, 200, body)
+        self.assertTrue(body["ran"])
+        self.assertTrue(_maps_cryptography(pid))
+        await self.stop(child)
