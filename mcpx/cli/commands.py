@@ -37,6 +37,7 @@ import click
 from mcpx.cli.arguments import ArgumentError, parse_arguments
 from mcpx.cli.client import (
     DAEMON_LOG_NAME,
+    ApiError,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
@@ -374,6 +375,10 @@ def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
         except (DaemonNotRunning, ProtocolError, OSError):
             # Refused, or accepted by a daemon closing its doors: either way, going.
             break
+        except ApiError as e:
+            if e.code != "shutting_down":
+                raise
+            # Still answering, to say it is stopping: wait for it to be gone.
         time.sleep(0.1)
     else:
         raise CommandFailed(
