@@ -99,6 +99,10 @@ class SignIns:
     def credentials(self, name: str, server: RemoteServer) -> ServerCredentials:
         return ServerCredentials(self, name, server)
 
+    def credentials_for(self, name: str, server: RemoteServer) -> ServerCredentials | None:
+        """The credentials of a server that uses OAuth; C{None} for any other."""
+        return self.credentials(name, server) if uses_oauth(server) else None
+
     # Finding where to sign in
 
     async def _challenge(self, server: RemoteServer) -> Challenge | None:

@@ -11,7 +11,7 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
@@ -47,6 +47,9 @@ from mcpx.spec.revision import NEWEST
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
+
+if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
 
 _log = Logger()
 
@@ -294,6 +297,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         return UpstreamHandlers(notification=heard)
 
     groups: ProcessGroups | None = None
+    sign_ins = _sign_ins(reactor, clock, config)
     if settings is not None and servers is not None:
         groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
         connector = make_connector(
@@ -305,6 +309,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
             groups=groups,
+            credentials=sign_ins.credentials_for,
         )
         pool = Pool(
             servers=servers,
@@ -346,6 +351,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         broker=broker,
         masker=config.masker,
         scripts=scripts,
+        sign_ins=sign_ins,
     )
     if settings is not None and servers is not None:
         started_with = servers.path
@@ -379,6 +385,16 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     return DaemonService(http, listeners, pool, broker, groups, scripts=scripts)
+
+
+def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIns:
+    """The OAuth sign-ins, on an HTTP client of their own, tokens in the state directory."""
+    from mcpx.auth.signin import SignIns
+    from mcpx.auth.store import TokenStore, path_in
+    from mcpx.upstream.http import owned_client
+
+    http, _pool = owned_client(reactor, 10.0, keep=2)
+    return SignIns(http, clock, TokenStore(path_in(config.state_dir)), config.masker)
 
 
 def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:
