@@ -1,0 +1,111 @@
+"""
+The conformance suite's OAuth client scenarios, through the product: a daemon with one
+server entry at the suite's URL, C{mcpx auth login} with C{$BROWSER} set to
+L{tests.conformance.browser}, then C{mcpx tools} and C{mcpx call}.
+
+Run by L{tests.conformance.client} for every C{auth/*} scenario; exit status 0 and the
+OK mark when the calls went through, 1 and the reason on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+def server_entry(url: str, context: Mapping[str, object]) -> dict[str, object]:
+    """The server entry: pre-registered client credentials when the suite hands some out."""
+    auth: dict[str, object] = {"type": "oauth"}
+    if isinstance(context.get("client_id"), str):
+        auth["clientId"] = context["client_id"]
+        if isinstance(context.get("client_secret"), str):
+            auth["clientSecret"] = context["client_secret"]
+    else:
+        # The suite's client ID metadata document URL: used where the server supports it.
+        auth["clientMetadataUrl"] = "https://conformance-test.local/client-metadata.json"
+    return {"url": url, "auth": auth}
+
+
+def run(url: str, environ: Mapping[str, str]) -> None:
+    context = json.loads(environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    home = Path(tempfile.mkdtemp(prefix="mcpx-oauth-"))
+    try:
+        config = home / "config.json"
+        config.write_text(json.dumps({"servers": {"remote": server_entry(url, context)}}))
+        browser = home / "browser"
+        browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "browser.py"}" "$1"\n')
+        browser.chmod(0o700)
+        env = {
+            **environ,
+            "MCPX_STATE_DIR": str(home / "state"),
+            "MCPX_CONFIG": str(config),
+            "XDG_CONFIG_HOME": str(home),
+            "BROWSER": str(browser),
+        }
+        log = home / "daemon.log"
+        with log.open("wb") as out:
+            daemon = subprocess.Popen(
+                [sys.executable, "-m", "mcpx", "daemon"],
+                env=env,
+                cwd=str(REPO),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        try:
+            deadline = time.monotonic() + 15
+            while b"daemon is running" not in log.read_bytes():
+                if daemon.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the daemon did not start: {log.read_text()}")
+                time.sleep(0.05)
+
+            def mcpx(*arguments: str) -> str:
+                done = subprocess.run(
+                    [sys.executable, "-m", "mcpx", *arguments],
+                    env=env,
+                    cwd=str(REPO),
+                    capture_output=True,
+                    text=True,
+                    timeout=25,
+                    check=False,
+                )
+                print(f"$ mcpx {' '.join(arguments)} -> {done.returncode}", file=sys.stderr)
+                sys.stderr.write(done.stderr)
+                if done.returncode != 0:
+                    raise RuntimeError(f"mcpx {arguments[0]} failed: {done.stderr.strip()}")
+                return done.stdout
+
+            mcpx("auth", "login", "remote", "--wait", "15")
+            listed = json.loads(mcpx("tools", "remote", "--json"))
+            tools = listed.get("tools", [])
+            if tools:
+                mcpx("call", "remote", tools[0]["name"], "--json")
+        finally:
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+            sys.stderr.write(log.read_text()[-3000:])
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main(url: str, scenario: str) -> int:
+    try:
+        run(url, os.environ)
+    except Exception as error:
+        print(f"conformance client: {scenario} failed: {error}", file=sys.stderr)
+        return 1
+    print(f"conformance client: {scenario} ok", flush=True)
+    return 0
