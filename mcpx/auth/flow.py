@@ -31,7 +31,6 @@ from mcpx.auth.metadata import (
     accept_resource_metadata,
     accept_server_metadata,
     authorization_metadata_urls,
-    canonical_resource,
     check_pkce,
     default_server_metadata,
     resource_metadata_urls,
@@ -184,7 +183,9 @@ class OAuthClient:
         if metadata is None:
             raise AuthorizationError(f"the authorization server {issuer} publishes no metadata")
         check_pkce(metadata, revision)
-        return Discovery(server_url, revision, canonical_resource(server_url), protected, metadata)
+        # The identifier exactly as the server published it (RFC 9728 §3.3): it covers
+        # this server's URL, but may be shorter (a pathless origin).
+        return Discovery(server_url, revision, protected.resource, protected, metadata)
 
     async def _discover_2025_03_26(self, server_url: str, revision: Revision) -> Discovery:
         metadata = await self._server_metadata(server_url, revision)

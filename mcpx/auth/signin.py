@@ -50,10 +50,12 @@ PENDING_TTL: Final = 600.0
 #: The most sign-ins waiting for their redirect at once.
 MAX_PENDING: Final = 16
 
-#: The probe that finds a server's challenge: an initialize, as any client would send.
-_PROBE: Final = (
+#: The requests that find a server's challenge, in order: an initialize as any client
+#: would send, then a request every server guards.
+_PROBES: Final = (
     b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
-    b'"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpx","version":"0"}}}'
+    b'"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpx","version":"0"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
 )
 
 
@@ -106,12 +108,21 @@ class SignIns:
     # Finding where to sign in
 
     async def _challenge(self, server: RemoteServer) -> Challenge | None:
-        """What the server says to a request without a token."""
+        """
+        What the server says to requests without a token: an C{initialize}, and if a
+        server lets that through (some guard only later methods), a C{tools/list}.
+        """
+        for probe in _PROBES:
+            challenge = await self._probe(server, probe)
+            if challenge is not None:
+                return challenge
+        return None
 
+    async def _probe(self, server: RemoteServer, body: bytes) -> Challenge | None:
         async def probe() -> Any:
             response = await self.http.post(
                 server.request_url(),
-                data=_PROBE,
+                data=body,
                 headers=Headers(
                     {
                         "Content-Type": ["application/json"],
@@ -119,7 +130,7 @@ class SignIns:
                     }
                 ),
             )
-            # The body of a 401 is not needed; the connection is let go.
+            # The body is not needed; the connection is let go.
             response.deliverBody(Protocol())
             return response
 

@@ -104,6 +104,14 @@ class DiscoveryTests(SynchronousTestCase):
             ],
         )
 
+    def test_resource_as_published(self) -> None:
+        """The resource sent is the PRM's identifier as written, even a pathless one."""
+        self.fake.documents["/.well-known/oauth-protected-resource/mcp"]["resource"] = (
+            "https://mcp.example"
+        )
+        found = result(self, self.client.discover(MCP, None, Revision.V2025_11_25))
+        self.assertEqual(found.resource, "https://mcp.example")
+
     def test_challenge_metadata_url(self) -> None:
         """The challenge's resource_metadata is fetched, nothing else for the PRM."""
         self.fake.documents["/custom"] = self.fake.documents.pop(
