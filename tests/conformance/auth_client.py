@@ -58,7 +58,16 @@ def run(url: str, environ: Mapping[str, str]) -> None:
         log = home / "daemon.log"
         with log.open("wb") as out:
             daemon = subprocess.Popen(
-                [sys.executable, "-m", "mcpx", "daemon"],
+                # The suite runs scenarios side by side: no fixed TCP port, the CLI
+                # uses the unix socket anyway.
+                [
+                    sys.executable,
+                    "-m",
+                    "mcpx",
+                    "daemon",
+                    "--daemon-listen",
+                    "tcp:0:interface=127.0.0.1",
+                ],
                 env=env,
                 cwd=str(REPO),
                 stdout=out,

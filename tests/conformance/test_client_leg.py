@@ -3,10 +3,10 @@ The official MCP conformance suite's client leg, run against mcpx's upstream cli
 
 For each revision the suite runs every client scenario that applies to it
 (C{--suite all --spec-version V}) in parallel: a mock server per scenario, and
-C{tests/conformance/client.py} as the client.  The OAuth scenarios run too and must
-fail exactly as C{expected-failures.yml} says (the suite itself fails the run on an
-unlisted failure or on a listed scenario that passes); every other scenario must have
-run, and each of its checks must be a success.
+C{tests/conformance/client.py} as the client (which hands the OAuth scenarios to
+C{tests/conformance/auth_client.py}: a daemon, C{mcpx auth login}, C{mcpx call}).
+Every scenario that applies must have run, and each of its checks must be a success;
+C{expected-failures.yml} lists none.
 
 The mock servers listen on every interface, so this refuses to run outside a private
 network namespace (C{make test} runs the tests under C{tests/isolated}).
@@ -58,6 +58,54 @@ SCENARIOS: Mapping[str, frozenset[str]] = {
             "json-schema-ref-no-deref",
             "json-schema-2020-12-preservation",
         }
+    ),
+}
+
+_AUTH_2025_11_25 = frozenset(
+    "auth/" + name
+    for name in (
+        "metadata-default",
+        "metadata-var1",
+        "metadata-var2",
+        "metadata-var3",
+        "basic-cimd",
+        "scope-from-www-authenticate",
+        "scope-from-scopes-supported",
+        "scope-omitted-when-undefined",
+        "scope-step-up",
+        "scope-retry-limit",
+        "token-endpoint-auth-basic",
+        "token-endpoint-auth-post",
+        "token-endpoint-auth-none",
+        "pre-registration",
+    )
+)
+
+#: The OAuth client scenarios the suite runs at each revision; all must pass.
+AUTH_SCENARIOS: Mapping[str, frozenset[str]] = {
+    "2025-03-26": frozenset(
+        {"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback"}
+    ),
+    "2025-06-18": frozenset(
+        "auth/token-endpoint-auth-" + method for method in ("basic", "post", "none")
+    ),
+    "2025-11-25": _AUTH_2025_11_25,
+    "2026-07-28": _AUTH_2025_11_25
+    | frozenset(
+        "auth/" + name
+        for name in (
+            "resource-mismatch",
+            "offline-access-scope",
+            "offline-access-not-supported",
+            "authorization-server-migration",
+            "iss-supported",
+            "iss-not-advertised",
+            "iss-supported-missing",
+            "iss-wrong-issuer",
+            "iss-unexpected",
+            "iss-normalized",
+            "metadata-issuer-mismatch",
+        )
     ),
 }
 
@@ -179,10 +227,16 @@ class ClientLegTests(TestCase):
                 f"scenarios run {sorted(plain)}, expected {sorted(expected)}"
                 f" (missing {sorted(expected - plain)}, new {sorted(plain - expected)})"
             )
-        unlisted = {name for name in ran if name.startswith("auth/")} - baseline_scenarios()
-        if unlisted:
-            failures.append(f"OAuth scenarios missing from the baseline: {sorted(unlisted)}")
-        for name in sorted(plain):
+        signed = {name for name in ran if name.startswith("auth/")}
+        expected_auth = AUTH_SCENARIOS[revision]
+        if signed != expected_auth:
+            failures.append(
+                f"OAuth scenarios run {sorted(signed)}, expected {sorted(expected_auth)}"
+            )
+        listed = baseline_scenarios()
+        if listed:
+            failures.append(f"the baseline lists {sorted(listed)}; it should list nothing")
+        for name in sorted(plain | signed):
             folder = ran[name]
             checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
             failures.extend(objections(name, checks))
