@@ -22,6 +22,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
+#: Seconds each step (the daemon starting, one mcpx command) may take; the suite runs
+#: every scenario at once, so on a loaded machine steps are slow.
+STEP_TIMEOUT = 90
+
+#: Printed on stdout when mcpx refused to sign in or the calls failed.
+REFUSED_MARK = "conformance client: {scenario} refused"
+
 #: How many times the user signs in before giving up.
 MAX_SIGN_INS = 3
 
@@ -75,7 +82,7 @@ def run(url: str, environ: Mapping[str, str]) -> None:
                 stdin=subprocess.DEVNULL,
             )
         try:
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + STEP_TIMEOUT
             while b"daemon is running" not in log.read_bytes():
                 if daemon.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the daemon did not start: {log.read_text()}")
@@ -88,7 +95,7 @@ def run(url: str, environ: Mapping[str, str]) -> None:
                     cwd=str(REPO),
                     capture_output=True,
                     text=True,
-                    timeout=25,
+                    timeout=STEP_TIMEOUT,
                     check=False,
                 )
                 print(f"$ mcpx {' '.join(arguments)} -> {done.returncode}", file=sys.stderr)
@@ -109,10 +116,10 @@ def run(url: str, environ: Mapping[str, str]) -> None:
                         if "mcpx auth login" not in str(error) or sign_ins[0] >= MAX_SIGN_INS:
                             raise
                     sign_ins[0] += 1
-                    mcpx("auth", "login", "remote", "--wait", "15")
+                    mcpx("auth", "login", "remote", "--wait", str(STEP_TIMEOUT))
 
             sign_ins[0] += 1
-            mcpx("auth", "login", "remote", "--wait", "15")
+            mcpx("auth", "login", "remote", "--wait", str(STEP_TIMEOUT))
             listed = json.loads(signed_in("tools", "remote", "--json"))
             tools = listed.get("tools", [])
             if tools:
@@ -133,6 +140,8 @@ def main(url: str, scenario: str) -> int:
         run(url, os.environ)
     except Exception as error:
         print(f"conformance client: {scenario} failed: {error}", file=sys.stderr)
+        # On stdout too: where the right outcome is a refusal, the test checks for it.
+        print(REFUSED_MARK.format(scenario=scenario), flush=True)
         return 1
     print(f"conformance client: {scenario} ok", flush=True)
     return 0
