@@ -140,3 +140,22 @@ class SignInTests(SynchronousTestCase):
             Deferred.fromCoroutine(self.sign_ins.authorization("remote", self.server)),
             NeedsSignIn,
         )
+
+
+class PendingLimitTests(SynchronousTestCase):
+    def test_bounded_and_expiring(self) -> None:
+        """At most MAX_PENDING sign-ins wait; an old one expires and makes room."""
+        from mcpx.auth.signin import MAX_PENDING, PENDING_TTL
+
+        clock = Clock()
+        sign_ins = SignIns(stub(ProtectedServers()), clock, TokenStore(None), SecretMasker())
+        server = remote()
+        for _ in range(MAX_PENDING):
+            run(self, sign_ins.begin("remote", server, REDIRECT))
+        failure = self.failureResultOf(
+            Deferred.fromCoroutine(sign_ins.begin("remote", server, REDIRECT)),
+            AuthorizationError,
+        )
+        self.assertIn("already waiting", str(failure.value))
+        clock.advance(PENDING_TTL + 1)
+        run(self, sign_ins.begin("remote", server, REDIRECT))
