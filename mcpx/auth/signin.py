@@ -47,7 +47,8 @@ from mcpx.spec.revision import Revision
 #: How long a sign-in may wait for its redirect, in seconds.
 PENDING_TTL: Final = 600.0
 
-#: The most sign-ins waiting for their redirect at once.
+#: The most sign-ins waiting for their redirect at once, by default
+#: (C{daemon.pendingSignIns}).
 MAX_PENDING: Final = 16
 
 #: The requests that find a server's challenge, in order: an initialize as any client
@@ -82,9 +83,16 @@ class SignIns:
     """Every OAuth server's tokens and sign-ins, for one daemon."""
 
     def __init__(
-        self, http: HTTPClient, clock: Any, store: TokenStore, masker: SecretMasker
+        self,
+        http: HTTPClient,
+        clock: Any,
+        store: TokenStore,
+        masker: SecretMasker,
+        *,
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self.http = http
+        self.max_pending = max_pending
         self.clock = clock
         self.store = store
         self.masker = masker
@@ -168,10 +176,11 @@ class SignIns:
     async def begin(self, name: str, server: RemoteServer, redirect_uri: str) -> dict[str, Any]:
         """Start a sign-in: the URL to open, and the C{state} that identifies it."""
         self._expire_pending()
-        if len(self._pending) >= MAX_PENDING:
+        if len(self._pending) >= self.max_pending:
             raise AuthorizationError(
-                f"{MAX_PENDING} sign-ins are already waiting for their browser; finish or "
-                f"wait {PENDING_TTL:g}s for them to expire"
+                f"{self.max_pending} sign-ins are already waiting for their browser "
+                f"(daemon.pendingSignIns); finish them or wait {PENDING_TTL:g}s for them "
+                "to expire"
             )
         discovery = await self.discover(name, server)
         auth = server.auth

@@ -394,7 +394,14 @@ def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIn
     from mcpx.upstream.http import owned_client
 
     http, _pool = owned_client(reactor, 10.0, keep=2)
-    return SignIns(http, clock, TokenStore(path_in(config.state_dir)), config.masker)
+    settings = config.settings
+    return SignIns(
+        http,
+        clock,
+        TokenStore(path_in(config.state_dir)),
+        config.masker,
+        max_pending=16 if settings is None else settings.integer("daemon.pendingSignIns"),
+    )
 
 
 def gate(resource: IResource, config: DaemonConfig, clock: IReactorTime) -> Gate:

@@ -157,5 +157,6 @@ class PendingLimitTests(SynchronousTestCase):
             AuthorizationError,
         )
         self.assertIn("already waiting", str(failure.value))
+        self.assertIn("daemon.pendingSignIns", str(failure.value))
         clock.advance(PENDING_TTL + 1)
         run(self, sign_ins.begin("remote", server, REDIRECT))
