@@ -98,6 +98,10 @@ class Refresher:
             raise
         except GrantRefused as refused:
             if refused.needs_sign_in:
+                if refused.error == "invalid_client":
+                    # The client itself is gone: the next sign-in registers afresh
+                    # instead of failing the same way.
+                    self.store.put(evolve(entry, registration=None))
                 self.store.mark_needs_sign_in(key)
                 raise NeedsSignIn(key.server, str(refused)) from refused
             raise

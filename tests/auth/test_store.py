@@ -140,6 +140,17 @@ class RefreshTests(SynchronousTestCase):
         self.assertTrue(entry.needs_sign_in)
         self.failureResultOf(self.token(), NeedsSignIn)
 
+    def test_invalid_client_forgets_the_client(self) -> None:
+        """invalid_client drops the registration, so the next sign-in registers anew."""
+        self.store.put(signed_in(expires_at=10.0))
+        attempt = self.token()
+        self.client.pending[0].errback(GrantRefused("invalid_client"))
+        self.failureResultOf(attempt, NeedsSignIn)
+        entry = self.store.get(KEY)
+        assert entry is not None
+        self.assertIsNone(entry.registration)
+        self.assertTrue(entry.needs_sign_in)
+
     def test_never_signed_in(self) -> None:
         failure = self.failureResultOf(self.token(), NeedsSignIn)
         self.assertIn("mcpx auth login remote", str(failure.value))
