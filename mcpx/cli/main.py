@@ -28,6 +28,7 @@ class CommandGroup(click.Group):
     #: Command name to C{module:attribute}.
     lazy = {
         "artifacts": "mcpx.cli.exec_command:artifacts",
+        "auth": "mcpx.cli.auth_command:auth",
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
         "exec": "mcpx.cli.exec_command:exec_command",

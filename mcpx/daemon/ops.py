@@ -51,7 +51,7 @@ from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.settings.servers import RemoteServer, Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
 from mcpx.tasks.store import (
     PER_CLIENT_SETTING,
@@ -66,6 +66,7 @@ from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
     from mcpx.scripts.runner import Scripts
 
 _log = Logger()
@@ -153,6 +154,7 @@ class OpHost(Protocol):
     broker: Broker | None
     masker: SecretMasker
     scripts: Scripts | None
+    sign_ins: SignIns | None
 
 
 @frozen
@@ -1214,6 +1216,74 @@ async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
     raise error_from(UnknownServer(name, [s.name for s in statuses]))
 
 
+def _oauth_server(host: OpHost, name: str) -> tuple[SignIns, RemoteServer]:
+    """The sign-ins and the named server, which must be a remote server using OAuth."""
+    from mcpx.auth.signin import uses_oauth
+
+    sign_ins = host.sign_ins
+    if sign_ins is None:
+        raise OpError(503, "auth_unavailable", "this daemon runs without OAuth sign-ins")
+    servers = host.servers.servers if host.servers is not None else {}
+    server = servers.get(name)
+    if server is None:
+        raise _unknown(404, "unknown_server", "server", name, list(servers))
+    if not uses_oauth(server):
+        raise OpError(
+            409,
+            "not_oauth",
+            f'server {name!r} does not use OAuth; give it "auth": {{"type": "oauth"}}',
+        )
+    assert isinstance(server, RemoteServer)
+    return sign_ins, server
+
+
+def _auth_failed(error: Exception) -> OpError:
+    from mcpx.auth.flow import NetworkError
+    from mcpx.auth.metadata import AuthorizationError
+
+    if isinstance(error, NetworkError):
+        return OpError(502, "auth_server_unreachable", str(error))
+    if isinstance(error, AuthorizationError):
+        return OpError(422, "sign_in_failed", str(error))
+    return error_from(error)
+
+
+async def auth_status(host: OpHost, call: Invocation) -> dict[str, Any]:
+    from mcpx.auth.signin import uses_oauth
+
+    if host.sign_ins is None:
+        return {"servers": []}
+    servers = host.servers.servers if host.servers is not None else {}
+    names = [name for name, server in servers.items() if uses_oauth(server)]
+    return {"servers": host.sign_ins.status(names)}
+
+
+async def auth_begin(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    try:
+        return await sign_ins.begin(server.name, server, call.args["redirect_uri"])
+    except Exception as error:
+        raise _auth_failed(error) from error
+
+
+async def auth_finish(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    try:
+        shown = await sign_ins.finish(server.name, call.args["url"])
+    except Exception as error:
+        raise _auth_failed(error) from error
+    pool = host.pool
+    if pool is not None and any(status.name == server.name for status in pool.status()):
+        # The instance that failed without a token starts again with one.
+        await pool.restart(server.name)
+    return {"server": shown}
+
+
+async def auth_logout(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    return {"server": server.name, "forgotten": sign_ins.logout(server.name)}
+
+
 async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
     pool = _pool(host)
     if host.reloads.read is None:
@@ -1369,6 +1439,19 @@ _REF = {
         _object({"type": {"const": "ref/resource"}, "uri": _NAME}, ["type", "uri"]),
     ]
 }
+
+AUTH_STATE = _object(
+    {
+        "server": _NAME,
+        "state": {"enum": ["signed_in", "signed_out", "needs_sign_in"]},
+        "issuer": {"type": "string"},
+        "resource": {"type": "string"},
+        "scopes": _STRINGS,
+        "expires_at": {"type": ["number", "null"]},
+        "refreshable": {"type": "boolean"},
+    },
+    ["server", "state"],
+)
 
 OPS: tuple[Op, ...] = (
     Op(
@@ -1759,6 +1842,59 @@ OPS: tuple[Op, ...] = (
         output_schema=_object({"server": SERVER_STATUS}, ["server"]),
         handler=restart_server,
         errors=(404, 503),
+        gateway=False,
+    ),
+    Op(
+        name="auth_status",
+        summary="Show each OAuth server's sign-in: signed in or not, issuer, scopes, expiry",
+        method="GET",
+        path="/v1/auth",
+        input_schema=NO_INPUT,
+        output_schema=_object({"servers": {"type": "array", "items": AUTH_STATE}}, ["servers"]),
+        handler=auth_status,
+        gateway=False,
+    ),
+    Op(
+        name="auth_begin",
+        summary="Begin signing in to an OAuth server: the URL for the browser",
+        description="redirect_uri is where the browser is sent back to (mcpx auth login "
+        "listens on 127.0.0.1); finish with POST /v1/auth/{name}/finish.",
+        method="POST",
+        path="/v1/auth/{name}/begin",
+        input_schema=_object(
+            {"name": _NAME, "redirect_uri": {"type": "string", "pattern": "^https?://"}},
+            ["name", "redirect_uri"],
+        ),
+        output_schema=_object(
+            {"url": {"type": "string"}, "state": {"type": "string"}, "issuer": {"type": "string"}},
+            ["url", "state", "issuer"],
+        ),
+        handler=auth_begin,
+        errors=(404, 409, 422, 502, 503),
+        gateway=False,
+    ),
+    Op(
+        name="auth_finish",
+        summary="Finish signing in with the URL the browser was redirected to",
+        method="POST",
+        path="/v1/auth/{name}/finish",
+        input_schema=_object({"name": _NAME, "url": {"type": "string"}}, ["name", "url"]),
+        output_schema=_object({"server": AUTH_STATE}, ["server"]),
+        handler=auth_finish,
+        errors=(404, 409, 422, 502, 503),
+        gateway=False,
+    ),
+    Op(
+        name="auth_logout",
+        summary="Forget an OAuth server's tokens and registered clients",
+        method="DELETE",
+        path="/v1/auth/{name}",
+        input_schema=_object({"name": _NAME}, ["name"]),
+        output_schema=_object(
+            {"server": _NAME, "forgotten": {"type": "integer"}}, ["server", "forgotten"]
+        ),
+        handler=auth_logout,
+        errors=(404, 409, 503),
         gateway=False,
     ),
     Op(

@@ -302,6 +302,15 @@ SETTINGS: tuple[Setting, ...] = (
         "error naming this setting, and the server keeps serving.",
     ),
     Setting(
+        name="daemon.pendingSignIns",
+        kind=Kind.INTEGER,
+        default=16,
+        minimum=1,
+        help="The most OAuth sign-ins (mcpx auth login) waiting at once for the browser to "
+        "come back; each waits at most 10 minutes. One more is refused with a message "
+        "naming this setting.",
+    ),
+    Setting(
         name="transport.maxSessionsPerClient",
         kind=Kind.INTEGER,
         default=64,

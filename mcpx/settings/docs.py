@@ -71,6 +71,7 @@ _AUTH_EXAMPLES = {
     AuthType.HEADER: '{"type": "header", "name": "X-Api-Key", "value": "${SEARCH_KEY}"}',
     AuthType.QUERY: '{"type": "query", "name": "api_key", "value": "${MAPS_KEY}"}',
     AuthType.ENV: '{"type": "env", "name": "DATABASE_PASSWORD", "value": "${DB_PASSWORD}"}',
+    AuthType.OAUTH: '{"type": "oauth"}',
 }
 
 _AUTH_MEANING = {
@@ -80,6 +81,8 @@ _AUTH_MEANING = {
     AuthType.QUERY: "added to the URL as the named query parameter",
     AuthType.ENV: "stdio servers only: put in the child process's environment as the "
     "named variable",
+    AuthType.OAUTH: "remote servers only: mcpx signs in with OAuth (`mcpx auth login NAME`); "
+    "every field is optional, see [auth](auth.md)",
 }
 
 
