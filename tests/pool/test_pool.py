@@ -386,12 +386,124 @@ class CrashTests(PoolTestCase):
         self.assertIn("exited with status 9", str(self.unavailable(d)))
 
     def test_subscriptions_lost_warned(self) -> None:
-        """A crash that ends subscriptions publishes a warning naming them."""
+        """A crash that ends subscriptions publishes a warning naming them and their revival."""
         pool = self.make_pool()
         self.successResultOf(Deferred.fromCoroutine(pool.subscribe("a", "demo://a")))
         self.connector.upstreams[0].crash()
         [warning] = self.events.of("warning")
         self.assertIn("demo://a", warning["message"])
+
+
+class SharedSubscriptionTests(PoolTestCase):
+    """Interests in a resource counted across holders, and kept across instances."""
+
+    def subscribe(self, pool: Pool, uri: str = "demo://a", **options: Any) -> None:
+        self.successResultOf(Deferred.fromCoroutine(pool.subscribe("a", uri, **options)))
+
+    def unsubscribe(self, pool: Pool, uri: str = "demo://a", **options: Any) -> None:
+        self.successResultOf(Deferred.fromCoroutine(pool.unsubscribe("a", uri, **options)))
+
+    def test_first_subscribes_last_unsubscribes(self) -> None:
+        """Two holders of one URI: one upstream subscribe, and no unsubscribe until both left."""
+        pool = self.make_pool()
+        self.subscribe(pool, client="alice")
+        self.subscribe(pool, client="bob")
+        [upstream] = self.connector.upstreams
+        self.assertEqual(upstream.methods().count("resources/subscribe"), 1)
+        self.unsubscribe(pool, client="alice")
+        self.assertNotIn("resources/unsubscribe", upstream.methods())
+        self.clock.advance(IDLE_TIMEOUT * 3)
+        assert upstream.channel is not None
+        self.assertEqual(upstream.channel.closes, 0)
+        self.unsubscribe(pool, client="bob")
+        self.assertEqual(upstream.methods().count("resources/unsubscribe"), 1)
+        self.clock.advance(IDLE_TIMEOUT)
+        self.assertEqual(upstream.channel.closes, 1)
+
+    def test_unbalanced_unsubscribe_is_ignored(self) -> None:
+        """Releasing more than was held neither unsubscribes twice nor goes negative."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.unsubscribe(pool)
+        self.unsubscribe(pool)
+        self.subscribe(pool)
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.methods().count("resources/unsubscribe"), 1)
+        self.assertEqual(upstream.methods().count("resources/subscribe"), 2)
+
+    def test_crash_replaced_and_resubscribed(self) -> None:
+        """An instance that crashes while watched is started again after its back-off."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.subscribe(pool, "demo://b")
+        self.connector.upstreams[0].crash()
+        [warning] = self.events.of("warning")
+        self.assertIn("demo://a, demo://b", warning["message"])
+        self.assertEqual(len(self.connector.upstreams), 1)
+        self.clock.advance(1)
+        [_, fresh] = self.connector.upstreams
+        subscribed = [
+            r.params["uri"]
+            for r in fresh.requests
+            if r.method == "resources/subscribe" and isinstance(r.params, dict)
+        ]
+        self.assertEqual(sorted(subscribed), ["demo://a", "demo://b"])
+
+    def test_failed_replacement_retried_with_backoff(self) -> None:
+        """A replacement that cannot start is reported and tried again on the back-off."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.connector.failures.append(RuntimeError("no binary"))
+        self.connector.upstreams[0].crash()
+        self.clock.advance(1)
+        [failed] = self.events.of("server.failed")
+        self.assertIn("no binary", failed["error"])
+        self.assertEqual(len(self.connector.upstreams), 1)
+        self.clock.advance(failed["retry_in"])
+        self.assertEqual(len(self.connector.upstreams), 2)
+        self.assertIn("resources/subscribe", self.connector.upstreams[1].methods())
+
+    def test_restart_resubscribes(self) -> None:
+        """A restarted server that is watched is started at once and subscribed again."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
+        self.clock.advance(0)
+        [old, fresh] = self.connector.upstreams
+        assert old.channel is not None
+        self.assertEqual(old.channel.closes, 1)
+        self.assertIn("resources/subscribe", fresh.methods())
+        self.assertEqual(pool.status()[0].state, ServerState.READY)
+        # The interest moved with it: releasing it unsubscribes the new instance.
+        self.unsubscribe(pool)
+        self.assertIn("resources/unsubscribe", fresh.methods())
+
+    def test_reload_resubscribes_changed_server(self) -> None:
+        """A watched server whose configuration changed is started with the new one."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(servers(stdio("a", "--new")))))
+        self.clock.advance(0)
+        [_, fresh] = self.connector.upstreams
+        self.assertIn("resources/subscribe", fresh.methods())
+
+    def test_reload_removing_server_warns(self) -> None:
+        """A watched server removed from the configuration is not revived; watchers are told."""
+        pool = self.make_pool(stdio("a"), stdio("b"))
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(servers(stdio("b")))))
+        self.clock.advance(10)
+        self.assertEqual(len(self.connector.upstreams), 1)
+        [warning] = self.events.of("warning")
+        self.assertIn("demo://a", warning["message"])
+
+    def test_stop_cancels_revival(self) -> None:
+        """Stopping the pool leaves no pending replacement behind."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.connector.upstreams[0].crash()
+        self.stop(pool)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
 class TimeoutTests(PoolTestCase):
