@@ -297,6 +297,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             idle_timeout=settings.duration("pool.idleTimeout"),
             max_client_instances=settings.integer("pool.maxClientInstances"),
             stable_after=settings.duration("pool.stableAfter"),
+            call_max_duration=settings.duration("pool.callMaxDuration"),
             publish=events.publish,
             handlers=upstream_handlers,
             masker=config.masker,

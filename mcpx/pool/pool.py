@@ -148,6 +148,18 @@ MAX_CLIENT_INSTANCES_SETTING = "pool.maxClientInstances"
 _BUSY_RETRY = 1.0
 
 
+@define(eq=False)
+class _ProgressWatch:
+    """A C{tools/call} in flight under a progress token of the pool's."""
+
+    #: Who hears its reports, if anyone.
+    sink: ProgressSink | None
+    #: The idle bound each report grants it again.
+    bound: float
+    #: Its deadline, once it was sent.
+    deadline: Deadline | None = None
+
+
 class _Outcome(Generic[T]):
     """
     The result of one piece of work that any number of callers may wait for, each on a
@@ -291,6 +303,13 @@ def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamB
 _LEAST_BOUND: Final = 0.001
 
 
+def _at_least_a_call(seconds: float) -> float:
+    """C{pool.callMaxDuration}, checked: a positive number of seconds."""
+    if seconds <= 0:
+        raise ValueError(f"call_max_duration must be positive, not {seconds!r}")
+    return seconds
+
+
 def asked_to_wait(error: BaseException | None) -> float | None:
     """The C{Retry-After} of the HTTP refusal behind C{error}, if there is one."""
     seen = error
@@ -326,6 +345,7 @@ class Pool(MultiService):
         max_client_instances: int = DEFAULT_MAX_CLIENT_INSTANCES,
         masker: SecretMasker | None = None,
         stable_after: float = 10.0,
+        call_max_duration: float = 3600.0,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -340,6 +360,8 @@ class Pool(MultiService):
             errors, why they failed); taught each configuration L{reload} takes.
         @param stable_after: C{pool.stableAfter}: how long an instance must have been
             up for its predecessors' crashes to be forgotten.
+        @param call_max_duration: C{pool.callMaxDuration}: how long a C{tools/call}
+            that keeps reporting progress may run in all.
         """
         MultiService.__init__(self)
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
@@ -364,9 +386,10 @@ class Pool(MultiService):
         self._saturated: set[str] = set()
         self._masker = masker if masker is not None else SecretMasker(servers)
         self._stable_after = stable_after
+        self._call_max_duration = _at_least_a_call(call_max_duration)
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
-        self._progress: dict[str, ProgressSink] = {}
+        self._progress: dict[str, _ProgressWatch] = {}
         self._tokens = itertools.count(1)
         self._stopping = False
 
@@ -848,10 +871,14 @@ class Pool(MultiService):
                 total=given.get("total"),
                 message=given.get("message"),
             )
-            sink = self._progress.get(token) if isinstance(token, str) else None
-            if sink is not None:
+            watch = self._progress.get(token) if isinstance(token, str) else None
+            if watch is None:
+                return
+            if watch.deadline is not None:
+                watch.deadline.extend(watch.bound)
+            if watch.sink is not None:
                 try:
-                    sink(dict(given))
+                    watch.sink(dict(given))
                 except Exception:
                     self.log.failure("a progress callback failed")
 
@@ -866,6 +893,7 @@ class Pool(MultiService):
         caller: object = None,
         *,
         asked: float | None = None,
+        progress: _ProgressWatch | None = None,
     ) -> T:
         """
         One upstream request on a ready instance: counted in flight (with whom it is
@@ -874,6 +902,7 @@ class Pool(MultiService):
 
         @param asked: when the caller asked, if waiting for the start came first: that
             wait counted against C{timeout}.
+        @param progress: the call's progress token, whose reports extend its deadline.
         """
         session = instance.session
         assert session is not None
@@ -884,13 +913,22 @@ class Pool(MultiService):
             left = timeout
             if asked is not None:
                 left = max(timeout - (self._clock.seconds() - asked), _LEAST_BOUND)
-            deadline = Deadline(self._clock, left, work.cancel)
+            if progress is None:
+                deadline = Deadline(self._clock, left, work.cancel)
+            else:
+                deadline = Deadline(
+                    self._clock, left, work.cancel, ceiling=max(self._call_max_duration, left)
+                )
+                progress.deadline = deadline
             instance.deadlines.add(deadline)
             try:
                 result = await work
             except CancelledError:
                 if deadline.expired:
-                    raise CallTimedOut(instance.name, what, timeout) from None
+                    extended_to = deadline.running() if deadline.extended else None
+                    raise CallTimedOut(
+                        instance.name, what, timeout, extended_to=extended_to
+                    ) from None
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
@@ -973,8 +1011,9 @@ class Pool(MultiService):
         @param timeout: a bound shorter than C{pool.callTimeout} for this call; a longer
             one is clamped to it.
         @param on_progress: called with the params of each C{notifications/progress}
-            the server sends about this call (which then carries a progress token of
-            its own, C{mcpx-<n>}).
+            the server sends about this call.  Every call carries a progress token of
+            the pool's own (C{mcpx-<n>}), and each report about it gives the call its
+            bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
         @param caller: the call it is made for (L{mcpx.questions.caller.Caller}): its
             questions may be put to that call's client, see L{owner}.
         @return: the C{CallToolResult}.
@@ -986,11 +1025,9 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._call_timeout, timeout)
         asked = self._clock.seconds()
         instance = await self._ready(self._slot(server, client), bound)
-        token: str | None = None
-        if on_progress is not None:
-            token = f"mcpx-{next(self._tokens)}"
-            meta = {**(meta or {}), "progressToken": token}
-            self._progress[token] = on_progress
+        token = f"mcpx-{next(self._tokens)}"
+        meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
+        watch = self._progress[token] = _ProgressWatch(on_progress, bound)
         try:
             return await self._run(
                 instance,
@@ -999,10 +1036,10 @@ class Pool(MultiService):
                 lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
                 caller,
                 asked=asked,
+                progress=watch,
             )
         finally:
-            if token is not None:
-                del self._progress[token]
+            del self._progress[token]
 
     async def request(
         self,
@@ -1399,6 +1436,7 @@ class Pool(MultiService):
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._stable_after = settings.duration("pool.stableAfter")
+        self._call_max_duration = _at_least_a_call(settings.duration("pool.callMaxDuration"))
 
     def _close_all(self, slots: Mapping[str, _Slot], why: str) -> Deferred[None]:
         closing = [

@@ -172,7 +172,8 @@ def render_configuration_md() -> str:
         "",
         "A command reads the file when it starts. The daemon reads it when it starts and again "
         "on each reload (`POST /v1/reload`, `SIGHUP`): servers are applied at "
-        "once, and so are `pool.callTimeout`, `pool.idleTimeout` and `pool.stableAfter`; "
+        "once, and so are `pool.callTimeout`, `pool.callMaxDuration`, `pool.idleTimeout` "
+        "and `pool.stableAfter`; "
         "the reload's answer names every other setting the file changed, which takes effect "
         "when the daemon is restarted. A reload that finds the file missing or invalid is "
         "refused and changes nothing (see docs/api.md).",

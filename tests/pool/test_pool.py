@@ -531,6 +531,57 @@ class TimeoutTests(PoolTestCase):
         self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
         self.assertEqual(pool.in_flight("a", ""), 0)
 
+    def report(self, fraction: float) -> None:
+        """The upstream reports progress on the call it holds, under the pool's token."""
+        upstream = self.connector.upstreams[0]
+        params = upstream.last("tools/call").params
+        assert isinstance(params, dict)
+        token = params["_meta"]["progressToken"]
+        upstream.notify("notifications/progress", {"progressToken": token, "progress": fraction})
+
+    def test_progress_keeps_the_call_alive(self) -> None:
+        """
+        Each progress report gives a call its bound again, without anyone listening
+        to its progress; once the reports stop, the bound runs out as usual.
+        """
+        pool = self.make_pool()
+        d = self.held_call(pool, timeout=1.0)
+        for step in range(5):
+            self.clock.advance(0.9)
+            self.report(step / 5)
+        self.assertNoResult(d)
+        self.clock.advance(1)
+        error = self.timed_out(d)
+        self.assertIn("reported progress", str(error))
+        self.assertIn("5.5s in all", str(error))
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
+
+    def test_progress_stops_at_the_ceiling(self) -> None:
+        """A call that never stops reporting ends at pool.callMaxDuration all the same."""
+        pool = self.make_pool(call_max_duration=10.0)
+        d = self.held_call(pool, timeout=2.0)
+        for _ in range(20):
+            self.clock.advance(1)
+            if d.called:
+                break
+            self.report(0.5)
+        self.assertEqual(self.clock.seconds(), 10.0)
+        self.assertIn("pool.callMaxDuration", str(self.timed_out(d)))
+
+    def test_progress_sink_still_hears(self) -> None:
+        """A caller listening to progress hears each report of the extended call."""
+        pool = self.make_pool()
+        heard: list[Any] = []
+        self.connector.holding.add("tools/call")
+        d = self.call(pool, on_progress=lambda p: heard.append(p["progress"]), timeout=1.0)
+        self.clock.advance(0.9)
+        self.report(0.25)
+        self.clock.advance(0.9)
+        self.connector.upstreams[0].release("tools/call", text_result("done"))
+        self.assertEqual(self.echoed(d), "done")
+        self.assertEqual(heard, [0.25])
+
     def test_shorter_timeout_honoured(self) -> None:
         """A caller may ask for a shorter bound on its own call."""
         pool = self.make_pool()
@@ -1073,13 +1124,20 @@ class NotificationTests(PoolTestCase):
         self.assertEqual(heard, [])
         self.assertEqual(len(self.events.of("progress")), 1)
 
-    def test_no_token_without_callback(self) -> None:
-        """A call that does not ask for progress sends no progress token of mcpx's own."""
+    def test_token_without_callback(self) -> None:
+        """
+        A call that does not ask for progress still carries a progress token of mcpx's
+        own beside its own _meta, so that the server's reports can keep it alive.
+        """
         pool = self.make_pool()
         self.echoed(self.call(pool, meta={"trace": "x"}))
-        request = self.connector.upstreams[0].last("tools/call")
-        assert isinstance(request.params, dict)
-        self.assertEqual(request.params["_meta"], {"trace": "x"})
+        self.echoed(self.call(pool))
+        first, second = [
+            r.params for r in self.connector.upstreams[0].requests if r.method == "tools/call"
+        ]
+        assert isinstance(first, dict) and isinstance(second, dict)
+        self.assertEqual(first["_meta"], {"trace": "x", "progressToken": "mcpx-1"})
+        self.assertEqual(second["_meta"], {"progressToken": "mcpx-2"})
 
     def test_failing_callback_does_not_break_call(self) -> None:
         """A progress callback that raises is logged; the call goes on."""

@@ -465,7 +465,11 @@ class CallTests(SynchronousTestCase):
         assert isinstance(sent, dict)
         self.assertEqual(sent["name"], "echo")
         self.assertEqual(sent["arguments"], {"text": "hi"})
-        self.assertEqual(sent["_meta"], {"traceparent": "00-1-2-01", "example.com/k": 1})
+        # The host's _meta goes on as it is, beside the pool's own progress token.
+        self.assertEqual(
+            sent["_meta"],
+            {"traceparent": "00-1-2-01", "example.com/k": 1, "progressToken": "mcpx-1"},
+        )
 
     def test_second_server_routed(self) -> None:
         """A tool of the second pass-through server goes to it."""
