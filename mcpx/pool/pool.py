@@ -950,6 +950,12 @@ class Pool(MultiService):
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
+            if caller is not None:
+                # The questions it asked that still wait are withdrawn with it
+                # (mcpx.questions.caller.Caller.call_ended).
+                ended = getattr(caller, "call_ended", None)
+                if ended is not None:
+                    ended()
         self._forgive(instance)
         return result
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from attrs import define
+from attrs import define, field
 from twisted.internet.defer import Deferred
 
 ELICIT: Final = "elicitation/create"
@@ -68,6 +68,7 @@ class Caller:
         given to the questions whose keys match when the upstream asks.
     @ivar asked: a question was attributed to this call: it is on the ask path, and
         keeps running if its client stops waiting.
+    @ivar waiting: the answers its pending questions wait for (see L{call_ended}).
     """
 
     id: str
@@ -76,11 +77,22 @@ class Caller:
     narrow: bool = False
     held: dict[str, Any] | None = None
     asked: bool = False
+    waiting: set[Deferred[Any]] = field(factory=set)
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
         """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
         return narrowed(self.capabilities) if self.narrow else None
+
+    def call_ended(self) -> None:
+        """
+        The upstream request ended (answered, failed, or cancelled: a task cancelled, a
+        client gone or interrupted): the questions it asked that still wait are
+        withdrawn, so nobody is left to answer a question nothing waits for.
+        """
+        waiting, self.waiting = self.waiting, set()
+        for answer in waiting:
+            answer.cancel()
 
     def take_held(self, key: str | None) -> Any:
         """The answer the client sent ahead for C{key}, once; C{None} when there is none."""

@@ -216,15 +216,24 @@ class Relay:
         if method == LIST_ROOTS:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
-        return await self._waiting(server, scope_key, answered)
+        return await self._waiting(server, scope_key, answered, call)
 
     async def _waiting(
-        self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
+        self,
+        server: str,
+        scope_key: str,
+        answered: Deferred[dict[str, Any]],
+        call: Caller | None = None,
     ) -> dict[str, Any]:
         release = self._hold(server, scope_key)
+        if call is not None:
+            # Withdrawn if the call ends first (Caller.call_ended).
+            call.waiting.add(answered)
         try:
             return await answered
         finally:
+            if call is not None:
+                call.waiting.discard(answered)
             release()
 
     async def _from_client(
@@ -258,7 +267,7 @@ class Relay:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
             self.broker.reroute(question.id)
-            return await self._waiting(server, scope_key, from_broker)
+            return await self._waiting(server, scope_key, from_broker, call)
 
         def withdrawn(_: Deferred[dict[str, Any]]) -> None:
             # The server gave up on the question: so do the client and the broker.
@@ -315,4 +324,4 @@ class Relay:
 
         from_client.addCallbacks(client_answered, client_failed)
         from_broker.addCallbacks(broker_answered, broker_failed)
-        return await self._waiting(server, scope_key, outcome)
+        return await self._waiting(server, scope_key, outcome, call)

@@ -631,6 +631,27 @@ class TimeoutTests(PoolTestCase):
 
 
 class InFlightTests(PoolTestCase):
+    def test_cancelled_call_withdraws_its_questions(self) -> None:
+        """
+        A call cancelled by its caller (a task cancelled, a client gone) tells the
+        upstream, and ends the questions still waiting for it (Caller.call_ended).
+        """
+        from mcpx.questions.caller import Caller
+
+        pool = self.make_pool()
+        self.connector.holding.add("tools/call")
+        caller = Caller("call-1", {})
+        question: Deferred[Any] = Deferred()
+        caller.waiting.add(question)
+        d = self.call(pool, caller=caller)
+        self.assertNoResult(question)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.failureResultOf(question, CancelledError)
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
+        self.assertEqual(caller.waiting, set())
+
     def test_counts_every_caller(self) -> None:
         """Requests in flight on a shared instance are counted whoever made them."""
         pool = self.make_pool()
