@@ -34,6 +34,7 @@ class CommandGroup(click.Group):
         "settings": "mcpx.cli.settings_command:settings_command",
         "tasks": "mcpx.cli.tasks_command:tasks",
         "token": "mcpx.cli.token_command:token",
+        "watch": "mcpx.cli.watch_command:watch",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

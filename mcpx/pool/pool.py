@@ -35,7 +35,8 @@ new instance; a replacement that fails is retried on the same back-off.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
-upstream log messages (C{server.log}) and progress (C{progress}).
+upstream log messages (C{server.log}), progress (C{progress}) and the updates of
+subscribed resources (C{resource.updated}).
 
 The catalogue of an instance (tools, prompts, resources, resource templates) is
 listed once and cached until the server says the list changed.
@@ -861,6 +862,10 @@ class Pool(MultiService):
                 logger=given.get("logger"),
                 data=given.get("data"),
             )
+        elif method == "notifications/resources/updated":
+            uri = given.get("uri")
+            if isinstance(uri, str):
+                self._publish("resource.updated", instance.name, uri=uri)
         elif method == "notifications/progress":
             token = given.get("progressToken")
             self._publish(
