@@ -204,6 +204,11 @@ def diagnose(endpoint: SshEndpoint, status: int | None, stderr: str) -> str:
         return f"ssh to {endpoint} failed ({last or 'exit status 255'})"
     if status is None:
         return f"ssh to {endpoint} did not end after the connection closed ({last})"
+    if status < 0:
+        return (
+            f"the ssh connection to {endpoint} was lost before the answer came (ssh was "
+            f"killed by signal {-status}); a call it carried is cancelled there"
+        )
     return f"ssh to {endpoint} ended with status {status} without an answer ({last})"
 
 

@@ -31,7 +31,7 @@ from mcpx.cli.remote import (
     diagnose,
     parse_endpoint,
 )
-from tests.cli.test_real_daemon import Done, RealDaemonCase
+from tests.cli.test_real_daemon import Done, RealDaemonCase, children_of
 from tests.server.test_resource_updates import Host
 from tests.support.peers import fixture_argv
 from tests.support.processes import REPO, kill_on_cleanup, reactor, spawn
@@ -209,6 +209,23 @@ class RemoteCommandTests(SshCase):
         self.assertEqual((called.code, called.out.strip()), (0, "over ssh"), called)
         status = await self.remote("status", MCPX_DAEMON=self.sshd.endpoint)
         self.assertIn(self.sshd.endpoint, status.out)
+        # A stream, too: the remote daemon's events arrive as they happen.
+        following = spawn(
+            [sys.executable, "-m", "mcpx", "events", "--kind", "server.restarted", "--json"],
+            env=self.local_env(MCPX_DAEMON=self.sshd.endpoint),
+            cwd=str(REPO),
+        )
+        self.addCleanup(kill_on_cleanup, following)
+        for _ in range(40):
+            # Restarted until the stream, once its ssh is up and subscribed, hears one.
+            restarted = await self.remote("--daemon", self.sshd.endpoint, "restart", "sdk")
+            self.assertEqual(restarted.code, 0, restarted)
+            if '"kind":"server.restarted"' in following.text(1):
+                break
+            await deferLater(reactor, 0.25, lambda: None)
+        self.assertIn('"server":"sdk"', following.text(1))
+        following.signal("INT")
+        self.assertEqual(await following.ended(timeout=15), 0, following.text())
 
     async def test_errors_say_what_to_do(self) -> None:
         """Authentication refused, host unreachable, mcpx missing there, a bad endpoint."""
@@ -256,6 +273,29 @@ class RemoteCommandTests(SshCase):
         await self.wait_for_in_flight(0)
         self.assertEqual(await self.processes_named("bridge-api"), [])
         self.assertEqual((await self.ok("call", "sdk", "echo", "text=still")).out.strip(), "still")
+
+    async def test_dropped_connection_leaves_nothing_running(self) -> None:
+        """
+        The ssh connection of a call in flight dies (its ssh is killed): the command says
+        the way to the daemon broke and exits 1, and the remote side lets go of the call.
+        """
+        await self.start_daemon({"sdk": fixture_argv("stdio", "legacy")})
+        await self.start_sshd()
+        await self.ok("call", "sdk", "echo", "text=warm")
+        child = spawn(
+            [sys.executable, "-m", "mcpx", "call", "sdk", "slow", "seconds=30", "steps=30"],
+            env=self.local_env(MCPX_DAEMON=self.sshd.endpoint),
+            cwd=str(REPO),
+        )
+        self.addCleanup(kill_on_cleanup, child)
+        await self.wait_for_in_flight(1)
+        assert child.transport is not None
+        [ssh] = children_of(child.transport.pid)
+        os.kill(ssh, signal.SIGKILL)
+        self.assertEqual(await child.ended(timeout=15), 1, child.text())
+        self.assertIn(f"the ssh connection to {self.sshd.endpoint} was lost", child.text(2))
+        await self.wait_for_in_flight(0)
+        self.assertEqual(await self.processes_named("bridge-api"), [])
 
     async def wait_for_in_flight(self, count: int) -> None:
         for _ in range(300):
