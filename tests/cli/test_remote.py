@@ -228,7 +228,10 @@ class RemoteCommandTests(SshCase):
         self.assertEqual(await following.ended(timeout=15), 0, following.text())
 
     async def test_errors_say_what_to_do(self) -> None:
-        """Authentication refused, host unreachable, mcpx missing there, a bad endpoint."""
+        """
+        Authentication refused, host unreachable, mcpx missing there, another version of
+        mcpx there, ssh missing here, a bad endpoint: each says what is wrong.
+        """
         await self.start_sshd()
         refused = await self.remote(
             "--daemon", self.sshd.endpoint, "servers", MCPX_SSH_COMMAND=self.sshd.wrong_key_command
@@ -244,6 +247,18 @@ class RemoteCommandTests(SshCase):
         )
         self.assertEqual(missing.code, 1, missing)
         self.assertIn("mcpx is not installed on 127.0.0.1", missing.err)
+        pretender = (
+            "import mcpx._version as v; v.__version__ = '9.9.9'; "
+            "from mcpx.cli.quick import main; main()"
+        )
+        other_version = await self.remote(
+            "--daemon",
+            self.sshd.endpoint,
+            "servers",
+            MCPX_REMOTE_MCPX=f"{shlex.quote(sys.executable)} -c {shlex.quote(pretender)}",
+        )
+        self.assertEqual(other_version.code, 1, other_version)
+        self.assertIn(f"runs mcpx 9.9.9 but the client runs mcpx {__version__}", other_version.err)
         no_ssh = await self.remote(
             "--daemon", self.sshd.endpoint, "servers", MCPX_SSH_COMMAND="/nonexistent/ssh"
         )
