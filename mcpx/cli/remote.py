@@ -177,11 +177,13 @@ def diagnose(endpoint: SshEndpoint, status: int | None, stderr: str) -> str:
         )
     if status == 255:
         if "permission denied" in lowered or "authentication" in lowered:
+            port = f"-p {endpoint.port} " if endpoint.port is not None else ""
+            user = f"{endpoint.user}@" if endpoint.user else ""
             return (
                 f"ssh could not log in to {endpoint} ({last}); mcpx runs ssh without "
                 "prompts (BatchMode), so use a key ssh can offer by itself (ssh-agent, "
-                "~/.ssh/config IdentityFile) and check `ssh "
-                f"{endpoint.host} true` works without asking anything"
+                f"~/.ssh/config IdentityFile) and check that `ssh {port}{user}{endpoint.host} "
+                "true` works without asking anything"
             )
         if "host key verification failed" in lowered:
             return (

@@ -394,6 +394,24 @@ class RemoteServeTests(SshCase):
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=30), 0, host.child.text(2))
 
+    async def test_serve_says_why_it_cannot_connect(self) -> None:
+        """mcpx serve towards a refused login or mcpx missing there says so and exits 1."""
+        await self.start_sshd()
+        cases = (
+            ({"MCPX_SSH_COMMAND": self.sshd.wrong_key_command}, "ssh could not log in"),
+            ({"MCPX_REMOTE_MCPX": "/nonexistent/mcpx"}, "mcpx is not installed on 127.0.0.1"),
+        )
+        for env, expected in cases:
+            child = spawn(
+                [sys.executable, "-m", "mcpx", "serve", "--daemon", self.sshd.endpoint],
+                env=self.local_env(**env),
+                cwd=str(REPO),
+            )
+            self.addCleanup(kill_on_cleanup, child)
+            self.assertEqual(await child.ended(timeout=30), 1, child.text())
+            self.assertIn(f"mcpx serve: {expected}", child.text(2))
+            self.assertEqual(child.text(1), "")
+
 
 class _SshHost(Host):
     """L{Host} on a local C{mcpx serve} bridging over ssh."""
