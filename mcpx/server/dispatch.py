@@ -724,7 +724,9 @@ class McpServer:
     ) -> Caller | None:
         """
         The L{Caller} of one request, or C{None} when nothing about it needs one (a
-        client that declares nothing, outside pass-through: the fast path).
+        client that declares nothing, outside pass-through and outside a core task: the
+        fast path).  A core task always has one, so that cancelling it withdraws the
+        questions its call asked (L{Caller.call_ended}).
         """
         capabilities = context.capabilities
         askable = (
@@ -734,7 +736,7 @@ class McpServer:
         )
         held = params.get("inputResponses") if context.modern else None
         narrow = self.passthrough_for(conn) is not None
-        if not askable and not narrow and type(held) is not dict:
+        if not askable and not narrow and type(held) is not dict and context.task is None:
             return None
         caller = Caller(
             self._call_prefix + str(next(self._call_numbers)),

@@ -1,8 +1,9 @@
 """
 Explicit cancellation reaches the upstream, against a real daemon and an upstream that
 records the C{notifications/cancelled} it receives (C{tests/fixtures/recording.py}):
-C{POST /v1/tasks/{id}/cancel} (C{mcpx tasks cancel}) and Ctrl-C of C{mcpx call}, each
-also for a call whose question is pending, which is withdrawn with it.
+C{POST /v1/tasks/{id}/cancel} (C{mcpx tasks cancel}), an MCP host's C{tasks/cancel} and
+Ctrl-C of C{mcpx call}, each also for a call whose question is pending, which is
+withdrawn with it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from twisted.internet.task import deferLater
 
 from mcpx.cli.client import DaemonClient, socket_path
 from tests.cli.test_real_daemon import RealDaemonCase
+from tests.server.test_resource_updates import Host
 from tests.support.processes import REPO, kill_on_cleanup, reactor, spawn
 
 RECORDING = REPO / "tests" / "fixtures" / "recording.py"
@@ -97,6 +99,33 @@ class CancellationTests(RealDaemonCase):
                 f"the upstream heard cancel {expected}",
             )
             self.assertEqual([c["method"] for c in cancelled], ["tools/call"] * expected)
+        await self.eventually(lambda: not self.pending_questions(), "the question is withdrawn")
+
+    async def test_mcp_tasks_cancel_reaches_the_upstream(self) -> None:
+        """
+        A 2025-11-25 host's task (tools/call with task, over mcpx serve) that asked a
+        question: its tasks/cancel reaches the upstream and withdraws the question.
+        """
+        await self.start()
+        host = Host(self)
+        await host.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "task-host", "version": "1"},
+            },
+        )
+        host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        created = await host.request(
+            "tools/call",
+            {"name": "mcpx_call", "arguments": {"server": "rec", "tool": "ask"}, "task": {}},
+        )
+        task_id = created["task"]["taskId"]
+        await self.eventually(self.pending_questions, "the question is pending")
+        await host.request("tasks/cancel", {"taskId": task_id})
+        [cancelled] = await self.eventually(self.cancellations, "the upstream heard a cancel")
+        self.assertEqual(cancelled["method"], "tools/call")
         await self.eventually(lambda: not self.pending_questions(), "the question is withdrawn")
 
     def pool_busy(self) -> bool:
