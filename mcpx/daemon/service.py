@@ -416,6 +416,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             stable_after=settings.duration("pool.stableAfter"),
             max_asking_instances=settings.integer("pool.maxAskingInstances"),
             cancel_grace=settings.duration("pool.cancelGrace"),
+            call_max_duration=settings.duration("pool.callMaxDuration"),
             publish=publish,
             handlers=upstream_handlers,
             masker=config.masker,

@@ -254,7 +254,7 @@ class Relay:
             self.broker.answer(question.id, self._roots, by="mcpx")
         elif call is None and caller is None:
             self._tell_candidates(server, scope_key, question.id)
-        return await self._waiting(server, scope_key, answered)
+        return await self._waiting(server, scope_key, answered, call)
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
         """
@@ -285,12 +285,21 @@ class Relay:
             )
 
     async def _waiting(
-        self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
+        self,
+        server: str,
+        scope_key: str,
+        answered: Deferred[dict[str, Any]],
+        call: Caller | None = None,
     ) -> dict[str, Any]:
         release = self._hold(server, scope_key)
+        if call is not None:
+            # Withdrawn if the call ends first (Caller.call_ended).
+            call.waiting.add(answered)
         try:
             return await answered
         finally:
+            if call is not None:
+                call.waiting.discard(answered)
             release()
 
     async def _from_client(
@@ -328,7 +337,7 @@ class Relay:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
             self._unreachable(question.id, method)
-            return await self._waiting(server, scope_key, from_broker)
+            return await self._waiting(server, scope_key, from_broker, call)
 
         def withdrawn(_: Deferred[dict[str, Any]]) -> None:
             # The server gave up on the question: so do the client and the broker.
@@ -387,7 +396,7 @@ class Relay:
         from_broker.addCallbacks(broker_answered, broker_failed)
         # Given up on: the broker ends it as cancelled, which withdraws it from the client.
         call.on_withdraw(lambda: self._withdraw(question.id))
-        return await self._waiting(server, scope_key, outcome)
+        return await self._waiting(server, scope_key, outcome, call)
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""

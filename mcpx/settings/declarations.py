@@ -141,6 +141,14 @@ SETTINGS: tuple[Setting, ...] = (
         "The clock pauses while a question the call asked is waiting for an answer.",
     ),
     Setting(
+        name="pool.callMaxDuration",
+        kind=Kind.DURATION,
+        default=3600.0,
+        help="How long a tool call that keeps reporting progress may run in all. Each "
+        "progress report gives the call its timeout (pool.callTimeout, or the shorter one "
+        "it asked for) again from that moment, but never past this from its start.",
+    ),
+    Setting(
         name="pool.idleTimeout",
         kind=Kind.DURATION,
         default=600.0,

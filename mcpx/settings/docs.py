@@ -177,10 +177,10 @@ def render_configuration_md() -> str:
         "on each reload (`mcpx reload`, `SIGHUP` or `POST /v1/reload`), without a restart: "
         "servers are applied at once (added ones become available, removed and changed ones "
         "are stopped, the others keep running), and so are `pool.callTimeout`, "
-        "`pool.idleTimeout` and `pool.stableAfter`. Only the other settings the file changed "
-        "wait for the next start (`mcpx stop`, then start the daemon again); `mcpx reload` "
-        "names them. A reload that finds the file missing or invalid is refused and changes "
-        "nothing (see docs/api.md).",
+        "`pool.callMaxDuration`, `pool.idleTimeout` and `pool.stableAfter`. Only the other "
+        "settings the file changed wait for the next start (`mcpx stop`, then start the "
+        "daemon again); `mcpx reload` names them. A reload that finds the file missing or "
+        "invalid is refused and changes nothing (see docs/api.md).",
         "",
         "### Settings in the file",
         "",
