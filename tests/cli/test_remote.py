@@ -189,8 +189,8 @@ class RemoteCommandTests(SshCase):
     async def test_commands_over_ssh_start_the_daemon_there(self) -> None:
         """
         With no daemon running on the remote host, C{mcpx --daemon ssh://…} starts one
-        there; C{servers}, C{tools}, C{call} (the fast path, with C{MCPX_DAEMON}) and
-        C{status} all answer through ssh alone.
+        there; C{servers}, C{tools}, C{call} (the fast path, with C{MCPX_DAEMON}),
+        C{status}, C{exec}, C{tasks} and C{events} all answer through ssh alone.
         """
         self.write_servers({"sdk": fixture_argv("stdio", "legacy")})
         await self.start_sshd()
@@ -209,6 +209,14 @@ class RemoteCommandTests(SshCase):
         self.assertEqual((called.code, called.out.strip()), (0, "over ssh"), called)
         status = await self.remote("status", MCPX_DAEMON=self.sshd.endpoint)
         self.assertIn(self.sshd.endpoint, status.out)
+        # mcpx exec sends the local program to the remote daemon, which runs it there.
+        program = Path(self.mktemp()).resolve()
+        program.write_text('reply = await sdk.echo(text="from a program")\nreply\n')
+        ran = await self.remote("--daemon", self.sshd.endpoint, "exec", str(program))
+        self.assertEqual(ran.code, 0, ran)
+        self.assertIn("from a program", ran.out)
+        tasks = await self.remote("--daemon", self.sshd.endpoint, "tasks", "list", "--json")
+        self.assertEqual(tasks.code, 0, tasks)
         # A stream, too: the remote daemon's events arrive as they happen.
         following = spawn(
             [sys.executable, "-m", "mcpx", "events", "--kind", "server.restarted", "--json"],
