@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
@@ -188,6 +189,37 @@ class ConfirmationTests(TestCase):
         self.assertEqual(
             self.notes.seen(), [{"tool": "delete_note", "arguments": {"name": "shopping"}}]
         )
+
+    async def test_unanswered_in_time_is_declined(self) -> None:
+        """
+        With C{proto.askTimeout} at 1s, a 2025-11-25 host whose user takes longer than
+        that to answer gets mcpx's refusal, and the server never sees the call, even
+        though the user's late answer is yes.
+        """
+        daemon = await Daemon(self, self.servers, settings={"MCPX_PROTO_ASK_TIMEOUT": "1s"}).start()
+        late: list[dict[str, Any]] = []
+
+        async def slow_yes(
+            context: ClientRequestContext, params: types.ElicitRequestParams
+        ) -> types.ElicitResult:
+            late.append(wire(params))
+            await anyio.sleep(3)
+            return types.ElicitResult(action="accept", content={"confirm": True})
+
+        async def conversation() -> dict[str, Any]:
+            async with Client(
+                daemon.mcp_url, mode="legacy", elicitation_callback=slow_yes, cache=None
+            ) as client:
+                call = {"server": "notes", "tool": "delete_note", "arguments": {"name": "shopping"}}
+                result = wire(await client.call_tool("mcpx_call", call))
+                # Stay connected until the late yes has gone to mcpx.
+                await anyio.sleep(3)
+                return result
+
+        refused = await in_thread(conversation)
+        self.assertTrue(declined(refused), refused)
+        self.assertEqual(len(late), 1)
+        self.assertEqual(self.notes.seen(), [], "a confirmation given too late ran the call")
 
     async def test_broker_for_a_host_that_declared_nothing(self) -> None:
         """
