@@ -288,11 +288,11 @@ class SamplingTests(TestCase):
 
     timeout = 90
 
-    async def summarise(self, daemon: Daemon, host: Host) -> dict[str, Any]:
+    async def summarise(self, daemon: Daemon, host: Host, mode: str = "legacy") -> dict[str, Any]:
         async def conversation() -> dict[str, Any]:
             async with Client(
                 daemon.mcp_url,
-                mode="legacy",
+                mode=mode,
                 sampling_callback=host.sample,
                 elicitation_callback=host.user.elicit,
                 cache=None,
@@ -348,6 +348,27 @@ class SamplingTests(TestCase):
         refused = await self.summarise(daemon, host)
         self.assertTrue(refused.get("isError"), refused)
         self.assertEqual(len(host.sampled), 1, "the declined request reached the host")
+        self.assertEqual(record.seen(), [{"tool": "summarise", "arguments": {"text": "a b c"}}])
+
+    async def test_modern_host_confirms_and_is_capped(self) -> None:
+        """
+        A 2026-07-28 host gets mcpx's sampling confirmation and then the capped
+        sampling request as C{input_required} rounds (the SDK answers both through its
+        callbacks); the server gets the host's reply.
+        """
+        record = Notes(self)
+        daemon = await Daemon(
+            self,
+            {"notes": notes(record.path, sampling={"mode": "confirm", "maxTokens": 16})},
+        ).start()
+        host = Host(True)
+        ran = await self.summarise(daemon, host, MODERN)
+        self.assertFalse(ran.get("isError", False), ran)
+        self.assertIn("short summary (e2e-model)", texts(ran))
+        [asked] = host.user.asked
+        self.assertIn("server 'notes' asks the model for up to 16 tokens", asked["message"])
+        [sampled] = host.sampled
+        self.assertEqual(sampled["maxTokens"], 16)
         self.assertEqual(record.seen(), [{"tool": "summarise", "arguments": {"text": "a b c"}}])
 
 
