@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
@@ -263,6 +264,25 @@ class ConfirmationTests(TestCase):
         self.assertEqual(
             self.notes.seen(), [{"tool": "delete_note", "arguments": {"name": "shopping"}}]
         )
+
+    async def test_mcpx_call_waits_for_mcpx_elicit(self) -> None:
+        """
+        C{mcpx call} of the destructive tool waits while the confirmation sits in the
+        broker; answered no through C{mcpx elicit}, it ends in the tool error saying
+        the server never saw the call (exit status 1), and the server indeed did not.
+        """
+        daemon = await Daemon(self, self.servers).start()
+        calling = Deferred.fromCoroutine(
+            daemon.mcpx("call", "notes", "delete_note", "name=shopping")
+        )
+        pending = await daemon.wait_for_question("notes")
+        self.assertIn("tool 'delete_note' of server 'notes'", pending["params"]["message"])
+        done = await daemon.mcpx("elicit", pending["id"], "--json", '{"confirm": false}')
+        self.assertEqual(done.code, 0, done)
+        called = await calling
+        self.assertEqual(called.code, 1, called)
+        self.assertIn("the server never saw the call", called.out + called.err)
+        self.assertEqual(self.notes.seen(), [])
 
 
 class Host:
