@@ -339,6 +339,7 @@ class SamplingTests(TestCase):
         host = Host()
         result = await self.summarise(daemon, host)
         self.assertTrue(result.get("isError"), result)
+        self.assertIn("sampling.mode is deny", texts(result))
         self.assertEqual(host.sampled, [])
         self.assertEqual(record.seen(), [])
 
