@@ -163,7 +163,8 @@ def describe_text(answer: Mapping[str, Any]) -> str:
     annotations = tool.get("annotations") or {}
     hints = [key.removesuffix("Hint") for key, value in annotations.items() if value is True]
     if hints:
-        lines += ["", "Hints: " + ", ".join(hints)]
+        # The server's own claims: mcpx passes them on, and its policy never relaxes on them.
+        lines += ["", "Hints (as the server states them; unverified): " + ", ".join(hints)]
     example = " ".join(f"{key}=…" for key in properties if key in required)
     lines += ["", f"Call it: mcpx call {server} {name}" + (f" {example}" if example else "")]
     return "\n".join(lines) + "\n"

@@ -1595,7 +1595,8 @@ OPS: tuple[Op, ...] = (
         name="list_tools",
         summary="List tools, of every server or one, optionally searching their text",
         description="search keeps the tools whose name, title and description contain every "
-        "word given. A server that cannot be reached is listed under errors.",
+        "word given. A server that cannot be reached is listed under errors. Titles and "
+        "descriptions are the servers' own words, passed on unverified.",
         method="GET",
         path="/v1/tools",
         input_schema=_object(
@@ -1622,6 +1623,8 @@ OPS: tuple[Op, ...] = (
     Op(
         name="describe_tool",
         summary="Describe one tool: its full definition, input schema included",
+        description="The definition is the server's own: its annotations (readOnlyHint, "
+        "destructiveHint, ...) are the server's claims, passed on unverified.",
         method="GET",
         path="/v1/tools/{server}/{tool}",
         input_schema=_object({"server": _NAME, "tool": _NAME}, ["server", "tool"]),

@@ -83,11 +83,16 @@ def server_changes(old: ServersConfig | None, new: ServersConfig) -> ReloadRepor
     """What taking C{new} in place of C{old} does, by server name (as the pool does it)."""
     before = old.servers if old is not None else {}
     after = new.servers
+    unchanged = tuple(name for name in after if name in before and before[name] == after[name])
     return ReloadReport(
         removed=tuple(name for name in before if name not in after),
         added=tuple(name for name in after if name not in before),
         changed=tuple(name for name in after if name in before and before[name] != after[name]),
-        unchanged=tuple(name for name in after if name in before and before[name] == after[name]),
+        unchanged=unchanged,
+        # A server that runs on as it was may still list or call differently.
+        policy_changed=tuple(
+            name for name in unchanged if old is not None and old.policy(name) != new.policy(name)
+        ),
     )
 
 
@@ -106,7 +111,7 @@ class Reloads:
     Runs reloads one at a time, and remembers how the last one ended.
 
     @ivar read: reads the config file afresh; C{None} when this daemon cannot.
-    @ivar listeners: told of each applied reload that changed a server.
+    @ivar listeners: told of each applied reload that changed a server or its policy.
     """
 
     clock: IReactorTime
@@ -159,7 +164,7 @@ class Reloads:
         # The view and the pool change in the same step: nothing can see one without the other.
         host.servers = config.servers
         applying = apply_servers(config.servers)
-        if changes.removed or changes.added or changes.changed:
+        if changes.removed or changes.added or changes.changed or changes.policy_changed:
             for listener in self.listeners:
                 try:
                     listener(changes)

@@ -365,7 +365,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         return pool.servers.policy(server) if pool is not None else DEFAULT_POLICY
 
     async def ask_user(
-        server: str, scope_key: str, caller: Caller, params: Mapping[str, Any]
+        server: str, scope_key: str, caller: Caller | None, params: Mapping[str, Any]
     ) -> bool:
         if relay is None:
             return False

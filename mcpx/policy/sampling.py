@@ -13,7 +13,6 @@ schema before it goes upstream.  Each request and its outcome is an event.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -29,10 +28,10 @@ from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 USER_REJECTED: Final = -1
 
 Relayed = Callable[[str, Mapping[str, Any], Any, "str | None"], Awaitable[Mapping[str, Any]]]
-#: Asks the user (server, scope key, caller, question params): whether they said yes.
-AskUser = Callable[[str, str, Caller, Mapping[str, Any]], Awaitable[bool]]
+#: Asks the user (server, scope key, caller or C{None} for the relay to find, question
+#: params): whether they said yes.
+AskUser = Callable[[str, str, "Caller | None", Mapping[str, Any]], Awaitable[bool]]
 Publish = Callable[..., None]
-_asks = itertools.count(1)
 
 
 def _messages_text(params: Mapping[str, Any]) -> str:
@@ -147,11 +146,10 @@ class SamplingGuard:
         if cap is not None and (type(asked) is not int or asked > cap):
             params = {**params, "maxTokens": cap}
         if policy.sampling_mode is SamplingMode.CONFIRM:
-            who = (
-                caller
-                if isinstance(caller, Caller)
-                else Caller(f"sampling-{next(_asks)}", {}, None)
-            )
+            # A handshake-era server asks on its session, with no call named: the relay
+            # finds whose call it is (and so whom to ask), as it does for the request
+            # itself; a stand-in caller here would send the user to the broker instead.
+            who = caller if isinstance(caller, Caller) else None
             if not await self._ask(server, scope_key, who, sampling_question(server, params)):
                 raise refuse(
                     USER_REJECTED,

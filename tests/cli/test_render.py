@@ -137,6 +137,21 @@ class TextTests(SynchronousTestCase):
         self.assertIn("      newText (string, optional)\n", text)
         self.assertIn("Call it: mcpx call fs edit_file path=… edits=…", text)
 
+    def test_hints_are_named_as_the_servers_claims(self) -> None:
+        """
+        A tool's annotations are shown as what its server states, not as facts mcpx
+        checked: a server may call a tool that deletes files read-only.
+        """
+        tool = {
+            "name": "drop_table",
+            "inputSchema": {"type": "object"},
+            "annotations": {"destructiveHint": True, "idempotentHint": True},
+        }
+        text = describe_text({"server": "db", "tool": tool})
+        self.assertIn(
+            "\nHints (as the server states them; unverified): destructive, idempotent\n", text
+        )
+
     def test_no_servers(self) -> None:
         """An empty server list says so and where to configure servers."""
         self.assertIn("No servers", servers_text({"servers": []}))

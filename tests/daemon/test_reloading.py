@@ -12,11 +12,13 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.events import Event
+from mcpx.daemon.reloading import server_changes
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.servers import ServersConfig
 from tests.daemon.fake_pool import FakePool, Harness, default_servers, servers_config
+from tests.policy.fakes import configured
 
 
 class HeldPool(FakePool):
@@ -150,3 +152,26 @@ class RereadTests(SynchronousTestCase):
         path = Path(self.mktemp())
         path.write_text('{"servers": {"b": {"command": "b"}}}', encoding="utf-8")
         self.assertEqual(list(reread_config(str(path), {}).servers), ["b"])
+
+
+class ServerChangesTests(SynchronousTestCase):
+    """What a reload changes, as the hosts are told of it before the pool is done."""
+
+    def test_policy_alone_changed(self) -> None:
+        """
+        A server whose entry is the same but whose policy hides a tool now runs on
+        unchanged, and is named among the policy changes, so hosts are told their tool
+        lists changed.
+        """
+        old = configured(notes={}, other={})
+        new = configured(notes={"tools": {"deny": ["delete_*"]}}, other={})
+        changes = server_changes(old, new)
+        self.assertEqual(
+            (changes.changed, changes.unchanged, changes.policy_changed),
+            ((), ("notes", "other"), ("notes",)),
+        )
+
+    def test_same_policy_is_no_change(self) -> None:
+        old = configured(notes={"confirmDestructive": True})
+        new = configured(notes={"confirmDestructive": True})
+        self.assertEqual(server_changes(old, new).policy_changed, ())

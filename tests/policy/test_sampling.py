@@ -25,6 +25,7 @@ class SamplingTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.relayed: list[tuple[str, Mapping[str, Any]]] = []
         self.asked: list[Mapping[str, Any]] = []
+        self.askers: list[Caller | None] = []
         self.events: list[str] = []
         self.yes = True
         self.host_answer: Any = GOOD
@@ -38,8 +39,11 @@ class SamplingTests(SynchronousTestCase):
             self.relayed.append((method, params))
             return dict(self.host_answer)
 
-        async def ask(server: str, scope: str, caller: Caller, params: Mapping[str, Any]) -> bool:
+        async def ask(
+            server: str, scope: str, caller: Caller | None, params: Mapping[str, Any]
+        ) -> bool:
             self.asked.append(params)
+            self.askers.append(caller)
             return self.yes
 
         def publish(kind: str, *_: Any, **__: Any) -> None:
@@ -69,6 +73,15 @@ class SamplingTests(SynchronousTestCase):
         self.successResultOf(self.sample(self.guard(mode="confirm")))
         self.assertIn("'notes' asks the model", self.asked[0]["message"])
         self.assertEqual(len(self.relayed), 1)
+
+    def test_confirmation_of_a_session_request_left_to_the_relay(self) -> None:
+        """
+        A handshake-era server samples on its session, naming no call: the confirmation
+        is asked with no caller, so the relay finds whose call it is and asks that host
+        (a stand-in caller would send it to the broker, where no host sees it).
+        """
+        self.successResultOf(self.sample(self.guard(mode="confirm")))
+        self.assertEqual(self.askers, [None])
 
     def test_declined_never_reaches_host(self) -> None:
         self.yes = False

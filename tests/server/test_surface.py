@@ -41,6 +41,19 @@ class ToolListTests(SynchronousTestCase):
             for tool in tools:
                 self.assertEqual(tool["inputSchema"]["type"], "object", tool["name"])
 
+    def test_describe_and_list_say_whose_words_they_show(self) -> None:
+        """
+        mcpx_describe tells the model a tool's annotations are its server's claims, and
+        mcpx_tools that titles and descriptions are the servers' own words.
+        """
+        tools = {tool.name: tool.definition for tool in gateway_tools()}
+        self.assertIn(
+            "annotations (readOnlyHint, destructiveHint, ...) are the server's claims, "
+            "passed on unverified",
+            tools["mcpx_describe"]["description"],
+        )
+        self.assertIn("the servers' own words", tools["mcpx_tools"]["description"])
+
     def test_mcpx_call_schema(self) -> None:
         """mcpx_call takes server, tool, arguments and timeout; server and tool required."""
         call = gateway_tools()[0].definition
