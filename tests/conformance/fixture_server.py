@@ -813,7 +813,8 @@ class Fixture:
         filename = (params.arguments or {}).get("filename", "")
         if not params.input_responses:
             await anyio.sleep(0.5)
-        question = elicitation(f"Delete {filename}?", {"type": "object", "properties": {}})
+        form: Wire = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+        question = elicitation(f"Delete {filename}?", form)
         answers = await ask(ctx, params, {"confirm": question})
         confirmed = accepted(answers["confirm"]).get("confirm", False)
         return result(text(f"{filename}: {'deleted' if confirmed else 'kept'}"))
@@ -821,7 +822,10 @@ class Fixture:
     async def multi_input(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
         if not params.input_responses:
             await anyio.sleep(0.5)
-        form: Wire = {"type": "object", "properties": {}}
+        form: Wire = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+        }
         questions = {
             "first": elicitation("First question", form),
             "second": elicitation("Second question", form),
