@@ -110,6 +110,7 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, NEWEST_LEGACY, Revision
 from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
+from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import cancelled_by_peer
@@ -809,11 +810,7 @@ class McpServer:
             if server is not None:
                 for tool in await passthrough.tools(context):
                     if tool.get("name") == name:
-                        execution = tool.get("execution")
-                        support = (
-                            execution.get("taskSupport") if isinstance(execution, Mapping) else None
-                        )
-                        return (support if isinstance(support, str) else None), server, name
+                        return task_support(tool), server, name
                 return None, server, name
         if name == EXEC_TOOL:
             return "optional", None, None

@@ -65,9 +65,17 @@ StatusWatcher = Callable[[Mapping[str, Any]], None]
 
 
 def task_support(tool: Mapping[str, Any]) -> str | None:
-    """A tool definition's C{execution.taskSupport}, or C{None} when it names none."""
+    """
+    A tool definition's task support, or C{None} when it names none: its
+    C{execution.taskSupport} (2025-11-25), else, as 2026-07-28's C{Tool} has no
+    C{execution}, the C{taskSupport} under the tasks extension's id in its C{_meta}.
+    """
     execution = tool.get("execution")
     support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    if support is None:
+        meta = tool.get("_meta")
+        declared = meta.get(TASKS_EXTENSION) if isinstance(meta, Mapping) else None
+        support = declared.get("taskSupport") if isinstance(declared, Mapping) else None
     return support if isinstance(support, str) else None
 
 

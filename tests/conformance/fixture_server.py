@@ -21,7 +21,13 @@ The surface differs by era only where the suite's does:
    C{test://stateless-static-text}, and three tools of our own that the suite probes
    for but does not name in a description: C{test_trigger_tool_change} and
    C{test_trigger_prompt_change} (announce a list change on C{subscriptions/listen}
-   streams) and C{test_mcp_param_header} (an C{x-mcp-header} parameter, for SEP-2243);
+   streams) and C{test_mcp_param_header} (an C{x-mcp-header} parameter, for SEP-2243),
+   and the tasks extension's C{greet}, C{slow_compute}, C{failing_job},
+   C{protocol_error_job}, C{confirm_delete}, C{multi_input} and C{test_tool_with_task}.
+   These declare their task support (C{_meta["io.modelcontextprotocol/tasks"]
+   ["taskSupport"]}, as 2026-07-28's C{Tool} has no C{execution}) but create no task:
+   mcpx in front makes their calls tasks, so each waits longer than mcpx's 250 ms where
+   a scenario needs a task;
  - handshake revisions keep C{logging/setLevel}, C{resources/subscribe} and
    C{resources/unsubscribe}, which 2026-07-28 removed.
 
@@ -72,6 +78,7 @@ Context = ServerRequestContext[Any, Any]
 Wire = dict[str, Any]
 
 SERVER_NAME = "mcp-conformance-test-server"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 SERVER_VERSION = "1.0.0"
 LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
     "debug",
@@ -306,13 +313,21 @@ class FixtureTool:
     input_schema: Wire
     run: ToolRun
     modern_only: bool = False
+    #: C{execution.taskSupport}: C{"optional"} or C{"required"}, C{None} for neither.
+    task_support: str | None = None
 
     def listing(self) -> Wire:
-        return {
+        listed: Wire = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
         }
+        if self.task_support is not None:
+            # 2026-07-28's Tool has no execution (the SDK drops it): the tasks
+            # extension's support travels in the tool's _meta, under the extension's id.
+            listed["execution"] = {"taskSupport": self.task_support}
+            listed["_meta"] = {TASKS_EXTENSION: {"taskSupport": self.task_support}}
+        return listed
 
 
 def result(*content: Wire) -> Wire:
@@ -435,9 +450,13 @@ class Fixture:
             return FixtureTool(name, description, schema or no_arguments(), run)
 
         def modern(
-            name: str, description: str, run: ToolRun, schema: Wire | None = None
+            name: str,
+            description: str,
+            run: ToolRun,
+            schema: Wire | None = None,
+            task_support: str | None = None,
         ) -> FixtureTool:
-            return FixtureTool(name, description, schema or no_arguments(), run, modern_only=True)
+            return FixtureTool(name, description, schema or no_arguments(), run, True, task_support)
 
         return [
             both("test_simple_text", "Returns simple text content", self.simple_text),
@@ -541,6 +560,49 @@ class Fixture:
                 "test_trigger_prompt_change",
                 "Announces a prompts list change to subscribers",
                 self.announce_prompts_changed,
+            ),
+            modern("greet", "Greets by name, at once", self.greet, string_form("name")),
+            modern(
+                "slow_compute",
+                "Sleeps the given seconds, then answers; may run as a task",
+                self.slow_compute,
+                {
+                    "type": "object",
+                    "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
+                    "required": ["seconds"],
+                },
+                task_support="optional",
+            ),
+            modern(
+                "failing_job",
+                "Reports a tool error after a second; runs only as a task",
+                self.failing_job,
+                task_support="required",
+            ),
+            modern(
+                "protocol_error_job",
+                "Fails with a JSON-RPC error after a second; may run as a task",
+                self.protocol_error_job,
+                task_support="optional",
+            ),
+            modern(
+                "confirm_delete",
+                "Asks to confirm deleting a file, after half a second",
+                self.confirm_delete,
+                string_form("filename"),
+                task_support="optional",
+            ),
+            modern(
+                "multi_input",
+                "Asks two questions at once, after half a second",
+                self.multi_input,
+                task_support="optional",
+            ),
+            modern(
+                "test_tool_with_task",
+                "Asks the user's name at once, then works a second on the answer",
+                self.tool_with_task,
+                task_support="required",
             ),
             modern(
                 "test_mcp_param_header",
@@ -722,6 +784,61 @@ class Fixture:
             return result(text("The client declared no capability to ask through"))
         answers = await ask(ctx, params, questions)
         return result(text(f"Answered: {', '.join(sorted(answers))}"))
+
+    # The tasks extension's tools.  mcpx, not this server, makes a call a task (once it
+    # has run 250 ms, for a tool declaring task support), so what must happen on a task
+    # waits longer than that; a question asked before then is answered inline.
+
+    async def greet(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        name = (params.arguments or {}).get("name", "stranger")
+        return result(text(f"Hello, {name}!"))
+
+    async def slow_compute(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        arguments = params.arguments or {}
+        seconds = arguments.get("seconds", 0)
+        if type(seconds) not in (int, float) or not 0 <= seconds <= 600:
+            raise MCPError(code=types.INVALID_PARAMS, message="seconds must be 0 to 600")
+        await anyio.sleep(seconds)
+        return result(text(f"computed {arguments.get('label', '')!s} after {seconds}s"))
+
+    async def failing_job(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        await anyio.sleep(1)
+        raise ToolFailure("failing_job failed, as it always does")
+
+    async def protocol_error_job(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        await anyio.sleep(1)
+        raise MCPError(code=types.INTERNAL_ERROR, message="protocol_error_job broke down")
+
+    async def confirm_delete(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        filename = (params.arguments or {}).get("filename", "")
+        if not params.input_responses:
+            await anyio.sleep(0.5)
+        form: Wire = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+        question = elicitation(f"Delete {filename}?", form)
+        answers = await ask(ctx, params, {"confirm": question})
+        confirmed = accepted(answers["confirm"]).get("confirm", False)
+        return result(text(f"{filename}: {'deleted' if confirmed else 'kept'}"))
+
+    async def multi_input(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        if not params.input_responses:
+            await anyio.sleep(0.5)
+        form: Wire = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+        }
+        questions = {
+            "first": elicitation("First question", form),
+            "second": elicitation("Second question", form),
+        }
+        answers = await ask(ctx, params, questions)
+        names = [accepted(answers[key]).get("name", "?") for key in ("first", "second")]
+        return result(text(f"answered: {', '.join(map(str, names))}"))
+
+    async def tool_with_task(self, ctx: Context, params: types.CallToolRequestParams) -> Wire:
+        question = elicitation("What is your name?", string_form("name"))
+        answers = await ask(ctx, params, {"user_name": question})
+        await anyio.sleep(1)
+        return result(text(f"Hello, {accepted(answers['user_name']).get('name', 'stranger')}!"))
 
     async def announce_tools_changed(
         self, ctx: Context, params: types.CallToolRequestParams

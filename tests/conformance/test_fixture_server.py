@@ -69,6 +69,14 @@ MODERN_TOOLS = {
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
     "test_mcp_param_header",
+    # The tasks extension's scenarios (mcpx makes their calls tasks).
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
 }
 BOTH_ERAS_RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 BOTH_ERAS_PROMPTS = {

@@ -50,10 +50,16 @@ def modern() -> Session:
     return Session(NEWEST, Harness(FakePool(gateway_servers(), hold=True)))
 
 
-def passthrough(support: str | None) -> Session:
-    """A 2026-07-28 client of a pass-through server with one tool, C{crunch}."""
+def passthrough(support: str | None, *, in_meta: bool = False) -> Session:
+    """
+    A 2026-07-28 client of a pass-through server with one tool, C{crunch}, whose task
+    support is in C{execution} or, C{in_meta}, where a 2026-07-28 server puts it: the
+    tool's C{_meta}, under the extension's id.
+    """
     tool: dict[str, Any] = {"name": "crunch", "inputSchema": {"type": "object"}}
-    if support is not None:
+    if support is not None and in_meta:
+        tool["_meta"] = {EXTENSION: {"taskSupport": support}}
+    elif support is not None:
         tool["execution"] = {"taskSupport": support}
     pool = FakePool({"jobs": FakeServer("jobs", tools=[tool])}, hold=True)
     session = Session(NEWEST, Harness(pool))
@@ -287,6 +293,22 @@ class GatingTests(SynchronousTestCase):
         self.assertEqual(session.harness.pool.held, [], "nothing went upstream")
         session.request("tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION)
         self.assertEqual([held.tool for held in session.harness.pool.held], ["crunch"])
+
+    def test_a_tool_required_in_its_meta_needs_the_extension(self) -> None:
+        """A 2026-07-28 Tool has no execution: its _meta says it runs only as a task."""
+        session = passthrough("required", in_meta=True)
+        error = session.error("tools/call", {"name": "crunch", "arguments": {}})
+        self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
+        self.assertEqual(error.data, {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+        self.assertEqual(session.harness.pool.held, [], "nothing went upstream")
+
+    def test_a_tool_supporting_tasks_in_its_meta_becomes_a_task_after_250ms(self) -> None:
+        session = passthrough("optional", in_meta=True)
+        answering = session.request(
+            "tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION
+        )
+        session.harness.clock.advance(SUPPORTING_TOOL_AFTER)
+        self.assertEqual(result_of(answering)["resultType"], "task")
 
     def test_an_optional_tool_does_not(self) -> None:
         session = passthrough("optional")
