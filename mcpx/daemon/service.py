@@ -50,6 +50,7 @@ from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
+from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -128,6 +129,8 @@ class DaemonService(MultiService):
         MultiService.__init__(self)
         self.http = http
         self.shutdown = shutdown
+        #: The running tasks' journal (L{mcpx.tasks.journal}); closed first at stop.
+        self.journal: TaskJournal | None = None
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
@@ -170,6 +173,9 @@ class DaemonService(MultiService):
         if self.broker is not None:
             # Before the connections close and cancel the calls that asked.
             self.broker.closing()
+        if self.journal is not None:
+            # Before the store forgets them: the tasks cut short stay named on disk.
+            self.journal.close()
         self.http.close()
         stopped: Deferred[None] = MultiService.stopService(self)
         if shutdown is None:
@@ -455,6 +461,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         sign_ins=sign_ins,
     )
     metrics.watch(http)
+    journal: TaskJournal | None = None
+    if settings is not None:
+        # Tasks a previous daemon left running are reported failed, not unknown.
+        journal = journal_for(config.state_dir, clock)
+        journal.restore(http.tasks)
+        journal.watch(http.tasks)
     if settings is not None and servers is not None:
         started_with = servers.path
         http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
@@ -492,7 +504,11 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     if groups is not None:
         shutdown.on_hurry(groups.kill_all)
-    return DaemonService(http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown)
+    service = DaemonService(
+        http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
+    )
+    service.journal = journal
+    return service
 
 
 def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIns:

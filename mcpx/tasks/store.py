@@ -6,7 +6,9 @@ task-augmented C{tools/call}s of MCP clients (L{mcpx.server.tasks}).
 
 A task runs in the daemon whether or not its caller stays connected; its outcome is kept
 for a while on the clock so the caller can collect it from C{GET /v1/tasks/{id}}.  The
-store is in memory: a restarted daemon forgets its tasks, as it forgets its sessions.
+store is in memory; what is still running is also named in the state directory
+(L{mcpx.tasks.journal}), so a restarted daemon reports those tasks failed, saying why,
+rather than unknown.
 
 A task moves from C{working} (and back and forth through C{input_required} while one of
 its questions is out) to one of three terminal states, C{completed}, C{failed} or
@@ -442,6 +444,37 @@ class TaskStore:
                 self._refused.discard(task.client)
             if not held:
                 del self._by_client[task.client]
+
+    def restore_failed(self, entry: Mapping[str, Any], message: str) -> Task:
+        """
+        Enter a task a previous daemon left unfinished (L{mcpx.tasks.journal}) as failed,
+        saying why, kept like any finished task; it counts against its caller's cap.
+        """
+        now = self.clock.seconds()
+
+        def text(key: str) -> str | None:
+            value = entry.get(key)
+            return value if isinstance(value, str) else None
+
+        created = entry.get("created")
+        ttl = entry.get("ttl")
+        task = Task(
+            id=str(entry["id"]),
+            created=float(created) if isinstance(created, int | float) else now,
+            status=TaskStatus.FAILED,
+            error={"code": "daemon_restarted", "message": message},
+            finished=now,
+            client=text("client"),
+            updated=now,
+            ttl=float(ttl) if isinstance(ttl, int | float) else None,
+            server=text("server"),
+            tool=text("tool"),
+            origin=text("origin") or "v1",
+            message=message,
+        )
+        self._add(task)
+        self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
+        return task
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
