@@ -32,6 +32,10 @@ An instance's life:
   - A request mcpx gave up on (cancelled, timed out) still counts on its connection,
     as nobody's, until the server answers it or C{pool.cancelGrace} passes: a server
     may go on asking for it, and such a question is nobody's to answer.
+  - A request made for nobody (its client declared nothing it could be asked: the
+    fast path, with no caller) that is alone in flight on its connection when its
+    server asks owns the question all the same (L{lone_request}): the question is named
+    after it, and withdrawn when mcpx gives the request up.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
@@ -46,6 +50,7 @@ How long a call may take is decided in L{mcpx.pool.budget}.
 from __future__ import annotations
 
 import itertools
+import secrets
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
@@ -233,6 +238,31 @@ class _Slot:
         return reason
 
 
+@define(eq=False, slots=True)
+class NobodysRequest:
+    """
+    A request made for nobody that was alone in flight on its connection when its
+    server asked: the questions asked then are its own, and are withdrawn if mcpx gives
+    the request up (its client cancelled it or went, or its deadline passed).
+
+    @ivar id: names the request in the questions' records (their C{call_id}); made
+        when the server first asks, so a request that asks nothing costs nothing.
+    """
+
+    id: str
+    deadline: Deadline
+    _on_give_up: list[Callable[[], None]] = field(factory=list)
+
+    def on_give_up(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called if mcpx gives the request up."""
+        self._on_give_up.append(withdraw)
+
+    def given_up(self) -> None:
+        withdrawals, self._on_give_up = self._on_give_up, []
+        for withdraw in withdrawals:
+            withdraw()
+
+
 @define(eq=False)
 class _Instance:
     """One started (or starting) upstream server."""
@@ -252,6 +282,9 @@ class _Instance:
     callers: list[object] = field(factory=list)
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
+    #: The request made for nobody that its server asked while it was alone in flight,
+    #: until it ends (see L{Pool.lone_request}).
+    lone: NobodysRequest | None = None
     subscriptions: set[str] = field(factory=set)
     #: Whether a new instance waits for this one, closing, to be gone (see L{Pool._room}).
     claimed: bool = False
@@ -400,6 +433,9 @@ class Pool(MultiService):
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, ProgressSink] = {}
         self._tokens = itertools.count(1)
+        # Named apart from another daemon's (questions outlive a restart).
+        self._request_prefix = f"request-{secrets.token_hex(4)}-"
+        self._request_numbers = itertools.count(1)
         self._stopping = False
 
     # Keys and slots
@@ -479,6 +515,36 @@ class Pool(MultiService):
                 self._learn_asking(instance)
                 return None
         return first
+
+    def lone_request(self, server: str, scope_key: str) -> NobodysRequest | None:
+        """
+        The request in flight on (C{server}, C{scope_key}) when it is the only one, is
+        made for nobody, and no request mcpx gave up on may still be running there: a
+        question arriving on that connection is that request's (the rule of L{owner},
+        for a request with no caller to put the question to).  The same record is
+        returned for each question it asks; L{NobodysRequest.on_give_up} withdraws them
+        if mcpx gives the request up.
+
+        @return: C{None} when the question cannot be tied to one such request.
+        """
+        slot = self._slots.get(server, {}).get(scope_key)
+        instance = slot.instance if slot is not None else None
+        if instance is None:
+            return None
+        callers, deadlines = instance.callers, instance.deadlines
+        # A request is counted (its caller listed) a moment before its deadline is set:
+        # one asking in between is left unattributed rather than guessed.
+        if len(callers) != 1 or callers[0] is not None or len(deadlines) != 1:
+            return None
+        if self._late(instance):
+            return None
+        [deadline] = deadlines
+        lone = instance.lone
+        if lone is None or lone.deadline is not deadline:
+            lone = instance.lone = NobodysRequest(
+                f"{self._request_prefix}{next(self._request_numbers)}", deadline
+            )
+        return lone
 
     def callers(self, server: str, scope_key: str) -> list[object]:
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
@@ -1043,6 +1109,7 @@ class Pool(MultiService):
             try:
                 result = await work
             except CancelledError:
+                self._give_up(instance, deadline)
                 if deadline.expired:
                     raise CallTimedOut(instance.name, what, timeout) from None
                 raise
@@ -1063,11 +1130,20 @@ class Pool(MultiService):
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
+                if instance.lone is not None and instance.lone.deadline is deadline:
+                    instance.lone = None
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
         self._forgive(instance)
         return result
+
+    def _give_up(self, instance: _Instance, deadline: Deadline) -> None:
+        """The request timed by C{deadline} was given up on: its own questions are withdrawn."""
+        lone = instance.lone
+        if lone is not None and lone.deadline is deadline:
+            instance.lone = None
+            lone.given_up()
 
     def _forgive(self, instance: _Instance) -> None:
         """

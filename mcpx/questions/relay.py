@@ -19,7 +19,7 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -49,6 +49,26 @@ Candidates = Callable[[str, str], Sequence[object]]
 #: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
 #: L{Asker}, or C{None} when no client that declared roots uses that server.
 RootsSource = Callable[[str, str], "Asker | None"]
+
+
+class LoneRequest(Protocol):
+    """
+    The pool's request made for nobody that was alone in flight when its server asked
+    (L{mcpx.pool.pool.NobodysRequest}): the question is its own.
+    """
+
+    @property
+    def id(self) -> str:
+        """The C{call_id} its questions are recorded with."""
+        ...
+
+    def on_give_up(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called if mcpx gives the request up."""
+        ...
+
+
+#: The pool's lone request made for nobody on (server, scope key), if there is one.
+LoneSource = Callable[[str, str], "LoneRequest | None"]
 
 log = Logger()
 
@@ -107,6 +127,7 @@ class Relay:
         roots: Sequence[str] = (),
         candidates: Candidates | None = None,
         roots_source: RootsSource | None = None,
+        lone: LoneSource | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -121,6 +142,9 @@ class Relay:
             when a question that may be theirs waits in the broker for want of knowing.
         @param roots_source: the client whose roots a C{roots/list} outside any one
             call gets (the most recent client that declared roots and uses the server).
+        @param lone: the pool's request made for nobody (its client declared nothing
+            it could be asked) alone in flight on (server, scope key): a question with
+            no caller to put it to is still named after it, and withdrawn with it.
         """
         self.broker = broker
         self._clock = clock
@@ -131,6 +155,7 @@ class Relay:
         self._roots = {"roots": [own_root(root) for root in roots]}
         self._candidates = candidates
         self.roots_source = roots_source
+        self._lone = lone
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -179,7 +204,17 @@ class Relay:
 
     def _caller(self, server: str, scope_key: str, given: object) -> Caller | None:
         found = given if given is not None else self._owner(server, scope_key)
-        return found if isinstance(found, Caller) else None
+        if isinstance(found, Caller):
+            return found
+        if given is None and self._lone is not None:
+            lone = self._lone(server, scope_key)
+            if lone is not None:
+                # Its client can be asked nothing, but the question is certainly this
+                # request's: the broker names it so, and it goes when the request does.
+                stand_in = Caller(lone.id, {})
+                lone.on_give_up(stand_in.withdraw)
+                return stand_in
+        return None
 
     async def ask(
         self,
