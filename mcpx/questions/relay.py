@@ -15,7 +15,6 @@ connection stop: a person answering is not the server being slow.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
@@ -26,7 +25,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
+from mcpx.questions.broker import Broker
 from mcpx.questions.caller import (
     CAPABILITY_FOR,
     ELICIT,
@@ -436,7 +435,7 @@ class Relay:
         """
         The question's call was given up on: it ends as cancelled (the server is told so:
         C{cancel} for an elicitation, an error for the others), and a client it was put
-        to is told it was withdrawn; an answer that comes later goes nowhere.
+        to is told it was withdrawn; an answer that comes later goes nowhere.  (Not while
+        the daemon stops: the calls it cuts short leave their questions pending.)
         """
-        with contextlib.suppress(UnknownQuestion, QuestionClosed):
-            self.broker.cancel(question_id, by="withdrawn")
+        self.broker.withdraw(question_id)
