@@ -33,7 +33,13 @@ $(CALCULATOR)/.installed: Makefile
 	$(CALCULATOR)/bin/python -m pip install --quiet --disable-pip-version-check mcp-server-calculator==0.2.1
 	touch $@
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed
+# The OpenSSH server the tests of --daemon ssh:// start on loopback (Debian's package).
+SSHD := /usr/sbin/sshd
+$(SSHD):
+	apt-get install -y --no-install-recommends openssh-server openssh-client \
+	  || (apt-get update && apt-get install -y --no-install-recommends openssh-server openssh-client)
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD)
 
 run: install
 	$(BIN)/mcpx daemon

@@ -31,7 +31,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Protocol
+
+    from mcpx.cli.remote import SshEndpoint
+
+    class Stream(Protocol):
+        """What the HTTP code needs of a connection: the unix socket, or an ssh channel."""
+
+        def settimeout(self, timeout: float | None, /) -> None: ...
+        def sendall(self, data: bytes, /) -> None: ...
+        def recv(self, size: int, /) -> bytes: ...
+        def close(self) -> None: ...
+
 
 #: The daemon's socket in its state directory.  C{mcpx.daemon.listeners.SOCKET_NAME} says the
 #: same, but importing it would import Twisted; a test keeps the two equal.
@@ -68,6 +79,10 @@ class DaemonNotRunning(Exception):
 
 class DaemonStartFailed(Exception):
     """C{--start} launched a daemon that did not come up."""
+
+
+class DaemonUnreachable(Exception):
+    """The way to a remote daemon (ssh, or the mcpx at its end) failed; the message says why."""
 
 
 class ProtocolError(Exception):
@@ -118,7 +133,7 @@ def error_from(status: int | None, payload: object, fallback: str) -> ApiError:
 class _Reader:
     """Buffered reads from a connected socket, for parsing an answer as it arrives."""
 
-    def __init__(self, sock: _socket.socket) -> None:
+    def __init__(self, sock: Stream) -> None:
         self._sock = sock
         self._buffer = b""
 
@@ -202,7 +217,7 @@ class Response:
         joined with commas.
     """
 
-    def __init__(self, sock: _socket.socket) -> None:
+    def __init__(self, sock: Stream) -> None:
         self._sock = sock
         self._reader = _Reader(sock)
         status, reason, headers = _parse_head(self._reader.head())
@@ -340,9 +355,41 @@ class DaemonClient:
     @ivar client: sent as the C{Mcpx-Client} header.
     """
 
+    #: Whether the daemon is started wherever it runs when none does (a remote one is).
+    starts_on_demand = False
+
     def __init__(self, path: Path | str, client: str = DEFAULT_CLIENT) -> None:
         self.path = path
         self.client = client
+
+    @property
+    def where(self) -> str:
+        """Where the daemon is, for messages."""
+        return str(self.path)
+
+    def again(self) -> DaemonClient:
+        """Another client of the same daemon, for a second conversation alongside."""
+        return DaemonClient(self.path, self.client)
+
+    def _connect(self, timeout: float | None) -> Stream:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(str(self.path))
+        except FileNotFoundError:
+            sock.close()
+            raise DaemonNotRunning(self.path, "no socket") from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise DaemonNotRunning(self.path, "nothing listens on the socket") from None
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
+        """The error to raise when the connection ended without an answer."""
+        return error
 
     def open(
         self,
@@ -372,17 +419,13 @@ class DaemonClient:
             # The daemon refuses a POST to /v1 that does not say it is JSON, bodiless or not.
             headers["Content-Type"] = "application/json"
         request = _request(method, target, headers, data)
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock = self._connect(timeout)
         try:
-            sock.settimeout(timeout)
-            try:
-                sock.connect(str(self.path))
-            except FileNotFoundError:
-                raise DaemonNotRunning(self.path, "no socket") from None
-            except ConnectionRefusedError:
-                raise DaemonNotRunning(self.path, "nothing listens on the socket") from None
             sock.sendall(request)
-            response = Response(sock)
+            try:
+                response = Response(sock)
+            except ProtocolError as e:
+                raise self._unanswered(sock, e) from None
         except BaseException:
             sock.close()
             raise
@@ -410,6 +453,58 @@ class DaemonClient:
     def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = self.get("/health", timeout=5.0)
         return answer
+
+
+class SshDaemonClient(DaemonClient):
+    """
+    Asks a daemon on another machine, each question over its own ssh (L{mcpx.cli.remote}).
+    """
+
+    starts_on_demand = True
+
+    def __init__(self, endpoint: SshEndpoint, client: str = DEFAULT_CLIENT) -> None:
+        from pathlib import PurePosixPath
+
+        # The remote socket's path is the remote mcpx's business; this names the endpoint.
+        super().__init__(PurePosixPath(str(endpoint)), client)  # type: ignore[arg-type]
+        self.endpoint = endpoint
+
+    @property
+    def where(self) -> str:
+        return str(self.endpoint)
+
+    def again(self) -> DaemonClient:
+        return SshDaemonClient(self.endpoint, self.client)
+
+    def _connect(self, timeout: float | None) -> Stream:
+        from mcpx.cli.remote import SshChannel, remote_api_command
+
+        channel = SshChannel(self.endpoint, remote_api_command())
+        channel.settimeout(timeout)
+        return channel
+
+    def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
+        from mcpx.cli.remote import SshChannel
+
+        assert isinstance(sock, SshChannel)
+        return sock.failure()
+
+
+def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
+    """
+    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
+    names, else the local one of the state directory.
+
+    @raise mcpx.cli.remote.BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
+    """
+    if os.environ.get("MCPX_DAEMON", "").strip():
+        from mcpx.cli.remote import endpoint_from_environment
+
+        endpoint = endpoint_from_environment()
+        if endpoint is not None:
+            return SshDaemonClient(endpoint, client)
+    # A string path: the fast path of `mcpx call` never imports pathlib.
+    return DaemonClient(default_socket_name(), client)
 
 
 def target(path: str, **query: str | None) -> str:

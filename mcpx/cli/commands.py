@@ -42,7 +42,6 @@ from mcpx.cli.client import (
     DaemonNotRunning,
     ProtocolError,
     segment,
-    socket_path,
     start_daemon,
     target,
 )
@@ -65,6 +64,8 @@ def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
         pass
     else:
         return
+    if client.starts_on_demand:
+        return  # a remote daemon is started there, and DaemonNotRunning is not raised
     state = Path(client.path).parent
     pid = start_daemon(client, state, wait=wait)
     click.echo(
@@ -85,9 +86,13 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
     def decorate(function: _Function) -> click.Command:
         @functools.wraps(function)
         def run(*args: Any, as_json: bool, start: bool, **kwargs: Any) -> Any:
-            from mcpx.cli.client import default_state_dir
+            from mcpx.cli.client import connect
+            from mcpx.cli.remote import BadEndpoint
 
-            client = DaemonClient(socket_path(default_state_dir()))
+            try:
+                client = connect()
+            except BadEndpoint as e:
+                raise click.UsageError(str(e)) from None
 
             def work() -> Any:
                 if start:
@@ -257,7 +262,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
         return
     click.echo(
         f"mcpx {answer.get('version', '?')} daemon is running: pid {answer.get('pid', '?')}, "
-        f"up {answer.get('uptime', '?')}s, socket {client.path}"
+        f"up {answer.get('uptime', '?')}s, socket {client.where}"
     )
     last = answer.get("last_reload")
     if isinstance(last, dict) and last.get("error"):

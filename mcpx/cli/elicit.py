@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mcpx.cli.client import DaemonClient, default_state_dir, segment, socket_path, target
+from mcpx.cli.client import DaemonClient, segment, target
 from mcpx.cli.quick import CommandFailed, ask
 from mcpx.cli.render import first_line, table
 
@@ -77,7 +77,9 @@ Exit status: 0 done; 1 the question is no longer pending, or no daemon runs;
 
 def connect() -> DaemonClient:
     """The client of the daemon the environment names (the tests put their own in)."""
-    return DaemonClient(socket_path(default_state_dir()))
+    from mcpx.cli.client import connect as connect_daemon
+
+    return connect_daemon()
 
 
 @click.command("elicit", epilog=_EPILOG)

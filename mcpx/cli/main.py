@@ -28,6 +28,8 @@ class CommandGroup(click.Group):
     #: Command name to C{module:attribute}.
     lazy = {
         "artifacts": "mcpx.cli.exec_command:artifacts",
+        "auth": "mcpx.cli.auth_command:auth",
+        "bridge-api": "mcpx.cli.bridge_command:bridge_api",
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
         "exec": "mcpx.cli.exec_command:exec_command",
@@ -35,6 +37,7 @@ class CommandGroup(click.Group):
         "settings": "mcpx.cli.settings_command:settings_command",
         "tasks": "mcpx.cli.tasks_command:tasks",
         "token": "mcpx.cli.token_command:token",
+        "watch": "mcpx.cli.watch_command:watch",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -50,8 +53,26 @@ class CommandGroup(click.Group):
 
 @click.group(cls=CommandGroup)
 @click.version_option(__version__, prog_name="mcpx")
-def main() -> None:
+@click.option(
+    "--daemon",
+    "daemon_endpoint",
+    default=None,
+    metavar="ssh://[user@]host[:port]",
+    help="Use the daemon on another machine, over ssh (also MCPX_DAEMON); see docs/remote.md.",
+)
+def main(daemon_endpoint: str | None) -> None:
     """mcpx: one daemon between MCP hosts and the MCP servers they use."""
+    if daemon_endpoint is not None:
+        import os
+
+        from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, parse_endpoint
+
+        try:
+            parse_endpoint(daemon_endpoint)
+        except BadEndpoint as e:
+            raise click.BadParameter(str(e), param_hint="--daemon") from None
+        # Every command, the lazily imported ones too, finds it where it looks.
+        os.environ[DAEMON_VARIABLE] = daemon_endpoint
 
 
 for _command in COMMANDS:

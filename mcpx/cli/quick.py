@@ -27,6 +27,7 @@ from mcpx.cli.client import (
     ApiError,
     DaemonNotRunning,
     DaemonStartFailed,
+    DaemonUnreachable,
     ProtocolError,
     error_from,
 )
@@ -101,6 +102,8 @@ def ask(client: DaemonClient, as_json: bool, work: Callable[[], _Result], echo: 
             raise CommandFailed(not_running_message(e)) from None
         except DaemonStartFailed as e:
             raise CommandFailed(f"could not start a daemon: {e}") from None
+        except DaemonUnreachable as e:
+            raise CommandFailed(str(e)) from None
         except ApiError as e:
             if as_json:
                 echo(json.dumps({"error": e.body}, indent=2))
@@ -109,7 +112,7 @@ def ask(client: DaemonClient, as_json: bool, work: Callable[[], _Result], echo: 
                 message += "\n  (the daemon may be older than this command: restart it)"
             raise CommandFailed(message, exit_code_for(e)) from None
         except (OSError, ProtocolError, ValueError) as e:
-            raise CommandFailed(f"talking to the daemon at {client.path} failed: {e}") from None
+            raise CommandFailed(f"talking to the daemon at {client.where} failed: {e}") from None
     except CommandFailed as e:
         echo(f"mcpx: {e.message}", err=True)
         raise SystemExit(e.exit_code) from None
@@ -185,14 +188,13 @@ def call_answering(
     questions in the terminal.  A daemon older than C{call_id} refuses it: the call is
     then made as before, without the watch.
     """
-    from mcpx.cli.client import DaemonClient
     from mcpx.cli.watch import QuestionWatch, new_call_id
 
     call_id = new_call_id()
     watch = QuestionWatch(
         call_id,
         body["server"],
-        connect=lambda: DaemonClient(client.path, client.client),
+        connect=client.again,
         echo=echo,
     )
     watch.start()
@@ -347,9 +349,14 @@ def main() -> NoReturn:
         click_main()
         raise SystemExit(0)  # click exits itself; this is for the type checker
     server, tool, arguments, as_json, timeout = plain
-    from mcpx.cli.client import DaemonClient, default_socket_name
+    from mcpx.cli.client import connect
+    from mcpx.cli.remote import BadEndpoint
 
-    client = DaemonClient(default_socket_name())
+    try:
+        client = connect()
+    except BadEndpoint as e:
+        echo(f"mcpx: {e}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
     try:
         ask(
             client,

@@ -276,14 +276,29 @@ def http_instead(listen: Sequence[str], state: Path) -> str:
     help="Servers (comma-separated) offered under their own names on this connection, "
     "instead of the daemon's mcp.passthrough.",
 )
-def serve(transport: str, passthrough: str | None) -> None:
+@click.option(
+    "--daemon",
+    "daemon_endpoint",
+    envvar="MCPX_DAEMON",
+    default=None,
+    metavar="ssh://[user@]host[:port]",
+    help="Be served by the daemon on another machine, over ssh (see docs/remote.md).",
+)
+def serve(transport: str, passthrough: str | None, daemon_endpoint: str | None) -> None:
     """
     Be an MCP server on stdin and stdout, served by the daemon (started if none runs).
 
-    A host's entry: {"command": "mcpx", "args": ["serve"]}; over ssh:
-    {"command": "ssh", "args": ["host", "mcpx", "serve"]}.
+    A host's entry: {"command": "mcpx", "args": ["serve"]}; with a daemon on another
+    machine: {"command": "mcpx", "args": ["serve", "--daemon", "ssh://host"]}.
     """
     from mcpx.cli.client import default_state_dir
+    from mcpx.cli.remote import BadEndpoint, parse_endpoint, remote_mcp_command, run_ssh_bridge
+
+    try:
+        endpoint = parse_endpoint(daemon_endpoint or "")
+    except BadEndpoint as e:
+        click.echo(f"mcpx serve: {e}", err=True)
+        raise SystemExit(2) from None
 
     state = default_state_dir()
     if transport == "http":
@@ -299,6 +314,8 @@ def serve(transport: str, passthrough: str | None) -> None:
             listen = ()
         click.echo(http_instead(listen, state), err=True)
         raise SystemExit(2)
+    if endpoint is not None:
+        raise SystemExit(run_ssh_bridge(endpoint, remote_mcp_command(split_names(passthrough))))
     try:
         sock = open_stream(state)
     except BridgeFailed as e:

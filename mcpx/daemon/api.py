@@ -191,14 +191,20 @@ async def answer(
     except Exception as e:
         return error_response(request, _logged(error_from(e), op), host.masker)
     if isinstance(result, EventFeed):
-        await serve_events(
-            request,
-            host.events,
-            host.clock,
-            servers=result.servers,
-            kinds=result.kinds,
-            keep_alive=result.keep_alive,
-        )
+        try:
+            await serve_events(
+                request,
+                host.events,
+                host.clock,
+                servers=result.servers,
+                kinds=result.kinds,
+                keep_alive=result.keep_alive,
+                resources=result.resources,
+                first=result.watching,
+            )
+        finally:
+            if result.release is not None:
+                result.release()
         return None
     if isinstance(result, Reply):
         for name, value in result.headers.items():

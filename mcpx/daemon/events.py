@@ -54,7 +54,11 @@ KINDS = (
     "task.completed",
     "task.failed",
     "task.cancelled",
+    "resource.updated",
 )
+
+#: The kind of the first event of a stream that watches resources (C{?uri=}).
+WATCHING = "watching"
 
 
 @define
@@ -128,12 +132,21 @@ class Subscription:
     _kind_test: Callable[[str], bool] | None
     limit: int
     on_dropped: Callable[[str], None] | None = None
+    #: The (server, upstream URI) pairs whose C{resource.updated} events it wants, or
+    #: C{None} for every resource's.
+    resources: frozenset[tuple[str, str]] | None = None
     paused: bool = False
     active: bool = True
     _queue: deque[Event] = field(factory=deque)
 
     def matches(self, event: Event) -> bool:
         if self.servers and event.server not in self.servers:
+            return False
+        if (
+            self.resources is not None
+            and event.kind == "resource.updated"
+            and (event.server, event.data.get("uri")) not in self.resources
+        ):
             return False
         return self._kind_test is None or self._kind_test(event.kind)
 
@@ -224,12 +237,16 @@ class EventBus:
         kinds: Iterable[str] = (),
         limit: int | None = None,
         on_dropped: Callable[[str], None] | None = None,
+        resources: Iterable[tuple[str, str]] | None = None,
     ) -> Subscription:
         """
         Receive events about C{servers} (all when empty) of C{kinds} (all when empty).
 
         A kind ending in C{.*}, or a bare family name such as C{server}, matches every
         kind in that family.
+
+        @param resources: the (server, upstream URI) pairs whose C{resource.updated}
+            events are wanted; C{None} for every resource's.
         """
         subscription = Subscription(
             self,
@@ -238,6 +255,7 @@ class EventBus:
             _kind_matcher(kinds),
             self.queue_limit if limit is None else limit,
             on_dropped,
+            frozenset(resources) if resources is not None else None,
         )
         self._subscriptions.append(subscription)
         return subscription
@@ -328,12 +346,18 @@ async def serve_events(
     servers: Iterable[str] = (),
     kinds: Iterable[str] = (),
     keep_alive: float = 15.0,
+    resources: Iterable[tuple[str, str]] | None = None,
+    first: Mapping[str, Any] | None = None,
 ) -> None:
     """
     Stream matching events to C{request} until it is dropped or the client goes away.
 
     Klein cancels the awaiting coroutine when the client disconnects; the subscription
     and the keep-alive timer are released in C{finally} either way.
+
+    @param resources: only these (server, upstream URI) pairs' C{resource.updated}.
+    @param first: the data of a L{WATCHING} event sent before any other (what a
+        C{?uri=} stream subscribed to, and why anything was not).
     """
     request.setResponseCode(200)
     request.setHeader(b"content-type", b"text/event-stream")
@@ -344,10 +368,17 @@ async def serve_events(
     finished: Deferred[None] = request.notifyFinish()  # type: ignore[attr-defined]
     finished.addBoth(stream.disconnected)
     stream.subscription = bus.subscribe(
-        stream.write_event, servers=servers, kinds=kinds, on_dropped=stream.dropped
+        stream.write_event,
+        servers=servers,
+        kinds=kinds,
+        on_dropped=stream.dropped,
+        resources=resources,
     )
     # The first bytes send the headers, so the client knows it is subscribed.
     request.write(comment("subscribed"))
+    if first is not None:
+        shown = {"kind": WATCHING, "server": None, "time": clock.seconds(), **first}
+        request.write(encode_event(json.dumps(shown, separators=(",", ":")), event=WATCHING))
     consumer = IConsumer(request)
     consumer.registerProducer(stream, True)
     beat = LoopingCall(stream.keep_alive)

@@ -34,6 +34,7 @@ from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
     from mcpx.scripts.runner import Scripts
     from mcpx.server.http import McpHTTP
 
@@ -107,6 +108,8 @@ class DaemonHTTP:
         C{503 questions_unavailable}.  The daemon starts and stops it, not this.
     @ivar masker: hides the configured credentials in error answers; the pool and the
         event bus share it.
+    @ivar sign_ins: the OAuth sign-ins to remote servers (C{/v1/auth}); C{None} until
+        the daemon wires them in.
     @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
         wires it in, when those routes answer C{503 exec_unavailable}.
     @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
@@ -132,6 +135,7 @@ class DaemonHTTP:
     masker: SecretMasker = Factory(SecretMasker)
     scripts: Scripts | None = None
     metrics: Metrics | None = None
+    sign_ins: SignIns | None = None
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:

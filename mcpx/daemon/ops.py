@@ -51,7 +51,7 @@ from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.settings.servers import RemoteServer, Scope, ServersConfig
 from mcpx.spec.matrix import protocol_json
 from mcpx.tasks.store import (
     PER_CLIENT_SETTING,
@@ -66,6 +66,7 @@ from mcpx.upstream.session import Era, ServerDeclaration, UpstreamError
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
     from mcpx.scripts.runner import Scripts
 
 _log = Logger()
@@ -153,6 +154,7 @@ class OpHost(Protocol):
     broker: Broker | None
     masker: SecretMasker
     scripts: Scripts | None
+    sign_ins: SignIns | None
 
 
 @frozen
@@ -184,11 +186,25 @@ class Reply:
 
 @frozen
 class EventFeed:
-    """The answer of the events operation: which events to stream, and how often to ping."""
+    """
+    The answer of the events operation: which events to stream, and how often to ping.
+
+    @ivar resources: for a stream that watches resources (C{?uri=}), the (server,
+        upstream URI) pairs it subscribed to; C{None} otherwise.
+    @ivar watching: the data of its first event: what was subscribed, what was not.
+    @ivar release: gives the subscriptions back; called once the stream ends.
+    """
 
     servers: tuple[str, ...]
     kinds: tuple[str, ...]
     keep_alive: float
+    resources: tuple[tuple[str, str], ...] | None = None
+    watching: Mapping[str, Any] | None = None
+    release: Callable[[], None] | None = None
+
+
+#: The most resources one event stream may watch (C{GET /v1/events?uri=}).
+MAX_WATCHED: Final = 64
 
 
 class OpError(Exception):
@@ -1214,6 +1230,74 @@ async def restart_server(host: OpHost, call: Invocation) -> dict[str, Any]:
     raise error_from(UnknownServer(name, [s.name for s in statuses]))
 
 
+def _oauth_server(host: OpHost, name: str) -> tuple[SignIns, RemoteServer]:
+    """The sign-ins and the named server, which must be a remote server using OAuth."""
+    from mcpx.auth.signin import uses_oauth
+
+    sign_ins = host.sign_ins
+    if sign_ins is None:
+        raise OpError(503, "auth_unavailable", "this daemon runs without OAuth sign-ins")
+    servers = host.servers.servers if host.servers is not None else {}
+    server = servers.get(name)
+    if server is None:
+        raise _unknown(404, "unknown_server", "server", name, list(servers))
+    if not uses_oauth(server):
+        raise OpError(
+            409,
+            "not_oauth",
+            f'server {name!r} does not use OAuth; give it "auth": {{"type": "oauth"}}',
+        )
+    assert isinstance(server, RemoteServer)
+    return sign_ins, server
+
+
+def _auth_failed(error: Exception) -> OpError:
+    from mcpx.auth.flow import NetworkError
+    from mcpx.auth.metadata import AuthorizationError
+
+    if isinstance(error, NetworkError):
+        return OpError(502, "auth_server_unreachable", str(error))
+    if isinstance(error, AuthorizationError):
+        return OpError(422, "sign_in_failed", str(error))
+    return error_from(error)
+
+
+async def auth_status(host: OpHost, call: Invocation) -> dict[str, Any]:
+    from mcpx.auth.signin import uses_oauth
+
+    if host.sign_ins is None:
+        return {"servers": []}
+    servers = host.servers.servers if host.servers is not None else {}
+    names = [name for name, server in servers.items() if uses_oauth(server)]
+    return {"servers": host.sign_ins.status(names)}
+
+
+async def auth_begin(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    try:
+        return await sign_ins.begin(server.name, server, call.args["redirect_uri"])
+    except Exception as error:
+        raise _auth_failed(error) from error
+
+
+async def auth_finish(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    try:
+        shown = await sign_ins.finish(server.name, call.args["url"])
+    except Exception as error:
+        raise _auth_failed(error) from error
+    pool = host.pool
+    if pool is not None and any(status.name == server.name for status in pool.status()):
+        # The instance that failed without a token starts again with one.
+        await pool.restart(server.name)
+    return {"server": shown}
+
+
+async def auth_logout(host: OpHost, call: Invocation) -> dict[str, Any]:
+    sign_ins, server = _oauth_server(host, call.args["name"])
+    return {"server": server.name, "forgotten": sign_ins.logout(server.name)}
+
+
 async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
     pool = _pool(host)
     if host.reloads.read is None:
@@ -1261,11 +1345,124 @@ async def events(host: OpHost, call: Invocation) -> EventFeed:
     keep_alive = 15.0
     if host.settings is not None:
         keep_alive = host.settings.duration("transport.sseKeepAlive")
+    servers = tuple(split_filter(call.args.get("server", ())))
+    kinds = tuple(split_filter(call.args.get("kind", ())))
+    watched = list(dict.fromkeys(call.args.get("uri", ())))
+    if not watched:
+        return EventFeed(servers=servers, kinds=kinds, keep_alive=keep_alive)
+    if len(watched) > MAX_WATCHED:
+        raise OpError(
+            400,
+            "invalid_input",
+            f"one event stream watches at most {MAX_WATCHED} resources, not {len(watched)}; "
+            "open several streams",
+            field="uri",
+        )
+    pool = _pool(host)
+    held: list[tuple[str, str]] = []
+
+    def release() -> None:
+        for server, upstream in held:
+            releasing = Deferred.fromCoroutine(
+                pool.request(server, "resources/unsubscribe", {"uri": upstream}, client=call.client)
+            )
+            releasing.addErrback(_release_failed, server, upstream)
+
+    try:
+        subscribed, refused = await _watch(pool, call.client, watched, servers, held)
+    except BaseException:
+        release()  # the client went away while the subscriptions were being made
+        raise
     return EventFeed(
-        servers=tuple(split_filter(call.args.get("server", ()))),
-        kinds=tuple(split_filter(call.args.get("kind", ()))),
+        servers=servers or tuple(dict.fromkeys(server for server, _ in held)),
+        kinds=kinds or ("resource.updated",),
         keep_alive=keep_alive,
+        resources=tuple(held),
+        watching={"subscribed": subscribed, "refused": refused},
+        release=release,
     )
+
+
+def _release_failed(failure: Failure, server: str, uri: str) -> None:
+    _log.warn(
+        "unsubscribing from {uri} on {server} failed: {why}",
+        uri=uri,
+        server=server,
+        why=failure.getErrorMessage(),
+    )
+
+
+async def _watch(
+    pool: PoolInterface,
+    client: str,
+    watched: Sequence[str],
+    servers: Sequence[str],
+    held: list[tuple[str, str]],
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """
+    Subscribe to each URI for an event stream: an C{mcpx://} URI, or a bare upstream
+    URI of the one server C{servers} names.
+
+    @param held: gets each (server, upstream URI) pair subscribed, as it is.
+    @return: what was subscribed, and what was not with why (as the stream's first
+        event says).
+    """
+    from mcpx.server import uris
+
+    subscribed: list[dict[str, str]] = []
+    refused: list[dict[str, str]] = []
+    for uri in watched:
+        if uris.is_mcpx(uri):
+            try:
+                parsed = uris.parse(uri)
+            except uris.NotAnMcpxUri as e:
+                refused.append({"uri": uri, "reason": str(e)})
+                continue
+            server = parsed.server
+            upstream = parsed.upstream()
+            if parsed.from_template:
+                try:
+                    templates = await pool.templates(server, client=client)
+                except Exception as e:
+                    refused.append({"uri": uri, "reason": str(e)})
+                    continue
+                upstream = parsed.upstream(
+                    str(t.get("uriTemplate")) for t in templates if t.get("uriTemplate")
+                )
+            if upstream is None:
+                refused.append({"uri": uri, "reason": "no resource template of it gives it"})
+                continue
+        elif len(servers) == 1:
+            server, upstream = servers[0], uri
+        else:
+            refused.append(
+                {
+                    "uri": uri,
+                    "reason": "a URI that is not mcpx:// needs exactly one server= to say "
+                    "whose it is",
+                }
+            )
+            continue
+        try:
+            session = await pool.session(server, client)
+            declaration = session.declaration
+            if declaration is not None and not declaration.declares("resources.subscribe"):
+                refused.append(
+                    {
+                        "uri": uri,
+                        "reason": f"server {server!r} does not offer resource subscriptions",
+                    }
+                )
+                continue
+            await pool.request(server, "resources/subscribe", {"uri": upstream}, client=client)
+        except CancelledError:
+            raise
+        except Exception as e:
+            refused.append({"uri": uri, "reason": error_from(e).message})
+            continue
+        held.append((server, upstream))
+        subscribed.append({"uri": uri, "server": server, "upstream": upstream})
+    return subscribed, refused
 
 
 async def openapi(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1369,6 +1566,19 @@ _REF = {
         _object({"type": {"const": "ref/resource"}, "uri": _NAME}, ["type", "uri"]),
     ]
 }
+
+AUTH_STATE = _object(
+    {
+        "server": _NAME,
+        "state": {"enum": ["signed_in", "signed_out", "needs_sign_in"]},
+        "issuer": {"type": "string"},
+        "resource": {"type": "string"},
+        "scopes": _STRINGS,
+        "expires_at": {"type": ["number", "null"]},
+        "refreshable": {"type": "boolean"},
+    },
+    ["server", "state"],
+)
 
 OPS: tuple[Op, ...] = (
     Op(
@@ -1762,6 +1972,59 @@ OPS: tuple[Op, ...] = (
         gateway=False,
     ),
     Op(
+        name="auth_status",
+        summary="Show each OAuth server's sign-in: signed in or not, issuer, scopes, expiry",
+        method="GET",
+        path="/v1/auth",
+        input_schema=NO_INPUT,
+        output_schema=_object({"servers": {"type": "array", "items": AUTH_STATE}}, ["servers"]),
+        handler=auth_status,
+        gateway=False,
+    ),
+    Op(
+        name="auth_begin",
+        summary="Begin signing in to an OAuth server: the URL for the browser",
+        description="redirect_uri is where the browser is sent back to (mcpx auth login "
+        "listens on 127.0.0.1); finish with POST /v1/auth/{name}/finish.",
+        method="POST",
+        path="/v1/auth/{name}/begin",
+        input_schema=_object(
+            {"name": _NAME, "redirect_uri": {"type": "string", "pattern": "^https?://"}},
+            ["name", "redirect_uri"],
+        ),
+        output_schema=_object(
+            {"url": {"type": "string"}, "state": {"type": "string"}, "issuer": {"type": "string"}},
+            ["url", "state", "issuer"],
+        ),
+        handler=auth_begin,
+        errors=(404, 409, 422, 502, 503),
+        gateway=False,
+    ),
+    Op(
+        name="auth_finish",
+        summary="Finish signing in with the URL the browser was redirected to",
+        method="POST",
+        path="/v1/auth/{name}/finish",
+        input_schema=_object({"name": _NAME, "url": {"type": "string"}}, ["name", "url"]),
+        output_schema=_object({"server": AUTH_STATE}, ["server"]),
+        handler=auth_finish,
+        errors=(404, 409, 422, 502, 503),
+        gateway=False,
+    ),
+    Op(
+        name="auth_logout",
+        summary="Forget an OAuth server's tokens and registered clients",
+        method="DELETE",
+        path="/v1/auth/{name}",
+        input_schema=_object({"name": _NAME}, ["name"]),
+        output_schema=_object(
+            {"server": _NAME, "forgotten": {"type": "integer"}}, ["server", "forgotten"]
+        ),
+        handler=auth_logout,
+        errors=(404, 409, 503),
+        gateway=False,
+    ),
+    Op(
         name="reload",
         summary="Re-read the config file's servers and apply the differences",
         method="POST",
@@ -1857,10 +2120,14 @@ OPS: tuple[Op, ...] = (
         description="server and kind filter the stream; each may be repeated or "
         "comma-separated, and a kind such as server.* (or server) names a family. Comments "
         "keep the stream alive every transport.sseKeepAlive; a consumer too slow to keep "
-        "up is sent a final dropped event and disconnected.",
+        "up is sent a final dropped event and disconnected. uri (repeatable, at most 64) "
+        "watches resources: an mcpx:// URI, or a server's own URI with one server=; the "
+        "stream holds their subscriptions while it is open, its first event (watching) "
+        "says what was subscribed and why anything was not, and it then carries their "
+        "resource.updated events (and the kinds asked for).",
         method="GET",
         path="/v1/events",
-        input_schema=_object({"server": _STRINGS, "kind": _STRINGS}),
+        input_schema=_object({"server": _STRINGS, "kind": _STRINGS, "uri": _STRINGS}),
         output_schema=EVENT,
         handler=events,
         tag="daemon",

@@ -38,7 +38,12 @@ from mcpx.settings.servers import ServersConfig
 log = Logger()
 
 #: The settings a reload applies at once; every other one changed waits for a restart.
-LIVE_SETTINGS: Final = ("pool.callTimeout", "pool.idleTimeout", "pool.stableAfter")
+LIVE_SETTINGS: Final = (
+    "pool.callTimeout",
+    "pool.callMaxDuration",
+    "pool.idleTimeout",
+    "pool.stableAfter",
+)
 
 
 class ReloadRefused(Exception):

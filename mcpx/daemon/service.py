@@ -11,7 +11,7 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
@@ -54,6 +54,9 @@ from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.wire.errors import RpcError
+
+if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
 
 _log = Logger()
 
@@ -393,6 +396,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         return UpstreamHandlers(notification=heard)
 
     groups: ProcessGroups | None = None
+    sign_ins = _sign_ins(reactor, clock, config)
     if settings is not None and servers is not None:
         groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
         connector = make_connector(
@@ -404,6 +408,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
             groups=groups,
+            credentials=sign_ins.credentials_for,
         )
         pool = Pool(
             servers=servers,
@@ -415,6 +420,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             stable_after=settings.duration("pool.stableAfter"),
             max_asking_instances=settings.integer("pool.maxAskingInstances"),
             cancel_grace=settings.duration("pool.cancelGrace"),
+            call_max_duration=settings.duration("pool.callMaxDuration"),
             publish=publish,
             handlers=upstream_handlers,
             masker=config.masker,
@@ -450,6 +456,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         masker=config.masker,
         scripts=scripts,
         metrics=metrics,
+        sign_ins=sign_ins,
     )
     metrics.watch(http)
     if settings is not None and servers is not None:
@@ -490,6 +497,23 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     if groups is not None:
         shutdown.on_hurry(groups.kill_all)
     return DaemonService(http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown)
+
+
+def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIns:
+    """The OAuth sign-ins, on an HTTP client of their own, tokens in the state directory."""
+    from mcpx.auth.signin import SignIns
+    from mcpx.auth.store import TokenStore, path_in
+    from mcpx.upstream.http import owned_client
+
+    http, _pool = owned_client(reactor, 10.0, keep=2)
+    settings = config.settings
+    return SignIns(
+        http,
+        clock,
+        TokenStore(path_in(config.state_dir)),
+        config.masker,
+        max_pending=16 if settings is None else settings.integer("daemon.pendingSignIns"),
+    )
 
 
 def gate(

@@ -11,6 +11,11 @@ which one wins when several apply, and which of them are enforced yet.
                                                   catalogue listing.  A caller may ask for
                                                   a shorter bound for one call, never a
                                                   longer one (L{effective_call_timeout}).
+                                                  For a C{tools/call} it is an idle bound:
+                                                  each progress report starts it afresh.
+    progress     C{pool.callMaxDuration} 1h       one C{tools/call} that keeps reporting
+                                                  progress: however often it reports, it
+                                                  ends this long after it began.
     exec         C{exec.timeout}        120s      one whole C{mcpx_exec} script run, every
                                                   upstream call it makes included.
     ask          C{proto.askTimeout}    600s      how long one client request may be held
@@ -28,7 +33,13 @@ Precedence, from the narrowest scope outwards:
      bound of the call that asked them (L{Deadline.pause}).
   3. One upstream call ends at the tighter of its own bound (the configured
      C{pool.callTimeout}, or the shorter bound the caller asked for) and what is
-     left of the script run it belongs to, if any (L{call_timeout_in_run}).
+     left of the script run it belongs to, if any (L{call_timeout_in_run}).  A
+     C{notifications/progress} about a C{tools/call} gives it that bound again from
+     the moment of the report (L{Deadline.extend}), as the MCP specification lets a
+     receiver do, but never past C{pool.callMaxDuration} from its start (time paused
+     for questions not counted).  Every C{tools/call} the pool makes carries a
+     progress token of its own, so this holds on every path: the gateway,
+     pass-through, C{/v1/call}, script runs and tasks.
   4. C{exec.timeout} ends a whole script run, whatever its calls are doing.
   5. C{proto.askTimeout} bounds how long the client's own request is held; it
      does not shorten the upstream call, which may go on as a task.
@@ -42,6 +53,8 @@ Where each is enforced today:
   - call: by L{mcpx.pool.pool.Pool}, one L{Deadline} per upstream request; on
     expiry the request is cancelled (so the upstream hears
     C{notifications/cancelled}) and the caller gets L{mcpx.pool.errors.CallTimedOut}.
+  - progress: by the same L{Deadline}, extended by the pool on each progress
+    report for the call's token.
   - call paused by a question: L{Deadline} can pause and resume, but nothing
     pauses it yet: questions, and the broker that holds them, arrive with a
     later issue.  Until then a question a server asks during a call runs on
@@ -80,6 +93,13 @@ CALL: Final = Bound(
     "one upstream request made through the pool",
     "mcpx.pool.pool.Pool (a Deadline per request)",
 )
+PROGRESS: Final = Bound(
+    "progress",
+    "pool.callMaxDuration",
+    3600.0,
+    "one tools/call that keeps reporting progress, however often it reports",
+    "mcpx.pool.pool.Pool (Deadline.extend on each progress report)",
+)
 EXEC: Final = Bound("exec", "exec.timeout", 120.0, "one whole script run", None)
 ASK: Final = Bound(
     "ask", "proto.askTimeout", 600.0, "one client request held open for its questions", None
@@ -89,7 +109,7 @@ QUESTION: Final = Bound(
 )
 
 #: Every bound, narrowest scope last.
-BOUNDS: Final = (ASK, EXEC, CALL, QUESTION)
+BOUNDS: Final = (ASK, EXEC, PROGRESS, CALL, QUESTION)
 
 #: A question's own deadline: built in, not a setting a user can change.
 QUESTION_TTL: Final = QUESTION.default
@@ -140,31 +160,55 @@ def call_timeout_in_run(
 
 class Deadline:
     """
-    A bound on one piece of work, on a clock, that can be paused.
+    A bound on one piece of work, on a clock, that can be paused and extended.
 
     Pauses nest: each L{pause} needs its L{resume}, and the clock runs again only
     when none is left.  (A call with two questions out waits for both.)
     """
 
-    __slots__ = ("_clock", "_left", "_on_expire", "_paused", "_since", "_timer", "expired")
+    __slots__ = (
+        "_ceiling",
+        "_clock",
+        "_left",
+        "_on_expire",
+        "_paused",
+        "_since",
+        "_spent",
+        "_timer",
+        "expired",
+        "extended",
+    )
 
     def __init__(
-        self, clock: IReactorTime, seconds: float, on_expire: Callable[[], object]
+        self,
+        clock: IReactorTime,
+        seconds: float,
+        on_expire: Callable[[], object],
+        *,
+        ceiling: float | None = None,
     ) -> None:
         """
         @param seconds: how long the work may run (paused time not counted).
         @param on_expire: called once, when the time is up.
+        @param ceiling: the most running time L{extend} may grant in all, counted
+            from now (paused time not counted); C{None} for no extension at all.
         """
         self._clock = clock
         self._left = seconds
         self._on_expire = on_expire
         self._paused = 0
         self._since = clock.seconds()
+        #: Running time before C{_since} (paused time not counted).
+        self._spent = 0.0
+        self._ceiling = ceiling
         self._timer: IDelayedCall | None = clock.callLater(seconds, self._expire)
         #: Whether the time ran out (as opposed to the deadline being cancelled).
         self.expired = False
+        #: Whether L{extend} ever moved it.
+        self.extended = False
 
     def _expire(self) -> None:
+        self._spent = self.running()
         self._timer = None
         self._left = 0.0
         self.expired = True
@@ -176,11 +220,38 @@ class Deadline:
             return self._left
         return max(0.0, self._left - (self._clock.seconds() - self._since))
 
+    def running(self) -> float:
+        """The running time so far (paused time not counted)."""
+        if self._timer is None:
+            return self._spent
+        return self._spent + (self._clock.seconds() - self._since)
+
+    def extend(self, seconds: float) -> None:
+        """
+        Give the work C{seconds} from now (the work showed it is alive), never past
+        the ceiling and never less than it has left; does nothing once it is over.
+        """
+        if self._ceiling is None or self.expired or (self._timer is None and not self._paused):
+            return
+        running = self.running()
+        granted = min(seconds, self._ceiling - running)
+        if granted <= self.remaining():
+            return
+        self.extended = True
+        if self._timer is None:
+            self._left = granted  # paused: the clock starts from here on resume
+            return
+        self._spent = running
+        self._since = self._clock.seconds()
+        self._left = granted
+        self._timer.reset(granted)
+
     def pause(self) -> None:
         """Stop the clock (a question is pending); does nothing once the deadline is over."""
         self._paused += 1
         if self._paused == 1 and self._timer is not None:
             self._left = self.remaining()
+            self._spent = self.running()
             self._timer.cancel()
             self._timer = None
 
@@ -200,3 +271,4 @@ class Deadline:
             self._timer = None
         # Nothing may restart the clock after this.
         self._left = 0.0
+        self._ceiling = None

@@ -105,15 +105,30 @@ class CallTimedOut(PoolError):
 
     code: ClassVar[str] = "call_timeout"
 
-    def __init__(self, server: str, tool: str, timeout: float) -> None:
+    def __init__(
+        self, server: str, tool: str, timeout: float, *, extended_to: float | None = None
+    ) -> None:
+        """
+        @param extended_to: for a call whose progress reports extended its bound, how
+            long it ran in all (paused time not counted).
+        """
         self.server = server
         self.tool = tool
         self.timeout = timeout
-        super().__init__(
-            f"server {server!r} did not answer {tool!r} within {timeout:g}s, so the call "
-            "was cancelled; a call may ask for a shorter timeout, and pool.callTimeout "
-            "sets the longest"
-        )
+        if extended_to is None:
+            message = (
+                f"server {server!r} did not answer {tool!r} within {timeout:g}s, so the "
+                "call was cancelled; a call may ask for a shorter timeout, and "
+                "pool.callTimeout sets the longest"
+            )
+        else:
+            message = (
+                f"server {server!r} did not answer {tool!r}: it reported progress, which "
+                f"kept the call alive for {extended_to:g}s in all, but then either went "
+                f"{timeout:g}s without a report or reached pool.callMaxDuration, so the "
+                "call was cancelled"
+            )
+        super().__init__(message)
 
 
 class TooManyInstances(PoolError):

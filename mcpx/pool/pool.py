@@ -12,8 +12,8 @@ An instance's life:
   - It is started by the first call that needs it.  Calls that arrive while it starts
     wait for that one start: a server is never spawned twice for one key.
   - It stays warm while it is used, and is reaped once no call has used it for
-    C{idle_timeout} (never while a request is in flight or a resource subscription
-    is open).
+    C{idle_timeout} (never while a request is in flight or anyone wants a resource's
+    updates from it).
   - If it dies, the call that was running fails with L{ServerUnavailable} naming the
     server and how it ended, and the next call starts a fresh one, after a delay that
     doubles with each crash in a row (L{Backoff}); a call that arrives before then
@@ -35,11 +35,20 @@ An instance's life:
   - A request made for nobody (its client declared nothing it could be asked: the
     fast path, with no caller) that is alone in flight on its connection when its
     server asks owns the question all the same (L{lone_request}): the question is named
-    after it, and withdrawn when mcpx gives the request up.
+    after it, and withdrawn if it still waits when the request ends.
+
+Resource subscriptions are counted per key and URI, whoever holds them (each
+connection, listen stream, legacy session or event stream that watches a resource
+holds one interest): the first interest subscribes upstream, the last one released
+unsubscribes.  Interests belong to the key, not to an instance, so an instance that
+ends while they are wanted (a crash, L{Pool.restart}, L{Pool.reload}) is replaced
+at once, after a crash's back-off, and every wanted URI is subscribed again on the
+new instance; a replacement that fails is retried on the same back-off.
 
 Each change is published as an event (C{server.starting}, C{server.started},
 C{server.exited}, C{server.failed}, C{server.reaped}, C{server.restarted}), with
-upstream log messages (C{server.log}) and progress (C{progress}).
+upstream log messages (C{server.log}), progress (C{progress}) and the updates of
+subscribed resources (C{resource.updated}).
 
 The catalogue of an instance (tools, prompts, resources, resource templates) is
 listed once and cached until the server says the list changed.
@@ -168,6 +177,18 @@ CANCEL_GRACE_SETTING = "pool.cancelGrace"
 ASKING_PREFIX = "ask-"
 
 
+@define(eq=False)
+class _ProgressWatch:
+    """A C{tools/call} in flight under a progress token of the pool's."""
+
+    #: Who hears its reports, if anyone.
+    sink: ProgressSink | None
+    #: The idle bound each report grants it again.
+    bound: float
+    #: Its deadline, once it was sent.
+    deadline: Deadline | None = None
+
+
 class _Outcome(Generic[T]):
     """
     The result of one piece of work that any number of callers may wait for, each on a
@@ -229,6 +250,10 @@ class _Slot:
     retry_at: float | None = None
     #: Calls that chose this slot and wait for its instance to be ready.
     claims: int = 0
+    #: How many holders want each resource URI's updates (see L{Pool.subscribe}).
+    interests: dict[str, int] = field(factory=dict)
+    #: The start scheduled to replace an instance while interests are held.
+    revival: IDelayedCall | None = None
 
     def failure_reason(self) -> str:
         reason = self.last_error or "it failed"
@@ -242,8 +267,9 @@ class _Slot:
 class NobodysRequest:
     """
     A request made for nobody that was alone in flight on its connection when its
-    server asked: the questions asked then are its own, and are withdrawn if mcpx gives
-    the request up (its client cancelled it or went, or its deadline passed).
+    server asked: the questions asked then are its own, and those still waiting when
+    the request ends (answered, failed, or given up on: its client cancelled it or
+    went) are withdrawn.
 
     @ivar id: names the request in the questions' records (their C{call_id}); made
         when the server first asks, so a request that asks nothing costs nothing.
@@ -251,14 +277,14 @@ class NobodysRequest:
 
     id: str
     deadline: Deadline
-    _on_give_up: list[Callable[[], None]] = field(factory=list)
+    _on_end: list[Callable[[], None]] = field(factory=list)
 
-    def on_give_up(self, withdraw: Callable[[], None]) -> None:
-        """Have C{withdraw} called if mcpx gives the request up."""
-        self._on_give_up.append(withdraw)
+    def on_end(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called when the request ends."""
+        self._on_end.append(withdraw)
 
-    def given_up(self) -> None:
-        withdrawals, self._on_give_up = self._on_give_up, []
+    def ended(self) -> None:
+        withdrawals, self._on_end = self._on_end, []
         for withdraw in withdrawals:
             withdraw()
 
@@ -285,7 +311,9 @@ class _Instance:
     #: The request made for nobody that its server asked while it was alone in flight,
     #: until it ends (see L{Pool.lone_request}).
     lone: NobodysRequest | None = None
-    subscriptions: set[str] = field(factory=set)
+    #: The URIs subscribed (or being subscribed) upstream on this instance, each with
+    #: the outcome of its C{resources/subscribe}.
+    subscriptions: dict[str, _Outcome[None]] = field(factory=dict)
     #: Whether a new instance waits for this one, closing, to be gone (see L{Pool._room}).
     claimed: bool = False
     last_used: float = 0.0
@@ -335,6 +363,13 @@ def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamB
 _LEAST_BOUND: Final = 0.001
 
 
+def _at_least_a_call(seconds: float) -> float:
+    """C{pool.callMaxDuration}, checked: a positive number of seconds."""
+    if seconds <= 0:
+        raise ValueError(f"call_max_duration must be positive, not {seconds!r}")
+    return seconds
+
+
 def asked_to_wait(error: BaseException | None) -> float | None:
     """The C{Retry-After} of the HTTP refusal behind C{error}, if there is one."""
     seen = error
@@ -372,6 +407,7 @@ class Pool(MultiService):
         stable_after: float = 10.0,
         max_asking_instances: int = DEFAULT_MAX_ASKING_INSTANCES,
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
+        call_max_duration: float = 3600.0,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -390,6 +426,8 @@ class Pool(MultiService):
             shared server known to ask runs, so that each asking call has its own.
         @param cancel_grace: C{pool.cancelGrace}: how long a request given up on still
             counts as running at its server, unless it answers first.
+        @param call_max_duration: C{pool.callMaxDuration}: how long a C{tools/call}
+            that keeps reporting progress may run in all.
         """
         MultiService.__init__(self)
         #: Told of each tool call that reached a configured server, when it ends:
@@ -429,9 +467,10 @@ class Pool(MultiService):
         self._saturated: set[str] = set()
         self._masker = masker if masker is not None else SecretMasker(servers)
         self._stable_after = stable_after
+        self._call_max_duration = _at_least_a_call(call_max_duration)
         self._slots: dict[str, dict[str, _Slot]] = {}
         self._pending: set[_Outcome[None]] = set()
-        self._progress: dict[str, ProgressSink] = {}
+        self._progress: dict[str, _ProgressWatch] = {}
         self._tokens = itertools.count(1)
         # Named apart from another daemon's (questions outlive a restart).
         self._request_prefix = f"request-{secrets.token_hex(4)}-"
@@ -471,7 +510,7 @@ class Pool(MultiService):
 
     def _forget_slot(self, slot: _Slot) -> None:
         """Drop a slot with nothing worth keeping, so callers that come and go cost nothing."""
-        if slot.instance is not None or slot.failures:
+        if slot.instance is not None or slot.failures or slot.interests:
             return
         name, scope = slot.key
         by_scope = self._slots.get(name)
@@ -522,8 +561,8 @@ class Pool(MultiService):
         made for nobody, and no request mcpx gave up on may still be running there: a
         question arriving on that connection is that request's (the rule of L{owner},
         for a request with no caller to put the question to).  The same record is
-        returned for each question it asks; L{NobodysRequest.on_give_up} withdraws them
-        if mcpx gives the request up.
+        returned for each question it asks; L{NobodysRequest.on_end} withdraws those
+        still waiting when the request ends.
 
         @return: C{None} when the question cannot be tied to one such request.
         """
@@ -761,7 +800,7 @@ class Pool(MultiService):
         if closing:
             victim = closing[0]
         else:
-            idle = [i for i in running if i.usable and not i.in_flight and not i.subscriptions]
+            idle = [i for i in running if i.usable and not i.in_flight and not i.slot.interests]
             if not idle:
                 if name not in self._saturated:
                     self._saturated.add(name)
@@ -821,6 +860,10 @@ class Pool(MultiService):
             session.rpc.expect_late(self._cancel_grace)
         if instance.ended is None:
             self._schedule_idle(instance, self._idle_timeout)
+            for uri in tuple(instance.slot.interests):
+                self._subscribed(instance, uri).wait().addErrback(
+                    self._resubscribe_failed, instance, uri
+                )
 
     def _start_failed(self, failure: Failure, instance: _Instance) -> None:
         name, scope = instance.slot.key
@@ -838,6 +881,7 @@ class Pool(MultiService):
             instance, f"could not start: {why}", crashed=False, asked=asked_to_wait(failure.value)
         )
         self._publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
+        self._revive_later(instance.slot, retry_in)
 
     def _failed(
         self, instance: _Instance, why: str, *, crashed: bool, asked: float | None = None
@@ -935,13 +979,16 @@ class Pool(MultiService):
             crashes=instance.slot.failures,
             retry_in=retry_in,
         )
-        if instance.subscriptions:
+        wanted = instance.slot.interests
+        if wanted:
             self._publish(
                 "warning",
                 name,
-                message=f"server {name!r} ended; its subscriptions to "
-                f"{', '.join(sorted(instance.subscriptions))} are gone",
+                message=f"server {name!r} ended while {', '.join(sorted(wanted))} "
+                f"{'is' if len(wanted) == 1 else 'are'} watched; it is started again in "
+                f"{format_seconds(retry_in)} and subscribed again",
             )
+            self._revive_later(instance.slot, retry_in)
         self._close_session(instance)
 
     def _close_session(self, instance: _Instance) -> _Outcome[None]:
@@ -1011,7 +1058,7 @@ class Pool(MultiService):
 
     def _idle_check(self, instance: _Instance) -> None:
         instance.idle_timer = None
-        if instance.ended is not None or instance.in_flight or instance.subscriptions:
+        if instance.ended is not None or instance.in_flight or instance.slot.interests:
             # Rescheduled by whatever ends the activity.
             return
         idle = self._clock.seconds() - instance.last_used
@@ -1058,6 +1105,10 @@ class Pool(MultiService):
                 logger=given.get("logger"),
                 data=given.get("data"),
             )
+        elif method == "notifications/resources/updated":
+            uri = given.get("uri")
+            if isinstance(uri, str):
+                self._publish("resource.updated", instance.name, uri=uri)
         elif method == "notifications/progress":
             token = given.get("progressToken")
             self._publish(
@@ -1068,10 +1119,14 @@ class Pool(MultiService):
                 total=given.get("total"),
                 message=given.get("message"),
             )
-            sink = self._progress.get(token) if isinstance(token, str) else None
-            if sink is not None:
+            watch = self._progress.get(token) if isinstance(token, str) else None
+            if watch is None:
+                return
+            if watch.deadline is not None:
+                watch.deadline.extend(watch.bound)
+            if watch.sink is not None:
                 try:
-                    sink(dict(given))
+                    watch.sink(dict(given))
                 except Exception:
                     self.log.failure("a progress callback failed")
 
@@ -1086,6 +1141,7 @@ class Pool(MultiService):
         caller: object = None,
         *,
         asked: float | None = None,
+        progress: _ProgressWatch | None = None,
     ) -> T:
         """
         One upstream request on a ready instance: counted in flight (with whom it is
@@ -1094,6 +1150,7 @@ class Pool(MultiService):
 
         @param asked: when the caller asked, if waiting for the start came first: that
             wait counted against C{timeout}.
+        @param progress: the call's progress token, whose reports extend its deadline.
         """
         session = instance.session
         assert session is not None
@@ -1104,14 +1161,22 @@ class Pool(MultiService):
             left = timeout
             if asked is not None:
                 left = max(timeout - (self._clock.seconds() - asked), _LEAST_BOUND)
-            deadline = Deadline(self._clock, left, work.cancel)
+            if progress is None:
+                deadline = Deadline(self._clock, left, work.cancel)
+            else:
+                deadline = Deadline(
+                    self._clock, left, work.cancel, ceiling=max(self._call_max_duration, left)
+                )
+                progress.deadline = deadline
             instance.deadlines.add(deadline)
             try:
                 result = await work
             except CancelledError:
-                self._give_up(instance, deadline)
                 if deadline.expired:
-                    raise CallTimedOut(instance.name, what, timeout) from None
+                    extended_to = deadline.running() if deadline.extended else None
+                    raise CallTimedOut(
+                        instance.name, what, timeout, extended_to=extended_to
+                    ) from None
                 raise
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._cut_short(instance, e) from None
@@ -1131,19 +1196,29 @@ class Pool(MultiService):
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
                 if instance.lone is not None and instance.lone.deadline is deadline:
-                    instance.lone = None
+                    self._lone_ended(instance)
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
+            if caller is not None:
+                # The questions it asked that still wait are withdrawn with it
+                # (mcpx.questions.caller.Caller.call_ended).
+                ended = getattr(caller, "call_ended", None)
+                if ended is not None:
+                    ended()
         self._forgive(instance)
         return result
 
-    def _give_up(self, instance: _Instance, deadline: Deadline) -> None:
-        """The request timed by C{deadline} was given up on: its own questions are withdrawn."""
+    def _lone_ended(self, instance: _Instance) -> None:
+        """
+        The request made for nobody whose questions are its own ended (answered, failed,
+        given up on): what it asked that still waits is withdrawn, as a caller's is
+        (L{mcpx.questions.caller.Caller.call_ended}).
+        """
         lone = instance.lone
-        if lone is not None and lone.deadline is deadline:
-            instance.lone = None
-            lone.given_up()
+        assert lone is not None
+        instance.lone = None
+        lone.ended()
 
     def _forgive(self, instance: _Instance) -> None:
         """
@@ -1166,7 +1241,7 @@ class Pool(MultiService):
             instance.idle_timer is None
             and instance.ended is None
             and not instance.in_flight
-            and not instance.subscriptions
+            and not instance.slot.interests
         ):
             self._schedule_idle(instance, self._idle_timeout)
 
@@ -1203,8 +1278,9 @@ class Pool(MultiService):
         @param timeout: a bound shorter than C{pool.callTimeout} for this call; a longer
             one is clamped to it.
         @param on_progress: called with the params of each C{notifications/progress}
-            the server sends about this call (which then carries a progress token of
-            its own, C{mcpx-<n>}).
+            the server sends about this call.  Every call carries a progress token of
+            the pool's own (C{mcpx-<n>}), and each report about it gives the call its
+            bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
         @param caller: the call it is made for (L{mcpx.questions.caller.Caller}): its
             questions may be put to that call's client, see L{owner}.
         @return: the C{CallToolResult}.
@@ -1220,11 +1296,9 @@ class Pool(MultiService):
         outcome = "error"
         try:
             instance = await self._claim(slot, bound)
-            token: str | None = None
-            if on_progress is not None:
-                token = f"mcpx-{next(self._tokens)}"
-                meta = {**(meta or {}), "progressToken": token}
-                self._progress[token] = on_progress
+            token = f"mcpx-{next(self._tokens)}"
+            meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
+            watch = self._progress[token] = _ProgressWatch(on_progress, bound)
             try:
                 result = await self._run(
                     instance,
@@ -1233,10 +1307,10 @@ class Pool(MultiService):
                     lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
                     caller,
                     asked=asked,
+                    progress=watch,
                 )
             finally:
-                if token is not None:
-                    del self._progress[token]
+                del self._progress[token]
             outcome = "tool_error" if result.get("isError") else "ok"
             return result
         finally:
@@ -1288,33 +1362,185 @@ class Pool(MultiService):
         self, server: str, uri: str, *, client: str = "", timeout: float | None = None
     ) -> None:
         """
-        Subscribe to a resource's updates; the instance is not reaped while any
-        subscription is open.
+        Hold one interest in a resource's updates: the first interest of a key in a URI
+        subscribes upstream, later ones only count.  The instance is not reaped while
+        any interest is held, and is replaced and subscribed again if it ends.  Each
+        call that returns needs its own L{unsubscribe}; one that raises held nothing.
+
+        @raise UnknownServer: if C{server} is not configured.
+        @raise ServerUnavailable: if it cannot be started now.
+        @raise mcpx.wire.errors.RpcError: if the server refused the subscription.
         """
         bound = effective_call_timeout(self._call_timeout, timeout)
-        instance = await self._ready(self._slot(server, client))
-        if uri in instance.subscriptions:
-            return
-        # Held before asking, so that the instance cannot be reaped meanwhile.
-        instance.subscriptions.add(uri)
+        slot = self._slot(server, client)
+        # Held before anything is awaited, so the instance cannot be reaped meanwhile and
+        # an unsubscribe that races this one finds it counted.
+        slot.interests[uri] = slot.interests.get(uri, 0) + 1
         try:
-            await self._run(instance, _SUBSCRIBE, bound, lambda session: session.subscribe(uri))
+            instance = await self._ready(slot, bound)
+            waiting = self._subscribed(instance, uri, bound).wait()
+            waiting.addTimeout(bound, self._clock)
+            try:
+                await waiting
+            except DeferredTimeout:
+                raise CallTimedOut(server, _SUBSCRIBE, bound) from None
         except BaseException:
-            instance.subscriptions.discard(uri)
-            self._idle_again(instance)
+            # A restart or reload meanwhile carried this interest to the key's new slot.
+            name, scope = slot.key
+            self._release(self._slots.get(name, {}).get(scope, slot), uri)
             raise
+
+    def _subscribed(
+        self, instance: _Instance, uri: str, bound: float | None = None
+    ) -> _Outcome[None]:
+        """The upstream subscription of C{instance} to C{uri}, made once for every holder."""
+        outcome = instance.subscriptions.get(uri)
+        if outcome is not None:
+            return outcome
+        outcome = instance.subscriptions[uri] = _Outcome()
+
+        def refused(failure: Failure) -> Failure:
+            if instance.subscriptions.get(uri) is outcome:
+                del instance.subscriptions[uri]
+            return failure
+
+        work = Deferred.fromCoroutine(
+            self._run(
+                instance,
+                _SUBSCRIBE,
+                bound if bound is not None else self._call_timeout,
+                lambda session: session.subscribe(uri),
+            )
+        )
+        work.addErrback(refused)
+        outcome.feed(work)
+        return outcome
+
+    def _resubscribe_failed(self, failure: Failure, instance: _Instance, uri: str) -> None:
+        if instance.ended is not None:
+            return  # it ended again; its replacement subscribes afresh
+        why = self._masker.mask(failure.getErrorMessage() or repr(failure.value))
+        self.log.warn(
+            "upstream {server}: subscribing again to {uri} failed: {why}",
+            server=instance.name,
+            uri=uri,
+            why=why,
+        )
+        self._publish(
+            "warning",
+            instance.name,
+            message=f"server {instance.name!r} was started again but refused the "
+            f"subscription to {uri}: {why}; no updates will be delivered for it",
+        )
 
     async def unsubscribe(
         self, server: str, uri: str, *, client: str = "", timeout: float | None = None
     ) -> None:
-        """Undo L{subscribe}; an instance with none left may be reaped again."""
+        """
+        Release one interest held by L{subscribe}; the last one unsubscribes upstream,
+        and an instance with none left may be reaped again.
+        """
         bound = effective_call_timeout(self._call_timeout, timeout)
-        slot = self._slot(server, client)
-        instance = slot.instance
-        if instance is None or not instance.usable or uri not in instance.subscriptions:
+        config = self._servers.servers.get(server)
+        if config is None:
+            return  # removed by a reload, which dropped its interests
+        slot = self._slots.get(server, {}).get(client if config.scope is Scope.CLIENT else "")
+        if slot is None or uri not in slot.interests:
             return
-        instance.subscriptions.discard(uri)
-        await self._run(instance, _UNSUBSCRIBE, bound, lambda session: session.unsubscribe(uri))
+        releasing = self._release(slot, uri)
+        if releasing is not None:
+            await self._run(*releasing, bound, lambda session: session.unsubscribe(uri))
+
+    def _release(self, slot: _Slot, uri: str) -> tuple[_Instance, str] | None:
+        """
+        Count one interest in C{uri} released; when it was the last, the instance and
+        method to unsubscribe it with (the caller sends it), if it was subscribed.
+        """
+        left = slot.interests.get(uri, 0) - 1
+        if left > 0:
+            slot.interests[uri] = left
+            return None
+        slot.interests.pop(uri, None)
+        instance = slot.instance
+        if not slot.interests:
+            self._cancel_revival(slot)
+        if instance is None:
+            self._forget_slot(slot)
+            return None
+        self._idle_again(instance)
+        subscribed = instance.subscriptions.pop(uri, None)
+        if subscribed is None or not instance.usable:
+            return None
+        if not subscribed.done:
+            # Still being subscribed: unsubscribe once that is through.
+            def then(_: object) -> None:
+                if uri not in instance.slot.interests and instance.usable:
+                    gone = Deferred.fromCoroutine(
+                        self._run(
+                            instance,
+                            _UNSUBSCRIBE,
+                            self._call_timeout,
+                            lambda session: session.unsubscribe(uri),
+                        )
+                    )
+                    gone.addErrback(lambda f: None)
+
+            subscribed.wait().addCallbacks(then, lambda _: None)
+            return None
+        return instance, _UNSUBSCRIBE
+
+    def _revive_later(self, slot: _Slot, delay: float) -> None:
+        """Start C{slot} again after C{delay}, for the interests held in it."""
+        if self._stopping or not slot.interests:
+            return
+        self._cancel_revival(slot)
+        slot.revival = self._clock.callLater(max(delay, 0.0), self._revive, slot)
+
+    def _cancel_revival(self, slot: _Slot) -> None:
+        if slot.revival is not None:
+            if slot.revival.active():
+                slot.revival.cancel()
+            slot.revival = None
+
+    def _revive(self, slot: _Slot) -> None:
+        slot.revival = None
+        if self._stopping or not slot.interests:
+            return
+        name, scope = slot.key
+        by_scope = self._slots.get(name)
+        if by_scope is None or by_scope.get(scope) is not slot:
+            return  # restarted, reloaded or removed meanwhile: the new slot revives itself
+        if slot.instance is not None:
+            return  # someone else started it; its start subscribes
+        self.log.info("starting upstream {server} again for its watched resources", server=name)
+        try:
+            self._start(slot)
+        except (ServerUnavailable, TooManyInstances) as e:
+            retry_in = getattr(e, "retry_in", None)
+            self._revive_later(slot, retry_in if retry_in is not None else _BUSY_RETRY)
+
+    def _carry_interests(self, slots: Mapping[str, _Slot], why: str) -> None:
+        """
+        After C{slots} were closed on purpose, make fresh slots for the ones whose
+        interests are still held and start them at once (their crashes forgotten).
+        """
+        for scope, old in slots.items():
+            self._cancel_revival(old)
+            if not old.interests or self._stopping:
+                continue
+            name = old.key[0]
+            if name not in self._servers:
+                self._publish(
+                    "warning",
+                    name,
+                    message=f"server {name!r} is gone ({why}): no updates will be "
+                    f"delivered for {', '.join(sorted(old.interests))}",
+                )
+                continue
+            fresh = self._slot(name, scope)
+            for uri, count in old.interests.items():
+                fresh.interests[uri] = fresh.interests.get(uri, 0) + count
+            self._revive_later(fresh, 0.0)
 
     # The catalogue
 
@@ -1439,8 +1665,10 @@ class Pool(MultiService):
         """
         if server not in self._servers:
             raise UnknownServer(server, self._servers)
-        await self._close_all(self._slots.pop(server, {}), "the server was restarted")
+        slots = self._slots.pop(server, {})
+        await self._close_all(slots, "the server was restarted")
         self._publish("server.restarted", server)
+        self._carry_interests(slots, "it was restarted")
 
     async def reload(self, servers: ServersConfig) -> ReloadReport:
         """
@@ -1455,17 +1683,17 @@ class Pool(MultiService):
         unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
         self._servers = servers
         self._masker.learn(servers)
+        closed = {name: self._slots.pop(name, {}) for name in removed + changed}
         closing = [
-            self._close_all(self._slots.pop(name, {}), "it was removed from the configuration")
+            self._close_all(closed[name], "it was removed from the configuration")
             for name in removed
-        ] + [
-            self._close_all(self._slots.pop(name, {}), "its configuration changed")
-            for name in changed
-        ]
+        ] + [self._close_all(closed[name], "its configuration changed") for name in changed]
         for call in closing:
             await call
         for name in changed:
             self._publish("server.restarted", name, reason="its configuration changed")
+        for slots in closed.values():
+            self._carry_interests(slots, "it was removed from the configuration")
         report = ReloadReport(removed, added, changed, unchanged)
         self.log.info("servers reloaded: {report}", report=report.to_json())
         return report
@@ -1484,6 +1712,7 @@ class Pool(MultiService):
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._stable_after = settings.duration("pool.stableAfter")
+        self._call_max_duration = _at_least_a_call(settings.duration("pool.callMaxDuration"))
 
     def _close_all(self, slots: Mapping[str, _Slot], why: str) -> Deferred[None]:
         closing = [
@@ -1504,6 +1733,7 @@ class Pool(MultiService):
         self._stopping = True
         for slots in self._slots.values():
             for slot in slots.values():
+                self._cancel_revival(slot)
                 if slot.instance is not None:
                     self._close(slot.instance, _STOPPING, None)
         self._slots.clear()

@@ -79,6 +79,7 @@ class Caller:
         -32021), rather than left with the broker.
     @ivar refused: the -32021 error such a question was refused with; the request
         fails with it whatever the upstream makes of the refusal.
+    @ivar waiting: the answers its pending questions wait for (see L{call_ended}).
     """
 
     id: str
@@ -110,11 +111,22 @@ class Caller:
     on_upstream_task: Callable[[], None] | None = None
     strict: bool = False
     refused: Exception | None = None
+    waiting: set[Deferred[Any]] = field(factory=set)
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
         """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
         return narrowed(self.capabilities) if self.narrow else None
+
+    def call_ended(self) -> None:
+        """
+        The upstream request ended (answered, failed, or cancelled: a task cancelled, a
+        client gone or interrupted): the questions it asked that still wait are
+        withdrawn, so nobody is left to answer a question nothing waits for.
+        """
+        waiting, self.waiting = self.waiting, set()
+        for answer in waiting:
+            answer.cancel()
 
     def take_held(self, key: str | None) -> Any:
         """The answer the client sent ahead for C{key}, once; C{None} when there is none."""

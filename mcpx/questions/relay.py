@@ -61,8 +61,8 @@ class LoneRequest(Protocol):
         """The C{call_id} its questions are recorded with."""
         ...
 
-    def on_give_up(self, withdraw: Callable[[], None]) -> None:
-        """Have C{withdraw} called if mcpx gives the request up."""
+    def on_end(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called when the request ends."""
         ...
 
 
@@ -143,7 +143,7 @@ class Relay:
             call gets (the most recent client that declared roots and uses the server).
         @param lone: the pool's request made for nobody (its client declared nothing
             it could be asked) alone in flight on (server, scope key): a question with
-            no caller to put it to is still named after it, and withdrawn with it.
+            no caller to put it to is still named after it, and withdrawn when it ends.
         """
         self.broker = broker
         self._clock = clock
@@ -209,9 +209,10 @@ class Relay:
             lone = self._lone(server, scope_key)
             if lone is not None:
                 # Its client can be asked nothing, but the question is certainly this
-                # request's: the broker names it so, and it goes when the request does.
+                # request's: the broker names it so, and it goes when the request does
+                # (the server answered cancel, as for any call's withdrawn question).
                 stand_in = Caller(lone.id, {})
-                lone.on_give_up(stand_in.withdraw)
+                lone.on_end(stand_in.withdraw)
                 return stand_in
         return None
 
@@ -288,7 +289,7 @@ class Relay:
             self.broker.answer(question.id, self._roots, by="mcpx")
         elif call is None and caller is None:
             self._tell_candidates(server, scope_key, question.id)
-        return await self._waiting(server, scope_key, answered)
+        return await self._waiting(server, scope_key, answered, call)
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
         """
@@ -319,12 +320,21 @@ class Relay:
             )
 
     async def _waiting(
-        self, server: str, scope_key: str, answered: Deferred[dict[str, Any]]
+        self,
+        server: str,
+        scope_key: str,
+        answered: Deferred[dict[str, Any]],
+        call: Caller | None = None,
     ) -> dict[str, Any]:
         release = self._hold(server, scope_key)
+        if call is not None:
+            # Withdrawn if the call ends first (Caller.call_ended).
+            call.waiting.add(answered)
         try:
             return await answered
         finally:
+            if call is not None:
+                call.waiting.discard(answered)
             release()
 
     async def _from_client(
@@ -362,7 +372,7 @@ class Relay:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
             self._unreachable(question.id, method)
-            return await self._waiting(server, scope_key, from_broker)
+            return await self._waiting(server, scope_key, from_broker, call)
 
         def withdrawn(_: Deferred[dict[str, Any]]) -> None:
             # The server gave up on the question: so do the client and the broker.
@@ -421,7 +431,7 @@ class Relay:
         from_broker.addCallbacks(broker_answered, broker_failed)
         # Given up on: the broker ends it as cancelled, which withdraws it from the client.
         call.on_withdraw(lambda: self._withdraw(question.id))
-        return await self._waiting(server, scope_key, outcome)
+        return await self._waiting(server, scope_key, outcome, call)
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""

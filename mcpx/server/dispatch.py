@@ -924,7 +924,9 @@ class McpServer:
     ) -> Caller | None:
         """
         The L{Caller} of one request, or C{None} when nothing about it needs one (a
-        client that declares nothing, outside pass-through: the fast path).
+        client that declares nothing, outside pass-through and outside a core task: the
+        fast path).  A core task always has one, so that cancelling it withdraws the
+        questions its call asked (L{Caller.call_ended}).
         """
         capabilities = context.capabilities
         if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
@@ -1177,23 +1179,27 @@ class McpServer:
         if key in conn.subscriptions:
             self._watchers[key][conn].add(bare)
             return {}
-        watchers = self._watchers.get(key)
-        if watchers is None:
-            pool = self.surface.pool
-            session = await self.surface._guard(pool.session(server, context.identity))
-            declaration = session.declaration
-            if declaration is not None and not declaration.declares("resources.subscribe"):
-                self._warn(
-                    server,
-                    f"no updates will be delivered for {uri}: server {server!r} does not "
-                    "offer resource subscriptions",
-                )
-                return {}
-            await self.surface._guard(
-                pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
+        # Each connection holds its own interest in the pool, which counts them across
+        # connections, identities and eras: the last one released unsubscribes upstream.
+        pool = self.surface.pool
+        session = await self.surface._guard(pool.session(server, context.identity))
+        declaration = session.declaration
+        if declaration is not None and not declaration.declares("resources.subscribe"):
+            self._warn(
+                server,
+                f"no updates will be delivered for {uri}: server {server!r} does not "
+                "offer resource subscriptions",
             )
-            watchers = self._watchers.setdefault(key, {})
-        watchers.setdefault(conn, set()).add(bare)
+            return {}
+        await self.surface._guard(
+            pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
+        )
+        if key in conn.subscriptions:
+            # The same connection subscribed twice at once: one interest is enough.
+            self._watchers[key][conn].add(bare)
+            self._release_interest(key)
+            return {}
+        self._watchers.setdefault(key, {}).setdefault(conn, set()).add(bare)
         conn.subscriptions.add(key)
         if conn.closed:
             self._unwatch(conn, key)
@@ -1258,10 +1264,14 @@ class McpServer:
         watchers = self._watchers.get(key)
         if watchers is None:
             return
-        watchers.pop(conn, None)
-        if watchers:
+        if watchers.pop(conn, None) is None:
             return
-        del self._watchers[key]
+        if not watchers:
+            del self._watchers[key]
+        self._release_interest(key)
+
+    def _release_interest(self, key: tuple[str, str, str]) -> None:
+        """Give back one connection's interest in an upstream resource to the pool."""
         pool = self.host.pool
         if pool is None:
             return

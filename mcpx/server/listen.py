@@ -32,8 +32,9 @@ resources (every server's, merged) change with the upstreams' and with each relo
 C{promptsListChanged} and C{resourcesListChanged} are offered with resource
 subscriptions for C{mcpx://} URIs.  A reload that changes a server is announced on every
 listen that carries the lists it may have changed (L{Listening.announce}).  A legacy
-client has its own ways (the initialize handshake's
-notifications) and gets C{-32601}.
+client has its own ways (the initialize handshake's notifications), but a listen it
+sends is served all the same where mcpx can push to it (stdio, a Streamable HTTP
+session), as the seed's "accept liberally" asks; it is never declared to it.
 
 Keep-alive comments and the stream itself are the transport's
 (L{mcpx.server.http.Exchange}, every C{transport.sseKeepAlive} of silence).
@@ -303,19 +304,23 @@ class Listening:
         Serve one C{subscriptions/listen} until mcpx ends it.
 
         @return: the result that ends it gracefully (the subscription id in C{_meta}).
-        @raise RpcError: C{-32601} for a legacy request or a server with nothing to
-            offer; C{-32602} for a malformed filter; C{-32600} where the transport
-            cannot carry a stream (the client does not accept one).
+        @raise RpcError: C{-32601} for a server with nothing to offer; C{-32602} for a
+            malformed filter; C{-32600} where the transport cannot carry a stream (the
+            client does not accept one, or a legacy one has no connection to push to).
         @raise CancelledError: when the client goes away (the listen is cleaned up).
         """
-        if not context.modern:
-            raise RpcError.method_not_found(LISTEN)
-        capabilities = host.capabilities(conn, context.revision, modern=True)
+        # A legacy client's listen is offered what a 2026-07-28 client's would be.
+        capabilities = host.capabilities(conn, Revision.V2026_07_28, modern=True)
         if not offers_any(capabilities):
             raise RpcError.method_not_found(LISTEN)
         wanted = SubscriptionFilter.parse(params)
         push = conn.push
         if push is None or conn.closed:
+            if not context.modern:
+                raise RpcError.invalid_request(
+                    f"{LISTEN} needs a connection mcpx can send notifications on: stdio, "
+                    "or a Streamable HTTP session with its GET stream"
+                )
             raise RpcError.invalid_request(
                 f"{LISTEN} answers with an event stream: accept text/event-stream"
             )

@@ -141,6 +141,14 @@ SETTINGS: tuple[Setting, ...] = (
         "The clock pauses while a question the call asked is waiting for an answer.",
     ),
     Setting(
+        name="pool.callMaxDuration",
+        kind=Kind.DURATION,
+        default=3600.0,
+        help="How long a tool call that keeps reporting progress may run in all. Each "
+        "progress report gives the call its timeout (pool.callTimeout, or the shorter one "
+        "it asked for) again from that moment, but never past this from its start.",
+    ),
+    Setting(
         name="pool.idleTimeout",
         kind=Kind.DURATION,
         default=600.0,
@@ -300,6 +308,15 @@ SETTINGS: tuple[Setting, ...] = (
         "whole files and images (often twice: as content and as structuredContent), so "
         "the default is 64 MiB; an answer over the limit fails its call at once with an "
         "error naming this setting, and the server keeps serving.",
+    ),
+    Setting(
+        name="daemon.pendingSignIns",
+        kind=Kind.INTEGER,
+        default=16,
+        minimum=1,
+        help="The most OAuth sign-ins (mcpx auth login) waiting at once for the browser to "
+        "come back; each waits at most 10 minutes. One more is refused with a message "
+        "naming this setting.",
     ),
     Setting(
         name="transport.maxSessionsPerClient",

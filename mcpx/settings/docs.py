@@ -71,6 +71,7 @@ _AUTH_EXAMPLES = {
     AuthType.HEADER: '{"type": "header", "name": "X-Api-Key", "value": "${SEARCH_KEY}"}',
     AuthType.QUERY: '{"type": "query", "name": "api_key", "value": "${MAPS_KEY}"}',
     AuthType.ENV: '{"type": "env", "name": "DATABASE_PASSWORD", "value": "${DB_PASSWORD}"}',
+    AuthType.OAUTH: '{"type": "oauth"}',
 }
 
 _AUTH_MEANING = {
@@ -80,6 +81,8 @@ _AUTH_MEANING = {
     AuthType.QUERY: "added to the URL as the named query parameter",
     AuthType.ENV: "stdio servers only: put in the child process's environment as the "
     "named variable",
+    AuthType.OAUTH: "remote servers only: mcpx signs in with OAuth (`mcpx auth login NAME`); "
+    "every field is optional, see [auth](auth.md)",
 }
 
 
@@ -174,10 +177,10 @@ def render_configuration_md() -> str:
         "on each reload (`mcpx reload`, `SIGHUP` or `POST /v1/reload`), without a restart: "
         "servers are applied at once (added ones become available, removed and changed ones "
         "are stopped, the others keep running), and so are `pool.callTimeout`, "
-        "`pool.idleTimeout` and `pool.stableAfter`. Only the other settings the file changed "
-        "wait for the next start (`mcpx stop`, then start the daemon again); `mcpx reload` "
-        "names them. A reload that finds the file missing or invalid is refused and changes "
-        "nothing (see docs/api.md).",
+        "`pool.callMaxDuration`, `pool.idleTimeout` and `pool.stableAfter`. Only the other "
+        "settings the file changed wait for the next start (`mcpx stop`, then start the "
+        "daemon again); `mcpx reload` names them. A reload that finds the file missing or "
+        "invalid is refused and changes nothing (see docs/api.md).",
         "",
         "### Settings in the file",
         "",

@@ -146,6 +146,13 @@ class SecretMasker:
         )
         self.add(found)
 
+    def add_values(self, values: Iterable[str]) -> None:
+        """
+        Mask these credentials in every encoding too: the OAuth tokens and client
+        secrets the daemon obtains at run time (L{mcpx.auth.store.TokenStore.secrets}).
+        """
+        self.add(secret_forms(values))
+
     def add(self, forms: Iterable[str]) -> None:
         """Mask these exact texts too."""
         new = set(forms) - self._forms

@@ -78,6 +78,8 @@ class AuthType(enum.Enum):
     HEADER = "header"
     QUERY = "query"
     ENV = "env"
+    #: mcpx signs in itself (L{mcpx.auth}); every field is optional.
+    OAUTH = "oauth"
 
 
 #: The fields each auth type takes besides C{type}, in the order they are shown.
@@ -87,10 +89,13 @@ AUTH_FIELDS: Mapping[AuthType, tuple[str, ...]] = {
     AuthType.HEADER: ("name", "value"),
     AuthType.QUERY: ("name", "value"),
     AuthType.ENV: ("name", "value"),
+    AuthType.OAUTH: ("clientId", "clientSecret", "clientMetadataUrl", "scopes"),
 }
 
 #: Auth types that make sense for a server reached over HTTP, and for a child process.
-_REMOTE_AUTH = frozenset({AuthType.BEARER, AuthType.BASIC, AuthType.HEADER, AuthType.QUERY})
+_REMOTE_AUTH = frozenset(
+    {AuthType.BEARER, AuthType.BASIC, AuthType.HEADER, AuthType.QUERY, AuthType.OAUTH}
+)
 _STDIO_AUTH = frozenset({AuthType.ENV})
 
 
@@ -102,13 +107,16 @@ class Auth:
     @ivar name: the header, query parameter or environment variable it is put in
         (C{header}, C{query}, C{env}); empty for the others.
     @ivar username: the user name, for C{basic} only.
-    @ivar secret: the token, password or value.
+    @ivar secret: the token, password or value (for C{oauth}, the client secret, or
+        empty).
+    @ivar oauth: the rest of an C{oauth} block.
     """
 
     type: AuthType
     secret: Secret
     name: str = ""
     username: Secret | None = None
+    oauth: OAuthSettings | None = None
 
     def http_headers(self) -> dict[str, str]:
         """The headers that carry this credential on an HTTP request."""
@@ -130,15 +138,46 @@ class Auth:
         """The variables that carry this credential into a child process."""
         return {self.name: self.secret.reveal()} if self.type is AuthType.ENV else {}
 
-    def redacted(self) -> dict[str, str]:
+    def redacted(self) -> dict[str, object]:
         """The auth block as JSON, every credential replaced by C{***}."""
-        shown = {"type": self.type.value}
+        if self.oauth is not None:
+            return self.oauth.shown(bool(self.secret.reveal()))
+        shown: dict[str, object] = {"type": self.type.value}
         for key in AUTH_FIELDS[self.type]:
             shown[key] = self.name if key == "name" else REDACTED
         return shown
 
     def __repr__(self) -> str:
         return f"Auth({self.redacted()!r})"
+
+
+@frozen
+class OAuthSettings:
+    """
+    What an C{oauth} auth block configures; with nothing set mcpx discovers the
+    authorization server and registers itself.
+
+    @ivar client_id: a client registered beforehand, used before any other.
+    @ivar metadata_url: a client ID metadata document URL, used as the client id where
+        the authorization server supports them.
+    @ivar scopes: the scopes to ask for instead of those the server suggests.
+    """
+
+    client_id: str | None = None
+    metadata_url: str | None = None
+    scopes: tuple[str, ...] = ()
+
+    def shown(self, has_secret: bool) -> dict[str, object]:
+        shown: dict[str, object] = {"type": AuthType.OAUTH.value}
+        if self.client_id is not None:
+            shown["clientId"] = self.client_id
+        if has_secret:
+            shown["clientSecret"] = REDACTED
+        if self.metadata_url is not None:
+            shown["clientMetadataUrl"] = self.metadata_url
+        if self.scopes:
+            shown["scopes"] = list(self.scopes)
+        return shown
 
 
 def _reveal_all(values: Mapping[str, Secret]) -> dict[str, str]:
@@ -555,12 +594,6 @@ class _ServerReader:
         if not isinstance(block, dict):
             self.fail("auth", 'must be an object with a "type"')
         given = block.get("type")
-        if given == "oauth":
-            self.fail(
-                "auth.type",
-                "OAuth is not implemented yet; obtain a token elsewhere and use "
-                '{"type": "bearer", "token": "${YOUR_TOKEN}"}',
-            )
         valid = ", ".join(t.value for t in AuthType)
         try:
             auth_type = AuthType(given)
@@ -576,6 +609,8 @@ class _ServerReader:
                     f"auth.{key}",
                     f"unknown field; {auth_type.value} auth takes: {', '.join(expected)}",
                 )
+        if auth_type is AuthType.OAUTH:
+            return self.oauth(block)
         values = {}
         for key in AUTH_FIELDS[auth_type]:
             if key not in block:
@@ -593,3 +628,26 @@ class _ServerReader:
         if pattern.fullmatch(values["name"]) is None:
             self.fail("auth.name", f"{values['name']!r} is not {what}")
         return Auth(auth_type, Secret(values["value"]), name=values["name"])
+
+    def oauth(self, block: Mapping[str, object]) -> Auth:
+        def optional(key: str) -> str | None:
+            if key not in block:
+                return None
+            value = self.string(block, key, f"auth.{key}")
+            if not value:
+                self.fail(f"auth.{key}", "must not be empty; leave it out instead")
+            return value
+
+        secret = optional("clientSecret")
+        client_id = optional("clientId")
+        if secret is not None and client_id is None:
+            self.fail("auth.clientSecret", 'needs "clientId": a secret belongs to a client')
+        metadata_url = optional("clientMetadataUrl")
+        if metadata_url is not None and not metadata_url.startswith("https://"):
+            self.fail("auth.clientMetadataUrl", "must be an https URL")
+        scopes = self.strings(block, "scopes") if "scopes" in block else ()
+        return Auth(
+            AuthType.OAUTH,
+            Secret(secret or ""),
+            oauth=OAuthSettings(client_id, metadata_url, scopes),
+        )

@@ -6,16 +6,19 @@ channel serves which kind of server configuration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpx.settings.servers import StdioServer
+from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.upstream.channel import Channel
 from mcpx.upstream.groups import ProcessGroups
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
 from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from mcpx.upstream.http import Credentials
 
 
 def make_connector(
@@ -30,6 +33,7 @@ def make_connector(
     max_rounds: int = 8,
     http_connections: int = 16,
     groups: ProcessGroups | None = None,
+    credentials: Callable[[str, RemoteServer], Credentials | None] | None = None,
 ) -> Connector:
     """
     A connector on the real transports.
@@ -37,6 +41,8 @@ def make_connector(
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
     @param max_message_size: the largest message read, on every transport.
     @param http_connections: the idle connections kept per remote server.
+    @param credentials: the OAuth credentials of a remote server, if it uses OAuth
+        (L{mcpx.auth.signin.SignIns.credentials_for}).
     @param groups: runs each stdio server in a process group of its own (as the
         daemon does); without it a server is a plain child process.
     """
@@ -60,6 +66,7 @@ def make_connector(
             reactor,
             max_message_size=max_message_size,
             http_connections=http_connections,
+            credentials=None if credentials is None else credentials(name, server),
         )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:

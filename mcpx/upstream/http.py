@@ -27,7 +27,7 @@ import base64
 import re
 from collections.abc import Callable, Coroutine, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from hyperlink import EncodedURL
 from treq.client import HTTPClient
@@ -46,7 +46,8 @@ from twisted.internet.interfaces import (
     IReactorTCP,
     IReactorTime,
 )
-from twisted.internet.protocol import Protocol, connectionDone
+from twisted.internet.protocol import Protocol as StreamProtocol
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web._newclient import RequestNotSent
@@ -110,6 +111,19 @@ _SENTINEL_END: Final = "?="
 
 class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
     """What an HTTP channel needs of its reactor: to resolve names, connect, and wait."""
+
+
+class Credentials(Protocol):
+    """
+    Where a channel to an OAuth server gets its C{Authorization} header
+    (L{mcpx.auth.signin.ServerCredentials}).
+    """
+
+    async def authorization(self) -> str:
+        """The header value; fails with a message naming the sign-in command if none."""
+
+    def unauthorized(self, www_authenticate: list[str]) -> str:
+        """The server refused the token (401 or 403): the hint for the error."""
 
 
 class RequestFailed(ConnectionError):
@@ -305,7 +319,7 @@ class BytesBody:
         pass
 
 
-class BodyReader(Protocol):
+class BodyReader(StreamProtocol):
     """
     Receives a response body chunk by chunk and can cut it off.
 
@@ -693,9 +707,15 @@ class _Exchange:
                 retry_after=retry_after(response, channel.clock.seconds())
                 if code in (429, 503)
                 else None,
-                hint=refusal_hint(response, self.target),
+                hint=self._hint(channel, response, code),
             )
         )
+
+    def _hint(self, channel: StreamableHTTPChannel, response: IResponse, code: int) -> str:
+        if channel.credentials is not None and code in (401, 403):
+            challenge = response.headers.getRawHeaders(b"www-authenticate", [])
+            return channel.credentials.unauthorized([v.decode("latin-1") for v in challenge])
+        return refusal_hint(response, self.target)
 
     def _read_stream(self, response: IResponse, decoder: SSEDecoder) -> None:
         self.decoder = decoder
@@ -1154,9 +1174,12 @@ class StreamableHTTPChannel:
         reconnect_attempts: int = 5,
         reconnect_delay: float = 1.0,
         http_connections: int = DEFAULT_HTTP_CONNECTIONS,
+        credentials: Credentials | None = None,
     ) -> None:
         """
         @param name: the server's name, for logs.
+        @param credentials: where the C{Authorization} header of an OAuth server comes
+            from; fetched (and refreshed when due) each time the channel starts.
         @param reactor: makes the connections.
         @param clock: schedules resumptions, reconnections and timeouts; C{reactor} if
             not given.
@@ -1188,6 +1211,8 @@ class StreamableHTTPChannel:
             "Accept": ACCEPT_BOTH,
             "Content-Type": JSON,
         }
+        self.credentials = credentials
+        self._auth_headers: dict[str, str] = {}
         self._peer: RpcPeer | None = None
         self._session_id: str | None = None
         self._exchanges: set[_Exchange] = set()
@@ -1231,7 +1256,15 @@ class StreamableHTTPChannel:
         # Nothing to open: every message makes its own request.
         if self.closed:
             return fail(ChannelClosed(f"the channel to {self.shown_url} is closed"))
-        return succeed(None)
+        if self.credentials is None:
+            return succeed(None)
+        return Deferred.fromCoroutine(self.credentials.authorization()).addCallback(
+            self._authorized
+        )
+
+    def _authorized(self, value: str) -> None:
+        self._auth_headers = {"Authorization": value}
+        self._base_headers["Authorization"] = value
 
     def send(self, data: bytes) -> None:
         self._post(data, None)
@@ -1314,6 +1347,7 @@ class StreamableHTTPChannel:
     def _get_headers(self) -> dict[str, str]:
         """Headers for a legacy GET: the standalone stream or a resumption."""
         headers = self.server.request_headers()
+        headers.update(self._auth_headers)
         headers["Accept"] = EVENT_STREAM
         self._legacy_headers(headers)
         return headers
@@ -1388,6 +1422,7 @@ class StreamableHTTPChannel:
 
     async def _delete_session(self) -> None:
         headers = self.server.request_headers()
+        headers.update(self._auth_headers)
         self._legacy_headers(headers)
         self._session_id = None
         try:

@@ -16,7 +16,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.cli import watch as watch_module
-from mcpx.cli.client import ApiError, DaemonNotRunning
+from mcpx.cli.client import ApiError, DaemonClient, DaemonNotRunning
 from mcpx.cli.quick import CommandFailed
 from mcpx.cli.watch import QuestionWatch, failure_text, new_call_id, triage
 
@@ -296,6 +296,10 @@ class RecordingDaemon:
         self.client = "cli"
         self.bodies: list[dict[str, Any]] = []
         self.refuse_call_id = refuse_call_id
+
+    def again(self) -> DaemonClient:
+        """The watch's own client: of a daemon that is not there."""
+        return DaemonClient(self.path, self.client)
 
     def post(self, target: str, body: dict[str, Any], *, timeout: float | None = 5.0) -> Any:
         self.bodies.append(body)

@@ -39,6 +39,18 @@ class EventBusTests(SynchronousTestCase):
             {"kind": "server.started", "server": "files", "time": 50.0, "era": "legacy"},
         )
 
+    def test_filter_by_resource(self) -> None:
+        """A subscriber watching resources gets only their updates, other kinds as asked."""
+        self.bus.subscribe(self.seen.append, resources=[("files", "file:///a")])
+        self.bus.publish("resource.updated", "files", uri="file:///a")
+        self.bus.publish("resource.updated", "files", uri="file:///b")
+        self.bus.publish("resource.updated", "other", uri="file:///a")
+        self.bus.publish("warning", "files", message="kept")
+        self.assertEqual(
+            [(e.kind, e.server, e.data.get("uri")) for e in self.seen],
+            [("resource.updated", "files", "file:///a"), ("warning", "files", None)],
+        )
+
     def test_ids_increase(self) -> None:
         """Each event has the next id, counting events nobody was listening to."""
         self.bus.publish("warning", message="before anyone listened")
@@ -177,6 +189,12 @@ class EventsRouteTests(SynchronousTestCase):
     def finish_headers(self, started: Deferred[Any]) -> Deferred[Any]:
         self.harness.stub.flush()
         return started
+
+    def test_too_many_uris(self) -> None:
+        """More resources than one stream may watch is a 400 naming the limit."""
+        query = "?" + "&".join(f"uri=mcpx://files/r{n}" for n in range(65))
+        response = result_of(self.finish_headers(self.harness.start("GET", "/v1/events" + query)))
+        self.assertEqual(response.code, 400)
 
     def test_stream(self) -> None:
         """The answer is an event stream of matching events, each data matching the schema."""

@@ -62,6 +62,10 @@ class TableTests(SynchronousTestCase):
             ("POST", "/v1/exec"),
             ("GET", "/v1/artifacts"),
             ("POST", "/v1/artifacts/read"),
+            ("GET", "/v1/auth"),
+            ("POST", "/v1/auth/{name}/begin"),
+            ("POST", "/v1/auth/{name}/finish"),
+            ("DELETE", "/v1/auth/{name}"),
         }
         self.assertEqual({(op.method, op.path) for op in OPS}, expected)
 

@@ -456,7 +456,7 @@ class NobodysRequestTests(AttributionTestCase):
     """
     A request made for nobody (its client declared nothing it could be asked, so it
     runs with no caller) that is alone in flight owns its server's questions all the
-    same: they wait in the broker named after it, and are withdrawn if mcpx gives it up.
+    same: they wait in the broker named after it, and are withdrawn when it ends.
     """
 
     def test_questions_named_after_the_lone_request(self) -> None:
@@ -497,15 +497,30 @@ class NobodysRequestTests(AttributionTestCase):
         self.assertEqual(question.answered_by, "withdrawn")
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
 
-    def test_finishing_withdraws_nothing(self) -> None:
-        """A request that ends on its own leaves its question to whoever answers it."""
+    def test_finishing_withdraws_too(self) -> None:
+        """
+        A request that ends on its own withdraws what it asked that still waits, as a
+        caller's call does: nothing waits for that answer any more.
+        """
         self.warm()
         call = self.call("v1", None)
         question, answered = self.question()
         self.finish("v1")
         self.successResultOf(call)
+        self.assertEqual(question.answered_by, "withdrawn")
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+
+    def test_stopping_withdraws_nothing(self) -> None:
+        """
+        The daemon stopping cuts the request short without giving it up: its question
+        stays pending, for the next daemon to list.
+        """
+        self.warm()
+        self.call("v1", None)
+        question, answered = self.question()
+        self.broker.closing()
+        self.successResultOf(self.pool.stopService())
         self.assertTrue(question.pending)
-        self.assertNoResult(answered)
         self.calls.append(answered)
 
     def test_late_question_not_withdrawn_with_the_next(self) -> None:

@@ -92,7 +92,7 @@ class TableTests(SynchronousTestCase):
         doc = budget.__doc__ or ""
         for bound in BOUNDS:
             self.assertIn(f"C{{{bound.setting}}}", doc)
-        self.assertEqual([b.name for b in BOUNDS if b.enforced], ["call"])
+        self.assertEqual([b.name for b in BOUNDS if b.enforced], ["progress", "call"])
         self.assertIn("not enforced yet", doc)
 
 
@@ -168,5 +168,82 @@ class DeadlineTests(SynchronousTestCase):
         self.clock.advance(1)
         deadline.pause()
         deadline.resume()
+        self.clock.advance(10)
+        self.assertEqual(self.expired, [1.0])
+
+
+class ExtendTests(SynchronousTestCase):
+    """L{Deadline.extend}: work that shows it is alive gets its bound again, to a ceiling."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.expired: list[float] = []
+
+    def deadline(self, seconds: float, ceiling: float | None) -> Deadline:
+        return Deadline(
+            self.clock,
+            seconds,
+            lambda: self.expired.append(self.clock.seconds()),
+            ceiling=ceiling,
+        )
+
+    def test_extend_restarts_the_bound(self) -> None:
+        """Each extension gives the full bound again from that moment."""
+        deadline = self.deadline(1, 100)
+        for _ in range(5):
+            self.clock.advance(0.9)
+            deadline.extend(1)
+        self.assertEqual(self.expired, [])
+        self.clock.advance(1)
+        [when] = self.expired
+        self.assertAlmostEqual(when, 5.5)
+        self.assertTrue(deadline.extended)
+        self.assertAlmostEqual(deadline.running(), 5.5)
+
+    def test_never_past_the_ceiling(self) -> None:
+        """However often it is extended, it ends at its ceiling."""
+        deadline = self.deadline(2, 5)
+        for _ in range(10):
+            self.clock.advance(1)
+            deadline.extend(2)
+        self.assertEqual(self.expired, [5.0])
+
+    def test_never_shortened(self) -> None:
+        """An extension shorter than what is left changes nothing."""
+        deadline = self.deadline(10, 100)
+        deadline.extend(1)
+        self.assertFalse(deadline.extended)
+        self.clock.advance(9.9)
+        self.assertEqual(self.expired, [])
+
+    def test_no_ceiling_no_extension(self) -> None:
+        """A deadline made without a ceiling cannot be extended."""
+        deadline = self.deadline(1, None)
+        self.clock.advance(0.5)
+        deadline.extend(10)
+        self.clock.advance(0.5)
+        self.assertEqual(self.expired, [1.0])
+
+    def test_paused_time_not_counted(self) -> None:
+        """Time paused for a question counts against neither the bound nor the ceiling."""
+        deadline = self.deadline(2, 4)
+        self.clock.advance(1)
+        deadline.pause()
+        self.clock.advance(50)
+        deadline.extend(2)
+        deadline.resume()
+        self.clock.advance(1.9)
+        self.assertEqual(self.expired, [])
+        self.clock.advance(0.1)
+        self.assertEqual(self.expired, [53.0])
+
+    def test_over_is_over(self) -> None:
+        """An expired or cancelled deadline is not brought back."""
+        expired = self.deadline(1, 10)
+        self.clock.advance(1)
+        expired.extend(5)
+        cancelled = self.deadline(1, 10)
+        cancelled.cancel()
+        cancelled.extend(5)
         self.clock.advance(10)
         self.assertEqual(self.expired, [1.0])

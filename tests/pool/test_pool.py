@@ -386,12 +386,124 @@ class CrashTests(PoolTestCase):
         self.assertIn("exited with status 9", str(self.unavailable(d)))
 
     def test_subscriptions_lost_warned(self) -> None:
-        """A crash that ends subscriptions publishes a warning naming them."""
+        """A crash that ends subscriptions publishes a warning naming them and their revival."""
         pool = self.make_pool()
         self.successResultOf(Deferred.fromCoroutine(pool.subscribe("a", "demo://a")))
         self.connector.upstreams[0].crash()
         [warning] = self.events.of("warning")
         self.assertIn("demo://a", warning["message"])
+
+
+class SharedSubscriptionTests(PoolTestCase):
+    """Interests in a resource counted across holders, and kept across instances."""
+
+    def subscribe(self, pool: Pool, uri: str = "demo://a", **options: Any) -> None:
+        self.successResultOf(Deferred.fromCoroutine(pool.subscribe("a", uri, **options)))
+
+    def unsubscribe(self, pool: Pool, uri: str = "demo://a", **options: Any) -> None:
+        self.successResultOf(Deferred.fromCoroutine(pool.unsubscribe("a", uri, **options)))
+
+    def test_first_subscribes_last_unsubscribes(self) -> None:
+        """Two holders of one URI: one upstream subscribe, and no unsubscribe until both left."""
+        pool = self.make_pool()
+        self.subscribe(pool, client="alice")
+        self.subscribe(pool, client="bob")
+        [upstream] = self.connector.upstreams
+        self.assertEqual(upstream.methods().count("resources/subscribe"), 1)
+        self.unsubscribe(pool, client="alice")
+        self.assertNotIn("resources/unsubscribe", upstream.methods())
+        self.clock.advance(IDLE_TIMEOUT * 3)
+        assert upstream.channel is not None
+        self.assertEqual(upstream.channel.closes, 0)
+        self.unsubscribe(pool, client="bob")
+        self.assertEqual(upstream.methods().count("resources/unsubscribe"), 1)
+        self.clock.advance(IDLE_TIMEOUT)
+        self.assertEqual(upstream.channel.closes, 1)
+
+    def test_unbalanced_unsubscribe_is_ignored(self) -> None:
+        """Releasing more than was held neither unsubscribes twice nor goes negative."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.unsubscribe(pool)
+        self.unsubscribe(pool)
+        self.subscribe(pool)
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.methods().count("resources/unsubscribe"), 1)
+        self.assertEqual(upstream.methods().count("resources/subscribe"), 2)
+
+    def test_crash_replaced_and_resubscribed(self) -> None:
+        """An instance that crashes while watched is started again after its back-off."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.subscribe(pool, "demo://b")
+        self.connector.upstreams[0].crash()
+        [warning] = self.events.of("warning")
+        self.assertIn("demo://a, demo://b", warning["message"])
+        self.assertEqual(len(self.connector.upstreams), 1)
+        self.clock.advance(1)
+        [_, fresh] = self.connector.upstreams
+        subscribed = [
+            r.params["uri"]
+            for r in fresh.requests
+            if r.method == "resources/subscribe" and isinstance(r.params, dict)
+        ]
+        self.assertEqual(sorted(subscribed), ["demo://a", "demo://b"])
+
+    def test_failed_replacement_retried_with_backoff(self) -> None:
+        """A replacement that cannot start is reported and tried again on the back-off."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.connector.failures.append(RuntimeError("no binary"))
+        self.connector.upstreams[0].crash()
+        self.clock.advance(1)
+        [failed] = self.events.of("server.failed")
+        self.assertIn("no binary", failed["error"])
+        self.assertEqual(len(self.connector.upstreams), 1)
+        self.clock.advance(failed["retry_in"])
+        self.assertEqual(len(self.connector.upstreams), 2)
+        self.assertIn("resources/subscribe", self.connector.upstreams[1].methods())
+
+    def test_restart_resubscribes(self) -> None:
+        """A restarted server that is watched is started at once and subscribed again."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
+        self.clock.advance(0)
+        [old, fresh] = self.connector.upstreams
+        assert old.channel is not None
+        self.assertEqual(old.channel.closes, 1)
+        self.assertIn("resources/subscribe", fresh.methods())
+        self.assertEqual(pool.status()[0].state, ServerState.READY)
+        # The interest moved with it: releasing it unsubscribes the new instance.
+        self.unsubscribe(pool)
+        self.assertIn("resources/unsubscribe", fresh.methods())
+
+    def test_reload_resubscribes_changed_server(self) -> None:
+        """A watched server whose configuration changed is started with the new one."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(servers(stdio("a", "--new")))))
+        self.clock.advance(0)
+        [_, fresh] = self.connector.upstreams
+        self.assertIn("resources/subscribe", fresh.methods())
+
+    def test_reload_removing_server_warns(self) -> None:
+        """A watched server removed from the configuration is not revived; watchers are told."""
+        pool = self.make_pool(stdio("a"), stdio("b"))
+        self.subscribe(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(servers(stdio("b")))))
+        self.clock.advance(10)
+        self.assertEqual(len(self.connector.upstreams), 1)
+        [warning] = self.events.of("warning")
+        self.assertIn("demo://a", warning["message"])
+
+    def test_stop_cancels_revival(self) -> None:
+        """Stopping the pool leaves no pending replacement behind."""
+        pool = self.make_pool()
+        self.subscribe(pool)
+        self.connector.upstreams[0].crash()
+        self.stop(pool)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
 class TimeoutTests(PoolTestCase):
@@ -418,6 +530,57 @@ class TimeoutTests(PoolTestCase):
         upstream = self.connector.upstreams[0]
         self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
         self.assertEqual(pool.in_flight("a", ""), 0)
+
+    def report(self, fraction: float) -> None:
+        """The upstream reports progress on the call it holds, under the pool's token."""
+        upstream = self.connector.upstreams[0]
+        params = upstream.last("tools/call").params
+        assert isinstance(params, dict)
+        token = params["_meta"]["progressToken"]
+        upstream.notify("notifications/progress", {"progressToken": token, "progress": fraction})
+
+    def test_progress_keeps_the_call_alive(self) -> None:
+        """
+        Each progress report gives a call its bound again, without anyone listening
+        to its progress; once the reports stop, the bound runs out as usual.
+        """
+        pool = self.make_pool()
+        d = self.held_call(pool, timeout=1.0)
+        for step in range(5):
+            self.clock.advance(0.9)
+            self.report(step / 5)
+        self.assertNoResult(d)
+        self.clock.advance(1)
+        error = self.timed_out(d)
+        self.assertIn("reported progress", str(error))
+        self.assertIn("5.5s in all", str(error))
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
+
+    def test_progress_stops_at_the_ceiling(self) -> None:
+        """A call that never stops reporting ends at pool.callMaxDuration all the same."""
+        pool = self.make_pool(call_max_duration=10.0)
+        d = self.held_call(pool, timeout=2.0)
+        for _ in range(20):
+            self.clock.advance(1)
+            if d.called:
+                break
+            self.report(0.5)
+        self.assertEqual(self.clock.seconds(), 10.0)
+        self.assertIn("pool.callMaxDuration", str(self.timed_out(d)))
+
+    def test_progress_sink_still_hears(self) -> None:
+        """A caller listening to progress hears each report of the extended call."""
+        pool = self.make_pool()
+        heard: list[Any] = []
+        self.connector.holding.add("tools/call")
+        d = self.call(pool, on_progress=lambda p: heard.append(p["progress"]), timeout=1.0)
+        self.clock.advance(0.9)
+        self.report(0.25)
+        self.clock.advance(0.9)
+        self.connector.upstreams[0].release("tools/call", text_result("done"))
+        self.assertEqual(self.echoed(d), "done")
+        self.assertEqual(heard, [0.25])
 
     def test_shorter_timeout_honoured(self) -> None:
         """A caller may ask for a shorter bound on its own call."""
@@ -468,6 +631,27 @@ class TimeoutTests(PoolTestCase):
 
 
 class InFlightTests(PoolTestCase):
+    def test_cancelled_call_withdraws_its_questions(self) -> None:
+        """
+        A call cancelled by its caller (a task cancelled, a client gone) tells the
+        upstream, and ends the questions still waiting for it (Caller.call_ended).
+        """
+        from mcpx.questions.caller import Caller
+
+        pool = self.make_pool()
+        self.connector.holding.add("tools/call")
+        caller = Caller("call-1", {})
+        question: Deferred[Any] = Deferred()
+        caller.waiting.add(question)
+        d = self.call(pool, caller=caller)
+        self.assertNoResult(question)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.failureResultOf(question, CancelledError)
+        upstream = self.connector.upstreams[0]
+        self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
+        self.assertEqual(caller.waiting, set())
+
     def test_counts_every_caller(self) -> None:
         """Requests in flight on a shared instance are counted whoever made them."""
         pool = self.make_pool()
@@ -961,13 +1145,20 @@ class NotificationTests(PoolTestCase):
         self.assertEqual(heard, [])
         self.assertEqual(len(self.events.of("progress")), 1)
 
-    def test_no_token_without_callback(self) -> None:
-        """A call that does not ask for progress sends no progress token of mcpx's own."""
+    def test_token_without_callback(self) -> None:
+        """
+        A call that does not ask for progress still carries a progress token of mcpx's
+        own beside its own _meta, so that the server's reports can keep it alive.
+        """
         pool = self.make_pool()
         self.echoed(self.call(pool, meta={"trace": "x"}))
-        request = self.connector.upstreams[0].last("tools/call")
-        assert isinstance(request.params, dict)
-        self.assertEqual(request.params["_meta"], {"trace": "x"})
+        self.echoed(self.call(pool))
+        first, second = [
+            r.params for r in self.connector.upstreams[0].requests if r.method == "tools/call"
+        ]
+        assert isinstance(first, dict) and isinstance(second, dict)
+        self.assertEqual(first["_meta"], {"trace": "x", "progressToken": "mcpx-1"})
+        self.assertEqual(second["_meta"], {"progressToken": "mcpx-2"})
 
     def test_failing_callback_does_not_break_call(self) -> None:
         """A progress callback that raises is logged; the call goes on."""

@@ -703,17 +703,17 @@ class TellCandidatesTests(RelayTests):
 
 
 class FakeLoneRequest:
-    """The pool's request made for nobody, alone in flight: given up when the test says."""
+    """The pool's request made for nobody, alone in flight: it ends when the test says."""
 
     id = "request-0a1b2c3d-7"
 
     def __init__(self) -> None:
         self.withdrawals: list[Callable[[], None]] = []
 
-    def on_give_up(self, withdraw: Callable[[], None]) -> None:
+    def on_end(self, withdraw: Callable[[], None]) -> None:
         self.withdrawals.append(withdraw)
 
-    def give_up(self) -> None:
+    def end(self) -> None:
         for withdraw in self.withdrawals:
             withdraw()
 
@@ -722,7 +722,7 @@ class LoneRequestTests(RelayTests):
     """
     A question with no caller to put it to (its client declared nothing it could be
     asked), asked while the pool says one request made for nobody is alone in flight,
-    is that request's: named after it in the broker, and withdrawn when it is given up.
+    is that request's: named after it in the broker, and withdrawn when it ends.
     """
 
     def setUp(self) -> None:
@@ -747,7 +747,7 @@ class LoneRequestTests(RelayTests):
         question = self.only_question()
         self.assertEqual((question.route, question.call_id), (ROUTE_BROKER, self.lone.id))
         self.assertNoResult(answered)
-        self.lone.give_up()
+        self.lone.end()
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
         self.assertEqual(
             (question.state, question.answered_by), (QuestionState.CANCELLED, "withdrawn")
@@ -758,7 +758,7 @@ class LoneRequestTests(RelayTests):
         assert self.lone is not None
         answered = self.ask()
         self.assertEqual(self.only_question().call_id, self.lone.id)
-        self.lone.give_up()
+        self.lone.end()
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
 
     def test_a_caller_comes_first(self) -> None:

@@ -5,9 +5,11 @@ the filter's rules to whole streams on C{/mcp} in pass-through over the real poo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, cast
 
+from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -20,7 +22,9 @@ from mcpx.server.listen import (
     SubscriptionFilter,
     offers_any,
 )
-from mcpx.wire.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from mcpx.spec.revision import Revision
+from mcpx.wire.errors import INVALID_PARAMS, INVALID_REQUEST, RpcError
+from tests.server import Session
 from tests.server.test_http import Client, _Body, header, modern, modern_headers, request
 from tests.server.test_passthrough import passed_through, upstream
 
@@ -300,7 +304,8 @@ class ListenHTTPTests(SynchronousTestCase):
     def test_refusals(self) -> None:
         """
         A malformed filter is -32602; a client that does not accept an event stream is
-        -32600; a legacy client's listen is -32601.
+        -32600; so is a legacy client's listen where mcpx cannot push to it (a POST
+        outside a session).
         """
         response, body = self.client.post(
             listen(5, {"toolsListChanged": 1}), modern_headers("subscriptions/listen")
@@ -314,8 +319,43 @@ class ListenHTTPTests(SynchronousTestCase):
         response, body = self.client.post(
             request(7, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
         )
-        self.assertEqual(body["error"]["code"], METHOD_NOT_FOUND)
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        self.assertIn("Streamable HTTP session", body["error"]["message"])
         self.assertEqual(len(self.server.listening), 0)
+
+
+class LegacyListenTests(SynchronousTestCase):
+    """A legacy client's subscriptions/listen: served, as "accept liberally" asks."""
+
+    def test_served_on_stdio(self) -> None:
+        """
+        A 2025-06-18 client on stdio that sends a listen naming a resource is
+        acknowledged and hears the resource's updates, tagged, on its connection; its
+        cancelling the listen releases the upstream subscription.  Nothing declares
+        the method to it.
+        """
+        harness, connector = passed_through()
+        session = Session(Revision.V2025_06_18, harness)
+        self.assertNotIn("subscriptions", json.dumps(session.initialize_result))
+        listening = session.request(
+            "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["beta://x"]}}
+        )
+        beta = upstream(connector, "beta")
+        self.assertEqual(beta.last("resources/subscribe").params, {"uri": "beta://x"})
+        beta.notify(UPDATED, {"uri": "beta://x"})
+        heard = [(n.method, n.params) for n in harness.notifications]
+        [(ack, ack_params), (update, update_params)] = heard
+        self.assertEqual(ack, ACKNOWLEDGED)
+        self.assertEqual(
+            dict(ack_params or {})["notifications"], {"resourceSubscriptions": ["beta://x"]}
+        )
+        self.assertEqual(update, UPDATED)
+        self.assertEqual(dict(update_params or {})["uri"], "beta://x")
+        self.assertNoResult(listening)
+        listening.cancel()
+        self.failureResultOf(listening, CancelledError)
+        self.assertEqual(beta.last("resources/unsubscribe").params, {"uri": "beta://x"})
+        self.assertEqual(len(harness.server.listening), 0)
 
 
 class GatewayListenTests(SynchronousTestCase):

@@ -18,6 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.pool import Pool
 from mcpx.server import uris
+from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.passthrough import template_pattern
@@ -29,6 +30,7 @@ from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.session import LegacySession, UpstreamSession
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from mcpx.wire.messages import Request
 from tests.cli.test_real_daemon import RealDaemonCase
 from tests.pool.fakes import (
     Answer,
@@ -463,7 +465,11 @@ class CallTests(SynchronousTestCase):
         assert isinstance(sent, dict)
         self.assertEqual(sent["name"], "echo")
         self.assertEqual(sent["arguments"], {"text": "hi"})
-        self.assertEqual(sent["_meta"], {"traceparent": "00-1-2-01", "example.com/k": 1})
+        # The host's _meta goes on as it is, beside the pool's own progress token.
+        self.assertEqual(
+            sent["_meta"],
+            {"traceparent": "00-1-2-01", "example.com/k": 1, "progressToken": "mcpx-1"},
+        )
 
     def test_second_server_routed(self) -> None:
         """A tool of the second pass-through server goes to it."""
@@ -1129,3 +1135,49 @@ class DemoPassThroughTests(RealDaemonCase):
         self.assertIn("error", frame)
         error: dict[str, Any] = frame["error"]
         return error
+
+
+INITIALIZE: dict[str, Any] = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "watcher", "version": "1"},
+}
+
+
+class SharedSubscriptionTests(SynchronousTestCase):
+    """One upstream resource watched by connections of different identities."""
+
+    def watcher(self, harness: Harness, identity: str) -> tuple[Conn, list[str]]:
+        heard: list[str] = []
+
+        def push(method: str, params: Any = None) -> None:
+            if method == "notifications/resources/updated":
+                heard.append(params["uri"])
+
+        conn = harness.server.open("stdio", identity, push=push)
+        self.answer(harness, conn, "initialize", INITIALIZE)
+        return conn, heard
+
+    def answer(self, harness: Harness, conn: Conn, method: str, params: dict[str, Any]) -> Any:
+        return result_of(
+            Deferred.fromCoroutine(harness.server.handle(conn, Request(1, method, params)))
+        )
+
+    def test_one_leaving_keeps_the_other_hearing(self) -> None:
+        """
+        Alice and Bob watch one shared resource; Alice unsubscribing neither
+        unsubscribes upstream nor stops Bob's updates; Bob's connection ending does.
+        """
+        harness, connector = passed_through()
+        alice, alice_heard = self.watcher(harness, "alice")
+        bob, bob_heard = self.watcher(harness, "bob")
+        self.answer(harness, alice, "resources/subscribe", {"uri": "beta://x"})
+        self.answer(harness, bob, "resources/subscribe", {"uri": "beta://x"})
+        beta = upstream(connector, "beta")
+        self.assertEqual(beta.methods().count("resources/subscribe"), 1)
+        self.answer(harness, alice, "resources/unsubscribe", {"uri": "beta://x"})
+        self.assertNotIn("resources/unsubscribe", beta.methods())
+        beta.notify("notifications/resources/updated", {"uri": "beta://x"})
+        self.assertEqual((alice_heard, bob_heard), ([], ["beta://x"]))
+        harness.server.close(bob)
+        self.assertEqual(beta.methods().count("resources/unsubscribe"), 1)

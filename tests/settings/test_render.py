@@ -131,7 +131,7 @@ class SettingsCommandTests(SynchronousTestCase):
 
     def test_bad_file(self) -> None:
         """A bad config file is reported with its path, and the command exits 2."""
-        self.write({"servers": {"gh": {"url": "https://e.x", "auth": {"type": "oauth"}}}})
+        self.write({"servers": {"gh": {"url": "https://e.x", "auth": {"type": "oauth2"}}}})
         result = self.invoke()
         self.assertEqual(result.exit_code, 2)
         self.assertIn(f"{self.path}: server 'gh': field 'auth.type'", result.stderr)

@@ -211,15 +211,62 @@ class AuthTests(SynchronousTestCase):
         self.assertEqual(
             refused(self, "github", {"url": "https://e.x", "auth": {"type": "oauth2"}}),
             f"{FILE}: server 'github': field 'auth.type': unknown auth type 'oauth2'; "
-            "valid types: bearer, basic, header, query, env",
+            "valid types: bearer, basic, header, query, env, oauth",
         )
 
-    def test_oauth(self) -> None:
-        """OAuth is refused, saying it is not implemented and to use a bearer token."""
-        message = refused(self, "github", {"url": "https://e.x", "auth": {"type": "oauth"}})
-        self.assertTrue(message.startswith(f"{FILE}: server 'github': field 'auth.type': "))
-        self.assertIn("OAuth is not implemented yet", message)
-        self.assertIn("bearer", message)
+    def test_oauth_bare(self) -> None:
+        """A bare oauth block is accepted: mcpx will discover and register itself."""
+        found = server("github", {"url": "https://e.x", "auth": {"type": "oauth"}})
+        assert found.auth is not None and found.auth.oauth is not None
+        self.assertEqual(found.auth.type, AuthType.OAUTH)
+        self.assertEqual(found.auth.oauth.client_id, None)
+        self.assertEqual(found.auth.http_headers(), {})
+        self.assertEqual(found.auth.redacted(), {"type": "oauth"})
+
+    def test_oauth_fields(self) -> None:
+        """clientId, a ${VAR} clientSecret (hidden when shown), metadata URL and scopes."""
+        found = server(
+            "github",
+            {
+                "url": "https://e.x",
+                "auth": {
+                    "type": "oauth",
+                    "clientId": "mine",
+                    "clientSecret": "${GH_SECRET}",
+                    "clientMetadataUrl": "https://me.example/client.json",
+                    "scopes": ["repo", "read"],
+                },
+            },
+            {"GH_SECRET": "s3cret-value"},
+        )
+        assert found.auth is not None and found.auth.oauth is not None
+        self.assertEqual(found.auth.secret.reveal(), "s3cret-value")
+        self.assertEqual(found.auth.oauth.scopes, ("repo", "read"))
+        self.assertEqual(
+            found.auth.redacted(),
+            {
+                "type": "oauth",
+                "clientId": "mine",
+                "clientSecret": "***",
+                "clientMetadataUrl": "https://me.example/client.json",
+                "scopes": ["repo", "read"],
+            },
+        )
+        self.assertNotIn("s3cret-value", repr(found))
+
+    def test_oauth_refused(self) -> None:
+        """A secret without a client, an http metadata URL, an unknown field, on stdio."""
+        for block, field in [
+            ({"clientSecret": "x"}, "auth.clientSecret"),
+            ({"clientMetadataUrl": "http://me/c.json"}, "auth.clientMetadataUrl"),
+            ({"token": "x"}, "auth.token"),
+        ]:
+            message = refused(
+                self, "gh", {"url": "https://e.x", "auth": {"type": "oauth", **block}}
+            )
+            self.assertIn(f"field '{field}'", message)
+        message = refused(self, "gh", {"command": "x", "auth": {"type": "oauth"}})
+        self.assertIn("does not apply to a stdio server", message)
 
     def test_missing_and_unknown_fields(self) -> None:
         """A missing or unexpected auth field is refused by name."""

@@ -342,7 +342,11 @@ def start_daemon(
     home = Path(tempfile.mkdtemp(prefix="mcpx-matrix-"))
     config = home / "servers.json"
     chosen = server_configs(data) if servers is None else servers
-    config.write_text(json.dumps({"servers": chosen}))
+    # The matrix holds mcpx to the servers' own answers, so the guard rails that would
+    # answer some calls in the servers' place (mcpx/policy: arguments checked against
+    # the tool's schema before it is called) stand aside; tests/policy proves them.
+    defaults = {"validate": {"input": "off", "output": "off"}}
+    config.write_text(json.dumps({"servers": chosen, "serverDefaults": defaults}))
     env = wire_env(os.environ)
     env.update(
         MCPX_STATE_DIR=str(home / "state"),

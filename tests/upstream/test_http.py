@@ -861,6 +861,50 @@ class AuthTests(ChannelCase):
         self.assertNotIn("k 3", channel.describe())
 
 
+class FakeCredentials:
+    """Credentials of an OAuth server, as L{mcpx.auth.signin} hands them out."""
+
+    def __init__(self) -> None:
+        self.value = "Bearer oauth-1"
+        self.refusals: list[list[str]] = []
+
+    async def authorization(self) -> str:
+        return self.value
+
+    def unauthorized(self, www_authenticate: list[str]) -> str:
+        self.refusals.append(www_authenticate)
+        return "run `mcpx auth login up`"
+
+
+class OAuthChannelTests(ChannelCase):
+    """An OAuth server's token goes on every request; a 401 is reported to the sign-ins."""
+
+    async def test_token_on_posts_and_get(self) -> None:
+        """The token fetched when the channel starts is on the POSTs and the GET stream."""
+        credentials = FakeCredentials()
+        channel, peer = self.connect(credentials=credentials)
+        await self.initialize(channel, peer)
+        channel.initialized()
+        listened = await self.server.wait_for("GET")
+        self.assertEqual(self.server.seen[0].headers["authorization"], "Bearer oauth-1")
+        self.assertEqual(listened.headers["authorization"], "Bearer oauth-1")
+
+    async def test_401_tells_the_sign_ins(self) -> None:
+        """A 401's challenge goes to the credentials, and their hint into the error."""
+
+        def refusing(seen: Seen) -> Reply:
+            seen.request.setHeader(b"www-authenticate", b'Bearer error="invalid_token"')
+            return reply_status(seen, 401)
+
+        self.server.handler = refusing
+        credentials = FakeCredentials()
+        channel, peer = self.connect(credentials=credentials)
+        await channel.start()
+        error = await self.fails_with(peer.request("ping"), TransportRefused)
+        self.assertEqual(credentials.refusals, [['Bearer error="invalid_token"']])
+        self.assertIn("mcpx auth login up", str(error))
+
+
 SDK_SERVER = """
 import sys
 from mcp.server import MCPServer

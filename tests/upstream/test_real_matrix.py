@@ -143,6 +143,11 @@ DIFFERENCES: Mapping[str, str] = {
         "Passing several servers through, a tool none of them lists is refused by mcpx "
         "(-32602 naming them) instead of being handed to one of them to refuse."
     ),
+    "policy-off": (
+        "The daemon's serverDefaults turn the input and output schema checks off "
+        "(validate: off), which by default answer a call with invalid arguments in the "
+        "server's place (400 invalid_arguments, -32602); tests/policy proves those."
+    ),
     "gateway-resources": (
         "Through the gateway a server's resources are listed and read under "
         "mcpx://<server>/<uri>; every other field is the server's."

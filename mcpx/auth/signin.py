@@ -1,0 +1,351 @@
+# -*- test-case-name: tests.auth.test_signin -*-
+"""
+The daemon's OAuth sign-ins: one L{SignIns} per daemon, holding the token store, the
+discoveries made, and the sign-ins under way.
+
+A sign-in has two halves so that the browser can be anywhere: L{SignIns.begin}
+discovers, registers and answers the authorization URL; L{SignIns.finish} takes the
+URL the browser was redirected to, checks C{state} (and C{iss}), and exchanges the code.
+A sign-in left unfinished expires after L{PENDING_TTL} seconds, and at most
+L{MAX_PENDING} are kept, so nobody can make the daemon hold an unbounded number.
+
+The upstream channel asks L{ServerCredentials} for its C{Authorization} header; a 401
+from the server makes it rediscover (the authorization server may have moved) and
+refresh on the next attempt.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+from attrs import evolve, frozen
+from treq.client import HTTPClient
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import Protocol
+from twisted.web.http_headers import Headers
+
+from mcpx.auth.flow import REQUEST_TIMEOUT, Discovery, NetworkError, OAuthClient, Registration
+from mcpx.auth.metadata import (
+    AuthorizationError,
+    Challenge,
+    Pkce,
+    canonical_resource,
+    check_callback,
+    new_pkce,
+    parse_challenge,
+    select_scopes,
+)
+from mcpx.auth.refresh import NeedsSignIn, Refresher
+from mcpx.auth.store import Entry, Key, TokenStore
+from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.servers import AuthType, RemoteServer
+from mcpx.spec.revision import Revision
+
+#: How long a sign-in may wait for its redirect, in seconds.
+PENDING_TTL: Final = 600.0
+
+#: The most sign-ins waiting for their redirect at once, by default
+#: (C{daemon.pendingSignIns}).
+MAX_PENDING: Final = 16
+
+#: The requests that find a server's challenge, in order: an initialize as any client
+#: would send, then a request every server guards.
+_PROBES: Final = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+    b'"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpx","version":"0"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
+)
+
+
+def uses_oauth(server: object) -> bool:
+    return (
+        isinstance(server, RemoteServer)
+        and server.auth is not None
+        and server.auth.type is AuthType.OAUTH
+    )
+
+
+@frozen(repr=False)
+class _Pending:
+    server: str
+    discovery: Discovery
+    client: Registration
+    pkce: Pkce
+    redirect_uri: str
+    scopes: tuple[str, ...]
+    started: float
+
+
+class SignIns:
+    """Every OAuth server's tokens and sign-ins, for one daemon."""
+
+    def __init__(
+        self,
+        http: HTTPClient,
+        clock: Any,
+        store: TokenStore,
+        masker: SecretMasker,
+        *,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
+        self.http = http
+        self.max_pending = max_pending
+        self.clock = clock
+        self.store = store
+        self.masker = masker
+        self.client = OAuthClient(http, clock)
+        self.refresher = Refresher(store, self.client, clock)
+        self._discoveries: dict[str, Discovery] = {}
+        self._challenges: dict[str, Challenge] = {}
+        self._pending: dict[str, _Pending] = {}
+        masker.add_values(store.secrets())
+
+    def _learn_secrets(self) -> None:
+        self.masker.add_values(self.store.secrets())
+
+    def credentials(self, name: str, server: RemoteServer) -> ServerCredentials:
+        return ServerCredentials(self, name, server)
+
+    def credentials_for(self, name: str, server: RemoteServer) -> ServerCredentials | None:
+        """The credentials of a server that uses OAuth; C{None} for any other."""
+        return self.credentials(name, server) if uses_oauth(server) else None
+
+    # Finding where to sign in
+
+    async def _challenge(self, server: RemoteServer) -> Challenge | None:
+        """
+        What the server says to requests without a token: an C{initialize}, and if a
+        server lets that through (some guard only later methods), a C{tools/list}.
+        """
+        for probe in _PROBES:
+            challenge = await self._probe(server, probe)
+            if challenge is not None:
+                return challenge
+        return None
+
+    async def _probe(self, server: RemoteServer, body: bytes) -> Challenge | None:
+        async def probe() -> Any:
+            response = await self.http.post(
+                server.request_url(),
+                data=body,
+                headers=Headers(
+                    {
+                        "Content-Type": ["application/json"],
+                        "Accept": ["application/json, text/event-stream"],
+                    }
+                ),
+            )
+            # The body is not needed; the connection is let go.
+            response.deliverBody(Protocol())
+            return response
+
+        try:
+            response = await Deferred.fromCoroutine(probe()).addTimeout(REQUEST_TIMEOUT, self.clock)
+        except Exception as error:
+            raise NetworkError(f"{server.name} could not be reached: {error}") from error
+        if response.code not in (401, 403):
+            return None
+        return parse_challenge(
+            [v.decode("latin-1") for v in response.headers.getRawHeaders(b"www-authenticate", [])]
+        )
+
+    async def discover(self, name: str, server: RemoteServer) -> Discovery:
+        """
+        Where the server's authorization server is: RFC 9728 metadata from its challenge
+        or the well-knowns, and failing that the 2025-03-26 rules (the authorization
+        server at the server's origin).  The newest revision's checks apply throughout
+        (C{iss}, issuer equality, C{application_type}): they only refuse what is wrong.
+        """
+        challenge = self._challenges.get(name) or await self._challenge(server)
+        if challenge is not None:
+            self._challenges[name] = challenge
+        try:
+            found = await self.client.discover(server.url, challenge, Revision.V2026_07_28)
+        except AuthorizationError as error:
+            if "publishes no protected-resource metadata" not in str(error):
+                raise
+            found = await self.client.discover(server.url, challenge, Revision.V2025_03_26)
+        self._discoveries[name] = found
+        return found
+
+    # Signing in
+
+    async def begin(self, name: str, server: RemoteServer, redirect_uri: str) -> dict[str, Any]:
+        """Start a sign-in: the URL to open, and the C{state} that identifies it."""
+        self._expire_pending()
+        if len(self._pending) >= self.max_pending:
+            raise AuthorizationError(
+                f"{self.max_pending} sign-ins are already waiting for their browser "
+                f"(daemon.pendingSignIns); finish them or wait {PENDING_TTL:g}s for them "
+                "to expire"
+            )
+        discovery = await self.discover(name, server)
+        auth = server.auth
+        assert auth is not None and auth.oauth is not None
+        key = self._key(name, discovery)
+        entry = self.store.get(key) or Entry(key)
+        client = entry.registration
+        if client is None or client.issuer != discovery.server.issuer:
+            client = await self.client.register(
+                discovery,
+                redirect_uri,
+                client_id=auth.oauth.client_id,
+                client_secret=auth.secret.reveal() or None,
+                metadata_url=auth.oauth.metadata_url,
+            )
+            self.store.put(evolve(entry, registration=client))
+            self._learn_secrets()
+        previous = entry.tokens.scopes if entry.tokens is not None else ()
+        scopes = select_scopes(
+            self._challenges.get(name),
+            discovery.protected,
+            discovery.server,
+            configured=auth.oauth.scopes,
+            previous=previous,
+            revision=discovery.revision,
+        )
+        pkce = new_pkce()
+        state = secrets.token_urlsafe(24)
+        self._pending[state] = _Pending(
+            name, discovery, client, pkce, redirect_uri, scopes, self.clock.seconds()
+        )
+        url = self.client.authorization_url(
+            discovery,
+            client,
+            redirect_uri=redirect_uri,
+            state=state,
+            code_challenge=pkce.challenge,
+            scopes=scopes,
+        )
+        return {"url": url, "state": state, "issuer": discovery.server.issuer}
+
+    async def finish(self, name: str, redirected_to: str) -> dict[str, Any]:
+        """Finish a sign-in with the URL the browser was sent back to."""
+        self._expire_pending()
+        params = dict(parse_qsl(urlsplit(redirected_to).query))
+        pending = self._pending.get(params.get("state", ""))
+        if pending is None or pending.server != name:
+            raise AuthorizationError(
+                f"no sign-in to {name} is waiting for this redirect (its state is unknown "
+                "or expired); run `mcpx auth login " + name + "` again"
+            )
+        del self._pending[params["state"]]
+        code = check_callback(
+            params,
+            state=params["state"],
+            server=pending.discovery.server,
+            revision=pending.discovery.revision,
+        )
+        tokens = await self.client.exchange(
+            pending.discovery,
+            pending.client,
+            code=code,
+            verifier=pending.pkce.verifier,
+            redirect_uri=pending.redirect_uri,
+        )
+        if not tokens.scopes:
+            tokens = evolve(tokens, scopes=pending.scopes)
+        key = self._key(name, pending.discovery)
+        self.store.put(Entry(key, pending.client, tokens))
+        self._learn_secrets()
+        self._challenges.pop(name, None)
+        return self.describe(name)
+
+    def _expire_pending(self) -> None:
+        now = self.clock.seconds()
+        for state, pending in list(self._pending.items()):
+            if now - pending.started > PENDING_TTL:
+                del self._pending[state]
+
+    def _key(self, name: str, discovery: Discovery) -> Key:
+        resource = discovery.resource or canonical_resource(discovery.server_url)
+        return Key(name, discovery.server.issuer, resource)
+
+    # Using the tokens
+
+    def current(self, name: str, server: RemoteServer) -> Entry | None:
+        """The entry whose tokens the server is reached with: its latest at its URL."""
+        discovery = self._discoveries.get(name)
+        if discovery is not None:
+            return self.store.get(self._key(name, discovery))
+        resource = canonical_resource(server.url)
+        for entry in self.store.entries(name):
+            if entry.key.resource == resource and entry.tokens is not None:
+                return entry
+        return None
+
+    async def authorization(self, name: str, server: RemoteServer) -> str:
+        """The C{Authorization} header value for the server."""
+        entry = self.current(name, server)
+        if entry is None or entry.tokens is None:
+            raise NeedsSignIn(name)
+        if entry.needs_sign_in:
+            raise NeedsSignIn(name, "its authorization was revoked or has expired")
+        expires_at = entry.tokens.expires_at
+        if expires_at is None or expires_at - self.refresher.leeway > self.clock.seconds():
+            return "Bearer " + entry.tokens.access_token
+        discovery = self._discoveries.get(name) or await self.discover(name, server)
+        token = await self.refresher.access_token(entry.key, discovery)
+        self._learn_secrets()
+        return "Bearer " + token
+
+    def unauthorized(self, name: str, challenge: Challenge | None) -> None:
+        """
+        The server refused the token: the discovery is made again and the token
+        refreshed before the next attempt.
+        """
+        self._discoveries.pop(name, None)
+        if challenge is not None:
+            self._challenges[name] = challenge
+        for entry in self.store.entries(name):
+            if entry.tokens is not None and entry.tokens.expires_at != 0.0:
+                self.store.put(evolve(entry, tokens=evolve(entry.tokens, expires_at=0.0)))
+
+    # Showing and forgetting
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """One server's sign-in state, never a token."""
+        entries = [e for e in self.store.entries(name) if e.tokens is not None]
+        if not entries:
+            return {"server": name, "state": "signed_out"}
+        entry = entries[0]
+        assert entry.tokens is not None
+        shown: dict[str, Any] = {
+            "server": name,
+            "state": "needs_sign_in" if entry.needs_sign_in else "signed_in",
+            "issuer": entry.key.issuer,
+            "resource": entry.key.resource,
+            "scopes": list(entry.tokens.scopes),
+            "expires_at": entry.tokens.expires_at,
+            "refreshable": entry.tokens.refresh_token is not None,
+        }
+        return shown
+
+    def status(self, names: Iterable[str]) -> list[dict[str, Any]]:
+        return [self.describe(name) for name in names]
+
+    def logout(self, name: str) -> int:
+        """Forget the server's tokens and clients; how many entries were dropped."""
+        self._discoveries.pop(name, None)
+        self._challenges.pop(name, None)
+        return len(self.store.forget(name))
+
+
+class ServerCredentials:
+    """What one upstream channel asks of the sign-ins."""
+
+    def __init__(self, sign_ins: SignIns, name: str, server: RemoteServer) -> None:
+        self.sign_ins = sign_ins
+        self.name = name
+        self.server = server
+
+    async def authorization(self) -> str:
+        return await self.sign_ins.authorization(self.name, self.server)
+
+    def unauthorized(self, www_authenticate: list[str]) -> str:
+        """Note a 401 or 403; the hint that goes into the error."""
+        self.sign_ins.unauthorized(self.name, parse_challenge(www_authenticate))
+        return f"the server refused the token; if this persists, run `mcpx auth login {self.name}`"

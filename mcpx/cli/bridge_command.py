@@ -1,0 +1,86 @@
+# -*- test-case-name: tests.cli.test_remote -*-
+"""
+C{mcpx bridge-api}: the remote end of C{--daemon ssh://host} (L{mcpx.cli.remote}).
+
+Hidden from C{mcpx --help}: ssh runs it, people do not.  It checks that both ends run
+the same version of mcpx, makes sure a daemon runs here (starting one in the
+background as C{mcpx serve} does), then copies its standard input and output to the
+daemon's API socket for one request, or with C{--mcp} to its MCP socket for a whole
+C{mcpx serve} session.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import click
+
+from mcpx._version import __version__
+from mcpx.cli.remote import EXIT_NO_DAEMON, EXIT_VERSION_MISMATCH, bridge_streams
+
+
+def _refuse(message: str, status: int) -> None:
+    click.echo(f"mcpx bridge-api: {message}", err=True)
+    raise SystemExit(status)
+
+
+def _api_socket() -> socket.socket:
+    """A connection to this host's daemon API socket, starting the daemon if none runs."""
+    from mcpx.cli.client import (
+        DAEMON_LOG_NAME,
+        DaemonClient,
+        DaemonNotRunning,
+        DaemonStartFailed,
+        default_state_dir,
+        socket_path,
+        start_daemon,
+    )
+
+    state = default_state_dir()
+    path = socket_path(state)
+    client = DaemonClient(path)
+    try:
+        client.health()
+    except (DaemonNotRunning, OSError):
+        try:
+            pid = start_daemon(client, state)
+        except DaemonStartFailed as e:
+            _refuse(f"could not start a daemon: {e}", EXIT_NO_DAEMON)
+        click.echo(
+            f"mcpx: started a daemon on {socket.gethostname()} (pid {pid}); its output "
+            f"goes to {state / DAEMON_LOG_NAME} there",
+            err=True,
+        )
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError as e:
+        sock.close()
+        _refuse(f"cannot connect to the daemon at {path}: {e}", EXIT_NO_DAEMON)
+    return sock
+
+
+@click.command("bridge-api", hidden=True)
+@click.option("--client-version", required=True, help="The version of mcpx at the other end.")
+@click.option("--mcp", is_flag=True, help="Bridge to the MCP socket, for mcpx serve.")
+@click.option("--passthrough", default=None, help="With --mcp: as mcpx serve --passthrough.")
+def bridge_api(client_version: str, mcp: bool, passthrough: str | None) -> None:
+    """Copy standard input and output to this host's daemon (run by ssh for --daemon)."""
+    if client_version != __version__:
+        _refuse(
+            f"{socket.gethostname()} runs mcpx {__version__} but the client runs mcpx "
+            f"{client_version}; install the same version on both ends",
+            EXIT_VERSION_MISMATCH,
+        )
+    if mcp:
+        from mcpx.cli.client import default_state_dir
+        from mcpx.cli.serve import BridgeFailed, bridge, open_stream, split_names
+
+        try:
+            stream = open_stream(default_state_dir())
+        except BridgeFailed as e:
+            _refuse(str(e), EXIT_NO_DAEMON)
+        names = split_names(passthrough)
+        raise SystemExit(bridge(stream, sys.stdin.fileno(), sys.stdout.fileno(), passthrough=names))
+    raise SystemExit(bridge_streams(_api_socket(), sys.stdin.fileno(), sys.stdout.fileno()))

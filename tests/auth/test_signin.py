@@ -1,0 +1,162 @@
+"""Tests for L{mcpx.auth.signin}: a whole sign-in, then tokens for the channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.server import Request
+
+from mcpx.auth.metadata import AuthorizationError
+from mcpx.auth.refresh import NeedsSignIn
+from mcpx.auth.signin import SignIns
+from mcpx.auth.store import TokenStore
+from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.servers import RemoteServer, parse_server
+from tests.auth.test_flow import MCP, FakeServers, stub
+
+REDIRECT = "http://127.0.0.1:4711/callback"
+
+
+class ProtectedServers(FakeServers):
+    """The fake servers, with an MCP endpoint that wants a token."""
+
+    def render(self, request: Request) -> bytes:
+        if request.path == b"/mcp":
+            self.requests.append(("POST", "/mcp", {}, {}))
+            request.setResponseCode(401)
+            request.setHeader(
+                b"www-authenticate",
+                b'Bearer resource_metadata="https://mcp.example/.well-known/'
+                b'oauth-protected-resource/mcp", scope="mcp:read"',
+            )
+            return b""
+        return super().render(request)
+
+
+def remote(auth: dict[str, Any] | None = None) -> RemoteServer:
+    found = parse_server(
+        "remote", {"url": MCP, "auth": auth or {"type": "oauth"}}, origin="test", environ={}
+    )
+    assert isinstance(found, RemoteServer)
+    return found
+
+
+def run(test: SynchronousTestCase, coroutine: Any) -> Any:
+    return test.successResultOf(Deferred.fromCoroutine(coroutine))
+
+
+class SignInTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.fake = ProtectedServers()
+        self.fake.documents["/.well-known/openid-configuration/tenant1"][
+            "authorization_response_iss_parameter_supported"
+        ] = True
+        self.clock = Clock()
+        self.path = Path(self.mktemp())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.masker = SecretMasker()
+        self.sign_ins = SignIns(stub(self.fake), self.clock, TokenStore(self.path), self.masker)
+        self.server = remote()
+
+    def browse(self, url: str, **changes: str) -> str:
+        """What the authorization server redirects the browser to."""
+        query = parse_qs(urlsplit(url).query)
+        params = {
+            "code": "the-code",
+            "state": query["state"][0],
+            "iss": "https://mcp.example/tenant1",
+        }
+        params.update(changes)
+        return query["redirect_uri"][0] + "?" + urlencode(params)
+
+    def test_sign_in_then_token(self) -> None:
+        """Sign in, and the channel gets the token; status shows no token."""
+        self.failureResultOf(
+            Deferred.fromCoroutine(self.sign_ins.authorization("remote", self.server)),
+            NeedsSignIn,
+        )
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        query = parse_qs(urlsplit(started["url"]).query)
+        self.assertEqual(query["scope"], ["mcp:read"])
+        self.assertEqual(query["resource"], [MCP])
+        shown = run(self, self.sign_ins.finish("remote", self.browse(started["url"])))
+        self.assertEqual(shown["state"], "signed_in")
+        self.assertEqual(shown["issuer"], "https://mcp.example/tenant1")
+        self.assertNotIn("tok-1", repr(shown))
+        header = run(self, self.sign_ins.authorization("remote", self.server))
+        self.assertEqual(header, "Bearer tok-1")
+        self.assertEqual(self.masker.mask("x tok-1 ref-1"), "x *** ***")
+
+    def test_survives_restart(self) -> None:
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        run(self, self.sign_ins.finish("remote", self.browse(started["url"])))
+        again = SignIns(stub(self.fake), self.clock, TokenStore(self.path), SecretMasker())
+        self.assertEqual(run(self, again.authorization("remote", self.server)), "Bearer tok-1")
+
+    def test_wrong_state_or_iss_refused(self) -> None:
+        """A redirect with a foreign state or issuer makes no token request."""
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        self.failureResultOf(
+            Deferred.fromCoroutine(
+                self.sign_ins.finish("remote", self.browse(started["url"], state="forged"))
+            ),
+            AuthorizationError,
+        )
+        self.failureResultOf(
+            Deferred.fromCoroutine(
+                self.sign_ins.finish("remote", self.browse(started["url"], iss="https://evil"))
+            ),
+            AuthorizationError,
+        )
+        self.assertNotIn("/token", self.fake.paths())
+
+    def test_refresh_after_401(self) -> None:
+        """A 401 makes the next use rediscover and refresh, with resource."""
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        run(self, self.sign_ins.finish("remote", self.browse(started["url"])))
+        credentials = self.sign_ins.credentials("remote", self.server)
+        hint = credentials.unauthorized(['Bearer error="invalid_token"'])
+        self.assertIn("mcpx auth login remote", hint)
+        self.fake.token_answer = (200, {"access_token": "tok-2", "expires_in": 60})
+        del self.fake.requests[:]
+        self.assertEqual(run(self, credentials.authorization()), "Bearer tok-2")
+        refresh = [form for _, path, form, _ in self.fake.requests if path == "/token"]
+        self.assertEqual(refresh[0]["grant_type"], ["refresh_token"])
+        self.assertEqual(refresh[0]["resource"], [MCP])
+
+    def test_logout(self) -> None:
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        run(self, self.sign_ins.finish("remote", self.browse(started["url"])))
+        self.assertEqual(self.sign_ins.logout("remote"), 1)
+        self.assertEqual(
+            self.sign_ins.describe("remote"), {"server": "remote", "state": "signed_out"}
+        )
+        self.failureResultOf(
+            Deferred.fromCoroutine(self.sign_ins.authorization("remote", self.server)),
+            NeedsSignIn,
+        )
+
+
+class PendingLimitTests(SynchronousTestCase):
+    def test_bounded_and_expiring(self) -> None:
+        """At most MAX_PENDING sign-ins wait; an old one expires and makes room."""
+        from mcpx.auth.signin import MAX_PENDING, PENDING_TTL
+
+        clock = Clock()
+        sign_ins = SignIns(stub(ProtectedServers()), clock, TokenStore(None), SecretMasker())
+        server = remote()
+        for _ in range(MAX_PENDING):
+            run(self, sign_ins.begin("remote", server, REDIRECT))
+        failure = self.failureResultOf(
+            Deferred.fromCoroutine(sign_ins.begin("remote", server, REDIRECT)),
+            AuthorizationError,
+        )
+        self.assertIn("already waiting", str(failure.value))
+        self.assertIn("daemon.pendingSignIns", str(failure.value))
+        clock.advance(PENDING_TTL + 1)
+        run(self, sign_ins.begin("remote", server, REDIRECT))
