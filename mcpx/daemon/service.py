@@ -35,7 +35,7 @@ from mcpx.daemon.token import TokenFile
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
 from mcpx.policy.settings import DEFAULT_POLICY, ServerPolicy
-from mcpx.pool.pool import Pool
+from mcpx.pool.pool import NobodysRequest, Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import Relay
@@ -345,6 +345,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def owner(server: str, scope_key: str) -> object:
             return pool.owner(server, scope_key) if pool is not None else None
 
+        def lone(server: str, scope_key: str) -> NobodysRequest | None:
+            return pool.lone_request(server, scope_key) if pool is not None else None
+
         def candidates(server: str, scope_key: str) -> list[object]:
             return pool.callers(server, scope_key) if pool is not None else []
 
@@ -365,6 +368,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             roots=settings.strings("proto.roots"),
             candidates=candidates,
             roots_source=roots_source,
+            lone=lone,
         )
 
     def policy_of(server: str) -> ServerPolicy:

@@ -32,6 +32,10 @@ An instance's life:
   - A request mcpx gave up on (cancelled, timed out) still counts on its connection,
     as nobody's, until the server answers it or C{pool.cancelGrace} passes: a server
     may go on asking for it, and such a question is nobody's to answer.
+  - A request made for nobody (its client declared nothing it could be asked: the
+    fast path, with no caller) that is alone in flight on its connection when its
+    server asks owns the question all the same (L{lone_request}): the question is named
+    after it, and withdrawn if it still waits when the request ends.
 
 Resource subscriptions are counted per key and URI, whoever holds them (each
 connection, listen stream, legacy session or event stream that watches a resource
@@ -55,6 +59,7 @@ How long a call may take is decided in L{mcpx.pool.budget}.
 from __future__ import annotations
 
 import itertools
+import secrets
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
@@ -258,6 +263,32 @@ class _Slot:
         return reason
 
 
+@define(eq=False, slots=True)
+class NobodysRequest:
+    """
+    A request made for nobody that was alone in flight on its connection when its
+    server asked: the questions asked then are its own, and those still waiting when
+    the request ends (answered, failed, or given up on: its client cancelled it or
+    went) are withdrawn.
+
+    @ivar id: names the request in the questions' records (their C{call_id}); made
+        when the server first asks, so a request that asks nothing costs nothing.
+    """
+
+    id: str
+    deadline: Deadline
+    _on_end: list[Callable[[], None]] = field(factory=list)
+
+    def on_end(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called when the request ends."""
+        self._on_end.append(withdraw)
+
+    def ended(self) -> None:
+        withdrawals, self._on_end = self._on_end, []
+        for withdraw in withdrawals:
+            withdraw()
+
+
 @define(eq=False)
 class _Instance:
     """One started (or starting) upstream server."""
@@ -277,6 +308,9 @@ class _Instance:
     callers: list[object] = field(factory=list)
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
+    #: The request made for nobody that its server asked while it was alone in flight,
+    #: until it ends (see L{Pool.lone_request}).
+    lone: NobodysRequest | None = None
     #: The URIs subscribed (or being subscribed) upstream on this instance, each with
     #: the outcome of its C{resources/subscribe}.
     subscriptions: dict[str, _Outcome[None]] = field(factory=dict)
@@ -438,6 +472,9 @@ class Pool(MultiService):
         self._pending: set[_Outcome[None]] = set()
         self._progress: dict[str, _ProgressWatch] = {}
         self._tokens = itertools.count(1)
+        # Named apart from another daemon's (questions outlive a restart).
+        self._request_prefix = f"request-{secrets.token_hex(4)}-"
+        self._request_numbers = itertools.count(1)
         self._stopping = False
 
     # Keys and slots
@@ -517,6 +554,36 @@ class Pool(MultiService):
                 self._learn_asking(instance)
                 return None
         return first
+
+    def lone_request(self, server: str, scope_key: str) -> NobodysRequest | None:
+        """
+        The request in flight on (C{server}, C{scope_key}) when it is the only one, is
+        made for nobody, and no request mcpx gave up on may still be running there: a
+        question arriving on that connection is that request's (the rule of L{owner},
+        for a request with no caller to put the question to).  The same record is
+        returned for each question it asks; L{NobodysRequest.on_end} withdraws those
+        still waiting when the request ends.
+
+        @return: C{None} when the question cannot be tied to one such request.
+        """
+        slot = self._slots.get(server, {}).get(scope_key)
+        instance = slot.instance if slot is not None else None
+        if instance is None:
+            return None
+        callers, deadlines = instance.callers, instance.deadlines
+        # A request is counted (its caller listed) a moment before its deadline is set:
+        # one asking in between is left unattributed rather than guessed.
+        if len(callers) != 1 or callers[0] is not None or len(deadlines) != 1:
+            return None
+        if self._late(instance):
+            return None
+        [deadline] = deadlines
+        lone = instance.lone
+        if lone is None or lone.deadline is not deadline:
+            lone = instance.lone = NobodysRequest(
+                f"{self._request_prefix}{next(self._request_numbers)}", deadline
+            )
+        return lone
 
     def callers(self, server: str, scope_key: str) -> list[object]:
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
@@ -1128,6 +1195,8 @@ class Pool(MultiService):
             finally:
                 deadline.cancel()
                 instance.deadlines.discard(deadline)
+                if instance.lone is not None and instance.lone.deadline is deadline:
+                    self._lone_ended(instance)
         finally:
             instance.callers.remove(caller)
             self._finished(instance)
@@ -1139,6 +1208,17 @@ class Pool(MultiService):
                     ended()
         self._forgive(instance)
         return result
+
+    def _lone_ended(self, instance: _Instance) -> None:
+        """
+        The request made for nobody whose questions are its own ended (answered, failed,
+        given up on): what it asked that still waits is withdrawn, as a caller's is
+        (L{mcpx.questions.caller.Caller.call_ended}).
+        """
+        lone = instance.lone
+        assert lone is not None
+        instance.lone = None
+        lone.ended()
 
     def _forgive(self, instance: _Instance) -> None:
         """

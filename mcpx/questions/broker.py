@@ -262,6 +262,19 @@ class Broker:
         self._finish(question, QuestionState.CANCELLED, by)
         return question
 
+    def withdraw(self, question_id: str) -> None:
+        """
+        The question's call was given up on: a pending question ends as cancelled,
+        answered by C{"withdrawn"} (its asker gets what a cancel gives).  Once the daemon
+        is closing the calls it cuts short are not given up on: their questions stay
+        pending, for the next daemon to list.  Unknown and finished questions are ignored.
+        """
+        if self._closing:
+            return
+        question = self._questions.get(question_id)
+        if question is not None and question.pending:
+            self._finish(question, QuestionState.CANCELLED, "withdrawn")
+
     def settle(
         self,
         question_id: str,

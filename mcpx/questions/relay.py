@@ -15,18 +15,17 @@ connection stop: a person answering is not the server being slow.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
+from mcpx.questions.broker import Broker
 from mcpx.questions.caller import (
     CAPABILITY_FOR,
     ELICIT,
@@ -49,6 +48,26 @@ Candidates = Callable[[str, str], Sequence[object]]
 #: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
 #: L{Asker}, or C{None} when no client that declared roots uses that server.
 RootsSource = Callable[[str, str], "Asker | None"]
+
+
+class LoneRequest(Protocol):
+    """
+    The pool's request made for nobody that was alone in flight when its server asked
+    (L{mcpx.pool.pool.NobodysRequest}): the question is its own.
+    """
+
+    @property
+    def id(self) -> str:
+        """The C{call_id} its questions are recorded with."""
+        ...
+
+    def on_end(self, withdraw: Callable[[], None]) -> None:
+        """Have C{withdraw} called when the request ends."""
+        ...
+
+
+#: The pool's lone request made for nobody on (server, scope key), if there is one.
+LoneSource = Callable[[str, str], "LoneRequest | None"]
 
 log = Logger()
 
@@ -107,6 +126,7 @@ class Relay:
         roots: Sequence[str] = (),
         candidates: Candidates | None = None,
         roots_source: RootsSource | None = None,
+        lone: LoneSource | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key).
@@ -121,6 +141,9 @@ class Relay:
             when a question that may be theirs waits in the broker for want of knowing.
         @param roots_source: the client whose roots a C{roots/list} outside any one
             call gets (the most recent client that declared roots and uses the server).
+        @param lone: the pool's request made for nobody (its client declared nothing
+            it could be asked) alone in flight on (server, scope key): a question with
+            no caller to put it to is still named after it, and withdrawn when it ends.
         """
         self.broker = broker
         self._clock = clock
@@ -131,6 +154,7 @@ class Relay:
         self._roots = {"roots": [own_root(root) for root in roots]}
         self._candidates = candidates
         self.roots_source = roots_source
+        self._lone = lone
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -179,7 +203,18 @@ class Relay:
 
     def _caller(self, server: str, scope_key: str, given: object) -> Caller | None:
         found = given if given is not None else self._owner(server, scope_key)
-        return found if isinstance(found, Caller) else None
+        if isinstance(found, Caller):
+            return found
+        if given is None and self._lone is not None:
+            lone = self._lone(server, scope_key)
+            if lone is not None:
+                # Its client can be asked nothing, but the question is certainly this
+                # request's: the broker names it so, and it goes when the request does
+                # (the server answered cancel, as for any call's withdrawn question).
+                stand_in = Caller(lone.id, {})
+                lone.on_end(stand_in.withdraw)
+                return stand_in
+        return None
 
     async def ask(
         self,
@@ -410,7 +445,7 @@ class Relay:
         """
         The question's call was given up on: it ends as cancelled (the server is told so:
         C{cancel} for an elicitation, an error for the others), and a client it was put
-        to is told it was withdrawn; an answer that comes later goes nowhere.
+        to is told it was withdrawn; an answer that comes later goes nowhere.  (Not while
+        the daemon stops: the calls it cuts short leave their questions pending.)
         """
-        with contextlib.suppress(UnknownQuestion, QuestionClosed):
-            self.broker.cancel(question_id, by="withdrawn")
+        self.broker.withdraw(question_id)

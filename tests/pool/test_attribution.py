@@ -16,10 +16,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.pool import CallTimedOut, Pool
-from mcpx.pool.pool import DEFAULT_CANCEL_GRACE
+from mcpx.pool.pool import DEFAULT_CANCEL_GRACE, NobodysRequest
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Caller
-from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
 from mcpx.questions.relay import Relay
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Response, encode
@@ -64,7 +64,9 @@ class AttributionTestCase(SynchronousTestCase):
         self.arrival_checks: list[Callable[[], None]] = []
         self.arrival_checked = 0
         self.broker = Broker(self.clock, store=None, ttl=3600.0)
-        self.relay = Relay(self.broker, self.clock, owner=self.owner, hold=self.hold)
+        self.relay = Relay(
+            self.broker, self.clock, owner=self.owner, hold=self.hold, lone=self.lone
+        )
         self.pool = Pool(
             servers=servers(stdio("a"), stdio("c", scope="client")),
             connector=self.connector,
@@ -89,6 +91,9 @@ class AttributionTestCase(SynchronousTestCase):
 
     def owner(self, server: str, scope_key: str) -> object:
         return self.pool.owner(server, scope_key)
+
+    def lone(self, server: str, scope_key: str) -> NobodysRequest | None:
+        return self.pool.lone_request(server, scope_key)
 
     def hold(self, server: str, scope_key: str) -> Callable[[], None]:
         return self.pool.hold_deadlines(server, scope_key)
@@ -445,6 +450,96 @@ class LateQuestionTests(AttributionTestCase):
         self.check_question(None)
         self.clock.advance(1)
         self.check_question(b)
+
+
+class NobodysRequestTests(AttributionTestCase):
+    """
+    A request made for nobody (its client declared nothing it could be asked, so it
+    runs with no caller) that is alone in flight owns its server's questions all the
+    same: they wait in the broker named after it, and are withdrawn when it ends.
+    """
+
+    def test_questions_named_after_the_lone_request(self) -> None:
+        """Both questions of the one request in flight carry its name; another's differ."""
+        self.warm()
+        first = self.call("v1", None)
+        one, one_answered = self.question()
+        two, two_answered = self.question()
+        self.assertEqual(one.route, ROUTE_BROKER)
+        self.assertIsNotNone(one.call_id)
+        self.assertEqual(two.call_id, one.call_id)
+        self.finish("v1")
+        self.successResultOf(first)
+        self.call("v2", None)
+        three, three_answered = self.question()
+        self.assertNotIn(three.call_id, (None, one.call_id))
+        # Still pending when the pool stops: their upstream is gone by then.
+        self.calls += [one_answered, two_answered, three_answered]
+
+    def test_not_alone_is_nobodys(self) -> None:
+        """With two requests made for nobody in flight, the question is named after neither."""
+        self.warm()
+        self.call("v1", None)
+        self.call("v2", None)
+        self.check_question(None)
+
+    def test_cancel_withdraws_its_question(self) -> None:
+        """
+        The request's client cancels it (or goes): its question leaves the broker as
+        cancelled, withdrawn, and the server is answered C{cancel} at once.
+        """
+        self.warm()
+        call = self.call("v1", None)
+        question, answered = self.question()
+        call.cancel()
+        self.failureResultOf(call, CancelledError)
+        self.assertEqual(question.state, QuestionState.CANCELLED)
+        self.assertEqual(question.answered_by, "withdrawn")
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+
+    def test_finishing_withdraws_too(self) -> None:
+        """
+        A request that ends on its own withdraws what it asked that still waits, as a
+        caller's call does: nothing waits for that answer any more.
+        """
+        self.warm()
+        call = self.call("v1", None)
+        question, answered = self.question()
+        self.finish("v1")
+        self.successResultOf(call)
+        self.assertEqual(question.answered_by, "withdrawn")
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+
+    def test_stopping_withdraws_nothing(self) -> None:
+        """
+        The daemon stopping cuts the request short without giving it up: its question
+        stays pending, for the next daemon to list.
+        """
+        self.warm()
+        self.call("v1", None)
+        question, answered = self.question()
+        self.broker.closing()
+        self.successResultOf(self.pool.stopService())
+        self.assertTrue(question.pending)
+        self.calls.append(answered)
+
+    def test_late_question_not_withdrawn_with_the_next(self) -> None:
+        """
+        A question asked while a cancelled request may still run is nobody's: cancelling
+        the request alone in flight then does not withdraw it.
+        """
+        self.warm()
+        first = self.call("v1", None)
+        first.cancel()
+        self.failureResultOf(first, CancelledError)
+        second = self.call("v2", None)
+        question, answered = self.question()
+        self.assertIsNone(question.call_id)
+        second.cancel()
+        self.failureResultOf(second, CancelledError)
+        self.assertTrue(question.pending)
+        self.assertNoResult(answered)
+        self.calls.append(answered)
 
 
 class AskingInstancesTests(AttributionTestCase):

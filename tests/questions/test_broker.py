@@ -235,6 +235,32 @@ class BrokerTests(SynchronousTestCase):
         self.assertRaises(QuestionClosed, self.broker.decline, question.id, by="cli")
         self.assertEqual(self.flushLoggedErrors(), [])
 
+    def test_call_given_up_withdraws(self) -> None:
+        """
+        A question whose call was given up on ends cancelled, by C{withdrawn}, and its
+        server is answered C{cancel}; withdrawing it again, or an unknown one, is nothing.
+        """
+        question, answered = self.ask()
+        self.broker.withdraw(question.id)
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertEqual(
+            (question.state, question.answered_by), (QuestionState.CANCELLED, "withdrawn")
+        )
+        self.broker.withdraw(question.id)
+        self.broker.withdraw("q_unknown")
+        self.assertEqual(question.answered_by, "withdrawn")
+
+    def test_call_cut_short_by_shutdown_keeps_question(self) -> None:
+        """
+        Once the daemon is closing, the calls it cuts short are not given up on: their
+        questions stay pending for the next daemon, their servers answered nothing.
+        """
+        question, answered = self.ask()
+        self.broker.closing()
+        self.broker.withdraw(question.id)
+        self.assertIs(question.state, QuestionState.PENDING)
+        self.assertNoResult(answered)
+
     def test_withdrawn_by_shutdown_stays_pending(self) -> None:
         """
         Once the daemon is closing, a question withdrawn because its server is being

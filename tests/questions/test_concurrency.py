@@ -187,6 +187,54 @@ class LegacyCancelTests(_DaemonTest):
         await self.cancel_after_asked("http")
 
 
+class UndeclaredCancelTests(_DaemonTest):
+    """
+    A host that declared nothing it could be asked calls C{mcpx_call} (the fast path,
+    with no caller): the upstream's question waits in the broker named after that call,
+    and the host giving the call up withdraws it and cancels the call upstream.
+    """
+
+    async def give_up_after_asked(self, transport: str, how: str) -> None:
+        env = {"MCPX_POOL_CANCEL_GRACE": "20s"}
+        self.daemon_ = await Daemon(self, {"ask": asking_server()}, settings=env).start()
+        a = self.host(transport, "A", capabilities={})
+        arguments = {"label": "A", "after": 0}
+        call = await deferToThread(
+            a.call, "mcpx_call", {"server": "ask", "tool": "ask", "arguments": arguments}
+        )
+        asked = await self.daemon_.wait_for_question("ask")
+        self.assertEqual(asked["route"], "broker")
+        self.assertTrue(str(asked["call_id"]).startswith("request-"), asked["call_id"])
+        if how == "cancel":
+            await deferToThread(a.cancel, call)
+        else:
+            await deferToThread(a.close)
+        withdrawn = await self.daemon_.wait_for_question("ask", state="cancelled")
+        self.assertEqual(withdrawn["id"], asked["id"])
+        self.assertEqual(withdrawn["answered_by"], "withdrawn")
+        stats = await self.stats()
+        for _ in range(100):
+            if "A" in stats["answers"]:
+                break
+            # The upstream records the answer on its own thread, maybe after the stats.
+            await deferLater(reactor, 0.05, lambda: None)
+            stats = await self.stats()
+        self.assertEqual(len(stats["cancels"]), 1, "the upstream heard the cancel")
+        self.assertEqual(stats["answers"].get("A"), {"action": "cancel"})
+
+    async def test_socket_cancel(self) -> None:
+        """C{notifications/cancelled} over the MCP socket (what C{mcpx serve} bridges)."""
+        await self.give_up_after_asked("socket", "cancel")
+
+    async def test_socket_closed(self) -> None:
+        """The host's MCP socket connection closes."""
+        await self.give_up_after_asked("socket", "close")
+
+    async def test_http_cancel(self) -> None:
+        """C{notifications/cancelled} on a Streamable HTTP session on C{/mcp}."""
+        await self.give_up_after_asked("http", "cancel")
+
+
 class LateQuestionTests(_DaemonTest):
     """
     Host A gives up on its call before the upstream asked; the upstream (which ignores

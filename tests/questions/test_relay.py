@@ -700,3 +700,79 @@ class TellCandidatesTests(RelayTests):
             [(method, params)] = asker.told
             self.assertEqual(method, "notifications/message")
             self.assertIn(f"mcpx elicit {question.id}", params["data"])
+
+
+class FakeLoneRequest:
+    """The pool's request made for nobody, alone in flight: it ends when the test says."""
+
+    id = "request-0a1b2c3d-7"
+
+    def __init__(self) -> None:
+        self.withdrawals: list[Callable[[], None]] = []
+
+    def on_end(self, withdraw: Callable[[], None]) -> None:
+        self.withdrawals.append(withdraw)
+
+    def end(self) -> None:
+        for withdraw in self.withdrawals:
+            withdraw()
+
+
+class LoneRequestTests(RelayTests):
+    """
+    A question with no caller to put it to (its client declared nothing it could be
+    asked), asked while the pool says one request made for nobody is alone in flight,
+    is that request's: named after it in the broker, and withdrawn when it ends.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.lone: FakeLoneRequest | None = FakeLoneRequest()
+        self.looked_up = 0
+        self.relay = Relay(
+            self.broker, self.clock, owner=self.owner, hold=self.hold, lone=self.lone_request
+        )
+
+    def lone_request(self, server: str, scope_key: str) -> FakeLoneRequest | None:
+        self.looked_up += 1
+        return self.lone
+
+    def test_inside_a_result(self) -> None:
+        """
+        A 2026-07-28 upstream's question (an C{inputRequests} entry, the call given as
+        nobody) is named after the lone request, and withdrawn with it.
+        """
+        assert self.lone is not None
+        answered = self.ask(key="name")
+        question = self.only_question()
+        self.assertEqual((question.route, question.call_id), (ROUTE_BROKER, self.lone.id))
+        self.assertNoResult(answered)
+        self.lone.end()
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+        self.assertEqual(
+            (question.state, question.answered_by), (QuestionState.CANCELLED, "withdrawn")
+        )
+
+    def test_on_the_connection(self) -> None:
+        """A 2025-11-25 upstream's question on its connection is named after it too."""
+        assert self.lone is not None
+        answered = self.ask()
+        self.assertEqual(self.only_question().call_id, self.lone.id)
+        self.lone.end()
+        self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
+
+    def test_a_caller_comes_first(self) -> None:
+        """A call that owns the connection is asked as ever; the pool is not asked for more."""
+        self.owners[(SERVER, SCOPE)] = self.caller()
+        self.ask()
+        self.assertEqual(self.only_question().call_id, "call-1")
+        self.assertEqual(self.looked_up, 0)
+
+    def test_none_alone(self) -> None:
+        """When no such request is alone in flight, the question is nobody's."""
+        self.lone = None
+        answered = self.ask()
+        self.assertIsNone(self.only_question().call_id)
+        self.assertNoResult(answered)
+        self.broker.decline(self.only_question().id, by="test")
+        self.assertEqual(self.successResultOf(answered), {"action": "decline"})
