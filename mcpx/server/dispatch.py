@@ -900,8 +900,10 @@ class McpServer:
             # A core task is cancelled by tasks/cancel, and then it stops for good,
             # its questions withdrawn wherever they were put.
             def cancelled() -> None:
-                held.cancel()
+                # Withdrawn before the call is cut: the server then hears the answer a
+                # withdrawn question gets (cancel), not the cancellation of its wait.
                 caller.withdraw()
+                held.cancel()
 
             await waiting(held, cancelled)
             return held.result()  # type: ignore[no-any-return]
@@ -910,8 +912,9 @@ class McpServer:
             if caller.asked and not cancelled_by_peer():
                 self._promote(held)
                 return
-            held.cancel()
+            # Withdrawn first, as above.
             caller.withdraw()
+            held.cancel()
 
         await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
