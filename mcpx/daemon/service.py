@@ -11,7 +11,7 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
@@ -22,6 +22,8 @@ from twisted.python.failure import Failure
 from twisted.web.resource import IResource
 from twisted.web.server import Request
 
+from mcpx.auth.signin import SignIns
+from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.events import EventBus
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
@@ -54,10 +56,8 @@ from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.http import owned_client
 from mcpx.wire.errors import RpcError
-
-if TYPE_CHECKING:
-    from mcpx.auth.signin import SignIns
 
 _log = Logger()
 
@@ -517,9 +517,6 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
 
 def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIns:
     """The OAuth sign-ins, on an HTTP client of their own, tokens in the state directory."""
-    from mcpx.auth.signin import SignIns
-    from mcpx.auth.store import TokenStore, path_in
-    from mcpx.upstream.http import owned_client
 
     http, _pool = owned_client(reactor, 10.0, keep=2)
     settings = config.settings
