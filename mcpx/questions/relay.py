@@ -268,9 +268,16 @@ class Relay:
                 return await self._from_client(
                     server, scope_key, method, shown, call=stand_in, key=None, ahead=None
                 )
-        if call is not None and call.strict and not may_ask(call.capabilities, method, shown):
+        if (
+            call is not None
+            and call.strict
+            and method != LIST_ROOTS
+            and not may_ask(call.capabilities, method, shown)
+        ):
             # A 2026-07-28 client must be told what it lacks (-32021), not kept waiting
-            # on a broker it may never know of.
+            # on a broker it may never know of. Roots are not its to give: a server
+            # that asks for them mid-call (server-everything does, 350 ms after it
+            # starts) gets mcpx's own below, and the call goes on.
             refusal = RpcError.missing_client_capability({CAPABILITY_FOR[method]: {}})
             call.refused = refusal
             raise refusal

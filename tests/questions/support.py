@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+import traceback
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -278,6 +279,11 @@ async def modern_post(
     return response.code, answer
 
 
+def _describe_group(group: BaseExceptionGroup[BaseException]) -> str:
+    """The leaf exceptions of C{group}, each with its traceback, as text."""
+    return "".join(traceback.format_exception(group))
+
+
 def in_thread(conversation: Callable[[], Awaitable[T]]) -> Any:
     """Run an SDK-client C{conversation} on its own event loop in a worker thread."""
 
@@ -285,6 +291,11 @@ def in_thread(conversation: Callable[[], Awaitable[T]]) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with anyio.fail_after(CONVERSATION_TIMEOUT):
-                return await conversation()
+                try:
+                    return await conversation()
+                except BaseExceptionGroup as group:
+                    # The SDK wraps the real failure in task groups; name it, so a
+                    # failure report says what went wrong rather than "1 sub-exception".
+                    raise RuntimeError(_describe_group(group)) from group
 
     return deferToThread(anyio.run, bounded)

@@ -7,7 +7,7 @@ would have refused the request so.
 
 from __future__ import annotations
 
-from mcpx.questions.caller import SAMPLE
+from mcpx.questions.caller import LIST_ROOTS, SAMPLE
 from mcpx.wire.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError
 from tests.questions.test_relay import ACCEPTED, RelayTests
 
@@ -38,3 +38,18 @@ class StrictCallerTests(RelayTests):
         asked = self.ask(caller=caller)
         self.asker.last().callback(ACCEPTED)
         self.assertEqual(self.successResultOf(asked), ACCEPTED)
+
+    def test_roots_asked_mid_call_are_answered_by_mcpx(self) -> None:
+        """
+        A server that asks for roots while a strict caller without C{roots} is in flight
+        gets mcpx's own roots, and the call is not refused: roots are the daemon's to
+        give, not the client's, so the client lacks nothing.
+        """
+        relay = self.make_relay(roots=("/srv/project",))
+        caller = self.caller({"sampling": {}}, asker=None, strict=True)
+        answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=caller)
+        self.assertEqual(
+            self.successResultOf(answered),
+            {"roots": [{"uri": "file:///srv/project", "name": "project"}]},
+        )
+        self.assertIsNone(caller.refused)
