@@ -103,7 +103,7 @@ from mcpx.wire.messages import (
     encode,
     parse,
 )
-from mcpx.wire.peer import CANCELLED, RpcPeer, cancel_for_peer
+from mcpx.wire.peer import CANCELLED, RpcPeer
 from mcpx.wire.sse import comment, encode_event
 
 log = Logger()
@@ -468,7 +468,10 @@ class LegacySession:
     @ivar conn: its L{Conn}, set when it is opened.
     @ivar peer: carries mcpx's requests to the client and their answers back.
     @ivar stream: the open C{GET} stream, if any.
-    @ivar running: the requests being handled, by id.
+
+    The requests being handled are counted in the peer's table of incoming requests
+    (L{RpcPeer.track_incoming}), which cancels them on the client's
+    C{notifications/cancelled} and when the session ends.
     """
 
     def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
@@ -476,7 +479,6 @@ class LegacySession:
         self.client = client
         self.conn: Conn | None = None
         self.stream: GetStream | None = None
-        self.running: dict[RequestId, Deferred[Any]] = {}
         self.ended = False
         #: Why the session ended under its requests, when they are owed an answer.
         self.ending_error: RpcError | None = None
@@ -494,7 +496,7 @@ class LegacySession:
 
     @property
     def idle(self) -> bool:
-        return not self.running and self.stream is None
+        return not self.peer.in_flight_incoming and self.stream is None
 
     def _no_requests(self, request: Request) -> object:
         raise RpcError.invalid_request("requests are POSTed, not sent as responses")
@@ -576,36 +578,16 @@ class LegacySession:
     # Requests
 
     def track(self, request: Request, handling: Deferred[Any], exchange: Exchange) -> None:
-        self.running[request.id] = handling
+        self.peer.track_incoming(request.id, handling)
         token = _progress_token(request)
         if token is not None:
             self._by_token[token] = exchange
 
     def forget(self, request: Request, handling: Deferred[Any]) -> None:
-        if self.running.get(request.id) is handling:
-            del self.running[request.id]
+        self.peer.forget_incoming(request.id, handling)
         token = _progress_token(request)
         if token is not None:
             self._by_token.pop(token, None)
-
-    def cancel(self, params: object) -> bool:
-        """Cancel the request a C{notifications/cancelled} names; C{False} if none runs."""
-        if type(params) is not dict:
-            return False
-        request_id = params.get("requestId")
-        if type(request_id) is not int and type(request_id) is not str:
-            return False
-        handling = self.running.pop(request_id, None)
-        if handling is None:
-            return False
-        log.info(
-            "session {session} cancelled request {id}: {reason}",
-            session=self.peer.name,
-            id=request_id,
-            reason=params.get("reason"),
-        )
-        cancel_for_peer(handling)
-        return True
 
     def end(self, core: McpCore, because: RpcError | None = None) -> None:
         """
@@ -619,9 +601,6 @@ class LegacySession:
         self.ended = True
         self.ending_error = because
         self.peer.close(ConnectionError("the session ended"))
-        running, self.running = self.running, {}
-        for handling in running.values():
-            handling.cancel()
         if self.stream is not None:
             self.stream.stop()
             self.stream = None
@@ -915,7 +894,7 @@ class McpHTTP:
         return await self._sessionless(message, exchange, revision)
 
     def _session_notification(self, session: LegacySession, notification: Notification) -> None:
-        if notification.method == CANCELLED and session.cancel(notification.params):
+        if notification.method == CANCELLED and session.peer.cancel_incoming(notification.params):
             return
         assert session.conn is not None
         self._core.notification(session.conn, notification)
@@ -1066,7 +1045,7 @@ class McpHTTP:
     async def _in_session(
         self, session: LegacySession, message: Request, exchange: Exchange
     ) -> bytes | None:
-        if message.id in session.running:
+        if session.peer.is_handling(message.id):
             return exchange.answer(
                 encode(
                     ErrorResponse(
@@ -1130,7 +1109,7 @@ class McpHTTP:
     def _batch_reply(
         self, session: LegacySession, message: Request, exchange: Exchange
     ) -> Deferred[bytes | None]:
-        if message.id in session.running:
+        if session.peer.is_handling(message.id):
             error = RpcError.invalid_request("id already in use by a request in flight")
             reply: Deferred[bytes | None] = Deferred()
             reply.callback(encode(ErrorResponse(message.id, error)))

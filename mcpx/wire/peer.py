@@ -256,6 +256,24 @@ class RpcPeer:
     def closed(self) -> bool:
         return self._closed is not None
 
+    def is_handling(self, request_id: RequestId) -> bool:
+        """Whether a request with this id is being handled (its id is in use)."""
+        return request_id in self._incoming
+
+    def track_incoming(self, request_id: RequestId, handling: Deferred[Any]) -> None:
+        """
+        Count a request that reached its handler by another way than L{receive} (a
+        transport that gives each request an exchange of its own) as being handled
+        here: a C{notifications/cancelled} naming it cancels C{handling}, and so does
+        L{close}.  The caller answers it, and calls L{forget_incoming} when it has.
+        """
+        self._incoming[request_id] = handling
+
+    def forget_incoming(self, request_id: RequestId, handling: Deferred[Any]) -> None:
+        """The request L{track_incoming} counted is over (if it is still that one)."""
+        if self._incoming.get(request_id) is handling:
+            del self._incoming[request_id]
+
     def expect_late(self, grace: float) -> None:
         """
         From now on, count each request given up on with a C{notifications/cancelled}
@@ -470,7 +488,7 @@ class RpcPeer:
             entry.deferred.errback(error)
 
     def _dispatch(self, request: Request, batch: _BatchReply | None) -> None:
-        if request.id in self._incoming:
+        if self.is_handling(request.id):
             # Ids must not be reused while in flight; answering keeps the original's entry.
             error = ProtocolError(
                 INVALID_REQUEST,
@@ -495,7 +513,7 @@ class RpcPeer:
             return
         if batch is not None:
             batch.expect()
-        self._incoming[request.id] = handling
+        self.track_incoming(request.id, handling)
         handling.addBoth(self._finished, request, handling, batch)
 
     def _finished(
@@ -564,7 +582,7 @@ class RpcPeer:
         return encode(ErrorResponse(request.id, error))
 
     def _notification(self, notification: Notification) -> None:
-        if notification.method == CANCELLED and self._cancel_incoming(notification.params):
+        if notification.method == CANCELLED and self.cancel_incoming(notification.params):
             return
         if self._on_notification is None:
             return
@@ -586,8 +604,11 @@ class RpcPeer:
             method=notification.method,
         )
 
-    def _cancel_incoming(self, params: Params) -> bool:
-        """Stop the handler a C{notifications/cancelled} names; C{False} if none is running."""
+    def cancel_incoming(self, params: Params) -> bool:
+        """
+        Stop the handler a C{notifications/cancelled} with these C{params} names (as
+        L{receive} does for one that arrives through it); C{False} if none is running.
+        """
         if type(params) is not dict:
             return False
         request_id = params.get("requestId")
