@@ -57,6 +57,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
 from zope.interface import implementer
 
+from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.upstream.channel import (
@@ -931,8 +932,8 @@ class _ListenStream:
         self.reader: BodyReader | None = None
         self.decoder: SSEDecoder | None = None
         self.timer: IDelayedCall | None = None
-        self._answered = False
-        self._waiting: list[Deferred[None]] = []
+        #: Fires once the server has answered the first C{GET}.
+        self._answered: Once[None] = Once()
 
     def when_answered(self) -> Deferred[None]:
         """
@@ -940,20 +941,7 @@ class _ListenStream:
         stream, a 405, a refusal or no connection at all): from then on, what the
         server starts on its own has somewhere to go.
         """
-        waiter: Deferred[None] = Deferred()
-        if self._answered:
-            waiter.callback(None)
-        else:
-            self._waiting.append(waiter)
-        return waiter
-
-    def _settle(self) -> None:
-        if self._answered:
-            return
-        self._answered = True
-        waiting, self._waiting = self._waiting, []
-        for waiter in waiting:
-            waiter.callback(None)
+        return self._answered.wait()
 
     def open(self) -> None:
         self.timer = None
@@ -977,7 +965,7 @@ class _ListenStream:
 
     def _response(self, response: IResponse) -> None:
         self.pending = None
-        self._settle()
+        self._answered.fire(None)
         channel = self.channel
         if self.stopped:
             discard_body(response, self.channel.reactor)
@@ -1005,7 +993,7 @@ class _ListenStream:
 
     def _unreachable(self, failure: Failure) -> None:
         self.pending = None
-        self._settle()
+        self._answered.fire(None)
         if self.stopped:
             return
         log.warn(
@@ -1056,7 +1044,7 @@ class _ListenStream:
 
     def stop(self) -> Deferred[None]:
         """Close the stream and stop reopening it; fires once its connection is closed."""
-        self._settle()
+        self._answered.fire(None)
         self.stopped = True
         if self.timer is not None:
             self.timer.cancel()
@@ -1220,8 +1208,8 @@ class StreamableHTTPChannel:
         self._listen: _ListenStream | None = None
         self._unacknowledged: list[Deferred[Any]] = []
         self._closing: Deferred[None] | None = None
-        self._lost: Failure | None = None
-        self._lost_waiters: list[Deferred[Failure]] = []
+        #: Fails with L{ChannelClosed} once L{close} has released everything.
+        self._lost: Once[Failure] = Once()
 
     # Channel
 
@@ -1309,11 +1297,7 @@ class StreamableHTTPChannel:
         Deferred given a L{Failure} runs its errbacks).  HTTP has no connection to lose
         otherwise: each request fails on its own.
         """
-        if self._lost is not None:
-            return fail(self._lost)
-        waiter: Deferred[Failure] = Deferred()
-        self._lost_waiters.append(waiter)
-        return waiter
+        return self._lost.wait()
 
     def close(self) -> Deferred[None]:
         if self._closing is None:
@@ -1415,10 +1399,7 @@ class StreamableHTTPChannel:
             await self._delete_session()
         if self._pool is not None:
             await self._pool.closeCachedConnections()  # type: ignore[no-untyped-call]
-        self._lost = lost
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for waiter in waiters:
-            waiter.errback(lost)
+        self._lost.fire(lost)
 
     async def _delete_session(self) -> None:
         headers = self.server.request_headers()

@@ -45,6 +45,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.once import Once
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
 from mcpx.upstream.groups import ProcessGroups
@@ -136,9 +137,10 @@ class StdioChannel:
         self._exited = False
         self._ended = False
         self._timer: IDelayedCall | None = None
-        self._lost: Failure | None = None
-        self._lost_waiters: list[Deferred[Failure]] = []
-        self._reaped_waiters: list[Deferred[None]] = []
+        #: Fails with why the channel is gone, once it is.
+        self._lost: Once[Failure] = Once()
+        #: Fires once the process is reaped and its group is empty.
+        self._reaped: Once[None] = Once()
         self._pid: int | None = None
         #: Ending what the server left in its group: C{None} (not begun), C{"TERM"},
         #: C{"KILL"}, or C{"gone"}.
@@ -161,7 +163,7 @@ class StdioChannel:
         """
         if self._peer is None:
             raise RuntimeError("attach a peer to the channel before starting it")
-        if self._transport is not None or self._lost is not None:
+        if self._transport is not None or self._lost.done:
             raise RuntimeError(f"the channel to {self._label} was already started")
         try:
             env = self._environment()
@@ -265,7 +267,7 @@ class StdioChannel:
     def send(self, data: bytes) -> None:
         """Write a notification or a response; dropped once the server is out of reach."""
         if self._transport is None:
-            if self._lost is None:
+            if not self._lost.done:
                 raise RuntimeError(f"the channel to {self._label} is not started")
             return
         if self._stdin_open:
@@ -277,10 +279,11 @@ class StdioChannel:
             assert self._transport is not None
             self._transport.writeSequence([data, _NEWLINE])
             return
-        if self._transport is None and self._lost is None:
+        lost = self._lost.failure
+        if self._transport is None and lost is None:
             raise RuntimeError(f"the channel to {self._label} is not started")
-        if self._lost is not None:
-            why = str(self._lost.value)
+        if lost is not None:
+            why = str(lost.value)
         elif self._closing:
             why = f"{self._label} is being closed"
         else:
@@ -401,22 +404,15 @@ class StdioChannel:
         A Deferred given a L{Failure} runs its errbacks, so the reason arrives through
         C{addErrback} or C{addBoth}, never C{addCallback}.
         """
-        if self._lost is not None:
-            return fail(self._lost)
-        waiter: Deferred[Failure] = Deferred()
-        self._lost_waiters.append(waiter)
-        return waiter
+        return self._lost.wait()
 
     def _lose(self, reason: ChannelClosed) -> None:
-        if self._lost is not None:
+        if self._lost.done:
             return
-        self._lost = Failure(reason)
         self._stdin_open = False
         if self._peer is not None:
             self._peer.close(reason)
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for waiter in waiters:
-            waiter.errback(self._lost)
+        self._lost.fire(Failure(reason))
 
     def _process_exited(self) -> None:
         self._exited = True
@@ -451,9 +447,7 @@ class StdioChannel:
         """Tell L{close} callers, once the process is reaped and its group is empty."""
         if not self._ended or (self._groups is not None and self._group_step != "gone"):
             return
-        waiters, self._reaped_waiters = self._reaped_waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
+        self._reaped.fire(None)
 
     # The process group
 
@@ -542,15 +536,14 @@ class StdioChannel:
         if self._transport is None:
             self._lose(ChannelClosed(f"{self._label} was closed before it started"))
             return succeed(None)
-        waiter: Deferred[None] = Deferred()
-        self._reaped_waiters.append(waiter)
+        reaped = self._reaped.wait()
         if not self._closing and not self._ended:
             self._closing = True
             self._stdin_open = False
             self._cancel_timer()
             self._transport.closeStdin()
             self._timer = self._clock.callLater(self._grace, self._terminate)
-        return waiter
+        return reaped
 
     def _terminate(self) -> None:
         self._timer = None
