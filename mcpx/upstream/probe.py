@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -334,8 +334,3 @@ def era_in_doubt(error: BaseException) -> bool:
 
 def cache_path(state_dir: Path) -> Path:
     return state_dir / CACHE_NAME
-
-
-def describe_cache(cache: EraCache) -> Mapping[str, Mapping[str, str]]:
-    """The remembered eras, for diagnostics."""
-    return dict(cache._entries)
