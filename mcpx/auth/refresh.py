@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.auth.test_refresh -*-
+# -*- test-case-name: tests.auth.test_store -*-
 """
 Keeping a server's access token usable: refresh before expiry, one refresh at a time
 per key, and failures told apart.
