@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.auth.test_flow -*-
 """
 The HTTP half of signing in to a server: discovery, registration, code exchange and
-refresh, on a treq L{HTTPClient} the daemon owns (see L{mcpx.upstream.http.owned_client}).
+refresh, on a treq L{HTTPClient} the daemon owns (see L{mcpx.upstream.http_client.owned_client}).
 
 Every document read is limited to L{DOCUMENT_LIMIT} bytes: metadata and token answers
 are small, and an authorization server must not be able to make the daemon buffer more.

@@ -56,7 +56,7 @@ from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.http import owned_client
+from mcpx.upstream.http_client import owned_client
 from mcpx.wire.errors import RpcError
 
 _log = Logger()

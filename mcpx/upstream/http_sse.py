@@ -25,7 +25,7 @@ from twisted.web.iweb import IResponse
 from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.upstream.channel import ChannelClosed, Negotiated, TransportRefused
-from mcpx.upstream.http import (
+from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
     JSON,
