@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 from twisted.logger import Logger
 
 from mcpx.server.conn import Context
-from mcpx.upstream.session import InvalidParamHeader, param_header_paths
+from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import RpcError
 
 if TYPE_CHECKING:

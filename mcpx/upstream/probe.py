@@ -34,14 +34,9 @@ from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
-from mcpx.upstream.session import (
-    Era,
-    LegacySession,
-    ModernSession,
-    NotModern,
-    UpstreamError,
-    UpstreamSession,
-)
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.session import Era, NotModern, UpstreamError, UpstreamSession
 from mcpx.wire.errors import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,

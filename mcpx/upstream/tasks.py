@@ -34,6 +34,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
 
 if TYPE_CHECKING:
@@ -268,9 +269,6 @@ async def follow_modern_task(
     @param params: the C{tools/call}'s parameters (its questions are asked as its own).
     @raise RpcError: the error of a failed task, or L{UpstreamTaskEnded}.
     """
-    # Imported here: the session module imports this one.
-    from mcpx.upstream.session import InputRound
-
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
         raise RpcError(-32603, f"upstream {session.name!r} answered a task without a taskId")
