@@ -30,7 +30,8 @@ from zope.interface import implementer
 
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
-from mcpx.upstream.stdio import STDERR_LINE_LIMIT, SpawnFailed, StdioChannel
+from mcpx.upstream.stdio import STDERR_LINE_LIMIT, StdioChannel
+from mcpx.upstream.stdio_spawn import SpawnFailed
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
