@@ -18,7 +18,7 @@ from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
-    from mcpx.upstream.http import Credentials
+    from mcpx.upstream.http_client import Credentials
 
 
 def make_connector(

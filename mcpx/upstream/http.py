@@ -30,7 +30,7 @@ L{mcpx.upstream.http_client}.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from hyperlink import EncodedURL
 from treq.client import HTTPClient
@@ -51,6 +51,7 @@ from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
     JSON,
+    Credentials,
     IReactorHTTP,
     as_headers,
     close_once,
@@ -69,19 +70,6 @@ from mcpx.wire.peer import RpcPeer
 log = Logger()
 
 _SESSION_ID: Final = re.compile(r"[\x21-\x7e]+")
-
-
-class Credentials(Protocol):
-    """
-    Where a channel to an OAuth server gets its C{Authorization} header
-    (L{mcpx.auth.signin.ServerCredentials}).
-    """
-
-    async def authorization(self) -> str:
-        """The header value; fails with a message naming the sign-in command if none."""
-
-    def unauthorized(self, www_authenticate: list[str]) -> str:
-        """The server refused the token (401 or 403): the hint for the error."""
 
 
 class StreamableHTTPChannel:

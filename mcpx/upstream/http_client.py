@@ -8,7 +8,7 @@ one-line reason for a failed request, and handing what a server sent to the peer
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -47,6 +47,19 @@ ERROR_BODY_LIMIT: Final = 64 * 1024
 
 class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
     """What an HTTP channel needs of its reactor: to resolve names, connect, and wait."""
+
+
+class Credentials(Protocol):
+    """
+    Where a channel to an OAuth server gets its C{Authorization} header
+    (L{mcpx.auth.signin.ServerCredentials}).
+    """
+
+    async def authorization(self) -> str:
+        """The header value; fails with a message naming the sign-in command if none."""
+
+    def unauthorized(self, www_authenticate: list[str]) -> str:
+        """The server refused the token (401 or 403): the hint for the error."""
 
 
 class RequestFailed(ConnectionError):

@@ -7,19 +7,20 @@ refusals the channel reports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hyperlink import EncodedURL
+from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectError
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web._newclient import RequestNotSent
 from twisted.web.iweb import IResponse
 
 from mcpx.settings.servers import redact_url
-from mcpx.upstream.channel import MessageTooLarge, SessionExpired, TransportRefused
+from mcpx.upstream.channel import MessageTooLarge, Negotiated, SessionExpired, TransportRefused
 from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
@@ -27,6 +28,8 @@ from mcpx.upstream.http_client import (
     BodyReader,
     BodyTooLarge,
     BytesBody,
+    Credentials,
+    IReactorHTTP,
     RequestFailed,
     answers_request,
     as_headers,
@@ -45,13 +48,50 @@ from mcpx.upstream.http_headers import (
 )
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.messages import Batch, ErrorResponse, Message, Request, parse
+from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import MESSAGE, EventTooLarge, SSEDecoder
 
-if TYPE_CHECKING:
-    from mcpx.upstream.http import StreamableHTTPChannel
-
-
 log = Logger()
+
+
+class ExchangeChannel(Protocol):
+    """What an L{Exchange} needs of its channel (L{mcpx.upstream.http.StreamableHTTPChannel})."""
+
+    reactor: IReactorHTTP
+    clock: IReactorTime
+    http: HTTPClient
+    target: EncodedURL
+    shown_url: str
+    max_message_size: int
+
+    @property
+    def peer(self) -> RpcPeer:
+        """The peer every arriving message goes to."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the channel is closing or closed."""
+
+    def stream_headers(self) -> dict[str, str]:
+        """Headers for a legacy C{GET}: the standalone stream or a resumption."""
+
+    negotiated: Negotiated
+    credentials: Credentials | None
+    resume_attempts: int
+    resume_delay_ms: int
+
+    @property
+    def closed_peer(self) -> bool:
+        """Whether the peer is gone (or was never attached)."""
+
+    def capture_session(self, response: IResponse) -> None:
+        """Keep the session id the server gave in answer to C{initialize}."""
+
+    def exchange_acknowledged(self, exchange: Exchange) -> None:
+        """The server has answered the exchange's POST: what waited on it may go."""
+
+    def forget_exchange(self, exchange: Exchange) -> None:
+        """The exchange is over."""
 
 
 class AnswerMissing(ConnectionError):
@@ -76,7 +116,7 @@ class Exchange:
 
     def __init__(
         self,
-        channel: StreamableHTTPChannel,
+        channel: ExchangeChannel,
         data: bytes,
         request: Request | None,
         headers: dict[str, str],
@@ -318,7 +358,7 @@ class Exchange:
             )
         )
 
-    def _hint(self, channel: StreamableHTTPChannel, response: IResponse, code: int) -> str:
+    def _hint(self, channel: ExchangeChannel, response: IResponse, code: int) -> str:
         if channel.credentials is not None and code in (401, 403):
             challenge = response.headers.getRawHeaders(b"www-authenticate", [])
             return channel.credentials.unauthorized([v.decode("latin-1") for v in challenge])
