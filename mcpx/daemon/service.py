@@ -36,7 +36,6 @@ from mcpx.daemon.shutdown import Shutdown
 from mcpx.daemon.token import TokenFile
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
-from mcpx.policy.settings import DEFAULT_POLICY, ServerPolicy
 from mcpx.pool.pool import NobodysRequest, Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Asker, Caller
@@ -50,6 +49,7 @@ from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.tasks.journal import TaskJournal, journal_for

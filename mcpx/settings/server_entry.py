@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from mcpx.policy.settings import POLICY_FIELDS
 from mcpx.settings.errors import SettingsError, closest
+from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
     AUTH_FIELDS,
     Auth,

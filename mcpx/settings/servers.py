@@ -28,7 +28,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from attrs import field, frozen
 
-from mcpx.policy.settings import DEFAULT_POLICY, ServerPolicy
+from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 
 #: What every redacted value is shown as.
 REDACTED = "***"
@@ -318,7 +318,7 @@ class ServersConfig:
     @ivar origin: where they came from: the config file's path, or
         C{"default config"} for the configuration shipped with mcpx.
     @ivar path: the config file's path, or C{None} when there was no file.
-    @ivar policies: each server's policy (L{mcpx.policy.settings}), kept apart from the
+    @ivar policies: each server's policy (L{mcpx.settings.server_policy}), kept apart from the
         server so that changing it does not restart the server.
     """
 
