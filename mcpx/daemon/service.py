@@ -30,7 +30,7 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
-from mcpx.daemon.ops import OPS, Invocation, OpError, reload
+from mcpx.daemon.ops import OPS, Invocation, OpError, error_from, reload
 from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.shutdown import Shutdown
 from mcpx.daemon.token import TokenFile
@@ -445,6 +445,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
                 settings.duration("exec.artifactRetention"),
             ),
             max_line=settings.integer("transport.maxMessageSize"),
+            explain=lambda error: error_from(error).message,
         )
     environ = config.environ
     http = DaemonHTTP(

@@ -28,9 +28,9 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from attrs import define, field, frozen
 from twisted.application.service import Service
@@ -46,9 +46,9 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.daemon.ops import PoolInterface, error_from
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
+from mcpx.pool.status import ServerStatus
 from mcpx.questions.caller import Caller
 from mcpx.scripts import protocol
 from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
@@ -59,6 +59,34 @@ from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import LineBuffer, LineTooLong
 
 _log = Logger()
+
+
+class RunPool(Protocol):
+    """What a run's calls need of the warm pool (L{mcpx.pool.Pool}, as the daemon guards it)."""
+
+    def status(self) -> Sequence[ServerStatus]:
+        """Every configured server's state."""
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's tools, as C{client} may see them."""
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        caller: object = None,
+    ) -> dict[str, Any]:
+        """Call one tool and return its result."""
+
+
+def pool_error_text(error: PoolError) -> str:
+    """A pool's refusal as a run's program reads it: the error's own message."""
+    return error.message
+
 
 #: How much of a worker's stderr is kept to explain a crash.
 STDERR_KEPT: Final = 4096
@@ -329,12 +357,14 @@ class Scripts:
 
     reactor: IReactorProcess
     clock: IReactorTime
-    pool: Callable[[], PoolInterface | None]
+    pool: Callable[[], RunPool | None]
     limits: Limits
     artifacts: Artifacts | None = None
     python: str = sys.executable
     max_line: int = 64 * 1024 * 1024
     runs: dict[str, Run] = field(factory=dict)
+    #: Words a pool's refusal for the program (the daemon adds where to look next).
+    explain: Callable[[PoolError], str] = pool_error_text
 
     async def execute(
         self,
@@ -494,7 +524,7 @@ class Scripts:
                 "error": f"server {server!r} answered with JSON-RPC error {e.code}: {e.message}"
             }
         except PoolError as e:
-            return {"error": error_from(e).message}
+            return {"error": self.explain(e)}
 
 
 def limits_from(settings: Settings) -> Limits:
