@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.upstream.channel import Channel
 from mcpx.upstream.groups import ProcessGroups
+from mcpx.upstream.http import StreamableHTTPChannel
+from mcpx.upstream.http_client import Credentials
+from mcpx.upstream.http_sse import HTTPSSEChannel
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
 from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
-
-if TYPE_CHECKING:
-    from mcpx.upstream.http_client import Credentials
 
 
 def make_connector(
@@ -58,8 +58,6 @@ def make_connector(
                 grace=grace,
                 groups=groups,
             )
-        from mcpx.upstream.http import StreamableHTTPChannel
-
         return StreamableHTTPChannel(
             name,
             server,
@@ -70,8 +68,6 @@ def make_connector(
         )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
-        from mcpx.upstream.http_sse import HTTPSSEChannel
-
         assert not isinstance(server, StdioServer)
         return HTTPSSEChannel(name, server, reactor, max_message_size=max_message_size)
 

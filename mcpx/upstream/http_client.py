@@ -354,6 +354,7 @@ def owned_client(
         pool = connection_pool(reactor, keep)
     policy = None
     if server is not None and server.tls is not None:
+        # Deferred to a server with tls settings: they need pyOpenSSL (lean_start).
         from mcpx.upstream.tls import ServerTlsPolicy
 
         policy = ServerTlsPolicy(server.name, server.tls)
