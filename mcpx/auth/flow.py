@@ -19,6 +19,7 @@ from attrs import frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
+from twisted.internet.interfaces import IReactorTime
 from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http_headers import Headers
 
@@ -123,7 +124,7 @@ class OAuthClient:
     @ivar http: the treq client; its agent decides TLS and connection reuse.
     """
 
-    def __init__(self, http: HTTPClient, clock: Any) -> None:
+    def __init__(self, http: HTTPClient, clock: IReactorTime) -> None:
         self.http = http
         self.clock = clock
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorFDSet, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -105,7 +105,11 @@ class DemoProtocol(NDJSONProtocol):
         return self._closed.wait()
 
 
-def run(reactor: Any) -> Deferred[None]:
+class IReactorStdio(IReactorFDSet, IReactorTime):
+    """What the demo on stdio needs of its reactor: to watch descriptors, and to wait."""
+
+
+def run(reactor: IReactorStdio) -> Deferred[None]:
     """
     Serve the demo on this process's stdin and stdout until stdin closes.
 

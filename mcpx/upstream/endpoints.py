@@ -18,10 +18,21 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import HostnameEndpoint
-from twisted.internet.interfaces import IProtocol, IProtocolFactory, IStreamClientEndpoint
+from twisted.internet.interfaces import (
+    IProtocol,
+    IProtocolFactory,
+    IReactorPluggableNameResolver,
+    IReactorTCP,
+    IReactorTime,
+    IStreamClientEndpoint,
+)
 from twisted.web.error import SchemeNotSupported
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
+
+
+class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
+    """What an HTTP client needs of its reactor: to resolve names, connect, and wait."""
 
 
 def _no_delay(protocol: IProtocol) -> IProtocol:
@@ -85,7 +96,7 @@ class UpstreamEndpoints:
     """
 
     def __init__(
-        self, reactor: Any, connect_timeout: float, policy: IPolicyForHTTPS | None = None
+        self, reactor: IReactorHTTP, connect_timeout: float, policy: IPolicyForHTTPS | None = None
     ) -> None:
         self._reactor = reactor
         self._connect_timeout = connect_timeout

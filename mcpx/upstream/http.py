@@ -45,6 +45,7 @@ from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.upstream.channel import ChannelClosed, Negotiated
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ACCEPT_BOTH,
     DEFAULT_HTTP_CONNECTIONS,
@@ -52,7 +53,6 @@ from mcpx.upstream.http_client import (
     EVENT_STREAM,
     JSON,
     Credentials,
-    IReactorHTTP,
     as_headers,
     close_once,
     explain,

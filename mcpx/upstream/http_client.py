@@ -15,8 +15,6 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import (
     IConsumer,
     IDelayedCall,
-    IReactorPluggableNameResolver,
-    IReactorTCP,
     IReactorTime,
 )
 from twisted.internet.protocol import Protocol as StreamProtocol
@@ -30,7 +28,7 @@ from twisted.web.iweb import IBodyProducer, IResponse
 from zope.interface import implementer
 
 from mcpx.settings.servers import RemoteServer
-from mcpx.upstream.endpoints import UpstreamEndpoints
+from mcpx.upstream.endpoints import IReactorHTTP, UpstreamEndpoints
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.messages import Batch, ErrorResponse, Message, RequestId, Response, parse
 from mcpx.wire.peer import RpcPeer
@@ -43,10 +41,6 @@ ACCEPT_BOTH: Final = f"{JSON}, {EVENT_STREAM}"
 
 #: How much of an error response is read, for the error message and a JSON-RPC error.
 ERROR_BODY_LIMIT: Final = 64 * 1024
-
-
-class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
-    """What an HTTP channel needs of its reactor: to resolve names, connect, and wait."""
 
 
 class Credentials(Protocol):
@@ -320,7 +314,9 @@ class _QuietClientFactory(_HTTP11ClientFactory):
 DEFAULT_HTTP_CONNECTIONS: Final = 16
 
 
-def connection_pool(reactor: Any, keep: int = DEFAULT_HTTP_CONNECTIONS) -> HTTPConnectionPool:
+def connection_pool(
+    reactor: IReactorHTTP, keep: int = DEFAULT_HTTP_CONNECTIONS
+) -> HTTPConnectionPool:
     """
     A persistent connection pool keeping up to C{keep} idle connections per server,
     so that a burst of calls reuses the connections the last burst opened.
@@ -332,7 +328,7 @@ def connection_pool(reactor: Any, keep: int = DEFAULT_HTTP_CONNECTIONS) -> HTTPC
 
 
 def owned_client(
-    reactor: Any,
+    reactor: IReactorHTTP,
     connect_timeout: float,
     http: HTTPClient | None = None,
     pool: HTTPConnectionPool | None = None,

@@ -21,6 +21,7 @@ from twisted.web.iweb import IResponse
 
 from mcpx.settings.servers import redact_url
 from mcpx.upstream.channel import MessageTooLarge, Negotiated, SessionExpired, TransportRefused
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
@@ -29,7 +30,6 @@ from mcpx.upstream.http_client import (
     BodyTooLarge,
     BytesBody,
     Credentials,
-    IReactorHTTP,
     RequestFailed,
     answers_request,
     as_headers,

@@ -17,10 +17,10 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IResponse
 
 from mcpx.once import Once
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     EVENT_STREAM,
     BodyReader,
-    IReactorHTTP,
     as_headers,
     deliver,
     discard_body,

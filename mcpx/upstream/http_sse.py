@@ -25,13 +25,13 @@ from twisted.web.iweb import IResponse
 from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.upstream.channel import ChannelClosed, Negotiated, TransportRefused
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
     JSON,
     BodyReader,
     BytesBody,
-    IReactorHTTP,
     RequestFailed,
     as_headers,
     close_once,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import shlex
 import signal
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ProcessExitedAlready
@@ -86,6 +86,10 @@ _MESSAGE_STARTS: Final = b"{["
 _NEWLINE: Final = b"\n"
 
 
+class IReactorSpawn(IReactorProcess, IReactorTime):
+    """What a stdio channel needs of its reactor: to spawn a process, and to wait."""
+
+
 class StdioChannel:
     """
     A L{mcpx.upstream.channel.Channel} to a server run as a child process.
@@ -102,7 +106,7 @@ class StdioChannel:
         self,
         name: str,
         server: StdioServer,
-        reactor: Any,
+        reactor: IReactorSpawn,
         environ: Mapping[str, str],
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
