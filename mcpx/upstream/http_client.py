@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, Protocol
 
+from hyperlink import EncodedURL
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import (
@@ -54,6 +55,31 @@ class Credentials(Protocol):
 
     def unauthorized(self, www_authenticate: list[str]) -> str:
         """The server refused the token (401 or 403): the hint for the error."""
+
+
+class ChannelParts(Protocol):
+    """
+    What the parts of a Streamable HTTP channel (a POST's exchange, the GET stream)
+    need of the channel they belong to.
+    """
+
+    reactor: IReactorHTTP
+    clock: IReactorTime
+    http: HTTPClient
+    target: EncodedURL
+    shown_url: str
+    max_message_size: int
+
+    @property
+    def peer(self) -> RpcPeer:
+        """The peer every arriving message goes to."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the channel is closing or closed."""
+
+    def stream_headers(self) -> dict[str, str]:
+        """Headers for a legacy C{GET}: the standalone stream or a resumption."""
 
 
 class RequestFailed(ConnectionError):

@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from hyperlink import EncodedURL
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectError
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web._newclient import RequestNotSent
@@ -21,7 +20,6 @@ from twisted.web.iweb import IResponse
 
 from mcpx.settings.servers import redact_url
 from mcpx.upstream.channel import MessageTooLarge, Negotiated, SessionExpired, TransportRefused
-from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
@@ -29,6 +27,7 @@ from mcpx.upstream.http_client import (
     BodyReader,
     BodyTooLarge,
     BytesBody,
+    ChannelParts,
     Credentials,
     RequestFailed,
     answers_request,
@@ -48,32 +47,13 @@ from mcpx.upstream.http_headers import (
 )
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.messages import Batch, ErrorResponse, Message, Request, parse
-from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import MESSAGE, EventTooLarge, SSEDecoder
 
 log = Logger()
 
 
-class ExchangeChannel(Protocol):
+class ExchangeChannel(ChannelParts, Protocol):
     """What an L{Exchange} needs of its channel (L{mcpx.upstream.http.StreamableHTTPChannel})."""
-
-    reactor: IReactorHTTP
-    clock: IReactorTime
-    http: HTTPClient
-    target: EncodedURL
-    shown_url: str
-    max_message_size: int
-
-    @property
-    def peer(self) -> RpcPeer:
-        """The peer every arriving message goes to."""
-
-    @property
-    def closed(self) -> bool:
-        """Whether the channel is closing or closed."""
-
-    def stream_headers(self) -> dict[str, str]:
-        """Headers for a legacy C{GET}: the standalone stream or a resumption."""
 
     negotiated: Negotiated
     credentials: Credentials | None

@@ -8,51 +8,30 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from hyperlink import EncodedURL
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IResponse
 
 from mcpx.once import Once
-from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     EVENT_STREAM,
     BodyReader,
+    ChannelParts,
     as_headers,
     deliver,
     discard_body,
     explain,
     media_type,
 )
-from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import MESSAGE, SSEDecoder
 
 log = Logger()
 
 
-class ListenChannel(Protocol):
+class ListenChannel(ChannelParts, Protocol):
     """What a L{ListenStream} needs of its channel (L{mcpx.upstream.http.StreamableHTTPChannel})."""
-
-    reactor: IReactorHTTP
-    clock: IReactorTime
-    http: HTTPClient
-    target: EncodedURL
-    shown_url: str
-    max_message_size: int
-
-    @property
-    def peer(self) -> RpcPeer:
-        """The peer every arriving message goes to."""
-
-    @property
-    def closed(self) -> bool:
-        """Whether the channel is closing or closed."""
-
-    def stream_headers(self) -> dict[str, str]:
-        """Headers for a legacy C{GET}: the standalone stream or a resumption."""
 
     reconnect_attempts: int
     reconnect_delay: float

@@ -81,15 +81,7 @@ class LegacySession(UpstreamSession):
                 f"initialize answered protocol version {answered!r}, which mcpx cannot use "
                 f"with a handshake (it speaks {speaks})",
             )
-        capabilities = result.get("capabilities")
-        server_info = result.get("serverInfo")
-        instructions = result.get("instructions")
-        self.declaration = ServerDeclaration(
-            revision=revision,
-            capabilities=capabilities if isinstance(capabilities, dict) else {},
-            server_info=server_info if isinstance(server_info, dict) else {},
-            instructions=instructions if isinstance(instructions, str) else None,
-        )
+        self.declaration = ServerDeclaration.read(revision, result, result.get("serverInfo"))
         self.channel.negotiated.revision = revision
         self.rpc.allow_batches = revision is Revision.V2025_03_26
         self.rpc.notify("notifications/initialized")

@@ -74,13 +74,10 @@ class ModernSession(UpstreamSession):
         merged[META_CLIENT_INFO] = CLIENT_INFO
         return merged
 
-    def _send(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        caller: Any = None,
-    ) -> Deferred[Any]:
+    def _spelled(
+        self, method: str, params: Mapping[str, Any] | None, caller: Any
+    ) -> dict[str, Any] | None:
+        """The params with the revision, capabilities and identity in C{_meta}."""
         spelled = dict(params) if params is not None else {}
         calling = method == "tools/call"
         spelled["_meta"] = self._meta(
@@ -90,12 +87,7 @@ class ModernSession(UpstreamSession):
         )
         if calling:
             self._stage_param_headers(spelled)
-        return self.rpc.request(
-            method,
-            spelled,
-            timeout=timeout,
-            send_cancel=self.channel.cancels_with_notification,
-        )
+        return spelled
 
     async def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         """
@@ -177,14 +169,7 @@ class ModernSession(UpstreamSession):
             )
         meta = result.get("_meta")
         server_info = meta.get(META_SERVER_INFO) if isinstance(meta, Mapping) else None
-        capabilities = result.get("capabilities")
-        instructions = result.get("instructions")
-        self.declaration = ServerDeclaration(
-            revision=NEWEST,
-            capabilities=capabilities if isinstance(capabilities, dict) else {},
-            server_info=server_info if isinstance(server_info, dict) else {},
-            instructions=instructions if isinstance(instructions, str) else None,
-        )
+        self.declaration = ServerDeclaration.read(NEWEST, result, server_info)
         self._update_listen()
         return self.declaration
 

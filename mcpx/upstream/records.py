@@ -60,6 +60,24 @@ class ServerDeclaration:
     server_info: Mapping[str, Any]
     instructions: str | None = None
 
+    @classmethod
+    def read(
+        cls, revision: Revision, result: Mapping[str, Any], server_info: object
+    ) -> ServerDeclaration:
+        """
+        What an C{initialize} or C{server/discover} result declares (C{server_info} is
+        where that revision puts the server's identity); a part of the wrong type counts
+        as not given.
+        """
+        capabilities = result.get("capabilities")
+        instructions = result.get("instructions")
+        return cls(
+            revision=revision,
+            capabilities=capabilities if isinstance(capabilities, dict) else {},
+            server_info=server_info if isinstance(server_info, dict) else {},
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
+
     def declares(self, path: str) -> bool:
         """Whether a dotted capability (C{"resources.subscribe"}) is declared (and truthy)."""
         node: Any = self.capabilities

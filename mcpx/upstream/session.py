@@ -152,19 +152,21 @@ class UpstreamSession:
     # Requests
 
     def _send(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        caller: Any = None,
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, caller: Any
     ) -> Deferred[Any]:
         """Send one request as the era spells it (C{caller}: see L{call})."""
         return self.rpc.request(
             method,
-            dict(params) if params is not None else None,
+            self._spelled(method, params, caller),
             timeout=timeout,
             send_cancel=self.channel.cancels_with_notification,
         )
+
+    def _spelled(
+        self, method: str, params: Mapping[str, Any] | None, caller: Any
+    ) -> dict[str, Any] | None:
+        """The params of a request as this era sends them: a copy, as given."""
+        return dict(params) if params is not None else None
 
     async def request(
         self,
