@@ -272,13 +272,24 @@ class StreamableHTTPChannel:
         if self._session_id is not None:
             headers["Mcp-Session-Id"] = self._session_id
 
-    def stream_headers(self) -> dict[str, str]:
-        """Headers for a legacy GET: the standalone stream or a resumption."""
+    def open_stream(self, last_event_id: str) -> Deferred[Any]:
+        """
+        A legacy C{GET}: the standalone stream, or the resumption of a stream from the
+        last event id it gave (when there is one).
+        """
         headers = self.server.request_headers()
         headers.update(self._auth_headers)
         headers["Accept"] = EVENT_STREAM
         self._legacy_headers(headers)
-        return headers
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        return self.http.request(
+            "GET",
+            self.target,
+            headers=as_headers(headers),
+            unbuffered=True,
+            allow_redirects=False,
+        )
 
     def capture_session(self, response: IResponse) -> None:
         values = response.headers.getRawHeaders(b"mcp-session-id")

@@ -78,8 +78,8 @@ class ChannelParts(Protocol):
     def closed(self) -> bool:
         """Whether the channel is closing or closed."""
 
-    def stream_headers(self) -> dict[str, str]:
-        """Headers for a legacy C{GET}: the standalone stream or a resumption."""
+    def open_stream(self, last_event_id: str) -> Deferred[Any]:
+        """A legacy C{GET}: the standalone stream, or a resumption from C{last_event_id}."""
 
 
 class RequestFailed(ConnectionError):

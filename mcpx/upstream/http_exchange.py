@@ -407,15 +407,7 @@ class Exchange:
         channel = self.channel
         assert self.decoder is not None
         last_id, retry = self.decoder.last_event_id, self.decoder.retry
-        headers = channel.stream_headers()
-        headers["Last-Event-ID"] = last_id
-        self.pending = channel.http.request(
-            "GET",
-            channel.target,
-            headers=as_headers(headers),
-            unbuffered=True,
-            allow_redirects=False,
-        )
+        self.pending = channel.open_stream(last_id)
 
         def opened(response: IResponse) -> None:
             self.pending = None

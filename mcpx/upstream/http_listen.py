@@ -19,7 +19,6 @@ from mcpx.upstream.http_client import (
     EVENT_STREAM,
     BodyReader,
     ChannelParts,
-    as_headers,
     deliver,
     discard_body,
     explain,
@@ -69,17 +68,7 @@ class ListenStream:
         self.timer = None
         if self.stopped:
             return
-        channel = self.channel
-        headers = channel.stream_headers()
-        if self.last_event_id:
-            headers["Last-Event-ID"] = self.last_event_id
-        self.pending = channel.http.request(
-            "GET",
-            channel.target,
-            headers=as_headers(headers),
-            unbuffered=True,
-            allow_redirects=False,
-        )
+        self.pending = self.channel.open_stream(self.last_event_id)
         self.pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
 
     def _bug(self, failure: Failure) -> None:
