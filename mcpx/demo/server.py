@@ -12,7 +12,7 @@ Three layers, each testable alone:
     whose agreed revision it gets.  Both kinds may share a connection, which the
     2026-07-28 versioning page allows.
   - L{mcpx.demo.stdio.DemoProtocol} frames it as newline-delimited JSON on a
-    transport, through an L{RpcPeer}.
+    transport, through an L{mcpx.wire.peer.RpcPeer}.
 
 L{mcpx.demo.stdio.run} puts the protocol on the process's stdin and stdout;
 C{python -m mcpx.demo} calls it.
@@ -285,8 +285,8 @@ class DemoServer:
     ) -> Answer:
         """
         The result of C{method} for a C{revision} request (C{initialize} excepted: it
-        changes the connection, see L{DemoSession}).  Most results are immediate; a
-        C{countdown} or an C{ask} call's come later, as a Deferred.
+        changes the connection, see L{mcpx.demo.session.DemoSession}).  Most results
+        are immediate; a C{countdown} or an C{ask} call's come later, as a Deferred.
 
         @param caller: what the tools may use of the client that sent the request.
 

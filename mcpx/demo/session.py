@@ -67,7 +67,7 @@ class DemoSession:
 
     def answer(self, request: Request) -> Answer:
         """
-        Answer one request; an L{RpcPeer}'s C{on_request}.
+        Answer one request; an L{mcpx.wire.peer.RpcPeer}'s C{on_request}.
 
         @raise RpcError: -32022 for a C{_meta} version the demo does not speak; otherwise
             as L{DemoServer.answer}, plus -32600 for a legacy request before C{initialize}.
@@ -84,7 +84,7 @@ class DemoSession:
         return self._legacy(request.method, params)
 
     def notice(self, notification: Notification) -> None:
-        """Take one notification; an L{RpcPeer}'s C{on_notification}."""
+        """Take one notification; an L{mcpx.wire.peer.RpcPeer}'s C{on_notification}."""
         if notification.method == "notifications/initialized" and self.revision is not None:
             self.initialized = True
 

@@ -136,5 +136,5 @@ class Feature:
 #: The concrete directions a message may travel in.
 EITHER_WAY = frozenset((Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT))
 
-#: The transport row that L{RevisionMatrix.batch_allowed} reads.
+#: The transport row that L{mcpx.spec.matrix.RevisionMatrix.batch_allowed} reads.
 JSONRPC_BATCH = "jsonrpc batch"

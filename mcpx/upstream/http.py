@@ -74,7 +74,7 @@ _SESSION_ID: Final = re.compile(r"[\x21-\x7e]+")
 
 class StreamableHTTPChannel:
     """
-    A L{Channel} to a server at a Streamable HTTP endpoint.
+    A L{mcpx.upstream.channel.Channel} to a server at a Streamable HTTP endpoint.
 
     The channel owns its HTTP client and connection pool unless given one.
 

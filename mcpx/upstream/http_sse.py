@@ -60,7 +60,7 @@ class EndpointRefused(ConnectionError):
 
 class HTTPSSEChannel:
     """
-    A L{Channel} to a 2024-11-05 server over HTTP+SSE.
+    A L{mcpx.upstream.channel.Channel} to a 2024-11-05 server over HTTP+SSE.
 
     POSTs are sent one at a time, each after the server has answered the one before,
     so the server reads the messages in the order the session sent them.

@@ -179,8 +179,9 @@ class UpstreamSession:
         """
         Send any request and return its result in mcpx's internal shape.
 
-        A C{input_required} result is returned as it is; see L{resolve} and L{resume}.
-        Cancelling the coroutine's Deferred gives up on the request upstream.
+        A C{input_required} result is returned as it is; see L{call}, L{answer_inputs}
+        and L{resume}.  Cancelling the coroutine's Deferred gives up on the request
+        upstream.
         """
         result = await self._send(method, params, timeout, caller)
         if not isinstance(result, dict):
