@@ -8,6 +8,8 @@ the specification says so.  L{mcpx.spec.matrix} answers questions about them.
 
 from __future__ import annotations
 
+from functools import partial
+
 from mcpx.spec.feature import JSONRPC_BATCH, TASKS_EXTENSION, Direction, Feature, Kind
 from mcpx.spec.revision import Revision
 
@@ -33,7 +35,8 @@ def _ts(rev: Revision) -> str:
 _TASKS_SPEC = "ext-tasks:specification/2026-07-28/tasks.md"
 
 
-def _method(
+def _message(
+    kind: Kind,
     name: str,
     floor: Revision,
     removed_in: Revision | None,
@@ -45,7 +48,7 @@ def _method(
     deprecated_in: Revision | None = None,
 ) -> Feature:
     return Feature(
-        Kind.METHOD,
+        kind,
         name,
         floor,
         removed_in,
@@ -57,28 +60,8 @@ def _method(
     )
 
 
-def _notification(
-    name: str,
-    floor: Revision,
-    removed_in: Revision | None,
-    direction: Direction,
-    *,
-    note: str,
-    spec: str,
-    extension: str | None = None,
-    deprecated_in: Revision | None = None,
-) -> Feature:
-    return Feature(
-        Kind.NOTIFICATION,
-        name,
-        floor,
-        removed_in,
-        direction,
-        note,
-        spec,
-        extension=extension,
-        deprecated_in=deprecated_in,
-    )
+_method = partial(_message, Kind.METHOD)
+_notification = partial(_message, Kind.NOTIFICATION)
 
 
 def _capability(
