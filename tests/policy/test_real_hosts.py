@@ -265,6 +265,31 @@ class ConfirmationTests(TestCase):
             self.notes.seen(), [{"tool": "delete_note", "arguments": {"name": "shopping"}}]
         )
 
+    async def test_unanswered_in_the_broker_expires(self) -> None:
+        """
+        With C{proto.brokerTimeout} at 1s, a confirmation nobody answers expires in the
+        broker: C{mcpx call} ends soon after with the tool error saying the server never
+        saw the call (exit status 1), the question is listed as expired, a yes sent
+        after it is refused, and the server never runs the call.
+        """
+        daemon = await Daemon(
+            self, self.servers, settings={"MCPX_PROTO_BROKER_TIMEOUT": "1s"}
+        ).start()
+        began = reactor.seconds()
+        called = await daemon.mcpx("call", "notes", "delete_note", "name=shopping")
+        waited = reactor.seconds() - began
+        self.assertEqual(called.code, 1, called)
+        self.assertIn("it needs confirmation (confirmDestructive", called.err)
+        self.assertIn("the server never saw the call", called.err)
+        # Far below the 120s the broker waits unless told: the setting was applied.
+        self.assertLess(waited, 20.0, called)
+        expired = await daemon.wait_for_question("notes", state="expired")
+        late = await daemon.mcpx("elicit", expired["id"], "--json", '{"confirm": true}')
+        self.assertNotEqual(late.code, 0, late)
+        self.assertIn("expired", late.err, late)
+        await deferLater(reactor, 0.5, lambda: None)
+        self.assertEqual(self.notes.seen(), [], "an expired confirmation ran the call")
+
     async def test_mcpx_call_waits_for_mcpx_elicit(self) -> None:
         """
         C{mcpx call} of the destructive tool waits while the confirmation sits in the
