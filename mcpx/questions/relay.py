@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, race
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -70,6 +70,19 @@ class LoneRequest(Protocol):
 LoneSource = Callable[[str, str], "LoneRequest | None"]
 
 log = Logger()
+
+#: How one side of a race ended: its result, or its failure (a failure ends it too).
+_Ended = list[Any]
+
+
+def _settled(side: Deferred[Any]) -> Deferred[_Ended]:
+    """C{side}, succeeding however it ends, so a failure wins a race as an answer does."""
+    return side.addBoth(lambda ended: [ended])
+
+
+def _winner(won: tuple[int, _Ended]) -> Any:
+    """The result (or the failure) of the side that won a race of L{_settled} sides."""
+    return won[1][0]
 
 
 def rewritten(server: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -381,16 +394,9 @@ class Relay:
             self._unreachable(question.id, method)
             return await self._waiting(server, scope_key, from_broker, call)
 
-        def withdrawn(_: Deferred[dict[str, Any]]) -> None:
-            # The server gave up on the question: so do the client and the broker.
-            from_client.cancel()
-            from_broker.cancel()
-
-        outcome: Deferred[dict[str, Any]] = Deferred(withdrawn)
-
-        def client_answered(result: Any) -> None:
-            if outcome.called:
-                return
+        def client_answered(result: Any) -> Deferred[dict[str, Any]] | dict[str, Any]:
+            if from_broker.called:
+                return {}  # the broker's answer won the race; this one goes nowhere
             unfit = unfit_answer(method, shown, result)
             if unfit is not None:
                 # Not sent upstream as if it were valid: whoever answers the broker can.
@@ -401,7 +407,7 @@ class Relay:
                     why=unfit,
                 )
                 self.broker.reroute(question.id)
-                return
+                return Deferred()  # the client has had its say: the broker's answer wins
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
             if (
                 method == ELICIT
@@ -409,33 +415,24 @@ class Relay:
                 and result.get("action") == "accept"
             ):
                 self._remember_url_ask(server, shown, asker)
-            outcome.callback(result if isinstance(result, dict) else {})
-            from_broker.cancel()
+            return result if isinstance(result, dict) else {}
 
-        def client_failed(failure: Failure) -> None:
-            if outcome.called:
-                return
+        def client_failed(failure: Failure) -> Deferred[dict[str, Any]] | Failure:
+            if from_broker.called:
+                return failure  # cancelled for the broker's answer, which won the race
             if failure.check(ClientUnreachable):
                 # Its client went away: whoever answers the broker answers it now.
                 self._unreachable(question.id, method)
-                return
+                return Deferred()
             if not failure.check(CancelledError):
                 self.broker.settle(question.id, None, QuestionState.CANCELLED, by="client")
-            outcome.errback(failure)
-            from_broker.cancel()
+            return failure
 
-        def broker_answered(result: dict[str, Any]) -> None:
-            if not outcome.called:
-                outcome.callback(result)
-                from_client.cancel()
-
-        def broker_failed(failure: Failure) -> None:
-            if not outcome.called:
-                outcome.errback(failure)
-                from_client.cancel()
-
+        # Whichever of the client and the broker ends the question first (an answer or
+        # an error) gives the server its answer, and the other is cancelled; cancelling
+        # the race (the server gave up on the question) cancels both.
         from_client.addCallbacks(client_answered, client_failed)
-        from_broker.addCallbacks(broker_answered, broker_failed)
+        outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
         # Given up on: the broker ends it as cancelled, which withdraws it from the client.
         call.on_withdraw(lambda: self._withdraw(question.id))
         return await self._waiting(server, scope_key, outcome, call)
