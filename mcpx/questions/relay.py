@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
@@ -302,14 +303,15 @@ class Relay:
             route=ROUTE_BROKER,
             call_id=call.id if call is not None else None,
         )
-        if call is not None:
-            call.on_withdraw(lambda: self._withdraw(question.id))
+        if call is not None and call.withdrawn:
+            # Asked for a call already given up on: withdrawn before anyone sees it.
+            self._withdraw(question.id)
         if method == LIST_ROOTS and question.pending:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
         elif call is None and caller is None:
             self._tell_candidates(server, scope_key, question.id)
-        return await self._waiting(server, scope_key, answered, call)
+        return await self._waiting(server, scope_key, answered, call, question.id)
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
         """
@@ -345,16 +347,27 @@ class Relay:
         scope_key: str,
         answered: Deferred[dict[str, Any]],
         call: Caller | None = None,
+        withdrawable: str | None = None,
     ) -> dict[str, Any]:
+        """
+        Wait for C{answered}, with the connection's call deadlines held meanwhile.
+
+        @param call: the call the question is for: its end cancels the wait
+            (L{Caller.call_ended}).
+        @param withdrawable: the question's id, when giving the call up withdraws it
+            (L{Caller.withdraw}).
+        """
         release = self._hold(server, scope_key)
         if call is not None:
-            # Withdrawn if the call ends first (Caller.call_ended).
-            call.waiting.add(answered)
+            # Given up on, the broker ends it as cancelled, which also withdraws it from
+            # a client it was put to.
+            withdraw = None if withdrawable is None else partial(self._withdraw, withdrawable)
+            call.awaiting(answered, withdraw)
         try:
             return await answered
         finally:
             if call is not None:
-                call.waiting.discard(answered)
+                call.answered(answered)
             release()
 
     async def _from_client(
@@ -433,9 +446,7 @@ class Relay:
         # the race (the server gave up on the question) cancels both.
         from_client.addCallbacks(client_answered, client_failed)
         outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
-        # Given up on: the broker ends it as cancelled, which withdraws it from the client.
-        call.on_withdraw(lambda: self._withdraw(question.id))
-        return await self._waiting(server, scope_key, outcome, call)
+        return await self._waiting(server, scope_key, outcome, call, question.id)
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""
