@@ -19,7 +19,7 @@ from collections.abc import Callable
 from attrs import define, field
 
 from mcpx.pool.budget import Deadline
-from mcpx.pool.instance import POOL_LOG, Instance, Slot
+from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
 
@@ -81,7 +81,7 @@ class Attribution:
         self._request_prefix = f"request-{secrets.token_hex(4)}-"
         self._request_numbers = itertools.count(1)
 
-    def owner(self, server: str, scope_key: str) -> object | None:
+    def owner(self, server: str, scope_key: str) -> CallToken | None:
         """
         The one caller every request in flight on (C{server}, C{scope_key}) is for, or
         C{None} when there is none or several, or a request that is nobody's (which
@@ -138,7 +138,7 @@ class Attribution:
             )
         return lone
 
-    def callers(self, server: str, scope_key: str) -> list[object]:
+    def callers(self, server: str, scope_key: str) -> list[CallToken | None]:
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
         instance = self._instances.find(server, scope_key)
         return list(instance.callers) if instance is not None else []
@@ -161,7 +161,7 @@ class Attribution:
         """Whether C{server} is known to ask questions on its connection (see L{owner})."""
         return server in self._asking
 
-    def slot_for(self, server: str, client: str, caller: object) -> Slot:
+    def slot_for(self, server: str, client: str, caller: CallToken | None) -> Slot:
         """
         The slot a call for C{caller} runs on: the server's own, unless it is a shared
         server known to ask, when a call made for a caller gets an instance nobody else

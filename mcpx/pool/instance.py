@@ -8,7 +8,7 @@ L{mcpx.pool.requests}) share these; each part changes only the fields it owns.
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from attrs import define, field
 from twisted.internet.defer import Deferred
@@ -26,6 +26,18 @@ Key: TypeAlias = tuple[str, str]
 
 #: The pool's parts log as one component, as the pool did before it was split up.
 POOL_LOG = Logger(namespace="mcpx.pool.pool.Pool")
+
+
+class CallToken(Protocol):
+    """
+    Whom a request the pool makes is for: the call it runs on behalf of
+    (L{mcpx.questions.caller.Caller}).  The pool keeps it with the request, so that a
+    question arriving on that connection can be tied to it
+    (L{mcpx.pool.attribution.Attribution.owner}), and tells it when the request ended.
+    """
+
+    def call_ended(self) -> None:
+        """The request ended: the questions it asked that still wait are withdrawn."""
 
 
 @define(eq=False)
@@ -71,7 +83,7 @@ class Instance:
     in_flight: int = 0
     #: Whom each request in flight is for (one entry per request, C{None} for nobody's):
     #: kept in the same step as L{in_flight}, so the two can never disagree.
-    callers: list[object] = field(factory=list)
+    callers: list[CallToken | None] = field(factory=list)
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
     #: The URIs subscribed (or being subscribed) upstream on this instance, each with

@@ -82,7 +82,7 @@ from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
 from mcpx.pool.catalogue import Catalogue
 from mcpx.pool.errors import UnknownServer
-from mcpx.pool.instance import POOL_LOG, Instance
+from mcpx.pool.instance import POOL_LOG, CallToken, Instance
 from mcpx.pool.instances import (
     DEFAULT_MAX_CLIENT_INSTANCES,
     MAX_CLIENT_INSTANCES_SETTING,
@@ -237,7 +237,7 @@ class Pool(MultiService):
 
     # Attribution (L{Attribution})
 
-    def owner(self, server: str, scope_key: str) -> object | None:
+    def owner(self, server: str, scope_key: str) -> CallToken | None:
         """L{Attribution.owner}: the one caller of a connection's requests, if one."""
         return self._attribution.owner(server, scope_key)
 
@@ -245,7 +245,7 @@ class Pool(MultiService):
         """L{Attribution.lone_request}: the request made for nobody alone in flight."""
         return self._attribution.lone_request(server, scope_key)
 
-    def callers(self, server: str, scope_key: str) -> list[object]:
+    def callers(self, server: str, scope_key: str) -> list[CallToken | None]:
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
         return self._attribution.callers(server, scope_key)
 
@@ -346,7 +346,7 @@ class Pool(MultiService):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: ProgressSink | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """
         Call a tool.
@@ -400,7 +400,7 @@ class Pool(MultiService):
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """
         Send any request (questions the server asks on the way are answered through the

@@ -15,7 +15,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from mcpx.pool.attribution import Attribution
 from mcpx.pool.budget import Deadline, effective_call_timeout
 from mcpx.pool.errors import AnswerTooLarge, CallTimedOut, masked_rpc_error, transport_error
-from mcpx.pool.instance import Instance
+from mcpx.pool.instance import CallToken, Instance
 from mcpx.pool.instances import Instances
 from mcpx.pool.progress import ProgressRoutes, ProgressWatch
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
@@ -67,7 +67,7 @@ class Requests:
         what: str,
         timeout: float,
         action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
-        caller: object = None,
+        caller: CallToken | None = None,
         *,
         asked: float | None = None,
         progress: ProgressWatch | None = None,
@@ -134,8 +134,6 @@ class Requests:
             if caller is not None:
                 # The questions it asked that still wait are withdrawn with it
                 # (mcpx.questions.caller.Caller.call_ended).
-                ended = getattr(caller, "call_ended", None)
-                if ended is not None:
-                    ended()
+                caller.call_ended()
         self._instances.forgive(instance)
         return result
