@@ -157,10 +157,6 @@ class Attribution:
             setting=MAX_ASKING_INSTANCES_SETTING,
         )
 
-    def asks(self, server: str) -> bool:
-        """Whether C{server} is known to ask questions on its connection (see L{owner})."""
-        return server in self._asking
-
     def slot_for(self, server: str, client: str, caller: CallToken | None) -> Slot:
         """
         The slot a call for C{caller} runs on: the server's own, unless it is a shared

@@ -249,10 +249,6 @@ class Pool(MultiService):
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
         return self._attribution.callers(server, scope_key)
 
-    def asks(self, server: str) -> bool:
-        """Whether C{server} is known to ask questions on its connection (see L{owner})."""
-        return self._attribution.asks(server)
-
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:
         """L{Attribution.hold_deadlines}: pause a connection's clocks for a question."""
         return self._attribution.hold_deadlines(server, scope_key)
