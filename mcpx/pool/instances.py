@@ -423,7 +423,7 @@ class Instances:
         return instance
 
     async def claim(self, slot: Slot, within: float | None = None) -> Instance:
-        """L{_ready}, with the slot counted as taken while its instance starts."""
+        """L{ready}, with the slot counted as taken while its instance starts."""
         slot.claims += 1
         try:
             return await self.ready(slot, within)

@@ -14,21 +14,22 @@ An instance's life:
   - It stays warm while it is used, and is reaped once no call has used it for
     C{idle_timeout} (never while a request is in flight or anyone wants a resource's
     updates from it).
-  - If it dies, the call that was running fails with L{ServerUnavailable} naming the
-    server and how it ended, and the next call starts a fresh one, after a delay that
-    doubles with each crash in a row (L{Backoff}); a call that arrives before then
-    fails at once, saying when the next start will be.
+  - If it dies, the call that was running fails with
+    L{mcpx.pool.errors.ServerUnavailable} naming the server and how it ended, and the
+    next call starts a fresh one, after a delay that doubles with each crash in a row
+    (L{Backoff}); a call that arrives before then fails at once, saying when the next
+    start will be.
   - L{Pool.restart}, L{Pool.reload} and stopping the service close instances on
     purpose; a call they cut short says so.
   - A C{client}-scoped server runs at most C{pool.maxClientInstances} instances.  A
     new caller beyond that takes the place of the least recently used idle one, which
     is stopped first (its process is gone before the new one is spawned); when every
-    one is busy the call fails at once with L{TooManyInstances}.
+    one is busy the call fails at once with L{mcpx.pool.errors.TooManyInstances}.
   - A C{shared} server that asked a question on its connection while several calls
     were in flight (so the question could not be given to any of them) is known from
     then on to ask: each call made for a caller gets an instance to itself, an idle one
     reused or a new one, up to C{pool.maxAskingInstances} for that server (keys
-    C{ask-1}, C{ask-2}, ...); past that, calls share again.  See L{owner}.
+    C{ask-1}, C{ask-2}, ...); past that, calls share again.  See L{Pool.owner}.
   - A request mcpx gave up on (cancelled, timed out) still counts on its connection,
     as nobody's, until the server answers it or C{pool.cancelGrace} passes: a server
     may go on asking for it, and such a question is nobody's to answer.
@@ -155,7 +156,8 @@ class Pool(MultiService):
         @param call_timeout: C{pool.callTimeout}: the longest one upstream request may take.
         @param idle_timeout: C{pool.idleTimeout}: how long an unused instance is kept.
         @param publish: C{publish(kind, server, **data)} for each event.
-        @param handlers: the L{UpstreamHandlers} for an instance, from (server, scope key).
+        @param handlers: the L{mcpx.upstream.handlers.UpstreamHandlers} for an instance,
+            from (server, scope key).
         @param backoff: the restart delays after crashes in a row.
         @param max_client_instances: C{pool.maxClientInstances}: the most instances one
             C{client}-scoped server runs at once.

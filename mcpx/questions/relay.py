@@ -54,7 +54,7 @@ RootsSource = Callable[[str, str], "Asker | None"]
 class LoneRequest(Protocol):
     """
     The pool's request made for nobody that was alone in flight when its server asked
-    (L{mcpx.pool.pool.NobodysRequest}): the question is its own.
+    (L{mcpx.pool.attribution.NobodysRequest}): the question is its own.
     """
 
     @property
