@@ -93,7 +93,7 @@ class Attribution:
         the pool that the server asks (a C{shared} one then gives each call an
         instance of its own, see L{mcpx.pool.pool.Pool.call_tool}).
         """
-        instance = self._instances.find(server, scope_key)
+        instance = self._instances.slots.find(server, scope_key)
         if instance is None:
             return None
         late = instance.late
@@ -120,7 +120,7 @@ class Attribution:
 
         @return: C{None} when the question cannot be tied to one such request.
         """
-        instance = self._instances.find(server, scope_key)
+        instance = self._instances.slots.find(server, scope_key)
         if instance is None:
             return None
         callers, deadlines = instance.callers, instance.deadlines
@@ -140,7 +140,7 @@ class Attribution:
 
     def callers(self, server: str, scope_key: str) -> list[CallToken | None]:
         """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
-        instance = self._instances.find(server, scope_key)
+        instance = self._instances.slots.find(server, scope_key)
         return list(instance.callers) if instance is not None else []
 
     def _learn_asking(self, instance: Instance) -> None:
@@ -163,10 +163,10 @@ class Attribution:
         server known to ask, when a call made for a caller gets an instance nobody else
         is using (an idle one first, else a new one under C{pool.maxAskingInstances}).
         """
-        slot = self._instances.slot(server, client)
+        slot = self._instances.slots.slot(server, client)
         if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
             return slot
-        by_scope = self._instances.slots_of(server)
+        by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()
         asking = [s for key, s in by_scope.items() if key.startswith(ASKING_PREFIX)]
         # The server's own slot last: it also serves the catalogue and callers' strangers.
@@ -192,7 +192,7 @@ class Attribution:
         self._asking_full.discard(server)
         number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}" not in by_scope)
         key = f"{ASKING_PREFIX}{number}"
-        return self._instances.add_slot((server, key), slot.config)
+        return self._instances.slots.add((server, key), slot.config)
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:
         """
@@ -200,7 +200,7 @@ class Attribution:
         C{scope_key}) while a question is pending; the returned function starts them
         again (call it once).
         """
-        instance = self._instances.find(server, scope_key)
+        instance = self._instances.slots.find(server, scope_key)
         held = list(instance.deadlines) if instance is not None else []
         for deadline in held:
             deadline.pause()

@@ -1,13 +1,15 @@
 # -*- test-case-name: tests.pool.test_pool -*-
 """
-The pool's records: a slot (one key, over the lives of its instances) and an
-instance (one started or starting upstream server).  The parts of the pool
-(L{mcpx.pool.instances}, L{mcpx.pool.attribution}, L{mcpx.pool.interests},
-L{mcpx.pool.requests}) share these; each part changes only the fields it owns.
+The pool's records: a slot (one key, over the lives of its instances), an instance
+(one started or starting upstream server), and the registry of every slot
+(L{Slots}).  The parts of the pool (L{mcpx.pool.instances}, L{mcpx.pool.attribution},
+L{mcpx.pool.interests}, L{mcpx.pool.requests}) share these; each part changes only
+the fields it owns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, TypeAlias
 
 from attrs import define, field
@@ -18,7 +20,8 @@ from twisted.logger import Logger
 from mcpx.once import Once
 from mcpx.pool.budget import Deadline
 from mcpx.pool.catalogue import Listings
-from mcpx.settings.servers import Server
+from mcpx.pool.errors import UnknownServer
+from mcpx.settings.servers import Scope, Server, ServersConfig
 from mcpx.upstream.session import UpstreamSession
 
 #: An instance's key: (server name, scope key).
@@ -115,3 +118,71 @@ class Instance:
         """Requests given up on that its server may still be working on."""
         session = self.session
         return session.rpc.awaiting_late if session is not None else 0
+
+
+class Slots:
+    """
+    Every slot of the pool, by server and scope key.
+
+    @ivar servers: the configuration the slots are made from (replaced by a reload).
+    """
+
+    def __init__(self, servers: ServersConfig) -> None:
+        self.servers = servers
+        self._by_server: dict[str, dict[str, Slot]] = {}
+
+    def find(self, server: str, scope_key: str) -> Instance | None:
+        """The instance of (C{server}, C{scope_key}), if it has one; none is started."""
+        slot = self._by_server.get(server, {}).get(scope_key)
+        return slot.instance if slot is not None else None
+
+    def existing(self, key: Key) -> Slot | None:
+        """The slot of C{key}, if there is one; none is made."""
+        return self._by_server.get(key[0], {}).get(key[1])
+
+    def of(self, server: str) -> Mapping[str, Slot]:
+        """The slots of C{server}, by scope key."""
+        return self._by_server.get(server, {})
+
+    def every(self) -> Iterator[Slot]:
+        """Every slot of every server."""
+        for slots in self._by_server.values():
+            yield from slots.values()
+
+    def add(self, key: Key, config: Server) -> Slot:
+        """A new slot under C{key}, which must not have one."""
+        slot = self._by_server.setdefault(key[0], {})[key[1]] = Slot(key, config)
+        return slot
+
+    def pop(self, server: str) -> dict[str, Slot]:
+        """Forget every slot of C{server} (to close them), and return them."""
+        return self._by_server.pop(server, {})
+
+    def slot(self, server: str, client: str) -> Slot:
+        """The slot a call from C{client} to C{server} uses, made if need be."""
+        config = self.servers.servers.get(server)
+        if config is None:
+            raise UnknownServer(server, self.servers)
+        scope = client if config.scope is Scope.CLIENT else ""
+        by_scope = self._by_server.get(server)
+        if by_scope is None:
+            by_scope = self._by_server[server] = {}
+        slot = by_scope.get(scope)
+        if slot is None:
+            slot = by_scope[scope] = Slot((server, scope), config)
+        return slot
+
+    def forget(self, slot: Slot) -> None:
+        """Drop a slot with nothing worth keeping, so callers that come and go cost nothing."""
+        if slot.instance is not None or slot.failures or slot.interests:
+            return
+        name, scope = slot.key
+        by_scope = self._by_server.get(name)
+        if by_scope is not None and by_scope.get(scope) is slot:
+            del by_scope[scope]
+            if not by_scope:
+                del self._by_server[name]
+
+    def clear(self) -> None:
+        """Forget every slot (the pool stops)."""
+        self._by_server.clear()

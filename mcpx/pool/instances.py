@@ -17,7 +17,7 @@ crash) goes to the L{LifeWatcher} given to L{Instances.watch}.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeAlias
 
 from attrs import evolve
@@ -31,11 +31,10 @@ from mcpx.pool.backoff import Backoff
 from mcpx.pool.errors import (
     ServerUnavailable,
     TooManyInstances,
-    UnknownServer,
     asked_to_wait,
     format_seconds,
 )
-from mcpx.pool.instance import POOL_LOG, Instance, Key, Slot
+from mcpx.pool.instance import POOL_LOG, Instance, Slot, Slots
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
@@ -96,7 +95,7 @@ class Instances:
     """
     Every slot of the pool and the instance each one runs.
 
-    @ivar servers: the configuration the slots are made from (replaced by a reload).
+    @ivar slots: every slot, and the configuration they are made from.
     @ivar idle_timeout: C{pool.idleTimeout}, from each instance's next idle period.
     @ivar stable_after: C{pool.stableAfter}.
     @ivar stopping: the pool is stopping: nothing starts any more.
@@ -119,7 +118,7 @@ class Instances:
         cancel_grace: float,
     ) -> None:
         self.log = POOL_LOG
-        self.servers = servers
+        self.slots = Slots(servers)
         self.clock = clock
         self.masker = masker
         self.idle_timeout = idle_timeout
@@ -133,7 +132,6 @@ class Instances:
         self._max_client_instances = max_client_instances
         self._cancel_grace = cancel_grace
         self._watcher: LifeWatcher = _Unwatched()
-        self._slots: dict[str, dict[str, Slot]] = {}
         #: Instances closed on purpose whose process may still run, by server.
         self._closing: dict[str, set[Instance]] = {}
         #: The client-scoped servers whose cap refused a caller since one was last idle.
@@ -144,59 +142,6 @@ class Instances:
     def watch(self, watcher: LifeWatcher) -> None:
         """Have C{watcher} told of each instance's start, failed start and crash."""
         self._watcher = watcher
-
-    # Slots
-
-    def find(self, server: str, scope_key: str) -> Instance | None:
-        """The instance of (C{server}, C{scope_key}), if it has one; none is started."""
-        slot = self._slots.get(server, {}).get(scope_key)
-        return slot.instance if slot is not None else None
-
-    def existing(self, key: Key) -> Slot | None:
-        """The slot of C{key}, if there is one; none is made."""
-        return self._slots.get(key[0], {}).get(key[1])
-
-    def slots_of(self, server: str) -> Mapping[str, Slot]:
-        """The slots of C{server}, by scope key."""
-        return self._slots.get(server, {})
-
-    def every_slot(self) -> Iterator[Slot]:
-        """Every slot of every server."""
-        for slots in self._slots.values():
-            yield from slots.values()
-
-    def add_slot(self, key: Key, config: Server) -> Slot:
-        """A new slot under C{key}, which must not have one."""
-        slot = self._slots.setdefault(key[0], {})[key[1]] = Slot(key, config)
-        return slot
-
-    def pop(self, server: str) -> dict[str, Slot]:
-        """Forget every slot of C{server} (to close them), and return them."""
-        return self._slots.pop(server, {})
-
-    def slot(self, server: str, client: str) -> Slot:
-        config = self.servers.servers.get(server)
-        if config is None:
-            raise UnknownServer(server, self.servers)
-        scope = client if config.scope is Scope.CLIENT else ""
-        by_scope = self._slots.get(server)
-        if by_scope is None:
-            by_scope = self._slots[server] = {}
-        slot = by_scope.get(scope)
-        if slot is None:
-            slot = by_scope[scope] = Slot((server, scope), config)
-        return slot
-
-    def forget_slot(self, slot: Slot) -> None:
-        """Drop a slot with nothing worth keeping, so callers that come and go cost nothing."""
-        if slot.instance is not None or slot.failures or slot.interests:
-            return
-        name, scope = slot.key
-        by_scope = self._slots.get(name)
-        if by_scope is not None and by_scope.get(scope) is slot:
-            del by_scope[scope]
-            if not by_scope:
-                del self._slots[name]
 
     # Events
 
@@ -272,7 +217,7 @@ class Instances:
             return None
         name = slot.key[0]
         limit = self._max_client_instances
-        running = [s.instance for s in self._slots.get(name, {}).values() if s.instance]
+        running = [s.instance for s in self.slots.of(name).values() if s.instance]
         closing = [i for i in self._closing.get(name, ()) if not i.claimed]
         if len(running) + len(closing) < limit:
             return None
@@ -306,7 +251,7 @@ class Instances:
                 "server.reaped",
             )
             gone.addErrback(lambda _: None)  # the close logs its own failure
-            self.forget_slot(victim.slot)
+            self.slots.forget(victim.slot)
         self._saturated.discard(name)
         victim.claimed = True
         return self._close(victim, victim.ended or "", None)
@@ -546,7 +491,7 @@ class Instances:
             idle=format_seconds(idle),
         )
         self._close(instance, f"unused for {format_seconds(idle)}", "server.reaped")
-        self.forget_slot(instance.slot)
+        self.slots.forget(instance.slot)
 
     def _track(self, work: Deferred[Any], what: str) -> Once[None]:
         """Keep C{work} until it ends, so stopping waits for it; its failure is logged."""
@@ -611,9 +556,9 @@ class Instances:
     def stop(self) -> Deferred[Any]:
         """Close every instance; fires once every start and close under way has ended."""
         self.stopping = True
-        for slot in self.every_slot():
+        for slot in self.slots.every():
             if slot.instance is not None:
                 self._close(slot.instance, STOPPING, None)
-        self._slots.clear()
+        self.slots.clear()
         waits: list[Deferred[Any]] = [outcome.wait() for outcome in self._pending]
         return gatherResults(waits, consumeErrors=True)

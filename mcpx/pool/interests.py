@@ -94,7 +94,7 @@ class Interests:
         @raise mcpx.wire.errors.RpcError: if the server refused the subscription.
         """
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
-        slot = self._instances.slot(server, client)
+        slot = self._instances.slots.slot(server, client)
         # Held before anything is awaited, so the instance cannot be reaped meanwhile and
         # an unsubscribe that races this one finds it counted.
         slot.interests[uri] = slot.interests.get(uri, 0) + 1
@@ -108,7 +108,7 @@ class Interests:
                 raise CallTimedOut(server, SUBSCRIBE, bound) from None
         except BaseException:
             # A restart or reload meanwhile carried this interest to the key's new slot.
-            self._release(self._instances.existing(slot.key) or slot, uri)
+            self._release(self._instances.slots.existing(slot.key) or slot, uri)
             raise
 
     def _subscribed(self, instance: Instance, uri: str, bound: float | None = None) -> Once[None]:
@@ -160,10 +160,12 @@ class Interests:
         and an instance with none left may be reaped again.
         """
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
-        config = self._instances.servers.servers.get(server)
+        config = self._instances.slots.servers.servers.get(server)
         if config is None:
             return  # removed by a reload, which dropped its interests
-        slot = self._instances.existing((server, client if config.scope is Scope.CLIENT else ""))
+        slot = self._instances.slots.existing(
+            (server, client if config.scope is Scope.CLIENT else "")
+        )
         if slot is None or uri not in slot.interests:
             return
         releasing = self._release(slot, uri)
@@ -184,7 +186,7 @@ class Interests:
         if not slot.interests:
             self._cancel_revival(slot)
         if instance is None:
-            self._instances.forget_slot(slot)
+            self._instances.slots.forget(slot)
             return None
         self._instances.idle_again(instance)
         subscribed = instance.subscriptions.pop(uri, None)
@@ -225,7 +227,7 @@ class Interests:
         if self._instances.stopping or not slot.interests:
             return
         name = slot.key[0]
-        if self._instances.existing(slot.key) is not slot:
+        if self._instances.slots.existing(slot.key) is not slot:
             return  # restarted, reloaded or removed meanwhile: the new slot revives itself
         if slot.instance is not None:
             return  # someone else started it; its start subscribes
@@ -246,7 +248,7 @@ class Interests:
             if not old.interests or self._instances.stopping:
                 continue
             name = old.key[0]
-            if name not in self._instances.servers:
+            if name not in self._instances.slots.servers:
                 self._instances.publish(
                     "warning",
                     name,
@@ -254,7 +256,7 @@ class Interests:
                     f"delivered for {', '.join(sorted(old.interests))}",
                 )
                 continue
-            fresh = self._instances.slot(name, scope)
+            fresh = self._instances.slots.slot(name, scope)
             for uri, count in old.interests.items():
                 fresh.interests[uri] = fresh.interests.get(uri, 0) + count
             self._revive_later(fresh, 0.0)

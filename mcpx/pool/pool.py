@@ -218,7 +218,7 @@ class Pool(MultiService):
 
     @property
     def servers(self) -> ServersConfig:
-        return self._instances.servers
+        return self._instances.slots.servers
 
     def scope_key(self, server: str, client: str) -> str:
         """
@@ -227,14 +227,14 @@ class Pool(MultiService):
 
         @raise UnknownServer: if C{server} is not configured.
         """
-        config = self._instances.servers.servers.get(server)
+        config = self._instances.slots.servers.servers.get(server)
         if config is None:
-            raise UnknownServer(server, self._instances.servers)
+            raise UnknownServer(server, self._instances.slots.servers)
         return client if config.scope is Scope.CLIENT else ""
 
     def in_flight(self, server: str, scope_key: str) -> int:
         """Upstream requests in flight on one instance, whoever made them."""
-        instance = self._instances.find(server, scope_key)
+        instance = self._instances.slots.find(server, scope_key)
         return instance.in_flight if instance is not None else 0
 
     # Attribution (L{Attribution})
@@ -293,10 +293,10 @@ class Pool(MultiService):
 
         @return: how many instances it was sent to.
         """
-        config = self._instances.servers.servers.get(server)
+        config = self._instances.slots.servers.servers.get(server)
         if config is None:
             return 0
-        slots = self._instances.slots_of(server)
+        slots = self._instances.slots.of(server)
         if config.scope is Scope.CLIENT:
             chosen = [slots[client]] if client in slots else []
         else:
@@ -329,7 +329,7 @@ class Pool(MultiService):
         @raise UnknownServer: if C{server} is not configured.
         @raise ServerUnavailable: if it cannot be started now.
         """
-        instance = await self._instances.ready(self._instances.slot(server, client))
+        instance = await self._instances.ready(self._instances.slots.slot(server, client))
         instance.last_used = self._clock.seconds()
         assert instance.session is not None
         return instance.session
@@ -452,7 +452,7 @@ class Pool(MultiService):
         return await self._catalogue(server, "templates", client)
 
     async def _catalogue(self, server: str, kind: str, client: str) -> list[dict[str, Any]]:
-        instance = await self._instances.ready(self._instances.slot(server, client))
+        instance = await self._instances.ready(self._instances.slots.slot(server, client))
         session = instance.session
         assert session is not None
         timeout = self._requests.call_timeout
@@ -484,8 +484,8 @@ class Pool(MultiService):
         """Every configured server, in the configuration's order."""
         now = self._clock.seconds()
         return [
-            server_status(name, config, self._instances.slots_of(name), now)
-            for name, config in self._instances.servers.servers.items()
+            server_status(name, config, self._instances.slots.of(name), now)
+            for name, config in self._instances.slots.servers.servers.items()
         ]
 
     # Restarting and reloading
@@ -497,9 +497,9 @@ class Pool(MultiService):
 
         @raise UnknownServer: if C{server} is not configured.
         """
-        if server not in self._instances.servers:
-            raise UnknownServer(server, self._instances.servers)
-        slots = self._instances.pop(server)
+        if server not in self._instances.slots.servers:
+            raise UnknownServer(server, self._instances.slots.servers)
+        slots = self._instances.slots.pop(server)
         await self._instances.close_all(slots, "the server was restarted")
         self._instances.publish("server.restarted", server)
         self._interests.carry(slots, "it was restarted")
@@ -510,14 +510,14 @@ class Pool(MultiService):
         (the next use starts them with their new configuration), keep the rest warm.
         Fires once the processes stopped are gone.
         """
-        old = self._instances.servers
+        old = self._instances.slots.servers
         removed = tuple(name for name in old if name not in servers)
         added = tuple(name for name in servers if name not in old)
         changed = tuple(name for name in servers if name in old and old[name] != servers[name])
         unchanged = tuple(name for name in servers if name in old and old[name] == servers[name])
-        self._instances.servers = servers
+        self._instances.slots.servers = servers
         self._instances.masker.learn(servers)
-        closed = {name: self._instances.pop(name) for name in removed + changed}
+        closed = {name: self._instances.slots.pop(name) for name in removed + changed}
         closing = [
             self._instances.close_all(closed[name], "it was removed from the configuration")
             for name in removed
