@@ -34,6 +34,7 @@ from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
 from mcpx.daemon.reloading import ReloadRefused, Reloads
 from mcpx.policy.errors import PolicyRefusal
+from mcpx.pool import CallToken
 from mcpx.pool.errors import (
     AnswerTooLarge,
     CallTimedOut,
@@ -105,7 +106,7 @@ class PoolInterface(Protocol):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]: ...
 
     async def request(
@@ -116,7 +117,7 @@ class PoolInterface(Protocol):
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]: ...
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...

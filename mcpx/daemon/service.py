@@ -349,7 +349,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def lone(server: str, scope_key: str) -> NobodysRequest | None:
             return pool.lone_request(server, scope_key) if pool is not None else None
 
-        def candidates(server: str, scope_key: str) -> list[object]:
+        def candidates(server: str, scope_key: str) -> Sequence[object]:
             return pool.callers(server, scope_key) if pool is not None else []
 
         def roots_source(server: str, scope_key: str) -> Asker | None:
