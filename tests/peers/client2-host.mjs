@@ -3,7 +3,7 @@
 // upstream asks through it (elicitation, sampling, roots) the way a user and a model
 // would, runs the matrix's steps and prints what it saw as one JSON object on stdout.
 //
-//   node client2-host.mjs --era 2025-11-25 --url http://127.0.0.1:PORT/mcp
+//   node client2-host.mjs --era 2025-11-25 --url http://127.0.0.1:PORT/mcp [--tap LOG]
 //   node client2-host.mjs --era 2026-07-28 --command /path/mcpx --args '["serve"]'
 //   node client2-host.mjs --era 2026-07-28 --command … --watch mcpx://server/uri
 //
@@ -18,6 +18,7 @@
 // offers; 2026-07-28 is pinned through server/discover.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { appendFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -69,8 +70,56 @@ client.setRequestHandler('sampling/createMessage', async (request) => {
 });
 client.setRequestHandler('roots/list', async () => ANSWERS.roots);
 
+// --tap LOG records every frame either way over HTTP, in tests/interop/tap.py's format
+// ("> JSON" from this host, "< JSON" from the server), so the matrix can validate what
+// mcpx sent; answers are read from a clone of each response, as they stream.
+const tap = option('--tap');
+function record(mark, text) {
+  if (!tap || !text.trim()) return;
+  let frames;
+  try {
+    frames = [JSON.parse(text)].flat();
+  } catch {
+    frames = [text];
+  }
+  for (const frame of frames) {
+    const line = typeof frame === 'string' ? frame.replace(/\n/g, ' ') : JSON.stringify(frame);
+    appendFileSync(tap, `${mark}${line}\n`);
+  }
+}
+async function recordAnswer(response) {
+  const text = new TextDecoder();
+  let body = '';
+  for await (const piece of response.body) {
+    body += text.decode(piece, { stream: true });
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) continue;
+    let end;
+    while ((end = body.search(/\r?\n\r?\n/)) >= 0) {
+      const event = body.slice(0, end);
+      body = body.slice(end).replace(/^\r?\n\r?\n/, '');
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, ''));
+      if (data.length) record('< ', data.join('\n'));
+    }
+  }
+  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) record('< ', body);
+}
+const recordings = new Set();
+async function tappedFetch(url, init) {
+  if (typeof init?.body === 'string') record('> ', init.body);
+  const response = await fetch(url, init);
+  if (tap && response.body) {
+    const reading = recordAnswer(response.clone()).catch(() => {});
+    reading.finally(() => recordings.delete(reading));
+    recordings.add(reading);
+  }
+  return response;
+}
+
 const transport = option('--url')
-  ? new StreamableHTTPClientTransport(new URL(option('--url')))
+  ? new StreamableHTTPClientTransport(new URL(option('--url')), { fetch: tappedFetch })
   : new StdioClientTransport({
       command: option('--command'),
       args: JSON.parse(option('--args', '[]')),
@@ -162,5 +211,7 @@ try {
   seen.asked = asked;
   process.stdout.write(JSON.stringify(seen) + '\n');
   await client.close().catch(() => {});
+  // Let the recorder write the answers already read (a standing GET stream never ends).
+  await Promise.race([Promise.allSettled([...recordings]), new Promise((done) => setTimeout(done, 500))]);
   process.exit(0);
 }
