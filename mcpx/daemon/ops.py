@@ -167,12 +167,15 @@ class Invocation:
     @ivar on_progress: where progress goes when the caller asked to see it.
     @ivar caller: the host request an MCP gateway tool runs for, so the questions its
         upstream calls cause can reach that host (C{mcpx_exec}).
+    @ivar owner: whose the artifacts it makes are, when not C{client}'s (an MCP
+        2026-07-28 request's client is a scope of that request alone).
     """
 
     args: Mapping[str, Any]
     client: str = DEFAULT_CLIENT
     on_progress: Callable[[dict[str, Any]], None] | None = None
     caller: Caller | None = None
+    owner: str | None = None
 
 
 @frozen
@@ -1514,6 +1517,7 @@ async def run_program(host: OpHost, call: Invocation) -> dict[str, Any]:
         outcome = await scripts.execute(
             args["program"],
             identity=call.client,
+            owner=call.owner,
             caller=call.caller,
             timeout=args.get("timeoutSec"),
             inputs=args.get("inputs"),
@@ -1537,16 +1541,20 @@ async def list_artifacts(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
     store = _scripts(host).artifacts
-    uri = call.args["uri"]
-    limit = (
-        64 * 1024 * 1024
-        if host.settings is None
-        else host.settings.integer("transport.maxMessageSize")
-    )
+    args = call.args
+    uri = args["uri"]
+    settings = host.settings
+    limit = 64 * 1024 * 1024 if settings is None else settings.integer("transport.maxMessageSize")
+    chunk = 4 * 1024 * 1024 if settings is None else settings.integer("exec.artifactChunk")
     try:
         if store is None:
             raise UnknownArtifact(uri)
-        return {"contents": [store.read(call.client, uri, limit)]}
+        if "offset" not in args and "length" not in args:
+            return {"contents": [store.read(call.client, uri, limit)]}
+        offset = args.get("offset", 0)
+        content, returned, size = store.read_range(
+            call.client, uri, offset, min(args.get("length", chunk), chunk)
+        )
     except UnknownArtifact:
         raise OpError(
             404,
@@ -1556,6 +1564,15 @@ async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
         ) from None
     except ValueError as e:
         raise OpError(413, "artifact_too_large", str(e)) from None
+    answer: dict[str, Any] = {
+        "contents": [content],
+        "offset": min(offset, size),
+        "length": returned,
+        "size": size,
+    }
+    if offset + returned < size:
+        answer["next"] = offset + returned
+    return answer
 
 
 # -- The table -----------------------------------------------------------------------------
@@ -1797,12 +1814,30 @@ OPS: tuple[Op, ...] = (
     ),
     Op(
         name="read_artifact",
-        summary="Read one of the caller's artifacts",
+        summary="Read one of the caller's artifacts, whole or a range of its bytes",
+        description="Without offset and length the artifact comes whole (text, or a base64 "
+        "blob), up to transport.maxMessageSize. With either, `length` bytes from `offset` "
+        "come as a base64 blob, at most exec.artifactChunk of them; `next` is where the "
+        "following range starts, absent at the end.",
         method="POST",
         path="/v1/artifacts/read",
-        input_schema=_object({"uri": _NAME}, ["uri"]),
+        input_schema=_object(
+            {
+                "uri": _NAME,
+                "offset": {"type": "integer", "minimum": 0},
+                "length": {"type": "integer", "minimum": 1},
+            },
+            ["uri"],
+        ),
         output_schema=_object(
-            {"contents": {"type": "array", "items": {"type": "object"}}}, ["contents"]
+            {
+                "contents": {"type": "array", "items": {"type": "object"}},
+                "offset": {"type": "integer"},
+                "length": {"type": "integer"},
+                "size": {"type": "integer"},
+                "next": {"type": "integer"},
+            },
+            ["contents"],
         ),
         handler=read_artifact,
         tag="exec",

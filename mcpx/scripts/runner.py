@@ -341,12 +341,16 @@ class Scripts:
         program: str,
         *,
         identity: str,
+        owner: str | None = None,
         caller: Caller | None = None,
         timeout: float | None = None,
         inputs: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """
         Run C{program} to its end.
+
+        @param identity: the client its tool calls are made as.
+        @param owner: who may list and read its artifacts, when not C{identity}.
 
         @param caller: the host request's caller, so the program's questions reach its
             client; a run without one gets its own, named after the run.
@@ -369,7 +373,7 @@ class Scripts:
         self.runs[run_id] = run
         out = None
         if self.artifacts is not None:
-            out = str(self.artifacts.directory_for(run_id, identity))
+            out = str(self.artifacts.directory_for(run_id, owner or identity))
         worker = _Worker(run, self.max_line)
         run.worker = worker
         try:

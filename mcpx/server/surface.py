@@ -603,7 +603,9 @@ class Surface:
         try:
             op.check(arguments)
             caller = context.caller if isinstance(context.caller, Caller) else None
-            invocation = Invocation(arguments, client=context.identity, caller=caller)
+            invocation = Invocation(
+                arguments, client=context.identity, caller=caller, owner=context.artifact_owner
+            )
             body = await op.handler(self.host, invocation)
         except CancelledError:
             raise
@@ -693,7 +695,7 @@ class Surface:
         scripts = self.host.scripts
         if scripts is None or scripts.artifacts is None:
             return []
-        return scripts.artifacts.listed(context.identity)
+        return scripts.artifacts.listed(context.artifact_owner)
 
     async def templates(
         self, context: Context, *, leaving_out: Collection[str] = ()
@@ -831,7 +833,7 @@ class Surface:
         try:
             if store is None:
                 raise UnknownArtifact(uri)
-            return {"contents": [store.read(context.identity, uri, limit)]}
+            return {"contents": [store.read(context.artifact_owner, uri, limit)]}
         except UnknownArtifact:
             raise resource_not_found(uri, context) from None
         except ValueError as e:
