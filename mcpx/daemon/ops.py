@@ -1128,6 +1128,11 @@ async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
         found = broker.questions()
     else:
         found = broker.questions(state=QuestionState.PENDING)
+    run = call.args.get("run")
+    if run is not None:
+        # A run's calls are made for a caller named after it, unless the run had the
+        # host's own caller (an MCP mcpx_exec), whose questions go to that host.
+        found = [question for question in found if question.call_id == run]
     return {"questions": [question_json(question) for question in found]}
 
 
@@ -1510,8 +1515,18 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
     return body
 
 
-async def run_program(host: OpHost, call: Invocation) -> dict[str, Any]:
-    scripts = _scripts(host)
+def _too_many_runs(error: TooManyRuns) -> OpError:
+    return OpError(
+        429,
+        "too_many_runs",
+        f"{error.limit} programs are running already (exec.maxRuns); try again when one ends",
+        retry_in=1.0,
+    )
+
+
+async def _run_to_its_end(
+    scripts: Scripts, call: Invocation, run_id: str | None = None
+) -> dict[str, Any]:
     args = call.args
     try:
         outcome = await scripts.execute(
@@ -1521,17 +1536,37 @@ async def run_program(host: OpHost, call: Invocation) -> dict[str, Any]:
             caller=call.caller,
             timeout=args.get("timeoutSec"),
             inputs=args.get("inputs"),
+            run_id=run_id,
         )
     except TooManyRuns as e:
-        raise OpError(
-            429,
-            "too_many_runs",
-            f"{e.limit} programs are running already (exec.maxRuns); try again when one ends",
-            retry_in=1.0,
-        ) from None
+        raise _too_many_runs(e) from None
     except RunFailed as e:
         raise OpError(_RUN_STATUS.get(e.code, 500), e.code, str(e)) from None
     return outcome_json(outcome)
+
+
+async def run_program(host: OpHost, call: Invocation) -> Any:
+    scripts = _scripts(host)
+    if not call.args.get("task"):
+        return await _run_to_its_end(scripts, call)
+    # A task: the run's id is made first, so the answer can name it and the questions
+    # its program causes can be found under it (GET /v1/questions?run=) from the start.
+    try:
+        scripts.check_room()
+    except TooManyRuns as e:
+        raise _too_many_runs(e) from None
+    run_id = scripts.new_run_id()
+    task = host.tasks.start(
+        lambda: _run_to_its_end(scripts, call, run_id),
+        _task_error,
+        client=call.client,
+        tool="mcpx_exec",
+    )
+    return Reply(
+        {"task": {"id": task.id, "status": task.status.value}, "run": run_id},
+        status=202,
+        headers={"location": f"/v1/tasks/{task.id}"},
+    )
 
 
 async def list_artifacts(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1762,7 +1797,10 @@ OPS: tuple[Op, ...] = (
         "files but /out, no network, no processes). Each server is a name and each tool an "
         'async method: `await demo.add(a=2, b=40)`; `await stubs("demo")` shows a '
         "server's tools. Its last expression is the result; what it prints is the output. "
-        "exec.timeout bounds the run (timeoutSec may lower it).",
+        'exec.timeout bounds the run (timeoutSec may lower it). On /v1, with "task": '
+        "true the answer is 202 with the task and the run's id at once: the run's questions "
+        "wait in GET /v1/questions?run=<run>, its result in GET /v1/tasks/{id}, and "
+        "POST /v1/tasks/{id}/cancel stops it.",
         method="POST",
         path="/v1/exec",
         input_schema=_object(
@@ -1779,8 +1817,19 @@ OPS: tuple[Op, ...] = (
                     "an ASCII identifier).",
                     "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                 },
+                "task": {
+                    "type": "boolean",
+                    "description": "Run it as a task to collect later (/v1 only).",
+                },
             },
             ["program"],
+        ),
+        accepted_schema=_object(
+            {
+                "task": _object({"id": _NAME, "status": TASK_STATUS}, ["id", "status"]),
+                "run": _NAME,
+            },
+            ["task", "run"],
         ),
         output_schema=_object(
             {
@@ -1925,7 +1974,7 @@ OPS: tuple[Op, ...] = (
         summary="List the questions upstream servers asked: the pending ones by default",
         description="state keeps the questions in that state; all=true lists every question "
         "still kept, finished ones included (they are kept proto.askTTL). kind says what "
-        "is asked: elicitation, sampling or roots.",
+        "is asked: elicitation, sampling or roots. run keeps those of one /v1/exec run.",
         method="GET",
         path="/v1/questions",
         input_schema=_object(
@@ -1939,6 +1988,10 @@ OPS: tuple[Op, ...] = (
                     "type": "string",
                     "enum": ["true", "false"],
                     "description": "true: every kept question, not just the pending ones.",
+                },
+                "run": {
+                    **_NAME,
+                    "description": 'Only the questions of this mcpx_exec run (/v1/exec\'s "run").',
                 },
             }
         ),

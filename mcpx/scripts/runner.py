@@ -336,6 +336,18 @@ class Scripts:
     max_line: int = 64 * 1024 * 1024
     runs: dict[str, Run] = field(factory=dict)
 
+    @staticmethod
+    def new_run_id() -> str:
+        """A fresh run id: random, so one caller cannot guess another's."""
+        return "run-" + secrets.token_hex(6)
+
+    def check_room(self) -> None:
+        """
+        @raise TooManyRuns: when C{exec.maxRuns} programs are running already.
+        """
+        if len(self.runs) >= self.limits.runs:
+            raise TooManyRuns(self.limits.runs)
+
     async def execute(
         self,
         program: str,
@@ -345,6 +357,7 @@ class Scripts:
         caller: Caller | None = None,
         timeout: float | None = None,
         inputs: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
         """
         Run C{program} to its end.
@@ -355,16 +368,16 @@ class Scripts:
         @param caller: the host request's caller, so the program's questions reach its
             client; a run without one gets its own, named after the run.
         @param timeout: a bound shorter than C{exec.timeout}; a longer one is clamped.
+        @param run_id: the run's id, when the caller had to know it first (L{new_run_id}).
         @raise RunFailed: when it did not finish; L{TooManyRuns} when it cannot start.
         """
         limits = self.limits
-        if len(self.runs) >= limits.runs:
-            raise TooManyRuns(limits.runs)
+        self.check_room()
         pool = self.pool()
         if pool is None:
             raise RunFailed("pool_unavailable", "the daemon runs without its server pool")
         bound = limits.timeout if timeout is None else min(limits.timeout, timeout)
-        run_id = "run-" + secrets.token_hex(6)
+        run_id = run_id or self.new_run_id()
         if caller is None:
             caller = Caller(run_id, {})
         now = self.clock.seconds()
