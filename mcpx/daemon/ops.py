@@ -47,7 +47,7 @@ from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, Unknown
 from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
 from mcpx.scripts.artifacts import UnknownArtifact
-from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
+from mcpx.scripts.outcome import RunFailed, RunOutcome, RunRefusedCall, TooManyRuns, UnknownRun
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -169,6 +169,8 @@ class Invocation:
         upstream calls cause can reach that host (C{mcpx_exec}).
     @ivar owner: whose the artifacts it makes are, when not C{client}'s (an MCP
         2026-07-28 request's client is a scope of that request alone).
+    @ivar run: the C{mcpx_exec} run a CPython-mode program's call claims to be made
+        for (C{X-Mcpx-Run} and C{X-Mcpx-Run-Key}), as (run id, key).
     """
 
     args: Mapping[str, Any]
@@ -176,6 +178,7 @@ class Invocation:
     on_progress: Callable[[dict[str, Any]], None] | None = None
     caller: Caller | None = None
     owner: str | None = None
+    run: tuple[str, str] | None = None
 
 
 @frozen
@@ -907,6 +910,8 @@ def _tool_names(catalogue: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 async def call_tool(host: OpHost, call: Invocation) -> Any:
+    if call.run is not None:
+        return await _call_in_run(host, call, call.run)
     pool = _pool(host)
     args = call.args
     server, tool = args["server"], args["tool"]
@@ -953,6 +958,36 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
         status=202,
         headers={"location": f"/v1/tasks/{task.id}"},
     )
+
+
+async def _call_in_run(host: OpHost, call: Invocation, run: tuple[str, str]) -> Any:
+    """A call a CPython-mode program makes: its run's, bounded and counted by it."""
+    args = call.args
+    if args.get("task") or args.get("progress") or "call_id" in args:
+        raise OpError(
+            400,
+            "invalid_input",
+            'a call made for a run (X-Mcpx-Run) takes no "task", "progress" or "call_id": '
+            "it is the run's",
+        )
+    try:
+        return await _scripts(host).call_in_run(
+            run[0],
+            run[1],
+            server=args["server"],
+            tool=args["tool"],
+            arguments=args.get("arguments", {}),
+            timeout=args.get("timeout"),
+        )
+    except UnknownRun as e:
+        raise OpError(
+            403,
+            "unknown_run",
+            f"no run {e.run!r} is running with that key (X-Mcpx-Run, X-Mcpx-Run-Key): "
+            "it ended, or the header was not given to this program",
+        ) from None
+    except RunRefusedCall as e:
+        raise OpError(_RUN_STATUS.get(e.code, 429), e.code, e.message) from None
 
 
 #: Numbers the C{/v1/call} calls that name no C{call_id} and are not tasks.
@@ -1736,7 +1771,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 422, 429, 502, 503, 504),
+        errors=(403, 404, 422, 429, 502, 503, 504),
         uses_client=True,
     ),
     Op(
