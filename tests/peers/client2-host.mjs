@@ -150,6 +150,13 @@ try {
       return { text: texts(result), isError: Boolean(result.isError) };
     });
   }
+  if (steps.exec) {
+    // One mcpx_exec call with a program (the scripts tests: many calls, one answer).
+    await step('exec', async () => {
+      const result = await client.callTool({ name: 'mcpx_exec', arguments: { program: steps.exec } });
+      return { text: texts(result), isError: Boolean(result.isError) };
+    });
+  }
   if (steps.resource) {
     await step('resource', async () => {
       const read = await client.readResource({ uri: steps.resource });
