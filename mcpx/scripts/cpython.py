@@ -90,6 +90,15 @@ def _send(message):
     os.write(3, (json.dumps(message) + "\n").encode())
 
 
+def _close_stdout():
+    # Before the end is reported: the daemon takes all the output until stdout closes.
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os.close(1)
+
+
 def main():
     path = sys.argv[1]
     with open(path, encoding="utf-8") as f:
@@ -117,10 +126,10 @@ def main():
             asyncio.run(ran)
     except BaseException as e:  # the program's own failure, reported as such
         shown = traceback.format_exception_only(type(e), e)[-1].strip()
-        sys.stdout.flush()
+        _close_stdout()
         _send({"failed": {"kind": "runtime", "message": shown}})
         return
-    sys.stdout.flush()
+    _close_stdout()
     value = namespace.get("__mcpx_result__")
     try:
         _send({"done": {"json": value}})

@@ -147,25 +147,64 @@ class _Worker(ProcessProtocol):
         self.ended.callback(None)
 
 
+#: Seconds the end of a CPython-mode program waits for the rest of its output.
+OUTPUT_GRACE: Final = 1.0
+
+
 class _CPythonChild(_Worker):
     """
     A CPython-mode program: what it prints on stdout is its output, as it comes; how
     it ended (and its confinement) comes in lines on descriptor 3.
+
+    The two pipes are read in whatever order the reactor sees them, so the line saying
+    the program ended is held until its stdout has closed (the runner closes it first),
+    or L{OUTPUT_GRACE} has passed (a child the program started may hold it open).
     """
 
     def __init__(self, run: Run, max_line: int) -> None:
         super().__init__(run, max_line)
         self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stdout_closed = False
+        self._held: bytes | None = None
+        self._grace: IDelayedCall | None = None
 
     def childDataReceived(self, childFD: int, data: bytes) -> None:
         if childFD == 1:
-            text = self._text.decode(data)
-            if text and not self.run.finished:
-                self.run.printed_text(text)
+            self._printed(self._text.decode(data))
         elif childFD == 2:
             self.errReceived(data)
         elif childFD == 3:
-            self.outReceived(data)
+            for item in self.lines.feed(data):
+                if isinstance(item, LineTooLong):
+                    self.run.stop(
+                        "output_too_large", f"the program sent a line over {item.limit} bytes"
+                    )
+                elif not self._stdout_closed and item.startswith((b'{"done"', b'{"failed"')):
+                    self._held = item
+                    self._grace = self.run.scripts.clock.callLater(OUTPUT_GRACE, self._release)
+                else:
+                    self.run.line(item)
+
+    def _printed(self, text: str) -> None:
+        if text and not self.run.finished:
+            self.run.printed_text(text)
+
+    def childConnectionLost(self, childFD: int) -> None:
+        if childFD == 1:
+            self._stdout_closed = True
+            self._printed(self._text.decode(b"", final=True))
+            self._release()
+
+    def _release(self) -> None:
+        if self._grace is not None and self._grace.active():
+            self._grace.cancel()
+        held, self._held = self._held, None
+        if held is not None:
+            self.run.line(held)
+
+    def processEnded(self, reason: Failure) -> None:
+        self._release()
+        super().processEnded(reason)
 
 
 @define(eq=False)

@@ -14,11 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import treq
-from twisted.internet.task import deferLater
-from twisted.trial.unittest import TestCase
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock, deferLater
+from twisted.internet.testing import MemoryReactor
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.http_headers import Headers
 
+from mcpx.questions.caller import Caller
+from mcpx.scripts.outcome import RunFailed, RunRefusedCall, UnknownRun
+from mcpx.scripts.runner import OUTPUT_GRACE, Limits, Run, Scripts, _CPythonChild
 from tests.questions.support import Daemon, demo_server
+from tests.scripts.test_runner import FakePool
 from tests.support.http import TestClient
 from tests.support.processes import reactor
 
@@ -51,6 +57,11 @@ except OSError:
     reached = False
 {"interfaces": names, "reached": reached}
 """
+
+
+def _spawns_nothing() -> Any:
+    """A reactor that spawns nothing (these tests start no process)."""
+    return MemoryReactor()
 
 
 def _confinement_works() -> bool:
@@ -142,6 +153,42 @@ class CPythonModeTests(TestCase):
         self.assertEqual(code, 403, answer)
         self.assertEqual(answer["error"]["code"], "unknown_run")
 
+    async def test_all_of_a_long_output_comes_before_the_result(self) -> None:
+        daemon = await self.daemon()
+        program = 'for i in range(5000):\n    print(f"line {i:05d}")\n"end"'
+        code, answer = await self.post(daemon, "/v1/exec", {"program": program})
+        self.assertEqual(code, 200, answer)
+        lines = answer["output"].splitlines()
+        self.assertEqual((len(lines), lines[0], lines[-1]), (5000, "line 00000", "line 04999"))
+        self.assertEqual(answer["result"], "end")
+
+    async def test_a_question_waits_under_the_run_and_its_answer_goes_on(self) -> None:
+        """Run membership over the socket: the tool's question is the run's."""
+        daemon = await self.daemon()
+        program = 'r = await demo.ask(question="Who?")\nr'
+        code, started = await self.post(daemon, "/v1/exec", {"program": program, "task": True})
+        self.assertEqual(code, 202, started)
+        run, task_id = started["run"], started["task"]["id"]
+        for _ in range(400):
+            listed = (await daemon.api(f"/v1/questions?run={run}"))["questions"]
+            if listed:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        [question] = listed
+        code, _ = await self.post(
+            daemon,
+            f"/v1/questions/{question['id']}/answer",
+            {"action": "accept", "content": {"answer": "Grace"}},
+        )
+        self.assertEqual(code, 200)
+        for _ in range(400):
+            task = await daemon.api(f"/v1/tasks/{task_id}")
+            if task["status"] != "working":
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(task["status"], "completed", task)
+        self.assertIn("Grace", json.dumps(task["result"]))
+
     async def test_syntax_error_and_failure_are_reported(self) -> None:
         daemon = await self.daemon()
         code, answer = await self.post(daemon, "/v1/exec", {"program": "def f(:\n"})
@@ -152,3 +199,82 @@ class CPythonModeTests(TestCase):
         self.assertEqual((code, answer["error"]["code"]), (422, "program_failed"), answer)
         self.assertIn("so far", answer["error"]["message"])
         self.assertIn("demo.fail", answer["error"]["message"])
+
+
+class OutputOrderTests(SynchronousTestCase):
+    """
+    The end of a CPython-mode program comes on descriptor 3, its output on stdout; the
+    reactor may read the end first, and the output must not be cut for it.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        scripts = Scripts(_spawns_nothing(), self.clock, lambda: None, Limits())
+        self.ran = Run("run-1", "me", Caller("run-1", {}), scripts, Limits(), 0.0, 100.0)
+        self.child = _CPythonChild(self.ran, 1 << 20)
+
+    def test_output_read_after_the_end_is_kept(self) -> None:
+        self.child.childDataReceived(3, b'{"done": {"json": 1}}\n')
+        self.assertNoResult(self.ran.outcome)
+        self.child.childDataReceived(1, "late é\n".encode()[:-2])
+        self.child.childDataReceived(1, "late é\n".encode()[-2:])
+        self.child.childConnectionLost(1)
+        outcome = self.successResultOf(self.ran.outcome)
+        self.assertEqual((outcome.output, outcome.value), ("late é\n", 1))
+
+    def test_a_stdout_held_open_waits_only_the_grace(self) -> None:
+        """A child the program started keeps stdout open: the run ends all the same."""
+        self.child.childDataReceived(1, b"printed\n")
+        self.child.childDataReceived(3, b'{"done": {"json": "x"}}\n')
+        self.clock.advance(OUTPUT_GRACE - 0.01)
+        self.assertNoResult(self.ran.outcome)
+        self.clock.advance(0.02)
+        self.assertEqual(self.successResultOf(self.ran.outcome).output, "printed\n")
+
+
+class CallInRunTests(SynchronousTestCase):
+    """A CPython-mode program's call over the socket is its run's, counted and bounded."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.pool = FakePool()
+        # Answered at once: no reactor turns in a synchronous test.
+        self.pool.hold = succeed(None)
+        pool: Any = self.pool
+        self.scripts = Scripts(
+            _spawns_nothing(), self.clock, lambda: pool, Limits(calls=2, call_timeout=30.0)
+        )
+        self.caller = Caller("run-1", {})
+        self.ran = Run("run-1", "alice", self.caller, self.scripts, self.scripts.limits, 0, 10)
+        self.ran.key = "k" * 32
+        self.scripts.runs["run-1"] = self.ran
+
+    def call(self, key: str = "k" * 32, run: str = "run-1") -> Deferred[dict[str, Any]]:
+        return Deferred.fromCoroutine(
+            self.scripts.call_in_run(
+                run, key, server="demo", tool="add", arguments={"a": 1, "b": 2}
+            )
+        )
+
+    def test_made_as_the_run_bounded_by_what_is_left(self) -> None:
+        self.clock.advance(4)
+        self.successResultOf(self.call())
+        [(server, tool, arguments, caller, timeout)] = self.pool.calls
+        self.assertEqual((server, tool, arguments), ("demo", "add", {"a": 1, "b": 2}))
+        self.assertIs(caller, self.caller)
+        self.assertEqual(timeout, 6)
+
+    def test_wrong_key_or_ended_run_is_unknown(self) -> None:
+        self.failureResultOf(self.call(key="guess"), UnknownRun)
+        self.failureResultOf(self.call(run="run-2"), UnknownRun)
+        self.ran.finished = True
+        self.failureResultOf(self.call(), UnknownRun)
+        self.assertEqual(self.pool.calls, [])
+
+    def test_one_call_too_many_stops_the_run(self) -> None:
+        self.successResultOf(self.call())
+        self.successResultOf(self.call())
+        refused = self.failureResultOf(self.call(), RunRefusedCall)
+        self.assertEqual(refused.value.code, "too_many_calls")
+        failed = self.failureResultOf(self.ran.outcome, RunFailed)
+        self.assertEqual(failed.value.code, "too_many_calls")
