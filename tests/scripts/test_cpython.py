@@ -32,7 +32,7 @@ TWENTY_CALLS = """\
 import asyncio
 import attrs  # one of the daemon's own libraries: this is the real interpreter
 
-rows = await asyncio.gather(*[(demo if i % 2 else other).add(a=i, b=1) for i in range(20)])
+rows = await asyncio.gather(*[(demo if i % 2 else other).add(a=i, b=1) for i in range(n)])
 with open("sums.txt", "w") as f:
     f.write(",".join(str(r["sum"]) for r in rows))
 print("made", len(rows), "calls")
@@ -113,7 +113,9 @@ class CPythonModeTests(TestCase):
 
     async def test_twenty_calls_through_the_socket_with_real_libraries(self) -> None:
         daemon = await self.daemon()
-        code, answer = await self.post(daemon, "/v1/exec", {"program": TWENTY_CALLS})
+        code, answer = await self.post(
+            daemon, "/v1/exec", {"program": TWENTY_CALLS, "inputs": {"n": 20}}
+        )
         self.assertEqual(code, 200, answer)
         self.assertEqual(answer["result"], {"total": 210, "attrs": "attrs"})
         self.assertEqual(answer["output"], "made 20 calls\n")
