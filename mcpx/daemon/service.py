@@ -28,7 +28,7 @@ from mcpx.daemon.events import EventBus
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
-from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
+from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.ops import OPS, Invocation, OpError, reload
 from mcpx.daemon.reloading import Reloads
@@ -43,6 +43,7 @@ from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
+from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, ScriptsService, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
@@ -446,6 +447,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
                 settings.duration("exec.artifactRetention"),
             ),
             max_line=settings.integer("transport.maxMessageSize"),
+            socket=str(config.state_dir / SOCKET_NAME),
+            scratch=config.state_dir / EXEC_DIRECTORY,
         )
     environ = config.environ
     http = DaemonHTTP(

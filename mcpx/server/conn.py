@@ -106,6 +106,10 @@ class Context:
     @ivar caller: the L{mcpx.questions.caller.Caller} its upstream requests are made
         for, when its client may be asked questions or declares upstream on its own.
     @ivar task: the L{mcpx.tasks.store.Task} a task-augmented call runs as, or C{None}.
+    @ivar owner: who owns what the request leaves behind (a run's artifacts) when that
+        is not C{identity}: a 2026-07-28 request's identity is a scope of that request
+        alone, so what it leaves is its connection's (or its named session's), and a
+        later request can read it.
     """
 
     revision: Revision
@@ -116,3 +120,9 @@ class Context:
     log_level: str | None = None
     caller: Any = None
     task: Any = None
+    owner: str | None = None
+
+    @property
+    def artifact_owner(self) -> str:
+        """Whose the artifacts this request makes or reads are."""
+        return self.owner if self.owner is not None else self.identity

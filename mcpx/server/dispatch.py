@@ -479,6 +479,7 @@ class McpServer:
             identity=named_session or f"{conn.identity}/request-{next(self._request_scopes)}",
             capabilities=capabilities,
             modern=True,
+            owner=named_session or conn.identity,
             progress_token=_token(meta),
             log_level=level,
         )

@@ -257,7 +257,11 @@ def _op_tool(op: Op) -> GatewayTool:
     if op.name == "exec":
         definition["description"] = EXEC_DESCRIPTION
         definition["title"] = "Run a program that calls tools"
-        definition["inputSchema"] = dict(op.input_schema)
+        # "task" is /v1's way; over MCP a long program runs as a 2025-11-25 task instead.
+        definition["inputSchema"] = {
+            **op.input_schema,
+            "properties": {k: v for k, v in op.properties.items() if k != "task"},
+        }
         definition["annotations"] = {"openWorldHint": True}
         # A long program may run as a 2025-11-25 task, as mcpx_call may.
         definition["execution"] = {"taskSupport": "optional"}
@@ -601,9 +605,18 @@ class Surface:
         self, context: Context, op: Op, arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
         try:
+            if op.name == "exec" and "task" in arguments:
+                raise OpError(
+                    400,
+                    "invalid_input",
+                    'mcpx_exec takes no "task" argument; to run a program as a task, make '
+                    "the tools/call itself a task (2025-11-25)",
+                )
             op.check(arguments)
             caller = context.caller if isinstance(context.caller, Caller) else None
-            invocation = Invocation(arguments, client=context.identity, caller=caller)
+            invocation = Invocation(
+                arguments, client=context.identity, caller=caller, owner=context.artifact_owner
+            )
             body = await op.handler(self.host, invocation)
         except CancelledError:
             raise
@@ -693,7 +706,7 @@ class Surface:
         scripts = self.host.scripts
         if scripts is None or scripts.artifacts is None:
             return []
-        return scripts.artifacts.listed(context.identity)
+        return scripts.artifacts.listed(context.artifact_owner)
 
     async def templates(
         self, context: Context, *, leaving_out: Collection[str] = ()
@@ -831,7 +844,7 @@ class Surface:
         try:
             if store is None:
                 raise UnknownArtifact(uri)
-            return {"contents": [store.read(context.identity, uri, limit)]}
+            return {"contents": [store.read(context.artifact_owner, uri, limit)]}
         except UnknownArtifact:
             raise resource_not_found(uri, context) from None
         except ValueError as e:

@@ -463,6 +463,27 @@ SETTINGS: tuple[Setting, ...] = (
         "(/out); a write past it fails in the program with OSError.",
     ),
     Setting(
+        name="exec.mode",
+        kind=Kind.CHOICE,
+        default="monty",
+        choices=("monty", "cpython"),
+        help="How mcpx_exec runs a program. monty: in the sandboxed interpreter, which can "
+        "reach nothing but the tools and /out. cpython: under the real Python with the "
+        "daemon user's rights and libraries, in its own process group, confined by bwrap "
+        "or unshare where the machine allows (no network; else not at all); see "
+        "docs/exec.md before turning it on.",
+    ),
+    Setting(
+        name="exec.artifactChunk",
+        kind=Kind.INTEGER,
+        default=4 * 1024 * 1024,
+        minimum=1024,
+        help="The most bytes one ranged read of an artifact returns (POST /v1/artifacts/read "
+        "with offset or length, mcpx artifacts read); a longer length is cut to it and the "
+        "answer says where the next range starts. resources/read returns an artifact whole, "
+        "up to transport.maxMessageSize once encoded, and refuses a larger one.",
+    ),
+    Setting(
         name="exec.artifactRetention",
         kind=Kind.DURATION,
         default=3600.0,

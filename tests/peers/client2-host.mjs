@@ -199,6 +199,22 @@ try {
       return { text: texts(result), isError: Boolean(result.isError) };
     });
   }
+  if (steps.exec) {
+    // One mcpx_exec call with a program (the scripts tests: many calls, one answer).
+    await step('exec', async () => {
+      const result = await client.callTool({ name: 'mcpx_exec', arguments: { program: steps.exec } });
+      // Every file the run left, read back through its resource_link.
+      const links = [];
+      for (const block of result.content ?? []) {
+        if (block.type !== 'resource_link') continue;
+        const read = await client.readResource({ uri: block.uri });
+        const content = read.contents[0] ?? {};
+        const body = content.text ?? Buffer.from(content.blob ?? '', 'base64').toString('utf8');
+        links.push({ uri: block.uri, size: block.size ?? null, read: body.length, head: body.slice(0, 20) });
+      }
+      return { text: texts(result), isError: Boolean(result.isError), links };
+    });
+  }
   if (steps.resource) {
     await step('resource', async () => {
       const read = await client.readResource({ uri: steps.resource });
