@@ -484,6 +484,11 @@ class Surface:
             return []
         return [status.name for status in pool.status()]
 
+    def warn(self, server: str | None, message: str) -> None:
+        """Log C{message} and tell the event bus, as a warning about C{server}'s."""
+        log.warn("{message}", message=message)
+        self.host.events.publish(SERVER_LOG, server, level="warning", data=message)
+
     # Tools
 
     def has_tool(self, name: str) -> bool:

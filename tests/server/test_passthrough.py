@@ -974,10 +974,16 @@ class ListChangedTests(SynchronousTestCase):
         upstream(connector, "other").notify("notifications/tools/list_changed")
         self.assertEqual(harness.notifications, [])
         unnamed = harness.server.open("stdio", "host-pid-2", push=self._fail_push)
-        self.assertEqual(harness.server.tools_changed("alpha"), 1)
+        self.assertEqual(
+            harness.server.subscriptions.list_changed("alpha", "notifications/tools/list_changed"),
+            1,
+        )
         self.assertIsNone(unnamed.revision)
         harness.server.close(harness.conn)
-        self.assertEqual(harness.server.tools_changed("alpha"), 0)
+        self.assertEqual(
+            harness.server.subscriptions.list_changed("alpha", "notifications/tools/list_changed"),
+            0,
+        )
 
     def _fail_push(self, method: str, params: dict[str, Any] | None) -> None:
         raise AssertionError(f"{method} pushed to a client that agreed no revision")
