@@ -29,11 +29,11 @@ from twisted.python.failure import Failure
 from mcpx.daemon.ops import OpHost
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
 from mcpx.server.request_state import RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.server.roots import Roots
-from mcpx.server.surface import CALL_TOOL
 from mcpx.server.tasks import CoreTasks
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import Revision

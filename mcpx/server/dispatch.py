@@ -54,7 +54,7 @@ from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import ExtensionTasks, client_declares
 from mcpx.server.listen import LISTEN, Listening
 from mcpx.server.offering import Offering
-from mcpx.server.param_headers import check_call
+from mcpx.server.pages import PAGE_SIZE, paginate
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.progress import ProgressRelay
 from mcpx.server.promotion import TaskPromotion
@@ -62,7 +62,7 @@ from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelope
 from mcpx.server.resumable import ConnAsker
 from mcpx.server.roots import ROOTS_CHANGED, Roots
 from mcpx.server.subscriptions import Subscriptions
-from mcpx.server.surface import PAGE_SIZE, Surface, paginate
+from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
 from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
@@ -258,7 +258,7 @@ class McpServer:
             passthrough = self.passthrough_for(conn)
             if passthrough is not None:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
-                await check_call(passthrough, context, request.params)
+                await passthrough.check_param_headers(context, request.params)
             params = params_of(request)
             promotion = self.promotion
             if promotion is not None:

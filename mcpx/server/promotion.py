@@ -27,9 +27,9 @@ from mcpx.server.ext_tasks import (
     race,
     task_owner,
 )
+from mcpx.server.gateway_tools import CALL_TOOL, EXEC_TOOL
 from mcpx.server.offering import Offering
 from mcpx.server.resumable import ResumableCall, waiting
-from mcpx.server.surface import CALL_TOOL, EXEC_TOOL
 from mcpx.server.tasks import CoreTasks
 from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
 from mcpx.upstream.tasks import task_support

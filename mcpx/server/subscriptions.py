@@ -100,7 +100,7 @@ class Subscriptions:
             self._watchers[key][conn].add(bare)
             return {}
         pool = self._surface.pool
-        session = await self._surface._guard(pool.session(server, context.identity))
+        session = await self._surface.guard(pool.session(server, context.identity))
         declaration = session.declaration
         if declaration is not None and not declaration.declares("resources.subscribe"):
             self._surface.warn(
@@ -109,7 +109,7 @@ class Subscriptions:
                 "offer resource subscriptions",
             )
             return {}
-        await self._surface._guard(
+        await self._surface.guard(
             pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
         )
         if key in conn.subscriptions:

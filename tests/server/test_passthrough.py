@@ -19,10 +19,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.pool import Pool
 from mcpx.server import uris
 from mcpx.server.conn import Conn
+from mcpx.server.derived import template_pattern
 from mcpx.server.dispatch import McpServer
+from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
-from mcpx.server.passthrough import template_pattern
-from mcpx.server.surface import gateway_tools
 from mcpx.settings.servers import Server
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
