@@ -158,7 +158,7 @@ class Asking:
     ) -> Mapping[str, Any]:
         """C{answer} for a call whose client may be asked (see L{asks})."""
         caller = context.caller
-        assert isinstance(caller, Caller)
+        assert caller is not None
 
         async def run() -> Mapping[str, Any]:
             return await answer(conn, context, params)

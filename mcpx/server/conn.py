@@ -20,8 +20,10 @@ from typing import Any, Final, TypeAlias
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
 
+from mcpx.questions.caller import Caller
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
+from mcpx.tasks.store import Task
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
@@ -117,5 +119,5 @@ class Context:
     modern: bool
     progress_token: str | int | None = None
     log_level: str | None = None
-    caller: Any = None
-    task: Any = None
+    caller: Caller | None = None
+    task: Task | None = None

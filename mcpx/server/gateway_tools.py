@@ -1,23 +1,8 @@
 # -*- test-case-name: tests.server.test_surface -*-
 """
-mcpx's own tools, as a host lists them.
-
-Tools
-=====
-
-C{mcpx_call} calls any tool of any configured server and answers with that server's
-C{CallToolResult} as it sent it (every content block, C{isError}, C{structuredContent},
-C{_meta}), resource URIs rewritten to C{mcpx://} ones.  The other tools are generated
-from the operation table (L{mcpx.daemon.ops.OPS}, the ops marked C{gateway}), so the
-CLI, C{/v1} and MCP take the same input: each answers with the operation's JSON body as
-C{structuredContent} (under the op's output schema) and as text.  The C{call_tool} op
-is the one exception: C{mcpx_call} stands for it, because its MCP answer is the
-upstream's result itself rather than the C{/v1} body.
-
-A failure of the work a tool does (an unknown server, a server that is down, a timeout,
-an upstream JSON-RPC error, arguments of the wrong shape) is an C{isError} result the
-model can read and act on; a tool name mcpx does not have is the caller's protocol
-error (C{-32602}).
+mcpx's own tools, as a host lists them: C{mcpx_call}, then one tool per gateway op of
+the operation table (L{mcpx.daemon.ops.OPS}, the ops marked C{gateway}), so the CLI,
+C{/v1} and MCP take the same input.  How they answer is L{mcpx.server.surface}'s.
 """
 
 from __future__ import annotations

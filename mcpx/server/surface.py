@@ -37,19 +37,15 @@ Log messages
 ============
 
 While C{mcpx_call}, C{prompts/get} or C{resources/read} waits on an upstream server, that
-server's C{notifications/message} (the pool's C{server.log} events) are passed on to the
-caller, by a L{LogRelay}, when the caller asked for them: a legacy client with
-C{logging/setLevel} on its connection, a 2026-07-28 request with
-C{_meta["io.modelcontextprotocol/logLevel"]}.  No level, no messages; only messages at or
-above the level; only while the call runs.  A log message names no request, so each
-caller with a call in flight on that server gets it, though one connection gets it once.
+server's log messages are passed on to a caller that asked for them
+(L{mcpx.server.log_relay}).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
@@ -57,7 +53,6 @@ from twisted.logger import Logger
 
 from mcpx.daemon.ops import Invocation, Op, OpError, OpHost, PoolInterface, Reply, error_from
 from mcpx.pool.errors import PoolError
-from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server import uris
 from mcpx.server.conn import Conn, Context
@@ -77,6 +72,8 @@ from mcpx.server.results import (
 from mcpx.wire.errors import RpcError
 
 log = Logger()
+
+_T = TypeVar("_T")
 
 #: The C{_meta} keys passed upstream with a call unchanged (trace context).
 _TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
@@ -234,8 +231,7 @@ class Surface:
     ) -> dict[str, Any]:
         try:
             op.check(arguments)
-            caller = context.caller if isinstance(context.caller, Caller) else None
-            invocation = Invocation(arguments, client=context.identity, caller=caller)
+            invocation = Invocation(arguments, client=context.identity, caller=context.caller)
             body = await op.handler(self.host, invocation)
         except CancelledError:
             raise
@@ -519,7 +515,7 @@ class Surface:
             on_log=on_log,
         )
 
-    async def guard(self, work: Any) -> Any:
+    async def guard(self, work: Awaitable[_T]) -> _T:
         """Pool failures as JSON-RPC errors the host can read; upstream errors as they are."""
         try:
             return await work
