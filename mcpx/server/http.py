@@ -187,6 +187,15 @@ class McpHTTP:
 
     # POST
 
+    def _exchange(self, request: IRequest) -> Exchange:
+        """The response to a POST, an event stream if it must be and its client accepts."""
+        return Exchange(
+            request,
+            self._clock,
+            accepts_sse=accepts_event_stream(request),
+            keep_alive=self._keep_alive,
+        )
+
     def _read_body(self, request: IRequest) -> bytes | None:
         content = request.content
         if content is None:
@@ -240,18 +249,9 @@ class McpHTTP:
         except RpcError as e:
             return refusal(request, e.http_status, e, request_id)
         if isinstance(message, Notification):
-            conn = self._core.open(HTTP_MODERN, HTTP_IDENTITY)
-            try:
-                self._core.notification(conn, message)
-            finally:
-                self._core.close(conn)
+            self._notification_alone(message, HTTP_MODERN)
             return accepted(request)
-        exchange = Exchange(
-            request,
-            self._clock,
-            accepts_sse=accepts_event_stream(request),
-            keep_alive=self._keep_alive,
-        )
+        exchange = self._exchange(request)
         conn = self._core.open(
             HTTP_MODERN, HTTP_IDENTITY, push=exchange.push if exchange.accepts_sse else None
         )
@@ -353,23 +353,24 @@ class McpHTTP:
             if session is not None:
                 self._session_notification(session, message)
             else:
-                conn = self._core.open(HTTP_POST, HTTP_IDENTITY, default_revision=revision)
-                try:
-                    self._core.notification(conn, message)
-                finally:
-                    self._core.close(conn)
+                self._notification_alone(message, HTTP_POST, revision)
             return accepted(request)
-        exchange = Exchange(
-            request,
-            self._clock,
-            accepts_sse=accepts_event_stream(request),
-            keep_alive=self._keep_alive,
-        )
+        exchange = self._exchange(request)
         if session is not None:
             return await self._in_session(session, message, exchange)
         if message.method == "initialize":
             return await self._initialize(message, exchange, revision)
         return await self._sessionless(message, exchange, revision)
+
+    def _notification_alone(
+        self, message: Notification, transport: str, revision: Revision | None = None
+    ) -> None:
+        """A notification outside any session, on a connection of its own."""
+        conn = self._core.open(transport, HTTP_IDENTITY, default_revision=revision)
+        try:
+            self._core.notification(conn, message)
+        finally:
+            self._core.close(conn)
 
     def _session_notification(self, session: LegacySession, notification: Notification) -> None:
         if notification.method == CANCELLED and session.cancel(notification.params):
@@ -501,12 +502,7 @@ class McpHTTP:
                     )
                     continue
                 if exchange is None:
-                    exchange = Exchange(
-                        request,
-                        self._clock,
-                        accepts_sse=accepts_event_stream(request),
-                        keep_alive=self._keep_alive,
-                    )
+                    exchange = self._exchange(request)
                 waiting.append(self._batch_reply(session, message, exchange))
             elif isinstance(message, Notification):
                 self._session_notification(session, message)

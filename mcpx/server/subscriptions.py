@@ -48,6 +48,21 @@ log = Logger()
 _Key = tuple[str, str, str]
 
 
+def _uri_of(conn: Conn, params: Mapping[str, Any], method: str) -> str:
+    """
+    The URI a C{resources/subscribe} or C{resources/unsubscribe} names.
+
+    @raise RpcError: C{-32601} where the method was not declared (the connection has
+        nowhere to receive updates); C{-32602} for a URI that is not a string.
+    """
+    if not conn.can_push:
+        raise RpcError.method_not_found(method)
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise RpcError.invalid_params("params.uri must be a string")
+    return uri
+
+
 class Subscriptions:
     """
     The resource subscriptions of one MCP server's connections, and the connections
@@ -83,12 +98,7 @@ class Subscriptions:
     async def subscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        if not conn.can_push:
-            # Not declared to this connection: it has nowhere to receive updates.
-            raise RpcError.method_not_found("resources/subscribe")
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError.invalid_params("params.uri must be a string")
+        uri = _uri_of(conn, params, "resources/subscribe")
         try:
             server, upstream = await self._owner(conn, context, uri)
         except UnknownName:
@@ -126,11 +136,7 @@ class Subscriptions:
     async def unsubscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        if not conn.can_push:
-            raise RpcError.method_not_found("resources/unsubscribe")
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError.invalid_params("params.uri must be a string")
+        uri = _uri_of(conn, params, "resources/unsubscribe")
         try:
             server, upstream = await self._owner(conn, context, uri)
         except UnknownName:

@@ -279,16 +279,22 @@ class Surface:
         found = await gatherResults(listings, consumeErrors=True)
         return list(zip(names, found, strict=True))
 
+    async def _every(
+        self, context: Context, what: str, kind: str, leaving_out: Collection[str]
+    ) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Every server's C{kind} catalogue but those C{leaving_out} (L{each_server})."""
+        fetch = getattr(self.pool, kind)
+        return await self.each_server(
+            what,
+            lambda name: Deferred.fromCoroutine(fetch(name, client=context.identity)),
+            leaving_out=leaving_out,
+        )
+
     async def prompts(
         self, context: Context, *, leaving_out: Collection[str] = ()
     ) -> list[dict[str, Any]]:
         """Every server's prompts, as C{<server>_<prompt>}."""
-        pool = self.pool
-        listed = await self.each_server(
-            "prompts",
-            lambda name: Deferred.fromCoroutine(pool.prompts(name, client=context.identity)),
-            leaving_out=leaving_out,
-        )
+        listed = await self._every(context, "prompts", "prompts", leaving_out)
         return [
             {**prompt, "name": f"{server}_{prompt['name']}"}
             for server, prompts in listed
@@ -300,12 +306,7 @@ class Surface:
         self, context: Context, *, leaving_out: Collection[str] = ()
     ) -> list[dict[str, Any]]:
         """Every server's resources, under their C{mcpx://} URIs."""
-        pool = self.pool
-        listed = await self.each_server(
-            "resources",
-            lambda name: Deferred.fromCoroutine(pool.resources(name, client=context.identity)),
-            leaving_out=leaving_out,
-        )
+        listed = await self._every(context, "resources", "resources", leaving_out)
         return [
             *self.artifacts(context),
             *(
@@ -327,12 +328,7 @@ class Surface:
         self, context: Context, *, leaving_out: Collection[str] = ()
     ) -> list[dict[str, Any]]:
         """Every server's resource templates, in C{mcpx://} form."""
-        pool = self.pool
-        listed = await self.each_server(
-            "resource templates",
-            lambda name: Deferred.fromCoroutine(pool.templates(name, client=context.identity)),
-            leaving_out=leaving_out,
-        )
+        listed = await self._every(context, "resource templates", "templates", leaving_out)
         return [
             {**template, "uriTemplate": uris.template_to_mcpx(server, template["uriTemplate"])}
             for server, templates in listed
