@@ -100,7 +100,7 @@ copied or validated on the way.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from twisted.logger import Logger
@@ -113,7 +113,6 @@ from mcpx.server.conn import Context
 from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern
 from mcpx.server.forwarding import (
     ProgressSink,
-    forward,
     forwarded,
     guarded,
     upstream_meta,
@@ -498,28 +497,6 @@ class PassThrough:
         )
         return await guarded(self.gateway.host.events, context, server, calling, on_log)
 
-    def _forward(
-        self,
-        context: Context,
-        server: str,
-        method: str,
-        params: Mapping[str, Any],
-        on_log: LogRelay | None = None,
-    ) -> Awaitable[dict[str, Any]]:
-        # A 2026-07-28 upstream logs only to a request that asks; ask at the caller's level.
-        meta = asking_for_logs(params.get("_meta"), on_log)
-        if meta is not None:
-            params = {**params, "_meta": meta}
-        return forward(
-            self.pool,
-            self.gateway.host.events,
-            context,
-            server=server,
-            method=method,
-            params=params,
-            on_log=on_log,
-        )
-
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
     ) -> dict[str, Any]:
@@ -530,7 +507,9 @@ class PassThrough:
         server = await self.prompt_owner(context, name)
         if server is None:
             return await self.gateway.get_prompt(context, params, on_log=on_log)
-        return await self._forward(context, server, "prompts/get", forwarded(params), on_log)
+        return await self.gateway.forward(
+            context, server, "prompts/get", _asking_for_logs(params, on_log), on_log
+        )
 
     async def read_resource(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -543,7 +522,9 @@ class PassThrough:
         if uris.is_mcpx(uri):
             return await self.gateway.read_resource(context, params, on_log=on_log)
         server = await self.resource_owner(context, uri)
-        return await self._forward(context, server, "resources/read", forwarded(params), on_log)
+        return await self.gateway.forward(
+            context, server, "resources/read", _asking_for_logs(params, on_log), on_log
+        )
 
     async def subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
         """
@@ -581,5 +562,19 @@ class PassThrough:
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
-        result = await self._forward(context, server, "completion/complete", forwarded(params))
+        result = await self.gateway.forward(
+            context, server, "completion/complete", forwarded(params)
+        )
         return capped_completion(result)
+
+
+def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:
+    """
+    A host's C{params} for the upstream (L{forwarded}), asking for log messages at the
+    caller's level: a 2026-07-28 upstream logs only to a request that asks.
+    """
+    kept = forwarded(params)
+    meta = asking_for_logs(kept.get("_meta"), on_log)
+    if meta is not None:
+        kept["_meta"] = meta
+    return kept

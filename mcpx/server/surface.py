@@ -295,27 +295,14 @@ class Surface:
     ) -> list[dict[str, Any]]:
         """Every server's prompts, as C{<server>_<prompt>}."""
         listed = await self._every(context, "prompts", "prompts", leaving_out)
-        return [
-            {**prompt, "name": f"{server}_{prompt['name']}"}
-            for server, prompts in listed
-            for prompt in prompts
-            if type(prompt) is dict and isinstance(prompt.get("name"), str)
-        ]
+        return _renamed(listed, "name", _prompt_name)
 
     async def resources(
         self, context: Context, *, leaving_out: Collection[str] = ()
     ) -> list[dict[str, Any]]:
         """Every server's resources, under their C{mcpx://} URIs."""
         listed = await self._every(context, "resources", "resources", leaving_out)
-        return [
-            *self.artifacts(context),
-            *(
-                {**resource, "uri": uris.to_mcpx(server, resource["uri"])}
-                for server, resources in listed
-                for resource in resources
-                if type(resource) is dict and isinstance(resource.get("uri"), str)
-            ),
-        ]
+        return [*self.artifacts(context), *_renamed(listed, "uri", uris.to_mcpx)]
 
     def artifacts(self, context: Context) -> list[dict[str, Any]]:
         """The files the caller's own runs left, first: nobody else's are listed."""
@@ -329,12 +316,7 @@ class Surface:
     ) -> list[dict[str, Any]]:
         """Every server's resource templates, in C{mcpx://} form."""
         listed = await self._every(context, "resource templates", "templates", leaving_out)
-        return [
-            {**template, "uriTemplate": uris.template_to_mcpx(server, template["uriTemplate"])}
-            for server, templates in listed
-            for template in templates
-            if type(template) is dict and isinstance(template.get("uriTemplate"), str)
-        ]
+        return _renamed(listed, "uriTemplate", uris.template_to_mcpx)
 
     # Routing
 
@@ -423,7 +405,7 @@ class Surface:
         forwarded: dict[str, Any] = {"name": inner}
         if params.get("arguments") is not None:
             forwarded["arguments"] = params["arguments"]
-        result = await self._forward(context, server, "prompts/get", forwarded, on_log)
+        result = await self.forward(context, server, "prompts/get", forwarded, on_log)
         return rewrite_prompt_result(server, result)
 
     async def read_resource(
@@ -443,7 +425,7 @@ class Surface:
             server, upstream = await self.resource_owner(context, uri)
         except UnknownName:
             raise resource_not_found(uri, context) from None
-        result = await self._forward(context, server, "resources/read", {"uri": upstream}, on_log)
+        result = await self.forward(context, server, "resources/read", {"uri": upstream}, on_log)
         return rewrite_read_result(server, result)
 
     def read_artifact(self, context: Context, uri: str) -> dict[str, Any]:
@@ -490,10 +472,10 @@ class Surface:
             return {"completion": {"values": [], "hasMore": False}}
         forwarded = {key: value for key, value in params.items() if key != "_meta"}
         forwarded["ref"] = upstream_ref
-        result = await self._forward(context, server, "completion/complete", forwarded)
+        result = await self.forward(context, server, "completion/complete", forwarded)
         return capped_completion(result)
 
-    def _forward(
+    def forward(
         self,
         context: Context,
         server: str,
@@ -501,6 +483,7 @@ class Surface:
         params: Mapping[str, Any],
         on_log: LogRelay | None = None,
     ) -> Awaitable[dict[str, Any]]:
+        """C{method} to C{server} for the request of C{context} (L{mcpx.server.forwarding})."""
         return forward(
             self.pool,
             self.host.events,
@@ -517,6 +500,24 @@ class Surface:
             return await work
         except PoolError as e:
             raise RpcError.internal_error(error_from(e).message) from None
+
+
+def _prompt_name(server: str, name: str) -> str:
+    return f"{server}_{name}"
+
+
+def _renamed(
+    listed: list[tuple[str, list[dict[str, Any]]]],
+    key: str,
+    rename: Callable[[str, str], str],
+) -> list[dict[str, Any]]:
+    """Each server's items with a string C{key}, that C{key} renamed for the gateway."""
+    return [
+        {**item, key: rename(server, item[key])}
+        for server, items in listed
+        for item in items
+        if type(item) is dict and isinstance(item.get(key), str)
+    ]
 
 
 def unquoted(parsed: uris.McpxUri) -> str:
