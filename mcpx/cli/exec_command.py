@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.cli.test_exec_command -*-
 """
 C{mcpx exec FILE|-}: run a program through the daemon's sandbox (C{POST /v1/exec}), and
-C{mcpx artifacts}: the files the caller's runs left.
+C{mcpx artifacts [list|read]}: the files the caller's runs left, and their bytes.
 
 C{exec} prints what the program printed, then its result (JSON as JSON), then the
 artifacts it left; it exits 1 when the program did not finish, with the daemon's message
@@ -10,8 +10,9 @@ artifacts it left; it exits 1 when the program did not finish, with the daemon's
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -62,12 +63,78 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
         click.echo(line, err=True)
 
 
-@asks_the_daemon("artifacts")
-def artifacts(client: DaemonClient, as_json: bool) -> None:
-    """List the files your runs left (mcpx://artifacts/...), kept exec.artifactRetention."""
+@click.group("artifacts", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer, for scripts.")
+@click.pass_context
+def artifacts(context: click.Context, as_json: bool) -> None:
+    """The files your runs left (mcpx://artifacts/...), kept exec.artifactRetention.
+
+    With no command, list them.
+    """
+    if context.invoked_subcommand is None:
+        context.invoke(list_artifacts, as_json=as_json, start=False)
+
+
+@asks_the_daemon("list")
+def list_artifacts(client: DaemonClient, as_json: bool) -> None:
+    """List the files your runs left."""
     answer = client.get("/v1/artifacts")
     if as_json:
         _echo_json(answer)
         return
     lines = _artifact_lines(answer.get("artifacts"))
     click.echo("\n".join(lines) if lines else "no artifacts")
+
+
+@asks_the_daemon("read")
+@click.argument("uri", metavar="URI")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="The first byte to read.")
+@click.option(
+    "--length",
+    type=click.IntRange(min=1),
+    help="How many bytes to read (default: to the end).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.File("wb"),
+    default="-",
+    help="Where the bytes go (default: standard output).",
+)
+def read_artifact(
+    client: DaemonClient,
+    as_json: bool,
+    uri: str,
+    *,
+    offset: int,
+    length: int | None,
+    output: BinaryIO,
+) -> None:
+    """Write the bytes of the artifact URI, or of a range of it, as they are.
+
+    The daemon hands them over in ranges of at most exec.artifactChunk, so an artifact of
+    any size can be read.
+    """
+    wanted = length
+    while True:
+        body: dict[str, Any] = {"uri": uri, "offset": offset}
+        if wanted is not None:
+            body["length"] = wanted
+        answer = client.post("/v1/artifacts/read", body)
+        if as_json:
+            _echo_json(answer)
+            return
+        [content] = answer["contents"]
+        output.write(base64.b64decode(content["blob"]))
+        got = int(answer["length"])
+        if wanted is not None:
+            wanted -= got
+        following = answer.get("next")
+        if following is None or got == 0 or wanted == 0:
+            break
+        offset = int(following)
+    output.flush()
+
+
+artifacts.add_command(list_artifacts)
+artifacts.add_command(read_artifact)

@@ -8,7 +8,9 @@ the daemon's broker, named after the call that caused it (its C{call_id}).  When
 person who ran the command sits at a terminal, a L{QuestionWatch} looks in the broker
 while the call runs and puts that call's questions to them, as C{mcpx elicit ID} would.
 A question the daemon could not tie to one call (two calls shared the server) is not
-ours to answer, but the person is told where it is.
+ours to answer, but the person is told where it is.  Without a terminal nobody can be
+asked there: the watch instead says once, on standard error, which question the call
+waits on and the C{mcpx elicit} command that answers it (L{pointer_line}).
 
 The call itself blocks the main thread on its socket, so the watch runs in a thread of
 its own, with its own L{DaemonClient} (a client is one connection at a time, not shared
@@ -16,7 +18,7 @@ between threads).  Only L{QuestionWatch.run} and L{QuestionWatch.start} know abo
 time and threads; L{triage} decides, and the tests drive it all without either.
 
 Importing this module costs little (no click: L{mcpx.cli.elicit} is imported only when a
-question arrives); L{mcpx.cli.quick} imports it only on a terminal.
+question arrives).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ INTERVAL = 0.25
 
 #: Seconds the end of a call waits for an answer being sent to finish saying so.
 SETTLE = 0.5
+
+#: The most characters of a question's message a pointer line shows.
+POINTER_MESSAGE = 160
 
 
 class QuestionSource(Protocol):
@@ -94,6 +99,28 @@ def triage(
     return ours, unclaimed
 
 
+def pointer_line(question: Mapping[str, Any]) -> str:
+    """
+    The one line that tells a person without a terminal that their call waits on
+    C{question}, and the exact command that answers it.
+    """
+    question_id = question.get("id")
+    kind = question.get("kind") or "question"
+    said = f"mcpx: the call waits for an answer to {kind} {question_id}"
+    server = question.get("server")
+    if isinstance(server, str) and server:
+        said += f" from {server}"
+    params = question.get("params")
+    message = params.get("message") if isinstance(params, Mapping) else None
+    if isinstance(message, str) and message.strip():
+        # One line, whatever the message holds: newlines and runs of spaces fold.
+        shown = " ".join(message.split())
+        if len(shown) > POINTER_MESSAGE:
+            shown = shown[: POINTER_MESSAGE - 1] + "…"
+        said += f" ({shown})"
+    return f"{said}; answer it with: mcpx elicit {question_id}"
+
+
 def answer_in_terminal(client: Any, question_id: str) -> None:
     """C{mcpx elicit ID}'s way of asking: the form, field by field (imports click)."""
     from mcpx.cli.elicit import answer_interactively
@@ -127,6 +154,8 @@ class QuestionWatch:
         only pointed out if it was asked since.
     @ivar seen: the questions already dealt with.
     @ivar answering: the id of the question being answered, if one is.
+    @ivar points: the watch answers nothing; it names each of the call's questions,
+        once, with the command that answers it (L{pointer_line}).
     """
 
     def __init__(
@@ -136,15 +165,20 @@ class QuestionWatch:
         *,
         connect: Callable[[], QuestionSource],
         echo: Echo,
-        answer: Answerer = answer_in_terminal,
+        answer: Answerer | None = answer_in_terminal,
         clock: Callable[[], float] = time.time,
         wait: Callable[[float], bool] | None = None,
         interval: float = INTERVAL,
+        delay: float = 0.0,
     ) -> None:
         """
         @param connect: makes the watch's own client of the daemon.
+        @param answer: asks the person and sends their answer; C{None} to point at
+            C{mcpx elicit} instead (L{points}).
         @param wait: sleeps up to the given seconds, returning C{True} early when the
             watch is stopped; by default it waits on L{stopped}.
+        @param delay: seconds before the first look, so that a call which asks nothing
+            and ends soon costs the daemon nothing more.
         """
         self.call_id = call_id
         self.server = server
@@ -155,6 +189,8 @@ class QuestionWatch:
         self._connect = connect
         self._echo = echo
         self._answer = answer
+        self.points = answer is None
+        self._delay = delay
         self._wait = wait if wait is not None else self.stopped.wait
         self._interval = interval
         self._thread: threading.Thread | None = None
@@ -174,8 +210,10 @@ class QuestionWatch:
             # Not reachable this time (busy, restarting): the call's own answer will say.
             return True
         questions = listed.get("questions") if isinstance(listed, dict) else None
+        if not isinstance(questions, list):
+            questions = []
         ours, unclaimed = triage(
-            questions if isinstance(questions, list) else (),
+            questions,
             call_id=self.call_id,
             server=self.server,
             began=self.began,
@@ -188,6 +226,12 @@ class QuestionWatch:
                 f"answer it with: mcpx elicit {question_id}",
                 err=True,
             )
+        if self._answer is None:
+            by_id = {q.get("id"): q for q in questions if isinstance(q, Mapping)}
+            for question_id in ours:
+                self.seen.add(question_id)
+                self._echo(pointer_line(by_id[question_id]), err=True)
+            return True
         for question_id in ours:
             if self.stopped.is_set():
                 break
@@ -203,7 +247,9 @@ class QuestionWatch:
         return True
 
     def run(self) -> None:
-        """Look every C{interval} seconds until stopped."""
+        """Look every C{interval} seconds (the first after C{delay}) until stopped."""
+        if self._delay > 0 and self._wait(self._delay):
+            return
         client = self._connect()
         while not self.stopped.is_set():
             if not self.poll(client):

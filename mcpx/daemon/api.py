@@ -43,6 +43,9 @@ _log = Logger()
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 CLIENT_HEADER = b"mcpx-client"
+#: The run a CPython-mode program's call belongs to, and that run's secret key.
+RUN_HEADER = b"x-mcpx-run"
+RUN_KEY_HEADER = b"x-mcpx-run-key"
 
 
 def encode_json(payload: Any) -> bytes:
@@ -173,6 +176,15 @@ def client_of(request: IRequest) -> str:
     return raw.decode("utf-8", "replace").strip() or DEFAULT_CLIENT
 
 
+def run_of(request: IRequest) -> tuple[str, str] | None:
+    """The run a CPython-mode program's call is made for (C{X-Mcpx-Run}), with its key."""
+    run = request.getHeader(RUN_HEADER)
+    if not run:
+        return None
+    key = request.getHeader(RUN_KEY_HEADER) or b""
+    return run.decode("ascii", "replace").strip(), key.decode("ascii", "replace").strip()
+
+
 async def answer(
     host: OpHost, op: Op, request: IRequest, path_params: Mapping[str, str]
 ) -> bytes | None:
@@ -185,7 +197,7 @@ async def answer(
         await _stream_progress(host, op, request, args)
         return None
     try:
-        result = await op.handler(host, Invocation(args, client_of(request)))
+        result = await op.handler(host, Invocation(args, client_of(request), run=run_of(request)))
     except CancelledError:
         raise
     except Exception as e:

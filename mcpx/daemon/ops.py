@@ -34,6 +34,7 @@ from mcpx._version import __version__
 from mcpx.daemon.events import EventBus, split_filter
 from mcpx.daemon.reloading import ReloadRefused, Reloads
 from mcpx.policy.errors import PolicyRefusal
+from mcpx.pool import CallToken
 from mcpx.pool.errors import (
     AnswerTooLarge,
     CallTimedOut,
@@ -47,7 +48,7 @@ from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, Unknown
 from mcpx.questions.caller import Caller
 from mcpx.questions.record import ELICIT, KINDS, ROUTES, SAMPLE, Question, QuestionState
 from mcpx.scripts.artifacts import UnknownArtifact
-from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
+from mcpx.scripts.outcome import RunFailed, RunOutcome, RunRefusedCall, TooManyRuns, UnknownRun
 from mcpx.settings.render import render_json
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -105,7 +106,7 @@ class PoolInterface(Protocol):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]: ...
 
     async def request(
@@ -116,7 +117,7 @@ class PoolInterface(Protocol):
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]: ...
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
@@ -167,12 +168,18 @@ class Invocation:
     @ivar on_progress: where progress goes when the caller asked to see it.
     @ivar caller: the host request an MCP gateway tool runs for, so the questions its
         upstream calls cause can reach that host (C{mcpx_exec}).
+    @ivar owner: whose the artifacts it makes are, when not C{client}'s (an MCP
+        2026-07-28 request's client is a scope of that request alone).
+    @ivar run: the C{mcpx_exec} run a CPython-mode program's call claims to be made
+        for (C{X-Mcpx-Run} and C{X-Mcpx-Run-Key}), as (run id, key).
     """
 
     args: Mapping[str, Any]
     client: str = DEFAULT_CLIENT
     on_progress: Callable[[dict[str, Any]], None] | None = None
     caller: Caller | None = None
+    owner: str | None = None
+    run: tuple[str, str] | None = None
 
 
 @frozen
@@ -904,6 +911,8 @@ def _tool_names(catalogue: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 async def call_tool(host: OpHost, call: Invocation) -> Any:
+    if call.run is not None:
+        return await _call_in_run(host, call, call.run)
     pool = _pool(host)
     args = call.args
     server, tool = args["server"], args["tool"]
@@ -950,6 +959,36 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
         status=202,
         headers={"location": f"/v1/tasks/{task.id}"},
     )
+
+
+async def _call_in_run(host: OpHost, call: Invocation, run: tuple[str, str]) -> Any:
+    """A call a CPython-mode program makes: its run's, bounded and counted by it."""
+    args = call.args
+    if args.get("task") or args.get("progress") or "call_id" in args:
+        raise OpError(
+            400,
+            "invalid_input",
+            'a call made for a run (X-Mcpx-Run) takes no "task", "progress" or "call_id": '
+            "it is the run's",
+        )
+    try:
+        return await _scripts(host).call_in_run(
+            run[0],
+            run[1],
+            server=args["server"],
+            tool=args["tool"],
+            arguments=args.get("arguments", {}),
+            timeout=args.get("timeout"),
+        )
+    except UnknownRun as e:
+        raise OpError(
+            403,
+            "unknown_run",
+            f"no run {e.run!r} is running with that key (X-Mcpx-Run, X-Mcpx-Run-Key): "
+            "it ended, or the header was not given to this program",
+        ) from None
+    except RunRefusedCall as e:
+        raise OpError(_RUN_STATUS.get(e.code, 429), e.code, e.message) from None
 
 
 #: Numbers the C{/v1/call} calls that name no C{call_id} and are not tasks.
@@ -1125,6 +1164,11 @@ async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
         found = broker.questions()
     else:
         found = broker.questions(state=QuestionState.PENDING)
+    run = call.args.get("run")
+    if run is not None:
+        # A run's calls are made for a caller named after it, unless the run had the
+        # host's own caller (an MCP mcpx_exec), whose questions go to that host.
+        found = [question for question in found if question.call_id == run]
     return {"questions": [question_json(question) for question in found]}
 
 
@@ -1507,27 +1551,58 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
     return body
 
 
-async def run_program(host: OpHost, call: Invocation) -> dict[str, Any]:
-    scripts = _scripts(host)
+def _too_many_runs(error: TooManyRuns) -> OpError:
+    return OpError(
+        429,
+        "too_many_runs",
+        f"{error.limit} programs are running already (exec.maxRuns); try again when one ends",
+        retry_in=1.0,
+    )
+
+
+async def _run_to_its_end(
+    scripts: Scripts, call: Invocation, run_id: str | None = None
+) -> dict[str, Any]:
     args = call.args
     try:
         outcome = await scripts.execute(
             args["program"],
             identity=call.client,
+            owner=call.owner,
             caller=call.caller,
             timeout=args.get("timeoutSec"),
             inputs=args.get("inputs"),
+            run_id=run_id,
         )
     except TooManyRuns as e:
-        raise OpError(
-            429,
-            "too_many_runs",
-            f"{e.limit} programs are running already (exec.maxRuns); try again when one ends",
-            retry_in=1.0,
-        ) from None
+        raise _too_many_runs(e) from None
     except RunFailed as e:
         raise OpError(_RUN_STATUS.get(e.code, 500), e.code, str(e)) from None
     return outcome_json(outcome)
+
+
+async def run_program(host: OpHost, call: Invocation) -> Any:
+    scripts = _scripts(host)
+    if not call.args.get("task"):
+        return await _run_to_its_end(scripts, call)
+    # A task: the run's id is made first, so the answer can name it and the questions
+    # its program causes can be found under it (GET /v1/questions?run=) from the start.
+    try:
+        scripts.check_room()
+    except TooManyRuns as e:
+        raise _too_many_runs(e) from None
+    run_id = scripts.new_run_id()
+    task = host.tasks.start(
+        lambda: _run_to_its_end(scripts, call, run_id),
+        _task_error,
+        client=call.client,
+        tool="mcpx_exec",
+    )
+    return Reply(
+        {"task": {"id": task.id, "status": task.status.value}, "run": run_id},
+        status=202,
+        headers={"location": f"/v1/tasks/{task.id}"},
+    )
 
 
 async def list_artifacts(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -1537,16 +1612,20 @@ async def list_artifacts(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
     store = _scripts(host).artifacts
-    uri = call.args["uri"]
-    limit = (
-        64 * 1024 * 1024
-        if host.settings is None
-        else host.settings.integer("transport.maxMessageSize")
-    )
+    args = call.args
+    uri = args["uri"]
+    settings = host.settings
+    limit = 64 * 1024 * 1024 if settings is None else settings.integer("transport.maxMessageSize")
+    chunk = 4 * 1024 * 1024 if settings is None else settings.integer("exec.artifactChunk")
     try:
         if store is None:
             raise UnknownArtifact(uri)
-        return {"contents": [store.read(call.client, uri, limit)]}
+        if "offset" not in args and "length" not in args:
+            return {"contents": [store.read(call.client, uri, limit)]}
+        offset = args.get("offset", 0)
+        content, returned, size = store.read_range(
+            call.client, uri, offset, min(args.get("length", chunk), chunk)
+        )
     except UnknownArtifact:
         raise OpError(
             404,
@@ -1556,6 +1635,15 @@ async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
         ) from None
     except ValueError as e:
         raise OpError(413, "artifact_too_large", str(e)) from None
+    answer: dict[str, Any] = {
+        "contents": [content],
+        "offset": min(offset, size),
+        "length": returned,
+        "size": size,
+    }
+    if offset + returned < size:
+        answer["next"] = offset + returned
+    return answer
 
 
 # -- The table -----------------------------------------------------------------------------
@@ -1684,7 +1772,7 @@ OPS: tuple[Op, ...] = (
         },
         handler=call_tool,
         tag="tools",
-        errors=(404, 422, 429, 502, 503, 504),
+        errors=(403, 404, 422, 429, 502, 503, 504),
         uses_client=True,
     ),
     Op(
@@ -1745,7 +1833,10 @@ OPS: tuple[Op, ...] = (
         "files but /out, no network, no processes). Each server is a name and each tool an "
         'async method: `await demo.add(a=2, b=40)`; `await stubs("demo")` shows a '
         "server's tools. Its last expression is the result; what it prints is the output. "
-        "exec.timeout bounds the run (timeoutSec may lower it).",
+        'exec.timeout bounds the run (timeoutSec may lower it). On /v1, with "task": '
+        "true the answer is 202 with the task and the run's id at once: the run's questions "
+        "wait in GET /v1/questions?run=<run>, its result in GET /v1/tasks/{id}, and "
+        "POST /v1/tasks/{id}/cancel stops it.",
         method="POST",
         path="/v1/exec",
         input_schema=_object(
@@ -1762,8 +1853,19 @@ OPS: tuple[Op, ...] = (
                     "an ASCII identifier).",
                     "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                 },
+                "task": {
+                    "type": "boolean",
+                    "description": "Run it as a task to collect later (/v1 only).",
+                },
             },
             ["program"],
+        ),
+        accepted_schema=_object(
+            {
+                "task": _object({"id": _NAME, "status": TASK_STATUS}, ["id", "status"]),
+                "run": _NAME,
+            },
+            ["task", "run"],
         ),
         output_schema=_object(
             {
@@ -1797,12 +1899,30 @@ OPS: tuple[Op, ...] = (
     ),
     Op(
         name="read_artifact",
-        summary="Read one of the caller's artifacts",
+        summary="Read one of the caller's artifacts, whole or a range of its bytes",
+        description="Without offset and length the artifact comes whole (text, or a base64 "
+        "blob), up to transport.maxMessageSize. With either, `length` bytes from `offset` "
+        "come as a base64 blob, at most exec.artifactChunk of them; `next` is where the "
+        "following range starts, absent at the end.",
         method="POST",
         path="/v1/artifacts/read",
-        input_schema=_object({"uri": _NAME}, ["uri"]),
+        input_schema=_object(
+            {
+                "uri": _NAME,
+                "offset": {"type": "integer", "minimum": 0},
+                "length": {"type": "integer", "minimum": 1},
+            },
+            ["uri"],
+        ),
         output_schema=_object(
-            {"contents": {"type": "array", "items": {"type": "object"}}}, ["contents"]
+            {
+                "contents": {"type": "array", "items": {"type": "object"}},
+                "offset": {"type": "integer"},
+                "length": {"type": "integer"},
+                "size": {"type": "integer"},
+                "next": {"type": "integer"},
+            },
+            ["contents"],
         ),
         handler=read_artifact,
         tag="exec",
@@ -1890,7 +2010,7 @@ OPS: tuple[Op, ...] = (
         summary="List the questions upstream servers asked: the pending ones by default",
         description="state keeps the questions in that state; all=true lists every question "
         "still kept, finished ones included (they are kept proto.askTTL). kind says what "
-        "is asked: elicitation, sampling or roots.",
+        "is asked: elicitation, sampling or roots. run keeps those of one /v1/exec run.",
         method="GET",
         path="/v1/questions",
         input_schema=_object(
@@ -1904,6 +2024,10 @@ OPS: tuple[Op, ...] = (
                     "type": "string",
                     "enum": ["true", "false"],
                     "description": "true: every kept question, not just the pending ones.",
+                },
+                "run": {
+                    **_NAME,
+                    "description": 'Only the questions of this mcpx_exec run (/v1/exec\'s "run").',
                 },
             }
         ),

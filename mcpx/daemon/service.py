@@ -28,7 +28,7 @@ from mcpx.daemon.events import EventBus
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
-from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
+from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.ops import OPS, Invocation, OpError, error_from, reload
 from mcpx.daemon.reloading import Reloads
@@ -42,6 +42,7 @@ from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
+from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, ScriptsService, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
@@ -338,6 +339,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock,
             store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
             publish=publish,
+            ttl=settings.duration("proto.brokerTimeout"),
             keep=settings.duration("proto.askTTL"),
         )
 
@@ -348,7 +350,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         def lone(server: str, scope_key: str) -> NobodysRequest | None:
             return pool.lone_request(server, scope_key) if pool is not None else None
 
-        def candidates(server: str, scope_key: str) -> list[object]:
+        def candidates(server: str, scope_key: str) -> Sequence[object]:
             return pool.callers(server, scope_key) if pool is not None else []
 
         def roots_source(server: str, scope_key: str) -> Asker | None:
@@ -445,6 +447,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
                 settings.duration("exec.artifactRetention"),
             ),
             max_line=settings.integer("transport.maxMessageSize"),
+            socket=str(config.state_dir / SOCKET_NAME),
+            scratch=config.state_dir / EXEC_DIRECTORY,
             explain=lambda error: error_from(error).message,
         )
     environ = config.environ

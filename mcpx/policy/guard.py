@@ -31,6 +31,7 @@ from twisted.logger import Logger
 
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
+from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import Caller
 from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
@@ -207,7 +208,7 @@ class GuardedPool:
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """
         Call a tool, as L{mcpx.pool.pool.Pool.call_tool}, through the policy.

@@ -16,6 +16,7 @@ from mcpx.pool.errors import (
     TooManyInstances,
     UnknownServer,
 )
+from mcpx.pool.instance import CallToken
 from mcpx.pool.pool import Connects, Pool
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 
@@ -23,6 +24,7 @@ __all__ = [
     "AnswerTooLarge",
     "Backoff",
     "CallTimedOut",
+    "CallToken",
     "Connects",
     "Pool",
     "PoolError",

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from mcpx.settings.errors import closest
 from mcpx.settings.secrets import SecretMasker
+from mcpx.upstream.channel import TransportRefused
 from mcpx.wire.errors import RpcError
 
 
@@ -215,3 +216,36 @@ class UpstreamBroke(PoolError):
         if retry_in is not None and retry_in > 0:
             message += f"; it asked to wait {format_seconds(retry_in)}"
         super().__init__(message)
+
+
+def transport_error(server: str, what: str, error: ConnectionError) -> UpstreamBroke:
+    """
+    What a caller is told when the transport to C{server} failed C{what}: a refusal
+    by status (503 when the server said it is busy or unavailable), or a request that
+    broke, saying whether the server may have started it.
+    """
+    if isinstance(error, TransportRefused):
+        busy = error.status in (429, 503)
+        return UpstreamBroke(
+            server,
+            what,
+            f"it refused the request: {error}",
+            status=503 if busy else 502,
+            retry_in=error.retry_after,
+        )
+    started = bool(getattr(error, "started", True))
+    return UpstreamBroke(
+        server, what, str(error), status=502 if started else 503, outcome_unknown=started
+    )
+
+
+def asked_to_wait(error: BaseException | None) -> float | None:
+    """The C{Retry-After} of the HTTP refusal behind C{error}, if there is one."""
+    seen = error
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, TransportRefused):
+            return seen.retry_after
+        seen = seen.__cause__
+    return None

@@ -6,9 +6,13 @@ What the pool reports about itself: a server's status, and what a reload did.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 from attrs import frozen
+
+from mcpx.pool.instance import Slot
+from mcpx.settings.servers import Server, StdioServer
 
 
 class ServerState(enum.Enum):
@@ -95,3 +99,46 @@ class ReloadReport:
         if self.policy_changed:
             shown["policy_changed"] = list(self.policy_changed)
         return shown
+
+
+def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: float) -> ServerStatus:
+    """How C{name}, configured as C{config}, stands at C{now}, taken over its C{slots}."""
+    instances = [slot.instance for slot in slots.values() if slot.instance is not None]
+    ready = [i for i in instances if i.usable]
+    waits = [
+        slot.retry_at - now
+        for slot in slots.values()
+        if slot.retry_at is not None and slot.retry_at > now
+    ]
+    # A key whose last instance crashed (or never started) and that has not been
+    # started since is failed, even once its back-off has passed: the next use
+    # starts it, and until then the state says what happened.
+    broken = any(slot.failures and slot.instance is None for slot in slots.values())
+    if ready:
+        state = ServerState.READY
+    elif instances:
+        state = ServerState.STARTING
+    elif waits or broken:
+        state = ServerState.FAILED
+    else:
+        state = ServerState.CONFIGURED
+    era = revision = None
+    if ready:
+        session = ready[0].session
+        assert session is not None
+        era = session.era.value
+        if session.declaration is not None:
+            revision = session.declaration.revision.value
+    errors = [slot.last_error for slot in slots.values() if slot.last_error is not None]
+    return ServerStatus(
+        name=name,
+        state=state,
+        transport="stdio" if isinstance(config, StdioServer) else "http",
+        scope=config.scope.value,
+        instances=len(instances),
+        in_flight=sum(i.in_flight for i in instances),
+        era=era,
+        revision=revision,
+        last_error=errors[-1] if errors else None,
+        retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
+    )

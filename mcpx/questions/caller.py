@@ -79,7 +79,6 @@ class Caller:
         -32021), rather than left with the broker.
     @ivar refused: the -32021 error such a question was refused with; the request
         fails with it whatever the upstream makes of the refusal.
-    @ivar waiting: the answers its pending questions wait for (see L{call_ended}).
     """
 
     id: str
@@ -89,34 +88,42 @@ class Caller:
     held: dict[str, Any] | None = None
     asked: bool = False
     withdrawn: bool = False
-    _withdrawals: list[Callable[[], None]] = field(factory=list)
-
-    def on_withdraw(self, withdraw: Callable[[], None]) -> None:
-        """Have C{withdraw} called when the call is given up on (at once if it was)."""
-        if self.withdrawn:
-            withdraw()
-        else:
-            self._withdrawals.append(withdraw)
-
-    def withdraw(self) -> None:
-        """The call was given up on: withdraw every question asked for it, once."""
-        if self.withdrawn:
-            return
-        self.withdrawn = True
-        withdrawals, self._withdrawals = self._withdrawals, []
-        for withdraw in withdrawals:
-            withdraw()
-
     wants_task: bool = False
     on_upstream_task: Callable[[], None] | None = None
     strict: bool = False
     refused: Exception | None = None
-    waiting: set[Deferred[Any]] = field(factory=set)
+    #: The answers its questions are awaited on, each with how to withdraw that
+    #: question if the call is given up on (C{None}: it is not withdrawn then).
+    _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
         """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
         return narrowed(self.capabilities) if self.narrow else None
+
+    def awaiting(self, answer: Deferred[Any], withdraw: Callable[[], None] | None = None) -> None:
+        """
+        A question of this call is awaited on C{answer}, until L{answered}: the call's
+        end (L{call_ended}) cancels it, and giving the call up (L{withdraw}) calls
+        C{withdraw}.  Whoever asks for a call already L{withdrawn} withdraws the
+        question first.
+        """
+        self._awaited[answer] = withdraw
+
+    def answered(self, answer: Deferred[Any]) -> None:
+        """C{answer} is no longer awaited (it fired, or was cancelled)."""
+        self._awaited.pop(answer, None)
+
+    def withdraw(self) -> None:
+        """
+        The call was given up on (its client cancelled it): withdraw every question
+        awaited for it, once, so the server hears the answer a withdrawn question gets.
+        """
+        if self.withdrawn:
+            return
+        self.withdrawn = True
+        for withdraw in [w for w in self._awaited.values() if w is not None]:
+            withdraw()
 
     def call_ended(self) -> None:
         """
@@ -124,8 +131,8 @@ class Caller:
         client gone or interrupted): the questions it asked that still wait are
         withdrawn, so nobody is left to answer a question nothing waits for.
         """
-        waiting, self.waiting = self.waiting, set()
-        for answer in waiting:
+        awaited, self._awaited = self._awaited, {}
+        for answer in awaited:
             answer.cancel()
 
     def take_held(self, key: str | None) -> Any:

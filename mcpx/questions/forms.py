@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any, TypeGuard
 
@@ -271,27 +271,26 @@ def _check_value(field: FormField, value: Any) -> str | None:
     return None if error is None else _reason(field, error)
 
 
+#: What a value that fails one JSON Schema keyword is told, from (the value as shown,
+#: the keyword's limit); the field's name goes first.
+_REASONS: Mapping[str, Callable[[str, Any], str]] = {
+    "type": lambda shown, limit: f"{shown} is not {_TYPE_WORDS.get(str(limit), str(limit))}",
+    "enum": lambda shown, limit: f"{shown} is not one of {_listing(limit)}",
+    "minimum": lambda shown, limit: f"{shown} is less than the minimum {_show(limit)}",
+    "maximum": lambda shown, limit: f"{shown} is more than the maximum {_show(limit)}",
+    "minLength": lambda shown, limit: f"{shown} is shorter than {limit} characters",
+    "maxLength": lambda shown, limit: f"{shown} is longer than {limit} characters",
+    "minItems": lambda shown, limit: f"choose at least {limit}",
+    "maxItems": lambda shown, limit: f"choose at most {limit}",
+    "format": lambda shown, limit: f"{shown} is not a valid {_FORMAT_WORDS.get(str(limit), limit)}",
+}
+
+
 def _reason(field: FormField, error: ValidationError) -> str:
-    keyword, limit, shown = error.validator, error.validator_value, _show(error.instance)
-    if keyword == "type":
-        return f"{field.name}: {shown} is not {_TYPE_WORDS.get(str(limit), str(limit))}"
-    if keyword == "enum":
-        return f"{field.name}: {shown} is not one of {_listing(limit)}"
-    if keyword == "minimum":
-        return f"{field.name}: {shown} is less than the minimum {_show(limit)}"
-    if keyword == "maximum":
-        return f"{field.name}: {shown} is more than the maximum {_show(limit)}"
-    if keyword == "minLength":
-        return f"{field.name}: {shown} is shorter than {limit} characters"
-    if keyword == "maxLength":
-        return f"{field.name}: {shown} is longer than {limit} characters"
-    if keyword == "minItems":
-        return f"{field.name}: choose at least {limit}"
-    if keyword == "maxItems":
-        return f"{field.name}: choose at most {limit}"
-    if keyword == "format":
-        return f"{field.name}: {shown} is not a valid {_FORMAT_WORDS.get(str(limit), limit)}"
-    return f"{field.name}: {error.message}"
+    reason = _REASONS.get(str(error.validator))
+    if reason is None:
+        return f"{field.name}: {error.message}"
+    return f"{field.name}: {reason(_show(error.instance), error.validator_value)}"
 
 
 def _pick(field: FormField, text: str) -> str:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, race
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -53,7 +54,7 @@ RootsSource = Callable[[str, str], "Asker | None"]
 class LoneRequest(Protocol):
     """
     The pool's request made for nobody that was alone in flight when its server asked
-    (L{mcpx.pool.pool.NobodysRequest}): the question is its own.
+    (L{mcpx.pool.attribution.NobodysRequest}): the question is its own.
     """
 
     @property
@@ -70,6 +71,19 @@ class LoneRequest(Protocol):
 LoneSource = Callable[[str, str], "LoneRequest | None"]
 
 log = Logger()
+
+#: How one side of a race ended: its result, or its failure (a failure ends it too).
+_Ended = list[Any]
+
+
+def _settled(side: Deferred[Any]) -> Deferred[_Ended]:
+    """C{side}, succeeding however it ends, so a failure wins a race as an answer does."""
+    return side.addBoth(lambda ended: [ended])
+
+
+def _winner(won: tuple[int, _Ended]) -> Any:
+    """The result (or the failure) of the side that won a race of L{_settled} sides."""
+    return won[1][0]
 
 
 def rewritten(server: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -289,14 +303,15 @@ class Relay:
             route=ROUTE_BROKER,
             call_id=call.id if call is not None else None,
         )
-        if call is not None:
-            call.on_withdraw(lambda: self._withdraw(question.id))
+        if call is not None and call.withdrawn:
+            # Asked for a call already given up on: withdrawn before anyone sees it.
+            self._withdraw(question.id)
         if method == LIST_ROOTS and question.pending:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
         elif call is None and caller is None:
             self._tell_candidates(server, scope_key, question.id)
-        return await self._waiting(server, scope_key, answered, call)
+        return await self._waiting(server, scope_key, answered, call, question.id)
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
         """
@@ -332,16 +347,27 @@ class Relay:
         scope_key: str,
         answered: Deferred[dict[str, Any]],
         call: Caller | None = None,
+        withdrawable: str | None = None,
     ) -> dict[str, Any]:
+        """
+        Wait for C{answered}, with the connection's call deadlines held meanwhile.
+
+        @param call: the call the question is for: its end cancels the wait
+            (L{Caller.call_ended}).
+        @param withdrawable: the question's id, when giving the call up withdraws it
+            (L{Caller.withdraw}).
+        """
         release = self._hold(server, scope_key)
         if call is not None:
-            # Withdrawn if the call ends first (Caller.call_ended).
-            call.waiting.add(answered)
+            # Given up on, the broker ends it as cancelled, which also withdraws it from
+            # a client it was put to.
+            withdraw = None if withdrawable is None else partial(self._withdraw, withdrawable)
+            call.awaiting(answered, withdraw)
         try:
             return await answered
         finally:
             if call is not None:
-                call.waiting.discard(answered)
+                call.answered(answered)
             release()
 
     async def _from_client(
@@ -381,16 +407,9 @@ class Relay:
             self._unreachable(question.id, method)
             return await self._waiting(server, scope_key, from_broker, call)
 
-        def withdrawn(_: Deferred[dict[str, Any]]) -> None:
-            # The server gave up on the question: so do the client and the broker.
-            from_client.cancel()
-            from_broker.cancel()
-
-        outcome: Deferred[dict[str, Any]] = Deferred(withdrawn)
-
-        def client_answered(result: Any) -> None:
-            if outcome.called:
-                return
+        def client_answered(result: Any) -> Deferred[dict[str, Any]] | dict[str, Any]:
+            if from_broker.called:
+                return {}  # the broker's answer won the race; this one goes nowhere
             unfit = unfit_answer(method, shown, result)
             if unfit is not None:
                 # Not sent upstream as if it were valid: whoever answers the broker can.
@@ -401,7 +420,7 @@ class Relay:
                     why=unfit,
                 )
                 self.broker.reroute(question.id)
-                return
+                return Deferred()  # the client has had its say: the broker's answer wins
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
             if (
                 method == ELICIT
@@ -409,36 +428,25 @@ class Relay:
                 and result.get("action") == "accept"
             ):
                 self._remember_url_ask(server, shown, asker)
-            outcome.callback(result if isinstance(result, dict) else {})
-            from_broker.cancel()
+            return result if isinstance(result, dict) else {}
 
-        def client_failed(failure: Failure) -> None:
-            if outcome.called:
-                return
+        def client_failed(failure: Failure) -> Deferred[dict[str, Any]] | Failure:
+            if from_broker.called:
+                return failure  # cancelled for the broker's answer, which won the race
             if failure.check(ClientUnreachable):
                 # Its client went away: whoever answers the broker answers it now.
                 self._unreachable(question.id, method)
-                return
+                return Deferred()
             if not failure.check(CancelledError):
                 self.broker.settle(question.id, None, QuestionState.CANCELLED, by="client")
-            outcome.errback(failure)
-            from_broker.cancel()
+            return failure
 
-        def broker_answered(result: dict[str, Any]) -> None:
-            if not outcome.called:
-                outcome.callback(result)
-                from_client.cancel()
-
-        def broker_failed(failure: Failure) -> None:
-            if not outcome.called:
-                outcome.errback(failure)
-                from_client.cancel()
-
+        # Whichever of the client and the broker ends the question first (an answer or
+        # an error) gives the server its answer, and the other is cancelled; cancelling
+        # the race (the server gave up on the question) cancels both.
         from_client.addCallbacks(client_answered, client_failed)
-        from_broker.addCallbacks(broker_answered, broker_failed)
-        # Given up on: the broker ends it as cancelled, which withdraws it from the client.
-        call.on_withdraw(lambda: self._withdraw(question.id))
-        return await self._waiting(server, scope_key, outcome, call)
+        outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
+        return await self._waiting(server, scope_key, outcome, call, question.id)
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""

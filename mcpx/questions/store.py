@@ -20,6 +20,7 @@ from typing import Any
 
 from twisted.enterprise import adbapi
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IReactorCore
 from twisted.logger import Logger
 
 from mcpx.questions.record import Question, QuestionState
@@ -48,13 +49,14 @@ class QuestionStore:
     @ivar path: the database file.
     """
 
-    def __init__(self, path: str, reactor: Any) -> None:
+    def __init__(self, path: str, reactor: IReactorCore) -> None:
         """
-        @param reactor: runs adbapi's thread pool and delivers its results.
+        @param reactor: starts and stops adbapi's thread pool with itself, and delivers
+            its results (from its threads, C{IReactorFromThreads}).
         """
         self.path = path
         self._reactor = reactor
-        self._pool: Any = None
+        self._pool: adbapi.ConnectionPool | None = None
 
     def open(self) -> Deferred[None]:
         """Create the file (mode 0600) and its table if they do not exist yet."""
@@ -106,13 +108,15 @@ class QuestionStore:
         """Stop the pool; later calls fail with L{StoreClosed}."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.close()
+            pool.close()  # type: ignore[no-untyped-call]
         return succeed(None)
 
     def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
         if self._pool is None:
             return fail(StoreClosed(self.path))
-        result: Deferred[Any] = self._pool.runInteraction(interaction, *args)
+        result: Deferred[Any] = self._pool.runInteraction(  # type: ignore[no-untyped-call]
+            interaction, *args
+        )
         return result
 
 

@@ -165,14 +165,7 @@ class Artifacts:
                 found.extend(self._describe(files, name) for name in self._files(files))
         return found
 
-    def read(self, identity: str, uri: str, max_size: int) -> dict[str, Any]:
-        """
-        One artifact as a C{ReadResourceResult}'s content: text when it is UTF-8,
-        base64 otherwise.
-
-        @raise UnknownArtifact: for a URI that is not C{identity}'s artifact.
-        @raise ValueError: for one larger than C{max_size} bytes.
-        """
+    def _path(self, identity: str, uri: str) -> Path:
         parsed = parse_uri(uri)
         files = self._runs.get(parsed[0]) if parsed is not None else None
         if parsed is None or files is None or files.identity != identity:
@@ -180,16 +173,67 @@ class Artifacts:
         name = parsed[1]
         if name not in set(self._files(files)):
             raise UnknownArtifact(uri)
-        path = files.directory / name
+        return files.directory / name
+
+    def read(self, identity: str, uri: str, max_size: int) -> dict[str, Any]:
+        """
+        One artifact whole, as a C{ReadResourceResult}'s content: text when it is UTF-8,
+        base64 otherwise.
+
+        @param max_size: the most bytes the content may take once encoded (base64 makes
+            a binary file a third larger).
+        @raise UnknownArtifact: for a URI that is not C{identity}'s artifact.
+        @raise ArtifactTooLarge: for one larger than C{max_size} bytes.
+        """
+        path = self._path(identity, uri)
         size = path.stat().st_size
         if size > max_size:
-            raise ValueError(
-                f"artifact {uri} is {size} bytes, more than one message may carry "
-                f"({max_size}, transport.maxMessageSize)"
-            )
+            raise ArtifactTooLarge(uri, size, max_size)
         data = path.read_bytes()
-        mime = mime_type(name)
+        mime = mime_type(path.name)
         try:
             return {"uri": uri, "mimeType": mime, "text": data.decode("utf-8")}
         except UnicodeDecodeError:
+            if base64_size(size) > max_size:
+                raise ArtifactTooLarge(uri, size, max_size) from None
             return {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
+
+    def read_range(
+        self, identity: str, uri: str, offset: int, length: int
+    ) -> tuple[dict[str, Any], int, int]:
+        """
+        C{length} bytes of an artifact from C{offset} (fewer at its end), always as a
+        base64 C{blob}: a range may cut a UTF-8 character in two.
+
+        @return: the content, the bytes it holds, and the artifact's whole size.
+        @raise UnknownArtifact: for a URI that is not C{identity}'s artifact.
+        """
+        path = self._path(identity, uri)
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(min(offset, size))
+            data = f.read(length)
+        content = {
+            "uri": uri,
+            "mimeType": mime_type(path.name),
+            "blob": base64.b64encode(data).decode("ascii"),
+        }
+        return content, len(data), size
+
+
+def base64_size(size: int) -> int:
+    """The length of C{size} bytes in base64."""
+    return 4 * ((size + 2) // 3)
+
+
+class ArtifactTooLarge(ValueError):
+    """An artifact too large to read whole in one message."""
+
+    def __init__(self, uri: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"artifact {uri} is {size} bytes, more than one message may carry ({limit}, "
+            "transport.maxMessageSize); read it in ranges: POST /v1/artifacts/read with "
+            "offset and length, or `mcpx artifacts read URI`"
+        )
+        self.size = size
+        self.limit = limit

@@ -53,3 +53,20 @@ class RunOutcome:
     value: Any
     shown: str | None
     artifacts: list[dict[str, Any]]
+
+
+class UnknownRun(Exception):
+    """A call claims a run (C{X-Mcpx-Run}) that is not running, or with the wrong key."""
+
+    def __init__(self, run: str) -> None:
+        super().__init__(run)
+        self.run = run
+
+
+class RunRefusedCall(Exception):
+    """A call of a running program that its run's bounds do not allow."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message

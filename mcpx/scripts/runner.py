@@ -22,7 +22,9 @@ killed and waited for before the caller is answered.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import hmac
 import json
 import os
 import secrets
@@ -46,13 +48,20 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.pool import CallToken
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
 from mcpx.pool.status import ServerStatus
 from mcpx.questions.caller import Caller
-from mcpx.scripts import protocol
+from mcpx.scripts import cpython, protocol
 from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
-from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
+from mcpx.scripts.outcome import (
+    RunFailed,
+    RunOutcome,
+    RunRefusedCall,
+    TooManyRuns,
+    UnknownRun,
+)
 from mcpx.scripts.stubs import server_stubs
 from mcpx.settings.resolve import Settings
 from mcpx.wire.errors import RpcError
@@ -78,7 +87,7 @@ class RunPool(Protocol):
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: object = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """Call one tool and return its result."""
 
@@ -114,6 +123,7 @@ class Limits:
     artifact_bytes: int = 64 * 1024 * 1024
     runs: int = 8
     inline: int = 64 * 1024
+    mode: str = "monty"
 
 
 def tool_value(result: Mapping[str, Any]) -> Any:
@@ -166,6 +176,66 @@ class _Worker(ProcessProtocol):
         self.ended.callback(None)
 
 
+#: Seconds the end of a CPython-mode program waits for the rest of its output.
+OUTPUT_GRACE: Final = 1.0
+
+
+class _CPythonChild(_Worker):
+    """
+    A CPython-mode program: what it prints on stdout is its output, as it comes; how
+    it ended (and its confinement) comes in lines on descriptor 3.
+
+    The two pipes are read in whatever order the reactor sees them, so the line saying
+    the program ended is held until its stdout has closed (the runner closes it first),
+    or L{OUTPUT_GRACE} has passed (a child the program started may hold it open).
+    """
+
+    def __init__(self, run: Run, max_line: int) -> None:
+        super().__init__(run, max_line)
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stdout_closed = False
+        self._held: bytes | None = None
+        self._grace: IDelayedCall | None = None
+
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
+        if childFD == 1:
+            self._printed(self._text.decode(data))
+        elif childFD == 2:
+            self.errReceived(data)
+        elif childFD == 3:
+            for item in self.lines.feed(data):
+                if isinstance(item, LineTooLong):
+                    self.run.stop(
+                        "output_too_large", f"the program sent a line over {item.limit} bytes"
+                    )
+                elif not self._stdout_closed and item.startswith((b'{"done"', b'{"failed"')):
+                    self._held = item
+                    self._grace = self.run.scripts.clock.callLater(OUTPUT_GRACE, self._release)
+                else:
+                    self.run.line(item)
+
+    def _printed(self, text: str) -> None:
+        if text and not self.run.finished:
+            self.run.printed_text(text)
+
+    def childConnectionLost(self, childFD: int) -> None:
+        if childFD == 1:
+            self._stdout_closed = True
+            self._printed(self._text.decode(b"", final=True))
+            self._release()
+
+    def _release(self) -> None:
+        if self._grace is not None and self._grace.active():
+            self._grace.cancel()
+        held, self._held = self._held, None
+        if held is not None:
+            self.run.line(held)
+
+    def processEnded(self, reason: Failure) -> None:
+        self._release()
+        super().processEnded(reason)
+
+
 @define(eq=False)
 class Run:
     """One program running."""
@@ -186,6 +256,9 @@ class Run:
     transport: IProcessTransport | None = None
     timer: IDelayedCall | None = None
     finished: bool = False
+    key: str = ""
+    confinement: str | None = None
+    run_dir: Path | None = None
 
     def __attrs_post_init__(self) -> None:
         self.outcome = Deferred()
@@ -210,6 +283,8 @@ class Run:
             self.printed_text(str(message["print"]))
         elif "call" in message:
             self.call(message)
+        elif "confinement" in message:
+            self.confinement = str(message["confinement"])
         elif "done" in message:
             self.done(message["done"])
         elif "failed" in message:
@@ -363,34 +438,52 @@ class Scripts:
     python: str = sys.executable
     max_line: int = 64 * 1024 * 1024
     runs: dict[str, Run] = field(factory=dict)
+    socket: str | None = None
+    scratch: Path | None = None
     #: Words a pool's refusal for the program (the daemon adds where to look next).
     explain: Callable[[PoolError], str] = pool_error_text
+
+    @staticmethod
+    def new_run_id() -> str:
+        """A fresh run id: random, so one caller cannot guess another's."""
+        return "run-" + secrets.token_hex(6)
+
+    def check_room(self) -> None:
+        """
+        @raise TooManyRuns: when C{exec.maxRuns} programs are running already.
+        """
+        if len(self.runs) >= self.limits.runs:
+            raise TooManyRuns(self.limits.runs)
 
     async def execute(
         self,
         program: str,
         *,
         identity: str,
+        owner: str | None = None,
         caller: Caller | None = None,
         timeout: float | None = None,
         inputs: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
         """
         Run C{program} to its end.
 
+        @param identity: the client its tool calls are made as.
+        @param owner: who may list and read its artifacts, when not C{identity}.
         @param caller: the host request's caller, so the program's questions reach its
             client; a run without one gets its own, named after the run.
         @param timeout: a bound shorter than C{exec.timeout}; a longer one is clamped.
+        @param run_id: the run's id, when the caller had to know it first (L{new_run_id}).
         @raise RunFailed: when it did not finish; L{TooManyRuns} when it cannot start.
         """
         limits = self.limits
-        if len(self.runs) >= limits.runs:
-            raise TooManyRuns(limits.runs)
+        self.check_room()
         pool = self.pool()
         if pool is None:
             raise RunFailed("pool_unavailable", "the daemon runs without its server pool")
         bound = limits.timeout if timeout is None else min(limits.timeout, timeout)
-        run_id = "run-" + secrets.token_hex(6)
+        run_id = run_id or self.new_run_id()
         if caller is None:
             caller = Caller(run_id, {})
         now = self.clock.seconds()
@@ -399,34 +492,16 @@ class Scripts:
         self.runs[run_id] = run
         out = None
         if self.artifacts is not None:
-            out = str(self.artifacts.directory_for(run_id, identity))
-        worker = _Worker(run, self.max_line)
-        run.worker = worker
+            out = str(self.artifacts.directory_for(run_id, owner or identity))
         try:
-            run.transport = self.reactor.spawnProcess(
-                worker,
-                self.python,
-                [self.python, "-I", "-c", _BOOT, _PACKAGE_ROOT],
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
-            )
+            if limits.mode == "cpython":
+                self._start_cpython(run, program, out, inputs or {}, bound)
+            else:
+                self._start_monty(run, program, out, inputs or {}, bound)
         except OSError as e:
             self.runs.pop(run_id, None)
-            if self.artifacts is not None:
-                self.artifacts.ended(run_id)
+            self._forget(run)
             raise RunFailed("worker_failed", f"the sandbox could not be started: {e}") from None
-        start = {
-            "program": program,
-            "inputs": dict(inputs or {}),
-            "servers": [status.name for status in pool.status()],
-            "limits": {
-                "memory": limits.memory,
-                "calls": limits.calls,
-                "cpu": bound,
-                "artifactBytes": limits.artifact_bytes,
-            },
-            "out": out,
-        }
-        run.send({"start": start})
         run.timer = self.clock.callLater(
             bound,
             run.stop,
@@ -443,10 +518,131 @@ class Scripts:
                 await run.worker.ended
             raise
 
-    def ended(self, run: Run) -> None:
-        self.runs.pop(run.id, None)
+    def _start_monty(
+        self, run: Run, program: str, out: str | None, inputs: Mapping[str, Any], bound: float
+    ) -> None:
+        pool = self.pool()
+        worker = _Worker(run, self.max_line)
+        run.worker = worker
+        run.transport = self.reactor.spawnProcess(
+            worker,
+            self.python,
+            [self.python, "-I", "-c", _BOOT, _PACKAGE_ROOT],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+        )
+        limits = run.limits
+        start = {
+            "program": program,
+            "inputs": dict(inputs),
+            "servers": [status.name for status in pool.status()] if pool is not None else [],
+            "limits": {
+                "memory": limits.memory,
+                "calls": limits.calls,
+                "cpu": bound,
+                "artifactBytes": limits.artifact_bytes,
+            },
+            "out": out,
+        }
+        run.send({"start": start})
+
+    def _start_cpython(
+        self, run: Run, program: str, out: str | None, inputs: Mapping[str, Any], bound: float
+    ) -> None:
+        if self.socket is None or self.scratch is None:
+            raise OSError("exec.mode cpython needs the daemon's unix socket and state directory")
+        pool = self.pool()
+        run.key = secrets.token_hex(16)
+        run.run_dir = self.scratch / run.id
+        if out is None:
+            out = str(run.run_dir / "out")
+        main, source = cpython.prepare(
+            run.run_dir,
+            program=program,
+            socket=self.socket,
+            run=run.id,
+            key=run.key,
+            servers=[status.name for status in pool.status()] if pool is not None else [],
+            out=out,
+            inputs=inputs,
+        )
+        Path(out).mkdir(parents=True, exist_ok=True, mode=0o700)
+        limits = run.limits
+        conf = {
+            "python": self.python,
+            "main": main,
+            "program": source,
+            "runDir": str(run.run_dir),
+            "out": out,
+            "memory": limits.memory,
+            "cpu": int(bound) + 1,
+            "fileBytes": limits.artifact_bytes,
+        }
+        worker = _CPythonChild(run, self.max_line)
+        run.worker = worker
+        run.transport = self.reactor.spawnProcess(
+            worker,
+            self.python,
+            cpython.launch_argv(self.python, conf),
+            env=cpython.child_environment(),
+            childFDs={0: "w", 1: "r", 2: "r", 3: "r"},
+        )
+
+    def _forget(self, run: Run) -> None:
         if self.artifacts is not None:
             self.artifacts.ended(run.id)
+        if run.run_dir is not None:
+            cpython.remove(run.run_dir)
+
+    async def call_in_run(
+        self,
+        run_id: str,
+        key: str,
+        *,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """
+        A tool call a CPython-mode program made over the daemon's socket: made as its
+        run's (its caller, its identity), counted and bounded by the run.
+
+        @raise UnknownRun: when C{run_id} is not running or C{key} is not its key.
+        @raise RunRefusedCall: when the run's calls or time are used up.
+        """
+        run = self.runs.get(run_id)
+        if run is None or run.finished or not run.key or not hmac.compare_digest(run.key, key):
+            raise UnknownRun(run_id)
+        pool = self.pool()
+        if pool is None:
+            raise RunRefusedCall("pool_unavailable", "the daemon runs without its server pool")
+        run.calls += 1
+        if run.calls > run.limits.calls:
+            message = f"the program made more than {run.limits.calls} calls (exec.maxCalls)"
+            run.stop("too_many_calls", message)
+            raise RunRefusedCall("too_many_calls", message)
+        left = run.deadline_at - self.clock.seconds()
+        bound = call_timeout_in_run(run.limits.call_timeout, timeout, left)
+        if bound <= 0:
+            raise RunRefusedCall(
+                "timeout", "the run has no time left for another call (exec.timeout)"
+            )
+        work: Deferred[dict[str, Any]] = Deferred.fromCoroutine(
+            pool.call_tool(
+                server, tool, arguments, client=run.identity, timeout=bound, caller=run.caller
+            )
+        )
+        token = object()
+        # Ending the run cancels it with the rest: its membership goes everywhere.
+        run.in_flight[token] = work
+        try:
+            return await work
+        finally:
+            run.in_flight.pop(token, None)
+
+    def ended(self, run: Run) -> None:
+        self.runs.pop(run.id, None)
+        self._forget(run)
 
     def inlined(self, outcome: RunOutcome) -> RunOutcome:
         """
@@ -538,6 +734,7 @@ def limits_from(settings: Settings) -> Limits:
         artifact_bytes=settings.integer("exec.maxArtifactBytes"),
         runs=settings.integer("exec.maxRuns"),
         inline=settings.integer("exec.inlineMax"),
+        mode=settings.string("exec.mode"),
     )
 
 
@@ -551,6 +748,8 @@ class ScriptsService(Service):
         Service.startService(self)
         if self.scripts.artifacts is not None:
             self.scripts.artifacts.start()
+        if self.scripts.scratch is not None:
+            cpython.clear(self.scripts.scratch)
 
     def stopService(self) -> Deferred[None]:
         Service.stopService(self)

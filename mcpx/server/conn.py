@@ -14,18 +14,23 @@ its C{_meta}, read into a L{Context} for that request alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
 
+from mcpx.questions.caller import Caller
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
+from mcpx.tasks.store import Task
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
 FlowFor: TypeAlias = Callable[["str | int"], "Flow | None"]
+#: How the MCP server answers one method: the connection, the request's context and
+#: its params in, the result in the newest shape out.
+Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
 
 
 def _no_flow(token: str | int) -> Flow | None:
@@ -106,6 +111,10 @@ class Context:
     @ivar caller: the L{mcpx.questions.caller.Caller} its upstream requests are made
         for, when its client may be asked questions or declares upstream on its own.
     @ivar task: the L{mcpx.tasks.store.Task} a task-augmented call runs as, or C{None}.
+    @ivar owner: who owns what the request leaves behind (a run's artifacts) when that
+        is not C{identity}: a 2026-07-28 request's identity is a scope of that request
+        alone, so what it leaves is its connection's (or its named session's), and a
+        later request can read it.
     """
 
     revision: Revision
@@ -114,5 +123,11 @@ class Context:
     modern: bool
     progress_token: str | int | None = None
     log_level: str | None = None
-    caller: Any = None
-    task: Any = None
+    caller: Caller | None = None
+    task: Task | None = None
+    owner: str | None = None
+
+    @property
+    def artifact_owner(self) -> str:
+        """Whose the artifacts this request makes or reads are."""
+        return self.owner if self.owner is not None else self.identity

@@ -37,7 +37,7 @@ sends is served all the same where mcpx can push to it (stdio, a Streamable HTTP
 session), as the seed's "accept liberally" asks; it is never declared to it.
 
 Keep-alive comments and the stream itself are the transport's
-(L{mcpx.server.http.Exchange}, every C{transport.sseKeepAlive} of silence).
+(L{mcpx.server.http_exchange.Exchange}, every C{transport.sseKeepAlive} of silence).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ annotations are read with the upstream side's rules
 whose annotations break those rules is checked for none.  Which headers each tool
 wants is derived once per catalogue the pool lists
 (L{mcpx.server.passthrough.PassThrough.tool_param_headers}), so a call costs a dict
-lookup and one header read per annotated argument.
+lookup and one header read per annotated argument; the pass-through checks each call
+with L{check_headers} (L{mcpx.server.passthrough.PassThrough.check_param_headers}).
 
 The transport says which request headers came with the call by setting
 L{REQUEST_HEADERS} around its handling; where nothing set it (stdio, legacy HTTP)
@@ -35,16 +36,12 @@ import base64
 import binascii
 import contextvars
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from twisted.logger import Logger
 
-from mcpx.server.conn import Context
 from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import RpcError
-
-if TYPE_CHECKING:
-    from mcpx.server.passthrough import PassThrough
 
 log = Logger()
 
@@ -171,26 +168,3 @@ def check_headers(wanted: HeaderPaths, arguments: object, headers: HeaderSource)
             raise RpcError.header_mismatch(
                 f"{PREFIX}{header} {given!r} disagrees with {where} {value!r}"
             )
-
-
-async def check_call(passthrough: PassThrough | None, context: Context, params: object) -> None:
-    """
-    Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
-    handed over in L{REQUEST_HEADERS}, when it is for a pass-through tool that asks
-    for some.
-
-    @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
-        would fail with when no single pass-through server is its owner (L{PassThrough.tool_owner}).
-    """
-    headers = REQUEST_HEADERS.get()
-    if headers is None or passthrough is None or type(params) is not dict:
-        return
-    name = params.get("name")
-    if not isinstance(name, str):
-        return
-    server = await passthrough.tool_owner(context, name)
-    if server is None:
-        return
-    wanted = await passthrough.tool_param_headers(context, server, name)
-    if wanted:
-        check_headers(wanted, params.get("arguments"), headers)

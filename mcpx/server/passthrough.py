@@ -99,109 +99,38 @@ copied or validated on the way.
 
 from __future__ import annotations
 
-import functools
-import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.daemon.ops import PoolInterface, error_from
-from mcpx.policy.errors import PolicyRefusal
-from mcpx.pool.errors import PoolError, UnknownServer
+from mcpx.pool.errors import PoolError
 from mcpx.server import uris
+from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
-from mcpx.server.param_headers import NO_HEADERS, HeaderPaths, tool_header_paths
-from mcpx.server.surface import (
-    LogRelay,
+from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern
+from mcpx.server.forwarding import (
     ProgressSink,
-    Surface,
-    UnknownName,
-    asking_for_logs,
-    capped_completion,
-    resource_not_found,
+    forwarded,
+    guarded,
+    upstream_meta,
 )
-from mcpx.spec.matrix import error_code_in
+from mcpx.server.log_relay import LogRelay, asking_for_logs
+from mcpx.server.param_headers import (
+    NO_HEADERS,
+    REQUEST_HEADERS,
+    HeaderPaths,
+    check_headers,
+    tool_header_paths,
+)
+from mcpx.server.results import capped_completion, resource_not_found
+from mcpx.server.surface import Surface, UnknownName
 from mcpx.upstream.session import UpstreamError
-from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 log = Logger()
-
-_T = TypeVar("_T")
-
-#: C{_meta} keys that describe the host's own request to mcpx, not passed upstream
-#: (the pool sets its own progress token and protocol keys).
-_OWN_META_PREFIXES: Final = ("io.modelcontextprotocol/", "dev.mcpx/")
-
-#: What each RFC 6570 operator's expression matches in a filled URI.  A simple
-#: expression fills one segment; the others are matched generously, since routing only
-#: has to tell which server's template a URI came from.
-_OPERATOR_PATTERNS: Final[Mapping[str, str]] = {
-    "": r"[^/?#]+",
-    "+": r".+",
-    "#": r"(?:#.*)?",
-    ".": r"(?:\.[^/?#]*)*",
-    "/": r"(?:/[^/?#]*)*",
-    ";": r"(?:;[^/?#]*)*",
-    "?": r"(?:\?[^#]*)?",
-    "&": r"(?:&[^#]*)?",
-}
-
-#: Past this many tool names remembered, the memory of who listed them starts afresh.
-_REMEMBERED_TOOLS: Final = 65536
-
-_EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
-
-
-@functools.lru_cache(maxsize=1024)
-def template_pattern(template: str) -> re.Pattern[str]:
-    """
-    A pattern matching every URI filled in from RFC 6570 C{template}: its literal text
-    as it is, a simple C{{var}} as one non-empty segment (no C{/}, C{?} or C{#}).
-    """
-    parts: list[str] = []
-    position = 0
-    for found in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[position : found.start()]))
-        parts.append(_OPERATOR_PATTERNS[found.group(1)])
-        position = found.end()
-    parts.append(re.escape(template[position:]))
-    return re.compile("".join(parts), re.DOTALL)
-
-
-def _names(items: list[dict[str, Any]], key: str) -> frozenset[str]:
-    return frozenset(
-        item[key] for item in items if type(item) is dict and isinstance(item.get(key), str)
-    )
-
-
-class _Derived(Generic[_T]):
-    """
-    Something derived from one catalogue of each server, derived again only when the
-    pool listed that catalogue anew.
-
-    The pool hands out a fresh list of the same item objects while its cache holds, and
-    new objects once it listed again; holding the items keeps their identities from
-    being reused, so comparing them by identity is enough to tell.
-    """
-
-    def __init__(self, derive: Callable[[list[dict[str, Any]]], _T]) -> None:
-        self._derive = derive
-        self._held: dict[str, tuple[list[dict[str, Any]], _T]] = {}
-
-    def of(self, server: str, items: list[dict[str, Any]]) -> _T:
-        held = self._held.get(server)
-        if (
-            held is not None
-            and len(held[0]) == len(items)
-            and all(map(operator.is_, held[0], items))
-        ):
-            return held[1]
-        derived = self._derive(items)
-        self._held[server] = (items, derived)
-        return derived
 
 
 def ambiguous(kind: str, name: str, first: str, second: str) -> RpcError:
@@ -212,54 +141,6 @@ def ambiguous(kind: str, name: str, first: str, second: str) -> RpcError:
         f"mcpx hands it to neither (rename one of them, or pass only one through)",
         {"name": name, "servers": [first, second]},
     )
-
-
-def _relayed(error: RpcError, context: Context) -> RpcError:
-    """
-    An upstream's JSON-RPC error as the host may receive it: itself, except for
-    C{-32002} to a revision that retired it, which becomes C{-32602} with the same
-    message and data.
-    """
-    if error.code == RESOURCE_NOT_FOUND and not error_code_in(RESOURCE_NOT_FOUND, context.revision):
-        return RpcError.invalid_params(error.message, error.data)
-    return error
-
-
-def upstream_meta(meta: object) -> dict[str, Any] | None:
-    """
-    The part of a host's C{_meta} passed upstream: everything but its progress token
-    and the keys that describe its request to mcpx.
-    """
-    if type(meta) is not dict or not meta:
-        return None
-    kept = {
-        key: value
-        for key, value in meta.items()
-        if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES)
-    }
-    return kept or None
-
-
-#: Where a 2026-07-28 request asks for log messages, at or above a level.
-
-
-def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
-    """C{params} for the upstream: as the host sent them, less its own C{_meta} keys."""
-    forwarded = {key: value for key, value in params.items() if key != "_meta"}
-    meta = upstream_meta(params.get("_meta"))
-    if meta is not None:
-        forwarded["_meta"] = meta
-    return forwarded
-
-
-def _objects_with(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    return [item for item in items if type(item) is dict and isinstance(item.get(key), str)]
-
-
-def _scheme(uri: str) -> str:
-    """The scheme of a URI or URI template, in lower case (empty when it has none)."""
-    head, sep, _ = uri.partition(":")
-    return head.lower() if sep else ""
 
 
 class PassThrough:
@@ -278,24 +159,19 @@ class PassThrough:
         #: The configuration L{servers} was last worked out for, and the result.
         self._configured_for: object = None
         self._servers: tuple[str, ...] = self.named
-        #: The server that last listed each tool name, so that a call of a tool whose
-        #: server cannot be listed now still goes to it, or is refused naming it.
-        self._listed_by: dict[str, str] = {}
-        #: Each server's catalogue of each kind as it was last listed, by kind then
-        #: server: what a server that cannot be listed now is taken to offer.
-        self._last_listed: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        self._tool_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
-        self._prompt_names: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "name"))
-        self._resource_uris: _Derived[frozenset[str]] = _Derived(lambda items: _names(items, "uri"))
-        self._template_patterns: _Derived[tuple[tuple[str, re.Pattern[str]], ...]] = _Derived(
+        self._catalogues = Catalogues(gateway)
+        self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
+        self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
+        self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
+        self._template_patterns: Derived[tuple[tuple[str, re.Pattern[str]], ...]] = Derived(
             lambda items: tuple(
                 (template, template_pattern(template))
-                for template in sorted(_names(items, "uriTemplate"))
+                for template in sorted(names_in(items, "uriTemplate"))
             )
         )
-        self._param_headers: _Derived[dict[str, HeaderPaths]] = _Derived(tool_header_paths)
-        self._resource_schemes: _Derived[frozenset[str]] = _Derived(
-            lambda items: frozenset(_scheme(uri) for uri in _names(items, "uri"))
+        self._param_headers: Derived[dict[str, HeaderPaths]] = Derived(tool_header_paths)
+        self._resource_schemes: Derived[frozenset[str]] = Derived(
+            lambda items: frozenset(scheme_of(uri) for uri in names_in(items, "uri"))
         )
 
     @property
@@ -325,32 +201,6 @@ class PassThrough:
 
     # Lists
 
-    async def _listed(
-        self, context: Context, what: str, kind: str
-    ) -> list[tuple[str, list[dict[str, Any]]]]:
-        fetch = getattr(self.pool, kind)
-        last = self._last_listed.setdefault(kind, {})
-
-        async def listing(server: str) -> list[dict[str, Any]]:
-            try:
-                items: list[dict[str, Any]] = await fetch(server, client=context.identity)
-            except UnknownServer:
-                # No longer configured (a reload removed it): it has no names left.
-                last.pop(server, None)
-                raise
-            except (PoolError, UpstreamError, RpcError):
-                if server not in last:
-                    raise
-                # Down or backing off: its names are still its own, in the lists as in
-                # routing, so a host is not told they vanished and came back.
-                return last[server]
-            last[server] = items
-            return items
-
-        return await self.gateway.each_server(
-            what, lambda name: Deferred.fromCoroutine(listing(name)), names=self.servers
-        )
-
     async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
         """
         The pass-through servers' tools or prompts in one list, and their names.
@@ -359,8 +209,8 @@ class PassThrough:
         """
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
-        for server, items in await self._listed(context, kind, kind):
-            for item in _objects_with(items, "name"):
+        for server, items in await self._catalogues.each(context, kind, kind, self.servers):
+            for item in objects_with(items, "name"):
                 name = item["name"]
                 other = owners.get(name)
                 if other is None:
@@ -369,10 +219,7 @@ class PassThrough:
                 elif other != server:
                     raise ambiguous(kind[:-1], name, other, server)
         if kind == "tools":
-            if len(self._listed_by) > _REMEMBERED_TOOLS:
-                self._listed_by.clear()
-            for name, server in owners.items():
-                self._listed_by[name] = server
+            self._catalogues.listed_tools(owners)
         return merged, set(owners)
 
     async def tools(self, context: Context) -> list[Mapping[str, Any]]:
@@ -403,8 +250,8 @@ class PassThrough:
     ) -> list[dict[str, Any]]:
         seen: set[str] = set()
         merged: list[dict[str, Any]] = []
-        for _, items in await self._listed(context, what, kind):
-            for item in _objects_with(items, key):
+        for _, items in await self._catalogues.each(context, what, kind, self.servers):
+            for item in objects_with(items, key):
                 # Read from the first server that lists it: listed for that one only.
                 if item[key] not in seen:
                     seen.add(item[key])
@@ -425,48 +272,9 @@ class PassThrough:
 
     # Routing
 
-    async def _catalogue(
-        self,
-        kind: str,
-        server: str,
-        context: Context,
-        unlisted: dict[str, str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """
-        One server's catalogue from the pool's cache; when it cannot be listed now, the
-        last one it listed (its names stay its own while it is down), else empty.
-
-        @param unlisted: given, receives the server's name and why it could not be
-            listed, when nothing it listed before is remembered.
-        """
-        last = self._last_listed.setdefault(kind, {})
-        try:
-            items: list[dict[str, Any]] = await getattr(self.pool, kind)(
-                server, client=context.identity
-            )
-        except UnknownServer:
-            last.pop(server, None)
-            return []
-        except (PoolError, UpstreamError, RpcError) as e:
-            remembered = last.get(server)
-            if remembered is not None:
-                return remembered
-            why = error_from(e).message if isinstance(e, PoolError | UpstreamError) else str(e)
-            log.debug(
-                "pass-through routing: the {kind} of {server} cannot be listed: {why}",
-                kind=kind,
-                server=server,
-                why=why,
-            )
-            if unlisted is not None:
-                unlisted[server] = why
-            return []
-        last[server] = items
-        return items
-
     async def _named_by(
         self,
-        derived: _Derived[frozenset[str]],
+        derived: Derived[frozenset[str]],
         kind: str,
         context: Context,
         name: str,
@@ -480,7 +288,7 @@ class PassThrough:
         """
         owner: str | None = None
         for server in self.servers:
-            listed = await self._catalogue(kind, server, context, unlisted)
+            listed = await self._catalogues.of(kind, server, context, unlisted)
             if name in derived.of(server, listed):
                 if owner is not None:
                     raise ambiguous(kind[:-1], name, owner, server)
@@ -500,9 +308,9 @@ class PassThrough:
         unlisted: dict[str, str] = {}
         owner = await self._named_by(self._tool_names, "tools", context, name, unlisted)
         if owner is not None:
-            self._listed_by[name] = owner
+            self._catalogues.routed(name, owner)
             return owner
-        last = self._listed_by.get(name)
+        last = self._catalogues.lister_of(name)
         if last is not None and last in self.servers:
             return last
         if self.gateway.has_tool(name):
@@ -537,8 +345,31 @@ class PassThrough:
         The C{Mcp-Param-*} headers a call of C{server}'s tool C{name} must carry
         (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
         """
-        listed = await self._catalogue("tools", server, context)
+        listed = await self._catalogues.of("tools", server, context)
         return self._param_headers.of(server, listed).get(name, NO_HEADERS)
+
+    async def check_param_headers(self, context: Context, params: object) -> None:
+        """
+        Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
+        handed over in L{REQUEST_HEADERS}, when it is for a tool of these servers that
+        asks for some.
+
+        @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
+            would fail with when no single pass-through server is its owner
+            (L{tool_owner}).
+        """
+        headers = REQUEST_HEADERS.get()
+        if headers is None or type(params) is not dict:
+            return
+        name = params.get("name")
+        if not isinstance(name, str):
+            return
+        server = await self.tool_owner(context, name)
+        if server is None:
+            return
+        wanted = await self.tool_param_headers(context, server, name)
+        if wanted:
+            check_headers(wanted, params.get("arguments"), headers)
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """
@@ -580,16 +411,16 @@ class PassThrough:
         @raise RpcError: the revision's resource-not-found error, naming the URI, when no
             server can have it: it is never handed to a server that offers no resources.
         """
-        scheme = _scheme(uri)
+        scheme = scheme_of(uri)
         same_scheme: str | None = None
         declaring: list[str] = []
         unreachable: list[str] = []
         for server in self.servers:
-            listed = await self._catalogue("resources", server, context)
+            listed = await self._catalogues.of("resources", server, context)
             if uri in self._resource_uris.of(server, listed):
                 return server
             templates = self._template_patterns.of(
-                server, await self._catalogue("templates", server, context)
+                server, await self._catalogues.of("templates", server, context)
             )
             for template, pattern in templates:
                 if template == uri or pattern.fullmatch(uri) is not None:
@@ -632,29 +463,6 @@ class PassThrough:
 
     # Forwarding
 
-    async def _guarded(
-        self,
-        context: Context,
-        server: str,
-        work: Any,
-        on_log: LogRelay | None,
-    ) -> dict[str, Any]:
-        """
-        C{work}'s result; the pool's failures as C{-32603}, the upstream's JSON-RPC
-        errors as they are (see L{_relayed}).
-        """
-        try:
-            result = await (work if on_log is None else self.gateway.relaying(server, on_log, work))
-        except RpcError as e:
-            raise _relayed(e, context) from None
-        except PolicyRefusal as e:
-            raise e.rpc_error() from None
-        except (PoolError, UpstreamError) as e:
-            raise RpcError.internal_error(error_from(e).message) from None
-        if type(result) is not dict:
-            raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
-        return result
-
     async def call_tool(
         self,
         context: Context,
@@ -687,23 +495,7 @@ class PassThrough:
             on_progress=on_progress,
             caller=context.caller,
         )
-        return await self._guarded(context, server, calling, on_log)
-
-    async def _forward(
-        self,
-        context: Context,
-        server: str,
-        method: str,
-        params: Mapping[str, Any],
-        on_log: LogRelay | None = None,
-    ) -> dict[str, Any]:
-        meta = asking_for_logs(params.get("_meta"), on_log)
-        if meta is not None:
-            params = {**params, "_meta": meta}
-        work = self.pool.request(
-            server, method, params, client=context.identity, caller=context.caller
-        )
-        return await self._guarded(context, server, work, on_log)
+        return await guarded(self.gateway.host.events, context, server, calling, on_log)
 
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -715,7 +507,9 @@ class PassThrough:
         server = await self.prompt_owner(context, name)
         if server is None:
             return await self.gateway.get_prompt(context, params, on_log=on_log)
-        return await self._forward(context, server, "prompts/get", _forwarded(params), on_log)
+        return await self.gateway.forward(
+            context, server, "prompts/get", _asking_for_logs(params, on_log), on_log
+        )
 
     async def read_resource(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -728,7 +522,9 @@ class PassThrough:
         if uris.is_mcpx(uri):
             return await self.gateway.read_resource(context, params, on_log=on_log)
         server = await self.resource_owner(context, uri)
-        return await self._forward(context, server, "resources/read", _forwarded(params), on_log)
+        return await self.gateway.forward(
+            context, server, "resources/read", _asking_for_logs(params, on_log), on_log
+        )
 
     async def subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
         """
@@ -766,5 +562,19 @@ class PassThrough:
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
-        result = await self._forward(context, server, "completion/complete", _forwarded(params))
+        result = await self.gateway.forward(
+            context, server, "completion/complete", forwarded(params)
+        )
         return capped_completion(result)
+
+
+def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:
+    """
+    A host's C{params} for the upstream (L{forwarded}), asking for log messages at the
+    caller's level: a 2026-07-28 upstream logs only to a request that asks.
+    """
+    kept = forwarded(params)
+    meta = asking_for_logs(kept.get("_meta"), on_log)
+    if meta is not None:
+        kept["_meta"] = meta
+    return kept

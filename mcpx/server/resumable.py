@@ -26,6 +26,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from mcpx.once import Once
 from mcpx.questions.caller import ClientUnreachable
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
@@ -125,8 +126,9 @@ class ResumableCall:
         self._wake_call: IDelayedCall | None = None
         self._outcome: object = None
         self._done = False
+        #: The outcome, for whoever keeps the call (its task, its forgetting).
+        self._ended: Once[Any] = Once()
         self._work: Deferred[Any] | None = None
-        self._listeners: list[Deferred[Any]] = []
 
     # The Asker
 
@@ -157,25 +159,13 @@ class ResumableCall:
     def _finished(self, outcome: object) -> None:
         self._done = True
         self._outcome = outcome
+        # The requests waiting on it first, then those keeping it.
         self._wake()
-        listeners, self._listeners = self._listeners, []
-        for listener in listeners:
-            self._fire(listener)
-
-    def _fire(self, listener: Deferred[Any]) -> None:
-        if isinstance(self._outcome, Failure):
-            listener.errback(self._outcome)
-        else:
-            listener.callback(self._outcome)
+        self._ended.fire(outcome)
 
     def outcome(self) -> Deferred[Any]:
         """A Deferred that fires with the call's outcome (a task keeps it this way)."""
-        listener: Deferred[Any] = Deferred()
-        if self._done:
-            self._fire(listener)
-        else:
-            self._listeners.append(listener)
-        return listener
+        return self._ended.wait()
 
     def cancel(self) -> None:
         """Give up on the call (its request went before it asked anything)."""

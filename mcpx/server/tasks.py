@@ -36,6 +36,7 @@ from twisted.python.failure import Failure
 
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
+from mcpx.spec.revision import Revision
 from mcpx.tasks.store import (
     PER_CLIENT_SETTING,
     Task,
@@ -79,7 +80,7 @@ _SupportOf = Callable[
 ]
 
 
-def declares_tasks(revision: Any, *, modern: bool) -> bool:
+def declares_tasks(revision: Revision, *, modern: bool) -> bool:
     """Whether the C{tasks} capability is declared to a client on C{revision}."""
     return not modern and capability_in("server", "tasks", revision)
 
@@ -128,9 +129,10 @@ def _is_error_result(result: Any) -> bool:
 
 class TaskAsker:
     """
-    The asker of a task's call: the client's own (a L{ConnAsker}), with the task shown
-    C{input_required} while any of its questions is out and each question tied to the
-    task by the related-task C{_meta}.
+    The asker of a task's call: the client's own (a
+    L{mcpx.server.resumable.ConnAsker}), with the task shown C{input_required} while any
+    of its questions is out and each question tied to the task by the related-task
+    C{_meta}.
     """
 
     __slots__ = ("_inner", "_out", "_store", "_task")

@@ -247,6 +247,15 @@ SETTINGS: tuple[Setting, ...] = (
         "long its result is kept for collection after it finishes.",
     ),
     Setting(
+        name="proto.brokerTimeout",
+        kind=Kind.DURATION,
+        default=120.0,
+        help="How long a question waiting in the broker (for mcpx elicit, /v1/questions or "
+        "the status page) may wait for an answer before it expires. A server's question "
+        "is then answered cancel; a tool call waiting there for the policy's confirmation "
+        "(tools.confirm, confirmDestructive) is refused and never sent to its server.",
+    ),
+    Setting(
         name="protoMessages.taskAfter",
         kind=Kind.DURATION,
         default=5.0,
@@ -452,6 +461,27 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1024,
         help="The most bytes one mcpx_exec program may write to its artifacts directory "
         "(/out); a write past it fails in the program with OSError.",
+    ),
+    Setting(
+        name="exec.mode",
+        kind=Kind.CHOICE,
+        default="monty",
+        choices=("monty", "cpython"),
+        help="How mcpx_exec runs a program. monty: in the sandboxed interpreter, which can "
+        "reach nothing but the tools and /out. cpython: under the real Python with the "
+        "daemon user's rights and libraries, in its own process group, confined by bwrap "
+        "or unshare where the machine allows (no network; else not at all); see "
+        "docs/exec.md before turning it on.",
+    ),
+    Setting(
+        name="exec.artifactChunk",
+        kind=Kind.INTEGER,
+        default=4 * 1024 * 1024,
+        minimum=1024,
+        help="The most bytes one ranged read of an artifact returns (POST /v1/artifacts/read "
+        "with offset or length, mcpx artifacts read); a longer length is cut to it and the "
+        "answer says where the next range starts. resources/read returns an artifact whole, "
+        "up to transport.maxMessageSize once encoded, and refuses a larger one.",
     ),
     Setting(
         name="exec.artifactRetention",

@@ -29,6 +29,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from mcpx.settings.config import DEFAULT_CONFIG_ORIGIN
+from mcpx.upstream.stdio import DEFAULT_GRACE
 from tests.cli.test_real_daemon import RealDaemonCase, children_of, command_line
 from tests.server.test_peers import in_thread
 from tests.support.processes import (
@@ -362,7 +363,9 @@ class GrandchildReloadTests(DaemonOnPort):
         status, answer = await self.post(port, "/v1/reload", {})
         took = time.monotonic() - began
         self.assertEqual((status, answer["changed"]), (200, ["fg"]), answer)
-        self.assertLess(took, 2.0)
+        # Waiting out the grace would take 5 s or more; starting the changed server on a
+        # loaded two-core machine can take a second or two, so the line is drawn below 5.
+        self.assertLess(took, DEFAULT_GRACE - 0.5)
         for _ in range(40):
             if not pid_alive(server) and not pid_alive(grandchild):
                 break

@@ -27,6 +27,9 @@ SDK1_SERVER = PEERS / "sdk1-server.mjs"
 SDK2_SERVER = PEERS / "sdk2-server.mjs"
 UPSTREAM = "conformance"
 _BANNER = rb"fixture listening on http://127\.0\.0\.1:(\d+)/mcp"
+#: The recording relay put between mcpx and an HTTP upstream.
+RELAY = Path(__file__).resolve().parent / "relay.py"
+_RELAY_BANNER = rb"relay listening on http://127\.0\.0\.1:(\d+)/mcp"
 
 
 def fixture_argv(script: Path, transport: Transport) -> list[str]:
@@ -49,6 +52,28 @@ async def start_fixture(test: TestCase, script: Path) -> str:
     except BaseException:
         raise PeerStartFailed(f"{script.name} did not start; output:\n{child.text()}") from None
     match = re.search(_BANNER, banner)
+    assert match is not None
+    return f"http://127.0.0.1:{int(match.group(1))}/mcp"
+
+
+async def start_relay(test: TestCase, upstream: str, folder: Path) -> str:
+    """
+    Put C{tests/interop/relay.py} in front of the upstream at URL C{upstream}, recording
+    every frame into C{folder}; the URL to reach the upstream through it.
+    """
+    child = spawn([sys.executable, str(RELAY), str(folder), upstream], process_reactor=reactor)
+    test.addCleanup(kill_on_cleanup, child)
+
+    async def stop() -> None:
+        child.signal("TERM")
+        await child.ended()
+
+    test.addCleanup(stop)
+    try:
+        banner = await child.wait_for(_RELAY_BANNER, fd=1, timeout=START_TIMEOUT)
+    except BaseException:
+        raise PeerStartFailed(f"the relay did not start; output:\n{child.text()}") from None
+    match = re.search(_RELAY_BANNER, banner)
     assert match is not None
     return f"http://127.0.0.1:{int(match.group(1))}/mcp"
 

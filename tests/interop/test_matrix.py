@@ -10,12 +10,15 @@ and upstream transport serves every cell of it.
 In each cell the host lists tools, calls a tool that reports progress (every report must
 arrive, in order, under the host's own token), calls a tool that elicits (answered by the
 host), one that samples (answered by the host), one that lists roots, and reads a
-resource.  Every frame mcpx sends over C{mcpx serve} to the host and over stdio to the
-upstream (relayed questions included) is recorded by C{tests/interop/tap.py} and checked
-against the official schema of the revision in force with the transport sweep's strict
-validator.  Cells a host or fixture cannot express are marked with the reason, never
-skipped silently; the table is C{spec/interop.md}, compared with what the run produced.
-Set C{MCPX_WRITE_INTEROP=1} to rewrite it.
+resource.  Every frame mcpx sends, both ways and on every transport (relayed questions
+and the answers given to the upstream included), is recorded and checked against the
+official schema of the revision in force with the transport sweep's strict validator:
+C{tests/interop/tap.py} on the pipes of C{mcpx serve} and of a stdio upstream,
+C{tests/interop/relay.py} between mcpx and an HTTP upstream, and on C{/mcp} the host
+itself (C{tests/interop/http_tap.py} for the Python host, C{client2-host.mjs --tap}).
+Cells a host or fixture cannot express are marked with the reason, never skipped
+silently; the table is C{spec/interop.md}, compared with what the run produced. Set
+C{MCPX_WRITE_INTEROP=1} to rewrite it.
 
 Each frame check and each row is this run's; the committed rows must equal them.
 """
@@ -29,15 +32,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 from attrs import define, field, frozen
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
 from mcpx.spec.revision import Revision
 from tests.conformance.test_passthrough_leg import in_thread
+from tests.interop.http_tap import RecordingTransport
 from tests.interop.peers import (
     PEERS,
     SDK1_SERVER,
@@ -46,6 +52,7 @@ from tests.interop.peers import (
     fixture_argv,
     run_daemon,
     start_fixture,
+    start_relay,
 )
 from tests.server.test_transport_sweep import Sweep
 from tests.support.peers import (
@@ -242,6 +249,8 @@ def check_frames(sweep: Sweep, log: Path, sent: str, revision: str | None, where
     frame with the 2026-07-28 envelope against 2026-07-28).
     """
     frames = read_tap(log)
+    if not any(direction == sent for direction, _ in frames):
+        sweep.problems.append(f"{where}: no frame mcpx sent was recorded in {log}")
     agreed = revision
     methods: dict[Any, str] = {}
     for direction, frame in frames:
@@ -310,13 +319,25 @@ def fill(schema: Mapping[str, Any]) -> dict[str, Any]:
     return content
 
 
-def python_conversation(target: Any, era: str, upstream: Upstream) -> Callable[[], Any]:
+def python_conversation(target: Any, era: str, upstream: Upstream, log: Path) -> Callable[[], Any]:
+    """
+    The Python host's side of a cell; over C{/mcp} (C{target} a URL) every frame either
+    way is recorded in C{log}.
+    """
     answers = Answers()
 
     async def converse() -> dict[str, Any]:
+        if not isinstance(target, str):
+            return await talk(target)
+        recording = RecordingTransport(log)
+        timeout = httpx2.Timeout(30, read=300)
+        async with httpx2.AsyncClient(transport=recording, timeout=timeout) as http:
+            return await talk(streamable_http_client(target, http_client=http))
+
+    async def talk(server: Any) -> dict[str, Any]:
         seen: dict[str, Any] = {}
         client = Client(
-            target,
+            server,
             mode=MODERN if era == MODERN else "legacy",
             elicitation_callback=answers.elicit,
             sampling_callback=answers.sample,
@@ -363,20 +384,27 @@ class InteropMatrixTests(TestCase):
     timeout = 300
 
     async def daemon(self, upstream: Upstream, transport: str, log: Path) -> Daemon:
+        """
+        A daemon passing C{upstream} through. Over stdio the upstream runs under
+        C{tap.py} writing to C{log}; over HTTP mcpx reaches it through C{relay.py},
+        which writes one log per upstream session into the folder C{log} names.
+        """
+        if transport == "http":
+            if upstream.name == "everything":
+                url = (await start_everything_http(reactor, add_cleanup=self.addCleanup)).url
+            elif upstream.name == "python":
+                fixture = await start_conformance_fixture(reactor, add_cleanup=self.addCleanup)
+                url = fixture.url
+            else:
+                script = SDK1_SERVER if upstream.name == "sdk1" else SDK2_SERVER
+                url = await start_fixture(self, script)
+            return await run_daemon(self, {"url": await start_relay(self, url, log)})
         if upstream.name == "everything":
-            if transport == "http":
-                running = await start_everything_http(reactor, add_cleanup=self.addCleanup)
-                return await run_daemon(self, {"url": running.url})
             argv = everything_stdio_argv()
         elif upstream.name == "python":
-            if transport == "http":
-                fixture = await start_conformance_fixture(reactor, add_cleanup=self.addCleanup)
-                return await run_daemon(self, {"url": fixture.url})
             argv = conformance_fixture_argv("stdio")
         else:
             script = SDK1_SERVER if upstream.name == "sdk1" else SDK2_SERVER
-            if transport == "http":
-                return await run_daemon(self, {"url": await start_fixture(self, script)})
             argv = fixture_argv(script, "stdio")
         entry = tapped(log, argv)
         return await run_daemon(self, {"command": entry[0], "args": entry[1:], "cwd": str(PEERS)})
@@ -390,7 +418,7 @@ class InteropMatrixTests(TestCase):
         steps["resource"] = upstream.resource
         steps["arguments"] = upstream.arguments
         if via == "mcp":
-            where = ["--url", daemon.url]
+            where = ["--url", daemon.url, "--tap", str(log)]
         else:
             argv = tapped(log, serve_argv())
             where = ["--command", argv[0], "--args", json.dumps(argv[1:])]
@@ -418,7 +446,9 @@ class InteropMatrixTests(TestCase):
                 command=argv[0], args=argv[1:], env=daemon.env, cwd=str(REPO)
             )
         try:
-            result: dict[str, Any] = await in_thread(python_conversation(target, era, upstream))
+            result: dict[str, Any] = await in_thread(
+                python_conversation(target, era, upstream, log)
+            )
         except Exception as e:
             return {"error": repr(e)}
         return result
@@ -426,7 +456,7 @@ class InteropMatrixTests(TestCase):
     async def run_upstream(self, upstream: Upstream, transport: str) -> None:
         folder = Path(self.mktemp()).resolve()
         folder.mkdir(parents=True)
-        upstream_log = folder / "upstream.tap"
+        upstream_log = folder / ("upstream" if transport == "http" else "upstream.tap")
         daemon = await self.daemon(upstream, transport, upstream_log)
         sweep = Sweep()
         rows: list[str] = []
@@ -452,11 +482,13 @@ class InteropMatrixTests(TestCase):
                         cell.notes.append(blind)
                     if seen.get("error"):
                         cell.verdicts["host"] = f"FAILED: {seen['error']}"
-                    if via == "serve":
-                        check_frames(sweep, log, "<", era, f"{upstream.name}/{transport} {label}")
+                    check_frames(sweep, log, "<", era, f"{upstream.name}/{transport} {label}")
                     rows.append(_row(upstream, transport, host, era, via, cell, None))
-        if transport == "stdio":
-            check_frames(sweep, upstream_log, ">", None, f"{upstream.name} upstream")
+        logs = sorted(upstream_log.glob("*.tap")) if transport == "http" else [upstream_log]
+        if not any(read_tap(each) for each in logs):
+            sweep.problems.append(f"nothing was recorded between mcpx and the upstream: {logs}")
+        for each in logs:
+            check_frames(sweep, each, ">", None, f"{upstream.name} upstream {each.name}")
         failed = [row for row in rows if "FAILED" in row]
         problems = failed + sweep.problems[:40]
         self.assertEqual(problems, [], "\n".join(problems))

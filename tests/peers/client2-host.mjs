@@ -3,13 +3,22 @@
 // upstream asks through it (elicitation, sampling, roots) the way a user and a model
 // would, runs the matrix's steps and prints what it saw as one JSON object on stdout.
 //
-//   node client2-host.mjs --era 2025-11-25 --url http://127.0.0.1:PORT/mcp
+//   node client2-host.mjs --era 2025-11-25 --url http://127.0.0.1:PORT/mcp [--tap LOG]
 //   node client2-host.mjs --era 2026-07-28 --command /path/mcpx --args '["serve"]'
+//   node client2-host.mjs --era 2026-07-28 --command … --watch mcpx://server/uri
+//
+// --watch makes it a resource watcher instead: it subscribes to the URI (on a
+// subscriptions/listen stream at 2026-07-28, with resources/subscribe before), then
+// prints one JSON line per thing it sees ({"event": "watching", "honoured": [...]},
+// {"event": "updated", "uri": ...}, {"event": "ended", "how": ...}) and takes one
+// command a line on stdin: "unwatch" (close the stream, or resources/unsubscribe)
+// and "close" (or the end of stdin) to disconnect and exit.
 //
 // --era pins the revision: a 2025 one is the only version the initialize handshake
 // offers; 2026-07-28 is pinned through server/discover.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { appendFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -61,14 +70,103 @@ client.setRequestHandler('sampling/createMessage', async (request) => {
 });
 client.setRequestHandler('roots/list', async () => ANSWERS.roots);
 
+// --tap LOG records every frame either way over HTTP, in tests/interop/tap.py's format
+// ("> JSON" from this host, "< JSON" from the server), so the matrix can validate what
+// mcpx sent; answers are read from a clone of each response, as they stream.
+const tap = option('--tap');
+function record(mark, text) {
+  if (!tap || !text.trim()) return;
+  let frames;
+  try {
+    frames = [JSON.parse(text)].flat();
+  } catch {
+    frames = [text];
+  }
+  for (const frame of frames) {
+    const line = typeof frame === 'string' ? frame.replace(/\n/g, ' ') : JSON.stringify(frame);
+    appendFileSync(tap, `${mark}${line}\n`);
+  }
+}
+async function recordAnswer(response) {
+  const text = new TextDecoder();
+  let body = '';
+  for await (const piece of response.body) {
+    body += text.decode(piece, { stream: true });
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) continue;
+    let end;
+    while ((end = body.search(/\r?\n\r?\n/)) >= 0) {
+      const event = body.slice(0, end);
+      body = body.slice(end).replace(/^\r?\n\r?\n/, '');
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, ''));
+      if (data.length) record('< ', data.join('\n'));
+    }
+  }
+  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) record('< ', body);
+}
+const recordings = new Set();
+async function tappedFetch(url, init) {
+  if (typeof init?.body === 'string') record('> ', init.body);
+  const response = await fetch(url, init);
+  if (tap && response.body) {
+    const reading = recordAnswer(response.clone()).catch(() => {});
+    reading.finally(() => recordings.delete(reading));
+    recordings.add(reading);
+  }
+  return response;
+}
+
 const transport = option('--url')
-  ? new StreamableHTTPClientTransport(new URL(option('--url')))
+  ? new StreamableHTTPClientTransport(new URL(option('--url')), { fetch: tappedFetch })
   : new StdioClientTransport({
       command: option('--command'),
       args: JSON.parse(option('--args', '[]')),
       env: { ...process.env },
       stderr: 'ignore',
     });
+
+const say = (line) => process.stdout.write(JSON.stringify(line) + '\n');
+
+// The watcher (--watch): it runs instead of the steps, and reports as it goes.
+async function watch(uri) {
+  client.setNotificationHandler('notifications/resources/updated', (notification) => {
+    say({ event: 'updated', uri: notification.params.uri });
+  });
+  await client.connect(transport);
+  let subscription = null;
+  if (modern) {
+    subscription = await client.listen({ resourceSubscriptions: [uri] });
+    subscription.closed.then((how) => say({ event: 'ended', how }));
+    say({ event: 'watching', honoured: subscription.honoredFilter.resourceSubscriptions ?? [] });
+  } else {
+    await client.subscribeResource({ uri });
+    say({ event: 'watching', honoured: [uri] });
+  }
+  const { createInterface } = await import('node:readline');
+  for await (const line of createInterface({ input: process.stdin })) {
+    const command = line.trim();
+    if (command === 'unwatch') {
+      if (subscription) await subscription.close();
+      else await client.unsubscribeResource({ uri });
+      say({ event: 'unwatched' });
+    } else if (command === 'close') {
+      break;
+    }
+  }
+}
+
+if (option('--watch')) {
+  try {
+    await watch(option('--watch'));
+  } catch (error) {
+    say({ event: 'error', error: String(error?.message ?? error) });
+  } finally {
+    await client.close().catch(() => {});
+    process.exit(0);
+  }
+}
 
 const seen = { era, steps: {} };
 const texts = (result) => (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('');
@@ -101,6 +199,22 @@ try {
       return { text: texts(result), isError: Boolean(result.isError) };
     });
   }
+  if (steps.exec) {
+    // One mcpx_exec call with a program (the scripts tests: many calls, one answer).
+    await step('exec', async () => {
+      const result = await client.callTool({ name: 'mcpx_exec', arguments: { program: steps.exec } });
+      // Every file the run left, read back through its resource_link.
+      const links = [];
+      for (const block of result.content ?? []) {
+        if (block.type !== 'resource_link') continue;
+        const read = await client.readResource({ uri: block.uri });
+        const content = read.contents[0] ?? {};
+        const body = content.text ?? Buffer.from(content.blob ?? '', 'base64').toString('utf8');
+        links.push({ uri: block.uri, size: block.size ?? null, read: body.length, head: body.slice(0, 20) });
+      }
+      return { text: texts(result), isError: Boolean(result.isError), links };
+    });
+  }
   if (steps.resource) {
     await step('resource', async () => {
       const read = await client.readResource({ uri: steps.resource });
@@ -113,5 +227,7 @@ try {
   seen.asked = asked;
   process.stdout.write(JSON.stringify(seen) + '\n');
   await client.close().catch(() => {});
+  // Let the recorder write the answers already read (a standing GET stream never ends).
+  await Promise.race([Promise.allSettled([...recordings]), new Promise((done) => setTimeout(done, 500))]);
   process.exit(0);
 }

@@ -642,7 +642,8 @@ class InFlightTests(PoolTestCase):
         self.connector.holding.add("tools/call")
         caller = Caller("call-1", {})
         question: Deferred[Any] = Deferred()
-        caller.waiting.add(question)
+        withdrawn: list[str] = []
+        caller.awaiting(question, lambda: withdrawn.append("question"))
         d = self.call(pool, caller=caller)
         self.assertNoResult(question)
         d.cancel()
@@ -650,7 +651,8 @@ class InFlightTests(PoolTestCase):
         self.failureResultOf(question, CancelledError)
         upstream = self.connector.upstreams[0]
         self.assertEqual(upstream.cancelled, [upstream.last("tools/call").id])
-        self.assertEqual(caller.waiting, set())
+        caller.withdraw()  # the call holds nothing of the question any more
+        self.assertEqual(withdrawn, [])
 
     def test_counts_every_caller(self) -> None:
         """Requests in flight on a shared instance are counted whoever made them."""

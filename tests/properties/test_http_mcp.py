@@ -15,8 +15,9 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.server.dispatch import SUPPORTED_VERSIONS, McpServer
+from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.request_context import SUPPORTED_VERSIONS
 from mcpx.wire import jsontext
 from mcpx.wire.sse import SSEDecoder
 from tests.daemon.fake_pool import FakePool, default_settings, result_of

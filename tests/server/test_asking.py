@@ -549,7 +549,7 @@ class RequestStateTests(SynchronousTestCase):
         saying the call is no longer held.
         """
         # Only the server's own signer can make a genuine state for an id of our choosing.
-        state = self.gateway.server._signer.issue(
+        state = self.gateway.server.asking._signer.issue(
             RequestState(
                 "call-00000000-99",
                 binding("tools/call", self.params),

@@ -9,7 +9,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.server.dispatch import SUPPORTED_VERSIONS
+from mcpx.server.request_context import SUPPORTED_VERSIONS
 from mcpx.spec.matrix import removed_methods
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import (
@@ -17,6 +17,7 @@ from mcpx.wire.errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
+    RpcError,
 )
 from mcpx.wire.messages import Request
 from tests.server import CLIENT_CAPABILITIES, PROTOCOL_VERSION, Harness, Session, modern_meta
@@ -277,7 +278,8 @@ class UndeclaredTests(SynchronousTestCase):
         result = harness.result("server/discover")
         self.assertNotIn("completions", result["capabilities"])
         self.assertIs(
-            harness.server.revision_of(harness.conn, Request(1, "tools/list")), Revision.V2024_11_05
+            harness.server.context(harness.conn, Request(1, "tools/list")).revision,
+            Revision.V2024_11_05,
         )
 
     def test_headerless_http_is_2025_03_26(self) -> None:
@@ -288,26 +290,30 @@ class UndeclaredTests(SynchronousTestCase):
         result = harness.result("server/discover")
         self.assertIn("completions", result["capabilities"])
         self.assertIs(
-            harness.server.revision_of(harness.conn, Request(1, "ping")), Revision.V2025_03_26
+            harness.server.context(harness.conn, Request(1, "ping")).revision,
+            Revision.V2025_03_26,
         )
 
-    def test_revision_of(self) -> None:
-        """revision_of reads the envelope: modern _meta or transport, else the connection's."""
+    def test_context_revision(self) -> None:
+        """
+        A request's revision comes from its envelope: a modern _meta or transport (and
+        one that looks modern without naming a version is -32602), else the
+        connection's.
+        """
         harness = Harness()
         server, conn = harness.server, harness.conn
-        self.assertIs(
-            server.revision_of(conn, Request(1, "tools/list", {"_meta": modern_meta()})), NEWEST
-        )
-        self.assertIs(
-            server.revision_of(
-                conn, Request(1, "tools/list", {"_meta": {CLIENT_CAPABILITIES: {}}})
-            ),
-            NEWEST,
-        )
+        modern_context = server.context(conn, Request(1, "tools/list", {"_meta": modern_meta()}))
+        self.assertIs(modern_context.revision, NEWEST)
+        self.assertTrue(modern_context.modern)
+        with self.assertRaises(RpcError) as unnamed:
+            server.context(conn, Request(1, "tools/list", {"_meta": {CLIENT_CAPABILITIES: {}}}))
+        self.assertEqual(unnamed.exception.code, INVALID_PARAMS)
         modern = Harness(transport="http-modern", can_push=False)
-        self.assertIs(modern.server.revision_of(modern.conn, Request(1, "tools/list")), NEWEST)
+        with self.assertRaises(RpcError) as bare:
+            modern.server.context(modern.conn, Request(1, "tools/list"))
+        self.assertEqual(bare.exception.code, INVALID_PARAMS)
         Session(Revision.V2025_06_18, harness)
-        self.assertIs(server.revision_of(conn, Request(2, "tools/list")), Revision.V2025_06_18)
+        self.assertIs(server.context(conn, Request(2, "tools/list")).revision, Revision.V2025_06_18)
 
 
 class IdentityTests(SynchronousTestCase):

@@ -19,9 +19,10 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.server import http as http_module
+from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
-from mcpx.server.http import McpHTTP, decode_header_value
+from mcpx.server.http import McpHTTP
+from mcpx.server.http_headers import decode_header_value
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcpx.wire.sse import SSEDecoder
@@ -907,7 +908,7 @@ class SessionLimitTests(McpHTTPCase):
         At MAX_SESSIONS in all, the client holding the most sessions gives up its least
         recently used idle one, even when another client's session is older.
         """
-        self.patch(http_module, "MAX_SESSIONS", 4)
+        self.patch(sessions_module, "MAX_SESSIONS", 4)
         self.capped(3)
         small = self.start("small")
         big = [self.start("big") for _ in range(3)]

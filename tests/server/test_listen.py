@@ -275,7 +275,7 @@ class ListenHTTPTests(SynchronousTestCase):
         self.drop(body)
         self.assertEqual(beta.last("resources/unsubscribe").params, {"uri": "beta://x"})
         self.assertEqual(len(self.server.listening), 0)
-        self.assertEqual(self.server.watching("beta", "beta://x"), [])
+        self.assertEqual(self.server.subscriptions.watching("beta", "beta://x"), [])
         self.assertEqual(len(self.harness.clock.getDelayedCalls()), timers)
 
     def test_client_goes_away(self) -> None:
@@ -368,7 +368,7 @@ class GatewayListenTests(SynchronousTestCase):
         """
         harness, connector = passed_through()
         server = harness.server
-        server.passthrough = None
+        server.offering.default = None
         mcp = McpHTTP(server, harness.clock, keep_alive=15.0)
         self.addCleanup(mcp.close)
         client = Client(mcp, harness.clock)

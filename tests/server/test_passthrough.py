@@ -19,10 +19,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.pool import Pool
 from mcpx.server import uris
 from mcpx.server.conn import Conn
+from mcpx.server.derived import template_pattern
 from mcpx.server.dispatch import McpServer
+from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
-from mcpx.server.passthrough import template_pattern
-from mcpx.server.surface import gateway_tools
 from mcpx.settings.servers import Server
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
@@ -975,10 +975,16 @@ class ListChangedTests(SynchronousTestCase):
         upstream(connector, "other").notify("notifications/tools/list_changed")
         self.assertEqual(harness.notifications, [])
         unnamed = harness.server.open("stdio", "host-pid-2", push=self._fail_push)
-        self.assertEqual(harness.server.tools_changed("alpha"), 1)
+        self.assertEqual(
+            harness.server.subscriptions.list_changed("alpha", "notifications/tools/list_changed"),
+            1,
+        )
         self.assertIsNone(unnamed.revision)
         harness.server.close(harness.conn)
-        self.assertEqual(harness.server.tools_changed("alpha"), 0)
+        self.assertEqual(
+            harness.server.subscriptions.list_changed("alpha", "notifications/tools/list_changed"),
+            0,
+        )
 
     def _fail_push(self, method: str, params: dict[str, Any] | None) -> None:
         raise AssertionError(f"{method} pushed to a client that agreed no revision")

@@ -17,7 +17,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
 from mcpx.server.flow import Flow
-from mcpx.server.http import Exchange
+from mcpx.server.http_exchange import Exchange
 from mcpx.server.stdio import StdioFactory
 from tests.server.test_transport_sweep import pooled_daemon
 

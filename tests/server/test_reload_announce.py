@@ -68,7 +68,7 @@ class LegacyReloadTests(SynchronousTestCase):
     def test_gateway_hears_prompt_and_resource_changes(self) -> None:
         """Through the gateway, removing a server changes its prompts and resources lists."""
         harness, _ = aligned()
-        harness.server.passthrough = None
+        harness.server.offering.default = None
         session = Session(Revision.V2025_06_18, harness)
         capabilities = session.initialize_result["capabilities"]
         self.assertEqual(capabilities["prompts"], {"listChanged": True})

@@ -14,7 +14,8 @@ from mcpx.daemon.events import Event
 from mcpx.daemon.ops import OPS
 from mcpx.pool.errors import ServerUnavailable
 from mcpx.server import uris
-from mcpx.server.surface import decode_cursor, encode_cursor, gateway_tools
+from mcpx.server.gateway_tools import gateway_tools
+from mcpx.server.pages import decode_cursor, encode_cursor
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from tests.daemon.fake_pool import FakePool, FakeServer

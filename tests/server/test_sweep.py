@@ -125,7 +125,7 @@ def drive_pooled(revision: Revision) -> Harness:
     if not revision.is_modern:
         name = uris.to_mcpx("demo", "demo://a")
         session.result("resources/subscribe", {"uri": name})
-        harness.server.resource_updated("demo", "demo://a")
+        harness.server.subscriptions.resource_updated("demo", "demo://a")
         session.result("resources/unsubscribe", {"uri": name})
     return harness
 

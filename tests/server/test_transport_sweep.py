@@ -591,7 +591,7 @@ def drive_stdio_pooled(client: StdioDriver, connector: FakeConnector, core: McpS
     if not client.revision.is_modern:
         uri = uris.to_mcpx("demo", "demo://a")
         client.ask("resources/subscribe", {"uri": uri})
-        assert core.resource_updated("demo", "demo://a") == 1
+        assert core.subscriptions.resource_updated("demo", "demo://a") == 1
         client.read()
         client.ask("resources/unsubscribe", {"uri": uri})
 
@@ -629,7 +629,7 @@ def drive_http_pooled(
         stream = client.open_stream()
         uri = uris.to_mcpx("demo", "demo://a")
         client.ask("resources/subscribe", {"uri": uri})
-        assert core.resource_updated("demo", "demo://a") == 1
+        assert core.subscriptions.resource_updated("demo", "demo://a") == 1
         client.ask("resources/unsubscribe", {"uri": uri})
         client.end_session()
         _, pushed = client.finish(stream, " GET")

@@ -251,14 +251,14 @@ class SubscriptionTests(SynchronousTestCase):
         self.assertEqual(session.result("resources/subscribe", {"uri": name}), {})
         held = upstream(connector)
         self.assertEqual(held.last("resources/subscribe").params, {"uri": "demo://a"})
-        self.assertEqual(harness.server.resource_updated("demo", "demo://a"), 1)
+        self.assertEqual(harness.server.subscriptions.resource_updated("demo", "demo://a"), 1)
         updates = [
             n for n in harness.notifications if n.method == "notifications/resources/updated"
         ]
         self.assertEqual([n.params for n in updates], [{"uri": name}])
         self.assertEqual(session.result("resources/unsubscribe", {"uri": name}), {})
         self.assertEqual(held.last("resources/unsubscribe").params, {"uri": "demo://a"})
-        self.assertEqual(harness.server.resource_updated("demo", "demo://a"), 0)
+        self.assertEqual(harness.server.subscriptions.resource_updated("demo", "demo://a"), 0)
 
     def test_close_releases(self) -> None:
         """A connection that ends gives up its subscriptions upstream."""
@@ -267,7 +267,7 @@ class SubscriptionTests(SynchronousTestCase):
         session.result("resources/subscribe", {"uri": uris.to_mcpx("demo", "demo://a")})
         harness.server.close(harness.conn)
         self.assertIn("resources/unsubscribe", upstream(connector).methods())
-        self.assertEqual(harness.server.watching("demo", "demo://a"), [])
+        self.assertEqual(harness.server.subscriptions.watching("demo", "demo://a"), [])
 
     def test_unknown_uri_is_accepted(self) -> None:
         """A subscription to a URI no server owns succeeds and delivers nothing."""

@@ -1,0 +1,188 @@
+# -*- test-case-name: tests.pool.test_pool -*-
+"""
+The pool's records: a slot (one key, over the lives of its instances), an instance
+(one started or starting upstream server), and the registry of every slot
+(L{Slots}).  The parts of the pool (L{mcpx.pool.instances}, L{mcpx.pool.attribution},
+L{mcpx.pool.interests}, L{mcpx.pool.requests}) share these; each part changes only
+the fields it owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, TypeAlias
+
+from attrs import define, field
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
+from twisted.logger import Logger
+
+from mcpx.once import Once
+from mcpx.pool.budget import Deadline
+from mcpx.pool.catalogue import Listings
+from mcpx.pool.errors import UnknownServer
+from mcpx.settings.servers import Scope, Server, ServersConfig
+from mcpx.upstream.session import UpstreamSession
+
+#: An instance's key: (server name, scope key).
+Key: TypeAlias = tuple[str, str]
+
+#: The pool's parts log as one component, as the pool did before it was split up.
+POOL_LOG = Logger(namespace="mcpx.pool.pool.Pool")
+
+
+class CallToken(Protocol):
+    """
+    Whom a request the pool makes is for: the call it runs on behalf of
+    (L{mcpx.questions.caller.Caller}).  The pool keeps it with the request, so that a
+    question arriving on that connection can be tied to it
+    (L{mcpx.pool.attribution.Attribution.owner}), and tells it when the request ended.
+    """
+
+    def call_ended(self) -> None:
+        """The request ended: the questions it asked that still wait are withdrawn."""
+
+
+@define(eq=False)
+class Slot:
+    """
+    Everything about one key that outlives its instances: the current instance, and
+    the crashes in a row that decide when the next may start.
+    """
+
+    key: Key
+    config: Server
+    instance: Instance | None = None
+    failures: int = 0
+    crashed_last: bool = False
+    last_error: str | None = None
+    retry_at: float | None = None
+    #: Calls that chose this slot and wait for its instance to be ready.
+    claims: int = 0
+    #: How many holders want each resource URI's updates (see L{mcpx.pool.interests}).
+    interests: dict[str, int] = field(factory=dict)
+
+    def failure_reason(self) -> str:
+        reason = self.last_error or "it failed"
+        if self.failures > 1:
+            what = "crashed" if self.crashed_last else "failed to start"
+            reason += f"; it {what} {self.failures} times in a row"
+        return reason
+
+
+@define(eq=False)
+class Instance:
+    """One started (or starting) upstream server."""
+
+    slot: Slot
+    session: UpstreamSession | None = None
+    connecting: Deferred[Any] | None = None
+    ready: Once[None] = field(factory=Once)
+    closed: Once[None] | None = None
+    #: Why it can no longer be used, once it cannot; set once.
+    ended: str | None = None
+    #: Whether it ended on its own (crash, failed start) rather than being closed.
+    failed: bool = False
+    in_flight: int = 0
+    #: Whom each request in flight is for (one entry per request, C{None} for nobody's):
+    #: kept in the same step as L{in_flight}, so the two can never disagree.
+    callers: list[CallToken | None] = field(factory=list)
+    #: The deadlines of the requests in flight, paused while a question is pending.
+    deadlines: set[Deadline] = field(factory=set)
+    #: The URIs subscribed (or being subscribed) upstream on this instance, each with
+    #: the outcome of its C{resources/subscribe}.
+    subscriptions: dict[str, Once[None]] = field(factory=dict)
+    #: Whether a new instance waits for this one, closing, to be gone (see
+    #: L{mcpx.pool.instances.Instances.start}).
+    claimed: bool = False
+    last_used: float = 0.0
+    #: When its session was ready, for telling a stable instance from a crash loop.
+    up_since: float | None = None
+    idle_timer: IDelayedCall | None = None
+    catalogue: Listings = field(factory=Listings)
+
+    @property
+    def name(self) -> str:
+        return self.slot.key[0]
+
+    @property
+    def scope(self) -> str:
+        return self.slot.key[1]
+
+    @property
+    def usable(self) -> bool:
+        return self.session is not None and self.ended is None
+
+    @property
+    def late(self) -> int:
+        """Requests given up on that its server may still be working on."""
+        session = self.session
+        return session.rpc.awaiting_late if session is not None else 0
+
+
+class Slots:
+    """
+    Every slot of the pool, by server and scope key.
+
+    @ivar servers: the configuration the slots are made from (replaced by a reload).
+    """
+
+    def __init__(self, servers: ServersConfig) -> None:
+        self.servers = servers
+        self._by_server: dict[str, dict[str, Slot]] = {}
+
+    def find(self, server: str, scope_key: str) -> Instance | None:
+        """The instance of (C{server}, C{scope_key}), if it has one; none is started."""
+        slot = self._by_server.get(server, {}).get(scope_key)
+        return slot.instance if slot is not None else None
+
+    def existing(self, key: Key) -> Slot | None:
+        """The slot of C{key}, if there is one; none is made."""
+        return self._by_server.get(key[0], {}).get(key[1])
+
+    def of(self, server: str) -> Mapping[str, Slot]:
+        """The slots of C{server}, by scope key."""
+        return self._by_server.get(server, {})
+
+    def every(self) -> Iterator[Slot]:
+        """Every slot of every server."""
+        for slots in self._by_server.values():
+            yield from slots.values()
+
+    def add(self, key: Key, config: Server) -> Slot:
+        """A new slot under C{key}, which must not have one."""
+        slot = self._by_server.setdefault(key[0], {})[key[1]] = Slot(key, config)
+        return slot
+
+    def pop(self, server: str) -> dict[str, Slot]:
+        """Forget every slot of C{server} (to close them), and return them."""
+        return self._by_server.pop(server, {})
+
+    def slot(self, server: str, client: str) -> Slot:
+        """The slot a call from C{client} to C{server} uses, made if need be."""
+        config = self.servers.servers.get(server)
+        if config is None:
+            raise UnknownServer(server, self.servers)
+        scope = client if config.scope is Scope.CLIENT else ""
+        by_scope = self._by_server.get(server)
+        if by_scope is None:
+            by_scope = self._by_server[server] = {}
+        slot = by_scope.get(scope)
+        if slot is None:
+            slot = by_scope[scope] = Slot((server, scope), config)
+        return slot
+
+    def forget(self, slot: Slot) -> None:
+        """Drop a slot with nothing worth keeping, so callers that come and go cost nothing."""
+        if slot.instance is not None or slot.failures or slot.interests:
+            return
+        name, scope = slot.key
+        by_scope = self._by_server.get(name)
+        if by_scope is not None and by_scope.get(scope) is slot:
+            del by_scope[scope]
+            if not by_scope:
+                del self._by_server[name]
+
+    def clear(self) -> None:
+        """Forget every slot (the pool stops)."""
+        self._by_server.clear()

@@ -1,0 +1,65 @@
+# -*- test-case-name: tests.pool.test_pool -*-
+"""
+Progress routing: each C{tools/call} the pool makes carries a progress token of the
+pool's own (C{mcpx-<n>}); a report under it reaches that call's listener and gives
+the call its idle bound again (L{mcpx.pool.budget.Deadline.extend}).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
+
+from attrs import define
+
+from mcpx.pool.budget import Deadline
+from mcpx.pool.instance import POOL_LOG
+
+ProgressSink: TypeAlias = Callable[[dict[str, Any]], None]
+
+
+@define(eq=False)
+class ProgressWatch:
+    """A C{tools/call} in flight under a progress token of the pool's."""
+
+    #: Who hears its reports, if anyone.
+    sink: ProgressSink | None
+    #: The idle bound each report grants it again.
+    bound: float
+    #: Its deadline, once it was sent.
+    deadline: Deadline | None = None
+
+
+class ProgressRoutes:
+    """The progress tokens of the calls in flight, and whom each one's reports reach."""
+
+    log = POOL_LOG
+
+    def __init__(self) -> None:
+        self._watches: dict[str, ProgressWatch] = {}
+        self._tokens = itertools.count(1)
+
+    def open(self, sink: ProgressSink | None, bound: float) -> tuple[str, ProgressWatch]:
+        """A fresh token for one call, and the watch its reports go to until L{close}."""
+        token = f"mcpx-{next(self._tokens)}"
+        watch = self._watches[token] = ProgressWatch(sink, bound)
+        return token, watch
+
+    def close(self, token: str) -> None:
+        """The call under C{token} ended: reports about it go nowhere from now on."""
+        del self._watches[token]
+
+    def heard(self, given: Mapping[str, Any]) -> None:
+        """One C{notifications/progress}: extend its call's deadline and tell its listener."""
+        token = given.get("progressToken")
+        watch = self._watches.get(token) if isinstance(token, str) else None
+        if watch is None:
+            return
+        if watch.deadline is not None:
+            watch.deadline.extend(watch.bound)
+        if watch.sink is not None:
+            try:
+                watch.sink(dict(given))
+            except Exception:
+                self.log.failure("a progress callback failed")

@@ -1,0 +1,139 @@
+# -*- test-case-name: tests.pool.test_pool,tests.pool.test_faults,tests.pool.test_budget -*-
+"""
+One upstream request on a ready instance: counted in flight (with whom it is for),
+bounded by its deadline (L{mcpx.pool.budget}), and turned into a clear error of the
+pool's when it fails (L{mcpx.pool.errors}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from twisted.internet.defer import CancelledError, Deferred
+
+from mcpx.pool.attribution import Attribution
+from mcpx.pool.budget import Deadline, effective_call_timeout
+from mcpx.pool.errors import AnswerTooLarge, CallTimedOut, masked_rpc_error, transport_error
+from mcpx.pool.instance import CallToken, Instance
+from mcpx.pool.instances import Instances
+from mcpx.pool.progress import ProgressRoutes, ProgressWatch
+from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
+from mcpx.upstream.session import UpstreamSession
+from mcpx.wire.errors import RpcError
+from mcpx.wire.peer import ConnectionClosed
+
+T = TypeVar("T")
+
+
+#: What is left of a call's bound after its server's start took the rest (seconds).
+_LEAST_BOUND: Final = 0.001
+
+
+def at_least_a_call(seconds: float) -> float:
+    """C{pool.callMaxDuration}, checked: a positive number of seconds."""
+    if seconds <= 0:
+        raise ValueError(f"call_max_duration must be positive, not {seconds!r}")
+    return seconds
+
+
+class Requests:
+    """
+    The requests the pool sends upstream, and the bounds they run under.
+
+    @ivar call_timeout: C{pool.callTimeout}, for requests that start from now on.
+    @ivar call_max_duration: C{pool.callMaxDuration}.
+    @ivar progress: the progress tokens of the calls in flight.
+    """
+
+    def __init__(
+        self,
+        instances: Instances,
+        attribution: Attribution,
+        *,
+        call_timeout: float,
+        call_max_duration: float,
+    ) -> None:
+        effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
+        self.call_timeout = call_timeout
+        self.call_max_duration = at_least_a_call(call_max_duration)
+        self.progress = ProgressRoutes()
+        self._instances = instances
+        self._attribution = attribution
+
+    async def run(
+        self,
+        instance: Instance,
+        what: str,
+        timeout: float,
+        action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
+        caller: CallToken | None = None,
+        *,
+        asked: float | None = None,
+        progress: ProgressWatch | None = None,
+    ) -> T:
+        """
+        One upstream request on a ready instance: counted in flight (with whom it is
+        for), bounded by C{timeout}, and turned into a clear error if the instance dies
+        under it.
+
+        @param asked: when the caller asked, if waiting for the start came first: that
+            wait counted against C{timeout}.
+        @param progress: the call's progress token, whose reports extend its deadline.
+        """
+        session = instance.session
+        assert session is not None
+        instance.in_flight += 1
+        instance.callers.append(caller)
+        try:
+            work = Deferred.fromCoroutine(action(session))
+            left = timeout
+            if asked is not None:
+                left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)
+            if progress is None:
+                deadline = Deadline(self._instances.clock, left, work.cancel)
+            else:
+                deadline = Deadline(
+                    self._instances.clock,
+                    left,
+                    work.cancel,
+                    ceiling=max(self.call_max_duration, left),
+                )
+                progress.deadline = deadline
+            instance.deadlines.add(deadline)
+            try:
+                result = await work
+            except CancelledError:
+                if deadline.expired:
+                    extended_to = deadline.running() if deadline.extended else None
+                    raise CallTimedOut(
+                        instance.name, what, timeout, extended_to=extended_to
+                    ) from None
+                raise
+            except (ConnectionClosed, ChannelClosed) as e:
+                raise self._instances.cut_short(instance, e) from None
+            except RpcError as e:
+                if self._instances.masker:
+                    raise masked_rpc_error(e, self._instances.masker) from None
+                raise
+            except MessageTooLarge as e:
+                raise AnswerTooLarge(instance.name, what, e.limit) from None
+            except ConnectionError as e:
+                # A remote server's transport failed this one request (each HTTP request
+                # stands alone, so the instance lives on, and its status says what broke).
+                broke = transport_error(instance.name, what, e)
+                instance.slot.last_error = broke.message
+                raise broke from None
+            finally:
+                deadline.cancel()
+                instance.deadlines.discard(deadline)
+                self._attribution.request_ended(instance, deadline)
+        finally:
+            instance.callers.remove(caller)
+            self._instances.finished(instance)
+            if caller is not None:
+                # The questions it asked that still wait are withdrawn with it
+                # (mcpx.questions.caller.Caller.call_ended).
+                caller.call_ended()
+        self._instances.forgive(instance)
+        return result

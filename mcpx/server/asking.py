@@ -1,0 +1,337 @@
+# -*- test-case-name: tests.server.test_asking -*-
+"""
+The calls whose upstream may ask their client something on the way (C{tools/call},
+C{prompts/get}, C{resources/read}), where they meet the MCP server.
+
+Each such request gets a L{Caller} when its client may be asked or declares upstream
+on its own (L{Asking.caller}).  A legacy client is asked on its connection
+(L{mcpx.server.resumable.ConnAsker}); a 2026-07-28 client is answered
+C{input_required} with its questions and a signed C{requestState}
+(L{mcpx.server.request_state}), and resumes with the answers (L{Asking.round}).  A call
+that asked its client outlives its request: it is kept, as a task, until collected
+(L{Asking.promote}).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import secrets
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final
+
+from attrs import evolve
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from mcpx.daemon.ops import OpHost
+from mcpx.questions.caller import CAPABILITY_FOR, Caller
+from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.gateway_tools import CALL_TOOL
+from mcpx.server.offering import Offering
+from mcpx.server.request_state import RequestState, StateSigner, binding
+from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
+from mcpx.server.roots import Roots
+from mcpx.server.tasks import CoreTasks
+from mcpx.spec.matrix import capability_in
+from mcpx.spec.revision import Revision
+from mcpx.wire.errors import RpcError
+from mcpx.wire.peer import cancelled_by_peer
+
+log = Logger()
+
+#: The question capabilities (elicitation, sampling, roots) each revision lacks.
+_ABSENT_QUESTIONS: Final[Mapping[Revision, frozenset[str]]] = {
+    revision: frozenset(
+        name for name in CAPABILITY_FOR.values() if not capability_in("client", name, revision)
+    )
+    for revision in Revision
+}
+
+
+def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
+    """A resumable call's failure, as its task shows it."""
+    error = failure.value
+    if isinstance(error, RpcError):
+        return error.to_json()
+    if isinstance(error, CancelledError):
+        why = call.abandoned or "the call was cancelled before it finished"
+        return {"code": -32603, "message": why}
+    return {"code": -32603, "message": failure.getErrorMessage()}
+
+
+def _refusing(answer: Method, caller: Caller) -> Method:
+    """
+    C{answer}, failing with the -32021 a question of its upstream was refused with
+    (L{Caller.strict}), whatever the upstream answered after the refusal.
+    """
+
+    async def refusing(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
+        try:
+            result = await answer(conn, context, params)
+        except Exception:
+            if caller.refused is not None:
+                raise caller.refused from None
+            raise
+        if caller.refused is not None:
+            raise caller.refused
+        return result
+
+    refusing.__name__ = answer.__name__
+    return refusing
+
+
+class Asking:
+    """
+    The question relay's side in one MCP server: the callers of its requests, and the
+    2026-07-28 calls that asked their client something, by id, until collected.
+    """
+
+    def __init__(
+        self,
+        host: OpHost,
+        clock: IReactorTime,
+        offering: Offering,
+        roots: Roots,
+        core_tasks: CoreTasks | None,
+    ) -> None:
+        self._host = host
+        self._clock = clock
+        self._offering = offering
+        self._roots = roots
+        self._core_tasks = core_tasks
+        self._native = True
+        self._rounds = 8
+        self._state_ttl = 1800.0
+        self._ask_ttl = 900.0
+        settings = host.settings
+        if settings is not None:
+            self._native = settings.boolean("proto.native")
+            self._rounds = settings.integer("proto.askRounds")
+            self._state_ttl = settings.duration("proto.stateTTL")
+            self._ask_ttl = settings.duration("proto.askTTL")
+        self._signer = StateSigner()
+        self._call_prefix = f"call-{secrets.token_hex(4)}-"
+        self._call_numbers = itertools.count(1)
+        self._resumables: dict[str, ResumableCall] = {}
+
+    def asks(self, answer: Method, method: str) -> Method:
+        """
+        C{answer} for a method whose upstream may ask questions on the way: the call
+        carries a L{Caller} when its client may be asked or declares upstream on its
+        own, and a 2026-07-28 client is asked with C{input_required} and resumes with
+        the C{requestState} it was given.
+        """
+
+        def asking(
+            conn: Conn, context: Context, params: dict[str, Any]
+        ) -> Awaitable[Mapping[str, Any]]:
+            # A plain function: the common call, with no Caller, costs no extra frame.
+            if context.modern and "requestState" in params:
+                return self._resume(context, params, method)
+            if method == "tools/call" and params.get("name") == CALL_TOOL:
+                target = params.get("arguments")
+                server = target.get("server") if type(target) is dict else None
+                if type(server) is str:
+                    self._roots.uses(conn, (server,))
+            caller = self.caller(conn, context, params, method)
+            if caller is None:
+                return answer(conn, context, params)
+            context = evolve(context, caller=caller)
+            answering = _refusing(answer, caller) if caller.strict else answer
+            if caller.asker is None:
+                return answering(conn, context, params)
+            return self._asking(answering, conn, context, params, method)
+
+        asking.__name__ = answer.__name__
+        return asking
+
+    async def _asking(
+        self,
+        answer: Method,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        method: str,
+    ) -> Mapping[str, Any]:
+        """C{answer} for a call whose client may be asked (see L{asks})."""
+        caller = context.caller
+        assert caller is not None
+
+        async def run() -> Mapping[str, Any]:
+            return await answer(conn, context, params)
+
+        if context.modern:
+            call = caller.asker
+            assert isinstance(call, ResumableCall)
+            call.run(Deferred.fromCoroutine(run()))
+            # Until it asks, the call is the request's: its going cancels the call.
+            await waiting(call, lambda: None if call.promoted else call.cancel())
+            return self.round(call, context, params, 0)
+        # A legacy client is asked on its connection.  If it cancels the call, the
+        # call is cancelled upstream and its questions are withdrawn; if it stops
+        # waiting otherwise (its connection went) once the call has asked something,
+        # the call runs on as a task.
+        held = ResumableCall(caller.id, method, self._clock)
+        held.run(Deferred.fromCoroutine(run()))
+        if context.task is not None:
+            # A core task is cancelled by tasks/cancel, and then it stops for good,
+            # its questions withdrawn wherever they were put.
+            def cancelled() -> None:
+                # Withdrawn before the call is cut: the server then hears the answer a
+                # withdrawn question gets (cancel), not the cancellation of its wait.
+                caller.withdraw()
+                held.cancel()
+
+            await waiting(held, cancelled)
+            return held.result()  # type: ignore[no-any-return]
+
+        def stopped() -> None:
+            if caller.asked and not cancelled_by_peer():
+                self.promote(held)
+                return
+            # Withdrawn first, as above.
+            caller.withdraw()
+            held.cancel()
+
+        await waiting(held, stopped)
+        return held.result()  # type: ignore[no-any-return]
+
+    def new_caller(self, context: Context) -> Caller:
+        """A L{Caller} for a request that needs one though nothing about it asks."""
+        return Caller(self._call_prefix + str(next(self._call_numbers)), context.capabilities)
+
+    def caller(
+        self, conn: Conn, context: Context, params: dict[str, Any], method: str
+    ) -> Caller | None:
+        """
+        The L{Caller} of one request, or C{None} when nothing about it needs one (a
+        client that declares nothing, outside pass-through and outside a core task: the
+        fast path).  A core task always has one, so that cancelling it withdraws the
+        questions its call asked (L{Caller.call_ended}).
+        """
+        capabilities = context.capabilities
+        if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
+            # A capability the revision lacks (elicitation before 2025-06-18) is no
+            # promise: such a client has no schema for the question.
+            capabilities = {
+                name: value
+                for name, value in capabilities.items()
+                if name not in _ABSENT_QUESTIONS[context.revision]
+            }
+        askable = (
+            self._native
+            and bool(capabilities)
+            and any(name in capabilities for name in CAPABILITY_FOR.values())
+        )
+        held = params.get("inputResponses") if context.modern else None
+        narrow = self._offering.serving(conn) is not None
+        as_task = context.task is not None
+        if not askable and not narrow and not as_task and type(held) is not dict:
+            return None
+        caller = Caller(
+            self._call_prefix + str(next(self._call_numbers)),
+            capabilities,
+            narrow=narrow,
+            held=dict(held) if type(held) is dict else None,
+            wants_task=as_task,
+            strict=context.modern and narrow,
+        )
+        if askable:
+            if context.modern:
+                caller.asker = ResumableCall(caller.id, method, self._clock)
+            elif conn.ask is not None:
+                caller.asker = ConnAsker(conn, contextvars.copy_context())
+                if context.task is not None and self._core_tasks is not None:
+                    caller.asker = self._core_tasks.asker_for(context.task, caller.asker)
+        return caller
+
+    def round(
+        self, call: ResumableCall, context: Context, params: dict[str, Any], rounds: int
+    ) -> Mapping[str, Any]:
+        """
+        What a 2026-07-28 request is answered once its call has finished or asks.
+
+        @param rounds: the rounds the request's state counted; the call keeps its own
+            count too, so resending an older state cannot reset it.
+        """
+        if call.done:
+            if call.abandoned is not None:
+                raise RpcError.internal_error(call.abandoned)
+            try:
+                return call.result()  # type: ignore[no-any-return]
+            except CancelledError:
+                raise RpcError.internal_error("the call was cancelled before it finished") from None
+        rounds = max(rounds, call.rounds) + 1
+        call.rounds = rounds
+        if rounds > self._rounds:
+            call.abandoned = (
+                f"the call was still asking after {self._rounds} rounds "
+                "(proto.askRounds); it was abandoned"
+            )
+            call.cancel()
+            raise RpcError.internal_error(call.abandoned)
+        self.promote(call)
+        state = RequestState(
+            call.id,
+            binding(call.method, params),
+            rounds,
+            self._clock.seconds() + self._state_ttl,
+        )
+        return {
+            "resultType": "input_required",
+            "inputRequests": call.asking(),
+            "requestState": self._signer.issue(state),
+        }
+
+    def promote(self, call: ResumableCall) -> None:
+        """The call asked its client: it outlives the request, as a task until collected."""
+        if call.promoted:
+            return
+        call.promoted = True
+        self._resumables[call.id] = call
+        tasks = getattr(self._host, "tasks", None)
+        if tasks is not None:
+            try:
+                tasks.adopt(call.id, call.outcome(), lambda failure: task_error(failure, call))
+            except Exception:
+                log.failure("the call {call} could not be kept as a task", call=call.id)
+
+        def forget(_: object) -> None:
+            # Kept for retries and collection a while after it ends, then forgotten.
+            self._clock.callLater(self._ask_ttl, self._resumables.pop, call.id, None)
+
+        call.outcome().addBoth(forget)
+
+    def resumed(
+        self, context: Context, params: dict[str, Any], method: str
+    ) -> tuple[ResumableCall, int]:
+        """The call a retry's C{requestState} names, given its answers; its rounds."""
+        state = self._signer.verify(
+            params.get("requestState"), method, params, self._clock.seconds()
+        )
+        call = self._resumables.get(state.call)
+        if call is None:
+            raise RpcError.invalid_params(
+                "requestState names a call mcpx no longer holds (it ended and was forgotten "
+                f"after proto.askTTL, {self._ask_ttl:g}s): send the request again without "
+                "requestState"
+            )
+        responses = params.get("inputResponses")
+        if type(responses) is dict:
+            call.answer(responses)
+        return call, state.rounds
+
+    async def _resume(
+        self, context: Context, params: dict[str, Any], method: str
+    ) -> Mapping[str, Any]:
+        call, rounds = self.resumed(context, params, method)
+        # The call is no longer the request's: a retry that goes away leaves it running.
+        await waiting(call, lambda: None)
+        return self.round(call, context, params, rounds)
+
+    def make_call(self, caller: Caller, method: str) -> ResumableCall:
+        """A resumable call for C{caller}'s request (a call that may become a task)."""
+        return ResumableCall(caller.id, method, self._clock)

@@ -1,0 +1,108 @@
+# -*- test-case-name: tests.server.test_passthrough -*-
+"""
+A host's request handed to an upstream through the pool, and its answer handed back.
+
+Both the gateway (L{mcpx.server.surface}) and pass-through (L{mcpx.server.passthrough})
+forward C{prompts/get}, C{resources/read} and C{completion/complete} the same way: the
+request goes to the pool under the caller's identity and
+L{mcpx.questions.caller.Caller}, the server's log messages go to the caller while it
+answers, and what comes back is a result the host can read or a JSON-RPC error it can
+act on (L{guarded}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from mcpx.daemon.events import EventBus
+from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.policy.errors import PolicyRefusal
+from mcpx.pool.errors import PoolError
+from mcpx.server.conn import Context
+from mcpx.server.log_relay import LogRelay, relaying
+from mcpx.spec.matrix import error_code_in
+from mcpx.upstream.session import UpstreamError
+from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
+
+#: Where an upstream's progress goes.
+ProgressSink = Callable[[dict[str, Any]], None]
+
+#: C{_meta} keys that describe the host's own request to mcpx, not passed upstream
+#: (the pool sets its own progress token and protocol keys).
+_OWN_META_PREFIXES: Final = ("io.modelcontextprotocol/", "dev.mcpx/")
+
+
+def upstream_meta(meta: object) -> dict[str, Any] | None:
+    """
+    The part of a host's C{_meta} passed upstream: everything but its progress token
+    and the keys that describe its request to mcpx.
+    """
+    if type(meta) is not dict or not meta:
+        return None
+    kept = {
+        key: value
+        for key, value in meta.items()
+        if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES)
+    }
+    return kept or None
+
+
+def forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
+    """C{params} for the upstream: as the host sent them, less its own C{_meta} keys."""
+    kept = {key: value for key, value in params.items() if key != "_meta"}
+    meta = upstream_meta(params.get("_meta"))
+    if meta is not None:
+        kept["_meta"] = meta
+    return kept
+
+
+def relayed(error: RpcError, context: Context) -> RpcError:
+    """
+    An upstream's JSON-RPC error as the host may receive it: itself, except for
+    C{-32002} to a revision that retired it, which becomes C{-32602} with the same
+    message and data.
+    """
+    if error.code == RESOURCE_NOT_FOUND and not error_code_in(RESOURCE_NOT_FOUND, context.revision):
+        return RpcError.invalid_params(error.message, error.data)
+    return error
+
+
+async def guarded(
+    events: EventBus,
+    context: Context,
+    server: str,
+    work: Awaitable[Any],
+    on_log: LogRelay | None,
+) -> dict[str, Any]:
+    """
+    C{work}'s result, C{server}'s log messages passed to C{on_log} meanwhile; the pool's
+    failures as C{-32603}, a policy's refusal as its own code, the upstream's JSON-RPC
+    errors as they are (see L{relayed}).
+    """
+    try:
+        result = await (work if on_log is None else relaying(events, server, on_log, work))
+    except RpcError as e:
+        raise relayed(e, context) from None
+    except PolicyRefusal as e:
+        raise e.rpc_error() from None
+    except (PoolError, UpstreamError) as e:
+        raise RpcError.internal_error(error_from(e).message) from None
+    if type(result) is not dict:
+        raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
+    return result
+
+
+async def forward(
+    pool: PoolInterface,
+    events: EventBus,
+    context: Context,
+    *,
+    server: str,
+    method: str,
+    params: Mapping[str, Any],
+    on_log: LogRelay | None = None,
+) -> dict[str, Any]:
+    """C{method} with C{params} to C{server} for the request of C{context} (L{guarded})."""
+    work = pool.request(server, method, params, client=context.identity, caller=context.caller)
+    return await guarded(events, context, server, work, on_log)

@@ -1,0 +1,278 @@
+# -*- test-case-name: tests.server.test_http -*-
+"""
+The responses of C{/mcp}: one POST's answer, a JSON body or an event stream
+(L{Exchange}), and a legacy session's C{GET} stream (L{GetStream}), both paused by
+Twisted while their client does not read (L{mcpx.server.flow}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final, cast
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IConsumer, IDelayedCall, IReactorTime
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.iweb import IRequest
+
+from mcpx.server.flow import Flow
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import ErrorResponse, Notification, Request, RequestId, Response, encode
+from mcpx.wire.sse import comment, encode_event
+
+log = Logger()
+
+EVENT_STREAM: Final = b"text/event-stream"
+JSON: Final = b"application/json"
+KEEPALIVE: Final = comment("keepalive")
+
+_OWS: Final = " \t"
+
+
+def header(request: IRequest, name: bytes) -> str | None:
+    """A request header's value with surrounding whitespace trimmed, or C{None}."""
+    raw: bytes | None = request.getHeader(name)
+    if raw is None:
+        return None
+    return raw.decode("latin-1").strip(_OWS)
+
+
+def accepts_event_stream(request: IRequest) -> bool:
+    accept = request.getHeader(b"accept")
+    return accept is not None and EVENT_STREAM in accept.lower()
+
+
+def _notify_finish(request: IRequest) -> Deferred[None]:
+    # On every twisted.web request, though IRequest does not declare it.
+    finished: Deferred[None] = request.notifyFinish()  # type: ignore[attr-defined]
+    return finished
+
+
+def refusal(
+    request: IRequest, status: int, error: RpcError, request_id: RequestId | None = None
+) -> bytes:
+    """A transport-level refusal: C{status}, with the JSON-RPC error as the body."""
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", JSON)
+    return encode(ErrorResponse(request_id, error))
+
+
+def accepted(request: IRequest) -> bytes:
+    request.setResponseCode(202)
+    return b""
+
+
+def answer_for(request: Request, outcome: object) -> bytes:
+    """The encoded response to C{request}, whose handling produced C{outcome}."""
+    if isinstance(outcome, Failure):
+        error = outcome.value
+        if not isinstance(error, RpcError):
+            log.failure(
+                "/mcp: {method} (id {id}) failed", outcome, method=request.method, id=request.id
+            )
+            error = RpcError.internal_error()
+        return encode(ErrorResponse(request.id, error))
+    try:
+        return encode(Response(request.id, outcome))
+    except (TypeError, ValueError, RecursionError):
+        log.failure("/mcp: the result of {method} is not JSON", method=request.method)
+        return encode(ErrorResponse(request.id, RpcError.internal_error()))
+
+
+def _register(request: IRequest, flow: Flow) -> None:
+    """Have Twisted pause C{flow} while C{request}'s client is not reading."""
+    if IConsumer.providedBy(request):
+        cast(IConsumer, request).registerProducer(flow, True)
+
+
+def _unregister(request: IRequest) -> None:
+    # A finished or lost request has dropped its channel, and its producer with it.
+    if IConsumer.providedBy(request) and getattr(request, "channel", True) is not None:
+        cast(IConsumer, request).unregisterProducer()
+
+
+class Exchange:
+    """
+    The response to one POST: a JSON body at the end, or an event stream started when
+    something has to go before the answer.
+
+    @ivar streaming: the response has become an event stream (its headers are sent).
+    @ivar closed: nothing more will be written: answered, or the client went away.
+    @ivar lost: the client went away before the answer.
+    @ivar headers: set on the response when it starts, whichever form it takes.
+    """
+
+    def __init__(
+        self, request: IRequest, clock: IReactorTime, *, accepts_sse: bool, keep_alive: float
+    ) -> None:
+        self.request = request
+        self.accepts_sse = accepts_sse
+        self._clock = clock
+        self._keep_alive = keep_alive
+        self.streaming = False
+        self.closed = False
+        self.lost = False
+        self.headers: dict[bytes, bytes] = {}
+        #: Back-pressure of the event stream, once this response has become one.
+        self.flow = Flow()
+        self._timer: IDelayedCall | None = None
+        if accepts_sse and keep_alive > 0:
+            self._timer = clock.callLater(keep_alive, self._beat)
+        _notify_finish(request).addBoth(self._gone)
+
+    def _gone(self, outcome: object) -> None:
+        if isinstance(outcome, Failure):
+            self.lost = True
+        self._close()
+
+    def _close(self) -> None:
+        if self.streaming and not self.closed:
+            _unregister(self.request)
+        self.closed = True
+        timer, self._timer = self._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        self.flow.stopProducing()
+
+    def _start_stream(self) -> None:
+        if self.streaming:
+            return
+        self.streaming = True
+        request = self.request
+        # Twisted pauses the flow while the client does not read what it was sent.
+        _register(request, self.flow)
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", EVENT_STREAM)
+        request.setHeader(b"cache-control", b"no-cache")
+        request.setHeader(b"x-accel-buffering", b"no")
+        for name, value in self.headers.items():
+            request.setHeader(name, value)
+
+    def _beat(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        self._start_stream()
+        self.request.write(KEEPALIVE)
+        self._timer = self._clock.callLater(self._keep_alive, self._beat)
+
+    def send(self, payload: bytes) -> bool:
+        """
+        Write a message (a notification or a server request) before the answer.
+
+        @return: C{False} if this response cannot carry it (answered, gone, or the client
+            does not accept an event stream).
+        """
+        if self.closed or not self.accepts_sse:
+            return False
+        self._start_stream()
+        self.request.write(encode_event(payload))
+        if self._timer is not None:
+            # Silence is counted from the last thing written.
+            self._timer.reset(self._keep_alive)
+        return True
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None:
+        """Send a notification about this request (the push of a 2026-07-28 request)."""
+        self.send(encode(Notification(method, params)))
+
+    def answer(self, payload: bytes, status: int = 200) -> bytes | None:
+        """
+        Send the final message.
+
+        @return: the body for Klein to write (a JSON answer), or C{None} when it went on
+            the event stream (or nowhere: the client is gone).
+        """
+        was_closed = self.closed
+        self._close()
+        if was_closed or self.lost:
+            return None
+        if self.streaming:
+            self.request.write(encode_event(payload))
+            return None
+        request = self.request
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", JSON)
+        for name, value in self.headers.items():
+            request.setHeader(name, value)
+        return payload
+
+    def answer_batch(self, payloads: Iterable[bytes]) -> bytes | None:
+        """The answers to a batch: one event each on a stream, else a JSON array."""
+        parts = list(payloads)
+        if self.streaming:
+            if not self.closed:
+                for part in parts:
+                    self.request.write(encode_event(part))
+            self._close()
+            return None
+        return self.answer(b"[" + b",".join(parts) + b"]")
+
+    def abandon(self) -> bytes | None:
+        """End without an answer (the request was cancelled): close the stream, or 202."""
+        was_closed = self.closed
+        self._close()
+        if was_closed or self.lost or self.streaming:
+            return None
+        self.request.setResponseCode(202)
+        return b""
+
+
+class GetStream:
+    """
+    A legacy session's C{GET} stream: what mcpx pushes outside any request, and a
+    keep-alive comment each interval.
+
+    @ivar ended: fires when the stream ends from this side (replaced, session ended).
+    """
+
+    def __init__(self, request: IRequest, clock: IReactorTime, keep_alive: float) -> None:
+        self.request = request
+        self.ended: Deferred[None] = Deferred()
+        self.open = True
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", EVENT_STREAM)
+        request.setHeader(b"cache-control", b"no-cache")
+        request.setHeader(b"x-accel-buffering", b"no")
+        self.flow = Flow()
+        _register(request, self.flow)
+        # The headers go now, so the client knows the stream is there.
+        request.write(b"")
+        self._beat = LoopingCall(self._keep_alive)
+        self._beat.clock = clock
+        if keep_alive > 0:
+            self._beat.start(keep_alive, now=False).addErrback(
+                lambda failure: log.failure("keep-alive failed", failure)
+            )
+        _notify_finish(request).addBoth(self._gone)
+
+    def _keep_alive(self) -> None:
+        if self.open:
+            self.request.write(KEEPALIVE)
+
+    def _gone(self, outcome: object) -> None:
+        self.open = False
+        self.stop()
+
+    def send(self, payload: bytes) -> bool:
+        if not self.open:
+            return False
+        self.request.write(encode_event(payload))
+        return True
+
+    def stop(self) -> None:
+        """End the stream (the awaiting route returns, and Klein finishes the response)."""
+        self.release()
+        if not self.ended.called:
+            self.ended.callback(None)
+
+    def release(self) -> None:
+        """Stop the keep-alive; for the route itself, which must not fire L{ended}."""
+        if not self.flow.stopped:
+            _unregister(self.request)
+            self.flow.stopProducing()
+        self.open = False
+        if self._beat.running:
+            self._beat.stop()

@@ -1,0 +1,320 @@
+# -*- test-case-name: tests.server.test_http -*-
+"""
+The legacy sessions of C{/mcp}, from C{initialize} to C{DELETE}, and how many each
+client may keep (L{Sessions}).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections import OrderedDict, deque
+from typing import Any, Final
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.web.iweb import IRequest
+
+from mcpx.server.conn import Conn
+from mcpx.server.flow import Flow
+from mcpx.server.http_exchange import Exchange, GetStream, header
+from mcpx.server.stdio import McpCore
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Notification, Request, encode
+from mcpx.wire.peer import RpcPeer
+
+log = Logger()
+
+#: Messages pushed to a legacy session kept while it has no GET stream open.
+BACKLOG_LIMIT: Final = 256
+
+#: Sessions kept before the least recently used idle ones are ended.
+MAX_SESSIONS: Final = 1024
+
+#: Sessions one client keeps when nothing says otherwise (C{transport.maxSessionsPerClient}).
+DEFAULT_SESSIONS_PER_CLIENT: Final = 64
+
+CLIENT_HEADER: Final = b"mcpx-client"
+
+#: The session and POST a request is being handled for, seen by code the request's
+#: coroutine runs (Twisted runs a coroutine in the context it was started in).
+HANDLING: contextvars.ContextVar[tuple[LegacySession, Exchange] | None] = contextvars.ContextVar(
+    "mcpx_http_handling", default=None
+)
+
+
+def _progress_token(request: Request) -> str | int | None:
+    params = request.params
+    meta = params.get("_meta") if type(params) is dict else None
+    token = meta.get("progressToken") if type(meta) is dict else None
+    return token if type(token) is str or type(token) is int else None
+
+
+def session_client(request: IRequest, initialize: Request) -> str:
+    """
+    Whom a legacy session counts against: the C{Mcpx-Client} header when the request
+    has one, else the peer's address (C{unix} on the unix socket) with the
+    C{clientInfo.name} its C{initialize} declares.  Two hosts on the same loopback
+    address are told apart by the names they give; neither name nor header is proof of
+    anything, only a way to keep one client's flood from ending another's sessions.
+    """
+    named = header(request, CLIENT_HEADER)
+    if named:
+        return f"client {named}"
+    address = request.getClientAddress()
+    peer = getattr(address, "host", None)
+    if not isinstance(peer, str):
+        peer = "unix"
+    params = initialize.params if isinstance(initialize.params, dict) else {}
+    info = params.get("clientInfo")
+    name = info.get("name") if isinstance(info, dict) else None
+    return f"peer {peer} {name if isinstance(name, str) else ''}".rstrip()
+
+
+class LegacySession:
+    """
+    One legacy Streamable HTTP session, from C{initialize} to C{DELETE}.
+
+    @ivar id: the C{Mcp-Session-Id}.
+    @ivar client: whom it counts against (L{session_client}).
+    @ivar conn: its L{Conn}, set when it is opened.
+    @ivar peer: carries mcpx's requests to the client and their answers back.
+    @ivar stream: the open C{GET} stream, if any.
+
+    The requests being handled are counted in the peer's table of incoming requests
+    (L{RpcPeer.track_incoming}), which cancels them on the client's
+    C{notifications/cancelled} and when the session ends.
+    """
+
+    def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
+        self.id = session_id
+        self.client = client
+        self.conn: Conn | None = None
+        self.stream: GetStream | None = None
+        self.ended = False
+        #: Why the session ended under its requests, when they are owed an answer.
+        self.ending_error: RpcError | None = None
+        self._by_token: dict[str | int, Exchange] = {}
+        self._backlog: deque[bytes] = deque(maxlen=BACKLOG_LIMIT)
+        self._asking: Exchange | None = None
+        self.peer = RpcPeer(
+            self._send_unrouted,
+            on_request=self._no_requests,
+            negative_ids=True,
+            clock=clock,
+            name=f"http-session:{session_id[:8]}",
+            send_request=self._send_request,
+        )
+
+    @property
+    def idle(self) -> bool:
+        return not self.peer.in_flight_incoming and self.stream is None
+
+    def _no_requests(self, request: Request) -> object:
+        raise RpcError.invalid_request("requests are POSTed, not sent as responses")
+
+    def _current(self) -> Exchange | None:
+        handling = HANDLING.get()
+        if handling is None or handling[0] is not self or handling[1].closed:
+            return None
+        return handling[1]
+
+    # mcpx to the client
+
+    def flow_for(self, token: str | int) -> Flow | None:
+        """The session's L{Conn.flow_for}: the POST with that token, else the GET stream."""
+        exchange = self._by_token.get(token)
+        if exchange is not None and not exchange.closed:
+            return exchange.flow
+        return self.stream.flow if self.stream is not None else None
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None:
+        """The session's L{Conn.push}: the POST it is about, else the GET stream."""
+        payload = encode(Notification(method, params))
+        exchange = None
+        if method == "notifications/progress" and params is not None:
+            token = params.get("progressToken")
+            if type(token) is str or type(token) is int:
+                exchange = self._by_token.get(token)
+        if exchange is None:
+            exchange = self._current()
+        if exchange is not None and exchange.send(payload):
+            return
+        self._to_stream(payload)
+
+    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
+        """The session's L{Conn.ask}: on the POST being handled, else the GET stream."""
+        self._asking = self._current()
+        try:
+            return self.peer.request(method, params)
+        finally:
+            self._asking = None
+
+    def _send_request(self, data: bytes, message: Request) -> None:
+        exchange = self._asking
+        if exchange is not None and exchange.send(data):
+            return
+        if self.stream is not None and self.stream.send(data):
+            return
+        raise ConnectionError(f"the client has no open stream to receive {message.method} on")
+
+    def _send_unrouted(self, data: bytes) -> None:
+        # Cancellations of mcpx's own requests, mostly.
+        exchange = self._current()
+        if exchange is not None and exchange.send(data):
+            return
+        self._to_stream(data)
+
+    def _to_stream(self, payload: bytes) -> None:
+        if self.stream is not None and self.stream.send(payload):
+            return
+        if len(self._backlog) == BACKLOG_LIMIT:
+            log.info(
+                "session {session}: no GET stream open; dropping an old pushed message",
+                session=self.peer.name,
+            )
+        self._backlog.append(payload)
+
+    def attach(self, stream: GetStream) -> None:
+        """A new GET stream replaces the old one and receives what waited."""
+        old, self.stream = self.stream, stream
+        if old is not None:
+            old.stop()
+        while self._backlog and stream.open:
+            stream.send(self._backlog.popleft())
+
+    def detach(self, stream: GetStream) -> None:
+        if self.stream is stream:
+            self.stream = None
+
+    # Requests
+
+    def track(self, request: Request, handling: Deferred[Any], exchange: Exchange) -> None:
+        self.peer.track_incoming(request.id, handling)
+        token = _progress_token(request)
+        if token is not None:
+            self._by_token[token] = exchange
+
+    def forget(self, request: Request, handling: Deferred[Any]) -> None:
+        self.peer.forget_incoming(request.id, handling)
+        token = _progress_token(request)
+        if token is not None:
+            self._by_token.pop(token, None)
+
+    def end(self, core: McpCore, because: RpcError | None = None) -> None:
+        """
+        The session is over: its requests are cancelled and its stream ends.
+
+        @param because: the error each request in flight is answered with; without
+            it they end unanswered (the client ended the session itself).
+        """
+        if self.ended:
+            return
+        self.ended = True
+        self.ending_error = because
+        self.peer.close(ConnectionError("the session ended"))
+        if self.stream is not None:
+            self.stream.stop()
+            self.stream = None
+        self._backlog.clear()
+        if self.conn is not None:
+            core.close(self.conn)
+
+
+class Sessions:
+    """
+    The legacy sessions of one C{/mcp} endpoint, least recently used first, and the
+    sessions each client holds (those still being initialized included).
+    """
+
+    def __init__(self, core: McpCore, per_client: int) -> None:
+        self._core = core
+        self.per_client = per_client
+        self.by_id: OrderedDict[str, LegacySession] = OrderedDict()
+        self._held: dict[str, int] = {}
+        #: Clients at their cap since they were last below it (each logged once).
+        self._crowded: set[str] = set()
+        self._full = False
+
+    def used(self, session_id: str) -> LegacySession | None:
+        """The session C{session_id} names, now the most recently used; C{None} if none."""
+        session = self.by_id.get(session_id)
+        if session is not None:
+            self.by_id.move_to_end(session_id)
+        return session
+
+    def hold(self, client: str) -> bool:
+        """
+        Count a new session for C{client}, ending its least recently used idle one if it
+        is at its cap: C{False} (nothing counted) when every one of its sessions is busy.
+        """
+        if not self._room_for(client):
+            return False
+        self._held[client] = self._held.get(client, 0) + 1
+        return True
+
+    def _room_for(self, client: str) -> bool:
+        if self._held.get(client, 0) < self.per_client:
+            self._crowded.discard(client)
+            return True
+        if client not in self._crowded:
+            self._crowded.add(client)
+            log.warn(
+                "/mcp: client {client} has {limit} sessions (transport.maxSessionsPerClient); "
+                "its new sessions end its least recently used idle ones",
+                client=client,
+                limit=self.per_client,
+            )
+        for old in self.by_id.values():
+            if old.client == client and old.idle:
+                self.end(old)
+                return True
+        return False
+
+    def release(self, client: str) -> None:
+        """One session C{client} held is gone."""
+        held = self._held.get(client, 0) - 1
+        if held > 0:
+            self._held[client] = held
+        else:
+            self._held.pop(client, None)
+
+    def add(self, session: LegacySession) -> None:
+        """A session that initialized, past L{MAX_SESSIONS} at the cost of an idle one."""
+        full = len(self.by_id) >= MAX_SESSIONS
+        if full and not self._full:
+            log.warn(
+                "/mcp: {limit} sessions are open; new ones end the least recently used idle "
+                "session of the client that holds the most",
+                limit=MAX_SESSIONS,
+            )
+        self._full = full
+        while len(self.by_id) >= MAX_SESSIONS:
+            old = self._most_crowded_idle()
+            if old is None:
+                break
+            self.end(old)
+        self.by_id[session.id] = session
+
+    def _most_crowded_idle(self) -> LegacySession | None:
+        """The least recently used idle session of the client that holds the most."""
+        chosen: LegacySession | None = None
+        for old in self.by_id.values():
+            if old.idle and (
+                chosen is None or self._held.get(old.client, 0) > self._held.get(chosen.client, 0)
+            ):
+                chosen = old
+        return chosen
+
+    def end(self, session: LegacySession) -> None:
+        """End C{session} (a C{DELETE}, or room made for another)."""
+        if self.by_id.pop(session.id, None) is not None:
+            self.release(session.client)
+        session.end(self._core)
+
+    def end_all(self, because: RpcError) -> None:
+        """End every session, its requests in flight answered with C{because}."""
+        sessions, self.by_id = self.by_id, OrderedDict()
+        self._held.clear()
+        for session in sessions.values():
+            session.end(self._core, because=because)

@@ -1,0 +1,218 @@
+# -*- test-case-name: tests.server.test_ext_tasks -*-
+"""
+Where a C{tools/call} becomes a task, and the C{tasks/*} methods of either era.
+
+A legacy client's call with C{params.task} is a 2025-11-25 core task at once
+(L{mcpx.server.tasks}).  A 2026-07-28 client that declares the tasks extension has its
+call answered inline if it finishes or asks soon enough, and made a task otherwise
+(L{mcpx.server.ext_tasks}).  Either is possible only where the daemon keeps tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from attrs import evolve
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IReactorTime
+
+from mcpx.server.asking import Asking, task_error
+from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
+from mcpx.server.ext_tasks import (
+    ExtensionTasks,
+    becomes_task_after,
+    client_declares,
+    race,
+    task_owner,
+)
+from mcpx.server.gateway_tools import CALL_TOOL, EXEC_TOOL
+from mcpx.server.offering import Offering
+from mcpx.server.resumable import ResumableCall, waiting
+from mcpx.server.tasks import CoreTasks
+from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
+from mcpx.upstream.tasks import task_support
+from mcpx.wire.errors import RpcError
+
+#: Spells a C{tools/call} result for the request's revision.
+_Spell = Callable[[Mapping[str, Any]], Any]
+
+
+class TaskPromotion:
+    """The calls of one MCP server that may become tasks, and its C{tasks/*} methods."""
+
+    def __init__(
+        self,
+        core: CoreTasks,
+        extension: ExtensionTasks,
+        asking: Asking,
+        offering: Offering,
+        clock: IReactorTime,
+        *,
+        task_after: float,
+    ) -> None:
+        self.core = core
+        self.extension = extension
+        self._asking = asking
+        self._offering = offering
+        self._clock = clock
+        self._task_after = task_after
+
+    def methods(self) -> dict[str, Method]:
+        """The C{tasks/*} methods, by name."""
+        core, extension = self.core, self.extension
+        return {
+            "tasks/get": self._by_era("tasks/get", core.get, extension.get),
+            "tasks/result": core.result,
+            "tasks/list": core.list_tasks,
+            "tasks/cancel": self._by_era("tasks/cancel", core.cancel, extension.cancel),
+            "tasks/update": self._by_era("tasks/update", None, extension.update),
+        }
+
+    def _by_era(
+        self,
+        method: str,
+        legacy: Method | None,
+        modern: Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]],
+    ) -> Method:
+        """
+        A C{tasks/*} method: core tasks' C{legacy} for a legacy client (C{-32601} where
+        there is none), the extension's C{modern} for a 2026-07-28 one.
+        """
+
+        def by_era(
+            conn: Conn, context: Context, params: dict[str, Any]
+        ) -> Awaitable[Mapping[str, Any]]:
+            if context.modern:
+                if not client_declares(context):
+                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
+                return modern(task_owner(context, conn.identity), params)
+            if legacy is None:
+                raise RpcError.method_not_found(method)
+            return legacy(conn, context, params)
+
+        return by_era
+
+    def create_core(
+        self, conn: Conn, context: Context, params: dict[str, Any], answer: Method
+    ) -> Awaitable[dict[str, Any]]:
+        """A legacy C{tools/call} with C{params.task}: its core task, at once."""
+        return self.core.create(conn, context, params, answer, self.task_support)
+
+    async def required_by(self, conn: Conn, context: Context, params: dict[str, Any]) -> bool:
+        """Whether the pass-through tool a C{tools/call} names runs only as a task."""
+        support, _, _ = await self.task_support(conn, context, params)
+        return support == "required"
+
+    async def call_may_become_task(
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        call_tool: Method,
+        spell: _Spell,
+    ) -> Mapping[str, Any]:
+        """
+        A 2026-07-28 C{tools/call} from a client that declared the tasks extension: the
+        call's own answer if it finishes or asks its client something soon enough, a
+        C{CreateTaskResult} once it has run longer, or as soon as the upstream made it
+        a task of its own (see L{mcpx.server.ext_tasks}).  A retry that answers the
+        call's questions (C{requestState}) may become a task the same way.
+
+        @param call_tool: runs the call (C{tools/call} without its questions' relay).
+        @param spell: spells the call's result as the request's revision does.
+        """
+        if not isinstance(params.get("name"), str):
+            raise RpcError.invalid_params("params.name must be a string")
+        asking = self._asking
+        support, server, tool = await self.task_support(conn, context, params)
+        after = becomes_task_after(support, self._task_after)
+        rounds = 0
+        if "requestState" in params:
+            call, rounds = asking.resumed(context, params, "tools/call")
+        else:
+            caller = asking.caller(conn, context, params, "tools/call") or asking.new_caller(
+                context
+            )
+            caller.wants_task = True
+            context = evolve(context, caller=caller)
+            if isinstance(caller.asker, ResumableCall):
+                call = caller.asker
+            else:
+                call = asking.make_call(caller, "tools/call")
+            deciding, now = race(call, after, self._clock)
+            caller.on_upstream_task = now
+            call.run(Deferred.fromCoroutine(_awaited(call_tool(conn, context, params))))
+        if "requestState" in params:
+            deciding, now = race(call, after, self._clock)
+        try:
+            became_task = await deciding
+        except CancelledError:
+            # The request went before the call was anything but the request's.
+            if not call.promoted:
+                call.cancel()
+            raise
+        if not became_task:
+            return asking.round(call, context, params, rounds)
+        try:
+            return self.extension.adopt(
+                task_owner(context, conn.identity),
+                call,
+                server=server,
+                tool=tool or params["name"],
+                spell=spell,
+                describe_error=lambda failure: task_error(failure, call),
+            )
+        except (TooManyTasksForClient, TooManyTasks):
+            # No room for a task: the call is answered inline, however long it takes.
+            await waiting(call, call.cancel)
+            return asking.round(call, context, params, rounds)
+
+    async def task_support(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> tuple[str | None, str | None, str | None]:
+        """
+        The C{execution.taskSupport} of the tool a C{tools/call} names, as this client
+        sees it (a pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for
+        the rest), and the server and tool it calls upstream.
+        """
+        name = params["name"]
+        passthrough = self._offering.serving(conn)
+        if passthrough is not None:
+            server = await passthrough.tool_owner(context, name)
+            if server is not None:
+                for tool in await passthrough.tools(context):
+                    if tool.get("name") == name:
+                        return task_support(tool), server, name
+                return None, server, name
+        if name == EXEC_TOOL:
+            return "optional", None, None
+        if name == CALL_TOOL:
+            arguments = params.get("arguments")
+            called = arguments if type(arguments) is dict else {}
+            upstream, called_tool = called.get("server"), called.get("tool")
+            return (
+                "optional",
+                upstream if isinstance(upstream, str) else None,
+                called_tool if isinstance(called_tool, str) else None,
+            )
+        return None, None, None
+
+    def visible(
+        self, conn: Conn, context: Context, task_ids: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The extension tasks of C{task_ids} the caller may see, and their states."""
+        if not task_ids:
+            return []
+        owner = task_owner(context, conn.identity)
+        found = []
+        for task_id in task_ids:
+            task = self.extension.visible(owner, task_id)
+            if task is not None:
+                found.append((task_id, self.extension.detailed(task)))
+        return found
+
+
+async def _awaited(work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return await work

@@ -1,0 +1,153 @@
+# -*- test-case-name: tests.server.test_dispatch -*-
+"""
+What one request is served with: its revision, its caller and what it declared.
+
+Which revision a request is served in
+=====================================
+
+  - A request whose C{_meta} names C{io.modelcontextprotocol/protocolVersion} says so
+    itself.  2026-07-28 is served statelessly: its C{_meta} must also hold
+    C{clientCapabilities}, and nothing the connection agreed earlier applies.  A
+    version mcpx does not speak is C{-32022} with C{data.supported} and
+    C{data.requested}.
+  - A request that looks modern (on a 2026-07-28 HTTP request, or with other
+    C{io.modelcontextprotocol/} keys in its C{_meta}) without naming a version is
+    C{-32602}.
+  - Any other request is legacy: the revision its connection's C{initialize} agreed,
+    or, when nothing was agreed, the connection's default (2024-11-05, or 2025-03-26
+    for a Streamable HTTP request without a version header).
+
+Identity
+========
+
+The caller a request counts as (the scope of a C{client}-scoped upstream server) is
+C{_meta["dev.mcpx/session"]} when the client names one; otherwise the connection's
+identity for a legacy request, and a scope of its own for each 2026-07-28 request
+(see C{spec/identity.md}).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any, Final
+
+from mcpx.server.conn import HTTP_MODERN, Conn, Context
+from mcpx.spec.revision import NEWEST, NEWEST_FIRST, Revision
+from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Request
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+#: The key in which a client names the session it belongs to (spec/identity.md).
+SESSION_KEY: Final = "dev.mcpx/session"
+
+_MODERN_KEYS: Final = (
+    PROTOCOL_VERSION_KEY,
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    LOG_LEVEL_KEY,
+)
+
+#: Every revision mcpx speaks, newest first, as C{supportedVersions} and C{data.supported}.
+SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(rev.value for rev in NEWEST_FIRST)
+
+#: The levels of C{logging/setLevel} (RFC 5424 severities, as every revision names them).
+LOG_LEVELS: Final = frozenset(
+    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+)
+
+
+_MISSING: Final[Any] = object()
+
+
+def params_of(request: Request) -> dict[str, Any]:
+    params = request.params
+    if params is None:
+        return {}
+    if type(params) is not dict:
+        raise RpcError.invalid_params("params must be an object")
+    return params
+
+
+def _token(meta: Mapping[str, Any] | None) -> str | int | None:
+    if meta is None:
+        return None
+    token = meta.get("progressToken")
+    return token if type(token) is str or type(token) is int else None
+
+
+class Envelopes:
+    """Reads the context of each request one MCP server answers."""
+
+    def __init__(self) -> None:
+        #: Numbers the scope of each 2026-07-28 request that names no session.
+        self._scopes = itertools.count(1)
+
+    def context(self, conn: Conn, request: Request) -> Context:
+        """
+        What C{request} is served with.
+
+        @raise RpcError: -32602 for a modern request without a usable C{_meta};
+            -32022 for a protocol version mcpx does not speak.
+        """
+        params = params_of(request)
+        raw_meta = params.get("_meta", _MISSING)
+        meta: dict[str, Any] | None = raw_meta if type(raw_meta) is dict else None
+        if raw_meta is not _MISSING and meta is None:
+            raise RpcError.invalid_params("params._meta must be an object")
+        version = meta.get(PROTOCOL_VERSION_KEY, _MISSING) if meta is not None else _MISSING
+        looks_modern = conn.transport == HTTP_MODERN or (
+            meta is not None and any(key in meta for key in _MODERN_KEYS)
+        )
+        session = meta.get(SESSION_KEY) if meta is not None else None
+        named_session = session if isinstance(session, str) and session else None
+        if version is _MISSING and not looks_modern:
+            revision = conn.revision or conn.default_revision
+            return Context(
+                revision=revision,
+                identity=named_session or conn.identity,
+                capabilities=conn.client_capabilities,
+                modern=False,
+                progress_token=_token(meta),
+                log_level=conn.log_level,
+            )
+        if meta is None:
+            raise RpcError.invalid_params(
+                f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
+                f"{CLIENT_CAPABILITIES_KEY}"
+            )
+        if version is _MISSING:
+            raise RpcError.invalid_params(f"params._meta has no {PROTOCOL_VERSION_KEY}")
+        named = Revision.find(version)
+        if named is None:
+            raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
+        if not named.is_modern:
+            # A legacy client restating its revision: the handshake still governs.
+            return Context(
+                revision=conn.revision or named,
+                identity=named_session or conn.identity,
+                capabilities=conn.client_capabilities,
+                modern=False,
+                progress_token=_token(meta),
+                log_level=conn.log_level,
+            )
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
+        if type(capabilities) is not dict:
+            raise RpcError.invalid_params(
+                f"params._meta has no {CLIENT_CAPABILITIES_KEY} object ({{}} declares none)"
+            )
+        level = meta.get(LOG_LEVEL_KEY)
+        if level is not None and level not in LOG_LEVELS:
+            raise RpcError.invalid_params(f"{LOG_LEVEL_KEY} {level!r} is not a logging level")
+        return Context(
+            revision=named,
+            identity=named_session or f"{conn.identity}/request-{next(self._scopes)}",
+            capabilities=capabilities,
+            modern=True,
+            owner=named_session or conn.identity,
+            progress_token=_token(meta),
+            log_level=level,
+        )
