@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.auth.test_flow -*-
 """
 The HTTP half of signing in to a server: discovery, registration, code exchange and
-refresh, on a treq L{HTTPClient} the daemon owns (see L{mcpx.upstream.http.owned_client}).
+refresh, on a treq L{HTTPClient} the daemon owns (see L{mcpx.upstream.http_client.owned_client}).
 
 Every document read is limited to L{DOCUMENT_LIMIT} bytes: metadata and token answers
 are small, and an authorization server must not be able to make the daemon buffer more.
@@ -19,6 +19,7 @@ from attrs import frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
+from twisted.internet.interfaces import IReactorTime
 from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http_headers import Headers
 
@@ -123,7 +124,7 @@ class OAuthClient:
     @ivar http: the treq client; its agent decides TLS and connection reuse.
     """
 
-    def __init__(self, http: HTTPClient, clock: Any) -> None:
+    def __init__(self, http: HTTPClient, clock: IReactorTime) -> None:
         self.http = http
         self.clock = clock
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.auth.test_refresh -*-
+# -*- test-case-name: tests.auth.test_store -*-
 """
 Keeping a server's access token usable: refresh before expiry, one refresh at a time
 per key, and failures told apart.
@@ -11,10 +11,11 @@ entry "needs sign-in", and every call to the server says how to sign in.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from attrs import evolve
 from twisted.internet.defer import DeferredLock
+from twisted.internet.interfaces import IReactorTime
 
 from mcpx.auth.flow import Discovery, GrantRefused, NetworkError, OAuthClient
 from mcpx.auth.store import Key, TokenStore
@@ -40,7 +41,12 @@ class Refresher:
     """Access tokens from the store, refreshed when due."""
 
     def __init__(
-        self, store: TokenStore, client: OAuthClient, clock: Any, *, leeway: float = EXPIRY_LEEWAY
+        self,
+        store: TokenStore,
+        client: OAuthClient,
+        clock: IReactorTime,
+        *,
+        leeway: float = EXPIRY_LEEWAY,
     ) -> None:
         self.store = store
         self.client = client

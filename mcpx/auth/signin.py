@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from attrs import evolve, frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.web.http_headers import Headers
 
@@ -85,7 +86,7 @@ class SignIns:
     def __init__(
         self,
         http: HTTPClient,
-        clock: Any,
+        clock: IReactorTime,
         store: TokenStore,
         masker: SecretMasker,
         *,

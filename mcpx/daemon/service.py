@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_service -*-
+# -*- test-case-name: tests.daemon.test_process -*-
 """
 Assembly of the daemon's service tree: the one function C{twistd mcpx} and
 C{mcpx daemon} share.
@@ -30,13 +30,12 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
-from mcpx.daemon.ops import OPS, Invocation, OpError, reload
+from mcpx.daemon.ops import OPS, Invocation, OpError, error_from, reload
 from mcpx.daemon.reloading import Reloads
 from mcpx.daemon.shutdown import Shutdown
 from mcpx.daemon.token import TokenFile
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
-from mcpx.policy.settings import DEFAULT_POLICY, ServerPolicy
 from mcpx.pool.pool import NobodysRequest, Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Asker, Caller
@@ -51,13 +50,14 @@ from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.http import owned_client
+from mcpx.upstream.http_client import owned_client
 from mcpx.wire.errors import RpcError
 
 _log = Logger()
@@ -449,6 +449,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             max_line=settings.integer("transport.maxMessageSize"),
             socket=str(config.state_dir / SOCKET_NAME),
             scratch=config.state_dir / EXEC_DIRECTORY,
+            explain=lambda error: error_from(error).message,
         )
     environ = config.environ
     http = DaemonHTTP(

@@ -10,14 +10,9 @@ and one resource (C{demo://readme}).  It is built on mcpx's own JSON-RPC layer, 
 
 from __future__ import annotations
 
-from mcpx.demo.server import (
-    SERVER_NAME,
-    SUPPORTED_VERSIONS,
-    DemoProtocol,
-    DemoServer,
-    DemoSession,
-    run,
-)
+from mcpx.demo.server import SERVER_NAME, SUPPORTED_VERSIONS, DemoServer
+from mcpx.demo.session import DemoSession
+from mcpx.demo.stdio import DemoProtocol, run
 
 __all__ = [
     "SERVER_NAME",

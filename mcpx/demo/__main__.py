@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         textFileLogObserver,
     )
 
-    from mcpx.demo.server import run
+    from mcpx.demo.stdio import run
 
     observer = FilteringLogObserver(
         textFileLogObserver(sys.stderr),

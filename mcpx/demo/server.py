@@ -6,14 +6,16 @@ Three layers, each testable alone:
 
   - L{DemoServer} answers one method for one revision.  It holds what never changes (the
     catalogue, shaped once per revision) and the clock.
-  - L{DemoSession} is one connection's view: it decides the revision of each request.  A
-    request whose C{_meta} names 2026-07-28 is served statelessly as 2026-07-28; any other
-    request is legacy and needs an earlier C{initialize}, whose agreed revision it gets.
-    Both kinds may share a connection, which the 2026-07-28 versioning page allows.
-  - L{DemoProtocol} frames it as newline-delimited JSON on a transport, through an
-    L{RpcPeer}.
+  - L{mcpx.demo.session.DemoSession} is one connection's view: it decides the revision
+    of each request.  A request whose C{_meta} names 2026-07-28 is served statelessly
+    as 2026-07-28; any other request is legacy and needs an earlier C{initialize},
+    whose agreed revision it gets.  Both kinds may share a connection, which the
+    2026-07-28 versioning page allows.
+  - L{mcpx.demo.stdio.DemoProtocol} frames it as newline-delimited JSON on a
+    transport, through an L{mcpx.wire.peer.RpcPeer}.
 
-L{run} puts the protocol on the process's stdin and stdout; C{python -m mcpx.demo} calls it.
+L{mcpx.demo.stdio.run} puts the protocol on the process's stdin and stdout;
+C{python -m mcpx.demo} calls it.
 
 Two tools reach back to the client while they run, through the L{Caller} the session hands
 to L{DemoServer.answer}: C{countdown} sends C{notifications/progress} for the request's
@@ -29,13 +31,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from attrs import frozen
-from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
-from twisted.internet.protocol import connectionDone
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
 from mcpx._version import __version__
 from mcpx.demo.catalogue import (
@@ -58,7 +58,6 @@ from mcpx.demo.catalogue import (
 )
 from mcpx.spec.matrix import (
     Direction,
-    batch_allowed,
     capability_in,
     error_code_in,
     field_in,
@@ -71,9 +70,8 @@ from mcpx.spec.revision import (
     Revision,
 )
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
-from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
-from mcpx.wire.messages import Notification, Request
-from mcpx.wire.peer import RequestTimedOut, RpcPeer
+from mcpx.wire.messages import Request
+from mcpx.wire.peer import RequestTimedOut
 
 #: The name the demo reports in C{serverInfo}.
 SERVER_NAME: Final = "mcpx-demo"
@@ -126,7 +124,7 @@ def _served(revision: Revision) -> frozenset[str]:
     return frozenset(method for method in METHODS if method_in(method, revision))
 
 
-def _params(request: Request) -> dict[str, Any]:
+def request_params(request: Request) -> dict[str, Any]:
     """C{params} as an object; JSON-RPC allows an array, which no MCP method takes."""
     params = request.params
     if params is None:
@@ -182,12 +180,12 @@ class Caller:
     request: Callable[[str, dict[str, Any]], Deferred[Any]] | None = None
 
 
-def _no_notifications(method: str, params: dict[str, Any]) -> None:
+def no_notifications(method: str, params: dict[str, Any]) -> None:
     pass
 
 
 #: The caller of a request that nothing can reach back to.
-DETACHED: Final = Caller({}, _no_notifications)
+DETACHED: Final = Caller({}, no_notifications)
 
 #: The answer to a request: at once, or later.
 Answer = dict[str, Any] | Deferred[dict[str, Any]]
@@ -287,8 +285,8 @@ class DemoServer:
     ) -> Answer:
         """
         The result of C{method} for a C{revision} request (C{initialize} excepted: it
-        changes the connection, see L{DemoSession}).  Most results are immediate; a
-        C{countdown} or an C{ask} call's come later, as a Deferred.
+        changes the connection, see L{mcpx.demo.session.DemoSession}).  Most results
+        are immediate; a C{countdown} or an C{ask} call's come later, as a Deferred.
 
         @param caller: what the tools may use of the client that sent the request.
 
@@ -499,215 +497,3 @@ class DemoServer:
             if method in served:
                 static[method] = self._complete({key: entries[method]}, revision, "public")
         return static
-
-
-class DemoSession:
-    """
-    One connection to the demo: which revision each request is served in.
-
-    @ivar revision: the legacy revision agreed by C{initialize}, or C{None} before it.
-    @ivar initialized: the client confirmed with C{notifications/initialized}.  Requests do
-        not wait for it: a client that skips it loses nothing by being answered.
-    @ivar capabilities: the client capabilities C{initialize} declared.
-    """
-
-    log = Logger()
-
-    def __init__(
-        self,
-        server: DemoServer,
-        on_negotiated: Callable[[Revision], None] | None = None,
-        *,
-        notify: Callable[[str, dict[str, Any]], None] = _no_notifications,
-        request: Callable[[str, dict[str, Any]], Deferred[Any]] | None = None,
-    ) -> None:
-        """
-        @param on_negotiated: told the revision C{initialize} agreed on, before the answer
-            is sent (the transport may need to know, to accept batches for example).
-        @param notify: sends the client a notification (progress).
-        @param request: sends the client a request (legacy elicitation); C{None} when
-            nothing can.
-        """
-        self._server = server
-        self._on_negotiated = on_negotiated
-        self._notify = notify
-        self._request = request
-        self.revision: Revision | None = None
-        self.initialized = False
-        self.capabilities: Mapping[str, Any] = {}
-
-    def answer(self, request: Request) -> Answer:
-        """
-        Answer one request; an L{RpcPeer}'s C{on_request}.
-
-        @raise RpcError: -32022 for a C{_meta} version the demo does not speak; otherwise
-            as L{DemoServer.answer}, plus -32600 for a legacy request before C{initialize}.
-        """
-        params = _params(request)
-        revision = self._requested(params)
-        if revision is not None:
-            # Each 2026-07-28 request states its own capabilities; none carry over.
-            meta = params["_meta"]
-            declared = meta.get(CLIENT_CAPABILITIES_KEY)
-            capabilities = declared if isinstance(declared, dict) else {}
-            caller = Caller(capabilities, self._notify)
-            return self._server.answer(request.method, params, revision, caller)
-        return self._legacy(request.method, params)
-
-    def notice(self, notification: Notification) -> None:
-        """Take one notification; an L{RpcPeer}'s C{on_notification}."""
-        if notification.method == "notifications/initialized" and self.revision is not None:
-            self.initialized = True
-
-    def _requested(self, params: Mapping[str, Any]) -> Revision | None:
-        """
-        The modern revision a request names in C{_meta}, or C{None} for a legacy request.
-
-        A legacy revision named there changes nothing: those are agreed through
-        C{initialize}, so the request is handled as any other legacy one.
-        """
-        meta = params.get("_meta")
-        if not isinstance(meta, dict) or PROTOCOL_VERSION_KEY not in meta:
-            return None
-        requested = meta[PROTOCOL_VERSION_KEY]
-        if not isinstance(requested, str):
-            raise RpcError.invalid_params(f'_meta["{PROTOCOL_VERSION_KEY}"] must be a string')
-        revision = Revision.find(requested)
-        if revision is None:
-            raise RpcError.unsupported_version(requested, SUPPORTED_VERSIONS)
-        return revision if revision.is_modern else None
-
-    def _legacy(self, method: str, params: dict[str, Any]) -> Answer:
-        if method not in self._server.legacy_methods:
-            raise RpcError.method_not_found(method)
-        if method == "initialize":
-            return self._initialize(params)
-        if self.revision is None:
-            if method == "ping":
-                # The lifecycle pages allow a ping before initialization completes.
-                return {}
-            raise RpcError.invalid_request(
-                f"{method} before initialize: send initialize first, or name "
-                f'{Revision.V2026_07_28.value} in params._meta["{PROTOCOL_VERSION_KEY}"]'
-            )
-        caller = Caller(self.capabilities, self._notify, self._request)
-        return self._server.answer(method, params, self.revision, caller)
-
-    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        if self.revision is not None:
-            raise RpcError.invalid_request(f"already initialized at {self.revision.value}")
-        revision, result = self._server.initialize(params)
-        self.revision = revision
-        declared = params.get("capabilities")
-        self.capabilities = declared if isinstance(declared, dict) else {}
-        client = params.get("clientInfo")
-        self.log.info(
-            "client {client} initialized at {revision}",
-            client=client.get("name") if isinstance(client, dict) else None,
-            revision=revision.value,
-        )
-        if self._on_negotiated is not None:
-            self._on_negotiated(revision)
-        return result
-
-
-@implementer(IHalfCloseableProtocol)
-class DemoProtocol(NDJSONProtocol):
-    """
-    The demo on a byte stream: newline-delimited JSON-RPC in and out.
-
-    When the client closes its side (stdin reaches end of file), everything already
-    answered is flushed and the connection closes; L{when_closed} waiters then fire.
-
-    @ivar session: the connection's L{DemoSession}, from C{connectionMade} on.
-    @ivar peer: the connection's L{RpcPeer}, from C{connectionMade} on.
-    """
-
-    def __init__(self, server: DemoServer, max_length: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
-        super().__init__(max_length)
-        self._server = server
-        self._closed = False
-        self._waiters: list[Deferred[None]] = []
-        self.session: DemoSession | None = None
-        self.peer: RpcPeer | None = None
-
-    def connectionMade(self) -> None:
-        self.session = DemoSession(
-            self._server,
-            on_negotiated=self._negotiated,
-            notify=self._notify,
-            request=self._request,
-        )
-        self.peer = RpcPeer(
-            self.send_message,
-            on_request=self.session.answer,
-            on_notification=self.session.notice,
-            negative_ids=True,
-            clock=self._server.clock,
-            name="client",
-        )
-
-    def _notify(self, method: str, params: dict[str, Any]) -> None:
-        assert self.peer is not None
-        self.peer.notify(method, params)
-
-    def _request(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
-        assert self.peer is not None
-        return self.peer.request(method, params, timeout=ASK_TIMEOUT)
-
-    def _negotiated(self, revision: Revision) -> None:
-        assert self.peer is not None
-        self.peer.allow_batches = batch_allowed(revision)
-
-    def message_received(self, line: bytes) -> None:
-        assert self.peer is not None
-        self.peer.receive(line)
-
-    def message_too_large(self, limit: int) -> None:
-        assert self.peer is not None
-        self.peer.reject_oversized(limit)
-
-    def readConnectionLost(self) -> None:
-        # The client will send nothing more; what was answered still goes out first.
-        assert self.transport is not None
-        self.transport.loseConnection()
-
-    def writeConnectionLost(self) -> None:
-        # Nobody can read an answer any more.
-        assert self.transport is not None
-        self.transport.loseConnection()
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self._closed = True
-        if self.peer is not None:
-            self.peer.close(reason)
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
-
-    def when_closed(self) -> Deferred[None]:
-        """A new Deferred that fires once the connection has closed."""
-        if self._closed:
-            return succeed(None)
-        waiter: Deferred[None] = Deferred()
-        self._waiters.append(waiter)
-        return waiter
-
-
-def run(reactor: Any) -> Deferred[None]:
-    """
-    Serve the demo on this process's stdin and stdout until stdin closes.
-
-    For C{twisted.internet.task.react}.  Only protocol bytes go to stdout; the caller
-    decides where logs go.
-
-    @param reactor: the running reactor (file descriptors and time).
-    """
-    from twisted.internet.stdio import StandardIO
-
-    server = DemoServer(reactor)
-    protocol = DemoProtocol(server)
-    # StandardIO's constructor has no return annotation, which strict mode calls untyped.
-    StandardIO(protocol, reactor=reactor)  # type: ignore[no-untyped-call]
-    log.info("{name} {version} serving MCP on stdio", name=SERVER_NAME, version=server.version)
-    return protocol.when_closed()

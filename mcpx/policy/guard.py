@@ -31,10 +31,10 @@ from twisted.logger import Logger
 
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
-from mcpx.policy.settings import DEFAULT_POLICY, Check, ServerPolicy
 from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import Caller
+from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.wire.errors import RpcError
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from mcpx.policy.settings import SamplingMode, ServerPolicy
 from mcpx.questions.caller import SAMPLE, Caller
+from mcpx.settings.server_policy import SamplingMode, ServerPolicy
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
 from mcpx.upstream.handlers import UpstreamHandlers

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.scripts.test_artifacts -*-
+# -*- test-case-name: tests.scripts.test_runner -*-
 """
 What runs leave behind: the files a program wrote under C{/out}, and answers too large
 to hand to a model inline, as resources C{mcpx://artifacts/<run>/<name>}.

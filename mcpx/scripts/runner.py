@@ -30,9 +30,9 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from attrs import define, field, frozen
 from twisted.application.service import Service
@@ -48,9 +48,10 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.pool import CallToken
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
+from mcpx.pool.status import ServerStatus
 from mcpx.questions.caller import Caller
 from mcpx.scripts import cpython, protocol
 from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
@@ -67,6 +68,34 @@ from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import LineBuffer, LineTooLong
 
 _log = Logger()
+
+
+class RunPool(Protocol):
+    """What a run's calls need of the warm pool (L{mcpx.pool.Pool}, as the daemon guards it)."""
+
+    def status(self) -> Sequence[ServerStatus]:
+        """Every configured server's state."""
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
+        """The server's tools, as C{client} may see them."""
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        caller: CallToken | None = None,
+    ) -> dict[str, Any]:
+        """Call one tool and return its result."""
+
+
+def pool_error_text(error: PoolError) -> str:
+    """A pool's refusal as a run's program reads it: the error's own message."""
+    return error.message
+
 
 #: How much of a worker's stderr is kept to explain a crash.
 STDERR_KEPT: Final = 4096
@@ -403,7 +432,7 @@ class Scripts:
 
     reactor: IReactorProcess
     clock: IReactorTime
-    pool: Callable[[], PoolInterface | None]
+    pool: Callable[[], RunPool | None]
     limits: Limits
     artifacts: Artifacts | None = None
     python: str = sys.executable
@@ -411,6 +440,8 @@ class Scripts:
     runs: dict[str, Run] = field(factory=dict)
     socket: str | None = None
     scratch: Path | None = None
+    #: Words a pool's refusal for the program (the daemon adds where to look next).
+    explain: Callable[[PoolError], str] = pool_error_text
 
     @staticmethod
     def new_run_id() -> str:
@@ -689,7 +720,7 @@ class Scripts:
                 "error": f"server {server!r} answered with JSON-RPC error {e.code}: {e.message}"
             }
         except PoolError as e:
-            return {"error": error_from(e).message}
+            return {"error": self.explain(e)}
 
 
 def limits_from(settings: Settings) -> Limits:

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.scripts.test_stubs -*-
+# -*- test-case-name: tests.scripts.test_runner -*-
 """
 A server's tools as a model reads them best: Python stubs, one C{async def} a tool.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.scripts.test_worker -*-
+# -*- test-case-name: tests.scripts.test_runner -*-
 """
 The process one C{mcpx_exec} program runs in: C{python -m mcpx.scripts.worker}.
 

@@ -373,7 +373,7 @@ class McpHTTP:
             self._core.close(conn)
 
     def _session_notification(self, session: LegacySession, notification: Notification) -> None:
-        if notification.method == CANCELLED and session.cancel(notification.params):
+        if notification.method == CANCELLED and session.peer.cancel_incoming(notification.params):
             return
         assert session.conn is not None
         self._core.notification(session.conn, notification)
@@ -463,7 +463,7 @@ class McpHTTP:
     async def _in_session(
         self, session: LegacySession, message: Request, exchange: Exchange
     ) -> bytes | None:
-        if message.id in session.running:
+        if session.peer.is_handling(message.id):
             return exchange.answer(
                 encode(
                     ErrorResponse(
@@ -522,7 +522,7 @@ class McpHTTP:
     def _batch_reply(
         self, session: LegacySession, message: Request, exchange: Exchange
     ) -> Deferred[bytes | None]:
-        if message.id in session.running:
+        if session.peer.is_handling(message.id):
             error = RpcError.invalid_request("id already in use by a request in flight")
             reply: Deferred[bytes | None] = Deferred()
             reply.callback(encode(ErrorResponse(message.id, error)))

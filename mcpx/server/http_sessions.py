@@ -20,8 +20,8 @@ from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import Exchange, GetStream, header
 from mcpx.server.stdio import McpCore
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import Notification, Request, RequestId, encode
-from mcpx.wire.peer import RpcPeer, cancel_for_peer
+from mcpx.wire.messages import Notification, Request, encode
+from mcpx.wire.peer import RpcPeer
 
 log = Logger()
 
@@ -80,7 +80,10 @@ class LegacySession:
     @ivar conn: its L{Conn}, set when it is opened.
     @ivar peer: carries mcpx's requests to the client and their answers back.
     @ivar stream: the open C{GET} stream, if any.
-    @ivar running: the requests being handled, by id.
+
+    The requests being handled are counted in the peer's table of incoming requests
+    (L{RpcPeer.track_incoming}), which cancels them on the client's
+    C{notifications/cancelled} and when the session ends.
     """
 
     def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
@@ -88,7 +91,6 @@ class LegacySession:
         self.client = client
         self.conn: Conn | None = None
         self.stream: GetStream | None = None
-        self.running: dict[RequestId, Deferred[Any]] = {}
         self.ended = False
         #: Why the session ended under its requests, when they are owed an answer.
         self.ending_error: RpcError | None = None
@@ -106,7 +108,7 @@ class LegacySession:
 
     @property
     def idle(self) -> bool:
-        return not self.running and self.stream is None
+        return not self.peer.in_flight_incoming and self.stream is None
 
     def _no_requests(self, request: Request) -> object:
         raise RpcError.invalid_request("requests are POSTed, not sent as responses")
@@ -188,36 +190,16 @@ class LegacySession:
     # Requests
 
     def track(self, request: Request, handling: Deferred[Any], exchange: Exchange) -> None:
-        self.running[request.id] = handling
+        self.peer.track_incoming(request.id, handling)
         token = _progress_token(request)
         if token is not None:
             self._by_token[token] = exchange
 
     def forget(self, request: Request, handling: Deferred[Any]) -> None:
-        if self.running.get(request.id) is handling:
-            del self.running[request.id]
+        self.peer.forget_incoming(request.id, handling)
         token = _progress_token(request)
         if token is not None:
             self._by_token.pop(token, None)
-
-    def cancel(self, params: object) -> bool:
-        """Cancel the request a C{notifications/cancelled} names; C{False} if none runs."""
-        if type(params) is not dict:
-            return False
-        request_id = params.get("requestId")
-        if type(request_id) is not int and type(request_id) is not str:
-            return False
-        handling = self.running.pop(request_id, None)
-        if handling is None:
-            return False
-        log.info(
-            "session {session} cancelled request {id}: {reason}",
-            session=self.peer.name,
-            id=request_id,
-            reason=params.get("reason"),
-        )
-        cancel_for_peer(handling)
-        return True
 
     def end(self, core: McpCore, because: RpcError | None = None) -> None:
         """
@@ -231,9 +213,6 @@ class LegacySession:
         self.ended = True
         self.ending_error = because
         self.peer.close(ConnectionError("the session ended"))
-        running, self.running = self.running, {}
-        for handling in running.values():
-            handling.cancel()
         if self.stream is not None:
             self.stream.stop()
             self.stream = None

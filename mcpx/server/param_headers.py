@@ -18,7 +18,7 @@ when
 
 Only pass-through tools are checked: the gateway's own tools annotate nothing.  The
 annotations are read with the upstream side's rules
-(L{mcpx.upstream.session.param_header_paths}, the one place that knows them); a tool
+(L{mcpx.upstream.tool_headers.param_header_paths}, the one place that knows them); a tool
 whose annotations break those rules is checked for none.  Which headers each tool
 wants is derived once per catalogue the pool lists
 (L{mcpx.server.passthrough.PassThrough.tool_param_headers}), so a call costs a dict
@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from twisted.logger import Logger
 
-from mcpx.upstream.session import InvalidParamHeader, param_header_paths
+from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import RpcError
 
 log = Logger()

@@ -37,18 +37,20 @@ from pathlib import Path
 
 from attrs import frozen
 
-from mcpx.policy.settings import ServerPolicy, check_defaults, parse_policy
 from mcpx.settings.declarations import BY_NAME, SECTIONS
 from mcpx.settings.errors import SettingsError, unknown_name
 from mcpx.settings.paths import config_location
-from mcpx.settings.servers import Server, ServersConfig, parse_server
+from mcpx.settings.server_entry import parse_server
+from mcpx.settings.server_policy import ServerPolicy, check_defaults, parse_policy
+from mcpx.settings.servers import Server, ServersConfig
 
 #: How the configuration shipped with mcpx is named wherever a source is shown.
 DEFAULT_CONFIG_ORIGIN = "default config"
 
 _SERVER_KEYS = ("servers", "mcpServers")
 _IGNORED_KEYS = ("$schema",)
-#: The policy keys every server entry takes unless it gives its own (L{mcpx.policy.settings}).
+#: The policy keys every server entry takes unless it gives its own
+#: (L{mcpx.settings.server_policy}).
 _DEFAULTS_KEY = "serverDefaults"
 
 

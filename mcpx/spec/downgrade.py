@@ -11,7 +11,7 @@ L{envelope} adds what 2026-07-28 asks of every result.
 Both run on every answer mcpx sends, so:
 
   - which fields a revision lacks is read from the revision matrix once, at
-    import, into one L{_Spelling} per revision;
+    import, into one L{Spelling} per revision;
   - whether a method's result can carry any of them is decided once per
     (revision, method).  When it cannot, L{downgrade} hands back its argument
     and costs two dictionary lookups;
@@ -28,17 +28,17 @@ become text blocks that say what was there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
-from attrs import frozen
+from mcpx.spec.question_spelling import question
+from mcpx.spec.revision import Revision
+from mcpx.spec.spelling import SERVER_INFO_META, SPELLINGS, Spelling
+from mcpx.spec.stand_ins import audio_text, carries_as_json, link_text, repeats_payloads
 
-from mcpx.spec.matrix import MATRIX, Kind, capability_in, content_type_in, field_in
-from mcpx.spec.revision import ALL_REVISIONS, Revision
-
-#: The result C{_meta} key that names the server (2026-07-28).
-SERVER_INFO_META: Final = "io.modelcontextprotocol/serverInfo"
+#: Imported from here by the rest of mcpx too.
+__all__ = ["CACHE_SCOPES", "SERVER_INFO_META", "downgrade", "envelope", "question"]
 
 #: C{cacheScope} per method whose 2026-07-28 result is a C{CacheableResult}.
 #: Lists that follow configuration are C{public}; what depends on the caller
@@ -55,170 +55,6 @@ CACHE_SCOPES: Final[Mapping[str, str]] = {
 #: C{resultType} values that are not C{"complete"} and that L{envelope} keeps:
 #: a multi-round-trip question, and a task (the tasks extension).
 _INTERIM_RESULT_TYPES: Final = frozenset({"input_required", "task"})
-
-# The matrix has no rows for these yet, so they are read from the revision
-# order instead.  Each is named where it is used.
-#
-# Rows "Prompt._meta", "Resource._meta", "ResourceTemplate._meta" and
-# "ResourceContents._meta": 2025-06-18 gave _meta to every type (the matrix
-# only records it for Tool and for content blocks).
-_WIDESPREAD_META: Final = Revision.V2025_06_18
-# Row "PromptArgument.title": BaseMetadata.title, added by 2025-06-18.
-_ARGUMENT_TITLE: Final = Revision.V2025_06_18
-# Row for the 2026-07-28 shape change of "CallToolResult.structuredContent" and
-# "Tool.outputSchema" (any JSON value / any schema, where earlier revisions
-# asked for an object): only the matrix notes mention it.
-_ANY_STRUCTURED: Final = Revision.V2026_07_28
-
-#: First characters of the JSON texts that might repeat a structured result.
-_JSON_STARTS: Final = frozenset('{["-0123456789tfn')
-
-
-@frozen
-class _Spelling:
-    """
-    What one revision lacks, as the walkers below need it.
-
-    Each C{*_drop} tuple lists the keys to take out of one kind of object; an
-    empty tuple means that revision has all of them.
-    """
-
-    revision: Revision
-    #: Top-level result fields: C{resultType}, C{ttlMs}, C{cacheScope}.
-    result_drop: tuple[str, ...]
-    #: Keys of the top-level result C{_meta}.
-    meta_drop: tuple[str, ...]
-    tool_drop: tuple[str, ...]
-    #: C{Tool.outputSchema} must describe an object (before 2026-07-28).
-    object_output_schema: bool
-    prompt_drop: tuple[str, ...]
-    argument_drop: tuple[str, ...]
-    resource_drop: tuple[str, ...]
-    template_drop: tuple[str, ...]
-    implementation_drop: tuple[str, ...]
-    #: Fields of every content block (C{_meta}, C{annotations}).
-    content_drop: tuple[str, ...]
-    #: Fields of an C{Annotations} object.
-    annotations_drop: tuple[str, ...]
-    #: Fields of a C{resource_link} block beyond L{content_drop}.
-    link_drop: tuple[str, ...]
-    #: Fields of the contents of a resource (read, or embedded in a block).
-    contents_drop: tuple[str, ...]
-    audio: bool
-    resource_link: bool
-    #: C{CallToolResult.structuredContent} exists at all.
-    structured: bool
-    #: ... and must be a JSON object (before 2026-07-28).
-    object_structured: bool
-    #: The server capabilities this revision defines.
-    capabilities: frozenset[str]
-    #: Per capability, the sub-capabilities other revisions have and this one lacks.
-    capability_children_drop: Mapping[str, tuple[str, ...]]
-    #: Whether some capability a result could name is unknown to this revision.
-    capabilities_narrower: bool
-
-    @property
-    def touches_results(self) -> bool:
-        """Whether every result needs something taken from its top level."""
-        return bool(self.result_drop or self.meta_drop)
-
-    @property
-    def touches_content(self) -> bool:
-        """Whether some content block may need spelling down."""
-        return bool(
-            self.content_drop
-            or self.annotations_drop
-            or self.link_drop
-            or self.contents_drop
-            or not self.audio
-            or not self.resource_link
-        )
-
-
-def _absent(revision: Revision, pairs: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """The keys whose matrix row (the second of each pair) C{revision} lacks."""
-    return tuple(key for key, row in pairs if not field_in(row, revision))
-
-
-def _before(revision: Revision, floor: Revision, key: str) -> tuple[str, ...]:
-    """C{(key,)} when C{revision} is older than C{floor}: for fields the matrix lacks."""
-    return (key,) if revision < floor else ()
-
-
-def _spelling(revision: Revision) -> _Spelling:
-    meta = _before(revision, _WIDESPREAD_META, "_meta")
-    annotations = _absent(revision, [("annotations", "annotations")])
-    # Only core rows: a capability an extension contributes is the caller's to
-    # declare, and "extensions" (like "experimental") is an open map.
-    core = [row for row in MATRIX.rows if row.kind is Kind.SERVER_CAPABILITY and not row.extension]
-    tops = {row.name for row in core if "." not in row.name}
-    present = frozenset(name for name in tops if capability_in("server", name, revision))
-    children: dict[str, list[str]] = {}
-    for row in core:
-        top, dot, child = row.name.partition(".")
-        if dot and top in present and not row.present_in(revision):
-            children.setdefault(top, []).append(child)
-    return _Spelling(
-        revision=revision,
-        result_drop=_absent(
-            revision,
-            [
-                ("resultType", "Result.resultType"),
-                ("ttlMs", "CacheableResult.ttlMs"),
-                ("cacheScope", "CacheableResult.cacheScope"),
-            ],
-        ),
-        meta_drop=_absent(revision, [(SERVER_INFO_META, f'_meta["{SERVER_INFO_META}"]')]),
-        tool_drop=_absent(
-            revision,
-            [
-                ("title", "Tool.title"),
-                ("icons", "Tool.icons"),
-                ("annotations", "Tool.annotations"),
-                ("execution", "Tool.execution"),
-                ("outputSchema", "Tool.outputSchema"),
-                ("_meta", "Tool._meta"),
-            ],
-        ),
-        object_output_schema=(
-            field_in("Tool.outputSchema", revision) and revision < _ANY_STRUCTURED
-        ),
-        prompt_drop=_absent(revision, [("title", "Prompt.title"), ("icons", "Prompt.icons")])
-        + meta,
-        argument_drop=_before(revision, _ARGUMENT_TITLE, "title"),
-        resource_drop=_absent(revision, [("title", "Resource.title"), ("icons", "Resource.icons")])
-        + meta
-        + annotations,
-        template_drop=_absent(
-            revision,
-            [("title", "ResourceTemplate.title"), ("icons", "ResourceTemplate.icons")],
-        )
-        + meta
-        + annotations,
-        implementation_drop=_absent(
-            revision,
-            [
-                ("title", "Implementation.title"),
-                ("description", "Implementation.description"),
-                ("icons", "Implementation.icons"),
-                ("websiteUrl", "Implementation.websiteUrl"),
-            ],
-        ),
-        content_drop=_absent(revision, [("_meta", "content._meta")]) + annotations,
-        annotations_drop=_absent(revision, [("lastModified", "Annotations.lastModified")]),
-        link_drop=_absent(revision, [("icons", "ResourceLink.icons")]),
-        contents_drop=meta,
-        audio=content_type_in("audio", revision),
-        resource_link=content_type_in("resource_link", revision),
-        structured=field_in("CallToolResult.structuredContent", revision),
-        object_structured=revision < _ANY_STRUCTURED,
-        capabilities=present,
-        capability_children_drop={top: tuple(names) for top, names in children.items()},
-        capabilities_narrower=present != tops or bool(children),
-    )
-
-
-_SPELLINGS: Final[Mapping[Revision, _Spelling]] = {rev: _spelling(rev) for rev in ALL_REVISIONS}
 
 
 # -- copy-on-write helpers ---------------------------------------------------------
@@ -245,9 +81,7 @@ def _with(obj: Mapping[str, Any], key: str, value: object) -> Mapping[str, Any]:
     return changed
 
 
-def _each(
-    spelling: _Spelling, items: list[Any], walk: Callable[[_Spelling, Any], Any]
-) -> list[Any]:
+def _each(spelling: Spelling, items: list[Any], walk: Callable[[Spelling, Any], Any]) -> list[Any]:
     """C{items} walked one by one: the same list when no item changed."""
     changed: list[Any] | None = None
     for index, item in enumerate(items):
@@ -260,10 +94,10 @@ def _each(
 
 
 def _listed(
-    spelling: _Spelling,
+    spelling: Spelling,
     out: dict[str, Any],
     key: str,
-    walk: Callable[[_Spelling, Any], Any],
+    walk: Callable[[Spelling, Any], Any],
 ) -> None:
     """Walk the list C{out[key]}, replacing it only when something in it changed."""
     items = out.get(key)
@@ -276,7 +110,7 @@ def _listed(
 # -- objects -------------------------------------------------------------------------
 
 
-def _annotated(spelling: _Spelling, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def _annotated(spelling: Spelling, obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """C{obj} with its C{annotations} spelled down."""
     annotations = obj.get("annotations")
     if spelling.annotations_drop and isinstance(annotations, Mapping):
@@ -286,7 +120,7 @@ def _annotated(spelling: _Spelling, obj: Mapping[str, Any]) -> Mapping[str, Any]
     return obj
 
 
-def _tool(spelling: _Spelling, tool: Any) -> Any:
+def _tool(spelling: Spelling, tool: Any) -> Any:
     if not isinstance(tool, Mapping):
         return tool
     out = _without(tool, spelling.tool_drop)
@@ -299,11 +133,11 @@ def _tool(spelling: _Spelling, tool: Any) -> Any:
     return out
 
 
-def _argument(spelling: _Spelling, argument: Any) -> Any:
+def _argument(spelling: Spelling, argument: Any) -> Any:
     return _without(argument, spelling.argument_drop) if isinstance(argument, Mapping) else argument
 
 
-def _prompt(spelling: _Spelling, prompt: Any) -> Any:
+def _prompt(spelling: Spelling, prompt: Any) -> Any:
     if not isinstance(prompt, Mapping):
         return prompt
     out = _without(prompt, spelling.prompt_drop)
@@ -315,25 +149,25 @@ def _prompt(spelling: _Spelling, prompt: Any) -> Any:
     return out
 
 
-def _resource(spelling: _Spelling, resource: Any) -> Any:
+def _resource(spelling: Spelling, resource: Any) -> Any:
     if not isinstance(resource, Mapping):
         return resource
     return _annotated(spelling, _without(resource, spelling.resource_drop))
 
 
-def _template(spelling: _Spelling, template: Any) -> Any:
+def _template(spelling: Spelling, template: Any) -> Any:
     if not isinstance(template, Mapping):
         return template
     return _annotated(spelling, _without(template, spelling.template_drop))
 
 
-def _contents(spelling: _Spelling, contents: Any) -> Any:
+def _contents(spelling: Spelling, contents: Any) -> Any:
     if not isinstance(contents, Mapping):
         return contents
     return _without(contents, spelling.contents_drop)
 
 
-def _capabilities(spelling: _Spelling, capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
+def _capabilities(spelling: Spelling, capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
     kept: dict[str, Any] | None = None
     for key, value in capabilities.items():
         new = value
@@ -356,15 +190,15 @@ def _capabilities(spelling: _Spelling, capabilities: Mapping[str, Any]) -> Mappi
 # -- content blocks ------------------------------------------------------------------
 
 
-def _block(spelling: _Spelling, block: Any) -> Any:
+def _block(spelling: Spelling, block: Any) -> Any:
     """One content block as C{spelling}'s revision can carry it."""
     if not isinstance(block, Mapping):
         return block
     kind = block.get("type")
     if kind == "audio" and not spelling.audio:
-        return _trace(spelling, block, _audio_text(block, spelling.revision))
+        return _trace(spelling, block, audio_text(block, spelling.revision))
     if kind == "resource_link" and not spelling.resource_link:
-        return _trace(spelling, block, _link_text(block))
+        return _trace(spelling, block, link_text(block))
     out = _annotated(spelling, _without(block, spelling.content_drop))
     if kind == "resource_link":
         out = _without(out, spelling.link_drop)
@@ -376,7 +210,7 @@ def _block(spelling: _Spelling, block: Any) -> Any:
     return out
 
 
-def _trace(spelling: _Spelling, block: Mapping[str, Any], text: str) -> dict[str, Any]:
+def _trace(spelling: Spelling, block: Mapping[str, Any], text: str) -> dict[str, Any]:
     """A text block standing in for C{block}, keeping the annotations the revision has."""
     trace: dict[str, Any] = {"type": "text", "text": text}
     annotations = block.get("annotations")
@@ -385,108 +219,10 @@ def _trace(spelling: _Spelling, block: Mapping[str, Any], text: str) -> dict[str
     return trace
 
 
-def _decoded_size(data: str) -> int:
-    """How many bytes the base64 text C{data} decodes to, without decoding it."""
-    data = data.strip()
-    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
-    return max(0, len(data) * 3 // 4 - padding)
-
-
-def _audio_text(block: Mapping[str, Any], revision: Revision) -> str:
-    mime = block.get("mimeType")
-    data = block.get("data")
-    what = str(mime) if isinstance(mime, str) and mime else "audio of unknown type"
-    if isinstance(data, str):
-        what += f", {_decoded_size(data)} bytes"
-    return f"[audio content ({what}) left out: MCP {revision} cannot carry audio]"
-
-
-def _link_text(block: Mapping[str, Any]) -> str:
-    lines = [f"Linked resource: {block.get('uri', '')}", f"Name: {block.get('name', '')}"]
-    for key, label in (("title", "Title"), ("description", "Description"), ("mimeType", "Type")):
-        value = block.get(key)
-        if isinstance(value, str) and value:
-            lines.append(f"{label}: {value}")
-    size = block.get("size")
-    if isinstance(size, int) and not isinstance(size, bool):
-        lines.append(f"Size: {size} bytes")
-    return "\n".join(lines)
-
-
-def _same_json(loaded: object, value: object) -> bool:
-    if isinstance(loaded, bool) or isinstance(value, bool):
-        return loaded is value
-    return loaded == value
-
-
-def _carries(blocks: Iterable[Any], value: object) -> bool:
-    """Whether a text block among C{blocks} already holds C{value} as JSON."""
-    for block in blocks:
-        if not isinstance(block, Mapping) or block.get("type") != "text":
-            continue
-        text = block.get("text")
-        if not isinstance(text, str) or text.lstrip()[:1] not in _JSON_STARTS:
-            continue
-        try:
-            loaded = json.loads(text)
-        except ValueError:
-            continue
-        if _same_json(loaded, value):
-            return True
-    return False
-
-
-#: A string this long inside structured content is a payload (a file's text, a
-#: media block's base64), not a label; shorter ones are field names and values.
-_PAYLOAD_LENGTH: Final = 64
-
-
-def _payloads(blocks: Iterable[Any]) -> set[str]:
-    """The long strings content blocks carry: texts, base64 data, embedded resources."""
-    found: set[str] = set()
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        candidates = [block.get("text"), block.get("data")]
-        resource = block.get("resource")
-        if isinstance(resource, Mapping):
-            candidates += [resource.get("text"), resource.get("blob")]
-        found.update(c for c in candidates if isinstance(c, str) and len(c) >= _PAYLOAD_LENGTH)
-    return found
-
-
-def _repeats_payloads(blocks: Iterable[Any], value: object) -> bool:
-    """
-    Whether C{value} is mostly a copy of what C{blocks} already carry: its long strings
-    are all found in them verbatim, and they make up nearly all of its JSON.
-
-    A file-reading server answers C{{"content": <the text>}} beside the text block, a
-    media reader the image again inside structured content; turned into text for an
-    older client, that copy would only repeat the file, or its base64, once more.
-    """
-    carried = _payloads(blocks)
-    if not carried:
-        return False
-    repeated = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if len(item) >= _PAYLOAD_LENGTH:
-                if item not in carried:
-                    return False
-                repeated += len(item)
-        elif isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return repeated > 0 and repeated >= 0.9 * len(json.dumps(value, ensure_ascii=False))
-
-
 # -- results -------------------------------------------------------------------------
 
 
-def _generic(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
+def _generic(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     """A top-level copy of C{result} without the fields every result may lack."""
     out = dict(result)
     for key in spelling.result_drop:
@@ -503,7 +239,7 @@ def _generic(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _call_result(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
+def _call_result(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     out = _generic(spelling, result)
     _listed(spelling, out, "content", _block)
     if "structuredContent" in out:
@@ -518,13 +254,13 @@ def _call_result(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, An
             # cannot carry (audio before 2025-03-26) is not brought back as base64 text.
             original = result.get("content")
             sent = original if isinstance(original, list) else []
-            if not _carries(blocks, value) and not _repeats_payloads(sent, value):
+            if not carries_as_json(blocks, value) and not repeats_payloads(sent, value):
                 blocks.append({"type": "text", "text": json.dumps(value, ensure_ascii=False)})
                 out["content"] = blocks
     return out
 
 
-def _message(spelling: _Spelling, message: Any) -> Any:
+def _message(spelling: Spelling, message: Any) -> Any:
     if not isinstance(message, Mapping):
         return message
     content = message.get("content")
@@ -534,16 +270,16 @@ def _message(spelling: _Spelling, message: Any) -> Any:
     return message if new is content else _with(message, "content", new)
 
 
-def _prompt_result(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
+def _prompt_result(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     out = _generic(spelling, result)
     _listed(spelling, out, "messages", _message)
     return out
 
 
 def _list_walker(
-    key: str, walk: Callable[[_Spelling, Any], Any]
-) -> Callable[[_Spelling, Mapping[str, Any]], dict[str, Any]]:
-    def walk_list(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
+    key: str, walk: Callable[[Spelling, Any], Any]
+) -> Callable[[Spelling, Mapping[str, Any]], dict[str, Any]]:
+    def walk_list(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
         out = _generic(spelling, result)
         _listed(spelling, out, key, walk)
         return out
@@ -552,7 +288,7 @@ def _list_walker(
     return walk_list
 
 
-def _server_description(spelling: _Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
+def _server_description(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     """C{initialize} and C{server/discover}: who the server is and what it can do."""
     out = _generic(spelling, result)
     info = out.get("serverInfo")
@@ -568,13 +304,13 @@ def _server_description(spelling: _Spelling, result: Mapping[str, Any]) -> dict[
     return out
 
 
-_Walker = Callable[[_Spelling, Mapping[str, Any]], dict[str, Any]]
+_Walker = Callable[[Spelling, Mapping[str, Any]], dict[str, Any]]
 _Plan = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 #: Per method: how its result is walked, and what, besides the top-level
 #: fields, can make a revision need the walk at all.
-_METHODS: Final[Mapping[str, tuple[_Walker, Callable[[_Spelling], bool]]]] = {
+_METHODS: Final[Mapping[str, tuple[_Walker, Callable[[Spelling], bool]]]] = {
     "initialize": (
         _server_description,
         lambda s: bool(s.implementation_drop) or s.capabilities_narrower,
@@ -617,7 +353,7 @@ _METHODS: Final[Mapping[str, tuple[_Walker, Callable[[_Spelling], bool]]]] = {
 }
 
 
-def _plan(walker: _Walker, spelling: _Spelling, needed: bool) -> _Plan | None:
+def _plan(walker: _Walker, spelling: Spelling, needed: bool) -> _Plan | None:
     return partial(walker, spelling) if needed else None
 
 
@@ -631,7 +367,7 @@ _PLANS: Final[Mapping[Revision, tuple[Mapping[str, _Plan | None], _Plan | None]]
         },
         _plan(_generic, sp, sp.touches_results),
     )
-    for rev, sp in _SPELLINGS.items()
+    for rev, sp in SPELLINGS.items()
 }
 
 
@@ -714,70 +450,3 @@ def envelope(
         out.pop("ttlMs", None)
         out.pop("cacheScope", None)
     return out
-
-
-#: The params fields of the questions a server asks that some revisions lack, by method.
-_QUESTION_FIELDS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
-    "elicitation/create": (
-        ("mode", "ElicitRequest.params.mode"),
-        ("task", "ElicitRequest.params.task"),
-    ),
-    "sampling/createMessage": (
-        ("tools", "CreateMessageRequest.params.tools"),
-        ("toolChoice", "CreateMessageRequest.params.toolChoice"),
-        ("task", "CreateMessageRequest.params.task"),
-    ),
-}
-
-
-def question(method: str, params: Mapping[str, Any], revision: Revision) -> dict[str, Any]:
-    """
-    The params of a question (C{elicitation/create}, C{sampling/createMessage},
-    C{roots/list}) an upstream asked, spelled for a client on C{revision}: a form
-    elicitation loses C{mode}, which 2025-06-18 does not have, and no question keeps a
-    field its revision lacks; a form before 2025-11-25 loses its multi-select fields,
-    which that revision's forms cannot hold.  Which questions a client may be asked at
-    all (url mode, sampling with tools) is its capabilities' business, decided before.
-
-    @return: C{params} itself (as a C{dict}) when nothing had to go.
-    """
-    fields = _QUESTION_FIELDS.get(method, ())
-    absent = [key for key, name in fields if key in params and not field_in(name, revision)]
-    spelled = dict(params) if absent or not isinstance(params, dict) else params
-    for key in absent:
-        del spelled[key]
-    if method == "elicitation/create" and not field_in(_MULTI_SELECT, revision):
-        form = _without_multi_select(params.get("requestedSchema"))
-        if form is not None:
-            spelled = {**spelled, "requestedSchema": form}
-    return spelled
-
-
-#: The matrix's name for the enum fields 2025-11-25 added, multi-select among them.
-_MULTI_SELECT: Final = "elicitation enums: titled and multi-select"
-
-
-def _without_multi_select(form: object) -> dict[str, Any] | None:
-    """
-    C{form} without its multi-select (array) fields, which a form before 2025-11-25
-    cannot hold: such a client is asked the rest and answers without them.  C{None}
-    when C{form} has none.
-    """
-    if not isinstance(form, Mapping):
-        return None
-    properties = form.get("properties")
-    if not isinstance(properties, Mapping):
-        return None
-    arrays = {
-        name
-        for name, field in properties.items()
-        if isinstance(field, Mapping) and field.get("type") == "array"
-    }
-    if not arrays:
-        return None
-    kept = dict(form)
-    kept["properties"] = {k: v for k, v in properties.items() if k not in arrays}
-    required = form.get("required")
-    if isinstance(required, list):
-        kept["required"] = [name for name in required if name not in arrays]
-    return kept

@@ -15,7 +15,7 @@ Two strictnesses exist:
     C{properties} and says nothing about extra properties is closed.  A field
     that a revision never defined is then refused, which is how a field sent to
     a revision that lacks it gets caught.  The places that must stay open no
-    matter what are listed, with their reasons, in L{OPEN_PLACES}.
+    matter what are listed, with their reasons, in L{mcpx.spec.open_places.OPEN_PLACES}.
 
 How closing copes with composition:
 
@@ -70,6 +70,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import specification_with
 
 from mcpx.spec.revision import Era, Revision
+from mcpx.spec.schema_closing import FRAGMENT_PREFIX, Closer, local_target, restore_params_meta
 
 
 class Extension(enum.Enum):
@@ -126,143 +127,6 @@ class SchemaViolation(ValueError):
         )
 
 
-@frozen
-class OpenPlace:
-    """
-    A place that strict mode leaves exactly as published.
-
-    Inline schemas under an open place are not closed at any depth; a C{$ref}
-    inside one still leads to the referenced definition, closed as usual, so a
-    known key in an open map is type-checked (and, when its value is itself an
-    MCP type, checked strictly).
-
-    @ivar property: a property name.  Alone: that property wherever it occurs.
-    @ivar definition: a definition name.  Alone: that whole definition.  With
-        C{property}: that property of that definition only.
-    @ivar reason: why strict mode must not close it.
-    """
-
-    reason: str
-    property: str | None = None
-    definition: str | None = None
-
-
-#: Everything strict mode keeps open, and why.  The rule they share: a place
-#: whose keys are chosen by the sender (a map) or whose value is a JSON Schema
-#: document (which may carry any keyword) cannot be closed by a revision.
-OPEN_PLACES: Final[tuple[OpenPlace, ...]] = (
-    OpenPlace(
-        property="_meta",
-        reason="metadata map: any sender may attach keys under its own prefix",
-    ),
-    OpenPlace(property="arguments", reason="tool and prompt arguments are chosen by the tool"),
-    OpenPlace(
-        property="experimental",
-        reason="experimental capabilities are non-standard by definition",
-    ),
-    OpenPlace(
-        property="extensions",
-        reason="a map keyed by extension id; each extension defines its own settings",
-    ),
-    OpenPlace(
-        property="structuredContent",
-        reason="any JSON value, shaped by the tool's own outputSchema",
-    ),
-    OpenPlace(
-        property="data",
-        reason="error data (and log data) is whatever the sender wants to add",
-    ),
-    OpenPlace(
-        property="inputSchema",
-        reason="a JSON Schema document: any JSON Schema keyword may appear in it",
-    ),
-    OpenPlace(
-        property="outputSchema",
-        reason="a JSON Schema document: any JSON Schema keyword may appear in it",
-    ),
-    OpenPlace(
-        property="requestedSchema",
-        reason="a JSON Schema document (a restricted one) describing an elicitation form",
-    ),
-    OpenPlace(
-        definition="Request",
-        property="params",
-        reason="generic base: the concrete request defines its params",
-    ),
-    OpenPlace(
-        definition="Notification",
-        property="params",
-        reason="generic base: the concrete notification defines its params",
-    ),
-    OpenPlace(
-        definition="JSONRPCRequest",
-        property="params",
-        reason="generic JSON-RPC envelope: any request's params travel in it",
-    ),
-    OpenPlace(
-        definition="JSONRPCNotification",
-        property="params",
-        reason="generic JSON-RPC envelope: any notification's params travel in it",
-    ),
-    *(
-        OpenPlace(
-            definition=name,
-            reason="the definition of a _meta map: open, though its known keys are checked",
-        )
-        for name in (
-            "MetaObject",
-            "RequestMetaObject",
-            "ResultMetaObject",
-            "NotificationMetaObject",
-        )
-    ),
-    OpenPlace(definition="JSONObject", reason="any JSON object (capability settings and such)"),
-    OpenPlace(definition="JSONValue", reason="any JSON value"),
-    *(
-        OpenPlace(
-            definition=name,
-            reason="a property schema inside requestedSchema, which is a JSON Schema document",
-        )
-        for name in (
-            "PrimitiveSchemaDefinition",
-            "StringSchema",
-            "NumberSchema",
-            "BooleanSchema",
-            "EnumSchema",
-            "SingleSelectEnumSchema",
-            "MultiSelectEnumSchema",
-            "UntitledSingleSelectEnumSchema",
-            "TitledSingleSelectEnumSchema",
-            "UntitledMultiSelectEnumSchema",
-            "TitledMultiSelectEnumSchema",
-            "LegacyTitledEnumSchema",
-        )
-    ),
-)
-
-_OPEN_PROPERTIES: Final = frozenset(
-    p.property for p in OPEN_PLACES if p.property is not None and p.definition is None
-)
-_OPEN_DEFINITIONS: Final = frozenset(
-    p.definition for p in OPEN_PLACES if p.definition is not None and p.property is None
-)
-_OPEN_DEFINITION_PROPERTIES: Final = frozenset(
-    (p.definition, p.property)
-    for p in OPEN_PLACES
-    if p.definition is not None and p.property is not None
-)
-
-#: Generic bases whose C{params} is a catch-all, not a concrete request's params.
-_GENERIC_MESSAGES: Final = frozenset(
-    {"Request", "Notification", "JSONRPCRequest", "JSONRPCNotification"}
-)
-
-#: Prefix of the open-at-the-top twin of a definition, used by C{allOf} fragments.
-#: No published definition name contains a hyphen, so it cannot collide.
-_FRAGMENT_PREFIX: Final = "mcpx-fragment-"
-
-_COMPOSITION: Final = ("allOf", "anyOf", "oneOf")
-
 _DRAFT_07: Final = "http://json-schema.org/draft-07/schema#"
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
 #: The dialects the bundled documents are written in (each says so in C{$schema}).
@@ -313,200 +177,12 @@ def strict_schema(source: SchemaSource) -> dict[str, Any]:
     key = _definitions_key(document)
     published: dict[str, Any] = document[key]
     if isinstance(source, Revision) and source.era is Era.LEGACY:
-        _restore_params_meta(published)
+        restore_params_meta(published)
     # Only 2020-12 has unevaluatedProperties, which sees through composition.
     unevaluated = document.get("$schema") == _DRAFT_2020_12
-    closer = _Closer(published, unevaluated=unevaluated, key=key)
+    closer = Closer(published, unevaluated=unevaluated, key=key)
     document[key] = closer.close_all()
     return document
-
-
-def _base_meta(defs: Mapping[str, Any], base: str, params: str) -> Any:
-    """The C{_meta} schema a base message type gives its params, if it gives one."""
-    declared = defs.get(base, {}).get("properties", {}).get("params", {}).get("properties", {})
-    if "_meta" in declared:
-        return declared["_meta"]
-    declared = defs.get(params, {}).get("properties", {})
-    return declared.get("_meta")
-
-
-def _restore_params_meta(defs: dict[str, Any]) -> None:
-    """Give back C{_meta} to legacy params that the schema generator dropped it from."""
-    bases = {
-        False: _base_meta(defs, "Request", "RequestParams"),
-        True: _base_meta(defs, "Notification", "NotificationParams"),
-    }
-    for name, schema in defs.items():
-        declared = schema.get("properties", {})
-        if name in _GENERIC_MESSAGES or "method" not in declared or "params" not in declared:
-            continue
-        params = declared["params"]
-        target = _local_target(params.get("$ref")) if isinstance(params, dict) else None
-        if target is not None:
-            params = defs.get(target)
-        if (
-            not isinstance(params, dict)
-            or "properties" not in params
-            or "_meta" in params["properties"]
-            or "additionalProperties" in params
-        ):
-            continue
-        meta = bases[name.endswith("Notification")]
-        if meta is not None:
-            params["properties"] = {**params["properties"], "_meta": copy.deepcopy(meta)}
-
-
-def _local_target(ref: object) -> str | None:
-    """The definition name a local C{$ref} points at, or C{None}."""
-    if not isinstance(ref, str):
-        return None
-    for prefix in ("#/$defs/", "#/definitions/"):
-        if ref.startswith(prefix) and "/" not in ref[len(prefix) :]:
-            return ref[len(prefix) :]
-    return None
-
-
-class _Mode(enum.Enum):
-    #: A schema that describes a whole value: close it.
-    CLOSE = "close"
-    #: One part of a value that sibling C{allOf} branches also describe: the
-    #: object holding the C{allOf} closes it; this part must stay open.
-    FRAGMENT = "fragment"
-
-
-class _Closer:
-    """Builds the strict definitions from the published ones (already copied)."""
-
-    def __init__(self, published: dict[str, Any], *, unevaluated: bool, key: str) -> None:
-        self._published = published
-        self._unevaluated = unevaluated
-        self._key = key
-        self._result: dict[str, Any] = {}
-
-    def close_all(self) -> dict[str, Any]:
-        for name, schema in self._published.items():
-            if name in _OPEN_DEFINITIONS:
-                self._result[name] = schema
-            else:
-                self._result[name] = self._schema(schema, _Mode.CLOSE, name, top=True)
-        return self._result
-
-    def _fragment_ref(self, name: str) -> str:
-        """A C{$ref} to the open-at-the-top twin of definition C{name}."""
-        if name in _OPEN_DEFINITIONS or name not in self._published:
-            return f"#/{self._key}/{name}"
-        twin = _FRAGMENT_PREFIX + name
-        if twin not in self._result:
-            self._result[twin] = {}  # a placeholder stops reference cycles
-            self._result[twin] = self._schema(self._published[name], _Mode.FRAGMENT, name, top=True)
-        return f"#/{self._key}/{twin}"
-
-    def _declared(self, schema: object, seen: frozenset[str] = frozenset()) -> set[str]:
-        """Property names a schema (with its references and branches) declares."""
-        if not isinstance(schema, dict):
-            return set()
-        names = set(schema.get("properties", {}))
-        target = _local_target(schema.get("$ref"))
-        if target is not None and target not in seen and target in self._published:
-            names |= self._declared(self._published[target], seen | {target})
-        for keyword in _COMPOSITION:
-            for branch in schema.get(keyword, ()):
-                names |= self._declared(branch, seen)
-        return names
-
-    def _schema(
-        self,
-        schema: object,
-        mode: _Mode,
-        definition: str,
-        *,
-        top: bool = False,
-        shared: frozenset[str] = frozenset(),
-    ) -> Any:
-        if not isinstance(schema, dict):
-            return schema
-        out = dict(schema)
-        declares = "properties" in schema
-        composed = any(k in schema for k in _COMPOSITION) or (declares and "$ref" in schema)
-
-        if "properties" in schema:
-            properties = {}
-            for name, sub in schema["properties"].items():
-                if name in _OPEN_PROPERTIES or (
-                    top and (definition, name) in _OPEN_DEFINITION_PROPERTIES
-                ):
-                    properties[name] = sub
-                elif name in shared:
-                    properties[name] = self._schema(sub, _Mode.FRAGMENT, definition)
-                else:
-                    properties[name] = self._schema(sub, _Mode.CLOSE, definition)
-            out["properties"] = properties
-        if isinstance(schema.get("patternProperties"), dict):
-            out["patternProperties"] = {
-                pattern: self._schema(sub, _Mode.CLOSE, definition)
-                for pattern, sub in schema["patternProperties"].items()
-            }
-        # A value below these keywords is a whole value of its own.  (C{not},
-        # C{if}, C{contains} and C{propertyNames} are left alone: closing a
-        # schema there would make it match less, which widens what they allow.)
-        for keyword in (
-            "additionalProperties",
-            "unevaluatedProperties",
-            "items",
-            "unevaluatedItems",
-            "additionalItems",
-        ):
-            value = schema.get(keyword)
-            if isinstance(value, dict):
-                out[keyword] = self._schema(value, _Mode.CLOSE, definition)
-            elif isinstance(value, list):
-                out[keyword] = [self._schema(v, _Mode.CLOSE, definition) for v in value]
-        if isinstance(schema.get("prefixItems"), list):
-            out["prefixItems"] = [
-                self._schema(v, _Mode.CLOSE, definition) for v in schema["prefixItems"]
-            ]
-
-        if "allOf" in schema:
-            branches = schema["allOf"]
-            seen: set[str] = set()
-            overlap: set[str] = set()
-            for branch in branches:
-                names = self._declared(branch)
-                overlap |= seen & names
-                seen |= names
-            out["allOf"] = [
-                self._schema(b, _Mode.FRAGMENT, definition, shared=frozenset(overlap))
-                for b in branches
-            ]
-        for keyword in ("anyOf", "oneOf"):
-            if keyword in schema:
-                # Alternatives standing alone are complete values; beside
-                # properties or inside a fragment they are parts of one.
-                whole = mode is _Mode.CLOSE and not declares and "allOf" not in schema
-                branch_mode = _Mode.CLOSE if whole else _Mode.FRAGMENT
-                out[keyword] = [
-                    self._schema(b, branch_mode, definition, shared=shared) for b in schema[keyword]
-                ]
-        target = _local_target(schema.get("$ref"))
-        if target is not None and (mode is _Mode.FRAGMENT or declares):
-            out["$ref"] = self._fragment_ref(target)
-
-        says = "additionalProperties" in schema or "unevaluatedProperties" in schema
-        if mode is _Mode.FRAGMENT:
-            # An empty schema here marks the other properties as evaluated and
-            # would defeat the closing done by the object holding the allOf.
-            for keyword in ("additionalProperties", "unevaluatedProperties"):
-                if schema.get(keyword) in ({}, True):
-                    del out[keyword]
-        elif not says:
-            if declares and not composed:
-                out["additionalProperties"] = False
-            elif self._unevaluated and (declares or ("allOf" in schema and self._declared(schema))):
-                out["unevaluatedProperties"] = False
-            # A draft-07 object that mixes properties with composition cannot
-            # be closed without refusing a branch's properties; none exists in
-            # the published documents, and such an object would stay open.
-        return out
 
 
 @frozen
@@ -535,7 +211,7 @@ def _owners(defs: Mapping[str, Any]) -> dict[int, str]:
                 walk(value, name)
 
     for name, schema in defs.items():
-        walk(schema, name.removeprefix(_FRAGMENT_PREFIX))
+        walk(schema, name.removeprefix(FRAGMENT_PREFIX))
     return owners
 
 
@@ -573,7 +249,7 @@ def validator(source: SchemaSource, definition: str, *, strict: bool = True) -> 
     one the document's C{$schema} names.
 
     @param strict: refuse properties the definition never declared (see
-        L{OPEN_PLACES} for what stays open); C{False} gives the schema as
+        L{mcpx.spec.open_places.OPEN_PLACES} for what stays open); C{False} gives the schema as
         published.
     @raise UnknownDefinition: C{source} has no definition of that name.
     """
@@ -712,8 +388,8 @@ def _describe_alternatives(
     parts = []
     for _, index, lines in best:
         branch = branches[index] if 0 <= index < len(branches) else None
-        target = _local_target(branch.get("$ref")) if isinstance(branch, dict) else None
-        label = (target or f"alternative {index + 1}").removeprefix(_FRAGMENT_PREFIX)
+        target = local_target(branch.get("$ref")) if isinstance(branch, dict) else None
+        label = (target or f"alternative {index + 1}").removeprefix(FRAGMENT_PREFIX)
         parts.append(f"as {label}: " + "; ".join(lines))
     return head + "; closest " + " | ".join(parts)
 

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.upstream.channel import Channel
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import ProcessGroups
+from mcpx.upstream.http import StreamableHTTPChannel
+from mcpx.upstream.http_client import Credentials
+from mcpx.upstream.http_sse import HTTPSSEChannel
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
-from mcpx.upstream.stdio import DEFAULT_GRACE, StdioChannel
+from mcpx.upstream.stdio import DEFAULT_GRACE, IReactorSpawn, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 
-if TYPE_CHECKING:
-    from mcpx.upstream.http import Credentials
+
+class IReactorUpstream(IReactorHTTP, IReactorSpawn):
+    """What the real transports need of the reactor: processes, TCP, names and time."""
 
 
 def make_connector(
-    reactor: Any,
+    reactor: IReactorUpstream,
     environ: Mapping[str, str],
     state_dir: Path | None,
     *,
@@ -58,8 +62,6 @@ def make_connector(
                 grace=grace,
                 groups=groups,
             )
-        from mcpx.upstream.http import StreamableHTTPChannel
-
         return StreamableHTTPChannel(
             name,
             server,
@@ -70,8 +72,6 @@ def make_connector(
         )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
-        from mcpx.upstream.http_sse import HTTPSSEChannel
-
         assert not isinstance(server, StdioServer)
         return HTTPSSEChannel(name, server, reactor, max_message_size=max_message_size)
 

@@ -18,9 +18,21 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import HostnameEndpoint
-from twisted.internet.interfaces import IProtocol, IProtocolFactory, IStreamClientEndpoint
+from twisted.internet.interfaces import (
+    IProtocol,
+    IProtocolFactory,
+    IReactorPluggableNameResolver,
+    IReactorTCP,
+    IReactorTime,
+    IStreamClientEndpoint,
+)
+from twisted.web.error import SchemeNotSupported
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
+
+
+class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
+    """What an HTTP client needs of its reactor: to resolve names, connect, and wait."""
 
 
 def _no_delay(protocol: IProtocol) -> IProtocol:
@@ -51,6 +63,7 @@ class _TlsEndpoint:
         self._creator = creator
 
     def connect(self, protocolFactory: IProtocolFactory) -> Deferred[IProtocol]:
+        # Deferred to the first https connection: it needs pyOpenSSL (see above).
         from twisted.protocols.tls import TLSMemoryBIOFactory
 
         def unwrap(tls: Any) -> IProtocol:
@@ -67,6 +80,7 @@ class SystemTrust:
     """The TLS client options for a server without C{tls} settings: the system's authorities."""
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
+        # Deferred to the first https connection: it needs pyOpenSSL (see above).
         from twisted.internet.ssl import optionsForClientTLS
 
         return optionsForClientTLS(hostname.decode("ascii"))
@@ -82,7 +96,7 @@ class UpstreamEndpoints:
     """
 
     def __init__(
-        self, reactor: Any, connect_timeout: float, policy: IPolicyForHTTPS | None = None
+        self, reactor: IReactorHTTP, connect_timeout: float, policy: IPolicyForHTTPS | None = None
     ) -> None:
         self._reactor = reactor
         self._connect_timeout = connect_timeout
@@ -96,6 +110,4 @@ class UpstreamEndpoints:
         if uri.scheme == b"https":
             creator = self._policy.creatorForNetloc(uri.host, uri.port)
             return _TlsEndpoint(tcp, creator)
-        from twisted.web.error import SchemeNotSupported
-
         raise SchemeNotSupported(f"unsupported scheme: {uri.scheme!r}")

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.upstream.test_groups -*-
+# -*- test-case-name: tests.daemon.test_shutdown -*-
 """
 The process groups stdio upstreams run in, and the strays a killed daemon leaves.
 

@@ -2,12 +2,17 @@
 """
 Who answers an upstream server's questions, and who hears its notifications.
 
-Whoever owns a session (the pool, and later the question machinery) injects an
-L{UpstreamHandlers}.  A server's question arrives two ways — a legacy server sends a
-JSON-RPC request (C{elicitation/create}, C{sampling/createMessage}, C{roots/list});
-a 2026-07-28 server answers C{input_required} with the same three as input requests
-— and both are resolved by L{UpstreamHandlers.answer}, so the two eras can never
-answer the same question differently.
+The pool gives each session it opens the L{UpstreamHandlers} the daemon builds for
+that server and scope: a C{relay} from the question machinery
+(L{mcpx.questions.relay.Relay.handlers}, behind the sampling guard of
+L{mcpx.policy.sampling}) when the daemon has a relay, and always a C{notification}
+sink that hands resource updates and list changes on to the MCP server.
+
+A server's question arrives two ways — a legacy server sends a JSON-RPC request
+(C{elicitation/create}, C{sampling/createMessage}, C{roots/list}); a 2026-07-28
+server answers C{input_required} with the same three as input requests — and both
+are resolved by L{UpstreamHandlers.answer}, so the two eras can never answer the
+same question differently.
 
 mcpx declares to a server only the client capabilities it has a handler for: a
 declaration nobody can honour would be a promise broken in silence.

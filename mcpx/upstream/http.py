@@ -19,1130 +19,62 @@ channel covers, switching on L{Negotiated.modern}:
 Every message that arrives, whichever stream it arrives on, goes to the attached
 L{RpcPeer}; a request whose answer cannot arrive (an HTTP error, a dropped connection,
 a stream that ends without it) is failed through L{RpcPeer.fail_outgoing}.
+
+The channel keeps the session and the headers; each POST and its answer is an
+L{mcpx.upstream.http_exchange.Exchange}, the legacy C{GET} stream a
+L{mcpx.upstream.http_listen.ListenStream}, the headers' spelling is in
+L{mcpx.upstream.http_headers}, and the HTTP plumbing both HTTP channels share in
+L{mcpx.upstream.http_client}.
 """
 
 from __future__ import annotations
 
-import base64
 import re
-from collections.abc import Callable, Coroutine, Mapping
-from email.utils import parsedate_to_datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from hyperlink import EncodedURL
 from treq.client import HTTPClient
-from twisted.internet.defer import (
-    CancelledError,
-    Deferred,
-    DeferredList,
-    fail,
-    succeed,
-)
-from twisted.internet.error import ConnectError
-from twisted.internet.interfaces import (
-    IConsumer,
-    IDelayedCall,
-    IReactorPluggableNameResolver,
-    IReactorTCP,
-    IReactorTime,
-)
-from twisted.internet.protocol import Protocol as StreamProtocol
-from twisted.internet.protocol import connectionDone
+from twisted.internet.defer import Deferred, DeferredList, fail, succeed
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web._newclient import RequestNotSent
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
-from twisted.web.http import PotentialDataLoss
-from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer, IResponse
-from zope.interface import implementer
+from twisted.web.client import HTTPConnectionPool
+from twisted.web.iweb import IResponse
 
+from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import NEWEST, Revision
-from mcpx.upstream.channel import (
-    ChannelClosed,
-    MessageTooLarge,
-    Negotiated,
-    SessionExpired,
-    TransportRefused,
+from mcpx.upstream.channel import ChannelClosed, Negotiated
+from mcpx.upstream.endpoints import IReactorHTTP
+from mcpx.upstream.http_client import (
+    ACCEPT_BOTH,
+    DEFAULT_HTTP_CONNECTIONS,
+    ERROR_BODY_LIMIT,
+    EVENT_STREAM,
+    JSON,
+    Credentials,
+    as_headers,
+    close_once,
+    explain,
+    owned_client,
+    read_body,
+    waiter_on,
 )
-from mcpx.upstream.endpoints import UpstreamEndpoints
-from mcpx.wire.errors import ProtocolError
+from mcpx.upstream.http_exchange import Exchange
+from mcpx.upstream.http_headers import modern_request_headers
+from mcpx.upstream.http_listen import ListenStream
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
-from mcpx.wire.messages import (
-    Batch,
-    ErrorResponse,
-    Message,
-    Request,
-    RequestId,
-    Response,
-    parse,
-)
+from mcpx.wire.messages import Request, RequestId
 from mcpx.wire.peer import RpcPeer
-from mcpx.wire.sse import MESSAGE, EventTooLarge, SSEDecoder
 
 log = Logger()
 
-JSON: Final = "application/json"
-EVENT_STREAM: Final = "text/event-stream"
-ACCEPT_BOTH: Final = f"{JSON}, {EVENT_STREAM}"
-
-#: How much of an error response is read, for the error message and a JSON-RPC error.
-ERROR_BODY_LIMIT: Final = 64 * 1024
-
-#: The methods whose C{Mcp-Name} header mirrors a field of their params (2026-07-28).
-NAME_FIELDS: Final[Mapping[str, str]] = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    # The tasks extension.
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
-
-# Visible ASCII with inner spaces; anything else (non-ASCII, control characters tab
-# included, whitespace at either end) travels base64-encoded (2026-07-28 "Value Encoding").
-_HEADER_SAFE: Final = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 _SESSION_ID: Final = re.compile(r"[\x21-\x7e]+")
-_SENTINEL_START: Final = "=?base64?"
-_SENTINEL_END: Final = "?="
-
-
-class IReactorHTTP(IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
-    """What an HTTP channel needs of its reactor: to resolve names, connect, and wait."""
-
-
-class Credentials(Protocol):
-    """
-    Where a channel to an OAuth server gets its C{Authorization} header
-    (L{mcpx.auth.signin.ServerCredentials}).
-    """
-
-    async def authorization(self) -> str:
-        """The header value; fails with a message naming the sign-in command if none."""
-
-    def unauthorized(self, www_authenticate: list[str]) -> str:
-        """The server refused the token (401 or 403): the hint for the error."""
-
-
-class RequestFailed(ConnectionError):
-    """
-    An HTTP request to the server could not be made or was cut off: the server could
-    not be reached, or the connection broke before the answer arrived.
-
-    @ivar started: the request may have reached the server (anything but a failure to
-        connect), so the server may have acted on it.
-    """
-
-    def __init__(self, message: str, *, started: bool = True) -> None:
-        super().__init__(message)
-        self.started = started
-
-
-class AnswerMissing(ConnectionError):
-    """
-    The server answered a request's POST but its response (a JSON body, an SSE stream
-    and any resumptions of it) ended without the JSON-RPC answer to that request.
-    """
-
-    #: The server accepted the request, so it may have acted on it.
-    started = True
-
-
-class BodyTooLarge(ValueError):
-    """A response body was longer than the channel accepts."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"response body larger than {limit} bytes")
-        self.limit = limit
-
-
-def header_value(value: str) -> str:
-    """
-    A string as an C{Mcp-Name} or C{Mcp-Param-*} header value: as it is when it is
-    plain header-safe ASCII, otherwise C{=?base64?...?=} around the Base64 of its UTF-8
-    (also for plain values that look like that form, so they cannot be misread).
-    """
-    if value == "" or (
-        _HEADER_SAFE.fullmatch(value) is not None
-        and not (value.startswith(_SENTINEL_START) and value.endswith(_SENTINEL_END))
-    ):
-        return value
-    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
-    return f"{_SENTINEL_START}{encoded}{_SENTINEL_END}"
-
-
-def modern_request_headers(request: Request, negotiated: Negotiated) -> dict[str, str]:
-    """
-    The request-metadata headers of a 2026-07-28 request besides C{MCP-Protocol-Version}:
-    C{Mcp-Method}, C{Mcp-Name} for the methods that name a target, and, for a
-    C{tools/call}, the C{Mcp-Param-*} headers L{Negotiated.param_headers} gives for its
-    tool (header name suffix to the argument's value as text), encoded as
-    L{header_value} says.
-    """
-    headers = {"Mcp-Method": request.method}
-    params = request.params
-    name_field = NAME_FIELDS.get(request.method)
-    if name_field is not None and isinstance(params, dict):
-        name = params.get(name_field)
-        if isinstance(name, str):
-            headers["Mcp-Name"] = header_value(name)
-            if request.method == "tools/call":
-                extra = negotiated.param_headers.get(name)
-                if extra:
-                    for suffix, value in extra.items():
-                        headers[f"Mcp-Param-{suffix}"] = header_value(value)
-    return headers
-
-
-def as_headers(headers: Mapping[str, str]) -> Headers:
-    """C{headers} as Twisted's L{Headers}."""
-    return Headers({name: [value] for name, value in headers.items()})
-
-
-def media_type(response: IResponse) -> str:
-    """The response's C{Content-Type} without parameters, lower case; empty if none."""
-    values = response.headers.getRawHeaders(b"content-type")
-    if not values:
-        return ""
-    kind: bytes = values[-1].split(b";", 1)[0].strip().lower()
-    return kind.decode("latin-1")
-
-
-def explain(failure: Failure) -> str:
-    """A one-line reason for a failed HTTP request, unwrapping Twisted's wrappers."""
-    value = failure.value
-    reasons = getattr(value, "reasons", None)
-    if reasons:
-        first = reasons[0]
-        value = first.value if isinstance(first, Failure) else first
-    if isinstance(value, CancelledError):
-        return "cancelled"
-    text = str(value).strip()
-    shown = f"{type(value).__name__}: {text}" if text else type(value).__name__
-    if "certificate verify failed" in text:
-        shown += (
-            "; the server's certificate is not signed by an authority mcpx trusts: if it "
-            "uses a private CA, set tls.ca for this server to that CA's PEM file"
-        )
-    elif type(value).__name__ == "VerificationError":
-        shown += (
-            "; the certificate is for another name: use the name it carries in the URL, "
-            "or set tls.serverName for this server"
-        )
-    return shown
-
-
-#: The longest C{Retry-After} honoured, in seconds: a server cannot park a caller longer.
-MAX_RETRY_AFTER: Final = 60.0
-
-#: How many same-origin redirects one request follows.
-MAX_REDIRECTS: Final = 5
-
-# What TypeScript SDK servers (and others) say in a 400 to a session they do not know.
-_UNKNOWN_SESSION: Final = re.compile(
-    rb"session[^\n]{0,40}?(not found|unknown|invalid|expired|no longer)"
-    rb"|(unknown|invalid|expired|no valid)[^\n]{0,20}?session",
-    re.IGNORECASE,
-)
-
-
-def retry_after(response: IResponse, now: float) -> float | None:
-    """
-    The seconds C{Retry-After} asks to wait (delta-seconds or an HTTP date), at most
-    L{MAX_RETRY_AFTER}; C{None} without a readable one.
-    """
-    values = response.headers.getRawHeaders(b"retry-after")
-    if not values:
-        return None
-    text = values[-1].decode("latin-1").strip()
-    seconds: float
-    if text.isdigit():
-        seconds = float(text)
-    else:
-        try:
-            seconds = parsedate_to_datetime(text).timestamp() - now
-        except (TypeError, ValueError, IndexError):
-            return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-def authentication_hint(response: IResponse) -> str:
-    """What a 401 says: the server wants credentials, and which (C{WWW-Authenticate})."""
-    values = response.headers.getRawHeaders(b"www-authenticate")
-    if not values:
-        return "the server wants credentials; set auth or headers for this server"
-    challenge = values[-1].decode("latin-1").strip()
-    scheme = challenge.split(None, 1)[0] if challenge else ""
-    realm = re.search(r'realm="([^"]*)"', challenge)
-    wants = f"{scheme} credentials" if scheme else "credentials"
-    if realm is not None:
-        wants += f" for realm {realm.group(1)!r}"
-    return f"the server wants {wants}; set auth or headers for this server"
-
-
-def says_unknown_session(body: bytes) -> bool:
-    """Whether an error body says the session is unknown, expired or invalid."""
-    return _UNKNOWN_SESSION.search(body[:ERROR_BODY_LIMIT]) is not None
-
-
-def same_origin(a: EncodedURL, b: EncodedURL) -> bool:
-    """Whether two absolute URLs share scheme, host and port."""
-    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
-
-
-@implementer(IBodyProducer)
-class BytesBody:
-    """
-    A request body already in memory, written at once.
-
-    treq would wrap bytes in a C{FileBodyProducer}, which writes from the cooperator a
-    reactor turn later; a JSON-RPC message is small and written whole.
-    """
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer: IConsumer) -> Deferred[None]:
-        consumer.write(self._data)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
-class BodyReader(StreamProtocol):
-    """
-    Receives a response body chunk by chunk and can cut it off.
-
-    Like C{treq.collect}, but the reader can close the connection from outside (to
-    cancel a request by closing its stream, or when the channel closes), and caps the
-    body.
-
-    @ivar done: fires with C{None} when the body ended normally, or fails with why it
-        did not (the connection broke, C{on_data} raised, or L{abort} was called).
-    """
-
-    def __init__(
-        self, on_data: Callable[[bytes], None], reactor: IReactorTime, limit: int | None = None
-    ) -> None:
-        self._on_data = on_data
-        self._reactor = reactor
-        self._limit = limit
-        self._received = 0
-        self._aborted: BaseException | None = None
-        self._closing: IDelayedCall | None = None
-        self.done: Deferred[None] = Deferred()
-
-    def dataReceived(self, data: bytes) -> None:
-        if self._aborted is not None:
-            return
-        self._received += len(data)
-        try:
-            if self._limit is not None and self._received > self._limit:
-                raise BodyTooLarge(self._limit)
-            self._on_data(data)
-        except Exception as e:
-            self._aborted = e
-            # Not at once: if this chunk also ends the response, the client hands the
-            # connection back to its pool right after this call, and closing it now
-            # would give the next request a connection that is going away.  A turn
-            # later the response has either ended (nothing to close) or not.
-            self._closing = self._reactor.callLater(0, self._close)
-
-    def abort(self, reason: BaseException | None = None) -> None:
-        """Close the connection; L{done} fails with C{reason} (C{CancelledError} if none)."""
-        if self._aborted is not None or self.done.called:
-            return
-        self._aborted = reason if reason is not None else CancelledError()
-        self._close()
-
-    def _close(self) -> None:
-        self._closing = None
-        if not self.done.called and self.transport is not None:
-            self.transport.loseConnection()
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        if self._closing is not None:
-            self._closing.cancel()
-            self._closing = None
-        if self.done.called:
-            return
-        if self._aborted is not None:
-            self.done.errback(Failure(self._aborted))
-        elif reason.check(ResponseDone, PotentialDataLoss):
-            self.done.callback(None)
-        else:
-            self.done.errback(reason)
-
-
-def read_body(
-    response: IResponse,
-    reactor: IReactorTime,
-    limit: int,
-    truncate: bool = False,
-    keep_reader: Callable[[BodyReader], None] | None = None,
-) -> Deferred[bytes]:
-    """
-    The whole body of C{response}, up to C{limit} bytes.
-
-    @param truncate: keep the first C{limit} bytes of a longer body and close the
-        connection, instead of failing with L{BodyTooLarge}.
-    @param keep_reader: given the reader, so that whoever waits can cut the body off.
-    """
-    parts: list[bytes] = []
-    kept = [0]
-
-    def keep(data: bytes) -> None:
-        room = limit - kept[0]
-        if len(data) > room:
-            if not truncate:
-                raise BodyTooLarge(limit)
-            parts.append(data[:room])
-            kept[0] = limit
-            raise _Enough()
-        parts.append(data)
-        kept[0] += len(data)
-
-    reader = BodyReader(keep, reactor)
-    if response.length == 0:
-        return succeed(b"")
-    if keep_reader is not None:
-        keep_reader(reader)
-    response.deliverBody(reader)
-
-    def collected(result: object) -> bytes:
-        if isinstance(result, Failure) and not result.check(_Enough):
-            result.raiseException()
-        return b"".join(parts)
-
-    return reader.done.addBoth(collected)
-
-
-class _Enough(Exception):
-    """Raised to stop reading a body once enough of it is kept."""
-
-
-def deliver(peer: RpcPeer, raw: bytes | str, request_id: RequestId | None = None) -> bool:
-    """
-    Hand one JSON-RPC message (or batch) from the server to C{peer}, parsing it once.
-
-    @param raw: the message: a body, or the data of an SSE event (already text).
-    @param request_id: the request whose POST or stream carried it, if any.
-    @return: whether it answered C{request_id}.
-    """
-    try:
-        message = parse(raw, allow_batch=peer.allow_batches)
-    except ProtocolError as e:
-        # The peer answers or logs an unreadable message the way it does on any transport.
-        peer.receive(raw.encode("utf-8") if isinstance(raw, str) else raw)
-        return request_id is not None and e.about_response and e.id == request_id
-    peer.receive_message(message)
-    return request_id is not None and _answers(message, request_id)
-
-
-def _answers(message: Message | Batch, request_id: RequestId) -> bool:
-    if isinstance(message, Response | ErrorResponse):
-        return message.id == request_id
-    if isinstance(message, Batch):
-        return any(_answers(part, request_id) for part in message.messages)
-    return False
-
-
-class _Exchange:
-    """
-    One POST and everything that answers it: a JSON body, or an SSE stream and its
-    resumptions.
-
-    @ivar request_id: the id of the request it carries; C{None} for a notification or
-        a response.
-    @ivar finished: fires once nothing of the exchange is left open.
-    """
-
-    def __init__(
-        self,
-        channel: StreamableHTTPChannel,
-        data: bytes,
-        request: Request | None,
-        headers: dict[str, str],
-    ) -> None:
-        self.channel = channel
-        self.data = data
-        self.request = request
-        self.request_id = request.id if request is not None else None
-        self.headers = headers
-        self.sent_session = "Mcp-Session-Id" in headers
-        self.modern = channel.negotiated.modern
-        self.answered = False
-        self.done = False
-        self.pending: Deferred[Any] | None = None
-        self.reader: BodyReader | None = None
-        self.decoder: SSEDecoder | None = None
-        self.timer: IDelayedCall | None = None
-        self.idle_resumes = 0
-        self.resumed_from = ""
-        self.acknowledged: Deferred[None] | None = None
-        self.finished: Deferred[None] = Deferred()
-        self.target = channel.target
-        self.redirects = 0
-
-    @property
-    def what(self) -> str:
-        if self.request is None:
-            return "a message"
-        return f"{self.request.method} (id {self.request_id!r})"
-
-    def start(self) -> None:
-        channel = self.channel
-        self.pending = pending = channel.http.request(
-            "POST",
-            self.target,
-            headers=as_headers(self.headers),
-            data=BytesBody(self.data),
-            unbuffered=True,
-            allow_redirects=False,
-        )
-        # Chained on the local name: a request that fails at once runs _unreachable
-        # inside addCallbacks, which clears self.pending.
-        pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
-
-    def _bug(self, failure: Failure) -> None:
-        log.failure(
-            "{url}: handling the answer to {what} failed",
-            failure,
-            url=self.channel.shown_url,
-            what=self.what,
-        )
-        self._end(RequestFailed(f"handling the answer from {self.channel.shown_url} failed"))
-
-    def _response(self, response: IResponse) -> None:
-        self.pending = None
-        channel = self.channel
-        channel._acknowledged(self)
-        if self.done:
-            discard_body(response, self.channel.reactor)
-            return
-        code = response.code
-        if code in (307, 308) and self._redirect(response):
-            return
-        if self.request is not None and self.request.method == "initialize" and not self.modern:
-            channel._capture_session(response)
-        if 200 <= code < 300:
-            kind = media_type(response)
-            if kind == EVENT_STREAM:
-                self._read_stream(response, SSEDecoder(channel.max_message_size))
-            elif kind == JSON or kind.endswith("+json"):
-                read_body(
-                    response,
-                    self.channel.reactor,
-                    channel.max_message_size,
-                    keep_reader=self._keep_reader,
-                ).addCallbacks(self._json_body, self._body_failed).addErrback(self._bug)
-            elif self.request_id is None:
-                discard_body(response, self.channel.reactor)
-                self._end()
-            else:
-                hint = (
-                    f"its Content-Type was {kind or 'missing'}, not {JSON} or {EVENT_STREAM}, "
-                    "so it is not an MCP endpoint answer"
-                )
-                read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                    self._unanswered, code, hint
-                ).addErrback(self._bug)
-        else:
-            read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                self._refused, code, response
-            ).addErrback(self._bug)
-
-    def _keep_reader(self, reader: BodyReader) -> None:
-        self.reader = reader
-        reader.done.addBoth(self._reader_done, reader)
-
-    def _reader_done(self, result: object, reader: BodyReader) -> object:
-        if self.reader is reader:
-            self.reader = None
-        return result
-
-    def _redirect(self, response: IResponse) -> bool:
-        """
-        Follow a 307/308 to the same origin with the same method and body, and keep
-        the new URL for later requests; C{False} when it is not to be followed (the
-        refusal then says where it pointed).
-        """
-        location = response.headers.getRawHeaders(b"location")
-        if not location or self.redirects >= MAX_REDIRECTS:
-            return False
-        try:
-            target = self.target.click(EncodedURL.from_text(location[-1].decode("latin-1")))
-        except (ValueError, UnicodeDecodeError):
-            return False
-        if not same_origin(target, self.target):
-            return False
-        discard_body(response, self.channel.reactor)
-        self.redirects += 1
-        channel = self.channel
-        if channel.target == self.target and channel.target != target:
-            log.info(
-                "{url} redirects to {target}; using it from now on",
-                url=channel.shown_url,
-                target=redact_url(target.to_text()),
-            )
-            channel.target = target
-        self.target = target
-        self.start()
-        return True
-
-    def _unreachable(self, failure: Failure, started: bool = False) -> None:
-        self.pending = None
-        self.channel._acknowledged(self)
-        if self.done:
-            return
-        verb = "resuming the stream of" if started else "POST of"
-        self._end(
-            RequestFailed(
-                f"{verb} {self.what} to {self.channel.shown_url} failed: {explain(failure)}",
-                # Could it have reached the server?  Not if no connection was made.
-                started=started or failure.check(ConnectError, RequestNotSent) is None,
-            )
-        )
-
-    def _json_body(self, body: bytes) -> None:
-        if self.done:
-            return
-        if self.request_id is not None:
-            if body.strip():
-                self._deliver(body)
-        else:
-            # A body in reply to a notification or a response is unexpected; pass on
-            # only real messages, rather than answering the server's noise with errors.
-            message = _json_rpc(body, self.channel.peer.allow_batches)
-            if message is not None and not self.channel.closed:
-                self.channel.peer.receive_message(message)
-        self._end()
-
-    def _body_failed(self, failure: Failure) -> None:
-        if self.done:
-            return
-        if failure.check(BodyTooLarge):
-            self._end(MessageTooLarge(self.channel.shown_url, self.channel.max_message_size))
-            return
-        self._end(
-            RequestFailed(
-                f"reading the answer to {self.what} from {self.channel.shown_url} failed: "
-                f"{explain(failure)}"
-            )
-        )
-
-    def _unanswered(self, body: bytes | Failure, code: int, hint: str) -> None:
-        """A 2xx without JSON or SSE to a request: the server did not answer it."""
-        if self.done:
-            return
-        self._end(
-            TransportRefused(
-                code, body if isinstance(body, bytes) else b"", self.channel.shown_url, hint=hint
-            )
-        )
-
-    def _refused(
-        self, body: bytes | Failure, code: int, response: IResponse, started: bool = False
-    ) -> None:
-        """
-        An error status: a JSON-RPC error in the body answers the request; else fail it.
-
-        @param started: the status answered resuming the request's stream, so the
-            server had already accepted the request.
-        """
-        if self.done:
-            return
-        channel = self.channel
-        raw = body if isinstance(body, bytes) else b""
-        if self.sent_session and (code == 404 or (code == 400 and says_unknown_session(raw))):
-            if self.request_id is None:
-                log.warn(
-                    "{url} no longer knows the session (HTTP {code})",
-                    url=channel.shown_url,
-                    code=code,
-                )
-            self._end(
-                SessionExpired(
-                    f"{channel.shown_url} no longer knows the session (HTTP {code} to "
-                    f"{'resuming ' if started else ''}{self.what}); initialize again",
-                    started=started,
-                )
-            )
-            return
-        message = _json_rpc(raw, channel.peer.allow_batches)
-        if message is not None:
-            if (
-                isinstance(message, ErrorResponse)
-                and message.id is None
-                and self.request_id is not None
-            ):
-                # An id-less error in the reply to one request can only be about it.
-                message = ErrorResponse(self.request_id, message.error)
-            if self.request_id is not None and _answers(message, self.request_id):
-                self.answered = True
-            channel.peer.receive_message(message)
-        if self.request_id is None:
-            log.warn(
-                "{url} refused {what} with HTTP {code}: {body}",
-                url=channel.shown_url,
-                what=self.what,
-                code=code,
-                body=raw[:200].decode("utf-8", "replace"),
-            )
-        self._end(
-            TransportRefused(
-                code,
-                raw,
-                channel.shown_url,
-                retry_after=retry_after(response, channel.clock.seconds())
-                if code in (429, 503)
-                else None,
-                hint=self._hint(channel, response, code),
-            )
-        )
-
-    def _hint(self, channel: StreamableHTTPChannel, response: IResponse, code: int) -> str:
-        if channel.credentials is not None and code in (401, 403):
-            challenge = response.headers.getRawHeaders(b"www-authenticate", [])
-            return channel.credentials.unauthorized([v.decode("latin-1") for v in challenge])
-        return refusal_hint(response, self.target)
-
-    def _read_stream(self, response: IResponse, decoder: SSEDecoder) -> None:
-        self.decoder = decoder
-        reader = BodyReader(self._stream_data, self.channel.reactor)
-        self.reader = reader
-        response.deliverBody(reader)
-        reader.done.addBoth(self._stream_ended).addErrback(self._bug)
-
-    def _stream_data(self, data: bytes) -> None:
-        assert self.decoder is not None
-        for event in self.decoder.feed(data):
-            self.idle_resumes = 0
-            if event.event == MESSAGE and event.data and not self.done:
-                self._deliver(event.data)
-
-    def _deliver(self, raw: bytes | str) -> None:
-        channel = self.channel
-        if channel.closed:
-            return
-        if deliver(channel.peer, raw, self.request_id):
-            self.answered = True
-
-    def _stream_ended(self, result: object) -> None:
-        self.reader = None
-        if self.done:
-            return
-        channel = self.channel
-        if isinstance(result, Failure) and result.check(EventTooLarge):
-            self._end(MessageTooLarge(channel.shown_url, channel.max_message_size))
-            return
-        if self.request_id is None or self.answered:
-            self._end()
-            return
-        decoder = self.decoder
-        assert decoder is not None
-        if decoder.last_event_id != self.resumed_from:
-            # The stream moved on (2025-11-25 servers close it after each event and let
-            # the client poll): only resumptions that bring nothing count against it.
-            self.idle_resumes = 0
-        if (
-            not self.modern
-            and decoder.last_event_id
-            and self.idle_resumes < channel.resume_attempts
-            and not channel.closed
-        ):
-            self.idle_resumes += 1
-            self.resumed_from = decoder.last_event_id
-            delay = (decoder.retry if decoder.retry is not None else channel.resume_delay_ms) / 1000
-            self.timer = channel.clock.callLater(delay, self._resume)
-            return
-        if isinstance(result, Failure):
-            reason = f"its stream from {channel.shown_url} broke: {explain(result)}"
-        else:
-            reason = f"its stream from {channel.shown_url} ended without it"
-        self._end(AnswerMissing(f"no answer to {self.what}: {reason}"))
-
-    def _resume(self) -> None:
-        """Reopen the broken stream with a GET naming the last event seen."""
-        self.timer = None
-        if self.done:
-            return
-        channel = self.channel
-        assert self.decoder is not None
-        last_id, retry = self.decoder.last_event_id, self.decoder.retry
-        headers = channel._get_headers()
-        headers["Last-Event-ID"] = last_id
-        self.pending = channel.http.request(
-            "GET",
-            channel.target,
-            headers=as_headers(headers),
-            unbuffered=True,
-            allow_redirects=False,
-        )
-
-        def opened(response: IResponse) -> None:
-            self.pending = None
-            if self.done:
-                discard_body(response, self.channel.reactor)
-                return
-            code = response.code
-            if 200 <= code < 300 and media_type(response) == EVENT_STREAM:
-                decoder = SSEDecoder(channel.max_message_size)
-                decoder.last_event_id, decoder.retry = last_id, retry
-                self._read_stream(response, decoder)
-            elif code in (400, 404) and self.sent_session:
-                read_body(response, self.channel.reactor, ERROR_BODY_LIMIT, truncate=True).addBoth(
-                    self._refused, code, response, True
-                ).addErrback(self._bug)
-            else:
-                discard_body(response, self.channel.reactor)
-                self._end(
-                    AnswerMissing(
-                        f"no answer to {self.what}: its stream from {channel.shown_url} broke "
-                        f"and resuming it was refused with HTTP {code}"
-                    )
-                )
-
-        self.pending.addCallbacks(opened, self._resume_failed).addErrback(self._bug)
-
-    def _resume_failed(self, failure: Failure) -> None:
-        """
-        No connection for the resumption: a server restarting refuses connections for
-        a moment, so try again after its C{retry} (the call's deadline still bounds
-        it all), up to the resumption limit.
-        """
-        channel = self.channel
-        if (
-            failure.check(ConnectError) is not None
-            and self.idle_resumes < channel.resume_attempts
-            and not self.done
-            and not channel.closed
-        ):
-            self.pending = None
-            self.idle_resumes += 1
-            assert self.decoder is not None
-            retry = self.decoder.retry
-            delay = (retry if retry is not None else channel.resume_delay_ms) / 1000
-            self.timer = channel.clock.callLater(delay, self._resume)
-            return
-        self._unreachable(failure, started=True)
-
-    def abort(self, reason: BaseException | None = None) -> None:
-        """Stop waiting, close whatever is open, and fail the request with C{reason}."""
-        if self.done:
-            return
-        self._end(reason)
-        if self.pending is not None:
-            pending, self.pending = self.pending, None
-            pending.cancel()
-        if self.reader is not None:
-            self.reader.abort()
-
-    def _end(self, error: BaseException | None = None) -> None:
-        """The exchange is over: fail the request if it went unanswered."""
-        if self.done:
-            return
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        channel = self.channel
-        if self.request_id is not None and not self.answered and not channel.closed_peer:
-            if error is None:
-                error = AnswerMissing(
-                    f"no answer to {self.what}: the reply from {channel.shown_url} did not carry it"
-                )
-            channel.peer.fail_outgoing(self.request_id, error)
-        channel._forget(self)
-        channel._acknowledged(self)
-        if self.reader is None:
-            self.finished.callback(None)
-        else:
-            self.reader.done.addBoth(lambda _: self.finished.callback(None))
-
-
-def refusal_hint(response: IResponse, target: EncodedURL) -> str:
-    """What an error status means for the user, beyond its number; empty if nothing."""
-    code = response.code
-    if code == 401:
-        return authentication_hint(response)
-    if code == 403:
-        return "the server refused these credentials"
-    if 300 <= code < 400:
-        location = response.headers.getRawHeaders(b"location")
-        if not location:
-            return "a redirect without a Location"
-        shown = redact_url(location[-1].decode("latin-1"))
-        try:
-            elsewhere = not same_origin(
-                target, target.click(EncodedURL.from_text(location[-1].decode("latin-1")))
-            )
-        except (ValueError, UnicodeDecodeError):
-            elsewhere = True
-        if elsewhere:
-            return (
-                f"redirected to {shown}, another origin, which credentials are not sent to; "
-                "configure that URL for this server if you trust it"
-            )
-        return f"redirected to {shown}; configure that URL for this server"
-    return ""
-
-
-def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
-    """The JSON-RPC message an error body holds, or C{None} if it holds none."""
-    if not body.strip():
-        return None
-    try:
-        return parse(body, allow_batch=allow_batch)
-    except ProtocolError:
-        return None
-
-
-def discard_body(response: IResponse, reactor: IReactorTime) -> None:
-    """Read and drop a body nobody needs, so its connection can be reused."""
-    if response.length != 0:
-        read_body(response, reactor, ERROR_BODY_LIMIT, truncate=True).addErrback(lambda _: None)
-
-
-class _ListenStream:
-    """
-    The standalone GET stream of a legacy session, for what the server starts on its
-    own: reopened when it ends (from the last event id it gave), with a growing delay,
-    until too many attempts in a row bring nothing.
-    """
-
-    def __init__(self, channel: StreamableHTTPChannel) -> None:
-        self.channel = channel
-        self.stopped = False
-        self.failures = 0
-        self.last_event_id = ""
-        self.retry: int | None = None
-        self.pending: Deferred[Any] | None = None
-        self.reader: BodyReader | None = None
-        self.decoder: SSEDecoder | None = None
-        self.timer: IDelayedCall | None = None
-        self._answered = False
-        self._waiting: list[Deferred[None]] = []
-
-    def when_answered(self) -> Deferred[None]:
-        """
-        A fresh Deferred that fires once the server has answered the first C{GET} (a
-        stream, a 405, a refusal or no connection at all): from then on, what the
-        server starts on its own has somewhere to go.
-        """
-        waiter: Deferred[None] = Deferred()
-        if self._answered:
-            waiter.callback(None)
-        else:
-            self._waiting.append(waiter)
-        return waiter
-
-    def _settle(self) -> None:
-        if self._answered:
-            return
-        self._answered = True
-        waiting, self._waiting = self._waiting, []
-        for waiter in waiting:
-            waiter.callback(None)
-
-    def open(self) -> None:
-        self.timer = None
-        if self.stopped:
-            return
-        channel = self.channel
-        headers = channel._get_headers()
-        if self.last_event_id:
-            headers["Last-Event-ID"] = self.last_event_id
-        self.pending = channel.http.request(
-            "GET",
-            channel.target,
-            headers=as_headers(headers),
-            unbuffered=True,
-            allow_redirects=False,
-        )
-        self.pending.addCallbacks(self._response, self._unreachable).addErrback(self._bug)
-
-    def _bug(self, failure: Failure) -> None:
-        log.failure("{url}: the GET stream failed", failure, url=self.channel.shown_url)
-
-    def _response(self, response: IResponse) -> None:
-        self.pending = None
-        self._settle()
-        channel = self.channel
-        if self.stopped:
-            discard_body(response, self.channel.reactor)
-            return
-        if response.code == 405:
-            log.debug("{url} offers no GET stream (HTTP 405)", url=channel.shown_url)
-            discard_body(response, self.channel.reactor)
-            self.stopped = True
-            return
-        if not (200 <= response.code < 300 and media_type(response) == EVENT_STREAM):
-            log.warn(
-                "{url} refused the GET stream with HTTP {code}",
-                url=channel.shown_url,
-                code=response.code,
-            )
-            discard_body(response, self.channel.reactor)
-            self._reopen_later()
-            return
-        decoder = SSEDecoder(channel.max_message_size)
-        decoder.last_event_id, decoder.retry = self.last_event_id, self.retry
-        self.decoder = decoder
-        self.reader = BodyReader(self._data, self.channel.reactor)
-        response.deliverBody(self.reader)
-        self.reader.done.addBoth(self._ended).addErrback(self._bug)
-
-    def _unreachable(self, failure: Failure) -> None:
-        self.pending = None
-        self._settle()
-        if self.stopped:
-            return
-        log.warn(
-            "the GET stream to {url} failed: {reason}",
-            url=self.channel.shown_url,
-            reason=explain(failure),
-        )
-        self._reopen_later()
-
-    def _data(self, data: bytes) -> None:
-        assert self.decoder is not None
-        channel = self.channel
-        for event in self.decoder.feed(data):
-            self.failures = 0
-            if event.event == MESSAGE and event.data and not self.stopped and not channel.closed:
-                deliver(channel.peer, event.data)
-
-    def _ended(self, result: object) -> None:
-        self.reader = None
-        if self.decoder is not None:
-            self.last_event_id, self.retry = self.decoder.last_event_id, self.decoder.retry
-        if self.stopped:
-            return
-        if isinstance(result, Failure):
-            log.info(
-                "the GET stream from {url} broke: {reason}",
-                url=self.channel.shown_url,
-                reason=explain(result),
-            )
-        self._reopen_later()
-
-    def _reopen_later(self) -> None:
-        channel = self.channel
-        self.failures += 1
-        if self.failures > channel.reconnect_attempts:
-            log.warn(
-                "giving up on the GET stream from {url} after {n} attempts",
-                url=channel.shown_url,
-                n=self.failures - 1,
-            )
-            self.stopped = True
-            return
-        if self.retry is not None:
-            delay = self.retry / 1000
-        else:
-            delay = min(channel.reconnect_delay * 2 ** (self.failures - 1), 30.0)
-        self.timer = channel.clock.callLater(delay, self.open)
-
-    def stop(self) -> Deferred[None]:
-        """Close the stream and stop reopening it; fires once its connection is closed."""
-        self._settle()
-        self.stopped = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.pending is not None:
-            pending, self.pending = self.pending, None
-            pending.cancel()
-        if self.reader is not None:
-            done: Deferred[None] = Deferred()
-            self.reader.done.addBoth(lambda _: done.callback(None))
-            self.reader.abort()
-            return done
-        return succeed(None)
-
-
-def close_once(closing: Coroutine[Any, Any, None], shown_url: str) -> Deferred[None]:
-    """A channel's one closing run; a failure is logged, never raised at whoever closes."""
-    closed = Deferred.fromCoroutine(closing)
-    closed.addErrback(
-        lambda failure: log.failure("closing the channel to {url} failed", failure, url=shown_url)
-    )
-    return closed
-
-
-def waiter_on(closing: Deferred[None]) -> Deferred[None]:
-    """A fresh Deferred for one caller of C{close()}, firing when C{closing} has."""
-    done: Deferred[None] = Deferred()
-    closing.addBoth(lambda _: done.callback(None))
-    return done
-
-
-class _QuietClientFactory(_HTTP11ClientFactory):
-    """The pool's connection factory, without a "Starting factory" line per connection."""
-
-    noisy = False
-
-
-#: How many idle connections to one server are kept open for reuse, by default.
-DEFAULT_HTTP_CONNECTIONS: Final = 16
-
-
-def connection_pool(reactor: Any, keep: int = DEFAULT_HTTP_CONNECTIONS) -> HTTPConnectionPool:
-    """
-    A persistent connection pool keeping up to C{keep} idle connections per server,
-    so that a burst of calls reuses the connections the last burst opened.
-    """
-    pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
-    pool.maxPersistentPerHost = keep
-    pool._factory = _QuietClientFactory
-    return pool
-
-
-def owned_client(
-    reactor: Any,
-    connect_timeout: float,
-    http: HTTPClient | None = None,
-    pool: HTTPConnectionPool | None = None,
-    *,
-    keep: int = DEFAULT_HTTP_CONNECTIONS,
-    server: RemoteServer | None = None,
-) -> tuple[HTTPClient, HTTPConnectionPool | None]:
-    """
-    The channel's own HTTP client and connection pool, unless the caller gave them
-    (tests inject a client).  The channel closes the pool it owns when it closes.
-
-    @param keep: the idle connections the pool keeps per server.
-    @param server: whose C{tls} settings apply.
-    @raise mcpx.upstream.tls.TlsFileError: a file its C{tls} names cannot be used.
-    """
-    if http is not None:
-        return http, pool
-    if pool is None:
-        pool = connection_pool(reactor, keep)
-    policy = None
-    if server is not None and server.tls is not None:
-        from mcpx.upstream.tls import ServerTlsPolicy
-
-        policy = ServerTlsPolicy(server.name, server.tls)
-    endpoints = UpstreamEndpoints(reactor, connect_timeout, policy)
-    agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)  # type: ignore[no-untyped-call]
-    return HTTPClient(agent), pool
 
 
 class StreamableHTTPChannel:
     """
-    A L{Channel} to a server at a Streamable HTTP endpoint.
+    A L{mcpx.upstream.channel.Channel} to a server at a Streamable HTTP endpoint.
 
     The channel owns its HTTP client and connection pool unless given one.
 
@@ -1215,13 +147,13 @@ class StreamableHTTPChannel:
         self._auth_headers: dict[str, str] = {}
         self._peer: RpcPeer | None = None
         self._session_id: str | None = None
-        self._exchanges: set[_Exchange] = set()
-        self._by_id: dict[RequestId, _Exchange] = {}
-        self._listen: _ListenStream | None = None
+        self._exchanges: set[Exchange] = set()
+        self._by_id: dict[RequestId, Exchange] = {}
+        self._listen: ListenStream | None = None
         self._unacknowledged: list[Deferred[Any]] = []
         self._closing: Deferred[None] | None = None
-        self._lost: Failure | None = None
-        self._lost_waiters: list[Deferred[Failure]] = []
+        #: Fails with L{ChannelClosed} once L{close} has released everything.
+        self._lost: Once[Failure] = Once()
 
     # Channel
 
@@ -1288,7 +220,7 @@ class StreamableHTTPChannel:
             return None
         if self._listen is not None:
             self._listen.stop()
-        listen = self._listen = _ListenStream(self)
+        listen = self._listen = ListenStream(self)
         if self._unacknowledged:
             # After notifications/initialized has reached the server.
             gate = DeferredList(list(self._unacknowledged), consumeErrors=True)
@@ -1309,11 +241,7 @@ class StreamableHTTPChannel:
         Deferred given a L{Failure} runs its errbacks).  HTTP has no connection to lose
         otherwise: each request fails on its own.
         """
-        if self._lost is not None:
-            return fail(self._lost)
-        waiter: Deferred[Failure] = Deferred()
-        self._lost_waiters.append(waiter)
-        return waiter
+        return self._lost.wait()
 
     def close(self) -> Deferred[None]:
         if self._closing is None:
@@ -1344,15 +272,26 @@ class StreamableHTTPChannel:
         if self._session_id is not None:
             headers["Mcp-Session-Id"] = self._session_id
 
-    def _get_headers(self) -> dict[str, str]:
-        """Headers for a legacy GET: the standalone stream or a resumption."""
+    def open_stream(self, last_event_id: str) -> Deferred[Any]:
+        """
+        A legacy C{GET}: the standalone stream, or the resumption of a stream from the
+        last event id it gave (when there is one).
+        """
         headers = self.server.request_headers()
         headers.update(self._auth_headers)
         headers["Accept"] = EVENT_STREAM
         self._legacy_headers(headers)
-        return headers
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        return self.http.request(
+            "GET",
+            self.target,
+            headers=as_headers(headers),
+            unbuffered=True,
+            allow_redirects=False,
+        )
 
-    def _capture_session(self, response: IResponse) -> None:
+    def capture_session(self, response: IResponse) -> None:
         values = response.headers.getRawHeaders(b"mcp-session-id")
         if not values:
             return
@@ -1370,7 +309,7 @@ class StreamableHTTPChannel:
             if request is not None:
                 raise ChannelClosed(f"the channel to {self.shown_url} is closed")
             return
-        exchange = _Exchange(self, data, request, self._request_headers(request))
+        exchange = Exchange(self, data, request, self._request_headers(request))
         self._exchanges.add(exchange)
         if request is not None:
             self._by_id[request.id] = exchange
@@ -1386,7 +325,7 @@ class StreamableHTTPChannel:
         else:
             exchange.start()
 
-    def _acknowledged(self, exchange: _Exchange) -> None:
+    def exchange_acknowledged(self, exchange: Exchange) -> None:
         waiter = exchange.acknowledged
         if waiter is None:
             return
@@ -1395,7 +334,7 @@ class StreamableHTTPChannel:
             self._unacknowledged.remove(waiter)
         waiter.callback(None)
 
-    def _forget(self, exchange: _Exchange) -> None:
+    def forget_exchange(self, exchange: Exchange) -> None:
         self._exchanges.discard(exchange)
         if exchange.request_id is not None and self._by_id.get(exchange.request_id) is exchange:
             del self._by_id[exchange.request_id]
@@ -1415,10 +354,7 @@ class StreamableHTTPChannel:
             await self._delete_session()
         if self._pool is not None:
             await self._pool.closeCachedConnections()  # type: ignore[no-untyped-call]
-        self._lost = lost
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for waiter in waiters:
-            waiter.errback(lost)
+        self._lost.fire(lost)
 
     async def _delete_session(self) -> None:
         headers = self.server.request_headers()

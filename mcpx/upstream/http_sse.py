@@ -22,15 +22,16 @@ from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
+from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.upstream.channel import ChannelClosed, Negotiated, TransportRefused
-from mcpx.upstream.http import (
+from mcpx.upstream.endpoints import IReactorHTTP
+from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
     EVENT_STREAM,
     JSON,
     BodyReader,
     BytesBody,
-    IReactorHTTP,
     RequestFailed,
     as_headers,
     close_once,
@@ -59,7 +60,7 @@ class EndpointRefused(ConnectionError):
 
 class HTTPSSEChannel:
     """
-    A L{Channel} to a 2024-11-05 server over HTTP+SSE.
+    A L{mcpx.upstream.channel.Channel} to a 2024-11-05 server over HTTP+SSE.
 
     POSTs are sent one at a time, each after the server has answered the one before,
     so the server reads the messages in the order the session sent them.
@@ -117,8 +118,10 @@ class HTTPSSEChannel:
         self._last_post: Deferred[None] = succeed(None)
         self._posts: set[Deferred[Any]] = set()
         self._closing: Deferred[None] | None = None
+        #: Why the stream is gone, from the moment L{_lose} begins.
         self._lost: Failure | None = None
-        self._lost_waiters: list[Deferred[Failure]] = []
+        #: Tells L{when_lost} waiters, once L{_lose} has failed the start and the peer.
+        self._loss: Once[Failure] = Once()
 
     # Channel
 
@@ -174,11 +177,7 @@ class HTTPSSEChannel:
         A fresh Deferred that fails with the reason (a L{ChannelClosed}, or the error
         that kept L{start} from succeeding) once the event stream is gone.
         """
-        if self._lost is not None:
-            return fail(self._lost)
-        waiter: Deferred[Failure] = Deferred()
-        self._lost_waiters.append(waiter)
-        return waiter
+        return self._loss.wait()
 
     def close(self) -> Deferred[None]:
         """
@@ -308,9 +307,7 @@ class HTTPSSEChannel:
             self._peer.close(
                 error if isinstance(error, ChannelClosed) else ChannelClosed(str(error))
             )
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for waiter in waiters:
-            waiter.errback(lost)
+        self._loss.fire(lost)
 
     # Messages
 

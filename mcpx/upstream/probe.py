@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,14 +34,9 @@ from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
-from mcpx.upstream.session import (
-    Era,
-    LegacySession,
-    ModernSession,
-    NotModern,
-    UpstreamError,
-    UpstreamSession,
-)
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.session import Era, NotModern, UpstreamError, UpstreamSession
 from mcpx.wire.errors import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -334,8 +329,3 @@ def era_in_doubt(error: BaseException) -> bool:
 
 def cache_path(state_dir: Path) -> Path:
     return state_dir / CACHE_NAME
-
-
-def describe_cache(cache: EraCache) -> Mapping[str, Mapping[str, str]]:
-    """The remembered eras, for diagnostics."""
-    return dict(cache._entries)

@@ -27,11 +27,10 @@ it calls itself closed.
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ProcessExitedAlready
@@ -45,9 +44,18 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.once import Once
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
 from mcpx.upstream.groups import ProcessGroups
+from mcpx.upstream.stderr_lines import StderrLines
+from mcpx.upstream.stdio_spawn import (
+    SpawnFailed,
+    child_directory,
+    child_environment,
+    child_executable,
+    spawn_failed,
+)
 from mcpx.wire.errors import PARSE_ERROR, ProtocolError
 from mcpx.wire.framing import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -78,11 +86,8 @@ _MESSAGE_STARTS: Final = b"{["
 _NEWLINE: Final = b"\n"
 
 
-class SpawnFailed(ChannelClosed):
-    """
-    The server's process could not be started: the command is missing or not
-    executable, its directory does not exist, or the spawn itself failed.
-    """
+class IReactorSpawn(IReactorProcess, IReactorTime):
+    """What a stdio channel needs of its reactor: to spawn a process, and to wait."""
 
 
 class StdioChannel:
@@ -101,7 +106,7 @@ class StdioChannel:
         self,
         name: str,
         server: StdioServer,
-        reactor: Any,
+        reactor: IReactorSpawn,
         environ: Mapping[str, str],
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
@@ -128,7 +133,7 @@ class StdioChannel:
         self._grace = grace
         self._groups = groups
         self._stdout = LineBuffer(max_message_size, ends=_ENDS_KEPT)
-        self._stderr = _StderrLines(STDERR_LINE_LIMIT)
+        self._stderr = StderrLines(STDERR_LINE_LIMIT)
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
         self._stdin_open = False
@@ -136,9 +141,10 @@ class StdioChannel:
         self._exited = False
         self._ended = False
         self._timer: IDelayedCall | None = None
-        self._lost: Failure | None = None
-        self._lost_waiters: list[Deferred[Failure]] = []
-        self._reaped_waiters: list[Deferred[None]] = []
+        #: Fails with why the channel is gone, once it is.
+        self._lost: Once[Failure] = Once()
+        #: Fires once the process is reaped and its group is empty.
+        self._reaped: Once[None] = Once()
         self._pid: int | None = None
         #: Ending what the server left in its group: C{None} (not begun), C{"TERM"},
         #: C{"KILL"}, or C{"gone"}.
@@ -161,12 +167,12 @@ class StdioChannel:
         """
         if self._peer is None:
             raise RuntimeError("attach a peer to the channel before starting it")
-        if self._transport is not None or self._lost is not None:
+        if self._transport is not None or self._lost.done:
             raise RuntimeError(f"the channel to {self._label} was already started")
         try:
-            env = self._environment()
-            cwd = self._directory(env)
-            executable = self._executable(env, cwd)
+            env = child_environment(self._server, self._environ)
+            cwd = child_directory(self._label, self._server, env)
+            executable = child_executable(self._label, self._server, env, cwd)
             args = [self._server.command, *self._server.args]
             path: str | None = cwd
             if self._groups is not None:
@@ -179,7 +185,7 @@ class StdioChannel:
                 _ChildProtocol(self), executable, args, env, path=path
             )
         except Exception as e:
-            error = e if isinstance(e, SpawnFailed) else self._spawn_failed(f"{e}")
+            error = e if isinstance(e, SpawnFailed) else spawn_failed(self._label, f"{e}")
             self._lose(error)
             return fail(error)
         self._transport = transport
@@ -207,65 +213,12 @@ class StdioChannel:
     def _label(self) -> str:
         return f'upstream "{self.name}"'
 
-    def _spawn_failed(self, why: str) -> SpawnFailed:
-        return SpawnFailed(f"{self._label} could not be started: {why}")
-
-    def _environment(self) -> dict[str, str]:
-        """The daemon's environment with the server's variables (and credential) over it."""
-        env = dict(self._environ)
-        env.update(self._server.child_env())
-        return env
-
-    def _directory(self, env: Mapping[str, str]) -> str:
-        """
-        The directory the server starts in: its configured C{cwd} (C{~} expanded), or
-        the user's home, so that nothing in the daemon's own directory (a folder
-        named like a Python package, say) changes what the server runs.
-        """
-        configured = self._server.cwd
-        if configured is None:
-            home = env.get("HOME") or os.path.expanduser("~")
-            return home if os.path.isdir(home) else os.sep
-        cwd = os.path.abspath(os.path.expanduser(configured))
-        if not os.path.isdir(cwd):
-            raise self._spawn_failed(f"its directory {configured!r} does not exist")
-        return cwd
-
-    def _executable(self, env: Mapping[str, str], base: str) -> str:
-        """
-        The absolute path of the command, looked up as C{execvp} would in the child.
-
-        The child starts in C{base}, so a relative command (or a relative C{PATH}
-        entry) is taken from there.
-        """
-        command = self._server.command
-        if os.sep in command:
-            path = os.path.abspath(os.path.join(base, command))
-            if not os.path.exists(path):
-                raise self._spawn_failed(f"command {command!r} does not exist")
-            if not _runnable(path):
-                raise self._spawn_failed(f"command {command!r} is not an executable file")
-            return path
-        search = env.get("PATH", os.defpath)
-        blocked = None
-        for directory in search.split(os.pathsep):
-            path = os.path.abspath(os.path.join(base, directory or os.curdir, command))
-            if _runnable(path):
-                return path
-            if blocked is None and os.path.exists(path):
-                blocked = path
-        if blocked is not None:
-            raise self._spawn_failed(f"{blocked!r} was found on PATH but is not executable")
-        # A PATH set in the server's config is one of its env values, which may be secret.
-        where = "" if "PATH" in self._server.child_env() else f" ({search})"
-        raise self._spawn_failed(f"command {command!r} was not found on PATH{where}")
-
     # Sending
 
     def send(self, data: bytes) -> None:
         """Write a notification or a response; dropped once the server is out of reach."""
         if self._transport is None:
-            if self._lost is None:
+            if not self._lost.done:
                 raise RuntimeError(f"the channel to {self._label} is not started")
             return
         if self._stdin_open:
@@ -277,10 +230,11 @@ class StdioChannel:
             assert self._transport is not None
             self._transport.writeSequence([data, _NEWLINE])
             return
-        if self._transport is None and self._lost is None:
+        lost = self._lost.failure
+        if self._transport is None and lost is None:
             raise RuntimeError(f"the channel to {self._label} is not started")
-        if self._lost is not None:
-            why = str(self._lost.value)
+        if lost is not None:
+            why = str(lost.value)
         elif self._closing:
             why = f"{self._label} is being closed"
         else:
@@ -401,22 +355,15 @@ class StdioChannel:
         A Deferred given a L{Failure} runs its errbacks, so the reason arrives through
         C{addErrback} or C{addBoth}, never C{addCallback}.
         """
-        if self._lost is not None:
-            return fail(self._lost)
-        waiter: Deferred[Failure] = Deferred()
-        self._lost_waiters.append(waiter)
-        return waiter
+        return self._lost.wait()
 
     def _lose(self, reason: ChannelClosed) -> None:
-        if self._lost is not None:
+        if self._lost.done:
             return
-        self._lost = Failure(reason)
         self._stdin_open = False
         if self._peer is not None:
             self._peer.close(reason)
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for waiter in waiters:
-            waiter.errback(self._lost)
+        self._lost.fire(Failure(reason))
 
     def _process_exited(self) -> None:
         self._exited = True
@@ -451,9 +398,7 @@ class StdioChannel:
         """Tell L{close} callers, once the process is reaped and its group is empty."""
         if not self._ended or (self._groups is not None and self._group_step != "gone"):
             return
-        waiters, self._reaped_waiters = self._reaped_waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
+        self._reaped.fire(None)
 
     # The process group
 
@@ -542,15 +487,14 @@ class StdioChannel:
         if self._transport is None:
             self._lose(ChannelClosed(f"{self._label} was closed before it started"))
             return succeed(None)
-        waiter: Deferred[None] = Deferred()
-        self._reaped_waiters.append(waiter)
+        reaped = self._reaped.wait()
         if not self._closing and not self._ended:
             self._closing = True
             self._stdin_open = False
             self._cancel_timer()
             self._transport.closeStdin()
             self._timer = self._clock.callLater(self._grace, self._terminate)
-        return waiter
+        return reaped
 
     def _terminate(self) -> None:
         self._timer = None
@@ -609,10 +553,6 @@ class StdioChannel:
         return shlex.join([self._server.command, *self._server.args])
 
 
-def _runnable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
-
-
 class _ChildProtocol(ProcessProtocol):
     """Hands what happens to the child process to its L{StdioChannel}."""
 
@@ -633,57 +573,3 @@ class _ChildProtocol(ProcessProtocol):
 
     def processEnded(self, reason: Failure) -> None:
         self._channel._process_ended(reason)
-
-
-class _StderrLines:
-    """
-    Splits stderr into lines, keeping at most C{limit} bytes of each: a longer line is
-    cut off there and the rest of it skipped, so a child that never writes a newline
-    costs a bounded amount of memory.
-    """
-
-    __slots__ = ("_pending", "_skipping", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._pending = bytearray()
-        self._skipping = False
-
-    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
-        """The lines C{data} completes, each with whether it was cut off."""
-        out: list[tuple[bytes, bool]] = []
-        pending = self._pending
-        start, end = 0, len(data)
-        while start < end:
-            newline = data.find(_NEWLINE, start)
-            stop = end if newline < 0 else newline
-            if self._skipping:
-                if newline < 0:
-                    break
-                self._skipping = False
-            else:
-                room = self.limit - len(pending)
-                if stop - start > room:
-                    pending += data[start : start + room]
-                    out.append((bytes(pending), True))
-                    pending.clear()
-                    self._skipping = newline < 0
-                else:
-                    pending += data[start:stop]
-                    if newline < 0:
-                        break
-                    out.append((bytes(pending), False))
-                    pending.clear()
-            if newline < 0:
-                break
-            start = newline + 1
-        return out
-
-    def flush(self) -> list[tuple[bytes, bool]]:
-        """The last line, if the stream ended without a newline."""
-        self._skipping = False
-        if not self._pending:
-            return []
-        line = bytes(self._pending)
-        self._pending.clear()
-        return [(line, False)]

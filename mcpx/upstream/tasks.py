@@ -27,19 +27,43 @@ server may have forgotten it by then.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
 
-if TYPE_CHECKING:
-    from mcpx.upstream.session import UpstreamSession
-
 log = Logger()
+
+
+class TaskSession(Protocol):
+    """What following a task needs of its session (an L{mcpx.upstream.session.UpstreamSession})."""
+
+    @property
+    def name(self) -> str:
+        """The server's configured name."""
+
+    @property
+    def clock(self) -> IReactorTime:
+        """The session's clock, for polling and deadlines."""
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        caller: Any = None,
+    ) -> dict[str, Any]:
+        """Send a request and return its result."""
+
+    async def answer_inputs(self, round_: InputRound, caller: Any = None) -> dict[str, Any]:
+        """Answer every question of a 2026-07-28 input round."""
+
 
 #: The 2026-07-28 extension's identifier, in C{capabilities.extensions}.
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
@@ -149,7 +173,7 @@ def _tell_caller(caller: Any) -> None:
         told()
 
 
-def _cancel_upstream(session: UpstreamSession, task_id: str, why: str) -> None:
+def _cancel_upstream(session: TaskSession, task_id: str, why: str) -> None:
     """Tell the server to stop the task; the wait is over already, so nobody awaits it."""
     cancelling = Deferred.fromCoroutine(session.request("tasks/cancel", {"taskId": task_id}))
 
@@ -165,7 +189,7 @@ def _cancel_upstream(session: UpstreamSession, task_id: str, why: str) -> None:
     cancelling.addErrback(failed)
 
 
-def _ended(session: UpstreamSession, task_id: str, status: str, message: object) -> RpcError:
+def _ended(session: TaskSession, task_id: str, status: str, message: object) -> RpcError:
     said = f": {message}" if isinstance(message, str) and message else ""
     return UpstreamTaskEnded(
         -32603,
@@ -174,7 +198,7 @@ def _ended(session: UpstreamSession, task_id: str, status: str, message: object)
     )
 
 
-def _outlived(session: UpstreamSession, task_id: str, ttl: float) -> RpcError:
+def _outlived(session: TaskSession, task_id: str, ttl: float) -> RpcError:
     return UpstreamTaskEnded(
         -32603,
         f"upstream {session.name!r}: its task {task_id} did not finish within the ttl of "
@@ -184,7 +208,7 @@ def _outlived(session: UpstreamSession, task_id: str, ttl: float) -> RpcError:
 
 
 async def call_legacy_task(
-    session: UpstreamSession,
+    session: TaskSession,
     params: Mapping[str, Any],
     *,
     timeout: float | None = None,
@@ -255,7 +279,7 @@ async def call_legacy_task(
 
 
 async def follow_modern_task(
-    session: UpstreamSession,
+    session: TaskSession,
     created: Mapping[str, Any],
     params: Mapping[str, Any],
     *,
@@ -268,9 +292,6 @@ async def follow_modern_task(
     @param params: the C{tools/call}'s parameters (its questions are asked as its own).
     @raise RpcError: the error of a failed task, or L{UpstreamTaskEnded}.
     """
-    # Imported here: the session module imports this one.
-    from mcpx.upstream.session import InputRound
-
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
         raise RpcError(-32603, f"upstream {session.name!r} answered a task without a taskId")

@@ -178,11 +178,6 @@ class RpcError(Exception):
         return cls(error["code"], error["message"], error.get("data"))
 
     @classmethod
-    def parse_error(cls, detail: str | None = None) -> RpcError:
-        """-32700: the bytes were not JSON."""
-        return cls(PARSE_ERROR, _with_detail("Parse error", detail))
-
-    @classmethod
     def invalid_request(cls, detail: str | None = None) -> RpcError:
         """-32600: JSON, but not a valid JSON-RPC 2.0 message."""
         return cls(INVALID_REQUEST, _with_detail("Invalid Request", detail))
@@ -240,15 +235,6 @@ class RpcError(Exception):
             code,
             "Unsupported protocol version",
             {"supported": list(supported), "requested": requested},
-        )
-
-    @classmethod
-    def url_elicitation_required(cls, elicitations: Iterable[Mapping[str, Any]]) -> RpcError:
-        """-32042 (2025-11-25 only), with C{data.elicitations}."""
-        return cls(
-            URL_ELICITATION_REQUIRED,
-            "URL elicitation required",
-            {"elicitations": [dict(e) for e in elicitations]},
         )
 
 

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from contextvars import ContextVar
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 
-from twisted.internet.defer import CancelledError, Deferred, TimeoutError, fail
+from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.wire.batch_reply import BatchReply
+from mcpx.wire.cancellation import CANCELLED, cancel_for_peer, cancelled_by_peer
 from mcpx.wire.errors import INVALID_REQUEST, ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
@@ -52,71 +53,25 @@ from mcpx.wire.messages import (
     encode,
     parse,
 )
+from mcpx.wire.peer_errors import ConnectionClosed, NoReply, RequestTimedOut
 
-CANCELLED: Final = "notifications/cancelled"
-
-#: Set while a handler is being cancelled because the other side said so.
-_CANCELLED_BY_PEER: ContextVar[bool] = ContextVar("mcpx_cancelled_by_peer", default=False)
-
-
-def cancelled_by_peer() -> bool:
-    """
-    Whether the cancellation under way comes from the other side's
-    C{notifications/cancelled} (rather than a closed connection or mcpx itself): code
-    run by a handler's canceller asks this to tell the two apart.
-    """
-    return _CANCELLED_BY_PEER.get()
-
-
-def cancel_for_peer(handling: Deferred[Any]) -> None:
-    """Cancel a handler's Deferred because the other side cancelled its request."""
-    token = _CANCELLED_BY_PEER.set(True)
-    try:
-        handling.cancel()
-    finally:
-        _CANCELLED_BY_PEER.reset(token)
-
+#: What a peer's users import from here, besides the peer itself.
+__all__ = [
+    "CANCELLED",
+    "ConnectionClosed",
+    "NoReply",
+    "NotificationHandler",
+    "RequestHandler",
+    "RequestTimedOut",
+    "RpcPeer",
+    "cancelled_by_peer",
+]
 
 #: Answers a request: returns the result, or a Deferred or coroutine producing it, or raises
 #: (an L{RpcError} is sent as is; anything else is logged and sent as -32603).
 RequestHandler: TypeAlias = Callable[[Request], object]
 #: Receives a notification; what it returns is ignored, but failures are logged.
 NotificationHandler: TypeAlias = Callable[[Notification], object]
-
-
-class ConnectionClosed(Exception):
-    """
-    The connection ended: the request was outstanding when it did, or was made after.
-
-    @ivar reason: why the connection ended.
-    """
-
-    def __init__(self, name: str, reason: BaseException) -> None:
-        where = f" to {name}" if name else ""
-        super().__init__(f"JSON-RPC connection{where} closed: {reason}")
-        self.reason = reason
-
-
-class NoReply(Exception):
-    """
-    Raised by a request handler for a request that must not be answered at all (a
-    2026-07-28 client receiving a server-to-client request, which that revision
-    does not have): the peer sends nothing back.
-    """
-
-
-class RequestTimedOut(TimeoutError):
-    """
-    No answer came within the request's timeout; the peer was told to stop working on it.
-
-    A L{twisted.internet.defer.TimeoutError}, as C{addTimeout} would produce.
-    """
-
-    def __init__(self, method: str, request_id: RequestId, timeout: float) -> None:
-        super().__init__(f"{method} (id {request_id!r}) had no answer within {timeout}s")
-        self.method = method
-        self.request_id = request_id
-        self.timeout = timeout
 
 
 class _Outgoing:
@@ -141,42 +96,6 @@ class _Outgoing:
         self.timer = None
         if self.peer._abandon(self, f"timed out after {timeout}s"):
             self.deferred.errback(RequestTimedOut(self.method, self.id, timeout))
-
-
-class _BatchReply:
-    """
-    The answers to one incoming batch, sent together as one array once every request in it
-    has been answered or cancelled (JSON-RPC 2.0 section 6).
-    """
-
-    __slots__ = ("_parts", "_peer", "_pending", "_sealed")
-
-    def __init__(self, peer: RpcPeer) -> None:
-        self._peer = peer
-        self._parts: list[bytes] = []
-        self._pending = 0
-        self._sealed = False
-
-    def expect(self) -> None:
-        self._pending += 1
-
-    def add(self, part: bytes) -> None:
-        self._parts.append(part)
-
-    def settle(self, part: bytes | None) -> None:
-        self._pending -= 1
-        if part is not None:
-            self._parts.append(part)
-        self._flush()
-
-    def seal(self) -> None:
-        self._sealed = True
-        self._flush()
-
-    def _flush(self) -> None:
-        if self._sealed and not self._pending and self._parts:
-            parts, self._parts = self._parts, []
-            self._peer._write(b"[" + b",".join(parts) + b"]")
 
 
 class RpcPeer:
@@ -255,6 +174,24 @@ class RpcPeer:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    def is_handling(self, request_id: RequestId) -> bool:
+        """Whether a request with this id is being handled (its id is in use)."""
+        return request_id in self._incoming
+
+    def track_incoming(self, request_id: RequestId, handling: Deferred[Any]) -> None:
+        """
+        Count a request that reached its handler by another way than L{receive} (a
+        transport that gives each request an exchange of its own) as being handled
+        here: a C{notifications/cancelled} naming it cancels C{handling}, and so does
+        L{close}.  The caller answers it, and calls L{forget_incoming} when it has.
+        """
+        self._incoming[request_id] = handling
+
+    def forget_incoming(self, request_id: RequestId, handling: Deferred[Any]) -> None:
+        """The request L{track_incoming} counted is over (if it is still that one)."""
+        if self._incoming.get(request_id) is handling:
+            del self._incoming[request_id]
 
     def expect_late(self, grace: float) -> None:
         """
@@ -423,7 +360,7 @@ class RpcPeer:
         error = RpcError.invalid_request(f"message longer than {limit} bytes")
         self._write(encode(ErrorResponse(None, error)))
 
-    def _protocol_error(self, error: ProtocolError, batch: _BatchReply | None = None) -> None:
+    def _protocol_error(self, error: ProtocolError, batch: BatchReply | None = None) -> None:
         if error.about_response:
             # JSON-RPC never answers a response; fail the request it meant to answer instead.
             entry = None if error.id is None else self._outgoing.get(error.id)
@@ -469,8 +406,8 @@ class RpcPeer:
         else:
             entry.deferred.errback(error)
 
-    def _dispatch(self, request: Request, batch: _BatchReply | None) -> None:
-        if request.id in self._incoming:
+    def _dispatch(self, request: Request, batch: BatchReply | None) -> None:
+        if self.is_handling(request.id):
             # Ids must not be reused while in flight; answering keeps the original's entry.
             error = ProtocolError(
                 INVALID_REQUEST,
@@ -495,7 +432,7 @@ class RpcPeer:
             return
         if batch is not None:
             batch.expect()
-        self._incoming[request.id] = handling
+        self.track_incoming(request.id, handling)
         handling.addBoth(self._finished, request, handling, batch)
 
     def _finished(
@@ -503,7 +440,7 @@ class RpcPeer:
         outcome: object,
         request: Request,
         handling: Deferred[Any],
-        batch: _BatchReply | None,
+        batch: BatchReply | None,
     ) -> None:
         # A handler cancelled by the peer (or by close()) was removed first: answer nothing.
         answering = self._incoming.get(request.id) is handling
@@ -525,7 +462,7 @@ class RpcPeer:
                 id=request.id,
             )
 
-    def _answer(self, request: Request, reply: bytes, batch: _BatchReply | None) -> None:
+    def _answer(self, request: Request, reply: bytes, batch: BatchReply | None) -> None:
         if batch is None:
             self._write(reply)
         else:
@@ -564,7 +501,7 @@ class RpcPeer:
         return encode(ErrorResponse(request.id, error))
 
     def _notification(self, notification: Notification) -> None:
-        if notification.method == CANCELLED and self._cancel_incoming(notification.params):
+        if notification.method == CANCELLED and self.cancel_incoming(notification.params):
             return
         if self._on_notification is None:
             return
@@ -586,8 +523,11 @@ class RpcPeer:
             method=notification.method,
         )
 
-    def _cancel_incoming(self, params: Params) -> bool:
-        """Stop the handler a C{notifications/cancelled} names; C{False} if none is running."""
+    def cancel_incoming(self, params: Params) -> bool:
+        """
+        Stop the handler a C{notifications/cancelled} with these C{params} names (as
+        L{receive} does for one that arrives through it); C{False} if none is running.
+        """
         if type(params) is not dict:
             return False
         request_id = params.get("requestId")
@@ -617,7 +557,7 @@ class RpcPeer:
             self.log.failure("{peer}: cancelling a handler failed", peer=self.name)
 
     def _batch(self, batch: Batch) -> None:
-        reply = _BatchReply(self)
+        reply = BatchReply(self._write)
         for error in batch.invalid:
             self._protocol_error(error, reply)
         for message in batch.messages:

@@ -16,7 +16,8 @@ from mcpx.auth.refresh import NeedsSignIn
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import RemoteServer, parse_server
+from mcpx.settings.server_entry import parse_server
+from mcpx.settings.servers import RemoteServer
 from tests.auth.test_flow import MCP, FakeServers, stub
 
 REDIRECT = "http://127.0.0.1:4711/callback"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcpx.policy.settings import parse_policy
 from mcpx.pool.status import ReloadReport
+from mcpx.settings.server_policy import parse_policy
 from mcpx.settings.servers import ServersConfig, StdioServer
 
 

@@ -9,8 +9,8 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.policy.sampling import USER_REJECTED, SamplingGuard
-from mcpx.policy.settings import ServerPolicy, parse_policy
 from mcpx.questions.caller import ELICIT, SAMPLE, Caller
+from mcpx.settings.server_policy import ServerPolicy, parse_policy
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 

@@ -17,7 +17,8 @@ from twisted.python.failure import Failure
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed, Negotiated
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import LegacySession, UpstreamSession
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Notification, Request, RequestId
 from mcpx.wire.peer import RpcPeer
 

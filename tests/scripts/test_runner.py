@@ -17,11 +17,11 @@ from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from mcpx.daemon.ops import PoolInterface
+from mcpx.pool.errors import UnknownServer
 from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import Artifacts, UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
-from mcpx.scripts.runner import Limits, Scripts
+from mcpx.scripts.runner import Limits, RunPool, Scripts
 from mcpx.wire.errors import RpcError
 
 
@@ -92,6 +92,8 @@ class FakePool:
                 await deferLater(reactor, 0.01, lambda: None)
         finally:
             self.in_flight -= 1
+        if server == "nowhere":
+            raise UnknownServer(server, ["demo"])
         if tool == "fail":
             return {"content": [{"type": "text", "text": "demo refuses"}], "isError": True}
         if tool == "rpc":
@@ -115,7 +117,7 @@ class RunnerTests(TestCase):
         self.scripts = Scripts(
             reactor,
             reactor,
-            lambda: cast(PoolInterface, self.pool),
+            lambda: cast(RunPool, self.pool),
             Limits(timeout=20.0, output=4096),
             self.artifacts,
         )
@@ -198,6 +200,26 @@ class RunnerTests(TestCase):
                 "server 'demo' answered with JSON-RPC error -32602: no tool named 'rpc'",
             ],
         )
+
+    async def test_pool_refusals_are_worded_by_explain(self) -> None:
+        """
+        A call the pool refuses raises in the program with the error's own message, or
+        with the wording the daemon gives the runner.
+        """
+        program = (
+            "try:\n"
+            "    await call('nowhere', 'echo', {})\n"
+            "except RuntimeError as e:\n"
+            "    out = str(e)\n"
+            "out"
+        )
+        plain = await self.start(program)
+        self.assertEqual(
+            plain.value, "no server named 'nowhere' is configured (configured servers: demo)"
+        )
+        self.scripts.explain = lambda error: f"{error.message}; see the daemon"
+        worded = await self.start(program)
+        self.assertEqual(worded.value, f"{plain.value}; see the daemon")
 
     async def test_stubs(self) -> None:
         outcome = await self.start('await stubs("demo")')

@@ -314,7 +314,7 @@ class LegacySessionTests(McpHTTPCase):
         self.assertEqual(self.core.cancelled, [])
         self.assertIn(5, self.core.waiting)
         self.core.release(5, {})
-        self.assertNotIn(5, self.mcp.sessions[session].running)
+        self.assertFalse(self.mcp.sessions[session].peer.is_handling(5))
 
     def test_sessionless_drop_is_a_cancellation(self) -> None:
         """Outside a session, a POST whose connection drops is cancelled."""

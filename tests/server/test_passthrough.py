@@ -28,7 +28,8 @@ from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import LegacySession, UpstreamSession
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from mcpx.wire.messages import Request
 from tests.cli.test_real_daemon import RealDaemonCase

@@ -46,7 +46,9 @@ from mcpx.spec.revision import (
 )
 from mcpx.spec.schemas import definitions, load_schema, violations
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import LegacySession, ModernSession, UpstreamSession
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Request
 from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import SSEDecoder

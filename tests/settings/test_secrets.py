@@ -10,7 +10,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import RemoteServer, ServersConfig, parse_server
+from mcpx.settings.server_entry import parse_server
+from mcpx.settings.servers import RemoteServer, ServersConfig
 
 
 def servers(**entries: object) -> ServersConfig:

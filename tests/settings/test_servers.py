@@ -10,6 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.settings.config import parse_config
 from mcpx.settings.errors import SettingsError
+from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import (
     Auth,
     AuthType,
@@ -18,7 +19,6 @@ from mcpx.settings.servers import (
     Secret,
     Server,
     StdioServer,
-    parse_server,
     redact_url,
 )
 

@@ -267,7 +267,7 @@ class FloorTests(SynchronousTestCase):
         self.assertEqual(present(Kind.TRANSPORT, "MCP-Protocol-Version"), [V3, V4, V5])
         self.assertEqual(present(Kind.TRANSPORT, "Mcp-Method"), [V5])
         self.assertEqual(present(Kind.TRANSPORT, "Mcp-Name"), [V5])
-        self.assertTrue(matrix.transport_in("http+sse", V1))
+        self.assertTrue(matrix.has(Kind.TRANSPORT, "http+sse", V1))
         self.assertEqual(matrix.lookup(Kind.TRANSPORT, "http+sse").deprecated_in, V2)
 
     def test_listings(self) -> None:

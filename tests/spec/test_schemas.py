@@ -12,10 +12,10 @@ from typing import Any
 from jsonschema.validators import Draft7Validator, Draft202012Validator
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.spec.open_places import OPEN_PLACES
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import (
     ALL_SOURCES,
-    OPEN_PLACES,
     TASKS_EXTENSION,
     SchemaSource,
     SchemaViolation,

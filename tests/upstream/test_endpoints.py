@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import succeed
 from twisted.internet.interfaces import IStreamClientEndpoint
@@ -13,7 +13,7 @@ from twisted.web.client import URI
 from twisted.web.error import SchemeNotSupported
 from zope.interface import implementer
 
-from mcpx.upstream.endpoints import UpstreamEndpoints, _NoDelayEndpoint, _TlsEndpoint
+from mcpx.upstream.endpoints import IReactorHTTP, UpstreamEndpoints, _NoDelayEndpoint, _TlsEndpoint
 
 
 class NoDelayTransport(StringTransport):
@@ -63,7 +63,7 @@ class UpstreamEndpointsTests(SynchronousTestCase):
 
     def test_kinds_by_scheme(self) -> None:
         """C{http} is TCP, C{https} TLS over TCP, anything else is refused."""
-        endpoints = UpstreamEndpoints(MemoryReactor(), 5.0)
+        endpoints = UpstreamEndpoints(cast(IReactorHTTP, MemoryReactor()), 5.0)
         http = endpoints.endpointForURI(URI.fromBytes(b"http://127.0.0.1:8080/mcp"))
         https = endpoints.endpointForURI(URI.fromBytes(b"https://example.com/mcp"))
         self.assertIsInstance(http, _NoDelayEndpoint)

@@ -24,13 +24,10 @@ from mcpx.upstream.channel import (
     SessionExpired,
     TransportRefused,
 )
-from mcpx.upstream.http import (
-    AnswerMissing,
-    RequestFailed,
-    StreamableHTTPChannel,
-    header_value,
-    modern_request_headers,
-)
+from mcpx.upstream.http import StreamableHTTPChannel
+from mcpx.upstream.http_client import RequestFailed
+from mcpx.upstream.http_exchange import AnswerMissing
+from mcpx.upstream.http_headers import header_value, modern_request_headers
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import RpcPeer

@@ -13,7 +13,7 @@ from twisted.trial.unittest import TestCase
 
 from mcpx.settings.servers import Auth, AuthType, RemoteServer, Secret
 from mcpx.upstream.channel import Channel, ChannelClosed, TransportRefused
-from mcpx.upstream.http import RequestFailed
+from mcpx.upstream.http_client import RequestFailed
 from mcpx.upstream.http_sse import EndpointRefused, HTTPSSEChannel
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer

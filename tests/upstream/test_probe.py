@@ -13,8 +13,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.settings.servers import RemoteServer, Secret, StdioServer
 from mcpx.spec.revision import NEWEST
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, era_key
-from mcpx.upstream.session import Era, LegacySession, ModernSession, UpstreamError
+from mcpx.upstream.session import Era, UpstreamError
 from mcpx.wire.errors import RpcError
 from tests.support.logs import observe_log
 from tests.upstream.memory import FakeServer, MemoryChannel, discover_result, initialize_result

@@ -20,8 +20,10 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.probe import Connector, EraCache, era_key
-from mcpx.upstream.session import Era, LegacySession, ModernSession, UpstreamSession
+from mcpx.upstream.session import Era, UpstreamSession
 from mcpx.wire.peer import ConnectionClosed, RequestTimedOut
 from tests.support.peers import (
     fixture_argv,

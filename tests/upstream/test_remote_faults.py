@@ -993,7 +993,7 @@ class TlsTests(TestCase):
     def test_config(self) -> None:
         """C{tls} is read from the config file, and its mistakes are named."""
         from mcpx.settings.errors import SettingsError
-        from mcpx.settings.servers import parse_server
+        from mcpx.settings.server_entry import parse_server
 
         def parse(entry: dict[str, Any]) -> Any:
             return parse_server("s", entry, origin="test", environ={})

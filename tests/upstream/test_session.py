@@ -14,13 +14,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import (
-    LegacySession,
-    ModernSession,
-    NotModern,
-    TooManyRounds,
-    UpstreamError,
-)
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.session import NotModern, TooManyRounds, UpstreamError
 from mcpx.wire.errors import RpcError
 from tests.upstream.memory import (
     FakeServer,
@@ -645,7 +641,7 @@ class ServerStreamWaitTests(SynchronousTestCase):
 
     def test_a_slow_stream_does_not_hold_the_session(self) -> None:
         """A server slow to answer its GET stream delays the open by SERVER_STREAM_WAIT at most."""
-        from mcpx.upstream.session import SERVER_STREAM_WAIT
+        from mcpx.upstream.legacy_session import SERVER_STREAM_WAIT
 
         opening = Deferred.fromCoroutine(self.session.open())
         self.clock.advance(SERVER_STREAM_WAIT)

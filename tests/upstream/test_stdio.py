@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from attrs import define, field
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -30,7 +30,8 @@ from zope.interface import implementer
 
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
-from mcpx.upstream.stdio import STDERR_LINE_LIMIT, SpawnFailed, StdioChannel
+from mcpx.upstream.stdio import STDERR_LINE_LIMIT, IReactorSpawn, StdioChannel
+from mcpx.upstream.stdio_spawn import SpawnFailed
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
@@ -211,6 +212,11 @@ def executable(directory: Path, name: str, mode: int = 0o755) -> Path:
     return path
 
 
+def spawner() -> IReactorSpawn:
+    """A L{FakeProcessReactor}, as the channel's reactor (it spawns and tells time)."""
+    return cast(IReactorSpawn, FakeProcessReactor())
+
+
 def connect(
     server: StdioServer,
     environ: Mapping[str, str] | None = None,
@@ -219,7 +225,9 @@ def connect(
 ) -> Upstream:
     """Build a channel and its peer the way the session layer does, without starting it."""
     reactor = reactor or FakeProcessReactor()
-    channel = StdioChannel(server.name, server, reactor, environ or {}, **options)
+    channel = StdioChannel(
+        server.name, server, cast(IReactorSpawn, reactor), environ or {}, **options
+    )
     requests: list[Request] = []
     notifications: list[Notification] = []
     peer = RpcPeer(
@@ -380,7 +388,7 @@ class SpawnTests(StdioTestCase):
 
     def test_start_needs_peer(self) -> None:
         """Starting a channel that has no peer attached is a programming error."""
-        channel = StdioChannel("demo", self.server(), FakeProcessReactor(), self.environ)
+        channel = StdioChannel("demo", self.server(), spawner(), self.environ)
         self.assertRaises(RuntimeError, channel.start)
 
     def test_pid(self) -> None:
@@ -395,7 +403,7 @@ class SpawnTests(StdioTestCase):
     def test_describe(self) -> None:
         """C{describe} gives the command line, quoted, and no environment values."""
         server = self.server(args=("--root", "/srv/my files"), env={"TOKEN": Secret("s3cret")})
-        description = StdioChannel("demo", server, FakeProcessReactor(), {}).describe()
+        description = StdioChannel("demo", server, spawner(), {}).describe()
         self.assertEqual(description, "demo-server --root '/srv/my files'")
 
 

@@ -16,7 +16,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import Caller
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import LegacySession, ModernSession
+from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.tasks import REQUESTED_TTL_MS, UpstreamTaskEnded
 from mcpx.wire.errors import RpcError
 from tests.upstream.memory import (

@@ -153,13 +153,10 @@ class RpcErrorTests(SynchronousTestCase):
         """
         Each helper produces its own code.
         """
-        self.assertEqual(RpcError.parse_error().code, -32700)
         self.assertEqual(RpcError.invalid_request("x").message, "Invalid Request: x")
         self.assertEqual(RpcError.internal_error().message, "Internal error")
         self.assertEqual(RpcError.resource_not_found("file:///a").data, {"uri": "file:///a"})
         self.assertEqual(RpcError.header_mismatch().code, -32020)
-        url = RpcError.url_elicitation_required([{"mode": "url"}])
-        self.assertEqual((url.code, url.data), (-32042, {"elicitations": [{"mode": "url"}]}))
 
     def test_str_and_repr(self) -> None:
         """

@@ -23,6 +23,7 @@ from mcpx.wire.peer import (
     ConnectionClosed,
     RequestTimedOut,
     RpcPeer,
+    cancelled_by_peer,
 )
 
 
@@ -942,6 +943,34 @@ class TransportHookTests(SynchronousTestCase):
         self.assertFalse(self.peer.fail_outgoing(first_id, ConnectionError("again")))
         self.clock.advance(10)
         self.assertEqual(self.abandoned, [], "a failed request's timer is cancelled")
+
+    def test_tracked_request_is_cancelled_by_the_peer(self) -> None:
+        """
+        A request handled outside the peer (its own HTTP exchange) but tracked in it
+        is cancelled by the client's notifications/cancelled, once, and its id stays
+        in use until it is forgotten.
+        """
+        stopped: list[bool] = []
+        handling: Deferred[Any] = Deferred(lambda _: stopped.append(cancelled_by_peer()))
+        self.peer.track_incoming(7, handling)
+        self.assertTrue(self.peer.is_handling(7))
+        self.peer.receive_message(Notification(CANCELLED, {"requestId": 7}))
+        self.assertEqual(stopped, [True])
+        self.failureResultOf(handling, CancelledError)
+        self.assertFalse(self.peer.is_handling(7))
+        self.assertFalse(self.peer.cancel_incoming({"requestId": 7}))
+
+    def test_tracked_request_ends_with_the_peer(self) -> None:
+        """Closing the peer cancels a tracked request; a forgotten one is left alone."""
+        running: Deferred[Any] = Deferred()
+        done: Deferred[Any] = Deferred()
+        self.peer.track_incoming(1, running)
+        self.peer.track_incoming(2, done)
+        self.peer.forget_incoming(2, done)
+        self.assertEqual(self.peer.in_flight_incoming, 1)
+        self.peer.close(ConnectionDone())
+        self.failureResultOf(running, CancelledError)
+        self.assertNoResult(done)
 
 
 class NoReplyTests(SynchronousTestCase):

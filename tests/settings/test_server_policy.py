@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.policy.settings import Check, SamplingMode
 from mcpx.settings.config import parse_config
 from mcpx.settings.errors import SettingsError
+from mcpx.settings.server_policy import Check, SamplingMode
 from mcpx.settings.servers import ServersConfig
 
 

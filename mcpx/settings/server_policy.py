@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.policy.test_settings -*-
+# -*- test-case-name: tests.settings.test_server_policy -*-
 """
 A server's policy, as its config entry and the top-level C{"serverDefaults"} give it.
 

@@ -1,0 +1,330 @@
+# -*- test-case-name: tests.settings.test_servers -*-
+"""
+Reading one server entry of the config file into a L{StdioServer} or
+L{RemoteServer}: its fields checked, C{${NAME}} references filled in from the
+environment, its C{auth} and C{tls} blocks read, every error naming the file, the
+server and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import NoReturn
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from mcpx.settings.errors import SettingsError, closest
+from mcpx.settings.server_policy import POLICY_FIELDS
+from mcpx.settings.servers import (
+    AUTH_FIELDS,
+    Auth,
+    AuthType,
+    OAuthSettings,
+    RemoteServer,
+    Scope,
+    Secret,
+    Server,
+    StdioServer,
+    Tls,
+)
+
+_SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_REFERENCE = re.compile(r"\$(\$?)\{([^}]*)\}?")
+
+#: Auth types that make sense for a server reached over HTTP, and for a child process.
+_REMOTE_AUTH = frozenset(
+    {AuthType.BEARER, AuthType.BASIC, AuthType.HEADER, AuthType.QUERY, AuthType.OAUTH}
+)
+_STDIO_AUTH = frozenset({AuthType.ENV})
+
+STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "type", *POLICY_FIELDS)
+REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type", "tls", *POLICY_FIELDS)
+TLS_FIELDS = ("ca", "cert", "key", "serverName")
+
+#: C{type} is accepted so that entries copied from a host's own config file work
+#: unchanged; mcpx decides the transport from C{command}/C{url} and only checks
+#: that the two agree.
+_STDIO_TYPES = frozenset({"stdio"})
+_REMOTE_TYPES = frozenset({"http", "streamable-http", "streamableHttp", "sse"})
+
+
+def parse_server(
+    name: str,
+    entry: object,
+    *,
+    origin: str,
+    environ: Mapping[str, str],
+    interpreter: str | None = None,
+) -> Server:
+    """
+    Read one server entry of the config file.
+
+    @param origin: the file it came from, named in every error.
+    @param environ: what C{${NAME}} references are filled in from.
+    @param interpreter: when given, a C{command} of exactly C{"python"} becomes
+        this path.  Only the configuration shipped with mcpx passes it, because
+        only there is the interpreter unknown when the file is written.
+    @raise SettingsError: naming the file, the server and the field.
+    """
+    return _ServerReader(origin, name, environ).read(entry, interpreter)
+
+
+class _ServerReader:
+    """Reads one server entry, with errors that say where."""
+
+    def __init__(self, origin: str, name: str, environ: Mapping[str, str]) -> None:
+        self.origin = origin
+        self.name = name
+        self.environ = environ
+
+    def fail(self, field: str | None, problem: str) -> NoReturn:
+        where = f"{self.origin}: server {self.name!r}"
+        if field is not None:
+            where += f": field {field!r}"
+        raise SettingsError(f"{where}: {problem}")
+
+    def read(self, entry: object, interpreter: str | None) -> Server:
+        if _SERVER_NAME.fullmatch(self.name) is None:
+            self.fail(
+                None,
+                "invalid server name; use letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit",
+            )
+        if not isinstance(entry, dict):
+            self.fail(None, "a server must be a JSON object with a command or a url")
+        has_command, has_url = "command" in entry, "url" in entry
+        if has_command and has_url:
+            self.fail("url", 'give "command" (a stdio server) or "url" (a remote server), not both')
+        if not (has_command or has_url):
+            self.fail(
+                "command", 'missing; give "command" (a stdio server) or "url" (a remote server)'
+            )
+        if has_command:
+            return self.stdio(entry, interpreter)
+        return self.remote(entry)
+
+    def check_fields(self, entry: Mapping[str, object], valid: tuple[str, ...], kind: str) -> None:
+        for key in entry:
+            if key not in valid:
+                guess = closest(key, valid)
+                hint = f"did you mean {guess!r}? " if guess is not None else ""
+                self.fail(key, f"unknown field; {hint}valid fields for {kind}: {', '.join(valid)}")
+
+    def check_type(self, entry: Mapping[str, object], allowed: frozenset[str], kind: str) -> None:
+        if "type" not in entry:
+            return
+        given = entry["type"]
+        if given not in allowed:
+            self.fail("type", f"{given!r} does not describe {kind}; use {', '.join(allowed)}")
+
+    def stdio(self, entry: Mapping[str, object], interpreter: str | None) -> StdioServer:
+        self.check_fields(entry, STDIO_FIELDS, "a stdio server")
+        self.check_type(entry, _STDIO_TYPES, "a stdio server")
+        command = self.string(entry, "command")
+        if not command:
+            self.fail("command", "must not be empty")
+        if interpreter is not None and entry["command"] == "python":
+            command = interpreter
+        cwd = self.string(entry, "cwd") if "cwd" in entry else None
+        return StdioServer(
+            name=self.name,
+            command=command,
+            args=self.strings(entry, "args"),
+            env=self.secrets(entry, "env", _ENV_NAME, "an environment variable name"),
+            cwd=cwd,
+            auth=self.auth(entry, _STDIO_AUTH, "a stdio server"),
+            scope=self.scope(entry),
+        )
+
+    def remote(self, entry: Mapping[str, object]) -> RemoteServer:
+        self.check_fields(entry, REMOTE_FIELDS, "a remote server")
+        self.check_type(entry, _REMOTE_TYPES, "a remote server")
+        url = self.string(entry, "url")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self.fail("url", "must be an http:// or https:// URL with a host")
+        auth = self.auth(entry, _REMOTE_AUTH, "a remote server")
+        if "@" in parts.netloc:
+            url, auth = self.userinfo(url, auth)
+        return RemoteServer(
+            name=self.name,
+            url=url,
+            headers=self.secrets(entry, "headers", _HEADER_NAME, "an HTTP header name"),
+            auth=auth,
+            scope=self.scope(entry),
+            tls=self.tls(entry, parts.scheme),
+        )
+
+    def tls(self, entry: Mapping[str, object], scheme: str) -> Tls | None:
+        if "tls" not in entry:
+            return None
+        block = entry["tls"]
+        if not isinstance(block, dict):
+            self.fail("tls", f"must be an object with any of {', '.join(TLS_FIELDS)}")
+        if scheme != "https":
+            self.fail("tls", "applies only to an https:// URL")
+        for key in block:
+            if key not in TLS_FIELDS:
+                guess = closest(key, TLS_FIELDS)
+                hint = f"did you mean {guess!r}? " if guess is not None else ""
+                self.fail(f"tls.{key}", f"unknown field; {hint}tls takes: {', '.join(TLS_FIELDS)}")
+        values = {key: self.string(block, key, f"tls.{key}") for key in block}
+        if "key" in values and "cert" not in values:
+            self.fail("tls.key", 'a key needs its certificate; give "cert" too')
+        return Tls(
+            ca=values.get("ca"),
+            cert=values.get("cert"),
+            key=values.get("key"),
+            server_name=values.get("serverName"),
+        )
+
+    def userinfo(self, url: str, auth: Auth | None) -> tuple[str, Auth]:
+        """
+        A URL's C{user:password@} as basic auth, and the URL without it.
+
+        HTTP clients do not send user information themselves, and a URL that keeps
+        it would show the password wherever the URL is shown.
+        """
+        if auth is not None:
+            self.fail(
+                "url",
+                "the URL carries a user name and password and the entry has an auth block "
+                "too; remove the 'user:password@' from the URL, or the auth block",
+            )
+        parts = urlsplit(url)
+        credentials, host = parts.netloc.rsplit("@", 1)
+        username, _, password = credentials.partition(":")
+        stripped = urlunsplit(parts._replace(netloc=host))
+        return stripped, Auth(
+            AuthType.BASIC, Secret(unquote(password)), username=Secret(unquote(username))
+        )
+
+    def expand(self, field: str, text: str) -> str:
+        """Fill in C{${NAME}} references from the environment."""
+
+        def substitute(reference: re.Match[str]) -> str:
+            escaped, variable = reference.group(1), reference.group(2)
+            whole = reference.group(0)
+            if escaped:
+                return whole[1:]
+            if not whole.endswith("}") or _ENV_NAME.fullmatch(variable) is None:
+                self.fail(
+                    field,
+                    "a '${' must start a reference such as ${NAME} "
+                    "(write '$${' for a literal '${')",
+                )
+            value = self.environ.get(variable)
+            if value is None:
+                self.fail(
+                    field,
+                    f"environment variable {variable} is not set; set it, or write "
+                    "the value in the file",
+                )
+            return value
+
+        return _REFERENCE.sub(substitute, text)
+
+    def string(self, entry: Mapping[str, object], key: str, field: str | None = None) -> str:
+        shown = field or key
+        value = entry[key]
+        if not isinstance(value, str):
+            self.fail(shown, "must be a string")
+        return self.expand(shown, value)
+
+    def strings(self, entry: Mapping[str, object], key: str) -> tuple[str, ...]:
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.fail(key, "must be an array of strings")
+        return tuple(self.expand(f"{key}[{i}]", item) for i, item in enumerate(value))
+
+    def secrets(
+        self, entry: Mapping[str, object], key: str, names: re.Pattern[str], what: str
+    ) -> dict[str, Secret]:
+        value = entry.get(key, {})
+        if not isinstance(value, dict):
+            self.fail(key, "must be an object mapping names to strings")
+        found = {}
+        for item, text in value.items():
+            shown = f"{key}.{item}"
+            if names.fullmatch(item) is None:
+                self.fail(shown, f"{item!r} is not {what}")
+            if not isinstance(text, str):
+                self.fail(shown, "must be a string")
+            found[item] = Secret(self.expand(shown, text))
+        return found
+
+    def scope(self, entry: Mapping[str, object]) -> Scope:
+        value = entry.get("scope", Scope.SHARED.value)
+        for scope in Scope:
+            if value == scope.value:
+                return scope
+        self.fail("scope", f"{value!r} is not a scope; use shared or client")
+
+    def auth(
+        self, entry: Mapping[str, object], allowed: frozenset[AuthType], kind: str
+    ) -> Auth | None:
+        if "auth" not in entry:
+            return None
+        block = entry["auth"]
+        if not isinstance(block, dict):
+            self.fail("auth", 'must be an object with a "type"')
+        given = block.get("type")
+        valid = ", ".join(t.value for t in AuthType)
+        try:
+            auth_type = AuthType(given)
+        except ValueError:
+            self.fail("auth.type", f"unknown auth type {given!r}; valid types: {valid}")
+        if auth_type not in allowed:
+            usable = ", ".join(t.value for t in AuthType if t in allowed)
+            self.fail("auth.type", f"{auth_type.value!r} does not apply to {kind}; use {usable}")
+        expected = ("type", *AUTH_FIELDS[auth_type])
+        for key in block:
+            if key not in expected:
+                self.fail(
+                    f"auth.{key}",
+                    f"unknown field; {auth_type.value} auth takes: {', '.join(expected)}",
+                )
+        if auth_type is AuthType.OAUTH:
+            return self.oauth(block)
+        values = {}
+        for key in AUTH_FIELDS[auth_type]:
+            if key not in block:
+                self.fail(f"auth.{key}", f"missing; {auth_type.value} auth needs it")
+            values[key] = self.string(block, key, f"auth.{key}")
+        if auth_type is AuthType.BEARER:
+            return Auth(auth_type, Secret(values["token"]))
+        if auth_type is AuthType.BASIC:
+            return Auth(auth_type, Secret(values["password"]), username=Secret(values["username"]))
+        pattern, what = (
+            (_ENV_NAME, "an environment variable name")
+            if auth_type is AuthType.ENV
+            else (_HEADER_NAME, "a valid name")
+        )
+        if pattern.fullmatch(values["name"]) is None:
+            self.fail("auth.name", f"{values['name']!r} is not {what}")
+        return Auth(auth_type, Secret(values["value"]), name=values["name"])
+
+    def oauth(self, block: Mapping[str, object]) -> Auth:
+        def optional(key: str) -> str | None:
+            if key not in block:
+                return None
+            value = self.string(block, key, f"auth.{key}")
+            if not value:
+                self.fail(f"auth.{key}", "must not be empty; leave it out instead")
+            return value
+
+        secret = optional("clientSecret")
+        client_id = optional("clientId")
+        if secret is not None and client_id is None:
+            self.fail("auth.clientSecret", 'needs "clientId": a secret belongs to a client')
+        metadata_url = optional("clientMetadataUrl")
+        if metadata_url is not None and not metadata_url.startswith("https://"):
+            self.fail("auth.clientMetadataUrl", "must be an https URL")
+        scopes = self.strings(block, "scopes") if "scopes" in block else ()
+        return Auth(
+            AuthType.OAUTH,
+            Secret(secret or ""),
+            oauth=OAuthSettings(client_id, metadata_url, scopes),
+        )
