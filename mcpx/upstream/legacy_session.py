@@ -15,7 +15,13 @@ from twisted.internet.defer import TimeoutError as DeferredTimeout
 
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Revision
 from mcpx.upstream.channel import SessionExpired
-from mcpx.upstream.records import CLIENT_INFO, Era, ServerDeclaration, UpstreamError
+from mcpx.upstream.records import (
+    CLIENT_INFO,
+    AnsweredModern,
+    Era,
+    ServerDeclaration,
+    UpstreamError,
+)
 from mcpx.upstream.session import UpstreamSession
 from mcpx.upstream.tasks import (
     call_legacy_task,
@@ -76,7 +82,8 @@ class LegacySession(UpstreamSession):
         revision = Revision.find(answered)
         if revision is None or revision not in LEGACY_REVISIONS:
             speaks = ", ".join(r.value for r in LEGACY_REVISIONS)
-            raise UpstreamError(
+            kind = UpstreamError if revision is None else AnsweredModern
+            raise kind(
                 self.name,
                 f"initialize answered protocol version {answered!r}, which mcpx cannot use "
                 f"with a handshake (it speaks {speaks})",

@@ -36,6 +36,7 @@ from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.records import AnsweredModern
 from mcpx.upstream.session import Era, NotModern, UpstreamError, UpstreamSession
 from mcpx.wire.errors import (
     HEADER_MISMATCH,
@@ -281,6 +282,18 @@ class Connector:
         legacy = self._session(LegacySession, name, channel, handlers, peer=modern.rpc)
         try:
             await legacy.open(timeout=self.open_timeout)
+        except AnsweredModern as e:
+            # A modern server slower than the probe waits that takes initialize all the
+            # same (the TypeScript SDK answers it with its newest revision): it is
+            # modern, and is opened again as such.
+            await channel.close()
+            log.info(
+                "upstream {server} answered initialize as a 2026-07-28 server ({why}); "
+                "opening it again as one",
+                server=name,
+                why=str(e),
+            )
+            return await self._open_as(Era.MODERN, name, server, handlers)
         except RpcError as e:
             await channel.close()
             if e.code not in MODERN_ERRORS:

@@ -47,6 +47,13 @@ class NotModern(UpstreamError):
         self.supported = tuple(supported)
 
 
+class AnsweredModern(UpstreamError):
+    """
+    The server answered C{initialize} naming a revision without a handshake (2026-07-28):
+    it is a modern server that did not answer the probe in time, not a legacy one.
+    """
+
+
 class TooManyRounds(UpstreamError):
     """A server kept answering C{input_required} past the allowed number of rounds."""
 

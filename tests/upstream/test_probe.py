@@ -141,6 +141,52 @@ class ProbeTests(SynchronousTestCase):
         self.assertTrue(harness.channels[0].closed, "the first connection is let go")
         self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "modern")
 
+    def test_a_slow_modern_server_that_takes_initialize_is_opened_again_as_modern(
+        self,
+    ) -> None:
+        """
+        A modern server that answers discover too late for the probe and then answers
+        initialize with 2026-07-28 (as the conformance suite's servers do) is opened
+        again as modern, rather than failing with "cannot use with a handshake".
+        """
+        late: list[Deferred[Any]] = []
+
+        def discover(params: Mapping[str, Any]) -> Any:
+            if not late:
+                late.append(Deferred())
+                return late[0]
+            return discover_result(tools={})
+
+        def initialize(params: Mapping[str, Any]) -> Any:
+            # By now it has started: the late answer to discover, then initialize.
+            late[0].callback(discover_result(tools={}))
+            return initialize_result(NEWEST.value)
+
+        harness = Harness(self, FakeServer({"server/discover": discover, "initialize": initialize}))
+        connecting = harness.connect()
+        harness.clock.advance(5.0)
+        session = self.successResultOf(connecting)
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(len(harness.channels), 2)
+        self.assertTrue(harness.channels[0].closed, "the first connection is let go")
+        self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "modern")
+
+    def test_an_unknown_initialize_revision_is_still_an_error(self) -> None:
+        """A revision mcpx does not know at all is reported, not taken for modern."""
+        harness = Harness(
+            self,
+            FakeServer(
+                {
+                    "server/discover": lambda p: Deferred(),
+                    "initialize": lambda p: initialize_result("2099-01-01"),
+                }
+            ),
+        )
+        connecting = harness.connect()
+        harness.clock.advance(5.0)
+        failure = self.failureResultOf(connecting, UpstreamError)
+        self.assertIn("cannot use with a handshake", str(failure.value))
+
     def test_a_modern_refusal_other_than_version_is_an_error(self) -> None:
         """-32021 on discover is a modern server refusing: reported, not taken for legacy."""
 
