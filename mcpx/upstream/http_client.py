@@ -340,6 +340,13 @@ class _QuietClientFactory(_HTTP11ClientFactory):
 DEFAULT_HTTP_CONNECTIONS: Final = 16
 
 
+#: Seconds an idle connection is kept for reuse.  Node's http server and uvicorn, behind
+#: most MCP servers, close a connection idle for 5 s: one kept longer (Twisted's default
+#: is 240 s) is sooner or later reused at the moment the server closes it, and a POST
+#: lost that way cannot be sent again safely.  So mcpx lets go first.
+IDLE_CONNECTION_TIMEOUT: Final = 4
+
+
 def connection_pool(
     reactor: IReactorHTTP, keep: int = DEFAULT_HTTP_CONNECTIONS
 ) -> HTTPConnectionPool:
@@ -349,6 +356,7 @@ def connection_pool(
     """
     pool = HTTPConnectionPool(reactor)  # type: ignore[no-untyped-call]
     pool.maxPersistentPerHost = keep
+    pool.cachedConnectionTimeout = IDLE_CONNECTION_TIMEOUT
     pool._factory = _QuietClientFactory
     return pool
 

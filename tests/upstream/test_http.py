@@ -8,10 +8,11 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import deferLater
+from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.settings.servers import Auth, AuthType, RemoteServer, Secret
@@ -24,8 +25,9 @@ from mcpx.upstream.channel import (
     SessionExpired,
     TransportRefused,
 )
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http import StreamableHTTPChannel
-from mcpx.upstream.http_client import RequestFailed
+from mcpx.upstream.http_client import RequestFailed, connection_pool
 from mcpx.upstream.http_exchange import AnswerMissing
 from mcpx.upstream.http_headers import header_value, modern_request_headers
 from mcpx.wire.errors import RpcError
@@ -132,6 +134,19 @@ class HeaderValueTests(SynchronousTestCase):
             modern_request_headers(Request(5, "tools/list", {}), negotiated),
             {"Mcp-Method": "tools/list"},
         )
+
+
+class ConnectionPoolTests(SynchronousTestCase):
+    def test_idle_connections_are_let_go_before_common_servers_close_them(self) -> None:
+        """
+        Node's http server and uvicorn close a connection idle for 5 s; mcpx's pool lets
+        its idle connections go sooner, so a call never goes out on one the server is
+        closing at that moment (a POST lost that way cannot be sent again safely).
+        """
+        pool = connection_pool(cast(IReactorHTTP, MemoryReactorClock()), keep=4)
+        self.assertEqual(pool.maxPersistentPerHost, 4)
+        self.assertLess(pool.cachedConnectionTimeout, 5.0)
+        self.assertGreater(pool.cachedConnectionTimeout, 1.0, "bursts still reuse them")
 
 
 class ChannelCase(TestCase):
