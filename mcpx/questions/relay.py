@@ -244,7 +244,8 @@ class Relay:
         """
         Get an answer to one question from C{server}'s instance for C{scope_key}.
 
-        @param caller: the call it came with, if the server asked inside a result.
+        @param caller: the call it came with: the server asked inside a result, or on
+            the reply stream of a request made for that call (Streamable HTTP).
         @param key: its C{inputRequests} key, if it was one.
         @param own: mcpx itself asks (the policy's confirmations, L{mcpx.policy}): its
             words are shown as they are, not as the server's.

@@ -295,7 +295,7 @@ def deliver(peer: RpcPeer, raw: bytes | str, request_id: RequestId | None = None
         # The peer answers or logs an unreadable message the way it does on any transport.
         peer.receive(raw.encode("utf-8") if isinstance(raw, str) else raw)
         return request_id is not None and e.about_response and e.id == request_id
-    peer.receive_message(message)
+    peer.receive_message(message, carried_by=request_id)
     return request_id is not None and answers_request(message, request_id)
 
 

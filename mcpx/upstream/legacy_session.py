@@ -123,7 +123,9 @@ class LegacySession(UpstreamSession):
             unknown.  The session is open again for the next request.
         """
         try:
-            return await UpstreamSession.request(self, method, params, timeout=timeout)
+            return await UpstreamSession.request(
+                self, method, params, timeout=timeout, caller=caller
+            )
         except SessionExpired as e:
             self.log.info(
                 "upstream {server}: session expired; initializing again", server=self.name
@@ -134,7 +136,9 @@ class LegacySession(UpstreamSession):
                 await UpstreamSession.request(self, "resources/subscribe", {"uri": uri})
             if e.started and not self.repeatable(method, params):
                 raise
-            return await UpstreamSession.request(self, method, params, timeout=timeout)
+            return await UpstreamSession.request(
+                self, method, params, timeout=timeout, caller=caller
+            )
 
     def repeatable(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """

@@ -160,6 +160,7 @@ class UpstreamSession:
             self._spelled(method, params, caller),
             timeout=timeout,
             send_cancel=self.channel.cancels_with_notification,
+            for_whom=caller,
         )
 
     def _spelled(
@@ -424,11 +425,16 @@ class UpstreamSession:
             return {}
         if not self.handlers.can_answer(request.method):
             raise RpcError.method_not_found(request.method)
-        return Deferred.fromCoroutine(self._answer_server(request))
+        # Asked on the reply stream of a request made for a call, it is that call's
+        # question, however many others are in flight on the connection.
+        return Deferred.fromCoroutine(self._answer_server(request, self.rpc.carried_for))
 
-    async def _answer_server(self, request: Request) -> Mapping[str, Any]:
+    async def _answer_server(self, request: Request, caller: object) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        return await self.handlers.answer(request.method, without_related_task(params))
+        asked = without_related_task(params)
+        if caller is None:
+            return await self.handlers.answer(request.method, asked)
+        return await self.handlers.answer(request.method, asked, caller=caller)
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None

@@ -77,15 +77,21 @@ NotificationHandler: TypeAlias = Callable[[Notification], object]
 class _Outgoing:
     """A request we sent and are waiting on."""
 
-    __slots__ = ("deferred", "id", "method", "peer", "send_cancel", "timer")
+    __slots__ = ("deferred", "for_whom", "id", "method", "peer", "send_cancel", "timer")
 
     def __init__(
-        self, peer: RpcPeer, request_id: RequestId, method: str, send_cancel: bool
+        self,
+        peer: RpcPeer,
+        request_id: RequestId,
+        method: str,
+        send_cancel: bool,
+        for_whom: object = None,
     ) -> None:
         self.peer = peer
         self.id = request_id
         self.method = method
         self.send_cancel = send_cancel
+        self.for_whom = for_whom
         self.timer: IDelayedCall | None = None
         self.deferred: Deferred[Any] = Deferred(self.cancel)
 
@@ -145,6 +151,7 @@ class RpcPeer:
         self.allow_batches = allow_batches
         self.name = name
         self._outgoing: dict[RequestId, _Outgoing] = {}
+        self._carried_for: object = None
         self._incoming: dict[RequestId, Deferred[Any]] = {}
         self._closed: BaseException | None = None
         #: Requests given up on whose late answers are still awaited, with their expiry.
@@ -220,6 +227,7 @@ class RpcPeer:
         *,
         timeout: float | None = None,
         send_cancel: bool = True,
+        for_whom: object = None,
     ) -> Deferred[Any]:
         """
         Send a request and wait for its answer.
@@ -228,6 +236,8 @@ class RpcPeer:
         @param send_cancel: whether abandoning the request (cancelling the returned Deferred,
             or the timeout) sends C{notifications/cancelled}.  Turn it off for requests the
             protocol forbids cancelling, such as C{initialize}.
+        @param for_whom: whom the request is made for (a call), told to the handler of a
+            request the peer sends on this one's reply stream (L{carried_for}).
         @return: fires with the C{result}; fails with the L{RpcError} the peer answered with,
             L{RequestTimedOut}, C{CancelledError} if cancelled, or L{ConnectionClosed}.
         """
@@ -239,7 +249,7 @@ class RpcPeer:
             data = encode(message)
         except (TypeError, ValueError, RecursionError):
             return fail()
-        entry = _Outgoing(self, request_id, method, send_cancel)
+        entry = _Outgoing(self, request_id, method, send_cancel, for_whom)
         if timeout is not None:
             if self._clock is None:
                 raise ValueError("RpcPeer needs a clock to time requests out")
@@ -257,6 +267,14 @@ class RpcPeer:
                 entry.timer.cancel()
             return fail()
         return entry.deferred
+
+    @property
+    def carried_for(self) -> object:
+        """
+        While a request handler is called: whom the request of ours whose reply stream
+        carried the peer's request was made for (its C{for_whom}), else C{None}.
+        """
+        return self._carried_for
 
     def notify(self, method: str, params: Params = None) -> None:
         """
@@ -326,14 +344,31 @@ class RpcPeer:
             return
         self.receive_message(message)
 
-    def receive_message(self, message: Message | Batch) -> None:
-        """Handle a message that has already been parsed (for instance, from an HTTP body)."""
+    def receive_message(
+        self, message: Message | Batch, carried_by: RequestId | None = None
+    ) -> None:
+        """
+        Handle a message that has already been parsed (for instance, from an HTTP body).
+
+        @param carried_by: the request of ours whose reply stream carried it (Streamable
+            HTTP sends a server's request about one of ours there): its handler learns
+            whom that request was for through L{carried_for}.
+        """
         if self._closed is not None:
             return
         if isinstance(message, Response):
             self._settle(message.id, message.result, None)
         elif isinstance(message, Request):
-            self._dispatch(message, None)
+            carrier = self._outgoing.get(carried_by) if carried_by is not None else None
+            if carrier is None or carrier.for_whom is None:
+                self._dispatch(message, None)
+                return
+            # Known only while the handler is called: it takes what it needs then.
+            self._carried_for = carrier.for_whom
+            try:
+                self._dispatch(message, None)
+            finally:
+                self._carried_for = None
         elif isinstance(message, Notification):
             self._notification(message)
         elif isinstance(message, ErrorResponse):

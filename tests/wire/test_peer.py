@@ -920,6 +920,33 @@ class TransportHookTests(SynchronousTestCase):
             [json.loads(b)["method"] for b in self.bytes_sent], ["notifications/initialized"]
         )
 
+    def test_a_request_on_a_reply_stream_names_whom_that_request_was_for(self) -> None:
+        """
+        The peer's request carried by the reply stream of one of ours tells its handler
+        whom ours was for; one arriving on no stream, or on that of a request made for
+        nobody, tells nothing, and the name is gone once the handler has been called.
+        """
+        heard: list[object] = []
+
+        def handle(request: Request) -> dict[str, Any]:
+            heard.append(peer.carried_for)
+            return {}
+
+        peer = RpcPeer(
+            self.bytes_sent.append,
+            on_request=handle,
+            send_request=lambda data, message: self.requests_sent.append((data, message)),
+        )
+        call = object()
+        peer.request("tools/call", {"name": "ask"}, for_whom=call)
+        peer.request("tools/list")
+        [(_, for_call), (_, for_nobody)] = self.requests_sent
+        peer.receive_message(Request(900, "elicitation/create", {}), carried_by=for_call.id)
+        peer.receive_message(Request(901, "elicitation/create", {}), carried_by=for_nobody.id)
+        peer.receive_message(Request(902, "elicitation/create", {}))
+        self.assertEqual(heard, [call, None, None])
+        self.assertIsNone(peer.carried_for)
+
     def test_cancel_and_timeout_tell_on_abandon(self) -> None:
         """Cancelling or timing out a request names its id to on_abandon, once each."""
         cancelled = self.peer.request("a", send_cancel=False)
