@@ -46,7 +46,8 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.ops.errors import error_from
+from mcpx.ops.host import PoolInterface
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
 from mcpx.questions.caller import Caller

@@ -74,10 +74,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx._version import __version__
-from mcpx.daemon.ops import OpHost
+from mcpx.ops import uris
+from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
-from mcpx.server import uris
 from mcpx.server.conn import HTTP_MODERN, Ask, Conn, Context, Push
 from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
@@ -1364,7 +1364,7 @@ class McpServer:
 
     def configuration_changed(self, report: ReloadReport) -> int:
         """
-        A reload changed servers (for L{mcpx.daemon.reloading.Reloads}): every host that
+        A reload changed servers (for L{mcpx.ops.reloading.Reloads}): every host that
         can hear of it is told of each of its lists that may have changed, legacy clients
         on their connection, 2026-07-28 ones on their listens.
 

@@ -108,10 +108,11 @@ from typing import Any, Final, Generic, TypeVar
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.ops import uris
+from mcpx.ops.errors import error_from
+from mcpx.ops.host import PoolInterface
 from mcpx.policy.errors import PolicyRefusal
 from mcpx.pool.errors import PoolError, UnknownServer
-from mcpx.server import uris
 from mcpx.server.conn import Context
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths, tool_header_paths
 from mcpx.server.surface import (

@@ -254,7 +254,7 @@ class CallIdTests(SynchronousTestCase):
 
     def test_fresh_and_valid(self) -> None:
         """Each call gets a new id the daemon's call_id pattern accepts."""
-        from mcpx.daemon.ops import CALL_ID_PATTERN
+        from mcpx.ops.schemas import CALL_ID_PATTERN
 
         ids = {new_call_id() for _ in range(20)}
         self.assertEqual(len(ids), 20)

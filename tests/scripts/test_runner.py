@@ -17,7 +17,7 @@ from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from mcpx.daemon.ops import PoolInterface
+from mcpx.ops.host import PoolInterface
 from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import Artifacts, UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns

@@ -21,7 +21,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from twisted.trial.unittest import TestCase
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from tests.server.test_peers import in_thread, texts
 from tests.support.peers import Era, fixture_argv
 from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, spawn

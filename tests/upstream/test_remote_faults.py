@@ -22,7 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import provider
 
-from mcpx.daemon.ops import error_from
+from mcpx.ops.errors import error_from
 from mcpx.pool import Pool
 from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
