@@ -27,13 +27,13 @@ import os
 import sys
 import time
 
+from mcpx.ops import routes
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
     from typing import Any, Protocol
-
-    from mcpx.cli.remote import SshEndpoint
 
     class Stream(Protocol):
         """What the HTTP code needs of a connection: the unix socket, or an ssh channel."""
@@ -451,60 +451,8 @@ class DaemonClient:
             return response.json()
 
     def health(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get("/health", timeout=5.0)
+        answer: dict[str, Any] = self.get(routes.path("health"), timeout=5.0)
         return answer
-
-
-class SshDaemonClient(DaemonClient):
-    """
-    Asks a daemon on another machine, each question over its own ssh (L{mcpx.cli.remote}).
-    """
-
-    starts_on_demand = True
-
-    def __init__(self, endpoint: SshEndpoint, client: str = DEFAULT_CLIENT) -> None:
-        from pathlib import PurePosixPath
-
-        # The remote socket's path is the remote mcpx's business; this names the endpoint.
-        super().__init__(PurePosixPath(str(endpoint)), client)  # type: ignore[arg-type]
-        self.endpoint = endpoint
-
-    @property
-    def where(self) -> str:
-        return str(self.endpoint)
-
-    def again(self) -> DaemonClient:
-        return SshDaemonClient(self.endpoint, self.client)
-
-    def _connect(self, timeout: float | None) -> Stream:
-        from mcpx.cli.remote import SshChannel, remote_api_command
-
-        channel = SshChannel(self.endpoint, remote_api_command())
-        channel.settimeout(timeout)
-        return channel
-
-    def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
-        from mcpx.cli.remote import SshChannel
-
-        assert isinstance(sock, SshChannel)
-        return sock.failure()
-
-
-def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
-    """
-    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
-    names, else the local one of the state directory.
-
-    @raise mcpx.cli.remote.BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
-    """
-    if os.environ.get("MCPX_DAEMON", "").strip():
-        from mcpx.cli.remote import endpoint_from_environment
-
-        endpoint = endpoint_from_environment()
-        if endpoint is not None:
-            return SshDaemonClient(endpoint, client)
-    # A string path: the fast path of `mcpx call` never imports pathlib.
-    return DaemonClient(default_socket_name(), client)
 
 
 def target(path: str, **query: str | None) -> str:

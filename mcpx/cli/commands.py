@@ -35,20 +35,22 @@ from typing import Any, TypeVar
 import click
 
 from mcpx.cli.arguments import ArgumentError, parse_arguments
+
+# What `mcpx call` does lives in the click-free module that also runs it without click.
+from mcpx.cli.calling import call_tool
 from mcpx.cli.client import (
     DAEMON_LOG_NAME,
     ApiError,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
-    segment,
     start_daemon,
     target,
 )
-
-# What `mcpx call` does lives in the click-free module that also runs it without click.
-from mcpx.cli.quick import CommandFailed, ask, call_tool
+from mcpx.cli.failures import CommandFailed, ask
+from mcpx.cli.remote import BadEndpoint, connect
 from mcpx.cli.render import describe_text, error_text, event_line, servers_text, tools_text
+from mcpx.ops import routes
 
 #: Seconds C{--start} waits for a new daemon to answer C{/health}.
 START_WAIT = 10.0
@@ -86,9 +88,6 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
     def decorate(function: _Function) -> click.Command:
         @functools.wraps(function)
         def run(*args: Any, as_json: bool, start: bool, **kwargs: Any) -> Any:
-            from mcpx.cli.client import connect
-            from mcpx.cli.remote import BadEndpoint
-
             try:
                 client = connect()
             except BadEndpoint as e:
@@ -123,7 +122,7 @@ def _echo_json(value: object) -> None:
 @asks_the_daemon("servers")
 def servers(client: DaemonClient, as_json: bool) -> None:
     """List the configured servers and their state."""
-    answer = client.get("/v1/servers")
+    answer = client.get(routes.path("list_servers"))
     if as_json:
         _echo_json(answer)
     else:
@@ -135,7 +134,9 @@ def servers(client: DaemonClient, as_json: bool) -> None:
 @click.option("--search", metavar="TEXT", help="Only tools whose name or description match.")
 def tools(client: DaemonClient, as_json: bool, server: str | None, search: str | None) -> None:
     """List the tools of every server, or of SERVER."""
-    answer = client.get(target("/v1/tools", server=server, search=search), timeout=120.0)
+    answer = client.get(
+        target(routes.path("list_tools"), server=server, search=search), timeout=120.0
+    )
     if as_json:
         _echo_json(answer)
         return
@@ -156,7 +157,7 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
 @click.argument("tool")
 def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> None:
     """Show a tool's description and arguments."""
-    answer = client.get(f"/v1/tools/{segment(server)}/{segment(tool)}", timeout=120.0)
+    answer = client.get(routes.path("describe_tool", server=server, tool=tool), timeout=120.0)
     if as_json:
         _echo_json(answer)
     else:
@@ -241,7 +242,7 @@ def call(
 @click.argument("server")
 def restart(client: DaemonClient, as_json: bool, server: str) -> None:
     """Restart SERVER's processes and connections."""
-    answer = client.post(f"/v1/servers/{segment(server)}/restart", None, timeout=120.0)
+    answer = client.post(routes.path("restart_server", name=server), None, timeout=120.0)
     if as_json:
         _echo_json(answer)
         return
@@ -313,7 +314,7 @@ def events(
     from urllib.parse import urlencode
 
     query = urlencode([("server", s) for s in servers_] + [("kind", k) for k in kinds])
-    path = "/v1/events" + (f"?{query}" if query else "")
+    path = routes.path("events") + (f"?{query}" if query else "")
     try:
         with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
             for kind, data in sse_events(response.lines()):
@@ -403,7 +404,7 @@ def reload(client: DaemonClient, as_json: bool) -> None:
 
     A missing or invalid file is refused and the running configuration kept.
     """
-    answer = client.post("/v1/reload", {}, timeout=120.0)
+    answer = client.post(routes.path("reload"), {}, timeout=120.0)
     if as_json:
         _echo_json(answer)
         return

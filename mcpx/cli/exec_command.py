@@ -17,6 +17,7 @@ import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon
+from mcpx.ops import routes
 
 
 def _echo_json(value: object) -> None:
@@ -46,7 +47,7 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
     if timeout is not None:
         body["timeoutSec"] = timeout
     # The run's own bound is the daemon's; wait for it rather than a quick request's.
-    answer = client.post("/v1/exec", body, timeout=None)
+    answer = client.post(routes.path("exec"), body, timeout=None)
     if as_json:
         _echo_json(answer)
         return
@@ -65,7 +66,7 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
 @asks_the_daemon("artifacts")
 def artifacts(client: DaemonClient, as_json: bool) -> None:
     """List the files your runs left (mcpx://artifacts/...), kept exec.artifactRetention."""
-    answer = client.get("/v1/artifacts")
+    answer = client.get(routes.path("list_artifacts"))
     if as_json:
         _echo_json(answer)
         return

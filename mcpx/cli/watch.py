@@ -16,7 +16,7 @@ between threads).  Only L{QuestionWatch.run} and L{QuestionWatch.start} know abo
 time and threads; L{triage} decides, and the tests drive it all without either.
 
 Importing this module costs little (no click: L{mcpx.cli.elicit} is imported only when a
-question arrives); L{mcpx.cli.quick} imports it only on a terminal.
+question arrives); L{mcpx.cli.calling} imports it only on a terminal.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
 from mcpx.cli.client import ApiError
+from mcpx.ops import routes
 
 #: Seconds between two looks at the broker.
 INTERVAL = 0.25
@@ -167,7 +168,7 @@ class QuestionWatch:
             questions (no broker, or a daemon older than C{/v1/questions}).
         """
         try:
-            listed = client.get("/v1/questions")
+            listed = client.get(routes.path("list_questions"))
         except ApiError:
             return False
         except Exception:

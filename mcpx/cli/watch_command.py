@@ -17,8 +17,9 @@ import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon, sse_events
-from mcpx.cli.quick import EXIT_FAILED, CommandFailed
+from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import event_line
+from mcpx.ops import routes
 
 
 @asks_the_daemon("watch")
@@ -32,7 +33,7 @@ def watch(client: DaemonClient, as_json: bool, uris: tuple[str, ...], server: st
     until interrupted; the daemon holds their subscriptions meanwhile.
     """
     query = [("uri", uri) for uri in uris] + ([("server", server)] if server else [])
-    path = "/v1/events?" + urlencode(query)
+    path = routes.path("events") + "?" + urlencode(query)
     try:
         with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
             for kind, data in sse_events(response.lines()):

@@ -80,10 +80,10 @@ class Op:
     uses_client: bool = False
     gateway: bool = True
     method: str = field(
-        init=False, default=Factory(lambda self: ROUTES[self.name].method, takes_self=True)
+        init=False, default=Factory(lambda self: ROUTES[self.name][0], takes_self=True)
     )
     path: str = field(
-        init=False, default=Factory(lambda self: ROUTES[self.name].path, takes_self=True)
+        init=False, default=Factory(lambda self: ROUTES[self.name][1], takes_self=True)
     )
     validator: Draft202012Validator = field(
         init=False, default=Factory(lambda self: _validator(self.input_schema), takes_self=True)

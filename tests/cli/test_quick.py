@@ -20,7 +20,8 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import Site
 
-from mcpx.cli.quick import echo, plain_call
+from mcpx.cli.quick import plain_call
+from mcpx.cli.terminal import echo
 from tests.cli.fake_daemon import FakeDaemon
 from tests.support.processes import REPO, VENV_BIN, kill_on_cleanup, reactor, spawn
 

@@ -823,7 +823,7 @@ class ApiTests(RemoteCase):
         import treq
 
         from mcpx.cli.client import ApiError
-        from mcpx.cli.quick import EXIT_UPSTREAM, exit_code_for
+        from mcpx.cli.failures import EXIT_UPSTREAM, exit_code_for
         from tests.support.http import TestClient
 
         def hollow(seen: Seen) -> Reply:
