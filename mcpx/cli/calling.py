@@ -87,6 +87,7 @@ def call_answering(
     questions in the terminal.  A daemon older than C{call_id} refuses it: the call is
     then made as before, without the watch.
     """
+    # Deferred for start-up time: only a call made from a terminal watches for questions.
     from mcpx.cli.watch import QuestionWatch, new_call_id
 
     call_id = new_call_id()

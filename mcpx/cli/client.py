@@ -31,7 +31,7 @@ from mcpx.ops import routes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
     from typing import Any, Protocol
 
@@ -470,7 +470,37 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def start_daemon(client: DaemonClient, state: Path, *, wait: float = 10.0) -> int:
+#: Seconds C{--start} waits for a new daemon to answer C{/health}.
+START_WAIT = 10.0
+
+
+def ensure_running(
+    client: DaemonClient, echo: Callable[..., object], *, wait: float = START_WAIT
+) -> None:
+    """
+    Start a daemon in the background unless one answers already, and say so with
+    C{echo} (C{click.echo}, or one that prints as it does).
+    """
+    try:
+        client.health()
+    except DaemonNotRunning:
+        pass
+    else:
+        return
+    if client.starts_on_demand:
+        return  # a remote daemon is started there, and DaemonNotRunning is not raised
+    from pathlib import Path  # deferred for start-up time: only --start needs it
+
+    state = Path(client.path).parent
+    pid = start_daemon(client, state, wait=wait)
+    echo(
+        f"mcpx: started a daemon in the background (pid {pid}); "
+        f"its output goes to {state / DAEMON_LOG_NAME}",
+        err=True,
+    )
+
+
+def start_daemon(client: DaemonClient, state: Path, *, wait: float = START_WAIT) -> int:
     """
     Start C{mcpx daemon} in the background and wait until it answers C{/health}.
 
@@ -532,6 +562,7 @@ def _tail(path: Path, lines: int = 10) -> str:
 
 def default_socket_name() -> str:
     """The daemon's socket in the state directory the environment names, as a string."""
+    # Deferred for start-up time: a command given its socket never reads the environment's.
     from mcpx.settings.paths import state_dir_name
 
     return os.path.join(state_dir_name(os.environ), SOCKET_NAME)
@@ -539,6 +570,7 @@ def default_socket_name() -> str:
 
 def default_state_dir() -> Path:
     """The state directory the environment names (C{$MCPX_STATE_DIR} or the XDG default)."""
+    # Deferred for start-up time, as in default_socket_name.
     from mcpx.settings.paths import state_dir
 
     return state_dir(os.environ)

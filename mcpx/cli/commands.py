@@ -29,7 +29,6 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -39,12 +38,11 @@ from mcpx.cli.arguments import ArgumentError, parse_arguments
 # What `mcpx call` does lives in the click-free module that also runs it without click.
 from mcpx.cli.calling import call_tool
 from mcpx.cli.client import (
-    DAEMON_LOG_NAME,
     ApiError,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
-    start_daemon,
+    ensure_running,
     target,
 )
 from mcpx.cli.failures import CommandFailed, ask
@@ -52,29 +50,7 @@ from mcpx.cli.remote import BadEndpoint, connect
 from mcpx.cli.render import describe_text, error_text, event_line, servers_text, tools_text
 from mcpx.ops import routes
 
-#: Seconds C{--start} waits for a new daemon to answer C{/health}.
-START_WAIT = 10.0
-
 _Function = TypeVar("_Function", bound=Callable[..., Any])
-
-
-def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
-    """Start a daemon in the background unless one answers already."""
-    try:
-        client.health()
-    except DaemonNotRunning:
-        pass
-    else:
-        return
-    if client.starts_on_demand:
-        return  # a remote daemon is started there, and DaemonNotRunning is not raised
-    state = Path(client.path).parent
-    pid = start_daemon(client, state, wait=wait)
-    click.echo(
-        f"mcpx: started a daemon in the background (pid {pid}); "
-        f"its output goes to {state / DAEMON_LOG_NAME}",
-        err=True,
-    )
 
 
 def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function], click.Command]:
@@ -95,7 +71,7 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
 
             def work() -> Any:
                 if start:
-                    ensure_running(client)
+                    ensure_running(client, click.echo)
                 return function(client, as_json, *args, **kwargs)
 
             return ask(client, as_json, work, click.echo)
@@ -173,6 +149,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, float):
             return value
+        # Deferred for start-up time: only a --timeout given as text is parsed.
         from mcpx.settings.durations import parse_duration
         from mcpx.settings.errors import SettingsError
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mcpx.cli.client import DaemonClient, target
+from mcpx.cli.client import DaemonClient, ensure_running, target
 from mcpx.cli.failures import CommandFailed, ask
 from mcpx.cli.remote import connect as connect_daemon
 from mcpx.cli.render import first_line, table
@@ -129,9 +129,7 @@ def elicit(
 
     def work() -> None:
         if start:
-            from mcpx.cli.commands import ensure_running
-
-            ensure_running(client)
+            ensure_running(client, click.echo)
         if question_id is None:
             list_questions(client, as_json, everything=everything)
         elif decline or cancel:
@@ -351,6 +349,7 @@ def _ask_url(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask_form(params: Mapping[str, Any]) -> dict[str, Any]:
+    # Deferred for start-up time: jsonschema, as above.
     from mcpx.questions.forms import check_content, fields
 
     schema = params.get("requestedSchema")
@@ -387,6 +386,7 @@ def fill_form(form: Sequence[FormField]) -> dict[str, Any]:
 
 
 def _ask_field(field: FormField) -> Any:
+    # Deferred for start-up time: jsonschema, as above.
     from mcpx.questions.forms import coerce
 
     click.echo("")

@@ -65,6 +65,7 @@ def main(daemon_endpoint: str | None) -> None:
     if daemon_endpoint is not None:
         import os
 
+        # Deferred for start-up time: only --daemon is an endpoint to check.
         from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, parse_endpoint
 
         try:

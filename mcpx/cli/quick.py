@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 
+from mcpx.cli.arguments import ArgumentError, parse_arguments
 from mcpx.cli.calling import call_tool
 from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, ask
 from mcpx.cli.remote import BadEndpoint, connect
@@ -86,6 +87,7 @@ def plain_call(words: Sequence[str]) -> PlainCall | None:
         return None
     timeout = None
     if timeout_text is not None:
+        # Deferred for start-up time: most calls give no --timeout.
         from mcpx.settings.durations import parse_duration
         from mcpx.settings.errors import SettingsError
 
@@ -93,8 +95,6 @@ def plain_call(words: Sequence[str]) -> PlainCall | None:
             timeout = parse_duration(timeout_text)
         except SettingsError:
             return None
-    from mcpx.cli.arguments import ArgumentError, parse_arguments
-
     server, tool, *words_left = positional
     try:
         arguments = parse_arguments(words_left)
@@ -113,6 +113,7 @@ def main() -> NoReturn:
     """
     plain = plain_call(sys.argv[1:]) if _streams_fit() else None
     if plain is None:
+        # Deferred for start-up time: click costs more than a plain call itself.
         from mcpx.cli.main import main as click_main
 
         click_main()

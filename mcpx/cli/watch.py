@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
 from mcpx.cli.client import ApiError
+from mcpx.cli.render import error_text
 from mcpx.ops import routes
 
 #: Seconds between two looks at the broker.
@@ -97,6 +98,7 @@ def triage(
 
 def answer_in_terminal(client: Any, question_id: str) -> None:
     """C{mcpx elicit ID}'s way of asking: the form, field by field (imports click)."""
+    # Deferred for start-up time: the form imports click, and most calls ask nothing.
     from mcpx.cli.elicit import answer_interactively
 
     with _stdout_on_stderr():
@@ -106,8 +108,6 @@ def answer_in_terminal(client: Any, question_id: str) -> None:
 def failure_text(error: BaseException, question_id: str) -> str:
     """What to tell the person when answering C{question_id} failed with C{error}."""
     if isinstance(error, ApiError):
-        from mcpx.cli.render import error_text
-
         return error_text(error.body)
     message = getattr(error, "message", None)
     if isinstance(message, str) and message:
