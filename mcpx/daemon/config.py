@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_service -*-
+# -*- test-case-name: tests.daemon.test_process -*-
 """From resolved settings to what the service tree is built from."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_run -*-
+# -*- test-case-name: tests.daemon.test_process -*-
 """C{mcpx daemon}: start the service tree, say where it listens, run until stopped."""
 
 from __future__ import annotations

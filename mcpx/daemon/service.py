@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_service -*-
+# -*- test-case-name: tests.daemon.test_shutdown,tests.daemon.test_process -*-
 """
 Assembly of the daemon's service tree: the one function C{twistd mcpx} and
 C{mcpx daemon} share.

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_tap -*-
+# -*- test-case-name: tests.daemon.test_process -*-
 """
 C{twistd mcpx}: the same service tree as C{mcpx daemon}, under twistd.
 

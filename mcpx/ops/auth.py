@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.auth.test_api -*-
+# -*- test-case-name: tests.auth.test_ops -*-
 """
 The operations on the OAuth sign-ins of remote servers (C{/v1/auth}): their state, a
 sign-in begun and finished, a sign-out.
@@ -12,16 +12,15 @@ from mcpx.auth.flow import NetworkError
 from mcpx.auth.metadata import AuthorizationError
 from mcpx.auth.signin import SignIns, uses_oauth
 from mcpx.ops.errors import OpError, error_from, unknown_name
-from mcpx.ops.host import Invocation, OpHost
+from mcpx.ops.host import Invocation, OpHost, required
 from mcpx.settings.servers import RemoteServer
 
 
 def _oauth_server(host: OpHost, name: str) -> tuple[SignIns, RemoteServer]:
     """The sign-ins and the named server, which must be a remote server using OAuth."""
-
-    sign_ins = host.sign_ins
-    if sign_ins is None:
-        raise OpError(503, "auth_unavailable", "this daemon runs without OAuth sign-ins")
+    sign_ins = required(
+        host.sign_ins, "auth_unavailable", "this daemon runs without OAuth sign-ins"
+    )
     servers = host.servers.servers if host.servers is not None else {}
     server = servers.get(name)
     if server is None:

@@ -9,7 +9,7 @@ pool as the handlers use it (L{mcpx.pool.Pool}, or a fake in tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from attrs import Factory, frozen
 from twisted.internet.interfaces import IReactorTime
@@ -156,24 +156,34 @@ class EventFeed:
     release: Callable[[], None] | None = None
 
 
+_Part = TypeVar("_Part")
+
+
+def required(part: _Part | None, code: str, message: str) -> _Part:
+    """
+    A part of the host an op cannot do without.
+
+    @raise OpError: C{503 code}, saying C{message}, while the daemon runs without it.
+    """
+    if part is None:
+        raise OpError(503, code, message)
+    return part
+
+
 def pool_of(host: OpHost) -> PoolInterface:
     """The host's pool; C{503 pool_unavailable} while the daemon runs without one."""
-    if host.pool is None:
-        raise OpError(
-            503,
-            "pool_unavailable",
-            "this daemon is running without its server pool, so it cannot reach servers; "
-            "restart it with `mcpx daemon`",
-        )
-    return host.pool
+    return required(
+        host.pool,
+        "pool_unavailable",
+        "this daemon is running without its server pool, so it cannot reach servers; "
+        "restart it with `mcpx daemon`",
+    )
 
 
 def settings_of(host: OpHost) -> Settings:
     """The host's settings; C{503 settings_unavailable} when it was given none."""
-    if host.settings is None:
-        raise OpError(
-            503,
-            "settings_unavailable",
-            "this daemon was started without its settings; `mcpx settings --json` shows them",
-        )
-    return host.settings
+    return required(
+        host.settings,
+        "settings_unavailable",
+        "this daemon was started without its settings; `mcpx settings --json` shows them",
+    )

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.scripts.test_api -*-
+# -*- test-case-name: tests.daemon.test_api -*-
 """
 The operations of C{mcpx_exec}: run a program, list the artifacts runs left, read one.
 """
@@ -9,20 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpx.ops.errors import OpError
-from mcpx.ops.host import Invocation, OpHost
+from mcpx.ops.host import Invocation, OpHost, required
 from mcpx.scripts.artifacts import UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
 from mcpx.scripts.runner import Scripts
 
 
 def _scripts(host: OpHost) -> Scripts:
-    if host.scripts is None:
-        raise OpError(
-            503,
-            "exec_unavailable",
-            "this daemon runs without its script runner; restart it with `mcpx daemon`",
-        )
-    return host.scripts
+    return required(
+        host.scripts,
+        "exec_unavailable",
+        "this daemon runs without its script runner; restart it with `mcpx daemon`",
+    )
 
 
 #: The HTTP status of each way a run can fail to finish.

@@ -9,21 +9,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpx.ops.errors import OpError
-from mcpx.ops.host import Invocation, OpHost
+from mcpx.ops.host import Invocation, OpHost, required
 from mcpx.ops.schemas import DEFAULT_ANSWERER
 from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
 from mcpx.questions.record import ELICIT, SAMPLE, Question, QuestionState
 
 
 def _broker(host: OpHost) -> Broker:
-    if host.broker is None:
-        raise OpError(
-            503,
-            "questions_unavailable",
-            "this daemon runs without its question broker, so it holds no questions to "
-            "list or answer; restart it with `mcpx daemon`",
-        )
-    return host.broker
+    return required(
+        host.broker,
+        "questions_unavailable",
+        "this daemon runs without its question broker, so it holds no questions to "
+        "list or answer; restart it with `mcpx daemon`",
+    )
 
 
 def question_json(question: Question) -> dict[str, Any]:
