@@ -276,6 +276,16 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[tuple[str | None, str]]:
         yield kind, "\n".join(data)
 
 
+def follow_events(client: DaemonClient, query: str) -> Iterator[tuple[str | None, str]]:
+    """
+    The events of C{GET /v1/events} with C{query} (url-encoded), as L{sse_events} gives
+    them, until the daemon ends the stream; the stream is closed when this ends.
+    """
+    path = routes.path("events") + (f"?{query}" if query else "")
+    with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
+        yield from sse_events(response.lines())
+
+
 @asks_the_daemon("events")
 @click.option("--server", "servers_", multiple=True, metavar="SERVER", help="Only this server.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind of event.")
@@ -291,22 +301,20 @@ def events(
     from urllib.parse import urlencode
 
     query = urlencode([("server", s) for s in servers_] + [("kind", k) for k in kinds])
-    path = routes.path("events") + (f"?{query}" if query else "")
     try:
-        with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
-            for kind, data in sse_events(response.lines()):
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    event = {"data": data}
-                if not isinstance(event, dict):
-                    event = {"data": event}
-                if kind and kind != "message":
-                    event.setdefault("kind", kind)
-                if as_json:
-                    click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
-                else:
-                    click.echo(event_line(kind, event, time.time()))
+        for kind, data in follow_events(client, query):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                event = {"data": data}
+            if not isinstance(event, dict):
+                event = {"data": event}
+            if kind and kind != "message":
+                event.setdefault("kind", kind)
+            if as_json:
+                click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+            else:
+                click.echo(event_line(kind, event, time.time()))
     except KeyboardInterrupt:
         return
     raise CommandFailed("the daemon closed the event stream")
