@@ -55,10 +55,8 @@ def call_tool(
     show_progress = progress if progress is not None else sys.stderr.isatty()
     if show_progress:
         body["progress"] = True
-    if answer_questions if answer_questions is not None else on_terminal():
-        result = call_answering(client, body, echo, show_progress)
-    else:
-        result = send_call(client, body, show_progress)
+    in_terminal = answer_questions if answer_questions is not None else on_terminal()
+    result = call_answering(client, body, echo, show_progress, in_terminal=in_terminal)
     if not isinstance(result, dict):
         raise CommandFailed(f"the daemon answered something that is not a result: {result!r}")
     failed = result.get("isError") is True
@@ -80,15 +78,21 @@ def send_call(client: DaemonClient, body: Mapping[str, Any], show_progress: bool
 
 
 def call_answering(
-    client: DaemonClient, body: Mapping[str, Any], echo: Echo, show_progress: bool
+    client: DaemonClient,
+    body: Mapping[str, Any],
+    echo: Echo,
+    show_progress: bool,
+    *,
+    in_terminal: bool = True,
 ) -> Any:
     """
     L{send_call}, naming the call, while a L{mcpx.cli.watch.QuestionWatch} answers its
-    questions in the terminal.  A daemon older than C{call_id} refuses it: the call is
-    then made as before, without the watch.
+    questions in the terminal, or (not C{in_terminal}) says on stderr which question
+    it waits on and how to answer it with C{mcpx elicit}.  A daemon older than
+    C{call_id} refuses it: the call is then made as before, without the watch.
     """
-    # Deferred for start-up time: only a call made from a terminal watches for questions.
-    from mcpx.cli.watch import QuestionWatch, new_call_id
+    # Deferred for start-up time: only a call being made needs the watch and its threads.
+    from mcpx.cli.watch import INTERVAL, QuestionWatch, answer_in_terminal, new_call_id
 
     call_id = new_call_id()
     watch = QuestionWatch(
@@ -96,6 +100,8 @@ def call_answering(
         body["server"],
         connect=client.again,
         echo=echo,
+        answer=answer_in_terminal if in_terminal else None,
+        delay=0.0 if in_terminal else INTERVAL,
     )
     watch.start()
     try:

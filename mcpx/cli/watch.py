@@ -8,7 +8,9 @@ the daemon's broker, named after the call that caused it (its C{call_id}).  When
 person who ran the command sits at a terminal, a L{QuestionWatch} looks in the broker
 while the call runs and puts that call's questions to them, as C{mcpx elicit ID} would.
 A question the daemon could not tie to one call (two calls shared the server) is not
-ours to answer, but the person is told where it is.
+ours to answer, but the person is told where it is.  Without a terminal nobody can be
+asked there: the watch instead says once, on standard error, which question the call
+waits on and the C{mcpx elicit} command that answers it (L{pointer_line}).
 
 The call itself blocks the main thread on its socket, so the watch runs in a thread of
 its own, with its own L{DaemonClient} (a client is one connection at a time, not shared
@@ -16,7 +18,7 @@ between threads).  Only L{QuestionWatch.run} and L{QuestionWatch.start} know abo
 time and threads; L{triage} decides, and the tests drive it all without either.
 
 Importing this module costs little (no click: L{mcpx.cli.elicit} is imported only when a
-question arrives); L{mcpx.cli.calling} imports it only on a terminal.
+question arrives).
 """
 
 from __future__ import annotations
@@ -27,11 +29,29 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
-from typing import IO, Any, Protocol
 
 from mcpx.cli.client import ApiError
 from mcpx.cli.render import error_text
+from mcpx.cli.terminal import isatty
 from mcpx.ops import routes
+
+# typing stays out of a plain `mcpx call`, which imports this module (tests.cli.test_quick).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Protocol
+
+    class QuestionSource(Protocol):
+        """The part of a L{mcpx.cli.client.DaemonClient} the watch uses."""
+
+        def get(self, target: str, *, timeout: float | None = ...) -> Any: ...
+
+    class Echo(Protocol):
+        """Prints one line, on stderr with C{err}."""
+
+        def __call__(self, message: str, *, err: bool = False) -> None: ...
+
+    #: Asks the person for the answer to one question and sends it; raises when it cannot.
+    Answerer = Callable[[Any, str], None]
 
 #: Seconds between two looks at the broker.
 INTERVAL = 0.25
@@ -39,21 +59,8 @@ INTERVAL = 0.25
 #: Seconds the end of a call waits for an answer being sent to finish saying so.
 SETTLE = 0.5
 
-
-class QuestionSource(Protocol):
-    """The part of a L{mcpx.cli.client.DaemonClient} the watch uses."""
-
-    def get(self, target: str, *, timeout: float | None = ...) -> Any: ...
-
-
-class Echo(Protocol):
-    """Prints one line, on stderr with C{err}."""
-
-    def __call__(self, message: str, *, err: bool = False) -> None: ...
-
-
-#: Asks the person for the answer to one question and sends it; raises when it cannot.
-Answerer = Callable[[Any, str], None]
+#: The most characters of a question's message a pointer line shows.
+POINTER_MESSAGE = 160
 
 
 def new_call_id() -> str:
@@ -96,6 +103,28 @@ def triage(
     return ours, unclaimed
 
 
+def pointer_line(question: Mapping[str, Any]) -> str:
+    """
+    The one line that tells a person without a terminal that their call waits on
+    C{question}, and the exact command that answers it.
+    """
+    question_id = question.get("id")
+    kind = question.get("kind") or "question"
+    said = f"mcpx: the call waits for an answer to {kind} {question_id}"
+    server = question.get("server")
+    if isinstance(server, str) and server:
+        said += f" from {server}"
+    params = question.get("params")
+    message = params.get("message") if isinstance(params, Mapping) else None
+    if isinstance(message, str) and message.strip():
+        # One line, whatever the message holds: newlines and runs of spaces fold.
+        shown = " ".join(message.split())
+        if len(shown) > POINTER_MESSAGE:
+            shown = shown[: POINTER_MESSAGE - 1] + "…"
+        said += f" ({shown})"
+    return f"{said}; answer it with: mcpx elicit {question_id}"
+
+
 def answer_in_terminal(client: Any, question_id: str) -> None:
     """C{mcpx elicit ID}'s way of asking: the form, field by field (imports click)."""
     # Deferred for start-up time: the form imports click, and most calls ask nothing.
@@ -128,6 +157,8 @@ class QuestionWatch:
         only pointed out if it was asked since.
     @ivar seen: the questions already dealt with.
     @ivar answering: the id of the question being answered, if one is.
+    @ivar points: the watch answers nothing; it names each of the call's questions,
+        once, with the command that answers it (L{pointer_line}).
     """
 
     def __init__(
@@ -137,15 +168,20 @@ class QuestionWatch:
         *,
         connect: Callable[[], QuestionSource],
         echo: Echo,
-        answer: Answerer = answer_in_terminal,
+        answer: Answerer | None = answer_in_terminal,
         clock: Callable[[], float] = time.time,
         wait: Callable[[float], bool] | None = None,
         interval: float = INTERVAL,
+        delay: float = 0.0,
     ) -> None:
         """
         @param connect: makes the watch's own client of the daemon.
+        @param answer: asks the person and sends their answer; C{None} to point at
+            C{mcpx elicit} instead (L{points}).
         @param wait: sleeps up to the given seconds, returning C{True} early when the
             watch is stopped; by default it waits on L{stopped}.
+        @param delay: seconds before the first look, so that a call which asks nothing
+            and ends soon costs the daemon nothing more.
         """
         self.call_id = call_id
         self.server = server
@@ -156,6 +192,8 @@ class QuestionWatch:
         self._connect = connect
         self._echo = echo
         self._answer = answer
+        self.points = answer is None
+        self._delay = delay
         self._wait = wait if wait is not None else self.stopped.wait
         self._interval = interval
         self._thread: threading.Thread | None = None
@@ -175,8 +213,10 @@ class QuestionWatch:
             # Not reachable this time (busy, restarting): the call's own answer will say.
             return True
         questions = listed.get("questions") if isinstance(listed, dict) else None
+        if not isinstance(questions, list):
+            questions = []
         ours, unclaimed = triage(
-            questions if isinstance(questions, list) else (),
+            questions,
             call_id=self.call_id,
             server=self.server,
             began=self.began,
@@ -189,6 +229,12 @@ class QuestionWatch:
                 f"answer it with: mcpx elicit {question_id}",
                 err=True,
             )
+        if self._answer is None:
+            by_id = {q.get("id"): q for q in questions if isinstance(q, Mapping)}
+            for question_id in ours:
+                self.seen.add(question_id)
+                self._echo(pointer_line(by_id[question_id]), err=True)
+            return True
         for question_id in ours:
             if self.stopped.is_set():
                 break
@@ -204,7 +250,9 @@ class QuestionWatch:
         return True
 
     def run(self) -> None:
-        """Look every C{interval} seconds until stopped."""
+        """Look every C{interval} seconds (the first after C{delay}) until stopped."""
+        if self._delay > 0 and self._wait(self._delay):
+            return
         client = self._connect()
         while not self.stopped.is_set():
             if not self.poll(client):
@@ -256,18 +304,11 @@ class _ThreadStdout:
         return getattr(target, name)
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
-
-
 @contextmanager
 def _stdout_on_stderr() -> Iterator[None]:
     """While it lasts, this thread's standard output is standard error, if that differs."""
     stdout, stderr = sys.stdout, sys.stderr
-    if stdout is None or stderr is None or _isatty(stdout):
+    if stdout is None or stderr is None or isatty(stdout):
         yield
         return
     sys.stdout = _ThreadStdout(stdout, threading.get_ident(), stderr)

@@ -69,6 +69,14 @@ _SERVER_COUNTERS = {
     "server.restarted": "restarts",
 }
 
+# Sampling events and the outcome each counts as (None: the event's own outcome field,
+# one of the few settings that can refuse a request).
+_SAMPLING_OUTCOMES: dict[str, str | None] = {
+    "sampling.answered": "answered",
+    "sampling.failed": "failed",
+    "sampling.refused": None,
+}
+
 
 class Routes:
     """
@@ -165,6 +173,14 @@ class Metrics:
             ["state"],
             registry=registry,
         )
+        self.sampling = Counter(
+            "mcpx_sampling_requests",
+            "Sampling requests from upstream servers, by server and outcome (answered, "
+            "failed, or the setting that refused it: sampling.mode, sampling.includeContext, "
+            "result).",
+            ["server", "outcome"],
+            registry=registry,
+        )
         self._calls: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._tools: set[tuple[str, str]] = set()
         self._http: dict[tuple[str, int], Any] = {}
@@ -212,6 +228,9 @@ class Metrics:
                 self.server_counters[counter].labels(server).inc()
             elif kind == "question.closed":
                 self.questions_closed.labels(str(data.get("state"))).inc()
+            elif kind in _SAMPLING_OUTCOMES and server is not None:
+                outcome = _SAMPLING_OUTCOMES[kind] or str(data.get("outcome"))
+                self.sampling.labels(server, outcome).inc()
             publish(kind, server, **data)
 
         return counting

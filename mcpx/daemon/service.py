@@ -341,6 +341,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             clock,
             store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
             publish=publish,
+            ttl=settings.duration("proto.brokerTimeout"),
             keep=settings.duration("proto.askTTL"),
         )
 

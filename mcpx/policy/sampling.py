@@ -157,7 +157,13 @@ class SamplingGuard:
                     f"the user declined server {server!r}'s sampling request "
                     "(sampling.mode is confirm)",
                 )
-        result = await relay(SAMPLE, params, caller, key)
+        try:
+            result = await relay(SAMPLE, params, caller, key)
+        except Exception as reason:
+            # The host declined, erred or could not be reached: counted, then told to
+            # the server as it was.
+            self._publish("sampling.failed", server, reason=type(reason).__name__)
+            raise
         problems = bad_result(result)
         if problems:
             raise refuse(

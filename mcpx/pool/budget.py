@@ -20,14 +20,15 @@ which one wins when several apply, and which of them are enforced yet.
                                                   upstream call it makes included.
     ask          C{proto.askTimeout}    600s      how long one client request may be held
                                                   open while its questions are answered.
-    question     C{elicit.ttl}          120s      how long one question (elicitation,
-                 (built in, not a                 sampling) waits for its answer; expiry
-                 user setting)                    answers "cancel", never "decline".
+    question     C{proto.brokerTimeout} 120s      how long one question (elicitation,
+                                                  sampling, a confirmation) waits in the
+                                                  broker for its answer; expiry answers
+                                                  "cancel", never "decline".
     ===========  =====================  ========  ==========================================
 
 Precedence, from the narrowest scope outwards:
 
-  1. A question's own deadline (C{elicit.ttl}) ends that question only.
+  1. A question's own deadline (C{proto.brokerTimeout}) ends that question only.
   2. While a question asked by a call is pending, the call's clock
      (C{pool.callTimeout}) is paused: a person answering must not be raced by the
      bound of the call that asked them (L{Deadline.pause}).
@@ -59,8 +60,10 @@ Where each is enforced today:
     pauses it yet: questions, and the broker that holds them, arrive with a
     later issue.  Until then a question a server asks during a call runs on
     the call's clock.
-  - exec, ask, question: not enforced yet (no script runner, no question
-    broker).  L{call_timeout_in_run} states the exec rule for the runner to use.
+  - question: by L{mcpx.questions.broker.Broker}, whose C{ttl} is
+    C{proto.brokerTimeout}; an expired confirmation refuses its call unsent.
+  - exec, ask: not enforced yet here.  L{call_timeout_in_run} states the exec
+    rule for the runner to use.
 
 @see: L{mcpx.pool.errors.CallTimedOut}
 """
@@ -105,13 +108,17 @@ ASK: Final = Bound(
     "ask", "proto.askTimeout", 600.0, "one client request held open for its questions", None
 )
 QUESTION: Final = Bound(
-    "question", "elicit.ttl", 120.0, "one question waiting for its answer", None
+    "question",
+    "proto.brokerTimeout",
+    120.0,
+    "one question waiting in the broker for its answer",
+    "mcpx.questions.broker.Broker (its ttl)",
 )
 
 #: Every bound, narrowest scope last.
 BOUNDS: Final = (ASK, EXEC, PROGRESS, CALL, QUESTION)
 
-#: A question's own deadline: built in, not a setting a user can change.
+#: A question's own deadline in the broker, unless C{proto.brokerTimeout} says otherwise.
 QUESTION_TTL: Final = QUESTION.default
 
 

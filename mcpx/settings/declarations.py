@@ -247,6 +247,15 @@ SETTINGS: tuple[Setting, ...] = (
         "long its result is kept for collection after it finishes.",
     ),
     Setting(
+        name="proto.brokerTimeout",
+        kind=Kind.DURATION,
+        default=120.0,
+        help="How long a question waiting in the broker (for mcpx elicit, /v1/questions or "
+        "the status page) may wait for an answer before it expires. A server's question "
+        "is then answered cancel; a tool call waiting there for the policy's confirmation "
+        "(tools.confirm, confirmDestructive) is refused and never sent to its server.",
+    ),
+    Setting(
         name="protoMessages.taskAfter",
         kind=Kind.DURATION,
         default=5.0,

@@ -1,7 +1,7 @@
 """
-Tests for L{mcpx.cli.watch}: what C{mcpx call} does, on a terminal, about the questions
-the server asks during the call.  The watch runs here against a fake client, without a
-thread or real time.
+Tests for L{mcpx.cli.watch}: what C{mcpx call} does about the questions the server asks
+during the call: on a terminal it answers them, elsewhere it says how to.  The watch runs
+here against a fake client, without a thread or real time.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.cli import watch as watch_module
 from mcpx.cli.client import ApiError, DaemonClient, DaemonNotRunning
 from mcpx.cli.failures import CommandFailed
-from mcpx.cli.watch import QuestionWatch, failure_text, new_call_id, triage
+from mcpx.cli.watch import QuestionWatch, failure_text, new_call_id, pointer_line, triage
 
 CALL_ID = "cli-0123456789ab"
 BEGAN = 1000.0
@@ -233,6 +233,79 @@ class WatchTests(SynchronousTestCase):
         self.assertFalse(thread.is_alive())
 
 
+class PointingTests(SynchronousTestCase):
+    """
+    Off a terminal nobody can be asked: the watch names each question the call waits
+    on, once, on stderr, with the command that answers it.
+    """
+
+    def test_points_once_per_question(self) -> None:
+        """Each of the call's questions gets one line on stderr, however often it is
+        still listed; another call's gets none; nothing is answered."""
+        asked = {**question("q1"), "params": {"message": "Run it?"}}
+        listing = [asked, question("q2", call_id="cli-ffffffffffff")]
+        client = FakeClient(listing, listing, [*listing, question("q3")])
+        printed = Printed()
+        watch = QuestionWatch(
+            CALL_ID,
+            "github",
+            connect=lambda: client,
+            echo=printed,
+            answer=None,
+            clock=lambda: BEGAN,
+        )
+        for _ in range(3):
+            self.assertTrue(watch.poll(client))
+        self.assertTrue(watch.points)
+        self.assertEqual(
+            printed.lines,
+            [
+                (
+                    True,
+                    "mcpx: the call waits for an answer to elicitation q1 from github "
+                    "(Run it?); answer it with: mcpx elicit q1",
+                ),
+                (
+                    True,
+                    "mcpx: the call waits for an answer to elicitation q3 from github; "
+                    "answer it with: mcpx elicit q3",
+                ),
+            ],
+        )
+
+    def test_line_is_one_line(self) -> None:
+        """A long message on several lines is folded onto one and cut short."""
+        line = pointer_line(
+            {**question("q1"), "params": {"message": "first\n\nsecond   " + "x" * 500}}
+        )
+        self.assertNotIn("\n", line)
+        self.assertIn("(first second xxx", line)
+        self.assertIn("…); answer it with: mcpx elicit q1", line)
+        self.assertLess(len(line), 300)
+
+    def test_first_look_waits(self) -> None:
+        """With a delay the first look waits for it, so a call that ends first costs the
+        daemon no look at all."""
+        client = FakeClient([])
+        waits: list[float] = []
+
+        def stopped_while_waiting(seconds: float) -> bool:
+            waits.append(seconds)
+            return True
+
+        watch = QuestionWatch(
+            CALL_ID,
+            "github",
+            connect=lambda: client,
+            echo=Printed(),
+            answer=None,
+            wait=stopped_while_waiting,
+            delay=0.25,
+        )
+        watch.run()
+        self.assertEqual((waits, client.looks), ([0.25], 0))
+
+
 class FailureTextTests(SynchronousTestCase):
     """What is said when a question could not be answered here."""
 
@@ -336,11 +409,14 @@ class CallToolTests(SynchronousTestCase):
         [body] = daemon.bodies
         self.assertRegex(body["call_id"], r"^cli-[0-9a-f]{12}$")
 
-    def test_unnamed_otherwise(self) -> None:
-        """Off a terminal the call is sent exactly as before: no call_id."""
+    def test_named_otherwise(self) -> None:
+        """Off a terminal the call is named too, so that the question it waits on can be
+        pointed out (L{PointingTests}); its result is printed as ever."""
         daemon = RecordingDaemon()
-        self.call(daemon, False)
-        self.assertEqual(daemon.bodies, [{"server": "github", "tool": "pick", "arguments": {}}])
+        self.assertEqual(self.call(daemon, False), [(False, "Hello")])
+        [body] = daemon.bodies
+        self.assertRegex(body.pop("call_id"), r"^cli-[0-9a-f]{12}$")
+        self.assertEqual(body, {"server": "github", "tool": "pick", "arguments": {}})
 
     def test_older_daemon(self) -> None:
         """A daemon that does not know call_id refuses it; the call is made again without

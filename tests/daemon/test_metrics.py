@@ -191,6 +191,22 @@ class ServerMetricsTests(MetricsCase):
         samples = self.scrape()
         self.assertEqual(samples[("mcpx_server_restarts_total", labels(server="files"))], 1)
 
+    def test_sampling_outcomes_per_server(self) -> None:
+        """Sampling requests are counted by server and by how each ended."""
+        publish = self.metrics.published(self.events.publish)
+        publish("sampling.requested", "notes", mode="allow")
+        publish("sampling.answered", "notes", max_tokens=10)
+        publish("sampling.answered", "notes", max_tokens=10)
+        publish("sampling.refused", "notes", outcome="sampling.includeContext")
+        publish("sampling.failed", "files", reason="RpcError")
+        samples = self.scrape()
+        count = "mcpx_sampling_requests_total"
+        self.assertEqual(samples[(count, labels(outcome="answered", server="notes"))], 2)
+        self.assertEqual(
+            samples[(count, labels(outcome="sampling.includeContext", server="notes"))], 1
+        )
+        self.assertEqual(samples[(count, labels(outcome="failed", server="files"))], 1)
+
 
 class HoldingsTests(MetricsCase):
     def test_tasks_by_state_and_event_streams(self) -> None:

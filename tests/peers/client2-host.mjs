@@ -5,6 +5,14 @@
 //
 //   node client2-host.mjs --era 2025-11-25 --url http://127.0.0.1:PORT/mcp
 //   node client2-host.mjs --era 2026-07-28 --command /path/mcpx --args '["serve"]'
+//   node client2-host.mjs --era 2026-07-28 --command … --watch mcpx://server/uri
+//
+// --watch makes it a resource watcher instead: it subscribes to the URI (on a
+// subscriptions/listen stream at 2026-07-28, with resources/subscribe before), then
+// prints one JSON line per thing it sees ({"event": "watching", "honoured": [...]},
+// {"event": "updated", "uri": ...}, {"event": "ended", "how": ...}) and takes one
+// command a line on stdin: "unwatch" (close the stream, or resources/unsubscribe)
+// and "close" (or the end of stdin) to disconnect and exit.
 //
 // --era pins the revision: a 2025 one is the only version the initialize handshake
 // offers; 2026-07-28 is pinned through server/discover.
@@ -69,6 +77,47 @@ const transport = option('--url')
       env: { ...process.env },
       stderr: 'ignore',
     });
+
+const say = (line) => process.stdout.write(JSON.stringify(line) + '\n');
+
+// The watcher (--watch): it runs instead of the steps, and reports as it goes.
+async function watch(uri) {
+  client.setNotificationHandler('notifications/resources/updated', (notification) => {
+    say({ event: 'updated', uri: notification.params.uri });
+  });
+  await client.connect(transport);
+  let subscription = null;
+  if (modern) {
+    subscription = await client.listen({ resourceSubscriptions: [uri] });
+    subscription.closed.then((how) => say({ event: 'ended', how }));
+    say({ event: 'watching', honoured: subscription.honoredFilter.resourceSubscriptions ?? [] });
+  } else {
+    await client.subscribeResource({ uri });
+    say({ event: 'watching', honoured: [uri] });
+  }
+  const { createInterface } = await import('node:readline');
+  for await (const line of createInterface({ input: process.stdin })) {
+    const command = line.trim();
+    if (command === 'unwatch') {
+      if (subscription) await subscription.close();
+      else await client.unsubscribeResource({ uri });
+      say({ event: 'unwatched' });
+    } else if (command === 'close') {
+      break;
+    }
+  }
+}
+
+if (option('--watch')) {
+  try {
+    await watch(option('--watch'));
+  } catch (error) {
+    say({ event: 'error', error: String(error?.message ?? error) });
+  } finally {
+    await client.close().catch(() => {});
+    process.exit(0);
+  }
+}
 
 const seen = { era, steps: {} };
 const texts = (result) => (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('');

@@ -5,8 +5,11 @@ fixture, which records every call it really runs) and the MCP Python SDK as the 
 A call that needs confirmation is asked of a 2025-11-25 host natively (over C{mcpx serve}
 and over C{/mcp}), of a 2026-07-28 host with C{input_required}, and through the broker
 (C{mcpx elicit}) for a host that declared nothing; what the user declines never reaches
-the upstream.  Sampling is denied, confirmed and capped on its way to a host that
-answers it; a reload that hides a tool tells a connected host its list changed.
+the upstream.  A result that breaks its tool's C{outputSchema} is withheld or passed
+on and logged, as C{validate.output} says.  Sampling is denied, confirmed and capped on
+its way to a host that answers it, and its C{includeContext} refused unless
+C{sampling.includeContext} allows it; a reload that hides a tool tells a connected host
+its list changed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
@@ -265,6 +268,31 @@ class ConfirmationTests(TestCase):
             self.notes.seen(), [{"tool": "delete_note", "arguments": {"name": "shopping"}}]
         )
 
+    async def test_unanswered_in_the_broker_expires(self) -> None:
+        """
+        With C{proto.brokerTimeout} at 1s, a confirmation nobody answers expires in the
+        broker: C{mcpx call} ends soon after with the tool error saying the server never
+        saw the call (exit status 1), the question is listed as expired, a yes sent
+        after it is refused, and the server never runs the call.
+        """
+        daemon = await Daemon(
+            self, self.servers, settings={"MCPX_PROTO_BROKER_TIMEOUT": "1s"}
+        ).start()
+        began = reactor.seconds()
+        called = await daemon.mcpx("call", "notes", "delete_note", "name=shopping")
+        waited = reactor.seconds() - began
+        self.assertEqual(called.code, 1, called)
+        self.assertIn("it needs confirmation (confirmDestructive", called.err)
+        self.assertIn("the server never saw the call", called.err)
+        # Far below the 120s the broker waits unless told: the setting was applied.
+        self.assertLess(waited, 20.0, called)
+        expired = await daemon.wait_for_question("notes", state="expired")
+        late = await daemon.mcpx("elicit", expired["id"], "--json", '{"confirm": true}')
+        self.assertNotEqual(late.code, 0, late)
+        self.assertIn("expired", late.err, late)
+        await deferLater(reactor, 0.5, lambda: None)
+        self.assertEqual(self.notes.seen(), [], "an expired confirmation ran the call")
+
     async def test_mcpx_call_waits_for_mcpx_elicit(self) -> None:
         """
         C{mcpx call} of the destructive tool waits while the confirmation sits in the
@@ -303,24 +331,36 @@ class Host:
         )
 
 
+#: A host's sampling capability that takes C{includeContext} other than C{none}.
+WITH_CONTEXT = types.SamplingCapability(context=types.SamplingContextCapability())
+
+
 class SamplingTests(TestCase):
     """The notes server's sampling through its policy, to a 2025-11-25 host."""
 
     timeout = 90
 
-    async def summarise(self, daemon: Daemon, host: Host, mode: str = "legacy") -> dict[str, Any]:
+    async def summarise(
+        self,
+        daemon: Daemon,
+        host: Host,
+        mode: str = "legacy",
+        tool: str = "summarise",
+        sampling: types.SamplingCapability | None = None,
+    ) -> dict[str, Any]:
         async def conversation() -> dict[str, Any]:
             async with Client(
                 daemon.mcp_url,
                 mode=mode,
                 sampling_callback=host.sample,
+                sampling_capabilities=sampling,
                 elicitation_callback=host.user.elicit,
                 cache=None,
             ) as client:
                 return wire(
                     await client.call_tool(
                         "mcpx_call",
-                        {"server": "notes", "tool": "summarise", "arguments": {"text": "a b c"}},
+                        {"server": "notes", "tool": tool, "arguments": {"text": "a b c"}},
                     )
                 )
 
@@ -391,6 +431,135 @@ class SamplingTests(TestCase):
         [sampled] = host.sampled
         self.assertEqual(sampled["maxTokens"], 16)
         self.assertEqual(record.seen(), [{"tool": "summarise", "arguments": {"text": "a b c"}}])
+
+    async def test_include_context_refused(self) -> None:
+        """
+        A server asking the host's model with C{includeContext} C{thisServer} is refused
+        by default (C{sampling.includeContext} false), even though the host declared
+        C{sampling.context}: the host is never asked, the server's tool fails with
+        mcpx's reason naming the setting, and its body never runs.
+        """
+        record = Notes(self)
+        daemon = await Daemon(self, {"notes": notes(record.path)}).start()
+        host = Host()
+        refused = await self.summarise(
+            daemon, host, tool="summarise_in_context", sampling=WITH_CONTEXT
+        )
+        self.assertTrue(refused.get("isError"), refused)
+        self.assertIn("mcpx refuses includeContext 'thisServer' for server 'notes'", texts(refused))
+        self.assertIn("sampling.includeContext", texts(refused))
+        self.assertEqual(host.sampled, [])
+        self.assertEqual(record.seen(), [])
+
+    async def test_include_context_allowed(self) -> None:
+        """
+        With C{sampling.includeContext} true the same request reaches a host that
+        declared C{sampling.context} as the server made it (C{includeContext}
+        C{thisServer}), and its reply the server.
+        """
+        record = Notes(self)
+        daemon = await Daemon(
+            self, {"notes": notes(record.path, sampling={"includeContext": True})}
+        ).start()
+        host = Host()
+        ran = await self.summarise(daemon, host, tool="summarise_in_context", sampling=WITH_CONTEXT)
+        self.assertFalse(ran.get("isError", False), ran)
+        self.assertIn("short summary (e2e-model)", texts(ran))
+        [sampled] = host.sampled
+        self.assertEqual(sampled["includeContext"], "thisServer")
+        self.assertEqual(
+            record.seen(), [{"tool": "summarise_in_context", "arguments": {"text": "a b c"}}]
+        )
+
+
+#: What mcpx says of C{count_notes}'s answer, whose count breaks its outputSchema.
+OUTPUT_PROBLEM = "does not fit its outputSchema: /count: 5 is greater than the maximum of 2"
+
+
+class OutputSchemaTests(TestCase):
+    """
+    The notes fixture's C{count_notes} answers C{{"count": 5}} where its C{outputSchema}
+    allows at most 2; it runs at the server either way (it is recorded).
+    """
+
+    timeout = 90
+
+    def serve(self, daemon: Daemon) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", "--passthrough", "notes"],
+            env=daemon.env,
+            cwd=str(REPO),
+        )
+
+    async def test_enforce_withholds(self) -> None:
+        """
+        With C{validate.output} enforce the result is withheld: a 2025-11-25 and a
+        2026-07-28 host calling the tool directly over C{mcpx serve} get JSON-RPC
+        C{-32603} saying what is wrong and that the result was withheld, and a host
+        calling through the gateway's C{mcpx_call} a tool error saying the same; none
+        of them gets the count.
+        """
+        record = Notes(self)
+        daemon = await Daemon(
+            self, {"notes": notes(record.path, validate={"output": "enforce"})}
+        ).start()
+
+        async def conversation() -> tuple[list[MCPError], dict[str, Any]]:
+            errors = []
+            for mode in ("legacy", MODERN):
+                async with Client(self.serve(daemon), mode=mode, cache=None) as client:
+                    try:
+                        await client.call_tool("count_notes", {})
+                    except MCPError as e:
+                        errors.append(e)
+            async with Client(daemon.mcp_url, mode="legacy", cache=None) as client:
+                call = {"server": "notes", "tool": "count_notes", "arguments": {}}
+                gateway = wire(await client.call_tool("mcpx_call", call))
+            return errors, gateway
+
+        errors, gateway = await in_thread(conversation)
+        self.assertEqual(len(errors), 2, "a host was given the result")
+        for error in errors:
+            self.assertEqual(error.code, -32603)
+            self.assertIn(OUTPUT_PROBLEM, str(error))
+            self.assertIn("the result was withheld (validate.output is enforce)", str(error))
+        self.assertTrue(gateway.get("isError"), gateway)
+        self.assertIn(OUTPUT_PROBLEM, texts(gateway))
+        self.assertNotIn("structuredContent", gateway)
+        self.assertEqual(len(record.seen()), 3)
+
+    async def test_warn_passes_it_on_and_logs_once(self) -> None:
+        """
+        By default (C{validate.output} warn) the result is passed on as the server sent
+        it: through C{mcpx_call} the host gets C{{"count": 5}} each time, and a host
+        calling the tool directly gets it too (the Python SDK's own check of the schema
+        then refuses it).  The daemon logs the problem once for the tool, not per call.
+        """
+        record = Notes(self)
+        daemon = await Daemon(self, {"notes": notes(record.path)}).start()
+
+        async def conversation() -> tuple[list[dict[str, Any]], str]:
+            async with Client(daemon.mcp_url, mode="legacy", cache=None) as client:
+                call = {"server": "notes", "tool": "count_notes", "arguments": {}}
+                passed = [wire(await client.call_tool("mcpx_call", call)) for _ in range(2)]
+            async with Client(self.serve(daemon), mode="legacy", cache=None) as client:
+                try:
+                    await client.call_tool("count_notes", {})
+                except Exception as e:
+                    return passed, str(e)
+            return passed, "the host took the result"
+
+        passed, direct = await in_thread(conversation)
+        for result in passed:
+            self.assertFalse(result.get("isError", False), result)
+            self.assertEqual(result["structuredContent"], {"count": 5})
+        self.assertIn("Invalid structured content returned by tool count_notes", direct)
+        warned = [line for line in daemon.log_lines("warn") if "outputSchema" in line]
+        self.assertEqual(len(warned), 1, warned)
+        self.assertIn("tool 'count_notes' of server 'notes'", warned[0])
+        self.assertIn("passed on; logged once per tool", warned[0])
+        self.assertEqual(len(record.seen()), 3)
 
 
 class ReloadTests(TestCase):

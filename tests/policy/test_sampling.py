@@ -37,6 +37,8 @@ class SamplingTests(SynchronousTestCase):
             method: str, params: Mapping[str, Any], caller: Any, key: str | None
         ) -> Mapping[str, Any]:
             self.relayed.append((method, params))
+            if isinstance(self.host_answer, Exception):
+                raise self.host_answer
             return dict(self.host_answer)
 
         async def ask(
@@ -122,3 +124,10 @@ class SamplingTests(SynchronousTestCase):
             Deferred.fromCoroutine(handlers.answer(ELICIT, {"message": "x", "requestedSchema": {}}))
         )
         self.assertEqual(self.relayed[0][0], ELICIT)
+
+    def test_host_refusal_is_counted_and_passed_on(self) -> None:
+        """A host that declines is told to the server as it was, and is an event."""
+        self.host_answer = RpcError(USER_REJECTED, "the user said no")
+        refused = self.failureResultOf(self.sample(self.guard()), RpcError)
+        self.assertEqual(refused.value.message, "the user said no")
+        self.assertEqual(self.events, ["sampling.requested", "sampling.failed"])

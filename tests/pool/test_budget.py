@@ -82,17 +82,17 @@ class TableTests(SynchronousTestCase):
             if bound.setting in BY_NAME:
                 self.assertEqual(bound.default, BY_NAME[bound.setting].default, bound.setting)
 
-    def test_question_ttl_built_in(self) -> None:
-        """A question's own deadline is 120s and not a user setting."""
+    def test_question_ttl_is_a_setting(self) -> None:
+        """A question's deadline in the broker is 120s unless proto.brokerTimeout says."""
         self.assertEqual(QUESTION_TTL, 120.0)
-        self.assertNotIn("elicit.ttl", BY_NAME)
+        self.assertEqual(BY_NAME["proto.brokerTimeout"].default, QUESTION_TTL)
 
     def test_every_bound_documented(self) -> None:
         """The module's table names every bound's setting, and says which are not enforced."""
         doc = budget.__doc__ or ""
         for bound in BOUNDS:
             self.assertIn(f"C{{{bound.setting}}}", doc)
-        self.assertEqual([b.name for b in BOUNDS if b.enforced], ["progress", "call"])
+        self.assertEqual([b.name for b in BOUNDS if b.enforced], ["progress", "call", "question"])
         self.assertIn("not enforced yet", doc)
 
 

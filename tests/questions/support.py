@@ -191,7 +191,11 @@ class Daemon:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("log_level", {}).get("name") == level:
+            if not isinstance(event, dict):
+                continue
+            # The daemon's JSON lines say "level"; Twisted's own JSON format "log_level".
+            named = event.get("level", event.get("log_level", {}).get("name"))
+            if named == level:
                 found.append(line)
         return found
 

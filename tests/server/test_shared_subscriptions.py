@@ -1,10 +1,10 @@
 """
 One resource of a shared server watched by two hosts of different eras, with clients
 mcpx did not write: the MCP Python SDK's client as a legacy host over C{/mcp}
-(C{resources/subscribe}) and as a 2026-07-28 host over C{mcpx serve}
-(C{subscriptions/listen}).  One leaving does not end the other's updates, and neither
-does the server being restarted; for a legacy and a modern upstream each (the SDK's
-fixture server).
+(C{resources/subscribe}) and the TypeScript client SDK v2 as a 2026-07-28 host over
+C{mcpx serve} (C{subscriptions/listen}, C{tests/peers/client2-host.mjs --watch}).
+Both keep hearing through a restart of the server; either leaving does not end the
+other's updates; for a legacy and a modern upstream each (the SDK's fixture server).
 """
 
 from __future__ import annotations
@@ -15,20 +15,61 @@ import shutil
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters
+from anyio.abc import Process
+from mcp import Client
 from twisted.trial.unittest import TestCase
 
 from mcpx.ops import uris
 from tests.server.test_peers import in_thread, texts
-from tests.support.peers import Era, fixture_argv
+from tests.support.peers import NODE_MODULES, Era, fixture_argv, node22
 from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, spawn
 
 WATCHED = uris.to_mcpx("sdk", "fixture://watched")
 #: Seconds to wait for one update to arrive.
 UPDATE_WAIT = 10.0
+#: Seconds a host that should hear nothing more is given to prove it.
+QUIET_WAIT = 1.0
+TS_HOST = NODE_MODULES.parent / "client2-host.mjs"
+
+
+class Watcher:
+    """
+    The TypeScript host in its watching mode, as a child process: what it printed
+    (one JSON object a line) and the commands it takes on its standard input.
+    """
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.events: list[dict[str, Any]] = []
+
+    async def read(self) -> None:
+        """Collect the host's lines until it exits."""
+        assert self.process.stdout is not None
+        pending = b""
+        async for chunk in self.process.stdout:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self.events.append(json.loads(line))
+
+    def updates(self) -> list[str]:
+        return [e["uri"] for e in self.events if e.get("event") == "updated"]
+
+    async def wait_for(self, test: Callable[[], bool], what: str) -> None:
+        with anyio.fail_after(UPDATE_WAIT):
+            while not test():
+                await anyio.sleep(0.02)
+        if any(e.get("event") == "error" for e in self.events):
+            raise AssertionError(f"the TS host failed while waiting for {what}: {self.events}")
+
+    async def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(command.encode() + b"\n")
 
 
 class SharedSubscriptionTests(TestCase):
@@ -69,9 +110,7 @@ class SharedSubscriptionTests(TestCase):
 
     async def shared(self, era: Era) -> None:
         url, env, port = await self.start_daemon(era)
-        serve = StdioServerParameters(
-            command=sys.executable, args=["-m", "mcpx", "serve"], env=env, cwd=str(REPO)
-        )
+        node = node22()
         seen: dict[str, Any] = {}
 
         async def conversation() -> None:
@@ -82,45 +121,77 @@ class SharedSubscriptionTests(TestCase):
                 if getattr(root, "method", None) == "notifications/resources/updated":
                     legacy_updates.append(str(root.params.uri))
 
-            async def touch(client: Client) -> str:
-                result = await client.call_tool(
-                    "mcpx_call", {"server": "sdk", "tool": "touch", "arguments": {}}
-                )
-                return texts(result)
+            async def until(test: Callable[[], bool]) -> None:
+                with anyio.fail_after(UPDATE_WAIT):
+                    while not test():
+                        await anyio.sleep(0.02)
 
+            ts_argv = [
+                node,
+                str(TS_HOST),
+                "--era",
+                "2026-07-28",
+                "--command",
+                sys.executable,
+                "--args",
+                json.dumps(["-m", "mcpx", "serve"]),
+                "--watch",
+                WATCHED,
+            ]
             async with (
                 Client(url, mode="legacy", message_handler=legacy_heard) as legacy,
-                Client(serve, mode="2026-07-28") as modern,
+                await anyio.open_process(ts_argv, env=env, cwd=str(REPO), stderr=None) as process,
+                anyio.create_task_group() as group,
             ):
+                modern = Watcher(process)
+                group.start_soon(modern.read)
+
+                async def touch() -> str:
+                    result = await legacy.call_tool(
+                        "mcpx_call", {"server": "sdk", "tool": "touch", "arguments": {}}
+                    )
+                    return texts(result)
+
+                async def step(name: str, legacy_count: int, modern_count: int) -> None:
+                    """Touch the resource; each host then has heard so many updates."""
+                    seen[f"touch_{name}"] = await touch()
+                    if modern_count > len(modern.updates()):
+                        await modern.wait_for(lambda: len(modern.updates()) >= modern_count, name)
+                    if legacy_count > len(legacy_updates):
+                        await until(lambda: len(legacy_updates) >= legacy_count)
+                    # The host that should not hear is given time to (wrongly) hear.
+                    await anyio.sleep(QUIET_WAIT)
+                    seen[f"legacy_{name}"] = list(legacy_updates)
+                    seen[f"modern_{name}"] = modern.updates()
+
                 seen["legacy_version"] = legacy.protocol_version
-                seen["modern_version"] = modern.protocol_version
                 await legacy.subscribe_resource(WATCHED)
-                async with modern.listen(resource_subscriptions=[WATCHED]) as listening:
-                    seen["honoured"] = list(listening.honored.resource_subscriptions or [])
-                    events = listening.__aiter__()
+                await modern.wait_for(
+                    lambda: any(e.get("event") == "watching" for e in modern.events), "listen"
+                )
+                seen["honoured"] = next(
+                    e["honoured"] for e in modern.events if e.get("event") == "watching"
+                )
+                await step("both", 1, 1)
 
-                    async def next_update() -> str:
-                        with anyio.fail_after(UPDATE_WAIT):
-                            event = await events.__anext__()
-                        return repr(event)
+                # The server restarted: both stay subscribed through it.
+                await anyio.to_thread.run_sync(_restart, port)
+                await step("after_restart", 2, 2)
 
-                    seen["touch_both"] = await touch(legacy)
-                    seen["modern_1"] = await next_update()
-                    with anyio.fail_after(UPDATE_WAIT):
-                        while not legacy_updates:
-                            await anyio.sleep(0.02)
-                    seen["legacy_1"] = list(legacy_updates)
+                # The legacy host leaves: the modern one keeps hearing.
+                await legacy.unsubscribe_resource(WATCHED)
+                await step("legacy_left", 2, 3)
 
-                    # The legacy host leaves: the modern one keeps hearing.
-                    await legacy.unsubscribe_resource(WATCHED)
-                    seen["touch_after_leave"] = await touch(modern)
-                    seen["modern_2"] = await next_update()
-
-                    # The server restarted: both stay subscribed through it.
-                    await anyio.to_thread.run_sync(_restart, port)
-                    seen["touch_after_restart"] = await touch(modern)
-                    seen["modern_3"] = await next_update()
-                    seen["legacy_after_leave"] = list(legacy_updates)
+                # The legacy host is back and the modern one leaves: the legacy one hears.
+                await legacy.subscribe_resource(WATCHED)
+                await modern.send("unwatch")
+                await modern.wait_for(
+                    lambda: any(e.get("event") == "unwatched" for e in modern.events), "unwatch"
+                )
+                await step("modern_left", 3, 3)
+                await modern.send("close")
+                await process.wait()
+                seen["modern_events"] = list(modern.events)
 
         async def unwrapped() -> None:
             try:
@@ -134,14 +205,20 @@ class SharedSubscriptionTests(TestCase):
 
         await in_thread(unwrapped)
         self.assertEqual(seen["legacy_version"], "2025-11-25")
-        self.assertEqual(seen["modern_version"], "2026-07-28")
         self.assertEqual(seen["honoured"], [WATCHED])
-        for key in ("touch_both", "touch_after_leave", "touch_after_restart"):
-            self.assertNotIn("nobody subscribed", seen[key], key)
-        for key in ("modern_1", "modern_2", "modern_3"):
-            self.assertIn("watched", seen[key], key)
-        self.assertEqual(seen["legacy_1"], [WATCHED])
-        self.assertEqual(seen["legacy_after_leave"], [WATCHED])
+        for name in ("both", "after_restart", "legacy_left", "modern_left"):
+            self.assertNotIn("nobody subscribed", seen[f"touch_{name}"], name)
+        self.assertEqual(
+            [(seen[f"legacy_{n}"], seen[f"modern_{n}"]) for n in ("both", "after_restart")],
+            [([WATCHED], [WATCHED]), ([WATCHED] * 2, [WATCHED] * 2)],
+        )
+        self.assertEqual(seen["legacy_legacy_left"], [WATCHED] * 2, "the host that left heard")
+        self.assertEqual(seen["modern_legacy_left"], [WATCHED] * 3)
+        self.assertEqual(seen["legacy_modern_left"], [WATCHED] * 3)
+        self.assertEqual(seen["modern_modern_left"], [WATCHED] * 3, "the host that left heard")
+        self.assertNotIn(
+            "error", [e.get("event") for e in seen["modern_events"]], seen["modern_events"]
+        )
 
     async def test_legacy_upstream(self) -> None:
         """A legacy upstream, which mcpx subscribes with resources/subscribe."""
