@@ -20,8 +20,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
+from mcpx.daemon.event_stream import serve_events
 from mcpx.ops.errors import OpError, error_from
-from mcpx.ops.events import serve_events
 from mcpx.ops.host import DEFAULT_CLIENT, EventFeed, Invocation, OpHost, Reply
 from mcpx.ops.op import NDJSON, Op
 from mcpx.settings.secrets import SecretMasker
