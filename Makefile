@@ -44,9 +44,11 @@ peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD)
 run: install
 	$(BIN)/mcpx daemon
 
+# lint-imports keeps the floors of docs/architecture.md (contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

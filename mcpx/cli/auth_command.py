@@ -21,8 +21,9 @@ from typing import Any
 
 import click
 
-from mcpx.cli.client import DaemonClient, segment
+from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import _echo_json, asks_the_daemon
+from mcpx.ops import routes
 
 #: How long C{login} waits for the browser to come back, by default, in seconds.
 DEFAULT_WAIT = 300.0
@@ -99,7 +100,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
     """Sign in to SERVER; exits 0 once the daemon holds a token."""
     with _Callback() as callback:
         begun = client.post(
-            f"/v1/auth/{segment(server)}/begin",
+            routes.path("auth_begin", name=server),
             {"redirect_uri": callback.redirect_uri},
             timeout=120.0,
         )
@@ -117,7 +118,9 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
                     f"`mcpx auth login {server}` again, or with --no-browser"
                 )
             returned = callback.redirect_uri.rsplit("/callback", 1)[0] + callback.path
-    finished = client.post(f"/v1/auth/{segment(server)}/finish", {"url": returned}, timeout=120.0)
+    finished = client.post(
+        routes.path("auth_finish", name=server), {"url": returned}, timeout=120.0
+    )
     if as_json:
         _echo_json(finished)
         return
@@ -128,7 +131,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
 @asks_the_daemon("status")
 def status(client: DaemonClient, as_json: bool) -> None:
     """Show each OAuth server's sign-in (never a token)."""
-    answer = client.get("/v1/auth")
+    answer = client.get(routes.path("auth_status"))
     if as_json:
         _echo_json(answer)
         return
@@ -152,7 +155,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
 @click.argument("server")
 def logout(client: DaemonClient, as_json: bool, server: str) -> None:
     """Forget SERVER's tokens and registered clients."""
-    with client.open("DELETE", f"/v1/auth/{segment(server)}") as response:
+    with client.open("DELETE", routes.path("auth_logout", name=server)) as response:
         answer = response.json()
     if as_json:
         _echo_json(answer)

@@ -17,6 +17,15 @@ import sys
 import click
 
 from mcpx._version import __version__
+from mcpx.cli.client import (
+    DAEMON_LOG_NAME,
+    DaemonClient,
+    DaemonNotRunning,
+    DaemonStartFailed,
+    default_state_dir,
+    socket_path,
+    start_daemon,
+)
 from mcpx.cli.remote import EXIT_NO_DAEMON, EXIT_VERSION_MISMATCH, bridge_streams
 
 
@@ -27,16 +36,6 @@ def _refuse(message: str, status: int) -> None:
 
 def _api_socket() -> socket.socket:
     """A connection to this host's daemon API socket, starting the daemon if none runs."""
-    from mcpx.cli.client import (
-        DAEMON_LOG_NAME,
-        DaemonClient,
-        DaemonNotRunning,
-        DaemonStartFailed,
-        default_state_dir,
-        socket_path,
-        start_daemon,
-    )
-
     state = default_state_dir()
     path = socket_path(state)
     client = DaemonClient(path)
@@ -74,7 +73,7 @@ def bridge_api(client_version: str, mcp: bool, passthrough: str | None) -> None:
             EXIT_VERSION_MISMATCH,
         )
     if mcp:
-        from mcpx.cli.client import default_state_dir
+        # Deferred for start-up time: only --mcp needs the MCP bridge and its threads.
         from mcpx.cli.serve import BridgeFailed, bridge, open_stream, split_names
 
         try:

@@ -27,13 +27,13 @@ import os
 import sys
 import time
 
+from mcpx.ops import routes
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
     from typing import Any, Protocol
-
-    from mcpx.cli.remote import SshEndpoint
 
     class Stream(Protocol):
         """What the HTTP code needs of a connection: the unix socket, or an ssh channel."""
@@ -451,60 +451,8 @@ class DaemonClient:
             return response.json()
 
     def health(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get("/health", timeout=5.0)
+        answer: dict[str, Any] = self.get(routes.path("health"), timeout=5.0)
         return answer
-
-
-class SshDaemonClient(DaemonClient):
-    """
-    Asks a daemon on another machine, each question over its own ssh (L{mcpx.cli.remote}).
-    """
-
-    starts_on_demand = True
-
-    def __init__(self, endpoint: SshEndpoint, client: str = DEFAULT_CLIENT) -> None:
-        from pathlib import PurePosixPath
-
-        # The remote socket's path is the remote mcpx's business; this names the endpoint.
-        super().__init__(PurePosixPath(str(endpoint)), client)  # type: ignore[arg-type]
-        self.endpoint = endpoint
-
-    @property
-    def where(self) -> str:
-        return str(self.endpoint)
-
-    def again(self) -> DaemonClient:
-        return SshDaemonClient(self.endpoint, self.client)
-
-    def _connect(self, timeout: float | None) -> Stream:
-        from mcpx.cli.remote import SshChannel, remote_api_command
-
-        channel = SshChannel(self.endpoint, remote_api_command())
-        channel.settimeout(timeout)
-        return channel
-
-    def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
-        from mcpx.cli.remote import SshChannel
-
-        assert isinstance(sock, SshChannel)
-        return sock.failure()
-
-
-def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
-    """
-    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
-    names, else the local one of the state directory.
-
-    @raise mcpx.cli.remote.BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
-    """
-    if os.environ.get("MCPX_DAEMON", "").strip():
-        from mcpx.cli.remote import endpoint_from_environment
-
-        endpoint = endpoint_from_environment()
-        if endpoint is not None:
-            return SshDaemonClient(endpoint, client)
-    # A string path: the fast path of `mcpx call` never imports pathlib.
-    return DaemonClient(default_socket_name(), client)
 
 
 def target(path: str, **query: str | None) -> str:
@@ -522,7 +470,37 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def start_daemon(client: DaemonClient, state: Path, *, wait: float = 10.0) -> int:
+#: Seconds C{--start} waits for a new daemon to answer C{/health}.
+START_WAIT = 10.0
+
+
+def ensure_running(
+    client: DaemonClient, echo: Callable[..., object], *, wait: float = START_WAIT
+) -> None:
+    """
+    Start a daemon in the background unless one answers already, and say so with
+    C{echo} (C{click.echo}, or one that prints as it does).
+    """
+    try:
+        client.health()
+    except DaemonNotRunning:
+        pass
+    else:
+        return
+    if client.starts_on_demand:
+        return  # a remote daemon is started there, and DaemonNotRunning is not raised
+    from pathlib import Path  # deferred for start-up time: only --start needs it
+
+    state = Path(client.path).parent
+    pid = start_daemon(client, state, wait=wait)
+    echo(
+        f"mcpx: started a daemon in the background (pid {pid}); "
+        f"its output goes to {state / DAEMON_LOG_NAME}",
+        err=True,
+    )
+
+
+def start_daemon(client: DaemonClient, state: Path, *, wait: float = START_WAIT) -> int:
     """
     Start C{mcpx daemon} in the background and wait until it answers C{/health}.
 
@@ -584,6 +562,7 @@ def _tail(path: Path, lines: int = 10) -> str:
 
 def default_socket_name() -> str:
     """The daemon's socket in the state directory the environment names, as a string."""
+    # Deferred for start-up time: a command given its socket never reads the environment's.
     from mcpx.settings.paths import state_dir_name
 
     return os.path.join(state_dir_name(os.environ), SOCKET_NAME)
@@ -591,6 +570,7 @@ def default_socket_name() -> str:
 
 def default_state_dir() -> Path:
     """The state directory the environment names (C{$MCPX_STATE_DIR} or the XDG default)."""
+    # Deferred for start-up time, as in default_socket_name.
     from mcpx.settings.paths import state_dir
 
     return state_dir(os.environ)

@@ -29,50 +29,28 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from mcpx.cli.arguments import ArgumentError, parse_arguments
+
+# What `mcpx call` does lives in the click-free module that also runs it without click.
+from mcpx.cli.calling import call_tool
 from mcpx.cli.client import (
-    DAEMON_LOG_NAME,
     ApiError,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
-    segment,
-    start_daemon,
+    ensure_running,
     target,
 )
-
-# What `mcpx call` does lives in the click-free module that also runs it without click.
-from mcpx.cli.quick import CommandFailed, ask, call_tool
+from mcpx.cli.failures import CommandFailed, ask
+from mcpx.cli.remote import BadEndpoint, connect
 from mcpx.cli.render import describe_text, error_text, event_line, servers_text, tools_text
-
-#: Seconds C{--start} waits for a new daemon to answer C{/health}.
-START_WAIT = 10.0
+from mcpx.ops import routes
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
-
-
-def ensure_running(client: DaemonClient, *, wait: float = START_WAIT) -> None:
-    """Start a daemon in the background unless one answers already."""
-    try:
-        client.health()
-    except DaemonNotRunning:
-        pass
-    else:
-        return
-    if client.starts_on_demand:
-        return  # a remote daemon is started there, and DaemonNotRunning is not raised
-    state = Path(client.path).parent
-    pid = start_daemon(client, state, wait=wait)
-    click.echo(
-        f"mcpx: started a daemon in the background (pid {pid}); "
-        f"its output goes to {state / DAEMON_LOG_NAME}",
-        err=True,
-    )
 
 
 def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function], click.Command]:
@@ -86,9 +64,6 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
     def decorate(function: _Function) -> click.Command:
         @functools.wraps(function)
         def run(*args: Any, as_json: bool, start: bool, **kwargs: Any) -> Any:
-            from mcpx.cli.client import connect
-            from mcpx.cli.remote import BadEndpoint
-
             try:
                 client = connect()
             except BadEndpoint as e:
@@ -96,7 +71,7 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
 
             def work() -> Any:
                 if start:
-                    ensure_running(client)
+                    ensure_running(client, click.echo)
                 return function(client, as_json, *args, **kwargs)
 
             return ask(client, as_json, work, click.echo)
@@ -123,7 +98,7 @@ def _echo_json(value: object) -> None:
 @asks_the_daemon("servers")
 def servers(client: DaemonClient, as_json: bool) -> None:
     """List the configured servers and their state."""
-    answer = client.get("/v1/servers")
+    answer = client.get(routes.path("list_servers"))
     if as_json:
         _echo_json(answer)
     else:
@@ -135,7 +110,9 @@ def servers(client: DaemonClient, as_json: bool) -> None:
 @click.option("--search", metavar="TEXT", help="Only tools whose name or description match.")
 def tools(client: DaemonClient, as_json: bool, server: str | None, search: str | None) -> None:
     """List the tools of every server, or of SERVER."""
-    answer = client.get(target("/v1/tools", server=server, search=search), timeout=120.0)
+    answer = client.get(
+        target(routes.path("list_tools"), server=server, search=search), timeout=120.0
+    )
     if as_json:
         _echo_json(answer)
         return
@@ -156,7 +133,7 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
 @click.argument("tool")
 def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> None:
     """Show a tool's description and arguments."""
-    answer = client.get(f"/v1/tools/{segment(server)}/{segment(tool)}", timeout=120.0)
+    answer = client.get(routes.path("describe_tool", server=server, tool=tool), timeout=120.0)
     if as_json:
         _echo_json(answer)
     else:
@@ -172,6 +149,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, float):
             return value
+        # Deferred for start-up time: only a --timeout given as text is parsed.
         from mcpx.settings.durations import parse_duration
         from mcpx.settings.errors import SettingsError
 
@@ -241,7 +219,7 @@ def call(
 @click.argument("server")
 def restart(client: DaemonClient, as_json: bool, server: str) -> None:
     """Restart SERVER's processes and connections."""
-    answer = client.post(f"/v1/servers/{segment(server)}/restart", None, timeout=120.0)
+    answer = client.post(routes.path("restart_server", name=server), None, timeout=120.0)
     if as_json:
         _echo_json(answer)
         return
@@ -298,6 +276,16 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[tuple[str | None, str]]:
         yield kind, "\n".join(data)
 
 
+def follow_events(client: DaemonClient, query: str) -> Iterator[tuple[str | None, str]]:
+    """
+    The events of C{GET /v1/events} with C{query} (url-encoded), as L{sse_events} gives
+    them, until the daemon ends the stream; the stream is closed when this ends.
+    """
+    path = routes.path("events") + (f"?{query}" if query else "")
+    with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
+        yield from sse_events(response.lines())
+
+
 @asks_the_daemon("events")
 @click.option("--server", "servers_", multiple=True, metavar="SERVER", help="Only this server.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind of event.")
@@ -313,22 +301,20 @@ def events(
     from urllib.parse import urlencode
 
     query = urlencode([("server", s) for s in servers_] + [("kind", k) for k in kinds])
-    path = "/v1/events" + (f"?{query}" if query else "")
     try:
-        with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
-            for kind, data in sse_events(response.lines()):
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    event = {"data": data}
-                if not isinstance(event, dict):
-                    event = {"data": event}
-                if kind and kind != "message":
-                    event.setdefault("kind", kind)
-                if as_json:
-                    click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
-                else:
-                    click.echo(event_line(kind, event, time.time()))
+        for kind, data in follow_events(client, query):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                event = {"data": data}
+            if not isinstance(event, dict):
+                event = {"data": event}
+            if kind and kind != "message":
+                event.setdefault("kind", kind)
+            if as_json:
+                click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+            else:
+                click.echo(event_line(kind, event, time.time()))
     except KeyboardInterrupt:
         return
     raise CommandFailed("the daemon closed the event stream")
@@ -403,7 +389,7 @@ def reload(client: DaemonClient, as_json: bool) -> None:
 
     A missing or invalid file is refused and the running configuration kept.
     """
-    answer = client.post("/v1/reload", {}, timeout=120.0)
+    answer = client.post(routes.path("reload"), {}, timeout=120.0)
     if as_json:
         _echo_json(answer)
         return

@@ -26,6 +26,7 @@ from mcpx.settings.errors import SettingsError
 @setting_options
 def daemon(**options: str | None) -> None:
     """Run the daemon in the foreground (Ctrl-C stops it)."""
+    # Deferred for start-up time: the daemon's code (and Twisted) is imported only to run it.
     from mcpx.daemon.lean_start import lean_imports
 
     settings, servers = load_for_cli(flags_from_options(options))

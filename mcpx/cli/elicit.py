@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mcpx.cli.client import DaemonClient, segment, target
-from mcpx.cli.quick import CommandFailed, ask
+from mcpx.cli.client import DaemonClient, ensure_running, target
+from mcpx.cli.failures import CommandFailed, ask
+from mcpx.cli.remote import connect as connect_daemon
 from mcpx.cli.render import first_line, table
+from mcpx.ops import routes
 
 if TYPE_CHECKING:
     # Imported where a form is filled in: jsonschema is not needed to list questions.
@@ -77,8 +79,6 @@ Exit status: 0 done; 1 the question is no longer pending, or no daemon runs;
 
 def connect() -> DaemonClient:
     """The client of the daemon the environment names (the tests put their own in)."""
-    from mcpx.cli.client import connect as connect_daemon
-
     return connect_daemon()
 
 
@@ -129,9 +129,7 @@ def elicit(
 
     def work() -> None:
         if start:
-            from mcpx.cli.commands import ensure_running
-
-            ensure_running(client)
+            ensure_running(client, click.echo)
         if question_id is None:
             list_questions(client, as_json, everything=everything)
         elif decline or cancel:
@@ -168,7 +166,7 @@ def _echo_json(value: object) -> None:
 
 
 def _question_path(question_id: str) -> str:
-    return f"/v1/questions/{segment(question_id)}"
+    return routes.path("get_question", id=question_id)
 
 
 def _send(client: DaemonClient, question_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,7 +181,7 @@ def _send(client: DaemonClient, question_id: str, body: Mapping[str, Any]) -> di
 
 def list_questions(client: DaemonClient, as_json: bool, *, everything: bool) -> None:
     """Print the pending questions (every kept one with C{everything})."""
-    answer = client.get(target("/v1/questions", all="true" if everything else None))
+    answer = client.get(target(routes.path("list_questions"), all="true" if everything else None))
     if as_json:
         _echo_json(answer)
         return
@@ -351,6 +349,7 @@ def _ask_url(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask_form(params: Mapping[str, Any]) -> dict[str, Any]:
+    # Deferred for start-up time: jsonschema, as above.
     from mcpx.questions.forms import check_content, fields
 
     schema = params.get("requestedSchema")
@@ -387,6 +386,7 @@ def fill_form(form: Sequence[FormField]) -> dict[str, Any]:
 
 
 def _ask_field(field: FormField) -> Any:
+    # Deferred for start-up time: jsonschema, as above.
     from mcpx.questions.forms import coerce
 
     click.echo("")

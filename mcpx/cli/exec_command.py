@@ -18,6 +18,7 @@ import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon
+from mcpx.ops import routes
 
 
 def _echo_json(value: object) -> None:
@@ -47,7 +48,7 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
     if timeout is not None:
         body["timeoutSec"] = timeout
     # The run's own bound is the daemon's; wait for it rather than a quick request's.
-    answer = client.post("/v1/exec", body, timeout=None)
+    answer = client.post(routes.path("exec"), body, timeout=None)
     if as_json:
         _echo_json(answer)
         return
@@ -78,7 +79,7 @@ def artifacts(context: click.Context, as_json: bool) -> None:
 @asks_the_daemon("list")
 def list_artifacts(client: DaemonClient, as_json: bool) -> None:
     """List the files your runs left."""
-    answer = client.get("/v1/artifacts")
+    answer = client.get(routes.path("list_artifacts"))
     if as_json:
         _echo_json(answer)
         return
@@ -120,7 +121,7 @@ def read_artifact(
         body: dict[str, Any] = {"uri": uri, "offset": offset}
         if wanted is not None:
             body["length"] = wanted
-        answer = client.post("/v1/artifacts/read", body)
+        answer = client.post(routes.path("read_artifact"), body)
         if as_json:
             _echo_json(answer)
             return

@@ -1,9 +1,10 @@
 # -*- test-case-name: tests.cli.test_commands -*-
 """
-The C{mcpx} command.
+The C{mcpx} command: the click group behind everything but a plain C{mcpx call}
+(L{mcpx.cli.quick}).
 
-Commands parse their arguments, then hand over to the reactor through C{react};
-nothing here imports the reactor at module level.
+Commands other than C{daemon} ask the running daemon one question over HTTP, with no
+reactor; C{mcpx daemon} alone imports Twisted, once it runs.
 
 Start-up time matters for the commands that ask a running daemon (C{mcpx call} is meant
 to be much faster than starting an MCP server), so this module imports only click and the
@@ -65,6 +66,7 @@ def main(daemon_endpoint: str | None) -> None:
     if daemon_endpoint is not None:
         import os
 
+        # Deferred for start-up time: only --daemon is an endpoint to check.
         from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, parse_endpoint
 
         try:

@@ -31,7 +31,13 @@ import shlex
 import sys
 
 from mcpx._version import __version__
-from mcpx.cli.client import DaemonUnreachable
+from mcpx.cli.client import (
+    DEFAULT_CLIENT,
+    DaemonClient,
+    DaemonUnreachable,
+    ProtocolError,
+    default_socket_name,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +45,8 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Mapping, Sequence
     from typing import IO
+
+    from mcpx.cli.client import Stream
 
 #: The environment variable naming the daemon to use (also C{--daemon}).
 DAEMON_VARIABLE = "MCPX_DAEMON"
@@ -410,3 +418,49 @@ def bridge_streams(sock: socket.socket, stdin: int, stdout: int) -> int:
         return 1
     finally:
         sock.close()
+
+
+class SshDaemonClient(DaemonClient):
+    """
+    Asks a daemon on another machine, each question over its own ssh (the channels of this module).
+    """
+
+    starts_on_demand = True
+
+    def __init__(self, endpoint: SshEndpoint, client: str = DEFAULT_CLIENT) -> None:
+        from pathlib import PurePosixPath
+
+        # The remote socket's path is the remote mcpx's business; this names the endpoint.
+        super().__init__(PurePosixPath(str(endpoint)), client)  # type: ignore[arg-type]
+        self.endpoint = endpoint
+
+    @property
+    def where(self) -> str:
+        return str(self.endpoint)
+
+    def again(self) -> DaemonClient:
+        return SshDaemonClient(self.endpoint, self.client)
+
+    def _connect(self, timeout: float | None) -> Stream:
+        channel = SshChannel(self.endpoint, remote_api_command())
+        channel.settimeout(timeout)
+        return channel
+
+    def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
+        assert isinstance(sock, SshChannel)
+        return sock.failure()
+
+
+def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
+    """
+    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
+    names, else the local one of the state directory.
+
+    @raise mcpx.cli.remote.BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
+    """
+    if os.environ.get("MCPX_DAEMON", "").strip():
+        endpoint = endpoint_from_environment()
+        if endpoint is not None:
+            return SshDaemonClient(endpoint, client)
+    # A string path: the fast path of `mcpx call` never imports pathlib.
+    return DaemonClient(default_socket_name(), client)

@@ -36,11 +36,14 @@ import click
 from mcpx._version import __version__
 from mcpx.cli.client import (
     DAEMON_LOG_NAME,
+    START_WAIT,
     DaemonClient,
     DaemonStartFailed,
+    default_state_dir,
     socket_path,
     start_daemon,
 )
+from mcpx.cli.remote import BadEndpoint, parse_endpoint, remote_mcp_command, run_ssh_bridge
 from mcpx.settings.endpoints import split_endpoint
 
 #: The daemon's MCP socket in its state directory.  C{mcpx.server.stdio.SOCKET_NAME}
@@ -49,9 +52,6 @@ MCP_SOCKET_NAME: Final = "mcpx-mcp.sock"
 
 #: How much is copied at a time, each way.
 CHUNK: Final = 64 * 1024
-
-#: Seconds to wait for a daemon started by the bridge to answer.
-START_WAIT: Final = 10.0
 
 
 class BridgeFailed(Exception):
@@ -291,8 +291,6 @@ def serve(transport: str, passthrough: str | None, daemon_endpoint: str | None) 
     A host's entry: {"command": "mcpx", "args": ["serve"]}; with a daemon on another
     machine: {"command": "mcpx", "args": ["serve", "--daemon", "ssh://host"]}.
     """
-    from mcpx.cli.client import default_state_dir
-    from mcpx.cli.remote import BadEndpoint, parse_endpoint, remote_mcp_command, run_ssh_bridge
 
     try:
         endpoint = parse_endpoint(daemon_endpoint or "")

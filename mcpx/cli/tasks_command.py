@@ -20,8 +20,9 @@ import click
 
 from mcpx.cli.client import DaemonClient, segment
 from mcpx.cli.commands import asks_the_daemon
-from mcpx.cli.quick import EXIT_FAILED, CommandFailed
+from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import MediaDirectory, content_text, error_text, first_line, table
+from mcpx.ops import routes
 
 #: The states a task never leaves.
 TERMINAL: Final = frozenset(("completed", "failed", "cancelled"))
@@ -102,7 +103,7 @@ def list_tasks(client: DaemonClient, as_json: bool, server: str | None, state: s
         for name, value in (("server", server), ("state", state))
         if value
     )
-    answer = client.get("/v1/tasks" + (f"?{query}" if query else ""))
+    answer = client.get(routes.path("list_tasks") + (f"?{query}" if query else ""))
     if as_json:
         _echo_json(answer)
     else:
@@ -113,7 +114,7 @@ def list_tasks(client: DaemonClient, as_json: bool, server: str | None, state: s
 @click.argument("task_id", metavar="TASK")
 def show(client: DaemonClient, as_json: bool, task_id: str) -> None:
     """Show TASK: its state, or its result once it has one."""
-    _show_outcome(client.get(f"/v1/tasks/{segment(task_id)}"), as_json)
+    _show_outcome(client.get(routes.path("get_task", id=task_id)), as_json)
 
 
 @asks_the_daemon("wait")
@@ -138,7 +139,7 @@ def wait(
     started = time.monotonic()
     shown: str | None = None
     while True:
-        task = client.get(f"/v1/tasks/{segment(task_id)}")
+        task = client.get(routes.path("get_task", id=task_id))
         status = str(task.get("status", "?")) if isinstance(task, dict) else "?"
         if drawing and status != shown:
             elapsed = time.monotonic() - started
@@ -163,7 +164,7 @@ def wait(
 @click.argument("task_id", metavar="TASK")
 def cancel(client: DaemonClient, as_json: bool, task_id: str) -> None:
     """Cancel TASK, and the upstream request it waits on."""
-    answer = client.post(f"/v1/tasks/{segment(task_id)}/cancel", None)
+    answer = client.post(routes.path("cancel_task", id=task_id), None)
     if as_json:
         _echo_json(answer)
     else:

@@ -20,6 +20,7 @@ import click
 )
 def token(rotate: bool) -> None:
     """Print the token HTTP clients send as `Authorization: Bearer <token>`."""
+    # Deferred: click imports this module to list the commands, which need neither.
     from mcpx.cli.client import default_state_dir
     from mcpx.daemon.token import read_token, rotate_token
 

@@ -29,9 +29,29 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
-from typing import IO, Any, Protocol
 
 from mcpx.cli.client import ApiError
+from mcpx.cli.render import error_text
+from mcpx.cli.terminal import isatty
+from mcpx.ops import routes
+
+# typing stays out of a plain `mcpx call`, which imports this module (tests.cli.test_quick).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Protocol
+
+    class QuestionSource(Protocol):
+        """The part of a L{mcpx.cli.client.DaemonClient} the watch uses."""
+
+        def get(self, target: str, *, timeout: float | None = ...) -> Any: ...
+
+    class Echo(Protocol):
+        """Prints one line, on stderr with C{err}."""
+
+        def __call__(self, message: str, *, err: bool = False) -> None: ...
+
+    #: Asks the person for the answer to one question and sends it; raises when it cannot.
+    Answerer = Callable[[Any, str], None]
 
 #: Seconds between two looks at the broker.
 INTERVAL = 0.25
@@ -41,22 +61,6 @@ SETTLE = 0.5
 
 #: The most characters of a question's message a pointer line shows.
 POINTER_MESSAGE = 160
-
-
-class QuestionSource(Protocol):
-    """The part of a L{mcpx.cli.client.DaemonClient} the watch uses."""
-
-    def get(self, target: str, *, timeout: float | None = ...) -> Any: ...
-
-
-class Echo(Protocol):
-    """Prints one line, on stderr with C{err}."""
-
-    def __call__(self, message: str, *, err: bool = False) -> None: ...
-
-
-#: Asks the person for the answer to one question and sends it; raises when it cannot.
-Answerer = Callable[[Any, str], None]
 
 
 def new_call_id() -> str:
@@ -123,6 +127,7 @@ def pointer_line(question: Mapping[str, Any]) -> str:
 
 def answer_in_terminal(client: Any, question_id: str) -> None:
     """C{mcpx elicit ID}'s way of asking: the form, field by field (imports click)."""
+    # Deferred for start-up time: the form imports click, and most calls ask nothing.
     from mcpx.cli.elicit import answer_interactively
 
     with _stdout_on_stderr():
@@ -132,8 +137,6 @@ def answer_in_terminal(client: Any, question_id: str) -> None:
 def failure_text(error: BaseException, question_id: str) -> str:
     """What to tell the person when answering C{question_id} failed with C{error}."""
     if isinstance(error, ApiError):
-        from mcpx.cli.render import error_text
-
         return error_text(error.body)
     message = getattr(error, "message", None)
     if isinstance(message, str) and message:
@@ -203,7 +206,7 @@ class QuestionWatch:
             questions (no broker, or a daemon older than C{/v1/questions}).
         """
         try:
-            listed = client.get("/v1/questions")
+            listed = client.get(routes.path("list_questions"))
         except ApiError:
             return False
         except Exception:
@@ -301,18 +304,11 @@ class _ThreadStdout:
         return getattr(target, name)
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
-
-
 @contextmanager
 def _stdout_on_stderr() -> Iterator[None]:
     """While it lasts, this thread's standard output is standard error, if that differs."""
     stdout, stderr = sys.stdout, sys.stderr
-    if stdout is None or stderr is None or _isatty(stdout):
+    if stdout is None or stderr is None or isatty(stdout):
         yield
         return
     sys.stdout = _ThreadStdout(stdout, threading.get_ident(), stderr)

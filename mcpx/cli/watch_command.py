@@ -16,8 +16,8 @@ from urllib.parse import urlencode
 import click
 
 from mcpx.cli.client import DaemonClient
-from mcpx.cli.commands import asks_the_daemon, sse_events
-from mcpx.cli.quick import EXIT_FAILED, CommandFailed
+from mcpx.cli.commands import asks_the_daemon, follow_events
+from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import event_line
 
 
@@ -32,22 +32,20 @@ def watch(client: DaemonClient, as_json: bool, uris: tuple[str, ...], server: st
     until interrupted; the daemon holds their subscriptions meanwhile.
     """
     query = [("uri", uri) for uri in uris] + ([("server", server)] if server else [])
-    path = "/v1/events?" + urlencode(query)
     try:
-        with client.open("GET", path, timeout=None, accept="text/event-stream") as response:
-            for kind, data in sse_events(response.lines()):
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                if as_json:
-                    click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
-                if kind == "watching":
-                    _said_what_is_watched(event, quiet=as_json)
-                elif not as_json:
-                    click.echo(event_line(kind, event, time.time()))
+        for kind, data in follow_events(client, urlencode(query)):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            if as_json:
+                click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+            if kind == "watching":
+                _said_what_is_watched(event, quiet=as_json)
+            elif not as_json:
+                click.echo(event_line(kind, event, time.time()))
     except KeyboardInterrupt:
         return
     raise CommandFailed("the daemon closed the event stream")

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.daemon.test_api -*-
 """
-The C{/v1} routes, generated from the operation table (L{mcpx.daemon.ops.OPS}).
+The C{/v1} routes, generated from the operation table (L{mcpx.ops.table.OPS}).
 
 One Klein route per op: its input is gathered from the path, then the query (C{GET}) or
 the JSON body, checked against the op's input schema, and handed to the op's handler.
@@ -20,18 +20,10 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
-from mcpx.daemon.events import serve_events
-from mcpx.daemon.ops import (
-    DEFAULT_CLIENT,
-    NDJSON,
-    EventFeed,
-    Invocation,
-    Op,
-    OpError,
-    OpHost,
-    Reply,
-    error_from,
-)
+from mcpx.daemon.event_stream import serve_events
+from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.host import DEFAULT_CLIENT, EventFeed, Invocation, OpHost, Reply
+from mcpx.ops.op import NDJSON, Op
 from mcpx.settings.secrets import SecretMasker
 from mcpx.wire import jsontext
 from mcpx.wire.jsontext import JSONRefused

@@ -29,7 +29,7 @@ C{/openapi.json}, C{/mcp} and anything added later):
      C{daemon.allowUnauthenticatedNetwork} (L{unauthenticated_exposure}).  A refusal
      is 401 with C{WWW-Authenticate: Bearer}.
 
-Once the daemon has begun to stop (L{mcpx.daemon.shutdown}), a request that passes
+Once the daemon has begun to stop (L{mcpx.ops.shutdown}), a request that passes
 the rules is answered C{503 shutting_down} instead of reaching its route.
 
 Refusals are JSON: C{{"error": {"code": ..., "message": ...}}}, and on C{/mcp} a
@@ -56,8 +56,8 @@ from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
-from mcpx.daemon.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.daemon.token import TokenFile
+from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
 

@@ -4,7 +4,7 @@ The daemon's one HTTP server.
 
 Every surface is a route of one Klein app, served on the unix socket and the TCP
 listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
-table (L{mcpx.daemon.ops.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).
+table (L{mcpx.ops.table.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).
 Errors are JSON with a stable C{code} and a message that says what to do.
 """
 
@@ -22,11 +22,12 @@ from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
-from mcpx.daemon.events import EventBus
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.metrics import Metrics
-from mcpx.daemon.ops import OPS, PoolInterface
-from mcpx.daemon.reloading import Reloads
+from mcpx.ops.events import EventBus
+from mcpx.ops.host import PoolInterface
+from mcpx.ops.reloading import Reloads
+from mcpx.ops.table import OPS
 from mcpx.questions.broker import Broker
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker

@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IReact
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.once import Once
 from mcpx.settings.endpoints import split_endpoint
 
 SOCKET_NAME = "mcpx.sock"
@@ -102,8 +103,7 @@ class ListenerService(Service):
         self.description = description
         self._factory = factory
         self._port: IListeningPort | None = None
-        self._outcome: Failure | IListeningPort | None = None
-        self._waiters: list[Deferred[IListeningPort]] = []
+        self._listening: Once[IListeningPort] = Once()
 
     def startService(self) -> None:
         Service.startService(self)
@@ -116,7 +116,6 @@ class ListenerService(Service):
         listening.addCallbacks(self._settle, self._settle)
 
     def _settle(self, outcome: IListeningPort | Failure) -> None:
-        self._outcome = outcome
         if isinstance(outcome, Failure):
             # The reason is the whole story (a port taken, a path not writable): no traceback.
             self._log.error(
@@ -126,30 +125,18 @@ class ListenerService(Service):
             )
         else:
             self._port = outcome
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            self._fire(waiter)
-
-    def _fire(self, waiter: Deferred[IListeningPort]) -> None:
-        outcome = self._outcome
-        if isinstance(outcome, Failure):
-            waiter.errback(outcome)
-        elif outcome is not None:
-            waiter.callback(outcome)
+        self._listening.fire(outcome)
 
     def when_listening(self) -> Deferred[IListeningPort]:
         """A fresh Deferred that fires with the port, or fails with why it could not listen."""
-        waiter: Deferred[IListeningPort] = Deferred()
-        if self._outcome is None:
-            self._waiters.append(waiter)
-        else:
-            self._fire(waiter)
-        return waiter
+        return self._listening.wait()
 
     def stopService(self) -> Deferred[None] | None:
         Service.stopService(self)
         port, self._port = self._port, None
-        self._outcome = None
+        if self._listening.done:
+            # The next start listens afresh; a waiter still waiting waits for that one.
+            self._listening = Once()
         if port is None:
             return None
         stopped = port.stopListening()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -25,7 +25,27 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from mcpx.daemon.http import DaemonHTTP
+    from mcpx.ops.events import EventBus
+    from mcpx.ops.host import PoolInterface
+    from mcpx.questions.broker import Broker
+    from mcpx.server.http import McpHTTP
+    from mcpx.tasks.store import TaskStore
+
+
+class HeldParts(Protocol):
+    """The parts a scrape reads what the daemon holds from (L{mcpx.daemon.http.DaemonHTTP})."""
+
+    @property
+    def pool(self) -> PoolInterface | None: ...
+    @property
+    def broker(self) -> Broker | None: ...
+    @property
+    def tasks(self) -> TaskStore: ...
+    @property
+    def events(self) -> EventBus: ...
+    @property
+    def mcp(self) -> McpHTTP | None: ...
+
 
 #: The content type of a scrape's answer.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -166,7 +186,7 @@ class Metrics:
         self._http: dict[tuple[str, int], Any] = {}
         self._holdings: Holdings | None = None
 
-    def watch(self, http: DaemonHTTP) -> None:
+    def watch(self, http: HeldParts) -> None:
         """Read what C{http}'s parts hold at each scrape."""
         if self._holdings is None:
             self._holdings = Holdings(http)
@@ -232,7 +252,7 @@ class Metrics:
 class Holdings(Collector):
     """What the daemon holds at the moment of a scrape, read from its parts."""
 
-    def __init__(self, http: DaemonHTTP) -> None:
+    def __init__(self, http: HeldParts) -> None:
         self._http = http
 
     def collect(self) -> Iterator[Metric]:

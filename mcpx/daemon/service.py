@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_process -*-
+# -*- test-case-name: tests.daemon.test_shutdown,tests.daemon.test_process -*-
 """
 Assembly of the daemon's service tree: the one function C{twistd mcpx} and
 C{mcpx daemon} share.
@@ -24,16 +24,19 @@ from twisted.web.server import Request
 
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
-from mcpx.daemon.events import EventBus
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
-from mcpx.daemon.ops import OPS, Invocation, OpError, error_from, reload
-from mcpx.daemon.reloading import Reloads
-from mcpx.daemon.shutdown import Shutdown
 from mcpx.daemon.token import TokenFile
+from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.events import EventBus
+from mcpx.ops.host import Invocation
+from mcpx.ops.reloading import Reloads
+from mcpx.ops.servers import reload
+from mcpx.ops.shutdown import Shutdown
+from mcpx.ops.table import OPS
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
 from mcpx.pool.pool import NobodysRequest, Pool
@@ -188,7 +191,7 @@ class DaemonService(MultiService):
     def reload(self) -> Deferred[Any]:
         """
         Re-read the config file and apply it (C{SIGHUP}).  A refused reload is logged
-        and published with its reason by L{mcpx.daemon.reloading}; nothing else is.
+        and published with its reason by L{mcpx.ops.reloading}; nothing else is.
         A stopping daemon reloads nothing.
         """
         if self.shutdown is not None and self.shutdown.begun:

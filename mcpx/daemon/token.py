@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_gate -*-
+# -*- test-case-name: tests.daemon.test_gate,tests.cli.test_token_command -*-
 """
 The daemon's bearer token: C{<state>/token}, readable by its owner only.
 

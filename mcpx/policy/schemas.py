@@ -26,6 +26,8 @@ from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from mcpx.policy.precheck import fast_acceptor
+
 #: The most nodes (objects, arrays and scalars) a tool schema may hold.
 MAX_SCHEMA_NODES: Final = 20_000
 #: The deepest a tool schema may nest.
@@ -185,9 +187,6 @@ def compile_schema(schema: object) -> SchemaCheck:
     @raise HostileSchema: for a schema that is not an object, is refused by L{screen},
         names another dialect, or is not valid in its own dialect.
     """
-    # Imported here: the daemon's op table imports the policy's errors.
-    from mcpx.daemon.ops import fast_acceptor
-
     if not isinstance(schema, dict):
         raise HostileSchema("a schema must be a JSON object")
     screen(schema)

@@ -43,7 +43,7 @@ from mcpx.wire.errors import RpcError
 
 log = Logger()
 
-#: C{publish(kind, server, **data)}, as L{mcpx.daemon.events.EventBus.publish}.
+#: C{publish(kind, server, **data)}, as L{mcpx.ops.events.EventBus.publish}.
 Publish = Callable[..., None]
 
 #: The JSON-RPC error code for a sampling or roots request nobody answered (as MCP SDKs use).

@@ -5,7 +5,7 @@ C{mcpx serve}, Streamable HTTP at C{/mcp}) hands its requests to.
 
 L{McpServer} answers requests for a L{Conn}; L{mcpx.server.surface} is what it
 offers (the gateway tools, namespaced prompts, C{mcpx://} resources) and
-L{mcpx.server.uris} the C{mcpx://} names.
+L{mcpx.ops.uris} the C{mcpx://} names.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.daemon.ops import OpHost
+from mcpx.ops.host import OpHost
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.gateway_tools import CALL_TOOL

@@ -17,7 +17,7 @@ from typing import Any, Final
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from mcpx.daemon.ops import error_from
+from mcpx.ops.errors import error_from
 from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface

@@ -45,7 +45,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx._version import __version__
-from mcpx.daemon.ops import OpHost
+from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.conn import Ask, Conn, Context, Method, Push

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from mcpx.daemon.events import EventBus
-from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.ops.errors import error_from
+from mcpx.ops.events import EventBus
+from mcpx.ops.host import PoolInterface
 from mcpx.policy.errors import PolicyRefusal
 from mcpx.pool.errors import PoolError
 from mcpx.server.conn import Context

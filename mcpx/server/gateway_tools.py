@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.server.test_surface -*-
 """
 mcpx's own tools, as a host lists them: C{mcpx_call}, then one tool per gateway op of
-the operation table (L{mcpx.daemon.ops.OPS}, the ops marked C{gateway}), so the CLI,
+the operation table (L{mcpx.ops.table.OPS}, the ops marked C{gateway}), so the CLI,
 C{/v1} and MCP take the same input.  How they answer is L{mcpx.server.surface}'s.
 """
 
@@ -12,7 +12,8 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from mcpx.daemon.ops import OPS, Op
+from mcpx.ops.op import Op
+from mcpx.ops.table import OPS
 
 CALL_TOOL: Final = "mcpx_call"
 EXEC_TOOL: Final = "mcpx_exec"

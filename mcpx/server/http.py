@@ -78,7 +78,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
-from mcpx.daemon.shutdown import shutting_down_error
+from mcpx.ops.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION
 from mcpx.server.http_exchange import (
     JSON,

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary
 
-from mcpx.daemon.events import Event, EventBus
+from mcpx.ops.events import Event, EventBus
 from mcpx.server.conn import Conn
 
 _T = TypeVar("_T")

@@ -105,9 +105,10 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from mcpx.daemon.ops import PoolInterface, error_from
+from mcpx.ops import uris
+from mcpx.ops.errors import error_from
+from mcpx.ops.host import PoolInterface
 from mcpx.pool.errors import PoolError
-from mcpx.server import uris
 from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
 from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from mcpx.server.conn import Context
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError

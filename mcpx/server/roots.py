@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping, Sequence
 
-from mcpx.daemon.ops import OpHost
+from mcpx.ops.host import OpHost
 from mcpx.server.conn import Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.settings.servers import Scope

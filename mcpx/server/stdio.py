@@ -47,7 +47,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from mcpx.daemon.shutdown import Shutdown, shutting_down_error
+from mcpx.ops.shutdown import Shutdown, shutting_down_error
 from mcpx.server.conn import STDIO, Ask, Conn, Push
 from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed

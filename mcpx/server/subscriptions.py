@@ -26,8 +26,8 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.ops import uris
 from mcpx.pool.status import ReloadReport
-from mcpx.server import uris
 from mcpx.server.conn import Conn, Context
 from mcpx.server.listen import (
     LIST_CHANGES,
@@ -272,7 +272,7 @@ class Subscriptions:
 
     def configuration_changed(self, report: ReloadReport) -> int:
         """
-        A reload changed servers (for L{mcpx.daemon.reloading.Reloads}): every host that
+        A reload changed servers (for L{mcpx.ops.reloading.Reloads}): every host that
         can hear of it is told of each of its lists that may have changed, legacy clients
         on their connection, 2026-07-28 ones on their listens.
 

@@ -9,7 +9,7 @@ Tools
 C{mcpx_call} calls any tool of any configured server and answers with that server's
 C{CallToolResult} as it sent it (every content block, C{isError}, C{structuredContent},
 C{_meta}), resource URIs rewritten to C{mcpx://} ones.  The other tools are generated
-from the operation table (L{mcpx.daemon.ops.OPS}, the ops marked C{gateway}), so the
+from the operation table (L{mcpx.ops.table.OPS}, the ops marked C{gateway}), so the
 CLI, C{/v1} and MCP take the same input: each answers with the operation's JSON body as
 C{structuredContent} (under the op's output schema) and as text.  The C{call_tool} op
 is the one exception: C{mcpx_call} stands for it, because its MCP answer is the
@@ -25,7 +25,7 @@ Prompts and resources
 
 Prompt C{p} of server C{s} is C{s_p}; a name is routed to the longest configured server
 name it starts with, followed by C{_}.  Resources and templates use the C{mcpx://}
-names of L{mcpx.server.uris}.
+names of L{mcpx.ops.uris}.
 
 Every list is built in the newest shape from the pool's cached catalogues; a server
 that cannot be listed is left out with a warning (in the log and as a C{warning} event)
@@ -51,10 +51,12 @@ from weakref import WeakKeyDictionary
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
 
-from mcpx.daemon.ops import Invocation, Op, OpError, OpHost, PoolInterface, Reply, error_from
+from mcpx.ops import uris
+from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.host import Invocation, OpHost, PoolInterface, Reply
+from mcpx.ops.op import Op
 from mcpx.pool.errors import PoolError
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
-from mcpx.server import uris
 from mcpx.server.conn import Conn, Context
 from mcpx.server.forwarding import ProgressSink, forward
 from mcpx.server.gateway_tools import GatewayTool, gateway_tools

@@ -12,15 +12,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import Site
 
-from mcpx.cli.quick import echo, plain_call
+from mcpx.cli.quick import plain_call
+from mcpx.cli.terminal import echo
 from tests.cli.fake_daemon import FakeDaemon
 from tests.support.processes import REPO, VENV_BIN, kill_on_cleanup, reactor, spawn
 
@@ -42,6 +45,9 @@ finally:
 """
 
 #: What the fast path must not import, with their submodules.
+#: The name the CLI gives each call it makes (mcpx.cli.watch.new_call_id).
+CALL_ID = r"cli-[0-9a-f]{12}"
+
 HEAVY = (
     *("click", "attr", "attrs", "twisted", "treq", "klein", "jsonschema"),
     *("http.client", "email", "ssl", "_ssl", "pathlib", "typing"),
@@ -163,6 +169,17 @@ def heavy_modules(modules: set[str]) -> list[str]:
     )
 
 
+def named_calls(requests: list[tuple[str, str, str | None, Any]]) -> list[object]:
+    """C{requests}, each C{call_id} a CLI names its call with checked and then blanked."""
+    shown: list[object] = []
+    for method, uri, client, sent in requests:
+        named = isinstance(sent, dict) and "call_id" in sent
+        if named:
+            assert re.fullmatch(CALL_ID, sent["call_id"]), sent
+        shown.append((method, uri, client, {**sent, "call_id": "cli-…"} if named else sent))
+    return shown
+
+
 def imported(stderr: str) -> set[str]:
     """The modules C{-X importtime} reported on C{stderr}."""
     return {
@@ -222,8 +239,8 @@ class SamePathTests(TestCase):
         self.assertEqual(heavy_modules(quick.modules), [], (words, quick))
         self.assertEqual((quick.code, quick.out, quick.err), (full.code, full.out, full.err))
         if fake is not None:
-            # Each run sent one request, the same one.
-            self.assertEqual(fake.requests, sent_by_quick * 2)
+            # Each run sent one request, the same one but for its call's own random name.
+            self.assertEqual(named_calls(fake.requests), named_calls(sent_by_quick) * 2)
             fake.requests.clear()
 
     async def test_same_results(self) -> None:

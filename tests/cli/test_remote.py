@@ -7,6 +7,7 @@ Ctrl-C, and the errors a user meets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -313,8 +314,12 @@ class RemoteCommandTests(SshCase):
         self.addCleanup(kill_on_cleanup, child)
         await self.wait_for_in_flight(1)
         assert child.transport is not None
-        [ssh] = children_of(child.transport.pid)
-        os.kill(ssh, signal.SIGKILL)
+        # The call's ssh, and the one a question watch may have open beside it.
+        sshes = children_of(child.transport.pid)
+        self.assertTrue(sshes)
+        for ssh in sshes:
+            with contextlib.suppress(ProcessLookupError):  # a watch's look may have ended
+                os.kill(ssh, signal.SIGKILL)
         self.assertEqual(await child.ended(timeout=15), 1, child.text())
         self.assertIn(f"the ssh connection to {self.sshd.endpoint} was lost", child.text(2))
         await self.wait_for_in_flight(0)

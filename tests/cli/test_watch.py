@@ -17,7 +17,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.cli import watch as watch_module
 from mcpx.cli.client import ApiError, DaemonClient, DaemonNotRunning
-from mcpx.cli.quick import CommandFailed
+from mcpx.cli.failures import CommandFailed
 from mcpx.cli.watch import QuestionWatch, failure_text, new_call_id, pointer_line, triage
 
 CALL_ID = "cli-0123456789ab"
@@ -327,7 +327,7 @@ class CallIdTests(SynchronousTestCase):
 
     def test_fresh_and_valid(self) -> None:
         """Each call gets a new id the daemon's call_id pattern accepts."""
-        from mcpx.daemon.ops import CALL_ID_PATTERN
+        from mcpx.ops.schemas import CALL_ID_PATTERN
 
         ids = {new_call_id() for _ in range(20)}
         self.assertEqual(len(ids), 20)
@@ -386,7 +386,7 @@ class CallToolTests(SynchronousTestCase):
     """What C{mcpx call} sends, depending on whether it answers questions."""
 
     def call(self, daemon: RecordingDaemon, answer_questions: bool) -> list[tuple[bool, str]]:
-        from mcpx.cli.quick import call_tool
+        from mcpx.cli.calling import call_tool
 
         printed = Printed()
         call_tool(

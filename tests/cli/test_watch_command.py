@@ -12,7 +12,7 @@ import sys
 
 from twisted.internet.task import deferLater
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from tests.cli.test_real_daemon import RealDaemonCase
 from tests.server.test_resource_updates import Host
 from tests.support.peers import Era, fixture_argv

@@ -19,7 +19,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.reloading import Reloads
+from mcpx.ops.reloading import Reloads
 from mcpx.pool.errors import ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 from mcpx.settings.config import ConfigFile

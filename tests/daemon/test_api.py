@@ -11,7 +11,8 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.ops import BY_NAME, ERROR_SCHEMA, OPS
+from mcpx.ops.schemas import ERROR_SCHEMA
+from mcpx.ops.table import BY_NAME, OPS
 from mcpx.pool import CallTimedOut, ServerState, TooManyInstances
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json

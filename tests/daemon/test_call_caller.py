@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.ops import BY_NAME, OpError
+from mcpx.ops.errors import OpError
+from mcpx.ops.table import BY_NAME
 from mcpx.questions.caller import Caller
 from tests.daemon.fake_pool import Harness
 

@@ -16,8 +16,9 @@ from twisted.web.iweb import IRequest
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
-from mcpx.daemon.events import Event, EventBus, serve_events, split_filter
-from mcpx.daemon.ops import BY_NAME
+from mcpx.daemon.event_stream import serve_events
+from mcpx.ops.events import Event, EventBus, split_filter
+from mcpx.ops.table import BY_NAME
 from mcpx.wire.sse import SSEDecoder
 from tests.daemon.fake_pool import Harness, default_settings, result_of
 

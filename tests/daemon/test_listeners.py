@@ -63,3 +63,26 @@ class ListenerServiceTests(SynchronousTestCase):
         failure = self.failureResultOf(service.when_listening())
         self.assertIsNotNone(failure)
         self.flushLoggedErrors()
+
+    def test_early_waiters_each_get_the_port(self) -> None:
+        """Whoever asks before the service starts is told once it listens, each on its own."""
+        service = ListenerService(
+            MemoryReactor(), "tcp:8899:interface=127.0.0.1", Factory.forProtocol(Protocol)
+        )
+        first, second = service.when_listening(), service.when_listening()
+        self.assertNoResult(first)
+        service.startService()
+        self.assertIs(self.successResultOf(first), self.successResultOf(second))
+
+    def test_a_restart_listens_afresh(self) -> None:
+        """After a stop, when_listening waits for the next start's port, not the old one."""
+        service = ListenerService(
+            MemoryReactor(), "tcp:8899:interface=127.0.0.1", Factory.forProtocol(Protocol)
+        )
+        service.startService()
+        old = self.successResultOf(service.when_listening())
+        service.stopService()
+        waiting = service.when_listening()
+        self.assertNoResult(waiting)
+        service.startService()
+        self.assertIsNot(self.successResultOf(waiting), old)

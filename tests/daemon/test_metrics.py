@@ -15,11 +15,11 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.events import EventBus
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
-from mcpx.daemon.ops import OPS
 from mcpx.daemon.service import DaemonSite
+from mcpx.ops.events import EventBus
+from mcpx.ops.table import OPS
 from mcpx.pool.pool import Pool
 from mcpx.tasks.store import TaskStatus
 from mcpx.wire.errors import RpcError

@@ -10,13 +10,15 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx._version import __version__
-from mcpx.daemon.ops import NDJSON, OPS, Media, openapi_document
+from mcpx.ops.op import NDJSON, Media
+from mcpx.ops.openapi import openapi_document
+from mcpx.ops.table import OPS
 from tests.daemon.fake_pool import Harness
 
 
 class OpenAPIDocumentTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.document = openapi_document()
+        self.document = openapi_document(OPS)
 
     def operation(self, method: str, path: str) -> dict[str, Any]:
         found: dict[str, Any] = self.document["paths"][path][method.lower()]
@@ -127,7 +129,7 @@ class OpenAPIRouteTests(SynchronousTestCase):
         answer = harness.get("/openapi.json")
         self.assertEqual(answer.code, 200)
         self.assertEqual(answer.header("content-type"), "application/json")
-        self.assertEqual(answer.json, openapi_document())
+        self.assertEqual(answer.json, openapi_document(OPS))
 
     def test_served_without_a_pool(self) -> None:
         """The document needs no pool."""

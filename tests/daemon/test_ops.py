@@ -9,15 +9,13 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.api import klein_path
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.ops import (
-    BY_NAME,
-    ERROR_SCHEMA,
-    OPS,
-    OpError,
-    PoolInterface,
-    error_from,
-    template_variables,
-)
+from mcpx.ops import routes
+from mcpx.ops.calls import template_variables
+from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.host import PoolInterface
+from mcpx.ops.routes import ROUTES
+from mcpx.ops.schemas import ERROR_SCHEMA
+from mcpx.ops.table import BY_NAME, OPS
 from mcpx.pool import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
 from mcpx.pool.pool import Pool
 from mcpx.tasks.store import TooManyTasks
@@ -68,6 +66,19 @@ class TableTests(SynchronousTestCase):
             ("DELETE", "/v1/auth/{name}"),
         }
         self.assertEqual({(op.method, op.path) for op in OPS}, expected)
+
+    def test_every_route_is_an_op(self) -> None:
+        """The routes the CLI builds its requests from are exactly the table's ops."""
+        self.assertEqual(set(ROUTES), {op.name for op in OPS})
+        for op in OPS:
+            self.assertEqual(ROUTES[op.name], (op.method, op.path))
+
+    def test_route_path_quotes_each_parameter(self) -> None:
+        """A name holding a slash or a space stays one path segment, as the router reads it."""
+        self.assertEqual(
+            routes.path("describe_tool", server="a/b", tool="x y"), "/v1/tools/a%2Fb/x%20y"
+        )
+        self.assertEqual(routes.path("list_servers"), "/v1/servers")
 
     def test_schemas_are_valid_json_schema(self) -> None:
         """Every input and output schema is a valid 2020-12 schema."""
@@ -269,7 +280,7 @@ class FastAcceptorTests(SynchronousTestCase):
 
     def test_agrees_with_jsonschema(self) -> None:
         """For every op it covers, on valid and broken inputs, a yes is always jsonschema's yes."""
-        from mcpx.daemon.ops import fast_acceptor
+        from mcpx.policy.precheck import fast_acceptor
 
         samples: list[dict[str, object]] = [
             {},

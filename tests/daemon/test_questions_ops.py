@@ -11,7 +11,9 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.ops import BY_NAME, ERROR_SCHEMA, openapi_document
+from mcpx.ops.openapi import openapi_document
+from mcpx.ops.schemas import ERROR_SCHEMA
+from mcpx.ops.table import BY_NAME, OPS
 from mcpx.questions.broker import Broker
 from mcpx.questions.record import ELICIT, LIST_ROOTS, SAMPLE, Question
 from mcpx.wire.errors import RpcError
@@ -320,7 +322,7 @@ class NoBrokerTests(SynchronousTestCase):
 class DocumentTests(SynchronousTestCase):
     def test_documented(self) -> None:
         """The OpenAPI document has the three routes; answering documents its 404 and 409."""
-        paths = openapi_document()["paths"]
+        paths = openapi_document(OPS)["paths"]
         self.assertEqual(paths["/v1/questions"]["get"]["operationId"], "list_questions")
         self.assertEqual(paths["/v1/questions/{id}"]["get"]["operationId"], "get_question")
         answer = paths["/v1/questions/{id}/answer"]["post"]

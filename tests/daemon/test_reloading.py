@@ -11,8 +11,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.events import Event
-from mcpx.daemon.reloading import server_changes
+from mcpx.ops.events import Event
+from mcpx.ops.reloading import server_changes
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError

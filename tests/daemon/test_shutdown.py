@@ -1,7 +1,7 @@
 """
 The daemon's stop, in memory: what the gate answers once it has begun, what a legacy
 session's requests in flight are told, how the connections are drained, and what a
-second signal does (L{mcpx.daemon.shutdown}).
+second signal does (L{mcpx.ops.shutdown}).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.service import DaemonService, DaemonSite, race_hurry
-from mcpx.daemon.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.daemon.token import TokenFile
+from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.server.stdio import StdioFactory
 from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups

@@ -10,8 +10,8 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.events import Event
-from mcpx.daemon.ops import BY_NAME
+from mcpx.ops.events import Event
+from mcpx.ops.table import BY_NAME
 from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import Harness, text_result
 from tests.daemon.test_api import conforms

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.ops import error_from
+from mcpx.ops.errors import error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS
 

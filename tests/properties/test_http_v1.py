@@ -19,7 +19,9 @@ from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from mcpx.daemon.ops import ERROR_SCHEMA, NDJSON, OPS, Op
+from mcpx.ops.op import NDJSON, Op
+from mcpx.ops.schemas import ERROR_SCHEMA
+from mcpx.ops.table import OPS
 from tests.daemon.fake_pool import Answer, Harness
 from tests.properties import bounded, hostile_bytes, json_values
 

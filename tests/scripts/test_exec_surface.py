@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.ops import OPS
+from mcpx.ops.table import OPS
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.spec.revision import Revision
 from tests.server import Harness, Session, result_of

@@ -16,7 +16,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.ops import PoolInterface
+from mcpx.ops.host import PoolInterface
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.settings.servers import ServersConfig, StdioServer

@@ -13,7 +13,7 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import (
     ACKNOWLEDGED,

@@ -16,8 +16,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.ops import uris
 from mcpx.pool import Pool
-from mcpx.server import uris
 from mcpx.server.conn import Conn
 from mcpx.server.derived import template_pattern
 from mcpx.server.dispatch import McpServer

@@ -9,7 +9,7 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.reloading import server_changes
+from mcpx.ops.reloading import server_changes
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
@@ -26,7 +26,7 @@ RESOURCES = "notifications/resources/list_changed"
 
 
 def reload(harness: Harness, *names: str) -> None:
-    """Reload as L{mcpx.daemon.reloading.Reloads} does: view, pool, then the hosts."""
+    """Reload as L{mcpx.ops.reloading.Reloads} does: view, pool, then the hosts."""
     new = servers(*(stdio(name) for name in names))
     changes = server_changes(harness.host.servers, new)
     harness.host.servers = new

@@ -23,7 +23,7 @@ from anyio.abc import Process
 from mcp import Client
 from twisted.trial.unittest import TestCase
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from tests.server.test_peers import in_thread, texts
 from tests.support.peers import NODE_MODULES, Era, fixture_argv, node22
 from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, spawn

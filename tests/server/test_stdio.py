@@ -21,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx._version import __version__
 from mcpx.cli import serve as bridge_module
-from mcpx.daemon.events import Event
+from mcpx.ops.events import Event
 from mcpx.server import stdio
 from mcpx.server.stdio import StdioConnection, StdioFactory, read_hello, stdio_endpoint
 from mcpx.spec.revision import Revision

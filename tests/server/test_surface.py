@@ -10,10 +10,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.events import Event
-from mcpx.daemon.ops import OPS
+from mcpx.ops import uris
+from mcpx.ops.events import Event
+from mcpx.ops.table import OPS
 from mcpx.pool.errors import ServerUnavailable
-from mcpx.server import uris
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.pages import decode_cursor, encode_cursor
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision

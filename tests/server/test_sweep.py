@@ -11,7 +11,7 @@ from typing import Any
 from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.server import uris
+from mcpx.ops import uris
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, violations
 from tests.server import Harness, Session

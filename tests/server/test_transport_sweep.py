@@ -32,8 +32,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web._newclient import ResponseNeverReceived
 
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.ops import uris
 from mcpx.pool import Pool
-from mcpx.server import uris
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory

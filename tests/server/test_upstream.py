@@ -12,8 +12,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.ops import uris
 from mcpx.pool import Pool
-from mcpx.server import uris
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import METHOD_NOT_FOUND

@@ -1,5 +1,5 @@
 """
-Tests for L{mcpx.server.uris}: every upstream URI round-trips through its mcpx:// name,
+Tests for L{mcpx.ops.uris}: every upstream URI round-trips through its mcpx:// name,
 and a template's mcpx:// form, filled by the client, leads back to the URI the upstream
 would have built itself.
 """
@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.server import uris
+from mcpx.ops import uris
 
 #: URIs that break naive schemes: separators of their own, ? and #, spaces, non-ASCII,
 #: escapes of their own, absolute and relative paths, dot segments, the template mark.

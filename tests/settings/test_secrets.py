@@ -146,7 +146,7 @@ class ExitTests(SynchronousTestCase):
     def test_events_are_masked(self) -> None:
         from twisted.internet.task import Clock
 
-        from mcpx.daemon.events import EventBus
+        from mcpx.ops.events import EventBus
 
         bus = EventBus(Clock(), masker=self.masker)
         seen: list[object] = []

@@ -22,7 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import provider
 
-from mcpx.daemon.ops import error_from
+from mcpx.ops.errors import error_from
 from mcpx.pool import Pool
 from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
@@ -823,7 +823,7 @@ class ApiTests(RemoteCase):
         import treq
 
         from mcpx.cli.client import ApiError
-        from mcpx.cli.quick import EXIT_UPSTREAM, exit_code_for
+        from mcpx.cli.failures import EXIT_UPSTREAM, exit_code_for
         from tests.support.http import TestClient
 
         def hollow(seen: Seen) -> Reply:

@@ -28,7 +28,7 @@ from twisted.internet.defer import Deferred, DeferredLock, ensureDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from mcpx.daemon.events import EventBus
+from mcpx.ops.events import EventBus
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import ConfigFile
 from mcpx.settings.errors import SettingsError

@@ -1,0 +1,196 @@
+# -*- test-case-name: tests.daemon.test_ops -*-
+"""
+What the operations run against, and the shape of one request for one.
+
+L{OpHost} is the daemon's parts as a handler sees them; L{PoolInterface} is the warm
+pool as the handlers use it (L{mcpx.pool.Pool}, or a fake in tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from attrs import Factory, frozen
+from twisted.internet.interfaces import IReactorTime
+
+from mcpx.ops.errors import OpError
+from mcpx.ops.events import EventBus
+from mcpx.ops.reloading import Reloads
+from mcpx.pool import CallToken
+from mcpx.pool.status import ReloadReport, ServerStatus
+from mcpx.questions.broker import Broker
+from mcpx.questions.caller import Caller
+from mcpx.settings.resolve import Settings
+from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.servers import ServersConfig
+from mcpx.tasks.store import TaskStore
+from mcpx.upstream.session import ServerDeclaration
+
+if TYPE_CHECKING:
+    from mcpx.auth.signin import SignIns
+    from mcpx.scripts.runner import Scripts
+
+#: The caller identity when a request names none (C{Mcpx-Client} header).
+DEFAULT_CLIENT = "cli"
+
+
+class DeclaringSession(Protocol):
+    """The part of an upstream session the operations read: what the server declared."""
+
+    @property
+    def declaration(self) -> ServerDeclaration | None: ...
+
+
+class PoolInterface(Protocol):
+    """
+    The warm pool, as the operations use it: L{mcpx.pool.Pool}, or a fake in tests.
+    """
+
+    async def session(self, server: str, client: str = "") -> DeclaringSession: ...
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        caller: CallToken | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        caller: CallToken | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    def status(self) -> Sequence[ServerStatus]: ...
+    async def restart(self, server: str) -> None: ...
+    async def reload(self, servers: ServersConfig) -> ReloadReport: ...
+    def retune(self, settings: Settings) -> None: ...
+
+
+class OpHost(Protocol):
+    """
+    What an operation runs against: the daemon's parts (L{mcpx.daemon.http.DaemonHTTP}).
+
+    @ivar pool: the warm pool, or C{None} while the daemon runs without one.
+    @ivar settings: the resolved settings, or C{None} when none were given.
+    @ivar reloads: runs reloads one at a time (L{mcpx.ops.reloading}).
+    @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
+        without a broker.
+    @ivar masker: hides the configured credentials in what the operations answer.
+    """
+
+    clock: IReactorTime
+    pid: int
+    started_at: float
+    pool: PoolInterface | None
+    events: EventBus
+    settings: Settings | None
+    servers: ServersConfig | None
+    state_dir: str
+    tasks: TaskStore
+    reloads: Reloads
+    broker: Broker | None
+    masker: SecretMasker
+    scripts: Scripts | None
+    sign_ins: SignIns | None
+
+
+@frozen
+class Invocation:
+    """
+    One request for an operation.
+
+    @ivar args: the input, already checked against the op's input schema.
+    @ivar client: who is asking; the scope key of a C{scope: client} server.
+    @ivar on_progress: where progress goes when the caller asked to see it.
+    @ivar caller: the host request an MCP gateway tool runs for, so the questions its
+        upstream calls cause can reach that host (C{mcpx_exec}).
+    @ivar owner: whose the artifacts it makes are, when not C{client}'s (an MCP
+        2026-07-28 request's client is a scope of that request alone).
+    @ivar run: the C{mcpx_exec} run a CPython-mode program's call claims to be made
+        for (C{X-Mcpx-Run} and C{X-Mcpx-Run-Key}), as (run id, key).
+    """
+
+    args: Mapping[str, Any]
+    client: str = DEFAULT_CLIENT
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+    caller: Caller | None = None
+    owner: str | None = None
+    run: tuple[str, str] | None = None
+
+
+@frozen
+class Reply:
+    """An answer with a status (or headers) other than a plain C{200}."""
+
+    body: Any
+    status: int = 200
+    headers: Mapping[str, str] = Factory(dict)
+
+
+@frozen
+class EventFeed:
+    """
+    The answer of the events operation: which events to stream, and how often to ping.
+
+    @ivar resources: for a stream that watches resources (C{?uri=}), the (server,
+        upstream URI) pairs it subscribed to; C{None} otherwise.
+    @ivar watching: the data of its first event: what was subscribed, what was not.
+    @ivar release: gives the subscriptions back; called once the stream ends.
+    """
+
+    servers: tuple[str, ...]
+    kinds: tuple[str, ...]
+    keep_alive: float
+    resources: tuple[tuple[str, str], ...] | None = None
+    watching: Mapping[str, Any] | None = None
+    release: Callable[[], None] | None = None
+
+
+_Part = TypeVar("_Part")
+
+
+def required(part: _Part | None, code: str, message: str) -> _Part:
+    """
+    A part of the host an op cannot do without.
+
+    @raise OpError: C{503 code}, saying C{message}, while the daemon runs without it.
+    """
+    if part is None:
+        raise OpError(503, code, message)
+    return part
+
+
+def pool_of(host: OpHost) -> PoolInterface:
+    """The host's pool; C{503 pool_unavailable} while the daemon runs without one."""
+    return required(
+        host.pool,
+        "pool_unavailable",
+        "this daemon is running without its server pool, so it cannot reach servers; "
+        "restart it with `mcpx daemon`",
+    )
+
+
+def settings_of(host: OpHost) -> Settings:
+    """The host's settings; C{503 settings_unavailable} when it was given none."""
+    return required(
+        host.settings,
+        "settings_unavailable",
+        "this daemon was started without its settings; `mcpx settings --json` shows them",
+    )
