@@ -1,0 +1,476 @@
+# -*- test-case-name: tests.auth.test_resource_server -*-
+"""
+Checking the access tokens hosts present to mcpx over TCP when C{daemon.auth} is
+C{oauth} (L{mcpx.auth.resource_config}).
+
+A JWT is checked against the issuer's signing keys (its JWKS, found from the issuer's
+RFC 8414 or OpenID Connect metadata unless C{jwksUri} is set): the signature, with an
+allow-list of asymmetric algorithms (never C{none}, never HMAC, whose "key" would be
+the public key anyone can read); C{iss}; C{aud}; C{exp} and C{nbf} with
+L{LEEWAY}; a C{sub}; then the configured scopes.  A token that is no JWT goes to the
+RFC 7662 introspection endpoint when one is configured.
+
+PyJWT does the JOSE work; the fetching, caching and clock are ours, on the reactor.
+The keys are fetched once and again when a token names a key id not among them, at
+most once per L{REFETCH_INTERVAL}, so a stream of made-up key ids costs the issuer
+one request a minute and a key rotation is picked up without a restart.
+
+Every outcome is a L{Caller} or a L{Refusal}; nothing a client sends makes
+L{TokenVerifier.verify} raise.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlencode
+
+import jwt
+import treq
+from attrs import frozen
+from treq.client import HTTPClient
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.web.http_headers import Headers
+
+from mcpx.auth.metadata import authorization_metadata_urls
+from mcpx.auth.resource_config import OAuthResource, secure_url
+from mcpx.spec.revision import Revision
+
+__all__ = [
+    "ALGORITHMS",
+    "INSUFFICIENT_SCOPE",
+    "INVALID_TOKEN",
+    "UNAVAILABLE",
+    "Caller",
+    "KeySet",
+    "Refusal",
+    "TokenVerifier",
+]
+
+log = Logger()
+
+#: The signature algorithms accepted: asymmetric only.
+ALGORITHMS: Final = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "PS256"})
+
+#: The longest token looked at, in bytes; real access tokens are a few KiB at most.
+TOKEN_LIMIT: Final = 8 * 1024
+
+#: The largest metadata, JWKS or introspection answer read, in bytes.
+DOCUMENT_LIMIT: Final = 64 * 1024
+
+#: Seconds of clock difference allowed on C{exp} and C{nbf}.
+LEEWAY: Final = 30.0
+
+#: The least time between two fetches of the keys, in seconds.
+REFETCH_INTERVAL: Final = 60.0
+
+#: How long a request to the authorization server may take, in seconds.
+REQUEST_TIMEOUT: Final = 10.0
+
+#: How long an active introspection answer is trusted, at most, in seconds.
+INTROSPECTION_TTL: Final = 60.0
+
+#: How many introspection answers are kept.
+INTROSPECTION_CACHE: Final = 1024
+
+INVALID_TOKEN: Final = "invalid_token"
+INSUFFICIENT_SCOPE: Final = "insufficient_scope"
+UNAVAILABLE: Final = "temporarily_unavailable"
+
+_STATUS: Final = {INVALID_TOKEN: 401, INSUFFICIENT_SCOPE: 403, UNAVAILABLE: 503}
+
+
+@frozen
+class Caller:
+    """
+    Who a good token speaks for.
+
+    @ivar subject: the token's C{sub}.
+    @ivar scopes: every scope it carries (the required ones among them).
+    """
+
+    subject: str
+    scopes: tuple[str, ...]
+
+
+@frozen
+class Refusal:
+    """
+    Why a token is not accepted.
+
+    @ivar error: L{INVALID_TOKEN}, L{INSUFFICIENT_SCOPE} or L{UNAVAILABLE} (the keys
+        or the introspection endpoint could not be had).
+    @ivar message: for the caller and the log; never quotes the token.
+    """
+
+    error: str
+    message: str
+
+    @property
+    def status(self) -> int:
+        """The HTTP status it is answered with: 401, 403 or 503."""
+        return _STATUS[self.error]
+
+
+class FetchError(Exception):
+    """The authorization server did not give a usable document."""
+
+
+async def fetch_json(
+    http: HTTPClient,
+    clock: IReactorTime,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+) -> Any:
+    """
+    A JSON document from C{url}, read up to L{DOCUMENT_LIMIT} bytes.
+
+    @raise FetchError: on any network failure, a status other than 200, an answer
+        too large, or one that is not JSON.
+    """
+    sent = Headers({"Accept": ["application/json"]})
+    for name, value in (headers or {}).items():
+        sent.setRawHeaders(name, [value])
+    chunks: list[bytes] = []
+    size = 0
+
+    def collect(data: bytes) -> None:
+        nonlocal size
+        size += len(data)
+        if size > DOCUMENT_LIMIT:
+            raise FetchError(f"{url} answered with more than {DOCUMENT_LIMIT} bytes")
+        chunks.append(data)
+
+    async def whole() -> int:
+        response = await http.request(method, url, headers=sent, data=body)
+        length = response.length
+        if isinstance(length, int) and length > DOCUMENT_LIMIT:
+            response.deliverBody(_Discard())
+            raise FetchError(f"{url} answered with more than {DOCUMENT_LIMIT} bytes")
+        await treq.collect(response, collect)
+        return int(response.code)
+
+    try:
+        # The injected clock, not treq's timeout, which would use the global reactor.
+        code = await Deferred.fromCoroutine(whole()).addTimeout(REQUEST_TIMEOUT, clock)
+    except FetchError:
+        raise
+    except Exception as error:
+        raise FetchError(f"{url} could not be reached: {type(error).__name__}") from error
+    if code != 200:
+        raise FetchError(f"{url} answered HTTP {code}")
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        raise FetchError(f"{url} did not answer with JSON") from None
+
+
+class _Discard:
+    """A body consumer that stops the transfer at once."""
+
+    def makeConnection(self, transport: Any) -> None:
+        stop = getattr(transport, "stopProducing", None)
+        if stop is not None:
+            stop()
+
+    def dataReceived(self, data: bytes) -> None:
+        pass
+
+    def connectionLost(self, reason: object) -> None:
+        pass
+
+
+class KeySet:
+    """
+    The issuer's signing keys, fetched when first needed and again for an unknown key id.
+
+    @param jwks_uri: where the keys are; C{None} to read C{jwks_uri} from the issuer's
+        metadata.
+    """
+
+    def __init__(
+        self, http: HTTPClient, clock: IReactorTime, issuer: str, jwks_uri: str | None
+    ) -> None:
+        self._http = http
+        self._clock = clock
+        self._issuer = issuer
+        self._jwks_uri = jwks_uri
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._unnamed: list[jwt.PyJWK] = []
+        self._fetched_at: float | None = None
+        self._loaded = False
+        self._waiters: list[Deferred[None]] | None = None
+        self.fetches = 0
+
+    async def key_for(self, kid: str | None) -> jwt.PyJWK | None:
+        """
+        The key a token's header names, or C{None} when the issuer has no such key.
+
+        @raise FetchError: when the keys were never had and cannot be fetched now.
+        """
+        found = self._find(kid)
+        if found is not None:
+            return found
+        if self._fetched_at is None or self._clock.seconds() - self._fetched_at >= REFETCH_INTERVAL:
+            await self._refresh()
+        elif not self._loaded:
+            raise FetchError("the issuer's keys could not be fetched; trying again shortly")
+        return self._find(kid)
+
+    def _find(self, kid: str | None) -> jwt.PyJWK | None:
+        if kid is not None:
+            return self._keys.get(kid)
+        # A token without a key id is only accepted from an issuer with one key.
+        keys = list(self._keys.values()) + self._unnamed
+        return keys[0] if len(keys) == 1 else None
+
+    async def _refresh(self) -> None:
+        """One fetch, shared by every token waiting for it."""
+        if self._waiters is not None:
+            waiter: Deferred[None] = Deferred()
+            self._waiters.append(waiter)
+            await waiter
+            if not self._loaded:
+                raise FetchError("the issuer's keys could not be fetched")
+            return
+        self._waiters = []
+        self._fetched_at = self._clock.seconds()
+        self.fetches += 1
+        try:
+            await self._fetch()
+        except FetchError as error:
+            log.warn(
+                "could not fetch the keys of {issuer}: {error}", issuer=self._issuer, error=error
+            )
+            if not self._loaded:
+                raise
+        finally:
+            waiters, self._waiters = self._waiters, None
+            for one in waiters:
+                one.callback(None)
+
+    async def _fetch(self) -> None:
+        uri = self._jwks_uri or await self._discover()
+        document = await fetch_json(self._http, self._clock, "GET", uri)
+        keys = document.get("keys") if isinstance(document, dict) else None
+        if not isinstance(keys, list):
+            raise FetchError(f"{uri} is not a JWK set")
+        named: dict[str, jwt.PyJWK] = {}
+        unnamed: list[jwt.PyJWK] = []
+        for entry in keys:
+            key = _usable_key(entry)
+            if key is None:
+                continue
+            kid = entry.get("kid")
+            if isinstance(kid, str):
+                named[kid] = key
+            else:
+                unnamed.append(key)
+        self._keys, self._unnamed, self._loaded = named, unnamed, True
+
+    async def _discover(self) -> str:
+        for url in authorization_metadata_urls(self._issuer, Revision.V2026_07_28):
+            try:
+                document = await fetch_json(self._http, self._clock, "GET", url)
+            except FetchError:
+                continue
+            if not isinstance(document, dict) or document.get("issuer") != self._issuer:
+                # RFC 8414 section 3.3: metadata for another issuer is not this one's.
+                continue
+            uri = document.get("jwks_uri")
+            if isinstance(uri, str) and secure_url(uri):
+                self._jwks_uri = uri
+                return uri
+        raise FetchError(f"no metadata of {self._issuer} names a usable jwks_uri")
+
+
+def _usable_key(entry: object) -> jwt.PyJWK | None:
+    """An asymmetric signing key from a JWKS entry, or C{None} for anything else."""
+    if not isinstance(entry, dict) or entry.get("kty") not in ("RSA", "EC"):
+        return None
+    if entry.get("use", "sig") != "sig":
+        return None
+    if "alg" in entry and entry["alg"] not in ALGORITHMS:
+        return None
+    try:
+        return jwt.PyJWK(entry)
+    except Exception:
+        return None
+
+
+class TokenVerifier:
+    """
+    Decides, for each bearer token, who is calling or why not.
+
+    @param http: the treq client the keys and introspection answers are fetched with.
+    @param clock: the time the token's C{exp} and C{nbf} are held against.
+    """
+
+    def __init__(self, settings: OAuthResource, http: HTTPClient, clock: IReactorTime) -> None:
+        self.settings = settings
+        self._http = http
+        self._clock = clock
+        self.keys = KeySet(http, clock, settings.issuer, settings.jwks_uri)
+        self._introspected: dict[bytes, tuple[float, Caller | Refusal]] = {}
+
+    async def verify(self, token: bytes | str) -> Caller | Refusal:
+        """Who C{token} speaks for, or why it is refused."""
+        try:
+            return await self._verify(token)
+        except Exception:
+            log.failure("checking an access token failed unexpectedly")
+            return Refusal(INVALID_TOKEN, "the access token could not be checked")
+
+    async def _verify(self, token: bytes | str) -> Caller | Refusal:
+        raw = token.encode("latin-1") if isinstance(token, str) else token
+        if not raw:
+            return Refusal(INVALID_TOKEN, "no access token was sent")
+        if len(raw) > TOKEN_LIMIT:
+            return Refusal(INVALID_TOKEN, f"the access token is longer than {TOKEN_LIMIT} bytes")
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError:
+            return Refusal(INVALID_TOKEN, "the access token is not ASCII")
+        if text.count(".") != 2:
+            if self.settings.introspection is not None:
+                return await self._introspect(text)
+            return Refusal(INVALID_TOKEN, "the access token is not a JWT")
+        return await self._verify_jwt(text)
+
+    async def _verify_jwt(self, token: str) -> Caller | Refusal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError:
+            return Refusal(INVALID_TOKEN, "the access token is not a JWT")
+        alg = header.get("alg")
+        if alg not in ALGORITHMS:
+            return Refusal(
+                INVALID_TOKEN,
+                f"the access token's algorithm is not one of {', '.join(sorted(ALGORITHMS))}",
+            )
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            return Refusal(INVALID_TOKEN, "the access token's key id is not a string")
+        try:
+            key = await self.keys.key_for(kid)
+        except FetchError:
+            return Refusal(UNAVAILABLE, "the issuer's signing keys cannot be had right now")
+        if key is None:
+            return Refusal(
+                INVALID_TOKEN, "the access token is signed with a key the issuer does not publish"
+            )
+        if key.algorithm_name != alg and not _same_family(key.algorithm_name, alg):
+            return Refusal(INVALID_TOKEN, "the access token's algorithm does not fit its key")
+        try:
+            claims = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=[alg],
+                # Time and audience are checked below, against the injected clock.
+                options={
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                },
+            )
+        except jwt.InvalidTokenError:
+            return Refusal(INVALID_TOKEN, "the access token's signature does not verify")
+        return self._check_claims(claims, require_exp=True)
+
+    def _check_claims(self, claims: Mapping[str, Any], *, require_exp: bool) -> Caller | Refusal:
+        settings = self.settings
+        if claims.get("iss") != settings.issuer:
+            return Refusal(INVALID_TOKEN, f"the access token was not issued by {settings.issuer}")
+        audience = claims.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        if settings.audience not in audiences:
+            return Refusal(INVALID_TOKEN, f"the access token is not for {settings.audience}")
+        now = self._clock.seconds()
+        exp, nbf = claims.get("exp"), claims.get("nbf")
+        if exp is None and require_exp:
+            return Refusal(INVALID_TOKEN, "the access token has no expiry")
+        if exp is not None and (not _number(exp) or exp + LEEWAY <= now):
+            return Refusal(INVALID_TOKEN, "the access token has expired")
+        if nbf is not None and (not _number(nbf) or nbf - LEEWAY > now):
+            return Refusal(INVALID_TOKEN, "the access token is not valid yet")
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            return Refusal(INVALID_TOKEN, "the access token names no subject")
+        scopes = _scopes(claims)
+        missing = [scope for scope in settings.scopes if scope not in scopes]
+        if missing:
+            return Refusal(
+                INSUFFICIENT_SCOPE, f"the access token lacks the scope {' '.join(missing)}"
+            )
+        return Caller(subject, scopes)
+
+    async def _introspect(self, token: str) -> Caller | Refusal:
+        introspection = self.settings.introspection
+        assert introspection is not None
+        digest = hashlib.sha256(token.encode("ascii")).digest()
+        now = self._clock.seconds()
+        cached = self._introspected.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        credentials = f"{introspection.client_id}:{introspection.client_secret}"
+        basic = base64.b64encode(credentials.encode("utf-8")).decode("ascii")
+        try:
+            answer = await fetch_json(
+                self._http,
+                self._clock,
+                "POST",
+                introspection.url,
+                headers={
+                    "Authorization": f"Basic {basic}",
+                    "Content-Type": "application/x-www-form-urlencoded",
+                },
+                body=urlencode({"token": token, "token_type_hint": "access_token"}).encode(),
+            )
+        except FetchError as error:
+            log.warn("token introspection failed: {error}", error=error)
+            return Refusal(UNAVAILABLE, "the token introspection endpoint cannot be had right now")
+        if not isinstance(answer, dict) or answer.get("active") is not True:
+            return Refusal(INVALID_TOKEN, "the access token is not active")
+        outcome = self._check_claims(answer, require_exp=False)
+        if isinstance(outcome, Caller):
+            exp = answer.get("exp")
+            until = now + INTROSPECTION_TTL
+            if isinstance(exp, int | float) and not isinstance(exp, bool):
+                until = min(until, float(exp))
+            if len(self._introspected) >= INTROSPECTION_CACHE:
+                self._introspected = {k: v for k, v in self._introspected.items() if v[0] > now}
+            if len(self._introspected) < INTROSPECTION_CACHE:
+                self._introspected[digest] = (until, outcome)
+        return outcome
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _same_family(key_alg: str | None, token_alg: str) -> bool:
+    """An RSA key (PyJWK names it RS256) may sign with RS384, RS512 or PS256 as well."""
+    return key_alg is not None and key_alg.startswith("RS") and token_alg[:2] in ("RS", "PS")
+
+
+def _scopes(claims: Mapping[str, Any]) -> tuple[str, ...]:
+    """The scopes a token carries: C{scope}, space-separated, or C{scp}, a list or a string."""
+    scope = claims.get("scope")
+    if isinstance(scope, str):
+        return tuple(scope.split())
+    scp = claims.get("scp")
+    if isinstance(scp, str):
+        return tuple(scp.split())
+    if isinstance(scp, list):
+        return tuple(item for item in scp if isinstance(item, str))
+    return ()
