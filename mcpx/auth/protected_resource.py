@@ -12,8 +12,8 @@ import re
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from mcpx.auth.caller import INSUFFICIENT_SCOPE, Refusal
 from mcpx.auth.resource_config import OAuthResource
-from mcpx.auth.resource_server import INSUFFICIENT_SCOPE, Refusal
 
 #: Where the document is served: at the root, and with the resource's path inserted.
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"

@@ -30,19 +30,28 @@ from urllib.parse import urlencode
 
 import jwt
 import treq
-from attrs import frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.http_headers import Headers
 
+from mcpx.auth.caller import (
+    CALLER_ATTRIBUTE,
+    INSUFFICIENT_SCOPE,
+    INVALID_TOKEN,
+    UNAVAILABLE,
+    Caller,
+    Refusal,
+    request_subject,
+)
 from mcpx.auth.metadata import authorization_metadata_urls
 from mcpx.auth.resource_config import OAuthResource, secure_url
 from mcpx.spec.revision import Revision
 
 __all__ = [
     "ALGORITHMS",
+    "CALLER_ATTRIBUTE",
     "INSUFFICIENT_SCOPE",
     "INVALID_TOKEN",
     "UNAVAILABLE",
@@ -50,6 +59,7 @@ __all__ = [
     "KeySet",
     "Refusal",
     "TokenVerifier",
+    "request_subject",
 ]
 
 log = Logger()
@@ -77,44 +87,6 @@ INTROSPECTION_TTL: Final = 60.0
 
 #: How many introspection answers are kept.
 INTROSPECTION_CACHE: Final = 1024
-
-INVALID_TOKEN: Final = "invalid_token"
-INSUFFICIENT_SCOPE: Final = "insufficient_scope"
-UNAVAILABLE: Final = "temporarily_unavailable"
-
-_STATUS: Final = {INVALID_TOKEN: 401, INSUFFICIENT_SCOPE: 403, UNAVAILABLE: 503}
-
-
-@frozen
-class Caller:
-    """
-    Who a good token speaks for.
-
-    @ivar subject: the token's C{sub}.
-    @ivar scopes: every scope it carries (the required ones among them).
-    """
-
-    subject: str
-    scopes: tuple[str, ...]
-
-
-@frozen
-class Refusal:
-    """
-    Why a token is not accepted.
-
-    @ivar error: L{INVALID_TOKEN}, L{INSUFFICIENT_SCOPE} or L{UNAVAILABLE} (the keys
-        or the introspection endpoint could not be had).
-    @ivar message: for the caller and the log; never quotes the token.
-    """
-
-    error: str
-    message: str
-
-    @property
-    def status(self) -> int:
-        """The HTTP status it is answered with: 401, 403 or 503."""
-        return _STATUS[self.error]
 
 
 class FetchError(Exception):

@@ -14,7 +14,7 @@ one signature verification; only a fetch of the keys makes the request wait.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -23,16 +23,16 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from twisted.web.server import NOT_DONE_YET
 
+from mcpx.auth.caller import CALLER_ATTRIBUTE, Caller, Refusal
 from mcpx.auth.protected_resource import challenge, metadata_body, metadata_paths
 from mcpx.auth.resource_config import OAuthResource
-from mcpx.auth.resource_server import Caller, Refusal, TokenVerifier
 
-__all__ = ["CALLER_ATTRIBUTE", "OAuthGuard", "verifier_for"]
+if TYPE_CHECKING:
+    from mcpx.auth.resource_server import TokenVerifier
+
+__all__ = ["OAuthGuard", "verifier_for"]
 
 log = Logger()
-
-#: Where the accepted L{Caller} is left on the request, for the routes.
-CALLER_ATTRIBUTE: Final = "mcpx_caller"
 
 #: C{refuse(request, status, code, message, what)} of the gate: writes the JSON answer.
 Refuse = Callable[[IRequest, int, str, str, str], bytes]
@@ -40,6 +40,9 @@ Refuse = Callable[[IRequest, int, str, str, str], bytes]
 
 def verifier_for(settings: OAuthResource, reactor: Any, clock: IReactorTime) -> TokenVerifier:
     """A verifier on an HTTP client of its own (L{mcpx.upstream.http_client.owned_client})."""
+    # Here, not at the top: the JOSE library loads cryptography, which a daemon that
+    # checks no tokens does without (mcpx.daemon.lean_start).
+    from mcpx.auth.resource_server import TokenVerifier
     from mcpx.upstream.http_client import owned_client
 
     http, _pool = owned_client(reactor, 10.0, keep=2)

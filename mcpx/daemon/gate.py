@@ -48,7 +48,7 @@ import ipaddress
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from twisted.internet.address import UNIXAddress
@@ -58,13 +58,15 @@ from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from mcpx.auth.resource_config import OAuthResource
-from mcpx.auth.resource_server import TokenVerifier
 from mcpx.daemon.bearer import OAuthGuard
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
 from mcpx.daemon.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.daemon.token import TokenFile
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
+
+if TYPE_CHECKING:
+    from mcpx.auth.resource_server import TokenVerifier
 
 __all__ = [
     "AUTH_CHOICES",
