@@ -70,9 +70,17 @@ class OAuthDaemonTests(TestCase):
                 kill_on_cleanup(child)
 
     async def request(
-        self, method: str, path: str, token: str | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: Any = None,
+        session: str | None = None,
     ) -> tuple[int, dict[str, list[str]], bytes]:
         headers = dict(MCP_HEADERS) if path == "/mcp" else {}
+        if session is not None:
+            headers["Mcp-Session-Id"] = session
+            headers["MCP-Protocol-Version"] = "2025-06-18"
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         # No kept connections: a test leaves nothing behind in the reactor.
@@ -133,3 +141,24 @@ class OAuthDaemonTests(TestCase):
         code, _, _ = await self.request("GET", "/v1/servers", self.mint(kid="k2"))
         self.assertEqual(code, 401)
         self.assertEqual(self.issuer.requests.count("/realms/tools/certs"), 1)
+
+    async def test_session_bound_to_subject(self) -> None:
+        """
+        A session opened with alice's token is no session at all to bob's (404 on POST,
+        GET and DELETE), and goes on working for alice.
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        code, headers, _ = await self.request("POST", "/mcp", alice, INITIALIZE)
+        self.assertEqual(code, 200)
+        (session,) = headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        code, _, _ = await self.request("POST", "/mcp", bob, listing, session)
+        self.assertEqual(code, 404)
+        code, _, _ = await self.request("GET", "/mcp", bob, session=session)
+        self.assertEqual(code, 404)
+        code, _, _ = await self.request("DELETE", "/mcp", bob, session=session)
+        self.assertEqual(code, 404)
+        code, _, answer = await self.request("POST", "/mcp", alice, listing, session)
+        self.assertEqual(code, 200, answer)
+        self.assertIn(b'"tools"', answer)
