@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from attrs import frozen
+from attrs import field, frozen
 
 INVALID_TOKEN: Final = "invalid_token"
 INSUFFICIENT_SCOPE: Final = "insufficient_scope"
@@ -26,10 +26,12 @@ class Caller:
 
     @ivar subject: the token's C{sub}.
     @ivar scopes: every scope it carries (the required ones among them).
+    @ivar expires_at: its C{exp}, when it has one; not part of equality.
     """
 
     subject: str
     scopes: tuple[str, ...]
+    expires_at: float | None = field(default=None, eq=False)
 
 
 @frozen

@@ -130,6 +130,39 @@ class GoodTokenTests(VerifierCase):
         self.assertEqual(self.issuer.requests, ["/realms/tools/certs"])
 
 
+class RememberedTokenTests(VerifierCase):
+    def test_second_use_is_not_checked_again(self) -> None:
+        """A host's token, sent with every request, is checked once, not every time."""
+        decoded: list[str] = []
+        real = jwt.decode
+
+        def counting(token: str, *args: Any, **kwargs: Any) -> Any:
+            decoded.append(token)
+            return real(token, *args, **kwargs)
+
+        self.patch(jwt, "decode", counting)
+        token = self.mint()
+        for _ in range(3):
+            self.assertEqual(self.verify(token).subject, "alice")  # type: ignore[union-attr]
+        self.assertEqual(len(decoded), 1)
+
+    def test_not_past_expiry(self) -> None:
+        """A remembered token is refused once it expires."""
+        token = self.mint(exp=int(NOW) + 10)
+        self.assertIsInstance(self.verify(token), Caller)
+        self.clock.advance(10 + LEEWAY)
+        self.assertRefused(token)
+
+    def test_refusals_are_not_remembered(self) -> None:
+        """A token refused while the keys could not be had is accepted once they can."""
+        token = self.mint()
+        self.issuer.metadata["issuer"] = "https://evil.example"
+        self.assertRefused(token, UNAVAILABLE)
+        self.issuer.metadata["issuer"] = ISSUER
+        self.clock.advance(REFETCH_INTERVAL)
+        self.assertIsInstance(self.verify(token), Caller)
+
+
 class HostileTokenTests(VerifierCase):
     def test_alg_none(self) -> None:
         """An unsigned token (C{alg: none}) is refused."""
