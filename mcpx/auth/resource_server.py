@@ -86,6 +86,10 @@ REQUEST_TIMEOUT: Final = 10.0
 #: host sends the same token with every request.
 ACCEPTED_TTL: Final = 60.0
 
+#: How many introspection requests may be waiting at once; a flood of made-up opaque
+#: tokens beyond that is refused with 503 rather than passed on to the issuer.
+INTROSPECTION_CONCURRENCY: Final = 8
+
 #: How many accepted tokens are remembered.
 ACCEPTED_CACHE: Final = 1024
 
@@ -293,6 +297,7 @@ class TokenVerifier:
         self._clock = clock
         self.keys = KeySet(http, clock, settings.issuer, settings.jwks_uri)
         self._accepted: dict[bytes, tuple[float, Caller]] = {}
+        self._introspecting = 0
 
     async def verify(self, token: bytes | str) -> Caller | Refusal:
         """Who C{token} speaks for, or why it is refused."""
@@ -409,8 +414,11 @@ class TokenVerifier:
     async def _introspect(self, token: str) -> Caller | Refusal:
         introspection = self.settings.introspection
         assert introspection is not None
+        if self._introspecting >= INTROSPECTION_CONCURRENCY:
+            return Refusal(UNAVAILABLE, "too many tokens are being introspected; try again")
         credentials = f"{introspection.client_id}:{introspection.client_secret}"
         basic = base64.b64encode(credentials.encode("utf-8")).decode("ascii")
+        self._introspecting += 1
         try:
             answer = await fetch_json(
                 self._http,
@@ -426,6 +434,8 @@ class TokenVerifier:
         except FetchError as error:
             log.warn("token introspection failed: {error}", error=error)
             return Refusal(UNAVAILABLE, "the token introspection endpoint cannot be had right now")
+        finally:
+            self._introspecting -= 1
         if not isinstance(answer, dict) or answer.get("active") is not True:
             return Refusal(INVALID_TOKEN, "the access token is not active")
         return self._check_claims(answer, require_exp=False)

@@ -6,7 +6,7 @@ checking hosts' access tokens against a stand-in authorization server (StubTreq)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -26,9 +26,11 @@ from mcpx.auth.resource_config import Introspection, OAuthResource
 from mcpx.auth.resource_server import (
     DOCUMENT_LIMIT,
     INSUFFICIENT_SCOPE,
+    INTROSPECTION_CONCURRENCY,
     INVALID_TOKEN,
     LEEWAY,
     REFETCH_INTERVAL,
+    REQUEST_TIMEOUT,
     TOKEN_LIMIT,
     UNAVAILABLE,
     Caller,
@@ -344,6 +346,41 @@ class IntrospectionTests(VerifierCase):
         """An active token without the required scope gets 403."""
         self.issuer.active["opaque-3"] = self.answer(scope="profile")
         self.assertRefused("opaque-3", INSUFFICIENT_SCOPE)
+
+
+class SilentIssuer:
+    """An HTTP client whose requests are never answered."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def request(self, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        self.sent += 1
+        return Deferred()
+
+
+class IntrospectionLimitTests(SynchronousTestCase):
+    def test_concurrency(self) -> None:
+        """
+        Past the limit of introspections waiting at once, an opaque token is refused with
+        503 at once and nothing more is sent; a timed-out one frees its place.
+        """
+        clock = Clock()
+        silent = SilentIssuer()
+        verifier = TokenVerifier(IntrospectionTests.settings, cast(Any, silent), clock)
+        waiting = [
+            Deferred.fromCoroutine(verifier.verify(f"opaque-{n}"))
+            for n in range(INTROSPECTION_CONCURRENCY)
+        ]
+        self.assertEqual([d.called for d in waiting], [False] * INTROSPECTION_CONCURRENCY)
+        outcome = self.successResultOf(Deferred.fromCoroutine(verifier.verify("opaque-x")))
+        self.assertEqual(outcome.error, UNAVAILABLE)  # type: ignore[union-attr]
+        self.assertEqual(silent.sent, INTROSPECTION_CONCURRENCY)
+        clock.advance(REQUEST_TIMEOUT)
+        timed_out: Any = self.successResultOf(waiting[0])
+        self.assertEqual(timed_out.status, 503)
+        Deferred.fromCoroutine(verifier.verify("opaque-y"))
+        self.assertEqual(silent.sent, INTROSPECTION_CONCURRENCY + 1)
 
 
 class ProtectedResourceTests(SynchronousTestCase):
