@@ -9,12 +9,15 @@ import json
 from typing import Any
 
 from treq.testing import StubTreq
+from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.auth.metadata import parse_challenge
 from mcpx.auth.resource_config import OAuthResource
 from mcpx.auth.resource_server import TokenVerifier
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.listeners import exposure_warning
+from mcpx.daemon.run import http_host_lines
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import TokenFile
 from tests.auth.standin_issuer import AUDIENCE, ISSUER, StandInIssuer
@@ -121,3 +124,14 @@ class AcceptTests(OAuthGateCase):
                     "bearer_methods_supported": ["header"],
                 },
             )
+
+
+class StartupTextTests(SynchronousTestCase):
+    def test_banner_does_not_offer_the_daemon_token(self) -> None:
+        """With oauth the start-up lines speak of the issuer's tokens, not `mcpx token`."""
+        (line,) = http_host_lines("http://127.0.0.1:8899", "oauth")
+        self.assertIn("access token from its issuer", line)
+        self.assertNotIn("mcpx token", line)
+        warning = exposure_warning("tcp:8899", "oauth")
+        self.assertIn("access token", warning)
+        self.assertNotIn("`mcpx token`", warning)
