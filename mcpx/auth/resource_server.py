@@ -196,7 +196,11 @@ class KeySet:
         found = self._find(kid)
         if found is not None:
             return found
-        if self._fetched_at is None or self._clock.seconds() - self._fetched_at >= REFETCH_INTERVAL:
+        due = (
+            self._fetched_at is None or self._clock.seconds() - self._fetched_at >= REFETCH_INTERVAL
+        )
+        if due or self._waiters is not None:
+            # A fetch under way is joined, not refused for coming within the minute.
             await self._refresh()
         elif not self._loaded:
             raise FetchError("the issuer's keys could not be fetched; trying again shortly")

@@ -359,6 +359,41 @@ class SilentIssuer:
         return Deferred()
 
 
+class HeldIssuer:
+    """An HTTP client that answers from the stand-in only when told to."""
+
+    def __init__(self, issuer: StandInIssuer) -> None:
+        self.stub: Any = StubTreq(issuer)
+        self.held: list[tuple[tuple[Any, ...], dict[str, Any], Deferred[Any]]] = []
+
+    def request(self, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        waiting: Deferred[Any] = Deferred()
+        self.held.append((args, kwargs, waiting))
+        return waiting
+
+    def release(self) -> None:
+        args, kwargs, waiting = self.held.pop(0)
+        self.stub.request(*args, **kwargs).chainDeferred(waiting)
+
+
+class ConcurrentFetchTests(SynchronousTestCase):
+    def test_tokens_wait_for_one_fetch(self) -> None:
+        """Tokens that arrive while the keys are being fetched wait for that one fetch."""
+        issuer = StandInIssuer()
+        clock = Clock()
+        clock.advance(NOW)
+        held = HeldIssuer(issuer)
+        verifier = TokenVerifier(SETTINGS, cast(Any, held), clock)
+        first = Deferred.fromCoroutine(verifier.verify(issuer.mint(NOW)))
+        second = Deferred.fromCoroutine(verifier.verify(issuer.mint(NOW, sub="bob")))
+        self.assertFalse(second.called)
+        held.release()  # the metadata
+        held.release()  # the keys
+        self.assertEqual(self.successResultOf(first).subject, "alice")  # type: ignore[union-attr]
+        self.assertEqual(self.successResultOf(second).subject, "bob")  # type: ignore[union-attr]
+        self.assertEqual((verifier.keys.fetches, held.held), (1, []))
+
+
 class IntrospectionLimitTests(SynchronousTestCase):
     def test_concurrency(self) -> None:
         """
