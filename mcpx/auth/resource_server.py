@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 
 import jwt
 import treq
+from attrs import frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -165,6 +166,28 @@ class _Discard:
         pass
 
 
+@frozen
+class SigningKey:
+    """
+    One of the issuer's keys.
+
+    @ivar declared: the C{alg} its JWK names, if any: then only that algorithm is
+        accepted with it.
+    """
+
+    jwk: jwt.PyJWK
+    declared: str | None
+
+    def fits(self, alg: str) -> bool:
+        """Whether a token signed with C{alg} may be checked against this key."""
+        if self.declared is not None:
+            return alg == self.declared
+        if self.jwk.key_type == "RSA":
+            return alg[:2] in ("RS", "PS")
+        # An EC key's curve decides its one algorithm (P-256: ES256, P-384: ES384).
+        return alg == self.jwk.algorithm_name
+
+
 class KeySet:
     """
     The issuer's signing keys, fetched when first needed and again for an unknown key id.
@@ -180,14 +203,14 @@ class KeySet:
         self._clock = clock
         self._issuer = issuer
         self._jwks_uri = jwks_uri
-        self._keys: dict[str, jwt.PyJWK] = {}
-        self._unnamed: list[jwt.PyJWK] = []
+        self._keys: dict[str, SigningKey] = {}
+        self._unnamed: list[SigningKey] = []
         self._fetched_at: float | None = None
         self._loaded = False
         self._waiters: list[Deferred[None]] | None = None
         self.fetches = 0
 
-    async def key_for(self, kid: str | None) -> jwt.PyJWK | None:
+    async def key_for(self, kid: str | None) -> SigningKey | None:
         """
         The key a token's header names, or C{None} when the issuer has no such key.
 
@@ -206,7 +229,7 @@ class KeySet:
             raise FetchError("the issuer's keys could not be fetched; trying again shortly")
         return self._find(kid)
 
-    def _find(self, kid: str | None) -> jwt.PyJWK | None:
+    def _find(self, kid: str | None) -> SigningKey | None:
         if kid is not None:
             return self._keys.get(kid)
         # A token without a key id is only accepted from an issuer with one key.
@@ -244,8 +267,8 @@ class KeySet:
         keys = document.get("keys") if isinstance(document, dict) else None
         if not isinstance(keys, list):
             raise FetchError(f"{uri} is not a JWK set")
-        named: dict[str, jwt.PyJWK] = {}
-        unnamed: list[jwt.PyJWK] = []
+        named: dict[str, SigningKey] = {}
+        unnamed: list[SigningKey] = []
         for entry in keys:
             key = _usable_key(entry)
             if key is None:
@@ -273,7 +296,7 @@ class KeySet:
         raise FetchError(f"no metadata of {self._issuer} names a usable jwks_uri")
 
 
-def _usable_key(entry: object) -> jwt.PyJWK | None:
+def _usable_key(entry: object) -> SigningKey | None:
     """An asymmetric signing key from a JWKS entry, or C{None} for anything else."""
     if not isinstance(entry, dict) or entry.get("kty") not in ("RSA", "EC"):
         return None
@@ -281,8 +304,9 @@ def _usable_key(entry: object) -> jwt.PyJWK | None:
         return None
     if "alg" in entry and entry["alg"] not in ALGORITHMS:
         return None
+    declared = entry.get("alg")
     try:
-        return jwt.PyJWK(entry)
+        return SigningKey(jwt.PyJWK(entry), declared if isinstance(declared, str) else None)
     except Exception:
         return None
 
@@ -367,12 +391,12 @@ class TokenVerifier:
             return Refusal(
                 INVALID_TOKEN, "the access token is signed with a key the issuer does not publish"
             )
-        if key.algorithm_name != alg and not _same_family(key.algorithm_name, alg):
+        if not key.fits(alg):
             return Refusal(INVALID_TOKEN, "the access token's algorithm does not fit its key")
         try:
             claims = jwt.decode(
                 token,
-                key=key.key,
+                key=key.jwk.key,
                 algorithms=[alg],
                 # Time and audience are checked below, against the injected clock.
                 options={
@@ -447,11 +471,6 @@ class TokenVerifier:
 
 def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _same_family(key_alg: str | None, token_alg: str) -> bool:
-    """An RSA key (PyJWK names it RS256) may sign with RS384, RS512 or PS256 as well."""
-    return key_alg is not None and key_alg.startswith("RS") and token_alg[:2] in ("RS", "PS")
 
 
 def _scopes(claims: Mapping[str, Any]) -> tuple[str, ...]:

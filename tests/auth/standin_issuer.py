@@ -58,6 +58,8 @@ class StandInIssuer(Resource):
         self.keys: dict[str, Any] = {"k1": rsa_key(), "e1": ec_key()}
         self.active: dict[str, dict[str, Any]] = {}
         self.requests: list[str] = []
+        #: The C{alg} each key's JWK declares, where it declares one.
+        self.declared: dict[str, str] = {}
         self.metadata: dict[str, Any] = {
             "issuer": issuer,
             "jwks_uri": issuer + "/certs",
@@ -97,6 +99,9 @@ class StandInIssuer(Resource):
             return json.dumps(self.metadata).encode()
         if path == self.prefix + "/certs":
             keys = [public_jwk(key, kid) for kid, key in self.keys.items()]
+            for jwk in keys:
+                if jwk["kid"] in self.declared:
+                    jwk["alg"] = self.declared[jwk["kid"]]
             return json.dumps({"keys": keys}).encode()
         if path == self.prefix + "/introspect":
             return self._introspect(request)

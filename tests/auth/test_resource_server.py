@@ -102,6 +102,12 @@ class GoodTokenTests(VerifierCase):
         self.verify(self.mint(sub="bob"))
         self.assertEqual(len(self.issuer.requests), fetched)
 
+    def test_ps256_on_rsa_key(self) -> None:
+        """An RSA key without a declared algorithm checks PS256 and RS512 tokens too."""
+        for alg in ("PS256", "RS512"):
+            with self.subTest(alg=alg):
+                self.assertIsInstance(self.verify(self.mint(alg=alg)), Caller)
+
     def test_ec_key(self) -> None:
         """An ES256 token from the issuer's EC key is accepted."""
         self.assertIsInstance(self.verify(self.mint(kid="e1")), Caller)
@@ -192,6 +198,15 @@ class HostileTokenTests(VerifierCase):
         signature = hmac.new(pem, signing_input, sha256).digest()
         token = signing_input + b"." + jwt.utils.base64url_encode(signature)
         self.assertRefused(token)
+
+    def test_other_algorithm_than_declared(self) -> None:
+        """A key whose JWK says RS256 does not check a PS256 token, even one it signed."""
+        self.issuer.declared["k1"] = "RS256"
+        self.assertRefused(self.mint(alg="PS256"))
+
+    def test_rsa_algorithm_on_ec_key(self) -> None:
+        """A token claiming RS256 under the EC key's id is refused."""
+        self.assertRefused(self.mint(kid="e1", key=self.issuer.keys["k1"], alg="RS256"))
 
     def test_foreign_key(self) -> None:
         """A token signed by a key the issuer never published, under its key id, is refused."""
