@@ -22,7 +22,7 @@ from twisted.logger import Logger
 from twisted.web.http_headers import Headers
 
 from mcpx.auth.metadata import authorization_metadata_urls
-from mcpx.auth.resource_config import secure_url
+from mcpx.settings.oauth_resource import secure_url
 from mcpx.spec.revision import Revision
 
 log = Logger()

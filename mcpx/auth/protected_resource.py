@@ -13,7 +13,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from mcpx.auth.caller import INSUFFICIENT_SCOPE, Refusal
-from mcpx.auth.resource_config import OAuthResource
+from mcpx.settings.oauth_resource import OAuthResource
 
 #: Where the document is served: at the root, and with the resource's path inserted.
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.auth.test_resource_server -*-
 """
 Checking the access tokens hosts present to mcpx over TCP when C{daemon.auth} is
-C{oauth} (L{mcpx.auth.resource_config}).
+C{oauth} (L{mcpx.settings.oauth_resource}).
 
 A JWT is checked against the issuer's signing keys (its JWKS, found from the issuer's
 RFC 8414 or OpenID Connect metadata unless C{jwksUri} is set): the signature, with an
@@ -50,7 +50,7 @@ from mcpx.auth.jwks import (
     SigningKey,
     fetch_json,
 )
-from mcpx.auth.resource_config import OAuthResource
+from mcpx.settings.oauth_resource import OAuthResource
 
 __all__ = [
     "ALGORITHMS",

@@ -25,7 +25,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from mcpx.auth.caller import CALLER_ATTRIBUTE, Caller, Refusal
 from mcpx.auth.protected_resource import challenge, metadata_body, metadata_paths
-from mcpx.auth.resource_config import OAuthResource
+from mcpx.settings.oauth_resource import OAuthResource
 
 if TYPE_CHECKING:
     from mcpx.auth.resource_server import TokenVerifier

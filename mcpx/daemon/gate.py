@@ -57,11 +57,11 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
-from mcpx.auth.resource_config import OAuthResource
 from mcpx.daemon.bearer import OAuthGuard
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
 from mcpx.daemon.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.daemon.token import TokenFile
+from mcpx.settings.oauth_resource import OAuthResource
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
 

@@ -22,7 +22,6 @@ from twisted.python.failure import Failure
 from twisted.web.resource import IResource
 from twisted.web.server import Request
 
-from mcpx.auth.resource_config import OAUTH, OAuthResource
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
@@ -50,6 +49,7 @@ from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
+from mcpx.settings.oauth_resource import OAUTH, OAuthResource
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy

@@ -15,9 +15,9 @@ import json
 import re
 from collections.abc import Sequence
 
-from mcpx.auth.resource_config import OAuthResource, parse_oauth_resource
 from mcpx.settings.durations import format_duration, parse_duration
 from mcpx.settings.errors import SettingsError
+from mcpx.settings.oauth_resource import OAuthResource, parse_oauth_resource
 from mcpx.spec.revision import Revision, UnknownRevision
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -41,7 +41,7 @@ class Kind(enum.Enum):
     REVISION_LIST = "revision list"
     ENDPOINT_LIST = "endpoint list"
     CHOICE = "choice"
-    #: One of the choices, or the object form of L{mcpx.auth.resource_config}.
+    #: One of the choices, or the object form of L{mcpx.settings.oauth_resource}.
     AUTH = "auth"
 
     @property

@@ -22,7 +22,6 @@ from mcpx.auth.protected_resource import (
     metadata_paths,
     metadata_url,
 )
-from mcpx.auth.resource_config import Introspection, OAuthResource
 from mcpx.auth.resource_server import (
     DOCUMENT_LIMIT,
     INSUFFICIENT_SCOPE,
@@ -37,6 +36,7 @@ from mcpx.auth.resource_server import (
     Refusal,
     TokenVerifier,
 )
+from mcpx.settings.oauth_resource import Introspection, OAuthResource
 from tests.auth.standin_issuer import (
     AUDIENCE,
     INTROSPECTION_CLIENT,

@@ -12,7 +12,6 @@ from treq.testing import StubTreq
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.auth.metadata import parse_challenge
-from mcpx.auth.resource_config import OAuthResource
 from mcpx.auth.resource_server import TokenVerifier
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
@@ -20,6 +19,7 @@ from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.run import http_host_lines
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import TokenFile
+from mcpx.settings.oauth_resource import OAuthResource
 from tests.auth.standin_issuer import AUDIENCE, ISSUER, StandInIssuer
 from tests.daemon.test_gate import OWNER, ROUTES, UNIX, Answer, GateCase
 

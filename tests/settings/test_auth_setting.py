@@ -1,4 +1,4 @@
-"""Tests for the object form of C{daemon.auth} (L{mcpx.auth.resource_config})."""
+"""Tests for the object form of C{daemon.auth} (L{mcpx.settings.oauth_resource})."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.auth.resource_config import Introspection, OAuthResource
 from mcpx.settings.config import ConfigFile, parse_config
 from mcpx.settings.declarations import BY_NAME
 from mcpx.settings.errors import SettingsError
+from mcpx.settings.oauth_resource import Introspection, OAuthResource
 from mcpx.settings.resolve import resolve
 
 FILE = "/home/u/.config/mcpx/config.json"

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.auth.test_resource_config -*-
+# -*- test-case-name: tests.settings.test_auth_setting -*-
 """
 The object form of C{daemon.auth}: mcpx as an OAuth resource server.
 
