@@ -27,7 +27,9 @@ C{/openapi.json}, C{/mcp} and anything added later):
      C{Authorization: Bearer <token>} (L{mcpx.daemon.token}); C{token} asks every TCP
      connection; C{none} asks nobody, and a listener beyond loopback then needs
      C{daemon.allowUnauthenticatedNetwork} (L{unauthenticated_exposure}).  A refusal
-     is 401 with C{WWW-Authenticate: Bearer}.
+     is 401 with C{WWW-Authenticate: Bearer}.  The C{oauth} object asks every TCP
+     connection (and a unix one not the owner's) for an OAuth access token instead
+     (L{mcpx.daemon.bearer}), and serves the protected-resource metadata unasked.
 
 Once the daemon has begun to stop (L{mcpx.ops.shutdown}), a request that passes
 the rules is answered C{503 shutting_down} instead of reaching its route.
@@ -46,7 +48,7 @@ import ipaddress
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from twisted.internet.address import UNIXAddress
@@ -55,11 +57,16 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
+from mcpx.daemon.bearer import OAuthGuard
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
+from mcpx.settings.oauth_resource import OAuthResource
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
+
+if TYPE_CHECKING:
+    from mcpx.auth.resource_server import TokenVerifier
 
 __all__ = [
     "AUTH_CHOICES",
@@ -255,6 +262,13 @@ class _Connection:
         self.host: bytes | None = None
 
 
+class _Bearer:
+    """What L{Gate._check} says when the OAuth guard must decide."""
+
+
+_BEARER: Final = _Bearer()
+
+
 def _unix_uid(request: IRequest) -> int | None:
     """The uid behind a unix-socket request's connection, when the system says."""
     transport = getattr(getattr(request, "channel", None), "transport", None)
@@ -283,13 +297,21 @@ class Gate:
         *,
         origins: OriginRule,
         hosts: HostRule,
-        auth: str = AUTH_PEER,
+        auth: str | OAuthResource = AUTH_PEER,
         token: TokenFile | None = None,
+        verifier: TokenVerifier | None = None,
         uid: int | None = None,
         lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
         lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
         shutdown: Shutdown | None = None,
     ) -> None:
+        self._oauth: OAuthGuard | None = None
+        if isinstance(auth, OAuthResource):
+            if verifier is None:
+                raise ValueError("daemon.auth oauth needs a token verifier")
+            self._oauth = OAuthGuard(auth, verifier)
+            # The unix socket's rules are token's; TCP goes to the guard.
+            auth = AUTH_TOKEN
         if auth not in AUTH_CHOICES:
             raise ValueError(f"daemon.auth must be one of {', '.join(AUTH_CHOICES)}")
         if auth != AUTH_NONE and token is None:
@@ -315,8 +337,14 @@ class Gate:
 
     def render(self, request: IRequest) -> Any:
         refusal = self._check(request)
+        if refusal is _BEARER:
+            assert self._oauth is not None
+            return self._oauth.check(request, lambda: self._pass(request), self._refuse)
         if refusal is not None:
             return refusal
+        return self._pass(request)
+
+    def _pass(self, request: IRequest) -> Any:
         if self._shutdown is not None and self._shutdown.begun:
             return self._refuse_during_stop(request)
         inner: Any = self._inner
@@ -349,7 +377,7 @@ class Gate:
                 setattr(channel, _SLOT, connection)
         return connection
 
-    def _check(self, request: IRequest) -> bytes | None:
+    def _check(self, request: IRequest) -> bytes | _Bearer | None:
         connection = self._connection(request)
         origin = request.getHeader(b"origin")
         if origin is not None and not self._origins.allows(
@@ -392,6 +420,8 @@ class Gate:
                 )
         if self._auth == AUTH_NONE or path in OPEN_PATHS:
             return None
+        if self._oauth is not None and path in self._oauth.paths:
+            return self._oauth.metadata(request)
         if connection.unix:
             if self._is_unix_owner(connection, request):
                 return None
@@ -409,6 +439,8 @@ class Gate:
             # A browser runs as the owner too: a page from another origin does not get
             # the owner's pass just because it was opened on this machine.
             return None
+        if self._oauth is not None:
+            return _BEARER
         if self._bearer_matches(request):
             return None
         request.setHeader(b"www-authenticate", b"Bearer")

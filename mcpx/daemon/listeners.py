@@ -76,6 +76,8 @@ def exposure_warning(description: str, auth: str = "peer") -> str:
     """What the daemon says at start-up about a listener beyond loopback, by C{daemon.auth}."""
     if auth == "none":
         who = "daemon.auth is none: anything that can reach this port can run tools as this user"
+    elif auth == "oauth":
+        who = "every client from the network needs an access token from daemon.auth's issuer"
     else:
         who = (
             "every client from the network needs the token (`mcpx token`); "

@@ -53,6 +53,8 @@ def http_host_lines(url: str, auth: str) -> list[str]:
     with_token = entry + ', "headers": {"Authorization": "Bearer <mcpx token>"}}'
     if auth == "none":
         return [f"  HTTP host: {entry}}}   (daemon.auth none: no token asked)"]
+    if auth == "oauth":
+        return [f"  HTTP host: {entry}}}   (daemon.auth oauth: an access token from its issuer)"]
     lines = []
     if auth == "peer":
         lines.append(f"  HTTP host as this user on loopback: {entry}}}   (no token needed)")

@@ -24,6 +24,7 @@ from twisted.web.server import Request
 
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
+from mcpx.daemon.bearer import verifier_for
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
@@ -51,6 +52,7 @@ from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
+from mcpx.settings.oauth_resource import OAUTH, OAuthResource
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
@@ -99,8 +101,20 @@ class DaemonConfig:
 
     @property
     def auth(self) -> str:
-        """C{daemon.auth}: who may use the TCP listeners without the token."""
-        return AUTH_PEER if self.settings is None else self.settings.string("daemon.auth")
+        """
+        C{daemon.auth}: who may use the TCP listeners without the token; C{oauth} for
+        the object form (L{oauth}).
+        """
+        if self.settings is None:
+            return AUTH_PEER
+        value = self.settings.value("daemon.auth")
+        return OAUTH if isinstance(value, OAuthResource) else str(value)
+
+    @property
+    def oauth(self) -> OAuthResource | None:
+        """The object form of C{daemon.auth}, when it is set."""
+        value = None if self.settings is None else self.settings.value("daemon.auth")
+        return value if isinstance(value, OAuthResource) else None
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -485,7 +499,11 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
     site = DaemonSite(
-        gate(http.resource(), config, clock, shutdown), reactor, limits, metrics, shutdown
+        gate(http.resource(), config, clock, shutdown, reactor=reactor),
+        reactor,
+        limits,
+        metrics,
+        shutdown,
     )
     for description in config.exposed_endpoints():
         _log.warn(
@@ -542,17 +560,24 @@ def gate(
     config: DaemonConfig,
     clock: IReactorTime,
     shutdown: Shutdown | None = None,
+    *,
+    reactor: Any = None,
 ) -> Gate:
     """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
     settings = config.settings
+    auth: str | OAuthResource = config.oauth or config.auth
+    verifier = None
+    if isinstance(auth, OAuthResource):
+        verifier = verifier_for(auth, clock if reactor is None else reactor, clock)
     return Gate(
         resource,
         origins=OriginRule(
             () if settings is None else settings.strings("transport.allowedOrigins")
         ),
         hosts=HostRule(() if settings is None else settings.strings("transport.allowedHosts")),
-        auth=config.auth,
-        token=None if config.auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
+        auth=auth,
+        token=None if auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
+        verifier=verifier,
         shutdown=shutdown,
     )
 

@@ -78,6 +78,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
+from mcpx.auth.caller import request_subject
 from mcpx.ops.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION
 from mcpx.server.http_exchange import (
@@ -304,7 +305,8 @@ class McpHTTP:
         session = None
         if session_id is not None:
             session = self._sessions.used(session_id)
-            if session is None:
+            if session is None or not session.belongs_to(request):
+                # Another subject's session is answered as if it did not exist.
                 return refusal(
                     request,
                     404,
@@ -412,6 +414,7 @@ class McpHTTP:
             )
         session_id = secrets.token_urlsafe(24)
         session = LegacySession(session_id, self._clock, client)
+        session.subject = request_subject(exchange.request)
         session.conn = self._core.open(
             HTTP_SESSION,
             f"{HTTP_SESSION}:{session_id}",
@@ -549,7 +552,7 @@ class McpHTTP:
                 "a GET stream belongs to a session: initialize first, then send its Mcp-Session-Id",
             )
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or not session.belongs_to(request):
             return refusal(request, 404, RpcError.invalid_request("no such session"))
         if not accepts_event_stream(request):
             return refusal(
@@ -576,7 +579,7 @@ class McpHTTP:
                 RpcError.invalid_request("DELETE ends the session its Mcp-Session-Id names"),
             )
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or not session.belongs_to(request):
             return refusal(request, 404, RpcError.invalid_request("no such session"))
         self._sessions.end(session)
         request.setResponseCode(200)

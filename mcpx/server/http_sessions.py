@@ -15,6 +15,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
+from mcpx.auth.caller import request_subject
 from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import Exchange, GetStream, header
@@ -58,6 +59,10 @@ def session_client(request: IRequest, initialize: Request) -> str:
     address are told apart by the names they give; neither name nor header is proof of
     anything, only a way to keep one client's flood from ending another's sessions.
     """
+    subject = request_subject(request)
+    if subject is not None:
+        # An access token's subject (daemon.auth oauth) is proof; the rest is not.
+        return f"subject {subject}"
     named = header(request, CLIENT_HEADER)
     if named:
         return f"client {named}"
@@ -80,6 +85,8 @@ class LegacySession:
     @ivar conn: its L{Conn}, set when it is opened.
     @ivar peer: carries mcpx's requests to the client and their answers back.
     @ivar stream: the open C{GET} stream, if any.
+    @ivar subject: the access token's subject it was opened with (C{daemon.auth}
+        C{oauth}), else C{None}; only requests with that subject may use it.
 
     The requests being handled are counted in the peer's table of incoming requests
     (L{RpcPeer.track_incoming}), which cancels them on the client's
@@ -89,6 +96,7 @@ class LegacySession:
     def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
         self.id = session_id
         self.client = client
+        self.subject: str | None = None
         self.conn: Conn | None = None
         self.stream: GetStream | None = None
         self.ended = False
@@ -105,6 +113,10 @@ class LegacySession:
             name=f"http-session:{session_id[:8]}",
             send_request=self._send_request,
         )
+
+    def belongs_to(self, request: IRequest) -> bool:
+        """Whether C{request} comes from whoever opened the session."""
+        return request_subject(request) == self.subject
 
     @property
     def idle(self) -> bool:

@@ -500,13 +500,17 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         name="daemon.auth",
-        kind=Kind.CHOICE,
+        kind=Kind.AUTH,
         default="peer",
         choices=("peer", "token", "none"),
         help="Who may use the daemon over TCP (the unix socket is always its owner's): "
         "peer lets in loopback connections of the daemon's own user (Linux) and asks "
         "everyone else for the token in <state>/token (mcpx token prints it) as "
-        "Authorization: Bearer; token asks every TCP client for it; none asks nobody.",
+        "Authorization: Bearer; token asks every TCP client for it; none asks nobody. "
+        'An object {"type": "oauth", "issuer": URL, "audience": URL, "scopes": [...]} '
+        '(optional "jwksUri", and "introspection": {"url", "clientId", "clientSecret"} '
+        "for opaque tokens) asks every TCP client for an access token from that "
+        "authorization server (docs/auth.md).",
     ),
     Setting(
         name="daemon.allowUnauthenticatedNetwork",

@@ -29,6 +29,8 @@ def _kind(setting: Setting) -> str:
         return f"integer (at least {setting.minimum})"
     if setting.kind is Kind.CHOICE:
         return "one of " + ", ".join(f"`{choice}`" for choice in setting.choices)
+    if setting.kind is Kind.AUTH:
+        return ", ".join(f"`{choice}`" for choice in setting.choices) + ' or an `"oauth"` object'
     if setting.kind is Kind.REVISION:
         return "revision, or unset"
     return str(setting.kind.value)

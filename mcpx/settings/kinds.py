@@ -11,11 +11,13 @@ C{where}, the place the value came from, and puts it at the front of its error.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Sequence
 
 from mcpx.settings.durations import format_duration, parse_duration
 from mcpx.settings.errors import SettingsError
+from mcpx.settings.oauth_resource import OAuthResource, parse_oauth_resource
 from mcpx.spec.revision import Revision, UnknownRevision
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -39,6 +41,8 @@ class Kind(enum.Enum):
     REVISION_LIST = "revision list"
     ENDPOINT_LIST = "endpoint list"
     CHOICE = "choice"
+    #: One of the choices, or the object form of L{mcpx.settings.oauth_resource}.
+    AUTH = "auth"
 
     @property
     def metavar(self) -> str:
@@ -74,6 +78,8 @@ class Kind(enum.Enum):
         """
         if isinstance(value, str):
             return self.parse_text(value, where, minimum=minimum, choices=choices)
+        if self is Kind.AUTH and isinstance(value, dict):
+            return parse_oauth_resource(value, where)
         if self is Kind.DURATION and isinstance(value, int | float) and not isinstance(value, bool):
             raise SettingsError(
                 f"{where}: a bare number is not a duration (MCP counts milliseconds, most "
@@ -107,6 +113,8 @@ class Kind(enum.Enum):
         if self in _LISTS:
             assert isinstance(value, tuple)
             return ",".join(str(item) for item in value)
+        if isinstance(value, OAuthResource):
+            return json.dumps(self.to_json(value), separators=(",", ":"))
         return str(value)
 
     def to_json(self, value: object) -> object:
@@ -118,6 +126,8 @@ class Kind(enum.Enum):
         if self in _LISTS:
             assert isinstance(value, tuple)
             return [str(item) for item in value]
+        if isinstance(value, OAuthResource):
+            return _oauth_json(value)
         return value
 
 
@@ -141,7 +151,15 @@ def _parse_text(kind: Kind, text: str, minimum: int | None, choices: Sequence[st
         raise SettingsError(f"invalid boolean {text!r}; write true or false")
     if kind is Kind.STRING:
         return text
-    if kind is Kind.CHOICE:
+    if kind is Kind.AUTH and text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise SettingsError("invalid JSON object for the oauth form") from None
+        if not isinstance(value, dict):
+            raise SettingsError("expected a JSON object for the oauth form")
+        return parse_oauth_resource(value, "the object")
+    if kind in (Kind.CHOICE, Kind.AUTH):
         if text not in choices:
             raise SettingsError(f"invalid choice {text!r}; choose one of: {', '.join(choices)}")
         return text
@@ -158,6 +176,25 @@ def _parse_text(kind: Kind, text: str, minimum: int | None, choices: Sequence[st
                     "tcp:8899:interface=127.0.0.1 or unix:/path/to/socket"
                 )
     return items
+
+
+def _oauth_json(value: OAuthResource) -> dict[str, object]:
+    """The object form as written, the introspection secret masked: this is shown."""
+    written: dict[str, object] = {
+        "type": "oauth",
+        "issuer": value.issuer,
+        "audience": value.audience,
+        "scopes": list(value.scopes),
+    }
+    if value.jwks_uri is not None:
+        written["jwksUri"] = value.jwks_uri
+    if value.introspection is not None:
+        written["introspection"] = {
+            "url": value.introspection.url,
+            "clientId": value.introspection.client_id,
+            "clientSecret": "********",
+        }
+    return written
 
 
 def _json_type(value: object) -> str:
@@ -186,6 +223,7 @@ _METAVARS = {
     Kind.REVISION_LIST: "REVISIONS",
     Kind.ENDPOINT_LIST: "ENDPOINTS",
     Kind.CHOICE: "CHOICE",
+    Kind.AUTH: "MODE",
 }
 
 _EXPECTED = {
@@ -198,4 +236,5 @@ _EXPECTED = {
     Kind.REVISION_LIST: "an array of revision strings",
     Kind.ENDPOINT_LIST: "an array of endpoint strings",
     Kind.CHOICE: "a string",
+    Kind.AUTH: 'a string or an object with "type": "oauth"',
 }

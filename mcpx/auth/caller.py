@@ -1,0 +1,66 @@
+# -*- test-case-name: tests.auth.test_resource_server -*-
+"""
+Who a request was let in as when C{daemon.auth} is C{oauth}, and why one was not:
+the outcomes of L{mcpx.auth.resource_server.TokenVerifier}, kept apart from it so the
+routes can read them without loading the JOSE library (and cryptography) in a daemon
+that does not check tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from attrs import field, frozen
+
+INVALID_TOKEN: Final = "invalid_token"
+INSUFFICIENT_SCOPE: Final = "insufficient_scope"
+UNAVAILABLE: Final = "temporarily_unavailable"
+
+_STATUS: Final = {INVALID_TOKEN: 401, INSUFFICIENT_SCOPE: 403, UNAVAILABLE: 503}
+
+
+@frozen
+class Caller:
+    """
+    Who a good token speaks for.
+
+    @ivar subject: the token's C{sub}.
+    @ivar scopes: every scope it carries (the required ones among them).
+    @ivar expires_at: its C{exp}, when it has one; not part of equality.
+    """
+
+    subject: str
+    scopes: tuple[str, ...]
+    expires_at: float | None = field(default=None, eq=False)
+
+
+@frozen
+class Refusal:
+    """
+    Why a token is not accepted.
+
+    @ivar error: L{INVALID_TOKEN}, L{INSUFFICIENT_SCOPE} or L{UNAVAILABLE} (the keys
+        or the introspection endpoint could not be had).
+    @ivar message: for the caller and the log; never quotes the token.
+    """
+
+    error: str
+    message: str
+
+    @property
+    def status(self) -> int:
+        """The HTTP status it is answered with: 401, 403 or 503."""
+        return _STATUS[self.error]
+
+
+#: Where the gate leaves the accepted L{Caller} on the request, for the routes.
+CALLER_ATTRIBUTE: Final = "mcpx_caller"
+
+
+def request_subject(request: object) -> str | None:
+    """
+    The subject of the access token a request was let in with, or C{None} when it came
+    in without one (C{daemon.auth} is not C{oauth}, or the owner's unix socket).
+    """
+    caller = getattr(request, CALLER_ATTRIBUTE, None)
+    return caller.subject if isinstance(caller, Caller) else None
