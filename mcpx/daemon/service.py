@@ -30,6 +30,7 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
@@ -79,6 +80,8 @@ class DaemonConfig:
         serves C{/health} only.
     @ivar servers: the configured upstream servers.
     @ivar environ: the daemon's environment, which stdio upstreams inherit.
+    @ivar notifier: tells systemd when the daemon is ready and stopping, when it
+        runs as a C{Type=notify} service (L{mcpx.daemon.sdnotify}).
     @ivar masker: hides the servers' credentials wherever text leaves the daemon: the
         pool, the event bus, the API's errors and the log share it.
     """
@@ -91,6 +94,7 @@ class DaemonConfig:
     masker: SecretMasker = field(
         default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
     )
+    notifier: Notifier | None = field(default=None, eq=False)
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -152,6 +156,9 @@ class DaemonService(MultiService):
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
+        #: Tells systemd the daemon's state (L{mcpx.daemon.sdnotify}); set by L{make_service}.
+        self.notifier: Notifier | None = None
+        self.clock: IReactorTime | None = None
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
             MultiService.addService(self, StrayReaper(groups))
@@ -170,6 +177,8 @@ class DaemonService(MultiService):
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
         self.http.pid = os.getpid()
+        if self.notifier is not None and self.clock is not None:
+            self.notifier.start_watchdog(self.clock)
         MultiService.startService(self)
         listening = gatherResults(
             [listener.when_listening() for listener in self.listeners], consumeErrors=True
@@ -182,9 +191,15 @@ class DaemonService(MultiService):
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],
         )
+        if self.notifier is not None:
+            self.notifier.ready(
+                "serving on " + ", ".join(listener.description for listener in self.listeners)
+            )
 
     def stopService(self) -> Deferred[None]:
         shutdown = self.shutdown
+        if self.notifier is not None and not (shutdown is not None and shutdown.begun):
+            self.notifier.stopping()
         if shutdown is not None:
             # Before anything is closed: nothing new starts while the rest ends.
             shutdown.begin()
@@ -211,13 +226,22 @@ class DaemonService(MultiService):
         if self.shutdown is not None and self.shutdown.begun:
             _log.info("not reloading the configuration: the daemon is stopping")
             return succeed(None)
+        notifier = self.notifier
+        if notifier is not None:
+            notifier.reloading()
         outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
 
         def failed(failure: Any) -> None:
             if not failure.check(OpError):
                 _log.failure("configuration reload failed", failure)
 
-        return outcome.addErrback(failed)
+        def settled(result: object) -> object:
+            # Ready again whether or not the new configuration was taken.
+            if notifier is not None:
+                notifier.ready("serving; configuration reloaded")
+            return result
+
+        return outcome.addErrback(failed).addBoth(settled)
 
 
 def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
@@ -538,6 +562,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
     service.journal = journal
+    service.notifier = config.notifier
+    service.clock = clock
     return service
 
 
