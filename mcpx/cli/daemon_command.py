@@ -35,12 +35,9 @@ def daemon(**options: str | None) -> None:
 
         from mcpx.daemon.config import daemon_config
         from mcpx.daemon.run import run_daemon
-        from mcpx.daemon.sdnotify import forget_systemd_variables
 
     try:
         config = daemon_config(settings, servers, os.environ)
     except SettingsError as e:
         raise SettingsUsageError(str(e)) from None
-    # Read now; nothing the daemon starts may speak for it to systemd.
-    forget_systemd_variables(os.environ)
     react(run_daemon, (settings, config, sys.stderr))
