@@ -16,7 +16,7 @@ from typing import Any
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults, succeed
-from twisted.internet.interfaces import IReactorCore, IReactorTime
+from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import IResource
@@ -186,15 +186,13 @@ class DaemonService(MultiService):
         # Said once every listener is bound; each one that is not logs why itself.
         listening.addCallbacks(self._listening, lambda failure: None)
 
-    def _listening(self, ports: object) -> None:
+    def _listening(self, ports: Sequence[IListeningPort]) -> None:
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],
         )
         if self.notifier is not None:
-            self.notifier.ready(
-                "serving on " + ", ".join(listener.description for listener in self.listeners)
-            )
+            self.notifier.ready(readiness(ports))
 
     def stopService(self) -> Deferred[None]:
         shutdown = self.shutdown
@@ -242,6 +240,17 @@ class DaemonService(MultiService):
             return result
 
         return outcome.addErrback(failed).addBoth(settled)
+
+
+def readiness(ports: Sequence[IListeningPort]) -> str:
+    """The daemon's C{STATUS=} for systemd once it serves: its TCP addresses, if any."""
+    places = []
+    for port in ports:
+        host = port.getHost()
+        if hasattr(host, "host") and hasattr(host, "port"):
+            address = f"[{host.host}]" if ":" in host.host else host.host
+            places.append(f"{address}:{host.port}")
+    return "serving on " + (", ".join(places) if places else "its unix socket")
 
 
 def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
