@@ -36,6 +36,7 @@ class CommandGroup(click.Group):
         "exec": "mcpx.cli.exec_command:exec_command",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",
+        "systemd-unit": "mcpx.cli.systemd_unit:systemd_unit",
         "tasks": "mcpx.cli.tasks_command:tasks",
         "token": "mcpx.cli.token_command:token",
         "watch": "mcpx.cli.watch_command:watch",

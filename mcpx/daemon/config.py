@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
+from mcpx.daemon.activation import (
+    activated_endpoints,
+    inherited_descriptors,
+    listen_with_activation,
+)
 from mcpx.daemon.gate import unauthenticated_exposure
+from mcpx.daemon.sdnotify import SYSTEMD_VARIABLES, notifier_from
 from mcpx.daemon.service import DaemonConfig
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.paths import state_dir
@@ -17,15 +24,23 @@ def daemon_config(
     settings: Settings, servers: ServersConfig, environ: Mapping[str, str]
 ) -> DaemonConfig:
     """
+    What the daemon is built from.  Under systemd, the notification socket and the
+    passed listening sockets are read from C{environ}
+    (L{mcpx.daemon.sdnotify}, L{mcpx.daemon.activation}), and left out of the
+    environment the upstreams inherit.
+
     @raise SettingsError: the settings would serve tools to the network without
         authentication (L{unauthenticated_exposure}).
     """
     config = DaemonConfig(
         state_dir=state_dir(environ),
-        listen=settings.strings("daemon.listen"),
+        listen=listen_with_activation(
+            settings.strings("daemon.listen"), activated_endpoints(inherited_descriptors())
+        ),
         settings=settings,
         servers=servers,
-        environ=dict(environ),
+        environ={k: v for k, v in environ.items() if k not in SYSTEMD_VARIABLES},
+        notifier=notifier_from(environ, os.getpid()),
     )
     refusal = unauthenticated_exposure(
         config.auth,

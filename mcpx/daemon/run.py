@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from mcpx._version import __version__
 from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import begin_logging, open_log_stream
+from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import (
     DaemonConfig,
     make_service,
@@ -71,6 +73,8 @@ async def run_daemon(
     @param console: where the human-readable banner and warnings go (stderr: stdout
         is never the daemon's to write).
     """
+    # Read into C{config} by now; nothing the daemon starts may speak for it to systemd.
+    forget_systemd_variables(os.environ)
     begin_logging(
         open_log_stream(settings.string("daemon.logFile")),
         settings.string("daemon.logLevel"),

@@ -16,7 +16,7 @@ from typing import Any
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults, succeed
-from twisted.internet.interfaces import IReactorCore, IReactorTime
+from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import IResource
@@ -30,6 +30,7 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
@@ -79,6 +80,8 @@ class DaemonConfig:
         serves C{/health} only.
     @ivar servers: the configured upstream servers.
     @ivar environ: the daemon's environment, which stdio upstreams inherit.
+    @ivar notifier: tells systemd when the daemon is ready and stopping, when it
+        runs as a C{Type=notify} service (L{mcpx.daemon.sdnotify}).
     @ivar masker: hides the servers' credentials wherever text leaves the daemon: the
         pool, the event bus, the API's errors and the log share it.
     """
@@ -91,6 +94,7 @@ class DaemonConfig:
     masker: SecretMasker = field(
         default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
     )
+    notifier: Notifier | None = field(default=None, eq=False)
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -152,6 +156,9 @@ class DaemonService(MultiService):
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
+        #: Tells systemd the daemon's state (L{mcpx.daemon.sdnotify}); set by L{make_service}.
+        self.notifier: Notifier | None = None
+        self.clock: IReactorTime | None = None
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
             MultiService.addService(self, StrayReaper(groups))
@@ -170,6 +177,8 @@ class DaemonService(MultiService):
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
         self.http.pid = os.getpid()
+        if self.notifier is not None and self.clock is not None:
+            self.notifier.start_watchdog(self.clock)
         MultiService.startService(self)
         listening = gatherResults(
             [listener.when_listening() for listener in self.listeners], consumeErrors=True
@@ -177,14 +186,18 @@ class DaemonService(MultiService):
         # Said once every listener is bound; each one that is not logs why itself.
         listening.addCallbacks(self._listening, lambda failure: None)
 
-    def _listening(self, ports: object) -> None:
+    def _listening(self, ports: Sequence[IListeningPort]) -> None:
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],
         )
+        if self.notifier is not None:
+            self.notifier.ready(readiness(ports))
 
     def stopService(self) -> Deferred[None]:
         shutdown = self.shutdown
+        if self.notifier is not None and not (shutdown is not None and shutdown.begun):
+            self.notifier.stopping()
         if shutdown is not None:
             # Before anything is closed: nothing new starts while the rest ends.
             shutdown.begin()
@@ -211,13 +224,33 @@ class DaemonService(MultiService):
         if self.shutdown is not None and self.shutdown.begun:
             _log.info("not reloading the configuration: the daemon is stopping")
             return succeed(None)
+        notifier = self.notifier
+        if notifier is not None:
+            notifier.reloading()
         outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
 
         def failed(failure: Any) -> None:
             if not failure.check(OpError):
                 _log.failure("configuration reload failed", failure)
 
-        return outcome.addErrback(failed)
+        def settled(result: object) -> object:
+            # Ready again whether or not the new configuration was taken.
+            if notifier is not None:
+                notifier.ready("serving; configuration reloaded")
+            return result
+
+        return outcome.addErrback(failed).addBoth(settled)
+
+
+def readiness(ports: Sequence[IListeningPort]) -> str:
+    """The daemon's C{STATUS=} for systemd once it serves: its TCP addresses, if any."""
+    places = []
+    for port in ports:
+        host = port.getHost()
+        if hasattr(host, "host") and hasattr(host, "port"):
+            address = f"[{host.host}]" if ":" in host.host else host.host
+            places.append(f"{address}:{host.port}")
+    return "serving on " + (", ".join(places) if places else "its unix socket")
 
 
 def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
@@ -538,6 +571,8 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
     service.journal = journal
+    service.notifier = config.notifier
+    service.clock = clock
     return service
 
 

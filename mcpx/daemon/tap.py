@@ -26,6 +26,7 @@ from mcpx.daemon.config import daemon_config
 from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import log_observer, open_log_stream
+from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import (
     DaemonConfig,
     DaemonService,
@@ -63,6 +64,8 @@ class Options(usage.Options):
             # One line, like `mcpx daemon`: twistd would print its whole usage first.
             print(f"twistd mcpx: {e}", file=sys.stderr)
             raise SystemExit(2) from None
+        # Read now; nothing the daemon starts may speak for it to systemd.
+        forget_systemd_variables(os.environ)
         parent = self.parent
         if parent is not None and parent.get("pidfile") == TWISTD_DEFAULT_PIDFILE:
             # Not into whatever directory twistd happened to be started from.
