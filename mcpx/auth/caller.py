@@ -8,6 +8,7 @@ that does not check tokens.
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 from attrs import field, frozen
@@ -64,3 +65,13 @@ def request_subject(request: object) -> str | None:
     """
     caller = getattr(request, CALLER_ATTRIBUTE, None)
     return caller.subject if isinstance(caller, Caller) else None
+
+
+def subject_identity(subject: str) -> str:
+    """
+    The caller identity of a request let in with C{subject}'s token: the client its
+    C{/v1} calls, tasks and questions belong to, and the identity of its C{/mcp}
+    requests outside a session.  The subject is quoted as JSON, so no subject spells
+    another's identity, nor the default C{cli} or C{http}.
+    """
+    return f"subject:{json.dumps(subject)}"

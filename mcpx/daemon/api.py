@@ -20,6 +20,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
+from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.daemon.event_stream import serve_events
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import DEFAULT_CLIENT, EventFeed, Invocation, OpHost, Reply
@@ -161,11 +162,33 @@ def read_input(
 
 
 def client_of(request: IRequest) -> str:
-    """The caller's identity: the C{Mcpx-Client} header, or C{cli}."""
+    """
+    The caller's identity: its access token's subject's (L{subject_identity}), which the
+    header cannot override; else the C{Mcpx-Client} header, or C{cli}.
+    """
+    subject = request_subject(request)
+    if subject is not None:
+        return subject_identity(subject)
     raw = request.getHeader(CLIENT_HEADER)
     if not raw:
         return DEFAULT_CLIENT
     return raw.decode("utf-8", "replace").strip() or DEFAULT_CLIENT
+
+
+def invocation_of(
+    request: IRequest,
+    args: Mapping[str, Any],
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> Invocation:
+    """The call of an op C{request} makes with C{args}, as its caller."""
+    subject = request_subject(request)
+    return Invocation(
+        args,
+        client_of(request),
+        on_progress,
+        run=run_of(request),
+        holder=subject_identity(subject) if subject is not None else None,
+    )
 
 
 def run_of(request: IRequest) -> tuple[str, str] | None:
@@ -189,7 +212,7 @@ async def answer(
         await _stream_progress(host, op, request, args)
         return None
     try:
-        result = await op.handler(host, Invocation(args, client_of(request), run=run_of(request)))
+        result = await op.handler(host, invocation_of(request, args))
     except CancelledError:
         raise
     except Exception as e:
@@ -242,7 +265,7 @@ async def _stream_progress(
         request.write(encode_json({"progress": shown}) + b"\n")
 
     try:
-        result = await op.handler(host, Invocation(args, client_of(request), progress))
+        result = await op.handler(host, invocation_of(request, args, progress))
     except CancelledError:
         raise
     except Exception as e:

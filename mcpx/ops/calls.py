@@ -42,7 +42,13 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     if call_id is None:
         # A task's call is named after the task, once it has one (below).
         call_id = "" if task_named else _v1_call_id()
-    caller = Caller(call_id, {}, None, wants_task=bool(args.get("task")))
+    caller = Caller(
+        call_id,
+        {},
+        None,
+        wants_task=bool(args.get("task")),
+        owner=call.holder,
+    )
 
     async def work() -> dict[str, Any]:
         try:

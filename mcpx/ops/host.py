@@ -125,6 +125,9 @@ class Invocation:
         2026-07-28 request's client is a scope of that request alone).
     @ivar run: the C{mcpx_exec} run a CPython-mode program's call claims to be made
         for (C{X-Mcpx-Run} and C{X-Mcpx-Run-Key}), as (run id, key).
+    @ivar holder: the caller identity of the access token's subject the request came
+        with (C{daemon.auth} C{oauth}), or C{None}: when set, the caller sees and
+        answers only that subject's tasks and questions (L{holds}).
     """
 
     args: Mapping[str, Any]
@@ -133,6 +136,19 @@ class Invocation:
     caller: Caller | None = None
     owner: str | None = None
     run: tuple[str, str] | None = None
+    holder: str | None = None
+
+    def holds(self, client: str | None) -> bool:
+        """
+        Whether what was left for C{client} is this caller's to see: always without an
+        access token (the owner's socket, a daemon without tokens); with one, when it is
+        the subject's own identity or a session or request scope under it.
+        """
+        if self.holder is None:
+            return True
+        return client is not None and (
+            client == self.holder or client.startswith(f"{self.holder}/")
+        )
 
 
 @frozen

@@ -54,6 +54,15 @@ def _closed_question(question: Question) -> OpError:
     )
 
 
+def _visible(question: Question, call: Invocation) -> bool:
+    """
+    Whether C{call}'s caller may see C{question}: an access token's subject sees only
+    the questions asked for its own calls; the owner's socket and a daemon without
+    tokens see them all.
+    """
+    return call.holds(question.owner)
+
+
 async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
     broker = _broker(host)
     state = call.args.get("state")
@@ -63,6 +72,7 @@ async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
         found = broker.questions()
     else:
         found = broker.questions(state=QuestionState.PENDING)
+    found = [question for question in found if _visible(question, call)]
     run = call.args.get("run")
     if run is not None:
         # A run's calls are made for a caller named after it, unless the run had the
@@ -73,7 +83,7 @@ async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def get_question(host: OpHost, call: Invocation) -> dict[str, Any]:
     question = _broker(host).get(call.args["id"])
-    if question is None:
+    if question is None or not _visible(question, call):
         raise _unknown_question(call.args["id"])
     return question_json(question)
 
@@ -129,7 +139,8 @@ async def answer_question(host: OpHost, call: Invocation) -> dict[str, Any]:
     action: str = args["action"]
     by: str = args.get("by", DEFAULT_ANSWERER)
     question = broker.get(question_id)
-    if question is None:
+    if question is None or not _visible(question, call):
+        # Another subject's question is answered as if it did not exist.
         raise _unknown_question(question_id)
     if action != "accept":
         for name in ("content", "result"):

@@ -185,6 +185,11 @@ QUESTION = object_schema(
             "type": "boolean",
             "description": "Asked before the daemon restarted: nothing upstream waits for it.",
         },
+        "owner": {
+            **NULLABLE_STRING,
+            "description": "The caller identity of the access token's subject the call was "
+            "made for (daemon.auth oauth), who alone sees and answers it over TCP.",
+        },
     },
     ["id", "server", "method", "kind", "params", "created", "deadline", "route", "state"],
     closed=False,

@@ -26,9 +26,10 @@ def task_error(failure: Failure) -> dict[str, Any]:
     return error.to_json()
 
 
-def _task(host: OpHost, task_id: str) -> Task:
+def _task(host: OpHost, call: Invocation, task_id: str) -> Task:
     task = host.tasks.get(task_id)
-    if task is None:
+    if task is None or not call.holds(task.client):
+        # Another subject's task is answered as if it did not exist.
         raise OpError(
             404,
             "unknown_task",
@@ -39,7 +40,7 @@ def _task(host: OpHost, task_id: str) -> Task:
 
 
 async def get_task(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return _task(host, call.args["id"]).to_json()
+    return _task(host, call, call.args["id"]).to_json()
 
 
 async def list_tasks(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -50,11 +51,12 @@ async def list_tasks(host: OpHost, call: Invocation) -> dict[str, Any]:
         server=args.get("server"),
         status=TaskStatus(state) if state is not None else None,
     )
-    return {"tasks": [task.summary() for task in found]}
+    # A subject lists its own tasks only, whatever client it names.
+    return {"tasks": [task.summary() for task in found if call.holds(task.client)]}
 
 
 async def cancel_task(host: OpHost, call: Invocation) -> dict[str, Any]:
-    task = _task(host, call.args["id"])
+    task = _task(host, call, call.args["id"])
     try:
         host.tasks.cancel(task.id, "cancelled through the API (POST /v1/tasks/{id}/cancel)")
     except TaskIsOver:

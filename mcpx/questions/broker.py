@@ -175,6 +175,7 @@ class Broker:
         route: str = ROUTE_BROKER,
         call_id: str | None = None,
         deadline: float | None = None,
+        owner: str | None = None,
     ) -> tuple[Question, Deferred[dict[str, Any]]]:
         """
         Record a new pending question and announce it (C{question.asked}).
@@ -189,6 +190,7 @@ class Broker:
         <twisted.internet.defer.CancelledError>} as any cancelled Deferred does.
 
         @param deadline: clock seconds when it expires; L{ttl} from now by default.
+        @param owner: the access token subject's identity the call was made for, if any.
         @raise ValueError: an unknown method or route.
         """
         if method not in KINDS:
@@ -206,6 +208,7 @@ class Broker:
             deadline=now + self.ttl if deadline is None else deadline,
             route=route,
             call_id=call_id,
+            owner=owner,
         )
         answered: Deferred[dict[str, Any]] = Deferred(lambda _: self._withdraw(question.id))
         self._questions[question.id] = question

@@ -79,6 +79,8 @@ class Caller:
         -32021), rather than left with the broker.
     @ivar refused: the -32021 error such a question was refused with; the request
         fails with it whatever the upstream makes of the refusal.
+    @ivar owner: the caller identity of the access token's subject the request came
+        with, recorded on its questions (L{mcpx.questions.record.Question.owner}).
     """
 
     id: str
@@ -92,6 +94,7 @@ class Caller:
     on_upstream_task: Callable[[], None] | None = None
     strict: bool = False
     refused: Exception | None = None
+    owner: str | None = None
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
     _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)

@@ -62,6 +62,9 @@ class Question:
     @ivar answered_by: who ended it, in a word: C{"cli"}, C{"api"}, C{"client"}, C{"expiry"}...
     @ivar finished: clock seconds when it stopped being pending.
     @ivar orphaned: loaded after a daemon restart, so nothing upstream waits for the answer.
+    @ivar owner: the caller identity of the access token's subject the call was made for
+        (C{daemon.auth} C{oauth}), who alone may see and answer it over TCP; C{None} when
+        the call came with no token.
     """
 
     id: str
@@ -78,6 +81,7 @@ class Question:
     answered_by: str | None = None
     finished: float | None = None
     orphaned: bool = False
+    owner: str | None = None
 
     @property
     def kind(self) -> str:
@@ -105,6 +109,7 @@ class Question:
             "answered_by": self.answered_by,
             "finished": self.finished,
             "orphaned": self.orphaned,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -133,4 +138,5 @@ class Question:
             answered_by=data.get("answered_by"),
             finished=data.get("finished"),
             orphaned=bool(data.get("orphaned", False)),
+            owner=data.get("owner"),
         )

@@ -303,6 +303,7 @@ class Relay:
             params=shown,
             route=ROUTE_BROKER,
             call_id=call.id if call is not None else None,
+            owner=call.owner if call is not None else None,
         )
         if call is not None and call.withdrawn:
             # Asked for a call already given up on: withdrawn before anyone sees it.
@@ -390,6 +391,7 @@ class Relay:
             route=ROUTE_CLIENT,
             call_id=call.id or None,
             deadline=self._clock.seconds() + self._client_wait,
+            owner=call.owner,
         )
         if call.withdrawn:
             # Asked for a call already given up on: withdrawn before anyone sees it.

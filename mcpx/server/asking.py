@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.auth.caller import subject_identity
 from mcpx.ops.host import OpHost
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context, Method
@@ -49,6 +50,11 @@ _ABSENT_QUESTIONS: Final[Mapping[Revision, frozenset[str]]] = {
     )
     for revision in Revision
 }
+
+
+def _owner(context: Context) -> str | None:
+    """Whose the questions of a request with an access token are: its subject's."""
+    return subject_identity(context.subject) if context.subject is not None else None
 
 
 def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
@@ -201,7 +207,11 @@ class Asking:
 
     def new_caller(self, context: Context) -> Caller:
         """A L{Caller} for a request that needs one though nothing about it asks."""
-        return Caller(self._call_prefix + str(next(self._call_numbers)), context.capabilities)
+        return Caller(
+            self._call_prefix + str(next(self._call_numbers)),
+            context.capabilities,
+            owner=_owner(context),
+        )
 
     def caller(
         self, conn: Conn, context: Context, params: dict[str, Any], method: str
@@ -238,6 +248,7 @@ class Asking:
             held=dict(held) if type(held) is dict else None,
             wants_task=as_task,
             strict=context.modern and narrow,
+            owner=_owner(context),
         )
         if askable:
             if context.modern:
@@ -279,6 +290,7 @@ class Asking:
             binding(call.method, params),
             rounds,
             self._clock.seconds() + self._state_ttl,
+            context.subject,
         )
         return {
             "resultType": "input_required",
@@ -310,7 +322,7 @@ class Asking:
     ) -> tuple[ResumableCall, int]:
         """The call a retry's C{requestState} names, given its answers; its rounds."""
         state = self._signer.verify(
-            params.get("requestState"), method, params, self._clock.seconds()
+            params.get("requestState"), method, params, self._clock.seconds(), context.subject
         )
         call = self._resumables.get(state.call)
         if call is None:

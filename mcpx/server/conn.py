@@ -67,6 +67,9 @@ class Conn:
         request with a progress token, when the transport tells of back-pressure.
     @ivar passthrough: the servers this connection asked to have offered under their own
         names (C{mcpx serve --passthrough}), or C{None} for the daemon's C{mcp.passthrough}.
+    @ivar subject: the access token's subject the connection's requests came with
+        (C{daemon.auth} C{oauth}), or C{None}: it scopes the sessions its requests name
+        and is signed into the C{requestState} they are handed.
     """
 
     transport: str
@@ -82,6 +85,7 @@ class Conn:
     closed: bool = False
     passthrough: tuple[str, ...] | None = None
     flow_for: FlowFor = _no_flow
+    subject: str | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 
@@ -115,6 +119,7 @@ class Context:
         is not C{identity}: a 2026-07-28 request's identity is a scope of that request
         alone, so what it leaves is its connection's (or its named session's), and a
         later request can read it.
+    @ivar subject: the access token's subject of its connection, or C{None}.
     """
 
     revision: Revision
@@ -126,6 +131,7 @@ class Context:
     caller: Caller | None = None
     task: Task | None = None
     owner: str | None = None
+    subject: str | None = None
 
     @property
     def artifact_owner(self) -> str:

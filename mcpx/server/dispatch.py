@@ -189,6 +189,7 @@ class McpServer:
         ask: Ask | None = None,
         default_revision: Revision | None = None,
         passthrough: Sequence[str] | None = None,
+        subject: str | None = None,
     ) -> Conn:
         """
         A new connection.
@@ -201,8 +202,9 @@ class McpServer:
             (2024-11-05 unless given; 2025-03-26 for a headerless HTTP request).
         @param passthrough: the servers this connection wants offered under their own
             names instead of C{mcp.passthrough}'s (L{passthrough_for}); C{None} for those.
+        @param subject: the access token's subject the client came in with, if any.
         """
-        conn = Conn(transport, identity, push=push, ask=ask)
+        conn = Conn(transport, identity, push=push, ask=ask, subject=subject)
         if passthrough is not None:
             conn.passthrough = tuple(passthrough)
         if default_revision is not None:
@@ -567,4 +569,5 @@ def _legacy(context: Context, revision: Revision) -> Context:
         identity=context.identity,
         capabilities=context.capabilities,
         modern=False,
+        subject=context.subject,
     )

@@ -78,7 +78,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
-from mcpx.auth.caller import request_subject
+from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.ops.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION
 from mcpx.server.http_exchange import (
@@ -124,6 +124,16 @@ log = Logger()
 #: The identity of requests that belong to no session (sessionless legacy POSTs); each
 #: 2026-07-28 request gets a scope of its own under it (see the server core).
 HTTP_IDENTITY: Final = "http"
+
+
+def identity_of(subject: str | None) -> str:
+    """
+    The identity of a request outside any session: L{HTTP_IDENTITY}, or one of the access
+    token's subject's own, so what one subject's requests leave behind (a C{client}-scoped
+    instance, an extension task, an artifact) is not another's.
+    """
+    return HTTP_IDENTITY if subject is None else subject_identity(subject)
+
 
 #: When a client refused a session because all of its own are busy may try again.
 _SESSION_RETRY_AFTER: Final = b"1"
@@ -250,11 +260,15 @@ class McpHTTP:
         except RpcError as e:
             return refusal(request, e.http_status, e, request_id)
         if isinstance(message, Notification):
-            self._notification_alone(message, HTTP_MODERN)
+            self._notification_alone(message, HTTP_MODERN, request)
             return accepted(request)
         exchange = self._exchange(request)
+        subject = request_subject(request)
         conn = self._core.open(
-            HTTP_MODERN, HTTP_IDENTITY, push=exchange.push if exchange.accepts_sse else None
+            HTTP_MODERN,
+            identity_of(subject),
+            push=exchange.push if exchange.accepts_sse else None,
+            subject=subject,
         )
         conn.flow_for = lambda token: exchange.flow
         # A tools/call's Mcp-Param-* headers are checked against the arguments by the
@@ -355,7 +369,7 @@ class McpHTTP:
             if session is not None:
                 self._session_notification(session, message)
             else:
-                self._notification_alone(message, HTTP_POST, revision)
+                self._notification_alone(message, HTTP_POST, request, revision)
             return accepted(request)
         exchange = self._exchange(request)
         if session is not None:
@@ -365,10 +379,17 @@ class McpHTTP:
         return await self._sessionless(message, exchange, revision)
 
     def _notification_alone(
-        self, message: Notification, transport: str, revision: Revision | None = None
+        self,
+        message: Notification,
+        transport: str,
+        request: IRequest,
+        revision: Revision | None = None,
     ) -> None:
         """A notification outside any session, on a connection of its own."""
-        conn = self._core.open(transport, HTTP_IDENTITY, default_revision=revision)
+        subject = request_subject(request)
+        conn = self._core.open(
+            transport, identity_of(subject), default_revision=revision, subject=subject
+        )
         try:
             self._core.notification(conn, message)
         finally:
@@ -383,8 +404,12 @@ class McpHTTP:
     async def _sessionless(
         self, message: Request, exchange: Exchange, revision: Revision | None
     ) -> bytes | None:
+        subject = request_subject(exchange.request)
         conn = self._core.open(
-            HTTP_POST, HTTP_IDENTITY, default_revision=revision or HEADERLESS_HTTP
+            HTTP_POST,
+            identity_of(subject),
+            default_revision=revision or HEADERLESS_HTTP,
+            subject=subject,
         )
         try:
             result = await self._core.handle(conn, message)
@@ -421,6 +446,7 @@ class McpHTTP:
             push=session.push,
             ask=session.ask,
             default_revision=revision or HEADERLESS_HTTP,
+            subject=session.subject,
         )
         session.conn.flow_for = session.flow_for
         exchange.headers[SESSION_HEADER] = session_id.encode("ascii")

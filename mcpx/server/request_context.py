@@ -23,7 +23,8 @@ Identity
 The caller a request counts as (the scope of a C{client}-scoped upstream server) is
 C{_meta["dev.mcpx/session"]} when the client names one; otherwise the connection's
 identity for a legacy request, and a scope of its own for each 2026-07-28 request
-(see C{spec/identity.md}).
+(see C{spec/identity.md}).  Behind an access token (C{daemon.auth} C{oauth}) a named
+session is the token subject's: the same name under another subject is another session.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any, Final
 
+from mcpx.auth.caller import subject_identity
 from mcpx.server.conn import HTTP_MODERN, Conn, Context
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, Revision
 from mcpx.wire.errors import RpcError
@@ -61,6 +63,15 @@ LOG_LEVELS: Final = frozenset(
 
 
 _MISSING: Final[Any] = object()
+
+
+def subject_session(subject: str, name: str) -> str:
+    """
+    The caller identity of the session C{name} named by a request with C{subject}'s
+    token: under the subject's own identity, so another subject naming it reaches
+    another session.
+    """
+    return f"{subject_identity(subject)}/{name}"
 
 
 def params_of(request: Request) -> dict[str, Any]:
@@ -104,6 +115,8 @@ class Envelopes:
         )
         session = meta.get(SESSION_KEY) if meta is not None else None
         named_session = session if isinstance(session, str) and session else None
+        if named_session is not None and conn.subject is not None:
+            named_session = subject_session(conn.subject, named_session)
         if version is _MISSING and not looks_modern:
             revision = conn.revision or conn.default_revision
             return Context(
@@ -113,6 +126,7 @@ class Envelopes:
                 modern=False,
                 progress_token=_token(meta),
                 log_level=conn.log_level,
+                subject=conn.subject,
             )
         if meta is None:
             raise RpcError.invalid_params(
@@ -133,6 +147,7 @@ class Envelopes:
                 modern=False,
                 progress_token=_token(meta),
                 log_level=conn.log_level,
+                subject=conn.subject,
             )
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
@@ -150,4 +165,5 @@ class Envelopes:
             owner=named_session or conn.identity,
             progress_token=_token(meta),
             log_level=level,
+            subject=conn.subject,
         )

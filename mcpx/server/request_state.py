@@ -5,8 +5,9 @@ The C{requestState} mcpx hands a 2026-07-28 client with an C{input_required} res
 The client must send it back untouched with its answers.  It names the call that is
 waiting (which runs on in the daemon), binds it to the request it was issued for (the
 method and a digest of the parameters, leaving out C{_meta}, C{inputResponses} and
-C{requestState}, which change between retries by design), counts the rounds so a retry
-cannot reset them, and expires.  It is C{base64url(payload) "." base64url(HMAC-SHA256)}
+C{requestState}, which change between retries by design) and to the access token's
+subject it was issued to, if any (so another subject cannot replay it), counts the rounds
+so a retry cannot reset them, and expires.  It is C{base64url(payload) "." base64url(HMAC-SHA256)}
 under a key made when the daemon starts and never written anywhere: a state outlives
 neither its TTL nor the daemon process that issued it.
 """
@@ -45,12 +46,14 @@ class RequestState:
     @ivar binding: see L{binding}.
     @ivar rounds: how many times this call has come back asking, this one included.
     @ivar expires: the clock time after which the state is refused.
+    @ivar subject: the access token's subject of the request it was issued to, or C{None}.
     """
 
     call: str
     binding: str
     rounds: int
     expires: float
+    subject: str | None = None
 
 
 def _b64(data: bytes) -> str:
@@ -81,6 +84,7 @@ class StateSigner:
                 "b": state.binding,
                 "r": state.rounds,
                 "e": state.expires,
+                "s": state.subject,
             },
             separators=(",", ":"),
         )
@@ -88,13 +92,19 @@ class StateSigner:
         return f"{payload}.{self._mac(payload)}"
 
     def verify(
-        self, token: object, method: str, params: Mapping[str, Any], now: float
+        self,
+        token: object,
+        method: str,
+        params: Mapping[str, Any],
+        now: float,
+        subject: str | None = None,
     ) -> RequestState:
         """
         The state C{token} carries, if it is genuine, current and issued for this request.
 
+        @param subject: the access token's subject of the request that sent it back.
         @raise RpcError: -32602 saying which: not one mcpx issued (or altered), expired,
-            or issued for a different request.
+            issued to another subject, or issued for a different request.
         """
         if not isinstance(token, str) or token.count(".") != 1:
             raise RpcError.invalid_params(
@@ -114,12 +124,24 @@ class StateSigner:
             )
         try:
             body = json.loads(_unb64(payload))
-            state = RequestState(str(body["c"]), str(body["b"]), int(body["r"]), float(body["e"]))
+            issued_to = body.get("s")
+            state = RequestState(
+                str(body["c"]),
+                str(body["b"]),
+                int(body["r"]),
+                float(body["e"]),
+                None if issued_to is None else str(issued_to),
+            )
         except (ValueError, KeyError, TypeError) as e:
             raise RpcError.invalid_params(f"requestState cannot be read: {e}") from None
         if now > state.expires:
             raise RpcError.invalid_params(
                 "requestState has expired (proto.stateTTL): send the request again without it"
+            )
+        if state.subject != subject:
+            # Said without naming either subject: the caller learns nothing of the other.
+            raise RpcError.invalid_params(
+                "requestState was issued to another caller: send the request again without it"
             )
         bound = binding(method, params)
         if state.binding != bound:

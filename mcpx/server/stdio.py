@@ -78,6 +78,7 @@ class McpCore(Protocol):
         push: Push | None = None,
         ask: Ask | None = None,
         default_revision: Revision | None = None,
+        subject: str | None = None,
     ) -> Conn: ...
 
     def handle(self, conn: Conn, request: Request) -> Coroutine[Any, Any, Any]: ...

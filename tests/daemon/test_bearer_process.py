@@ -12,12 +12,16 @@ import tempfile
 from typing import Any
 
 from treq.client import HTTPClient
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 from twisted.web.server import Site
 
 from mcpx.auth.metadata import parse_challenge
+from mcpx.server.ext_tasks import EXTENSION
+from mcpx.server.http_headers import NAME_FIELDS
+from mcpx.spec.revision import NEWEST
 from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_process import daemon_environ
 from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
@@ -32,6 +36,9 @@ INITIALIZE = {
         "clientInfo": {"name": "t", "version": "1"},
     },
 }
+#: What the 2026-07-28 requests below declare: the tasks extension, and form elicitation.
+FORMS: dict[str, Any] = {"elicitation": {"form": {}}}
+TASKS_AND_FORMS: dict[str, Any] = {**FORMS, "extensions": {EXTENSION: {}}}
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -78,6 +85,8 @@ class OAuthDaemonTests(TestCase):
         session: str | None = None,
     ) -> tuple[int, dict[str, list[str]], bytes]:
         headers = dict(MCP_HEADERS) if path == "/mcp" else {}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         if session is not None:
             headers["Mcp-Session-Id"] = session
             headers["MCP-Protocol-Version"] = "2025-06-18"
@@ -162,3 +171,167 @@ class OAuthDaemonTests(TestCase):
         code, _, answer = await self.request("POST", "/mcp", alice, listing, session)
         self.assertEqual(code, 200, answer)
         self.assertIn(b'"tools"', answer)
+
+    async def json(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+        code, _, content = await self.request(method, path, token, body)
+        return code, json.loads(content)
+
+    async def test_v1_task_and_question_are_the_subjects(self) -> None:
+        """
+        What alice's /v1 call leaves (a task, the question its server asks) is alice's:
+        bob cannot list, collect or cancel the task, nor list, see or answer the
+        question, whatever client he names; alice can.
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        code, started = await self.json(
+            "POST", "/v1/call", alice, {"server": "demo", "tool": "ask", "task": True}
+        )
+        self.assertEqual(code, 202, started)
+        task_id = started["task"]["id"]
+        question_id = None
+        for _ in range(100):
+            code, listed = await self.json("GET", "/v1/questions", alice)
+            if listed["questions"]:
+                (question,) = listed["questions"]
+                question_id = question["id"]
+                break
+            await deferLater(reactor, 0.05)
+        assert question_id is not None, "alice's call asked nothing"
+        self.assertEqual(question["owner"], 'subject:"alice"')
+
+        code, listed = await self.json("GET", "/v1/tasks?client=subject:%22alice%22", bob)
+        self.assertEqual((code, listed), (200, {"tasks": []}))
+        code, refused = await self.json("GET", f"/v1/tasks/{task_id}", bob)
+        self.assertEqual((code, refused["error"]["code"]), (404, "unknown_task"))
+        code, refused = await self.json("POST", f"/v1/tasks/{task_id}/cancel", bob, {})
+        self.assertEqual((code, refused["error"]["code"]), (404, "unknown_task"))
+        code, listed = await self.json("GET", "/v1/questions?all=true", bob)
+        self.assertEqual((code, listed), (200, {"questions": []}))
+        code, refused = await self.json("GET", f"/v1/questions/{question_id}", bob)
+        self.assertEqual((code, refused["error"]["code"]), (404, "unknown_question"))
+        answer = {"action": "accept", "content": {"answer": "bob's"}}
+        code, refused = await self.json("POST", f"/v1/questions/{question_id}/answer", bob, answer)
+        self.assertEqual((code, refused["error"]["code"]), (404, "unknown_question"))
+
+        code, listed = await self.json("GET", "/v1/tasks", alice)
+        self.assertEqual([task["id"] for task in listed["tasks"]], [task_id])
+        code, answered = await self.json(
+            "POST",
+            f"/v1/questions/{question_id}/answer",
+            alice,
+            {"action": "decline"},
+        )
+        self.assertEqual((code, answered["state"]), (200, "declined"))
+        code, task = await self.json("GET", f"/v1/tasks/{task_id}", alice)
+        self.assertEqual(code, 200, task)
+
+    async def modern(
+        self,
+        token: str,
+        method: str,
+        params: dict[str, Any],
+        capabilities: dict[str, Any] = TASKS_AND_FORMS,
+        meta: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """
+        A 2026-07-28 request to /mcp with C{token}, declaring C{capabilities}; its
+        JSON-RPC answer.
+        """
+        headers = {
+            **MCP_HEADERS,
+            "MCP-Protocol-Version": NEWEST.value,
+            "Mcp-Method": method,
+            "Authorization": f"Bearer {token}",
+        }
+        if method in NAME_FIELDS:
+            headers["Mcp-Name"] = params[NAME_FIELDS[method]]
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": method,
+            "params": {
+                **params,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": NEWEST.value,
+                    "io.modelcontextprotocol/clientCapabilities": capabilities,
+                    **(meta or {}),
+                },
+            },
+        }
+        client = HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor, persistent=False)))
+        response = await client.post(
+            f"http://127.0.0.1:{self.port}/mcp",
+            data=json.dumps(body).encode(),
+            headers=Headers({k: [v] for k, v in headers.items()}),
+        )
+        content = (await response.content()).decode()
+        if content.lstrip().startswith("{"):
+            answer: dict[str, Any] = json.loads(content)
+            return answer
+        # An event stream: its last data line is the answer.
+        lines = [line[5:] for line in content.splitlines() if line.startswith("data:")]
+        answer = json.loads(lines[-1])
+        return answer
+
+    async def start_task(self, token: str, meta: dict[str, Any] | None = None) -> str:
+        """A 2026-07-28 extension task (a slow countdown through mcpx_call)'s id."""
+        countdown = {"server": "demo", "tool": "countdown"}
+        countdown["arguments"] = {"steps": 30, "interval": 0.5}  # type: ignore[assignment]
+        answer = await self.modern(
+            token, "tools/call", {"name": "mcpx_call", "arguments": countdown}, meta=meta
+        )
+        self.assertEqual(answer["result"]["resultType"], "task", answer)
+        task_id: str = answer["result"]["taskId"]
+        return task_id
+
+    async def test_extension_task_is_the_subjects(self) -> None:
+        """
+        A 2026-07-28 extension task alice's request left is unknown to bob (tasks/get
+        and tasks/cancel), and alice collects it.
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        task_id = await self.start_task(alice)
+        for method in ("tasks/get", "tasks/cancel"):
+            answer = await self.modern(bob, method, {"taskId": task_id})
+            self.assertEqual(answer["error"]["code"], -32602, (method, answer))
+        answer = await self.modern(alice, "tasks/get", {"taskId": task_id})
+        self.assertEqual(answer["result"]["status"], "working", answer)
+
+    async def test_named_session_is_the_subjects(self) -> None:
+        """
+        Bob naming the session string alice named reaches a session of his own: the
+        extension task alice's named session holds is not his to get or cancel.
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        named = {"dev.mcpx/session": "team"}
+        task_id = await self.start_task(alice, named)
+        for method in ("tasks/get", "tasks/cancel"):
+            answer = await self.modern(bob, method, {"taskId": task_id}, meta=named)
+            self.assertEqual(answer["error"]["code"], -32602, (method, answer))
+        answer = await self.modern(alice, "tasks/get", {"taskId": task_id}, meta=named)
+        self.assertEqual(answer["result"]["status"], "working", answer)
+
+    async def test_request_state_is_the_subjects(self) -> None:
+        """
+        The requestState alice's input_required answer carries is refused when bob
+        sends it back, and alice's own retry resumes the call with her answer.
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        call = {"name": "mcpx_call", "arguments": {"server": "demo", "tool": "ask"}}
+        asked = await self.modern(alice, "tools/call", call, FORMS)
+        self.assertEqual(asked["result"]["resultType"], "input_required", asked)
+        (key,) = asked["result"]["inputRequests"]
+        retry = {
+            **call,
+            "requestState": asked["result"]["requestState"],
+            "inputResponses": {key: {"action": "decline"}},
+        }
+        replayed = await self.modern(bob, "tools/call", retry, FORMS)
+        self.assertEqual(replayed["error"]["code"], -32602, replayed)
+        self.assertIn("another caller", replayed["error"]["message"])
+        resumed = await self.modern(alice, "tools/call", retry, FORMS)
+        self.assertNotIn("error", resumed)

@@ -55,8 +55,9 @@ class FakeCore:
         push: Push | None = None,
         ask: Ask | None = None,
         default_revision: Revision | None = None,
+        subject: str | None = None,
     ) -> Conn:
-        conn = Conn(transport, identity, push=push, ask=ask)
+        conn = Conn(transport, identity, push=push, ask=ask, subject=subject)
         if default_revision is not None:
             conn.default_revision = default_revision
         self.opened.append(conn)

@@ -17,11 +17,14 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.resource import Resource
 
+from mcpx.auth.caller import CALLER_ATTRIBUTE
+from mcpx.auth.caller import Caller as AccessCaller
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
-from mcpx.server.http import McpHTTP
+from mcpx.server.http import HTTP_IDENTITY, McpHTTP
 from mcpx.server.http_headers import decode_header_value
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -917,3 +920,61 @@ class SessionLimitTests(McpHTTPCase):
         self.assertTrue(self.alive(small))
         self.assertTrue(self.alive(newcomer))
         self.assertEqual([self.alive(s) for s in big], [False, True, True])
+
+
+class _AsSubject(Resource):
+    """Lets every request in as an access token's C{subject}, as the bearer gate does."""
+
+    isLeaf = True
+
+    def __init__(self, inner: Any, subject: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.subject = subject
+
+    def render(self, request: Any) -> Any:
+        setattr(request, CALLER_ATTRIBUTE, AccessCaller(self.subject, ("mcp:tools",)))
+        return self.inner.render(request)
+
+
+class SubjectIdentityTests(McpHTTPCase):
+    """Requests let in with an access token count as its subject, outside any session."""
+
+    def as_subject(self, subject: str) -> None:
+        self.client.stub = StubTreq(_AsSubject(self.client.daemon.resource(), subject))
+
+    def test_sessionless_and_modern_requests_are_the_subjects(self) -> None:
+        """
+        A sessionless POST, a 2026-07-28 request and a lone notification open their
+        connection as the subject's identity, with the subject; two subjects never share.
+        """
+        for subject in ("alice", "bob"):
+            self.as_subject(subject)
+            self.client.post(request(1, "echo", {"x": 1}))
+            self.client.post(modern(2, "tools/list"), modern_headers("tools/list"))
+            self.client.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        identities = [(conn.transport, conn.identity, conn.subject) for conn in self.core.opened]
+        self.assertEqual(
+            identities,
+            [
+                ("http-post", 'subject:"alice"', "alice"),
+                ("http-modern", 'subject:"alice"', "alice"),
+                ("http-post", 'subject:"alice"', "alice"),
+                ("http-post", 'subject:"bob"', "bob"),
+                ("http-modern", 'subject:"bob"', "bob"),
+                ("http-post", 'subject:"bob"', "bob"),
+            ],
+        )
+
+    def test_a_session_carries_its_subject(self) -> None:
+        """A legacy session's connection knows its subject, for the sessions it names."""
+        self.as_subject("alice")
+        self.initialize()
+        (conn,) = self.core.opened
+        self.assertEqual((conn.transport, conn.subject), ("http-session", "alice"))
+
+    def test_without_a_token_the_shared_identity(self) -> None:
+        """With no token (the owner's socket) the identity is the shared C{http}."""
+        self.client.post(request(1, "echo", {"x": 1}))
+        (conn,) = self.core.opened
+        self.assertEqual((conn.identity, conn.subject), (HTTP_IDENTITY, None))

@@ -50,10 +50,11 @@ class RequestStateTests(SynchronousTestCase):
         params: Mapping[str, Any] = PARAMS,
         now: float = NOW,
         signer: StateSigner | None = None,
+        subject: str | None = None,
     ) -> str:
         """The message C{token} is refused with (-32602, invalid params)."""
         with self.assertRaises(RpcError) as caught:
-            (signer or self.signer).verify(token, method, params, now)
+            (signer or self.signer).verify(token, method, params, now, subject)
         self.assertEqual(caught.exception.code, INVALID_PARAMS)
         message: str = caught.exception.message
         return message
@@ -116,6 +117,20 @@ class RequestStateTests(SynchronousTestCase):
         """A state sent with another method is refused as issued for a different request."""
         message = self.refused(self.token, method="prompts/get")
         self.assertIn("issued for a tools/call request, not prompts/get", message)
+
+    def test_other_subject(self) -> None:
+        """
+        A state issued to one access token's subject is refused when sent back by
+        another, or with no token, and the other way round; its own subject resumes.
+        """
+        alices = RequestState("call-7", binding(METHOD, PARAMS), 2, EXPIRES, "alice")
+        token = self.signer.issue(alices)
+        self.assertEqual(self.signer.verify(token, METHOD, PARAMS, NOW, "alice"), alices)
+        for other in ("bob", None):
+            message = self.refused(token, subject=other)
+            self.assertIn("issued to another caller", message)
+            self.assertNotIn("alice", message)
+        self.assertIn("another caller", self.refused(self.token, subject="alice"))
 
     def test_other_params(self) -> None:
         """A state sent with other parameters is refused as issued for a different request."""
