@@ -238,7 +238,9 @@ def content_text(
     Structured content is the machine form of the same answer (servers repeat it in
     the content for clients that read only text), so it is printed, as indented JSON,
     only where the content does not already say it: in place of a text block that is
-    its serialisation, or alone when there is no content.  C{--json} shows both.
+    its serialisation, or alone when there is no content.  A serialisation beside a
+    text block that already holds its one value (C{{"result": 42}} beside C{42}), or a
+    second serialisation, is left out.  C{--json} shows both.
     """
     out: list[str] = []
     structured = result.get("structuredContent")
@@ -246,12 +248,19 @@ def content_text(
     blocks = [block for block in result.get("content") or [] if isinstance(block, dict)]
     if not blocks and has_structured:
         return [json.dumps(structured, indent=2, ensure_ascii=False)]
+    texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
+    # The structured answer is said once: by a text block holding its one value as a
+    # person reads it (C{42} for C{{"result": 42}}), else by its first serialisation.
+    said_plainly = has_structured and any(_says_value(text, structured) for text in texts)
+    structured_said = False
     for index, block in enumerate(blocks):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
             if has_structured and _same_json(text, structured):
-                out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+                if not (said_plainly or structured_said):
+                    out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+                structured_said = True
             else:
                 out.append(text)
         elif kind in ("image", "audio"):
@@ -278,6 +287,16 @@ def content_text(
         else:
             out.append(f"[{kind} content: {first_line(json.dumps(block))}]")
     return out
+
+
+def _says_value(text: str, structured: object) -> bool:
+    """Whether C{text} is the one value of a single-field structured answer."""
+    if not isinstance(structured, dict) or len(structured) != 1:
+        return False
+    [value] = structured.values()
+    if isinstance(value, str):
+        return text == value
+    return not isinstance(value, dict | list) and _same_json(text, value)
 
 
 def _same_json(text: str, value: object) -> bool:
