@@ -14,6 +14,8 @@ import json
 import os
 import time
 
+from mcpx.cli.hints import in_cli_words
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -331,9 +333,19 @@ def event_line(kind: str | None, data: Mapping[str, Any], received: float | None
     return " ".join(parts)
 
 
+def seconds_text(seconds: float) -> str:
+    """A delay as a person reads it: C{1s} for 0.999968, tenths below ten seconds."""
+    if seconds < 10:
+        return f"{round(seconds, 1):g}s"
+    return f"{round(seconds)}s"
+
+
 def error_text(error: Mapping[str, Any]) -> str:
-    """An API error's message, with the upstream's JSON-RPC error when it carries one."""
-    message = _text(error.get("message"), "the daemon reported an error")
+    """
+    An API error's message, with the upstream's JSON-RPC error when it carries one, and
+    the routes it names as the commands that do the same (L{mcpx.cli.hints}).
+    """
+    message = in_cli_words(_text(error.get("message"), "the daemon reported an error"))
     rpc = error.get("rpc")
     if isinstance(rpc, dict):
         said = f"{rpc.get('code')}: {rpc.get('message')}"
@@ -346,7 +358,7 @@ def error_text(error: Mapping[str, Any]) -> str:
             message += f"\n  {detail}"
     retry = error.get("retry_in")
     if isinstance(retry, int | float):
-        message += f"\n  the daemon will retry in {retry:g}s"
+        message += f"\n  the daemon will retry in {seconds_text(retry)}"
     return message
 
 
