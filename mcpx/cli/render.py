@@ -60,14 +60,26 @@ def first_line(text: object, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+#: The last error's width in C{mcpx servers}' table, and the most of it said beneath.
+_LAST_ERROR_COLUMN = 60
+_LAST_ERROR_SHOWN = 1000
+
+
 def servers_text(answer: Mapping[str, Any]) -> str:
     """C{GET /v1/servers} as a table."""
     servers = answer.get("servers") or []
     if not servers:
         return "No servers are configured (see `mcpx settings` for the config file).\n"
     rows = []
+    # An error too long for its column is said in full beneath the table: the end of it
+    # is what the upstream wrote on stderr as it died.
+    in_full = []
     for server in servers:
         instances = server.get("instances")
+        error = in_cli_words(first_line(server.get("last_error"), _LAST_ERROR_SHOWN))
+        shown = first_line(error, _LAST_ERROR_COLUMN)
+        if shown != error:
+            in_full.append(f"{_text(server.get('name'))}: {error}\n")
         rows.append(
             (
                 _text(server.get("name")),
@@ -75,10 +87,14 @@ def servers_text(answer: Mapping[str, Any]) -> str:
                 _text(server.get("transport")),
                 _text(server.get("revision")),
                 _text(instances if instances is not None else None),
-                first_line(server.get("last_error"), 60) or "-",
+                shown or "-",
             )
         )
-    return table(("SERVER", "STATE", "TRANSPORT", "REVISION", "INSTANCES", "LAST ERROR"), rows)
+    head = ("SERVER", "STATE", "TRANSPORT", "REVISION", "INSTANCES", "LAST ERROR")
+    text = table(head, rows)
+    if in_full:
+        text += "\nLast errors in full:\n" + "".join(in_full)
+    return text
 
 
 def tools_text(answer: Mapping[str, Any]) -> str:

@@ -170,6 +170,26 @@ class TextTests(SynchronousTestCase):
         """An empty server list says so and where to configure servers."""
         self.assertIn("No servers", servers_text({"servers": []}))
 
+    def test_servers_last_error_in_full(self) -> None:
+        """
+        A last error too long for its column, ending with what the upstream wrote on
+        stderr, is said in full beneath the table; a short one only in the table.
+        """
+        error = (
+            'could not start: upstream "crashy" exited with status 3; its stderr ended with: oops'
+        )
+        answer = {
+            "servers": [
+                {"name": "crashy", "state": "failed", "last_error": error},
+                {"name": "ok", "state": "running", "last_error": "it exited"},
+            ]
+        }
+        text = servers_text(answer)
+        table_part, _, full = text.partition("\nLast errors in full:\n")
+        self.assertNotIn("oops", table_part)
+        self.assertIn("it exited", table_part)
+        self.assertEqual(full, f"crashy: {error}\n")
+
     def test_error_text(self) -> None:
         """An API error shows its message, the upstream error and when a retry comes."""
         text = error_text(
