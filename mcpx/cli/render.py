@@ -11,6 +11,7 @@ leave out fields, and the commands should still print what they can.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -344,16 +345,23 @@ def event_line(kind: str | None, data: Mapping[str, Any], received: float | None
     for key, value in data.items():
         if key in ("time", "ts", "kind", "server"):
             continue
+        if key == "retry_in" and isinstance(value, int | float) and not isinstance(value, bool):
+            parts.append(f"retry_in={seconds_text(value)}")
+            continue
         shown_value = value if isinstance(value, str) and value and " " not in value else None
         parts.append(f"{key}={shown_value if shown_value is not None else json.dumps(value)}")
     return " ".join(parts)
 
 
 def seconds_text(seconds: float) -> str:
-    """A delay as a person reads it: C{1s} for 0.999968, tenths below ten seconds."""
-    if seconds < 10:
-        return f"{round(seconds, 1):g}s"
-    return f"{round(seconds)}s"
+    """
+    A delay as a person reads it, rounded up as the daemon's own messages round it (one
+    told "1s" must not find the server still waiting after a second): C{1s} for
+    0.999968, tenths below ten seconds, whole seconds above.
+    """
+    if seconds >= 10:
+        return f"{math.ceil(seconds)}s"
+    return f"{math.ceil(seconds * 10) / 10:g}s"
 
 
 def error_text(error: Mapping[str, Any]) -> str:

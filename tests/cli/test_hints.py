@@ -10,7 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.cli.client import ApiError, DaemonClient
 from mcpx.cli.failures import ask
 from mcpx.cli.hints import COMMANDS, in_cli_words
-from mcpx.cli.render import error_text
+from mcpx.cli.render import error_text, event_line
 from mcpx.ops import routes
 
 
@@ -76,3 +76,8 @@ class PrintedErrorTests(SynchronousTestCase):
         text = error_text({"message": "exited", "retry_in": 0.999968})
         self.assertEqual(text, "exited\n  the daemon will retry in 1s")
         self.assertIn("retry in 2.5s", error_text({"message": "m", "retry_in": 2.4999}))
+
+    def test_event_retry_delay_rounded(self) -> None:
+        """C{mcpx events} says a server.exited event's retry_in as 1s, not 0.999968."""
+        line = event_line("server.exited", {"server": "crashy", "retry_in": 0.999968}, 0.0)
+        self.assertTrue(line.endswith(" server.exited crashy retry_in=1s"), line)
