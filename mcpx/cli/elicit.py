@@ -12,8 +12,9 @@ questions and answers them, through C{/v1/questions}:
   - C{mcpx elicit ID}: show the question and answer it interactively: a form built from
     the elicitation's C{requestedSchema} (checked before it is sent), the URL to open, the
     conversation to reply to, or the roots to offer;
-  - C{mcpx elicit ID --json ANSWER}: answer without asking anything (C{-} reads the answer
-    from standard input); C{--decline} and C{--cancel} refuse it.
+  - C{mcpx elicit ID --answer JSON}: answer without asking anything (C{-} reads the answer
+    from standard input); C{--decline} and C{--cancel} refuse it.  C{--json} only chooses
+    the output: the API's JSON instead of text.
 
 Like the other commands it talks to the daemon over its unix socket and exits with the
 statuses L{mcpx.cli.commands} documents.
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
     # Imported where a form is filled in: jsonschema is not needed to list questions.
     from mcpx.questions.forms import FormField
 
-#: What C{--json} is when it is given without an answer: print JSON, answer nothing.
-NO_ANSWER = "\0"
-
 #: Who answers, as the daemon records it.
 ANSWERER = "cli"
 
@@ -63,13 +61,13 @@ _EPILOG = """\
 Examples:
   mcpx elicit                              the pending questions
   mcpx elicit q_4f1c2a9b0d3e5f67           answer one, interactively
-  mcpx elicit q_4f1c2a9b0d3e5f67 --json '{"repo": "mcpx"}'
+  mcpx elicit q_4f1c2a9b0d3e5f67 --answer '{"repo": "mcpx"}'
   mcpx elicit q_4f1c2a9b0d3e5f67 --decline
 
 \b
-With --json ANSWER, an elicitation's answer is its content (the form's values)
-and a sampling or roots question's is the whole result. --json alone prints the
-list, or the question, as the API's JSON.
+With --answer JSON, an elicitation's answer is its content (the form's values)
+and a sampling or roots question's is the whole result. --json prints the list,
+the question, or the answered question as the API's JSON.
 
 \b
 Exit status: 0 done; 1 the question is no longer pending, or no daemon runs;
@@ -83,16 +81,17 @@ def connect() -> DaemonClient:
 
 
 @click.command("elicit", epilog=_EPILOG)
-@click.argument("question_id", metavar="[ID]", required=False)
+# Any number of words, so that the old `ID --json ANSWER` gets a sentence, not click's
+# "unexpected extra argument".
+@click.argument("words", metavar="[ID]", nargs=-1)
 @click.option(
-    "--json",
-    "json_answer",
-    is_flag=False,
-    flag_value=NO_ANSWER,
+    "--answer",
+    "answer_text",
     default=None,
-    metavar="[ANSWER]",
-    help="Answer ID with this JSON (- reads it from stdin); alone, print the API's JSON.",
+    metavar="JSON",
+    help="Answer ID with this JSON object (- reads it from stdin).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 @click.option("--decline", is_flag=True, help="Decline question ID.")
 @click.option("--cancel", is_flag=True, help="Cancel question ID (dismiss it without choosing).")
 @click.option("--all", "everything", is_flag=True, help="List finished questions too.")
@@ -101,23 +100,20 @@ def connect() -> DaemonClient:
 )
 def elicit(
     *,
-    question_id: str | None,
-    json_answer: str | None,
+    words: tuple[str, ...],
+    answer_text: str | None,
+    as_json: bool,
     decline: bool,
     cancel: bool,
     everything: bool,
     start: bool,
 ) -> None:
     """List the questions upstream servers asked, or answer question ID."""
-    as_json = json_answer is not None
-    answer_text = None if json_answer in (None, NO_ANSWER) else json_answer
-    if question_id is None and answer_text is not None and not _looks_like_json(answer_text):
-        # `mcpx elicit --json q_...`: click took the ID for the option's value.
-        question_id, answer_text = answer_text, None
+    question_id = _question_id(words, as_json)
     if decline and cancel:
         raise click.UsageError("--decline and --cancel cannot be combined")
     if (decline or cancel) and answer_text is not None:
-        raise click.UsageError("an answer (--json ANSWER) cannot be declined or cancelled too")
+        raise click.UsageError("an answer (--answer JSON) cannot be declined or cancelled too")
     if question_id is None and (decline or cancel or answer_text is not None):
         raise click.UsageError(
             "name the question to answer: mcpx elicit ID ...; `mcpx elicit` lists them"
@@ -144,6 +140,18 @@ def elicit(
     ask(client, as_json, work, click.echo)
 
 
+def _question_id(words: tuple[str, ...], as_json: bool) -> str | None:
+    """The one ID among the words, refusing the old C{--json ANSWER} in so many words."""
+    if len(words) <= 1:
+        return words[0] if words else None
+    if as_json and any(_looks_like_json(word) for word in words[1:]):
+        raise click.UsageError(
+            "--json only chooses the output now; give the answer with --answer: "
+            f"mcpx elicit {words[0]} --answer '...'"
+        )
+    raise click.UsageError(f"one question ID at most, not {len(words)}: {' '.join(words)}")
+
+
 def _looks_like_json(text: str) -> bool:
     return text == "-" or text.lstrip().startswith(("{", "[", '"'))
 
@@ -153,10 +161,10 @@ def _parse_answer(text: str) -> dict[str, Any]:
     try:
         answer = json.loads(raw)
     except ValueError as e:
-        raise click.UsageError(f"--json: the answer is not JSON ({e})") from None
+        raise click.UsageError(f"--answer: the answer is not JSON ({e})") from None
     if not isinstance(answer, dict):
         raise click.UsageError(
-            f"--json: the answer must be a JSON object, not {type(answer).__name__}"
+            f"--answer: the answer must be a JSON object, not {type(answer).__name__}"
         )
     return answer
 
@@ -358,7 +366,8 @@ def _ask_form(params: Mapping[str, Any]) -> dict[str, Any]:
         form = fields(schema)
     except ValueError as e:
         raise CommandFailed(
-            f"the form cannot be shown ({e}); decline it with --decline, or answer it with --json"
+            f"the form cannot be shown ({e}); decline it with --decline, "
+            "or answer it with --answer JSON"
         ) from None
     decision = _decide("Fill in the form")
     if decision != "accept":

@@ -11,8 +11,11 @@ leave out fields, and the commands should still print what they can.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
+
+from mcpx.cli.hints import in_cli_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,14 +61,26 @@ def first_line(text: object, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+#: The last error's width in C{mcpx servers}' table, and the most of it said beneath.
+_LAST_ERROR_COLUMN = 60
+_LAST_ERROR_SHOWN = 1000
+
+
 def servers_text(answer: Mapping[str, Any]) -> str:
     """C{GET /v1/servers} as a table."""
     servers = answer.get("servers") or []
     if not servers:
         return "No servers are configured (see `mcpx settings` for the config file).\n"
     rows = []
+    # An error too long for its column is said in full beneath the table: the end of it
+    # is what the upstream wrote on stderr as it died.
+    in_full = []
     for server in servers:
         instances = server.get("instances")
+        error = in_cli_words(first_line(server.get("last_error"), _LAST_ERROR_SHOWN))
+        shown = first_line(error, _LAST_ERROR_COLUMN)
+        if shown != error:
+            in_full.append(f"{_text(server.get('name'))}: {error}\n")
         rows.append(
             (
                 _text(server.get("name")),
@@ -73,10 +88,14 @@ def servers_text(answer: Mapping[str, Any]) -> str:
                 _text(server.get("transport")),
                 _text(server.get("revision")),
                 _text(instances if instances is not None else None),
-                first_line(server.get("last_error"), 60) or "-",
+                shown or "-",
             )
         )
-    return table(("SERVER", "STATE", "TRANSPORT", "REVISION", "INSTANCES", "LAST ERROR"), rows)
+    head = ("SERVER", "STATE", "TRANSPORT", "REVISION", "INSTANCES", "LAST ERROR")
+    text = table(head, rows)
+    if in_full:
+        text += "\nLast errors in full:\n" + "".join(in_full)
+    return text
 
 
 def tools_text(answer: Mapping[str, Any]) -> str:
@@ -238,7 +257,9 @@ def content_text(
     Structured content is the machine form of the same answer (servers repeat it in
     the content for clients that read only text), so it is printed, as indented JSON,
     only where the content does not already say it: in place of a text block that is
-    its serialisation, or alone when there is no content.  C{--json} shows both.
+    its serialisation, or alone when there is no content.  A serialisation beside a
+    text block that already holds its one value (C{{"result": 42}} beside C{42}), or a
+    second serialisation, is left out.  C{--json} shows both.
     """
     out: list[str] = []
     structured = result.get("structuredContent")
@@ -246,12 +267,19 @@ def content_text(
     blocks = [block for block in result.get("content") or [] if isinstance(block, dict)]
     if not blocks and has_structured:
         return [json.dumps(structured, indent=2, ensure_ascii=False)]
+    texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
+    # The structured answer is said once: by a text block holding its one value as a
+    # person reads it (C{42} for C{{"result": 42}}), else by its first serialisation.
+    said_plainly = has_structured and any(_says_value(text, structured) for text in texts)
+    structured_said = False
     for index, block in enumerate(blocks):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
             if has_structured and _same_json(text, structured):
-                out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+                if not (said_plainly or structured_said):
+                    out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+                structured_said = True
             else:
                 out.append(text)
         elif kind in ("image", "audio"):
@@ -278,6 +306,16 @@ def content_text(
         else:
             out.append(f"[{kind} content: {first_line(json.dumps(block))}]")
     return out
+
+
+def _says_value(text: str, structured: object) -> bool:
+    """Whether C{text} is the one value of a single-field structured answer."""
+    if not isinstance(structured, dict) or len(structured) != 1:
+        return False
+    [value] = structured.values()
+    if isinstance(value, str):
+        return text == value
+    return not isinstance(value, dict | list) and _same_json(text, value)
 
 
 def _same_json(text: str, value: object) -> bool:
@@ -307,14 +345,31 @@ def event_line(kind: str | None, data: Mapping[str, Any], received: float | None
     for key, value in data.items():
         if key in ("time", "ts", "kind", "server"):
             continue
+        if key == "retry_in" and isinstance(value, int | float) and not isinstance(value, bool):
+            parts.append(f"retry_in={seconds_text(value)}")
+            continue
         shown_value = value if isinstance(value, str) and value and " " not in value else None
         parts.append(f"{key}={shown_value if shown_value is not None else json.dumps(value)}")
     return " ".join(parts)
 
 
+def seconds_text(seconds: float) -> str:
+    """
+    A delay as a person reads it, rounded up as the daemon's own messages round it (one
+    told "1s" must not find the server still waiting after a second): C{1s} for
+    0.999968, tenths below ten seconds, whole seconds above.
+    """
+    if seconds >= 10:
+        return f"{math.ceil(seconds)}s"
+    return f"{math.ceil(seconds * 10) / 10:g}s"
+
+
 def error_text(error: Mapping[str, Any]) -> str:
-    """An API error's message, with the upstream's JSON-RPC error when it carries one."""
-    message = _text(error.get("message"), "the daemon reported an error")
+    """
+    An API error's message, with the upstream's JSON-RPC error when it carries one, and
+    the routes it names as the commands that do the same (L{mcpx.cli.hints}).
+    """
+    message = in_cli_words(_text(error.get("message"), "the daemon reported an error"))
     rpc = error.get("rpc")
     if isinstance(rpc, dict):
         said = f"{rpc.get('code')}: {rpc.get('message')}"
@@ -327,7 +382,7 @@ def error_text(error: Mapping[str, Any]) -> str:
             message += f"\n  {detail}"
     retry = error.get("retry_in")
     if isinstance(retry, int | float):
-        message += f"\n  the daemon will retry in {retry:g}s"
+        message += f"\n  the daemon will retry in {seconds_text(retry)}"
     return message
 
 

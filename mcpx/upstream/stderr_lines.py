@@ -1,10 +1,12 @@
 # -*- test-case-name: tests.upstream.test_stdio -*-
 """
-A stdio server's stderr as log lines, each kept to a bounded length.
+A stdio server's stderr as log lines, each kept to a bounded length, and the last few
+of them, which the reason it exited quotes.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Final
 
 _NEWLINE: Final = b"\n"
@@ -62,3 +64,37 @@ class StderrLines:
         line = bytes(self._pending)
         self._pending.clear()
         return [(line, False)]
+
+
+#: How many of the last stderr lines an exit's reason quotes, and at most how many
+#: characters of them: enough for the error a server dies with, never its whole log.
+TAIL_LINES: Final = 5
+TAIL_CHARACTERS: Final = 500
+
+
+class StderrTail:
+    """
+    The last few lines a child wrote on stderr, for the reason it exited: a server that
+    dies saying why says it there, and the caller should read it without the log.
+    """
+
+    __slots__ = ("_lines",)
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def add(self, line: str) -> None:
+        """Keep C{line} (already decoded), forgetting the oldest beyond L{TAIL_LINES}."""
+        self._lines.append(line.strip())
+
+    def said(self) -> str | None:
+        """
+        The lines kept, joined with C{" | "} and cut to their last L{TAIL_CHARACTERS}
+        characters; C{None} if the child wrote nothing on stderr.
+        """
+        if not self._lines:
+            return None
+        text = " | ".join(self._lines)
+        if len(text) > TAIL_CHARACTERS:
+            text = "…" + text[-(TAIL_CHARACTERS - 1) :]
+        return text

@@ -48,7 +48,7 @@ from mcpx.once import Once
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
 from mcpx.upstream.groups import ProcessGroups
-from mcpx.upstream.stderr_lines import StderrLines
+from mcpx.upstream.stderr_lines import StderrLines, StderrTail
 from mcpx.upstream.stdio_spawn import (
     SpawnFailed,
     child_directory,
@@ -134,6 +134,7 @@ class StdioChannel:
         self._groups = groups
         self._stdout = LineBuffer(max_message_size, ends=_ENDS_KEPT)
         self._stderr = StderrLines(STDERR_LINE_LIMIT)
+        self._stderr_tail = StderrTail()
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
         self._stdin_open = False
@@ -326,6 +327,7 @@ class StdioChannel:
             return
         if cut:
             text += " [line cut off]"
+        self._stderr_tail.add(text)
         self.log.info("upstream {server} (stderr): {line}", server=self.name, line=text)
 
     def _child_lost_fd(self, fd: int) -> None:
@@ -385,6 +387,10 @@ class StdioChannel:
                 server=self.name,
             )
         why = self._exit_status(reason.value)
+        said = self._stderr_tail.said()
+        if said is not None and not self._closing:
+            # The pool masks the configured secrets in it, as in all a reason says.
+            why += f"; its stderr ended with: {said}"
         if self._closing:
             self.log.info("{why} after being asked to close", server=self.name, why=why)
         else:

@@ -199,18 +199,21 @@ class ListTests(ElicitCase):
 
 class AnswerWithJsonTests(ElicitCase):
     def test_content(self) -> None:
-        """ID --json CONTENT accepts an elicitation with that content, answered by cli."""
+        """
+        ID --answer CONTENT accepts an elicitation with that content, answered by cli;
+        --json prints the answered question as JSON.
+        """
         question, outcome = self.ask()
-        result = self.elicit(question.id, "--json", '{"repo": "mcpx"}')
+        result = self.elicit(question.id, "--answer", '{"repo": "mcpx"}', "--json")
         self.assertEqual(result.exit_code, 0, result.output)
         self.assertEqual(outcome.result, {"action": "accept", "content": {"repo": "mcpx"}})
         shown = json.loads(result.stdout)
         self.assertEqual((shown["state"], shown["answered_by"]), ("answered", "cli"))
 
     def test_from_stdin(self) -> None:
-        """--json - reads the answer from standard input."""
+        """--answer - reads the answer from standard input."""
         question, outcome = self.ask()
-        result = self.elicit(question.id, "--json", "-", input='{"repo": "from stdin"}')
+        result = self.elicit(question.id, "--answer", "-", input='{"repo": "from stdin"}')
         self.assertEqual(result.exit_code, 0, result.output)
         self.assertEqual(outcome.result, {"action": "accept", "content": {"repo": "from stdin"}})
 
@@ -218,7 +221,7 @@ class AnswerWithJsonTests(ElicitCase):
         """For sampling, the JSON is the whole result."""
         question, outcome = self.ask(SAMPLE, SAMPLING)
         reply = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
-        result = self.elicit(question.id, "--json", json.dumps(reply))
+        result = self.elicit(question.id, "--answer", json.dumps(reply))
         self.assertEqual(result.exit_code, 0, result.output)
         self.assertEqual(outcome.result, reply)
         self.assertEqual(self.sent(), {"action": "accept", "result": reply, "by": "cli"})
@@ -229,7 +232,7 @@ class AnswerWithJsonTests(ElicitCase):
         pending.
         """
         question, outcome = self.ask()
-        result = self.elicit(question.id, "--json", '{"repo": ""}')
+        result = self.elicit(question.id, "--answer", '{"repo": ""}')
         self.assertEqual(result.exit_code, 2, result.output)
         self.assertIn("repo", result.stderr)
         self.assertIn("still pending", result.stderr)
@@ -277,16 +280,29 @@ class AnswerWithJsonTests(ElicitCase):
         question, _ = self.ask()
         for words in (
             [question.id, "--decline", "--cancel"],
-            [question.id, "--decline", "--json", "{}"],
+            [question.id, "--decline", "--answer", "{}"],
             ["--decline"],
-            ["--json", "{}"],
+            ["--answer", "{}"],
             [question.id, "--all"],
-            [question.id, "--json", "{not json"],
-            [question.id, "--json", "[1]"],
+            [question.id, "--answer", "{not json"],
+            [question.id, "--answer", "[1]"],
+            [question.id, "q_other"],
         ):
             result = self.elicit(*words)
             self.assertEqual(result.exit_code, 2, (words, result.output))
         self.assertEqual(self.client.posted, [])
+        self.assertTrue(question.pending)
+
+    def test_old_json_answer(self) -> None:
+        """
+        The old C{ID --json ANSWER} is refused with exit 2 and a sentence naming
+        --answer; --json never doubles as the answer, so nothing is sent.
+        """
+        question, outcome = self.ask()
+        result = self.elicit(question.id, "--json", '{"repo": "mcpx"}')
+        self.assertEqual(result.exit_code, 2, result.output)
+        self.assertIn(f"mcpx elicit {question.id} --answer", result.stderr)
+        self.assertEqual((self.client.posted, outcome.results), ([], []))
         self.assertTrue(question.pending)
 
 
@@ -454,7 +470,7 @@ class SocketTests(CommandRunner):
         done = await self.mcpx("elicit", "--json")
         self.assertEqual(done.code, 0, done)
         self.assertEqual([q["id"] for q in done.json()["questions"]], [question.id])
-        done = await self.mcpx("elicit", question.id, "--json", '{"repo": "mcpx"}')
+        done = await self.mcpx("elicit", question.id, "--answer", '{"repo": "mcpx"}', "--json")
         self.assertEqual(done.code, 0, done)
         self.assertEqual(await answered, {"action": "accept", "content": {"repo": "mcpx"}})
         done = await self.mcpx("elicit")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from click.testing import CliRunner
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -36,3 +40,25 @@ class HelpTests(SynchronousTestCase):
             prog_name="mcpx",
         )
         self.assertEqual(result.output.split(), ["plain,status", "plain,stop"])
+
+    def test_completion_scripts(self) -> None:
+        """
+        Each line docs/cli.md gives (C{_MCPX_COMPLETE=<shell>_source mcpx}) makes the
+        command itself, through its console entry, print a script that registers
+        completion for C{mcpx} in that shell.
+        """
+        registers = {
+            "bash": "complete -o nosort -F _mcpx_completion mcpx",
+            "zsh": "#compdef mcpx",
+            "fish": "complete --no-files --command mcpx",
+        }
+        # The installed console script: click names the variable after the program.
+        command = os.path.join(os.path.dirname(sys.executable), "mcpx")
+        for shell, line in registers.items():
+            env = {**os.environ, "_MCPX_COMPLETE": f"{shell}_source"}
+            done = subprocess.run(
+                [command], check=False, env=env, capture_output=True, text=True, timeout=30
+            )
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn(line, done.stdout, shell)
+            self.assertIn(f"_MCPX_COMPLETE={shell}_complete", done.stdout, shell)

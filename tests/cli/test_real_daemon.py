@@ -322,8 +322,31 @@ class UnreachableServerTests(RealDaemonCase):
         self.assertEqual([entry["server"] for entry in answer["errors"]], ["broken"])
 
         done = await self.ok("servers")
-        [broken] = [line for line in done.out.splitlines() if line.startswith("broken")]
+        [broken] = [line for line in done.out.splitlines() if line.startswith("broken ")]
         self.assertEqual(broken.split()[:2], ["broken", "failed"])
         done = await self.mcpx("call", "broken", "anything")
         self.assertEqual(done.code, 4, done)
         self.assertIn("server 'broken' is unavailable", done.err)
+
+    async def test_crash_says_why_and_what_to_run(self) -> None:
+        """
+        A server that prints C{oops} on stderr and exits 3: C{mcpx call} says so, with
+        C{oops}, a rounded retry delay and the command to run rather than a route, while
+        C{--json} keeps the route; C{mcpx servers} and C{/v1/servers} show C{oops} too.
+        """
+        crashy = [sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(3)"]
+        await self.start_daemon({"crashy": crashy})
+        done = await self.mcpx("call", "crashy", "anything")
+        self.assertEqual(done.code, 4, done)
+        self.assertIn("exited with status 3; its stderr ended with: oops", done.err)
+        self.assertIn("`mcpx events --server crashy` shows why", done.err)
+        self.assertNotIn("GET /v1/", done.err)
+        self.assertNotRegex(done.err, r"retry in \d+\.\d{2,}s")
+
+        as_json = await self.mcpx("call", "crashy", "anything", "--json")
+        self.assertIn("GET /v1/events?server=crashy", as_json.json()["error"]["message"])
+
+        self.assertIn("crashy: could not start:", (await self.ok("servers")).out)
+        self.assertIn("its stderr ended with: oops", (await self.ok("servers")).out)
+        [status] = (await self.ok("servers", "--json")).json()["servers"]
+        self.assertIn("its stderr ended with: oops", status["last_error"])

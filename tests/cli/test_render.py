@@ -51,6 +51,20 @@ class ContentTests(SynchronousTestCase):
         calc = {"content": [{"type": "text", "text": "7"}], "structuredContent": {"result": "7"}}
         self.assertEqual(content_text(calc, self.media()), ["7"])
 
+    def test_structured_said_once_beside_its_value(self) -> None:
+        """
+        C{{"result": 42}} with the content C{42} and C{{"result": 42}} (a server that
+        repeats the answer both ways, in either order) prints C{42} once; two copies of
+        the serialisation print the JSON once.
+        """
+        value = {"type": "text", "text": "42"}
+        serialised = {"type": "text", "text": '{"result": 42}'}
+        for blocks in ([serialised, value], [value, serialised]):
+            result = {"content": blocks, "structuredContent": {"result": 42}}
+            self.assertEqual(content_text(result, self.media()), ["42"], blocks)
+        twice = {"content": [serialised, serialised], "structuredContent": {"result": 42}}
+        self.assertEqual(content_text(twice, self.media()), ['{\n  "result": 42\n}'])
+
     def test_media_with_structured_copy_prints_only_the_path(self) -> None:
         """An image repeated in structured content is saved, and its base64 not printed."""
         data = base64.b64encode(b"\x89PNG fake").decode()
@@ -155,6 +169,26 @@ class TextTests(SynchronousTestCase):
     def test_no_servers(self) -> None:
         """An empty server list says so and where to configure servers."""
         self.assertIn("No servers", servers_text({"servers": []}))
+
+    def test_servers_last_error_in_full(self) -> None:
+        """
+        A last error too long for its column, ending with what the upstream wrote on
+        stderr, is said in full beneath the table; a short one only in the table.
+        """
+        error = (
+            'could not start: upstream "crashy" exited with status 3; its stderr ended with: oops'
+        )
+        answer = {
+            "servers": [
+                {"name": "crashy", "state": "failed", "last_error": error},
+                {"name": "ok", "state": "running", "last_error": "it exited"},
+            ]
+        }
+        text = servers_text(answer)
+        table_part, _, full = text.partition("\nLast errors in full:\n")
+        self.assertNotIn("oops", table_part)
+        self.assertIn("it exited", table_part)
+        self.assertEqual(full, f"crashy: {error}\n")
 
     def test_error_text(self) -> None:
         """An API error shows its message, the upstream error and when a retry comes."""

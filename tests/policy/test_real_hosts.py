@@ -257,7 +257,7 @@ class ConfirmationTests(TestCase):
             self.check_asked(question["params"], "delete_note", "confirmDestructive")
             self.assertEqual(self.notes.seen(), [], "the server ran a call nobody confirmed")
             done = await daemon.mcpx(
-                "elicit", question["id"], "--json", json.dumps({"confirm": answer})
+                "elicit", question["id"], "--answer", json.dumps({"confirm": answer})
             )
             self.assertEqual(done.code, 0, done)
             results.append(await calling)
@@ -287,7 +287,7 @@ class ConfirmationTests(TestCase):
         # Far below the 120s the broker waits unless told: the setting was applied.
         self.assertLess(waited, 20.0, called)
         expired = await daemon.wait_for_question("notes", state="expired")
-        late = await daemon.mcpx("elicit", expired["id"], "--json", '{"confirm": true}')
+        late = await daemon.mcpx("elicit", expired["id"], "--answer", '{"confirm": true}')
         self.assertNotEqual(late.code, 0, late)
         self.assertIn("expired", late.err, late)
         await deferLater(reactor, 0.5, lambda: None)
@@ -305,7 +305,7 @@ class ConfirmationTests(TestCase):
         )
         pending = await daemon.wait_for_question("notes")
         self.assertIn("tool 'delete_note' of server 'notes'", pending["params"]["message"])
-        done = await daemon.mcpx("elicit", pending["id"], "--json", '{"confirm": false}')
+        done = await daemon.mcpx("elicit", pending["id"], "--answer", '{"confirm": false}')
         self.assertEqual(done.code, 0, done)
         called = await calling
         self.assertEqual(called.code, 1, called)

@@ -16,7 +16,7 @@ from twisted.internet.task import LoopingCall, deferLater
 from twisted.trial.unittest import TestCase
 
 from mcpx.pool import Backoff, Pool, ServerUnavailable
-from mcpx.settings.servers import Scope, StdioServer
+from mcpx.settings.servers import Scope, Secret, StdioServer
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.session import UpstreamSession
 from tests.pool.fakes import servers
@@ -28,6 +28,22 @@ CRASHY = StdioServer(
     name="crashy",
     command=sys.executable,
     args=tuple(misbehaving_argv("crash-mid-call")[1:]),
+)
+
+#: The token the server below is configured with, which it prints as it dies.
+TOKEN = "tok-4f1c2a9b0d3e5f67"
+
+#: A server that says why on stderr, naming its token, and exits 3 before the handshake.
+SAYS_WHY = StdioServer(
+    name="saywhy",
+    command=sys.executable,
+    args=(
+        "-c",
+        "import os, sys; print('starting', file=sys.stderr); "
+        "print('oops: token ' + os.environ['API_TOKEN'] + ' refused', file=sys.stderr); "
+        "sys.exit(3)",
+    ),
+    env={"API_TOKEN": Secret(TOKEN)},
 )
 
 #: A small, fast stdio server for the leak test: a Python script on the standard library
@@ -146,6 +162,28 @@ class RealProcessTests(TestCase):
         tools = await pool.tools("crashy")
         self.assertEqual([tool["name"] for tool in tools], ["echo"])
         self.assertNotEqual(pid_of(await pool.session("crashy")), pid)
+
+    async def test_failed_start_says_what_stderr_said(self) -> None:
+        """
+        A server that prints C{oops} on stderr and exits 3 is reported with what it
+        said, its token masked: in the error a caller gets, the server's last error
+        and the C{server.failed} event.
+        """
+        pool = self.make_pool(SAYS_WHY, backoff=Backoff(first=5.0))
+        failed = self.events.next("server.failed")
+        try:
+            await pool.tools("saywhy")
+        except ServerUnavailable as e:
+            error = str(e)
+        else:
+            self.fail("a server that exits at once started")
+        said = "its stderr ended with: starting | oops: token *** refused"
+        event = await failed
+        [status] = pool.status()
+        for text in (error, event["error"], status.last_error or ""):
+            self.assertIn('upstream "saywhy" exited with status 3', text)
+            self.assertIn(said, text)
+            self.assertNotIn(TOKEN, text)
 
     async def cycles(self, server: StdioServer, count: int, lanes: int) -> None:
         """

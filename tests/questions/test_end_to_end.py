@@ -298,7 +298,7 @@ class BrokerTests(TestCase):
         A legacy HTTP client that declared nothing calls, through C{mcpx_call}, a legacy
         upstream tool that elicits: C{mcpx elicit --json} lists the question (naming its
         originator), an answer that does not fit its schema is refused with the reason
-        and leaves it pending, C{mcpx elicit ID --json ANSWER} answers it, and the call
+        and leaves it pending, C{mcpx elicit ID --answer JSON} answers it, and the call
         completes with that answer.  A sampling question is answered the same way.
         """
         daemon = await Daemon(self, {"legacy": legacy_fixture_server()}).start()
@@ -332,14 +332,16 @@ class BrokerTests(TestCase):
             ),
         )
 
-        refused = await daemon.mcpx("elicit", question["id"], "--json", '{"name": 7}')
+        refused = await daemon.mcpx("elicit", question["id"], "--answer", '{"name": 7}')
         self.assertEqual(refused.code, 2, refused)
         self.assertIn("name", refused.err)
         self.assertIn("still pending", refused.err)
         still = await daemon.mcpx("elicit", question["id"], "--json")
         self.assertEqual((still.code, still.json()["state"]), (0, "pending"), still)
 
-        answered = await daemon.mcpx("elicit", question["id"], "--json", '{"name": "Grace"}')
+        answered = await daemon.mcpx(
+            "elicit", question["id"], "--answer", '{"name": "Grace"}', "--json"
+        )
         self.assertEqual(answered.code, 0, answered)
         self.assertEqual(
             (answered.json()["state"], answered.json()["answered_by"]), ("answered", "cli")
@@ -355,7 +357,7 @@ class BrokerTests(TestCase):
             "content": {"type": "text", "text": "An old silent pond"},
             "model": "person",
         }
-        answered = await daemon.mcpx("elicit", asked["id"], "--json", json.dumps(reply))
+        answered = await daemon.mcpx("elicit", asked["id"], "--answer", json.dumps(reply))
         self.assertEqual(answered.code, 0, answered)
         result = await sampling
         self.assertEqual(texts(result), "An old silent pond")

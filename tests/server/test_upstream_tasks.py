@@ -259,7 +259,7 @@ class ResearchQueryTests(TestCase):
         question = await daemon.wait_for_question("everything")
         self.assertTrue(question["params"]["message"].startswith(ASKS), question)
         answer = json.dumps({"interpretation": "programming"})
-        answered = await daemon.mcpx("elicit", question["id"], "--json", answer)
+        answered = await daemon.mcpx("elicit", question["id"], "--answer", answer)
         self.assertEqual(answered.code, 0, answered)
         done = await calling
         self.assertEqual(done.code, 0, done)

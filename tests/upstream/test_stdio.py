@@ -689,6 +689,42 @@ class ExitTests(StdioTestCase):
             reason = self.failureResultOf(d, ChannelClosed).value
             self.assertEqual(str(reason), 'upstream "demo" exited with status 0')
 
+    def test_exit_quotes_last_stderr_lines(self) -> None:
+        """
+        The reason a server exited quotes the last five lines it wrote on stderr (the
+        last one even without its newline), so a caller sees why without the log.
+        """
+        upstream = self.started()
+        lost = upstream.channel.when_lost()
+        upstream.process.stderr(b"".join(b"line %d\n" % n for n in range(1, 6)) + b"\n  oops")
+        upstream.process.end(3)
+        reason = self.failureResultOf(lost, ChannelClosed).value
+        self.assertEqual(
+            str(reason),
+            'upstream "demo" exited with status 3; its stderr ended with: '
+            "line 2 | line 3 | line 4 | line 5 | oops",
+        )
+
+    def test_stderr_quote_is_bounded(self) -> None:
+        """However long its lines, the quote keeps only the last 500 characters."""
+        upstream = self.started()
+        lost = upstream.channel.when_lost()
+        upstream.process.stderr((b"x" * 4000 + b"\n") * 3 + b"the end\n")
+        upstream.process.end(1)
+        reason = str(self.failureResultOf(lost, ChannelClosed).value)
+        said = reason.split("its stderr ended with: ", 1)[1]
+        self.assertEqual(len(said), 500)
+        self.assertTrue(said.endswith("x | the end"), said[-20:])
+
+    def test_no_quote_when_asked_to_close(self) -> None:
+        """A server closed on purpose is not made to look as if it died saying something."""
+        upstream = self.started()
+        lost = upstream.channel.when_lost()
+        upstream.process.stderr(b"bye\n")
+        upstream.channel.close()
+        upstream.process.end(0)
+        self.assertNotIn("bye", str(self.failureResultOf(lost, ChannelClosed).value))
+
     def test_unexpected_exit_logged(self) -> None:
         """An exit nobody asked for is logged as a warning naming the server and status."""
         events = observe_log(self)
