@@ -49,7 +49,7 @@ class PointsAtElicitTests(TestCase):
         return line, command.group(1)
 
     async def answer(self, daemon: Daemon, command: str, content: dict[str, Any]) -> None:
-        done = await daemon.mcpx(*command.split()[1:], "--json", json.dumps(content))
+        done = await daemon.mcpx(*command.split()[1:], "--answer", json.dumps(content))
         self.assertEqual(done.code, 0, done)
 
     async def test_confirmation(self) -> None:
