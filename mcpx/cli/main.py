@@ -33,6 +33,8 @@ class CommandGroup(click.Group):
         "bridge-api": "mcpx.cli.bridge_command:bridge_api",
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
+        "prompt": "mcpx.cli.content_commands:prompt",
+        "read": "mcpx.cli.content_commands:read",
         "exec": "mcpx.cli.exec_command:exec_command",
         "serve": "mcpx.cli.serve:serve",
         "settings": "mcpx.cli.settings_command:settings_command",

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeAlias
 from attrs import evolve
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, gatherResults
 from twisted.internet.defer import TimeoutError as DeferredTimeout
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
 from mcpx.once import Once
@@ -138,6 +138,8 @@ class Instances:
         self._saturated: set[str] = set()
         #: Starts and closes under way, which stopping waits for.
         self._pending: set[Once[None]] = set()
+        #: The next start of each warm server waiting out its back-off, by server.
+        self._rewarm: dict[str, IDelayedCall] = {}
 
     def watch(self, watcher: LifeWatcher) -> None:
         """Have C{watcher} told of each instance's start, failed start and crash."""
@@ -303,6 +305,7 @@ class Instances:
         )
         self.publish("server.failed", name, instance=scope, error=why, retry_in=retry_in)
         self._watcher.start_failed(instance.slot, retry_in)
+        self._warm_later(name, retry_in)
 
     def _failed(
         self, instance: Instance, why: str, *, crashed: bool, asked: float | None = None
@@ -410,6 +413,7 @@ class Instances:
         )
         self._watcher.crashed(instance, retry_in)
         self._close_session(instance)
+        self._warm_later(name, retry_in)
 
     def _close_session(self, instance: Instance) -> Once[None]:
         """Close the session (releasing the process) once; the outcome fires when it is reaped."""
@@ -482,8 +486,9 @@ class Instances:
             # Rescheduled by whatever ends the activity.
             return
         idle = self.clock.seconds() - instance.last_used
-        if idle < self.idle_timeout:
-            self._schedule_idle(instance, self.idle_timeout - idle)
+        if idle < self.idle_timeout or self.is_warm(instance.name):
+            # A warm server is looked at again, to be reaped once a reload cools it.
+            self._schedule_idle(instance, max(self.idle_timeout - idle, 0) or self.idle_timeout)
             return
         self.log.info(
             "stopping upstream {server}: unused for {idle}",
@@ -551,11 +556,43 @@ class Instances:
             return True
         return instance.ended is None and not instance.in_flight and not instance.late
 
+    # Warm servers
+
+    def is_warm(self, server: str) -> bool:
+        """Whether the configuration keeps C{server} running from the daemon's start."""
+        config = self.slots.servers.servers.get(server)
+        return config is not None and config.warm
+
+    def warm_up(self) -> None:
+        """Start each warm server that runs no instance, or once its back-off is over."""
+        for name in self.slots.servers:
+            self._warm(name)
+
+    def _warm(self, server: str) -> None:
+        self._rewarm.pop(server, None)
+        if self.stopping or not self.is_warm(server):
+            return
+        slot = self.slots.slot(server, "")
+        if slot.instance is not None:
+            return
+        if slot.retry_at is not None and slot.retry_at > self.clock.seconds():
+            self._warm_later(server, slot.retry_at - self.clock.seconds())
+            return
+        self.start(slot)
+
+    def _warm_later(self, server: str, delay: float) -> None:
+        if self.stopping or not self.is_warm(server) or server in self._rewarm:
+            return
+        self._rewarm[server] = self.clock.callLater(delay, self._warm, server)
+
     # Stopping
 
     def stop(self) -> Deferred[Any]:
         """Close every instance; fires once every start and close under way has ended."""
         self.stopping = True
+        for waiting in self._rewarm.values():
+            waiting.cancel()
+        self._rewarm.clear()
         for slot in self.slots.every():
             if slot.instance is not None:
                 self._close(slot.instance, STOPPING, None)

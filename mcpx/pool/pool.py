@@ -503,6 +503,7 @@ class Pool(MultiService):
         await self._instances.close_all(slots, "the server was restarted")
         self._instances.publish("server.restarted", server)
         self._interests.carry(slots, "it was restarted")
+        self._instances.warm_up()
 
     async def reload(self, servers: ServersConfig) -> ReloadReport:
         """
@@ -530,6 +531,7 @@ class Pool(MultiService):
             self._instances.publish("server.restarted", name, reason="its configuration changed")
         for slots in closed.values():
             self._interests.carry(slots, "it was removed from the configuration")
+        self._instances.warm_up()
         report = ReloadReport(removed, added, changed, unchanged)
         self.log.info("servers reloaded: {report}", report=report.to_json())
         return report
@@ -557,6 +559,7 @@ class Pool(MultiService):
     def startService(self) -> None:
         self._instances.stopping = False
         MultiService.startService(self)
+        self._instances.warm_up()
 
     def stopService(self) -> Deferred[None]:
         """Close every instance; fires once every child process has been reaped."""

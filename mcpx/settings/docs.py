@@ -313,6 +313,17 @@ def render_configuration_md() -> str:
         "instance of its own. Use `client` for a server that keeps state about whoever is "
         "calling it.",
         "",
+        "### Warm start",
+        "",
+        "A server starts on its first call and is stopped once unused for `pool.idleTimeout`. "
+        'Give it `"warm": 1` to start it with the daemon instead and keep it running: it is '
+        "never stopped for being idle, and when it crashes it is started again after the "
+        "pool's usual back-off (the delay doubles with each crash in a row). `0`, the "
+        "default, keeps the start on first use. Only a shared server can be warm: a "
+        '`"client"`-scoped instance belongs to a caller, and none has called yet. A reload '
+        "that turns `warm` on starts the server; one that turns it off leaves the running "
+        "instance to be stopped once idle, like any other.",
+        "",
     ]
     return "\n".join(lines)
 

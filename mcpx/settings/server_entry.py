@@ -39,8 +39,8 @@ _REMOTE_AUTH = frozenset(
 )
 _STDIO_AUTH = frozenset({AuthType.ENV})
 
-STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "type", *POLICY_FIELDS)
-REMOTE_FIELDS = ("url", "headers", "auth", "scope", "type", "tls", *POLICY_FIELDS)
+STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "warm", "type", *POLICY_FIELDS)
+REMOTE_FIELDS = ("url", "headers", "auth", "scope", "warm", "type", "tls", *POLICY_FIELDS)
 TLS_FIELDS = ("ca", "cert", "key", "serverName")
 
 #: C{type} is accepted so that entries copied from a host's own config file work
@@ -136,6 +136,7 @@ class _ServerReader:
             cwd=cwd,
             auth=self.auth(entry, _STDIO_AUTH, "a stdio server"),
             scope=self.scope(entry),
+            warm=self.warm(entry),
         )
 
     def remote(self, entry: Mapping[str, object]) -> RemoteServer:
@@ -155,6 +156,7 @@ class _ServerReader:
             auth=auth,
             scope=self.scope(entry),
             tls=self.tls(entry, parts.scheme),
+            warm=self.warm(entry),
         )
 
     def tls(self, entry: Mapping[str, object], scheme: str) -> Tls | None:
@@ -261,6 +263,16 @@ class _ServerReader:
             if value == scope.value:
                 return scope
         self.fail("scope", f"{value!r} is not a scope; use shared or client")
+
+    def warm(self, entry: Mapping[str, object]) -> bool:
+        value = entry.get("warm", 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.fail("warm", f"{value!r} is not a count; use 0 (start on first use) or 1")
+        if value and entry.get("scope") == Scope.CLIENT.value:
+            # A client's instance is started by that client's first call; before it
+            # calls, nobody is there to start one for.
+            self.fail("warm", 'a "client"-scoped server cannot be warm; use 0 or scope "shared"')
+        return value > 0
 
     def auth(
         self, entry: Mapping[str, object], allowed: frozenset[AuthType], kind: str

@@ -212,6 +212,9 @@ class StdioServer:
     cwd: str | None = None
     auth: Auth | None = None
     scope: Scope = Scope.SHARED
+    #: Started with the daemon and kept running.  Left out of equality, so that a reload
+    #: which only turns it on or off keeps the running instance.
+    warm: bool = field(default=False, eq=False)
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -232,6 +235,8 @@ class StdioServer:
         if self.auth is not None:
             shown["auth"] = self.auth.redacted()
         shown["scope"] = self.scope.value
+        if self.warm:
+            shown["warm"] = 1
         return shown
 
     def __repr__(self) -> str:
@@ -273,6 +278,8 @@ class RemoteServer:
     auth: Auth | None = None
     scope: Scope = Scope.SHARED
     tls: Tls | None = None
+    #: As L{StdioServer.warm}.
+    warm: bool = field(default=False, eq=False)
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
@@ -301,6 +308,8 @@ class RemoteServer:
         shown["scope"] = self.scope.value
         if self.tls is not None:
             shown["tls"] = self.tls.shown()
+        if self.warm:
+            shown["warm"] = 1
         return shown
 
     def __repr__(self) -> str:

@@ -197,6 +197,26 @@ class FakeDaemon:
                 return _json(request, {"server": status})
         return _error(request, 404, "unknown_server", f"no server named {server!r}")
 
+    @app.route("/v1/prompt", methods=["POST"])
+    def prompt(self, request: IRequest) -> bytes:
+        body = self._record(request)
+        if body["server"] != "demo":
+            return _error(request, 404, "unknown_server", f"no server named {body['server']!r}")
+        who = body.get("arguments", {}).get("name", "?")
+        message = {"role": "user", "content": {"type": "text", "text": f"Greet {who}."}}
+        return _json(request, {"description": "A greeting", "messages": [message]})
+
+    @app.route("/v1/read", methods=["POST"])
+    def read(self, request: IRequest) -> bytes:
+        body = self._record(request)
+        if body["server"] != "demo":
+            return _error(request, 404, "unknown_server", f"no server named {body['server']!r}")
+        contents = [
+            {"uri": body["uri"], "mimeType": "text/plain", "text": "hello"},
+            {"uri": body["uri"], "mimeType": "image/png", "blob": "AAAA"},
+        ]
+        return _json(request, {"contents": contents})
+
     @app.route("/v1/call", methods=["POST"])
     def call(self, request: IRequest) -> bytes:
         body = self._record(request)

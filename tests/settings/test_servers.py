@@ -100,6 +100,18 @@ class StdioServerTests(SynchronousTestCase):
         server("x", {"type": "stdio", "command": "x"})
         self.assertIn("field 'type'", refused(self, "x", {"type": "http", "command": "x"}))
 
+    def test_warm(self) -> None:
+        """C{warm} is a count (0 by default); a client-scoped server cannot be warm."""
+        self.assertFalse(server("x", {"command": "x"}).warm)
+        self.assertFalse(server("x", {"command": "x", "warm": 0}).warm)
+        self.assertTrue(server("x", {"command": "x", "warm": 1}).warm)
+        self.assertTrue(server("x", {"url": "https://h/mcp", "warm": 2}).warm)
+        self.assertIn("field 'warm'", refused(self, "x", {"command": "x", "warm": "yes"}))
+        self.assertIn("field 'warm'", refused(self, "x", {"command": "x", "warm": -1}))
+        self.assertIn(
+            "cannot be warm", refused(self, "x", {"command": "x", "warm": 1, "scope": "client"})
+        )
+
     def test_bad_name(self) -> None:
         """A server name with spaces or slashes is refused."""
         self.assertIn("invalid server name", refused(self, "my server", {"command": "x"}))
