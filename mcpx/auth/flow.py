@@ -316,6 +316,32 @@ class OAuthClient:
             fresh = Tokens(fresh.access_token, tokens.refresh_token, fresh.expires_at, fresh.scopes)
         return fresh
 
+    async def revoke(
+        self, server: ServerMetadata, client: Registration, token: str, hint: str
+    ) -> None:
+        """
+        Revoke one token at the server's RFC 7009 endpoint, authenticated as at the
+        token endpoint; L{AuthorizationError} (or L{NetworkError}) when it was not.
+        """
+        if server.revocation_endpoint is None:
+            raise AuthorizationError(f"{server.issuer} offers no revocation endpoint")
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        form = {"token": token, "token_type_hint": hint}
+        _authenticate(client, form, headers)
+        code, answer = await self._request(
+            "POST", server.revocation_endpoint, headers, urlencode(form).encode()
+        )
+        if code != 200:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            reason = f" ({error})" if isinstance(error, str) else ""
+            raise AuthorizationError(
+                f"the revocation endpoint answered HTTP {code}{reason} for the {hint}"
+            )
+
+    async def authorization_server(self, issuer: str) -> ServerMetadata | None:
+        """The metadata of an issuer, found by the newest revision's well-knowns."""
+        return await self._server_metadata(issuer, Revision.V2026_07_28)
+
     async def _token(
         self,
         discovery: Discovery,
@@ -329,13 +355,7 @@ class OAuthClient:
         }
         if discovery.resource is not None:
             form["resource"] = discovery.resource
-        if client.auth_method == "client_secret_basic" and client.client_secret is not None:
-            pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        else:
-            form["client_id"] = client.client_id
-            if client.auth_method == "client_secret_post" and client.client_secret is not None:
-                form["client_secret"] = client.client_secret
+        _authenticate(client, form, headers)
         started = self.clock.seconds()
         code, answer = await self._request(
             "POST", discovery.server.token_endpoint, headers, urlencode(form).encode()
@@ -359,3 +379,14 @@ class OAuthClient:
             expires_at=started + expires_in if isinstance(expires_in, (int, float)) else None,
             scopes=tuple(scope.split()) if isinstance(scope, str) else tuple(scopes),
         )
+
+
+def _authenticate(client: Registration, form: dict[str, str], headers: dict[str, str]) -> None:
+    """Add the client's authentication, by its method, to a token or revocation request."""
+    if client.auth_method == "client_secret_basic" and client.client_secret is not None:
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    else:
+        form["client_id"] = client.client_id
+        if client.auth_method == "client_secret_post" and client.client_secret is not None:
+            form["client_secret"] = client.client_secret

@@ -328,11 +328,41 @@ class SignIns:
     def status(self, names: Iterable[str]) -> list[dict[str, Any]]:
         return [self.describe(name) for name in names]
 
-    def logout(self, name: str) -> int:
-        """Forget the server's tokens and clients; how many entries were dropped."""
-        self._discoveries.pop(name, None)
+    async def logout(self, name: str) -> tuple[int, list[str]]:
+        """
+        Forget the server's tokens and clients, then revoke the tokens (RFC 7009)
+        where the authorization server offers it: how many entries were dropped, and
+        a warning for each revocation that failed.  The tokens are forgotten first,
+        so a revocation that fails or never answers cannot keep them.
+        """
+        discovery = self._discoveries.pop(name, None)
         self._challenges.pop(name, None)
-        return len(self.store.forget(name))
+        dropped = self.store.forget(name)
+        warnings: list[str] = []
+        for entry in dropped:
+            if entry.tokens is None or entry.registration is None:
+                continue
+            try:
+                server = (
+                    discovery.server
+                    if discovery is not None and discovery.server.issuer == entry.key.issuer
+                    else await self.client.authorization_server(entry.key.issuer)
+                )
+                if server is None or server.revocation_endpoint is None:
+                    continue
+                # The refresh token first: revoking it ends the grant at most servers.
+                held = [(entry.tokens.refresh_token, "refresh_token")]
+                held.append((entry.tokens.access_token, "access_token"))
+                for token, hint in held:
+                    if token is not None:
+                        await self.client.revoke(server, entry.registration, token, hint)
+            except (AuthorizationError, NetworkError) as error:
+                reason = self.masker.mask(str(error))
+                warnings.append(
+                    f"{entry.key.issuer} did not revoke the tokens ({reason}); they are "
+                    "forgotten here but may stay valid until they expire"
+                )
+        return len(dropped), warnings
 
 
 class ServerCredentials:
