@@ -316,6 +316,15 @@ class OAuthClient:
             fresh = Tokens(fresh.access_token, tokens.refresh_token, fresh.expires_at, fresh.scopes)
         return fresh
 
+    async def client_credentials(
+        self, discovery: Discovery, client: Registration, scopes: Sequence[str]
+    ) -> Tokens:
+        """A token for the client itself (RFC 6749 4.4): nobody signs in."""
+        form = {"grant_type": "client_credentials"}
+        if scopes:
+            form["scope"] = " ".join(scopes)
+        return await self._token(discovery, client, form, scopes)
+
     async def revoke(
         self, server: ServerMetadata, client: Registration, token: str, hint: str
     ) -> None:

@@ -23,12 +23,19 @@ from urllib.parse import parse_qsl, urlsplit
 
 from attrs import evolve, frozen
 from treq.client import HTTPClient
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredLock
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.web.http_headers import Headers
 
-from mcpx.auth.flow import REQUEST_TIMEOUT, Discovery, NetworkError, OAuthClient, Registration
+from mcpx.auth.flow import (
+    REQUEST_TIMEOUT,
+    Discovery,
+    GrantRefused,
+    NetworkError,
+    OAuthClient,
+    Registration,
+)
 from mcpx.auth.metadata import (
     AuthorizationError,
     Challenge,
@@ -38,6 +45,7 @@ from mcpx.auth.metadata import (
     new_pkce,
     parse_challenge,
     select_scopes,
+    token_auth_method,
 )
 from mcpx.auth.refresh import NeedsSignIn, Refresher
 from mcpx.auth.store import Entry, Key, TokenStore
@@ -102,6 +110,8 @@ class SignIns:
         self._discoveries: dict[str, Discovery] = {}
         self._challenges: dict[str, Challenge] = {}
         self._pending: dict[str, _Pending] = {}
+        #: One client-credentials token request at a time per server.
+        self._grants: dict[str, DeferredLock] = {}
         masker.add_values(store.secrets())
 
     def _learn_secrets(self) -> None:
@@ -280,6 +290,14 @@ class SignIns:
 
     async def authorization(self, name: str, server: RemoteServer) -> str:
         """The C{Authorization} header value for the server."""
+        auth = server.auth
+        if auth is not None and auth.oauth is not None and auth.oauth.client_credentials:
+            lock = self._grants.setdefault(name, DeferredLock())
+            await lock.acquire()
+            try:
+                return "Bearer " + await self._client_credentials(name, server)
+            finally:
+                lock.release()
         entry = self.current(name, server)
         if entry is None or entry.tokens is None:
             raise NeedsSignIn(name)
@@ -292,6 +310,46 @@ class SignIns:
         token = await self.refresher.access_token(entry.key, discovery)
         self._learn_secrets()
         return "Bearer " + token
+
+    async def _client_credentials(self, name: str, server: RemoteServer) -> str:
+        """
+        The daemon's own token for a C{client_credentials} server: the one held while
+        it is fresh, else a new one from the token endpoint (no refresh token needed).
+        """
+        entry = self.current(name, server)
+        if entry is not None and entry.tokens is not None:
+            expires_at = entry.tokens.expires_at
+            if expires_at is None or expires_at - self.refresher.leeway > self.clock.seconds():
+                return entry.tokens.access_token
+        auth = server.auth
+        assert auth is not None and auth.oauth is not None and auth.oauth.client_id is not None
+        discovery = self._discoveries.get(name) or await self.discover(name, server)
+        client = Registration(
+            discovery.server.issuer,
+            auth.oauth.client_id,
+            auth.secret.reveal(),
+            token_auth_method(discovery.server, True),
+        )
+        scopes = select_scopes(
+            self._challenges.get(name),
+            discovery.protected,
+            discovery.server,
+            configured=auth.oauth.scopes,
+            previous=(),
+            revision=discovery.revision,
+        )
+        try:
+            tokens = await self.client.client_credentials(discovery, client, scopes)
+        except GrantRefused as refused:
+            raise AuthorizationError(
+                f"{discovery.server.issuer} refused the client credentials of {name} "
+                f"({refused}); check its clientId and clientSecret"
+            ) from refused
+        if not tokens.scopes:
+            tokens = evolve(tokens, scopes=scopes)
+        self.store.put(Entry(self._key(name, discovery), client, tokens))
+        self._learn_secrets()
+        return tokens.access_token
 
     def unauthorized(self, name: str, challenge: Challenge | None) -> None:
         """
