@@ -163,11 +163,20 @@ class OAuthClient:
         return status, decoded
 
     async def discover(
-        self, server_url: str, challenge: Challenge | None, revision: Revision
+        self,
+        server_url: str,
+        challenge: Challenge | None,
+        revision: Revision,
+        *,
+        pkce: bool = True,
     ) -> Discovery:
-        """Find the authorization server for C{server_url} by the revision's rules."""
+        """
+        Find the authorization server for C{server_url} by the revision's rules; with
+        C{pkce} (a browser sign-in will follow) one that does not advertise S256 is
+        refused.
+        """
         if revision.index <= Revision.V2025_03_26.index:
-            return await self._discover_2025_03_26(server_url, revision)
+            return await self._discover_2025_03_26(server_url, revision, pkce)
         protected = None
         for url in resource_metadata_urls(server_url, challenge):
             code, document = await self._get_json(url, revision)
@@ -183,16 +192,20 @@ class OAuthClient:
         metadata = await self._server_metadata(issuer, revision)
         if metadata is None:
             raise AuthorizationError(f"the authorization server {issuer} publishes no metadata")
-        check_pkce(metadata, revision)
+        if pkce:
+            check_pkce(metadata, revision)
         # The identifier exactly as the server published it (RFC 9728 §3.3): it covers
         # this server's URL, but may be shorter (a pathless origin).
         return Discovery(server_url, revision, protected.resource, protected, metadata)
 
-    async def _discover_2025_03_26(self, server_url: str, revision: Revision) -> Discovery:
+    async def _discover_2025_03_26(
+        self, server_url: str, revision: Revision, pkce: bool
+    ) -> Discovery:
         metadata = await self._server_metadata(server_url, revision)
         if metadata is None:
             metadata = default_server_metadata(server_url)
-        check_pkce(metadata, revision)
+        if pkce:
+            check_pkce(metadata, revision)
         return Discovery(server_url, revision, None, None, metadata)
 
     async def _server_metadata(self, issuer: str, revision: Revision) -> ServerMetadata | None:

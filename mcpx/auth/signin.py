@@ -77,6 +77,11 @@ def uses_oauth(server: object) -> bool:
     )
 
 
+def _client_credentials(server: RemoteServer) -> bool:
+    auth = server.auth
+    return auth is not None and auth.oauth is not None and auth.oauth.client_credentials
+
+
 @frozen(repr=False)
 class _Pending:
     server: str
@@ -173,12 +178,18 @@ class SignIns:
         challenge = self._challenges.get(name) or await self._challenge(server)
         if challenge is not None:
             self._challenges[name] = challenge
+        # PKCE guards the browser's code; the client-credentials grant has none.
+        pkce = not _client_credentials(server)
         try:
-            found = await self.client.discover(server.url, challenge, Revision.V2026_07_28)
+            found = await self.client.discover(
+                server.url, challenge, Revision.V2026_07_28, pkce=pkce
+            )
         except AuthorizationError as error:
             if "publishes no protected-resource metadata" not in str(error):
                 raise
-            found = await self.client.discover(server.url, challenge, Revision.V2025_03_26)
+            found = await self.client.discover(
+                server.url, challenge, Revision.V2025_03_26, pkce=pkce
+            )
         self._discoveries[name] = found
         return found
 
@@ -290,8 +301,7 @@ class SignIns:
 
     async def authorization(self, name: str, server: RemoteServer) -> str:
         """The C{Authorization} header value for the server."""
-        auth = server.auth
-        if auth is not None and auth.oauth is not None and auth.oauth.client_credentials:
+        if _client_credentials(server):
             lock = self._grants.setdefault(name, DeferredLock())
             await lock.acquire()
             try:
