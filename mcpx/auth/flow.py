@@ -163,11 +163,20 @@ class OAuthClient:
         return status, decoded
 
     async def discover(
-        self, server_url: str, challenge: Challenge | None, revision: Revision
+        self,
+        server_url: str,
+        challenge: Challenge | None,
+        revision: Revision,
+        *,
+        pkce: bool = True,
     ) -> Discovery:
-        """Find the authorization server for C{server_url} by the revision's rules."""
+        """
+        Find the authorization server for C{server_url} by the revision's rules; with
+        C{pkce} (a browser sign-in will follow) one that does not advertise S256 is
+        refused.
+        """
         if revision.index <= Revision.V2025_03_26.index:
-            return await self._discover_2025_03_26(server_url, revision)
+            return await self._discover_2025_03_26(server_url, revision, pkce)
         protected = None
         for url in resource_metadata_urls(server_url, challenge):
             code, document = await self._get_json(url, revision)
@@ -183,16 +192,20 @@ class OAuthClient:
         metadata = await self._server_metadata(issuer, revision)
         if metadata is None:
             raise AuthorizationError(f"the authorization server {issuer} publishes no metadata")
-        check_pkce(metadata, revision)
+        if pkce:
+            check_pkce(metadata, revision)
         # The identifier exactly as the server published it (RFC 9728 §3.3): it covers
         # this server's URL, but may be shorter (a pathless origin).
         return Discovery(server_url, revision, protected.resource, protected, metadata)
 
-    async def _discover_2025_03_26(self, server_url: str, revision: Revision) -> Discovery:
+    async def _discover_2025_03_26(
+        self, server_url: str, revision: Revision, pkce: bool
+    ) -> Discovery:
         metadata = await self._server_metadata(server_url, revision)
         if metadata is None:
             metadata = default_server_metadata(server_url)
-        check_pkce(metadata, revision)
+        if pkce:
+            check_pkce(metadata, revision)
         return Discovery(server_url, revision, None, None, metadata)
 
     async def _server_metadata(self, issuer: str, revision: Revision) -> ServerMetadata | None:
@@ -316,6 +329,41 @@ class OAuthClient:
             fresh = Tokens(fresh.access_token, tokens.refresh_token, fresh.expires_at, fresh.scopes)
         return fresh
 
+    async def client_credentials(
+        self, discovery: Discovery, client: Registration, scopes: Sequence[str]
+    ) -> Tokens:
+        """A token for the client itself (RFC 6749 4.4): nobody signs in."""
+        form = {"grant_type": "client_credentials"}
+        if scopes:
+            form["scope"] = " ".join(scopes)
+        return await self._token(discovery, client, form, scopes)
+
+    async def revoke(
+        self, server: ServerMetadata, client: Registration, token: str, hint: str
+    ) -> None:
+        """
+        Revoke one token at the server's RFC 7009 endpoint, authenticated as at the
+        token endpoint; L{AuthorizationError} (or L{NetworkError}) when it was not.
+        """
+        if server.revocation_endpoint is None:
+            raise AuthorizationError(f"{server.issuer} offers no revocation endpoint")
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        form = {"token": token, "token_type_hint": hint}
+        _authenticate(client, form, headers)
+        code, answer = await self._request(
+            "POST", server.revocation_endpoint, headers, urlencode(form).encode()
+        )
+        if code != 200:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            reason = f" ({error})" if isinstance(error, str) else ""
+            raise AuthorizationError(
+                f"the revocation endpoint answered HTTP {code}{reason} for the {hint}"
+            )
+
+    async def authorization_server(self, issuer: str) -> ServerMetadata | None:
+        """The metadata of an issuer, found by the newest revision's well-knowns."""
+        return await self._server_metadata(issuer, Revision.V2026_07_28)
+
     async def _token(
         self,
         discovery: Discovery,
@@ -329,13 +377,7 @@ class OAuthClient:
         }
         if discovery.resource is not None:
             form["resource"] = discovery.resource
-        if client.auth_method == "client_secret_basic" and client.client_secret is not None:
-            pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        else:
-            form["client_id"] = client.client_id
-            if client.auth_method == "client_secret_post" and client.client_secret is not None:
-                form["client_secret"] = client.client_secret
+        _authenticate(client, form, headers)
         started = self.clock.seconds()
         code, answer = await self._request(
             "POST", discovery.server.token_endpoint, headers, urlencode(form).encode()
@@ -359,3 +401,14 @@ class OAuthClient:
             expires_at=started + expires_in if isinstance(expires_in, (int, float)) else None,
             scopes=tuple(scope.split()) if isinstance(scope, str) else tuple(scopes),
         )
+
+
+def _authenticate(client: Registration, form: dict[str, str], headers: dict[str, str]) -> None:
+    """Add the client's authentication, by its method, to a token or revocation request."""
+    if client.auth_method == "client_secret_basic" and client.client_secret is not None:
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    else:
+        form["client_id"] = client.client_id
+        if client.auth_method == "client_secret_post" and client.client_secret is not None:
+            form["client_secret"] = client.client_secret

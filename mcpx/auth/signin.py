@@ -23,12 +23,19 @@ from urllib.parse import parse_qsl, urlsplit
 
 from attrs import evolve, frozen
 from treq.client import HTTPClient
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredLock
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.web.http_headers import Headers
 
-from mcpx.auth.flow import REQUEST_TIMEOUT, Discovery, NetworkError, OAuthClient, Registration
+from mcpx.auth.flow import (
+    REQUEST_TIMEOUT,
+    Discovery,
+    GrantRefused,
+    NetworkError,
+    OAuthClient,
+    Registration,
+)
 from mcpx.auth.metadata import (
     AuthorizationError,
     Challenge,
@@ -38,6 +45,7 @@ from mcpx.auth.metadata import (
     new_pkce,
     parse_challenge,
     select_scopes,
+    token_auth_method,
 )
 from mcpx.auth.refresh import NeedsSignIn, Refresher
 from mcpx.auth.store import Entry, Key, TokenStore
@@ -67,6 +75,11 @@ def uses_oauth(server: object) -> bool:
         and server.auth is not None
         and server.auth.type is AuthType.OAUTH
     )
+
+
+def _client_credentials(server: RemoteServer) -> bool:
+    auth = server.auth
+    return auth is not None and auth.oauth is not None and auth.oauth.client_credentials
 
 
 @frozen(repr=False)
@@ -102,6 +115,8 @@ class SignIns:
         self._discoveries: dict[str, Discovery] = {}
         self._challenges: dict[str, Challenge] = {}
         self._pending: dict[str, _Pending] = {}
+        #: One client-credentials token request at a time per server.
+        self._grants: dict[str, DeferredLock] = {}
         masker.add_values(store.secrets())
 
     def _learn_secrets(self) -> None:
@@ -163,12 +178,18 @@ class SignIns:
         challenge = self._challenges.get(name) or await self._challenge(server)
         if challenge is not None:
             self._challenges[name] = challenge
+        # PKCE guards the browser's code; the client-credentials grant has none.
+        pkce = not _client_credentials(server)
         try:
-            found = await self.client.discover(server.url, challenge, Revision.V2026_07_28)
+            found = await self.client.discover(
+                server.url, challenge, Revision.V2026_07_28, pkce=pkce
+            )
         except AuthorizationError as error:
             if "publishes no protected-resource metadata" not in str(error):
                 raise
-            found = await self.client.discover(server.url, challenge, Revision.V2025_03_26)
+            found = await self.client.discover(
+                server.url, challenge, Revision.V2025_03_26, pkce=pkce
+            )
         self._discoveries[name] = found
         return found
 
@@ -280,6 +301,13 @@ class SignIns:
 
     async def authorization(self, name: str, server: RemoteServer) -> str:
         """The C{Authorization} header value for the server."""
+        if _client_credentials(server):
+            lock = self._grants.setdefault(name, DeferredLock())
+            await lock.acquire()
+            try:
+                return "Bearer " + await self._client_credentials(name, server)
+            finally:
+                lock.release()
         entry = self.current(name, server)
         if entry is None or entry.tokens is None:
             raise NeedsSignIn(name)
@@ -292,6 +320,46 @@ class SignIns:
         token = await self.refresher.access_token(entry.key, discovery)
         self._learn_secrets()
         return "Bearer " + token
+
+    async def _client_credentials(self, name: str, server: RemoteServer) -> str:
+        """
+        The daemon's own token for a C{client_credentials} server: the one held while
+        it is fresh, else a new one from the token endpoint (no refresh token needed).
+        """
+        entry = self.current(name, server)
+        if entry is not None and entry.tokens is not None:
+            expires_at = entry.tokens.expires_at
+            if expires_at is None or expires_at - self.refresher.leeway > self.clock.seconds():
+                return entry.tokens.access_token
+        auth = server.auth
+        assert auth is not None and auth.oauth is not None and auth.oauth.client_id is not None
+        discovery = self._discoveries.get(name) or await self.discover(name, server)
+        client = Registration(
+            discovery.server.issuer,
+            auth.oauth.client_id,
+            auth.secret.reveal(),
+            token_auth_method(discovery.server, True),
+        )
+        scopes = select_scopes(
+            self._challenges.get(name),
+            discovery.protected,
+            discovery.server,
+            configured=auth.oauth.scopes,
+            previous=(),
+            revision=discovery.revision,
+        )
+        try:
+            tokens = await self.client.client_credentials(discovery, client, scopes)
+        except GrantRefused as refused:
+            raise AuthorizationError(
+                f"{discovery.server.issuer} refused the client credentials of {name} "
+                f"({refused}); check its clientId and clientSecret"
+            ) from refused
+        if not tokens.scopes:
+            tokens = evolve(tokens, scopes=scopes)
+        self.store.put(Entry(self._key(name, discovery), client, tokens))
+        self._learn_secrets()
+        return tokens.access_token
 
     def unauthorized(self, name: str, challenge: Challenge | None) -> None:
         """
@@ -328,11 +396,41 @@ class SignIns:
     def status(self, names: Iterable[str]) -> list[dict[str, Any]]:
         return [self.describe(name) for name in names]
 
-    def logout(self, name: str) -> int:
-        """Forget the server's tokens and clients; how many entries were dropped."""
-        self._discoveries.pop(name, None)
+    async def logout(self, name: str) -> tuple[int, list[str]]:
+        """
+        Forget the server's tokens and clients, then revoke the tokens (RFC 7009)
+        where the authorization server offers it: how many entries were dropped, and
+        a warning for each revocation that failed.  The tokens are forgotten first,
+        so a revocation that fails or never answers cannot keep them.
+        """
+        discovery = self._discoveries.pop(name, None)
         self._challenges.pop(name, None)
-        return len(self.store.forget(name))
+        dropped = self.store.forget(name)
+        warnings: list[str] = []
+        for entry in dropped:
+            if entry.tokens is None or entry.registration is None:
+                continue
+            try:
+                server = (
+                    discovery.server
+                    if discovery is not None and discovery.server.issuer == entry.key.issuer
+                    else await self.client.authorization_server(entry.key.issuer)
+                )
+                if server is None or server.revocation_endpoint is None:
+                    continue
+                # The refresh token first: revoking it ends the grant at most servers.
+                held = [(entry.tokens.refresh_token, "refresh_token")]
+                held.append((entry.tokens.access_token, "access_token"))
+                for token, hint in held:
+                    if token is not None:
+                        await self.client.revoke(server, entry.registration, token, hint)
+            except (AuthorizationError, NetworkError) as error:
+                reason = self.masker.mask(str(error))
+                warnings.append(
+                    f"{entry.key.issuer} did not revoke the tokens ({reason}); they are "
+                    "forgotten here but may stay valid until they expire"
+                )
+        return len(dropped), warnings
 
 
 class ServerCredentials:

@@ -154,12 +154,14 @@ def status(client: DaemonClient, as_json: bool) -> None:
 @asks_the_daemon("logout")
 @click.argument("server")
 def logout(client: DaemonClient, as_json: bool, server: str) -> None:
-    """Forget SERVER's tokens and registered clients."""
+    """Forget SERVER's tokens and registered clients, revoking the tokens where offered."""
     with client.open("DELETE", routes.path("auth_logout", name=server)) as response:
         answer = response.json()
     if as_json:
         _echo_json(answer)
         return
+    for warning in answer.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"forgot the sign-in to {server}")
 
 

@@ -76,4 +76,5 @@ async def auth_finish(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def auth_logout(host: OpHost, call: Invocation) -> dict[str, Any]:
     sign_ins, server = _oauth_server(host, call.args["name"])
-    return {"server": server.name, "forgotten": sign_ins.logout(server.name)}
+    forgotten, warnings = await sign_ins.logout(server.name)
+    return {"server": server.name, "forgotten": forgotten, "warnings": warnings}

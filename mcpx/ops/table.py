@@ -489,10 +489,15 @@ OPS: tuple[Op, ...] = (
     ),
     Op(
         name="auth_logout",
-        summary="Forget an OAuth server's tokens and registered clients",
+        summary="Forget an OAuth server's tokens and registered clients, revoking the tokens",
         input_schema=object_schema({"name": NAME}, ["name"]),
         output_schema=object_schema(
-            {"server": NAME, "forgotten": {"type": "integer"}}, ["server", "forgotten"]
+            {
+                "server": NAME,
+                "forgotten": {"type": "integer"},
+                "warnings": {"type": "array", "items": {"type": "string"}},
+            },
+            ["server", "forgotten", "warnings"],
         ),
         handler=auth.auth_logout,
         errors=(404, 409, 503),

@@ -17,6 +17,7 @@ from mcpx.settings.errors import SettingsError, closest
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
     AUTH_FIELDS,
+    CLIENT_CREDENTIALS,
     Auth,
     AuthType,
     OAuthSettings,
@@ -335,8 +336,16 @@ class _ServerReader:
         if metadata_url is not None and not metadata_url.startswith("https://"):
             self.fail("auth.clientMetadataUrl", "must be an https URL")
         scopes = self.strings(block, "scopes") if "scopes" in block else ()
+        grant = optional("grant") or "authorization_code"
+        if grant not in ("authorization_code", CLIENT_CREDENTIALS):
+            self.fail("auth.grant", f"{grant!r} is not authorization_code or {CLIENT_CREDENTIALS}")
+        if grant == CLIENT_CREDENTIALS and secret is None:
+            self.fail(
+                "auth.grant",
+                f'{CLIENT_CREDENTIALS} needs "clientId" and "clientSecret": nobody signs in',
+            )
         return Auth(
             AuthType.OAUTH,
             Secret(secret or ""),
-            oauth=OAuthSettings(client_id, metadata_url, scopes),
+            oauth=OAuthSettings(client_id, metadata_url, scopes, grant),
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import enum
 from collections.abc import Iterator, Mapping
-from typing import TypeAlias
+from typing import Final, TypeAlias
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from attrs import field, frozen
@@ -77,6 +77,9 @@ class AuthType(enum.Enum):
     OAUTH = "oauth"
 
 
+#: The grant of an C{oauth} block for machine-to-machine use: nobody signs in.
+CLIENT_CREDENTIALS: Final = "client_credentials"
+
 #: The fields each auth type takes besides C{type}, in the order they are shown.
 AUTH_FIELDS: Mapping[AuthType, tuple[str, ...]] = {
     AuthType.BEARER: ("token",),
@@ -84,7 +87,7 @@ AUTH_FIELDS: Mapping[AuthType, tuple[str, ...]] = {
     AuthType.HEADER: ("name", "value"),
     AuthType.QUERY: ("name", "value"),
     AuthType.ENV: ("name", "value"),
-    AuthType.OAUTH: ("clientId", "clientSecret", "clientMetadataUrl", "scopes"),
+    AuthType.OAUTH: ("clientId", "clientSecret", "clientMetadataUrl", "scopes", "grant"),
 }
 
 
@@ -150,11 +153,18 @@ class OAuthSettings:
     @ivar metadata_url: a client ID metadata document URL, used as the client id where
         the authorization server supports them.
     @ivar scopes: the scopes to ask for instead of those the server suggests.
+    @ivar grant: C{authorization_code} (someone signs in) or C{client_credentials}
+        (the daemon obtains and renews its token with C{client_id} and the secret).
     """
 
     client_id: str | None = None
     metadata_url: str | None = None
     scopes: tuple[str, ...] = ()
+    grant: str = "authorization_code"
+
+    @property
+    def client_credentials(self) -> bool:
+        return self.grant == CLIENT_CREDENTIALS
 
     def shown(self, has_secret: bool) -> dict[str, object]:
         shown: dict[str, object] = {"type": AuthType.OAUTH.value}
@@ -166,6 +176,8 @@ class OAuthSettings:
             shown["clientMetadataUrl"] = self.metadata_url
         if self.scopes:
             shown["scopes"] = list(self.scopes)
+        if self.client_credentials:
+            shown["grant"] = self.grant
         return shown
 
 

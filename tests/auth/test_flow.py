@@ -47,6 +47,8 @@ class FakeServers(Resource):
             200,
             {"access_token": "tok-1", "refresh_token": "ref-1", "expires_in": 60, "scope": "a"},
         )
+        #: What C{/revoke} answers, when the metadata names it (RFC 7009).
+        self.revoke_answer: tuple[int, Any] = (200, {})
 
     def render(self, request: Request) -> bytes:
         path = request.path.decode()
@@ -62,6 +64,10 @@ class FakeServers(Resource):
             request.setResponseCode(201)
             sent = json.loads(body)
             return json.dumps({"client_id": "dcr-id", **sent}).encode()
+        if path == "/revoke":
+            code, answer = self.revoke_answer
+            request.setResponseCode(code)
+            return json.dumps(answer).encode()
         if path == "/token":
             code, answer = self.token_answer
             request.setResponseCode(code)

@@ -47,7 +47,7 @@ class AuthOpsTests(SynchronousTestCase):
         )
         self.assertNotIn(b"tok-1", status.body)
         gone = self.harness.send("DELETE", "/v1/auth/remote")
-        self.assertEqual(gone.json, {"server": "remote", "forgotten": 1})
+        self.assertEqual(gone.json, {"server": "remote", "forgotten": 1, "warnings": []})
         self.assertEqual(self.harness.get("/v1/auth").json["servers"][0]["state"], "signed_out")
 
     def test_forged_redirect(self) -> None:

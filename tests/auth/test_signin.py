@@ -133,7 +133,7 @@ class SignInTests(SynchronousTestCase):
     def test_logout(self) -> None:
         started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
         run(self, self.sign_ins.finish("remote", self.browse(started["url"])))
-        self.assertEqual(self.sign_ins.logout("remote"), 1)
+        self.assertEqual(run(self, self.sign_ins.logout("remote")), (1, []))
         self.assertEqual(
             self.sign_ins.describe("remote"), {"server": "remote", "state": "signed_out"}
         )

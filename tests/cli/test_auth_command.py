@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import urllib.request
 import webbrowser
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -80,3 +82,26 @@ class LoginTests(SynchronousTestCase):
         self.assertNotEqual(result.exit_code, 0)
         self.assertIn("--no-browser", result.output)
         self.assertEqual([target for target, _ in self.posted], ["/v1/auth/remote/begin"])
+
+
+class LogoutTests(SynchronousTestCase):
+    def test_failed_revocation_is_a_warning(self) -> None:
+        """A revocation the daemon reports as failed is a warning; the sign-out stands."""
+        opened: list[tuple[str, str]] = []
+        answer = {"server": "remote", "forgotten": 1, "warnings": ["as.example did not revoke"]}
+
+        class Answered:
+            def json(self) -> Any:
+                return answer
+
+        @contextmanager
+        def fake_open(_: DaemonClient, method: str, target: str, **__: Any) -> Iterator[Any]:
+            opened.append((method, target))
+            yield Answered()
+
+        self.patch(DaemonClient, "open", fake_open)
+        result = CliRunner().invoke(auth_command.auth, ["logout", "remote"])
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertEqual(opened, [("DELETE", "/v1/auth/remote")])
+        self.assertIn("warning: as.example did not revoke", result.stderr)
+        self.assertIn("forgot the sign-in to remote", result.stdout)
