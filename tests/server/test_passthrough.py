@@ -385,24 +385,36 @@ class ToolListTests(SynchronousTestCase):
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
         self.assertEqual(names_of(second["tools"])[0], "add")
 
-    def test_duplicate_name_fails_the_list(self) -> None:
+    def test_a_clash_leaves_the_rest_of_the_list(self) -> None:
         """
-        A tool name two pass-through servers offer fails tools/list with -32603 naming
-        both, rather than listing either; calling it fails the same way.
+        A tool name two pass-through servers offer does not fail tools/list: every other
+        tool of both servers and the gateway's are listed, the name is kept for the
+        first server named and a call of it reaches that server alone.  The clash is
+        reported once (one warning event naming both servers and toolPrefix), however
+        often the tools are listed or called.
         """
         scripted = scripts()
-        scripted["beta"]["tools"] = [{"name": "echo", "inputSchema": {"type": "object"}}]
+        scripted["beta"]["tools"] = [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            *scripted["beta"]["tools"],
+        ]
         for revision in Revision:
-            harness, _ = passed_through(scripted=scripted)
+            harness, connector = passed_through(scripted=scripted)
+            warnings: list[Any] = []
+            harness.host.events.subscribe(warnings.append, kinds=["warning"])
             session = Session(revision, harness)
-            error = session.error("tools/list")
-            self.assertEqual(error.code, INTERNAL_ERROR)
-            self.assertIn("'alpha'", error.message)
-            self.assertIn("'beta'", error.message)
-            self.assertIn("'echo'", error.message)
-            self.assertEqual(error.data, {"name": "echo", "servers": ["alpha", "beta"]})
-            called = session.error("tools/call", {"name": "echo", "arguments": {}})
-            self.assertEqual(called.data, {"name": "echo", "servers": ["alpha", "beta"]})
+            tools = names_of(session.result("tools/list")["tools"])
+            gateway = [name for name in GATEWAY_NAMES if name != "mcpx_servers"]
+            self.assertEqual(tools, ["echo", "rich", "mcpx_servers", "add", *gateway], revision)
+            session.result("tools/list")
+            session.call("echo", {"text": "hi"})
+            self.assertNotIn("tools/call", upstream(connector, "beta").methods())
+            self.assertIn("tools/call", upstream(connector, "alpha").methods())
+            self.assertEqual(len(warnings), 1, revision)
+            (warning,) = warnings
+            self.assertEqual(warning.server, "beta")
+            for named in ("'echo'", "'alpha'", "'beta'", "toolPrefix"):
+                self.assertIn(named, warning.data["message"])
             check_frames(harness, revision)
 
     def test_a_server_not_passed_through_is_not_merged(self) -> None:
@@ -642,17 +654,17 @@ class PromptTests(SynchronousTestCase):
         self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
-    def test_duplicate_prompt_fails_the_list(self) -> None:
-        """A prompt name both servers offer fails prompts/list, naming both."""
+    def test_duplicate_prompt_is_kept_for_the_first_server(self) -> None:
+        """A prompt name both servers offer is listed once and got from the first server."""
         scripted = scripts()
-        scripted["beta"]["prompts"] = [{"name": "greet"}]
-        harness, _ = passed_through(scripted=scripted)
+        scripted["beta"]["prompts"] = [{"name": "greet"}, *scripted["beta"]["prompts"]]
+        harness, connector = passed_through(scripted=scripted)
         session = Session(Revision.V2025_06_18, harness)
-        error = session.error("prompts/list")
-        self.assertEqual(error.code, INTERNAL_ERROR)
-        self.assertEqual(error.data, {"name": "greet", "servers": ["alpha", "beta"]})
-        self.assertIn("'alpha' and 'beta'", error.message)
-        self.assertEqual(session.error("prompts/get", {"name": "greet"}).data, error.data)
+        prompts = names_of(session.result("prompts/list")["prompts"])
+        self.assertEqual(prompts.count("greet"), 1)
+        self.assertIn("summarise", prompts)
+        session.result("prompts/get", {"name": "greet"})
+        self.assertNotIn("prompts/get", upstream(connector, "beta").methods())
 
 
 class DownServerTests(SynchronousTestCase):
