@@ -169,6 +169,9 @@ class PassThrough:
         self._configured_for: object = None
         self._servers: tuple[str, ...] = self.named
         self._catalogues = Catalogues(gateway)
+        #: Each prefix's renaming of the catalogues of the servers that have it, worked
+        #: out once per catalogue listed.
+        self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
         #: The clashes reported: (kind, name, kept server, left-out server).
         self._clashes: set[tuple[str, str, str, str]] = set()
         self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
@@ -201,6 +204,34 @@ class PassThrough:
             self._configured_for = configured
         return self._servers
 
+    def prefix_of(self, server: str) -> str:
+        """The C{toolPrefix} of C{server} in the configuration in force (empty: none)."""
+        configured = self.gateway.host.servers
+        if configured is None or server not in configured:
+            return ""
+        return configured[server].tool_prefix
+
+    def upstream_name(self, server: str, name: str) -> str:
+        """The name C{server} knows its tool by, offered to the host as C{name}."""
+        prefix = self.prefix_of(server)
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    def _offered_tools(self, server: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """C{server}'s tools as offered: under their prefixed names when it has a prefix."""
+        prefix = self.prefix_of(server)
+        if not prefix:
+            return items
+        renamed = self._renamed.get(prefix)
+        if renamed is None:
+            if len(self._renamed) >= _REMEMBERED_CLASHES:
+                self._renamed.clear()
+            renamed = self._renamed[prefix] = Derived(
+                lambda tools: [
+                    {**tool, "name": prefix + tool["name"]} for tool in objects_with(tools, "name")
+                ]
+            )
+        return renamed.of(server, items)
+
     @property
     def active(self) -> bool:
         """Whether any server named is configured now (else the gateway serves alone)."""
@@ -219,7 +250,8 @@ class PassThrough:
         """
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
-        for server, items in await self._catalogues.each(context, kind, kind, self.servers):
+        for server, listed in await self._catalogues.each(context, kind, kind, self.servers):
+            items = self._offered_tools(server, listed) if kind == "tools" else listed
             for item in objects_with(items, "name"):
                 name = item["name"]
                 other = owners.get(name)
@@ -304,6 +336,8 @@ class PassThrough:
         owner: str | None = None
         for server in self.servers:
             listed = await self._catalogues.of(kind, server, context, unlisted)
+            if kind == "tools":
+                listed = self._offered_tools(server, listed)
             if name in derived.of(server, listed):
                 if owner is not None:
                     self._clashed(kind[:-1], name, owner, server)
@@ -361,7 +395,9 @@ class PassThrough:
         (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
         """
         listed = await self._catalogues.of("tools", server, context)
-        return self._param_headers.of(server, listed).get(name, NO_HEADERS)
+        return self._param_headers.of(server, listed).get(
+            self.upstream_name(server, name), NO_HEADERS
+        )
 
     async def check_param_headers(self, context: Context, params: object) -> None:
         """
@@ -503,7 +539,7 @@ class PassThrough:
             raise RpcError.invalid_params("params.arguments must be an object")
         calling = self.pool.call_tool(
             server,
-            name,
+            self.upstream_name(server, name),
             arguments,
             client=context.identity,
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),

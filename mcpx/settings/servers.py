@@ -203,6 +203,7 @@ class StdioServer:
 
     @ivar env: variables added to the child's environment.
     @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
+    @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
     """
 
     name: str
@@ -212,6 +213,7 @@ class StdioServer:
     cwd: str | None = None
     auth: Auth | None = None
     scope: Scope = Scope.SHARED
+    tool_prefix: str = ""
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -232,6 +234,8 @@ class StdioServer:
         if self.auth is not None:
             shown["auth"] = self.auth.redacted()
         shown["scope"] = self.scope.value
+        if self.tool_prefix:
+            shown["toolPrefix"] = self.tool_prefix
         return shown
 
     def __repr__(self) -> str:
@@ -265,7 +269,11 @@ class Tls:
 
 @frozen(repr=False)
 class RemoteServer:
-    """A server mcpx reaches over HTTP at C{url}."""
+    """
+    A server mcpx reaches over HTTP at C{url}.
+
+    @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    """
 
     name: str
     url: str
@@ -273,6 +281,7 @@ class RemoteServer:
     auth: Auth | None = None
     scope: Scope = Scope.SHARED
     tls: Tls | None = None
+    tool_prefix: str = ""
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
@@ -301,6 +310,8 @@ class RemoteServer:
         shown["scope"] = self.scope.value
         if self.tls is not None:
             shown["tls"] = self.tls.shown()
+        if self.tool_prefix:
+            shown["toolPrefix"] = self.tool_prefix
         return shown
 
     def __repr__(self) -> str:

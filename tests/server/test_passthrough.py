@@ -23,7 +23,7 @@ from mcpx.server.derived import template_pattern
 from mcpx.server.dispatch import McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
-from mcpx.settings.servers import Server
+from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
@@ -415,6 +415,45 @@ class ToolListTests(SynchronousTestCase):
             self.assertEqual(warning.server, "beta")
             for named in ("'echo'", "'alpha'", "'beta'", "toolPrefix"):
                 self.assertIn(named, warning.data["message"])
+            check_frames(harness, revision)
+
+    def test_tool_prefix_offers_both(self) -> None:
+        """
+        With C{toolPrefix} "b_" on beta, beta's tools are offered as b_<name> beside
+        alpha's of the same name, with no clash reported; a call of b_echo reaches
+        beta's echo and a call of echo alpha's.
+        """
+        scripted = scripts()
+        scripted["beta"]["tools"] = [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            *scripted["beta"]["tools"],
+        ]
+        for revision in Revision:
+            harness, connector = passed_through(scripted=scripted)
+            harness.host.servers = ServersConfig(
+                {
+                    "alpha": StdioServer("alpha", "fake-server"),
+                    "beta": StdioServer("beta", "fake-server", tool_prefix="b_"),
+                },
+                "test",
+            )
+            warnings: list[Any] = []
+            harness.host.events.subscribe(warnings.append, kinds=["warning"])
+            session = Session(revision, harness)
+            tools = names_of(session.result("tools/list")["tools"])
+            self.assertEqual(tools[:5], ["echo", "rich", "mcpx_servers", "b_echo", "b_add"])
+            self.assertNotIn("add", tools)
+            result = session.call("b_add", {"a": 1, "b": 2})
+            self.assertEqual(result["content"][0]["text"], "3", revision)
+            called = upstream(connector, "beta").last("tools/call").params
+            assert isinstance(called, dict)
+            self.assertEqual((called["name"], called["arguments"]), ("add", {"a": 1, "b": 2}))
+            session.call("echo", {"text": "hi"})
+            called = upstream(connector, "alpha").last("tools/call").params
+            assert isinstance(called, dict)
+            self.assertEqual(called["name"], "echo")
+            self.assertEqual(upstream(connector, "beta").methods().count("tools/call"), 1)
+            self.assertEqual(warnings, [])
             check_frames(harness, revision)
 
     def test_a_server_not_passed_through_is_not_merged(self) -> None:

@@ -402,3 +402,22 @@ class RedactionTests(SynchronousTestCase):
     def test_redact_url(self) -> None:
         """A URL without credentials is shown as it is."""
         self.assertEqual(redact_url("https://e.x/mcp"), "https://e.x/mcp")
+
+
+class ToolPrefixTests(SynchronousTestCase):
+    """C{toolPrefix}: what pass-through puts before a server's tool names."""
+
+    def test_read_for_both_kinds(self) -> None:
+        """A stdio and a remote entry both take a toolPrefix, kept in their JSON."""
+        stdio = server("notes", {"command": "notes-mcp", "toolPrefix": "work_"})
+        remote = server("web", {"url": "https://example.com/mcp", "toolPrefix": "web."})
+        self.assertEqual(stdio.tool_prefix, "work_")
+        self.assertEqual(remote.tool_prefix, "web.")
+        self.assertEqual(stdio.redacted()["toolPrefix"], "work_")
+        self.assertEqual(server("x", {"command": "x"}).tool_prefix, "")
+
+    def test_refused_when_names_would_be_invalid(self) -> None:
+        """A prefix that would make invalid tool names is refused, naming the field."""
+        for bad in ("", "a b", "x/", 7, "p" * 65):
+            message = refused(self, "notes", {"command": "x", "toolPrefix": bad})
+            self.assertIn("server 'notes': field 'toolPrefix': must be 1 to 64", message)
