@@ -8,8 +8,10 @@ every connection (C{mcpx daemon --passthrough}) or for one (C{mcpx serve --passt
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -1097,8 +1099,8 @@ class ServeHost(Host):
         self.claimed: set[int] = set()
 
 
-class DemoPassThroughTests(RealDaemonCase):
-    """A real daemon started with --passthrough demo, and a host on mcpx serve."""
+class PassThroughDaemonCase(RealDaemonCase):
+    """A real daemon started with pass-through flags, and hosts on mcpx serve."""
 
     timeout = 60
 
@@ -1124,6 +1126,10 @@ class DemoPassThroughTests(RealDaemonCase):
         )
         host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return initialized
+
+
+class DemoPassThroughTests(PassThroughDaemonCase):
+    """A real daemon started with --passthrough demo, and a host on mcpx serve."""
 
     async def test_demo_as_itself(self) -> None:
         """
@@ -1239,3 +1245,42 @@ class SharedSubscriptionTests(SynchronousTestCase):
         self.assertEqual((alice_heard, bob_heard), ([], ["beta://x"]))
         harness.server.close(bob)
         self.assertEqual(beta.methods().count("resources/unsubscribe"), 1)
+
+
+class NotesClashTests(PassThroughDaemonCase):
+    """A real daemon passing three notes servers through, two of them with the same tools."""
+
+    async def test_clash_and_prefix(self) -> None:
+        """
+        With notes servers a and b (no prefix) and c (toolPrefix "c_") passed through,
+        tools/list answers: rename_note once (a's), c's tools as c_<name>, and the
+        gateway's; a call of rename_note reaches a alone and c_rename_note reaches c.
+        """
+        fixture = str(REPO / "tests" / "fixtures" / "notes_server.py")
+        records = {name: Path(self.config_home) / f"{name}.jsonl" for name in "abc"}
+        entries: dict[str, dict[str, Any]] = {
+            name: {"command": sys.executable, "args": [fixture, "--record", str(record)]}
+            for name, record in records.items()
+        }
+        entries["c"]["toolPrefix"] = "c_"
+        config = Path(self.config_home) / "servers.json"
+        config.write_text(json.dumps({"servers": entries}))
+        self.env["MCPX_CONFIG"] = str(config)
+        await self._start("--passthrough", "a,b,c")
+        host = Host(self)
+        await self._initialize(host)
+        names = names_of((await host.request("tools/list", {}))["tools"])
+        self.assertEqual(names.count("rename_note"), 1)
+        self.assertIn("c_rename_note", names)
+        self.assertNotIn("c_rename_note", names[: names.index("rename_note")])
+        self.assertIn("mcpx_call", names)
+        arguments = {"name": "shopping", "to": "groceries"}
+        await host.request("tools/call", {"name": "rename_note", "arguments": arguments})
+        await host.request("tools/call", {"name": "c_rename_note", "arguments": arguments})
+        seen = {"tool": "rename_note", "arguments": arguments}
+        self.assertEqual(json.loads(records["a"].read_text()), seen)
+        self.assertEqual(json.loads(records["c"].read_text()), seen)
+        self.assertFalse(records["b"].exists())
+        assert host.child.transport is not None
+        host.child.transport.closeStdin()
+        self.assertEqual(await host.child.ended(timeout=20), 0)
