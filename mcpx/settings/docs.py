@@ -256,7 +256,9 @@ def render_configuration_md() -> str:
         "pass-through servers that offer a tool of the same name are both reached: without "
         "a prefix, the name stays with the server passed through first, the other server's "
         "tool of that name is left out, and a warning (in the log and as a `warning` event) "
-        "names both servers. Changing a server's prefix restarts it on reload. The gateway's "
+        "names both servers. Two entries that are the same server under two names, both "
+        "passed through and neither with a prefix, are refused when the daemon starts and on "
+        "reload, naming both. Changing a server's prefix restarts it on reload. The gateway's "
         "own tools (`mcpx_call`) and the CLI keep using the server's own tool names.",
         "",
         "```json",

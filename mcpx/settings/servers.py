@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeAlias
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 
@@ -360,3 +360,28 @@ class ServersConfig:
 
     def __repr__(self) -> str:
         return f"ServersConfig({self.origin!r}, {self.redacted()!r})"
+
+
+def passthrough_twice(servers: ServersConfig, passed: Sequence[str]) -> str | None:
+    """
+    Why passing C{passed} through cannot work, or C{None}: two of them are the same
+    server (the same entry under two names) and neither has a C{toolPrefix}, so every
+    tool of the second would clash with the first's.
+    """
+    # Compared by equality: entries hold mappings, so they cannot be hashed.
+    seen: list[tuple[Server, str]] = []
+    for name in dict.fromkeys(passed):
+        server = servers.servers.get(name)
+        if server is None or server.tool_prefix:
+            continue
+        unnamed = evolve(server, name="")
+        first = next((other for entry, other in seen if entry == unnamed), None)
+        seen.append((unnamed, name))
+        if first is not None:
+            return (
+                f"{servers.origin}: servers {first!r} and {name!r} are the same server, both "
+                f"passed through (mcp.passthrough) without a toolPrefix: every tool of "
+                f'{name!r} would clash with {first!r}\'s; give one of them a "toolPrefix" '
+                "or pass only one through"
+            )
+    return None
