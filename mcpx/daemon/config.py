@@ -17,7 +17,7 @@ from mcpx.daemon.service import DaemonConfig
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.paths import state_dir
 from mcpx.settings.resolve import Settings
-from mcpx.settings.servers import ServersConfig
+from mcpx.settings.servers import ServersConfig, passthrough_twice
 
 
 def daemon_config(
@@ -30,7 +30,8 @@ def daemon_config(
     environment the upstreams inherit.
 
     @raise SettingsError: the settings would serve tools to the network without
-        authentication (L{unauthenticated_exposure}).
+        authentication (L{unauthenticated_exposure}), or pass the same server through
+        twice (L{passthrough_twice}).
     """
     config = DaemonConfig(
         state_dir=state_dir(environ),
@@ -49,4 +50,7 @@ def daemon_config(
     )
     if refusal is not None:
         raise SettingsError(refusal)
+    twice = passthrough_twice(servers, settings.strings("mcp.passthrough"))
+    if twice is not None:
+        raise SettingsError(twice)
     return config

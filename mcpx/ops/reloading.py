@@ -33,7 +33,7 @@ from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import ConfigFile
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.resolve import Settings
-from mcpx.settings.servers import ServersConfig
+from mcpx.settings.servers import ServersConfig, passthrough_twice
 
 log = Logger()
 
@@ -148,6 +148,10 @@ class Reloads:
             config = self.read()
             settings = host.settings
             wanted = settings.with_file(config) if settings is not None else None
+            if wanted is not None:
+                twice = passthrough_twice(config.servers, wanted.strings("mcp.passthrough"))
+                if twice is not None:
+                    raise SettingsError(twice)
         except SettingsError as e:
             self._refused(host, str(e))
             raise ReloadRefused(str(e)) from None

@@ -41,11 +41,13 @@ one a reload removes leaves the lists at once.
 Several servers, one surface
 ============================
 
-A tool or prompt name two pass-through servers both list is refused rather than handed
-to either (the other would be unreachable under the name the host was shown):
-C{tools/list} or C{prompts/list} fails with C{-32603} (the gateway's configuration is at
-fault, not the request), whose message names both servers and whose C{data} is
-C{{"name", "servers"}}; a call or C{prompts/get} of that name fails the same way.
+A tool or prompt name two pass-through servers both list is kept for the first of
+them in the order named, and routed to it alone; the other server's item of that name
+is left out of the list (the rest of both lists is intact).  Each clash is reported
+once: a warning in the log and a C{warning} event naming both servers and suggesting
+a C{toolPrefix} for one of them (L{clash_message}).  A per-server C{toolPrefix} offers
+that server's tools as C{<prefix><name>} and a call of C{<prefix><name>} reaches the
+server's C{<name>}.
 
 A resource URI goes to the first server, in the order named, that lists it as a
 resource or has a template it falls under (RFC 6570 expressions, where a simple
@@ -101,7 +103,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from twisted.logger import Logger
 
@@ -133,14 +135,20 @@ from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 log = Logger()
 
+#: Past this many clashes reported, the memory of which were reported starts afresh.
+_REMEMBERED_CLASHES: Final = 4096
 
-def ambiguous(kind: str, name: str, first: str, second: str) -> RpcError:
-    """The error for a tool or prompt name two pass-through servers both offer."""
-    return RpcError(
-        INTERNAL_ERROR,
+
+def clash_message(kind: str, name: str, first: str, second: str) -> str:
+    """What is said, once, of a tool or prompt name two pass-through servers both offer."""
+    remedy = (
+        f'give {second!r} a "toolPrefix" in its server entry to offer both'
+        if kind == "tool"
+        else f"pass only one of them through to reach {second!r}'s"
+    )
+    return (
         f"{kind} {name!r} is offered by both pass-through servers {first!r} and {second!r}; "
-        f"mcpx hands it to neither (rename one of them, or pass only one through)",
-        {"name": name, "servers": [first, second]},
+        f"only {first!r}'s is offered ({remedy})"
     )
 
 
@@ -161,6 +169,11 @@ class PassThrough:
         self._configured_for: object = None
         self._servers: tuple[str, ...] = self.named
         self._catalogues = Catalogues(gateway)
+        #: Each prefix's renaming of the catalogues of the servers that have it, worked
+        #: out once per catalogue listed.
+        self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
+        #: The clashes reported: (kind, name, kept server, left-out server).
+        self._clashes: set[tuple[str, str, str, str]] = set()
         self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
@@ -191,6 +204,34 @@ class PassThrough:
             self._configured_for = configured
         return self._servers
 
+    def prefix_of(self, server: str) -> str:
+        """The C{toolPrefix} of C{server} in the configuration in force (empty: none)."""
+        configured = self.gateway.host.servers
+        if configured is None or server not in configured:
+            return ""
+        return configured[server].tool_prefix
+
+    def upstream_name(self, server: str, name: str) -> str:
+        """The name C{server} knows its tool by, offered to the host as C{name}."""
+        prefix = self.prefix_of(server)
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    def _offered_tools(self, server: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """C{server}'s tools as offered: under their prefixed names when it has a prefix."""
+        prefix = self.prefix_of(server)
+        if not prefix:
+            return items
+        renamed = self._renamed.get(prefix)
+        if renamed is None:
+            if len(self._renamed) >= _REMEMBERED_CLASHES:
+                self._renamed.clear()
+            renamed = self._renamed[prefix] = Derived(
+                lambda tools: [
+                    {**tool, "name": prefix + tool["name"]} for tool in objects_with(tools, "name")
+                ]
+            )
+        return renamed.of(server, items)
+
     @property
     def active(self) -> bool:
         """Whether any server named is configured now (else the gateway serves alone)."""
@@ -204,13 +245,13 @@ class PassThrough:
 
     async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
         """
-        The pass-through servers' tools or prompts in one list, and their names.
-
-        @raise RpcError: L{ambiguous} for a name two servers offer.
+        The pass-through servers' tools or prompts in one list, and their names: a
+        name two servers offer is kept for the first (L{_clashed}).
         """
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
-        for server, items in await self._catalogues.each(context, kind, kind, self.servers):
+        for server, listed in await self._catalogues.each(context, kind, kind, self.servers):
+            items = self._offered_tools(server, listed) if kind == "tools" else listed
             for item in objects_with(items, "name"):
                 name = item["name"]
                 other = owners.get(name)
@@ -218,17 +259,25 @@ class PassThrough:
                     owners[name] = server
                     merged.append(item)
                 elif other != server:
-                    raise ambiguous(kind[:-1], name, other, server)
+                    self._clashed(kind[:-1], name, other, server)
         if kind == "tools":
             self._catalogues.listed_tools(owners)
         return merged, set(owners)
 
-    async def tools(self, context: Context) -> list[Mapping[str, Any]]:
-        """
-        The pass-through servers' tools, then the gateway's tools they do not shadow.
+    def _clashed(self, kind: str, name: str, first: str, second: str) -> None:
+        """Report, once per name and pair of servers, that C{second}'s C{name} is left out."""
+        key = (kind, name, first, second)
+        if key in self._clashes:
+            return
+        if len(self._clashes) >= _REMEMBERED_CLASHES:
+            self._clashes.clear()
+        self._clashes.add(key)
+        message = clash_message(kind, name, first, second)
+        log.warn("pass-through: {message}", message=message)
+        self.gateway.host.events.publish("warning", second, message=message)
 
-        @raise RpcError: L{ambiguous} for a name two servers offer.
-        """
+    async def tools(self, context: Context) -> list[Mapping[str, Any]]:
+        """The pass-through servers' tools, then the gateway's tools they do not shadow."""
         merged, names = await self._merged(context, "tools")
         listed: list[Mapping[str, Any]] = list(merged)
         listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
@@ -238,8 +287,6 @@ class PassThrough:
         """
         The pass-through servers' prompts under their own names, then the other
         servers' as the gateway names them.
-
-        @raise RpcError: L{ambiguous} for a name two servers offer.
         """
         merged, names = await self._merged(context, "prompts")
         others = await self.gateway.prompts(context, leaving_out=self.servers)
@@ -282,18 +329,20 @@ class PassThrough:
         unlisted: dict[str, str] | None = None,
     ) -> str | None:
         """
-        The pass-through server listing C{name}, or C{None}.
+        The first pass-through server, in the order named, listing C{name}, or C{None}.
 
         @param unlisted: given, receives the servers that could not be listed, and why.
-        @raise RpcError: L{ambiguous} when two of them list it.
         """
         owner: str | None = None
         for server in self.servers:
             listed = await self._catalogues.of(kind, server, context, unlisted)
+            if kind == "tools":
+                listed = self._offered_tools(server, listed)
             if name in derived.of(server, listed):
                 if owner is not None:
-                    raise ambiguous(kind[:-1], name, owner, server)
-                owner = server
+                    self._clashed(kind[:-1], name, owner, server)
+                else:
+                    owner = server
         return owner
 
     async def tool_owner(self, context: Context, name: str) -> str | None:
@@ -302,9 +351,8 @@ class PassThrough:
         gateway tool none of them shadows.  Only the server that lists the name (or
         listed it last, when it cannot be listed now) is ever chosen.
 
-        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
-            server when the one that listed it was removed, or naming the tool when
-            none did and it is no gateway tool.
+        @raise RpcError: C{-32602} naming the server when the one that listed it was
+            removed, or naming the tool when none did and it is no gateway tool.
         """
         unlisted: dict[str, str] = {}
         owner = await self._named_by(self._tool_names, "tools", context, name, unlisted)
@@ -347,7 +395,9 @@ class PassThrough:
         (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
         """
         listed = await self._catalogues.of("tools", server, context)
-        return self._param_headers.of(server, listed).get(name, NO_HEADERS)
+        return self._param_headers.of(server, listed).get(
+            self.upstream_name(server, name), NO_HEADERS
+        )
 
     async def check_param_headers(self, context: Context, params: object) -> None:
         """
@@ -377,9 +427,9 @@ class PassThrough:
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
         (C{<server>_<prompt>}) none of them lists.
 
-        @raise RpcError: L{ambiguous} when two of them list it; C{-32602} naming the
-            prompt when none lists it and it is no gateway prompt (it is never handed to
-            a server that did not list it), with the servers that could not be listed.
+        @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
+            gateway prompt (it is never handed to a server that did not list it), with
+            the servers that could not be listed.
         """
         unlisted: dict[str, str] = {}
         owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
@@ -489,7 +539,7 @@ class PassThrough:
             raise RpcError.invalid_params("params.arguments must be an object")
         calling = self.pool.call_tool(
             server,
-            name,
+            self.upstream_name(server, name),
             arguments,
             client=context.identity,
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),

@@ -182,10 +182,11 @@ class TaskPromotion:
         if passthrough is not None:
             server = await passthrough.tool_owner(context, name)
             if server is not None:
+                upstream_tool = passthrough.upstream_name(server, name)
                 for tool in await passthrough.tools(context):
                     if tool.get("name") == name:
-                        return task_support(tool), server, name
-                return None, server, name
+                        return task_support(tool), server, upstream_tool
+                return None, server, upstream_tool
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

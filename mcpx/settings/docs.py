@@ -248,6 +248,19 @@ def render_configuration_md() -> str:
         "A `type` field copied from a host's file (`stdio`, `http`, `streamable-http`, `sse`) "
         "is accepted when it agrees with `command`/`url`. mcpx chooses the transport itself.",
         "",
+        "Either kind of entry may give `toolPrefix`, put before each of the server's tool "
+        "names when it is passed through (`mcp.passthrough`): with "
+        '`"toolPrefix": "work_"`, its `add_note` is offered to hosts as `work_add_note`, and '
+        "a call of `work_add_note` reaches the server's `add_note`. It is 1 to 64 letters, "
+        "digits, `_`, `-` or `.`, so the names stay valid tool names. This is how two "
+        "pass-through servers that offer a tool of the same name are both reached: without "
+        "a prefix, the name stays with the server passed through first, the other server's "
+        "tool of that name is left out, and a warning (in the log and as a `warning` event) "
+        "names both servers. Two entries that are the same server under two names, both "
+        "passed through and neither with a prefix, are refused when the daemon starts and on "
+        "reload, naming both. Changing a server's prefix restarts it on reload. The gateway's "
+        "own tools (`mcpx_call`) and the CLI keep using the server's own tool names.",
+        "",
         "```json",
         "{",
         '  "servers": {',

@@ -32,6 +32,9 @@ from mcpx.settings.servers import (
 _SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: A C{toolPrefix}: characters that keep a tool name valid (letters, digits, C{_ - .}),
+#: short enough to leave room for the name it goes before (tool names end at 128).
+_TOOL_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _REFERENCE = re.compile(r"\$(\$?)\{([^}]*)\}?")
 
 #: Auth types that make sense for a server reached over HTTP, and for a child process.
@@ -40,8 +43,29 @@ _REMOTE_AUTH = frozenset(
 )
 _STDIO_AUTH = frozenset({AuthType.ENV})
 
-STDIO_FIELDS = ("command", "args", "env", "cwd", "auth", "scope", "warm", "type", *POLICY_FIELDS)
-REMOTE_FIELDS = ("url", "headers", "auth", "scope", "warm", "type", "tls", *POLICY_FIELDS)
+STDIO_FIELDS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "auth",
+    "scope",
+    "warm",
+    "type",
+    "toolPrefix",
+    *POLICY_FIELDS,
+)
+REMOTE_FIELDS = (
+    "url",
+    "headers",
+    "auth",
+    "scope",
+    "warm",
+    "type",
+    "tls",
+    "toolPrefix",
+    *POLICY_FIELDS,
+)
 TLS_FIELDS = ("ca", "cert", "key", "serverName")
 
 #: C{type} is accepted so that entries copied from a host's own config file work
@@ -138,6 +162,7 @@ class _ServerReader:
             auth=self.auth(entry, _STDIO_AUTH, "a stdio server"),
             scope=self.scope(entry),
             warm=self.warm(entry),
+            tool_prefix=self.tool_prefix(entry),
         )
 
     def remote(self, entry: Mapping[str, object]) -> RemoteServer:
@@ -158,7 +183,20 @@ class _ServerReader:
             scope=self.scope(entry),
             tls=self.tls(entry, parts.scheme),
             warm=self.warm(entry),
+            tool_prefix=self.tool_prefix(entry),
         )
+
+    def tool_prefix(self, entry: Mapping[str, object]) -> str:
+        if "toolPrefix" not in entry:
+            return ""
+        prefix = entry["toolPrefix"]
+        if not isinstance(prefix, str) or _TOOL_PREFIX.fullmatch(prefix) is None:
+            self.fail(
+                "toolPrefix",
+                "must be 1 to 64 letters, digits, '_', '-' or '.', so that the tool names "
+                "it goes before stay valid",
+            )
+        return prefix
 
     def tls(self, entry: Mapping[str, object], scheme: str) -> Tls | None:
         if "tls" not in entry:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, TypeAlias
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 
@@ -215,6 +215,7 @@ class StdioServer:
 
     @ivar env: variables added to the child's environment.
     @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
+    @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
     """
 
     name: str
@@ -227,6 +228,7 @@ class StdioServer:
     #: Started with the daemon and kept running.  Left out of equality, so that a reload
     #: which only turns it on or off keeps the running instance.
     warm: bool = field(default=False, eq=False)
+    tool_prefix: str = ""
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -249,6 +251,8 @@ class StdioServer:
         shown["scope"] = self.scope.value
         if self.warm:
             shown["warm"] = 1
+        if self.tool_prefix:
+            shown["toolPrefix"] = self.tool_prefix
         return shown
 
     def __repr__(self) -> str:
@@ -282,7 +286,11 @@ class Tls:
 
 @frozen(repr=False)
 class RemoteServer:
-    """A server mcpx reaches over HTTP at C{url}."""
+    """
+    A server mcpx reaches over HTTP at C{url}.
+
+    @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    """
 
     name: str
     url: str
@@ -292,6 +300,7 @@ class RemoteServer:
     tls: Tls | None = None
     #: As L{StdioServer.warm}.
     warm: bool = field(default=False, eq=False)
+    tool_prefix: str = ""
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
@@ -322,6 +331,8 @@ class RemoteServer:
             shown["tls"] = self.tls.shown()
         if self.warm:
             shown["warm"] = 1
+        if self.tool_prefix:
+            shown["toolPrefix"] = self.tool_prefix
         return shown
 
     def __repr__(self) -> str:
@@ -370,3 +381,28 @@ class ServersConfig:
 
     def __repr__(self) -> str:
         return f"ServersConfig({self.origin!r}, {self.redacted()!r})"
+
+
+def passthrough_twice(servers: ServersConfig, passed: Sequence[str]) -> str | None:
+    """
+    Why passing C{passed} through cannot work, or C{None}: two of them are the same
+    server (the same entry under two names) and neither has a C{toolPrefix}, so every
+    tool of the second would clash with the first's.
+    """
+    # Compared by equality: entries hold mappings, so they cannot be hashed.
+    seen: list[tuple[Server, str]] = []
+    for name in dict.fromkeys(passed):
+        server = servers.servers.get(name)
+        if server is None or server.tool_prefix:
+            continue
+        unnamed = evolve(server, name="")
+        first = next((other for entry, other in seen if entry == unnamed), None)
+        seen.append((unnamed, name))
+        if first is not None:
+            return (
+                f"{servers.origin}: servers {first!r} and {name!r} are the same server, both "
+                f"passed through (mcp.passthrough) without a toolPrefix: every tool of "
+                f'{name!r} would clash with {first!r}\'s; give one of them a "toolPrefix" '
+                "or pass only one through"
+            )
+    return None

@@ -16,7 +16,7 @@ from mcpx.ops.reloading import server_changes
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
-from mcpx.settings.servers import ServersConfig
+from mcpx.settings.servers import ServersConfig, StdioServer
 from tests.daemon.fake_pool import FakePool, Harness, default_servers, servers_config
 from tests.policy.fakes import configured
 
@@ -82,6 +82,23 @@ class ReloadTests(SynchronousTestCase):
         self.assertEqual(
             [e.kind for e in self.heard if e.kind.startswith("config.")][-1], "config.reloaded"
         )
+
+    def test_same_server_passed_through_twice_is_refused(self) -> None:
+        """
+        A file passing the same server through under two names without a toolPrefix is
+        refused naming both; the running configuration is kept.
+        """
+        before = self.harness.http.servers
+        self.harness.read = ServersConfig(
+            {name: StdioServer(name, "notes-mcp") for name in ("work", "home")}, "config.json"
+        )
+        self.harness.file_settings = {"mcp.passthrough": ("work", "home")}
+        answer = self.harness.post("/v1/reload")
+        self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
+        self.assertIn("'work' and 'home'", answer.json["error"]["message"])
+        self.assertIn("toolPrefix", answer.json["error"]["message"])
+        self.assertIs(self.harness.http.servers, before)
+        self.assertEqual(self.harness.pool.reloaded, [])
 
     def test_live_settings_applied_others_named(self) -> None:
         """pool.callTimeout from the file is applied; a setting that needs a restart is named."""

@@ -8,8 +8,10 @@ every connection (C{mcpx daemon --passthrough}) or for one (C{mcpx serve --passt
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -23,7 +25,7 @@ from mcpx.server.derived import template_pattern
 from mcpx.server.dispatch import McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
-from mcpx.settings.servers import Server
+from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.spec.matrix import field_in
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
@@ -385,24 +387,75 @@ class ToolListTests(SynchronousTestCase):
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
         self.assertEqual(names_of(second["tools"])[0], "add")
 
-    def test_duplicate_name_fails_the_list(self) -> None:
+    def test_a_clash_leaves_the_rest_of_the_list(self) -> None:
         """
-        A tool name two pass-through servers offer fails tools/list with -32603 naming
-        both, rather than listing either; calling it fails the same way.
+        A tool name two pass-through servers offer does not fail tools/list: every other
+        tool of both servers and the gateway's are listed, the name is kept for the
+        first server named and a call of it reaches that server alone.  The clash is
+        reported once (one warning event naming both servers and toolPrefix), however
+        often the tools are listed or called.
         """
         scripted = scripts()
-        scripted["beta"]["tools"] = [{"name": "echo", "inputSchema": {"type": "object"}}]
+        scripted["beta"]["tools"] = [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            *scripted["beta"]["tools"],
+        ]
         for revision in Revision:
-            harness, _ = passed_through(scripted=scripted)
+            harness, connector = passed_through(scripted=scripted)
+            warnings: list[Any] = []
+            harness.host.events.subscribe(warnings.append, kinds=["warning"])
             session = Session(revision, harness)
-            error = session.error("tools/list")
-            self.assertEqual(error.code, INTERNAL_ERROR)
-            self.assertIn("'alpha'", error.message)
-            self.assertIn("'beta'", error.message)
-            self.assertIn("'echo'", error.message)
-            self.assertEqual(error.data, {"name": "echo", "servers": ["alpha", "beta"]})
-            called = session.error("tools/call", {"name": "echo", "arguments": {}})
-            self.assertEqual(called.data, {"name": "echo", "servers": ["alpha", "beta"]})
+            tools = names_of(session.result("tools/list")["tools"])
+            gateway = [name for name in GATEWAY_NAMES if name != "mcpx_servers"]
+            self.assertEqual(tools, ["echo", "rich", "mcpx_servers", "add", *gateway], revision)
+            session.result("tools/list")
+            session.call("echo", {"text": "hi"})
+            self.assertNotIn("tools/call", upstream(connector, "beta").methods())
+            self.assertIn("tools/call", upstream(connector, "alpha").methods())
+            self.assertEqual(len(warnings), 1, revision)
+            (warning,) = warnings
+            self.assertEqual(warning.server, "beta")
+            for named in ("'echo'", "'alpha'", "'beta'", "toolPrefix"):
+                self.assertIn(named, warning.data["message"])
+            check_frames(harness, revision)
+
+    def test_tool_prefix_offers_both(self) -> None:
+        """
+        With C{toolPrefix} "b_" on beta, beta's tools are offered as b_<name> beside
+        alpha's of the same name, with no clash reported; a call of b_echo reaches
+        beta's echo and a call of echo alpha's.
+        """
+        scripted = scripts()
+        scripted["beta"]["tools"] = [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            *scripted["beta"]["tools"],
+        ]
+        for revision in Revision:
+            harness, connector = passed_through(scripted=scripted)
+            harness.host.servers = ServersConfig(
+                {
+                    "alpha": StdioServer("alpha", "fake-server"),
+                    "beta": StdioServer("beta", "fake-server", tool_prefix="b_"),
+                },
+                "test",
+            )
+            warnings: list[Any] = []
+            harness.host.events.subscribe(warnings.append, kinds=["warning"])
+            session = Session(revision, harness)
+            tools = names_of(session.result("tools/list")["tools"])
+            self.assertEqual(tools[:5], ["echo", "rich", "mcpx_servers", "b_echo", "b_add"])
+            self.assertNotIn("add", tools)
+            result = session.call("b_add", {"a": 1, "b": 2})
+            self.assertEqual(result["content"][0]["text"], "3", revision)
+            called = upstream(connector, "beta").last("tools/call").params
+            assert isinstance(called, dict)
+            self.assertEqual((called["name"], called["arguments"]), ("add", {"a": 1, "b": 2}))
+            session.call("echo", {"text": "hi"})
+            called = upstream(connector, "alpha").last("tools/call").params
+            assert isinstance(called, dict)
+            self.assertEqual(called["name"], "echo")
+            self.assertEqual(upstream(connector, "beta").methods().count("tools/call"), 1)
+            self.assertEqual(warnings, [])
             check_frames(harness, revision)
 
     def test_a_server_not_passed_through_is_not_merged(self) -> None:
@@ -642,17 +695,17 @@ class PromptTests(SynchronousTestCase):
         self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
-    def test_duplicate_prompt_fails_the_list(self) -> None:
-        """A prompt name both servers offer fails prompts/list, naming both."""
+    def test_duplicate_prompt_is_kept_for_the_first_server(self) -> None:
+        """A prompt name both servers offer is listed once and got from the first server."""
         scripted = scripts()
-        scripted["beta"]["prompts"] = [{"name": "greet"}]
-        harness, _ = passed_through(scripted=scripted)
+        scripted["beta"]["prompts"] = [{"name": "greet"}, *scripted["beta"]["prompts"]]
+        harness, connector = passed_through(scripted=scripted)
         session = Session(Revision.V2025_06_18, harness)
-        error = session.error("prompts/list")
-        self.assertEqual(error.code, INTERNAL_ERROR)
-        self.assertEqual(error.data, {"name": "greet", "servers": ["alpha", "beta"]})
-        self.assertIn("'alpha' and 'beta'", error.message)
-        self.assertEqual(session.error("prompts/get", {"name": "greet"}).data, error.data)
+        prompts = names_of(session.result("prompts/list")["prompts"])
+        self.assertEqual(prompts.count("greet"), 1)
+        self.assertIn("summarise", prompts)
+        session.result("prompts/get", {"name": "greet"})
+        self.assertNotIn("prompts/get", upstream(connector, "beta").methods())
 
 
 class DownServerTests(SynchronousTestCase):
@@ -1046,8 +1099,8 @@ class ServeHost(Host):
         self.claimed: set[int] = set()
 
 
-class DemoPassThroughTests(RealDaemonCase):
-    """A real daemon started with --passthrough demo, and a host on mcpx serve."""
+class PassThroughDaemonCase(RealDaemonCase):
+    """A real daemon started with pass-through flags, and hosts on mcpx serve."""
 
     timeout = 60
 
@@ -1073,6 +1126,10 @@ class DemoPassThroughTests(RealDaemonCase):
         )
         host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return initialized
+
+
+class DemoPassThroughTests(PassThroughDaemonCase):
+    """A real daemon started with --passthrough demo, and a host on mcpx serve."""
 
     async def test_demo_as_itself(self) -> None:
         """
@@ -1188,3 +1245,42 @@ class SharedSubscriptionTests(SynchronousTestCase):
         self.assertEqual((alice_heard, bob_heard), ([], ["beta://x"]))
         harness.server.close(bob)
         self.assertEqual(beta.methods().count("resources/unsubscribe"), 1)
+
+
+class NotesClashTests(PassThroughDaemonCase):
+    """A real daemon passing three notes servers through, two of them with the same tools."""
+
+    async def test_clash_and_prefix(self) -> None:
+        """
+        With notes servers a and b (no prefix) and c (toolPrefix "c_") passed through,
+        tools/list answers: rename_note once (a's), c's tools as c_<name>, and the
+        gateway's; a call of rename_note reaches a alone and c_rename_note reaches c.
+        """
+        fixture = str(REPO / "tests" / "fixtures" / "notes_server.py")
+        records = {name: Path(self.config_home) / f"{name}.jsonl" for name in "abc"}
+        entries: dict[str, dict[str, Any]] = {
+            name: {"command": sys.executable, "args": [fixture, "--record", str(record)]}
+            for name, record in records.items()
+        }
+        entries["c"]["toolPrefix"] = "c_"
+        config = Path(self.config_home) / "servers.json"
+        config.write_text(json.dumps({"servers": entries}))
+        self.env["MCPX_CONFIG"] = str(config)
+        await self._start("--passthrough", "a,b,c")
+        host = Host(self)
+        await self._initialize(host)
+        names = names_of((await host.request("tools/list", {}))["tools"])
+        self.assertEqual(names.count("rename_note"), 1)
+        self.assertIn("c_rename_note", names)
+        self.assertNotIn("c_rename_note", names[: names.index("rename_note")])
+        self.assertIn("mcpx_call", names)
+        arguments = {"name": "shopping", "to": "groceries"}
+        await host.request("tools/call", {"name": "rename_note", "arguments": arguments})
+        await host.request("tools/call", {"name": "c_rename_note", "arguments": arguments})
+        seen = {"tool": "rename_note", "arguments": arguments}
+        self.assertEqual(json.loads(records["a"].read_text()), seen)
+        self.assertEqual(json.loads(records["c"].read_text()), seen)
+        self.assertFalse(records["b"].exists())
+        assert host.child.transport is not None
+        host.child.transport.closeStdin()
+        self.assertEqual(await host.child.ended(timeout=20), 0)

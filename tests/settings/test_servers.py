@@ -18,7 +18,9 @@ from mcpx.settings.servers import (
     Scope,
     Secret,
     Server,
+    ServersConfig,
     StdioServer,
+    passthrough_twice,
     redact_url,
 )
 
@@ -414,3 +416,49 @@ class RedactionTests(SynchronousTestCase):
     def test_redact_url(self) -> None:
         """A URL without credentials is shown as it is."""
         self.assertEqual(redact_url("https://e.x/mcp"), "https://e.x/mcp")
+
+
+class ToolPrefixTests(SynchronousTestCase):
+    """C{toolPrefix}: what pass-through puts before a server's tool names."""
+
+    def test_read_for_both_kinds(self) -> None:
+        """A stdio and a remote entry both take a toolPrefix, kept in their JSON."""
+        stdio = server("notes", {"command": "notes-mcp", "toolPrefix": "work_"})
+        remote = server("web", {"url": "https://example.com/mcp", "toolPrefix": "web."})
+        self.assertEqual(stdio.tool_prefix, "work_")
+        self.assertEqual(remote.tool_prefix, "web.")
+        self.assertEqual(stdio.redacted()["toolPrefix"], "work_")
+        self.assertEqual(server("x", {"command": "x"}).tool_prefix, "")
+
+    def test_refused_when_names_would_be_invalid(self) -> None:
+        """A prefix that would make invalid tool names is refused, naming the field."""
+        for bad in ("", "a b", "x/", 7, "p" * 65):
+            message = refused(self, "notes", {"command": "x", "toolPrefix": bad})
+            self.assertIn("server 'notes': field 'toolPrefix': must be 1 to 64", message)
+
+
+class PassthroughTwiceTests(SynchronousTestCase):
+    """The same server passed through twice under two names, found at load."""
+
+    def config(self, **entries: object) -> ServersConfig:
+        return ServersConfig(
+            {name: server(name, entry) for name, entry in entries.items()}, origin=FILE
+        )
+
+    def test_same_server_twice_is_refused_naming_both(self) -> None:
+        """Two entries alike but for their names, both passed through, are refused."""
+        entry = {"command": "notes-mcp", "args": ["--dir", "/srv"]}
+        config = self.config(work=entry, home=entry, other={"command": "other-mcp"})
+        why = passthrough_twice(config, ["work", "other", "home"])
+        assert why is not None
+        self.assertIn("'work' and 'home'", why)
+        self.assertIn("toolPrefix", why)
+        self.assertIn(FILE, why)
+
+    def test_a_prefix_or_one_passed_through_is_fine(self) -> None:
+        """With a toolPrefix on one, or only one passed through, there is nothing to refuse."""
+        entry = {"command": "notes-mcp"}
+        config = self.config(work=entry, home={**entry, "toolPrefix": "home_"}, copy=entry)
+        self.assertIsNone(passthrough_twice(config, ["work", "home"]))
+        self.assertIsNone(passthrough_twice(config, ["work", "unknown"]))
+        self.assertIsNone(passthrough_twice(config, []))
