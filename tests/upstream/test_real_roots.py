@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.context import ClientRequestContext
@@ -62,7 +63,14 @@ class FilesystemRootsTests(SynchronousTestCase):
             ) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 assert {"read_text_file", "read_graph"} <= names, names
-                allowed = await client.call_tool("list_allowed_directories", {})
+                # The server applies the roots it is answered on its own time (its
+                # roots/list goes out when it starts, the answer is handled later), so
+                # a call racing that answer may still see none: look until they arrive.
+                for _ in range(50):
+                    allowed = await client.call_tool("list_allowed_directories", {})
+                    if str(tree) in " ".join(getattr(b, "text", "") for b in allowed.content):
+                        break
+                    await anyio.sleep(0.1)
                 read = await client.call_tool("read_text_file", {"path": str(inside)})
                 return allowed, read
 
