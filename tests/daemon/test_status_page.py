@@ -253,7 +253,8 @@ class BrowserTests(RealDaemonPageCase):
         self.addCleanup(kill_on_cleanup, call)
         seen = await self.browse("demo/ask", {"answer": "Ada Lovelace"}, empty_first=True)
         self.assertEqual(seen["title"], "mcpx status")
-        self.assertEqual(seen["servers"], ["demo"])
+        self.assertEqual(list(seen["servers"]), ["demo"])
+        self.assertEqual(seen["servers"]["demo"][:3], ["demo", "ready", "1"])
         self.assertIn("What should I call you?", seen["message"])
         self.assertEqual(seen["fields"], [{"label": "Answer *", "tag": "input", "type": "text"}])
         self.assertTrue(seen["pending_after_empty"])
@@ -269,9 +270,19 @@ class BrowserTests(RealDaemonPageCase):
         """
         A question whose schema asks for text, an integer, a number, a yes/no and two
         lists of choices gets a control of the right kind for each, and the values sent
-        have the schema's types.
+        have the schema's types; a server that failed to start shows why, with the last
+        words of its stderr.
         """
-        await self.start_daemon(servers={"asker": {"command": sys.executable, "args": [ASKING]}})
+        crashy = ["-c", "import sys; print('oops: no such database', file=sys.stderr); sys.exit(3)"]
+        await self.start_daemon(
+            servers={
+                "asker": {"command": sys.executable, "args": [ASKING]},
+                "crashy": {"command": sys.executable, "args": crashy},
+            }
+        )
+        failed = spawn([sys.executable, "-m", "mcpx", "call", "crashy", "x"], env=self.env)
+        self.addCleanup(kill_on_cleanup, failed)
+        self.assertNotEqual(await failed.ended(), 0)
         schema = {
             "type": "object",
             "properties": {
@@ -310,6 +321,12 @@ class BrowserTests(RealDaemonPageCase):
                 ("size", "select", "select-one"),
             ],
         )
+        # A server that failed to start: its state, and its stderr's last words.
+        name, state, instances, *_, last_error = seen["servers"]["crashy"]
+        self.assertEqual((name, instances), ("crashy", "0"))
+        self.assertTrue(state.startswith("failed"), state)
+        self.assertIn("status 3", last_error)
+        self.assertIn("oops: no such database", last_error)
         self.assertEqual(await call.ended(timeout=30), 0, call.text())
         sent = {"color": "g", "count": 3, "name": "Ada", "ok": True, "ratio": 0.5, "size": "l"}
         self.assertIn(f"form: accept {json.dumps(sent, sort_keys=True)}", call.text(1))

@@ -14,9 +14,10 @@ Run as C{python status_browser.py '<json>'} with an object of:
   - C{screenshots}: a folder for C{question.png} (the page with the question) and
     C{answered.png} (after the call completed).
 
-Prints one JSON object: what the page showed (the question's message, its fields'
-labels and input types) and what became of it.  Uses Debian's C{/usr/bin/chromium}
-(C{MCPX_CHROMIUM} overrides); Playwright's own browsers are never downloaded.
+Prints one JSON object: what the page showed (the servers table's cells by server, the
+question's message, its fields' labels and input types) and what became of it.  Uses
+Debian's C{/usr/bin/chromium} (C{MCPX_CHROMIUM} overrides); Playwright's own browsers
+are never downloaded.
 """
 
 from __future__ import annotations
@@ -60,9 +61,12 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                         "type": control.evaluate("e => e.type"),
                     }
                 )
-            seen["servers"] = [
-                row.get_attribute("data-server") for row in page.locator("#servers tr").all()
-            ]
+            seen["servers"] = {
+                row.get_attribute("data-server"): [
+                    cell.inner_text() for cell in row.locator("td").all()
+                ]
+                for row in page.locator("#servers tr").all()
+            }
             accept = card.locator("button[type=submit]")
             if spec.get("empty_first"):
                 accept.click()

@@ -107,14 +107,16 @@
         error = el("pre", { className: "last-error", text: server.last_error });
       }
       let state = server.state;
-      if (typeof server.retry_in === "number") state += ` (retry in ${Math.round(server.retry_in)}s)`;
+      if (typeof server.retry_in === "number" && server.retry_in >= 1) {
+        state += ` (next start in ${Math.round(server.retry_in)}s)`;
+      }
       return el("tr", { "data-server": server.name },
-        el("td", { className: "mono", text: server.name }),
-        el("td", { className: `state-${server.state}`, text: state }),
+        el("td", { className: "mono nowrap", text: server.name }),
+        el("td", { className: `nowrap state-${server.state}`, text: state }),
         el("td", { text: server.instances }),
         el("td", { text: server.in_flight ?? 0 }),
-        el("td", { text: `${server.transport}${server.scope ? ", " + server.scope : ""}` }),
-        el("td", { className: "mono", text: server.revision || "" }),
+        el("td", { className: "nowrap", text: `${server.transport}${server.scope ? ", " + server.scope : ""}` }),
+        el("td", { className: "mono nowrap", text: server.revision || "" }),
         el("td", {}, error));
     }));
   }
@@ -391,6 +393,7 @@
       el("span", { className: "kind", text: kind }),
       server ? ` ${server}` : "", detail));
     while (list.children.length > EVENT_LIMIT) list.lastChild.remove();
+    $("no-events").hidden = true;
   }
 
   function onEvent(message) {
