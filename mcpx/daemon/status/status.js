@@ -214,12 +214,16 @@
       question.deadline ? `, until ${when(question.deadline)}` : "");
     const card = el("div", { className: "question", "data-question": question.id }, meta);
     let readAnswer;
-    const form = el("form", { novalidate: false });
+    const form = el("form", {});
     if (question.kind === "elicitation") {
       card.append(el("p", { className: "message", text: params.message || "" }));
       if (params.mode === "url") {
-        card.append(el("p", {}, "Open ", el("a", { href: params.url, target: "_blank", rel: "noopener noreferrer", text: params.url }),
-          ", then accept."));
+        // Only a web address becomes a link; anything else a server sends is shown as text.
+        const url = String(params.url || "");
+        const link = /^https?:\/\//i.test(url)
+          ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: url })
+          : el("code", { text: url });
+        card.append(el("p", {}, "Open ", link, ", then accept."));
         readAnswer = () => ({});
       } else {
         const controls = fieldsOf(params.requestedSchema).map((field, i) => fieldControl(question.id, field, i));
