@@ -16,6 +16,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from mcpx.ops.errors import OpError
 from mcpx.ops.events import EventBus
+from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport, ServerStatus
@@ -93,6 +94,7 @@ class OpHost(Protocol):
     @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
         without a broker.
     @ivar masker: hides the configured credentials in what the operations answer.
+    @ivar calls: the last tool calls that reached a server (C{GET /v1/calls}).
     """
 
     clock: IReactorTime
@@ -109,6 +111,7 @@ class OpHost(Protocol):
     masker: SecretMasker
     scripts: Scripts | None
     sign_ins: SignIns | None
+    calls: RecentCalls
 
 
 @frozen
