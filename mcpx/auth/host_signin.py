@@ -150,6 +150,11 @@ class HostSignIns:
         self._offers[name] = offer
         return offer
 
+    def close(self) -> None:
+        """The daemon is stopping: every offer goes, and its listener with it."""
+        for offer in list(self._offers.values()):
+            self._drop(offer)
+
     def _drop(self, offer: Offer) -> None:
         if self._offers.get(offer.server) is offer:
             del self._offers[offer.server]
@@ -231,5 +236,8 @@ class _Callback(Resource):
             request.write(_page("The sign-in did not complete", text))
             request.finish()
 
-        Deferred.fromCoroutine(self.hosted.returned(returned)).addCallbacks(done, failed)
+        finished = Deferred.fromCoroutine(self.hosted.returned(returned))
+        finished.addCallbacks(done, failed).addErrback(
+            lambda failure: log.failure("answering a sign-in's redirect", failure)
+        )
         return NOT_DONE_YET

@@ -172,6 +172,8 @@ class DaemonHTTP:
         self.tasks.close()
         if self.mcp is not None:
             self.mcp.close()
+        if self.host_sign_ins is not None:
+            self.host_sign_ins.close()
 
     mount(app, OPS)
 

@@ -12,8 +12,9 @@ elicitation: mcpx offers the sign-in through the host instead of failing
     the retry carrying the answer runs once the sign-in is done, and is asked the
     same URL again while it is not (a user who declines gets today's error).
 
-A host that declared no URL elicitation, or any revision before 2025-11-25, gets the
-error naming C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it
+A host that declared no URL elicitation, any revision before 2025-11-25, and a caller
+let in by an OAuth access token (not the daemon's owner) get the error naming
+C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it
 names its server.
 """
 
@@ -50,7 +51,14 @@ def _target(params: Mapping[str, Any]) -> str | None:
 
 
 def _offers_to(context: Context) -> bool:
-    """Whether the request's host can be offered a sign-in as a URL elicitation."""
+    """
+    Whether the request's host can be offered a sign-in as a URL elicitation: it
+    declared URL elicitation, and it is the daemon's owner.  A caller let in by an
+    access token (C{daemon.auth} C{oauth}) is not: the daemon keeps one token per
+    server for everyone, so one subject's sign-in would serve the others.
+    """
+    if context.subject is not None:
+        return False
     if not may_ask(context.capabilities, ELICIT, {"mode": "url"}):
         return False
     return context.modern or may_emit(URL_ELICITATION_REQUIRED, context.revision)

@@ -96,6 +96,16 @@ class HostSignInTests(SynchronousTestCase):
         fresh = run(self, self.hosted.offer("remote", self.server))
         self.assertIsNot(fresh, offer)
 
+    def test_close(self) -> None:
+        """The daemon stopping drops every offer and closes its listener."""
+        offer = run(self, self.hosted.offer("remote", self.server))
+        stopped: list[bool] = []
+        self.patch(offer.port, "stopListening", lambda: stopped.append(True))
+        self.hosted.close()
+        self.assertIsNone(self.hosted.pending("remote"))
+        self.assertEqual(stopped, [True])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
     def test_callback_page(self) -> None:
         """The listener answers a forged redirect 400 with a page saying so."""
         run(self, self.hosted.offer("remote", self.server))

@@ -67,9 +67,14 @@ class Gateway:
         request = Request(next(self._ids), method, params)
         return Deferred.fromCoroutine(self.server.handle(conn, request))
 
-    def legacy(self, revision: str, capabilities: dict[str, Any]) -> Conn:
+    def legacy(
+        self, revision: str, capabilities: dict[str, Any], subject: str | None = None
+    ) -> Conn:
         conn = self.server.open(
-            "stdio", "host", push=lambda method, params: self.pushed.append((method, params))
+            "stdio",
+            "host",
+            push=lambda method, params: self.pushed.append((method, params)),
+            subject=subject,
         )
         initialize = {"protocolVersion": revision, "capabilities": capabilities}
         result_of(self.handle(conn, "initialize", initialize))
@@ -127,6 +132,18 @@ class SignInOfferTests(SynchronousTestCase):
             result = result_of(gateway.handle(conn, "tools/call", CALL))
             self.assertTrue(result["isError"])
             self.assertIn("mcpx auth login remote", result["content"][0]["text"])
+        self.assertIsNone(gateway.hosted.pending("remote"))
+
+    def test_token_callers_get_the_old_error(self) -> None:
+        """
+        A host let in with an access token (daemon.auth oauth) is not offered the
+        sign-in: the daemon's tokens for the server would serve every subject.
+        """
+        gateway = Gateway()
+        conn = gateway.legacy("2025-11-25", URL_ELICITATION, subject="alice")
+        result = result_of(gateway.handle(conn, "tools/call", CALL))
+        self.assertTrue(result["isError"])
+        self.assertIn("mcpx auth login remote", result["content"][0]["text"])
         self.assertIsNone(gateway.hosted.pending("remote"))
 
     def test_modern_input_required_then_declined(self) -> None:
