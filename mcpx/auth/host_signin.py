@@ -184,11 +184,15 @@ class HostSignIns:
             raise LookupError("no sign-in is waiting for this address (it was used or expired)")
         try:
             await self.sign_ins.finish(offer.server, redirected_to)
-            if self.on_signed_in is not None:
-                await self.on_signed_in(offer.server)
         finally:
             # The listener goes once this response is on its way.
             self.clock.callLater(0, self._drop, offer)
+        if self.on_signed_in is not None:
+            try:
+                await self.on_signed_in(offer.server)
+            except Exception:
+                # The token is held; the next call starts the server again.
+                log.failure("restarting {server} after its sign-in", server=offer.server)
         for done in offer.waiters.values():
             try:
                 done()

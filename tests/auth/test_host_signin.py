@@ -75,6 +75,20 @@ class HostSignInTests(SynchronousTestCase):
         self.failureResultOf(Deferred.fromCoroutine(self.hosted.returned(back)), LookupError)
         self.assertIsNone(self.hosted.pending("remote"))
 
+    def test_restart_failing_still_signed_in(self) -> None:
+        """A server that fails to start again after the sign-in does not undo it."""
+
+        async def failing(name: str) -> None:
+            raise RuntimeError("the server would not start")
+
+        self.hosted.on_signed_in = failing
+        offer = run(self, self.hosted.offer("remote", self.server))
+        told: list[bool] = []
+        offer.wait("host", lambda: told.append(True))
+        self.assertEqual(run(self, self.hosted.returned(self.redirect(offer.url))), "remote")
+        self.assertEqual(told, [True])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
     def test_forged_state_changes_nothing(self) -> None:
         """A state no offer has is refused, and the real redirect still signs in."""
         offer = run(self, self.hosted.offer("remote", self.server))
