@@ -270,6 +270,10 @@ class McpServer:
             promotion = self.promotion
             if promotion is not None:
                 if client_declares(context):
+                    offered = await self.sign_in_offers.offered_first(conn, context, params)
+                    if offered is not None:
+                        return self.spell(offered, method, context)
+
                     # The tasks extension: the call may be answered with a task (the
                     # core tasks' task field means nothing at this revision).
                     def spell(result: Mapping[str, Any]) -> Any:

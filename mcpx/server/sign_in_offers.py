@@ -14,8 +14,9 @@ elicitation: mcpx offers the sign-in through the host instead of failing
 
 A host that declared no URL elicitation, any revision before 2025-11-25, and a caller
 let in by an OAuth access token (not the daemon's owner) get the error naming
-C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it
-names its server.
+C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it names its server.
+A 2026-07-28 call that may become a task of the tasks extension is offered the sign-in
+before it runs (L{SignInOffers.offered_first}).
 """
 
 from __future__ import annotations
@@ -79,52 +80,84 @@ class SignInOffers:
         found = servers.servers.get(name) if servers is not None else None
         return found if isinstance(found, RemoteServer) else None
 
+    def _subject(
+        self, context: Context, params: dict[str, Any]
+    ) -> tuple[HostSignIns, str, RemoteServer, dict[str, Any], bool] | None:
+        """
+        What a call may be offered a sign-in for: the sign-ins, the server's name and
+        entry, the params without mcpx's own answer, and whether the user declined; or
+        C{None} for a call no sign-in is offered to.
+        """
+        name = _target(params)
+        hosted = self._hosted()
+        if name is None or hosted is None or not _offers_to(context):
+            return None
+        server = self._server(name)
+        if server is None:
+            return None
+        declined = False
+        if context.modern:
+            params, declined = _without_our_answer(params)
+        return hosted, name, server, params, declined
+
     def wraps(self, answer: Method) -> Method:
         async def offering(
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Mapping[str, Any]:
-            name = _target(params)
-            hosted = self._hosted()
-            if name is None or hosted is None or not _offers_to(context):
+            found = self._subject(context, params)
+            if found is None:
                 return await answer(conn, context, params)
-            server = self._server(name)
-            if server is None:
-                return await answer(conn, context, params)
-            declined = False
-            if context.modern:
-                params, declined = _without_our_answer(params)
+            hosted, name, server, params, declined = found
             if not declined and hosted.needs(name, server):
-                return await self._offer(
-                    hosted, conn, context, name=name, server=server, answer=answer, params=params
-                )
+                offered = await self._offer(hosted, conn, context, name, server)
+                if offered is not None:
+                    return offered
+                return await answer(conn, context, params)
             result = await answer(conn, context, params)
             if not declined and result.get("isError") is True and hosted.needs(name, server):
                 # The server refused the token for good on the way (needs sign-in now).
-                return await self._offer(
-                    hosted, conn, context, name=name, server=server, answer=answer, params=params
-                )
+                offered = await self._offer(hosted, conn, context, name, server)
+                if offered is not None:
+                    return offered
             return result
 
         offering.__name__ = answer.__name__
         return offering
+
+    async def offered_first(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """
+        For a call that does not go through L{wraps} (a 2026-07-28 call that may become
+        a task of the tasks extension): the offer, when one is due before the call
+        runs; else C{None}, and the call runs as it would have.
+        """
+        found = self._subject(context, params)
+        if found is None:
+            return None
+        hosted, name, server, _, declined = found
+        if declined or not hosted.needs(name, server):
+            return None
+        return await self._offer(hosted, conn, context, name, server)
 
     async def _offer(
         self,
         hosted: HostSignIns,
         conn: Conn,
         context: Context,
-        *,
         name: str,
         server: RemoteServer,
-        answer: Method,
-        params: dict[str, Any],
-    ) -> Mapping[str, Any]:
+    ) -> Mapping[str, Any] | None:
+        """
+        The offer, as the request's revision asks it (a result, or -32042 raised);
+        C{None} when none could be made (discovery or registration failed: the call
+        then says what it always said).
+        """
         try:
             offer = await hosted.offer(name, server)
         except Exception as error:
-            # Discovery or registration failed: the call says what it always said.
             log.info("no sign-in to {server} offered: {error}", server=name, error=str(error))
-            return await answer(conn, context, params)
+            return None
         if context.modern:
             return {
                 "resultType": "input_required",

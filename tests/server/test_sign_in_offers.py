@@ -19,6 +19,7 @@ from mcpx.auth.store import TokenStore
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
+from mcpx.server.ext_tasks import EXTENSION
 from mcpx.server.results import text_result
 from mcpx.server.sign_in_offers import INPUT_KEY
 from mcpx.settings.secrets import SecretMasker
@@ -166,6 +167,15 @@ class SignInOfferTests(SynchronousTestCase):
         refused = result_of(gateway.modern(URL_ELICITATION, inputResponses=declined))
         self.assertTrue(refused["isError"])
         self.assertIn("mcpx auth login remote", refused["content"][0]["text"])
+
+    def test_modern_with_the_tasks_extension(self) -> None:
+        """A call that could become an extension task is offered the sign-in first."""
+        gateway = Gateway()
+        declared = {**URL_ELICITATION, "extensions": {EXTENSION: {}}}
+        first = result_of(gateway.modern(declared))
+        self.assertEqual(first["resultType"], "input_required")
+        self.assertEqual(first["inputRequests"][INPUT_KEY]["params"]["mode"], "url")
+        self.assertEqual(gateway.pool.calls, [])
 
     def test_modern_without_url_elicitation(self) -> None:
         """A 2026-07-28 request declaring form elicitation only gets the old error."""
