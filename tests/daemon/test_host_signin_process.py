@@ -8,6 +8,7 @@ a browser would, and the host's retry reaches the server with the user's token.
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from typing import Any
@@ -17,13 +18,18 @@ import anyio
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client.context import ClientRequestContext
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 from twisted.web.server import Site
 
 from tests.auth.signin_issuer import USER_TOKEN, SignedInUpstream, SigningInIssuer
 from tests.questions.support import MODERN, Daemon, in_thread
 from tests.questions.test_end_to_end import texts, wire
-from tests.support.processes import reactor
+from tests.support.peers import node22
+from tests.support.processes import REPO, reactor
+
+#: The TypeScript SDK v2 host that opens the URLs it is asked to (tests/peers).
+TS_HOST = REPO / "tests" / "peers" / "signin-host.mjs"
 
 CALL = {"server": "remote", "tool": "echo", "arguments": {}}
 
@@ -179,6 +185,30 @@ class HostSignInTests(TestCase):
         self.check_url(urls[0])
         self.assertEqual(pages[0][0], 200, pages)
         # Every request the server let in carried the user's token.
+        self.assertEqual(set(self.tokens_seen()), {b"Bearer " + USER_TOKEN.encode()})
+
+    async def test_ts_modern_host_signs_in(self) -> None:
+        """
+        The TypeScript SDK v2 client at 2026-07-28, declaring URL elicitation: it is
+        asked the URL inside input_required, opens it (the browser's redirect reaches
+        the daemon), accepts, and the SDK's retry succeeds.
+        """
+        await self.daemon.start()
+        argv = [str(TS_HOST), "--era", MODERN, "--url", self.daemon.mcp_url]
+        argv += ["--server", "remote", "--tool", "echo"]
+        out, err, code = await getProcessOutputAndValue(
+            node22(), argv, env=self.daemon.env, path=str(TS_HOST.parent), reactor=reactor
+        )
+        self.assertEqual(code, 0, err)
+        seen = json.loads(out.decode().strip().splitlines()[-1])
+        self.assertEqual(seen["protocolVersion"], MODERN, seen)
+        self.assertNotIn("error", seen, seen)
+        self.assertIn("echoed", texts(seen["result"]))
+        (asked,) = seen["asked"]
+        self.assertEqual(asked["mode"], "url")
+        self.check_url(asked["url"])
+        self.assertEqual(seen["pages"][0]["status"], 200)
+        self.assertIn("Signed in to remote", seen["pages"][0]["text"])
         self.assertEqual(set(self.tokens_seen()), {b"Bearer " + USER_TOKEN.encode()})
 
     async def test_host_without_url_elicitation(self) -> None:
