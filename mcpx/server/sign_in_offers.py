@@ -156,7 +156,8 @@ class SignInOffers:
         try:
             offer = await hosted.offer(name, server)
         except Exception as error:
-            log.info("no sign-in to {server} offered: {error}", server=name, error=str(error))
+            why = hosted.sign_ins.masker.mask(str(error))
+            log.info("no sign-in to {server} offered: {error}", server=name, error=why)
             return None
         if context.modern:
             return {
