@@ -38,6 +38,7 @@ from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
+    from mcpx.auth.host_signin import HostSignIns
     from mcpx.auth.signin import SignIns
     from mcpx.scripts.runner import Scripts
     from mcpx.server.http import McpHTTP
@@ -114,6 +115,8 @@ class DaemonHTTP:
         event bus share it.
     @ivar sign_ins: the OAuth sign-ins to remote servers (C{/v1/auth}); C{None} until
         the daemon wires them in.
+    @ivar host_sign_ins: the sign-ins offered to hosts through URL elicitation
+        (L{mcpx.auth.host_signin}); C{None} until the daemon wires them in.
     @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
         wires it in, when those routes answer C{503 exec_unavailable}.
     @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
@@ -142,6 +145,7 @@ class DaemonHTTP:
     scripts: Scripts | None = None
     metrics: Metrics | None = None
     sign_ins: SignIns | None = None
+    host_sign_ins: HostSignIns | None = None
     calls: RecentCalls = field(
         default=Factory(lambda self: RecentCalls(self.clock), takes_self=True)
     )
@@ -168,6 +172,8 @@ class DaemonHTTP:
         self.tasks.close()
         if self.mcp is not None:
             self.mcp.close()
+        if self.host_sign_ins is not None:
+            self.host_sign_ins.close()
 
     mount(app, OPS)
 

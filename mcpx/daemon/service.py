@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 from twisted.web.resource import IResource
 from twisted.web.server import Request
 
+from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
@@ -32,6 +33,7 @@ from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_e
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.token import TokenFile
+from mcpx.ops.auth import signed_in
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import Invocation
@@ -529,6 +531,9 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         metrics=metrics,
         sign_ins=sign_ins,
         calls=calls,
+    )
+    http.host_sign_ins = HostSignIns(
+        sign_ins, reactor, clock, on_signed_in=lambda name: signed_in(http, name)
     )
     metrics.watch(http)
     journal: TaskJournal | None = None

@@ -67,11 +67,15 @@ async def auth_finish(host: OpHost, call: Invocation) -> dict[str, Any]:
         shown = await sign_ins.finish(server.name, call.args["url"])
     except Exception as error:
         raise _auth_failed(error) from error
-    pool = host.pool
-    if pool is not None and any(status.name == server.name for status in pool.status()):
-        # The instance that failed without a token starts again with one.
-        await pool.restart(server.name)
+    await signed_in(host, server.name)
     return {"server": shown}
+
+
+async def signed_in(host: OpHost, name: str) -> None:
+    """A sign-in to C{name} ended: the instance that failed without a token starts again."""
+    pool = host.pool
+    if pool is not None and any(status.name == name for status in pool.status()):
+        await pool.restart(name)
 
 
 async def auth_logout(host: OpHost, call: Invocation) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from mcpx.server.promotion import TaskPromotion
 from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelopes, params_of
 from mcpx.server.resumable import ConnAsker
 from mcpx.server.roots import ROOTS_CHANGED, Roots
+from mcpx.server.sign_in_offers import SignInOffers
 from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
@@ -149,6 +150,8 @@ class McpServer:
             self.ext_tasks = ExtensionTasks(store)
             self.ext_tasks.on_change.append(self.listening.task_changed)
         self.asking = Asking(host, clock, self.offering, self.roots, self.core_tasks)
+        #: Sign-ins offered to hosts that declared URL elicitation (mcpx_call only).
+        self.sign_in_offers = SignInOffers(host)
         self.promotion: TaskPromotion | None = None
         subscriptions = self.subscriptions
         self._methods: dict[str, Method] = {
@@ -156,7 +159,9 @@ class McpServer:
             "ping": self._ping,
             "server/discover": self._discover,
             "tools/list": self._list_tools,
-            "tools/call": self.asking.asks(self._call_tool, "tools/call"),
+            "tools/call": self.sign_in_offers.wraps(
+                self.asking.asks(self._call_tool, "tools/call")
+            ),
             "prompts/list": self._list_prompts,
             "prompts/get": self.asking.asks(self._get_prompt, "prompts/get"),
             "resources/list": self._list_resources,
@@ -265,6 +270,10 @@ class McpServer:
             promotion = self.promotion
             if promotion is not None:
                 if client_declares(context):
+                    offered = await self.sign_in_offers.offered_first(conn, context, params)
+                    if offered is not None:
+                        return self.spell(offered, method, context)
+
                     # The tasks extension: the call may be answered with a task (the
                     # core tasks' task field means nothing at this revision).
                     def spell(result: Mapping[str, Any]) -> Any:

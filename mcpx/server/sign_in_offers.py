@@ -1,0 +1,218 @@
+# -*- test-case-name: tests.server.test_sign_in_offers -*-
+"""
+A call to an OAuth server that needs a sign-in, from a host that declared URL-mode
+elicitation: mcpx offers the sign-in through the host instead of failing
+(L{mcpx.auth.host_signin}).
+
+  - At 2025-11-25 the call fails with C{-32042} (URL elicitation required), its
+    C{data.elicitations} the one URL elicitation; once the user has signed in the
+    host is sent C{notifications/elicitation/complete} (where its connection can
+    hear it), and its retry runs.
+  - At 2026-07-28 the call is answered C{input_required} with the URL elicitation;
+    the retry carrying the answer runs once the sign-in is done, and is asked the
+    same URL again while it is not (a user who declines gets today's error).
+
+A host that declared no URL elicitation, any revision before 2025-11-25, and a caller
+let in by an OAuth access token (not the daemon's owner) get the error naming
+C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it names its server.
+A 2026-07-28 call that may become a task of the tasks extension is offered the sign-in
+before it runs (L{SignInOffers.offered_first}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from twisted.logger import Logger
+
+from mcpx.auth.host_signin import HostSignIns, Offer
+from mcpx.ops.host import OpHost
+from mcpx.questions.caller import ELICIT, may_ask
+from mcpx.questions.relay import ELICITATION_COMPLETE
+from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.gateway_tools import CALL_TOOL
+from mcpx.settings.servers import RemoteServer
+from mcpx.spec.matrix import notification_in
+from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError, may_emit
+
+log = Logger()
+
+#: The key of the sign-in in a 2026-07-28 C{inputRequests}.
+INPUT_KEY: Final = "mcpx-sign-in"
+
+
+def _target(params: Mapping[str, Any]) -> str | None:
+    """The server a C{tools/call} of C{mcpx_call} names, if it names one."""
+    if params.get("name") != CALL_TOOL:
+        return None
+    arguments = params.get("arguments")
+    server = arguments.get("server") if type(arguments) is dict else None
+    return server if type(server) is str else None
+
+
+def _offers_to(context: Context) -> bool:
+    """
+    Whether the request's host can be offered a sign-in as a URL elicitation: it
+    declared URL elicitation, and it is the daemon's owner.  A caller let in by an
+    access token (C{daemon.auth} C{oauth}) is not: the daemon keeps one token per
+    server for everyone, so one subject's sign-in would serve the others.
+    """
+    if context.subject is not None:
+        return False
+    if not may_ask(context.capabilities, ELICIT, {"mode": "url"}):
+        return False
+    return context.modern or may_emit(URL_ELICITATION_REQUIRED, context.revision)
+
+
+class SignInOffers:
+    """Wraps C{tools/call}: sign-ins offered to hosts that can show a URL."""
+
+    def __init__(self, host: OpHost) -> None:
+        self._host = host
+
+    def _hosted(self) -> HostSignIns | None:
+        hosted = getattr(self._host, "host_sign_ins", None)
+        return hosted if isinstance(hosted, HostSignIns) else None
+
+    def _server(self, name: str) -> RemoteServer | None:
+        servers = self._host.servers
+        found = servers.servers.get(name) if servers is not None else None
+        return found if isinstance(found, RemoteServer) else None
+
+    def _subject(
+        self, context: Context, params: dict[str, Any]
+    ) -> tuple[HostSignIns, str, RemoteServer, dict[str, Any], bool] | None:
+        """
+        What a call may be offered a sign-in for: the sign-ins, the server's name and
+        entry, the params without mcpx's own answer, and whether the user declined; or
+        C{None} for a call no sign-in is offered to.
+        """
+        name = _target(params)
+        hosted = self._hosted()
+        if name is None or hosted is None or not _offers_to(context):
+            return None
+        server = self._server(name)
+        if server is None:
+            return None
+        declined = False
+        if context.modern:
+            params, declined = _without_our_answer(params)
+        return hosted, name, server, params, declined
+
+    def wraps(self, answer: Method) -> Method:
+        async def offering(
+            conn: Conn, context: Context, params: dict[str, Any]
+        ) -> Mapping[str, Any]:
+            found = self._subject(context, params)
+            if found is None:
+                return await answer(conn, context, params)
+            hosted, name, server, params, declined = found
+            if not declined and hosted.needs(name, server):
+                offered = await self._offer(hosted, conn, context, name, server)
+                if offered is not None:
+                    return offered
+                return await answer(conn, context, params)
+            result = await answer(conn, context, params)
+            if not declined and result.get("isError") is True and hosted.needs(name, server):
+                # The server refused the token for good on the way (needs sign-in now).
+                offered = await self._offer(hosted, conn, context, name, server)
+                if offered is not None:
+                    return offered
+            return result
+
+        offering.__name__ = answer.__name__
+        return offering
+
+    async def offered_first(
+        self, conn: Conn, context: Context, params: dict[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """
+        For a call that does not go through L{wraps} (a 2026-07-28 call that may become
+        a task of the tasks extension): the offer, when one is due before the call
+        runs; else C{None}, and the call runs as it would have.
+        """
+        found = self._subject(context, params)
+        if found is None:
+            return None
+        hosted, name, server, _, declined = found
+        if declined or not hosted.needs(name, server):
+            return None
+        return await self._offer(hosted, conn, context, name, server)
+
+    async def _offer(
+        self,
+        hosted: HostSignIns,
+        conn: Conn,
+        context: Context,
+        name: str,
+        server: RemoteServer,
+    ) -> Mapping[str, Any] | None:
+        """
+        The offer, as the request's revision asks it (a result, or -32042 raised);
+        C{None} when none could be made (discovery or registration failed: the call
+        then says what it always said).
+        """
+        try:
+            offer = await hosted.offer(name, server)
+        except Exception as error:
+            why = hosted.sign_ins.masker.mask(str(error))
+            log.info("no sign-in to {server} offered: {error}", server=name, error=why)
+            return None
+        if context.modern:
+            return {
+                "resultType": "input_required",
+                "inputRequests": {
+                    INPUT_KEY: {
+                        "method": ELICIT,
+                        "params": {"mode": "url", "message": offer.message, "url": offer.url},
+                    }
+                },
+            }
+        _tell_when_done(offer, conn)
+        raise RpcError(
+            URL_ELICITATION_REQUIRED,
+            f"{name} needs a sign-in: open the link to sign in, then try again",
+            {
+                "elicitations": [
+                    {
+                        "mode": "url",
+                        "elicitationId": offer.elicitation_id,
+                        "url": offer.url,
+                        "message": offer.message,
+                    }
+                ]
+            },
+        )
+
+
+def _without_our_answer(params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """
+    C{params} without the answer to mcpx's sign-in (the upstream never asked it), and
+    whether the user declined or cancelled it.
+    """
+    responses = params.get("inputResponses")
+    if type(responses) is not dict or INPUT_KEY not in responses:
+        return params, False
+    ours = responses[INPUT_KEY]
+    rest = {key: value for key, value in responses.items() if key != INPUT_KEY}
+    params = dict(params)
+    if rest:
+        params["inputResponses"] = rest
+    else:
+        del params["inputResponses"]
+    action = ours.get("action") if type(ours) is dict else None
+    return params, action in ("decline", "cancel")
+
+
+def _tell_when_done(offer: Offer, conn: Conn) -> None:
+    """Send C{conn} C{notifications/elicitation/complete} once the sign-in is done."""
+
+    def tell() -> None:
+        push = conn.push
+        if push is None or conn.closed or conn.revision is None:
+            return
+        if notification_in(ELICITATION_COMPLETE, conn.revision):
+            push(ELICITATION_COMPLETE, {"elicitationId": offer.elicitation_id})
+
+    offer.wait(id(conn), tell)
