@@ -28,6 +28,8 @@ class CommandGroup(click.Group):
 
     #: Command name to C{module:attribute}.
     lazy = {
+        "add": "mcpx.cli.config_commands:add",
+        "remove": "mcpx.cli.config_commands:remove",
         "artifacts": "mcpx.cli.exec_command:artifacts",
         "auth": "mcpx.cli.auth_command:auth",
         "bridge-api": "mcpx.cli.bridge_command:bridge_api",

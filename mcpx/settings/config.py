@@ -47,7 +47,7 @@ from mcpx.settings.servers import Server, ServersConfig
 #: How the configuration shipped with mcpx is named wherever a source is shown.
 DEFAULT_CONFIG_ORIGIN = "default config"
 
-_SERVER_KEYS = ("servers", "mcpServers")
+SERVER_KEYS = ("servers", "mcpServers")
 _IGNORED_KEYS = ("$schema",)
 #: The policy keys every server entry takes unless it gives its own
 #: (L{mcpx.settings.server_policy}).
@@ -117,7 +117,7 @@ def parse_config(
         settings[name] = setting.parse_json(value, f"{origin}: setting {name!r}")
 
     for key, value in data.items():
-        if key in _SERVER_KEYS or key in _IGNORED_KEYS or key == _DEFAULTS_KEY:
+        if key in SERVER_KEYS or key in _IGNORED_KEYS or key == _DEFAULTS_KEY:
             continue
         if key in SECTIONS:
             if not isinstance(value, dict):
@@ -130,13 +130,13 @@ def parse_config(
         elif key in BY_NAME:
             take(key, value)
         else:
-            valid = [*_SERVER_KEYS, _DEFAULTS_KEY, *SECTIONS, *BY_NAME]
+            valid = [*SERVER_KEYS, _DEFAULTS_KEY, *SECTIONS, *BY_NAME]
             raise SettingsError(f"{origin}: {unknown_name('key', key, valid)}")
 
     servers: dict[str, Server] = {}
     policies: dict[str, ServerPolicy] = {}
     defaults = check_defaults(data.get(_DEFAULTS_KEY, {}), origin=origin)
-    for group in _SERVER_KEYS:
+    for group in SERVER_KEYS:
         entries = data.get(group, {})
         if not isinstance(entries, dict):
             raise SettingsError(f"{origin}: {group!r} must be an object mapping names to servers")
