@@ -99,7 +99,13 @@ def save(document: ConfigDocument, data: Mapping[str, object]) -> None:
         write_document(document.path, data)
     except OSError as e:
         raise CommandFailed(f"cannot write {document.path}: {e}") from None
+    try:
+        unset_before = set(check_document(document.data, document.path, os.environ))
+    except SettingsError:
+        unset_before = set()
     for name in unset:
+        if name in unset_before:
+            continue
         click.echo(
             f"mcpx: note: ${{{name}}} is not set here; the daemon fills it in from its own "
             "environment, so set it there",

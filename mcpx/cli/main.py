@@ -29,6 +29,7 @@ class CommandGroup(click.Group):
     #: Command name to C{module:attribute}.
     lazy = {
         "add": "mcpx.cli.config_commands:add",
+        "import": "mcpx.cli.import_command:import_command",
         "remove": "mcpx.cli.config_commands:remove",
         "artifacts": "mcpx.cli.exec_command:artifacts",
         "auth": "mcpx.cli.auth_command:auth",

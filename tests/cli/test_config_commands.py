@@ -16,8 +16,8 @@ from tests.cli.test_commands import CommandRunner, Done
 from tests.cli.test_real_daemon import RealDaemonCase
 
 
-class ConfigEditTests(CommandRunner):
-    """Edits of the config file, with no daemon running."""
+class ConfigFileCase(CommandRunner):
+    """Commands run on a config file at the default location of a config home of its own."""
 
     def setUp(self) -> None:
         super().setUp()
@@ -38,6 +38,10 @@ class ConfigEditTests(CommandRunner):
         done = await self.mcpx(*args)
         self.assertEqual(done.code, 0, done)
         return done
+
+
+class ConfigEditTests(ConfigFileCase):
+    """Edits of the config file, with no daemon running."""
 
     async def test_add_stdio_creates_the_file(self) -> None:
         """C{mcpx add NAME -- COMMAND...} creates the default config file, private to its
