@@ -37,6 +37,8 @@ class CommandGroup(click.Group):
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
         "prompt": "mcpx.cli.content_commands:prompt",
+        "prompts": "mcpx.cli.content_commands:prompts",
+        "resources": "mcpx.cli.content_commands:resources",
         "read": "mcpx.cli.content_commands:read",
         "exec": "mcpx.cli.exec_command:exec_command",
         "serve": "mcpx.cli.serve:serve",
