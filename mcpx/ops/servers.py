@@ -43,7 +43,14 @@ def _matches(summary: Mapping[str, Any], words: Sequence[str]) -> bool:
 
 
 async def list_servers(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return {"servers": [status.to_json() for status in pool_of(host).status()]}
+    listed = []
+    for status in pool_of(host).status():
+        entry = status.to_json()
+        shadowed = host.clashes.shadowed(status.name, host.servers)
+        if shadowed:
+            entry["shadowed"] = [clash.to_json() for clash in shadowed]
+        listed.append(entry)
+    return {"servers": listed}
 
 
 async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
