@@ -152,15 +152,22 @@ def check_document(data: Mapping[str, object], path: Path, environ: Mapping[str,
     settings and every server entry, the servers C{mcp.passthrough} names, and that no
     server is passed through twice.
 
-    @param environ: the environment the settings are resolved in; a C{${NAME}} reference
-        to a variable it does not set is not refused.
+    @param environ: what C{${NAME}} references are checked against: one to a variable it
+        does not set is not refused.  Its C{MCPX_} variables are not the daemon's, and are
+        left out.
     @return: the variables referenced that C{environ} does not set, by name.
     @raise SettingsError: saying what is wrong, as the daemon would.
     """
     permissive = _Permissive(environ)
     origin = str(path)
     config = parse_config(dict(data), origin=origin, path=origin, environ=permissive)
-    settings = resolve(config=config, environ=environ, flags={})
+    # The file's settings alone: the MCPX_ variables of this command's environment are
+    # not the daemon's (MCPX_DAEMON, for one, is the command's own).
+    settings = resolve(
+        config=config,
+        environ={k: v for k, v in environ.items() if not k.startswith("MCPX_")},
+        flags={},
+    )
     check_passthrough(settings, config.servers)
     twice = passthrough_twice(config.servers, settings.strings("mcp.passthrough"))
     if twice is not None:

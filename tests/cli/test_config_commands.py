@@ -167,6 +167,13 @@ class ConfigEditTests(ConfigFileCase):
         )
         self.assertFalse(self.config.exists())
 
+    async def test_command_environment_is_not_the_daemons(self) -> None:
+        """The command's own C{MCPX_} variables (an empty C{MCPX_DAEMON}, a setting for
+        this shell) do not make the file look invalid: only the file is checked."""
+        self.env.update(MCPX_DAEMON="", MCPX_POOL_CALL_TIMEOUT="not a duration")
+        await self.ok("add", "x", "--", "true")
+        self.assertIn("x", self.read()["servers"])
+
     async def test_remote_daemon_refused(self) -> None:
         """With C{--daemon ssh://...} the command refuses, saying where to run it."""
         done = await self.mcpx("--daemon", "ssh://box", "add", "x", "--", "true")
@@ -196,6 +203,30 @@ class RunningDaemonTests(RealDaemonCase):
         self.assertEqual([s["name"] for s in servers], ["a", "b"])
         done = await self.ok("remove", "b")
         self.assertIn("reloaded: removed a, b", done.out)
+
+    async def test_daemon_reads_a_claude_desktop_file(self) -> None:
+        """A daemon pointed at a Claude Desktop file starts, its C{globalShortcut} noted in
+        the log and its servers served; C{mcpx add} then adds to that file, keeping the
+        host's key."""
+        config = Path(self.config_home) / "claude_desktop_config.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "globalShortcut": "Ctrl+Space",
+                    "mcpServers": {"a": {"command": sys.executable, "args": ["-m", "mcpx.demo"]}},
+                }
+            )
+        )
+        self.env["MCPX_CONFIG"] = str(config)
+        daemon = await self.start_daemon()
+        await daemon.wait_for(rb"ignored 'globalShortcut'", fd=2, timeout=10)
+        done = await self.ok("call", "a", "add", "a=1", "b=2", "--json")
+        self.assertEqual(done.json()["structuredContent"], {"sum": 3})
+        done = await self.ok("add", "b", "--", sys.executable, "-m", "mcpx.demo")
+        self.assertIn("reloaded: added b; unchanged a", done.out)
+        data = json.loads(config.read_text())
+        self.assertEqual(data["globalShortcut"], "Ctrl+Space")
+        self.assertEqual(list(data["mcpServers"]), ["a", "b"])
 
     async def test_other_file_not_reloaded(self) -> None:
         """A daemon running from another file is left alone, and the command says which

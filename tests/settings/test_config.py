@@ -46,7 +46,7 @@ class SettingsInFileTests(SynchronousTestCase):
         error = self.assertRaises(SettingsError, parse, {"sever": {}})
         message = str(error)
         self.assertTrue(message.startswith(f"{FILE}: unknown key 'sever'"))
-        self.assertIn("did you mean 'servers'?", message)
+        self.assertIn("'sever'; did you mean 'servers'? Valid names are: servers, ", message)
         self.assertIn("mcpServers", message)
         self.assertIn("pool.callTimeout", message)
 
