@@ -39,7 +39,14 @@ $(SSHD):
 	apt-get install -y --no-install-recommends openssh-server openssh-client \
 	  || (apt-get update && apt-get install -y --no-install-recommends openssh-server openssh-client)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD)
+# The headless browser the status page's test drives through Playwright (Debian's package;
+# Playwright's own browser downloads are never used).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get install -y --no-install-recommends chromium \
+	  || (apt-get update && apt-get install -y --no-install-recommends chromium)
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM)
 
 run: install
 	$(BIN)/mcpx daemon

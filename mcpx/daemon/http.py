@@ -4,7 +4,8 @@ The daemon's one HTTP server.
 
 Every surface is a route of one Klein app, served on the unix socket and the TCP
 listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
-table (L{mcpx.ops.table.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).
+table (L{mcpx.ops.table.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}); C{/}
+is the status page (L{mcpx.daemon.status_page}).
 Errors are JSON with a stable C{code} and a message that says what to do.
 """
 
@@ -24,9 +25,11 @@ from werkzeug.exceptions import HTTPException
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.metrics import Metrics
+from mcpx.daemon.status_page import StatusPage
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import PoolInterface
+from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.ops.table import OPS
 from mcpx.questions.broker import Broker
@@ -115,6 +118,8 @@ class DaemonHTTP:
     @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
         wires it in, when those routes answer C{503 exec_unavailable}.
     @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
+    @ivar calls: the last tool calls that reached a server (C{/v1/calls}, the status
+        page); the daemon makes it the pool's C{on_call}.
     """
 
     app = Klein()
@@ -139,6 +144,10 @@ class DaemonHTTP:
     scripts: Scripts | None = None
     metrics: Metrics | None = None
     sign_ins: SignIns | None = None
+    calls: RecentCalls = field(
+        default=Factory(lambda self: RecentCalls(self.clock), takes_self=True)
+    )
+    page: StatusPage = Factory(StatusPage)
     started_at: float = field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -171,6 +180,19 @@ class DaemonHTTP:
             return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")
         request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))
         return self.metrics.render()
+
+    # The status page (docs/status-page.md), behind the gate like every route.
+    @app.route("/", methods=["GET"])
+    def status_page(self, request: IRequest) -> bytes:
+        return self.page.render(request, "/")
+
+    @app.route("/status.js", methods=["GET"])
+    def status_script(self, request: IRequest) -> bytes:
+        return self.page.render(request, "/status.js")
+
+    @app.route("/status.css", methods=["GET"])
+    def status_style(self, request: IRequest) -> bytes:
+        return self.page.render(request, "/status.css")
 
     @app.route("/mcp", branch=False)
     def mcp_endpoint(self, request: IRequest) -> Any:

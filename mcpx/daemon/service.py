@@ -35,6 +35,7 @@ from mcpx.daemon.token import TokenFile
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import Invocation
+from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.ops.servers import reload
 from mcpx.ops.shutdown import Shutdown
@@ -375,12 +376,15 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     core: IReactorCore = reactor
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
-        Routes((op.path for op in OPS), exact=("/", "/mcp", "/metrics")),
+        Routes(
+            (op.path for op in OPS), exact=("/", "/status.js", "/status.css", "/mcp", "/metrics")
+        ),
         max_tools=1000
         if config.settings is None
         else config.settings.integer("daemon.metricsMaxTools"),
     )
     publish = metrics.published(events.publish)
+    calls = RecentCalls(clock, publish=events.publish)
     pool: Pool | None = None
     settings, servers = config.settings, config.servers
     # The MCP server is built after the pool it calls, so updates reach it through this cell.
@@ -487,7 +491,13 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             handlers=upstream_handlers,
             masker=config.masker,
         )
-        pool.on_call = metrics.call_finished
+        counted = metrics.call_finished
+
+        def call_finished(server: str, tool: str, seconds: float, outcome: str) -> None:
+            counted(server, tool, seconds, outcome)
+            calls.call_finished(server, tool, seconds, outcome)
+
+        pool.on_call = call_finished
     scripts: Scripts | None = None
     if settings is not None:
         scripts = Scripts(
@@ -522,6 +532,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         scripts=scripts,
         metrics=metrics,
         sign_ins=sign_ins,
+        calls=calls,
     )
     metrics.watch(http)
     journal: TaskJournal | None = None

@@ -52,6 +52,7 @@ KINDS = (
     "task.failed",
     "task.cancelled",
     "resource.updated",
+    "call.finished",
 )
 
 #: The kind of the first event of a stream that watches resources (C{?uri=}).

@@ -17,6 +17,7 @@ from twisted.internet.interfaces import IReactorTime
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
 from mcpx.ops.events import EventBus
+from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport, ServerStatus
@@ -95,6 +96,7 @@ class OpHost(Protocol):
         without a broker.
     @ivar masker: hides the configured credentials in what the operations answer.
     @ivar clashes: the names pass-through servers both offer (L{mcpx.ops.clashes}).
+    @ivar calls: the last tool calls that reached a server (C{GET /v1/calls}).
     """
 
     clock: IReactorTime
@@ -112,6 +114,7 @@ class OpHost(Protocol):
     masker: SecretMasker
     scripts: Scripts | None
     sign_ins: SignIns | None
+    calls: RecentCalls
 
 
 @frozen

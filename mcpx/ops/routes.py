@@ -37,6 +37,7 @@ ROUTES: Mapping[str, Route] = {
     "get_question": ("GET", "/v1/questions/{id}"),
     "answer_question": ("POST", "/v1/questions/{id}/answer"),
     "restart_server": ("POST", "/v1/servers/{name}/restart"),
+    "list_calls": ("GET", "/v1/calls"),
     "auth_status": ("GET", "/v1/auth"),
     "auth_begin": ("POST", "/v1/auth/{name}/begin"),
     "auth_finish": ("POST", "/v1/auth/{name}/finish"),

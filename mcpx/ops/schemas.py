@@ -92,6 +92,17 @@ SERVER_STATUS = object_schema(
     ["name", "state", "last_error", "instances", "era", "revision", "transport"],
 )
 
+RECENT_CALL = object_schema(
+    {
+        "server": NAME,
+        "tool": {"type": "string"},
+        "finished": {"type": "number", "description": "When it ended (seconds since the epoch)."},
+        "seconds": {"type": "number", "minimum": 0, "description": "How long it took."},
+        "outcome": {"type": "string", "enum": ["ok", "tool_error", "error"]},
+    },
+    ["server", "tool", "finished", "seconds", "outcome"],
+)
+
 TOOL_SUMMARY = object_schema(
     {
         "server": NAME,

@@ -219,3 +219,10 @@ async def health(host: OpHost, call: Invocation) -> dict[str, Any]:
     if host.reloads.last is not None:
         answer["last_reload"] = host.reloads.last.to_json()
     return answer
+
+
+async def list_calls(host: OpHost, call: Invocation) -> dict[str, Any]:
+    return {
+        "calls": host.calls.newest_first(call.args.get("server")),
+        "limit": host.calls.limit,
+    }

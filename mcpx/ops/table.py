@@ -27,6 +27,7 @@ from mcpx.ops.schemas import (
     NO_INPUT,
     NULLABLE_STRING,
     QUESTION,
+    RECENT_CALL,
     REF,
     SERVER_STATUS,
     STRINGS,
@@ -502,6 +503,24 @@ OPS: tuple[Op, ...] = (
         output_schema=object_schema({"server": SERVER_STATUS}, ["server"]),
         handler=servers.restart_server,
         errors=(404, 503),
+        gateway=False,
+    ),
+    Op(
+        name="list_calls",
+        summary="List the last tool calls that reached a server, newest first",
+        description="The daemon keeps the last calls (limit says how many) in memory: the "
+        "server, the tool, when the call ended, how long it took and how it ended (ok, "
+        "tool_error: answered with isError, error: failed). Never the arguments or the "
+        "result. Each call that ends is also a call.finished event on GET /v1/events.",
+        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        output_schema=object_schema(
+            {
+                "calls": {"type": "array", "items": RECENT_CALL},
+                "limit": {"type": "integer", "minimum": 1},
+            },
+            ["calls", "limit"],
+        ),
+        handler=servers.list_calls,
         gateway=False,
     ),
     Op(

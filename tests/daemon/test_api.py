@@ -51,6 +51,7 @@ SAMPLES: dict[str, tuple[str, str, Any]] = {
         },
     ),
     "restart_server": ("POST", "/v1/servers/files/restart", None),
+    "list_calls": ("GET", "/v1/calls?server=files", None),
     "reload": ("POST", "/v1/reload", None),
     "get_settings": ("GET", "/v1/settings", None),
     "get_protocol": ("GET", "/v1/protocol", None),

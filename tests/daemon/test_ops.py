@@ -50,6 +50,7 @@ class TableTests(SynchronousTestCase):
             ("POST", "/v1/read"),
             ("POST", "/v1/complete"),
             ("POST", "/v1/servers/{name}/restart"),
+            ("GET", "/v1/calls"),
             ("POST", "/v1/reload"),
             ("GET", "/v1/settings"),
             ("GET", "/v1/protocol"),
@@ -111,11 +112,17 @@ class TableTests(SynchronousTestCase):
 
     def test_one_route_per_op(self) -> None:
         """
-        Besides /mcp (the MCP endpoint) and /metrics (Prometheus text), which are not
-        operations, the daemon's Klein app has exactly one route per op, at the op's path
-        and method.
+        Besides /mcp (the MCP endpoint), /metrics (Prometheus text) and the status page's
+        three files, which are not operations, the daemon's Klein app has exactly one route
+        per op, at the op's path and method.
         """
-        not_ops = {"mcp_endpoint", "metrics_endpoint"}
+        not_ops = {
+            "mcp_endpoint",
+            "metrics_endpoint",
+            "status_page",
+            "status_script",
+            "status_style",
+        }
         rules = [r for r in DaemonHTTP.app.url_map.iter_rules() if r.endpoint not in not_ops]
         self.assertEqual(sorted(rule.endpoint for rule in rules), sorted(BY_NAME))
         for rule in rules:

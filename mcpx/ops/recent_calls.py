@@ -1,0 +1,64 @@
+# -*- test-case-name: tests.daemon.test_status_page -*-
+"""
+The last tool calls that reached a configured server, newest first: C{GET /v1/calls},
+and the status page's list of recent calls.
+
+A bounded ring (L{DEFAULT_LIMIT} calls): the daemon keeps what a person glancing at it
+wants to see, not a history.  Only the server, the tool, when it ended, how long it took
+and how it ended are kept; never the arguments or the result.  Each call that ends is also
+a C{call.finished} event, which costs nothing while nobody listens to C{/v1/events}.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+from attrs import define, field
+from twisted.internet.interfaces import IReactorTime
+
+__all__ = ["DEFAULT_LIMIT", "RecentCalls"]
+
+#: How many ended calls are kept.
+DEFAULT_LIMIT: Final = 100
+
+
+@define
+class RecentCalls:
+    """
+    The ring of the last L{DEFAULT_LIMIT} calls.
+
+    @ivar publish: the event bus's C{publish}, told C{call.finished} for each call.
+    """
+
+    clock: IReactorTime
+    limit: int = DEFAULT_LIMIT
+    publish: Callable[..., None] | None = None
+    _ring: deque[dict[str, Any]] = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._ring = deque(maxlen=self.limit)
+
+    def call_finished(self, server: str, tool: str, seconds: float, outcome: str) -> None:
+        """The pool's C{on_call}: a call to C{tool} of C{server} ended after C{seconds}."""
+        entry = {
+            "server": server,
+            "tool": tool,
+            "finished": self.clock.seconds(),
+            "seconds": round(seconds, 6),
+            "outcome": outcome,
+        }
+        self._ring.append(entry)
+        if self.publish is not None:
+            self.publish(
+                "call.finished", server, tool=tool, seconds=entry["seconds"], outcome=outcome
+            )
+
+    def newest_first(self, server: str | None = None) -> list[dict[str, Any]]:
+        """The kept calls, the last to end first (only C{server}'s when given)."""
+        return [
+            dict(entry)
+            for entry in reversed(self._ring)
+            if server is None or entry["server"] == server
+        ]
