@@ -126,7 +126,7 @@ def apply(path: Path, reload: bool) -> None:
     runs from that file (or from no file, when this edit created the default one).
     """
     if not reload:
-        click.echo("`mcpx reload` applies it to a running daemon", err=True)
+        click.echo("mcpx: not reloaded (--no-reload); `mcpx reload` applies it", err=True)
         return
     client = DaemonClient(default_socket_name())
     try:
@@ -141,7 +141,7 @@ def apply(path: Path, reload: bool) -> None:
             return
         answer = client.post(routes.path("reload"), {}, timeout=120.0)
     except DaemonNotRunning:
-        click.echo("no daemon is running; it reads the file when it starts", err=True)
+        click.echo("mcpx: no daemon is running; it reads the file when it starts", err=True)
         return
     except ApiError as e:
         raise CommandFailed(
