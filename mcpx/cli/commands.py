@@ -393,6 +393,11 @@ def reload(client: DaemonClient, as_json: bool) -> None:
     if as_json:
         _echo_json(answer)
         return
+    echo_reloaded(answer)
+
+
+def echo_reloaded(answer: object) -> None:
+    """Print what a reload changed (C{POST /v1/reload}'s answer), and what waits for a restart."""
     answer = answer if isinstance(answer, dict) else {}
     parts = []
     for key in ("added", "removed", "changed", "unchanged"):

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.cli.test_content_commands -*-
 """
-C{mcpx prompt} and C{mcpx read}: a server's prompts and resources, through the daemon's
-C{get_prompt} and C{read_resource} ops.
+C{mcpx prompts}, C{mcpx prompt}, C{mcpx resources} and C{mcpx read}: a server's prompts and
+resources, through the daemon's C{list_prompts}, C{get_prompt}, C{list_resources} and
+C{read_resource} ops.
 
 The text is printed as text; C{--json} prints the upstream's own result.
 """
@@ -13,8 +14,9 @@ from typing import Any
 
 import click
 
-from mcpx.cli.client import DaemonClient
+from mcpx.cli.client import DaemonClient, target
 from mcpx.cli.commands import asks_the_daemon
+from mcpx.cli.render import error_text, first_line, table
 from mcpx.ops import routes
 
 
@@ -105,3 +107,108 @@ def read(client: DaemonClient, as_json: bool, server: str, uri: str) -> None:
         _echo_json(answer)
     else:
         click.echo(read_text(answer), nl=False)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) and value else "-"
+
+
+def prompts_text(answer: object) -> str:
+    """C{GET /v1/prompts} as a table: server, prompt, its arguments, what it does."""
+    prompts = answer.get("prompts") if isinstance(answer, dict) else None
+    if not prompts:
+        return "No prompts found.\n"
+    rows = []
+    for prompt in prompts:
+        arguments = prompt.get("arguments")
+        names = [
+            str(a.get("name")) + ("" if a.get("required") else "?")
+            for a in (arguments if isinstance(arguments, list) else ())
+            if isinstance(a, dict)
+        ]
+        rows.append(
+            (
+                _text(prompt.get("server")),
+                _text(prompt.get("name")),
+                " ".join(names) or "-",
+                first_line(prompt.get("description") or prompt.get("title")) or "-",
+            )
+        )
+    return table(("SERVER", "PROMPT", "ARGUMENTS", "DESCRIPTION"), rows)
+
+
+def resources_text(answer: object) -> str:
+    """C{GET /v1/resources} as a table of resources, then one of templates."""
+    answer = answer if isinstance(answer, dict) else {}
+    resources = answer.get("resources") or []
+    templates = answer.get("templates") or []
+    if not resources and not templates:
+        return "No resources found.\n"
+    parts = []
+    if resources:
+        parts.append(
+            table(
+                ("SERVER", "URI", "NAME", "TYPE", "DESCRIPTION"),
+                [
+                    (
+                        _text(item.get("server")),
+                        _text(item.get("uri")),
+                        _text(item.get("title") or item.get("name")),
+                        _text(item.get("mimeType")),
+                        first_line(item.get("description")) or "-",
+                    )
+                    for item in resources
+                ],
+            )
+        )
+    if templates:
+        parts.append(
+            table(
+                ("SERVER", "URI TEMPLATE", "NAME", "DESCRIPTION"),
+                [
+                    (
+                        _text(item.get("server")),
+                        _text(item.get("uriTemplate")),
+                        _text(item.get("title") or item.get("name")),
+                        first_line(item.get("description")) or "-",
+                    )
+                    for item in templates
+                ],
+            )
+        )
+    return "\n".join(parts)
+
+
+def _say_missing(answer: object, kind: str) -> None:
+    failures = answer.get("errors") if isinstance(answer, dict) else None
+    for entry in failures if isinstance(failures, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("error"), dict):
+            click.echo(
+                f"mcpx: the {kind} of {entry.get('server')} are missing: "
+                + error_text(entry["error"]),
+                err=True,
+            )
+
+
+@asks_the_daemon("prompts")
+@click.argument("server", required=False)
+def prompts(client: DaemonClient, as_json: bool, server: str | None) -> None:
+    """List the prompts of every server, or of SERVER."""
+    answer = client.get(target(routes.path("list_prompts"), server=server), timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+        return
+    click.echo(prompts_text(answer), nl=False)
+    _say_missing(answer, "prompts")
+
+
+@asks_the_daemon("resources")
+@click.argument("server", required=False)
+def resources(client: DaemonClient, as_json: bool, server: str | None) -> None:
+    """List the resources and resource templates of every server, or of SERVER."""
+    answer = client.get(target(routes.path("list_resources"), server=server), timeout=120.0)
+    if as_json:
+        _echo_json(answer)
+        return
+    click.echo(resources_text(answer), nl=False)
+    _say_missing(answer, "resources")

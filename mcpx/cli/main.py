@@ -28,12 +28,17 @@ class CommandGroup(click.Group):
 
     #: Command name to C{module:attribute}.
     lazy = {
+        "add": "mcpx.cli.config_commands:add",
+        "import": "mcpx.cli.import_command:import_command",
+        "remove": "mcpx.cli.config_commands:remove",
         "artifacts": "mcpx.cli.exec_command:artifacts",
         "auth": "mcpx.cli.auth_command:auth",
         "bridge-api": "mcpx.cli.bridge_command:bridge_api",
         "daemon": "mcpx.cli.daemon_command:daemon",
         "elicit": "mcpx.cli.elicit:elicit",
         "prompt": "mcpx.cli.content_commands:prompt",
+        "prompts": "mcpx.cli.content_commands:prompts",
+        "resources": "mcpx.cli.content_commands:resources",
         "read": "mcpx.cli.content_commands:read",
         "exec": "mcpx.cli.exec_command:exec_command",
         "serve": "mcpx.cli.serve:serve",

@@ -95,7 +95,34 @@ def servers_text(answer: Mapping[str, Any]) -> str:
     text = table(head, rows)
     if in_full:
         text += "\nLast errors in full:\n" + "".join(in_full)
+    shadowed = [line for server in servers for line in _shadowed_lines(server)]
+    if shadowed:
+        text += "\nNot offered to hosts, shadowed in pass-through:\n" + "".join(shadowed)
     return text
+
+
+def _shadowed_lines(server: Mapping[str, Any]) -> list[str]:
+    """A server's names another pass-through server shadows, one line per kind and server."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    entries = server.get("shadowed")
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict):
+            key = (str(entry.get("kind")), str(entry.get("by")))
+            groups.setdefault(key, []).append(str(entry.get("name")))
+    name = _text(server.get("name"))
+    lines = []
+    for (kind, by), names in groups.items():
+        remedy = (
+            f'give {name!r} a "toolPrefix" in its server entry to offer both'
+            if kind == "tool"
+            else f"pass only one of them through to reach {name!r}'s"
+        )
+        plural = kind + ("s" if len(names) > 1 else "")
+        lines.append(
+            f"{name}: {plural} {', '.join(names)} (offered by {by!r}, passed through first; "
+            f"{remedy})\n"
+        )
+    return lines
 
 
 def tools_text(answer: Mapping[str, Any]) -> str:

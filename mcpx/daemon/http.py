@@ -26,6 +26,7 @@ from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.metrics import Metrics
 from mcpx.daemon.status_page import StatusPage
+from mcpx.ops.clashes import Clashes
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import PoolInterface
 from mcpx.ops.recent_calls import RecentCalls
@@ -134,6 +135,7 @@ class DaemonHTTP:
     pid: int
     pool: PoolInterface | None = None
     events: EventBus = field(default=Factory(lambda self: EventBus(self.clock), takes_self=True))
+    clashes: Clashes = field(factory=Clashes)
     settings: Settings | None = None
     servers: ServersConfig | None = None
     state_dir: str = ""

@@ -162,6 +162,8 @@ class DaemonService(MultiService):
         #: Tells systemd the daemon's state (L{mcpx.daemon.sdnotify}); set by L{make_service}.
         self.notifier: Notifier | None = None
         self.clock: IReactorTime | None = None
+        #: What the config file had that was ignored (a host's keys), logged at start.
+        self.config_notes: tuple[str, ...] = ()
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
             MultiService.addService(self, StrayReaper(groups))
@@ -180,6 +182,8 @@ class DaemonService(MultiService):
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
         self.http.pid = os.getpid()
+        for note in self.config_notes:
+            _log.info("config file: {note}", note=note)
         if self.notifier is not None and self.clock is not None:
             self.notifier.start_watchdog(self.clock)
         MultiService.startService(self)
@@ -587,6 +591,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
     service.journal = journal
+    service.config_notes = config.servers.notes if config.servers is not None else ()
     service.notifier = config.notifier
     service.clock = clock
     return service

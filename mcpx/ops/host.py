@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from attrs import Factory, frozen
 from twisted.internet.interfaces import IReactorTime
 
+from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
 from mcpx.ops.events import EventBus
 from mcpx.ops.recent_calls import RecentCalls
@@ -94,6 +95,7 @@ class OpHost(Protocol):
     @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
         without a broker.
     @ivar masker: hides the configured credentials in what the operations answer.
+    @ivar clashes: the names pass-through servers both offer (L{mcpx.ops.clashes}).
     @ivar calls: the last tool calls that reached a server (C{GET /v1/calls}).
     """
 
@@ -102,6 +104,7 @@ class OpHost(Protocol):
     started_at: float
     pool: PoolInterface | None
     events: EventBus
+    clashes: Clashes
     settings: Settings | None
     servers: ServersConfig | None
     state_dir: str

@@ -180,6 +180,8 @@ class Reloads:
         self.last = ReloadOutcome(self.clock.seconds())
         host.events.publish("config.reloaded", None, **answer)
         log.info("configuration reloaded: {answer}", answer=answer)
+        for note in config.notes:
+            log.info("config file: {note}", note=note)
         if later:
             log.warn(
                 "configuration reloaded; these settings take effect at the next start: {names}",

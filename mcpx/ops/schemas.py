@@ -74,6 +74,20 @@ SERVER_STATUS = object_schema(
         "revision": NULLABLE_STRING,
         "last_error": NULLABLE_STRING,
         "retry_in": {"type": ["number", "null"], "minimum": 0},
+        "shadowed": {
+            "type": "array",
+            "description": "Its tools or prompts hosts are not offered, since a server passed "
+            "through before it offers the same name (as the last listing found them).",
+            "items": object_schema(
+                {
+                    "kind": {"type": "string", "enum": ["tool", "prompt"]},
+                    "name": {"type": "string"},
+                    "by": NAME,
+                    "message": {"type": "string"},
+                },
+                ["kind", "name", "by", "message"],
+            ),
+        },
     },
     ["name", "state", "last_error", "instances", "era", "revision", "transport"],
 )

@@ -6,10 +6,10 @@ reload, the settings, the protocol table and the daemon's health.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherResults
 
 from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
@@ -43,7 +43,14 @@ def _matches(summary: Mapping[str, Any], words: Sequence[str]) -> bool:
 
 
 async def list_servers(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return {"servers": [status.to_json() for status in pool_of(host).status()]}
+    listed = []
+    for status in pool_of(host).status():
+        entry = status.to_json()
+        shadowed = host.clashes.shadowed(status.name, host.servers)
+        if shadowed:
+            entry["shadowed"] = [clash.to_json() for clash in shadowed]
+        listed.append(entry)
+    return {"servers": listed}
 
 
 async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -77,6 +84,71 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
     if errors:
         answer["errors"] = sorted(errors, key=lambda entry: str(entry["server"]))
     return answer
+
+
+Listing = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+async def _every_server(
+    host: OpHost, call: Invocation, listings: Mapping[str, Listing]
+) -> dict[str, Any]:
+    """
+    Each of C{listings} (a kind of catalogue: C{prompts}, C{resources}, ...) of the server
+    C{call} names, or of every server, each item with its C{server}.  A server that
+    cannot be listed is an error when named, and otherwise listed under C{errors}, so that
+    it does not hide the others.
+    """
+    server = call.args.get("server")
+    names = [server] if server else [status.name for status in pool_of(host).status()]
+    errors: list[dict[str, Any]] = []
+
+    async def one(name: str) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for kind, listing in listings.items():
+            try:
+                found[kind] = await listing(name)
+            except CancelledError:
+                raise
+            except Exception as e:
+                if server:
+                    raise
+                errors.append({"server": name, "error": error_from(e).to_json()})
+                return {}
+        return found
+
+    try:
+        fetched = await gatherResults(
+            [Deferred.fromCoroutine(one(name)) for name in names], consumeErrors=True
+        )
+    except FirstError as e:
+        # Only the server named fails: its own error, as when asking it alone.
+        e.subFailure.raiseException()
+    answer: dict[str, Any] = {kind: [] for kind in listings}
+    for name, found in zip(names, fetched, strict=True):
+        for kind, items in found.items():
+            answer[kind] += [{**item, "server": name} for item in items if isinstance(item, dict)]
+    if errors:
+        answer["errors"] = sorted(errors, key=lambda entry: str(entry["server"]))
+    return answer
+
+
+async def list_prompts(host: OpHost, call: Invocation) -> dict[str, Any]:
+    pool = pool_of(host)
+    return await _every_server(
+        host, call, {"prompts": lambda name: pool.prompts(name, client=call.client)}
+    )
+
+
+async def list_resources(host: OpHost, call: Invocation) -> dict[str, Any]:
+    pool = pool_of(host)
+    return await _every_server(
+        host,
+        call,
+        {
+            "resources": lambda name: pool.resources(name, client=call.client),
+            "templates": lambda name: pool.templates(name, client=call.client),
+        },
+    )
 
 
 async def describe_tool(host: OpHost, call: Invocation) -> dict[str, Any]:

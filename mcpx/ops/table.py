@@ -50,6 +50,18 @@ def _document() -> dict[str, Any]:
     return openapi_document(OPS)
 
 
+#: Why servers are missing from a listing of every server's.
+LISTING_ERRORS = {
+    "type": "array",
+    "items": object_schema({"server": NAME, "error": ERROR_OBJECT}, ["server", "error"]),
+}
+
+
+def _listed(key: str) -> dict[str, Any]:
+    """One item of a server's catalogue as it gave it, with C{server} added."""
+    return object_schema({"server": NAME, key: {"type": "string"}}, ["server", key], closed=False)
+
+
 OPS: tuple[Op, ...] = (
     Op(
         name="list_servers",
@@ -297,6 +309,26 @@ OPS: tuple[Op, ...] = (
         gateway=False,
     ),
     Op(
+        name="list_prompts",
+        summary="List the prompts of every server, or of one",
+        description="Each prompt as its server describes it (name, title, description, "
+        "arguments), with the server's name. A server that cannot be reached is listed "
+        "under errors when no server is named.",
+        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        output_schema=object_schema(
+            {
+                "prompts": {"type": "array", "items": _listed("name")},
+                "errors": LISTING_ERRORS,
+            },
+            ["prompts"],
+        ),
+        handler=servers.list_prompts,
+        tag="prompts",
+        errors=(404, 422, 502, 503, 504),
+        uses_client=True,
+        gateway=False,
+    ),
+    Op(
         name="get_prompt",
         summary="Get a prompt, with its arguments filled in",
         input_schema=object_schema(
@@ -317,6 +349,27 @@ OPS: tuple[Op, ...] = (
         tag="prompts",
         errors=(404, 422, 502, 503, 504),
         uses_client=True,
+    ),
+    Op(
+        name="list_resources",
+        summary="List the resources and resource templates of every server, or of one",
+        description="Each resource (uri, name, title, description, mimeType, ...) and "
+        "template (uriTemplate, ...) as its server describes it, with the server's name. "
+        "A server that cannot be reached is listed under errors when no server is named.",
+        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        output_schema=object_schema(
+            {
+                "resources": {"type": "array", "items": _listed("uri")},
+                "templates": {"type": "array", "items": _listed("uriTemplate")},
+                "errors": LISTING_ERRORS,
+            },
+            ["resources", "templates"],
+        ),
+        handler=servers.list_resources,
+        tag="resources",
+        errors=(404, 422, 502, 503, 504),
+        uses_client=True,
+        gateway=False,
     ),
     Op(
         name="read_resource",

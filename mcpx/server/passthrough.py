@@ -108,6 +108,7 @@ from typing import Any, Final
 from twisted.logger import Logger
 
 from mcpx.ops import uris
+from mcpx.ops.clashes import Clash
 from mcpx.ops.errors import error_from
 from mcpx.ops.host import PoolInterface
 from mcpx.pool.errors import PoolError
@@ -141,15 +142,7 @@ _REMEMBERED_CLASHES: Final = 4096
 
 def clash_message(kind: str, name: str, first: str, second: str) -> str:
     """What is said, once, of a tool or prompt name two pass-through servers both offer."""
-    remedy = (
-        f'give {second!r} a "toolPrefix" in its server entry to offer both'
-        if kind == "tool"
-        else f"pass only one of them through to reach {second!r}'s"
-    )
-    return (
-        f"{kind} {name!r} is offered by both pass-through servers {first!r} and {second!r}; "
-        f"only {first!r}'s is offered ({remedy})"
-    )
+    return Clash(kind, name, first, second).message()
 
 
 class PassThrough:
@@ -250,6 +243,7 @@ class PassThrough:
         """
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
+        clashes: list[Clash] = []
         for server, listed in await self._catalogues.each(context, kind, kind, self.servers):
             items = self._offered_tools(server, listed) if kind == "tools" else listed
             for item in objects_with(items, "name"):
@@ -259,7 +253,10 @@ class PassThrough:
                     owners[name] = server
                     merged.append(item)
                 elif other != server:
+                    clashes.append(Clash(kind[:-1], name, other, server))
                     self._clashed(kind[:-1], name, other, server)
+        # What hosts are offered now, for GET /v1/servers to show.
+        self.gateway.host.clashes.record(self.named, kind, clashes)
         if kind == "tools":
             self._catalogues.listed_tools(owners)
         return merged, set(owners)

@@ -14,6 +14,13 @@ two are merged, and a name in both is refused.  A setting is given either nested
 under its section or by its dotted name at the top level, not both.  Any other key
 is refused with the list of valid ones; C{$schema} is allowed for editors.
 
+A file with C{mcpServers} or C{inputs} is taken for a host's own (Claude Desktop's,
+Cursor's, VS Code's): there a key mcpx does not know (C{globalShortcut}, VS Code's
+C{inputs}) is the host's business, so it is ignored, and said so in L{ConfigFile.notes}
+(the daemon logs them) rather than refused.  The hosts' variables in its entries
+(C{${workspaceFolder}}, C{${input:ID}}) are refused by name, never looked up in the
+environment (L{mcpx.settings.server_entry}); C{mcpx import} rewrites such a file.
+
 Reading the file is synchronous.  It happens once, when the command line or the
 twistd plugin starts, before the reactor runs anything; nothing here is called on
 the reactor's hot path, and nothing reads a file when this module is imported.
@@ -47,8 +54,10 @@ from mcpx.settings.servers import Server, ServersConfig
 #: How the configuration shipped with mcpx is named wherever a source is shown.
 DEFAULT_CONFIG_ORIGIN = "default config"
 
-_SERVER_KEYS = ("servers", "mcpServers")
+SERVER_KEYS = ("servers", "mcpServers")
 _IGNORED_KEYS = ("$schema",)
+#: Keys that make a file a host's own (L{parse_config} then ignores the keys it does not know).
+_HOST_KEYS = ("mcpServers", "inputs")
 #: The policy keys every server entry takes unless it gives its own
 #: (L{mcpx.settings.server_policy}).
 _DEFAULTS_KEY = "serverDefaults"
@@ -62,12 +71,14 @@ class ConfigFile:
     @ivar origin: its path, or C{"default config"} for the shipped configuration.
     @ivar path: its path, or C{None} for the shipped configuration.
     @ivar settings: the settings it gives, by dotted name, already parsed.
+    @ivar notes: what was ignored in a host's file, one line each, its origin first.
     """
 
     origin: str
     path: str | None
     settings: Mapping[str, object]
     servers: ServersConfig
+    notes: tuple[str, ...] = ()
 
 
 def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -105,6 +116,8 @@ def parse_config(
     if not isinstance(data, dict):
         raise SettingsError(f"{origin}: the config file must hold a JSON object")
     settings: dict[str, object] = {}
+    notes: list[str] = []
+    host_file = any(key in data for key in _HOST_KEYS)
 
     def take(name: str, value: object) -> None:
         setting = BY_NAME.get(name)
@@ -117,7 +130,7 @@ def parse_config(
         settings[name] = setting.parse_json(value, f"{origin}: setting {name!r}")
 
     for key, value in data.items():
-        if key in _SERVER_KEYS or key in _IGNORED_KEYS or key == _DEFAULTS_KEY:
+        if key in SERVER_KEYS or key in _IGNORED_KEYS or key == _DEFAULTS_KEY:
             continue
         if key in SECTIONS:
             if not isinstance(value, dict):
@@ -129,14 +142,19 @@ def parse_config(
                 take(f"{key}.{inner}", inner_value)
         elif key in BY_NAME:
             take(key, value)
+        elif host_file:
+            notes.append(
+                f"{origin}: ignored {key!r}, which is the host's (mcpx reads this file's "
+                "servers and its own settings)"
+            )
         else:
-            valid = [*_SERVER_KEYS, _DEFAULTS_KEY, *SECTIONS, *BY_NAME]
+            valid = [*SERVER_KEYS, _DEFAULTS_KEY, *SECTIONS, *BY_NAME]
             raise SettingsError(f"{origin}: {unknown_name('key', key, valid)}")
 
     servers: dict[str, Server] = {}
     policies: dict[str, ServerPolicy] = {}
     defaults = check_defaults(data.get(_DEFAULTS_KEY, {}), origin=origin)
-    for group in _SERVER_KEYS:
+    for group in SERVER_KEYS:
         entries = data.get(group, {})
         if not isinstance(entries, dict):
             raise SettingsError(f"{origin}: {group!r} must be an object mapping names to servers")
@@ -154,7 +172,10 @@ def parse_config(
         origin=origin,
         path=path,
         settings=settings,
-        servers=ServersConfig(servers=servers, origin=origin, path=path, policies=policies),
+        servers=ServersConfig(
+            servers=servers, origin=origin, path=path, policies=policies, notes=tuple(notes)
+        ),
+        notes=tuple(notes),
     )
 
 

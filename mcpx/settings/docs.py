@@ -208,6 +208,15 @@ def render_configuration_md() -> str:
         "across without changing them. The two are merged, and a name that appears under both "
         "is an error. A name is made of letters, digits, `.`, `_` and `-`.",
         "",
+        "A host's own file can be pointed at as it is (`MCPX_CONFIG=~/.config/Claude/"
+        "claude_desktop_config.json`). A file with `mcpServers` or `inputs` is taken for one, "
+        "and there the keys that are the host's (Claude Desktop's `globalShortcut`, VS Code's "
+        "`inputs`) are ignored, each noted in the daemon's log, instead of refused. The hosts' "
+        "variables are not environment variables, and mcpx never looks them up as such: "
+        "`${env:NAME}` (Cursor, VS Code) is read as `${NAME}`, while `${workspaceFolder}`, "
+        "`${userHome}` or `${input:ID}` in an entry is refused by name. `mcpx import FILE` "
+        "([cli.md](cli.md)) copies such a file's servers into mcpx's, filling those in.",
+        "",
         "An entry has exactly one of `command` or `url`:",
         "",
         "- **stdio server** (`command`): mcpx starts the program and speaks MCP over its "

@@ -39,5 +39,8 @@ def unknown_name(what: str, given: str, valid: Iterable[str]) -> str:
     """
     names = list(valid)
     guess = closest(given, names)
-    hint = f"; did you mean {guess!r}?" if guess is not None else ""
-    return f"unknown {what} {given!r}{hint} valid names are: {', '.join(names)}"
+    if guess is not None:
+        return f"unknown {what} {given!r}; did you mean {guess!r}? Valid names are: " + ", ".join(
+            names
+        )
+    return f"unknown {what} {given!r}; valid names are: {', '.join(names)}"

@@ -33,7 +33,16 @@ def load_settings(
     """
     config = load_config(environ)
     settings = resolve(config=config, environ=environ, flags=flags)
-    servers = config.servers
+    check_passthrough(settings, config.servers)
+    return settings, config.servers
+
+
+def check_passthrough(settings: Settings, servers: ServersConfig) -> None:
+    """
+    Refuse a C{mcp.passthrough} that names a server C{servers} does not configure.
+
+    @raise SettingsError: naming the server, where the setting came from, and the servers.
+    """
     for name in settings.strings("mcp.passthrough"):
         if name not in servers:
             configured = ", ".join(servers) or "none"
@@ -42,7 +51,6 @@ def load_settings(
                 f"names server {name!r}, which {servers.origin} does not configure; "
                 f"configured servers: {configured}"
             )
-    return settings, servers
 
 
 def usage_parameters() -> list[list[str | None]]:

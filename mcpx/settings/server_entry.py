@@ -36,6 +36,17 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 #: short enough to leave room for the name it goes before (tool names end at 128).
 _TOOL_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _REFERENCE = re.compile(r"\$(\$?)\{([^}]*)\}?")
+#: The hosts' own variables, which look like environment variables but are not.
+HOST_VARIABLES = frozenset(
+    {
+        "workspaceFolder",
+        "workspaceFolderBasename",
+        "workspaceRoot",
+        "userHome",
+        "pathSeparator",
+        "/",
+    }
+)
 
 #: Auth types that make sense for a server reached over HTTP, and for a child process.
 _REMOTE_AUTH = frozenset(
@@ -250,6 +261,8 @@ class _ServerReader:
             whole = reference.group(0)
             if escaped:
                 return whole[1:]
+            if whole.endswith("}"):
+                variable = self.host_variable(field, variable)
             if not whole.endswith("}") or _ENV_NAME.fullmatch(variable) is None:
                 self.fail(
                     field,
@@ -266,6 +279,24 @@ class _ServerReader:
             return value
 
         return _REFERENCE.sub(substitute, text)
+
+    def host_variable(self, field: str, variable: str) -> str:
+        """
+        The environment variable a reference in a host's style names: C{env:NAME} is
+        C{NAME}.  The hosts' own variables (C{workspaceFolder}, C{input:ID}, ...) are
+        refused, saying what they are: none is an environment variable.
+        """
+        scheme, colon, rest = variable.partition(":")
+        if colon and scheme == "env" and _ENV_NAME.fullmatch(rest):
+            return rest
+        if variable in HOST_VARIABLES or (colon and _ENV_NAME.fullmatch(scheme)):
+            self.fail(
+                field,
+                f"${{{variable}}} is a variable of an MCP host (Cursor, VS Code, Claude Code), "
+                "not an environment variable, and mcpx cannot fill it in; write the value "
+                "instead, or run `mcpx import FILE`, which rewrites a host's file for mcpx",
+            )
+        return variable
 
     def string(self, entry: Mapping[str, object], key: str, field: str | None = None) -> str:
         shown = field or key

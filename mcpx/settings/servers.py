@@ -352,12 +352,14 @@ class ServersConfig:
     @ivar path: the config file's path, or C{None} when there was no file.
     @ivar policies: each server's policy (L{mcpx.settings.server_policy}), kept apart from the
         server so that changing it does not restart the server.
+    @ivar notes: what the file had that was ignored (a host's own keys), for the log.
     """
 
     servers: Mapping[str, Server]
     origin: str
     path: str | None = None
     policies: Mapping[str, ServerPolicy] = field(factory=dict)
+    notes: tuple[str, ...] = field(default=(), eq=False)
 
     def policy(self, name: str) -> ServerPolicy:
         """C{name}'s policy (the defaults when its entry and C{serverDefaults} give none)."""

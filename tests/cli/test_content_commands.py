@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from twisted.web.server import Site
 
 from tests.cli.fake_daemon import FakeDaemon
@@ -74,3 +76,35 @@ class RealContentTests(RealDaemonCase):
         self.assertIn("demo://readme", done.out)
         answer = (await self.ok("read", "demo", "demo://readme", "--json")).json()
         self.assertEqual(answer["contents"][0]["uri"], "demo://readme")
+
+    async def test_prompts_and_resources_lists(self) -> None:
+        """C{mcpx prompts} and C{mcpx resources} list what every server offers, a server
+        that cannot start named on stderr without hiding the others; one server's alone
+        with its name; an unknown server is exit 3."""
+        await self.start_daemon(
+            {"demo": [sys.executable, "-m", "mcpx.demo"], "broken": ["/nonexistent/mcp"]}
+        )
+        done = await self.mcpx("prompts")
+        self.assertEqual(done.code, 0, done)
+        header, row = done.out.splitlines()
+        self.assertEqual(header.split(), ["SERVER", "PROMPT", "ARGUMENTS", "DESCRIPTION"])
+        self.assertEqual(row.split()[:3], ["demo", "greet", "name"])
+        self.assertIn("the prompts of broken are missing", done.err)
+        answer = (await self.mcpx("prompts", "--json")).json()
+        self.assertEqual([(p["server"], p["name"]) for p in answer["prompts"]], [("demo", "greet")])
+        self.assertEqual([e["server"] for e in answer["errors"]], ["broken"])
+
+        done = await self.ok("resources", "demo")
+        header, row = done.out.splitlines()
+        self.assertEqual(header.split()[:3], ["SERVER", "URI", "NAME"])
+        self.assertEqual(row.split()[:2], ["demo", "demo://readme"])
+        self.assertIn("text/markdown", row)
+        answer = (await self.ok("resources", "demo", "--json")).json()
+        self.assertEqual(answer["resources"][0]["server"], "demo")
+        self.assertEqual(answer["templates"], [])
+
+        done = await self.mcpx("resources", "nope")
+        self.assertEqual(done.code, 3, done)
+        self.assertIn("`mcpx servers`", done.err)
+        done = await self.mcpx("prompts", "broken")
+        self.assertNotEqual(done.code, 0, done)

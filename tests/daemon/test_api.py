@@ -37,6 +37,8 @@ SAMPLES: dict[str, tuple[str, str, Any]] = {
     "list_tools": ("GET", "/v1/tools?search=file", None),
     "describe_tool": ("GET", "/v1/tools/files/read_file", None),
     "call_tool": ("POST", "/v1/call", {"server": "files", "tool": "read_file"}),
+    "list_prompts": ("GET", "/v1/prompts", None),
+    "list_resources": ("GET", "/v1/resources?server=files", None),
     "get_prompt": ("POST", "/v1/prompt", {"server": "files", "name": "review"}),
     "read_resource": ("POST", "/v1/read", {"server": "files", "uri": "file:///a.txt"}),
     "complete": (

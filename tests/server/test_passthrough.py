@@ -1281,6 +1281,20 @@ class NotesClashTests(PassThroughDaemonCase):
         self.assertEqual(json.loads(records["a"].read_text()), seen)
         self.assertEqual(json.loads(records["c"].read_text()), seen)
         self.assertFalse(records["b"].exists())
+
+        # What b does not offer, and the fix, shown beside the servers.
+        status = {s["name"]: s for s in (await self.ok("servers", "--json")).json()["servers"]}
+        shadowed = {entry["name"]: entry for entry in status["b"]["shadowed"]}
+        self.assertEqual(shadowed["rename_note"]["by"], "a")
+        self.assertEqual(shadowed["rename_note"]["kind"], "tool")
+        self.assertIn("toolPrefix", shadowed["rename_note"]["message"])
+        self.assertNotIn("shadowed", status["a"])
+        self.assertNotIn("shadowed", status["c"])
+        text = (await self.ok("servers")).out
+        _, shown = text.split("Not offered to hosts, shadowed in pass-through:\n")
+        self.assertTrue(shown.startswith("b: tools "), shown)
+        self.assertIn("rename_note", shown)
+        self.assertIn("""(offered by 'a', passed through first; give 'b' a "toolPrefix" """, shown)
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)

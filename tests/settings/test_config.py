@@ -8,14 +8,14 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.settings.config import DEFAULT_CONFIG_ORIGIN, load_config, parse_config
+from mcpx.settings.config import DEFAULT_CONFIG_ORIGIN, ConfigFile, load_config, parse_config
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.servers import RemoteServer, StdioServer
 
 FILE = "/home/u/.config/mcpx/config.json"
 
 
-def parse(data: object) -> object:
+def parse(data: object) -> ConfigFile:
     return parse_config(data, origin=FILE, path=FILE, environ={})
 
 
@@ -46,7 +46,7 @@ class SettingsInFileTests(SynchronousTestCase):
         error = self.assertRaises(SettingsError, parse, {"sever": {}})
         message = str(error)
         self.assertTrue(message.startswith(f"{FILE}: unknown key 'sever'"))
-        self.assertIn("did you mean 'servers'?", message)
+        self.assertIn("'sever'; did you mean 'servers'? Valid names are: servers, ", message)
         self.assertIn("mcpServers", message)
         self.assertIn("pool.callTimeout", message)
 
@@ -173,3 +173,69 @@ class LoadConfigTests(SynchronousTestCase):
         self.write('{"pool": {"callTimeout": "1s", "callTimeout": "2s"}}')
         error = self.assertRaises(SettingsError, load_config, self.environ)
         self.assertIn("'callTimeout' appears twice", str(error))
+
+
+class HostFileTests(SynchronousTestCase):
+    """A host's own config file pointed at as it is (L{parse_config} on its JSON)."""
+
+    def test_unknown_key_punctuated(self) -> None:
+        """In mcpx's own file an unknown key is refused, the list of names set off by a
+        semicolon and a colon."""
+        message = str(self.assertRaises(SettingsError, parse, {"globalShortcut": "x"}))
+        self.assertIn("unknown key 'globalShortcut'; valid names are: servers, ", message)
+
+    def test_claude_desktop(self) -> None:
+        """A Claude Desktop file's own keys are ignored, each with a note naming the file;
+        its servers and mcpx's settings beside them are read."""
+        found = parse_config(
+            {
+                "globalShortcut": "Ctrl+Space",
+                "mcpServers": {"a": {"command": "true"}},
+                "pool": {"callTimeout": "20s"},
+            },
+            origin=FILE,
+            path=FILE,
+            environ={},
+        )
+        self.assertEqual(list(found.servers), ["a"])
+        self.assertEqual(dict(found.settings), {"pool.callTimeout": 20.0})
+        [note] = found.notes
+        self.assertIn(f"{FILE}: ignored 'globalShortcut'", note)
+        self.assertEqual(found.servers.notes, found.notes)
+
+    def test_vscode_inputs(self) -> None:
+        """A VS Code file's C{inputs} are ignored with a note; C{type} is accepted."""
+        found = parse(
+            {
+                "inputs": [{"id": "tok", "type": "promptString"}],
+                "servers": {"a": {"type": "stdio", "command": "true"}},
+            }
+        )
+        [note] = found.notes
+        self.assertIn("ignored 'inputs'", note)
+
+    def test_host_variables_are_not_environment(self) -> None:
+        """C{${workspaceFolder}} and C{${input:ID}} are refused as the host's variables,
+        even when the environment has a variable of that name; C{${env:NAME}} is the
+        environment variable C{NAME}."""
+        for reference in ("${workspaceFolder}", "${input:token}", "${userHome}"):
+            entry = {"mcpServers": {"a": {"command": "x", "args": [reference]}}}
+            error = self.assertRaises(
+                SettingsError,
+                parse_config,
+                entry,
+                origin=FILE,
+                path=FILE,
+                environ={"workspaceFolder": "/w", "userHome": "/h"},
+            )
+            self.assertIn(f"{reference} is a variable of an MCP host", str(error))
+            self.assertIn("mcpx import", str(error))
+        found = parse_config(
+            {"mcpServers": {"a": {"command": "x", "env": {"K": "${env:HOME}"}}}},
+            origin=FILE,
+            path=FILE,
+            environ={"HOME": "/home/u"},
+        )
+        server = found.servers["a"]
+        assert isinstance(server, StdioServer)
+        self.assertEqual(server.env["K"].reveal(), "/home/u")
