@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorFDSet, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
@@ -91,11 +92,16 @@ class DemoProtocol(NDJSONProtocol):
         self.transport.loseConnection()
 
     def writeConnectionLost(self) -> None:
-        # Nobody can read an answer any more.
+        # Nobody can read an answer any more, so the connection is over.  StandardIO,
+        # its writer gone, would only stop reading, and a stdin paused while answers
+        # backed up never reports its end: the process would wait forever.
         assert self.transport is not None
         self.transport.loseConnection()
+        self.connectionLost(Failure(ConnectionDone("stdout closed")))
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self._closed.done:
+            return
         if self.peer is not None:
             self.peer.close(reason)
         self._closed.fire(None)

@@ -10,6 +10,8 @@ real process.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterable
 from typing import Any, Final
@@ -885,6 +887,39 @@ class ProcessTests(TestCase):
         self.assertTrue(all(m["jsonrpc"] == "2.0" for m in messages))
         self.assertIn("serving MCP on stdio", child.text(2))
 
+    async def test_exits_when_its_client_dies_mid_flood(self) -> None:
+        """
+        A client that sent far more than it read and then died leaves no demo behind:
+        with answers backed up the demo had stopped reading, so only the broken stdout
+        tells it the client is gone, and it exits on that.
+        """
+        script = (
+            "import os, subprocess, sys, time\n"
+            "demo = subprocess.Popen([sys.executable, '-m', 'mcpx.demo'],"
+            " stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+            "print(demo.pid, flush=True)\n"
+            "os.set_blocking(demo.stdin.fileno(), False)\n"
+            'line = b\'{"jsonrpc":"2.0","id":1,"method":"ping"}\\n\' * 200\n'
+            "blocked = 0\n"
+            "while blocked < 20:\n"
+            "    try:\n"
+            "        demo.stdin.write(line)\n"
+            "    except BlockingIOError:\n"
+            "        blocked += 1\n"
+            "        time.sleep(0.05)\n"
+            "os._exit(0)\n"
+        )
+        child = spawn([sys.executable, "-c", script], cwd=str(REPO))
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(timeout=60), 0, child.text())
+        demo = int(child.text(1).split()[0])
+        self.addCleanup(kill_if_running, demo)
+        for _ in range(300):
+            if not running(demo):
+                break
+            await deferLater(reactor, 0.1, lambda: None)
+        self.assertFalse(running(demo), "the demo outlived its client")
+
     async def test_no_reactor_at_import(self) -> None:
         """Importing the demo's modules does not install a reactor."""
         script = (
@@ -895,6 +930,20 @@ class ProcessTests(TestCase):
         self.addCleanup(kill_on_cleanup, child)
         self.assertEqual(await child.ended(timeout=20), 0, child.text())
         self.assertEqual(child.text(1).strip(), "False")
+
+
+def running(pid: int) -> bool:
+    """Whether C{pid} is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def kill_if_running(pid: int) -> None:
+    if running(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 class CountdownTests(SynchronousTestCase):
