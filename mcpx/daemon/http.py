@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from attrs import Factory, define, field
+from attrs import define
 from klein import Klein
 from klein._resource import URLDecodeError, extractURLparts
-from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource, Resource
@@ -23,20 +22,10 @@ from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from mcpx.daemon.metrics import Metrics
-from mcpx.ops.events import EventBus
-from mcpx.ops.host import PoolInterface
-from mcpx.ops.reloading import Reloads
+from mcpx.daemon.parts import OpsHost
 from mcpx.ops.table import OPS
-from mcpx.questions.broker import Broker
-from mcpx.settings.resolve import Settings
-from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import ServersConfig
-from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
-    from mcpx.auth.signin import SignIns
-    from mcpx.scripts.runner import Scripts
     from mcpx.server.http import McpHTTP
 
 __all__ = ["DaemonHTTP", "error_body", "json_body"]
@@ -77,43 +66,13 @@ class Utf8Urls(Resource):
         return rendered
 
 
-def _task_store(http: DaemonHTTP) -> TaskStore:
-    if http.settings is None:
-        return TaskStore(http.clock, ttl=DEFAULT_TTL)
-    return TaskStore(
-        http.clock,
-        ttl=http.settings.duration("proto.askTTL"),
-        per_client=http.settings.integer("tasks.maxPerClient"),
-    )
-
-
 @define
 class DaemonHTTP:
     """
-    The Klein routes of the daemon, and the parts the operations run against.
+    The Klein routes of the daemon, over the ops' host and the MCP endpoint.
 
-    @ivar clock: the reactor's clock: uptime, keep-alives, task expiry.
-    @ivar pid: the daemon's process id, reported by C{/health}.
-    @ivar pool: the warm pool; C{None} until it is wired in, when every route but
-        C{/health}, C{/openapi.json} and C{/v1/events} answers C{503 pool_unavailable}.
-    @ivar events: the event bus; the pool is given its C{publish}.
-    @ivar settings: the resolved settings (C{/v1/settings}, C{/v1/protocol}, limits).
-    @ivar servers: the configured servers, replaced by each reload.
-    @ivar state_dir: the state directory, shown by C{/v1/settings}.
-    @ivar reloads: runs C{POST /v1/reload} and C{SIGHUP} one at a time, reading the
-        config file afresh; remembers the last outcome for C{/health}.
-    @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
-    @ivar mcp: the MCP endpoint C{/mcp}; C{None} until the daemon wires it in.
-    @ivar broker: the questions upstream servers asked, answered through
-        C{/v1/questions}; C{None} until the daemon wires it in, when those routes answer
-        C{503 questions_unavailable}.  The daemon starts and stops it, not this.
-    @ivar masker: hides the configured credentials in error answers; the pool and the
-        event bus share it.
-    @ivar sign_ins: the OAuth sign-ins to remote servers (C{/v1/auth}); C{None} until
-        the daemon wires them in.
-    @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
-        wires it in, when those routes answer C{503 exec_unavailable}.
-    @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
+    @ivar host: what the operations run against: a view over the daemon's parts.
+    @ivar mcp: the MCP endpoint C{/mcp}; C{None} in a daemon that does not serve MCP.
     """
 
     app = Klein()
@@ -122,41 +81,15 @@ class DaemonHTTP:
     # such a path names no route, so it is a 404 like any other.
     app.url_map.merge_slashes = False
 
-    clock: IReactorTime
-    pid: int
-    pool: PoolInterface | None = None
-    events: EventBus = field(default=Factory(lambda self: EventBus(self.clock), takes_self=True))
-    settings: Settings | None = None
-    servers: ServersConfig | None = None
-    state_dir: str = ""
-    reloads: Reloads = field(default=Factory(lambda self: Reloads(self.clock), takes_self=True))
-    tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
+    host: OpsHost
     mcp: McpHTTP | None = None
-    broker: Broker | None = None
-    masker: SecretMasker = Factory(SecretMasker)
-    scripts: Scripts | None = None
-    metrics: Metrics | None = None
-    sign_ins: SignIns | None = None
-    started_at: float = field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.started_at = self.clock.seconds()
-        self.tasks.on_change.append(self._task_changed)
-
-    def _task_changed(self, task: Task) -> None:
-        """Each task made and each change of its state is a C{task.*} event."""
-        kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
-        shown = task.summary()
-        shown.pop("server", None)
-        self.events.publish(kind, task.server, **shown)
 
     def resource(self) -> IResource:
         return Utf8Urls(self.app.resource())
 
     def close(self) -> None:
-        """End every event stream and forget every task: the daemon is stopping."""
-        self.events.close()
-        self.tasks.close()
+        """End every event stream, task and MCP session: the daemon is stopping."""
+        self.host.close()
         if self.mcp is not None:
             self.mcp.close()
 
@@ -165,10 +98,11 @@ class DaemonHTTP:
     @app.route("/metrics", methods=["GET"])
     def metrics_endpoint(self, request: IRequest) -> bytes:
         # Behind the gate like every route but /health: it names servers and tools.
-        if self.metrics is None:
+        metrics = self.host.parts.metrics
+        if metrics is None:
             return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")
         request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))
-        return self.metrics.render()
+        return metrics.render()
 
     @app.route("/mcp", branch=False)
     def mcp_endpoint(self, request: IRequest) -> Any:

@@ -85,7 +85,9 @@ class PoolInterface(Protocol):
 
 class OpHost(Protocol):
     """
-    What an operation runs against: the daemon's parts (L{mcpx.daemon.http.DaemonHTTP}).
+    What an operation runs against: a read-only view over the daemon's parts
+    (L{mcpx.daemon.parts.OpsHost}).  A reload changes the settings and servers by
+    L{reconfigure}, which puts a new record of parts in place in one step.
 
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
@@ -95,20 +97,35 @@ class OpHost(Protocol):
     @ivar masker: hides the configured credentials in what the operations answer.
     """
 
-    clock: IReactorTime
-    pid: int
-    started_at: float
-    pool: PoolInterface | None
-    events: EventBus
-    settings: Settings | None
-    servers: ServersConfig | None
-    state_dir: str
-    tasks: TaskStore
-    reloads: Reloads
-    broker: Broker | None
-    masker: SecretMasker
-    scripts: Scripts | None
-    sign_ins: SignIns | None
+    @property
+    def pid(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def clock(self) -> IReactorTime: ...
+    @property
+    def pool(self) -> PoolInterface | None: ...
+    @property
+    def events(self) -> EventBus: ...
+    @property
+    def settings(self) -> Settings | None: ...
+    @property
+    def servers(self) -> ServersConfig | None: ...
+    @property
+    def state_dir(self) -> str: ...
+    @property
+    def tasks(self) -> TaskStore: ...
+    @property
+    def reloads(self) -> Reloads: ...
+    @property
+    def broker(self) -> Broker | None: ...
+    @property
+    def masker(self) -> SecretMasker: ...
+    @property
+    def scripts(self) -> Scripts | None: ...
+    @property
+    def sign_ins(self) -> SignIns | None: ...
+    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None: ...
 
 
 @frozen
