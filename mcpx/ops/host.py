@@ -145,6 +145,8 @@ class Invocation:
     @ivar holder: the caller identity of the access token's subject the request came
         with (C{daemon.auth} C{oauth}), or C{None}: when set, the caller sees and
         answers only that subject's tasks and questions (L{holds}).
+    @ivar meta: what the upstream request carries in its C{_meta} (an MCP host's trace
+        context and log level, for C{mcpx_call}), or C{None}.
     """
 
     args: Mapping[str, Any]
@@ -154,6 +156,7 @@ class Invocation:
     owner: str | None = None
     run: tuple[str, str] | None = None
     holder: str | None = None
+    meta: Mapping[str, Any] | None = None
 
     def holds(self, client: str | None) -> bool:
         """
