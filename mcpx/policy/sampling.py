@@ -20,7 +20,7 @@ from mcpx.questions.caller import SAMPLE, Caller
 from mcpx.settings.server_policy import SamplingMode, ServerPolicy
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
-from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.handlers import CallerToken, UpstreamHandlers
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 #: The JSON-RPC code of a sampling request the user (or their policy) refused, as the
@@ -101,7 +101,7 @@ class SamplingGuard:
             return handlers
 
         async def guarded_relay(
-            method: str, params: Mapping[str, Any], caller: Any, key: str | None
+            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
         ) -> Mapping[str, Any]:
             if method != SAMPLE:
                 return await relay(method, params, caller, key)
@@ -115,7 +115,7 @@ class SamplingGuard:
         scope_key: str,
         params: Mapping[str, Any],
         *,
-        caller: Any,
+        caller: CallerToken | None,
         key: str | None,
         relay: Relayed,
     ) -> Mapping[str, Any]:

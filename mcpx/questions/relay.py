@@ -38,7 +38,7 @@ from mcpx.questions.caller import (
 )
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
-from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
+from mcpx.upstream.handlers import CallerToken, NotificationSink, UpstreamHandlers
 from mcpx.wire.errors import RpcError
 
 ELICITATION_COMPLETE = "notifications/elicitation/complete"
@@ -216,7 +216,7 @@ class Relay:
         """The handlers of the instance serving (C{server}, C{scope_key})."""
 
         async def relay(
-            method: str, params: Mapping[str, Any], caller: Any, key: str | None
+            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
         ) -> Mapping[str, Any]:
             return await self.ask(server, scope_key, method, params, caller=caller, key=key)
 
