@@ -110,17 +110,22 @@ class Metrics:
         self.max_tools = max_tools
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
-        self.calls = Counter(
+
+        def counter(name: str, text: str, *labels: str) -> Counter:
+            return Counter(name, text, list(labels), registry=registry)
+
+        self.calls = counter(
             "mcpx_calls",
             "Tool calls finished, by server, tool and outcome (ok, tool_error, error).",
-            ["server", "tool", "outcome"],
-            registry=registry,
+            "server",
+            "tool",
+            "outcome",
         )
-        self.errors = Counter(
+        self.errors = counter(
             "mcpx_call_errors",
             "Tool calls that failed or answered isError, by server and tool.",
-            ["server", "tool"],
-            registry=registry,
+            "server",
+            "tool",
         )
         self.latency = Histogram(
             "mcpx_call_duration_seconds",
@@ -130,47 +135,32 @@ class Metrics:
             registry=registry,
         )
         self.server_counters = {
-            "starts": Counter(
-                "mcpx_server_starts", "Instances started, by server.", ["server"], registry=registry
-            ),
-            "crashes": Counter(
-                "mcpx_server_crashes",
-                "Instances that ended unexpectedly, by server.",
-                ["server"],
-                registry=registry,
-            ),
-            "start_failures": Counter(
-                "mcpx_server_start_failures",
-                "Starts that failed, by server.",
-                ["server"],
-                registry=registry,
-            ),
-            "restarts": Counter(
-                "mcpx_server_restarts",
-                "Restarts asked for or made by a reload, by server.",
-                ["server"],
-                registry=registry,
-            ),
+            key: counter(f"mcpx_server_{key}", text, "server")
+            for key, text in (
+                ("starts", "Instances started, by server."),
+                ("crashes", "Instances that ended unexpectedly, by server."),
+                ("start_failures", "Starts that failed, by server."),
+                ("restarts", "Restarts asked for or made by a reload, by server."),
+            )
         }
-        self.http_requests = Counter(
+        self.http_requests = counter(
             "mcpx_http_requests",
             "HTTP requests answered, by route template and status.",
-            ["route", "status"],
-            registry=registry,
+            "route",
+            "status",
         )
-        self.questions_closed = Counter(
+        self.questions_closed = counter(
             "mcpx_questions_closed",
             "Questions asked by upstream servers that were closed, by how (answered, ...).",
-            ["state"],
-            registry=registry,
+            "state",
         )
-        self.sampling = Counter(
+        self.sampling = counter(
             "mcpx_sampling_requests",
             "Sampling requests from upstream servers, by server and outcome (answered, "
             "failed, or the setting that refused it: sampling.mode, sampling.includeContext, "
             "result).",
-            ["server", "outcome"],
-            registry=registry,
+            "server",
+            "outcome",
         )
         self._calls: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._tools: set[tuple[str, str]] = set()

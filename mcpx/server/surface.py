@@ -377,11 +377,7 @@ class Surface:
 
         @raise UnknownName: when it names no configured server, or no template of it.
         """
-        try:
-            parsed = uris.parse(uri)
-        except uris.NotAnMcpxUri:
-            raise UnknownName(uri) from None
-        server = self._server_named(parsed.server)
+        parsed, server = self._parsed(uri)
         if not parsed.from_template:
             upstream = parsed.upstream()
         else:
@@ -397,11 +393,7 @@ class Surface:
 
         @raise UnknownName: as L{resource_owner}.
         """
-        try:
-            parsed = uris.parse(uri)
-        except uris.NotAnMcpxUri:
-            raise UnknownName(uri) from None
-        server = self._server_named(parsed.server)
+        parsed, server = self._parsed(uri)
         if not parsed.from_template:
             return server, unquoted(parsed)
         templates = _template_strings(await self.pool.templates(server, client=context.identity))
@@ -409,6 +401,14 @@ class Surface:
         if found is None:
             raise UnknownName(uri)
         return server, found
+
+    def _parsed(self, uri: str) -> tuple[uris.McpxUri, str]:
+        """C{mcpx://} URI C{uri}, parsed, and the configured server it names."""
+        try:
+            parsed = uris.parse(uri)
+        except uris.NotAnMcpxUri:
+            raise UnknownName(uri) from None
+        return parsed, self._server_named(parsed.server)
 
     def _server_named(self, name: str) -> str:
         names = self.server_names()
