@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from attrs import evolve, frozen
+from attrs import define, evolve, field, frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, DeferredLock
 from twisted.internet.interfaces import IReactorTime
@@ -93,31 +93,30 @@ class _Pending:
     started: float
 
 
+@define(eq=False, slots=False)
 class SignIns:
-    """Every OAuth server's tokens and sign-ins, for one daemon."""
+    """
+    Every OAuth server's tokens and sign-ins, for one daemon.
 
-    def __init__(
-        self,
-        http: HTTPClient,
-        clock: IReactorTime,
-        store: TokenStore,
-        masker: SecretMasker,
-        *,
-        max_pending: int = MAX_PENDING,
-    ) -> None:
-        self.http = http
-        self.max_pending = max_pending
-        self.clock = clock
-        self.store = store
-        self.masker = masker
-        self.client = OAuthClient(http, clock)
-        self.refresher = Refresher(store, self.client, clock)
-        self._discoveries: dict[str, Discovery] = {}
-        self._challenges: dict[str, Challenge] = {}
-        self._pending: dict[str, _Pending] = {}
-        #: One client-credentials token request at a time per server.
-        self._grants: dict[str, DeferredLock] = {}
-        masker.add_values(store.secrets())
+    @ivar _grants: one client-credentials token request at a time per server.
+    """
+
+    http: HTTPClient
+    clock: IReactorTime
+    store: TokenStore
+    masker: SecretMasker
+    max_pending: int = field(default=MAX_PENDING, kw_only=True)
+    client: OAuthClient = field(init=False)
+    refresher: Refresher = field(init=False)
+    _discoveries: dict[str, Discovery] = field(factory=dict, init=False)
+    _challenges: dict[str, Challenge] = field(factory=dict, init=False)
+    _pending: dict[str, _Pending] = field(factory=dict, init=False)
+    _grants: dict[str, DeferredLock] = field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.client = OAuthClient(self.http, self.clock)
+        self.refresher = Refresher(self.store, self.client, self.clock)
+        self.masker.add_values(self.store.secrets())
 
     def _learn_secrets(self) -> None:
         self.masker.add_values(self.store.secrets())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
@@ -275,9 +275,16 @@ async def _stream_progress(
     request.write(encode_json(line) + b"\n")
 
 
+class HostsOps(Protocol):
+    """The object a Klein app's routes are methods of: it holds the ops' host."""
+
+    @property
+    def host(self) -> OpHost: ...
+
+
 def _route(op: Op) -> Callable[..., Deferred[bytes | None]]:
-    def route(host: OpHost, request: IRequest, **path_params: str) -> Deferred[bytes | None]:
-        return Deferred.fromCoroutine(answer(host, op, request, path_params))
+    def route(app: HostsOps, request: IRequest, **path_params: str) -> Deferred[bytes | None]:
+        return Deferred.fromCoroutine(answer(app.host, op, request, path_params))
 
     route.__name__ = op.name
     route.__qualname__ = f"route_{op.name}"
@@ -288,8 +295,8 @@ def mount(app: Klein, ops: Sequence[Op]) -> None:
     """
     Add one route per op to C{app}.
 
-    The app must be a class attribute of the L{OpHost} (the daemon's C{DaemonHTTP}):
-    Klein passes the instance to each route.
+    The app must be a class attribute of a L{HostsOps} (the daemon's C{DaemonHTTP}):
+    Klein passes the instance to each route, which runs its op against its C{host}.
     """
     for op in ops:
         app.route(klein_path(op.path), methods=[op.method], endpoint=op.name)(_route(op))

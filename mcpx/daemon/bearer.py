@@ -29,6 +29,7 @@ from mcpx.settings.oauth_resource import OAuthResource
 
 if TYPE_CHECKING:
     from mcpx.auth.resource_server import TokenVerifier
+    from mcpx.upstream.endpoints import IReactorHTTP
 
 __all__ = ["OAuthGuard", "verifier_for"]
 
@@ -38,7 +39,9 @@ log = Logger()
 Refuse = Callable[[IRequest, int, str, str, str], bytes]
 
 
-def verifier_for(settings: OAuthResource, reactor: Any, clock: IReactorTime) -> TokenVerifier:
+def verifier_for(
+    settings: OAuthResource, reactor: IReactorHTTP, clock: IReactorTime
+) -> TokenVerifier:
     """A verifier on an HTTP client of its own (L{mcpx.upstream.http_client.owned_client})."""
     # Here, not at the top: the JOSE library loads cryptography, which a daemon that
     # checks no tokens does without (mcpx.daemon.lean_start).

@@ -175,12 +175,7 @@ class OriginRule:
         parsed = parse_origin(origin)
         if parsed is None:
             return False
-        if parsed in self._allowed:
-            return True
-        _, host, port = parsed
-        if is_loopback(host):
-            return True
-        return own_host is not None and port == own_port and same_address(host, own_host)
+        return is_loopback(parsed[1]) or self._own_or_listed(parsed, own_host, own_port)
 
     def trusted(self, origin: str, own_host: str | None, own_port: int | None) -> bool:
         """
@@ -190,8 +185,12 @@ class OriginRule:
         is let in by L{allows} but must present the token, as Jupyter asks of it.
         """
         parsed = parse_origin(origin)
-        if parsed is None:
-            return False
+        return parsed is not None and self._own_or_listed(parsed, own_host, own_port)
+
+    def _own_or_listed(
+        self, parsed: tuple[str, str, int], own_host: str | None, own_port: int | None
+    ) -> bool:
+        """Whether a parsed origin is one the user listed, or the daemon's own address."""
         if parsed in self._allowed:
             return True
         _, host, port = parsed

@@ -4,8 +4,7 @@ The daemon's one HTTP server.
 
 Every surface is a route of one Klein app, served on the unix socket and the TCP
 listeners alike: C{/health}, C{/v1} and C{/openapi.json} are generated from the operation
-table (L{mcpx.ops.table.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}); C{/}
-is the status page (L{mcpx.daemon.status_page}).
+table (L{mcpx.ops.table.OPS}); C{/mcp} is the MCP endpoint (L{mcpx.server.http}).
 Errors are JSON with a stable C{code} and a message that says what to do.
 """
 
@@ -13,10 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from attrs import Factory, define, field
+from attrs import Factory, define
 from klein import Klein
 from klein._resource import URLDecodeError, extractURLparts
-from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource, Resource
@@ -24,24 +22,11 @@ from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from mcpx.daemon.metrics import Metrics
+from mcpx.daemon.parts import OpsHost
 from mcpx.daemon.status_page import StatusPage
-from mcpx.ops.clashes import Clashes
-from mcpx.ops.events import EventBus
-from mcpx.ops.host import PoolInterface
-from mcpx.ops.recent_calls import RecentCalls
-from mcpx.ops.reloading import Reloads
 from mcpx.ops.table import OPS
-from mcpx.questions.broker import Broker
-from mcpx.settings.resolve import Settings
-from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import ServersConfig
-from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
 
 if TYPE_CHECKING:
-    from mcpx.auth.host_signin import HostSignIns
-    from mcpx.auth.signin import SignIns
-    from mcpx.scripts.runner import Scripts
     from mcpx.server.http import McpHTTP
 
 __all__ = ["DaemonHTTP", "error_body", "json_body"]
@@ -82,47 +67,14 @@ class Utf8Urls(Resource):
         return rendered
 
 
-def _task_store(http: DaemonHTTP) -> TaskStore:
-    if http.settings is None:
-        return TaskStore(http.clock, ttl=DEFAULT_TTL)
-    return TaskStore(
-        http.clock,
-        ttl=http.settings.duration("proto.askTTL"),
-        per_client=http.settings.integer("tasks.maxPerClient"),
-    )
-
-
 @define
 class DaemonHTTP:
     """
-    The Klein routes of the daemon, and the parts the operations run against.
+    The Klein routes of the daemon, over the ops' host and the MCP endpoint.
 
-    @ivar clock: the reactor's clock: uptime, keep-alives, task expiry.
-    @ivar pid: the daemon's process id, reported by C{/health}.
-    @ivar pool: the warm pool; C{None} until it is wired in, when every route but
-        C{/health}, C{/openapi.json} and C{/v1/events} answers C{503 pool_unavailable}.
-    @ivar events: the event bus; the pool is given its C{publish}.
-    @ivar settings: the resolved settings (C{/v1/settings}, C{/v1/protocol}, limits).
-    @ivar servers: the configured servers, replaced by each reload.
-    @ivar state_dir: the state directory, shown by C{/v1/settings}.
-    @ivar reloads: runs C{POST /v1/reload} and C{SIGHUP} one at a time, reading the
-        config file afresh; remembers the last outcome for C{/health}.
-    @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they finish.
-    @ivar mcp: the MCP endpoint C{/mcp}; C{None} until the daemon wires it in.
-    @ivar broker: the questions upstream servers asked, answered through
-        C{/v1/questions}; C{None} until the daemon wires it in, when those routes answer
-        C{503 questions_unavailable}.  The daemon starts and stops it, not this.
-    @ivar masker: hides the configured credentials in error answers; the pool and the
-        event bus share it.
-    @ivar sign_ins: the OAuth sign-ins to remote servers (C{/v1/auth}); C{None} until
-        the daemon wires them in.
-    @ivar host_sign_ins: the sign-ins offered to hosts through URL elicitation
-        (L{mcpx.auth.host_signin}); C{None} until the daemon wires them in.
-    @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}); C{None} until the daemon
-        wires it in, when those routes answer C{503 exec_unavailable}.
-    @ivar metrics: what C{/metrics} shows; C{None} until the daemon wires it in.
-    @ivar calls: the last tool calls that reached a server (C{/v1/calls}, the status
-        page); the daemon makes it the pool's C{on_call}.
+    @ivar host: what the operations run against: a view over the daemon's parts.
+    @ivar mcp: the MCP endpoint C{/mcp}; C{None} in a daemon that does not serve MCP.
+    @ivar page: the status page's files (L{mcpx.daemon.status_page}).
     """
 
     app = Klein()
@@ -131,61 +83,32 @@ class DaemonHTTP:
     # such a path names no route, so it is a 404 like any other.
     app.url_map.merge_slashes = False
 
-    clock: IReactorTime
-    pid: int
-    pool: PoolInterface | None = None
-    events: EventBus = field(default=Factory(lambda self: EventBus(self.clock), takes_self=True))
-    clashes: Clashes = field(factory=Clashes)
-    settings: Settings | None = None
-    servers: ServersConfig | None = None
-    state_dir: str = ""
-    reloads: Reloads = field(default=Factory(lambda self: Reloads(self.clock), takes_self=True))
-    tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
+    host: OpsHost
     mcp: McpHTTP | None = None
-    broker: Broker | None = None
-    masker: SecretMasker = Factory(SecretMasker)
-    scripts: Scripts | None = None
-    metrics: Metrics | None = None
-    sign_ins: SignIns | None = None
-    host_sign_ins: HostSignIns | None = None
-    calls: RecentCalls = field(
-        default=Factory(lambda self: RecentCalls(self.clock), takes_self=True)
-    )
     page: StatusPage = Factory(StatusPage)
-    started_at: float = field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.started_at = self.clock.seconds()
-        self.tasks.on_change.append(self._task_changed)
-
-    def _task_changed(self, task: Task) -> None:
-        """Each task made and each change of its state is a C{task.*} event."""
-        kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
-        shown = task.summary()
-        shown.pop("server", None)
-        self.events.publish(kind, task.server, **shown)
 
     def resource(self) -> IResource:
         return Utf8Urls(self.app.resource())
 
     def close(self) -> None:
-        """End every event stream and forget every task: the daemon is stopping."""
-        self.events.close()
-        self.tasks.close()
+        """End every event stream, task and MCP session: the daemon is stopping."""
+        self.host.close()
         if self.mcp is not None:
             self.mcp.close()
-        if self.host_sign_ins is not None:
-            self.host_sign_ins.close()
+        host_sign_ins = self.host.parts.host_sign_ins
+        if host_sign_ins is not None:
+            host_sign_ins.close()
 
     mount(app, OPS)
 
     @app.route("/metrics", methods=["GET"])
     def metrics_endpoint(self, request: IRequest) -> bytes:
         # Behind the gate like every route but /health: it names servers and tools.
-        if self.metrics is None:
+        metrics = self.host.parts.metrics
+        if metrics is None:
             return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")
         request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))
-        return self.metrics.render()
+        return metrics.render()
 
     # The status page (docs/status-page.md), behind the gate like every route.
     @app.route("/", methods=["GET"])

@@ -25,24 +25,15 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from mcpx.ops.events import EventBus
-    from mcpx.ops.host import PoolInterface
-    from mcpx.questions.broker import Broker
+    from mcpx.ops.host import OpHost
     from mcpx.server.http import McpHTTP
-    from mcpx.tasks.store import TaskStore
 
 
 class HeldParts(Protocol):
     """The parts a scrape reads what the daemon holds from (L{mcpx.daemon.http.DaemonHTTP})."""
 
     @property
-    def pool(self) -> PoolInterface | None: ...
-    @property
-    def broker(self) -> Broker | None: ...
-    @property
-    def tasks(self) -> TaskStore: ...
-    @property
-    def events(self) -> EventBus: ...
+    def host(self) -> OpHost: ...
     @property
     def mcp(self) -> McpHTTP | None: ...
 
@@ -119,17 +110,22 @@ class Metrics:
         self.max_tools = max_tools
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
-        self.calls = Counter(
+
+        def counter(name: str, text: str, *labels: str) -> Counter:
+            return Counter(name, text, list(labels), registry=registry)
+
+        self.calls = counter(
             "mcpx_calls",
             "Tool calls finished, by server, tool and outcome (ok, tool_error, error).",
-            ["server", "tool", "outcome"],
-            registry=registry,
+            "server",
+            "tool",
+            "outcome",
         )
-        self.errors = Counter(
+        self.errors = counter(
             "mcpx_call_errors",
             "Tool calls that failed or answered isError, by server and tool.",
-            ["server", "tool"],
-            registry=registry,
+            "server",
+            "tool",
         )
         self.latency = Histogram(
             "mcpx_call_duration_seconds",
@@ -139,47 +135,32 @@ class Metrics:
             registry=registry,
         )
         self.server_counters = {
-            "starts": Counter(
-                "mcpx_server_starts", "Instances started, by server.", ["server"], registry=registry
-            ),
-            "crashes": Counter(
-                "mcpx_server_crashes",
-                "Instances that ended unexpectedly, by server.",
-                ["server"],
-                registry=registry,
-            ),
-            "start_failures": Counter(
-                "mcpx_server_start_failures",
-                "Starts that failed, by server.",
-                ["server"],
-                registry=registry,
-            ),
-            "restarts": Counter(
-                "mcpx_server_restarts",
-                "Restarts asked for or made by a reload, by server.",
-                ["server"],
-                registry=registry,
-            ),
+            key: counter(f"mcpx_server_{key}", text, "server")
+            for key, text in (
+                ("starts", "Instances started, by server."),
+                ("crashes", "Instances that ended unexpectedly, by server."),
+                ("start_failures", "Starts that failed, by server."),
+                ("restarts", "Restarts asked for or made by a reload, by server."),
+            )
         }
-        self.http_requests = Counter(
+        self.http_requests = counter(
             "mcpx_http_requests",
             "HTTP requests answered, by route template and status.",
-            ["route", "status"],
-            registry=registry,
+            "route",
+            "status",
         )
-        self.questions_closed = Counter(
+        self.questions_closed = counter(
             "mcpx_questions_closed",
             "Questions asked by upstream servers that were closed, by how (answered, ...).",
-            ["state"],
-            registry=registry,
+            "state",
         )
-        self.sampling = Counter(
+        self.sampling = counter(
             "mcpx_sampling_requests",
             "Sampling requests from upstream servers, by server and outcome (answered, "
             "failed, or the setting that refused it: sampling.mode, sampling.includeContext, "
             "result).",
-            ["server", "outcome"],
-            registry=registry,
+            "server",
+            "outcome",
         )
         self._calls: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._tools: set[tuple[str, str]] = set()
@@ -256,7 +237,7 @@ class Holdings(Collector):
         self._http = http
 
     def collect(self) -> Iterator[Metric]:
-        http = self._http
+        host = self._http.host
         instances = GaugeMetricFamily(
             "mcpx_server_instances", "Instances running, by server.", labels=["server"]
         )
@@ -268,8 +249,8 @@ class Holdings(Collector):
         up = GaugeMetricFamily(
             "mcpx_server_ready", "1 when the server has a ready instance.", labels=["server"]
         )
-        if http.pool is not None:
-            for status in http.pool.status():
+        if host.pool is not None:
+            for status in host.pool.status():
                 instances.add_metric([status.name], status.instances)
                 in_flight.add_metric([status.name], status.in_flight)
                 up.add_metric([status.name], 1 if status.state.value == "ready" else 0)
@@ -280,28 +261,28 @@ class Holdings(Collector):
             "mcpx_questions_pending", "Questions from upstream servers waiting for an answer."
         )
         pending = 0
-        if http.broker is not None:
-            pending = sum(1 for question in http.broker.questions() if question.pending)
+        if host.broker is not None:
+            pending = sum(1 for question in host.broker.questions() if question.pending)
         questions.add_metric([], pending)
         yield questions
         tasks = GaugeMetricFamily("mcpx_tasks", "Tasks held, by state.", labels=["state"])
-        for state, count in _count(task.status.value for task in http.tasks.tasks()).items():
+        for state, count in _count(task.status.value for task in host.tasks.tasks()).items():
             tasks.add_metric([state], count)
         yield tasks
         sessions = GaugeMetricFamily(
             "mcpx_mcp_http_sessions", "Legacy (HTTP+SSE era) MCP sessions open on /mcp."
         )
-        sessions.add_metric([], len(http.mcp.sessions) if http.mcp is not None else 0)
+        sessions.add_metric([], len(self._http.mcp.sessions) if self._http.mcp is not None else 0)
         yield sessions
         streams = GaugeMetricFamily(
             "mcpx_event_subscribers", "Event streams and other subscribers."
         )
-        streams.add_metric([], http.events.subscribers)
+        streams.add_metric([], host.events.subscribers)
         yield streams
         queued = GaugeMetricFamily(
             "mcpx_event_queue", "Events waiting for slow event-stream consumers, all streams."
         )
-        queued.add_metric([], http.events.queued)
+        queued.add_metric([], host.events.queued)
         yield queued
 
 

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.internet.interfaces import IListeningPort
@@ -19,6 +19,7 @@ from mcpx.daemon.logs import begin_logging, open_log_stream
 from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import (
     DaemonConfig,
+    IDaemonReactor,
     make_service,
     prepare_state_dir,
     reload_on_sighup,
@@ -65,7 +66,7 @@ def http_host_lines(url: str, auth: str) -> list[str]:
 
 
 async def run_daemon(
-    reactor: Any, settings: Settings, config: DaemonConfig, console: IO[str]
+    reactor: IDaemonReactor, settings: Settings, config: DaemonConfig, console: IO[str]
 ) -> None:
     """
     Run the daemon until the reactor stops.

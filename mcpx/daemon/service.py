@@ -9,14 +9,21 @@ from __future__ import annotations
 import gc
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from attrs import Factory, field, frozen
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults, succeed
-from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTime
+from twisted.internet.interfaces import (
+    IListeningPort,
+    IReactorCore,
+    IReactorFromThreads,
+    IReactorProcess,
+    IReactorTime,
+)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import IResource
@@ -31,9 +38,10 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.parts import DaemonParts, OpsHost, UpstreamNotices, connect_upward
 from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.token import TokenFile
-from mcpx.ops.auth import signed_in
+from mcpx.ops.auth import restart_after_sign_in
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import Invocation
@@ -44,9 +52,9 @@ from mcpx.ops.shutdown import Shutdown
 from mcpx.ops.table import OPS
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
-from mcpx.pool.pool import NobodysRequest, Pool
+from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, Asker, Caller
+from mcpx.questions.caller import ELICIT, Caller
 from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -63,13 +71,21 @@ from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.tasks.journal import TaskJournal, journal_for
-from mcpx.upstream.connect import make_connector
+from mcpx.upstream.connect import IReactorUpstream, make_connector
+from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.http_client import owned_client
 from mcpx.wire.errors import RpcError
 
 _log = Logger()
+
+
+class IDaemonReactor(IReactorUpstream, IReactorCore, IReactorProcess, IReactorFromThreads):
+    """
+    What the daemon needs of its reactor: time, processes, TCP and names for the
+    upstreams, its own listeners, and signals delivered from another thread.
+    """
 
 
 @frozen
@@ -181,7 +197,7 @@ class DaemonService(MultiService):
 
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
-        self.http.pid = os.getpid()
+        self.http.host.pid = os.getpid()
         for note in self.config_notes:
             _log.info("config file: {note}", note=note)
         if self.notifier is not None and self.clock is not None:
@@ -234,7 +250,7 @@ class DaemonService(MultiService):
         notifier = self.notifier
         if notifier is not None:
             notifier.reloading()
-        outcome: Deferred[Any] = ensureDeferred(reload(self.http, Invocation({})))
+        outcome: Deferred[Any] = ensureDeferred(reload(self.http.host, Invocation({})))
 
         def failed(failure: Any) -> None:
             if not failure.check(OpError):
@@ -336,7 +352,7 @@ class DaemonSite(LimitedSite):
     def __init__(
         self,
         resource: Any,
-        reactor: Any,
+        reactor: IReactorTime,
         limits: TransportLimits | None = None,
         metrics: Metrics | None = None,
         shutdown: Shutdown | None = None,
@@ -363,13 +379,9 @@ class DaemonSite(LimitedSite):
 QUESTIONS_FILE = "questions.sqlite3"
 
 
-def _nothing() -> None:
-    pass
-
-
-def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
+def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService:
     """
-    Build the daemon's service tree.
+    Build the daemon's service tree, its parts bottom-up (L{mcpx.daemon.parts}).
 
     @param reactor: provides C{IReactorTime}, process spawning and the listening
         interfaces; taken as a parameter so tests build the tree on a memory reactor.
@@ -387,13 +399,12 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
     )
     publish = metrics.published(events.publish)
     calls = RecentCalls(clock, publish=events.publish)
-    pool: Pool | None = None
     settings, servers = config.settings, config.servers
-    # The MCP server is built after the pool it calls, so updates reach it through this cell.
-    mcp_cell: list[McpServer] = []
+    notices = UpstreamNotices()
 
     broker: Broker | None = None
     relay: Relay | None = None
+    sampling: SamplingGuard | None = None
     if settings is not None:
         broker = Broker(
             clock,
@@ -402,68 +413,18 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             ttl=settings.duration("proto.brokerTimeout"),
             keep=settings.duration("proto.askTTL"),
         )
-
-        # The pool is made after the relay that answers its servers' questions.
-        def owner(server: str, scope_key: str) -> object:
-            return pool.owner(server, scope_key) if pool is not None else None
-
-        def lone(server: str, scope_key: str) -> NobodysRequest | None:
-            return pool.lone_request(server, scope_key) if pool is not None else None
-
-        def candidates(server: str, scope_key: str) -> Sequence[object]:
-            return pool.callers(server, scope_key) if pool is not None else []
-
-        def roots_source(server: str, scope_key: str) -> Asker | None:
-            # The MCP server knows which of its clients use which server.
-            return mcp_cell[0].roots_source(server, scope_key) if mcp_cell else None
-
-        def hold(server: str, scope_key: str) -> Callable[[], None]:
-            return pool.hold_deadlines(server, scope_key) if pool is not None else _nothing
-
+        # Told by the pool whose each question is once the pool is built (connect_upward).
         relay = Relay(
             broker,
             clock,
-            owner=owner,
-            hold=hold,
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
-            candidates=candidates,
-            roots_source=roots_source,
-            lone=lone,
         )
-
-    def policy_of(server: str) -> ServerPolicy:
-        return pool.servers.policy(server) if pool is not None else DEFAULT_POLICY
-
-    async def ask_user(
-        server: str, scope_key: str, caller: Caller | None, params: Mapping[str, Any]
-    ) -> bool:
-        if relay is None:
-            return False
-        try:
-            answer = await relay.ask(server, scope_key, ELICIT, params, caller=caller, own=True)
-        except (RpcError, CancelledError):
-            return False
-        return said_yes(answer)
-
-    async def confirm_call(call: Confirmation) -> bool:
-        scope_key = pool.scope_key(call.server, call.client) if pool is not None else call.client
-        return await ask_user(call.server, scope_key, call.caller, call.question())
-
-    sampling = SamplingGuard(policy_of, ask_user, events.publish)
-
-    def upstream_handlers(server: str, scope_key: str) -> UpstreamHandlers:
-        def heard(method: str, params: Mapping[str, Any] | None) -> None:
-            # Resource updates, and tool list changes of pass-through servers.
-            if mcp_cell:
-                mcp_cell[0].upstream_notification(server, method, params)
-
-        if relay is not None:
-            return sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
-        return UpstreamHandlers(notification=heard)
+        sampling = SamplingGuard(_default_policy, partial(_ask_user, relay), events.publish)
 
     groups: ProcessGroups | None = None
+    pool: Pool | None = None
     sign_ins = _sign_ins(reactor, clock, config)
     if settings is not None and servers is not None:
         groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
@@ -490,7 +451,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             cancel_grace=settings.duration("pool.cancelGrace"),
             call_max_duration=settings.duration("pool.callMaxDuration"),
             publish=publish,
-            handlers=upstream_handlers,
+            handlers=partial(_upstream_handlers, relay, sampling, notices),
             masker=config.masker,
         )
         counted = metrics.call_finished
@@ -500,12 +461,18 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             calls.call_finished(server, tool, seconds, outcome)
 
         pool.on_call = call_finished
+    # Every entry point reaches the pool through the policy (mcpx.policy).
+    guarded: GuardedPool | None = None
+    if pool is not None:
+        guarded = GuardedPool(
+            pool, confirm=partial(_confirm_call, pool, relay), publish=events.publish
+        )
     scripts: Scripts | None = None
     if settings is not None:
         scripts = Scripts(
             reactor,
             clock,
-            lambda: http.pool,
+            partial(_same, guarded),
             limits_from(settings),
             Artifacts(
                 config.state_dir / ARTIFACTS_DIRECTORY,
@@ -517,38 +484,60 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             scratch=config.state_dir / EXEC_DIRECTORY,
             explain=lambda error: error_from(error).message,
         )
-    environ = config.environ
-    http = DaemonHTTP(
-        clock=clock,
+    reloads = Reloads(clock)
+    if settings is not None and servers is not None:
+        reloads = Reloads(clock, read=partial(reread_config, servers.path, config.environ))
+    host = OpsHost(
+        DaemonParts(
+            clock=clock,
+            settings=settings,
+            servers=servers,
+            state_dir=str(config.state_dir),
+            masker=config.masker,
+            events=events,
+            reloads=reloads,
+            broker=broker,
+            relay=relay,
+            pool=guarded,
+            scripts=scripts,
+            sign_ins=sign_ins,
+            host_sign_ins=HostSignIns(
+                sign_ins,
+                reactor,
+                clock,
+                on_signed_in=partial(restart_after_sign_in, guarded),
+            ),
+            metrics=metrics,
+            calls=calls,
+        ),
         pid=os.getpid(),
-        # Every entry point reaches the pool through the policy (mcpx.policy).
-        pool=GuardedPool(pool, confirm=confirm_call, publish=events.publish)
-        if pool is not None
-        else None,
-        events=events,
-        settings=settings,
-        servers=servers,
-        state_dir=str(config.state_dir),
-        broker=broker,
-        masker=config.masker,
-        scripts=scripts,
-        metrics=metrics,
-        sign_ins=sign_ins,
-        calls=calls,
     )
-    http.host_sign_ins = HostSignIns(
-        sign_ins, reactor, clock, on_signed_in=lambda name: signed_in(http, name)
-    )
-    metrics.watch(http)
     journal: TaskJournal | None = None
     if settings is not None:
         # Tasks a previous daemon left running are reported failed, not unknown.
         journal = journal_for(config.state_dir, clock)
-        journal.restore(http.tasks)
-        journal.watch(http.tasks)
-    if settings is not None and servers is not None:
-        started_with = servers.path
-        http.reloads = Reloads(clock, read=lambda: reread_config(started_with, environ))
+        journal.restore(host.tasks)
+        journal.watch(host.tasks)
+
+    # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
+    mcp: McpServer | None = None
+    mcp_http: McpHTTP | None = None
+    if settings is not None:
+        mcp = McpServer(host, clock, passthrough=settings.strings("mcp.passthrough"))
+        reloads.listeners.append(mcp.configuration_changed)
+        mcp_http = McpHTTP(
+            mcp,
+            clock,
+            keep_alive=settings.duration("transport.sseKeepAlive"),
+            max_body=settings.integer("transport.maxMessageSize"),
+            max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
+        )
+    connect_upward(
+        relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
+    )
+    http = DaemonHTTP(host, mcp_http)
+    metrics.watch(http)
+
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
     site = DaemonSite(
@@ -565,18 +554,7 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
             auth=config.auth,
         )
     listeners = [ListenerService(core, description, site) for description in config.endpoints()]
-    if settings is not None:
-        # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
-        mcp = McpServer(http, clock, passthrough=settings.strings("mcp.passthrough"))
-        mcp_cell.append(mcp)
-        http.reloads.listeners.append(mcp.configuration_changed)
-        http.mcp = McpHTTP(
-            mcp,
-            clock,
-            keep_alive=settings.duration("transport.sseKeepAlive"),
-            max_body=settings.integer("transport.maxMessageSize"),
-            max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
-        )
+    if settings is not None and mcp is not None:
         stdio = StdioFactory(
             mcp,
             clock,
@@ -591,13 +569,55 @@ def make_service(config: DaemonConfig, reactor: Any) -> DaemonService:
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
     service.journal = journal
-    service.config_notes = config.servers.notes if config.servers is not None else ()
     service.notifier = config.notifier
     service.clock = clock
+    service.config_notes = config.servers.notes if config.servers is not None else ()
     return service
 
 
-def _sign_ins(reactor: Any, clock: IReactorTime, config: DaemonConfig) -> SignIns:
+def _default_policy(server: str) -> ServerPolicy:
+    return DEFAULT_POLICY
+
+
+def _same(part: GuardedPool | None) -> GuardedPool | None:
+    return part
+
+
+async def _ask_user(
+    relay: Relay, server: str, scope_key: str, caller: Caller | None, params: Mapping[str, Any]
+) -> bool:
+    """Put a yes-or-no question to the user behind C{caller}, or to the broker."""
+    try:
+        answer = await relay.ask(server, scope_key, ELICIT, params, caller=caller, own=True)
+    except (RpcError, CancelledError):
+        return False
+    return said_yes(answer)
+
+
+async def _confirm_call(pool: Pool, relay: Relay | None, call: Confirmation) -> bool:
+    """A call its policy wants confirmed: asked as an elicitation."""
+    if relay is None:
+        return False
+    scope_key = pool.scope_key(call.server, call.client)
+    return await _ask_user(relay, call.server, scope_key, call.caller, call.question())
+
+
+def _upstream_handlers(
+    relay: Relay | None,
+    sampling: SamplingGuard | None,
+    notices: UpstreamNotices,
+    server: str,
+    scope_key: str,
+) -> UpstreamHandlers:
+    """The handlers of the instance serving (C{server}, C{scope_key})."""
+    # Resource updates, and tool list changes of pass-through servers.
+    heard = notices.sink(server)
+    if relay is not None and sampling is not None:
+        return sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
+    return UpstreamHandlers(notification=heard)
+
+
+def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) -> SignIns:
     """The OAuth sign-ins, on an HTTP client of their own, tokens in the state directory."""
 
     http, _pool = owned_client(reactor, 10.0, keep=2)
@@ -617,14 +637,16 @@ def gate(
     clock: IReactorTime,
     shutdown: Shutdown | None = None,
     *,
-    reactor: Any = None,
+    reactor: IReactorHTTP | None = None,
 ) -> Gate:
     """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
     settings = config.settings
     auth: str | OAuthResource = config.oauth or config.auth
     verifier = None
     if isinstance(auth, OAuthResource):
-        verifier = verifier_for(auth, clock if reactor is None else reactor, clock)
+        # Without a reactor (a gate built alone, in tests) the clock stands in for one.
+        fetching = cast(IReactorHTTP, clock) if reactor is None else reactor
+        verifier = verifier_for(auth, fetching, clock)
     return Gate(
         resource,
         origins=OriginRule(
@@ -650,7 +672,7 @@ def settle_memory() -> None:
     gc.freeze()
 
 
-def stop_on_signals(service: DaemonService, reactor: Any) -> None:
+def stop_on_signals(service: DaemonService, reactor: IDaemonReactor) -> None:
     """
     Make C{SIGTERM} and C{SIGINT} stop the daemon, and a second one hurry the stop
     (L{Shutdown.hurry}).  Installed once the reactor runs, over the reactor's own
@@ -675,7 +697,7 @@ def stop_on_signals(service: DaemonService, reactor: Any) -> None:
     signal.signal(signal.SIGINT, received)
 
 
-def reload_on_sighup(service: DaemonService, reactor: Any) -> None:
+def reload_on_sighup(service: DaemonService, reactor: IReactorFromThreads) -> None:
     """Make C{SIGHUP} reload the configuration, on the reactor thread."""
 
     def hangup(signum: int, frame: object) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from twisted.application.service import IService, MultiService
 from twisted.logger import ILogObserver
@@ -30,6 +30,7 @@ from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import (
     DaemonConfig,
     DaemonService,
+    IDaemonReactor,
     make_service,
     prepare_state_dir,
     reload_on_sighup,
@@ -153,12 +154,12 @@ class TwistdRoot(MultiService):
             raise CannotListen(message)
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IDaemonReactor | None = None) -> IService:
     """Build the daemon's service tree on C{reactor} (the global one under twistd)."""
     if reactor is None:
         from twisted.internet import reactor as global_reactor
 
-        reactor = global_reactor
+        reactor = cast(IDaemonReactor, global_reactor)
     prepare_state_dir(options.daemon.state_dir)
     raise_descriptor_limit()
     for description in options.daemon.exposed_endpoints():

@@ -12,7 +12,7 @@ from mcpx.auth.flow import NetworkError
 from mcpx.auth.metadata import AuthorizationError
 from mcpx.auth.signin import SignIns, uses_oauth
 from mcpx.ops.errors import OpError, error_from, unknown_name
-from mcpx.ops.host import Invocation, OpHost, required
+from mcpx.ops.host import Invocation, OpHost, PoolInterface, required
 from mcpx.settings.servers import RemoteServer
 
 
@@ -73,7 +73,11 @@ async def auth_finish(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def signed_in(host: OpHost, name: str) -> None:
     """A sign-in to C{name} ended: the instance that failed without a token starts again."""
-    pool = host.pool
+    await restart_after_sign_in(host.pool, name)
+
+
+async def restart_after_sign_in(pool: PoolInterface | None, name: str) -> None:
+    """Start C{name} again in C{pool}, if it runs there: it failed without a token."""
     if pool is not None and any(status.name == name for status in pool.status()):
         await pool.restart(name)
 

@@ -29,11 +29,8 @@ _log = Logger()
 async def call_tool(host: OpHost, call: Invocation) -> Any:
     if call.run is not None:
         return await _call_in_run(host, call, call.run)
-    pool = pool_of(host)
+    pool_of(host)
     args = call.args
-    server, tool = args["server"], args["tool"]
-    arguments = args.get("arguments", {})
-    timeout = args.get("timeout")
     call_id = args.get("call_id")
     task_named = call_id is None and bool(args.get("task"))
     # Always a caller, so a question the upstream asks is attributed to this call (the
@@ -50,30 +47,12 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
         owner=call.holder,
     )
 
-    async def work() -> dict[str, Any]:
-        try:
-            return await pool.call_tool(
-                server,
-                tool,
-                arguments,
-                client=call.client,
-                timeout=timeout,
-                on_progress=call.on_progress if args.get("progress") else None,
-                caller=caller,
-            )
-        except RpcError as e:
-            if e.code != INVALID_PARAMS:
-                raise
-            catalogue = await _listed_or_none(pool.tools(server, client=call.client))
-            names = tool_names(catalogue or ())
-            if catalogue is None or tool in names:
-                raise
-            raise unknown_name(
-                404, "unknown_tool", f"tool on server {server!r}", tool, names
-            ) from e
+    def work() -> Awaitable[dict[str, Any]]:
+        return call_upstream(host, call, caller)
 
     if not args.get("task"):
         return await work()
+    server, tool = args["server"], args["tool"]
     task = host.tasks.start(work, task_error, client=call.client, server=server, tool=tool)
     if task_named:
         # Before the upstream can ask anything: that takes a turn of the reactor.
@@ -83,6 +62,37 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
         status=202,
         headers={"location": f"/v1/tasks/{task.id}"},
     )
+
+
+async def call_upstream(host: OpHost, call: Invocation, caller: Caller | None) -> dict[str, Any]:
+    """
+    Call C{call.args}' tool once, now, for C{caller}: the call of L{call_tool} (C{/v1/call})
+    and of the MCP gateway's C{mcpx_call} alike.
+
+    @raise OpError: C{404 unknown_tool} when the server refuses a tool it does not list.
+    """
+    pool = pool_of(host)
+    args = call.args
+    server, tool = args["server"], args["tool"]
+    try:
+        return await pool.call_tool(
+            server,
+            tool,
+            args.get("arguments", {}),
+            client=call.client,
+            timeout=args.get("timeout"),
+            meta=call.meta,
+            on_progress=call.on_progress if args.get("progress") else None,
+            caller=caller,
+        )
+    except RpcError as e:
+        if e.code != INVALID_PARAMS:
+            raise
+        catalogue = await _listed_or_none(pool.tools(server, client=call.client))
+        names = tool_names(catalogue or ())
+        if catalogue is None or tool in names:
+            raise
+        raise unknown_name(404, "unknown_tool", f"tool on server {server!r}", tool, names) from e
 
 
 async def _call_in_run(host: OpHost, call: Invocation, run: tuple[str, str]) -> Any:

@@ -87,7 +87,9 @@ class PoolInterface(Protocol):
 
 class OpHost(Protocol):
     """
-    What an operation runs against: the daemon's parts (L{mcpx.daemon.http.DaemonHTTP}).
+    What an operation runs against: a read-only view over the daemon's parts
+    (L{mcpx.daemon.parts.OpsHost}).  A reload changes the settings and servers by
+    L{reconfigure}, which puts a new record of parts in place in one step.
 
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
@@ -99,22 +101,39 @@ class OpHost(Protocol):
     @ivar calls: the last tool calls that reached a server (C{GET /v1/calls}).
     """
 
-    clock: IReactorTime
-    pid: int
-    started_at: float
-    pool: PoolInterface | None
-    events: EventBus
-    clashes: Clashes
-    settings: Settings | None
-    servers: ServersConfig | None
-    state_dir: str
-    tasks: TaskStore
-    reloads: Reloads
-    broker: Broker | None
-    masker: SecretMasker
-    scripts: Scripts | None
-    sign_ins: SignIns | None
-    calls: RecentCalls
+    @property
+    def pid(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def clock(self) -> IReactorTime: ...
+    @property
+    def pool(self) -> PoolInterface | None: ...
+    @property
+    def events(self) -> EventBus: ...
+    @property
+    def settings(self) -> Settings | None: ...
+    @property
+    def servers(self) -> ServersConfig | None: ...
+    @property
+    def state_dir(self) -> str: ...
+    @property
+    def tasks(self) -> TaskStore: ...
+    @property
+    def reloads(self) -> Reloads: ...
+    @property
+    def broker(self) -> Broker | None: ...
+    @property
+    def masker(self) -> SecretMasker: ...
+    @property
+    def scripts(self) -> Scripts | None: ...
+    @property
+    def sign_ins(self) -> SignIns | None: ...
+    @property
+    def clashes(self) -> Clashes: ...
+    @property
+    def calls(self) -> RecentCalls: ...
+    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None: ...
 
 
 @frozen
@@ -134,6 +153,8 @@ class Invocation:
     @ivar holder: the caller identity of the access token's subject the request came
         with (C{daemon.auth} C{oauth}), or C{None}: when set, the caller sees and
         answers only that subject's tasks and questions (L{holds}).
+    @ivar meta: what the upstream request carries in its C{_meta} (an MCP host's trace
+        context and log level, for C{mcpx_call}), or C{None}.
     """
 
     args: Mapping[str, Any]
@@ -143,6 +164,7 @@ class Invocation:
     owner: str | None = None
     run: tuple[str, str] | None = None
     holder: str | None = None
+    meta: Mapping[str, Any] | None = None
 
     def holds(self, client: str | None) -> bool:
         """

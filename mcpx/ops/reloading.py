@@ -51,11 +51,18 @@ class ReloadRefused(Exception):
 
 
 class ReloadHost(Protocol):
-    """What a reload changes (L{mcpx.daemon.http.DaemonHTTP})."""
+    """What a reload changes (L{mcpx.daemon.parts.OpsHost})."""
 
-    settings: Settings | None
-    servers: ServersConfig | None
-    events: EventBus
+    @property
+    def settings(self) -> Settings | None: ...
+    @property
+    def servers(self) -> ServersConfig | None: ...
+    @property
+    def events(self) -> EventBus: ...
+
+    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None:
+        """Put the daemon's parts with these settings and servers in place, in one step."""
+        ...
 
 
 class Retunable(Protocol):
@@ -157,16 +164,17 @@ class Reloads:
             raise ReloadRefused(str(e)) from None
         live: list[str] = []
         later: list[str] = []
+        taken = settings
         if settings is not None and wanted is not None:
             for name in changed_settings(settings, wanted):
                 (live if name in LIVE_SETTINGS else later).append(name)
             if live:
-                host.settings = settings.taking(wanted, tuple(live))
-                if pool is not None:
-                    pool.retune(host.settings)
+                taken = settings.taking(wanted, tuple(live))
         changes = server_changes(host.servers, config.servers)
-        # The view and the pool change in the same step: nothing can see one without the other.
-        host.servers = config.servers
+        # The parts and the pool change in the same step: nothing can see one without the other.
+        host.reconfigure(taken, config.servers)
+        if live and taken is not None and pool is not None:
+            pool.retune(taken)
         applying = apply_servers(config.servers)
         if changes.removed or changes.added or changes.changed or changes.policy_changed:
             for listener in self.listeners:

@@ -20,7 +20,7 @@ from mcpx.questions.caller import SAMPLE, Caller
 from mcpx.settings.server_policy import SamplingMode, ServerPolicy
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
-from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.handlers import CallerToken, UpstreamHandlers
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 #: The JSON-RPC code of a sampling request the user (or their policy) refused, as the
@@ -86,6 +86,14 @@ class SamplingGuard:
         self._ask = ask
         self._publish = publish
 
+    def follow(self, policy_of: Callable[[str], ServerPolicy]) -> None:
+        """
+        Read each server's policy from C{policy_of} from now on: the pool's servers, once
+        the daemon has built the pool these guards are handed to
+        (L{mcpx.daemon.parts.connect_upward}).
+        """
+        self._policy_of = policy_of
+
     def guarded(self, server: str, scope_key: str, handlers: UpstreamHandlers) -> UpstreamHandlers:
         """C{handlers} with their relay's sampling requests through the policy."""
         relay = handlers.relay
@@ -93,7 +101,7 @@ class SamplingGuard:
             return handlers
 
         async def guarded_relay(
-            method: str, params: Mapping[str, Any], caller: Any, key: str | None
+            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
         ) -> Mapping[str, Any]:
             if method != SAMPLE:
                 return await relay(method, params, caller, key)
@@ -107,7 +115,7 @@ class SamplingGuard:
         scope_key: str,
         params: Mapping[str, Any],
         *,
-        caller: Any,
+        caller: CallerToken | None,
         key: str | None,
         relay: Relayed,
     ) -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from attrs import define, field
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger, LogLevel
@@ -70,6 +71,7 @@ class InvalidAnswer(ValueError):
     """The answer does not fit the question; the message says why."""
 
 
+@define(eq=False, slots=False)
 class Broker:
     """
     The questions upstream servers asked, pending and recently finished.
@@ -78,26 +80,17 @@ class Broker:
     @ivar keep: seconds a finished question stays listed before it is pruned.
     """
 
-    def __init__(
-        self,
-        clock: IReactorTime,
-        *,
-        store: QuestionStore | None = None,
-        publish: Publish | None = None,
-        ttl: float = 120.0,
-        keep: float = 900.0,
-    ) -> None:
-        self.ttl = ttl
-        self.keep = keep
-        self._clock = clock
-        self._store = store
-        self._publish = publish
-        self._questions: dict[str, Question] = {}
-        self._waiting: dict[str, Deferred[dict[str, Any]]] = {}
-        self._deadlines: dict[str, IDelayedCall] = {}
-        self._pruning: IDelayedCall | None = None
-        self._saving: set[Deferred[None]] = set()
-        self._closing = False
+    _clock: IReactorTime
+    _store: QuestionStore | None = field(default=None, kw_only=True)
+    _publish: Publish | None = field(default=None, kw_only=True)
+    ttl: float = field(default=120.0, kw_only=True)
+    keep: float = field(default=900.0, kw_only=True)
+    _questions: dict[str, Question] = field(factory=dict, init=False)
+    _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
+    _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
+    _pruning: IDelayedCall | None = field(default=None, init=False)
+    _saving: set[Deferred[None]] = field(factory=set, init=False)
+    _closing: bool = field(default=False, init=False)
 
     def start(self) -> Deferred[None]:
         """

@@ -38,7 +38,7 @@ from mcpx.questions.caller import (
 )
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
-from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
+from mcpx.upstream.handlers import CallerToken, NotificationSink, UpstreamHandlers
 from mcpx.wire.errors import RpcError
 
 ELICITATION_COMPLETE = "notifications/elicitation/complete"
@@ -69,6 +69,31 @@ class LoneRequest(Protocol):
 
 #: The pool's lone request made for nobody on (server, scope key), if there is one.
 LoneSource = Callable[[str, str], "LoneRequest | None"]
+
+
+class Attribution(Protocol):
+    """
+    The pool, as the relay asks it whose a question is (L{mcpx.pool.pool.Pool}): built
+    after the relay, whose handlers it is given, and handed to L{Relay.attribute_to}.
+    """
+
+    def owner(self, server: str, scope_key: str) -> object: ...
+    def lone_request(self, server: str, scope_key: str) -> LoneRequest | None: ...
+    def callers(self, server: str, scope_key: str) -> Sequence[object]: ...
+    def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]: ...
+
+
+def _nobody(server: str, scope_key: str) -> None:
+    return None
+
+
+def _no_hold(server: str, scope_key: str) -> Callable[[], None]:
+    return _released
+
+
+def _released() -> None:
+    pass
+
 
 log = Logger()
 
@@ -133,8 +158,8 @@ class Relay:
         broker: Broker,
         clock: IReactorTime,
         *,
-        owner: Owner,
-        hold: Hold,
+        owner: Owner = _nobody,
+        hold: Hold = _no_hold,
         native: bool = True,
         client_wait: float = 600.0,
         roots: Sequence[str] = (),
@@ -143,7 +168,8 @@ class Relay:
         lone: LoneSource | None = None,
     ) -> None:
         """
-        @param owner: the pool's attribution: the one caller on (server, scope key).
+        @param owner: the pool's attribution: the one caller on (server, scope key);
+            nobody's until L{attribute_to} is given the pool.
         @param hold: pauses the pool's call deadlines on (server, scope key); see
             L{mcpx.pool.pool.Pool.hold_deadlines}.
         @param native: C{proto.native}: put questions to calling clients at all.
@@ -173,13 +199,24 @@ class Relay:
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
 
+    def attribute_to(self, pool: Attribution) -> None:
+        """
+        Ask C{pool} whose each question is, and have it pause its deadlines while one
+        waits.  The daemon calls this once, when it has built the pool the relay's
+        handlers were given to (L{mcpx.daemon.parts.connect_upward}).
+        """
+        self._owner = pool.owner
+        self._hold = pool.hold_deadlines
+        self._candidates = pool.callers
+        self._lone = pool.lone_request
+
     def handlers(
         self, server: str, scope_key: str, notification: NotificationSink | None = None
     ) -> UpstreamHandlers:
         """The handlers of the instance serving (C{server}, C{scope_key})."""
 
         async def relay(
-            method: str, params: Mapping[str, Any], caller: Any, key: str | None
+            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
         ) -> Mapping[str, Any]:
             return await self.ask(server, scope_key, method, params, caller=caller, key=key)
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import contextvars
 import itertools
 import secrets
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from typing import Any, Final
 
-from attrs import evolve
+from attrs import define, evolve, field
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -89,39 +89,34 @@ def _refusing(answer: Method, caller: Caller) -> Method:
     return refusing
 
 
+@define(eq=False, slots=False)
 class Asking:
     """
     The question relay's side in one MCP server: the callers of its requests, and the
     2026-07-28 calls that asked their client something, by id, until collected.
     """
 
-    def __init__(
-        self,
-        host: OpHost,
-        clock: IReactorTime,
-        offering: Offering,
-        roots: Roots,
-        core_tasks: CoreTasks | None,
-    ) -> None:
-        self._host = host
-        self._clock = clock
-        self._offering = offering
-        self._roots = roots
-        self._core_tasks = core_tasks
-        self._native = True
-        self._rounds = 8
-        self._state_ttl = 1800.0
-        self._ask_ttl = 900.0
-        settings = host.settings
+    _host: OpHost
+    _clock: IReactorTime
+    _offering: Offering
+    _roots: Roots
+    _core_tasks: CoreTasks | None
+    _native: bool = field(default=True, init=False)
+    _rounds: int = field(default=8, init=False)
+    _state_ttl: float = field(default=1800.0, init=False)
+    _ask_ttl: float = field(default=900.0, init=False)
+    _signer: StateSigner = field(factory=StateSigner, init=False)
+    _call_prefix: str = field(factory=lambda: f"call-{secrets.token_hex(4)}-", init=False)
+    _call_numbers: Iterator[int] = field(factory=lambda: itertools.count(1), init=False)
+    _resumables: dict[str, ResumableCall] = field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        settings = self._host.settings
         if settings is not None:
             self._native = settings.boolean("proto.native")
             self._rounds = settings.integer("proto.askRounds")
             self._state_ttl = settings.duration("proto.stateTTL")
             self._ask_ttl = settings.duration("proto.askTTL")
-        self._signer = StateSigner()
-        self._call_prefix = f"call-{secrets.token_hex(4)}-"
-        self._call_numbers = itertools.count(1)
-        self._resumables: dict[str, ResumableCall] = {}
 
     def asks(self, answer: Method, method: str) -> Method:
         """

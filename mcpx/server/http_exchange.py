@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
+from attrs import define, field
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IConsumer, IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall
@@ -93,6 +94,7 @@ def _unregister(request: IRequest) -> None:
         cast(IConsumer, request).unregisterProducer()
 
 
+@define(eq=False, slots=False)
 class Exchange:
     """
     The response to one POST: a JSON body at the end, or an event stream started when
@@ -102,25 +104,24 @@ class Exchange:
     @ivar closed: nothing more will be written: answered, or the client went away.
     @ivar lost: the client went away before the answer.
     @ivar headers: set on the response when it starts, whichever form it takes.
+    @ivar flow: back-pressure of the event stream, once this response has become one.
     """
 
-    def __init__(
-        self, request: IRequest, clock: IReactorTime, *, accepts_sse: bool, keep_alive: float
-    ) -> None:
-        self.request = request
-        self.accepts_sse = accepts_sse
-        self._clock = clock
-        self._keep_alive = keep_alive
-        self.streaming = False
-        self.closed = False
-        self.lost = False
-        self.headers: dict[bytes, bytes] = {}
-        #: Back-pressure of the event stream, once this response has become one.
-        self.flow = Flow()
-        self._timer: IDelayedCall | None = None
-        if accepts_sse and keep_alive > 0:
-            self._timer = clock.callLater(keep_alive, self._beat)
-        _notify_finish(request).addBoth(self._gone)
+    request: IRequest
+    _clock: IReactorTime
+    accepts_sse: bool = field(kw_only=True)
+    _keep_alive: float = field(kw_only=True)
+    streaming: bool = field(default=False, init=False)
+    closed: bool = field(default=False, init=False)
+    lost: bool = field(default=False, init=False)
+    headers: dict[bytes, bytes] = field(factory=dict, init=False)
+    flow: Flow = field(factory=Flow, init=False)
+    _timer: IDelayedCall | None = field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.accepts_sse and self._keep_alive > 0:
+            self._timer = self._clock.callLater(self._keep_alive, self._beat)
+        _notify_finish(self.request).addBoth(self._gone)
 
     def _gone(self, outcome: object) -> None:
         if isinstance(outcome, Failure):

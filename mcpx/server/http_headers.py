@@ -16,21 +16,13 @@ from typing import Any, Final
 from twisted.web.iweb import IRequest
 
 from mcpx.server.http_exchange import header
+from mcpx.upstream.http_headers import NAME_FIELDS
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Batch, Message, Notification, Request
 
 PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 MISSING: Final[Any] = object()
 
-#: The methods whose C{Mcp-Name} header mirrors a field of their params (2026-07-28).
-NAME_FIELDS: Final = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
 
 _SENTINEL_START: Final = "=?base64?"
 _SENTINEL_END: Final = "?="

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from attrs import evolve
+from attrs import define, evolve, field
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 
@@ -39,25 +39,16 @@ from mcpx.wire.errors import RpcError
 _Spell = Callable[[Mapping[str, Any]], Any]
 
 
+@define(eq=False, slots=False)
 class TaskPromotion:
     """The calls of one MCP server that may become tasks, and its C{tasks/*} methods."""
 
-    def __init__(
-        self,
-        core: CoreTasks,
-        extension: ExtensionTasks,
-        asking: Asking,
-        offering: Offering,
-        clock: IReactorTime,
-        *,
-        task_after: float,
-    ) -> None:
-        self.core = core
-        self.extension = extension
-        self._asking = asking
-        self._offering = offering
-        self._clock = clock
-        self._task_after = task_after
+    core: CoreTasks
+    extension: ExtensionTasks
+    _asking: Asking
+    _offering: Offering
+    _clock: IReactorTime
+    _task_after: float = field(kw_only=True)
 
     def methods(self) -> dict[str, Method]:
         """The C{tasks/*} methods, by name."""

@@ -83,6 +83,21 @@ def params_of(request: Request) -> dict[str, Any]:
     return params
 
 
+def _legacy(
+    conn: Conn, revision: Revision, named_session: str | None, meta: Mapping[str, Any] | None
+) -> Context:
+    """A legacy request's context: what its connection's handshake set."""
+    return Context(
+        revision=revision,
+        identity=named_session or conn.identity,
+        capabilities=conn.client_capabilities,
+        modern=False,
+        progress_token=_token(meta),
+        log_level=conn.log_level,
+        subject=conn.subject,
+    )
+
+
 def _token(meta: Mapping[str, Any] | None) -> str | int | None:
     if meta is None:
         return None
@@ -118,16 +133,7 @@ class Envelopes:
         if named_session is not None and conn.subject is not None:
             named_session = subject_session(conn.subject, named_session)
         if version is _MISSING and not looks_modern:
-            revision = conn.revision or conn.default_revision
-            return Context(
-                revision=revision,
-                identity=named_session or conn.identity,
-                capabilities=conn.client_capabilities,
-                modern=False,
-                progress_token=_token(meta),
-                log_level=conn.log_level,
-                subject=conn.subject,
-            )
+            return _legacy(conn, conn.revision or conn.default_revision, named_session, meta)
         if meta is None:
             raise RpcError.invalid_params(
                 f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
@@ -140,15 +146,7 @@ class Envelopes:
             raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
         if not named.is_modern:
             # A legacy client restating its revision: the handshake still governs.
-            return Context(
-                revision=conn.revision or named,
-                identity=named_session or conn.identity,
-                capabilities=conn.client_capabilities,
-                modern=False,
-                progress_token=_token(meta),
-                log_level=conn.log_level,
-                subject=conn.subject,
-            )
+            return _legacy(conn, conn.revision or named, named_session, meta)
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
             raise RpcError.invalid_params(

@@ -52,6 +52,7 @@ from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
 
 from mcpx.ops import uris
+from mcpx.ops.calls import call_upstream
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import Invocation, OpHost, PoolInterface, Reply
 from mcpx.ops.op import Op
@@ -59,7 +60,7 @@ from mcpx.pool.errors import PoolError
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server.conn import Conn, Context
 from mcpx.server.forwarding import ProgressSink, forward
-from mcpx.server.gateway_tools import GatewayTool, gateway_tools
+from mcpx.server.gateway_tools import CALL_TOOL, GatewayTool, gateway_tools
 from mcpx.server.log_relay import SERVER_LOG, LogRelay, asking_for_logs, relaying
 from mcpx.server.results import (
     capped_completion,
@@ -189,6 +190,7 @@ class Surface:
         on_progress: ProgressSink | None,
         on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
+        """C{mcpx_call}: the call of the C{call_tool} op, for this request's caller."""
         problem = _mcpx_call_problem(arguments)
         if problem is not None:
             return text_result(f"{problem}; mcpx_call takes server, tool, arguments", is_error=True)
@@ -198,32 +200,29 @@ class Surface:
         if type(meta) is dict:
             trace = {key: meta[key] for key in _TRACE_KEYS if key in meta}
             upstream_meta = trace or None
-        # A 2026-07-28 upstream logs only to a request that asks; ask at the caller's level.
-        upstream_meta = asking_for_logs(upstream_meta, on_log)
+        invocation = Invocation(
+            {
+                "server": server,
+                "tool": tool,
+                "arguments": arguments.get("arguments") or {},
+                "timeout": arguments.get("timeout"),
+                "progress": on_progress is not None,
+            },
+            client=context.identity,
+            on_progress=on_progress,
+            caller=context.caller,
+            # A 2026-07-28 upstream logs only to a request that asks; ask at the caller's level.
+            meta=asking_for_logs(upstream_meta, on_log),
+        )
+        calling = call_upstream(self.host, invocation, context.caller)
         try:
-            calling = self.pool.call_tool(
-                server,
-                tool,
-                arguments.get("arguments") or {},
-                client=context.identity,
-                timeout=arguments.get("timeout"),
-                meta=upstream_meta,
-                on_progress=on_progress,
-                caller=context.caller,
-            )
             result = await (
                 calling if on_log is None else relaying(self.host.events, server, on_log, calling)
             )
         except CancelledError:
             raise
-        except RpcError as e:
-            return text_result(
-                f"server {server!r} answered the call of {tool!r} with JSON-RPC error "
-                f"{e.code}: {e.message}",
-                is_error=True,
-            )
-        except PoolError as e:
-            return text_result(error_from(e).message, is_error=True)
+        except Exception as e:
+            return self._failed(CALL_TOOL, e, called=(server, tool))
         if type(result) is not dict:
             raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
         return rewrite_call_result(server, result)
@@ -250,15 +249,35 @@ class Surface:
         except CancelledError:
             raise
         except Exception as e:
-            error = error_from(e)
-            if error.status == 500 and not isinstance(e, OpError):
-                log.failure("gateway tool {tool} failed unexpectedly", tool=op.name)
-            return text_result(error.message, is_error=True)
+            return self._failed(op.name, e)
         if isinstance(body, Reply):
             body = body.body
         if op.name == "exec":
             return exec_result(body)
         return json_result(body)
+
+    def _failed(
+        self, tool: str, error: Exception, *, called: tuple[str, str] | None = None
+    ) -> dict[str, Any]:
+        """
+        How a gateway tool's failure is answered: as a tool error saying what went wrong
+        (L{error_from}), the same for every one of mcpx's tools.
+
+        @param called: for C{mcpx_call}, the (server, tool) called: what that server
+            answered with a JSON-RPC error is told as its own answer.
+        """
+        upstream = error.__cause__ if isinstance(error, OpError) else error
+        if called is not None and isinstance(upstream, RpcError):
+            server, name = called
+            return text_result(
+                f"server {server!r} answered the call of {name!r} with JSON-RPC error "
+                f"{upstream.code}: {upstream.message}",
+                is_error=True,
+            )
+        answer = error_from(error)
+        if answer.status == 500 and not isinstance(error, OpError):
+            log.failure("gateway tool {tool} failed unexpectedly", tool=tool)
+        return text_result(answer.message, is_error=True)
 
     # Across servers
 
@@ -358,11 +377,7 @@ class Surface:
 
         @raise UnknownName: when it names no configured server, or no template of it.
         """
-        try:
-            parsed = uris.parse(uri)
-        except uris.NotAnMcpxUri:
-            raise UnknownName(uri) from None
-        server = self._server_named(parsed.server)
+        parsed, server = self._parsed(uri)
         if not parsed.from_template:
             upstream = parsed.upstream()
         else:
@@ -378,11 +393,7 @@ class Surface:
 
         @raise UnknownName: as L{resource_owner}.
         """
-        try:
-            parsed = uris.parse(uri)
-        except uris.NotAnMcpxUri:
-            raise UnknownName(uri) from None
-        server = self._server_named(parsed.server)
+        parsed, server = self._parsed(uri)
         if not parsed.from_template:
             return server, unquoted(parsed)
         templates = _template_strings(await self.pool.templates(server, client=context.identity))
@@ -390,6 +401,14 @@ class Surface:
         if found is None:
             raise UnknownName(uri)
         return server, found
+
+    def _parsed(self, uri: str) -> tuple[uris.McpxUri, str]:
+        """C{mcpx://} URI C{uri}, parsed, and the configured server it names."""
+        try:
+            parsed = uris.parse(uri)
+        except uris.NotAnMcpxUri:
+            raise UnknownName(uri) from None
+        return parsed, self._server_named(parsed.server)
 
     def _server_named(self, name: str) -> str:
         names = self.server_names()

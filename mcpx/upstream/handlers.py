@@ -21,7 +21,7 @@ declaration nobody can honour would be a promise broken in silence.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import define, field
 
@@ -29,10 +29,23 @@ from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 
+
+class CallerToken(Protocol):
+    """
+    Whom a request upstream is made for (L{mcpx.questions.caller.Caller}, which the pool
+    sees as its C{CallToken}), as the upstream code carries it: a token handed back with
+    each question the server asks while answering that request.  The sessions read what
+    it may say of itself with C{getattr} (C{wants_task}, C{declared},
+    C{on_upstream_task}), so any object will do, and C{None} is a request made for nobody.
+    """
+
+
 Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 #: Answers any of the three questions knowing the call it came with (the caller given to
 #: the request, when the server asked inside its result) and its C{inputRequests} key.
-Relay = Callable[[str, Mapping[str, Any], Any, "str | None"], Awaitable[Mapping[str, Any]]]
+Relay = Callable[
+    [str, Mapping[str, Any], "CallerToken | None", "str | None"], Awaitable[Mapping[str, Any]]
+]
 NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
 
 ELICIT = "elicitation/create"
@@ -106,7 +119,7 @@ class UpstreamHandlers:
         method: str,
         params: Mapping[str, Any],
         *,
-        caller: Any = None,
+        caller: CallerToken | None = None,
         key: str | None = None,
     ) -> Mapping[str, Any]:
         """

@@ -15,6 +15,7 @@ from twisted.internet.defer import TimeoutError as DeferredTimeout
 
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Revision
 from mcpx.upstream.channel import SessionExpired
+from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
     CLIENT_INFO,
     AnsweredModern,
@@ -111,7 +112,7 @@ class LegacySession(UpstreamSession):
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """
         As L{UpstreamSession.request}; a session the server forgot is opened again once,
@@ -172,7 +173,7 @@ class LegacySession(UpstreamSession):
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         resolve_inputs: bool = True,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """
         As L{UpstreamSession.call_tool}; a tool that must run as a task (or may, and

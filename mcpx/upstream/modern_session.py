@@ -16,6 +16,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from mcpx.spec.revision import NEWEST
+from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
     CLIENT_INFO,
     Era,
@@ -56,7 +57,9 @@ class ModernSession(UpstreamSession):
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
-    def _meta(self, meta: Any, caller: Any = None, *, tasks: bool = False) -> dict[str, Any]:
+    def _meta(
+        self, meta: Any, caller: CallerToken | None = None, *, tasks: bool = False
+    ) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
         merged[META_VERSION] = NEWEST.value
         declared = getattr(caller, "declared", None) if caller is not None else None
@@ -75,7 +78,7 @@ class ModernSession(UpstreamSession):
         return merged
 
     def _spelled(
-        self, method: str, params: Mapping[str, Any] | None, caller: Any
+        self, method: str, params: Mapping[str, Any] | None, caller: CallerToken | None
     ) -> dict[str, Any] | None:
         """The params with the revision, capabilities and identity in C{_meta}."""
         spelled = dict(params) if params is not None else {}

@@ -233,6 +233,24 @@ class Connector:
             raise UpstreamError(name, "no HTTP+SSE transport is available")
         return factory(name, server)
 
+    async def _modern_after_all(
+        self,
+        name: str,
+        server: ServerConfig,
+        handlers: UpstreamHandlers,
+        how: str,
+        why: Exception,
+    ) -> tuple[UpstreamSession, Era]:
+        """A server that C{how} (answered or refused) initialize as a modern one: open it so."""
+        log.info(
+            "upstream {server} {how} initialize as a 2026-07-28 server ({why}); "
+            "opening it again as one",
+            server=name,
+            how=how,
+            why=str(why),
+        )
+        return await self._open_as(Era.MODERN, name, server, handlers)
+
     async def _open_as(
         self, era: Era, name: str, server: ServerConfig, handlers: UpstreamHandlers
     ) -> tuple[UpstreamSession, Era]:
@@ -287,26 +305,14 @@ class Connector:
             # same (the TypeScript SDK answers it with its newest revision): it is
             # modern, and is opened again as such.
             await channel.close()
-            log.info(
-                "upstream {server} answered initialize as a 2026-07-28 server ({why}); "
-                "opening it again as one",
-                server=name,
-                why=str(e),
-            )
-            return await self._open_as(Era.MODERN, name, server, handlers)
+            return await self._modern_after_all(name, server, handlers, "answered", e)
         except RpcError as e:
             await channel.close()
             if e.code not in MODERN_ERRORS:
                 raise
             # A modern server slower to start than the probe waits (a Python server on
             # a busy machine): it answered the probe late and now refuses initialize.
-            log.info(
-                "upstream {server} refused initialize as a 2026-07-28 server ({why}); "
-                "opening it again as one",
-                server=name,
-                why=str(e),
-            )
-            return await self._open_as(Era.MODERN, name, server, handlers)
+            return await self._modern_after_all(name, server, handlers, "refused", e)
         except TransportRefused as e:
             await channel.close()
             if not isinstance(server, RemoteServer) or e.status not in HTTP_SSE_HINTS:

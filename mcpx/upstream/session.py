@@ -31,7 +31,7 @@ from twisted.logger import Logger
 
 from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import Channel
-from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.handlers import NO_HANDLERS, CallerToken, UpstreamHandlers
 from mcpx.upstream.records import (
     Era,
     InputRound,
@@ -152,7 +152,11 @@ class UpstreamSession:
     # Requests
 
     def _send(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, caller: Any
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        caller: CallerToken | None,
     ) -> Deferred[Any]:
         """Send one request as the era spells it (C{caller}: see L{call})."""
         return self.rpc.request(
@@ -164,7 +168,7 @@ class UpstreamSession:
         )
 
     def _spelled(
-        self, method: str, params: Mapping[str, Any] | None, caller: Any
+        self, method: str, params: Mapping[str, Any] | None, caller: CallerToken | None
     ) -> dict[str, Any] | None:
         """The params of a request as this era sends them: a copy, as given."""
         return dict(params) if params is not None else None
@@ -175,7 +179,7 @@ class UpstreamSession:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """
         Send any request and return its result in mcpx's internal shape.
@@ -197,7 +201,7 @@ class UpstreamSession:
         *,
         timeout: float | None = None,
         resolve_inputs: bool = True,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """
         L{request}, with any C{input_required} rounds answered through the handlers when
@@ -242,7 +246,9 @@ class UpstreamSession:
         state = result.get("requestState")
         return InputRound(method, base, requests, state if isinstance(state, str) else None)
 
-    async def answer_inputs(self, round_: InputRound, caller: Any = None) -> dict[str, Any]:
+    async def answer_inputs(
+        self, round_: InputRound, caller: CallerToken | None = None
+    ) -> dict[str, Any]:
         """
         Answer every question of a round through the handlers, all at once: whoever
         answers sees the whole round together (a client is asked them in one go).
@@ -271,7 +277,7 @@ class UpstreamSession:
         return dict(zip(keys, answered, strict=True))
 
     async def _answer_input(
-        self, key: str, method: str, params: Mapping[str, Any], caller: Any
+        self, key: str, method: str, params: Mapping[str, Any], caller: CallerToken | None
     ) -> dict[str, Any]:
         try:
             asked = without_related_task(params)
@@ -288,7 +294,7 @@ class UpstreamSession:
         input_responses: Mapping[str, Any],
         *,
         timeout: float | None = None,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """Send a round's request again, new id, with the answers and the exact state."""
         params: dict[str, Any] = dict(round_.params)
@@ -368,7 +374,7 @@ class UpstreamSession:
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         resolve_inputs: bool = True,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
         if meta:

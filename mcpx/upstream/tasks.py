@@ -34,6 +34,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
 
@@ -57,11 +58,13 @@ class TaskSession(Protocol):
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-        caller: Any = None,
+        caller: CallerToken | None = None,
     ) -> dict[str, Any]:
         """Send a request and return its result."""
 
-    async def answer_inputs(self, round_: InputRound, caller: Any = None) -> dict[str, Any]:
+    async def answer_inputs(
+        self, round_: InputRound, caller: CallerToken | None = None
+    ) -> dict[str, Any]:
         """Answer every question of a 2026-07-28 input round."""
 
 
@@ -166,7 +169,7 @@ class _Outlived(Exception):
     pass
 
 
-def _tell_caller(caller: Any) -> None:
+def _tell_caller(caller: CallerToken | None) -> None:
     """Tell the call mcpx makes this request for that the upstream made it a task."""
     told = getattr(caller, "on_upstream_task", None)
     if told is not None:
@@ -212,7 +215,7 @@ async def call_legacy_task(
     params: Mapping[str, Any],
     *,
     timeout: float | None = None,
-    caller: Any = None,
+    caller: CallerToken | None = None,
     watch: Callable[[str, StatusWatcher | None], None],
 ) -> dict[str, Any]:
     """
@@ -284,7 +287,7 @@ async def follow_modern_task(
     params: Mapping[str, Any],
     *,
     timeout: float | None = None,
-    caller: Any = None,
+    caller: CallerToken | None = None,
 ) -> dict[str, Any]:
     """
     Poll a 2026-07-28 C{CreateTaskResult} to its end and answer the tool's result.

@@ -32,6 +32,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from attrs import define, field
 from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
@@ -74,26 +75,20 @@ RequestHandler: TypeAlias = Callable[[Request], object]
 NotificationHandler: TypeAlias = Callable[[Notification], object]
 
 
+@define(eq=False, weakref_slot=False)
 class _Outgoing:
     """A request we sent and are waiting on."""
 
-    __slots__ = ("deferred", "for_whom", "id", "method", "peer", "send_cancel", "timer")
+    peer: RpcPeer
+    id: RequestId
+    method: str
+    send_cancel: bool
+    for_whom: object = None
+    timer: IDelayedCall | None = field(default=None, init=False)
+    deferred: Deferred[Any] = field(init=False)
 
-    def __init__(
-        self,
-        peer: RpcPeer,
-        request_id: RequestId,
-        method: str,
-        send_cancel: bool,
-        for_whom: object = None,
-    ) -> None:
-        self.peer = peer
-        self.id = request_id
-        self.method = method
-        self.send_cancel = send_cancel
-        self.for_whom = for_whom
-        self.timer: IDelayedCall | None = None
-        self.deferred: Deferred[Any] = Deferred(self.cancel)
+    def __attrs_post_init__(self) -> None:
+        self.deferred = Deferred(self.cancel)
 
     def cancel(self, deferred: Deferred[Any]) -> None:
         self.peer._abandon(self, "cancelled by the requester")

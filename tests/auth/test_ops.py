@@ -12,7 +12,7 @@ from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
 from tests.auth.test_flow import stub
 from tests.auth.test_signin import ProtectedServers, remote
-from tests.daemon.fake_pool import Harness
+from tests.daemon.fake_pool import Harness, swap_part
 
 
 class AuthOpsTests(SynchronousTestCase):
@@ -20,12 +20,13 @@ class AuthOpsTests(SynchronousTestCase):
         self.harness = Harness()
         self.fake = ProtectedServers()
         http = self.harness.http
-        assert http.servers is not None
-        servers = dict(http.servers.servers)
+        assert http.host.servers is not None
+        servers = dict(http.host.servers.servers)
         servers["remote"] = remote()
-        http.servers = ServersConfig(servers, "test")
-        http.sign_ins = SignIns(
-            stub(self.fake), self.harness.clock, TokenStore(None), SecretMasker()
+        swap_part(
+            http.host,
+            servers=ServersConfig(servers, "test"),
+            sign_ins=SignIns(stub(self.fake), self.harness.clock, TokenStore(None), SecretMasker()),
         )
 
     def test_login_status_logout(self) -> None:

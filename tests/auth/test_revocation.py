@@ -18,7 +18,7 @@ from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import RemoteServer, ServersConfig
 from tests.auth.test_flow import stub
 from tests.auth.test_signin import REDIRECT, ProtectedServers, remote, run
-from tests.daemon.fake_pool import Harness
+from tests.daemon.fake_pool import Harness, swap_part
 
 METADATA = "/.well-known/openid-configuration/tenant1"
 
@@ -111,10 +111,11 @@ class LogoutOpTests(SynchronousTestCase):
         fake = revoking()
         fake.revoke_answer = (503, {})
         http = harness.http
-        assert http.servers is not None
-        http.servers = ServersConfig({**http.servers.servers, "remote": sign_ins_server()}, "test")
-        http.sign_ins = SignIns(stub(fake), harness.clock, TokenStore(None), SecretMasker())
-        sign_in(self, http.sign_ins, fake)
+        assert http.host.servers is not None
+        sign_ins = SignIns(stub(fake), harness.clock, TokenStore(None), SecretMasker())
+        configured = {**http.host.servers.servers, "remote": sign_ins_server()}
+        swap_part(http.host, servers=ServersConfig(configured, "test"), sign_ins=sign_ins)
+        sign_in(self, sign_ins, fake)
         gone = harness.send("DELETE", "/v1/auth/remote")
         self.assertEqual(gone.code, 200, gone.body)
         self.assertEqual((gone.json["server"], gone.json["forgotten"]), ("remote", 1))

@@ -27,11 +27,10 @@ from mcpx.cli import elicit as elicit_module
 from mcpx.cli.client import DaemonClient, error_from
 from mcpx.cli.elicit import questions_text, root_uri, summary
 from mcpx.cli.main import main
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.questions.broker import Broker
 from mcpx.questions.record import ELICIT, LIST_ROOTS, SAMPLE, Question
 from tests.cli.test_commands import CommandRunner
-from tests.daemon.fake_pool import Answer, Harness
+from tests.daemon.fake_pool import Answer, Harness, daemon_http, swap_part
 from tests.support.processes import reactor
 
 FORM = {
@@ -124,7 +123,7 @@ class ElicitCase(SynchronousTestCase):
         self.clock.advance(time.time() - self.clock.seconds())
         self.broker = Broker(self.clock)
         self.broker.start()
-        self.harness.http.broker = self.broker
+        swap_part(self.harness.http.host, broker=self.broker)
         self.client = HarnessClient(self.harness)
         self.patch(elicit_module, "connect", lambda: self.client)
 
@@ -457,7 +456,7 @@ class SocketTests(CommandRunner):
     def setUp(self) -> None:
         super().setUp()
         self.broker = Broker(reactor)
-        http = DaemonHTTP(clock=reactor, pid=os.getpid(), broker=self.broker)
+        http = daemon_http(clock=reactor, pid=os.getpid(), broker=self.broker)
         port = reactor.listenUNIX(self.socket, Site(http.resource()))
         self.addCleanup(port.stopListening)
         self.addCleanup(self.broker.stop)

@@ -11,10 +11,15 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.web.server import Site
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.tasks.store import Task
 from tests.cli.test_commands import CommandRunner
-from tests.daemon.fake_pool import FakePool, default_servers, default_settings, servers_config
+from tests.daemon.fake_pool import (
+    FakePool,
+    daemon_http,
+    default_servers,
+    default_settings,
+    servers_config,
+)
 from tests.support.processes import reactor
 
 
@@ -22,7 +27,7 @@ class TasksCommandTests(CommandRunner):
     def setUp(self) -> None:
         super().setUp()
         pool = FakePool(default_servers())
-        self.http = DaemonHTTP(
+        self.http = daemon_http(
             clock=reactor,
             pid=4242,
             pool=pool,
@@ -35,7 +40,7 @@ class TasksCommandTests(CommandRunner):
 
     def task(self, server: str = "files", tool: str = "read_file") -> tuple[Task, Deferred[Any]]:
         """A task of the daemon whose call answers when the test fires the Deferred."""
-        store = self.http.tasks
+        store = self.http.host.tasks
         task = store.open("me", server=server, tool=tool)
         answer: Deferred[Any] = Deferred()
 
@@ -102,7 +107,7 @@ class TasksCommandTests(CommandRunner):
         done = await self.mcpx("tasks", "wait", slow.id, "--interval", "0.1", "--timeout", "0.3")
         self.assertEqual(done.code, 1, done)
         self.assertIn("still working", done.err)
-        self.assertEqual(self.http.tasks.get(slow.id).status.value, "working")  # type: ignore[union-attr]
+        self.assertEqual(self.http.host.tasks.get(slow.id).status.value, "working")  # type: ignore[union-attr]
 
     async def test_cancel(self) -> None:
         """C{mcpx tasks cancel} cancels the task; a second cancel fails saying it finished."""

@@ -12,13 +12,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attrs import define, field
+from attrs import define, evolve, field
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.parts import DaemonParts, OpsHost
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.errors import ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
@@ -27,6 +28,21 @@ from mcpx.settings.resolve import Settings, resolve
 from mcpx.settings.servers import ServersConfig, StdioServer
 from mcpx.spec.revision import Revision
 from mcpx.upstream.session import ServerDeclaration
+
+
+def ops_host(clock: Any, pid: int = 4242, **parts: Any) -> OpsHost:
+    """An ops host over parts made of C{parts} (L{DaemonParts}'s fields)."""
+    return OpsHost(DaemonParts(clock=clock, **parts), pid=pid)
+
+
+def daemon_http(clock: Any, pid: int = 4242, *, mcp: Any = None, **parts: Any) -> DaemonHTTP:
+    """The daemon's HTTP app over an L{ops_host} of C{parts}."""
+    return DaemonHTTP(ops_host(clock, pid, **parts), mcp)
+
+
+def swap_part(host: OpsHost, **changes: Any) -> None:
+    """Give C{host} a record of parts with C{changes}, as a reload does."""
+    host.swap(evolve(host.parts, **changes))
 
 
 def text_result(text: str) -> dict[str, Any]:
@@ -332,15 +348,15 @@ class Harness:
         self.read: ServersConfig = servers_config("files", "search")
         #: The settings the file read by a reload gives, by dotted name.
         self.file_settings: dict[str, object] = {}
-        self.http = DaemonHTTP(
-            clock=self.clock,
-            pid=4242,
+        self.http = daemon_http(
+            self.clock,
+            4242,
             pool=self.pool if with_pool else None,
             settings=settings if settings is not None else default_settings(),
             servers=servers_config(*self.pool.servers),
             state_dir="/run/mcpx",
+            reloads=Reloads(self.clock, read=self.read_config),
         )
-        self.http.reloads = Reloads(self.clock, read=self.read_config)
         # StubTreq grows its request methods at run time, so mypy cannot see them.
         self.stub: Any = StubTreq(self.http.resource())
 

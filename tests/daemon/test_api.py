@@ -26,6 +26,7 @@ from tests.daemon.fake_pool import (
     default_servers,
     default_settings,
     servers_config,
+    swap_part,
     unavailable,
 )
 from tests.support.logs import observe_log
@@ -172,8 +173,8 @@ class ReadTests(SynchronousTestCase):
         """GET /v1/settings is what `mcpx settings --json` prints."""
         body = self.harness.get("/v1/settings").json
         http = self.harness.http
-        assert http.settings is not None and http.servers is not None
-        expected = render_json(http.settings, http.servers, state_dir="/run/mcpx")
+        assert http.host.settings is not None and http.host.servers is not None
+        expected = render_json(http.host.settings, http.host.servers, state_dir="/run/mcpx")
         self.assertEqual(body, json.loads(json.dumps(expected)))
 
     def test_protocol(self) -> None:
@@ -256,7 +257,7 @@ class ActionTests(SynchronousTestCase):
             },
         )
         self.assertEqual(self.pool.reloaded, [new])
-        self.assertIs(self.harness.http.servers, new)
+        self.assertIs(self.harness.http.host.servers, new)
 
     def test_reload_bad_config(self) -> None:
         """A config file that does not read is a 400 saying what is wrong; nothing changes."""
@@ -264,7 +265,7 @@ class ActionTests(SynchronousTestCase):
         def broken() -> Any:
             raise SettingsError("config.json: server 'x': no command or url")
 
-        self.harness.http.reloads.read = broken
+        self.harness.http.host.reloads.read = broken
         answer = self.harness.post("/v1/reload")
         self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
         self.assertIn("no command or url", answer.json["error"]["message"])
@@ -554,7 +555,7 @@ class ErrorTests(SynchronousTestCase):
     def test_no_settings(self) -> None:
         """A daemon built without settings says so on the settings routes."""
         harness = Harness()
-        harness.http.settings = None
+        swap_part(harness.http.host, settings=None)
         self.error(harness.get("/v1/settings"), 503, "settings_unavailable")
         self.error(harness.get("/v1/protocol"), 503, "settings_unavailable")
 
@@ -613,7 +614,7 @@ class TaskTests(SynchronousTestCase):
 
     def test_kept_for_the_ttl(self) -> None:
         """A finished task is kept proto.askTTL seconds, then forgotten (404)."""
-        ttl = self.harness.http.tasks.ttl
+        ttl = self.harness.http.host.tasks.ttl
         self.assertEqual(ttl, 900.0)
         task_id = self.start_task()
         self.harness.clock.advance(ttl * 2)
@@ -661,7 +662,7 @@ class TaskTests(SynchronousTestCase):
 
     def test_too_many(self) -> None:
         """Beyond the store's limit, a task is refused with a 503."""
-        self.harness.http.tasks.limit = 1
+        self.harness.http.host.tasks.limit = 1
         self.start_task()
         body = {"server": "files", "tool": "t", "task": True}
         answer = self.harness.post("/v1/call", body)
@@ -676,7 +677,7 @@ class TaskTests(SynchronousTestCase):
         A caller at tasks.maxPerClient gets 429 with Retry-After and a message naming
         the setting, while another caller still gets its task.
         """
-        self.harness.http.tasks.per_client = 3
+        self.harness.http.host.tasks.per_client = 3
         for _ in range(3):
             self.assertEqual(self.start_for("greedy").code, 202)
         refused = self.start_for("greedy")
@@ -691,7 +692,7 @@ class TaskTests(SynchronousTestCase):
 
     def test_client_slot_frees_when_its_task_expires(self) -> None:
         """Retry-After is when the caller's oldest finished task expires; then it may again."""
-        self.harness.http.tasks.per_client = 1
+        self.harness.http.host.tasks.per_client = 1
         self.assertEqual(self.start_for("greedy").code, 202)
         self.pool.held[0].result.callback({"content": []})
         self.harness.clock.advance(600)

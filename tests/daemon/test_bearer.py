@@ -14,13 +14,13 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.auth.metadata import parse_challenge
 from mcpx.auth.resource_server import TokenVerifier
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.run import http_host_lines
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import TokenFile
 from mcpx.settings.oauth_resource import OAuthResource
 from tests.auth.standin_issuer import AUDIENCE, ISSUER, StandInIssuer
+from tests.daemon.fake_pool import daemon_http
 from tests.daemon.test_gate import OWNER, ROUTES, UNIX, Answer, GateCase
 
 SETTINGS = OAuthResource(issuer=ISSUER, audience=AUDIENCE, scopes=("mcp:tools",))
@@ -33,7 +33,7 @@ class OAuthGateCase(GateCase):
         self.issuer = StandInIssuer()
         stub: Any = StubTreq(self.issuer)
         self.verifier = TokenVerifier(SETTINGS, stub, self.clock)
-        http = DaemonHTTP(clock=self.clock, pid=4242)
+        http = daemon_http(clock=self.clock, pid=4242)
         self.gate = Gate(
             http.resource(),
             origins=OriginRule(self.allowed_origins),

@@ -20,8 +20,8 @@ from twisted.web.server import Site
 
 from mcpx.auth.metadata import parse_challenge
 from mcpx.server.ext_tasks import EXTENSION
-from mcpx.server.http_headers import NAME_FIELDS
 from mcpx.spec.revision import NEWEST
+from mcpx.upstream.http_headers import NAME_FIELDS
 from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_process import daemon_environ
 from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn

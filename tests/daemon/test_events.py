@@ -177,7 +177,7 @@ class EventsRouteTests(SynchronousTestCase):
     def setUp(self) -> None:
         settings = default_settings(**{"transport.sseKeepAlive": "5s"})
         self.harness = Harness(settings=settings)
-        self.bus = self.harness.http.events
+        self.bus = self.harness.http.host.events
         self.clock = self.harness.clock
 
     def open(self, query: str = "") -> tuple[Any, _Body]:

@@ -26,10 +26,10 @@ from mcpx.daemon.gate import (
     parse_origin,
     unauthenticated_exposure,
 )
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import RECHECK_INTERVAL, TokenFile, read_token, rotate_token
 from mcpx.wire.errors import INVALID_REQUEST
+from tests.daemon.fake_pool import daemon_http
 from tests.support.logs import observe_log
 
 OWNER = 1000
@@ -93,7 +93,7 @@ class GateCase(SynchronousTestCase):
         self.unix_uid: int | None = None
         self.unix_lookups = 0
         self.lookups: list[tuple[tuple[str, int], tuple[str, int]]] = []
-        http = DaemonHTTP(clock=self.clock, pid=4242)
+        http = daemon_http(clock=self.clock, pid=4242)
         self.gate = Gate(
             http.resource(),
             origins=OriginRule(self.allowed_origins),

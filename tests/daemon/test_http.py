@@ -10,14 +10,14 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx._version import __version__
-from mcpx.daemon.http import DaemonHTTP
+from tests.daemon.fake_pool import daemon_http
 
 
 class HealthTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.clock.advance(1000)
-        self.http = DaemonHTTP(clock=self.clock, pid=4242)
+        self.http = daemon_http(clock=self.clock, pid=4242)
         # StubTreq grows its request methods at run time, so mypy cannot see them.
         self.stub: Any = StubTreq(self.http.resource())
 
@@ -80,7 +80,7 @@ class HealthTests(SynchronousTestCase):
 class MethodNotAllowedTests(SynchronousTestCase):
     def test_405_names_the_allowed_methods(self) -> None:
         """A 405 carries the Allow header with the route's methods."""
-        stub: Any = StubTreq(DaemonHTTP(clock=Clock(), pid=1).resource())
+        stub: Any = StubTreq(daemon_http(clock=Clock(), pid=1).resource())
         for method, url, allowed in (
             ("POST", "http://mcpx/health", "GET, HEAD"),
             ("DELETE", "http://mcpx/v1/call", "POST"),

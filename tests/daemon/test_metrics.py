@@ -15,7 +15,6 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
 from mcpx.daemon.service import DaemonSite
 from mcpx.ops.events import EventBus
@@ -23,6 +22,7 @@ from mcpx.ops.table import OPS
 from mcpx.pool.pool import Pool
 from mcpx.tasks.store import TaskStatus
 from mcpx.wire.errors import RpcError
+from tests.daemon.fake_pool import daemon_http
 from tests.daemon.test_gate import Answer
 from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio
 
@@ -63,7 +63,7 @@ class MetricsCase(SynchronousTestCase):
         self.pool.on_call = self.metrics.call_finished
         self.pool.startService()
         self.addCleanup(self.pool.stopService)
-        self.http = DaemonHTTP(
+        self.http = daemon_http(
             clock=self.clock, pid=1, pool=self.pool, events=self.events, metrics=self.metrics
         )
         self.metrics.watch(self.http)
@@ -211,9 +211,9 @@ class ServerMetricsTests(MetricsCase):
 class HoldingsTests(MetricsCase):
     def test_tasks_by_state_and_event_streams(self) -> None:
         """Tasks are counted by state; event subscribers and the events they queue show."""
-        task = self.http.tasks.open(None, server="notes", tool="echo")
-        self.http.tasks.mark(task, TaskStatus.INPUT_REQUIRED)
-        self.http.tasks.open(None, server="notes", tool="echo")
+        task = self.http.host.tasks.open(None, server="notes", tool="echo")
+        self.http.host.tasks.mark(task, TaskStatus.INPUT_REQUIRED)
+        self.http.host.tasks.open(None, server="notes", tool="echo")
         slow = self.events.subscribe(lambda event: None)
         slow.pause()
         self.events.publish("warning", None, message="one")

@@ -17,7 +17,7 @@ from mcpx.ops.table import BY_NAME, OPS
 from mcpx.questions.broker import Broker
 from mcpx.questions.record import ELICIT, LIST_ROOTS, SAMPLE, Question
 from mcpx.wire.errors import RpcError
-from tests.daemon.fake_pool import Answer, Harness
+from tests.daemon.fake_pool import Answer, Harness, swap_part
 
 FORM = {
     "message": "github (via mcpx) asks: which repository?",
@@ -69,7 +69,7 @@ class QuestionRoutesCase(SynchronousTestCase):
         self.clock = self.harness.clock
         self.broker = Broker(self.clock, ttl=120.0, keep=900.0)
         self.broker.start()
-        self.harness.http.broker = self.broker
+        swap_part(self.harness.http.host, broker=self.broker)
 
     def ask(
         self, method: str = ELICIT, params: dict[str, Any] | None = None, server: str = "github"

@@ -43,21 +43,21 @@ class ReloadTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.harness = Harness()
         self.heard: list[Event] = []
-        self.harness.http.events.subscribe(self.heard.append)
+        self.harness.http.host.events.subscribe(self.heard.append)
 
     def test_refused_reload_keeps_configuration(self) -> None:
         """A file that cannot be read is a 400 with its reason; servers and pool stay."""
-        before = self.harness.http.servers
+        before = self.harness.http.host.servers
 
         def missing() -> Any:
             raise SettingsError("/etc/mcpx.json: no such file (the daemon was started with it)")
 
-        self.harness.http.reloads.read = missing
+        self.harness.http.host.reloads.read = missing
         answer = self.harness.post("/v1/reload")
         self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
         self.assertIn("no such file", answer.json["error"]["message"])
         self.assertIn("running configuration is kept", answer.json["error"]["message"])
-        self.assertIs(self.harness.http.servers, before)
+        self.assertIs(self.harness.http.host.servers, before)
         self.assertEqual(self.harness.pool.reloaded, [])
 
     def test_refusal_is_published_and_shown_by_health(self) -> None:
@@ -68,7 +68,7 @@ class ReloadTests(SynchronousTestCase):
                 "config.json: not valid JSON: Unterminated string at line 3 column 12"
             )
 
-        self.harness.http.reloads.read = broken
+        self.harness.http.host.reloads.read = broken
         self.harness.post("/v1/reload")
         [failed] = [event for event in self.heard if event.kind == "config.reload_failed"]
         self.assertIn("line 3 column 12", failed.data["error"])
@@ -76,7 +76,7 @@ class ReloadTests(SynchronousTestCase):
         self.assertFalse(health["last_reload"]["ok"])
         self.assertIn("Unterminated string", health["last_reload"]["error"])
 
-        self.harness.http.reloads.read = self.harness.read_config
+        self.harness.http.host.reloads.read = self.harness.read_config
         self.assertEqual(self.harness.post("/v1/reload").code, 200)
         self.assertEqual(self.harness.get("/health").json["last_reload"]["error"], None)
         self.assertEqual(
@@ -88,7 +88,7 @@ class ReloadTests(SynchronousTestCase):
         A file passing the same server through under two names without a toolPrefix is
         refused naming both; the running configuration is kept.
         """
-        before = self.harness.http.servers
+        before = self.harness.http.host.servers
         self.harness.read = ServersConfig(
             {name: StdioServer(name, "notes-mcp") for name in ("work", "home")}, "config.json"
         )
@@ -97,7 +97,7 @@ class ReloadTests(SynchronousTestCase):
         self.assertEqual((answer.code, answer.json["error"]["code"]), (400, "invalid_config"))
         self.assertIn("'work' and 'home'", answer.json["error"]["message"])
         self.assertIn("toolPrefix", answer.json["error"]["message"])
-        self.assertIs(self.harness.http.servers, before)
+        self.assertIs(self.harness.http.host.servers, before)
         self.assertEqual(self.harness.pool.reloaded, [])
 
     def test_live_settings_applied_others_named(self) -> None:
@@ -110,7 +110,7 @@ class ReloadTests(SynchronousTestCase):
         )
         [retuned] = self.harness.pool.retuned
         self.assertEqual(retuned.duration("pool.callTimeout"), 2.0)
-        settings = self.harness.http.settings
+        settings = self.harness.http.host.settings
         assert settings is not None
         self.assertEqual(settings.duration("pool.callTimeout"), 2.0)
         # What waits for a restart is shown as it still is.
@@ -140,7 +140,7 @@ class ReloadTests(SynchronousTestCase):
         self.assertEqual(pool.reloaded, [first, second])
         pool.gates[1].callback(None)
         self.assertEqual(harness.finish(b).code, 200)
-        self.assertIs(harness.http.servers, second)
+        self.assertIs(harness.http.host.servers, second)
         self.assertIn("xnew", harness.get("/v1/settings").json["servers"])
 
 

@@ -18,7 +18,6 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.service import DaemonService, DaemonSite, race_hurry
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
@@ -26,7 +25,7 @@ from mcpx.server.stdio import StdioFactory
 from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups
 from mcpx.wire.errors import INTERNAL_ERROR
-from tests.daemon.fake_pool import Harness, result_of
+from tests.daemon.fake_pool import Harness, daemon_http, result_of
 from tests.daemon.test_gate import OWNER, Answer, GateCase
 from tests.server.fake_core import FakeCore
 from tests.server.test_http import BOTH, McpHTTPCase, _Body, request
@@ -45,7 +44,7 @@ class GateDuringStopTests(GateCase):
     def setUp(self) -> None:
         GateCase.setUp(self)
         self.shutdown = Shutdown(self.clock)
-        http = DaemonHTTP(clock=self.clock, pid=4242)
+        http = daemon_http(clock=self.clock, pid=4242)
         self.gate = Gate(
             http.resource(),
             origins=OriginRule(self.allowed_origins),
@@ -255,7 +254,7 @@ class SighupDuringStopTests(SynchronousTestCase):
             read.append("read")
             raise SettingsError("not to be read")
 
-        harness.http.reloads.read = reread
+        harness.http.host.reloads.read = reread
         shutdown = Shutdown(Clock())
         service = DaemonService(harness.http, [], None, shutdown=shutdown)
         self.successResultOf(service.reload())

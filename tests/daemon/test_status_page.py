@@ -19,8 +19,8 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.ops.recent_calls import RecentCalls
+from tests.daemon.fake_pool import daemon_http
 from tests.daemon.test_process import daemon_environ
 from tests.support.processes import (
     REPO,
@@ -75,7 +75,7 @@ class RecentCallsTests(SynchronousTestCase):
 
 class PageRouteTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.http = DaemonHTTP(clock=Clock(), pid=1)
+        self.http = daemon_http(Clock(), 1)
         self.stub: Any = StubTreq(self.http.resource())
 
     def get(self, path: str) -> tuple[Any, bytes]:
@@ -114,8 +114,8 @@ class PageRouteTests(SynchronousTestCase):
 
     def test_calls_route(self) -> None:
         """C{GET /v1/calls} lists the calls the pool reported, newest first, and the bound."""
-        self.http.calls.call_finished("demo", "add", 0.01, "ok")
-        self.http.calls.call_finished("demo", "fail", 0.02, "error")
+        self.http.host.calls.call_finished("demo", "add", 0.01, "ok")
+        self.http.host.calls.call_finished("demo", "fail", 0.02, "error")
         response, body = self.get("/v1/calls")
         self.assertEqual(response.code, 200)
         answer = json.loads(body)

@@ -23,7 +23,7 @@ class TaskRoutesTests(SynchronousTestCase):
         self.pool = self.harness.pool
         self.pool.hold = True
         self.events: list[Event] = []
-        self.harness.http.events.subscribe(self.events.append, kinds=("task.*",))
+        self.harness.http.host.events.subscribe(self.events.append, kinds=("task.*",))
 
     def start_task(self, server: str = "files", tool: str = "read_file") -> str:
         body = {"server": server, "tool": tool, "arguments": {}, "task": True}
@@ -108,7 +108,7 @@ class TaskRoutesTests(SynchronousTestCase):
 
     def test_mcp_call_error_in_api_shape(self) -> None:
         """An MCP task's JSON-RPC error reads as the API's upstream_error with rpc."""
-        store = self.harness.http.tasks
+        store = self.harness.http.host.tasks
         task = store.open("me", origin="mcp")
 
         async def fail() -> None:

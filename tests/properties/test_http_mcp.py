@@ -14,13 +14,12 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.request_context import SUPPORTED_VERSIONS
 from mcpx.wire import jsontext
 from mcpx.wire.sse import SSEDecoder
-from tests.daemon.fake_pool import FakePool, default_settings, result_of
+from tests.daemon.fake_pool import FakePool, daemon_http, default_settings, result_of
 from tests.properties import bounded, hostile_bytes, json_objects, json_values
 from tests.properties.test_http_v1 import watching_failures
 from tests.server import gateway_servers, servers_config
@@ -98,14 +97,14 @@ class McpProperties(SynchronousTestCase):
         self.clock = Clock()
 
     def daemon(self) -> Any:
-        daemon = DaemonHTTP(
+        daemon = daemon_http(
             clock=self.clock,
             pid=1,
             pool=FakePool(gateway_servers()),
             settings=default_settings(),
             servers=servers_config("files", "search"),
         )
-        daemon.mcp = McpHTTP(McpServer(daemon, self.clock), self.clock)
+        daemon.mcp = McpHTTP(McpServer(daemon.host, self.clock), self.clock)
         # StubTreq grows its request methods at run time, so mypy cannot see them.
         stub: Any = StubTreq(daemon.resource())
         return stub

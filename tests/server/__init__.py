@@ -15,7 +15,6 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.ops.host import PoolInterface
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
@@ -24,7 +23,7 @@ from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, parse
 from mcpx.wire.peer import RpcPeer
-from tests.daemon.fake_pool import FakePool, FakeServer, default_settings
+from tests.daemon.fake_pool import FakePool, FakeServer, default_settings, ops_host
 
 PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -155,7 +154,7 @@ class Harness:
         self.clock = clock if clock is not None else Clock()
         self.pool: Any = pool if pool is not None else FakePool(gateway_servers())
         names = [status.name for status in self.pool.status()]
-        self.host = DaemonHTTP(
+        self.host = ops_host(
             clock=self.clock,
             pid=4242,
             pool=self.pool,

@@ -21,7 +21,6 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.questions.caller import ELICIT, SAMPLE, Caller
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
@@ -30,7 +29,7 @@ from mcpx.server.resumable import ConnAsker, ResumableCall
 from mcpx.tasks.store import Task, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from mcpx.wire.messages import Request
-from tests.daemon.fake_pool import FakePool, HeldCall, default_settings, text_result
+from tests.daemon.fake_pool import FakePool, HeldCall, default_settings, ops_host, text_result
 from tests.server import gateway_servers, modern_meta, result_of, servers_config
 
 FORM: dict[str, Any] = {
@@ -111,7 +110,7 @@ class Gateway:
     ) -> None:
         self.clock = Clock()
         self.pool = FakePool(gateway_servers(), hold=hold)
-        self.host = DaemonHTTP(
+        self.host = ops_host(
             clock=self.clock,
             pid=4242,
             pool=self.pool,

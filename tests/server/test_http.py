@@ -21,7 +21,6 @@ from twisted.web.resource import Resource
 
 from mcpx.auth.caller import CALLER_ATTRIBUTE
 from mcpx.auth.caller import Caller as AccessCaller
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import HTTP_IDENTITY, McpHTTP
@@ -29,7 +28,7 @@ from mcpx.server.http_headers import decode_header_value
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcpx.wire.sse import SSEDecoder
-from tests.daemon.fake_pool import FakePool, default_settings, result_of
+from tests.daemon.fake_pool import FakePool, daemon_http, default_settings, result_of
 from tests.server import gateway_servers, servers_config
 from tests.server.fake_core import FakeCore
 from tests.support.logs import observe_log
@@ -81,7 +80,7 @@ class Client:
     """Requests to C{/mcp} through StubTreq, answered in memory."""
 
     def __init__(self, mcp_http: McpHTTP | None, clock: Clock) -> None:
-        self.daemon = DaemonHTTP(clock=clock, pid=1)
+        self.daemon = daemon_http(clock=clock, pid=1)
         self.daemon.mcp = mcp_http
         # StubTreq grows its request methods at run time, so mypy cannot see them.
         self.stub: Any = StubTreq(self.daemon.resource())
@@ -699,14 +698,14 @@ class RealCoreTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.daemon = DaemonHTTP(
+        self.daemon = daemon_http(
             clock=self.clock,
             pid=1,
             pool=FakePool(gateway_servers()),
             settings=default_settings(),
             servers=servers_config("files", "search"),
         )
-        self.daemon.mcp = McpHTTP(McpServer(self.daemon, self.clock), self.clock)
+        self.daemon.mcp = McpHTTP(McpServer(self.daemon.host, self.clock), self.clock)
         self.client = Client(None, self.clock)
         self.client.stub = StubTreq(self.daemon.resource())
 
@@ -743,7 +742,7 @@ class RealCoreTests(SynchronousTestCase):
             b"Infinity": "Infinity",
             b"-Infinity": "-Infinity",
         }
-        pool = self.daemon.pool
+        pool = self.daemon.host.pool
         assert isinstance(pool, FakePool)
         for value, named in cases.items():
             response, body = self.client.send("POST", raw=template % value)

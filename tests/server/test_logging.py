@@ -24,7 +24,7 @@ from mcpx.spec.revision import ALL_REVISIONS, LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import load_schema, validate
 from mcpx.wire.messages import Notification, Request
 from tests.cli.test_real_daemon import RealDaemonCase
-from tests.daemon.fake_pool import default_settings, result_of
+from tests.daemon.fake_pool import daemon_http, default_settings, result_of
 from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio, text_result
 from tests.server import Harness, Session, servers_config
 from tests.server.test_http import BOTH, MODERN, URL, _Body, header, modern, modern_headers
@@ -390,9 +390,9 @@ class StreamableHTTPLoggingTests(SynchronousTestCase):
         made: list[DaemonHTTP] = []
         pool, self.connector = pooled_pool(
             self.clock,
-            lambda kind, server=None, **data: made[0].events.publish(kind, server, **data),
+            lambda kind, server=None, **data: made[0].host.events.publish(kind, server, **data),
         )
-        self.daemon = DaemonHTTP(
+        self.daemon = daemon_http(
             clock=self.clock,
             pid=1,
             pool=pool,
@@ -400,7 +400,7 @@ class StreamableHTTPLoggingTests(SynchronousTestCase):
             servers=servers_config("demo", "other"),
         )
         made.append(self.daemon)
-        self.mcp = McpHTTP(McpServer(self.daemon, self.clock), self.clock, keep_alive=0)
+        self.mcp = McpHTTP(McpServer(self.daemon.host, self.clock), self.clock, keep_alive=0)
         self.daemon.mcp = self.mcp
         self.addCleanup(self.mcp.close)
         self.stub: Any = StubTreq(self.daemon.resource())
@@ -444,7 +444,7 @@ class StreamableHTTPLoggingTests(SynchronousTestCase):
         self.assertEqual(events[0]["params"]["level"], "warning")
         self.assertEqual(events[1]["id"], 1)
         valid(events[0], NEWEST)
-        self.assertEqual(self.daemon.events.subscribers, 0)
+        self.assertEqual(self.daemon.host.events.subscribers, 0)
 
     def test_modern_without_level(self) -> None:
         """A 2026-07-28 POST without logLevel gets its answer alone, as JSON."""

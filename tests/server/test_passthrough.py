@@ -35,6 +35,7 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from mcpx.wire.messages import Request
 from tests.cli.test_real_daemon import RealDaemonCase
+from tests.daemon.fake_pool import swap_part
 from tests.pool.fakes import (
     Answer,
     Events,
@@ -432,12 +433,15 @@ class ToolListTests(SynchronousTestCase):
         ]
         for revision in Revision:
             harness, connector = passed_through(scripted=scripted)
-            harness.host.servers = ServersConfig(
-                {
-                    "alpha": StdioServer("alpha", "fake-server"),
-                    "beta": StdioServer("beta", "fake-server", tool_prefix="b_"),
-                },
-                "test",
+            swap_part(
+                harness.host,
+                servers=ServersConfig(
+                    {
+                        "alpha": StdioServer("alpha", "fake-server"),
+                        "beta": StdioServer("beta", "fake-server", tool_prefix="b_"),
+                    },
+                    "test",
+                ),
             )
             warnings: list[Any] = []
             harness.host.events.subscribe(warnings.append, kinds=["warning"])

@@ -13,7 +13,6 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -22,7 +21,7 @@ from mcpx.server.http import McpHTTP
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import LEGACY_REVISIONS, Revision
 from mcpx.upstream.handlers import UpstreamHandlers
-from tests.daemon.fake_pool import default_settings
+from tests.daemon.fake_pool import daemon_http, default_settings
 from tests.pool.fakes import Events, FakeConnector, servers, stdio
 from tests.server import servers_config
 from tests.server.test_transport_sweep import CALL, StdioDriver, Sweep, upstream_of
@@ -87,14 +86,14 @@ def relaying_daemon(clock: Clock) -> tuple[McpServer, FakeConnector]:
         handlers=handlers,
     )
     pools.append(pool)
-    daemon = DaemonHTTP(
+    daemon = daemon_http(
         clock=clock,
         pid=4242,
         pool=pool,
         settings=default_settings(),
         servers=servers_config("demo"),
     )
-    core = McpServer(daemon, clock)
+    core = McpServer(daemon.host, clock)
     daemon.mcp = McpHTTP(core, clock, keep_alive=15.0)
     return core, connector
 

@@ -14,6 +14,7 @@ from mcpx.server.http import McpHTTP
 from mcpx.server.listen import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INVALID_PARAMS
+from tests.daemon.fake_pool import swap_part
 from tests.pool.fakes import servers, stdio
 from tests.server import Harness, Session
 from tests.server.test_http import Client, modern, modern_headers
@@ -29,7 +30,7 @@ def reload(harness: Harness, *names: str) -> None:
     """Reload as L{mcpx.ops.reloading.Reloads} does: view, pool, then the hosts."""
     new = servers(*(stdio(name) for name in names))
     changes = server_changes(harness.host.servers, new)
-    harness.host.servers = new
+    swap_part(harness.host, servers=new)
     applying = Deferred.fromCoroutine(harness.pool.reload(new))
     harness.server.configuration_changed(changes)
     harness.clock.advance(10)
@@ -39,7 +40,7 @@ def reload(harness: Harness, *names: str) -> None:
 def aligned() -> tuple[Harness, Upstreams]:
     """L{passed_through}, the daemon's view of the servers being the pool's."""
     harness, connector = passed_through()
-    harness.host.servers = harness.pool.servers
+    swap_part(harness.host, servers=harness.pool.servers)
     return harness, connector
 
 
@@ -87,7 +88,7 @@ class LegacyReloadTests(SynchronousTestCase):
         (mcpx serve --passthrough yy, yy added later).
         """
         harness, _ = aligned()
-        harness.host.servers = servers(stdio("alpha"), stdio("other"))
+        swap_part(harness.host, servers=servers(stdio("alpha"), stdio("other")))
         harness.conn.passthrough = ("beta",)
         session = Session(Revision.V2025_06_18, harness)
         self.assertNotIn("add", names_of(session.result("tools/list")["tools"]))

@@ -16,7 +16,6 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore
-from mcpx.daemon.http import DaemonHTTP
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.ext_tasks import EXTENSION
@@ -28,7 +27,7 @@ from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError
 from mcpx.wire.messages import Request
 from tests.auth.test_flow import stub
 from tests.auth.test_signin import ProtectedServers, remote
-from tests.daemon.fake_pool import FakePool, FakeServer, default_settings
+from tests.daemon.fake_pool import FakePool, FakeServer, default_settings, ops_host
 from tests.server import gateway_servers, modern_meta, result_of, servers_config
 
 #: What the pool answers a call to the server nobody signed in to (as the real one does).
@@ -50,16 +49,16 @@ class Gateway:
         self.pool = FakePool(fakes, hold=False)
         servers = dict(servers_config("files", "search").servers)
         servers["remote"] = remote()
-        self.host = DaemonHTTP(
-            clock=self.clock,
-            pid=1,
+        sign_ins = SignIns(stub(ProtectedServers()), self.clock, TokenStore(None), SecretMasker())
+        self.hosted = HostSignIns(sign_ins, MemoryReactor(), self.clock)
+        self.host = ops_host(
+            self.clock,
+            1,
             pool=self.pool,
             settings=default_settings(),
             servers=ServersConfig(servers, "test"),
+            host_sign_ins=self.hosted,
         )
-        sign_ins = SignIns(stub(ProtectedServers()), self.clock, TokenStore(None), SecretMasker())
-        self.hosted = HostSignIns(sign_ins, MemoryReactor(), self.clock)
-        self.host.host_sign_ins = self.hosted
         self.server = McpServer(self.host, self.clock)
         self.pushed: list[tuple[str, Any]] = []
         self._ids = itertools.count(1)

@@ -52,7 +52,7 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Request
 from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import SSEDecoder
-from tests.daemon.fake_pool import FakePool, default_settings
+from tests.daemon.fake_pool import FakePool, daemon_http, default_settings
 from tests.pool.fakes import Events, FakeConnector, FakeUpstream, servers, stdio
 from tests.server import gateway_servers, servers_config
 from tests.upstream.memory import FakeServer, MemoryChannel, discover_result, initialize_result
@@ -221,14 +221,14 @@ def result_of(deferred: Deferred[Any]) -> Any:
 
 def gateway_daemon(clock: Clock) -> tuple[DaemonHTTP, McpServer]:
     """Two scripted upstreams answering with everything a result can hold."""
-    daemon = DaemonHTTP(
+    daemon = daemon_http(
         clock=clock,
         pid=4242,
         pool=FakePool(gateway_servers()),
         settings=default_settings(),
         servers=servers_config("files", "search"),
     )
-    core = McpServer(daemon, clock)
+    core = McpServer(daemon.host, clock)
     core.page_size = 5
     daemon.mcp = McpHTTP(core, clock, keep_alive=15.0)
     return daemon, core
@@ -245,14 +245,14 @@ def pooled_daemon(clock: Clock) -> tuple[DaemonHTTP, McpServer, FakeConnector]:
         idle_timeout=300.0,
         publish=Events(),
     )
-    daemon = DaemonHTTP(
+    daemon = daemon_http(
         clock=clock,
         pid=4242,
         pool=pool,
         settings=default_settings(),
         servers=servers_config("demo"),
     )
-    core = McpServer(daemon, clock)
+    core = McpServer(daemon.host, clock)
     daemon.mcp = McpHTTP(core, clock, keep_alive=15.0)
     return daemon, core, connector
 

@@ -31,6 +31,7 @@ from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
 from mcpx.upstream.session import Era, UpstreamError
 from mcpx.upstream.tls import TlsFileError
+from tests.daemon.fake_pool import daemon_http
 from tests.support.peers import start_everything_http, start_http_fixture
 from tests.support.processes import reactor
 from tests.upstream.http_fakes import (
@@ -807,9 +808,7 @@ class ApiTests(RemoteCase):
     async def serve(self, pool: Pool) -> str:
         from twisted.web.server import Site
 
-        from mcpx.daemon.http import DaemonHTTP
-
-        app = DaemonHTTP(clock=reactor, pid=os.getpid(), pool=pool, servers=pool.servers)
+        app = daemon_http(clock=reactor, pid=os.getpid(), pool=pool, servers=pool.servers)
         port = reactor.listenTCP(0, Site(app.resource()), interface="127.0.0.1")
         self.addCleanup(port.stopListening)
         return f"http://127.0.0.1:{port.getHost().port}"
