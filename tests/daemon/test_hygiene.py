@@ -49,6 +49,8 @@ class KilledDaemonTests(RealDaemonCase):
         upstreams = children_of(self.daemon_pid)
         self.assertEqual(len(upstreams), 1, upstreams)
         os.kill(self.daemon_pid, signal.SIGKILL)
+        # Seen ended before the cleanup, which would otherwise ask it to stop cleanly.
+        await self.daemon_ended()
         survivors = await gone_within(upstreams, 2.0)
         for pid in survivors:
             with contextlib.suppress(OSError):
