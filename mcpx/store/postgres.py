@@ -106,6 +106,8 @@ class PostgresRecords:
         self._threads = ThreadPool(minthreads=0, maxthreads=threads, name="mcpx-store")
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
+        #: The last write asked for to each record, until it ends (see L{_write}).
+        self._writing: dict[tuple[str, str], Deferred[None]] = {}
         self._opening: Deferred[None] | None = None
         self._closed = False
         self._trigger: Any = None
@@ -175,10 +177,10 @@ class PostgresRecords:
             self._threads.stop()
 
     def put(self, kind: Kind, record: Record) -> Deferred[None]:
-        return self._run(_put, _table(kind), record)
+        return self._write(kind, record.id, _put, _table(kind), record)
 
     def put_if(self, kind: Kind, record: Record, state: str) -> Deferred[bool]:
-        return self._run(_put_if, _table(kind), record, state)
+        return self._write(kind, record.id, _put_if, _table(kind), record, state)
 
     def get(
         self, kind: Kind, record_id: str, principal: Principal = ANYONE
@@ -191,10 +193,39 @@ class PostgresRecords:
         return self._run(_find, _table(kind), principal, state)
 
     def delete(self, kind: Kind, record_id: str) -> Deferred[None]:
-        return self._run(_delete, _table(kind), record_id)
+        return self._write(kind, record_id, _delete, _table(kind), record_id)
 
     def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
         return self._run(_prune, _table(kind), finished_before, keep)
+
+    def _write(
+        self, kind: Kind, record_id: str, query: Callable[..., T], *args: Any
+    ) -> Deferred[T]:
+        """
+        Run a write after the writes to the same record asked for before it: the threads
+        would otherwise commit a task's C{completed} before its C{working}.
+        """
+        key = (kind, record_id)
+        before = self._writing.get(key)
+        written: Deferred[T]
+        if before is None:
+            written = self._run(query, *args)
+        else:
+            written = Deferred()
+
+            def go(_: object) -> None:
+                self._run(query, *args).chainDeferred(written)
+
+            before.addCallback(go)
+        mark = _ended(written)
+        self._writing[key] = mark
+
+        def done(_: object) -> None:
+            if self._writing.get(key) is mark:
+                del self._writing[key]
+
+        mark.addCallback(done)
+        return written
 
     def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
         if self._closed or self._opening is None:
@@ -298,6 +329,18 @@ def _follow(deferred: Deferred[None]) -> Deferred[None]:
 
     deferred.addBoth(passed)
     return follower
+
+
+def _ended(deferred: Deferred[Any]) -> Deferred[None]:
+    """A Deferred that fires with C{None} once C{deferred} has fired, whichever way."""
+    mark: Deferred[None] = Deferred()
+
+    def passed(result: object) -> object:
+        mark.callback(None)
+        return result
+
+    deferred.addBoth(passed)
+    return mark
 
 
 def _table(kind: Kind) -> sql.Identifier:
