@@ -16,8 +16,8 @@ after the other and the later ones find nothing to do.
 A connection the server dropped (PostgreSQL restarted, a network cut) is thrown away; a
 query that failed on a connection taken idle from the pool is run once more on a new one.
 A query made while the server is down fails, and the next one after it comes back connects
-again: nothing is kept in memory to be lost, every write is committed before its Deferred
-fires.
+again (and opens the store first, if it could not be opened when the daemon started):
+nothing is kept in memory to be lost, every write is committed before its Deferred fires.
 """
 
 from __future__ import annotations
@@ -228,8 +228,12 @@ class PostgresRecords:
         return written
 
     def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
-        if self._closed or self._opening is None:
+        if self._closed:
             return fail(StoreClosed(self._description))
+        if self._opening is None:
+            # The open failed (PostgreSQL was down when the daemon started): try again
+            # now, so the daemon's records are kept from the moment the server is back.
+            return self.open().addCallback(lambda _: self._run(query, *args))
         return deferToThreadPool(
             self._reactor,  # type: ignore[arg-type]
             self._threads,

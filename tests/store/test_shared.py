@@ -278,3 +278,21 @@ class PostgresSharedTests(SharedStoreBehaviour, TestCase):
             await deferToThread(self.cluster.resume)
         await store.save(question("q_3", 3.0))
         self.assertEqual([q.id for q in await store.load()], ["q_1", "q_3"])
+
+    async def test_daemon_started_while_server_down(self) -> None:
+        """
+        A store that could not be opened because PostgreSQL was down opens by itself at
+        the first write after the server is back, and keeps what is written from then on.
+        """
+        records = self.records()
+        self.addCleanup(records.close)
+        await deferToThread(self.cluster.stop)
+        try:
+            with self.assertRaises(psycopg.OperationalError):
+                await records.open()
+        finally:
+            await deferToThread(self.cluster.resume)
+        store = QuestionStore(records=records)
+        await store.save(question("q_1", 1.0, owner="alice"))
+        other = QuestionStore(records=await self.opened())
+        self.assertEqual([q.id for q in await other.load("alice")], ["q_1"])
