@@ -110,6 +110,8 @@ class PostgresRecords:
         self._writing: dict[tuple[str, str], Deferred[None]] = {}
         self._opening: Deferred[None] | None = None
         self._closed = False
+        #: Whether the schema is migrated (queries wait for it).
+        self._ready = False
         self._trigger: Any = None
         self.schema_found: int | None = None
 
@@ -143,6 +145,7 @@ class PostgresRecords:
 
     def _migrated(self, found: int) -> None:
         self.schema_found = found
+        self._ready = True
         if found > SCHEMA_VERSION:
             log.warn(
                 "the store {store} has schema version {found}, newer than this mcpx's "
@@ -230,9 +233,10 @@ class PostgresRecords:
     def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
         if self._closed:
             return fail(StoreClosed(self._description))
-        if self._opening is None:
-            # The open failed (PostgreSQL was down when the daemon started): try again
-            # now, so the daemon's records are kept from the moment the server is back.
+        if not self._ready:
+            # Not before the schema is there.  And if the open failed (PostgreSQL was down
+            # when the daemon started), it is tried again now, so the daemon's records are
+            # kept from the moment the server is back.
             return self.open().addCallback(lambda _: self._run(query, *args))
         return deferToThreadPool(
             self._reactor,  # type: ignore[arg-type]

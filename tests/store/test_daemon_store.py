@@ -12,12 +12,16 @@ import sys
 from typing import Any
 
 import psycopg
+import treq
+from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
 
 from tests.questions.support import Daemon, demo_server
+from tests.support.http import TestClient
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
-from tests.support.processes import REPO, kill_on_cleanup, spawn
+from tests.support.processes import REPO, kill_on_cleanup, reactor, spawn
 
 
 class DaemonOnPostgresTests(TestCase):
@@ -94,3 +98,37 @@ class DaemonOnPostgresTests(TestCase):
         await second.stop()
         [(_, _, state, _)] = await deferToThread(self.rows, "mcpx_questions")
         self.assertEqual(state, "answered")
+
+    async def test_task_written_to_postgres(self) -> None:
+        """
+        A task started with C{POST /v1/call} (C{"task": true}) is a row in PostgreSQL,
+        completed with its result and the caller identity it belongs to.
+        """
+        daemon = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        client = TestClient(reactor, unix_socket=daemon.socket)
+        self.addCleanup(client.close)
+        response = await client.http.post(
+            "http://mcpx/v1/call",
+            json={"server": "demo", "tool": "echo", "arguments": {"text": "hi"}, "task": True},
+            headers=Headers({"Mcpx-Client": ["alice"]}),
+        )
+        body = json.loads(await treq.content(response))
+        self.assertEqual(response.code, 202, body)
+        task_id = body["task"]["id"]
+        rows: list[tuple[Any, ...]] = []
+        for _ in range(400):
+            try:
+                rows = await deferToThread(self.rows, "mcpx_tasks")
+            except psycopg.errors.UndefinedTable:
+                # The daemon's schema is made as it starts, on a thread of its own.
+                rows = []
+            if rows and rows[0][2] == "completed":
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(await daemon.stop(), 0, daemon.log()[-4000:])
+        [(row_id, principal, state, record)] = rows
+        stored = json.loads(record)
+        self.assertEqual(
+            (row_id, principal, state, stored["tool"], stored["result"]["content"][0]["text"]),
+            (task_id, "alice", "completed", "echo", "hi"),
+        )

@@ -234,6 +234,18 @@ class PostgresSharedTests(SharedStoreBehaviour, TestCase):
             ).fetchall()
         return [row[0] for row in rows]
 
+    async def test_write_waits_for_the_schema(self) -> None:
+        """A write asked for while the store is still being migrated is kept."""
+        records = self.records()
+        self.addCleanup(records.close)
+        opening = records.open()
+        writing = records.put(TASKS, Record("t_1", "alice", "working", None, "{}"))
+        await gatherResults([opening, writing])
+        self.assertEqual(
+            await records.get(TASKS, "t_1", "alice"),
+            Record("t_1", "alice", "working", None, "{}"),
+        )
+
     async def test_schema_versioned_once(self) -> None:
         """
         Four daemons migrating one new database at once apply each migration once; a
