@@ -159,7 +159,7 @@ class PostgresRecords:
         if self._closed:
             return succeed(None)
         self._closed = True
-        if self._opening is None:
+        if not self._threads.started:
             return succeed(None)
 
         def stop(_: object) -> None:
