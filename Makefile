@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install peers clean
+.PHONY: run test lint typecheck unit install peers clean postgres-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,15 @@ $(CHROMIUM):
 	apt-get install -y --no-install-recommends chromium \
 	  || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM)
+# The PostgreSQL server the shared store's tests start a throw-away cluster of (Debian's
+# package; tests/support/postgres.py finds its version directory under /usr/lib/postgresql).
+# (Checked by its initdb, not by a file of postgresql-common, which comes without a server.)
+postgres-server:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  || apt-get install -y --no-install-recommends postgresql \
+	  || (apt-get update && apt-get install -y --no-install-recommends postgresql)
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server
 
 run: install
 	$(BIN)/mcpx daemon

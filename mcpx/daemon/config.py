@@ -18,6 +18,7 @@ from mcpx.settings.errors import SettingsError
 from mcpx.settings.paths import state_dir
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig, passthrough_twice
+from mcpx.store.config import store_target
 
 
 def daemon_config(
@@ -31,7 +32,8 @@ def daemon_config(
 
     @raise SettingsError: the settings would serve tools to the network without
         authentication (L{unauthenticated_exposure}), or pass the same server through
-        twice (L{passthrough_twice}).
+        twice (L{passthrough_twice}), or C{store.url} cannot be used
+        (L{mcpx.store.config.postgres_target}).
     """
     config = DaemonConfig(
         state_dir=state_dir(environ),
@@ -42,6 +44,9 @@ def daemon_config(
         servers=servers,
         environ={k: v for k, v in environ.items() if k not in SYSTEMD_VARIABLES},
         notifier=notifier_from(environ, os.getpid()),
+        store=store_target(
+            settings.string("store.url"), settings.string("store.passwordFile"), environ
+        ),
     )
     refusal = unauthenticated_exposure(
         config.auth,

@@ -70,6 +70,8 @@ from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
+from mcpx.store.config import StoreTarget, open_records
+from mcpx.store.records import RecordStore
 from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import IReactorUpstream, make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
@@ -114,6 +116,12 @@ class DaemonConfig:
         default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
     )
     notifier: Notifier | None = field(default=None, eq=False)
+    #: The PostgreSQL database C{store.url} names; C{None} keeps records in SQLite.
+    store: StoreTarget | None = field(default=None, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.store is not None and self.store.password is not None:
+            self.masker.add_values([self.store.password])
 
     def endpoints(self) -> tuple[str, ...]:
         """Every endpoint the daemon listens on, the unix socket first."""
@@ -405,10 +413,22 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     broker: Broker | None = None
     relay: Relay | None = None
     sampling: SamplingGuard | None = None
+    # Tasks are written to a store only when it is shared (store.url).
+    records_for_tasks: RecordStore | None = None
     if settings is not None:
+        records = open_records(
+            config.store,
+            threads=settings.integer("store.threads"),
+            sqlite_path=str(config.state_dir / QUESTIONS_FILE),
+            reactor=reactor,
+        )
+        if config.store is not None:
+            # Else the SQLite file holds the questions; tasks stay in memory and the journal.
+            _log.info("questions and tasks are kept in {store}", store=config.store.description)
+            records_for_tasks = records
         broker = Broker(
             clock,
-            store=QuestionStore(str(config.state_dir / QUESTIONS_FILE), reactor),
+            store=QuestionStore(records=records),
             publish=publish,
             ttl=settings.duration("proto.brokerTimeout"),
             keep=settings.duration("proto.askTTL"),
@@ -512,6 +532,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         ),
         pid=os.getpid(),
     )
+    # A shared store (store.url) keeps tasks too, for every daemon to read.
+    host.tasks.records = records_for_tasks
     journal: TaskJournal | None = None
     if settings is not None:
         # Tasks a previous daemon left running are reported failed, not unknown.

@@ -1,152 +1,118 @@
 # -*- test-case-name: tests.questions.test_store -*-
 """
-The broker's questions on disk, so a daemon restart loses no pending question.
+The broker's questions in the daemon's record store, so a daemon restart loses no pending
+question (and, on a shared store, so other daemons see them).
 
-SQLite through L{twisted.enterprise.adbapi}: every query runs on the pool's single thread, so
-the reactor never waits on the disk and writes happen in the order they were asked for.  Each
-question is one row holding its L{Question.to_json} record; the state and finish time are
-kept in columns of their own so pruning need not read the records.
-
-The file holds what users typed in answer to servers, so it is created readable by its owner
-only, before SQLite first opens it.
+Each question is one record (L{mcpx.store.records}) holding its L{Question.to_json}; its
+state, finish time and owner are kept in columns of their own so pruning and filtering need
+not read the bodies.  By default the records are a SQLite file in the state directory
+(L{mcpx.store.sqlite}); C{store.url} puts them in PostgreSQL (L{mcpx.store.postgres}).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-from typing import Any
 
-from twisted.enterprise import adbapi
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorCore
 from twisted.logger import Logger
 
 from mcpx.questions.record import Question, QuestionState
+from mcpx.store.records import ANYONE, QUESTIONS, Principal, Record, RecordStore, StoreClosed
+from mcpx.store.sqlite import SQLiteRecords
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS questions (
-    id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    finished REAL,
-    record TEXT NOT NULL
-)
-"""
-
+__all__ = ["QuestionStore", "StoreClosed"]
 
 log = Logger()
 
 
-class StoreClosed(Exception):
-    """The store was used before L{QuestionStore.open} or after L{QuestionStore.close}."""
-
-
 class QuestionStore:
-    """
-    Questions kept in one SQLite file.
+    """Questions kept as records of a L{RecordStore}."""
 
-    @ivar path: the database file.
-    """
-
-    def __init__(self, path: str, reactor: IReactorCore) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        reactor: IReactorCore | None = None,
+        *,
+        records: RecordStore | None = None,
+    ) -> None:
         """
-        @param reactor: starts and stops adbapi's thread pool with itself, and delivers
-            its results (from its threads, C{IReactorFromThreads}).
+        @param path: the SQLite file to keep them in, when no C{records} are given.
+        @param reactor: runs that file's thread pool (see L{SQLiteRecords}).
+        @param records: the store to keep them in instead (a shared one).
         """
-        self.path = path
-        self._reactor = reactor
-        self._pool: adbapi.ConnectionPool | None = None
+        if records is None:
+            if path is None or reactor is None:
+                raise TypeError("a question store needs a path and a reactor, or records")
+            records = SQLiteRecords(path, reactor)
+        self.records = records
 
     def open(self) -> Deferred[None]:
-        """Create the file (mode 0600) and its table if they do not exist yet."""
-        try:
-            directory = os.path.dirname(self.path)
-            if directory:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-            # An existing file keeps its old mode through os.open; tighten it too.
-            os.chmod(self.path, 0o600)
-        except OSError as e:
-            return fail(e)
-        self._pool = adbapi.ConnectionPool(  # type: ignore[no-untyped-call]
-            "sqlite3",
-            self.path,
-            check_same_thread=False,
-            cp_min=1,
-            cp_max=1,
-            cp_reactor=self._reactor,
-        )
-        return self._interact(_create)
+        """Make the store ready (create the file and its tables if need be)."""
+        return self.records.open()
 
     def save(self, question: Question) -> Deferred[None]:
         """Insert C{question}, or replace the stored one with the same id."""
         # Serialised here, on the reactor thread, so the row is the record as it is now.
-        row = (
-            question.id,
-            question.state.value,
-            question.finished,
-            json.dumps(question.to_json(), separators=(",", ":")),
-        )
-        return self._interact(_save, row)
+        return self.records.put(QUESTIONS, _record(question))
 
-    def load(self) -> Deferred[list[Question]]:
-        """Every stored question, oldest first; unreadable rows are logged and skipped."""
-        return self._interact(_load).addCallback(self._report_unreadable)
+    def save_if_pending(self, question: Question) -> Deferred[bool]:
+        """
+        Store C{question} (just finished) only if the stored one is still pending, so that
+        of two daemons ending one question only one does; whether this one did.
+        """
+        return self.records.put_if(QUESTIONS, _record(question), QuestionState.PENDING.value)
 
-    def _report_unreadable(self, loaded: tuple[list[Question], list[str]]) -> list[Question]:
-        questions, unreadable = loaded
-        for question_id in unreadable:
-            log.warn("skipped unreadable question {id} in {path}", id=question_id, path=self.path)
+    def load(self, principal: Principal = ANYONE) -> Deferred[list[Question]]:
+        """
+        Every stored question (C{principal}'s only, if given), oldest first; unreadable
+        rows are logged and skipped.
+        """
+        return self.records.find(QUESTIONS, principal=principal).addCallback(self._read)
+
+    def get(self, question_id: str, principal: Principal = ANYONE) -> Deferred[Question | None]:
+        """The stored question of that id, if C{principal} may see it."""
+
+        def read(record: Record | None) -> Question | None:
+            if record is None:
+                return None
+            found = self._read([record])
+            return found[0] if found else None
+
+        return self.records.get(QUESTIONS, question_id, principal).addCallback(read)
+
+    def _read(self, records: list[Record]) -> list[Question]:
+        questions: list[Question] = []
+        for record in records:
+            try:
+                questions.append(Question.from_json(json.loads(record.body)))
+            except (ValueError, KeyError, TypeError):
+                # A row this version cannot read (or a damaged one) must not stop the daemon.
+                log.warn(
+                    "skipped unreadable question {id} in {store}",
+                    id=record.id,
+                    store=self.describe(),
+                )
+        questions.sort(key=lambda question: question.created)
         return questions
+
+    def describe(self) -> str:
+        return self.records.describe()
 
     def prune(self, finished_before: float) -> Deferred[int]:
         """Delete the questions that finished before C{finished_before}; how many went."""
-        return self._interact(_prune, finished_before)
+        return self.records.prune(QUESTIONS, finished_before, keep=QuestionState.PENDING.value)
 
     def close(self) -> Deferred[None]:
-        """Stop the pool; later calls fail with L{StoreClosed}."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()  # type: ignore[no-untyped-call]
-        return succeed(None)
-
-    def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
-        if self._pool is None:
-            return fail(StoreClosed(self.path))
-        result: Deferred[Any] = self._pool.runInteraction(  # type: ignore[no-untyped-call]
-            interaction, *args
-        )
-        return result
+        """Let the records go; later calls fail with L{StoreClosed}."""
+        return self.records.close()
 
 
-def _create(cursor: sqlite3.Cursor) -> None:
-    cursor.execute(_SCHEMA)
-
-
-def _save(cursor: sqlite3.Cursor, row: tuple[str, str, float | None, str]) -> None:
-    cursor.execute(
-        "INSERT OR REPLACE INTO questions (id, state, finished, record) VALUES (?, ?, ?, ?)", row
+def _record(question: Question) -> Record:
+    return Record(
+        id=question.id,
+        principal=question.owner,
+        state=question.state.value,
+        finished=question.finished,
+        body=json.dumps(question.to_json(), separators=(",", ":")),
     )
-
-
-def _load(cursor: sqlite3.Cursor) -> tuple[list[Question], list[str]]:
-    cursor.execute("SELECT id, record FROM questions")
-    questions: list[Question] = []
-    unreadable: list[str] = []
-    for question_id, record in cursor.fetchall():
-        try:
-            questions.append(Question.from_json(json.loads(record)))
-        except (ValueError, KeyError, TypeError):
-            # A row this version cannot read (or a damaged one) must not stop the daemon.
-            unreadable.append(question_id)
-    questions.sort(key=lambda question: question.created)
-    return questions, unreadable
-
-
-def _prune(cursor: sqlite3.Cursor, finished_before: float) -> int:
-    cursor.execute(
-        "DELETE FROM questions WHERE state != ? AND finished IS NOT NULL AND finished < ?",
-        (QuestionState.PENDING.value, finished_before),
-    )
-    return cursor.rowcount

@@ -544,6 +544,32 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        name="store.url",
+        kind=Kind.STRING,
+        default="",
+        help="Where the daemon keeps its questions and tasks for other daemons to share: "
+        "empty keeps them in a SQLite file in the state directory (one daemon, the default); "
+        "a postgresql:// URL keeps them in that PostgreSQL database, which several daemons "
+        "may share (docs/fleet.md). The URL never carries a literal password: use "
+        "store.passwordFile, or ${NAME} in the password's place to read it from the "
+        "environment variable NAME (libpq's PGPASSWORD and ~/.pgpass work too).",
+    ),
+    Setting(
+        name="store.passwordFile",
+        kind=Kind.STRING,
+        default="",
+        help="A file holding the password of the store.url database (one line; a systemd "
+        "credential fits). Empty means the password comes from elsewhere, or none is needed.",
+    ),
+    Setting(
+        name="store.threads",
+        kind=Kind.INTEGER,
+        default=4,
+        minimum=1,
+        help="How many PostgreSQL queries the daemon runs at once, each on a thread and a "
+        "connection of its own, never on the event loop. Unused with SQLite.",
+    ),
+    Setting(
         name="daemon.logFormat",
         kind=Kind.CHOICE,
         default="auto",

@@ -24,15 +24,18 @@ at its cap is refused (L{TooManyTasksForClient}) while others still get tasks.
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 from attrs import define, field
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
+
+from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
 
 log = Logger()
 
@@ -189,6 +192,10 @@ class TaskStore:
     limit: int = DEFAULT_LIMIT
     per_client: int = DEFAULT_PER_CLIENT
     on_change: list[Callable[[Task], None]] = field(factory=list)
+    #: The shared store each task is also written to (C{store.url}), so other daemons can
+    #: read it (L{stored}); C{None} keeps tasks in this daemon's memory alone.
+    records: RecordStore | None = None
+    _saving: set[Deferred[Any]] = field(factory=set, init=False)
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
@@ -355,6 +362,8 @@ class TaskStore:
 
     def _changed(self, task: Task) -> None:
         task.changes += 1
+        if self.records is not None:
+            self._track(self.records.put(TASKS, _task_record(task)), "save task " + task.id)
         for told in tuple(self.on_change):
             try:
                 told(task)
@@ -433,6 +442,8 @@ class TaskStore:
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
         task = self._tasks.pop(task_id, None)
+        if self.records is not None:
+            self._track(self.records.delete(TASKS, task_id), "forget task " + task_id)
         if len(self._tasks) < self.limit:
             self._full = False
         if task is None or task.client is None:
@@ -479,6 +490,45 @@ class TaskStore:
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
 
+    def stored(
+        self, task_id: str, principal: Principal = ANYONE
+    ) -> Deferred[dict[str, Any] | None]:
+        """
+        The task of that id as the shared store holds it (made by this daemon or another):
+        its L{Task.summary} and L{Task.to_json} fields in one object, or C{None} when there
+        is none that C{principal} may see, or no shared store.
+        """
+        if self.records is None:
+            return succeed(None)
+
+        def read(record: Record | None) -> dict[str, Any] | None:
+            if record is None:
+                return None
+            try:
+                shown = json.loads(record.body)
+            except ValueError:
+                log.warn("skipped unreadable task {id} in the store", id=record.id)
+                return None
+            return shown if isinstance(shown, dict) else None
+
+        return self.records.get(TASKS, task_id, principal).addCallback(read)
+
+    def saved(self) -> Deferred[None]:
+        """Fires once the writes to the shared store under way now have ended."""
+        return gatherResults(list(self._saving), consumeErrors=True).addCallback(lambda _: None)
+
+    def _track(self, pending: Deferred[Any], what: str) -> None:
+        """Keep C{pending} until it ends (L{saved} waits for it); log its failure."""
+
+        def failed(failure: Failure) -> None:
+            log.failure("Could not {what}", failure, level=LogLevel.error, what=what)
+
+        def done(_: object) -> None:
+            self._saving.discard(pending)
+
+        self._saving.add(pending)
+        pending.addErrback(failed).addBoth(done)
+
     def tasks(
         self,
         *,
@@ -515,3 +565,24 @@ class TaskStore:
                 call.cancel()
         for deferred in running.values():
             deferred.cancel()
+
+
+def _task_record(task: Task) -> Record:
+    """C{task} as the shared store keeps it: what its caller may read, by its caller."""
+    shown = {**task.summary(), **task.to_json()}
+    shown["client"] = task.client
+    shown["finished"] = task.finished
+    shown["ttl"] = task.ttl
+    try:
+        body = json.dumps(shown, separators=(",", ":"))
+    except (TypeError, ValueError):
+        # A result that is not JSON (never from an upstream): stored without it.
+        shown.pop("result", None)
+        body = json.dumps(shown, separators=(",", ":"), default=str)
+    return Record(
+        id=task.id,
+        principal=task.client,
+        state=task.status.value,
+        finished=task.finished,
+        body=body,
+    )

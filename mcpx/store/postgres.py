@@ -1,0 +1,442 @@
+# -*- test-case-name: tests.store.test_shared -*-
+"""
+Records in a PostgreSQL database that several daemons share (C{store.url}).
+
+psycopg 3, synchronous connections, every query on a thread pool of this store's own
+(C{store.threads} threads, one connection each at most), never on the reactor; results come
+back to the reactor through L{deferToThreadPool}.  This module is imported only when a
+PostgreSQL URL is configured (L{mcpx.store.config}), so a daemon on SQLite never loads
+psycopg.
+
+The schema is mcpx's own: created and migrated at L{PostgresRecords.open}, versioned in
+C{mcpx_schema_version} (one row per migration applied), each migration in a transaction of
+its own, all of it under a session advisory lock, so daemons starting at once migrate one
+after the other and the later ones find nothing to do.
+
+A connection the server dropped (PostgreSQL restarted, a network cut) is thrown away; a
+query that failed on a connection taken idle from the pool is run once more on a new one.
+A query made while the server is down fails, and the next one after it comes back connects
+again (and opens the store first, if it could not be opened when the daemon started):
+nothing is kept in memory to be lost, every write is committed before its Deferred fires.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+import psycopg
+from psycopg import sql
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IReactorCore
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+
+from mcpx.store.records import ANYONE, Kind, Principal, Record, StoreClosed, checked_kind
+
+log = Logger()
+
+T = TypeVar("T")
+
+#: The key of the advisory lock held while the schema is migrated ("mcpx" in ASCII).
+MIGRATION_LOCK: Final = 0x6D637078
+
+#: The migrations, in order: (version, statements).  Never edit one that shipped; add one.
+MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
+    (
+        1,
+        tuple(
+            statement
+            for kind in ("questions", "tasks")
+            for statement in (
+                f"CREATE TABLE mcpx_{kind} ("
+                "id text PRIMARY KEY, principal text, state text NOT NULL, "
+                "finished double precision, record text NOT NULL)",
+                f"CREATE INDEX mcpx_{kind}_principal ON mcpx_{kind} (principal)",
+                f"CREATE INDEX mcpx_{kind}_finished ON mcpx_{kind} (finished) "
+                "WHERE finished IS NOT NULL",
+            )
+        ),
+    ),
+)
+
+#: The schema version this release writes.
+SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
+
+_VERSIONS = sql.SQL(
+    "CREATE TABLE IF NOT EXISTS mcpx_schema_version ("
+    "version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())"
+)
+
+Cursor = psycopg.Cursor[Any]
+
+
+class PostgresRecords:
+    """
+    Records in PostgreSQL (L{mcpx.store.records.RecordStore}).
+
+    @ivar schema_found: the schema version the database had when this store opened it.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        reactor: IReactorCore,
+        *,
+        password: str | None = None,
+        threads: int = 4,
+        connect_timeout: int = 5,
+        description: str = "PostgreSQL",
+    ) -> None:
+        """
+        @param conninfo: a libpq connection string or C{postgresql://} URL, with no password.
+        @param password: given to libpq apart from C{conninfo}, so it is never shown with it.
+        @param reactor: runs the thread pool and gets the results (C{IReactorFromThreads}).
+        @param threads: how many queries may run at once (and connections be open).
+        @param description: what L{describe} says: the URL without any password.
+        """
+        self._conninfo = conninfo
+        self._password = password
+        self._connect_timeout = connect_timeout
+        self._description = description
+        self._reactor = reactor
+        self._threads = ThreadPool(minthreads=0, maxthreads=threads, name="mcpx-store")
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        #: The last write asked for to each record, until it ends (see L{_write}).
+        self._writing: dict[tuple[str, str], Deferred[None]] = {}
+        self._opening: Deferred[None] | None = None
+        self._closed = False
+        #: Whether the schema is migrated (queries wait for it).
+        self._ready = False
+        self._trigger: Any = None
+        self.schema_found: int | None = None
+
+    def describe(self) -> str:
+        return self._description
+
+    def open(self) -> Deferred[None]:
+        if self._closed:
+            return fail(StoreClosed(self._description))
+        if self._opening is not None:
+            # Opened (or opening) already: the second opener waits for the same migration.
+            return _follow(self._opening)
+        if not self._threads.started:
+            self._threads.start()
+        # As adbapi does: threads still running at shutdown would keep the process alive.
+        if self._trigger is None:
+            self._trigger = self._reactor.addSystemEventTrigger(
+                "during", "shutdown", self._stop_threads
+            )
+        self._opening = deferToThreadPool(
+            self._reactor,  # type: ignore[arg-type]
+            self._threads,
+            self._migrate,
+        ).addCallbacks(self._migrated, self._not_migrated)
+        return _follow(self._opening)
+
+    def _not_migrated(self, failure: Failure) -> Failure:
+        # The next open tries again (the server may be starting up).
+        self._opening = None
+        return failure
+
+    def _migrated(self, found: int) -> None:
+        self.schema_found = found
+        self._ready = True
+        if found > SCHEMA_VERSION:
+            log.warn(
+                "the store {store} has schema version {found}, newer than this mcpx's "
+                "{ours}: it is used as it is",
+                store=self._description,
+                found=found,
+                ours=SCHEMA_VERSION,
+            )
+
+    def close(self) -> Deferred[None]:
+        if self._closed:
+            return succeed(None)
+        self._closed = True
+        if not self._threads.started:
+            return succeed(None)
+
+        def stop(_: object) -> None:
+            if self._trigger is not None:
+                self._reactor.removeSystemEventTrigger(self._trigger)
+                self._trigger = None
+            self._stop_threads()
+
+        closing: Deferred[None] = deferToThreadPool(
+            self._reactor,  # type: ignore[arg-type]
+            self._threads,
+            self._close_idle,
+        )
+        return closing.addBoth(stop)
+
+    def _stop_threads(self) -> None:
+        if self._threads.started:
+            self._threads.stop()
+
+    def put(self, kind: Kind, record: Record) -> Deferred[None]:
+        return self._write(kind, record.id, _put, _table(kind), record)
+
+    def put_if(self, kind: Kind, record: Record, state: str) -> Deferred[bool]:
+        return self._write(kind, record.id, _put_if, _table(kind), record, state)
+
+    def get(
+        self, kind: Kind, record_id: str, principal: Principal = ANYONE
+    ) -> Deferred[Record | None]:
+        return self._run(_get, _table(kind), record_id, principal)
+
+    def find(
+        self, kind: Kind, *, principal: Principal = ANYONE, state: str | None = None
+    ) -> Deferred[list[Record]]:
+        return self._run(_find, _table(kind), principal, state)
+
+    def delete(self, kind: Kind, record_id: str) -> Deferred[None]:
+        return self._write(kind, record_id, _delete, _table(kind), record_id)
+
+    def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
+        return self._run(_prune, _table(kind), finished_before, keep)
+
+    def _write(
+        self, kind: Kind, record_id: str, query: Callable[..., T], *args: Any
+    ) -> Deferred[T]:
+        """
+        Run a write after the writes to the same record asked for before it: the threads
+        would otherwise commit a task's C{completed} before its C{working}.
+        """
+        key = (kind, record_id)
+        before = self._writing.get(key)
+        written: Deferred[T]
+        if before is None:
+            written = self._run(query, *args)
+        else:
+            written = Deferred()
+
+            def go(_: object) -> None:
+                self._run(query, *args).chainDeferred(written)
+
+            before.addCallback(go)
+        mark = _ended(written)
+        self._writing[key] = mark
+
+        def done(_: object) -> None:
+            if self._writing.get(key) is mark:
+                del self._writing[key]
+
+        mark.addCallback(done)
+        return written
+
+    def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
+        if self._closed:
+            return fail(StoreClosed(self._description))
+        if not self._ready:
+            # Not before the schema is there.  And if the open failed (PostgreSQL was down
+            # when the daemon started), it is tried again now, so the daemon's records are
+            # kept from the moment the server is back.
+            return self.open().addCallback(lambda _: self._run(query, *args))
+        return deferToThreadPool(
+            self._reactor,  # type: ignore[arg-type]
+            self._threads,
+            self._in_transaction,
+            query,
+            *args,
+        )
+
+    # What follows runs on the pool's threads.
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        extra: dict[str, Any] = {"connect_timeout": self._connect_timeout}
+        if self._password is not None:
+            extra["password"] = self._password
+        return psycopg.connect(self._conninfo, autocommit=True, application_name="mcpx", **extra)
+
+    def _take(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A connection, and whether it was taken idle (it may have gone stale)."""
+        with self._lock:
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.closed:
+                    return connection, True
+        return self._connect(), False
+
+    def _give(self, connection: psycopg.Connection[Any]) -> None:
+        if connection.closed or connection.broken:
+            connection.close()
+            return
+        with self._lock:
+            if not self._closed:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def _in_transaction(self, query: Callable[..., T], *args: Any) -> T:
+        while True:
+            connection, reused = self._take()
+            try:
+                with connection.transaction(), connection.cursor() as cursor:
+                    result = query(cursor, *args)
+            except psycopg.OperationalError:
+                broken = connection.broken or connection.closed
+                connection.close()
+                if broken and reused:
+                    # Dropped while idle (the server restarted): once more, connected anew.
+                    continue
+                raise
+            except BaseException:
+                self._give(connection)
+                raise
+            self._give(connection)
+            return result
+
+    def _migrate(self) -> int:
+        """Bring the schema to L{SCHEMA_VERSION}; the version it had before."""
+        with self._connect() as connection:
+            connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+            try:
+                connection.execute(_VERSIONS)
+                row = connection.execute(
+                    "SELECT coalesce(max(version), 0) FROM mcpx_schema_version"
+                ).fetchone()
+                found = int(row[0]) if row is not None else 0
+                for version, statements in MIGRATIONS:
+                    if version <= found:
+                        continue
+                    with connection.transaction():
+                        for statement in statements:
+                            connection.execute(sql.SQL(statement))
+                        connection.execute(
+                            "INSERT INTO mcpx_schema_version (version) VALUES (%s)", (version,)
+                        )
+            finally:
+                if not connection.broken:
+                    connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+        return found
+
+    def _close_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+
+def _follow(deferred: Deferred[None]) -> Deferred[None]:
+    """A Deferred that fires as C{deferred} did or will, leaving C{deferred} as it is."""
+    follower: Deferred[None] = Deferred()
+
+    def passed(result: object) -> object:
+        if isinstance(result, Failure):
+            follower.errback(result)
+        else:
+            follower.callback(None)
+        # Each follower carries the outcome on; the original keeps none to go unhandled.
+        return None
+
+    deferred.addBoth(passed)
+    return follower
+
+
+def _ended(deferred: Deferred[Any]) -> Deferred[None]:
+    """A Deferred that fires with C{None} once C{deferred} has fired, whichever way."""
+    mark: Deferred[None] = Deferred()
+
+    def passed(result: object) -> object:
+        mark.callback(None)
+        return result
+
+    deferred.addBoth(passed)
+    return mark
+
+
+def _table(kind: Kind) -> sql.Identifier:
+    return sql.Identifier("mcpx_" + checked_kind(kind))
+
+
+_COLUMNS = sql.SQL("id, principal, state, finished, record")
+
+
+def _record(row: Sequence[Any]) -> Record:
+    return Record(
+        id=row[0],
+        principal=row[1],
+        state=row[2],
+        finished=None if row[3] is None else float(row[3]),
+        body=row[4],
+    )
+
+
+def _put(cursor: Cursor, table: sql.Identifier, record: Record) -> None:
+    cursor.execute(
+        sql.SQL(
+            "INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal, "
+            "state = EXCLUDED.state, finished = EXCLUDED.finished, record = EXCLUDED.record"
+        ).format(table=table, columns=_COLUMNS),
+        (record.id, record.principal, record.state, record.finished, record.body),
+    )
+
+
+def _put_if(cursor: Cursor, table: sql.Identifier, record: Record, state: str) -> bool:
+    cursor.execute(
+        sql.SQL(
+            "UPDATE {table} SET principal = %s, state = %s, finished = %s, record = %s "
+            "WHERE id = %s AND state = %s"
+        ).format(table=table),
+        (record.principal, record.state, record.finished, record.body, record.id, state),
+    )
+    return cursor.rowcount == 1
+
+
+def _whose(principal: Principal) -> tuple[sql.Composable, tuple[Any, ...]]:
+    if principal is ANYONE:
+        return sql.SQL(""), ()
+    if principal is None:
+        return sql.SQL(" AND principal IS NULL"), ()
+    return sql.SQL(" AND principal = %s"), (principal,)
+
+
+def _get(
+    cursor: Cursor, table: sql.Identifier, record_id: str, principal: Principal
+) -> Record | None:
+    clause, args = _whose(principal)
+    cursor.execute(
+        sql.SQL("SELECT {columns} FROM {table} WHERE id = %s{clause}").format(
+            columns=_COLUMNS, table=table, clause=clause
+        ),
+        (record_id, *args),
+    )
+    row = cursor.fetchone()
+    return None if row is None else _record(row)
+
+
+def _find(
+    cursor: Cursor, table: sql.Identifier, principal: Principal, state: str | None
+) -> list[Record]:
+    clause, args = _whose(principal)
+    if state is not None:
+        clause = sql.Composed([clause, sql.SQL(" AND state = %s")])
+        args = (*args, state)
+    cursor.execute(
+        sql.SQL("SELECT {columns} FROM {table} WHERE true{clause}").format(
+            columns=_COLUMNS, table=table, clause=clause
+        ),
+        args,
+    )
+    return [_record(row) for row in cursor.fetchall()]
+
+
+def _delete(cursor: Cursor, table: sql.Identifier, record_id: str) -> None:
+    cursor.execute(sql.SQL("DELETE FROM {table} WHERE id = %s").format(table=table), (record_id,))
+
+
+def _prune(cursor: Cursor, table: sql.Identifier, finished_before: float, keep: str) -> int:
+    cursor.execute(
+        sql.SQL(
+            "DELETE FROM {table} WHERE state <> %s AND finished IS NOT NULL AND finished < %s"
+        ).format(table=table),
+        (keep, finished_before),
+    )
+    return cursor.rowcount
