@@ -80,6 +80,8 @@ def _basic_pair(username: str, password: str) -> Iterator[str]:
 
 def _auth_values(auth: Auth) -> Iterator[str]:
     yield auth.secret.reveal()
+    if auth.oauth is not None and auth.oauth.private_key is not None:
+        yield auth.oauth.private_key.pem.reveal()
     if auth.type is AuthType.BASIC and auth.username is not None:
         yield auth.username.reveal()
         yield from _basic_pair(auth.username.reveal(), auth.secret.reveal())
