@@ -399,16 +399,11 @@ def check_callback(
     """
     The authorization code from the redirect's query, after checking C{state} and, at
     2026-07-28, RFC 9207 C{iss} (exact string equality with the issuer; required when
-    the server advertises it).
+    the server advertises it).  An error response is read only after the same checks,
+    so an error from the wrong issuer is never acted on or shown.
     """
     if params.get("state") != state:
         raise AuthorizationError("the redirect's state does not match this sign-in; start again")
-    error = params.get("error")
-    if error:
-        described = params.get("error_description", "")
-        raise AuthorizationError(
-            f"the authorization server refused: {error}" + (f" ({described})" if described else "")
-        )
     if revision.is_modern:
         iss = params.get("iss")
         if iss is None and server.iss_supported:
@@ -420,6 +415,13 @@ def check_callback(
             raise AuthorizationError(
                 f"the redirect comes from issuer {iss!r}, not {server.issuer!r}; refusing the code"
             )
+    # Only once the issuer is the expected one: an error from another is not shown.
+    error = params.get("error")
+    if error:
+        described = params.get("error_description", "")
+        raise AuthorizationError(
+            f"the authorization server refused: {error}" + (f" ({described})" if described else "")
+        )
     code = params.get("code")
     if not code:
         raise AuthorizationError("the redirect carries no authorization code")
