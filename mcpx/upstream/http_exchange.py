@@ -468,6 +468,10 @@ class Exchange:
         if self.reader is not None:
             self.reader.abort()
 
+    def fail(self, error: BaseException) -> None:
+        """End the exchange before it was sent, failing its request with C{error}."""
+        self._end(error)
+
     def _end(self, error: BaseException | None = None) -> None:
         """The exchange is over: fail the request if it went unanswered."""
         if self.done:
