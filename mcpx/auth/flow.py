@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
-from attrs import frozen
+import jwt
+from attrs import field, frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
@@ -25,6 +27,7 @@ from twisted.web.http_headers import Headers
 
 from mcpx.auth.metadata import (
     PKCE_METHOD,
+    PRIVATE_KEY_JWT,
     AuthorizationError,
     Challenge,
     ResourceMetadata,
@@ -37,6 +40,7 @@ from mcpx.auth.metadata import (
     resource_metadata_urls,
     token_auth_method,
 )
+from mcpx.settings.servers import ClientKey
 from mcpx.spec.revision import Revision
 
 #: The largest metadata, registration or token answer read, in bytes.
@@ -46,6 +50,12 @@ DOCUMENT_LIMIT: Final = 256 * 1024
 REQUEST_TIMEOUT: Final = 30.0
 
 CLIENT_NAME: Final = "mcpx"
+
+#: How long a client assertion is valid for, in seconds: it is used once, at once.
+ASSERTION_LIFETIME: Final = 60
+
+#: The C{client_assertion_type} of a JWT client assertion (RFC 7523 §2.2).
+JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
 class NetworkError(Exception):
@@ -94,6 +104,8 @@ class Registration:
     client_id: str
     client_secret: str | None
     auth_method: str
+    #: The key C{private_key_jwt} signs with (configured, never stored).
+    key: ClientKey | None = field(default=None, eq=False)
 
     def __repr__(self) -> str:
         return f"Registration({self.issuer!r}, {self.client_id!r}, {self.auth_method!r})"
@@ -349,7 +361,7 @@ class OAuthClient:
             raise AuthorizationError(f"{server.issuer} offers no revocation endpoint")
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         form = {"token": token, "token_type_hint": hint}
-        _authenticate(client, form, headers)
+        _authenticate(client, form, headers, server.issuer, self.clock.seconds())
         code, answer = await self._request(
             "POST", server.revocation_endpoint, headers, urlencode(form).encode()
         )
@@ -377,8 +389,8 @@ class OAuthClient:
         }
         if discovery.resource is not None:
             form["resource"] = discovery.resource
-        _authenticate(client, form, headers)
         started = self.clock.seconds()
+        _authenticate(client, form, headers, discovery.server.issuer, started)
         code, answer = await self._request(
             "POST", discovery.server.token_endpoint, headers, urlencode(form).encode()
         )
@@ -403,9 +415,38 @@ class OAuthClient:
         )
 
 
-def _authenticate(client: Registration, form: dict[str, str], headers: dict[str, str]) -> None:
-    """Add the client's authentication, by its method, to a token or revocation request."""
-    if client.auth_method == "client_secret_basic" and client.client_secret is not None:
+def client_assertion(key: ClientKey, client_id: str, audience: str, now: float) -> str:
+    """
+    A JWT that authenticates C{client_id} (RFC 7523 §3): issued by and about the
+    client, for the authorization server's issuer, short-lived and never reused.
+    """
+    claims = {
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": int(now),
+        "exp": int(now) + ASSERTION_LIFETIME,
+        "jti": secrets.token_urlsafe(24),
+    }
+    return jwt.encode(claims, key.pem.reveal(), algorithm=key.algorithm)
+
+
+def _authenticate(
+    client: Registration,
+    form: dict[str, str],
+    headers: dict[str, str],
+    audience: str,
+    now: float,
+) -> None:
+    """
+    Add the client's authentication, by its method, to a token or revocation request;
+    a client assertion is addressed to C{audience} (the issuer) and dated C{now}.
+    """
+    if client.auth_method == PRIVATE_KEY_JWT and client.key is not None:
+        # The assertion's subject names the client (RFC 7523 §3); no client_id is sent.
+        form["client_assertion_type"] = JWT_BEARER_ASSERTION
+        form["client_assertion"] = client_assertion(client.key, client.client_id, audience, now)
+    elif client.auth_method == "client_secret_basic" and client.client_secret is not None:
         pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
     else:

@@ -38,6 +38,9 @@ PKCE_METHOD: Final = "S256"
 #: Token endpoint authentication methods mcpx can use, most preferred first.
 AUTH_METHODS: Final = ("client_secret_basic", "client_secret_post", "none")
 
+#: The token endpoint method of a client that signs a JWT with its own key (RFC 7523).
+PRIVATE_KEY_JWT: Final = "private_key_jwt"
+
 OFFLINE_ACCESS: Final = "offline_access"
 
 
@@ -224,6 +227,9 @@ class ServerMetadata:
     grant_types: tuple[str, ...] | None
     cimd_supported: bool
     iss_supported: bool
+    #: C{token_endpoint_auth_signing_alg_values_supported}: what a client assertion
+    #: may be signed with, where said.
+    signing_algorithms: tuple[str, ...] | None = None
 
 
 def accept_server_metadata(document: Any, issuer: str, revision: Revision) -> ServerMetadata:
@@ -259,6 +265,9 @@ def accept_server_metadata(document: Any, issuer: str, revision: Revision) -> Se
         grant_types=_strings(document.get("grant_types_supported")),
         cimd_supported=document.get("client_id_metadata_document_supported") is True,
         iss_supported=document.get("authorization_response_iss_parameter_supported") is True,
+        signing_algorithms=_strings(
+            document.get("token_endpoint_auth_signing_alg_values_supported")
+        ),
     )
 
 
@@ -332,6 +341,27 @@ def select_scopes(
     return chosen
 
 
+def check_assertion_method(server: ServerMetadata, algorithm: str) -> None:
+    """
+    Refuse, saying why, an authorization server that advertises token endpoint
+    methods without C{private_key_jwt}, or signing algorithms without C{algorithm}.
+    """
+    advertised = server.token_auth_methods
+    if advertised is not None and PRIVATE_KEY_JWT not in advertised:
+        raise AuthorizationError(
+            f"the authorization server {server.issuer} does not accept {PRIVATE_KEY_JWT} "
+            f"at its token endpoint (it offers {', '.join(advertised) or 'nothing'}); "
+            'use "clientSecret" instead of "privateKeyFile"'
+        )
+    algorithms = server.signing_algorithms
+    if algorithms is not None and algorithm not in algorithms:
+        raise AuthorizationError(
+            f"the authorization server {server.issuer} does not accept client assertions "
+            f"signed with {algorithm} (it accepts {', '.join(algorithms) or 'none'}); "
+            'set "signingAlgorithm" and a key of that type'
+        )
+
+
 def token_auth_method(server: ServerMetadata, has_secret: bool) -> str:
     """
     How mcpx authenticates at the token endpoint: by what the server advertises
@@ -369,16 +399,11 @@ def check_callback(
     """
     The authorization code from the redirect's query, after checking C{state} and, at
     2026-07-28, RFC 9207 C{iss} (exact string equality with the issuer; required when
-    the server advertises it).
+    the server advertises it).  An error response is read only after the same checks,
+    so an error from the wrong issuer is never acted on or shown.
     """
     if params.get("state") != state:
         raise AuthorizationError("the redirect's state does not match this sign-in; start again")
-    error = params.get("error")
-    if error:
-        described = params.get("error_description", "")
-        raise AuthorizationError(
-            f"the authorization server refused: {error}" + (f" ({described})" if described else "")
-        )
     if revision.is_modern:
         iss = params.get("iss")
         if iss is None and server.iss_supported:
@@ -390,6 +415,13 @@ def check_callback(
             raise AuthorizationError(
                 f"the redirect comes from issuer {iss!r}, not {server.issuer!r}; refusing the code"
             )
+    # Only once the issuer is the expected one: an error from another is not shown.
+    error = params.get("error")
+    if error:
+        described = params.get("error_description", "")
+        raise AuthorizationError(
+            f"the authorization server refused: {error}" + (f" ({described})" if described else "")
+        )
     code = params.get("code")
     if not code:
         raise AuthorizationError("the redirect carries no authorization code")

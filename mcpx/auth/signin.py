@@ -37,10 +37,12 @@ from mcpx.auth.flow import (
     Registration,
 )
 from mcpx.auth.metadata import (
+    PRIVATE_KEY_JWT,
     AuthorizationError,
     Challenge,
     Pkce,
     canonical_resource,
+    check_assertion_method,
     check_callback,
     new_pkce,
     parse_challenge,
@@ -333,12 +335,19 @@ class SignIns:
         auth = server.auth
         assert auth is not None and auth.oauth is not None and auth.oauth.client_id is not None
         discovery = self._discoveries.get(name) or await self.discover(name, server)
-        client = Registration(
-            discovery.server.issuer,
-            auth.oauth.client_id,
-            auth.secret.reveal(),
-            token_auth_method(discovery.server, True),
-        )
+        key = auth.oauth.private_key
+        if key is not None:
+            check_assertion_method(discovery.server, key.algorithm)
+            client = Registration(
+                discovery.server.issuer, auth.oauth.client_id, None, PRIVATE_KEY_JWT, key
+            )
+        else:
+            client = Registration(
+                discovery.server.issuer,
+                auth.oauth.client_id,
+                auth.secret.reveal(),
+                token_auth_method(discovery.server, True),
+            )
         scopes = select_scopes(
             self._challenges.get(name),
             discovery.protected,
@@ -352,7 +361,8 @@ class SignIns:
         except GrantRefused as refused:
             raise AuthorizationError(
                 f"{discovery.server.issuer} refused the client credentials of {name} "
-                f"({refused}); check its clientId and clientSecret"
+                f"({refused}); check its clientId and "
+                + ("privateKeyFile" if key is not None else "clientSecret")
             ) from refused
         if not tokens.scopes:
             tokens = evolve(tokens, scopes=scopes)

@@ -294,8 +294,8 @@ def render_configuration_md() -> str:
         *_auth_rows(),
         "",
         "The `env` type applies only to stdio servers, and the other types only to remote "
-        'servers. mcpx does not implement OAuth yet, so `{"type": "oauth"}` is refused. '
-        "Obtain a token some other way and use `bearer`.",
+        'servers. For `oauth` (signing in, `"grant": "client_credentials"` with a '
+        "`clientSecret` or a `privateKeyFile`) see [auth](auth.md).",
         "",
         "mcpx never shows credentials, header values or `env` values: wherever a server is "
         "printed, in logs, in `mcpx settings` or in its JSON, they appear as `***`. "

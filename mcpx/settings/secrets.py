@@ -58,6 +58,23 @@ CREDENTIAL_NAME = re.compile(
 )
 
 
+#: The characters of a token, key or password as they are usually written.
+_CREDENTIAL_TAIL = re.compile(r"[A-Za-z0-9._~+/=%-]+$")
+
+
+def excerpt(raw: bytes, limit: int) -> str:
+    """
+    The start of what an upstream sent (at most C{limit} bytes), to quote in an error
+    or the log.  The masker replaces only whole values, so a credential cut in half
+    at the limit would escape it: when the text is cut, the word it was cut in goes
+    too, and C{...} says something was left out.
+    """
+    text = raw[:limit].decode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    return _CREDENTIAL_TAIL.sub("", text) + "..."
+
+
 def encodings(value: str) -> Iterator[str]:
     """C{value} and the forms it is usually sent back in."""
     yield value
@@ -80,6 +97,8 @@ def _basic_pair(username: str, password: str) -> Iterator[str]:
 
 def _auth_values(auth: Auth) -> Iterator[str]:
     yield auth.secret.reveal()
+    if auth.oauth is not None and auth.oauth.private_key is not None:
+        yield auth.oauth.private_key.pem.reveal()
     if auth.type is AuthType.BASIC and auth.username is not None:
         yield auth.username.reveal()
         yield from _basic_pair(auth.username.reveal(), auth.secret.reveal())

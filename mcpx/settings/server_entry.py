@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from mcpx.settings.client_key import ClientKeyError, read_client_key
 from mcpx.settings.errors import SettingsError, closest
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
@@ -408,13 +409,36 @@ class _ServerReader:
         grant = optional("grant") or "authorization_code"
         if grant not in ("authorization_code", CLIENT_CREDENTIALS):
             self.fail("auth.grant", f"{grant!r} is not authorization_code or {CLIENT_CREDENTIALS}")
-        if grant == CLIENT_CREDENTIALS and secret is None:
+        key_file = optional("privateKeyFile")
+        algorithm = optional("signingAlgorithm")
+        private_key = None
+        if algorithm is not None and key_file is None:
+            self.fail("auth.signingAlgorithm", 'applies only with "privateKeyFile"')
+        if key_file is not None:
+            if grant != CLIENT_CREDENTIALS:
+                self.fail(
+                    "auth.privateKeyFile",
+                    f'applies only to "grant": "{CLIENT_CREDENTIALS}"',
+                )
+            if client_id is None:
+                self.fail("auth.privateKeyFile", 'needs "clientId": a key belongs to a client')
+            if secret is not None:
+                self.fail(
+                    "auth.privateKeyFile",
+                    'give "clientSecret" or "privateKeyFile", not both',
+                )
+            try:
+                private_key = read_client_key(key_file, algorithm)
+            except ClientKeyError as error:
+                self.fail("auth.privateKeyFile", f"{key_file}: {error}")
+        if grant == CLIENT_CREDENTIALS and secret is None and private_key is None:
             self.fail(
                 "auth.grant",
-                f'{CLIENT_CREDENTIALS} needs "clientId" and "clientSecret": nobody signs in',
+                f'{CLIENT_CREDENTIALS} needs "clientId" and "clientSecret" or '
+                '"privateKeyFile": nobody signs in',
             )
         return Auth(
             AuthType.OAUTH,
             Secret(secret or ""),
-            oauth=OAuthSettings(client_id, metadata_url, scopes, grant),
+            oauth=OAuthSettings(client_id, metadata_url, scopes, grant, private_key),
         )

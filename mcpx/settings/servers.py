@@ -87,7 +87,15 @@ AUTH_FIELDS: Mapping[AuthType, tuple[str, ...]] = {
     AuthType.HEADER: ("name", "value"),
     AuthType.QUERY: ("name", "value"),
     AuthType.ENV: ("name", "value"),
-    AuthType.OAUTH: ("clientId", "clientSecret", "clientMetadataUrl", "scopes", "grant"),
+    AuthType.OAUTH: (
+        "clientId",
+        "clientSecret",
+        "privateKeyFile",
+        "signingAlgorithm",
+        "clientMetadataUrl",
+        "scopes",
+        "grant",
+    ),
 }
 
 
@@ -143,6 +151,24 @@ class Auth:
         return f"Auth({self.redacted()!r})"
 
 
+@frozen(repr=False)
+class ClientKey:
+    """
+    The private key of an C{oauth} block's C{"privateKeyFile"} and the JWS algorithm
+    it signs client assertions with (read by L{mcpx.settings.client_key}).
+
+    @ivar path: the file it was read from (shown; the key is not).
+    @ivar pem: the PEM text.
+    """
+
+    path: str
+    pem: Secret
+    algorithm: str
+
+    def __repr__(self) -> str:
+        return f"ClientKey({self.path!r}, {self.algorithm!r})"
+
+
 @frozen
 class OAuthSettings:
     """
@@ -154,13 +180,16 @@ class OAuthSettings:
         the authorization server supports them.
     @ivar scopes: the scopes to ask for instead of those the server suggests.
     @ivar grant: C{authorization_code} (someone signs in) or C{client_credentials}
-        (the daemon obtains and renews its token with C{client_id} and the secret).
+        (the daemon obtains and renews its token with C{client_id} and the secret,
+        or a JWT assertion signed with C{private_key}).
+    @ivar private_key: the key of C{"privateKeyFile"}, for C{private_key_jwt}.
     """
 
     client_id: str | None = None
     metadata_url: str | None = None
     scopes: tuple[str, ...] = ()
     grant: str = "authorization_code"
+    private_key: ClientKey | None = None
 
     @property
     def client_credentials(self) -> bool:
@@ -172,6 +201,9 @@ class OAuthSettings:
             shown["clientId"] = self.client_id
         if has_secret:
             shown["clientSecret"] = REDACTED
+        if self.private_key is not None:
+            shown["privateKeyFile"] = self.private_key.path
+            shown["signingAlgorithm"] = self.private_key.algorithm
         if self.metadata_url is not None:
             shown["clientMetadataUrl"] = self.metadata_url
         if self.scopes:

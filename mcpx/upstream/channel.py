@@ -29,6 +29,7 @@ from attrs import define, field
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from mcpx.settings.secrets import excerpt
 from mcpx.spec.revision import Revision
 from mcpx.wire.messages import Request, RequestId
 from mcpx.wire.peer import RpcPeer
@@ -96,7 +97,7 @@ class TransportRefused(ConnectionError):
         self.url = url
         self.retry_after = retry_after
         self.hint = hint
-        text = body[:200].decode("utf-8", "replace").strip()
+        text = excerpt(body, 200).strip()
         message = f"HTTP {status} from {url or 'the server'}"
         if hint:
             message += f" ({hint})"

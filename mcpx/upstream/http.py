@@ -72,6 +72,13 @@ log = Logger()
 _SESSION_ID: Final = re.compile(r"[\x21-\x7e]+")
 
 
+class NoToken(ConnectionError):
+    """A request was not sent: no token could be had for it (the message says why)."""
+
+    #: Nothing reached the server.
+    started = False
+
+
 class StreamableHTTPChannel:
     """
     A L{mcpx.upstream.channel.Channel} to a server at a Streamable HTTP endpoint.
@@ -319,11 +326,38 @@ class StreamableHTTPChannel:
         if request is None:
             exchange.acknowledged = Deferred()
             self._unacknowledged.append(exchange.acknowledged)
+        if self.credentials is not None:
+            renewing = self._authorize(exchange)
+            if exchange.done:
+                return
+            if renewing is not None:
+                waiting.insert(0, renewing)
         if waiting:
             gate = DeferredList(waiting, consumeErrors=True)
             gate.addCallback(lambda _: None if exchange.done else exchange.start())
         else:
             exchange.start()
+
+    def _authorize(self, exchange: Exchange) -> Deferred[None] | None:
+        """
+        The token for this request, asked of the credentials each time: the one held
+        while it is fresh (at once, with no I/O), a refreshed one when it is about to
+        expire or the server refused it.  C{None} when the header was set at once; a
+        Deferred while a refresh runs.  A request that cannot get a token fails with
+        the reason (which names the sign-in command).
+        """
+        assert self.credentials is not None
+        renewing = Deferred.fromCoroutine(self.credentials.authorization())
+
+        def renewed(value: str) -> None:
+            self._authorized(value)
+            exchange.headers["Authorization"] = value
+
+        def refused(failure: Failure) -> None:
+            exchange.fail(NoToken(failure.getErrorMessage()))
+
+        settled: Deferred[None] = renewing.addCallbacks(renewed, refused)
+        return None if settled.called else settled
 
     def exchange_acknowledged(self, exchange: Exchange) -> None:
         waiter = exchange.acknowledged

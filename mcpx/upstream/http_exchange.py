@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from twisted.web._newclient import RequestNotSent
 from twisted.web.iweb import IResponse
 
+from mcpx.settings.secrets import excerpt
 from mcpx.settings.servers import redact_url
 from mcpx.upstream.channel import MessageTooLarge, Negotiated, SessionExpired, TransportRefused
 from mcpx.upstream.http_client import (
@@ -324,7 +325,7 @@ class Exchange:
                 url=channel.shown_url,
                 what=self.what,
                 code=code,
-                body=raw[:200].decode("utf-8", "replace"),
+                body=excerpt(raw, 200),
             )
         self._end(
             TransportRefused(
@@ -466,6 +467,10 @@ class Exchange:
             pending.cancel()
         if self.reader is not None:
             self.reader.abort()
+
+    def fail(self, error: BaseException) -> None:
+        """End the exchange before it was sent, failing its request with C{error}."""
+        self._end(error)
 
     def _end(self, error: BaseException | None = None) -> None:
         """The exchange is over: fail the request if it went unanswered."""

@@ -45,6 +45,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.once import Once
+from mcpx.settings.secrets import excerpt
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
 from mcpx.upstream.groups import ProcessGroups
@@ -308,9 +309,7 @@ class StdioChannel:
         peer.receive_message(message)
 
     def _garbage(self, line: bytes) -> None:
-        quoted = line[:_QUOTED].decode("utf-8", "replace")
-        if len(line) > _QUOTED:
-            quoted += "..."
+        quoted = excerpt(line, _QUOTED)
         self.log.warn(
             "upstream {server} wrote a line on stdout that is not JSON-RPC; ignored: {line}",
             server=self.name,

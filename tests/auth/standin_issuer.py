@@ -3,14 +3,24 @@ A stand-in authorization server for the resource-server tests: its own keys (mad
 here with cryptography), RFC 8414 metadata, a JWKS it can rotate, and an RFC 7662
 introspection endpoint; a twisted.web resource, served through StubTreq or a real
 loopback port.
+
+For the client tests it is a token endpoint too: the client-credentials grant for
+clients it knows by secret (C{client_secret_basic} or C{_post}) or by public key
+(C{private_key_jwt}: the assertion's signature, C{iss}, C{sub}, C{aud}, C{exp} and a
+C{jti} never seen before are checked, and what was wrong is kept in
+C{assertion_errors}), the authorization code grant (C{/auth} redirects at once with a
+code), and refresh tokens it can revoke.  The access tokens it issues are JWTs signed
+with C{k1}, so a resource server trusting it accepts them.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import secrets
+import time
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote, urlencode
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -64,7 +74,39 @@ class StandInIssuer(Resource):
             "issuer": issuer,
             "jwks_uri": issuer + "/certs",
             "introspection_endpoint": issuer + "/introspect",
+            "authorization_endpoint": issuer + "/auth",
+            "token_endpoint": issuer + "/token",
+            "code_challenge_methods_supported": ["S256"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "token_endpoint_auth_methods_supported": [
+                "client_secret_basic",
+                "client_secret_post",
+                "private_key_jwt",
+            ],
+            "token_endpoint_auth_signing_alg_values_supported": [
+                "RS256",
+                "PS256",
+                "ES256",
+            ],
         }
+        #: Clients known by their secret, and by the public key of their assertions.
+        self.client_secrets: dict[str, str] = {}
+        self.client_keys: dict[str, Any] = {}
+        #: The form of every token request, in order.
+        self.token_requests: list[dict[str, str]] = []
+        #: Why each refused client assertion was refused.
+        self.assertion_errors: list[str] = []
+        self.seen_jti: set[str] = set()
+        #: The refresh tokens that are still good, with their client.
+        self.refresh_tokens: dict[str, str] = {}
+        self.codes: dict[str, str] = {}
+        #: Every access and refresh token issued, in order.
+        self.issued: list[str] = []
+        #: Whether token answers carry a refresh token, and how long access lasts.
+        self.issue_refresh = True
+        self.lifetime = 300
+        #: Where the issuer's time comes from (the tests of a daemon use real time).
+        self.now = time.time
 
     def rotate(self) -> None:
         """Retire every key and publish a new one, C{k2}."""
@@ -105,6 +147,10 @@ class StandInIssuer(Resource):
             return json.dumps({"keys": keys}).encode()
         if path == self.prefix + "/introspect":
             return self._introspect(request)
+        if path == self.prefix + "/token":
+            return self._token(request)
+        if path == self.prefix + "/auth":
+            return self._authorize(request)
         request.setResponseCode(404)
         return b"{}"
 
@@ -117,3 +163,119 @@ class StandInIssuer(Resource):
         form = parse_qs(request.content.read().decode())
         token = form.get("token", [""])[0]
         return json.dumps(self.active.get(token, {"active": False})).encode()
+
+    def _authorize(self, request: Request) -> bytes:
+        """Sign in at once: redirect with a code, the state and the issuer (RFC 9207)."""
+        query = {k.decode(): v[0].decode() for k, v in request.args.items()}
+        code = secrets.token_urlsafe(12)
+        self.codes[code] = query.get("client_id", "")
+        params = {"code": code, "state": query.get("state", ""), "iss": self.issuer}
+        request.setResponseCode(302)
+        request.setHeader(b"location", (query["redirect_uri"] + "?" + urlencode(params)).encode())
+        return b""
+
+    def _client(self, request: Request, form: dict[str, str]) -> str | None:
+        """The client the request authenticates as, or C{None}."""
+        header = (request.getHeader(b"authorization") or b"").decode()
+        if header.startswith("Basic "):
+            pair = base64.b64decode(header[6:]).decode()
+            client_id, _, secret = pair.partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+        elif "client_assertion" in form:
+            return self._assertion(form)
+        else:
+            client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
+        if client_id in self.client_secrets and self.client_secrets[client_id] == secret:
+            return client_id
+        if client_id and client_id not in self.client_secrets and not secret:
+            return client_id  # a public client
+        return None
+
+    def _assertion(self, form: dict[str, str]) -> str | None:
+        why = self._assertion_fault(form)
+        if why is not None:
+            self.assertion_errors.append(why)
+            return None
+        return str(jwt.decode(form["client_assertion"], options={"verify_signature": False})["sub"])
+
+    def _assertion_fault(self, form: dict[str, str]) -> str | None:
+        """Why the client assertion is refused, or C{None} when it is good."""
+        if form.get("client_assertion_type") != (
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        ):
+            return "client_assertion_type"
+        assertion = form["client_assertion"]
+        client_id = jwt.decode(assertion, options={"verify_signature": False}).get("sub")
+        key = self.client_keys.get(str(client_id))
+        if key is None:
+            return f"unknown client {client_id!r}"
+        try:
+            claims = jwt.decode(
+                assertion,
+                key.public_key(),
+                algorithms=["RS256", "RS384", "PS256", "ES256", "ES384"],
+                audience=self.issuer,
+                issuer=client_id,
+                # Its time is checked below, by the issuer's clock.
+                options={
+                    "require": ["exp", "jti", "iss", "sub", "aud"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
+            )
+        except jwt.InvalidTokenError as error:
+            return f"{type(error).__name__}: {error}"
+        if claims["exp"] <= self.now():
+            return "expired"
+        if claims["exp"] - self.now() > 300:
+            return "exp too far ahead"
+        if claims["jti"] in self.seen_jti:
+            return "jti reused"
+        self.seen_jti.add(claims["jti"])
+        return None
+
+    def _token(self, request: Request) -> bytes:
+        assert request.content is not None
+        form = {k: v[0] for k, v in parse_qs(request.content.read().decode()).items()}
+        self.token_requests.append(form)
+        client = self._client(request, form)
+        if client is None:
+            request.setResponseCode(401)
+            return b'{"error":"invalid_client"}'
+        grant = form.get("grant_type")
+        if grant == "authorization_code":
+            if self.codes.pop(form.get("code", ""), None) != client:
+                request.setResponseCode(400)
+                return b'{"error":"invalid_grant"}'
+        elif grant == "refresh_token":
+            if self.refresh_tokens.get(form.get("refresh_token", "")) != client:
+                request.setResponseCode(400)
+                return b'{"error":"invalid_grant"}'
+        elif grant != "client_credentials":
+            request.setResponseCode(400)
+            return b'{"error":"unsupported_grant_type"}'
+        access = self.mint(
+            self.now(),
+            sub=client,
+            aud=form.get("resource", AUDIENCE),
+            exp=int(self.now()) + self.lifetime,
+            scope=form.get("scope", "mcp:tools"),
+            jti=secrets.token_urlsafe(8),
+        )
+        answer: dict[str, Any] = {
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": self.lifetime,
+        }
+        self.issued.append(access)
+        if self.issue_refresh:
+            refresh = "rt-" + secrets.token_urlsafe(24)
+            self.refresh_tokens[refresh] = client
+            self.issued.append(refresh)
+            answer["refresh_token"] = refresh
+        return json.dumps(answer).encode()
+
+    def revoke_all(self) -> None:
+        """Every refresh token issued stops working."""
+        self.refresh_tokens.clear()

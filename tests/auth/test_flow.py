@@ -47,6 +47,8 @@ class FakeServers(Resource):
             200,
             {"access_token": "tok-1", "refresh_token": "ref-1", "expires_in": 60, "scope": "a"},
         )
+        #: The last registration request's metadata.
+        self.registered: dict[str, Any] = {}
         #: What C{/revoke} answers, when the metadata names it (RFC 7009).
         self.revoke_answer: tuple[int, Any] = (200, {})
 
@@ -63,6 +65,7 @@ class FakeServers(Resource):
         if path == "/register":
             request.setResponseCode(201)
             sent = json.loads(body)
+            self.registered = sent
             return json.dumps({"client_id": "dcr-id", **sent}).encode()
         if path == "/revoke":
             code, answer = self.revoke_answer
@@ -165,10 +168,16 @@ class RegistrationAndTokenTests(SynchronousTestCase):
         self.assertEqual(self.fake.requests, [])
 
     def test_dynamic_registration_application_type(self) -> None:
-        """At 2026-07-28 dynamic registration says application_type native."""
+        """
+        At 2026-07-28 dynamic registration says application_type native, registers the
+        loopback redirect URI, and asks for refresh tokens among its grant types.
+        """
         got = result(self, self.client.register(self.discovery, "http://127.0.0.1:1/cb"))
         self.assertEqual(got.client_id, "dcr-id")
         self.assertEqual(self.fake.paths(), ["/register"])
+        self.assertEqual(self.fake.registered["application_type"], "native")
+        self.assertEqual(self.fake.registered["redirect_uris"], ["http://127.0.0.1:1/cb"])
+        self.assertIn("refresh_token", self.fake.registered["grant_types"])
 
     def test_cimd_when_supported(self) -> None:
         """The client ID metadata document URL is the client id where supported."""

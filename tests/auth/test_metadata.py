@@ -253,6 +253,35 @@ class CallbackTests(SynchronousTestCase):
             revision=NOV,
         )
 
+    def test_error_from_wrong_issuer_not_shown(self) -> None:
+        """
+        At 2026-07-28 an error response whose iss is not the issuer is refused for its
+        issuer, without acting on or showing its error or description.
+        """
+        with self.assertRaises(AuthorizationError) as raised:
+            check_callback(
+                {
+                    "state": "s",
+                    "iss": "https://evil",
+                    "error": "access_denied",
+                    "error_description": "visit https://evil/phish",
+                },
+                state="s",
+                server=server(),
+                revision=MODERN,
+            )
+        self.assertIn("https://evil", str(raised.exception))
+        self.assertNotIn("access_denied", str(raised.exception))
+        self.assertNotIn("phish", str(raised.exception))
+        with self.assertRaises(AuthorizationError) as raised:
+            check_callback(
+                {"state": "s", "iss": "https://as.example", "error": "access_denied"},
+                state="s",
+                server=server(),
+                revision=MODERN,
+            )
+        self.assertIn("access_denied", str(raised.exception))
+
     def test_iss(self) -> None:
         """iss: exact equality, required when advertised, checked when present."""
         advertised = server(authorization_response_iss_parameter_supported=True)

@@ -1,7 +1,10 @@
 """
 The conformance suite's OAuth client scenarios, through the product: a daemon with one
 server entry at the suite's URL, C{mcpx auth login} with C{$BROWSER} set to
-L{tests.conformance.browser}, then C{mcpx tools} and C{mcpx call}.
+L{tests.conformance.browser}, then C{mcpx tools} and C{mcpx call}.  The
+client-credentials extension's scenarios (L{MACHINE_SCENARIOS}) have nobody sign in:
+the entry holds the client id and the secret or private key the suite hands out, and
+C{mcpx tools} and C{mcpx call} simply work.
 
 Run by L{tests.conformance.client} for every C{auth/*} scenario; exit status 0 and the
 OK mark when the calls went through, 1 and the reason on stderr otherwise.
@@ -33,10 +36,31 @@ REFUSED_MARK = "conformance client: {scenario} refused"
 MAX_SIGN_INS = 3
 
 
-def server_entry(url: str, context: Mapping[str, object]) -> dict[str, object]:
-    """The server entry: pre-registered client credentials when the suite hands some out."""
+#: The scenarios of the client-credentials extension: nobody signs in.
+MACHINE_SCENARIOS = frozenset({"auth/client-credentials-basic", "auth/client-credentials-jwt"})
+
+
+def server_entry(url: str, context: Mapping[str, object], home: Path) -> dict[str, object]:
+    """
+    The server entry: pre-registered client credentials when the suite hands some out,
+    and for the client-credentials scenarios the grant, with the secret or the private
+    key (written to a file of C{home} only the daemon's user can read).
+    """
     auth: dict[str, object] = {"type": "oauth"}
-    if isinstance(context.get("client_id"), str):
+    if context.get("name") in MACHINE_SCENARIOS:
+        auth["grant"] = "client_credentials"
+        auth["clientId"] = context["client_id"]
+        pem = context.get("private_key_pem")
+        if isinstance(pem, str):
+            key = home / "client-key.pem"
+            key.touch(mode=0o600)
+            key.write_text(pem)
+            auth["privateKeyFile"] = str(key)
+            if isinstance(context.get("signing_algorithm"), str):
+                auth["signingAlgorithm"] = context["signing_algorithm"]
+        else:
+            auth["clientSecret"] = context["client_secret"]
+    elif isinstance(context.get("client_id"), str):
         auth["clientId"] = context["client_id"]
         if isinstance(context.get("client_secret"), str):
             auth["clientSecret"] = context["client_secret"]
@@ -51,7 +75,7 @@ def run(url: str, environ: Mapping[str, str]) -> None:
     home = Path(tempfile.mkdtemp(prefix="mcpx-oauth-"))
     try:
         config = home / "config.json"
-        config.write_text(json.dumps({"servers": {"remote": server_entry(url, context)}}))
+        config.write_text(json.dumps({"servers": {"remote": server_entry(url, context, home)}}))
         browser = home / "browser"
         browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "browser.py"}" "$1"\n')
         browser.chmod(0o700)
@@ -118,8 +142,11 @@ def run(url: str, environ: Mapping[str, str]) -> None:
                     sign_ins[0] += 1
                     mcpx("auth", "login", "remote", "--wait", str(STEP_TIMEOUT))
 
-            sign_ins[0] += 1
-            mcpx("auth", "login", "remote", "--wait", str(STEP_TIMEOUT))
+            if context.get("name") in MACHINE_SCENARIOS:
+                sign_ins[0] = MAX_SIGN_INS  # nobody signs in, ever
+            else:
+                sign_ins[0] += 1
+                mcpx("auth", "login", "remote", "--wait", str(STEP_TIMEOUT))
             listed = json.loads(signed_in("tools", "remote", "--json"))
             tools = listed.get("tools", [])
             if tools:

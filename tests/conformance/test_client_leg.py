@@ -110,6 +110,15 @@ AUTH_SCENARIOS: Mapping[str, frozenset[str]] = {
     ),
 }
 
+#: The scenarios of the client-credentials extension (the suite scores no extension in
+#: a revision's run, so each is run on its own, at the suite's default revision): a
+#: daemon with the client id and secret or private key the suite hands out, and
+#: C{mcpx call} with nobody signing in.
+EXTENSION_SCENARIOS = frozenset({"auth/client-credentials-basic", "auth/client-credentials-jwt"})
+
+#: What the suite prints when every check of a scenario it ran passed.
+OVERALL_PASSED = "OVERALL: PASSED"
+
 #: The OAuth scenarios where the right outcome is that mcpx refuses: a protected-resource
 #: document about another server, an authorization response or metadata from the wrong
 #: issuer, and a server that keeps asking for scopes after every sign-in.
@@ -142,6 +151,9 @@ NEUTRAL = frozenset({"INFO"})
 #: suite runs every scenario at once, and each OAuth one starts a daemon and four mcpx
 #: commands: on a loaded two-core machine that takes a minute for all of them.
 SCENARIO_TIMEOUT_MS = 120_000
+
+#: The suite colours its terminal output.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 _RESULT_DIR = re.compile(r"(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
 
@@ -203,13 +215,16 @@ class ClientLegTests(TestCase):
 
     timeout = 400
 
-    async def run_suite(self, revision: str) -> None:
+    def require_private_netns(self) -> None:
         if not in_private_netns():
             self.fail(
                 "the conformance suite's mock servers listen on every interface: run this "
                 "test in a private network namespace (`make test` does, through "
                 "tests/isolated; by hand: unshare -n sh -c 'ip link set lo up && exec ...')"
             )
+
+    async def run_suite(self, revision: str) -> None:
+        self.require_private_netns()
         output = Path(self.mktemp()).resolve()
         output.mkdir(parents=True)
         cli = conformance_cli()
@@ -294,3 +309,51 @@ class ClientLegTests(TestCase):
         as listed.
         """
         await self.run_suite("2026-07-28")
+
+    async def test_client_credentials_extension(self) -> None:
+        """
+        The client-credentials extension's two scenarios, each through a daemon and
+        C{mcpx tools} and C{mcpx call} with nobody signing in: the client secret by
+        HTTP Basic, and a private-key JWT assertion (ES256, the key the suite makes).
+        Each must run, succeed in every check, and make the suite print OVERALL: PASSED.
+        """
+        self.require_private_netns()
+        cli = conformance_cli()
+        failures: list[str] = []
+        for scenario in sorted(EXTENSION_SCENARIOS):
+            output = Path(self.mktemp()).resolve()
+            output.mkdir(parents=True)
+            arguments = [
+                *cli[1:],
+                "client",
+                "--command",
+                client_command(),
+                "--scenario",
+                scenario,
+                "--timeout",
+                str(SCENARIO_TIMEOUT_MS),
+                "-o",
+                str(output),
+            ]
+            out, err, code = await getProcessOutputAndValue(
+                cli[0], arguments, env=dict(os.environ), path=str(REPO), reactor=reactor
+            )
+            # The suite prints its verdict on stderr, its trace on stdout.
+            printed = _ANSI.sub("", (out + err).decode("utf-8", "replace"))
+            ran = results(output)
+            if set(ran) != {scenario}:
+                failures.append(f"{scenario}: the suite ran {sorted(ran)}")
+                continue
+            folder = ran[scenario]
+            checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
+            failures.extend(objections(scenario, checks))
+            if OK_MARK.format(scenario=scenario) not in (folder / "stdout.txt").read_text():
+                stderr = (folder / "stderr.txt").read_text()[-1500:]
+                failures.append(f"{scenario}: the client did not finish:\n{stderr}")
+            if code != 0 or OVERALL_PASSED not in printed:
+                failures.append(
+                    f"{scenario}: the suite exited {code} without {OVERALL_PASSED}:\n"
+                    + printed[-2000:]
+                )
+        if failures:
+            self.fail("client-credentials extension:\n  " + "\n  ".join(failures))

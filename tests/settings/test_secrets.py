@@ -9,7 +9,7 @@ from urllib.parse import quote
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.settings.errors import SettingsError
-from mcpx.settings.secrets import SecretMasker
+from mcpx.settings.secrets import SecretMasker, excerpt
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, ServersConfig
 
@@ -166,3 +166,16 @@ class ExitTests(SynchronousTestCase):
         Logger(observer=publisher).warn("upstream said {why}", why=f"no {TOKEN}")
         self.assertNotIn(TOKEN, stream.getvalue())
         self.assertIn("no ***", stream.getvalue())
+
+
+class ExcerptTests(SynchronousTestCase):
+    def test_cut_credential_dropped(self) -> None:
+        """
+        An upstream's text cut at the limit never ends in the piece of a token the
+        masker could not recognise; a text within the limit is kept whole.
+        """
+        token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ"
+        body = f'{{"error": "invalid_token", "token": "{token}"}}'.encode()
+        cut = excerpt(body, 60)
+        self.assertEqual(cut, '{"error": "invalid_token", "token": "...')
+        self.assertEqual(excerpt(body, len(body)), body.decode())

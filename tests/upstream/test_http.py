@@ -879,8 +879,14 @@ class FakeCredentials:
     def __init__(self) -> None:
         self.value = "Bearer oauth-1"
         self.refusals: list[list[str]] = []
+        #: What the next authorization raises instead, when set.
+        self.refuse: Exception | None = None
+        self.asked = 0
 
     async def authorization(self) -> str:
+        self.asked += 1
+        if self.refuse is not None:
+            raise self.refuse
         return self.value
 
     def unauthorized(self, www_authenticate: list[str]) -> str:
@@ -915,6 +921,25 @@ class OAuthChannelTests(ChannelCase):
         error = await self.fails_with(peer.request("ping"), TransportRefused)
         self.assertEqual(credentials.refusals, [['Bearer error="invalid_token"']])
         self.assertIn("mcpx auth login up", str(error))
+
+    async def test_each_request_asks_for_the_token(self) -> None:
+        """
+        A running channel asks the credentials for every request, so a token renewed
+        after it started (refreshed, or replaced after a 401) is the one sent; when no
+        token can be had, the request fails with the reason and is never sent.
+        """
+        credentials = FakeCredentials()
+        channel, peer = self.connect(credentials=credentials)
+        await self.initialize(channel, peer)
+        credentials.value = "Bearer oauth-2"
+        await peer.request("ping")
+        self.assertEqual(self.server.seen[-1].headers["authorization"], "Bearer oauth-2")
+        sent = len(self.server.seen)
+        credentials.refuse = RuntimeError("up needs a sign-in; run `mcpx auth login up`")
+        error = await self.fails_with(peer.request("ping"), ConnectionError)
+        self.assertIn("mcpx auth login up", str(error))
+        self.assertFalse(getattr(error, "started", True))
+        self.assertEqual(len(self.server.seen), sent)
 
 
 SDK_SERVER = """
