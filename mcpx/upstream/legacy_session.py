@@ -19,6 +19,7 @@ from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
     CLIENT_INFO,
     AnsweredModern,
+    AnsweredWithoutRevision,
     Era,
     ServerDeclaration,
     UpstreamError,
@@ -83,7 +84,9 @@ class LegacySession(UpstreamSession):
         revision = Revision.find(answered)
         if revision is None or revision not in LEGACY_REVISIONS:
             speaks = ", ".join(r.value for r in LEGACY_REVISIONS)
-            kind = UpstreamError if revision is None else AnsweredModern
+            kind: type[UpstreamError] = AnsweredModern
+            if revision is None:
+                kind = AnsweredWithoutRevision if answered is None else UpstreamError
             raise kind(
                 self.name,
                 f"initialize answered protocol version {answered!r}, which mcpx cannot use "

@@ -54,6 +54,14 @@ class AnsweredModern(UpstreamError):
     """
 
 
+class AnsweredWithoutRevision(UpstreamError):
+    """
+    The server answered C{initialize} with a result that names no revision at all: no
+    server of a handshake revision does that, while a 2026-07-28 server, which has no
+    C{initialize}, may answer it with anything.
+    """
+
+
 class TooManyRounds(UpstreamError):
     """A server kept answering C{input_required} past the allowed number of rounds."""
 

@@ -171,6 +171,54 @@ class ProbeTests(SynchronousTestCase):
         self.assertTrue(harness.channels[0].closed, "the first connection is let go")
         self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "modern")
 
+    def test_a_slow_modern_server_answering_initialize_without_a_revision_is_modern(
+        self,
+    ) -> None:
+        """
+        A modern server too slow for the probe that answers initialize with a result of
+        its own, naming no revision (one of the conformance suite's 2026-07-28 servers
+        does), is opened again as modern rather than failing.
+        """
+        late: list[Deferred[Any]] = []
+
+        def discover(params: Mapping[str, Any]) -> Any:
+            if not late:
+                late.append(Deferred())
+                return late[0]
+            return discover_result(tools={})
+
+        def initialize(params: Mapping[str, Any]) -> Any:
+            late[0].callback(discover_result(tools={}))
+            return {"resultType": "complete"}
+
+        harness = Harness(self, FakeServer({"server/discover": discover, "initialize": initialize}))
+        connecting = harness.connect()
+        harness.clock.advance(5.0)
+        session = self.successResultOf(connecting)
+        self.assertIsInstance(session, ModernSession)
+        self.assertTrue(harness.channels[0].closed, "the first connection is let go")
+
+    def test_initialize_without_a_revision_is_an_error_when_modern_fails_too(self) -> None:
+        """
+        When the second try as modern goes unanswered as well, the error is initialize's
+        own (no revision), not the second try's.
+        """
+        harness = Harness(
+            self,
+            FakeServer(
+                {
+                    "server/discover": lambda p: Deferred(),
+                    "initialize": lambda p: {"serverInfo": {"name": "odd", "version": "1"}},
+                }
+            ),
+        )
+        connecting = harness.connect()
+        for _ in range(12):
+            harness.clock.advance(5.0)
+        failure = self.failureResultOf(connecting, UpstreamError)
+        self.assertIn("protocol version None", str(failure.value))
+        self.assertEqual(len(harness.channels), 2)
+
     def test_an_unknown_initialize_revision_is_still_an_error(self) -> None:
         """A revision mcpx does not know at all is reported, not taken for modern."""
         harness = Harness(
