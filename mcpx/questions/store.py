@@ -9,14 +9,18 @@ kept in columns of their own so pruning need not read the records.
 
 The file holds what users typed in answer to servers, so it is created readable by its owner
 only, before SQLite first opens it.
+
+SQLite itself (the C{sqlite3} module and its library, about 2 MB of a daemon's memory) is
+loaded only once there is something in the file: at L{QuestionStore.open} when an earlier
+daemon left questions in it, else at the first question saved.  Until then the file is
+empty and loading it gives nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.enterprise import adbapi
 from twisted.internet.defer import Deferred, fail, succeed
@@ -24,6 +28,9 @@ from twisted.internet.interfaces import IReactorCore
 from twisted.logger import Logger
 
 from mcpx.questions.record import Question, QuestionState
+
+if TYPE_CHECKING:
+    import sqlite3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS questions (
@@ -57,6 +64,8 @@ class QuestionStore:
         self.path = path
         self._reactor = reactor
         self._pool: adbapi.ConnectionPool | None = None
+        # Between open and close; the pool (and SQLite) may still be to come.
+        self._open = False
 
     def open(self) -> Deferred[None]:
         """Create the file (mode 0600) and its table if they do not exist yet."""
@@ -67,8 +76,18 @@ class QuestionStore:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
             # An existing file keeps its old mode through os.open; tighten it too.
             os.chmod(self.path, 0o600)
+            empty = os.path.getsize(self.path) == 0
         except OSError as e:
             return fail(e)
+        self._open = True
+        if empty:
+            # Nothing to load: SQLite waits for the first question (see the module's doc).
+            return succeed(None)
+        self._connect()
+        return self._interact(_create)
+
+    def _connect(self) -> None:
+        # adbapi imports sqlite3 here, by name.
         self._pool = adbapi.ConnectionPool(  # type: ignore[no-untyped-call]
             "sqlite3",
             self.path,
@@ -77,7 +96,6 @@ class QuestionStore:
             cp_max=1,
             cp_reactor=self._reactor,
         )
-        return self._interact(_create)
 
     def save(self, question: Question) -> Deferred[None]:
         """Insert C{question}, or replace the stored one with the same id."""
@@ -88,10 +106,16 @@ class QuestionStore:
             question.finished,
             json.dumps(question.to_json(), separators=(",", ":")),
         )
+        if self._open and self._pool is None:
+            self._connect()
+            # One interaction, so it stays in order with the saves queued after it.
+            return self._interact(_create_and_save, row)
         return self._interact(_save, row)
 
     def load(self) -> Deferred[list[Question]]:
         """Every stored question, oldest first; unreadable rows are logged and skipped."""
+        if self._open and self._pool is None:
+            return succeed([])
         return self._interact(_load).addCallback(self._report_unreadable)
 
     def _report_unreadable(self, loaded: tuple[list[Question], list[str]]) -> list[Question]:
@@ -102,11 +126,14 @@ class QuestionStore:
 
     def prune(self, finished_before: float) -> Deferred[int]:
         """Delete the questions that finished before C{finished_before}; how many went."""
+        if self._open and self._pool is None:
+            return succeed(0)
         return self._interact(_prune, finished_before)
 
     def close(self) -> Deferred[None]:
         """Stop the pool; later calls fail with L{StoreClosed}."""
         pool, self._pool = self._pool, None
+        self._open = False
         if pool is not None:
             pool.close()  # type: ignore[no-untyped-call]
         return succeed(None)
@@ -128,6 +155,11 @@ def _save(cursor: sqlite3.Cursor, row: tuple[str, str, float | None, str]) -> No
     cursor.execute(
         "INSERT OR REPLACE INTO questions (id, state, finished, record) VALUES (?, ?, ?, ?)", row
     )
+
+
+def _create_and_save(cursor: sqlite3.Cursor, row: tuple[str, str, float | None, str]) -> None:
+    _create(cursor)
+    _save(cursor, row)
 
 
 def _load(cursor: sqlite3.Cursor) -> tuple[list[Question], list[str]]:

@@ -37,8 +37,9 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 
 #: Packages an idle daemon with the default configuration has no use for: pyOpenSSL and
 #: cryptography (TLS listeners and https servers), PyJWT (the OAuth resource server),
-#: jsonschema and referencing (validation, loaded at the first schema checked).
-_NOT_WHEN_IDLE = ("OpenSSL", "cryptography", "jwt", "jsonschema", "referencing")
+#: jsonschema and referencing (validation, loaded at the first schema checked), sqlite3
+#: (the question store, at the first question).
+_NOT_WHEN_IDLE = ("OpenSSL", "cryptography", "jwt", "jsonschema", "referencing", "sqlite3")
 
 
 def _maps_cryptography(pid: int) -> bool:
