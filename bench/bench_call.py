@@ -210,6 +210,9 @@ class Daemon:
         self.process = subprocess.Popen(
             [*prefix, "-m", "mcpx", "daemon", "--daemon-listen", ""],
             env=self.env,
+            # Not the bench's directory: python -m would import mcpx from there, whichever
+            # checkout the interpreter belongs to.
+            cwd=self.state,
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
