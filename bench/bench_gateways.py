@@ -38,6 +38,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -59,11 +60,14 @@ from bench_call import (
 )
 from bench_mcp import Series, direct_series, measured, series_table
 from keepalive_http import KeepAliveClient, connect_tcp
+from twisted.internet.defer import Deferred, FirstError, TimeoutError
 
 LEGACY = "2025-06-18"
 MODERN = "2026-07-28"
 ACCEPT = "application/json, text/event-stream"
 HOST = "127.0.0.1"
+#: Seconds any one answer may take before the run is called failed.
+ANSWER_TIMEOUT = 30.0
 #: Where C{make bench-env} installs C{mcp-proxy}.
 BENCH_PROXY = REPO / ".venv-bench" / "bin" / "mcp-proxy"
 MODERN_META = {
@@ -204,41 +208,66 @@ async def gateway_series(
     count: int,
     width: int,
     warm: int,
-) -> tuple[list[Series], int]:
-    """C{tools/call echo} and C{tools/list}, sequential and C{width} in flight; the list's size."""
-    clients: list[KeepAliveClient] = [await connect_tcp(reactor, HOST, port) for _ in range(width)]
-    runs: list[Series] = []
+) -> tuple[list[Series | str], int]:
+    """
+    C{tools/call echo} and C{tools/list}, sequential and C{width} in flight, each series on
+    connections of its own; the size of the list.  A series in which the gateway left a
+    request unanswered for L{ANSWER_TIMEOUT} is given as a sentence saying so, and the run
+    goes on with the next.
+    """
+    runs: list[Series | str] = []
     listed = 0
-    try:
-        for method in ("tools/call", "tools/list"):
+    for method in ("tools/call", "tools/list"):
+        for alone in (True, False):
+            name = f"{label} {method}, " + ("sequential" if alone else f"{width} in flight")
+            print(f"{name}...", file=sys.stderr, flush=True)
+            clients = [await connect_tcp(reactor, HOST, port) for _ in range(1 if alone else width)]
             # Within a session no two requests in flight may share an id: one id per caller.
             requests = [request_bytes(port, method, 1000 + i, session) for i in range(width)]
-
-            def caller(client: KeepAliveClient, data: bytes) -> Callable[[], Awaitable[object]]:
-                return lambda: client.send(data).addCallback(_ok)
-
-            calls = [caller(c, r) for c, r in zip(clients, requests, strict=True)]
-            status, body = await clients[0].send(requests[0])
-            result = _result(body) if status == 200 else {}
-            if method == "tools/call" and result.get("content", [{}])[0].get("text") != "x":
-                raise RuntimeError(f"{label}: tools/call answered {status}: {body[:300]!r}")
-            if method == "tools/list":
-                if not any(tool.get("name") == "echo" for tool in result.get("tools", ())):
-                    raise RuntimeError(f"{label}: tools/list answered {status}: {body[:300]!r}")
-                listed = len(body)
-            await sequential("warm-up", calls[0], warm)
-            name = f"{label} {method}"
-            one, many = f"{name}, sequential", f"{name}, {width} in flight"
-            runs.append(await measured(pid, partial(sequential, one, calls[0], count)))
-            runs.append(await measured(pid, partial(concurrent, many, calls, count)))
-    finally:
-        await close_all(reactor, clients)
+            calls = [_caller(reactor, c, r) for c, r in zip(clients, requests, strict=False)]
+            try:
+                status, body = await _answer(reactor, clients[0], requests[0])
+                _check(label, method, status, body)
+                if method == "tools/list":
+                    listed = len(body)
+                await sequential("warm-up", calls[0], warm)
+                series = (
+                    partial(sequential, name, calls[0], count)
+                    if alone
+                    else partial(concurrent, name, calls, count)
+                )
+                runs.append(await measured(pid, series))
+            except (TimeoutError, FirstError) as e:
+                if isinstance(e, FirstError) and not e.subFailure.check(TimeoutError):
+                    raise
+                runs.append(f"{name}: a request was not answered within {ANSWER_TIMEOUT:.0f} s")
+            finally:
+                await close_all(reactor, clients)
     return runs, listed
 
 
-def per_cpu(run: Series) -> float:
-    assert run.daemon_cpu is not None
-    return len(run.latencies) / run.daemon_cpu
+def _answer(reactor: Any, client: KeepAliveClient, data: bytes) -> Deferred[tuple[int, bytes]]:
+    # A gateway that never answers fails its series instead of hanging the run.
+    return client.send(data).addTimeout(ANSWER_TIMEOUT, reactor)
+
+
+def _caller(reactor: Any, client: KeepAliveClient, data: bytes) -> Callable[[], Awaitable[object]]:
+    return lambda: _answer(reactor, client, data).addCallback(_ok)
+
+
+def _check(label: str, method: str, status: int, body: bytes) -> None:
+    """Read the first answer in full: the cheap per-call check relies on its shape."""
+    result = _result(body) if status == 200 else {}
+    if method == "tools/call" and result.get("content", [{}])[0].get("text") != "x":
+        raise RuntimeError(f"{label}: tools/call answered {status}: {body[:300]!r}")
+    if method == "tools/list" and not any(t.get("name") == "echo" for t in result.get("tools", ())):
+        raise RuntimeError(f"{label}: tools/list answered {status}: {body[:300]!r}")
+
+
+def per_cpu(run: Series | str) -> str:
+    if isinstance(run, str) or run.daemon_cpu is None:
+        return f"{'-':>7}"
+    return f"{len(run.latencies) / run.daemon_cpu:7.0f}"
 
 
 def main() -> None:
@@ -270,9 +299,10 @@ def main() -> None:
         listen=f"tcp:{daemon_port}:interface={HOST}",
         env={"MCPX_MCP_PASSTHROUGH": "demo"},
     )
-    results: list[tuple[str, list[Series], int]] = []
+    results: list[tuple[str, list[Series | str], int]] = []
 
     async def measure(reactor: Any) -> list[Series]:
+        print("direct...", file=sys.stderr, flush=True)
         direct, _speaks = await direct_series(reactor, count, width, warm)
         deadline = time.monotonic() + 30
         proxy_session = open_session(proxy.port, deadline)
@@ -310,25 +340,30 @@ def main() -> None:
                 "  columns: latency; calls/s; the gateway's CPU time per request (us), the "
                 "kernel's part of it, and how busy the gateway and the bench client were"
             )
-            rows = [direct[0], *(runs[0] for _, runs, _ in found)]
-            rows += [direct[1], *(runs[1] for _, runs, _ in found)]
-            rows += [direct[2], *(runs[2] for _, runs, _ in found)]
-            rows += [direct[3], *(runs[3] for _, runs, _ in found)]
-            print(series_table(rows))
+            rows: list[Series | str] = []
+            for index in range(4):
+                rows += [direct[index], *(runs[index] for _, runs, _ in found)]
+            print(series_table([row for row in rows if not isinstance(row, str)]))
+            for row in rows:
+                if isinstance(row, str):
+                    print(f"  {row}")
             print("  tools/list answer sizes: " + ", ".join(f"{n} {b} B" for n, _, b in found))
             proxy_runs = found[0][1]
             for label, runs, _ in found[1:]:
                 for index, what in ((0, "tools/call, sequential"), (1, "tools/call, in flight")):
+                    theirs, ours = proxy_runs[index], runs[index]
+                    if isinstance(theirs, str) or isinstance(ours, str):
+                        continue
                     print(
                         f"  {label} against mcp-proxy, {what}: p50 "
-                        f"x{proxy_runs[index].p50 / runs[index].p50:.2f} faster, "
-                        f"calls/s x{runs[index].rate / proxy_runs[index].rate:.2f}"
+                        f"x{theirs.p50 / ours.p50:.2f} faster, "
+                        f"calls/s x{ours.rate / theirs.rate:.2f}"
                     )
             print("  what one gateway CPU would sustain (16 in flight, per request's CPU time):")
             for label, runs, _ in found:
                 print(
-                    f"    {label:<12} tools/call {per_cpu(runs[1]):7.0f}/s   "
-                    f"tools/list {per_cpu(runs[3]):7.0f}/s"
+                    f"    {label:<12} tools/call {per_cpu(runs[1])}/s   "
+                    f"tools/list {per_cpu(runs[3])}/s"
                 )
     print(f"\nwhole run: {time.perf_counter() - started:.1f} s")
 
