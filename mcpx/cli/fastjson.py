@@ -61,6 +61,12 @@ def try_loads(text: str) -> Any:
         value, end = _scan(text, start)
     except (StopIteration, ValueError):
         return NOT_JSON
+    except SystemError:
+        # The scanner raises json.decoder's JSONDecodeError only once that module is
+        # loaded, and fails without an exception before: load it, and scan again.
+        import json.decoder  # noqa: F401
+
+        return try_loads(text)
     if end != len(text) and text[end:].strip(_SPACE):
         return NOT_JSON
     return value

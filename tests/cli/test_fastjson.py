@@ -6,6 +6,8 @@ values, the same text, the same refusals.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -99,3 +101,27 @@ class LoadsTests(SynchronousTestCase):
             with self.assertRaises(ValueError) as ours:
                 fastjson.loads(text)
             self.assertEqual(str(ours.exception), str(theirs.exception), text)
+
+    def test_not_json_before_json_is_imported(self) -> None:
+        """
+        Malformed JSON is refused in a process that has not imported the json package
+        (the C scanner needs json.decoder loaded to raise its error).
+        """
+        code = (
+            "import sys\n"
+            "from mcpx.cli import fastjson\n"
+            "assert 'json.decoder' not in sys.modules\n"
+            "print(fastjson.try_loads('{not json') is fastjson.NOT_JSON)\n"
+            "try:\n"
+            "    fastjson.loads('[1,')\n"
+            "except ValueError as e:\n"
+            "    print(type(e).__name__, e)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(
+            done.stdout.splitlines(),
+            ["True", "JSONDecodeError Expecting value: line 1 column 4 (char 3)"],
+        )
