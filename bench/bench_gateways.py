@@ -51,6 +51,7 @@ from bench_call import (
     ECHO_ARGUMENTS,
     REPO,
     Daemon,
+    children_of,
     close_all,
     concurrent,
     machine,
@@ -189,12 +190,17 @@ class Proxy:
         return (found.stdout or found.stderr).strip()
 
     def stop(self) -> None:
+        # mcp-proxy leaves its stdio server running when it is stopped: end that too.
+        children = children_of(self.pid)
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        for child in children:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGTERM)
         self.log.close()
 
 
