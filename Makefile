@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install peers clean postgres-server
+.PHONY: run test lint typecheck unit install peers clean postgres-server bench bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,20 @@ postgres-server:
 	  || (apt-get update && apt-get install -y --no-install-recommends postgresql)
 
 peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server
+
+# The benchmarks' own virtualenv: the other gateways they measure mcpx beside (bench/README.md).
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed: Makefile
+	rm -rf $(BENCH_VENV)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check mcp-proxy==0.13.0
+	touch $@
+
+bench-env: $(BENCH_VENV)/.installed
+
+# Every figure of bench/figures.md, measured again in one run (a few minutes).
+bench: install bench-env
+	$(BIN)/python bench/run_all.py
 
 run: install
 	$(BIN)/mcpx daemon

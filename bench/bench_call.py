@@ -190,8 +190,18 @@ class Daemon:
     """
 
     def __init__(
-        self, servers: dict[str, list[str]], profile: str | None, *, cpus: str | None = None
+        self,
+        servers: dict[str, list[str]],
+        profile: str | None,
+        *,
+        cpus: str | None = None,
+        listen: str = "",
+        env: dict[str, str] | None = None,
     ) -> None:
+        """
+        @param listen: C{--daemon-listen} (none: the unix socket only).
+        @param env: more environment for the daemon (C{MCPX_*} settings).
+        """
         self.state = Path(tempfile.mkdtemp(prefix="mcpx-bench-"))
         self.socket = str(self.state / "mcpx.sock")
         config = self.state / "config.json"
@@ -202,14 +212,18 @@ class Daemon:
         )
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
         self.env.update(MCPX_STATE_DIR=str(self.state), MCPX_CONFIG=str(config))
+        self.env.update(env or {})
         prefix = [PYTHON, "-m", "cProfile", "-o", profile] if profile else [PYTHON]
         if cpus is not None:
             # taskset execs the daemon, so its pid is the daemon's; upstreams inherit the mask.
             prefix = ["taskset", "-c", cpus, *prefix]
         self.log = open(self.state / "daemon.log", "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [*prefix, "-m", "mcpx", "daemon", "--daemon-listen", ""],
+            [*prefix, "-m", "mcpx", "daemon", "--daemon-listen", listen],
             env=self.env,
+            # Not the bench's directory: python -m would import mcpx from there, whichever
+            # checkout the interpreter belongs to.
+            cwd=self.state,
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,

@@ -36,6 +36,9 @@ def instructions(argv: list[str], env: dict[str, str]) -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         check=True,
+        # Not the bench's directory: python -m would import mcpx from there, whichever
+        # checkout the interpreter belongs to.
+        cwd=tempfile.gettempdir(),
     )
     found = _REFS.search(done.stderr)
     if found is None:
@@ -58,7 +61,13 @@ def main() -> None:
         pythons = [*([args.python] if args.python else []), sys.executable]
         for python in pythons:
             # Uncounted: starts the demo, and writes the bytecode cache.
-            subprocess.run([python, *call], env=writing, stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(
+                [python, *call],
+                env=writing,
+                stdout=subprocess.DEVNULL,
+                check=True,
+                cwd=tempfile.gettempdir(),
+            )
         base = instructions([sys.executable, "-c", "pass"], env)
         print(f"python {sys.version.split()[0]}; instructions (callgrind), bytecode cached")
         print(f"  python -c pass                      {base / 1e6:7.1f} M")

@@ -11,7 +11,9 @@ RSS of C{python -c pass} and of a process that imports the reactor, the same way
     .venv/bin/python bench/bench_idle.py --python ../main/.venv/bin/python  # vs another checkout
 
 With C{--python}, the same measurement is made first with that interpreter (and the checkout
-its C{mcpx} resolves to), then with this one, in one run.
+its C{mcpx} resolves to), then with this one, in one run.  With C{--cached-bytecode}, every
+process writes and reads its bytecode under a temporary C{PYTHONPYCACHEPREFIX} (one uncounted
+start first), as an installed mcpx, whose modules are compiled at install, would.
 
 The figures are printed; nothing is asserted.
 """
@@ -19,9 +21,11 @@ The figures are printed; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +60,8 @@ def measure(python: str, runs: int) -> None:
     bench_call.PYTHON = python
     figures: list[float] = []
     mapped: list[str] = []
+    if "PYTHONPYCACHEPREFIX" in os.environ:
+        Daemon({"demo": DEMO_ARGV}, None).stop()  # writes the bytecode; not counted
     for _ in range(runs):
         daemon = Daemon({"demo": DEMO_ARGV}, None)
         try:
@@ -69,6 +75,7 @@ def measure(python: str, runs: int) -> None:
         check=True,
         capture_output=True,
         text=True,
+        cwd="/",
     ).stdout.strip()
     print(f"{found} ({python}), {runs} daemon starts:")
     median, low, high = statistics.median(figures), min(figures), max(figures)
@@ -80,7 +87,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--python", help="first measure a daemon run by this interpreter")
+    parser.add_argument(
+        "--cached-bytecode", action="store_true", help="bytecode written once, then read"
+    )
     args = parser.parse_args()
+    if args.cached_bytecode:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="mcpx-bench-pyc-")
+        script_rss("pass")
+    bytecode = "cached" if args.cached_bytecode else "as the environment leaves it"
+    writes = os.environ.get("PYTHONDONTWRITEBYTECODE", "unset")
+    print(f"bytecode: {bytecode} (PYTHONDONTWRITEBYTECODE={writes})")
     print(f"python {sys.version.split()[0]}")
     ours = sys.executable
     if args.python:

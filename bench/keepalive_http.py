@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.endpoints import TCP4ClientEndpoint, UNIXClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 
@@ -125,4 +125,13 @@ async def connect(reactor: Any, socket_path: str) -> KeepAliveClient:
     """A new keep-alive connection to the unix socket C{socket_path}."""
     endpoint = UNIXClientEndpoint(reactor, socket_path)
     client: KeepAliveClient = await connectProtocol(endpoint, KeepAliveClient())
+    return client
+
+
+async def connect_tcp(reactor: Any, host: str, port: int) -> KeepAliveClient:
+    """A new keep-alive connection to C{host}:C{port}, with C{TCP_NODELAY} as HTTP clients set."""
+    endpoint = TCP4ClientEndpoint(reactor, host, port)
+    client: KeepAliveClient = await connectProtocol(endpoint, KeepAliveClient())
+    assert client.transport is not None
+    client.transport.setTcpNoDelay(True)  # type: ignore[attr-defined]
     return client

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
-import jwt
 from attrs import field, frozen
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
@@ -428,6 +427,9 @@ def client_assertion(key: ClientKey, client_id: str, audience: str, now: float) 
         "exp": int(now) + ASSERTION_LIFETIME,
         "jti": secrets.token_urlsafe(24),
     }
+    # Deferred for memory: PyJWT loads cryptography, which only a privateKeyFile needs.
+    import jwt
+
     return jwt.encode(claims, key.pem.reveal(), algorithm=key.algorithm)
 
 

@@ -14,7 +14,7 @@ Three spellings:
 
 from __future__ import annotations
 
-import json
+from mcpx.cli import fastjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,15 +28,13 @@ class ArgumentError(ValueError):
 
 def parse_value(text: str) -> Any:
     """C{text} as JSON when it is valid JSON, else the text itself."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    value = fastjson.try_loads(text)
+    return text if value is fastjson.NOT_JSON else value
 
 
 def _json_object(text: str, where: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = fastjson.loads(text)
     except ValueError as e:
         raise ArgumentError(f"{where} is not valid JSON: {e}") from None
     if not isinstance(value, dict):

@@ -7,9 +7,9 @@ questions put to the person at the terminal, and the result printed.
 
 from __future__ import annotations
 
-import json
 import sys
 
+from mcpx.cli import fastjson
 from mcpx.cli.client import ApiError, error_from
 from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import MediaDirectory, ProgressBar, content_text
@@ -61,7 +61,7 @@ def call_tool(
         raise CommandFailed(f"the daemon answered something that is not a result: {result!r}")
     failed = result.get("isError") is True
     if as_json:
-        echo(json.dumps(result, indent=2, ensure_ascii=False))
+        echo(fastjson.dumps(result, indent=2, ensure_ascii=False))
     else:
         for line in content_text(result, MediaDirectory(), stem=file_stem(tool)):
             echo(line, err=failed)
@@ -139,7 +139,7 @@ def call_with_progress(client: DaemonClient, body: Mapping[str, Any]) -> Any:
             for line in response.lines():
                 if not line.strip():
                     continue
-                message = json.loads(line)
+                message = fastjson.loads(line)
                 if not isinstance(message, dict):
                     continue
                 if isinstance(message.get("progress"), dict):

@@ -22,11 +22,11 @@ from __future__ import annotations
 # The C half of the socket module: socket.py itself builds enum classes for every
 # constant when imported, which takes longer than the whole request.
 import _socket
-import json
 import os
 import sys
 import time
 
+from mcpx.cli import fastjson
 from mcpx.ops import routes
 
 TYPE_CHECKING = False
@@ -302,7 +302,7 @@ class Response:
             yield pending.rstrip(b"\r")
 
     def json(self) -> Any:
-        return json.loads(self.read())
+        return fastjson.loads(self.read())
 
     def close(self) -> None:
         self._sock.close()
@@ -414,7 +414,7 @@ class DaemonClient:
         headers = {CLIENT_HEADER: self.client, "Accept": accept}
         data = None
         if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+            data = fastjson.dumps(body, separators=(",", ":")).encode("utf-8")
         if body is not None or method == "POST":
             # The daemon refuses a POST to /v1 that does not say it is JSON, bodiless or not.
             headers["Content-Type"] = "application/json"
@@ -433,7 +433,7 @@ class DaemonClient:
             with response:
                 text = response.read()
             try:
-                payload = json.loads(text)
+                payload = fastjson.loads(text)
             except ValueError:
                 payload = None
             fallback = f"the daemon answered {response.status} {response.reason}".rstrip()

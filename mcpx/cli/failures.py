@@ -9,8 +9,7 @@ L{mcpx.cli.quick} uses it.
 
 from __future__ import annotations
 
-import json
-
+from mcpx.cli import fastjson
 from mcpx.cli.client import (
     ApiError,
     DaemonNotRunning,
@@ -90,7 +89,7 @@ def ask(client: DaemonClient, as_json: bool, work: Callable[[], _Result], echo: 
             raise CommandFailed(str(e)) from None
         except ApiError as e:
             if as_json:
-                echo(json.dumps({"error": e.body}, indent=2))
+                echo(fastjson.dumps({"error": e.body}, indent=2))
             message = error_text(e.body)
             if e.code == "not_found":
                 message += "\n  (the daemon may be older than this command: restart it)"

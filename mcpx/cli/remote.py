@@ -27,7 +27,6 @@ Like the rest of the client, this is standard-library code that imports no Twist
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 
 from mcpx._version import __version__
@@ -103,6 +102,8 @@ class SshEndpoint:
 
         The host comes after C{--}, so no name can be read as an ssh option.
         """
+        import shlex  # deferred: it imports re, which a plain mcpx call does without
+
         env = os.environ if environ is None else environ
         ssh = shlex.split(env.get(SSH_COMMAND_VARIABLE) or "ssh")
         if not ssh:

@@ -10,11 +10,11 @@ leave out fields, and the commands should still print what they can.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 
+from mcpx.cli import fastjson
 from mcpx.cli.hints import in_cli_words
 
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def _text(value: object, default: str = "-") -> str:
     if value is None or value == "":
         return default
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else fastjson.dumps(value)
 
 
 def first_line(text: object, limit: int = 80) -> str:
@@ -150,7 +150,7 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
             return f"array of {_schema_type(schema['items'])}"
         return kind
     if "enum" in schema:
-        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+        return "one of " + ", ".join(fastjson.dumps(v) for v in schema["enum"])
     for combinator in ("anyOf", "oneOf"):
         options = schema.get(combinator)
         if isinstance(options, list):
@@ -173,7 +173,7 @@ def _argument_lines(
         flag = "required" if key in needed else "optional"
         line = f"{indent}{key} ({_schema_type(prop)}, {flag})"
         if "default" in prop:
-            line += f" [default: {json.dumps(prop['default'])}]"
+            line += f" [default: {fastjson.dumps(prop['default'])}]"
         description = str(prop.get("description") or "").strip()
         if description:
             first, *rest = description.splitlines()
@@ -205,7 +205,7 @@ def describe_text(answer: Mapping[str, Any]) -> str:
     lines += ["", "Arguments:" if properties else "Arguments: none"]
     lines += _argument_lines(properties, required, "  ")
     if tool.get("outputSchema"):
-        lines += ["", "Structured output schema:", json.dumps(tool["outputSchema"], indent=2)]
+        lines += ["", "Structured output schema:", fastjson.dumps(tool["outputSchema"], indent=2)]
     annotations = tool.get("annotations") or {}
     hints = [key.removesuffix("Hint") for key, value in annotations.items() if value is True]
     if hints:
@@ -293,7 +293,7 @@ def content_text(
     has_structured = "structuredContent" in result
     blocks = [block for block in result.get("content") or [] if isinstance(block, dict)]
     if not blocks and has_structured:
-        return [json.dumps(structured, indent=2, ensure_ascii=False)]
+        return [fastjson.dumps(structured, indent=2, ensure_ascii=False)]
     texts = [str(block.get("text", "")) for block in blocks if block.get("type") == "text"]
     # The structured answer is said once: by a text block holding its one value as a
     # person reads it (C{42} for C{{"result": 42}}), else by its first serialisation.
@@ -305,7 +305,7 @@ def content_text(
             text = str(block.get("text", ""))
             if has_structured and _same_json(text, structured):
                 if not (said_plainly or structured_said):
-                    out.append(json.dumps(structured, indent=2, ensure_ascii=False))
+                    out.append(fastjson.dumps(structured, indent=2, ensure_ascii=False))
                 structured_said = True
             else:
                 out.append(text)
@@ -331,7 +331,7 @@ def content_text(
             summary = _resource_summary(resource if isinstance(resource, dict) else {})
             out.append(f"[embedded resource: {summary}]")
         else:
-            out.append(f"[{kind} content: {first_line(json.dumps(block))}]")
+            out.append(f"[{kind} content: {first_line(fastjson.dumps(block))}]")
     return out
 
 
@@ -346,10 +346,8 @@ def _says_value(text: str, structured: object) -> bool:
 
 
 def _same_json(text: str, value: object) -> bool:
-    try:
-        return bool(json.loads(text) == value)
-    except ValueError:
-        return False
+    parsed = fastjson.try_loads(text)
+    return parsed is not fastjson.NOT_JSON and bool(parsed == value)
 
 
 def event_line(kind: str | None, data: Mapping[str, Any], received: float | None = None) -> str:
@@ -376,7 +374,7 @@ def event_line(kind: str | None, data: Mapping[str, Any], received: float | None
             parts.append(f"retry_in={seconds_text(value)}")
             continue
         shown_value = value if isinstance(value, str) and value and " " not in value else None
-        parts.append(f"{key}={shown_value if shown_value is not None else json.dumps(value)}")
+        parts.append(f"{key}={shown_value if shown_value is not None else fastjson.dumps(value)}")
     return " ".join(parts)
 
 
@@ -403,7 +401,7 @@ def error_text(error: Mapping[str, Any]) -> str:
         # The daemon's own message usually quotes the upstream's already: say it once.
         detail = "" if said in message else f"upstream error {said}"
         if "data" in rpc:
-            data = f"data: {first_line(json.dumps(rpc['data']), 200)}"
+            data = f"data: {first_line(fastjson.dumps(rpc['data']), 200)}"
             detail = f"{detail} ({data})" if detail else f"upstream error {data}"
         if detail:
             message += f"\n  {detail}"

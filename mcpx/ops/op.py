@@ -17,23 +17,21 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, field, frozen
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
 
 from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation, OpHost
 from mcpx.ops.routes import ROUTES
 from mcpx.policy.precheck import fast_acceptor
 
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
 Handler = Callable[[OpHost, Invocation], Awaitable[Any]]
-
-
-def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
 
 
 class Media(enum.Enum):
@@ -85,9 +83,6 @@ class Op:
     path: str = field(
         init=False, default=Factory(lambda self: ROUTES[self.name][1], takes_self=True)
     )
-    validator: Draft202012Validator = field(
-        init=False, default=Factory(lambda self: _validator(self.input_schema), takes_self=True)
-    )
     accepts: Callable[[Mapping[str, Any]], bool] | None = field(
         init=False, default=Factory(lambda self: fast_acceptor(self.input_schema), takes_self=True)
     )
@@ -95,6 +90,11 @@ class Op:
         init=False,
         default=Factory(lambda self: tuple(re.findall(r"{(\w+)}", self.path)), takes_self=True),
     )
+
+    @property
+    def validator(self) -> Draft202012Validator:
+        """The input schema compiled, at the first input the fast check did not accept."""
+        return _validator(self)
 
     @property
     def properties(self) -> Mapping[str, Mapping[str, Any]]:
@@ -126,6 +126,8 @@ class Op:
         """
         if self.accepts is not None and self.accepts(args):
             return
+        from jsonschema.exceptions import best_match  # loaded by self.validator, just below
+
         error = best_match(self.validator.iter_errors(args))
         if error is None:
             return
@@ -143,6 +145,16 @@ class Op:
             f"{self.method} {self.path}",
             field=where,
         )
+
+
+@cache
+def _validator(op: Op) -> Draft202012Validator:
+    # Deferred: jsonschema (2-3 MB) loads at the first input the fast check leaves to it, not
+    # in an idle daemon; tests.daemon.test_ops compiles every op's schema.
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(op.input_schema)
+    return Draft202012Validator(op.input_schema)
 
 
 def _field_of(error: ValidationError) -> str:

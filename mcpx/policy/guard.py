@@ -35,7 +35,7 @@ from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import Caller
 from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
-from mcpx.settings.servers import ServersConfig
+from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -180,6 +180,20 @@ class GuardedPool:
             if not isinstance(name := tool.get("name"), str) or policy.hidden_by(name) is None
         ]
 
+    def _lister(self, server: str, client: str) -> str:
+        """
+        Whose list of C{server}'s tools C{client} gets: its own for a C{client}-scoped
+        server, everybody's (C{""}) for a shared one, so a shared server's schemas are
+        compiled once for every client and not once per 2026-07-28 request (each of which
+        is a client of its own).
+        """
+        servers = getattr(self._inner, "servers", None)
+        if isinstance(servers, ServersConfig):
+            config = servers.servers.get(server)
+            if config is not None and config.scope is not Scope.CLIENT:
+                return ""
+        return client
+
     async def _index(self, server: str, client: str) -> _Index | None:
         try:
             listed: list[dict[str, Any]] = await self._inner.tools(server, client=client)
@@ -188,7 +202,7 @@ class GuardedPool:
             # failures, which the call would meet too, are left to say so).
             self._warn_once(server, "", "list", f"its tools could not be listed ({e})")
             return None
-        key = (server, client)
+        key = (server, self._lister(server, client))
         index = self._indexes.get(key)
         if index is None or not index.same_list(listed):
             if len(self._indexes) >= _MAX_INDEXES:

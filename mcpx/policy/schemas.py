@@ -17,16 +17,17 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
-from jsonschema import Draft7Validator, Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, relevance
-from jsonschema.protocols import Validator
-from referencing import Registry, Resource
-from referencing.exceptions import NoSuchResource, Unresolvable
 
 from mcpx.policy.precheck import fast_acceptor
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+    from referencing import Registry, Resource
 
 #: The most nodes (objects, arrays and scalars) a tool schema may hold.
 MAX_SCHEMA_NODES: Final = 20_000
@@ -37,9 +38,10 @@ MAX_PATTERN_LENGTH: Final = 1_000
 #: How many problems a refusal names.
 SHOWN_PROBLEMS: Final = 3
 
-_DIALECTS: Final[Mapping[str, type[Validator]]] = {
-    "http://json-schema.org/draft-07/schema": Draft7Validator,
-    "https://json-schema.org/draft/2020-12/schema": Draft202012Validator,
+#: The dialects a tool schema may name in C{$schema}, and jsonschema's class of each.
+_DIALECT_NAMES: Final[Mapping[str, str]] = {
+    "http://json-schema.org/draft-07/schema": "Draft7Validator",
+    "https://json-schema.org/draft/2020-12/schema": "Draft202012Validator",
 }
 
 
@@ -48,23 +50,35 @@ class HostileSchema(ValueError):
 
 
 def _refuse_retrieval(uri: str) -> Resource[Any]:
+    from referencing.exceptions import NoSuchResource  # deferred with jsonschema (_dialect)
+
     # Nothing is ever fetched: a $ref outside the document is an error.
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-_NO_RETRIEVAL: Final[Registry[Any]] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+@cache
+def _no_retrieval() -> Registry[Any]:
+    from referencing import Registry  # deferred with jsonschema (_dialect)
+
+    registry: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+    return registry
 
 
 def _dialect(schema: Mapping[str, Any]) -> type[Validator]:
+    # Deferred: jsonschema and referencing (2-3 MB) load at the first tool schema compiled,
+    # not in a daemon that has not listed a server yet.
+    import jsonschema
+
     named = schema.get("$schema")
     if named is None:
-        return Draft202012Validator
+        return jsonschema.Draft202012Validator
     if not isinstance(named, str):
         raise HostileSchema("$schema must be a string")
-    found = _DIALECTS.get(named.rstrip("#"))
+    found = _DIALECT_NAMES.get(named.rstrip("#"))
     if found is None:
         raise HostileSchema(f"$schema {named!r} is not draft-07 or 2020-12")
-    return found
+    dialect: type[Validator] = getattr(jsonschema, found)
+    return dialect
 
 
 def _nested_quantifier(pattern: str) -> bool:
@@ -164,6 +178,9 @@ class SchemaCheck:
         """
         if self.accepts is not None and type(instance) is dict and self.accepts(instance):
             return []
+        from jsonschema.exceptions import relevance  # loaded by compile_schema already
+        from referencing.exceptions import Unresolvable
+
         found: list[ValidationError] = []
         try:
             for error in self.validator.iter_errors(instance):
@@ -191,13 +208,15 @@ def compile_schema(schema: object) -> SchemaCheck:
         raise HostileSchema("a schema must be a JSON object")
     screen(schema)
     dialect = _dialect(schema)
+    from jsonschema.exceptions import SchemaError  # loaded by _dialect just now
+
     try:
         dialect.check_schema(schema)
     except SchemaError as e:
         raise HostileSchema(f"not a valid schema: {e.message[:200]}") from None
     except RecursionError:
         raise HostileSchema("not a valid schema: it refers to itself endlessly") from None
-    validator = dialect(schema, registry=_NO_RETRIEVAL)
+    validator = dialect(schema, registry=_no_retrieval())
     try:
         accepts = fast_acceptor(schema)
     except re.error:

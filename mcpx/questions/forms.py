@@ -21,11 +21,13 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
-from typing import Any, TypeGuard
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from attrs import frozen
-from jsonschema import Draft202012Validator, FormatChecker, ValidationError
-from jsonschema.exceptions import best_match
+
+if TYPE_CHECKING:
+    from jsonschema import FormatChecker, ValidationError
 
 _SCALARS = ("string", "number", "integer", "boolean")
 
@@ -266,7 +268,11 @@ def _choices(name: str, spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def _check_value(field: FormField, value: Any) -> str | None:
-    validator = Draft202012Validator(field.json_schema(), format_checker=_FORMATS)
+    # Deferred: jsonschema (2-3 MB) loads at the first answer checked, not in an idle daemon.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    validator = Draft202012Validator(field.json_schema(), format_checker=_formats())
     error = best_match(validator.iter_errors(value))
     return None if error is None else _reason(field, error)
 
@@ -406,8 +412,13 @@ def _is_date_time(value: object) -> bool:
 
 # Our own checkers for exactly the four formats an elicitation may use: jsonschema's built-in
 # ones depend on optional packages and silently pass when those are missing.
-_FORMATS = FormatChecker(formats=())
-_FORMATS.checks("email")(_is_email)
-_FORMATS.checks("uri")(_is_uri)
-_FORMATS.checks("date")(_is_date)
-_FORMATS.checks("date-time")(_is_date_time)
+@cache
+def _formats() -> FormatChecker:
+    from jsonschema import FormatChecker  # deferred with jsonschema (_check_value)
+
+    checker = FormatChecker(formats=())
+    checker.checks("email")(_is_email)
+    checker.checks("uri")(_is_uri)
+    checker.checks("date")(_is_date)
+    checker.checks("date-time")(_is_date_time)
+    return checker

@@ -52,6 +52,7 @@ from mcpx.server.conn import Ask, Conn, Context, Method, Push
 from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import ExtensionTasks, client_declares
+from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import LISTEN, Listening
 from mcpx.server.offering import Offering
 from mcpx.server.pages import PAGE_SIZE, paginate
@@ -153,6 +154,7 @@ class McpServer:
         #: Sign-ins offered to hosts that declared URL elicitation (mcpx_call only).
         self.sign_in_offers = SignInOffers(host)
         self.promotion: TaskPromotion | None = None
+        self._tool_lists = ListCache()
         subscriptions = self.subscriptions
         self._methods: dict[str, Method] = {
             "initialize": self._initialize,
@@ -300,7 +302,17 @@ class McpServer:
             # 2025-11-25 core tasks, honoured from any legacy client: {task} at once.
             created = await self.promotion.create_core(conn, context, params_of(request), answer)
             return self.spell(created, "tasks/get", context)
-        result = await answer(conn, context, params_of(request))
+        params = params_of(request)
+        result = await answer(conn, context, params)
+        if method == "tools/list":
+            # The same page of the same tools is spelled and encoded once (list_cache).
+            return self._tool_lists.spelled(
+                result,
+                "tools",
+                context,
+                params.get("cursor"),
+                lambda listed: self.spell(listed, method, context),
+            )
         if method == "initialize" and conn.revision is not None:
             # Spelled for the revision just agreed, not the one the request came under.
             context = _legacy(context, conn.revision)

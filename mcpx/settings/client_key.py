@@ -12,14 +12,12 @@ L{Secret}; no error here quotes them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
-
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from typing import TYPE_CHECKING, Final
 
 from mcpx.settings.servers import ClientKey, Secret
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 #: The algorithms an RSA key may sign with.
 RSA_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
@@ -34,6 +32,9 @@ class ClientKeyError(ValueError):
 
 def algorithms_for(key: PrivateKeyTypes) -> tuple[str, ...]:
     """The algorithms C{key} can sign with, the default first."""
+    # Deferred for memory: cryptography (several MB) loads only for a privateKeyFile.
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+
     if isinstance(key, rsa.RSAPrivateKey):
         return RSA_ALGORITHMS
     if isinstance(key, ec.EllipticCurvePrivateKey):
@@ -46,6 +47,10 @@ def algorithms_for(key: PrivateKeyTypes) -> tuple[str, ...]:
 
 def parse_key(pem: bytes) -> PrivateKeyTypes:
     """The private key in PEM text; L{ClientKeyError} when there is none."""
+    # Deferred for memory, as in algorithms_for.
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
     try:
         return load_pem_private_key(pem, password=None)
     except TypeError as error:

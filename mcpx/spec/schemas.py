@@ -60,17 +60,17 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib.resources import files
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from attrs import frozen
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import Draft7Validator, Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import specification_with
 
 from mcpx.spec.revision import Era, Revision
 from mcpx.spec.schema_closing import FRAGMENT_PREFIX, Closer, local_target, restore_params_meta
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+    from referencing import Registry, Resource
 
 
 class Extension(enum.Enum):
@@ -129,10 +129,11 @@ class SchemaViolation(ValueError):
 
 _DRAFT_07: Final = "http://json-schema.org/draft-07/schema#"
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
-#: The dialects the bundled documents are written in (each says so in C{$schema}).
-_DIALECTS: Final[Mapping[str, type[Validator]]] = {
-    _DRAFT_07: Draft7Validator,
-    _DRAFT_2020_12: Draft202012Validator,
+#: The dialects the bundled documents are written in (each says so in C{$schema}), and
+#: jsonschema's class of each.
+_DIALECT_NAMES: Final[Mapping[str, str]] = {
+    _DRAFT_07: "Draft7Validator",
+    _DRAFT_2020_12: "Draft202012Validator",
 }
 
 
@@ -218,10 +219,17 @@ def _owners(defs: Mapping[str, Any]) -> dict[int, str]:
 @cache
 def _compiled(source: SchemaSource, strict: bool) -> _Compiled:
     document = strict_schema(source) if strict else load_schema(source)
+    # Deferred: jsonschema and referencing (2-3 MB) load at the first document compiled, not
+    # in a daemon that has validated nothing yet.
+    import jsonschema
+    from referencing import Registry
+    from referencing.jsonschema import specification_with
+
     dialect = str(document.get("$schema"))
-    cls = _DIALECTS.get(dialect)
-    if cls is None:
+    name = _DIALECT_NAMES.get(dialect)
+    if name is None:
         raise ValueError(f"the {source} schema names an unexpected $schema: {dialect!r}")
+    cls: type[Validator] = getattr(jsonschema, name)
     # Checked once per document (which covers every definition in it), never per instance.
     cls.check_schema(document)
     uri = document.get("$id") or f"urn:mcpx:schema:{source.value}"

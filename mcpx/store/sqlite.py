@@ -6,7 +6,12 @@ SQLite through L{twisted.enterprise.adbapi}: every query runs on the pool's sing
 so the reactor never waits on the disk and writes happen in the order they were asked for.
 
 The file holds what users typed in answer to servers, so it is created readable by its
-owner only, before SQLite first opens it.  Its schema is versioned with SQLite's
+owner only, before SQLite first opens it.
+
+SQLite itself (the C{sqlite3} module and its library, about 2 MB of a daemon's memory) is
+loaded only once there is something in the file: at L{SQLiteRecords.open} when an earlier
+daemon left records in it, else at the first record put.  Until then the file is empty, and
+reading it gives nothing.  Its schema is versioned with SQLite's
 C{user_version}: version 1 is the question table of earlier releases (it had no principal
 column; a file of that version is migrated in place, the principal read from each
 question's C{owner}), version 2 adds the principal column and the task table.
@@ -16,8 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.enterprise import adbapi
 from twisted.internet.defer import Deferred, fail, succeed
@@ -32,6 +36,9 @@ from mcpx.store.records import (
     StoreClosed,
     checked_kind,
 )
+
+if TYPE_CHECKING:
+    import sqlite3
 
 #: The schema version this module writes.
 SCHEMA_VERSION = 2
@@ -62,13 +69,15 @@ class SQLiteRecords:
         self.path = path
         self._reactor = reactor
         self._pool: adbapi.ConnectionPool | None = None
+        # Between open and close; the pool (and SQLite) may still be to come.
+        self._open = False
 
     def describe(self) -> str:
         return self.path
 
     def open(self) -> Deferred[None]:
         """Create the file (mode 0600) and its tables if they do not exist yet."""
-        if self._pool is not None:
+        if self._open:
             return succeed(None)
         try:
             directory = os.path.dirname(self.path)
@@ -77,8 +86,18 @@ class SQLiteRecords:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
             # An existing file keeps its old mode through os.open; tighten it too.
             os.chmod(self.path, 0o600)
+            empty = os.path.getsize(self.path) == 0
         except OSError as e:
             return fail(e)
+        self._open = True
+        if empty:
+            # Nothing to read: SQLite waits for the first record (see the module's doc).
+            return succeed(None)
+        self._connect()
+        return self._interact(_migrate)
+
+    def _connect(self) -> None:
+        # adbapi imports sqlite3 here, by name.
         self._pool = adbapi.ConnectionPool(  # type: ignore[no-untyped-call]
             "sqlite3",
             self.path,
@@ -87,38 +106,65 @@ class SQLiteRecords:
             cp_max=1,
             cp_reactor=self._reactor,
         )
-        return self._interact(_migrate)
+
+    @property
+    def _waiting(self) -> bool:
+        """Open on a file still empty: nothing to read, SQLite not loaded yet."""
+        return self._open and self._pool is None
 
     def close(self) -> Deferred[None]:
+        self._open = False
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()  # type: ignore[no-untyped-call]
         return succeed(None)
 
     def put(self, kind: Kind, record: Record) -> Deferred[None]:
-        return self._interact(_put, checked_kind(kind), record)
+        kind = checked_kind(kind)
+        if self._waiting:
+            self._connect()
+            # One interaction, so it stays in order with the puts queued after it.
+            return self._interact(_migrate_then, _put, kind, record)
+        return self._interact(_put, kind, record)
 
     def put_if(self, kind: Kind, record: Record, state: str) -> Deferred[bool]:
-        return self._interact(_put_if, checked_kind(kind), record, state)
+        return self._read(False, _put_if, checked_kind(kind), record, state)
 
     def get(
         self, kind: Kind, record_id: str, principal: Principal = ANYONE
     ) -> Deferred[Record | None]:
-        return self._interact(_get, checked_kind(kind), record_id, principal)
+        return self._read(None, _get, checked_kind(kind), record_id, principal)
 
     def find(
         self, kind: Kind, *, principal: Principal = ANYONE, state: str | None = None
     ) -> Deferred[list[Record]]:
-        return self._interact(_find, checked_kind(kind), principal, state)
+        return self._read([], _find, checked_kind(kind), principal, state)
 
     def delete(self, kind: Kind, record_id: str) -> Deferred[None]:
-        return self._interact(_delete, checked_kind(kind), record_id)
+        return self._read(None, _delete, checked_kind(kind), record_id)
 
     def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
-        return self._interact(_prune, checked_kind(kind), finished_before, keep)
+        return self._read(0, _prune, checked_kind(kind), finished_before, keep)
+
+    def _read(self, nothing: Any, interaction: Any, *args: Any) -> Deferred[Any]:
+        """
+        Run C{interaction}; on a file still empty, answer C{nothing} without loading
+        SQLite, unless another store on the same file (another daemon, a test) has
+        written to it meanwhile.
+        """
+        if self._waiting:
+            try:
+                empty = os.path.getsize(self.path) == 0
+            except OSError as e:
+                return fail(e)
+            if empty:
+                return succeed(nothing)
+            self._connect()
+            return self._interact(_migrate_then, interaction, *args)
+        return self._interact(interaction, *args)
 
     def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
-        if self._pool is None:
+        if not self._open or self._pool is None:
             return fail(StoreClosed(self.path))
         result: Deferred[Any] = self._pool.runInteraction(  # type: ignore[no-untyped-call]
             interaction, *args
@@ -147,6 +193,12 @@ def _migrate(cursor: sqlite3.Cursor) -> None:
     for kind in sorted(KINDS):
         cursor.execute(_TABLE.format(kind=kind))
     cursor.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate_then(cursor: sqlite3.Cursor, interaction: Any, *args: Any) -> Any:
+    """The schema made current, then C{interaction}: the first use of a new file."""
+    _migrate(cursor)
+    return interaction(cursor, *args)
 
 
 def _owner_of(body: str) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 from attrs import field, frozen
@@ -293,12 +293,42 @@ def encode_json(value: Any) -> bytes:
         return _ascii_encoder.encode(value).encode("ascii")
 
 
+class EncodedResult(dict[str, Any]):
+    """
+    A result together with its own encoding (L{encode_json} of the same value), for a
+    result answered many times over unchanged (the server's cached lists).  It is the
+    result itself, so anything may read it as one; L{encode} writes the encoding in
+    place of encoding it again, which gives the same bytes.  Never modify one.
+
+    @ivar json: the encoding.
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        super().__init__(result)
+        self.json = encode_json(result)
+
+
 def encode(message: Message | Batch) -> bytes:
     """
     The compact UTF-8 JSON text of C{message}, without a trailing newline.
 
     Nothing is validated or copied: the params and results are written as they are.
     """
+    if type(message) is Response and type(message.result) is EncodedResult:
+        request_id = message.id
+        # An id that would force the whole message into ASCII escapes takes the long way.
+        if type(request_id) is int or (type(request_id) is str and request_id.isascii()):
+            return b"".join(
+                (
+                    b'{"jsonrpc":"2.0","id":',
+                    encode_json(request_id),
+                    b',"result":',
+                    message.result.json,
+                    b"}",
+                )
+            )
     return encode_json(message.to_json())
 
 

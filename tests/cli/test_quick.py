@@ -53,6 +53,10 @@ HEAVY = (
     *("http.client", "email", "ssl", "_ssl", "pathlib", "typing"),
 )
 
+#: What a plain call (no C{--json}, no C{--timeout}) does without as well: the json package
+#: imports re and enum (mcpx.cli.fastjson calls _json instead), and so does shlex.
+PLAIN_CALL_SPARES = ("json", "re", "enum", "shlex")
+
 
 class StringStream(io.StringIO):
     """A text stream that says whether it is a terminal."""
@@ -163,9 +167,9 @@ def environ(state_dir: str, modules_file: str) -> dict[str, str]:
     return env
 
 
-def heavy_modules(modules: set[str]) -> list[str]:
+def heavy_modules(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
     return sorted(
-        m for m in modules if any(m == heavy or m.startswith(heavy + ".") for heavy in HEAVY)
+        m for m in modules if any(m == name or m.startswith(name + ".") for name in heavy)
     )
 
 
@@ -324,6 +328,26 @@ class EntryPointTests(TestCase):
         """C{python -m mcpx call ...}."""
         words = ["call", "demo", "args", "n=3", "--json", "--timeout", "5s"]
         await self.check([sys.executable, "-X", "importtime", "-m", "mcpx", *words], self.env)
+
+    async def test_plain_call_without_json_package(self) -> None:
+        """
+        C{mcpx call SERVER TOOL key=value} imports neither the json package nor re: the
+        request and the answer go through the C{_json} accelerator alone.
+        """
+        argv = [sys.executable, "-X", "importtime", "-m", "mcpx", "call", "demo", "args", "n=3"]
+        child = spawn(argv, env=self.env, cwd=str(REPO))
+        self.addCleanup(kill_on_cleanup, child)
+        assert child.transport is not None
+        child.transport.closeStdin()
+        code = await child.ended(timeout=30)
+        err = child.text(2)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.fake.last_body("/v1/call")["arguments"], {"n": 3})
+        self.assertIn("n", child.text(1))
+        modules = imported(err)
+        self.assertIn("mcpx.cli.quick", modules)
+        self.assertIn("_json", modules)
+        self.assertEqual(heavy_modules(modules, (*HEAVY, *PLAIN_CALL_SPARES)), [])
 
     async def test_console_script(self) -> None:
         """The installed C{mcpx} script."""

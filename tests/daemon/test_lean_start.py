@@ -1,12 +1,13 @@
 """
 C{mcpx daemon} starts without the TLS machinery, and loads it when an C{https} server
-needs it.
+needs it; nor does an idle daemon hold what only an unconfigured feature uses.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -18,6 +19,27 @@ from tests.daemon.test_process import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import ChildProcess, kill_on_cleanup, reactor, spawn
 from tests.upstream.test_remote_faults import RoughServer, _pem_pair
+
+#: Run as C{python -c}: C{python -m mcpx} with its arguments, and on C{SIGUSR1} one line on
+#: stdout naming every module imported so far.
+_LISTING_MCPX = """
+import runpy, signal, sys
+
+def listing(signum, frame):
+    names = sorted(name for name, module in sys.modules.items() if module is not None)
+    sys.stdout.write("modules: " + " ".join(names) + "\\n")
+    sys.stdout.flush()
+
+signal.signal(signal.SIGUSR1, listing)
+sys.argv[0] = "mcpx"
+runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
+"""
+
+#: Packages an idle daemon with the default configuration has no use for: pyOpenSSL and
+#: cryptography (TLS listeners and https servers), PyJWT (the OAuth resource server),
+#: jsonschema and referencing (validation, loaded at the first schema checked), sqlite3
+#: (the question store, at the first question).
+_NOT_WHEN_IDLE = ("OpenSSL", "cryptography", "jwt", "jsonschema", "referencing", "sqlite3")
 
 
 def _maps_cryptography(pid: int) -> bool:
@@ -58,6 +80,35 @@ class LeanDaemonTests(TestCase):
         self.addCleanup(kill_on_cleanup, child)
         assert child.transport is not None
         return child, int(child.transport.pid)
+
+    async def test_idle_daemon_imports(self) -> None:
+        """
+        A daemon with the default configuration and one stdio server, answering on its
+        socket but not yet asked anything, has imported none of L{_NOT_WHEN_IDLE}.
+        """
+        config = Path(self.state_dir) / "config.json"
+        demo = {"command": sys.executable, "args": ["-m", "mcpx.demo"]}
+        config.write_text(json.dumps({"servers": {"demo": demo}}))
+        env = daemon_environ(self.state_dir, self.config_home)
+        env["MCPX_CONFIG"] = str(config)
+        argv = [sys.executable, "-c", _LISTING_MCPX, "daemon", "--daemon-listen", ""]
+        child = spawn(argv, env=env)
+        self.addCleanup(kill_on_cleanup, child)
+        await child.wait_for(rb"listening on unix socket")
+        client = TestClient(reactor, unix_socket=self.socket)
+        self.addCleanup(client.close)
+        response = await client.http.get("http://mcpx/health")
+        self.assertEqual(response.code, 200)
+        assert child.transport is not None
+        child.transport.signalProcess(signal.SIGUSR1)
+        line = await child.wait_for(rb"modules: [^\n]*\n", fd=1)
+        modules = set(line.decode().split()[1:])
+        # The listing is the daemon's own: its service and the reactor are in it.
+        self.assertIn("mcpx.daemon.service", modules)
+        self.assertIn("twisted.internet.epollreactor", modules)
+        loaded = sorted(name for name in modules if name.partition(".")[0] in _NOT_WHEN_IDLE)
+        self.assertEqual(loaded, [])
+        await self.stop(child)
 
     async def stop(self, child: ChildProcess) -> None:
         child.signal("TERM")

@@ -324,6 +324,16 @@ class FastAcceptorTests(SynchronousTestCase):
         self.assertTrue(fast_acceptor(BY_NAME["call_tool"].input_schema), "the hot op is covered")
         self.assertGreater(covered, 1)
 
+    def test_every_input_schema_compiles(self) -> None:
+        """
+        Every op's input schema is a valid 2020-12 schema (checked when it is first compiled,
+        which is no longer at import).
+        """
+        for op in OPS:
+            Draft202012Validator.check_schema(op.input_schema)
+            self.assertIs(op.validator, op.validator, op.name)
+            self.assertIsInstance(op.validator, Draft202012Validator)
+
     def test_a_refusal_still_names_the_field(self) -> None:
         """Input the quick check does not vouch for goes through jsonschema's full message."""
         error = self.assertRaises(

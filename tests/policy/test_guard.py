@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.questions.caller import Caller
+from mcpx.settings.servers import Scope, ServersConfig, StdioServer
 from tests.policy.fakes import InnerPool, configured
 
 
@@ -93,6 +94,26 @@ class InputTests(SynchronousTestCase):
         inner.catalogue = [dict(tool) for tool in inner.catalogue]
         self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "c"})))
         self.assertIsNot(guard._indexes["notes", ""].checks["add_note"], checks)
+
+    def test_compiled_once_for_every_client_of_a_shared_server(self) -> None:
+        """
+        Calls from many clients (each 2026-07-28 request is one) to a shared server's tool
+        check against one compiled schema; a C{client}-scoped server's are each client's.
+        """
+        inner = InnerPool(configured(notes={}))
+        guard = GuardedPool(inner)
+        for n in range(3):
+            call = guard.call_tool("notes", "add_note", {"text": "a"}, client=f"http/request-{n}")
+            self.successResultOf(run(call))
+        self.assertEqual(list(guard._indexes), [("notes", "")])
+        shared = configured(notes={})
+        notes = StdioServer("notes", "python3", scope=Scope.CLIENT)
+        scoped = ServersConfig({"notes": notes}, "test", policies=shared.policies)
+        guard = GuardedPool(InnerPool(scoped))
+        for client in ("a", "b"):
+            call = guard.call_tool("notes", "add_note", {"text": "a"}, client=client)
+            self.successResultOf(run(call))
+        self.assertEqual(sorted(guard._indexes), [("notes", "a"), ("notes", "b")])
 
 
 class OutputTests(SynchronousTestCase):

@@ -61,6 +61,24 @@ class QuestionStoreTests(TestCase):
         await self.opened()
         self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o600)
 
+    async def test_sqlite_waits_for_the_first_question(self) -> None:
+        """
+        A new store's file stays empty (SQLite has not opened it) and loads as nothing
+        until a question is saved; then that question loads, also in a store opened
+        afterwards on the same file.
+        """
+        store = await self.opened()
+        self.assertEqual(await store.load(), [])
+        self.assertEqual(await store.prune(100.0), 0)
+        self.assertEqual(os.path.getsize(self.path), 0)
+        await store.save(question("q_1", 1.0))
+        await store.save(question("q_2", 2.0))
+        self.assertGreater(os.path.getsize(self.path), 0)
+        self.assertEqual([q.id for q in await store.load()], ["q_1", "q_2"])
+        await store.close()
+        again = await self.opened()
+        self.assertEqual([q.id for q in await again.load()], ["q_1", "q_2"])
+
     async def test_existing_file_mode_tightened(self) -> None:
         """An existing database file open to others is made owner-only on open."""
         os.makedirs(os.path.dirname(self.path))

@@ -1,0 +1,379 @@
+"""
+mcpx beside C{mcp-proxy}: two gateways in front of the same stdio upstream, in one run.
+
+The bundled demo (C{python -m mcpx.demo}, tool C{echo}) is reached four ways, by the same
+client where it is HTTP (L{keepalive_http}, one persistent TCP connection per call in
+flight, C{TCP_NODELAY}, the request bytes built once):
+
+  1. direct: mcpx's own upstream client spawns it and calls it over stdio;
+  2. C{mcp-proxy} (the Python SDK's Streamable HTTP server in front of a stdio client),
+     on loopback TCP, in a 2025-06-18 session, as it serves them;
+  3. mcpx C{/mcp} on loopback TCP, the demo passed through (C{mcp.passthrough}), so
+     C{tools/call echo} is the same request as for C{mcp-proxy}: a 2025-06-18 session;
+  4. the same in the 2026-07-28 era (no session; each request with its C{_meta}).
+
+Each way, C{tools/call echo} and C{tools/list}: N one after another, then N with C{-c} in
+flight, after a warm-up; with each gateway's CPU time per request (its own process, not
+the demo's) and how busy it was.  C{tools/list} answers differ in size: mcp-proxy lists the
+demo's tools; mcpx lists them and its own gateway tools (the sizes are printed).
+
+C{mcp-proxy} comes from the bench's own virtualenv (C{make bench-env} makes C{.venv-bench}
+with the pinned version), never the product's; C{--mcp-proxy PATH} names another.
+
+    .venv/bin/python bench/bench_gateways.py [--calls N] [--concurrency C] [--rounds R]
+
+With C{--rounds 2} or more, the two gateways' series are run in turn again (mcp-proxy, then
+mcpx, then mcp-proxy...), each round printed, so a burst of other work on the machine
+shows as a round that disagrees.  The figures are printed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench_call import (
+    DEMO_ARGV,
+    ECHO_ARGUMENTS,
+    REPO,
+    Daemon,
+    children_of,
+    close_all,
+    concurrent,
+    machine,
+    run_reactor,
+    section,
+    sequential,
+)
+from bench_mcp import Series, direct_series, measured, series_table
+from keepalive_http import KeepAliveClient, connect_tcp
+from twisted.internet.defer import Deferred, FirstError, TimeoutError
+
+LEGACY = "2025-06-18"
+MODERN = "2026-07-28"
+ACCEPT = "application/json, text/event-stream"
+HOST = "127.0.0.1"
+#: Seconds any one answer may take before the run is called failed.
+ANSWER_TIMEOUT = 30.0
+#: Where C{make bench-env} installs C{mcp-proxy}.
+BENCH_PROXY = REPO / ".venv-bench" / "bin" / "mcp-proxy"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench_gateways", "version": "0"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def post(port: int, body: dict[str, Any], headers: dict[str, str]) -> bytes:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: {HOST}:{port}",
+        f"Accept: {ACCEPT}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(data)}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + data
+
+
+def request_bytes(port: int, method: str, request_id: int, session: str | None) -> bytes:
+    """One C{tools/call echo} or C{tools/list}: in C{session}, or a 2026-07-28 request."""
+    params: dict[str, Any] = (
+        {"name": "echo", "arguments": ECHO_ARGUMENTS} if method == "tools/call" else {}
+    )
+    if session is not None:
+        headers = {"MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": session}
+    else:
+        params["_meta"] = MODERN_META
+        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+        if method == "tools/call":
+            headers["Mcp-Name"] = "echo"
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return post(port, body, headers)
+
+
+def open_session(port: int, deadline: float) -> str:
+    """C{initialize} a 2025-06-18 session and send C{notifications/initialized}; its id."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "bench_gateways", "version": "0"},
+        },
+    }
+    headers = {"Accept": ACCEPT, "Content-Type": "application/json"}
+    while True:
+        connection = http.client.HTTPConnection(HOST, port, timeout=30)
+        try:
+            connection.request("POST", "/mcp", json.dumps(initialize), headers)
+            answer = connection.getresponse()
+            text = answer.read()
+            session = answer.getheader("Mcp-Session-Id")
+            if answer.status != 200 or session is None:
+                raise RuntimeError(f"initialize answered {answer.status}: {text[:300]!r}")
+            headers.update({"Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY})
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            connection.request("POST", "/mcp", json.dumps(initialized), headers)
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status not in (200, 202):
+                raise RuntimeError(f"notifications/initialized answered {answer.status}")
+            return session
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        finally:
+            connection.close()
+
+
+def _result(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC result of a JSON answer, or of the one event of an SSE answer."""
+    text = body.decode()
+    if not text.lstrip().startswith("{"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    result: dict[str, Any] = json.loads(text)["result"]
+    return result
+
+
+def _ok(answer: tuple[int, bytes]) -> tuple[int, bytes]:
+    status, body = answer
+    if status != 200 or b'"result"' not in body:
+        raise RuntimeError(f"answered {status}: {body[:300]!r}")
+    return answer
+
+
+class Proxy:
+    """C{mcp-proxy} serving the demo on a loopback port."""
+
+    def __init__(self, executable: str) -> None:
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [executable, "--host", HOST, "--port", str(self.port), "--", *DEMO_ARGV],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            cwd=tempfile.gettempdir(),
+        )
+        self.pid = self.process.pid
+
+    def version(self, executable: str) -> str:
+        found = subprocess.run(
+            [executable, "--version"], check=False, capture_output=True, text=True
+        )
+        return (found.stdout or found.stderr).strip()
+
+    def stop(self) -> None:
+        # mcp-proxy leaves its stdio server running when it is stopped: end that too.
+        children = children_of(self.pid)
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for child in children:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGTERM)
+        self.log.close()
+
+
+async def gateway_series(
+    reactor: Any,
+    label: str,
+    pid: int,
+    port: int,
+    session: str | None,
+    *,
+    count: int,
+    width: int,
+    warm: int,
+) -> tuple[list[Series | str], int]:
+    """
+    C{tools/call echo} and C{tools/list}, sequential and C{width} in flight, each series on
+    connections of its own; the size of the list.  A series in which the gateway left a
+    request unanswered for L{ANSWER_TIMEOUT} is given as a sentence saying so, and the run
+    goes on with the next.
+    """
+    runs: list[Series | str] = []
+    listed = 0
+    for method in ("tools/call", "tools/list"):
+        for alone in (True, False):
+            name = f"{label} {method}, " + ("sequential" if alone else f"{width} in flight")
+            print(f"{name}...", file=sys.stderr, flush=True)
+            clients = [await connect_tcp(reactor, HOST, port) for _ in range(1 if alone else width)]
+            # Within a session no two requests in flight may share an id: one id per caller.
+            requests = [request_bytes(port, method, 1000 + i, session) for i in range(width)]
+            calls = [_caller(reactor, c, r) for c, r in zip(clients, requests, strict=False)]
+            try:
+                status, body = await _answer(reactor, clients[0], requests[0])
+                _check(label, method, status, body)
+                if method == "tools/list":
+                    listed = len(body)
+                await sequential("warm-up", calls[0], warm)
+                series = (
+                    partial(sequential, name, calls[0], count)
+                    if alone
+                    else partial(concurrent, name, calls, count)
+                )
+                runs.append(await measured(pid, series))
+            except (TimeoutError, FirstError) as e:
+                if isinstance(e, FirstError) and not e.subFailure.check(TimeoutError):
+                    raise
+                runs.append(f"{name}: a request was not answered within {ANSWER_TIMEOUT:.0f} s")
+            finally:
+                await close_all(reactor, clients)
+    return runs, listed
+
+
+def _answer(reactor: Any, client: KeepAliveClient, data: bytes) -> Deferred[tuple[int, bytes]]:
+    # A gateway that never answers fails its series instead of hanging the run.
+    return client.send(data).addTimeout(ANSWER_TIMEOUT, reactor)
+
+
+def _caller(reactor: Any, client: KeepAliveClient, data: bytes) -> Callable[[], Awaitable[object]]:
+    return lambda: _answer(reactor, client, data).addCallback(_ok)
+
+
+def _check(label: str, method: str, status: int, body: bytes) -> None:
+    """Read the first answer in full: the cheap per-call check relies on its shape."""
+    result = _result(body) if status == 200 else {}
+    if method == "tools/call" and result.get("content", [{}])[0].get("text") != "x":
+        raise RuntimeError(f"{label}: tools/call answered {status}: {body[:300]!r}")
+    if method == "tools/list" and not any(t.get("name") == "echo" for t in result.get("tools", ())):
+        raise RuntimeError(f"{label}: tools/list answered {status}: {body[:300]!r}")
+
+
+def per_cpu(run: Series | str) -> str:
+    if isinstance(run, str) or run.daemon_cpu is None:
+        return f"{'-':>7}"
+    return f"{len(run.latencies) / run.daemon_cpu:7.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per series (2000)")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (16)")
+    parser.add_argument("--warm", type=int, default=300, help="warm-up calls per series (300)")
+    parser.add_argument("--rounds", type=int, default=1, help="gateway rounds in turn (1)")
+    parser.add_argument("--mcp-proxy", default=str(BENCH_PROXY), help="(.venv-bench's)")
+    options = parser.parse_args()
+    count, width, warm = options.calls, options.concurrency, options.warm
+    executable = shutil.which(options.mcp_proxy) or options.mcp_proxy
+    if not Path(executable).exists():
+        raise SystemExit(f"no mcp-proxy at {executable}: `make bench-env` installs it")
+    started = time.perf_counter()
+    print(f"machine: {machine()}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"calls per series: {count}; in flight: {width}; warm-up {warm} per series; "
+        f"upstream: {' '.join(Path(a).name for a in DEMO_ARGV)}, tools/call echo {ECHO_ARGUMENTS}"
+    )
+    print(f"client: raw HTTP/1.1 keep-alive on loopback TCP (bench/keepalive_http.py), {ACCEPT}")
+
+    proxy = Proxy(executable)
+    daemon_port = free_port()
+    daemon = Daemon(
+        {"demo": DEMO_ARGV},
+        None,
+        listen=f"tcp:{daemon_port}:interface={HOST}",
+        env={"MCPX_MCP_PASSTHROUGH": "demo"},
+    )
+    results: list[tuple[str, list[Series | str], int]] = []
+
+    async def measure(reactor: Any) -> list[Series]:
+        print("direct...", file=sys.stderr, flush=True)
+        direct, _speaks = await direct_series(reactor, count, width, warm)
+        deadline = time.monotonic() + 30
+        proxy_session = open_session(proxy.port, deadline)
+        daemon_session = open_session(daemon_port, deadline)
+        ways = [
+            ("mcp-proxy", proxy.pid, proxy.port, proxy_session),
+            ("mcpx legacy", daemon.pid, daemon_port, daemon_session),
+            ("mcpx modern", daemon.pid, daemon_port, None),
+        ]
+        for _ in range(options.rounds):
+            for label, pid, port, session in ways:
+                runs, listed = await gateway_series(
+                    reactor, label, pid, port, session, count=count, width=width, warm=warm
+                )
+                results.append((label, runs, listed))
+        return direct
+
+    try:
+        direct = run_reactor(measure)
+    except (Exception, SystemExit) as e:
+        print(f"\nthe run failed: {e}")
+        return
+    finally:
+        version = proxy.version(executable)
+        proxy.stop()
+        daemon.stop()
+        daemon.remove()
+    print(f"mcp-proxy: {version} ({executable})")
+    ways = len(results) // options.rounds
+    for number in range(options.rounds):
+        found = results[number * ways : (number + 1) * ways]
+        title = f"round {number + 1} of {options.rounds}" if options.rounds > 1 else "the run"
+        with section(f"== {title} =="):
+            print(
+                "  columns: latency; calls/s; the gateway's CPU time per request (us), the "
+                "kernel's part of it, and how busy the gateway and the bench client were"
+            )
+            rows: list[Series | str] = []
+            for index in range(4):
+                rows += [direct[index], *(runs[index] for _, runs, _ in found)]
+            print(series_table([row for row in rows if not isinstance(row, str)]))
+            for row in rows:
+                if isinstance(row, str):
+                    print(f"  {row}")
+            print("  tools/list answer sizes: " + ", ".join(f"{n} {b} B" for n, _, b in found))
+            proxy_runs = found[0][1]
+            for label, runs, _ in found[1:]:
+                for index, what in ((0, "tools/call, sequential"), (1, "tools/call, in flight")):
+                    theirs, ours = proxy_runs[index], runs[index]
+                    if isinstance(theirs, str) or isinstance(ours, str):
+                        continue
+                    print(
+                        f"  {label} against mcp-proxy, {what}: p50 "
+                        f"x{theirs.p50 / ours.p50:.2f} faster, "
+                        f"calls/s x{ours.rate / theirs.rate:.2f}"
+                    )
+            print("  what one gateway CPU would sustain (16 in flight, per request's CPU time):")
+            for label, runs, _ in found:
+                print(
+                    f"    {label:<12} tools/call {per_cpu(runs[1])}/s   "
+                    f"tools/list {per_cpu(runs[3])}/s"
+                )
+    print(f"\nwhole run: {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()
