@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.store.test_records -*-
+# -*- test-case-name: tests.store.test_shared -*-
 """
 The one interface the daemon's durable records go through, whatever keeps them.
 
