@@ -213,8 +213,13 @@ class OAuthSettings:
         return shown
 
 
-def _reveal_all(values: Mapping[str, Secret]) -> dict[str, str]:
-    return {key: value.reveal() for key, value in values.items()}
+def _reveal_all(
+    values: Mapping[str, Secret], credentials: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """C{values} revealed, with the C{credentials} of a server's C{auth} over them."""
+    revealed = {key: value.reveal() for key, value in values.items()}
+    revealed.update(credentials or {})
+    return revealed
 
 
 def _redact_all(values: Mapping[str, Secret]) -> dict[str, str]:
@@ -264,10 +269,7 @@ class StdioServer:
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
-        added = _reveal_all(self.env)
-        if self.auth is not None:
-            added.update(self.auth.child_env())
-        return added
+        return _reveal_all(self.env, None if self.auth is None else self.auth.child_env())
 
     def redacted(self) -> dict[str, object]:
         """This server as config-file JSON, with every secret shown as C{***}."""
@@ -336,10 +338,7 @@ class RemoteServer:
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
-        sent = _reveal_all(self.headers)
-        if self.auth is not None:
-            sent.update(self.auth.http_headers())
-        return sent
+        return _reveal_all(self.headers, None if self.auth is None else self.auth.http_headers())
 
     def request_url(self) -> str:
         """The URL to send requests to, with a C{query} credential added."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 from attrs import field, frozen
@@ -272,6 +272,20 @@ def _parse_batch(items: list[Any], allow_batch: bool) -> Batch:
         except ProtocolError as e:
             invalid.append(e)
     return Batch(tuple(messages), tuple(invalid))
+
+
+def without_member(message: Mapping[str, Any], field: str, key: str) -> dict[str, Any]:
+    """
+    A copy of C{message} whose object C{field} (present) lacks C{key}; C{field} itself goes
+    when that leaves it empty, as a field nobody would send empty.
+    """
+    rest = {name: value for name, value in message[field].items() if name != key}
+    shown = dict(message)
+    if rest:
+        shown[field] = rest
+    else:
+        del shown[field]
+    return shown
 
 
 def encode_json(value: Any) -> bytes:
