@@ -245,6 +245,27 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def _with_common(
+    server: Server, shown: dict[str, object], tls: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """C{shown}, a server's own fields, followed by those every kind of server has."""
+    if server.auth is not None:
+        shown["auth"] = server.auth.redacted()
+    shown["scope"] = server.scope.value
+    if tls is not None:
+        shown["tls"] = tls
+    if server.warm:
+        shown["warm"] = 1
+    if server.tool_prefix:
+        shown["toolPrefix"] = server.tool_prefix
+    return shown
+
+
+def _server_repr(server: Server) -> str:
+    """A server's repr, as its config-file JSON with every secret shown as C{***}."""
+    return f"{type(server).__name__}({server.name!r}, {server.redacted()!r})"
+
+
 @frozen(repr=False)
 class StdioServer:
     """
@@ -280,17 +301,9 @@ class StdioServer:
         }
         if self.cwd is not None:
             shown["cwd"] = self.cwd
-        if self.auth is not None:
-            shown["auth"] = self.auth.redacted()
-        shown["scope"] = self.scope.value
-        if self.warm:
-            shown["warm"] = 1
-        if self.tool_prefix:
-            shown["toolPrefix"] = self.tool_prefix
-        return shown
+        return _with_common(self, shown)
 
-    def __repr__(self) -> str:
-        return f"StdioServer({self.name!r}, {self.redacted()!r})"
+    __repr__ = _server_repr
 
 
 @frozen
@@ -355,19 +368,9 @@ class RemoteServer:
             "url": redact_url(self.url),
             "headers": _redact_all(self.headers),
         }
-        if self.auth is not None:
-            shown["auth"] = self.auth.redacted()
-        shown["scope"] = self.scope.value
-        if self.tls is not None:
-            shown["tls"] = self.tls.shown()
-        if self.warm:
-            shown["warm"] = 1
-        if self.tool_prefix:
-            shown["toolPrefix"] = self.tool_prefix
-        return shown
+        return _with_common(self, shown, None if self.tls is None else self.tls.shown())
 
-    def __repr__(self) -> str:
-        return f"RemoteServer({self.name!r}, {self.redacted()!r})"
+    __repr__ = _server_repr
 
 
 Server: TypeAlias = StdioServer | RemoteServer
