@@ -21,7 +21,7 @@ from twisted.python.failure import Failure
 
 T = TypeVar("T")
 
-__all__ = ["Once"]
+__all__ = ["Once", "Waiters"]
 
 
 class Once(Generic[T]):
@@ -90,3 +90,36 @@ class Once(Generic[T]):
             waiter.errback(outcome)
         else:
             waiter.callback(outcome)  # type: ignore[arg-type]
+
+
+class Waiters(Generic[T]):
+    """
+    The parties waiting for the next time something happens (a task ends, a call has
+    news), each on a Deferred of its own: L{fire} tells those waiting then, and only them;
+    one that cancels is forgotten at once.
+    """
+
+    __slots__ = ("_waiting",)
+
+    def __init__(self) -> None:
+        self._waiting: list[Deferred[T]] = []
+
+    def __bool__(self) -> bool:
+        """Whether anyone is waiting."""
+        return bool(self._waiting)
+
+    def wait(self) -> Deferred[T]:
+        """A fresh Deferred that fires at the next L{fire}; cancel it to stop waiting."""
+        waiter: Deferred[T] = Deferred(self._forget)
+        self._waiting.append(waiter)
+        return waiter
+
+    def _forget(self, waiter: Deferred[T]) -> None:
+        with suppress(ValueError):
+            self._waiting.remove(waiter)
+
+    def fire(self, value: T) -> None:
+        """Tell everyone waiting now C{value}; later waiters wait for the next time."""
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            waiter.callback(value)

@@ -35,6 +35,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
 from mcpx.store.writes import Writes
 
@@ -133,7 +134,7 @@ class Task:
     message: str | None = None
     #: How many times the store has told of it (1: it was just made).
     changes: int = 0
-    _done: list[Deferred[Task]] = field(factory=list, repr=False)
+    _done: Waiters[Task] = field(factory=Waiters, repr=False, eq=False)
 
     def summary(self) -> dict[str, Any]:
         """What C{GET /v1/tasks} lists of it: its state, never its result."""
@@ -423,22 +424,13 @@ class TaskStore:
         if task.id in self._tasks:
             self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
         self._changed(task)
-        done, task._done = task._done, []
-        for waiter in done:
-            waiter.callback(task)
+        task._done.fire(task)
 
     def finished(self, task: Task) -> Deferred[Task]:
         """Fires with C{task} once it is over (at once if it is); cancel to stop waiting."""
         if task.status.terminal:
             return succeed(task)
-
-        def gone(waiter: Deferred[Task]) -> None:
-            if waiter in task._done:
-                task._done.remove(waiter)
-
-        waiter: Deferred[Task] = Deferred(gone)
-        task._done.append(waiter)
-        return waiter
+        return task._done.wait()
 
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
