@@ -1,5 +1,6 @@
 """
-One result that any number of parties may wait for.
+One result that any number of parties may wait for (L{Once}); the parties waiting for
+the next time something happens (L{Waiters}); the calls to make then (L{Calls}).
 
 Several parts of mcpx hand out "a fresh Deferred that fires when X has happened": a
 channel that is lost, a stream the server has answered, a listener that is bound, a
@@ -13,6 +14,7 @@ of mcpx.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Generic, TypeVar
 
@@ -21,7 +23,7 @@ from twisted.python.failure import Failure
 
 T = TypeVar("T")
 
-__all__ = ["Once", "Waiters"]
+__all__ = ["Calls", "Once", "Waiters"]
 
 
 class Once(Generic[T]):
@@ -123,3 +125,25 @@ class Waiters(Generic[T]):
         waiting, self._waiting = self._waiting, []
         for waiter in waiting:
             waiter.callback(value)
+
+
+class Calls:
+    """
+    Calls to make once, the next time something happens (a request ends, a stream
+    drains): L{run} makes those added so far, in order, and forgets them.
+    """
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], None]] = []
+
+    def add(self, call: Callable[[], None]) -> None:
+        """Have C{call} made at the next L{run}."""
+        self._calls.append(call)
+
+    def run(self) -> None:
+        """Make every call added so far; those added meanwhile wait for the next run."""
+        calls, self._calls = self._calls, []
+        for call in calls:
+            call()

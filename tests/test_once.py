@@ -1,4 +1,4 @@
-"""Results many may wait for: L{mcpx.once.Once} and L{mcpx.once.Waiters}."""
+"""Results many may wait for, and calls to make once: L{mcpx.once}."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.once import Once, Waiters
+from mcpx.once import Calls, Once, Waiters
 
 
 class OnceTests(SynchronousTestCase):
@@ -87,3 +87,18 @@ class WaitersTests(SynchronousTestCase):
         waiters.fire(7)
         self.assertEqual(self.successResultOf(kept), 7)
         self.assertFalse(waiters)
+
+
+class CallsTests(SynchronousTestCase):
+    def test_each_call_made_once_in_order(self) -> None:
+        """A run makes the calls added so far, in order; the next run makes only newer ones."""
+        made: list[str] = []
+        calls = Calls()
+        calls.add(lambda: made.append("first"))
+        calls.add(lambda: made.append("second"))
+        calls.run()
+        self.assertEqual(made, ["first", "second"])
+        calls.add(lambda: made.append("third"))
+        calls.run()
+        calls.run()
+        self.assertEqual(made, ["first", "second", "third"])
