@@ -1,5 +1,6 @@
 """
-One result that any number of parties may wait for.
+One result that any number of parties may wait for (L{Once}); the parties waiting for
+the next time something happens (L{Waiters}); the calls to make then (L{Calls}).
 
 Several parts of mcpx hand out "a fresh Deferred that fires when X has happened": a
 channel that is lost, a stream the server has answered, a listener that is bound, a
@@ -13,6 +14,7 @@ of mcpx.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Generic, TypeVar
 
@@ -21,7 +23,7 @@ from twisted.python.failure import Failure
 
 T = TypeVar("T")
 
-__all__ = ["Once"]
+__all__ = ["Calls", "Once", "Waiters"]
 
 
 class Once(Generic[T]):
@@ -90,3 +92,58 @@ class Once(Generic[T]):
             waiter.errback(outcome)
         else:
             waiter.callback(outcome)  # type: ignore[arg-type]
+
+
+class Waiters(Generic[T]):
+    """
+    The parties waiting for the next time something happens (a task ends, a call has
+    news), each on a Deferred of its own: L{fire} tells those waiting then, and only them;
+    one that cancels is forgotten at once.
+    """
+
+    __slots__ = ("_waiting",)
+
+    def __init__(self) -> None:
+        self._waiting: list[Deferred[T]] = []
+
+    def __bool__(self) -> bool:
+        """Whether anyone is waiting."""
+        return bool(self._waiting)
+
+    def wait(self) -> Deferred[T]:
+        """A fresh Deferred that fires at the next L{fire}; cancel it to stop waiting."""
+        waiter: Deferred[T] = Deferred(self._forget)
+        self._waiting.append(waiter)
+        return waiter
+
+    def _forget(self, waiter: Deferred[T]) -> None:
+        with suppress(ValueError):
+            self._waiting.remove(waiter)
+
+    def fire(self, value: T) -> None:
+        """Tell everyone waiting now C{value}; later waiters wait for the next time."""
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            waiter.callback(value)
+
+
+class Calls:
+    """
+    Calls to make once, the next time something happens (a request ends, a stream
+    drains): L{run} makes those added so far, in order, and forgets them.
+    """
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], None]] = []
+
+    def add(self, call: Callable[[], None]) -> None:
+        """Have C{call} made at the next L{run}."""
+        self._calls.append(call)
+
+    def run(self) -> None:
+        """Make every call added so far; those added meanwhile wait for the next run."""
+        calls, self._calls = self._calls, []
+        for call in calls:
+            call()

@@ -1,4 +1,4 @@
-"""A result many may wait for: L{mcpx.once.Once}."""
+"""Results many may wait for, and calls to make once: L{mcpx.once}."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.once import Once
+from mcpx.once import Calls, Once, Waiters
 
 
 class OnceTests(SynchronousTestCase):
@@ -61,3 +61,44 @@ class OnceTests(SynchronousTestCase):
         waiter = once.wait()
         work.errback(RuntimeError("boom"))
         self.failureResultOf(waiter, RuntimeError)
+
+
+class WaitersTests(SynchronousTestCase):
+    def test_fire_tells_only_those_waiting_then(self) -> None:
+        """Each waiter hears the next event once; one that comes later waits for the one after."""
+        waiters: Waiters[str] = Waiters()
+        first, second = waiters.wait(), waiters.wait()
+        self.assertTrue(waiters)
+        waiters.fire("one")
+        self.assertEqual(self.successResultOf(first), "one")
+        self.assertEqual(self.successResultOf(second), "one")
+        self.assertFalse(waiters)
+        later = waiters.wait()
+        self.assertNoResult(later)
+        waiters.fire("two")
+        self.assertEqual(self.successResultOf(later), "two")
+
+    def test_a_cancelled_waiter_is_forgotten(self) -> None:
+        """Cancelling stops that waiter alone, and the next event does not touch it."""
+        waiters: Waiters[int] = Waiters()
+        gone, kept = waiters.wait(), waiters.wait()
+        gone.cancel()
+        self.failureResultOf(gone, CancelledError)
+        waiters.fire(7)
+        self.assertEqual(self.successResultOf(kept), 7)
+        self.assertFalse(waiters)
+
+
+class CallsTests(SynchronousTestCase):
+    def test_each_call_made_once_in_order(self) -> None:
+        """A run makes the calls added so far, in order; the next run makes only newer ones."""
+        made: list[str] = []
+        calls = Calls()
+        calls.add(lambda: made.append("first"))
+        calls.add(lambda: made.append("second"))
+        calls.run()
+        self.assertEqual(made, ["first", "second"])
+        calls.add(lambda: made.append("third"))
+        calls.run()
+        calls.run()
+        self.assertEqual(made, ["first", "second", "third"])

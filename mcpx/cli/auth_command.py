@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from mcpx.cli.client import DaemonClient
-from mcpx.cli.commands import _echo_json, asks_the_daemon
+from mcpx.cli.commands import asks_the_daemon, echo_json
 from mcpx.ops import routes
 
 #: How long C{login} waits for the browser to come back, by default, in seconds.
@@ -122,7 +122,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
         routes.path("auth_finish", name=server), {"url": returned}, timeout=120.0
     )
     if as_json:
-        _echo_json(finished)
+        echo_json(finished)
         return
     state = finished.get("server", {})
     click.echo(f"signed in to {server} at {state.get('issuer', '?')}")
@@ -133,7 +133,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
     """Show each OAuth server's sign-in (never a token)."""
     answer = client.get(routes.path("auth_status"))
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     servers = answer.get("servers", [])
     if not servers:
@@ -158,7 +158,7 @@ def logout(client: DaemonClient, as_json: bool, server: str) -> None:
     with client.open("DELETE", routes.path("auth_logout", name=server)) as response:
         answer = response.json()
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     for warning in answer.get("warnings", []):
         click.echo(f"warning: {warning}", err=True)

@@ -142,36 +142,38 @@ class _Reader:
 
     def head(self) -> bytes:
         """The status line and headers, up to and without the blank line that ends them."""
-        searched = 0
-        while True:
-            end = self._buffer.find(b"\r\n\r\n", searched)
-            if end >= 0:
-                head, self._buffer = self._buffer[:end], self._buffer[end + 4 :]
-                return head
-            if len(self._buffer) > MAX_HEAD:
-                raise ProtocolError(f"the answer's headers are longer than {MAX_HEAD} bytes")
-            searched = max(0, len(self._buffer) - 3)
-            data = self._receive()
-            if not data:
-                if self._buffer:
-                    raise ProtocolError("the connection closed in the middle of the headers")
-                raise ProtocolError("the daemon closed the connection without answering")
-            self._buffer += data
+        return self._until(
+            b"\r\n\r\n",
+            f"the answer's headers are longer than {MAX_HEAD} bytes",
+            "the daemon closed the connection without answering",
+            "the connection closed in the middle of the headers",
+        )
 
     def line(self) -> bytes:
         """One CRLF-ended line (a chunk size or a trailer), without its line ending."""
+        closed = "the connection closed in the middle of a chunked body"
+        return self._until(
+            b"\r\n", f"a line of the chunked body is longer than {MAX_HEAD} bytes", closed, closed
+        )
+
+    def _until(self, end_mark: bytes, too_long: str, closed: str, closed_within: str) -> bytes:
+        """
+        What comes before C{end_mark}, which is consumed too; past C{MAX_HEAD} bytes without
+        it, C{too_long}; a close before anything arrived is C{closed}, one after
+        C{closed_within}.
+        """
         searched = 0
         while True:
-            end = self._buffer.find(b"\r\n", searched)
+            end = self._buffer.find(end_mark, searched)
             if end >= 0:
-                line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-                return line
+                found, self._buffer = self._buffer[:end], self._buffer[end + len(end_mark) :]
+                return found
             if len(self._buffer) > MAX_HEAD:
-                raise ProtocolError(f"a line of the chunked body is longer than {MAX_HEAD} bytes")
-            searched = max(0, len(self._buffer) - 1)
+                raise ProtocolError(too_long)
+            searched = max(0, len(self._buffer) - len(end_mark) + 1)
             data = self._receive()
             if not data:
-                raise ProtocolError("the connection closed in the middle of a chunked body")
+                raise ProtocolError(closed_within if self._buffer else closed)
             self._buffer += data
 
     def some(self, limit: int) -> bytes:

@@ -47,7 +47,14 @@ from mcpx.cli.client import (
 )
 from mcpx.cli.failures import CommandFailed, ask
 from mcpx.cli.remote import BadEndpoint, connect
-from mcpx.cli.render import describe_text, error_text, event_line, servers_text, tools_text
+from mcpx.cli.render import (
+    describe_text,
+    error_text,
+    event_line,
+    json_text,
+    servers_text,
+    tools_text,
+)
 from mcpx.ops import routes
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
@@ -91,8 +98,9 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
     return decorate
 
 
-def _echo_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+def echo_json(value: object) -> None:
+    """Print C{value} as C{--json} shows an answer."""
+    click.echo(json_text(value))
 
 
 @asks_the_daemon("servers")
@@ -100,7 +108,7 @@ def servers(client: DaemonClient, as_json: bool) -> None:
     """List the configured servers and their state."""
     answer = client.get(routes.path("list_servers"))
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(servers_text(answer), nl=False)
 
@@ -114,15 +122,22 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
         target(routes.path("list_tools"), server=server, search=search), timeout=120.0
     )
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     click.echo(tools_text(answer), nl=False)
-    # A server that could not be listed is left out of the table: say so, or it looks empty.
+    say_missing(answer, "tools")
+
+
+def say_missing(answer: object, kind: str) -> None:
+    """
+    Name on stderr each server whose C{kind} a listing's C{answer} lacks: one that could not
+    be listed is left out of the table, which would otherwise look empty.
+    """
     failures = answer.get("errors") if isinstance(answer, dict) else None
     for entry in failures if isinstance(failures, list) else ():
         if isinstance(entry, dict) and isinstance(entry.get("error"), dict):
             click.echo(
-                f"mcpx: the tools of {entry.get('server')} are missing: "
+                f"mcpx: the {kind} of {entry.get('server')} are missing: "
                 + error_text(entry["error"]),
                 err=True,
             )
@@ -135,7 +150,7 @@ def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> Non
     """Show a tool's description and arguments."""
     answer = client.get(routes.path("describe_tool", server=server, tool=tool), timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(describe_text(answer), nl=False)
 
@@ -221,7 +236,7 @@ def restart(client: DaemonClient, as_json: bool, server: str) -> None:
     """Restart SERVER's processes and connections."""
     answer = client.post(routes.path("restart_server", name=server), None, timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     status = answer.get("server") if isinstance(answer, dict) else None
     status = status if isinstance(status, dict) else {}
@@ -236,7 +251,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
     """Say whether a daemon is running, and which."""
     answer = client.health()
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     click.echo(
         f"mcpx {answer.get('version', '?')} daemon is running: pid {answer.get('pid', '?')}, "
@@ -344,7 +359,7 @@ def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
     except DaemonNotRunning:
         # Stopping what is stopped is done, as scripts want it.
         if as_json:
-            _echo_json({"stopped": False, "running": False})
+            echo_json({"stopped": False, "running": False})
         else:
             click.echo("no mcpx daemon is running")
         return
@@ -377,7 +392,7 @@ def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
             f"`kill -KILL {pid}` ends it at once"
         )
     if as_json:
-        _echo_json({"stopped": True, "pid": pid})
+        echo_json({"stopped": True, "pid": pid})
     else:
         click.echo(f"stopped the mcpx daemon (pid {pid})")
 
@@ -391,7 +406,7 @@ def reload(client: DaemonClient, as_json: bool) -> None:
     """
     answer = client.post(routes.path("reload"), {}, timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     echo_reloaded(answer)
 

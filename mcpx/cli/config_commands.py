@@ -48,6 +48,14 @@ from mcpx.settings.paths import config_location
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 
+#: The option of each command that edits the config file: reload a daemon running from it.
+reload_option = click.option(
+    "--reload/--no-reload",
+    default=True,
+    help="Reload a daemon running from the config file (the default).",
+)
+
+
 def fails_cleanly(function: _Function) -> _Function:
     """Print a L{CommandFailed} as C{mcpx: ...} and exit with its status."""
 
@@ -215,11 +223,7 @@ a daemon running from that file is reloaded (--no-reload leaves it).
     "--tool-prefix", metavar="PREFIX", help="Put PREFIX before its tools' names (toolPrefix)."
 )
 @click.option("--replace", is_flag=True, help="Replace a server of the same name.")
-@click.option(
-    "--reload/--no-reload",
-    default=True,
-    help="Reload a daemon running from this file (the default).",
-)
+@reload_option
 @fails_cleanly
 def add(
     *,
@@ -295,11 +299,7 @@ def _group_entry(document: ConfigDocument, group: str, name: str) -> str:
 
 @click.command("remove")
 @click.argument("name")
-@click.option(
-    "--reload/--no-reload",
-    default=True,
-    help="Reload a daemon running from this file (the default).",
-)
+@reload_option
 @fails_cleanly
 def remove(name: str, reload: bool) -> None:
     """Remove server NAME from the config file."""

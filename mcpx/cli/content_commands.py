@@ -9,19 +9,14 @@ The text is printed as text; C{--json} prints the upstream's own result.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from mcpx.cli.client import DaemonClient, target
-from mcpx.cli.commands import asks_the_daemon
-from mcpx.cli.render import error_text, first_line, table
+from mcpx.cli.commands import asks_the_daemon, echo_json, say_missing
+from mcpx.cli.render import first_line, table
 from mcpx.ops import routes
-
-
-def _echo_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _content_text(content: object) -> str:
@@ -90,7 +85,7 @@ def prompt(
     body = {"server": server, "name": name, "arguments": filled}
     answer = client.post(routes.path("get_prompt"), body, timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(prompt_text(answer), nl=False)
 
@@ -104,7 +99,7 @@ def read(client: DaemonClient, as_json: bool, server: str, uri: str) -> None:
         routes.path("read_resource"), {"server": server, "uri": uri}, timeout=120.0
     )
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(read_text(answer), nl=False)
 
@@ -179,27 +174,16 @@ def resources_text(answer: object) -> str:
     return "\n".join(parts)
 
 
-def _say_missing(answer: object, kind: str) -> None:
-    failures = answer.get("errors") if isinstance(answer, dict) else None
-    for entry in failures if isinstance(failures, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("error"), dict):
-            click.echo(
-                f"mcpx: the {kind} of {entry.get('server')} are missing: "
-                + error_text(entry["error"]),
-                err=True,
-            )
-
-
 @asks_the_daemon("prompts")
 @click.argument("server", required=False)
 def prompts(client: DaemonClient, as_json: bool, server: str | None) -> None:
     """List the prompts of every server, or of SERVER."""
     answer = client.get(target(routes.path("list_prompts"), server=server), timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     click.echo(prompts_text(answer), nl=False)
-    _say_missing(answer, "prompts")
+    say_missing(answer, "prompts")
 
 
 @asks_the_daemon("resources")
@@ -208,7 +192,7 @@ def resources(client: DaemonClient, as_json: bool, server: str | None) -> None:
     """List the resources and resource templates of every server, or of SERVER."""
     answer = client.get(target(routes.path("list_resources"), server=server), timeout=120.0)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     click.echo(resources_text(answer), nl=False)
-    _say_missing(answer, "resources")
+    say_missing(answer, "resources")

@@ -34,7 +34,7 @@ import click
 from mcpx.cli.client import DaemonClient, ensure_running, target
 from mcpx.cli.failures import CommandFailed, ask
 from mcpx.cli.remote import connect as connect_daemon
-from mcpx.cli.render import first_line, table
+from mcpx.cli.render import first_line, json_text, table
 from mcpx.ops import routes
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def elicit(
         elif answer is not None:
             answer_with(client, question_id, answer, as_json)
         elif as_json:
-            _echo_json(client.get(_question_path(question_id)))
+            click.echo(json_text(client.get(_question_path(question_id))))
         else:
             answer_interactively(client, question_id)
 
@@ -169,10 +169,6 @@ def _parse_answer(text: str) -> dict[str, Any]:
     return answer
 
 
-def _echo_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 def _question_path(question_id: str) -> str:
     return routes.path("get_question", id=question_id)
 
@@ -191,7 +187,7 @@ def list_questions(client: DaemonClient, as_json: bool, *, everything: bool) -> 
     """Print the pending questions (every kept one with C{everything})."""
     answer = client.get(target(routes.path("list_questions"), all="true" if everything else None))
     if as_json:
-        _echo_json(answer)
+        click.echo(json_text(answer))
         return
     click.echo(questions_text(answer, time.time(), everything=everything), nl=False)
 
@@ -289,7 +285,7 @@ def _accepting(question: Mapping[str, Any], answer: dict[str, Any]) -> dict[str,
 
 def _report(question: Mapping[str, Any], as_json: bool) -> None:
     if as_json:
-        _echo_json(question)
+        click.echo(json_text(question))
         return
     state = question.get("state", "answered")
     click.echo(f"{question.get('id', '?')}: {state}, {question.get('server', '?')} has its answer")

@@ -17,12 +17,8 @@ from typing import Any, BinaryIO
 import click
 
 from mcpx.cli.client import DaemonClient
-from mcpx.cli.commands import asks_the_daemon
+from mcpx.cli.commands import asks_the_daemon, echo_json
 from mcpx.ops import routes
-
-
-def _echo_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _artifact_lines(artifacts: Any) -> list[str]:
@@ -50,7 +46,7 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
     # The run's own bound is the daemon's; wait for it rather than a quick request's.
     answer = client.post(routes.path("exec"), body, timeout=None)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     output = answer.get("output", "")
     if output:
@@ -81,7 +77,7 @@ def list_artifacts(client: DaemonClient, as_json: bool) -> None:
     """List the files your runs left."""
     answer = client.get(routes.path("list_artifacts"))
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
         return
     lines = _artifact_lines(answer.get("artifacts"))
     click.echo("\n".join(lines) if lines else "no artifacts")
@@ -123,7 +119,7 @@ def read_artifact(
             body["length"] = wanted
         answer = client.post(routes.path("read_artifact"), body)
         if as_json:
-            _echo_json(answer)
+            echo_json(answer)
             return
         [content] = answer["contents"]
         output.write(base64.b64decode(content["blob"]))

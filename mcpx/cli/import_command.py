@@ -19,6 +19,7 @@ from mcpx.cli.config_commands import (
     fails_cleanly,
     local_only,
     open_config,
+    reload_option,
     save,
 )
 from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, CommandFailed
@@ -53,11 +54,7 @@ the daemon reads.  Every change is noted on stderr.
     help="What ${workspaceFolder} stands for.",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
-@click.option(
-    "--reload/--no-reload",
-    default=True,
-    help="Reload a daemon running from the config file (the default).",
-)
+@reload_option
 @fails_cleanly
 def import_command(
     *,

@@ -38,6 +38,11 @@ _EXTENSIONS = {
 }
 
 
+def json_text(value: object) -> str:
+    """C{value} as indented JSON, the way every command's C{--json} shows an answer."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """Left-aligned columns, two spaces apart, the last one unpadded."""
     body = [list(headers), *([str(cell) for cell in row] for row in rows)]

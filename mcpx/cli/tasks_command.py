@@ -10,7 +10,6 @@ exit statuses: 0 for a result, 1 for a tool's error result, a failed or cancelle
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from typing import Any, Final
 import click
 
 from mcpx.cli.client import DaemonClient, segment
-from mcpx.cli.commands import asks_the_daemon
+from mcpx.cli.commands import asks_the_daemon, echo_json
 from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import MediaDirectory, content_text, error_text, first_line, table
 from mcpx.ops import routes
@@ -29,10 +28,6 @@ TERMINAL: Final = frozenset(("completed", "failed", "cancelled"))
 
 #: Seconds between two polls of C{mcpx tasks wait} unless told otherwise.
 POLL_INTERVAL: Final = 0.5
-
-
-def _echo_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def tasks_text(answer: Mapping[str, Any], now: float) -> str:
@@ -63,7 +58,7 @@ def tasks_text(answer: Mapping[str, Any], now: float) -> str:
 def _show_outcome(task: Mapping[str, Any], as_json: bool) -> None:
     """Print a task as it stands; exit 1 when it is over without a good result."""
     if as_json:
-        _echo_json(task)
+        echo_json(task)
     status = task.get("status")
     result = task.get("result")
     error = task.get("error")
@@ -105,7 +100,7 @@ def list_tasks(client: DaemonClient, as_json: bool, server: str | None, state: s
     )
     answer = client.get(routes.path("list_tasks") + (f"?{query}" if query else ""))
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(tasks_text(answer, time.time()), nl=False)
 
@@ -166,7 +161,7 @@ def cancel(client: DaemonClient, as_json: bool, task_id: str) -> None:
     """Cancel TASK, and the upstream request it waits on."""
     answer = client.post(routes.path("cancel_task", id=task_id), None)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(f"task {answer.get('id', task_id)} cancelled")
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from attrs import define, field
 
+from mcpx.once import Calls
 from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot
 from mcpx.pool.instances import Instances
@@ -47,16 +48,14 @@ class NobodysRequest:
 
     id: str
     deadline: Deadline
-    _on_end: list[Callable[[], None]] = field(factory=list)
+    _on_end: Calls = field(factory=Calls)
 
     def on_end(self, withdraw: Callable[[], None]) -> None:
         """Have C{withdraw} called when the request ends."""
-        self._on_end.append(withdraw)
+        self._on_end.add(withdraw)
 
     def ended(self) -> None:
-        withdrawals, self._on_end = self._on_end, []
-        for withdraw in withdrawals:
-            withdraw()
+        self._on_end.run()
 
 
 class Attribution:

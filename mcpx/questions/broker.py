@@ -22,10 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from attrs import define, field
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.logger import Logger, LogLevel
-from twisted.python.failure import Failure
+from twisted.logger import Logger
 
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import (
@@ -40,6 +39,7 @@ from mcpx.questions.record import (
     new_question_id,
 )
 from mcpx.questions.store import QuestionStore
+from mcpx.store.writes import Writes
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -89,7 +89,7 @@ class Broker:
     _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
     _pruning: IDelayedCall | None = field(default=None, init=False)
-    _saving: set[Deferred[None]] = field(factory=set, init=False)
+    _saving: Writes = field(factory=Writes, init=False)
     _closing: bool = field(default=False, init=False)
 
     def start(self) -> Deferred[None]:
@@ -151,8 +151,7 @@ class Broker:
         for timer in timers:
             if timer.active():
                 timer.cancel()
-        # Each save already ends in an errback that logs, so this only waits.
-        await gatherResults(list(self._saving), consumeErrors=True)
+        await self._saving.settled()
         if self._store is not None:
             store, self._store = self._store, None
             # Nothing is saved after this: the store is gone, and so is the daemon.
@@ -405,7 +404,7 @@ class Broker:
             elif oldest is None or question.finished < oldest:
                 oldest = question.finished
         if self._store is not None:
-            self._track(self._store.prune(horizon), "prune the question store")
+            self._saving.track(self._store.prune(horizon), "prune the question store")
         if oldest is not None:
             # At least a second apart: float rounding must not spin this on one instant.
             delay = max(oldest + self.keep - now, 1.0)
@@ -427,19 +426,7 @@ class Broker:
 
     def _save(self, question: Question) -> None:
         if self._store is not None:
-            self._track(self._store.save(question), "save question " + question.id)
-
-    def _track(self, pending: Deferred[Any], what: str) -> None:
-        """Keep C{pending} until it ends, so L{stop} can wait for it; log its failure."""
-
-        def failed(failure: Failure) -> None:
-            log.failure("Could not {what}", failure, level=LogLevel.error, what=what)
-
-        def done(_: object) -> None:
-            self._saving.discard(pending)
-
-        self._saving.add(pending)
-        pending.addErrback(failed).addBoth(done)
+            self._saving.track(self._store.save(question), "save question " + question.id)
 
 
 def _elicitation_answer(

@@ -30,9 +30,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
+
+from attrs import frozen
 
 #: Where the CPython-mode runs' own files live, in the state directory.
 EXEC_DIRECTORY: Final = "exec"
@@ -214,28 +216,32 @@ def namespace():
 '''
 
 
-def client_module(
-    *,
-    socket: str,
-    run: str,
-    key: str,
-    servers: Sequence[str],
-    out: str,
-    inputs: Mapping[str, Any],
-) -> str:
+@frozen
+class RunClient:
+    """What a run's C{mcpx_client} module is made with: where and as whom it calls back."""
+
+    socket: str
+    run: str
+    key: str
+    servers: tuple[str, ...]
+    out: str
+    inputs: Mapping[str, Any]
+
+
+def client_module(client: RunClient) -> str:
     """The source of the run's C{mcpx_client} module."""
     constants = "".join(
         f"{name} = {value!r}\n"
         for name, value in (
-            ("SOCKET", socket),
-            ("RUN", run),
-            ("KEY", key),
-            ("SERVERS", tuple(servers)),
-            ("OUT", out),
+            ("SOCKET", client.socket),
+            ("RUN", client.run),
+            ("KEY", client.key),
+            ("SERVERS", client.servers),
+            ("OUT", client.out),
         )
     )
     # JSON, not repr: the inputs come from the caller and are data.
-    inputs_line = f"INPUTS = json.loads({json.dumps(json.dumps(dict(inputs)))})\n"
+    inputs_line = f"INPUTS = json.loads({json.dumps(json.dumps(dict(client.inputs)))})\n"
     return (
         '"""mcpx\'s client for one run (generated)."""\nimport json\n'
         + constants
@@ -244,25 +250,12 @@ def client_module(
     )
 
 
-def prepare(
-    run_dir: Path,
-    *,
-    program: str,
-    socket: str,
-    run: str,
-    key: str,
-    servers: Sequence[str],
-    out: str,
-    inputs: Mapping[str, Any],
-) -> tuple[str, str]:
+def prepare(run_dir: Path, program: str, client: RunClient) -> tuple[str, str]:
     """Write the run's files; the paths of its main module and of its program."""
     run_dir.mkdir(parents=True, mode=0o700)
     main = run_dir / "_mcpx_main.py"
     main.write_text(MAIN, encoding="utf-8")
-    (run_dir / "mcpx_client.py").write_text(
-        client_module(socket=socket, run=run, key=key, servers=servers, out=out, inputs=inputs),
-        encoding="utf-8",
-    )
+    (run_dir / "mcpx_client.py").write_text(client_module(client), encoding="utf-8")
     source = run_dir / "program.py"
     source.write_text(program, encoding="utf-8")
     return str(main), str(source)

@@ -557,13 +557,15 @@ class Scripts:
             out = str(run.run_dir / "out")
         main, source = cpython.prepare(
             run.run_dir,
-            program=program,
-            socket=self.socket,
-            run=run.id,
-            key=run.key,
-            servers=[status.name for status in pool.status()] if pool is not None else [],
-            out=out,
-            inputs=inputs,
+            program,
+            cpython.RunClient(
+                socket=self.socket,
+                run=run.id,
+                key=run.key,
+                servers=tuple(status.name for status in pool.status()) if pool is not None else (),
+                out=out,
+                inputs=inputs,
+            ),
         )
         Path(out).mkdir(parents=True, exist_ok=True, mode=0o700)
         limits = run.limits

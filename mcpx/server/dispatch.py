@@ -519,57 +519,43 @@ class McpServer:
                 )
         return await self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
 
+    def _serving(self, conn: Conn) -> PassThrough | Surface:
+        """What serves C{conn}'s prompts and resources: its pass-through, else the surface."""
+        passthrough = self.passthrough_for(conn)
+        return self.surface if passthrough is None else passthrough
+
     async def _list_prompts(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            return self._page("prompts/list", await passthrough.prompts(context), params)
-        return self._page("prompts/list", await self.surface.prompts(context), params)
+        return self._page("prompts/list", await self._serving(conn).prompts(context), params)
 
     async def _get_prompt(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            return await passthrough.get_prompt(context, params, on_log=on_log)
-        return await self.surface.get_prompt(context, params, on_log=on_log)
+        return await self._serving(conn).get_prompt(context, params, on_log=on_log)
 
     async def _list_resources(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            return self._page("resources/list", await passthrough.resources(context), params)
-        return self._page("resources/list", await self.surface.resources(context), params)
+        return self._page("resources/list", await self._serving(conn).resources(context), params)
 
     async def _list_templates(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            items = await passthrough.templates(context)
-        else:
-            items = await self.surface.templates(context)
+        items = await self._serving(conn).templates(context)
         return self._page("resources/templates/list", items, params)
 
     async def _read_resource(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            return await passthrough.read_resource(context, params, on_log=on_log)
-        return await self.surface.read_resource(context, params, on_log=on_log)
+        return await self._serving(conn).read_resource(context, params, on_log=on_log)
 
     async def _complete(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        passthrough = self.passthrough_for(conn)
-        if passthrough is not None:
-            return await passthrough.complete(context, params)
-        return await self.surface.complete(context, params)
+        return await self._serving(conn).complete(context, params)
 
     async def _set_level(
         self, conn: Conn, context: Context, params: dict[str, Any]

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
+from mcpx.once import Calls
+
 
 @implementer(IPushProducer)
 class Flow:
@@ -30,16 +32,14 @@ class Flow:
     def __init__(self) -> None:
         self.paused = False
         self.stopped = False
-        self._waiting: list[Callable[[], None]] = []
+        self._waiting = Calls()
 
     def when_resumed(self, callback: Callable[[], None]) -> None:
         """Call C{callback} once, when the stream drains (or ends)."""
-        self._waiting.append(callback)
+        self._waiting.add(callback)
 
     def _release(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        for callback in waiting:
-            callback()
+        self._waiting.run()
 
     def pauseProducing(self) -> None:
         self.paused = True

@@ -26,7 +26,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
-from mcpx.once import Once
+from mcpx.once import Once, Waiters
 from mcpx.questions.caller import ClientUnreachable
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
@@ -122,7 +122,7 @@ class ResumableCall:
         self.abandoned: str | None = None
         self._clock = clock
         self._asked: dict[str, _Asked] = {}
-        self._watchers: list[Deferred[None]] = []
+        self._watchers: Waiters[None] = Waiters()
         self._wake_call: IDelayedCall | None = None
         self._outcome: object = None
         self._done = False
@@ -188,20 +188,11 @@ class ResumableCall:
         """Fires when the call has finished or has questions for the client."""
         if self._done or self._asked:
             return succeed(None)
-
-        def gone(watcher: Deferred[None]) -> None:
-            if watcher in self._watchers:
-                self._watchers.remove(watcher)
-
-        watcher: Deferred[None] = Deferred(gone)
-        self._watchers.append(watcher)
-        return watcher
+        return self._watchers.wait()
 
     def _wake(self) -> None:
         self._wake_call = None
-        watchers, self._watchers = self._watchers, []
-        for watcher in watchers:
-            watcher.callback(None)
+        self._watchers.fire(None)
 
     def asking(self) -> dict[str, dict[str, Any]]:
         """The questions waiting for the client, as C{inputRequests}."""

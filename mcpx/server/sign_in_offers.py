@@ -35,6 +35,7 @@ from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.settings.servers import RemoteServer
 from mcpx.spec.matrix import notification_in
 from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError, may_emit
+from mcpx.wire.messages import without_member
 
 log = Logger()
 
@@ -195,12 +196,7 @@ def _without_our_answer(params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     if type(responses) is not dict or INPUT_KEY not in responses:
         return params, False
     ours = responses[INPUT_KEY]
-    rest = {key: value for key, value in responses.items() if key != INPUT_KEY}
-    params = dict(params)
-    if rest:
-        params["inputResponses"] = rest
-    else:
-        del params["inputResponses"]
+    params = without_member(params, "inputResponses", INPUT_KEY)
     action = ours.get("action") if type(ours) is dict else None
     return params, action in ("decline", "cancel")
 

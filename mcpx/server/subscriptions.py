@@ -98,13 +98,11 @@ class Subscriptions:
     async def subscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        uri = _uri_of(conn, params, "resources/subscribe")
-        try:
-            server, upstream = await self._owner(conn, context, uri)
-        except UnknownName:
+        uri, key = await self._key(conn, context, params, "resources/subscribe")
+        if key is None:
             self._surface.warn(None, f"no updates will be delivered for {uri}: no server owns it")
             return {}
-        key = (server, context.identity, upstream)
+        server, _, upstream = key
         bare = not uris.is_mcpx(uri)
         if key in conn.subscriptions:
             self._watchers[key][conn].add(bare)
@@ -136,18 +134,24 @@ class Subscriptions:
     async def unsubscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        uri = _uri_of(conn, params, "resources/unsubscribe")
-        try:
-            server, upstream = await self._owner(conn, context, uri)
-        except UnknownName:
-            return {}
-        key = (server, context.identity, upstream)
-        if key in conn.subscriptions:
+        uri, key = await self._key(conn, context, params, "resources/unsubscribe")
+        if key is not None and key in conn.subscriptions:
             named = self._watchers[key][conn]
             named.discard(not uris.is_mcpx(uri))
             if not named:
                 self._unwatch(conn, key)
         return {}
+
+    async def _key(
+        self, conn: Conn, context: Context, params: dict[str, Any], method: str
+    ) -> tuple[str, _Key | None]:
+        """The URI C{params} name, and what its subscription is kept under (C{None}: no owner)."""
+        uri = _uri_of(conn, params, method)
+        try:
+            server, upstream = await self._owner(conn, context, uri)
+        except UnknownName:
+            return uri, None
+        return uri, (server, context.identity, upstream)
 
     async def subscribe_uri(self, conn: Conn, context: Context, uri: str) -> bool:
         """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 from attrs import frozen
 
@@ -21,6 +22,8 @@ from mcpx.settings.errors import SettingsError, unknown_name
 from mcpx.settings.paths import PATH_ENV
 from mcpx.spec.policy import ConflictPolicy, PolicyError
 from mcpx.spec.revision import Revision
+
+_T = TypeVar("_T")
 
 
 class SourceKind(enum.Enum):
@@ -110,7 +113,7 @@ class Settings:
         """C{spec.precedence} completed, with C{spec.first} and C{spec.lenient} applied."""
         return self._policy
 
-    def _typed(self, name: str, kind: type) -> object:
+    def _typed(self, name: str, kind: type[_T]) -> _T:
         value = self.value(name)
         if not isinstance(value, kind):
             raise TypeError(f"setting {name!r} is a {BY_NAME[name].kind.value}")
@@ -118,31 +121,21 @@ class Settings:
 
     def duration(self, name: str) -> float:
         """A duration setting, in seconds."""
-        value = self._typed(name, float)
-        assert isinstance(value, float)
-        return value
+        return self._typed(name, float)
 
     def integer(self, name: str) -> int:
-        value = self._typed(name, int)
-        assert isinstance(value, int)
-        return value
+        return self._typed(name, int)
 
     def boolean(self, name: str) -> bool:
-        value = self._typed(name, bool)
-        assert isinstance(value, bool)
-        return value
+        return self._typed(name, bool)
 
     def string(self, name: str) -> str:
         """A string or choice setting."""
-        value = self._typed(name, str)
-        assert isinstance(value, str)
-        return value
+        return self._typed(name, str)
 
     def strings(self, name: str) -> tuple[str, ...]:
         """A string-list or endpoint-list setting."""
-        value = self._typed(name, tuple)
-        assert isinstance(value, tuple)
-        return tuple(str(item) for item in value)
+        return tuple(str(item) for item in self._typed(name, tuple))
 
     def with_file(self, config: ConfigFile) -> Settings:
         """

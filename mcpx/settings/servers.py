@@ -213,8 +213,13 @@ class OAuthSettings:
         return shown
 
 
-def _reveal_all(values: Mapping[str, Secret]) -> dict[str, str]:
-    return {key: value.reveal() for key, value in values.items()}
+def _reveal_all(
+    values: Mapping[str, Secret], credentials: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """C{values} revealed, with the C{credentials} of a server's C{auth} over them."""
+    revealed = {key: value.reveal() for key, value in values.items()}
+    revealed.update(credentials or {})
+    return revealed
 
 
 def _redact_all(values: Mapping[str, Secret]) -> dict[str, str]:
@@ -238,6 +243,27 @@ def redact_url(url: str) -> str:
         if item
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _with_common(
+    server: Server, shown: dict[str, object], tls: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """C{shown}, a server's own fields, followed by those every kind of server has."""
+    if server.auth is not None:
+        shown["auth"] = server.auth.redacted()
+    shown["scope"] = server.scope.value
+    if tls is not None:
+        shown["tls"] = tls
+    if server.warm:
+        shown["warm"] = 1
+    if server.tool_prefix:
+        shown["toolPrefix"] = server.tool_prefix
+    return shown
+
+
+def _server_repr(server: Server) -> str:
+    """A server's repr, as its config-file JSON with every secret shown as C{***}."""
+    return f"{type(server).__name__}({server.name!r}, {server.redacted()!r})"
 
 
 @frozen(repr=False)
@@ -264,10 +290,7 @@ class StdioServer:
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
-        added = _reveal_all(self.env)
-        if self.auth is not None:
-            added.update(self.auth.child_env())
-        return added
+        return _reveal_all(self.env, None if self.auth is None else self.auth.child_env())
 
     def redacted(self) -> dict[str, object]:
         """This server as config-file JSON, with every secret shown as C{***}."""
@@ -278,17 +301,9 @@ class StdioServer:
         }
         if self.cwd is not None:
             shown["cwd"] = self.cwd
-        if self.auth is not None:
-            shown["auth"] = self.auth.redacted()
-        shown["scope"] = self.scope.value
-        if self.warm:
-            shown["warm"] = 1
-        if self.tool_prefix:
-            shown["toolPrefix"] = self.tool_prefix
-        return shown
+        return _with_common(self, shown)
 
-    def __repr__(self) -> str:
-        return f"StdioServer({self.name!r}, {self.redacted()!r})"
+    __repr__ = _server_repr
 
 
 @frozen
@@ -336,10 +351,7 @@ class RemoteServer:
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
-        sent = _reveal_all(self.headers)
-        if self.auth is not None:
-            sent.update(self.auth.http_headers())
-        return sent
+        return _reveal_all(self.headers, None if self.auth is None else self.auth.http_headers())
 
     def request_url(self) -> str:
         """The URL to send requests to, with a C{query} credential added."""
@@ -356,19 +368,9 @@ class RemoteServer:
             "url": redact_url(self.url),
             "headers": _redact_all(self.headers),
         }
-        if self.auth is not None:
-            shown["auth"] = self.auth.redacted()
-        shown["scope"] = self.scope.value
-        if self.tls is not None:
-            shown["tls"] = self.tls.shown()
-        if self.warm:
-            shown["warm"] = 1
-        if self.tool_prefix:
-            shown["toolPrefix"] = self.tool_prefix
-        return shown
+        return _with_common(self, shown, None if self.tls is None else self.tls.shown())
 
-    def __repr__(self) -> str:
-        return f"RemoteServer({self.name!r}, {self.redacted()!r})"
+    __repr__ = _server_repr
 
 
 Server: TypeAlias = StdioServer | RemoteServer

@@ -30,12 +30,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 from attrs import define, field
-from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.logger import Logger, LogLevel
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
+from mcpx.store.writes import Writes
 
 log = Logger()
 
@@ -132,7 +134,7 @@ class Task:
     message: str | None = None
     #: How many times the store has told of it (1: it was just made).
     changes: int = 0
-    _done: list[Deferred[Task]] = field(factory=list, repr=False)
+    _done: Waiters[Task] = field(factory=Waiters, repr=False, eq=False)
 
     def summary(self) -> dict[str, Any]:
         """What C{GET /v1/tasks} lists of it: its state, never its result."""
@@ -195,7 +197,7 @@ class TaskStore:
     #: The shared store each task is also written to (C{store.url}), so other daemons can
     #: read it (L{stored}); C{None} keeps tasks in this daemon's memory alone.
     records: RecordStore | None = None
-    _saving: set[Deferred[Any]] = field(factory=set, init=False)
+    _saving: Writes = field(factory=Writes, init=False)
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
@@ -363,7 +365,7 @@ class TaskStore:
     def _changed(self, task: Task) -> None:
         task.changes += 1
         if self.records is not None:
-            self._track(self.records.put(TASKS, _task_record(task)), "save task " + task.id)
+            self._saving.track(self.records.put(TASKS, _task_record(task)), "save task " + task.id)
         for told in tuple(self.on_change):
             try:
                 told(task)
@@ -422,28 +424,19 @@ class TaskStore:
         if task.id in self._tasks:
             self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
         self._changed(task)
-        done, task._done = task._done, []
-        for waiter in done:
-            waiter.callback(task)
+        task._done.fire(task)
 
     def finished(self, task: Task) -> Deferred[Task]:
         """Fires with C{task} once it is over (at once if it is); cancel to stop waiting."""
         if task.status.terminal:
             return succeed(task)
-
-        def gone(waiter: Deferred[Task]) -> None:
-            if waiter in task._done:
-                task._done.remove(waiter)
-
-        waiter: Deferred[Task] = Deferred(gone)
-        task._done.append(waiter)
-        return waiter
+        return task._done.wait()
 
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
         task = self._tasks.pop(task_id, None)
         if self.records is not None:
-            self._track(self.records.delete(TASKS, task_id), "forget task " + task_id)
+            self._saving.track(self.records.delete(TASKS, task_id), "forget task " + task_id)
         if len(self._tasks) < self.limit:
             self._full = False
         if task is None or task.client is None:
@@ -515,19 +508,7 @@ class TaskStore:
 
     def saved(self) -> Deferred[None]:
         """Fires once the writes to the shared store under way now have ended."""
-        return gatherResults(list(self._saving), consumeErrors=True).addCallback(lambda _: None)
-
-    def _track(self, pending: Deferred[Any], what: str) -> None:
-        """Keep C{pending} until it ends (L{saved} waits for it); log its failure."""
-
-        def failed(failure: Failure) -> None:
-            log.failure("Could not {what}", failure, level=LogLevel.error, what=what)
-
-        def done(_: object) -> None:
-            self._saving.discard(pending)
-
-        self._saving.add(pending)
-        pending.addErrback(failed).addBoth(done)
+        return self._saving.settled()
 
     def tasks(
         self,

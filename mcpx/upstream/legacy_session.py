@@ -24,7 +24,7 @@ from mcpx.upstream.records import (
     ServerDeclaration,
     UpstreamError,
 )
-from mcpx.upstream.session import UpstreamSession
+from mcpx.upstream.session import UpstreamSession, tool_call_params
 from mcpx.upstream.tasks import (
     call_legacy_task,
     declares_tool_tasks,
@@ -185,11 +185,12 @@ class LegacySession(UpstreamSession):
         if declares_tool_tasks(self.capabilities):
             support = await self.task_support_of(name, timeout)
             if runs_as_task(support, bool(getattr(caller, "wants_task", False))):
-                params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
-                if meta:
-                    params["_meta"] = dict(meta)
                 return await call_legacy_task(
-                    self, params, timeout=timeout, caller=caller, watch=self.watch_task
+                    self,
+                    tool_call_params(name, arguments, meta),
+                    timeout=timeout,
+                    caller=caller,
+                    watch=self.watch_task,
                 )
         return await UpstreamSession.call_tool(
             self,

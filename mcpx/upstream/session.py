@@ -69,6 +69,16 @@ __all__ = [
 MAX_PAGES = 1000
 
 
+def tool_call_params(
+    name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The params of a C{tools/call} of tool C{name}."""
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+    if meta:
+        params["_meta"] = dict(meta)
+    return params
+
+
 @define(eq=False)
 class UpstreamSession:
     """
@@ -376,11 +386,12 @@ class UpstreamSession:
         resolve_inputs: bool = True,
         caller: CallerToken | None = None,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
-        if meta:
-            params["_meta"] = dict(meta)
         return await self.call(
-            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, caller=caller
+            "tools/call",
+            tool_call_params(name, arguments, meta),
+            timeout=timeout,
+            resolve_inputs=resolve_inputs,
+            caller=caller,
         )
 
     async def get_prompt(

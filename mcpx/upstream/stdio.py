@@ -423,9 +423,7 @@ class StdioChannel:
             "upstream {server} exited but left processes in its group; sending them SIGTERM",
             server=self.name,
         )
-        groups.signal(pid, signal.SIGTERM, leader=False)
-        self._group_step = "TERM"
-        self._group_deadline = self._clock.seconds() + self._grace
+        self._signal_group(groups, pid, signal.SIGTERM, "TERM")
         self._group_timer = self._clock.callLater(GROUP_POLL, self._check_group)
 
     def _check_group(self) -> None:
@@ -447,10 +445,14 @@ class StdioChannel:
                 server=self.name,
                 grace=self._grace,
             )
-            groups.signal(pid, signal.SIGKILL, leader=False)
-            self._group_step = "KILL"
-            self._group_deadline = self._clock.seconds() + self._grace
+            self._signal_group(groups, pid, signal.SIGKILL, "KILL")
         self._group_timer = self._clock.callLater(GROUP_POLL, self._check_group)
+
+    def _signal_group(self, groups: ProcessGroups, pid: int, number: int, step: str) -> None:
+        """Send the group's processes but its leader C{number}; C{step} lasts the grace period."""
+        groups.signal(pid, number, leader=False)
+        self._group_step = step
+        self._group_deadline = self._clock.seconds() + self._grace
 
     def _group_gone(self) -> None:
         assert self._groups is not None

@@ -37,6 +37,7 @@ from twisted.logger import Logger
 from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import without_member
 
 log = Logger()
 
@@ -149,13 +150,7 @@ def without_related_task(message: Mapping[str, Any]) -> dict[str, Any]:
     meta = message.get("_meta")
     if not isinstance(meta, Mapping) or RELATED_TASK not in meta:
         return message if isinstance(message, dict) else dict(message)
-    rest = {k: v for k, v in meta.items() if k != RELATED_TASK}
-    shown = dict(message)
-    if rest:
-        shown["_meta"] = rest
-    else:
-        del shown["_meta"]
-    return shown
+    return without_member(message, "_meta", RELATED_TASK)
 
 
 class UpstreamTaskEnded(RpcError):

@@ -274,6 +274,20 @@ def _parse_batch(items: list[Any], allow_batch: bool) -> Batch:
     return Batch(tuple(messages), tuple(invalid))
 
 
+def without_member(message: Mapping[str, Any], field: str, key: str) -> dict[str, Any]:
+    """
+    A copy of C{message} whose object C{field} (present) lacks C{key}; C{field} itself goes
+    when that leaves it empty, as a field nobody would send empty.
+    """
+    rest = {name: value for name, value in message[field].items() if name != key}
+    shown = dict(message)
+    if rest:
+        shown[field] = rest
+    else:
+        del shown[field]
+    return shown
+
+
 def encode_json(value: Any) -> bytes:
     """
     Encode any JSON value compactly as UTF-8.

@@ -484,13 +484,18 @@ class RpcPeer:
         elif answering:
             self._write(self._reply(request, outcome))
         elif isinstance(outcome, Failure) and not isinstance(outcome.value, CancelledError):
-            self.log.failure(
-                "{peer}: handler for {method} (id {id}) failed after it was cancelled",
-                outcome,
-                peer=self.name,
-                method=request.method,
-                id=request.id,
-            )
+            self._handler_failed(request, outcome, " after it was cancelled")
+
+    def _handler_failed(self, request: Request, failure: Failure | None, when: str = "") -> None:
+        """Log that the handler of C{request} failed (with no C{failure}: the one being handled)."""
+        self.log.failure(
+            "{peer}: handler for {method} (id {id}) failed{when}",
+            failure,
+            peer=self.name,
+            method=request.method,
+            id=request.id,
+            when=when,
+        )
 
     def _answer(self, request: Request, reply: bytes, batch: BatchReply | None) -> None:
         if batch is None:
@@ -519,13 +524,7 @@ class RpcPeer:
             if isinstance(error, CancelledError):
                 error = RpcError.internal_error("Request cancelled")
             else:
-                self.log.failure(
-                    "{peer}: handler for {method} (id {id}) failed",
-                    failure,
-                    peer=self.name,
-                    method=request.method,
-                    id=request.id,
-                )
+                self._handler_failed(request, failure)
                 # The peer learns only that it failed: exception text may hold secrets.
                 error = RpcError.internal_error()
         return encode(ErrorResponse(request.id, error))
