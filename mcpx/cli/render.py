@@ -40,7 +40,7 @@ _EXTENSIONS = {
 
 def json_text(value: object) -> str:
     """C{value} as indented JSON, the way every command's C{--json} shows an answer."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return fastjson.dumps(value, indent=2, ensure_ascii=False)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
