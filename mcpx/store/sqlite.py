@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IReactorCore
 from mcpx.store.records import (
     ANYONE,
     KINDS,
+    Heard,
     Kind,
     Principal,
     Record,
@@ -116,6 +117,18 @@ class SQLiteRecords:
 
     def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
         return self._interact(_prune, checked_kind(kind), finished_before, keep)
+
+    def listen(self, heard: Heard) -> None:
+        # One daemon has the file: nobody else writes to tell it of.
+        return None
+
+    def beat(self, daemon: str, now: float) -> Deferred[None]:
+        return succeed(None)
+
+    def alive(self, since: float) -> Deferred[set[str]]:
+        # No other daemon shares the file; this one's questions of an earlier run are
+        # nobody's now.
+        return succeed(set())
 
     def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
         if self._pool is None:

@@ -133,5 +133,13 @@ class LeanImportTests(SynchronousTestCase):
         ).stdout
         self.assertEqual(
             out.strip(),
-            str(["mcpx.store", "mcpx.store.config", "mcpx.store.records", "mcpx.store.sqlite"]),
+            str(
+                [
+                    "mcpx.store",
+                    "mcpx.store.config",
+                    "mcpx.store.heartbeat",
+                    "mcpx.store.records",
+                    "mcpx.store.sqlite",
+                ]
+            ),
         )
