@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 
 from attrs import define, field
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
@@ -76,14 +76,24 @@ class Heartbeat:
         return self._records.alive(self._clock.seconds() - self.timeout)
 
     def stop(self) -> Deferred[None]:
-        """Beat no more; fires once a beat under way has ended."""
+        """
+        Beat no more, and say so in the store (a daemon that stopped cleanly is not
+        waited for: its pending questions are orphans to the next daemon at once).
+        """
+        return Deferred.fromCoroutine(self._stop())
+
+    async def _stop(self) -> None:
         self._stopped = True
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
         beating, self._beating = self._beating, None
-        if beating is None:
-            return succeed(None)
-        follower: Deferred[None] = Deferred()
-        beating.addBoth(lambda _: follower.callback(None))
-        return follower
+        if beating is not None:
+            follower: Deferred[None] = Deferred()
+            beating.addBoth(lambda _: follower.callback(None))
+            await follower
+        try:
+            await self._records.depart(self.daemon)
+        except Exception:
+            # The store may be down: the beats then stop by themselves, and age out.
+            log.failure("Could not remove the heartbeat", level=LogLevel.warn)

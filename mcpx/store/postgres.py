@@ -235,6 +235,9 @@ class PostgresRecords:
     def beat(self, daemon: str, now: float) -> Deferred[None]:
         return self._run(_beat, daemon, now)
 
+    def depart(self, daemon: str) -> Deferred[None]:
+        return self._run(_depart, daemon)
+
     def alive(self, since: float) -> Deferred[set[str]]:
         return self._run(_alive, since)
 
@@ -498,6 +501,10 @@ def _beat(cursor: Cursor, daemon: str, now: float) -> None:
         "ON CONFLICT (id) DO UPDATE SET beat = EXCLUDED.beat",
         (daemon, now),
     )
+
+
+def _depart(cursor: Cursor, daemon: str) -> None:
+    cursor.execute("DELETE FROM mcpx_daemons WHERE id = %s", (daemon,))
 
 
 def _alive(cursor: Cursor, since: float) -> set[str]:

@@ -126,6 +126,9 @@ class RecordStore(Protocol):
     def beat(self, daemon: str, now: float) -> Deferred[None]:
         """Record that the daemon C{daemon} was alive at clock second C{now}."""
 
+    def depart(self, daemon: str) -> Deferred[None]:
+        """Forget C{daemon}'s beats: it stopped cleanly, and is dead from now on."""
+
     def alive(self, since: float) -> Deferred[set[str]]:
         """The daemons whose last L{beat} is at or after C{since}."""
 

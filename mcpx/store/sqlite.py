@@ -125,6 +125,9 @@ class SQLiteRecords:
     def beat(self, daemon: str, now: float) -> Deferred[None]:
         return succeed(None)
 
+    def depart(self, daemon: str) -> Deferred[None]:
+        return succeed(None)
+
     def alive(self, since: float) -> Deferred[set[str]]:
         # No other daemon shares the file; this one's questions of an earlier run are
         # nobody's now.

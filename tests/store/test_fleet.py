@@ -153,9 +153,9 @@ class FleetBrokerTests(TestCase):
             ttl=7200.0,
         )
         await dead.start()
-        abandoned, waiting = self.ask(dead)
-        waiting.addErrback(lambda _: None)
-        await dead.stop()
+        # Never stopped (as if killed): its last beat, an hour old, is all that is left.
+        self.addCleanup(dead.stop)
+        abandoned, _ = self.ask(dead)
         starting_clock = Clock()
         starting_clock.advance(START)
         starting, _ = await self.daemon("d_new", starting_clock)
