@@ -539,6 +539,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     )
     # A shared store (store.url) keeps tasks too, for every daemon to read.
     host.tasks.records = records_for_tasks
+    if heartbeat is not None:
+        host.tasks.daemon = heartbeat.daemon
+        # After each beat, the running tasks of daemons that stopped beating are failed.
+        heartbeat.watchers.append(host.tasks.fail_lost)
     journal: TaskJournal | None = None
     if settings is not None:
         # Tasks a previous daemon left running are reported failed, not unknown.

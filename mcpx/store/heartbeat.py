@@ -12,9 +12,11 @@ are expected to agree on the time within a few seconds (NTP).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from typing import Any
 
 from attrs import define, field
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
@@ -43,6 +45,8 @@ class Heartbeat:
     daemon: str
     every: float = field(default=EVERY, kw_only=True)
     timeout: float = field(default=TIMEOUT, kw_only=True)
+    #: Told, after each beat, which daemons are alive (to fail the dead ones' work).
+    watchers: list[Callable[[set[str]], Deferred[Any]]] = field(factory=list, kw_only=True)
     _timer: IDelayedCall | None = field(default=None, init=False)
     _beating: Deferred[None] | None = field(default=None, init=False)
     _stopped: bool = field(default=False, init=False)
@@ -50,8 +54,23 @@ class Heartbeat:
     def start(self) -> Deferred[None]:
         """Beat now (the Deferred fires once it is written), then every L{every} seconds."""
         first = self._records.beat(self.daemon, self._clock.seconds())
+        first.addCallback(lambda _: self._watch())
         first.addCallback(lambda _: self._schedule())
         return first
+
+    def _watch(self) -> Deferred[None] | None:
+        """Tell the watchers who is alive; fires once they are done."""
+        if not self.watchers:
+            return None
+
+        def tell(alive: set[str]) -> Deferred[Any]:
+            return gatherResults([watcher(alive) for watcher in self.watchers])
+
+        def failed(failure: Failure) -> None:
+            # A store restarting, say: the next beat looks again.
+            log.failure("Could not check the other daemons' work", failure, level=LogLevel.warn)
+
+        return self.alive().addCallback(tell).addCallbacks(lambda _: None, failed)
 
     def _schedule(self) -> None:
         if not self._stopped:
@@ -69,6 +88,7 @@ class Heartbeat:
             self._schedule()
 
         beating = self._records.beat(self.daemon, self._clock.seconds())
+        beating.addCallback(lambda _: self._watch())
         self._beating = beating.addErrback(failed).addBoth(done)
 
     def alive(self) -> Deferred[set[str]]:

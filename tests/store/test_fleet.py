@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.defer import Deferred, DeferredList, gatherResults
 from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
@@ -26,6 +26,7 @@ from mcpx.questions.record import ELICIT, Question, QuestionState
 from mcpx.questions.store import QuestionStore
 from mcpx.store.heartbeat import Heartbeat
 from mcpx.store.postgres import PostgresRecords
+from mcpx.tasks.store import TaskStore
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 FORM = {
@@ -184,3 +185,52 @@ class FleetBrokerTests(TestCase):
         await deferToThread(self.cluster.restart)
         await second.reply(asked.id, "accept", named("Ada"), by="cli")
         self.assertEqual(await answered, {"action": "accept", "content": {"name": "Ada"}})
+
+
+class LostDaemonTaskTests(TestCase):
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.cluster: PostgresCluster = shared_cluster()
+        self.url = self.cluster.url(self.cluster.database())
+
+    def records(self) -> PostgresRecords:
+        records = PostgresRecords(self.url, reactor, password=PASSWORD, threads=2)
+        self.addCleanup(records.close)
+        return records
+
+    async def daemon(self, name: str, at: float) -> tuple[TaskStore, Heartbeat]:
+        """A daemon's task store and heartbeat (not started), its clock at C{at}."""
+        clock = Clock()
+        clock.advance(at)
+        records = self.records()
+        await records.open()
+        tasks = TaskStore(clock, records=records, daemon=name)
+        heartbeat = Heartbeat(clock, records, name, watchers=[tasks.fail_lost])
+        self.addCleanup(tasks.close)
+        return tasks, heartbeat
+
+    async def test_dead_daemons_running_tasks_fail(self) -> None:
+        """
+        A task left running by a daemon that stopped beating (killed) is failed, with
+        that reason, by a daemon that beats after it; a live daemon's running task is
+        left running.
+        """
+        dead_tasks, dead_beat = await self.daemon("d_dead", START - 3600)
+        await dead_beat.start()
+        abandoned = dead_tasks.open("alice", server="demo", tool="slow")
+        live_tasks, live_beat = await self.daemon("d_live", START)
+        await live_beat.start()
+        self.addCleanup(live_beat.stop)
+        running = live_tasks.open("bob", server="demo", tool="slow")
+        await gatherResults([dead_tasks.saved(), live_tasks.saved()])
+        checker, checker_beat = await self.daemon("d_checker", START)
+        await checker_beat.start()
+        self.addCleanup(checker_beat.stop)
+        shown = await checker.stored(abandoned.id)
+        assert shown is not None
+        self.assertEqual((shown["status"], shown["error"]["code"]), ("failed", "daemon_lost"))
+        self.assertIn("d_dead", shown["error"]["message"])
+        kept = await checker.stored(running.id)
+        assert kept is not None
+        self.assertEqual(kept["status"], "working")
