@@ -109,6 +109,7 @@ class Broker:
         await self._store.open()
         alive: set[str] = set()
         if self._heartbeat is not None:
+            self._heartbeat.watchers.append(self._adopt_lost)
             await self._heartbeat.start()
             alive = await self._heartbeat.alive()
             alive.discard(self._heartbeat.daemon)
@@ -132,7 +133,7 @@ class Broker:
                     question.deadline = min(question.deadline, now + self.ttl)
                     changed = True
                 if changed:
-                    self._save(question)
+                    self._adopt(question)
                 self._questions[question.id] = question
                 if question.deadline > now:
                     self._arm(question, now)
@@ -145,6 +146,49 @@ class Broker:
         self._prune()
         # From now on what other daemons write is heard (a store of one daemon tells nothing).
         self._store.listen(self._heard)
+
+    def _adopt_lost(self, alive: set[str]) -> Deferred[None]:
+        """
+        Adopt the pending questions listed here whose daemon stopped beating: they become
+        orphans of this daemon, which keeps their deadlines from now on.  (Several daemons
+        may adopt one at once; it still ends only once.)
+        """
+        now = self._clock.seconds()
+        for question in list(self._questions.values()):
+            if not question.pending or not self._remote(question) or question.daemon in alive:
+                continue
+            log.info(
+                "adopted question {id}: its daemon {daemon} is gone",
+                id=question.id,
+                daemon=question.daemon,
+            )
+            question.orphaned = True
+            question.daemon = self.daemon
+            if question.route == ROUTE_CLIENT:
+                question.route = ROUTE_BROKER
+                question.deadline = min(question.deadline, now + self.ttl)
+            self._adopt(question)
+            self._arm(question, now)
+        return succeed(None)
+
+    def _adopt(self, question: Question) -> None:
+        """
+        Save C{question}, adopted by this daemon, only if it is still pending in the
+        store: if it ended meanwhile (its old daemon's deadline, an answer elsewhere),
+        that end is taken in instead.
+        """
+        store = self._store
+        if store is None:
+            return
+
+        def saved(won: bool) -> Deferred[None] | None:
+            if won:
+                return None
+            return store.get(question.id).addCallback(
+                lambda stored: None if stored is None else self._merge(stored)
+            )
+
+        self._track(store.save_if_pending(question).addCallback(saved), "adopt " + question.id)
 
     @property
     def daemon(self) -> str | None:

@@ -103,6 +103,8 @@ class Heartbeat:
         return Deferred.fromCoroutine(self._stop())
 
     async def _stop(self) -> None:
+        if self._stopped:
+            return
         self._stopped = True
         if self._timer is not None and self._timer.active():
             self._timer.cancel()

@@ -24,7 +24,7 @@ from twisted.trial.unittest import TestCase
 from mcpx.questions.broker import Broker, QuestionClosed
 from mcpx.questions.record import ELICIT, Question, QuestionState
 from mcpx.questions.store import QuestionStore
-from mcpx.store.heartbeat import Heartbeat
+from mcpx.store.heartbeat import EVERY, Heartbeat
 from mcpx.store.postgres import PostgresRecords
 from mcpx.tasks.store import TaskStore
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
@@ -151,7 +151,7 @@ class FleetBrokerTests(TestCase):
             dead_clock,
             store=QuestionStore(records=self.records()),
             heartbeat=Heartbeat(dead_clock, self.records(), "d_dead"),
-            ttl=7200.0,
+            ttl=3610.0,
         )
         await dead.start()
         # Never stopped (as if killed): its last beat, an hour old, is all that is left.
@@ -165,12 +165,31 @@ class FleetBrokerTests(TestCase):
         assert kept is not None and adopted is not None
         self.assertEqual((kept.orphaned, kept.daemon), (False, "d_live"))
         self.assertEqual((adopted.orphaned, adopted.daemon), (True, "d_new"))
-        starting_clock.advance(4000)
+        starting_clock.advance(11)
         self.assertTrue(kept.pending)
         self.assertEqual(adopted.state, QuestionState.EXPIRED)
         live_clock.advance(61)
         await until(lambda: not kept.pending, "the owner's expiry is heard")
         self.assertEqual((kept.state, kept.answered_by), (QuestionState.EXPIRED, "expiry"))
+
+    async def test_running_daemon_adopts_a_gone_daemons_questions(self) -> None:
+        """
+        A daemon listing another daemon's pending question adopts it once that daemon
+        is gone (here, stopped): at its next heartbeat the question becomes its orphan,
+        and it expires at its deadline there.
+        """
+        first, _ = await self.daemon("d_first")
+        second, clock = await self.daemon("d_second")
+        asked, _ = self.ask(first)
+        await until(lambda: second.get(asked.id) is not None, "the second daemon lists it")
+        await first.stop()
+        clock.advance(EVERY)
+        listed = second.get(asked.id)
+        assert listed is not None
+        await until(lambda: listed.orphaned, "the second daemon adopts it")
+        self.assertEqual(listed.daemon, "d_second")
+        clock.advance(60)
+        self.assertEqual(listed.state, QuestionState.EXPIRED)
 
     async def test_listening_survives_a_restart(self) -> None:
         """
