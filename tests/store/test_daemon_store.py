@@ -127,6 +127,28 @@ class DaemonOnPostgresTests(TestCase):
         for daemon in (first, second):
             self.assertEqual(daemon.log_lines("error") + daemon.log_lines("critical"), [])
 
+    async def test_call_resumes_after_postgres_restarted(self) -> None:
+        """
+        PostgreSQL restarted while a call on the first daemon waits for its question:
+        answered through the second daemon afterwards, the call still resumes (both
+        daemons reconnect, and the first listens again by itself).
+        """
+        first = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        second = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        call = spawn(
+            [sys.executable, "-m", "mcpx", "call", "demo", "ask"], env=first.env, cwd=str(REPO)
+        )
+        self.addCleanup(kill_on_cleanup, call)
+        pending = await second.wait_for_question("demo")
+        await deferToThread(self.cluster.restart)
+        answered = await second.mcpx("elicit", pending["id"], "--answer", '{"answer": "Ada"}')
+        self.assertEqual(answered.code, 0, answered)
+        self.assertEqual(await call.ended(timeout=30), 0, call.text())
+        self.assertIn("Ada", call.text(1))
+        self.assertEqual(await first.stop(), 0, first.log()[-4000:])
+        self.assertEqual(await second.stop(), 0, second.log()[-4000:])
+        self.assertIn(f"listening to {self.url} again", first.log())
+
     async def test_task_written_to_postgres(self) -> None:
         """
         A task started with C{POST /v1/call} (C{"task": true}) is a row in PostgreSQL,
