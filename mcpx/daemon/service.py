@@ -71,6 +71,7 @@ from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.store.config import StoreTarget, open_records
+from mcpx.store.heartbeat import Heartbeat, new_daemon_id
 from mcpx.store.records import RecordStore
 from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import IReactorUpstream, make_connector
@@ -415,6 +416,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     sampling: SamplingGuard | None = None
     # Tasks are written to a store only when it is shared (store.url).
     records_for_tasks: RecordStore | None = None
+    # A daemon sharing its store beats in it, under an id of its own for this run.
+    heartbeat: Heartbeat | None = None
     if settings is not None:
         records = open_records(
             config.store,
@@ -426,9 +429,11 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             # Else the SQLite file holds the questions; tasks stay in memory and the journal.
             _log.info("questions and tasks are kept in {store}", store=config.store.description)
             records_for_tasks = records
+            heartbeat = Heartbeat(clock, records, new_daemon_id())
         broker = Broker(
             clock,
             store=QuestionStore(records=records),
+            heartbeat=heartbeat,
             publish=publish,
             ttl=settings.duration("proto.brokerTimeout"),
             keep=settings.duration("proto.askTTL"),
@@ -534,6 +539,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     )
     # A shared store (store.url) keeps tasks too, for every daemon to read.
     host.tasks.records = records_for_tasks
+    if heartbeat is not None:
+        host.tasks.daemon = heartbeat.daemon
+        # After each beat, the running tasks of daemons that stopped beating are failed.
+        heartbeat.watchers.append(host.tasks.fail_lost)
     journal: TaskJournal | None = None
     if settings is not None:
         # Tasks a previous daemon left running are reported failed, not unknown.

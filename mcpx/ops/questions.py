@@ -49,7 +49,8 @@ def _closed_question(question: Question) -> OpError:
     return OpError(
         409,
         "question_closed",
-        f"question {question.id!r} is no longer pending: it was {how}, so this answer was "
+        f"question {question.id!r} is no longer pending: it was {how} before this answer "
+        "came (through this daemon or another one sharing its store), so this answer was "
         "not used; GET /v1/questions lists the pending ones",
     )
 
@@ -152,12 +153,13 @@ async def answer_question(host: OpHost, call: Invocation) -> dict[str, Any]:
                     field=name,
                 )
     try:
-        if action == "decline":
-            closed = broker.decline(question_id, by=by)
-        elif action == "cancel":
-            closed = broker.cancel(question_id, by=by)
-        else:
-            closed = broker.answer(question_id, _accepting(question, args), by=by)
+        # Ended in the store first: of two daemons answering it, the second is refused.
+        closed = await broker.reply(
+            question_id,
+            action,
+            _accepting(question, args) if action == "accept" else None,
+            by=by,
+        )
     except UnknownQuestion:
         raise _unknown_question(question_id) from None
     except QuestionClosed as e:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from attrs import define, field
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
@@ -39,6 +39,7 @@ from mcpx.questions.record import (
     new_question_id,
 )
 from mcpx.questions.store import QuestionStore
+from mcpx.store.heartbeat import Heartbeat
 from mcpx.store.writes import Writes
 from mcpx.wire.errors import RpcError
 
@@ -60,7 +61,7 @@ class UnknownQuestion(LookupError):
 
 
 class QuestionClosed(Exception):
-    """The question is not pending any more."""
+    """The question is not pending any more (perhaps ended through another daemon)."""
 
     def __init__(self, question: Question) -> None:
         super().__init__(f"question {question.id} is already {question.state.value}")
@@ -83,6 +84,9 @@ class Broker:
     _clock: IReactorTime
     _store: QuestionStore | None = field(default=None, kw_only=True)
     _publish: Publish | None = field(default=None, kw_only=True)
+    #: This daemon's heartbeat in a shared store: its id is written on each question it
+    #: asks, and the others' beats tell which pending questions have a live owner.
+    _heartbeat: Heartbeat | None = field(default=None, kw_only=True)
     ttl: float = field(default=120.0, kw_only=True)
     keep: float = field(default=900.0, kw_only=True)
     _questions: dict[str, Question] = field(factory=dict, init=False)
@@ -103,18 +107,33 @@ class Broker:
         if self._store is None:
             return
         await self._store.open()
+        alive: set[str] = set()
+        if self._heartbeat is not None:
+            self._heartbeat.watchers.append(self._adopt_lost)
+            await self._heartbeat.start()
+            alive = await self._heartbeat.alive()
+            alive.discard(self._heartbeat.daemon)
         loaded = await self._store.load()
         now = self._clock.seconds()
         overdue = []
         for question in loaded:
-            if question.pending:
+            if question.pending and question.daemon in alive:
+                # Another live daemon's call waits for it: listed and answerable here,
+                # but its deadline is its owner's to keep.
+                self._questions[question.id] = question
+            elif question.pending:
                 question.orphaned = True
+                # Adopted: its deadline is this daemon's to keep from now on.
+                changed = question.daemon != self.daemon
+                question.daemon = self.daemon
                 if question.route == ROUTE_CLIENT:
                     # The client it was put to is gone with the old daemon: only the
                     # broker can answer it now, within the broker's own deadline.
                     question.route = ROUTE_BROKER
                     question.deadline = min(question.deadline, now + self.ttl)
-                    self._save(question)
+                    changed = True
+                if changed:
+                    self._adopt(question)
                 self._questions[question.id] = question
                 if question.deadline > now:
                     self._arm(question, now)
@@ -125,6 +144,62 @@ class Broker:
         for question in overdue:
             self._finish(question, QuestionState.EXPIRED, "expiry")
         self._prune()
+        # From now on what other daemons write is heard (a store of one daemon tells nothing).
+        self._store.listen(self._heard)
+
+    def _adopt_lost(self, alive: set[str]) -> Deferred[None]:
+        """
+        Adopt the pending questions listed here whose daemon stopped beating: they become
+        orphans of this daemon, which keeps their deadlines from now on.  (Several daemons
+        may adopt one at once; it still ends only once.)
+        """
+        now = self._clock.seconds()
+        for question in list(self._questions.values()):
+            if not question.pending or not self._remote(question) or question.daemon in alive:
+                continue
+            log.info(
+                "adopted question {id}: its daemon {daemon} is gone",
+                id=question.id,
+                daemon=question.daemon,
+            )
+            question.orphaned = True
+            question.daemon = self.daemon
+            if question.route == ROUTE_CLIENT:
+                question.route = ROUTE_BROKER
+                question.deadline = min(question.deadline, now + self.ttl)
+            self._adopt(question)
+            self._arm(question, now)
+        return succeed(None)
+
+    def _adopt(self, question: Question) -> None:
+        """
+        Save C{question}, adopted by this daemon, only if it is still pending in the
+        store: if it ended meanwhile (its old daemon's deadline, an answer elsewhere),
+        that end is taken in instead.
+        """
+        store = self._store
+        if store is None:
+            return
+
+        def saved(won: bool) -> Deferred[None] | None:
+            if won:
+                return None
+            return store.get(question.id).addCallback(
+                lambda stored: None if stored is None else self._merge(stored)
+            )
+
+        self._saving.track(
+            store.save_if_pending(question).addCallback(saved), "adopt " + question.id
+        )
+
+    @property
+    def daemon(self) -> str | None:
+        """This daemon's id in the shared store, if it has one."""
+        return None if self._heartbeat is None else self._heartbeat.daemon
+
+    def _remote(self, question: Question) -> bool:
+        """Whether another (live) daemon's call waits for C{question}."""
+        return question.daemon is not None and question.daemon != self.daemon
 
     def closing(self) -> None:
         """
@@ -152,6 +227,8 @@ class Broker:
             if timer.active():
                 timer.cancel()
         await self._saving.settled()
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
         if self._store is not None:
             store, self._store = self._store, None
             # Nothing is saved after this: the store is gone, and so is the daemon.
@@ -201,6 +278,7 @@ class Broker:
             route=route,
             call_id=call_id,
             owner=owner,
+            daemon=self.daemon,
         )
         answered: Deferred[dict[str, Any]] = Deferred(lambda _: self._withdraw(question.id))
         self._questions[question.id] = question
@@ -209,6 +287,121 @@ class Broker:
         self._save(question)
         self._announce(question)
         return question, answered
+
+    def reply(
+        self, question_id: str, action: str, result: Mapping[str, Any] | None = None, *, by: str
+    ) -> Deferred[Question]:
+        """
+        End a pending question as a person asked (C{mcpx elicit}, C{/v1/questions}):
+        C{action} C{"accept"} with C{result} (as L{answer} takes it), C{"decline"} or
+        C{"cancel"}.
+
+        With a store, the question is ended there first, only if it is still pending
+        there (C{save_if_pending}): of two daemons answering one question, the second
+        fails with L{QuestionClosed}, and the question as the first ended it is listed.
+        The asker, on whichever daemon, is told once the store has the answer.
+
+        @raise UnknownQuestion: no such question (synchronously).
+        @raise QuestionClosed: it is not pending any more (synchronously or in the Deferred).
+        @raise InvalidAnswer: C{result} does not fit (synchronously); it stays pending.
+        """
+        question = self._pending(question_id)
+        if action == "decline":
+            state, checked = QuestionState.DECLINED, None
+        elif action == "cancel":
+            state, checked = QuestionState.CANCELLED, None
+        else:
+            state, checked = self._judge(question, result)
+        if self._store is None:
+            self._finish(question, state, by, checked)
+            return succeed(question)
+        return Deferred.fromCoroutine(self._reply(self._store, question, state, by, checked))
+
+    async def _reply(
+        self,
+        store: QuestionStore,
+        question: Question,
+        state: QuestionState,
+        by: str,
+        result: dict[str, Any] | None,
+    ) -> Question:
+        ended = Question.from_json(question.to_json())
+        outcome = _outcome(question, state, result)
+        ended.state = state
+        ended.answer = None if isinstance(outcome, RpcError) else outcome
+        ended.answered_by = by
+        ended.finished = self._clock.seconds()
+        if await store.save_if_pending(ended):
+            if question.pending:
+                self._finish(question, state, by, result, saved=True)
+            return question
+        # Ended before this answer came: by another daemon, or by its deadline.
+        stored = await store.get(question.id)
+        if stored is not None:
+            self._merge(stored)
+        raise QuestionClosed(self._questions.get(question.id, stored or question))
+
+    def _heard(self, question_id: str | None) -> None:
+        """A question was written, perhaps by another daemon: read it again."""
+        if self._store is None:
+            return
+        if question_id is None:
+            # Some changes may have gone unheard (the store's connection was lost).
+            self._saving.track(
+                self._store.load().addCallback(self._merge_all), "re-read the questions"
+            )
+            return
+        self._saving.track(
+            self._store.get(question_id).addCallback(
+                lambda stored: None if stored is None else self._merge(stored)
+            ),
+            "read question " + question_id,
+        )
+
+    def _merge_all(self, stored: list[Question]) -> None:
+        for question in stored:
+            self._merge(question)
+
+    def _merge(self, stored: Question) -> None:
+        """
+        Take in what the store holds of a question: a new one another daemon asked is
+        listed; one ended elsewhere ends here too, and its asker, if it waits here, gets
+        the answer given there.
+        """
+        if self._store is None:
+            return
+        local = self._questions.get(stored.id)
+        if local is None:
+            now = self._clock.seconds()
+            if stored.pending and self._remote(stored):
+                self._questions[stored.id] = stored
+                self._announce(stored)
+            elif stored.finished is not None and stored.finished >= now - self.keep:
+                self._questions[stored.id] = stored
+                self._schedule_prune()
+            return
+        if not local.pending:
+            return
+        if stored.pending:
+            local.route = stored.route
+            return
+        local.state = stored.state
+        local.answer = stored.answer
+        local.answered_by = stored.answered_by
+        local.finished = stored.finished
+        timer = self._deadlines.pop(local.id, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._emit("question.closed", local.server, id=local.id, state=local.state.value)
+        self._schedule_prune()
+        waiting = self._waiting.pop(local.id, None)
+        if waiting is None:
+            return
+        outcome = _outcome(local, local.state, local.answer)
+        if isinstance(outcome, RpcError):
+            waiting.errback(outcome)
+        else:
+            waiting.callback(dict(outcome))
 
     def answer(self, question_id: str, result: Mapping[str, Any], *, by: str) -> Question:
         """
@@ -224,16 +417,21 @@ class Broker:
         @raise InvalidAnswer: C{result} does not fit; the question stays pending.
         """
         question = self._pending(question_id)
+        state, checked = self._judge(question, result)
+        self._finish(question, state, by, checked)
+        return question
+
+    def _judge(
+        self, question: Question, result: Mapping[str, Any] | None
+    ) -> tuple[QuestionState, dict[str, Any] | None]:
+        """How an accepting C{result} ends C{question}, checked; L{InvalidAnswer} if not."""
         if not isinstance(result, Mapping):
             raise InvalidAnswer("the answer is not an object")
         if question.method == ELICIT:
-            state, checked = _elicitation_answer(question, result)
-        elif question.method == SAMPLE:
-            state, checked = QuestionState.ANSWERED, _sampling_answer(result)
-        else:
-            state, checked = QuestionState.ANSWERED, _roots_answer(result)
-        self._finish(question, state, by, checked)
-        return question
+            return _elicitation_answer(question, result)
+        if question.method == SAMPLE:
+            return QuestionState.ANSWERED, _sampling_answer(result)
+        return QuestionState.ANSWERED, _roots_answer(result)
 
     def decline(self, question_id: str, *, by: str) -> Question:
         """
@@ -331,21 +529,18 @@ class Broker:
         state: QuestionState,
         by: str,
         result: dict[str, Any] | None = None,
+        *,
+        saved: bool = False,
     ) -> None:
-        """End C{question} in C{state}, then tell its asker what goes upstream."""
-        outcome: dict[str, Any] | RpcError
-        if question.method == ELICIT:
-            if state is QuestionState.ANSWERED and result is not None:
-                outcome = result
-            elif state is QuestionState.DECLINED:
-                outcome = {"action": "decline"}
-            else:
-                outcome = {"action": "cancel"}
-        elif state is QuestionState.ANSWERED and result is not None:
-            outcome = result
-        else:
-            outcome = RpcError(REFUSED, f"{question.kind} request {state.value}")
-        self._close(question, state, None if isinstance(outcome, RpcError) else outcome, by)
+        """
+        End C{question} in C{state}, then tell its asker what goes upstream.
+
+        @param saved: the store has it ended already (L{reply}).
+        """
+        outcome = _outcome(question, state, result)
+        self._close(
+            question, state, None if isinstance(outcome, RpcError) else outcome, by, saved=saved
+        )
         # Fired only once the record is complete, so the asker's callbacks see it finished.
         waiting = self._waiting.pop(question.id, None)
         if waiting is None:
@@ -356,7 +551,13 @@ class Broker:
             waiting.callback(dict(outcome))
 
     def _close(
-        self, question: Question, state: QuestionState, answer: dict[str, Any] | None, by: str
+        self,
+        question: Question,
+        state: QuestionState,
+        answer: dict[str, Any] | None,
+        by: str,
+        *,
+        saved: bool = False,
     ) -> None:
         question.state = state
         question.answer = answer
@@ -365,8 +566,12 @@ class Broker:
         timer = self._deadlines.pop(question.id, None)
         if timer is not None and timer.active():
             timer.cancel()
-        self._save(question)
+        if not saved:
+            self._save_ended(question)
         self._emit("question.closed", question.server, id=question.id, state=state.value)
+        self._schedule_prune()
+
+    def _schedule_prune(self) -> None:
         if self._pruning is None:
             self._pruning = self._clock.callLater(max(self.keep, 1.0), self._prune)
 
@@ -427,6 +632,53 @@ class Broker:
     def _save(self, question: Question) -> None:
         if self._store is not None:
             self._saving.track(self._store.save(question), "save question " + question.id)
+
+    def _save_ended(self, question: Question) -> None:
+        """
+        Save C{question}, just ended here (its deadline, its asker, its client), only if
+        the store still has it pending; if another daemon ended it first, what the store
+        says is taken in instead.
+        """
+        store = self._store
+        if store is None:
+            return
+
+        def saved(won: bool) -> Deferred[None] | None:
+            if won:
+                return None
+            log.info(
+                "question {id} was ended through another daemon before it was {state} here",
+                id=question.id,
+                state=question.state.value,
+            )
+            return store.get(question.id).addCallback(self._overwrite)
+
+        self._saving.track(
+            store.save_if_pending(question).addCallback(saved), "save " + question.id
+        )
+
+    def _overwrite(self, stored: Question | None) -> None:
+        if stored is None:
+            return
+        local = self._questions.get(stored.id)
+        if local is not None and not stored.pending:
+            local.state, local.answer = stored.state, stored.answer
+            local.answered_by, local.finished = stored.answered_by, stored.finished
+
+
+def _outcome(
+    question: Question, state: QuestionState, result: dict[str, Any] | None
+) -> dict[str, Any] | RpcError:
+    """What goes upstream for C{question} ended in C{state} with C{result}."""
+    if question.method == ELICIT:
+        if state is QuestionState.ANSWERED and result is not None:
+            return result
+        if state is QuestionState.DECLINED:
+            return {"action": "decline"}
+        return {"action": "cancel"}
+    if state is QuestionState.ANSWERED and result is not None:
+        return result
+    return RpcError(REFUSED, f"{question.kind} request {state.value}")
 
 
 def _elicitation_answer(

@@ -65,6 +65,8 @@ class Question:
     @ivar owner: the caller identity of the access token's subject the call was made for
         (C{daemon.auth} C{oauth}), who alone may see and answer it over TCP; C{None} when
         the call came with no token.
+    @ivar daemon: the id of the daemon whose call waits for the answer (on a shared store,
+        the others leave its deadline to it); C{None} in records of earlier releases.
     """
 
     id: str
@@ -82,6 +84,7 @@ class Question:
     finished: float | None = None
     orphaned: bool = False
     owner: str | None = None
+    daemon: str | None = None
 
     @property
     def kind(self) -> str:
@@ -110,6 +113,7 @@ class Question:
             "finished": self.finished,
             "orphaned": self.orphaned,
             "owner": self.owner,
+            "daemon": self.daemon,
         }
 
     @classmethod
@@ -139,4 +143,5 @@ class Question:
             finished=data.get("finished"),
             orphaned=bool(data.get("orphaned", False)),
             owner=data.get("owner"),
+            daemon=data.get("daemon"),
         )

@@ -12,6 +12,7 @@ not read the bodies.  By default the records are a SQLite file in the state dire
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorCore
@@ -62,6 +63,20 @@ class QuestionStore:
         of two daemons ending one question only one does; whether this one did.
         """
         return self.records.put_if(QUESTIONS, _record(question), QuestionState.PENDING.value)
+
+    def listen(self, changed: Callable[[str | None], None]) -> None:
+        """
+        Tell C{changed} the id of every question written by any daemon sharing the store,
+        or C{None} when some may have been missed (all should be read again).
+        """
+
+        def heard(kind: str | None, record_id: str | None) -> None:
+            if kind is None:
+                changed(None)
+            elif kind == QUESTIONS and record_id is not None:
+                changed(record_id)
+
+        self.records.listen(heard)
 
     def load(self, principal: Principal = ANYONE) -> Deferred[list[Question]]:
         """

@@ -35,7 +35,15 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from mcpx.store.records import ANYONE, Kind, Principal, Record, StoreClosed, checked_kind
+from mcpx.store.records import (
+    ANYONE,
+    Heard,
+    Kind,
+    Principal,
+    Record,
+    StoreClosed,
+    checked_kind,
+)
 
 log = Logger()
 
@@ -61,7 +69,20 @@ MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
             )
         ),
     ),
+    (
+        2,
+        ("CREATE TABLE mcpx_daemons (id text PRIMARY KEY, beat double precision NOT NULL)",),
+    ),
 )
+
+#: The channel every write is announced on, C{kind:id} (C{pg_notify}, in the write's own
+#: transaction: a listener hears of a change only once it is committed).
+CHANNEL: Final = "mcpx_records"
+
+#: Seconds between tries to listen again after the listening connection was lost, doubling
+#: up to L{LISTEN_BACKOFF_MAX}.
+LISTEN_BACKOFF: Final = 0.5
+LISTEN_BACKOFF_MAX: Final = 30.0
 
 #: The schema version this release writes.
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
@@ -113,6 +134,7 @@ class PostgresRecords:
         #: Whether the schema is migrated (queries wait for it).
         self._ready = False
         self._trigger: Any = None
+        self._listener: _Listener | None = None
         self.schema_found: int | None = None
 
     def describe(self) -> str:
@@ -159,6 +181,9 @@ class PostgresRecords:
         if self._closed:
             return succeed(None)
         self._closed = True
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
         if not self._threads.started:
             return succeed(None)
 
@@ -200,6 +225,21 @@ class PostgresRecords:
 
     def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
         return self._run(_prune, _table(kind), finished_before, keep)
+
+    def listen(self, heard: Heard) -> None:
+        if self._closed or self._listener is not None:
+            return
+        self._listener = _Listener(self._connect, self._reactor, heard, self._description)
+        self._listener.start()
+
+    def beat(self, daemon: str, now: float) -> Deferred[None]:
+        return self._run(_beat, daemon, now)
+
+    def depart(self, daemon: str) -> Deferred[None]:
+        return self._run(_depart, daemon)
+
+    def alive(self, since: float) -> Deferred[set[str]]:
+        return self._run(_alive, since)
 
     def _write(
         self, kind: Kind, record_id: str, query: Callable[..., T], *args: Any
@@ -323,6 +363,75 @@ class PostgresRecords:
             connection.close()
 
 
+class _Listener:
+    """
+    One connection of its own, on a thread of its own, running C{LISTEN} on L{CHANNEL}
+    and handing each notification to the reactor (C{callFromThread}).
+
+    A lost connection is made again, after L{LISTEN_BACKOFF} seconds and twice as long at
+    each failure after it; each time it listens (the first time too), C{heard} is told
+    C{(None, None)}, since notifications sent while nobody listened are lost.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        reactor: Any,
+        heard: Heard,
+        description: str,
+    ) -> None:
+        self._connect = connect
+        self._reactor = reactor
+        self._heard = heard
+        self._description = description
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mcpx-store-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop listening within a second (the thread sees it between two waits)."""
+        self._stopping.set()
+
+    def _tell(self, kind: str | None, record_id: str | None) -> None:
+        if not self._stopping.is_set():
+            self._reactor.callFromThread(self._heard, kind, record_id)
+
+    def _run(self) -> None:
+        delay = LISTEN_BACKOFF
+        lost = False
+        while not self._stopping.is_set():
+            try:
+                with self._connect() as connection:
+                    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                    if lost:
+                        self._reactor.callFromThread(
+                            log.info,
+                            "listening to {store} again",
+                            store=self._description,
+                        )
+                    lost, delay = False, LISTEN_BACKOFF
+                    self._tell(None, None)
+                    while not self._stopping.is_set():
+                        for notice in connection.notifies(timeout=1.0):
+                            kind, _, record_id = notice.payload.partition(":")
+                            self._tell(kind, record_id)
+            except psycopg.Error as e:
+                if self._stopping.is_set():
+                    return
+                if not lost:
+                    self._reactor.callFromThread(
+                        log.warn,
+                        "lost the connection listening to {store} ({error}); trying again",
+                        store=self._description,
+                        error=str(e).strip(),
+                    )
+                lost = True
+                self._stopping.wait(delay)
+                delay = min(delay * 2, LISTEN_BACKOFF_MAX)
+
+
 def _follow(deferred: Deferred[None]) -> Deferred[None]:
     """A Deferred that fires as C{deferred} did or will, leaving C{deferred} as it is."""
     follower: Deferred[None] = Deferred()
@@ -377,6 +486,30 @@ def _put(cursor: Cursor, table: sql.Identifier, record: Record) -> None:
         ).format(table=table, columns=_COLUMNS),
         (record.id, record.principal, record.state, record.finished, record.body),
     )
+    _notify(cursor, table, record.id)
+
+
+def _notify(cursor: Cursor, table: sql.Identifier, record_id: str) -> None:
+    """Announce a change on L{CHANNEL}, sent when (and only if) the transaction commits."""
+    kind = table.as_string().strip('"').removeprefix("mcpx_")
+    cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{kind}:{record_id}"))
+
+
+def _beat(cursor: Cursor, daemon: str, now: float) -> None:
+    cursor.execute(
+        "INSERT INTO mcpx_daemons (id, beat) VALUES (%s, %s) "
+        "ON CONFLICT (id) DO UPDATE SET beat = EXCLUDED.beat",
+        (daemon, now),
+    )
+
+
+def _depart(cursor: Cursor, daemon: str) -> None:
+    cursor.execute("DELETE FROM mcpx_daemons WHERE id = %s", (daemon,))
+
+
+def _alive(cursor: Cursor, since: float) -> set[str]:
+    cursor.execute("SELECT id FROM mcpx_daemons WHERE beat >= %s", (since,))
+    return {row[0] for row in cursor.fetchall()}
 
 
 def _put_if(cursor: Cursor, table: sql.Identifier, record: Record, state: str) -> bool:
@@ -387,7 +520,10 @@ def _put_if(cursor: Cursor, table: sql.Identifier, record: Record, state: str) -
         ).format(table=table),
         (record.principal, record.state, record.finished, record.body, record.id, state),
     )
-    return cursor.rowcount == 1
+    if cursor.rowcount != 1:
+        return False
+    _notify(cursor, table, record.id)
+    return True
 
 
 def _whose(principal: Principal) -> tuple[sql.Composable, tuple[Any, ...]]:
@@ -430,6 +566,8 @@ def _find(
 
 def _delete(cursor: Cursor, table: sql.Identifier, record_id: str) -> None:
     cursor.execute(sql.SQL("DELETE FROM {table} WHERE id = %s").format(table=table), (record_id,))
+    if cursor.rowcount:
+        _notify(cursor, table, record_id)
 
 
 def _prune(cursor: Cursor, table: sql.Identifier, finished_before: float, keep: str) -> int:

@@ -19,6 +19,7 @@ principal's rows, and L{ANYONE} (the daemon's own view) sees them all.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Final, Literal, Protocol
 
 from attrs import frozen
@@ -41,6 +42,12 @@ ANYONE: Final = Anyone.ANYONE
 
 #: Whose rows a query sees: one principal's (C{None}: nobody's rows), or L{ANYONE}.
 Principal = str | None | Anyone
+
+
+#: Told of a change another daemon (or this one) made: C{(kind, id)}, or C{(None, None)}
+#: when changes may have been missed (the listening connection was lost) and every
+#: record of interest should be read again.
+Heard = Callable[[str | None, str | None], None]
 
 
 class StoreClosed(Exception):
@@ -108,6 +115,22 @@ class RecordStore(Protocol):
         Delete the records that finished before C{finished_before}, except those in the
         state C{keep} (a pending question is never pruned); how many went.
         """
+
+    def listen(self, heard: Heard) -> None:
+        """
+        Tell C{heard}, on the reactor, of every record written or deleted by any daemon
+        sharing this store, from now until L{close}.  A store only one daemon uses tells
+        nothing.
+        """
+
+    def beat(self, daemon: str, now: float) -> Deferred[None]:
+        """Record that the daemon C{daemon} was alive at clock second C{now}."""
+
+    def depart(self, daemon: str) -> Deferred[None]:
+        """Forget C{daemon}'s beats: it stopped cleanly, and is dead from now on."""
+
+    def alive(self, since: float) -> Deferred[set[str]]:
+        """The daemons whose last L{beat} is at or after C{since}."""
 
 
 def checked_kind(kind: str) -> Kind:

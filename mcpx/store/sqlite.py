@@ -30,6 +30,7 @@ from twisted.internet.interfaces import IReactorCore
 from mcpx.store.records import (
     ANYONE,
     KINDS,
+    Heard,
     Kind,
     Principal,
     Record,
@@ -162,6 +163,21 @@ class SQLiteRecords:
             self._connect()
             return self._interact(_migrate_then, interaction, *args)
         return self._interact(interaction, *args)
+
+    def listen(self, heard: Heard) -> None:
+        # One daemon has the file: nobody else writes to tell it of.
+        return None
+
+    def beat(self, daemon: str, now: float) -> Deferred[None]:
+        return succeed(None)
+
+    def depart(self, daemon: str) -> Deferred[None]:
+        return succeed(None)
+
+    def alive(self, since: float) -> Deferred[set[str]]:
+        # No other daemon shares the file; this one's questions of an earlier run are
+        # nobody's now.
+        return succeed(set())
 
     def _interact(self, interaction: Any, *args: Any) -> Deferred[Any]:
         if not self._open or self._pool is None:

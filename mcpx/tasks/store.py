@@ -197,6 +197,9 @@ class TaskStore:
     #: The shared store each task is also written to (C{store.url}), so other daemons can
     #: read it (L{stored}); C{None} keeps tasks in this daemon's memory alone.
     records: RecordStore | None = None
+    #: This daemon's id in the shared store (L{mcpx.store.heartbeat}), written on each
+    #: task it runs, so the others can fail its running tasks if it dies.
+    daemon: str | None = None
     _saving: Writes = field(factory=Writes, init=False)
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
@@ -365,7 +368,8 @@ class TaskStore:
     def _changed(self, task: Task) -> None:
         task.changes += 1
         if self.records is not None:
-            self._saving.track(self.records.put(TASKS, _task_record(task)), "save task " + task.id)
+            saving = self.records.put(TASKS, _task_record(task, self.daemon))
+            self._saving.track(saving, "save task " + task.id)
         for told in tuple(self.on_change):
             try:
                 told(task)
@@ -506,6 +510,53 @@ class TaskStore:
 
         return self.records.get(TASKS, task_id, principal).addCallback(read)
 
+    def fail_lost(self, alive: set[str]) -> Deferred[int]:
+        """
+        Fail, in the shared store, the running tasks of daemons that are not in C{alive}
+        (they died without finishing them), saying so; how many were.  A task that
+        moved on meanwhile is left as it is (each is failed only if still in its state).
+        """
+        if self.records is None:
+            return succeed(0)
+        return Deferred.fromCoroutine(self._fail_lost(self.records, alive))
+
+    async def _fail_lost(self, records: RecordStore, alive: set[str]) -> int:
+        failed = 0
+        for status in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED):
+            for record in await records.find(TASKS, state=status.value):
+                try:
+                    shown = json.loads(record.body)
+                except ValueError:
+                    continue
+                owner = shown.get("daemon") if isinstance(shown, dict) else None
+                if not isinstance(owner, str) or owner == self.daemon or owner in alive:
+                    continue
+                now = self.clock.seconds()
+                message = (
+                    f"the daemon that ran this task ({owner}) stopped without finishing it "
+                    "(it has no heartbeat in the shared store any more)"
+                )
+                shown.update(
+                    status=TaskStatus.FAILED.value,
+                    error={"code": "daemon_lost", "message": message},
+                    message=message,
+                    updated=now,
+                    finished=now,
+                )
+                lost = Record(
+                    id=record.id,
+                    principal=record.principal,
+                    state=TaskStatus.FAILED.value,
+                    finished=now,
+                    body=json.dumps(shown, separators=(",", ":")),
+                )
+                if await records.put_if(TASKS, lost, status.value):
+                    log.warn(
+                        "task {id} failed: its daemon {daemon} is gone", id=record.id, daemon=owner
+                    )
+                    failed += 1
+        return failed
+
     def saved(self) -> Deferred[None]:
         """Fires once the writes to the shared store under way now have ended."""
         return self._saving.settled()
@@ -548,9 +599,10 @@ class TaskStore:
             deferred.cancel()
 
 
-def _task_record(task: Task) -> Record:
+def _task_record(task: Task, daemon: str | None = None) -> Record:
     """C{task} as the shared store keeps it: what its caller may read, by its caller."""
     shown = {**task.summary(), **task.to_json()}
+    shown["daemon"] = daemon
     shown["client"] = task.client
     shown["finished"] = task.finished
     shown["ttl"] = task.ttl

@@ -137,6 +137,7 @@ class LeanImportTests(SynchronousTestCase):
                 [
                     "mcpx.store",
                     "mcpx.store.config",
+                    "mcpx.store.heartbeat",
                     "mcpx.store.records",
                     "mcpx.store.sqlite",
                     "mcpx.store.writes",

@@ -99,6 +99,56 @@ class DaemonOnPostgresTests(TestCase):
         [(_, _, state, _)] = await deferToThread(self.rows, "mcpx_questions")
         self.assertEqual(state, "answered")
 
+    async def test_question_answered_through_another_daemon_resumes_the_call(self) -> None:
+        """
+        Two daemons on one database: the demo's question, asked during a call made on
+        the first, is listed by the second (as the first's, not as an orphan) and
+        answered there with C{mcpx elicit}; the call on the first resumes with the
+        answer.  Answering it again through the first daemon is refused: it was
+        already answered.
+        """
+        first = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        second = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        call = spawn(
+            [sys.executable, "-m", "mcpx", "call", "demo", "ask"], env=first.env, cwd=str(REPO)
+        )
+        self.addCleanup(kill_on_cleanup, call)
+        pending = await second.wait_for_question("demo")
+        self.assertFalse(pending["orphaned"], pending)
+        answered = await second.mcpx("elicit", pending["id"], "--answer", '{"answer": "Ada"}')
+        self.assertEqual(answered.code, 0, answered)
+        self.assertEqual(await call.ended(timeout=30), 0, call.text())
+        self.assertIn("Ada", call.text(1))
+        again = await first.mcpx("elicit", pending["id"], "--answer", '{"answer": "Bo"}')
+        self.assertEqual(again.code, 1, again)
+        self.assertIn("no longer pending: it was answered by cli", again.err)
+        self.assertEqual(await first.stop(), 0, first.log()[-4000:])
+        self.assertEqual(await second.stop(), 0, second.log()[-4000:])
+        for daemon in (first, second):
+            self.assertEqual(daemon.log_lines("error") + daemon.log_lines("critical"), [])
+
+    async def test_call_resumes_after_postgres_restarted(self) -> None:
+        """
+        PostgreSQL restarted while a call on the first daemon waits for its question:
+        answered through the second daemon afterwards, the call still resumes (both
+        daemons reconnect, and the first listens again by itself).
+        """
+        first = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        second = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        call = spawn(
+            [sys.executable, "-m", "mcpx", "call", "demo", "ask"], env=first.env, cwd=str(REPO)
+        )
+        self.addCleanup(kill_on_cleanup, call)
+        pending = await second.wait_for_question("demo")
+        await deferToThread(self.cluster.restart)
+        answered = await second.mcpx("elicit", pending["id"], "--answer", '{"answer": "Ada"}')
+        self.assertEqual(answered.code, 0, answered)
+        self.assertEqual(await call.ended(timeout=30), 0, call.text())
+        self.assertIn("Ada", call.text(1))
+        self.assertEqual(await first.stop(), 0, first.log()[-4000:])
+        self.assertEqual(await second.stop(), 0, second.log()[-4000:])
+        self.assertIn(f"listening to {self.url} again", first.log())
+
     async def test_task_written_to_postgres(self) -> None:
         """
         A task started with C{POST /v1/call} (C{"task": true}) is a row in PostgreSQL,
