@@ -316,16 +316,21 @@ def select_scopes(
     *,
     configured: Sequence[str] | None = None,
     previous: Sequence[str] = (),
+    required: Sequence[str] = (),
     revision: Revision,
 ) -> tuple[str, ...]:
     """
-    The scopes to ask for: configured ones win, then the challenge's, then the
-    resource's C{scopes_supported}, else none.  At 2026-07-28 a re-authorization asks
-    for the union of the previous scopes and the new ones, and C{offline_access} is
-    added only when the authorization server lists it.
+    The scopes to ask for: the C{required} ones of a step-up (already the union with
+    the held ones where the revision says so) win, then configured ones, then the
+    challenge's, then the resource's C{scopes_supported}, else none.  At 2026-07-28 a
+    re-authorization asks for the union of the previous scopes and the new ones, and
+    C{offline_access} is added only when the authorization server lists it.
     """
-    if configured:
-        chosen: tuple[str, ...] = tuple(configured)
+    if required:
+        chosen: tuple[str, ...] = tuple(required)
+        previous = ()
+    elif configured:
+        chosen = tuple(configured)
     elif challenge is not None and challenge.scope:
         chosen = challenge.scope
     elif resource is not None and resource.scopes_supported:
