@@ -16,6 +16,7 @@ refresh on the next attempt.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterable
 from typing import Any, Final
@@ -119,8 +120,9 @@ class SignIns:
     _challenges: dict[str, Challenge] = field(factory=dict, init=False)
     _pending: dict[str, _Pending] = field(factory=dict, init=False)
     _grants: dict[str, DeferredLock] = field(factory=dict, init=False)
-    #: Step-ups asked for, by server and the challenged scopes.
-    _step_ups: dict[tuple[str, frozenset[str]], int] = field(factory=dict, init=False)
+    #: Step-ups asked for, by server and the challenged scopes: how many, and a digest
+    #: of the token the last one was about (the 403s one token gets count once).
+    _step_ups: dict[tuple[str, frozenset[str]], tuple[int, str]] = field(factory=dict, init=False)
     #: The scopes a client-credentials server's next token request asks for.
     _required: dict[str, tuple[str, ...]] = field(factory=dict, init=False)
 
@@ -410,18 +412,28 @@ class SignIns:
         them.  After L{STEP_UP_LIMIT} step-ups for the same challenged scopes mcpx
         stops asking.  The hint for the call's error.
 
-        @param revision: the revision the server speaks, if known.
+        @param revision: the revision the server speaks, if known (recorded for the
+            hint only: every revision gets the union).
         """
+        speaks = (revision or NEWEST).value
         challenged = challenge.scope or ()
         entry = self.current(name, server)
         held = entry.tokens.scopes if entry is not None and entry.tokens is not None else ()
-        speaks = revision or NEWEST
-        required = tuple(dict.fromkeys((*held, *challenged))) if speaks.is_modern else challenged
+        # 2026-07-28 asks for the union; 2025-11-25 for the challenged scopes, which the
+        # union contains: keeping the held ones too keeps working what worked (a token
+        # with the challenged scopes alone fails the operations that needed the others).
+        required = tuple(dict.fromkeys((*held, *challenged)))
         missing = [s for s in challenged if s not in held] or list(challenged)
         wanted = " ".join(missing) or "(the server named none)"
         attempt = (name, frozenset(challenged))
-        count = self._step_ups.get(attempt, 0) + 1
-        self._step_ups[attempt] = count
+        token = entry.tokens.access_token if entry is not None and entry.tokens else ""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        count, about = self._step_ups.get(attempt, (0, ""))
+        if about != digest:
+            # Another token refused: one more step-up (every request of one token that
+            # is refused counts once).
+            count += 1
+            self._step_ups[attempt] = (count, digest)
         if count > STEP_UP_LIMIT:
             return (
                 f"{name} still refuses the token for lack of scope ({wanted}) after "
@@ -446,7 +458,7 @@ class SignIns:
         return (
             f"{name} refused the token for lack of scope ({wanted}); run "
             f"`mcpx auth login {name}` to sign in with the scopes {' '.join(required)} "
-            f"(step-up {count} of {STEP_UP_LIMIT})"
+            f"(step-up {count} of {STEP_UP_LIMIT}, {speaks})"
         )
 
     # Showing and forgetting
@@ -472,7 +484,7 @@ class SignIns:
         refused = sorted(
             {
                 scope
-                for (server, scopes), count in self._step_ups.items()
+                for (server, scopes), (count, _) in self._step_ups.items()
                 if server == name and count > STEP_UP_LIMIT
                 for scope in scopes
             }

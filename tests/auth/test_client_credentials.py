@@ -90,9 +90,13 @@ class ClientCredentialsTests(SynchronousTestCase):
         """A 403 insufficient_scope: a new token with the union, at most STEP_UP_LIMIT times."""
         run(self, self.credentials.authorization())
         challenge = ['Bearer error="insufficient_scope", scope="mcp:write"']
-        for _ in range(STEP_UP_LIMIT):
+        for attempt in range(STEP_UP_LIMIT):
             hint = self.credentials.unauthorized(challenge, Revision.V2026_07_28)
             self.assertIn("new token", hint)
+            self.fake.token_answer = (
+                200,
+                {"access_token": f"tok-up-{attempt}", "expires_in": 600},
+            )
             run(self, self.credentials.authorization())
             form, _ = self.token_requests()[-1]
             self.assertEqual(form["scope"], ["mcp:read mcp:write"])

@@ -207,19 +207,28 @@ class StepUpTests(SynchronousTestCase):
         self.assertIn("missing: mcp:write", str(refused.value))
         self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
 
-    def test_step_up_challenged_before(self) -> None:
-        """At 2025-11-25 the step-up asks for the challenged scopes."""
+    def test_step_up_union_before(self) -> None:
+        """
+        At 2025-11-25 too the step-up asks for the challenged scopes with the held ones,
+        so what worked with the old token goes on working.
+        """
         self.credentials.unauthorized(
             ['Bearer error="insufficient_scope", scope="mcp:write"'], Revision.V2025_11_25
         )
-        self.assertEqual(self.scopes_asked(), ["mcp:write"])
+        self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
 
     def test_retry_limit(self) -> None:
         """After STEP_UP_LIMIT step-ups for the same scopes mcpx stops asking for sign-ins."""
         challenge = ['Bearer error="insufficient_scope", scope="mcp:admin"']
-        for _ in range(STEP_UP_LIMIT):
-            self.assertIn("mcpx auth login", self.credentials.unauthorized(challenge))
+        for attempt in range(STEP_UP_LIMIT):
+            # Every refused request of one token is one step-up, however many there are.
+            for _ in range(3):
+                self.assertIn("mcpx auth login", self.credentials.unauthorized(challenge))
             self.assertEqual(self.sign_ins.describe("remote")["state"], "needs_sign_in")
+            self.fake.token_answer = (
+                200,
+                {"access_token": f"tok-up-{attempt}", "expires_in": 3600, "scope": "mcp:admin"},
+            )
             started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
             query = parse_qs(urlsplit(started["url"]).query)
             back = (
