@@ -34,6 +34,7 @@ from mcpx.auth.metadata import (
     accept_resource_metadata,
     accept_server_metadata,
     authorization_metadata_urls,
+    check_https,
     check_pkce,
     default_server_metadata,
     resource_metadata_urls,
@@ -200,6 +201,7 @@ class OAuthClient:
                 "authorization server"
             )
         issuer = protected.authorization_servers[0]
+        check_https(issuer, "authorization server")
         metadata = await self._server_metadata(issuer, revision)
         if metadata is None:
             raise AuthorizationError(f"the authorization server {issuer} publishes no metadata")
@@ -212,6 +214,7 @@ class OAuthClient:
     async def _discover_2025_03_26(
         self, server_url: str, revision: Revision, pkce: bool
     ) -> Discovery:
+        check_https(server_url, "authorization server (the server's origin at 2025-03-26)")
         metadata = await self._server_metadata(server_url, revision)
         if metadata is None:
             metadata = default_server_metadata(server_url)

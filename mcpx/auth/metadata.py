@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -91,6 +92,32 @@ def parse_challenge(values: Sequence[str]) -> Challenge | None:
             error=params.get("error") or None,
         )
     return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether C{host} is this machine: C{localhost}, 127.0.0.0/8 or ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_https(url: str, what: str) -> None:
+    """
+    Refuse an authorization server endpoint not served over HTTPS (2025-06-18 on:
+    every one MUST be); plain C{http} is allowed on loopback addresses only.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "https":
+        return
+    if parts.scheme.lower() == "http" and is_loopback(parts.hostname or ""):
+        return
+    raise AuthorizationError(
+        f"the {what} {url} is not served over https; refusing to sign in (plain http "
+        "is allowed on loopback addresses only)"
+    )
 
 
 def canonical_resource(server_url: str) -> str:
@@ -253,6 +280,13 @@ def accept_server_metadata(document: Any, issuer: str, revision: Revision) -> Se
         if not isinstance(value, str) or not value:
             raise AuthorizationError(f"the authorization server metadata has no {key}")
         endpoints[key] = value
+    for key in ("authorization_endpoint", "token_endpoint", "registration_endpoint"):
+        value = document.get(key)
+        if isinstance(value, str) and value:
+            check_https(value, key.replace("_", " "))
+    revocation = document.get("revocation_endpoint")
+    if isinstance(revocation, str) and revocation:
+        check_https(revocation, "revocation endpoint")
     return ServerMetadata(
         issuer=given if isinstance(given, str) else issuer,
         authorization_endpoint=endpoints["authorization_endpoint"],
@@ -316,16 +350,21 @@ def select_scopes(
     *,
     configured: Sequence[str] | None = None,
     previous: Sequence[str] = (),
+    required: Sequence[str] = (),
     revision: Revision,
 ) -> tuple[str, ...]:
     """
-    The scopes to ask for: configured ones win, then the challenge's, then the
-    resource's C{scopes_supported}, else none.  At 2026-07-28 a re-authorization asks
-    for the union of the previous scopes and the new ones, and C{offline_access} is
-    added only when the authorization server lists it.
+    The scopes to ask for: the C{required} ones of a step-up (already the union with
+    the held ones where the revision says so) win, then configured ones, then the
+    challenge's, then the resource's C{scopes_supported}, else none.  At 2026-07-28 a
+    re-authorization asks for the union of the previous scopes and the new ones, and
+    C{offline_access} is added only when the authorization server lists it.
     """
-    if configured:
-        chosen: tuple[str, ...] = tuple(configured)
+    if required:
+        chosen: tuple[str, ...] = tuple(required)
+        previous = ()
+    elif configured:
+        chosen = tuple(configured)
     elif challenge is not None and challenge.scope:
         chosen = challenge.scope
     elif resource is not None and resource.scopes_supported:

@@ -16,6 +16,7 @@ refresh on the next attempt.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterable
 from typing import Any, Final
@@ -53,7 +54,7 @@ from mcpx.auth.refresh import NeedsSignIn, Refresher
 from mcpx.auth.store import Entry, Key, TokenStore
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import AuthType, RemoteServer
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import NEWEST, Revision
 
 #: How long a sign-in may wait for its redirect, in seconds.
 PENDING_TTL: Final = 600.0
@@ -61,6 +62,11 @@ PENDING_TTL: Final = 600.0
 #: The most sign-ins waiting for their redirect at once, by default
 #: (C{daemon.pendingSignIns}).
 MAX_PENDING: Final = 16
+
+#: How many step-ups mcpx asks for after a 403 C{insufficient_scope} with the same
+#: challenged scopes (sign-ins for a user's server, new token requests for a
+#: client-credentials one) before it stops asking and reports the refusal.
+STEP_UP_LIMIT: Final = 2
 
 #: The requests that find a server's challenge, in order: an initialize as any client
 #: would send, then a request every server guards.
@@ -114,6 +120,11 @@ class SignIns:
     _challenges: dict[str, Challenge] = field(factory=dict, init=False)
     _pending: dict[str, _Pending] = field(factory=dict, init=False)
     _grants: dict[str, DeferredLock] = field(factory=dict, init=False)
+    #: Step-ups asked for, by server and the challenged scopes: how many, and a digest
+    #: of the token the last one was about (the 403s one token gets count once).
+    _step_ups: dict[tuple[str, frozenset[str]], tuple[int, str]] = field(factory=dict, init=False)
+    #: The scopes a client-credentials server's next token request asks for.
+    _required: dict[str, tuple[str, ...]] = field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.client = OAuthClient(self.http, self.clock)
@@ -228,6 +239,7 @@ class SignIns:
             discovery.server,
             configured=auth.oauth.scopes,
             previous=previous,
+            required=entry.required_scopes,
             revision=discovery.revision,
         )
         pkce = new_pkce()
@@ -313,6 +325,8 @@ class SignIns:
         if entry is None or entry.tokens is None:
             raise NeedsSignIn(name)
         if entry.needs_sign_in:
+            if entry.required_scopes:
+                raise NeedsSignIn(name, _wants_scopes(entry))
             raise NeedsSignIn(name, "its authorization was revoked or has expired")
         expires_at = entry.tokens.expires_at
         if expires_at is None or expires_at - self.refresher.leeway > self.clock.seconds():
@@ -354,6 +368,7 @@ class SignIns:
             discovery.server,
             configured=auth.oauth.scopes,
             previous=(),
+            required=self._required.get(name, ()),
             revision=discovery.revision,
         )
         try:
@@ -382,6 +397,70 @@ class SignIns:
             if entry.tokens is not None and entry.tokens.expires_at != 0.0:
                 self.store.put(evolve(entry, tokens=evolve(entry.tokens, expires_at=0.0)))
 
+    def insufficient_scope(
+        self,
+        name: str,
+        server: RemoteServer,
+        challenge: Challenge,
+        revision: Revision | None = None,
+    ) -> str:
+        """
+        The server refused the token for lack of scope (403 C{insufficient_scope}): the
+        scopes a step-up asks for are recorded (at 2026-07-28 the union of the token's
+        scopes and the challenged ones; before, the challenged ones), and the next
+        sign-in, or for a client-credentials server the next token request, asks for
+        them.  After L{STEP_UP_LIMIT} step-ups for the same challenged scopes mcpx
+        stops asking.  The hint for the call's error.
+
+        @param revision: the revision the server speaks, if known (recorded for the
+            hint only: every revision gets the union).
+        """
+        speaks = (revision or NEWEST).value
+        challenged = challenge.scope or ()
+        entry = self.current(name, server)
+        held = entry.tokens.scopes if entry is not None and entry.tokens is not None else ()
+        # 2026-07-28 asks for the union; 2025-11-25 for the challenged scopes, which the
+        # union contains: keeping the held ones too keeps working what worked (a token
+        # with the challenged scopes alone fails the operations that needed the others).
+        required = tuple(dict.fromkeys((*held, *challenged)))
+        missing = [s for s in challenged if s not in held] or list(challenged)
+        wanted = " ".join(missing) or "(the server named none)"
+        attempt = (name, frozenset(challenged))
+        token = entry.tokens.access_token if entry is not None and entry.tokens else ""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        count, about = self._step_ups.get(attempt, (0, ""))
+        if about != digest:
+            # Another token refused: one more step-up (every request of one token that
+            # is refused counts once).
+            count += 1
+            self._step_ups[attempt] = (count, digest)
+        if count > STEP_UP_LIMIT:
+            return (
+                f"{name} still refuses the token for lack of scope ({wanted}) after "
+                f"{STEP_UP_LIMIT} step-ups asking for it; mcpx stops asking: the account "
+                "or client may not be allowed these scopes at its authorization server"
+            )
+        self._discoveries.pop(name, None)
+        self._challenges[name] = challenge
+        if _client_credentials(server):
+            self._required[name] = required
+            for held_entry in self.store.entries(name):
+                if held_entry.tokens is not None:
+                    tokens = evolve(held_entry.tokens, expires_at=0.0)
+                    self.store.put(evolve(held_entry, tokens=tokens))
+            return (
+                f"{name} refused the token for lack of scope ({wanted}); the next call "
+                f"asks for a new token with the scopes {' '.join(required)} "
+                f"(step-up {count} of {STEP_UP_LIMIT})"
+            )
+        if entry is not None:
+            self.store.put(evolve(entry, needs_sign_in=True, required_scopes=required))
+        return (
+            f"{name} refused the token for lack of scope ({wanted}); run "
+            f"`mcpx auth login {name}` to sign in with the scopes {' '.join(required)} "
+            f"(step-up {count} of {STEP_UP_LIMIT}, {speaks})"
+        )
+
     # Showing and forgetting
 
     def describe(self, name: str) -> dict[str, Any]:
@@ -400,6 +479,18 @@ class SignIns:
             "expires_at": entry.tokens.expires_at,
             "refreshable": entry.tokens.refresh_token is not None,
         }
+        if entry.required_scopes:
+            shown["required_scopes"] = list(entry.required_scopes)
+        refused = sorted(
+            {
+                scope
+                for (server, scopes), (count, _) in self._step_ups.items()
+                if server == name and count > STEP_UP_LIMIT
+                for scope in scopes
+            }
+        )
+        if refused:
+            shown["scopes_refused"] = refused
         return shown
 
     def status(self, names: Iterable[str]) -> list[dict[str, Any]]:
@@ -414,6 +505,9 @@ class SignIns:
         """
         discovery = self._discoveries.pop(name, None)
         self._challenges.pop(name, None)
+        self._required.pop(name, None)
+        for attempt in [a for a in self._step_ups if a[0] == name]:
+            del self._step_ups[attempt]
         dropped = self.store.forget(name)
         warnings: list[str] = []
         for entry in dropped:
@@ -453,7 +547,19 @@ class ServerCredentials:
     async def authorization(self) -> str:
         return await self.sign_ins.authorization(self.name, self.server)
 
-    def unauthorized(self, www_authenticate: list[str]) -> str:
-        """Note a 401 or 403; the hint that goes into the error."""
-        self.sign_ins.unauthorized(self.name, parse_challenge(www_authenticate))
+    def unauthorized(self, www_authenticate: list[str], revision: Revision | None = None) -> str:
+        """
+        Note a 401 or 403 (from a server speaking C{revision}, if known); the hint that
+        goes into the error.
+        """
+        challenge = parse_challenge(www_authenticate)
+        if challenge is not None and challenge.error == "insufficient_scope":
+            return self.sign_ins.insufficient_scope(self.name, self.server, challenge, revision)
+        self.sign_ins.unauthorized(self.name, challenge)
         return f"the server refused the token; if this persists, run `mcpx auth login {self.name}`"
+
+
+def _wants_scopes(entry: Entry) -> str:
+    held = entry.tokens.scopes if entry.tokens is not None else ()
+    missing = [s for s in entry.required_scopes if s not in held] or list(entry.required_scopes)
+    return f"it asks for more scopes (missing: {' '.join(missing)})"

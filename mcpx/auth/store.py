@@ -39,12 +39,15 @@ class Entry:
 
     @ivar needs_sign_in: the tokens or client were refused for good; C{mcpx auth login}
         is the cure.
+    @ivar required_scopes: the scopes the next sign-in asks for, after the server
+        refused the token for lack of scope (a step-up); empty otherwise.
     """
 
     key: Key
     registration: Registration | None = None
     tokens: Tokens | None = None
     needs_sign_in: bool = False
+    required_scopes: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"Entry({self.key!r}, signed_in={self.tokens is not None})"
@@ -118,6 +121,8 @@ def _dump(entry: Entry) -> dict[str, Any]:
         "resource": entry.key.resource,
         "needsSignIn": entry.needs_sign_in,
     }
+    if entry.required_scopes:
+        shown["requiredScopes"] = list(entry.required_scopes)
     if entry.registration is not None:
         r = entry.registration
         shown["client"] = {
@@ -170,6 +175,7 @@ def _load(path: Path) -> Iterator[Entry]:
                     tokens.get("tokenType", "Bearer"),
                 ),
                 needs_sign_in=bool(raw.get("needsSignIn", False)),
+                required_scopes=tuple(str(s) for s in raw.get("requiredScopes", ())),
             )
         except (KeyError, TypeError, AttributeError):
             continue

@@ -146,7 +146,11 @@ def status(client: DaemonClient, as_json: bool) -> None:
             line += f", scopes {' '.join(shown['scopes'])}"
         if shown.get("expires_at") is not None:
             line += f", expires at {shown['expires_at']:.0f}"
+        if shown.get("scopes_refused"):
+            line += f", refused for lack of scope {' '.join(shown['scopes_refused'])}"
         if shown["state"] == "needs_sign_in":
+            if shown.get("required_scopes"):
+                line += f"; sign in with scopes {' '.join(shown['required_scopes'])}"
             line += f"; run `mcpx auth login {shown['server']}`"
         click.echo(line)
 

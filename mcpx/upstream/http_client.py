@@ -29,6 +29,7 @@ from twisted.web.iweb import IBodyProducer, IResponse
 from zope.interface import implementer
 
 from mcpx.settings.servers import RemoteServer
+from mcpx.spec.revision import Revision
 from mcpx.upstream.endpoints import IReactorHTTP, UpstreamEndpoints
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.messages import Batch, ErrorResponse, Message, RequestId, Response, parse
@@ -53,8 +54,11 @@ class Credentials(Protocol):
     async def authorization(self) -> str:
         """The header value; fails with a message naming the sign-in command if none."""
 
-    def unauthorized(self, www_authenticate: list[str]) -> str:
-        """The server refused the token (401 or 403): the hint for the error."""
+    def unauthorized(self, www_authenticate: list[str], revision: Revision | None = None) -> str:
+        """
+        The server (speaking C{revision}, if known) refused the token (401 or 403):
+        the hint for the error.
+        """
 
 
 class ChannelParts(Protocol):

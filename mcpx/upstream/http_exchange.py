@@ -342,7 +342,9 @@ class Exchange:
     def _hint(self, channel: ExchangeChannel, response: IResponse, code: int) -> str:
         if channel.credentials is not None and code in (401, 403):
             challenge = response.headers.getRawHeaders(b"www-authenticate", [])
-            return channel.credentials.unauthorized([v.decode("latin-1") for v in challenge])
+            return channel.credentials.unauthorized(
+                [v.decode("latin-1") for v in challenge], channel.negotiated.revision
+            )
         return refusal_hint(response, self.target)
 
     def _read_stream(self, response: IResponse, decoder: SSEDecoder) -> None:

@@ -20,12 +20,13 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request
 
 from mcpx.auth.metadata import AuthorizationError
-from mcpx.auth.signin import SignIns
+from mcpx.auth.signin import STEP_UP_LIMIT, SignIns
 from mcpx.auth.store import TokenStore
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, ServersConfig
+from mcpx.spec.revision import Revision
 from tests.auth.standin_issuer import ISSUER, StandInIssuer, ec_key, rsa_key
 from tests.auth.test_flow import MCP, stub
 from tests.auth.test_signin import ProtectedServers, remote, run
@@ -84,6 +85,26 @@ class ClientCredentialsTests(SynchronousTestCase):
         self.clock.advance(250)  # within the refresh leeway of the expiry
         self.assertEqual(run(self, self.credentials.authorization()), "Bearer tok-2")
         self.assertEqual(len(self.token_requests()), 2)
+
+    def test_step_up_new_token_with_union(self) -> None:
+        """A 403 insufficient_scope: a new token with the union, at most STEP_UP_LIMIT times."""
+        run(self, self.credentials.authorization())
+        challenge = ['Bearer error="insufficient_scope", scope="mcp:write"']
+        for attempt in range(STEP_UP_LIMIT):
+            hint = self.credentials.unauthorized(challenge, Revision.V2026_07_28)
+            self.assertIn("new token", hint)
+            self.fake.token_answer = (
+                200,
+                {"access_token": f"tok-up-{attempt}", "expires_in": 600},
+            )
+            run(self, self.credentials.authorization())
+            form, _ = self.token_requests()[-1]
+            self.assertEqual(form["scope"], ["mcp:read mcp:write"])
+        self.assertEqual(len(self.token_requests()), 1 + STEP_UP_LIMIT)
+        hint = self.credentials.unauthorized(challenge, Revision.V2026_07_28)
+        self.assertIn("stops asking", hint)
+        run(self, self.credentials.authorization())
+        self.assertEqual(len(self.token_requests()), 1 + STEP_UP_LIMIT)
 
     def test_refused_after_401(self) -> None:
         """A 401 makes the next use obtain a new token; refused credentials say what to check."""

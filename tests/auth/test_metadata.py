@@ -17,6 +17,7 @@ from mcpx.auth.metadata import (
     authorization_metadata_urls,
     canonical_resource,
     check_callback,
+    check_https,
     check_pkce,
     default_server_metadata,
     new_pkce,
@@ -163,8 +164,8 @@ class ServerMetadataTests(SynchronousTestCase):
             accept_server_metadata,
             {
                 "issuer": "https://other.example",
-                "authorization_endpoint": "a",
-                "token_endpoint": "t",
+                "authorization_endpoint": "https://other.example/a",
+                "token_endpoint": "https://other.example/t",
             },
             "https://as.example",
             MODERN,
@@ -174,13 +175,47 @@ class ServerMetadataTests(SynchronousTestCase):
         found = accept_server_metadata(
             {
                 "issuer": "https://other.example",
-                "authorization_endpoint": "a",
-                "token_endpoint": "t",
+                "authorization_endpoint": "https://other.example/a",
+                "token_endpoint": "https://other.example/t",
             },
             "https://as.example",
             NOV,
         )
-        self.assertEqual(found.token_endpoint, "t")
+        self.assertEqual(found.token_endpoint, "https://other.example/t")
+
+    def test_https_endpoints_required(self) -> None:
+        """
+        An authorization server endpoint over plain http is refused, saying so, unless
+        it is on a loopback address (localhost, 127.0.0.0/8, ::1).
+        """
+        for endpoint in ("http://as.example/token", "http://192.168.1.5/token", "ftp://x/t"):
+            with self.assertRaises(AuthorizationError) as raised:
+                accept_server_metadata(
+                    {
+                        "issuer": "https://as.example",
+                        "authorization_endpoint": "https://as.example/authorize",
+                        "token_endpoint": endpoint,
+                    },
+                    "https://as.example",
+                    MODERN,
+                )
+            self.assertIn("https", str(raised.exception))
+        for loopback in ("http://localhost:8", "http://127.8.9.10", "http://[::1]:9"):
+            found = accept_server_metadata(
+                {
+                    "issuer": loopback,
+                    "authorization_endpoint": loopback + "/authorize",
+                    "token_endpoint": loopback + "/token",
+                },
+                loopback,
+                MODERN,
+            )
+            self.assertEqual(found.token_endpoint, loopback + "/token")
+
+    def test_https_issuer_required(self) -> None:
+        """The issuer itself (and at 2025-03-26 the server's origin) must be https too."""
+        check_https("https://as.example", "authorization server")
+        self.assertRaises(AuthorizationError, check_https, "http://as.example", "x")
 
     def test_pkce_refused_unadvertised(self) -> None:
         """From 2025-11-25 a server that does not advertise S256 is refused."""

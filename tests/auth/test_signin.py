@@ -13,11 +13,12 @@ from twisted.web.server import Request
 
 from mcpx.auth.metadata import AuthorizationError
 from mcpx.auth.refresh import NeedsSignIn
-from mcpx.auth.signin import SignIns
+from mcpx.auth.signin import STEP_UP_LIMIT, SignIns
 from mcpx.auth.store import TokenStore
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer
+from mcpx.spec.revision import Revision
 from tests.auth.test_flow import MCP, FakeServers, stub
 
 REDIRECT = "http://127.0.0.1:4711/callback"
@@ -161,3 +162,84 @@ class PendingLimitTests(SynchronousTestCase):
         self.assertIn("daemon.pendingSignIns", str(failure.value))
         clock.advance(PENDING_TTL + 1)
         run(self, sign_ins.begin("remote", server, REDIRECT))
+
+
+class StepUpTests(SynchronousTestCase):
+    """A 403 insufficient_scope: a step-up sign-in with the scopes, at most STEP_UP_LIMIT."""
+
+    def setUp(self) -> None:
+        self.fake = ProtectedServers()
+        self.clock = Clock()
+        self.fake.token_answer = (
+            200,
+            {"access_token": "tok-1", "expires_in": 3600, "scope": "mcp:read"},
+        )
+        self.sign_ins = SignIns(stub(self.fake), self.clock, TokenStore(None), SecretMasker())
+        self.server = remote()
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        query = parse_qs(urlsplit(started["url"]).query)
+        back = query["redirect_uri"][0] + "?" + urlencode({"code": "c", "state": query["state"][0]})
+        run(self, self.sign_ins.finish("remote", back))
+        self.credentials = self.sign_ins.credentials("remote", self.server)
+
+    def scopes_asked(self) -> list[str]:
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+        url: str = started["url"]
+        return parse_qs(urlsplit(url).query)["scope"][0].split()
+
+    def test_step_up_union_modern(self) -> None:
+        """
+        At 2026-07-28 the next sign-in asks for the held scopes and the challenged ones;
+        status and the call's error say a sign-in with them is needed.
+        """
+        hint = self.credentials.unauthorized(
+            ['Bearer error="insufficient_scope", scope="mcp:write"'], Revision.V2026_07_28
+        )
+        self.assertIn("mcpx auth login remote", hint)
+        self.assertIn("mcp:write", hint)
+        shown = self.sign_ins.describe("remote")
+        self.assertEqual(shown["state"], "needs_sign_in")
+        self.assertEqual(shown["required_scopes"], ["mcp:read", "mcp:write"])
+        refused = self.failureResultOf(
+            Deferred.fromCoroutine(self.credentials.authorization()), NeedsSignIn
+        )
+        self.assertIn("mcpx auth login remote", str(refused.value))
+        self.assertIn("missing: mcp:write", str(refused.value))
+        self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
+
+    def test_step_up_union_before(self) -> None:
+        """
+        At 2025-11-25 too the step-up asks for the challenged scopes with the held ones,
+        so what worked with the old token goes on working.
+        """
+        self.credentials.unauthorized(
+            ['Bearer error="insufficient_scope", scope="mcp:write"'], Revision.V2025_11_25
+        )
+        self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
+
+    def test_retry_limit(self) -> None:
+        """After STEP_UP_LIMIT step-ups for the same scopes mcpx stops asking for sign-ins."""
+        challenge = ['Bearer error="insufficient_scope", scope="mcp:admin"']
+        for attempt in range(STEP_UP_LIMIT):
+            # Every refused request of one token is one step-up, however many there are.
+            for _ in range(3):
+                self.assertIn("mcpx auth login", self.credentials.unauthorized(challenge))
+            self.assertEqual(self.sign_ins.describe("remote")["state"], "needs_sign_in")
+            self.fake.token_answer = (
+                200,
+                {"access_token": f"tok-up-{attempt}", "expires_in": 3600, "scope": "mcp:admin"},
+            )
+            started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT))
+            query = parse_qs(urlsplit(started["url"]).query)
+            back = (
+                query["redirect_uri"][0]
+                + "?"
+                + urlencode({"code": "c", "state": query["state"][0]})
+            )
+            run(self, self.sign_ins.finish("remote", back))
+        hint = self.credentials.unauthorized(challenge)
+        self.assertNotIn("mcpx auth login", hint)
+        self.assertIn("stops asking", hint)
+        shown = self.sign_ins.describe("remote")
+        self.assertEqual(shown["state"], "signed_in")
+        self.assertEqual(shown["scopes_refused"], ["mcp:admin"])

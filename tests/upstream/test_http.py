@@ -889,7 +889,7 @@ class FakeCredentials:
             raise self.refuse
         return self.value
 
-    def unauthorized(self, www_authenticate: list[str]) -> str:
+    def unauthorized(self, www_authenticate: list[str], revision: object = None) -> str:
         self.refusals.append(www_authenticate)
         return "run `mcpx auth login up`"
 
