@@ -12,13 +12,14 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
+from mcpx.daemon.status_page import ASSETS as PAGE_ASSETS
 from mcpx.ops.op import NDJSON, Op
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import OPS
@@ -123,12 +124,23 @@ class V1Properties(SynchronousTestCase):
 
     @bounded(100)
     @given(st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH"]), st.text(max_size=30))
+    @example("GET", "")
+    @example("GET", "status.js")
+    @example("POST", "")
     def test_any_method_and_path_is_json(self, method: str, path: str) -> None:
-        """Any method on any path is answered JSON, never a 500 or an HTML page."""
+        """
+        Any method on any path is answered JSON, never a 500 or an HTML page, except
+        the status page's own files, which a GET gets with their own types.
+        """
         harness = Harness()
+        target = "/" + quote(path)
         with watching_failures() as watch:
-            answer = harness.send(method, "/" + quote(path), raw=b"{}")
+            answer = harness.send(method, target, raw=b"{}")
         self.assertNotEqual(answer.code, 500)
-        self.assertEqual(answer.header("content-type"), "application/json")
-        json.loads(answer.body)
+        if method == "GET" and target in PAGE_ASSETS:
+            self.assertEqual(answer.code, 200)
+            self.assertEqual(answer.header("content-type"), PAGE_ASSETS[target][1].decode("ascii"))
+        else:
+            self.assertEqual(answer.header("content-type"), "application/json")
+            json.loads(answer.body)
         self.assertEqual(watch.failures, [])
