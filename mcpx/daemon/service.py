@@ -418,6 +418,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     records_for_tasks: RecordStore | None = None
     # A daemon sharing its store beats in it, under an id of its own for this run.
     heartbeat: Heartbeat | None = None
+    # This run's id: in the shared store's heartbeats, and at the start of every
+    # Mcp-Session-Id this daemon mints (so a balancer can keep a session on it).
+    daemon_id = new_daemon_id()
     if settings is not None:
         records = open_records(
             config.store,
@@ -429,7 +432,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             # Else the SQLite file holds the questions; tasks stay in memory and the journal.
             _log.info("questions and tasks are kept in {store}", store=config.store.description)
             records_for_tasks = records
-            heartbeat = Heartbeat(clock, records, new_daemon_id())
+            heartbeat = Heartbeat(clock, records, daemon_id)
         broker = Broker(
             clock,
             store=QuestionStore(records=records),
@@ -543,6 +546,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         host.tasks.daemon = heartbeat.daemon
         # After each beat, the running tasks of daemons that stopped beating are failed.
         heartbeat.watchers.append(host.tasks.fail_lost)
+        host.tasks.alive = heartbeat.alive
+        # A cancel through another daemon stops the task here; a task another daemon
+        # runs wakes the tasks/result waiting on it here.
+        host.tasks.listen()
     journal: TaskJournal | None = None
     if settings is not None:
         # Tasks a previous daemon left running are reported failed, not unknown.
@@ -562,6 +569,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             keep_alive=settings.duration("transport.sseKeepAlive"),
             max_body=settings.integer("transport.maxMessageSize"),
             max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
+            daemon=daemon_id,
         )
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp

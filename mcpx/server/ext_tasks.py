@@ -188,12 +188,13 @@ class ExtensionTasks:
             return None
         return task
 
-    def _own(self, owner: str, params: Mapping[str, Any]) -> Task:
+    async def _own(self, owner: str, params: Mapping[str, Any]) -> Task:
         task_id = params.get("taskId")
         if not isinstance(task_id, str):
             raise RpcError.invalid_params("params.taskId must be a string")
-        task = self.visible(owner, task_id)
-        if task is None:
+        # With a shared store (store.url), a task another daemon runs is found too.
+        task = await self.store.lookup(task_id, lambda client: client == owner)
+        if task is None or task.origin != ORIGIN:
             raise RpcError.invalid_params(
                 f"no task {task_id!r}: it never existed, is another client's, or finished "
                 "and was forgotten after its ttl",
@@ -204,17 +205,18 @@ class ExtensionTasks:
     # tasks/*
 
     async def get(self, owner: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        return self.detailed(self._own(owner, params))
+        return self.detailed(await self._own(owner, params))
 
     async def update(self, owner: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        task = self._own(owner, params)
+        task = await self._own(owner, params)
         responses = params.get("inputResponses")
         if not isinstance(responses, Mapping):
             raise RpcError.invalid_params("params.inputResponses must be an object")
         held = self._held.get(task.id)
         if held is None or task.status.terminal:
-            # The answers are for questions nobody waits on any more: ignored, as the
-            # extension allows for keys that ask nothing.
+            # The answers are for questions nobody waits on any more (or, for a task
+            # another daemon runs, on that daemon): ignored, as the extension allows for
+            # keys that ask nothing.
             return {}
         held.call.answer(responses)
         if not held.call.asking():
@@ -223,11 +225,12 @@ class ExtensionTasks:
         return {}
 
     async def cancel(self, owner: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        task = self._own(owner, params)
+        task = await self._own(owner, params)
         held = self._held.get(task.id)
         try:
-            self.store.cancel(task.id, "cancelled by the client (tasks/cancel)")
-        except TaskIsOver:
+            # Another daemon's task: its daemon hears of the cancel and stops the call.
+            await self.store.cancel_anywhere(task, "cancelled by the client (tasks/cancel)")
+        except (KeyError, TaskIsOver):
             # Idempotent: a finished task stays as it ended, and the answer is the same.
             return {}
         if held is not None:

@@ -68,7 +68,6 @@ each interval until its answer.  Events carry no ids: mcpx does not replay strea
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -98,6 +97,8 @@ from mcpx.server.http_sessions import (
     LegacySession,
     Sessions,
     session_client,
+    session_id_for,
+    session_owner,
 )
 from mcpx.server.listen import Listening
 from mcpx.server.param_headers import REQUEST_HEADERS
@@ -158,10 +159,15 @@ class McpHTTP:
         keep_alive: float = 15.0,
         max_body: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_sessions_per_client: int = DEFAULT_SESSIONS_PER_CLIENT,
+        daemon: str | None = None,
     ) -> None:
         """
         @param max_sessions_per_client: C{transport.maxSessionsPerClient}.
+        @param daemon: this daemon's id (L{mcpx.store.heartbeat.new_daemon_id}), which
+            begins every C{Mcp-Session-Id} it mints (L{session_id_for}), so a balancer
+            can keep a session on its daemon and a daemon can tell whose a session is.
         """
+        self._daemon = daemon
         self._core = core
         self._clock = clock
         self._keep_alive = keep_alive
@@ -321,6 +327,7 @@ class McpHTTP:
             session = self._sessions.used(session_id)
             if session is None or not session.belongs_to(request):
                 # Another subject's session is answered as if it did not exist.
+                self._not_ours(session_id, session)
                 return refusal(
                     request,
                     404,
@@ -437,7 +444,7 @@ class McpHTTP:
                 ),
                 message.id,
             )
-        session_id = secrets.token_urlsafe(24)
+        session_id = session_id_for(self._daemon)
         session = LegacySession(session_id, self._clock, client)
         session.subject = request_subject(exchange.request)
         session.conn = self._core.open(
@@ -579,6 +586,7 @@ class McpHTTP:
             )
         session = self.sessions.get(session_id)
         if session is None or not session.belongs_to(request):
+            self._not_ours(session_id, session)
             return refusal(request, 404, RpcError.invalid_request("no such session"))
         if not accepts_event_stream(request):
             return refusal(
@@ -606,10 +614,26 @@ class McpHTTP:
             )
         session = self.sessions.get(session_id)
         if session is None or not session.belongs_to(request):
+            self._not_ours(session_id, session)
             return refusal(request, 404, RpcError.invalid_request("no such session"))
         self._sessions.end(session)
         request.setResponseCode(200)
         return b""
+
+    def _not_ours(self, session_id: str, session: LegacySession | None) -> None:
+        """Log whose a session id this daemon does not know is, if another daemon's."""
+        if session is not None or self._daemon is None:
+            return
+        owner = session_owner(session_id)
+        if owner is not None and owner != self._daemon:
+            # Only the daemon's part: the rest of a session id is as good as a password.
+            log.info(
+                "a request named a session of daemon {owner}, not of this one ({daemon}): "
+                "answered 404, so its host initializes again here (is the balancer's "
+                "stickiness on Mcp-Session-Id lost?)",
+                owner=owner,
+                daemon=self._daemon,
+            )
 
     def _not_allowed(self, request: IRequest, why: str) -> bytes:
         request.setHeader(b"allow", b"POST")

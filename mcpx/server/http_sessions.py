@@ -7,6 +7,8 @@ client may keep (L{Sessions}).
 from __future__ import annotations
 
 import contextvars
+import re
+import secrets
 from collections import OrderedDict, deque
 from typing import Any, Final
 
@@ -42,6 +44,29 @@ CLIENT_HEADER: Final = b"mcpx-client"
 HANDLING: contextvars.ContextVar[tuple[LegacySession, Exchange] | None] = contextvars.ContextVar(
     "mcpx_http_handling", default=None
 )
+
+
+#: What separates the daemon's id from the random part of an C{Mcp-Session-Id}; neither
+#: a daemon id nor C{secrets.token_urlsafe} has it.
+SESSION_ID_SEPARATOR: Final = "."
+
+_DAEMON_PART: Final = re.compile(r"d_[0-9a-f]{12}")
+
+
+def session_id_for(daemon: str | None) -> str:
+    """
+    A new C{Mcp-Session-Id}: 32 random URL-safe characters (192 bits), after the id of
+    the daemon minting it and a dot when it has one (C{d_3f2a9c1b7e4d.}), so that a
+    balancer can route by it and a daemon can tell another daemon's session.
+    """
+    random = secrets.token_urlsafe(24)
+    return random if daemon is None else f"{daemon}{SESSION_ID_SEPARATOR}{random}"
+
+
+def session_owner(session_id: str) -> str | None:
+    """The id of the daemon that minted C{session_id}, if it names one."""
+    owner, dot, _ = session_id.partition(SESSION_ID_SEPARATOR)
+    return owner if dot and _DAEMON_PART.fullmatch(owner) else None
 
 
 def _progress_token(request: Request) -> str | int | None:

@@ -254,26 +254,29 @@ class CoreTasks:
 
     # tasks/*
 
-    def _own(self, context: Context, params: Mapping[str, Any]) -> Task:
+    async def _own(self, context: Context, params: Mapping[str, Any]) -> Task:
         task_id = params.get("taskId")
         if not isinstance(task_id, str):
             raise RpcError.invalid_params("params.taskId must be a string")
-        task = self.store.get(task_id)
+        identity = context.identity
+        # With a shared store (store.url), a task another daemon runs is found too.
+        task = await self.store.lookup(task_id, lambda client: client == identity)
         # Another caller's task is as unknown as one that never was, and so is a task
         # of another kind (the 2026-07-28 extension's, /v1/call's).
-        if task is None or task.client != context.identity or task.origin != "mcp":
-            raise RpcError.invalid_params(
-                f"no task {task_id!r}: it never existed, is another client's, or finished "
-                f"and was forgotten after its ttl",
-                {"taskId": task_id},
-            )
+        if task is None or task.origin != "mcp":
+            raise _unknown(task_id)
         return task
 
     async def get(self, conn: Conn, context: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return task_json(self._own(context, params), self.store.ttl)
+        return task_json(await self._own(context, params), self.store.ttl)
 
     async def result(self, conn: Conn, context: Context, params: dict[str, Any]) -> dict[str, Any]:
-        task = await self.store.finished(self._own(context, params))
+        own = await self._own(context, params)
+        try:
+            task = await self.store.finished(own)
+        except KeyError:
+            # Another daemon's task, forgotten there while this one waited.
+            raise _unknown(own.id) from None
         related = {"taskId": task.id}
         if task.status is TaskStatus.CANCELLED:
             raise RpcError(
@@ -282,7 +285,7 @@ class CoreTasks:
                 {"taskId": task.id},
             )
         if task.error is not None:
-            error = RpcError.from_json(task.error)
+            error = _rpc_error(task.error)
             data = error.data if isinstance(error.data, dict) else {}
             raise RpcError(error.code, error.message, {**data, "taskId": task.id})
         result = task.result
@@ -294,7 +297,9 @@ class CoreTasks:
     async def list_tasks(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> dict[str, Any]:
-        tasks = [t for t in self.store.tasks(client=context.identity) if t.origin == "mcp"]
+        identity = context.identity
+        listed = await self.store.listed(lambda client: client == identity, principal=identity)
+        tasks = [t for t in listed if t.origin == "mcp"]
         start = 0
         cursor = params.get("cursor")
         if cursor is not None:
@@ -316,14 +321,16 @@ class CoreTasks:
         )
 
     async def cancel(self, conn: Conn, context: Context, params: dict[str, Any]) -> dict[str, Any]:
-        task = self._own(context, params)
+        task = await self._own(context, params)
         try:
-            self.store.cancel(task.id, "cancelled by the client (tasks/cancel)")
-        except TaskIsOver:
+            task = await self.store.cancel_anywhere(task, "cancelled by the client (tasks/cancel)")
+        except KeyError:
+            raise _unknown(task.id) from None
+        except TaskIsOver as e:
             raise RpcError.invalid_params(
-                f"task {task.id!r} is already {task.status.value}: a finished task cannot be "
+                f"task {task.id!r} is already {e.task.status.value}: a finished task cannot be "
                 "cancelled",
-                {"taskId": task.id, "status": task.status.value},
+                {"taskId": task.id, "status": e.task.status.value},
             ) from None
         return task_json(task, self.store.ttl)
 
@@ -343,6 +350,26 @@ class CoreTasks:
             return
         # Outside any request: a legacy HTTP session sends it on its GET stream.
         contextvars.Context().run(push, STATUS_NOTIFICATION, task_json(task, self.store.ttl))
+
+
+def _unknown(task_id: str) -> RpcError:
+    return RpcError.invalid_params(
+        f"no task {task_id!r}: it never existed, is another client's, or finished "
+        f"and was forgotten after its ttl",
+        {"taskId": task_id},
+    )
+
+
+def _rpc_error(error: Mapping[str, Any]) -> RpcError:
+    """
+    A failed task's error as JSON-RPC: its call's own, or (a task another daemon ran,
+    failed by the shared store's C{daemon_lost}) an internal error saying so.
+    """
+    code = error.get("code")
+    message = str(error.get("message", "the call failed"))
+    if type(code) is int:
+        return RpcError(code, message, error.get("data"))
+    return RpcError(INTERNAL_ERROR, message, {"reason": code} if isinstance(code, str) else None)
 
 
 def _cursor(task_id: str) -> str:

@@ -135,6 +135,8 @@ class PostgresRecords:
         self._ready = False
         self._trigger: Any = None
         self._listener: _Listener | None = None
+        #: Everyone told of what the listener hears (the question store, the task store).
+        self._hearers: list[Heard] = []
         self.schema_found: int | None = None
 
     def describe(self) -> str:
@@ -227,10 +229,23 @@ class PostgresRecords:
         return self._run(_prune, _table(kind), finished_before, keep)
 
     def listen(self, heard: Heard) -> None:
-        if self._closed or self._listener is not None:
+        # One listening connection, whoever listens: each is told all it hears.
+        if self._closed:
             return
-        self._listener = _Listener(self._connect, self._reactor, heard, self._description)
+        self._hearers.append(heard)
+        if self._listener is not None:
+            # It already listens: tell this one to read everything, as a new listen would.
+            self._reactor.callFromThread(heard, None, None)  # type: ignore[attr-defined]
+            return
+        self._listener = _Listener(self._connect, self._reactor, self._tell, self._description)
         self._listener.start()
+
+    def _tell(self, kind: str | None, record_id: str | None) -> None:
+        for heard in tuple(self._hearers):
+            try:
+                heard(kind, record_id)
+            except Exception:
+                log.failure("telling of a change of {kind}:{id} failed", kind=kind, id=record_id)
 
     def beat(self, daemon: str, now: float) -> Deferred[None]:
         return self._run(_beat, daemon, now)

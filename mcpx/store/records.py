@@ -120,7 +120,7 @@ class RecordStore(Protocol):
         """
         Tell C{heard}, on the reactor, of every record written or deleted by any daemon
         sharing this store, from now until L{close}.  A store only one daemon uses tells
-        nothing.
+        nothing.  Several parts of a daemon may listen: each is told everything.
         """
 
     def beat(self, daemon: str, now: float) -> Deferred[None]:

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 from attrs import define, field
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -134,6 +134,9 @@ class Task:
     message: str | None = None
     #: How many times the store has told of it (1: it was just made).
     changes: int = 0
+    #: For a task read from the shared store (run by another daemon, or by none any
+    #: more): the id of the daemon that runs it; C{None} for one of this daemon's.
+    daemon: str | None = None
     _done: Waiters[Task] = field(factory=Waiters, repr=False, eq=False)
 
     def summary(self) -> dict[str, Any]:
@@ -208,6 +211,15 @@ class TaskStore:
     _full: bool = field(default=False, init=False)
     _running: dict[str, Deferred[Any]] = field(factory=dict, init=False)
     _expiry: dict[str, IDelayedCall] = field(factory=dict, init=False)
+    #: The daemons alive now (L{mcpx.store.heartbeat.Heartbeat.alive}), to say in a
+    #: cancel through this daemon whether the task's own daemon is there to stop it.
+    alive: Callable[[], Deferred[set[str]]] | None = None
+    #: The state each of this daemon's tasks was last written in, to the shared store:
+    #: every write after the first is made only if the row is still in it, so a cancel
+    #: (or a C{daemon_lost}) written by another daemon is never written over.
+    _stored_as: dict[str, str] = field(factory=dict, init=False)
+    #: Those waiting for the end of a task another daemon runs, by its id.
+    _awaiting: dict[str, Waiters[Task | None]] = field(factory=dict, init=False)
 
     def start(
         self,
@@ -368,13 +380,100 @@ class TaskStore:
     def _changed(self, task: Task) -> None:
         task.changes += 1
         if self.records is not None:
-            saving = self.records.put(TASKS, _task_record(task, self.daemon))
-            self._saving.track(saving, "save task " + task.id)
+            self._save(self.records, task)
         for told in tuple(self.on_change):
             try:
                 told(task)
             except Exception:
                 log.failure("telling of task {task}'s change failed", task=task.id)
+
+    def _save(self, records: RecordStore, task: Task) -> None:
+        record = _task_record(task, self.daemon)
+        before = self._stored_as.get(task.id)
+        self._stored_as[task.id] = record.state
+        if before is None:
+            saving = records.put(TASKS, record)
+        else:
+            # The writes of one record are made in order, so the row is in C{before}
+            # unless another daemon ended the task meanwhile.
+            saving = records.put_if(TASKS, record, before).addCallback(self._saved_if, task)
+        self._saving.track(saving, "save task " + task.id)
+
+    def _saved_if(self, written: bool, task: Task) -> Deferred[None] | None:
+        if written:
+            return None
+        # Ended elsewhere (a cancel through another daemon, a daemon_lost): the row wins.
+        return self._reread(task.id)
+
+    def listen(self) -> None:
+        """
+        Hear of the shared store's changes to tasks: a cancel of one of this daemon's
+        running tasks written through another daemon stops it here, and a task another
+        daemon runs wakes those waiting here for its end (L{finished}).
+        """
+        if self.records is not None:
+            self.records.listen(self._heard)
+
+    def _heard(self, kind: str | None, record_id: str | None) -> None:
+        if kind is None:
+            # Changes may have been missed: every task of interest is read again.
+            watched = {t.id for t in self._tasks.values() if not t.status.terminal}
+            watched.update(self._awaiting)
+        elif kind == TASKS and record_id is not None and self._watched(record_id):
+            watched = {record_id}
+        else:
+            return
+        for task_id in watched:
+            self._saving.track(self._reread(task_id), "read task " + task_id)
+
+    def _watched(self, task_id: str) -> bool:
+        task = self._tasks.get(task_id)
+        return (task is not None and not task.status.terminal) or task_id in self._awaiting
+
+    def _reread(self, task_id: str) -> Deferred[None]:
+        """Read the row of C{task_id} again, and act on what it says."""
+        if self.records is None:
+            return succeed(None)
+        return self.records.get(TASKS, task_id).addCallback(self._reread_as, task_id)
+
+    def _reread_as(self, record: Record | None, task_id: str) -> None:
+        stored = None if record is None else _task_from_record(record)
+        local = self._tasks.get(task_id)
+        if local is not None and stored is not None and stored.status.terminal:
+            self._ended_elsewhere(local, stored)
+        waiting = self._awaiting.get(task_id)
+        if waiting is not None and (stored is None or stored.status.terminal):
+            del self._awaiting[task_id]
+            waiting.fire(stored)
+
+    def _ended_elsewhere(self, task: Task, stored: Task) -> None:
+        """
+        The shared store says this daemon's C{task} ended (a cancel through another
+        daemon): it ends so here too, and its work is stopped (its upstream call with it).
+        """
+        self._stored_as[task.id] = stored.status.value
+        if task.status.terminal:
+            if task.status is not stored.status:
+                # Finished here while it was cancelled there: the store's end is kept.
+                task.status, task.message = stored.status, stored.message
+                task.error, task.result = stored.error, stored.result
+            return
+        log.info(
+            "task {id} was {status} through another daemon: {message}",
+            id=task.id,
+            status=stored.status.value,
+            message=stored.message,
+        )
+        running = self._running.pop(task.id, None)
+        self._finish(
+            task,
+            stored.status,
+            result=stored.result,
+            error=stored.error,
+            message=stored.message,
+        )
+        if running is not None:
+            running.cancel()
 
     def mark(self, task: Task, status: TaskStatus, message: str | None = None) -> None:
         """
@@ -431,13 +530,31 @@ class TaskStore:
         task._done.fire(task)
 
     def finished(self, task: Task) -> Deferred[Task]:
-        """Fires with C{task} once it is over (at once if it is); cancel to stop waiting."""
+        """
+        Fires with C{task} once it is over (at once if it is); cancel to stop waiting.
+        For a task another daemon runs (L{lookup}), it fires with the task as the shared
+        store holds it once it ends there: finished, cancelled, or failed with
+        C{daemon_lost} when its daemon died; L{KeyError} if its row went meanwhile.
+        """
         if task.status.terminal:
             return succeed(task)
-        return task._done.wait()
+        if task.daemon is None or self.records is None:
+            return task._done.wait()
+        waiting = self._awaiting.setdefault(task.id, Waiters())
+        ended = waiting.wait()
+        # It may have ended between its read and now.
+        self._saving.track(self._reread(task.id), "read task " + task.id)
+
+        def found(stored: Task | None) -> Task:
+            if stored is None:
+                raise KeyError(task.id)
+            return stored
+
+        return ended.addCallback(found)
 
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
+        self._stored_as.pop(task_id, None)
         task = self._tasks.pop(task_id, None)
         if self.records is not None:
             self._saving.track(self.records.delete(TASKS, task_id), "forget task " + task_id)
@@ -487,6 +604,111 @@ class TaskStore:
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
 
+    def lookup(self, task_id: str, holds: Callable[[str | None], bool]) -> Deferred[Task | None]:
+        """
+        The task of that id if C{holds} its caller identity: this daemon's own, or else
+        (with a shared store) the one another daemon runs or ran, read from the store
+        (its L{Task.daemon} set).  C{None} for an unknown id and for a task another
+        caller's, alike.
+        """
+        local = self._tasks.get(task_id)
+        if local is not None or self.records is None:
+            return succeed(local if local is not None and holds(local.client) else None)
+
+        def read(record: Record | None) -> Task | None:
+            if record is None or not holds(record.principal):
+                return None
+            return _task_from_record(record)
+
+        return self.records.get(TASKS, task_id).addCallback(read)
+
+    def listed(
+        self,
+        holds: Callable[[str | None], bool],
+        *,
+        principal: Principal = ANYONE,
+        server: str | None = None,
+        status: TaskStatus | None = None,
+    ) -> Deferred[list[Task]]:
+        """
+        The tasks whose caller C{holds}, oldest first: this daemon's and, with a shared
+        store, every daemon's (C{principal} narrows what is read from it).
+        """
+
+        def wanted(task: Task) -> bool:
+            return (
+                holds(task.client)
+                and (server is None or task.server == server)
+                and (status is None or task.status is status)
+            )
+
+        local = [task for task in self._tasks.values() if wanted(task)]
+        if self.records is None:
+            return succeed(local)
+
+        def merged(records: list[Record]) -> list[Task]:
+            found: dict[str, Task] = {}
+            for record in records:
+                task = _task_from_record(record)
+                if task is not None and wanted(task):
+                    found[task.id] = task
+            # This daemon's own are as they are now (a write may still be under way).
+            found.update((task.id, task) for task in local)
+            return sorted(found.values(), key=lambda task: (task.created, task.id))
+
+        return self.records.find(TASKS, principal=principal).addCallback(merged)
+
+    def cancel_anywhere(
+        self, task: Task, message: str = "cancelled at the caller's request"
+    ) -> Deferred[Task]:
+        """
+        Cancel C{task} (from L{lookup}): this daemon's own as L{cancel} does; another
+        daemon's by writing its end to the shared store, which that daemon hears and
+        stops the task's work by.  Fires with the task as cancelled.
+
+        @raise KeyError: (in the Deferred) for a task whose row went meanwhile.
+        @raise TaskIsOver: (in the Deferred) for a task that already finished.
+        """
+        if task.daemon is None or self.records is None:
+            try:
+                return succeed(self.cancel(task.id, message))
+            except (KeyError, TaskIsOver) as e:
+                return fail(e)
+        return Deferred.fromCoroutine(self._cancel_elsewhere(self.records, task.id, message))
+
+    async def _cancel_elsewhere(self, records: RecordStore, task_id: str, message: str) -> Task:
+        while True:
+            record = await records.get(TASKS, task_id)
+            found = None if record is None else _task_from_record(record)
+            if record is None or found is None:
+                raise KeyError(task_id)
+            if found.status.terminal:
+                raise TaskIsOver(found)
+            owner = found.daemon
+            said = message
+            if self.daemon is not None:
+                said = f"{message}, through daemon {self.daemon}"
+            if self.alive is not None and owner is not None and owner not in await self.alive():
+                said += (
+                    f"; the daemon that ran it ({owner}) has no heartbeat any more, so "
+                    "nothing was left running to stop"
+                )
+            now = self.clock.seconds()
+            found.status = TaskStatus.CANCELLED
+            found.message = said
+            found.error = None
+            found.result = None
+            found.finished = found.updated = now
+            ended = _task_record(found, owner)
+            # Only if it is still as read: else it moved on (or ended), and is read again.
+            if await records.put_if(TASKS, ended, record.state):
+                log.info(
+                    "task {id} of daemon {daemon} cancelled through this one",
+                    id=task_id,
+                    daemon=owner,
+                )
+                return found
+
     def stored(
         self, task_id: str, principal: Principal = ANYONE
     ) -> Deferred[dict[str, Any] | None]:
@@ -518,7 +740,15 @@ class TaskStore:
         """
         if self.records is None:
             return succeed(0)
-        return Deferred.fromCoroutine(self._fail_lost(self.records, alive))
+        failing = Deferred.fromCoroutine(self._fail_lost(self.records, alive))
+
+        def again(failed: int) -> int:
+            # A missed notice never leaves a waiter hanging: each beat reads its task.
+            for task_id in tuple(self._awaiting):
+                self._saving.track(self._reread(task_id), "read task " + task_id)
+            return failed
+
+        return failing.addCallback(again)
 
     async def _fail_lost(self, records: RecordStore, alive: set[str]) -> int:
         failed = 0
@@ -618,4 +848,53 @@ def _task_record(task: Task, daemon: str | None = None) -> Record:
         state=task.status.value,
         finished=task.finished,
         body=body,
+    )
+
+
+def _task_from_record(record: Record) -> Task | None:
+    """A task as the shared store keeps it (L{_task_record}), or C{None} if unreadable."""
+    try:
+        shown = json.loads(record.body)
+    except ValueError:
+        shown = None
+    if not isinstance(shown, dict):
+        log.warn("skipped unreadable task {id} in the store", id=record.id)
+        return None
+
+    def text(key: str) -> str | None:
+        value = shown.get(key)
+        return value if isinstance(value, str) else None
+
+    def number(key: str) -> float | None:
+        value = shown.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    try:
+        status = TaskStatus(shown.get("status", record.state))
+    except ValueError:
+        log.warn("skipped task {id} in an unknown state in the store", id=record.id)
+        return None
+    error = shown.get("error")
+    result = shown.get("result")
+    if status is TaskStatus.CANCELLED:
+        error = None
+    elif isinstance(error, Mapping) and isinstance(error.get("rpc"), Mapping):
+        # An MCP call's own JSON-RPC error, as Task.to_json wraps it.
+        error = dict(error["rpc"])
+    created = number("created") or 0.0
+    return Task(
+        id=record.id,
+        created=created,
+        status=status,
+        result=result,
+        error=error if isinstance(error, Mapping) else None,
+        finished=number("finished"),
+        client=record.principal,
+        updated=number("updated") or created,
+        ttl=number("ttl"),
+        server=text("server"),
+        tool=text("tool"),
+        origin=text("origin") or "v1",
+        message=text("message"),
+        daemon=text("daemon") or "",
     )
