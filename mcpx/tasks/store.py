@@ -220,6 +220,8 @@ class TaskStore:
     _stored_as: dict[str, str] = field(factory=dict, init=False)
     #: Those waiting for the end of a task another daemon runs, by its id.
     _awaiting: dict[str, Waiters[Task | None]] = field(factory=dict, init=False)
+    #: Set by L{close}: what the shared store says from then on changes nothing here.
+    _closed: bool = field(default=False, init=False)
 
     def start(
         self,
@@ -415,6 +417,8 @@ class TaskStore:
             self.records.listen(self._heard)
 
     def _heard(self, kind: str | None, record_id: str | None) -> None:
+        if self._closed:
+            return
         if kind is None:
             # Changes may have been missed: every task of interest is read again.
             watched = {t.id for t in self._tasks.values() if not t.status.terminal}
@@ -437,6 +441,8 @@ class TaskStore:
         return self.records.get(TASKS, task_id).addCallback(self._reread_as, task_id)
 
     def _reread_as(self, record: Record | None, task_id: str) -> None:
+        if self._closed:
+            return
         stored = None if record is None else _task_from_record(record)
         local = self._tasks.get(task_id)
         if local is not None and stored is not None and stored.status.terminal:
@@ -816,6 +822,8 @@ class TaskStore:
 
     def close(self) -> None:
         """Forget every task: cancel the running ones and their expiry timers."""
+        self._closed = True
+        self._awaiting = {}
         self._tasks = {}
         self._by_client = {}
         self._refused = set()
