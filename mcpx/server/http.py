@@ -629,8 +629,8 @@ class McpHTTP:
             # Only the daemon's part: the rest of a session id is as good as a password.
             log.info(
                 "a request named a session of daemon {owner}, not of this one ({daemon}): "
-                "answered 404, so its host initializes again here (is the balancer's "
-                "stickiness on Mcp-Session-Id lost?)",
+                "answered 404, so its host initializes again here (that daemon stopped or "
+                "restarted, or a balancer sent the session to the wrong daemon)",
                 owner=owner,
                 daemon=self._daemon,
             )

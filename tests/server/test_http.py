@@ -162,6 +162,69 @@ class McpHTTPCase(SynchronousTestCase):
         return {"Mcp-Session-Id": session, "MCP-Protocol-Version": revision}
 
 
+class DaemonSessionIdTests(SynchronousTestCase):
+    """A daemon's id (L{mcpx.store.heartbeat}) begins every session id it mints."""
+
+    def daemon(self, daemon: str) -> tuple[McpHTTP, Client]:
+        clock = Clock()
+        mcp = McpHTTP(FakeCore(), clock, keep_alive=15.0, max_body=4096, daemon=daemon)
+        client = Client(mcp, clock)
+        self.addCleanup(client.stub.flush)
+        self.addCleanup(mcp.close)
+        return mcp, client
+
+    def initialize(self, client: Client) -> str:
+        response, _ = client.post(
+            request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+        )
+        session = header(response, "mcp-session-id")
+        assert session is not None
+        return session
+
+    def test_session_id_names_its_daemon(self) -> None:
+        """
+        The session id is the daemon's id, a dot and 32 random URL-safe characters, a
+        fresh random part each time; it is visible ASCII, as the transport asks.
+        """
+        _, client = self.daemon("d_0123456789ab")
+        first, second = self.initialize(client), self.initialize(client)
+        for session in (first, second):
+            owner, dot, random = session.partition(".")
+            self.assertEqual((owner, dot, len(random)), ("d_0123456789ab", ".", 32))
+            self.assertRegex(random, r"^[A-Za-z0-9_-]{32}$")
+            self.assertEqual(sessions_module.session_owner(session), "d_0123456789ab")
+        self.assertNotEqual(first, second)
+
+    def test_another_daemons_session_is_404_and_logged(self) -> None:
+        """
+        A session id minted by another daemon is 404 on POST, GET and DELETE (so the
+        host initializes again here), and the log names the daemon that owns it, never
+        the rest of the id.
+        """
+        _, first = self.daemon("d_aaaaaaaaaaaa")
+        _, second = self.daemon("d_bbbbbbbbbbbb")
+        session = self.initialize(first)
+        logged = observe_log(self)
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        response, _ = second.post(request(1, "echo", {"x": 1}), headers)
+        self.assertEqual(response.code, 404)
+        for method in ("GET", "DELETE"):
+            response, _ = second.send(method, None, {**headers, "Accept": "text/event-stream"})
+            self.assertEqual(response.code, 404, method)
+        said = [
+            e for e in logged if "a request named a session of daemon" in str(e.get("log_format"))
+        ]
+        self.assertEqual(len(said), 3)
+        self.assertEqual(
+            (said[0]["owner"], said[0]["daemon"]), ("d_aaaaaaaaaaaa", "d_bbbbbbbbbbbb")
+        )
+        secret = session.partition(".")[2]
+        self.assertFalse([e for e in logged if secret in repr(e)])
+        # On its own daemon it is served.
+        response, _ = first.post(request(2, "echo", {"x": 1}), headers)
+        self.assertEqual(response.code, 200)
+
+
 class LegacySessionTests(McpHTTPCase):
     def test_only_initialize_mints_a_session(self) -> None:
         """initialize answers with an Mcp-Session-Id; a sessionless request gets none."""

@@ -22,17 +22,23 @@ from twisted.trial.unittest import TestCase
 from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation
 from mcpx.ops.tasks import cancel_task, get_task, list_tasks
-from mcpx.spec.revision import Revision
+from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER
+from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
 from mcpx.tasks.store import TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
-from tests.server import Harness, gateway_servers
+from tests.server import Harness, Session, gateway_servers
 from tests.store.test_fleet import START, until
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 V4 = Revision.V2025_11_25
+
+#: A 2026-07-28 request's _meta declaring the tasks extension.
+WITH_EXTENSION: dict[str, Any] = {
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}
+}
 
 MCPX_CALL: dict[str, Any] = {
     "name": "mcpx_call",
@@ -159,6 +165,46 @@ class FleetTaskTests(TestCase):
         self.assertEqual(
             result["_meta"]["io.modelcontextprotocol/related-task"], {"taskId": task_id}
         )
+
+    async def test_extension_task_read_and_cancelled_through_another_daemon(self) -> None:
+        """
+        2026-07-28 extension tasks made on daemon A: through daemon B, tasks/get reads
+        one working and, once A's call finished, completed with its result inlined;
+        tasks/cancel through B of another stops A's upstream call.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa")
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        on_a, on_b = Session(NEWEST, a.harness), Session(NEWEST, b.harness)
+
+        async def made() -> str:
+            answering = a.harness.request("tools/call", on_a.params(MCPX_CALL, **WITH_EXTENSION))
+            a.clock.advance(SUPPORTING_TOOL_AFTER)
+            created = await answering
+            self.assertEqual(created["resultType"], "task")
+            await a.tasks.saved()
+            return str(created["taskId"])
+
+        async def got(task_id: str) -> Any:
+            return await b.harness.request(
+                "tasks/get", on_b.params({"taskId": task_id}, **WITH_EXTENSION)
+            )
+
+        finishing, cancelling = await made(), await made()
+        self.assertEqual((await got(finishing))["status"], "working")
+        a.pool.held[0].result.callback(text_result("found"))
+        await a.tasks.saved()
+        done = await got(finishing)
+        self.assertEqual(done["status"], "completed")
+        self.assertEqual(done["result"]["content"], [{"type": "text", "text": "found"}])
+        held = a.pool.held[1].result
+        answer = await b.harness.request(
+            "tasks/cancel", on_b.params({"taskId": cancelling}, **WITH_EXTENSION)
+        )
+        self.assertEqual(answer["resultType"], "complete")
+        await until(lambda: held.called, "A cancels its upstream call")
+        held.addErrback(lambda f: f.trap(CancelledError))
+        self.assertEqual((await got(cancelling))["status"], "cancelled")
+        await a.tasks.saved()
 
     async def test_another_client_sees_nothing(self) -> None:
         """
