@@ -50,6 +50,11 @@ DEFAULT_LIMIT = 1000
 #: How many of them one caller identity may hold when nothing says otherwise.
 DEFAULT_PER_CLIENT = 200
 
+#: Seconds past the ttl after which a finished task's row is deleted by any daemon of a
+#: shared store (its own daemon deletes it at its ttl; a dead one never does), leaving
+#: room for clocks a little apart.
+FORGOTTEN_AFTER = 60.0
+
 #: The setting that caps the tasks of one caller.
 PER_CLIENT_SETTING = "tasks.maxPerClient"
 
@@ -791,6 +796,11 @@ class TaskStore:
                         "task {id} failed: its daemon {daemon} is gone", id=record.id, daemon=owner
                     )
                     failed += 1
+        # A dead daemon's finished tasks are never expired by it: every daemon's are
+        # long past their ttl (none is kept longer than the store's) by then.
+        await records.prune(
+            TASKS, self.clock.seconds() - self.ttl - FORGOTTEN_AFTER, keep=TaskStatus.WORKING.value
+        )
         return failed
 
     def saved(self) -> Deferred[None]:

@@ -182,3 +182,62 @@ class DaemonOnPostgresTests(TestCase):
             (row_id, principal, state, stored["tool"], stored["result"]["content"][0]["text"]),
             (task_id, "alice", "completed", "echo", "hi"),
         )
+
+    async def test_task_read_and_cancelled_through_another_daemon(self) -> None:
+        """
+        Two daemons on one database: a C{/v1/call} task of alice's running on the
+        first (a long countdown) is read working through the second's C{/v1/tasks}
+        and cancelled there; the first stops the call and reads it cancelled, with
+        the second's reason.
+        """
+        first = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        second = await Daemon(self, {"demo": demo_server()}, settings=self.settings).start()
+        alice = Headers({"Mcpx-Client": ["alice"]})
+        clients = {}
+        for daemon in (first, second):
+            client = TestClient(reactor, unix_socket=daemon.socket)
+            self.addCleanup(client.close)
+            clients[daemon] = client
+
+        async def send(daemon: Daemon, method: str, path: str, **given: Any) -> tuple[int, Any]:
+            response = await clients[daemon].http.request(
+                method, f"http://mcpx{path}", headers=alice, **given
+            )
+            return response.code, json.loads(await treq.content(response))
+
+        code, body = await send(
+            first,
+            "POST",
+            "/v1/call",
+            json={
+                "server": "demo",
+                "tool": "countdown",
+                "arguments": {"steps": 100, "interval": 10},
+                "task": True,
+            },
+        )
+        self.assertEqual(code, 202, body)
+        task_id = body["task"]["id"]
+        for _ in range(400):
+            code, shown = await send(second, "GET", f"/v1/tasks/{task_id}")
+            if code == 200:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual((code, shown["status"]), (200, "working"), shown)
+        code, listed = await send(second, "GET", "/v1/tasks")
+        self.assertEqual([t["id"] for t in listed["tasks"]], [task_id])
+        code, cancelled = await send(second, "POST", f"/v1/tasks/{task_id}/cancel")
+        self.assertEqual((code, cancelled["status"]), (200, "cancelled"), cancelled)
+        for _ in range(400):
+            code, there = await send(first, "GET", f"/v1/tasks/{task_id}")
+            if there["status"] != "working":
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(there["status"], "cancelled", there)
+        self.assertIn("POST /v1/tasks/{id}/cancel", there["error"]["message"])
+        self.assertIn("through daemon d_", there["error"]["message"])
+        self.assertEqual(await first.stop(), 0, first.log()[-4000:])
+        self.assertEqual(await second.stop(), 0, second.log()[-4000:])
+        self.assertIn("was cancelled through another daemon", first.log())
+        for daemon in (first, second):
+            self.assertEqual(daemon.log_lines("error") + daemon.log_lines("critical"), [])

@@ -16,7 +16,7 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
 from mcpx.ops.errors import OpError
@@ -26,7 +26,7 @@ from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
-from mcpx.tasks.store import TaskStore
+from mcpx.tasks.store import FORGOTTEN_AFTER, TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
 from tests.server import Harness, Session, gateway_servers
@@ -256,6 +256,11 @@ class FleetTaskTests(TestCase):
         shown = await b.request("tasks/get", {"taskId": task_id})
         self.assertEqual(shown["status"], "failed")
         self.assertIn("stopped without finishing it", shown["statusMessage"])
+        # (This A is not really dead: told its task failed, it stops its call too.)
+        held = a.pool.held[0].result
+        await until(lambda: held.called, "A cancels its upstream call")
+        held.addErrback(lambda f: f.trap(CancelledError))
+        await a.tasks.saved()
 
     async def test_cancel_of_a_dead_daemons_task_says_so(self) -> None:
         """
@@ -275,6 +280,28 @@ class FleetTaskTests(TestCase):
         await until(lambda: held.called, "A cancels its upstream call")
         held.addErrback(lambda f: f.trap(CancelledError))
         await a.tasks.saved()
+
+    async def test_dead_daemons_finished_task_forgotten(self) -> None:
+        """
+        A task that finished on daemon A, which then died before its ttl passed (so
+        it never deleted it), is deleted from the store by daemon B once the ttl is
+        well past; until then B still reads it.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa")
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        task_id = await self.started(a)
+        a.pool.held[0].result.callback(text_result("found"))
+        await a.tasks.saved()
+        await a.heartbeat.stop()
+        b.clock.advance(EVERY)
+        self.assertEqual((await b.request("tasks/get", {"taskId": task_id}))["status"], "completed")
+        b.clock.advance(b.tasks.ttl + FORGOTTEN_AFTER)
+        for _ in range(400):
+            if await b.tasks.stored(task_id) is None:
+                break
+            await deferLater(reactor, 0.025, lambda: None)
+        error = await b.error("tasks/get", {"taskId": task_id})
+        self.assertEqual(error.code, INVALID_PARAMS)
 
 
 class FleetApiTaskTests(TestCase):
