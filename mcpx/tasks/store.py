@@ -453,7 +453,10 @@ class TaskStore:
         if local is not None and stored is not None and stored.status.terminal:
             self._ended_elsewhere(local, stored)
         waiting = self._awaiting.get(task_id)
-        if waiting is not None and (stored is None or stored.status.terminal):
+        if waiting is not None and not waiting:
+            # Everyone waiting gave up (their requests ended): nothing to wake.
+            del self._awaiting[task_id]
+        elif waiting is not None and (stored is None or stored.status.terminal):
             del self._awaiting[task_id]
             waiting.fire(stored)
 
