@@ -135,7 +135,8 @@ class LegacySession:
             on_request=self._no_requests,
             negative_ids=True,
             clock=clock,
-            name=f"http-session:{session_id[:8]}",
+            # (The random part's start: every session of a daemon starts with its id.)
+            name=f"http-session:{session_id.rpartition(SESSION_ID_SEPARATOR)[2][:8]}",
             send_request=self._send_request,
         )
 
