@@ -385,19 +385,43 @@ def check_assertion_method(server: ServerMetadata, algorithm: str) -> None:
     Refuse, saying why, an authorization server that advertises token endpoint
     methods without C{private_key_jwt}, or signing algorithms without C{algorithm}.
     """
-    advertised = server.token_auth_methods
-    if advertised is not None and PRIVATE_KEY_JWT not in advertised:
-        raise AuthorizationError(
-            f"the authorization server {server.issuer} does not accept {PRIVATE_KEY_JWT} "
-            f"at its token endpoint (it offers {', '.join(advertised) or 'nothing'}); "
-            'use "clientSecret" instead of "privateKeyFile"'
-        )
+    methods = server.token_auth_methods
+    _refuse_without(
+        server,
+        methods,
+        PRIVATE_KEY_JWT,
+        refused=f"{PRIVATE_KEY_JWT} at its token endpoint",
+        advertised=f"it offers {', '.join(methods or ()) or 'nothing'}",
+        fix='use "clientSecret" instead of "privateKeyFile"',
+    )
     algorithms = server.signing_algorithms
-    if algorithms is not None and algorithm not in algorithms:
+    _refuse_without(
+        server,
+        algorithms,
+        algorithm,
+        refused=f"client assertions signed with {algorithm}",
+        advertised=f"it accepts {', '.join(algorithms or ()) or 'none'}",
+        fix='set "signingAlgorithm" and a key of that type',
+    )
+
+
+def _refuse_without(
+    server: ServerMetadata,
+    listed: Sequence[str] | None,
+    wanted: str,
+    *,
+    refused: str,
+    advertised: str,
+    fix: str,
+) -> None:
+    """
+    Refuse C{server} if it lists what it supports (C{listed}) without C{wanted}; one
+    that lists nothing may still accept it.
+    """
+    if listed is not None and wanted not in listed:
         raise AuthorizationError(
-            f"the authorization server {server.issuer} does not accept client assertions "
-            f"signed with {algorithm} (it accepts {', '.join(algorithms) or 'none'}); "
-            'set "signingAlgorithm" and a key of that type'
+            f"the authorization server {server.issuer} does not accept {refused} "
+            f"({advertised}); {fix}"
         )
 
 

@@ -9,6 +9,7 @@ The text is printed as text; C{--json} prints the upstream's own result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -174,25 +175,35 @@ def resources_text(answer: object) -> str:
     return "\n".join(parts)
 
 
+def _show_catalogue(
+    client: DaemonClient,
+    as_json: bool,
+    server: str | None,
+    *,
+    op: str,
+    text: Callable[[object], str],
+    what: str,
+) -> None:
+    """Ask for one listing of every server's (or C{server}'s) and show it, or its JSON."""
+    answer = client.get(target(routes.path(op), server=server), timeout=120.0)
+    if as_json:
+        echo_json(answer)
+        return
+    click.echo(text(answer), nl=False)
+    say_missing(answer, what)
+
+
 @asks_the_daemon("prompts")
 @click.argument("server", required=False)
 def prompts(client: DaemonClient, as_json: bool, server: str | None) -> None:
     """List the prompts of every server, or of SERVER."""
-    answer = client.get(target(routes.path("list_prompts"), server=server), timeout=120.0)
-    if as_json:
-        echo_json(answer)
-        return
-    click.echo(prompts_text(answer), nl=False)
-    say_missing(answer, "prompts")
+    _show_catalogue(client, as_json, server, op="list_prompts", text=prompts_text, what="prompts")
 
 
 @asks_the_daemon("resources")
 @click.argument("server", required=False)
 def resources(client: DaemonClient, as_json: bool, server: str | None) -> None:
     """List the resources and resource templates of every server, or of SERVER."""
-    answer = client.get(target(routes.path("list_resources"), server=server), timeout=120.0)
-    if as_json:
-        echo_json(answer)
-        return
-    click.echo(resources_text(answer), nl=False)
-    say_missing(answer, "resources")
+    _show_catalogue(
+        client, as_json, server, op="list_resources", text=resources_text, what="resources"
+    )

@@ -205,13 +205,9 @@ def open_log_stream(log_file: str) -> IO[Any]:
     return open(fd, "a", encoding="utf-8", buffering=1)
 
 
-def begin_logging(
-    stream: IO[Any],
-    level: str = "info",
-    masker: SecretMasker | None = None,
-    log_format: str = "auto",
-) -> None:
-    """Send the global log to C{stream}; standard IO is left alone, stdout stays clean."""
-    globalLogBeginner.beginLoggingTo(
-        [log_observer(stream, level, masker, log_format)], redirectStandardIO=False
-    )
+def begin_logging(observer: ILogObserver) -> None:
+    """
+    Send the global log to C{observer} (L{log_observer}); standard IO is left alone,
+    stdout stays clean.
+    """
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

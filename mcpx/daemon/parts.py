@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from attrs import Factory, define, evolve, field, frozen
 from twisted.internet.interfaces import IReactorTime
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from mcpx.scripts.runner import Scripts
 
 __all__ = ["DaemonParts", "OpsHost", "UpstreamNotices", "connect_upward"]
+
+T = TypeVar("T")
 
 
 def _task_store(parts: DaemonParts) -> TaskStore:
@@ -111,6 +113,26 @@ class DaemonParts:
     )
 
 
+class _Part(Generic[T]):
+    """
+    A read-only attribute of L{OpsHost}: the field of the same name of its current
+    L{DaemonParts}, read afresh each time, so a L{OpsHost.swap} shows at once.
+    """
+
+    def __set_name__(self, owner: type[OpsHost], name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, host: None, owner: type[OpsHost]) -> _Part[T]: ...
+    @overload
+    def __get__(self, host: OpsHost, owner: type[OpsHost]) -> T: ...
+    def __get__(self, host: OpsHost | None, owner: type[OpsHost]) -> T | _Part[T]:
+        if host is None:
+            return self
+        value: T = getattr(host.parts, self._name)
+        return value
+
+
 @define
 class OpsHost:
     """
@@ -150,65 +172,22 @@ class OpsHost:
         self.parts.events.close()
         self.parts.tasks.close()
 
-    @property
-    def clock(self) -> IReactorTime:
-        return self.parts.clock
-
-    @property
-    def pool(self) -> PoolInterface | None:
-        return self.parts.pool
-
-    @property
-    def events(self) -> EventBus:
-        return self.parts.events
-
-    @property
-    def settings(self) -> Settings | None:
-        return self.parts.settings
-
-    @property
-    def servers(self) -> ServersConfig | None:
-        return self.parts.servers
-
-    @property
-    def state_dir(self) -> str:
-        return self.parts.state_dir
-
-    @property
-    def tasks(self) -> TaskStore:
-        return self.parts.tasks
-
-    @property
-    def reloads(self) -> Reloads:
-        return self.parts.reloads
-
-    @property
-    def broker(self) -> Broker | None:
-        return self.parts.broker
-
-    @property
-    def masker(self) -> SecretMasker:
-        return self.parts.masker
-
-    @property
-    def scripts(self) -> Scripts | None:
-        return self.parts.scripts
-
-    @property
-    def sign_ins(self) -> SignIns | None:
-        return self.parts.sign_ins
-
-    @property
-    def host_sign_ins(self) -> HostSignIns | None:
-        return self.parts.host_sign_ins
-
-    @property
-    def clashes(self) -> Clashes:
-        return self.parts.clashes
-
-    @property
-    def calls(self) -> RecentCalls:
-        return self.parts.calls
+    # Each a read-only view of the current record's field of the same name.
+    clock = _Part["IReactorTime"]()
+    pool = _Part["PoolInterface | None"]()
+    events = _Part["EventBus"]()
+    settings = _Part["Settings | None"]()
+    servers = _Part["ServersConfig | None"]()
+    state_dir = _Part["str"]()
+    tasks = _Part["TaskStore"]()
+    reloads = _Part["Reloads"]()
+    broker = _Part["Broker | None"]()
+    masker = _Part["SecretMasker"]()
+    scripts = _Part["Scripts | None"]()
+    sign_ins = _Part["SignIns | None"]()
+    host_sign_ins = _Part["HostSignIns | None"]()
+    clashes = _Part["Clashes"]()
+    calls = _Part["RecentCalls"]()
 
 
 #: Told of each notification an upstream server sends: (server, method, params).

@@ -15,7 +15,7 @@ from twisted.internet.interfaces import IListeningPort
 from mcpx._version import __version__
 from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
-from mcpx.daemon.logs import begin_logging, open_log_stream
+from mcpx.daemon.logs import begin_logging, log_observer, open_log_stream
 from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import (
     DaemonConfig,
@@ -77,10 +77,12 @@ async def run_daemon(
     # Read into C{config} by now; nothing the daemon starts may speak for it to systemd.
     forget_systemd_variables(os.environ)
     begin_logging(
-        open_log_stream(settings.string("daemon.logFile")),
-        settings.string("daemon.logLevel"),
-        config.masker,
-        settings.string("daemon.logFormat"),
+        log_observer(
+            open_log_stream(settings.string("daemon.logFile")),
+            settings.string("daemon.logLevel"),
+            config.masker,
+            settings.string("daemon.logFormat"),
+        )
     )
     prepare_state_dir(config.state_dir)
     raise_descriptor_limit()

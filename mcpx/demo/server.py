@@ -191,6 +191,22 @@ DETACHED: Final = Caller({}, no_notifications)
 Answer = dict[str, Any] | Deferred[dict[str, Any]]
 
 
+@frozen
+class _ToolCall:
+    """
+    A call of a tool that reaches back to its client (L{DemoServer._runners}).
+
+    @ivar arguments: the call's arguments, already checked by the tool.
+    @ivar params: the whole request's params (its C{progressToken}, its retry's answers).
+    """
+
+    tool: DemoTool
+    arguments: Mapping[str, Any]
+    params: dict[str, Any]
+    revision: Revision
+    caller: Caller
+
+
 def _arguments(params: Mapping[str, Any]) -> Mapping[str, Any]:
     arguments = params.get("arguments")
     if arguments is None:
@@ -239,9 +255,10 @@ class DemoServer:
             "resources/read": self._read_resource,
         }
         #: Tools that do more than compute their result: they reach back to the client.
-        self._runners: dict[
-            str, Callable[[DemoTool, Mapping[str, Any], dict[str, Any], Revision, Caller], Answer]
-        ] = {"countdown": self._countdown, "ask": self._ask}
+        self._runners: dict[str, Callable[[_ToolCall], Answer]] = {
+            "countdown": self._countdown,
+            "ask": self._ask,
+        }
 
     def server_info(self, revision: Revision) -> dict[str, Any]:
         """The C{Implementation} describing the demo to a C{revision} peer."""
@@ -318,27 +335,20 @@ class DemoServer:
         refused = tool.refusal(arguments)
         if refused is not None:
             return self._outcome(refused, revision)
-        return runner(tool, arguments, params, revision, caller)
+        return runner(_ToolCall(tool, arguments, params, revision, caller))
 
     def _outcome(self, outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
         return self._complete(outcome.to_json(revision), revision)
 
-    def _countdown(
-        self,
-        tool: DemoTool,
-        arguments: Mapping[str, Any],
-        params: dict[str, Any],
-        revision: Revision,
-        caller: Caller,
-    ) -> Deferred[dict[str, Any]]:
+    def _countdown(self, call: _ToolCall) -> Deferred[dict[str, Any]]:
         """
         Count down on the clock, reporting each step when the request carries a
         C{progressToken}.  Cancelling the answer (the client's C{notifications/cancelled},
         or the connection closing) cancels the pending step, so nothing is left scheduled.
         """
-        steps, interval = countdown_plan(arguments)
-        token = _progress_token(params)
-        with_message = field_in("ProgressNotification.message", revision)
+        steps, interval = countdown_plan(call.arguments)
+        token = _progress_token(call.params)
+        with_message = field_in("ProgressNotification.message", call.revision)
 
         async def count() -> dict[str, Any]:
             for step in range(1, steps + 1):
@@ -348,33 +358,28 @@ class DemoServer:
                 report: dict[str, Any] = {"progressToken": token, "progress": step, "total": steps}
                 if with_message:
                     report["message"] = countdown_progress(step, steps)
-                caller.notify("notifications/progress", report)
-            return self._outcome(tool.body(arguments, self._clock.seconds()), revision)
+                call.caller.notify("notifications/progress", report)
+            outcome = call.tool.body(call.arguments, self._clock.seconds())
+            return self._outcome(outcome, call.revision)
 
         return Deferred.fromCoroutine(count())
 
-    def _ask(
-        self,
-        tool: DemoTool,
-        arguments: Mapping[str, Any],
-        params: dict[str, Any],
-        revision: Revision,
-        caller: Caller,
-    ) -> Answer:
+    def _ask(self, call: _ToolCall) -> Answer:
         """
         Ask the user through the client: by a request in a legacy revision, by an
         C{input_required} result in 2026-07-28.  A client that cannot be asked gets
         L{CANNOT_ASK}.
         """
+        revision, caller = call.revision, call.caller
         if not can_elicit_form(caller.capabilities, revision):
             return self._outcome(CANNOT_ASK, revision)
         if field_in("InputRequiredResult.inputRequests", revision):
-            return self._ask_by_result(arguments, params, revision)
+            return self._ask_by_result(call.arguments, call.params, revision)
         if caller.request is None or not method_in(
             "elicitation/create", revision, direction=Direction.SERVER_TO_CLIENT
         ):
             return self._outcome(CANNOT_ASK, revision)
-        asking = caller.request("elicitation/create", ask_request(arguments))
+        asking = caller.request("elicitation/create", ask_request(call.arguments))
         answered: Deferred[dict[str, Any]] = asking.addCallbacks(
             lambda result: self._outcome(ask_outcome(result), revision),
             lambda failure: self._outcome(self._unanswered(failure), revision),

@@ -16,9 +16,8 @@ from twisted.internet.interfaces import IReactorTime
 
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
-from mcpx.ops.events import EventBus
 from mcpx.ops.recent_calls import RecentCalls
-from mcpx.ops.reloading import Reloads
+from mcpx.ops.reloading import ReloadHost, Reloads
 from mcpx.pool import CallToken
 from mcpx.pool.status import ReloadReport, ServerStatus
 from mcpx.questions.broker import Broker
@@ -85,11 +84,12 @@ class PoolInterface(Protocol):
     def retune(self, settings: Settings) -> None: ...
 
 
-class OpHost(Protocol):
+class OpHost(ReloadHost, Protocol):
     """
     What an operation runs against: a read-only view over the daemon's parts
     (L{mcpx.daemon.parts.OpsHost}).  A reload changes the settings and servers by
-    L{reconfigure}, which puts a new record of parts in place in one step.
+    L{reconfigure}, which puts a new record of parts in place in one step: it is the
+    L{ReloadHost} its C{reloads} run against.
 
     @ivar pool: the warm pool, or C{None} while the daemon runs without one.
     @ivar settings: the resolved settings, or C{None} when none were given.
@@ -110,12 +110,6 @@ class OpHost(Protocol):
     @property
     def pool(self) -> PoolInterface | None: ...
     @property
-    def events(self) -> EventBus: ...
-    @property
-    def settings(self) -> Settings | None: ...
-    @property
-    def servers(self) -> ServersConfig | None: ...
-    @property
     def state_dir(self) -> str: ...
     @property
     def tasks(self) -> TaskStore: ...
@@ -133,7 +127,6 @@ class OpHost(Protocol):
     def clashes(self) -> Clashes: ...
     @property
     def calls(self) -> RecentCalls: ...
-    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None: ...
 
 
 @frozen

@@ -57,6 +57,21 @@ LISTING_ERRORS = {
 }
 
 
+#: What an operation that asks an upstream server may fail with: no such server or
+#: item (404), input the server refused (422), the server failed (502), the server or
+#: the pool unavailable (503), no answer in time (504).
+UPSTREAM_ERRORS = (404, 422, 502, 503, 504)
+
+
+def _server_filter(description: str) -> dict[str, Any]:
+    """The optional C{server} of an operation that lists every server's unless named."""
+    return {**NAME, "description": description}
+
+
+#: The input of a listing of every server's, or of the one named.
+ONE_SERVER_OR_ALL = object_schema({"server": _server_filter("Only this server's.")})
+
+
 def _listed(key: str) -> dict[str, Any]:
     """One item of a server's catalogue as it gave it, with C{server} added."""
     return object_schema({"server": NAME, key: {"type": "string"}}, ["server", key], closed=False)
@@ -81,25 +96,20 @@ OPS: tuple[Op, ...] = (
         "descriptions are the servers' own words, passed on unverified.",
         input_schema=object_schema(
             {
-                "server": {**NAME, "description": "Only this server's tools."},
+                "server": _server_filter("Only this server's tools."),
                 "search": {"type": "string", "description": "Words to look for."},
             }
         ),
         output_schema=object_schema(
             {
                 "tools": {"type": "array", "items": TOOL_SUMMARY},
-                "errors": {
-                    "type": "array",
-                    "items": object_schema(
-                        {"server": NAME, "error": ERROR_OBJECT}, ["server", "error"]
-                    ),
-                },
+                "errors": LISTING_ERRORS,
             },
             ["tools"],
         ),
         handler=servers.list_tools,
         tag="tools",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
     ),
     Op(
@@ -114,7 +124,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=servers.describe_tool,
         tag="tools",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
     ),
     Op(
@@ -184,7 +194,7 @@ OPS: tuple[Op, ...] = (
         "are collected from GET /v1/tasks/{id}.",
         input_schema=object_schema(
             {
-                "server": {**NAME, "description": "Only the tasks calling this server."},
+                "server": _server_filter("Only the tasks calling this server."),
                 "state": {**TASK_STATUS, "description": "Only the tasks in this state."},
                 "client": {
                     "type": "string",
@@ -314,7 +324,7 @@ OPS: tuple[Op, ...] = (
         description="Each prompt as its server describes it (name, title, description, "
         "arguments), with the server's name. A server that cannot be reached is listed "
         "under errors when no server is named.",
-        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        input_schema=ONE_SERVER_OR_ALL,
         output_schema=object_schema(
             {
                 "prompts": {"type": "array", "items": _listed("name")},
@@ -324,7 +334,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=servers.list_prompts,
         tag="prompts",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
         gateway=False,
     ),
@@ -347,7 +357,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=calls.get_prompt,
         tag="prompts",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
     ),
     Op(
@@ -356,7 +366,7 @@ OPS: tuple[Op, ...] = (
         description="Each resource (uri, name, title, description, mimeType, ...) and "
         "template (uriTemplate, ...) as its server describes it, with the server's name. "
         "A server that cannot be reached is listed under errors when no server is named.",
-        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        input_schema=ONE_SERVER_OR_ALL,
         output_schema=object_schema(
             {
                 "resources": {"type": "array", "items": _listed("uri")},
@@ -367,7 +377,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=servers.list_resources,
         tag="resources",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
         gateway=False,
     ),
@@ -383,7 +393,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=calls.read_resource,
         tag="resources",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
     ),
     Op(
@@ -415,7 +425,7 @@ OPS: tuple[Op, ...] = (
         ),
         handler=calls.complete,
         tag="prompts",
-        errors=(404, 422, 502, 503, 504),
+        errors=UPSTREAM_ERRORS,
         uses_client=True,
     ),
     Op(
@@ -512,7 +522,7 @@ OPS: tuple[Op, ...] = (
         "server, the tool, when the call ended, how long it took and how it ended (ok, "
         "tool_error: answered with isError, error: failed). Never the arguments or the "
         "result. Each call that ends is also a call.finished event on GET /v1/events.",
-        input_schema=object_schema({"server": {**NAME, "description": "Only this server's."}}),
+        input_schema=ONE_SERVER_OR_ALL,
         output_schema=object_schema(
             {
                 "calls": {"type": "array", "items": RECENT_CALL},

@@ -177,19 +177,10 @@ class Broker:
         store: if it ended meanwhile (its old daemon's deadline, an answer elsewhere),
         that end is taken in instead.
         """
-        store = self._store
-        if store is None:
-            return
-
-        def saved(won: bool) -> Deferred[None] | None:
-            if won:
-                return None
-            return store.get(question.id).addCallback(
-                lambda stored: None if stored is None else self._merge(stored)
-            )
-
-        self._saving.track(
-            store.save_if_pending(question).addCallback(saved), "adopt " + question.id
+        self._save_if_pending(
+            question,
+            lambda stored: None if stored is None else self._merge(stored),
+            "adopt " + question.id,
         )
 
     @property
@@ -639,6 +630,24 @@ class Broker:
         the store still has it pending; if another daemon ended it first, what the store
         says is taken in instead.
         """
+
+        def ended_elsewhere(stored: Question | None) -> None:
+            log.info(
+                "question {id} was ended through another daemon before it was {state} here",
+                id=question.id,
+                state=question.state.value,
+            )
+            self._overwrite(stored)
+
+        self._save_if_pending(question, ended_elsewhere, "save " + question.id)
+
+    def _save_if_pending(
+        self, question: Question, lost: Callable[[Question | None], None], what: str
+    ) -> None:
+        """
+        Save C{question} only if the store still has it pending; if it does not, what
+        the store holds of it (C{None} if nothing) goes to C{lost}.
+        """
         store = self._store
         if store is None:
             return
@@ -646,16 +655,9 @@ class Broker:
         def saved(won: bool) -> Deferred[None] | None:
             if won:
                 return None
-            log.info(
-                "question {id} was ended through another daemon before it was {state} here",
-                id=question.id,
-                state=question.state.value,
-            )
-            return store.get(question.id).addCallback(self._overwrite)
+            return store.get(question.id).addCallback(lost)
 
-        self._saving.track(
-            store.save_if_pending(question).addCallback(saved), "save " + question.id
-        )
+        self._saving.track(store.save_if_pending(question).addCallback(saved), what)
 
     def _overwrite(self, stored: Question | None) -> None:
         if stored is None:

@@ -326,20 +326,32 @@ def _number(field: FormField, text: str) -> int | float:
 
 
 def _count(name: str, spec: Mapping[str, Any], key: str) -> int | None:
-    value = spec.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}: {key} is not a whole number of at least 0")
-    return value
+    count: int | None = _limit(name, spec, key, _is_count, "a whole number of at least 0")
+    return count
 
 
 def _bound(name: str, spec: Mapping[str, Any], key: str) -> float | None:
+    bound: float | None = _limit(name, spec, key, _is_number, "a number")
+    return bound
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and value >= 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float)
+
+
+def _limit(
+    name: str, spec: Mapping[str, Any], key: str, fits: Callable[[object], bool], what: str
+) -> Any:
+    """C{spec}'s C{key}, or C{None}: refused unless it C{fits} (a boolean never does)."""
     value = spec.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name}: {key} is not a number")
+    if isinstance(value, bool) or not fits(value):
+        raise ValueError(f"{name}: {key} is not {what}")
     return value
 
 
@@ -386,28 +398,29 @@ def _is_uri(value: object) -> bool:
     return _SCHEME.fullmatch(scheme) is not None and bool(rest)
 
 
-def _is_date(value: object) -> bool:
-    if not isinstance(value, str):
+def _iso_checker(
+    shape: re.Pattern[str], parse: Callable[[str], object]
+) -> Callable[[object], bool]:
+    """A format check: a string of C{shape} that C{parse} reads is a valid one."""
+
+    def valid(value: object) -> bool:
+        if not isinstance(value, str):
+            return True
+        if shape.fullmatch(value) is None:
+            return False
+        try:
+            parse(value)
+        except ValueError:
+            return False
         return True
-    if _DATE.fullmatch(value) is None:
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
+
+    return valid
 
 
-def _is_date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if _DATE_TIME.fullmatch(value) is None:
-        return False
-    try:
-        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
+_is_date = _iso_checker(_DATE, date.fromisoformat)
+_is_date_time = _iso_checker(
+    _DATE_TIME, lambda value: datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+)
 
 
 # Our own checkers for exactly the four formats an elicitation may use: jsonschema's built-in

@@ -332,6 +332,22 @@ removed_in = MATRIX.removed_in
 lookup = MATRIX.lookup
 
 
+def _in(
+    kind: Kind,
+    name: str,
+    revision: Revision,
+    direction: Direction | None,
+    extensions: Collection[str],
+) -> bool:
+    """
+    L{RevisionMatrix.has}, with the common question (a core row, sent either way) read
+    straight from the core set: it is asked for every message.
+    """
+    if direction is None and not extensions:
+        return (kind, name) in _CORE[revision]
+    return MATRIX.has(kind, name, revision, direction=direction, extensions=extensions)
+
+
 def method_in(
     method: str,
     revision: Revision,
@@ -340,9 +356,7 @@ def method_in(
     extensions: Collection[str] = (),
 ) -> bool:
     """Whether C{method} is a JSON-RPC request in C{revision}."""
-    if direction is None and not extensions:
-        return (_METHOD, method) in _CORE[revision]
-    return MATRIX.has(_METHOD, method, revision, direction=direction, extensions=extensions)
+    return _in(_METHOD, method, revision, direction, extensions)
 
 
 def input_request_in(method: str, revision: Revision) -> bool:
@@ -358,9 +372,7 @@ def notification_in(
     extensions: Collection[str] = (),
 ) -> bool:
     """Whether notification C{name} exists in C{revision} (optionally: sent that way)."""
-    if direction is None and not extensions:
-        return (_NOTIFICATION, name) in _CORE[revision]
-    return MATRIX.has(_NOTIFICATION, name, revision, direction=direction, extensions=extensions)
+    return _in(_NOTIFICATION, name, revision, direction, extensions)
 
 
 def capability_in(
@@ -377,9 +389,7 @@ def capability_in(
 
 def field_in(name: str, revision: Revision, *, extensions: Collection[str] = ()) -> bool:
     """Whether field C{name} (as the matrix spells it) exists in C{revision}."""
-    if not extensions:
-        return (_FIELD, name) in _CORE[revision]
-    return MATRIX.has(_FIELD, name, revision, extensions=extensions)
+    return _in(_FIELD, name, revision, None, extensions)
 
 
 def content_type_in(content_type: str, revision: Revision) -> bool:

@@ -9,6 +9,7 @@ the specification says so.  L{mcpx.spec.matrix} answers questions about them.
 from __future__ import annotations
 
 from functools import partial
+from typing import Required, TypedDict, Unpack
 
 from mcpx.spec.feature import JSONRPC_BATCH, TASKS_EXTENSION, Direction, Feature, Kind
 from mcpx.spec.revision import Revision
@@ -35,82 +36,19 @@ def _ts(rev: Revision) -> str:
 _TASKS_SPEC = "ext-tasks:specification/2026-07-28/tasks.md"
 
 
-def _message(
-    kind: Kind,
-    name: str,
-    floor: Revision,
-    removed_in: Revision | None,
-    direction: Direction,
-    *,
-    note: str,
-    spec: str,
-    extension: str | None = None,
-    deprecated_in: Revision | None = None,
-) -> Feature:
-    return Feature(
-        kind,
-        name,
-        floor,
-        removed_in,
-        direction,
-        note,
-        spec,
-        extension=extension,
-        deprecated_in=deprecated_in,
-    )
+class _Details(TypedDict, total=False):
+    """What a row says besides its kind, name and revisions (L{Feature}'s fields)."""
+
+    note: Required[str]
+    spec: Required[str]
+    extension: str | None
+    deprecated_in: Revision | None
+    schema: tuple[str, ...]
 
 
-_method = partial(_message, Kind.METHOD)
-_notification = partial(_message, Kind.NOTIFICATION)
-
-
-def _capability(
-    side: Kind,
-    name: str,
-    floor: Revision,
-    removed_in: Revision | None,
-    *,
-    note: str,
-    spec: str,
-    extension: str | None = None,
-    deprecated_in: Revision | None = None,
-) -> Feature:
-    return Feature(
-        side,
-        name,
-        floor,
-        removed_in,
-        None,
-        note,
-        spec,
-        extension=extension,
-        deprecated_in=deprecated_in,
-    )
-
-
-def _field(
-    name: str,
-    floor: Revision,
-    removed_in: Revision | None,
-    *,
-    note: str,
-    spec: str,
-    schema: tuple[str, ...] = (),
-    extension: str | None = None,
-    deprecated_in: Revision | None = None,
-) -> Feature:
-    return Feature(
-        Kind.FIELD,
-        name,
-        floor,
-        removed_in,
-        None,
-        note,
-        spec,
-        extension=extension,
-        deprecated_in=deprecated_in,
-        schema=schema,
-    )
+#: A request or a notification: a message, sent by C{direction}.
+_method = partial(Feature, Kind.METHOD)
+_notification = partial(Feature, Kind.NOTIFICATION)
 
 
 def _plain(
@@ -118,12 +56,15 @@ def _plain(
     name: str,
     floor: Revision,
     removed_in: Revision | None,
-    *,
-    note: str,
-    spec: str,
-    deprecated_in: Revision | None = None,
+    **details: Unpack[_Details],
 ) -> Feature:
-    return Feature(kind, name, floor, removed_in, None, note, spec, deprecated_in=deprecated_in)
+    """A row that is not a message, so has no direction: a capability, a field, a rule."""
+    return Feature(kind, name, floor, removed_in, None, **details)
+
+
+#: A capability: its kind says which side declares it.
+_capability = _plain
+_field = partial(_plain, Kind.FIELD)
 
 
 _METHODS: tuple[Feature, ...] = (

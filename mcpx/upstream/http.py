@@ -30,21 +30,18 @@ L{mcpx.upstream.http_client}.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from hyperlink import EncodedURL
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, DeferredList, fail, succeed
-from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
 from mcpx.once import Once
-from mcpx.settings.servers import RemoteServer, redact_url
+from mcpx.settings.servers import RemoteServer
 from mcpx.spec.revision import NEWEST, Revision
-from mcpx.upstream.channel import ChannelClosed, Negotiated
+from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ACCEPT_BOTH,
@@ -53,19 +50,16 @@ from mcpx.upstream.http_client import (
     EVENT_STREAM,
     JSON,
     Credentials,
+    HTTPChannelBase,
+    HTTPChannelOptions,
     as_headers,
-    close_once,
     explain,
-    owned_client,
     read_body,
-    waiter_on,
 )
 from mcpx.upstream.http_exchange import Exchange
 from mcpx.upstream.http_headers import modern_request_headers
 from mcpx.upstream.http_listen import ListenStream
-from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Request, RequestId
-from mcpx.wire.peer import RpcPeer
 
 log = Logger()
 
@@ -79,7 +73,7 @@ class NoToken(ConnectionError):
     started = False
 
 
-class StreamableHTTPChannel:
+class StreamableHTTPChannel(HTTPChannelBase):
     """
     A L{mcpx.upstream.channel.Channel} to a server at a Streamable HTTP endpoint.
 
@@ -102,45 +96,26 @@ class StreamableHTTPChannel:
         server: RemoteServer,
         reactor: IReactorHTTP,
         *,
-        clock: IReactorTime | None = None,
-        http: HTTPClient | None = None,
-        pool: HTTPConnectionPool | None = None,
-        connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         resume_attempts: int = 3,
         resume_delay_ms: int = 1000,
         reconnect_attempts: int = 5,
         reconnect_delay: float = 1.0,
         http_connections: int = DEFAULT_HTTP_CONNECTIONS,
         credentials: Credentials | None = None,
+        **options: Unpack[HTTPChannelOptions],
     ) -> None:
         """
-        @param name: the server's name, for logs.
         @param credentials: where the C{Authorization} header of an OAuth server comes
             from; fetched (and refreshed when due) each time the channel starts.
-        @param reactor: makes the connections.
-        @param clock: schedules resumptions, reconnections and timeouts; C{reactor} if
-            not given.
-        @param http: the HTTP client to use instead of one of the channel's own.
-        @param pool: the connection pool closed by L{close}; with no C{http}, the client
-            is built on it.
         @param http_connections: the idle connections kept for reuse (with no C{pool}).
+        @param options: the clock (which schedules resumptions, reconnections and
+            timeouts), the HTTP client and the rest L{HTTPChannelOptions} names.
         """
-        self.name = name
-        self.server = server
-        self.negotiated = Negotiated()
-        self.url = server.request_url()
+        super().__init__(name, server, reactor, keep=http_connections, **options)
         # Parsed once: treq would parse a string on every request.
         self.target = EncodedURL.from_text(self.url)
-        self.shown_url = redact_url(server.url)
-        self.reactor = reactor
-        self.clock: IReactorTime = clock if clock is not None else reactor
-        self.http, self._pool = owned_client(
-            reactor, connect_timeout, http, pool, keep=http_connections, server=server
-        )
         self.close_timeout = close_timeout
-        self.max_message_size = max_message_size
         self.resume_attempts = resume_attempts
         self.resume_delay_ms = resume_delay_ms
         self.reconnect_attempts = reconnect_attempts
@@ -152,13 +127,11 @@ class StreamableHTTPChannel:
         }
         self.credentials = credentials
         self._auth_headers: dict[str, str] = {}
-        self._peer: RpcPeer | None = None
         self._session_id: str | None = None
         self._exchanges: set[Exchange] = set()
         self._by_id: dict[RequestId, Exchange] = {}
         self._listen: ListenStream | None = None
         self._unacknowledged: list[Deferred[Any]] = []
-        self._closing: Deferred[None] | None = None
         #: Fails with L{ChannelClosed} once L{close} has released everything.
         self._lost: Once[Failure] = Once()
 
@@ -168,12 +141,6 @@ class StreamableHTTPChannel:
     def cancels_with_notification(self) -> bool:
         """Legacy requests are cancelled with a notification, modern ones by closing."""
         return not self.negotiated.modern
-
-    @property
-    def peer(self) -> RpcPeer:
-        if self._peer is None:
-            raise RuntimeError("attach a peer to the channel before using it")
-        return self._peer
 
     @property
     def closed(self) -> bool:
@@ -187,9 +154,6 @@ class StreamableHTTPChannel:
     def session_id(self) -> str | None:
         """The session id the server gave in answer to C{initialize}, if any."""
         return self._session_id
-
-    def attach(self, peer: RpcPeer) -> None:
-        self._peer = peer
 
     def start(self) -> Deferred[None]:
         # Nothing to open: every message makes its own request.
@@ -249,14 +213,6 @@ class StreamableHTTPChannel:
         otherwise: each request fails on its own.
         """
         return self._lost.wait()
-
-    def close(self) -> Deferred[None]:
-        if self._closing is None:
-            self._closing = close_once(self._close(), self.shown_url)
-        return waiter_on(self._closing)
-
-    def describe(self) -> str:
-        return self.shown_url
 
     # Inside
 

@@ -1,6 +1,7 @@
 # -*- test-case-name: tests.upstream.test_http -*-
 """
-The HTTP plumbing both HTTP channels share: the client and connection pool a channel
+The HTTP plumbing both HTTP channels share: their common part (L{HTTPChannelBase}:
+the server, the clock, the peer, closing once), the client and connection pool a channel
 owns, request bodies, response bodies read with a cap and cut off on demand, the
 one-line reason for a failed request, and handing what a server sent to the peer.
 """
@@ -8,7 +9,7 @@ one-line reason for a failed request, and handing what a server sent to the peer
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict
 
 from hyperlink import EncodedURL
 from treq.client import HTTPClient
@@ -28,10 +29,12 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
 from zope.interface import implementer
 
-from mcpx.settings.servers import RemoteServer
+from mcpx.settings.servers import RemoteServer, redact_url
 from mcpx.spec.revision import Revision
+from mcpx.upstream.channel import Negotiated
 from mcpx.upstream.endpoints import IReactorHTTP, UpstreamEndpoints
 from mcpx.wire.errors import ProtocolError
+from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Batch, ErrorResponse, Message, RequestId, Response, parse
 from mcpx.wire.peer import RpcPeer
 
@@ -395,3 +398,85 @@ def owned_client(
     endpoints = UpstreamEndpoints(reactor, connect_timeout, policy)
     agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
+
+
+class HTTPChannelOptions(TypedDict, total=False):
+    """
+    What either HTTP channel may be given besides its server (L{HTTPChannelBase}).
+
+    @ivar clock: schedules the channel's timeouts and retries; its reactor if not given.
+    @ivar http: the HTTP client to use instead of one of the channel's own.
+    @ivar pool: the connection pool closed by C{close}; with no C{http}, the client is
+        built on it.
+    @ivar connect_timeout: how long a connection to the server may take, in seconds.
+    @ivar max_message_size: the largest JSON body or SSE event accepted, in bytes.
+    """
+
+    clock: IReactorTime | None
+    http: HTTPClient | None
+    pool: HTTPConnectionPool | None
+    connect_timeout: float
+    max_message_size: int
+
+
+class HTTPChannelBase:
+    """
+    What both HTTP channels keep and do alike: the server and its URLs, the clock, the
+    HTTP client (and the pool it owns), the attached peer, and one closing run however
+    often C{close} is called.  A subclass says what closing does (L{_close}).
+
+    @ivar shown_url: the server's URL with its secrets hidden, for logs and errors.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        server: RemoteServer,
+        reactor: IReactorHTTP,
+        *,
+        clock: IReactorTime | None = None,
+        http: HTTPClient | None = None,
+        pool: HTTPConnectionPool | None = None,
+        connect_timeout: float = 10.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        keep: int = DEFAULT_HTTP_CONNECTIONS,
+    ) -> None:
+        """
+        @param name: the server's name, for logs.
+        @param reactor: makes the connections.
+        @param keep: the idle connections kept for reuse (with no C{pool}).
+        """
+        self.name = name
+        self.server = server
+        self.negotiated = Negotiated()
+        self.url = server.request_url()
+        self.shown_url = redact_url(server.url)
+        self.reactor = reactor
+        self.clock: IReactorTime = clock if clock is not None else reactor
+        self.http, self._pool = owned_client(
+            reactor, connect_timeout, http, pool, keep=keep, server=server
+        )
+        self.max_message_size = max_message_size
+        self._peer: RpcPeer | None = None
+        self._closing: Deferred[None] | None = None
+
+    @property
+    def peer(self) -> RpcPeer:
+        if self._peer is None:
+            raise RuntimeError("attach a peer to the channel before using it")
+        return self._peer
+
+    def attach(self, peer: RpcPeer) -> None:
+        self._peer = peer
+
+    def close(self) -> Deferred[None]:
+        if self._closing is None:
+            self._closing = close_once(self._close(), self.shown_url)
+        return waiter_on(self._closing)
+
+    async def _close(self) -> None:
+        """Release what the channel holds; run once, by the first L{close}."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.shown_url

@@ -11,20 +11,18 @@ that stream is the connection: when it ends, the channel is lost.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, DeferredList, fail, succeed
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
 from mcpx.once import Once
 from mcpx.settings.servers import RemoteServer, redact_url
-from mcpx.upstream.channel import ChannelClosed, Negotiated, TransportRefused
+from mcpx.upstream.channel import ChannelClosed, TransportRefused
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.http_client import (
     ERROR_BODY_LIMIT,
@@ -32,20 +30,17 @@ from mcpx.upstream.http_client import (
     JSON,
     BodyReader,
     BytesBody,
+    HTTPChannelBase,
+    HTTPChannelOptions,
     RequestFailed,
     as_headers,
-    close_once,
     deliver,
     discard_body,
     explain,
     media_type,
-    owned_client,
     read_body,
-    waiter_on,
 )
-from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Request, RequestId
-from mcpx.wire.peer import RpcPeer
 from mcpx.wire.sse import MESSAGE, SSEDecoder
 
 log = Logger()
@@ -58,7 +53,7 @@ class EndpointRefused(ConnectionError):
     """The server's C{endpoint} event named a URL mcpx will not POST to."""
 
 
-class HTTPSSEChannel:
+class HTTPSSEChannel(HTTPChannelBase):
     """
     A L{mcpx.upstream.channel.Channel} to a 2024-11-05 server over HTTP+SSE.
 
@@ -77,62 +72,34 @@ class HTTPSSEChannel:
         server: RemoteServer,
         reactor: IReactorHTTP,
         *,
-        clock: IReactorTime | None = None,
-        http: HTTPClient | None = None,
-        pool: HTTPConnectionPool | None = None,
-        connect_timeout: float = 10.0,
         endpoint_timeout: float = 10.0,
         post_timeout: float = 30.0,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        **options: Unpack[HTTPChannelOptions],
     ) -> None:
         """
-        @param name: the server's name, for logs.
-        @param reactor: makes the connections.
-        @param clock: times the wait for the C{endpoint} event and each POST; C{reactor}
-            if not given.
-        @param http: the HTTP client to use instead of one of the channel's own.
-        @param pool: the connection pool closed by L{close}; with no C{http}, the client
-            is built on it.
         @param endpoint_timeout: how long L{start} waits for the C{endpoint} event.
         @param post_timeout: how long a POST may take to be answered (the answer to the
             message itself arrives on the stream, so the POST's own reply is quick).
+        @param options: the clock (which times the wait for the C{endpoint} event and
+            each POST), the HTTP client and the rest L{HTTPChannelOptions} names.
         """
-        self.name = name
-        self.server = server
-        self.negotiated = Negotiated()
-        self.url = server.request_url()
-        self.shown_url = redact_url(server.url)
-        self.reactor = reactor
-        self.clock: IReactorTime = clock if clock is not None else reactor
-        self.http, self._pool = owned_client(reactor, connect_timeout, http, pool, server=server)
+        super().__init__(name, server, reactor, **options)
         self.endpoint_timeout = endpoint_timeout
         self.post_timeout = post_timeout
-        self.max_message_size = max_message_size
         self.endpoint: str | None = None
-        self._peer: RpcPeer | None = None
-        self._decoder = SSEDecoder(max_message_size)
+        self._decoder = SSEDecoder(self.max_message_size)
         self._stream: BodyReader | None = None
         self._opening: Deferred[Any] | None = None
         self._started: Deferred[None] | None = None
         self._start_timer: IDelayedCall | None = None
         self._last_post: Deferred[None] = succeed(None)
         self._posts: set[Deferred[Any]] = set()
-        self._closing: Deferred[None] | None = None
         #: Why the stream is gone, from the moment L{_lose} begins.
         self._lost: Failure | None = None
         #: Tells L{when_lost} waiters, once L{_lose} has failed the start and the peer.
         self._loss: Once[Failure] = Once()
 
     # Channel
-
-    @property
-    def peer(self) -> RpcPeer:
-        if self._peer is None:
-            raise RuntimeError("attach a peer to the channel before using it")
-        return self._peer
-
-    def attach(self, peer: RpcPeer) -> None:
-        self._peer = peer
 
     def start(self) -> Deferred[None]:
         """
@@ -178,18 +145,6 @@ class HTTPSSEChannel:
         that kept L{start} from succeeding) once the event stream is gone.
         """
         return self._loss.wait()
-
-    def close(self) -> Deferred[None]:
-        """
-        Close the stream (which fails every request still waiting, with
-        L{ChannelClosed}) and release the connection pool.
-        """
-        if self._closing is None:
-            self._closing = close_once(self._close(), self.shown_url)
-        return waiter_on(self._closing)
-
-    def describe(self) -> str:
-        return self.shown_url
 
     # The stream
 
@@ -375,6 +330,10 @@ class HTTPSSEChannel:
             log.warn("{url} refused a message: {error}", url=self.shown_url, error=error)
 
     async def _close(self) -> None:
+        """
+        Close the stream (which fails every request still waiting, with
+        L{ChannelClosed}) and release the connection pool.
+        """
         self._lose(f"the channel to {self.shown_url} was closed")
         stream = self._stream
         waiting: list[Deferred[Any]] = list(self._posts)

@@ -24,7 +24,7 @@ from mcpx.upstream.records import (
     ServerDeclaration,
     UpstreamError,
 )
-from mcpx.upstream.session import UpstreamSession, tool_call_params
+from mcpx.upstream.session import UpstreamSession
 from mcpx.upstream.tasks import (
     call_legacy_task,
     declares_tool_tasks,
@@ -168,38 +168,23 @@ class LegacySession(UpstreamSession):
         )
         return tools
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        resolve_inputs: bool = True,
-        caller: CallerToken | None = None,
+    async def _calls_as_task(
+        self, name: str, timeout: float | None, caller: CallerToken | None
+    ) -> bool:
+        """
+        A tool that must run as a task (or may, and C{caller} wants one) is called as a
+        2025-11-25 task and its result awaited.
+        """
+        if not declares_tool_tasks(self.capabilities):
+            return False
+        support = await self.task_support_of(name, timeout)
+        return runs_as_task(support, bool(getattr(caller, "wants_task", False)))
+
+    async def _call_as_task(
+        self, params: dict[str, Any], timeout: float | None, caller: CallerToken | None
     ) -> dict[str, Any]:
-        """
-        As L{UpstreamSession.call_tool}; a tool that must run as a task (or may, and
-        C{caller} wants one) is called as a 2025-11-25 task and its result awaited.
-        """
-        if declares_tool_tasks(self.capabilities):
-            support = await self.task_support_of(name, timeout)
-            if runs_as_task(support, bool(getattr(caller, "wants_task", False))):
-                return await call_legacy_task(
-                    self,
-                    tool_call_params(name, arguments, meta),
-                    timeout=timeout,
-                    caller=caller,
-                    watch=self.watch_task,
-                )
-        return await UpstreamSession.call_tool(
-            self,
-            name,
-            arguments,
-            meta=meta,
-            timeout=timeout,
-            resolve_inputs=resolve_inputs,
-            caller=caller,
+        return await call_legacy_task(
+            self, params, timeout=timeout, caller=caller, watch=self.watch_task
         )
 
     async def subscribe(self, uri: str) -> None:

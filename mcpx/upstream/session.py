@@ -386,13 +386,28 @@ class UpstreamSession:
         resolve_inputs: bool = True,
         caller: CallerToken | None = None,
     ) -> dict[str, Any]:
+        params = tool_call_params(name, arguments, meta)
+        if await self._calls_as_task(name, timeout, caller):
+            return await self._call_as_task(params, timeout, caller)
         return await self.call(
-            "tools/call",
-            tool_call_params(name, arguments, meta),
-            timeout=timeout,
-            resolve_inputs=resolve_inputs,
-            caller=caller,
+            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, caller=caller
         )
+
+    async def _calls_as_task(
+        self, name: str, timeout: float | None, caller: CallerToken | None
+    ) -> bool:
+        """
+        Whether a call of tool C{name} is made as a task this session starts and awaits
+        itself (L{_call_as_task}): never here; a 2026-07-28 server's own tasks are
+        followed by L{call}.
+        """
+        return False
+
+    async def _call_as_task(
+        self, params: dict[str, Any], timeout: float | None, caller: CallerToken | None
+    ) -> dict[str, Any]:
+        """A C{tools/call} with C{params}, made as a task and its result awaited."""
+        raise NotImplementedError
 
     async def get_prompt(
         self,
