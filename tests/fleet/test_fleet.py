@@ -1,0 +1,300 @@
+"""
+Three daemons behind HAProxy on one PostgreSQL store (L{tests.fleet.fleet}), driven by
+real peers: the Python SDK's client as the host, the Python SDK fixture as every
+daemon's upstream.
+"""
+
+from __future__ import annotations
+
+import http.client as http_client
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.fleet.fleet import (
+    PUBLIC_NAME,
+    UPSTREAM,
+    Answer,
+    FleetDaemon,
+    FleetTestCase,
+    http,
+    wait_until,
+)
+from tests.support.real_servers import in_worker
+
+MODERN = "2026-07-28"
+
+
+class Recorded:
+    """The HTTP exchanges of one SDK host: (method, status, Mcp-Session-Id sent) each."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[tuple[str, int, str | None]] = []
+
+    async def response(self, response: httpx2.Response) -> None:
+        request = response.request
+        self.exchanges.append(
+            (request.method, response.status_code, request.headers.get("mcp-session-id"))
+        )
+
+
+class Background:
+    """A blocking call run on a thread of its own; L{result} waits for it."""
+
+    def __init__(self, work: Callable[[], Answer]) -> None:
+        self._answer: list[Answer] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Answer]) -> None:
+        try:
+            self._answer.append(work())
+        except BaseException as e:
+            self._error.append(e)
+
+    def result(self, timeout: float = 60) -> Answer:
+        self._thread.join(timeout)
+        if self._error:
+            raise self._error[0]
+        if not self._answer:
+            raise AssertionError("the call did not end")
+        return self._answer[0]
+
+
+def texts(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+class FleetTests(FleetTestCase):
+    """The scenarios of docs/fleet.md's failures and sharing, on one fleet."""
+
+    def host(
+        self,
+        mode: str,
+        calls: int,
+        subject: str = "alice",
+        recorded: Recorded | None = None,
+        between: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """
+        An SDK host session through the balancer in C{mode} making C{calls} calls of the
+        upstream's C{echo}; what each answered. C{between(i)} runs (on the host's thread)
+        after call C{i}.
+        """
+        token = self.fleet.token(subject)
+        hooks = {"response": [recorded.response]} if recorded is not None else {}
+
+        async def converse() -> list[str]:
+            answers = []
+            async with httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx2.Timeout(30, read=60),
+                event_hooks=hooks,
+            ) as client:
+                transport = streamable_http_client(self.fleet.audience, http_client=client)
+                async with Client(transport, mode=mode, cache=None) as host:
+                    for i in range(calls):
+                        answers.append(texts(await host.call_tool("echo", {"text": f"{mode} {i}"})))
+                        if between is not None:
+                            between(i)
+            return answers
+
+        return in_worker(converse)
+
+    def ask(self, daemon: FleetDaemon, subject: str = "alice") -> tuple[Background, str]:
+        """
+        C{subject}'s C{/v1/call} of the upstream's C{ask_name} on C{daemon}, running, and
+        the id of the question it asked (once C{daemon} lists it).
+        """
+        before = {q["id"] for q in self.questions(daemon, subject)}
+        body = {"server": UPSTREAM, "tool": "ask_name", "arguments": {}}
+        call = Background(lambda: self.fleet.v1(daemon, "POST", "/v1/call", subject, body=body))
+
+        def asked() -> str | None:
+            new = [q["id"] for q in self.questions(daemon, subject) if q["id"] not in before]
+            return new[0] if new else None
+
+        return call, wait_until(asked, f"the call on {daemon.name} asks")
+
+    def questions(self, daemon: FleetDaemon, subject: str = "alice") -> list[dict[str, Any]]:
+        """Every question C{daemon} lists for C{subject}, pending or ended."""
+        answer = self.fleet.v1(daemon, "GET", "/v1/questions?all=true", subject)
+        self.assertEqual(answer.status, 200, answer)
+        listed: list[dict[str, Any]] = answer.body["questions"]
+        return listed
+
+    def question(self, daemon: FleetDaemon, id: str, state: str = "pending") -> dict[str, Any]:
+        """Question C{id} as C{daemon} lists it, once it lists it in C{state}."""
+
+        def listed() -> dict[str, Any] | None:
+            found = [q for q in self.questions(daemon) if q["id"] == id and q["state"] == state]
+            return found[0] if found else None
+
+        return wait_until(listed, f"{daemon.name} lists {id} as {state}")
+
+    def answer(self, daemon: FleetDaemon, question: dict[str, Any], name: str) -> Answer:
+        body = {"action": "accept", "content": {"name": name}}
+        return self.fleet.v1(daemon, "POST", f"/v1/questions/{question['id']}/answer", body=body)
+
+    def test_modern_calls_spread_over_every_daemon(self) -> None:
+        """
+        A 2026-07-28 host's calls through HAProxy, which carry no session, are served
+        by all three daemons (each has calls of its own in /v1/calls), every one
+        answered.
+        """
+        since = time.time() - 0.001
+        answers = self.host(MODERN, 9)
+        self.assertEqual(answers, [f"{MODERN} {i}" for i in range(9)])
+        counts = self.fleet.calls_since(since, "echo")
+        self.assertEqual(sum(counts.values()), 9, counts)
+        self.assertTrue(all(counts[d.name] > 0 for d in self.fleet.daemons), counts)
+
+    def test_legacy_session_survives_its_daemon(self) -> None:
+        """
+        A legacy host's session stays on the daemon that minted its Mcp-Session-Id;
+        that daemon killed with kill -9, the host's next request gets 404 (from another
+        daemon, HAProxy having sent it on), and a new session carries on elsewhere.
+        """
+        since = time.time() - 0.001
+        recorded = Recorded()
+        owner: list[FleetDaemon] = []
+
+        def kill_the_owner(i: int) -> None:
+            if i != 2:
+                return
+            counts = self.fleet.calls_since(since, "echo")
+            [name] = [name for name, n in counts.items() if n]
+            self.assertEqual(counts[name], 3, counts)
+            [daemon] = [d for d in self.fleet.daemons if d.name == name]
+            owner.append(daemon)
+            self.addCleanup(self.fleet.restart_daemon, daemon)
+            daemon.kill()
+
+        with self.assertRaises(MCPError) as refused:
+            self.host("legacy", 5, recorded=recorded, between=kill_the_owner)
+        self.assertIn("no such session", str(refused.exception))
+        [session] = {s for _, _, s in recorded.exchanges if s}
+        after_kill = [
+            status for method, status, s in recorded.exchanges if s == session and method == "POST"
+        ]
+        self.assertEqual(after_kill[-2:], [200, 404], recorded.exchanges)
+
+        since = time.time() - 0.001
+        self.assertEqual(self.host("legacy", 3), [f"legacy {i}" for i in range(3)])
+        counts = self.fleet.calls_since(since, "echo")
+        self.assertNotIn(owner[0].name, counts)
+        self.assertEqual(sorted(counts.values()), [0, 3], counts)
+
+    def test_question_answered_through_another_daemon(self) -> None:
+        """
+        The upstream asks a question during alice's call on daemon 1; daemon 3 lists it
+        in /v1/questions, alice answers it there, and the call on daemon 1 ends with
+        the answer.
+        """
+        first, _, third = self.fleet.daemons
+        call, id = self.ask(first)
+        asked = self.question(third, id)
+        self.assertEqual(asked["server"], UPSTREAM)
+        answered = self.answer(third, asked, "Ada")
+        self.assertEqual(answered.status, 200, (answered, asked, self.dump()))
+        done = call.result()
+        self.assertEqual(done.status, 200, done)
+        self.assertEqual(done.body["content"][0]["text"], "Hello, Ada")
+
+    def test_other_principal_refused_the_question_everywhere(self) -> None:
+        """
+        bob, another principal, neither lists, reads nor answers alice's question on
+        any daemon; alice's answer then still ends her call.
+        """
+        first, second, _ = self.fleet.daemons
+        call, id = self.ask(second)
+        asked = self.question(first, id)
+        path = f"/v1/questions/{asked['id']}"
+        for daemon in self.fleet.daemons:
+            listed = self.fleet.v1(daemon, "GET", "/v1/questions?all=true", "bob")
+            self.assertEqual((listed.status, listed.body), (200, {"questions": []}), daemon.name)
+            shown = self.fleet.v1(daemon, "GET", path, "bob")
+            self.assertEqual((shown.status, shown.body["error"]["code"]), (404, "unknown_question"))
+            body = {"action": "accept", "content": {"name": "Mallory"}}
+            refused = self.fleet.v1(daemon, "POST", path + "/answer", "bob", body=body)
+            self.assertEqual(
+                (refused.status, refused.body["error"]["code"]), (404, "unknown_question")
+            )
+        self.assertEqual(self.answer(first, asked, "Ada").status, 200)
+        self.assertEqual(call.result().body["content"][0]["text"], "Hello, Ada")
+
+    def test_postgres_restart(self) -> None:
+        """
+        PostgreSQL stopped under the fleet: calls that need no shared state go on
+        through HAProxy, on every daemon; started again, a question asked before it
+        stopped is answered through another daemon and wakes its call.
+        """
+        first, second, _ = self.fleet.daemons
+        call, id = self.ask(second)
+        asked = self.question(first, id)
+        with self.fleet.postgres_stopped():
+            since = time.time() - 0.001
+            self.assertEqual(self.host(MODERN, 6), [f"{MODERN} {i}" for i in range(6)])
+            counts = self.fleet.calls_since(since, "echo")
+            self.assertEqual(sum(counts.values()), 6, counts)
+            self.assertTrue(all(counts.values()), counts)
+
+        def answered() -> Answer | None:
+            answer = self.answer(first, asked, "Ada")
+            return answer if answer.status == 200 else None
+
+        wait_until(answered, "the answer is taken once PostgreSQL is back")
+        done = call.result()
+        self.assertEqual(done.body["content"][0]["text"], "Hello, Ada", self.dump())
+        # Every daemon comes to list the one answer (a daemon whose listening connection
+        # is still waiting to reconnect reads every question again when it does).
+        for daemon in self.fleet.daemons:
+            shown = self.question(daemon, id, "answered")
+            self.assertEqual(shown["answer"], {"action": "accept", "content": {"name": "Ada"}})
+
+    def test_host_origin_and_token_checked_by_the_daemons(self) -> None:
+        """
+        HAProxy hands Host, Origin and Authorization to the daemons as the client sent
+        them: the fleet's public name is let in, any other name or a foreign Origin is
+        refused by the daemon (403), and a request without a token gets 401.
+        """
+        base = self.fleet.balancer
+        token = self.fleet.token("alice")
+        named = http("GET", base + "/v1/servers", token=token, headers={"Host": PUBLIC_NAME})
+        self.assertEqual(named.status, 200, named)
+        other = http("GET", base + "/v1/servers", token=token, headers={"Host": "rebind.example"})
+        self.assertEqual((other.status, other.body["error"]["code"]), (403, "host_not_allowed"))
+        page = http(
+            "GET", base + "/v1/servers", token=token, headers={"Origin": "https://evil.example"}
+        )
+        self.assertEqual((page.status, page.body["error"]["code"]), (403, "origin_not_allowed"))
+        self.assertEqual(http("GET", base + "/v1/servers").status, 401)
+
+    def test_rate_limit_per_credential(self) -> None:
+        """
+        One credential sending more than 600 requests in 10 seconds is answered 429
+        with Retry-After by HAProxy; another credential is not held back.
+        """
+        connection = http_client.HTTPConnection("127.0.0.1", self.fleet.balancer_port, timeout=30)
+        flood = {"Authorization": f"Bearer flood-{secrets.token_hex(8)}"}
+        statuses = []
+        try:
+            for _ in range(601):
+                connection.request("GET", "/health", headers=flood)
+                response = connection.getresponse()
+                response.read()
+                statuses.append((response.status, response.getheader("Retry-After")))
+        finally:
+            connection.close()
+        self.assertEqual(statuses[:600], [(200, None)] * 600)
+        self.assertEqual(statuses[600], (429, "10"))
+        calm = self.fleet.v1(None, "GET", "/v1/servers")
+        self.assertEqual(calm.status, 200)
