@@ -295,6 +295,8 @@ class Fleet:
     daemons: list[FleetDaemon]
     balancer_port: int
     haproxy: subprocess.Popen[bytes] | None = None
+    #: Daemons made by L{lone_daemon}, stopped with the fleet.
+    others: list[FleetDaemon] = field(factory=list)
     haproxy_log: Path = field(init=False)
     _tokens: dict[str, str] = field(factory=dict)
 
@@ -374,6 +376,24 @@ class Fleet:
                 FleetDaemon(f"mcpx{index}", port, state, env, self.root / f"mcpx{index}.log")
             )
 
+    def lone_daemon(self, name: str) -> FleetDaemon:
+        """
+        A daemon set up as the fleet's are but outside it: not behind the balancer, and
+        with the default store (SQLite in its own state directory); not started.
+        """
+        model = self.daemons[0]
+        port = free_tcp_port()
+        env = dict(model.env)
+        env.pop("MCPX_STORE_URL")
+        env.pop("MCPX_STORE_PASSWORD_FILE")
+        state = self.root / "lone" / name
+        state.mkdir(parents=True, mode=0o700)
+        env["MCPX_STATE_DIR"] = str(state)
+        env["MCPX_DAEMON_LISTEN"] = f"tcp:{port}:interface=127.0.0.1"
+        daemon = FleetDaemon(name, port, state, env, self.root / f"{name}.log")
+        self.others.append(daemon)
+        return daemon
+
     def _start_haproxy(self) -> None:
         config = self.root / "haproxy.cfg"
         config.write_text(
@@ -393,15 +413,19 @@ class Fleet:
             )
         self.wait_servers_up()
 
-    def server_states(self) -> dict[str, str]:
-        """What HAProxy's stats socket says of each daemon: C{UP}, C{DOWN}..."""
+    def stats_command(self, command: str) -> str:
+        """A command to HAProxy's stats socket (C{disable server mcpx/mcpx2}...); its answer."""
         with socket.socket(socket.AF_UNIX) as stats:
             stats.connect(str(self.root / "admin.sock"))
-            stats.sendall(b"show stat\n")
+            stats.sendall(command.encode() + b"\n")
             chunks = []
             while chunk := stats.recv(65536):
                 chunks.append(chunk)
-        lines = b"".join(chunks).decode().splitlines()
+        return b"".join(chunks).decode()
+
+    def server_states(self) -> dict[str, str]:
+        """What HAProxy's stats socket says of each daemon: C{UP}, C{DOWN}..."""
+        lines = self.stats_command("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
         states = {}
         for line in lines[1:]:
@@ -437,7 +461,7 @@ class Fleet:
                 self.haproxy.wait(timeout=10)
             if self.haproxy.poll() is None:
                 self.haproxy.kill()
-        for daemon in self.daemons:
+        for daemon in self.daemons + self.others:
             daemon.stop()
         self.issuer.stop()
         self.postgres.remove()
