@@ -19,8 +19,9 @@ from mcpx.settings.declarations import SETTINGS
 from tests.fleet.fleet import HAPROXY, HAPROXY_CFG, UNIT, render_haproxy, unit_environment
 from tests.support.processes import VENV_BIN
 
-#: Variables the daemon reads besides its settings' (docs/configuration.md).
-LOCATIONS = {"MCPX_CONFIG", "MCPX_STATE_DIR"}
+#: Variables the daemon reads besides its settings' (docs/configuration.md), and the
+#: upstream servers' home.
+LOCATIONS = {"MCPX_CONFIG", "MCPX_STATE_DIR", "HOME"}
 
 
 def unit() -> configparser.ConfigParser:
@@ -95,6 +96,7 @@ class UnitTests(SynchronousTestCase):
         env = unit_environment(8801, Path("/var/lib"), Path("/run/credentials/mcpx@8801.service"))
         self.assertEqual(env["MCPX_DAEMON_LISTEN"], "tcp:8801:interface=127.0.0.1")
         self.assertEqual(env["MCPX_STATE_DIR"], "/var/lib/mcpx/8801")
+        self.assertEqual(env["HOME"], "/var/lib/mcpx/8801")
         self.assertEqual(service["StateDirectory"], "mcpx/%i")
         credential = service["LoadCredential"].split(":", 1)[0]
         self.assertEqual(
