@@ -61,9 +61,14 @@ class Connection:
         self._http = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, token: str | None = None
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        self._http.request(method, path, body=data, headers=self._headers)
+        headers = self._headers
+        if token is not None:
+            headers = {**headers, "Authorization": f"Bearer {token}"}
+        self._http.request(method, path, body=data, headers=headers)
         response = self._http.getresponse()
         raw = response.read()
         return response.status, json.loads(raw) if raw else None
@@ -100,6 +105,10 @@ class StoreRounds:
         self.other = Connection(daemon.port, token)
         self.answers = Connection(answerer.port, token)
         self.polls = 0
+        # A caller holds at most tasks.maxPerClient (200) tasks until they expire: the task
+        # rounds change principal every 100 tasks.
+        self._fleet = fleet
+        self._tasks = 0
 
     def close(self) -> None:
         for connection in (self.calls, self.other, self.answers):
@@ -113,12 +122,14 @@ class StoreRounds:
 
     def task(self) -> None:
         body = {"server": UPSTREAM, "tool": "echo", "arguments": {"text": "x"}, "task": True}
-        status, started = self.calls.request("POST", "/v1/call", body)
+        token = self._fleet.token(f"tasks-{self._tasks // 100}")
+        self._tasks += 1
+        status, started = self.calls.request("POST", "/v1/call", body, token)
         assert status == 202, (status, started)
         path = f"/v1/tasks/{started['task']['id']}"
         while True:
             self.polls += 1
-            status, shown = self.other.request("GET", path)
+            status, shown = self.other.request("GET", path, token=token)
             assert status == 200, (status, shown)
             if shown["status"] not in ("working", "input_required"):
                 assert shown["status"] == "completed", shown

@@ -7,7 +7,10 @@ daemon's upstream.
 from __future__ import annotations
 
 import http.client as http_client
+import json
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from tests.fleet.fleet import (
     http,
     wait_until,
 )
+from tests.support.processes import REPO
 from tests.support.real_servers import in_worker
 
 MODERN = "2026-07-28"
@@ -208,6 +212,34 @@ class FleetTests(FleetTestCase):
         done = call.result()
         self.assertEqual(done.status, 200, done)
         self.assertEqual(done.body["content"][0]["text"], "Hello, Ada")
+
+    def test_question_answered_with_mcpx_elicit_on_another_daemon(self) -> None:
+        """
+        C{mcpx elicit} pointed at daemon 3 (its state directory, so its unix socket) lists
+        the question alice's call on daemon 1 is waiting for and answers it; the call on
+        daemon 1 ends with that answer.
+        """
+        first, _, third = self.fleet.daemons
+        call, id = self.ask(first)
+        self.question(third, id)
+
+        def elicit(*arguments: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "mcpx", "elicit", *arguments],
+                env=third.env,
+                cwd=str(REPO),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        listed = elicit("--json")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn(id, [q["id"] for q in json.loads(listed.stdout)["questions"]])
+        answered = elicit(id, "--answer", json.dumps({"name": "Grace"}))
+        self.assertEqual(answered.returncode, 0, answered.stdout + answered.stderr)
+        self.assertEqual(call.result().body["content"][0]["text"], "Hello, Grace")
 
     def test_other_principal_refused_the_question_everywhere(self) -> None:
         """
