@@ -40,14 +40,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import httpx2
 from attrs import define, field
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.auth.standin_issuer import StandInIssuer, public_jwk
 from tests.support.peers import FIXTURES
 from tests.support.postgres import PASSWORD, PostgresCluster
 from tests.support.processes import REPO, free_tcp_port
-from tests.support.real_servers import wire_env
+from tests.support.real_servers import in_worker, wire_env
 
 T = TypeVar("T")
 
@@ -62,6 +65,7 @@ PUBLIC_NAME = "mcp.fleet.test"
 SCOPES = ["mcp:tools"]
 #: How long a fleet's part gets to start, or a waited-for state to come.
 PATIENCE = 40.0
+MODERN = "2026-07-28"
 
 
 def wait_until(condition: Callable[[], T | None], what: str, timeout: float = PATIENCE) -> T:
@@ -507,13 +511,60 @@ class Fleet:
             self.postgres.resume()
 
 
+class Recorded:
+    """The HTTP exchanges of one SDK host: (method, status, Mcp-Session-Id sent) each."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[tuple[str, int, str | None]] = []
+
+    async def response(self, response: httpx2.Response) -> None:
+        request = response.request
+        self.exchanges.append(
+            (request.method, response.status_code, request.headers.get("mcp-session-id"))
+        )
+
+
+class Background:
+    """A blocking call run on a thread of its own; L{result} waits for it."""
+
+    def __init__(self, work: Callable[[], Answer]) -> None:
+        self._answer: list[Answer] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Answer]) -> None:
+        try:
+            self._answer.append(work())
+        except BaseException as e:
+            self._error.append(e)
+
+    def result(self, timeout: float = 60) -> Answer:
+        self._thread.join(timeout)
+        if self._error:
+            raise self._error[0]
+        if not self._answer:
+            raise AssertionError("the call did not end")
+        return self._answer[0]
+
+
+def texts(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
 class FleetTestCase(SynchronousTestCase):
     """
     Tests of one fleet: C{self.fleet} is started at the class's first test and stopped
     after its last (or when the test process ends, if only some of its tests run).
 
     A test that kills a daemon or stops PostgreSQL must leave the fleet as it found it
-    (L{Fleet.restart_daemon}, L{Fleet.postgres_stopped}); L{setUp} checks that it is.
+    (L{Fleet.restart_daemon}, L{Fleet.postgres_stopped}); L{setUp} starts again any
+    daemon that is not running.
+
+    New scenarios are test methods on a subclass (one fleet per subclass), with what
+    the scenarios here use: L{host} (the SDK host through the balancer), L{ask} (a call
+    whose upstream asks a question, running), L{question} and L{answer}, and on
+    L{fleet} the daemons, the balancer, PostgreSQL and the principals' tokens.
     """
 
     fleet: Fleet
@@ -544,3 +595,73 @@ class FleetTestCase(SynchronousTestCase):
     def dump(self) -> str:
         """The fleet's logs, for a failure's message."""
         return self.fleet.logs()
+
+    # What the scenarios do: a host through the balancer, a call that asks, its question.
+
+    def host(
+        self,
+        mode: str,
+        calls: int,
+        subject: str = "alice",
+        recorded: Recorded | None = None,
+        between: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """
+        An SDK host session through the balancer in C{mode} making C{calls} calls of the
+        upstream's C{echo}; what each answered. C{between(i)} runs (on the host's thread)
+        after call C{i}.
+        """
+        token = self.fleet.token(subject)
+        hooks = {"response": [recorded.response]} if recorded is not None else {}
+
+        async def converse() -> list[str]:
+            answers = []
+            async with httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx2.Timeout(30, read=60),
+                event_hooks=hooks,
+            ) as client:
+                transport = streamable_http_client(self.fleet.audience, http_client=client)
+                async with Client(transport, mode=mode, cache=None) as host:
+                    for i in range(calls):
+                        answers.append(texts(await host.call_tool("echo", {"text": f"{mode} {i}"})))
+                        if between is not None:
+                            between(i)
+            return answers
+
+        return in_worker(converse)
+
+    def ask(self, daemon: FleetDaemon, subject: str = "alice") -> tuple[Background, str]:
+        """
+        C{subject}'s C{/v1/call} of the upstream's C{ask_name} on C{daemon}, running, and
+        the id of the question it asked (once C{daemon} lists it).
+        """
+        before = {q["id"] for q in self.questions(daemon, subject)}
+        body = {"server": UPSTREAM, "tool": "ask_name", "arguments": {}}
+        call = Background(lambda: self.fleet.v1(daemon, "POST", "/v1/call", subject, body=body))
+
+        def asked() -> str | None:
+            new = [q["id"] for q in self.questions(daemon, subject) if q["id"] not in before]
+            return new[0] if new else None
+
+        return call, wait_until(asked, f"the call on {daemon.name} asks")
+
+    def questions(self, daemon: FleetDaemon, subject: str = "alice") -> list[dict[str, Any]]:
+        """Every question C{daemon} lists for C{subject}, pending or ended."""
+        answer = self.fleet.v1(daemon, "GET", "/v1/questions?all=true", subject)
+        self.assertEqual(answer.status, 200, answer)
+        listed: list[dict[str, Any]] = answer.body["questions"]
+        return listed
+
+    def question(self, daemon: FleetDaemon, id: str, state: str = "pending") -> dict[str, Any]:
+        """Question C{id} as C{daemon} lists it, once it lists it in C{state}."""
+
+        def listed() -> dict[str, Any] | None:
+            found = [q for q in self.questions(daemon) if q["id"] == id and q["state"] == state]
+            return found[0] if found else None
+
+        return wait_until(listed, f"{daemon.name} lists {id} as {state}")
+
+    def answer(self, daemon: FleetDaemon, question: dict[str, Any], name: str) -> Answer:
+        body = {"action": "accept", "content": {"name": name}}
+        return self.fleet.v1(daemon, "POST", f"/v1/questions/{question['id']}/answer", body=body)
