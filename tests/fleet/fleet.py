@@ -176,6 +176,19 @@ def render_haproxy(text: str, *, bind: int, servers: Mapping[str, int], director
     return text
 
 
+def principal_affinity(text: str) -> str:
+    """C{deploy/haproxy.cfg} with its documented option taken: C{balance hdr(Authorization)}."""
+    for before, after in (
+        ("    balance roundrobin\n", ""),
+        ("    # balance hdr(Authorization)\n", "    balance hdr(Authorization)\n"),
+        ("    # hash-type consistent\n", "    hash-type consistent\n"),
+    ):
+        if text.count(before) != 1:
+            raise AssertionError(f"deploy/haproxy.cfg: expected one line {before.strip()!r}")
+        text = text.replace(before, after)
+    return text
+
+
 @define
 class Answer:
     """An HTTP answer: its status, headers (lowercased names) and body (JSON when it is)."""
@@ -399,37 +412,58 @@ class Fleet:
         return daemon
 
     def _start_haproxy(self) -> None:
-        config = self.root / "haproxy.cfg"
+        self.haproxy = self.start_balancer(self.root, self.balancer_port)
+
+    def start_balancer(
+        self, directory: Path, port: int, change: Callable[[str], str] = lambda text: text
+    ) -> subprocess.Popen[bytes]:
+        """
+        An HAProxy running C{deploy/haproxy.cfg} (after C{change}) in front of the daemons,
+        listening on C{port}, its stats socket and log in C{directory}; once it sees every
+        daemon up. The caller stops it (the fleet's own is L{haproxy}).
+        """
+        directory.mkdir(exist_ok=True)
+        config = directory / "haproxy.cfg"
         config.write_text(
             render_haproxy(
-                HAPROXY_CFG.read_text(),
-                bind=self.balancer_port,
+                change(HAPROXY_CFG.read_text()),
+                bind=port,
                 servers={d.name: d.port for d in self.daemons},
-                directory=self.root,
+                directory=directory,
             )
         )
-        with self.haproxy_log.open("wb") as out:
-            self.haproxy = subprocess.Popen(
+        log = directory / "haproxy.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
                 [HAPROXY, "-db", "-f", str(config)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        self.wait_servers_up()
+        try:
+            self.wait_servers_up(directory=directory, process=process)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        return process
 
-    def stats_command(self, command: str) -> str:
-        """A command to HAProxy's stats socket (C{disable server mcpx/mcpx2}...); its answer."""
+    def stats_command(self, command: str, directory: Path | None = None) -> str:
+        """
+        A command to an HAProxy's stats socket (C{disable server mcpx/mcpx2}...), the
+        fleet's own unless C{directory} names another's; its answer.
+        """
         with socket.socket(socket.AF_UNIX) as stats:
-            stats.connect(str(self.root / "admin.sock"))
+            stats.connect(str((directory or self.root) / "admin.sock"))
             stats.sendall(command.encode() + b"\n")
             chunks = []
             while chunk := stats.recv(65536):
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def server_states(self) -> dict[str, str]:
-        """What HAProxy's stats socket says of each daemon: C{UP}, C{DOWN}..."""
-        lines = self.stats_command("show stat").splitlines()
+    def server_states(self, directory: Path | None = None) -> dict[str, str]:
+        """What an HAProxy's stats socket says of each daemon: C{UP}, C{DOWN}..."""
+        lines = self.stats_command("show stat", directory).splitlines()
         header = lines[0].lstrip("# ").split(",")
         states = {}
         for line in lines[1:]:
@@ -438,14 +472,21 @@ class Fleet:
                 states[row["svname"]] = row["status"]
         return states
 
-    def wait_servers_up(self, names: list[str] | None = None) -> None:
+    def wait_servers_up(
+        self,
+        names: list[str] | None = None,
+        directory: Path | None = None,
+        process: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         wanted = names or [d.name for d in self.daemons]
+        watched = process or self.haproxy
 
         def up() -> bool:
-            if self.haproxy is not None and self.haproxy.poll() is not None:
-                raise AssertionError(f"haproxy exited: {self.haproxy_log.read_text()}")
+            if watched is not None and watched.poll() is not None:
+                log = (directory or self.root) / "haproxy.log"
+                raise AssertionError(f"haproxy exited: {log.read_text()}")
             try:
-                states = self.server_states()
+                states = self.server_states(directory)
             except OSError:
                 return False
             return all(states.get(name) == "UP" for name in wanted)
@@ -605,11 +646,12 @@ class FleetTestCase(SynchronousTestCase):
         subject: str = "alice",
         recorded: Recorded | None = None,
         between: Callable[[int], None] | None = None,
+        url: str | None = None,
     ) -> list[str]:
         """
-        An SDK host session through the balancer in C{mode} making C{calls} calls of the
-        upstream's C{echo}; what each answered. C{between(i)} runs (on the host's thread)
-        after call C{i}.
+        An SDK host session through the balancer (or C{url}) in C{mode} making C{calls}
+        calls of the upstream's C{echo}; what each answered. C{between(i)} runs (on the
+        host's thread) after call C{i}.
         """
         token = self.fleet.token(subject)
         hooks = {"response": [recorded.response]} if recorded is not None else {}
@@ -621,7 +663,7 @@ class FleetTestCase(SynchronousTestCase):
                 timeout=httpx2.Timeout(30, read=60),
                 event_hooks=hooks,
             ) as client:
-                transport = streamable_http_client(self.fleet.audience, http_client=client)
+                transport = streamable_http_client(url or self.fleet.audience, http_client=client)
                 async with Client(transport, mode=mode, cache=None) as host:
                     for i in range(calls):
                         answers.append(texts(await host.call_tool("echo", {"text": f"{mode} {i}"})))
