@@ -187,7 +187,7 @@ def part_store(fleet: Fleet, lone: FleetDaemon, rounds: int) -> None:
                 # Less the heartbeats: one write per daemon every 5 seconds.
                 beats = len(fleet.daemons) * (time.monotonic() - began) / EVERY
                 written = write_transactions(url) - before - 1 - beats
-                per = written / (rounds + max(3, rounds // 10))
+                per = max(0.0, written / (rounds + max(3, rounds // 10)))
                 print(f"    {'':<44} {per:.1f} write transactions per round")
         rounds_of.close()
     sqlite, postgres = results["SQLite (default)"], results["PostgreSQL (fleet)"]
