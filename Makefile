@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install peers clean postgres-server bench bench-env
+.PHONY: run test lint typecheck unit install peers clean postgres-server haproxy systemd-analyze bench bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,19 @@ postgres-server:
 	  || apt-get install -y --no-install-recommends postgresql \
 	  || (apt-get update && apt-get install -y --no-install-recommends postgresql)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server
+# The balancer the fleet's tests run deploy/haproxy.cfg in (Debian's package).
+haproxy:
+	command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy \
+	  || apt-get install -y --no-install-recommends haproxy \
+	  || (apt-get update && apt-get install -y --no-install-recommends haproxy)
+
+# systemd-analyze verify checks deploy/mcpx@.service (Debian's systemd package).
+systemd-analyze:
+	command -v systemd-analyze >/dev/null 2>&1 \
+	  || apt-get install -y --no-install-recommends systemd \
+	  || (apt-get update && apt-get install -y --no-install-recommends systemd)
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze
 
 # The benchmarks' own virtualenv: the other gateways they measure mcpx beside (bench/README.md).
 BENCH_VENV := .venv-bench

@@ -1,0 +1,240 @@
+"""
+Three daemons behind HAProxy on one PostgreSQL store (L{tests.fleet.fleet}), driven by
+real peers: the Python SDK's client as the host, the Python SDK fixture as every
+daemon's upstream.
+"""
+
+from __future__ import annotations
+
+import http.client as http_client
+import json
+import secrets
+import subprocess
+import sys
+import time
+
+from mcp.shared.exceptions import MCPError
+
+from tests.fleet.fleet import (
+    MODERN,
+    PUBLIC_NAME,
+    UPSTREAM,
+    Answer,
+    FleetDaemon,
+    FleetTestCase,
+    Recorded,
+    http,
+    principal_affinity,
+    wait_until,
+)
+from tests.support.processes import REPO, free_tcp_port
+
+
+class FleetTests(FleetTestCase):
+    """The scenarios of docs/fleet.md's failures and sharing, on one fleet."""
+
+    def test_modern_calls_spread_over_every_daemon(self) -> None:
+        """
+        A 2026-07-28 host's calls through HAProxy, which carry no session, are served
+        by all three daemons (each has calls of its own in /v1/calls), every one
+        answered.
+        """
+        since = time.time() - 0.001
+        answers = self.host(MODERN, 9)
+        self.assertEqual(answers, [f"{MODERN} {i}" for i in range(9)])
+        counts = self.fleet.calls_since(since, "echo")
+        self.assertEqual(sum(counts.values()), 9, counts)
+        self.assertTrue(all(counts[d.name] > 0 for d in self.fleet.daemons), counts)
+
+    def test_legacy_session_survives_its_daemon(self) -> None:
+        """
+        A legacy host's session stays on the daemon that minted its Mcp-Session-Id;
+        that daemon killed with kill -9, the host's next request gets 404 (from another
+        daemon, HAProxy having sent it on), and a new session carries on elsewhere.
+        """
+        since = time.time() - 0.001
+        recorded = Recorded()
+        owner: list[FleetDaemon] = []
+
+        def kill_the_owner(i: int) -> None:
+            if i != 2:
+                return
+            counts = self.fleet.calls_since(since, "echo")
+            [name] = [name for name, n in counts.items() if n]
+            self.assertEqual(counts[name], 3, counts)
+            [daemon] = [d for d in self.fleet.daemons if d.name == name]
+            owner.append(daemon)
+            self.addCleanup(self.fleet.restart_daemon, daemon)
+            daemon.kill()
+
+        with self.assertRaises(MCPError) as refused:
+            self.host("legacy", 5, recorded=recorded, between=kill_the_owner)
+        self.assertIn("no such session", str(refused.exception))
+        [session] = {s for _, _, s in recorded.exchanges if s}
+        after_kill = [
+            status for method, status, s in recorded.exchanges if s == session and method == "POST"
+        ]
+        self.assertEqual(after_kill[-2:], [200, 404], recorded.exchanges)
+
+        since = time.time() - 0.001
+        self.assertEqual(self.host("legacy", 3), [f"legacy {i}" for i in range(3)])
+        counts = self.fleet.calls_since(since, "echo")
+        self.assertNotIn(owner[0].name, counts)
+        self.assertEqual(sorted(counts.values()), [0, 3], counts)
+
+    def test_question_answered_through_another_daemon(self) -> None:
+        """
+        The upstream asks a question during alice's call on daemon 1; daemon 3 lists it
+        in /v1/questions, alice answers it there, and the call on daemon 1 ends with
+        the answer.
+        """
+        first, _, third = self.fleet.daemons
+        call, id = self.ask(first)
+        asked = self.question(third, id)
+        self.assertEqual(asked["server"], UPSTREAM)
+        answered = self.answer(third, asked, "Ada")
+        self.assertEqual(answered.status, 200, (answered, asked, self.dump()))
+        done = call.result()
+        self.assertEqual(done.status, 200, done)
+        self.assertEqual(done.body["content"][0]["text"], "Hello, Ada")
+
+    def test_question_answered_with_mcpx_elicit_on_another_daemon(self) -> None:
+        """
+        C{mcpx elicit} pointed at daemon 3 (its state directory, so its unix socket) lists
+        the question alice's call on daemon 1 is waiting for and answers it; the call on
+        daemon 1 ends with that answer.
+        """
+        first, _, third = self.fleet.daemons
+        call, id = self.ask(first)
+        self.question(third, id)
+
+        def elicit(*arguments: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "mcpx", "elicit", *arguments],
+                env=third.env,
+                cwd=str(REPO),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        listed = elicit("--json")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn(id, [q["id"] for q in json.loads(listed.stdout)["questions"]])
+        answered = elicit(id, "--answer", json.dumps({"name": "Grace"}))
+        self.assertEqual(answered.returncode, 0, answered.stdout + answered.stderr)
+        self.assertEqual(call.result().body["content"][0]["text"], "Hello, Grace")
+
+    def test_other_principal_refused_the_question_everywhere(self) -> None:
+        """
+        bob, another principal, neither lists, reads nor answers alice's question on
+        any daemon; alice's answer then still ends her call.
+        """
+        first, second, _ = self.fleet.daemons
+        call, id = self.ask(second)
+        asked = self.question(first, id)
+        path = f"/v1/questions/{asked['id']}"
+        for daemon in self.fleet.daemons:
+            listed = self.fleet.v1(daemon, "GET", "/v1/questions?all=true", "bob")
+            self.assertEqual((listed.status, listed.body), (200, {"questions": []}), daemon.name)
+            shown = self.fleet.v1(daemon, "GET", path, "bob")
+            self.assertEqual((shown.status, shown.body["error"]["code"]), (404, "unknown_question"))
+            body = {"action": "accept", "content": {"name": "Mallory"}}
+            refused = self.fleet.v1(daemon, "POST", path + "/answer", "bob", body=body)
+            self.assertEqual(
+                (refused.status, refused.body["error"]["code"]), (404, "unknown_question")
+            )
+        self.assertEqual(self.answer(first, asked, "Ada").status, 200)
+        self.assertEqual(call.result().body["content"][0]["text"], "Hello, Ada")
+
+    def test_postgres_restart(self) -> None:
+        """
+        PostgreSQL stopped under the fleet: calls that need no shared state go on
+        through HAProxy, on every daemon; started again, a question asked before it
+        stopped is answered through another daemon and wakes its call.
+        """
+        first, second, _ = self.fleet.daemons
+        call, id = self.ask(second)
+        asked = self.question(first, id)
+        with self.fleet.postgres_stopped():
+            since = time.time() - 0.001
+            self.assertEqual(self.host(MODERN, 6), [f"{MODERN} {i}" for i in range(6)])
+            counts = self.fleet.calls_since(since, "echo")
+            self.assertEqual(sum(counts.values()), 6, counts)
+            self.assertTrue(all(counts.values()), counts)
+
+        def answered() -> Answer | None:
+            answer = self.answer(first, asked, "Ada")
+            return answer if answer.status == 200 else None
+
+        wait_until(answered, "the answer is taken once PostgreSQL is back")
+        done = call.result()
+        self.assertEqual(done.body["content"][0]["text"], "Hello, Ada", self.dump())
+        # Every daemon comes to list the one answer (a daemon whose listening connection
+        # is still waiting to reconnect reads every question again when it does).
+        for daemon in self.fleet.daemons:
+            shown = self.question(daemon, id, "answered")
+            self.assertEqual(shown["answer"], {"action": "accept", "content": {"name": "Ada"}})
+
+    def test_host_origin_and_token_checked_by_the_daemons(self) -> None:
+        """
+        HAProxy hands Host, Origin and Authorization to the daemons as the client sent
+        them: the fleet's public name is let in, any other name or a foreign Origin is
+        refused by the daemon (403), and a request without a token gets 401.
+        """
+        base = self.fleet.balancer
+        token = self.fleet.token("alice")
+        named = http("GET", base + "/v1/servers", token=token, headers={"Host": PUBLIC_NAME})
+        self.assertEqual(named.status, 200, named)
+        other = http("GET", base + "/v1/servers", token=token, headers={"Host": "rebind.example"})
+        self.assertEqual((other.status, other.body["error"]["code"]), (403, "host_not_allowed"))
+        page = http(
+            "GET", base + "/v1/servers", token=token, headers={"Origin": "https://evil.example"}
+        )
+        self.assertEqual((page.status, page.body["error"]["code"]), (403, "origin_not_allowed"))
+        self.assertEqual(http("GET", base + "/v1/servers").status, 401)
+
+    def test_rate_limit_per_credential(self) -> None:
+        """
+        One credential sending more than 600 requests in 10 seconds is answered 429
+        with Retry-After by HAProxy, and was never refused before its 600th; another
+        credential is not held back.
+        """
+        connection = http_client.HTTPConnection("127.0.0.1", self.fleet.balancer_port, timeout=30)
+        flood = {"Authorization": f"Bearer flood-{secrets.token_hex(8)}"}
+        answered: list[int] = []
+        refused: str | None = None
+        try:
+            while len(answered) < 3000:
+                connection.request("GET", "/health", headers=flood)
+                response = connection.getresponse()
+                response.read()
+                if response.status == 429:
+                    refused = response.getheader("Retry-After")
+                    break
+                answered.append(response.status)
+        finally:
+            connection.close()
+        self.assertGreaterEqual(len(answered), 600)
+        self.assertEqual(set(answered), {200})
+        self.assertEqual(refused, "10")
+        calm = self.fleet.v1(None, "GET", "/v1/servers")
+        self.assertEqual(calm.status, 200)
+
+    def test_principal_affinity_option(self) -> None:
+        """
+        deploy/haproxy.cfg's documented option, balance hdr(Authorization), keeps each
+        principal's 2026-07-28 calls on one daemon, where round-robin spreads them.
+        """
+        port = free_tcp_port()
+        balancer = self.fleet.start_balancer(self.fleet.root / "affinity", port, principal_affinity)
+        self.addCleanup(balancer.wait)
+        self.addCleanup(balancer.terminate)
+        url = f"http://127.0.0.1:{port}/mcp"
+        for subject in ("alice", "bob", "carol"):
+            since = time.time() - 0.001
+            answers = self.host(MODERN, 6, subject, url=url)
+            self.assertEqual(answers, [f"{MODERN} {i}" for i in range(6)])
+            counts = self.fleet.calls_since(since, "echo")
+            self.assertEqual(sorted(counts.values()), [0, 0, 6], (subject, counts))
