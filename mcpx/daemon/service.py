@@ -556,6 +556,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     if settings is not None:
         mcp = McpServer(host, clock, passthrough=settings.strings("mcp.passthrough"))
         reloads.listeners.append(mcp.configuration_changed)
+        if heartbeat is not None and records_for_tasks is not None:
+            # A shared store keeps each requestState's round, so any daemon honours it once
+            # and a retry for a call held here reaches it through the store.
+            mcp.asking.share(records_for_tasks, heartbeat.daemon)
         mcp_http = McpHTTP(
             mcp,
             clock,

@@ -73,6 +73,16 @@ MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
         2,
         ("CREATE TABLE mcpx_daemons (id text PRIMARY KEY, beat double precision NOT NULL)",),
     ),
+    (
+        3,
+        (
+            "CREATE TABLE mcpx_rounds ("
+            "id text PRIMARY KEY, principal text, state text NOT NULL, "
+            "finished double precision, record text NOT NULL)",
+            "CREATE INDEX mcpx_rounds_finished ON mcpx_rounds (finished) "
+            "WHERE finished IS NOT NULL",
+        ),
+    ),
 )
 
 #: The channel every write is announced on, C{kind:id} (C{pg_notify}, in the write's own
@@ -135,6 +145,8 @@ class PostgresRecords:
         self._ready = False
         self._trigger: Any = None
         self._listener: _Listener | None = None
+        #: Everyone told of what the listener hears (L{listen}).
+        self._hearers: list[Heard] = []
         self.schema_found: int | None = None
 
     def describe(self) -> str:
@@ -227,10 +239,20 @@ class PostgresRecords:
         return self._run(_prune, _table(kind), finished_before, keep)
 
     def listen(self, heard: Heard) -> None:
-        if self._closed or self._listener is not None:
+        if self._closed:
             return
-        self._listener = _Listener(self._connect, self._reactor, heard, self._description)
+        self._hearers.append(heard)
+        if self._listener is not None:
+            return
+        self._listener = _Listener(self._connect, self._reactor, self._heard, self._description)
         self._listener.start()
+
+    def _heard(self, kind: str | None, record_id: str | None) -> None:
+        for heard in list(self._hearers):
+            try:
+                heard(kind, record_id)
+            except Exception:
+                log.failure("a listener of {store} failed", store=self._description)
 
     def beat(self, daemon: str, now: float) -> Deferred[None]:
         return self._run(_beat, daemon, now)

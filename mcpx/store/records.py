@@ -26,10 +26,12 @@ from attrs import frozen
 from twisted.internet.defer import Deferred
 
 #: The kinds of record, each a table of its own.
-Kind = Literal["questions", "tasks"]
+Kind = Literal["questions", "tasks", "rounds"]
 QUESTIONS: Final = "questions"
 TASKS: Final = "tasks"
-KINDS: Final[frozenset[str]] = frozenset((QUESTIONS, TASKS))
+#: The one-time records of signed C{requestState}s (L{mcpx.server.rounds}).
+ROUNDS: Final = "rounds"
+KINDS: Final[frozenset[str]] = frozenset((QUESTIONS, TASKS, ROUNDS))
 
 
 class Anyone(enum.Enum):
@@ -120,7 +122,7 @@ class RecordStore(Protocol):
         """
         Tell C{heard}, on the reactor, of every record written or deleted by any daemon
         sharing this store, from now until L{close}.  A store only one daemon uses tells
-        nothing.
+        nothing.  Several parts of a daemon may each listen: each is told of everything.
         """
 
     def beat(self, daemon: str, now: float) -> Deferred[None]:
