@@ -40,7 +40,7 @@ def key_of(token: str) -> str:
 
 class KeyFileTests(SynchronousTestCase):
     def write(self, text: str, mode: int = 0o600) -> str:
-        path = self.mktemp()
+        path: str = self.mktemp()
         with open(path, "w") as f:
             f.write(text)
         os.chmod(path, mode)
