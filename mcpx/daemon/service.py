@@ -33,6 +33,7 @@ from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
+from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
@@ -46,7 +47,7 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import Invocation
 from mcpx.ops.recent_calls import RecentCalls
-from mcpx.ops.reloading import Reloads
+from mcpx.ops.reloading import ReloadRefused, Reloads
 from mcpx.ops.servers import reload
 from mcpx.ops.shutdown import Shutdown
 from mcpx.ops.table import OPS
@@ -567,6 +568,30 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             max_body=settings.integer("transport.maxMessageSize"),
             max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         )
+    if (
+        heartbeat is not None
+        and records_for_tasks is not None
+        and servers is not None
+        and guarded is not None
+    ):
+        # A reload made here is told to the fleet's other daemons, and theirs reach here.
+        shared_pool = guarded
+
+        def reload_heard() -> Deferred[Any]:
+            running = reloads.run(
+                host,
+                lambda servers: Deferred.fromCoroutine(shared_pool.reload(servers)),
+                shared_pool,
+                announce=False,
+            )
+            # A refused reload is logged and published by Reloads itself.
+            return running.addErrback(lambda failure: failure.trap(ReloadRefused) and None)
+
+        config_notices = ConfigNotices(
+            records_for_tasks, heartbeat.daemon, clock, servers.path, reload_heard
+        )
+        reloads.announcers.append(config_notices.announce)
+        config_notices.start()
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
     )

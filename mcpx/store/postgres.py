@@ -81,6 +81,9 @@ MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
             "finished double precision, record text NOT NULL)",
             "CREATE INDEX mcpx_rounds_finished ON mcpx_rounds (finished) "
             "WHERE finished IS NOT NULL",
+            "CREATE TABLE mcpx_config ("
+            "id text PRIMARY KEY, principal text, state text NOT NULL, "
+            "finished double precision, record text NOT NULL)",
         ),
     ),
 )

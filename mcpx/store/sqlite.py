@@ -15,7 +15,7 @@ reading it gives nothing.  Its schema is versioned with SQLite's
 C{user_version}: version 1 is the question table of earlier releases (it had no principal
 column; a file of that version is migrated in place, the principal read from each
 question's C{owner}), version 2 adds the principal column and the task table, version 3
-the table of C{requestState} rounds.
+the tables of C{requestState} rounds and of configuration notices.
 """
 
 from __future__ import annotations
