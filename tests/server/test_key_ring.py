@@ -17,7 +17,10 @@ from typing import Any, cast
 from twisted.logger import ILogObserver, LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.daemon.config import daemon_config
 from mcpx.server.request_state import KeyRing, RequestState, StateSigner, binding
+from mcpx.settings.errors import SettingsError
+from mcpx.settings.load import load_settings
 from mcpx.settings.state_keys import StateKeyError, read_state_keys
 from mcpx.wire.errors import INVALID_PARAMS, RpcError
 from tests.server.test_asking import Gateway
@@ -81,6 +84,30 @@ class KeyFileTests(SynchronousTestCase):
             self.assertIn(path, message)
             for secret in (SECRET_1, SECRET_2, short):
                 self.assertNotIn(secret, message)
+
+    def test_daemon_config_refuses_a_bad_file(self) -> None:
+        """
+        The daemon's configuration is refused before anything starts when its key file
+        cannot be used (a settings error, printed as such), and taken when it can.
+        """
+        directory = self.mktemp()
+        os.makedirs(directory)
+        config = os.path.join(directory, "servers.json")
+        with open(config, "w") as f:
+            f.write('{"servers": {}}')
+        path = self.write(f"k1 0 {SECRET_1}\n", 0o644)
+        env = {
+            "MCPX_STATE_DIR": directory,
+            "XDG_CONFIG_HOME": directory,
+            "MCPX_CONFIG": config,
+            "MCPX_PROTO_STATE_KEY_FILE": path,
+        }
+        settings, servers = load_settings(env, {})
+        with self.assertRaises(SettingsError) as caught:
+            daemon_config(settings, servers, env)
+        self.assertIn("may be read by other users", str(caught.exception))
+        os.chmod(path, 0o600)
+        self.assertIsNotNone(daemon_config(settings, servers, env))
 
     def test_daemon_refuses_a_readable_file(self) -> None:
         """A daemon given a key file other users may read does not start."""
