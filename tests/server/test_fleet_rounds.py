@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import mcp_types as types
+from mcp import Client
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
@@ -32,6 +34,9 @@ from mcpx.store.postgres import PostgresRecords
 from mcpx.store.records import ROUNDS
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import text_result
+from tests.questions.support import MODERN, demo_server
+from tests.questions.support import Daemon as DaemonProcess
+from tests.questions.test_end_to_end import Answerer, texts, wire
 from tests.server.test_asking import (
     ACCEPTED,
     ELICITING,
@@ -43,6 +48,7 @@ from tests.server.test_asking import (
     resumable,
     rounds_of,
 )
+from tests.server.test_peers import in_thread
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 SECRET_1 = base64.urlsafe_b64encode(b"1" * 32).decode().rstrip("=")
@@ -281,3 +287,58 @@ class FleetRoundTests(TestCase):
         a.clock.advance(0)
         again = await retrying
         self.assertEqual(payload_of(again["requestState"])["k"], "k2")
+
+
+class FleetDaemonsRetryTests(TestCase):
+    """
+    Two C{mcpx daemon} processes on one database and one key file, a 2026-07-28 SDK client
+    of each: the demo's C{ask}, called through the first, is answered C{input_required};
+    its retry, sent to the second, reaches the call on the first, and gets the answer back.
+    """
+
+    timeout = 120
+
+    async def test_retry_through_the_other_daemon(self) -> None:
+        cluster = shared_cluster()
+        key_file = os.path.abspath(self.mktemp())
+        with open(key_file, "w") as f:
+            f.write(f"k1 0 {SECRET_1}\n")
+        os.chmod(key_file, 0o600)
+        settings = {
+            "MCPX_STORE_URL": cluster.url(cluster.database()),
+            "MCPX_STORE_PASSWORD_FILE": str(cluster.password_file),
+            "MCPX_PROTO_STATE_KEY_FILE": key_file,
+        }
+        first = await DaemonProcess(self, {"demo": demo_server()}, settings=settings).start()
+        second = await DaemonProcess(self, {"demo": demo_server()}, settings=settings).start()
+        declares = Answerer()
+        arguments = {"server": "demo", "tool": "ask", "arguments": {}}
+
+        async def conversation() -> tuple[dict[str, Any], dict[str, Any]]:
+            async with Client(
+                first.mcp_url, mode=MODERN, elicitation_callback=declares.elicit, cache=None
+            ) as client:
+                asked = await client.session.call_tool(
+                    "mcpx_call", arguments, allow_input_required=True
+                )
+            assert isinstance(asked, types.InputRequiredResult), asked
+            [key] = asked.input_requests or {}
+            async with Client(
+                second.mcp_url, mode=MODERN, elicitation_callback=declares.elicit, cache=None
+            ) as client:
+                final = await client.session.call_tool(
+                    "mcpx_call",
+                    arguments,
+                    input_responses={
+                        key: types.ElicitResult(action="accept", content={"answer": "Ada"})
+                    },
+                    request_state=asked.request_state,
+                    allow_input_required=True,
+                )
+            return wire(asked), wire(final)
+
+        asked, final = await in_thread(conversation)
+        self.assertEqual(asked["resultType"], "input_required")
+        self.assertEqual(final.get("resultType", "complete"), "complete", final)
+        self.assertIn("Ada", texts(final))
+        self.assertEqual(declares.asked, [], "the SDK's own driver did not answer")
