@@ -243,7 +243,8 @@ SETTINGS: tuple[Setting, ...] = (
         name="proto.stateKeyFile",
         kind=Kind.STRING,
         default="",
-        help="A file of the keys requestState is signed with, shared by every daemon of a "
+        help="The absolute path of a file of the keys requestState is signed with, shared "
+        "by every daemon of a "
         "fleet so that any of them verifies a state another issued: one key a line, "
         "'<id> <since> <base64url secret of 32 bytes or more>', the newest key whose since "
         "has come signing and each older one verifying for proto.stateTTL after the next "

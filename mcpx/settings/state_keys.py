@@ -108,9 +108,12 @@ def read_state_keys(path: str) -> tuple[StateKey, ...]:
     """
     Read and check the key file at C{path}.
 
-    @raise StateKeyError: it cannot be read, others may read it, or a line is wrong.
+    @raise StateKeyError: it is not an absolute path, cannot be read, others may read
+        it, or a line is wrong.
     """
     expanded = os.path.expanduser(path)
+    if not os.path.isabs(expanded):
+        raise StateKeyError(f"proto.stateKeyFile {path} must be an absolute path (or start with ~)")
     try:
         with open(expanded, "rb") as opened:
             mode = os.fstat(opened.fileno()).st_mode

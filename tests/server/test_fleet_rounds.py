@@ -112,7 +112,7 @@ class FleetRoundTests(TestCase):
     def setUp(self) -> None:
         self.cluster: PostgresCluster = shared_cluster()
         self.url = self.cluster.url(self.cluster.database())
-        self.key_file = self.mktemp()
+        self.key_file = os.path.abspath(self.mktemp())
         self.write_keys(f"k1 0 {SECRET_1}\n")
 
     def write_keys(self, text: str) -> None:

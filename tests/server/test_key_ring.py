@@ -43,7 +43,7 @@ def key_of(token: str) -> str:
 
 class KeyFileTests(SynchronousTestCase):
     def write(self, text: str, mode: int = 0o600) -> str:
-        path: str = self.mktemp()
+        path: str = os.path.abspath(self.mktemp())
         with open(path, "w") as f:
             f.write(text)
         os.chmod(path, mode)
@@ -74,7 +74,8 @@ class KeyFileTests(SynchronousTestCase):
             "given twice": self.write(f"k1 0 {SECRET_1}\nk1 5 {SECRET_2}\n"),
             "holds no key": self.write("# nothing yet\n"),
             "must be UTC": self.write(f"k1 2026-12-01T00:00:00 {SECRET_1}\n"),
-            "cannot be read": os.path.join(self.mktemp(), "absent"),
+            "cannot be read": os.path.join(os.path.abspath(self.mktemp()), "absent"),
+            "must be an absolute path": "keys/of-the-fleet",
         }
         for why, path in cases.items():
             with self.assertRaises(StateKeyError) as caught:
@@ -119,7 +120,7 @@ class KeyFileTests(SynchronousTestCase):
 
 class RotationTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.path = self.mktemp()
+        self.path = os.path.abspath(self.mktemp())
         self.write(f"k1 0 {SECRET_1}\n")
         self.signer = StateSigner(ring=KeyRing.from_file(self.path, TTL, 0.0))
         self.other = StateSigner(ring=KeyRing.from_file(self.path, TTL, 0.0))
@@ -173,7 +174,7 @@ class RotationTests(SynchronousTestCase):
 
     def test_unknown_key(self) -> None:
         """A state of a key this daemon's file lacks says the daemons must share the file."""
-        elsewhere = self.mktemp()
+        elsewhere = os.path.abspath(self.mktemp())
         with open(elsewhere, "w") as f:
             f.write(f"k9 0 {SECRET_2}\n")
         os.chmod(elsewhere, 0o600)
