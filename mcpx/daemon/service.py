@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -338,6 +338,22 @@ class BrokerService(Service):
         return self.broker.stop()
 
 
+class FleetService(Service):
+    """
+    Ends the fleet's parts of a daemon on a shared store (relayed retries, configuration
+    notices) when it stops, before the store is closed.
+    """
+
+    def __init__(self, *stops: Callable[[], Deferred[None]]) -> None:
+        self._stops = stops
+
+    def stopService(self) -> Deferred[None]:
+        Service.stopService(self)
+        return gatherResults([stop() for stop in self._stops], consumeErrors=True).addCallback(
+            lambda _: None
+        )
+
+
 class JSONRequest(BoundedRequest):
     """
     A request whose body is never parsed as an HTML form: every body mcpx accepts is
@@ -568,6 +584,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             max_body=settings.integer("transport.maxMessageSize"),
             max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         )
+    fleet_stops: list[Callable[[], Deferred[None]]] = []
     if (
         heartbeat is not None
         and records_for_tasks is not None
@@ -592,6 +609,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         )
         reloads.announcers.append(config_notices.announce)
         config_notices.start()
+        fleet_stops.append(config_notices.stop)
+        if mcp is not None:
+            fleet_stops.append(mcp.asking.rounds.stop)
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
     )
@@ -628,6 +648,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     service = DaemonService(
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
+    if fleet_stops:
+        # Added last, so it stops first: before the broker closes the store.
+        MultiService.addService(service, FleetService(*fleet_stops))
     service.journal = journal
     service.notifier = config.notifier
     service.clock = clock

@@ -164,3 +164,7 @@ class FleetDaemonsConfigTests(TestCase):
         call = legacy.call("mcpx_call", server="other", tool="echo", arguments={"text": "hi"})
         await until(lambda: bool(call.outcome), "the call of the added server", 30)
         self.assertIn("hi", call.outcome[0])
+        await disconnect()
+        for daemon in (second, first):
+            self.assertEqual(await daemon.stop(), 0, daemon.log()[-4000:])
+            self.assertEqual(daemon.log_lines("error") + daemon.log_lines("critical"), [])

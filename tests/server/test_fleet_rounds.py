@@ -342,3 +342,7 @@ class FleetDaemonsRetryTests(TestCase):
         self.assertEqual(final.get("resultType", "complete"), "complete", final)
         self.assertIn("Ada", texts(final))
         self.assertEqual(declares.asked, [], "the SDK's own driver did not answer")
+        for daemon in (second, first):
+            self.assertEqual(await daemon.stop(), 0, daemon.log()[-4000:])
+            self.assertEqual(daemon.log_lines("error") + daemon.log_lines("critical"), [])
+            self.assertNotIn(SECRET_1, daemon.log())
