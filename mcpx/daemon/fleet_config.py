@@ -15,6 +15,7 @@ reloads what it has, and warns that its file is not the one the other daemon rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
@@ -26,7 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from mcpx.store.records import CONFIG, Record, RecordStore
+from mcpx.store.records import CONFIG, Record, RecordStore, StoreClosed
 from mcpx.store.writes import Writes
 
 log = Logger()
@@ -73,6 +74,7 @@ class ConfigNotices:
         #: The id of the last notice this daemon acted on or wrote.
         self._seen: str | None = None
         self._started = False
+        self._stopped = False
 
     def start(self) -> None:
         """Listen for the other daemons' notices."""
@@ -96,9 +98,16 @@ class ConfigNotices:
     def _heard(self, kind: str | None, record_id: str | None) -> None:
         if kind is None or (kind == CONFIG and record_id == NOTICE):
             self._writes.track(
-                Deferred.fromCoroutine(self._read(first=kind is None and not self._started)),
+                Deferred.fromCoroutine(self._quietly(kind is None and not self._started)),
                 "read the fleet's configuration notice",
             )
+
+    async def _quietly(self, first: bool) -> None:
+        if self._stopped:
+            return
+        # A store closed under the read: the daemon is stopping, nothing to reload.
+        with contextlib.suppress(StoreClosed):
+            await self._read(first=first)
 
     async def _read(self, *, first: bool) -> None:
         record = await self._records.get(CONFIG, NOTICE)
@@ -129,4 +138,5 @@ class ConfigNotices:
 
     def stop(self) -> Deferred[None]:
         """Fires once the notices being written or read have been."""
+        self._stopped = True
         return self._writes.settled()

@@ -20,9 +20,10 @@ an error at its next look (every L{EVERY} seconds), never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final
 
 from attrs import frozen
@@ -32,7 +33,7 @@ from twisted.logger import Logger
 
 from mcpx.server.request_state import RequestState
 from mcpx.store.heartbeat import EVERY, TIMEOUT
-from mcpx.store.records import ROUNDS, Record, RecordStore
+from mcpx.store.records import ROUNDS, Record, RecordStore, StoreClosed
 from mcpx.store.writes import Writes
 from mcpx.wire.errors import RpcError
 
@@ -112,6 +113,7 @@ class Rounds:
         self._timers: dict[str, IDelayedCall] = {}
         self._writes = Writes()
         self._listening = False
+        self._stopped = False
 
     def listen(self) -> None:
         """Hear what other daemons write (once the store is open)."""
@@ -148,8 +150,10 @@ class Rounds:
         )
         if now >= self._next_prune:
             self._next_prune = now + 60.0
+            pruning = self._records.prune(ROUNDS, now, keep="")
             self._writes.track(
-                self._records.prune(ROUNDS, now, keep=""), "forget expired requestState rounds"
+                pruning.addErrback(lambda failure: None if failure.check(StoreClosed) else failure),
+                "forget expired requestState rounds",
             )
         return written
 
@@ -213,6 +217,18 @@ class Rounds:
         self._timers[state.nonce] = timer
         return await replied
 
+    def _background(self, work: Coroutine[Any, Any, Any], what: str) -> None:
+        """Run C{work}, which nobody waits for; a store closed under it (stopping) is no error."""
+
+        async def quietly() -> None:
+            if self._stopped:
+                work.close()
+                return
+            with contextlib.suppress(StoreClosed):
+                await work
+
+        self._writes.track(Deferred.fromCoroutine(quietly()), what)
+
     def _forget(self, nonce: str) -> None:
         self._waiting.pop(nonce, None)
         timer = self._timers.pop(nonce, None)
@@ -224,9 +240,7 @@ class Rounds:
         self._timers.pop(state.nonce, None)
         if state.nonce not in self._waiting:
             return
-        self._writes.track(
-            Deferred.fromCoroutine(self._checked(state, give_up)), "look at a relayed retry"
-        )
+        self._background(self._checked(state, give_up), "look at a relayed retry")
 
     async def _checked(self, state: RequestState, give_up: float) -> None:
         assert self._records is not None
@@ -280,17 +294,15 @@ class Rounds:
         if kind is None:
             # Notices may have been missed: look at everything of interest again.
             for nonce in list(self._waiting):
-                self._writes.track(Deferred.fromCoroutine(self._look(nonce)), "read a round")
-            self._writes.track(Deferred.fromCoroutine(self._scan()), "read rounds claimed")
+                self._background(self._look(nonce), "read a round")
+            self._background(self._scan(), "read rounds claimed")
             return
         if kind != ROUNDS or record_id is None:
             return
         if record_id in self._waiting:
-            self._writes.track(Deferred.fromCoroutine(self._look(record_id)), "read a round")
+            self._background(self._look(record_id), "read a round")
         elif record_id.startswith(self.daemon + ".") and record_id not in self._serving:
-            self._writes.track(
-                Deferred.fromCoroutine(self._serve_claimed(record_id)), "resume a call"
-            )
+            self._background(self._serve_claimed(record_id), "resume a call")
 
     async def _scan(self) -> None:
         assert self._records is not None
@@ -341,6 +353,7 @@ class Rounds:
 
     def stop(self) -> Deferred[None]:
         """Stop looking at relayed retries; fires once the writes under way have ended."""
+        self._stopped = True
         for nonce in list(self._waiting):
             self._fail(nonce, RpcError.internal_error("the mcpx daemon is stopping"))
         return self._writes.settled()

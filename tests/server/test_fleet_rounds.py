@@ -269,6 +269,21 @@ class FleetRoundTests(TestCase):
         self.assertIn("d_a, which has stopped", error.message)
         self.assertNoResult(question)
 
+    async def test_owners_refusal_comes_back(self) -> None:
+        """
+        A retry relayed to a daemon that no longer holds the call (it finished and was
+        forgotten after proto.askTTL there) gets that daemon's refusal, through B.
+        """
+        a = await self.daemon("d_a")
+        b = await self.daemon("d_b")
+        state, question = await self.asked(a)
+        question.addErrback(lambda _: None)
+        a.gateway.held().result.callback(text_result("done long ago"))
+        a.clock.advance(901)
+        error = self.refusal(await outcome(b.retry(state, {"q1": ACCEPTED})))
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn("names a call mcpx no longer holds", error.message)
+
     async def test_rotated_key_verifies_across_daemons(self) -> None:
         """
         After the shared key file gains a newer key, a state A signed with the old one
