@@ -15,7 +15,6 @@ reloads what it has, and warns that its file is not the one the other daemon rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import secrets
@@ -105,9 +104,14 @@ class ConfigNotices:
     async def _quietly(self, first: bool) -> None:
         if self._stopped:
             return
-        # A store closed under the read: the daemon is stopping, nothing to reload.
-        with contextlib.suppress(StoreClosed):
+        try:
             await self._read(first=first)
+        except StoreClosed:
+            # The daemon is stopping: nothing to reload.
+            return
+        except Exception as e:
+            # The store restarting, say: its listening again makes this read again.
+            log.warn("could not read the fleet's configuration notice: {error}", error=str(e))
 
     async def _read(self, *, first: bool) -> None:
         record = await self._records.get(CONFIG, NOTICE)

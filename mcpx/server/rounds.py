@@ -20,7 +20,6 @@ an error at its next look (every L{EVERY} seconds), never a hang.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -114,6 +113,8 @@ class Rounds:
         self._writes = Writes()
         self._listening = False
         self._stopped = False
+        #: The next try of a read that failed (L{_background}).
+        self._retry: IDelayedCall | None = None
 
     def listen(self) -> None:
         """Hear what other daemons write (once the store is open)."""
@@ -150,12 +151,12 @@ class Rounds:
         )
         if now >= self._next_prune:
             self._next_prune = now + 60.0
-            pruning = self._records.prune(ROUNDS, now, keep="")
-            self._writes.track(
-                pruning.addErrback(lambda failure: None if failure.check(StoreClosed) else failure),
-                "forget expired requestState rounds",
-            )
+            self._background(self._prune(now), "forget the expired requestState rounds")
         return written
+
+    async def _prune(self, now: float) -> None:
+        assert self._records is not None
+        await self._records.prune(ROUNDS, now, keep="")
 
     async def claim(self, state: RequestState, responses: Mapping[str, Any]) -> None:
         """
@@ -217,15 +218,32 @@ class Rounds:
         self._timers[state.nonce] = timer
         return await replied
 
-    def _background(self, work: Coroutine[Any, Any, Any], what: str) -> None:
-        """Run C{work}, which nobody waits for; a store closed under it (stopping) is no error."""
+    def _background(
+        self,
+        work: Coroutine[Any, Any, Any],
+        what: str,
+        again: Callable[[], Coroutine[Any, Any, Any]] | None = None,
+    ) -> None:
+        """
+        Run C{work}, which nobody waits for.  A store closed under it (the daemon is
+        stopping) is no error; a store that failed it (restarting, say) is a warning,
+        and C{again}, if given, is run L{EVERY} seconds later in its place.
+        """
 
         async def quietly() -> None:
             if self._stopped:
                 work.close()
                 return
-            with contextlib.suppress(StoreClosed):
+            try:
                 await work
+            except StoreClosed:
+                return
+            except Exception as e:
+                log.warn("could not {what}: {error}; trying again", what=what, error=str(e))
+                if again is not None and not self._stopped:
+                    self._retry = self._clock.callLater(
+                        self._every, self._background, again(), what, again
+                    )
 
         self._writes.track(Deferred.fromCoroutine(quietly()), what)
 
@@ -295,7 +313,7 @@ class Rounds:
             # Notices may have been missed: look at everything of interest again.
             for nonce in list(self._waiting):
                 self._background(self._look(nonce), "read a round")
-            self._background(self._scan(), "read rounds claimed")
+            self._background(self._scan(), "read the rounds taken for this daemon", self._scan)
             return
         if kind != ROUNDS or record_id is None:
             return
@@ -354,6 +372,8 @@ class Rounds:
     def stop(self) -> Deferred[None]:
         """Stop looking at relayed retries; fires once the writes under way have ended."""
         self._stopped = True
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
         for nonce in list(self._waiting):
             self._fail(nonce, RpcError.internal_error("the mcpx daemon is stopping"))
         return self._writes.settled()

@@ -24,6 +24,7 @@ from mcp import Client
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
@@ -283,6 +284,22 @@ class FleetRoundTests(TestCase):
         error = self.refusal(await outcome(b.retry(state, {"q1": ACCEPTED})))
         self.assertEqual(error.code, INVALID_PARAMS)
         self.assertIn("names a call mcpx no longer holds", error.message)
+
+    async def test_retry_across_a_postgres_restart(self) -> None:
+        """
+        PostgreSQL restarted between a round and its retry through B: both daemons
+        reconnect by themselves, the owner finds the round taken while it was not
+        listening, and the retry gets the call's result.
+        """
+        a = await self.daemon("d_a")
+        b = await self.daemon("d_b")
+        state, question = await self.asked(a)
+        await deferToThread(self.cluster.restart)
+        retrying = b.retry(state, {"q1": ACCEPTED})
+        self.assertEqual(await question, ACCEPTED)
+        a.gateway.held().result.callback(text_result("after the restart"))
+        final = await retrying
+        self.assertEqual(final["content"][0]["text"], "after the restart")
 
     async def test_rotated_key_verifies_across_daemons(self) -> None:
         """
