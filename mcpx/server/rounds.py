@@ -199,10 +199,10 @@ class Rounds:
         records = self._records
         if records is None or not self._listening:
             raise RpcError.internal_error(
-                f"the call this requestState resumes is held by the mcpx daemon "
-                f"{state.daemon or 'that issued it'}, and this daemon shares no store with it "
-                "(store.url): send the retry to that daemon, or the request again without "
-                "requestState"
+                f"the call this requestState resumes is held by the mcpx daemon process "
+                f"{state.daemon or 'that issued it'} (another daemon, or this one before it "
+                "restarted), which cannot be reached without a shared store (store.url): "
+                "send the request again without requestState"
             )
         now = self._clock.seconds()
         if state.daemon not in await records.alive(now - self._timeout):

@@ -18,12 +18,21 @@ from twisted.logger import ILogObserver, LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.config import daemon_config
+from mcpx.questions.caller import ELICIT
 from mcpx.server.request_state import KeyRing, RequestState, StateSigner, binding
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import load_settings
 from mcpx.settings.state_keys import StateKeyError, read_state_keys
-from mcpx.wire.errors import INVALID_PARAMS, RpcError
-from tests.server.test_asking import Gateway
+from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from tests.server.test_asking import (
+    ACCEPTED,
+    ELICITING,
+    FORM,
+    Gateway,
+    call_params,
+    error_of,
+    resumable,
+)
 
 METHOD = "tools/call"
 PARAMS: dict[str, Any] = {"name": "github__create_issue", "arguments": {"title": "bug"}}
@@ -200,3 +209,25 @@ class RotationTests(SynchronousTestCase):
         self.assertTrue(warned)
         for event in warned:
             self.assertNotIn(SECRET_2[:10], str(event.get("why")))
+
+
+class NoSharedStoreTests(SynchronousTestCase):
+    def test_state_of_another_process_without_a_store(self) -> None:
+        """
+        Two daemons given one key file but no shared store: a state the first issued is
+        genuine to the second, which says it cannot reach the call without store.url.
+        """
+        path = os.path.abspath(self.mktemp())
+        with open(path, "w") as f:
+            f.write(f"k1 0 {SECRET_1}\n")
+        os.chmod(path, 0o600)
+        first, second = (Gateway(settings={"proto.stateKeyFile": path}) for _ in range(2))
+        params = call_params(ELICITING)
+        answering = first.handle(first.modern_conn(), "tools/call", params)
+        resumable(first.caller()).ask(ELICIT, FORM, "q1")
+        first.clock.advance(0)
+        state = self.successResultOf(answering)["requestState"]
+        retry = {**params, "inputResponses": {"q1": ACCEPTED}, "requestState": state}
+        error = error_of(self, second.handle(second.modern_conn(), "tools/call", retry))
+        self.assertEqual(error.code, INTERNAL_ERROR)
+        self.assertIn("cannot be reached without a shared store (store.url)", error.message)
