@@ -18,6 +18,7 @@ from mcpx.settings.errors import SettingsError
 from mcpx.settings.paths import state_dir
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig, passthrough_twice
+from mcpx.settings.state_keys import read_state_keys
 from mcpx.store.config import store_target
 
 
@@ -33,7 +34,8 @@ def daemon_config(
     @raise SettingsError: the settings would serve tools to the network without
         authentication (L{unauthenticated_exposure}), or pass the same server through
         twice (L{passthrough_twice}), or C{store.url} cannot be used
-        (L{mcpx.store.config.postgres_target}).
+        (L{mcpx.store.config.postgres_target}), or the C{proto.stateKeyFile} named
+        cannot (L{mcpx.settings.state_keys.read_state_keys}).
     """
     config = DaemonConfig(
         state_dir=state_dir(environ),
@@ -58,4 +60,8 @@ def daemon_config(
     twice = passthrough_twice(servers, settings.strings("mcp.passthrough"))
     if twice is not None:
         raise SettingsError(twice)
+    key_file = settings.string("proto.stateKeyFile")
+    if key_file:
+        # Checked before anything starts, so a bad file is a settings error, not a crash.
+        read_state_keys(key_file)
     return config

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +33,7 @@ from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
+from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
@@ -46,7 +47,7 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import EventBus
 from mcpx.ops.host import Invocation
 from mcpx.ops.recent_calls import RecentCalls
-from mcpx.ops.reloading import Reloads
+from mcpx.ops.reloading import ReloadRefused, Reloads
 from mcpx.ops.servers import reload
 from mcpx.ops.shutdown import Shutdown
 from mcpx.ops.table import OPS
@@ -337,6 +338,22 @@ class BrokerService(Service):
         return self.broker.stop()
 
 
+class FleetService(Service):
+    """
+    Ends the fleet's parts of a daemon on a shared store (relayed retries, configuration
+    notices) when it stops, before the store is closed.
+    """
+
+    def __init__(self, *stops: Callable[[], Deferred[None]]) -> None:
+        self._stops = stops
+
+    def stopService(self) -> Deferred[None]:
+        Service.stopService(self)
+        return gatherResults([stop() for stop in self._stops], consumeErrors=True).addCallback(
+            lambda _: None
+        )
+
+
 class JSONRequest(BoundedRequest):
     """
     A request whose body is never parsed as an HTML form: every body mcpx accepts is
@@ -563,6 +580,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     if settings is not None:
         mcp = McpServer(host, clock, passthrough=settings.strings("mcp.passthrough"))
         reloads.listeners.append(mcp.configuration_changed)
+        if heartbeat is not None and records_for_tasks is not None:
+            # A shared store keeps each requestState's round, so any daemon honours it once
+            # and a retry for a call held here reaches it through the store.
+            mcp.asking.share(records_for_tasks, heartbeat.daemon)
         mcp_http = McpHTTP(
             mcp,
             clock,
@@ -571,6 +592,34 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
             daemon=daemon_id,
         )
+    fleet_stops: list[Callable[[], Deferred[None]]] = []
+    if (
+        heartbeat is not None
+        and records_for_tasks is not None
+        and servers is not None
+        and guarded is not None
+    ):
+        # A reload made here is told to the fleet's other daemons, and theirs reach here.
+        shared_pool = guarded
+
+        def reload_heard() -> Deferred[Any]:
+            running = reloads.run(
+                host,
+                lambda servers: Deferred.fromCoroutine(shared_pool.reload(servers)),
+                shared_pool,
+                announce=False,
+            )
+            # A refused reload is logged and published by Reloads itself.
+            return running.addErrback(lambda failure: failure.trap(ReloadRefused) and None)
+
+        config_notices = ConfigNotices(
+            records_for_tasks, heartbeat.daemon, clock, servers.path, reload_heard
+        )
+        reloads.announcers.append(config_notices.announce)
+        config_notices.start()
+        fleet_stops.append(config_notices.stop)
+        if mcp is not None:
+            fleet_stops.append(mcp.asking.rounds.stop)
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
     )
@@ -607,6 +656,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     service = DaemonService(
         http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
     )
+    if fleet_stops:
+        # Added last, so it stops first: before the broker closes the store.
+        MultiService.addService(service, FleetService(*fleet_stops))
     service.journal = journal
     service.notifier = config.notifier
     service.clock = clock

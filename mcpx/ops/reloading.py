@@ -119,11 +119,14 @@ class Reloads:
 
     @ivar read: reads the config file afresh; C{None} when this daemon cannot.
     @ivar listeners: told of each applied reload that changed a server or its policy.
+    @ivar announcers: told of each applied reload made here (not one made because
+        another daemon of a fleet changed the configuration: L{run}'s C{announce}).
     """
 
     clock: IReactorTime
     read: Callable[[], ConfigFile] | None = None
     listeners: list[ChangeListener] = field(factory=list)
+    announcers: list[Callable[[], object]] = field(factory=list)
     last: ReloadOutcome | None = None
     _lock: DeferredLock = field(factory=DeferredLock)
 
@@ -132,22 +135,29 @@ class Reloads:
         host: ReloadHost,
         apply_servers: Callable[[ServersConfig], Deferred[ReloadReport]],
         pool: Retunable | None,
+        *,
+        announce: bool = True,
     ) -> Deferred[dict[str, Any]]:
         """
         Reload once the reloads before it have finished.
 
         @param apply_servers: hands the new servers to the pool; fires once the
             processes it stopped are gone.
+        @param announce: tell the L{announcers} once it is applied (C{False}: the reload
+            follows another daemon's change, which that daemon announced).
         @return: the answer of C{POST /v1/reload}; fails with L{ReloadRefused} when the
             file could not be used.
         """
-        return self._lock.run(lambda: ensureDeferred(self._reload(host, apply_servers, pool)))
+        return self._lock.run(
+            lambda: ensureDeferred(self._reload(host, apply_servers, pool, announce))
+        )
 
     async def _reload(
         self,
         host: ReloadHost,
         apply_servers: Callable[[ServersConfig], Deferred[ReloadReport]],
         pool: Retunable | None,
+        announce: bool = True,
     ) -> dict[str, Any]:
         if self.read is None:
             raise ReloadRefused("this daemon cannot re-read its config file; restart it")
@@ -188,6 +198,12 @@ class Reloads:
         self.last = ReloadOutcome(self.clock.seconds())
         host.events.publish("config.reloaded", None, **answer)
         log.info("configuration reloaded: {answer}", answer=answer)
+        if announce:
+            for announcer in self.announcers:
+                try:
+                    announcer()
+                except Exception:
+                    log.failure("telling the other daemons of a reload failed")
         for note in config.notes:
             log.info("config file: {note}", note=note)
         if later:

@@ -32,12 +32,15 @@ from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
-from mcpx.server.request_state import RequestState, StateSigner, binding
+from mcpx.server.request_state import KeyRing, RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.server.roots import Roots
+from mcpx.server.rounds import Claim, Rounds
 from mcpx.server.tasks import CoreTasks
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import Revision
+from mcpx.store.heartbeat import new_daemon_id
+from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import cancelled_by_peer
 
@@ -109,14 +112,36 @@ class Asking:
     _call_prefix: str = field(factory=lambda: f"call-{secrets.token_hex(4)}-", init=False)
     _call_numbers: Iterator[int] = field(factory=lambda: itertools.count(1), init=False)
     _resumables: dict[str, ResumableCall] = field(factory=dict, init=False)
+    #: The one-time records of the states this daemon issues (in memory until L{share}).
+    rounds: Rounds = field(init=False)
 
     def __attrs_post_init__(self) -> None:
         settings = self._host.settings
+        key_file = ""
         if settings is not None:
             self._native = settings.boolean("proto.native")
             self._rounds = settings.integer("proto.askRounds")
             self._state_ttl = settings.duration("proto.stateTTL")
             self._ask_ttl = settings.duration("proto.askTTL")
+            key_file = settings.string("proto.stateKeyFile")
+        if key_file:
+            # A StateKeyError (a settings error) stops the daemon, naming the file.
+            ring = KeyRing.from_file(key_file, self._state_ttl, self._clock.seconds())
+        else:
+            ring = KeyRing.of_process(self._state_ttl)
+        self._signer = StateSigner(ring=ring)
+        self.rounds = Rounds(self._clock, new_daemon_id(), wait=self._ask_ttl)
+        self.rounds.serve = self._serve_claim
+
+    def share(self, records: RecordStore, daemon: str) -> None:
+        """
+        Keep the round records in C{records}, shared with the daemons of a fleet, as the
+        daemon C{daemon} (its heartbeat's id); retries for calls held elsewhere are
+        relayed through it.  Before the daemon serves anyone.
+        """
+        self.rounds = Rounds(self._clock, daemon, records, wait=self._ask_ttl)
+        self.rounds.serve = self._serve_claim
+        self.rounds.listen()
 
     def asks(self, answer: Method, method: str) -> Method:
         """
@@ -170,7 +195,7 @@ class Asking:
             call.run(Deferred.fromCoroutine(run()))
             # Until it asks, the call is the request's: its going cancels the call.
             await waiting(call, lambda: None if call.promoted else call.cancel())
-            return self.round(call, context, params, 0)
+            return await self.round(call, context, params, 0)
         # A legacy client is asked on its connection.  If it cancels the call, the
         # call is cancelled upstream and its questions are withdrawn; if it stops
         # waiting otherwise (its connection went) once the call has asked something,
@@ -254,7 +279,7 @@ class Asking:
                     caller.asker = self._core_tasks.asker_for(context.task, caller.asker)
         return caller
 
-    def round(
+    async def round(
         self, call: ResumableCall, context: Context, params: dict[str, Any], rounds: int
     ) -> Mapping[str, Any]:
         """
@@ -263,6 +288,12 @@ class Asking:
         @param rounds: the rounds the request's state counted; the call keeps its own
             count too, so resending an older state cannot reset it.
         """
+        return await self._round(call, context.subject, binding(call.method, params), rounds)
+
+    async def _round(
+        self, call: ResumableCall, subject: str | None, bound: str, rounds: int
+    ) -> Mapping[str, Any]:
+        """L{round}, for a request bound as C{bound} and made by C{subject}."""
         if call.done:
             if call.abandoned is not None:
                 raise RpcError.internal_error(call.abandoned)
@@ -280,17 +311,23 @@ class Asking:
             call.cancel()
             raise RpcError.internal_error(call.abandoned)
         self.promote(call)
+        now = self._clock.seconds()
         state = RequestState(
             call.id,
-            binding(call.method, params),
+            bound,
             rounds,
-            self._clock.seconds() + self._state_ttl,
-            context.subject,
+            now + self._state_ttl,
+            subject,
+            self.rounds.nonce(),
+            self.rounds.daemon,
         )
+        # Asked for while the call still asks: the questions of this round.
+        asking = call.asking()
+        await self.rounds.issued(state)
         return {
             "resultType": "input_required",
-            "inputRequests": call.asking(),
-            "requestState": self._signer.issue(state),
+            "inputRequests": asking,
+            "requestState": self._signer.issue(state, now),
         }
 
     def promote(self, call: ResumableCall) -> None:
@@ -312,13 +349,28 @@ class Asking:
 
         call.outcome().addBoth(forget)
 
-    def resumed(
-        self, context: Context, params: dict[str, Any], method: str
-    ) -> tuple[ResumableCall, int]:
-        """The call a retry's C{requestState} names, given its answers; its rounds."""
-        state = self._signer.verify(
+    def verified(self, context: Context, params: dict[str, Any], method: str) -> RequestState:
+        """The state a retry carries, verified for it (L{StateSigner.verify})."""
+        return self._signer.verify(
             params.get("requestState"), method, params, self._clock.seconds(), context.subject
         )
+
+    def held_elsewhere(self, state: RequestState) -> bool:
+        """Whether C{state}'s call is held by another daemon (or an earlier process)."""
+        return bool(state.daemon) and state.daemon != self.rounds.daemon
+
+    async def relay(self, state: RequestState, params: dict[str, Any]) -> Mapping[str, Any]:
+        """A retry for a call another daemon holds, answered by it (L{Rounds.relay})."""
+        responses = params.get("inputResponses")
+        return await self.rounds.relay(state, responses if type(responses) is dict else {})
+
+    async def resumed(
+        self, context: Context, params: dict[str, Any], state: RequestState
+    ) -> tuple[ResumableCall, int]:
+        """
+        The call this daemon holds that a retry's verified C{state} names, given the
+        retry's answers once the state is used (once); its rounds.
+        """
         call = self._resumables.get(state.call)
         if call is None:
             raise RpcError.invalid_params(
@@ -327,17 +379,35 @@ class Asking:
                 "requestState"
             )
         responses = params.get("inputResponses")
-        if type(responses) is dict:
-            call.answer(responses)
+        answers = responses if type(responses) is dict else {}
+        if state.nonce:
+            await self.rounds.claim(state, answers)
+        call.answer(answers)
         return call, state.rounds
 
     async def _resume(
         self, context: Context, params: dict[str, Any], method: str
     ) -> Mapping[str, Any]:
-        call, rounds = self.resumed(context, params, method)
+        state = self.verified(context, params, method)
+        if self.held_elsewhere(state):
+            return await self.relay(state, params)
+        call, rounds = await self.resumed(context, params, state)
         # The call is no longer the request's: a retry that goes away leaves it running.
         await waiting(call, lambda: None)
-        return self.round(call, context, params, rounds)
+        return await self.round(call, context, params, rounds)
+
+    async def _serve_claim(self, claim: Claim) -> Mapping[str, Any]:
+        """A retry another daemon took for a call held here: the call's next answer."""
+        call = self._resumables.get(claim.call)
+        if call is None:
+            raise RpcError.invalid_params(
+                "requestState names a call mcpx no longer holds (it ended and was forgotten "
+                f"after proto.askTTL, {self._ask_ttl:g}s): send the request again without "
+                "requestState"
+            )
+        call.answer(claim.responses)
+        await waiting(call, lambda: None)
+        return await self._round(call, claim.subject, claim.binding, claim.rounds)
 
     def make_call(self, caller: Caller, method: str) -> ResumableCall:
         """A resumable call for C{caller}'s request (a call that may become a task)."""

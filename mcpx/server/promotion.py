@@ -121,7 +121,11 @@ class TaskPromotion:
         after = becomes_task_after(support, self._task_after)
         rounds = 0
         if "requestState" in params:
-            call, rounds = asking.resumed(context, params, "tools/call")
+            state = asking.verified(context, params, "tools/call")
+            if asking.held_elsewhere(state):
+                # Held by another daemon: it answers, whatever its call comes to.
+                return await asking.relay(state, params)
+            call, rounds = await asking.resumed(context, params, state)
         else:
             caller = asking.caller(conn, context, params, "tools/call") or asking.new_caller(
                 context
@@ -145,7 +149,7 @@ class TaskPromotion:
                 call.cancel()
             raise
         if not became_task:
-            return asking.round(call, context, params, rounds)
+            return await asking.round(call, context, params, rounds)
         try:
             return self.extension.adopt(
                 task_owner(context, conn.identity),
@@ -158,7 +162,7 @@ class TaskPromotion:
         except (TooManyTasksForClient, TooManyTasks):
             # No room for a task: the call is answered inline, however long it takes.
             await waiting(call, call.cancel)
-            return asking.round(call, context, params, rounds)
+            return await asking.round(call, context, params, rounds)
 
     async def task_support(
         self, conn: Conn, context: Context, params: dict[str, Any]

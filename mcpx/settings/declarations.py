@@ -240,6 +240,18 @@ SETTINGS: tuple[Setting, ...] = (
         "to resume its request.",
     ),
     Setting(
+        name="proto.stateKeyFile",
+        kind=Kind.STRING,
+        default="",
+        help="The absolute path of a file of the keys requestState is signed with, shared "
+        "by every daemon of a "
+        "fleet so that any of them verifies a state another issued: one key a line, "
+        "'<id> <since> <base64url secret of 32 bytes or more>', the newest key whose since "
+        "has come signing and each older one verifying for proto.stateTTL after the next "
+        "took over (docs/fleet.md). It must not be readable by other users. Empty: each "
+        "daemon process makes a random key of its own when it starts.",
+    ),
+    Setting(
         name="proto.askTTL",
         kind=Kind.DURATION,
         default=900.0,

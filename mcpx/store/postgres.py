@@ -73,6 +73,19 @@ MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
         2,
         ("CREATE TABLE mcpx_daemons (id text PRIMARY KEY, beat double precision NOT NULL)",),
     ),
+    (
+        3,
+        (
+            "CREATE TABLE mcpx_rounds ("
+            "id text PRIMARY KEY, principal text, state text NOT NULL, "
+            "finished double precision, record text NOT NULL)",
+            "CREATE INDEX mcpx_rounds_finished ON mcpx_rounds (finished) "
+            "WHERE finished IS NOT NULL",
+            "CREATE TABLE mcpx_config ("
+            "id text PRIMARY KEY, principal text, state text NOT NULL, "
+            "finished double precision, record text NOT NULL)",
+        ),
+    ),
 )
 
 #: The channel every write is announced on, C{kind:id} (C{pg_notify}, in the write's own

@@ -26,10 +26,14 @@ from attrs import frozen
 from twisted.internet.defer import Deferred
 
 #: The kinds of record, each a table of its own.
-Kind = Literal["questions", "tasks"]
+Kind = Literal["questions", "tasks", "rounds", "config"]
 QUESTIONS: Final = "questions"
 TASKS: Final = "tasks"
-KINDS: Final[frozenset[str]] = frozenset((QUESTIONS, TASKS))
+#: The one-time records of signed C{requestState}s (L{mcpx.server.rounds}).
+ROUNDS: Final = "rounds"
+#: The notice of the last configuration change a daemon of a fleet made (one row).
+CONFIG: Final = "config"
+KINDS: Final[frozenset[str]] = frozenset((QUESTIONS, TASKS, ROUNDS, CONFIG))
 
 
 class Anyone(enum.Enum):

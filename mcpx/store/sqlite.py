@@ -14,7 +14,8 @@ daemon left records in it, else at the first record put.  Until then the file is
 reading it gives nothing.  Its schema is versioned with SQLite's
 C{user_version}: version 1 is the question table of earlier releases (it had no principal
 column; a file of that version is migrated in place, the principal read from each
-question's C{owner}), version 2 adds the principal column and the task table.
+question's C{owner}), version 2 adds the principal column and the task table, version 3
+the tables of C{requestState} rounds and of configuration notices.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 #: The schema version this module writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS {kind} (

@@ -496,30 +496,35 @@ class RoundTripTests(SynchronousTestCase):
         self.assertEqual(task.status, TaskStatus.FAILED)
         assert task.error is not None
         self.assertIn("proto.askRounds", task.error["message"])
-        # A retry after that, with a state still valid, is answered the same error.
+        # The state that retry carried is used: sent again, it is refused as used.
         again = error_of(self, self.retry(second["requestState"], {"q3": ACCEPTED}))
-        self.assertEqual((again.code, again.message), (error.code, error.message))
+        self.assertEqual(again.code, INVALID_PARAMS)
+        self.assertIn("already used", again.message)
 
-    def test_old_state_does_not_reset_rounds(self) -> None:
+    def test_old_state_refused(self) -> None:
         """
-        Sending the first round's requestState again with every retry does not reset the
-        count: the call itself remembers its rounds, and the limit still holds.
+        A requestState is used once: sending the first round's state again (to reset the
+        count, or by mistake) is refused as already used, its answers are not delivered,
+        and the call still waits for the answer of its latest round.
         """
-        self.gateway = Gateway(settings={"proto.askRounds": "2"})
-        self.conn = self.gateway.modern_conn()
-        answer, _ = self.first_round()
+        answer, asked = self.first_round()
         call = resumable(self.gateway.caller())
         first_state = answer["requestState"]
         retrying = self.retry(first_state, {"q1": ACCEPTED})
-        call.ask(ELICIT, OTHER_FORM, "q2")
+        self.assertEqual(self.successResultOf(asked), ACCEPTED)
+        second = call.ask(ELICIT, OTHER_FORM, "q2")
         self.gateway.clock.advance(0)
-        self.assertEqual(rounds_of(self.successResultOf(retrying)["requestState"]), 2)
-        retrying = self.retry(first_state, {"q2": PAGES})
-        call.ask(ELICIT, FORM, "q3")
-        self.gateway.clock.advance(0)
-        error = error_of(self, retrying)
-        self.assertIn("proto.askRounds", error.message)
-        self.assertTrue(call.done)
+        latest = self.successResultOf(retrying)
+        self.assertEqual(rounds_of(latest["requestState"]), 2)
+        error = error_of(self, self.retry(first_state, {"q2": PAGES}))
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn("already used", error.message)
+        self.assertNoResult(second)
+        self.assertEqual(call.rounds, 2)
+        finishing = self.retry(latest["requestState"], {"q2": PAGES})
+        self.assertEqual(self.successResultOf(second), PAGES)
+        self.gateway.held().result.callback(text_result("done"))
+        self.assertEqual(self.successResultOf(finishing)["content"][0]["text"], "done")
 
 
 class RequestStateTests(SynchronousTestCase):
