@@ -388,6 +388,44 @@ class ToolListTests(SynchronousTestCase):
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
         self.assertEqual(names_of(second["tools"])[0], "add")
 
+    def test_pages_cut_from_one_merge(self) -> None:
+        """
+        Every page of a paginated list is cut from one merge of the servers' catalogues
+        (each page merging them all again made listing N tools cost N squared); a
+        catalogue that changes between pages is merged again, and the next page shows it.
+        """
+        harness, connector = passed_through()
+        harness.server.page_size = 2
+        merges: list[str] = []
+        record = harness.host.clashes.record
+
+        def counted(named: Any, kind: str, clashes: Any) -> None:
+            merges.append(kind)
+            record(named, kind, clashes)
+
+        self.patch(harness.host.clashes, "record", counted)
+        session = Session(Revision.V2025_06_18, harness)
+        listed: list[str] = []
+        page = session.result("tools/list")
+        listed += names_of(page["tools"])
+        while "nextCursor" in page:
+            page = session.result("tools/list", {"cursor": page["nextCursor"]})
+            listed += names_of(page["tools"])
+        self.assertEqual(listed[:4], ["echo", "rich", "mcpx_servers", "add"])
+        self.assertGreater(len(listed) // 2, 2, "several pages")
+        self.assertEqual(merges, ["tools"])
+
+        first = session.result("tools/list")
+        connector.scripted["beta"]["tools"].append(
+            {"name": "sub", "inputSchema": {"type": "object"}}
+        )
+        upstream(connector, "beta").notify("notifications/tools/list_changed")
+        second = session.result("tools/list", {"cursor": first["nextCursor"]})
+        self.assertEqual(names_of(second["tools"]), ["mcpx_servers", "add"])
+        third = session.result("tools/list", {"cursor": second["nextCursor"]})
+        self.assertEqual(names_of(third["tools"])[0], "sub")
+        self.assertEqual(merges, ["tools", "tools"])
+
     def test_a_clash_leaves_the_rest_of_the_list(self) -> None:
         """
         A tool name two pass-through servers offer does not fail tools/list: every other
