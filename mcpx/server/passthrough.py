@@ -168,6 +168,9 @@ class PassThrough:
         self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
         #: The clashes reported: (kind, name, kept server, left-out server).
         self._clashes: set[tuple[str, str, str, str]] = set()
+        #: The last tools/list each client identity was answered from: the pages that
+        #: follow a first one are cut from it (L{tools}).
+        self._listings: dict[str, list[Mapping[str, Any]]] = {}
         #: The last merge of each kind: the catalogues it was made of, the list, the names.
         self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
         self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
@@ -289,12 +292,30 @@ class PassThrough:
         log.warn("pass-through: {message}", message=message)
         self.gateway.host.events.publish("warning", second, message=message)
 
-    async def tools(self, context: Context) -> list[Mapping[str, Any]]:
-        """The pass-through servers' tools, then the gateway's tools they do not shadow."""
+    async def tools(self, context: Context, *, following: bool = False) -> list[Mapping[str, Any]]:
+        """
+        The pass-through servers' tools, then the gateway's tools they do not shadow.
+
+        @param following: the list is for a page after the first (a C{tools/list} with a
+            cursor): it is cut from the list the client's first page was, as long as no
+            server said its tools changed (L{catalogues_changed}) since; asking every
+            server again for each page made a list of N tools cost N squared.
+        """
+        if following:
+            held = self._listings.get(context.identity)
+            if held is not None:
+                return held
         merged, names = await self._merged(context, "tools")
         listed: list[Mapping[str, Any]] = list(merged)
         listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
+        if len(self._listings) >= _REMEMBERED_LISTINGS:
+            self._listings.clear()
+        self._listings[context.identity] = listed
         return listed
+
+    def catalogues_changed(self) -> None:
+        """A server's tools changed, or the configuration did: the next page asks again."""
+        self._listings.clear()
 
     async def prompts(self, context: Context) -> list[dict[str, Any]]:
         """
@@ -643,6 +664,9 @@ def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict
         kept["_meta"] = meta
     return kept
 
+
+#: Past this many client identities, the lists kept for their next pages start afresh.
+_REMEMBERED_LISTINGS: Final = 256
 
 #: The catalogues a merge is made of: each server's name and the items it offers.
 _Offered = tuple[tuple[str, list[dict[str, Any]]], ...]

@@ -390,9 +390,10 @@ class ToolListTests(SynchronousTestCase):
 
     def test_pages_cut_from_one_merge(self) -> None:
         """
-        Every page of a paginated list is cut from one merge of the servers' catalogues
-        (each page merging them all again made listing N tools cost N squared); a
-        catalogue that changes between pages is merged again, and the next page shows it.
+        Every page of a paginated list is cut from one merge of the servers' catalogues,
+        asked for once per listing (each page asking every server and merging them all
+        again made listing N tools cost N squared); a server whose tools change between
+        pages is asked again, and the next page shows the change.
         """
         harness, connector = passed_through()
         harness.server.page_size = 2
@@ -404,6 +405,14 @@ class ToolListTests(SynchronousTestCase):
             record(named, kind, clashes)
 
         self.patch(harness.host.clashes, "record", counted)
+        asked: list[str] = []
+        tools = harness.pool.tools
+
+        def counted_tools(server: str, **kwargs: Any) -> Any:
+            asked.append(server)
+            return tools(server, **kwargs)
+
+        self.patch(harness.pool, "tools", counted_tools)
         session = Session(Revision.V2025_06_18, harness)
         listed: list[str] = []
         page = session.result("tools/list")
@@ -414,6 +423,9 @@ class ToolListTests(SynchronousTestCase):
         self.assertEqual(listed[:4], ["echo", "rich", "mcpx_servers", "add"])
         self.assertGreater(len(listed) // 2, 2, "several pages")
         self.assertEqual(merges, ["tools"])
+        # The pages after the first are cut from the first page's list: the servers are
+        # asked for their tools once per listing, not once per page.
+        self.assertEqual(asked, ["alpha", "beta"])
 
         first = session.result("tools/list")
         connector.scripted["beta"]["tools"].append(
