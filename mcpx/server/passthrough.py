@@ -168,9 +168,9 @@ class PassThrough:
         self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
         #: The clashes reported: (kind, name, kept server, left-out server).
         self._clashes: set[tuple[str, str, str, str]] = set()
-        #: The last tools/list each client identity was answered from: the pages that
-        #: follow a first one are cut from it (L{tools}).
-        self._listings: dict[str, list[Mapping[str, Any]]] = {}
+        #: The last tools/list each client (owner and subject) was answered from: the
+        #: pages that follow a first one are cut from it (L{tools}).
+        self._listings: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
         #: The last merge of each kind: the catalogues it was made of, the list, the names.
         self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
         self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
@@ -301,8 +301,11 @@ class PassThrough:
             server said its tools changed (L{catalogues_changed}) since; asking every
             server again for each page made a list of N tools cost N squared.
         """
+        # Whose listing it is: a 2026-07-28 request's identity is its own scope, so its
+        # connection's (or named session's) owner is what the pages share.
+        whose = (context.artifact_owner, context.subject)
         if following:
-            held = self._listings.get(context.identity)
+            held = self._listings.get(whose)
             if held is not None:
                 return held
         merged, names = await self._merged(context, "tools")
@@ -310,7 +313,7 @@ class PassThrough:
         listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
         if len(self._listings) >= _REMEMBERED_LISTINGS:
             self._listings.clear()
-        self._listings[context.identity] = listed
+        self._listings[whose] = listed
         return listed
 
     def catalogues_changed(self) -> None:
@@ -665,7 +668,7 @@ def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict
     return kept
 
 
-#: Past this many client identities, the lists kept for their next pages start afresh.
+#: Past this many clients, the lists kept for their next pages start afresh.
 _REMEMBERED_LISTINGS: Final = 256
 
 #: The catalogues a merge is made of: each server's name and the items it offers.

@@ -393,8 +393,13 @@ class ToolListTests(SynchronousTestCase):
         Every page of a paginated list is cut from one merge of the servers' catalogues,
         asked for once per listing (each page asking every server and merging them all
         again made listing N tools cost N squared); a server whose tools change between
-        pages is asked again, and the next page shows the change.
+        pages is asked again, and the next page shows the change.  In both eras: a
+        2026-07-28 request is a caller of its own, its connection's pages one listing.
         """
+        for revision in (Revision.V2025_06_18, Revision.V2026_07_28):
+            self._pages_cut_from_one_merge(revision)
+
+    def _pages_cut_from_one_merge(self, revision: Revision) -> None:
         harness, connector = passed_through()
         harness.server.page_size = 2
         merges: list[str] = []
@@ -413,7 +418,7 @@ class ToolListTests(SynchronousTestCase):
             return tools(server, **kwargs)
 
         self.patch(harness.pool, "tools", counted_tools)
-        session = Session(Revision.V2025_06_18, harness)
+        session = Session(revision, harness)
         listed: list[str] = []
         page = session.result("tools/list")
         listed += names_of(page["tools"])
@@ -422,10 +427,10 @@ class ToolListTests(SynchronousTestCase):
             listed += names_of(page["tools"])
         self.assertEqual(listed[:4], ["echo", "rich", "mcpx_servers", "add"])
         self.assertGreater(len(listed) // 2, 2, "several pages")
-        self.assertEqual(merges, ["tools"])
+        self.assertEqual(merges, ["tools"], revision)
         # The pages after the first are cut from the first page's list: the servers are
         # asked for their tools once per listing, not once per page.
-        self.assertEqual(asked, ["alpha", "beta"])
+        self.assertEqual(asked, ["alpha", "beta"], revision)
 
         first = session.result("tools/list")
         connector.scripted["beta"]["tools"].append(
