@@ -32,6 +32,9 @@ from pathlib import Path
 import bench_call
 from bench_call import DEMO_ARGV, Daemon, rss_mb
 
+#: Issue 18's target for an idle daemon's RSS.
+TARGET_MB = 45.0
+
 #: Packages whose native libraries in a daemon's memory are worth naming.
 WATCHED = ("cryptography", "OpenSSL")
 
@@ -80,6 +83,8 @@ def measure(python: str, runs: int) -> None:
     print(f"{found} ({python}), {runs} daemon starts:")
     median, low, high = statistics.median(figures), min(figures), max(figures)
     print(f"  idle daemon RSS: median {median:.1f} MB (min {low:.1f}, max {high:.1f})")
+    met = "met" if median <= TARGET_MB else f"missed by {median - TARGET_MB:.1f} MB"
+    print(f"  idle RSS {median:.1f} MB, target <= {TARGET_MB:.0f} MB: {met}")
     print("  native TLS libraries mapped while idle:", ", ".join(mapped) if mapped else "none")
 
 
