@@ -292,6 +292,22 @@ class SamePathTests(TestCase):
         self.assertIn("Usage:", run.err)
         self.assertIn("click", run.modules)
 
+    async def test_daemon_without_the_group(self) -> None:
+        """
+        C{mcpx daemon} runs without the click group: its help and its usage errors are
+        the same as through the group, and it imports neither the group nor the
+        commands that ask a daemon, whose modules would stay in the daemon's memory.
+        """
+        for words in (["daemon", "--help"], ["daemon", "--bogus"], ["daemon", "extra"]):
+            quick = await self.run_mcpx("quick", words, self.env)
+            full = await self.run_mcpx("click", words, self.env)
+            self.assertEqual(
+                (quick.code, quick.out, quick.err), (full.code, full.out, full.err), words
+            )
+            self.assertNotIn("mcpx.cli.commands", quick.modules, words)
+            self.assertIn("mcpx.cli.commands", full.modules, words)
+        self.assertIn("Usage: mcpx daemon [OPTIONS]", quick.err)
+
 
 class EntryPointTests(TestCase):
     """The console script and C{python -m mcpx} both take the fast path, importing none

@@ -121,6 +121,8 @@ class LeanDaemonTests(TestCase):
         self.assertIn("twisted.internet.epollreactor", modules)
         loaded = sorted(name for name in modules if name.partition(".")[0] in _NOT_WHEN_IDLE)
         self.assertEqual(loaded, [])
+        # Nor the commands that ask a daemon, nor the click group they belong to.
+        self.assertEqual({"mcpx.cli.main", "mcpx.cli.commands", "mcpx.cli.client"} & modules, set())
         await self.stop(child)
 
     async def stop(self, child: ChildProcess) -> None:
