@@ -7,14 +7,14 @@ only, the bundled demo as its one server), 2026-07-28 C{tools/call}s of C{mcpx_c
 demo C{echo} POSTed to C{/mcp} through L{keepalive_http} (one persistent connection per
 client):
 
-  1. B{clients}: C{--clients} (64) clients, each with one call in flight and the next sent
-     as soon as the answer is in, for C{--seconds} (30): calls/s, latency percentiles, the
-     errors (an answer other than 200 with a C{result}, or a connection lost), the daemon's
-     share of a CPU and its RSS before and after.  Target: p99 at most 20 ms, no errors.
-  2. B{sessions}: C{--sessions} (1,000) 2025-06-18 sessions opened (C{initialize} and
+  1. B{sessions}: C{--sessions} (1,000) 2025-06-18 sessions opened (C{initialize} and
      C{notifications/initialized}, 50 sessions per C{Mcpx-Client}, since one client keeps
      at most 64) and left idle; the daemon's RSS before and after, over the number
      opened, and the count C{/metrics} reports.  Target: at most 20 KB each.
+  2. B{clients}: C{--clients} (64) clients, each with one call in flight and the next sent
+     as soon as the answer is in, for C{--seconds} (30): calls/s, latency percentiles, the
+     errors (an answer other than 200 with a C{result}, or a connection lost), the daemon's
+     share of a CPU and its RSS before and after.  Target: p99 at most 20 ms, no errors.
   3. B{flat}: C{--requests} (100,000) calls, 16 in flight, after 2,000 uncounted; the
      daemon's RSS every tenth of the way.  Target: flat, taken as growing at most 1 MB
      from the first tenth to the end (the first tenth fills what a warm daemon holds).
@@ -116,26 +116,31 @@ async def clients_part(reactor: Any, count: int, seconds: float) -> None:
         # socket's backlog is refused, which is the kernel's doing, not the daemon's.
         connections = [await connect(reactor, daemon.socket) for _ in range(count)]
         cpu_before = cpu_seconds(daemon.pid)
+        own_before = cpu_seconds(os.getpid())
         load_before = load()
         started = clock()
         deadline = started + seconds
         await gather([client(c) for c in connections])
         elapsed = clock() - started
         cpu = cpu_seconds(daemon.pid) - cpu_before
+        own = cpu_seconds(os.getpid()) - own_before
         rss_after = rss_mb(daemon.pid)
     finally:
         daemon.stop()
         daemon.remove()
     latencies.sort()
     p99 = percentile(latencies, 0.99) * 1000
-    print(f"\n1. {count} clients, one call in flight each, for {seconds:g} s (load {load_before})")
+    print(f"\n2. {count} clients, one call in flight each, for {seconds:g} s (load {load_before})")
     print(
         f"  {len(latencies)} calls, {len(latencies) / elapsed:.0f} calls/s; latency ms: "
         f"p50 {percentile(latencies, 0.5) * 1000:.2f}, "
         f"p90 {percentile(latencies, 0.9) * 1000:.2f}, p99 {p99:.2f}, "
         f"max {latencies[-1] * 1000:.2f}"
     )
-    print(f"  daemon: {cpu / elapsed:.0%} of one CPU, {cpu / len(latencies) * 1e6:.0f} us per call")
+    print(
+        f"  daemon: {cpu / elapsed:.0%} of one CPU, {cpu / len(latencies) * 1e6:.0f} us per call; "
+        f"the bench client {own / elapsed:.0%} of one CPU"
+    )
     print(f"  daemon RSS {rss_before:.1f} MB before, {rss_after:.1f} MB after")
     print(f"  errors: {sum(errors.values())}" + (f" ({errors})" if errors else ""))
     print(
@@ -218,7 +223,7 @@ def sessions_part(count: int) -> None:
         daemon.stop()
         daemon.remove()
     each_kb = (after - before) * 1024 / count
-    print(f"\n2. {count} idle 2025-06-18 sessions ({SESSIONS_PER_CLIENT} per Mcpx-Client)")
+    print(f"\n1. {count} idle 2025-06-18 sessions ({SESSIONS_PER_CLIENT} per Mcpx-Client)")
     print(f"  opened in {opening:.1f} s; the daemon holds {held} sessions (/metrics)")
     print(f"  daemon RSS {before:.1f} MB before, {after:.1f} MB after: {each_kb:.1f} KB each")
     print(f"  {each_kb:.1f} KB per session, {verdict(each_kb, SESSION_TARGET_KB, 'KB')}")
