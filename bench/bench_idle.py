@@ -4,7 +4,8 @@ What an idle daemon holds in memory, and whether the TLS machinery is among it.
 A real C{mcpx daemon} on the unix socket only (temp state directory, a config naming the demo
 upstream, which is not started), started C{--runs} times; its C{VmRSS} from
 C{/proc/<pid>/status} once it answers C{GET /health}, and whether the native libraries of
-cryptography (which pyOpenSSL needs) are mapped, from C{/proc/<pid>/maps}.  For scale, the
+cryptography (which pyOpenSSL needs) or the system's libssl and libcrypto are mapped, from
+C{/proc/<pid>/maps}.  For scale, the
 RSS of C{python -c pass} and of a process that imports the reactor, the same way.
 
     .venv/bin/python bench/bench_idle.py [--runs N]
@@ -41,10 +42,15 @@ WATCHED = ("cryptography", "OpenSSL")
 _SELF_RSS = "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])"
 
 
+#: The system's OpenSSL libraries (the standard library's ssl and hashlib load them).
+SYSTEM_LIBRARIES = ("libssl", "libcrypto")
+
+
 def mapped_packages(pid: int) -> list[str]:
     found: set[str] = set()
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         found.update(name for name in WATCHED if f"/{name}/" in line)
+        found.update(name for name in SYSTEM_LIBRARIES if f"/{name}.so" in line)
     return sorted(found)
 
 
