@@ -239,6 +239,24 @@ class WatchTests(SynchronousTestCase):
         running.release()
 
 
+class FlagTests(SynchronousTestCase):
+    """The watch's stop flag behaves as the C{threading.Event} it stands for."""
+
+    def test_set_from_another_thread_ends_a_wait(self) -> None:
+        """A wait ends when another thread sets the flag, and says so; setting twice is harmless."""
+        flag = watch_module.Flag()
+        self.assertFalse(flag.is_set())
+        self.assertFalse(flag.wait(0.01))
+        setter = threading.Timer(0.05, flag.set)
+        setter.start()
+        self.addCleanup(setter.join)
+        self.assertTrue(flag.wait(10))
+        flag.set()
+        self.assertTrue(flag.is_set())
+        self.assertTrue(flag.wait(0))
+        self.assertTrue(flag.wait(10))
+
+
 class PointingTests(SynchronousTestCase):
     """
     Off a terminal nobody can be asked: the watch names each question the call waits
