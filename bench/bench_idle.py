@@ -4,7 +4,8 @@ What an idle daemon holds in memory, and whether the TLS machinery is among it.
 A real C{mcpx daemon} on the unix socket only (temp state directory, a config naming the demo
 upstream, which is not started), started C{--runs} times; its C{VmRSS} from
 C{/proc/<pid>/status} once it answers C{GET /health}, and whether the native libraries of
-cryptography (which pyOpenSSL needs) are mapped, from C{/proc/<pid>/maps}.  For scale, the
+cryptography (which pyOpenSSL needs) or the system's libssl and libcrypto are mapped, from
+C{/proc/<pid>/maps}.  For scale, the
 RSS of C{python -c pass} and of a process that imports the reactor, the same way.
 
     .venv/bin/python bench/bench_idle.py [--runs N]
@@ -32,16 +33,24 @@ from pathlib import Path
 import bench_call
 from bench_call import DEMO_ARGV, Daemon, rss_mb
 
+#: Issue 18's target for an idle daemon's RSS.
+TARGET_MB = 45.0
+
 #: Packages whose native libraries in a daemon's memory are worth naming.
 WATCHED = ("cryptography", "OpenSSL")
 
 _SELF_RSS = "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])"
 
 
+#: The system's OpenSSL libraries (the standard library's ssl and hashlib load them).
+SYSTEM_LIBRARIES = ("libssl", "libcrypto")
+
+
 def mapped_packages(pid: int) -> list[str]:
     found: set[str] = set()
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         found.update(name for name in WATCHED if f"/{name}/" in line)
+        found.update(name for name in SYSTEM_LIBRARIES if f"/{name}.so" in line)
     return sorted(found)
 
 
@@ -80,6 +89,8 @@ def measure(python: str, runs: int) -> None:
     print(f"{found} ({python}), {runs} daemon starts:")
     median, low, high = statistics.median(figures), min(figures), max(figures)
     print(f"  idle daemon RSS: median {median:.1f} MB (min {low:.1f}, max {high:.1f})")
+    met = "met" if median <= TARGET_MB else f"missed by {median - TARGET_MB:.1f} MB"
+    print(f"  idle RSS {median:.1f} MB, target <= {TARGET_MB:.0f} MB: {met}")
     print("  native TLS libraries mapped while idle:", ", ".join(mapped) if mapped else "none")
 
 

@@ -7,7 +7,9 @@ Measure every figure of C{bench/figures.md} again, in one run, and write that fi
 Runs, one after another with this interpreter: C{bench_gateways.py} (mcpx beside
 C{mcp-proxy}), C{bench_mcp.py} (C{/mcp} against direct calls, both phases),
 C{bench_call.py} (C{/v1/call}, C{mcpx call} from the shell, the daemon's memory),
-C{bench_idle.py --cached-bytecode} (an idle daemon's memory), C{bench_fleet.py} (the
+C{bench_idle.py --cached-bytecode} (an idle daemon's memory), C{bench_load.py} (64
+clients at once, 1,000 idle sessions, RSS over 100k calls), C{bench_catalogue.py}
+(C{tools/list} over 25, 50 and 100 servers of 100 tools), C{bench_fleet.py} (the
 PostgreSQL store against SQLite, three daemons against one behind HAProxy) and, where valgrind is
 installed, C{bench_cli.py} (the instructions C{mcpx call} executes).  Each script's output
 goes into the file as it printed it, under the command that made it, with the load average
@@ -35,6 +37,8 @@ def runs(quick: bool) -> list[list[str]]:
         ["bench_mcp.py", *calls],
         ["bench_call.py", *(["--calls", "500"] if quick else [])],
         ["bench_idle.py", "--cached-bytecode"],
+        ["bench_load.py", *(["--seconds", "10", "--requests", "20000"] if quick else [])],
+        ["bench_catalogue.py", *(["--servers", "25,100", "--lists", "10"] if quick else [])],
         ["bench_fleet.py", *(["--rounds", "50", "--seconds", "4"] if quick else [])],
     ]
     if shutil.which("valgrind"):

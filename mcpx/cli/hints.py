@@ -15,8 +15,6 @@ C{mcpx call} of L{mcpx.cli.quick} prints errors through it.
 
 from __future__ import annotations
 
-from functools import partial
-
 from mcpx.ops import routes
 
 TYPE_CHECKING = False
@@ -118,5 +116,9 @@ def in_cli_words(message: str) -> str:
     if "/v1/" not in message and "/health" not in message:
         return message
     for op, pattern in _patterns():
-        message = pattern.sub(partial(_command, op), message)
+
+        def command(found: Match[str], op: str = op) -> str:
+            return _command(op, found)
+
+        message = pattern.sub(command, message)
     return message

@@ -23,10 +23,6 @@ from __future__ import annotations
 
 import sys
 
-from mcpx.cli.arguments import ArgumentError, parse_arguments
-from mcpx.cli.calling import call_tool
-from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, ask
-from mcpx.cli.remote import BadEndpoint, connect
 from mcpx.cli.terminal import echo
 
 TYPE_CHECKING = False
@@ -96,6 +92,9 @@ def plain_call(words: Sequence[str]) -> PlainCall | None:
         except SettingsError:
             return None
     server, tool, *words_left = positional
+    # Deferred for start-up memory: only a plain call needs them, not C{mcpx daemon}.
+    from mcpx.cli.arguments import ArgumentError, parse_arguments
+
     try:
         arguments = parse_arguments(words_left)
     except ArgumentError:
@@ -111,6 +110,13 @@ def main() -> NoReturn:
     Like click's, it never returns: it ends in C{SystemExit}, with status 0 when all went
     well, so that code running it in-process sees the same exit either way.
     """
+    if sys.argv[1:2] == ["daemon"] and _streams_fit():
+        # Deferred for start-up memory: the daemon command alone, without the click group
+        # and the commands that ask a daemon (their modules stay out of the daemon's memory).
+        from mcpx.cli.daemon_command import daemon
+
+        daemon.main(sys.argv[2:], prog_name="mcpx daemon")
+        raise SystemExit(0)  # click exits itself; this is for the type checker
     plain = plain_call(sys.argv[1:]) if _streams_fit() else None
     if plain is None:
         # Deferred for start-up time: click costs more than a plain call itself.
@@ -119,6 +125,11 @@ def main() -> NoReturn:
         click_main()
         raise SystemExit(0)  # click exits itself; this is for the type checker
     server, tool, arguments, as_json, timeout = plain
+    # Deferred for start-up memory: only a plain call needs them, not C{mcpx daemon}.
+    from mcpx.cli.calling import call_tool
+    from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, ask
+    from mcpx.cli.remote import BadEndpoint, connect
+
     try:
         client = connect()
     except BadEndpoint as e:

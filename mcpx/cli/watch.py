@@ -23,21 +23,22 @@ question arrives).
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from contextlib import contextmanager
 
 from mcpx.cli.client import ApiError
 from mcpx.cli.render import error_text
 from mcpx.cli.terminal import isatty
 from mcpx.ops import routes
 
-# typing stays out of a plain `mcpx call`, which imports this module (tests.cli.test_quick).
+# typing stays out of a plain `mcpx call`, which imports this module (tests.cli.test_quick);
+# so do collections.abc, contextlib and threading, which with functools are a fifth of what
+# a plain call executes: the watch's thread is a bare _thread one.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Set
     from typing import IO, Any, Protocol
 
     class QuestionSource(Protocol):
@@ -115,7 +116,7 @@ def pointer_line(question: Mapping[str, Any]) -> str:
     if isinstance(server, str) and server:
         said += f" from {server}"
     params = question.get("params")
-    message = params.get("message") if isinstance(params, Mapping) else None
+    message = params.get("message") if isinstance(params, dict) else None
     if isinstance(message, str) and message.strip():
         # One line, whatever the message holds: newlines and runs of spaces fold.
         shown = " ".join(message.split())
@@ -188,7 +189,7 @@ class QuestionWatch:
         self.began = clock()
         self.seen: set[str] = set()
         self.answering: str | None = None
-        self.stopped = threading.Event()
+        self.stopped = Flag()
         self._connect = connect
         self._echo = echo
         self._answer = answer
@@ -196,7 +197,8 @@ class QuestionWatch:
         self._delay = delay
         self._wait = wait if wait is not None else self.stopped.wait
         self._interval = interval
-        self._thread: threading.Thread | None = None
+        #: Held while the watch's thread runs (L{stop} waits on it).
+        self._running: Any = None
 
     def poll(self, client: QuestionSource) -> bool:
         """
@@ -230,7 +232,7 @@ class QuestionWatch:
                 err=True,
             )
         if self._answer is None:
-            by_id = {q.get("id"): q for q in questions if isinstance(q, Mapping)}
+            by_id = {q.get("id"): q for q in questions if isinstance(q, dict)}
             for question_id in ours:
                 self.seen.add(question_id)
                 self._echo(pointer_line(by_id[question_id]), err=True)
@@ -262,16 +264,19 @@ class QuestionWatch:
 
     def start(self) -> None:
         """Run in a daemon thread: it never keeps the command from exiting."""
-        self._thread = threading.Thread(target=self._run_quietly, name="mcpx-questions")
-        self._thread.daemon = True
-        self._thread.start()
+        running = self._running = _thread.allocate_lock()
+        running.acquire()
+        # A _thread thread is what a daemon threading.Thread is: not waited for at exit.
+        _thread.start_new_thread(self._run_quietly, (running,))
 
-    def _run_quietly(self) -> None:
+    def _run_quietly(self, running: Any) -> None:
         try:
             self.run()
         except BaseException:
             # A watch that breaks costs the person a prompt, never the call.
             self.stopped.set()
+        finally:
+            running.release()
 
     def stop(self) -> None:
         """
@@ -279,10 +284,11 @@ class QuestionWatch:
         say so; one still being typed is left, on a line of its own.
         """
         self.stopped.set()
-        thread = self._thread
-        if thread is None or self.answering is None:
+        running = self._running
+        if running is None or self.answering is None:
             return
-        thread.join(SETTLE)
+        if running.acquire(timeout=SETTLE):  # the thread ended
+            running.release()
         if self.answering is not None:
             self._echo("", err=True)
 
@@ -300,19 +306,52 @@ class _ThreadStdout:
         self._instead = instead
 
     def __getattr__(self, name: str) -> Any:
-        target = self._instead if threading.get_ident() == self._thread else self._stream
+        target = self._instead if _thread.get_ident() == self._thread else self._stream
         return getattr(target, name)
 
 
-@contextmanager
-def _stdout_on_stderr() -> Iterator[None]:
+class _stdout_on_stderr:
     """While it lasts, this thread's standard output is standard error, if that differs."""
-    stdout, stderr = sys.stdout, sys.stderr
-    if stdout is None or stderr is None or isatty(stdout):
-        yield
-        return
-    sys.stdout = _ThreadStdout(stdout, threading.get_ident(), stderr)
-    try:
-        yield
-    finally:
-        sys.stdout = stdout
+
+    def __enter__(self) -> None:
+        self._stdout = stdout = sys.stdout
+        stderr = sys.stderr
+        if stdout is None or stderr is None or isatty(stdout):
+            self._stdout = None
+            return
+        sys.stdout = _ThreadStdout(stdout, _thread.get_ident(), stderr)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._stdout is not None:
+            sys.stdout = self._stdout
+
+
+class Flag:
+    """
+    The part of C{threading.Event} the watch uses (L{set}, L{is_set}, L{wait}), on
+    bare locks: see the note on imports above.
+    """
+
+    def __init__(self) -> None:
+        self._set = False
+        self._guard = _thread.allocate_lock()
+        #: Held until L{set}: a wait is an acquire with a timeout.
+        self._unset = _thread.allocate_lock()
+        self._unset.acquire()
+
+    def set(self) -> None:
+        with self._guard:
+            if not self._set:
+                self._set = True
+                self._unset.release()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to C{timeout} seconds for L{set}; whether it was set."""
+        if self._set:
+            return True
+        if self._unset.acquire(timeout=timeout):
+            self._unset.release()  # every other waiter passes too
+        return self._set

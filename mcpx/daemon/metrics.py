@@ -19,10 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from mcpx.daemon.exposition import CONTENT_TYPE as EXPOSITION_TYPE
+from mcpx.daemon.exposition import Counter, Family, Gauges, Histogram, Registry
 
 if TYPE_CHECKING:
     from mcpx.ops.host import OpHost
@@ -39,7 +37,7 @@ class HeldParts(Protocol):
 
 
 #: The content type of a scrape's answer.
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+CONTENT_TYPE = EXPOSITION_TYPE
 
 #: The tool label of calls past L{Metrics.max_tools} distinct (server, tool) pairs.
 OTHER_TOOLS = "_other"
@@ -108,11 +106,11 @@ class Metrics:
     def __init__(self, routes: Routes, max_tools: int = 1000) -> None:
         self.routes = routes
         self.max_tools = max_tools
-        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry = Registry()
         registry = self.registry
 
         def counter(name: str, text: str, *labels: str) -> Counter:
-            return Counter(name, text, list(labels), registry=registry)
+            return Counter(name, text, list(labels), registry)
 
         self.calls = counter(
             "mcpx_calls",
@@ -131,8 +129,8 @@ class Metrics:
             "mcpx_call_duration_seconds",
             "How long tool calls took, start of the server included, by server and tool.",
             ["server", "tool"],
+            registry,
             buckets=LATENCY_BUCKETS,
-            registry=registry,
         )
         self.server_counters = {
             key: counter(f"mcpx_server_{key}", text, "server")
@@ -227,62 +225,60 @@ class Metrics:
 
     def render(self) -> bytes:
         """Every metric, in the Prometheus text exposition format."""
-        return generate_latest(self.registry)
+        return self.registry.render()
 
 
-class Holdings(Collector):
+class Holdings:
     """What the daemon holds at the moment of a scrape, read from its parts."""
 
     def __init__(self, http: HeldParts) -> None:
         self._http = http
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         host = self._http.host
-        instances = GaugeMetricFamily(
+        instances = Gauges(
             "mcpx_server_instances", "Instances running, by server.", labels=["server"]
         )
-        in_flight = GaugeMetricFamily(
+        in_flight = Gauges(
             "mcpx_calls_in_flight",
             "Requests being answered upstream, by server.",
             labels=["server"],
         )
-        up = GaugeMetricFamily(
+        up = Gauges(
             "mcpx_server_ready", "1 when the server has a ready instance.", labels=["server"]
         )
         if host.pool is not None:
             for status in host.pool.status():
-                instances.add_metric([status.name], status.instances)
-                in_flight.add_metric([status.name], status.in_flight)
-                up.add_metric([status.name], 1 if status.state.value == "ready" else 0)
+                instances.add([status.name], status.instances)
+                in_flight.add([status.name], status.in_flight)
+                up.add([status.name], 1 if status.state.value == "ready" else 0)
         yield instances
         yield in_flight
         yield up
-        questions = GaugeMetricFamily(
+        questions = Gauges(
             "mcpx_questions_pending", "Questions from upstream servers waiting for an answer."
         )
         pending = 0
         if host.broker is not None:
             pending = sum(1 for question in host.broker.questions() if question.pending)
-        questions.add_metric([], pending)
+        questions.add([], pending)
         yield questions
-        tasks = GaugeMetricFamily("mcpx_tasks", "Tasks held, by state.", labels=["state"])
+        tasks = Gauges("mcpx_tasks", "Tasks held, by state.", labels=["state"])
         for state, count in _count(task.status.value for task in host.tasks.tasks()).items():
-            tasks.add_metric([state], count)
+            tasks.add([state], count)
         yield tasks
-        sessions = GaugeMetricFamily(
+        sessions = Gauges(
             "mcpx_mcp_http_sessions", "Legacy (HTTP+SSE era) MCP sessions open on /mcp."
         )
-        sessions.add_metric([], len(self._http.mcp.sessions) if self._http.mcp is not None else 0)
+        sessions.add([], len(self._http.mcp.sessions) if self._http.mcp is not None else 0)
         yield sessions
-        streams = GaugeMetricFamily(
-            "mcpx_event_subscribers", "Event streams and other subscribers."
-        )
-        streams.add_metric([], host.events.subscribers)
+        streams = Gauges("mcpx_event_subscribers", "Event streams and other subscribers.")
+        streams.add([], host.events.subscribers)
         yield streams
-        queued = GaugeMetricFamily(
+        queued = Gauges(
             "mcpx_event_queue", "Events waiting for slow event-stream consumers, all streams."
         )
-        queued.add_metric([], host.events.queued)
+        queued.add([], host.events.queued)
         yield queued
 
 

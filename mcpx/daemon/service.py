@@ -6,6 +6,7 @@ C{mcpx daemon} share.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import signal
@@ -761,6 +762,19 @@ def settle_memory() -> None:
     """
     gc.collect()
     gc.freeze()
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    """
+    Give the free pages of the C heap back to the system, which start-up's imports and
+    compiling leave behind (glibc's C{malloc_trim}; elsewhere nothing is done).
+    """
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return  # not glibc: musl and the BSDs have no malloc_trim
+    trim(0)
 
 
 def stop_on_signals(service: DaemonService, reactor: IDaemonReactor) -> None:

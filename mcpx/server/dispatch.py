@@ -84,6 +84,9 @@ INSTRUCTIONS: Final = (
     "<server>_<prompt>; their resources are mcpx://<server>/<uri>."
 )
 
+#: The notification after which pass-through lists kept for their next pages are stale.
+_TOOLS_CHANGED: Final = "notifications/tools/list_changed"
+
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
     "prompts/list": "prompts",
@@ -356,12 +359,15 @@ class McpServer:
 
     def configuration_changed(self, report: ReloadReport) -> int:
         """A reload changed servers (L{Subscriptions.configuration_changed})."""
+        self.offering.catalogues_changed()
         return self.subscriptions.configuration_changed(report)
 
     def upstream_notification(
         self, server: str, method: str, params: Mapping[str, Any] | None
     ) -> None:
         """An upstream's notification (L{Subscriptions.upstream_notification})."""
+        if method == _TOOLS_CHANGED:
+            self.offering.catalogues_changed()
         self.subscriptions.upstream_notification(server, method, params)
 
     # For a listen (L{mcpx.server.listen.ListenHost})
@@ -481,7 +487,9 @@ class McpServer:
     ) -> Mapping[str, Any]:
         passthrough = self.passthrough_for(conn)
         if passthrough is not None:
-            return self._page("tools/list", await passthrough.tools(context), params)
+            following = params.get("cursor") is not None
+            listed = await passthrough.tools(context, following=following)
+            return self._page("tools/list", listed, params)
         return self._page("tools/list", list(self.surface.tool_definitions), params)
 
     async def _call_tool(

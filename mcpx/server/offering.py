@@ -35,6 +35,12 @@ class Offering:
         #: The pass-through of each distinct list of servers a connection named.
         self._named: dict[tuple[str, ...], PassThrough | None] = {}
 
+    def catalogues_changed(self) -> None:
+        """A server's tools changed, or the configuration did: see L{PassThrough.tools}."""
+        for passthrough in (self.default, *self._named.values()):
+            if passthrough is not None:
+                passthrough.catalogues_changed()
+
     def serving(self, conn: Conn) -> PassThrough | None:
         """
         The pass-through serving C{conn} now: the servers it named itself, else the

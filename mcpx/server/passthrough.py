@@ -101,6 +101,7 @@ copied or validated on the way.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -167,6 +168,11 @@ class PassThrough:
         self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
         #: The clashes reported: (kind, name, kept server, left-out server).
         self._clashes: set[tuple[str, str, str, str]] = set()
+        #: The last tools/list each client (owner and subject) was answered from: the
+        #: pages that follow a first one are cut from it (L{tools}).
+        self._listings: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
+        #: The last merge of each kind: the catalogues it was made of, the list, the names.
+        self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
         self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
@@ -240,12 +246,23 @@ class PassThrough:
         """
         The pass-through servers' tools or prompts in one list, and their names: a
         name two servers offer is kept for the first (L{_clashed}).
+
+        Merged again only when a catalogue was listed anew or the servers changed: each
+        page of a paginated C{tools/list} asks for the whole list, and merging it for
+        every page made listing N tools cost N squared.
         """
+        offered: _Offered = tuple(
+            (server, self._offered_tools(server, listed) if kind == "tools" else listed)
+            for server, listed in await self._catalogues.each(context, kind, kind, self.servers)
+        )
+        held = self._merges.get(kind)
+        if held is not None and _same_catalogues(held[0], offered):
+            # The same catalogues give the same merge, clashes and owners as last time.
+            return list(held[1]), held[2]
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
         clashes: list[Clash] = []
-        for server, listed in await self._catalogues.each(context, kind, kind, self.servers):
-            items = self._offered_tools(server, listed) if kind == "tools" else listed
+        for server, items in offered:
             for item in objects_with(items, "name"):
                 name = item["name"]
                 other = owners.get(name)
@@ -259,7 +276,9 @@ class PassThrough:
         self.gateway.host.clashes.record(self.named, kind, clashes)
         if kind == "tools":
             self._catalogues.listed_tools(owners)
-        return merged, set(owners)
+        names = set(owners)
+        self._merges[kind] = (offered, merged, names)
+        return list(merged), names
 
     def _clashed(self, kind: str, name: str, first: str, second: str) -> None:
         """Report, once per name and pair of servers, that C{second}'s C{name} is left out."""
@@ -273,12 +292,33 @@ class PassThrough:
         log.warn("pass-through: {message}", message=message)
         self.gateway.host.events.publish("warning", second, message=message)
 
-    async def tools(self, context: Context) -> list[Mapping[str, Any]]:
-        """The pass-through servers' tools, then the gateway's tools they do not shadow."""
+    async def tools(self, context: Context, *, following: bool = False) -> list[Mapping[str, Any]]:
+        """
+        The pass-through servers' tools, then the gateway's tools they do not shadow.
+
+        @param following: the list is for a page after the first (a C{tools/list} with a
+            cursor): it is cut from the list the client's first page was, as long as no
+            server said its tools changed (L{catalogues_changed}) since; asking every
+            server again for each page made a list of N tools cost N squared.
+        """
+        # Whose listing it is: a 2026-07-28 request's identity is its own scope, so its
+        # connection's (or named session's) owner is what the pages share.
+        whose = (context.artifact_owner, context.subject)
+        if following:
+            held = self._listings.get(whose)
+            if held is not None:
+                return held
         merged, names = await self._merged(context, "tools")
         listed: list[Mapping[str, Any]] = list(merged)
         listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
+        if len(self._listings) >= _REMEMBERED_LISTINGS:
+            self._listings.clear()
+        self._listings[whose] = listed
         return listed
+
+    def catalogues_changed(self) -> None:
+        """A server's tools changed, or the configuration did: the next page asks again."""
+        self._listings.clear()
 
     async def prompts(self, context: Context) -> list[dict[str, Any]]:
         """
@@ -626,3 +666,22 @@ def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict
     if meta is not None:
         kept["_meta"] = meta
     return kept
+
+
+#: Past this many clients, the lists kept for their next pages start afresh.
+_REMEMBERED_LISTINGS: Final = 256
+
+#: The catalogues a merge is made of: each server's name and the items it offers.
+_Offered = tuple[tuple[str, list[dict[str, Any]]], ...]
+
+
+def _same_catalogues(held: _Offered, offered: _Offered) -> bool:
+    """
+    Whether C{offered} is the same servers with the same item objects as C{held} (the
+    pool hands out a fresh list of the same objects while its cache holds; see
+    L{Derived}).
+    """
+    return len(held) == len(offered) and all(
+        server == other and len(items) == len(others) and all(map(operator.is_, items, others))
+        for (server, items), (other, others) in zip(held, offered, strict=True)
+    )

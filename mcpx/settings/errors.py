@@ -6,7 +6,6 @@ The one exception every settings problem is reported as, and the wording of the
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -27,6 +26,9 @@ def closest(given: str, valid: Iterable[str]) -> str | None:
     C{pool.callTimeout}, not something else.
     """
     by_folded = {name.casefold(): name for name in valid}
+    # Deferred for start-up memory: only a misspelt name needs it.
+    import difflib
+
     found = difflib.get_close_matches(given.casefold(), list(by_folded), n=1, cutoff=0.6)
     return by_folded[found[0]] if found else None
 

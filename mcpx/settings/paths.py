@@ -15,12 +15,12 @@ file system.
 from __future__ import annotations
 
 import os.path
-from collections.abc import Mapping
 
 # pathlib is imported where a Path is made, and typing not at all: C{mcpx call} finds its
 # socket through L{state_dir_name} alone, and those imports would cost more than its request.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 #: Variables under the C{MCPX_} prefix that locate files rather than name a

@@ -57,6 +57,11 @@ HEAVY = (
 #: imports re and enum (mcpx.cli.fastjson calls _json instead), and so does shlex.
 PLAIN_CALL_SPARES = ("json", "re", "enum", "shlex")
 
+#: What the installed script's plain call spares as well (C{python -m} imports them for
+#: runpy, C{--timeout} for re): with them, it executed a fifth more, for the question
+#: watch's thread and a context manager.
+SCRIPT_CALL_SPARES = ("threading", "contextlib", "functools", "collections")
+
 
 class StringStream(io.StringIO):
     """A text stream that says whether it is a terminal."""
@@ -292,6 +297,22 @@ class SamePathTests(TestCase):
         self.assertIn("Usage:", run.err)
         self.assertIn("click", run.modules)
 
+    async def test_daemon_without_the_group(self) -> None:
+        """
+        C{mcpx daemon} runs without the click group: its help and its usage errors are
+        the same as through the group, and it imports neither the group nor the
+        commands that ask a daemon, whose modules would stay in the daemon's memory.
+        """
+        for words in (["daemon", "--help"], ["daemon", "--bogus"], ["daemon", "extra"]):
+            quick = await self.run_mcpx("quick", words, self.env)
+            full = await self.run_mcpx("click", words, self.env)
+            self.assertEqual(
+                (quick.code, quick.out, quick.err), (full.code, full.out, full.err), words
+            )
+            self.assertNotIn("mcpx.cli.commands", quick.modules, words)
+            self.assertIn("mcpx.cli.commands", full.modules, words)
+        self.assertIn("Usage: mcpx daemon [OPTIONS]", quick.err)
+
 
 class EntryPointTests(TestCase):
     """The console script and C{python -m mcpx} both take the fast path, importing none
@@ -348,6 +369,25 @@ class EntryPointTests(TestCase):
         self.assertIn("mcpx.cli.quick", modules)
         self.assertIn("_json", modules)
         self.assertEqual(heavy_modules(modules, (*HEAVY, *PLAIN_CALL_SPARES)), [])
+
+    async def test_console_script_plain_call(self) -> None:
+        """
+        The installed C{mcpx} script's C{mcpx call SERVER TOOL key=value} imports none of
+        L{SCRIPT_CALL_SPARES} either.
+        """
+        env = dict(self.env, PYTHONPROFILEIMPORTTIME="1")
+        child = spawn([str(VENV_BIN / "mcpx"), "call", "demo", "args", "n=3"], env=env)
+        self.addCleanup(kill_on_cleanup, child)
+        assert child.transport is not None
+        child.transport.closeStdin()
+        code = await child.ended(timeout=30)
+        err = child.text(2)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.fake.last_body("/v1/call")["arguments"], {"n": 3})
+        modules = imported(err)
+        self.assertIn("mcpx.cli.watch", modules)
+        spares = (*HEAVY, *PLAIN_CALL_SPARES, *SCRIPT_CALL_SPARES)
+        self.assertEqual(heavy_modules(modules, spares), [])
 
     async def test_console_script(self) -> None:
         """The installed C{mcpx} script."""

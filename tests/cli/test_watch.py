@@ -212,25 +212,49 @@ class WatchTests(SynchronousTestCase):
         self.assertEqual(self.printed.lines, [])
 
     def test_runs_in_a_daemon_thread(self) -> None:
-        """start runs the watch in a daemon thread, which stop ends."""
+        """
+        start runs the watch in a thread of its own that nothing waits for at exit
+        (not one threading would join), which stop ends.
+        """
         looked = threading.Event()
+        idents: list[int] = []
         client = FakeClient([])
         original = client.get
 
         def get(target: str, *, timeout: float | None = 5.0) -> Any:
+            idents.append(threading.get_ident())
             looked.set()
             return original(target, timeout=timeout)
 
         client.get = get  # type: ignore[method-assign]
         watch = self.watch(client)
         watch.start()
-        thread = watch._thread
-        assert thread is not None
-        self.assertTrue(thread.daemon)
         self.assertTrue(looked.wait(10))
+        self.assertNotEqual(idents[0], threading.get_ident())
+        waited_for = [t for t in threading.enumerate() if t.ident == idents[0] and not t.daemon]
+        self.assertEqual(waited_for, [])
         watch.stop()
-        thread.join(10)
-        self.assertFalse(thread.is_alive())
+        running = watch._running
+        self.assertTrue(running.acquire(timeout=10), "the thread ended")
+        running.release()
+
+
+class FlagTests(SynchronousTestCase):
+    """The watch's stop flag behaves as the C{threading.Event} it stands for."""
+
+    def test_set_from_another_thread_ends_a_wait(self) -> None:
+        """A wait ends when another thread sets the flag, and says so; setting twice is harmless."""
+        flag = watch_module.Flag()
+        self.assertFalse(flag.is_set())
+        self.assertFalse(flag.wait(0.01))
+        setter = threading.Timer(0.05, flag.set)
+        setter.start()
+        self.addCleanup(setter.join)
+        self.assertTrue(flag.wait(10))
+        flag.set()
+        self.assertTrue(flag.is_set())
+        self.assertTrue(flag.wait(0))
+        self.assertTrue(flag.wait(10))
 
 
 class PointingTests(SynchronousTestCase):

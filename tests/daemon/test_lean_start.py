@@ -36,10 +36,23 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 """
 
 #: Packages an idle daemon with the default configuration has no use for: pyOpenSSL and
-#: cryptography (TLS listeners and https servers), PyJWT (the OAuth resource server),
-#: jsonschema and referencing (validation, loaded at the first schema checked), sqlite3
-#: (the question store, at the first question).
-_NOT_WHEN_IDLE = ("OpenSSL", "cryptography", "jwt", "jsonschema", "referencing", "sqlite3")
+#: cryptography (TLS listeners and https servers), the standard library's ssl and
+#: OpenSSL-backed hashes (each loads libcrypto; hashlib's own implementations serve),
+#: the Prometheus client (which imports ssl; /metrics is written by mcpx), PyJWT (the
+#: OAuth resource server), jsonschema and referencing (validation, loaded at the first
+#: schema checked), sqlite3 (the question store, at the first question).
+_NOT_WHEN_IDLE = (
+    "OpenSSL",
+    "cryptography",
+    "ssl",
+    "_ssl",
+    "_hashlib",
+    "prometheus_client",
+    "jwt",
+    "jsonschema",
+    "referencing",
+    "sqlite3",
+)
 
 
 def _maps_cryptography(pid: int) -> bool:
@@ -108,6 +121,8 @@ class LeanDaemonTests(TestCase):
         self.assertIn("twisted.internet.epollreactor", modules)
         loaded = sorted(name for name in modules if name.partition(".")[0] in _NOT_WHEN_IDLE)
         self.assertEqual(loaded, [])
+        # Nor the commands that ask a daemon, nor the click group they belong to.
+        self.assertEqual({"mcpx.cli.main", "mcpx.cli.commands", "mcpx.cli.client"} & modules, set())
         await self.stop(child)
 
     async def stop(self, child: ChildProcess) -> None:

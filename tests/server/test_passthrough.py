@@ -388,6 +388,61 @@ class ToolListTests(SynchronousTestCase):
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
         self.assertEqual(names_of(second["tools"])[0], "add")
 
+    def test_pages_cut_from_one_merge(self) -> None:
+        """
+        Every page of a paginated list is cut from one merge of the servers' catalogues,
+        asked for once per listing (each page asking every server and merging them all
+        again made listing N tools cost N squared); a server whose tools change between
+        pages is asked again, and the next page shows the change.  In both eras: a
+        2026-07-28 request is a caller of its own, its connection's pages one listing.
+        """
+        for revision in (Revision.V2025_06_18, Revision.V2026_07_28):
+            self._pages_cut_from_one_merge(revision)
+
+    def _pages_cut_from_one_merge(self, revision: Revision) -> None:
+        harness, connector = passed_through()
+        harness.server.page_size = 2
+        merges: list[str] = []
+        record = harness.host.clashes.record
+
+        def counted(named: Any, kind: str, clashes: Any) -> None:
+            merges.append(kind)
+            record(named, kind, clashes)
+
+        self.patch(harness.host.clashes, "record", counted)
+        asked: list[str] = []
+        tools = harness.pool.tools
+
+        def counted_tools(server: str, **kwargs: Any) -> Any:
+            asked.append(server)
+            return tools(server, **kwargs)
+
+        self.patch(harness.pool, "tools", counted_tools)
+        session = Session(revision, harness)
+        listed: list[str] = []
+        page = session.result("tools/list")
+        listed += names_of(page["tools"])
+        while "nextCursor" in page:
+            page = session.result("tools/list", {"cursor": page["nextCursor"]})
+            listed += names_of(page["tools"])
+        self.assertEqual(listed[:4], ["echo", "rich", "mcpx_servers", "add"])
+        self.assertGreater(len(listed) // 2, 2, "several pages")
+        self.assertEqual(merges, ["tools"], revision)
+        # The pages after the first are cut from the first page's list: the servers are
+        # asked for their tools once per listing, not once per page.
+        self.assertEqual(asked, ["alpha", "beta"], revision)
+
+        first = session.result("tools/list")
+        connector.scripted["beta"]["tools"].append(
+            {"name": "sub", "inputSchema": {"type": "object"}}
+        )
+        upstream(connector, "beta").notify("notifications/tools/list_changed")
+        second = session.result("tools/list", {"cursor": first["nextCursor"]})
+        self.assertEqual(names_of(second["tools"]), ["mcpx_servers", "add"])
+        third = session.result("tools/list", {"cursor": second["nextCursor"]})
+        self.assertEqual(names_of(third["tools"])[0], "sub")
+        self.assertEqual(merges, ["tools", "tools"])
+
     def test_a_clash_leaves_the_rest_of_the_list(self) -> None:
         """
         A tool name two pass-through servers offer does not fail tools/list: every other
