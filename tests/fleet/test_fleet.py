@@ -286,7 +286,8 @@ class FleetTests(FleetTestCase):
         """
         Daemon 2 killed with kill -9 while it runs a task: a tasks/result already
         waiting on daemon 3 answers the daemon_lost error naming daemon 2 (once its
-        heartbeat is old), and daemon 1 reads the task failed, saying why.
+        heartbeat is old), and daemon 1 reads the task failed, saying why; started
+        again, daemon 2 says the same of it.
         """
         first, second, third = self.fleet.daemons
         session = f"lost-{secrets.token_hex(4)}"
@@ -295,7 +296,6 @@ class FleetTests(FleetTestCase):
         self.assertEqual(waiting.ok(op="get", taskId=task_id)["status"], "working")
         waiting.send(op="result", taskId=task_id)
         lost = self.daemon_id(second)
-        # The next test's setUp starts it again (with a new daemon id).
         second.kill()
         answer = waiting.reply()
         self.assertIn("error", answer)
@@ -307,6 +307,9 @@ class FleetTests(FleetTestCase):
         shown = self.task_host(first, session).ok(op="get", taskId=task_id)
         self.assertEqual(shown["status"], "failed", shown)
         self.assertIn("stopped without finishing it", shown["statusMessage"])
+        # Its task journal names the task: it does not report it failed otherwise.
+        self.fleet.restart_daemon(second)
+        self.assertEqual(self.task_host(second, session).ok(op="get", taskId=task_id), shown)
 
     def test_other_principal_finds_no_task_on_any_daemon(self) -> None:
         """
