@@ -816,7 +816,9 @@ class FleetTestCase(SynchronousTestCase):
         headers = {"Accept": "application/json, text/event-stream"}
         answer = self.fleet.v1(daemon, "POST", "/mcp", body=body, headers=headers)
         self.assertEqual(answer.status, 200, answer)
-        return answer.headers["mcp-session-id"].partition(".")[0]
+        session = answer.headers["mcp-session-id"]
+        self.fleet.v1(daemon, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
+        return session.partition(".")[0]
 
     def started(self, host: TaskHost, seconds: float) -> str:
         """The id of a task C{host} starts: an C{mcpx_call} of C{slow} for C{seconds}."""
