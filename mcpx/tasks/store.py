@@ -75,6 +75,10 @@ class TaskStatus(enum.Enum):
 _TERMINAL: Final = frozenset((TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED))
 
 
+#: The states a task's row may be failed from (L{TaskStore.restore_failed}).
+_UNFINISHED: Final = frozenset((TaskStatus.WORKING.value, TaskStatus.INPUT_REQUIRED.value))
+
+
 class TaskIsOver(Exception):
     """A task in a terminal state cannot be cancelled (or moved at all)."""
 
@@ -588,6 +592,12 @@ class TaskStore:
         """
         Enter a task a previous daemon left unfinished (L{mcpx.tasks.journal}) as failed,
         saying why, kept like any finished task; it counts against its caller's cap.
+
+        With a shared store the task's row is the task, for every daemon: the failure
+        is written there (only over the state the previous daemon left, so a cancel or
+        a C{daemon_lost} written meanwhile by another daemon stands), and this daemon
+        reads the task from the store like any other daemon's, rather than keeping a
+        copy of its own that would say otherwise.
         """
         now = self.clock.seconds()
 
@@ -611,9 +621,40 @@ class TaskStore:
             origin=text("origin") or "v1",
             message=message,
         )
+        if self.records is not None:
+            failing = Deferred.fromCoroutine(self._fail_restored(self.records, task))
+            self._saving.track(failing, "fail restored task " + task.id)
+            return task
         self._add(task)
         self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
         return task
+
+    async def _fail_restored(self, records: RecordStore, task: Task) -> None:
+        """Write C{task}'s failure (L{restore_failed}) into its row, if still unfinished."""
+        record = await records.get(TASKS, task.id)
+        if record is None or record.state not in _UNFINISHED:
+            return
+        try:
+            shown = json.loads(record.body)
+        except ValueError:
+            shown = None
+        if not isinstance(shown, dict):
+            return
+        shown.update(
+            status=TaskStatus.FAILED.value,
+            error=task.error,
+            message=task.message,
+            updated=task.updated,
+            finished=task.finished,
+        )
+        failed = Record(
+            id=record.id,
+            principal=record.principal,
+            state=TaskStatus.FAILED.value,
+            finished=task.finished,
+            body=json.dumps(shown, separators=(",", ":")),
+        )
+        await records.put_if(TASKS, failed, record.state)
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)

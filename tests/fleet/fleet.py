@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -38,7 +39,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import IO, Any, ClassVar, TypeVar
 
 import httpx2
 from attrs import define, field
@@ -47,7 +48,7 @@ from mcp.client.streamable_http import streamable_http_client
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.auth.standin_issuer import StandInIssuer, public_jwk
-from tests.support.peers import FIXTURES
+from tests.support.peers import FIXTURES, node22
 from tests.support.postgres import PASSWORD, PostgresCluster
 from tests.support.processes import REPO, free_tcp_port
 from tests.support.real_servers import in_worker, wire_env
@@ -66,6 +67,10 @@ SCOPES = ["mcp:tools"]
 #: How long a fleet's part gets to start, or a waited-for state to come.
 PATIENCE = 40.0
 MODERN = "2026-07-28"
+#: The TypeScript SDK 1.x host that drives 2025-11-25 tasks (L{TaskHost}).
+TASK_HOST = REPO / "tests" / "peers" / "tasks1-host.mjs"
+#: How long one of its commands may take (a tasks/result waits for its task's end).
+COMMAND_TIMEOUT = 60.0
 
 
 def wait_until(condition: Callable[[], T | None], what: str, timeout: float = PATIENCE) -> T:
@@ -589,6 +594,75 @@ class Background:
         return self._answer[0]
 
 
+class TaskHost:
+    """
+    A host on the TypeScript SDK 1.x client (C{tests/peers/tasks1-host.mjs}): one
+    2025-11-25 session, taking one command at a time (start a task of a tool, get,
+    result, cancel, list, session), each sent through the SDK's C{Client.request}.
+    """
+
+    def __init__(self, url: str, token: str, session: str, log: IO[bytes]) -> None:
+        self.process = subprocess.Popen(
+            [node22(), str(TASK_HOST), "--url", url, "--token", token, "--session", session],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=str(TASK_HOST.parent),
+        )
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(b"")
+
+    def send(self, **command: Any) -> None:
+        """Send one command; L{reply} reads its answer."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def reply(self, timeout: float = COMMAND_TIMEOUT) -> dict[str, Any]:
+        line = self._lines.get(timeout=timeout)
+        if not line:
+            raise AssertionError(f"the host exited ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def __call__(self, **command: Any) -> dict[str, Any]:
+        """One command and its answer: C{{"ok": result}} or C{{"error": ...}}."""
+        self.send(**command)
+        return self.reply()
+
+    def ok(self, **command: Any) -> dict[str, Any]:
+        answer = self(**command)
+        if "ok" not in answer:
+            raise AssertionError(f"{command} was refused: {answer}")
+        result: dict[str, Any] = answer["ok"]
+        return result
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def slow(seconds: float) -> dict[str, Any]:
+    """The arguments of an C{mcpx_call} of the fixture's C{slow} tool."""
+    return {
+        "server": UPSTREAM,
+        "tool": "slow",
+        "arguments": {"seconds": seconds, "steps": 1},
+    }
+
+
 def texts(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
@@ -605,7 +679,9 @@ class FleetTestCase(SynchronousTestCase):
     New scenarios are test methods on a subclass (one fleet per subclass), with what
     the scenarios here use: L{host} (the SDK host through the balancer), L{ask} (a call
     whose upstream asks a question, running), L{question} and L{answer}, and on
-    L{fleet} the daemons, the balancer, PostgreSQL and the principals' tokens.
+    L{fleet} the daemons, the balancer, PostgreSQL and the principals' tokens; for
+    tasks, L{task_host} (a TypeScript SDK host making 2025-11-25 tasks), L{started},
+    L{daemon_id} and L{slow_calls}.
     """
 
     fleet: Fleet
@@ -707,3 +783,56 @@ class FleetTestCase(SynchronousTestCase):
     def answer(self, daemon: FleetDaemon, question: dict[str, Any], name: str) -> Answer:
         body = {"action": "accept", "content": {"name": name}}
         return self.fleet.v1(daemon, "POST", f"/v1/questions/{question['id']}/answer", body=body)
+
+    def task_host(
+        self, daemon: FleetDaemon | None, session: str, subject: str = "alice"
+    ) -> TaskHost:
+        """
+        A TypeScript SDK host (L{TaskHost}) of C{subject} on C{daemon} (through the
+        balancer for C{None}) naming C{session} in every request's
+        C{_meta["dev.mcpx/session"]}, so that its hosts on several daemons are one
+        caller; closed after the test.
+        """
+        name = daemon.name if daemon is not None else "balancer"
+        log = (self.fleet.root / f"host-{name}-{subject}.log").open("ab")
+        self.addCleanup(log.close)
+        url = self.fleet.audience if daemon is None else f"{daemon.url}/mcp"
+        host = TaskHost(url, self.fleet.token(subject), session, log)
+        self.addCleanup(host.close)
+        return host
+
+    def daemon_id(self, daemon: FleetDaemon) -> str:
+        """C{daemon}'s id: what the session ids it mints start with (C{d_...}, a dot)."""
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "fleet-test", "version": "1"},
+            },
+        }
+        headers = {"Accept": "application/json, text/event-stream"}
+        answer = self.fleet.v1(daemon, "POST", "/mcp", body=body, headers=headers)
+        self.assertEqual(answer.status, 200, answer)
+        session = answer.headers["mcp-session-id"]
+        self.fleet.v1(daemon, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
+        return session.partition(".")[0]
+
+    def started(self, host: TaskHost, seconds: float) -> str:
+        """The id of a task C{host} starts: an C{mcpx_call} of C{slow} for C{seconds}."""
+        created = host.ok(op="start", name="mcpx_call", arguments=slow(seconds))
+        self.assertEqual(created["task"]["status"], "working", created)
+        task_id: str = created["task"]["taskId"]
+        return task_id
+
+    def slow_calls(self, daemon: FleetDaemon, since: float) -> list[dict[str, Any]]:
+        """The calls of C{slow} C{daemon} ended since C{since} (its C{/v1/calls})."""
+        answer = self.fleet.v1(daemon, "GET", f"/v1/calls?server={UPSTREAM}")
+        self.assertEqual(answer.status, 200, answer)
+        return [
+            call
+            for call in answer.body["calls"]
+            if call["tool"] == "slow" and call["finished"] >= since
+        ]

@@ -1,7 +1,10 @@
 """
 Three daemons behind HAProxy on one PostgreSQL store (L{tests.fleet.fleet}), driven by
 real peers: the Python SDK's client as the host, the Python SDK fixture as every
-daemon's upstream.
+daemon's upstream, and for tasks the TypeScript SDK 1.x client
+(C{tests/peers/tasks1-host.mjs}) making 2025-11-25 tasks of C{mcpx_call} on the
+fixture's C{slow} tool: a host pinned to a daemon by its port, or kept on one by the
+balancer, says which daemon starts a task and which one reads, awaits or cancels it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import secrets
 import subprocess
 import sys
 import time
+from typing import Any
 
 from mcp.shared.exceptions import MCPError
 
@@ -238,3 +242,113 @@ class FleetTests(FleetTestCase):
             self.assertEqual(answers, [f"{MODERN} {i}" for i in range(6)])
             counts = self.fleet.calls_since(since, "echo")
             self.assertEqual(sorted(counts.values()), [0, 0, 6], (subject, counts))
+
+    def test_task_read_awaited_and_cancelled_on_other_daemons(self) -> None:
+        """
+        Two tasks started through HAProxy by a host whose session the balancer keeps
+        on one daemon (the first, here): the second daemon lists both and reads the
+        first working, then its tasks/result waits for the call on the first to end
+        and answers its result; the third cancels the other task, and the first stops
+        its upstream call (it ends there long before its time, not completed).
+        """
+        session = f"tasks-{secrets.token_hex(4)}"
+        since = time.time() - 0.001
+        starter = self.task_host(None, session)
+        finishing = self.started(starter, 3)
+        cancelling = self.started(starter, 120)
+        owner = str(starter.ok(op="session")).partition(".")[0]
+        [first] = [d for d in self.fleet.daemons if self.daemon_id(d) == owner]
+        second, third = [d for d in self.fleet.daemons if d is not first]
+
+        reader = self.task_host(second, session)
+        listed = {task["taskId"]: task["status"] for task in reader.ok(op="list")["tasks"]}
+        self.assertEqual(listed, {finishing: "working", cancelling: "working"}, self.dump())
+        self.assertEqual(reader.ok(op="get", taskId=finishing)["status"], "working")
+        result = reader.ok(op="result", taskId=finishing)
+        self.assertFalse(result.get("isError"), result)
+        self.assertIn("slept", json.dumps(result["content"]), result)
+        self.assertEqual(reader.ok(op="get", taskId=finishing)["status"], "completed")
+
+        canceller = self.task_host(third, session)
+        cancelled = canceller.ok(op="cancel", taskId=cancelling)
+        self.assertEqual(cancelled["status"], "cancelled", cancelled)
+
+        def stopped_on_first() -> list[dict[str, Any]]:
+            return [c for c in self.slow_calls(first, since) if c["outcome"] != "ok"]
+
+        # The call of 120 seconds ends on the first, not completed, long before its time.
+        [call] = wait_until(stopped_on_first, f"{first.name} stops the cancelled call")
+        self.assertLess(call["seconds"], 60, call)
+        self.assertEqual(starter.ok(op="get", taskId=cancelling)["status"], "cancelled")
+        self.assertEqual(reader.ok(op="get", taskId=cancelling)["status"], "cancelled")
+
+    def test_killed_daemons_task_fails_daemon_lost(self) -> None:
+        """
+        Daemon 2 killed with kill -9 while it runs a task: a tasks/result already
+        waiting on daemon 3 answers the daemon_lost error naming daemon 2 (once its
+        heartbeat is old), and daemon 1 reads the task failed, saying why; started
+        again, daemon 2 says the same of it.
+        """
+        first, second, third = self.fleet.daemons
+        session = f"lost-{secrets.token_hex(4)}"
+        task_id = self.started(self.task_host(second, session), 120)
+        waiting = self.task_host(third, session)
+        self.assertEqual(waiting.ok(op="get", taskId=task_id)["status"], "working")
+        waiting.send(op="result", taskId=task_id)
+        lost = self.daemon_id(second)
+        second.kill()
+        answer = waiting.reply()
+        self.assertIn("error", answer)
+        error = answer["error"]
+        self.assertEqual(error["code"], -32603, error)
+        self.assertEqual(error["data"]["reason"], "daemon_lost", error)
+        self.assertEqual(error["data"]["taskId"], task_id, error)
+        self.assertIn(f"({lost}) stopped without finishing it", error["message"])
+        shown = self.task_host(first, session).ok(op="get", taskId=task_id)
+        self.assertEqual(shown["status"], "failed", shown)
+        self.assertIn("stopped without finishing it", shown["statusMessage"])
+        # Its task journal names the task: it does not report it failed otherwise.
+        self.fleet.restart_daemon(second)
+        self.assertEqual(self.task_host(second, session).ok(op="get", taskId=task_id), shown)
+
+    def test_other_principal_finds_no_task_on_any_daemon(self) -> None:
+        """
+        bob, naming the very session alice's hosts name, gets for alice's task on every
+        daemon what a task id that never existed gets (tasks/get, tasks/result and
+        tasks/cancel refused with -32602 "no task", not in tasks/list; 404
+        unknown_task on /v1/tasks); alice's task runs on and ends as hers.
+        """
+        first = self.fleet.daemons[0]
+        session = f"private-{secrets.token_hex(4)}"
+        alice = self.task_host(first, session)
+        task_id = self.started(alice, 4)
+        never = "t_" + secrets.token_hex(8)
+        for daemon in self.fleet.daemons:
+            bob = self.task_host(daemon, session, "bob")
+            for op in ("get", "result", "cancel"):
+                refused = bob(op=op, taskId=task_id)
+                unknown = bob(op=op, taskId=never)
+                self.assertIn("error", refused, (daemon.name, op, refused))
+                self.assertEqual(refused["error"]["code"], -32602, (daemon.name, op, refused))
+                self.assertEqual(
+                    refused["error"]["message"].replace(task_id, "ID"),
+                    unknown["error"]["message"].replace(never, "ID"),
+                    (daemon.name, op),
+                )
+            self.assertEqual(bob.ok(op="list")["tasks"], [], daemon.name)
+            for method, path, body in (
+                ("GET", f"/v1/tasks/{task_id}", None),
+                ("POST", f"/v1/tasks/{task_id}/cancel", {}),
+            ):
+                answer = self.fleet.v1(daemon, method, path, "bob", body=body)
+                self.assertEqual(
+                    (answer.status, answer.body["error"]["code"]),
+                    (404, "unknown_task"),
+                    (daemon.name, method, path),
+                )
+            listed = self.fleet.v1(daemon, "GET", "/v1/tasks", "bob")
+            self.assertEqual(listed.status, 200, listed)
+            self.assertNotIn(task_id, json.dumps(listed.body), daemon.name)
+        self.assertEqual(alice.ok(op="get", taskId=task_id)["status"], "working")
+        result = alice.ok(op="result", taskId=task_id)
+        self.assertIn("slept 4", json.dumps(result["content"]), result)

@@ -26,6 +26,7 @@ from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
+from mcpx.tasks.journal import RESTARTED
 from mcpx.tasks.store import FORGOTTEN_AFTER, TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
@@ -261,6 +262,72 @@ class FleetTaskTests(TestCase):
         await until(lambda: held.called, "A cancels its upstream call")
         held.addErrback(lambda f: f.trap(CancelledError))
         await a.tasks.saved()
+
+    async def restarted(self, dead: Daemon, task_id: str, name: str) -> Daemon:
+        """
+        Daemon C{name}, started in C{dead}'s place: its task journal names C{task_id}
+        as running (L{mcpx.tasks.journal}), so it restores it as failed.
+        """
+        task = dead.tasks.get(task_id)
+        assert task is not None
+        again = await self.daemon(name)
+        # What the journal keeps of a running task.
+        entry = {key: getattr(task, key) for key in ("id", "created", "client", "origin")}
+        entry.update(server=task.server, tool=task.tool, ttl=task.ttl)
+        again.tasks.restore_failed(entry, RESTARTED)
+        await again.tasks.saved()
+        return again
+
+    async def test_restarted_daemon_fails_its_task_for_every_daemon(self) -> None:
+        """
+        Daemon A killed under a task and started again at once (as systemd does), under
+        a new id: what it restores as failed from its journal is failed in the shared
+        store, so daemon B reads it failed at once, a result waiting on B wakes with
+        that error, and both daemons say the same.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa")
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        task_id = await self.started(a)
+        waiting = Deferred.fromCoroutine(b.request("tasks/result", {"taskId": task_id}))
+        await until(lambda: task_id in b.tasks._awaiting, "B waits for the task")
+        # A is killed (its last beat is still recent) and started again at once.
+        a.heartbeat._stopped = True
+        again = await self.restarted(a, task_id, "d_cccccccccccc")
+        await until(lambda: waiting.called, "the result waiting on B ends")
+        try:
+            await waiting
+        except RpcError as e:
+            error = e
+        else:
+            raise AssertionError("the result did not fail")
+        self.assertEqual(error.message, RESTARTED)
+        self.assertEqual(error.data["reason"], "daemon_restarted")
+        on_b = await b.request("tasks/get", {"taskId": task_id})
+        on_again = await again.request("tasks/get", {"taskId": task_id})
+        self.assertEqual(on_b["status"], "failed")
+        self.assertEqual(on_b, on_again)
+        self.assertEqual(on_b["statusMessage"], RESTARTED)
+        a.pool.held[0].result.addErrback(lambda f: f.trap(CancelledError))
+        a.tasks.close()
+
+    async def test_restarted_daemon_leaves_a_task_ended_meanwhile(self) -> None:
+        """
+        Daemon A's task was cancelled through daemon B while A was down: A, started
+        again, reads it cancelled as B does, not failed by its restart.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa")
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        task_id = await self.started(a)
+        a.tasks.records = None
+        await a.heartbeat.stop()
+        cancelled = await b.request("tasks/cancel", {"taskId": task_id})
+        self.assertEqual(cancelled["status"], "cancelled")
+        again = await self.restarted(a, task_id, "d_cccccccccccc")
+        on_again = await again.request("tasks/get", {"taskId": task_id})
+        self.assertEqual(on_again["status"], "cancelled")
+        self.assertEqual(on_again, await b.request("tasks/get", {"taskId": task_id}))
+        a.pool.held[0].result.addErrback(lambda f: f.trap(CancelledError))
+        a.tasks.close()
 
     async def test_cancel_of_a_dead_daemons_task_says_so(self) -> None:
         """
