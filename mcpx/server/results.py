@@ -93,7 +93,10 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
 
 def json_result(body: Any) -> dict[str, Any]:
     """A tool result carrying C{body} as structured content and as its JSON text."""
-    text = json.dumps(body, ensure_ascii=False, indent=2, sort_keys=False)
+    # One line, not indented: indentation costs a model tokens on every nested level, and
+    # only the unindented form runs in json's C encoder (a 10,000-tool mcpx_tools answer
+    # spent most of its time in the pure-Python one).
+    text = json.dumps(body, ensure_ascii=False)
     return {
         "content": [{"type": "text", "text": text}],
         "structuredContent": body,
