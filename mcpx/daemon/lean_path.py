@@ -69,8 +69,8 @@ MAX_HEADERS: Final = 64
 #: read (twisted.web's C{_optimisticEagerReadSize}).
 MAX_PENDING: Final = 0x4000
 
-_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VALUE: Final = re.compile(rb"[\t\x20-\x7e]*")
+#: Header lines of token names and printable ASCII values, each ending in CRLF.
+_FIELDS: Final = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)+")
 #: Headers that make a request twisted.web's: other framing, other protocols.
 _NOT_LEAN: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
@@ -110,16 +110,18 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     size = end + len(_END)
     if size > MAX_HEAD or end < len(_REQUEST_LINE):
         return SLOW
-    lines = bytes(data[len(_REQUEST_LINE) : end]).split(b"\r\n")
+    block = bytes(data[len(_REQUEST_LINE) : end + 2])
+    if _FIELDS.fullmatch(block) is None:
+        return SLOW
+    lines = block.split(b"\r\n")
+    lines.pop()
     if len(lines) > MAX_HEADERS:
         return SLOW
     fields: list[tuple[bytes, bytes]] = []
     seen: dict[bytes, bytes] = {}
     for line in lines:
-        name, colon, value = line.partition(b":")
+        name, _, value = line.partition(b":")
         value = value.strip(b" \t")
-        if not colon or _TOKEN.fullmatch(name) is None or _VALUE.fullmatch(value) is None:
-            return SLOW
         lowered = name.lower()
         if lowered in seen or lowered in _NOT_LEAN:
             return SLOW
@@ -167,14 +169,17 @@ class LeanMcp:
     def _route(self, request: Request) -> Any:
         """The C{/mcp} route as Klein runs it (klein.resource's C{render})."""
         finished = False
+        answering: Deferred[bytes | None] | None = None
 
         def ended(outcome: object) -> None:
             nonlocal finished
             finished = True
+            if isinstance(outcome, Failure) and answering is not None:
+                # The client went away: that cancels the request.
+                answering.cancel()
 
         request.notifyFinish().addBoth(ended)
-        answering: Deferred[bytes | None] = Deferred.fromCoroutine(self._mcp.render(request))
-        request.notifyFinish().addErrback(lambda _: answering.cancel())
+        answering = Deferred.fromCoroutine(self._mcp.render(request))
 
         def written(body: bytes | None) -> None:
             if body is not None:

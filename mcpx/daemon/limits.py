@@ -335,7 +335,9 @@ class LimitedChannel(HTTPChannel):
 
     def request_whole(self) -> None:
         """The request is whole: no deadline runs while it is answered."""
-        self._expect(_BUSY, None)
+        # The timer is kept for the idle deadline after the answer, and does nothing if
+        # it fires meanwhile: a connection costs one DelayedCall, not one per request.
+        self._phase = _BUSY
 
     def request_answered(self) -> None:
         """The answer is written: the body's bytes are let go, the idle deadline runs."""
@@ -430,6 +432,8 @@ class LimitedChannel(HTTPChannel):
     def _expired(self) -> None:
         self._deadline = None
         phase = self._phase
+        if phase == _BUSY:
+            return
         if phase == _IDLE:
             self._close()
         elif phase == _HEADERS:

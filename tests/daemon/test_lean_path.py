@@ -146,10 +146,11 @@ class Daemon:
         self.clock.advance(1000)
         self.unix_uid: int | None = OWNER
         self.tcp_uid: int | None = OWNER
+        self.pool = FakePool(gateway_servers())
         http = daemon_http(
             clock=self.clock,
             pid=1,
-            pool=FakePool(gateway_servers()),
+            pool=self.pool,
             settings=default_settings(),
             servers=servers_config("files", "search"),
         )
@@ -368,6 +369,33 @@ class SameBytesTests(SameBytesCase):
             self.assertEqual(daemon.site.admission.body_bytes, 0)
             self.assertEqual(daemon.site.admission.total, 0)
             self.assertEqual(transport.value(), b"")
+
+    def test_a_lost_connection_cancels_its_call(self) -> None:
+        """A 2026-07-28 call whose client goes away is cancelled, on both paths."""
+        for daemon in self.daemons.values():
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(modern(1, "tools/call", CALL))
+            [held] = daemon.pool.held
+            self.assertFalse(held.result.called)
+            channel.connectionLost(connectionDone)
+            self.assertTrue(held.result.called)
+            self.assertEqual(transport.value(), b"")
+            self.assertEqual(daemon.site.admission.total, 0)
+
+    def test_a_held_call_is_answered_when_it_ends(self) -> None:
+        """A call answered later is written then; the next request waits its turn."""
+        answers = {}
+        for lean, daemon in self.daemons.items():
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(modern(1, "tools/call", CALL) + modern(2, "tools/list"))
+            self.assertEqual(transport.value(), b"")
+            daemon.pool.held[0].result.callback({"content": [], "isError": False})
+            answers[lean] = list(responses(transport.value()))
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(answers[True], answers[False])
+        self.assertEqual([answer[0] for answer in answers[True]], [200, 200])
 
     def test_deadlines(self) -> None:
         """A head or a body that does not arrive in time is 408 on both paths."""
