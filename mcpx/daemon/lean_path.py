@@ -101,16 +101,48 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     """
     The head at the start of C{data} if the request is lean, L{SLOW} if it is not, or
     C{None} while too little has arrived to tell.
+
+    A head still arriving is judged by its whole lines so far, so one that twisted.web
+    would refuse goes to it at once, as it would have without the lean path.
     """
     if not data.startswith(_REQUEST_LINE):
         return None if _REQUEST_LINE.startswith(data) else SLOW
     end = data.find(_END, len(_REQUEST_LINE) - 2)
     if end < 0:
-        return SLOW if len(data) > MAX_HEAD else None
+        if len(data) > MAX_HEAD:
+            return SLOW
+        whole = data.rfind(b"\r\n") + 2
+        if whole > len(_REQUEST_LINE):
+            so_far = _fields(bytes(data[len(_REQUEST_LINE) : whole]))
+            if isinstance(so_far, _Slow) or _refused(so_far[1]):
+                return SLOW
+        return None
     size = end + len(_END)
     if size > MAX_HEAD or end < len(_REQUEST_LINE):
         return SLOW
-    block = bytes(data[len(_REQUEST_LINE) : end + 2])
+    found = _fields(bytes(data[len(_REQUEST_LINE) : end + 2]))
+    if isinstance(found, _Slow):
+        return SLOW
+    fields, seen = found
+    length = seen.get(b"content-length")
+    if length is None or _refused(seen):
+        return SLOW
+    return Head(tuple(fields), int(length), size)
+
+
+def _refused(seen: dict[bytes, bytes]) -> bool:
+    """Whether headers seen so far make the request twisted.web's."""
+    length = seen.get(b"content-length")
+    connection = seen.get(b"connection")
+    return (length is not None and not length.isdigit()) or (
+        connection is not None and connection.lower() != b"keep-alive"
+    )
+
+
+def _fields(
+    block: bytes,
+) -> tuple[list[tuple[bytes, bytes]], dict[bytes, bytes]] | _Slow:
+    """Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}."""
     if _FIELDS.fullmatch(block) is None:
         return SLOW
     lines = block.split(b"\r\n")
@@ -127,13 +159,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
             return SLOW
         seen[lowered] = value
         fields.append((name, value))
-    length = seen.get(b"content-length")
-    connection = seen.get(b"connection")
-    if length is None or not length.isdigit():
-        return SLOW
-    if connection is not None and connection.lower() != b"keep-alive":
-        return SLOW
-    return Head(tuple(fields), int(length), size)
+    return fields, seen
 
 
 class LeanMcp:

@@ -318,7 +318,10 @@ class LimitedChannel(HTTPChannel):
         return self._closing
 
     def dataReceived(self, data: bytes) -> None:
-        if self._closing:
+        if self._closing or getattr(self.transport, "disconnecting", False):
+            # Refused or ended: twisted.web stops reading at the line that closed the
+            # connection, but only within one read; nothing later may become a request
+            # (a header it refused with 400 would otherwise be answered as well).
             return
         if data:
             self.headers_begun()

@@ -9,6 +9,8 @@ included.
 from __future__ import annotations
 
 import json
+import random
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -138,6 +140,19 @@ def responses(raw: bytes) -> Iterator[tuple[int, list[tuple[bytes, bytes]], byte
         yield status, kept, content
 
 
+class _Transport(StringTransport):
+    """
+    A string transport that, like a socket's, lets a producer be unregistered twice and
+    paused or resumed once closing (twisted.web does both on a refused request).
+    """
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+    def _checkState(self) -> None:
+        pass
+
+
 class Daemon:
     """A daemon's site over the real MCP server and a fake pool, with or without the lean path."""
 
@@ -173,7 +188,7 @@ class Daemon:
 
     def connect(self, own: Any = TCP, peer: Any = TCP_CLIENT) -> tuple[Any, StringTransport]:
         channel = self.site.buildProtocol(peer)
-        transport = StringTransport(hostAddress=own, peerAddress=peer)
+        transport = _Transport(hostAddress=own, peerAddress=peer)
         channel.makeConnection(transport)
         return channel, transport
 
@@ -409,6 +424,132 @@ class SameBytesTests(SameBytesCase):
                 self.assertTrue(transport.disconnecting)
             self.assertEqual(answers[True], answers[False])
             self.assertIn(b"408", answers[True].split(b"\r\n")[0])
+
+
+_DATE = re.compile(rb"\r\nDate: [^\r]*")
+
+
+def _mutated(rng: random.Random, data: bytes) -> bytes:
+    """C{data} with one to three of the changes a broken or hostile client makes."""
+    for _ in range(rng.randint(1, 3)):
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        kind = rng.randrange(10)
+        at = rng.randrange(1, len(lines)) if len(lines) > 1 else 0
+        if kind == 0:
+            lines.insert(at, rng.choice(lines[1:] or [b"X: y"]))  # a header twice
+        elif kind == 1 and len(lines) > 1:
+            del lines[at]
+        elif kind == 2:
+            lines[at] = lines[at].swapcase()
+        elif kind == 3:
+            lines.insert(at, rng.choice([b" folded", b"\tfolded", b"No-Colon", b"Bad Name: v"]))
+        elif kind == 4:
+            lines.insert(
+                at,
+                rng.choice(
+                    [
+                        b"Transfer-Encoding: chunked",
+                        b"Connection: close",
+                        b"Connection: keep-alive",
+                        b"Expect: 100-continue",
+                        b"Upgrade: h2c",
+                        b"Content-Length: 99999999",
+                        b"Content-Length: -1",
+                        b"Origin: https://evil.example",
+                        b"Host: evil.example",
+                        b"X: caf\xc3\xa9",
+                        b"X: a\x00b",
+                    ]
+                ),
+            )
+        elif kind == 5:
+            lines[0] = rng.choice(
+                [
+                    b"POST /mcp HTTP/1.0",
+                    b"post /mcp HTTP/1.1",
+                    b"POST /mcp?x=1 HTTP/1.1",
+                    b"POST /mcp/ HTTP/1.1",
+                    b"POST  /mcp HTTP/1.1",
+                    b"GET /mcp HTTP/1.1",
+                    b"POST /mcp HTTP/1.1 x",
+                ]
+            )
+        elif kind == 6:
+            body = body[: rng.randrange(len(body) + 1)] + body[len(body) // 2 :]
+        elif kind == 7:
+            i = rng.randrange(len(body) + 1)
+            body = body[:i] + bytes([rng.randrange(256)]) + body[i + 1 :]
+        elif kind == 8:
+            data = data[: rng.randrange(len(data) + 1)]
+            continue
+        else:
+            data = data + data  # pipelined twice
+            continue
+        data = b"\r\n".join(lines) + b"\r\n\r\n" + body
+    return data
+
+
+class HostileInputTests(SameBytesCase):
+    def test_a_refused_head_is_not_answered_as_well(self) -> None:
+        """
+        A header twisted.web refuses is answered 400 and nothing more, however the bytes
+        are cut into reads (twisted.web alone went on to answer the request when the rest
+        came in a later read).
+        """
+        data = modern(1, "tools/list").replace(b"\r\nAccept", b"\r\nBad Name: v\r\nAccept")
+        for split in (1, 7, 64):
+            answers = self.exchange([data], split=split)
+            self.assertEqual([answer[0] for answer in answers], [400])
+
+    def test_mutated_requests_get_the_same_bytes(self) -> None:
+        """
+        Valid requests of both eras, broken a few ways at random (headers twice, dropped,
+        folded, a framing or protocol header, another request line, a body cut or
+        changed, bytes cut off, pipelined, sent in pieces): each is answered with the
+        same bytes (but C{Date}) by both paths, and leaves the connection open or
+        closing alike.
+        """
+        rng = random.Random()
+        seed = rng.randrange(1 << 32)
+        rng.seed(seed)
+        valid = [
+            modern(1, "tools/list"),
+            modern(2, "tools/call", CALL),
+            modern(None, "notifications/roots/list_changed"),
+            INITIALIZE,
+            legacy(3, "tools/list"),
+            legacy(4, "tools/call", PASS_THROUGH),
+        ]
+        for daemon_lean in (True, False):
+            self.patch(http_module, "secrets", self.tokens[daemon_lean])
+            channel, _ = self.daemons[daemon_lean].connect()
+            channel.dataReceived(INITIALIZE)
+        for case in range(300):
+            data = _mutated(rng, rng.choice(valid))
+            split = rng.choice([0, 0, 1, 7, 64])
+            seen = {}
+            for lean, daemon in self.daemons.items():
+                self.patch(http_module, "secrets", self.tokens[lean])
+                channel, transport = daemon.connect()
+                pieces = (
+                    [data[i : i + split] for i in range(0, len(data), split)] if split else [data]
+                )
+                raised = None
+                for piece in pieces:
+                    try:
+                        channel.dataReceived(piece)
+                    except Exception as e:
+                        # The reactor drops a connection whose protocol raised.
+                        raised = type(e)
+                        break
+                seen[lean] = (
+                    _DATE.sub(b"", transport.value()),
+                    transport.disconnecting,
+                    raised,
+                )
+                channel.connectionLost(connectionDone)
+            self.assertEqual(seen[True], seen[False], f"seed {seed}, case {case}: {data!r}")
 
 
 class ReadHeadTests(SynchronousTestCase):
