@@ -335,19 +335,32 @@ class Gate:
         raise NotImplementedError("the gate has no children; add routes to the Klein app")
 
     def render(self, request: IRequest) -> Any:
+        inner: Any = self._inner
+        return self.guard(request, lambda: inner.render(request))
+
+    def guard(self, request: IRequest, proceed: Callable[[], Any]) -> Any:
+        """
+        Apply the rules to C{request}, then C{proceed()} if it passes them.
+
+        The one entry of every request, whichever path parsed it: the Klein app's
+        (L{render}) and C{/mcp}'s lean path (L{mcpx.daemon.lean_path}).
+
+        @return: what C{render} returns: a refusal's bytes, what C{proceed} returned,
+            or C{NOT_DONE_YET} while an access token's keys are fetched (the answer is
+            then written to C{request} when they arrive).
+        """
         refusal = self._check(request)
         if refusal is _BEARER:
             assert self._oauth is not None
-            return self._oauth.check(request, lambda: self._pass(request), self._refuse)
+            return self._oauth.check(request, lambda: self._pass(request, proceed), self._refuse)
         if refusal is not None:
             return refusal
-        return self._pass(request)
+        return self._pass(request, proceed)
 
-    def _pass(self, request: IRequest) -> Any:
+    def _pass(self, request: IRequest, proceed: Callable[[], Any]) -> Any:
         if self._shutdown is not None and self._shutdown.begun:
             return self._refuse_during_stop(request)
-        inner: Any = self._inner
-        return inner.render(request)
+        return proceed()
 
     def _refuse_during_stop(self, request: IRequest) -> bytes:
         """

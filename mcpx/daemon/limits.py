@@ -312,15 +312,55 @@ class LimitedChannel(HTTPChannel):
             set_no_delay(True)
         self._expect(_IDLE, self._limits.idle_timeout)
 
+    @property
+    def closing(self) -> bool:
+        """Whether the connection is being closed: nothing more it sends is read."""
+        return self._closing
+
     def dataReceived(self, data: bytes) -> None:
-        if self._closing:
+        if self._closing or getattr(self.transport, "disconnecting", False):
+            # Refused or ended: twisted.web stops reading at the line that closed the
+            # connection, but only within one read; nothing later may become a request
+            # (a header it refused with 400 would otherwise be answered as well).
             return
-        if self._phase == _IDLE and data:
-            self._expect(_HEADERS, self._limits.header_timeout)
+        if data:
+            self.headers_begun()
         HTTPChannel.dataReceived(self, data)
+
+    def headers_begun(self) -> None:
+        """A request's first bytes arrived: its headers have until the header deadline."""
+        if self._phase == _IDLE:
+            self._expect(_HEADERS, self._limits.header_timeout)
+
+    def body_awaited(self) -> None:
+        """The headers are in: the body has until the body deadline."""
+        self._expect(_BODY, self._limits.body_timeout)
+
+    def request_whole(self) -> None:
+        """The request is whole: no deadline runs while it is answered."""
+        # The timer is kept for the idle deadline after the answer, and does nothing if
+        # it fires meanwhile: a connection costs one DelayedCall, not one per request.
+        self._phase = _BUSY
+
+    def request_answered(self) -> None:
+        """The answer is written: the body's bytes are let go, the idle deadline runs."""
+        self._release_body()
+        self._expect(_IDLE, self._limits.idle_timeout)
 
     def allHeadersReceived(self) -> None:
         length = self.length
+        if not self.body_allowed(length):
+            return
+        HTTPChannel.allHeadersReceived(self)
+        if length != 0:
+            self.body_awaited()
+
+    def body_allowed(self, length: int | None) -> bool:
+        """
+        Whether a body of C{length} bytes (C{None}: chunked, counted as it comes) may
+        be received, held against the total; if not, the request is refused and the
+        connection closes.
+        """
         limit = self._limits.max_body
         if length is not None and length > limit:
             self._refuse(
@@ -329,12 +369,8 @@ class LimitedChannel(HTTPChannel):
                 f"the request body of {length} bytes is larger than {limit} bytes "
                 "(transport.maxRequestBody)",
             )
-            return
-        if length and not self._reserve(length):
-            return
-        HTTPChannel.allHeadersReceived(self)
-        if length != 0:
-            self._expect(_BODY, self._limits.body_timeout)
+            return False
+        return not length or self._reserve(length)
 
     def body_arrived(self, size: int) -> bool:
         """
@@ -363,12 +399,11 @@ class LimitedChannel(HTTPChannel):
         if self._closing:
             # The end of a body already refused: the request must not run.
             return
-        self._expect(_BUSY, None)
+        self.request_whole()
         HTTPChannel.allContentReceived(self)
 
     def requestDone(self, request: Any) -> None:
-        self._release_body()
-        self._expect(_IDLE, self._limits.idle_timeout)
+        self.request_answered()
         HTTPChannel.requestDone(self, request)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
@@ -400,6 +435,8 @@ class LimitedChannel(HTTPChannel):
     def _expired(self) -> None:
         self._deadline = None
         phase = self._phase
+        if phase == _BUSY:
+            return
         if phase == _IDLE:
             self._close()
         elif phase == _HEADERS:
@@ -515,13 +552,17 @@ class LimitedSite(Site):
                 # The listening port closes the socket before it accepts another.
                 return None
             return RefusedConnection(refusal, self.admission)
-        channel = LimitedChannel(self.admission, peer, self.reactor)
+        channel = self.channel(peer)
         channel.factory = self
         channel.requestFactory = self.requestFactory
         channel.site = self  # type: ignore[attr-defined]
         # The channel keeps its own deadlines; TimeoutMixin's would reset on each byte.
         channel.timeOut = None
         return channel
+
+    def channel(self, peer: str | None) -> LimitedChannel:
+        """The channel of a connection admitted from C{peer} (C{None}: not counted)."""
+        return LimitedChannel(self.admission, peer, self.reactor)
 
     def startFactory(self) -> None:
         Site.startFactory(self)

@@ -37,7 +37,8 @@ from mcpx.daemon.bearer import verifier_for
 from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.limits import BoundedRequest, LimitedSite, TransportLimits
+from mcpx.daemon.lean_path import LeanChannel, LeanMcp
+from mcpx.daemon.limits import BoundedRequest, LimitedChannel, LimitedSite, TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.parts import DaemonParts, OpsHost, UpstreamNotices, connect_upward
@@ -383,11 +384,23 @@ class DaemonSite(LimitedSite):
         limits: TransportLimits | None = None,
         metrics: Metrics | None = None,
         shutdown: Shutdown | None = None,
+        *,
+        lean: LeanMcp | None = None,
     ) -> None:
+        """
+        @param lean: answers C{POST /mcp} on the lean path (L{mcpx.daemon.lean_path});
+            C{None}, every request goes through twisted.web and the Klein app.
+        """
         LimitedSite.__init__(self, resource, reactor, limits)
         self.noisy = False
         self.metrics = metrics
         self.shutdown = shutdown
+        self.lean = lean
+
+    def channel(self, peer: str | None) -> LimitedChannel:
+        if self.lean is None:
+            return LimitedSite.channel(self, peer)
+        return LeanChannel(self.admission, peer, self.reactor, self.lean)
 
     def buildProtocol(self, addr: Any) -> Any:
         protocol = LimitedSite.buildProtocol(self, addr)
@@ -629,12 +642,14 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
 
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
+    front = gate(http.resource(), config, clock, shutdown, reactor=reactor)
     site = DaemonSite(
-        gate(http.resource(), config, clock, shutdown, reactor=reactor),
+        front,
         reactor,
         limits,
         metrics,
         shutdown,
+        lean=None if mcp_http is None else LeanMcp(front, mcp_http),
     )
     for description in config.exposed_endpoints():
         _log.warn(

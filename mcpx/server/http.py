@@ -191,7 +191,17 @@ class McpHTTP:
         return self._sessions.by_id
 
     async def render(self, request: IRequest) -> bytes | None:
-        """Answer one request to C{/mcp}: the body for Klein, or C{None} once streamed."""
+        """
+        Answer one request to C{/mcp}: the body, with its C{Content-Length} set, for the
+        route to write (Klein's, or L{mcpx.daemon.lean_path}'s), or C{None} once streamed.
+        """
+        body = await self._answer(request)
+        if body is not None:
+            # Framed by its length, not chunked: one write, and the same on both paths.
+            request.setHeader(b"content-length", b"%d" % len(body))
+        return body
+
+    async def _answer(self, request: IRequest) -> bytes | None:
         method = request.method
         if method == b"POST":
             return await self._post(request)

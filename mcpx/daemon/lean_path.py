@@ -1,0 +1,325 @@
+# -*- test-case-name: tests.daemon.test_lean_path -*-
+"""
+A lean path for C{POST /mcp}: the daemon's one hot route, answered without
+twisted.web's line parser, its resource traversal, or Klein and werkzeug's routing.
+
+Why it exists: profiled (C{bench/bench_mcp.py --profile}), a C{tools/list} whose answer
+is already cached as bytes (L{mcpx.server.list_cache}) spent about four fifths of the
+daemon's time in the HTTP stack: twisted.web parsing each header line and building the
+request, then Klein binding a werkzeug map, matching it and running the route through
+three Deferreds.  MCP clients send one kind of request, over and over: a keep-alive
+C{POST /mcp} with a C{Content-Length} body.  L{LeanChannel} recognises exactly that and
+hands everything else, byte for byte, to the unchanged twisted.web channel it is.
+
+What stays the same, because it is the same code:
+
+  - the request is the site's own twisted.web request (L{mcpx.daemon.service.JSONRequest}),
+    so the answer is written, framed, logged and counted by twisted.web as on the slow
+    path, and a lost connection reaches it the same way;
+  - every rule of the gate (Origin, Host, authentication, the stop) is applied by
+    L{Gate.guard}, the function the Klein app's requests go through;
+  - the limits are L{LimitedChannel}'s: the admission of the connection, the header,
+    body and idle deadlines, the body size refused before it is read, the bodies held
+    at once (L{LimitedChannel.body_allowed}), C{TCP_NODELAY};
+  - the route is L{McpHTTP.render}, as Klein runs it: cancelled when the client goes
+    away, a failure answered by twisted.web's C{processingFailed}.
+
+A request is lean only when its head arrives whole and is plainly well formed: the
+request line C{POST /mcp HTTP/1.1}, at most L{MAX_HEADERS} header lines of token names
+and printable ASCII values, none repeated, within L{MAX_HEAD} bytes (below twisted.web's
+own bound), a C{Content-Length} of digits, no C{Transfer-Encoding}, C{Expect} or
+C{Upgrade}, and no C{Connection} but C{keep-alive}.  Anything else (another path or
+method, a query, a chunked body, HTTP/1.0, a header twisted.web would refuse) goes to
+twisted.web with the bytes received so far, and the connection stays there: twisted.web
+answers it, refusals included, exactly as it would have.
+"""
+
+from __future__ import annotations
+
+import re
+from io import BytesIO
+from typing import Any, Final, cast
+
+from attrs import frozen
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.http import datetimeToString
+from twisted.web.server import NOT_DONE_YET, Request, version
+
+from mcpx.daemon.gate import Gate
+from mcpx.daemon.limits import Admission, LimitedChannel
+from mcpx.server.http import McpHTTP
+
+__all__ = ["MAX_HEAD", "MAX_HEADERS", "Head", "LeanChannel", "LeanMcp", "read_head"]
+
+log = Logger()
+
+MCP_PATH: Final = b"/mcp"
+_REQUEST_LINE: Final = b"POST /mcp HTTP/1.1\r\n"
+_END: Final = b"\r\n\r\n"
+
+#: The largest head the lean path reads; a longer one is twisted.web's to judge (its
+#: own bound, C{totalHeadersSize}, is 16,384 bytes of lines).
+MAX_HEAD: Final = 8192
+#: The most header lines the lean path reads (twisted.web's own bound is 500).
+MAX_HEADERS: Final = 64
+#: Bytes of a next request held while one is answered, before the socket is no longer
+#: read (twisted.web's C{_optimisticEagerReadSize}).
+MAX_PENDING: Final = 0x4000
+
+#: Header lines of token names and printable ASCII values, each ending in CRLF.
+_FIELDS: Final = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)+")
+#: Headers that make a request twisted.web's: other framing, other protocols.
+_NOT_LEAN: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+
+
+@frozen
+class Head:
+    """
+    A lean request's head.
+
+    @ivar fields: the header lines as sent, C{(name, value)}, values trimmed.
+    @ivar length: the body's C{Content-Length}.
+    @ivar size: the head's bytes, its blank line included.
+    """
+
+    fields: tuple[tuple[bytes, bytes], ...]
+    length: int
+    size: int
+
+
+class _Slow:
+    """What L{read_head} says of a request the lean path leaves to twisted.web."""
+
+
+SLOW: Final = _Slow()
+
+
+def read_head(data: bytes | bytearray) -> Head | _Slow | None:
+    """
+    The head at the start of C{data} if the request is lean, L{SLOW} if it is not, or
+    C{None} while too little has arrived to tell.
+
+    A head still arriving is judged by its whole lines so far, so one that twisted.web
+    would refuse goes to it at once, as it would have without the lean path.
+    """
+    if not data.startswith(_REQUEST_LINE):
+        return None if _REQUEST_LINE.startswith(data) else SLOW
+    end = data.find(_END, len(_REQUEST_LINE) - 2)
+    if end < 0:
+        if len(data) > MAX_HEAD:
+            return SLOW
+        whole = data.rfind(b"\r\n") + 2
+        if whole > len(_REQUEST_LINE):
+            so_far = _fields(bytes(data[len(_REQUEST_LINE) : whole]))
+            if isinstance(so_far, _Slow) or _refused(so_far[1]):
+                return SLOW
+        return None
+    size = end + len(_END)
+    if size > MAX_HEAD or end < len(_REQUEST_LINE):
+        return SLOW
+    found = _fields(bytes(data[len(_REQUEST_LINE) : end + 2]))
+    if isinstance(found, _Slow):
+        return SLOW
+    fields, seen = found
+    length = seen.get(b"content-length")
+    if length is None or _refused(seen):
+        return SLOW
+    return Head(tuple(fields), int(length), size)
+
+
+def _refused(seen: dict[bytes, bytes]) -> bool:
+    """Whether headers seen so far make the request twisted.web's."""
+    length = seen.get(b"content-length")
+    connection = seen.get(b"connection")
+    return (length is not None and not length.isdigit()) or (
+        connection is not None and connection.lower() != b"keep-alive"
+    )
+
+
+def _fields(
+    block: bytes,
+) -> tuple[list[tuple[bytes, bytes]], dict[bytes, bytes]] | _Slow:
+    """Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}."""
+    if _FIELDS.fullmatch(block) is None:
+        return SLOW
+    lines = block.split(b"\r\n")
+    lines.pop()
+    if len(lines) > MAX_HEADERS:
+        return SLOW
+    fields: list[tuple[bytes, bytes]] = []
+    seen: dict[bytes, bytes] = {}
+    for line in lines:
+        name, _, value = line.partition(b":")
+        value = value.strip(b" \t")
+        lowered = name.lower()
+        if lowered in seen or lowered in _NOT_LEAN:
+            return SLOW
+        seen[lowered] = value
+        fields.append((name, value))
+    return fields, seen
+
+
+class LeanMcp:
+    """
+    Answers a lean C{POST /mcp}: what twisted.web's C{Request.process} and Klein would
+    do for it, without the traversal and the routing.
+    """
+
+    def __init__(self, gate: Gate, mcp: McpHTTP) -> None:
+        self._gate = gate
+        self._mcp = mcp
+
+    def answer(self, request: Request) -> None:
+        """Answer C{request}, whose head and body are in place."""
+        # Request.process's defaults, then Request.render's handling of what came back.
+        channel: Any = request.channel
+        request.site = channel.site
+        request.setHeader(b"server", version)
+        request.setHeader(b"date", datetimeToString())
+        request.prepath = []
+        request.postpath = [MCP_PATH[1:]]
+        try:
+            body = self._gate.guard(request, lambda: self._route(request))
+        except BaseException:
+            request.processingFailed(Failure())
+            return
+        if body is NOT_DONE_YET:
+            return
+        request.setHeader(b"content-length", b"%d" % len(body))
+        request.write(body)
+        request.finish()
+
+    def _route(self, request: Request) -> Any:
+        """The C{/mcp} route as Klein runs it (klein.resource's C{render})."""
+        finished = False
+        answering: Deferred[bytes | None] | None = None
+
+        def ended(outcome: object) -> None:
+            nonlocal finished
+            finished = True
+            if isinstance(outcome, Failure) and answering is not None:
+                # The client went away: that cancels the request.
+                answering.cancel()
+
+        request.notifyFinish().addBoth(ended)
+        answering = Deferred.fromCoroutine(self._mcp.render(request))
+
+        def written(body: bytes | None) -> None:
+            if body is not None:
+                request.write(body)
+            if not finished:
+                request.finish()
+
+        def failed(failure: Failure) -> None:
+            if finished:
+                if not failure.check(CancelledError):
+                    log.failure("/mcp: answering a request failed", failure)
+                return
+            request.processingFailed(failure)
+
+        answering.addCallbacks(written, failed).addErrback(
+            lambda failure: log.failure("/mcp: writing an answer failed", failure)
+        )
+        return NOT_DONE_YET
+
+
+class LeanChannel(LimitedChannel):
+    """
+    The daemon's HTTP channel with the lean path in front: a lean C{POST /mcp} is
+    answered by L{LeanMcp}; at the first request that is not, the connection becomes
+    the plain L{LimitedChannel} it also is, for good.
+    """
+
+    def __init__(
+        self, admission: Admission, peer: str | None, clock: IReactorTime, lean: LeanMcp
+    ) -> None:
+        LimitedChannel.__init__(self, admission, peer, clock)
+        self._lean = lean
+        self._pending = bytearray()
+        self._head: Head | None = None
+        self._answering: Request | None = None
+        self._slow = False
+
+    @property
+    def slow(self) -> bool:
+        """Whether the connection went to twisted.web (it stays there)."""
+        return self._slow
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._slow or self.closing:
+            LimitedChannel.dataReceived(self, data)
+            return
+        self._pending += data
+        if self._answering is not None:
+            # A next request, held until this one is answered (as twisted.web does).
+            if len(self._pending) > MAX_PENDING and not self._waitingForTransport:
+                self._networkProducer.pauseProducing()
+            return
+        self._next()
+
+    def _next(self) -> None:
+        """Answer the lean requests held, until one is incomplete or not lean."""
+        while self._pending and self._answering is None and not self._slow and not self.closing:
+            self.headers_begun()
+            head = self._head
+            if head is None:
+                found = read_head(self._pending)
+                if found is None:
+                    return
+                if isinstance(found, _Slow):
+                    self._become_slow()
+                    return
+                if not self.body_allowed(found.length):
+                    return
+                self._head = head = found
+                if len(self._pending) < head.size + head.length:
+                    self.body_awaited()
+            end = head.size + head.length
+            if len(self._pending) < end:
+                return
+            body = bytes(self._pending[head.size : end])
+            del self._pending[:end]
+            self._head = None
+            self._start(head, body)
+
+    def _become_slow(self) -> None:
+        """Hand the connection, with what it sent so far, to twisted.web."""
+        self._slow = True
+        data = bytes(self._pending)
+        self._pending = bytearray()
+        LimitedChannel.dataReceived(self, data)
+
+    def _start(self, head: Head, body: bytes) -> None:
+        request: Request = cast(Request, self.requestFactory(self))
+        headers = request.requestHeaders
+        for name, value in head.fields:
+            headers.addRawHeader(name, value)
+        request.content = BytesIO(body)
+        request.args = {}
+        request.method = b"POST"
+        request.uri = request.path = MCP_PATH
+        request.clientproto = b"HTTP/1.1"
+        self.requests.append(request)
+        self._answering = request
+        self._handlingRequest = True
+        self.request_whole()
+        self._lean.answer(request)
+
+    def requestDone(self, request: Any) -> None:
+        if request is not self._answering:
+            LimitedChannel.requestDone(self, request)
+            return
+        # HTTPChannel.requestDone, for a request it did not parse.
+        self._answering = None
+        del self.requests[0]
+        self._handlingRequest = False
+        self.request_answered()
+        if not self._waitingForTransport:
+            self._networkProducer.resumeProducing()
+        if not self.persistent:
+            self.loseConnection()  # type: ignore[no-untyped-call]
+            return
+        self._next()

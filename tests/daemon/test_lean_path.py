@@ -1,0 +1,598 @@
+"""
+The lean path for C{POST /mcp} (L{mcpx.daemon.lean_path}) answers with the same bytes
+as twisted.web and the Klein app: the same requests, raw HTTP on a string transport,
+sent to a daemon site with the lean path and to one without, answered alike (status,
+headers but C{Date}, body), over TCP and the unix socket, in both eras, refusals
+included.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.address import IPv4Address, UNIXAddress
+from twisted.internet.protocol import connectionDone
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.daemon.gate import Gate, HostRule, OriginRule
+from mcpx.daemon.lean_path import SLOW, Head, LeanChannel, LeanMcp, read_head
+from mcpx.daemon.limits import TransportLimits
+from mcpx.daemon.service import DaemonSite
+from mcpx.daemon.token import TokenFile, read_token
+from mcpx.server import http as http_module
+from mcpx.server.dispatch import McpServer
+from mcpx.server.http import McpHTTP
+from tests.daemon.fake_pool import FakePool, daemon_http, default_settings
+from tests.server import gateway_servers, servers_config
+
+OWNER = 1000
+OTHER = 65534
+TCP = IPv4Address("TCP", "127.0.0.1", 8899)
+TCP_CLIENT = IPv4Address("TCP", "127.0.0.1", 40000)
+UNIX = UNIXAddress(b"/state/mcpx.sock")
+LEGACY = "2025-06-18"
+MODERN = "2026-07-28"
+ACCEPT = b"application/json, text/event-stream"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+}
+LIMITS = TransportLimits(max_body=4096, max_bodies_total=64 * 1024)
+
+
+class _Tokens:
+    """Session ids in order, so two daemons mint the same ones."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def token_urlsafe(self, size: int) -> str:
+        self.count += 1
+        return f"session-{self.count}"
+
+
+def post(
+    message: Any, *headers: tuple[str, str], raw: bytes | None = None, host: str = "127.0.0.1"
+) -> bytes:
+    body = raw if raw is not None else json.dumps(message).encode()
+    lines = [
+        b"POST /mcp HTTP/1.1",
+        b"Host: " + host.encode(),
+        b"Content-Type: application/json",
+        b"Accept: " + ACCEPT,
+        *(f"{name}: {value}".encode() for name, value in headers),
+        b"Content-Length: %d" % len(body),
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def rpc(request_id: int | None, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def modern(request_id: int | None, method: str, params: dict[str, Any] | None = None) -> bytes:
+    extra = [("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)]
+    if method == "tools/call" and params is not None:
+        extra.append(("Mcp-Name", params["name"]))
+    return post(rpc(request_id, method, {**(params or {}), "_meta": META}), *extra)
+
+
+def legacy(request_id: int | None, method: str, params: Any = None, session: int = 1) -> bytes:
+    return post(
+        rpc(request_id, method, params),
+        ("Mcp-Session-Id", f"session-{session}"),
+        ("MCP-Protocol-Version", LEGACY),
+    )
+
+
+INITIALIZE = post(
+    rpc(
+        1,
+        "initialize",
+        {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    ),
+    ("MCP-Protocol-Version", LEGACY),
+)
+CALL = {"name": "mcpx_call", "arguments": {"server": "search", "tool": "search", "arguments": {}}}
+PASS_THROUGH = {"name": "read_file", "arguments": {"path": "/a"}}
+
+
+def responses(raw: bytes) -> Iterator[tuple[int, list[tuple[bytes, bytes]], bytes]]:
+    """Each HTTP answer in C{raw}: status, headers but C{Date} as sent, the body unframed."""
+    while raw:
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        headers = [tuple(line.split(b": ", 1)) for line in lines[1:]]
+        named = {name.lower(): value for name, value in headers}
+        if named.get(b"transfer-encoding") == b"chunked":
+            body = bytearray()
+            while True:
+                size_line, _, raw = raw.partition(b"\r\n")
+                size = int(size_line, 16)
+                body += raw[:size]
+                raw = raw[size + 2 :]
+                if size == 0:
+                    break
+            content = bytes(body)
+        else:
+            length = int(named.get(b"content-length", b"0"))
+            content, raw = raw[:length], raw[length:]
+        kept = [(n, v) for n, v in headers if n.lower() != b"date"]
+        yield status, kept, content
+
+
+class _Transport(StringTransport):
+    """
+    A string transport that, like a socket's, lets a producer be unregistered twice and
+    paused or resumed once closing (twisted.web does both on a refused request).
+    """
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+    def _checkState(self) -> None:
+        pass
+
+
+class Daemon:
+    """A daemon's site over the real MCP server and a fake pool, with or without the lean path."""
+
+    def __init__(self, lean: bool, state: Path, auth: str = "peer") -> None:
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.unix_uid: int | None = OWNER
+        self.tcp_uid: int | None = OWNER
+        self.pool = FakePool(gateway_servers())
+        http = daemon_http(
+            clock=self.clock,
+            pid=1,
+            pool=self.pool,
+            settings=default_settings(),
+            servers=servers_config("files", "search"),
+        )
+        http.mcp = McpHTTP(
+            McpServer(http.host, self.clock, passthrough=("files",)), self.clock, max_body=2048
+        )
+        self.gate = Gate(
+            http.resource(),
+            origins=OriginRule(()),
+            hosts=HostRule(()),
+            auth=auth,
+            token=TokenFile(state, self.clock.seconds),
+            uid=OWNER,
+            lookup_uid=lambda peer, own: self.tcp_uid,
+            lookup_unix_uid=lambda request: self.unix_uid,
+        )
+        self.site = DaemonSite(
+            self.gate, self.clock, LIMITS, lean=LeanMcp(self.gate, http.mcp) if lean else None
+        )
+
+    def connect(self, own: Any = TCP, peer: Any = TCP_CLIENT) -> tuple[Any, StringTransport]:
+        channel = self.site.buildProtocol(peer)
+        transport = _Transport(hostAddress=own, peerAddress=peer)
+        channel.makeConnection(transport)
+        return channel, transport
+
+
+class SameBytesCase(SynchronousTestCase):
+    auth = "peer"
+
+    def setUp(self) -> None:
+        self.state = Path(tempfile.mkdtemp())
+        self.token = read_token(self.state)
+        self.tokens = {True: _Tokens(), False: _Tokens()}
+        self.daemons = {lean: Daemon(lean, self.state, self.auth) for lean in (True, False)}
+
+    def exchange(
+        self, requests: Sequence[bytes], *, own: Any = TCP, peer: Any = TCP_CLIENT, split: int = 0
+    ) -> list[tuple[int, list[tuple[bytes, bytes]], bytes]]:
+        """
+        Send C{requests} on one connection to each daemon, one after another (in pieces of
+        C{split} bytes when given); assert both answered alike, and return the answers.
+        """
+        answers = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(http_module, "secrets", self.tokens[lean])
+            channel, transport = daemon.connect(own, peer)
+            for data in requests:
+                pieces = (
+                    [data[i : i + split] for i in range(0, len(data), split)] if split else [data]
+                )
+                for piece in pieces:
+                    channel.dataReceived(piece)
+            answers[lean] = list(responses(transport.value()))
+            if lean:
+                self.assertIsInstance(channel, LeanChannel)
+                self.channel = channel
+        self.assertEqual(answers[True], answers[False])
+        self.assertEqual(len(answers[True]), len(requests))
+        return answers[True]
+
+    def assertLean(self) -> None:
+        """The lean daemon's last connection never went to twisted.web's parser."""
+        self.assertFalse(self.channel.slow)
+
+
+def header(answer: tuple[int, list[tuple[bytes, bytes]], bytes], name: bytes) -> bytes | None:
+    for found, value in answer[1]:
+        if found.lower() == name:
+            return value
+    return None
+
+
+class SameBytesTests(SameBytesCase):
+    def test_legacy_session(self) -> None:
+        """A 2025-06-18 session: initialize, initialized, lists, calls, a ping, its errors."""
+        answers = self.exchange(
+            [
+                INITIALIZE,
+                legacy(None, "notifications/initialized"),
+                legacy(2, "tools/list"),
+                legacy(3, "tools/call", CALL),
+                legacy(4, "tools/call", PASS_THROUGH),
+                legacy(5, "ping"),
+                legacy(6, "no/such/method"),
+                legacy(7, "ping", session=99),
+                post(
+                    rpc(8, "ping"),
+                    ("Mcp-Session-Id", "session-1"),
+                    ("MCP-Protocol-Version", "2025-03-26"),
+                ),
+                post(None, ("Mcp-Session-Id", "session-1"), raw=b'{"jsonrpc":"2.0","id":'),
+            ]
+        )
+        self.assertLean()
+        statuses = [answer[0] for answer in answers]
+        self.assertEqual(statuses, [200, 202, 200, 200, 200, 200, 200, 404, 400, 400])
+        self.assertEqual(header(answers[0], b"mcp-session-id"), b"session-1")
+        self.assertEqual(header(answers[2], b"content-type"), b"application/json")
+        self.assertEqual(header(answers[2], b"content-length"), str(len(answers[2][2])).encode())
+        tools = [tool["name"] for tool in json.loads(answers[2][2])["result"]["tools"]]
+        self.assertIn("mcpx_call", tools)
+        self.assertIn("read_file", tools)
+        self.assertEqual(json.loads(answers[9][2])["error"]["code"], -32700)
+
+    def test_modern_requests(self) -> None:
+        """2026-07-28 requests: lists, calls, a notification, a header that disagrees."""
+        answers = self.exchange(
+            [
+                modern(1, "tools/list"),
+                modern(2, "tools/call", CALL),
+                modern(3, "tools/call", PASS_THROUGH),
+                modern(None, "notifications/roots/list_changed"),
+                post(
+                    rpc(4, "tools/list", {"_meta": META}),
+                    ("MCP-Protocol-Version", MODERN),
+                    ("Mcp-Method", "tools/call"),
+                ),
+                post(rpc(5, "tools/list", {"_meta": META}), ("MCP-Protocol-Version", MODERN)),
+            ]
+        )
+        self.assertLean()
+        self.assertEqual([answer[0] for answer in answers], [200, 200, 200, 202, 400, 400])
+        self.assertIsNone(header(answers[0], b"mcp-session-id"))
+
+    def test_the_unix_socket(self) -> None:
+        """The unix socket's rules: any Host, the owner without a token."""
+        answers = self.exchange(
+            [modern(1, "tools/list"), post(rpc(2, "ping"), host="anything.example")],
+            own=UNIX,
+            peer=UNIXAddress(None),
+        )
+        self.assertLean()
+        self.assertEqual([answer[0] for answer in answers], [200, 200])
+
+    def test_origin_and_host_refused(self) -> None:
+        """A foreign Origin or Host is 403, the JSON-RPC error of /mcp."""
+        answers = self.exchange(
+            [
+                post(rpc(1, "ping"), ("Origin", "https://evil.example")),
+                post(rpc(2, "ping"), host="evil.example"),
+            ]
+        )
+        self.assertLean()
+        self.assertEqual([answer[0] for answer in answers], [403, 403])
+        self.assertEqual(json.loads(answers[0][2])["error"]["code"], -32600)
+
+    def test_no_token_is_401_with_its_challenge(self) -> None:
+        """Another user's connection needs the token: 401 with WWW-Authenticate, then in."""
+        for daemon in self.daemons.values():
+            daemon.tcp_uid = OTHER
+            daemon.unix_uid = OTHER
+        token = ("Authorization", f"Bearer {self.token}")
+        for own, peer in ((TCP, TCP_CLIENT), (UNIX, UNIXAddress(None))):
+            answers = self.exchange(
+                [post(rpc(1, "ping")), post(rpc(2, "ping"), token)], own=own, peer=peer
+            )
+            self.assertEqual([answer[0] for answer in answers], [401, 200])
+            self.assertEqual(header(answers[0], b"www-authenticate"), b"Bearer")
+
+    def test_bodies_too_large(self) -> None:
+        """
+        Over transport.maxRequestBody is refused before the body and closes; over
+        transport.maxMessageSize is the JSON-RPC 413 of /mcp.
+        """
+        answers = self.exchange([post(None, raw=b" " * 3000)])
+        self.assertEqual(answers[0][0], 413)
+        answers = self.exchange([post(None, raw=b"x" * 5000)])
+        self.assertEqual(answers[0][0], 413)
+        self.assertEqual(json.loads(answers[0][2])["error"]["code"], "body_too_large")
+        self.assertTrue(self.channel.transport.disconnecting)
+
+    def test_in_pieces(self) -> None:
+        """Requests arriving a few bytes at a time are answered as when they come whole."""
+        self.exchange([INITIALIZE, modern(1, "tools/list")], split=7)
+        self.assertLean()
+
+    def test_pipelined(self) -> None:
+        """Requests sent together are answered in order."""
+        self.exchange([INITIALIZE + legacy(2, "tools/list") + modern(3, "tools/list"), b"", b""])
+        self.assertLean()
+
+    def test_other_requests_go_to_twisted_web(self) -> None:
+        """
+        Another route, a chunked body or HTTP/1.0 on a connection that began lean are
+        twisted.web's from then on, and answered as they would have been.
+        """
+        chunked = (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n10\r\n"
+            + b'{"jsonrpc":"2.0"'
+            + b"\r\n13\r\n"
+            + b',"id":1,"method":"p'
+            + b"\r\n6\r\n"
+            + b'ing"}\n'
+            + b"\r\n0\r\n\r\n"
+        )
+        self.exchange(
+            [
+                modern(1, "tools/list"),
+                b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                chunked,
+                modern(2, "tools/list"),
+            ]
+        )
+        self.assertTrue(self.channel.slow)
+
+    def test_a_connection_lost_mid_body_lets_its_bytes_go(self) -> None:
+        """The body held for a request whose client went away is no longer counted."""
+        for daemon in self.daemons.values():
+            channel, transport = daemon.connect()
+            data = post(rpc(1, "tools/list"))
+            channel.dataReceived(data[:-5])
+            self.assertGreater(daemon.site.admission.body_bytes, 0)
+            channel.connectionLost(connectionDone)
+            self.assertEqual(daemon.site.admission.body_bytes, 0)
+            self.assertEqual(daemon.site.admission.total, 0)
+            self.assertEqual(transport.value(), b"")
+
+    def test_a_lost_connection_cancels_its_call(self) -> None:
+        """A 2026-07-28 call whose client goes away is cancelled, on both paths."""
+        for daemon in self.daemons.values():
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(modern(1, "tools/call", CALL))
+            [held] = daemon.pool.held
+            self.assertFalse(held.result.called)
+            channel.connectionLost(connectionDone)
+            self.assertTrue(held.result.called)
+            self.assertEqual(transport.value(), b"")
+            self.assertEqual(daemon.site.admission.total, 0)
+
+    def test_a_held_call_is_answered_when_it_ends(self) -> None:
+        """A call answered later is written then; the next request waits its turn."""
+        answers = {}
+        for lean, daemon in self.daemons.items():
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(modern(1, "tools/call", CALL) + modern(2, "tools/list"))
+            self.assertEqual(transport.value(), b"")
+            daemon.pool.held[0].result.callback({"content": [], "isError": False})
+            answers[lean] = list(responses(transport.value()))
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(answers[True], answers[False])
+        self.assertEqual([answer[0] for answer in answers[True]], [200, 200])
+
+    def test_deadlines(self) -> None:
+        """A head or a body that does not arrive in time is 408 on both paths."""
+        for cut in (20, -5):
+            answers = {}
+            for lean, daemon in self.daemons.items():
+                channel, transport = daemon.connect()
+                channel.dataReceived(post(rpc(1, "ping"))[:cut])
+                daemon.clock.advance(LIMITS.body_timeout + LIMITS.header_timeout)
+                answers[lean] = transport.value()
+                self.assertTrue(transport.disconnecting)
+            self.assertEqual(answers[True], answers[False])
+            self.assertIn(b"408", answers[True].split(b"\r\n")[0])
+
+
+_DATE = re.compile(rb"\r\nDate: [^\r]*")
+
+
+def _mutated(rng: random.Random, data: bytes) -> bytes:
+    """C{data} with one to three of the changes a broken or hostile client makes."""
+    for _ in range(rng.randint(1, 3)):
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        kind = rng.randrange(10)
+        at = rng.randrange(1, len(lines)) if len(lines) > 1 else 0
+        if kind == 0:
+            lines.insert(at, rng.choice(lines[1:] or [b"X: y"]))  # a header twice
+        elif kind == 1 and len(lines) > 1:
+            del lines[at]
+        elif kind == 2:
+            lines[at] = lines[at].swapcase()
+        elif kind == 3:
+            lines.insert(at, rng.choice([b" folded", b"\tfolded", b"No-Colon", b"Bad Name: v"]))
+        elif kind == 4:
+            lines.insert(
+                at,
+                rng.choice(
+                    [
+                        b"Transfer-Encoding: chunked",
+                        b"Connection: close",
+                        b"Connection: keep-alive",
+                        b"Expect: 100-continue",
+                        b"Upgrade: h2c",
+                        b"Content-Length: 99999999",
+                        b"Content-Length: -1",
+                        b"Origin: https://evil.example",
+                        b"Host: evil.example",
+                        b"X: caf\xc3\xa9",
+                        b"X: a\x00b",
+                    ]
+                ),
+            )
+        elif kind == 5:
+            lines[0] = rng.choice(
+                [
+                    b"POST /mcp HTTP/1.0",
+                    b"post /mcp HTTP/1.1",
+                    b"POST /mcp?x=1 HTTP/1.1",
+                    b"POST /mcp/ HTTP/1.1",
+                    b"POST  /mcp HTTP/1.1",
+                    b"GET /mcp HTTP/1.1",
+                    b"POST /mcp HTTP/1.1 x",
+                ]
+            )
+        elif kind == 6:
+            body = body[: rng.randrange(len(body) + 1)] + body[len(body) // 2 :]
+        elif kind == 7:
+            i = rng.randrange(len(body) + 1)
+            body = body[:i] + bytes([rng.randrange(256)]) + body[i + 1 :]
+        elif kind == 8:
+            data = data[: rng.randrange(len(data) + 1)]
+            continue
+        else:
+            data = data + data  # pipelined twice
+            continue
+        data = b"\r\n".join(lines) + b"\r\n\r\n" + body
+    return data
+
+
+class HostileInputTests(SameBytesCase):
+    def test_a_refused_head_is_not_answered_as_well(self) -> None:
+        """
+        A header twisted.web refuses is answered 400 and nothing more, however the bytes
+        are cut into reads (twisted.web alone went on to answer the request when the rest
+        came in a later read).
+        """
+        data = modern(1, "tools/list").replace(b"\r\nAccept", b"\r\nBad Name: v\r\nAccept")
+        for split in (1, 7, 64):
+            answers = self.exchange([data], split=split)
+            self.assertEqual([answer[0] for answer in answers], [400])
+
+    def test_mutated_requests_get_the_same_bytes(self) -> None:
+        """
+        Valid requests of both eras, broken a few ways at random (headers twice, dropped,
+        folded, a framing or protocol header, another request line, a body cut or
+        changed, bytes cut off, pipelined, sent in pieces): each is answered with the
+        same bytes (but C{Date}) by both paths, and leaves the connection open or
+        closing alike.
+        """
+        rng = random.Random()
+        seed = rng.randrange(1 << 32)
+        rng.seed(seed)
+        valid = [
+            modern(1, "tools/list"),
+            modern(2, "tools/call", CALL),
+            modern(None, "notifications/roots/list_changed"),
+            INITIALIZE,
+            legacy(3, "tools/list"),
+            legacy(4, "tools/call", PASS_THROUGH),
+        ]
+        for daemon_lean in (True, False):
+            self.patch(http_module, "secrets", self.tokens[daemon_lean])
+            channel, _ = self.daemons[daemon_lean].connect()
+            channel.dataReceived(INITIALIZE)
+        for case in range(300):
+            data = _mutated(rng, rng.choice(valid))
+            split = rng.choice([0, 0, 1, 7, 64])
+            seen = {}
+            for lean, daemon in self.daemons.items():
+                self.patch(http_module, "secrets", self.tokens[lean])
+                channel, transport = daemon.connect()
+                pieces = (
+                    [data[i : i + split] for i in range(0, len(data), split)] if split else [data]
+                )
+                raised = None
+                for piece in pieces:
+                    try:
+                        channel.dataReceived(piece)
+                    except Exception as e:
+                        # The reactor drops a connection whose protocol raised.
+                        raised = type(e)
+                        break
+                seen[lean] = (
+                    _DATE.sub(b"", transport.value()),
+                    transport.disconnecting,
+                    raised,
+                )
+                channel.connectionLost(connectionDone)
+            self.assertEqual(seen[True], seen[False], f"seed {seed}, case {case}: {data!r}")
+
+
+class ReadHeadTests(SynchronousTestCase):
+    def test_lean_heads(self) -> None:
+        head = read_head(post(rpc(1, "ping")))
+        assert isinstance(head, Head)
+        self.assertEqual(head.length, len(json.dumps(rpc(1, "ping"))))
+
+    def test_too_little_to_tell(self) -> None:
+        for data in (b"", b"POST /m", b"POST /mcp HTTP/1.1\r\nHost: x\r\n"):
+            self.assertIsNone(read_head(data))
+
+    def test_slow_heads(self) -> None:
+        """Whatever is not a plain keep-alive POST /mcp with a length is twisted.web's."""
+        good = post(rpc(1, "ping"))
+        cases = [
+            b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"POST /mcp?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            b"POST /mcp HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+            b"POST /mcp/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            b"\r\nPOST /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nExpect: 100-continue\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nUpgrade: h2c\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\r\n folded\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nBad Name: a\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\x00b\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: caf\xc3\xa9\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\nb\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nnocolon\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: " + b"a" * 9000 + b"\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\n" + b"X: a\r\n" * 2000,
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n"
+            + b"X%d: a\r\n" * 0
+            + b"".join(b"X%d: a\r\n" % i for i in range(70))
+            + b"\r\n",
+        ]
+        self.assertIsNot(read_head(good), SLOW)
+        for data in cases:
+            self.assertIs(read_head(data), SLOW, data[:80])
