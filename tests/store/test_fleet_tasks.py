@@ -12,10 +12,13 @@ a result waiting for it wakes with that.  The same through C{/v1/tasks}'s operat
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import psycopg
 from twisted.internet import reactor
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
@@ -40,6 +43,8 @@ WITH_EXTENSION: dict[str, Any] = {
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}
 }
 
+T = TypeVar("T")
+
 MCPX_CALL: dict[str, Any] = {
     "name": "mcpx_call",
     "arguments": {"server": "search", "tool": "web_search", "arguments": {"q": "mcpx"}},
@@ -49,13 +54,15 @@ MCPX_CALL: dict[str, Any] = {
 class Daemon:
     """One daemon: an MCP server over a held pool, its tasks in the shared store."""
 
-    def __init__(self, test: TestCase, url: str, name: str) -> None:
+    def __init__(
+        self, test: TestCase, url: str, name: str, records: type[PostgresRecords] = PostgresRecords
+    ) -> None:
         self.name = name
         self.clock = Clock()
         self.clock.advance(START)
         self.pool = FakePool(gateway_servers(), hold=True)
         self.harness = Harness(self.pool, clock=self.clock)
-        self.records = PostgresRecords(url, reactor, password=PASSWORD, threads=2)
+        self.records = records(url, reactor, password=PASSWORD, threads=2)
         self.tasks: TaskStore = self.harness.host.tasks
         self.tasks.records = self.records
         self.tasks.daemon = name
@@ -94,6 +101,17 @@ class Daemon:
         raise AssertionError(f"{method} did not fail")
 
 
+class CutOffRecords(PostgresRecords):
+    """A daemon's store whose every query fails while L{cut} (a network partition)."""
+
+    cut = False
+
+    def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
+        if self.cut:
+            return fail(psycopg.OperationalError("connection timeout expired"))
+        return super()._run(query, *args)
+
+
 class FleetTaskTests(TestCase):
     timeout = 60
 
@@ -101,8 +119,8 @@ class FleetTaskTests(TestCase):
         self.cluster: PostgresCluster = shared_cluster()
         self.url = self.cluster.url(self.cluster.database())
 
-    async def daemon(self, name: str) -> Daemon:
-        daemon = Daemon(self, self.url, name)
+    async def daemon(self, name: str, records: type[PostgresRecords] = PostgresRecords) -> Daemon:
+        daemon = Daemon(self, self.url, name, records)
         await daemon.records.open()
         await daemon.heartbeat.start()
         self.addCleanup(daemon.heartbeat.stop)
@@ -230,6 +248,42 @@ class FleetTaskTests(TestCase):
         assert stored is not None
         self.assertEqual(stored["status"], "working")
 
+    async def test_task_made_while_cut_off_written_once_back(self) -> None:
+        """
+        A task started and finished on daemon A while A cannot reach the shared store is
+        unknown to daemon B; at A's first beat once the store is back, the task is
+        written, as it is then: B reads it completed, with its result.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa", CutOffRecords)
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        assert isinstance(a.records, CutOffRecords)
+        a.records.cut = True
+        created = await a.request("tools/call", {**MCPX_CALL, "task": {"ttl": 60_000}})
+        task_id = created["task"]["taskId"]
+        [held] = a.pool.held
+        held.result.callback(text_result("found while cut off"))
+        await a.tasks.saved()
+        self.assertEqual((await a.request("tasks/get", {"taskId": task_id}))["status"], "completed")
+        unknown = await b.error("tasks/get", {"taskId": task_id})
+        self.assertEqual(unknown.code, INVALID_PARAMS)
+        a.records.cut = False
+        a.clock.advance(EVERY)
+        shown: dict[str, Any] = {}
+
+        async def read() -> None:
+            with contextlib.suppress(RpcError):
+                shown.update(await b.request("tasks/get", {"taskId": task_id}))
+
+        for _ in range(200):
+            await read()
+            if shown:
+                break
+            await deferLater(reactor, 0.025, lambda: None)
+        self.assertEqual(shown.get("status"), "completed", shown)
+        result = await b.request("tasks/result", {"taskId": task_id})
+        self.assertEqual(result["content"][0]["text"], "found while cut off")
+        await a.tasks.saved()
+
     async def test_dead_daemons_task_reads_daemon_lost(self) -> None:
         """
         Daemon A dies (it stops beating) with a task running and a result waiting for it
@@ -313,8 +367,8 @@ class FleetApiTaskTests(TestCase):
         self.cluster: PostgresCluster = shared_cluster()
         self.url = self.cluster.url(self.cluster.database())
 
-    async def daemon(self, name: str) -> Daemon:
-        daemon = Daemon(self, self.url, name)
+    async def daemon(self, name: str, records: type[PostgresRecords] = PostgresRecords) -> Daemon:
+        daemon = Daemon(self, self.url, name, records)
         await daemon.records.open()
         await daemon.heartbeat.start()
         self.addCleanup(daemon.heartbeat.stop)
