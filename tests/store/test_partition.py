@@ -202,9 +202,11 @@ class PartitionTests(TestCase):
         ask} on it); A is cut off from PostgreSQL.  Both daemons keep answering what
         needs no shared state.  B takes A for dead: it fails A's task with
         C{daemon_lost}, readable through B, and adopts A's question, which is answered
-        through B.  Once the partition heals, A's call gets that answer and ends with
-        it, A reads its task failed with C{daemon_lost} (its countdown stopped, never
-        written back as running), and what A lists agrees with the store.
+        through B.  The database's machine then forgets A's connections, and A runs one
+        more task while still cut off.  Once the partition heals, A's call gets B's
+        answer and ends with it, A reads its task failed with C{daemon_lost} (its
+        countdown stopped, never written back as running), what A lists agrees with
+        the store, and B reads the task A ran while cut off.
         """
         network = self.network
         first = NamespacedDaemon(
@@ -274,6 +276,14 @@ class PartitionTests(TestCase):
         # Well into the partition, with A's store queries stuck: A still serves.
         await self.serves_without_store(a, "a-still-cut")
         await self.serves_without_store(b, "b-still-alone")
+        code, body = await self.send(
+            a,
+            "POST",
+            "/v1/call",
+            json={"server": "demo", "tool": "echo", "arguments": {"text": "cut"}, "task": True},
+        )
+        self.assertEqual(code, 202, body)
+        cut_task = body["task"]["id"]
 
         network.heal()
         self.assertEqual(await call.ended(timeout=60), 0, call.text() + first.log()[-6000:])
@@ -299,6 +309,12 @@ class PartitionTests(TestCase):
         [shown] = [q for q in listed["questions"] if q["id"] == asked["id"]]
         self.assertEqual(shown["state"], "answered", shown)
         await self.serves_without_store(a, "a-healed")
+
+        async def b_reads_cut_task() -> bool:
+            code, shown = await self.send(b, "GET", f"/v1/tasks/{cut_task}")
+            return code == 200 and shown["status"] == "completed"
+
+        await until(b_reads_cut_task, "B reads the task A ran while cut off", 30, every=2)
         self.assertEqual(await first.stop(), 0, first.log()[-4000:])
         self.assertEqual(await second.stop(), 0, second.log()[-4000:])
         self.assertIn(f"task {task_id} was failed through another daemon", first.log())
