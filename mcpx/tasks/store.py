@@ -414,18 +414,15 @@ class TaskStore:
         saving.addErrback(self._not_saved, task)
         self._saving.track(saving, "save task " + task.id)
 
-    def _not_saved(self, failure: Failure, task: Task) -> Failure | None:
-        if self._closed or task.id not in self._tasks:
-            return failure
-        if task.id not in self._unsaved:
+    def _not_saved(self, failure: Failure, task: Task) -> Failure:
+        """Note C{task} for writing again; the failure goes on to be logged."""
+        if not self._closed and task.id in self._tasks and task.id not in self._unsaved:
             self._unsaved.add(task.id)
-            log.warn(
-                "could not write task {id} to the shared store ({error}): it is written "
-                "again after the next heartbeat",
+            log.info(
+                "task {id} is written to the shared store again after the next heartbeat",
                 id=task.id,
-                error=str(failure.value).strip() or repr(failure.value),
             )
-        return None
+        return failure
 
     async def _save_again(self, records: RecordStore) -> None:
         """

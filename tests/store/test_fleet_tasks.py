@@ -13,12 +13,11 @@ a result waiting for it wakes with that.  The same through C{/v1/tasks}'s operat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from twisted.internet import reactor
-from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
@@ -33,7 +32,7 @@ from mcpx.tasks.store import FORGOTTEN_AFTER, TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
 from tests.server import Harness, Session, gateway_servers
-from tests.store.test_fleet import START, until
+from tests.store.test_fleet import START, CutOffRecords, until
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 V4 = Revision.V2025_11_25
@@ -42,8 +41,6 @@ V4 = Revision.V2025_11_25
 WITH_EXTENSION: dict[str, Any] = {
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}
 }
-
-T = TypeVar("T")
 
 MCPX_CALL: dict[str, Any] = {
     "name": "mcpx_call",
@@ -99,17 +96,6 @@ class Daemon:
         except RpcError as e:
             return e
         raise AssertionError(f"{method} did not fail")
-
-
-class CutOffRecords(PostgresRecords):
-    """A daemon's store whose every query fails while L{cut} (a network partition)."""
-
-    cut = False
-
-    def _run(self, query: Callable[..., T], *args: Any) -> Deferred[T]:
-        if self.cut:
-            return fail(psycopg.OperationalError("connection timeout expired"))
-        return super()._run(query, *args)
 
 
 class FleetTaskTests(TestCase):
@@ -283,6 +269,8 @@ class FleetTaskTests(TestCase):
         result = await b.request("tasks/result", {"taskId": task_id})
         self.assertEqual(result["content"][0]["text"], "found while cut off")
         await a.tasks.saved()
+        # The writes that failed were logged.
+        self.assertTrue(self.flushLoggedErrors(psycopg.OperationalError))
 
     async def test_dead_daemons_task_reads_daemon_lost(self) -> None:
         """
