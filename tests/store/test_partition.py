@@ -202,11 +202,13 @@ class PartitionTests(TestCase):
         ask} on it); A is cut off from PostgreSQL.  Both daemons keep answering what
         needs no shared state.  B takes A for dead: it fails A's task with
         C{daemon_lost}, readable through B, and adopts A's question, which is answered
-        through B.  The database's machine then forgets A's connections, and A runs one
-        more task while still cut off.  Once the partition heals, A's call gets B's
-        answer and ends with it, A reads its task failed with C{daemon_lost} (its
-        countdown stopped, never written back as running), what A lists agrees with
-        the store, and B reads the task A ran while cut off.
+        through B.  The database's machine then forgets A's connections, and A runs
+        one more task and asks one more question while still cut off.  Once the
+        partition heals, A's call gets B's answer and ends with it, A reads its task
+        failed with C{daemon_lost} (its countdown stopped, never written back as
+        running), what A lists agrees with the store, B reads the task A ran while cut
+        off, and lists the question A asked while cut off, whose answer through B
+        reaches A's call.
         """
         network = self.network
         first = NamespacedDaemon(
@@ -284,6 +286,28 @@ class PartitionTests(TestCase):
         )
         self.assertEqual(code, 202, body)
         cut_task = body["task"]["id"]
+        # And a question asked on A while it is cut off.
+        second_call = spawn(
+            [sys.executable, "-m", "mcpx", "call", "demo", "ask"], env=first.env, cwd=str(REPO)
+        )
+        self.addCleanup(kill_on_cleanup, second_call)
+        later: dict[str, Any] = {}
+
+        async def a_asks_again() -> bool:
+            listed = await first.api("/v1/questions?all=true")
+            for q in listed["questions"]:
+                if q["id"] != asked["id"] and q["state"] == "pending":
+                    later.update(q)
+            return bool(later)
+
+        await until(a_asks_again, "A asks a question while cut off", 20)
+
+        async def a_could_not_write() -> bool:
+            log = first.log()
+            return f"save task {cut_task}" in log and f"save question {later['id']}" in log
+
+        # Until A has given up writing both (it cannot connect), not merely begun.
+        await until(a_could_not_write, "A's writes of both fail", 30)
 
         network.heal()
         self.assertEqual(await call.ended(timeout=60), 0, call.text() + first.log()[-6000:])
@@ -315,6 +339,16 @@ class PartitionTests(TestCase):
             return code == 200 and shown["status"] == "completed"
 
         await until(b_reads_cut_task, "B reads the task A ran while cut off", 30, every=2)
+
+        async def b_lists_later() -> bool:
+            listed = await second.api("/v1/questions?all=true")
+            return any(q["id"] == later["id"] for q in listed["questions"])
+
+        await until(b_lists_later, "B lists the question A asked while cut off", 30)
+        answered = await second.mcpx("elicit", later["id"], "--answer", '{"answer": "Cy"}')
+        self.assertEqual(answered.code, 0, answered)
+        self.assertEqual(await second_call.ended(timeout=30), 0, second_call.text())
+        self.assertIn("Cy", second_call.text(1))
         self.assertEqual(await first.stop(), 0, first.log()[-4000:])
         self.assertEqual(await second.stop(), 0, second.log()[-4000:])
         self.assertIn(f"task {task_id} was failed through another daemon", first.log())
