@@ -352,6 +352,10 @@ class PartitionTests(TestCase):
         self.assertEqual(await first.stop(), 0, first.log()[-4000:])
         self.assertEqual(await second.stop(), 0, second.log()[-4000:])
         self.assertIn(f"task {task_id} was failed through another daemon", first.log())
+        # A found its listening connection dead and listened again by itself.
+        a_url = self.settings(network.server)["MCPX_STORE_URL"]
+        self.assertIn(f"lost the connection listening to {a_url}", first.log())
+        self.assertIn(f"listening to {a_url} again", first.log())
 
     def heal_quietly(self) -> None:
         if self.network.cut:
