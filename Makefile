@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install peers clean postgres-server haproxy systemd-analyze bench bench-env
+.PHONY: run test lint typecheck unit install peers clean postgres-server haproxy systemd-analyze iproute2 bench bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,7 +66,14 @@ systemd-analyze:
 	  || apt-get install -y --no-install-recommends systemd \
 	  || (apt-get update && apt-get install -y --no-install-recommends systemd)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze
+# ip and ss (Debian's iproute2): tests/isolated's namespace, and the network namespace and
+# veth pair tests/store/test_partition.py cuts one daemon off from PostgreSQL with.
+iproute2:
+	command -v ip >/dev/null && command -v ss >/dev/null \
+	  || apt-get install -y --no-install-recommends iproute2 \
+	  || (apt-get update && apt-get install -y --no-install-recommends iproute2)
+
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze iproute2
 
 # The benchmarks' own virtualenv: the other gateways they measure mcpx beside (bench/README.md).
 BENCH_VENV := .venv-bench

@@ -25,6 +25,7 @@ from attrs import define, field
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import (
@@ -94,6 +95,10 @@ class Broker:
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
     _pruning: IDelayedCall | None = field(default=None, init=False)
     _saving: Writes = field(factory=Writes, init=False)
+    #: This daemon's questions whose write to the store failed (cut off from a shared
+    #: store, or its server down): written again, as they are then, after the next
+    #: heartbeat (L{_adopt_lost}).
+    _unsaved: set[str] = field(factory=set, init=False)
     _closing: bool = field(default=False, init=False)
 
     def start(self) -> Deferred[None]:
@@ -151,8 +156,14 @@ class Broker:
         """
         Adopt the pending questions listed here whose daemon stopped beating: they become
         orphans of this daemon, which keeps their deadlines from now on.  (Several daemons
-        may adopt one at once; it still ends only once.)
+        may adopt one at once; it still ends only once.)  First, the beat having reached
+        the store, the questions whose writes failed are written again.
         """
+        if self._unsaved and self._store is not None:
+            self._saving.track(
+                Deferred.fromCoroutine(self._save_again(self._store)),
+                "write the questions again",
+            )
         now = self._clock.seconds()
         for question in list(self._questions.values()):
             if not question.pending or not self._remote(question) or question.daemon in alive:
@@ -328,6 +339,12 @@ class Broker:
             return question
         # Ended before this answer came: by another daemon, or by its deadline.
         stored = await store.get(question.id)
+        if stored is None and question.pending and question.id in self._unsaved:
+            # Asked while the store could not be written: nobody else can have ended it.
+            await store.save(ended)
+            self._unsaved.discard(question.id)
+            self._finish(question, state, by, result, saved=True)
+            return question
         if stored is not None:
             self._merge(stored)
         raise QuestionClosed(self._questions.get(question.id, stored or question))
@@ -622,7 +639,49 @@ class Broker:
 
     def _save(self, question: Question) -> None:
         if self._store is not None:
-            self._saving.track(self._store.save(question), "save question " + question.id)
+            saving = self._store.save(question).addErrback(self._not_saved, question)
+            self._saving.track(saving, "save question " + question.id)
+
+    def _not_saved(self, failure: Failure, question: Question) -> Failure:
+        """Note C{question} for writing again; the failure goes on to be logged."""
+        if question.id not in self._unsaved and not self._closing:
+            self._unsaved.add(question.id)
+            log.info(
+                "question {id} is written to the store again after the next heartbeat",
+                id=question.id,
+            )
+        return failure
+
+    async def _save_again(self, store: QuestionStore) -> None:
+        """
+        Write the questions whose writes failed, as they are here now: a question the
+        store never got is written whole; one it has is ended there as here, unless it
+        was ended there first (through another daemon), which this daemon takes in.
+        """
+        for question_id in tuple(self._unsaved):
+            local = self._questions.get(question_id)
+            if local is None:
+                self._unsaved.discard(question_id)
+                continue
+            try:
+                stored = await store.get(question_id)
+                if stored is None:
+                    await store.save(local)
+                elif local.pending:
+                    self._merge(stored)
+                elif stored.pending:
+                    if not await store.save_if_pending(local):
+                        self._overwrite(await store.get(question_id))
+                else:
+                    self._overwrite(stored)
+            except Exception as e:
+                log.warn(
+                    "could not write question {id} to the store again ({error})",
+                    id=question_id,
+                    error=str(e).strip() or type(e).__name__,
+                )
+                continue
+            self._unsaved.discard(question_id)
 
     def _save_ended(self, question: Question) -> None:
         """
@@ -657,7 +716,12 @@ class Broker:
                 return None
             return store.get(question.id).addCallback(lost)
 
-        self._saving.track(store.save_if_pending(question).addCallback(saved), what)
+        self._saving.track(
+            store.save_if_pending(question)
+            .addCallback(saved)
+            .addErrback(self._not_saved, question),
+            what,
+        )
 
     def _overwrite(self, stored: Question | None) -> None:
         if stored is None:

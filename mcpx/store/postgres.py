@@ -18,6 +18,8 @@ query that failed on a connection taken idle from the pool is run once more on a
 A query made while the server is down fails, and the next one after it comes back connects
 again (and opens the store first, if it could not be opened when the daemon started):
 nothing is kept in memory to be lost, every write is committed before its Deferred fires.
+Every connection sends TCP keepalives after a few seconds of silence (L{KEEPALIVES}), so
+one whose server is gone without a word (a network partition) is found dead in seconds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorCore
 from twisted.internet.threads import deferToThreadPool
@@ -97,6 +100,22 @@ CHANNEL: Final = "mcpx_records"
 LISTEN_BACKOFF: Final = 0.5
 LISTEN_BACKOFF_MAX: Final = 30.0
 
+#: libpq's TCP keepalives on every connection: a connection idle for this many seconds is
+#: probed, every L{KEEPALIVE_INTERVAL} seconds, and given up after L{KEEPALIVE_COUNT}
+#: probes go unanswered.  Without them (the system's default is two hours of silence) a
+#: connection the server forgot while the network was cut (its machine rebooted, a
+#: failover, a middlebox that dropped its state) is never found dead: the listening one
+#: waits on it forever, hearing nothing.  A URL that sets any of these keeps its own.
+KEEPALIVE_IDLE: Final = 5
+KEEPALIVE_INTERVAL: Final = 2
+KEEPALIVE_COUNT: Final = 3
+KEEPALIVES: Final = {
+    "keepalives": 1,
+    "keepalives_idle": KEEPALIVE_IDLE,
+    "keepalives_interval": KEEPALIVE_INTERVAL,
+    "keepalives_count": KEEPALIVE_COUNT,
+}
+
 #: The schema version this release writes.
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
@@ -133,6 +152,12 @@ class PostgresRecords:
         @param description: what L{describe} says: the URL without any password.
         """
         self._conninfo = conninfo
+        try:
+            given = conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError:
+            # Not readable: psycopg says why when it connects.
+            given = {}
+        self._keepalives = {k: v for k, v in KEEPALIVES.items() if k not in given}
         self._password = password
         self._connect_timeout = connect_timeout
         self._description = description
@@ -317,7 +342,7 @@ class PostgresRecords:
     # What follows runs on the pool's threads.
 
     def _connect(self) -> psycopg.Connection[Any]:
-        extra: dict[str, Any] = {"connect_timeout": self._connect_timeout}
+        extra: dict[str, Any] = {"connect_timeout": self._connect_timeout, **self._keepalives}
         if self._password is not None:
             extra["password"] = self._password
         return psycopg.connect(self._conninfo, autocommit=True, application_name="mcpx", **extra)

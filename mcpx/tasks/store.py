@@ -227,6 +227,10 @@ class TaskStore:
     #: every write after the first is made only if the row is still in it, so a cancel
     #: (or a C{daemon_lost}) written by another daemon is never written over.
     _stored_as: dict[str, str] = field(factory=dict, init=False)
+    #: This daemon's tasks whose write to the shared store failed (cut off from it, or
+    #: the server down): written again, as they are then, after the next heartbeat
+    #: (L{fail_lost}), and not before, so their writes stay in order.
+    _unsaved: set[str] = field(factory=set, init=False)
     #: Those waiting for the end of a task another daemon runs, by its id.
     _awaiting: dict[str, Waiters[Task | None]] = field(factory=dict, init=False)
     #: Set by L{close}: what the shared store says from then on changes nothing here.
@@ -399,6 +403,9 @@ class TaskStore:
                 log.failure("telling of task {task}'s change failed", task=task.id)
 
     def _save(self, records: RecordStore, task: Task) -> None:
+        if task.id in self._unsaved:
+            # An earlier write of it failed: the next beat writes it as it is then.
+            return
         record = _task_record(task, self.daemon)
         before = self._stored_as.get(task.id)
         self._stored_as[task.id] = record.state
@@ -408,7 +415,54 @@ class TaskStore:
             # The writes of one record are made in order, so the row is in C{before}
             # unless another daemon ended the task meanwhile.
             saving = records.put_if(TASKS, record, before).addCallback(self._saved_if, task)
+        saving.addErrback(self._not_saved, task)
         self._saving.track(saving, "save task " + task.id)
+
+    def _not_saved(self, failure: Failure, task: Task) -> Failure:
+        """Note C{task} for writing again; the failure goes on to be logged."""
+        if not self._closed and task.id in self._tasks and task.id not in self._unsaved:
+            self._unsaved.add(task.id)
+            log.info(
+                "task {id} is written to the shared store again after the next heartbeat",
+                id=task.id,
+            )
+        return failure
+
+    async def _save_again(self, records: RecordStore) -> None:
+        """
+        Write the tasks whose last write failed, as they are now: over the row as it is
+        (a write that failed may have been committed), unless the row says the task
+        ended meanwhile (a C{daemon_lost}, a cancel through another daemon), which wins.
+        """
+        for task_id in tuple(self._unsaved):
+            task = self._tasks.get(task_id)
+            if task is None or self._closed:
+                self._unsaved.discard(task_id)
+                continue
+            changes = task.changes
+            record = _task_record(task, self.daemon)
+            try:
+                stored = await records.get(TASKS, task_id)
+                if stored is None:
+                    await records.put(TASKS, record)
+                    written = True
+                elif _ended(stored.state):
+                    written = False
+                else:
+                    written = await records.put_if(TASKS, record, stored.state)
+            except Exception as e:
+                log.warn(
+                    "could not write task {id} to the shared store again ({error})",
+                    id=task_id,
+                    error=str(e).strip() or type(e).__name__,
+                )
+                continue
+            self._unsaved.discard(task_id)
+            self._stored_as[task_id] = record.state
+            if not written:
+                await self._reread(task_id)
+            elif task.changes != changes:
+                self._save(records, task)
 
     def _saved_if(self, written: bool, task: Task) -> Deferred[None] | None:
         if written:
@@ -806,6 +860,8 @@ class TaskStore:
         return failing.addCallback(again)
 
     async def _fail_lost(self, records: RecordStore, alive: set[str]) -> int:
+        # The beat was written: the store is reachable again, if it was not.
+        await self._save_again(records)
         failed = 0
         for status in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED):
             for record in await records.find(TASKS, state=status.value):
@@ -960,3 +1016,11 @@ def _task_from_record(record: Record) -> Task | None:
         message=text("message"),
         daemon=text("daemon") or "",
     )
+
+
+def _ended(state: str) -> bool:
+    """Whether a row's state is a task's end (an unknown one is taken for an end)."""
+    try:
+        return TaskStatus(state).terminal
+    except ValueError:
+        return True

@@ -12,10 +12,11 @@ own, so deadlines and heartbeats move only when a test says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.internet.defer import Deferred, DeferredList, fail, gatherResults
 from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
@@ -26,6 +27,7 @@ from mcpx.questions.record import ELICIT, Question, QuestionState
 from mcpx.questions.store import QuestionStore
 from mcpx.store.heartbeat import EVERY, Heartbeat
 from mcpx.store.postgres import PostgresRecords
+from mcpx.store.records import Kind
 from mcpx.tasks.store import TaskStore
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
@@ -41,6 +43,31 @@ START = 1_000_000.0
 def named(name: str) -> dict[str, Any]:
     """An accepting answer to L{FORM}."""
     return {"action": "accept", "content": {"name": name}}
+
+
+T = TypeVar("T")
+
+
+class CutOffRecords(PostgresRecords):
+    """
+    A daemon's store whose writes and heartbeats fail while L{cut}, as they do when the
+    daemon is cut off from the database.  (Its reads go on, so that what a daemon reads
+    as it starts, at moments the test does not choose, cannot fail a test.)
+    """
+
+    cut = False
+
+    def _write(
+        self, kind: Kind, record_id: str, query: Callable[..., T], *args: Any
+    ) -> Deferred[T]:
+        if self.cut:
+            return fail(psycopg.OperationalError("connection timeout expired"))
+        return super()._write(kind, record_id, query, *args)
+
+    def beat(self, daemon: str, now: float) -> Deferred[None]:
+        if self.cut:
+            return fail(psycopg.OperationalError("connection timeout expired"))
+        return super().beat(daemon, now)
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
@@ -62,12 +89,15 @@ class FleetBrokerTests(TestCase):
     def records(self) -> PostgresRecords:
         return PostgresRecords(self.url, reactor, password=PASSWORD, threads=2)
 
-    async def daemon(self, name: str, clock: Clock | None = None) -> tuple[Broker, Clock]:
+    async def daemon(
+        self, name: str, clock: Clock | None = None, records: PostgresRecords | None = None
+    ) -> tuple[Broker, Clock]:
         """A started broker of a daemon called C{name}, on this test's database."""
         if clock is None:
             clock = Clock()
             clock.advance(START)
-        records = self.records()
+        if records is None:
+            records = self.records()
         broker = Broker(
             clock,
             store=QuestionStore(records=records),
@@ -135,6 +165,53 @@ class FleetBrokerTests(TestCase):
         shown = first.get(asked.id)
         assert shown is not None
         self.assertEqual((shown.state, shown.answered_by), (QuestionState.ANSWERED, "cli"))
+
+    def cut_off(self) -> CutOffRecords:
+        return CutOffRecords(self.url, reactor, password=PASSWORD, threads=2)
+
+    async def test_question_asked_while_cut_off_answered_there_once_back(self) -> None:
+        """
+        A question asked on a daemon that cannot reach the shared store is answered
+        through that daemon once the store is back, before its next beat: the asker
+        gets the answer, and the store has it.
+        """
+        records = self.cut_off()
+        first, _ = await self.daemon("d_first", records=records)
+        records.cut = True
+        asked, answered = self.ask(first)
+        await first._saving.settled()
+        records.cut = False
+        await first.reply(asked.id, "accept", named("Ada"), by="cli")
+        self.assertEqual(await answered, named("Ada"))
+        second, _ = await self.daemon("d_second")
+        shown = second.get(asked.id)
+        assert shown is not None
+        self.assertEqual((shown.state, shown.answer), (QuestionState.ANSWERED, named("Ada")))
+        # The write that failed was logged.
+        self.assertTrue(self.flushLoggedErrors(psycopg.OperationalError))
+
+    async def test_question_asked_while_cut_off_shared_at_next_beat(self) -> None:
+        """
+        A question asked on a daemon cut off from the shared store is not seen by
+        another daemon; at the first daemon's first beat once the store is back it is,
+        and an answer through the other daemon wakes the asker.
+        """
+        records = self.cut_off()
+        first, first_clock = await self.daemon("d_first", records=records)
+        second, _ = await self.daemon("d_second")
+        records.cut = True
+        asked, answered = self.ask(first)
+        await first._saving.settled()
+        first_clock.advance(EVERY)
+        await first._saving.settled()
+        self.assertIsNone(second.get(asked.id))
+        records.cut = False
+        first_clock.advance(EVERY)
+        await until(lambda: second.get(asked.id) is not None, "the second daemon lists it")
+        await second.reply(asked.id, "accept", named("Bo"), by="cli")
+        self.assertEqual(await answered, named("Bo"))
+        # The writes and the beat made while cut off failed, and said so.
+        self.assertTrue(self.flushLoggedErrors(psycopg.OperationalError))
 
     async def test_starting_daemon_leaves_live_daemons_questions(self) -> None:
         """

@@ -12,8 +12,10 @@ a result waiting for it wakes with that.  The same through C{/v1/tasks}'s operat
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import psycopg
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock, deferLater
@@ -31,7 +33,7 @@ from mcpx.tasks.store import FORGOTTEN_AFTER, TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
 from tests.server import Harness, Session, gateway_servers
-from tests.store.test_fleet import START, until
+from tests.store.test_fleet import START, CutOffRecords, until
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 V4 = Revision.V2025_11_25
@@ -50,13 +52,15 @@ MCPX_CALL: dict[str, Any] = {
 class Daemon:
     """One daemon: an MCP server over a held pool, its tasks in the shared store."""
 
-    def __init__(self, test: TestCase, url: str, name: str) -> None:
+    def __init__(
+        self, test: TestCase, url: str, name: str, records: type[PostgresRecords] = PostgresRecords
+    ) -> None:
         self.name = name
         self.clock = Clock()
         self.clock.advance(START)
         self.pool = FakePool(gateway_servers(), hold=True)
         self.harness = Harness(self.pool, clock=self.clock)
-        self.records = PostgresRecords(url, reactor, password=PASSWORD, threads=2)
+        self.records = records(url, reactor, password=PASSWORD, threads=2)
         self.tasks: TaskStore = self.harness.host.tasks
         self.tasks.records = self.records
         self.tasks.daemon = name
@@ -102,8 +106,8 @@ class FleetTaskTests(TestCase):
         self.cluster: PostgresCluster = shared_cluster()
         self.url = self.cluster.url(self.cluster.database())
 
-    async def daemon(self, name: str) -> Daemon:
-        daemon = Daemon(self, self.url, name)
+    async def daemon(self, name: str, records: type[PostgresRecords] = PostgresRecords) -> Daemon:
+        daemon = Daemon(self, self.url, name, records)
         await daemon.records.open()
         await daemon.heartbeat.start()
         self.addCleanup(daemon.heartbeat.stop)
@@ -230,6 +234,44 @@ class FleetTaskTests(TestCase):
         stored = await b.tasks.stored(task_id)
         assert stored is not None
         self.assertEqual(stored["status"], "working")
+
+    async def test_task_made_while_cut_off_written_once_back(self) -> None:
+        """
+        A task started and finished on daemon A while A cannot reach the shared store is
+        unknown to daemon B; at A's first beat once the store is back, the task is
+        written, as it is then: B reads it completed, with its result.
+        """
+        a = await self.daemon("d_aaaaaaaaaaaa", CutOffRecords)
+        b = await self.daemon("d_bbbbbbbbbbbb")
+        assert isinstance(a.records, CutOffRecords)
+        a.records.cut = True
+        created = await a.request("tools/call", {**MCPX_CALL, "task": {"ttl": 60_000}})
+        task_id = created["task"]["taskId"]
+        [held] = a.pool.held
+        held.result.callback(text_result("found while cut off"))
+        await a.tasks.saved()
+        self.assertEqual((await a.request("tasks/get", {"taskId": task_id}))["status"], "completed")
+        unknown = await b.error("tasks/get", {"taskId": task_id})
+        self.assertEqual(unknown.code, INVALID_PARAMS)
+        a.records.cut = False
+        a.clock.advance(EVERY)
+        shown: dict[str, Any] = {}
+
+        async def read() -> None:
+            with contextlib.suppress(RpcError):
+                shown.update(await b.request("tasks/get", {"taskId": task_id}))
+
+        for _ in range(200):
+            await read()
+            if shown:
+                break
+            await deferLater(reactor, 0.025, lambda: None)
+        self.assertEqual(shown.get("status"), "completed", shown)
+        result = await b.request("tasks/result", {"taskId": task_id})
+        self.assertEqual(result["content"][0]["text"], "found while cut off")
+        await a.tasks.saved()
+        # The writes that failed were logged.
+        self.assertTrue(self.flushLoggedErrors(psycopg.OperationalError))
 
     async def test_dead_daemons_task_reads_daemon_lost(self) -> None:
         """
@@ -380,8 +422,8 @@ class FleetApiTaskTests(TestCase):
         self.cluster: PostgresCluster = shared_cluster()
         self.url = self.cluster.url(self.cluster.database())
 
-    async def daemon(self, name: str) -> Daemon:
-        daemon = Daemon(self, self.url, name)
+    async def daemon(self, name: str, records: type[PostgresRecords] = PostgresRecords) -> Daemon:
+        daemon = Daemon(self, self.url, name, records)
         await daemon.records.open()
         await daemon.heartbeat.start()
         self.addCleanup(daemon.heartbeat.stop)

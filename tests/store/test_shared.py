@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 from typing import Any
 
 import psycopg
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from mcpx.questions.record import ELICIT, Question, QuestionState
 from mcpx.questions.store import QuestionStore
-from mcpx.store.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresRecords
+from mcpx.store.postgres import (
+    KEEPALIVE_COUNT,
+    KEEPALIVE_IDLE,
+    KEEPALIVE_INTERVAL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    PostgresRecords,
+)
 from mcpx.store.records import QUESTIONS, TASKS, Record, RecordStore
 from mcpx.store.sqlite import SQLiteRecords
 from mcpx.tasks.store import TaskStatus, TaskStore
@@ -217,6 +225,32 @@ class SQLiteSharedTests(SharedStoreBehaviour, TestCase):
         self.assertEqual(await store.load("bob"), [])
 
 
+def keepalives_to(port: int) -> dict[tuple[str, int], tuple[int, int, int, int]]:
+    """
+    This process's TCP connections to loopback C{port}, by their local address: whether
+    each sends keepalives, and after how many seconds idle, how often, how many probes.
+    """
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with sock:
+            try:
+                if sock.type != socket.SOCK_STREAM or sock.getpeername() != ("127.0.0.1", port):
+                    continue
+            except OSError:
+                continue
+            found[sock.getsockname()] = (
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            )
+    return found
+
+
 class PostgresSharedTests(SharedStoreBehaviour, TestCase):
     def setUp(self) -> None:
         self.cluster: PostgresCluster = shared_cluster()
@@ -261,6 +295,36 @@ class PostgresSharedTests(SharedStoreBehaviour, TestCase):
         await later.open()
         assert isinstance(later, PostgresRecords)
         self.assertEqual(later.schema_found, SCHEMA_VERSION)
+
+    async def test_connections_probe_a_silent_server(self) -> None:
+        """
+        Every connection of a store, the listening one among them, sends TCP keepalives
+        after a few seconds of silence (so one the server forgot behind a network cut is
+        found dead within seconds, not hours); a URL that sets its own keeps them.
+        """
+        before = keepalives_to(self.cluster.port)
+        records = await self.opened()
+        assert isinstance(records, PostgresRecords)
+        records.listen(lambda kind, record_id: None)
+        await records.get(TASKS, "t_1")
+        wanted = (1, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)
+        ours: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        for _ in range(200):
+            ours = {k: v for k, v in keepalives_to(self.cluster.port).items() if k not in before}
+            if len(ours) >= 2:
+                break
+            await deferLater(reactor, 0.025, lambda: None)
+        self.assertGreaterEqual(len(ours), 2, "a pool connection and the listening one")
+        self.assertEqual(set(ours.values()), {wanted})
+        own = PostgresRecords(
+            self.cluster.url(self.database) + "?keepalives_idle=60", reactor, password=PASSWORD
+        )
+        self.addCleanup(own.close)
+        await own.get(TASKS, "t_1")
+        theirs = {
+            v for k, v in keepalives_to(self.cluster.port).items() if k not in before | ours.keys()
+        }
+        self.assertEqual(theirs, {(1, 60, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)})
 
     async def test_server_restarted_mid_run(self) -> None:
         """

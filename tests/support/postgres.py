@@ -56,6 +56,10 @@ class PostgresCluster:
         self.log = self.directory / "postgres.log"
         self.password_file = self.directory / "password"
         self.port = free_tcp_port()
+        #: The addresses it listens on (C{listen_addresses}); more may be set before L{start}.
+        self.listen = ["127.0.0.1"]
+        #: Networks besides loopback allowed to log in over TCP (with L{PASSWORD}).
+        self.clients: list[str] = []
         self._databases = itertools.count(1)
         self._as: list[str] = []
         if os.geteuid() == 0:
@@ -89,11 +93,15 @@ class PostgresCluster:
             "--no-sync",
             "--no-instructions",
         )
+        if self.clients:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                for network in self.clients:
+                    hba.write(f"host all all {network} scram-sha-256\n")
         self._pg_ctl("start")
 
     def _pg_ctl(self, action: str) -> None:
         options = (
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.directory} "
+            f"-c listen_addresses={','.join(self.listen)} -p {self.port} -k {self.directory} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c shared_buffers=16MB -c max_connections=60"
         )
