@@ -26,6 +26,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -36,11 +37,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, ClassVar, TypeVar
 
+import anyio
 import httpx2
 from attrs import define, field
 from mcp import Client
@@ -61,6 +63,12 @@ UNIT = DEPLOY / "mcpx@.service"
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 #: The upstream every daemon passes through.
 UPSTREAM = "fixture"
+#: A second upstream every daemon passes through, the demo (C{python -m mcpx.demo}), its
+#: tools offered as C{added_echo}...: what a test removes from the fleet's configuration
+#: and adds again (L{FleetTestCase.added}).
+ADDED = "added"
+ADDED_PREFIX = "added_"
+ADDED_COMMAND = [sys.executable, "-m", "mcpx.demo"]
 #: The name clients reach the fleet by, besides the balancer's loopback address.
 PUBLIC_NAME = "mcp.fleet.test"
 SCOPES = ["mcp:tools"]
@@ -71,6 +79,13 @@ MODERN = "2026-07-28"
 TASK_HOST = REPO / "tests" / "peers" / "tasks1-host.mjs"
 #: How long one of its commands may take (a tasks/result waits for its task's end).
 COMMAND_TIMEOUT = 60.0
+TOOLS_CHANGED = "notifications/tools/list_changed"
+#: The SDK's events of a subscriptions/listen stream, as the notifications they stand for.
+LISTEN_EVENTS = {
+    "ToolsListChanged": TOOLS_CHANGED,
+    "PromptsListChanged": "notifications/prompts/list_changed",
+    "ResourcesListChanged": "notifications/resources/list_changed",
+}
 
 
 def wait_until(condition: Callable[[], T | None], what: str, timeout: float = PATIENCE) -> T:
@@ -366,10 +381,21 @@ class Fleet:
         credentials.mkdir(mode=0o700)
         (credentials / "pg-password").write_text(PASSWORD + "\n")
         config = self.root / "config.json"
+        # /etc/mcpx/state-keys in the unit: the one key ring every daemon signs and
+        # checks requestState with.
+        keys = self.root / "state-keys"
+        keys.write_text(f"k1 0 {secrets.token_urlsafe(32)}\n")
+        keys.chmod(0o600)
         upstream = [str(FIXTURES / "sdk_server.py"), "--transport", "stdio", "--era", "both"]
-        config.write_text(
-            json.dumps({"servers": {UPSTREAM: {"command": sys.executable, "args": upstream}}})
-        )
+        servers = {
+            UPSTREAM: {"command": sys.executable, "args": upstream},
+            ADDED: {
+                "command": ADDED_COMMAND[0],
+                "args": ADDED_COMMAND[1:],
+                "toolPrefix": ADDED_PREFIX,
+            },
+        }
+        config.write_text(json.dumps({"servers": servers}))
         # What /etc/mcpx/fleet.env holds: the settings every instance shares.
         shared = {
             "MCPX_STORE_URL": self.postgres.url(database),
@@ -382,7 +408,7 @@ class Fleet:
                 }
             ),
             "MCPX_TRANSPORT_ALLOWED_HOSTS": PUBLIC_NAME,
-            "MCPX_MCP_PASSTHROUGH": UPSTREAM,
+            "MCPX_MCP_PASSTHROUGH": f"{UPSTREAM},{ADDED}",
         }
         for index in range(1, count + 1):
             port = free_tcp_port()
@@ -391,6 +417,7 @@ class Fleet:
             env.update(unit_environment(port, self.root / "state", credentials))
             # /etc/mcpx/config.json in the unit.
             env["MCPX_CONFIG"] = str(config)
+            env["MCPX_PROTO_STATE_KEY_FILE"] = str(keys)
             env["XDG_CONFIG_HOME"] = str(self.root / "xdg")
             state = Path(env["MCPX_STATE_DIR"])
             state.mkdir(parents=True, mode=0o700)
@@ -594,6 +621,88 @@ class Background:
         return self._answer[0]
 
 
+class Listeners:
+    """
+    Two SDK hosts of one principal on one daemon's C{/mcp}, each on its own event loop in a
+    thread of its own, until L{close}: a 2026-07-28 C{subscriptions/listen} asking for the
+    three lists' changes, and a legacy session, which hears them on its GET stream. What
+    each heard is in L{heard}, under C{"listen"} and C{"legacy"}.
+    """
+
+    def __init__(self, url: str, token: str) -> None:
+        self.heard: dict[str, list[str]] = {"listen": [], "legacy": []}
+        self._ready = {name: threading.Event() for name in self.heard}
+        self._done = threading.Event()
+        self._errors: list[BaseException] = []
+        self._threads = [
+            threading.Thread(target=self._run, args=(name, url, token), daemon=True)
+            for name in self.heard
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, name: str, url: str, token: str) -> None:
+        async def live() -> None:
+            async with httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx2.Timeout(30, read=None),
+            ) as client:
+                transport = streamable_http_client(url, http_client=client)
+                if name == "legacy":
+                    await self._legacy(transport)
+                else:
+                    await self._listen(transport)
+
+        try:
+            anyio.run(live)
+        except BaseException as e:
+            self._errors.append(e)
+            self._ready[name].set()
+
+    async def _legacy(self, transport: Any) -> None:
+        async def noted(message: Any) -> None:
+            method = getattr(message, "method", None)
+            if isinstance(method, str) and method.endswith("list_changed"):
+                self.heard["legacy"].append(method)
+
+        async with Client(transport, mode="legacy", message_handler=noted, cache=None) as host:
+            await host.list_tools()
+            self._ready["legacy"].set()
+            await self._until_done()
+
+    async def _listen(self, transport: Any) -> None:
+        async with Client(transport, mode=MODERN, cache=None) as host:
+            listening = host.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            )
+            async with listening as subscription, anyio.create_task_group() as group:
+
+                async def hear() -> None:
+                    async for event in subscription:
+                        self.heard["listen"].append(LISTEN_EVENTS.get(type(event).__name__, "?"))
+
+                group.start_soon(hear)
+                self._ready["listen"].set()
+                await self._until_done()
+                group.cancel_scope.cancel()
+
+    async def _until_done(self) -> None:
+        while not self._done.is_set():
+            await anyio.sleep(0.05)
+
+    def wait_ready(self) -> None:
+        for name, ready in self._ready.items():
+            if not ready.wait(PATIENCE):
+                raise AssertionError(f"the {name} host never connected")
+        if self._errors:
+            raise self._errors[0]
+
+    def close(self) -> None:
+        self._done.set()
+        for thread in self._threads:
+            thread.join(20)
+
+
 class TaskHost:
     """
     A host on the TypeScript SDK 1.x client (C{tests/peers/tasks1-host.mjs}): one
@@ -748,6 +857,62 @@ class FleetTestCase(SynchronousTestCase):
             return answers
 
         return in_worker(converse)
+
+    def sdk(
+        self,
+        daemon: FleetDaemon,
+        conversation: Callable[[Client], Awaitable[T]],
+        subject: str = "alice",
+        **options: Any,
+    ) -> T:
+        """
+        C{conversation} of a 2026-07-28 SDK host of C{subject} with C{daemon}'s C{/mcp}
+        directly (the host's C{Client}, made with C{options}), and what it came to.
+        """
+        token = self.fleet.token(subject)
+
+        async def converse() -> T:
+            async with httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=60)
+            ) as client:
+                transport = streamable_http_client(f"{daemon.url}/mcp", http_client=client)
+                async with Client(transport, mode=MODERN, cache=None, **options) as host:
+                    return await conversation(host)
+
+        return in_worker(converse)
+
+    def tool_names(self, daemon: FleetDaemon) -> set[str]:
+        """The names of every tool C{daemon}'s C{tools/list} offers a 2026-07-28 host."""
+
+        async def listed(host: Client) -> set[str]:
+            names: set[str] = set()
+            cursor: str | None = None
+            while True:
+                page = await host.list_tools(cursor=cursor)
+                names.update(tool.name for tool in page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    return names
+
+        return self.sdk(daemon, listed)
+
+    def added(self, daemon: FleetDaemon, *options: str) -> subprocess.CompletedProcess[str]:
+        """C{mcpx add} of L{ADDED} against C{daemon}, as the fleet's configuration has it."""
+        return self.mcpx(
+            daemon, "add", ADDED, "--tool-prefix", ADDED_PREFIX, *options, "--", *ADDED_COMMAND
+        )
+
+    def mcpx(self, daemon: FleetDaemon, *arguments: str) -> subprocess.CompletedProcess[str]:
+        """The C{mcpx} command run against C{daemon} (its state directory, so its socket)."""
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx", *arguments],
+            env=daemon.env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     def ask(self, daemon: FleetDaemon, subject: str = "alice") -> tuple[Background, str]:
         """

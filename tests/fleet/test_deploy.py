@@ -90,7 +90,8 @@ class UnitTests(SynchronousTestCase):
     def test_instance_is_the_port_and_the_password_a_credential(self) -> None:
         """
         Instance 8801 listens on 127.0.0.1:8801 with a state directory of its own, and
-        reads the database password from its credential, under names the daemon knows.
+        reads the database password from its credential and the requestState keys from
+        the one key file every instance shares, under names the daemon knows.
         """
         service = unit()["Service"]
         env = unit_environment(8801, Path("/var/lib"), Path("/run/credentials/mcpx@8801.service"))
@@ -102,6 +103,7 @@ class UnitTests(SynchronousTestCase):
         self.assertEqual(
             env["MCPX_STORE_PASSWORD_FILE"], f"/run/credentials/mcpx@8801.service/{credential}"
         )
+        self.assertEqual(env["MCPX_PROTO_STATE_KEY_FILE"], "/etc/mcpx/state-keys")
         known = {setting.env for setting in SETTINGS} | LOCATIONS
         self.assertEqual(set(env) - known, set())
         self.assertTrue(service["ExecStart"].endswith(" daemon"))

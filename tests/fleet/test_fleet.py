@@ -17,18 +17,25 @@ import sys
 import time
 from typing import Any
 
+import mcp_types as types
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.fleet.fleet import (
+    ADDED,
+    ADDED_PREFIX,
     MODERN,
     PUBLIC_NAME,
+    TOOLS_CHANGED,
     UPSTREAM,
     Answer,
     FleetDaemon,
     FleetTestCase,
+    Listeners,
     Recorded,
     http,
     principal_affinity,
+    texts,
     wait_until,
 )
 from tests.support.processes import REPO, free_tcp_port
@@ -151,6 +158,85 @@ class FleetTests(FleetTestCase):
             )
         self.assertEqual(self.answer(first, asked, "Ada").status, 200)
         self.assertEqual(call.result().body["content"][0]["text"], "Hello, Ada")
+
+    def test_input_required_retry_answered_through_another_daemon(self) -> None:
+        """
+        A 2026-07-28 SDK host's call of the upstream's C{ask_name} on daemon 1 is answered
+        C{input_required}; the host sends its retry, with the answer and the signed
+        requestState, to daemon 2, and the call ends there with that answer, having run
+        on daemon 1 alone (its upstream asked once, there); the same state sent again
+        through daemon 3 is refused as used.
+        """
+        first, second, third = self.fleet.daemons
+        since = time.time() - 0.001
+        asked_the_host: list[Any] = []
+
+        async def elicit(context: Any, params: Any) -> types.ElicitResult:
+            asked_the_host.append(params)
+            return types.ElicitResult(action="decline")
+
+        async def asking(host: Client) -> Any:
+            return await host.session.call_tool("ask_name", {}, allow_input_required=True)
+
+        asked = self.sdk(first, asking, elicitation_callback=elicit)
+        self.assertIsInstance(asked, types.InputRequiredResult, asked)
+        [key] = asked.input_requests or {}
+        answers: types.InputResponses = {
+            key: types.ElicitResult(action="accept", content={"name": "Ada"})
+        }
+
+        async def retrying(host: Client) -> Any:
+            return await host.session.call_tool(
+                "ask_name",
+                {},
+                input_responses=answers,
+                request_state=asked.request_state,
+                allow_input_required=True,
+            )
+
+        final = self.sdk(second, retrying, elicitation_callback=elicit)
+        self.assertIsInstance(final, types.CallToolResult, final)
+        self.assertEqual(texts(final), "Hello, Ada", self.dump())
+        self.assertEqual(asked_the_host, [], "the SDK's own driver did not answer")
+        counts = self.fleet.calls_since(since, "ask_name")
+        self.assertEqual(counts, {first.name: 1, second.name: 0, third.name: 0})
+
+        with self.assertRaises(MCPError) as replayed:
+            self.sdk(third, retrying, elicitation_callback=elicit)
+        self.assertIn("requestState was already used", str(replayed.exception))
+        self.assertEqual(self.fleet.calls_since(since, "ask_name"), counts)
+
+    def test_listener_hears_a_change_made_on_another_daemon(self) -> None:
+        """
+        A 2026-07-28 SDK host listening on daemon 1 (subscriptions/listen) and a legacy
+        SDK session there (its GET stream) hear tools/list_changed once a server passed
+        through is removed with C{mcpx remove} against daemon 2, and daemons 1 and 3 list
+        its tools no more; added back with C{mcpx add} through daemon 2, both hear it
+        again, and daemons 1 and 3 list its tools again.
+        """
+        first, second, third = self.fleet.daemons
+        added_tools = {ADDED_PREFIX + name for name in ("echo", "add", "now", "fail")}
+        listeners = Listeners(f"{first.url}/mcp", self.fleet.token("alice"))
+        self.addCleanup(listeners.close)
+        listeners.wait_ready()
+        self.assertLessEqual(added_tools, self.tool_names(first))
+
+        def heard(count: int) -> bool:
+            return all(h.count(TOOLS_CHANGED) >= count for h in listeners.heard.values())
+
+        # Whatever happens below, the fleet's configuration is put back.
+        self.addCleanup(self.added, second, "--replace")
+        removed = self.mcpx(second, "remove", ADDED)
+        self.assertEqual(removed.returncode, 0, removed.stdout + removed.stderr)
+        wait_until(lambda: heard(1), f"the hosts on {first.name} hear the tools changed")
+        for daemon in (first, third):
+            self.assertTrue(added_tools.isdisjoint(self.tool_names(daemon)), daemon.name)
+
+        added = self.added(second)
+        self.assertEqual(added.returncode, 0, added.stdout + added.stderr)
+        wait_until(lambda: heard(2), f"the hosts on {first.name} hear the tools changed again")
+        for daemon in (first, third):
+            self.assertLessEqual(added_tools, self.tool_names(daemon), daemon.name)
 
     def test_postgres_restart(self) -> None:
         """
