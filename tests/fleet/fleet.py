@@ -790,7 +790,9 @@ class FleetTestCase(SynchronousTestCase):
     whose upstream asks a question, running), L{question} and L{answer}, and on
     L{fleet} the daemons, the balancer, PostgreSQL and the principals' tokens; for
     tasks, L{task_host} (a TypeScript SDK host making 2025-11-25 tasks), L{started},
-    L{daemon_id} and L{slow_calls}.
+    L{daemon_id} and L{slow_calls}; for one daemon directly, L{sdk} (a 2026-07-28 SDK
+    host's conversation), L{tool_names} and L{Listeners}; for the shared configuration,
+    L{mcpx} (the command against one daemon) and L{added} (L{ADDED} put back).
     """
 
     fleet: Fleet
