@@ -27,7 +27,7 @@ from mcpx.daemon.lean_path import SLOW, Head, LeanChannel, LeanMcp, read_head
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import TokenFile, read_token
-from mcpx.server import http as http_module
+from mcpx.server import http_sessions as session_ids
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from tests.daemon.fake_pool import FakePool, daemon_http, default_settings
@@ -211,7 +211,7 @@ class SameBytesCase(SynchronousTestCase):
         """
         answers = {}
         for lean, daemon in self.daemons.items():
-            self.patch(http_module, "secrets", self.tokens[lean])
+            self.patch(session_ids, "secrets", self.tokens[lean])
             channel, transport = daemon.connect(own, peer)
             for data in requests:
                 pieces = (
@@ -522,7 +522,7 @@ class HostileInputTests(SameBytesCase):
             legacy(4, "tools/call", PASS_THROUGH),
         ]
         for daemon_lean in (True, False):
-            self.patch(http_module, "secrets", self.tokens[daemon_lean])
+            self.patch(session_ids, "secrets", self.tokens[daemon_lean])
             channel, _ = self.daemons[daemon_lean].connect()
             channel.dataReceived(INITIALIZE)
         for case in range(300):
@@ -530,7 +530,7 @@ class HostileInputTests(SameBytesCase):
             split = rng.choice([0, 0, 1, 7, 64])
             seen = {}
             for lean, daemon in self.daemons.items():
-                self.patch(http_module, "secrets", self.tokens[lean])
+                self.patch(session_ids, "secrets", self.tokens[lean])
                 channel, transport = daemon.connect()
                 pieces = (
                     [data[i : i + split] for i in range(0, len(data), split)] if split else [data]
