@@ -24,10 +24,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from targets import parse_figures, profile_areas, report
+
 HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+#: The lines of C{README.md} between which the targets table is written anew each run.
+TABLE_BEGINS = "<!-- targets: written by bench/run_all.py; do not edit by hand -->"
+TABLE_ENDS = "<!-- end of targets -->"
 
 
 def runs(quick: bool) -> list[list[str]]:
@@ -40,6 +47,22 @@ def runs(quick: bool) -> list[list[str]]:
         ["bench_load.py", *(["--seconds", "10", "--requests", "20000"] if quick else [])],
         ["bench_catalogue.py", *(["--servers", "25,100", "--lists", "10"] if quick else [])],
         ["bench_fleet.py", *(["--rounds", "50", "--seconds", "4"] if quick else [])],
+        ["bench_serve.py", *calls],
+        *(
+            [
+                "bench_mcp.py",
+                "--phase",
+                "pinned",
+                *calls,
+                "--profile",
+                str(Path(tempfile.gettempdir()) / f"mcpx-bench-{method.replace('/', '-')}.prof"),
+                "--profile-era",
+                "modern",
+                "--profile-method",
+                method,
+            ]
+            for method in ("tools/list", "tools/call")
+        ),
     ]
     if shutil.which("valgrind"):
         found.append(["bench_cli.py"])
@@ -88,8 +111,34 @@ def main() -> None:
             output.rstrip("\n"),
             "```",
         ]
+    figures = parse_figures("\n".join(parts) + "\n")
+    judged = [
+        "",
+        "## Against the targets",
+        "",
+        "Judged by `bench/targets.py` from the blocks below.",
+        "",
+        report(figures),
+        "",
+        "## Where the daemon's time goes (cProfile, one core, 2026-07-28 requests)",
+        "",
+        profile_areas(figures),
+    ]
+    parts[3:3] = judged
     Path(options.output).write_text("\n".join(parts) + "\n", encoding="utf-8")
+    if not options.quick and Path(options.output) == HERE / "figures.md":
+        write_readme_table(now, "\n".join(judged[4:]))
     print(f"wrote {options.output} in {time.perf_counter() - started:.0f} s")
+
+
+def write_readme_table(when: str, table: str) -> None:
+    """Put this run's targets table and profile areas into C{README.md}, between the markers."""
+    text = README.read_text(encoding="utf-8")
+    begins, ends = text.index(TABLE_BEGINS), text.index(TABLE_ENDS)
+    fresh = (
+        f"{TABLE_BEGINS}\nMeasured {when} by `make bench` (the run in `figures.md`).\n\n{table}\n"
+    )
+    README.write_text(text[:begins] + fresh + text[ends:], encoding="utf-8")
 
 
 if __name__ == "__main__":
