@@ -60,6 +60,12 @@ def _owner(context: Context) -> str | None:
     return subject_identity(context.subject) if context.subject is not None else None
 
 
+def _input_responses(params: dict[str, Any]) -> dict[str, Any]:
+    """A retry's C{inputResponses}, or none when it sent no object."""
+    responses = params.get("inputResponses")
+    return responses if type(responses) is dict else {}
+
+
 def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
     """A resumable call's failure, as its task shows it."""
     error = failure.value
@@ -361,8 +367,7 @@ class Asking:
 
     async def relay(self, state: RequestState, params: dict[str, Any]) -> Mapping[str, Any]:
         """A retry for a call another daemon holds, answered by it (L{Rounds.relay})."""
-        responses = params.get("inputResponses")
-        return await self.rounds.relay(state, responses if type(responses) is dict else {})
+        return await self.rounds.relay(state, _input_responses(params))
 
     async def resumed(
         self, context: Context, params: dict[str, Any], state: RequestState
@@ -371,19 +376,27 @@ class Asking:
         The call this daemon holds that a retry's verified C{state} names, given the
         retry's answers once the state is used (once); its rounds.
         """
-        call = self._resumables.get(state.call)
+        call = self._held(state.call)
+        answers = _input_responses(params)
+        if state.nonce:
+            await self.rounds.claim(state, answers)
+        call.answer(answers)
+        return call, state.rounds
+
+    def _held(self, call_id: str) -> ResumableCall:
+        """
+        The call a state names, which this daemon holds.
+
+        @raise RpcError: the call ended and was forgotten (after C{proto.askTTL}).
+        """
+        call = self._resumables.get(call_id)
         if call is None:
             raise RpcError.invalid_params(
                 "requestState names a call mcpx no longer holds (it ended and was forgotten "
                 f"after proto.askTTL, {self._ask_ttl:g}s): send the request again without "
                 "requestState"
             )
-        responses = params.get("inputResponses")
-        answers = responses if type(responses) is dict else {}
-        if state.nonce:
-            await self.rounds.claim(state, answers)
-        call.answer(answers)
-        return call, state.rounds
+        return call
 
     async def _resume(
         self, context: Context, params: dict[str, Any], method: str
@@ -398,13 +411,7 @@ class Asking:
 
     async def _serve_claim(self, claim: Claim) -> Mapping[str, Any]:
         """A retry another daemon took for a call held here: the call's next answer."""
-        call = self._resumables.get(claim.call)
-        if call is None:
-            raise RpcError.invalid_params(
-                "requestState names a call mcpx no longer holds (it ended and was forgotten "
-                f"after proto.askTTL, {self._ask_ttl:g}s): send the request again without "
-                "requestState"
-            )
+        call = self._held(claim.call)
         call.answer(claim.responses)
         await waiting(call, lambda: None)
         return await self._round(call, claim.subject, claim.binding, claim.rounds)

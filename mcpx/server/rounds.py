@@ -73,6 +73,17 @@ def _gone(daemon: str) -> RpcError:
     )
 
 
+def _round_body(state: RequestState) -> dict[str, Any]:
+    """What a round's record says of its state, issued or claimed alike."""
+    return {
+        "call": state.call,
+        "daemon": state.daemon,
+        "binding": state.binding,
+        "rounds": state.rounds,
+        "subject": state.subject,
+    }
+
+
 class Rounds:
     """
     The round records of one daemon (L{mcpx.server.asking.Asking} keeps one).
@@ -139,13 +150,7 @@ class Rounds:
                 }
             self._memory[state.nonce] = (ISSUED, state.expires)
             return succeed(None)
-        body = {
-            "call": state.call,
-            "daemon": state.daemon,
-            "binding": state.binding,
-            "rounds": state.rounds,
-            "subject": state.subject,
-        }
+        body = _round_body(state)
         written = self._records.put(
             ROUNDS, Record(state.nonce, state.subject, ISSUED, state.expires, json.dumps(body))
         )
@@ -170,15 +175,7 @@ class Rounds:
                 raise _used()
             self._memory[state.nonce] = (CLAIMED, entry[1])
             return
-        body = {
-            "call": state.call,
-            "daemon": state.daemon,
-            "binding": state.binding,
-            "rounds": state.rounds,
-            "subject": state.subject,
-            "claimant": self.daemon,
-            "responses": dict(responses),
-        }
+        body = {**_round_body(state), "claimant": self.daemon, "responses": dict(responses)}
         taken = await self._records.put_if(
             ROUNDS,
             Record(state.nonce, state.subject, CLAIMED, state.expires, json.dumps(body)),
