@@ -49,6 +49,18 @@ def instructions(argv: list[str], env: dict[str, str]) -> int:
     return int(found.group(1).replace(b",", b""))
 
 
+def checkout_of(python: str, env: dict[str, str]) -> str:
+    """The checkout whose C{mcpx} C{python} imports with C{env} (C{PYTHONPATH} included)."""
+    return subprocess.run(
+        [python, "-c", "import mcpx, os; print(os.path.dirname(os.path.dirname(mcpx.__file__)))"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", help="also count mcpx call run by this interpreter")
@@ -80,11 +92,11 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}; instructions (callgrind), bytecode cached")
         print(f"  python -c pass                               {base / 1e6:7.1f} M")
         for python in pythons:
-            checkout = Path(os.path.normpath(python)).parents[2]
+            checkout = checkout_of(python, env)
             for name, way in ways.items():
                 count = instructions(way(python), env)
                 print(
-                    f"  mcpx call demo echo text=x  {os.path.basename(str(checkout)):>10}"
+                    f"  mcpx call demo echo text=x  {os.path.basename(checkout):>10}"
                     f"  {name:<8} {count / 1e6:7.1f} M  ({(count - base) / 1e6:.1f} M above"
                     " python -c pass)"
                 )
