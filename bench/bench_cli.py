@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_call import DEMO_ARGV, Daemon
@@ -74,10 +75,14 @@ def main() -> None:
         writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         words = ["call", "demo", "echo", "text=x"]
         pythons = [*([args.python] if args.python else []), sys.executable]
-        ways = {
-            "script": lambda python: [python, str(Path(python).parent / "mcpx"), *words],
-            "-m mcpx": lambda python: [python, "-m", "mcpx", *words],
-        }
+
+        def script(python: str) -> list[str]:
+            return [python, str(Path(python).parent / "mcpx"), *words]
+
+        def module(python: str) -> list[str]:
+            return [python, "-m", "mcpx", *words]
+
+        ways: dict[str, Callable[[str], list[str]]] = {"script": script, "-m mcpx": module}
         for python in pythons:
             for way in ways.values():
                 # Uncounted: starts the demo, and writes the bytecode cache.
