@@ -389,11 +389,11 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def cli_call(daemon: Daemon) -> float:
+def cli_call(env: dict[str, str]) -> float:
     begun = time.perf_counter()
     cpu = children_cpu()
     done = subprocess.run(
-        [MCPX, "call", "demo", "echo", "text=x"], env=daemon.env, capture_output=True, check=False
+        [MCPX, "call", "demo", "echo", "text=x"], env=env, capture_output=True, check=False
     )
     elapsed = time.perf_counter() - begun
     CLI_CPU.append(children_cpu() - cpu)
@@ -402,11 +402,11 @@ def cli_call(daemon: Daemon) -> float:
     return elapsed
 
 
-def cold_call(argv: list[str]) -> float:
+def cold_call(argv: list[str], env: dict[str, str]) -> float:
     """Spawn the upstream, initialize, call echo once, close its stdin and wait for its exit."""
     begun = time.perf_counter()
     process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
     assert process.stdin is not None and process.stdout is not None
 
@@ -446,27 +446,37 @@ def cold_call(argv: list[str]) -> float:
     return elapsed
 
 
-def python_run(code: str) -> float:
+def python_run(code: str, env: dict[str, str]) -> float:
     """The wall time of C{python -c code}."""
     begun = time.perf_counter()
-    subprocess.run([PYTHON, "-c", code], check=True)
+    subprocess.run([PYTHON, "-c", code], check=True, env=env)
     return time.perf_counter() - begun
 
 
 def shell_section(daemon: Daemon, runs: int) -> None:
+    # Bytecode written by the first, uncounted run of each and read by the others, as an
+    # installed mcpx (compiled at install) reads it: with PYTHONDONTWRITEBYTECODE=1 and no
+    # __pycache__ in the checkout, every mcpx call would compile its modules again.
+    cache = tempfile.mkdtemp(prefix="mcpx-bench-pyc-")
+    env = {k: v for k, v in daemon.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
     timings: dict[str, list[float]] = {}
     rows: dict[str, Callable[[], float]] = {
-        "mcpx call demo echo text=x (warm daemon)": lambda: cli_call(daemon),
-        "spawn demo, initialize, call, exit": lambda: cold_call(DEMO_ARGV),
-        "python -c pass (interpreter start alone)": lambda: python_run("pass"),
-        "python -c 'import mcpx.cli.main'": lambda: python_run("import mcpx.cli.main"),
+        "mcpx call demo echo text=x (warm daemon)": lambda: cli_call(env),
+        "spawn demo, initialize, call, exit": lambda: cold_call(DEMO_ARGV, env),
+        "python -c pass (interpreter start alone)": lambda: python_run("pass", env),
+        "python -c 'import mcpx.cli.main'": lambda: python_run("import mcpx.cli.main", env),
     }
-    for run in rows.values():
-        run()
-    # Interleaved, so a burst of load on the machine hits each kind alike.
-    for _ in range(runs):
-        for label, run in rows.items():
-            timings.setdefault(label, []).append(run())
+    try:
+        for run in rows.values():
+            run()
+        # Interleaved, so a burst of load on the machine hits each kind alike.
+        for _ in range(runs):
+            for label, run in rows.items():
+                timings.setdefault(label, []).append(run())
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    print("  (bytecode cached: written by a first, uncounted run of each, then read)")
     medians = {label: statistics.median(times) * 1000 for label, times in timings.items()}
     for label, median in medians.items():
         print(f"  {label:<42} {median:8.1f} ms")

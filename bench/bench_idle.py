@@ -6,7 +6,9 @@ upstream, which is not started), started C{--runs} times; its C{VmRSS} from
 C{/proc/<pid>/status} once it answers C{GET /health}, and whether the native libraries of
 cryptography (which pyOpenSSL needs) or the system's libssl and libcrypto are mapped, from
 C{/proc/<pid>/maps}.  For scale, the
-RSS of C{python -c pass} and of a process that imports the reactor, the same way.
+RSS of C{python -c pass} and of a process that imports the reactor, the same way (with
+service-identity installed, that imports pyOpenSSL and cryptography too), and of one that
+imports it with those hidden, as C{mcpx daemon} does.
 
     .venv/bin/python bench/bench_idle.py [--runs N]
     .venv/bin/python bench/bench_idle.py --python ../main/.venv/bin/python  # vs another checkout
@@ -117,6 +119,11 @@ def main() -> None:
     print(f"python -c pass:                       {script_rss('pass'):5.1f} MB")
     reactor = "from twisted.internet import reactor"
     print(f"python -c '{reactor}': {script_rss(reactor):5.1f} MB")
+    # With service-identity installed, Twisted imports pyOpenSSL and cryptography with the
+    # reactor; the daemon imports it with them hidden (mcpx/daemon/lean_start.py).
+    hidden = "from mcpx.daemon.lean_start import without_tls_modules"
+    lean = f"{hidden}\nwith without_tls_modules(): {reactor}"
+    print(f"  the same, TLS modules hidden as mcpx daemon does: {script_rss(lean):5.1f} MB")
 
 
 if __name__ == "__main__":

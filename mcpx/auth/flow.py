@@ -13,11 +13,10 @@ import base64
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
-from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
 from twisted.internet.interfaces import IReactorTime
@@ -42,6 +41,9 @@ from mcpx.auth.metadata import (
 )
 from mcpx.settings.servers import ClientKey
 from mcpx.spec.revision import Revision
+
+if TYPE_CHECKING:
+    from treq.response import _Response
 
 #: The largest metadata, registration or token answer read, in bytes.
 DOCUMENT_LIMIT: Final = 256 * 1024
@@ -129,6 +131,21 @@ class Tokens:
         return f"Tokens(scopes={self.scopes!r}, expires_at={self.expires_at!r})"
 
 
+class Requests(Protocol):
+    """
+    What signing in asks of its HTTP client: treq's C{HTTPClient}, or the daemon's
+    L{mcpx.upstream.http_client.ClientOnFirstUse}, which makes one at its first request.
+    """
+
+    def request(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
+        """C{HTTPClient.request}."""
+        ...
+
+    def post(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
+        """C{HTTPClient.post}."""
+        ...
+
+
 class OAuthClient:
     """
     The HTTP requests of signing in, on one HTTP client.
@@ -136,7 +153,7 @@ class OAuthClient:
     @ivar http: the treq client; its agent decides TLS and connection reuse.
     """
 
-    def __init__(self, http: HTTPClient, clock: IReactorTime) -> None:
+    def __init__(self, http: Requests, clock: IReactorTime) -> None:
         self.http = http
         self.clock = clock
 

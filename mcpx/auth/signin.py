@@ -23,7 +23,6 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from attrs import define, evolve, field, frozen
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, DeferredLock
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
@@ -36,6 +35,7 @@ from mcpx.auth.flow import (
     NetworkError,
     OAuthClient,
     Registration,
+    Requests,
 )
 from mcpx.auth.metadata import (
     PRIVATE_KEY_JWT,
@@ -109,7 +109,7 @@ class SignIns:
     @ivar _grants: one client-credentials token request at a time per server.
     """
 
-    http: HTTPClient
+    http: Requests
     clock: IReactorTime
     store: TokenStore
     masker: SecretMasker

@@ -3,22 +3,16 @@
 C{mcpx daemon}: run the daemon in the foreground.
 
 Kept apart from L{mcpx.cli.main} so that the commands that only ask a daemon something do
-not import the settings machinery this one needs to build its flags.
+not import the settings machinery this one needs to build its flags.  Its work is
+L{mcpx.cli.daemon_start}'s, which also runs a line of setting flags alone, without click.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
-from mcpx.cli.settings_command import (
-    SettingsUsageError,
-    flags_from_options,
-    load_for_cli,
-    setting_options,
-)
+from mcpx.cli.daemon_start import prepare, run
+from mcpx.cli.settings_command import SettingsUsageError, flags_from_options, setting_options
 from mcpx.settings.errors import SettingsError
 
 
@@ -26,18 +20,8 @@ from mcpx.settings.errors import SettingsError
 @setting_options
 def daemon(**options: str | None) -> None:
     """Run the daemon in the foreground (Ctrl-C stops it)."""
-    # Deferred for start-up time: the daemon's code (and Twisted) is imported only to run it.
-    from mcpx.daemon.lean_start import lean_imports
-
-    settings, servers = load_for_cli(flags_from_options(options))
-    with lean_imports(settings.strings("daemon.listen")):
-        from twisted.internet.task import react
-
-        from mcpx.daemon.config import daemon_config
-        from mcpx.daemon.run import run_daemon
-
     try:
-        config = daemon_config(settings, servers, os.environ)
+        settings, config = prepare(flags_from_options(options))
     except SettingsError as e:
         raise SettingsUsageError(str(e)) from None
-    react(run_daemon, (settings, config, sys.stderr))
+    run(settings, config)

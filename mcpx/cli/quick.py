@@ -111,6 +111,12 @@ def main() -> NoReturn:
     well, so that code running it in-process sees the same exit either way.
     """
     if sys.argv[1:2] == ["daemon"] and _streams_fit():
+        # Deferred for start-up memory: the daemon's settings machinery, only for it.
+        from mcpx.cli import daemon_start
+
+        flags = daemon_start.daemon_flags(sys.argv[2:])
+        if flags is not None:
+            daemon_start.main(flags)
         # Deferred for start-up memory: the daemon command alone, without the click group
         # and the commands that ask a daemon (their modules stay out of the daemon's memory).
         from mcpx.cli.daemon_command import daemon

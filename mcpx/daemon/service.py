@@ -81,7 +81,7 @@ from mcpx.upstream.connect import IReactorUpstream, make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.http_client import owned_client
+from mcpx.upstream.http_client import ClientOnFirstUse, owned_client
 from mcpx.wire.errors import RpcError
 
 _log = Logger()
@@ -725,12 +725,14 @@ def _upstream_handlers(
 
 
 def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) -> SignIns:
-    """The OAuth sign-ins, on an HTTP client of their own, tokens in the state directory."""
+    """
+    The OAuth sign-ins, on an HTTP client of their own (made at the first sign-in or
+    refresh), tokens in the state directory.
+    """
 
-    http, _pool = owned_client(reactor, 10.0, keep=2)
     settings = config.settings
     return SignIns(
-        http,
+        ClientOnFirstUse(lambda: owned_client(reactor, 10.0, keep=2)[0]),
         clock,
         TokenStore(path_in(config.state_dir)),
         config.masker,

@@ -9,10 +9,9 @@ one-line reason for a failed request, and handing what a server sent to the peer
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Final, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict
 
 from hyperlink import EncodedURL
-from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import (
     IConsumer,
@@ -37,6 +36,10 @@ from mcpx.wire.errors import ProtocolError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Batch, ErrorResponse, Message, RequestId, Response, parse
 from mcpx.wire.peer import RpcPeer
+
+if TYPE_CHECKING:
+    from treq.client import HTTPClient
+    from treq.response import _Response
 
 log = Logger()
 
@@ -395,9 +398,37 @@ def owned_client(
         from mcpx.upstream.tls import ServerTlsPolicy
 
         policy = ServerTlsPolicy(server.name, server.tls)
+    # Deferred for idle memory: treq (with multipart, mimetypes and its cookie handling)
+    # loads with the first client made, for an HTTP server or a sign-in (ClientOnFirstUse).
+    from treq.client import HTTPClient
+
     endpoints = UpstreamEndpoints(reactor, connect_timeout, policy)
     agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
+
+
+class ClientOnFirstUse:
+    """
+    An HTTP client made by C{make} at its first request, for a client most daemons never
+    use (the OAuth sign-ins'): an idle daemon then holds neither it nor treq.
+    """
+
+    def __init__(self, make: Callable[[], HTTPClient]) -> None:
+        self._make = make
+        self._client: HTTPClient | None = None
+
+    def _made(self) -> HTTPClient:
+        if self._client is None:
+            self._client = self._make()
+        return self._client
+
+    def request(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
+        """L{HTTPClient.request} of the client, made now if it was not yet."""
+        return self._made().request(*args, **kwargs)
+
+    def post(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
+        """L{HTTPClient.post} of the client, made now if it was not yet."""
+        return self._made().post(*args, **kwargs)
 
 
 class HTTPChannelOptions(TypedDict, total=False):

@@ -22,6 +22,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.server import Site
 
+from mcpx.cli.daemon_start import daemon_flags
 from mcpx.cli.quick import plain_call
 from mcpx.cli.terminal import echo
 from tests.cli.fake_daemon import FakeDaemon
@@ -312,6 +313,62 @@ class SamePathTests(TestCase):
             self.assertNotIn("mcpx.cli.commands", quick.modules, words)
             self.assertIn("mcpx.cli.commands", full.modules, words)
         self.assertIn("Usage: mcpx daemon [OPTIONS]", quick.err)
+
+    async def test_daemon_flags_without_click(self) -> None:
+        """
+        A C{mcpx daemon} line of setting flags, each with its value, is read without
+        click (L{mcpx.cli.daemon_start}); a settings problem in it is printed and exits
+        as through the click group.  A flag twice, or without its value, is click's.
+        """
+        bad = "--transport-max-message-size"
+        for words in (
+            ["daemon", bad, "abc"],
+            ["daemon", f"{bad}=abc"],
+            ["daemon", "--daemon-listen", "", f"{bad}=abc", "--pool-call-timeout", "1s"],
+            ["daemon", f"{bad}=abc", "--pool-call-timeout", "forever"],
+        ):
+            quick = await self.run_mcpx("quick", words, self.env)
+            full = await self.run_mcpx("click", words, self.env)
+            self.assertEqual(
+                (quick.code, quick.out, quick.err), (full.code, full.out, full.err), words
+            )
+            self.assertEqual(quick.code, 2, quick)
+            self.assertTrue(quick.err.startswith("Error: --"), quick)
+            self.assertNotIn("click", quick.modules, words)
+        for words in (["daemon", f"{bad}=1", f"{bad}=abc"], ["daemon", bad]):
+            quick = await self.run_mcpx("quick", words, self.env)
+            full = await self.run_mcpx("click", words, self.env)
+            self.assertEqual(
+                (quick.code, quick.out, quick.err), (full.code, full.out, full.err), words
+            )
+            self.assertIn("click", quick.modules, words)
+
+
+class DaemonFlagsTests(SynchronousTestCase):
+    """L{daemon_flags}: which command lines the daemon reads without click."""
+
+    def test_setting_flags(self) -> None:
+        """Setting flags with values, either spelling, come back by setting name in
+        the order of the settings' declarations."""
+        self.assertEqual(daemon_flags([]), {})
+        flags = daemon_flags(["--daemon-listen", "", "--pool-call-timeout=2s"])
+        assert flags is not None
+        self.assertEqual(list(flags.items()), [("pool.callTimeout", "2s"), ("daemon.listen", "")])
+
+    def test_other_lines(self) -> None:
+        """Anything else is click's: help, unknown words, a flag twice or without its
+        value, a value that starts with C{-}."""
+        for words in (
+            ["--help"],
+            ["--bogus", "1"],
+            ["extra"],
+            ["--daemon-listen"],
+            ["--daemon-listen", "--help"],
+            ["--daemon-listen", "-x"],
+            ["--daemon-listen=", "--daemon-listen="],
+            ["--"],
+        ):
+            self.assertIsNone(daemon_flags(words), words)
 
 
 class EntryPointTests(TestCase):

@@ -40,7 +40,9 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 #: OpenSSL-backed hashes (each loads libcrypto; hashlib's own implementations serve),
 #: the Prometheus client (which imports ssl; /metrics is written by mcpx), PyJWT (the
 #: OAuth resource server), jsonschema and referencing (validation, loaded at the first
-#: schema checked), sqlite3 (the question store, at the first question).
+#: schema checked), sqlite3 (the question store, at the first question), click (a line of
+#: setting flags is read without it, mcpx.cli.daemon_start) and treq with what it imports
+#: (the sign-ins' HTTP client is made at the first sign-in; HTTP servers make their own).
 _NOT_WHEN_IDLE = (
     "OpenSSL",
     "cryptography",
@@ -52,6 +54,9 @@ _NOT_WHEN_IDLE = (
     "jsonschema",
     "referencing",
     "sqlite3",
+    "click",
+    "treq",
+    "multipart",
 )
 
 
