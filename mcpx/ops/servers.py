@@ -17,7 +17,7 @@ from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
 from mcpx.ops.host import Invocation, OpHost, pool_of, settings_of
 from mcpx.ops.reloading import ReloadRefused
-from mcpx.ops.written import WrittenAnswer
+from mcpx.ops.written import CONTENT_HEAD, CONTENT_TAIL, WrittenAnswer
 from mcpx.pool.errors import UnknownServer
 from mcpx.settings.render import render_json
 from mcpx.settings.servers import ServersConfig
@@ -55,6 +55,7 @@ class _Summaries:
     """
     One server's tool summaries, written from one list of its tools, with their JSON.
 
+    @ivar server: the server's name, which each summary carries.
     @ivar tools: the tool objects they were written from.
     @ivar searched: each summary's L{_searched_text}.
     @ivar text: the summaries as C{json.dumps} writes a list of them, less its brackets.
@@ -62,9 +63,10 @@ class _Summaries:
     @ivar text_json: L{utf8_json} of C{text}, less its quotes, or C{None} likewise.
     """
 
-    __slots__ = ("json", "searched", "summaries", "text", "text_json", "tools")
+    __slots__ = ("json", "searched", "server", "summaries", "text", "text_json", "tools")
 
     def __init__(self, server: str, tools: list[dict[str, Any]]) -> None:
+        self.server = server
         self.tools = tools
         self.summaries = [_tool_summary(server, tool) for tool in tools]
         self.searched = [_searched_text(summary) for summary in self.summaries]
@@ -83,12 +85,19 @@ class _Summaries:
 #: The most servers whose summaries are kept (all of them are kept until then).
 _MAX_KEPT: Final = 4096
 
+#: The most answers kept for the same summaries asked again (every server, or one).
+_MAX_ANSWERS: Final = 16
+
 
 class _KeptSummaries:
-    """Each server's L{_Summaries}, written again only when its list of tools is new."""
+    """
+    Each server's L{_Summaries}, written again only when its list of tools is new, and the
+    answers without a search put together from them, kept while they are current.
+    """
 
     def __init__(self) -> None:
         self._kept: dict[str, _Summaries] = {}
+        self._answers: dict[tuple[_Summaries, ...], dict[str, Any]] = {}
 
     def of(self, server: str, tools: list[dict[str, Any]]) -> _Summaries:
         kept = self._kept.get(server)
@@ -97,6 +106,31 @@ class _KeptSummaries:
                 self._kept.clear()
             kept = self._kept[server] = _Summaries(server, tools)
         return kept
+
+    def answer(self, listed: list[_Summaries], errors: list[dict[str, Any]]) -> dict[str, Any]:
+        """Every summary of C{listed}, and the C{errors} met listing the others."""
+        key = tuple(listed)
+        found = None if errors else self._answers.get(key)
+        if found is not None:
+            return found
+        tools: list[dict[str, Any]] = []
+        for summaries in listed:
+            tools += summaries.summaries
+        answer: dict[str, Any] = {"tools": tools}
+        if errors:
+            answer["errors"] = errors
+        written = _written(answer, listed)
+        if not errors and type(written) is WrittenAnswer:
+            # Only answers of the summaries still current are kept (and a few of those).
+            self._answers = {
+                kept: cached
+                for kept, cached in self._answers.items()
+                if all(self._kept.get(summaries.server) is summaries for summaries in kept)
+            }
+            if len(self._answers) >= _MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = written
+        return written
 
 
 # Shared by every daemon of the process: an entry is used only for the very tool objects
@@ -140,11 +174,14 @@ def _written(answer: dict[str, Any], listed: Sequence[_Summaries]) -> dict[str, 
     head_json, tail_json = utf8_json(_TOOLS_HEAD), utf8_json(tail)
     if tail_encoded is None or head_json is None or tail_json is None:
         return answer
+    # The text is encoded as the content's one text block, in the same pass.
+    content_head = CONTENT_HEAD + b'"' + _inside(head_json)
+    content_tail = _inside(tail_json) + b'"' + CONTENT_TAIL
     return WrittenAnswer(
         answer,
         json=_framed(b'{"tools":[', encoded, b",", tail_encoded),
         text=_framed(_TOOLS_HEAD, [summaries.text for summaries in filled], ", ", tail),
-        text_json=_framed(b'"' + _inside(head_json), texts, b", ", _inside(tail_json) + b'"'),
+        content_json=_framed(content_head, texts, b", ", content_tail),
     )
 
 
@@ -181,19 +218,19 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
         names = [status.name for status in pool.status()]
         fetched = await gatherResults([Deferred.fromCoroutine(one(name)) for name in names])
     listed = [_KEPT_SUMMARIES.of(name, catalogue) for name, catalogue in fetched]
+    errors.sort(key=lambda entry: str(entry["server"]))
+    if not words:
+        return _KEPT_SUMMARIES.answer(listed, errors)
     tools: list[dict[str, Any]] = []
     for summaries in listed:
-        if not words:
-            tools += summaries.summaries
-            continue
         for summary, searched in zip(summaries.summaries, summaries.searched, strict=True):
             if all(word in searched for word in words):
                 tools.append(summary)
     answer: dict[str, Any] = {"tools": tools}
     if errors:
-        answer["errors"] = sorted(errors, key=lambda entry: str(entry["server"]))
-    # A search's answer is written whole, as before: it holds only part of each server's.
-    return answer if words else _written(answer, listed)
+        answer["errors"] = errors
+    # Written whole, as before: a search's answer holds only part of each server's.
+    return answer
 
 
 Listing = Callable[[str], Awaitable[list[dict[str, Any]]]]

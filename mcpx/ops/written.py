@@ -2,7 +2,7 @@
 """
 An op's answer with its JSON already written, for an answer assembled from parts whose
 JSON is kept (C{mcpx_tools}: each server's tool summaries), so that neither the gateway's
-text of it nor the JSON-RPC answer encodes it again.
+tool result nor the JSON-RPC answer encodes it again.
 """
 
 from __future__ import annotations
@@ -10,21 +10,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcpx.wire.messages import EncodedResult
+from mcpx.wire.messages import EncodedList, EncodedResult
+
+#: How the text block of a gateway tool's result begins and ends in its encoded content.
+CONTENT_HEAD = b'[{"type":"text","text":'
+CONTENT_TAIL = b"}]"
 
 
-class WrittenAnswer(EncodedResult):
+class WrittenAnswer(dict[str, Any]):
     """
-    An answer with its compact encoding (C{json}, as L{EncodedResult}), its text as
-    C{json.dumps(answer, ensure_ascii=False)} writes it (C{text}), and that text's own
-    encoding as a JSON string (C{text_json}).  Never modify one.
+    An answer, with what a gateway tool's result carries of it already written: its text
+    as C{json.dumps(answer, ensure_ascii=False)} writes it, that text as the result's
+    C{content} (one text block) and the answer as its C{structuredContent}, each with its
+    encoding.  Never modify one, nor what it holds: it may be answered many times over.
+
+    @ivar text: the text.
+    @ivar content: the C{content}, an L{EncodedList}.
+    @ivar structured: the C{structuredContent}, an L{EncodedResult}.
     """
 
-    __slots__ = ("text", "text_json")
+    __slots__ = ("content", "structured", "text")
 
     def __init__(
-        self, answer: Mapping[str, Any], *, json: bytes, text: str, text_json: bytes
+        self, answer: Mapping[str, Any], *, json: bytes, text: str, content_json: bytes
     ) -> None:
-        super().__init__(answer, json)
+        """
+        @param json: L{mcpx.wire.messages.utf8_json} of C{answer}.
+        @param content_json: the same of the C{content}: the text block's, between
+            L{CONTENT_HEAD} and L{CONTENT_TAIL}.
+        """
+        super().__init__(answer)
         self.text = text
-        self.text_json = text_json
+        self.content = EncodedList([{"type": "text", "text": text}], content_json)
+        self.structured = EncodedResult(answer, json)

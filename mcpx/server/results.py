@@ -15,7 +15,6 @@ from mcpx.ops.written import WrittenAnswer
 from mcpx.server.conn import Context
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
-from mcpx.wire.messages import EncodedList, EncodedResult
 
 #: The most values one completion may carry (every revision's limit).
 MAX_COMPLETION_VALUES: Final = 100
@@ -100,13 +99,7 @@ def json_result(body: Any) -> dict[str, Any]:
     # spent most of its time in the pure-Python one).
     if type(body) is WrittenAnswer:
         # Its text and encodings are written already: the same bytes, without the work.
-        block = {"type": "text", "text": body.text}
-        content = EncodedList([block], b'[{"type":"text","text":%s}]' % body.text_json)
-        return {
-            "content": content,
-            "structuredContent": EncodedResult(body, body.json),
-            "isError": False,
-        }
+        return {"content": body.content, "structuredContent": body.structured, "isError": False}
     text = json.dumps(body, ensure_ascii=False)
     return {
         "content": [{"type": "text", "text": text}],

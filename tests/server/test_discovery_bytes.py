@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops import servers as servers_op
 from mcpx.ops.written import WrittenAnswer
+from mcpx.server import results, surface
 from mcpx.spec.revision import Revision
 from mcpx.wire.messages import Response, encode_json, parse
 from tests.daemon.fake_pool import FakePool, FakeServer, unavailable
@@ -154,20 +155,43 @@ class SameBytesTests(SynchronousTestCase):
         self.pool.servers["s3"].tools = [tool("lone", "half a pair: \ud800")]
         self.assertSameAnswers({})
 
+    def bodies(self) -> list[Any]:
+        """The bodies the gateway makes tool results of, from now on."""
+        bodies: list[Any] = []
+        json_result = results.json_result
+
+        def spy(body: Any) -> dict[str, Any]:
+            bodies.append(body)
+            return json_result(body)
+
+        self.patch(surface, "json_result", spy)
+        return bodies
+
     def test_put_together(self) -> None:
         """Without a search, the answer comes with its JSON (nothing encodes it again)."""
-        written = servers_op._written
-        answers: list[dict[str, Any]] = []
-
-        def spy(answer: dict[str, Any], listed: Any) -> dict[str, Any]:
-            answers.append(written(answer, listed))
-            return answers[-1]
-
-        self.patch(servers_op, "_written", spy)
+        bodies = self.bodies()
         self.pool.servers["s1"].failure = unavailable("s1")
         for revision in (Revision.V2026_07_28, Revision.V2024_11_05):
             self.call(revision, {})
             self.call(revision, {"server": "s0"})
-        self.assertEqual([type(answer) for answer in answers], [WrittenAnswer] * 4)
         self.call(Revision.V2026_07_28, {"search": "tool"})
-        self.assertEqual(len(answers), 4)
+        self.assertEqual([type(body) for body in bodies], [WrittenAnswer] * 4 + [dict])
+
+    def test_kept(self) -> None:
+        """The answer is kept while every server's tools are the same, and only then."""
+        bodies = self.bodies()
+        self.call(Revision.V2026_07_28, {})
+        self.call(Revision.V2025_03_26, {})
+        self.assertIs(bodies[1], bodies[0])
+        self.pool.servers["s3"].tools = server_tools("s3")
+        self.call(Revision.V2026_07_28, {})
+        self.assertIsNot(bodies[2], bodies[0])
+        self.assertEqual(bodies[2], bodies[0])
+        # A server that fails: its errors are never kept.
+        self.pool.servers["empty"].failure = unavailable("empty")
+        self.call(Revision.V2026_07_28, {})
+        self.call(Revision.V2026_07_28, {})
+        self.assertEqual([len(body.get("errors", ())) for body in bodies], [0, 0, 0, 1, 1])
+        self.pool.servers["empty"].failure = None
+        self.call(Revision.V2026_07_28, {})
+        self.assertIs(bodies[-1], bodies[2])
