@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.daemon.test_ops -*-
+# -*- test-case-name: tests.daemon.test_ops,tests.server.test_discovery_bytes -*-
 """
 The operations on the daemon and its servers: their state, their tools, a restart, a
 reload, the settings, the protocol table and the daemon's health.
@@ -6,8 +6,10 @@ reload, the settings, the protocol table and the daemon's health.
 
 from __future__ import annotations
 
+import json
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, AnyStr, Final
 
 from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherResults
 
@@ -15,10 +17,12 @@ from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
 from mcpx.ops.host import Invocation, OpHost, pool_of, settings_of
 from mcpx.ops.reloading import ReloadRefused
+from mcpx.ops.written import CONTENT_HEAD, CONTENT_TAIL, WrittenAnswer
 from mcpx.pool.errors import UnknownServer
 from mcpx.settings.render import render_json
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.matrix import protocol_json
+from mcpx.wire.messages import utf8_json
 
 
 def _tool_summary(server: str, tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,11 +39,150 @@ def _tool_summary(server: str, tool: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _matches(summary: Mapping[str, Any], words: Sequence[str]) -> bool:
-    text = " ".join(
+def _searched_text(summary: Mapping[str, Any]) -> str:
+    """What a search looks for its words in: the name, title and description, lowered."""
+    return " ".join(
         str(summary[key]) for key in ("name", "title", "description") if summary[key]
     ).lower()
-    return all(word in text for word in words)
+
+
+def _inside(written: bytes) -> bytes:
+    """An encoded list less its brackets, or string less its quotes."""
+    return written[1:-1]
+
+
+class _Summaries:
+    """
+    One server's tool summaries, written from one list of its tools, with their JSON.
+
+    @ivar server: the server's name, which each summary carries.
+    @ivar tools: the tool objects they were written from.
+    @ivar searched: each summary's L{_searched_text}.
+    @ivar text: the summaries as C{json.dumps} writes a list of them, less its brackets.
+    @ivar json: the same for L{utf8_json}, or C{None} when they cannot be UTF-8.
+    @ivar text_json: L{utf8_json} of C{text}, less its quotes, or C{None} likewise.
+    """
+
+    __slots__ = ("json", "searched", "server", "summaries", "text", "text_json", "tools")
+
+    def __init__(self, server: str, tools: list[dict[str, Any]]) -> None:
+        self.server = server
+        self.tools = tools
+        self.summaries = [_tool_summary(server, tool) for tool in tools]
+        self.searched = [_searched_text(summary) for summary in self.summaries]
+        self.text = json.dumps(self.summaries, ensure_ascii=False)[1:-1]
+        written = utf8_json(self.summaries)
+        self.json = None if written is None else _inside(written)
+        text_json = utf8_json(self.text)
+        self.text_json = None if text_json is None else _inside(text_json)
+
+    def written_from(self, tools: list[dict[str, Any]]) -> bool:
+        # The pool hands out copies of its cached list holding the same tool objects, and
+        # a server that lists again (a list_changed, a new instance) gives new ones.
+        return len(tools) == len(self.tools) and all(map(operator.is_, tools, self.tools))
+
+
+#: The most servers whose summaries are kept (all of them are kept until then).
+_MAX_KEPT: Final = 4096
+
+#: The most answers kept for the same summaries asked again (every server, or one).
+_MAX_ANSWERS: Final = 16
+
+
+class _KeptSummaries:
+    """
+    Each server's L{_Summaries}, written again only when its list of tools is new, and the
+    answers without a search put together from them, kept while they are current.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[str, _Summaries] = {}
+        self._answers: dict[tuple[_Summaries, ...], dict[str, Any]] = {}
+
+    def of(self, server: str, tools: list[dict[str, Any]]) -> _Summaries:
+        kept = self._kept.get(server)
+        if kept is None or not kept.written_from(tools):
+            if len(self._kept) >= _MAX_KEPT:
+                self._kept.clear()
+            kept = self._kept[server] = _Summaries(server, tools)
+        return kept
+
+    def answer(self, listed: list[_Summaries], errors: list[dict[str, Any]]) -> dict[str, Any]:
+        """Every summary of C{listed}, and the C{errors} met listing the others."""
+        key = tuple(listed)
+        found = None if errors else self._answers.get(key)
+        if found is not None:
+            return found
+        tools: list[dict[str, Any]] = []
+        for summaries in listed:
+            tools += summaries.summaries
+        answer: dict[str, Any] = {"tools": tools}
+        if errors:
+            answer["errors"] = errors
+        written = _written(answer, listed)
+        if not errors and type(written) is WrittenAnswer:
+            # Only answers of the summaries still current are kept (and a few of those).
+            self._answers = {
+                kept: cached
+                for kept, cached in self._answers.items()
+                if all(self._kept.get(summaries.server) is summaries for summaries in kept)
+            }
+            if len(self._answers) >= _MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = written
+        return written
+
+
+# Shared by every daemon of the process: an entry is used only for the very tool objects
+# it was written from, so whichever pool listed them, the summaries are theirs.
+_KEPT_SUMMARIES: Final = _KeptSummaries()
+
+_TOOLS_HEAD: Final = '{"tools": ['
+
+
+def _framed(head: AnyStr, parts: list[AnyStr], separator: AnyStr, tail: AnyStr) -> AnyStr:
+    """C{head + separator.join(parts) + tail}, with each part copied once."""
+    pieces = [head]
+    for part in parts:
+        pieces += (part, separator)
+    if parts:
+        pieces.pop()
+    pieces.append(tail)
+    return head[:0].join(pieces)
+
+
+def _written(answer: dict[str, Any], listed: Sequence[_Summaries]) -> dict[str, Any]:
+    """
+    C{answer}, every summary of C{listed} (and maybe C{errors}), with its JSON put
+    together from theirs (L{WrittenAnswer}); C{answer} itself when some of it cannot be
+    written as UTF-8.
+    """
+    filled = [summaries for summaries in listed if summaries.summaries]
+    texts: list[bytes] = []
+    encoded: list[bytes] = []
+    for summaries in filled:
+        if summaries.text_json is None or summaries.json is None:
+            return answer
+        texts.append(summaries.text_json)
+        encoded.append(summaries.json)
+    tail = "]}"
+    tail_encoded: bytes | None = b"]}"
+    if "errors" in answer:
+        tail = f'], "errors": {json.dumps(answer["errors"], ensure_ascii=False)}}}'
+        errors = utf8_json(answer["errors"])
+        tail_encoded = None if errors is None else b'],"errors":%s}' % errors
+    head_json, tail_json = utf8_json(_TOOLS_HEAD), utf8_json(tail)
+    if tail_encoded is None or head_json is None or tail_json is None:
+        return answer
+    # The text is encoded as the content's one text block, in the same pass.
+    content_head = CONTENT_HEAD + b'"' + _inside(head_json)
+    content_tail = _inside(tail_json) + b'"' + CONTENT_TAIL
+    return WrittenAnswer(
+        answer,
+        json=_framed(b'{"tools":[', encoded, b",", tail_encoded),
+        text=_framed(_TOOLS_HEAD, [summaries.text for summaries in filled], ", ", tail),
+        content_json=_framed(content_head, texts, b", ", content_tail),
+    )
 
 
 async def list_servers(host: OpHost, call: Invocation) -> dict[str, Any]:
@@ -74,15 +217,19 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
 
         names = [status.name for status in pool.status()]
         fetched = await gatherResults([Deferred.fromCoroutine(one(name)) for name in names])
+    listed = [_KEPT_SUMMARIES.of(name, catalogue) for name, catalogue in fetched]
+    errors.sort(key=lambda entry: str(entry["server"]))
+    if not words:
+        return _KEPT_SUMMARIES.answer(listed, errors)
     tools: list[dict[str, Any]] = []
-    for name, catalogue in fetched:
-        for tool in catalogue:
-            summary = _tool_summary(name, tool)
-            if not words or _matches(summary, words):
+    for summaries in listed:
+        for summary, searched in zip(summaries.summaries, summaries.searched, strict=True):
+            if all(word in searched for word in words):
                 tools.append(summary)
     answer: dict[str, Any] = {"tools": tools}
     if errors:
-        answer["errors"] = sorted(errors, key=lambda entry: str(entry["server"]))
+        answer["errors"] = errors
+    # Written whole, as before: a search's answer holds only part of each server's.
     return answer
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mcpx.ops import uris
+from mcpx.ops.written import WrittenAnswer
 from mcpx.server.conn import Context
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
@@ -96,6 +97,9 @@ def json_result(body: Any) -> dict[str, Any]:
     # One line, not indented: indentation costs a model tokens on every nested level, and
     # only the unindented form runs in json's C encoder (a 10,000-tool mcpx_tools answer
     # spent most of its time in the pure-Python one).
+    if type(body) is WrittenAnswer:
+        # Its text and encodings are written already: the same bytes, without the work.
+        return {"content": body.content, "structuredContent": body.structured, "isError": False}
     text = json.dumps(body, ensure_ascii=False)
     return {
         "content": [{"type": "text", "text": text}],

@@ -307,6 +307,17 @@ def encode_json(value: Any) -> bytes:
         return _ascii_encoder.encode(value).encode("ascii")
 
 
+def utf8_json(value: Any) -> bytes | None:
+    """
+    L{encode_json} of C{value} when it can be written as UTF-8, else C{None} (a lone
+    surrogate in it would put the whole message it is part of into ASCII escapes).
+    """
+    try:
+        return _encoder.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
 class EncodedResult(dict[str, Any]):
     """
     A result together with its own encoding (L{encode_json} of the same value), for a
@@ -314,14 +325,64 @@ class EncodedResult(dict[str, Any]):
     result itself, so anything may read it as one; L{encode} writes the encoding in
     place of encoding it again, which gives the same bytes.  Never modify one.
 
+    It may also be one value of a result (L{encode} writes it in place there too).
+
+    @ivar json: the encoding.
+    @ivar escaped: whether the encoding is in ASCII escapes (C{result} holds a lone
+        surrogate), which only a whole message may be.
+    """
+
+    __slots__ = ("escaped", "json")
+
+    def __init__(self, result: Mapping[str, Any], json: bytes | None = None) -> None:
+        """
+        @param json: the encoding, when the caller wrote it (it must be L{utf8_json} of
+            C{result}); by default it is written here.
+        """
+        super().__init__(result)
+        written = utf8_json(result) if json is None else json
+        self.escaped = written is None
+        self.json = encode_json(result) if written is None else written
+
+
+class EncodedList(list[Any]):
+    """
+    A list with its own encoding, L{utf8_json} of the same list, written in its place when
+    it is one value of a result (a tool result's C{content}).  Never modify one.
+
     @ivar json: the encoding.
     """
 
     __slots__ = ("json",)
 
-    def __init__(self, result: Mapping[str, Any]) -> None:
-        super().__init__(result)
-        self.json = encode_json(result)
+    def __init__(self, items: list[Any], json: bytes) -> None:
+        super().__init__(items)
+        self.json = json
+
+
+_ENCODED_VALUES: Final = frozenset((EncodedResult, EncodedList))
+
+
+def _result_pieces(result: dict[str, Any]) -> list[bytes] | None:
+    """
+    L{encode_json} of C{result}, whose values include encoded ones, as pieces to join,
+    with their encoding written in place (each big value is copied once, into the
+    message); C{None} when the message must go in ASCII escapes instead.
+    """
+    pieces = [b"{"]
+    for key, value in result.items():
+        if type(value) in _ENCODED_VALUES:
+            if getattr(value, "escaped", False):
+                return None
+            written: bytes | None = value.json
+        else:
+            written = utf8_json(value)
+        key_json = utf8_json(key) if type(key) is str else None
+        if key_json is None or written is None:
+            return None
+        pieces += (key_json, b":", written, b",")
+    pieces[-1] = b"}"
+    return pieces
 
 
 def encode(message: Message | Batch) -> bytes:
@@ -330,19 +391,28 @@ def encode(message: Message | Batch) -> bytes:
 
     Nothing is validated or copied: the params and results are written as they are.
     """
-    if type(message) is Response and type(message.result) is EncodedResult:
+    if type(message) is Response:
         request_id = message.id
+        result = message.result
         # An id that would force the whole message into ASCII escapes takes the long way.
         if type(request_id) is int or (type(request_id) is str and request_id.isascii()):
-            return b"".join(
-                (
-                    b'{"jsonrpc":"2.0","id":',
-                    encode_json(request_id),
-                    b',"result":',
-                    message.result.json,
-                    b"}",
+            pieces: list[bytes] | None = None
+            if type(result) is EncodedResult:
+                pieces = [result.json]
+            elif type(result) is dict and not _ENCODED_VALUES.isdisjoint(
+                map(type, result.values())
+            ):
+                pieces = _result_pieces(result)
+            if pieces is not None:
+                return b"".join(
+                    (
+                        b'{"jsonrpc":"2.0","id":',
+                        encode_json(request_id),
+                        b',"result":',
+                        *pieces,
+                        b"}",
+                    )
                 )
-            )
     return encode_json(message.to_json())
 
 

@@ -12,6 +12,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.wire.errors import ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
+    EncodedList,
+    EncodedResult,
     ErrorResponse,
     IdSequence,
     Message,
@@ -22,6 +24,7 @@ from mcpx.wire.messages import (
     encode_json,
     parse,
     parse_object,
+    utf8_json,
 )
 
 
@@ -369,6 +372,36 @@ class EncodeTests(SynchronousTestCase):
         self.assertNotEqual(
             ErrorResponse(1, RpcError(-1, "m")), ErrorResponse(1, RpcError(-2, "m"))
         )
+
+
+class EncodedValuesTests(SynchronousTestCase):
+    """L{encode} of a result with encoded values is L{encode_json} of the message."""
+
+    def assertSameEncoding(self, result: dict[str, Any]) -> None:
+        for request_id in (7, "a-b", "é"):
+            message = Response(request_id, result)
+            self.assertEqual(encode(message), encode_json(message.to_json()))
+
+    def test_values(self) -> None:
+        """Encoded lists and objects in a result are written as they are encoded."""
+        items = [{"type": "text", "text": 'a "b" é'}]
+        structured = {"tools": [{"name": "x", "n": 1.5, "none": None}]}
+        self.assertSameEncoding(
+            {
+                "content": EncodedList(items, utf8_json(items) or b""),
+                "structuredContent": EncodedResult(structured),
+                "isError": False,
+                "_meta": {"k": "v"},
+            }
+        )
+
+    def test_long_way(self) -> None:
+        """A lone surrogate anywhere, or a key JSON writes as text, takes the long way."""
+        self.assertSameEncoding(
+            {"structuredContent": EncodedResult({"a": "\udc00"}), "isError": False}
+        )
+        self.assertSameEncoding({"structuredContent": EncodedResult({}), "other": "\ud800"})
+        self.assertSameEncoding({"structuredContent": EncodedResult({}), 3: True})  # type: ignore[dict-item]
 
 
 class IdSequenceTests(SynchronousTestCase):
