@@ -117,12 +117,16 @@ class McpServer:
         instructions: str = INSTRUCTIONS,
         version: str = __version__,
         surface: Surface | None = None,
-        page_size: int = PAGE_SIZE,
+        page_size: int | None = None,
         passthrough: Sequence[str] = (),
     ) -> None:
         """
+        @param page_size: the most items a page of a list holds (else C{mcp.pageSize}).
         @param passthrough: the servers C{mcp.passthrough} names, in order.
         """
+        settings = host.settings
+        if page_size is None:
+            page_size = PAGE_SIZE if settings is None else settings.integer("mcp.pageSize")
         self.host = host
         self.clock = clock
         self.instructions = instructions
@@ -131,7 +135,6 @@ class McpServer:
         self.offering = Offering(self.surface, passthrough)
         self.page_size = page_size
         self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
-        settings = host.settings
         self._list_max_age = 60.0
         self._read_max_age = 0.0
         task_after = 5.0

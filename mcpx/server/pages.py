@@ -11,10 +11,18 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
+from mcpx.settings.declarations import BY_NAME
 from mcpx.wire.errors import RpcError
 
-#: Items per page of every list.
-PAGE_SIZE: Final = 50
+
+def _declared_page_size() -> int:
+    declared = BY_NAME["mcp.pageSize"].default
+    assert isinstance(declared, int)
+    return declared
+
+
+#: Items per page of every list when there are no settings: C{mcp.pageSize}'s default.
+PAGE_SIZE: Final = _declared_page_size()
 
 
 def encode_cursor(kind: str, offset: int) -> str:

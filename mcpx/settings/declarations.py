@@ -134,6 +134,17 @@ SETTINGS: tuple[Setting, ...] = (
         "their own names rather than through the gateway tools; name several with commas.",
     ),
     Setting(
+        name="mcp.pageSize",
+        kind=Kind.INTEGER,
+        default=1000,
+        minimum=1,
+        help="The most items one page of a list mcpx answers on MCP holds (tools/list, "
+        "prompts/list, resources/list, resources/templates/list, tasks/list); a longer "
+        "list ends each page with a nextCursor for the next. A host that reads only the "
+        "first page sees this many, and a host that follows every cursor makes one "
+        "request per page.",
+    ),
+    Setting(
         name="pool.callTimeout",
         kind=Kind.DURATION,
         default=60.0,

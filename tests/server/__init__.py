@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from mcpx.ops.host import PoolInterface
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
+from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig, StdioServer
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
@@ -150,7 +151,12 @@ class Harness:
         clock: Clock | None = None,
         default_revision: Revision | None = None,
         page_size: int | None = None,
+        settings: Settings | None = None,
     ) -> None:
+        """
+        @param page_size: set on the server once made, whatever the settings say.
+        @param settings: the daemon's settings (else the defaults).
+        """
         self.clock = clock if clock is not None else Clock()
         self.pool: Any = pool if pool is not None else FakePool(gateway_servers())
         names = [status.name for status in self.pool.status()]
@@ -158,7 +164,7 @@ class Harness:
             clock=self.clock,
             pid=4242,
             pool=self.pool,
-            settings=default_settings(),
+            settings=settings if settings is not None else default_settings(),
             servers=servers_config(*names),
         )
         self.server = McpServer(self.host, self.clock)

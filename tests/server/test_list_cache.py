@@ -14,6 +14,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.server.conn import Context
 from mcpx.server.dispatch import McpServer
+from mcpx.server.list_cache import ListCache
+from mcpx.server.pages import encode_cursor
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.messages import EncodedResult, Request, Response, encode, encode_json
 from tests.server import Harness, Session, result_of
@@ -21,13 +23,28 @@ from tests.server.test_passthrough import names_of, passed_through, upstream
 
 REVISIONS = (*LEGACY_REVISIONS, NEWEST)
 
+#: A scripted server's lists other than its tools, empty.
+NOTHING_ELSE: Mapping[str, list[Any]] = {"prompts": [], "resources": [], "templates": []}
+
+
+def rich_tool(name: str) -> dict[str, Any]:
+    """A tool with fields older revisions spell away (title, annotations, outputSchema)."""
+    return {
+        "name": name,
+        "title": name.title(),
+        "description": f"the tool {name}",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "outputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    }
+
 
 class RawHarness(Harness):
     """A harness that also keeps the bytes of every frame the server wrote."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.raw: list[bytes] = []
-        super().__init__(**kwargs)
+        super().__init__(*args, **kwargs)
 
     def _to_client(self, data: bytes) -> None:
         self.raw.append(data)
@@ -151,6 +168,125 @@ class PassThroughListTests(SynchronousTestCase):
             assert passthrough is not None
             tools = result_of(Deferred.fromCoroutine(passthrough.tools(context)))
             self.assertEqual(after, harness.server.spell({"tools": tools}, "tools/list", context))
+
+
+class EveryPageTests(SynchronousTestCase):
+    """
+    Every page of a long pass-through list, more pages than answers were once kept by
+    count, is spelled once and gives the bytes spelling and encoding it afresh gives.
+    """
+
+    def list_all(self, session: Session, raw: list[bytes]) -> list[tuple[bytes, Any]]:
+        """Every page of C{tools/list}, followed cursor by cursor: (bytes, cursor asked)."""
+        pages: list[tuple[bytes, Any]] = []
+        cursor: Any = None
+        while True:
+            page = session.result("tools/list", {"cursor": cursor} if cursor else None)
+            pages.append((raw[-1], cursor))
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                return pages
+
+    def assert_slow_path(
+        self,
+        harness: RawHarness,
+        session: Session,
+        pages: list[tuple[bytes, Any]],
+        expected: list[dict[str, Any]],
+        page_size: int,
+    ) -> None:
+        """C{pages} are C{expected} cut into pages, each spelled and encoded afresh."""
+        self.assertEqual(len(pages), -(-len(expected) // page_size))
+        for number, (raw, cursor) in enumerate(pages):
+            offset = number * page_size
+            page: dict[str, Any] = {}
+            if offset + page_size < len(expected):
+                page["nextCursor"] = encode_cursor("tools/list", offset + page_size)
+            if cursor is not None:
+                page["params"] = {"cursor": cursor}
+            tools = expected[offset : offset + page_size]
+            slow = slow_answer(harness.server, session, answer_id(raw), tools, **page)
+            self.assertEqual(raw, slow, (session.revision, number))
+
+    def test_every_page_across_revisions_and_a_change(self) -> None:
+        """
+        In every revision, listing every page again spells none of them again; each page is
+        byte for byte the slow path's page of the list built from what the servers offer;
+        after a server says its list changed, every page is again the slow path's page
+        of the new list.
+        """
+        for revision in REVISIONS:
+            self.check_revision(revision)
+
+    def check_revision(self, revision: Revision) -> None:
+        page_size = 1
+        scripts = {
+            "alpha": {"tools": [rich_tool(f"a{i}") for i in range(40)], **NOTHING_ELSE},
+            "beta": {"tools": [rich_tool(f"b{i}") for i in range(30)], **NOTHING_ELSE},
+        }
+        made, connector = passed_through(scripted=scripts, harness_type=RawHarness)
+        assert isinstance(made, RawHarness)
+        harness = made
+        harness.server.page_size = page_size
+        session = Session(revision, harness)
+        spelled = count_spelling(harness.server)
+
+        def expected() -> list[dict[str, Any]]:
+            """The tools as the servers offer them now, then the gateway's."""
+            offered = [*scripts["alpha"]["tools"], *scripts["beta"]["tools"]]
+            names = names_of(offered)
+            gateway = harness.server.surface.tool_definitions
+            return offered + [tool for tool in gateway if tool["name"] not in names]
+
+        first = self.list_all(session, harness.raw)
+        self.assertGreater(len(first), 64)
+        again = self.list_all(session, harness.raw)
+        self.assertEqual(len(spelled), len(first), revision)
+        for pages in (first, again):
+            self.assert_slow_path(harness, session, pages, expected(), page_size)
+        scripts["beta"]["tools"].append(rich_tool("b-new"))
+        upstream(connector, "beta").notify("notifications/tools/list_changed")
+        changed = self.list_all(session, harness.raw)
+        self.assertIn("b-new", names_of(expected()))
+        self.assert_slow_path(harness, session, changed, expected(), page_size)
+        self.assertEqual(len(changed), len(first) + 1)
+
+
+class BudgetTests(SynchronousTestCase):
+    def test_oldest_go_first(self) -> None:
+        """
+        Past its budget in bytes the cache lets its oldest answers go and never holds more
+        than the budget; an answer larger than the whole budget is answered, not kept.
+        """
+        harness = Harness()
+        session = Session(Revision.V2025_06_18, harness)
+        context = harness.server.context(harness.conn, Request(1, "tools/list", session.params()))
+        spelled: list[Mapping[str, Any]] = []
+
+        def spell(result: Mapping[str, Any]) -> dict[str, Any]:
+            spelled.append(result)
+            return dict(result)
+
+        pages = {
+            cursor: {"tools": [{"name": f"t{cursor}", "inputSchema": {"type": "object"}}]}
+            for cursor in "abc"
+        }
+        size = len(encode_json(pages["a"]))
+        cache = ListCache(max_bytes=2 * size)
+        for cursor, page in pages.items():
+            cache.spelled(page, "tools", context, cursor, spell)
+            self.assertLessEqual(cache.kept_bytes, 2 * size)
+        self.assertEqual(len(spelled), 3)
+        self.assertEqual(cache.spelled(pages["c"], "tools", context, "c", spell), pages["c"])
+        self.assertEqual(len(spelled), 3)
+        self.assertEqual(cache.spelled(pages["a"], "tools", context, "a", spell), pages["a"])
+        self.assertEqual(len(spelled), 4)
+        self.assertEqual(cache.kept_bytes, 2 * size)
+        big = {"tools": [{"name": "x" * 3 * size}]}
+        for _ in range(2):
+            self.assertEqual(cache.spelled(big, "tools", context, "big", spell), big)
+        self.assertEqual(len(spelled), 6)
+        self.assertEqual(cache.kept_bytes, 2 * size)
 
 
 class EncodedResultTests(SynchronousTestCase):

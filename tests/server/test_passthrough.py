@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,10 +234,13 @@ def passed_through(
     scripted: Mapping[str, Mapping[str, Any]] | None = None,
     can_push: bool = True,
     transport: str = "stdio",
+    harness_type: type[Harness] = Harness,
 ) -> tuple[Harness, Upstreams]:
     """
     A harness over the real pool of L{scripts}, its server passing C{names} through,
     the pool's upstream notifications reaching it as they do in the daemon.
+
+    @param harness_type: the harness made (a L{Harness} that keeps more, say).
     """
     clock = Clock()
     connector = Upstreams(clock, scripted if scripted is not None else scripts())
@@ -258,7 +261,7 @@ def passed_through(
         publish=Events(),
         handlers=handlers,
     )
-    harness = Harness(pool, clock=clock, can_push=can_push, transport=transport)
+    harness = harness_type(pool, clock=clock, can_push=can_push, transport=transport)
     harness.server = McpServer(harness.host, clock, passthrough=names)
     harness.conn = harness.server.open(
         transport, "host-pid-1", push=harness.server_peer.notify if can_push else None
@@ -322,7 +325,7 @@ def check_frames(harness: Harness, revision: Revision) -> set[str]:
     return checked
 
 
-def names_of(items: list[Mapping[str, Any]]) -> list[str]:
+def names_of(items: Sequence[Mapping[str, Any]]) -> list[str]:
     return [item["name"] for item in items]
 
 

@@ -18,8 +18,9 @@ from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.pages import decode_cursor, encode_cursor
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
-from tests.daemon.fake_pool import FakePool, FakeServer
+from tests.daemon.fake_pool import FakePool, FakeServer, default_settings
 from tests.server import RICH_RESULT, Harness, Session, gateway_servers
+from tests.server.test_passthrough import GATEWAY_NAMES, names_of, passed_through
 from tests.server.test_uris import TEMPLATES, TRICKY, expand
 
 CALL = {"server": "search", "tool": "web_search", "arguments": {"q": "mcp"}}
@@ -303,6 +304,31 @@ class PaginationTests(SynchronousTestCase):
                 params = {"cursor": page["nextCursor"]}
             self.assertEqual(seen, everything)
             self.assertEqual(pages, -(-len(everything) // 5))
+
+    def test_page_size_setting(self) -> None:
+        """C{mcp.pageSize} is the most items a page of a list holds."""
+        settings = default_settings(**{"mcp.pageSize": "3"})
+        session = Session(Revision.V2025_06_18, Harness(settings=settings))
+        first = session.result("tools/list")
+        self.assertEqual(len(first["tools"]), 3)
+        second = session.result("tools/list", {"cursor": first["nextCursor"]})
+        self.assertEqual(len(second["tools"]), 3)
+        self.assertNotEqual(names_of(first["tools"]), names_of(second["tools"]))
+
+    def test_a_thousand_a_page(self) -> None:
+        """
+        By default a page holds 1000 items: a host reading only the first page of 1200
+        pass-through tools sees 1000 of them, and the next page has the rest.
+        """
+        tools = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(1200)]
+        scripted = {"alpha": {"tools": tools, "prompts": [], "resources": [], "templates": []}}
+        harness, _ = passed_through(("alpha",), scripted=scripted)
+        session = Session(NEWEST, harness)
+        first = session.result("tools/list")
+        self.assertEqual(names_of(first["tools"]), names_of(tools[:1000]))
+        second = session.result("tools/list", {"cursor": first["nextCursor"]})
+        self.assertEqual(names_of(second["tools"]), names_of(tools[1000:]) + GATEWAY_NAMES)
+        self.assertNotIn("nextCursor", second)
 
     def test_invalid_cursor(self) -> None:
         """A cursor mcpx did not hand out for that list is -32602."""
