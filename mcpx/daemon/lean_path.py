@@ -44,7 +44,7 @@ from typing import Any, Final, cast
 
 from attrs import frozen
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.http import datetimeToString
@@ -266,6 +266,8 @@ class LeanChannel(LimitedChannel):
         self._head: Head | None = None
         self._answering: Request | None = None
         self._slow = False
+        self._own_address: IAddress | None = None
+        self._peer_address: IAddress | None = None
 
     @property
     def slow(self) -> bool:
@@ -331,6 +333,25 @@ class LeanChannel(LimitedChannel):
         self._handlingRequest = True
         self.request_whole()
         self._lean.answer(request)
+
+    def getHost(self) -> IAddress:
+        """
+        The connection's own address, asked of the transport once: each request asks
+        for it (twisted.web's C{Request.__init__}), and a unix socket's transport makes
+        a new address from a C{getsockname} call every time.  A connected socket's
+        addresses do not change.
+        """
+        if self._own_address is None:
+            transport: Any = self.transport
+            self._own_address = transport.getHost()
+        return self._own_address
+
+    def getPeer(self) -> IAddress:
+        """The peer's address, asked of the transport once (see L{getHost})."""
+        if self._peer_address is None:
+            transport: Any = self.transport
+            self._peer_address = transport.getPeer()
+        return self._peer_address
 
     def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
         """

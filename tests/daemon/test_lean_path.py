@@ -633,3 +633,27 @@ class HeadWritingTests(SynchronousTestCase):
             plain.writeHeaders(b"HTTP/1.1", b"200", b"OK", given)
             self.assertIsInstance(lean, LeanChannel)
             self.assertEqual(lean_transport.value(), plain_transport.value())
+
+    def test_the_addresses_are_asked_once(self) -> None:
+        """Each request gets the connection's addresses; the transport is asked once."""
+        daemon = Daemon(True, Path(tempfile.mkdtemp()))
+        channel, transport = daemon.connect(UNIX, UNIXAddress(None))
+        asked: list[str] = []
+        host, peer = transport.getHost, transport.getPeer
+
+        def get_host() -> Any:
+            asked.append("host")
+            return host()
+
+        def get_peer() -> Any:
+            asked.append("peer")
+            return peer()
+
+        transport.getHost = get_host  # type: ignore[method-assign]
+        transport.getPeer = get_peer  # type: ignore[method-assign]
+        for _ in range(3):
+            self.assertEqual(channel.getHost(), UNIX)
+            self.assertEqual(channel.getPeer(), UNIXAddress(None))
+        channel.dataReceived(modern(1, "tools/list") + modern(2, "tools/list"))
+        self.assertEqual([status for status, _, _ in responses(transport.value())], [200, 200])
+        self.assertEqual(sorted(asked), ["host", "peer"])
