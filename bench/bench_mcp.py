@@ -566,7 +566,7 @@ AREAS = (
     ("twisted/", "reactor loop, transports, timers"),
     ("klein/", "Klein and werkzeug routing"),
     ("werkzeug/", "Klein and werkzeug routing"),
-    ("mcpx/daemon/lean_path.py", "the lean path of POST /mcp (mcpx.daemon.lean_path)"),
+    ("mcpx/daemon/lean_path.py", "/mcp lean path (mcpx.daemon.lean_path)"),
     ("mcpx/daemon/gate.py", "gate, limits, site and metrics (mcpx.daemon)"),
     ("mcpx/daemon/", "gate, limits, site and metrics (mcpx.daemon)"),
     ("mcpx/server/http", "/mcp transport (mcpx.server.http, http_exchange, http_headers)"),
