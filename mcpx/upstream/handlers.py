@@ -83,7 +83,9 @@ class UpstreamHandlers:
     relay: Relay | None = None
     notification: NotificationSink | None = None
     _by_method: dict[str, Question | None] = field(init=False)
-    _declared: dict[tuple[Any, ...], dict[str, Any]] = field(init=False, factory=dict)
+    _declared: dict[tuple[Any, ...], dict[str, Any]] = field(
+        init=False, factory=dict, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.relay is not None:

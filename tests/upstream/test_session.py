@@ -636,6 +636,11 @@ class ClientCapabilityTests(SynchronousTestCase):
         )
         handlers.sampling = None
         self.assertEqual(handlers.client_capabilities(Revision.V2025_11_25), {})
+        # What was worked out is not part of the handlers' equality.
+        self.assertEqual(UpstreamHandlers(sampling=question), UpstreamHandlers(sampling=question))
+        asked = UpstreamHandlers(sampling=question)
+        asked.client_capabilities(Revision.V2025_11_25)
+        self.assertEqual(asked, UpstreamHandlers(sampling=question))
 
 
 class ServerCancellationTests(SynchronousTestCase):
