@@ -34,10 +34,15 @@ C{/proc/<pid>/task/*/schedstat}) and how busy it and the bench client were: a da
 
     .venv/bin/python bench/bench_mcp.py [--calls N] [--concurrency C] [--phase shared|pinned]
     .venv/bin/python bench/bench_mcp.py --profile /tmp/mcp.prof [--profile-era modern|legacy]
+        [--profile-method tools/call|tools/list]
 
 The figures are printed; nothing is asserted.  With C{--profile} only the daemon under
-cProfile is run, with C{tools/call} over C{/mcp} in one era, and where its time went is
-printed per call (cProfile slows it several times over: compare shares, not times).
+cProfile is run, with one method (C{--profile-method}: C{tools/call} or C{tools/list})
+over C{/mcp} in one era, and where its time went is printed per request, by area
+(a built-in function's time counted in its caller's), by function, and by cumulative
+time (cProfile slows it several times over: compare shares, not times).  A plain
+C{POST /mcp} takes the lean path (L{mcpx.daemon.lean_path}), so twisted.web's share is
+its request object and response writing, and Klein's is about nothing.
 """
 
 from __future__ import annotations
@@ -561,12 +566,20 @@ AREAS = (
     ("twisted/", "reactor loop, transports, timers"),
     ("klein/", "Klein and werkzeug routing"),
     ("werkzeug/", "Klein and werkzeug routing"),
-    ("mcpx/server/http.py", "/mcp transport (mcpx.server.http)"),
+    ("mcpx/daemon/lean_path.py", "/mcp lean path (mcpx.daemon.lean_path)"),
+    ("mcpx/daemon/gate.py", "gate, limits, site and metrics (mcpx.daemon)"),
+    ("mcpx/daemon/", "gate, limits, site and metrics (mcpx.daemon)"),
+    ("mcpx/server/http", "/mcp transport (mcpx.server.http, http_exchange, http_headers)"),
     ("mcpx/server/", "MCP server: dispatch, surface, spelling"),
     ("mcpx/spec/", "MCP server: dispatch, surface, spelling"),
+    ("mcpx/ops/", "ops and policy: call_upstream, GuardedPool"),
+    ("mcpx/policy/", "ops and policy: call_upstream, GuardedPool"),
+    ("mcpx/questions/", "questions: the caller a call carries"),
+    ("mcpx/auth/", "gate, limits, site and metrics (mcpx.daemon)"),
     ("mcpx/pool/", "pool"),
     ("mcpx/upstream/", "upstream session, JSON-RPC wire"),
     ("mcpx/wire/", "upstream session, JSON-RPC wire"),
+    ("attr/", "attrs-generated methods and attrs itself"),
     ("json/", "JSON encoding and parsing (stdlib)"),
 )
 SYSCALLS = "system calls (socket send/recv, pipe read/write)"
@@ -621,7 +634,11 @@ def profile_summary(path: str, requests: int) -> None:
         if function in _SYSCALL_NAMES:
             areas[SYSCALLS] = areas.get(SYSCALLS, 0.0) + own
         elif filename == "~":
-            for (caller_file, _, _), caller_stats in callers.items():
+            for (caller_file, _, caller_function), caller_stats in callers.items():
+                if _startup(caller_file, caller_function):
+                    # A built-in the import machinery called (compile, marshal).
+                    startup += caller_stats[2]
+                    continue
                 area = _area(_short(caller_file))
                 areas[area] = areas.get(area, 0.0) + caller_stats[2]
         else:

@@ -37,22 +37,25 @@ answers it, refusals included, exactly as it would have.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from io import BytesIO
 from typing import Any, Final, cast
 
 from attrs import frozen
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.http import datetimeToString
+from twisted.web.http_headers import Headers
 from twisted.web.server import NOT_DONE_YET, Request, version
 
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, LimitedChannel
 from mcpx.server.http import McpHTTP
 
-__all__ = ["MAX_HEAD", "MAX_HEADERS", "Head", "LeanChannel", "LeanMcp", "read_head"]
+__all__ = ["MAX_HEAD", "MAX_HEADERS", "Head", "HttpDate", "LeanChannel", "LeanMcp", "read_head"]
 
 log = Logger()
 
@@ -162,15 +165,36 @@ def _fields(
     return fields, seen
 
 
+class HttpDate:
+    """
+    The C{Date} header's value now, as twisted.web's C{datetimeToString()} spells it,
+    formatted once per second of the wall clock rather than once per request: the
+    value names whole seconds, so it is the same bytes.
+    """
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._second: int | None = None
+        self._value = b""
+
+    def __call__(self) -> bytes:
+        second = int(self._now())
+        if second != self._second:
+            self._value = datetimeToString(second)
+            self._second = second
+        return self._value
+
+
 class LeanMcp:
     """
     Answers a lean C{POST /mcp}: what twisted.web's C{Request.process} and Klein would
     do for it, without the traversal and the routing.
     """
 
-    def __init__(self, gate: Gate, mcp: McpHTTP) -> None:
+    def __init__(self, gate: Gate, mcp: McpHTTP, date: HttpDate | None = None) -> None:
         self._gate = gate
         self._mcp = mcp
+        self._date = date if date is not None else HttpDate()
 
     def answer(self, request: Request) -> None:
         """Answer C{request}, whose head and body are in place."""
@@ -178,7 +202,7 @@ class LeanMcp:
         channel: Any = request.channel
         request.site = channel.site
         request.setHeader(b"server", version)
-        request.setHeader(b"date", datetimeToString())
+        request.setHeader(b"date", self._date())
         request.prepath = []
         request.postpath = [MCP_PATH[1:]]
         try:
@@ -242,6 +266,8 @@ class LeanChannel(LimitedChannel):
         self._head: Head | None = None
         self._answering: Request | None = None
         self._slow = False
+        self._own_address: IAddress | None = None
+        self._peer_address: IAddress | None = None
 
     @property
     def slow(self) -> bool:
@@ -307,6 +333,42 @@ class LeanChannel(LimitedChannel):
         self._handlingRequest = True
         self.request_whole()
         self._lean.answer(request)
+
+    def getHost(self) -> IAddress:
+        """
+        The connection's own address, asked of the transport once: each request asks
+        for it (twisted.web's C{Request.__init__}), and a unix socket's transport makes
+        a new address from a C{getsockname} call every time.  A connected socket's
+        addresses do not change.
+        """
+        if self._own_address is None:
+            transport: Any = self.transport
+            self._own_address = transport.getHost()
+        return self._own_address
+
+    def getPeer(self) -> IAddress:
+        """The peer's address, asked of the transport once (see L{getHost})."""
+        if self._peer_address is None:
+            transport: Any = self.transport
+            self._peer_address = transport.getPeer()
+        return self._peer_address
+
+    def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
+        """
+        HTTPChannel.writeHeaders, the head joined here and written once: the transport's
+        C{writeSequence} would check each of its two dozen pieces on the way.
+        """
+        if not isinstance(headers, Headers):
+            # The backward-compatible form, which twisted.web sanitizes first.
+            LimitedChannel.writeHeaders(self, version, code, reason, headers)  # type: ignore[no-untyped-call]
+            return
+        head = [version, b" ", code, b" ", reason, b"\r\n"]
+        for name, values in headers.getAllRawHeaders():
+            for value in values:
+                head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        transport: Any = self.transport
+        transport.write(b"".join(head))
 
     def requestDone(self, request: Any) -> None:
         if request is not self._answering:

@@ -90,11 +90,14 @@ class SignInOffers:
         C{None} for a call no sign-in is offered to.
         """
         name = _target(params)
-        hosted = self._hosted()
-        if name is None or hosted is None or not _offers_to(context):
+        if name is None:
             return None
+        # The cheapest test first: most calls are of servers no sign-in is for.
         server = self._server(name)
         if server is None:
+            return None
+        hosted = self._hosted()
+        if hosted is None or not _offers_to(context):
             return None
         declined = False
         if context.modern:

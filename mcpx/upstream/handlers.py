@@ -53,6 +53,13 @@ SAMPLE = "sampling/createMessage"
 LIST_ROOTS = "roots/list"
 
 
+def _copied(declared: dict[str, Any]) -> dict[str, Any]:
+    """A copy of declared capabilities, to its innermost object."""
+    return {
+        name: _copied(value) if type(value) is dict else value for name, value in declared.items()
+    }
+
+
 @define
 class UpstreamHandlers:
     """
@@ -76,6 +83,9 @@ class UpstreamHandlers:
     relay: Relay | None = None
     notification: NotificationSink | None = None
     _by_method: dict[str, Question | None] = field(init=False)
+    _declared: dict[tuple[Any, ...], dict[str, Any]] = field(
+        init=False, factory=dict, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.relay is not None:
@@ -87,7 +97,27 @@ class UpstreamHandlers:
         }
 
     def client_capabilities(self, revision: Revision) -> dict[str, Any]:
-        """The capabilities to declare at C{revision}: one per handler, spelled for it."""
+        """
+        The capabilities to declare at C{revision}: one per handler, spelled for it.
+
+        Every 2026-07-28 request declares them, so they are worked out once per revision
+        and set of handlers; each caller gets a copy of its own to change.
+        """
+        key = (
+            revision,
+            self.relay is not None,
+            self.roots is not None,
+            self.sampling is not None,
+            self.sampling_tools,
+            self.elicitation is not None,
+            self.elicitation_modes,
+        )
+        declared = self._declared.get(key)
+        if declared is None:
+            declared = self._declared[key] = self._capabilities_at(revision)
+        return _copied(declared)
+
+    def _capabilities_at(self, revision: Revision) -> dict[str, Any]:
         declared: dict[str, Any] = {}
         relayed = self.relay is not None
         if (relayed or self.roots is not None) and capability_in("client", "roots", revision):

@@ -21,9 +21,11 @@ from twisted.internet.protocol import connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.http import HTTPChannel, datetimeToString
+from twisted.web.http_headers import Headers
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.lean_path import SLOW, Head, LeanChannel, LeanMcp, read_head
+from mcpx.daemon.lean_path import SLOW, Head, HttpDate, LeanChannel, LeanMcp, read_head
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.service import DaemonSite
 from mcpx.daemon.token import TokenFile, read_token
@@ -596,3 +598,62 @@ class ReadHeadTests(SynchronousTestCase):
         self.assertIsNot(read_head(good), SLOW)
         for data in cases:
             self.assertIs(read_head(data), SLOW, data[:80])
+
+
+class HeadWritingTests(SynchronousTestCase):
+    """The lean path's shortcuts in writing a response head give twisted.web's bytes."""
+
+    def test_the_date_is_twisted_webs(self) -> None:
+        """Formatted once a second, the Date is what datetimeToString() says at that time."""
+        now = [1_700_000_000.25]
+        date = HttpDate(lambda: now[0])
+        for instant in (1_700_000_000.25, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_061.5):
+            now[0] = instant
+            self.assertEqual(date(), datetimeToString(instant))
+        # Back in time too (the wall clock was set back).
+        now[0] = 1_600_000_000.5
+        self.assertEqual(date(), datetimeToString(1_600_000_000.5))
+
+    def test_the_head_is_twisted_webs(self) -> None:
+        """LeanChannel.writeHeaders writes the bytes HTTPChannel.writeHeaders does, in one write."""
+        headers = Headers()
+        headers.addRawHeader(b"content-type", b"application/json")
+        headers.addRawHeader(b"mcp-session-id", b"session-1")
+        headers.addRawHeader(b"set-cookie", b"a=1")
+        headers.addRawHeader(b"set-cookie", b"b=2")
+        headers.addRawHeader(b"X-Odd", b"spaced  value")
+        pairs = [(b"Content-Type", b"text/plain"), (b"X-Folded", b"a\r\nb")]
+        for given in (headers, pairs, Headers()):
+            daemon = Daemon(True, Path(tempfile.mkdtemp()))
+            lean, lean_transport = daemon.connect()
+            plain = HTTPChannel()
+            plain_transport = StringTransport()
+            plain.makeConnection(plain_transport)
+            lean.writeHeaders(b"HTTP/1.1", b"200", b"OK", given)
+            plain.writeHeaders(b"HTTP/1.1", b"200", b"OK", given)
+            self.assertIsInstance(lean, LeanChannel)
+            self.assertEqual(lean_transport.value(), plain_transport.value())
+
+    def test_the_addresses_are_asked_once(self) -> None:
+        """Each request gets the connection's addresses; the transport is asked once."""
+        daemon = Daemon(True, Path(tempfile.mkdtemp()))
+        channel, transport = daemon.connect(UNIX, UNIXAddress(None))
+        asked: list[str] = []
+        host, peer = transport.getHost, transport.getPeer
+
+        def get_host() -> Any:
+            asked.append("host")
+            return host()
+
+        def get_peer() -> Any:
+            asked.append("peer")
+            return peer()
+
+        transport.getHost = get_host  # type: ignore[method-assign]
+        transport.getPeer = get_peer  # type: ignore[method-assign]
+        for _ in range(3):
+            self.assertEqual(channel.getHost(), UNIX)
+            self.assertEqual(channel.getPeer(), UNIXAddress(None))
+        channel.dataReceived(modern(1, "tools/list") + modern(2, "tools/list"))
+        self.assertEqual([status for status, _, _ in responses(transport.value())], [200, 200])
+        self.assertEqual(sorted(asked), ["host", "peer"])

@@ -601,6 +601,47 @@ class ClientCapabilityTests(SynchronousTestCase):
         )
         self.assertEqual(UpstreamHandlers().client_capabilities(Revision.V2026_07_28), {})
 
+    def test_worked_out_once_the_same_each_time(self) -> None:
+        """
+        Asked again, the capabilities are those worked out afresh, for every set of
+        handlers and revision, and also after a handler is changed; what one caller
+        does to its copy is not seen by the next.
+        """
+        question = answered({})
+        kinds = [
+            {},
+            {"relay": lambda *args: None},
+            {"roots": question},
+            {"sampling": question},
+            {"sampling": question, "sampling_tools": True},
+            {"elicitation": question},
+            {"elicitation": question, "elicitation_modes": frozenset({"form", "url"})},
+            {"elicitation": question, "elicitation_modes": frozenset({"url"})},
+        ]
+        for kind in kinds:
+            handlers = UpstreamHandlers(**kind)
+            for revision in Revision:
+                fresh = handlers._capabilities_at(revision)
+                first = handlers.client_capabilities(revision)
+                self.assertEqual(first, fresh, (kind, revision))
+                for value in first.values():
+                    value["changed"] = {}
+                first["changed"] = {}
+                self.assertEqual(handlers.client_capabilities(revision), fresh, (kind, revision))
+        handlers = UpstreamHandlers(sampling=question)
+        self.assertEqual(handlers.client_capabilities(Revision.V2025_11_25), {"sampling": {}})
+        handlers.sampling_tools = True
+        self.assertEqual(
+            handlers.client_capabilities(Revision.V2025_11_25), {"sampling": {"tools": {}}}
+        )
+        handlers.sampling = None
+        self.assertEqual(handlers.client_capabilities(Revision.V2025_11_25), {})
+        # What was worked out is not part of the handlers' equality.
+        self.assertEqual(UpstreamHandlers(sampling=question), UpstreamHandlers(sampling=question))
+        asked = UpstreamHandlers(sampling=question)
+        asked.client_capabilities(Revision.V2025_11_25)
+        self.assertEqual(asked, UpstreamHandlers(sampling=question))
+
 
 class ServerCancellationTests(SynchronousTestCase):
     def test_server_cancelling_its_question_ends_the_handler_without_an_answer(self) -> None:
