@@ -66,6 +66,7 @@ from mcpx.wire.framing import (
 )
 from mcpx.wire.messages import Request, RequestId, parse
 from mcpx.wire.peer import RpcPeer
+from mcpx.wire.prompt_write import write_now
 
 #: The default time a server gets to exit after each step of L{StdioChannel.close}.
 DEFAULT_GRACE: Final = 5.0
@@ -217,6 +218,21 @@ class StdioChannel:
 
     # Sending
 
+    def _write_line(self, data: bytes) -> None:
+        """
+        Write one message and its newline to the server's stdin, sent now when nothing
+        is queued there (L{write_now}: the request goes out without waiting for the
+        reactor's next pass).  The joined copy costs nothing more: Twisted joins its
+        buffer before sending it anyway.
+        """
+        transport = self._transport
+        assert transport is not None
+        # A spawned process's stdin is its writer pipe, a plain descriptor; without one
+        # (a test's transport), the transport's own write.
+        pipes: dict[int, object] = getattr(transport, "pipes", {})
+        stdin = pipes.get(0, transport)
+        write_now(stdin, data + _NEWLINE)
+
     def send(self, data: bytes) -> None:
         """Write a notification or a response; dropped once the server is out of reach."""
         if self._transport is None:
@@ -224,13 +240,12 @@ class StdioChannel:
                 raise RuntimeError(f"the channel to {self._label} is not started")
             return
         if self._stdin_open:
-            self._transport.writeSequence([data, _NEWLINE])
+            self._write_line(data)
 
     def send_request(self, data: bytes, request: Request) -> None:
         """Write a request, or fail it at once if the server can no longer read it."""
         if self._stdin_open:
-            assert self._transport is not None
-            self._transport.writeSequence([data, _NEWLINE])
+            self._write_line(data)
             return
         lost = self._lost.failure
         if self._transport is None and lost is None:

@@ -25,6 +25,8 @@ from attrs import frozen
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 
+from mcpx.wire.prompt_write import write_now
+
 #: The default largest message accepted, in bytes (not counting the newline).  Real servers
 #: answer with whole files, images and query results, often twice over (in C{content} and
 #: C{structuredContent}); 64 MiB lets those through.
@@ -262,10 +264,13 @@ class NDJSONProtocol(Protocol):
                 self.message_too_large(item.limit)
 
     def send_message(self, payload: bytes) -> None:
-        """Write one message and its newline."""
+        """
+        Write one message and its newline, sent now when nothing is queued on the
+        connection (L{write_now}: without waiting for the reactor's next pass).  The
+        joined copy costs nothing more: Twisted joins what it buffers before sending.
+        """
         assert self.transport is not None
-        # Two writes rather than a concatenation: no copy of a large payload.
-        self.transport.writeSequence([payload, _NEWLINE])
+        write_now(self.transport, payload + _NEWLINE)
 
     def message_received(self, line: bytes) -> None:
         """Called with each complete message, without its newline."""
