@@ -54,6 +54,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, LimitedChannel
 from mcpx.server.http import McpHTTP
+from mcpx.wire.prompt_write import write_now
 
 __all__ = ["MAX_HEAD", "MAX_HEADERS", "Head", "HttpDate", "LeanChannel", "LeanMcp", "read_head"]
 
@@ -268,6 +269,12 @@ class LeanChannel(LimitedChannel):
         self._slow = False
         self._own_address: IAddress | None = None
         self._peer_address: IAddress | None = None
+        #: The lean answer being written, head first, until its C{Content-Length} is
+        #: all there: then it is sent in one piece, now if nothing is queued
+        #: (L{write_now}), rather than as a head and a body buffered for the reactor's
+        #: next pass.  Streams (chunked) are written as they come.
+        self._held: list[bytes] | None = None
+        self._held_left = 0
 
     @property
     def slow(self) -> bool:
@@ -356,7 +363,9 @@ class LeanChannel(LimitedChannel):
     def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
         """
         HTTPChannel.writeHeaders, the head joined here and written once: the transport's
-        C{writeSequence} would check each of its two dozen pieces on the way.
+        C{writeSequence} would check each of its two dozen pieces on the way.  A lean
+        answer with a C{Content-Length} is held until its body is written too, then
+        sent with it in one piece.
         """
         if not isinstance(headers, Headers):
             # The backward-compatible form, which twisted.web sanitizes first.
@@ -367,14 +376,54 @@ class LeanChannel(LimitedChannel):
             for value in values:
                 head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
+        joined = b"".join(head)
+        answering = self._answering
+        length = headers.getRawHeaders(b"content-length")
+        if answering is not None and not answering.chunked and length and length[0].isdigit():
+            # A lean answer of known length: its head waits for its body, and both go
+            # out in one send (see L{_held}).
+            self._held = [joined]
+            self._held_left = int(length[0])
+            if self._held_left == 0:
+                self._send_held()
+            return
         transport: Any = self.transport
-        transport.write(b"".join(head))
+        transport.write(joined)
+
+    def write(self, data: bytes) -> None:
+        """HTTPChannel.write, or a held answer's body, sent once it is all there."""
+        if self._held is None:
+            transport: Any = self.transport
+            transport.write(data)
+            return
+        self._held.append(data)
+        self._held_left -= len(data)
+        if self._held_left <= 0:
+            self._send_held()
+
+    def writeSequence(self, iovec: Any) -> None:
+        """HTTPChannel.writeSequence, or more of a held answer's body."""
+        if self._held is None:
+            transport: Any = self.transport
+            transport.writeSequence(iovec)
+            return
+        for data in iovec:
+            self.write(data)
+
+    def _send_held(self) -> None:
+        """The held answer, head and body, in one L{write_now}."""
+        held = self._held
+        if held is None:
+            return
+        self._held = None
+        write_now(self.transport, b"".join(held))
 
     def requestDone(self, request: Any) -> None:
         if request is not self._answering:
             LimitedChannel.requestDone(self, request)
             return
         # HTTPChannel.requestDone, for a request it did not parse.
+        self._send_held()
         self._answering = None
         del self.requests[0]
         self._handlingRequest = False

@@ -634,6 +634,28 @@ class HeadWritingTests(SynchronousTestCase):
             self.assertIsInstance(lean, LeanChannel)
             self.assertEqual(lean_transport.value(), plain_transport.value())
 
+    def test_an_answer_is_one_write(self) -> None:
+        """
+        A lean answer of known length reaches the transport as one write, head and body
+        together, so that it can be sent at once (L{mcpx.wire.prompt_write}).
+        """
+        daemon = Daemon(True, Path(tempfile.mkdtemp()))
+        channel, transport = daemon.connect()
+        writes: list[bytes] = []
+        write = transport.write
+
+        def recorded(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        transport.write = recorded  # type: ignore[method-assign]
+        channel.dataReceived(modern(1, "tools/list") + modern(2, "tools/call", CALL))
+        answers = list(responses(transport.value()))
+        self.assertEqual([status for status, _, _ in answers], [200, 200])
+        self.assertEqual(len(writes), 2)
+        self.assertTrue(writes[0].endswith(answers[0][2]))
+        self.assertEqual(b"".join(writes), transport.value())
+
     def test_the_addresses_are_asked_once(self) -> None:
         """Each request gets the connection's addresses; the transport is asked once."""
         daemon = Daemon(True, Path(tempfile.mkdtemp()))
