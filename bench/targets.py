@@ -241,14 +241,23 @@ def _flat_memory(figures: Figures) -> Verdict:
     return at_most(growth, 1, "MB", f"{growth:+.2f} MB from 10k to 100k calls", digits=2)
 
 
-def _catalogue_row(text: str, label: str) -> tuple[int, int, float]:
-    """Tools, pages and p50 ms of one bench_catalogue.py row."""
+def _catalogue_row(text: str, label: str) -> tuple[int, int, float, str]:
+    """
+    Tools, pages and p50 ms of one bench_catalogue.py row, and what the row says of the
+    daemon's CPU and the client's own JSON decoding per listing.
+    """
     found = re.search(
-        rf"^\s+{re.escape(label)}\s+([0-9]+)\s+([0-9]+)\s+[0-9]+\s+[0-9.]+\s+([0-9.]+)", text, re.M
+        rf"^\s+{re.escape(label)}\s+([0-9]+)\s+([0-9]+)\s+[0-9]+\s+[0-9.]+\s+([0-9.]+)"
+        r"\s+[0-9.]+\s+([0-9.]+)(?:\s+([0-9.]+)\s+[0-9.]+)?\s*$",
+        text,
+        re.M,
     )
     if found is None:
         raise Missing(f"no row {label!r}")
-    return int(found.group(1)), int(found.group(2)), float(found.group(3))
+    parts = f"daemon CPU {float(found.group(4)):.1f} ms"
+    if found.group(5) is not None:
+        parts += f", the client's own JSON decoding {float(found.group(5)):.1f} ms"
+    return int(found.group(1)), int(found.group(2)), float(found.group(3)), parts
 
 
 def _catalogue(way: str, method: str) -> Callable[[Figures], Verdict]:
@@ -256,11 +265,11 @@ def _catalogue(way: str, method: str) -> Callable[[Figures], Verdict]:
 
     def judge(figures: Figures) -> Verdict:
         text = output(figures, "bench_catalogue.py")
-        tools, pages, p50 = _catalogue_row(text, f"{way} 100x100 {method}")
+        tools, pages, p50, parts = _catalogue_row(text, f"{way} 100x100 {method}")
         linear = number(text, rf"^\s+{way} {method}: .*\(largest/smallest x([0-9.]+)\)")
         figure = (
-            f"{p50:.1f} ms p50 for all {pages} page{'s' if pages != 1 else ''} "
-            f"({tools:,} tools); time per tool, 100 servers against 25: x{linear:.2f}"
+            f"{p50:.1f} ms p50 wall for all {pages} page{'s' if pages != 1 else ''} "
+            f"({tools:,} tools; {parts}); time per tool, 100 servers against 25: x{linear:.2f}"
         )
         verdict = at_most(p50, 20, "ms", figure)
         if verdict.met and linear > 1.5:
@@ -274,7 +283,7 @@ def _gateway_list(figures: Figures) -> Verdict:
     """The gateway's own C{tools/list}: the same few tools however many servers stand behind."""
     text = output(figures, "bench_catalogue.py")
     small = _catalogue_row(text, "gateway 25x100 tools/list")[2]
-    tools, _, large = _catalogue_row(text, "gateway 100x100 tools/list")
+    tools, _, large, _ = _catalogue_row(text, "gateway 100x100 tools/list")
     figure = f"{large:.2f} ms p50 ({tools} tools) behind 100 servers, {small:.2f} ms behind 25"
     return at_most(large, 20, "ms", figure)
 
@@ -386,7 +395,8 @@ TARGETS: tuple[Target, ...] = (
         "100x100 tools, pass-through `tools/list` (all pages) ≤ 20 ms and linear",
         "bench_catalogue.py",
         _catalogue("pass-through", "tools/list"),
-        "see bench_catalogue.py's section",
+        "most of the wall time is the client decoding 2 MB of tool definitions, which it "
+        "would decode from the servers directly too; see bench_catalogue.py's section",
     ),
     Target(
         "idle daemon ≤ 45 MB RSS",
