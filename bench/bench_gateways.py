@@ -60,8 +60,10 @@ from bench_call import (
     sequential,
 )
 from bench_mcp import Series, direct_series, measured, series_table
+from bench_serve import checked, initialized, spawned, split_request
 from keepalive_http import KeepAliveClient, connect_tcp
 from twisted.internet.defer import Deferred, FirstError, TimeoutError
+from twisted.internet.task import deferLater
 
 LEGACY = "2025-06-18"
 MODERN = "2026-07-28"
@@ -270,6 +272,52 @@ def _check(label: str, method: str, status: int, body: bytes) -> None:
         raise RuntimeError(f"{label}: tools/list answered {status}: {body[:300]!r}")
 
 
+BARE = str(Path(__file__).resolve().parent / "bare_answerer.py")
+
+
+async def transport_floors(reactor: Any, count: int, warm: int) -> tuple[float, float]:
+    """
+    The sequential p50 (ms) of a call to a peer that answers at once, over stdio and over
+    HTTP (L{bare_answerer}), each with the raw client this bench uses for that transport.
+    """
+    lines = await initialized(await spawned(reactor, [sys.executable, BARE, "stdio"], {}))
+    before, after = split_request("tools/call", {"name": "echo", "arguments": ECHO_ARGUMENTS})
+
+    def by_line() -> Awaitable[object]:
+        return lines.request(before, after).addCallback(checked)
+
+    try:
+        await sequential("warm-up", by_line, warm)
+        stdio = await sequential("bare stdio", by_line, count)
+    finally:
+        transport: Any = lines.transport
+        transport.closeStdin()
+        await lines.ended
+    port = free_port()
+    answerer = await spawned(reactor, [sys.executable, BARE, "http", str(port)], {})
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client = await connect_tcp(reactor, HOST, port)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await deferLater(reactor, 0.05, lambda: None)
+        by_http = _caller(reactor, client, request_bytes(port, "tools/call", 1, "bare"))
+        try:
+            await sequential("warm-up", by_http, warm)
+            http = await sequential("bare HTTP", by_http, count)
+        finally:
+            await close_all(reactor, [client])
+    finally:
+        stopping: Any = answerer.transport
+        stopping.signalProcess("TERM")
+        await answerer.ended
+    return stdio.p50, http.p50
+
+
 def per_cpu(run: Series | str) -> str:
     if isinstance(run, str) or run.daemon_cpu is None:
         return f"{'-':>7}"
@@ -306,10 +354,12 @@ def main() -> None:
         env={"MCPX_MCP_PASSTHROUGH": "demo"},
     )
     results: list[tuple[str, list[Series | str], int]] = []
+    floors: list[float] = []
 
     async def measure(reactor: Any) -> list[Series]:
         print("direct...", file=sys.stderr, flush=True)
         direct, _speaks = await direct_series(reactor, count, width, warm)
+        floors.extend(await transport_floors(reactor, count, warm))
         deadline = time.monotonic() + 30
         proxy_session = open_session(proxy.port, deadline)
         daemon_session = open_session(daemon_port, deadline)
@@ -365,6 +415,23 @@ def main() -> None:
                         f"x{theirs.p50 / ours.p50:.2f} faster, "
                         f"calls/s x{ours.rate / theirs.rate:.2f}"
                     )
+            stdio_floor, http_floor = floors
+            http_cost = http_floor - stdio_floor
+            print(
+                "  HTTP against stdio with nothing behind (bench/bare_answerer.py, the same raw "
+                f"clients, sequential p50): stdio {stdio_floor:.3f} ms, HTTP {http_floor:.3f} "
+                f"ms: HTTP costs {http_cost:.3f} ms"
+            )
+            for label, runs, _ in found[1:]:
+                ours = runs[0]
+                if isinstance(ours, str) or isinstance(direct[0], str):
+                    continue
+                added = ours.p50 - direct[0].p50
+                print(
+                    f"  {label} tools/call, sequential: +{added:.3f} ms p50 over the direct "
+                    f"stdio call; +{added - http_cost:.3f} ms with HTTP's {http_cost:.3f} ms "
+                    "subtracted"
+                )
             print("  what one gateway CPU would sustain (16 in flight, per request's CPU time):")
             for label, runs, _ in found:
                 print(

@@ -7,7 +7,9 @@ child process's stdin and stdout, one JSON-RPC message a line:
   1. direct: the client spawns the demo itself;
   2. C{mcpx serve --passthrough demo}: the client spawns the bridge a host would start,
      which copies the lines to a running daemon's MCP socket; the daemon passes the call
-     through to the demo it keeps warm.
+     through to the demo it keeps warm;
+  3. the same daemon's MCP socket straight from the client (the bridge's hello, then the
+     same lines), which tells the bridge's share apart from the daemon's.
 
 Both ways the client initializes (revision 2025-11-25), then sends C{tools/call echo}
 N times one after another and N times with C{--concurrency} in flight (ids tell the
@@ -33,7 +35,10 @@ from typing import Any
 
 from bench_call import MCPX, Daemon, Run, compare, concurrent, run_reactor, sequential, table
 from twisted.internet.defer import Deferred
-from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.protocol import ProcessProtocol, Protocol
+
+from mcpx.cli.serve import MCP_SOCKET_NAME, hello_line
 
 PYTHON = sys.executable
 DEMO_ARGV = [PYTHON, "-m", "mcpx.demo"]
@@ -104,9 +109,43 @@ def checked(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def open_client(reactor: Any, argv: list[str], env: dict[str, str]) -> LineClient:
+class SocketLines(Protocol):
+    """A L{LineClient} on a unix socket instead of a child's stdio."""
+
+    def __init__(self, lines: LineClient) -> None:
+        self.lines = lines
+
+    def connectionMade(self) -> None:
+        # The line client only writes to its transport and closes it: a socket will do.
+        self.lines.transport = self.transport  # type: ignore[assignment]
+
+    def dataReceived(self, data: bytes) -> None:
+        self.lines.outReceived(data)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lines.processEnded(reason)
+
+
+async def spawned(reactor: Any, argv: list[str], env: dict[str, str]) -> LineClient:
+    """A client on a child process's stdin and stdout."""
     client = LineClient()
     reactor.spawnProcess(client, argv[0], argv, env=env)
+    return client
+
+
+async def on_socket(reactor: Any, path: str) -> LineClient:
+    """
+    A client on the daemon's MCP socket itself, saying the hello the bridge says: the
+    daemon's share of what C{mcpx serve} adds, without the bridge's process.
+    """
+    client = LineClient()
+    await connectProtocol(UNIXClientEndpoint(reactor, path), SocketLines(client))
+    assert client.transport is not None
+    client.transport.write(hello_line(["demo"]))
+    return client
+
+
+async def initialized(client: LineClient) -> LineClient:
     before, after = split_request(
         "initialize",
         {
@@ -123,11 +162,11 @@ async def open_client(reactor: Any, argv: list[str], env: dict[str, str]) -> Lin
 
 
 async def runs_for(
-    reactor: Any, label: str, argv: list[str], *, env: dict[str, str], options: argparse.Namespace
+    label: str, opening: Awaitable[LineClient], options: argparse.Namespace
 ) -> tuple[list[Run], float]:
     """The two series through one way; and its wall time to the first answer."""
     begun = time.perf_counter()
-    client = await open_client(reactor, argv, env)
+    client = await initialized(await opening)
     first = time.perf_counter() - begun
     before, after = split_request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
 
@@ -142,30 +181,40 @@ async def runs_for(
             await concurrent(f"{label}, {width} in flight", [call] * width, count),
         ]
     finally:
-        assert client.transport is not None
-        client.transport.closeStdin()
+        transport: Any = client.transport
+        # The host's end of input: the bridge half-closes, and so does the socket client.
+        if hasattr(transport, "closeStdin"):
+            transport.closeStdin()
+        else:
+            transport.loseWriteConnection()
         await client.ended
     return found, first
 
 
 async def measure(reactor: Any, options: argparse.Namespace) -> None:
     env = dict(os.environ)
-    direct, _ = await runs_for(reactor, "direct demo", DEMO_ARGV, env=env, options=options)
+    direct, _ = await runs_for("direct demo", spawned(reactor, DEMO_ARGV, env), options)
     daemon = Daemon({"demo": DEMO_ARGV}, None)
     try:
-        served, first = await runs_for(
-            reactor,
-            "mcpx serve",
-            [MCPX, "serve", "--passthrough", "demo"],
-            env=daemon.env,
-            options=options,
+        bridge = [MCPX, "serve", "--passthrough", "demo"]
+        served, first = await runs_for("mcpx serve", spawned(reactor, bridge, daemon.env), options)
+        socket_path = str(daemon.state / MCP_SOCKET_NAME)
+        unbridged, _ = await runs_for(
+            "daemon's MCP socket", on_socket(reactor, socket_path), options
         )
     finally:
         status, _, survivors = daemon.stop()
         daemon.remove()
-    print(table([*direct, *served]))
+    print(table([*direct, *served, *unbridged]))
     for plain, bridged in zip(direct, served, strict=True):
         print(compare(plain, bridged))
+    for plain, bridged in zip(direct, unbridged, strict=True):
+        print(compare(plain, bridged))
+    bridge_share = served[0].p50 - unbridged[0].p50
+    print(
+        f"  of which the bridge process (mcpx serve against the socket itself, sequential): "
+        f"+{bridge_share:.3f} ms at p50"
+    )
     added = served[0].p50 - direct[0].p50
     verdict = "met" if added <= TARGET_ADDED_MS else f"missed by {added - TARGET_ADDED_MS:.3f} ms"
     print(
