@@ -218,15 +218,19 @@ class StdioChannel:
 
     # Sending
 
-    def _write_line(self, data: bytes) -> None:
+    def _write_line(self, data: bytes, *, now: bool = True) -> None:
         """
-        Write one message and its newline to the server's stdin, sent now when nothing
-        is queued there (L{write_now}: the request goes out without waiting for the
-        reactor's next pass).  The joined copy costs nothing more: Twisted joins its
-        buffer before sending it anyway.
+        Write one message and its newline to the server's stdin: with C{now}, sent at
+        once when nothing is queued there (L{write_now}: the request goes out without
+        waiting for the reactor's next pass); otherwise queued for that pass, with
+        whatever else is written before it.  The joined copy costs nothing more: Twisted
+        joins its buffer before sending it anyway.
         """
         transport = self._transport
         assert transport is not None
+        if not now:
+            transport.write(data + _NEWLINE)
+            return
         # A spawned process's stdin is its writer pipe, a plain descriptor; without one
         # (a test's transport), the transport's own write.
         pipes: dict[int, object] = getattr(transport, "pipes", {})
@@ -245,7 +249,11 @@ class StdioChannel:
     def send_request(self, data: bytes, request: Request) -> None:
         """Write a request, or fail it at once if the server can no longer read it."""
         if self._stdin_open:
-            self._write_line(data)
+            # Alone, a request is sent now: the call's latency.  With others in flight,
+            # it waits for the reactor's pass, which sends every request it brought down
+            # the pipe in one write: the daemon's and the server's CPU per call.
+            alone = self._peer is None or self._peer.in_flight_outgoing <= 1
+            self._write_line(data, now=alone)
             return
         lost = self._lost.failure
         if self._transport is None and lost is None:

@@ -29,6 +29,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
+from mcpx.upstream import stdio as stdio_module
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
 from mcpx.upstream.stdio import STDERR_LINE_LIMIT, IReactorSpawn, StdioChannel
 from mcpx.upstream.stdio_spawn import SpawnFailed
@@ -418,6 +419,25 @@ class TrafficTests(StdioTestCase):
             upstream.process.written(),
             [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "x"}}],
         )
+
+    def test_a_request_alone_is_sent_now_others_wait_for_the_pass(self) -> None:
+        """
+        A request with nothing else in flight goes to the child's stdin at once (no
+        wait for the reactor's next pass: the call's latency); one sent while another is
+        in flight is queued, so the pass sends all of them down the pipe in one write.
+        """
+        sent_now: list[bytes] = []
+        self.patch(
+            stdio_module,
+            "write_now",
+            lambda transport, data: (sent_now.append(data), transport.write(data)),
+        )
+        upstream = self.started()
+        upstream.peer.request("tools/list", {})
+        self.assertEqual([json.loads(line)["id"] for line in sent_now], [1])
+        upstream.peer.request("tools/list", {})
+        self.assertEqual([json.loads(line)["id"] for line in sent_now], [1])
+        self.assertEqual([m["id"] for m in upstream.process.written()], [1, 2])
 
     def test_notification_written_as_line(self) -> None:
         """A notification goes to the child's stdin as one line of JSON."""
