@@ -427,11 +427,12 @@ class TrafficTests(StdioTestCase):
         in flight is queued, so the pass sends all of them down the pipe in one write.
         """
         sent_now: list[bytes] = []
-        self.patch(
-            stdio_module,
-            "write_now",
-            lambda transport, data: (sent_now.append(data), transport.write(data)),
-        )
+
+        def write_now(transport: Any, data: bytes) -> None:
+            sent_now.append(data)
+            transport.write(data)
+
+        self.patch(stdio_module, "write_now", write_now)
         upstream = self.started()
         upstream.peer.request("tools/list", {})
         self.assertEqual([json.loads(line)["id"] for line in sent_now], [1])
