@@ -83,6 +83,11 @@ class Listings:
             self._versions[kind] = self._versions.get(kind, 0) + 1
         return True
 
+    def cached(self, kind: str) -> Items | None:
+        """The list of C{kind} as cached now (a copy, as L{get} hands out), else C{None}."""
+        cached = self._cached.get(kind)
+        return list(cached) if cached is not None else None
+
     async def get(
         self, kind: str, session: UpstreamSession, fetch: Fetch, alive: Callable[[], bool]
     ) -> Items:

@@ -175,13 +175,18 @@ class TaskPromotion:
         name = params["name"]
         passthrough = self._offering.serving(conn)
         if passthrough is not None:
-            server = await passthrough.tool_owner(context, name)
-            if server is not None:
+            route = await passthrough.tool_route(context, name)
+            if route is not None:
+                # The tool as the client's tools/list offers it, found with the call's
+                # owner: no list is built for a call.
+                server = route.server
                 upstream_tool = passthrough.upstream_name(server, name)
-                for tool in await passthrough.tools(context):
-                    if tool.get("name") == name:
-                        return task_support(tool), server, upstream_tool
-                return None, server, upstream_tool
+                tool = passthrough.offered_definition(route, name)
+                return (
+                    task_support(tool) if tool is not None else None,
+                    server,
+                    upstream_tool,
+                )
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

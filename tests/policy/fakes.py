@@ -69,6 +69,12 @@ class InnerPool:
         self.lists += 1
         return list(self.catalogue)
 
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None:
+        # Nothing is cached: every list is fetched (and counted in L{lists}).
+        return None
+
     async def call_tool(
         self, server: str, tool: str, arguments: Mapping[str, Any] | None = None, **_: Any
     ) -> dict[str, Any]:
