@@ -84,9 +84,12 @@ class Listings:
         return True
 
     def cached(self, kind: str) -> Items | None:
-        """The list of C{kind} as cached now (a copy, as L{get} hands out), else C{None}."""
-        cached = self._cached.get(kind)
-        return list(cached) if cached is not None else None
+        """
+        The list of C{kind} as cached now, else C{None}: the cache's own list, not a
+        copy (a caller must not change it), so that one who derives something from it
+        can tell it is the same list without comparing its items.
+        """
+        return self._cached.get(kind)
 
     async def get(
         self, kind: str, session: UpstreamSession, fetch: Fetch, alive: Callable[[], bool]

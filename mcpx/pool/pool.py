@@ -457,7 +457,8 @@ class Pool(MultiService):
         """
         The server's C{kind} catalogue (C{"tools"}, C{"prompts"}, ...) when a usable
         instance has it cached now, else C{None}: then L{tools} and the like fetch it
-        (or say why they cannot).  What a caller on the hot path takes without waiting.
+        (or say why they cannot).  What a caller on the hot path takes without waiting;
+        the list is the cache's own, to read and not to change.
         """
         slots = self._instances.slots
         if server not in slots.servers.servers:

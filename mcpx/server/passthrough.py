@@ -72,7 +72,7 @@ C{subscriptions/listen} stream that asked (L{mcpx.server.listen}).
 
 A pass-through tool whose C{inputSchema} marks arguments with C{x-mcp-header} wants
 them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
-L{PassThrough.tool_param_headers} says which, derived once per catalogue, and
+L{PassThrough.param_headers} says which, derived once per catalogue, and
 L{mcpx.server.param_headers} checks them.
 
 What mcpx declares to the upstream is the pool session's own declaration, which holds
@@ -93,10 +93,14 @@ a 2026-07-28 server sends no log message for a request that did not ask for them
 Cost
 ====
 
-A pass-through C{tools/call} is the hot path: the owner is found with set lookups over
-the pool's cached catalogues (the name sets are rebuilt only when the pool listed anew),
-and which servers are passed through is worked out once per configuration.  Nothing is
-copied or validated on the way.
+A pass-through C{tools/call} is the hot path: its route (L{PassThrough.tool_route}) is
+found with dictionary lookups over the pool's cached catalogues, taken without waiting
+while the pool has them cached: each server's tools by name, as offered, with the
+C{Mcp-Param-*} headers each asks for (L{OfferedTool}), are derived again only when the
+pool listed anew, and the owner, the tool's C{execution.taskSupport} and its headers
+are all read from them; no merged list is built for a call.  Which servers are passed
+through is worked out once per configuration.  Nothing is copied or validated on the
+way.
 """
 
 from __future__ import annotations
