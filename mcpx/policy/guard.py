@@ -171,6 +171,24 @@ class GuardedPool:
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         """The server's tools that its policy does not hide."""
         listed: list[dict[str, Any]] = await self._inner.tools(server, client=client)
+        return self._visible(server, listed)
+
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None:
+        """
+        The pool's L{mcpx.pool.pool.Pool.cached_catalogue}, its tools as L{tools} hands
+        them out (without those the policy hides).
+        """
+        listed: list[dict[str, Any]] | None = self._inner.cached_catalogue(
+            server, kind, client=client
+        )
+        if listed is None or kind != "tools":
+            return listed
+        return self._visible(server, listed)
+
+    def _visible(self, server: str, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tools of C{listed} that C{server}'s policy does not hide."""
         policy = self.policy(server)
         if not policy.hides_any:
             return listed
@@ -195,13 +213,18 @@ class GuardedPool:
         return client
 
     async def _index(self, server: str, client: str) -> _Index | None:
-        try:
-            listed: list[dict[str, Any]] = await self._inner.tools(server, client=client)
-        except RpcError as e:
-            # Listing failed but the call may not: it goes on unchecked (the pool's own
-            # failures, which the call would meet too, are left to say so).
-            self._warn_once(server, "", "list", f"its tools could not be listed ({e})")
-            return None
+        # Taken at once when the pool has the list cached: a call awaits nothing here.
+        listed: list[dict[str, Any]] | None = self._inner.cached_catalogue(
+            server, "tools", client=client
+        )
+        if listed is None:
+            try:
+                listed = await self._inner.tools(server, client=client)
+            except RpcError as e:
+                # Listing failed but the call may not: it goes on unchecked (the pool's
+                # own failures, which the call would meet too, are left to say so).
+                self._warn_once(server, "", "list", f"its tools could not be listed ({e})")
+                return None
         key = (server, self._lister(server, client))
         index = self._indexes.get(key)
         if index is None or not index.same_list(listed):

@@ -83,6 +83,14 @@ class Listings:
             self._versions[kind] = self._versions.get(kind, 0) + 1
         return True
 
+    def cached(self, kind: str) -> Items | None:
+        """
+        The list of C{kind} as cached now, else C{None}: the cache's own list, not a
+        copy (a caller must not change it), so that one who derives something from it
+        can tell it is the same list without comparing its items.
+        """
+        return self._cached.get(kind)
+
     async def get(
         self, kind: str, session: UpstreamSession, fetch: Fetch, alive: Callable[[], bool]
     ) -> Items:

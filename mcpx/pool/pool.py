@@ -451,6 +451,23 @@ class Pool(MultiService):
         """The server's resource templates, cached like L{tools}."""
         return await self._catalogue(server, "templates", client)
 
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None:
+        """
+        The server's C{kind} catalogue (C{"tools"}, C{"prompts"}, ...) when a usable
+        instance has it cached now, else C{None}: then L{tools} and the like fetch it
+        (or say why they cannot).  What a caller on the hot path takes without waiting;
+        the list is the cache's own, to read and not to change.
+        """
+        slots = self._instances.slots
+        if server not in slots.servers.servers:
+            return None
+        instance = slots.find(server, self.scope_key(server, client))
+        if instance is None or not instance.usable:
+            return None
+        return instance.catalogue.cached(kind)
+
     async def _catalogue(self, server: str, kind: str, client: str) -> list[dict[str, Any]]:
         instance = await self._instances.ready(self._instances.slots.slot(server, client))
         session = instance.session

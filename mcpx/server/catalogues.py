@@ -110,6 +110,17 @@ class Catalogues:
         last[server] = items
         return items
 
+    def cached(self, kind: str, server: str, context: Context) -> list[dict[str, Any]] | None:
+        """
+        One server's catalogue as L{of} would give it, when the pool has it cached now
+        (L{mcpx.ops.host.PoolInterface.cached_catalogue}); else C{None}, and L{of} is
+        what fetches it, or stands on what was listed last.
+        """
+        items = self._gateway.pool.cached_catalogue(server, kind, client=context.identity)
+        if items is not None:
+            self._last.setdefault(kind, {})[server] = items
+        return items
+
     def listed_tools(self, owners: Mapping[str, str]) -> None:
         """Remember the server that listed each tool name of C{owners}."""
         if len(self._listed_by) > _REMEMBERED_TOOLS:

@@ -59,9 +59,10 @@ class Derived(Generic[_T]):
     Something derived from one catalogue of each server, derived again only when the
     pool listed that catalogue anew.
 
-    The pool hands out a fresh list of the same item objects while its cache holds, and
-    new objects once it listed again; holding the items keeps their identities from
-    being reused, so comparing them by identity is enough to tell.
+    The pool hands out a fresh list of the same item objects while its cache holds (or
+    the cached list itself, L{mcpx.ops.host.PoolInterface.cached_catalogue}), and new
+    objects once it listed again; holding the items keeps their identities from being
+    reused, so comparing them by identity is enough to tell.
     """
 
     def __init__(self, derive: Callable[[list[dict[str, Any]]], _T]) -> None:
@@ -70,10 +71,9 @@ class Derived(Generic[_T]):
 
     def of(self, server: str, items: list[dict[str, Any]]) -> _T:
         held = self._held.get(server)
-        if (
-            held is not None
-            and len(held[0]) == len(items)
-            and all(map(operator.is_, held[0], items))
+        if held is not None and (
+            held[0] is items
+            or (len(held[0]) == len(items) and all(map(operator.is_, held[0], items)))
         ):
             return held[1]
         derived = self._derive(items)

@@ -271,9 +271,12 @@ class McpServer:
             raise RpcError.method_not_found(method)
         if context.modern and method == "tools/call":
             passthrough = self.passthrough_for(conn)
+            route = None
             if passthrough is not None:
-                # SEP-2243: the transport's Mcp-Param-* headers against the arguments.
-                await passthrough.check_param_headers(context, request.params)
+                # SEP-2243: the transport's Mcp-Param-* headers against the arguments; the
+                # route found for them serves the task-support check next, which nothing
+                # awaited comes between (the call looks again once it is sent).
+                route = await passthrough.check_param_headers(context, request.params)
             params = params_of(request)
             promotion = self.promotion
             if promotion is not None:
@@ -295,7 +298,7 @@ class McpServer:
                 if (
                     passthrough is not None
                     and isinstance(params.get("name"), str)
-                    and await promotion.required_by(conn, context, params)
+                    and await promotion.required_by(conn, context, params, route)
                 ):
                     # Only the extension can carry a tool that runs as a task only.
                     raise RpcError.missing_client_capability(TASKS_REQUIRED)

@@ -72,7 +72,7 @@ C{subscriptions/listen} stream that asked (L{mcpx.server.listen}).
 
 A pass-through tool whose C{inputSchema} marks arguments with C{x-mcp-header} wants
 them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
-L{PassThrough.tool_param_headers} says which, derived once per catalogue, and
+L{PassThrough.param_headers} says which, derived once per catalogue, and
 L{mcpx.server.param_headers} checks them.
 
 What mcpx declares to the upstream is the pool session's own declaration, which holds
@@ -93,10 +93,14 @@ a 2026-07-28 server sends no log message for a request that did not ask for them
 Cost
 ====
 
-A pass-through C{tools/call} is the hot path: the owner is found with set lookups over
-the pool's cached catalogues (the name sets are rebuilt only when the pool listed anew),
-and which servers are passed through is worked out once per configuration.  Nothing is
-copied or validated on the way.
+A pass-through C{tools/call} is the hot path: its route (L{PassThrough.tool_route}) is
+found with dictionary lookups over the pool's cached catalogues, taken without waiting
+while the pool has them cached: each server's tools by name, as offered, with the
+C{Mcp-Param-*} headers each asks for (L{OfferedTool}), are derived again only when the
+pool listed anew, and the owner, the tool's C{execution.taskSupport} and its headers
+are all read from them; no merged list is built for a call.  Which servers are passed
+through is worked out once per configuration.  Nothing is copied or validated on the
+way.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from attrs import frozen
 from twisted.logger import Logger
 
 from mcpx.ops import uris
@@ -173,7 +178,9 @@ class PassThrough:
         self._listings: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
         #: The last merge of each kind: the catalogues it was made of, the list, the names.
         self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
-        self._tool_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
+        #: Each server's tools as offered, by name: what a call's owner, task support
+        #: and C{Mcp-Param-*} headers are read from.
+        self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
         self._template_patterns: Derived[tuple[tuple[str, re.Pattern[str]], ...]] = Derived(
@@ -182,7 +189,6 @@ class PassThrough:
                 for template in sorted(names_in(items, "uriTemplate"))
             )
         )
-        self._param_headers: Derived[dict[str, HeaderPaths]] = Derived(tool_header_paths)
         self._resource_schemes: Derived[frozenset[str]] = Derived(
             lambda items: frozenset(scheme_of(uri) for uri in names_in(items, "uri"))
         )
@@ -373,8 +379,6 @@ class PassThrough:
         owner: str | None = None
         for server in self.servers:
             listed = await self._catalogues.of(kind, server, context, unlisted)
-            if kind == "tools":
-                listed = self._offered_tools(server, listed)
             if name in derived.of(server, listed):
                 if owner is not None:
                     self._clashed(kind[:-1], name, owner, server)
@@ -385,27 +389,78 @@ class PassThrough:
     async def tool_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool none of them shadows.  Only the server that lists the name (or
-        listed it last, when it cannot be listed now) is ever chosen.
+        gateway tool none of them shadows (L{tool_route}).
+        """
+        route = await self.tool_route(context, name)
+        return route.server if route is not None else None
+
+    async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
+        """
+        Where a C{tools/call} of C{name} goes: the pass-through server, with its tools as
+        offered, or C{None} for a gateway tool none of them shadows.  Only the server
+        that lists the name (or listed it last, when it cannot be listed now) is ever
+        chosen.  Nothing is awaited while the pool has every catalogue cached.
 
         @raise RpcError: C{-32602} naming the server when the one that listed it was
             removed, or naming the tool when none did and it is no gateway tool.
         """
         unlisted: dict[str, str] = {}
-        owner = await self._named_by(self._tool_names, "tools", context, name, unlisted)
-        if owner is not None:
-            self._catalogues.routed(name, owner)
-            return owner
+        offered = self._tools_now(context)
+        if offered is None:
+            offered = await self._tools_fetched(context, unlisted)
+        return self._routed(name, offered, unlisted)
+
+    def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
+        """Each server's tools by name, when the pool has them all cached; else C{None}."""
+        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        for server in self.servers:
+            listed = self._catalogues.cached("tools", server, context)
+            if listed is None:
+                return None
+            offered.append((server, self._tools.of(server, self._offered_tools(server, listed))))
+        return offered
+
+    async def _tools_fetched(
+        self, context: Context, unlisted: dict[str, str]
+    ) -> list[tuple[str, Mapping[str, OfferedTool]]]:
+        """
+        Each server's tools by name, fetched where need be (L{Catalogues.of}).
+
+        @param unlisted: receives the servers that could not be listed, and why.
+        """
+        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        for server in self.servers:
+            listed = await self._catalogues.of("tools", server, context, unlisted)
+            offered.append((server, self._tools.of(server, self._offered_tools(server, listed))))
+        return offered
+
+    def _routed(
+        self,
+        name: str,
+        offered: list[tuple[str, Mapping[str, OfferedTool]]],
+        unlisted: dict[str, str],
+    ) -> ToolRoute | None:
+        """L{tool_route} of C{name}, given each server's tools and those not listed."""
+        route: ToolRoute | None = None
+        for server, tools in offered:
+            if name in tools:
+                if route is not None:
+                    self._clashed("tool", name, route.server, server)
+                else:
+                    route = ToolRoute(server, tools)
+        if route is not None:
+            self._catalogues.routed(name, route.server)
+            return route
+        servers = self.servers
         last = self._catalogues.lister_of(name)
-        if last is not None and last in self.servers:
-            return last
+        if last is not None and last in servers:
+            return ToolRoute(last, dict(offered)[last])
         if self.gateway.has_tool(name):
             return None
-        servers = self.servers
         if len(servers) == 1 and last is None and not unlisted:
             # One server: it may answer to tools it does not list, and it is the one to
             # say whether the name exists; no other server could be meant.
-            return servers[0]
+            return ToolRoute(servers[0], offered[0][1])
         if last is None and unlisted:
             # Its server may be one that cannot be listed now: say which, guess none.
             raise RpcError(
@@ -421,43 +476,71 @@ class PassThrough:
                 {"name": name, "server": last},
             )
         raise RpcError.invalid_params(
-            f"unknown tool {name!r}: no pass-through server ({', '.join(self.servers)}) "
+            f"unknown tool {name!r}: no pass-through server ({', '.join(servers)}) "
             "lists it; list the tools again",
             {"name": name},
         )
 
+    def offered_definition(self, route: ToolRoute, name: str) -> Mapping[str, Any] | None:
+        """
+        The definition of tool C{name} as C{tools/list} offers it to a host whose call
+        of it takes C{route}: its server's, else a gateway tool's of that name (a call
+        routed to the server that listed it last, or the only server, while it does not
+        list it now), else C{None}.
+        """
+        tool = route.tools.get(name)
+        if tool is not None:
+            return tool.definition
+        for definition in self.gateway.tool_definitions:
+            if definition["name"] == name:
+                return definition
+        return None
+
+    def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
+        """
+        The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
+        (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
+        """
+        server = route.server
+        tool = route.tools.get(self.prefix_of(server) + self.upstream_name(server, name))
+        return tool.headers if tool is not None else NO_HEADERS
+
     async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
         """
         The C{Mcp-Param-*} headers a call of C{server}'s tool C{name} must carry
-        (L{mcpx.server.param_headers}): derived once per catalogue the pool lists.
+        (L{param_headers}): derived once per catalogue the pool lists.
         """
-        listed = await self._catalogues.of("tools", server, context)
-        return self._param_headers.of(server, listed).get(
-            self.upstream_name(server, name), NO_HEADERS
-        )
+        listed = self._catalogues.cached("tools", server, context)
+        if listed is None:
+            listed = await self._catalogues.of("tools", server, context)
+        tools = self._tools.of(server, self._offered_tools(server, listed))
+        return self.param_headers(ToolRoute(server, tools), name)
 
-    async def check_param_headers(self, context: Context, params: object) -> None:
+    async def check_param_headers(self, context: Context, params: object) -> ToolRoute | None:
         """
         Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
         handed over in L{REQUEST_HEADERS}, when it is for a tool of these servers that
         asks for some.
 
+        @return: the call's route, when it was looked up for the check (L{tool_route}):
+            what comes next before the call is sent can read it rather than look again.
         @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
             would fail with when no single pass-through server is its owner
-            (L{tool_owner}).
+            (L{tool_route}).
         """
         headers = REQUEST_HEADERS.get()
         if headers is None or type(params) is not dict:
-            return
+            return None
         name = params.get("name")
         if not isinstance(name, str):
-            return
-        server = await self.tool_owner(context, name)
-        if server is None:
-            return
-        wanted = await self.tool_param_headers(context, server, name)
+            return None
+        route = await self.tool_route(context, name)
+        if route is None:
+            return None
+        wanted = self.param_headers(route, name)
         if wanted:
             check_headers(wanted, params.get("arguments"), headers)
+        return route
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """
@@ -654,6 +737,44 @@ class PassThrough:
             context, server, "completion/complete", forwarded(params)
         )
         return capped_completion(result)
+
+
+@frozen
+class OfferedTool:
+    """
+    One pass-through tool as offered to hosts: its definition, and the C{Mcp-Param-*}
+    headers a call of it must carry.
+    """
+
+    definition: dict[str, Any]
+    headers: HeaderPaths
+
+
+def offered_by_name(tools: list[dict[str, Any]]) -> dict[str, OfferedTool]:
+    """
+    One server's tools as offered, by name: the first of a name is the one listed (as
+    L{PassThrough.tools} keeps it).
+    """
+    headers = tool_header_paths(tools)
+    found: dict[str, OfferedTool] = {}
+    for tool in objects_with(tools, "name"):
+        name = tool["name"]
+        if name not in found:
+            found[name] = OfferedTool(tool, headers.get(name, NO_HEADERS))
+    return found
+
+
+@frozen
+class ToolRoute:
+    """
+    Where a pass-through C{tools/call} goes (L{PassThrough.tool_route}).
+
+    @ivar server: the pass-through server that gets the call.
+    @ivar tools: that server's tools as offered, by name, as listed now (or last).
+    """
+
+    server: str
+    tools: Mapping[str, OfferedTool]
 
 
 def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:

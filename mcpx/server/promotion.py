@@ -29,6 +29,7 @@ from mcpx.server.ext_tasks import (
 )
 from mcpx.server.gateway_tools import CALL_TOOL, EXEC_TOOL
 from mcpx.server.offering import Offering
+from mcpx.server.passthrough import ToolRoute
 from mcpx.server.resumable import ResumableCall, waiting
 from mcpx.server.tasks import CoreTasks
 from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
@@ -91,9 +92,19 @@ class TaskPromotion:
         """A legacy C{tools/call} with C{params.task}: its core task, at once."""
         return self.core.create(conn, context, params, answer, self.task_support)
 
-    async def required_by(self, conn: Conn, context: Context, params: dict[str, Any]) -> bool:
-        """Whether the pass-through tool a C{tools/call} names runs only as a task."""
-        support, _, _ = await self.task_support(conn, context, params)
+    async def required_by(
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        route: ToolRoute | None = None,
+    ) -> bool:
+        """
+        Whether the pass-through tool a C{tools/call} names runs only as a task.
+
+        @param route: the call's route, when it was just looked up (else it is).
+        """
+        support, _, _ = await self.task_support(conn, context, params, route)
         return support == "required"
 
     async def call_may_become_task(
@@ -165,23 +176,36 @@ class TaskPromotion:
             return await asking.round(call, context, params, rounds)
 
     async def task_support(
-        self, conn: Conn, context: Context, params: dict[str, Any]
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        route: ToolRoute | None = None,
     ) -> tuple[str | None, str | None, str | None]:
         """
         The C{execution.taskSupport} of the tool a C{tools/call} names, as this client
         sees it (a pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for
         the rest), and the server and tool it calls upstream.
+
+        @param route: the call's pass-through route, when it was just looked up (else
+            it is looked up here).
         """
         name = params["name"]
         passthrough = self._offering.serving(conn)
         if passthrough is not None:
-            server = await passthrough.tool_owner(context, name)
-            if server is not None:
+            if route is None:
+                route = await passthrough.tool_route(context, name)
+            if route is not None:
+                # The tool as the client's tools/list offers it, found with the call's
+                # owner: no list is built for a call.
+                server = route.server
                 upstream_tool = passthrough.upstream_name(server, name)
-                for tool in await passthrough.tools(context):
-                    if tool.get("name") == name:
-                        return task_support(tool), server, upstream_tool
-                return None, server, upstream_tool
+                tool = passthrough.offered_definition(route, name)
+                return (
+                    task_support(tool) if tool is not None else None,
+                    server,
+                    upstream_tool,
+                )
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

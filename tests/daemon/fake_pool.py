@@ -190,6 +190,17 @@ class FakePool:
         self.listed.append(("templates", server, client))
         return list(self._server(server).templates)
 
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None:
+        """A server that answers has its lists cached; one that fails or is unknown not."""
+        found = self.servers.get(server)
+        if found is None or found.failure is not None:
+            return None
+        self.listed.append((kind, server, client))
+        items: list[dict[str, Any]] = getattr(found, kind)
+        return list(items)
+
     def status(self) -> list[ServerStatus]:
         return [
             ServerStatus(

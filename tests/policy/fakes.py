@@ -64,10 +64,19 @@ class InnerPool:
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
         self.answer: dict[str, Any] = {"content": [], "structuredContent": {"id": 1}}
         self.lists = 0
+        #: Whether its tool list counts as cached (L{cached_catalogue} hands it out).
+        self.cached = False
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         self.lists += 1
         return list(self.catalogue)
+
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None:
+        # Unless told otherwise, nothing is cached: every list is fetched (and counted in
+        # L{lists}).
+        return self.catalogue if self.cached and kind == "tools" else None
 
     async def call_tool(
         self, server: str, tool: str, arguments: Mapping[str, Any] | None = None, **_: Any

@@ -46,6 +46,16 @@ class ToolPolicyTests(SynchronousTestCase):
         self.assertIn("tools.allow", str(failure.value))
         self.assertEqual(inner.calls, [])
 
+    def test_denied_tool_absent_from_cached_list(self) -> None:
+        """The list the pool has cached, taken without waiting, hides what tools() hides."""
+        guard, inner = self.guarded(tools={"deny": ["drop_*"]})
+        self.assertIsNone(guard.cached_catalogue("notes", "tools"))
+        inner.cached = True
+        listed = guard.cached_catalogue("notes", "tools")
+        assert listed is not None
+        self.assertEqual([t["name"] for t in listed], ["add_note", "delete_note", "wipe"])
+        self.assertEqual(inner.lists, 0)
+
     def test_no_policy_lists_everything(self) -> None:
         guard, _ = self.guarded()
         self.assertEqual(len(self.successResultOf(run(guard.tools("notes")))), 4)

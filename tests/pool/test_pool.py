@@ -1025,6 +1025,21 @@ class CatalogueTests(PoolTestCase):
         self.listed(pool).clear()
         self.assertEqual(len(self.listed(pool)), 1)
 
+    def test_cached_catalogue_taken_without_waiting(self) -> None:
+        """
+        cached_catalogue hands out a list the pool has cached and lists nothing: none
+        before the first listing, for an unknown server or after a list_changed.
+        """
+        pool = self.make_pool()
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.assertIsNone(pool.cached_catalogue("nope", "tools"))
+        self.listed(pool)
+        self.assertEqual(pool.cached_catalogue("a", "tools"), [{"name": "echo", "inputSchema": {}}])
+        self.assertIsNone(pool.cached_catalogue("a", "prompts"))
+        self.connector.upstreams[0].notify("notifications/tools/list_changed")
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.assertEqual(self.lists("tools/list"), 1)
+
     def test_concurrent_listings_shared(self) -> None:
         """Callers asking while a catalogue is being listed share that one listing."""
         pool = self.make_pool()

@@ -294,6 +294,25 @@ class GatingTests(SynchronousTestCase):
         session.request("tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION)
         self.assertEqual([held.tool for held in session.harness.pool.held], ["crunch"])
 
+    def test_a_changed_tool_is_read_anew(self) -> None:
+        """
+        A tool's task support is read from the tools as its server lists them now: one
+        that comes to run only as a task is -32021 from then on, and one that no longer
+        does goes upstream again.
+        """
+        session = passthrough(None)
+        jobs = session.harness.pool.servers["jobs"]
+        session.request("tools/call", {"name": "crunch", "arguments": {}})
+        self.assertEqual(len(session.harness.pool.held), 1)
+        required = {"name": "crunch", "inputSchema": {}, "execution": {"taskSupport": "required"}}
+        jobs.tools = [required]
+        error = session.error("tools/call", {"name": "crunch", "arguments": {}})
+        self.assertEqual(error.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
+        self.assertEqual(len(session.harness.pool.held), 1, "nothing more went upstream")
+        jobs.tools = [{"name": "crunch", "inputSchema": {}}]
+        session.request("tools/call", {"name": "crunch", "arguments": {}})
+        self.assertEqual(len(session.harness.pool.held), 2)
+
     def test_a_tool_required_in_its_meta_needs_the_extension(self) -> None:
         """A 2026-07-28 Tool has no execution: its _meta says it runs only as a task."""
         session = passthrough("required", in_meta=True)

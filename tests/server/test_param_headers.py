@@ -166,6 +166,36 @@ class HTTPTests(SynchronousTestCase):
             self.assertEqual(body["error"]["code"], HEADER_MISMATCH, given)
         self.assertEqual(self.calls(), 0)
 
+    def test_a_changed_catalogue_is_read_anew(self) -> None:
+        """
+        The headers a call must carry, and the server it goes to, are those of the
+        tools as listed now: once a server says its tools changed, a call is checked
+        and routed against its new list, never one derived from the old.
+        """
+        response, _ = self.call(1, {"text": "us-west1"}, **{"Mcp-Param-Region": "us-west1"})
+        self.assertEqual(response.code, 200)
+        # The upstreams read their scripted lists in place at each listing.
+        alpha, beta = (self.connector.scripted[name]["tools"] for name in ("alpha", "beta"))
+        alpha[:] = [{"name": "echo", "inputSchema": {"type": "object"}}]
+        upstream(self.connector, "alpha").notify("notifications/tools/list_changed")
+        response, body = self.call(2, {"text": "us-west1"})
+        self.assertEqual(response.code, 200, body)
+        self.assertEqual(self.calls(), 2)
+
+        # The name moves to beta, annotated there: checked as beta's, and sent to beta.
+        alpha[:] = []
+        beta[:] = [REGIONAL]
+        upstream(self.connector, "alpha").notify("notifications/tools/list_changed")
+        upstream(self.connector, "beta").notify("notifications/tools/list_changed")
+        response, body = self.call(3, {"text": "us-west1"})
+        self.assertEqual(response.code, 400)
+        self.assertEqual(body["error"]["code"], HEADER_MISMATCH)
+        response, body = self.call(4, {"text": "us-west1"}, **{"Mcp-Param-Region": "us-west1"})
+        self.assertEqual(response.code, 200, body)
+        self.assertEqual(self.calls(), 2)
+        beta = upstream(self.connector, "beta").methods()
+        self.assertEqual(beta.count("tools/call"), 1)
+
     def test_legacy_and_gateway_unchecked(self) -> None:
         """
         A legacy call carries no Mcp-Param-* headers to check; a gateway tool
