@@ -127,7 +127,7 @@ def main() -> None:
     parts[3:3] = judged
     Path(options.output).write_text("\n".join(parts) + "\n", encoding="utf-8")
     if not options.quick and Path(options.output) == HERE / "figures.md":
-        write_readme_table(now, "\n".join(judged[4:]))
+        write_readme_table(now, "\n".join(judged[5:]))
     print(f"wrote {options.output} in {time.perf_counter() - started:.0f} s")
 
 
