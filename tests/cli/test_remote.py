@@ -171,12 +171,24 @@ class SshCase(RealDaemonCase):
         self.env["MCPX_CONFIG"] = str(config)
 
     async def stop_remote_daemon(self) -> None:
-        """Stop the daemon bridge-api started there, by the pid it reports."""
+        """
+        Stop the daemon bridge-api started there, by the pid it reports; when it does not
+        answer (still starting, or too busy before the test timed out), by the pid its
+        socket's lock names, so that a failed test leaves no daemon behind.
+        """
+        sock = socket_path(Path(self.state_dir))
         try:
-            pid = DaemonClient(socket_path(Path(self.state_dir))).health()["pid"]
+            pid = int(DaemonClient(sock).health()["pid"])
         except Exception:
+            try:
+                # Twisted's FilesystemLock: a symlink whose target is the holder's pid.
+                pid = int(os.readlink(f"{sock}.lock"))
+            except (OSError, ValueError):
+                return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
             return
-        os.kill(pid, signal.SIGTERM)
         for _ in range(200):
             try:
                 os.kill(pid, 0)
