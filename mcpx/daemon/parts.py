@@ -26,10 +26,10 @@ from twisted.internet.interfaces import IReactorTime
 
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.events import EventBus
-from mcpx.ops.host import PoolInterface
 from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.policy.sampling import SamplingGuard
+from mcpx.pool.interface import PoolInterface
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import Asker
 from mcpx.questions.relay import Attribution, Relay

@@ -367,6 +367,25 @@ class JSONRequest(BoundedRequest):
         Request.__init__(self, *args, **kwargs)
 
 
+@frozen
+class SiteOptions:
+    """
+    What the daemon's site is fitted with beyond a bounded twisted.web site.
+
+    @ivar limits: bounds its connections and bodies; C{None}, L{TransportLimits}' defaults.
+    @ivar metrics: counts each request (L{Metrics}); C{None}, nothing is counted.
+    @ivar shutdown: is told of each connection, so the stop can close it once its
+        answers have left; C{None}, nothing tracks them.
+    @ivar lean: answers C{POST /mcp} on the lean path (L{mcpx.daemon.lean_path});
+        C{None}, every request goes through twisted.web and the Klein app.
+    """
+
+    limits: TransportLimits | None = None
+    metrics: Metrics | None = None
+    shutdown: Shutdown | None = None
+    lean: LeanMcp | None = None
+
+
 class DaemonSite(LimitedSite):
     """
     The daemon's site: no access-log line per request.  A call is already visible on
@@ -377,25 +396,12 @@ class DaemonSite(LimitedSite):
 
     requestFactory = JSONRequest
 
-    def __init__(
-        self,
-        resource: Any,
-        reactor: IReactorTime,
-        limits: TransportLimits | None = None,
-        metrics: Metrics | None = None,
-        shutdown: Shutdown | None = None,
-        *,
-        lean: LeanMcp | None = None,
-    ) -> None:
-        """
-        @param lean: answers C{POST /mcp} on the lean path (L{mcpx.daemon.lean_path});
-            C{None}, every request goes through twisted.web and the Klein app.
-        """
-        LimitedSite.__init__(self, resource, reactor, limits)
+    def __init__(self, resource: Any, reactor: IReactorTime, options: SiteOptions) -> None:
+        LimitedSite.__init__(self, resource, reactor, options.limits)
         self.noisy = False
-        self.metrics = metrics
-        self.shutdown = shutdown
-        self.lean = lean
+        self.metrics = options.metrics
+        self.shutdown = options.shutdown
+        self.lean = options.lean
 
     def channel(self, peer: str | None) -> LimitedChannel:
         if self.lean is None:
@@ -646,10 +652,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     site = DaemonSite(
         front,
         reactor,
-        limits,
-        metrics,
-        shutdown,
-        lean=None if mcp_http is None else LeanMcp(front, mcp_http),
+        SiteOptions(
+            limits, metrics, shutdown, lean=None if mcp_http is None else LeanMcp(front, mcp_http)
+        ),
     )
     for description in config.exposed_endpoints():
         _log.warn(

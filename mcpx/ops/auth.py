@@ -12,7 +12,8 @@ from mcpx.auth.flow import NetworkError
 from mcpx.auth.metadata import AuthorizationError
 from mcpx.auth.signin import SignIns, uses_oauth
 from mcpx.ops.errors import OpError, error_from, unknown_name
-from mcpx.ops.host import Invocation, OpHost, PoolInterface, required
+from mcpx.ops.host import Invocation, OpHost, required
+from mcpx.pool.interface import PoolInterface
 from mcpx.settings.servers import RemoteServer
 
 

@@ -2,13 +2,13 @@
 """
 What the operations run against, and the shape of one request for one.
 
-L{OpHost} is the daemon's parts as a handler sees them; L{PoolInterface} is the warm
-pool as the handlers use it (L{mcpx.pool.Pool}, or a fake in tests).
+L{OpHost} is the daemon's parts as a handler sees them; the warm pool in it is a
+L{mcpx.pool.interface.PoolInterface}.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from attrs import Factory, frozen
@@ -18,15 +18,12 @@ from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
 from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import ReloadHost, Reloads
-from mcpx.pool import CallToken
-from mcpx.pool.status import ReloadReport, ServerStatus
+from mcpx.pool.interface import PoolInterface
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import Caller
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.servers import ServersConfig
 from mcpx.tasks.store import TaskStore
-from mcpx.upstream.session import ServerDeclaration
 
 if TYPE_CHECKING:
     from mcpx.auth.signin import SignIns
@@ -34,57 +31,6 @@ if TYPE_CHECKING:
 
 #: The caller identity when a request names none (C{Mcpx-Client} header).
 DEFAULT_CLIENT = "cli"
-
-
-class DeclaringSession(Protocol):
-    """The part of an upstream session the operations read: what the server declared."""
-
-    @property
-    def declaration(self) -> ServerDeclaration | None: ...
-
-
-class PoolInterface(Protocol):
-    """
-    The warm pool, as the operations use it: L{mcpx.pool.Pool}, or a fake in tests.
-    """
-
-    async def session(self, server: str, client: str = "") -> DeclaringSession: ...
-
-    async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        meta: Mapping[str, Any] | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: CallToken | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def request(
-        self,
-        server: str,
-        method: str,
-        params: Mapping[str, Any],
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        caller: CallToken | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
-    async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
-    async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
-    async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
-    def cached_catalogue(
-        self, server: str, kind: str, *, client: str = ""
-    ) -> list[dict[str, Any]] | None: ...
-    def status(self) -> Sequence[ServerStatus]: ...
-    async def restart(self, server: str) -> None: ...
-    async def reload(self, servers: ServersConfig) -> ReloadReport: ...
-    def retune(self, settings: Settings) -> None: ...
 
 
 class OpHost(ReloadHost, Protocol):

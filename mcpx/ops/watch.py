@@ -16,7 +16,8 @@ from twisted.python.failure import Failure
 from mcpx.ops import uris
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import split_filter
-from mcpx.ops.host import EventFeed, Invocation, OpHost, PoolInterface, pool_of
+from mcpx.ops.host import EventFeed, Invocation, OpHost, pool_of
+from mcpx.pool.interface import PoolInterface
 
 _log = Logger()
 

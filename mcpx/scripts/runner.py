@@ -30,9 +30,9 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from attrs import define, field, frozen
 from twisted.application.service import Service
@@ -48,10 +48,9 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.pool import CallToken
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
-from mcpx.pool.status import ServerStatus
+from mcpx.pool.interface import PoolInterface
 from mcpx.questions.caller import Caller
 from mcpx.scripts import cpython, protocol
 from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
@@ -68,28 +67,6 @@ from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import LineBuffer, LineTooLong
 
 _log = Logger()
-
-
-class RunPool(Protocol):
-    """What a run's calls need of the warm pool (L{mcpx.pool.Pool}, as the daemon guards it)."""
-
-    def status(self) -> Sequence[ServerStatus]:
-        """Every configured server's state."""
-
-    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
-        """The server's tools, as C{client} may see them."""
-
-    async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        caller: CallToken | None = None,
-    ) -> dict[str, Any]:
-        """Call one tool and return its result."""
 
 
 def pool_error_text(error: PoolError) -> str:
@@ -432,7 +409,7 @@ class Scripts:
 
     reactor: IReactorProcess
     clock: IReactorTime
-    pool: Callable[[], RunPool | None]
+    pool: Callable[[], PoolInterface | None]
     limits: Limits
     artifacts: Artifacts | None = None
     python: str = sys.executable

@@ -113,7 +113,7 @@ class Catalogues:
     def cached(self, kind: str, server: str, context: Context) -> list[dict[str, Any]] | None:
         """
         One server's catalogue as L{of} would give it, when the pool has it cached now
-        (L{mcpx.ops.host.PoolInterface.cached_catalogue}); else C{None}, and L{of} is
+        (L{mcpx.pool.interface.PoolInterface.cached_catalogue}); else C{None}, and L{of} is
         what fetches it, or stands on what was listed last.
         """
         items = self._gateway.pool.cached_catalogue(server, kind, client=context.identity)

@@ -60,7 +60,7 @@ class Derived(Generic[_T]):
     pool listed that catalogue anew.
 
     The pool hands out a fresh list of the same item objects while its cache holds (or
-    the cached list itself, L{mcpx.ops.host.PoolInterface.cached_catalogue}), and new
+    the cached list itself, L{mcpx.pool.interface.PoolInterface.cached_catalogue}), and new
     objects once it listed again; holding the items keeps their identities from being
     reused, so comparing them by identity is enough to tell.
     """

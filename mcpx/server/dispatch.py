@@ -48,7 +48,7 @@ from mcpx._version import __version__
 from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
-from mcpx.server.conn import Ask, Conn, Context, Method, Push
+from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import ExtensionTasks, client_declares
@@ -193,35 +193,14 @@ class McpServer:
 
     # Connections
 
-    def open(
-        self,
-        transport: str,
-        identity: str,
-        *,
-        push: Push | None = None,
-        ask: Ask | None = None,
-        default_revision: Revision | None = None,
-        passthrough: Sequence[str] | None = None,
-        subject: str | None = None,
-    ) -> Conn:
+    def open(self, conn: Conn) -> Conn:
         """
-        A new connection.
+        Take on a connection a transport made (L{Conn}: its transport, who is at the
+        other end, how the client is reached, the revision of a request that declared
+        nothing, the pass-through servers it wants and its token's subject).
 
-        @param transport: C{"stdio"}, C{"http-session"}, C{"http-post"} or C{"http-modern"}.
-        @param identity: who is at the other end (spec/identity.md).
-        @param push: sends the client a notification; C{None} where the connection cannot.
-        @param ask: sends the client a request (legacy), where the connection can.
-        @param default_revision: the revision of a request that declared nothing
-            (2024-11-05 unless given; 2025-03-26 for a headerless HTTP request).
-        @param passthrough: the servers this connection wants offered under their own
-            names instead of C{mcp.passthrough}'s (L{passthrough_for}); C{None} for those.
-        @param subject: the access token's subject the client came in with, if any.
+        @return: C{conn}, now known to the subscriptions' fan-out.
         """
-        conn = Conn(transport, identity, push=push, ask=ask, subject=subject)
-        if passthrough is not None:
-            conn.passthrough = tuple(passthrough)
-        if default_revision is not None:
-            conn.default_revision = default_revision
         self.subscriptions.opened(conn)
         return conn
 

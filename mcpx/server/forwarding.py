@@ -17,9 +17,9 @@ from typing import Any, Final
 
 from mcpx.ops.errors import error_from
 from mcpx.ops.events import EventBus
-from mcpx.ops.host import PoolInterface
 from mcpx.policy.errors import PolicyRefusal
 from mcpx.pool.errors import PoolError
+from mcpx.pool.interface import PoolInterface
 from mcpx.server.conn import Context
 from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in

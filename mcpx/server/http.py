@@ -79,7 +79,7 @@ from twisted.web.iweb import IRequest
 
 from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.ops.shutdown import shutting_down_error
-from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION
+from mcpx.server.conn import HTTP_MODERN, HTTP_POST, HTTP_SESSION, Conn
 from mcpx.server.http_exchange import (
     JSON,
     Exchange,
@@ -104,7 +104,7 @@ from mcpx.server.listen import Listening
 from mcpx.server.param_headers import REQUEST_HEADERS
 from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
-from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST, NEWEST_FIRST, Revision
+from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST, NEWEST_FIRST, UNDECLARED, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import (
@@ -281,12 +281,14 @@ class McpHTTP:
         exchange = self._exchange(request)
         subject = request_subject(request)
         conn = self._core.open(
-            HTTP_MODERN,
-            identity_of(subject),
-            push=exchange.push if exchange.accepts_sse else None,
-            subject=subject,
+            Conn(
+                HTTP_MODERN,
+                identity_of(subject),
+                push=exchange.push if exchange.accepts_sse else None,
+                subject=subject,
+                flow_for=lambda token: exchange.flow,
+            )
         )
-        conn.flow_for = lambda token: exchange.flow
         # A tools/call's Mcp-Param-* headers are checked against the arguments by the
         # core, which alone knows the tool (mcpx.server.param_headers).
         headers = (
@@ -405,7 +407,12 @@ class McpHTTP:
         """A notification outside any session, on a connection of its own."""
         subject = request_subject(request)
         conn = self._core.open(
-            transport, identity_of(subject), default_revision=revision, subject=subject
+            Conn(
+                transport,
+                identity_of(subject),
+                default_revision=revision or UNDECLARED,
+                subject=subject,
+            )
         )
         try:
             self._core.notification(conn, message)
@@ -423,10 +430,12 @@ class McpHTTP:
     ) -> bytes | None:
         subject = request_subject(exchange.request)
         conn = self._core.open(
-            HTTP_POST,
-            identity_of(subject),
-            default_revision=revision or HEADERLESS_HTTP,
-            subject=subject,
+            Conn(
+                HTTP_POST,
+                identity_of(subject),
+                default_revision=revision or HEADERLESS_HTTP,
+                subject=subject,
+            )
         )
         try:
             result = await self._core.handle(conn, message)
@@ -458,14 +467,16 @@ class McpHTTP:
         session = LegacySession(session_id, self._clock, client)
         session.subject = request_subject(exchange.request)
         session.conn = self._core.open(
-            HTTP_SESSION,
-            f"{HTTP_SESSION}:{session_id}",
-            push=session.push,
-            ask=session.ask,
-            default_revision=revision or HEADERLESS_HTTP,
-            subject=session.subject,
+            Conn(
+                HTTP_SESSION,
+                f"{HTTP_SESSION}:{session_id}",
+                push=session.push,
+                ask=session.ask,
+                default_revision=revision or HEADERLESS_HTTP,
+                subject=session.subject,
+                flow_for=session.flow_for,
+            )
         )
-        session.conn.flow_for = session.flow_for
         exchange.headers[SESSION_HEADER] = session_id.encode("ascii")
         try:
             result = await self._core.handle(session.conn, message)

@@ -87,14 +87,7 @@ _TASKS_FIELD: Final = "taskIds"
 class ListenHost(Protocol):
     """What a listen needs of the MCP server (L{mcpx.server.dispatch.McpServer})."""
 
-    def open(
-        self,
-        transport: str,
-        identity: str,
-        *,
-        push: Push | None = None,
-        passthrough: Sequence[str] | None = None,
-    ) -> Conn: ...
+    def open(self, conn: Conn) -> Conn: ...
 
     def close(self, conn: Conn) -> None: ...
 
@@ -333,7 +326,7 @@ class Listening:
         # the server pushes to them comes through the listener, tagged, and they are
         # released with it.
         listener.conn = host.open(
-            conn.transport, conn.identity, push=listener.deliver, passthrough=conn.passthrough
+            Conn(conn.transport, conn.identity, push=listener.deliver, passthrough=conn.passthrough)
         )
         self._open.add(listener)
         try:

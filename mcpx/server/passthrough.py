@@ -116,8 +116,8 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
 from mcpx.ops.errors import error_from
-from mcpx.ops.host import PoolInterface
 from mcpx.pool.errors import PoolError
+from mcpx.pool.interface import PoolInterface
 from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
 from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern

@@ -48,10 +48,9 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from mcpx.ops.shutdown import Shutdown, shutting_down_error
-from mcpx.server.conn import STDIO, Ask, Conn, Push
+from mcpx.server.conn import STDIO, Conn
 from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
-from mcpx.spec.revision import Revision
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
@@ -70,16 +69,7 @@ class McpCore(Protocol):
     What a transport needs of the MCP server (L{mcpx.server.dispatch.McpServer}).
     """
 
-    def open(
-        self,
-        transport: str,
-        identity: str,
-        *,
-        push: Push | None = None,
-        ask: Ask | None = None,
-        default_revision: Revision | None = None,
-        subject: str | None = None,
-    ) -> Conn: ...
+    def open(self, conn: Conn) -> Conn: ...
 
     def handle(self, conn: Conn, request: Request) -> Coroutine[Any, Any, Any]: ...
 
@@ -168,10 +158,16 @@ class StdioConnection(NDJSONProtocol):
         self.hello = hello
         pid = hello.get("pid") if hello is not None else None
         identity = f"stdio:{pid}" if type(pid) is int else f"stdio:socket-{self._number}"
-        self.conn = self._core.open(STDIO, identity, push=self._push, ask=self._ask)
-        # The Conn's field is what McpServer reads; McpCore.open stays common to transports.
-        self.conn.passthrough = hello_passthrough(hello)
-        self.conn.flow_for = lambda token: self.flow
+        self.conn = self._core.open(
+            Conn(
+                STDIO,
+                identity,
+                push=self._push,
+                ask=self._ask,
+                passthrough=hello_passthrough(hello),
+                flow_for=lambda token: self.flow,
+            )
+        )
         self.peer = RpcPeer(
             self.send_message,
             on_request=self._request,

@@ -54,9 +54,10 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.calls import call_upstream
 from mcpx.ops.errors import OpError, error_from
-from mcpx.ops.host import Invocation, OpHost, PoolInterface, Reply
+from mcpx.ops.host import Invocation, OpHost, Reply
 from mcpx.ops.op import Op
 from mcpx.pool.errors import PoolError
+from mcpx.pool.interface import PoolInterface
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server.conn import Conn, Context
 from mcpx.server.forwarding import ProgressSink, forward

@@ -26,7 +26,7 @@ from mcpx.daemon.gate import (
     parse_origin,
     unauthenticated_exposure,
 )
-from mcpx.daemon.service import DaemonSite
+from mcpx.daemon.service import DaemonSite, SiteOptions
 from mcpx.daemon.token import RECHECK_INTERVAL, TokenFile, read_token, rotate_token
 from mcpx.wire.errors import INVALID_REQUEST
 from tests.daemon.fake_pool import daemon_http
@@ -104,7 +104,7 @@ class GateCase(SynchronousTestCase):
             lookup_uid=self.lookup,
             lookup_unix_uid=self.lookup_unix,
         )
-        self.site = DaemonSite(self.gate, self.clock)
+        self.site = DaemonSite(self.gate, self.clock, SiteOptions())
 
     def lookup(self, peer: tuple[str, int], own: tuple[str, int]) -> int | None:
         self.lookups.append((peer, own))

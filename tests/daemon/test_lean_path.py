@@ -27,7 +27,7 @@ from twisted.web.http_headers import Headers
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.lean_path import SLOW, Head, HttpDate, LeanChannel, LeanMcp, read_head
 from mcpx.daemon.limits import TransportLimits
-from mcpx.daemon.service import DaemonSite
+from mcpx.daemon.service import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
 from mcpx.server import http_sessions as session_ids
 from mcpx.server.dispatch import McpServer
@@ -185,7 +185,9 @@ class Daemon:
             lookup_unix_uid=lambda request: self.unix_uid,
         )
         self.site = DaemonSite(
-            self.gate, self.clock, LIMITS, lean=LeanMcp(self.gate, http.mcp) if lean else None
+            self.gate,
+            self.clock,
+            SiteOptions(LIMITS, lean=LeanMcp(self.gate, http.mcp) if lean else None),
         )
 
     def connect(self, own: Any = TCP, peer: Any = TCP_CLIENT) -> tuple[Any, StringTransport]:

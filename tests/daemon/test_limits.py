@@ -27,7 +27,7 @@ from mcpx.daemon.limits import (
     TransportLimits,
     raise_descriptor_limit,
 )
-from mcpx.daemon.service import DaemonSite
+from mcpx.daemon.service import DaemonSite, SiteOptions
 from tests.support.logs import observe_log
 
 
@@ -69,7 +69,7 @@ class Harness:
     def __init__(self, limits: TransportLimits, descriptors: int = 100_000) -> None:
         self.clock = Clock()
         self.resource = Recorder()
-        self.site = DaemonSite(self.resource, self.clock, limits)
+        self.site = DaemonSite(self.resource, self.clock, SiteOptions(limits))
         self.site.admission.cap = limits.connection_cap(descriptors)
 
     def connect(self, address: Any = None, host: Any = None) -> tuple[Any, StringTransport]:

@@ -16,7 +16,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
-from mcpx.daemon.service import DaemonSite
+from mcpx.daemon.service import DaemonSite, SiteOptions
 from mcpx.ops.events import EventBus
 from mcpx.ops.table import OPS
 from mcpx.pool.pool import Pool
@@ -67,7 +67,7 @@ class MetricsCase(SynchronousTestCase):
             clock=self.clock, pid=1, pool=self.pool, events=self.events, metrics=self.metrics
         )
         self.metrics.watch(self.http)
-        self.site = DaemonSite(self.http.resource(), self.clock, metrics=self.metrics)
+        self.site = DaemonSite(self.http.resource(), self.clock, SiteOptions(metrics=self.metrics))
 
     def get(self, path: str) -> Answer:
         channel = self.site.buildProtocol(CLIENT)

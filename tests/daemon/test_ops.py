@@ -12,11 +12,11 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.ops import routes
 from mcpx.ops.calls import template_variables
 from mcpx.ops.errors import OpError, error_from
-from mcpx.ops.host import PoolInterface
 from mcpx.ops.routes import ROUTES
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
 from mcpx.pool import CallTimedOut, PoolError, ServerUnavailable, UnknownServer
+from mcpx.pool.interface import PoolInterface
 from mcpx.pool.pool import Pool
 from mcpx.tasks.store import TooManyTasks
 from mcpx.upstream.session import UpstreamError

@@ -18,7 +18,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.service import DaemonService, DaemonSite, race_hurry
+from mcpx.daemon.service import DaemonService, DaemonSite, SiteOptions, race_hurry
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.server.stdio import StdioFactory
@@ -56,7 +56,7 @@ class GateDuringStopTests(GateCase):
             lookup_unix_uid=self.lookup_unix,
             shutdown=self.shutdown,
         )
-        self.site = DaemonSite(self.gate, self.clock, shutdown=self.shutdown)
+        self.site = DaemonSite(self.gate, self.clock, SiteOptions(shutdown=self.shutdown))
 
     def assertStopping(self, answer: Answer, path: str) -> None:
         self.assertEqual(answer.status, 503, path)

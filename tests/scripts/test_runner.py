@@ -18,10 +18,11 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from mcpx.pool.errors import UnknownServer
+from mcpx.pool.interface import PoolInterface
 from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import Artifacts, UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
-from mcpx.scripts.runner import Limits, RunPool, Scripts
+from mcpx.scripts.runner import Limits, Scripts
 from mcpx.wire.errors import RpcError
 
 
@@ -117,7 +118,7 @@ class RunnerTests(TestCase):
         self.scripts = Scripts(
             reactor,
             reactor,
-            lambda: cast(RunPool, self.pool),
+            lambda: cast(PoolInterface, self.pool),
             Limits(timeout=20.0, output=4096),
             self.artifacts,
         )

@@ -15,12 +15,12 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from mcpx.ops.host import PoolInterface
+from mcpx.pool.interface import PoolInterface
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig, StdioServer
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, parse
 from mcpx.wire.peer import RpcPeer
@@ -187,10 +187,12 @@ class Harness:
             name="server",
         )
         self.conn: Conn = self.server.open(
-            transport,
-            "host-pid-1",
-            push=self.server_peer.notify if can_push else None,
-            default_revision=default_revision,
+            Conn(
+                transport,
+                "host-pid-1",
+                push=self.server_peer.notify if can_push else None,
+                default_revision=default_revision or UNDECLARED,
+            )
         )
 
     def _to_server(self, data: bytes) -> None:

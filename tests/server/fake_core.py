@@ -23,7 +23,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from mcpx.server.conn import Ask, Conn, Push
+from mcpx.server.conn import Conn
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, RequestId
@@ -47,19 +47,7 @@ class FakeCore:
         self.waiting: dict[RequestId, Deferred[Any]] = {}
         self.cancelled: list[RequestId] = []
 
-    def open(
-        self,
-        transport: str,
-        identity: str,
-        *,
-        push: Push | None = None,
-        ask: Ask | None = None,
-        default_revision: Revision | None = None,
-        subject: str | None = None,
-    ) -> Conn:
-        conn = Conn(transport, identity, push=push, ask=ask, subject=subject)
-        if default_revision is not None:
-            conn.default_revision = default_revision
+    def open(self, conn: Conn) -> Conn:
         self.opened.append(conn)
         return conn
 

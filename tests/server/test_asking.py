@@ -122,7 +122,7 @@ class Gateway:
 
     def modern_conn(self) -> Conn:
         """A 2026-07-28 HTTP request's connection (nothing to push or ask on)."""
-        return self.server.open("http-modern", "host")
+        return self.server.open(Conn("http-modern", "host"))
 
     def legacy_conn(
         self,
@@ -132,7 +132,9 @@ class Gateway:
         client: FakeClient | None = None,
     ) -> Conn:
         """A connection whose client shook hands declaring C{capabilities}."""
-        conn = self.server.open(transport, "host", ask=client.ask if client is not None else None)
+        conn = self.server.open(
+            Conn(transport, "host", ask=client.ask if client is not None else None)
+        )
         result_of(
             self.handle(
                 conn,

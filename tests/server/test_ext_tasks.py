@@ -14,6 +14,7 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import ELICIT
+from mcpx.server.conn import Conn
 from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER, becomes_task_after
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import TASKS_EXTENSION, violations
@@ -220,7 +221,7 @@ class LaterTests(SynchronousTestCase):
 
     def test_another_clients_task_is_unknown(self) -> None:
         """A task of another caller identity is as unknown as one that never was."""
-        other = self.harness.server.open("http-modern", "someone-else")
+        other = self.harness.server.open(Conn("http-modern", "someone-else"))
         request = Request(
             99, "tasks/get", self.session.params({"taskId": self.task_id}, **WITH_EXTENSION)
         )

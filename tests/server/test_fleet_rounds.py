@@ -94,7 +94,9 @@ class Daemon:
 
     def conn(self, subject: str | None = None) -> Conn:
         if subject not in self.conns:
-            self.conns[subject] = self.gateway.server.open("http-modern", "host", subject=subject)
+            self.conns[subject] = self.gateway.server.open(
+                Conn("http-modern", "host", subject=subject)
+            )
         return self.conns[subject]
 
     def call(self, subject: str | None = None) -> Deferred[Any]:

@@ -117,7 +117,7 @@ class Caller:
     def __init__(self, server: McpServer, identity: str) -> None:
         self.server = server
         self.frames: list[dict[str, Any]] = []
-        self.conn: Conn = server.open(STDIO, identity, push=self._push)
+        self.conn: Conn = server.open(Conn(STDIO, identity, push=self._push))
         self._ids = 0
 
     def _push(self, method: str, params: dict[str, Any] | None) -> None:

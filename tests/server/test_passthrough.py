@@ -264,7 +264,7 @@ def passed_through(
     harness = harness_type(pool, clock=clock, can_push=can_push, transport=transport)
     harness.server = McpServer(harness.host, clock, passthrough=names)
     harness.conn = harness.server.open(
-        transport, "host-pid-1", push=harness.server_peer.notify if can_push else None
+        Conn(transport, "host-pid-1", push=harness.server_peer.notify if can_push else None)
     )
     cell.append(harness.server)
     return harness, connector
@@ -1089,7 +1089,7 @@ class ListChangedTests(SynchronousTestCase):
         session.call("mcpx_call", {"server": "other", "tool": "echo"})
         upstream(connector, "other").notify("notifications/tools/list_changed")
         self.assertEqual(harness.notifications, [])
-        unnamed = harness.server.open("stdio", "host-pid-2", push=self._fail_push)
+        unnamed = harness.server.open(Conn("stdio", "host-pid-2", push=self._fail_push))
         self.assertEqual(
             harness.server.subscriptions.list_changed("alpha", "notifications/tools/list_changed"),
             1,
@@ -1280,7 +1280,7 @@ class SharedSubscriptionTests(SynchronousTestCase):
             if method == "notifications/resources/updated":
                 heard.append(params["uri"])
 
-        conn = harness.server.open("stdio", identity, push=push)
+        conn = harness.server.open(Conn("stdio", identity, push=push))
         self.answer(harness, conn, "initialize", INITIALIZE)
         return conn, heard
 

@@ -74,7 +74,7 @@ class RevisionCapabilityTests(SynchronousTestCase):
         sampling capability still counts.
         """
         gateway = Gateway()
-        conn = gateway.server.open("stdio", "host", ask=FakeClient().ask)
+        conn = gateway.server.open(Conn("stdio", "host", ask=FakeClient().ask))
         result_of(
             gateway.handle(
                 conn,

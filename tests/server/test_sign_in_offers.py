@@ -71,17 +71,19 @@ class Gateway:
         self, revision: str, capabilities: dict[str, Any], subject: str | None = None
     ) -> Conn:
         conn = self.server.open(
-            "stdio",
-            "host",
-            push=lambda method, params: self.pushed.append((method, params)),
-            subject=subject,
+            Conn(
+                "stdio",
+                "host",
+                push=lambda method, params: self.pushed.append((method, params)),
+                subject=subject,
+            )
         )
         initialize = {"protocolVersion": revision, "capabilities": capabilities}
         result_of(self.handle(conn, "initialize", initialize))
         return conn
 
     def modern(self, capabilities: dict[str, Any], **extra: Any) -> Deferred[Any]:
-        conn = self.server.open("http-modern", "host")
+        conn = self.server.open(Conn("http-modern", "host"))
         return self.handle(
             conn, "tools/call", {**CALL, "_meta": modern_meta(capabilities), **extra}
         )

@@ -13,6 +13,7 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import ELICIT
+from mcpx.server.conn import Conn
 from mcpx.server.tasks import RELATED_TASK
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import violations
@@ -59,10 +60,12 @@ class AskableHarness(Harness):
         self.asked: list[Request] = []
         self.answers: list[Deferred[Any]] = []
         self.conn = self.server.open(
-            "stdio",
-            "host-pid-1",
-            push=self.server_peer.notify,
-            ask=self.server_peer.request,
+            Conn(
+                "stdio",
+                "host-pid-1",
+                push=self.server_peer.notify,
+                ask=self.server_peer.request,
+            )
         )
 
     def _client_request(self, request: Request) -> Any:

@@ -24,6 +24,7 @@ from twisted.trial.unittest import TestCase
 from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation
 from mcpx.ops.tasks import cancel_task, get_task, list_tasks
+from mcpx.server.conn import Conn
 from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
@@ -74,7 +75,7 @@ class Daemon:
     def client(self, identity: str) -> None:
         """Talk as the host C{identity} from now on."""
         harness = self.harness
-        harness.conn = harness.server.open("stdio", identity, push=harness.server_peer.notify)
+        harness.conn = harness.server.open(Conn("stdio", identity, push=harness.server_peer.notify))
         self.initialized = False
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:

@@ -1,0 +1,70 @@
+# -*- test-case-name: tests.daemon.test_ops -*-
+"""
+The warm pool as the floors above it see it: a Protocol, so that the operations, the
+MCP server and the script runner depend on what they call and not on L{Pool}'s
+innards, and the daemon can hand them the pool wrapped by its policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from mcpx.pool.instance import CallToken
+from mcpx.pool.status import ReloadReport, ServerStatus
+from mcpx.settings.resolve import Settings
+from mcpx.settings.servers import ServersConfig
+from mcpx.upstream.session import ServerDeclaration
+
+
+class DeclaringSession(Protocol):
+    """The part of an upstream session the operations read: what the server declared."""
+
+    @property
+    def declaration(self) -> ServerDeclaration | None: ...
+
+
+class PoolInterface(Protocol):
+    """
+    The warm pool as those above it use it: the operations, the MCP server's
+    pass-through and a script run's calls.  L{mcpx.pool.Pool} is one; so is the pool
+    as the daemon guards it (L{mcpx.policy.guard}), and a fake in tests.
+    """
+
+    async def session(self, server: str, client: str = "") -> DeclaringSession: ...
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        caller: CallToken | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        caller: CallToken | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...
+    def cached_catalogue(
+        self, server: str, kind: str, *, client: str = ""
+    ) -> list[dict[str, Any]] | None: ...
+    def status(self) -> Sequence[ServerStatus]: ...
+    async def restart(self, server: str) -> None: ...
+    async def reload(self, servers: ServersConfig) -> ReloadReport: ...
+    def retune(self, settings: Settings) -> None: ...
