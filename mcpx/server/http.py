@@ -405,19 +405,18 @@ class McpHTTP:
         revision: Revision | None = None,
     ) -> None:
         """A notification outside any session, on a connection of its own."""
-        subject = request_subject(request)
-        conn = self._core.open(
-            Conn(
-                transport,
-                identity_of(subject),
-                default_revision=revision or UNDECLARED,
-                subject=subject,
-            )
-        )
+        conn = self._open_alone(request, transport, revision or UNDECLARED)
         try:
             self._core.notification(conn, message)
         finally:
             self._core.close(conn)
+
+    def _open_alone(self, request: IRequest, transport: str, revision: Revision) -> Conn:
+        """The connection of one message outside any session: its caller is the token's."""
+        subject = request_subject(request)
+        return self._core.open(
+            Conn(transport, identity_of(subject), default_revision=revision, subject=subject)
+        )
 
     def _session_notification(self, session: LegacySession, notification: Notification) -> None:
         if notification.method == CANCELLED and session.peer.cancel_incoming(notification.params):
@@ -428,15 +427,7 @@ class McpHTTP:
     async def _sessionless(
         self, message: Request, exchange: Exchange, revision: Revision | None
     ) -> bytes | None:
-        subject = request_subject(exchange.request)
-        conn = self._core.open(
-            Conn(
-                HTTP_POST,
-                identity_of(subject),
-                default_revision=revision or HEADERLESS_HTTP,
-                subject=subject,
-            )
-        )
+        conn = self._open_alone(exchange.request, HTTP_POST, revision or HEADERLESS_HTTP)
         try:
             result = await self._core.handle(conn, message)
         except CancelledError:

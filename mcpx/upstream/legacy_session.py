@@ -109,40 +109,35 @@ class LegacySession(UpstreamSession):
                 )
         return self.declaration
 
-    async def request(
+    async def _sent_again(
         self,
+        expired: SessionExpired,
         method: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-        caller: CallerToken | None = None,
-    ) -> dict[str, Any]:
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        caller: CallerToken | None,
+    ) -> Any:
         """
-        As L{UpstreamSession.request}; a session the server forgot is opened again once,
-        and the request sent again only if the server cannot have started it or it is
-        safe to repeat (L{repeatable}).
+        The server forgot the session a request went on: it is opened again once (and
+        its resource subscriptions made again), and the request sent again only if the
+        server cannot have started it or it is safe to repeat (L{repeatable}).
 
         @raise SessionExpired: (with C{started}) the server forgot the session after it
             had accepted the request, which is not safe to repeat: whether it ran is
             unknown.  The session is open again for the next request.
         """
-        try:
-            return await UpstreamSession.request(
-                self, method, params, timeout=timeout, caller=caller
+        self.log.info("upstream {server}: session expired; initializing again", server=self.name)
+        self.channel.reset_session()
+        await self.open(timeout=timeout)
+        for uri in sorted(self._subscriptions):
+            self._internal(
+                "resources/subscribe",
+                await self._send("resources/subscribe", {"uri": uri}, None, None),
             )
-        except SessionExpired as e:
-            self.log.info(
-                "upstream {server}: session expired; initializing again", server=self.name
-            )
-            self.channel.reset_session()
-            await self.open(timeout=timeout)
-            for uri in sorted(self._subscriptions):
-                await UpstreamSession.request(self, "resources/subscribe", {"uri": uri})
-            if e.started and not self.repeatable(method, params):
-                raise
-            return await UpstreamSession.request(
-                self, method, params, timeout=timeout, caller=caller
-            )
+        if expired.started and not self.repeatable(method, params):
+            raise expired
+        # Once only: a second expiry is the caller's to see.
+        return await self._send(method, params, timeout, caller)
 
     def repeatable(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """

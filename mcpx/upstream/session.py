@@ -30,7 +30,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.spec.revision import Revision
-from mcpx.upstream.channel import Channel
+from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, CallerToken, UpstreamHandlers
 from mcpx.upstream.records import (
     Era,
@@ -198,11 +198,32 @@ class UpstreamSession:
         and L{resume}.  Cancelling the coroutine's Deferred gives up on the request
         upstream.
         """
-        result = await self._send(method, params, timeout, caller)
+        try:
+            result = await self._send(method, params, timeout, caller)
+        except SessionExpired as expired:
+            result = await self._sent_again(expired, method, params, timeout, caller)
+        return self._internal(method, result)
+
+    def _internal(self, method: str, result: Any) -> dict[str, Any]:
+        """A request's result in mcpx's internal shape: an object with a C{resultType}."""
         if not isinstance(result, dict):
             raise UpstreamError(self.name, f"{method} answered with a non-object result")
         result.setdefault("resultType", "complete")
         return result
+
+    async def _sent_again(
+        self,
+        expired: SessionExpired,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        caller: CallerToken | None,
+    ) -> Any:
+        """
+        What to do when the server forgot the session a request went on: only a session
+        of the handshake era has one to open again (L{mcpx.upstream.legacy_session}).
+        """
+        raise expired
 
     async def call(
         self,
