@@ -11,6 +11,7 @@ C{mcpx serve} session.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 
@@ -34,14 +35,63 @@ def _refuse(message: str, status: int) -> None:
     raise SystemExit(status)
 
 
-def _api_socket() -> socket.socket:
-    """A connection to this host's daemon API socket, starting the daemon if none runs."""
+def client_gone(stdin: int) -> bool:
+    """
+    Whether the other end has closed C{stdin} already, read nothing of it: readable with
+    no byte waiting is its end.  ssh may run this command after the client that asked
+    for it has ended (a question watch's look, cut off as the command exited); starting
+    a daemon for it would leave one running that nobody asked for.
+    """
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    try:
+        readable, _, _ = select.select([stdin], [], [], 0)
+        if not readable:
+            return False
+        waiting = fcntl.ioctl(stdin, termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return False
+    count: int = struct.unpack("i", waiting)[0]
+    return count == 0
+
+
+def read_waiting(stdin: int) -> bytes | None:
+    """
+    What the client has sent on C{stdin} so far, read without waiting; C{None} when its
+    end follows.  The client of one API request never closes its side before the answer
+    (that is how it hangs up, L{bridge_streams}), so an end here means it has gone, even
+    when the request it sent before going is still waiting to be read.
+    """
+    import select
+
+    sent = bytearray()
+    while select.select([stdin], [], [], 0)[0]:
+        data = os.read(stdin, 65536)
+        if not data:
+            return None
+        sent += data
+    return bytes(sent)
+
+
+def _api_socket(stdin: int) -> tuple[socket.socket, bytes]:
+    """
+    A connection to this host's daemon API socket, starting the daemon if none runs (and
+    the client is still there), and what the client sent while it was being made.
+    """
     state = default_state_dir()
     path = socket_path(state)
     client = DaemonClient(path)
+    sent = b""
     try:
         client.health()
     except (DaemonNotRunning, OSError):
+        waiting = read_waiting(stdin)
+        if waiting is None:
+            raise SystemExit(0) from None
+        sent = waiting
         try:
             pid = start_daemon(client, state)
         except DaemonStartFailed as e:
@@ -57,7 +107,7 @@ def _api_socket() -> socket.socket:
     except OSError as e:
         sock.close()
         _refuse(f"cannot connect to the daemon at {path}: {e}", EXIT_NO_DAEMON)
-    return sock
+    return sock, sent
 
 
 @click.command("bridge-api", hidden=True)
@@ -77,9 +127,11 @@ def bridge_api(client_version: str, mcp: bool, passthrough: str | None) -> None:
         from mcpx.cli.serve import BridgeFailed, bridge, open_stream, split_names
 
         try:
-            stream = open_stream(default_state_dir())
+            stream = open_stream(default_state_dir(), start=not client_gone(sys.stdin.fileno()))
         except BridgeFailed as e:
             _refuse(str(e), EXIT_NO_DAEMON)
         names = split_names(passthrough)
         raise SystemExit(bridge(stream, sys.stdin.fileno(), sys.stdout.fileno(), passthrough=names))
-    raise SystemExit(bridge_streams(_api_socket(), sys.stdin.fileno(), sys.stdout.fileno()))
+    stdin = sys.stdin.fileno()
+    sock, sent = _api_socket(stdin)
+    raise SystemExit(bridge_streams(sock, stdin, sys.stdout.fileno(), sent=sent))

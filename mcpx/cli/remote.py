@@ -26,6 +26,8 @@ Like the rest of the client, this is standard-library code that imports no Twist
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import os
 import sys
 
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     import socket
     import subprocess
     from collections.abc import Mapping, Sequence
-    from typing import IO
+    from typing import IO, Any
 
     from mcpx.cli.client import Stream
 
@@ -223,6 +225,63 @@ def diagnose(endpoint: SshEndpoint, status: int | None, stderr: str) -> str:
     return f"ssh to {endpoint} ended with status {status} without an answer ({last})"
 
 
+class _SshProcesses:
+    """
+    The ssh processes of this command's channels still running, ended when the command
+    exits.  A thread of the command (a call's question watch) may be waiting on one when
+    the main thread is done; left running, that ssh would still reach the remote host,
+    and its C{bridge-api} start a daemon there for a client long gone.
+    """
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._ending = False
+        self._hooked = False
+
+    def start(self, argv: list[str], **how: Any) -> subprocess.Popen[bytes]:
+        """
+        C{subprocess.Popen(argv, **how)}, kept until L{forget}.
+
+        @raise RemoteFailed: the command is exiting: no new ssh is started.
+        """
+        import subprocess
+
+        with self._lock:
+            if self._ending:
+                raise RemoteFailed("mcpx is exiting; no new ssh connection is made")
+            if not self._hooked:
+                atexit.register(self.end_all)
+                self._hooked = True
+            process = subprocess.Popen(argv, **how)
+            self._running.add(process)
+            return process
+
+    def forget(self, process: subprocess.Popen[bytes]) -> None:
+        """C{process} has been reaped."""
+        with self._lock:
+            self._running.discard(process)
+
+    def end_all(self) -> None:
+        """Terminate the ssh processes still running (at exit), killing the slow ones."""
+        import subprocess
+
+        with self._lock:
+            self._ending = True
+            running, self._running = self._running, set()
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                process.wait(timeout=_REAP_WAIT / 10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+_SSH_PROCESSES = _SshProcesses()
+
+
 class SshChannel:
     """
     One ssh process carrying one request: a socket-like object the client's HTTP code
@@ -240,7 +299,6 @@ class SshChannel:
         @raise RemoteFailed: ssh cannot be run at all.
         """
         import socket
-        import subprocess
         import tempfile
 
         self.endpoint = endpoint
@@ -248,13 +306,17 @@ class SshChannel:
         ours, theirs = socket.socketpair()
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (kept until close)
         try:
-            self._process: subprocess.Popen[bytes] = subprocess.Popen(
+            self._process: subprocess.Popen[bytes] = _SSH_PROCESSES.start(
                 argv,
                 stdin=theirs.fileno(),
                 stdout=theirs.fileno(),
                 stderr=self._stderr,
                 close_fds=True,
             )
+        except RemoteFailed:
+            ours.close()
+            self._stderr.close()
+            raise
         except FileNotFoundError:
             ours.close()
             self._stderr.close()
@@ -297,6 +359,7 @@ class SshChannel:
         self._sock.close()
         try:
             status: int | None = self._process.wait(timeout=_REAP_WAIT)
+            _SSH_PROCESSES.forget(self._process)
         except subprocess.TimeoutExpired:
             status = None
         self._said = True
@@ -324,6 +387,7 @@ class SshChannel:
                 self._process.kill()
                 self._process.wait()
         finally:
+            _SSH_PROCESSES.forget(self._process)
             self._relay_stderr()
 
     def _relay_stderr(self) -> None:
@@ -388,16 +452,20 @@ def remote_mcp_command(passthrough: Sequence[str] | None) -> list[str]:
     return words
 
 
-def bridge_streams(sock: socket.socket, stdin: int, stdout: int) -> int:
+def bridge_streams(sock: socket.socket, stdin: int, stdout: int, *, sent: bytes = b"") -> int:
     """
     The remote side of one API request: copy standard input to C{sock} and C{sock} to
     standard output until the daemon closes; the end of standard input (the client or
     its ssh went away) closes the connection at once, so the daemon sees its caller go.
+
+    @param sent: what was read of standard input already, sent first.
     """
     import select
 
     sock_fd = sock.fileno()
     try:
+        if sent:
+            sock.sendall(sent)
         while True:
             ready, _, _ = select.select([stdin, sock_fd], [], [])
             if sock_fd in ready:

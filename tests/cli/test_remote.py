@@ -23,16 +23,17 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx._version import __version__
-from mcpx.cli.bridge_command import bridge_api
+from mcpx.cli.bridge_command import bridge_api, client_gone, read_waiting
 from mcpx.cli.client import DaemonClient, socket_path
 from mcpx.cli.remote import (
+    EXIT_NO_DAEMON,
     EXIT_VERSION_MISMATCH,
     BadEndpoint,
     SshEndpoint,
     diagnose,
     parse_endpoint,
 )
-from tests.cli.test_real_daemon import Done, RealDaemonCase, children_of
+from tests.cli.test_real_daemon import Done, RealDaemonCase, children_of, parent_of
 from tests.server.test_resource_updates import Host
 from tests.support.peers import fixture_argv
 from tests.support.processes import REPO, kill_on_cleanup, reactor, spawn
@@ -116,6 +117,42 @@ class BridgeVersionTests(SynchronousTestCase):
         self.assertIn("mcpx 0.0.0-other", result.output)
 
 
+class ClientGoneTests(SynchronousTestCase):
+    def pipe(self) -> tuple[int, int]:
+        read_end, write_end = os.pipe()
+        self.addCleanup(os.close, read_end)
+        return read_end, write_end
+
+    def test_open_pipe_is_not_gone(self) -> None:
+        """A client that has sent nothing yet, or a request, is still there."""
+        read_end, write_end = self.pipe()
+        self.assertFalse(client_gone(read_end))
+        os.write(write_end, b"GET /v1/health HTTP/1.1\r\n")
+        self.assertFalse(client_gone(read_end))
+        os.close(write_end)
+        # A request sent before the client went is still a request to answer.
+        self.assertFalse(client_gone(read_end))
+        self.assertEqual(os.read(read_end, 100)[:3], b"GET")
+
+    def test_closed_pipe_is_gone(self) -> None:
+        read_end, write_end = self.pipe()
+        os.close(write_end)
+        self.assertTrue(client_gone(read_end))
+
+    def test_read_waiting(self) -> None:
+        """
+        What an API client sent is read without waiting; a request followed by the end
+        of the input is a client that has gone.
+        """
+        read_end, write_end = self.pipe()
+        self.assertEqual(read_waiting(read_end), b"")
+        os.write(write_end, b"GET /v1/health")
+        self.assertEqual(read_waiting(read_end), b"GET /v1/health")
+        os.write(write_end, b" HTTP/1.1")
+        os.close(write_end)
+        self.assertIsNone(read_waiting(read_end))
+
+
 class SshCase(RealDaemonCase):
     """A real sshd on loopback; the "remote" daemon runs in this test's state directory."""
 
@@ -123,6 +160,8 @@ class SshCase(RealDaemonCase):
 
     def setUp(self) -> None:
         super().setUp()
+        # Registered first, so it runs last: after sshd and the test's own daemon stopped.
+        self.addCleanup(self.end_remote_sessions)
         self.ssh_dir = Path(tempfile.mkdtemp(prefix="mcpx-ssh-"))
         self.addCleanup(shutil.rmtree, self.ssh_dir, True)
         self.sshd = SshServer(self.ssh_dir)
@@ -196,6 +235,50 @@ class SshCase(RealDaemonCase):
                 return
             await deferLater(reactor, 0.05, lambda: None)
         os.kill(pid, signal.SIGKILL)
+
+    async def end_remote_sessions(self) -> None:
+        """
+        Stop whatever the ssh sessions left running on the remote state: stopping sshd
+        does not end its sessions.
+        """
+        await end_processes_on(self.state_dir)
+
+
+async def end_processes_on(state_dir: str) -> None:
+    """Stop the processes L{running_on} C{state_dir}: TERM, then KILL after five seconds."""
+    left = running_on(state_dir)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if all(parent_of(pid) is None for pid in left):
+            return
+        await deferLater(reactor, 0.05, lambda: None)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def running_on(state_dir: str, word: str | None = None) -> list[int]:
+    """
+    The processes (bar this one) run with C{MCPX_STATE_DIR=state_dir} in their
+    environment, and C{word} in their command line if given.  The environment, not the
+    command line: ssh's sessions run mcpx under C{env}, and a daemon started on demand
+    there names no directory in its arguments.
+    """
+    mark = f"MCPX_STATE_DIR={state_dir}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mark in environment and (word is None or word.encode() in line):
+            found.append(int(entry))
+    return found
 
 
 class RemoteCommandTests(SshCase):
@@ -334,6 +417,9 @@ class RemoteCommandTests(SshCase):
                 os.kill(ssh, signal.SIGKILL)
         self.assertEqual(await child.ended(timeout=15), 1, child.text())
         self.assertIn(f"the ssh connection to {self.sshd.endpoint} was lost", child.text(2))
+        # Nor does an ssh its question watch had open outlive the command.
+        ssh_program = shutil.which("ssh") or "ssh"
+        self.assertEqual(await self.processes_named(ssh_program, self.local_state), [])
         await self.wait_for_in_flight(0)
         self.assertEqual(await self.processes_named("bridge-api"), [])
 
@@ -345,25 +431,48 @@ class RemoteCommandTests(SshCase):
             await deferLater(reactor, 0.1, lambda: None)
         raise AssertionError(f"never {count} in flight: {servers}")
 
-    async def processes_named(self, word: str) -> list[int]:
-        """The processes whose command line holds C{word} (bar this test's own)."""
-        for _ in range(100):
-            found = []
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit() or int(entry) == os.getpid():
-                    continue
-                try:
-                    line = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if any(word.encode() == part for part in line) and any(
-                    self.state_dir.encode() in part for part in line
-                ):
-                    found.append(int(entry))
+    async def processes_named(self, word: str, state_dir: str | None = None) -> list[int]:
+        """
+        The processes on C{state_dir} (the remote state by default) whose command line
+        holds C{word}, once they have had five seconds to end.
+        """
+        for _ in range(50):
+            found = running_on(state_dir or self.state_dir, word)
             if not found:
                 return []
             await deferLater(reactor, 0.1, lambda: None)
         return found
+
+
+#: C{mcpx bridge-api} as ssh runs it, but for the version to name.
+_BRIDGE = [sys.executable, "-m", "mcpx", "bridge-api", "--client-version"]
+
+
+class BridgeWithoutClientTests(RealDaemonCase):
+    async def test_gone_client_starts_no_daemon(self) -> None:
+        """
+        C{mcpx bridge-api} run for a client that has already gone (its standard input
+        closed before it looked) where no daemon runs ends at once and starts none, for
+        the API (with a request sent before it went, too) and for C{--mcp}.
+        """
+        self.addCleanup(end_processes_on, self.state_dir)  # what a failure would leave
+        request = b"GET /v1/questions HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        for extra, sent in (([], b""), ([], request), (["--mcp"], b"")):
+            child = spawn(
+                [*_BRIDGE, __version__, *extra],
+                env=self.env,
+                cwd=str(REPO),
+            )
+            self.addCleanup(kill_on_cleanup, child)
+            assert child.transport is not None
+            if sent:
+                child.transport.write(sent)
+            child.transport.closeStdin()
+            code = await child.ended(timeout=30)
+            self.assertIn(code, (0, EXIT_NO_DAEMON), (extra, child.text()))
+            self.assertNotIn("started a daemon", child.text(2))
+            self.assertFalse(socket_path(Path(self.state_dir)).exists())
+            self.assertEqual(running_on(self.state_dir, "daemon"), [])
 
 
 class RemoteServeTests(SshCase):
