@@ -135,16 +135,19 @@ class RealDaemonCase(TestCase):
             f"processes the daemon started outlived it: {[command_line(p) for p in survivors]}",
         )
 
-    def run_mcpx(self, *args: str) -> ChildProcess:
+    def run_mcpx(self, *args: str, stdin: bytes = b"") -> ChildProcess:
+        """Start C{mcpx args}, with C{stdin} as all of its standard input."""
         child = spawn([sys.executable, "-m", "mcpx", *args], env=self.env, cwd=str(REPO))
         self.addCleanup(kill_on_cleanup, child)
         assert child.transport is not None
+        if stdin:
+            child.transport.write(stdin)
         child.transport.closeStdin()
         return child
 
-    async def mcpx(self, *args: str) -> Done:
+    async def mcpx(self, *args: str, stdin: bytes = b"") -> Done:
         """Run C{mcpx args} to its end."""
-        child = self.run_mcpx(*args)
+        child = self.run_mcpx(*args, stdin=stdin)
         code = await child.ended(timeout=30)
         return Done(code, child)
 

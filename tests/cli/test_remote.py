@@ -444,10 +444,6 @@ class RemoteCommandTests(SshCase):
         return found
 
 
-#: C{mcpx bridge-api} as ssh runs it, but for the version to name.
-_BRIDGE = [sys.executable, "-m", "mcpx", "bridge-api", "--client-version"]
-
-
 class BridgeWithoutClientTests(RealDaemonCase):
     async def test_gone_client_starts_no_daemon(self) -> None:
         """
@@ -457,20 +453,11 @@ class BridgeWithoutClientTests(RealDaemonCase):
         """
         self.addCleanup(end_processes_on, self.state_dir)  # what a failure would leave
         request = b"GET /v1/questions HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        bridge = ("bridge-api", "--client-version", __version__)
         for extra, sent in (([], b""), ([], request), (["--mcp"], b"")):
-            child = spawn(
-                [*_BRIDGE, __version__, *extra],
-                env=self.env,
-                cwd=str(REPO),
-            )
-            self.addCleanup(kill_on_cleanup, child)
-            assert child.transport is not None
-            if sent:
-                child.transport.write(sent)
-            child.transport.closeStdin()
-            code = await child.ended(timeout=30)
-            self.assertIn(code, (0, EXIT_NO_DAEMON), (extra, child.text()))
-            self.assertNotIn("started a daemon", child.text(2))
+            done = await self.mcpx(*bridge, *extra, stdin=sent)
+            self.assertIn(done.code, (0, EXIT_NO_DAEMON), (extra, done))
+            self.assertNotIn("started a daemon", done.err)
             self.assertFalse(socket_path(Path(self.state_dir)).exists())
             self.assertEqual(running_on(self.state_dir, "daemon"), [])
 
