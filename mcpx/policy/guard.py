@@ -24,14 +24,14 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from attrs import frozen
 from twisted.logger import Logger
 
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
-from mcpx.pool import CallToken
+from mcpx.pool.interface import CallOptions
 from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import Caller
 from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
@@ -236,19 +236,11 @@ class GuardedPool:
     # Calls
 
     async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        meta: Mapping[str, Any] | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: CallToken | None = None,
+        self, server: str, tool: str, arguments: Mapping[str, Any], **options: Unpack[CallOptions]
     ) -> dict[str, Any]:
         """
-        Call a tool, as L{mcpx.pool.pool.Pool.call_tool}, through the policy.
+        Call a tool, as L{mcpx.pool.pool.Pool.call_tool}, through the policy.  The
+        options go on to the pool as they came; the policy reads only whose call it is.
 
         @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
         @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
@@ -265,29 +257,21 @@ class GuardedPool:
                 "in the mcpx configuration; it cannot be listed or called",
                 {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
             )
-        given = arguments if arguments is not None else {}
+        client = options.get("client", "")
+        caller = options.get("caller")
         index = await self._index(server, client)
         definition = index.tools.get(tool) if index is not None else None
         checks = index.checks_of(tool) if index is not None else None
         if checks is not None and policy.validate_input is not Check.OFF:
-            self._check_input(server, tool, policy.validate_input, checks, given)
+            self._check_input(server, tool, policy.validate_input, checks, arguments)
         why = policy.confirmation_for(
             tool, definition.get("annotations") if definition is not None else None
         )
         if why is not None and not await self._confirmed(
-            server, client=client, tool=tool, arguments=given, caller=caller, why=why
+            server, client=client, tool=tool, arguments=arguments, caller=caller, why=why
         ):
             return declined_result(server, tool, why)
-        result: dict[str, Any] = await self._inner.call_tool(
-            server,
-            tool,
-            arguments,
-            client=client,
-            timeout=timeout,
-            meta=meta,
-            on_progress=on_progress,
-            caller=caller,
-        )
+        result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
         if (
             checks is not None
             and policy.validate_output is not Check.OFF

@@ -7,14 +7,37 @@ innards, and the daemon can hand them the pool wrapped by its policies.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypedDict, Unpack
 
 from mcpx.pool.instance import CallToken
+from mcpx.pool.progress import ProgressSink
 from mcpx.pool.status import ReloadReport, ServerStatus
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
 from mcpx.upstream.session import ServerDeclaration
+
+
+class RequestOptions(TypedDict, total=False):
+    """
+    How a request is sent, besides where and what (L{mcpx.pool.Pool.request}): the
+    caller's identity that picks its instance, a bound on the wait, and the call it is
+    made for, whose client may be asked the server's questions.
+    """
+
+    client: str
+    timeout: float | None
+    caller: CallToken | None
+
+
+class CallOptions(RequestOptions, total=False):
+    """
+    How a tool call is made (L{mcpx.pool.Pool.call_tool}): a request's options, the
+    C{_meta} to send and where its progress reports go.
+    """
+
+    meta: Mapping[str, Any] | None
+    on_progress: ProgressSink | None
 
 
 class DeclaringSession(Protocol):
@@ -34,27 +57,11 @@ class PoolInterface(Protocol):
     async def session(self, server: str, client: str = "") -> DeclaringSession: ...
 
     async def call_tool(
-        self,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        meta: Mapping[str, Any] | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: CallToken | None = None,
+        self, server: str, tool: str, arguments: Mapping[str, Any], **options: Unpack[CallOptions]
     ) -> dict[str, Any]: ...
 
     async def request(
-        self,
-        server: str,
-        method: str,
-        params: Mapping[str, Any],
-        *,
-        client: str = "",
-        timeout: float | None = None,
-        caller: CallToken | None = None,
+        self, server: str, method: str, params: Mapping[str, Any], **options: Unpack[RequestOptions]
     ) -> dict[str, Any]: ...
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]: ...

@@ -24,7 +24,7 @@ from mcpx.upstream.records import (
     ServerDeclaration,
     UpstreamError,
 )
-from mcpx.upstream.session import UpstreamSession
+from mcpx.upstream.session import Sending, UpstreamSession
 from mcpx.upstream.tasks import (
     call_legacy_task,
     declares_tool_tasks,
@@ -109,14 +109,7 @@ class LegacySession(UpstreamSession):
                 )
         return self.declaration
 
-    async def _sent_again(
-        self,
-        expired: SessionExpired,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        caller: CallerToken | None,
-    ) -> Any:
+    async def _sent_again(self, expired: SessionExpired, request: Sending) -> Any:
         """
         The server forgot the session a request went on: it is opened again once (and
         its resource subscriptions made again), and the request sent again only if the
@@ -128,16 +121,16 @@ class LegacySession(UpstreamSession):
         """
         self.log.info("upstream {server}: session expired; initializing again", server=self.name)
         self.channel.reset_session()
-        await self.open(timeout=timeout)
+        await self.open(timeout=request.timeout)
         for uri in sorted(self._subscriptions):
             self._internal(
                 "resources/subscribe",
                 await self._send("resources/subscribe", {"uri": uri}, None, None),
             )
-        if expired.started and not self.repeatable(method, params):
+        if expired.started and not self.repeatable(request.method, request.params):
             raise expired
         # Once only: a second expiry is the caller's to see.
-        return await self._send(method, params, timeout, caller)
+        return await self._send(request.method, request.params, request.timeout, request.caller)
 
     def repeatable(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """

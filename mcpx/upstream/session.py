@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from attrs import define, field
+from attrs import define, field, frozen
 from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -77,6 +77,19 @@ def tool_call_params(
     if meta:
         params["_meta"] = dict(meta)
     return params
+
+
+@frozen
+class Sending:
+    """
+    A request as L{UpstreamSession.request} sent it, kept only when the server forgot
+    the session it went on, so that L{UpstreamSession._sent_again} can send it again.
+    """
+
+    method: str
+    params: Mapping[str, Any] | None
+    timeout: float | None
+    caller: CallerToken | None
 
 
 @define(eq=False)
@@ -201,7 +214,7 @@ class UpstreamSession:
         try:
             result = await self._send(method, params, timeout, caller)
         except SessionExpired as expired:
-            result = await self._sent_again(expired, method, params, timeout, caller)
+            result = await self._sent_again(expired, Sending(method, params, timeout, caller))
         return self._internal(method, result)
 
     def _internal(self, method: str, result: Any) -> dict[str, Any]:
@@ -211,14 +224,7 @@ class UpstreamSession:
         result.setdefault("resultType", "complete")
         return result
 
-    async def _sent_again(
-        self,
-        expired: SessionExpired,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        caller: CallerToken | None,
-    ) -> Any:
+    async def _sent_again(self, expired: SessionExpired, request: Sending) -> Any:
         """
         What to do when the server forgot the session a request went on: only a session
         of the handshake era has one to open again (L{mcpx.upstream.legacy_session}).
