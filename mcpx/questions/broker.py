@@ -41,6 +41,7 @@ from mcpx.questions.record import (
 )
 from mcpx.questions.store import QuestionStore
 from mcpx.store.heartbeat import Heartbeat
+from mcpx.store.unsaved import Unsaved
 from mcpx.store.writes import Writes
 from mcpx.wire.errors import RpcError
 
@@ -98,7 +99,7 @@ class Broker:
     #: This daemon's questions whose write to the store failed (cut off from a shared
     #: store, or its server down): written again, as they are then, after the next
     #: heartbeat (L{_adopt_lost}).
-    _unsaved: set[str] = field(factory=set, init=False)
+    _unsaved: Unsaved = field(factory=lambda: Unsaved("question", "the store"), init=False)
     _closing: bool = field(default=False, init=False)
 
     def start(self) -> Deferred[None]:
@@ -342,7 +343,7 @@ class Broker:
         if stored is None and question.pending and question.id in self._unsaved:
             # Asked while the store could not be written: nobody else can have ended it.
             await store.save(ended)
-            self._unsaved.discard(question.id)
+            self._unsaved.written(question.id)
             self._finish(question, state, by, result, saved=True)
             return question
         if stored is not None:
@@ -644,12 +645,8 @@ class Broker:
 
     def _not_saved(self, failure: Failure, question: Question) -> Failure:
         """Note C{question} for writing again; the failure goes on to be logged."""
-        if question.id not in self._unsaved and not self._closing:
-            self._unsaved.add(question.id)
-            log.info(
-                "question {id} is written to the store again after the next heartbeat",
-                id=question.id,
-            )
+        if not self._closing:
+            self._unsaved.note(question.id)
         return failure
 
     async def _save_again(self, store: QuestionStore) -> None:
@@ -658,10 +655,10 @@ class Broker:
         store never got is written whole; one it has is ended there as here, unless it
         was ended there first (through another daemon), which this daemon takes in.
         """
-        for question_id in tuple(self._unsaved):
+        for question_id in self._unsaved:
             local = self._questions.get(question_id)
             if local is None:
-                self._unsaved.discard(question_id)
+                self._unsaved.written(question_id)
                 continue
             try:
                 stored = await store.get(question_id)
@@ -675,13 +672,9 @@ class Broker:
                 else:
                     self._overwrite(stored)
             except Exception as e:
-                log.warn(
-                    "could not write question {id} to the store again ({error})",
-                    id=question_id,
-                    error=str(e).strip() or type(e).__name__,
-                )
+                self._unsaved.failed_again(question_id, e)
                 continue
-            self._unsaved.discard(question_id)
+            self._unsaved.written(question_id)
 
     def _save_ended(self, question: Question) -> None:
         """

@@ -37,6 +37,7 @@ from twisted.python.failure import Failure
 
 from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
+from mcpx.store.unsaved import Unsaved
 from mcpx.store.writes import Writes
 
 log = Logger()
@@ -230,7 +231,7 @@ class TaskStore:
     #: This daemon's tasks whose write to the shared store failed (cut off from it, or
     #: the server down): written again, as they are then, after the next heartbeat
     #: (L{fail_lost}), and not before, so their writes stay in order.
-    _unsaved: set[str] = field(factory=set, init=False)
+    _unsaved: Unsaved = field(factory=lambda: Unsaved("task", "the shared store"), init=False)
     #: Those waiting for the end of a task another daemon runs, by its id.
     _awaiting: dict[str, Waiters[Task | None]] = field(factory=dict, init=False)
     #: Set by L{close}: what the shared store says from then on changes nothing here.
@@ -420,12 +421,8 @@ class TaskStore:
 
     def _not_saved(self, failure: Failure, task: Task) -> Failure:
         """Note C{task} for writing again; the failure goes on to be logged."""
-        if not self._closed and task.id in self._tasks and task.id not in self._unsaved:
-            self._unsaved.add(task.id)
-            log.info(
-                "task {id} is written to the shared store again after the next heartbeat",
-                id=task.id,
-            )
+        if not self._closed and task.id in self._tasks:
+            self._unsaved.note(task.id)
         return failure
 
     async def _save_again(self, records: RecordStore) -> None:
@@ -434,10 +431,10 @@ class TaskStore:
         (a write that failed may have been committed), unless the row says the task
         ended meanwhile (a C{daemon_lost}, a cancel through another daemon), which wins.
         """
-        for task_id in tuple(self._unsaved):
+        for task_id in self._unsaved:
             task = self._tasks.get(task_id)
             if task is None or self._closed:
-                self._unsaved.discard(task_id)
+                self._unsaved.written(task_id)
                 continue
             changes = task.changes
             record = _task_record(task, self.daemon)
@@ -451,13 +448,9 @@ class TaskStore:
                 else:
                     written = await records.put_if(TASKS, record, stored.state)
             except Exception as e:
-                log.warn(
-                    "could not write task {id} to the shared store again ({error})",
-                    id=task_id,
-                    error=str(e).strip() or type(e).__name__,
-                )
+                self._unsaved.failed_again(task_id, e)
                 continue
-            self._unsaved.discard(task_id)
+            self._unsaved.written(task_id)
             self._stored_as[task_id] = record.state
             if not written:
                 await self._reread(task_id)

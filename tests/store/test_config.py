@@ -140,6 +140,7 @@ class LeanImportTests(SynchronousTestCase):
                     "mcpx.store.heartbeat",
                     "mcpx.store.records",
                     "mcpx.store.sqlite",
+                    "mcpx.store.unsaved",
                     "mcpx.store.writes",
                 ]
             ),
