@@ -20,9 +20,13 @@ from mcpx.upstream.session import ServerDeclaration
 
 class RequestOptions(TypedDict, total=False):
     """
-    How a request is sent, besides where and what (L{mcpx.pool.Pool.request}): the
-    caller's identity that picks its instance, a bound on the wait, and the call it is
-    made for, whose client may be asked the server's questions.
+    How a request is sent, besides where and what (L{mcpx.pool.Pool.request}); each
+    may be left out.
+
+    @ivar client: the caller's identity, which picks its instance (default C{""}).
+    @ivar timeout: a bound shorter than C{pool.callTimeout}; a longer one is clamped.
+    @ivar caller: the call it is made for (L{mcpx.questions.caller.Caller}): the
+        server's questions may be put to that call's client.
     """
 
     client: str
@@ -32,8 +36,11 @@ class RequestOptions(TypedDict, total=False):
 
 class CallOptions(RequestOptions, total=False):
     """
-    How a tool call is made (L{mcpx.pool.Pool.call_tool}): a request's options, the
-    C{_meta} to send and where its progress reports go.
+    How a tool call is made (L{mcpx.pool.Pool.call_tool}): a request's options, and
+
+    @ivar meta: the C{_meta} to send with it (the pool adds its progress token).
+    @ivar on_progress: called with the params of each C{notifications/progress} the
+        server sends about the call.
     """
 
     meta: Mapping[str, Any] | None
