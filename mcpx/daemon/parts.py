@@ -37,7 +37,8 @@ from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_policy import ServerPolicy
 from mcpx.settings.servers import ServersConfig
-from mcpx.tasks.store import DEFAULT_TTL, Task, TaskStore
+from mcpx.tasks.store import DEFAULT_TTL, TaskStore
+from mcpx.tasks.task import Task
 from mcpx.upstream.handlers import NotificationSink
 
 if TYPE_CHECKING:

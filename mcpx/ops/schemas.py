@@ -12,7 +12,7 @@ from typing import Any
 from mcpx.pool.status import ServerState
 from mcpx.questions.record import KINDS, ROUTES, QuestionState
 from mcpx.settings.servers import Scope
-from mcpx.tasks.store import TaskStatus
+from mcpx.tasks.task import TaskStatus
 from mcpx.upstream.session import Era
 
 #: The most values one completion may carry (the MCP limit).

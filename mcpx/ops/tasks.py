@@ -14,7 +14,7 @@ from twisted.python.failure import Failure
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import Invocation, OpHost
 from mcpx.store.records import ANYONE
-from mcpx.tasks.store import Task, TaskIsOver, TaskStatus
+from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
 
 _log = Logger()
 

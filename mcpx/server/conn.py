@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 from mcpx.questions.caller import Caller
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
-from mcpx.tasks.store import Task
+from mcpx.tasks.task import Task
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]

@@ -31,7 +31,8 @@ from twisted.python.failure import Failure
 from mcpx.server.conn import Context
 from mcpx.server.resumable import ResumableCall
 from mcpx.server.tasks import POLL_INTERVAL_MS, _iso
-from mcpx.tasks.store import Task, TaskIsOver, TaskStatus, TaskStore
+from mcpx.tasks.store import TaskStore
+from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 #: The extension's identifier, in C{capabilities.extensions}.

@@ -37,15 +37,8 @@ from twisted.python.failure import Failure
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
 from mcpx.spec.revision import Revision
-from mcpx.tasks.store import (
-    PER_CLIENT_SETTING,
-    Task,
-    TaskIsOver,
-    TaskStatus,
-    TaskStore,
-    TooManyTasks,
-    TooManyTasksForClient,
-)
+from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
+from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:

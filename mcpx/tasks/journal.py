@@ -22,7 +22,8 @@ from typing import Final
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from mcpx.tasks.store import Task, TaskStore
+from mcpx.tasks.store import TaskStore
+from mcpx.tasks.task import Task
 
 log = Logger()
 

@@ -23,7 +23,6 @@ at its cap is refused (L{TooManyTasksForClient}) while others still get tasks.
 
 from __future__ import annotations
 
-import enum
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -39,6 +38,14 @@ from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
 from mcpx.store.unsaved import Unsaved
 from mcpx.store.writes import Writes
+from mcpx.tasks.task import (
+    Task,
+    TaskIsOver,
+    TaskStatus,
+    row_ended,
+    task_from_record,
+    task_record,
+)
 
 log = Logger()
 
@@ -60,32 +67,8 @@ FORGOTTEN_AFTER = 60.0
 PER_CLIENT_SETTING = "tasks.maxPerClient"
 
 
-class TaskStatus(enum.Enum):
-    WORKING = "working"
-    INPUT_REQUIRED = "input_required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        """Whether a task in this state is over (it never leaves it)."""
-        return self in _TERMINAL
-
-
-_TERMINAL: Final = frozenset((TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED))
-
-
 #: The states a task's row may be failed from (L{TaskStore.restore_failed}).
 _UNFINISHED: Final = frozenset((TaskStatus.WORKING.value, TaskStatus.INPUT_REQUIRED.value))
-
-
-class TaskIsOver(Exception):
-    """A task in a terminal state cannot be cancelled (or moved at all)."""
-
-    def __init__(self, task: Task) -> None:
-        super().__init__(task.id, task.status.value)
-        self.task = task
 
 
 class TooManyTasks(Exception):
@@ -112,81 +95,6 @@ class TooManyTasksForClient(Exception):
         self.client = client
         self.limit = limit
         self.retry_in = retry_in
-
-
-@define
-class Task:
-    """
-    One call running in the background, or its outcome.
-
-    @ivar error: the API error object (C{{"code", "message", ...}}) of a failed task.
-    """
-
-    id: str
-    created: float
-    status: TaskStatus = TaskStatus.WORKING
-    result: Any = None
-    error: Mapping[str, Any] | None = None
-    finished: float | None = None
-    #: The caller identity it counts against, or C{None} for nobody's.
-    client: str | None = None
-    #: When its state last changed.
-    updated: float = 0.0
-    #: Seconds it is kept once finished: its own, or C{None} for the store's.
-    ttl: float | None = None
-    #: The server and tool it calls, where known (what C{GET /v1/tasks} filters by).
-    server: str | None = None
-    tool: str | None = None
-    #: Who made it: C{"v1"} (C{/v1/call}), C{"mcp"} (a client's task-augmented call),
-    #: C{"resumable"} (a 2026-07-28 call kept after it asked its client).
-    origin: str = "v1"
-    #: Why it is in its state, for people (a cancelled or failed task says why).
-    message: str | None = None
-    #: How many times the store has told of it (1: it was just made).
-    changes: int = 0
-    #: For a task read from the shared store (run by another daemon, or by none any
-    #: more): the id of the daemon that runs it; C{None} for one of this daemon's.
-    daemon: str | None = None
-    _done: Waiters[Task] = field(factory=Waiters, repr=False, eq=False)
-
-    def summary(self) -> dict[str, Any]:
-        """What C{GET /v1/tasks} lists of it: its state, never its result."""
-        shown: dict[str, Any] = {
-            "id": self.id,
-            "status": self.status.value,
-            "origin": self.origin,
-            "created": self.created,
-            "updated": self.updated or self.created,
-        }
-        if self.server is not None:
-            shown["server"] = self.server
-        if self.tool is not None:
-            shown["tool"] = self.tool
-        if self.message is not None:
-            shown["message"] = self.message
-        return shown
-
-    def to_json(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {"id": self.id, "status": self.status.value}
-        if self.status is TaskStatus.COMPLETED:
-            shown["result"] = self.result
-        elif self.status is TaskStatus.FAILED:
-            error = self.error
-            if error is not None and type(error.get("code")) is int:
-                # An MCP call's JSON-RPC error, in the API's own error shape.
-                shown["error"] = {
-                    "code": "upstream_error",
-                    "message": str(error.get("message", "the call failed")),
-                    "rpc": dict(error),
-                }
-            elif error is not None:
-                shown["error"] = error
-            else:
-                # A tool's own error result (isError): the call answered, and failed.
-                shown["result"] = self.result
-        elif self.status is TaskStatus.CANCELLED:
-            shown["error"] = {"code": "cancelled", "message": self.message or "cancelled"}
-        return shown
 
 
 @define
@@ -407,7 +315,7 @@ class TaskStore:
         if task.id in self._unsaved:
             # An earlier write of it failed: the next beat writes it as it is then.
             return
-        record = _task_record(task, self.daemon)
+        record = task_record(task, self.daemon)
         before = self._stored_as.get(task.id)
         self._stored_as[task.id] = record.state
         if before is None:
@@ -437,13 +345,13 @@ class TaskStore:
                 self._unsaved.written(task_id)
                 continue
             changes = task.changes
-            record = _task_record(task, self.daemon)
+            record = task_record(task, self.daemon)
             try:
                 stored = await records.get(TASKS, task_id)
                 if stored is None:
                     await records.put(TASKS, record)
                     written = True
-                elif _ended(stored.state):
+                elif row_ended(stored.state):
                     written = False
                 else:
                     written = await records.put_if(TASKS, record, stored.state)
@@ -499,7 +407,7 @@ class TaskStore:
     def _reread_as(self, record: Record | None, task_id: str) -> None:
         if self._closed:
             return
-        stored = None if record is None else _task_from_record(record)
+        stored = None if record is None else task_from_record(record)
         local = self._tasks.get(task_id)
         if local is not None and stored is not None and stored.status.terminal:
             self._ended_elsewhere(local, stored)
@@ -720,7 +628,7 @@ class TaskStore:
         def read(record: Record | None) -> Task | None:
             if record is None or not holds(record.principal):
                 return None
-            return _task_from_record(record)
+            return task_from_record(record)
 
         return self.records.get(TASKS, task_id).addCallback(read)
 
@@ -751,7 +659,7 @@ class TaskStore:
         def merged(records: list[Record]) -> list[Task]:
             found: dict[str, Task] = {}
             for record in records:
-                task = _task_from_record(record)
+                task = task_from_record(record)
                 if task is not None and wanted(task):
                     found[task.id] = task
             # This daemon's own are as they are now (a write may still be under way).
@@ -781,7 +689,7 @@ class TaskStore:
     async def _cancel_elsewhere(self, records: RecordStore, task_id: str, message: str) -> Task:
         while True:
             record = await records.get(TASKS, task_id)
-            found = None if record is None else _task_from_record(record)
+            found = None if record is None else task_from_record(record)
             if record is None or found is None:
                 raise KeyError(task_id)
             if found.status.terminal:
@@ -801,7 +709,7 @@ class TaskStore:
             found.error = None
             found.result = None
             found.finished = found.updated = now
-            ended = _task_record(found, owner)
+            ended = task_record(found, owner)
             # Only if it is still as read: else it moved on (or ended), and is read again.
             if await records.put_if(TASKS, ended, record.state):
                 log.info(
@@ -938,82 +846,3 @@ class TaskStore:
                 call.cancel()
         for deferred in running.values():
             deferred.cancel()
-
-
-def _task_record(task: Task, daemon: str | None = None) -> Record:
-    """C{task} as the shared store keeps it: what its caller may read, by its caller."""
-    shown = {**task.summary(), **task.to_json()}
-    shown["daemon"] = daemon
-    shown["client"] = task.client
-    shown["finished"] = task.finished
-    shown["ttl"] = task.ttl
-    try:
-        body = json.dumps(shown, separators=(",", ":"))
-    except (TypeError, ValueError):
-        # A result that is not JSON (never from an upstream): stored without it.
-        shown.pop("result", None)
-        body = json.dumps(shown, separators=(",", ":"), default=str)
-    return Record(
-        id=task.id,
-        principal=task.client,
-        state=task.status.value,
-        finished=task.finished,
-        body=body,
-    )
-
-
-def _task_from_record(record: Record) -> Task | None:
-    """A task as the shared store keeps it (L{_task_record}), or C{None} if unreadable."""
-    try:
-        shown = json.loads(record.body)
-    except ValueError:
-        shown = None
-    if not isinstance(shown, dict):
-        log.warn("skipped unreadable task {id} in the store", id=record.id)
-        return None
-
-    def text(key: str) -> str | None:
-        value = shown.get(key)
-        return value if isinstance(value, str) else None
-
-    def number(key: str) -> float | None:
-        value = shown.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    try:
-        status = TaskStatus(shown.get("status", record.state))
-    except ValueError:
-        log.warn("skipped task {id} in an unknown state in the store", id=record.id)
-        return None
-    error = shown.get("error")
-    result = shown.get("result")
-    if status is TaskStatus.CANCELLED:
-        error = None
-    elif isinstance(error, Mapping) and isinstance(error.get("rpc"), Mapping):
-        # An MCP call's own JSON-RPC error, as Task.to_json wraps it.
-        error = dict(error["rpc"])
-    created = number("created") or 0.0
-    return Task(
-        id=record.id,
-        created=created,
-        status=status,
-        result=result,
-        error=error if isinstance(error, Mapping) else None,
-        finished=number("finished"),
-        client=record.principal,
-        updated=number("updated") or created,
-        ttl=number("ttl"),
-        server=text("server"),
-        tool=text("tool"),
-        origin=text("origin") or "v1",
-        message=text("message"),
-        daemon=text("daemon") or "",
-    )
-
-
-def _ended(state: str) -> bool:
-    """Whether a row's state is a task's end (an unknown one is taken for an end)."""
-    try:
-        return TaskStatus(state).terminal
-    except ValueError:
-        return True

@@ -11,7 +11,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.web.server import Site
 
-from mcpx.tasks.store import Task
+from mcpx.tasks.task import Task
 from tests.cli.test_commands import CommandRunner
 from tests.daemon.fake_pool import (
     FakePool,

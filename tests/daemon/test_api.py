@@ -17,7 +17,8 @@ from mcpx.pool import CallTimedOut, ServerState, TooManyInstances
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.render import render_json
 from mcpx.spec.matrix import protocol_json
-from mcpx.tasks.store import TaskStatus, TaskStore, TooManyTasks, TooManyTasksForClient
+from mcpx.tasks.store import TaskStore, TooManyTasks, TooManyTasksForClient
+from mcpx.tasks.task import TaskStatus
 from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import (
     Answer,

@@ -20,7 +20,7 @@ from mcpx.daemon.service import DaemonSite, SiteOptions
 from mcpx.ops.events import EventBus
 from mcpx.ops.table import OPS
 from mcpx.pool.pool import Pool
-from mcpx.tasks.store import TaskStatus
+from mcpx.tasks.task import TaskStatus
 from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import daemon_http
 from tests.daemon.test_gate import Answer

@@ -26,7 +26,7 @@ from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.request_state import RequestState, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall
-from mcpx.tasks.store import Task, TaskStatus
+from mcpx.tasks.task import Task, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from mcpx.wire.messages import Request
 from tests.daemon.fake_pool import FakePool, HeldCall, default_settings, ops_host, text_result

@@ -35,7 +35,8 @@ from mcpx.store.postgres import (
 )
 from mcpx.store.records import QUESTIONS, TASKS, Record, RecordStore
 from mcpx.store.sqlite import SQLiteRecords
-from mcpx.tasks.store import TaskStatus, TaskStore
+from mcpx.tasks.store import TaskStore
+from mcpx.tasks.task import TaskStatus
 from tests.support.postgres import PASSWORD, PostgresCluster, shared_cluster
 
 FORM = {

@@ -20,7 +20,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.cli.client import ApiError, DaemonClient, socket_path
 from mcpx.tasks.journal import RESTARTED, WRITE_DELAY, journal_for
-from mcpx.tasks.store import TaskStatus, TaskStore
+from mcpx.tasks.store import TaskStore
+from mcpx.tasks.task import TaskStatus
 from tests.cli.test_real_daemon import RealDaemonCase
 
 
