@@ -13,7 +13,7 @@ hands everything else, byte for byte, to the unchanged twisted.web channel it is
 
 What stays the same, because it is the same code:
 
-  - the request is the site's own twisted.web request (L{mcpx.daemon.service.JSONRequest}),
+  - the request is the site's own twisted.web request (L{mcpx.daemon.site.JSONRequest}),
     so the answer is written, framed, logged and counted by twisted.web as on the slow
     path, and a lost connection reaches it the same way;
   - every rule of the gate (Origin, Host, authentication, the stop) is applied by

@@ -16,16 +16,10 @@ from mcpx._version import __version__
 from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import begin_logging, log_observer, open_log_stream
+from mcpx.daemon.process import reload_on_sighup, settle_memory, stop_on_signals
+from mcpx.daemon.root import IDaemonReactor
 from mcpx.daemon.sdnotify import forget_systemd_variables
-from mcpx.daemon.service import (
-    DaemonConfig,
-    IDaemonReactor,
-    make_service,
-    prepare_state_dir,
-    reload_on_sighup,
-    settle_memory,
-    stop_on_signals,
-)
+from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.resolve import Settings
 

@@ -6,29 +6,21 @@ C{mcpx daemon} share.
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import os
-import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
 from attrs import Factory, field, frozen
-from twisted.application.service import MultiService, Service
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, gatherResults, succeed
+from twisted.application.service import MultiService
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
-    IListeningPort,
     IReactorCore,
-    IReactorFromThreads,
-    IReactorProcess,
     IReactorTime,
 )
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from twisted.web.resource import IResource
-from twisted.web.server import Request
 
 from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
@@ -37,20 +29,20 @@ from mcpx.daemon.bearer import verifier_for
 from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.lean_path import LeanChannel, LeanMcp
-from mcpx.daemon.limits import BoundedRequest, LimitedChannel, LimitedSite, TransportLimits
+from mcpx.daemon.lean_path import LeanMcp
+from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.parts import DaemonParts, OpsHost, UpstreamNotices, connect_upward
+from mcpx.daemon.root import DaemonService, FleetService, IDaemonReactor
 from mcpx.daemon.sdnotify import Notifier
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.auth import restart_after_sign_in
-from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.errors import error_from
 from mcpx.ops.events import EventBus
-from mcpx.ops.host import Invocation
 from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import ReloadRefused, Reloads
-from mcpx.ops.servers import reload
 from mcpx.ops.shutdown import Shutdown
 from mcpx.ops.table import OPS
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
@@ -62,7 +54,7 @@ from mcpx.questions.relay import Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
 from mcpx.scripts.cpython import EXEC_DIRECTORY
-from mcpx.scripts.runner import Scripts, ScriptsService, limits_from
+from mcpx.scripts.runner import Scripts, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
@@ -77,7 +69,7 @@ from mcpx.store.config import StoreTarget, open_records
 from mcpx.store.heartbeat import Heartbeat, new_daemon_id
 from mcpx.store.records import RecordStore
 from mcpx.tasks.journal import TaskJournal, journal_for
-from mcpx.upstream.connect import IReactorUpstream, make_connector
+from mcpx.upstream.connect import make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -85,13 +77,6 @@ from mcpx.upstream.http_client import ClientOnFirstUse, owned_client
 from mcpx.wire.errors import RpcError
 
 _log = Logger()
-
-
-class IDaemonReactor(IReactorUpstream, IReactorCore, IReactorProcess, IReactorFromThreads):
-    """
-    What the daemon needs of its reactor: time, processes, TCP and names for the
-    upstreams, its own listeners, and signals delivered from another thread.
-    """
 
 
 @frozen
@@ -160,265 +145,6 @@ def prepare_state_dir(state_dir: Path) -> None:
     """
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(state_dir, 0o700)
-
-
-class DaemonService(MultiService):
-    """
-    The root of the daemon's service tree: the pool first, the listeners after it,
-    so that stopping (in reverse) closes the doors before the upstreams go.
-    """
-
-    def __init__(
-        self,
-        http: DaemonHTTP,
-        listeners: Sequence[ListenerService],
-        pool: Pool | None,
-        broker: Broker | None = None,
-        groups: ProcessGroups | None = None,
-        *,
-        scripts: Scripts | None = None,
-        shutdown: Shutdown | None = None,
-    ) -> None:
-        MultiService.__init__(self)
-        self.http = http
-        self.shutdown = shutdown
-        #: The running tasks' journal (L{mcpx.tasks.journal}); closed first at stop.
-        self.journal: TaskJournal | None = None
-        self.pool = pool
-        self.listeners = tuple(listeners)
-        self.broker = broker
-        #: Tells systemd the daemon's state (L{mcpx.daemon.sdnotify}); set by L{make_service}.
-        self.notifier: Notifier | None = None
-        self.clock: IReactorTime | None = None
-        #: What the config file had that was ignored (a host's keys), logged at start.
-        self.config_notes: tuple[str, ...] = ()
-        if groups is not None:
-            # First, so that what a killed daemon left is gone before anything starts.
-            MultiService.addService(self, StrayReaper(groups))
-        if pool is not None:
-            MultiService.addService(self, pool)
-        if scripts is not None:
-            # After the pool, so it stops first: runs end before the servers they call.
-            MultiService.addService(self, ScriptsService(scripts))
-        if broker is not None:
-            # After the pool, so it stops first: questions still pending when the
-            # upstreams go stay pending on disk, for the next daemon to list.
-            MultiService.addService(self, BrokerService(broker))
-        for listener in self.listeners:
-            MultiService.addService(self, listener)
-
-    def startService(self) -> None:
-        # Now, not when the tree was built: twistd forks to daemonize in between.
-        self.http.host.pid = os.getpid()
-        for note in self.config_notes:
-            _log.info("config file: {note}", note=note)
-        if self.notifier is not None and self.clock is not None:
-            self.notifier.start_watchdog(self.clock)
-        MultiService.startService(self)
-        listening = gatherResults(
-            [listener.when_listening() for listener in self.listeners], consumeErrors=True
-        )
-        # Said once every listener is bound; each one that is not logs why itself.
-        listening.addCallbacks(self._listening, lambda failure: None)
-
-    def _listening(self, ports: Sequence[IListeningPort]) -> None:
-        _log.info(
-            "mcpx daemon listening on {endpoints}",
-            endpoints=[listener.description for listener in self.listeners],
-        )
-        if self.notifier is not None:
-            self.notifier.ready(readiness(ports))
-
-    def stopService(self) -> Deferred[None]:
-        shutdown = self.shutdown
-        if self.notifier is not None and not (shutdown is not None and shutdown.begun):
-            self.notifier.stopping()
-        if shutdown is not None:
-            # Before anything is closed: nothing new starts while the rest ends.
-            shutdown.begin()
-        if self.broker is not None:
-            # Before the connections close and cancel the calls that asked.
-            self.broker.closing()
-        if self.journal is not None:
-            # Before the store forgets them: the tasks cut short stay named on disk.
-            self.journal.close()
-        self.http.close()
-        stopped: Deferred[None] = MultiService.stopService(self)
-        if shutdown is None:
-            return stopped
-        # The callers answered, the connections are closed once their last bytes left.
-        stopped.addCallback(lambda _: shutdown.drain())
-        return race_hurry(stopped, shutdown)
-
-    def reload(self) -> Deferred[Any]:
-        """
-        Re-read the config file and apply it (C{SIGHUP}).  A refused reload is logged
-        and published with its reason by L{mcpx.ops.reloading}; nothing else is.
-        A stopping daemon reloads nothing.
-        """
-        if self.shutdown is not None and self.shutdown.begun:
-            _log.info("not reloading the configuration: the daemon is stopping")
-            return succeed(None)
-        notifier = self.notifier
-        if notifier is not None:
-            notifier.reloading()
-        outcome: Deferred[Any] = ensureDeferred(reload(self.http.host, Invocation({})))
-
-        def failed(failure: Any) -> None:
-            if not failure.check(OpError):
-                _log.failure("configuration reload failed", failure)
-
-        def settled(result: object) -> object:
-            # Ready again whether or not the new configuration was taken.
-            if notifier is not None:
-                notifier.ready("serving; configuration reloaded")
-            return result
-
-        return outcome.addErrback(failed).addBoth(settled)
-
-
-def readiness(ports: Sequence[IListeningPort]) -> str:
-    """The daemon's C{STATUS=} for systemd once it serves: its TCP addresses, if any."""
-    places = []
-    for port in ports:
-        host = port.getHost()
-        if hasattr(host, "host") and hasattr(host, "port"):
-            address = f"[{host.host}]" if ":" in host.host else host.host
-            places.append(f"{address}:{host.port}")
-    return "serving on " + (", ".join(places) if places else "its unix socket")
-
-
-def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
-    """
-    C{stopped}, or sooner when the stop is hurried (L{Shutdown.hurry}): what was
-    still being waited for is then left to the reactor's end.
-    """
-    done: Deferred[None] = Deferred()
-
-    def settle(outcome: object) -> None:
-        if not done.called:
-            done.callback(None)
-
-    def failed(failure: Failure) -> None:
-        _log.failure("stopping the daemon", failure)
-
-    stopped.addErrback(failed).addBoth(settle)
-    shutdown.hurried.addCallback(settle)
-    return done
-
-
-class StrayReaper(Service):
-    """
-    Ends, when the daemon starts, the upstream processes a previous daemon of this state
-    directory left running when it was killed (L{ProcessGroups.reap_strays}).
-    """
-
-    def __init__(self, groups: ProcessGroups) -> None:
-        self.groups = groups
-
-    def startService(self) -> None:
-        Service.startService(self)
-        self.groups.reap_strays()
-
-
-class BrokerService(Service):
-    """Opens the question store when the daemon starts, and closes it when it stops."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self._started: Deferred[None] | None = None
-
-    def startService(self) -> None:
-        Service.startService(self)
-        self._started = self.broker.start()
-        self._started.addErrback(
-            lambda failure: _log.failure("the question store could not be opened", failure)
-        )
-
-    def stopService(self) -> Deferred[None]:
-        Service.stopService(self)
-        return self.broker.stop()
-
-
-class FleetService(Service):
-    """
-    Ends the fleet's parts of a daemon on a shared store (relayed retries, configuration
-    notices) when it stops, before the store is closed.
-    """
-
-    def __init__(self, *stops: Callable[[], Deferred[None]]) -> None:
-        self._stops = stops
-
-    def stopService(self) -> Deferred[None]:
-        Service.stopService(self)
-        return gatherResults([stop() for stop in self._stops], consumeErrors=True).addCallback(
-            lambda _: None
-        )
-
-
-class JSONRequest(BoundedRequest):
-    """
-    A request whose body is never parsed as an HTML form: every body mcpx accepts is
-    JSON, and looking for form data costs a MIME parse per POST.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["parsePOSTFormSubmission"] = False
-        Request.__init__(self, *args, **kwargs)
-
-
-@frozen
-class SiteOptions:
-    """
-    What the daemon's site is fitted with beyond a bounded twisted.web site.
-
-    @ivar limits: bounds its connections and bodies; C{None}, L{TransportLimits}' defaults.
-    @ivar metrics: counts each request (L{Metrics}); C{None}, nothing is counted.
-    @ivar shutdown: is told of each connection, so the stop can close it once its
-        answers have left; C{None}, nothing tracks them.
-    @ivar lean: answers C{POST /mcp} on the lean path (L{mcpx.daemon.lean_path});
-        C{None}, every request goes through twisted.web and the Klein app.
-    """
-
-    limits: TransportLimits | None = None
-    metrics: Metrics | None = None
-    shutdown: Shutdown | None = None
-    lean: LeanMcp | None = None
-
-
-class DaemonSite(LimitedSite):
-    """
-    The daemon's site: no access-log line per request.  A call is already visible on
-    C{/v1/events} and in the pool's log; one log line per request was a tenth of the
-    cost of a C{/v1/call}.  Each request is counted in L{Metrics} instead.  Its
-    connections and bodies are bounded by L{TransportLimits}.
-    """
-
-    requestFactory = JSONRequest
-
-    def __init__(self, resource: Any, reactor: IReactorTime, options: SiteOptions) -> None:
-        LimitedSite.__init__(self, resource, reactor, options.limits)
-        self.noisy = False
-        self.metrics = options.metrics
-        self.shutdown = options.shutdown
-        self.lean = options.lean
-
-    def channel(self, peer: str | None) -> LimitedChannel:
-        if self.lean is None:
-            return LimitedSite.channel(self, peer)
-        return LeanChannel(self.admission, peer, self.reactor, self.lean)
-
-    def buildProtocol(self, addr: Any) -> Any:
-        protocol = LimitedSite.buildProtocol(self, addr)
-        if self.shutdown is not None and protocol is not None:
-            # So that the stop can close the connection once its answers have left.
-            self.shutdown.track(protocol)
-        return protocol
-
-    def log(self, request: Any) -> None:
-        # Counted instead (mcpx_http_requests), by route template and status.
-        if self.metrics is not None:
-            self.metrics.request_finished(request.path, request.code)
 
 
 #: The broker's durable store, in the state directory.
@@ -772,62 +498,3 @@ def gate(
         verifier=verifier,
         shutdown=shutdown,
     )
-
-
-def settle_memory() -> None:
-    """
-    Move everything built at start-up out of the garbage collector's sight.
-
-    Modules, the ops table, compiled validators and the like live as long as the
-    daemon; without this every full collection walks them all again, which showed
-    as 20 ms pauses (the p99 of a call) every couple of thousand requests.
-    """
-    gc.collect()
-    gc.freeze()
-    _trim_heap()
-
-
-def _trim_heap() -> None:
-    """
-    Give the free pages of the C heap back to the system, which start-up's imports and
-    compiling leave behind (glibc's C{malloc_trim}; elsewhere nothing is done).
-    """
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return  # not glibc: musl and the BSDs have no malloc_trim
-    trim(0)
-
-
-def stop_on_signals(service: DaemonService, reactor: IDaemonReactor) -> None:
-    """
-    Make C{SIGTERM} and C{SIGINT} stop the daemon, and a second one hurry the stop
-    (L{Shutdown.hurry}).  Installed once the reactor runs, over the reactor's own
-    handlers, which would call C{reactor.stop} a second time.
-    """
-    stopping = False
-
-    def stop() -> None:
-        nonlocal stopping
-        shutdown = service.shutdown
-        if not stopping and not (shutdown is not None and shutdown.begun):
-            stopping = True
-            _log.info("stopping: answering the calls in flight and ending the upstreams")
-            reactor.stop()
-        elif shutdown is not None:
-            shutdown.hurry()
-
-    def received(signum: int, frame: object) -> None:
-        reactor.callFromThread(stop)
-
-    signal.signal(signal.SIGTERM, received)
-    signal.signal(signal.SIGINT, received)
-
-
-def reload_on_sighup(service: DaemonService, reactor: IReactorFromThreads) -> None:
-    """Make C{SIGHUP} reload the configuration, on the reactor thread."""
-
-    def hangup(signum: int, frame: object) -> None:
-        reactor.callFromThread(service.reload)
-
-    signal.signal(signal.SIGHUP, hangup)

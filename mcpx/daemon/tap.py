@@ -26,16 +26,10 @@ from mcpx.daemon.config import daemon_config
 from mcpx.daemon.limits import raise_descriptor_limit
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.logs import log_observer, open_log_stream
+from mcpx.daemon.process import reload_on_sighup, settle_memory
+from mcpx.daemon.root import DaemonService, IDaemonReactor
 from mcpx.daemon.sdnotify import forget_systemd_variables
-from mcpx.daemon.service import (
-    DaemonConfig,
-    DaemonService,
-    IDaemonReactor,
-    make_service,
-    prepare_state_dir,
-    reload_on_sighup,
-    settle_memory,
-)
+from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import flags_from_usage, load_settings, usage_parameters
 from mcpx.settings.resolve import Settings

@@ -16,7 +16,7 @@ from mcpx.auth.resource_server import TokenVerifier
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.listeners import exposure_warning
 from mcpx.daemon.run import http_host_lines
-from mcpx.daemon.service import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
 from mcpx.settings.oauth_resource import OAuthResource
 from tests.auth.standin_issuer import AUDIENCE, ISSUER, StandInIssuer

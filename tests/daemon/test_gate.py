@@ -26,7 +26,7 @@ from mcpx.daemon.gate import (
     parse_origin,
     unauthenticated_exposure,
 )
-from mcpx.daemon.service import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import RECHECK_INTERVAL, TokenFile, read_token, rotate_token
 from mcpx.wire.errors import INVALID_REQUEST
 from tests.daemon.fake_pool import daemon_http

@@ -27,7 +27,7 @@ from twisted.web.http_headers import Headers
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.lean_path import SLOW, Head, HttpDate, LeanChannel, LeanMcp, read_head
 from mcpx.daemon.limits import TransportLimits
-from mcpx.daemon.service import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
 from mcpx.server import http_sessions as session_ids
 from mcpx.server.dispatch import McpServer

@@ -27,7 +27,7 @@ from mcpx.daemon.limits import (
     TransportLimits,
     raise_descriptor_limit,
 )
-from mcpx.daemon.service import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from tests.support.logs import observe_log
 
 

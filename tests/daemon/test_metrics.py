@@ -16,7 +16,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
-from mcpx.daemon.service import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.ops.events import EventBus
 from mcpx.ops.table import OPS
 from mcpx.pool.pool import Pool

@@ -18,7 +18,8 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.service import DaemonService, DaemonSite, SiteOptions, race_hurry
+from mcpx.daemon.root import DaemonService, race_hurry
+from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
 from mcpx.server.stdio import StdioFactory
