@@ -22,7 +22,8 @@ from twisted.web.http_headers import Headers
 
 from mcpx.questions.caller import Caller
 from mcpx.scripts.outcome import RunFailed, RunRefusedCall, UnknownRun
-from mcpx.scripts.runner import OUTPUT_GRACE, Limits, Run, Scripts, _CPythonChild
+from mcpx.scripts.run import OUTPUT_GRACE, CPythonChild, Limits, Run
+from mcpx.scripts.runner import Scripts
 from tests.questions.support import Daemon, demo_server
 from tests.scripts.test_runner import FakePool
 from tests.support.http import TestClient
@@ -213,7 +214,7 @@ class OutputOrderTests(SynchronousTestCase):
         self.clock = Clock()
         scripts = Scripts(_spawns_nothing(), self.clock, lambda: None, Limits())
         self.ran = Run("run-1", "me", Caller("run-1", {}), scripts, Limits(), 0.0, 100.0)
-        self.child = _CPythonChild(self.ran, 1 << 20)
+        self.child = CPythonChild(self.ran, 1 << 20)
 
     def test_output_read_after_the_end_is_kept(self) -> None:
         self.child.childDataReceived(3, b'{"done": {"json": 1}}\n')

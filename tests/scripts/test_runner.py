@@ -22,7 +22,8 @@ from mcpx.pool.interface import PoolInterface
 from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import Artifacts, UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
-from mcpx.scripts.runner import Limits, Scripts
+from mcpx.scripts.run import Limits
+from mcpx.scripts.runner import Scripts
 from mcpx.wire.errors import RpcError
 
 
