@@ -11,7 +11,8 @@ from typing import Any
 from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation, OpHost, required
 from mcpx.ops.schemas import DEFAULT_ANSWERER
-from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
+from mcpx.questions.answers import InvalidAnswer
+from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
 from mcpx.questions.record import ELICIT, SAMPLE, Question, QuestionState
 
 

@@ -27,14 +27,12 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.forms import check_content
+from mcpx.questions.answers import judged, upstream_outcome
 from mcpx.questions.record import (
-    ELICIT,
     KINDS,
     ROUTE_BROKER,
     ROUTE_CLIENT,
     ROUTES,
-    SAMPLE,
     Question,
     QuestionState,
     new_question_id,
@@ -49,9 +47,6 @@ log = Logger()
 
 #: C{publish(kind, server, **data)}, as L{mcpx.ops.events.EventBus.publish}.
 Publish = Callable[..., None]
-
-#: The JSON-RPC error code for a sampling or roots request nobody answered (as MCP SDKs use).
-REFUSED = -1
 
 
 class UnknownQuestion(LookupError):
@@ -68,10 +63,6 @@ class QuestionClosed(Exception):
     def __init__(self, question: Question) -> None:
         super().__init__(f"question {question.id} is already {question.state.value}")
         self.question = question
-
-
-class InvalidAnswer(ValueError):
-    """The answer does not fit the question; the message says why."""
 
 
 @define(eq=False, slots=False)
@@ -255,7 +246,8 @@ class Broker:
         The Deferred fires with the result to send upstream.  For an elicitation that is an
         C{ElicitResult}: C{accept} with the content (none in url mode), C{decline}, or
         C{cancel} when it was cancelled or expired.  For sampling and roots it is the answer
-        given; a decline, cancel or expiry fails it with an L{RpcError} (code L{REFUSED}).
+        given; a decline, cancel or expiry fails it with an L{RpcError} (code
+        L{mcpx.questions.answers.REFUSED}).
 
         Cancelling the Deferred withdraws the question: it ends as cancelled, answered by
         C{"withdrawn"}, and the Deferred fails with L{CancelledError
@@ -306,7 +298,8 @@ class Broker:
 
         @raise UnknownQuestion: no such question (synchronously).
         @raise QuestionClosed: it is not pending any more (synchronously or in the Deferred).
-        @raise InvalidAnswer: C{result} does not fit (synchronously); it stays pending.
+        @raise mcpx.questions.answers.InvalidAnswer: C{result} does not fit
+            (synchronously); it stays pending.
         """
         question = self._pending(question_id)
         if action == "decline":
@@ -314,7 +307,7 @@ class Broker:
         elif action == "cancel":
             state, checked = QuestionState.CANCELLED, None
         else:
-            state, checked = self._judge(question, result)
+            state, checked = judged(question, result)
         if self._store is None:
             self._finish(question, state, by, checked)
             return succeed(question)
@@ -329,7 +322,7 @@ class Broker:
         result: dict[str, Any] | None,
     ) -> Question:
         ended = Question.from_json(question.to_json())
-        outcome = _outcome(question, state, result)
+        outcome = upstream_outcome(question, state, result)
         ended.state = state
         ended.answer = None if isinstance(outcome, RpcError) else outcome
         ended.answered_by = by
@@ -406,7 +399,7 @@ class Broker:
         waiting = self._waiting.pop(local.id, None)
         if waiting is None:
             return
-        outcome = _outcome(local, local.state, local.answer)
+        outcome = upstream_outcome(local, local.state, local.answer)
         if isinstance(outcome, RpcError):
             waiting.errback(outcome)
         else:
@@ -423,24 +416,13 @@ class Broker:
         @param by: who answered, in a word (C{"cli"}, C{"api"}...).
         @raise UnknownQuestion: no such question.
         @raise QuestionClosed: it is not pending any more.
-        @raise InvalidAnswer: C{result} does not fit; the question stays pending.
+        @raise mcpx.questions.answers.InvalidAnswer: C{result} does not fit; the
+            question stays pending.
         """
         question = self._pending(question_id)
-        state, checked = self._judge(question, result)
+        state, checked = judged(question, result)
         self._finish(question, state, by, checked)
         return question
-
-    def _judge(
-        self, question: Question, result: Mapping[str, Any] | None
-    ) -> tuple[QuestionState, dict[str, Any] | None]:
-        """How an accepting C{result} ends C{question}, checked; L{InvalidAnswer} if not."""
-        if not isinstance(result, Mapping):
-            raise InvalidAnswer("the answer is not an object")
-        if question.method == ELICIT:
-            return _elicitation_answer(question, result)
-        if question.method == SAMPLE:
-            return QuestionState.ANSWERED, _sampling_answer(result)
-        return QuestionState.ANSWERED, _roots_answer(result)
 
     def decline(self, question_id: str, *, by: str) -> Question:
         """
@@ -546,7 +528,7 @@ class Broker:
 
         @param saved: the store has it ended already (L{reply}).
         """
-        outcome = _outcome(question, state, result)
+        outcome = upstream_outcome(question, state, result)
         self._close(
             question, state, None if isinstance(outcome, RpcError) else outcome, by, saved=saved
         )
@@ -723,60 +705,3 @@ class Broker:
         if local is not None and not stored.pending:
             local.state, local.answer = stored.state, stored.answer
             local.answered_by, local.finished = stored.answered_by, stored.finished
-
-
-def _outcome(
-    question: Question, state: QuestionState, result: dict[str, Any] | None
-) -> dict[str, Any] | RpcError:
-    """What goes upstream for C{question} ended in C{state} with C{result}."""
-    if question.method == ELICIT:
-        if state is QuestionState.ANSWERED and result is not None:
-            return result
-        if state is QuestionState.DECLINED:
-            return {"action": "decline"}
-        return {"action": "cancel"}
-    if state is QuestionState.ANSWERED and result is not None:
-        return result
-    return RpcError(REFUSED, f"{question.kind} request {state.value}")
-
-
-def _elicitation_answer(
-    question: Question, result: Mapping[str, Any]
-) -> tuple[QuestionState, dict[str, Any] | None]:
-    action = result.get("action")
-    if action == "decline":
-        return QuestionState.DECLINED, None
-    if action == "cancel":
-        return QuestionState.CANCELLED, None
-    if action != "accept":
-        raise InvalidAnswer('action must be "accept", "decline" or "cancel"')
-    if question.params.get("mode") == "url":
-        # The person acted on the page; the server hears the outcome from there, not from us.
-        return QuestionState.ANSWERED, {"action": "accept"}
-    content = result.get("content", {})
-    reason = check_content(question.params.get("requestedSchema", {}), content)
-    if reason is not None:
-        raise InvalidAnswer(reason)
-    return QuestionState.ANSWERED, {"action": "accept", "content": dict(content)}
-
-
-def _sampling_answer(result: Mapping[str, Any]) -> dict[str, Any]:
-    if result.get("role") not in ("user", "assistant"):
-        raise InvalidAnswer('role must be "assistant" or "user"')
-    if not isinstance(result.get("content"), Mapping | list):
-        raise InvalidAnswer("content must be a content block or a list of them")
-    if not isinstance(result.get("model"), str):
-        raise InvalidAnswer("model must be the name of the model that answered")
-    return dict(result)
-
-
-def _roots_answer(result: Mapping[str, Any]) -> dict[str, Any]:
-    roots = result.get("roots")
-    if not isinstance(roots, list):
-        raise InvalidAnswer("roots must be a list")
-    for index, root in enumerate(roots):
-        if not isinstance(root, Mapping) or not isinstance(root.get("uri"), str):
-            raise InvalidAnswer(f"roots[{index}]: not an object with a uri")
-        if not root["uri"].startswith("file://"):
-            raise InvalidAnswer(f"roots[{index}]: {root['uri']} is not a file:// URI")
-    return dict(result)

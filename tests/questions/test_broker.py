@@ -10,7 +10,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.broker import Broker, InvalidAnswer, QuestionClosed, UnknownQuestion
+from mcpx.questions.answers import InvalidAnswer
+from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
 from mcpx.questions.record import (
     ELICIT,
     LIST_ROOTS,
