@@ -255,7 +255,7 @@ class McpServer:
                 # SEP-2243: the transport's Mcp-Param-* headers against the arguments; the
                 # route found for them serves the task-support check next, which nothing
                 # awaited comes between (the call looks again once it is sent).
-                route = await passthrough.check_param_headers(context, request.params)
+                route = await passthrough.routes.check_param_headers(context, request.params)
             params = params_of(request)
             promotion = self.promotion
             if promotion is not None:
@@ -505,7 +505,7 @@ class McpServer:
         passthrough = self.passthrough_for(conn)
         name = params.get("name")
         if passthrough is not None and isinstance(name, str):
-            server = await passthrough.tool_owner(context, name)
+            server = await passthrough.routes.tool_owner(context, name)
             if server is not None:
                 return await passthrough.call_tool(
                     context, server, name, params, on_progress=relay, on_log=on_log

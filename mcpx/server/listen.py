@@ -320,7 +320,9 @@ class Listening:
         offered = wanted.offered(capabilities)
         passthrough = host.passthrough_for(conn)
         listener = Listener(
-            request_id, push, lambda server: passthrough is not None and passthrough.owns(server)
+            request_id,
+            push,
+            lambda server: passthrough is not None and passthrough.passed.owns(server),
         )
         # A connection of its own holds the listen's resource subscriptions, so what
         # the server pushes to them comes through the listener, tagged, and they are

@@ -21,9 +21,9 @@ annotations are read with the upstream side's rules
 (L{mcpx.upstream.tool_headers.param_header_paths}, the one place that knows them); a tool
 whose annotations break those rules is checked for none.  Which headers each tool
 wants is derived once per catalogue the pool lists
-(L{mcpx.server.passthrough.PassThrough.tool_param_headers}), so a call costs a dict
+(L{mcpx.server.passthrough_routes.Routes.param_headers}), so a call costs a dict
 lookup and one header read per annotated argument; the pass-through checks each call
-with L{check_headers} (L{mcpx.server.passthrough.PassThrough.check_param_headers}).
+with L{check_headers} (L{mcpx.server.passthrough_routes.Routes.check_param_headers}).
 
 The transport says which request headers came with the call by setting
 L{REQUEST_HEADERS} around its handling; where nothing set it (stdio, legacy HTTP)

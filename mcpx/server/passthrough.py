@@ -45,9 +45,9 @@ A tool or prompt name two pass-through servers both list is kept for the first o
 them in the order named, and routed to it alone; the other server's item of that name
 is left out of the list (the rest of both lists is intact).  Each clash is reported
 once: a warning in the log and a C{warning} event naming both servers and suggesting
-a C{toolPrefix} for one of them (L{clash_message}).  A per-server C{toolPrefix} offers
-that server's tools as C{<prefix><name>} and a call of C{<prefix><name>} reaches the
-server's C{<name>}.
+a C{toolPrefix} for one of them (L{mcpx.server.passthrough_names.clash_message}).  A
+per-server C{toolPrefix} offers that server's tools as C{<prefix><name>} and a call of
+C{<prefix><name>} reaches the server's C{<name>}.
 
 A resource URI goes to the first server, in the order named, that lists it as a
 resource or has a template it falls under (RFC 6570 expressions, where a simple
@@ -72,8 +72,8 @@ C{subscriptions/listen} stream that asked (L{mcpx.server.listen}).
 
 A pass-through tool whose C{inputSchema} marks arguments with C{x-mcp-header} wants
 them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
-L{PassThrough.param_headers} says which, derived once per catalogue, and
-L{mcpx.server.param_headers} checks them.
+L{mcpx.server.passthrough_routes.Routes.param_headers} says which, derived once per
+catalogue, and L{mcpx.server.param_headers} checks them.
 
 What mcpx declares to the upstream is the pool session's own declaration, which holds
 only the client capabilities mcpx has a handler for (L{mcpx.upstream.handlers}); the
@@ -93,24 +93,27 @@ a 2026-07-28 server sends no log message for a request that did not ask for them
 Cost
 ====
 
-A pass-through C{tools/call} is the hot path: its route (L{PassThrough.tool_route}) is
-found with dictionary lookups over the pool's cached catalogues, taken without waiting
-while the pool has them cached: each server's tools by name, as offered, with the
-C{Mcp-Param-*} headers each asks for (L{OfferedTool}), are derived again only when the
-pool listed anew, and the owner, the tool's C{execution.taskSupport} and its headers
+A pass-through C{tools/call} is the hot path: its route
+(L{mcpx.server.passthrough_routes.Routes.tool_route}) is found with dictionary lookups
+over the pool's cached catalogues, taken without waiting while the pool has them
+cached: each server's tools by name, as offered, with the C{Mcp-Param-*} headers each
+asks for (L{mcpx.server.passthrough_routes.OfferedTool}), are derived again only when
+the pool listed anew, and the owner, the tool's C{execution.taskSupport} and its headers
 are all read from them; no merged list is built for a call.  Which servers are passed
 through is worked out once per configuration.  Nothing is copied or validated on the
 way.
+
+Three modules share the work: which servers are passed through and under what names
+(L{mcpx.server.passthrough_names}), where each request goes
+(L{mcpx.server.passthrough_routes}), and here the merged lists and the forwarding.
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from attrs import frozen
 from twisted.logger import Logger
 
 from mcpx.ops import uris
@@ -120,7 +123,7 @@ from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
 from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
-from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern
+from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
     ProgressSink,
     forwarded,
@@ -128,70 +131,35 @@ from mcpx.server.forwarding import (
     upstream_meta,
 )
 from mcpx.server.log_relay import LogRelay, asking_for_logs
-from mcpx.server.param_headers import (
-    NO_HEADERS,
-    REQUEST_HEADERS,
-    HeaderPaths,
-    check_headers,
-    tool_header_paths,
-)
-from mcpx.server.results import capped_completion, resource_not_found
-from mcpx.server.surface import Surface, UnknownName
+from mcpx.server.passthrough_names import PassedThrough
+from mcpx.server.passthrough_routes import Routes
+from mcpx.server.results import capped_completion
+from mcpx.server.surface import Surface
 from mcpx.upstream.session import UpstreamError
-from mcpx.wire.errors import INTERNAL_ERROR, RpcError
+from mcpx.wire.errors import RpcError
 
 log = Logger()
-
-#: Past this many clashes reported, the memory of which were reported starts afresh.
-_REMEMBERED_CLASHES: Final = 4096
-
-
-def clash_message(kind: str, name: str, first: str, second: str) -> str:
-    """What is said, once, of a tool or prompt name two pass-through servers both offer."""
-    return Clash(kind, name, first, second).message()
 
 
 class PassThrough:
     """
     The surface of the pass-through servers, merged ahead of the gateway's.
 
-    @ivar named: the servers asked for, in order, configured or not.
     @ivar gateway: the gateway surface, for everything else.
+    @ivar passed: the servers passed through, and their names (L{mcpx.server.passthrough_names}).
+    @ivar routes: where their requests go (L{mcpx.server.passthrough_routes}).
     """
 
     def __init__(self, gateway: Surface, servers: Sequence[str]) -> None:
-        if not servers:
-            raise ValueError("pass-through needs at least one server")
         self.gateway = gateway
-        self.named: tuple[str, ...] = tuple(dict.fromkeys(servers))
-        #: The configuration L{servers} was last worked out for, and the result.
-        self._configured_for: object = None
-        self._servers: tuple[str, ...] = self.named
+        self.passed = PassedThrough(gateway, servers)
         self._catalogues = Catalogues(gateway)
-        #: Each prefix's renaming of the catalogues of the servers that have it, worked
-        #: out once per catalogue listed.
-        self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
-        #: The clashes reported: (kind, name, kept server, left-out server).
-        self._clashes: set[tuple[str, str, str, str]] = set()
+        self.routes = Routes(self.passed, self._catalogues)
         #: The last tools/list each client (owner and subject) was answered from: the
         #: pages that follow a first one are cut from it (L{tools}).
         self._listings: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
         #: The last merge of each kind: the catalogues it was made of, the list, the names.
         self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
-        #: Each server's tools as offered, by name: what a call's owner, task support
-        #: and C{Mcp-Param-*} headers are read from.
-        self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
-        self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
-        self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
-        self._template_patterns: Derived[tuple[tuple[str, re.Pattern[str]], ...]] = Derived(
-            lambda items: tuple(
-                (template, template_pattern(template))
-                for template in sorted(names_in(items, "uriTemplate"))
-            )
-        )
-        self._resource_schemes: Derived[frozenset[str]] = Derived(
-            lambda items: frozenset(scheme_of(uri) for uri in names_in(items, "uri"))
-        )
 
     @property
     def pool(self) -> PoolInterface:
@@ -199,66 +167,27 @@ class PassThrough:
 
     @property
     def servers(self) -> tuple[str, ...]:
-        """The servers passed through now: those named that the configuration holds."""
-        configured = self.gateway.host.servers
-        if configured is None:
-            return self.named
-        if configured is not self._configured_for:
-            # Worked out once per configuration: a reload replaces the object.
-            self._servers = tuple(name for name in self.named if name in configured)
-            self._configured_for = configured
-        return self._servers
-
-    def prefix_of(self, server: str) -> str:
-        """The C{toolPrefix} of C{server} in the configuration in force (empty: none)."""
-        configured = self.gateway.host.servers
-        if configured is None or server not in configured:
-            return ""
-        return configured[server].tool_prefix
-
-    def upstream_name(self, server: str, name: str) -> str:
-        """The name C{server} knows its tool by, offered to the host as C{name}."""
-        prefix = self.prefix_of(server)
-        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
-
-    def _offered_tools(self, server: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """C{server}'s tools as offered: under their prefixed names when it has a prefix."""
-        prefix = self.prefix_of(server)
-        if not prefix:
-            return items
-        renamed = self._renamed.get(prefix)
-        if renamed is None:
-            if len(self._renamed) >= _REMEMBERED_CLASHES:
-                self._renamed.clear()
-            renamed = self._renamed[prefix] = Derived(
-                lambda tools: [
-                    {**tool, "name": prefix + tool["name"]} for tool in objects_with(tools, "name")
-                ]
-            )
-        return renamed.of(server, items)
+        """The servers passed through now (L{PassedThrough.servers})."""
+        return self.passed.servers
 
     @property
     def active(self) -> bool:
         """Whether any server named is configured now (else the gateway serves alone)."""
-        return bool(self.servers)
-
-    def owns(self, server: str) -> bool:
-        """Whether C{server} is (or, removed, was asked to be) offered under its own names."""
-        return server in self.named
+        return self.passed.active
 
     # Lists
 
     async def _merged(self, context: Context, kind: str) -> tuple[list[dict[str, Any]], set[str]]:
         """
         The pass-through servers' tools or prompts in one list, and their names: a
-        name two servers offer is kept for the first (L{_clashed}).
+        name two servers offer is kept for the first (L{PassedThrough.clashed}).
 
         Merged again only when a catalogue was listed anew or the servers changed: each
         page of a paginated C{tools/list} asks for the whole list, and merging it for
         every page made listing N tools cost N squared.
         """
         offered: _Offered = tuple(
-            (server, self._offered_tools(server, listed) if kind == "tools" else listed)
+            (server, self.passed.offered_tools(server, listed) if kind == "tools" else listed)
             for server, listed in await self._catalogues.each(context, kind, kind, self.servers)
         )
         held = self._merges.get(kind)
@@ -277,26 +206,14 @@ class PassThrough:
                     merged.append(item)
                 elif other != server:
                     clashes.append(Clash(kind[:-1], name, other, server))
-                    self._clashed(kind[:-1], name, other, server)
+                    self.passed.clashed(kind[:-1], name, other, server)
         # What hosts are offered now, for GET /v1/servers to show.
-        self.gateway.host.clashes.record(self.named, kind, clashes)
+        self.gateway.host.clashes.record(self.passed.named, kind, clashes)
         if kind == "tools":
             self._catalogues.listed_tools(owners)
         names = set(owners)
         self._merges[kind] = (offered, merged, names)
         return list(merged), names
-
-    def _clashed(self, kind: str, name: str, first: str, second: str) -> None:
-        """Report, once per name and pair of servers, that C{second}'s C{name} is left out."""
-        key = (kind, name, first, second)
-        if key in self._clashes:
-            return
-        if len(self._clashes) >= _REMEMBERED_CLASHES:
-            self._clashes.clear()
-        self._clashes.add(key)
-        message = clash_message(kind, name, first, second)
-        log.warn("pass-through: {message}", message=message)
-        self.gateway.host.events.publish("warning", second, message=message)
 
     async def tools(self, context: Context, *, following: bool = False) -> list[Mapping[str, Any]]:
         """
@@ -361,277 +278,6 @@ class PassThrough:
         merged.extend(await self.gateway.templates(context, leaving_out=self.servers))
         return merged
 
-    # Routing
-
-    async def _named_by(
-        self,
-        derived: Derived[frozenset[str]],
-        kind: str,
-        context: Context,
-        name: str,
-        unlisted: dict[str, str] | None = None,
-    ) -> str | None:
-        """
-        The first pass-through server, in the order named, listing C{name}, or C{None}.
-
-        @param unlisted: given, receives the servers that could not be listed, and why.
-        """
-        owner: str | None = None
-        for server in self.servers:
-            listed = await self._catalogues.of(kind, server, context, unlisted)
-            if name in derived.of(server, listed):
-                if owner is not None:
-                    self._clashed(kind[:-1], name, owner, server)
-                else:
-                    owner = server
-        return owner
-
-    async def tool_owner(self, context: Context, name: str) -> str | None:
-        """
-        The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool none of them shadows (L{tool_route}).
-        """
-        route = await self.tool_route(context, name)
-        return route.server if route is not None else None
-
-    async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
-        """
-        Where a C{tools/call} of C{name} goes: the pass-through server, with its tools as
-        offered, or C{None} for a gateway tool none of them shadows.  Only the server
-        that lists the name (or listed it last, when it cannot be listed now) is ever
-        chosen.  Nothing is awaited while the pool has every catalogue cached.
-
-        @raise RpcError: C{-32602} naming the server when the one that listed it was
-            removed, or naming the tool when none did and it is no gateway tool.
-        """
-        unlisted: dict[str, str] = {}
-        offered = self._tools_now(context)
-        if offered is None:
-            offered = await self._tools_fetched(context, unlisted)
-        return self._routed(name, offered, unlisted)
-
-    def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
-        """Each server's tools by name, when the pool has them all cached; else C{None}."""
-        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
-        for server in self.servers:
-            listed = self._catalogues.cached("tools", server, context)
-            if listed is None:
-                return None
-            offered.append((server, self._tools.of(server, self._offered_tools(server, listed))))
-        return offered
-
-    async def _tools_fetched(
-        self, context: Context, unlisted: dict[str, str]
-    ) -> list[tuple[str, Mapping[str, OfferedTool]]]:
-        """
-        Each server's tools by name, fetched where need be (L{Catalogues.of}).
-
-        @param unlisted: receives the servers that could not be listed, and why.
-        """
-        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
-        for server in self.servers:
-            listed = await self._catalogues.of("tools", server, context, unlisted)
-            offered.append((server, self._tools.of(server, self._offered_tools(server, listed))))
-        return offered
-
-    def _routed(
-        self,
-        name: str,
-        offered: list[tuple[str, Mapping[str, OfferedTool]]],
-        unlisted: dict[str, str],
-    ) -> ToolRoute | None:
-        """L{tool_route} of C{name}, given each server's tools and those not listed."""
-        route: ToolRoute | None = None
-        for server, tools in offered:
-            if name in tools:
-                if route is not None:
-                    self._clashed("tool", name, route.server, server)
-                else:
-                    route = ToolRoute(server, tools)
-        if route is not None:
-            self._catalogues.routed(name, route.server)
-            return route
-        servers = self.servers
-        last = self._catalogues.lister_of(name)
-        if last is not None and last in servers:
-            return ToolRoute(last, dict(offered)[last])
-        if self.gateway.has_tool(name):
-            return None
-        if len(servers) == 1 and last is None and not unlisted:
-            # One server: it may answer to tools it does not list, and it is the one to
-            # say whether the name exists; no other server could be meant.
-            return ToolRoute(servers[0], offered[0][1])
-        if last is None and unlisted:
-            # Its server may be one that cannot be listed now: say which, guess none.
-            raise RpcError(
-                INTERNAL_ERROR,
-                f"tool {name!r} is listed by no pass-through server that could be listed; "
-                + "; ".join(f"server {server!r}: {why}" for server, why in unlisted.items()),
-                {"name": name, "servers": list(unlisted)},
-            )
-        if last is not None:
-            raise RpcError.invalid_params(
-                f"tool {name!r} belonged to server {last!r}, which is no longer configured "
-                "(a reload removed it); list the tools again",
-                {"name": name, "server": last},
-            )
-        raise RpcError.invalid_params(
-            f"unknown tool {name!r}: no pass-through server ({', '.join(servers)}) "
-            "lists it; list the tools again",
-            {"name": name},
-        )
-
-    def offered_definition(self, route: ToolRoute, name: str) -> Mapping[str, Any] | None:
-        """
-        The definition of tool C{name} as C{tools/list} offers it to a host whose call
-        of it takes C{route}: its server's, else a gateway tool's of that name (a call
-        routed to the server that listed it last, or the only server, while it does not
-        list it now), else C{None}.
-        """
-        tool = route.tools.get(name)
-        if tool is not None:
-            return tool.definition
-        for definition in self.gateway.tool_definitions:
-            if definition["name"] == name:
-                return definition
-        return None
-
-    def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
-        """
-        The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
-        (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
-        """
-        server = route.server
-        tool = route.tools.get(self.prefix_of(server) + self.upstream_name(server, name))
-        return tool.headers if tool is not None else NO_HEADERS
-
-    async def tool_param_headers(self, context: Context, server: str, name: str) -> HeaderPaths:
-        """
-        The C{Mcp-Param-*} headers a call of C{server}'s tool C{name} must carry
-        (L{param_headers}): derived once per catalogue the pool lists.
-        """
-        listed = self._catalogues.cached("tools", server, context)
-        if listed is None:
-            listed = await self._catalogues.of("tools", server, context)
-        tools = self._tools.of(server, self._offered_tools(server, listed))
-        return self.param_headers(ToolRoute(server, tools), name)
-
-    async def check_param_headers(self, context: Context, params: object) -> ToolRoute | None:
-        """
-        Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
-        handed over in L{REQUEST_HEADERS}, when it is for a tool of these servers that
-        asks for some.
-
-        @return: the call's route, when it was looked up for the check (L{tool_route}):
-            what comes next before the call is sent can read it rather than look again.
-        @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
-            would fail with when no single pass-through server is its owner
-            (L{tool_route}).
-        """
-        headers = REQUEST_HEADERS.get()
-        if headers is None or type(params) is not dict:
-            return None
-        name = params.get("name")
-        if not isinstance(name, str):
-            return None
-        route = await self.tool_route(context, name)
-        if route is None:
-            return None
-        wanted = self.param_headers(route, name)
-        if wanted:
-            check_headers(wanted, params.get("arguments"), headers)
-        return route
-
-    async def prompt_owner(self, context: Context, name: str) -> str | None:
-        """
-        The pass-through server a prompt name goes to, or C{None} for a gateway prompt
-        (C{<server>_<prompt>}) none of them lists.
-
-        @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
-            gateway prompt (it is never handed to a server that did not list it), with
-            the servers that could not be listed.
-        """
-        unlisted: dict[str, str] = {}
-        owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
-        if owner is not None:
-            return owner
-        try:
-            self.gateway.prompt_owner(name)
-        except UnknownName:
-            pass
-        else:
-            return None
-        message = (
-            f"unknown prompt {name!r}: no pass-through server ({', '.join(self.servers)}) "
-            "lists it; list the prompts again"
-        )
-        if unlisted:
-            message += "; not listed now: " + "; ".join(
-                f"server {server!r}: {why}" for server, why in unlisted.items()
-            )
-        raise RpcError.invalid_params(message, {"name": name})
-
-    async def resource_owner(self, context: Context, uri: str) -> str:
-        """
-        The pass-through server a bare (not C{mcpx://}) resource URI or template goes
-        to: the first that lists it, offers it as a template or has a template it falls
-        under; else the first server that declares resources and offers others of the
-        URI's scheme; else the only server that declares resources (or cannot be asked
-        whether it does).
-
-        @raise RpcError: the revision's resource-not-found error, naming the URI, when no
-            server can have it: it is never handed to a server that offers no resources.
-        """
-        scheme = scheme_of(uri)
-        same_scheme: str | None = None
-        declaring: list[str] = []
-        unreachable: list[str] = []
-        for server in self.servers:
-            listed = await self._catalogues.of("resources", server, context)
-            if uri in self._resource_uris.of(server, listed):
-                return server
-            templates = self._template_patterns.of(
-                server, await self._catalogues.of("templates", server, context)
-            )
-            for template, pattern in templates:
-                if template == uri or pattern.fullmatch(uri) is not None:
-                    return server
-            offers = await self._offers_resources(context, server)
-            if offers is None:
-                unreachable.append(server)
-                continue
-            if not offers:
-                continue
-            declaring.append(server)
-            if same_scheme is None and scheme in self._resource_schemes.of(
-                server, listed + [{"uri": t} for t, _ in templates]
-            ):
-                same_scheme = server
-        if same_scheme is not None:
-            return same_scheme
-        candidates = declaring + unreachable
-        if len(candidates) == 1:
-            # The one server that may have it; one that is down says so when forwarded.
-            return candidates[0]
-        error = resource_not_found(uri, context)
-        if unreachable:
-            error = RpcError(
-                error.code,
-                f"{error.message} (no reachable pass-through server offers it; "
-                f"not asked: {', '.join(unreachable)})",
-                error.data,
-            )
-        raise error
-
-    async def _offers_resources(self, context: Context, server: str) -> bool | None:
-        """Whether C{server} declared resources; C{None} when it cannot be reached now."""
-        try:
-            session = await self.pool.session(server, context.identity)
-        except (PoolError, UpstreamError):
-            return None
-        declaration = session.declaration
-        return declaration is None or declaration.declares("resources")
-
     # Forwarding
 
     async def call_tool(
@@ -659,7 +305,7 @@ class PassThrough:
             raise RpcError.invalid_params("params.arguments must be an object")
         calling = self.pool.call_tool(
             server,
-            self.upstream_name(server, name),
+            self.passed.upstream_name(server, name),
             arguments,
             client=context.identity,
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
@@ -675,7 +321,7 @@ class PassThrough:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
-        server = await self.prompt_owner(context, name)
+        server = await self.routes.prompt_owner(context, name)
         if server is None:
             return await self.gateway.get_prompt(context, params, on_log=on_log)
         return await self.gateway.forward(
@@ -692,21 +338,10 @@ class PassThrough:
             raise RpcError.invalid_params("params.uri must be a string")
         if uris.is_mcpx(uri):
             return await self.gateway.read_resource(context, params, on_log=on_log)
-        server = await self.resource_owner(context, uri)
+        server = await self.routes.resource_owner(context, uri)
         return await self.gateway.forward(
             context, server, "resources/read", _asking_for_logs(params, on_log), on_log
         )
-
-    async def subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
-        """
-        The server and upstream URI of a subscription's URI: an C{mcpx://} one as the
-        gateway reads it, a bare one as L{resource_owner} routes it.
-
-        @raise UnknownName: for an C{mcpx://} URI no server owns.
-        """
-        if uris.is_mcpx(uri):
-            return await self.gateway.resource_owner(context, uri)
-        return await self.resource_owner(context, uri), uri
 
     async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
         """
@@ -721,9 +356,9 @@ class PassThrough:
         target = ref.get("name") if kind == "ref/prompt" else ref.get("uri")
         server: str | None = None
         if kind == "ref/prompt" and isinstance(target, str):
-            server = await self.prompt_owner(context, target)
+            server = await self.routes.prompt_owner(context, target)
         elif kind == "ref/resource" and isinstance(target, str) and not uris.is_mcpx(target):
-            server = await self.resource_owner(context, target)
+            server = await self.routes.resource_owner(context, target)
         if server is None:
             return await self.gateway.complete(context, params)
         try:
@@ -737,44 +372,6 @@ class PassThrough:
             context, server, "completion/complete", forwarded(params)
         )
         return capped_completion(result)
-
-
-@frozen
-class OfferedTool:
-    """
-    One pass-through tool as offered to hosts: its definition, and the C{Mcp-Param-*}
-    headers a call of it must carry.
-    """
-
-    definition: dict[str, Any]
-    headers: HeaderPaths
-
-
-def offered_by_name(tools: list[dict[str, Any]]) -> dict[str, OfferedTool]:
-    """
-    One server's tools as offered, by name: the first of a name is the one listed (as
-    L{PassThrough.tools} keeps it).
-    """
-    headers = tool_header_paths(tools)
-    found: dict[str, OfferedTool] = {}
-    for tool in objects_with(tools, "name"):
-        name = tool["name"]
-        if name not in found:
-            found[name] = OfferedTool(tool, headers.get(name, NO_HEADERS))
-    return found
-
-
-@frozen
-class ToolRoute:
-    """
-    Where a pass-through C{tools/call} goes (L{PassThrough.tool_route}).
-
-    @ivar server: the pass-through server that gets the call.
-    @ivar tools: that server's tools as offered, by name, as listed now (or last).
-    """
-
-    server: str
-    tools: Mapping[str, OfferedTool]
 
 
 def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from mcpx.server.ext_tasks import (
 )
 from mcpx.server.gateway_tools import CALL_TOOL, EXEC_TOOL
 from mcpx.server.offering import Offering
-from mcpx.server.passthrough import ToolRoute
+from mcpx.server.passthrough_routes import ToolRoute
 from mcpx.server.resumable import ResumableCall, waiting
 from mcpx.server.tasks import CoreTasks
 from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
@@ -194,13 +194,13 @@ class TaskPromotion:
         passthrough = self._offering.serving(conn)
         if passthrough is not None:
             if route is None:
-                route = await passthrough.tool_route(context, name)
+                route = await passthrough.routes.tool_route(context, name)
             if route is not None:
                 # The tool as the client's tools/list offers it, found with the call's
                 # owner: no list is built for a call.
                 server = route.server
-                upstream_tool = passthrough.upstream_name(server, name)
-                tool = passthrough.offered_definition(route, name)
+                upstream_tool = passthrough.passed.upstream_name(server, name)
+                tool = passthrough.routes.offered_definition(route, name)
                 return (
                     task_support(tool) if tool is not None else None,
                     server,

@@ -170,7 +170,7 @@ class Subscriptions:
     async def _owner(self, conn: Conn, context: Context, uri: str) -> tuple[str, str]:
         passthrough = self._offering.serving(conn)
         if passthrough is not None:
-            return await passthrough.subscription_owner(context, uri)
+            return await passthrough.routes.subscription_owner(context, uri)
         return await self._surface.resource_owner(context, uri)
 
     def _unwatch(self, conn: Conn, key: _Key) -> None:
@@ -253,7 +253,7 @@ class Subscriptions:
         if method != TOOLS_CHANGED:
             return True
         passthrough = self._offering.asked(conn)
-        return passthrough is not None and not servers.isdisjoint(passthrough.named)
+        return passthrough is not None and not servers.isdisjoint(passthrough.passed.named)
 
     def _announce(self, method: str, servers: frozenset[str]) -> int:
         told = 0

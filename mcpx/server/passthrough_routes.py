@@ -1,0 +1,373 @@
+# -*- test-case-name: tests.server.test_passthrough -*-
+"""
+Where a pass-through request goes (L{Routes}): the server a C{tools/call}, a prompt, a
+resource URI or a subscription is for, the C{Mcp-Param-*} headers a call must carry, and
+the refusals that name what could not be found.  A C{tools/call}'s route is found from
+the pool's cached catalogues without waiting while it has them all (the hot path).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import frozen
+
+from mcpx.ops import uris
+from mcpx.pool.errors import PoolError
+from mcpx.server.catalogues import Catalogues
+from mcpx.server.conn import Context
+from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern
+from mcpx.server.param_headers import (
+    NO_HEADERS,
+    REQUEST_HEADERS,
+    HeaderPaths,
+    check_headers,
+    tool_header_paths,
+)
+from mcpx.server.passthrough_names import PassedThrough
+from mcpx.server.results import resource_not_found
+from mcpx.server.surface import UnknownName
+from mcpx.upstream.session import UpstreamError
+from mcpx.wire.errors import INTERNAL_ERROR, RpcError
+
+
+class Routes:
+    """
+    The routes of one pass-through's requests to its servers.
+
+    @ivar passed: the servers passed through, and their names.
+    """
+
+    def __init__(self, passed: PassedThrough, catalogues: Catalogues) -> None:
+        self.passed = passed
+        self.gateway = passed.gateway
+        self._catalogues = catalogues
+        #: Each server's tools as offered, by name: what a call's owner, task support
+        #: and C{Mcp-Param-*} headers are read from.
+        self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
+        self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
+        self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
+        self._template_patterns: Derived[tuple[tuple[str, re.Pattern[str]], ...]] = Derived(
+            lambda items: tuple(
+                (template, template_pattern(template))
+                for template in sorted(names_in(items, "uriTemplate"))
+            )
+        )
+        self._resource_schemes: Derived[frozenset[str]] = Derived(
+            lambda items: frozenset(scheme_of(uri) for uri in names_in(items, "uri"))
+        )
+
+    async def _named_by(
+        self,
+        derived: Derived[frozenset[str]],
+        kind: str,
+        context: Context,
+        name: str,
+        unlisted: dict[str, str] | None = None,
+    ) -> str | None:
+        """
+        The first pass-through server, in the order named, listing C{name}, or C{None}.
+
+        @param unlisted: given, receives the servers that could not be listed, and why.
+        """
+        owner: str | None = None
+        for server in self.passed.servers:
+            listed = await self._catalogues.of(kind, server, context, unlisted)
+            if name in derived.of(server, listed):
+                if owner is not None:
+                    self.passed.clashed(kind[:-1], name, owner, server)
+                else:
+                    owner = server
+        return owner
+
+    async def tool_owner(self, context: Context, name: str) -> str | None:
+        """
+        The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
+        gateway tool none of them shadows (L{tool_route}).
+        """
+        route = await self.tool_route(context, name)
+        return route.server if route is not None else None
+
+    async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
+        """
+        Where a C{tools/call} of C{name} goes: the pass-through server, with its tools as
+        offered, or C{None} for a gateway tool none of them shadows.  Only the server
+        that lists the name (or listed it last, when it cannot be listed now) is ever
+        chosen.  Nothing is awaited while the pool has every catalogue cached.
+
+        @raise RpcError: C{-32602} naming the server when the one that listed it was
+            removed, or naming the tool when none did and it is no gateway tool.
+        """
+        unlisted: dict[str, str] = {}
+        offered = self._tools_now(context)
+        if offered is None:
+            offered = await self._tools_fetched(context, unlisted)
+        return self._routed(name, offered, unlisted)
+
+    def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
+        """Each server's tools by name, when the pool has them all cached; else C{None}."""
+        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        for server in self.passed.servers:
+            listed = self._catalogues.cached("tools", server, context)
+            if listed is None:
+                return None
+            offered.append(
+                (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
+            )
+        return offered
+
+    async def _tools_fetched(
+        self, context: Context, unlisted: dict[str, str]
+    ) -> list[tuple[str, Mapping[str, OfferedTool]]]:
+        """
+        Each server's tools by name, fetched where need be (L{Catalogues.of}).
+
+        @param unlisted: receives the servers that could not be listed, and why.
+        """
+        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        for server in self.passed.servers:
+            listed = await self._catalogues.of("tools", server, context, unlisted)
+            offered.append(
+                (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
+            )
+        return offered
+
+    def _routed(
+        self,
+        name: str,
+        offered: list[tuple[str, Mapping[str, OfferedTool]]],
+        unlisted: dict[str, str],
+    ) -> ToolRoute | None:
+        """L{tool_route} of C{name}, given each server's tools and those not listed."""
+        route: ToolRoute | None = None
+        for server, tools in offered:
+            if name in tools:
+                if route is not None:
+                    self.passed.clashed("tool", name, route.server, server)
+                else:
+                    route = ToolRoute(server, tools)
+        if route is not None:
+            self._catalogues.routed(name, route.server)
+            return route
+        servers = self.passed.servers
+        last = self._catalogues.lister_of(name)
+        if last is not None and last in servers:
+            return ToolRoute(last, dict(offered)[last])
+        if self.gateway.has_tool(name):
+            return None
+        if len(servers) == 1 and last is None and not unlisted:
+            # One server: it may answer to tools it does not list, and it is the one to
+            # say whether the name exists; no other server could be meant.
+            return ToolRoute(servers[0], offered[0][1])
+        if last is None and unlisted:
+            # Its server may be one that cannot be listed now: say which, guess none.
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"tool {name!r} is listed by no pass-through server that could be listed; "
+                + "; ".join(f"server {server!r}: {why}" for server, why in unlisted.items()),
+                {"name": name, "servers": list(unlisted)},
+            )
+        if last is not None:
+            raise RpcError.invalid_params(
+                f"tool {name!r} belonged to server {last!r}, which is no longer configured "
+                "(a reload removed it); list the tools again",
+                {"name": name, "server": last},
+            )
+        raise RpcError.invalid_params(
+            f"unknown tool {name!r}: no pass-through server ({', '.join(servers)}) "
+            "lists it; list the tools again",
+            {"name": name},
+        )
+
+    def offered_definition(self, route: ToolRoute, name: str) -> Mapping[str, Any] | None:
+        """
+        The definition of tool C{name} as C{tools/list} offers it to a host whose call
+        of it takes C{route}: its server's, else a gateway tool's of that name (a call
+        routed to the server that listed it last, or the only server, while it does not
+        list it now), else C{None}.
+        """
+        tool = route.tools.get(name)
+        if tool is not None:
+            return tool.definition
+        for definition in self.gateway.tool_definitions:
+            if definition["name"] == name:
+                return definition
+        return None
+
+    def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
+        """
+        The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
+        (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
+        """
+        server = route.server
+        tool = route.tools.get(
+            self.passed.prefix_of(server) + self.passed.upstream_name(server, name)
+        )
+        return tool.headers if tool is not None else NO_HEADERS
+
+    async def check_param_headers(self, context: Context, params: object) -> ToolRoute | None:
+        """
+        Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
+        handed over in L{REQUEST_HEADERS}, when it is for a tool of these servers that
+        asks for some.
+
+        @return: the call's route, when it was looked up for the check (L{tool_route}):
+            what comes next before the call is sent can read it rather than look again.
+        @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
+            would fail with when no single pass-through server is its owner
+            (L{tool_route}).
+        """
+        headers = REQUEST_HEADERS.get()
+        if headers is None or type(params) is not dict:
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        route = await self.tool_route(context, name)
+        if route is None:
+            return None
+        wanted = self.param_headers(route, name)
+        if wanted:
+            check_headers(wanted, params.get("arguments"), headers)
+        return route
+
+    async def prompt_owner(self, context: Context, name: str) -> str | None:
+        """
+        The pass-through server a prompt name goes to, or C{None} for a gateway prompt
+        (C{<server>_<prompt>}) none of them lists.
+
+        @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
+            gateway prompt (it is never handed to a server that did not list it), with
+            the servers that could not be listed.
+        """
+        unlisted: dict[str, str] = {}
+        owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
+        if owner is not None:
+            return owner
+        try:
+            self.gateway.prompt_owner(name)
+        except UnknownName:
+            pass
+        else:
+            return None
+        message = (
+            f"unknown prompt {name!r}: no pass-through server ({', '.join(self.passed.servers)}) "
+            "lists it; list the prompts again"
+        )
+        if unlisted:
+            message += "; not listed now: " + "; ".join(
+                f"server {server!r}: {why}" for server, why in unlisted.items()
+            )
+        raise RpcError.invalid_params(message, {"name": name})
+
+    async def resource_owner(self, context: Context, uri: str) -> str:
+        """
+        The pass-through server a bare (not C{mcpx://}) resource URI or template goes
+        to: the first that lists it, offers it as a template or has a template it falls
+        under; else the first server that declares resources and offers others of the
+        URI's scheme; else the only server that declares resources (or cannot be asked
+        whether it does).
+
+        @raise RpcError: the revision's resource-not-found error, naming the URI, when no
+            server can have it: it is never handed to a server that offers no resources.
+        """
+        scheme = scheme_of(uri)
+        same_scheme: str | None = None
+        declaring: list[str] = []
+        unreachable: list[str] = []
+        for server in self.passed.servers:
+            listed = await self._catalogues.of("resources", server, context)
+            if uri in self._resource_uris.of(server, listed):
+                return server
+            templates = self._template_patterns.of(
+                server, await self._catalogues.of("templates", server, context)
+            )
+            for template, pattern in templates:
+                if template == uri or pattern.fullmatch(uri) is not None:
+                    return server
+            offers = await self._offers_resources(context, server)
+            if offers is None:
+                unreachable.append(server)
+                continue
+            if not offers:
+                continue
+            declaring.append(server)
+            if same_scheme is None and scheme in self._resource_schemes.of(
+                server, listed + [{"uri": t} for t, _ in templates]
+            ):
+                same_scheme = server
+        if same_scheme is not None:
+            return same_scheme
+        candidates = declaring + unreachable
+        if len(candidates) == 1:
+            # The one server that may have it; one that is down says so when forwarded.
+            return candidates[0]
+        error = resource_not_found(uri, context)
+        if unreachable:
+            error = RpcError(
+                error.code,
+                f"{error.message} (no reachable pass-through server offers it; "
+                f"not asked: {', '.join(unreachable)})",
+                error.data,
+            )
+        raise error
+
+    async def _offers_resources(self, context: Context, server: str) -> bool | None:
+        """Whether C{server} declared resources; C{None} when it cannot be reached now."""
+        try:
+            session = await self.gateway.pool.session(server, context.identity)
+        except (PoolError, UpstreamError):
+            return None
+        declaration = session.declaration
+        return declaration is None or declaration.declares("resources")
+
+    async def subscription_owner(self, context: Context, uri: str) -> tuple[str, str]:
+        """
+        The server and upstream URI of a subscription's URI: an C{mcpx://} one as the
+        gateway reads it, a bare one as L{resource_owner} routes it.
+
+        @raise UnknownName: for an C{mcpx://} URI no server owns.
+        """
+        if uris.is_mcpx(uri):
+            return await self.gateway.resource_owner(context, uri)
+        return await self.resource_owner(context, uri), uri
+
+
+@frozen
+class OfferedTool:
+    """
+    One pass-through tool as offered to hosts: its definition, and the C{Mcp-Param-*}
+    headers a call of it must carry.
+    """
+
+    definition: dict[str, Any]
+    headers: HeaderPaths
+
+
+def offered_by_name(tools: list[dict[str, Any]]) -> dict[str, OfferedTool]:
+    """
+    One server's tools as offered, by name: the first of a name is the one listed (as
+    L{mcpx.server.passthrough.PassThrough.tools} keeps it).
+    """
+    headers = tool_header_paths(tools)
+    found: dict[str, OfferedTool] = {}
+    for tool in objects_with(tools, "name"):
+        name = tool["name"]
+        if name not in found:
+            found[name] = OfferedTool(tool, headers.get(name, NO_HEADERS))
+    return found
+
+
+@frozen
+class ToolRoute:
+    """
+    Where a pass-through C{tools/call} goes (L{Routes.tool_route}).
+
+    @ivar server: the pass-through server that gets the call.
+    @ivar tools: that server's tools as offered, by name, as listed now (or last).
+    """
+
+    server: str
+    tools: Mapping[str, OfferedTool]
