@@ -66,7 +66,7 @@ interests in resources (L{mcpx.pool.interests}) and each instance's catalogue
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Unpack
+from typing import Any
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, gatherResults
@@ -93,7 +93,7 @@ from mcpx.pool.instances import (
     Publish,
 )
 from mcpx.pool.interests import SUBSCRIBE, UNSUBSCRIBE, Interests
-from mcpx.pool.interface import CallOptions, RequestOptions
+from mcpx.pool.progress import ProgressSink
 from mcpx.pool.requests import Requests, at_least_a_call
 from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
@@ -339,30 +339,39 @@ class Pool(MultiService):
         server: str,
         tool: str,
         arguments: Mapping[str, Any] | None = None,
-        **options: Unpack[CallOptions],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_progress: ProgressSink | None = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """
-        Call a tool, made as L{CallOptions} says.  Every call carries a progress token
-        of the pool's own (C{mcpx-<n>}), and each report about it gives the call its
-        bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
+        Call a tool.
 
+        @param timeout: a bound shorter than C{pool.callTimeout} for this call; a longer
+            one is clamped to it.
+        @param on_progress: called with the params of each C{notifications/progress}
+            the server sends about this call.  Every call carries a progress token of
+            the pool's own (C{mcpx-<n>}), and each report about it gives the call its
+            bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
+        @param caller: the call it is made for (L{mcpx.questions.caller.Caller}): its
+            questions may be put to that call's client, see L{Attribution.owner}.
         @return: the C{CallToolResult}.
         @raise UnknownServer: if C{server} is not configured.
         @raise ServerUnavailable: if it cannot be started, or died during the call.
         @raise CallTimedOut: if it did not answer in time.
         @raise mcpx.wire.errors.RpcError: as the server answered.
         """
-        caller = options.get("caller")
-        bound = effective_call_timeout(self._requests.call_timeout, options.get("timeout"))
+        bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
         # An unknown server is refused before anything is counted for it.
-        slot = self._attribution.slot_for(server, options.get("client", ""), caller)
+        slot = self._attribution.slot_for(server, client, caller)
         outcome = "error"
         try:
             instance = await self._instances.claim(slot, bound)
-            token, watch = self._requests.progress.open(options.get("on_progress"), bound)
-            given = options.get("meta")
-            meta = {**given, "progressToken": token} if given else {"progressToken": token}
+            token, watch = self._requests.progress.open(on_progress, bound)
+            meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
             try:
                 result = await self._requests.run(
                     instance,
@@ -386,12 +395,14 @@ class Pool(MultiService):
         server: str,
         method: str,
         params: Mapping[str, Any] | None = None,
-        **options: Unpack[RequestOptions],
+        *,
+        client: str = "",
+        timeout: float | None = None,
+        caller: CallToken | None = None,
     ) -> dict[str, Any]:
         """
-        Send any request, made as L{RequestOptions} says (questions the server asks on
-        the way are answered through the handlers, knowing its caller, as for
-        L{call_tool}).  C{resources/subscribe} and
+        Send any request (questions the server asks on the way are answered through the
+        handlers, knowing C{caller}, as for L{call_tool}).  C{resources/subscribe} and
         C{resources/unsubscribe} go through L{subscribe} and L{unsubscribe}, so the pool
         knows what is open.
 
@@ -399,9 +410,6 @@ class Pool(MultiService):
         @raise ServerUnavailable: if it cannot be started, or died during the request.
         @raise CallTimedOut: if it did not answer in time.
         """
-        client = options.get("client", "")
-        timeout = options.get("timeout")
-        caller = options.get("caller")
         if method in (SUBSCRIBE, UNSUBSCRIBE):
             uri = (params or {}).get("uri")
             if not isinstance(uri, str):
