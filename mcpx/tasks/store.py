@@ -19,6 +19,9 @@ event bus, MCP status notifications) hears of each move.
 Two caps bound it: C{tasks.maxPerClient} tasks per caller identity (the C{Mcpx-Client}
 of the call), so one caller cannot take every slot, and L{DEFAULT_LIMIT} in all.  A caller
 at its cap is refused (L{TooManyTasksForClient}) while others still get tasks.
+
+What a task is, and its row in a shared store, is L{mcpx.tasks.task}; what any daemon
+of a fleet writes into the rows of tasks it does not run is L{mcpx.tasks.shared}.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from attrs import define, field
 from twisted.internet.defer import Deferred, fail, succeed
@@ -38,6 +41,7 @@ from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
 from mcpx.store.unsaved import Unsaved
 from mcpx.store.writes import Writes
+from mcpx.tasks.shared import cancel_row, fail_lost_rows, fail_restored_row
 from mcpx.tasks.task import (
     Task,
     TaskIsOver,
@@ -58,17 +62,8 @@ DEFAULT_LIMIT = 1000
 #: How many of them one caller identity may hold when nothing says otherwise.
 DEFAULT_PER_CLIENT = 200
 
-#: Seconds past the ttl after which a finished task's row is deleted by any daemon of a
-#: shared store (its own daemon deletes it at its ttl; a dead one never does), leaving
-#: room for clocks a little apart.
-FORGOTTEN_AFTER = 60.0
-
 #: The setting that caps the tasks of one caller.
 PER_CLIENT_SETTING = "tasks.maxPerClient"
-
-
-#: The states a task's row may be failed from (L{TaskStore.restore_failed}).
-_UNFINISHED: Final = frozenset((TaskStatus.WORKING.value, TaskStatus.INPUT_REQUIRED.value))
 
 
 class TooManyTasks(Exception):
@@ -562,11 +557,12 @@ class TaskStore:
 
         created = entry.get("created")
         ttl = entry.get("ttl")
+        error = {"code": "daemon_restarted", "message": message}
         task = Task(
             id=str(entry["id"]),
             created=float(created) if isinstance(created, int | float) else now,
             status=TaskStatus.FAILED,
-            error={"code": "daemon_restarted", "message": message},
+            error=error,
             finished=now,
             client=text("client"),
             updated=now,
@@ -577,39 +573,12 @@ class TaskStore:
             message=message,
         )
         if self.records is not None:
-            failing = Deferred.fromCoroutine(self._fail_restored(self.records, task))
+            failing = Deferred.fromCoroutine(fail_restored_row(self.records, task.id, error, now))
             self._saving.track(failing, "fail restored task " + task.id)
             return task
         self._add(task)
         self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
         return task
-
-    async def _fail_restored(self, records: RecordStore, task: Task) -> None:
-        """Write C{task}'s failure (L{restore_failed}) into its row, if still unfinished."""
-        record = await records.get(TASKS, task.id)
-        if record is None or record.state not in _UNFINISHED:
-            return
-        try:
-            shown = json.loads(record.body)
-        except ValueError:
-            shown = None
-        if not isinstance(shown, dict):
-            return
-        shown.update(
-            status=TaskStatus.FAILED.value,
-            error=task.error,
-            message=task.message,
-            updated=task.updated,
-            finished=task.finished,
-        )
-        failed = Record(
-            id=record.id,
-            principal=record.principal,
-            state=TaskStatus.FAILED.value,
-            finished=task.finished,
-            body=json.dumps(shown, separators=(",", ":")),
-        )
-        await records.put_if(TASKS, failed, record.state)
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
@@ -684,40 +653,15 @@ class TaskStore:
                 return succeed(self.cancel(task.id, message))
             except (KeyError, TaskIsOver) as e:
                 return fail(e)
-        return Deferred.fromCoroutine(self._cancel_elsewhere(self.records, task.id, message))
-
-    async def _cancel_elsewhere(self, records: RecordStore, task_id: str, message: str) -> Task:
-        while True:
-            record = await records.get(TASKS, task_id)
-            found = None if record is None else task_from_record(record)
-            if record is None or found is None:
-                raise KeyError(task_id)
-            if found.status.terminal:
-                raise TaskIsOver(found)
-            owner = found.daemon
-            said = message
-            if self.daemon is not None:
-                said = f"{message}, through daemon {self.daemon}"
-            if self.alive is not None and owner is not None and owner not in await self.alive():
-                said += (
-                    f"; the daemon that ran it ({owner}) has no heartbeat any more, so "
-                    "nothing was left running to stop"
-                )
-            now = self.clock.seconds()
-            found.status = TaskStatus.CANCELLED
-            found.message = said
-            found.error = None
-            found.result = None
-            found.finished = found.updated = now
-            ended = task_record(found, owner)
-            # Only if it is still as read: else it moved on (or ended), and is read again.
-            if await records.put_if(TASKS, ended, record.state):
-                log.info(
-                    "task {id} of daemon {daemon} cancelled through this one",
-                    id=task_id,
-                    daemon=owner,
-                )
-                return found
+        cancelling = cancel_row(
+            self.records,
+            task.id,
+            message,
+            now=self.clock.seconds,
+            through=self.daemon,
+            alive=self.alive,
+        )
+        return Deferred.fromCoroutine(cancelling)
 
     def stored(
         self, task_id: str, principal: Principal = ANYONE
@@ -763,46 +707,9 @@ class TaskStore:
     async def _fail_lost(self, records: RecordStore, alive: set[str]) -> int:
         # The beat was written: the store is reachable again, if it was not.
         await self._save_again(records)
-        failed = 0
-        for status in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED):
-            for record in await records.find(TASKS, state=status.value):
-                try:
-                    shown = json.loads(record.body)
-                except ValueError:
-                    continue
-                owner = shown.get("daemon") if isinstance(shown, dict) else None
-                if not isinstance(owner, str) or owner == self.daemon or owner in alive:
-                    continue
-                now = self.clock.seconds()
-                message = (
-                    f"the daemon that ran this task ({owner}) stopped without finishing it "
-                    "(it has no heartbeat in the shared store any more)"
-                )
-                shown.update(
-                    status=TaskStatus.FAILED.value,
-                    error={"code": "daemon_lost", "message": message},
-                    message=message,
-                    updated=now,
-                    finished=now,
-                )
-                lost = Record(
-                    id=record.id,
-                    principal=record.principal,
-                    state=TaskStatus.FAILED.value,
-                    finished=now,
-                    body=json.dumps(shown, separators=(",", ":")),
-                )
-                if await records.put_if(TASKS, lost, status.value):
-                    log.warn(
-                        "task {id} failed: its daemon {daemon} is gone", id=record.id, daemon=owner
-                    )
-                    failed += 1
-        # A dead daemon's finished tasks are never expired by it: every daemon's are
-        # long past their ttl (none is kept longer than the store's) by then.
-        await records.prune(
-            TASKS, self.clock.seconds() - self.ttl - FORGOTTEN_AFTER, keep=TaskStatus.WORKING.value
+        return await fail_lost_rows(
+            records, alive, now=self.clock.seconds, own=self.daemon, ttl=self.ttl
         )
-        return failed
 
     def saved(self) -> Deferred[None]:
         """Fires once the writes to the shared store under way now have ended."""

@@ -30,7 +30,8 @@ from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
 from mcpx.tasks.journal import RESTARTED
-from mcpx.tasks.store import FORGOTTEN_AFTER, TaskStore
+from mcpx.tasks.shared import FORGOTTEN_AFTER
+from mcpx.tasks.store import TaskStore
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import FakePool, text_result
 from tests.server import Harness, Session, gateway_servers
