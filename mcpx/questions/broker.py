@@ -119,17 +119,7 @@ class Broker:
                 # but its deadline is its owner's to keep.
                 self._questions[question.id] = question
             elif question.pending:
-                question.orphaned = True
-                # Adopted: its deadline is this daemon's to keep from now on.
-                changed = question.daemon != self.daemon
-                question.daemon = self.daemon
-                if question.route == ROUTE_CLIENT:
-                    # The client it was put to is gone with the old daemon: only the
-                    # broker can answer it now, within the broker's own deadline.
-                    question.route = ROUTE_BROKER
-                    question.deadline = min(question.deadline, now + self.ttl)
-                    changed = True
-                if changed:
+                if self._take_over(question, now):
                     self._adopt(question)
                 self._questions[question.id] = question
                 if question.deadline > now:
@@ -165,14 +155,26 @@ class Broker:
                 id=question.id,
                 daemon=question.daemon,
             )
-            question.orphaned = True
-            question.daemon = self.daemon
-            if question.route == ROUTE_CLIENT:
-                question.route = ROUTE_BROKER
-                question.deadline = min(question.deadline, now + self.ttl)
+            self._take_over(question, now)
             self._adopt(question)
             self._arm(question, now)
         return succeed(None)
+
+    def _take_over(self, question: Question, now: float) -> bool:
+        """
+        Make a pending question whose daemon is gone an orphan of this daemon, which
+        keeps its deadline from now on; whether that changed what the store holds.
+        """
+        question.orphaned = True
+        changed = question.daemon != self.daemon
+        question.daemon = self.daemon
+        if question.route == ROUTE_CLIENT:
+            # The client it was put to is gone with the old daemon: only the broker can
+            # answer it now, within the broker's own deadline.
+            question.route = ROUTE_BROKER
+            question.deadline = min(question.deadline, now + self.ttl)
+            changed = True
+        return changed
 
     def _adopt(self, question: Question) -> None:
         """
