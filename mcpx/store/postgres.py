@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.interfaces import IReactorCore
+from twisted.internet.interfaces import IReactorCore, IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -162,6 +162,9 @@ class PostgresRecords:
         self._connect_timeout = connect_timeout
         self._description = description
         self._reactor = reactor
+        # Adapted, as Twisted advises for an interface a reactor may or may not provide:
+        # every reactor that runs threads hands their results back this way.
+        self._from_threads = IReactorFromThreads(reactor)
         self._threads = ThreadPool(minthreads=0, maxthreads=threads, name="mcpx-store")
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
@@ -194,7 +197,7 @@ class PostgresRecords:
                 "during", "shutdown", self._stop_threads
             )
         self._opening = deferToThreadPool(
-            self._reactor,  # type: ignore[arg-type]
+            self._from_threads,
             self._threads,
             self._migrate,
         ).addCallbacks(self._migrated, self._not_migrated)
@@ -234,7 +237,7 @@ class PostgresRecords:
             self._stop_threads()
 
         closing: Deferred[None] = deferToThreadPool(
-            self._reactor,  # type: ignore[arg-type]
+            self._from_threads,
             self._threads,
             self._close_idle,
         )
@@ -273,9 +276,9 @@ class PostgresRecords:
         self._hearers.append(heard)
         if self._listener is not None:
             # It already listens: tell this one to read everything, as a new listen would.
-            self._reactor.callFromThread(heard, None, None)  # type: ignore[attr-defined]
+            self._from_threads.callFromThread(heard, None, None)
             return
-        self._listener = _Listener(self._connect, self._reactor, self._tell, self._description)
+        self._listener = _Listener(self._connect, self._from_threads, self._tell, self._description)
         self._listener.start()
 
     def _tell(self, kind: str | None, record_id: str | None) -> None:
@@ -332,7 +335,7 @@ class PostgresRecords:
             # kept from the moment the server is back.
             return self.open().addCallback(lambda _: self._run(query, *args))
         return deferToThreadPool(
-            self._reactor,  # type: ignore[arg-type]
+            self._from_threads,
             self._threads,
             self._in_transaction,
             query,
@@ -429,7 +432,7 @@ class _Listener:
     def __init__(
         self,
         connect: Callable[[], psycopg.Connection[Any]],
-        reactor: Any,
+        reactor: IReactorFromThreads,
         heard: Heard,
         description: str,
     ) -> None:
