@@ -23,7 +23,8 @@ from mcpx.auth.caller import CALLER_ATTRIBUTE
 from mcpx.auth.caller import Caller as AccessCaller
 from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
-from mcpx.server.http import HTTP_IDENTITY, McpHTTP
+from mcpx.server.http import McpHTTP
+from mcpx.server.http_alone import HTTP_IDENTITY
 from mcpx.server.http_headers import decode_header_value
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
