@@ -37,6 +37,7 @@ class RequestOptions(TypedDict, total=False):
 class CallOptions(RequestOptions, total=False):
     """
     How a tool call is made (L{mcpx.pool.Pool.call_tool}): a request's options, and
+    two of its own.
 
     @ivar meta: the C{_meta} to send with it (the pool adds its progress token).
     @ivar on_progress: called with the params of each C{notifications/progress} the

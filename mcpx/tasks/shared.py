@@ -27,8 +27,9 @@ log = Logger()
 #: room for clocks a little apart.
 FORGOTTEN_AFTER = 60.0
 
-#: The states a task's row may be failed from.
+#: The states a task's row may be failed from, and their values as rows hold them.
 _UNFINISHED: Final = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+_UNFINISHED_STATES: Final = frozenset(status.value for status in _UNFINISHED)
 
 
 def _row_body(record: Record) -> dict[str, Any] | None:
@@ -69,7 +70,7 @@ async def fail_restored_row(
     (L{mcpx.tasks.store.TaskStore.restore_failed}), if the row is still unfinished.
     """
     record = await records.get(TASKS, task_id)
-    if record is None or record.state not in {status.value for status in _UNFINISHED}:
+    if record is None or record.state not in _UNFINISHED_STATES:
         return
     shown = _row_body(record)
     if shown is not None:
