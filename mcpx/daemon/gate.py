@@ -60,6 +60,7 @@ from zope.interface import implementer
 from mcpx.daemon.bearer import OAuthGuard
 from mcpx.daemon.peers import connecting_uid, unix_peer_uid
 from mcpx.daemon.token import TokenFile
+from mcpx.lasting import Lasting
 from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.settings.oauth_resource import OAuthResource
 from mcpx.wire.errors import RpcError
@@ -323,7 +324,7 @@ class Gate:
         self._uid = os.getuid() if uid is None else uid
         self._lookup_uid = lookup_uid
         self._lookup_unix_uid = lookup_unix_uid or _unix_uid
-        self._logged: set[tuple[str, str]] = set()
+        self._logged: Lasting[tuple[str, str]] = Lasting(LOGGED_REFUSALS)
         self._shutdown = shutdown
 
     # IResource: the gate is a leaf, so traversal ends here and render decides.
@@ -500,9 +501,7 @@ class Gate:
         *,
         rpc: RpcError | None = None,
     ) -> bytes:
-        key = (code, what)
-        if key not in self._logged and len(self._logged) < LOGGED_REFUSALS:
-            self._logged.add(key)
+        if self._logged.begins((code, what)):
             log.warn(
                 "refused a request to {path} ({status} {code}): {message}",
                 path=request.path.decode("latin-1")[:_ECHOED],

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from attrs import define, field
 
+from mcpx.lasting import Lasting
 from mcpx.once import Calls
 from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot
@@ -72,7 +73,7 @@ class Attribution:
         #: The shared servers known to ask questions on their connections.
         self._asking: set[str] = set()
         #: The asking servers whose cap made calls share an instance since one was free.
-        self._asking_full: set[str] = set()
+        self._asking_full: Lasting[str] = Lasting()
         #: The request made for nobody that its server asked while it was alone in
         #: flight on an instance, until it ends (see L{lone_request}).
         self._lone: dict[Instance, NobodysRequest] = {}
@@ -177,8 +178,7 @@ class Attribution:
             if self._instances.free(candidate):
                 return candidate
         if len(asking) + 1 >= self._max_asking_instances:
-            if server not in self._asking_full:
-                self._asking_full.add(server)
+            if self._asking_full.begins(server):
                 self.log.warn(
                     "upstream {server}: all {limit} instances are busy with asking calls "
                     "({setting}); calls share instances again, and a question they ask "
@@ -188,7 +188,7 @@ class Attribution:
                     setting=MAX_ASKING_INSTANCES_SETTING,
                 )
             return slot
-        self._asking_full.discard(server)
+        self._asking_full.ends(server)
         number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}" not in by_scope)
         key = f"{ASKING_PREFIX}{number}"
         return self._instances.slots.add((server, key), slot.config)

@@ -26,6 +26,7 @@ from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from mcpx.lasting import Lasting
 from mcpx.once import Once
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.errors import (
@@ -135,7 +136,7 @@ class Instances:
         #: Instances closed on purpose whose process may still run, by server.
         self._closing: dict[str, set[Instance]] = {}
         #: The client-scoped servers whose cap refused a caller since one was last idle.
-        self._saturated: set[str] = set()
+        self._saturated: Lasting[str] = Lasting()
         #: Starts and closes under way, which stopping waits for.
         self._pending: set[Once[None]] = set()
         #: The next start of each warm server waiting out its back-off, by server.
@@ -228,8 +229,7 @@ class Instances:
         else:
             idle = [i for i in running if i.usable and not i.in_flight and not i.slot.interests]
             if not idle:
-                if name not in self._saturated:
-                    self._saturated.add(name)
+                if self._saturated.begins(name):
                     self.log.warn(
                         "upstream {server}: all {limit} instances are busy, refusing new "
                         "callers until one is idle ({setting})",
@@ -254,7 +254,7 @@ class Instances:
             )
             gone.addErrback(lambda _: None)  # the close logs its own failure
             self.slots.forget(victim.slot)
-        self._saturated.discard(name)
+        self._saturated.ends(name)
         victim.claimed = True
         return self._close(victim, victim.ended or "", None)
 

@@ -18,6 +18,7 @@ from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
 from mcpx.auth.caller import request_subject
+from mcpx.lasting import Lasting
 from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import Exchange, GetStream, header
@@ -271,7 +272,7 @@ class Sessions:
         self.by_id: OrderedDict[str, LegacySession] = OrderedDict()
         self._held: dict[str, int] = {}
         #: Clients at their cap since they were last below it (each logged once).
-        self._crowded: set[str] = set()
+        self._crowded: Lasting[str] = Lasting()
         self._full = False
 
     def used(self, session_id: str) -> LegacySession | None:
@@ -293,10 +294,9 @@ class Sessions:
 
     def _room_for(self, client: str) -> bool:
         if self._held.get(client, 0) < self.per_client:
-            self._crowded.discard(client)
+            self._crowded.ends(client)
             return True
-        if client not in self._crowded:
-            self._crowded.add(client)
+        if self._crowded.begins(client):
             log.warn(
                 "/mcp: client {client} has {limit} sessions (transport.maxSessionsPerClient); "
                 "its new sessions end its least recently used idle ones",

@@ -37,6 +37,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.lasting import Lasting
 from mcpx.once import Waiters
 from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
 from mcpx.store.unsaved import Unsaved
@@ -120,7 +121,7 @@ class TaskStore:
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
-    _refused: set[str] = field(factory=set, init=False)
+    _refused: Lasting[str] = field(factory=Lasting, init=False)
     _full: bool = field(default=False, init=False)
     _running: dict[str, Deferred[Any]] = field(factory=dict, init=False)
     _expiry: dict[str, IDelayedCall] = field(factory=dict, init=False)
@@ -261,8 +262,7 @@ class TaskStore:
         if client is not None:
             held = self._by_client.get(client)
             if held is not None and len(held) >= self.per_client:
-                if client not in self._refused:
-                    self._refused.add(client)
+                if self._refused.begins(client):
                     log.warn(
                         "caller {client!r} holds {limit} tasks ({setting}): refusing its "
                         "new tasks until some are collected or expire",
@@ -534,7 +534,7 @@ class TaskStore:
         if held is not None:
             held.pop(task_id, None)
             if len(held) < self.per_client:
-                self._refused.discard(task.client)
+                self._refused.ends(task.client)
             if not held:
                 del self._by_client[task.client]
 
@@ -744,7 +744,7 @@ class TaskStore:
         self._awaiting = {}
         self._tasks = {}
         self._by_client = {}
-        self._refused = set()
+        self._refused.clear()
         self._full = False
         running, self._running = self._running, {}
         expiry, self._expiry = self._expiry, {}
