@@ -20,13 +20,14 @@ Two caps bound it: C{tasks.maxPerClient} tasks per caller identity (the C{Mcpx-C
 of the call), so one caller cannot take every slot, and L{DEFAULT_LIMIT} in all.  A caller
 at its cap is refused (L{TooManyTasksForClient}) while others still get tasks.
 
-What a task is, and its row in a shared store, is L{mcpx.tasks.task}; what any daemon
-of a fleet writes into the rows of tasks it does not run is L{mcpx.tasks.shared}.
+What a task is, and its row in a shared store, is L{mcpx.tasks.task}; keeping this
+daemon's rows in step with its tasks, and hearing what other daemons write there, is
+L{mcpx.tasks.rows}; what any daemon of a fleet writes into the rows of tasks it does not
+run is L{mcpx.tasks.shared}.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -38,18 +39,13 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.lasting import Lasting
-from mcpx.once import Waiters
-from mcpx.store.records import ANYONE, TASKS, Principal, Record, RecordStore
-from mcpx.store.unsaved import Unsaved
-from mcpx.store.writes import Writes
+from mcpx.store.records import ANYONE, Principal, RecordStore
+from mcpx.tasks.rows import TaskRows
 from mcpx.tasks.shared import cancel_row, fail_lost_rows, fail_restored_row
 from mcpx.tasks.task import (
     Task,
     TaskIsOver,
     TaskStatus,
-    row_ended,
-    task_from_record,
-    task_record,
 )
 
 log = Logger()
@@ -117,7 +113,6 @@ class TaskStore:
     #: This daemon's id in the shared store (L{mcpx.store.heartbeat}), written on each
     #: task it runs, so the others can fail its running tasks if it dies.
     daemon: str | None = None
-    _saving: Writes = field(factory=Writes, init=False)
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
@@ -128,18 +123,12 @@ class TaskStore:
     #: The daemons alive now (L{mcpx.store.heartbeat.Heartbeat.alive}), to say in a
     #: cancel through this daemon whether the task's own daemon is there to stop it.
     alive: Callable[[], Deferred[set[str]]] | None = None
-    #: The state each of this daemon's tasks was last written in, to the shared store:
-    #: every write after the first is made only if the row is still in it, so a cancel
-    #: (or a C{daemon_lost}) written by another daemon is never written over.
-    _stored_as: dict[str, str] = field(factory=dict, init=False)
-    #: This daemon's tasks whose write to the shared store failed (cut off from it, or
-    #: the server down): written again, as they are then, after the next heartbeat
-    #: (L{fail_lost}), and not before, so their writes stay in order.
-    _unsaved: Unsaved = field(factory=lambda: Unsaved("task", "the shared store"), init=False)
-    #: Those waiting for the end of a task another daemon runs, by its id.
-    _awaiting: dict[str, Waiters[Task | None]] = field(factory=dict, init=False)
-    #: Set by L{close}: what the shared store says from then on changes nothing here.
-    _closed: bool = field(default=False, init=False)
+    #: The rows of its tasks in the shared store, kept in step with them.
+    _rows: TaskRows = field(init=False)
+
+    @_rows.default
+    def _rows_of_these(self) -> TaskRows:
+        return TaskRows(self)
 
     def start(
         self,
@@ -299,72 +288,12 @@ class TaskStore:
     def _changed(self, task: Task) -> None:
         task.changes += 1
         if self.records is not None:
-            self._save(self.records, task)
+            self._rows.save(self.records, task)
         for told in tuple(self.on_change):
             try:
                 told(task)
             except Exception:
                 log.failure("telling of task {task}'s change failed", task=task.id)
-
-    def _save(self, records: RecordStore, task: Task) -> None:
-        if task.id in self._unsaved:
-            # An earlier write of it failed: the next beat writes it as it is then.
-            return
-        record = task_record(task, self.daemon)
-        before = self._stored_as.get(task.id)
-        self._stored_as[task.id] = record.state
-        if before is None:
-            saving = records.put(TASKS, record)
-        else:
-            # The writes of one record are made in order, so the row is in C{before}
-            # unless another daemon ended the task meanwhile.
-            saving = records.put_if(TASKS, record, before).addCallback(self._saved_if, task)
-        saving.addErrback(self._not_saved, task)
-        self._saving.track(saving, "save task " + task.id)
-
-    def _not_saved(self, failure: Failure, task: Task) -> Failure:
-        """Note C{task} for writing again; the failure goes on to be logged."""
-        if not self._closed and task.id in self._tasks:
-            self._unsaved.note(task.id)
-        return failure
-
-    async def _save_again(self, records: RecordStore) -> None:
-        """
-        Write the tasks whose last write failed, as they are now: over the row as it is
-        (a write that failed may have been committed), unless the row says the task
-        ended meanwhile (a C{daemon_lost}, a cancel through another daemon), which wins.
-        """
-        for task_id in self._unsaved:
-            task = self._tasks.get(task_id)
-            if task is None or self._closed:
-                self._unsaved.written(task_id)
-                continue
-            changes = task.changes
-            record = task_record(task, self.daemon)
-            try:
-                stored = await records.get(TASKS, task_id)
-                if stored is None:
-                    await records.put(TASKS, record)
-                    written = True
-                elif row_ended(stored.state):
-                    written = False
-                else:
-                    written = await records.put_if(TASKS, record, stored.state)
-            except Exception as e:
-                self._unsaved.failed_again(task_id, e)
-                continue
-            self._unsaved.written(task_id)
-            self._stored_as[task_id] = record.state
-            if not written:
-                await self._reread(task_id)
-            elif task.changes != changes:
-                self._save(records, task)
-
-    def _saved_if(self, written: bool, task: Task) -> Deferred[None] | None:
-        if written:
-            return None
-        # Ended elsewhere (a cancel through another daemon, a daemon_lost): the row wins.
-        return self._reread(task.id)
 
     def listen(self) -> None:
         """
@@ -373,53 +302,13 @@ class TaskStore:
         daemon runs wakes those waiting here for its end (L{finished}).
         """
         if self.records is not None:
-            self.records.listen(self._heard)
+            self.records.listen(self._rows.heard)
 
-    def _heard(self, kind: str | None, record_id: str | None) -> None:
-        if self._closed:
-            return
-        if kind is None:
-            # Changes may have been missed: every task of interest is read again.
-            watched = {t.id for t in self._tasks.values() if not t.status.terminal}
-            watched.update(self._awaiting)
-        elif kind == TASKS and record_id is not None and self._watched(record_id):
-            watched = {record_id}
-        else:
-            return
-        for task_id in watched:
-            self._saving.track(self._reread(task_id), "read task " + task_id)
-
-    def _watched(self, task_id: str) -> bool:
-        task = self._tasks.get(task_id)
-        return (task is not None and not task.status.terminal) or task_id in self._awaiting
-
-    def _reread(self, task_id: str) -> Deferred[None]:
-        """Read the row of C{task_id} again, and act on what it says."""
-        if self.records is None:
-            return succeed(None)
-        return self.records.get(TASKS, task_id).addCallback(self._reread_as, task_id)
-
-    def _reread_as(self, record: Record | None, task_id: str) -> None:
-        if self._closed:
-            return
-        stored = None if record is None else task_from_record(record)
-        local = self._tasks.get(task_id)
-        if local is not None and stored is not None and stored.status.terminal:
-            self._ended_elsewhere(local, stored)
-        waiting = self._awaiting.get(task_id)
-        if waiting is not None and not waiting:
-            # Everyone waiting gave up (their requests ended): nothing to wake.
-            del self._awaiting[task_id]
-        elif waiting is not None and (stored is None or stored.status.terminal):
-            del self._awaiting[task_id]
-            waiting.fire(stored)
-
-    def _ended_elsewhere(self, task: Task, stored: Task) -> None:
+    def ended_elsewhere(self, task: Task, stored: Task) -> None:
         """
         The shared store says this daemon's C{task} ended (a cancel through another
         daemon): it ends so here too, and its work is stopped (its upstream call with it).
         """
-        self._stored_as[task.id] = stored.status.value
         if task.status.terminal:
             if task.status is not stored.status:
                 # Finished here while it was cancelled there: the store's end is kept.
@@ -508,10 +397,7 @@ class TaskStore:
             return succeed(task)
         if task.daemon is None or self.records is None:
             return task._done.wait()
-        waiting = self._awaiting.setdefault(task.id, Waiters())
-        ended = waiting.wait()
-        # It may have ended between its read and now.
-        self._saving.track(self._reread(task.id), "read task " + task.id)
+        ended = self._rows.ended(task)
 
         def found(stored: Task | None) -> Task:
             if stored is None:
@@ -522,10 +408,8 @@ class TaskStore:
 
     def _expire(self, task_id: str) -> None:
         self._expiry.pop(task_id, None)
-        self._stored_as.pop(task_id, None)
         task = self._tasks.pop(task_id, None)
-        if self.records is not None:
-            self._saving.track(self.records.delete(TASKS, task_id), "forget task " + task_id)
+        self._rows.forget(task_id)
         if len(self._tasks) < self.limit:
             self._full = False
         if task is None or task.client is None:
@@ -574,7 +458,7 @@ class TaskStore:
         )
         if self.records is not None:
             failing = Deferred.fromCoroutine(fail_restored_row(self.records, task.id, error, now))
-            self._saving.track(failing, "fail restored task " + task.id)
+            self._rows.writes.track(failing, "fail restored task " + task.id)
             return task
         self._add(task)
         self._expiry[task.id] = self.clock.callLater(self._kept(task), self._expire, task.id)
@@ -593,13 +477,7 @@ class TaskStore:
         local = self._tasks.get(task_id)
         if local is not None or self.records is None:
             return succeed(local if local is not None and holds(local.client) else None)
-
-        def read(record: Record | None) -> Task | None:
-            if record is None or not holds(record.principal):
-                return None
-            return task_from_record(record)
-
-        return self.records.get(TASKS, task_id).addCallback(read)
+        return self._rows.read(self.records, task_id, holds)
 
     def listed(
         self,
@@ -624,18 +502,7 @@ class TaskStore:
         local = [task for task in self._tasks.values() if wanted(task)]
         if self.records is None:
             return succeed(local)
-
-        def merged(records: list[Record]) -> list[Task]:
-            found: dict[str, Task] = {}
-            for record in records:
-                task = task_from_record(record)
-                if task is not None and wanted(task):
-                    found[task.id] = task
-            # This daemon's own are as they are now (a write may still be under way).
-            found.update((task.id, task) for task in local)
-            return sorted(found.values(), key=lambda task: (task.created, task.id))
-
-        return self.records.find(TASKS, principal=principal).addCallback(merged)
+        return self._rows.read_all(self.records, principal, wanted, local)
 
     def cancel_anywhere(
         self, task: Task, message: str = "cancelled at the caller's request"
@@ -673,18 +540,7 @@ class TaskStore:
         """
         if self.records is None:
             return succeed(None)
-
-        def read(record: Record | None) -> dict[str, Any] | None:
-            if record is None:
-                return None
-            try:
-                shown = json.loads(record.body)
-            except ValueError:
-                log.warn("skipped unreadable task {id} in the store", id=record.id)
-                return None
-            return shown if isinstance(shown, dict) else None
-
-        return self.records.get(TASKS, task_id, principal).addCallback(read)
+        return self._rows.shown(self.records, task_id, principal)
 
     def fail_lost(self, alive: set[str]) -> Deferred[int]:
         """
@@ -698,22 +554,21 @@ class TaskStore:
 
         def again(failed: int) -> int:
             # A missed notice never leaves a waiter hanging: each beat reads its task.
-            for task_id in tuple(self._awaiting):
-                self._saving.track(self._reread(task_id), "read task " + task_id)
+            self._rows.read_awaited()
             return failed
 
         return failing.addCallback(again)
 
     async def _fail_lost(self, records: RecordStore, alive: set[str]) -> int:
         # The beat was written: the store is reachable again, if it was not.
-        await self._save_again(records)
+        await self._rows.save_again(records)
         return await fail_lost_rows(
             records, alive, now=self.clock.seconds, own=self.daemon, ttl=self.ttl
         )
 
     def saved(self) -> Deferred[None]:
         """Fires once the writes to the shared store under way now have ended."""
-        return self._saving.settled()
+        return self._rows.writes.settled()
 
     def tasks(
         self,
@@ -740,8 +595,7 @@ class TaskStore:
 
     def close(self) -> None:
         """Forget every task: cancel the running ones and their expiry timers."""
-        self._closed = True
-        self._awaiting = {}
+        self._rows.close()
         self._tasks = {}
         self._by_client = {}
         self._refused.clear()

@@ -164,7 +164,7 @@ class FleetTaskTests(TestCase):
         b = await self.daemon("d_bbbbbbbbbbbb")
         task_id = await self.started(a)
         waiting = Deferred.fromCoroutine(b.request("tasks/result", {"taskId": task_id}))
-        await until(lambda: task_id in b.tasks._awaiting, "B waits for the task")
+        await until(lambda: b.tasks._rows.awaited(task_id), "B waits for the task")
         self.assertFalse(waiting.called)
         a.pool.held[0].result.callback(text_result("found"))
         result = await waiting
@@ -285,7 +285,7 @@ class FleetTaskTests(TestCase):
         b = await self.daemon("d_bbbbbbbbbbbb")
         task_id = await self.started(a)
         waiting = Deferred.fromCoroutine(b.request("tasks/result", {"taskId": task_id}))
-        await until(lambda: task_id in b.tasks._awaiting, "B waits for the task")
+        await until(lambda: b.tasks._rows.awaited(task_id), "B waits for the task")
         # A is killed: no beat after its first.
         a.heartbeat._stopped = True
         b.clock.advance(TIMEOUT + EVERY)
@@ -333,7 +333,7 @@ class FleetTaskTests(TestCase):
         b = await self.daemon("d_bbbbbbbbbbbb")
         task_id = await self.started(a)
         waiting = Deferred.fromCoroutine(b.request("tasks/result", {"taskId": task_id}))
-        await until(lambda: task_id in b.tasks._awaiting, "B waits for the task")
+        await until(lambda: b.tasks._rows.awaited(task_id), "B waits for the task")
         # A is killed (its last beat is still recent) and started again at once.
         a.heartbeat._stopped = True
         again = await self.restarted(a, task_id, "d_cccccccccccc")
