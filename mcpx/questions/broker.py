@@ -10,7 +10,7 @@ cancels the Deferred); or its deadline passes, which answers C{cancel} (an expir
 was never declined by anyone).
 
 Every change is saved to the L{QuestionStore}, when there is one, without waiting: a failed
-save is logged and never stops an answer going upstream.  Questions still pending when the
+save is logged and never stops an answer going upstream (L{mcpx.questions.saving}).  Questions still pending when the
 daemon stops stay pending on disk; the next L{Broker.start} lists them again as orphans (no
 upstream waits for them any more) until they are answered or their deadline passes.  Finished
 questions are listed for C{keep} seconds, then pruned from memory and the store.
@@ -25,7 +25,6 @@ from attrs import define, field
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from mcpx.questions.answers import judged, upstream_outcome
 from mcpx.questions.record import (
@@ -37,10 +36,9 @@ from mcpx.questions.record import (
     QuestionState,
     new_question_id,
 )
+from mcpx.questions.saving import QuestionWrites
 from mcpx.questions.store import QuestionStore
 from mcpx.store.heartbeat import Heartbeat
-from mcpx.store.unsaved import Unsaved
-from mcpx.store.writes import Writes
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -86,12 +84,15 @@ class Broker:
     _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
     _pruning: IDelayedCall | None = field(default=None, init=False)
-    _saving: Writes = field(factory=Writes, init=False)
-    #: This daemon's questions whose write to the store failed (cut off from a shared
-    #: store, or its server down): written again, as they are then, after the next
-    #: heartbeat (L{_adopt_lost}).
-    _unsaved: Unsaved = field(factory=lambda: Unsaved("question", "the store"), init=False)
     _closing: bool = field(default=False, init=False)
+    #: The writes to the store: a question whose write failed (cut off from a shared
+    #: store, or its server down) is written again, as it is then, after the next
+    #: heartbeat (L{_adopt_lost}).
+    _writes: QuestionWrites = field(init=False)
+
+    @_writes.default
+    def _writes_of_these(self) -> QuestionWrites:
+        return QuestionWrites(self._questions.get, self._merge, lambda: self._closing)
 
     def start(self) -> Deferred[None]:
         """
@@ -141,9 +142,9 @@ class Broker:
         may adopt one at once; it still ends only once.)  First, the beat having reached
         the store, the questions whose writes failed are written again.
         """
-        if self._unsaved and self._store is not None:
-            self._saving.track(
-                Deferred.fromCoroutine(self._save_again(self._store)),
+        if self._writes.unsaved and self._store is not None:
+            self._writes.track(
+                Deferred.fromCoroutine(self._writes.again(self._store)),
                 "write the questions again",
             )
         now = self._clock.seconds()
@@ -182,7 +183,10 @@ class Broker:
         store: if it ended meanwhile (its old daemon's deadline, an answer elsewhere),
         that end is taken in instead.
         """
-        self._save_if_pending(
+        if self._store is None:
+            return
+        self._writes.save_if_pending(
+            self._store,
             question,
             lambda stored: None if stored is None else self._merge(stored),
             "adopt " + question.id,
@@ -222,7 +226,7 @@ class Broker:
         for timer in timers:
             if timer.active():
                 timer.cancel()
-        await self._saving.settled()
+        await self._writes.settled()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
         if self._store is not None:
@@ -335,10 +339,10 @@ class Broker:
             return question
         # Ended before this answer came: by another daemon, or by its deadline.
         stored = await store.get(question.id)
-        if stored is None and question.pending and question.id in self._unsaved:
+        if stored is None and question.pending and question.id in self._writes.unsaved:
             # Asked while the store could not be written: nobody else can have ended it.
             await store.save(ended)
-            self._unsaved.written(question.id)
+            self._writes.unsaved.written(question.id)
             self._finish(question, state, by, result, saved=True)
             return question
         if stored is not None:
@@ -351,11 +355,11 @@ class Broker:
             return
         if question_id is None:
             # Some changes may have gone unheard (the store's connection was lost).
-            self._saving.track(
+            self._writes.track(
                 self._store.load().addCallback(self._merge_all), "re-read the questions"
             )
             return
-        self._saving.track(
+        self._writes.track(
             self._store.get(question_id).addCallback(
                 lambda stored: None if stored is None else self._merge(stored)
             ),
@@ -389,23 +393,15 @@ class Broker:
         if stored.pending:
             local.route = stored.route
             return
-        local.state = stored.state
-        local.answer = stored.answer
-        local.answered_by = stored.answered_by
-        local.finished = stored.finished
-        timer = self._deadlines.pop(local.id, None)
-        if timer is not None and timer.active():
-            timer.cancel()
-        self._emit("question.closed", local.server, id=local.id, state=local.state.value)
-        self._schedule_prune()
-        waiting = self._waiting.pop(local.id, None)
-        if waiting is None:
-            return
-        outcome = upstream_outcome(local, local.state, local.answer)
-        if isinstance(outcome, RpcError):
-            waiting.errback(outcome)
-        else:
-            waiting.callback(dict(outcome))
+        self._close(
+            local,
+            stored.state,
+            stored.answer,
+            stored.answered_by,
+            finished=stored.finished,
+            saved=True,
+        )
+        self._tell_asker(local, upstream_outcome(local, local.state, local.answer))
 
     def answer(self, question_id: str, result: Mapping[str, Any], *, by: str) -> Question:
         """
@@ -534,7 +530,11 @@ class Broker:
         self._close(
             question, state, None if isinstance(outcome, RpcError) else outcome, by, saved=saved
         )
-        # Fired only once the record is complete, so the asker's callbacks see it finished.
+        # Told only once the record is complete, so the asker's callbacks see it finished.
+        self._tell_asker(question, outcome)
+
+    def _tell_asker(self, question: Question, outcome: Mapping[str, Any] | RpcError) -> None:
+        """Give the upstream waiting on C{question} here, if one does, what it gets."""
         waiting = self._waiting.pop(question.id, None)
         if waiting is None:
             return
@@ -548,19 +548,27 @@ class Broker:
         question: Question,
         state: QuestionState,
         answer: dict[str, Any] | None,
-        by: str,
+        by: str | None,
         *,
+        finished: float | None = None,
         saved: bool = False,
     ) -> None:
+        """
+        Record C{question}'s end (C{finished}: when, now by default), stop its deadline
+        and say it closed.
+
+        @param saved: the store has it ended already (an answer through it, or its end
+            read from it).
+        """
         question.state = state
         question.answer = answer
         question.answered_by = by
-        question.finished = self._clock.seconds()
+        question.finished = self._clock.seconds() if finished is None else finished
         timer = self._deadlines.pop(question.id, None)
         if timer is not None and timer.active():
             timer.cancel()
-        if not saved:
-            self._save_ended(question)
+        if not saved and self._store is not None:
+            self._writes.save_ended(self._store, question)
         self._emit("question.closed", question.server, id=question.id, state=state.value)
         self._schedule_prune()
 
@@ -602,7 +610,7 @@ class Broker:
             elif oldest is None or question.finished < oldest:
                 oldest = question.finished
         if self._store is not None:
-            self._saving.track(self._store.prune(horizon), "prune the question store")
+            self._writes.track(self._store.prune(horizon), "prune the question store")
         if oldest is not None:
             # At least a second apart: float rounding must not spin this on one instant.
             delay = max(oldest + self.keep - now, 1.0)
@@ -624,86 +632,4 @@ class Broker:
 
     def _save(self, question: Question) -> None:
         if self._store is not None:
-            saving = self._store.save(question).addErrback(self._not_saved, question)
-            self._saving.track(saving, "save question " + question.id)
-
-    def _not_saved(self, failure: Failure, question: Question) -> Failure:
-        """Note C{question} for writing again; the failure goes on to be logged."""
-        if not self._closing:
-            self._unsaved.note(question.id)
-        return failure
-
-    async def _save_again(self, store: QuestionStore) -> None:
-        """
-        Write the questions whose writes failed, as they are here now: a question the
-        store never got is written whole; one it has is ended there as here, unless it
-        was ended there first (through another daemon), which this daemon takes in.
-        """
-        for question_id in self._unsaved:
-            local = self._questions.get(question_id)
-            if local is None:
-                self._unsaved.written(question_id)
-                continue
-            try:
-                stored = await store.get(question_id)
-                if stored is None:
-                    await store.save(local)
-                elif local.pending:
-                    self._merge(stored)
-                elif stored.pending:
-                    if not await store.save_if_pending(local):
-                        self._overwrite(await store.get(question_id))
-                else:
-                    self._overwrite(stored)
-            except Exception as e:
-                self._unsaved.failed_again(question_id, e)
-                continue
-            self._unsaved.written(question_id)
-
-    def _save_ended(self, question: Question) -> None:
-        """
-        Save C{question}, just ended here (its deadline, its asker, its client), only if
-        the store still has it pending; if another daemon ended it first, what the store
-        says is taken in instead.
-        """
-
-        def ended_elsewhere(stored: Question | None) -> None:
-            log.info(
-                "question {id} was ended through another daemon before it was {state} here",
-                id=question.id,
-                state=question.state.value,
-            )
-            self._overwrite(stored)
-
-        self._save_if_pending(question, ended_elsewhere, "save " + question.id)
-
-    def _save_if_pending(
-        self, question: Question, lost: Callable[[Question | None], None], what: str
-    ) -> None:
-        """
-        Save C{question} only if the store still has it pending; if it does not, what
-        the store holds of it (C{None} if nothing) goes to C{lost}.
-        """
-        store = self._store
-        if store is None:
-            return
-
-        def saved(won: bool) -> Deferred[None] | None:
-            if won:
-                return None
-            return store.get(question.id).addCallback(lost)
-
-        self._saving.track(
-            store.save_if_pending(question)
-            .addCallback(saved)
-            .addErrback(self._not_saved, question),
-            what,
-        )
-
-    def _overwrite(self, stored: Question | None) -> None:
-        if stored is None:
-            return
-        local = self._questions.get(stored.id)
-        if local is not None and not stored.pending:
-            local.state, local.answer = stored.state, stored.answer
-            local.answered_by, local.finished = stored.answered_by, stored.finished
+            self._writes.save(self._store, question)

@@ -179,7 +179,7 @@ class FleetBrokerTests(TestCase):
         first, _ = await self.daemon("d_first", records=records)
         records.cut = True
         asked, answered = self.ask(first)
-        await first._saving.settled()
+        await first._writes.settled()
         records.cut = False
         await first.reply(asked.id, "accept", named("Ada"), by="cli")
         self.assertEqual(await answered, named("Ada"))
@@ -201,9 +201,9 @@ class FleetBrokerTests(TestCase):
         second, _ = await self.daemon("d_second")
         records.cut = True
         asked, answered = self.ask(first)
-        await first._saving.settled()
+        await first._writes.settled()
         first_clock.advance(EVERY)
-        await first._saving.settled()
+        await first._writes.settled()
         self.assertIsNone(second.get(asked.id))
         records.cut = False
         first_clock.advance(EVERY)
