@@ -10,10 +10,11 @@ cancels the Deferred); or its deadline passes, which answers C{cancel} (an expir
 was never declined by anyone).
 
 Every change is saved to the L{QuestionStore}, when there is one, without waiting: a failed
-save is logged and never stops an answer going upstream (L{mcpx.questions.saving}).  Questions still pending when the
-daemon stops stay pending on disk; the next L{Broker.start} lists them again as orphans (no
-upstream waits for them any more) until they are answered or their deadline passes.  Finished
-questions are listed for C{keep} seconds, then pruned from memory and the store.
+save is logged and never stops an answer going upstream (L{mcpx.questions.saving}).
+Questions still pending when the daemon stops stay pending on disk; the next
+L{Broker.start} lists them again as orphans (no upstream waits for them any more) until
+they are answered or their deadline passes.  Finished questions are listed for C{keep}
+seconds, then pruned from memory and the store.
 """
 
 from __future__ import annotations
