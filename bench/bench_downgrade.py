@@ -16,7 +16,7 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from mcpx.spec.downgrade import SERVER_INFO_META, downgrade, envelope
+from mcpx.spec.downgrade import SERVER_INFO_KEY, downgrade, envelope
 from mcpx.spec.revision import Revision
 
 SERVER_INFO: dict[str, Any] = {"name": "mcpx", "version": "1.0.0"}
@@ -35,7 +35,7 @@ RESULT: dict[str, Any] = {
     "structuredContent": {"temperature": 21, "conditions": "sunny"},
     "isError": False,
     "resultType": "complete",
-    "_meta": {SERVER_INFO_META: SERVER_INFO, "dev.mcpx/upstream": "weather"},
+    "_meta": {SERVER_INFO_KEY: SERVER_INFO, "dev.mcpx/upstream": "weather"},
 }
 
 TOOLS: dict[str, Any] = {

@@ -63,6 +63,7 @@ from mcpx.spec.matrix import (
     field_in,
     method_in,
 )
+from mcpx.spec.meta_keys import SERVER_INFO_KEY
 from mcpx.spec.revision import (
     LEGACY_REVISIONS,
     NEWEST_FIRST,
@@ -81,10 +82,6 @@ SERVER_TITLE: Final = "mcpx demo server"
 #: modern one on any request that names it.
 SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(revision.value for revision in NEWEST_FIRST)
 
-#: The C{_meta} key in which a 2026-07-28 request names its revision.
-PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
-SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
-CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 
 #: How long C{ask} waits for a legacy client to answer its C{elicitation/create}, in
 #: seconds: a person is typing, but a client that never answers must not hold the call

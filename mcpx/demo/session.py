@@ -14,8 +14,6 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.demo.server import (
-    CLIENT_CAPABILITIES_KEY,
-    PROTOCOL_VERSION_KEY,
     SUPPORTED_VERSIONS,
     Answer,
     Caller,
@@ -23,6 +21,7 @@ from mcpx.demo.server import (
     no_notifications,
     request_params,
 )
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import (
     Revision,
 )

@@ -49,7 +49,6 @@ from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.conn import Conn, Context, Method
-from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import ExtensionTasks, client_declares
 from mcpx.server.list_cache import ListCache
@@ -68,6 +67,7 @@ from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
 from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
+from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError

@@ -31,12 +31,10 @@ from twisted.python.failure import Failure
 from mcpx.server.conn import Context
 from mcpx.server.resumable import ResumableCall
 from mcpx.server.tasks import POLL_INTERVAL_MS, _iso
+from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.tasks.store import TaskStore
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
-
-#: The extension's identifier, in C{capabilities.extensions}.
-EXTENSION: Final = "io.modelcontextprotocol/tasks"
 
 #: What the store's C{origin} calls these tasks (core tasks are C{"mcp"}).
 ORIGIN: Final = "extension"
@@ -59,13 +57,13 @@ def task_owner(context: Context, connection_identity: str) -> str:
 
 
 #: What a 2026-07-28 client must declare for the extension's methods and tools.
-REQUIRED: Final[Mapping[str, Any]] = {"extensions": {EXTENSION: {}}}
+REQUIRED: Final[Mapping[str, Any]] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def client_declares(context: Context) -> bool:
     """Whether the request's client declared the extension on it."""
     extensions = context.capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and isinstance(extensions.get(EXTENSION), Mapping)
+    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
 
 
 def becomes_task_after(support: str | None, task_after: float) -> float:

@@ -23,6 +23,7 @@ from mcpx.pool.interface import PoolInterface
 from mcpx.server.conn import Context
 from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in
+from mcpx.spec.meta_keys import RESERVED_PREFIX
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
 
@@ -31,7 +32,7 @@ ProgressSink = Callable[[dict[str, Any]], None]
 
 #: C{_meta} keys that describe the host's own request to mcpx, not passed upstream
 #: (the pool sets its own progress token and protocol keys).
-_OWN_META_PREFIXES: Final = ("io.modelcontextprotocol/", "dev.mcpx/")
+_OWN_META_PREFIXES: Final = (RESERVED_PREFIX, "dev.mcpx/")
 
 
 def upstream_meta(meta: object) -> dict[str, Any] | None:

@@ -16,11 +16,11 @@ from typing import Any, Final
 from twisted.web.iweb import IRequest
 
 from mcpx.server.http_exchange import header
+from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.upstream.http_headers import NAME_FIELDS
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Batch, Message, Notification, Request
 
-PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 MISSING: Final[Any] = object()
 
 

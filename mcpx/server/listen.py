@@ -50,7 +50,8 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.server.conn import Conn, Context, Push
-from mcpx.server.ext_tasks import EXTENSION as TASKS_EXTENSION
+from mcpx.spec.feature import TASKS_EXTENSION
+from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import RequestId
@@ -62,7 +63,6 @@ log = Logger()
 
 LISTEN: Final = "subscriptions/listen"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
-SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 
 TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"

@@ -23,6 +23,7 @@ from weakref import WeakKeyDictionary
 
 from mcpx.ops.events import Event, EventBus
 from mcpx.server.conn import Conn
+from mcpx.spec.meta_keys import LOG_LEVEL_KEY
 
 _T = TypeVar("_T")
 
@@ -36,9 +37,6 @@ LOG_SEVERITY: Final[Mapping[str, int]] = {
 
 #: The pool's event for an upstream's C{notifications/message}.
 SERVER_LOG: Final = "server.log"
-
-
-_LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
 
 
 class LogRelay:
@@ -99,7 +97,7 @@ def asking_for_logs(meta: dict[str, Any] | None, on_log: LogRelay | None) -> dic
     level = on_log.level if on_log.level is not None else on_log.conn.log_level
     if level is None:
         return meta
-    return {**meta, _LOG_LEVEL_KEY: level} if meta else {_LOG_LEVEL_KEY: level}
+    return {**meta, LOG_LEVEL_KEY: level} if meta else {LOG_LEVEL_KEY: level}
 
 
 async def relaying(events: EventBus, server: str, on_log: LogRelay, work: Awaitable[_T]) -> _T:

@@ -35,14 +35,16 @@ from typing import Any, Final
 
 from mcpx.auth.caller import subject_identity
 from mcpx.server.conn import HTTP_MODERN, Conn, Context
+from mcpx.spec.meta_keys import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    LOG_LEVEL_KEY,
+    PROTOCOL_VERSION_KEY,
+)
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
 
-PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
-CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
-LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
 #: The key in which a client names the session it belongs to (spec/identity.md).
 SESSION_KEY: Final = "dev.mcpx/session"
 

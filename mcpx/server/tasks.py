@@ -36,6 +36,7 @@ from twisted.python.failure import Failure
 
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
+from mcpx.spec.meta_keys import RELATED_TASK_KEY
 from mcpx.spec.revision import Revision
 from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-#: The C{_meta} key that ties a message to its task.
-RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 
 #: What mcpx suggests between two C{tasks/get} of one task, in milliseconds.
 POLL_INTERVAL_MS: Final = 1000
@@ -139,7 +138,7 @@ class TaskAsker:
     def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
         meta = params.get("_meta")
         tagged = dict(meta) if isinstance(meta, Mapping) else {}
-        tagged[RELATED_TASK] = {"taskId": self._task.id}
+        tagged[RELATED_TASK_KEY] = {"taskId": self._task.id}
         self._out += 1
         self._store.mark(self._task, TaskStatus.INPUT_REQUIRED)
         asking = self._inner.ask(method, {**params, "_meta": tagged}, key)
@@ -284,7 +283,7 @@ class CoreTasks:
         result = task.result
         out = dict(result) if isinstance(result, Mapping) else {}
         meta = out.get("_meta")
-        out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), RELATED_TASK: related}
+        out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), RELATED_TASK_KEY: related}
         return out
 
     async def list_tasks(

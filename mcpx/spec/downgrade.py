@@ -32,13 +32,14 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
+from mcpx.spec.meta_keys import SERVER_INFO_KEY
 from mcpx.spec.question_spelling import question
 from mcpx.spec.revision import Revision
-from mcpx.spec.spelling import SERVER_INFO_META, SPELLINGS, Spelling
+from mcpx.spec.spelling import SPELLINGS, Spelling
 from mcpx.spec.stand_ins import audio_text, carries_as_json, link_text, repeats_payloads
 
 #: Imported from here by the rest of mcpx too.
-__all__ = ["CACHE_SCOPES", "SERVER_INFO_META", "downgrade", "envelope", "question"]
+__all__ = ["CACHE_SCOPES", "SERVER_INFO_KEY", "downgrade", "envelope", "question"]
 
 #: C{cacheScope} per method whose 2026-07-28 result is a C{CacheableResult}.
 #: Lists that follow configuration are C{public}; what depends on the caller
@@ -439,7 +440,7 @@ def envelope(
         out["resultType"] = kind = "complete"
     meta = out.get("_meta")
     tagged = dict(meta) if isinstance(meta, Mapping) else {}
-    tagged[SERVER_INFO_META] = server_info
+    tagged[SERVER_INFO_KEY] = server_info
     out["_meta"] = tagged
     scope = CACHE_SCOPES.get(method)
     if kind == "complete" and scope is not None:

@@ -12,10 +12,8 @@ from typing import Final
 from attrs import frozen
 
 from mcpx.spec.matrix import MATRIX, Kind, capability_in, content_type_in, field_in
+from mcpx.spec.meta_keys import SERVER_INFO_KEY
 from mcpx.spec.revision import ALL_REVISIONS, Revision
-
-#: The result C{_meta} key that names the server (2026-07-28).
-SERVER_INFO_META: Final = "io.modelcontextprotocol/serverInfo"
 
 # The matrix has no rows for these yet, so they are read from the revision
 # order instead.  Each is named where it is used.
@@ -126,7 +124,7 @@ def _spelling(revision: Revision) -> Spelling:
                 ("cacheScope", "CacheableResult.cacheScope"),
             ],
         ),
-        meta_drop=_absent(revision, [(SERVER_INFO_META, f'_meta["{SERVER_INFO_META}"]')]),
+        meta_drop=_absent(revision, [(SERVER_INFO_KEY, f'_meta["{SERVER_INFO_KEY}"]')]),
         tool_drop=_absent(
             revision,
             [

@@ -15,6 +15,13 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
+from mcpx.spec.feature import TASKS_EXTENSION
+from mcpx.spec.meta_keys import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+)
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
@@ -24,19 +31,11 @@ from mcpx.upstream.records import (
     ServerDeclaration,
 )
 from mcpx.upstream.session import UpstreamSession
-from mcpx.upstream.tasks import (
-    TASKS_EXTENSION,
-    declares_extension,
-)
+from mcpx.upstream.tasks import declares_extension
 from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import NoReply
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
 @define(eq=False)
@@ -61,7 +60,7 @@ class ModernSession(UpstreamSession):
         self, meta: Any, caller: CallerToken | None = None, *, tasks: bool = False
     ) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
-        merged[META_VERSION] = NEWEST.value
+        merged[PROTOCOL_VERSION_KEY] = NEWEST.value
         declared = getattr(caller, "declared", None) if caller is not None else None
         capabilities = (
             dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
@@ -73,8 +72,8 @@ class ModernSession(UpstreamSession):
                 **(extensions if isinstance(extensions, Mapping) else {}),
                 TASKS_EXTENSION: {},
             }
-        merged[META_CAPABILITIES] = capabilities
-        merged[META_CLIENT_INFO] = CLIENT_INFO
+        merged[CLIENT_CAPABILITIES_KEY] = capabilities
+        merged[CLIENT_INFO_KEY] = CLIENT_INFO
         return merged
 
     def _spelled(
@@ -171,7 +170,7 @@ class ModernSession(UpstreamSession):
                 [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else (),
             )
         meta = result.get("_meta")
-        server_info = meta.get(META_SERVER_INFO) if isinstance(meta, Mapping) else None
+        server_info = meta.get(SERVER_INFO_KEY) if isinstance(meta, Mapping) else None
         self.declaration = ServerDeclaration.read(NEWEST, result, server_info)
         self._update_listen()
         return self.declaration

@@ -34,6 +34,8 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.spec.feature import TASKS_EXTENSION
+from mcpx.spec.meta_keys import RELATED_TASK_KEY
 from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
@@ -68,12 +70,6 @@ class TaskSession(Protocol):
     ) -> dict[str, Any]:
         """Answer every question of a 2026-07-28 input round."""
 
-
-#: The 2026-07-28 extension's identifier, in C{capabilities.extensions}.
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-
-#: The C{_meta} key that ties a message to its task (both eras).
-RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 
 #: The C{ttl} mcpx asks a 2025-11-25 server to keep a task for, in milliseconds: as long
 #: as a client's request may be held (C{proto.askTimeout}'s default), so a task whose
@@ -148,9 +144,9 @@ def without_related_task(message: Mapping[str, Any]) -> dict[str, Any]:
     of its own (whose id mcpx adds where it belongs).
     """
     meta = message.get("_meta")
-    if not isinstance(meta, Mapping) or RELATED_TASK not in meta:
+    if not isinstance(meta, Mapping) or RELATED_TASK_KEY not in meta:
         return message if isinstance(message, dict) else dict(message)
-    return without_member(message, "_meta", RELATED_TASK)
+    return without_member(message, "_meta", RELATED_TASK_KEY)
 
 
 class UpstreamTaskEnded(RpcError):

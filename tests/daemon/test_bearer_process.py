@@ -19,7 +19,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.server import Site
 
 from mcpx.auth.metadata import parse_challenge
-from mcpx.server.ext_tasks import EXTENSION
+from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.http_headers import NAME_FIELDS
 from tests.auth.standin_issuer import StandInIssuer

@@ -15,7 +15,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import ELICIT
 from mcpx.server.conn import Conn
-from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER, becomes_task_after
+from mcpx.server.ext_tasks import SUPPORTING_TOOL_AFTER, becomes_task_after
+from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import TASKS_EXTENSION, violations
 from mcpx.wire.errors import (

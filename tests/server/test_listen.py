@@ -17,11 +17,11 @@ from mcpx.ops import uris
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import (
     ACKNOWLEDGED,
-    SUBSCRIPTION_ID_KEY,
     Listener,
     SubscriptionFilter,
     offers_any,
 )
+from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INVALID_PARAMS, INVALID_REQUEST, RpcError
 from tests.server import Session

@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops.reloading import server_changes
 from mcpx.server.http import McpHTTP
-from mcpx.server.listen import SUBSCRIPTION_ID_KEY
+from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INVALID_PARAMS
 from tests.daemon.fake_pool import swap_part

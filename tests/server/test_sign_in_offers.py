@@ -18,11 +18,11 @@ from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
-from mcpx.server.ext_tasks import EXTENSION
 from mcpx.server.results import text_result
 from mcpx.server.sign_in_offers import INPUT_KEY
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
+from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError
 from mcpx.wire.messages import Request
 from tests.auth.test_flow import stub

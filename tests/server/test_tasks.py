@@ -14,7 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import ELICIT
 from mcpx.server.conn import Conn
-from mcpx.server.tasks import RELATED_TASK
+from mcpx.spec.meta_keys import RELATED_TASK_KEY
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import violations
 from mcpx.wire.errors import (
@@ -221,7 +221,7 @@ class LifecycleTests(SynchronousTestCase):
         self.assertEqual(result["content"], [{"type": "text", "text": "found"}])
         self.assertEqual(
             result["_meta"],
-            {"example.com/trace": "t-1", RELATED_TASK: {"taskId": self.task_id}},
+            {"example.com/trace": "t-1", RELATED_TASK_KEY: {"taskId": self.task_id}},
         )
 
     def test_error_result_is_failed(self) -> None:
@@ -397,7 +397,7 @@ class InputRequiredTests(SynchronousTestCase):
         [asked] = harness.asked
         self.assertEqual(asked.method, "elicitation/create")
         assert isinstance(asked.params, dict)
-        self.assertEqual(asked.params["_meta"][RELATED_TASK], {"taskId": task_id})
+        self.assertEqual(asked.params["_meta"][RELATED_TASK_KEY], {"taskId": task_id})
         self.assertEqual(asked.params["message"], FORM["message"])
         harness.answers[0].callback({"action": "accept", "content": {"site": "example.com"}})
         self.assertEqual(result_of(answer)["action"], "accept")

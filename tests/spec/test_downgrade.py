@@ -17,7 +17,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.spec.downgrade import CACHE_SCOPES, SERVER_INFO_META, downgrade, envelope
+from mcpx.spec.downgrade import CACHE_SCOPES, SERVER_INFO_KEY, downgrade, envelope
 from mcpx.spec.matrix import capability_in, content_type_in, field_in
 from mcpx.spec.revision import ALL_REVISIONS, LEGACY_REVISIONS, Revision
 from mcpx.spec.schemas import violations
@@ -75,7 +75,7 @@ def implementation() -> dict[str, Any]:
 
 
 def result_meta() -> dict[str, Any]:
-    return {SERVER_INFO_META: implementation(), "dev.mcpx/trace": "abc"}
+    return {SERVER_INFO_KEY: implementation(), "dev.mcpx/trace": "abc"}
 
 
 def text_block(text: str = "It is 21 degrees in Lisbon.") -> dict[str, Any]:
@@ -393,10 +393,10 @@ def generic_leftovers(instance: Mapping[str, Any], revision: Revision) -> list[s
         )
         if key in instance and not field_in(row, revision)
     ]
-    if SERVER_INFO_META in instance.get("_meta", {}) and not field_in(
-        f'_meta["{SERVER_INFO_META}"]', revision
+    if SERVER_INFO_KEY in instance.get("_meta", {}) and not field_in(
+        f'_meta["{SERVER_INFO_KEY}"]', revision
     ):
-        found.append(f"_meta.{SERVER_INFO_META}")
+        found.append(f"_meta.{SERVER_INFO_KEY}")
     return found
 
 
@@ -798,7 +798,7 @@ class FieldTests(SynchronousTestCase):
 
     def test_meta_only_server_info(self) -> None:
         """A C{_meta} that held only the server identity goes altogether."""
-        original = {"resultType": "complete", "_meta": {SERVER_INFO_META: MCPX_INFO}}
+        original = {"resultType": "complete", "_meta": {SERVER_INFO_KEY: MCPX_INFO}}
         self.assertEqual(downgrade(original, "ping", V4), {})
 
     def test_content_meta_and_last_modified(self) -> None:
@@ -890,7 +890,7 @@ class EnvelopeTests(SynchronousTestCase):
         out = self.wrap({"content": []}, "tools/call")
         self.assertEqual(
             out,
-            {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_META: MCPX_INFO}},
+            {"content": [], "resultType": "complete", "_meta": {SERVER_INFO_KEY: MCPX_INFO}},
         )
 
     def test_keeps_interim_result_types(self) -> None:
@@ -913,7 +913,7 @@ class EnvelopeTests(SynchronousTestCase):
         original = {"contents": [], "_meta": {"dev.mcpx/trace": "abc"}}
         before = copy.deepcopy(original)
         out = self.wrap(original, "resources/read")
-        self.assertEqual(out["_meta"], {"dev.mcpx/trace": "abc", SERVER_INFO_META: MCPX_INFO})
+        self.assertEqual(out["_meta"], {"dev.mcpx/trace": "abc", SERVER_INFO_KEY: MCPX_INFO})
         self.assertEqual(original, before)
 
     def test_envelope_spells_2026(self) -> None:

@@ -25,7 +25,8 @@ from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation
 from mcpx.ops.tasks import cancel_task, get_task, list_tasks
 from mcpx.server.conn import Conn
-from mcpx.server.ext_tasks import EXTENSION, SUPPORTING_TOOL_AFTER
+from mcpx.server.ext_tasks import SUPPORTING_TOOL_AFTER
+from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
