@@ -11,7 +11,8 @@ psycopg.
 The schema is mcpx's own: created and migrated at L{PostgresRecords.open}, versioned in
 C{mcpx_schema_version} (one row per migration applied), each migration in a transaction of
 its own, all of it under a session advisory lock, so daemons starting at once migrate one
-after the other and the later ones find nothing to do.
+after the other and the later ones find nothing to do.  The migrations and each operation's
+statements are L{mcpx.store.postgres_sql}.
 
 A connection the server dropped (PostgreSQL restarted, a network cut) is thrown away; a
 query that failed on a connection taken idle from the pool is run once more on a new one.
@@ -25,7 +26,7 @@ one whose server is gone without a word (a network partition) is found dead in s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -38,6 +39,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
+from mcpx.store import postgres_sql as statements
+from mcpx.store.postgres_sql import (
+    CHANNEL,
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    VERSIONS_TABLE,
+)
 from mcpx.store.records import (
     ANYONE,
     Heard,
@@ -45,55 +54,11 @@ from mcpx.store.records import (
     Principal,
     Record,
     StoreClosed,
-    checked_kind,
 )
 
 log = Logger()
 
 T = TypeVar("T")
-
-#: The key of the advisory lock held while the schema is migrated ("mcpx" in ASCII).
-MIGRATION_LOCK: Final = 0x6D637078
-
-#: The migrations, in order: (version, statements).  Never edit one that shipped; add one.
-MIGRATIONS: Final[Sequence[tuple[int, Sequence[str]]]] = (
-    (
-        1,
-        tuple(
-            statement
-            for kind in ("questions", "tasks")
-            for statement in (
-                f"CREATE TABLE mcpx_{kind} ("
-                "id text PRIMARY KEY, principal text, state text NOT NULL, "
-                "finished double precision, record text NOT NULL)",
-                f"CREATE INDEX mcpx_{kind}_principal ON mcpx_{kind} (principal)",
-                f"CREATE INDEX mcpx_{kind}_finished ON mcpx_{kind} (finished) "
-                "WHERE finished IS NOT NULL",
-            )
-        ),
-    ),
-    (
-        2,
-        ("CREATE TABLE mcpx_daemons (id text PRIMARY KEY, beat double precision NOT NULL)",),
-    ),
-    (
-        3,
-        (
-            "CREATE TABLE mcpx_rounds ("
-            "id text PRIMARY KEY, principal text, state text NOT NULL, "
-            "finished double precision, record text NOT NULL)",
-            "CREATE INDEX mcpx_rounds_finished ON mcpx_rounds (finished) "
-            "WHERE finished IS NOT NULL",
-            "CREATE TABLE mcpx_config ("
-            "id text PRIMARY KEY, principal text, state text NOT NULL, "
-            "finished double precision, record text NOT NULL)",
-        ),
-    ),
-)
-
-#: The channel every write is announced on, C{kind:id} (C{pg_notify}, in the write's own
-#: transaction: a listener hears of a change only once it is committed).
-CHANNEL: Final = "mcpx_records"
 
 #: Seconds between tries to listen again after the listening connection was lost, doubling
 #: up to L{LISTEN_BACKOFF_MAX}.
@@ -115,16 +80,6 @@ KEEPALIVES: Final = {
     "keepalives_interval": KEEPALIVE_INTERVAL,
     "keepalives_count": KEEPALIVE_COUNT,
 }
-
-#: The schema version this release writes.
-SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
-
-_VERSIONS = sql.SQL(
-    "CREATE TABLE IF NOT EXISTS mcpx_schema_version ("
-    "version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())"
-)
-
-Cursor = psycopg.Cursor[Any]
 
 
 class PostgresRecords:
@@ -248,26 +203,28 @@ class PostgresRecords:
             self._threads.stop()
 
     def put(self, kind: Kind, record: Record) -> Deferred[None]:
-        return self._write(kind, record.id, _put, _table(kind), record)
+        return self._write(kind, record.id, statements.put, statements.table_of(kind), record)
 
     def put_if(self, kind: Kind, record: Record, state: str) -> Deferred[bool]:
-        return self._write(kind, record.id, _put_if, _table(kind), record, state)
+        return self._write(
+            kind, record.id, statements.put_if, statements.table_of(kind), record, state
+        )
 
     def get(
         self, kind: Kind, record_id: str, principal: Principal = ANYONE
     ) -> Deferred[Record | None]:
-        return self._run(_get, _table(kind), record_id, principal)
+        return self._run(statements.get, statements.table_of(kind), record_id, principal)
 
     def find(
         self, kind: Kind, *, principal: Principal = ANYONE, state: str | None = None
     ) -> Deferred[list[Record]]:
-        return self._run(_find, _table(kind), principal, state)
+        return self._run(statements.find, statements.table_of(kind), principal, state)
 
     def delete(self, kind: Kind, record_id: str) -> Deferred[None]:
-        return self._write(kind, record_id, _delete, _table(kind), record_id)
+        return self._write(kind, record_id, statements.delete, statements.table_of(kind), record_id)
 
     def prune(self, kind: Kind, finished_before: float, *, keep: str) -> Deferred[int]:
-        return self._run(_prune, _table(kind), finished_before, keep)
+        return self._run(statements.prune, statements.table_of(kind), finished_before, keep)
 
     def listen(self, heard: Heard) -> None:
         # One listening connection, whoever listens: each is told all it hears.
@@ -289,13 +246,13 @@ class PostgresRecords:
                 log.failure("telling of a change of {kind}:{id} failed", kind=kind, id=record_id)
 
     def beat(self, daemon: str, now: float) -> Deferred[None]:
-        return self._run(_beat, daemon, now)
+        return self._run(statements.beat, daemon, now)
 
     def depart(self, daemon: str) -> Deferred[None]:
-        return self._run(_depart, daemon)
+        return self._run(statements.depart, daemon)
 
     def alive(self, since: float) -> Deferred[set[str]]:
-        return self._run(_alive, since)
+        return self._run(statements.alive, since)
 
     def _write(
         self, kind: Kind, record_id: str, query: Callable[..., T], *args: Any
@@ -393,7 +350,7 @@ class PostgresRecords:
         with self._connect() as connection:
             connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
             try:
-                connection.execute(_VERSIONS)
+                connection.execute(VERSIONS_TABLE)
                 row = connection.execute(
                     "SELECT coalesce(max(version), 0) FROM mcpx_schema_version"
                 ).fetchone()
@@ -514,123 +471,3 @@ def _ended(deferred: Deferred[Any]) -> Deferred[None]:
 
     deferred.addBoth(passed)
     return mark
-
-
-def _table(kind: Kind) -> sql.Identifier:
-    return sql.Identifier("mcpx_" + checked_kind(kind))
-
-
-_COLUMNS = sql.SQL("id, principal, state, finished, record")
-
-
-def _record(row: Sequence[Any]) -> Record:
-    return Record(
-        id=row[0],
-        principal=row[1],
-        state=row[2],
-        finished=None if row[3] is None else float(row[3]),
-        body=row[4],
-    )
-
-
-def _put(cursor: Cursor, table: sql.Identifier, record: Record) -> None:
-    cursor.execute(
-        sql.SQL(
-            "INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal, "
-            "state = EXCLUDED.state, finished = EXCLUDED.finished, record = EXCLUDED.record"
-        ).format(table=table, columns=_COLUMNS),
-        (record.id, record.principal, record.state, record.finished, record.body),
-    )
-    _notify(cursor, table, record.id)
-
-
-def _notify(cursor: Cursor, table: sql.Identifier, record_id: str) -> None:
-    """Announce a change on L{CHANNEL}, sent when (and only if) the transaction commits."""
-    kind = table.as_string().strip('"').removeprefix("mcpx_")
-    cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{kind}:{record_id}"))
-
-
-def _beat(cursor: Cursor, daemon: str, now: float) -> None:
-    cursor.execute(
-        "INSERT INTO mcpx_daemons (id, beat) VALUES (%s, %s) "
-        "ON CONFLICT (id) DO UPDATE SET beat = EXCLUDED.beat",
-        (daemon, now),
-    )
-
-
-def _depart(cursor: Cursor, daemon: str) -> None:
-    cursor.execute("DELETE FROM mcpx_daemons WHERE id = %s", (daemon,))
-
-
-def _alive(cursor: Cursor, since: float) -> set[str]:
-    cursor.execute("SELECT id FROM mcpx_daemons WHERE beat >= %s", (since,))
-    return {row[0] for row in cursor.fetchall()}
-
-
-def _put_if(cursor: Cursor, table: sql.Identifier, record: Record, state: str) -> bool:
-    cursor.execute(
-        sql.SQL(
-            "UPDATE {table} SET principal = %s, state = %s, finished = %s, record = %s "
-            "WHERE id = %s AND state = %s"
-        ).format(table=table),
-        (record.principal, record.state, record.finished, record.body, record.id, state),
-    )
-    if cursor.rowcount != 1:
-        return False
-    _notify(cursor, table, record.id)
-    return True
-
-
-def _whose(principal: Principal) -> tuple[sql.Composable, tuple[Any, ...]]:
-    if principal is ANYONE:
-        return sql.SQL(""), ()
-    if principal is None:
-        return sql.SQL(" AND principal IS NULL"), ()
-    return sql.SQL(" AND principal = %s"), (principal,)
-
-
-def _get(
-    cursor: Cursor, table: sql.Identifier, record_id: str, principal: Principal
-) -> Record | None:
-    clause, args = _whose(principal)
-    cursor.execute(
-        sql.SQL("SELECT {columns} FROM {table} WHERE id = %s{clause}").format(
-            columns=_COLUMNS, table=table, clause=clause
-        ),
-        (record_id, *args),
-    )
-    row = cursor.fetchone()
-    return None if row is None else _record(row)
-
-
-def _find(
-    cursor: Cursor, table: sql.Identifier, principal: Principal, state: str | None
-) -> list[Record]:
-    clause, args = _whose(principal)
-    if state is not None:
-        clause = sql.Composed([clause, sql.SQL(" AND state = %s")])
-        args = (*args, state)
-    cursor.execute(
-        sql.SQL("SELECT {columns} FROM {table} WHERE true{clause}").format(
-            columns=_COLUMNS, table=table, clause=clause
-        ),
-        args,
-    )
-    return [_record(row) for row in cursor.fetchall()]
-
-
-def _delete(cursor: Cursor, table: sql.Identifier, record_id: str) -> None:
-    cursor.execute(sql.SQL("DELETE FROM {table} WHERE id = %s").format(table=table), (record_id,))
-    if cursor.rowcount:
-        _notify(cursor, table, record_id)
-
-
-def _prune(cursor: Cursor, table: sql.Identifier, finished_before: float, keep: str) -> int:
-    cursor.execute(
-        sql.SQL(
-            "DELETE FROM {table} WHERE state <> %s AND finished IS NOT NULL AND finished < %s"
-        ).format(table=table),
-        (keep, finished_before),
-    )
-    return cursor.rowcount

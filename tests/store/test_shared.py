@@ -29,10 +29,9 @@ from mcpx.store.postgres import (
     KEEPALIVE_COUNT,
     KEEPALIVE_IDLE,
     KEEPALIVE_INTERVAL,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     PostgresRecords,
 )
+from mcpx.store.postgres_sql import MIGRATIONS, SCHEMA_VERSION
 from mcpx.store.records import QUESTIONS, TASKS, Record, RecordStore
 from mcpx.store.sqlite import SQLiteRecords
 from mcpx.tasks.store import TaskStore
