@@ -93,7 +93,7 @@ class Broker:
 
     @_writes.default
     def _writes_of_these(self) -> QuestionWrites:
-        return QuestionWrites(self._questions.get, self._merge, lambda: self._closing)
+        return QuestionWrites(self.get, self._merge, lambda: self._closing)
 
     def start(self) -> Deferred[None]:
         """
