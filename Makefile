@@ -4,18 +4,28 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # Compat editable mode puts the checkout itself on sys.path, which is what lets
 # twistd find twisted/plugins/mcpx_plugin.py; the default editable finder hides it.
-PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# (setuptools warns that the mode is transitional; PYTHONWARNINGS keeps that out of the
+# build's output, since nothing here is for the user to act on.)
+PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit install peers clean postgres-server haproxy systemd-analyze iproute2 bench bench-env
+.PHONY: run test lint typecheck unit product install peers clean postgres-server haproxy systemd-analyze iproute2 bench bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(PIP_INSTALL) -e '.[test]' --config-settings editable_mode=compat
+# The product alone (what `make run` needs): mcpx and its runtime dependencies.
+$(VENV)/.product: $(BIN)/python pyproject.toml
+	$(PIP_INSTALL) -e . --config-settings editable_mode=compat
 	$(BIN)/python -c "from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))"
 	touch $@
+
+# The product and the test tools (what `make test` needs).
+$(VENV)/.installed: $(VENV)/.product pyproject.toml
+	$(PIP_INSTALL) -e '.[test]' --config-settings editable_mode=compat
+	touch $@
+
+product: $(VENV)/.product
 
 install: $(VENV)/.installed
 
@@ -89,7 +99,7 @@ bench-env: $(BENCH_VENV)/.installed
 bench: install bench-env
 	$(BIN)/python bench/run_all.py
 
-run: install
+run: product
 	$(BIN)/mcpx daemon
 
 # lint-imports keeps the floors of docs/architecture.md (contracts in pyproject.toml).

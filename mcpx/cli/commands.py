@@ -189,8 +189,8 @@ temporary directory (the path is printed), resources summarised.
 
 \b
 Exit status: 0 done; 1 the tool reported an error (isError) or no daemon runs;
-2 bad arguments; 3 unknown server; 4 the upstream refused the call (an unknown
-tool, for one), failed or timed out.
+2 bad arguments (the daemon checks them against the tool's input schema); 3 unknown
+server or tool; 4 the upstream refused the call, failed or timed out.
 """
 
 

@@ -116,8 +116,9 @@ def render_configuration_md() -> str:
         "1. the built-in default;",
         "2. the config file;",
         "3. an environment variable (`MCPX_...`);",
-        "4. a command-line flag (`mcpx daemon`, `mcpx serve` and `mcpx settings` take one "
-        "flag per setting).",
+        "4. a command-line flag (`mcpx daemon` and `mcpx settings` take one flag per setting; "
+        "`mcpx serve` takes `--passthrough` alone, since the daemon it is served by holds the "
+        "rest).",
         "",
         "mcpx keeps track of which layer each value came from. `mcpx settings` prints every "
         "setting with its value and that source (a file path, a variable name or a flag), and "
@@ -198,7 +199,8 @@ def render_configuration_md() -> str:
         "```",
         "",
         "Giving the same setting both ways is an error. mcpx also refuses any key that is not "
-        "a section, a setting, `servers`, `mcpServers` or `$schema`, and it refuses a key that "
+        "a section, a setting, `servers`, `mcpServers`, `serverDefaults` (the policy keys every "
+        "server starts from, see [policy.md](policy.md)) or `$schema`, and it refuses a key that "
         "appears twice in one object.",
         "",
         "### Servers",
@@ -318,8 +320,8 @@ def render_configuration_md() -> str:
         "masked, since that would garble every message and such a value protects little. "
         "A tool's successful result is passed on as the server gave it: what a tool "
         "returns is its answer, and scanning every result would cost every call. Under "
-        "`twistd`, whose log file is twistd's own, the log is not masked; run "
-        "`mcpx daemon` for a masked log.",
+        "`twistd` the log is masked alike: the daemon writes it through the same observer "
+        "(see [running.md](running.md)).",
         "",
         "### Environment references: `${NAME}`",
         "",
