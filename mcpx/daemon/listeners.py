@@ -11,6 +11,7 @@ C{none}) can run tools as the daemon's user.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from attrs import frozen
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import quoteStringArgument, serverFromString
+from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IReactorCore
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -87,6 +89,35 @@ def exposure_warning(description: str, auth: str = "peer") -> str:
         f"WARNING: mcpx is listening on {description}, beyond loopback; {who}. "
         "Bind to 127.0.0.1 unless that is what you want."
     )
+
+
+def cannot_listen(description: str, failure: Failure) -> str:
+    """
+    The one line, and what to do, for a listener that could not listen: a port another
+    program holds is told apart from an address this machine does not have or a path the
+    daemon may not write.
+    """
+    error = failure.value
+    why = failure.getErrorMessage()
+    if isinstance(error, CannotListenError) and isinstance(error.socketError, OSError):
+        code = error.socketError.errno
+        if code == errno.EADDRINUSE:
+            return (
+                f"mcpx: cannot listen on {description}: the address is in use. Another "
+                "mcpx daemon (`mcpx status` tells) or another program holds it: stop it, or "
+                "set daemon.listen (--daemon-listen) to a free address."
+            )
+        if code == errno.EADDRNOTAVAIL:
+            return (
+                f"mcpx: cannot listen on {description}: this machine has no such address. "
+                "Set daemon.listen (--daemon-listen) to one of its own, such as 127.0.0.1."
+            )
+        if code == errno.EACCES:
+            return (
+                f"mcpx: cannot listen on {description}: permission denied (ports below 1024 "
+                "need privileges). Set daemon.listen (--daemon-listen) to a port above 1023."
+            )
+    return f"mcpx: cannot listen on {description}: {why}. Check daemon.listen (--daemon-listen)."
 
 
 class ListenerService(Service):

@@ -14,7 +14,7 @@ from twisted.internet.interfaces import IListeningPort
 
 from mcpx._version import __version__
 from mcpx.daemon.limits import raise_descriptor_limit
-from mcpx.daemon.listeners import exposure_warning
+from mcpx.daemon.listeners import cannot_listen, exposure_warning
 from mcpx.daemon.logs import begin_logging, log_observer, open_log_stream
 from mcpx.daemon.process import reload_on_sighup, settle_memory, stop_on_signals
 from mcpx.daemon.root import IDaemonReactor
@@ -94,12 +94,7 @@ async def run_daemon(
         )
     except FirstError as e:
         failed = service.listeners[e.index].description
-        print(
-            f"mcpx: cannot listen on {failed}: {e.subFailure.getErrorMessage()}\n"
-            "Another mcpx daemon may be running (check `mcpx settings` for daemon.listen "
-            "and the state directory), or set daemon.listen / --daemon-listen to a free address.",
-            file=console,
-        )
+        print(cannot_listen(failed, e.subFailure), file=console)
         raise SystemExit(1) from None
     settle_memory()
     print(f"mcpx {__version__} daemon is running (Ctrl-C stops it).", file=console)

@@ -24,7 +24,7 @@ from twisted.python.failure import Failure
 
 from mcpx.daemon.config import daemon_config
 from mcpx.daemon.limits import raise_descriptor_limit
-from mcpx.daemon.listeners import exposure_warning
+from mcpx.daemon.listeners import cannot_listen, exposure_warning
 from mcpx.daemon.logs import log_observer, open_log_stream
 from mcpx.daemon.process import reload_on_sighup, settle_memory
 from mcpx.daemon.root import DaemonService, IDaemonReactor
@@ -130,18 +130,14 @@ class TwistdRoot(MultiService):
         failures: list[str] = []
 
         def failed(failure: Failure, description: str) -> None:
-            failures.append(f"cannot listen on {description}: {failure.getErrorMessage()}")
+            failures.append(cannot_listen(description, failure))
 
         for listener in self.daemon.listeners:
             listener.when_listening().addErrback(failed, listener.description)
         # Endpoints bind synchronously, so the failures are known by now.
         if failures:
-            message = "mcpx: " + "; ".join(failures)
-            print(
-                f"{message}\nAnother mcpx daemon may be running, or set daemon.listen / "
-                "--daemon-listen to a free address.",
-                file=sys.__stderr__,
-            )
+            message = "\n".join(failures)
+            print(message, file=sys.__stderr__)
             # Close what was opened (the sockets' files go); twistd never stops a tree
             # that failed to start.
             self.stopService()  # type: ignore[no-untyped-call]

@@ -86,6 +86,9 @@ class Broker:
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
     _pruning: IDelayedCall | None = field(default=None, init=False)
     _closing: bool = field(default=False, init=False)
+    #: The opening under way, which a stop waits for: a daemon that fails to start (its
+    #: port taken) stops before its store has finished opening.
+    _starting: Deferred[None] | None = field(default=None, init=False)
     #: The writes to the store: a question whose write failed (cut off from a shared
     #: store, or its server down) is written again, as it is then, after the next
     #: heartbeat (L{_adopt_lost}).
@@ -100,7 +103,8 @@ class Broker:
         Open the store and list what it holds: pending questions again (as orphans, their
         deadlines re-armed; one already past expires now) and finished ones still in C{keep}.
         """
-        return Deferred.fromCoroutine(self._start())
+        self._starting = Deferred.fromCoroutine(self._start())
+        return self._starting
 
     async def _start(self) -> None:
         if self._store is None:
@@ -219,6 +223,16 @@ class Broker:
 
     async def _stop(self) -> None:
         self._closing = True
+        if self._starting is not None:
+            # Closed only once opened; the opening's own failure stays the start's to report.
+            opened: Deferred[None] = Deferred()
+
+            def passed(result: object) -> object:
+                opened.callback(None)
+                return result
+
+            self._starting.addBoth(passed)
+            await opened
         timers = list(self._deadlines.values())
         if self._pruning is not None:
             timers.append(self._pruning)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from mcpx.settings.durations import format_duration, parse_duration
+from mcpx.settings.endpoints import split_endpoint
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAuthResource, parse_oauth_resource
 from mcpx.spec.revision import Revision, UnknownRevision
@@ -175,7 +176,23 @@ def _parse_text(kind: Kind, text: str, minimum: int | None, choices: Sequence[st
                     f"invalid endpoint {item!r}; write a Twisted endpoint string such as "
                     "tcp:8899:interface=127.0.0.1 or unix:/path/to/socket"
                 )
+            _check_port(item)
     return items
+
+
+def _check_port(item: str) -> None:
+    """A C{tcp:} or C{ssl:} endpoint's port, the one part checked before listening."""
+    parts = split_endpoint(item)
+    if parts[0] not in ("tcp", "tcp6", "ssl"):
+        return
+    given = [part for part in parts[1:] if "=" not in part]
+    given += [part.split("=", 1)[1] for part in parts[1:] if part.startswith("port=")]
+    port = given[0] if given else ""
+    if not port.isdigit() or int(port) > 65535:
+        raise SettingsError(
+            f"invalid endpoint {item!r}: the port must be a number from 0 to 65535 "
+            f"(0 picks a free one), not {port!r}"
+        )
 
 
 def _oauth_json(value: OAuthResource) -> dict[str, object]:

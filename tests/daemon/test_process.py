@@ -204,11 +204,31 @@ class DaemonProcessTests(TestCase):
         self.addCleanup(kill_on_cleanup, second)
         self.assertEqual(await second.ended(), 1)
         self.assertIn(f"cannot listen on tcp:{self.port}", second.text(2))
+        self.assertIn("the address is in use", second.text(2))
         self.assertIn("daemon.listen", second.text(2))
         for said in ("mcpx daemon listening", "daemon is running", "  listening on"):
             self.assertNotIn(said, second.text(2), "never said before it is known")
+        # Nothing else goes wrong on the way out: the question store, still opening when
+        # the daemon gave up, is closed once open rather than failing half-way.
+        for said in ("Traceback", "AttributeError", "critical", "could not be opened"):
+            self.assertNotIn(said, second.text(2))
         first.signal("TERM")
         await first.ended()
+
+    async def test_invalid_port_is_refused_before_starting(self) -> None:
+        """A port out of range is a bad setting: one line naming it, status 2, and nothing
+        about another daemon."""
+        child = spawn(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", "tcp:99999"],
+            env=daemon_environ(self.state_dir, self.config_home),
+        )
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(), 2)
+        lines = child.text(2).strip().splitlines()
+        self.assertEqual(len(lines), 1, child.text(2))
+        self.assertIn("tcp:99999", lines[0])
+        self.assertIn("0 to 65535", lines[0])
+        self.assertNotIn("Another mcpx daemon", child.text(2))
 
     async def test_bad_setting_is_refused_before_starting(self) -> None:
         """An unknown revision in MCPX_MCP_SPEC stops `mcpx daemon` with the valid list."""

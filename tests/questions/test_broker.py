@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.questions.answers import InvalidAnswer
 from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
@@ -21,6 +22,7 @@ from mcpx.questions.record import (
     Question,
     QuestionState,
 )
+from mcpx.questions.store import QuestionStore
 from mcpx.wire.errors import RpcError
 
 FORM = {
@@ -381,3 +383,47 @@ class BrokerTests(SynchronousTestCase):
         question, answered = broker.ask(server="s", scope_key="", method=SAMPLE, params={})
         broker.answer(question.id, SAMPLED, by="cli")
         self.assertEqual(self.successResultOf(answered), SAMPLED)
+
+
+class _SlowStore(QuestionStore):
+    """A real question store (an SQLite file) whose opening waits until the test says so."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, reactor)
+        self.go: Deferred[None] = Deferred()
+        self.closed = False
+
+    def open(self) -> Deferred[None]:
+        return self.go.addCallback(lambda _: super(_SlowStore, self).open())
+
+    def close(self) -> Deferred[None]:
+        self.closed = True
+        return super().close()
+
+
+class StopWhileOpeningTests(TestCase):
+    async def test_stop_waits_for_the_opening(self) -> None:
+        """A daemon that stops while its question store is still opening (its port was taken)
+        closes the store once it has opened, and nothing fails: the opening is not cut off
+        half-way with the store gone from under it."""
+        store = _SlowStore(self.mktemp())
+        broker = Broker(Clock(), store=store)
+        started = broker.start()
+        stopped = broker.stop()
+        self.assertNoResult(stopped)
+        self.assertFalse(store.closed)
+        store.go.callback(None)
+        await started
+        await stopped
+        self.assertTrue(store.closed)
+
+    async def test_stop_after_a_failed_opening(self) -> None:
+        """A store that could not be opened still lets the broker stop; the opening's failure
+        stays the start's to report."""
+        store = _SlowStore(self.mktemp())
+        broker = Broker(Clock(), store=store)
+        started = broker.start()
+        stopped = broker.stop()
+        store.go.errback(OSError("disk full"))
+        self.failureResultOf(started, OSError)
+        await stopped
