@@ -520,7 +520,13 @@ def start_daemon(client: DaemonClient, state: Path, *, wait: float = START_WAIT)
 
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = state / DAEMON_LOG_NAME
-    with open(log_path, "ab") as log:
+    # The log is the owner's alone (it may quote a server's stderr), like the state directory.
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with open(descriptor, "ab") as log:
+        # What earlier daemons wrote stays in the file, but only this one's lines explain
+        # why this one exited.
+        start = log.seek(0, os.SEEK_END)
         process = subprocess.Popen(
             [sys.executable, "-m", "mcpx", "daemon"],
             stdin=subprocess.DEVNULL,
@@ -549,14 +555,17 @@ def start_daemon(client: DaemonClient, state: Path, *, wait: float = START_WAIT)
             continue
         raise DaemonStartFailed(
             f"the daemon exited with status {status} before answering:\n"
-            + _tail(log_path)
+            + _tail(log_path, start)
             + f"\n(full log: {log_path})"
         )
 
 
-def _tail(path: Path, lines: int = 10) -> str:
+def _tail(path: Path, start: int, lines: int = 10) -> str:
+    """The last C{lines} lines written to C{path} from byte C{start} on."""
     try:
-        text = path.read_text("utf-8", "replace")
+        with open(path, "rb") as log:
+            log.seek(start)
+            text = log.read().decode("utf-8", "replace")
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])

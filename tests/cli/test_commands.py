@@ -345,8 +345,49 @@ class StartTests(CommandRunner):
         super().setUp()
         config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
         self.addCleanup(shutil.rmtree, config_home, True)
+        self.config_home = Path(config_home)
         self.env = cli_environ(self.state_dir, config_home)
         self.env["MCPX_DAEMON_LISTEN"] = ""
+
+    def break_config(self) -> None:
+        """A config file the daemon refuses (an unknown field), and a log from an earlier
+        daemon of this state directory that stopped cleanly."""
+        (self.config_home / "mcpx").mkdir()
+        (self.config_home / "mcpx" / "config.json").write_text(
+            '{"servers": {"x": {"command": "true", "bogus": 1}}}'
+        )
+        earlier = "".join(
+            f'{{"level": "info", "message": "earlier daemon stopping {n}"}}\n' for n in range(12)
+        )
+        (Path(self.state_dir) / "daemon.log").write_text(earlier)
+
+    async def test_broken_config_is_said_once_and_first(self) -> None:
+        """C{--start} with a configuration the daemon refuses says why, once, and first:
+        nothing an earlier daemon logged comes before or after it."""
+        self.break_config()
+        done = await self.mcpx("servers", "--start")
+        self.assertEqual(done.code, 1, done)
+        lines = done.err.strip().splitlines()
+        self.assertTrue(lines[0].startswith("mcpx: could not start a daemon"), done.err)
+        self.assertIn("'bogus'", lines[1])
+        self.assertEqual(done.err.count("'bogus'"), 1, done.err)
+        self.assertNotIn("earlier daemon", done.err)
+
+    async def test_serve_says_a_broken_config_once(self) -> None:
+        """C{mcpx serve}, which starts a daemon itself, says the same once too."""
+        self.break_config()
+        await self.mcpx("servers", "--start")
+        done = await self.mcpx("serve", stdin=b"")
+        self.assertEqual(done.code, 1, done)
+        self.assertEqual(done.err.count("'bogus'"), 1, done.err)
+        self.assertNotIn("earlier daemon", done.err)
+
+    async def test_daemon_log_is_the_owners(self) -> None:
+        """The log C{--start} writes is mode 0600, as running.md says."""
+        self.break_config()
+        await self.mcpx("servers", "--start")
+        mode = (Path(self.state_dir) / "daemon.log").stat().st_mode & 0o777
+        self.assertEqual(oct(mode), oct(0o600))
 
     async def stop(self, pid: int) -> None:
         """TERM the daemon and wait for it to go; KILL it if it will not."""
