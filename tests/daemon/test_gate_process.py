@@ -10,6 +10,7 @@ the headers are exactly what a browser or another user's program would send.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -48,6 +49,17 @@ INITIALIZE = {
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
+def readable_copy(path: str) -> str:
+    """A copy of C{path} every user can read, in a folder of its own that goes at exit."""
+    folder = tempfile.mkdtemp(prefix="mcpx-probe-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.chmod(folder, 0o755)
+    copy = os.path.join(folder, os.path.basename(path))
+    shutil.copyfile(path, copy)
+    os.chmod(copy, 0o644)
+    return copy
+
+
 class GateProcessTests(TestCase):
     timeout = 60
 
@@ -79,13 +91,15 @@ class GateProcessTests(TestCase):
     async def probe(self, requests: list[dict[str, Any]], uid: int | None = None) -> Any:
         """Send C{requests} from a process of its own, as C{uid} when given."""
         child = ChildProcess(reactor)
-        python, kwargs = sys.executable, {}
+        python, kwargs, probe = sys.executable, {}, PROBE
         if uid is not None:
             # The probe needs only the standard library; the venv's interpreter may sit
-            # where another user cannot reach it (under /root).
+            # where another user cannot reach it (under /root), and so may the checkout
+            # (a 0700 home): that user runs a copy of its own.
             python, kwargs = OTHER_USER_PYTHON, {"uid": uid, "gid": uid}
+            probe = readable_copy(PROBE)
         # -I: the probe's folder, tests/support, holds an http.py of its own.
-        args = [python, "-I", PROBE, json.dumps(requests)]
+        args = [python, "-I", probe, json.dumps(requests)]
         reactor.spawnProcess(child, python, args, env=self.env, path="/", **kwargs)
         self.addCleanup(kill_on_cleanup, child)
         code = await child.ended()
