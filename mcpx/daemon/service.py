@@ -225,6 +225,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             config.state_dir,
             max_message_size=settings.integer("transport.maxMessageSize"),
             http_connections=settings.integer("transport.httpConnections"),
+            probe_timeout=settings.duration("pool.probeTimeout"),
+            open_timeout=settings.duration("pool.startTimeout"),
             lenient=not settings.policy().strict(NEWEST),
             max_rounds=settings.integer("proto.askRounds"),
             groups=groups,

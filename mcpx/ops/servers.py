@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, AnyStr, Final
 
 from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherResults
@@ -16,6 +17,7 @@ from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherR
 from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
 from mcpx.ops.host import Invocation, OpHost, pool_of, settings_of
+from mcpx.ops.listing import list_wait, within
 from mcpx.ops.reloading import ReloadRefused
 from mcpx.ops.written import CONTENT_HEAD, CONTENT_TAIL, WrittenAnswer
 from mcpx.pool.errors import UnknownServer
@@ -204,10 +206,18 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
     if server:
         fetched = [(server, await pool.tools(server, client=call.client))]
     else:
+        wait = list_wait(host.settings)
 
         async def one(name: str) -> tuple[str, list[dict[str, Any]]]:
             try:
-                return name, await pool.tools(name, client=call.client)
+                listing = Deferred.fromCoroutine(pool.tools(name, client=call.client))
+                return name, await within(
+                    host.clock,
+                    wait,
+                    name,
+                    listing,
+                    lambda: pool.cached_catalogue(name, "tools", client=call.client),
+                )
             except CancelledError:
                 raise
             except Exception as e:
@@ -233,7 +243,7 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
     return answer
 
 
-Listing = Callable[[str], Awaitable[list[dict[str, Any]]]]
+Listing = Callable[[str], Coroutine[Any, Any, list[dict[str, Any]]]]
 
 
 async def _every_server(
@@ -248,12 +258,23 @@ async def _every_server(
     server = call.args.get("server")
     names = [server] if server else [status.name for status in pool_of(host).status()]
     errors: list[dict[str, Any]] = []
+    pool = pool_of(host)
+    wait = list_wait(host.settings)
 
     async def one(name: str) -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {}
         for kind, listing in listings.items():
             try:
-                found[kind] = await listing(name)
+                if server:
+                    found[kind] = await listing(name)
+                    continue
+                found[kind] = await within(
+                    host.clock,
+                    wait,
+                    name,
+                    Deferred.fromCoroutine(listing(name)),
+                    partial(pool.cached_catalogue, name, kind, client=call.client),
+                )
             except CancelledError:
                 raise
             except Exception as e:

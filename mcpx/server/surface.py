@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from functools import partial
 from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -55,6 +56,7 @@ from mcpx.ops import uris
 from mcpx.ops.calls import call_upstream
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import Invocation, OpHost, Reply
+from mcpx.ops.listing import list_wait, within
 from mcpx.ops.op import Op
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
@@ -316,13 +318,24 @@ class Surface:
     async def _every(
         self, context: Context, what: str, kind: str, leaving_out: Collection[str]
     ) -> list[tuple[str, list[dict[str, Any]]]]:
-        """Every server's C{kind} catalogue but those C{leaving_out} (L{each_server})."""
+        """
+        Every server's C{kind} catalogue but those C{leaving_out} (L{each_server}); a server
+        that has not answered within C{pool.listWait} stands on its cached catalogue, or is
+        left out with a warning (L{within}).
+        """
         fetch = getattr(self.pool, kind)
-        return await self.each_server(
-            what,
-            lambda name: Deferred.fromCoroutine(fetch(name, client=context.identity)),
-            leaving_out=leaving_out,
-        )
+        wait = list_wait(self.host.settings)
+
+        def listing(name: str) -> Deferred[list[dict[str, Any]]]:
+            return within(
+                self.host.clock,
+                wait,
+                name,
+                Deferred.fromCoroutine(fetch(name, client=context.identity)),
+                partial(self.pool.cached_catalogue, name, kind, client=context.identity),
+            )
+
+        return await self.each_server(what, listing, leaving_out=leaving_out)
 
     async def prompts(
         self, context: Context, *, leaving_out: Collection[str] = ()

@@ -152,6 +152,35 @@ SETTINGS: tuple[Setting, ...] = (
         "The clock pauses while a question the call asked is waiting for an answer.",
     ),
     Setting(
+        name="pool.listWait",
+        kind=Kind.DURATION,
+        default=5.0,
+        help="How long a listing across every server (mcpx tools, tools --search, prompts "
+        "and resources; GET /v1/tools, /v1/prompts, /v1/resources; a host's prompts/list and "
+        "resources/list of the gateway's own names) waits for a server that has not answered, "
+        "because it is starting, hung or waiting to restart. Then the listing answers with "
+        "the other servers, and with that server's cached catalogue if it has one; "
+        "otherwise it names the server under errors as still starting.",
+    ),
+    Setting(
+        name="pool.startTimeout",
+        kind=Kind.DURATION,
+        default=30.0,
+        help="How long starting an upstream server may take, once its era is known: the "
+        "process or connection opened and its initialize (or server/discover) answered. "
+        "A server that takes longer has failed to start, and is tried again after its "
+        "back-off.",
+    ),
+    Setting(
+        name="pool.probeTimeout",
+        kind=Kind.DURATION,
+        default=5.0,
+        help="How long mcpx waits for a server it has not met before to answer the "
+        "2026-07-28 probe (server/discover) before speaking an older revision to it. The "
+        "era found is remembered in <state>/upstream-eras.json, so the probe runs once per "
+        "server.",
+    ),
+    Setting(
         name="pool.callMaxDuration",
         kind=Kind.DURATION,
         default=3600.0,

@@ -33,6 +33,7 @@ def make_connector(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     grace: float = DEFAULT_GRACE,
     probe_timeout: float = 5.0,
+    open_timeout: float = 30.0,
     lenient: bool = False,
     max_rounds: int = 8,
     http_connections: int = 16,
@@ -44,6 +45,8 @@ def make_connector(
 
     @param state_dir: where the era cache lives; C{None} keeps it in memory only.
     @param max_message_size: the largest message read, on every transport.
+    @param probe_timeout: C{pool.probeTimeout}: how long the modern probe may take.
+    @param open_timeout: C{pool.startTimeout}: how long opening a session may take.
     @param http_connections: the idle connections kept per remote server.
     @param credentials: the OAuth credentials of a remote server, if it uses OAuth
         (L{mcpx.auth.signin.SignIns.credentials_for}).
@@ -82,6 +85,7 @@ def make_connector(
         channels=channels,
         http_sse_channels=http_sse_channels,
         probe_timeout=probe_timeout,
+        open_timeout=open_timeout,
         lenient=lenient,
         max_rounds=max_rounds,
     )

@@ -68,6 +68,10 @@ class FakeServer:
     answers: dict[str, Any] = field(factory=dict)
     failure: Exception | None = None
     state: ServerState = ServerState.READY
+    #: Given, its listings wait for it (a server hung at start-up); C{cached} says whether
+    #: an instance of it still has its catalogue cached meanwhile.
+    hung: Deferred[None] | None = None
+    cached: bool = True
 
 
 @define
@@ -176,26 +180,42 @@ class FakePool:
 
     async def tools(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         self.listed.append(("tools", server, client))
+        await self._unhung(server)
         return list(self._server(server).tools)
 
     async def prompts(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         self.listed.append(("prompts", server, client))
+        await self._unhung(server)
         return list(self._server(server).prompts)
 
     async def resources(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         self.listed.append(("resources", server, client))
+        await self._unhung(server)
         return list(self._server(server).resources)
 
     async def templates(self, server: str, *, client: str = "") -> list[dict[str, Any]]:
         self.listed.append(("templates", server, client))
+        await self._unhung(server)
         return list(self._server(server).templates)
+
+    async def _unhung(self, server: str) -> None:
+        found = self.servers.get(server)
+        if found is not None and found.hung is not None:
+            waiting: Deferred[None] = Deferred()
+
+            def unhung(result: object) -> object:
+                waiting.callback(None)
+                return result
+
+            found.hung.addBoth(unhung)
+            await waiting
 
     def cached_catalogue(
         self, server: str, kind: str, *, client: str = ""
     ) -> list[dict[str, Any]] | None:
         """A server that answers has its lists cached; one that fails or is unknown not."""
         found = self.servers.get(server)
-        if found is None or found.failure is not None:
+        if found is None or found.failure is not None or not found.cached:
             return None
         self.listed.append((kind, server, client))
         items: list[dict[str, Any]] = getattr(found, kind)

@@ -11,6 +11,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
 from mcpx.pool import CallTimedOut, ServerState, TooManyInstances
@@ -150,6 +151,48 @@ class ReadTests(SynchronousTestCase):
         self.assertEqual(body["errors"][0]["server"], "search")
         self.assertEqual(body["errors"][0]["error"]["code"], "server_unavailable")
         conforms(self, BY_NAME["list_tools"].output_schema, body)
+
+    def test_hung_server_listed_apart_within_the_wait(self) -> None:
+        """A server hung at start-up holds an all-server listing only for pool.listWait:
+        then the others' tools are answered and it is named as still starting."""
+        self.harness.pool.servers["search"].hung = Deferred()
+        self.harness.pool.servers["search"].cached = False
+        started = self.harness.start("GET", "/v1/tools")
+        self.harness.stub.flush()
+        self.assertNoResult(started)
+        self.harness.clock.advance(DEFAULT_LIST_WAIT - 0.1)
+        self.harness.stub.flush()
+        self.assertNoResult(started)
+        self.harness.clock.advance(0.1)
+        body = json.loads(self.harness.finish(started).body)
+        self.assertEqual([t["name"] for t in body["tools"]], ["read_file", "write_file"])
+        self.assertEqual(body["errors"][0]["server"], "search")
+        self.assertEqual(body["errors"][0]["error"]["code"], "server_starting")
+        self.assertIn("pool.listWait", body["errors"][0]["error"]["message"])
+        conforms(self, BY_NAME["list_tools"].output_schema, body)
+        # Its listing goes on: once it answers, the next listing has its tools.
+        self.harness.pool.servers["search"].hung.callback(None)
+        self.harness.pool.servers["search"].hung = None
+        tools = self.harness.get("/v1/tools").json["tools"]
+        self.assertIn("web_search", [t["name"] for t in tools])
+
+    def test_hung_server_listed_from_its_cache(self) -> None:
+        """A hung server whose instance has its catalogue cached is listed from it."""
+        self.harness.pool.servers["search"].hung = Deferred()
+        started = self.harness.start("GET", "/v1/tools?search=web")
+        self.harness.clock.advance(DEFAULT_LIST_WAIT)
+        body = json.loads(self.harness.finish(started).body)
+        self.assertEqual([t["name"] for t in body["tools"]], ["web_search"])
+        self.assertNotIn("errors", body)
+
+    def test_hung_server_resources(self) -> None:
+        """GET /v1/resources is bounded the same way."""
+        self.harness.pool.servers["search"].hung = Deferred()
+        self.harness.pool.servers["search"].cached = False
+        started = self.harness.start("GET", "/v1/resources")
+        self.harness.clock.advance(DEFAULT_LIST_WAIT)
+        body = json.loads(self.harness.finish(started).body)
+        self.assertEqual(body["errors"][0]["error"]["code"], "server_starting")
 
     def test_unknown_server_tools(self) -> None:
         """Listing one unknown server's tools is a 404."""

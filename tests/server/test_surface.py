@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops import uris
 from mcpx.ops.events import Event
+from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.table import OPS
 from mcpx.pool.errors import ServerUnavailable
 from mcpx.server.gateway_tools import gateway_tools
@@ -228,6 +230,24 @@ class PromptTests(SynchronousTestCase):
         prompts = Session(Revision.V2025_06_18, harness).result("prompts/list")["prompts"]
         self.assertEqual([p["name"] for p in prompts], ["search_query"])
         self.assertEqual([(e.kind, e.server) for e in seen], [("warning", "files")])
+
+    def test_hung_server_is_left_out_within_the_wait(self) -> None:
+        """A server hung at start-up holds prompts/list only for pool.listWait; then the
+        others' prompts are answered and it is left out with a warning."""
+        servers = gateway_servers()
+        servers["files"].hung = Deferred()
+        servers["files"].cached = False
+        harness = Harness(FakePool(servers))
+        seen: list[Event] = []
+        harness.host.events.subscribe(seen.append)
+        session = Session(Revision.V2025_06_18, harness)
+        asked = session.request("prompts/list")
+        self.assertNoResult(asked)
+        harness.clock.advance(DEFAULT_LIST_WAIT)
+        prompts = self.successResultOf(asked)["prompts"]
+        self.assertEqual([p["name"] for p in prompts], ["search_query"])
+        self.assertEqual([(e.kind, e.server) for e in seen], [("warning", "files")])
+        self.assertIn("pool.listWait", seen[0].data["message"])
 
 
 class ResourceTests(SynchronousTestCase):
