@@ -56,6 +56,7 @@ from mcpx.cli.render import (
     tools_text,
 )
 from mcpx.ops import routes
+from mcpx.ops.reload_summary import reload_summary
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
@@ -414,12 +415,10 @@ def reload(client: DaemonClient, as_json: bool) -> None:
 def echo_reloaded(answer: object) -> None:
     """Print what a reload changed (C{POST /v1/reload}'s answer), and what waits for a restart."""
     answer = answer if isinstance(answer, dict) else {}
-    parts = []
-    for key in ("added", "removed", "changed", "unchanged"):
-        names = answer.get(key) or []
-        if names:
-            parts.append(f"{key} {', '.join(map(str, names))}")
-    click.echo("reloaded: " + ("; ".join(parts) if parts else "no servers configured"))
+    click.echo("reloaded: " + reload_summary(answer))
+    misconfigured = answer.get("misconfigured")
+    for name, why in (misconfigured if isinstance(misconfigured, dict) else {}).items():
+        click.echo(f"mcpx: warning: server {name!r} cannot start: {why}", err=True)
     settings = answer.get("settings")
     later = settings.get("restart_needed") if isinstance(settings, dict) else None
     if later:

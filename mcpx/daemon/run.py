@@ -131,5 +131,8 @@ async def run_daemon(
         print(
             f"  try: {cli} tools   |   {cli} call {servers[0]} <tool> key=value ...", file=console
         )
+        assert config.servers is not None
+        for name, why in config.servers.misconfigured.items():
+            print(f"  warning: server {name} cannot start: {why}", file=console)
     console.flush()
     await Deferred()

@@ -411,7 +411,11 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     service.journal = journal
     service.notifier = config.notifier
     service.clock = clock
-    service.config_notes = config.servers.notes if config.servers is not None else ()
+    if config.servers is not None:
+        service.config_notes = config.servers.notes + tuple(
+            f"server {name} cannot start: {why}"
+            for name, why in config.servers.misconfigured.items()
+        )
     return service
 
 

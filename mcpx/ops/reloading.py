@@ -29,6 +29,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.ops.events import EventBus
+from mcpx.ops.reload_summary import reload_summary
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.config import ConfigFile
 from mcpx.settings.errors import SettingsError
@@ -195,9 +196,18 @@ class Reloads:
         report = await applying
         answer: dict[str, Any] = report.to_json()
         answer["settings"] = {"applied": live, "restart_needed": later}
+        misconfigured = config.servers.misconfigured
+        if misconfigured:
+            answer["misconfigured"] = misconfigured
         self.last = ReloadOutcome(self.clock.seconds())
         host.events.publish("config.reloaded", None, **answer)
-        log.info("configuration reloaded: {answer}", answer=answer)
+        log.info(
+            "configuration reloaded: {summary}",
+            summary=reload_summary(answer),
+            answer=answer,
+        )
+        for name, why in misconfigured.items():
+            log.warn("server {server} is misconfigured: {why}", server=name, why=why)
         if announce:
             for announcer in self.announcers:
                 try:

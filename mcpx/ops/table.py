@@ -592,6 +592,11 @@ OPS: tuple[Op, ...] = (
         output_schema=object_schema(
             {
                 **{key: STRINGS for key in ("removed", "added", "changed", "unchanged")},
+                "misconfigured": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "the servers that cannot start as configured, with why",
+                },
                 "settings": object_schema(
                     {"applied": STRINGS, "restart_needed": STRINGS},
                     ["applied", "restart_needed"],

@@ -26,6 +26,8 @@ class ServerState(enum.Enum):
     READY = "ready"
     #: It crashed or failed to start, and its next start is delayed.
     FAILED = "failed"
+    #: It cannot start as configured (its entry names a variable the daemon lacks).
+    MISCONFIGURED = "misconfigured"
 
 
 @frozen
@@ -114,7 +116,9 @@ def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: flo
     # started since is failed, even once its back-off has passed: the next use
     # starts it, and until then the state says what happened.
     broken = any(slot.failures and slot.instance is None for slot in slots.values())
-    if ready:
+    if config.misconfigured is not None:
+        state = ServerState.MISCONFIGURED
+    elif ready:
         state = ServerState.READY
     elif instances:
         state = ServerState.STARTING
@@ -139,6 +143,6 @@ def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: flo
         in_flight=sum(i.in_flight for i in instances),
         era=era,
         revision=revision,
-        last_error=errors[-1] if errors else None,
+        last_error=config.misconfigured or (errors[-1] if errors else None),
         retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
     )

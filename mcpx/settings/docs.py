@@ -328,7 +328,10 @@ def render_configuration_md() -> str:
         "Any string value in a server entry can refer to an environment variable as `${NAME}`. "
         "This lets the file name a secret without containing it. mcpx fills the references "
         "in when it reads the file, using the environment it was started with. A variable that "
-        "is not set is an error that names the variable. To write a literal `${`, use `$${`.",
+        "is not set takes down the server naming it, and no other: that server is "
+        "`misconfigured` (`mcpx servers` and the status page say which variable is missing, "
+        "the daemon's start and every reload warn of it) and is never started, while the "
+        "others run. To write a literal `${`, use `$${`.",
         "",
         "### Scope",
         "",

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from attrs import evolve
+
 from mcpx.settings.client_key import ClientKeyError, read_client_key
 from mcpx.settings.errors import SettingsError, closest
 from mcpx.settings.server_policy import POLICY_FIELDS
@@ -115,6 +117,8 @@ class _ServerReader:
         self.origin = origin
         self.name = name
         self.environ = environ
+        #: The variables its C{${NAME}} references name that the environment lacks.
+        self.unset: list[str] = []
 
     def fail(self, field: str | None, problem: str) -> NoReturn:
         where = f"{self.origin}: server {self.name!r}"
@@ -138,9 +142,21 @@ class _ServerReader:
             self.fail(
                 "command", 'missing; give "command" (a stdio server) or "url" (a remote server)'
             )
-        if has_command:
-            return self.stdio(entry, interpreter)
-        return self.remote(entry)
+        server = self.stdio(entry, interpreter) if has_command else self.remote(entry)
+        if self.unset:
+            # One server's missing variable takes down that server alone: it is listed as
+            # misconfigured, saying why, and the others run.
+            named = ", ".join(dict.fromkeys(self.unset))
+            server = evolve(
+                server,
+                misconfigured=(
+                    f"environment variable {named} is not set in the daemon's environment; "
+                    "set it where the daemon starts (the shell, or Environment= in its "
+                    "systemd unit) and restart the daemon, or write the value in "
+                    f"{self.origin}"
+                ),
+            )
+        return server
 
     def check_fields(self, entry: Mapping[str, object], valid: tuple[str, ...], kind: str) -> None:
         for key in entry:
@@ -272,11 +288,9 @@ class _ServerReader:
                 )
             value = self.environ.get(variable)
             if value is None:
-                self.fail(
-                    field,
-                    f"environment variable {variable} is not set; set it, or write "
-                    "the value in the file",
-                )
+                # Left as written: the server is misconfigured and never started with it.
+                self.unset.append(variable)
+                return whole
             return value
 
         return _REFERENCE.sub(substitute, text)

@@ -287,6 +287,8 @@ class StdioServer:
     #: which only turns it on or off keeps the running instance.
     warm: bool = field(default=False, eq=False)
     tool_prefix: str = ""
+    #: Why it cannot start as configured (a C{${NAME}} the environment lacks), or C{None}.
+    misconfigured: str | None = None
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -348,6 +350,8 @@ class RemoteServer:
     #: As L{StdioServer.warm}.
     warm: bool = field(default=False, eq=False)
     tool_prefix: str = ""
+    #: As L{StdioServer.misconfigured}.
+    misconfigured: str | None = None
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
@@ -394,6 +398,15 @@ class ServersConfig:
     path: str | None = None
     policies: Mapping[str, ServerPolicy] = field(factory=dict)
     notes: tuple[str, ...] = field(default=(), eq=False)
+
+    @property
+    def misconfigured(self) -> dict[str, str]:
+        """The servers that cannot start as configured, with why."""
+        return {
+            name: server.misconfigured
+            for name, server in self.servers.items()
+            if server.misconfigured is not None
+        }
 
     def policy(self, name: str) -> ServerPolicy:
         """C{name}'s policy (the defaults when its entry and C{serverDefaults} give none)."""

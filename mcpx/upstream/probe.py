@@ -184,6 +184,9 @@ class Connector:
 
         @raise UpstreamError: naming the server and why it could not be reached.
         """
+        if server.misconfigured is not None:
+            # Nothing is started with a configuration the daemon could not complete.
+            raise UpstreamError(name, server.misconfigured)
         key = era_key(server)
         remembered = self.cache.get(key)
         if remembered is not None:

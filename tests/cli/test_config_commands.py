@@ -204,6 +204,33 @@ class RunningDaemonTests(RealDaemonCase):
         done = await self.ok("remove", "b")
         self.assertIn("reloaded: removed a, b", done.out)
 
+    async def test_variable_the_daemon_lacks(self) -> None:
+        """C{mcpx add} of a server naming a C{${VAR}} the daemon's environment lacks (the
+        command's own has it) is applied and warned about: that server is misconfigured,
+        saying why, in C{mcpx servers}; the others run; C{mcpx settings} still reads the
+        file; and the next C{add} is applied too."""
+        await self.start_daemon({"a": [sys.executable, "-m", "mcpx.demo"]})
+        self.env["MCPX_TEST_TOKEN"] = "from-this-shell-only"
+        done = await self.ok(
+            "add", "b", "--env", "TOKEN=${MCPX_TEST_TOKEN}", "--", sys.executable, "-m", "mcpx.demo"
+        )
+        self.assertIn("misconfigured b", done.out)
+        self.assertIn("warning: server 'b' cannot start", done.err)
+        self.assertIn("MCPX_TEST_TOKEN is not set in the daemon's environment", done.err)
+        servers = {s["name"]: s for s in (await self.ok("servers", "--json")).json()["servers"]}
+        self.assertEqual(servers["b"]["state"], "misconfigured")
+        self.assertIn("MCPX_TEST_TOKEN", servers["b"]["last_error"])
+        self.assertIn(servers["a"]["state"], ("configured", "ready", "starting"))
+        done = await self.ok("call", "a", "add", "a=2", "b=3", "--json")
+        self.assertEqual(done.json()["structuredContent"], {"sum": 5})
+        called = await self.mcpx("call", "b", "add", "a=2", "b=3")
+        self.assertNotEqual(called.code, 0)
+        self.assertIn("MCPX_TEST_TOKEN", called.err)
+        del self.env["MCPX_TEST_TOKEN"]
+        await self.ok("settings")
+        done = await self.ok("add", "c", "--", sys.executable, "-m", "mcpx.demo")
+        self.assertIn("added c", done.out)
+
     async def test_daemon_reads_a_claude_desktop_file(self) -> None:
         """A daemon pointed at a Claude Desktop file starts, its C{globalShortcut} noted in
         the log and its servers served; C{mcpx add} then adds to that file, keeping the

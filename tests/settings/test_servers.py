@@ -323,14 +323,34 @@ class ReferenceTests(SynchronousTestCase):
         self.assertEqual(stdio.args, ("--root", "/srv/a"))
 
     def test_missing(self) -> None:
-        """A variable that is not set is an error naming it, the server and the field."""
-        self.assertEqual(
-            refused(
-                self, "github", {"url": "https://e.x", "auth": {"type": "bearer", "token": "${GH}"}}
-            ),
-            f"{FILE}: server 'github': field 'auth.token': environment variable GH is not "
-            "set; set it, or write the value in the file",
+        """A variable that is not set takes down its server alone: the server is read as
+        misconfigured, naming the variable and where to set it, and is never started."""
+        github = server(
+            "github", {"url": "https://e.x", "auth": {"type": "bearer", "token": "${GH}"}}
         )
+        assert github.misconfigured is not None
+        self.assertIn("environment variable GH is not set", github.misconfigured)
+        self.assertIn(FILE, github.misconfigured)
+        fine = server("s", {"command": "x", "args": ["${DIR}"]}, {"DIR": "/srv"})
+        self.assertIsNone(fine.misconfigured)
+
+    def test_missing_in_a_url(self) -> None:
+        """An unset variable in a remote server's URL makes it misconfigured too, rather than
+        an invalid URL that would refuse the whole file."""
+        remote = server("r", {"url": "https://${HOST}/mcp"})
+        assert remote.misconfigured is not None
+        self.assertIn("HOST", remote.misconfigured)
+
+    def test_one_missing_variable_leaves_the_others(self) -> None:
+        """In a file, only the server naming the unset variable is misconfigured."""
+        found = parse_config(
+            {"servers": {"a": {"command": "a", "env": {"K": "${NOPE}"}}, "b": {"command": "b"}}},
+            origin=FILE,
+            path=FILE,
+            environ={},
+        ).servers
+        self.assertEqual(list(found.misconfigured), ["a"])
+        self.assertIn("b", found)
 
     def test_escape(self) -> None:
         """C{$${} writes a literal C{${}."""
