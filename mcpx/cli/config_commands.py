@@ -199,13 +199,48 @@ Examples:
   mcpx add notes --env NOTES_DIR=~/notes -- python3 -m notes_server
 
 \b
-Put -- before a command so that its own options are not taken for mcpx's.
+Everything from the command on is the command's own: write mcpx's options
+before it (or put -- before the command, which always works).
 The entry is checked as the daemon checks the file before it is written;
 a daemon running from that file is reloaded (--no-reload leaves it).
 """
 
 
-@click.command("add", epilog=_ADD_EPILOG)
+class _AddCommand(click.Command):
+    """
+    C{mcpx add}, whose command line may also be written as every server's README writes
+    it, without C{--}: C{mcpx add fs npx -y @scope/server}. The first word after NAME that
+    is neither one of mcpx's options nor a URL starts the command, and everything from it
+    on is the command's own (so C{-y} is npx's, not an unknown option of mcpx's).
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            taking = {
+                name
+                for param in self.params
+                if isinstance(param, click.Option) and not param.is_flag
+                for name in param.opts
+            }
+            positional = 0
+            index = 0
+            while index < len(args):
+                word = args[index]
+                if word.startswith("-") and word != "-":
+                    # An option of mcpx's: skip it and, unless written NAME=VALUE, its value.
+                    if word in taking:
+                        index += 1
+                    index += 1
+                    continue
+                positional += 1
+                if positional == 2 and "://" not in word:
+                    args = [*args[:index], "--", *args[index:]]
+                    break
+                index += 1
+        return super().parse_args(ctx, args)
+
+
+@click.command("add", cls=_AddCommand, epilog=_ADD_EPILOG)
 @click.argument("name")
 @click.argument("target", nargs=-1, required=True, metavar="-- COMMAND [ARG]... | URL")
 @click.option(

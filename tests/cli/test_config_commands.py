@@ -70,6 +70,15 @@ class ConfigEditTests(ConfigFileCase):
         self.assertIn("no daemon is running", done.err)
         self.assertEqual([p.name for p in self.config.parent.iterdir()], ["config.json"])
 
+    async def test_add_as_a_readme_writes_it(self) -> None:
+        """C{mcpx add fs npx -y @scope/server}, the form every server's README shows, works
+        without C{--}: the command's C{-y} is its own, mcpx's options before it are mcpx's."""
+        await self.ok("add", "--env", "A=1", "fs", "npx", "-y", "@scope/fs", "--tmp", "/tmp")
+        self.assertEqual(
+            self.read()["servers"]["fs"],
+            {"command": "npx", "args": ["-y", "@scope/fs", "--tmp", "/tmp"], "env": {"A": "1"}},
+        )
+
     async def test_add_remote_keeps_the_rest(self) -> None:
         """C{mcpx add NAME URL} adds a remote server beside what the file holds (settings,
         other servers, in their order) and keeps the file's mode; an unset variable in a
