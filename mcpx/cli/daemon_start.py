@@ -8,7 +8,7 @@ for the daemon's whole life to read its command line once at start.  So when tha
 is only setting flags, each once, with a value (L{daemon_flags}), L{main} reads it here;
 anything else (C{--help}, a flag twice or without its value, a word that is no flag) is
 the click command's, which says what click says.  A settings problem is printed as click
-prints the click command's (C{Error: ...} on stderr, status 2).
+prints the click command's (C{mcpx: ...} on stderr, status 2).
 
 Nothing imported here at module level may import click or Twisted.
 """
@@ -104,7 +104,7 @@ def main(flags: Mapping[str, str]) -> NoReturn:
         try:
             settings, config = prepare(flags)
         except SettingsError as e:
-            echo(f"Error: {e}", err=True)
+            echo(f"mcpx: {e}", err=True)
             raise SystemExit(EXIT_SETTINGS) from None
         run(settings, config)
     except (KeyboardInterrupt, EOFError):

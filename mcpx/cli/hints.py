@@ -52,6 +52,18 @@ OPTIONS: Mapping[str, Mapping[str, str]] = {
     "list_questions": {"all": "--all"},
 }
 
+#: Advice in the API's words that has a command's words: the body field or query
+#: parameter a caller of the API would set, as the option a command takes instead.
+PHRASES: Mapping[str, str] = {
+    '; or pass "task": true to collect the result later': (
+        "; give it longer with --timeout, or run it as a task through the API "
+        '("task": true in the body of /v1/call) to collect the result later'
+    ),
+    "needs exactly one server= to say whose it is": (
+        "needs exactly one --server to say whose it is"
+    ),
+}
+
 #: A route's parameter name → the one the command's template uses.
 _RENAMED: Mapping[tuple[str, str], str] = {("restart_server", "name"): "server"}
 
@@ -112,7 +124,13 @@ def _placeholder(value: str) -> str:
 
 
 def in_cli_words(message: str) -> str:
-    """C{message} with each route of an op that has a command replaced by the command."""
+    """
+    C{message} with each route of an op that has a command replaced by the command, and
+    each of L{PHRASES} said as a command would.
+    """
+    for api, cli in PHRASES.items():
+        if api in message:
+            message = message.replace(api, cli)
     if "/v1/" not in message and "/health" not in message:
         return message
     for op, pattern in _patterns():

@@ -411,7 +411,8 @@ def error_text(error: Mapping[str, Any]) -> str:
         if detail:
             message += f"\n  {detail}"
     retry = error.get("retry_in")
-    if isinstance(retry, int | float):
+    # A message that already gives its next start (a server's last error) is not repeated.
+    if isinstance(retry, int | float) and "next start in" not in message:
         message += f"\n  the daemon will retry in {seconds_text(retry)}"
     return message
 

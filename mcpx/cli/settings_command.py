@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 
 from mcpx.settings.declarations import SETTINGS
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import load_settings
-from mcpx.settings.paths import state_dir
+from mcpx.settings.paths import config_location, state_dir
 from mcpx.settings.render import render_json, render_table, shown_value
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
@@ -28,9 +28,15 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 class SettingsUsageError(click.ClickException):
-    """A settings problem, printed to stderr; the command exits with status 2."""
+    """
+    A settings problem, printed to stderr as every command's errors are (C{mcpx: ...});
+    the command exits with status 2.
+    """
 
     exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"mcpx: {self.format_message()}", file=file, err=True)
 
 
 def setting_options(command: _Command) -> _Command:
@@ -96,4 +102,5 @@ def settings_command(as_json: bool, **options: str | None) -> None:
     if as_json:
         click.echo(json.dumps(render_json(settings, servers, state_dir=state), indent=2))
     else:
-        click.echo(render_table(settings, servers, state_dir=state), nl=False)
+        looked_at = str(config_location(environ).path)
+        click.echo(render_table(settings, servers, state_dir=state, looked_at=looked_at), nl=False)

@@ -18,6 +18,7 @@ import click
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon, follow_events
 from mcpx.cli.failures import EXIT_FAILED, CommandFailed
+from mcpx.cli.hints import in_cli_words
 from mcpx.cli.render import event_line
 
 
@@ -58,7 +59,8 @@ def _said_what_is_watched(event: dict[str, object], *, quiet: bool) -> None:
     watched = subscribed if isinstance(subscribed, list) else []
     for entry in refused if isinstance(refused, list) else []:
         if isinstance(entry, dict):
-            click.echo(f"mcpx: not watching {entry.get('uri')}: {entry.get('reason')}", err=True)
+            reason = in_cli_words(str(entry.get("reason")))
+            click.echo(f"mcpx: not watching {entry.get('uri')}: {reason}", err=True)
     if not watched:
         raise CommandFailed("none of the resources could be watched", EXIT_FAILED)
     if not quiet:

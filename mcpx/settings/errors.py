@@ -18,6 +18,10 @@ class SettingsError(ValueError):
     """
 
 
+#: The most valid names an error lists; a longer list is left to the documentation.
+MAX_LISTED = 16
+
+
 def closest(given: str, valid: Iterable[str]) -> str | None:
     """
     The valid name C{given} was most likely meant to be, or C{None}.
@@ -35,14 +39,18 @@ def closest(given: str, valid: Iterable[str]) -> str | None:
 
 def unknown_name(what: str, given: str, valid: Iterable[str]) -> str:
     """
-    Say that C{given} is not a valid C{what}, suggest the nearest one, list them all.
+    Say that C{given} is not a valid C{what} and suggest the nearest one; with no near one,
+    list them all when they are few, else say where they are listed.
 
     @param what: the kind of name, e.g. C{"setting"} or C{"environment variable"}.
     """
     names = list(valid)
     guess = closest(given, names)
     if guess is not None:
-        return f"unknown {what} {given!r}; did you mean {guess!r}? Valid names are: " + ", ".join(
-            names
+        return f"unknown {what} {given!r}; did you mean {guess!r}?"
+    if len(names) > MAX_LISTED:
+        return (
+            f"unknown {what} {given!r}; docs/configuration.md lists the {len(names)} valid "
+            "names (`mcpx settings` shows every setting)"
         )
     return f"unknown {what} {given!r}; valid names are: {', '.join(names)}"

@@ -37,18 +37,35 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def render_table(settings: Settings, servers: ServersConfig, *, state_dir: str) -> str:
+def render_table(
+    settings: Settings, servers: ServersConfig, *, state_dir: str, looked_at: str | None = None
+) -> str:
     """
-    Every setting with its value and source, then the policy and the servers.
+    Every setting with its value and source, a section at a time, then the policy and the
+    servers.
 
     @param state_dir: the state directory, shown for reference.
+    @param looked_at: the config file's path looked for, named when there is none there.
     """
-    lines = [f"config: {servers.origin}", f"state:  {state_dir}", ""]
+    config = servers.origin
+    if servers.path is None and looked_at is not None:
+        config = f"{looked_at} (no such file: the configuration shipped with mcpx is used)"
+    lines = [f"config: {config}", f"state:  {state_dir}", ""]
     rows: list[tuple[str, ...]] = [("SETTING", "VALUE", "SOURCE")]
-    rows += [
-        (r.setting.name, shown_value(r.setting, r.value), r.source.describe()) for r in settings
-    ]
-    lines += _table(rows)
+    # Grouped by section (pool., daemon., ...), each in the order it is declared.
+    sections: dict[str, list[tuple[str, ...]]] = {}
+    for r in settings:
+        section = r.setting.name.split(".", 1)[0]
+        sections.setdefault(section, []).append(
+            (r.setting.name, shown_value(r.setting, r.value), r.source.describe())
+        )
+    table = _table(rows + [row for grouped in sections.values() for row in grouped])
+    lines.append(table[0])
+    at = 1
+    for grouped in sections.values():
+        lines.append("")
+        lines += table[at : at + len(grouped)]
+        at += len(grouped)
     policy = settings.policy()
     lenient = [rev.value for rev in policy.precedence if rev in policy.lenient]
     lines += [

@@ -77,6 +77,25 @@ class PrintedErrorTests(SynchronousTestCase):
         self.assertEqual(text, "exited\n  the daemon will retry in 1s")
         self.assertIn("retry in 2.5s", error_text({"message": "m", "retry_in": 2.4999}))
 
+    def test_retry_said_once(self) -> None:
+        """A message that gives its next start already is not followed by the same delay."""
+        text = error_text({"message": "could not start; next start in 1s", "retry_in": 1.0})
+        self.assertEqual(text, "could not start; next start in 1s")
+
+    def test_api_advice_in_cli_words(self) -> None:
+        """Advice to set an API body field or query parameter is said as the command's
+        option: a timeout's suggestion names --timeout, watch's server= is --server."""
+        timed_out = in_cli_words(
+            'no answer within 30s; or pass "task": true to collect the result later'
+        )
+        self.assertIn("--timeout", timed_out)
+        self.assertNotIn('pass "task"', timed_out)
+        watched = in_cli_words(
+            "a URI that is not mcpx:// needs exactly one server= to say whose it is"
+        )
+        self.assertIn("--server", watched)
+        self.assertNotIn("server=", watched)
+
     def test_event_retry_delay_rounded(self) -> None:
         """C{mcpx events} says a server.exited event's retry_in as 1s, not 0.999968."""
         line = event_line("server.exited", {"server": "crashy", "retry_in": 0.999968}, 0.0)

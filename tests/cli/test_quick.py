@@ -333,7 +333,7 @@ class SamePathTests(TestCase):
                 (quick.code, quick.out, quick.err), (full.code, full.out, full.err), words
             )
             self.assertEqual(quick.code, 2, quick)
-            self.assertTrue(quick.err.startswith("Error: --"), quick)
+            self.assertTrue(quick.err.startswith("mcpx: --"), quick)
             self.assertNotIn("click", quick.modules, words)
         for words in (["daemon", f"{bad}=1", f"{bad}=abc"], ["daemon", bad]):
             quick = await self.run_mcpx("quick", words, self.env)

@@ -46,7 +46,11 @@ class SettingsCommandTests(SynchronousTestCase):
         value_at, source_at = header.index("VALUE"), header.index("SOURCE")
         names = {setting.name for setting in SETTINGS}
         rows = {line.split()[0]: line for line in lines if line and line.split()[0] in names}
-        self.assertEqual(list(rows), [setting.name for setting in SETTINGS])
+        # A section at a time (pool., daemon., ...), each in the order it is declared.
+        sections: dict[str, list[str]] = {}
+        for setting in SETTINGS:
+            sections.setdefault(setting.name.split(".")[0], []).append(setting.name)
+        self.assertEqual(list(rows), [name for names in sections.values() for name in names])
         expected = {
             "pool.idleTimeout": ("20m", str(self.path)),
             "exec.timeout": ("1m30s", "flag --exec-timeout"),
@@ -68,7 +72,7 @@ class SettingsCommandTests(SynchronousTestCase):
         self.path.unlink(missing_ok=True)
         result = self.invoke()
         self.assertEqual(result.exit_code, 0, result.output)
-        self.assertIn("config: default config", result.output)
+        self.assertIn("(no such file: the configuration shipped with mcpx is used)", result.output)
         self.assertIn("demo", result.output)
 
     def test_json(self) -> None:
@@ -125,7 +129,7 @@ class SettingsCommandTests(SynchronousTestCase):
         """A settings problem is printed to stderr and the command exits 2."""
         result = self.invoke(MCPX_MCP_SPEC="1999-01-01")
         self.assertEqual(result.exit_code, 2)
-        self.assertIn("Error: MCPX_MCP_SPEC=1999-01-01: unknown MCP revision", result.stderr)
+        self.assertIn("mcpx: MCPX_MCP_SPEC=1999-01-01: unknown MCP revision", result.stderr)
         self.assertIn("2026-07-28", result.stderr)
         self.assertEqual(result.stdout, "")
 

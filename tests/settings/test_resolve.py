@@ -169,7 +169,8 @@ class UnknownNameTests(SynchronousTestCase):
     """A name that is no setting is refused wherever it appears."""
 
     def test_env(self) -> None:
-        """A misspelt C{MCPX_} variable is refused, suggesting the closest and listing all."""
+        """A misspelt C{MCPX_} variable is refused, suggesting the closest, and only that:
+        the suggestion is not followed by every valid name."""
         error = self.assertRaises(
             SettingsError,
             resolve,
@@ -179,26 +180,25 @@ class UnknownNameTests(SynchronousTestCase):
         )
         message = str(error)
         self.assertIn("'MCPX_POOL_CALLTIMEOUT'", message)
-        self.assertIn("did you mean 'MCPX_POOL_CALL_TIMEOUT'?", message)
-        for setting in SETTINGS:
-            self.assertIn(setting.env, message)
+        self.assertTrue(message.endswith("did you mean 'MCPX_POOL_CALL_TIMEOUT'?"), message)
+        self.assertNotIn("MCPX_EXEC_TIMEOUT", message)
 
     def test_file(self) -> None:
-        """A misspelt setting in the file is refused, suggesting the closest and listing all."""
+        """A misspelt setting in the file is refused, suggesting the closest alone."""
         error = self.assertRaises(SettingsError, config, {"pool": {"calltimeout": "5s"}})
         message = str(error)
         self.assertTrue(message.startswith(f"{FILE}: unknown setting 'pool.calltimeout'"))
-        self.assertIn("did you mean 'pool.callTimeout'?", message)
-        for setting in SETTINGS:
-            self.assertIn(setting.name, message)
+        self.assertTrue(message.endswith("did you mean 'pool.callTimeout'?"), message)
 
     def test_flag(self) -> None:
-        """An unknown flag key is refused listing the valid names."""
+        """An unknown flag key with no near name is refused, saying where the valid names
+        are listed, not listing all of them."""
         error = self.assertRaises(
-            SettingsError, resolve, config=None, environ={}, flags={"pool.timeout": "1s"}
+            SettingsError, resolve, config=None, environ={}, flags={"zzz.qqq": "1s"}
         )
-        self.assertIn("unknown setting 'pool.timeout'", str(error))
-        self.assertIn("exec.timeout", str(error))
+        self.assertIn("unknown setting 'zzz.qqq'", str(error))
+        self.assertIn("docs/configuration.md lists the", str(error))
+        self.assertNotIn("exec.timeout", str(error))
 
     def test_lookup(self) -> None:
         """Asking resolved settings for an unknown name is refused with the valid names."""
