@@ -17,6 +17,7 @@ from typing import Any
 
 import treq
 from twisted.internet import reactor
+from twisted.web.http_headers import Headers
 
 from tests.server.test_passthrough import GATEWAY_NAMES, PassThroughDaemonCase, names_of
 from tests.server.test_resource_updates import Host
@@ -208,8 +209,8 @@ class ReservedNamesTests(PassThroughDaemonCase):
                 },
             ]
         )
-        answers = await batcher.message(lambda m: isinstance(m, list))
-        by_id = {answer["id"]: answer for answer in answers}  # type: ignore[attr-defined]
+        answers: Any = await batcher.message(lambda m: isinstance(m, list))
+        by_id = {answer["id"]: answer for answer in answers}
         self.assertIn("vault got echo", text_of(by_id[101]["result"]))
         self.assertIn('"vault"', text_of(by_id[102]["result"]))
 
@@ -238,13 +239,15 @@ class ReservedNamesTests(PassThroughDaemonCase):
         response = await client.http.post(
             "http://mcpx/mcp",
             data=json.dumps(body).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": MODERN,
-                "Mcp-Method": "tools/call",
-                "Mcp-Name": "mcpx_call",
-            },
+            headers=Headers(
+                {
+                    "Content-Type": ["application/json"],
+                    "Accept": ["application/json, text/event-stream"],
+                    "MCP-Protocol-Version": [MODERN],
+                    "Mcp-Method": ["tools/call"],
+                    "Mcp-Name": ["mcpx_call"],
+                }
+            ),
         )
         raw = (await treq.content(response)).decode()
         self.assertEqual(response.code, 200, raw)
