@@ -29,13 +29,13 @@ cannot be listed now: it is down or backing off, and the pool's error names it);
 refused with C{-32602} naming the server when that server has since been removed from
 the configuration, and with C{-32602} naming the tool when no server ever listed it
 (unless it is a gateway tool) -- except with a single pass-through server, which gets
-such a name all the same: it may answer to tools it does not list, and no other server
-could be meant.  The result is carried verbatim (no URI is rewritten: the host reads
-the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
-raised as that error (code, message, data), so the host gets an error response (and, on
-2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
-failure of the pool (the server cannot be started, died, timed out) is C{-32603}
-naming it.
+such a name all the same (never one starting with C{mcpx_}): it may answer to tools it
+does not list, and no other server could be meant.  The result is carried verbatim (no
+URI is rewritten: the host reads the upstream's resources under their own URIs).  A
+JSON-RPC error the server answers is raised as that error (code, message, data), so the
+host gets an error response (and, on 2026-07-28 Streamable HTTP, the status that code
+maps to), not an C{isError} result.  A failure of the pool (the server cannot be
+started, died, timed out) is C{-32603} naming it.
 
 Which servers are passed through is decided at each request against the configuration
 in force: a server named but not configured is left out until a reload adds it, and

@@ -33,11 +33,6 @@ log = Logger()
 REMEMBERED_CLASHES: Final = 4096
 
 
-def clash_message(kind: str, name: str, first: str, second: str) -> str:
-    """What is said, once, of a tool or prompt name two pass-through servers both offer."""
-    return Clash(kind, name, first, second).message()
-
-
 class PassedThrough:
     """
     The servers one pass-through offers under their own names.
