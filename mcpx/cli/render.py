@@ -110,12 +110,23 @@ def _shadowed_lines(server: Mapping[str, Any]) -> list[str]:
     """A server's names another pass-through server shadows, one line per kind and server."""
     groups: dict[tuple[str, str], list[str]] = {}
     entries = server.get("shadowed")
+    reserved: dict[str, list[str]] = {}
     for entry in entries if isinstance(entries, list) else ():
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and entry.get("reserved") is True:
+            reserved.setdefault(str(entry.get("kind")), []).append(_text(entry.get("name")))
+        elif isinstance(entry, dict):
             key = (str(entry.get("kind")), str(entry.get("by")))
             groups.setdefault(key, []).append(str(entry.get("name")))
     name = _text(server.get("name"))
     lines = []
+    for kind, names in reserved.items():
+        plural = kind + ("s" if len(names) > 1 else "")
+        remedy = (
+            f'; give {name!r} a "toolPrefix" not starting with mcpx_ to offer them'
+            if kind == "tool"
+            else ""
+        )
+        lines.append(f"{name}: {plural} {', '.join(names)} (names reserved for mcpx{remedy})\n")
     for (kind, by), names in groups.items():
         remedy = (
             f'give {name!r} a "toolPrefix" in its server entry to offer both'

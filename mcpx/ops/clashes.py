@@ -7,32 +7,56 @@ The pass-through surface (L{mcpx.server.passthrough}) keeps the first server's t
 prompt of a name and leaves the other's out; each time it merges a list it records here what
 it left out, replacing what it recorded for that list before, so what is shown is what hosts
 are offered now.  Nothing is known before a host has listed: that is when a name is shadowed.
+
+The gateway's own names are reserved (L{Clash.reserved}): a pass-through server's tool
+named like mcpx's tools (C{mcpx_call}, any C{mcpx_...}), its prompt named as the gateway
+names another server's (C{<server>_<prompt>}), and its resource or template under an
+C{mcpx://} URI are left out for the gateway's, and recorded here the same way, with
+L{GATEWAY} as the one whose name is offered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
+from typing import Final
 
 from attrs import frozen
+
+from mcpx.ops import uris
+
+#: What a clash over a reserved name says kept it: the gateway itself.
+GATEWAY: Final = "mcpx"
 
 
 @frozen
 class Clash:
     """
-    A name two pass-through servers offer.
+    A name two pass-through servers offer, or a pass-through server offers that is the
+    gateway's own.
 
-    @ivar kind: C{"tool"} or C{"prompt"}.
-    @ivar kept: the server whose C{name} is offered (passed through first).
+    @ivar kind: C{"tool"} or C{"prompt"}; for a reserved name also C{"resource"} or
+        C{"template"}.
+    @ivar kept: the server whose C{name} is offered (passed through first), or
+        L{GATEWAY} for a reserved name.
     @ivar left_out: the server whose C{name} is not.
+    @ivar reserved: the name is the gateway's own: hosts reach the gateway by it.
     """
 
     kind: str
     name: str
     kept: str
     left_out: str
+    reserved: bool = False
+
+    @classmethod
+    def of_gateway(cls, kind: str, name: str, left_out: str) -> Clash:
+        """C{left_out}'s C{kind} C{name}, left out since the gateway's name is reserved."""
+        return cls(kind, name, GATEWAY, left_out, reserved=True)
 
     def message(self) -> str:
         """What is said of it: which is offered, and how to offer both."""
+        if self.reserved:
+            return self._reserved_message()
         remedy = (
             f'give {self.left_out!r} a "toolPrefix" in its server entry to offer both'
             if self.kind == "tool"
@@ -43,8 +67,36 @@ class Clash:
             f"{self.kept!r} and {self.left_out!r}; only {self.kept!r}'s is offered ({remedy})"
         )
 
-    def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "name": self.name, "by": self.kept, "message": self.message()}
+    def _reserved_message(self) -> str:
+        what = f"{self.kind} {self.name!r} of pass-through server {self.left_out!r}"
+        if self.kind == "tool":
+            return (
+                f"{what} is not offered: it is named like mcpx's own tools (every name "
+                f"starting with 'mcpx_' is reserved), and a call of {self.name!r} reaches "
+                f'mcpx (give {self.left_out!r} a "toolPrefix" in its server entry, not '
+                "starting with 'mcpx_', to offer it)"
+            )
+        if self.kind == "prompt":
+            return (
+                f"{what} is not offered: it is the name mcpx gives another configured "
+                f"server's prompt (<server>_<prompt>), and a prompts/get of {self.name!r} "
+                "reaches mcpx"
+            )
+        return (
+            f"{what} is not offered: {uris.PREFIX} URIs are mcpx's own, and a read of "
+            f"{self.name!r} reaches mcpx"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        found: dict[str, object] = {
+            "kind": self.kind,
+            "name": self.name,
+            "by": self.kept,
+            "message": self.message(),
+        }
+        if self.reserved:
+            found["reserved"] = True
+        return found
 
 
 class Clashes:
@@ -74,7 +126,7 @@ class Clashes:
             for clash in clashes:
                 if clash.left_out != server:
                     continue
-                if configured is not None and clash.kept not in configured:
+                if configured is not None and not clash.reserved and clash.kept not in configured:
                     continue
                 found[clash] = None
         return list(found)

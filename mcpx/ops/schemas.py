@@ -77,13 +77,16 @@ SERVER_STATUS = object_schema(
         "shadowed": {
             "type": "array",
             "description": "Its tools or prompts hosts are not offered, since a server passed "
-            "through before it offers the same name (as the last listing found them).",
+            "through before it offers the same name, and its tools, prompts, resources and "
+            "templates under a name reserved for mcpx itself (reserved: true, by: mcpx), as "
+            "the last listing found them.",
             "items": object_schema(
                 {
-                    "kind": {"type": "string", "enum": ["tool", "prompt"]},
+                    "kind": {"type": "string", "enum": ["tool", "prompt", "resource", "template"]},
                     "name": {"type": "string"},
                     "by": NAME,
                     "message": {"type": "string"},
+                    "reserved": {"type": "boolean", "const": True},
                 },
                 ["kind", "name", "by", "message"],
             ),

@@ -7,7 +7,8 @@ when the call is known (the server asked inside its own request's result, or the
 says one call owns the connection it arrived on), that client declared it can answer
 that kind, and mcpx can reach it; otherwise it waits in the broker for C{mcpx elicit},
 C{/v1/questions} or any other consumer, until its deadline answers C{cancel}.  A
-C{roots/list} nobody can be asked is answered by mcpx itself, with no roots.
+C{roots/list} nobody can be asked is answered by mcpx itself, with the configured roots
+(C{proto.roots}): never with another host's.
 
 While a question is pending, the C{pool.callTimeout} clocks of the requests on that
 connection stop: a person answering is not the server being slow.
@@ -180,7 +181,8 @@ class Relay:
         @param candidates: the pool's callers in flight on (server, scope key): told
             when a question that may be theirs waits in the broker for want of knowing.
         @param roots_source: the client whose roots a C{roots/list} outside any one
-            call gets (the most recent client that declared roots and uses the server).
+            call gets: the instance's own client, for a C{client}-scoped server; nobody
+            for a C{shared} one (L{mcpx.server.roots.Roots.source}).
         @param lone: the pool's request made for nobody (its client declared nothing
             it could be asked) alone in flight on (server, scope key): a question with
             no caller to put it to is still named after it, and withdrawn when it ends.
@@ -311,9 +313,10 @@ class Relay:
                 server, scope_key, method, shown, call=call, key=key, ahead=ahead
             )
         if method == LIST_ROOTS and self._native and self.roots_source is not None:
-            # Roots are the workspace of the clients using the server, not a call's
-            # secret: asked outside one call (or by a call whose client has none to
-            # give), the server gets those of its latest client that declared roots.
+            # Asked outside one call (or by a call whose client has none to give), an
+            # instance that is one client's own gets that client's roots; the source
+            # names nobody for a shared one, which gets mcpx's own (proto.roots) below:
+            # never the roots of some other host that happens to use it.
             source = self.roots_source(server, scope_key)
             if source is not None:
                 stand_in = Caller("", {"roots": {}}, asker=source)

@@ -15,6 +15,11 @@ from attrs import frozen
 from mcpx.ops.op import Op
 from mcpx.ops.table import OPS
 
+#: What every name of mcpx's own tools starts with: reserved for the gateway, present
+#: tools and future ones alike; no pass-through server's tool is offered under such a
+#: name (L{mcpx.server.passthrough_names.PassedThrough.reserved_tool}).
+RESERVED_PREFIX: Final = "mcpx_"
+
 CALL_TOOL: Final = "mcpx_call"
 EXEC_TOOL: Final = "mcpx_exec"
 
@@ -94,7 +99,7 @@ def _mcpx_call_schema(op: Op) -> dict[str, Any]:
 
 
 def _op_tool(op: Op) -> GatewayTool:
-    name = TOOL_NAMES.get(op.name, f"mcpx_{op.name}")
+    name = TOOL_NAMES.get(op.name, f"{RESERVED_PREFIX}{op.name}")
     description = op.summary + "." + (f" {op.description}" if op.description else "")
     definition: dict[str, Any] = {"name": name, "title": op.summary, "description": description}
     if op.name == "call_tool":

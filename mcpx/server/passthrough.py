@@ -15,9 +15,12 @@ Tools
 
 C{tools/list} carries every pass-through server's tools in the order the servers were
 named, each definition as the server gave it (C{title}, C{annotations}, C{icons},
-C{outputSchema}, C{execution} included), then the gateway's tools whose names no
-pass-through server uses: on MCP the upstream wins, and the gateway tool it hides stays
-reachable on the CLI and C{/v1}.
+C{outputSchema}, C{execution} included), then the gateway's tools.  The gateway's
+names are reserved (L{mcpx.server.passthrough_names}): a server's tool offered under a
+name starting with C{mcpx_} is left out of the list, reported once (a warning, a
+C{warning} event and C{shadowed} in C{GET /v1/servers}, with C{reserved}), and a call of
+that name goes to the gateway whatever the servers list; so do a prompt under the name
+the gateway gives another server's and a resource or template under an C{mcpx://} URI.
 
 C{tools/call} goes to the server that lists the name, and to no other: a call meant for
 one server is never sent to another.  A name no pass-through server lists goes to the
@@ -26,13 +29,13 @@ cannot be listed now: it is down or backing off, and the pool's error names it);
 refused with C{-32602} naming the server when that server has since been removed from
 the configuration, and with C{-32602} naming the tool when no server ever listed it
 (unless it is a gateway tool) -- except with a single pass-through server, which gets
-such a name all the same: it may answer to tools it does not list, and no other server
-could be meant.  The result is carried verbatim (no URI is rewritten: the host reads
-the upstream's resources under their own URIs).  A JSON-RPC error the server answers is
-raised as that error (code, message, data), so the host gets an error response (and, on
-2026-07-28 Streamable HTTP, the status that code maps to), not an C{isError} result.  A
-failure of the pool (the server cannot be started, died, timed out) is C{-32603}
-naming it.
+such a name all the same (never one starting with C{mcpx_}): it may answer to tools it
+does not list, and no other server could be meant.  The result is carried verbatim (no
+URI is rewritten: the host reads the upstream's resources under their own URIs).  A
+JSON-RPC error the server answers is raised as that error (code, message, data), so the
+host gets an error response (and, on 2026-07-28 Streamable HTTP, the status that code
+maps to), not an C{isError} result.  A failure of the pool (the server cannot be
+started, died, timed out) is C{-32603} naming it.
 
 Which servers are passed through is decided at each request against the configuration
 in force: a server named but not configured is left out until a reload adds it, and
@@ -45,7 +48,7 @@ A tool or prompt name two pass-through servers both list is kept for the first o
 them in the order named, and routed to it alone; the other server's item of that name
 is left out of the list (the rest of both lists is intact).  Each clash is reported
 once: a warning in the log and a C{warning} event naming both servers and suggesting
-a C{toolPrefix} for one of them (L{mcpx.server.passthrough_names.clash_message}).  A
+a C{toolPrefix} for one of them (L{mcpx.ops.clashes.Clash.message}).  A
 per-server C{toolPrefix} offers that server's tools as C{<prefix><name>} and a call of
 C{<prefix><name>} reaches the server's C{<name>}.
 
@@ -158,8 +161,9 @@ class PassThrough:
         #: The last tools/list each client (owner and subject) was answered from: the
         #: pages that follow a first one are cut from it (L{tools}).
         self._listings: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
-        #: The last merge of each kind: the catalogues it was made of, the list, the names.
-        self._merges: dict[str, tuple[_Offered, list[dict[str, Any]], set[str]]] = {}
+        #: The last merge of each kind: the configuration and catalogues it was made of,
+        #: the list, the names.
+        self._merges: dict[str, tuple[object, _Offered, list[dict[str, Any]], set[str]]] = {}
 
     @property
     def pool(self) -> PoolInterface:
@@ -190,16 +194,23 @@ class PassThrough:
             (server, self.passed.offered_tools(server, listed) if kind == "tools" else listed)
             for server, listed in await self._catalogues.each(context, kind, kind, self.servers)
         )
+        configured = self.gateway.host.servers
         held = self._merges.get(kind)
-        if held is not None and _same_catalogues(held[0], offered):
-            # The same catalogues give the same merge, clashes and owners as last time.
-            return list(held[1]), held[2]
+        if held is not None and held[0] is configured and _same_catalogues(held[1], offered):
+            # The same catalogues give the same merge, clashes and owners as last time
+            # (and the same names reserved, under the same configuration).
+            return list(held[2]), held[3]
+        reserved = self.passed.reserved_tool if kind == "tools" else self.passed.reserved_prompt
         owners: dict[str, str] = {}
         merged: list[dict[str, Any]] = []
         clashes: list[Clash] = []
         for server, items in offered:
             for item in objects_with(items, "name"):
                 name = item["name"]
+                if reserved(name):
+                    # The gateway's name: left out, and its requests go to the gateway.
+                    clashes.append(self.passed.reserved(kind[:-1], name, server))
+                    continue
                 other = owners.get(name)
                 if other is None:
                     owners[name] = server
@@ -212,12 +223,12 @@ class PassThrough:
         if kind == "tools":
             self._catalogues.listed_tools(owners)
         names = set(owners)
-        self._merges[kind] = (offered, merged, names)
+        self._merges[kind] = (configured, offered, merged, names)
         return list(merged), names
 
     async def tools(self, context: Context, *, following: bool = False) -> list[Mapping[str, Any]]:
         """
-        The pass-through servers' tools, then the gateway's tools they do not shadow.
+        The pass-through servers' tools (none under a gateway's name), then the gateway's.
 
         @param following: the list is for a page after the first (a C{tools/list} with a
             cursor): it is cut from the list the client's first page was, as long as no
@@ -231,9 +242,10 @@ class PassThrough:
             held = self._listings.get(whose)
             if held is not None:
                 return held
-        merged, names = await self._merged(context, "tools")
+        merged, _ = await self._merged(context, "tools")
         listed: list[Mapping[str, Any]] = list(merged)
-        listed.extend(tool for tool in self.gateway.tool_definitions if tool["name"] not in names)
+        # No name of the gateway's is among them (L{PassedThrough.reserved_tool}).
+        listed.extend(self.gateway.tool_definitions)
         if len(self._listings) >= _REMEMBERED_LISTINGS:
             self._listings.clear()
         self._listings[whose] = listed
@@ -256,14 +268,24 @@ class PassThrough:
     async def _unique(
         self, context: Context, what: str, kind: str, key: str
     ) -> list[dict[str, Any]]:
+        """
+        The pass-through servers' resources or templates, each URI once; those under an
+        C{mcpx://} URI are the gateway's (a read of one goes to the gateway) and are left
+        out, reported as a reserved name is (L{PassedThrough.reserved}).
+        """
         seen: set[str] = set()
         merged: list[dict[str, Any]] = []
-        for _, items in await self._catalogues.each(context, what, kind, self.servers):
+        reserved: list[Clash] = []
+        for server, items in await self._catalogues.each(context, what, kind, self.servers):
             for item in objects_with(items, key):
+                uri = item[key]
+                if self.passed.reserved_uri(uri):
+                    reserved.append(self.passed.reserved(kind.removesuffix("s"), uri, server))
                 # Read from the first server that lists it: listed for that one only.
-                if item[key] not in seen:
-                    seen.add(item[key])
+                elif uri not in seen:
+                    seen.add(uri)
                     merged.append(item)
+        self.gateway.host.clashes.record(self.passed.named, kind, reserved)
         return merged
 
     async def resources(self, context: Context) -> list[dict[str, Any]]:

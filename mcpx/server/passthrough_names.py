@@ -3,6 +3,15 @@
 Which configured servers a pass-through offers now, and under what names
 (L{PassedThrough}): the servers named that the configuration in force holds, each
 one's C{toolPrefix}, and the clashes of a name two of them offer, each reported once.
+
+The gateway's names are reserved: a pass-through server's tool named like mcpx's own
+(any C{mcpx_...}, present tools and future ones, L{reserved_tool}), its prompt under the
+name the gateway gives another configured server's (C{<server>_<prompt>},
+L{reserved_prompt}) and its resource or template under an C{mcpx://} URI
+(L{reserved_uri}) are never offered, and a request of such a name goes to the gateway
+whatever the servers list: a host's C{mcpx_call} meant for one server, its credentials in
+the arguments, never reaches a server that lists a tool of that name.  Each such name is
+reported once, as a clash is (L{Clash.of_gateway}).
 """
 
 from __future__ import annotations
@@ -12,19 +21,16 @@ from typing import Any, Final
 
 from twisted.logger import Logger
 
+from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
 from mcpx.server.derived import Derived, objects_with
-from mcpx.server.surface import Surface
+from mcpx.server.gateway_tools import RESERVED_PREFIX
+from mcpx.server.surface import Surface, UnknownName
 
 log = Logger()
 
 #: Past this many clashes reported, the memory of which were reported starts afresh.
 REMEMBERED_CLASHES: Final = 4096
-
-
-def clash_message(kind: str, name: str, first: str, second: str) -> str:
-    """What is said, once, of a tool or prompt name two pass-through servers both offer."""
-    return Clash(kind, name, first, second).message()
 
 
 class PassedThrough:
@@ -46,8 +52,8 @@ class PassedThrough:
         #: Each prefix's renaming of the catalogues of the servers that have it, worked
         #: out once per catalogue listed.
         self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
-        #: The clashes reported: (kind, name, kept server, left-out server).
-        self._clashes: set[tuple[str, str, str, str]] = set()
+        #: The clashes reported.
+        self._clashes: set[Clash] = set()
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -98,14 +104,42 @@ class PassedThrough:
         """Whether C{server} is (or, removed, was asked to be) offered under its own names."""
         return server in self.named
 
+    def reserved_tool(self, name: str) -> bool:
+        """Whether a tool offered as C{name} would take a gateway tool's name."""
+        return name.startswith(RESERVED_PREFIX) or self.gateway.has_tool(name)
+
+    def reserved_prompt(self, name: str) -> bool:
+        """
+        Whether a prompt offered as C{name} would take the name the gateway gives a
+        prompt of a configured server not passed through (C{<server>_<prompt>}).
+        """
+        try:
+            server, _ = self.gateway.prompt_owner(name)
+        except UnknownName:
+            return False
+        return server not in self.servers
+
+    @staticmethod
+    def reserved_uri(uri: str) -> bool:
+        """Whether a resource's URI (or a template) is in the gateway's C{mcpx://} scheme."""
+        return uris.is_mcpx(uri)
+
     def clashed(self, kind: str, name: str, first: str, second: str) -> None:
         """Report, once per name and pair of servers, that C{second}'s C{name} is left out."""
-        key = (kind, name, first, second)
-        if key in self._clashes:
+        self._report(Clash(kind, name, first, second))
+
+    def reserved(self, kind: str, name: str, server: str) -> Clash:
+        """Report, once per name and server, that C{server}'s C{name} is the gateway's."""
+        clash = Clash.of_gateway(kind, name, server)
+        self._report(clash)
+        return clash
+
+    def _report(self, clash: Clash) -> None:
+        if clash in self._clashes:
             return
         if len(self._clashes) >= REMEMBERED_CLASHES:
             self._clashes.clear()
-        self._clashes.add(key)
-        message = clash_message(kind, name, first, second)
+        self._clashes.add(clash)
+        message = clash.message()
         log.warn("pass-through: {message}", message=message)
-        self.gateway.host.events.publish("warning", second, message=message)
+        self.gateway.host.events.publish("warning", clash.left_out, message=message)

@@ -85,7 +85,7 @@ class Routes:
     async def tool_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool none of them shadows (L{tool_route}).
+        gateway tool (L{tool_route}).
         """
         route = await self.tool_route(context, name)
         return route.server if route is not None else None
@@ -93,13 +93,17 @@ class Routes:
     async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
         """
         Where a C{tools/call} of C{name} goes: the pass-through server, with its tools as
-        offered, or C{None} for a gateway tool none of them shadows.  Only the server
-        that lists the name (or listed it last, when it cannot be listed now) is ever
-        chosen.  Nothing is awaited while the pool has every catalogue cached.
+        offered, or C{None} for a gateway tool.  A name reserved for the gateway (any
+        C{mcpx_...}, L{PassedThrough.reserved_tool}) goes to the gateway whatever the
+        servers list.  Only the server that lists the name (or listed it last, when it
+        cannot be listed now) is ever chosen.  Nothing is awaited while the pool has
+        every catalogue cached.
 
         @raise RpcError: C{-32602} naming the server when the one that listed it was
             removed, or naming the tool when none did and it is no gateway tool.
         """
+        if self.passed.reserved_tool(name):
+            return None
         unlisted: dict[str, str] = {}
         offered = self._tools_now(context)
         if offered is None:
@@ -236,12 +240,17 @@ class Routes:
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
-        (C{<server>_<prompt>}) none of them lists.
+        (C{<server>_<prompt>}): the name the gateway gives a prompt of a server not
+        passed through is its own whatever the servers list
+        (L{PassedThrough.reserved_prompt}), and the others are the gateway's when none
+        of them lists it.
 
         @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
             gateway prompt (it is never handed to a server that did not list it), with
             the servers that could not be listed.
         """
+        if self.passed.reserved_prompt(name):
+            return None
         unlisted: dict[str, str] = {}
         owner = await self._named_by(self._prompt_names, "prompts", context, name, unlisted)
         if owner is not None:

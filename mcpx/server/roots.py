@@ -2,11 +2,20 @@
 """
 Whose roots a server gets when it asks for them outside any one call.
 
+Roots stay with their host.  A C{roots/list} that belongs to a call is put to that
+call's host (L{mcpx.questions.relay.Relay.ask}); one that belongs to no call goes to a
+host only when the instance asking is that host's own (a C{client}-scoped server): a
+C{shared} instance serves every host, and is answered with the configured roots
+(C{proto.roots}), never with those of whichever host declared roots last.
+
 A legacy connection that declared roots is remembered as a roots client of each
 server it uses (its pass-through servers once it is initialized, the server each
-C{mcpx_call} names), most recently active last.  A C{roots/list} that belongs to no
-call goes to the latest one still open (L{Roots.source}); a client's
-C{notifications/roots/list_changed} is passed on to every server it uses.
+C{mcpx_call} names), most recently active last.  A C{roots/list} outside any call
+from a C{client}-scoped instance goes to the latest one of that instance's client
+still open (L{Roots.source}).  A client's C{notifications/roots/list_changed} is
+passed on to its own instances of the C{client}-scoped servers it uses, and to no
+C{shared} instance: what a shared instance is answered outside a call (the configured
+roots) did not change, and another host's change is none of its business.
 """
 
 from __future__ import annotations
@@ -57,24 +66,29 @@ class Roots:
     def source(self, server: str, scope_key: str) -> ConnAsker | None:
         """
         The client a C{roots/list} from C{server}'s instance for C{scope_key} is put to
-        when it belongs to no one call: the most recently active open connection that
-        declared roots and uses that server (for a C{client}-scoped server, one of that
-        instance's own client).
+        when no call's client can answer it: for a C{client}-scoped server, the most
+        recently active open connection of that instance's own client that declared
+        roots and uses it; for a C{shared} one, nobody (the configured roots answer).
         """
-        users = self._users.get(server)
-        if not users:
+        if not self._own_instances(server):
             return None
-        configured = self._host.servers
-        config = configured.servers.get(server) if configured is not None else None
-        own_only = config is not None and config.scope is Scope.CLIENT
-        for conn in reversed(users):
-            if conn.closed or (own_only and conn.identity != scope_key):
+        for conn in reversed(self._users.get(server, ())):
+            if conn.closed or conn.identity != scope_key:
                 continue
             return ConnAsker(conn, contextvars.Context())
         return None
 
+    def _own_instances(self, server: str) -> bool:
+        """Whether C{server} gives each client an instance of its own (C{client} scope)."""
+        configured = self._host.servers
+        config = configured.servers.get(server) if configured is not None else None
+        return config is not None and config.scope is Scope.CLIENT
+
     def changed(self, conn: Conn) -> None:
-        """A client's roots changed: every server it uses that is running hears it."""
+        """
+        A client's roots changed: its own running instance of each C{client}-scoped
+        server it uses hears it; no C{shared} instance does (see the module docstring).
+        """
         pool = self._host.pool
         notify = getattr(pool, "notify", None)
         if notify is None:
@@ -82,4 +96,5 @@ class Roots:
         servers = [name for name, users in self._users.items() if conn in users]
         self.uses(conn, servers)
         for server in servers:
-            notify(server, conn.identity, ROOTS_CHANGED)
+            if self._own_instances(server):
+                notify(server, conn.identity, ROOTS_CHANGED)

@@ -252,9 +252,10 @@ SETTINGS: tuple[Setting, ...] = (
         name="proto.roots",
         kind=Kind.STRING_LIST,
         default=(),
-        help="The roots mcpx answers a server's roots/list with when the calling client "
-        "cannot be asked (it did not declare roots, or no single call asked): directories "
-        "or file:// URIs, several with commas. Empty: no roots.",
+        help="The roots mcpx answers a server's roots/list with when no host's roots are "
+        "its to have: the calling client did not declare roots, or a shared server asked "
+        "outside any single call (it never gets another host's): directories or file:// "
+        "URIs, several with commas. Empty: no roots.",
     ),
     Setting(
         name="proto.askTimeout",

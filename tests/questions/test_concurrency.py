@@ -454,23 +454,28 @@ class LoadTests(_DaemonTest):
         self.assertGreaterEqual(native / self.HOSTS, 0.95)
 
 
+#: The roots configured (C{proto.roots}) in L{RootsTests}, as the upstream is told them.
+CONFIGURED_ROOTS = ["file:///srv/configured"]
+
+
 class RootsTests(_DaemonTest):
     """
-    A server that takes its allowed directories from its client's roots, asked at start
-    (outside any call) and again on each C{notifications/roots/list_changed}: with two
-    servers passed through, it gets the roots of the host using it, and hears when they
-    change; a shared instance gets those of the most recently active host that
-    declared roots and uses it.
+    Roots stay with their host (issue 41).  A server that takes its allowed directories
+    from its client's roots, asked at start (outside any call) and again on each
+    C{notifications/roots/list_changed}, with two servers passed through: inside a call
+    it gets the roots of that call's host; outside any call a C{shared} instance gets
+    the configured roots (C{proto.roots}), never those of whichever host declared roots
+    last, and is not told of one host's change; a C{client}-scoped instance, its own
+    host's, and hears of its own host's changes alone.
     """
 
-    async def daemon_with_roots(self) -> Daemon:
-        self.daemon_ = await Daemon(
-            self,
-            {
-                "ask": asking_server("--ask-roots-at-start"),
-                "other": asking_server("--prefix=other_"),
-            },
-        ).start()
+    async def daemon_with_roots(self, scope: str = "shared") -> Daemon:
+        servers = {
+            "ask": {**asking_server("--ask-roots-at-start"), "scope": scope},
+            "other": {**asking_server("--prefix=other_"), "scope": scope},
+        }
+        settings = {"MCPX_PROTO_ROOTS": CONFIGURED_ROOTS[0]}
+        self.daemon_ = await Daemon(self, servers, settings=settings).start()
         return self.daemon_
 
     def roots_host(self, name: str, path: str) -> SocketHost:
@@ -481,65 +486,122 @@ class RootsTests(_DaemonTest):
             roots=({"uri": f"file://{path}", "name": name},),
         )
 
-    async def roots_seen(self, count: int) -> list[Any]:
-        """What the upstream's roots/list asks outside calls got, once there are C{count}."""
+    async def roots_seen(self, count: int, host: SocketHost | None = None) -> list[Any]:
+        """
+        What the upstream's roots/list asks outside calls got, once there are C{count}:
+        of the shared instance, or of C{host}'s own instance of a client-scoped one.
+        """
         deadline = time.monotonic() + 20
         while True:
-            seen: list[Any] = (await self.stats())["roots"]
+            if host is None:
+                stats = await self.stats()
+            else:
+                answer = await deferToThread(lambda: host.response(host.call("stats", {})))
+                stats = json.loads(result_text(answer))
+            seen: list[Any] = stats["roots"]
             if len(seen) >= count or time.monotonic() > deadline:
                 return seen
             await deferLater(reactor, 0.1, lambda: None)
 
-    async def test_roots_at_start_and_changes(self) -> None:
+    def listing(self, name: str, path: str) -> SocketHost:
+        """A roots host that lists the tools (its pass-through servers start for it)."""
+        host = self.roots_host(name, path)
+        listed = host.response(host.request("tools/list", {}))
+        names = {tool["name"] for tool in listed["result"]["tools"]}
+        self.assertTrue({"ask", "roots", "stats"} <= names, listed)
+        return host
+
+    def roots_in_calls(self, host: _Host) -> list[str]:
+        """What the upstream's roots/list inside C{host}'s calls got, pass-through and not."""
+        return [
+            result_text(host.response(host.call("roots", {}))),
+            result_text(host.response(host.call("mcpx_call", {"server": "ask", "tool": "roots"}))),
+        ]
+
+    async def test_shared_instance_roots_stay_with_their_host(self) -> None:
+        """
+        Two hosts with different roots on one shared instance: asked at its start (A's
+        listing started it), the server gets the configured roots, not A's; A's and B's
+        changes are not passed to it, so nothing else is asked outside a call; inside
+        each host's calls it gets that host's roots; a host that declared no roots gets
+        the configured ones inside its call, never A's or B's.
+        """
         await self.daemon_with_roots()
+        a = await deferToThread(self.listing, "A", "/srv/a")
+        self.assertEqual(await self.roots_seen(1), [CONFIGURED_ROOTS])
 
-        def first() -> SocketHost:
-            host = self.roots_host("A", "/srv/a")
-            listed = host.response(host.request("tools/list", {}))
-            names = {tool["name"] for tool in listed["result"]["tools"]}
-            self.assertTrue({"ask", "roots", "stats"} <= names, listed)
-            return host
+        def change() -> SocketHost:
+            a.roots = [{"uri": "file:///srv/a2"}]
+            a.notify("notifications/roots/list_changed")
+            b = self.listing("B", "/srv/b")
+            b.notify("notifications/roots/list_changed")
+            return b
 
-        a = await deferToThread(first)
-        self.assertEqual(await self.roots_seen(1), [["file:///srv/a"]])
+        b = await deferToThread(change)
+        self.assertEqual(
+            await deferToThread(lambda: [self.roots_in_calls(h) for h in (a, b)]),
+            [['["file:///srv/a2"]'] * 2, ['["file:///srv/b"]'] * 2],
+        )
+
+        def rootless() -> list[str]:
+            # Declares elicitation, not roots: its call's client cannot give any.
+            c = self.socket_host("C", passthrough=["ask", "other"])
+            return self.roots_in_calls(c)
+
+        configured = json.dumps(CONFIGURED_ROOTS)
+        self.assertEqual(await deferToThread(rootless), [configured, configured])
+        # Outside any call, only ever the configured roots: the hosts' changes reached
+        # neither shared instance (each would have asked again).
+        self.assertEqual((await self.stats())["roots"], [CONFIGURED_ROOTS])
+        records = [q for q in await self.questions() if q["method"] == "roots/list"]
+        answered = [
+            ([root["uri"] for root in q["answer"]["roots"]], q["answered_by"]) for q in records
+        ]
+        theirs = [(["file:///srv/a2"], "client")] * 2 + [(["file:///srv/b"], "client")] * 2
+        mcpx = (CONFIGURED_ROOTS, "mcpx")
+        self.assertEqual(answered, [mcpx, *theirs, mcpx, mcpx], records)
+
+    async def test_client_scoped_instance_roots_are_its_hosts(self) -> None:
+        """
+        Two hosts with different roots, each with its own instance (scope client): asked
+        at its start, each instance gets its own host's roots, and hears of its own
+        host's change alone.
+        """
+        await self.daemon_with_roots("client")
+
+        def asked(host: SocketHost, count: int) -> None:
+            # Its instance's roots/list outside a call reached the host (and was
+            # answered) before a call of its own could be taken for the asker.
+            host.wait_for(lambda: len(host.asked) >= count)
+
+        a = await deferToThread(self.listing, "A", "/srv/a")
+        await deferToThread(asked, a, 1)
+        self.assertEqual(await self.roots_seen(1, a), [["file:///srv/a"]])
+        b = await deferToThread(self.listing, "B", "/srv/b")
+        await deferToThread(asked, b, 1)
+        self.assertEqual(await self.roots_seen(1, b), [["file:///srv/b"]])
 
         def change() -> None:
             a.roots = [{"uri": "file:///srv/a2"}]
             a.notify("notifications/roots/list_changed")
+            asked(a, 2)
 
         await deferToThread(change)
-        self.assertEqual(await self.roots_seen(2), [["file:///srv/a"], ["file:///srv/a2"]])
-
-        def second() -> SocketHost:
-            # Another host on the same shared instance: its change makes it the latest.
-            b = self.roots_host("B", "/srv/b")
-            b.response(b.request("tools/list", {}))
-            b.notify("notifications/roots/list_changed")
-            return b
-
-        b = await deferToThread(second)
-        self.assertEqual((await self.roots_seen(3))[2], ["file:///srv/b"])
-
-        def inside_calls() -> list[str]:
-            # Inside a call, the call's own host is asked, whoever was latest.
-            return [
-                result_text(h.response(h.call("mcpx_call", {"server": "ask", "tool": "roots"})))
-                for h in (a, b)
-            ]
-
+        self.assertEqual(await self.roots_seen(2, a), [["file:///srv/a"], ["file:///srv/a2"]])
+        self.assertEqual(await self.roots_seen(1, b), [["file:///srv/b"]])
         self.assertEqual(
-            await deferToThread(inside_calls), ['["file:///srv/a2"]', '["file:///srv/b"]']
+            await deferToThread(lambda: [self.roots_in_calls(h) for h in (a, b)]),
+            [['["file:///srv/a2"]'] * 2, ['["file:///srv/b"]'] * 2],
         )
-        records = [q for q in await self.questions() if q["method"] == "roots/list"]
-        self.assertNotIn("mcpx", {q["answered_by"] for q in records})
 
     async def test_sdk_host_over_serve(self) -> None:
         """
-        The MCP Python SDK as the host, through C{mcpx serve --passthrough ask,other}:
-        its roots callback answers the server's roots/list at start, and after the host
-        says its roots changed the server asks again and gets the new ones.
+        The MCP Python SDK as the host, through C{mcpx serve --passthrough ask,other},
+        both servers client-scoped: its roots callback answers its own instance's
+        roots/list at start, and after the host says its roots changed both of its
+        instances ask again and get the new ones.
         """
-        await self.daemon_with_roots()
+        await self.daemon_with_roots("client")
         daemon = self.daemon_
         current = ["file:///srv/sdk"]
         asked: list[int] = []
@@ -550,7 +612,7 @@ class RootsTests(_DaemonTest):
                 roots=[types.Root.model_validate({"uri": uri}) for uri in current]
             )
 
-        async def conversation() -> None:
+        async def conversation() -> Any:
             target = StdioServerParameters(
                 command=sys.executable,
                 args=["-m", "mcpx", "serve", "--passthrough", "ask,other"],
@@ -571,8 +633,16 @@ class RootsTests(_DaemonTest):
                     if len(asked) > 2:
                         break
                     await anyio.sleep(0.05)
+                # The server applies an answer on its own time: look until it has both.
+                for _ in range(100):
+                    stats = await client.call_tool("stats", {})
+                    seen = json.loads(" ".join(getattr(b, "text", "") for b in stats.content))
+                    if len(seen["roots"]) >= 2:
+                        break
+                    await anyio.sleep(0.05)
+                return seen
 
-        await in_thread(conversation)
-        self.assertEqual(await self.roots_seen(2), [["file:///srv/sdk"], ["file:///srv/sdk2"]])
+        stats = await in_thread(conversation)
+        self.assertEqual(stats["roots"], [["file:///srv/sdk"], ["file:///srv/sdk2"]])
         # Asked by ask at its start, then by both servers on hearing of the change.
         self.assertEqual(len(asked), 3)

@@ -336,17 +336,16 @@ class ToolListTests(SynchronousTestCase):
     def test_upstream_tools_first_under_their_own_names(self) -> None:
         """
         tools/list carries alpha's and beta's tools under their own names, in the order
-        the servers were named, then the gateway's tools; a gateway tool an upstream
-        also names (mcpx_servers) is listed once, as the upstream's.
+        the servers were named, then the gateway's tools; the tool an upstream names like
+        a gateway tool (alpha's mcpx_servers) is left out: the name is mcpx's.
         """
         for revision in Revision:
             harness, _ = passed_through()
             tools = Session(revision, harness).result("tools/list")["tools"]
-            expected = ["echo", "rich", "mcpx_servers", "add"] + [
-                name for name in GATEWAY_NAMES if name != "mcpx_servers"
-            ]
+            expected = ["echo", "rich", "add", *GATEWAY_NAMES]
             self.assertEqual(names_of(tools), expected, revision)
-            self.assertNotIn("description", tools[2], "the upstream's mcpx_servers, not mcpx's")
+            (servers,) = [tool for tool in tools if tool["name"] == "mcpx_servers"]
+            self.assertIn("description", servers, "mcpx's mcpx_servers, not the upstream's")
             check_frames(harness, revision)
 
     def test_optional_fields_spelled_per_revision(self) -> None:
@@ -387,9 +386,9 @@ class ToolListTests(SynchronousTestCase):
         harness.server.page_size = 3
         session = Session(Revision.V2025_06_18, harness)
         first = session.result("tools/list")
-        self.assertEqual(names_of(first["tools"]), ["echo", "rich", "mcpx_servers"])
+        self.assertEqual(names_of(first["tools"]), ["echo", "rich", "add"])
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
-        self.assertEqual(names_of(second["tools"])[0], "add")
+        self.assertEqual(names_of(second["tools"])[0], GATEWAY_NAMES[0])
 
     def test_pages_cut_from_one_merge(self) -> None:
         """
@@ -428,7 +427,7 @@ class ToolListTests(SynchronousTestCase):
         while "nextCursor" in page:
             page = session.result("tools/list", {"cursor": page["nextCursor"]})
             listed += names_of(page["tools"])
-        self.assertEqual(listed[:4], ["echo", "rich", "mcpx_servers", "add"])
+        self.assertEqual(listed[:4], ["echo", "rich", "add", GATEWAY_NAMES[0]])
         self.assertGreater(len(listed) // 2, 2, "several pages")
         self.assertEqual(merges, ["tools"], revision)
         # The pages after the first are cut from the first page's list: the servers are
@@ -441,9 +440,9 @@ class ToolListTests(SynchronousTestCase):
         )
         upstream(connector, "beta").notify("notifications/tools/list_changed")
         second = session.result("tools/list", {"cursor": first["nextCursor"]})
-        self.assertEqual(names_of(second["tools"]), ["mcpx_servers", "add"])
+        self.assertEqual(names_of(second["tools"]), ["add", "sub"])
         third = session.result("tools/list", {"cursor": second["nextCursor"]})
-        self.assertEqual(names_of(third["tools"])[0], "sub")
+        self.assertEqual(names_of(third["tools"])[0], GATEWAY_NAMES[0])
         self.assertEqual(merges, ["tools", "tools"])
 
     def test_a_clash_leaves_the_rest_of_the_list(self) -> None:
@@ -465,15 +464,14 @@ class ToolListTests(SynchronousTestCase):
             harness.host.events.subscribe(warnings.append, kinds=["warning"])
             session = Session(revision, harness)
             tools = names_of(session.result("tools/list")["tools"])
-            gateway = [name for name in GATEWAY_NAMES if name != "mcpx_servers"]
-            self.assertEqual(tools, ["echo", "rich", "mcpx_servers", "add", *gateway], revision)
+            self.assertEqual(tools, ["echo", "rich", "add", *GATEWAY_NAMES], revision)
             session.result("tools/list")
             session.call("echo", {"text": "hi"})
             self.assertNotIn("tools/call", upstream(connector, "beta").methods())
             self.assertIn("tools/call", upstream(connector, "alpha").methods())
-            self.assertEqual(len(warnings), 1, revision)
-            (warning,) = warnings
-            self.assertEqual(warning.server, "beta")
+            # One for the clash, one for alpha's mcpx_servers (the gateway's name).
+            self.assertEqual(len(warnings), 2, revision)
+            (warning,) = [w for w in warnings if w.server == "beta"]
             for named in ("'echo'", "'alpha'", "'beta'", "toolPrefix"):
                 self.assertIn(named, warning.data["message"])
             check_frames(harness, revision)
@@ -505,7 +503,7 @@ class ToolListTests(SynchronousTestCase):
             harness.host.events.subscribe(warnings.append, kinds=["warning"])
             session = Session(revision, harness)
             tools = names_of(session.result("tools/list")["tools"])
-            self.assertEqual(tools[:5], ["echo", "rich", "mcpx_servers", "b_echo", "b_add"])
+            self.assertEqual(tools[:4], ["echo", "rich", "b_echo", "b_add"])
             self.assertNotIn("add", tools)
             result = session.call("b_add", {"a": 1, "b": 2})
             self.assertEqual(result["content"][0]["text"], "3", revision)
@@ -517,7 +515,7 @@ class ToolListTests(SynchronousTestCase):
             assert isinstance(called, dict)
             self.assertEqual(called["name"], "echo")
             self.assertEqual(upstream(connector, "beta").methods().count("tools/call"), 1)
-            self.assertEqual(warnings, [])
+            self.assertEqual([w.server for w in warnings], ["alpha"], "mcpx_servers only")
             check_frames(harness, revision)
 
     def test_a_server_not_passed_through_is_not_merged(self) -> None:
@@ -640,27 +638,40 @@ class CallTests(SynchronousTestCase):
         assert isinstance(sent, dict)
         self.assertEqual(sent["name"], "hidden")
 
-    def test_gateway_name_collision_upstream_wins(self) -> None:
-        """mcpx_servers, which alpha also offers, calls alpha's tool over MCP."""
-        harness, _ = passed_through()
-        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
-        self.assertEqual(result["content"][0]["text"], "alpha's own mcpx_servers")
+    def test_gateway_name_reserved(self) -> None:
+        """
+        mcpx_servers, which alpha also lists, is mcpx's own on every revision, with
+        alpha and beta passed through or alpha alone (the one server that gets the
+        names it does not list): alpha is never called, and its tool is reported as
+        shadowed by mcpx.
+        """
+        for named, revision in itertools.product((("alpha", "beta"), ("alpha",)), Revision):
+            harness, connector = passed_through(named)
+            session = Session(revision, harness)
+            session.result("tools/list")
+            result = session.call("mcpx_servers")
+            text = result["content"][0]["text"]
+            self.assertNotIn("alpha's own", text, (named, revision))
+            self.assertIn('"other"', text, (named, revision))
+            self.assertNotIn("tools/call", upstream(connector, "alpha").methods())
+            (shadowed,) = harness.host.clashes.shadowed("alpha", harness.host.servers)
+            self.assertEqual(
+                (shadowed.kind, shadowed.name, shadowed.kept, shadowed.reserved),
+                ("tool", "mcpx_servers", "mcpx", True),
+            )
 
-    def test_gateway_name_collision_one_server(self) -> None:
+    def test_reserved_prefix_never_forwarded(self) -> None:
         """
-        With alpha alone passed through, its mcpx_servers still wins; with beta alone
-        (which has no such tool), mcpx_servers is mcpx's own.
+        A name starting with mcpx_ that mcpx has no tool of is refused by mcpx, not
+        handed to the only pass-through server (which gets other unlisted names).
         """
-        harness, _ = passed_through(("alpha",))
-        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
-        self.assertEqual(result["content"][0]["text"], "alpha's own mcpx_servers")
-        harness, connector = passed_through(("beta",))
-        result = Session(Revision.V2025_06_18, harness).call("mcpx_servers")
-        self.assertEqual(
-            [server["name"] for server in result["structuredContent"]["servers"]],
-            ["alpha", "beta", "other"],
-        )
-        self.assertNotIn("tools/call", upstream(connector, "beta").methods())
+        harness, connector = passed_through(("alpha",))
+        session = Session(Revision.V2025_06_18, harness)
+        error = session.error("tools/call", {"name": "mcpx_future", "arguments": {}})
+        self.assertEqual(error.code, INVALID_PARAMS)
+        self.assertIn("no tool named 'mcpx_future'", error.message)
+        for started in connector.started("alpha"):
+            self.assertNotIn("tools/call", started.methods())
 
     def test_gateway_tools_still_work(self) -> None:
         """A gateway tool no upstream shadows still runs, and reaches every other server."""
@@ -757,6 +768,46 @@ class PromptTests(SynchronousTestCase):
         self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
+    def test_gateway_names_reserved(self) -> None:
+        """
+        A pass-through server's prompt under the name the gateway gives another
+        server's (alpha's other_greet) and its resource and template under mcpx:// URIs
+        are not listed; prompts/get and resources/read of them reach the gateway (other),
+        never alpha; each is reported as shadowed by mcpx.
+        """
+        scripted = scripts()
+        alpha = scripted["alpha"]
+        alpha["prompts"] = [*alpha["prompts"], {"name": "other_greet"}]
+        stolen = uris.to_mcpx("other", "other://r")
+        alpha["resources"] = [*alpha["resources"], {"uri": stolen, "name": "r"}]
+        alpha["templates"] = [*alpha["templates"], {"uriTemplate": "MCPX://other/{x}"}]
+        for revision in Revision:
+            harness, connector = passed_through(scripted=scripted)
+            session = Session(revision, harness)
+            prompts = names_of(session.result("prompts/list")["prompts"])
+            self.assertEqual(prompts, ["greet", "summarise", "other_greet"], revision)
+            got = session.result("prompts/get", {"name": "other_greet"})
+            self.assertEqual(got["description"], "greet of other")
+            listed = [r["uri"] for r in session.result("resources/list")["resources"]]
+            self.assertEqual(listed.count(stolen), 1, "the gateway's, not alpha's too")
+            templates = session.result("resources/templates/list")["resourceTemplates"]
+            self.assertNotIn("MCPX://other/{x}", [t["uriTemplate"] for t in templates])
+            session.result("resources/read", {"uri": stolen})
+            alpha_asked = upstream(connector, "alpha").methods()
+            self.assertNotIn("prompts/get", alpha_asked)
+            self.assertNotIn("resources/read", alpha_asked)
+            shadowed = harness.host.clashes.shadowed("alpha", harness.host.servers)
+            self.assertEqual(
+                sorted((clash.kind, clash.name, clash.kept, clash.reserved) for clash in shadowed),
+                [
+                    ("prompt", "other_greet", "mcpx", True),
+                    ("resource", stolen, "mcpx", True),
+                    ("template", "MCPX://other/{x}", "mcpx", True),
+                ],
+                revision,
+            )
+            check_frames(harness, revision)
+
     def test_duplicate_prompt_is_kept_for_the_first_server(self) -> None:
         """A prompt name both servers offer is listed once and got from the first server."""
         scripted = scripts()
@@ -811,7 +862,7 @@ class DownServerTests(SynchronousTestCase):
             harness, _, session = self.crashed(revision)
             tools = names_of(session.result("tools/list")["tools"])
             self.assertIn("add", tools, revision)
-            self.assertEqual(tools[:4], ["echo", "rich", "mcpx_servers", "add"])
+            self.assertEqual(tools[:4], ["echo", "rich", "add", GATEWAY_NAMES[0]])
             prompts = names_of(session.result("prompts/list")["prompts"])
             self.assertEqual(prompts[:2], ["greet", "summarise"])
             check_frames(harness, revision)

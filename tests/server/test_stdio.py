@@ -280,13 +280,14 @@ class HelloPassThroughTests(SynchronousTestCase):
     def test_hello_passthrough_leads_with_the_upstreams_tools(self) -> None:
         """
         A hello with passthrough [alpha] makes that connection's tools/list start with
-        alpha's own tools; a connection whose hello names none gets the gateway's.
+        alpha's own tools (not its mcpx_servers: the name is the gateway's), then the
+        gateway's; a connection whose hello names none gets the gateway's.
         """
         protocol, transport = self.connect(passthrough=["alpha"])
         assert protocol.conn is not None
         self.assertEqual(protocol.conn.passthrough, ("alpha",))
         names = self.tool_names(protocol, transport)
-        self.assertEqual(names[:3], ["echo", "rich", "mcpx_servers"])
+        self.assertEqual(names, ["echo", "rich", *GATEWAY_NAMES])
         self.assertNotIn("add", names, "beta is not passed through")
         plain, plain_transport = self.connect()
         assert plain.conn is not None

@@ -2,7 +2,8 @@
 The host's roots reach a server that takes its allowed directories from them, with two
 servers passed through: C{@modelcontextprotocol/server-filesystem} started with no
 directory asks its client for roots at start (outside any call), and mcpx must put that
-question to the host using it rather than answer it itself.
+question to the host whose instance it is (C{scope: client}) rather than answer it
+itself.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ class FilesystemRootsTests(SynchronousTestCase):
                 "args": [_npm("server-memory")],
                 "env": {"MEMORY_FILE_PATH": str(self.data.memory_file)},
             },
-            # No directory on the command line: it takes them from its client's roots.
-            "fsroots": {"command": node, "args": [_npm("server-filesystem")]},
+            # No directory on the command line: it takes them from its client's roots,
+            # asked at its start, outside any call: a host's roots only reach an instance
+            # of its own (a shared one would get the configured roots, proto.roots).
+            "fsroots": {"command": node, "args": [_npm("server-filesystem")], "scope": "client"},
         }
         self.daemon = start_daemon(self.data, servers=servers)
         self.addCleanup(self.daemon.stop)
