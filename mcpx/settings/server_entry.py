@@ -14,6 +14,7 @@ from typing import NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mcpx.settings.client_key import ClientKeyError, read_client_key
+from mcpx.settings.declarations import ENV_PREFIX
 from mcpx.settings.errors import SettingsError, closest
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
@@ -59,6 +60,7 @@ STDIO_FIELDS = (
     "command",
     "args",
     "env",
+    "envPassthrough",
     "cwd",
     "auth",
     "scope",
@@ -175,7 +177,27 @@ class _ServerReader:
             scope=self.scope(entry),
             warm=self.warm(entry),
             tool_prefix=self.tool_prefix(entry),
+            env_passthrough=self.env_passthrough(entry),
         )
+
+    def env_passthrough(self, entry: Mapping[str, object]) -> tuple[str, ...]:
+        """
+        The names of C{envPassthrough}: variables of the daemon's environment, never
+        mcpx's own (C{MCPX_*}: its settings, its state directory).
+        """
+        value = entry.get("envPassthrough", [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.fail("envPassthrough", "must be an array of environment variable names")
+        for i, name in enumerate(value):
+            if _ENV_NAME.fullmatch(name) is None:
+                self.fail(f"envPassthrough[{i}]", f"{name!r} is not an environment variable name")
+            if name.startswith(ENV_PREFIX):
+                self.fail(
+                    f"envPassthrough[{i}]",
+                    f"{name} is mcpx's own; its variables are never passed to a server "
+                    '(give the value in "env" if the server needs it)',
+                )
+        return tuple(dict.fromkeys(value))
 
     def remote(self, entry: Mapping[str, object]) -> RemoteServer:
         self.check_fields(entry, REMOTE_FIELDS, "a remote server")

@@ -114,6 +114,32 @@ class StdioServerTests(SynchronousTestCase):
             "cannot be warm", refused(self, "x", {"command": "x", "warm": 1, "scope": "client"})
         )
 
+    def test_env_passthrough(self) -> None:
+        """
+        C{envPassthrough} names variables of the daemon's environment (shown in the
+        server's JSON); a name that is not one, or one of mcpx's own, is refused.
+        """
+        found = server("x", {"command": "x", "envPassthrough": ["AWS_PROFILE", "KUBECONFIG"]})
+        assert isinstance(found, StdioServer)
+        self.assertEqual(found.env_passthrough, ("AWS_PROFILE", "KUBECONFIG"))
+        self.assertEqual(found.redacted()["envPassthrough"], ["AWS_PROFILE", "KUBECONFIG"])
+        self.assertEqual(server("x", {"command": "x"}), StdioServer(name="x", command="x"))
+        self.assertEqual(
+            refused(self, "x", {"command": "x", "envPassthrough": "AWS_PROFILE"}),
+            f"{FILE}: server 'x': field 'envPassthrough': must be an array of environment "
+            "variable names",
+        )
+        self.assertIn(
+            "field 'envPassthrough[1]': 'A=B' is not an environment variable name",
+            refused(self, "x", {"command": "x", "envPassthrough": ["A", "A=B"]}),
+        )
+        message = refused(self, "x", {"command": "x", "envPassthrough": ["MCPX_STATE_DIR"]})
+        self.assertIn("field 'envPassthrough[0]': MCPX_STATE_DIR is mcpx's own", message)
+        self.assertIn(
+            "field 'envPassthrough'",
+            refused(self, "r", {"url": "https://e.x", "envPassthrough": []}),
+        )
+
     def test_bad_name(self) -> None:
         """A server name with spaces or slashes is refused."""
         self.assertIn("invalid server name", refused(self, "my server", {"command": "x"}))
