@@ -6,7 +6,10 @@ them (C{logout}).
 C{login} asks the daemon to begin (C{POST /v1/auth/NAME/begin}), opens the URL it
 answers with the user's browser through L{webbrowser} (so C{$BROWSER} is honoured), and
 listens on 127.0.0.1, on a free port and only until the sign-in ends, for the browser
-to come back.  The daemon checks the redirect's C{state} and does the exchange
+to come back.  Any local user can reach that port, so a request whose C{state} is not
+this sign-in's is answered 400 and the wait goes on: a stray or hostile request cannot
+end the owner's sign-in.  The daemon checks the redirect's C{state} again and does the
+exchange
 (C{POST /v1/auth/NAME/finish}): the tokens never pass through this process.  With
 C{--no-browser} the URL is printed and the address the browser ended on is read back
 from the terminal, for a machine without a browser.
@@ -16,8 +19,10 @@ from __future__ import annotations
 
 import threading
 import webbrowser
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from hmac import compare_digest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import click
 
@@ -28,6 +33,12 @@ from mcpx.ops import routes
 #: How long C{login} waits for the browser to come back, by default, in seconds.
 DEFAULT_WAIT = 300.0
 
+#: What the loopback listener says with a refusal.
+_REFUSED = {400: "this is not the sign-in's state", 404: None}
+
+#: How long the loopback listener waits for a request on a connection, in seconds.
+_REQUEST_TIMEOUT = 10.0
+
 _DONE_PAGE = (
     b"<!doctype html><meta charset=utf-8><title>mcpx</title>"
     b"<p>mcpx received the sign-in. You can close this tab.</p>"
@@ -35,19 +46,34 @@ _DONE_PAGE = (
 
 
 class _Callback:
-    """The loopback listener: remembers the first request to C{/callback}."""
+    """
+    The loopback listener: remembers the first request to C{/callback} that carries
+    this sign-in's C{state} (L{expect}); any other is answered 400.
+    """
 
     def __init__(self) -> None:
         self.arrived = threading.Event()
         self.path = ""
+        self.state = ""
+        lock = threading.Lock()
         callback = self
 
         class Handler(BaseHTTPRequestHandler):
+            # A connection that sends nothing is dropped, and holds up no other.
+            timeout = _REQUEST_TIMEOUT
+
             def do_GET(self) -> None:
-                if not self.path.startswith("/callback") or callback.arrived.is_set():
-                    self.send_error(404)
+                with lock:
+                    if urlsplit(self.path).path != "/callback" or callback.path:
+                        status = 404
+                    elif not callback.ours(self.path):
+                        status = 400
+                    else:
+                        status = 200
+                        callback.path = self.path
+                if status != 200:
+                    self.send_error(status, _REFUSED.get(status))
                     return
-                callback.path = self.path
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(_DONE_PAGE)))
@@ -59,13 +85,24 @@ class _Callback:
                 # The query carries the authorization code: it is not printed.
                 pass
 
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def redirect_uri(self) -> str:
         return f"http://127.0.0.1:{self.port}/callback"
+
+    def expect(self, state: str) -> None:
+        """The C{state} of this sign-in, which the browser's redirect must carry."""
+        self.state = state
+
+    def ours(self, path: str) -> bool:
+        """Whether the request for C{path} carries this sign-in's C{state}, and only it."""
+        given = parse_qs(urlsplit(path).query).get("state", [])
+        expected = self.state.encode()
+        return bool(expected) and len(given) == 1 and compare_digest(given[0].encode(), expected)
 
     def __enter__(self) -> _Callback:
         self.thread.start()
@@ -74,6 +111,11 @@ class _Callback:
     def __exit__(self, *exc_info: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _state_of(url: str) -> str:
+    """The C{state} of an authorization URL, or empty."""
+    return parse_qs(urlsplit(url).query).get("state", [""])[0]
 
 
 @click.group("auth")
@@ -105,6 +147,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
             timeout=120.0,
         )
         url = begun["url"]
+        callback.expect(begun.get("state") or _state_of(url))
         if no_browser:
             click.echo(f"Open this URL in a browser to sign in to {server}:\n\n  {url}\n", err=True)
             returned = click.prompt("Then paste the address the browser ended on", err=True).strip()
