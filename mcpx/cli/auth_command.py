@@ -28,6 +28,7 @@ import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon, echo_json
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 
 #: How long C{login} waits for the browser to come back, by default, in seconds.
@@ -149,12 +150,12 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
         url = begun["url"]
         callback.expect(begun.get("state") or _state_of(url))
         if no_browser:
-            click.echo(f"Open this URL in a browser to sign in to {server}:\n\n  {url}\n", err=True)
+            echo(f"Open this URL in a browser to sign in to {server}:\n\n  {url}\n", err=True)
             returned = click.prompt("Then paste the address the browser ended on", err=True).strip()
         else:
-            click.echo(f"Opening the browser to sign in to {server} ...", err=True)
+            echo(f"Opening the browser to sign in to {server} ...", err=True)
             if not webbrowser.open(url):
-                click.echo(f"No browser could be opened; open this URL:\n\n  {url}\n", err=True)
+                echo(f"No browser could be opened; open this URL:\n\n  {url}\n", err=True)
             if not callback.arrived.wait(wait):
                 raise click.ClickException(
                     f"the browser did not come back within {wait:g}s; run "
@@ -168,7 +169,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
         echo_json(finished)
         return
     state = finished.get("server", {})
-    click.echo(f"signed in to {server} at {state.get('issuer', '?')}")
+    echo(f"signed in to {server} at {state.get('issuer', '?')}")
 
 
 @asks_the_daemon("status")
@@ -180,7 +181,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
         return
     servers = answer.get("servers", [])
     if not servers:
-        click.echo('no server uses OAuth (give one "auth": {"type": "oauth"})')
+        echo('no server uses OAuth (give one "auth": {"type": "oauth"})')
     for shown in servers:
         line = f"{shown['server']}: {shown['state'].replace('_', ' ')}"
         if shown.get("issuer"):
@@ -195,7 +196,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
             if shown.get("required_scopes"):
                 line += f"; sign in with scopes {' '.join(shown['required_scopes'])}"
             line += f"; run `mcpx auth login {shown['server']}`"
-        click.echo(line)
+        echo(line)
 
 
 @asks_the_daemon("logout")
@@ -208,8 +209,8 @@ def logout(client: DaemonClient, as_json: bool, server: str) -> None:
         echo_json(answer)
         return
     for warning in answer.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(f"forgot the sign-in to {server}")
+        echo(f"warning: {warning}", err=True)
+    echo(f"forgot the sign-in to {server}")
 
 
 auth.add_command(login)

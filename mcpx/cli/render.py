@@ -16,6 +16,7 @@ import time
 
 from mcpx.cli import fastjson
 from mcpx.cli.hints import in_cli_words
+from mcpx.cli.terminal import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -446,6 +447,7 @@ class ProgressBar:
             line = f"[{done:g}]"
         if isinstance(message, str) and message:
             line += f" {first_line(message, 60)}"
+        line = printable(line)
         # Pad over what the previous, possibly longer, line left behind.
         self._stream.write("\r" + line.ljust(self._drawn))
         self._stream.flush()
