@@ -238,7 +238,9 @@ def render_configuration_md() -> str:
         "or mcpx's own `MCPX_*` variables, which `envPassthrough` cannot name (see "
         "[security](security.md#upstream-processes)). A variable a server needs that is "
         "none of these (a proxy, a certificate bundle, a cloud profile) is given in its "
-        "`env`, as `${NAME}` to take the daemon's, or named in `envPassthrough`.",
+        "`env`, as `${NAME}` to take the daemon's, or named in `envPassthrough`; an "
+        '`envPassthrough` in the top-level `"serverDefaults"` object is that of every stdio '
+        "server whose entry gives none.",
         "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
         "`headers` is an object of headers to send with every request.",
         "",

@@ -56,11 +56,15 @@ _REMOTE_AUTH = frozenset(
 )
 _STDIO_AUTH = frozenset({AuthType.ENV})
 
+#: The names of the daemon's variables a stdio server is given (its entry's, else
+#: C{serverDefaults}').
+ENV_PASSTHROUGH = "envPassthrough"
+
 STDIO_FIELDS = (
     "command",
     "args",
     "env",
-    "envPassthrough",
+    ENV_PASSTHROUGH,
     "cwd",
     "auth",
     "scope",
@@ -96,30 +100,55 @@ def parse_server(
     origin: str,
     environ: Mapping[str, str],
     interpreter: str | None = None,
+    env_passthrough: tuple[str, ...] = (),
 ) -> Server:
     """
     Read one server entry of the config file.
 
     @param origin: the file it came from, named in every error.
     @param environ: what C{${NAME}} references are filled in from.
+    @param env_passthrough: a stdio server's C{envPassthrough} when its entry gives
+        none (C{serverDefaults}', L{env_passthrough_default}).
     @param interpreter: when given, a C{command} of exactly C{"python"} becomes
         this path.  Only the configuration shipped with mcpx passes it, because
         only there is the interpreter unknown when the file is written.
     @raise SettingsError: naming the file, the server and the field.
     """
-    return _ServerReader(origin, name, environ).read(entry, interpreter)
+    return _ServerReader(origin, name, environ, env_passthrough).read(entry, interpreter)
+
+
+def env_passthrough_default(defaults: object, *, origin: str) -> tuple[str, ...]:
+    """
+    The C{envPassthrough} of the top-level C{serverDefaults} object, checked as an
+    entry's is: every stdio server that gives none of its own takes it.
+
+    @raise SettingsError: naming C{serverDefaults} and the field.
+    """
+    if not isinstance(defaults, dict) or ENV_PASSTHROUGH not in defaults:
+        return ()
+    reader = _ServerReader(origin, "", {})
+    reader.where = f"{origin}: serverDefaults"
+    return reader.env_passthrough(defaults)
 
 
 class _ServerReader:
     """Reads one server entry, with errors that say where."""
 
-    def __init__(self, origin: str, name: str, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        origin: str,
+        name: str,
+        environ: Mapping[str, str],
+        env_passthrough: tuple[str, ...] = (),
+    ) -> None:
         self.origin = origin
         self.name = name
         self.environ = environ
+        self.where = f"{origin}: server {name!r}"
+        self.default_passthrough = env_passthrough
 
     def fail(self, field: str | None, problem: str) -> NoReturn:
-        where = f"{self.origin}: server {self.name!r}"
+        where = self.where
         if field is not None:
             where += f": field {field!r}"
         raise SettingsError(f"{where}: {problem}")
@@ -183,17 +212,22 @@ class _ServerReader:
     def env_passthrough(self, entry: Mapping[str, object]) -> tuple[str, ...]:
         """
         The names of C{envPassthrough}: variables of the daemon's environment, never
-        mcpx's own (C{MCPX_*}: its settings, its state directory).
+        mcpx's own (C{MCPX_*}: its settings, its state directory); without one, the
+        default C{serverDefaults} gives.
         """
-        value = entry.get("envPassthrough", [])
+        if ENV_PASSTHROUGH not in entry:
+            return self.default_passthrough
+        value = entry[ENV_PASSTHROUGH]
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            self.fail("envPassthrough", "must be an array of environment variable names")
+            self.fail(ENV_PASSTHROUGH, "must be an array of environment variable names")
         for i, name in enumerate(value):
             if _ENV_NAME.fullmatch(name) is None:
-                self.fail(f"envPassthrough[{i}]", f"{name!r} is not an environment variable name")
+                self.fail(
+                    f"{ENV_PASSTHROUGH}[{i}]", f"{name!r} is not an environment variable name"
+                )
             if name.startswith(ENV_PREFIX):
                 self.fail(
-                    f"envPassthrough[{i}]",
+                    f"{ENV_PASSTHROUGH}[{i}]",
                     f"{name} is mcpx's own; its variables are never passed to a server "
                     '(give the value in "env" if the server needs it)',
                 )

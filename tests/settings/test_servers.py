@@ -140,6 +140,49 @@ class StdioServerTests(SynchronousTestCase):
             refused(self, "r", {"url": "https://e.x", "envPassthrough": []}),
         )
 
+    def test_env_passthrough_default(self) -> None:
+        """
+        C{serverDefaults}' C{envPassthrough} is every stdio server's that gives none of
+        its own; it is checked as an entry's is, naming C{serverDefaults}.
+        """
+        config = parse_config(
+            {
+                "serverDefaults": {
+                    "envPassthrough": ["HTTPS_PROXY"],
+                    "validate": {"output": "off"},
+                },
+                "servers": {
+                    "plain": {"command": "x"},
+                    "own": {"command": "x", "envPassthrough": ["AWS_PROFILE"]},
+                    "none": {"command": "x", "envPassthrough": []},
+                    "remote": {"url": "https://e.x/mcp"},
+                },
+            },
+            origin=FILE,
+            path=FILE,
+            environ={},
+        )
+        servers = config.servers.servers
+        passed = {
+            name: server.env_passthrough
+            for name, server in servers.items()
+            if isinstance(server, StdioServer)
+        }
+        self.assertEqual(passed, {"plain": ("HTTPS_PROXY",), "own": ("AWS_PROFILE",), "none": ()})
+        self.assertEqual(config.servers.policy("plain").validate_output.value, "off")
+        error = self.assertRaises(
+            SettingsError,
+            parse_config,
+            {"serverDefaults": {"envPassthrough": ["MCPX_CONFIG"]}, "servers": {}},
+            origin=FILE,
+            path=FILE,
+            environ={},
+        )
+        self.assertIn(
+            f"{FILE}: serverDefaults: field 'envPassthrough[0]': MCPX_CONFIG is mcpx's own",
+            str(error),
+        )
+
     def test_bad_name(self) -> None:
         """A server name with spaces or slashes is refused."""
         self.assertIn("invalid server name", refused(self, "my server", {"command": "x"}))
