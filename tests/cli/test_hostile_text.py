@@ -11,8 +11,7 @@ import sys
 
 from twisted.trial.unittest import TestCase
 
-from tests.cli.test_real_daemon import Done
-from tests.questions.support import Daemon
+from tests.questions.support import Daemon, Done
 from tests.support.processes import REPO, kill_on_cleanup, spawn
 
 #: What a terminal would act on, which none of the CLI's output may hold.
