@@ -45,8 +45,11 @@ def json_text(value: object) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns, two spaces apart, the last one unpadded."""
-    body = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    """
+    Left-aligned columns, two spaces apart, the last one unpadded; each cell
+    L{printable} before the columns are measured, so that what the terminal shows lines up.
+    """
+    body = [list(headers), *([printable(str(cell)) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in body) for i in range(len(headers) - 1)]
     lines = []
     for row in body:
