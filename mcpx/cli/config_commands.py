@@ -219,6 +219,13 @@ a daemon running from that file is reloaded (--no-reload leaves it).
     metavar="'NAME: VALUE'",
     help="Send a header to a remote server.",
 )
+@click.option(
+    "--pass-env",
+    "pass_env",
+    multiple=True,
+    metavar="NAME",
+    help="Give the command this variable of the daemon's environment (envPassthrough).",
+)
 @click.option("--cwd", metavar="DIR", help="The directory the command runs in.")
 @click.option(
     "--tool-prefix", metavar="PREFIX", help="Put PREFIX before its tools' names (toolPrefix)."
@@ -231,6 +238,7 @@ def add(
     name: str,
     target: tuple[str, ...],
     env: tuple[str, ...],
+    pass_env: tuple[str, ...],
     headers: tuple[str, ...],
     cwd: str | None,
     tool_prefix: str | None,
@@ -244,10 +252,10 @@ def add(
     local_only("add")
     entry: dict[str, object]
     if len(target) == 1 and _is_url(target[0]):
-        if env or cwd:
+        if env or pass_env or cwd:
             raise click.UsageError(
-                "--env and --cwd are for a command mcpx runs; a remote server at a URL takes "
-                "--header"
+                "--env, --pass-env and --cwd are for a command mcpx runs; a remote server at a "
+                "URL takes --header"
             )
         entry = {"url": target[0]}
         if headers:
@@ -268,6 +276,8 @@ def add(
         entry = {"command": target[0], "args": list(target[1:])}
         if env:
             entry["env"] = parse_pairs(env, "--env", "=")
+        if pass_env:
+            entry["envPassthrough"] = list(dict.fromkeys(pass_env))
         if cwd is not None:
             entry["cwd"] = cwd
     if tool_prefix is not None:
