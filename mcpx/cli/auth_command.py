@@ -6,7 +6,10 @@ them (C{logout}).
 C{login} asks the daemon to begin (C{POST /v1/auth/NAME/begin}), opens the URL it
 answers with the user's browser through L{webbrowser} (so C{$BROWSER} is honoured), and
 listens on 127.0.0.1, on a free port and only until the sign-in ends, for the browser
-to come back.  The daemon checks the redirect's C{state} and does the exchange
+to come back.  Any local user can reach that port, so a request whose C{state} is not
+this sign-in's is answered 400 and the wait goes on: a stray or hostile request cannot
+end the owner's sign-in.  The daemon checks the redirect's C{state} again and does the
+exchange
 (C{POST /v1/auth/NAME/finish}): the tokens never pass through this process.  With
 C{--no-browser} the URL is printed and the address the browser ended on is read back
 from the terminal, for a machine without a browser.
@@ -16,17 +19,26 @@ from __future__ import annotations
 
 import threading
 import webbrowser
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from hmac import compare_digest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon, echo_json
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 
 #: How long C{login} waits for the browser to come back, by default, in seconds.
 DEFAULT_WAIT = 300.0
+
+#: What the loopback listener says with a refusal.
+_REFUSED = {400: "this is not the sign-in's state", 404: None}
+
+#: How long the loopback listener waits for a request on a connection, in seconds.
+_REQUEST_TIMEOUT = 10.0
 
 _DONE_PAGE = (
     b"<!doctype html><meta charset=utf-8><title>mcpx</title>"
@@ -35,19 +47,34 @@ _DONE_PAGE = (
 
 
 class _Callback:
-    """The loopback listener: remembers the first request to C{/callback}."""
+    """
+    The loopback listener: remembers the first request to C{/callback} that carries
+    this sign-in's C{state} (L{expect}); any other is answered 400.
+    """
 
     def __init__(self) -> None:
         self.arrived = threading.Event()
         self.path = ""
+        self.state = ""
+        lock = threading.Lock()
         callback = self
 
         class Handler(BaseHTTPRequestHandler):
+            # A connection that sends nothing is dropped, and holds up no other.
+            timeout = _REQUEST_TIMEOUT
+
             def do_GET(self) -> None:
-                if not self.path.startswith("/callback") or callback.arrived.is_set():
-                    self.send_error(404)
+                with lock:
+                    if urlsplit(self.path).path != "/callback" or callback.path:
+                        status = 404
+                    elif not callback.ours(self.path):
+                        status = 400
+                    else:
+                        status = 200
+                        callback.path = self.path
+                if status != 200:
+                    self.send_error(status, _REFUSED.get(status))
                     return
-                callback.path = self.path
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(_DONE_PAGE)))
@@ -59,13 +86,24 @@ class _Callback:
                 # The query carries the authorization code: it is not printed.
                 pass
 
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def redirect_uri(self) -> str:
         return f"http://127.0.0.1:{self.port}/callback"
+
+    def expect(self, state: str) -> None:
+        """The C{state} of this sign-in, which the browser's redirect must carry."""
+        self.state = state
+
+    def ours(self, path: str) -> bool:
+        """Whether the request for C{path} carries this sign-in's C{state}, and only it."""
+        given = parse_qs(urlsplit(path).query).get("state", [])
+        expected = self.state.encode()
+        return bool(expected) and len(given) == 1 and compare_digest(given[0].encode(), expected)
 
     def __enter__(self) -> _Callback:
         self.thread.start()
@@ -74,6 +112,11 @@ class _Callback:
     def __exit__(self, *exc_info: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _state_of(url: str) -> str:
+    """The C{state} of an authorization URL, or empty."""
+    return parse_qs(urlsplit(url).query).get("state", [""])[0]
 
 
 @click.group("auth")
@@ -105,13 +148,14 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
             timeout=120.0,
         )
         url = begun["url"]
+        callback.expect(begun.get("state") or _state_of(url))
         if no_browser:
-            click.echo(f"Open this URL in a browser to sign in to {server}:\n\n  {url}\n", err=True)
+            echo(f"Open this URL in a browser to sign in to {server}:\n\n  {url}\n", err=True)
             returned = click.prompt("Then paste the address the browser ended on", err=True).strip()
         else:
-            click.echo(f"Opening the browser to sign in to {server} ...", err=True)
+            echo(f"Opening the browser to sign in to {server} ...", err=True)
             if not webbrowser.open(url):
-                click.echo(f"No browser could be opened; open this URL:\n\n  {url}\n", err=True)
+                echo(f"No browser could be opened; open this URL:\n\n  {url}\n", err=True)
             if not callback.arrived.wait(wait):
                 raise click.ClickException(
                     f"the browser did not come back within {wait:g}s; run "
@@ -125,7 +169,7 @@ def login(client: DaemonClient, as_json: bool, server: str, no_browser: bool, wa
         echo_json(finished)
         return
     state = finished.get("server", {})
-    click.echo(f"signed in to {server} at {state.get('issuer', '?')}")
+    echo(f"signed in to {server} at {state.get('issuer', '?')}")
 
 
 @asks_the_daemon("status")
@@ -137,7 +181,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
         return
     servers = answer.get("servers", [])
     if not servers:
-        click.echo('no server uses OAuth (give one "auth": {"type": "oauth"})')
+        echo('no server uses OAuth (give one "auth": {"type": "oauth"})')
     for shown in servers:
         line = f"{shown['server']}: {shown['state'].replace('_', ' ')}"
         if shown.get("issuer"):
@@ -152,7 +196,7 @@ def status(client: DaemonClient, as_json: bool) -> None:
             if shown.get("required_scopes"):
                 line += f"; sign in with scopes {' '.join(shown['required_scopes'])}"
             line += f"; run `mcpx auth login {shown['server']}`"
-        click.echo(line)
+        echo(line)
 
 
 @asks_the_daemon("logout")
@@ -165,8 +209,8 @@ def logout(client: DaemonClient, as_json: bool, server: str) -> None:
         echo_json(answer)
         return
     for warning in answer.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(f"forgot the sign-in to {server}")
+        echo(f"warning: {warning}", err=True)
+    echo(f"forgot the sign-in to {server}")
 
 
 auth.add_command(login)

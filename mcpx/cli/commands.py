@@ -55,6 +55,7 @@ from mcpx.cli.render import (
     servers_text,
     tools_text,
 )
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 from mcpx.ops.reload_summary import reload_summary
 
@@ -79,10 +80,10 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
 
             def work() -> Any:
                 if start:
-                    ensure_running(client, click.echo)
+                    ensure_running(client, echo)
                 return function(client, as_json, *args, **kwargs)
 
-            return ask(client, as_json, work, click.echo)
+            return ask(client, as_json, work, echo)
 
         with_options = click.option(
             "--json", "as_json", is_flag=True, help="Print the API's JSON answer, for scripts."
@@ -101,7 +102,7 @@ def asks_the_daemon(name: str, epilog: str | None = None) -> Callable[[_Function
 
 def echo_json(value: object) -> None:
     """Print C{value} as C{--json} shows an answer."""
-    click.echo(json_text(value))
+    echo(json_text(value))
 
 
 @asks_the_daemon("servers")
@@ -111,7 +112,7 @@ def servers(client: DaemonClient, as_json: bool) -> None:
     if as_json:
         echo_json(answer)
     else:
-        click.echo(servers_text(answer), nl=False)
+        echo(servers_text(answer), nl=False)
 
 
 @asks_the_daemon("tools")
@@ -125,7 +126,7 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
     if as_json:
         echo_json(answer)
         return
-    click.echo(tools_text(answer), nl=False)
+    echo(tools_text(answer), nl=False)
     say_missing(answer, "tools")
 
 
@@ -137,7 +138,7 @@ def say_missing(answer: object, kind: str) -> None:
     failures = answer.get("errors") if isinstance(answer, dict) else None
     for entry in failures if isinstance(failures, list) else ():
         if isinstance(entry, dict) and isinstance(entry.get("error"), dict):
-            click.echo(
+            echo(
                 f"mcpx: the {kind} of {entry.get('server')} are missing: "
                 + error_text(entry["error"]),
                 err=True,
@@ -153,7 +154,7 @@ def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> Non
     if as_json:
         echo_json(answer)
     else:
-        click.echo(describe_text(answer), nl=False)
+        echo(describe_text(answer), nl=False)
 
 
 # Not subscripted: click before 8.2 has no generic ParamType.
@@ -226,9 +227,7 @@ def call(
         parsed = parse_arguments(arguments, stdin_text)
     except ArgumentError as e:
         raise click.UsageError(str(e)) from None
-    call_tool(
-        client, as_json, server, tool, parsed, timeout=timeout, progress=progress, echo=click.echo
-    )
+    call_tool(client, as_json, server, tool, parsed, timeout=timeout, progress=progress, echo=echo)
 
 
 @asks_the_daemon("restart")
@@ -244,7 +243,7 @@ def restart(client: DaemonClient, as_json: bool, server: str) -> None:
     line = f"restarted {status.get('name', server)}: {status.get('state', 'unknown state')}"
     if status.get("revision"):
         line += f" ({status['revision']})"
-    click.echo(line)
+    echo(line)
 
 
 @asks_the_daemon("status")
@@ -254,15 +253,13 @@ def status(client: DaemonClient, as_json: bool) -> None:
     if as_json:
         echo_json(answer)
         return
-    click.echo(
+    echo(
         f"mcpx {answer.get('version', '?')} daemon is running: pid {answer.get('pid', '?')}, "
         f"up {answer.get('uptime', '?')}s, socket {client.where}"
     )
     last = answer.get("last_reload")
     if isinstance(last, dict) and last.get("error"):
-        click.echo(
-            f"last reload refused (the running configuration is kept): {last['error']}", err=True
-        )
+        echo(f"last reload refused (the running configuration is kept): {last['error']}", err=True)
 
 
 def sse_events(lines: Iterator[bytes]) -> Iterator[tuple[str | None, str]]:
@@ -328,9 +325,9 @@ def events(
             if kind and kind != "message":
                 event.setdefault("kind", kind)
             if as_json:
-                click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+                echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
             else:
-                click.echo(event_line(kind, event, time.time()))
+                echo(event_line(kind, event, time.time()))
     except KeyboardInterrupt:
         return
     raise CommandFailed("the daemon closed the event stream")
@@ -362,7 +359,7 @@ def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
         if as_json:
             echo_json({"stopped": False, "running": False})
         else:
-            click.echo("no mcpx daemon is running")
+            echo("no mcpx daemon is running")
         return
     pid = answer.get("pid")
     if not isinstance(pid, int) or pid <= 1:
@@ -395,7 +392,7 @@ def stop(client: DaemonClient, as_json: bool, wait: float) -> None:
     if as_json:
         echo_json({"stopped": True, "pid": pid})
     else:
-        click.echo(f"stopped the mcpx daemon (pid {pid})")
+        echo(f"stopped the mcpx daemon (pid {pid})")
 
 
 @asks_the_daemon("reload")
@@ -415,14 +412,14 @@ def reload(client: DaemonClient, as_json: bool) -> None:
 def echo_reloaded(answer: object) -> None:
     """Print what a reload changed (C{POST /v1/reload}'s answer), and what waits for a restart."""
     answer = answer if isinstance(answer, dict) else {}
-    click.echo("reloaded: " + reload_summary(answer))
+    echo("reloaded: " + reload_summary(answer))
     misconfigured = answer.get("misconfigured")
     for name, why in (misconfigured if isinstance(misconfigured, dict) else {}).items():
-        click.echo(f"mcpx: warning: server {name!r} cannot start: {why}", err=True)
+        echo(f"mcpx: warning: server {name!r} cannot start: {why}", err=True)
     settings = answer.get("settings")
     later = settings.get("restart_needed") if isinstance(settings, dict) else None
     if later:
-        click.echo(
+        echo(
             f"these settings take effect when the daemon is restarted: {', '.join(later)} "
             "(`mcpx stop`, then start it again)",
             err=True,

@@ -33,6 +33,7 @@ from mcpx.cli.commands import echo_reloaded
 from mcpx.cli.failures import EXIT_NOT_FOUND, EXIT_USAGE, CommandFailed
 from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, endpoint_from_environment
 from mcpx.cli.render import error_text
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 from mcpx.settings.edit import (
     ConfigDocument,
@@ -63,7 +64,7 @@ def fails_cleanly(function: _Function) -> _Function:
         try:
             return function(*args, **kwargs)
         except CommandFailed as e:
-            click.echo(f"mcpx: {e.message}", err=True)
+            echo(f"mcpx: {e.message}", err=True)
             raise SystemExit(e.exit_code) from None
 
     run.__name__ = function.__name__
@@ -114,13 +115,13 @@ def save(document: ConfigDocument, data: Mapping[str, object]) -> None:
     for name in unset:
         if name in unset_before:
             continue
-        click.echo(
+        echo(
             f"mcpx: note: ${{{name}}} is not set here; the daemon fills it in from its own "
             "environment, so set it there",
             err=True,
         )
     if not document.exists and not config_location(os.environ).explicit:
-        click.echo(
+        echo(
             f"mcpx: created {document.path}; the configuration shipped with mcpx (its demo "
             "server) is not used now that this file exists "
             f"(`mcpx add demo -- {sys.executable} -m mcpx.demo` adds the demo back)",
@@ -134,14 +135,14 @@ def apply(path: Path, reload: bool) -> None:
     runs from that file (or from no file, when this edit created the default one).
     """
     if not reload:
-        click.echo("mcpx: not reloaded (--no-reload); `mcpx reload` applies it", err=True)
+        echo("mcpx: not reloaded (--no-reload); `mcpx reload` applies it", err=True)
         return
     client = DaemonClient(default_socket_name())
     try:
         current = client.get(routes.path("get_settings"))
         reads = current.get("config") if isinstance(current, dict) else None
         if reads is not None and os.path.realpath(str(reads)) != str(path):
-            click.echo(
+            echo(
                 f"mcpx: the running daemon reads {reads}, not {path}, so it is not reloaded; "
                 f"start it with MCPX_CONFIG={path} to use this file",
                 err=True,
@@ -149,7 +150,7 @@ def apply(path: Path, reload: bool) -> None:
             return
         answer = client.post(routes.path("reload"), {}, timeout=120.0)
     except DaemonNotRunning:
-        click.echo("mcpx: no daemon is running; it reads the file when it starts", err=True)
+        echo("mcpx: no daemon is running; it reads the file when it starts", err=True)
         return
     except ApiError as e:
         raise CommandFailed(
@@ -253,6 +254,13 @@ class _AddCommand(click.Command):
     metavar="'NAME: VALUE'",
     help="Send a header to a remote server.",
 )
+@click.option(
+    "--pass-env",
+    "pass_env",
+    multiple=True,
+    metavar="NAME",
+    help="Give the command this variable of the daemon's environment (envPassthrough).",
+)
 @click.option("--cwd", metavar="DIR", help="The directory the command runs in.")
 @click.option(
     "--tool-prefix", metavar="PREFIX", help="Put PREFIX before its tools' names (toolPrefix)."
@@ -265,6 +273,7 @@ def add(
     name: str,
     target: tuple[str, ...],
     env: tuple[str, ...],
+    pass_env: tuple[str, ...],
     headers: tuple[str, ...],
     cwd: str | None,
     tool_prefix: str | None,
@@ -278,10 +287,10 @@ def add(
     local_only("add")
     entry: dict[str, object]
     if len(target) == 1 and _is_url(target[0]):
-        if env or cwd:
+        if env or pass_env or cwd:
             raise click.UsageError(
-                "--env and --cwd are for a command mcpx runs; a remote server at a URL takes "
-                "--header"
+                "--env, --pass-env and --cwd are for a command mcpx runs; a remote server at a "
+                "URL takes --header"
             )
         entry = {"url": target[0]}
         if headers:
@@ -302,6 +311,8 @@ def add(
         entry = {"command": target[0], "args": list(target[1:])}
         if env:
             entry["env"] = parse_pairs(env, "--env", "=")
+        if pass_env:
+            entry["envPassthrough"] = list(dict.fromkeys(pass_env))
         if cwd is not None:
             entry["cwd"] = cwd
     if tool_prefix is not None:
@@ -316,9 +327,9 @@ def add(
         )
     save(document, with_server(document, name, entry))
     verb = "replaced" if group is not None else "added"
-    click.echo(f"{verb} server {name!r} ({describe_entry(entry)}) in {document.path}")
+    echo(f"{verb} server {name!r} ({describe_entry(entry)}) in {document.path}")
     if "command" in entry and shutil.which(str(entry["command"])) is None:
-        click.echo(
+        echo(
             f"mcpx: note: {entry['command']!r} is not found on this PATH; the daemon must find "
             "it on its own, or give its full path",
             err=True,
@@ -347,5 +358,5 @@ def remove(name: str, reload: bool) -> None:
             f"{where} has no server {name!r}; the servers it has: {names}", EXIT_NOT_FOUND
         )
     save(document, without_server(document, name))
-    click.echo(f"removed server {name!r} from {document.path}")
+    echo(f"removed server {name!r} from {document.path}")
     apply(document.path, reload)

@@ -17,6 +17,7 @@ import click
 from mcpx.cli.client import DaemonClient, target
 from mcpx.cli.commands import asks_the_daemon, echo_json, say_missing
 from mcpx.cli.render import first_line, table
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 
 
@@ -88,7 +89,7 @@ def prompt(
     if as_json:
         echo_json(answer)
     else:
-        click.echo(prompt_text(answer), nl=False)
+        echo(prompt_text(answer), nl=False)
 
 
 @asks_the_daemon("read")
@@ -102,7 +103,7 @@ def read(client: DaemonClient, as_json: bool, server: str, uri: str) -> None:
     if as_json:
         echo_json(answer)
     else:
-        click.echo(read_text(answer), nl=False)
+        echo(read_text(answer), nl=False)
 
 
 def _text(value: object) -> str:
@@ -189,7 +190,7 @@ def _show_catalogue(
     if as_json:
         echo_json(answer)
         return
-    click.echo(text(answer), nl=False)
+    echo(text(answer), nl=False)
     say_missing(answer, what)
 
 

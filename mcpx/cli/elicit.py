@@ -35,6 +35,7 @@ from mcpx.cli.client import DaemonClient, ensure_running, target
 from mcpx.cli.failures import CommandFailed, ask
 from mcpx.cli.remote import connect as connect_daemon
 from mcpx.cli.render import first_line, json_text, table
+from mcpx.cli.terminal import echo, printable
 from mcpx.ops import routes
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def elicit(
 
     def work() -> None:
         if start:
-            ensure_running(client, click.echo)
+            ensure_running(client, echo)
         if question_id is None:
             list_questions(client, as_json, everything=everything)
         elif decline or cancel:
@@ -133,11 +134,11 @@ def elicit(
         elif answer is not None:
             answer_with(client, question_id, answer, as_json)
         elif as_json:
-            click.echo(json_text(client.get(_question_path(question_id))))
+            echo(json_text(client.get(_question_path(question_id))))
         else:
             answer_interactively(client, question_id)
 
-    ask(client, as_json, work, click.echo)
+    ask(client, as_json, work, echo)
 
 
 def _question_id(words: tuple[str, ...], as_json: bool) -> str | None:
@@ -187,9 +188,9 @@ def list_questions(client: DaemonClient, as_json: bool, *, everything: bool) -> 
     """Print the pending questions (every kept one with C{everything})."""
     answer = client.get(target(routes.path("list_questions"), all="true" if everything else None))
     if as_json:
-        click.echo(json_text(answer))
+        echo(json_text(answer))
         return
-    click.echo(questions_text(answer, time.time(), everything=everything), nl=False)
+    echo(questions_text(answer, time.time(), everything=everything), nl=False)
 
 
 def questions_text(answer: Mapping[str, Any], now: float, *, everything: bool = False) -> str:
@@ -285,10 +286,10 @@ def _accepting(question: Mapping[str, Any], answer: dict[str, Any]) -> dict[str,
 
 def _report(question: Mapping[str, Any], as_json: bool) -> None:
     if as_json:
-        click.echo(json_text(question))
+        echo(json_text(question))
         return
     state = question.get("state", "answered")
-    click.echo(f"{question.get('id', '?')}: {state}, {question.get('server', '?')} has its answer")
+    echo(f"{question.get('id', '?')}: {state}, {question.get('server', '?')} has its answer")
 
 
 # -- Answering interactively ---------------------------------------------------------------
@@ -321,20 +322,20 @@ def show_question(question: Mapping[str, Any], now: float) -> None:
     """What is asked, by whom, and how long is left to answer."""
     created = _number(question.get("created"), now)
     deadline = _number(question.get("deadline"), now)
-    click.echo(
+    echo(
         f"{question.get('server', '?')} asks ({question.get('kind', '?')}, "
         f"{question.get('id', '?')}; asked {_duration(now - created)} ago, "
         f"expires in {_duration(deadline - now)})"
     )
     if question.get("orphaned"):
-        click.echo(
+        echo(
             "note: it was asked before the daemon restarted; nothing upstream waits for "
             "the answer any more"
         )
     params = question.get("params")
     params = params if isinstance(params, dict) else {}
     if question.get("kind") == "elicitation" and isinstance(params.get("message"), str):
-        click.echo(params["message"])
+        echo(params["message"])
 
 
 def _decide(verb: str) -> str:
@@ -344,11 +345,11 @@ def _decide(verb: str) -> str:
         decision = _DECISIONS.get(text.strip().lower())
         if decision is not None:
             return decision
-        click.echo("answer a, d or c", err=True)
+        echo("answer a, d or c", err=True)
 
 
 def _ask_url(params: Mapping[str, Any]) -> dict[str, Any]:
-    click.echo(f"URL: {params.get('url', '(none given)')}")
+    echo(f"URL: {params.get('url', '(none given)')}")
     return {"action": _decide("Open it and accept")}
 
 
@@ -373,7 +374,7 @@ def _ask_form(params: Mapping[str, Any]) -> dict[str, Any]:
         reason = check_content(schema, content)
         if reason is None:
             return {"action": "accept", "content": content}
-        click.echo(f"{reason}; fill in the form again", err=True)
+        echo(f"{reason}; fill in the form again", err=True)
 
 
 #: A field left empty that has no default and is not required: it is left out.
@@ -394,11 +395,11 @@ def _ask_field(field: FormField) -> Any:
     # Deferred for start-up time: jsonschema, as above.
     from mcpx.questions.forms import coerce
 
-    click.echo("")
+    echo("")
     if field.description:
-        click.echo(field.description)
+        echo(field.description)
     for number, (value, title) in enumerate(field.choices, 1):
-        click.echo(f"  {number}) {title}" + ("" if title == value else f" [{value}]"))
+        echo(f"  {number}) {title}" + ("" if title == value else f" [{value}]"))
     # The name too when a title hides it: the reasons for refusing a value use the name.
     notes = [field.name] if field.label != field.name else []
     if field.required:
@@ -410,18 +411,18 @@ def _ask_field(field: FormField) -> Any:
     if field.default is not None:
         prompt += f" [{_default_text(field)}]"
     while True:
-        text = click.prompt(prompt, default="", show_default=False)
+        text = click.prompt(printable(prompt), default="", show_default=False)
         if not text.strip():
             if field.default is not None:
                 return field.default
             if not field.required:
                 return _LEFT_OUT
-            click.echo(f"{field.name}: a value is required", err=True)
+            echo(f"{field.name}: a value is required", err=True)
             continue
         try:
             return coerce(field, text)
         except ValueError as e:
-            click.echo(str(e), err=True)
+            echo(str(e), err=True)
 
 
 def _hint(field: FormField) -> str:
@@ -480,14 +481,14 @@ def _content_lines(content: Any) -> list[str]:
 def _ask_sampling(params: Mapping[str, Any]) -> dict[str, Any]:
     """Show the conversation and ask for the reply a model would have written."""
     if isinstance(params.get("systemPrompt"), str):
-        click.echo(f"system prompt: {params['systemPrompt']}")
+        echo(f"system prompt: {params['systemPrompt']}")
     messages = params.get("messages")
     for message in messages if isinstance(messages, list) else ():
         if isinstance(message, dict):
             for line in _content_lines(message.get("content")):
-                click.echo(f"[{message.get('role', '?')}] {line}")
+                echo(f"[{message.get('role', '?')}] {line}")
     if isinstance(params.get("maxTokens"), int):
-        click.echo(f"(a reply of at most {params['maxTokens']} tokens is asked for)")
+        echo(f"(a reply of at most {params['maxTokens']} tokens is asked for)")
     decision = _decide("Reply")
     if decision != "accept":
         return {"action": decision}
@@ -495,7 +496,7 @@ def _ask_sampling(params: Mapping[str, Any]) -> dict[str, Any]:
         text = click.prompt("Reply", default="", show_default=False)
         if text.strip():
             break
-        click.echo("type the reply, or press Ctrl-C to leave the question pending", err=True)
+        echo("type the reply, or press Ctrl-C to leave the question pending", err=True)
     return {
         "action": "accept",
         "result": {
@@ -511,7 +512,7 @@ def _ask_roots() -> dict[str, Any]:
     decision = _decide("Offer roots")
     if decision != "accept":
         return {"action": decision}
-    click.echo("One root per line, as a file:// URI or a path; an empty line ends the list.")
+    echo("One root per line, as a file:// URI or a path; an empty line ends the list.")
     roots: list[dict[str, Any]] = []
     while True:
         text = click.prompt("root", default="", show_default=False).strip()
@@ -520,7 +521,7 @@ def _ask_roots() -> dict[str, Any]:
         try:
             roots.append({"uri": root_uri(text)})
         except ValueError as e:
-            click.echo(str(e), err=True)
+            echo(str(e), err=True)
 
 
 def root_uri(text: str) -> str:

@@ -18,6 +18,7 @@ import click
 
 from mcpx.cli.client import DaemonClient
 from mcpx.cli.commands import asks_the_daemon, echo_json
+from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 
 
@@ -50,14 +51,14 @@ def exec_command(client: DaemonClient, as_json: bool, program: Any, timeout: flo
         return
     output = answer.get("output", "")
     if output:
-        click.echo(output, nl=not output.endswith("\n"))
+        echo(output, nl=not output.endswith("\n"))
     if "result" in answer:
         result = answer["result"]
-        click.echo(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False))
+        echo(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False))
     elif "text" in answer:
-        click.echo(answer["text"])
+        echo(answer["text"])
     for line in _artifact_lines(answer.get("artifacts")):
-        click.echo(line, err=True)
+        echo(line, err=True)
 
 
 @click.group("artifacts", invoke_without_command=True)
@@ -80,7 +81,7 @@ def list_artifacts(client: DaemonClient, as_json: bool) -> None:
         echo_json(answer)
         return
     lines = _artifact_lines(answer.get("artifacts"))
-    click.echo("\n".join(lines) if lines else "no artifacts")
+    echo("\n".join(lines) if lines else "no artifacts")
 
 
 @asks_the_daemon("read")

@@ -16,6 +16,7 @@ import time
 
 from mcpx.cli import fastjson
 from mcpx.cli.hints import in_cli_words
+from mcpx.cli.terminal import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,8 +45,11 @@ def json_text(value: object) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns, two spaces apart, the last one unpadded."""
-    body = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    """
+    Left-aligned columns, two spaces apart, the last one unpadded; each cell
+    L{printable} before the columns are measured, so that what the terminal shows lines up.
+    """
+    body = [list(headers), *([printable(str(cell)) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in body) for i in range(len(headers) - 1)]
     lines = []
     for row in body:
@@ -458,6 +462,7 @@ class ProgressBar:
             line = f"[{done:g}]"
         if isinstance(message, str) and message:
             line += f" {first_line(message, 60)}"
+        line = printable(line)
         # Pad over what the previous, possibly longer, line left behind.
         self._stream.write("\r" + line.ljust(self._drawn))
         self._stream.flush()

@@ -21,6 +21,7 @@ from mcpx.cli.client import DaemonClient, segment
 from mcpx.cli.commands import asks_the_daemon, echo_json
 from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.render import MediaDirectory, content_text, error_text, first_line, table
+from mcpx.cli.terminal import echo, printable
 from mcpx.ops import routes
 
 #: The states a task never leaves.
@@ -28,6 +29,9 @@ TERMINAL: Final = frozenset(("completed", "failed", "cancelled"))
 
 #: Seconds between two polls of C{mcpx tasks wait} unless told otherwise.
 POLL_INTERVAL: Final = 0.5
+
+#: Back to the start of the line and clear it, to draw the task's state again.
+_REDRAW: Final = "\r\x1b[K"
 
 
 def tasks_text(answer: Mapping[str, Any], now: float) -> str:
@@ -68,11 +72,11 @@ def _show_outcome(task: Mapping[str, Any], as_json: bool) -> None:
             failed = failed or result.get("isError") is True
             stem = f"task-{task.get('id', 'result')}"
             for line in content_text(result, MediaDirectory(), stem=stem):
-                click.echo(line, err=failed)
+                echo(line, err=failed)
         elif isinstance(error, dict):
-            click.echo(f"task {task.get('id')} {status}: {error_text(error)}", err=True)
+            echo(f"task {task.get('id')} {status}: {error_text(error)}", err=True)
         else:
-            click.echo(f"task {task.get('id')} is {status}")
+            echo(f"task {task.get('id')} is {status}")
     elif isinstance(result, dict) and result.get("isError") is True:
         failed = True
     if failed:
@@ -102,7 +106,7 @@ def list_tasks(client: DaemonClient, as_json: bool, server: str | None, state: s
     if as_json:
         echo_json(answer)
     else:
-        click.echo(tasks_text(answer, time.time()), nl=False)
+        echo(tasks_text(answer, time.time()), nl=False)
 
 
 @asks_the_daemon("show")
@@ -138,16 +142,18 @@ def wait(
         status = str(task.get("status", "?")) if isinstance(task, dict) else "?"
         if drawing and status != shown:
             elapsed = time.monotonic() - started
-            click.echo(f"\r\x1b[Ktask {task_id}: {status} ({elapsed:.0f}s)", err=True, nl=False)
+            # Back to the line's start and clear it (mcpx's own), then the line, printable.
+            sys.stderr.write(_REDRAW + printable(f"task {task_id}: {status} ({elapsed:.0f}s)"))
+            sys.stderr.flush()
             shown = status
         if status in TERMINAL:
             if drawing:
-                click.echo("", err=True)
+                echo("", err=True)
             _show_outcome(task, as_json)
             return
         if timeout is not None and time.monotonic() - started >= timeout:
             if drawing:
-                click.echo("", err=True)
+                echo("", err=True)
             raise CommandFailed(
                 f"task {task_id} is still {status} after {timeout:g}s; it runs on: "
                 f"`mcpx tasks wait {task_id}` again, or `mcpx tasks cancel {task_id}`"
@@ -163,7 +169,7 @@ def cancel(client: DaemonClient, as_json: bool, task_id: str) -> None:
     if as_json:
         echo_json(answer)
     else:
-        click.echo(f"task {answer.get('id', task_id)} cancelled")
+        echo(f"task {answer.get('id', task_id)} cancelled")
 
 
 for _command in (list_tasks, show, wait, cancel):

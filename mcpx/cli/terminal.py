@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.cli.test_quick -*-
 """
 The terminal the command runs in: whether a person is there, and printing a line as
-C{click.echo} does, without importing click.
+C{click.echo} does, without importing click, and without the control characters an
+upstream server could use to make the terminal show something else (L{printable}).
 """
 
 from __future__ import annotations
@@ -29,19 +30,42 @@ def on_terminal() -> bool:
     return isatty(sys.stdin) and isatty(sys.stderr)
 
 
-def echo(message: str, *, err: bool = False) -> None:
+#: What a terminal may act on instead of showing: the C0 controls but newline and tab
+#: (escape, carriage return, backspace, bell ...), DEL, the C1 controls (0x80-0x9f, CSI
+#: and OSC among them), and the bidirectional embeddings, overrides and isolates, which
+#: reorder what is shown.  Each is shown as its JSON escape (\u001b).
+_UNSAFE: dict[int, str] = {
+    code: f"\\u{code:04x}"
+    for code in (
+        *range(0x09),
+        *range(0x0B, 0x20),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+
+
+def printable(text: str) -> str:
     """
-    Print C{message} and a newline on stdout (stderr with C{err}) as C{click.echo} prints
-    text: ANSI escape sequences removed unless the stream is a terminal, and flushed.
+    C{text} with every character a terminal would act on (L{_UNSAFE}: an escape
+    sequence clearing the screen, setting the title or writing the clipboard, a carriage
+    return drawing over a line, a bidi override) shown as its JSON escape, visibly.
+
+    A Windows line end becomes a newline.  In JSON, where such characters can only stand
+    in a string, the escape means the same character: the JSON stays the same value.
+    """
+    return text.replace("\r\n", "\n").translate(_UNSAFE)
+
+
+def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
+    """
+    Print C{message} and a newline (none without C{nl}) on stdout (stderr with C{err}),
+    flushed, as C{click.echo} prints text, but L{printable}: the CLI's one way to print
+    what the daemon and its upstream servers say.
     """
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
-    out = message + "\n"
-    if "\x1b" in out and not isatty(stream):
-        import re
-
-        # click's own pattern for the sequences it removes.
-        out = re.sub(r"\033\[[0-?]*[ -/]*[@-~]", "", out)
-    stream.write(out)
+    stream.write(printable(message) + ("\n" if nl else ""))
     stream.flush()

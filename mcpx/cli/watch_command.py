@@ -20,6 +20,7 @@ from mcpx.cli.commands import asks_the_daemon, follow_events
 from mcpx.cli.failures import EXIT_FAILED, CommandFailed
 from mcpx.cli.hints import in_cli_words
 from mcpx.cli.render import event_line
+from mcpx.cli.terminal import echo
 
 
 @asks_the_daemon("watch")
@@ -42,11 +43,11 @@ def watch(client: DaemonClient, as_json: bool, uris: tuple[str, ...], server: st
             if not isinstance(event, dict):
                 continue
             if as_json:
-                click.echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+                echo(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
             if kind == "watching":
                 _said_what_is_watched(event, quiet=as_json)
             elif not as_json:
-                click.echo(event_line(kind, event, time.time()))
+                echo(event_line(kind, event, time.time()))
     except KeyboardInterrupt:
         return
     raise CommandFailed("the daemon closed the event stream")
@@ -60,10 +61,10 @@ def _said_what_is_watched(event: dict[str, object], *, quiet: bool) -> None:
     for entry in refused if isinstance(refused, list) else []:
         if isinstance(entry, dict):
             reason = in_cli_words(str(entry.get("reason")))
-            click.echo(f"mcpx: not watching {entry.get('uri')}: {reason}", err=True)
+            echo(f"mcpx: not watching {entry.get('uri')}: {reason}", err=True)
     if not watched:
         raise CommandFailed("none of the resources could be watched", EXIT_FAILED)
     if not quiet:
         for entry in watched:
             if isinstance(entry, dict):
-                click.echo(f"mcpx: watching {entry.get('uri')}", err=True)
+                echo(f"mcpx: watching {entry.get('uri')}", err=True)

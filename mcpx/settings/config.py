@@ -47,7 +47,7 @@ from attrs import frozen
 from mcpx.settings.declarations import BY_NAME, SECTIONS
 from mcpx.settings.errors import SettingsError, unknown_name
 from mcpx.settings.paths import config_location
-from mcpx.settings.server_entry import parse_server
+from mcpx.settings.server_entry import ENV_PASSTHROUGH, env_passthrough_default, parse_server
 from mcpx.settings.server_policy import ServerPolicy, check_defaults, parse_policy
 from mcpx.settings.servers import Server, ServersConfig
 
@@ -59,7 +59,8 @@ _IGNORED_KEYS = ("$schema",)
 #: Keys that make a file a host's own (L{parse_config} then ignores the keys it does not know).
 _HOST_KEYS = ("mcpServers", "inputs")
 #: The policy keys every server entry takes unless it gives its own
-#: (L{mcpx.settings.server_policy}).
+#: (L{mcpx.settings.server_policy}), and the C{envPassthrough} of every stdio server
+#: that gives none.
 _DEFAULTS_KEY = "serverDefaults"
 
 
@@ -153,7 +154,9 @@ def parse_config(
 
     servers: dict[str, Server] = {}
     policies: dict[str, ServerPolicy] = {}
-    defaults = check_defaults(data.get(_DEFAULTS_KEY, {}), origin=origin)
+    given_defaults = data.get(_DEFAULTS_KEY, {})
+    env_passthrough = env_passthrough_default(given_defaults, origin=origin)
+    defaults = check_defaults(_policy_of(given_defaults), origin=origin)
     for group in SERVER_KEYS:
         entries = data.get(group, {})
         if not isinstance(entries, dict):
@@ -165,7 +168,12 @@ def parse_config(
                     "keep one"
                 )
             servers[name] = parse_server(
-                name, entry, origin=origin, environ=environ, interpreter=interpreter
+                name,
+                entry,
+                origin=origin,
+                environ=environ,
+                interpreter=interpreter,
+                env_passthrough=env_passthrough,
             )
             policies[name] = parse_policy(entry, defaults, where=f"{origin}: server {name!r}")
     return ConfigFile(
@@ -177,6 +185,13 @@ def parse_config(
         ),
         notes=tuple(notes),
     )
+
+
+def _policy_of(defaults: object) -> object:
+    """C{serverDefaults} without its C{envPassthrough}, which is no policy."""
+    if not isinstance(defaults, dict):
+        return defaults
+    return {key: value for key, value in defaults.items() if key != ENV_PASSTHROUGH}
 
 
 def decode(text: str, origin: str) -> object:

@@ -222,14 +222,27 @@ def render_configuration_md() -> str:
         "An entry has exactly one of `command` or `url`:",
         "",
         "- **stdio server** (`command`): mcpx starts the program and speaks MCP over its "
-        "standard input and output. `args` is a list of strings, `env` is an object of extra "
-        "environment variables for the child, and `cwd` is the directory to start it in "
+        "standard input and output. `args` is a list of strings, `env` is an object of "
+        "environment variables for the child, `envPassthrough` is a list of the names of "
+        "the daemon's own variables to pass on to it (for example "
+        '`"envPassthrough": ["AWS_PROFILE", "HTTPS_PROXY", "SSL_CERT_FILE"]`), and `cwd` is '
+        "the directory to start it in "
         "(`~` is expanded; without it, your home directory, never the daemon's own). Each "
         "server runs in a process group of its own: stopping or restarting it signals "
         "everything it started (SIGTERM, then SIGKILL after a grace period); on Linux it "
         "dies with the daemon, and processes it forked that a killed daemon left behind "
         "are ended when the next daemon starts (they are recorded under `upstreams/` in the "
-        "state directory and carry `MCPX_DAEMON_RUN` in their environment).",
+        "state directory and carry `MCPX_DAEMON_RUN` in their environment). The child "
+        "does not inherit the daemon's environment: of the daemon's variables it gets "
+        "`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER` (the MCP SDKs' list), the locale "
+        "(`LANG`, `LANGUAGE`, `LC_*`), `TMPDIR`, `XDG_RUNTIME_DIR` and those its "
+        "`envPassthrough` names, with its `env` over them; never another server's secrets "
+        "or mcpx's own `MCPX_*` variables, which `envPassthrough` cannot name (see "
+        "[security](security.md#upstream-processes)). A variable a server needs that is "
+        "none of these (a proxy, a certificate bundle, a cloud profile) is given in its "
+        "`env`, as `${NAME}` to take the daemon's, or named in `envPassthrough`; an "
+        '`envPassthrough` in the top-level `"serverDefaults"` object is that of every stdio '
+        "server whose entry gives none.",
         "- **remote server** (`url`): mcpx reaches the server over HTTP(S) at that URL. "
         "`headers` is an object of headers to send with every request.",
         "",

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from attrs import evolve
 
 from mcpx.settings.client_key import ClientKeyError, read_client_key
+from mcpx.settings.declarations import ENV_PREFIX
 from mcpx.settings.errors import SettingsError, closest
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
@@ -57,10 +58,15 @@ _REMOTE_AUTH = frozenset(
 )
 _STDIO_AUTH = frozenset({AuthType.ENV})
 
+#: The names of the daemon's variables a stdio server is given (its entry's, else
+#: C{serverDefaults}').
+ENV_PASSTHROUGH = "envPassthrough"
+
 STDIO_FIELDS = (
     "command",
     "args",
     "env",
+    ENV_PASSTHROUGH,
     "cwd",
     "auth",
     "scope",
@@ -96,32 +102,57 @@ def parse_server(
     origin: str,
     environ: Mapping[str, str],
     interpreter: str | None = None,
+    env_passthrough: tuple[str, ...] = (),
 ) -> Server:
     """
     Read one server entry of the config file.
 
     @param origin: the file it came from, named in every error.
     @param environ: what C{${NAME}} references are filled in from.
+    @param env_passthrough: a stdio server's C{envPassthrough} when its entry gives
+        none (C{serverDefaults}', L{env_passthrough_default}).
     @param interpreter: when given, a C{command} of exactly C{"python"} becomes
         this path.  Only the configuration shipped with mcpx passes it, because
         only there is the interpreter unknown when the file is written.
     @raise SettingsError: naming the file, the server and the field.
     """
-    return _ServerReader(origin, name, environ).read(entry, interpreter)
+    return _ServerReader(origin, name, environ, env_passthrough).read(entry, interpreter)
+
+
+def env_passthrough_default(defaults: object, *, origin: str) -> tuple[str, ...]:
+    """
+    The C{envPassthrough} of the top-level C{serverDefaults} object, checked as an
+    entry's is: every stdio server that gives none of its own takes it.
+
+    @raise SettingsError: naming C{serverDefaults} and the field.
+    """
+    if not isinstance(defaults, dict) or ENV_PASSTHROUGH not in defaults:
+        return ()
+    reader = _ServerReader(origin, "", {})
+    reader.where = f"{origin}: serverDefaults"
+    return reader.env_passthrough(defaults)
 
 
 class _ServerReader:
     """Reads one server entry, with errors that say where."""
 
-    def __init__(self, origin: str, name: str, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        origin: str,
+        name: str,
+        environ: Mapping[str, str],
+        env_passthrough: tuple[str, ...] = (),
+    ) -> None:
         self.origin = origin
         self.name = name
         self.environ = environ
+        self.where = f"{origin}: server {name!r}"
+        self.default_passthrough = env_passthrough
         #: The variables its C{${NAME}} references name that the environment lacks.
         self.unset: list[str] = []
 
     def fail(self, field: str | None, problem: str) -> NoReturn:
-        where = f"{self.origin}: server {self.name!r}"
+        where = self.where
         if field is not None:
             where += f": field {field!r}"
         raise SettingsError(f"{where}: {problem}")
@@ -191,7 +222,32 @@ class _ServerReader:
             scope=self.scope(entry),
             warm=self.warm(entry),
             tool_prefix=self.tool_prefix(entry),
+            env_passthrough=self.env_passthrough(entry),
         )
+
+    def env_passthrough(self, entry: Mapping[str, object]) -> tuple[str, ...]:
+        """
+        The names of C{envPassthrough}: variables of the daemon's environment, never
+        mcpx's own (C{MCPX_*}: its settings, its state directory); without one, the
+        default C{serverDefaults} gives.
+        """
+        if ENV_PASSTHROUGH not in entry:
+            return self.default_passthrough
+        value = entry[ENV_PASSTHROUGH]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.fail(ENV_PASSTHROUGH, "must be an array of environment variable names")
+        for i, name in enumerate(value):
+            if _ENV_NAME.fullmatch(name) is None:
+                self.fail(
+                    f"{ENV_PASSTHROUGH}[{i}]", f"{name!r} is not an environment variable name"
+                )
+            if name.startswith(ENV_PREFIX):
+                self.fail(
+                    f"{ENV_PASSTHROUGH}[{i}]",
+                    f"{name} is mcpx's own; its variables are never passed to a server "
+                    '(give the value in "env" if the server needs it)',
+                )
+        return tuple(dict.fromkeys(value))
 
     def remote(self, entry: Mapping[str, object]) -> RemoteServer:
         self.check_fields(entry, REMOTE_FIELDS, "a remote server")

@@ -272,6 +272,9 @@ class StdioServer:
     A server mcpx starts as a child process and speaks to over stdin and stdout.
 
     @ivar env: variables added to the child's environment.
+    @ivar env_passthrough: the names of the daemon's variables the child is given
+        besides those every server gets (C{envPassthrough};
+        L{mcpx.upstream.stdio_spawn.child_environment}).
     @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
     @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
     """
@@ -287,6 +290,7 @@ class StdioServer:
     #: which only turns it on or off keeps the running instance.
     warm: bool = field(default=False, eq=False)
     tool_prefix: str = ""
+    env_passthrough: tuple[str, ...] = ()
     #: Why it cannot start as configured (a C{${NAME}} the environment lacks), or C{None}.
     misconfigured: str | None = None
 
@@ -301,6 +305,8 @@ class StdioServer:
             "args": list(self.args),
             "env": _redact_all(self.env),
         }
+        if self.env_passthrough:
+            shown["envPassthrough"] = list(self.env_passthrough)
         if self.cwd is not None:
             shown["cwd"] = self.cwd
         return _with_common(self, shown)

@@ -119,8 +119,8 @@ class StdioChannel:
         @param server: the command, arguments, environment and directory to run.
         @param reactor: provides C{IReactorProcess} (to spawn) and C{IReactorTime} (to
             time the shutdown).
-        @param environ: the daemon's environment, which the child inherits under the
-            server's configured C{env}.
+        @param environ: the daemon's environment, of which the child is given what
+            L{child_environment} lets through, under the server's configured C{env}.
         @param max_message_size: the longest stdout line accepted, in bytes.
         @param grace: seconds the process gets to exit at each step of L{close}.
         @param groups: runs the server in a process group of its own and records it;

@@ -1,16 +1,18 @@
 # -*- test-case-name: tests.upstream.test_stdio -*-
 """
-What a stdio server is started with: the environment (the daemon's, with the
-server's variables over it), the directory (its C{cwd}, else the user's home), and
-the absolute path of its command, looked up as C{execvp} would; and the
-L{SpawnFailed} that says why it could not be.
+What a stdio server is started with: the environment (L{child_environment}: what a
+well-kept host gives a program, never the rest of the daemon's), the directory (its
+C{cwd}, else the user's home), and the absolute path of its command, looked up as
+C{execvp} would; and the L{SpawnFailed} that says why it could not be.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Final
 
+from mcpx.settings.declarations import ENV_PREFIX
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed
 
@@ -27,9 +29,43 @@ def spawn_failed(label: str, why: str) -> SpawnFailed:
     return SpawnFailed(f"{label} could not be started: {why}")
 
 
+#: The daemon's variables every server is given: the MCP SDKs' own list (the Python
+#: SDK's C{DEFAULT_INHERITED_ENV_VARS}, the TypeScript SDK's C{getDefaultEnvironment},
+#: after sudo's), and where the user keeps temporary files (C{TMPDIR}: on macOS a
+#: private directory per user) and per-session sockets (C{XDG_RUNTIME_DIR}), without
+#: which a program falls back to the shared C{/tmp}.
+INHERITED_VARIABLES: Final = frozenset(
+    {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "TMPDIR", "XDG_RUNTIME_DIR"}
+)
+
+#: The locale's variables (C{LANG}, C{LANGUAGE}, C{LC_ALL}, C{LC_CTYPE}, ...), which
+#: every server is given too: how it decodes file names and formats text.
+_LOCALE_VARIABLES: Final = ("LANG", "LANGUAGE", "LC_")
+
+
+def inherited(name: str) -> bool:
+    """Whether every server is given the daemon's variable C{name}."""
+    return name in INHERITED_VARIABLES or name.startswith(_LOCALE_VARIABLES)
+
+
 def child_environment(server: StdioServer, environ: Mapping[str, str]) -> dict[str, str]:
-    """The daemon's environment with the server's variables (and credential) over it."""
-    env = dict(environ)
+    """
+    The server's environment: of the daemon's variables (C{environ}), those every
+    server is given (L{inherited}) and those its C{envPassthrough} names; then its own
+    C{env} (and C{env} credential) over them.
+
+    Nothing else of the daemon's comes through: not the variables behind another
+    server's C{${NAME}} references or a remote server's token, not a database password,
+    and never mcpx's own (C{MCPX_*}, the state directory among them).  As the SDKs do,
+    a value that is a shell function (C{() {...}}) is not passed by default.
+    """
+    passed = set(server.env_passthrough)
+    env = {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(ENV_PREFIX)
+        and (name in passed or (inherited(name) and not value.startswith("()")))
+    }
     env.update(server.child_env())
     return env
 

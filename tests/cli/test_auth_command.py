@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 import webbrowser
 from collections.abc import Iterator
@@ -61,6 +62,34 @@ class LoginTests(SynchronousTestCase):
         # The listener is gone once the sign-in ended.
         with socket.socket() as probe:
             self.assertNotEqual(probe.connect_ex(("127.0.0.1", ports[0])), 0)
+
+    def test_stray_requests_do_not_end_the_sign_in(self) -> None:
+        """
+        A request to the callback without this sign-in's C{state} (another local user's,
+        or a page's) is answered 400 and the listener keeps waiting: the browser's own
+        redirect, after them, completes the sign-in.
+        """
+        refused: list[int] = []
+
+        def browser(url: str) -> bool:
+            back = parse_qs(urlsplit(url).query)["redirect_uri"][0]
+            for stray in ("?code=evil&state=wrong", "?code=evil", "?code=e&state=st&state=x"):
+                with self.assertRaises(urllib.error.HTTPError) as raised:
+                    urllib.request.urlopen(back + stray, timeout=5)
+                refused.append(raised.exception.code)
+                raised.exception.close()
+            with urllib.request.urlopen(back + "?code=the-code&state=st", timeout=5) as page:
+                self.assertIn(b"close this tab", page.read())
+            return True
+
+        self.patch(webbrowser, "open", browser)
+        result = self.runner.invoke(auth_command.auth, ["login", "remote", "--wait", "30"])
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertEqual(refused, [400, 400, 400])
+        self.assertIn("signed in to remote at https://as.example", result.output)
+        target, body = self.posted[-1]
+        self.assertEqual(target, "/v1/auth/remote/finish")
+        self.assertTrue(body["url"].endswith("/callback?code=the-code&state=st"), body)
 
     def test_no_browser_paste(self) -> None:
         """--no-browser prints the URL and sends the pasted address to the daemon."""

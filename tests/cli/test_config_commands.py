@@ -79,6 +79,21 @@ class ConfigEditTests(ConfigFileCase):
             {"command": "npx", "args": ["-y", "@scope/fs", "--tmp", "/tmp"], "env": {"A": "1"}},
         )
 
+    async def test_add_pass_env(self) -> None:
+        """C{--pass-env NAME} names a variable of the daemon's for the command
+        (C{envPassthrough}); one of mcpx's own is refused and nothing is written."""
+        await self.ok(
+            "add", "aws", "--pass-env", "AWS_PROFILE", "--pass-env", "HTTPS_PROXY", "--", "aws-mcp"
+        )
+        self.assertEqual(
+            self.read()["servers"]["aws"],
+            {"command": "aws-mcp", "args": [], "envPassthrough": ["AWS_PROFILE", "HTTPS_PROXY"]},
+        )
+        refused = await self.mcpx("add", "x", "--pass-env", "MCPX_STATE_DIR", "--", "true")
+        self.assertNotEqual(refused.code, 0, refused)
+        self.assertIn("MCPX_STATE_DIR is mcpx's own", refused.err)
+        self.assertNotIn("x", self.read()["servers"])
+
     async def test_add_remote_keeps_the_rest(self) -> None:
         """C{mcpx add NAME URL} adds a remote server beside what the file holds (settings,
         other servers, in their order) and keeps the file's mode; an unset variable in a

@@ -153,16 +153,21 @@ class EchoTests(SynchronousTestCase):
         self.assertEqual((out.getvalue(), err.getvalue()), ("h\u00e9llo\n", "oops\n"))
         self.assertTrue(out.flushed and err.flushed)
 
-    def test_ansi_stripped_off_terminal(self) -> None:
-        """ANSI escape sequences are removed unless the stream is a terminal."""
-        text = "\x1b[1;31mred\x1b[0m plain"
-        piped, terminal = StringStream(tty=False), StringStream(tty=True)
-        self.patch(sys, "stdout", piped)
-        echo(text)
-        self.patch(sys, "stdout", terminal)
-        echo(text)
-        self.assertEqual(piped.getvalue(), "red plain\n")
-        self.assertEqual(terminal.getvalue(), text + "\n")
+    def test_controls_shown_not_acted_on(self) -> None:
+        """
+        What a terminal would act on (escape sequences, a carriage return, DEL, C1
+        controls, bidi overrides) is shown as its escape, on a terminal or not; newlines
+        and tabs stay, and a Windows line end is a newline.
+        """
+        text = "\x1b[1;31mred\x1b[0m\tplain\r\nnext\rover\x7f\x9b\u202eevil\u2066"
+        shown = (
+            "\\u001b[1;31mred\\u001b[0m\tplain\nnext\\u000dover\\u007f\\u009b\\u202eevil\\u2066\n"
+        )
+        for tty in (False, True):
+            stream = StringStream(tty=tty)
+            self.patch(sys, "stdout", stream)
+            echo(text)
+            self.assertEqual(stream.getvalue(), shown)
 
 
 def environ(state_dir: str, modules_file: str) -> dict[str, str]:

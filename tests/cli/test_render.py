@@ -117,6 +117,13 @@ class TextTests(SynchronousTestCase):
             table(("A", "BB"), [("long", "x"), ("s", "y")]), "A     BB\nlong  x\ns     y\n"
         )
 
+    def test_table_of_control_characters(self) -> None:
+        """A cell's control characters are shown escaped, and the columns still line up."""
+        self.assertEqual(
+            table(("A", "B"), [("x\x1b[2J", "y"), ("long-name", "z")]),
+            "A           B\nx\\u001b[2J  y\nlong-name   z\n",
+        )
+
     def test_describe_shows_the_tool_in_full(self) -> None:
         """
         C{mcpx describe} prints long argument descriptions whole, and the fields of
@@ -224,6 +231,15 @@ class ProgressBarTests(SynchronousTestCase):
         self.assertTrue(second.startswith("[3]"))
         self.assertEqual(len(second.rstrip("\n")), len(first))
         self.assertTrue(stream.getvalue().endswith("\n"))
+
+    def test_message_shown_not_acted_on(self) -> None:
+        """The upstream's message cannot move the cursor or clear the screen."""
+        stream = io.StringIO()
+        ProgressBar(stream).update({"progress": 1, "message": "go\x1b[2J\x1b]0;t\x07\rhi"})
+        drawn = stream.getvalue()
+        self.assertEqual(drawn.count("\r"), 1)
+        self.assertNotIn("\x1b", drawn)
+        self.assertIn("go\\u001b[2J\\u001b]0;t\\u0007\\u000dhi", drawn)
 
     def test_nothing_drawn(self) -> None:
         """Finishing a bar that drew nothing writes nothing."""

@@ -114,6 +114,75 @@ class StdioServerTests(SynchronousTestCase):
             "cannot be warm", refused(self, "x", {"command": "x", "warm": 1, "scope": "client"})
         )
 
+    def test_env_passthrough(self) -> None:
+        """
+        C{envPassthrough} names variables of the daemon's environment (shown in the
+        server's JSON); a name that is not one, or one of mcpx's own, is refused.
+        """
+        found = server("x", {"command": "x", "envPassthrough": ["AWS_PROFILE", "KUBECONFIG"]})
+        assert isinstance(found, StdioServer)
+        self.assertEqual(found.env_passthrough, ("AWS_PROFILE", "KUBECONFIG"))
+        self.assertEqual(found.redacted()["envPassthrough"], ["AWS_PROFILE", "KUBECONFIG"])
+        self.assertEqual(server("x", {"command": "x"}), StdioServer(name="x", command="x"))
+        self.assertEqual(
+            refused(self, "x", {"command": "x", "envPassthrough": "AWS_PROFILE"}),
+            f"{FILE}: server 'x': field 'envPassthrough': must be an array of environment "
+            "variable names",
+        )
+        self.assertIn(
+            "field 'envPassthrough[1]': 'A=B' is not an environment variable name",
+            refused(self, "x", {"command": "x", "envPassthrough": ["A", "A=B"]}),
+        )
+        message = refused(self, "x", {"command": "x", "envPassthrough": ["MCPX_STATE_DIR"]})
+        self.assertIn("field 'envPassthrough[0]': MCPX_STATE_DIR is mcpx's own", message)
+        self.assertIn(
+            "field 'envPassthrough'",
+            refused(self, "r", {"url": "https://e.x", "envPassthrough": []}),
+        )
+
+    def test_env_passthrough_default(self) -> None:
+        """
+        C{serverDefaults}' C{envPassthrough} is every stdio server's that gives none of
+        its own; it is checked as an entry's is, naming C{serverDefaults}.
+        """
+        config = parse_config(
+            {
+                "serverDefaults": {
+                    "envPassthrough": ["HTTPS_PROXY"],
+                    "validate": {"output": "off"},
+                },
+                "servers": {
+                    "plain": {"command": "x"},
+                    "own": {"command": "x", "envPassthrough": ["AWS_PROFILE"]},
+                    "none": {"command": "x", "envPassthrough": []},
+                    "remote": {"url": "https://e.x/mcp"},
+                },
+            },
+            origin=FILE,
+            path=FILE,
+            environ={},
+        )
+        servers = config.servers.servers
+        passed = {
+            name: server.env_passthrough
+            for name, server in servers.items()
+            if isinstance(server, StdioServer)
+        }
+        self.assertEqual(passed, {"plain": ("HTTPS_PROXY",), "own": ("AWS_PROFILE",), "none": ()})
+        self.assertEqual(config.servers.policy("plain").validate_output.value, "off")
+        error = self.assertRaises(
+            SettingsError,
+            parse_config,
+            {"serverDefaults": {"envPassthrough": ["MCPX_CONFIG"]}, "servers": {}},
+            origin=FILE,
+            path=FILE,
+            environ={},
+        )
+        self.assertIn(
+            f"{FILE}: serverDefaults: field 'envPassthrough[0]': MCPX_CONFIG is mcpx's own",
+            str(error),
+        )
+
     def test_bad_name(self) -> None:
         """A server name with spaces or slashes is refused."""
         self.assertIn("invalid server name", refused(self, "my server", {"command": "x"}))

@@ -287,6 +287,49 @@ class SpawnTests(StdioTestCase):
             },
         )
 
+    def test_environment_is_not_the_daemons(self) -> None:
+        """
+        Of the daemon's variables, the child gets only what every server gets (the SDKs'
+        list, the locale, C{TMPDIR}, C{XDG_RUNTIME_DIR}) and what its C{envPassthrough}
+        names; never another secret of the daemon's, never C{MCPX_*}, never a shell
+        function by default.
+        """
+        self.environ.update(
+            {
+                "USER": "ada",
+                "LOGNAME": "ada",
+                "SHELL": "/bin/sh",
+                "TERM": "xterm",
+                "LANG": "de_DE.UTF-8",
+                "LC_TIME": "C",
+                "TMPDIR": "/tmp/ada",
+                "XDG_RUNTIME_DIR": "/run/user/1000",
+                "GITHUB_TOKEN": "ghp_other_servers",
+                "PGPASSWORD": "store-password",
+                "AWS_PROFILE": "work",
+                "MCPX_STATE_DIR": "/home/ada/.local/state/mcpx",
+                "MCPX_TOKEN": "daemon-token",
+                "XDG_STATE_HOME": "/home/ada/.local/state",
+            }
+        )
+        self.environ["TERM"] = "() { :; }; echo pwned"
+        [spawn] = self.started(self.server(env_passthrough=("AWS_PROFILE",))).reactor.spawned
+        self.assertEqual(
+            spawn.env,
+            {
+                "PATH": str(self.bin),
+                "HOME": "/home/mcpx",
+                "USER": "ada",
+                "LOGNAME": "ada",
+                "SHELL": "/bin/sh",
+                "LANG": "de_DE.UTF-8",
+                "LC_TIME": "C",
+                "TMPDIR": "/tmp/ada",
+                "XDG_RUNTIME_DIR": "/run/user/1000",
+                "AWS_PROFILE": "work",
+            },
+        )
+
     def test_daemon_environment_untouched(self) -> None:
         """Composing the child's environment leaves the daemon's mapping as it was."""
         before = dict(self.environ)
