@@ -134,3 +134,6 @@ class LeftHelperTests(SelfCallCase):
         self.assertEqual(await gone_within([helper], 0.2), [helper])
         await self.start_hostile()
         await self.assertEnds(helper, "the next start of the daemon")
+        assert self.daemon is not None
+        self.assertIn("left behind", self.daemon.text(2))
+        await self.ok("servers")
