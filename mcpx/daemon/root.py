@@ -225,7 +225,7 @@ class StrayReaper(Service):
     def startService(self) -> None:
         Service.startService(self)
         self.groups.reap_strays()
-        if self.clock is not None and self.groups.adopting:
+        if self.clock is not None:
             self._reaping = LoopingCall(reap_adopted)
             self._reaping.clock = self.clock
             self._reaping.start(REAP_INTERVAL, now=False).addErrback(

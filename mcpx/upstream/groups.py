@@ -53,7 +53,6 @@ from mcpx.upstream.lineage import (
     adopted,
     descendants,
     holds_socket,
-    is_subreaper,
     mark,
     parent,
     pids,
@@ -229,11 +228,6 @@ class ProcessGroups:
     def owns_socket(self, inode: int) -> bool:
         """Whether a process of L{own_processes} holds the socket of C{inode}."""
         return any(holds_socket(pid, inode) for pid in self.own_processes())
-
-    @property
-    def adopting(self) -> bool:
-        """Whether what upstreams leave becomes the daemon's child (its subreaper)."""
-        return is_subreaper()
 
     # The record
 

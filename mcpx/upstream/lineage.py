@@ -212,11 +212,14 @@ def adopted() -> list[int]:
 def reap_adopted() -> list[int]:
     """
     Wait for the children this process adopted that have ended (zombies), so none
-    stays in the process table; a process Twisted started is left to Twisted.
+    stays in the process table; a process Twisted started is left to Twisted.  Only
+    once this process is their subreaper: before that, its only children are its own.
 
     @return: the pids waited for.
     """
-    reaped = []
+    reaped: list[int] = []
+    if not is_subreaper():
+        return reaped
     for pid in children(os.getpid()):
         fields = stat_fields(pid)
         if fields is None or fields[0] != "Z" or started_by_twisted(pid):
