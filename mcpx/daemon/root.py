@@ -80,9 +80,11 @@ class DaemonService(MultiService):
         #: What the config file had that was ignored (a host's keys), logged at start.
         self.config_notes: tuple[str, ...] = ()
         self.groups = groups
+        self._strays: StrayReaper | None = None
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
-            MultiService.addService(self, StrayReaper(groups))
+            self._strays = StrayReaper(groups)
+            MultiService.addService(self, self._strays)
         if pool is not None:
             MultiService.addService(self, pool)
         if scripts is not None:
@@ -102,9 +104,8 @@ class DaemonService(MultiService):
             _log.info("config file: {note}", note=note)
         if self.notifier is not None and self.clock is not None:
             self.notifier.start_watchdog(self.clock)
-        for service in self:
-            if isinstance(service, StrayReaper) and self.clock is not None:
-                service.clock = self.clock
+        if self._strays is not None:
+            self._strays.clock = self.clock
         MultiService.startService(self)
         listening = gatherResults(
             [listener.when_listening() for listener in self.listeners], consumeErrors=True
@@ -211,10 +212,11 @@ class StrayReaper(Service):
     Ends, when the daemon starts, the upstream processes a previous daemon of this state
     directory left running when it was killed (L{ProcessGroups.reap_strays}); and,
     the daemon being its descendants' subreaper, waits every L{REAP_INTERVAL} seconds
-    for the processes it adopted that have ended (L{reap_adopted}), which Twisted
-    does not wait for.
+    for the processes it adopted that have ended (L{reap_adopted}), which Twisted does
+    not wait for.
 
-    @ivar clock: what the waits are timed by, the daemon's (set as it starts).
+    @ivar clock: what the waits are timed by, the daemon's (set before it starts);
+        without one there are none.
     """
 
     def __init__(self, groups: ProcessGroups) -> None:
@@ -225,9 +227,10 @@ class StrayReaper(Service):
     def startService(self) -> None:
         Service.startService(self)
         self.groups.reap_strays()
-        if self.clock is not None:
+        clock = self.clock
+        if clock is not None:
             self._reaping = LoopingCall(reap_adopted)
-            self._reaping.clock = self.clock
+            self._reaping.clock = clock
             self._reaping.start(REAP_INTERVAL, now=False).addErrback(
                 lambda failure: _log.failure("waiting for adopted processes", failure)
             )

@@ -14,10 +14,20 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
+
+from twisted.internet.task import deferLater
 
 from tests.cli.test_real_daemon import RealDaemonCase, parent_of
 from tests.daemon.test_hygiene import gone_within
-from tests.support.processes import REPO, ChildProcess, free_tcp_port, kill_on_cleanup, spawn
+from tests.support.processes import (
+    REPO,
+    ChildProcess,
+    free_tcp_port,
+    kill_on_cleanup,
+    reactor,
+    spawn,
+)
 
 SELFCALLER = str(REPO / "tests" / "fixtures" / "selfcaller.py")
 RAW_HTTP = str(REPO / "tests" / "support" / "raw_http.py")
@@ -113,6 +123,13 @@ class LeftHelperTests(SelfCallCase):
         helper = await self.leave()
         await self.ok("restart", "hostile")
         await self.assertEnds(helper, "the restart of its server")
+        # Ended, it is the daemon's zombie until the daemon waits for it.
+        for _ in range(int(ENDS_WITHIN / 0.1)):
+            if not Path(f"/proc/{helper}").exists():
+                break
+            await deferLater(reactor, 0.1, lambda: None)
+        self.assertFalse(Path(f"/proc/{helper}").exists(), "the daemon never waited for it")
+        await self.ok("call", "hostile", "probe")
 
     async def test_helper_ends_with_a_clean_stop(self) -> None:
         """A clean stop of the daemon ends the helper an upstream left."""
