@@ -56,6 +56,7 @@ from mcpx.upstream.lineage import (
     mark,
     parent,
     pids,
+    reap_adopted,
     run_of,
     stat_fields,
 )
@@ -172,7 +173,13 @@ class ProcessGroups:
         return True
 
     def alive(self, pid: int) -> bool:
-        """Whether any process is left in the group led by C{pid}, or outside it."""
+        """
+        Whether any process is left in the group led by C{pid}, or outside it.
+
+        What the daemon adopted and has ended is waited for first: a zombie is still in
+        its group, and would keep the group alive until the next periodic wait.
+        """
+        reap_adopted()
         return self.signal(pid, 0, leader=False)
 
     def outsiders(self, pid: int) -> list[int]:
