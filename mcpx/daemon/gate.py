@@ -31,6 +31,16 @@ C{/openapi.json}, C{/mcp} and anything added later):
      connection (and a unix one not the owner's) for an OAuth access token instead
      (L{mcpx.daemon.bearer}), and serves the protected-resource metadata unasked.
 
+Before all of them, on every route and whatever C{daemon.auth} says (a token does not
+help): B{the daemon's own upstream processes are refused} (403 C{upstream_process}).
+A stdio server runs as the daemon's user and could read its token file, so neither the
+peer's uid nor the token tells it from the user.  On a unix socket the process that
+connected (C{SO_PEERCRED}'s pid), on a TCP connection from this machine the process
+holding the client's socket (its inode in C{/proc/net/tcp}), is checked against the
+running upstreams' process trees, what they left to the daemon and the run mark
+(L{mcpx.upstream.lineage}), once per connection.  C{mcpx serve}'s socket applies the
+same check (L{upstream_door}).
+
 Once the daemon has begun to stop (L{mcpx.ops.shutdown}), a request that passes
 the rules is answered C{503 shutting_down} instead of reaching its route.
 
@@ -48,17 +58,18 @@ import ipaddress
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from twisted.internet.address import UNIXAddress
+from twisted.internet.interfaces import ITransport
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from mcpx.daemon.bearer import OAuthGuard
-from mcpx.daemon.peers import connecting_uid, unix_peer_uid
+from mcpx.daemon.peers import connecting_inode, connecting_uid, unix_peer_pid, unix_peer_uid
 from mcpx.daemon.token import TokenFile
 from mcpx.lasting import Lasting
 from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
@@ -74,9 +85,11 @@ __all__ = [
     "Gate",
     "HostRule",
     "OriginRule",
+    "Upstreams",
     "host_name",
     "parse_origin",
     "unauthenticated_exposure",
+    "upstream_door",
 ]
 
 log = Logger()
@@ -100,6 +113,51 @@ _API_PREFIX: Final = b"/v1/"
 _ECHOED: Final = 200
 #: Where the per-connection record is kept on the HTTP channel.
 _SLOT: Final = "_mcpx_gate_connection"
+
+#: The code and message of a request from one of the daemon's own upstream processes.
+UPSTREAM_CODE: Final = "upstream_process"
+UPSTREAM_REFUSED: Final = (
+    "this connection comes from one of the daemon's own upstream servers or a process "
+    "one started; the daemon takes no requests from the servers it runs"
+)
+
+
+class Upstreams(Protocol):
+    """Which processes are the daemon's upstreams' (L{mcpx.upstream.groups.ProcessGroups})."""
+
+    def owns_pid(self, pid: int) -> bool:
+        """Whether process C{pid} is an upstream's, or one an upstream started."""
+
+    def owns_socket(self, inode: int) -> bool:
+        """Whether such a process holds the socket of C{inode}."""
+
+
+def _handle_pid(transport: object) -> int | None:
+    """The pid that connected the unix socket under C{transport}, when the system says."""
+    get_handle = getattr(transport, "getHandle", None)
+    return None if get_handle is None else unix_peer_pid(get_handle())
+
+
+def upstream_door(upstreams: Upstreams) -> Callable[[ITransport], str | None]:
+    """
+    The same check for C{mcpx serve}'s socket (L{mcpx.server.stdio.StdioFactory}): why
+    a connection from one of the daemon's own upstream processes is refused.
+    """
+    logged = Lasting[int](LOGGED_REFUSALS)
+
+    def refuse(transport: ITransport) -> str | None:
+        pid = _handle_pid(transport)
+        if pid is None or not upstreams.owns_pid(pid):
+            return None
+        if logged.begins(pid):
+            log.warn(
+                "refused a connection to the MCP socket from process {pid}: {message}",
+                pid=pid,
+                message=UPSTREAM_REFUSED,
+            )
+        return UPSTREAM_REFUSED
+
+    return refuse
 
 
 def parse_origin(origin: str) -> tuple[str, str, int] | None:
@@ -241,9 +299,11 @@ class _Connection:
         unix socket whose peer the system does not name, the file permissions decide
         and it counts as the owner's.
     @ivar host: the last C{Host} value let in, so a keep-alive connection checks once.
+    @ivar upstream: whether one of the daemon's own upstream processes opened it;
+        C{None} until asked.
     """
 
-    __slots__ = ("host", "loopback", "own_host", "own_port", "owner", "peer", "unix")
+    __slots__ = ("host", "loopback", "own_host", "own_port", "owner", "peer", "unix", "upstream")
 
     def __init__(self, request: IRequest) -> None:
         own: Any = request.getHost()
@@ -260,6 +320,7 @@ class _Connection:
         self.loopback = self.peer is not None and is_loopback(self.peer[0].split("%", 1)[0])
         self.owner: bool | None = None
         self.host: bytes | None = None
+        self.upstream: bool | None = None
 
 
 class _Bearer:
@@ -267,6 +328,11 @@ class _Bearer:
 
 
 _BEARER: Final = _Bearer()
+
+
+def _unix_pid(request: IRequest) -> int | None:
+    """The pid that connected a unix-socket request's connection, when the system says."""
+    return _handle_pid(getattr(getattr(request, "channel", None), "transport", None))
 
 
 def _unix_uid(request: IRequest) -> int | None:
@@ -287,6 +353,12 @@ class Gate:
         injected so tests need not open sockets as other users.
     @param lookup_unix_uid: finds the uid behind a unix-socket request's connection
         (C{SO_PEERCRED} by default).
+    @param upstreams: the daemon's upstream processes, whose requests are refused;
+        C{None} to refuse none (a gate without upstreams).
+    @param lookup_unix_pid: finds the pid that connected a unix-socket request's
+        connection (C{SO_PEERCRED} by default).
+    @param lookup_inode: finds the inode of the client's socket of a TCP connection
+        from this machine (peer, own address).
     """
 
     isLeaf = True
@@ -304,6 +376,9 @@ class Gate:
         lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
         lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
         shutdown: Shutdown | None = None,
+        upstreams: Upstreams | None = None,
+        lookup_unix_pid: Callable[[IRequest], int | None] = _unix_pid,
+        lookup_inode: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_inode,
     ) -> None:
         self._oauth: OAuthGuard | None = None
         if isinstance(auth, OAuthResource):
@@ -326,6 +401,9 @@ class Gate:
         self._lookup_unix_uid = lookup_unix_uid or _unix_uid
         self._logged: Lasting[tuple[str, str]] = Lasting(LOGGED_REFUSALS)
         self._shutdown = shutdown
+        self._upstreams = upstreams
+        self._lookup_unix_pid = lookup_unix_pid
+        self._lookup_inode = lookup_inode
 
     # IResource: the gate is a leaf, so traversal ends here and render decides.
 
@@ -392,6 +470,8 @@ class Gate:
 
     def _check(self, request: IRequest) -> bytes | _Bearer | None:
         connection = self._connection(request)
+        if self._from_upstream(connection, request):
+            return self._refuse(request, 403, UPSTREAM_CODE, UPSTREAM_REFUSED, "upstream")
         origin = request.getHeader(b"origin")
         if origin is not None and not self._origins.allows(
             origin.decode("latin-1"), connection.own_host, connection.own_port
@@ -465,6 +545,26 @@ class Gate:
             "(`mcpx token` prints it)",
             "authorization",
         )
+
+    def _from_upstream(self, connection: _Connection, request: IRequest) -> bool:
+        """Whether one of the daemon's own upstream processes opened the connection."""
+        if self._upstreams is None:
+            return False
+        if connection.upstream is None:
+            connection.upstream = False
+            if connection.unix:
+                pid = self._lookup_unix_pid(request)
+                connection.upstream = pid is not None and self._upstreams.owns_pid(pid)
+            elif (
+                connection.peer is not None
+                and connection.own_host is not None
+                and (connection.loopback or same_address(connection.peer[0], connection.own_host))
+            ):
+                # From this machine: which process holds the client's socket.
+                own = (connection.own_host, connection.own_port or 0)
+                inode = self._lookup_inode(connection.peer, own)
+                connection.upstream = inode is not None and self._upstreams.owns_socket(inode)
+        return connection.upstream
 
     def _is_owner(self, connection: _Connection) -> bool:
         if connection.owner is None:

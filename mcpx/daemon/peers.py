@@ -12,7 +12,12 @@ These files live in memory: reading them does not wait on a disk, but their leng
 grows with the number of sockets, so the gate asks once per connection, never per
 request.
 
-A unix socket says who is at the other end itself (C{SO_PEERCRED}, Linux).
+The same line names the client socket's inode, which the descriptors of the process
+holding it point at: the gate asks whether one of the daemon's own upstream processes
+holds it (L{mcpx.upstream.lineage}).
+
+A unix socket says who is at the other end itself (C{SO_PEERCRED}, Linux): the
+uid, and the pid of the process that connected.
 """
 
 from __future__ import annotations
@@ -50,21 +55,47 @@ def _v6_words(address: ipaddress.IPv6Address) -> str:
     return "".join(f"{word:08X}" for word in struct.unpack("=4I", address.packed))
 
 
-def socket_owner(lines: Iterable[str], peer: tuple[str, int], own: tuple[str, int]) -> int | None:
+def socket_entry(
+    lines: Iterable[str], peer: tuple[str, int], own: tuple[str, int]
+) -> tuple[int, int] | None:
     """
-    The uid of the client's socket of the connection from C{peer} to C{own}, found in
-    the lines of C{/proc/net/tcp*}; C{None} when no line is that socket.
+    The uid and the inode of the client's socket of the connection from C{peer} to
+    C{own}, found in the lines of C{/proc/net/tcp*}; C{None} when no line is that
+    socket.
     """
     local = frozenset(proc_address(*peer))
     remote = frozenset(proc_address(*own))
     for line in lines:
         fields = line.split()
-        # sl local_address rem_address st queues timer retransmits uid ...
-        if len(fields) > 7 and fields[1] in local and fields[2] in remote:
+        # sl local_address rem_address st queues timer retransmits uid timeout inode ...
+        if len(fields) > 9 and fields[1] in local and fields[2] in remote:
             try:
-                return int(fields[7])
+                return int(fields[7]), int(fields[9])
             except ValueError:
                 return None
+    return None
+
+
+def socket_owner(lines: Iterable[str], peer: tuple[str, int], own: tuple[str, int]) -> int | None:
+    """
+    The uid of the client's socket of the connection from C{peer} to C{own}, found in
+    the lines of C{/proc/net/tcp*}; C{None} when no line is that socket.
+    """
+    entry = socket_entry(lines, peer, own)
+    return None if entry is None else entry[0]
+
+
+def _connecting(
+    peer: tuple[str, int], own: tuple[str, int], tables: tuple[str, ...]
+) -> tuple[int, int] | None:
+    for table in tables:
+        try:
+            with open(table, encoding="ascii", errors="replace") as listing:
+                entry = socket_entry(listing, peer, own)
+        except OSError:
+            continue
+        if entry is not None:
+            return entry
     return None
 
 
@@ -75,19 +106,41 @@ def connecting_uid(
     The uid of the local user whose socket connected from C{peer} to C{own}, or
     C{None} when the system does not say (not Linux, or no such socket).
     """
-    for table in tables:
-        try:
-            with open(table, encoding="ascii", errors="replace") as listing:
-                uid = socket_owner(listing, peer, own)
-        except OSError:
-            continue
-        if uid is not None:
-            return uid
-    return None
+    entry = _connecting(peer, own, tables)
+    return None if entry is None else entry[0]
+
+
+def connecting_inode(
+    peer: tuple[str, int], own: tuple[str, int], tables: tuple[str, ...] = PROC_NET_TCP
+) -> int | None:
+    """
+    The inode of the local socket that connected from C{peer} to C{own}: what the
+    descriptors of the process holding it point at (C{socket:[inode]}).  C{None}
+    when the system does not say, or the peer is not on this machine.
+    """
+    entry = _connecting(peer, own, tables)
+    return None if entry is None else entry[1]
 
 
 #: C{struct ucred}: pid, uid, gid.
 _UCRED = struct.Struct("=iII")
+
+
+def unix_peer_credentials(handle: object) -> tuple[int, int] | None:
+    """
+    The pid and uid of the process at the other end of the unix socket C{handle}
+    (C{SO_PEERCRED}: the process that connected), or C{None} where the system or the
+    handle cannot say.
+    """
+    option = getattr(socket, "SO_PEERCRED", None)
+    getsockopt = getattr(handle, "getsockopt", None)
+    if option is None or getsockopt is None:
+        return None
+    try:
+        pid, uid, _gid = _UCRED.unpack(getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
+    except (OSError, struct.error):
+        return None
+    return int(pid), int(uid)
 
 
 def unix_peer_uid(handle: object) -> int | None:
@@ -95,12 +148,14 @@ def unix_peer_uid(handle: object) -> int | None:
     The uid of the process at the other end of the unix socket C{handle}
     (C{SO_PEERCRED}), or C{None} where the system or the handle cannot say.
     """
-    option = getattr(socket, "SO_PEERCRED", None)
-    getsockopt = getattr(handle, "getsockopt", None)
-    if option is None or getsockopt is None:
-        return None
-    try:
-        _pid, uid, _gid = _UCRED.unpack(getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
-    except (OSError, struct.error):
-        return None
-    return int(uid)
+    credentials = unix_peer_credentials(handle)
+    return None if credentials is None else credentials[1]
+
+
+def unix_peer_pid(handle: object) -> int | None:
+    """
+    The pid of the process that connected the unix socket C{handle}
+    (C{SO_PEERCRED}), or C{None} where the system or the handle cannot say.
+    """
+    credentials = unix_peer_credentials(handle)
+    return None if credentials is None or credentials[0] <= 0 else credentials[0]

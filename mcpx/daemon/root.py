@@ -20,6 +20,7 @@ from twisted.internet.interfaces import (
     IReactorProcess,
     IReactorTime,
 )
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -36,6 +37,7 @@ from mcpx.scripts.runner import Scripts, ScriptsService
 from mcpx.tasks.journal import TaskJournal
 from mcpx.upstream.connect import IReactorUpstream
 from mcpx.upstream.groups import ProcessGroups
+from mcpx.upstream.lineage import REAP_INTERVAL, reap_adopted
 
 _log = Logger()
 
@@ -77,9 +79,12 @@ class DaemonService(MultiService):
         self.clock: IReactorTime | None = None
         #: What the config file had that was ignored (a host's keys), logged at start.
         self.config_notes: tuple[str, ...] = ()
+        self.groups = groups
+        self._strays: StrayReaper | None = None
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
-            MultiService.addService(self, StrayReaper(groups))
+            self._strays = StrayReaper(groups)
+            MultiService.addService(self, self._strays)
         if pool is not None:
             MultiService.addService(self, pool)
         if scripts is not None:
@@ -99,6 +104,8 @@ class DaemonService(MultiService):
             _log.info("config file: {note}", note=note)
         if self.notifier is not None and self.clock is not None:
             self.notifier.start_watchdog(self.clock)
+        if self._strays is not None:
+            self._strays.clock = self.clock
         MultiService.startService(self)
         listening = gatherResults(
             [listener.when_listening() for listener in self.listeners], consumeErrors=True
@@ -129,6 +136,14 @@ class DaemonService(MultiService):
             self.journal.close()
         self.http.close()
         stopped: Deferred[None] = MultiService.stopService(self)
+        groups = self.groups
+        if groups is not None:
+            # The servers are stopped, and with them what each started: what is left
+            # was started by one and shed its mark.
+            def end_adopted(result: None) -> None:
+                groups.end_adopted()
+
+            stopped.addCallback(end_adopted)
         if shutdown is None:
             return stopped
         # The callers answered, the connections are closed once their last bytes left.
@@ -195,15 +210,36 @@ def race_hurry(stopped: Deferred[None], shutdown: Shutdown) -> Deferred[None]:
 class StrayReaper(Service):
     """
     Ends, when the daemon starts, the upstream processes a previous daemon of this state
-    directory left running when it was killed (L{ProcessGroups.reap_strays}).
+    directory left running when it was killed (L{ProcessGroups.reap_strays}); and,
+    the daemon being its descendants' subreaper, waits every L{REAP_INTERVAL} seconds
+    for the processes it adopted that have ended (L{reap_adopted}), which Twisted does
+    not wait for.
+
+    @ivar clock: what the waits are timed by, the daemon's (set before it starts);
+        without one there are none.
     """
 
     def __init__(self, groups: ProcessGroups) -> None:
         self.groups = groups
+        self.clock: IReactorTime | None = None
+        self._reaping: LoopingCall | None = None
 
     def startService(self) -> None:
         Service.startService(self)
         self.groups.reap_strays()
+        clock = self.clock
+        if clock is not None:
+            self._reaping = LoopingCall(reap_adopted)
+            self._reaping.clock = clock
+            self._reaping.start(REAP_INTERVAL, now=False).addErrback(
+                lambda failure: _log.failure("waiting for adopted processes", failure)
+            )
+
+    def stopService(self) -> None:
+        Service.stopService(self)
+        if self._reaping is not None and self._reaping.running:
+            self._reaping.stop()
+        self._reaping = None
 
 
 class BrokerService(Service):

@@ -27,7 +27,15 @@ from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
 from mcpx.daemon.fleet_config import ConfigNotices
-from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
+from mcpx.daemon.gate import (
+    AUTH_NONE,
+    AUTH_PEER,
+    Gate,
+    HostRule,
+    OriginRule,
+    Upstreams,
+    upstream_door,
+)
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.lean_path import LeanMcp
 from mcpx.daemon.limits import TransportLimits
@@ -376,7 +384,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
 
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
-    front = gate(http.resource(), config, clock, shutdown, reactor=reactor)
+    front = gate(http.resource(), config, clock, shutdown, reactor=reactor, upstreams=groups)
     site = DaemonSite(
         front,
         reactor,
@@ -398,6 +406,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             drain=settings.duration("transport.stdioDrain"),
             max_length=settings.integer("transport.maxMessageSize"),
             shutdown=shutdown,
+            refuse=None if groups is None else upstream_door(groups),
         )
         listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
     if groups is not None:
@@ -484,8 +493,12 @@ def gate(
     shutdown: Shutdown | None = None,
     *,
     reactor: IReactorHTTP | None = None,
+    upstreams: Upstreams | None = None,
 ) -> Gate:
-    """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
+    """
+    The trust boundary in front of every route (L{mcpx.daemon.gate}), refusing the
+    processes of C{upstreams}.
+    """
     settings = config.settings
     auth: str | OAuthResource = config.oauth or config.auth
     verifier = None
@@ -503,4 +516,5 @@ def gate(
         token=None if auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
         verifier=verifier,
         shutdown=shutdown,
+        upstreams=upstreams,
     )

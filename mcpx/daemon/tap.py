@@ -33,6 +33,7 @@ from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import flags_from_usage, load_settings, usage_parameters
 from mcpx.settings.resolve import Settings
+from mcpx.upstream.lineage import become_subreaper
 
 #: twistd's own default pidfile name, which it would write into the working directory.
 TWISTD_DEFAULT_PIDFILE = "twistd.pid"
@@ -157,6 +158,9 @@ def makeService(options: Options, reactor: IDaemonReactor | None = None) -> ISer
     service = make_service(options.daemon, reactor)
     reload_on_sighup(service, reactor)
     reactor.callWhenRunning(settle_memory)
+    # Once running (twistd forks to daemonize in between): what upstreams fork and leave
+    # becomes the daemon's, to be found and ended.
+    reactor.callWhenRunning(become_subreaper)
     stream = twistd_log_stream(options)
     observer = None
     if stream is not None:

@@ -29,7 +29,7 @@ The stream
 from __future__ import annotations
 
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Protocol, cast
 
@@ -41,6 +41,7 @@ from twisted.internet.interfaces import (
     IDelayedCall,
     IHalfCloseableProtocol,
     IReactorTime,
+    ITransport,
 )
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
@@ -51,8 +52,9 @@ from mcpx.ops.shutdown import Shutdown, shutting_down_error
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
+from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
-from mcpx.wire.messages import Notification, Request
+from mcpx.wire.messages import ErrorResponse, Notification, Request, encode
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
 
 #: The socket C{mcpx serve} connects to, in the state directory.
@@ -146,10 +148,22 @@ class StdioConnection(NDJSONProtocol):
         self._drain_check: IDelayedCall | None = None
         self._lost = False
         self.flow = Flow()
+        #: Whether a connection must be refused, asked once as it is made
+        #: (L{StdioFactory}'s C{refuse}); a refused one is answered and closed.
+        self.refuse: Callable[[ITransport], str | None] | None = None
+        self._refused = False
 
     # Setting up
 
     def connectionMade(self) -> None:
+        transport = self.transport
+        why = None if self.refuse is None or transport is None else self.refuse(transport)
+        if why is not None:
+            assert transport is not None
+            self._refused = True
+            self.send_message(encode(ErrorResponse(None, RpcError.invalid_request(why))))
+            transport.loseConnection()
+            return
         # Twisted pauses the flow while the client does not read what it was sent.
         if IConsumer.providedBy(self.transport):
             cast(IConsumer, self.transport).registerProducer(self.flow, True)
@@ -196,6 +210,8 @@ class StdioConnection(NDJSONProtocol):
     # Bytes in
 
     def message_received(self, line: bytes) -> None:
+        if self._refused:
+            return
         peer = self.peer
         if peer is None:
             hello = read_hello(line)
@@ -209,6 +225,8 @@ class StdioConnection(NDJSONProtocol):
         peer.receive(line)
 
     def message_too_large(self, limit: int) -> None:
+        if self._refused:
+            return
         peer = self.peer if self.peer is not None else self._start(None)
         peer.reject_oversized(limit)
 
@@ -319,11 +337,16 @@ class StdioFactory(Factory):
         drain: float = 5.0,
         max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
         shutdown: Shutdown | None = None,
+        refuse: Callable[[ITransport], str | None] | None = None,
     ) -> None:
         """
         @param shutdown: the daemon's stop: once begun, new requests are refused, and
             it closes the connections when every caller has been answered.
+        @param refuse: why a new connection is refused (its transport), or C{None}
+            to serve it: the daemon refuses its own upstream processes
+            (L{mcpx.daemon.gate.upstream_door}).
         """
+        self._refuse = refuse
         self._core = core
         self._clock = clock
         self._drain = drain
@@ -342,6 +365,7 @@ class StdioFactory(Factory):
             shutdown=self._shutdown,
         )
         protocol.factory = self
+        protocol.refuse = self._refuse
         if self._shutdown is not None:
             self._shutdown.track(protocol)
         return protocol

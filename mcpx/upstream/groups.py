@@ -16,11 +16,20 @@ server's command:
 
 C{PR_SET_PDEATHSIG} reaches the server, not what the server forked.  So each group is
 also recorded in the state directory (C{upstreams/<pid>.json}) with the daemon's run id,
-which every upstream carries in its environment as C{MCPX_DAEMON_RUN}.  A starting
-daemon reads the records a dead daemon left and kills the processes of those sessions
-that carry that daemon's run id: the run id is what proves that a process in a session
-whose number has since been reused is really one of ours.  Finding them needs C{/proc};
+and every upstream carries a run mark in its environment, C{MCPX_DAEMON_RUN=<run>/<n>}:
+the daemon's run id and the upstream's number, which what it forks inherits.  A
+starting daemon reads the records a dead daemon left and kills every process that
+carries that daemon's run id, in whatever session or group it moved to: the run id is
+what proves that a process is really one of ours.  Finding them needs C{/proc};
 elsewhere the records are only removed.
+
+What an upstream forks into a session of its own (C{setsid}) is outside the group
+C{killpg} reaches.  Such a process is still the upstream's while it sits below it, and
+once its parent has exited it is the daemon's child (the daemon is their subreaper,
+L{mcpx.upstream.lineage}) and carries the upstream's mark: L{ProcessGroups.signal}
+reaches those too, so what an upstream started ends with it.  One that both left and
+shed its mark cannot be told to a server: it ends when the daemon stops
+(L{ProcessGroups.end_adopted}).
 """
 
 from __future__ import annotations
@@ -32,14 +41,27 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from twisted.logger import Logger
 
-#: The environment variable that marks an upstream (and what it forks) as this daemon's.
-RUN_VARIABLE: Final = "MCPX_DAEMON_RUN"
+from mcpx.upstream.lineage import (
+    MAX_CHAIN,
+    RUN_VARIABLE,
+    adopted,
+    descendants,
+    holds_socket,
+    mark,
+    parent,
+    pids,
+    reap_adopted,
+    run_of,
+    stat_fields,
+)
+
+__all__ = ["LAUNCHER", "RECORDS_DIRECTORY", "RUN_VARIABLE", "ProcessGroups", "start_time"]
 
 #: Where the records live, in the state directory.
 RECORDS_DIRECTORY: Final = "upstreams"
@@ -63,24 +85,12 @@ except OSError as e:
     os._exit(127)
 """
 
-_PROC: Final = Path("/proc")
-
 _log = Logger()
-
-
-def _stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of C{/proc/<pid>/stat} after the command name, or C{None}."""
-    try:
-        text = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may hold anything: the rest follows the last ")".
-    return text[text.rindex(")") + 2 :].split()
 
 
 def start_time(pid: int) -> str | None:
     """When C{pid} started, in clock ticks since boot (C{/proc}), or C{None}."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     # Field 22 of stat; the list starts at field 3.
     return None if fields is None else fields[19]
 
@@ -102,13 +112,19 @@ class ProcessGroups:
         self.directory = directory
         self.run = _run_id()
         self._python = python
-        #: The leaders of the groups started and not yet gone.
-        self._live: set[int] = set()
+        #: The leaders of the groups started and not yet gone, with their upstream's mark.
+        self._live: dict[int, str] = {}
+        self._marks = 0
 
     @property
     def marker(self) -> Mapping[str, str]:
-        """The variable every upstream of this daemon carries."""
+        """The run mark alone: what a process this daemon started may carry."""
         return {RUN_VARIABLE: self.run}
+
+    def new_mark(self) -> str:
+        """The run mark of an upstream about to start: this run's id and a number."""
+        self._marks += 1
+        return f"{self.run}/{self._marks}"
 
     def launch(self, executable: str, argv: list[str], cwd: str) -> tuple[str, list[str]]:
         """The executable and argv that start C{executable} in a new group, in C{cwd}."""
@@ -127,12 +143,21 @@ class ProcessGroups:
 
     def signal(self, pid: int, signum: int, *, leader: bool) -> bool:
         """
-        Send C{signum} to the group led by C{pid}; C{False} when nothing received it.
+        Send C{signum} to the group led by C{pid}, and to what the upstream started
+        outside it (L{outsiders}); C{False} when nothing received it.
 
         @param leader: whether C{pid} itself is still running (not yet reaped).  Until
             the launcher has called C{setsid} there is no group yet, and the process
             alone is signalled.
         """
+        reached = self._signal_group(pid, signum, leader=leader)
+        for outsider in self.outsiders(pid):
+            with contextlib.suppress(OSError):
+                os.kill(outsider, signum)
+                reached = True
+        return reached
+
+    def _signal_group(self, pid: int, signum: int, *, leader: bool) -> bool:
         try:
             os.killpg(pid, signum)
         except ProcessLookupError:
@@ -148,17 +173,81 @@ class ProcessGroups:
         return True
 
     def alive(self, pid: int) -> bool:
-        """Whether any process is left in the group led by C{pid}."""
+        """
+        Whether any process is left in the group led by C{pid}, or outside it.
+
+        What the daemon adopted and has ended is waited for first: a zombie is still in
+        its group, and would keep the group alive until the next periodic wait.
+        """
+        reap_adopted()
         return self.signal(pid, 0, leader=False)
+
+    def outsiders(self, pid: int) -> list[int]:
+        """
+        The live processes of the upstream led by C{pid} that its group does not hold:
+        below it in a session of their own, or adopted by the daemon and carrying the
+        upstream's mark.  Only for an upstream this daemon runs (C{pid} recorded).
+        """
+        upstream = self._live.get(pid)
+        if upstream is None:
+            return []
+        found = descendants([pid]) - {pid}
+        for root in adopted():
+            for process in descendants([root]):
+                if mark(process) == upstream:
+                    found |= descendants([process])
+        return [
+            process
+            for process in sorted(found)
+            if (fields := stat_fields(process)) is not None
+            and fields[0] != "Z"
+            and int(fields[2]) != pid
+        ]
+
+    # Which processes are the upstreams'
+
+    def own_processes(self) -> set[int]:
+        """
+        The live upstreams and every process below them, and (the daemon being their
+        subreaper) what they left to the daemon, below it too.
+        """
+        return descendants([*self._live, *adopted()])
+
+    def owns_pid(self, pid: int) -> bool:
+        """
+        Whether C{pid} is one of this daemon's upstream processes or one they started:
+        it descends from a running upstream or from what one left to the daemon, or it
+        carries this daemon's run mark.
+        """
+        if pid == os.getpid() or pid <= 0:
+            return False
+        roots = {*self._live, *adopted()}
+        current: int | None = pid
+        for _ in range(MAX_CHAIN):
+            if current is None or current <= 1 or current == os.getpid():
+                break
+            if current in roots:
+                return True
+            current = parent(current)
+        carried = mark(pid)
+        return carried is not None and run_of(carried) == self.run
+
+    def owns_socket(self, inode: int) -> bool:
+        """Whether a process of L{own_processes} holds the socket of C{inode}."""
+        return any(holds_socket(pid, inode) for pid in self.own_processes())
 
     # The record
 
-    def record(self, server: str, pid: int) -> None:
-        """Note that the group of C{pid} runs C{server} for this daemon."""
-        self._live.add(pid)
+    def record(self, server: str, pid: int, upstream: str | None = None) -> None:
+        """
+        Note that the group of C{pid} runs C{server} for this daemon, its processes
+        marked C{upstream} (L{new_mark}; this run's id by default).
+        """
+        upstream = self.run if upstream is None else upstream
+        self._live[pid] = upstream
         if self.directory is None:
             return
-        entry = {"server": server, "pid": pid, "run": self.run}
+        entry = {"server": server, "pid": pid, "run": self.run, "mark": upstream}
         try:
             self.directory.mkdir(mode=0o700, exist_ok=True)
             (self.directory / f"{pid}.json").write_text(json.dumps(entry))
@@ -171,62 +260,93 @@ class ProcessGroups:
 
     def forget(self, pid: int) -> None:
         """The group of C{pid} is gone."""
-        self._live.discard(pid)
+        self._live.pop(pid, None)
         if self.directory is not None:
             with contextlib.suppress(OSError):
                 (self.directory / f"{pid}.json").unlink()
 
     def kill_all(self) -> int:
         """
-        C{SIGKILL} every group still running (the stop was hurried): their processes
-        end now, whatever grace period was being waited out.
+        C{SIGKILL} every group still running (the stop was hurried), with what each
+        left outside it and what the daemon adopted: their processes end now,
+        whatever grace period was being waited out.
 
         @return: how many groups were signalled.
         """
         killed = sum(self.signal(pid, signal.SIGKILL, leader=True) for pid in tuple(self._live))
         if killed:
             _log.warn("killed the process groups of {count} upstream(s)", count=killed)
+        self.end_adopted()
         return killed
+
+    def end_adopted(self) -> list[int]:
+        """
+        C{SIGKILL} every process the daemon adopted and what is below it: what
+        upstreams forked and left, once nothing the daemon runs should be left.
+
+        @return: the pids signalled.
+        """
+        ended = sorted(descendants(adopted()))
+        for pid in ended:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if ended:
+            _log.warn(
+                "killed {count} process(es) that upstreams started and left: {pids}",
+                count=len(ended),
+                pids=ended,
+            )
+        return ended
 
     def reap_strays(self) -> int:
         """
-        End the processes that daemons no longer running left in their recorded
-        groups, and remove those records.  Runs once, before the daemon serves.
+        End the processes that daemons no longer running left (whatever carries
+        their run mark, in any session), and remove their records.  Runs once,
+        before the daemon serves.
 
         @return: how many processes were killed.
         """
         if self.directory is None or not self.directory.is_dir():
             return 0
-        killed = 0
-        sessions: dict[str, list[str]] | None = None
+        # The dead runs, and the server each upstream mark (or group leader) was.
+        dead: dict[str, dict[str, str]] = {}
         for path in sorted(self.directory.glob("*.json")):
             entry = _read_record(path)
             if entry is None:
                 _unlink(path)
                 continue
-            server, leader, run = entry
+            server, leader, run, upstream = entry
             if run == self.run or _daemon_alive(run):
                 continue
-            if sessions is None:
-                sessions = _sessions()
-            strays = [int(pid) for pid in sessions.get(str(leader), ()) if _carries(pid, run)]
-            for pid in strays:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            if strays:
-                killed += len(strays)
-                _log.warn(
-                    "killed {count} process(es) of upstream {server} that a daemon no "
-                    "longer running left behind: {pids}",
-                    count=len(strays),
-                    server=server,
-                    pids=strays,
-                )
+            names = dead.setdefault(run, {})
+            names[upstream or str(leader)] = server
             _unlink(path)
-        return killed
+        if not dead:
+            return 0
+        strays: dict[str, list[int]] = {}
+        for pid in pids():
+            carried = mark(pid)
+            if carried is None or run_of(carried) not in dead:
+                continue
+            names = dead[run_of(carried)]
+            fields = stat_fields(pid)
+            session = "" if fields is None else fields[3]
+            server = names.get(carried) or names.get(session) or "(unknown)"
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+                strays.setdefault(server, []).append(int(pid))
+        for server, killed in sorted(strays.items()):
+            _log.warn(
+                "killed {count} process(es) of upstream {server} that a daemon no "
+                "longer running left behind: {pids}",
+                count=len(killed),
+                server=server,
+                pids=killed,
+            )
+        return sum(len(killed) for killed in strays.values())
 
 
-def _read_record(path: Path) -> tuple[str, int, str] | None:
+def _read_record(path: Path) -> tuple[str, int, str, str | None] | None:
     try:
         entry = json.loads(path.read_text())
         server, pid, run = entry["server"], entry["pid"], entry["run"]
@@ -234,7 +354,8 @@ def _read_record(path: Path) -> tuple[str, int, str] | None:
         return None
     if type(server) is not str or type(pid) is not int or type(run) is not str:
         return None
-    return server, pid, run
+    upstream = entry.get("mark")
+    return server, pid, run, upstream if type(upstream) is str else None
 
 
 def _unlink(path: Path) -> None:
@@ -258,33 +379,3 @@ def _daemon_alive(run: str) -> bool:
     except OSError as e:
         return e.errno == errno.EPERM
     return True
-
-
-def _sessions() -> dict[str, list[str]]:
-    """Every visible process by its session id."""
-    found: dict[str, list[str]] = {}
-    for pid in _pids():
-        fields = _stat_fields(pid)
-        if fields is not None and fields[0] != "Z":
-            # Field 6 of stat, the session id.
-            found.setdefault(fields[3], []).append(pid)
-    return found
-
-
-def _pids() -> Iterator[str]:
-    try:
-        entries = os.listdir(_PROC)
-    except OSError:
-        return
-    for entry in entries:
-        if entry.isdigit():
-            yield entry
-
-
-def _carries(pid: str, run: str) -> bool:
-    """Whether process C{pid} was started with C{MCPX_DAEMON_RUN=run}."""
-    try:
-        environ = (_PROC / pid / "environ").read_bytes()
-    except OSError:
-        return False
-    return f"{RUN_VARIABLE}={run}".encode() in environ.split(b"\0")

@@ -48,7 +48,7 @@ from mcpx.once import Once
 from mcpx.settings.secrets import excerpt
 from mcpx.settings.servers import StdioServer
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge, Negotiated
-from mcpx.upstream.groups import ProcessGroups
+from mcpx.upstream.groups import RUN_VARIABLE, ProcessGroups
 from mcpx.upstream.stderr_lines import StderrLines, StderrTail
 from mcpx.upstream.stdio_spawn import (
     SpawnFailed,
@@ -178,8 +178,10 @@ class StdioChannel:
             executable = child_executable(self._label, self._server, env, cwd)
             args = [self._server.command, *self._server.args]
             path: str | None = cwd
+            upstream_mark: str | None = None
             if self._groups is not None:
-                env.update(self._groups.marker)
+                upstream_mark = self._groups.new_mark()
+                env[RUN_VARIABLE] = upstream_mark
                 executable, args = self._groups.launch(executable, args, cwd)
                 # The launcher changes directory: without a path, Twisted can use
                 # posix_spawn instead of forking the daemon.
@@ -195,7 +197,7 @@ class StdioChannel:
         self._pid = transport.pid
         self._stdin_open = True
         if self._groups is not None and self._pid is not None:
-            self._groups.record(self.name, self._pid)
+            self._groups.record(self.name, self._pid, upstream_mark)
         self.log.info(
             "started upstream {server} (pid {pid}): {command}",
             server=self.name,

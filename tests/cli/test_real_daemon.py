@@ -86,10 +86,13 @@ class RealDaemonCase(TestCase):
         self.env.update(MCPX_STATE_DIR=self.state_dir, XDG_CONFIG_HOME=self.config_home)
         self.daemon: ChildProcess | None = None
 
-    async def start_daemon(self, servers: dict[str, list[str]] | None = None) -> ChildProcess:
+    async def start_daemon(
+        self, servers: dict[str, list[str]] | None = None, listen: str = ""
+    ) -> ChildProcess:
         """
         Start the daemon, on a config file naming C{servers} or on the built-in
-        configuration; return once it listens.
+        configuration, listening on C{listen} besides its unix socket; return once it
+        listens.
         """
         if servers is not None:
             config = Path(self.config_home) / "servers.json"
@@ -97,7 +100,7 @@ class RealDaemonCase(TestCase):
             config.write_text(json.dumps({"servers": entries}))
             self.env["MCPX_CONFIG"] = str(config)
         daemon = spawn(
-            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""],
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", listen],
             env=self.env,
             cwd=str(REPO),
         )
