@@ -136,7 +136,7 @@ def compile_pattern(pattern: str) -> Any:
     @raise PatternRefused: it is too long, RE2 cannot compile it (lookarounds and
         backreferences among others), or it compiles to more than L{MAX_PROGRAM_SIZE}.
     """
-    import re2  # deferred with jsonschema: loaded at the first schema compiled
+    import re2  # type: ignore[import-untyped]  # deferred: loaded at the first schema compiled
 
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternRefused(f"a pattern longer than {MAX_PATTERN_LENGTH} characters")
@@ -241,7 +241,7 @@ def _pattern(validator: Validator, patrn: str, instance: Any, schema: Any) -> It
 
 
 def _pattern_properties(
-    validator: Validator, patterns: Mapping[str, Any], instance: Any, schema: Any
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any
 ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
@@ -260,7 +260,7 @@ def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> Itera
 
 
 def _additional_properties(
-    validator: Validator, aP: Any, instance: Any, schema: Mapping[str, Any]
+    validator: Any, aP: Any, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[Any]:
     from jsonschema._utils import extras_msg
     from jsonschema.exceptions import ValidationError
@@ -361,7 +361,7 @@ def dialect(name: Dialect) -> type[Validator]:
 
     base: type[Validator] = getattr(jsonschema, _CLASS_NAMES[name])
     keywords = {**base.VALIDATORS, **_REPLACED}
-    made: type[Validator] = extend(
+    made: type[Validator] = extend(  # type: ignore[no-untyped-call]
         base, {keyword: _metering(keyword, check) for keyword, check in keywords.items()}
     )
     return made
@@ -380,7 +380,8 @@ def check_schema(validator_class: type[Validator], schema: Mapping[str, Any]) ->
 
     @raise jsonschema.exceptions.SchemaError: it is not a valid schema.
     """
-    validator_class.check_schema(schema, format_checker=_meta_formats())
+    checking: Any = validator_class  # jsonschema's protocol leaves out format_checker
+    checking.check_schema(schema, format_checker=_meta_formats())
 
 
 @cache

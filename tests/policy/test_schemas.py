@@ -7,12 +7,12 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.policy.schemas import (
-    MAX_CHECK_STEPS,
     MAX_SCHEMA_DEPTH,
     MAX_SCHEMA_PATTERN_CHARS,
     HostileSchema,
     compile_schema,
 )
+from mcpx.spec.safe_schema import MAX_CHECK_STEPS
 
 
 class DialectTests(SynchronousTestCase):
