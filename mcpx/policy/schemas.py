@@ -166,7 +166,7 @@ class SchemaCheck:
 
         found: list[ValidationError] = []
         try:
-            with metered(MAX_CHECK_STEPS):
+            with metered(MAX_CHECK_STEPS, instance):
                 if self.accepts is not None and type(instance) is dict and self.accepts(instance):
                     return []
                 for error in self.validator.iter_errors(instance):

@@ -4,7 +4,8 @@ The JSON Schema validators mcpx builds, each safe to run on the reactor.
 
 Every validator mcpx makes (tool schemas in L{mcpx.policy.schemas}, the bundled MCP
 schemas in L{mcpx.spec.schemas}, the inputs of the daemon's own operations in
-L{mcpx.ops.op}) is a jsonschema class from L{dialect}: the draft-07 or 2020-12 validator
+L{mcpx.ops.op}, elicitation answers in L{mcpx.questions.forms}) is a jsonschema class
+from L{dialect}: the draft-07 or 2020-12 validator
 with the keywords that match regular expressions (C{pattern}, C{patternProperties},
 C{additionalProperties} beside C{patternProperties}) evaluated by RE2, which matches in
 time linear in the text, never by Python's C{re}, which backtracks and can take
@@ -26,13 +27,19 @@ written in, and RE2 differ in a few places; the common ones are made to agree:
 Linear is not yet cheap: matching costs about the text's length times the compiled
 program's size, and a schema's other keywords cost work too (an C{enum} compares
 against every entry, C{uniqueItems} compares items, C{anyOf} tries every branch, a
-C{$ref} can lead back to branches already tried).  So a check of a hostile schema runs
-under L{metered}: each keyword charges steps (its own size, the instance's, a match's
-length times its program size, an error message's length), and a check that would
-spend more than its budget stops with L{TooCostly}, which the caller counts as a
-failed check.  Counting work rather than time gives the same answer on a loaded
-machine as on an idle one; the budget (L{MAX_CHECK_STEPS}) is set so that a check
-spending all of it stays well under 100 ms.
+C{$ref} can lead back to branches already tried, an error message repeats the value at
+fault).  So a check of an upstream's schema runs under L{metered}: the value is weighed
+first, then each keyword charges steps (one, more for a C{$ref}; its own size for
+C{enum} and C{const}; the instance's size for those that walk it; a match's length
+times its program size; each error the weight of the value it repeats), and a check
+that would spend more than its budget stops with L{TooCostly}, which the caller counts
+as a failed check.  C{uniqueItems} is replaced by a linear one (jsonschema's compares
+every pair of unsortable items).  Counting work rather than time gives the same answer
+on a loaded machine as on an idle one; a step is about a microsecond of CPU, so the
+budget (L{MAX_CHECK_STEPS}) keeps a check to about 50 ms: the costliest schemas we
+measured (a C{$ref} chain fanning out through C{anyOf}, 20,000 pattern matches, a
+300,000-value object against many branches) stop at 50 to 55 ms of CPU, and 1,000
+objects of ten properties pass in about 50.
 """
 
 from __future__ import annotations
@@ -61,14 +68,17 @@ MAX_CHECK_STEPS: Final = 50_000
 #: Steps of a match before its length is counted (RE2 from Python costs a few
 #: microseconds a call), of an error (jsonschema builds its message), and of a C{$ref}
 #: (looked up in the registry).
-_MATCH_STEPS: Final = 4
+_MATCH_STEPS: Final = 8
 _ERROR_STEPS: Final = 3
-_REF_STEPS: Final = 10
+_REF_STEPS: Final = 16
 #: Characters times program instructions matched per step: RE2 at its slowest (the
 #: DFA out of memory, falling back to the NFA) goes through about 1 per 2 ns.
 _MATCH_UNITS_PER_STEP: Final = 1_000
-#: Characters of an error message (each repeats the value at fault) per step.
-_MESSAGE_CHARS_PER_STEP: Final = 2_000
+#: Values of an instance weighed per step: a metered check walks its instance once to
+#: weigh it, and each error message repeats the value at fault, which costs its weight.
+_VALUES_PER_STEP: Final = 4
+#: Characters of a string that weigh as much as one value.
+_CHARS_PER_VALUE: Final = 100
 
 Dialect = Literal["draft-07", "2020-12"]
 
@@ -159,30 +169,68 @@ def compile_pattern(pattern: str) -> Any:
 
 
 class _Meter:
-    """The steps one check has left."""
+    """The steps one check has left, and the weight of each value of its instance."""
 
-    __slots__ = ("left", "limit")
+    __slots__ = ("left", "limit", "weights")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.left = limit
+        self.weights: dict[int, int] = {}
 
     def charge(self, steps: int) -> None:
         self.left -= steps
         if self.left < 0:
             raise TooCostly(self.limit)
 
+    def weigh(self, instance: object) -> None:
+        """
+        Note the weight of every array and object in C{instance} (its values, and its
+        strings' characters per L{_CHARS_PER_VALUE}), charging the walk as it goes.
+        """
+        containers: list[dict[str, Any] | list[Any]] = []
+        stack = [instance]
+        seen = 0
+        while stack:
+            node = stack.pop()
+            seen += 1
+            if seen % _VALUES_PER_STEP == 0:
+                self.charge(1)
+            if isinstance(node, dict):
+                containers.append(node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                containers.append(node)
+                stack.extend(node)
+        weights = self.weights
+        for container in reversed(containers):
+            items: Iterable[Any] = container.values() if isinstance(container, dict) else container
+            weights[id(container)] = 1 + sum(self.weight(item) for item in items)
+
+    def weight(self, value: object) -> int:
+        """The weight of C{value}: 1, or more for a long string, or as L{weigh} found."""
+        if isinstance(value, str):
+            return 1 + len(value) // _CHARS_PER_VALUE
+        if isinstance(value, dict | list):
+            return self.weights.get(id(value), 1 + len(value))
+        return 1
+
 
 _meter: ContextVar[_Meter | None] = ContextVar("mcpx_schema_meter", default=None)
 
 
 @contextmanager
-def metered(limit: int = MAX_CHECK_STEPS) -> Iterator[None]:
+def metered(limit: int = MAX_CHECK_STEPS, instance: object = None) -> Iterator[None]:
     """
     Meter every validator of L{dialect} used inside: past C{limit} steps the keyword at
     work raises L{TooCostly}.  Consume C{iter_errors} inside the block.
+
+    @param instance: the value about to be checked, weighed first (which may raise
+        L{TooCostly} too), so that an error repeating a big part of it is charged for it.
     """
-    token = _meter.set(_Meter(limit))
+    meter = _Meter(limit)
+    meter.weigh(instance)
+    token = _meter.set(meter)
     try:
         yield
     finally:
@@ -308,6 +356,11 @@ _REPLACED: Final[Mapping[str, Callable[..., Iterator[Any]]]] = {
 _COMPARED: Final = frozenset({"enum", "const"})
 #: Keywords that look a schema up.
 _REFERENCES: Final = frozenset({"$ref", "$dynamicRef"})
+#: Keywords that go through every property or item of the instance themselves, not
+#: only through a check of each (which is charged on its own).
+_WALKING: Final = frozenset(
+    {"additionalProperties", "unevaluatedProperties", "unevaluatedItems", "dependentRequired"}
+)
 
 
 def _metering(
@@ -315,6 +368,7 @@ def _metering(
 ) -> Callable[..., Iterable[ValidationError] | None]:
     """C{check}, charging its steps and its errors' to the meter of L{metered}, if any."""
     compared = keyword in _COMPARED
+    walking = keyword in _WALKING
     base = _REF_STEPS if keyword in _REFERENCES else 1
 
     def metered_check(
@@ -328,18 +382,31 @@ def _metering(
             steps += _size(value)
         elif isinstance(value, list | dict):
             steps += len(value)
+        # An error message repeats the instance: its errors are charged when it is big.
         if isinstance(instance, list | dict):
-            steps += len(instance)
-        meter.charge(steps)
+            if walking:
+                steps += len(instance)
+            big = True
+        else:
+            big = isinstance(instance, str) and len(instance) > _CHARS_PER_VALUE
+        meter.left -= steps
+        if meter.left < 0:
+            raise TooCostly(meter.limit)
         errors = check(validator, value, instance, schema)
-        return None if errors is None else _charged(meter, errors)
+        return _charged(meter, errors, instance) if big and errors is not None else errors
 
     return metered_check
 
 
-def _charged(meter: _Meter, errors: Iterable[ValidationError]) -> Iterator[ValidationError]:
+def _charged(
+    meter: _Meter, errors: Iterable[ValidationError], instance: object
+) -> Iterator[ValidationError]:
+    steps = _ERROR_STEPS + meter.weight(instance) // _VALUES_PER_STEP
     for error in errors:
-        meter.charge(_ERROR_STEPS + len(error.message) // _MESSAGE_CHARS_PER_STEP)
+        # Only an error this keyword made repeats this instance; one from a keyword
+        # below it (its schema path already started) was charged where it was made.
+        if not error.relative_schema_path:
+            meter.charge(steps)
         yield error
 
 
