@@ -161,14 +161,14 @@ class SchemaCheck:
         The first few ways C{instance} fails, each as C{{"path", "reason"}} (a JSON
         Pointer into the instance and jsonschema's reason); empty when it fits.
         """
+        if self.accepts is not None and type(instance) is dict and self.accepts(instance):
+            return []
         from jsonschema.exceptions import relevance  # loaded by compile_schema already
         from referencing.exceptions import Unresolvable
 
         found: list[ValidationError] = []
         try:
             with metered(MAX_CHECK_STEPS, instance):
-                if self.accepts is not None and type(instance) is dict and self.accepts(instance):
-                    return []
                 for error in self.validator.iter_errors(instance):
                     found.append(error)
                     if len(found) >= SHOWN_PROBLEMS * 4:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from twisted.trial.unittest import SynchronousTestCase
@@ -292,7 +293,7 @@ class FastAcceptorTests(SynchronousTestCase):
         """For every op it covers, on valid and broken inputs, a yes is always jsonschema's yes."""
         from mcpx.policy.precheck import fast_acceptor
 
-        samples: list[dict[str, object]] = [
+        samples: list[dict[str, Any]] = [
             {},
             {"server": "demo", "tool": "echo"},
             {"server": "demo", "tool": "echo", "arguments": {"text": "hi"}, "timeout": 2},

@@ -85,6 +85,22 @@ class HostileTests(SynchronousTestCase):
         self.assertEqual(len(check.problems({text: 1})), 1)
         self.assertEqual(check.problems({"a" * 10_000: 1}), [])
 
+    def test_long_text_left_to_the_metered_check(self) -> None:
+        """
+        The quick yes does not match a text too long for it: the full check does, metered,
+        and says the same.
+        """
+        check = compile_schema(
+            {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}}
+        )
+        self.assertIsNotNone(check.accepts)
+        assert check.accepts is not None
+        long = "a" * 3_000_000
+        self.assertFalse(check.accepts({"s": long}))
+        self.assertEqual(check.problems({"s": long}), [])
+        self.assertEqual(check.problems({"s": long + "!"})[0]["path"], "/s")
+        self.assertIn("more than", check.problems({"s": "a" * 20_000_000})[0]["reason"])
+
     def test_patterns_beyond_linear_time_refused(self) -> None:
         """Backreferences and lookarounds have no linear-time match: their schema is refused."""
         for pattern in (r"(a)\1", r"(?<n>a)\k<n>", "a(?=b)", "a(?!b)", "(?<=a)b"):
