@@ -146,26 +146,47 @@ def compile_pattern(pattern: str) -> Any:
     @raise PatternRefused: it is too long, RE2 cannot compile it (lookarounds and
         backreferences among others), or it compiles to more than L{MAX_PROGRAM_SIZE}.
     """
-    import re2  # type: ignore[import-untyped]  # deferred: loaded at the first schema compiled
-
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternRefused(f"a pattern longer than {MAX_PATTERN_LENGTH} characters")
+    compiled = compile_linear(_ecma_to_re2(pattern))
+    if compiled.programsize > MAX_PROGRAM_SIZE:
+        raise PatternRefused(
+            f"it compiles to {compiled.programsize} instructions, more than {MAX_PROGRAM_SIZE}"
+        )
+    return compiled
+
+
+@lru_cache(maxsize=1024)
+def compile_linear(pattern: str, *, dot_all: bool = False) -> Any:
+    """
+    C{pattern}, in RE2's own syntax, compiled by RE2 (which matches in linear time);
+    cached.  Every regular expression made from text a peer sends is compiled here.
+
+    @param dot_all: C{.} matches a newline too.
+    @raise PatternRefused: RE2 cannot compile it, or not within its memory.
+    """
+    import re2  # type: ignore[import-untyped]  # deferred: loaded at the first pattern
+
     options = re2.Options()
     options.log_errors = False
     options.max_mem = _RE2_MEMORY
+    options.dot_nl = dot_all
     try:
-        compiled = re2.compile(_ecma_to_re2(pattern), options)
+        return re2.compile(pattern, options)
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args else str(e)
         raise PatternRefused(
             f"not a pattern mcpx can match in linear time (RE2 refuses it: {reason[:120]}); "
             "lookarounds and backreferences are not supported"
         ) from None
-    if compiled.programsize > MAX_PROGRAM_SIZE:
-        raise PatternRefused(
-            f"it compiles to {compiled.programsize} instructions, more than {MAX_PROGRAM_SIZE}"
-        )
-    return compiled
+
+
+def escape(text: str) -> str:
+    """C{text} as an RE2 pattern matching exactly it."""
+    import re2  # deferred, as in compile_linear
+
+    escaped: str = re2.escape(text)
+    return escaped
 
 
 class _Meter:
