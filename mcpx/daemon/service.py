@@ -17,8 +17,10 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
     IReactorCore,
+    IReactorThreads,
     IReactorTime,
 )
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.web.resource import IResource
 
@@ -266,7 +268,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     guarded: GuardedPool | None = None
     if pool is not None:
         guarded = GuardedPool(
-            pool, confirm=partial(_confirm_call, pool, relay), publish=events.publish
+            pool,
+            confirm=partial(_confirm_call, pool, relay),
+            publish=events.publish,
+            **_compiling_off_reactor(reactor),
         )
     scripts: Scripts | None = None
     if settings is not None:
@@ -468,6 +473,13 @@ def _upstream_handlers(
     if relay is not None and sampling is not None:
         return sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
     return UpstreamHandlers(notification=heard)
+
+
+def _compiling_off_reactor(reactor: object) -> dict[str, Any]:
+    """The reactor's thread pool as a GuardedPool's compile_in (none on a memory reactor)."""
+    if not IReactorThreads.providedBy(reactor):
+        return {}
+    return {"compile_in": partial(deferToThreadPool, reactor, reactor.getThreadPool())}
 
 
 def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) -> SignIns:

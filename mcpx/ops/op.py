@@ -26,10 +26,11 @@ from mcpx.ops.errors import OpError
 from mcpx.ops.host import Invocation, OpHost
 from mcpx.ops.routes import ROUTES
 from mcpx.policy.precheck import fast_acceptor
+from mcpx.spec.safe_schema import check_schema, dialect
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 Handler = Callable[[OpHost, Invocation], Awaitable[Any]]
 
@@ -92,7 +93,7 @@ class Op:
     )
 
     @property
-    def validator(self) -> Draft202012Validator:
+    def validator(self) -> Validator:
         """The input schema compiled, at the first input the fast check did not accept."""
         return _validator(self)
 
@@ -148,13 +149,12 @@ class Op:
 
 
 @cache
-def _validator(op: Op) -> Draft202012Validator:
+def _validator(op: Op) -> Validator:
     # Deferred: jsonschema (2-3 MB) loads at the first input the fast check leaves to it, not
     # in an idle daemon; tests.daemon.test_ops compiles every op's schema.
-    from jsonschema import Draft202012Validator
-
-    Draft202012Validator.check_schema(op.input_schema)
-    return Draft202012Validator(op.input_schema)
+    validator_class = dialect("2020-12")
+    check_schema(validator_class, op.input_schema)
+    return validator_class(op.input_schema)
 
 
 def _field_of(error: ValidationError) -> str:

@@ -46,6 +46,8 @@ from urllib.parse import quote, unquote
 
 from attrs import frozen
 
+from mcpx.spec.safe_schema import PatternRefused, compile_linear, escape
+
 SCHEME: Final = "mcpx"
 PREFIX: Final = "mcpx://"
 #: Starts the path of a URI that came from a resource template.
@@ -170,7 +172,9 @@ class _TemplatePattern:
 
     literals: tuple[str, ...]
     encoded: str
-    regex: re.Pattern[str]
+    #: Matches every URI filled from the mcpx form; in RE2, since the template is the
+    #: upstream's and backtracking over its C{(.*?)}s takes time exponential in their number.
+    pattern: str
 
     @property
     def fixed(self) -> int:
@@ -179,7 +183,11 @@ class _TemplatePattern:
 
     def fill(self, filled: str) -> str | None:
         """The upstream URI for C{filled} (the mcpx form, filled), or C{None}."""
-        match = self.regex.fullmatch(filled)
+        try:
+            regex = compile_linear(self.pattern, dot_all=True)
+        except PatternRefused:
+            return None
+        match = regex.fullmatch(filled)
         if match is None:
             return None
         parts: list[str] = []
@@ -206,8 +214,8 @@ def _template_pattern(template: str) -> _TemplatePattern:
         expression + literal
         for expression, literal in zip(expressions, encoded_literals[1:], strict=True)
     )
-    pattern = "(.*?)".join(re.escape(literal) for literal in encoded_literals)
-    return _TemplatePattern(tuple(literals), encoded, re.compile(pattern, re.DOTALL))
+    pattern = "(.*?)".join(escape(literal) for literal in encoded_literals)
+    return _TemplatePattern(tuple(literals), encoded, pattern)
 
 
 def _encode_literal(literal: str, *, first: bool) -> str:

@@ -13,9 +13,10 @@ C{/v1/call}, C{mcpx call} and scripts all pass it.  For each call it
   4. holds the result's C{structuredContent} against C{outputSchema}
      (C{validate.output}).
 
-Schemas are compiled once per tool list the pool caches (L{mcpx.policy.schemas}); a
-call looks its tool up in an index built once per list, so the per-call cost is a
-dictionary lookup and the fast acceptor.
+Schemas are compiled once per tool list the pool caches (L{mcpx.policy.schemas}), off
+the reactor in the daemon (a schema of 20,000 nodes takes seconds to check against its
+meta-schema); a call looks its tool up in an index built once per list, so the per-call
+cost is a dictionary lookup and the fast acceptor.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Confirmation:
 
 #: Asks the user to confirm a call: whether they said yes.
 Confirm = Callable[[Confirmation], Awaitable[bool]]
+#: Runs a compilation of a tool's schemas (in a thread, in the daemon).
+CompileIn = Callable[[Callable[[], "_ToolChecks"]], Awaitable["_ToolChecks"]]
 Publish = Callable[..., None]
 
 #: The most (server, client) tool indexes kept; past it they are built again.
@@ -106,14 +109,18 @@ class _Index:
         first = listed[0] if listed else None
         return first is self.first and len(listed) == self.size
 
-    def checks_of(self, name: str) -> _ToolChecks | None:
+    async def checks_of(self, name: str, compile_in: CompileIn) -> _ToolChecks | None:
         found = self.checks.get(name)
         if found is None:
             tool = self.tools.get(name)
             if tool is None:
                 return None
-            found = self.checks[name] = _ToolChecks(tool)
+            found = self.checks[name] = await compile_in(lambda: _ToolChecks(tool))
         return found
+
+
+async def _compile_here(compile: Callable[[], _ToolChecks]) -> _ToolChecks:
+    return compile()
 
 
 def declined_result(server: str, tool: str, why: str) -> dict[str, Any]:
@@ -139,13 +146,17 @@ class GuardedPool:
         *,
         confirm: Confirm | None = None,
         publish: Publish = _no_events,
+        compile_in: CompileIn = _compile_here,
     ) -> None:
         """
         @param inner: the pool (L{mcpx.pool.pool.Pool}, or a fake with its calls).
         @param confirm: asks the user; without it, a call that needs confirmation is
             declined.
+        @param compile_in: runs the compilation of a tool's schemas; the daemon gives
+            its reactor's thread pool, so that a huge schema does not hold the reactor.
         """
         self._inner = inner
+        self._compile_in = compile_in
         self._confirm = confirm
         self._publish = publish
         self._indexes: dict[tuple[str, str], _Index] = {}
@@ -261,7 +272,7 @@ class GuardedPool:
         caller = options.get("caller")
         index = await self._index(server, client)
         definition = index.tools.get(tool) if index is not None else None
-        checks = index.checks_of(tool) if index is not None else None
+        checks = await index.checks_of(tool, self._compile_in) if index is not None else None
         if checks is not None and policy.validate_input is not Check.OFF:
             self._check_input(server, tool, policy.validate_input, checks, arguments)
         why = policy.confirmation_for(

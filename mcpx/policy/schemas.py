@@ -4,18 +4,18 @@ Tool schemas compiled once, checked cheaply, and never trusted.
 
 A tool's C{inputSchema} and C{outputSchema} come from the upstream server, so they are
 handled as hostile input: a schema is screened before it is compiled (its size, its
-depth, and each regular expression in it, since Python's C{re} has no time limit and a
-catastrophic pattern would stall the reactor), its C{$schema} picks draft-07 or
+depth, and each regular expression in it, which must compile in RE2 so that it matches
+in linear time; see L{mcpx.spec.safe_schema}), its C{$schema} picks draft-07 or
 2020-12 (2020-12 when it names none, as MCP says), and its C{$ref}s resolve inside the
 document only: the registry retrieves nothing, so a remote C{$ref} is an error, never a
 fetch.  A flat object schema gets the fast acceptor the C{/v1} ops use, so a valid call
-costs a few microseconds; jsonschema runs only to name what is wrong.
+costs a few microseconds; jsonschema runs only to name what is wrong.  Every check runs
+metered (L{mcpx.spec.safe_schema.metered}): one that would cost more than
+L{MAX_CHECK_STEPS} stops and fails, so no schema and no value holds the reactor long.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
@@ -23,6 +23,16 @@ from typing import TYPE_CHECKING, Any, Final
 from attrs import frozen
 
 from mcpx.policy.precheck import fast_acceptor
+from mcpx.spec.safe_schema import (
+    MAX_CHECK_STEPS,
+    Dialect,
+    PatternRefused,
+    TooCostly,
+    check_schema,
+    compile_pattern,
+    dialect,
+    metered,
+)
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -33,15 +43,16 @@ if TYPE_CHECKING:
 MAX_SCHEMA_NODES: Final = 20_000
 #: The deepest a tool schema may nest.
 MAX_SCHEMA_DEPTH: Final = 64
-#: The longest regular expression a schema may hold.
-MAX_PATTERN_LENGTH: Final = 1_000
+#: The most characters all of a tool schema's regular expressions may hold together
+#: (RE2 takes up to about 20 ms to compile, or refuse, one of 1,000).
+MAX_SCHEMA_PATTERN_CHARS: Final = 10_000
 #: How many problems a refusal names.
 SHOWN_PROBLEMS: Final = 3
 
-#: The dialects a tool schema may name in C{$schema}, and jsonschema's class of each.
-_DIALECT_NAMES: Final[Mapping[str, str]] = {
-    "http://json-schema.org/draft-07/schema": "Draft7Validator",
-    "https://json-schema.org/draft/2020-12/schema": "Draft202012Validator",
+#: The dialects a tool schema may name in C{$schema}.
+_DIALECT_NAMES: Final[Mapping[str, Dialect]] = {
+    "http://json-schema.org/draft-07/schema": "draft-07",
+    "https://json-schema.org/draft/2020-12/schema": "2020-12",
 }
 
 
@@ -50,7 +61,7 @@ class HostileSchema(ValueError):
 
 
 def _refuse_retrieval(uri: str) -> Resource[Any]:
-    from referencing.exceptions import NoSuchResource  # deferred with jsonschema (_dialect)
+    from referencing.exceptions import NoSuchResource  # deferred with jsonschema (dialect)
 
     # Nothing is ever fetched: a $ref outside the document is an error.
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
@@ -58,83 +69,41 @@ def _refuse_retrieval(uri: str) -> Resource[Any]:
 
 @cache
 def _no_retrieval() -> Registry[Any]:
-    from referencing import Registry  # deferred with jsonschema (_dialect)
+    from referencing import Registry  # deferred with jsonschema (dialect)
 
     registry: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
     return registry
 
 
 def _dialect(schema: Mapping[str, Any]) -> type[Validator]:
-    # Deferred: jsonschema and referencing (2-3 MB) load at the first tool schema compiled,
-    # not in a daemon that has not listed a server yet.
-    import jsonschema
-
     named = schema.get("$schema")
     if named is None:
-        return jsonschema.Draft202012Validator
+        return dialect("2020-12")
     if not isinstance(named, str):
         raise HostileSchema("$schema must be a string")
     found = _DIALECT_NAMES.get(named.rstrip("#"))
     if found is None:
         raise HostileSchema(f"$schema {named!r} is not draft-07 or 2020-12")
-    dialect: type[Validator] = getattr(jsonschema, found)
-    return dialect
-
-
-def _nested_quantifier(pattern: str) -> bool:
-    """Whether a quantified part of C{pattern} holds another unbounded quantifier."""
-    # The standard library's own parser of patterns (it has no stubs).
-    parser: Any = importlib.import_module("re._parser")
-
-    repeats = {parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT}
-
-    def walk(items: Any, inside: bool) -> bool:
-        for op, arg in items:
-            if op in repeats:
-                _, high, body = arg
-                many = high is parser.MAXREPEAT or high > 1
-                if many and inside:
-                    return True
-                if walk(body, inside or many):
-                    return True
-            elif op is parser.SUBPATTERN:
-                if walk(arg[-1], inside):
-                    return True
-            elif op is parser.BRANCH:
-                if any(walk(branch, inside) for branch in arg[1]):
-                    return True
-            elif op in (parser.GROUPREF, parser.GROUPREF_EXISTS):
-                return True  # backreferences can take exponential time too
-            elif op in (parser.ASSERT, parser.ASSERT_NOT) and walk(arg[1], inside):
-                return True
-        return False
-
-    return walk(parser.parse(pattern), False)
+    return dialect(found)
 
 
 def _check_pattern(pattern: object, where: str) -> None:
     if not isinstance(pattern, str):
         raise HostileSchema(f"{where}: a pattern must be a string")
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise HostileSchema(f"{where}: a pattern longer than {MAX_PATTERN_LENGTH} characters")
     try:
-        re.compile(pattern)
-        nested = _nested_quantifier(pattern)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise HostileSchema(f"{where}: pattern {pattern[:80]!r} is not valid: {e}") from None
-    if nested:
-        raise HostileSchema(
-            f"{where}: pattern {pattern[:80]!r} nests repetitions (or refers back), which "
-            "can take exponential time to match"
-        )
+        compile_pattern(pattern)
+    except PatternRefused as e:
+        raise HostileSchema(f"{where}: pattern {pattern[:80]!r} is refused: {e}") from None
 
 
 def screen(schema: object) -> None:
     """
-    Refuse a schema that is too big or too deep, or whose patterns could stall.
+    Refuse a schema that is too big or too deep, or whose patterns RE2 cannot match.
 
     @raise HostileSchema: saying what is wrong and where.
     """
+    keywords: set[str] = set()
+    pattern_chars = 0
     nodes = 0
     stack: list[tuple[object, int, str]] = [(schema, 0, "#")]
     while stack:
@@ -146,14 +115,30 @@ def screen(schema: object) -> None:
             raise HostileSchema(f"nested deeper than {MAX_SCHEMA_DEPTH} levels at {where}")
         if isinstance(node, dict):
             for key, value in node.items():
+                patterns: list[object] = []
                 if key == "pattern" and not isinstance(value, dict):
-                    _check_pattern(value, f"{where}/pattern")
+                    patterns = [value]
                 elif key == "patternProperties" and isinstance(value, dict):
-                    for expression in value:
-                        _check_pattern(expression, f"{where}/patternProperties")
+                    keywords.add(key)
+                    patterns = list(value)
+                for expression in patterns:
+                    pattern_chars += len(expression) if isinstance(expression, str) else 0
+                    if pattern_chars > MAX_SCHEMA_PATTERN_CHARS:
+                        raise HostileSchema(
+                            f"its patterns hold more than {MAX_SCHEMA_PATTERN_CHARS} characters"
+                        )
+                    _check_pattern(expression, f"{where}/{key}")
+                if key == "unevaluatedProperties":
+                    keywords.add(key)
                 stack.append((value, depth + 1, f"{where}/{key}"))
         elif isinstance(node, list):
             stack.extend((value, depth + 1, where) for value in node)
+    if {"patternProperties", "unevaluatedProperties"} <= keywords:
+        # jsonschema finds the properties patternProperties evaluated with Python's re,
+        # which can take exponential time; nothing else in a check does.
+        raise HostileSchema(
+            "patternProperties together with unevaluatedProperties is not supported"
+        )
 
 
 def _path(error: ValidationError) -> str:
@@ -183,12 +168,14 @@ class SchemaCheck:
 
         found: list[ValidationError] = []
         try:
-            for error in self.validator.iter_errors(instance):
-                found.append(error)
-                if len(found) >= SHOWN_PROBLEMS * 4:
-                    break
-        except (Unresolvable, RecursionError) as e:
-            # A $ref to outside the document (never fetched), or a loop of them.
+            with metered(MAX_CHECK_STEPS, instance):
+                for error in self.validator.iter_errors(instance):
+                    found.append(error)
+                    if len(found) >= SHOWN_PROBLEMS * 4:
+                        break
+        except (Unresolvable, RecursionError, TooCostly) as e:
+            # A $ref to outside the document (never fetched), a loop of them, or more
+            # work than one check may do.
             return [{"path": "", "reason": f"the schema cannot be applied: {e}"}]
         found.sort(key=relevance, reverse=True)
         return [
@@ -207,18 +194,18 @@ def compile_schema(schema: object) -> SchemaCheck:
     if not isinstance(schema, dict):
         raise HostileSchema("a schema must be a JSON object")
     screen(schema)
-    dialect = _dialect(schema)
-    from jsonschema.exceptions import SchemaError  # loaded by _dialect just now
+    validator_class = _dialect(schema)
+    from jsonschema.exceptions import SchemaError  # loaded by dialect just now
 
     try:
-        dialect.check_schema(schema)
+        check_schema(validator_class, schema)
     except SchemaError as e:
         raise HostileSchema(f"not a valid schema: {e.message[:200]}") from None
     except RecursionError:
         raise HostileSchema("not a valid schema: it refers to itself endlessly") from None
-    validator = dialect(schema, registry=_no_retrieval())
+    validator = validator_class(schema, registry=_no_retrieval())
     try:
         accepts = fast_acceptor(schema)
-    except re.error:
+    except PatternRefused:
         accepts = None
     return SchemaCheck(validator, accepts)

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from attrs import frozen
 
+from mcpx.spec.safe_schema import dialect
+
 if TYPE_CHECKING:
     from jsonschema import FormatChecker, ValidationError
 
@@ -268,11 +270,9 @@ def _choices(name: str, spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def _check_value(field: FormField, value: Any) -> str | None:
-    # Deferred: jsonschema (2-3 MB) loads at the first answer checked, not in an idle daemon.
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # loaded by dialect, just below
 
-    validator = Draft202012Validator(field.json_schema(), format_checker=_formats())
+    validator = dialect("2020-12")(field.json_schema(), format_checker=_formats())
     error = best_match(validator.iter_errors(value))
     return None if error is None else _reason(field, error)
 

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from attrs import frozen
 
 from mcpx.spec.revision import Era, Revision
+from mcpx.spec.safe_schema import Dialect, check_schema, dialect
 from mcpx.spec.schema_closing import FRAGMENT_PREFIX, Closer, local_target, restore_params_meta
 
 if TYPE_CHECKING:
@@ -129,11 +130,10 @@ class SchemaViolation(ValueError):
 
 _DRAFT_07: Final = "http://json-schema.org/draft-07/schema#"
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
-#: The dialects the bundled documents are written in (each says so in C{$schema}), and
-#: jsonschema's class of each.
-_DIALECT_NAMES: Final[Mapping[str, str]] = {
-    _DRAFT_07: "Draft7Validator",
-    _DRAFT_2020_12: "Draft202012Validator",
+#: The dialects the bundled documents are written in (each says so in C{$schema}).
+_DIALECT_NAMES: Final[Mapping[str, Dialect]] = {
+    _DRAFT_07: "draft-07",
+    _DRAFT_2020_12: "2020-12",
 }
 
 
@@ -221,19 +221,18 @@ def _compiled(source: SchemaSource, strict: bool) -> _Compiled:
     document = strict_schema(source) if strict else load_schema(source)
     # Deferred: jsonschema and referencing (2-3 MB) load at the first document compiled, not
     # in a daemon that has validated nothing yet.
-    import jsonschema
     from referencing import Registry
     from referencing.jsonschema import specification_with
 
-    dialect = str(document.get("$schema"))
-    name = _DIALECT_NAMES.get(dialect)
+    named = str(document.get("$schema"))
+    name = _DIALECT_NAMES.get(named)
     if name is None:
-        raise ValueError(f"the {source} schema names an unexpected $schema: {dialect!r}")
-    cls: type[Validator] = getattr(jsonschema, name)
+        raise ValueError(f"the {source} schema names an unexpected $schema: {named!r}")
+    cls = dialect(name)
     # Checked once per document (which covers every definition in it), never per instance.
-    cls.check_schema(document)
+    check_schema(cls, document)
     uri = document.get("$id") or f"urn:mcpx:schema:{source.value}"
-    resource: Resource[Any] = specification_with(dialect).create_resource(document)
+    resource: Resource[Any] = specification_with(named).create_resource(document)
     # No retrieval function: a reference that is not in this one document
     # raises instead of reaching for the network.
     registry: Registry[Any] = Registry().with_resource(uri, resource)

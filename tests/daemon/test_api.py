@@ -687,7 +687,7 @@ class TaskTests(SynchronousTestCase):
     def test_not_with_progress_is_in_the_schema(self) -> None:
         """The published input schema of /v1/call refuses task and progress together."""
         validator = BY_NAME["call_tool"].validator
-        both = {"server": "files", "tool": "t", "task": True, "progress": True}
+        both: dict[str, Any] = {"server": "files", "tool": "t", "task": True, "progress": True}
         self.assertFalse(validator.is_valid(both))
         self.assertTrue(validator.is_valid({**both, "progress": False}))
         document = self.harness.get("/openapi.json").json

@@ -6,6 +6,8 @@ asks during the call can be found by it in C{/v1/questions}.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops.errors import OpError
@@ -94,7 +96,7 @@ class CallIdSchemaTests(SynchronousTestCase):
         good = ("cli-0123456789ab", "a", "A.b_c-9", "x" * 64)
         bad: tuple[object, ...] = ("", "x" * 65, "a b", "é", "a/b", 3, None)
         for value in good:
-            args = {**CALL, "call_id": value}
+            args: dict[str, Any] = {**CALL, "call_id": value}
             self.assertTrue(accepts(args), value)
             self.assertTrue(self.op.validator.is_valid(args), value)
         for wrong in bad:

@@ -74,6 +74,30 @@ class InputTests(SynchronousTestCase):
         self.assertEqual(inner.calls, [])
         self.assertEqual(guard.counts["input", "notes"], 1)
 
+    def test_schemas_compiled_where_told(self) -> None:
+        """
+        A tool's schemas are compiled through compile_in (the daemon's thread pool), once
+        per tool list, and the call waits for it: nothing is checked or sent before.
+        """
+        inner = InnerPool(configured(notes={}))
+        compiling: list[Deferred[Any]] = []
+
+        def compile_in(compile: Any) -> Deferred[Any]:
+            done: Deferred[Any] = Deferred()
+            compiling.append(done)
+            done.addCallback(lambda _: compile())
+            return done
+
+        guard = GuardedPool(inner, compile_in=compile_in)
+        call = run(guard.call_tool("notes", "add_note", {"text": 3}))
+        self.assertNoResult(call)
+        self.assertEqual((len(compiling), inner.calls), (1, []))
+        compiling[0].callback(None)
+        self.failureResultOf(call, InvalidArguments)
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "a"})))
+        self.assertEqual(len(compiling), 1)
+        self.assertEqual(inner.calls, [("add_note", {"text": "a"})])
+
     def test_valid_arguments_pass(self) -> None:
         inner = InnerPool(configured(notes={}))
         self.successResultOf(run(GuardedPool(inner).call_tool("notes", "add_note", {"text": "a"})))

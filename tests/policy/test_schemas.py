@@ -6,7 +6,13 @@ import time
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.policy.schemas import MAX_SCHEMA_DEPTH, HostileSchema, compile_schema
+from mcpx.policy.schemas import (
+    MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_PATTERN_CHARS,
+    HostileSchema,
+    compile_schema,
+)
+from mcpx.spec.safe_schema import MAX_CHECK_STEPS
 
 
 class DialectTests(SynchronousTestCase):
@@ -56,12 +62,85 @@ class HostileTests(SynchronousTestCase):
         with self.assertRaises(HostileSchema):
             compile_schema({"enum": list(range(50_000))})
 
-    def test_catastrophic_patterns_refused(self) -> None:
-        for pattern in ("(a+)+$", "^(a*)*b", "(x+x+)+y", r"(a)\1"):
-            with self.assertRaises(HostileSchema, msg=pattern):
+    def test_catastrophic_patterns_matched(self) -> None:
+        """
+        Patterns on which a backtracking engine takes exponential time are matched by RE2,
+        in linear time: refusing a long text that Python's re would never finish.
+        """
+        text = "a" * 10_000 + "!"
+        for pattern in ("(a+)+$", "^(a*)*b", "(x+x+)+y", "^(a|a)*$", "(a|aa)*c", "(.*a){20}$"):
+            check = compile_schema({"properties": {"s": {"type": "string", "pattern": pattern}}})
+            problems = check.problems({"s": text})
+            self.assertEqual([p["path"] for p in problems], ["/s"], pattern)
+            self.assertTrue(problems[0]["reason"].startswith("'aaaa"), problems)
+            self.assertEqual(
+                check.problems({"s": "!"})[0]["reason"], f"'!' does not match {pattern!r}"
+            )
+        check = compile_schema({"patternProperties": {"(a+)+$": {"type": "integer"}}})
+        self.assertEqual(check.problems({text: 1}), [])
+        self.assertEqual(check.problems({"a" * 10_000: "x"})[0]["path"], "/" + "a" * 10_000)
+        check = compile_schema(
+            {"additionalProperties": False, "patternProperties": {"^(a|a)*$": {}}}
+        )
+        self.assertEqual(len(check.problems({text: 1})), 1)
+        self.assertEqual(check.problems({"a" * 10_000: 1}), [])
+
+    def test_long_text_left_to_the_metered_check(self) -> None:
+        """
+        The quick yes does not match a text too long for it: the full check does, metered,
+        and says the same.
+        """
+        check = compile_schema(
+            {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}}
+        )
+        self.assertIsNotNone(check.accepts)
+        assert check.accepts is not None
+        long = "a" * 3_000_000
+        self.assertFalse(check.accepts({"s": long}))
+        self.assertEqual(check.problems({"s": long}), [])
+        self.assertEqual(check.problems({"s": long + "!"})[0]["path"], "/s")
+        self.assertIn("more than", check.problems({"s": "a" * 20_000_000})[0]["reason"])
+
+    def test_patterns_beyond_linear_time_refused(self) -> None:
+        """Backreferences and lookarounds have no linear-time match: their schema is refused."""
+        for pattern in (r"(a)\1", r"(?<n>a)\k<n>", "a(?=b)", "a(?!b)", "(?<=a)b"):
+            with self.assertRaises(HostileSchema, msg=pattern) as caught:
                 compile_schema({"properties": {"s": {"type": "string", "pattern": pattern}}})
+            self.assertIn("lookarounds and backreferences are not supported", str(caught.exception))
         with self.assertRaises(HostileSchema):
-            compile_schema({"patternProperties": {"(a+)+": {}}})
+            compile_schema({"patternProperties": {r"(a+)\1": {}}})
+
+    def test_pattern_properties_with_unevaluated_refused(self) -> None:
+        """jsonschema would match these patternProperties with Python's re: refused."""
+        with self.assertRaises(HostileSchema) as caught:
+            compile_schema({"patternProperties": {"^(a|a)*$": {}}, "unevaluatedProperties": False})
+        self.assertIn("unevaluatedProperties", str(caught.exception))
+
+    def test_patterns_too_long_together_refused(self) -> None:
+        properties = {f"p{i}": {"type": "string", "pattern": "x" * 900} for i in range(12)}
+        with self.assertRaises(HostileSchema) as caught:
+            compile_schema({"properties": properties})
+        self.assertIn(f"more than {MAX_SCHEMA_PATTERN_CHARS} characters", str(caught.exception))
+
+    def test_costly_checks_stop(self) -> None:
+        """
+        A check that would take more than MAX_CHECK_STEPS steps fails, saying so, rather than
+        run on: a chain of C{$ref}s through C{anyOf} (2^30 branches), C{uniqueItems} over a
+        big array of objects, a big C{enum} against many items.
+        """
+        chain: dict[str, object] = {}
+        for i in range(30):
+            chain[f"d{i}"] = {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2}
+        chain["d30"] = {"type": "string"}
+        cases = [
+            ({"$defs": chain, "$ref": "#/$defs/d0"}, 5),
+            ({"type": "array", "uniqueItems": True}, [{"a": i} for i in range(60_000)]),
+            ({"type": "array", "items": {"enum": list(range(15_000))}}, [-1] * 20_000),
+        ]
+        for schema, instance in cases:
+            problems = compile_schema(schema).problems(instance)
+            self.assertEqual(len(problems), 1, schema)
+            self.assertIn(f"more than {MAX_CHECK_STEPS} steps", problems[0]["reason"])
 
     def test_plain_patterns_kept(self) -> None:
         check = compile_schema({"type": "string", "pattern": "^[a-z]+(-[a-z]+)?$"})

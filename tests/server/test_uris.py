@@ -162,6 +162,17 @@ class TemplateTests(SynchronousTestCase):
         parsed = uris.parse("mcpx://files/!nothing://here")
         self.assertIsNone(parsed.upstream(["file:///{+path}"]))
 
+    def test_hostile_template_answered(self) -> None:
+        """
+        A template of many expressions (an upstream's) is matched in linear time: a filled
+        URI it does not produce is refused at once, where backtracking over its twelve
+        C{(.*?)}s would take hours; one it does produce is read back.
+        """
+        template = "x://" + "/".join(f"{{v{i}}}" for i in range(12)) + ".json"
+        self.assertIsNone(uris.parse("mcpx://s/!x://" + "/" * 5000).upstream([template]))
+        filled = uris.parse("mcpx://s/!x://" + "/".join("a" * 12) + ".json")
+        self.assertEqual(filled.upstream([template]), "x://" + "/".join("a" * 12) + ".json")
+
     def test_template_itself(self) -> None:
         """The mcpx:// form of a template is recognised as that template (for completions)."""
         parsed = uris.parse(uris.template_to_mcpx("files", "file:///{+path}{?rev}"))

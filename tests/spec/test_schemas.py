@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jsonschema.validators import Draft7Validator, Draft202012Validator
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.spec.open_places import OPEN_PLACES
 from mcpx.spec.revision import Revision
+from mcpx.spec.safe_schema import dialect
 from mcpx.spec.schemas import (
     ALL_SOURCES,
     TASKS_EXTENSION,
@@ -145,17 +145,17 @@ class BundledSchemaTests(SynchronousTestCase):
         The three oldest revisions are checked as draft-07, the rest as 2020-12.
         """
         expected: dict[SchemaSource, type[Any]] = {
-            V2024: Draft7Validator,
-            V2025_03: Draft7Validator,
-            V2025_06: Draft7Validator,
-            V2025_11: Draft202012Validator,
-            V2026: Draft202012Validator,
-            TASKS_EXTENSION: Draft202012Validator,
+            V2024: dialect("draft-07"),
+            V2025_03: dialect("draft-07"),
+            V2025_06: dialect("draft-07"),
+            V2025_11: dialect("2020-12"),
+            V2026: dialect("2020-12"),
+            TASKS_EXTENSION: dialect("2020-12"),
         }
         for source, cls in expected.items():
             for strict in (True, False):
                 built = validator(source, "TextContent", strict=strict)
-                self.assertIsInstance(built, cls, f"{source} strict={strict}")
+                self.assertIs(type(built), cls, f"{source} strict={strict}")
 
     def test_strict_copy_leaves_published_alone(self) -> None:
         """
