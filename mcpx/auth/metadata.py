@@ -106,18 +106,43 @@ def is_loopback(host: str) -> bool:
 
 def check_https(url: str, what: str) -> None:
     """
-    Refuse an authorization server endpoint not served over HTTPS (2025-06-18 on:
-    every one MUST be); plain C{http} is allowed on loopback addresses only.
+    The one rule every URL signing in or checking a token reaches must pass, checked
+    before any connection is made (L{mcpx.auth.flow}, L{mcpx.auth.jwks}): C{https}
+    (2025-06-18 on, every authorization server endpoint MUST be), or plain C{http} to a
+    loopback address.  Whatever named the URL (a configuration, a C{WWW-Authenticate}
+    challenge, a metadata document) it is refused otherwise; the refusal shows only its
+    scheme and host, never more of what a server sent.
     """
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "https":
-        return
-    if parts.scheme.lower() == "http" and is_loopback(parts.hostname or ""):
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        parts, host = None, ""
+    scheme = parts.scheme.lower() if parts is not None else ""
+    if host and (scheme == "https" or (scheme == "http" and is_loopback(host))):
         return
     raise AuthorizationError(
-        f"the {what} {url} is not served over https; refusing to sign in (plain http "
-        "is allowed on loopback addresses only)"
+        f"the {what} {shown_url(url)} is not served over https; refusing to use it (plain "
+        "http is allowed on loopback addresses only)"
     )
+
+
+def shown_url(url: str) -> str:
+    """
+    What an error says of a URL a server named: its scheme and host (and port), so
+    nothing else a hostile server put in it reaches a log or a caller.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = parts.port
+    except ValueError:
+        return "(an unreadable URL)"
+    scheme = "".join(c for c in parts.scheme[:10] if c.isalnum() or c in "+-.") or "?"
+    host = "".join(c for c in host[:100] if c.isalnum() or c in ".-:_")
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
 def canonical_resource(server_url: str) -> str:
