@@ -26,6 +26,7 @@ from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
+from mcpx.daemon.browser_login import BrowserLogins
 from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import AUTH_NONE, AUTH_PEER, Gate, HostRule, OriginRule
 from mcpx.daemon.http import DaemonHTTP
@@ -369,12 +370,12 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
     )
-    http = DaemonHTTP(host, mcp_http)
+    http = DaemonHTTP(host, mcp_http, logins=BrowserLogins(clock))
     metrics.watch(http)
 
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
-    front = gate(http.resource(), config, clock, shutdown, reactor=reactor)
+    front = gate(http.resource(), config, clock, shutdown, reactor=reactor, logins=http.logins)
     site = DaemonSite(
         front,
         reactor,
@@ -478,6 +479,7 @@ def gate(
     shutdown: Shutdown | None = None,
     *,
     reactor: IReactorHTTP | None = None,
+    logins: BrowserLogins | None = None,
 ) -> Gate:
     """The trust boundary in front of every route (L{mcpx.daemon.gate})."""
     settings = config.settings
@@ -496,5 +498,6 @@ def gate(
         auth=auth,
         token=None if auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
         verifier=verifier,
+        logins=logins,
         shutdown=shutdown,
     )
