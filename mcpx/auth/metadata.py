@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import ipaddress
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import frozen
 
+from mcpx.settings.oauth_resource import secure_url
 from mcpx.spec.revision import Revision
 
 #: The PKCE method mcpx uses; a server that does not advertise it is refused.
@@ -94,36 +94,21 @@ def parse_challenge(values: Sequence[str]) -> Challenge | None:
     return None
 
 
-def is_loopback(host: str) -> bool:
-    """Whether C{host} is this machine: C{localhost}, 127.0.0.0/8 or ::1."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_https(url: str, what: str) -> None:
     """
     The one rule every URL signing in or checking a token reaches must pass, checked
     before any connection is made (L{mcpx.auth.flow}, L{mcpx.auth.jwks}): C{https}
     (2025-06-18 on, every authorization server endpoint MUST be), or plain C{http} to a
-    loopback address.  Whatever named the URL (a configuration, a C{WWW-Authenticate}
+    loopback address, and no fragment (L{secure_url}, which the configuration's URLs
+    pass too).  Whatever named the URL (a configuration, a C{WWW-Authenticate}
     challenge, a metadata document) it is refused otherwise; the refusal shows only its
     scheme and host, never more of what a server sent.
     """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        parts, host = None, ""
-    scheme = parts.scheme.lower() if parts is not None else ""
-    if host and (scheme == "https" or (scheme == "http" and is_loopback(host))):
+    if secure_url(url):
         return
     raise AuthorizationError(
         f"the {what} {shown_url(url)} is not served over https; refusing to use it (plain "
-        "http is allowed on loopback addresses only)"
+        "http is allowed on loopback addresses only, and a fragment nowhere)"
     )
 
 
