@@ -5,6 +5,10 @@ refresh, on a treq L{HTTPClient} the daemon owns (see L{mcpx.upstream.http_clien
 
 Every document read is limited to L{DOCUMENT_LIMIT} bytes: metadata and token answers
 are small, and an authorization server must not be able to make the daemon buffer more.
+
+Every URL requested, wherever it came from (a challenge, a metadata document, the
+configuration), passes L{mcpx.auth.metadata.check_https} before any connection, and no
+redirect is followed: a 3xx answer is refused unread, as its target was never checked.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import Protocol as Unread
 from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http_headers import Headers
 
@@ -37,6 +42,7 @@ from mcpx.auth.metadata import (
     check_pkce,
     default_server_metadata,
     resource_metadata_urls,
+    shown_url,
     token_auth_method,
 )
 from mcpx.settings.servers import ClientKey
@@ -157,22 +163,40 @@ class OAuthClient:
         self.http = http
         self.clock = clock
 
-    async def _get_json(self, url: str, revision: Revision) -> tuple[int, Any]:
+    async def _get_json(self, url: str, revision: Revision, what: str) -> tuple[int, Any]:
         headers = {"Accept": "application/json"}
         if revision.index <= Revision.V2025_03_26.index:
             headers["MCP-Protocol-Version"] = revision.value
-        return await self._request("GET", url, headers, None)
+        return await self._request("GET", url, headers, None, what)
 
     async def _request(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        what: str,
     ) -> tuple[int, Any]:
+        """
+        The status and JSON answer of one request to C{url} (the C{what} an error names),
+        which must pass L{check_https} before any connection is made.  A redirect is
+        not followed: wherever it points was never checked, so it is refused, saying
+        only the URL's scheme and host and the status, and its body is not read.
+        """
+        check_https(url, what)
+
         async def whole() -> tuple[int, bytes]:
             response = await self.http.request(
                 method,
                 url,
                 headers=Headers({k: [v] for k, v in headers.items()}),
                 data=body,
+                allow_redirects=False,
             )
+            if 300 <= response.code < 400:
+                # Unread: the connection is let go.
+                response.deliverBody(Unread())
+                return response.code, b""
             return response.code, await response.content()
 
         # The clock, not treq's timeout, which would use the global reactor.
@@ -180,11 +204,19 @@ class OAuthClient:
         try:
             status, raw = await answer
         except (ConnectError, DNSLookupError, TimeoutError, ConnectionError) as error:
-            raise NetworkError(f"{url} could not be reached: {error}") from error
+            shown = f"the {what} {shown_url(url)}"
+            raise NetworkError(f"{shown} could not be reached: {error}") from error
         except (ResponseNeverReceived, ResponseFailed, CancelledError) as error:
-            raise NetworkError(f"{url} did not answer") from error
+            raise NetworkError(f"the {what} {shown_url(url)} did not answer") from error
+        if 300 <= status < 400:
+            raise AuthorizationError(
+                f"the {what} {shown_url(url)} answered HTTP {status}, a redirect; mcpx does "
+                "not follow redirects when signing in, so it is refused"
+            )
         if len(raw) > DOCUMENT_LIMIT:
-            raise AuthorizationError(f"{url} answered with more than {DOCUMENT_LIMIT} bytes")
+            raise AuthorizationError(
+                f"the {what} {shown_url(url)} answered with more than {DOCUMENT_LIMIT} bytes"
+            )
         try:
             decoded = json.loads(raw) if raw else None
         except ValueError:
@@ -208,7 +240,7 @@ class OAuthClient:
             return await self._discover_2025_03_26(server_url, revision, pkce)
         protected = None
         for url in resource_metadata_urls(server_url, challenge):
-            code, document = await self._get_json(url, revision)
+            code, document = await self._get_json(url, revision, "protected-resource metadata")
             if code == 200:
                 protected = accept_resource_metadata(document, server_url)
                 break
@@ -241,7 +273,7 @@ class OAuthClient:
 
     async def _server_metadata(self, issuer: str, revision: Revision) -> ServerMetadata | None:
         for url in authorization_metadata_urls(issuer, revision):
-            code, document = await self._get_json(url, revision)
+            code, document = await self._get_json(url, revision, "authorization server metadata")
             if code == 200:
                 return accept_server_metadata(document, issuer, revision)
         return None
@@ -285,6 +317,7 @@ class OAuthClient:
             server.registration_endpoint,
             {"Content-Type": "application/json", "Accept": "application/json"},
             json.dumps(request).encode(),
+            "registration endpoint",
         )
         if code not in (200, 201) or not isinstance(answer, dict):
             raise AuthorizationError(
@@ -382,7 +415,11 @@ class OAuthClient:
         form = {"token": token, "token_type_hint": hint}
         _authenticate(client, form, headers, server.issuer, self.clock.seconds())
         code, answer = await self._request(
-            "POST", server.revocation_endpoint, headers, urlencode(form).encode()
+            "POST",
+            server.revocation_endpoint,
+            headers,
+            urlencode(form).encode(),
+            "revocation endpoint",
         )
         if code != 200:
             error = answer.get("error") if isinstance(answer, dict) else None
@@ -411,7 +448,11 @@ class OAuthClient:
         started = self.clock.seconds()
         _authenticate(client, form, headers, discovery.server.issuer, started)
         code, answer = await self._request(
-            "POST", discovery.server.token_endpoint, headers, urlencode(form).encode()
+            "POST",
+            discovery.server.token_endpoint,
+            headers,
+            urlencode(form).encode(),
+            "token endpoint",
         )
         if code != 200 or not isinstance(answer, dict) or "access_token" not in answer:
             if isinstance(answer, dict) and isinstance(answer.get("error"), str):

@@ -3,7 +3,8 @@
 The issuer's signing keys for L{mcpx.auth.resource_server}: found from its RFC 8414 or
 OpenID Connect metadata unless configured, fetched with treq on the reactor, kept, and
 fetched again for a key id not among them at most once per L{REFETCH_INTERVAL}.
-Every document read is bounded by L{DOCUMENT_LIMIT}.
+Every document read is bounded by L{DOCUMENT_LIMIT}; every URL passes
+L{mcpx.auth.metadata.check_https} before any connection, and no redirect is followed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.http_headers import Headers
 
-from mcpx.auth.metadata import authorization_metadata_urls
-from mcpx.settings.oauth_resource import secure_url
+from mcpx.auth.metadata import (
+    AuthorizationError,
+    authorization_metadata_urls,
+    check_https,
+    shown_url,
+)
 from mcpx.spec.revision import Revision
 
 log = Logger()
@@ -56,9 +61,16 @@ async def fetch_json(
     """
     A JSON document from C{url}, read up to L{DOCUMENT_LIMIT} bytes.
 
-    @raise FetchError: on any network failure, a status other than 200, an answer
-        too large, or one that is not JSON.
+    @raise FetchError: on a URL L{check_https} refuses (before any connection), any
+        network failure, a status other than 200 (a redirect is not followed), an
+        answer too large, or one that is not JSON.  The error names only the URL's
+        scheme and host, and never quotes the answer.
     """
+    try:
+        check_https(url, "authorization server's URL")
+    except AuthorizationError as refused:
+        raise FetchError(str(refused)) from None
+    shown = shown_url(url)
     sent = Headers({"Accept": ["application/json"]})
     for name, value in (headers or {}).items():
         sent.setRawHeaders(name, [value])
@@ -69,15 +81,18 @@ async def fetch_json(
         nonlocal size
         size += len(data)
         if size > DOCUMENT_LIMIT:
-            raise FetchError(f"{url} answered with more than {DOCUMENT_LIMIT} bytes")
+            raise FetchError(f"{shown} answered with more than {DOCUMENT_LIMIT} bytes")
         chunks.append(data)
 
     async def whole() -> int:
-        response = await http.request(method, url, headers=sent, data=body)
+        response = await http.request(method, url, headers=sent, data=body, allow_redirects=False)
+        if response.code != 200:
+            response.deliverBody(_Discard())
+            return int(response.code)
         length = response.length
         if isinstance(length, int) and length > DOCUMENT_LIMIT:
             response.deliverBody(_Discard())
-            raise FetchError(f"{url} answered with more than {DOCUMENT_LIMIT} bytes")
+            raise FetchError(f"{shown} answered with more than {DOCUMENT_LIMIT} bytes")
         await treq.collect(response, collect)
         return int(response.code)
 
@@ -87,13 +102,15 @@ async def fetch_json(
     except FetchError:
         raise
     except Exception as error:
-        raise FetchError(f"{url} could not be reached: {type(error).__name__}") from error
+        raise FetchError(f"{shown} could not be reached: {type(error).__name__}") from error
+    if 300 <= code < 400:
+        raise FetchError(f"{shown} answered HTTP {code}, a redirect, which is not followed")
     if code != 200:
-        raise FetchError(f"{url} answered HTTP {code}")
+        raise FetchError(f"{shown} answered HTTP {code}")
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
-        raise FetchError(f"{url} did not answer with JSON") from None
+        raise FetchError(f"{shown} did not answer with JSON") from None
 
 
 class _Discard:
@@ -211,7 +228,7 @@ class KeySet:
         document = await fetch_json(self._http, self._clock, "GET", uri)
         keys = document.get("keys") if isinstance(document, dict) else None
         if not isinstance(keys, list):
-            raise FetchError(f"{uri} is not a JWK set")
+            raise FetchError(f"{shown_url(uri)} is not a JWK set")
         named: dict[str, SigningKey] = {}
         unnamed: list[SigningKey] = []
         for entry in keys:
@@ -235,10 +252,19 @@ class KeySet:
                 # RFC 8414 section 3.3: metadata for another issuer is not this one's.
                 continue
             uri = document.get("jwks_uri")
-            if isinstance(uri, str) and secure_url(uri):
+            if isinstance(uri, str) and _allowed(uri):
                 self._jwks_uri = uri
                 return uri
         raise FetchError(f"no metadata of {self._issuer} names a usable jwks_uri")
+
+
+def _allowed(url: str) -> bool:
+    """Whether L{check_https} lets C{url} be fetched."""
+    try:
+        check_https(url, "jwks_uri")
+    except AuthorizationError:
+        return False
+    return True
 
 
 def _usable_key(entry: object) -> SigningKey | None:

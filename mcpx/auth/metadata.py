@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import ipaddress
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import frozen
 
+from mcpx.settings.oauth_resource import secure_url
 from mcpx.spec.revision import Revision
 
 #: The PKCE method mcpx uses; a server that does not advertise it is refused.
@@ -94,30 +94,40 @@ def parse_challenge(values: Sequence[str]) -> Challenge | None:
     return None
 
 
-def is_loopback(host: str) -> bool:
-    """Whether C{host} is this machine: C{localhost}, 127.0.0.0/8 or ::1."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_https(url: str, what: str) -> None:
     """
-    Refuse an authorization server endpoint not served over HTTPS (2025-06-18 on:
-    every one MUST be); plain C{http} is allowed on loopback addresses only.
+    The one rule every URL signing in or checking a token reaches must pass, checked
+    before any connection is made (L{mcpx.auth.flow}, L{mcpx.auth.jwks}): C{https}
+    (2025-06-18 on, every authorization server endpoint MUST be), or plain C{http} to a
+    loopback address, and no fragment (L{secure_url}, which the configuration's URLs
+    pass too).  Whatever named the URL (a configuration, a C{WWW-Authenticate}
+    challenge, a metadata document) it is refused otherwise; the refusal shows only its
+    scheme and host, never more of what a server sent.
     """
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "https":
-        return
-    if parts.scheme.lower() == "http" and is_loopback(parts.hostname or ""):
+    if secure_url(url):
         return
     raise AuthorizationError(
-        f"the {what} {url} is not served over https; refusing to sign in (plain http "
-        "is allowed on loopback addresses only)"
+        f"the {what} {shown_url(url)} is not served over https; refusing to use it (plain "
+        "http is allowed on loopback addresses only, and a fragment nowhere)"
     )
+
+
+def shown_url(url: str) -> str:
+    """
+    What an error says of a URL a server named: its scheme and host (and port), so
+    nothing else a hostile server put in it reaches a log or a caller.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = parts.port
+    except ValueError:
+        return "(an unreadable URL)"
+    scheme = "".join(c for c in parts.scheme[:10] if c.isalnum() or c in "+-.") or "?"
+    host = "".join(c for c in host[:100] if c.isalnum() or c in ".-:_")
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
 def canonical_resource(server_url: str) -> str:

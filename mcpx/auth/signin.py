@@ -165,6 +165,8 @@ class SignIns:
                         "Accept": ["application/json, text/event-stream"],
                     }
                 ),
+                # As every request to the server (mcpx.upstream.http): not followed.
+                allow_redirects=False,
             )
             # The body is not needed; the connection is let go.
             response.deliverBody(Protocol())

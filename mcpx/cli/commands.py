@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -246,9 +247,63 @@ def restart(client: DaemonClient, as_json: bool, server: str) -> None:
     echo(line)
 
 
+#: Where the owner asks for a one-time link into the status page (the unix socket only).
+STATUS_LOGIN = "/v1/status/login"
+
+
+def has_display() -> bool:
+    """
+    Whether a browser opened now would show on a screen: not on a Linux or BSD session
+    without X11 or Wayland, where C{webbrowser} would start a text browser in this
+    terminal instead (or nothing).
+    """
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def open_status_page(client: DaemonClient, as_json: bool, print_only: bool) -> None:
+    """
+    Ask the daemon for a one-time link into its status page, print it, and open it in
+    the browser unless C{print_only} or there is no display.
+    """
+    answer = client.post(STATUS_LOGIN, None)
+    if as_json:
+        echo_json(answer)
+        return
+    url = str(answer.get("url", "")) if isinstance(answer, dict) else ""
+    seconds = answer.get("expires_in") if isinstance(answer, dict) else None
+    click.echo(url)
+    if isinstance(seconds, (int, float)):
+        click.echo(f"(good once, for {seconds:g}s: it signs one browser in)", err=True)
+    if print_only or not has_display():
+        return
+    import webbrowser
+
+    if not webbrowser.open(url):
+        click.echo("mcpx: no browser could be started; open the link above", err=True)
+
+
 @asks_the_daemon("status")
-def status(client: DaemonClient, as_json: bool) -> None:
-    """Say whether a daemon is running, and which."""
+@click.option(
+    "--open",
+    "open_page",
+    is_flag=True,
+    help="Sign a browser in to the status page: a one-time link, printed and opened.",
+)
+@click.option(
+    "--print",
+    "print_only",
+    is_flag=True,
+    help="With --open: only print the link (for a browser elsewhere); no browser is started.",
+)
+def status(client: DaemonClient, as_json: bool, open_page: bool, print_only: bool) -> None:
+    """Say whether a daemon is running, and which; --open signs a browser in to its page."""
+    if print_only and not open_page:
+        raise click.UsageError("--print goes with --open")
+    if open_page:
+        open_status_page(client, as_json, print_only)
+        return
     answer = client.health()
     if as_json:
         echo_json(answer)

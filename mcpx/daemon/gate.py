@@ -30,6 +30,11 @@ C{/openapi.json}, C{/mcp} and anything added later):
      is 401 with C{WWW-Authenticate: Bearer}.  The C{oauth} object asks every TCP
      connection (and a unix one not the owner's) for an OAuth access token instead
      (L{mcpx.daemon.bearer}), and serves the protected-resource metadata unasked.
+     Whatever C{daemon.auth} says, a browser the owner signed in to the status page
+     (L{mcpx.daemon.browser_login}) is let in by its session cookie, to the page and
+     C{/v1} only, and only from the daemon's own origin: a C{GET} without C{Origin}
+     (a browser sends none on a same-origin one) or with the daemon's own.  C{/login}
+     and its script need nothing; a C{POST /login} needs the daemon's own C{Origin}.
 
 Before all of them, on every route and whatever C{daemon.auth} says (a token does not
 help): B{the daemon's own upstream processes are refused} (403 C{upstream_process}).
@@ -69,7 +74,9 @@ from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from mcpx.daemon.bearer import OAuthGuard
+from mcpx.daemon.browser_login import COOKIE, BrowserLogins
 from mcpx.daemon.peers import connecting_inode, connecting_uid, unix_peer_pid, unix_peer_uid
+from mcpx.daemon.status_page import LOGIN_PATHS, PAGE_PATHS
 from mcpx.daemon.token import TokenFile
 from mcpx.lasting import Lasting
 from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
@@ -87,6 +94,7 @@ __all__ = [
     "OriginRule",
     "Upstreams",
     "host_name",
+    "owners_unix_socket",
     "parse_origin",
     "unauthenticated_exposure",
     "upstream_door",
@@ -207,6 +215,12 @@ def is_loopback(host: str) -> bool:
 
 
 def same_address(host: str, own: str) -> bool:
+    """
+    Whether C{host} names the address C{own}; C{localhost} names every loopback one (it
+    is what a person types for the daemon at 127.0.0.1 or ::1).
+    """
+    if host == "localhost":
+        return is_loopback(own.split("%", 1)[0])
     try:
         return ipaddress.ip_address(host) == ipaddress.ip_address(own.split("%", 1)[0])
     except ValueError:
@@ -335,6 +349,17 @@ def _unix_pid(request: IRequest) -> int | None:
     return _handle_pid(getattr(getattr(request, "channel", None), "transport", None))
 
 
+def owners_unix_socket(request: IRequest) -> bool:
+    """
+    Whether C{request} came through a unix socket opened by the daemon's own user (or
+    one whose peer the system does not name, so its file permissions decided).
+    """
+    if not isinstance(request.getHost(), UNIXAddress):
+        return False
+    uid = _unix_uid(request)
+    return uid is None or uid == os.getuid()
+
+
 def _unix_uid(request: IRequest) -> int | None:
     """The uid behind a unix-socket request's connection, when the system says."""
     transport = getattr(getattr(request, "channel", None), "transport", None)
@@ -372,6 +397,7 @@ class Gate:
         auth: str | OAuthResource = AUTH_PEER,
         token: TokenFile | None = None,
         verifier: TokenVerifier | None = None,
+        logins: BrowserLogins | None = None,
         uid: int | None = None,
         lookup_uid: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_uid,
         lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
@@ -396,6 +422,7 @@ class Gate:
         self._hosts = hosts
         self._auth = auth
         self._token = token
+        self._logins = logins
         self._uid = os.getuid() if uid is None else uid
         self._lookup_uid = lookup_uid
         self._lookup_unix_uid = lookup_unix_uid or _unix_uid
@@ -513,6 +540,8 @@ class Gate:
                 )
         if self._auth == AUTH_NONE or path in OPEN_PATHS:
             return None
+        if path in LOGIN_PATHS and not connection.unix:
+            return self._login_check(request, origin, connection)
         if self._oauth is not None and path in self._oauth.paths:
             return self._oauth.metadata(request)
         if connection.unix:
@@ -531,6 +560,8 @@ class Gate:
         ):
             # A browser runs as the owner too: a page from another origin does not get
             # the owner's pass just because it was opened on this machine.
+            return None
+        elif self._signed_in_browser(request, origin, connection):
             return None
         if self._oauth is not None:
             return _BEARER
@@ -565,6 +596,50 @@ class Gate:
                 inode = self._lookup_inode(connection.peer, own)
                 connection.upstream = inode is not None and self._upstreams.owns_socket(inode)
         return connection.upstream
+
+    def _own_origin(self, origin: bytes | None, connection: _Connection) -> bool:
+        return origin is not None and self._origins.trusted(
+            origin.decode("latin-1"), connection.own_host, connection.own_port
+        )
+
+    def _login_check(
+        self, request: IRequest, origin: bytes | None, connection: _Connection
+    ) -> bytes | None:
+        """
+        C{/login} (the page that exchanges a one-time code) needs no credentials; its
+        C{POST} must come from the daemon's own origin, so no other page can sign a
+        browser in (or out).
+        """
+        if request.method != b"POST" or self._own_origin(origin, connection):
+            return None
+        return self._refuse(
+            request,
+            403,
+            "origin_not_allowed",
+            "a sign-in to the status page must come from the page at this daemon's address",
+            "login-origin",
+        )
+
+    def _signed_in_browser(
+        self, request: IRequest, origin: bytes | None, connection: _Connection
+    ) -> bool:
+        """
+        Whether a TCP request is the status page's own, in a browser signed in with a
+        one-time link: a session cookie, a path of the page or C{/v1}, and the daemon's
+        own origin (a C{GET} without C{Origin} is a same-origin one in a browser;
+        C{SameSite=Strict} keeps the cookie off every cross-site request besides).
+        """
+        if self._logins is None or connection.unix:
+            return False
+        path = request.path
+        if path not in PAGE_PATHS and not path.startswith(_API_PREFIX):
+            return False
+        if origin is None:
+            if request.method not in (b"GET", b"HEAD"):
+                return False
+        elif not self._own_origin(origin, connection):
+            return False
+        return self._logins.signed_in(request.getCookie(COOKIE))
 
     def _is_owner(self, connection: _Connection) -> bool:
         if connection.owner is None:

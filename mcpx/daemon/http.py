@@ -10,6 +10,7 @@ Errors are JSON with a stable C{code} and a message that says what to do.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define
@@ -21,6 +22,8 @@ from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import HTTPException
 
 from mcpx.daemon.api import json_body, mount
+from mcpx.daemon.browser_login import CODE_LIFETIME, COOKIE, SESSION_LIFETIME, BrowserLogins
+from mcpx.daemon.gate import owners_unix_socket
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.parts import OpsHost
 from mcpx.daemon.status_page import StatusPage
@@ -75,6 +78,9 @@ class DaemonHTTP:
     @ivar host: what the operations run against: a view over the daemon's parts.
     @ivar mcp: the MCP endpoint C{/mcp}; C{None} in a daemon that does not serve MCP.
     @ivar page: the status page's files (L{mcpx.daemon.status_page}).
+    @ivar logins: the browsers signed in to the page with a one-time link, and the
+        links waiting; C{None} in a daemon that offers none.
+    @ivar page_urls: where the page is, one URL per TCP listener (set once they listen).
     """
 
     app = Klein()
@@ -86,6 +92,8 @@ class DaemonHTTP:
     host: OpsHost
     mcp: McpHTTP | None = None
     page: StatusPage = Factory(StatusPage)
+    logins: BrowserLogins | None = None
+    page_urls: list[str] = Factory(list)
 
     def resource(self) -> IResource:
         return Utf8Urls(self.app.resource())
@@ -122,6 +130,76 @@ class DaemonHTTP:
     @app.route("/status.css", methods=["GET"])
     def status_style(self, request: IRequest) -> bytes:
         return self.page.render(request, "/status.css")
+
+    # Signing a browser in to the page (mcpx.daemon.browser_login).
+    @app.route("/login", methods=["GET"])
+    def login_page(self, request: IRequest) -> bytes:
+        return self.page.render(request, "/login")
+
+    @app.route("/login.js", methods=["GET"])
+    def login_script(self, request: IRequest) -> bytes:
+        return self.page.render(request, "/login.js")
+
+    @app.route("/v1/status/login", methods=["POST"])
+    def login_link(self, request: IRequest) -> bytes:
+        """A one-time link into the page, for the owner on the unix socket only."""
+        if not owners_unix_socket(request):
+            return error_body(
+                request,
+                403,
+                "owner_only",
+                "a link into the status page is given to the daemon's own user on its "
+                "unix socket only: run `mcpx status --open` as that user",
+            )
+        if self.logins is None or not self.page_urls:
+            return error_body(
+                request,
+                409,
+                "no_status_page",
+                "this daemon listens on no TCP address, so it serves no status page: set "
+                "daemon.listen (docs/status-page.md)",
+            )
+        url = f"{self.page_urls[0]}/login#{self.logins.new_code()}"
+        request.setHeader(b"cache-control", b"no-store")
+        return json_body(request, {"url": url, "expires_in": CODE_LIFETIME}, 200)
+
+    @app.route("/login", methods=["POST"])
+    def login(self, request: IRequest) -> bytes:
+        """
+        Exchange a one-time code (C{{"code": ...}}) for a session cookie, and send the
+        browser on to the page; the gate let only the page's own origin this far.
+        """
+        request.setHeader(b"cache-control", b"no-store")
+        code = None
+        try:
+            assert request.content is not None
+            body = json.loads(request.content.read())
+            code = body.get("code") if isinstance(body, dict) else None
+        except ValueError:
+            pass
+        session = (
+            self.logins.exchange(code)
+            if self.logins is not None and isinstance(code, str)
+            else None
+        )
+        if session is None:
+            return error_body(
+                request,
+                400,
+                "link_used_or_expired",
+                "this link was used already or has expired: run `mcpx status --open` again",
+            )
+        cookie = b"%s=%s; Path=/; Max-Age=%d; HttpOnly; SameSite=Strict" % (
+            COOKIE,
+            session.encode("ascii"),
+            int(SESSION_LIFETIME),
+        )
+        request.responseHeaders.addRawHeader(
+            b"set-cookie", cookie + (b"; Secure" if request.isSecure() else b"")
+        )
+        request.setResponseCode(303)
+        request.setHeader(b"location", b"/")
+        return b""
 
     @app.route("/mcp", branch=False)
     def mcp_endpoint(self, request: IRequest) -> Any:

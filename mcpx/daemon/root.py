@@ -24,6 +24,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.daemon.browser_login import page_url
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService
 from mcpx.daemon.sdnotify import Notifier
@@ -114,6 +115,9 @@ class DaemonService(MultiService):
         listening.addCallbacks(self._listening, lambda failure: None)
 
     def _listening(self, ports: Sequence[IListeningPort]) -> None:
+        pairs = zip(self.listeners, ports, strict=True)
+        urls = (page_url(listener.description, port) for listener, port in pairs)
+        self.http.page_urls = [url for url in urls if url is not None]
         _log.info(
             "mcpx daemon listening on {endpoints}",
             endpoints=[listener.description for listener in self.listeners],

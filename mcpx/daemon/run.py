@@ -60,6 +60,16 @@ def http_host_lines(url: str, auth: str) -> list[str]:
     return lines
 
 
+def page_note(auth: str) -> str:
+    """How a browser gets into the status page, under C{daemon.auth} C{auth}."""
+    signs_in = f"`{cli_name()} status --open` signs a browser in"
+    if auth == "none":
+        return "(daemon.auth none: no token asked)"
+    if auth == "peer":
+        return f"(this user's browser on this machine; elsewhere {signs_in})"
+    return f"({signs_in})"
+
+
 async def run_daemon(
     reactor: IDaemonReactor, settings: Settings, config: DaemonConfig, console: IO[str]
 ) -> None:
@@ -107,6 +117,7 @@ async def run_daemon(
             print(f"  listening on {where}", file=console)
             print(f"    MCP (Streamable HTTP):  {where}/mcp", file=console)
             print(f"    REST API:  {where}/v1   (described by {where}/openapi.json)", file=console)
+            print(f"    status page:  {where}/   {page_note(config.auth)}", file=console)
         elif where.endswith(MCP_SOCKET_NAME):
             print(
                 f"  MCP over stdio: hosts run `{cli_name()} serve` (it connects here)", file=console

@@ -28,6 +28,7 @@ from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
 from mcpx.daemon.bearer import verifier_for
+from mcpx.daemon.browser_login import BrowserLogins
 from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import (
     AUTH_NONE,
@@ -384,12 +385,20 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     connect_upward(
         relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
     )
-    http = DaemonHTTP(host, mcp_http)
+    http = DaemonHTTP(host, mcp_http, logins=BrowserLogins(clock))
     metrics.watch(http)
 
     limits = TransportLimits.from_settings(settings) if settings is not None else None
     shutdown = Shutdown(clock)
-    front = gate(http.resource(), config, clock, shutdown, reactor=reactor, upstreams=groups)
+    front = gate(
+        http.resource(),
+        config,
+        clock,
+        shutdown,
+        reactor=reactor,
+        upstreams=groups,
+        logins=http.logins,
+    )
     site = DaemonSite(
         front,
         reactor,
@@ -506,6 +515,7 @@ def gate(
     *,
     reactor: IReactorHTTP | None = None,
     upstreams: Upstreams | None = None,
+    logins: BrowserLogins | None = None,
 ) -> Gate:
     """
     The trust boundary in front of every route (L{mcpx.daemon.gate}), refusing the
@@ -527,6 +537,7 @@ def gate(
         auth=auth,
         token=None if auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
         verifier=verifier,
+        logins=logins,
         shutdown=shutdown,
         upstreams=upstreams,
     )

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.daemon.test_status_page -*-
 """
 The status page at C{/}: three static files (C{status/} in this package), served by the
-daemon's one Klein app behind the gate like every other route.
+daemon's one Klein app behind the gate like every other route; and C{/login}, the page
+that exchanges a one-time link's code for a session cookie (L{mcpx.daemon.browser_login}).
 
 The page is plain HTML, CSS and JavaScript with no build step; its script reads C{/v1}
 and C{/v1/events} as the browser it runs in (docs/status-page.md).  Each file is read
@@ -17,14 +18,22 @@ from typing import Final
 
 from twisted.web.iweb import IRequest
 
-__all__ = ["ASSETS", "CONTENT_SECURITY_POLICY", "StatusPage"]
+__all__ = ["ASSETS", "CONTENT_SECURITY_POLICY", "LOGIN_PATHS", "PAGE_PATHS", "StatusPage"]
 
 #: The path of each file of the page, its name under C{status/}, and its content type.
 ASSETS: Final = {
     "/": ("index.html", b"text/html; charset=utf-8"),
     "/status.js": ("status.js", b"text/javascript; charset=utf-8"),
     "/status.css": ("status.css", b"text/css; charset=utf-8"),
+    "/login": ("login.html", b"text/html; charset=utf-8"),
+    "/login.js": ("login.js", b"text/javascript; charset=utf-8"),
 }
+
+#: The page that signs a browser in, and its script: reached without credentials.
+LOGIN_PATHS: Final = frozenset({b"/login", b"/login.js"})
+
+#: The status page's own files, which a signed-in browser's cookie opens.
+PAGE_PATHS: Final = frozenset(path.encode() for path in ASSETS) - LOGIN_PATHS
 
 #: Nothing but this origin's own files and requests; no inline script or style, no
 #: plugins, no framing by another page, no form posted anywhere.

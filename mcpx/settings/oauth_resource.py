@@ -18,6 +18,7 @@ Only reading and checking here; L{mcpx.auth.resource_server} does the work.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlsplit
@@ -31,7 +32,6 @@ OAUTH: Final = "oauth"
 
 _KEYS: Final = frozenset({"type", "issuer", "audience", "scopes", "jwksUri", "introspection"})
 _INTROSPECTION_KEYS: Final = frozenset({"url", "clientId", "clientSecret"})
-_LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @frozen(repr=False)
@@ -72,8 +72,22 @@ class OAuthResource:
     introspection: Introspection | None = None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether C{host} is this machine: C{localhost}, 127.0.0.0/8 or ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def secure_url(url: str) -> bool:
-    """Whether C{url} is https, or http to this machine (a local identity provider)."""
+    """
+    Whether C{url} is https, or http to this machine (a local identity provider), and
+    has no fragment: the one rule for every URL of an authorization server, configured
+    here or named at run time (L{mcpx.auth.metadata.check_https}).
+    """
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -81,7 +95,7 @@ def secure_url(url: str) -> bool:
         return False
     if not host or parts.fragment:
         return False
-    return parts.scheme == "https" or (parts.scheme == "http" and host in _LOOPBACK)
+    return parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host))
 
 
 def _url(value: object, where: str) -> str:

@@ -217,6 +217,21 @@ class ServerMetadataTests(SynchronousTestCase):
         check_https("https://as.example", "authorization server")
         self.assertRaises(AuthorizationError, check_https, "http://as.example", "x")
 
+    def test_refusal_names_only_scheme_and_host(self) -> None:
+        """
+        A refused URL (one a hostile server may have written) is named by its scheme, host
+        and port alone: its path, query and fragment reach no error; a fragment, or a
+        URL with no host, is refused too.
+        """
+        hostile = "http://198.51.100.1:81/x/SECRET?q=SECRET#SECRET"
+        with self.assertRaises(AuthorizationError) as raised:
+            check_https(hostile, "protected-resource metadata")
+        message = str(raised.exception)
+        self.assertIn("http://198.51.100.1:81", message)
+        self.assertNotIn("SECRET", message)
+        for refused in ("https://as.example/#frag", "https:///nohost", "not a url"):
+            self.assertRaises(AuthorizationError, check_https, refused, "x")
+
     def test_pkce_refused_unadvertised(self) -> None:
         """From 2025-11-25 a server that does not advertise S256 is refused."""
         self.assertRaises(

@@ -148,6 +148,7 @@ class RealDaemonPageCase(TestCase):
         self.addCleanup(self.stop, child)
         await child.wait_for(rb"listening on unix socket")
         await child.wait_for(rb"listening on http://")
+        self.daemon = child
 
     async def stop(self, child: ChildProcess) -> None:
         if child.exit_code is None:
@@ -173,6 +174,29 @@ class RealDaemonPageCase(TestCase):
     def tcp(self, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
         sent = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
         return {"port": self.port, "method": "GET", "path": path, "headers": sent}
+
+    async def browse(self, call: str, answers: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """
+        The page in a real headless Chromium (L{BROWSER}), answering the question of the
+        waiting call C{call} with C{answers}; C{more} goes to it as given (C{url},
+        C{login}, C{empty_first}).  What it saw.
+        """
+        self.shots = Path(tempfile.mkdtemp(prefix="mcpx-shots-"))
+        self.addCleanup(shutil.rmtree, str(self.shots), True)
+        spec = {
+            "url": more.pop("url", f"http://127.0.0.1:{self.port}/"),
+            "answers": answers,
+            "call": call,
+            "screenshots": str(self.shots),
+            **more,
+        }
+        seen: dict[str, Any] = json.loads(
+            await self.run_to_end([sys.executable, BROWSER, json.dumps(spec)])
+        )
+        for name in ("question.png", "answered.png"):
+            self.assertTrue((self.shots / name).read_bytes().startswith(b"\x89PNG"), name)
+        self.assertEqual(seen["console_errors"], [])
+        return seen
 
 
 class PageGateTests(RealDaemonPageCase):
@@ -221,24 +245,6 @@ class PageGateTests(RealDaemonPageCase):
 
 class BrowserTests(RealDaemonPageCase):
     """The page in a real headless Chromium, answering a waiting call's question."""
-
-    async def browse(self, call: str, answers: dict[str, Any], **more: Any) -> dict[str, Any]:
-        self.shots = Path(tempfile.mkdtemp(prefix="mcpx-shots-"))
-        self.addCleanup(shutil.rmtree, str(self.shots), True)
-        spec = {
-            "url": f"http://127.0.0.1:{self.port}/",
-            "answers": answers,
-            "call": call,
-            "screenshots": str(self.shots),
-            **more,
-        }
-        seen: dict[str, Any] = json.loads(
-            await self.run_to_end([sys.executable, BROWSER, json.dumps(spec)])
-        )
-        for name in ("question.png", "answered.png"):
-            self.assertTrue((self.shots / name).read_bytes().startswith(b"\x89PNG"), name)
-        self.assertEqual(seen["console_errors"], [])
-        return seen
 
     async def test_answer_the_demo_question(self) -> None:
         """
@@ -330,3 +336,92 @@ class BrowserTests(RealDaemonPageCase):
         self.assertEqual(await call.ended(timeout=30), 0, call.text())
         sent = {"color": "g", "count": 3, "name": "Ada", "ok": True, "ratio": 0.5, "size": "l"}
         self.assertIn(f"form: accept {json.dumps(sent, sort_keys=True)}", call.text(1))
+
+
+class BrowserSignInTests(RealDaemonPageCase):
+    """
+    The page where a browser needs more than being the owner's on loopback: opened as
+    C{localhost}, and under C{daemon.auth token} through C{mcpx status --open}'s link.
+    """
+
+    def post(self, path: str, headers: dict[str, str], body: Any = None) -> dict[str, Any]:
+        """A JSON C{POST} to C{path} over TCP with C{headers}."""
+        sent = {"Content-Type": "application/json", **headers}
+        return {**self.tcp(path, sent), "method": "POST", "body": body}
+
+    async def ask_demo(self) -> ChildProcess:
+        """C{mcpx call demo ask}, waiting on the demo's question."""
+        call = spawn(
+            [sys.executable, "-m", "mcpx", "call", "demo", "ask"], env=self.env, cwd=str(REPO)
+        )
+        self.addCleanup(kill_on_cleanup, call)
+        return call
+
+    async def test_buttons_at_localhost(self) -> None:
+        """
+        Opened as http://localhost:PORT/ (daemon.auth peer): the question's Accept button
+        works as at 127.0.0.1, since localhost is the daemon's own loopback origin.
+        """
+        await self.start_daemon()
+        call = await self.ask_demo()
+        seen = await self.browse(
+            "demo/ask", {"answer": "Grace"}, url=f"http://localhost:{self.port}/"
+        )
+        self.assertEqual(seen["call_outcome"], "ok")
+        self.assertEqual(await call.ended(timeout=30), 0, call.text())
+        self.assertIn("Grace", call.text(1))
+
+    async def test_token_auth_link_signs_in(self) -> None:
+        """
+        Under daemon.auth token, `mcpx status --open --print` prints a one-time link that
+        signs the browser in: an HttpOnly, SameSite=Strict cookie, and the page answers
+        the question.  The link's code is good once; the cookie opens nothing from
+        another origin, and nobody but the owner on the unix socket gets a link.
+        """
+        await self.start_daemon("--daemon-auth", "token")
+        # The banner names the page, and how a browser gets in.
+        line = await self.daemon.wait_for(rb"status page: .*")
+        self.assertIn(f"http://127.0.0.1:{self.port}/".encode(), line)
+        self.assertIn(b"status --open", line)
+        call = await self.ask_demo()
+        out = await self.run_to_end([sys.executable, "-m", "mcpx", "status", "--open", "--print"])
+        link = out.strip()
+        base = f"http://127.0.0.1:{self.port}"
+        self.assertTrue(link.startswith(base + "/login#"), link)
+        code = link.split("#", 1)[1]
+        seen = await self.browse("demo/ask", {"answer": "Linus"}, login=link)
+        self.assertEqual(seen["call_outcome"], "ok")
+        self.assertEqual(await call.ended(timeout=30), 0, call.text())
+        self.assertIn("Linus", call.text(1))
+        (cookie,) = seen["cookies"]
+        self.assertEqual(
+            (cookie["name"], cookie["path"], cookie["httpOnly"], cookie["sameSite"]),
+            ("mcpx_session", "/", True, "Strict"),
+        )
+        sent = f"mcpx_session={cookie['value']}"
+        token = (Path(self.state_dir) / "token").read_text().strip()
+        again, own, bare, other_port, foreign, post_other, tcp_link = await self.probe(
+            [
+                self.post("/login", {"Origin": base}, {"code": code}),
+                self.tcp("/v1/servers", {"Cookie": sent}),
+                self.tcp("/v1/servers"),
+                self.tcp("/v1/servers", {"Cookie": sent, "Origin": "http://127.0.0.1:1"}),
+                self.tcp("/", {"Cookie": sent, "Origin": "http://evil.example"}),
+                self.post("/v1/reload", {"Cookie": sent, "Origin": "http://localhost:1"}),
+                self.post("/v1/status/login", {"Authorization": f"Bearer {token}"}),
+            ]
+        )
+        # The code was used by the browser: good once.
+        self.assertEqual(again["status"], 400, again)
+        self.assertEqual(json.loads(again["body"])["error"]["code"], "link_used_or_expired")
+        self.assertNotIn("set-cookie", again["headers"])
+        # The cookie from the page's own origin (a same-origin GET sends no Origin).
+        self.assertEqual(own["status"], 200, own)
+        self.assertEqual(bare["status"], 401, bare)
+        # From another origin, even one on loopback, the cookie counts for nothing.
+        self.assertEqual(other_port["status"], 401, other_port)
+        self.assertEqual(foreign["status"], 403, foreign)
+        self.assertEqual(post_other["status"], 401, post_other)
+        # A link is the owner's on the unix socket: not even the token gets one over TCP.
+        self.assertEqual(tcp_link["status"], 403, tcp_link)
+        self.assertEqual(json.loads(tcp_link["body"])["error"]["code"], "owner_only")

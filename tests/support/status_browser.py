@@ -5,6 +5,9 @@ its own (Playwright's sync API blocks; the trial test's reactor must not).
 Run as C{python status_browser.py '<json>'} with an object of:
 
   - C{url}: the page;
+  - C{login}: a one-time link (C{mcpx status --open --print}) to open first, instead
+    of C{url}: the browser must land on the page, signed in; the session cookie it
+    then holds is reported (C{cookies}: name, value and attributes);
   - C{answers}: the values to type into the first question's form, by field name (a
     string for a text or number box, C{true}/C{false} for a checkbox, the visible label
     for a list of choices);
@@ -45,7 +48,15 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                 "console",
                 lambda m: seen["console_errors"].append(m.text) if m.type == "error" else None,
             )
-            page.goto(spec["url"])
+            if spec.get("login"):
+                page.goto(spec["login"])
+                page.wait_for_url(spec["url"], timeout=WAIT_MS)
+                seen["cookies"] = [
+                    {k: cookie.get(k) for k in ("name", "value", "path", "httpOnly", "sameSite")}
+                    for cookie in page.context.cookies()
+                ]
+            else:
+                page.goto(spec["url"])
             seen["title"] = page.title()
             page.locator("#live[data-state=live]").wait_for(timeout=WAIT_MS)
             card = page.locator(".question").first

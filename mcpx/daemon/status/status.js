@@ -90,9 +90,8 @@
 
   function explain(error) {
     if (error instanceof ApiError && error.status === 401) {
-      return "The daemon asks this browser for its token. The status page works in the " +
-        "browser of the daemon's own user on the same machine (daemon.auth peer, the " +
-        "default); see docs/status-page.md.";
+      return "The daemon asks this browser to sign in: run `mcpx status --open` as the " +
+        "daemon's user (it opens a one-time link), or see docs/status-page.md.";
     }
     return error.message || String(error);
   }
