@@ -514,6 +514,7 @@ OPS: tuple[Op, ...] = (
         handler=servers.restart_server,
         errors=(404, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="list_calls",
@@ -559,6 +560,7 @@ OPS: tuple[Op, ...] = (
         handler=auth.auth_begin,
         errors=(404, 409, 422, 502, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="auth_finish",
@@ -568,6 +570,7 @@ OPS: tuple[Op, ...] = (
         handler=auth.auth_finish,
         errors=(404, 409, 422, 502, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="auth_logout",
@@ -584,6 +587,7 @@ OPS: tuple[Op, ...] = (
         handler=auth.auth_logout,
         errors=(404, 409, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="reload",
@@ -602,6 +606,7 @@ OPS: tuple[Op, ...] = (
         handler=servers.reload,
         errors=(400, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="get_settings",
@@ -622,6 +627,7 @@ OPS: tuple[Op, ...] = (
         tag="daemon",
         errors=(503,),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="get_protocol",
