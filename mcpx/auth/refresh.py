@@ -28,13 +28,24 @@ MAX_BACKOFF: Final = 300.0
 
 
 class NeedsSignIn(Exception):
-    """The server has no usable tokens; the message names the command that cures it."""
+    """
+    The server has no usable tokens; the message names what cures it: for the owner's
+    sign-in, C{mcpx auth login}; for an access token's subject's own, a sign-in of its
+    own (offered through its host, or C{POST /v1/auth/{name}/begin} with its token).
 
-    def __init__(self, server: str, why: str = "") -> None:
-        super().__init__(
-            f"{server} needs a sign-in{': ' + why if why else ''}; run `mcpx auth login {server}`"
+    @ivar owner: whether the sign-in missing is the owner's.
+    """
+
+    def __init__(self, server: str, why: str = "", *, owner: bool = True) -> None:
+        cure = (
+            f"run `mcpx auth login {server}`"
+            if owner
+            else f"sign in to it yourself: through your host, or POST /v1/auth/{server}/begin "
+            "with your access token"
         )
+        super().__init__(f"{server} needs a sign-in{': ' + why if why else ''}; {cure}")
         self.server = server
+        self.owner = owner
 
 
 class Refresher:

@@ -161,8 +161,8 @@ class TableTests(SynchronousTestCase):
 
     def test_owner_only(self) -> None:
         """
-        What changes every caller's daemon (a reload, a restart, the settings, the sign-ins
-        every caller's calls are made with) is the owner's alone.
+        What changes every caller's daemon (a reload, a restart, the settings) is the
+        owner's alone.  A sign-in is each caller's own (L{tests.daemon.test_per_person}).
         """
         self.assertEqual(
             {op.name for op in OPS if op.owner_only},
@@ -170,9 +170,6 @@ class TableTests(SynchronousTestCase):
                 "restart_server",
                 "reload",
                 "get_settings",
-                "auth_begin",
-                "auth_finish",
-                "auth_logout",
             },
         )
 
