@@ -27,6 +27,19 @@ EXPIRY_LEEWAY: Final = 60.0
 MAX_BACKOFF: Final = 300.0
 
 
+def cure(server: str, owner: bool = True) -> str:
+    """
+    What signs C{server} in again: for the owner's sign-in, C{mcpx auth login}; for an
+    access token's subject's own, a sign-in of its own.
+    """
+    if owner:
+        return f"run `mcpx auth login {server}`"
+    return (
+        f"sign in to it yourself: through your host, or POST /v1/auth/{server}/begin with "
+        "your access token"
+    )
+
+
 class NeedsSignIn(Exception):
     """
     The server has no usable tokens; the message names what cures it: for the owner's
@@ -37,13 +50,9 @@ class NeedsSignIn(Exception):
     """
 
     def __init__(self, server: str, why: str = "", *, owner: bool = True) -> None:
-        cure = (
-            f"run `mcpx auth login {server}`"
-            if owner
-            else f"sign in to it yourself: through your host, or POST /v1/auth/{server}/begin "
-            "with your access token"
+        super().__init__(
+            f"{server} needs a sign-in{': ' + why if why else ''}; {cure(server, owner)}"
         )
-        super().__init__(f"{server} needs a sign-in{': ' + why if why else ''}; {cure}")
         self.server = server
         self.owner = owner
 

@@ -59,7 +59,7 @@ from mcpx.auth.metadata import (
     select_scopes,
     token_auth_method,
 )
-from mcpx.auth.refresh import NeedsSignIn, Refresher
+from mcpx.auth.refresh import NeedsSignIn, Refresher, cure
 from mcpx.auth.store import Entry, Key, TokenStore
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import AuthType, RemoteServer
@@ -521,9 +521,9 @@ class SignIns:
         if entry is not None:
             self.store.put(evolve(entry, needs_sign_in=True, required_scopes=required))
         return (
-            f"{name} refused the token for lack of scope ({wanted}); run "
-            f"`mcpx auth login {name}` to sign in with the scopes {' '.join(required)} "
-            f"(step-up {count} of {STEP_UP_LIMIT}, {speaks})"
+            f"{name} refused the token for lack of scope ({wanted}); "
+            f"{cure(name, whose(server, principal) == OWNER)} to sign in with the scopes "
+            f"{' '.join(required)} (step-up {count} of {STEP_UP_LIMIT}, {speaks})"
         )
 
     # Showing and forgetting
@@ -629,7 +629,9 @@ class ServerCredentials:
                 self.name, self.server, challenge, revision, self.principal
             )
         self.sign_ins.unauthorized(self.name, challenge, self.principal)
-        return f"the server refused the token; if this persists, run `mcpx auth login {self.name}`"
+        return "the server refused the token; if this persists, " + cure(
+            self.name, self.principal == OWNER
+        )
 
 
 def _wants_scopes(entry: Entry) -> str:
