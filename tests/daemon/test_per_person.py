@@ -194,9 +194,10 @@ class PerPersonTests(TestCase):
 
     async def test_each_principal_its_own_sign_in(self) -> None:
         """
-        The owner's sign-in serves the owner's calls alone; bob must sign in himself,
-        and his sign-in (and sign-out) changes nothing of the owner's: the owner's
-        calls go on acting as the owner.
+        The owner's sign-in serves the owner's calls alone; bob must sign in himself
+        (on /v1 and in a legacy /mcp session alike), and his sign-in (and sign-out)
+        changes nothing of the owner's: the owner's calls go on acting as the owner.
+        Bob cannot restart or reload either.
         """
         await self.daemon.start()
         await self.sign_in("remote", "owner")
@@ -216,6 +217,11 @@ class PerPersonTests(TestCase):
         self.assertEqual(code, 200)
         (shown,) = [s for s in mine["servers"] if s["server"] == "remote"]
         self.assertEqual(shown["state"], "signed_in")
+
+        # Bob cannot restart the server's connections (the owner's among them), nor reload.
+        for path in ("/v1/servers/remote/restart", "/v1/reload"):
+            code, refused = await self.v1("POST", path, self.bob, {})
+            self.assertEqual((code, refused["error"]["code"]), (403, "owner_only"), path)
 
         # Bob signing out forgets his sign-in, not the owner's.
         code, out = await self.v1("DELETE", "/v1/auth/remote", self.bob)
