@@ -139,9 +139,11 @@ class SignIns:
     _challenges: dict[str, Challenge] = field(factory=dict, init=False)
     _pending: dict[str, _Pending] = field(factory=dict, init=False)
     _grants: dict[str, DeferredLock] = field(factory=dict, init=False)
-    #: Step-ups asked for, by server and the challenged scopes: how many, and a digest
+    #: Step-ups asked for, by server, principal and the challenged scopes: how many, and a digest
     #: of the token the last one was about (the 403s one token gets count once).
-    _step_ups: dict[tuple[str, frozenset[str]], tuple[int, str]] = field(factory=dict, init=False)
+    _step_ups: dict[tuple[str, str, frozenset[str]], tuple[int, str]] = field(
+        factory=dict, init=False
+    )
     #: The scopes a client-credentials server's next token request asks for.
     _required: dict[str, tuple[str, ...]] = field(factory=dict, init=False)
 
@@ -490,7 +492,8 @@ class SignIns:
         required = tuple(dict.fromkeys((*held, *challenged)))
         missing = [s for s in challenged if s not in held] or list(challenged)
         wanted = " ".join(missing) or "(the server named none)"
-        attempt = (name, frozenset(challenged))
+        signs_in = whose(server, principal)
+        attempt = (name, signs_in, frozenset(challenged))
         token = entry.tokens.access_token if entry is not None and entry.tokens else ""
         digest = hashlib.sha256(token.encode()).hexdigest()
         count, about = self._step_ups.get(attempt, (0, ""))
@@ -506,7 +509,10 @@ class SignIns:
                 "or client may not be allowed these scopes at its authorization server"
             )
         self._discoveries.pop(name, None)
-        self._challenges[name] = challenge
+        if signs_in == OWNER:
+            # The scopes the owner's next sign-in asks for; a subject's are kept in its
+            # own entry (required_scopes), and ask nothing of anyone else's.
+            self._challenges[name] = challenge
         if _client_credentials(server):
             self._required[name] = required
             for held_entry in self.store.entries(name):
@@ -549,8 +555,8 @@ class SignIns:
         refused = sorted(
             {
                 scope
-                for (server, scopes), (count, _) in self._step_ups.items()
-                if server == name and count > STEP_UP_LIMIT
+                for (server, who, scopes), (count, _) in self._step_ups.items()
+                if server == name and who == principal and count > STEP_UP_LIMIT
                 for scope in scopes
             }
         )
@@ -574,8 +580,8 @@ class SignIns:
             self._discoveries.pop(name, None)
             self._challenges.pop(name, None)
             self._required.pop(name, None)
-            for attempt in [a for a in self._step_ups if a[0] == name]:
-                del self._step_ups[attempt]
+        for attempt in [a for a in self._step_ups if a[:2] == (name, principal)]:
+            del self._step_ups[attempt]
         dropped = self.store.forget(name, principal)
         warnings: list[str] = []
         for entry in dropped:

@@ -297,6 +297,26 @@ class StepUpTests(SynchronousTestCase):
         self.assertIn("missing: mcp:write", str(refused.value))
         self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
 
+    def test_subjects_step_up_is_its_own(self) -> None:
+        """
+        A step-up a server asks of bob's token marks bob's sign-in and asks bob's next
+        one for the scopes; the owner's sign-in and its next scopes are as they were.
+        """
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT, BOB))
+        query = parse_qs(urlsplit(started["url"]).query)
+        back = query["redirect_uri"][0] + "?" + urlencode({"code": "c", "state": query["state"][0]})
+        run(self, self.sign_ins.finish("remote", back, BOB))
+        bobs = self.sign_ins.credentials("remote", self.server, BOB)
+        hint = bobs.unauthorized(['Bearer error="insufficient_scope", scope="mcp:write"'])
+        self.assertIn("POST /v1/auth/remote/begin", hint)
+        self.assertEqual(self.sign_ins.describe("remote", BOB)["state"], "needs_sign_in")
+        self.assertEqual(self.sign_ins.describe("remote")["state"], "signed_in")
+        self.assertEqual(run(self, self.credentials.authorization()), "Bearer tok-1")
+        self.assertEqual(self.scopes_asked(), ["mcp:read"])
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT, BOB))
+        asked = parse_qs(urlsplit(started["url"]).query)["scope"][0].split()
+        self.assertEqual(asked, ["mcp:read", "mcp:write"])
+
     def test_step_up_union_before(self) -> None:
         """
         At 2025-11-25 too the step-up asks for the challenged scopes with the held ones,
