@@ -13,6 +13,8 @@ from typing import Final
 
 from attrs import field, frozen
 
+from mcpx.settings.servers import AuthType, RemoteServer
+
 INVALID_TOKEN: Final = "invalid_token"
 INSUFFICIENT_SCOPE: Final = "insufficient_scope"
 UNAVAILABLE: Final = "temporarily_unavailable"
@@ -75,3 +77,40 @@ def subject_identity(subject: str) -> str:
     another's identity, nor the default C{cli} or C{http}.
     """
     return f"subject:{json.dumps(subject)}"
+
+
+#: The principal of the daemon's owner (L{principal_of}).
+OWNER: Final = ""
+
+_SUBJECT_PREFIX: Final = "subject:"
+_JSON = json.JSONDecoder()
+
+
+def principal_of(client: str) -> str:
+    """
+    Whose upstream sign-ins a caller identity's requests use: the access token's
+    subject's identity (L{subject_identity}) for every identity a subject's requests
+    have (its own, and the sessions and request scopes under it), L{OWNER} for any
+    other (the owner's sockets; every caller of a daemon without C{oauth}).
+    """
+    if not client.startswith(_SUBJECT_PREFIX + '"'):
+        return OWNER
+    try:
+        _, end = _JSON.raw_decode(client, len(_SUBJECT_PREFIX))
+    except ValueError:
+        return OWNER
+    return client[:end]
+
+
+def per_person(server: object) -> bool:
+    """
+    Whether each principal reaches C{server} with its own sign-in: an OAuth server
+    someone signs in to, whose C{auth} does not say C{"shared": true}.  A
+    client-credentials server is reached with the daemon's own client, for everyone.
+    """
+    if not isinstance(server, RemoteServer) or server.auth is None:
+        return False
+    oauth = server.auth.oauth
+    if server.auth.type is not AuthType.OAUTH:
+        return False
+    return oauth is None or not (oauth.client_credentials or oauth.shared)

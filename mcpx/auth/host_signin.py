@@ -13,8 +13,11 @@ once (a second use, or any other value, is refused and changes nothing).  The ex
 is L{SignIns.finish}'s, as for C{mcpx auth login}; once it is done the hosts waiting
 on the offer are told (C{notifications/elicitation/complete} where they can hear it).
 
-One offer is kept per server: every host calling the server meanwhile is given the
-same URL, and a retry before the user has finished gets that same URL again.
+One offer is kept per server and principal (the owner, or an access token's subject:
+L{mcpx.auth.signin}): every host of that principal calling the server meanwhile is
+given the same URL, and a retry before the user has finished gets that same URL again.
+One principal's offer is never given to another's host, and its sign-in serves only that
+principal's calls.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
+from mcpx.auth.caller import OWNER
 from mcpx.auth.signin import PENDING_TTL, SignIns, uses_oauth
 from mcpx.settings.servers import RemoteServer
 
@@ -59,6 +63,7 @@ class Offer:
         browser's redirect in.
     @ivar waiters: what to do once the sign-in is done (tell a host), by who waits:
         each once.
+    @ivar principal: whose sign-in it is.
     """
 
     server: str
@@ -68,6 +73,7 @@ class Offer:
     port: IListeningPort
     expiry: IDelayedCall | None = None
     waiters: dict[object, Callable[[], object]] = field(factory=dict)
+    principal: str = OWNER
 
     @property
     def message(self) -> str:
@@ -85,7 +91,7 @@ class Offer:
 
 
 class HostSignIns:
-    """The sign-ins offered to hosts, at most one per server."""
+    """The sign-ins offered to hosts, at most one per server and principal."""
 
     def __init__(
         self,
@@ -93,41 +99,47 @@ class HostSignIns:
         reactor: IReactorTCP,
         clock: IReactorTime,
         *,
-        on_signed_in: Callable[[str], Awaitable[object]] | None = None,
+        on_signed_in: Callable[[str, str], Awaitable[object]] | None = None,
         ttl: float = PENDING_TTL,
     ) -> None:
         """
-        @param on_signed_in: run with the server's name after a sign-in, before any host
-            is told (the daemon restarts the instance that failed without a token).
+        @param on_signed_in: run with the server's name and the principal after a
+            sign-in, before any host is told (the daemon restarts that principal's
+            instance, which failed without a token).
         """
         self.sign_ins = sign_ins
         self.reactor = reactor
         self.clock = clock
         self.on_signed_in = on_signed_in
         self.ttl = ttl
-        self._offers: dict[str, Offer] = {}
+        self._offers: dict[tuple[str, str], Offer] = {}
 
-    def needs(self, name: str, server: object) -> bool:
-        """Whether C{server} is an OAuth server a user must sign in to before it works."""
+    def needs(self, name: str, server: object, principal: str = OWNER) -> bool:
+        """
+        Whether C{server} is an OAuth server C{principal}'s user must sign in to before
+        it works for that principal.
+        """
         if not isinstance(server, RemoteServer) or not uses_oauth(server):
             return False
         auth = server.auth
         if auth is not None and auth.oauth is not None and auth.oauth.client_credentials:
             return False
-        entry = self.sign_ins.current(name, server)
+        entry = self.sign_ins.current(name, server, principal)
         return entry is None or entry.tokens is None or entry.needs_sign_in
 
-    def pending(self, name: str) -> Offer | None:
-        return self._offers.get(name)
+    def pending(self, name: str, principal: str = OWNER) -> Offer | None:
+        return self._offers.get((name, principal))
 
-    async def offer(self, name: str, server: RemoteServer) -> Offer:
+    async def offer(self, name: str, server: RemoteServer, principal: str = OWNER) -> Offer:
         """
-        The offer of a sign-in to C{name}: the one waiting, or a new one (its listener
-        started, the authorization URL built).
+        The offer of C{principal}'s sign-in to C{name}: the one waiting, or a new one
+        (its listener started, the authorization URL built).
 
-        @raise Exception: what L{SignIns.begin} raises (discovery or registration failed).
+        @raise Exception: what L{SignIns.begin} raises (discovery or registration failed,
+            or C{principal} has as many sign-ins waiting as it may).
         """
-        waiting = self._offers.get(name)
+        key = (name, principal)
+        waiting = self._offers.get(key)
         if waiting is not None:
             return waiting
         site: Any = Site(_Callback(self))
@@ -135,19 +147,19 @@ class HostSignIns:
         address: Any = port.getHost()
         redirect_uri = f"http://127.0.0.1:{address.port}{CALLBACK_PATH}"
         try:
-            begun = await self.sign_ins.begin(name, server, redirect_uri)
+            begun = await self.sign_ins.begin(name, server, redirect_uri, principal)
         except BaseException:
             port.stopListening()
             raise
         # Another call may have made an offer while this one was discovering.
-        waiting = self._offers.get(name)
+        waiting = self._offers.get(key)
         if waiting is not None:
             port.stopListening()
             return waiting
         elicitation = "signin-" + secrets.token_urlsafe(12)
-        offer = Offer(name, elicitation, begun["url"], begun["state"], port)
+        offer = Offer(name, elicitation, begun["url"], begun["state"], port, principal=principal)
         offer.expiry = self.clock.callLater(self.ttl, self._drop, offer)
-        self._offers[name] = offer
+        self._offers[key] = offer
         return offer
 
     def close(self) -> None:
@@ -156,8 +168,8 @@ class HostSignIns:
             self._drop(offer)
 
     def _drop(self, offer: Offer) -> None:
-        if self._offers.get(offer.server) is offer:
-            del self._offers[offer.server]
+        if self._offers.get((offer.server, offer.principal)) is offer:
+            del self._offers[offer.server, offer.principal]
         if offer.expiry is not None and offer.expiry.active():
             offer.expiry.cancel()
         offer.port.stopListening()
@@ -166,7 +178,7 @@ class HostSignIns:
         """The offer C{state} names, taken: it cannot be used again."""
         for offer in self._offers.values():
             if secrets.compare_digest(offer.state, state):
-                del self._offers[offer.server]
+                del self._offers[offer.server, offer.principal]
                 return offer
         return None
 
@@ -183,13 +195,13 @@ class HostSignIns:
         if offer is None:
             raise LookupError("no sign-in is waiting for this address (it was used or expired)")
         try:
-            await self.sign_ins.finish(offer.server, redirected_to)
+            await self.sign_ins.finish(offer.server, redirected_to, offer.principal)
         finally:
             # The listener goes once this response is on its way.
             self.clock.callLater(0, self._drop, offer)
         if self.on_signed_in is not None:
             try:
-                await self.on_signed_in(offer.server)
+                await self.on_signed_in(offer.server, offer.principal)
             except Exception:
                 # The token is held; the next call starts the server again.
                 log.failure("restarting {server} after its sign-in", server=offer.server)

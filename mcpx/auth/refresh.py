@@ -27,14 +27,34 @@ EXPIRY_LEEWAY: Final = 60.0
 MAX_BACKOFF: Final = 300.0
 
 
-class NeedsSignIn(Exception):
-    """The server has no usable tokens; the message names the command that cures it."""
+def cure(server: str, owner: bool = True) -> str:
+    """
+    What signs C{server} in again: for the owner's sign-in, C{mcpx auth login}; for an
+    access token's subject's own, a sign-in of its own.
+    """
+    if owner:
+        return f"run `mcpx auth login {server}`"
+    return (
+        f"sign in to it yourself: through your host, or POST /v1/auth/{server}/begin with "
+        "your access token"
+    )
 
-    def __init__(self, server: str, why: str = "") -> None:
+
+class NeedsSignIn(Exception):
+    """
+    The server has no usable tokens; the message names what cures it: for the owner's
+    sign-in, C{mcpx auth login}; for an access token's subject's own, a sign-in of its
+    own (offered through its host, or C{POST /v1/auth/{name}/begin} with its token).
+
+    @ivar owner: whether the sign-in missing is the owner's.
+    """
+
+    def __init__(self, server: str, why: str = "", *, owner: bool = True) -> None:
         super().__init__(
-            f"{server} needs a sign-in{': ' + why if why else ''}; run `mcpx auth login {server}`"
+            f"{server} needs a sign-in{': ' + why if why else ''}; {cure(server, owner)}"
         )
         self.server = server
+        self.owner = owner
 
 
 class Refresher:

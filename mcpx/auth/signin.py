@@ -7,7 +7,15 @@ A sign-in has two halves so that the browser can be anywhere: L{SignIns.begin}
 discovers, registers and answers the authorization URL; L{SignIns.finish} takes the
 URL the browser was redirected to, checks C{state} (and C{iss}), and exchanges the code.
 A sign-in left unfinished expires after L{PENDING_TTL} seconds, and at most
-L{MAX_PENDING} are kept, so nobody can make the daemon hold an unbounded number.
+L{MAX_PENDING} are kept for each principal (and L{SUBJECTS_PENDING} for every access
+token's subject together), so nobody can make the daemon hold an unbounded number, and
+no subject's sign-ins can take the owner's place.
+
+Each principal signs in for itself: the owner (L{OWNER}: the unix sockets, and every
+caller of a daemon without C{daemon.auth} C{oauth}), and each access token's subject,
+by its caller identity (L{mcpx.auth.caller.principal_of}).  A subject's calls to a
+server are made with its own tokens, unless the server's C{auth} says C{"shared": true}:
+then with the owner's (L{whose}), which the owner alone signs in and out.
 
 The upstream channel asks L{ServerCredentials} for its C{Authorization} header; a 401
 from the server makes it rediscover (the authorization server may have moved) and
@@ -28,6 +36,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.web.http_headers import Headers
 
+from mcpx.auth.caller import OWNER, per_person
 from mcpx.auth.flow import (
     REQUEST_TIMEOUT,
     Discovery,
@@ -50,7 +59,7 @@ from mcpx.auth.metadata import (
     select_scopes,
     token_auth_method,
 )
-from mcpx.auth.refresh import NeedsSignIn, Refresher
+from mcpx.auth.refresh import NeedsSignIn, Refresher, cure
 from mcpx.auth.store import Entry, Key, TokenStore
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import AuthType, RemoteServer
@@ -62,6 +71,10 @@ PENDING_TTL: Final = 600.0
 #: The most sign-ins waiting for their redirect at once, by default
 #: (C{daemon.pendingSignIns}).
 MAX_PENDING: Final = 16
+
+#: The most sign-ins every access token's subject together may have waiting at once
+#: (each subject at most C{daemon.pendingSignIns}); the owner's are counted apart.
+SUBJECTS_PENDING: Final = 256
 
 #: How many step-ups mcpx asks for after a 403 C{insufficient_scope} with the same
 #: challenged scopes (sign-ins for a user's server, new token requests for a
@@ -90,9 +103,15 @@ def _client_credentials(server: RemoteServer) -> bool:
     return auth is not None and auth.oauth is not None and auth.oauth.client_credentials
 
 
+def whose(server: object, principal: str) -> str:
+    """The principal whose tokens C{principal}'s requests to C{server} carry."""
+    return principal if per_person(server) else OWNER
+
+
 @frozen(repr=False)
 class _Pending:
     server: str
+    principal: str
     discovery: Discovery
     client: Registration
     pkce: Pkce
@@ -120,9 +139,11 @@ class SignIns:
     _challenges: dict[str, Challenge] = field(factory=dict, init=False)
     _pending: dict[str, _Pending] = field(factory=dict, init=False)
     _grants: dict[str, DeferredLock] = field(factory=dict, init=False)
-    #: Step-ups asked for, by server and the challenged scopes: how many, and a digest
+    #: Step-ups asked for, by server, principal and the challenged scopes: how many, and a digest
     #: of the token the last one was about (the 403s one token gets count once).
-    _step_ups: dict[tuple[str, frozenset[str]], tuple[int, str]] = field(factory=dict, init=False)
+    _step_ups: dict[tuple[str, str, frozenset[str]], tuple[int, str]] = field(
+        factory=dict, init=False
+    )
     #: The scopes a client-credentials server's next token request asks for.
     _required: dict[str, tuple[str, ...]] = field(factory=dict, init=False)
 
@@ -134,12 +155,19 @@ class SignIns:
     def _learn_secrets(self) -> None:
         self.masker.add_values(self.store.secrets())
 
-    def credentials(self, name: str, server: RemoteServer) -> ServerCredentials:
-        return ServerCredentials(self, name, server)
+    def credentials(
+        self, name: str, server: RemoteServer, principal: str = OWNER
+    ) -> ServerCredentials:
+        return ServerCredentials(self, name, server, principal)
 
-    def credentials_for(self, name: str, server: RemoteServer) -> ServerCredentials | None:
-        """The credentials of a server that uses OAuth; C{None} for any other."""
-        return self.credentials(name, server) if uses_oauth(server) else None
+    def credentials_for(
+        self, name: str, server: RemoteServer, principal: str = OWNER
+    ) -> ServerCredentials | None:
+        """
+        The credentials C{principal}'s channel to a server that uses OAuth presents;
+        C{None} for any other server.
+        """
+        return self.credentials(name, server, principal) if uses_oauth(server) else None
 
     # Finding where to sign in
 
@@ -209,19 +237,40 @@ class SignIns:
 
     # Signing in
 
-    async def begin(self, name: str, server: RemoteServer, redirect_uri: str) -> dict[str, Any]:
-        """Start a sign-in: the URL to open, and the C{state} that identifies it."""
+    def _room_for(self, principal: str) -> None:
+        """
+        Refuse a sign-in C{principal} may not begin now: it has L{max_pending} waiting,
+        or (for a subject) every subject together has L{SUBJECTS_PENDING}.
+
+        @raise AuthorizationError: saying which bound was reached.
+        """
         self._expire_pending()
-        if len(self._pending) >= self.max_pending:
+        mine = sum(1 for pending in self._pending.values() if pending.principal == principal)
+        if mine >= self.max_pending:
             raise AuthorizationError(
                 f"{self.max_pending} sign-ins are already waiting for their browser "
                 f"(daemon.pendingSignIns); finish them or wait {PENDING_TTL:g}s for them "
                 "to expire"
             )
+        subjects = sum(1 for pending in self._pending.values() if pending.principal != OWNER)
+        if principal != OWNER and subjects >= SUBJECTS_PENDING:
+            raise AuthorizationError(
+                f"{SUBJECTS_PENDING} sign-ins of other callers are waiting for their browser; "
+                f"try again within {PENDING_TTL:g}s"
+            )
+
+    async def begin(
+        self, name: str, server: RemoteServer, redirect_uri: str, principal: str = OWNER
+    ) -> dict[str, Any]:
+        """
+        Start C{principal}'s sign-in: the URL to open, and the C{state} that identifies
+        it.  Its waiting counts against C{principal}'s L{max_pending} alone.
+        """
+        self._room_for(principal)
         discovery = await self.discover(name, server)
         auth = server.auth
         assert auth is not None and auth.oauth is not None
-        key = self._key(name, discovery)
+        key = self._key(name, discovery, principal)
         entry = self.store.get(key) or Entry(key)
         client = entry.registration
         if client is None or client.issuer != discovery.server.issuer:
@@ -247,7 +296,7 @@ class SignIns:
         pkce = new_pkce()
         state = secrets.token_urlsafe(24)
         self._pending[state] = _Pending(
-            name, discovery, client, pkce, redirect_uri, scopes, self.clock.seconds()
+            name, principal, discovery, client, pkce, redirect_uri, scopes, self.clock.seconds()
         )
         url = self.client.authorization_url(
             discovery,
@@ -259,12 +308,22 @@ class SignIns:
         )
         return {"url": url, "state": state, "issuer": discovery.server.issuer}
 
-    async def finish(self, name: str, redirected_to: str) -> dict[str, Any]:
-        """Finish a sign-in with the URL the browser was sent back to."""
+    async def finish(
+        self, name: str, redirected_to: str, principal: str | None = OWNER
+    ) -> dict[str, Any]:
+        """
+        Finish a sign-in with the URL the browser was sent back to: one C{principal}
+        began (whoever began it when C{None}: the browser's redirect to a listener of
+        the daemon's own, which only the C{state} lets in).
+        """
         self._expire_pending()
         params = dict(parse_qsl(urlsplit(redirected_to).query))
         pending = self._pending.get(params.get("state", ""))
-        if pending is None or pending.server != name:
+        if (
+            pending is None
+            or pending.server != name
+            or (principal is not None and pending.principal != principal)
+        ):
             raise AuthorizationError(
                 f"no sign-in to {name} is waiting for this redirect (its state is unknown "
                 "or expired); run `mcpx auth login " + name + "` again"
@@ -285,11 +344,11 @@ class SignIns:
         )
         if not tokens.scopes:
             tokens = evolve(tokens, scopes=pending.scopes)
-        key = self._key(name, pending.discovery)
+        key = self._key(name, pending.discovery, pending.principal)
         self.store.put(Entry(key, pending.client, tokens))
         self._learn_secrets()
         self._challenges.pop(name, None)
-        return self.describe(name)
+        return self.describe(name, pending.principal)
 
     def _expire_pending(self) -> None:
         now = self.clock.seconds()
@@ -297,25 +356,29 @@ class SignIns:
             if now - pending.started > PENDING_TTL:
                 del self._pending[state]
 
-    def _key(self, name: str, discovery: Discovery) -> Key:
+    def _key(self, name: str, discovery: Discovery, principal: str = OWNER) -> Key:
         resource = discovery.resource or canonical_resource(discovery.server_url)
-        return Key(name, discovery.server.issuer, resource)
+        return Key(name, discovery.server.issuer, resource, principal)
 
     # Using the tokens
 
-    def current(self, name: str, server: RemoteServer) -> Entry | None:
-        """The entry whose tokens the server is reached with: its latest at its URL."""
+    def current(self, name: str, server: RemoteServer, principal: str = OWNER) -> Entry | None:
+        """
+        The entry whose tokens C{principal}'s requests reach the server with: its
+        latest at its URL, of the principal L{whose} tokens they carry.
+        """
+        principal = whose(server, principal)
         discovery = self._discoveries.get(name)
         if discovery is not None:
-            return self.store.get(self._key(name, discovery))
+            return self.store.get(self._key(name, discovery, principal))
         resource = canonical_resource(server.url)
-        for entry in self.store.entries(name):
+        for entry in self.store.entries(name, principal):
             if entry.key.resource == resource and entry.tokens is not None:
                 return entry
         return None
 
-    async def authorization(self, name: str, server: RemoteServer) -> str:
-        """The C{Authorization} header value for the server."""
+    async def authorization(self, name: str, server: RemoteServer, principal: str = OWNER) -> str:
+        """The C{Authorization} header value of C{principal}'s requests to the server."""
         if _client_credentials(server):
             lock = self._grants.setdefault(name, DeferredLock())
             await lock.acquire()
@@ -323,13 +386,14 @@ class SignIns:
                 return "Bearer " + await self._client_credentials(name, server)
             finally:
                 lock.release()
-        entry = self.current(name, server)
+        entry = self.current(name, server, principal)
         if entry is None or entry.tokens is None:
-            raise NeedsSignIn(name)
+            raise NeedsSignIn(name, owner=whose(server, principal) == OWNER)
         if entry.needs_sign_in:
+            owner = entry.key.principal == OWNER
             if entry.required_scopes:
-                raise NeedsSignIn(name, _wants_scopes(entry))
-            raise NeedsSignIn(name, "its authorization was revoked or has expired")
+                raise NeedsSignIn(name, _wants_scopes(entry), owner=owner)
+            raise NeedsSignIn(name, "its authorization was revoked or has expired", owner=owner)
         expires_at = entry.tokens.expires_at
         if expires_at is None or expires_at - self.refresher.leeway > self.clock.seconds():
             return "Bearer " + entry.tokens.access_token
@@ -387,15 +451,17 @@ class SignIns:
         self._learn_secrets()
         return tokens.access_token
 
-    def unauthorized(self, name: str, challenge: Challenge | None) -> None:
+    def unauthorized(
+        self, name: str, challenge: Challenge | None, principal: str | None = None
+    ) -> None:
         """
-        The server refused the token: the discovery is made again and the token
-        refreshed before the next attempt.
+        The server refused the token (C{principal}'s, every one's when C{None}): the
+        discovery is made again and the token refreshed before the next attempt.
         """
         self._discoveries.pop(name, None)
         if challenge is not None:
             self._challenges[name] = challenge
-        for entry in self.store.entries(name):
+        for entry in self.store.entries(name, principal):
             if entry.tokens is not None and entry.tokens.expires_at != 0.0:
                 self.store.put(evolve(entry, tokens=evolve(entry.tokens, expires_at=0.0)))
 
@@ -405,6 +471,7 @@ class SignIns:
         server: RemoteServer,
         challenge: Challenge,
         revision: Revision | None = None,
+        principal: str = OWNER,
     ) -> str:
         """
         The server refused the token for lack of scope (403 C{insufficient_scope}): the
@@ -419,7 +486,7 @@ class SignIns:
         """
         speaks = (revision or NEWEST).value
         challenged = challenge.scope or ()
-        entry = self.current(name, server)
+        entry = self.current(name, server, principal)
         held = entry.tokens.scopes if entry is not None and entry.tokens is not None else ()
         # 2026-07-28 asks for the union; 2025-11-25 for the challenged scopes, which the
         # union contains: keeping the held ones too keeps working what worked (a token
@@ -427,7 +494,8 @@ class SignIns:
         required = tuple(dict.fromkeys((*held, *challenged)))
         missing = [s for s in challenged if s not in held] or list(challenged)
         wanted = " ".join(missing) or "(the server named none)"
-        attempt = (name, frozenset(challenged))
+        signs_in = whose(server, principal)
+        attempt = (name, signs_in, frozenset(challenged))
         token = entry.tokens.access_token if entry is not None and entry.tokens else ""
         digest = hashlib.sha256(token.encode()).hexdigest()
         count, about = self._step_ups.get(attempt, (0, ""))
@@ -443,7 +511,10 @@ class SignIns:
                 "or client may not be allowed these scopes at its authorization server"
             )
         self._discoveries.pop(name, None)
-        self._challenges[name] = challenge
+        if signs_in == OWNER:
+            # The scopes the owner's next sign-in asks for; a subject's are kept in its
+            # own entry (required_scopes), and ask nothing of anyone else's.
+            self._challenges[name] = challenge
         if _client_credentials(server):
             self._required[name] = required
             for held_entry in self.store.entries(name):
@@ -458,16 +529,16 @@ class SignIns:
         if entry is not None:
             self.store.put(evolve(entry, needs_sign_in=True, required_scopes=required))
         return (
-            f"{name} refused the token for lack of scope ({wanted}); run "
-            f"`mcpx auth login {name}` to sign in with the scopes {' '.join(required)} "
-            f"(step-up {count} of {STEP_UP_LIMIT}, {speaks})"
+            f"{name} refused the token for lack of scope ({wanted}); "
+            f"{cure(name, whose(server, principal) == OWNER)} to sign in with the scopes "
+            f"{' '.join(required)} (step-up {count} of {STEP_UP_LIMIT}, {speaks})"
         )
 
     # Showing and forgetting
 
-    def describe(self, name: str) -> dict[str, Any]:
-        """One server's sign-in state, never a token."""
-        entries = [e for e in self.store.entries(name) if e.tokens is not None]
+    def describe(self, name: str, principal: str = OWNER) -> dict[str, Any]:
+        """One server's sign-in state of C{principal}, never a token."""
+        entries = [e for e in self.store.entries(name, principal) if e.tokens is not None]
         if not entries:
             return {"server": name, "state": "signed_out"}
         entry = entries[0]
@@ -486,8 +557,8 @@ class SignIns:
         refused = sorted(
             {
                 scope
-                for (server, scopes), (count, _) in self._step_ups.items()
-                if server == name and count > STEP_UP_LIMIT
+                for (server, who, scopes), (count, _) in self._step_ups.items()
+                if server == name and who == principal and count > STEP_UP_LIMIT
                 for scope in scopes
             }
         )
@@ -495,22 +566,25 @@ class SignIns:
             shown["scopes_refused"] = refused
         return shown
 
-    def status(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        return [self.describe(name) for name in names]
+    def status(self, names: Iterable[str], principal: str = OWNER) -> list[dict[str, Any]]:
+        return [self.describe(name, principal) for name in names]
 
-    async def logout(self, name: str) -> tuple[int, list[str]]:
+    async def logout(self, name: str, principal: str = OWNER) -> tuple[int, list[str]]:
         """
-        Forget the server's tokens and clients, then revoke the tokens (RFC 7009)
-        where the authorization server offers it: how many entries were dropped, and
-        a warning for each revocation that failed.  The tokens are forgotten first,
-        so a revocation that fails or never answers cannot keep them.
+        Forget C{principal}'s tokens and clients of the server, then revoke the tokens
+        (RFC 7009) where the authorization server offers it: how many entries were
+        dropped, and a warning for each revocation that failed.  The tokens are
+        forgotten first, so a revocation that fails or never answers cannot keep them.
+        Another principal's sign-in is left as it was.
         """
-        discovery = self._discoveries.pop(name, None)
-        self._challenges.pop(name, None)
-        self._required.pop(name, None)
-        for attempt in [a for a in self._step_ups if a[0] == name]:
+        discovery = self._discoveries.get(name)
+        if principal == OWNER:
+            self._discoveries.pop(name, None)
+            self._challenges.pop(name, None)
+            self._required.pop(name, None)
+        for attempt in [a for a in self._step_ups if a[:2] == (name, principal)]:
             del self._step_ups[attempt]
-        dropped = self.store.forget(name)
+        dropped = self.store.forget(name, principal)
         warnings: list[str] = []
         for entry in dropped:
             if entry.tokens is None or entry.registration is None:
@@ -539,15 +613,18 @@ class SignIns:
 
 
 class ServerCredentials:
-    """What one upstream channel asks of the sign-ins."""
+    """What one upstream channel (of one principal's, L{whose}) asks of the sign-ins."""
 
-    def __init__(self, sign_ins: SignIns, name: str, server: RemoteServer) -> None:
+    def __init__(
+        self, sign_ins: SignIns, name: str, server: RemoteServer, principal: str = OWNER
+    ) -> None:
         self.sign_ins = sign_ins
         self.name = name
         self.server = server
+        self.principal = whose(server, principal)
 
     async def authorization(self) -> str:
-        return await self.sign_ins.authorization(self.name, self.server)
+        return await self.sign_ins.authorization(self.name, self.server, self.principal)
 
     def unauthorized(self, www_authenticate: list[str], revision: Revision | None = None) -> str:
         """
@@ -556,9 +633,13 @@ class ServerCredentials:
         """
         challenge = parse_challenge(www_authenticate)
         if challenge is not None and challenge.error == "insufficient_scope":
-            return self.sign_ins.insufficient_scope(self.name, self.server, challenge, revision)
-        self.sign_ins.unauthorized(self.name, challenge)
-        return f"the server refused the token; if this persists, run `mcpx auth login {self.name}`"
+            return self.sign_ins.insufficient_scope(
+                self.name, self.server, challenge, revision, self.principal
+            )
+        self.sign_ins.unauthorized(self.name, challenge, self.principal)
+        return "the server refused the token; if this persists, " + cure(
+            self.name, self.principal == OWNER
+        )
 
 
 def _wants_scopes(entry: Entry) -> str:

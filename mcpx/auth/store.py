@@ -4,8 +4,9 @@ Tokens and registered clients, kept in the state directory.
 
 One file, C{oauth-tokens.json}, mode 0600, written whole to a temporary file and
 renamed, so a crash leaves the old file or the new one.  Entries are keyed by
-(server, issuer, resource): one server's tokens are never offered to another, and a
-server that moves to another authorization server gets a fresh registration there.
+(server, issuer, resource, principal): one server's tokens are never offered to another,
+a server that moves to another authorization server gets a fresh registration there,
+and each principal (the owner, each access token's subject) has its own sign-in.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 from attrs import evolve, frozen
 
+from mcpx.auth.caller import OWNER
 from mcpx.auth.flow import Registration, Tokens
 
 FILE_NAME: Final = "oauth-tokens.json"
@@ -25,11 +27,15 @@ FILE_NAME: Final = "oauth-tokens.json"
 
 @frozen
 class Key:
-    """Whose tokens: a server entry, at one issuer, for one resource."""
+    """
+    Whose tokens: a server entry, at one issuer, for one resource, signed in by one
+    principal (L{OWNER}, or the caller identity of an access token's subject).
+    """
 
     server: str
     issuer: str
     resource: str
+    principal: str = OWNER
 
 
 @frozen(repr=False)
@@ -66,10 +72,20 @@ class TokenStore:
         if path is not None and path.exists():
             self._entries = {entry.key: entry for entry in _load(path)}
 
-    def entries(self, server: str | None = None) -> list[Entry]:
-        """The entries of one server (all with C{None}), in a stable order."""
-        found = [e for e in self._entries.values() if server is None or e.key.server == server]
-        return sorted(found, key=lambda e: (e.key.server, e.key.issuer, e.key.resource))
+    def entries(self, server: str | None = None, principal: str | None = None) -> list[Entry]:
+        """
+        The entries of one server (all with C{None}), of one principal (every one's with
+        C{None}), in a stable order.
+        """
+        found = [
+            e
+            for e in self._entries.values()
+            if (server is None or e.key.server == server)
+            and (principal is None or e.key.principal == principal)
+        ]
+        return sorted(
+            found, key=lambda e: (e.key.server, e.key.principal, e.key.issuer, e.key.resource)
+        )
 
     def get(self, key: Key) -> Entry | None:
         return self._entries.get(key)
@@ -83,9 +99,12 @@ class TokenStore:
         if entry is not None and not entry.needs_sign_in:
             self.put(evolve(entry, needs_sign_in=True))
 
-    def forget(self, server: str) -> list[Entry]:
-        """Drop every entry of C{server}; the dropped ones, to revoke their tokens."""
-        dropped = self.entries(server)
+    def forget(self, server: str, principal: str | None = None) -> list[Entry]:
+        """
+        Drop every entry of C{server} (only C{principal}'s when given); the dropped
+        ones, to revoke their tokens.
+        """
+        dropped = self.entries(server, principal)
         for entry in dropped:
             del self._entries[entry.key]
         if dropped:
@@ -121,6 +140,8 @@ def _dump(entry: Entry) -> dict[str, Any]:
         "resource": entry.key.resource,
         "needsSignIn": entry.needs_sign_in,
     }
+    if entry.key.principal != OWNER:
+        shown["principal"] = entry.key.principal
     if entry.required_scopes:
         shown["requiredScopes"] = list(entry.required_scopes)
     if entry.registration is not None:
@@ -152,7 +173,12 @@ def _load(path: Path) -> Iterator[Entry]:
         return
     for raw in raw_entries:
         try:
-            key = Key(str(raw["server"]), str(raw["issuer"]), str(raw["resource"]))
+            key = Key(
+                str(raw["server"]),
+                str(raw["issuer"]),
+                str(raw["resource"]),
+                str(raw.get("principal", OWNER)),
+            )
             client = raw.get("client")
             tokens = raw.get("tokens")
             yield Entry(

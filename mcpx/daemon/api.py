@@ -212,7 +212,7 @@ async def answer(
         await _stream_progress(host, op, request, args)
         return None
     try:
-        result = await op.handler(host, invocation_of(request, args))
+        result = await op.run(host, invocation_of(request, args))
     except CancelledError:
         raise
     except Exception as e:
@@ -265,7 +265,7 @@ async def _stream_progress(
         request.write(encode_json({"progress": shown}) + b"\n")
 
     try:
-        result = await op.handler(host, invocation_of(request, args, progress))
+        result = await op.run(host, invocation_of(request, args, progress))
     except CancelledError:
         raise
     except Exception as e:

@@ -108,6 +108,14 @@ class Invocation:
     holder: str | None = None
     meta: Mapping[str, Any] | None = None
 
+    @property
+    def by_owner(self) -> bool:
+        """
+        Whether the daemon's owner asks: a request that came without an access token's
+        subject (the unix sockets, and every caller of a daemon without C{oauth}).
+        """
+        return self.holder is None
+
     def holds(self, client: str | None) -> bool:
         """
         Whether what was left for C{client} is this caller's to see: always without an

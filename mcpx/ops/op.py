@@ -63,6 +63,10 @@ class Op:
     @ivar progress_schema: one NDJSON line, for an op that can stream progress.
     @ivar uses_client: whether the C{Mcpx-Client} header matters to it.
     @ivar gateway: whether it is offered as an MCP gateway tool too.
+    @ivar owner_only: whether only the daemon's owner may run it: an op that changes what
+        every caller gets (a reload, a restart, the settings, the shared sign-ins).  A
+        caller let in with an access token's subject (C{daemon.auth} C{oauth}) is refused
+        C{403 owner_only} by L{run}, on every route that reaches the op.
     """
 
     name: str
@@ -78,6 +82,7 @@ class Op:
     progress_schema: Mapping[str, Any] | None = None
     uses_client: bool = False
     gateway: bool = True
+    owner_only: bool = False
     method: str = field(
         init=False, default=Factory(lambda self: ROUTES[self.name][0], takes_self=True)
     )
@@ -118,6 +123,23 @@ class Op:
         if self.method == "GET":
             return ()
         return tuple(name for name in self.properties if name not in self.path_params)
+
+    async def run(self, host: OpHost, call: Invocation) -> Any:
+        """
+        Run the op for C{call}: the one way every route (C{/v1}, the MCP gateway's tools)
+        runs one, so who may run it is decided here alone.
+
+        @raise OpError: C{403 owner_only} when the op is the owner's and the caller is not.
+        """
+        if self.owner_only and not call.by_owner:
+            raise OpError(
+                403,
+                "owner_only",
+                f"{self.name} is the daemon owner's alone: a caller let in with an access "
+                "token cannot run it; the owner runs it on the daemon's unix socket "
+                "(the mcpx command)",
+            )
+        return await self.handler(host, call)
 
     def check(self, args: Mapping[str, Any]) -> None:
         """

@@ -18,7 +18,9 @@ _STATUS_TEXT = {
     202: "Accepted: a task to collect later",
     400: "Invalid input: the error names the field",
     401: "This connection needs the daemon's token (Authorization: Bearer; mcpx token)",
-    403: "A foreign Origin or Host: the request did not come from a page or name of this daemon",
+    403: "A foreign Origin or Host: the request did not come from a page or name of this "
+    "daemon; or, for an op that is the owner's alone, a caller let in with an access token "
+    "(owner_only)",
     404: "Unknown server, tool, prompt, task or question, or a resource the upstream server "
     "does not have (rpc holds its error)",
     409: "The question is no longer pending: answered, declined, cancelled or expired",

@@ -514,6 +514,7 @@ OPS: tuple[Op, ...] = (
         handler=servers.restart_server,
         errors=(404, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="list_calls",
@@ -547,7 +548,10 @@ OPS: tuple[Op, ...] = (
         name="auth_begin",
         summary="Begin signing in to an OAuth server: the URL for the browser",
         description="redirect_uri is where the browser is sent back to (mcpx auth login "
-        "listens on 127.0.0.1); finish with POST /v1/auth/{name}/finish.",
+        "listens on 127.0.0.1); finish with POST /v1/auth/{name}/finish. A caller let in "
+        "with an access token (daemon.auth oauth) signs in for itself: its calls alone use "
+        'that sign-in. A server whose sign-in is shared ("shared": true) is the owner\'s '
+        "alone to sign in or out: anyone else gets 403 owner_only.",
         input_schema=object_schema(
             {"name": NAME, "redirect_uri": {"type": "string", "pattern": "^https?://"}},
             ["name", "redirect_uri"],
@@ -557,7 +561,7 @@ OPS: tuple[Op, ...] = (
             ["url", "state", "issuer"],
         ),
         handler=auth.auth_begin,
-        errors=(404, 409, 422, 502, 503),
+        errors=(403, 404, 409, 422, 502, 503),
         gateway=False,
     ),
     Op(
@@ -566,7 +570,7 @@ OPS: tuple[Op, ...] = (
         input_schema=object_schema({"name": NAME, "url": {"type": "string"}}, ["name", "url"]),
         output_schema=object_schema({"server": AUTH_STATE}, ["server"]),
         handler=auth.auth_finish,
-        errors=(404, 409, 422, 502, 503),
+        errors=(403, 404, 409, 422, 502, 503),
         gateway=False,
     ),
     Op(
@@ -582,7 +586,7 @@ OPS: tuple[Op, ...] = (
             ["server", "forgotten", "warnings"],
         ),
         handler=auth.auth_logout,
-        errors=(404, 409, 503),
+        errors=(403, 404, 409, 503),
         gateway=False,
     ),
     Op(
@@ -607,6 +611,7 @@ OPS: tuple[Op, ...] = (
         handler=servers.reload,
         errors=(400, 503),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="get_settings",
@@ -627,6 +632,7 @@ OPS: tuple[Op, ...] = (
         tag="daemon",
         errors=(503,),
         gateway=False,
+        owner_only=True,
     ),
     Op(
         name="get_protocol",

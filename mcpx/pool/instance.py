@@ -17,6 +17,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
+from mcpx.auth.caller import OWNER, per_person, principal_of
 from mcpx.once import Once
 from mcpx.pool.budget import Deadline
 from mcpx.pool.catalogue import Listings
@@ -120,6 +121,26 @@ class Instance:
         return session.rpc.awaiting_late if session is not None else 0
 
 
+def scope_for(config: Server, client: str) -> str:
+    """
+    The scope key of C{client}'s calls to a server configured C{config}: the client's
+    identity for a C{client}-scoped server; for a shared one, the principal of the
+    client (L{principal_of}) when each principal signs in to it for itself
+    (L{per_person}), so one principal's calls never travel on another's sign-in; else
+    C{""}, one instance for every caller.
+    """
+    if config.scope is Scope.CLIENT:
+        return client
+    if per_person(config):
+        return principal_of(client)
+    return ""
+
+
+def principal_of_scope(scope_key: str) -> str:
+    """Whose sign-in an instance under C{scope_key} is reached with (L{scope_for})."""
+    return principal_of(scope_key) if scope_key else OWNER
+
+
 class Slots:
     """
     Every slot of the pool, by server and scope key.
@@ -154,16 +175,31 @@ class Slots:
         slot = self._by_server.setdefault(key[0], {})[key[1]] = Slot(key, config)
         return slot
 
-    def pop(self, server: str) -> dict[str, Slot]:
-        """Forget every slot of C{server} (to close them), and return them."""
-        return self._by_server.pop(server, {})
+    def pop(self, server: str, principal: str | None = None) -> dict[str, Slot]:
+        """
+        Forget every slot of C{server} (to close them), or only those reached with
+        C{principal}'s sign-in when given, and return them.
+        """
+        if principal is None:
+            return self._by_server.pop(server, {})
+        by_scope = self._by_server.get(server, {})
+        taken = {
+            scope: slot
+            for scope, slot in by_scope.items()
+            if principal_of_scope(scope) == principal
+        }
+        for scope in taken:
+            del by_scope[scope]
+        if not by_scope:
+            self._by_server.pop(server, None)
+        return taken
 
     def slot(self, server: str, client: str) -> Slot:
         """The slot a call from C{client} to C{server} uses, made if need be."""
         config = self.servers.servers.get(server)
         if config is None:
             raise UnknownServer(server, self.servers)
-        scope = client if config.scope is Scope.CLIENT else ""
+        scope = scope_for(config, client)
         by_scope = self._by_server.get(server)
         if by_scope is None:
             by_scope = self._by_server[server] = {}

@@ -26,6 +26,7 @@ from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from mcpx.auth.caller import per_person
 from mcpx.lasting import Lasting
 from mcpx.once import Once
 from mcpx.pool.backoff import Backoff
@@ -35,7 +36,7 @@ from mcpx.pool.errors import (
     asked_to_wait,
     format_seconds,
 )
-from mcpx.pool.instance import POOL_LOG, Instance, Slot, Slots
+from mcpx.pool.instance import POOL_LOG, Instance, Slot, Slots, principal_of_scope
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
@@ -63,9 +64,17 @@ class Connects(Protocol):
     """What the pool needs of a L{mcpx.upstream.probe.Connector}: open sessions."""
 
     def connect(
-        self, name: str, server: Server, handlers: UpstreamHandlers
+        self,
+        name: str,
+        server: Server,
+        handlers: UpstreamHandlers,
+        *,
+        principal: str | None = None,
     ) -> Coroutine[Any, Any, UpstreamSession]:
-        """An open session to C{server}, or an error naming it."""
+        """
+        An open session to C{server} (reached with C{principal}'s credentials when
+        given), or an error naming it.
+        """
 
 
 class LifeWatcher(Protocol):
@@ -178,9 +187,7 @@ class Instances:
         try:
             connecting: Deferred[UpstreamSession]
             if after is None:
-                connecting = ensureDeferred(
-                    self._connector.connect(name, slot.config, self._handlers_for(instance))
-                )
+                connecting = ensureDeferred(self._connect(instance))
             else:
                 connecting = Deferred.fromCoroutine(self._connect_after(after, instance))
         except Exception:
@@ -203,9 +210,17 @@ class Instances:
             raise
         except Exception:
             pass  # logged where it was closed; its process is gone all the same
-        name = instance.name
+        return await self._connect(instance)
+
+    async def _connect(self, instance: Instance) -> UpstreamSession:
+        """
+        Open C{instance}'s session: with the credentials of the principal it is for,
+        when each principal reaches its server with a sign-in of its own (L{scope_for}).
+        """
+        config = instance.slot.config
+        principal = principal_of_scope(instance.scope) if per_person(config) else None
         return await self._connector.connect(
-            name, instance.slot.config, self._handlers_for(instance)
+            instance.name, config, self._handlers_for(instance), principal=principal
         )
 
     def _room(self, slot: Slot) -> Deferred[None] | None:
@@ -216,7 +231,9 @@ class Instances:
 
         @raise TooManyInstances: when every instance is busy.
         """
-        if slot.config.scope is not Scope.CLIENT:
+        if slot.config.scope is not Scope.CLIENT and not (per_person(slot.config) and slot.key[1]):
+            # A shared server's one instance, or the owner's of a server each principal
+            # signs in to (the subjects' cannot crowd it out), is never refused.
             return None
         name = slot.key[0]
         limit = self._max_client_instances

@@ -23,10 +23,9 @@ from twisted.python.failure import Failure
 from mcpx.once import Once
 from mcpx.pool.budget import effective_call_timeout
 from mcpx.pool.errors import CallTimedOut, ServerUnavailable, TooManyInstances, format_seconds
-from mcpx.pool.instance import POOL_LOG, Instance, Slot
+from mcpx.pool.instance import POOL_LOG, Instance, Slot, scope_for
 from mcpx.pool.instances import BUSY_RETRY, Instances
 from mcpx.pool.requests import Requests
-from mcpx.settings.servers import Scope
 
 SUBSCRIBE = "resources/subscribe"
 UNSUBSCRIBE = "resources/unsubscribe"
@@ -163,9 +162,7 @@ class Interests:
         config = self._instances.slots.servers.servers.get(server)
         if config is None:
             return  # removed by a reload, which dropped its interests
-        slot = self._instances.slots.existing(
-            (server, client if config.scope is Scope.CLIENT else "")
-        )
+        slot = self._instances.slots.existing((server, scope_for(config, client)))
         if slot is None or uri not in slot.interests:
             return
         releasing = self._release(slot, uri)

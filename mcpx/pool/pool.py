@@ -73,6 +73,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
+from mcpx.auth.caller import per_person
 from mcpx.pool.attribution import (
     DEFAULT_MAX_ASKING_INSTANCES,
     MAX_ASKING_INSTANCES_SETTING,
@@ -83,7 +84,7 @@ from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
 from mcpx.pool.catalogue import Catalogue
 from mcpx.pool.errors import UnknownServer
-from mcpx.pool.instance import POOL_LOG, CallToken, Instance
+from mcpx.pool.instance import POOL_LOG, CallToken, Instance, scope_for
 from mcpx.pool.instances import (
     DEFAULT_MAX_CLIENT_INSTANCES,
     MAX_CLIENT_INSTANCES_SETTING,
@@ -222,15 +223,16 @@ class Pool(MultiService):
 
     def scope_key(self, server: str, client: str) -> str:
         """
-        The scope key a call from C{client} uses: the client's identity for a
-        C{client}-scoped server, C{""} for a shared one.
+        The scope key a call from C{client} uses (L{scope_for}): the client's identity
+        for a C{client}-scoped server, its principal for a shared one each principal
+        signs in to for itself, C{""} for any other.
 
         @raise UnknownServer: if C{server} is not configured.
         """
         config = self._instances.slots.servers.servers.get(server)
         if config is None:
             raise UnknownServer(server, self._instances.slots.servers)
-        return client if config.scope is Scope.CLIENT else ""
+        return scope_for(config, client)
 
     def in_flight(self, server: str, scope_key: str) -> int:
         """Upstream requests in flight on one instance, whoever made them."""
@@ -297,8 +299,9 @@ class Pool(MultiService):
         if config is None:
             return 0
         slots = self._instances.slots.of(server)
-        if config.scope is Scope.CLIENT:
-            chosen = [slots[client]] if client in slots else []
+        if config.scope is Scope.CLIENT or per_person(config):
+            scope = scope_for(config, client)
+            chosen = [slots[scope]] if scope in slots else []
         else:
             chosen = list(slots.values())
         sent = 0
@@ -507,16 +510,18 @@ class Pool(MultiService):
 
     # Restarting and reloading
 
-    async def restart(self, server: str) -> None:
+    async def restart(self, server: str, *, principal: str | None = None) -> None:
         """
         Close every instance of C{server} and forget its crashes; the next use starts
         it afresh.  Fires once its processes are gone.
 
+        @param principal: only the instances reached with this principal's sign-in
+            (after its sign-in), leaving every other caller's calls alone.
         @raise UnknownServer: if C{server} is not configured.
         """
         if server not in self._instances.slots.servers:
             raise UnknownServer(server, self._instances.slots.servers)
-        slots = self._instances.slots.pop(server)
+        slots = self._instances.slots.pop(server, principal)
         await self._instances.close_all(slots, "the server was restarted")
         self._instances.publish("server.restarted", server)
         self._interests.carry(slots, "it was restarted")

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
 
+from mcpx.auth.caller import subject_identity
 from mcpx.questions.caller import Caller
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
@@ -137,3 +138,11 @@ class Context:
     def artifact_owner(self) -> str:
         """Whose the artifacts this request makes or reads are."""
         return self.owner if self.owner is not None else self.identity
+
+    @property
+    def holder(self) -> str | None:
+        """
+        The caller identity of the access token's subject it came with (an op's
+        L{mcpx.ops.host.Invocation.holder}), or C{None} for the daemon's owner.
+        """
+        return subject_identity(self.subject) if self.subject is not None else None

@@ -39,6 +39,7 @@ from mcpx.server.http_sessions import (
     session_id_for,
     session_owner,
 )
+from mcpx.server.request_context import subject_session
 from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST_FIRST, Revision
@@ -216,10 +217,15 @@ class LegacyHTTP:
         session_id = session_id_for(self._daemon)
         session = LegacySession(session_id, self._clock, client)
         session.subject = request_subject(exchange.request)
+        identity = f"{HTTP_SESSION}:{session_id}"
+        if session.subject is not None:
+            # Under its subject's identity, as everything its requests do is that
+            # subject's: its upstream sign-ins among them (mcpx.auth.caller.principal_of).
+            identity = subject_session(session.subject, identity)
         session.conn = self._core.open(
             Conn(
                 HTTP_SESSION,
-                f"{HTTP_SESSION}:{session_id}",
+                identity,
                 push=session.push,
                 ask=session.ask,
                 default_revision=revision or HEADERLESS_HTTP,

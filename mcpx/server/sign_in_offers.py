@@ -12,9 +12,12 @@ elicitation: mcpx offers the sign-in through the host instead of failing
     the retry carrying the answer runs once the sign-in is done, and is asked the
     same URL again while it is not (a user who declines gets today's error).
 
-A host that declared no URL elicitation, any revision before 2025-11-25, and a caller
-let in by an OAuth access token (not the daemon's owner) get the error naming
-C{mcpx auth login NAME}, as before.  Only C{mcpx_call} is covered: it names its server.
+Each principal is offered its own sign-in (L{mcpx.auth.signin}): the owner's host the
+owner's, a host let in by an OAuth access token its subject's, for a server each
+principal signs in to for itself.  A server whose sign-in is the owner's, shared with
+everyone (C{"shared": true}), is offered to the owner's hosts alone.  A host that
+declared no URL elicitation and any revision before 2025-11-25 get the error naming
+how to sign in, as before.  Only C{mcpx_call} is covered: it names its server.
 A 2026-07-28 call that may become a task of the tasks extension is offered the sign-in
 before it runs (L{SignInOffers.offered_first}).
 """
@@ -26,7 +29,9 @@ from typing import Any, Final
 
 from twisted.logger import Logger
 
+from mcpx.auth.caller import OWNER, principal_of
 from mcpx.auth.host_signin import HostSignIns, Offer
+from mcpx.auth.signin import whose
 from mcpx.ops.host import OpHost
 from mcpx.questions.caller import ELICIT, may_ask
 from mcpx.questions.relay import ELICITATION_COMPLETE
@@ -52,14 +57,21 @@ def _target(params: Mapping[str, Any]) -> str | None:
     return server if type(server) is str else None
 
 
-def _offers_to(context: Context) -> bool:
+def _principal(context: Context) -> str:
+    """Whose sign-in the request's host may be offered: its subject's, else the owner's."""
+    holder = context.holder
+    return OWNER if holder is None else principal_of(holder)
+
+
+def _offers_to(context: Context, server: RemoteServer) -> bool:
     """
-    Whether the request's host can be offered a sign-in as a URL elicitation: it
-    declared URL elicitation, and it is the daemon's owner.  A caller let in by an
-    access token (C{daemon.auth} C{oauth}) is not: the daemon keeps one token per
-    server for everyone, so one subject's sign-in would serve the others.
+    Whether the request's host can be offered a sign-in to C{server} as a URL
+    elicitation: it declared URL elicitation, and the sign-in is its principal's own
+    (a caller let in by an access token is never offered the owner's, which would then
+    serve everyone).
     """
-    if context.subject is not None:
+    principal = _principal(context)
+    if whose(server, principal) != principal:
         return False
     if not may_ask(context.capabilities, ELICIT, {"mode": "url"}):
         return False
@@ -97,7 +109,7 @@ class SignInOffers:
         if server is None:
             return None
         hosted = self._hosted()
-        if hosted is None or not _offers_to(context):
+        if hosted is None or not _offers_to(context, server):
             return None
         declined = False
         if context.modern:
@@ -112,13 +124,17 @@ class SignInOffers:
             if found is None:
                 return await answer(conn, context, params)
             hosted, name, server, params, declined = found
-            if not declined and hosted.needs(name, server):
+            if not declined and hosted.needs(name, server, _principal(context)):
                 offered = await self._offer(hosted, conn, context, name, server)
                 if offered is not None:
                     return offered
                 return await answer(conn, context, params)
             result = await answer(conn, context, params)
-            if not declined and result.get("isError") is True and hosted.needs(name, server):
+            if (
+                not declined
+                and result.get("isError") is True
+                and hosted.needs(name, server, _principal(context))
+            ):
                 # The server refused the token for good on the way (needs sign-in now).
                 offered = await self._offer(hosted, conn, context, name, server)
                 if offered is not None:
@@ -140,7 +156,7 @@ class SignInOffers:
         if found is None:
             return None
         hosted, name, server, _, declined = found
-        if declined or not hosted.needs(name, server):
+        if declined or not hosted.needs(name, server, _principal(context)):
             return None
         return await self._offer(hosted, conn, context, name, server)
 
@@ -158,7 +174,7 @@ class SignInOffers:
         then says what it always said).
         """
         try:
-            offer = await hosted.offer(name, server)
+            offer = await hosted.offer(name, server, _principal(context))
         except Exception as error:
             why = hosted.sign_ins.masker.mask(str(error))
             log.info("no sign-in to {server} offered: {error}", server=name, error=why)

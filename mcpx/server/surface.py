@@ -247,8 +247,9 @@ class Surface:
                 client=context.identity,
                 caller=context.caller,
                 owner=context.artifact_owner,
+                holder=context.holder,
             )
-            body = await op.handler(self.host, invocation)
+            body = await op.run(self.host, invocation)
         except CancelledError:
             raise
         except Exception as e:

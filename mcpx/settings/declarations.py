@@ -376,9 +376,10 @@ SETTINGS: tuple[Setting, ...] = (
         kind=Kind.INTEGER,
         default=16,
         minimum=1,
-        help="The most OAuth sign-ins (mcpx auth login) waiting at once for the browser to "
-        "come back; each waits at most 10 minutes. One more is refused with a message "
-        "naming this setting.",
+        help="The most OAuth sign-ins (mcpx auth login) one principal (the owner, or each "
+        "subject under daemon.auth oauth) may have waiting at once for the browser to come "
+        "back; each waits at most 10 minutes. One more is refused with a message naming "
+        "this setting.",
     ),
     Setting(
         name="transport.maxSessionsPerClient",

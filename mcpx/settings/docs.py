@@ -310,7 +310,10 @@ def render_configuration_md() -> str:
         "",
         "The `env` type applies only to stdio servers, and the other types only to remote "
         'servers. For `oauth` (signing in, `"grant": "client_credentials"` with a '
-        "`clientSecret` or a `privateKeyFile`) see [auth](auth.md).",
+        "`clientSecret` or a `privateKeyFile`) see [auth](auth.md). Under `daemon.auth` "
+        '`oauth` each caller signs in to an `oauth` server for itself; `"shared": true` '
+        "lets every caller use the owner's sign-in instead "
+        "([auth](auth.md#upstream-sign-ins-per-person)).",
         "",
         "mcpx never shows credentials, header values or `env` values: wherever a server is "
         "printed, in logs, in `mcpx settings` or in its JSON, they appear as `***`. "

@@ -507,8 +507,17 @@ class _ServerReader:
                 f'{CLIENT_CREDENTIALS} needs "clientId" and "clientSecret" or '
                 '"privateKeyFile": nobody signs in',
             )
+        shared = block.get("shared", False)
+        if not isinstance(shared, bool):
+            self.fail("auth.shared", f"{shared!r} is not true or false")
+        if shared and grant == CLIENT_CREDENTIALS:
+            self.fail(
+                "auth.shared",
+                f'applies only to "grant": "authorization_code": a {CLIENT_CREDENTIALS} '
+                "client serves every caller already",
+            )
         return Auth(
             AuthType.OAUTH,
             Secret(secret or ""),
-            oauth=OAuthSettings(client_id, metadata_url, scopes, grant, private_key),
+            oauth=OAuthSettings(client_id, metadata_url, scopes, grant, private_key, shared),
         )

@@ -95,6 +95,7 @@ AUTH_FIELDS: Mapping[AuthType, tuple[str, ...]] = {
         "clientMetadataUrl",
         "scopes",
         "grant",
+        "shared",
     ),
 }
 
@@ -183,6 +184,9 @@ class OAuthSettings:
         (the daemon obtains and renews its token with C{client_id} and the secret,
         or a JWT assertion signed with C{private_key}).
     @ivar private_key: the key of C{"privateKeyFile"}, for C{private_key_jwt}.
+    @ivar shared: whether the owner's sign-in serves every caller (C{"shared": true});
+        otherwise (the default) each caller let in with an access token signs in for
+        itself (L{mcpx.auth.signin}).
     """
 
     client_id: str | None = None
@@ -190,6 +194,7 @@ class OAuthSettings:
     scopes: tuple[str, ...] = ()
     grant: str = "authorization_code"
     private_key: ClientKey | None = None
+    shared: bool = False
 
     @property
     def client_credentials(self) -> bool:
@@ -210,6 +215,8 @@ class OAuthSettings:
             shown["scopes"] = list(self.scopes)
         if self.client_credentials:
             shown["grant"] = self.grant
+        if self.shared:
+            shown["shared"] = True
         return shown
 
 

@@ -38,7 +38,7 @@ def make_connector(
     max_rounds: int = 8,
     http_connections: int = 16,
     groups: ProcessGroups | None = None,
-    credentials: Callable[[str, RemoteServer], Credentials | None] | None = None,
+    credentials: Callable[[str, RemoteServer, str], Credentials | None] | None = None,
 ) -> Connector:
     """
     A connector on the real transports.
@@ -48,13 +48,17 @@ def make_connector(
     @param probe_timeout: C{pool.probeTimeout}: how long the modern probe may take.
     @param open_timeout: C{pool.startTimeout}: how long opening a session may take.
     @param http_connections: the idle connections kept per remote server.
-    @param credentials: the OAuth credentials of a remote server, if it uses OAuth
-        (L{mcpx.auth.signin.SignIns.credentials_for}).
+    @param credentials: the OAuth credentials of a remote server, if it uses OAuth, as
+        one principal presents them (L{mcpx.auth.signin.SignIns.credentials_for}; the
+        owner's is C{""}).
     @param groups: runs each stdio server in a process group of its own (as the
         daemon does); without it a server is a plain child process.
     """
 
     def channels(name: str, server: ServerConfig) -> Channel:
+        return principal_channels(name, server, "")
+
+    def principal_channels(name: str, server: ServerConfig, principal: str) -> Channel:
         if isinstance(server, StdioServer):
             return StdioChannel(
                 name,
@@ -71,7 +75,7 @@ def make_connector(
             reactor,
             max_message_size=max_message_size,
             http_connections=http_connections,
-            credentials=None if credentials is None else credentials(name, server),
+            credentials=None if credentials is None else credentials(name, server, principal),
         )
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
@@ -88,4 +92,5 @@ def make_connector(
         open_timeout=open_timeout,
         lenient=lenient,
         max_rounds=max_rounds,
+        principal_channels=principal_channels,
     )

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from attrs import define, field
+from attrs import define, evolve, field
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -149,6 +149,8 @@ class EraCache:
 
 
 ChannelFactory = Callable[[str, ServerConfig], Channel]
+#: Makes the channel of one principal's instance: (name, config, principal).
+PrincipalChannelFactory = Callable[[str, ServerConfig, str], Channel]
 
 
 @define
@@ -162,6 +164,9 @@ class Connector:
     @ivar probe_timeout: how long the modern probe waits before deciding "legacy".
     @ivar open_timeout: bound on opening a session once the era is known.
     @ivar lenient: 2026-07-28 is in C{spec.lenient} (answer a modern server's requests).
+    @ivar principal_channels: makes the channel of one principal's instance (a remote
+        server each principal signs in to for itself): the server's requests carry
+        that principal's credentials.
     """
 
     clock: IReactorTime
@@ -172,21 +177,37 @@ class Connector:
     open_timeout: float = 30.0
     lenient: bool = False
     max_rounds: int = 8
+    principal_channels: PrincipalChannelFactory | None = None
 
     async def connect(
         self,
         name: str,
         server: ServerConfig,
         handlers: UpstreamHandlers = NO_HANDLERS,
+        *,
+        principal: str | None = None,
     ) -> UpstreamSession:
         """
         An open session to C{server}.
 
+        @param principal: whose credentials its requests carry, for an instance of one
+            principal's (L{principal_channels}); C{None} for the server's own.
         @raise UpstreamError: naming the server and why it could not be reached.
         """
         if server.misconfigured is not None:
             # Nothing is started with a configuration the daemon could not complete.
             raise UpstreamError(name, server.misconfigured)
+        if principal is not None:
+            factory = self.principal_channels
+            if factory is None:
+                raise UpstreamError(name, "this daemon cannot reach a server per person")
+
+            def channels(name: str, server: ServerConfig) -> Channel:
+                assert factory is not None and principal is not None
+                return factory(name, server, principal)
+
+            mine = evolve(self, channels=channels, http_sse_channels=None, principal_channels=None)
+            return await mine.connect(name, server, handlers)
         key = era_key(server)
         remembered = self.cache.get(key)
         if remembered is not None:

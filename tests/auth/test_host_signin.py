@@ -33,7 +33,7 @@ class HostSignInTests(SynchronousTestCase):
         self.sign_ins = SignIns(stub(fake), self.clock, TokenStore(None), SecretMasker())
         self.restarted: list[str] = []
 
-        async def restart(name: str) -> None:
+        async def restart(name: str, principal: str) -> None:
             self.restarted.append(name)
 
         self.hosted = HostSignIns(self.sign_ins, self.reactor, self.clock, on_signed_in=restart)
@@ -78,7 +78,7 @@ class HostSignInTests(SynchronousTestCase):
     def test_restart_failing_still_signed_in(self) -> None:
         """A server that fails to start again after the sign-in does not undo it."""
 
-        async def failing(name: str) -> None:
+        async def failing(name: str, principal: str) -> None:
             raise RuntimeError("the server would not start")
 
         self.hosted.on_signed_in = failing

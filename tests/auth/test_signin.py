@@ -40,6 +40,11 @@ class ProtectedServers(FakeServers):
         return super().render(request)
 
 
+BOB = 'subject:"bob"'
+ALICE = 'subject:"alice"'
+ISSUER_1 = "https://mcp.example/tenant1"
+
+
 def remote(auth: dict[str, Any] | None = None) -> RemoteServer:
     found = parse_server(
         "remote", {"url": MCP, "auth": auth or {"type": "oauth"}}, origin="test", environ={}
@@ -163,6 +168,91 @@ class PendingLimitTests(SynchronousTestCase):
         clock.advance(PENDING_TTL + 1)
         run(self, sign_ins.begin("remote", server, REDIRECT))
 
+    def test_per_principal(self) -> None:
+        """
+        A subject with every slot it may have taken leaves the owner's (and another
+        subject's) free; all subjects together hold at most SUBJECTS_PENDING.
+        """
+        from mcpx.auth import signin
+        from mcpx.auth.signin import MAX_PENDING
+
+        self.patch(signin, "SUBJECTS_PENDING", MAX_PENDING + 2)
+        sign_ins = SignIns(stub(ProtectedServers()), Clock(), TokenStore(None), SecretMasker())
+        server = remote()
+        for _ in range(MAX_PENDING):
+            run(self, sign_ins.begin("remote", server, REDIRECT, BOB))
+        self.failureResultOf(
+            Deferred.fromCoroutine(sign_ins.begin("remote", server, REDIRECT, BOB)),
+            AuthorizationError,
+        )
+        run(self, sign_ins.begin("remote", server, REDIRECT))
+        for _ in range(2):
+            run(self, sign_ins.begin("remote", server, REDIRECT, ALICE))
+        failure = self.failureResultOf(
+            Deferred.fromCoroutine(sign_ins.begin("remote", server, REDIRECT, ALICE)),
+            AuthorizationError,
+        )
+        self.assertIn("of other callers", str(failure.value))
+        run(self, sign_ins.begin("remote", server, REDIRECT))
+
+
+class PerPersonTests(SynchronousTestCase):
+    """Each principal's sign-in is its own; a shared server's is the owner's."""
+
+    def setUp(self) -> None:
+        self.fake = ProtectedServers()
+        self.fake.documents["/.well-known/openid-configuration/tenant1"][
+            "authorization_response_iss_parameter_supported"
+        ] = True
+        self.sign_ins = SignIns(stub(self.fake), Clock(), TokenStore(None), SecretMasker())
+
+    def sign_in(self, server: RemoteServer, principal: str) -> None:
+        started = run(self, self.sign_ins.begin("remote", server, REDIRECT, principal))
+        query = parse_qs(urlsplit(started["url"]).query)
+        back = {"code": "the-code", "state": query["state"][0], "iss": ISSUER_1}
+        redirected = REDIRECT + "?" + urlencode(back)
+        # Another principal cannot finish it, even with its state.
+        other = ALICE if principal != ALICE else BOB
+        self.failureResultOf(
+            Deferred.fromCoroutine(self.sign_ins.finish("remote", redirected, other)),
+            AuthorizationError,
+        )
+        run(self, self.sign_ins.finish("remote", redirected, principal))
+
+    def test_subjects_own_tokens(self) -> None:
+        """
+        Bob's sign-in serves bob alone: the owner's calls keep the owner's token, alice
+        still needs one of her own (told how, not `mcpx auth login`), and bob's sign-out
+        leaves the owner's.
+        """
+        server = remote()
+        self.fake.token_answer = (200, {"access_token": "tok-1", "expires_in": 3600})
+        self.sign_in(server, "")
+        self.fake.token_answer = (200, {"access_token": "bobs", "expires_in": 3600})
+        self.sign_in(server, BOB)
+        self.assertEqual(run(self, self.sign_ins.authorization("remote", server)), "Bearer tok-1")
+        self.assertEqual(
+            run(self, self.sign_ins.authorization("remote", server, BOB)), "Bearer bobs"
+        )
+        needs = self.failureResultOf(
+            Deferred.fromCoroutine(self.sign_ins.authorization("remote", server, ALICE)),
+            NeedsSignIn,
+        )
+        self.assertIn("POST /v1/auth/remote/begin", str(needs.value))
+        self.assertNotIn("mcpx auth login", str(needs.value))
+        self.assertEqual(run(self, self.sign_ins.logout("remote", BOB))[0], 1)
+        self.assertEqual(run(self, self.sign_ins.authorization("remote", server)), "Bearer tok-1")
+        self.assertEqual(self.sign_ins.describe("remote", BOB)["state"], "signed_out")
+
+    def test_shared_is_the_owners(self) -> None:
+        """With "shared": true every principal's requests carry the owner's token."""
+        server = remote({"type": "oauth", "shared": True})
+        self.fake.token_answer = (200, {"access_token": "tok-1", "expires_in": 3600})
+        self.sign_in(server, "")
+        self.assertEqual(
+            run(self, self.sign_ins.authorization("remote", server, BOB)), "Bearer tok-1"
+        )
+
 
 class StepUpTests(SynchronousTestCase):
     """A 403 insufficient_scope: a step-up sign-in with the scopes, at most STEP_UP_LIMIT."""
@@ -206,6 +296,26 @@ class StepUpTests(SynchronousTestCase):
         self.assertIn("mcpx auth login remote", str(refused.value))
         self.assertIn("missing: mcp:write", str(refused.value))
         self.assertEqual(self.scopes_asked(), ["mcp:read", "mcp:write"])
+
+    def test_subjects_step_up_is_its_own(self) -> None:
+        """
+        A step-up a server asks of bob's token marks bob's sign-in and asks bob's next
+        one for the scopes; the owner's sign-in and its next scopes are as they were.
+        """
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT, BOB))
+        query = parse_qs(urlsplit(started["url"]).query)
+        back = query["redirect_uri"][0] + "?" + urlencode({"code": "c", "state": query["state"][0]})
+        run(self, self.sign_ins.finish("remote", back, BOB))
+        bobs = self.sign_ins.credentials("remote", self.server, BOB)
+        hint = bobs.unauthorized(['Bearer error="insufficient_scope", scope="mcp:write"'])
+        self.assertIn("POST /v1/auth/remote/begin", hint)
+        self.assertEqual(self.sign_ins.describe("remote", BOB)["state"], "needs_sign_in")
+        self.assertEqual(self.sign_ins.describe("remote")["state"], "signed_in")
+        self.assertEqual(run(self, self.credentials.authorization()), "Bearer tok-1")
+        self.assertEqual(self.scopes_asked(), ["mcp:read"])
+        started = run(self, self.sign_ins.begin("remote", self.server, REDIRECT, BOB))
+        asked = parse_qs(urlsplit(started["url"]).query)["scope"][0].split()
+        self.assertEqual(asked, ["mcp:read", "mcp:write"])
 
     def test_step_up_union_before(self) -> None:
         """

@@ -55,6 +55,22 @@ class StoreTests(SynchronousTestCase):
         self.assertEqual(len(store.forget("remote")), 2)
         self.assertEqual(TokenStore(self.path).entries(), [])
 
+    def test_keyed_by_principal(self) -> None:
+        """
+        A subject's sign-in is an entry of its own, kept across restarts; forgetting one
+        principal's leaves the owner's, and a file of before (no principal) is the owner's.
+        """
+        store = TokenStore(self.path)
+        store.put(signed_in())
+        bobs = Key("remote", KEY.issuer, KEY.resource, 'subject:"bob"')
+        store.put(Entry(bobs, CLIENT, Tokens("bob-access", None, None, ())))
+        again = TokenStore(self.path)
+        self.assertEqual([e.key for e in again.entries("remote", 'subject:"bob"')], [bobs])
+        self.assertEqual([e.key for e in again.entries("remote", "")], [KEY])
+        self.assertEqual([e.key for e in again.forget("remote", 'subject:"bob"')], [bobs])
+        self.assertEqual([e.key for e in TokenStore(self.path).entries()], [KEY])
+        self.assertNotIn("principal", self.path.read_text())
+
     def test_masked(self) -> None:
         """The masker taught the store's secrets hides tokens and the client secret."""
         store = TokenStore(None)

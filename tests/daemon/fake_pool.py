@@ -237,7 +237,7 @@ class FakePool:
             for name, server in self.servers.items()
         ]
 
-    async def restart(self, server: str) -> None:
+    async def restart(self, server: str, *, principal: str | None = None) -> None:
         if server not in self.servers:
             raise UnknownServer(server, self.servers)
         self.restarted.append(server)

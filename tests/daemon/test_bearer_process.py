@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from treq.client import HTTPClient
@@ -24,6 +25,7 @@ from mcpx.spec.revision import NEWEST
 from mcpx.upstream.http_headers import NAME_FIELDS
 from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_process import daemon_environ
+from tests.support.http import TestClient
 from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
 
 INITIALIZE = {
@@ -53,9 +55,8 @@ class OAuthDaemonTests(TestCase):
         issuer_port.factory.resource = self.issuer
         self.port = free_tcp_port()
         self.audience = f"http://127.0.0.1:{self.port}/mcp"
-        self.env = daemon_environ(
-            tempfile.mkdtemp(prefix="mcpx-state-"), tempfile.mkdtemp(prefix="mcpx-cfg-")
-        )
+        self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
+        self.env = daemon_environ(self.state_dir, tempfile.mkdtemp(prefix="mcpx-cfg-"))
         self.env["MCPX_DAEMON_AUTH"] = json.dumps(
             {"type": "oauth", "issuer": issuer, "audience": self.audience, "scopes": ["mcp:tools"]}
         )
@@ -150,6 +151,54 @@ class OAuthDaemonTests(TestCase):
         code, _, _ = await self.request("GET", "/v1/servers", self.mint(kid="k2"))
         self.assertEqual(code, 401)
         self.assertEqual(self.issuer.requests.count("/realms/tools/certs"), 1)
+
+    async def as_owner(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """A request on the owner's unix socket, with no token: its status and JSON."""
+        client = TestClient(reactor, str(Path(self.state_dir) / "mcpx.sock"))
+        self.addCleanup(client.close)
+        response = await client.http.request(
+            method,
+            f"http://mcpx{path}",
+            headers=Headers({"Content-Type": ["application/json"]}),
+            data=None if body is None else json.dumps(body).encode(),
+        )
+        return response.code, json.loads(await response.content())
+
+    async def test_owners_operations_refused_to_subjects(self) -> None:
+        """
+        A subject's token reaches no operation that is the owner's: a reload, a restart
+        and the settings are each 403 owner_only, and change nothing (alice's call in
+        flight goes on to the end); the owner runs them on the unix socket.  (The
+        owner's sign-ins: L{tests.daemon.test_per_person}.)
+        """
+        await self.start_daemon()
+        alice, bob = self.mint(sub="alice"), self.mint(sub="bob")
+        # Alice's call in flight: a restart would end it.
+        countdown = {"steps": 6, "interval": 0.25}
+        code, started = await self.json(
+            "POST",
+            "/v1/call",
+            alice,
+            {"server": "demo", "tool": "countdown", "arguments": countdown, "task": True},
+        )
+        self.assertEqual(code, 202, started)
+        refused: list[tuple[str, str, Any]] = [
+            ("POST", "/v1/reload", {}),
+            ("POST", "/v1/servers/demo/restart", {}),
+            ("GET", "/v1/settings", None),
+        ]
+        for method, path, body in refused:
+            code, answer = await self.json(method, path, bob, body)
+            self.assertEqual((code, answer["error"]["code"]), (403, "owner_only"), path)
+        task = started["task"]
+        while task["status"] == "working":
+            await deferLater(reactor, 0.1)
+            code, task = await self.json("GET", f"/v1/tasks/{task['id']}", alice)
+        self.assertEqual(task["status"], "completed", task)
+        code, reloaded = await self.as_owner("POST", "/v1/reload", {})
+        self.assertEqual(code, 200, reloaded)
+        code, settings = await self.as_owner("GET", "/v1/settings")
+        self.assertEqual(code, 200, settings)
 
     async def test_session_bound_to_subject(self) -> None:
         """

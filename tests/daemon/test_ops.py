@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
+from attrs import evolve
 from jsonschema import Draft202012Validator
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.api import klein_path
@@ -13,6 +15,8 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.ops import routes
 from mcpx.ops.calls import template_variables
 from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.host import Invocation, OpHost
+from mcpx.ops.op import Op
 from mcpx.ops.routes import ROUTES
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
@@ -155,6 +159,57 @@ class TableTests(SynchronousTestCase):
                 "exec",
             },
         )
+
+    def test_owner_only(self) -> None:
+        """
+        What changes every caller's daemon (a reload, a restart, the settings) is the
+        owner's alone.  A sign-in is each caller's own (L{tests.daemon.test_per_person}).
+        """
+        self.assertEqual(
+            {op.name for op in OPS if op.owner_only},
+            {
+                "restart_server",
+                "reload",
+                "get_settings",
+            },
+        )
+
+
+class OwnerOnlyTests(SynchronousTestCase):
+    """L{Op.run}: the one place an owner-only op refuses a caller with a subject."""
+
+    def run_op(self, op: Op, call: Invocation) -> tuple[Deferred[Any], list[Invocation]]:
+        """Run C{op} for C{call} with a handler that notes it ran."""
+        seen: list[Invocation] = []
+
+        async def handler(host: OpHost, invocation: Invocation) -> dict[str, str]:
+            seen.append(invocation)
+            return {}
+
+        host = cast(OpHost, None)
+        return Deferred.fromCoroutine(evolve(op, handler=handler).run(host, call)), seen
+
+    def test_subject_refused(self) -> None:
+        """A caller with an access token's subject is refused 403 owner_only, unrun."""
+        bob = Invocation({}, 'subject:"bob"', holder='subject:"bob"')
+        for op in OPS:
+            if not op.owner_only:
+                continue
+            running, seen = self.run_op(op, bob)
+            error = self.failureResultOf(running, OpError).value
+            assert isinstance(error, OpError)
+            self.assertEqual((error.status, error.code), (403, "owner_only"), op.name)
+            self.assertEqual(seen, [], op.name)
+
+    def test_owner_and_others_run(self) -> None:
+        """The owner runs every op; a subject runs those that are not the owner's."""
+        bob = Invocation({}, 'subject:"bob"', holder='subject:"bob"')
+        for op in OPS:
+            callers = [Invocation({})] + ([] if op.owner_only else [bob])
+            for call in callers:
+                running, seen = self.run_op(op, call)
+                self.successResultOf(running)
+                self.assertEqual(seen, [call], op.name)
 
 
 class CheckTests(SynchronousTestCase):

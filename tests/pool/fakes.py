@@ -223,12 +223,20 @@ class FakeConnector:
         self.failures: list[Exception] = []
         self.connects: list[tuple[str, Server, UpstreamHandlers]] = []
         self.upstreams: list[FakeUpstream] = []
+        #: Whose credentials each connect was for (C{None}: the server's own).
+        self.principals: list[str | None] = []
         self._serials = itertools.count(1)
 
     async def connect(
-        self, name: str, server: Server, handlers: UpstreamHandlers
+        self,
+        name: str,
+        server: Server,
+        handlers: UpstreamHandlers,
+        *,
+        principal: str | None = None,
     ) -> UpstreamSession:
         self.connects.append((name, server, handlers))
+        self.principals.append(principal)
         if self.gate is not None:
             await self.gate
         if self.failures:

@@ -23,7 +23,8 @@ from mcpx.pool import (
     TooManyInstances,
     UnknownServer,
 )
-from mcpx.settings.servers import Server, StdioServer
+from mcpx.settings.server_entry import parse_server
+from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.session import UpstreamError, UpstreamSession
 from mcpx.wire.errors import RpcError
@@ -152,7 +153,12 @@ class StartTests(PoolTestCase):
 
         class Refusing:
             def connect(
-                self, name: str, server: Server, handlers: UpstreamHandlers
+                self,
+                name: str,
+                server: Server,
+                handlers: UpstreamHandlers,
+                *,
+                principal: str | None = None,
             ) -> Coroutine[Any, Any, UpstreamSession]:
                 raise RuntimeError("no transport for this server")
 
@@ -1332,3 +1338,68 @@ class BackoffTests(SynchronousTestCase):
     def test_many_failures(self) -> None:
         """Any number of failures gives the cap, never an overflow."""
         self.assertEqual(Backoff().delay(10_000), 60.0)
+
+
+def oauth_remote(name: str, *, shared: bool = False) -> RemoteServer:
+    """A remote server someone signs in to (its sign-in shared with everyone, or not)."""
+    found = parse_server(
+        name,
+        {"url": "https://mcp.example/mcp", "auth": {"type": "oauth", "shared": shared}},
+        origin="test",
+        environ={},
+    )
+    assert isinstance(found, RemoteServer)
+    return found
+
+
+class PerPersonTests(PoolTestCase):
+    """
+    A server each principal signs in to for itself: one instance per principal, each
+    connected with that principal's credentials, so no caller's call travels on
+    another's sign-in.
+    """
+
+    def make(self, *configured: RemoteServer) -> Pool:
+        pool = Pool(
+            servers=ServersConfig({s.name: s for s in configured}, origin="test"),
+            connector=self.connector,
+            clock=self.clock,
+            publish=self.events,
+            call_timeout=CALL_TIMEOUT,
+            idle_timeout=IDLE_TIMEOUT,
+        )
+        pool.startService()
+        self.addCleanup(self.stop, pool)
+        return pool
+
+    def test_one_instance_per_principal(self) -> None:
+        """
+        The owner's callers share the owner's instance; each subject's identities (its
+        own, its sessions and request scopes) share that subject's; each instance is
+        connected with its principal's credentials.
+        """
+        pool = self.make(oauth_remote("r"))
+        clients = ["cli", "http-session:1", 'subject:"bob"', 'subject:"bob"/request-7']
+        clients.append('subject:"alice"')
+        for client in clients:
+            self.echoed(self.call(pool, "r", client=client))
+        self.assertEqual(self.connector.principals, ["", 'subject:"bob"', 'subject:"alice"'])
+        self.assertEqual(pool.scope_key("r", 'subject:"bob"/x'), 'subject:"bob"')
+        self.assertEqual(pool.scope_key("r", "cli"), "")
+
+    def test_shared_sign_in_one_instance(self) -> None:
+        """A server whose sign-in is shared has one instance, with its own credentials."""
+        pool = self.make(oauth_remote("r", shared=True))
+        for client in ("cli", 'subject:"bob"', 'subject:"alice"'):
+            self.echoed(self.call(pool, "r", client=client))
+        self.assertEqual(self.connector.principals, [None])
+
+    def test_restart_one_principal(self) -> None:
+        """Restarting one principal's instances (after its sign-in) leaves the others'."""
+        pool = self.make(oauth_remote("r"))
+        for client in ("cli", 'subject:"bob"'):
+            self.echoed(self.call(pool, "r", client=client))
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("r", principal='subject:"bob"')))
+        for client in ("cli", 'subject:"bob"'):
+            self.echoed(self.call(pool, "r", client=client))
+        self.assertEqual(self.connector.principals, ["", 'subject:"bob"', 'subject:"bob"'])

@@ -210,7 +210,12 @@ class Upstreams(FakeConnector):
         self.serials = itertools.count(1)
 
     async def connect(
-        self, name: str, server: Server, handlers: UpstreamHandlers
+        self,
+        name: str,
+        server: Server,
+        handlers: UpstreamHandlers,
+        *,
+        principal: str | None = None,
     ) -> UpstreamSession:
         self.connects.append((name, server, handlers))
         if self.failures:

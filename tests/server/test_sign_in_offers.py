@@ -40,7 +40,7 @@ URL_ELICITATION: dict[str, Any] = {"elicitation": {"url": {}}}
 
 
 class Gateway:
-    def __init__(self) -> None:
+    def __init__(self, *, shared: bool = False) -> None:
         self.clock = Clock()
         fakes = gateway_servers()
         fakes["remote"] = FakeServer(
@@ -48,7 +48,7 @@ class Gateway:
         )
         self.pool = FakePool(fakes, hold=False)
         servers = dict(servers_config("files", "search").servers)
-        servers["remote"] = remote()
+        servers["remote"] = remote({"type": "oauth", "shared": True} if shared else None)
         sign_ins = SignIns(stub(ProtectedServers()), self.clock, TokenStore(None), SecretMasker())
         self.hosted = HostSignIns(sign_ins, MemoryReactor(), self.clock)
         self.host = ops_host(
@@ -136,17 +136,34 @@ class SignInOfferTests(SynchronousTestCase):
             self.assertIn("mcpx auth login remote", result["content"][0]["text"])
         self.assertIsNone(gateway.hosted.pending("remote"))
 
-    def test_token_callers_get_the_old_error(self) -> None:
+    def test_subject_offered_its_own_sign_in(self) -> None:
         """
-        A host let in with an access token (daemon.auth oauth) is not offered the
-        sign-in: the daemon's tokens for the server would serve every subject.
+        A host let in with an access token (daemon.auth oauth) is offered a sign-in of
+        its subject's own, never the owner's: the offer waits under the subject, and
+        the owner has none.
         """
         gateway = Gateway()
+        conn = gateway.legacy("2025-11-25", URL_ELICITATION, subject="alice")
+        failure = self.failureResultOf(gateway.handle(conn, "tools/call", CALL), RpcError)
+        self.assertEqual(failure.value.code, URL_ELICITATION_REQUIRED)
+        offer = gateway.hosted.pending("remote", 'subject:"alice"')
+        assert offer is not None
+        self.assertEqual(offer.principal, 'subject:"alice"')
+        self.assertIsNone(gateway.hosted.pending("remote"))
+        self.assertIsNone(gateway.hosted.pending("remote", 'subject:"bob"'))
+
+    def test_shared_sign_in_not_offered_to_subjects(self) -> None:
+        """
+        A server whose sign-in is the owner's, shared with everyone ("shared": true), is
+        not offered to a host let in with an access token: it gets the error.
+        """
+        gateway = Gateway(shared=True)
         conn = gateway.legacy("2025-11-25", URL_ELICITATION, subject="alice")
         result = result_of(gateway.handle(conn, "tools/call", CALL))
         self.assertTrue(result["isError"])
         self.assertIn("mcpx auth login remote", result["content"][0]["text"])
         self.assertIsNone(gateway.hosted.pending("remote"))
+        self.assertIsNone(gateway.hosted.pending("remote", 'subject:"alice"'))
 
     def test_modern_input_required_then_declined(self) -> None:
         """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -16,12 +17,14 @@ from mcpx.ops.events import Event
 from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.table import OPS
 from mcpx.pool.errors import ServerUnavailable
+from mcpx.server.conn import Context
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.pages import decode_cursor, encode_cursor
+from mcpx.server.surface import Surface
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from tests.daemon.fake_pool import FakePool, FakeServer, default_settings
-from tests.server import RICH_RESULT, Harness, Session, gateway_servers
+from tests.server import RICH_RESULT, Harness, Session, gateway_servers, result_of
 from tests.server.test_passthrough import GATEWAY_NAMES, names_of, passed_through
 from tests.server.test_uris import TEMPLATES, TRICKY, expand
 
@@ -449,3 +452,31 @@ class CompletionTests(SynchronousTestCase):
                 },
             )
             self.assertEqual(result["completion"]["values"], ["python", "pytest"])
+
+
+class OwnerOnlyToolTests(SynchronousTestCase):
+    """
+    An op the owner alone may run is refused, as a tool error, to a host let in with an
+    access token's subject when it is offered as a gateway tool: the gateway runs ops
+    through the same L{mcpx.ops.op.Op.run} as /v1.
+    """
+
+    def surface(self) -> Surface:
+        ops = [evolve(op, owner_only=True) if op.name == "list_servers" else op for op in OPS]
+        return Surface(Harness().host, tools=gateway_tools(ops))
+
+    def call(self, surface: Surface, subject: str | None) -> dict[str, Any]:
+        context = Context(NEWEST, "host", {}, modern=True, subject=subject)
+        called = surface.call_tool(context, {"name": "mcpx_servers", "arguments": {}})
+        answer: dict[str, Any] = result_of(Deferred.fromCoroutine(called))
+        return answer
+
+    def test_subject_gets_a_tool_error(self) -> None:
+        result = self.call(self.surface(), "bob")
+        self.assertTrue(result["isError"], result)
+        self.assertIn("owner's alone", result["content"][0]["text"])
+
+    def test_owner_runs_it(self) -> None:
+        result = self.call(self.surface(), None)
+        self.assertFalse(result.get("isError", False), result)
+        self.assertIn("servers", result["structuredContent"])

@@ -337,6 +337,32 @@ class AuthTests(SynchronousTestCase):
         )
         self.assertNotIn("s3cret-value", repr(found))
 
+    def test_oauth_shared(self) -> None:
+        """
+        "shared": true is kept and shown; it is a boolean, and not for client_credentials
+        (whose client serves everyone already).
+        """
+        found = server("team", {"url": "https://e.x", "auth": {"type": "oauth", "shared": True}})
+        assert found.auth is not None and found.auth.oauth is not None
+        self.assertTrue(found.auth.oauth.shared)
+        self.assertEqual(found.auth.redacted(), {"type": "oauth", "shared": True})
+        bare = server("own", {"url": "https://e.x", "auth": {"type": "oauth"}})
+        assert bare.auth is not None and bare.auth.oauth is not None
+        self.assertFalse(bare.auth.oauth.shared)
+        message = refused(
+            self, "t", {"url": "https://e.x", "auth": {"type": "oauth", "shared": "yes"}}
+        )
+        self.assertIn("field 'auth.shared'", message)
+        robot = {
+            "type": "oauth",
+            "grant": "client_credentials",
+            "clientId": "robot",
+            "clientSecret": "s",
+            "shared": True,
+        }
+        message = refused(self, "t", {"url": "https://e.x", "auth": robot})
+        self.assertIn("field 'auth.shared'", message)
+
     def test_oauth_refused(self) -> None:
         """A secret without a client, an http metadata URL, an unknown field, on stdio."""
         for block, field in [
