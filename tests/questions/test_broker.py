@@ -381,3 +381,54 @@ class BrokerTests(SynchronousTestCase):
         question, answered = broker.ask(server="s", scope_key="", method=SAMPLE, params={})
         broker.answer(question.id, SAMPLED, by="cli")
         self.assertEqual(self.successResultOf(answered), SAMPLED)
+
+
+class PendingBoundsTests(SynchronousTestCase):
+    """How many questions upstreams may have waiting: per call, per server, in all."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.broker = Broker(self.clock, max_per_call=2, max_per_server=3, max_pending=4)
+
+    def ask(self, server: str, call_id: str | None) -> Deferred[dict[str, Any]]:
+        return self.broker.ask(
+            server=server, scope_key="", method=ELICIT, params=FORM, call_id=call_id
+        )[1]
+
+    def refused(self, server: str, call_id: str | None) -> str:
+        with self.assertRaises(RpcError) as raised:
+            self.ask(server, call_id)
+        self.assertIn("too many questions", raised.exception.message)
+        return raised.exception.message
+
+    def test_per_call(self) -> None:
+        """A call's questions past its bound are refused; another call's still go."""
+        self.ask("github", "c1")
+        self.ask("github", "c1")
+        self.assertIn("this call", self.refused("github", "c1"))
+        self.ask("github", "c2")
+        self.assertEqual(len(self.broker.questions()), 3)
+
+    def test_per_server_and_in_all(self) -> None:
+        """A server's questions past its bound are refused, and everyone's past the total."""
+        self.ask("github", None)
+        self.ask("github", "c1")
+        waiting = self.ask("github", "c2")
+        self.assertIn("server github", self.refused("github", "c3"))
+        self.ask("files", None)
+        self.assertIn("mcpx", self.refused("files", None))
+        # One answered makes room again.
+        question = self.broker.questions()[2]
+        self.broker.decline(question.id, by="me")
+        self.assertTrue(waiting.called)
+        self.ask("files", None)
+
+    def test_withdrawn_and_expired_make_room(self) -> None:
+        """A question withdrawn or expired no longer counts."""
+        first = self.ask("github", "c1")
+        self.ask("github", "c1")
+        first.addErrback(lambda _: None).cancel()
+        self.ask("github", "c1")
+        self.clock.advance(self.broker.ttl + 1)
+        self.ask("github", "c1")
+        self.ask("github", "c1")
