@@ -35,6 +35,8 @@ MiB = 1024 * 1024
 #: How many 1 MB log lines the upstream floods, and how much of them the daemon may keep.
 FLOOD = 400
 GROWTH = 150 * MiB
+#: How many list changes the upstream storms.
+STORM = 50_000
 
 
 async def pause(seconds: float = 0.05) -> None:
@@ -272,6 +274,32 @@ class HostileUpstreamBoundsTests(TestCase):
         self.assertIn(b"flooded", response.data)
         self.assertIn(b"log messages while this client was not reading them", response.data)
         self.assertLess(response.data.count(b'"logger":"flood"'), FLOOD // 2)
+
+    async def test_a_storm_of_list_changes_waits_once_for_a_host_that_stops_reading(
+        self,
+    ) -> None:
+        """
+        The upstream sends 50,000 C{notifications/prompts/list_changed} while a host
+        (stdio, legacy) has stopped reading: once its stream is backed up one waits for
+        it, not every one, and it gets that one when it reads again.
+        """
+        await self.start()
+        host = await self.host(small=True)
+        other = await self.host()
+        finished = self.events("kind=call.finished")
+        await finished.until(b"subscribed")
+        storm = other.call("storm", {"count": STORM})
+        self.assertEqual(text_of(await other.answer(storm)), "stormed")
+        await finished.until(b"event: call.finished")
+        # Read all, then one more call: the stream has drained before its answer.
+        answer = await host.answer(host.call("echo", {"text": "after"}))
+        self.assertEqual(text_of(answer), "after")
+        changes = [
+            m for m in host.messages() if m.get("method") == "notifications/prompts/list_changed"
+        ]
+        self.assertGreater(len(changes), 0)
+        self.assertLess(len(changes), STORM // 2)
+        self.assertEqual(host.messages()[-2].get("method"), "notifications/prompts/list_changed")
 
     async def test_an_events_reader_that_does_not_read_is_dropped_by_bytes(self) -> None:
         """

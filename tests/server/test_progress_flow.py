@@ -16,7 +16,7 @@ from twisted.web.iweb import IRequest
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
-from mcpx.server.flow import Flow
+from mcpx.server.flow import Flow, Notices
 from mcpx.server.http_exchange import Exchange
 from mcpx.server.log_relay import HeldLogs
 from mcpx.server.stdio import StdioFactory
@@ -154,3 +154,35 @@ class HeldLogsTests(SynchronousTestCase):
         self.flow.stopProducing()
         self.offer(2)
         self.assertEqual(self.sent, [])
+
+
+class NoticesTests(SynchronousTestCase):
+    """Notifications whose latest says all: one of each waits for a backed-up stream."""
+
+    def test_sent_at_once_while_the_stream_keeps_up(self) -> None:
+        sent: list[str] = []
+        Notices().send(Flow(), "a", lambda: sent.append("a"))
+        Notices().send(None, "a", lambda: sent.append("b"))
+        self.assertEqual(sent, ["a", "b"])
+
+    def test_the_latest_of_each_waits_in_the_place_of_the_first(self) -> None:
+        flow = Flow()
+        notices = Notices()
+        sent: list[str] = []
+        flow.pauseProducing()
+        for n in range(100):
+            notices.send(flow, "a", lambda n=n: sent.append(f"a{n}"))
+            notices.send(flow, "b", lambda n=n: sent.append(f"b{n}"))
+        self.assertEqual((sent, notices.waiting(flow)), ([], 2))
+        flow.resumeProducing()
+        self.assertEqual(sent, ["a99", "b99"])
+        self.assertEqual(notices.waiting(flow), 0)
+
+    def test_nothing_once_the_stream_is_gone(self) -> None:
+        flow = Flow()
+        notices = Notices()
+        sent: list[str] = []
+        flow.pauseProducing()
+        notices.send(flow, "a", lambda: sent.append("a"))
+        flow.stopProducing()
+        self.assertEqual((sent, notices.waiting(flow)), ([], 0))
