@@ -398,8 +398,9 @@ class PendingBoundsTests(SynchronousTestCase):
     def refused(self, server: str, call_id: str | None) -> str:
         with self.assertRaises(RpcError) as raised:
             self.ask(server, call_id)
-        self.assertIn("too many questions", raised.exception.message)
-        return raised.exception.message
+        message: str = raised.exception.message
+        self.assertIn("too many questions", message)
+        return message
 
     def test_per_call(self) -> None:
         """A call's questions past its bound are refused; another call's still go."""

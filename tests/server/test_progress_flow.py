@@ -6,6 +6,7 @@ C{flow_for} names the flow that carries a request's notifications.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, cast
 
 from twisted.internet.interfaces import IConsumer, IProducer
@@ -171,8 +172,8 @@ class NoticesTests(SynchronousTestCase):
         sent: list[str] = []
         flow.pauseProducing()
         for n in range(100):
-            notices.send(flow, "a", lambda n=n: sent.append(f"a{n}"))
-            notices.send(flow, "b", lambda n=n: sent.append(f"b{n}"))
+            notices.send(flow, "a", partial(sent.append, f"a{n}"))
+            notices.send(flow, "b", partial(sent.append, f"b{n}"))
         self.assertEqual((sent, notices.waiting(flow)), ([], 2))
         flow.resumeProducing()
         self.assertEqual(sent, ["a99", "b99"])
