@@ -53,6 +53,10 @@ MAX_PENDING_PER_CALL = 32
 MAX_PENDING_PER_SERVER = 256
 #: The most questions the daemon's upstreams may have waiting at once, in all.
 MAX_PENDING = 1024
+#: The most finished questions kept listed (for C{keep} seconds each); beyond it the
+#: oldest are pruned at once, from memory and the store, so that asking and withdrawing
+#: over and over cannot fill either.
+MAX_FINISHED = 4096
 
 
 def too_many_questions(waiting: int, whose: str) -> RpcError:
@@ -100,6 +104,8 @@ class Broker:
     max_per_call: int = field(default=MAX_PENDING_PER_CALL, kw_only=True)
     max_per_server: int = field(default=MAX_PENDING_PER_SERVER, kw_only=True)
     max_pending: int = field(default=MAX_PENDING, kw_only=True)
+    max_finished: int = field(default=MAX_FINISHED, kw_only=True)
+    _finished_count: int = field(default=0, init=False)
     _questions: dict[str, Question] = field(factory=dict, init=False)
     _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
@@ -609,6 +615,28 @@ class Broker:
             self._writes.save_ended(self._store, question)
         self._emit("question.closed", question.server, id=question.id, state=state.value)
         self._schedule_prune()
+        self._finished_count += 1
+        if self._finished_count > self.max_finished:
+            self._prune_oldest()
+
+    def _prune_oldest(self) -> None:
+        """Forget the oldest finished questions past L{max_finished}, and a tenth more."""
+        finished = sorted(
+            question.finished
+            for question in self._questions.values()
+            if question.finished is not None
+        )
+        self._finished_count = len(finished)
+        excess = len(finished) - self.max_finished
+        if excess <= 0:
+            return
+        horizon = finished[min(len(finished), excess + self.max_finished // 10) - 1]
+        for question in list(self._questions.values()):
+            if question.finished is not None and question.finished <= horizon:
+                del self._questions[question.id]
+        self._finished_count = sum(1 for q in self._questions.values() if q.finished is not None)
+        if self._store is not None:
+            self._writes.track(self._store.prune(horizon), "prune the question store")
 
     def _schedule_prune(self) -> None:
         if self._pruning is None:

@@ -433,3 +433,20 @@ class PendingBoundsTests(SynchronousTestCase):
         self.clock.advance(self.broker.ttl + 1)
         self.ask("github", "c1")
         self.ask("github", "c1")
+
+    def test_finished_ones_kept_are_bounded(self) -> None:
+        """
+        Asking and withdrawing over and over keeps no more than max_finished finished
+        questions listed (the oldest go first), long before their keep runs out.
+        """
+        broker = Broker(self.clock, max_finished=10, keep=900.0)
+        for n in range(100):
+            self.clock.advance(1)
+            _, answered = broker.ask(
+                server="github", scope_key="", method=ELICIT, params=FORM, call_id=f"c{n}"
+            )
+            answered.addErrback(lambda _: None).cancel()
+        kept = broker.questions()
+        self.assertLessEqual(len(kept), 10)
+        self.assertGreater(len(kept), 0)
+        self.assertEqual(kept[-1].call_id, "c99")
