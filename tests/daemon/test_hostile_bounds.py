@@ -226,54 +226,102 @@ class HostileUpstreamBoundsTests(TestCase):
         again = await host.answer(host.call("echo", {"text": "still here"}))
         self.assertEqual(text_of(again), "still here")
 
-    async def test_a_modern_http_host_that_stops_reading(self) -> None:
-        """
-        The same flood at a 2026-07-28 POST to C{/mcp} that asked for info log messages
-        and then stopped reading its event stream.
-        """
-        pid = await self.start()
-        await self.host()
-        finished = self.events("kind=call.finished")
-        await finished.until(b"subscribed")
-        body = json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {
-                    "name": "mcpx_call",
-                    "arguments": {
-                        "server": "hostile",
-                        "tool": "flood",
-                        "arguments": {"count": FLOOD, "size": MB},
-                    },
-                    "_meta": {
-                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                        "io.modelcontextprotocol/clientCapabilities": {},
-                        "io.modelcontextprotocol/logLevel": "info",
-                    },
-                },
-            }
-        ).encode()
-        before = rss_bytes(pid)
+    def post(self, body: dict[str, Any], headers: dict[str, str], *, small: bool = False) -> Reader:
+        """A POST to C{/mcp} on its own connection, its response read as it comes."""
         s = socket.socket()
-        small_buffer(s)
+        if small:
+            small_buffer(s)
         s.connect(("127.0.0.1", self.port))
         self.addCleanup(s.close)
-        s.sendall(
-            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
-            b"Mcp-Method: tools/call\r\nMcp-Name: mcpx_call\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        data = json.dumps(body).encode()
+        head = {
+            "Host": "127.0.0.1",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Content-Length": str(len(data)),
+            **headers,
+        }
+        lines = "".join(f"{name}: {value}\r\n" for name, value in head.items())
+        s.sendall(f"POST /mcp HTTP/1.1\r\n{lines}\r\n".encode() + data)
+        return Reader(s)
+
+    async def flood_over_http(self, meta: dict[str, Any], headers: dict[str, str]) -> None:
+        """
+        The flood at a POST to C{/mcp} that asked for info log messages and then
+        stopped reading: the daemon stays small, and the host gets a count of the rest.
+        """
+        pid = self.pid
+        finished = self.events("kind=call.finished")
+        await finished.until(b"subscribed")
+        arguments = {
+            "server": "hostile",
+            "tool": "flood",
+            "arguments": {"count": FLOOD, "size": MB},
+        }
+        params: dict[str, Any] = {"name": "mcpx_call", "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        before = rss_bytes(pid)
+        response = self.post(
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params},
+            headers,
+            small=True,
         )
         await finished.until(b"event: call.finished")
         grown = rss_bytes(pid) - before
         self.assertLess(grown, GROWTH, f"the daemon grew by {grown // MiB} MiB")
-        response = Reader(s)
         await response.until(b"0\r\n\r\n")
         self.assertIn(b"flooded", response.data)
         self.assertIn(b"log messages while this client was not reading them", response.data)
         self.assertLess(response.data.count(b'"logger":"flood"'), FLOOD // 2)
+
+    async def test_a_modern_http_host_that_stops_reading(self) -> None:
+        """The flood at a 2026-07-28 POST that asked for info log messages in C{_meta}."""
+        self.pid = await self.start()
+        await self.host()
+        await self.flood_over_http(
+            {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/logLevel": "info",
+            },
+            {
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "mcpx_call",
+            },
+        )
+
+    async def test_a_legacy_http_session_that_stops_reading(self) -> None:
+        """
+        The flood at a POST of a legacy Streamable HTTP session whose host set the info
+        level with C{logging/setLevel}: the messages go on that POST's stream.
+        """
+        self.pid = await self.start()
+        await self.host()
+        initialize = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "stops-reading", "version": "1"},
+        }
+        opened = self.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}, {}
+        )
+        await opened.until(b"serverInfo")
+        head = bytes(opened.data).split(b"\r\n\r\n")[0].decode()
+        [session] = [
+            line.split(":", 1)[1].strip()
+            for line in head.splitlines()
+            if line.lower().startswith("mcp-session-id:")
+        ]
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+        level = self.post(
+            {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}},
+            headers,
+        )
+        await level.until(b'"id":2')
+        await self.flood_over_http({}, headers)
 
     async def test_a_storm_of_list_changes_waits_once_for_a_host_that_stops_reading(
         self,
