@@ -349,6 +349,21 @@ class HostileUpstreamBoundsTests(TestCase):
         self.assertLess(len(changes), STORM // 2)
         self.assertEqual(host.messages()[-2].get("method"), "notifications/prompts/list_changed")
 
+    async def test_an_upstream_that_does_not_read_its_answers(self) -> None:
+        """
+        The upstream sends 400 requests with a 1 MB method name (each answered with a
+        -32601 naming it) and never reads its stdin: the answers that wait for it are
+        bounded, the rest are dropped, and the daemon says so in its log.
+        """
+        pid = await self.start()
+        host = await self.host()
+        before = rss_bytes(pid)
+        deaf = host.call("deaf", {"count": FLOOD, "size": MB})
+        self.assertEqual(text_of(await host.answer(deaf)), "deafened")
+        grown = rss_bytes(pid) - before
+        self.assertLess(grown, GROWTH, f"the daemon grew by {grown // MiB} MiB")
+        await self.child.wait_for(rb"does not read its stdin")
+
     async def test_an_events_reader_that_does_not_read_is_dropped_by_bytes(self) -> None:
         """
         An C{/v1/events} reader that stops reading while the upstream floods 200 log
