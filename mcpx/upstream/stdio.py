@@ -31,7 +31,7 @@ import shlex
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Final, cast
+from typing import Final
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ProcessExitedAlready
@@ -252,7 +252,7 @@ class StdioChannel:
         self._transport = transport
         self._pid = transport.pid
         self._stdin_open = True
-        self._watch_stdin(transport)
+        self._watch_stdin()
         if self._groups is not None and self._pid is not None:
             self._groups.record(self.name, self._pid)
         self.log.info(
@@ -296,19 +296,23 @@ class StdioChannel:
         stdin = pipes.get(0, transport)
         write_now(stdin, data + _NEWLINE)
 
-    def _watch_stdin(self, transport: IProcessTransport) -> None:
-        """Have Twisted say when the server's stdin is full (L{_Unread})."""
-        pipes: dict[int, object] = getattr(transport, "pipes", {})
+    def _stdin_pipe(self) -> IConsumer | None:
+        """The server's stdin, where it is a pipe that takes a producer."""
+        pipes: dict[int, object] = getattr(self._transport, "pipes", {})
         stdin = pipes.get(0)
-        if stdin is not None and IConsumer.providedBy(stdin):
-            cast(IConsumer, stdin).registerProducer(self._unread, True)
+        return stdin if stdin is not None and IConsumer.providedBy(stdin) else None
+
+    def _watch_stdin(self) -> None:
+        """Have Twisted say when the server's stdin is full (L{_Unread})."""
+        stdin = self._stdin_pipe()
+        if stdin is not None:
+            stdin.registerProducer(self._unread, True)
 
     def _unwatch_stdin(self) -> None:
         # A pipe with a producer paused on it would not close once drained.
-        pipes: dict[int, object] = getattr(self._transport, "pipes", {})
-        stdin = pipes.get(0)
-        if stdin is not None and IConsumer.providedBy(stdin):
-            cast(IConsumer, stdin).unregisterProducer()
+        stdin = self._stdin_pipe()
+        if stdin is not None:
+            stdin.unregisterProducer()
         self._unread.stopProducing()
 
     def send(self, data: bytes) -> None:
