@@ -3,7 +3,7 @@
 C{GET /v1/events}: the event bus (L{mcpx.ops.events}) as a server-sent event stream.
 
 Each stream is its request's push producer: a client that does not read pauses it, and
-events then wait in its subscription, up to the bus's bound.
+events then wait in its subscription, up to the bus's bounds (a count and bytes).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ C{GET /v1/events} streams (L{mcpx.daemon.event_stream}).
 The pool is handed L{EventBus.publish} as a plain callable and never imports this module.
 Each subscriber has its own bounded queue: events wait in it only while the subscriber is
 paused (an HTTP stream whose transport buffer is full), and a subscriber whose queue
-overflows is dropped rather than allowed to grow without bound.  A publisher never waits
+overflows (by count, by bytes, or past the bytes all queues may hold together) is dropped
+rather than allowed to grow without bound.  A publisher never waits
 for a subscriber and never sees a subscriber's failure.
 """
 
@@ -29,6 +30,14 @@ _log = Logger()
 
 #: How many events wait for a paused subscriber before it is dropped.
 DEFAULT_QUEUE_LIMIT = 256
+
+#: How many bytes of events (as SSE frames) wait for a paused subscriber before it is
+#: dropped: an upstream's log messages can be as large as one message may be.
+DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
+
+#: How many bytes of events wait for all paused subscribers together; a subscriber whose
+#: next event would go past it is dropped.
+DEFAULT_QUEUES_BYTES = 128 * 1024 * 1024
 
 #: The kinds the pool publishes; others are allowed, these are the documented ones.
 KINDS = (
@@ -136,6 +145,8 @@ class Subscription:
     paused: bool = False
     active: bool = True
     _queue: deque[Event] = field(factory=deque)
+    #: The bytes of the events in the queue, as SSE frames.
+    queued_bytes: int = 0
 
     def matches(self, event: Event) -> bool:
         if self.servers and event.server not in self.servers:
@@ -154,7 +165,19 @@ class Subscription:
             if len(self._queue) >= self.limit:
                 self.drop(f"more than {self.limit} events waited for a slow consumer")
                 return
+            size = len(event.sse_frame())
+            bus = self._bus
+            if self.queued_bytes + size > bus.queue_bytes:
+                self.drop(f"more than {bus.queue_bytes} bytes of events waited for a slow consumer")
+                return
+            if bus.queued_bytes + size > bus.queues_bytes:
+                self.drop(
+                    f"more than {bus.queues_bytes} bytes of events waited for slow consumers in all"
+                )
+                return
             self._queue.append(event)
+            self.queued_bytes += size
+            bus.queued_bytes += size
             return
         self._deliver(event)
 
@@ -172,7 +195,14 @@ class Subscription:
         """Deliver what waited, in order, until empty or paused again."""
         self.paused = False
         while self._queue and not self.paused and self.active:
-            self._deliver(self._queue.popleft())
+            event = self._queue.popleft()
+            self._forget(event)
+            self._deliver(event)
+
+    def _forget(self, event: Event) -> None:
+        size = len(event.sse_frame())
+        self.queued_bytes -= size
+        self._bus.queued_bytes -= size
 
     @property
     def queued(self) -> int:
@@ -182,6 +212,8 @@ class Subscription:
         """Stop receiving events; idempotent."""
         if self.active:
             self.active = False
+            self._bus.queued_bytes -= self.queued_bytes
+            self.queued_bytes = 0
             self._queue.clear()
             self._bus._remove(self)
 
@@ -202,11 +234,17 @@ class EventBus:
     @ivar clock: stamps each event's C{time}.
     @ivar queue_limit: the default bound of a subscriber's queue.
     @ivar masker: hides the configured credentials in every event's data.
+    @ivar queue_bytes: the bound of a subscriber's queue in bytes.
+    @ivar queues_bytes: the bound in bytes of all subscribers' queues together.
+    @ivar queued_bytes: the bytes waiting in all subscribers' queues now.
     """
 
     clock: IReactorTime
     queue_limit: int = DEFAULT_QUEUE_LIMIT
     masker: SecretMasker | None = None
+    queue_bytes: int = field(default=DEFAULT_QUEUE_BYTES, kw_only=True)
+    queues_bytes: int = field(default=DEFAULT_QUEUES_BYTES, kw_only=True)
+    queued_bytes: int = field(default=0, init=False)
     _subscriptions: list[Subscription] = field(factory=list, init=False)
     _last_id: int = field(default=0, init=False)
 

@@ -47,6 +47,25 @@ log = Logger()
 #: C{publish(kind, server, **data)}, as L{mcpx.ops.events.EventBus.publish}.
 Publish = Callable[..., None]
 
+#: The most questions one call's upstream may have waiting at once.
+MAX_PENDING_PER_CALL = 32
+#: The most questions one server may have waiting at once, over all its calls.
+MAX_PENDING_PER_SERVER = 256
+#: The most questions the daemon's upstreams may have waiting at once, in all.
+MAX_PENDING = 1024
+#: The most finished questions kept listed (for C{keep} seconds each); beyond it the
+#: oldest are pruned at once, from memory and the store, so that asking and withdrawing
+#: over and over cannot fill either.
+MAX_FINISHED = 4096
+
+
+def too_many_questions(waiting: int, whose: str) -> RpcError:
+    """The error an upstream gets for a question beyond one of the bounds above."""
+    return RpcError.internal_error(
+        f"too many questions waiting: {whose} already has {waiting} unanswered, the most "
+        "mcpx keeps; ask again once some are answered"
+    )
+
 
 class UnknownQuestion(LookupError):
     """No question has that id (or it was pruned)."""
@@ -81,6 +100,12 @@ class Broker:
     _heartbeat: Heartbeat | None = field(default=None, kw_only=True)
     ttl: float = field(default=120.0, kw_only=True)
     keep: float = field(default=900.0, kw_only=True)
+    #: The most questions waiting for an upstream at once: per call, per server, in all.
+    max_per_call: int = field(default=MAX_PENDING_PER_CALL, kw_only=True)
+    max_per_server: int = field(default=MAX_PENDING_PER_SERVER, kw_only=True)
+    max_pending: int = field(default=MAX_PENDING, kw_only=True)
+    max_finished: int = field(default=MAX_FINISHED, kw_only=True)
+    _finished_count: int = field(default=0, init=False)
     _questions: dict[str, Question] = field(factory=dict, init=False)
     _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
@@ -277,11 +302,15 @@ class Broker:
         @param deadline: clock seconds when it expires; L{ttl} from now by default.
         @param owner: the access token subject's identity the call was made for, if any.
         @raise ValueError: an unknown method or route.
+        @raise RpcError: too many questions wait for an answer already, for this call
+            (L{max_per_call}), this server (L{max_per_server}) or in all
+            (L{max_pending}); nothing is recorded.
         """
         if method not in KINDS:
             raise ValueError(f"not a question method: {method!r}")
         if route not in ROUTES:
             raise ValueError(f"not a question route: {route!r}")
+        self._check_room(server, call_id)
         now = self._clock.seconds()
         question = Question(
             id=new_question_id(),
@@ -303,6 +332,20 @@ class Broker:
         self._save(question)
         self._announce(question)
         return question, answered
+
+    def _check_room(self, server: str, call_id: str | None) -> None:
+        """Refuse a question beyond the bounds of what upstreams may have waiting."""
+        # Those an upstream of this daemon waits on: never more than max_pending.
+        waiting = [self._questions.get(question_id) for question_id in self._waiting]
+        if len(waiting) >= self.max_pending:
+            raise too_many_questions(len(waiting), "mcpx")
+        of_server = [q for q in waiting if q is not None and q.server == server]
+        if len(of_server) >= self.max_per_server:
+            raise too_many_questions(len(of_server), f"server {server}")
+        if call_id is not None:
+            of_call = sum(1 for q in of_server if q.call_id == call_id)
+            if of_call >= self.max_per_call:
+                raise too_many_questions(of_call, "this call")
 
     def reply(
         self, question_id: str, action: str, result: Mapping[str, Any] | None = None, *, by: str
@@ -586,6 +629,28 @@ class Broker:
             self._writes.save_ended(self._store, question)
         self._emit("question.closed", question.server, id=question.id, state=state.value)
         self._schedule_prune()
+        self._finished_count += 1
+        if self._finished_count > self.max_finished:
+            self._prune_oldest()
+
+    def _prune_oldest(self) -> None:
+        """Forget the oldest finished questions past L{max_finished}, and a tenth more."""
+        finished = sorted(
+            question.finished
+            for question in self._questions.values()
+            if question.finished is not None
+        )
+        self._finished_count = len(finished)
+        excess = len(finished) - self.max_finished
+        if excess <= 0:
+            return
+        horizon = finished[min(len(finished), excess + self.max_finished // 10) - 1]
+        for question in list(self._questions.values()):
+            if question.finished is not None and question.finished <= horizon:
+                del self._questions[question.id]
+        self._finished_count = sum(1 for q in self._questions.values() if q.finished is not None)
+        if self._store is not None:
+            self._writes.track(self._store.prune(horizon), "prune the question store")
 
     def _schedule_prune(self) -> None:
         if self._pruning is None:

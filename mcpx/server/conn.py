@@ -28,13 +28,13 @@ from mcpx.tasks.task import Task
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
-FlowFor: TypeAlias = Callable[["str | int"], "Flow | None"]
+FlowFor: TypeAlias = Callable[["str | int | None"], "Flow | None"]
 #: How the MCP server answers one method: the connection, the request's context and
 #: its params in, the result in the newest shape out.
 Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
 
 
-def _no_flow(token: str | int) -> Flow | None:
+def _no_flow(token: str | int | None) -> Flow | None:
     return None
 
 
@@ -65,7 +65,8 @@ class Conn:
     @ivar push: sends the client a notification, where the connection can.
     @ivar ask: sends the client a request (legacy only), where the connection can.
     @ivar flow_for: the L{Flow} of the stream that carries the notifications about the
-        request with a progress token, when the transport tells of back-pressure.
+        request with a progress token (C{None}: about the request being handled, asked
+        from within its handling), when the transport tells of back-pressure.
     @ivar passthrough: the servers this connection asked to have offered under their own
         names (C{mcpx serve --passthrough}), or C{None} for the daemon's C{mcp.passthrough}.
     @ivar subject: the access token's subject the connection's requests came with

@@ -21,8 +21,9 @@ Legacy (2025-03-26 to 2025-11-25)
   - A session's C{GET} stream (C{Accept: text/event-stream}) carries what mcpx pushes
     to the session outside any request.  The session counts as able to push for its
     whole life: what is pushed while no stream is open waits (up to
-    L{mcpx.server.http_sessions.BACKLOG_LIMIT} messages, oldest dropped) for the next
-    one.  A second C{GET} replaces the first stream.
+    L{mcpx.server.http_sessions.BACKLOG_LIMIT} messages and
+    L{mcpx.server.http_sessions.BACKLOG_BYTES} bytes, oldest dropped) for the next one.
+    A second C{GET} replaces the first stream.
   - A POST's answer is JSON, or an event stream when something has to go first: a
     server request or a notification about the request (its progress, found by its
     progress token, or anything sent while handling it), or a keep-alive.  A server

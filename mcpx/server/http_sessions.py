@@ -32,6 +32,9 @@ log = Logger()
 #: Messages pushed to a legacy session kept while it has no GET stream open.
 BACKLOG_LIMIT: Final = 256
 
+#: The most bytes of those messages kept; the oldest go first beyond it.
+BACKLOG_BYTES: Final = 4 * 1024 * 1024
+
 #: Sessions kept before the least recently used idle ones are ended.
 MAX_SESSIONS: Final = 1024
 
@@ -130,6 +133,7 @@ class LegacySession:
         self.ending_error: RpcError | None = None
         self._by_token: dict[str | int, Exchange] = {}
         self._backlog: deque[bytes] = deque(maxlen=BACKLOG_LIMIT)
+        self._backlog_bytes = 0
         self._asking: Exchange | None = None
         self.peer = RpcPeer(
             self._send_unrouted,
@@ -160,9 +164,17 @@ class LegacySession:
 
     # mcpx to the client
 
-    def flow_for(self, token: str | int) -> Flow | None:
-        """The session's L{Conn.flow_for}: the POST with that token, else the GET stream."""
-        exchange = self._by_token.get(token)
+    def flow_for(self, token: str | int | None) -> Flow | None:
+        """
+        The session's L{Conn.flow_for}: the POST with that token (with none, the POST
+        being handled, if it takes an event stream), else the GET stream.
+        """
+        if token is None:
+            exchange = self._current()
+            if exchange is not None and not exchange.accepts_sse:
+                exchange = None
+        else:
+            exchange = self._by_token.get(token)
         if exchange is not None and not exchange.closed:
             return exchange.flow
         return self.stream.flow if self.stream is not None else None
@@ -207,12 +219,24 @@ class LegacySession:
     def _to_stream(self, payload: bytes) -> None:
         if self.stream is not None and self.stream.send(payload):
             return
-        if len(self._backlog) == BACKLOG_LIMIT:
+        if len(payload) > BACKLOG_BYTES:
             log.info(
-                "session {session}: no GET stream open; dropping an old pushed message",
+                "session {session}: no GET stream open; dropping a pushed message of {size} bytes",
+                session=self.peer.name,
+                size=len(payload),
+            )
+            return
+        if len(self._backlog) == BACKLOG_LIMIT:
+            self._backlog_bytes -= len(self._backlog[0])
+        self._backlog.append(payload)
+        self._backlog_bytes += len(payload)
+        if len(self._backlog) == BACKLOG_LIMIT or self._backlog_bytes > BACKLOG_BYTES:
+            log.info(
+                "session {session}: no GET stream open; dropping old pushed messages",
                 session=self.peer.name,
             )
-        self._backlog.append(payload)
+        while self._backlog_bytes > BACKLOG_BYTES:
+            self._backlog_bytes -= len(self._backlog.popleft())
 
     def attach(self, stream: GetStream) -> None:
         """A new GET stream replaces the old one and receives what waited."""
@@ -220,7 +244,9 @@ class LegacySession:
         if old is not None:
             old.stop()
         while self._backlog and stream.open:
-            stream.send(self._backlog.popleft())
+            payload = self._backlog.popleft()
+            self._backlog_bytes -= len(payload)
+            stream.send(payload)
 
     def detach(self, stream: GetStream) -> None:
         if self.stream is stream:

@@ -42,7 +42,8 @@ Keep-alive comments and the stream itself are the transport's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from attrs import frozen
@@ -50,6 +51,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.server.conn import Conn, Context, Push
+from mcpx.server.flow import Flow, Notices
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
@@ -198,9 +200,20 @@ class Listener:
     """
 
     def __init__(
-        self, subscription_id: RequestId, send: Push, owns_tools: Callable[[str], bool]
+        self,
+        subscription_id: RequestId,
+        send: Push,
+        owns_tools: Callable[[str], bool],
+        flow: Flow | None = None,
+        notices: Notices | None = None,
     ) -> None:
+        """
+        @param flow: the back-pressure of the stream it goes on, if known: while it is
+            backed up, only the latest of each notice waits (L{Notices}).
+        """
         self.subscription_id = subscription_id
+        self._flow = flow
+        self._notices = notices if notices is not None else Notices()
         self.granted = SubscriptionFilter()
         self.conn: Conn | None = None
         self.ended: Deferred[None] = Deferred()
@@ -228,7 +241,19 @@ class Listener:
             self._held.append((method, self._tagged(params)))
             return
         if self._carries(method, params):
-            self._send(method, self._tagged(params))
+            tagged = self._tagged(params)
+            notice = _notice(method, params)
+            if notice is None:
+                self._send(method, tagged)
+            else:
+                # Each listen's own: two on one stream are each told.
+                self._notices.send(
+                    self._flow, (id(self), notice), partial(self._send_open, method, tagged)
+                )
+
+    def _send_open(self, method: str, params: dict[str, Any]) -> None:
+        if self._open:
+            self._send(method, params)
 
     def _carries(self, method: str, params: Mapping[str, Any] | None) -> bool:
         if method == TASK_STATE:
@@ -276,11 +301,26 @@ class Listener:
         self._held = None
 
 
+def _notice(method: str, params: Mapping[str, Any] | None) -> Hashable | None:
+    """
+    What C{method} says that a later one of the same would say again (L{Notices}), or
+    C{None} for a notification each of which must go.
+    """
+    if method in LIST_CHANGES:
+        return method
+    if method == RESOURCE_UPDATED and params is not None:
+        return (method, str(params.get("uri")))
+    if method == TASK_STATE and params is not None:
+        return (method, str(params.get("taskId")))
+    return None
+
+
 class Listening:
     """The open listens of one MCP server."""
 
     def __init__(self) -> None:
         self._open: set[Listener] = set()
+        self._notices = Notices()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -323,6 +363,8 @@ class Listening:
             request_id,
             push,
             lambda server: passthrough is not None and passthrough.passed.owns(server),
+            conn.flow_for(None),
+            self._notices,
         )
         # A connection of its own holds the listen's resource subscriptions, so what
         # the server pushes to them comes through the listener, tagged, and they are

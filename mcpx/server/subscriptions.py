@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 from weakref import WeakSet
 
@@ -29,9 +30,11 @@ from twisted.python.failure import Failure
 from mcpx.ops import uris
 from mcpx.pool.status import ReloadReport
 from mcpx.server.conn import Conn, Context
+from mcpx.server.flow import Notices
 from mcpx.server.listen import (
     LIST_CHANGES,
     PROMPTS_CHANGED,
+    RESOURCE_UPDATED,
     RESOURCES_CHANGED,
     TOOLS_CHANGED,
     Listener,
@@ -63,6 +66,12 @@ def _uri_of(conn: Conn, params: Mapping[str, Any], method: str) -> str:
     return uri
 
 
+def _push(conn: Conn, method: str, params: dict[str, Any] | None) -> None:
+    """Push to C{conn} if it is still open (a notice may have waited for it to read)."""
+    if conn.push is not None and not conn.closed:
+        conn.push(method, params)
+
+
 class Subscriptions:
     """
     The resource subscriptions of one MCP server's connections, and the connections
@@ -79,6 +88,8 @@ class Subscriptions:
         self._watchers: dict[_Key, dict[Conn, set[bool]]] = {}
         #: The open connections mcpx can push to.
         self._pushable: WeakSet[Conn] = WeakSet()
+        #: What waits, once each, for a connection that is not reading.
+        self._notices = Notices()
 
     # Connections
 
@@ -230,9 +241,13 @@ class Subscriptions:
             for conn, named in tuple(conns.items()):
                 if conn.push is None or conn.closed:
                     continue
+                flow = conn.flow_for(None)
                 for bare in sorted(named):
-                    conn.push(
-                        "notifications/resources/updated", {"uri": uri if bare else gateway_name}
+                    shown = uri if bare else gateway_name
+                    self._notices.send(
+                        flow,
+                        (id(conn), RESOURCE_UPDATED, shown),
+                        partial(_push, conn, RESOURCE_UPDATED, {"uri": shown}),
                     )
                 told += 1
         return told
@@ -270,7 +285,12 @@ class Subscriptions:
                 continue
             # Outside any request's context: it concerns none of the client's requests,
             # so a legacy HTTP session sends it on its GET stream.
-            contextvars.Context().run(push, method, None)
+            outside = contextvars.Context()
+            self._notices.send(
+                outside.run(conn.flow_for, None),
+                (id(conn), method),
+                partial(outside.run, _push, conn, method, None),
+            )
             told += 1
         return told
 

@@ -47,7 +47,6 @@ import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, TypeVar
-from weakref import WeakKeyDictionary
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
@@ -64,7 +63,13 @@ from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server.conn import Conn, Context
 from mcpx.server.forwarding import ProgressSink, forward
 from mcpx.server.gateway_tools import CALL_TOOL, GatewayTool, gateway_tools
-from mcpx.server.log_relay import SERVER_LOG, LogRelay, asking_for_logs, relaying
+from mcpx.server.log_relay import (
+    SERVER_LOG,
+    LogRelay,
+    RelayedLogs,
+    asking_for_logs,
+    relaying,
+)
 from mcpx.server.results import (
     capped_completion,
     exec_result,
@@ -104,8 +109,9 @@ class Surface:
             tool.definition for tool in self.tools
         )
         #: The id of the last log event pushed to each connection, so that two calls
-        #: in flight on one connection do not both pass the same message on.
-        self._log_told: WeakKeyDictionary[Conn, int] = WeakKeyDictionary()
+        #: in flight on one connection do not both pass the same message on, and the
+        #: messages held for each stream that is backed up.
+        self._logs = RelayedLogs()
 
     @property
     def pool(self) -> PoolInterface:
@@ -147,10 +153,10 @@ class Surface:
         if context.modern:
             if context.log_level is None:
                 return None
-            return LogRelay(conn, context.log_level, self._log_told)
+            return LogRelay(conn, context.log_level, self._logs)
         if conn.log_level is None:
             return None
-        return LogRelay(conn, None, self._log_told)
+        return LogRelay(conn, None, self._logs)
 
     async def call_tool(
         self,

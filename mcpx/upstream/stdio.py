@@ -29,20 +29,24 @@ from __future__ import annotations
 
 import shlex
 import signal
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ProcessExitedAlready
 from twisted.internet.interfaces import (
+    IConsumer,
     IDelayedCall,
     IProcessTransport,
+    IPushProducer,
     IReactorProcess,
     IReactorTime,
 )
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from mcpx.once import Once
 from mcpx.settings.secrets import excerpt
@@ -74,6 +78,11 @@ DEFAULT_GRACE: Final = 5.0
 #: The longest stderr line logged whole; the rest of a longer line is cut off.
 STDERR_LINE_LIMIT: Final = 8192
 
+#: The most bytes of answers and notifications that wait for a server whose stdin is
+#: full (it is not reading); past it they are dropped, so a server that asks and never
+#: reads the answers cannot make the daemon hold them all.
+STDIN_BACKLOG: Final = 16 * 1024 * 1024
+
 #: How much of a garbage stdout line is quoted in the log.
 _QUOTED: Final = 200
 
@@ -86,6 +95,54 @@ GROUP_POLL: Final = 0.05
 #: The bytes a JSON-RPC message (an object) or batch (an array) can start with.
 _MESSAGE_STARTS: Final = b"{["
 _NEWLINE: Final = b"\n"
+
+
+@implementer(IPushProducer)
+class _Unread:
+    """
+    What waits for a server that is not reading its stdin: registered on its pipe, so
+    Twisted says when the pipe's buffer is full; answers and notifications then wait
+    here, up to L{STDIN_BACKLOG} bytes, and go when it drains.  Past that they are
+    dropped, and counted.
+    """
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+        self.paused = False
+        self.dropped = 0
+        self._waiting: deque[bytes] = deque()
+        self._bytes = 0
+
+    def send(self, data: bytes) -> bool:
+        """
+        Write C{data}, or have it wait while the pipe is full.
+
+        @return: C{False} if it was dropped.
+        """
+        if not self.paused and not self._waiting:
+            self._write(data)
+            return True
+        if self._bytes + len(data) > STDIN_BACKLOG:
+            self.dropped += 1
+            return False
+        self._waiting.append(data)
+        self._bytes += len(data)
+        return True
+
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        while self._waiting and not self.paused:
+            data = self._waiting.popleft()
+            self._bytes -= len(data)
+            self._write(data)
+
+    def stopProducing(self) -> None:
+        self.paused = False
+        self._waiting.clear()
+        self._bytes = 0
 
 
 class IReactorSpawn(IReactorProcess, IReactorTime):
@@ -140,6 +197,7 @@ class StdioChannel:
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
         self._stdin_open = False
+        self._unread = _Unread(self._write_line)
         self._closing = False
         self._exited = False
         self._ended = False
@@ -196,6 +254,7 @@ class StdioChannel:
         self._transport = transport
         self._pid = transport.pid
         self._stdin_open = True
+        self._watch_stdin()
         if self._groups is not None and self._pid is not None:
             self._groups.record(self.name, self._pid, upstream_mark)
         self.log.info(
@@ -239,14 +298,41 @@ class StdioChannel:
         stdin = pipes.get(0, transport)
         write_now(stdin, data + _NEWLINE)
 
+    def _stdin_pipe(self) -> IConsumer | None:
+        """The server's stdin, where it is a pipe that takes a producer."""
+        pipes: dict[int, object] = getattr(self._transport, "pipes", {})
+        stdin = pipes.get(0)
+        return stdin if stdin is not None and IConsumer.providedBy(stdin) else None
+
+    def _watch_stdin(self) -> None:
+        """Have Twisted say when the server's stdin is full (L{_Unread})."""
+        stdin = self._stdin_pipe()
+        if stdin is not None:
+            stdin.registerProducer(self._unread, True)
+
+    def _unwatch_stdin(self) -> None:
+        # A pipe with a producer paused on it would not close once drained.
+        stdin = self._stdin_pipe()
+        if stdin is not None:
+            stdin.unregisterProducer()
+        self._unread.stopProducing()
+
     def send(self, data: bytes) -> None:
-        """Write a notification or a response; dropped once the server is out of reach."""
+        """
+        Write a notification or a response; dropped once the server is out of reach, or
+        while it leaves L{STDIN_BACKLOG} bytes of them unread.
+        """
         if self._transport is None:
             if not self._lost.done:
                 raise RuntimeError(f"the channel to {self._label} is not started")
             return
-        if self._stdin_open:
-            self._write_line(data)
+        if self._stdin_open and not self._unread.send(data) and self._unread.dropped == 1:
+            self.log.warn(
+                "upstream {server} does not read its stdin: more than {backlog} bytes of "
+                "answers and notifications wait for it; the rest are dropped",
+                server=self.name,
+                backlog=STDIN_BACKLOG,
+            )
 
     def send_request(self, data: bytes, request: Request) -> None:
         """Write a request, or fail it at once if the server can no longer read it."""
@@ -524,6 +610,7 @@ class StdioChannel:
             self._closing = True
             self._stdin_open = False
             self._cancel_timer()
+            self._unwatch_stdin()
             self._transport.closeStdin()
             self._timer = self._clock.callLater(self._grace, self._terminate)
         return reaped
@@ -572,6 +659,7 @@ class StdioChannel:
         # processEnded from firing: close our ends so it can.
         self._timer = None
         assert self._transport is not None
+        self._unwatch_stdin()
         self._transport.loseConnection()
 
     def _cancel_timer(self) -> None:

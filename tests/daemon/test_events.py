@@ -111,6 +111,50 @@ class EventBusTests(SynchronousTestCase):
         self.assertEqual(self.bus.subscribers, 1)
         self.assertEqual(len(self.seen), 4)
 
+    def test_slow_subscriber_dropped_by_bytes(self) -> None:
+        """
+        A paused subscriber is dropped once its queue would hold more than the bus's
+        bytes per subscriber, however few events that is; resumed, it would have had
+        what was queued, and the bytes it held are counted no more.
+        """
+        bus = EventBus(self.clock, queue_limit=100, queue_bytes=3000)
+        reasons: list[str] = []
+        slow = bus.subscribe(lambda e: None, on_dropped=reasons.append)
+        slow.pause()
+        bus.publish("server.log", "files", data="x" * 1000)
+        bus.publish("server.log", "files", data="x" * 1000)
+        self.assertEqual((slow.queued, reasons), (2, []))
+        self.assertEqual(bus.queued_bytes, slow.queued_bytes)
+        bus.publish("server.log", "files", data="x" * 1000)
+        self.assertEqual(len(reasons), 1)
+        self.assertIn("3000 bytes of events", reasons[0])
+        self.assertFalse(slow.active)
+        self.assertEqual(bus.queued_bytes, 0)
+
+    def test_slow_subscribers_dropped_by_bytes_in_all(self) -> None:
+        """
+        Several paused subscribers together hold no more than the bus's bytes in all:
+        the one whose next event would pass it is dropped; delivered events free theirs.
+        """
+        bus = EventBus(self.clock, queue_limit=100, queue_bytes=10000, queues_bytes=4000)
+        reasons: list[str] = []
+        first = bus.subscribe(lambda e: None, on_dropped=reasons.append)
+        second = bus.subscribe(lambda e: None, on_dropped=reasons.append)
+        first.pause()
+        second.pause()
+        bus.publish("server.log", "files", data="x" * 1500)
+        self.assertEqual(reasons, [])
+        bus.publish("server.log", "files", data="x" * 1500)
+        self.assertEqual(len(reasons), 1)
+        self.assertIn("4000 bytes of events", reasons[0])
+        self.assertIn("in all", reasons[0])
+        # The first was offered the event first; what it held made room for the second.
+        self.assertEqual((first.active, second.active), (False, True))
+        self.assertEqual(second.queued, 2)
+        self.assertEqual(bus.queued_bytes, second.queued_bytes)
+        second.resume()
+        self.assertEqual((second.queued, bus.queued_bytes), (0, 0))
+
     def test_failing_subscriber_dropped(self) -> None:
         """A subscriber that raises is logged and dropped; the publisher never sees it."""
 

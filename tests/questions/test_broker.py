@@ -427,3 +427,72 @@ class StopWhileOpeningTests(TestCase):
         store.go.errback(OSError("disk full"))
         self.failureResultOf(started, OSError)
         await stopped
+
+
+class PendingBoundsTests(SynchronousTestCase):
+    """How many questions upstreams may have waiting: per call, per server, in all."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.broker = Broker(self.clock, max_per_call=2, max_per_server=3, max_pending=4)
+
+    def ask(self, server: str, call_id: str | None) -> Deferred[dict[str, Any]]:
+        return self.broker.ask(
+            server=server, scope_key="", method=ELICIT, params=FORM, call_id=call_id
+        )[1]
+
+    def refused(self, server: str, call_id: str | None) -> str:
+        with self.assertRaises(RpcError) as raised:
+            self.ask(server, call_id)
+        message: str = raised.exception.message
+        self.assertIn("too many questions", message)
+        return message
+
+    def test_per_call(self) -> None:
+        """A call's questions past its bound are refused; another call's still go."""
+        self.ask("github", "c1")
+        self.ask("github", "c1")
+        self.assertIn("this call", self.refused("github", "c1"))
+        self.ask("github", "c2")
+        self.assertEqual(len(self.broker.questions()), 3)
+
+    def test_per_server_and_in_all(self) -> None:
+        """A server's questions past its bound are refused, and everyone's past the total."""
+        self.ask("github", None)
+        self.ask("github", "c1")
+        waiting = self.ask("github", "c2")
+        self.assertIn("server github", self.refused("github", "c3"))
+        self.ask("files", None)
+        self.assertIn("mcpx", self.refused("files", None))
+        # One answered makes room again.
+        question = self.broker.questions()[2]
+        self.broker.decline(question.id, by="me")
+        self.assertTrue(waiting.called)
+        self.ask("files", None)
+
+    def test_withdrawn_and_expired_make_room(self) -> None:
+        """A question withdrawn or expired no longer counts."""
+        first = self.ask("github", "c1")
+        self.ask("github", "c1")
+        first.addErrback(lambda _: None).cancel()
+        self.ask("github", "c1")
+        self.clock.advance(self.broker.ttl + 1)
+        self.ask("github", "c1")
+        self.ask("github", "c1")
+
+    def test_finished_ones_kept_are_bounded(self) -> None:
+        """
+        Asking and withdrawing over and over keeps no more than max_finished finished
+        questions listed (the oldest go first), long before their keep runs out.
+        """
+        broker = Broker(self.clock, max_finished=10, keep=900.0)
+        for n in range(100):
+            self.clock.advance(1)
+            _, answered = broker.ask(
+                server="github", scope_key="", method=ELICIT, params=FORM, call_id=f"c{n}"
+            )
+            answered.addErrback(lambda _: None).cancel()
+        kept = broker.questions()
+        self.assertLessEqual(len(kept), 10)
+        self.assertGreater(len(kept), 0)
+        self.assertEqual(kept[-1].call_id, "c99")

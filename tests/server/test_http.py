@@ -26,6 +26,7 @@ from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.http_alone import HTTP_IDENTITY
 from mcpx.server.http_headers import decode_header_value
+from mcpx.server.http_sessions import BACKLOG_BYTES, LegacySession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcpx.wire.sse import SSEDecoder
@@ -1041,3 +1042,42 @@ class SubjectIdentityTests(McpHTTPCase):
         self.client.post(request(1, "echo", {"x": 1}))
         (conn,) = self.core.opened
         self.assertEqual((conn.identity, conn.subject), (HTTP_IDENTITY, None))
+
+
+class _RecordingStream:
+    """Stands in for a session's GET stream: records what it is sent."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.sent: list[bytes] = []
+
+    def send(self, payload: bytes) -> bool:
+        self.sent.append(payload)
+        return True
+
+    def stop(self) -> None:
+        self.open = False
+
+
+MiB = 1024 * 1024
+
+
+class SessionBacklogTests(SynchronousTestCase):
+    """What is pushed to a legacy session with no GET stream open waits, bounded by bytes."""
+
+    def test_oldest_dropped_past_the_bytes(self) -> None:
+        session = LegacySession("s", Clock())
+        for n in range(10):
+            session.push("notifications/message", {"level": "info", "data": f"{n}" + "x" * MiB})
+        stream = _RecordingStream()
+        session.attach(stream)  # type: ignore[arg-type]
+        self.assertLessEqual(sum(len(payload) for payload in stream.sent), BACKLOG_BYTES)
+        self.assertEqual([json.loads(p)["params"]["data"][0] for p in stream.sent], ["7", "8", "9"])
+
+    def test_one_larger_than_the_bytes_is_not_kept(self) -> None:
+        session = LegacySession("s", Clock())
+        session.push("notifications/message", {"level": "info", "data": "x" * BACKLOG_BYTES})
+        session.push("notifications/message", {"level": "info", "data": "small"})
+        stream = _RecordingStream()
+        session.attach(stream)  # type: ignore[arg-type]
+        self.assertEqual([json.loads(p)["params"]["data"] for p in stream.sent], ["small"])

@@ -14,9 +14,11 @@ from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops import uris
+from mcpx.server.flow import Flow
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import (
     ACKNOWLEDGED,
+    TASK_STATE,
     Listener,
     SubscriptionFilter,
     offers_any,
@@ -155,6 +157,29 @@ class ListenerTests(SynchronousTestCase):
         self.assertIsNone(self.successResultOf(self.listener.ended))
         self.listener.heard("alpha", TOOLS)
         self.assertEqual(len(self.sent), 1)
+
+    def test_coalesced_while_the_stream_is_backed_up(self) -> None:
+        """
+        While its stream is backed up, a listen keeps the latest of each list change,
+        resource update and task state, and sends them when it drains.
+        """
+        flow = Flow()
+        listener = Listener(
+            7, lambda method, params: self.sent.append((method, params)), bool, flow
+        )
+        listener.acknowledge(SubscriptionFilter(frozenset({TOOLS}), ("a://1",), ("t1",)))
+        del self.sent[:]
+        flow.pauseProducing()
+        for n in range(1000):
+            listener.heard("alpha", TOOLS)
+            listener.deliver(UPDATED, {"uri": "a://1"})
+            listener.deliver(TASK_STATE, {"taskId": "t1", "status": f"working {n}"})
+        self.assertEqual(self.sent, [])
+        flow.resumeProducing()
+        self.assertEqual(
+            [(method, (params or {}).get("status")) for method, params in self.sent],
+            [(TOOLS, None), (UPDATED, None), (TASK_STATE, "working 999")],
+        )
 
 
 def listen(request_id: int, notifications: Mapping[str, Any]) -> dict[str, Any]:

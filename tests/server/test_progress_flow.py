@@ -6,7 +6,8 @@ C{flow_for} names the flow that carries a request's notifications.
 
 from __future__ import annotations
 
-from typing import cast
+from functools import partial
+from typing import Any, cast
 
 from twisted.internet.interfaces import IConsumer, IProducer
 from twisted.internet.task import Clock
@@ -16,8 +17,9 @@ from twisted.web.iweb import IRequest
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
-from mcpx.server.flow import Flow
+from mcpx.server.flow import Flow, Notices
 from mcpx.server.http_exchange import Exchange
+from mcpx.server.log_relay import HeldLogs
 from mcpx.server.stdio import StdioFactory
 from tests.server.test_transport_sweep import pooled_daemon
 
@@ -95,3 +97,93 @@ class ExchangeFlowTests(SynchronousTestCase):
         exchange.answer(b'{"jsonrpc": "2.0", "id": 1, "result": {}}')
         self.assertIsNone(request.producer)
         self.assertTrue(exchange.flow.stopped)
+
+
+class HeldLogsTests(SynchronousTestCase):
+    """Log messages for a stream that is backed up: held up to a bound, then dropped."""
+
+    def setUp(self) -> None:
+        self.flow = Flow()
+        self.held = HeldLogs(self.flow, limit=300)
+        self.sent: list[dict[str, Any]] = []
+
+    def offer(self, n: int, level: str = "info") -> None:
+        self.held.offer(self.sent.append, {"level": level, "data": f"{n:03d}" + "x" * 90})
+
+    def test_passed_on_at_once_while_the_stream_keeps_up(self) -> None:
+        self.offer(1)
+        self.assertEqual(len(self.sent), 1)
+        self.assertEqual(self.held.held, 0)
+
+    def test_held_then_dropped_then_told(self) -> None:
+        """
+        While paused, messages are held up to the bound in bytes and the rest are
+        counted; on resuming the held go out in order, then one message says how many
+        were dropped, at the level of the most severe of them.
+        """
+        self.flow.pauseProducing()
+        for n in range(5):
+            self.offer(n, "warning" if n == 3 else "info")
+        self.assertEqual(self.sent, [])
+        self.assertLessEqual(self.held.held, 300)
+        self.assertEqual(self.held.dropped, 3)
+        self.flow.resumeProducing()
+        self.assertEqual([m["data"][:3] for m in self.sent[:2]], ["000", "001"])
+        self.assertEqual(
+            self.sent[2],
+            {
+                "level": "warning",
+                "logger": "mcpx",
+                "data": "mcpx dropped 3 log messages while this client was not reading them",
+            },
+        )
+        self.offer(9)
+        self.assertEqual(len(self.sent), 4)
+
+    def test_flushed_before_the_answer(self) -> None:
+        """A call that ends while paused sends what was held before its answer."""
+        self.flow.pauseProducing()
+        self.offer(1)
+        self.held.flush()
+        self.assertEqual(len(self.sent), 1)
+        self.flow.resumeProducing()
+        self.assertEqual(len(self.sent), 1)
+
+    def test_nothing_once_the_stream_is_gone(self) -> None:
+        self.flow.pauseProducing()
+        self.offer(1)
+        self.flow.stopProducing()
+        self.offer(2)
+        self.assertEqual(self.sent, [])
+
+
+class NoticesTests(SynchronousTestCase):
+    """Notifications whose latest says all: one of each waits for a backed-up stream."""
+
+    def test_sent_at_once_while_the_stream_keeps_up(self) -> None:
+        sent: list[str] = []
+        Notices().send(Flow(), "a", lambda: sent.append("a"))
+        Notices().send(None, "a", lambda: sent.append("b"))
+        self.assertEqual(sent, ["a", "b"])
+
+    def test_the_latest_of_each_waits_in_the_place_of_the_first(self) -> None:
+        flow = Flow()
+        notices = Notices()
+        sent: list[str] = []
+        flow.pauseProducing()
+        for n in range(100):
+            notices.send(flow, "a", partial(sent.append, f"a{n}"))
+            notices.send(flow, "b", partial(sent.append, f"b{n}"))
+        self.assertEqual((sent, notices.waiting(flow)), ([], 2))
+        flow.resumeProducing()
+        self.assertEqual(sent, ["a99", "b99"])
+        self.assertEqual(notices.waiting(flow), 0)
+
+    def test_nothing_once_the_stream_is_gone(self) -> None:
+        flow = Flow()
+        notices = Notices()
+        sent: list[str] = []
+        flow.pauseProducing()
+        notices.send(flow, "a", lambda: sent.append("a"))
+        flow.stopProducing()
+        self.assertEqual((sent, notices.waiting(flow)), ([], 0))

@@ -31,7 +31,13 @@ from zope.interface import implementer
 from mcpx.settings.servers import Auth, AuthType, Secret, StdioServer
 from mcpx.upstream import stdio as stdio_module
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
-from mcpx.upstream.stdio import STDERR_LINE_LIMIT, IReactorSpawn, StdioChannel
+from mcpx.upstream.stdio import (
+    STDERR_LINE_LIMIT,
+    STDIN_BACKLOG,
+    IReactorSpawn,
+    StdioChannel,
+    _Unread,
+)
 from mcpx.upstream.stdio_spawn import SpawnFailed
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
@@ -1141,3 +1147,31 @@ class RealProcessTests(TestCase):
             self.assertFalse(mine[0].active())
 
         return ensureDeferred(run())
+
+
+class UnreadStdinTests(SynchronousTestCase):
+    """What waits for a server whose stdin is full: bounded, and sent when it drains."""
+
+    def test_waits_while_full_then_goes_in_order(self) -> None:
+        written: list[bytes] = []
+        unread = _Unread(written.append)
+        unread.send(b"a")
+        unread.pauseProducing()
+        unread.send(b"b")
+        unread.send(b"c")
+        self.assertEqual(written, [b"a"])
+        unread.resumeProducing()
+        self.assertEqual(written, [b"a", b"b", b"c"])
+
+    def test_past_the_backlog_dropped_and_counted(self) -> None:
+        written: list[bytes] = []
+        unread = _Unread(written.append)
+        unread.pauseProducing()
+        big = b"x" * (STDIN_BACKLOG // 2)
+        self.assertTrue(unread.send(big))
+        self.assertTrue(unread.send(big))
+        self.assertFalse(unread.send(b"y"))
+        self.assertEqual(unread.dropped, 1)
+        unread.stopProducing()
+        unread.resumeProducing()
+        self.assertEqual(written, [])
