@@ -289,7 +289,13 @@ def _report(question: Mapping[str, Any], as_json: bool) -> None:
         echo(json_text(question))
         return
     state = question.get("state", "answered")
-    echo(f"{question.get('id', '?')}: {state}, {question.get('server', '?')} has its answer")
+    server = question.get("server", "?")
+    told = {
+        "answered": f"{server} has the answer",
+        "declined": f"{server} was told it was declined",
+        "cancelled": f"{server} was told it was cancelled",
+    }.get(str(state), f"{server} was told")
+    echo(f"{question.get('id', '?')}: {state}; {told}")
 
 
 # -- Answering interactively ---------------------------------------------------------------

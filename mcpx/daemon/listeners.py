@@ -99,6 +99,14 @@ def cannot_listen(description: str, failure: Failure) -> str:
     """
     error = failure.value
     why = failure.getErrorMessage()
+    if isinstance(error, CannotListenError) and "lock" in str(error.socketError).lower():
+        # A unix socket's lock file: a daemon of this state directory holds it.
+        where = split_endpoint(description)[1] if description.startswith("unix:") else description
+        return (
+            f"mcpx: another mcpx daemon is already running with this state directory (it holds "
+            f"the lock of {where}): `mcpx status` says which; stop it with `mcpx stop`, or give "
+            "this one another state directory (MCPX_STATE_DIR)."
+        )
     if isinstance(error, CannotListenError) and isinstance(error.socketError, OSError):
         code = error.socketError.errno
         if code == errno.EADDRINUSE:

@@ -147,6 +147,7 @@ class StdioConnection(NDJSONProtocol):
         self._drain_timer: IDelayedCall | None = None
         self._drain_check: IDelayedCall | None = None
         self._lost = False
+        self._who = "MCP client"
         self.flow = Flow()
         #: Whether a connection must be refused, asked once as it is made
         #: (L{StdioFactory}'s C{refuse}); a refused one is answered and closed.
@@ -190,6 +191,8 @@ class StdioConnection(NDJSONProtocol):
             clock=self._clock,
             name=identity,
         )
+        # Said the same way when it goes: a host that said hello is a host throughout.
+        self._who = "anonymous MCP client" if hello is None else "MCP host"
         if hello is None:
             self.log.info("anonymous MCP client {identity} connected", identity=identity)
         else:
@@ -314,7 +317,7 @@ class StdioConnection(NDJSONProtocol):
             self.peer.close(reason)
         if self.conn is not None:
             self._core.close(self.conn)
-            self.log.info("MCP client {identity} disconnected", identity=self._name())
+            self.log.info("{who} {identity} disconnected", who=self._who, identity=self._name())
 
     def _name(self) -> str:
         return self.conn.identity if self.conn is not None else f"socket-{self._number}"

@@ -40,6 +40,8 @@ from pathlib import PurePosixPath
 
 from attrs import define, field
 
+from mcpx.settings.server_entry import REMOTE_FIELDS, STDIO_FIELDS
+
 #: An entry's keys mcpx keeps as they are.
 KEPT_FIELDS = ("command", "args", "env", "cwd", "url", "headers")
 #: The top-level keys that hold servers, in any of the files.
@@ -141,8 +143,18 @@ class _EntryReader:
         if "command" not in entry and "url" not in entry:
             raise _Unusable('it has neither "command" nor "url"')
         ignored = [key for key in entry if key not in KEPT_FIELDS and key != "type"]
-        if ignored:
-            self.note(f"left out {', '.join(map(repr, ignored))} (mcpx has no such field)")
+        # mcpx's own fields (its policy, scope, warm, ...) are not taken from a host's file,
+        # whose meaning for them, if any, is the host's: said apart from those it lacks.
+        own = [key for key in ignored if key in STDIO_FIELDS or key in REMOTE_FIELDS]
+        unknown = [key for key in ignored if key not in own]
+        if own:
+            self.note(
+                f"left out {', '.join(map(repr, own))}: mcpx has such fields, but does not take "
+                "them from a host's file; set them in mcpx's own file if you want them "
+                "(docs/configuration.md, docs/policy.md)"
+            )
+        if unknown:
+            self.note(f"left out {', '.join(map(repr, unknown))} (mcpx has no such field)")
         kept: dict[str, object] = {}
         for key in KEPT_FIELDS:
             if key in entry:

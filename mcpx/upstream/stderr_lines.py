@@ -6,6 +6,7 @@ of them, which the reason it exited quotes.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Final
 
@@ -72,29 +73,63 @@ TAIL_LINES: Final = 5
 TAIL_CHARACTERS: Final = 500
 
 
+#: At most how many characters of the line that says why are kept when the quote is cut.
+WHY_CHARACTERS: Final = 200
+
+#: How many lines are looked at to find the one that says what failed (a stack trace
+#: printed after it pushes it out of the last L{TAIL_LINES}).
+LOOKED_AT: Final = 40
+
+#: A line of a stack trace or of its decoration, which says where, not what.
+_FRAME: Final = re.compile(r'^(at |File "|\^+$|~+$|[{}\[\]]$|\.\.\.|Node\.js v)')
+
+#: A line that says what failed (an error's message, in any of the usual spellings).
+_SAYS_WHY: Final = re.compile(
+    r"(?i)\b(error|exception|fatal|panic|cannot|can't|could not|not found|no such|denied|"
+    r"refused|invalid|missing|failed)\b"
+)
+
+
 class StderrTail:
     """
     The last few lines a child wrote on stderr, for the reason it exited: a server that
-    dies saying why says it there, and the caller should read it without the log.
+    dies saying why says it there, and the caller should read it without the log. Stack
+    frames are left out, and the last line that says what failed is kept even when a
+    trace printed after it (node's C{Error: Cannot find module ...} before its frames and
+    C{code: 'MODULE_NOT_FOUND'}) would push it out of the last few.
     """
 
     __slots__ = ("_lines",)
 
     def __init__(self) -> None:
-        self._lines: deque[str] = deque(maxlen=TAIL_LINES)
+        self._lines: deque[str] = deque(maxlen=LOOKED_AT)
 
     def add(self, line: str) -> None:
-        """Keep C{line} (already decoded), forgetting the oldest beyond L{TAIL_LINES}."""
+        """Keep C{line} (already decoded), forgetting the oldest beyond L{LOOKED_AT}."""
         self._lines.append(line.strip())
 
     def said(self) -> str | None:
         """
-        The lines kept, joined with C{" | "} and cut to their last L{TAIL_CHARACTERS}
-        characters; C{None} if the child wrote nothing on stderr.
+        At most L{TAIL_LINES} of the lines kept, joined with C{" | "} and cut to
+        L{TAIL_CHARACTERS} characters: the last ones that are not stack frames, with the
+        last line that says what failed among them; C{None} if the child wrote nothing.
         """
-        if not self._lines:
+        lines = [line for line in self._lines if line and not _FRAME.match(line)]
+        if not lines:
+            lines = [line for line in self._lines if line]
+        if not lines:
             return None
-        text = " | ".join(self._lines)
-        if len(text) > TAIL_CHARACTERS:
-            text = "…" + text[-(TAIL_CHARACTERS - 1) :]
+        shown = lines[-TAIL_LINES:]
+        why = next((line for line in reversed(lines) if _SAYS_WHY.search(line)), None)
+        if why is not None and why not in shown:
+            shown = [why, *shown[1:]]
+        text = " | ".join(shown)
+        if len(text) <= TAIL_CHARACTERS:
+            return text
+        # The newest characters, as ever; but never at the cost of the line that says why.
+        text = "…" + text[-(TAIL_CHARACTERS - 1) :]
+        if why is not None and why[:WHY_CHARACTERS] not in text:
+            head = why[:WHY_CHARACTERS] + " | …"
+            rest = " | ".join(line for line in shown if line is not why)
+            text = head + rest[-(TAIL_CHARACTERS - len(head)) :]
         return text

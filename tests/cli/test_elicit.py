@@ -209,6 +209,17 @@ class AnswerWithJsonTests(ElicitCase):
         shown = json.loads(result.stdout)
         self.assertEqual((shown["state"], shown["answered_by"]), ("answered", "cli"))
 
+    def test_said_plainly(self) -> None:
+        """Without --json, the command says what became of the question in words that fit
+        it: the server has the answer, or was told it was declined."""
+        question, _ = self.ask()
+        result = self.elicit(question.id, "--answer", '{"repo": "mcpx"}')
+        self.assertIn(f"{question.id}: answered; github has the answer", result.stdout)
+        question, _ = self.ask()
+        result = self.elicit(question.id, "--decline")
+        self.assertIn(f"{question.id}: declined; github was told it was declined", result.stdout)
+        self.assertNotIn("has its answer", result.stdout)
+
     def test_from_stdin(self) -> None:
         """--answer - reads the answer from standard input."""
         question, outcome = self.ask()

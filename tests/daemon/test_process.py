@@ -215,6 +215,28 @@ class DaemonProcessTests(TestCase):
         first.signal("TERM")
         await first.ended()
 
+    async def test_second_daemon_on_the_state_directory(self) -> None:
+        """A second daemon on a state directory whose daemon runs says so in one line, with
+        the socket path as text (no bytes repr) and what to do."""
+        first = self.start(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", f"tcp:{self.port}"]
+        )
+        await first.wait_for(rb"listening on http")
+        second = spawn(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""],
+            env=daemon_environ(self.state_dir, self.config_home),
+        )
+        self.addCleanup(kill_on_cleanup, second)
+        self.assertEqual(await second.ended(), 1)
+        said = [line for line in second.text(2).splitlines() if line.startswith("mcpx:")]
+        self.assertEqual(len(said), 1, second.text(2))
+        self.assertIn("another mcpx daemon is already running with this state directory", said[0])
+        self.assertIn(str(Path(self.state_dir) / "mcpx.sock"), said[0])
+        self.assertIn("`mcpx stop`", said[0])
+        self.assertNotIn("b'", said[0])
+        first.signal("TERM")
+        await first.ended()
+
     async def test_invalid_port_is_refused_before_starting(self) -> None:
         """A port out of range is a bad setting: one line naming it, status 2, and nothing
         about another daemon."""

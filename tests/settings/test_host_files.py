@@ -122,6 +122,18 @@ class HostFileTests(SynchronousTestCase):
         self.assertIn("server 'local': left out 'envFile'", notes)
         self.assertIn("${command:pickFile} is a variable of the host", found.skipped["pick"])
 
+    def test_mcpx_fields_said_apart(self) -> None:
+        """A host's entry with keys that are mcpx's own fields (its policy, warm) is not told
+        mcpx has no such field: it is told mcpx does not take them from a host's file."""
+        found = host_servers(
+            {"mcpServers": {"fs": {"command": "x", "tools": {"deny": ["rm"]}, "warm": True}}},
+            PurePosixPath("/home/u/.config/Claude/claude_desktop_config.json"),
+            home=HOME,
+        )
+        notes = "\n".join(found.notes)
+        self.assertIn("left out 'tools', 'warm': mcpx has such fields", notes)
+        self.assertNotIn("no such field", notes)
+
     def test_claude_code(self) -> None:
         """C{~/.claude.json}: the user's servers and each project's, the project's
         directory as its workspace; the same name again, the same, is imported once, and

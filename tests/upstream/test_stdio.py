@@ -786,6 +786,35 @@ class ExitTests(StdioTestCase):
         self.assertEqual(len(said), 500)
         self.assertTrue(said.endswith("x | the end"), said[-20:])
 
+    def test_stderr_quote_keeps_why(self) -> None:
+        """A stack trace after the line that says what failed does not push that line out
+        of the quote (node's missing module), and its frames are left out."""
+        upstream = self.started()
+        lost = upstream.channel.when_lost()
+        upstream.process.stderr(
+            b"node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\n"
+            b"Error: Cannot find module '/srv/missing/index.js'\n"
+            b"    at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)\n"
+            b"    at Module._load (node:internal/modules/cjs/loader:1051:27)\n"
+            b"    at node:internal/main/run_main_module:28:49 {\n"
+            b"  code: 'MODULE_NOT_FOUND',\n  requireStack: []\n}\n\nNode.js v20.20.2\n"
+        )
+        upstream.process.end(1)
+        said = str(self.failureResultOf(lost, ChannelClosed).value).split("ended with: ", 1)[1]
+        self.assertIn("Error: Cannot find module '/srv/missing/index.js'", said)
+        self.assertIn("MODULE_NOT_FOUND", said)
+        self.assertNotIn("at Module._load", said)
+
+    def test_stderr_quote_keeps_why_when_cut(self) -> None:
+        """Cut to 500 characters, the quote still holds the line that says why."""
+        upstream = self.started()
+        lost = upstream.channel.when_lost()
+        upstream.process.stderr(b"fatal: no such repository\n" + (b"y" * 4000 + b"\n") * 3)
+        upstream.process.end(1)
+        said = str(self.failureResultOf(lost, ChannelClosed).value).split("ended with: ", 1)[1]
+        self.assertLessEqual(len(said), 500)
+        self.assertTrue(said.startswith("fatal: no such repository"), said[:60])
+
     def test_no_quote_when_asked_to_close(self) -> None:
         """A server closed on purpose is not made to look as if it died saying something."""
         upstream = self.started()
