@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.ops.test_listing -*-
+# -*- test-case-name: tests.daemon.test_api,tests.server.test_surface -*-
 """
 A listing across every server answers in bounded time: a server that has not given its
 catalogue within C{pool.listWait} (still starting, hung at start-up, waiting out its

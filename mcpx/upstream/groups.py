@@ -150,8 +150,11 @@ class ProcessGroups:
             the launcher has called C{setsid} there is no group yet, and the process
             alone is signalled.
         """
+        # Found before the group is signalled: once its processes die, what they started
+        # outside it is reparented and no longer descends from them.
+        outsiders = self.outsiders(pid)
         reached = self._signal_group(pid, signum, leader=leader)
-        for outsider in self.outsiders(pid):
+        for outsider in outsiders:
             with contextlib.suppress(OSError):
                 os.kill(outsider, signum)
                 reached = True

@@ -118,9 +118,11 @@ class TableTests(SynchronousTestCase):
 
     def test_one_route_per_op(self) -> None:
         """
-        Besides /mcp (the MCP endpoint), /metrics (Prometheus text) and the status page's
-        three files, which are not operations, the daemon's Klein app has exactly one route
-        per op, at the op's path and method.
+        Besides /mcp (the MCP endpoint), /metrics (Prometheus text), the status page's
+        three files and its browser sign-in (the /login page and script, the code's exchange,
+        and the one-time link the owner asks for on the unix socket), which are not
+        operations, the daemon's Klein app has exactly one route per op, at the op's path
+        and method.
         """
         not_ops = {
             "mcp_endpoint",
@@ -128,6 +130,10 @@ class TableTests(SynchronousTestCase):
             "status_page",
             "status_script",
             "status_style",
+            "login",
+            "login_link",
+            "login_page",
+            "login_script",
         }
         rules = [r for r in DaemonHTTP.app.url_map.iter_rules() if r.endpoint not in not_ops]
         self.assertEqual(sorted(rule.endpoint for rule in rules), sorted(BY_NAME))
