@@ -75,3 +75,34 @@ def subject_identity(subject: str) -> str:
     another's identity, nor the default C{cli} or C{http}.
     """
     return f"subject:{json.dumps(subject)}"
+
+
+_SUBJECT_PREFIX: Final = "subject:"
+
+
+def principal_of(client: str | None) -> str | None:
+    """
+    The subject identity (L{subject_identity}) a caller identity belongs to: the
+    subject's own, or the subject's of a session or request scope under it
+    (C{subject:"alice"/...}); C{None} for any other identity (the owner's, or a daemon's
+    without tokens).  What such a caller's calls leave behind (their events, their place
+    in C{/v1/calls}) is that subject's to see, and the owner's.
+    """
+    if client is None or not client.startswith(_SUBJECT_PREFIX):
+        return None
+    try:
+        subject, end = json.JSONDecoder().raw_decode(client, len(_SUBJECT_PREFIX))
+    except ValueError:
+        return None
+    if not isinstance(subject, str) or (end < len(client) and client[end] != "/"):
+        return None
+    return client[:end]
+
+
+def attributed_to(principal: str | None) -> dict[str, str]:
+    """
+    The keyword an event is published with to say whose call it came from
+    (L{mcpx.ops.events.EventBus.publish}'s C{principal}); nothing when it is nobody's
+    or the owner's, so publishers that keep every event's fields see no change.
+    """
+    return {} if principal is None else {"principal": principal}

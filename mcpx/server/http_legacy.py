@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
-from mcpx.auth.caller import request_subject
+from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.server.conn import HTTP_POST, HTTP_SESSION, Conn
 from mcpx.server.http_alone import notification_alone, open_alone
 from mcpx.server.http_exchange import (
@@ -38,6 +38,7 @@ from mcpx.server.http_sessions import (
     session_client,
     session_id_for,
     session_owner,
+    session_principal,
 )
 from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
@@ -202,7 +203,8 @@ class LegacyHTTP:
         self, message: Request, exchange: Exchange, revision: Revision | None
     ) -> bytes | None:
         client = session_client(exchange.request, message)
-        if not self._sessions.hold(client):
+        principal = session_principal(exchange.request)
+        if not self._sessions.hold(client, principal):
             exchange.request.setHeader(b"retry-after", _SESSION_RETRY_AFTER)
             return refusal(
                 exchange.request,
@@ -214,12 +216,17 @@ class LegacyHTTP:
                 message.id,
             )
         session_id = session_id_for(self._daemon)
-        session = LegacySession(session_id, self._clock, client)
+        session = LegacySession(session_id, self._clock, client, principal)
         session.subject = request_subject(exchange.request)
+        identity = f"{HTTP_SESSION}:{session_id}"
+        if session.subject is not None:
+            # Under the subject's identity, so what the session's calls leave behind
+            # (their events, mcpx.auth.caller.principal_of) is the subject's.
+            identity = f"{subject_identity(session.subject)}/{identity}"
         session.conn = self._core.open(
             Conn(
                 HTTP_SESSION,
-                f"{HTTP_SESSION}:{session_id}",
+                identity,
                 push=session.push,
                 ask=session.ask,
                 default_revision=revision or HEADERLESS_HTTP,
@@ -231,11 +238,11 @@ class LegacyHTTP:
         try:
             result = await self._core.handle(session.conn, message)
         except CancelledError:
-            self._sessions.release(client)
+            self._sessions.release(client, principal)
             session.end(self._core)
             raise
         except Exception:
-            self._sessions.release(client)
+            self._sessions.release(client, principal)
             session.end(self._core)
             del exchange.headers[SESSION_HEADER]
             exchange.request.responseHeaders.removeHeader(SESSION_HEADER)
