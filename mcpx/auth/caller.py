@@ -77,32 +77,34 @@ def subject_identity(subject: str) -> str:
     return f"subject:{json.dumps(subject)}"
 
 
+#: The principal of the daemon's owner (L{principal_of}).
+OWNER: Final = ""
+
 _SUBJECT_PREFIX: Final = "subject:"
+_JSON = json.JSONDecoder()
 
 
-def principal_of(client: str | None) -> str | None:
+def principal_of(client: str) -> str:
     """
-    The subject identity (L{subject_identity}) a caller identity belongs to: the
-    subject's own, or the subject's of a session or request scope under it
-    (C{subject:"alice"/...}); C{None} for any other identity (the owner's, or a daemon's
-    without tokens).  What such a caller's calls leave behind (their events, their place
-    in C{/v1/calls}) is that subject's to see, and the owner's.
+    Whose upstream sign-ins a caller identity's requests use: the access token's
+    subject's identity (L{subject_identity}) for every identity a subject's requests
+    have (its own, and the sessions and request scopes under it), L{OWNER} for any
+    other (the owner's sockets; every caller of a daemon without C{oauth}).
     """
-    if client is None or not client.startswith(_SUBJECT_PREFIX):
-        return None
+    if not client.startswith(_SUBJECT_PREFIX + '"'):
+        return OWNER
     try:
-        subject, end = json.JSONDecoder().raw_decode(client, len(_SUBJECT_PREFIX))
+        _, end = _JSON.raw_decode(client, len(_SUBJECT_PREFIX))
     except ValueError:
-        return None
-    if not isinstance(subject, str) or (end < len(client) and client[end] != "/"):
-        return None
+        return OWNER
     return client[:end]
 
 
 def attributed_to(principal: str | None) -> dict[str, str]:
     """
     The keyword an event is published with to say whose call it came from
-    (L{mcpx.ops.events.EventBus.publish}'s C{principal}); nothing when it is nobody's
-    or the owner's, so publishers that keep every event's fields see no change.
+    (L{mcpx.ops.events.EventBus.publish}'s C{principal}, a subject's L{principal_of}):
+    nothing when it is the owner's or nobody's (L{OWNER}, or C{None}), so publishers
+    that keep every event's fields see no change.
     """
-    return {} if principal is None else {"principal": principal}
+    return {"principal": principal} if principal else {}

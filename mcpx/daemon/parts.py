@@ -159,7 +159,9 @@ class OpsHost:
         kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
         shown = task.summary()
         shown.pop("server", None)
-        self.events.publish(kind, task.server, **attributed_to(principal_of(task.client)), **shown)
+        self.events.publish(
+            kind, task.server, **attributed_to(principal_of(task.client or "")), **shown
+        )
 
     def swap(self, parts: DaemonParts) -> None:
         """Take C{parts} in place of the current record, in one step."""

@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
-from mcpx.auth.caller import request_subject, subject_identity
+from mcpx.auth.caller import request_subject
 from mcpx.server.conn import HTTP_POST, HTTP_SESSION, Conn
 from mcpx.server.http_alone import notification_alone, open_alone
 from mcpx.server.http_exchange import (
@@ -40,6 +40,7 @@ from mcpx.server.http_sessions import (
     session_owner,
     session_principal,
 )
+from mcpx.server.request_context import subject_session
 from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST_FIRST, Revision
@@ -220,9 +221,9 @@ class LegacyHTTP:
         session.subject = request_subject(exchange.request)
         identity = f"{HTTP_SESSION}:{session_id}"
         if session.subject is not None:
-            # Under the subject's identity, so what the session's calls leave behind
-            # (their events, mcpx.auth.caller.principal_of) is the subject's.
-            identity = f"{subject_identity(session.subject)}/{identity}"
+            # Under its subject's identity, as everything its requests do is that
+            # subject's: its upstream sign-ins among them (mcpx.auth.caller.principal_of).
+            identity = subject_session(session.subject, identity)
         session.conn = self._core.open(
             Conn(
                 HTTP_SESSION,

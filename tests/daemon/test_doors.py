@@ -22,10 +22,11 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
@@ -73,7 +74,8 @@ class _Collect(Protocol):
 
     def stop(self) -> Deferred[None]:
         if self.transport is not None:
-            self.transport.stopProducing()
+            # A response body's transport is its producer: stopping it drops the stream.
+            cast(IPushProducer, self.transport).stopProducing()
         return self.done
 
     def events(self) -> list[dict[str, Any]]:
@@ -325,7 +327,7 @@ class OAuthDoorsTests(DaemonDoorsCase):
         for n in range(MAX_SESSIONS + 8):
             response = await owner.post(
                 "http://mcpx/mcp",
-                json.dumps(INITIALIZE).encode(),
+                data=json.dumps(INITIALIZE).encode(),
                 headers=Headers(
                     {
                         **{k: [v] for k, v in MCP_HEADERS.items()},
