@@ -398,7 +398,8 @@ class GuardedPool:
     ) -> bool:
         if not isinstance(caller, Caller):
             # Nobody to ask natively: the question waits in the broker (mcpx elicit).
-            caller = Caller(f"confirm-{next(_confirmations)}", {}, None)
+            # It is the caller's subject's question, as a /v1 call's would be.
+            caller = Caller(f"confirm-{next(_confirmations)}", {}, None, owner=principal or None)
         self._publish(
             "policy.confirm_asked", server, **attributed_to(principal), tool=tool, reason=why
         )
