@@ -114,3 +114,13 @@ def per_person(server: object) -> bool:
     if server.auth.type is not AuthType.OAUTH:
         return False
     return oauth is None or not (oauth.client_credentials or oauth.shared)
+
+
+def attributed_to(principal: str | None) -> dict[str, str]:
+    """
+    The keyword an event is published with to say whose call it came from
+    (L{mcpx.ops.events.EventBus.publish}'s C{principal}, a subject's L{principal_of}):
+    nothing when it is the owner's or nobody's (L{OWNER}, or C{None}), so publishers
+    that keep every event's fields see no change.
+    """
+    return {"principal": principal} if principal else {}

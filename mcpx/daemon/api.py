@@ -211,8 +211,9 @@ async def answer(
     if op.progress_schema is not None and args.get("progress") is True and not args.get("task"):
         await _stream_progress(host, op, request, args)
         return None
+    call = invocation_of(request, args)
     try:
-        result = await op.run(host, invocation_of(request, args))
+        result = await op.run(host, call)
     except CancelledError:
         raise
     except Exception as e:
@@ -228,6 +229,8 @@ async def answer(
                 keep_alive=result.keep_alive,
                 resources=result.resources,
                 first=result.watching,
+                # An access token's subject sees the events of its own calls only.
+                sees=None if call.holder is None else call.holds,
             )
         finally:
             if result.release is not None:

@@ -9,7 +9,7 @@ events then wait in its subscription, up to the bus's bounds (a count and bytes)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from attrs import define, field
@@ -90,6 +90,7 @@ async def serve_events(
     keep_alive: float = 15.0,
     resources: Iterable[tuple[str, str]] | None = None,
     first: Mapping[str, Any] | None = None,
+    sees: Callable[[str | None], bool] | None = None,
 ) -> None:
     """
     Stream matching events to C{request} until it is dropped or the client goes away.
@@ -100,6 +101,7 @@ async def serve_events(
     @param resources: only these (server, upstream URI) pairs' C{resource.updated}.
     @param first: the data of a L{WATCHING} event sent before any other (what a
         C{?uri=} stream subscribed to, and why anything was not).
+    @param sees: whose events the reader may see (L{Subscription.sees}); C{None}, all.
     """
     request.setResponseCode(200)
     request.setHeader(b"content-type", b"text/event-stream")
@@ -115,6 +117,7 @@ async def serve_events(
         kinds=kinds,
         on_dropped=stream.dropped,
         resources=resources,
+        sees=sees,
     )
     # The first bytes send the headers, so the client knows it is subscribed.
     request.write(comment("subscribed"))

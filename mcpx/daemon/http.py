@@ -21,6 +21,7 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import HTTPException
 
+from mcpx.auth.caller import request_subject
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.browser_login import CODE_LIFETIME, COOKIE, SESSION_LIFETIME, BrowserLogins
 from mcpx.daemon.gate import owners_unix_socket
@@ -112,6 +113,15 @@ class DaemonHTTP:
     @app.route("/metrics", methods=["GET"])
     def metrics_endpoint(self, request: IRequest) -> bytes:
         # Behind the gate like every route but /health: it names servers and tools.
+        if request_subject(request) is not None:
+            # Counts of everyone's calls belong to no one subject: the owner's alone.
+            return error_body(
+                request,
+                403,
+                "owner_only",
+                "/metrics counts every caller's calls: only the daemon's owner may read "
+                "it (through its unix socket), not an access token's subject",
+            )
         metrics = self.host.parts.metrics
         if metrics is None:
             return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")

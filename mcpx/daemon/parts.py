@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 from attrs import Factory, define, evolve, field, frozen
 from twisted.internet.interfaces import IReactorTime
 
+from mcpx.auth.caller import attributed_to, principal_of
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.events import EventBus
 from mcpx.ops.recent_calls import RecentCalls
@@ -158,7 +159,9 @@ class OpsHost:
         kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
         shown = task.summary()
         shown.pop("server", None)
-        self.events.publish(kind, task.server, **shown)
+        self.events.publish(
+            kind, task.server, **attributed_to(principal_of(task.client or "")), **shown
+        )
 
     def swap(self, parts: DaemonParts) -> None:
         """Take C{parts} in place of the current record, in one step."""

@@ -260,9 +260,11 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         )
         counted = metrics.call_finished
 
-        def call_finished(server: str, tool: str, seconds: float, outcome: str) -> None:
+        def call_finished(
+            server: str, tool: str, seconds: float, outcome: str, principal: str | None
+        ) -> None:
             counted(server, tool, seconds, outcome)
-            calls.call_finished(server, tool, seconds, outcome)
+            calls.call_finished(server, tool, seconds, outcome, principal)
 
         pool.on_call = call_finished
     # Every entry point reaches the pool through the policy (mcpx.policy).

@@ -9,6 +9,12 @@ paused (an HTTP stream whose transport buffer is full), and a subscriber whose q
 overflows (by count, by bytes, or past the bytes all queues may hold together) is dropped
 rather than allowed to grow without bound.  A publisher never waits
 for a subscriber and never sees a subscriber's failure.
+
+Each event may name the principal whose call produced it (L{Event.principal}: an access
+token's subject, L{mcpx.auth.caller.principal_of}); a subscriber that is such a subject
+sees only its own events (L{Subscription.sees}), and what no subject's call produced
+(servers starting and stopping, an upstream's log between calls, reloads) is the
+owner's alone.
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class Event:
     @ivar server: the server it is about, or C{None} for the daemon itself.
     @ivar time: the clock's seconds when it was published.
     @ivar data: the kind's own fields.
+    @ivar principal: the subject identity whose call it came from, or C{None} when it
+        is nobody's or the owner's (then only the owner's subscribers see it).
     """
 
     id: int
@@ -84,6 +92,7 @@ class Event:
     server: str | None
     time: float
     data: Mapping[str, Any]
+    principal: str | None = None
     _frame: bytes | None = field(default=None, init=False, repr=False, eq=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +140,9 @@ class Subscription:
     @ivar deliver: called with each matching event while not paused.
     @ivar on_dropped: called once, with the reason, when the subscriber is dropped (its
         queue overflowed, its delivery failed, or the bus closed).
+    @ivar sees: whether it may see an event of that principal (L{Event.principal});
+        C{None}, the owner's, sees every event.  A resource it watches itself is the
+        exception: its C{resource.updated} reaches it whoever's call it came on.
     """
 
     _bus: EventBus
@@ -142,6 +154,7 @@ class Subscription:
     #: The (server, upstream URI) pairs whose C{resource.updated} events it wants, or
     #: C{None} for every resource's.
     resources: frozenset[tuple[str, str]] | None = None
+    sees: Callable[[str | None], bool] | None = None
     paused: bool = False
     active: bool = True
     _queue: deque[Event] = field(factory=deque)
@@ -151,11 +164,12 @@ class Subscription:
     def matches(self, event: Event) -> bool:
         if self.servers and event.server not in self.servers:
             return False
-        if (
-            self.resources is not None
-            and event.kind == "resource.updated"
-            and (event.server, event.data.get("uri")) not in self.resources
-        ):
+        watched = False
+        if self.resources is not None and event.kind == "resource.updated":
+            if (event.server, event.data.get("uri")) not in self.resources:
+                return False
+            watched = True
+        if not watched and self.sees is not None and not self.sees(event.principal):
             return False
         return self._kind_test is None or self._kind_test(event.kind)
 
@@ -248,11 +262,15 @@ class EventBus:
     _subscriptions: list[Subscription] = field(factory=list, init=False)
     _last_id: int = field(default=0, init=False)
 
-    def publish(self, kind: str, server: str | None = None, **data: Any) -> None:
+    def publish(
+        self, kind: str, server: str | None = None, *, principal: str | None = None, **data: Any
+    ) -> None:
         """
         Tell every matching subscriber that C{kind} happened (to C{server}).
 
         Never raises and never waits: a subscriber that cannot keep up is dropped.
+
+        @param principal: the subject identity whose call it came from (L{Event.principal}).
         """
         self._last_id += 1
         if not self._subscriptions:
@@ -260,7 +278,7 @@ class EventBus:
         if self.masker:
             # After the check above: with nobody listening, nothing is masked.
             data = self.masker.mask_json(data)
-        event = Event(self._last_id, kind, server, self.clock.seconds(), data)
+        event = Event(self._last_id, kind, server, self.clock.seconds(), data, principal)
         for subscription in tuple(self._subscriptions):
             if subscription.active and subscription.matches(event):
                 subscription.offer(event)
@@ -274,6 +292,7 @@ class EventBus:
         limit: int | None = None,
         on_dropped: Callable[[str], None] | None = None,
         resources: Iterable[tuple[str, str]] | None = None,
+        sees: Callable[[str | None], bool] | None = None,
     ) -> Subscription:
         """
         Receive events about C{servers} (all when empty) of C{kinds} (all when empty).
@@ -283,6 +302,7 @@ class EventBus:
 
         @param resources: the (server, upstream URI) pairs whose C{resource.updated}
             events are wanted; C{None} for every resource's.
+        @param sees: which principals' events it may see (L{Subscription.sees}).
         """
         subscription = Subscription(
             self,
@@ -292,6 +312,7 @@ class EventBus:
             self.queue_limit if limit is None else limit,
             on_dropped,
             frozenset(resources) if resources is not None else None,
+            sees,
         )
         self._subscriptions.append(subscription)
         return subscription

@@ -7,6 +7,10 @@ A bounded ring (L{DEFAULT_LIMIT} calls): the daemon keeps what a person glancing
 wants to see, not a history.  Only the server, the tool, when it ended, how long it took
 and how it ended are kept; never the arguments or the result.  Each call that ends is also
 a C{call.finished} event, which costs nothing while nobody listens to C{/v1/events}.
+
+Each call is kept with the principal it was made for (an access token's subject,
+L{mcpx.auth.caller.principal_of}): such a subject lists its own calls only; the owner
+lists them all.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, Final
 
 from attrs import define, field
 from twisted.internet.interfaces import IReactorTime
+
+from mcpx.auth.caller import attributed_to
 
 __all__ = ["DEFAULT_LIMIT", "RecentCalls"]
 
@@ -35,13 +41,19 @@ class RecentCalls:
     clock: IReactorTime
     limit: int = DEFAULT_LIMIT
     publish: Callable[..., None] | None = None
-    _ring: deque[dict[str, Any]] = field(init=False)
+    _ring: deque[tuple[str | None, dict[str, Any]]] = field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._ring = deque(maxlen=self.limit)
 
-    def call_finished(self, server: str, tool: str, seconds: float, outcome: str) -> None:
-        """The pool's C{on_call}: a call to C{tool} of C{server} ended after C{seconds}."""
+    def call_finished(
+        self, server: str, tool: str, seconds: float, outcome: str, principal: str | None = None
+    ) -> None:
+        """
+        The pool's C{on_call}: a call to C{tool} of C{server} ended after C{seconds}.
+
+        @param principal: the subject identity it was made for, if any.
+        """
         entry = {
             "server": server,
             "tool": tool,
@@ -49,16 +61,28 @@ class RecentCalls:
             "seconds": round(seconds, 6),
             "outcome": outcome,
         }
-        self._ring.append(entry)
+        self._ring.append((principal, entry))
         if self.publish is not None:
             self.publish(
-                "call.finished", server, tool=tool, seconds=entry["seconds"], outcome=outcome
+                "call.finished",
+                server,
+                **attributed_to(principal),
+                tool=tool,
+                seconds=entry["seconds"],
+                outcome=outcome,
             )
 
-    def newest_first(self, server: str | None = None) -> list[dict[str, Any]]:
-        """The kept calls, the last to end first (only C{server}'s when given)."""
+    def newest_first(
+        self, server: str | None = None, sees: Callable[[str | None], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """
+        The kept calls, the last to end first (only C{server}'s when given).
+
+        @param sees: whose calls may be listed (an access token's subject: its own);
+            C{None}, everyone's.
+        """
         return [
             dict(entry)
-            for entry in reversed(self._ring)
-            if server is None or entry["server"] == server
+            for principal, entry in reversed(self._ring)
+            if (server is None or entry["server"] == server) and (sees is None or sees(principal))
         ]

@@ -391,6 +391,8 @@ async def health(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def list_calls(host: OpHost, call: Invocation) -> dict[str, Any]:
     return {
-        "calls": host.calls.newest_first(call.args.get("server")),
+        "calls": host.calls.newest_first(
+            call.args.get("server"), None if call.holder is None else call.holds
+        ),
         "limit": host.calls.limit,
     }

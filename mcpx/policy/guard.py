@@ -30,6 +30,7 @@ from typing import Any, Final, Unpack
 from attrs import frozen
 from twisted.logger import Logger
 
+from mcpx.auth.caller import attributed_to, principal_of
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
 from mcpx.pool.interface import CallOptions
@@ -270,16 +271,26 @@ class GuardedPool:
             )
         client = options.get("client", "")
         caller = options.get("caller")
+        # Its events are the caller's subject's to see (mcpx.ops.events), and the owner's.
+        principal = principal_of(client)
         index = await self._index(server, client)
         definition = index.tools.get(tool) if index is not None else None
         checks = await index.checks_of(tool, self._compile_in) if index is not None else None
         if checks is not None and policy.validate_input is not Check.OFF:
-            self._check_input(server, tool, policy.validate_input, checks, arguments)
+            self._check_input(
+                server, tool, policy.validate_input, checks, arguments, principal=principal
+            )
         why = policy.confirmation_for(
             tool, definition.get("annotations") if definition is not None else None
         )
         if why is not None and not await self._confirmed(
-            server, client=client, tool=tool, arguments=arguments, caller=caller, why=why
+            server,
+            client=client,
+            tool=tool,
+            arguments=arguments,
+            caller=caller,
+            why=why,
+            principal=principal,
         ):
             return declined_result(server, tool, why)
         result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
@@ -290,7 +301,9 @@ class GuardedPool:
             and type(result) is dict
             and result.get("isError") is not True
         ):
-            self._check_output(server, tool, policy.validate_output, checks, result)
+            self._check_output(
+                server, tool, policy.validate_output, checks, result, principal=principal
+            )
         return result
 
     def _check_input(
@@ -300,6 +313,8 @@ class GuardedPool:
         mode: Check,
         checks: _ToolChecks,
         arguments: Mapping[str, Any],
+        *,
+        principal: str | None,
     ) -> None:
         if checks.input is not None:
             problems = checks.input.problems(arguments)
@@ -313,7 +328,14 @@ class GuardedPool:
             return
         self.counts["input", server] += 1
         text = problems_text(problems)
-        self._publish("policy.input_invalid", server, tool=tool, problems=problems, mode=mode.value)
+        self._publish(
+            "policy.input_invalid",
+            server,
+            **attributed_to(principal),
+            tool=tool,
+            problems=problems,
+            mode=mode.value,
+        )
         if mode is Check.ENFORCE:
             raise InvalidArguments(
                 f"the arguments of tool {tool!r} of server {server!r} do not fit its "
@@ -329,6 +351,8 @@ class GuardedPool:
         mode: Check,
         checks: _ToolChecks,
         result: Mapping[str, Any],
+        *,
+        principal: str | None,
     ) -> None:
         if "structuredContent" not in result:
             problems = [{"path": "", "reason": "the result has no structuredContent"}]
@@ -342,7 +366,12 @@ class GuardedPool:
         self.counts["output", server] += 1
         text = problems_text(problems)
         self._publish(
-            "policy.output_invalid", server, tool=tool, problems=problems, mode=mode.value
+            "policy.output_invalid",
+            server,
+            **attributed_to(principal),
+            tool=tool,
+            problems=problems,
+            mode=mode.value,
         )
         if mode is Check.ENFORCE:
             raise InvalidOutput(
@@ -376,16 +405,22 @@ class GuardedPool:
         arguments: Mapping[str, Any],
         caller: object,
         why: str,
+        principal: str | None,
     ) -> bool:
         if not isinstance(caller, Caller):
             # Nobody to ask natively: the question waits in the broker (mcpx elicit).
-            caller = Caller(f"confirm-{next(_confirmations)}", {}, None)
-        self._publish("policy.confirm_asked", server, tool=tool, reason=why)
+            # It is the caller's subject's question, as a /v1 call's would be.
+            caller = Caller(f"confirm-{next(_confirmations)}", {}, None, owner=principal or None)
+        self._publish(
+            "policy.confirm_asked", server, **attributed_to(principal), tool=tool, reason=why
+        )
         yes = False
         if self._confirm is not None:
             yes = await self._confirm(Confirmation(server, client, tool, arguments, caller, why))
         self.counts["confirmed" if yes else "declined", server] += 1
-        self._publish("policy.confirm_answered", server, tool=tool, confirmed=yes)
+        self._publish(
+            "policy.confirm_answered", server, **attributed_to(principal), tool=tool, confirmed=yes
+        )
         return yes
 
     # Reloads

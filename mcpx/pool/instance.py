@@ -88,6 +88,10 @@ class Instance:
     #: Whom each request in flight is for (one entry per request, C{None} for nobody's):
     #: kept in the same step as L{in_flight}, so the two can never disagree.
     callers: list[CallToken | None] = field(factory=list)
+    #: Whose each request in flight is (the subject identity it was made for, C{None}
+    #: for the owner's and nobody's), in the same step: what the server says meanwhile
+    #: (its log, its progress) is that principal's when every request is the same one's.
+    principals: list[str | None] = field(factory=list)
     #: The deadlines of the requests in flight, paused while a question is pending.
     deadlines: set[Deadline] = field(factory=set)
     #: The URIs subscribed (or being subscribed) upstream on this instance, each with

@@ -73,7 +73,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
-from mcpx.auth.caller import per_person
+from mcpx.auth.caller import attributed_to, per_person, principal_of
 from mcpx.pool.attribution import (
     DEFAULT_MAX_ASKING_INSTANCES,
     MAX_ASKING_INSTANCES_SETTING,
@@ -175,8 +175,10 @@ class Pool(MultiService):
         """
         MultiService.__init__(self)
         #: Told of each tool call that reached a configured server, when it ends:
-        #: C{(server, tool, seconds, outcome)}, outcome C{ok}, C{tool_error} or C{error}.
-        self.on_call: Callable[[str, str, float, str], None] | None = None
+        #: C{(server, tool, seconds, outcome, principal)}, outcome C{ok}, C{tool_error}
+        #: or C{error}, principal the subject identity it was made for
+        #: (L{mcpx.auth.caller.principal_of}) or C{None}.
+        self.on_call: Callable[[str, str, float, str, str | None], None] | None = None
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")
@@ -263,10 +265,19 @@ class Pool(MultiService):
         if instance.catalogue.heard(method):
             return
         given: Mapping[str, Any] = params if params is not None else {}
+        # What the server says is the principal's whose requests are all it is serving;
+        # said between calls, or during several principals' calls, the owner's alone.
+        principals = instance.principals
+        principal = (
+            principals[0]
+            if principals and principals.count(principals[0]) == len(principals)
+            else None
+        )
         if method == "notifications/message":
             self._instances.publish(
                 "server.log",
                 instance.name,
+                **attributed_to(principal),
                 level=given.get("level"),
                 logger=given.get("logger"),
                 data=given.get("data"),
@@ -280,6 +291,7 @@ class Pool(MultiService):
             self._instances.publish(
                 "progress",
                 instance.name,
+                **attributed_to(principal),
                 progressToken=token,
                 progress=given.get("progress"),
                 total=given.get("total"),
@@ -370,6 +382,7 @@ class Pool(MultiService):
         asked = self._clock.seconds()
         # An unknown server is refused before anything is counted for it.
         slot = self._attribution.slot_for(server, client, caller)
+        principal = principal_of(client)
         outcome = "error"
         try:
             instance = await self._instances.claim(slot, bound)
@@ -384,6 +397,7 @@ class Pool(MultiService):
                     caller,
                     asked=asked,
                     progress=watch,
+                    principal=principal,
                 )
             finally:
                 self._requests.progress.close(token)
@@ -391,7 +405,7 @@ class Pool(MultiService):
             return result
         finally:
             if self.on_call is not None:
-                self.on_call(server, tool, self._clock.seconds() - asked, outcome)
+                self.on_call(server, tool, self._clock.seconds() - asked, outcome, principal)
 
     async def request(
         self,
@@ -434,6 +448,7 @@ class Pool(MultiService):
             lambda session: session.call(method, params, caller=caller),
             caller,
             asked=asked,
+            principal=principal_of(client),
         )
 
     # The catalogue (L{mcpx.pool.catalogue})

@@ -71,6 +71,7 @@ class Requests:
         *,
         asked: float | None = None,
         progress: ProgressWatch | None = None,
+        principal: str | None = None,
     ) -> T:
         """
         One upstream request on a ready instance: counted in flight (with whom it is
@@ -80,11 +81,13 @@ class Requests:
         @param asked: when the caller asked, if waiting for the start came first: that
             wait counted against C{timeout}.
         @param progress: the call's progress token, whose reports extend its deadline.
+        @param principal: the subject identity it is made for (L{Instance.principals}).
         """
         session = instance.session
         assert session is not None
         instance.in_flight += 1
         instance.callers.append(caller)
+        instance.principals.append(principal)
         try:
             work = Deferred.fromCoroutine(action(session))
             left = timeout
@@ -130,6 +133,7 @@ class Requests:
                 self._attribution.request_ended(instance, deadline)
         finally:
             instance.callers.remove(caller)
+            instance.principals.remove(principal)
             self._instances.finished(instance)
             if caller is not None:
                 # The questions it asked that still wait are withdrawn with it

@@ -27,6 +27,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from mcpx.auth.caller import attributed_to
 from mcpx.questions.answers import judged, upstream_outcome
 from mcpx.questions.record import (
     KINDS,
@@ -627,7 +628,13 @@ class Broker:
             timer.cancel()
         if not saved and self._store is not None:
             self._writes.save_ended(self._store, question)
-        self._emit("question.closed", question.server, id=question.id, state=state.value)
+        self._emit(
+            "question.closed",
+            question.server,
+            **attributed_to(question.owner),
+            id=question.id,
+            state=state.value,
+        )
         self._schedule_prune()
         self._finished_count += 1
         if self._finished_count > self.max_finished:
@@ -700,6 +707,7 @@ class Broker:
         self._emit(
             "question.asked",
             question.server,
+            **attributed_to(question.owner),
             id=question.id,
             method=question.method,
             route=question.route,

@@ -37,13 +37,17 @@ Legacy (2025-03-26 to 2025-11-25)
     that cannot push (C{http-post}), shared identity C{http}; dropping its connection
     cancels it.
   - Batches (a JSON array) only within a 2025-03-26 session.
-  - Sessions are kept per client: its C{Mcpx-Client} header, or else its address and
-    the C{clientInfo.name} of its C{initialize} (L{session_client}).  One client keeps
-    at most C{transport.maxSessionsPerClient}: a new one ends that client's least
-    recently used idle session, or is refused with 429 and C{Retry-After} when all of
-    them are busy.  Past L{mcpx.server.http_sessions.MAX_SESSIONS} in all, the client
-    holding the most gives up its least recently used idle one; a flood from one client
-    ends only its own (L{mcpx.server.http_sessions.Sessions}).
+  - Sessions are kept per client within a principal the client cannot choose (its
+    access token's subject, else its peer: C{unix} or its address;
+    L{mcpx.server.http_sessions.session_principal}): the subject itself, or its
+    C{Mcpx-Client} header, or else the C{clientInfo.name} of its C{initialize}
+    (L{session_client}).  One client keeps at
+    most C{transport.maxSessionsPerClient}: a new one ends that client's least recently
+    used idle session, or is refused with 429 and C{Retry-After} when all of them are
+    busy.  Past L{mcpx.server.http_sessions.MAX_SESSIONS} in all, the principal holding
+    the most, and its client holding the most, gives up its least recently used idle
+    one; a flood from one principal ends only its own, whatever names it gives
+    (L{mcpx.server.http_sessions.Sessions}).
 
 Modern (2026-07-28)
 ===================

@@ -38,6 +38,7 @@ from mcpx.server.http_sessions import (
     session_client,
     session_id_for,
     session_owner,
+    session_principal,
 )
 from mcpx.server.request_context import subject_session
 from mcpx.server.stdio import McpCore
@@ -203,7 +204,8 @@ class LegacyHTTP:
         self, message: Request, exchange: Exchange, revision: Revision | None
     ) -> bytes | None:
         client = session_client(exchange.request, message)
-        if not self._sessions.hold(client):
+        principal = session_principal(exchange.request)
+        if not self._sessions.hold(client, principal):
             exchange.request.setHeader(b"retry-after", _SESSION_RETRY_AFTER)
             return refusal(
                 exchange.request,
@@ -215,7 +217,7 @@ class LegacyHTTP:
                 message.id,
             )
         session_id = session_id_for(self._daemon)
-        session = LegacySession(session_id, self._clock, client)
+        session = LegacySession(session_id, self._clock, client, principal)
         session.subject = request_subject(exchange.request)
         identity = f"{HTTP_SESSION}:{session_id}"
         if session.subject is not None:
@@ -237,11 +239,11 @@ class LegacyHTTP:
         try:
             result = await self._core.handle(session.conn, message)
         except CancelledError:
-            self._sessions.release(client)
+            self._sessions.release(client, principal)
             session.end(self._core)
             raise
         except Exception:
-            self._sessions.release(client)
+            self._sessions.release(client, principal)
             session.end(self._core)
             del exchange.headers[SESSION_HEADER]
             exchange.request.responseHeaders.removeHeader(SESSION_HEADER)

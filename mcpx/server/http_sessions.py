@@ -17,7 +17,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
-from mcpx.auth.caller import request_subject
+from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.lasting import Lasting
 from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
@@ -80,29 +80,41 @@ def _progress_token(request: Request) -> str | int | None:
     return token if type(token) is str or type(token) is int else None
 
 
-def session_client(request: IRequest, initialize: Request) -> str:
+def session_principal(request: IRequest) -> str:
     """
-    Whom a legacy session counts against: the C{Mcpx-Client} header when the request
-    has one, else the peer's address (C{unix} on the unix socket) with the
-    C{clientInfo.name} its C{initialize} declares.  Two hosts on the same loopback
-    address are told apart by the names they give; neither name nor header is proof of
-    anything, only a way to keep one client's flood from ending another's sessions.
+    Whom a legacy session counts against in the first place, which the client cannot
+    choose: its access token's subject (C{daemon.auth} C{oauth}), else the connection's
+    peer: C{unix} on the unix socket (its owner), the peer's address on TCP (on
+    loopback, the daemon's own user, the only one C{peer} lets in; beyond it, one
+    machine).  A name the client gives (L{session_client}) only subdivides it.
     """
     subject = request_subject(request)
     if subject is not None:
-        # An access token's subject (daemon.auth oauth) is proof; the rest is not.
-        return f"subject {subject}"
-    named = header(request, CLIENT_HEADER)
-    if named:
-        return f"client {named}"
+        return subject_identity(subject)
     address = request.getClientAddress()
     peer = getattr(address, "host", None)
-    if not isinstance(peer, str):
-        peer = "unix"
+    return f"peer {peer}" if isinstance(peer, str) else "unix"
+
+
+def session_client(request: IRequest, initialize: Request) -> str:
+    """
+    Whom a legacy session counts against within its principal (L{session_principal}):
+    an access token's subject is one client, whatever it names; otherwise the
+    C{Mcpx-Client} header when the request has one, else the C{clientInfo.name} its
+    C{initialize} declares.  Two hosts of one principal are told apart by the names
+    they give; a name is not proof of anything, so it only keeps one host's flood from
+    ending another's sessions, and never reaches past its principal.
+    """
+    principal = session_principal(request)
+    if request_subject(request) is not None:
+        return principal
+    named = header(request, CLIENT_HEADER)
+    if named:
+        return f"{principal} client {named}"
     params = initialize.params if isinstance(initialize.params, dict) else {}
     info = params.get("clientInfo")
     name = info.get("name") if isinstance(info, dict) else None
-    return f"peer {peer} {name if isinstance(name, str) else ''}".rstrip()
+    return f"{principal} {name if isinstance(name, str) else ''}".rstrip()
 
 
 class LegacySession:
@@ -110,7 +122,8 @@ class LegacySession:
     One legacy Streamable HTTP session, from C{initialize} to C{DELETE}.
 
     @ivar id: the C{Mcp-Session-Id}.
-    @ivar client: whom it counts against (L{session_client}).
+    @ivar client: whom it counts against (L{session_client}), within its principal.
+    @ivar principal: whom it counts against in the first place (L{session_principal}).
     @ivar conn: its L{Conn}, set when it is opened.
     @ivar peer: carries mcpx's requests to the client and their answers back.
     @ivar stream: the open C{GET} stream, if any.
@@ -122,9 +135,12 @@ class LegacySession:
     C{notifications/cancelled} and when the session ends.
     """
 
-    def __init__(self, session_id: str, clock: IReactorTime, client: str = "") -> None:
+    def __init__(
+        self, session_id: str, clock: IReactorTime, client: str = "", principal: str = ""
+    ) -> None:
         self.id = session_id
         self.client = client
+        self.principal = principal
         self.subject: str | None = None
         self.conn: Conn | None = None
         self.stream: GetStream | None = None
@@ -289,7 +305,9 @@ class LegacySession:
 class Sessions:
     """
     The legacy sessions of one C{/mcp} endpoint, least recently used first, and the
-    sessions each client holds (those still being initialized included).
+    sessions each client and each principal hold (those still being initialized
+    included).  Past L{MAX_SESSIONS} the principal holding the most yields, so a flood
+    under names that change ends only the flooding principal's own sessions.
     """
 
     def __init__(self, core: McpCore, per_client: int) -> None:
@@ -297,6 +315,7 @@ class Sessions:
         self.per_client = per_client
         self.by_id: OrderedDict[str, LegacySession] = OrderedDict()
         self._held: dict[str, int] = {}
+        self._by_principal: dict[str, int] = {}
         #: Clients at their cap since they were last below it (each logged once).
         self._crowded: Lasting[str] = Lasting()
         self._full = False
@@ -308,14 +327,16 @@ class Sessions:
             self.by_id.move_to_end(session_id)
         return session
 
-    def hold(self, client: str) -> bool:
+    def hold(self, client: str, principal: str) -> bool:
         """
-        Count a new session for C{client}, ending its least recently used idle one if it
-        is at its cap: C{False} (nothing counted) when every one of its sessions is busy.
+        Count a new session for C{client} of C{principal}, ending its least recently used
+        idle one if it is at its cap: C{False} (nothing counted) when every one of its
+        sessions is busy.
         """
         if not self._room_for(client):
             return False
         self._held[client] = self._held.get(client, 0) + 1
+        self._by_principal[principal] = self._by_principal.get(principal, 0) + 1
         return True
 
     def _room_for(self, client: str) -> bool:
@@ -335,13 +356,14 @@ class Sessions:
                 return True
         return False
 
-    def release(self, client: str) -> None:
-        """One session C{client} held is gone."""
-        held = self._held.get(client, 0) - 1
-        if held > 0:
-            self._held[client] = held
-        else:
-            self._held.pop(client, None)
+    def release(self, client: str, principal: str) -> None:
+        """One session C{client} of C{principal} held is gone."""
+        for counts, key in ((self._held, client), (self._by_principal, principal)):
+            held = counts.get(key, 0) - 1
+            if held > 0:
+                counts[key] = held
+            else:
+                counts.pop(key, None)
 
     def add(self, session: LegacySession) -> None:
         """A session that initialized, past L{MAX_SESSIONS} at the cost of an idle one."""
@@ -349,7 +371,7 @@ class Sessions:
         if full and not self._full:
             log.warn(
                 "/mcp: {limit} sessions are open; new ones end the least recently used idle "
-                "session of the client that holds the most",
+                "session of the principal, and its client, that hold the most",
                 limit=MAX_SESSIONS,
             )
         self._full = full
@@ -361,24 +383,30 @@ class Sessions:
         self.by_id[session.id] = session
 
     def _most_crowded_idle(self) -> LegacySession | None:
-        """The least recently used idle session of the client that holds the most."""
+        """
+        The least recently used idle session of the principal that holds the most, and
+        within it of the client that holds the most.
+        """
         chosen: LegacySession | None = None
+        most = (0, 0)
         for old in self.by_id.values():
-            if old.idle and (
-                chosen is None or self._held.get(old.client, 0) > self._held.get(chosen.client, 0)
-            ):
-                chosen = old
+            if not old.idle:
+                continue
+            held = (self._by_principal.get(old.principal, 0), self._held.get(old.client, 0))
+            if chosen is None or held > most:
+                chosen, most = old, held
         return chosen
 
     def end(self, session: LegacySession) -> None:
         """End C{session} (a C{DELETE}, or room made for another)."""
         if self.by_id.pop(session.id, None) is not None:
-            self.release(session.client)
+            self.release(session.client, session.principal)
         session.end(self._core)
 
     def end_all(self, because: RpcError) -> None:
         """End every session, its requests in flight answered with C{because}."""
         sessions, self.by_id = self.by_id, OrderedDict()
         self._held.clear()
+        self._by_principal.clear()
         for session in sessions.values():
             session.end(self._core, because=because)

@@ -11,7 +11,10 @@ caller, by a L{LogRelay}, when the caller asked for them: a legacy client with
 C{logging/setLevel} on its connection, a 2026-07-28 request with
 C{_meta["io.modelcontextprotocol/logLevel"]}.  No level, no messages; only messages at or
 above the level; only while the call runs.  A log message names no request, so each
-caller with a call in flight on that server gets it, though one connection gets it once.
+caller with a call in flight on that server gets it, though one connection gets it once;
+but a caller let in with an OAuth access token gets only the messages the pool could
+attribute to its own subject's calls (L{mcpx.ops.events.Event.principal}), never those
+heard while another's call ran there too.
 
 A client that stops reading
 ===========================
@@ -34,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary, ref
 
+from mcpx.auth.caller import subject_identity
 from mcpx.ops.events import Event, EventBus
 from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
@@ -245,7 +249,16 @@ async def relaying(events: EventBus, server: str, on_log: LogRelay, work: Awaita
     C{work}, with C{server}'s log messages passed to C{on_log} until it ends
     (however it ends: answered, failed or cancelled).
     """
-    subscription = events.subscribe(on_log, servers=(server,), kinds=(SERVER_LOG,))
+    subject = on_log.conn.subject
+    sees = None
+    if subject is not None:
+        own = subject_identity(subject)
+
+        def sees(principal: str | None) -> bool:
+            # A subject hears what its own calls caused; the owner what its calls overhear.
+            return principal == own
+
+    subscription = events.subscribe(on_log, servers=(server,), kinds=(SERVER_LOG,), sees=sees)
     try:
         return await work
     finally:

@@ -229,8 +229,9 @@ SETTINGS: tuple[Setting, ...] = (
         default=200,
         minimum=1,
         help="The most tasks (running, or finished and not yet expired) one caller, as "
-        "named by its Mcpx-Client header, may hold; beyond it its task calls get 429 "
-        "with Retry-After while other callers still get tasks. 1000 tasks in all.",
+        "named by its Mcpx-Client header, may hold (an OAuth subject is one caller, "
+        "whatever sessions or names it uses); beyond it its task calls get 429 with "
+        "Retry-After while other callers still get tasks. 1000 tasks in all.",
     ),
     Setting(
         name="pool.stableAfter",
@@ -387,9 +388,11 @@ SETTINGS: tuple[Setting, ...] = (
         default=64,
         minimum=1,
         help="The most legacy Streamable HTTP sessions at /mcp one client keeps; the "
-        "client is its Mcpx-Client header, or else its address. A new session beyond it "
-        "ends that client's least recently used idle one, or is refused with 429 when all "
-        "are busy; 1024 sessions in all.",
+        "client is its OAuth subject, or else its Mcpx-Client header or declared name "
+        "within its address (or the unix socket). A new session beyond it ends that "
+        "client's least recently used idle one, or is refused with 429 when all are busy; "
+        "1024 sessions in all, past which the subject or address holding the most ends "
+        "its own.",
     ),
     Setting(
         name="transport.maxRequestBody",

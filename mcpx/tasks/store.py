@@ -38,6 +38,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.auth.caller import principal_of
 from mcpx.lasting import Lasting
 from mcpx.store.records import ANYONE, Principal, RecordStore
 from mcpx.tasks.rows import TaskRows
@@ -89,6 +90,16 @@ class TooManyTasksForClient(Exception):
         self.retry_in = retry_in
 
 
+def cap_key(client: str) -> str:
+    """
+    What a caller's tasks count against (C{tasks.maxPerClient}): an access token's
+    subject, for its own identity and every session or request scope under it
+    (L{mcpx.auth.caller.principal_of}), so no name the subject makes up gets it more;
+    any other caller identity is its own.
+    """
+    return principal_of(client) or client
+
+
 @define
 class TaskStore:
     """
@@ -115,6 +126,9 @@ class TaskStore:
     daemon: str | None = None
     _tasks: dict[str, Task] = field(factory=dict, init=False)
     _by_client: dict[str, dict[str, Task]] = field(factory=dict, init=False)
+    #: The tasks each cap (L{cap_key}) holds: an access token's subject's, whatever
+    #: session or request scope under it made them, count together.
+    _by_cap: dict[str, dict[str, Task]] = field(factory=dict, init=False)
     #: The callers refused since they were last below their cap (each logged once).
     _refused: Lasting[str] = field(factory=Lasting, init=False)
     _full: bool = field(default=False, init=False)
@@ -249,7 +263,8 @@ class TaskStore:
 
     def _check_room(self, client: str | None) -> None:
         if client is not None:
-            held = self._by_client.get(client)
+            client = cap_key(client)
+            held = self._by_cap.get(client)
             if held is not None and len(held) >= self.per_client:
                 if self._refused.begins(client):
                     log.warn(
@@ -284,6 +299,7 @@ class TaskStore:
         self._tasks[task.id] = task
         if task.client is not None:
             self._by_client.setdefault(task.client, {})[task.id] = task
+            self._by_cap.setdefault(cap_key(task.client), {})[task.id] = task
 
     def _changed(self, task: Task) -> None:
         task.changes += 1
@@ -414,13 +430,19 @@ class TaskStore:
             self._full = False
         if task is None or task.client is None:
             return
-        held = self._by_client.get(task.client)
+        listed = self._by_client.get(task.client)
+        if listed is not None:
+            listed.pop(task_id, None)
+            if not listed:
+                del self._by_client[task.client]
+        key = cap_key(task.client)
+        held = self._by_cap.get(key)
         if held is not None:
             held.pop(task_id, None)
             if len(held) < self.per_client:
-                self._refused.ends(task.client)
+                self._refused.ends(key)
             if not held:
-                del self._by_client[task.client]
+                del self._by_cap[key]
 
     def restore_failed(self, entry: Mapping[str, Any], message: str) -> Task:
         """
@@ -598,6 +620,7 @@ class TaskStore:
         self._rows.close()
         self._tasks = {}
         self._by_client = {}
+        self._by_cap = {}
         self._refused.clear()
         self._full = False
         running, self._running = self._running, {}

@@ -11,6 +11,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.auth.caller import subject_identity
 from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
@@ -768,6 +769,29 @@ class TaskStoreTests(SynchronousTestCase):
         self.assertIsNone(store.get(finished.id))
         self.assertEqual(clock.getDelayedCalls(), [])
         self.assertEqual(len(store), 0)
+
+    def test_a_subjects_names_share_its_cap(self) -> None:
+        """
+        An access token's subject's tasks count against tasks.maxPerClient together,
+        whatever session or request scope under it made them: a name it makes up gets
+        it no more, and another subject still gets its task.
+        """
+        store = TaskStore(Clock(), per_client=2)
+        alice = subject_identity("alice")
+        store.start(succeed_now, lambda f: {}, client=f"{alice}/session-1")
+        store.start(succeed_now, lambda f: {}, client=f"{alice}/request-7")
+        self.assertRaises(
+            TooManyTasksForClient, store.start, succeed_now, lambda f: {}, client=alice
+        )
+        self.assertRaises(
+            TooManyTasksForClient,
+            store.start,
+            succeed_now,
+            lambda f: {},
+            client=f"{alice}/session-2",
+        )
+        store.start(succeed_now, lambda f: {}, client=subject_identity("bob"))
+        self.assertEqual(len(store.tasks(client=f"{alice}/session-1")), 1)
 
     def test_limit(self) -> None:
         """The store refuses a task beyond its limit."""

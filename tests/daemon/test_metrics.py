@@ -60,7 +60,9 @@ class MetricsCase(SynchronousTestCase):
             idle_timeout=60,
             publish=self.metrics.published(self.events.publish),
         )
-        self.pool.on_call = self.metrics.call_finished
+        self.pool.on_call = lambda server, tool, seconds, outcome, principal: (
+            self.metrics.call_finished(server, tool, seconds, outcome)
+        )
         self.pool.startService()
         self.addCleanup(self.pool.stopService)
         self.http = daemon_http(

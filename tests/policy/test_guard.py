@@ -10,6 +10,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.auth.caller import subject_identity
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.questions.caller import Caller
@@ -206,6 +207,19 @@ class ConfirmationTests(SynchronousTestCase):
         self.answers[0].callback(True)
         self.successResultOf(calling)
         self.assertEqual(inner.calls, [("delete_note", {"id": 4})])
+
+    def test_a_subjects_confirmation_is_its_own(self) -> None:
+        """
+        A call with no caller of its own (an MCP request that declared nothing) made for
+        an access token's subject: the confirmation, and the question it becomes in the
+        broker, are that subject's, as for a /v1 call; the owner's call's are nobody's
+        else.
+        """
+        guard, _inner = self.guarded(tools={"confirm": ["delete_*"]})
+        alice = subject_identity("alice")
+        run(guard.call_tool("notes", "delete_note", {"id": 4}, client=f"{alice}/request-3"))
+        run(guard.call_tool("notes", "delete_note", {"id": 5}, client="cli"))
+        self.assertEqual([asked.caller.owner for asked in self.asked], [alice, None])
 
     def test_declined_never_runs(self) -> None:
         guard, inner = self.guarded(tools={"confirm": ["delete_*"]})

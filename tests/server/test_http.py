@@ -985,6 +985,24 @@ class SessionLimitTests(McpHTTPCase):
         self.assertTrue(self.alive(newcomer))
         self.assertEqual([self.alive(s) for s in big], [False, True, True])
 
+    def test_changing_names_never_reach_past_their_principal(self) -> None:
+        """
+        A flood of sessions under a new Mcpx-Client name each time reaches MAX_SESSIONS
+        in all; the sessions it ends are its own principal's (here the peer's), never
+        the idle session an access token's subject opened before it, however old.
+        """
+        self.patch(sessions_module, "MAX_SESSIONS", 4)
+        peer = self.client.stub
+        self.client.stub = StubTreq(_AsSubject(self.client.daemon.resource(), "bob"))
+        bobs = self.start("bob's host")
+        self.client.stub = peer
+        flood = [self.start("flooder", {"Mcpx-Client": f"name-{n}"}) for n in range(10)]
+        self.assertEqual(len(self.mcp.sessions), 4)
+        self.assertEqual([self.alive(s) for s in flood[-3:]], [True, True, True])
+        self.assertFalse(self.alive(flood[0]))
+        self.client.stub = StubTreq(_AsSubject(self.client.daemon.resource(), "bob"))
+        self.assertTrue(self.alive(bobs))
+
 
 class _AsSubject(Resource):
     """Lets every request in as an access token's C{subject}, as the bearer gate does."""

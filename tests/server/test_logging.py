@@ -15,6 +15,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.auth.caller import subject_identity
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.pool import Pool
 from mcpx.server.conn import STDIO, Conn
@@ -114,10 +115,10 @@ class Caller:
     kept as the frames it would be sent.
     """
 
-    def __init__(self, server: McpServer, identity: str) -> None:
+    def __init__(self, server: McpServer, identity: str, subject: str | None = None) -> None:
         self.server = server
         self.frames: list[dict[str, Any]] = []
-        self.conn: Conn = server.open(Conn(STDIO, identity, push=self._push))
+        self.conn: Conn = server.open(Conn(STDIO, identity, push=self._push, subject=subject))
         self._ids = 0
 
     def _push(self, method: str, params: dict[str, Any] | None) -> None:
@@ -347,6 +348,29 @@ class SeveralCallersTests(SynchronousTestCase):
         self.assertEqual(other.levels(), ["error"])
         self.assertEqual(check_frames(harness.sent, Revision.V2024_11_05), 2)
         self.assertEqual(check_frames(other.frames, Revision.V2025_11_25), 1)
+
+    def test_a_subject_hears_only_its_own_calls(self) -> None:
+        """
+        Behind access tokens, a message heard while alice alone has a call on the
+        server is alice's; one heard while bob's call runs there too is neither's, so
+        bob never hears what alice's call made the server say (nor she his).
+        """
+        harness, _connector = pooled()
+        alice = Caller(harness.server, subject_identity("alice"), "alice")
+        bob = Caller(harness.server, subject_identity("bob"), "bob")
+        for caller in (alice, bob):
+            caller.initialize(Revision.V2025_11_25, "debug")
+        alices = alice.request("tools/call", call_params())
+        held = upstream(_connector)
+        say(held, "info")
+        bobs = bob.request("tools/call", call_params())
+        say(held, "warning")
+        held.release("tools/call", text_result("alice"))
+        held.release("tools/call", text_result("bob"))
+        result_of(alices)
+        result_of(bobs)
+        self.assertEqual(alice.levels(), ["info"])
+        self.assertEqual(bob.levels(), [])
 
     def test_one_connection_hears_it_once(self) -> None:
         """Two calls in flight on one connection to the same server: each message once."""
