@@ -100,6 +100,11 @@ async def run_daemon(
     reload_on_sighup(service, reactor)
     # Once running: the reactor installs its own SIGTERM and SIGINT handlers as it starts.
     reactor.callWhenRunning(stop_on_signals, service, reactor)
+    # The banner says the daemon runs only once it does: after the reactor has started and
+    # put its signal handlers (and those above) in place, so a SIGTERM sent on reading it
+    # stops the daemon cleanly instead of killing it.
+    running: Deferred[None] = Deferred()
+    reactor.callWhenRunning(running.callback, None)
     service.startService()
     try:
         ports = await gatherResults(
@@ -109,6 +114,7 @@ async def run_daemon(
         failed = service.listeners[e.index].description
         print(cannot_listen(failed, e.subFailure), file=console)
         raise SystemExit(1) from None
+    await running
     settle_memory()
     print(f"mcpx {__version__} daemon is running (Ctrl-C stops it).", file=console)
     for port in ports:
