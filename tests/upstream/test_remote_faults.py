@@ -25,6 +25,7 @@ from zope.interface import provider
 from mcpx.ops.errors import error_from
 from mcpx.pool import Pool
 from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
+from mcpx.server.conn import Conn
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
 from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
@@ -154,6 +155,7 @@ class RemoteCase(TestCase):
         url: str | None = None,
         headers: dict[str, str] | None = None,
         call_timeout: float = 10.0,
+        policies: Any = None,
         **options: Any,
     ) -> Pool:
         server = RemoteServer(
@@ -165,7 +167,7 @@ class RemoteCase(TestCase):
         # Known to be legacy: no probe, so the counts below are the calls' own.
         connector.cache.put(era_key(server), Era.LEGACY, Revision.V2025_11_25)
         pool = Pool(
-            servers=ServersConfig({"rough": server}, origin="test"),
+            servers=ServersConfig({"rough": server}, origin="test", policies=policies or {}),
             connector=connector,
             clock=reactor,
             call_timeout=call_timeout,
@@ -1115,3 +1117,79 @@ class SdkRestartMidCallTests(TestCase):
             self.fail(f"the call was sent again and answered: {answer!r}")
         answer = await pool.call_tool("real", "echo", {"text": "after"})
         self.assertIn("after", json.dumps(answer))
+
+
+class McpPassThroughTests(RemoteCase):
+    """
+    On C{/mcp} in pass-through, a remote server's transport failure and an output its
+    schema refuses are tool errors carrying C{/v1}'s code and message, not C{-32603}.
+    """
+
+    def host(self, pool: Any) -> Any:
+        """A 2026-07-28 host of an MCP server passing C{rough} through over C{pool}."""
+        from mcpx.server.dispatch import McpServer
+        from tests.server import Harness, Session
+
+        harness = Harness(pool)
+        harness.server = McpServer(harness.host, harness.clock, passthrough=("rough",))
+        harness.conn = harness.server.open(Conn("stdio", "host-pid-1"))
+        return Session(Revision.V2026_07_28, harness)
+
+    async def call(self, session: Any, tool: str = "charge") -> dict[str, Any]:
+        answer: dict[str, Any] = await session.request(
+            "tools/call", {"name": tool, "arguments": {}}
+        )
+        return answer
+
+    async def test_http_502_is_a_tool_error(self) -> None:
+        self.rough.on_call = lambda seen: reply_status(seen, 502, b"bad gateway", "text/plain")
+        answer = await self.call(self.host(self.make_pool()))
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("upstream_transport: "), text)
+        self.assertIn("HTTP 502", text)
+        self.assertIn("bad gateway", text)
+
+    async def test_connection_refused_is_a_tool_error(self) -> None:
+        pool = self.make_pool(http_connections=1)
+        session = self.host(pool)
+        self.assertNotIn("isError", await self.call(session))
+        await self.rough.http.pause()
+        for connection in list(self.rough.http.connections):
+            transport: Any = getattr(connection, "_channel", connection).transport
+            transport.loseConnection()
+        await wait(0.05)
+        answer = await self.call(session)
+        self.rough.http.unpause()
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("upstream_transport: "), text)
+        self.assertIn("ConnectionRefusedError", text)
+
+    async def test_output_refused_by_its_schema_is_a_tool_error(self) -> None:
+        from mcpx.policy.guard import GuardedPool
+        from mcpx.settings.server_policy import parse_policy
+
+        typed = {
+            "name": "typed",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        }
+
+        def handle(seen: Seen) -> Reply:
+            if seen.method == "POST" and seen.json().get("method") == "tools/list":
+                return result(seen, {"tools": [typed]})
+            return self.rough.handle(seen)
+
+        self.rough.http.handler = handle
+        self.rough.on_call = lambda seen: result(
+            seen, {"content": [], "structuredContent": {"n": "x"}}
+        )
+        pool = self.make_pool(
+            policies={"rough": parse_policy({"validate": {"output": "enforce"}}, {}, where="rough")}
+        )
+        answer = await self.call(self.host(GuardedPool(pool)), "typed")
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("invalid_output: "), text)
+        self.assertIn("/n", text)
