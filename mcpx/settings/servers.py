@@ -258,6 +258,8 @@ def _with_common(
         shown["warm"] = 1
     if server.tool_prefix:
         shown["toolPrefix"] = server.tool_prefix
+    if server.protocol:
+        shown["protocol"] = server.protocol
     return shown
 
 
@@ -274,6 +276,8 @@ class StdioServer:
     @ivar env: variables added to the child's environment.
     @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
     @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    @ivar protocol: the era (C{legacy}, C{modern}) or revision it is spoken to in, or
+        C{""} to find out by probing (C{protocol}).
     """
 
     name: str
@@ -287,6 +291,7 @@ class StdioServer:
     #: which only turns it on or off keeps the running instance.
     warm: bool = field(default=False, eq=False)
     tool_prefix: str = ""
+    protocol: str = ""
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -337,6 +342,7 @@ class RemoteServer:
     A server mcpx reaches over HTTP at C{url}.
 
     @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    @ivar protocol: as L{StdioServer.protocol}.
     """
 
     name: str
@@ -348,6 +354,7 @@ class RemoteServer:
     #: As L{StdioServer.warm}.
     warm: bool = field(default=False, eq=False)
     tool_prefix: str = ""
+    protocol: str = ""
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""
