@@ -1193,3 +1193,43 @@ class McpPassThroughTests(RemoteCase):
         text = answer["content"][0]["text"]
         self.assertTrue(text.startswith("invalid_output: "), text)
         self.assertIn("/n", text)
+
+
+class DelimitedJsonTests(RemoteCase):
+    """
+    An C{application/json} answer whose body holds several newline-delimited messages (a
+    notification line, then the result), as the conformance suite's reference server
+    writes its streaming tools' answers: the notifications are relayed, the call
+    answered with the result.
+    """
+
+    async def test_progress_line_then_the_result(self) -> None:
+        def answer(seen: Seen) -> Reply:
+            token = seen.json()["params"]["_meta"]["progressToken"]
+            lines = [
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": 1, "total": 2},
+                },
+                {"jsonrpc": "2.0", "id": seen.message_id, "result": {"content": [], "n": 7}},
+            ]
+            seen.request.setHeader(b"content-type", b"application/json")
+            return b"\n".join(json.dumps(line).encode() for line in lines) + b"\n"
+
+        self.rough.on_call = answer
+        progress: list[dict[str, Any]] = []
+        answered = await self.make_pool().call_tool(
+            "rough", "charge", {}, on_progress=progress.append
+        )
+        self.assertEqual(answered["n"], 7)
+        self.assertEqual([(p["progress"], p["total"]) for p in progress], [(1, 2)])
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+    async def test_a_body_of_one_bad_line_is_still_refused(self) -> None:
+        """Lines that are not all messages are no answer: the call fails as before."""
+        self.rough.on_call = lambda seen: reply_status(
+            seen, 200, b'{"jsonrpc": "2.0"}\nnot json\n', "application/json"
+        )
+        error = await self.broke(self.make_pool())
+        self.assertIn("unknown", error.message)
