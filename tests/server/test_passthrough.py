@@ -637,7 +637,7 @@ class CallTests(SynchronousTestCase):
                 ]
             },
         )
-        url_host = {"elicitation": {"url": {}}}
+        url_host: dict[str, Any] = {"elicitation": {"url": {}}}
 
         def start(revision: Revision) -> tuple[Harness, Session, list[Any]]:
             harness, connector = passed_through(scripted=refusing_nope())
@@ -651,7 +651,8 @@ class CallTests(SynchronousTestCase):
                     raise required
                 return {"content": [{"type": "text", "text": "connected"}]}
 
-            upstream(connector, "beta").answers["tools/call"] = call
+            answers: Any = upstream(connector, "beta").answers
+            answers["tools/call"] = call
             return harness, session, seen
 
         harness, session, _ = start(Revision.V2025_11_25)
