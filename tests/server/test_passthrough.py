@@ -902,6 +902,9 @@ class DownServerTests(SynchronousTestCase):
         error = session.error("prompts/get", {"name": "summarise"})
         self.assertEqual(error.code, INTERNAL_ERROR)
         self.assertIn("'beta'", error.message)
+        # /v1's code for it, and when to try again.
+        self.assertEqual(error.data["code"], "server_unavailable")
+        self.assertGreater(error.data["retry_in"], 0)
         self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
 
     def test_never_listed_server_down(self) -> None:
