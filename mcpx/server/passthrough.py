@@ -129,6 +129,7 @@ from mcpx.server.forwarding import (
     ProgressSink,
     forwarded,
     guarded,
+    pool_failure,
     upstream_meta,
 )
 from mcpx.server.log_relay import LogRelay, asking_for_logs
@@ -370,7 +371,7 @@ class PassThrough:
         try:
             session = await self.pool.session(server, context.identity)
         except (PoolError, UpstreamError) as e:
-            raise RpcError.internal_error(error_from(e).message) from None
+            raise pool_failure(e) from None
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
