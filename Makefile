@@ -43,6 +43,17 @@ $(CALCULATOR)/.installed: Makefile
 	$(CALCULATOR)/bin/python -m pip install --quiet --disable-pip-version-check mcp-server-calculator==0.2.1
 	touch $@
 
+# mcp-server-sqlite 2025.4.25 on the Python SDK 1.6 (which exits on a method it does not
+# know, server/discover among them): the old-SDK server of tests/upstream/test_old_sdk.py.
+# Its mcp 1.6 imports a pydantic internal that pydantic 2.12 removed, hence the pin.
+SQLITE := .venv-sqlite
+$(SQLITE)/.installed: Makefile
+	rm -rf $(SQLITE)
+	$(PYTHON) -m venv $(SQLITE)
+	$(SQLITE)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  mcp-server-sqlite==2025.4.25 mcp==1.6.0 pydantic==2.11.3
+	touch $@
+
 # The OpenSSH server the tests of --daemon ssh:// start on loopback (Debian's package).
 SSHD := /usr/sbin/sshd
 $(SSHD):
@@ -83,7 +94,7 @@ iproute2:
 	  || apt-get install -y --no-install-recommends iproute2 \
 	  || (apt-get update && apt-get install -y --no-install-recommends iproute2)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze iproute2
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SQLITE)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze iproute2
 
 # The benchmarks' own virtualenv: the other gateways they measure mcpx beside (bench/README.md).
 BENCH_VENV := .venv-bench
@@ -117,4 +128,4 @@ unit: install peers
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) $(CALCULATOR) _trial_temp build *.egg-info
+	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) _trial_temp build *.egg-info

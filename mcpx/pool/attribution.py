@@ -59,6 +59,12 @@ class NobodysRequest:
         self._on_end.run()
 
 
+def same_host(one: object, other: object) -> bool:
+    """Whether two calls were made by one host (both known, see C{Caller.host})."""
+    host = getattr(one, "host", None)
+    return host is not None and host == getattr(other, "host", None)
+
+
 class Attribution:
     """Whom the requests on each connection are for, and which servers ask."""
 
@@ -89,6 +95,10 @@ class Attribution:
         up to C{pool.cancelGrace}): a question arriving on that connection belongs to
         that call, and to no other.
 
+        A request given up on that the same host made (L{same_host}) does not count: a
+        server may never answer a cancelled request (the TypeScript SDK does not), and
+        a question it asks for it all the same can only reach the host that made it.
+
         Asked when a question arrives: one that finds several calls in flight teaches
         the pool that the server asks (a C{shared} one then gives each call an
         instance of its own, see L{mcpx.pool.pool.Pool.call_tool}).
@@ -96,8 +106,11 @@ class Attribution:
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
             return None
-        late = instance.late
         callers = instance.callers
+        late = instance.late
+        if late and callers and callers[0] is not None:
+            mine = callers[0]
+            late -= sum(1 for other in instance.late_callers() if same_host(other, mine))
         if not callers or late:
             if len(callers) + late > 1:
                 self._learn_asking(instance)

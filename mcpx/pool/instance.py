@@ -124,6 +124,11 @@ class Instance:
         session = self.session
         return session.rpc.awaiting_late if session is not None else 0
 
+    def late_callers(self) -> list[object]:
+        """Whom each of the L{late} requests was made for (C{None}: nobody)."""
+        session = self.session
+        return session.rpc.late_for_whom() if session is not None else []
+
 
 def scope_for(config: Server, client: str) -> str:
     """

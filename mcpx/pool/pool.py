@@ -32,7 +32,9 @@ An instance's life:
     C{ask-1}, C{ask-2}, ...); past that, calls share again.  See L{Pool.owner}.
   - A request mcpx gave up on (cancelled, timed out) still counts on its connection,
     as nobody's, until the server answers it or C{pool.cancelGrace} passes: a server
-    may go on asking for it, and such a question is nobody's to answer.
+    may go on asking for it, and such a question is nobody's to answer.  Not against a
+    later call of the host that made it, which alone could be shown such a question
+    (L{mcpx.pool.attribution.same_host}): a server may never answer a cancelled request.
   - A request made for nobody (its client declared nothing it could be asked: the
     fast path, with no caller) that is alone in flight on its connection when its
     server asks owns the question all the same (L{Pool.lone_request}): the question is named

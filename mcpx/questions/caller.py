@@ -81,6 +81,10 @@ class Caller:
         fails with it whatever the upstream makes of the refusal.
     @ivar owner: the caller identity of the access token's subject the request came
         with, recorded on its questions (L{mcpx.questions.record.Question.owner}).
+    @ivar host: who made the call (its connection or named session, and its access
+        token's subject), or C{None} when unknown: a request of the same host that
+        mcpx gave up on does not keep this call's questions from it
+        (L{mcpx.pool.attribution.Attribution.owner}).
     """
 
     id: str
@@ -95,6 +99,7 @@ class Caller:
     strict: bool = False
     refused: Exception | None = None
     owner: str | None = None
+    host: str | None = None
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
     _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)

@@ -60,6 +60,11 @@ def _owner(context: Context) -> str | None:
     return subject_identity(context.subject) if context.subject is not None else None
 
 
+def _host(context: Context) -> str:
+    """Who made a request: its connection or named session, and its token's subject."""
+    return f"{context.subject or ''}\n{context.artifact_owner}"
+
+
 def _input_responses(params: dict[str, Any]) -> dict[str, Any]:
     """A retry's C{inputResponses}, or none when it sent no object."""
     responses = params.get("inputResponses")
@@ -275,6 +280,7 @@ class Asking:
             wants_task=as_task,
             strict=context.modern and narrow,
             owner=_owner(context),
+            host=_host(context),
         )
         if askable:
             if context.modern:

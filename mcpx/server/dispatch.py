@@ -61,7 +61,11 @@ from mcpx.server.promotion import TaskPromotion
 from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelopes, params_of
 from mcpx.server.resumable import ConnAsker
 from mcpx.server.roots import ROOTS_CHANGED, Roots
-from mcpx.server.sign_in_offers import SignInOffers
+from mcpx.server.sign_in_offers import (
+    SignInOffers,
+    url_required_answered,
+    without_upstream_urls,
+)
 from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
@@ -270,8 +274,11 @@ class McpServer:
                         return self.spell(result, method, context)
 
                     return spell(
-                        await promotion.call_may_become_task(
-                            conn, context, params, self._call_tool, spell
+                        await url_required_answered(
+                            promotion.call_may_become_task(
+                                conn, context, without_upstream_urls(params), self._call_tool, spell
+                            ),
+                            context,
                         )
                     )
                 if (

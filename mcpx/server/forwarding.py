@@ -25,7 +25,7 @@ from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in
 from mcpx.spec.meta_keys import RESERVED_PREFIX
 from mcpx.upstream.session import UpstreamError
-from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
+from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 
 #: Where an upstream's progress goes.
 ProgressSink = Callable[[dict[str, Any]], None]
@@ -70,6 +70,18 @@ def relayed(error: RpcError, context: Context) -> RpcError:
     return error
 
 
+def pool_failure(error: PoolError | UpstreamError) -> RpcError:
+    """
+    What the pool could not do, as C{-32603} with C{/v1}'s message and, in C{data},
+    its stable code (C{upstream_transport}, C{server_unavailable}, ...) and C{retry_in}.
+    """
+    shown = error_from(error)
+    data: dict[str, Any] = {"code": shown.code}
+    if shown.retry_in is not None:
+        data["retry_in"] = shown.retry_in
+    return RpcError(INTERNAL_ERROR, shown.message, data)
+
+
 async def guarded(
     events: EventBus,
     context: Context,
@@ -79,8 +91,8 @@ async def guarded(
 ) -> dict[str, Any]:
     """
     C{work}'s result, C{server}'s log messages passed to C{on_log} meanwhile; the pool's
-    failures as C{-32603}, a policy's refusal as its own code, the upstream's JSON-RPC
-    errors as they are (see L{relayed}).
+    failures as C{-32603} (L{pool_failure}), a policy's refusal as its own code, the
+    upstream's JSON-RPC errors as they are (see L{relayed}).
     """
     try:
         result = await (work if on_log is None else relaying(events, server, on_log, work))
@@ -89,7 +101,7 @@ async def guarded(
     except PolicyRefusal as e:
         raise e.rpc_error() from None
     except (PoolError, UpstreamError) as e:
-        raise RpcError.internal_error(error_from(e).message) from None
+        raise pool_failure(e) from None
     if type(result) is not dict:
         raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
     return result

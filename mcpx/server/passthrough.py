@@ -114,7 +114,7 @@ Three modules share the work: which servers are passed through and under what na
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final
 
 from twisted.logger import Logger
@@ -122,7 +122,8 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
 from mcpx.ops.errors import error_from
-from mcpx.pool.errors import PoolError
+from mcpx.policy.errors import InvalidOutput
+from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
 from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
@@ -131,12 +132,13 @@ from mcpx.server.forwarding import (
     ProgressSink,
     forwarded,
     guarded,
+    pool_failure,
     upstream_meta,
 )
 from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes
-from mcpx.server.results import capped_completion
+from mcpx.server.results import capped_completion, text_result
 from mcpx.server.surface import Surface
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
@@ -318,7 +320,10 @@ class PassThrough:
         @param on_progress: where the upstream's progress goes.
         @param on_log: where the server's log messages go while it answers.
         @raise RpcError: the upstream's error as it answered, or C{-32603} when the
-            pool could not get an answer.
+            pool could not get an answer (the server is unavailable).  A remote server's
+            transport failure and a result its C{outputSchema} refuses
+            (C{validate.output: enforce}) are no JSON-RPC error but a tool error the model
+            reads (L{tool_failure}).
         """
         arguments = params.get("arguments")
         if arguments is None:
@@ -334,7 +339,9 @@ class PassThrough:
             on_progress=on_progress,
             caller=context.caller,
         )
-        return await guarded(self.gateway.host.events, context, server, calling, on_log)
+        return await guarded(
+            self.gateway.host.events, context, server, tool_failure(calling), on_log
+        )
 
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -386,7 +393,7 @@ class PassThrough:
         try:
             session = await self.pool.session(server, context.identity)
         except (PoolError, UpstreamError) as e:
-            raise RpcError.internal_error(error_from(e).message) from None
+            raise pool_failure(e) from None
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
@@ -394,6 +401,19 @@ class PassThrough:
             context, server, "completion/complete", forwarded(params)
         )
         return capped_completion(result)
+
+
+async def tool_failure(calling: Awaitable[Any]) -> Any:
+    """
+    C{calling}'s result; a remote server's transport failure (L{UpstreamBroke}) or an
+    output its schema refuses (L{InvalidOutput}) as an C{isError} result whose text is
+    C{/v1}'s error code and message (L{error_from}): the call reached the tool's server,
+    or its answer came back, so it is the tool's failure, not mcpx's (C{-32603}).
+    """
+    try:
+        return await calling
+    except (UpstreamBroke, InvalidOutput) as e:
+        return text_result(str(error_from(e)), is_error=True)
 
 
 def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:

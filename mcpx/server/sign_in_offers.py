@@ -20,11 +20,18 @@ declared no URL elicitation and any revision before 2025-11-25 get the error nam
 how to sign in, as before.  Only C{mcpx_call} is covered: it names its server.
 A 2026-07-28 call that may become a task of the tasks extension is offered the sign-in
 before it runs (L{SignInOffers.offered_first}).
+
+An upstream's own C{-32042} to a C{tools/call} (a server that needs the user to open a
+URL) reaches a 2025-11-25 host as it is; a revision without that code never sees it
+(L{url_required_answer}): a 2026-07-28 host that declared URL elicitation is answered
+C{input_required} with the server's URL elicitations, and its retry (mcpx's keys taken
+out of C{inputResponses}) is the call made again, as a legacy host's retry after the
+error would be; any other host gets a tool error naming the URLs to open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
 from twisted.logger import Logger
@@ -37,6 +44,7 @@ from mcpx.questions.caller import ELICIT, may_ask
 from mcpx.questions.relay import ELICITATION_COMPLETE
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.gateway_tools import CALL_TOOL
+from mcpx.server.results import text_result
 from mcpx.settings.servers import RemoteServer
 from mcpx.spec.matrix import notification_in
 from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError, may_emit
@@ -46,6 +54,10 @@ log = Logger()
 
 #: The key of the sign-in in a 2026-07-28 C{inputRequests}.
 INPUT_KEY: Final = "mcpx-sign-in"
+
+#: The keys of an upstream's URL elicitations (its C{-32042}) in a 2026-07-28
+#: C{inputRequests}: this, then their index.
+UPSTREAM_URL_KEY: Final = "mcpx-url-"
 
 
 def _target(params: Mapping[str, Any]) -> str | None:
@@ -120,9 +132,11 @@ class SignInOffers:
         async def offering(
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Mapping[str, Any]:
+            if context.modern:
+                params = without_upstream_urls(params)
             found = self._subject(context, params)
             if found is None:
-                return await answer(conn, context, params)
+                return await url_required_answered(answer(conn, context, params), context)
             hosted, name, server, params, declined = found
             if not declined and hosted.needs(name, server, _principal(context)):
                 offered = await self._offer(hosted, conn, context, name, server)
@@ -218,6 +232,65 @@ def _without_our_answer(params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     params = without_member(params, "inputResponses", INPUT_KEY)
     action = ours.get("action") if type(ours) is dict else None
     return params, action in ("decline", "cancel")
+
+
+def without_upstream_urls(params: dict[str, Any]) -> dict[str, Any]:
+    """
+    A 2026-07-28 retry's C{params} without its answers to an upstream's URL
+    elicitations (L{url_required_answer}): the upstream never asked them as questions.
+    """
+    responses = params.get("inputResponses")
+    if type(responses) is not dict:
+        return params
+    for key in [key for key in responses if key.startswith(UPSTREAM_URL_KEY)]:
+        params = without_member(params, "inputResponses", key)
+    return params
+
+
+async def url_required_answered(
+    work: Awaitable[Mapping[str, Any]], context: Context
+) -> Mapping[str, Any]:
+    """C{work}'s result; an upstream's C{-32042} as L{url_required_answer} has it."""
+    try:
+        return await work
+    except RpcError as error:
+        answer = url_required_answer(error, context)
+        if answer is None:
+            raise
+        return answer
+
+
+def url_required_answer(error: RpcError, context: Context) -> Mapping[str, Any] | None:
+    """
+    An upstream's C{-32042} (URL elicitation required) to a C{tools/call}, for a host
+    whose revision has no such code (every one but 2025-11-25): to a 2026-07-28 host
+    that declared URL elicitation, C{input_required} with the URL elicitations; to any
+    other, a tool error with the server's message and the URLs to open.  C{None} for
+    any other error, or a revision that receives the error as it is.
+    """
+    if error.code != URL_ELICITATION_REQUIRED or may_emit(error.code, context.revision):
+        return None
+    data = error.data if type(error.data) is dict else {}
+    listed = data.get("elicitations")
+    wanted = [
+        (str(one.get("message", "")), one["url"])
+        for one in (listed if type(listed) is list else [])
+        if type(one) is dict and one.get("mode", "url") == "url" and type(one.get("url")) is str
+    ]
+    if context.modern and wanted and may_ask(context.capabilities, ELICIT, {"mode": "url"}):
+        return {
+            "resultType": "input_required",
+            "inputRequests": {
+                f"{UPSTREAM_URL_KEY}{index}": {
+                    "method": ELICIT,
+                    "params": {"mode": "url", "message": message, "url": url},
+                }
+                for index, (message, url) in enumerate(wanted)
+            },
+        }
+    lines = [f"the server needs you to open a URL, then call again: {error.message}"]
+    lines.extend(f"{message}: {url}" if message else url for message, url in wanted)
+    return text_result("\n".join(lines), is_error=True)
 
 
 def _tell_when_done(offer: Offer, conn: Conn) -> None:

@@ -61,7 +61,7 @@ from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server.conn import Conn, Context
-from mcpx.server.forwarding import ProgressSink, forward
+from mcpx.server.forwarding import ProgressSink, forward, pool_failure
 from mcpx.server.gateway_tools import CALL_TOOL, GatewayTool, gateway_tools
 from mcpx.server.log_relay import (
     SERVER_LOG,
@@ -553,7 +553,7 @@ class Surface:
         try:
             return await work
         except PoolError as e:
-            raise RpcError.internal_error(error_from(e).message) from None
+            raise pool_failure(e) from None
 
 
 def _prompt_name(server: str, name: str) -> str:

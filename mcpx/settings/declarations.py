@@ -221,7 +221,9 @@ SETTINGS: tuple[Setting, ...] = (
         help="How long a request mcpx gave up on (the client cancelled or went away, or "
         "it timed out) still counts as running at its server, unless the server answers "
         "it first: a question the server asks meanwhile on that connection cannot be "
-        "told apart from one for another call, so it waits in the broker.",
+        "told apart from one for another client's call, so it waits in the broker. It "
+        "does not hold back the same client's next call, whose questions reach it at "
+        "once (a server may never answer a cancelled request).",
     ),
     Setting(
         name="tasks.maxPerClient",

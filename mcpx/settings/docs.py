@@ -285,6 +285,14 @@ def render_configuration_md() -> str:
         "reload, naming both. Changing a server's prefix restarts it on reload. The gateway's "
         "own tools (`mcpx_call`) and the CLI keep using the server's own tool names.",
         "",
+        "Either kind of entry may give `protocol`, to pin the era or revision mcpx speaks to "
+        'the server in instead of finding it out: `"legacy"` (an `initialize` handshake '
+        'offering the newest legacy revision), a legacy revision such as `"2025-03-26"` '
+        '(offered as it is), or `"modern"` / `"2026-07-28"`. Without it mcpx sends '
+        "`server/discover` first and remembers what it found (a server that exits on that "
+        "probe, as the Python SDK up to 1.8 does, is started again and spoken to in the "
+        "legacy era). Changing it restarts the server on reload.",
+        "",
         "```json",
         "{",
         '  "servers": {',

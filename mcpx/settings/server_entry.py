@@ -32,6 +32,7 @@ from mcpx.settings.servers import (
     StdioServer,
     Tls,
 )
+from mcpx.spec.revision import Revision
 
 _SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -73,8 +74,12 @@ STDIO_FIELDS = (
     "warm",
     "type",
     "toolPrefix",
+    "protocol",
     *POLICY_FIELDS,
 )
+#: What a C{protocol} may pin: an era, or one revision (the era follows from it).
+PROTOCOL_PINS: tuple[str, ...] = ("legacy", "modern", *(revision.value for revision in Revision))
+
 REMOTE_FIELDS = (
     "url",
     "headers",
@@ -84,6 +89,7 @@ REMOTE_FIELDS = (
     "type",
     "tls",
     "toolPrefix",
+    "protocol",
     *POLICY_FIELDS,
 )
 TLS_FIELDS = ("ca", "cert", "key", "serverName")
@@ -223,6 +229,7 @@ class _ServerReader:
             warm=self.warm(entry),
             tool_prefix=self.tool_prefix(entry),
             env_passthrough=self.env_passthrough(entry),
+            protocol=self.protocol(entry),
         )
 
     def env_passthrough(self, entry: Mapping[str, object]) -> tuple[str, ...]:
@@ -268,6 +275,7 @@ class _ServerReader:
             tls=self.tls(entry, parts.scheme),
             warm=self.warm(entry),
             tool_prefix=self.tool_prefix(entry),
+            protocol=self.protocol(entry),
         )
 
     def tool_prefix(self, entry: Mapping[str, object]) -> str:
@@ -281,6 +289,14 @@ class _ServerReader:
                 "it goes before stay valid",
             )
         return prefix
+
+    def protocol(self, entry: Mapping[str, object]) -> str:
+        if "protocol" not in entry:
+            return ""
+        given = entry["protocol"]
+        if given not in PROTOCOL_PINS:
+            self.fail("protocol", f"must be one of {', '.join(map(repr, PROTOCOL_PINS))}")
+        return str(given)
 
     def tls(self, entry: Mapping[str, object], scheme: str) -> Tls | None:
         if "tls" not in entry:

@@ -265,6 +265,8 @@ def _with_common(
         shown["warm"] = 1
     if server.tool_prefix:
         shown["toolPrefix"] = server.tool_prefix
+    if server.protocol:
+        shown["protocol"] = server.protocol
     return shown
 
 
@@ -284,6 +286,8 @@ class StdioServer:
         L{mcpx.upstream.stdio_spawn.child_environment}).
     @ivar cwd: the directory it starts in, or C{None} for the user's home directory.
     @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    @ivar protocol: the era (C{legacy}, C{modern}) or revision it is spoken to in, or
+        C{""} to find out by probing (C{protocol}).
     """
 
     name: str
@@ -300,6 +304,7 @@ class StdioServer:
     env_passthrough: tuple[str, ...] = ()
     #: Why it cannot start as configured (a C{${NAME}} the environment lacks), or C{None}.
     misconfigured: str | None = None
+    protocol: str = ""
 
     def child_env(self) -> dict[str, str]:
         """The variables to add to the child's environment, credentials included."""
@@ -352,6 +357,7 @@ class RemoteServer:
     A server mcpx reaches over HTTP at C{url}.
 
     @ivar tool_prefix: put before each of its tool names in pass-through (C{toolPrefix}).
+    @ivar protocol: as L{StdioServer.protocol}.
     """
 
     name: str
@@ -365,6 +371,7 @@ class RemoteServer:
     tool_prefix: str = ""
     #: As L{StdioServer.misconfigured}.
     misconfigured: str | None = None
+    protocol: str = ""
 
     def request_headers(self) -> dict[str, str]:
         """The headers to send on every request, credentials included."""

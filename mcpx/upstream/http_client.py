@@ -291,22 +291,55 @@ class _Enough(Exception):
     """Raised to stop reading a body once enough of it is kept."""
 
 
-def deliver(peer: RpcPeer, raw: bytes | str, request_id: RequestId | None = None) -> bool:
+def deliver(
+    peer: RpcPeer,
+    raw: bytes | str,
+    request_id: RequestId | None = None,
+    *,
+    lines: bool = False,
+) -> bool:
     """
     Hand one JSON-RPC message (or batch) from the server to C{peer}, parsing it once.
 
     @param raw: the message: a body, or the data of an SSE event (already text).
     @param request_id: the request whose POST or stream carried it, if any.
+    @param lines: C{raw} is an C{application/json} body, which may hold several
+        newline-delimited messages (L{delimited}).
     @return: whether it answered C{request_id}.
     """
     try:
         message = parse(raw, allow_batch=peer.allow_batches)
     except ProtocolError as e:
+        several = delimited(raw, peer.allow_batches) if lines else None
+        if several is not None:
+            answered = False
+            for one in several:
+                peer.receive_message(one, carried_by=request_id)
+                answered = answered or (request_id is not None and answers_request(one, request_id))
+            return answered
         # The peer answers or logs an unreadable message the way it does on any transport.
         peer.receive(raw.encode("utf-8") if isinstance(raw, str) else raw)
         return request_id is not None and e.about_response and e.id == request_id
     peer.receive_message(message, carried_by=request_id)
     return request_id is not None and answers_request(message, request_id)
+
+
+def delimited(raw: bytes | str, allow_batch: bool) -> list[Message | Batch] | None:
+    """
+    The messages of a JSON body that holds several, one per line (as the conformance
+    suite's reference server writes a notification and then the result of a streaming
+    tool in one C{application/json} answer); C{None} unless every non-blank line is a
+    message and there are at least two.  Tried only once the body failed to parse as
+    one message, so a usual answer is parsed once.
+    """
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    parts = [line for line in data.split(b"\n") if line.strip()]
+    if len(parts) < 2:
+        return None
+    try:
+        return [parse(part, allow_batch=allow_batch) for part in parts]
+    except ProtocolError:
+        return None
 
 
 def answers_request(message: Message | Batch, request_id: RequestId) -> bool:

@@ -247,7 +247,7 @@ class Exchange:
             return
         if self.request_id is not None:
             if body.strip():
-                self._deliver(body)
+                self._deliver(body, lines=True)
         else:
             # A body in reply to a notification or a response is unexpected; pass on
             # only real messages, rather than answering the server's noise with errors.
@@ -361,11 +361,11 @@ class Exchange:
             if event.event == MESSAGE and event.data and not self.done:
                 self._deliver(event.data)
 
-    def _deliver(self, raw: bytes | str) -> None:
+    def _deliver(self, raw: bytes | str, *, lines: bool = False) -> None:
         channel = self.channel
         if channel.closed:
             return
-        if deliver(channel.peer, raw, self.request_id):
+        if deliver(channel.peer, raw, self.request_id, lines=lines):
             self.answered = True
 
     def _stream_ended(self, result: object) -> None:

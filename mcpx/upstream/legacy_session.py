@@ -55,19 +55,23 @@ class LegacySession(UpstreamSession):
     """A session that shook hands with C{initialize} (2024-11-05 … 2025-11-25)."""
 
     era: ClassVar[Era] = Era.LEGACY
+    #: The revision C{initialize} offers: the newest, unless the server entry pins
+    #: another (C{protocol}).
+    offered: Revision = field(default=NEWEST_LEGACY, kw_only=True)
     _subscriptions: set[str] = field(init=False, factory=set)
     #: The tools the server annotated C{idempotentHint: true} when last listed.
     _idempotent_tools: frozenset[str] = field(init=False, factory=frozenset)
 
     async def open(self, timeout: float | None = None) -> ServerDeclaration:
         """
-        C{initialize} offering the newest legacy revision, then C{notifications/initialized}.
+        C{initialize} offering L{offered} (the newest legacy revision unless pinned),
+        then C{notifications/initialized}.
 
         @raise UpstreamError: if the server answers with a revision mcpx does not speak.
         """
         self.channel.negotiated.modern = False
         self.channel.negotiated.revision = None
-        offered = NEWEST_LEGACY
+        offered = self.offered
         result = await self.rpc.request(
             "initialize",
             {

@@ -13,6 +13,12 @@ C{initialize} instead.  Over HTTP, a server that refuses C{initialize} as well w
 The outcome is kept per server configuration (a hash of the fields that decide
 it) in memory and in C{<state>/upstream-eras.json}, so a restart costs no probe.
 A remembered era that stops working is probed afresh, once.
+
+A server that ends the connection on the probe (the Python SDK up to 1.8 exits on a
+method it does not know: C{mcp-server-sqlite} 2025.4.25 on C{mcp} 1.6) is started
+again and spoken to in the legacy era, and that is remembered like any probe's
+outcome.  A server entry's C{protocol} pins an era or a revision: no probe is sent, and
+nothing is remembered.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from mcpx.wire.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     RpcError,
 )
-from mcpx.wire.peer import RequestTimedOut
+from mcpx.wire.peer import ConnectionClosed, RequestTimedOut
 
 log = Logger()
 
@@ -79,6 +85,8 @@ def era_key(server: ServerConfig) -> str:
             "url": _reveal(server.url),
             "headers": {k: _reveal(v) for k, v in sorted(server.headers.items())},
         }
+    if server.protocol:
+        decisive["protocol"] = server.protocol
     encoded = json.dumps(decisive, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:32]
 
@@ -208,6 +216,10 @@ class Connector:
 
             mine = evolve(self, channels=channels, http_sse_channels=None, principal_channels=None)
             return await mine.connect(name, server, handlers)
+        if server.protocol:
+            era, offered = pinned(server.protocol)
+            session, _ = await self._open_as(era, name, server, handlers, offered=offered)
+            return session
         key = era_key(server)
         remembered = self.cache.get(key)
         if remembered is not None:
@@ -276,11 +288,25 @@ class Connector:
         return await self._open_as(Era.MODERN, name, server, handlers)
 
     async def _open_as(
-        self, era: Era, name: str, server: ServerConfig, handlers: UpstreamHandlers
+        self,
+        era: Era,
+        name: str,
+        server: ServerConfig,
+        handlers: UpstreamHandlers,
+        offered: Revision | None = None,
     ) -> tuple[UpstreamSession, Era]:
+        """
+        A session in C{era} on a new channel.
+
+        @param offered: the legacy revision C{initialize} offers, when pinned.
+        """
         channel = self._channel(name, server, http_sse=era is Era.HTTP_SSE)
-        kind: type[UpstreamSession] = ModernSession if era is Era.MODERN else LegacySession
-        session = self._session(kind, name, channel, handlers)
+        if era is Era.MODERN:
+            session = self._session(ModernSession, name, channel, handlers)
+        elif offered is not None:
+            session = self._session(LegacySession, name, channel, handlers, offered=offered)
+        else:
+            session = self._session(LegacySession, name, channel, handlers)
         try:
             await channel.start()
             await session.open(timeout=self.open_timeout)
@@ -315,6 +341,8 @@ class Connector:
             unanswered = True
         except TransportRefused as e:
             why = f"server/discover refused: {e}"
+        except ConnectionClosed as e:
+            why = str(e)
         except BaseException:
             await channel.close()
             raise
@@ -322,6 +350,9 @@ class Connector:
             log.info("upstream {server} speaks 2026-07-28", server=name)
             return modern, Era.MODERN
         log.info("upstream {server} is not modern ({why}); initializing", server=name, why=why)
+        if modern.rpc.closed:
+            await channel.close()
+            return await self._legacy_again(name, server, handlers, why)
 
         # Same connection, new session: a legacy server that ignored the probe is still there.
         legacy = self._session(LegacySession, name, channel, handlers, peer=modern.rpc)
@@ -351,6 +382,10 @@ class Connector:
             # A modern server slower to start than the probe waits (a Python server on
             # a busy machine): it answered the probe late and now refuses initialize.
             return await self._modern_after_all(name, server, handlers, "refused", e)
+        except ConnectionClosed as e:
+            # The server ended the connection on the probe, and it was seen only now.
+            await channel.close()
+            return await self._legacy_again(name, server, handlers, str(e))
         except TransportRefused as e:
             await channel.close()
             if not isinstance(server, RemoteServer) or e.status not in HTTP_SSE_HINTS:
@@ -365,6 +400,37 @@ class Connector:
             await channel.close()
             raise
         return legacy, Era.LEGACY
+
+    async def _legacy_again(
+        self, name: str, server: ServerConfig, handlers: UpstreamHandlers, why: str
+    ) -> tuple[UpstreamSession, Era]:
+        """
+        A server that ended the connection on C{server/discover} (the Python SDK up to
+        1.8 exits on a method it does not know), started again and opened as a legacy
+        one: it never sees the probe again.
+        """
+        log.info(
+            "upstream {server} ended the connection on server/discover ({why}); "
+            "starting it again and initializing",
+            server=name,
+            why=why,
+        )
+        return await self._open_as(Era.LEGACY, name, server, handlers)
+
+
+def pinned(protocol: str) -> tuple[Era, Revision | None]:
+    """
+    The era a server entry's C{protocol} pins, and the legacy revision C{initialize}
+    offers (C{None}: the newest).
+    """
+    if protocol == "modern":
+        return Era.MODERN, None
+    if protocol == "legacy":
+        return Era.LEGACY, None
+    revision = Revision(protocol)
+    if revision.is_modern:
+        return Era.MODERN, None
+    return Era.LEGACY, revision
 
 
 #: Statuses that say nothing about which era a server speaks.

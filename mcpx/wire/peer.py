@@ -151,6 +151,8 @@ class RpcPeer:
         self._closed: BaseException | None = None
         #: Requests given up on whose late answers are still awaited, with their expiry.
         self._late: dict[RequestId, IDelayedCall] = {}
+        #: Whom each request in L{_late} was made for (its C{for_whom}).
+        self._late_for: dict[RequestId, object] = {}
         self._late_grace: float | None = None
 
     def handle_with(
@@ -210,8 +212,13 @@ class RpcPeer:
         """Requests given up on that the other side may still be working on."""
         return len(self._late)
 
+    def late_for_whom(self) -> list[object]:
+        """Whom each request counted by L{awaiting_late} was made for (C{None}: nobody)."""
+        return [self._late_for.get(request_id) for request_id in self._late]
+
     def _forget_late(self, request_id: RequestId) -> None:
         self._late.pop(request_id, None)
+        self._late_for.pop(request_id, None)
 
     # Outgoing
 
@@ -300,6 +307,7 @@ class RpcPeer:
                 self._late[entry.id] = self._clock.callLater(
                     self._late_grace, self._forget_late, entry.id
                 )
+                self._late_for[entry.id] = entry.for_whom
         if self._on_abandon is not None:
             try:
                 self._on_abandon(entry.id)
@@ -419,6 +427,7 @@ class RpcPeer:
         entry = self._outgoing.pop(request_id, None)
         if entry is None:
             late = self._late.pop(request_id, None)
+            self._late_for.pop(request_id, None)
             if late is not None and late.active():
                 late.cancel()
             # Usually a race with a cancellation or timeout, which the spec allows for.
@@ -623,6 +632,7 @@ class RpcPeer:
         outgoing, self._outgoing = self._outgoing, {}
         incoming, self._incoming = self._incoming, {}
         late, self._late = self._late, {}
+        self._late_for.clear()
         for timer in late.values():
             if timer.active():
                 timer.cancel()

@@ -8,6 +8,7 @@ Like the conformance legs these refuse to run outside a private network namespac
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -162,3 +163,50 @@ class ModernClientLegacyUpstreamTests(TestCase):
                 self, url, "--spec-version", "2026-07-28", "--scenario", "server-stateless"
             )
             self.assertEqual(failures, [], f"{transport}:\n" + "\n".join(failures))
+
+
+class CancelledCallTests(TestCase):
+    """
+    The TypeScript SDK never answers a request it was told to cancel (the specification
+    allows that): the cancelled call must not keep the next call's questions from
+    their host.
+    """
+
+    timeout = 90
+
+    async def test_question_after_a_cancelled_call_reaches_the_host(self) -> None:
+        """
+        A 2025-11-25 host on C{/mcp} cancels a call of the fixture's C{test_elicitation}
+        while its question waits; its next call's question is put to it at once (it
+        used to wait in the broker for C{pool.cancelGrace} and more), and the call is
+        answered once the host answers.
+        """
+        from urllib.parse import urlsplit
+
+        from twisted.internet.threads import deferToThread
+
+        from tests.questions.hosts import HttpSessionHost
+
+        url = await start_daemon(self, SDK1_SERVER, "stdio")
+        port = urlsplit(url).port
+        assert port is not None
+
+        def conversation() -> dict[str, Any]:
+            host = HttpSessionHost(port, "ada")
+            try:
+                host.answering = False
+                first = host.call("test_elicitation", {"message": "Who are you?"})
+                host.wait_for(lambda: len(host.asked) == 1)
+                host.cancel(first)
+                host.wait_for(lambda: len(host.withdrawn) == 1)
+                second = host.call("test_elicitation", {"message": "Who are you?"})
+                host.wait_for(lambda: len(host.asked) == 2)
+                content = {"username": "ada", "email": "ada@example.com"}
+                host.answer(host.asked[1], {"action": "accept", "content": content})
+                return host.response(second)
+            finally:
+                host.close()
+
+        answer = await deferToThread(conversation)
+        self.assertIn("result", answer, answer)
+        self.assertIn("accept", json.dumps(answer["result"]))

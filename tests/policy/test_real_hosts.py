@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
@@ -495,35 +495,34 @@ class OutputSchemaTests(TestCase):
     async def test_enforce_withholds(self) -> None:
         """
         With C{validate.output} enforce the result is withheld: a 2025-11-25 and a
-        2026-07-28 host calling the tool directly over C{mcpx serve} get JSON-RPC
-        C{-32603} saying what is wrong and that the result was withheld, and a host
-        calling through the gateway's C{mcpx_call} a tool error saying the same; none
-        of them gets the count.
+        2026-07-28 host calling the tool directly over C{mcpx serve} get a tool error
+        (C{/v1}'s C{invalid_output} and message, for the model to read, not C{-32603})
+        saying what is wrong and that the result was withheld, and a host calling
+        through the gateway's C{mcpx_call} a tool error saying the same; none of them
+        gets the count.
         """
         record = Notes(self)
         daemon = await Daemon(
             self, {"notes": notes(record.path, validate={"output": "enforce"})}
         ).start()
 
-        async def conversation() -> tuple[list[MCPError], dict[str, Any]]:
-            errors = []
+        async def conversation() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            direct = []
             for mode in ("legacy", MODERN):
                 async with Client(self.serve(daemon), mode=mode, cache=None) as client:
-                    try:
-                        await client.call_tool("count_notes", {})
-                    except MCPError as e:
-                        errors.append(e)
+                    direct.append(wire(await client.call_tool("count_notes", {})))
             async with Client(daemon.mcp_url, mode="legacy", cache=None) as client:
                 call = {"server": "notes", "tool": "count_notes", "arguments": {}}
                 gateway = wire(await client.call_tool("mcpx_call", call))
-            return errors, gateway
+            return direct, gateway
 
-        errors, gateway = await in_thread(conversation)
-        self.assertEqual(len(errors), 2, "a host was given the result")
-        for error in errors:
-            self.assertEqual(error.code, -32603)
-            self.assertIn(OUTPUT_PROBLEM, str(error))
-            self.assertIn("the result was withheld (validate.output is enforce)", str(error))
+        direct, gateway = await in_thread(conversation)
+        for result in direct:
+            self.assertTrue(result.get("isError"), result)
+            self.assertNotIn("structuredContent", result)
+            self.assertTrue(texts(result).startswith("invalid_output: "), result)
+            self.assertIn(OUTPUT_PROBLEM, texts(result))
+            self.assertIn("the result was withheld (validate.output is enforce)", texts(result))
         self.assertTrue(gateway.get("isError"), gateway)
         self.assertIn(OUTPUT_PROBLEM, texts(gateway))
         self.assertNotIn("structuredContent", gateway)

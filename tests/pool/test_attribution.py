@@ -440,6 +440,26 @@ class LateQuestionTests(AttributionTestCase):
             self.check_question(b)
             self.finish("B")
 
+    def test_the_same_hosts_next_call_is_not_held_back(self) -> None:
+        """
+        A call of the host that gave up on A (same C{Caller.host}) owns the server's next
+        question at once, though A is never answered; another host's call does not.
+        """
+        self.warm()
+        self.caller("A").host = "ada"
+        self.given_up("cancel")
+        again = self.caller("A again")
+        again.host = "ada"
+        self.call("A again", again)
+        self.assertIs(self.pool.owner("a", ""), again)
+        self.check_question(again)
+        self.finish("A again")
+        stranger = self.caller("B")
+        stranger.host = "bob"
+        self.call("B", stranger)
+        self.assertIsNone(self.pool.owner("a", ""))
+        self.finish("B")
+
     def test_grace_ends_it(self) -> None:
         """A server that never answers the cancelled call counts it for pool.cancelGrace."""
         self.warm()

@@ -342,6 +342,39 @@ class LateQuestionTests(_DaemonTest):
         await self.give_up("http", "disconnect")
 
 
+class SilentCancelTests(_DaemonTest):
+    """
+    An upstream that never answers a request it was told to cancel (as the TypeScript
+    SDK does): the host that cancelled a call is asked its next call's question at
+    once, not made to wait while the cancelled request still counts at the server.
+    Another host's call after the cancel is not (its question goes to the broker, as
+    in L{LateQuestionTests}).
+    """
+
+    async def test_the_same_hosts_next_question_reaches_it(self) -> None:
+        for transport in ("socket", "http"):
+            await self.daemon("--silent-cancel")
+            await self.stats()  # started, so that the call below reaches it at once
+            done: dict[str, Any] = {}
+
+            def conversation(transport: str = transport, done: dict[str, Any] = done) -> None:
+                a = self.host(transport, "A")
+                first = a.call("ask", {"label": "A1", "delay": 1.0})
+                time.sleep(0.3)
+                a.cancel(first)
+                second = a.call("ask", {"label": "A2", "delay": 0})
+                a.wait_for(lambda: len(a.asked) == 1)
+                done["asked"] = labels_asked(a)
+                done["answer"] = a.response(second)
+
+            await deferToThread(conversation)
+            self.assertEqual(done["asked"], ["A2"], transport)
+            self.assertEqual(result_text(done["answer"]), 'A2: accept {"name": "A"}')
+            stats = await self.stats()
+            self.assertEqual(len(stats["cancels"]), 1, "the upstream heard the cancel")
+            await self.daemon_.stop()
+
+
 class CrossingCancelTests(_DaemonTest):
     """
     A cancel that crosses the upstream's question on the wire, with an upstream that

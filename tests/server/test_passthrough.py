@@ -32,7 +32,12 @@ from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.session import UpstreamSession
-from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from mcpx.wire.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    URL_ELICITATION_REQUIRED,
+    RpcError,
+)
 from mcpx.wire.messages import Request
 from tests.cli.test_real_daemon import RealDaemonCase
 from tests.daemon.fake_pool import swap_part
@@ -45,7 +50,7 @@ from tests.pool.fakes import (
     servers,
     stdio,
 )
-from tests.server import Harness, Session, result_of
+from tests.server import CLIENT_CAPABILITIES, Harness, Session, result_of
 from tests.server.test_http import Client, modern, modern_headers
 from tests.server.test_resource_updates import Host
 from tests.support.processes import REPO, kill_on_cleanup, spawn
@@ -323,6 +328,8 @@ def check_frames(harness: Harness, revision: Revision) -> set[str]:
                 instance = {key: value for key, value in frame.items() if key != "jsonrpc"}
         elif "error" in frame:
             definition = error
+        elif frame["result"].get("resultType") == "input_required":
+            definition, instance = "InputRequiredResult", frame["result"]
         else:
             definition, instance = RESULTS[harness.methods[frame["id"]]], frame["result"]
         validate(instance, revision, definition, strict=True)
@@ -615,6 +622,79 @@ class CallTests(SynchronousTestCase):
             )
             check_frames(harness, revision)
 
+    def test_url_elicitation_required_per_revision(self) -> None:
+        """
+        An upstream's -32042 (URL elicitation required) reaches a 2025-11-25 host as it
+        is; a 2026-07-28 host that declared URL elicitation is answered input_required
+        with the URL, and its retry (mcpx's key taken out) calls the server again; a
+        2026-07-28 host that did not, and a 2025-06-18 host (no -32042 in either
+        revision), get a tool error naming the URL.
+        """
+        url = "https://example.com/connect"
+        required = RpcError(
+            URL_ELICITATION_REQUIRED,
+            "Connect your account first",
+            {
+                "elicitations": [
+                    {"mode": "url", "elicitationId": "e1", "url": url, "message": "Open to connect"}
+                ]
+            },
+        )
+        url_host: dict[str, Any] = {"elicitation": {"url": {}}}
+
+        def start(revision: Revision) -> tuple[Harness, Session, list[Any]]:
+            harness, connector = passed_through(scripted=refusing_nope())
+            session = Session(revision, harness)
+            session.result("tools/list")
+            seen: list[Any] = []
+
+            def call(u: Any, params: Mapping[str, Any]) -> Any:
+                seen.append(dict(params))
+                if len(seen) == 1:
+                    raise required
+                return {"content": [{"type": "text", "text": "connected"}]}
+
+            answers: Any = upstream(connector, "beta").answers
+            answers["tools/call"] = call
+            return harness, session, seen
+
+        harness, session, _ = start(Revision.V2025_11_25)
+        error = session.error("tools/call", {"name": "nope", "arguments": {}})
+        self.assertEqual((error.code, error.data), (URL_ELICITATION_REQUIRED, required.data))
+        check_frames(harness, Revision.V2025_11_25)
+
+        harness, session, seen = start(Revision.V2026_07_28)
+        capabilities = {CLIENT_CAPABILITIES: url_host}
+        asked = session.result("tools/call", {"name": "nope", "arguments": {}}, **capabilities)
+        self.assertEqual(asked["resultType"], "input_required")
+        self.assertEqual(
+            list(asked["inputRequests"].values()),
+            [
+                {
+                    "method": "elicitation/create",
+                    "params": {"mode": "url", "message": "Open to connect", "url": url},
+                }
+            ],
+        )
+        [key] = asked["inputRequests"]
+        retried = session.result(
+            "tools/call",
+            {"name": "nope", "arguments": {}, "inputResponses": {key: {"action": "accept"}}},
+            **capabilities,
+        )
+        self.assertEqual(retried["content"][0]["text"], "connected")
+        self.assertEqual(len(seen), 2)
+        self.assertNotIn("inputResponses", seen[1])
+        check_frames(harness, Revision.V2026_07_28)
+
+        for revision in (Revision.V2026_07_28, Revision.V2025_06_18):
+            harness, session, _ = start(revision)
+            result = session.result("tools/call", {"name": "nope", "arguments": {}})
+            self.assertIs(result["isError"], True, revision)
+            self.assertIn(url, result["content"][0]["text"], revision)
+            self.assertIn("Connect your account first", result["content"][0]["text"])
+            check_frames(harness, revision)
+
     def test_unlisted_name_never_forwarded(self) -> None:
         """
         With several pass-through servers, a name none lists and mcpx has no tool of is
@@ -878,6 +958,9 @@ class DownServerTests(SynchronousTestCase):
         error = session.error("prompts/get", {"name": "summarise"})
         self.assertEqual(error.code, INTERNAL_ERROR)
         self.assertIn("'beta'", error.message)
+        # /v1's code for it, and when to try again.
+        self.assertEqual(error.data["code"], "server_unavailable")
+        self.assertGreater(error.data["retry_in"], 0)
         self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
 
     def test_never_listed_server_down(self) -> None:

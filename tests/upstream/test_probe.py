@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -100,6 +101,58 @@ class ProbeTests(SynchronousTestCase):
         self.assertEqual(harness.server.methods(), ["server/discover", "initialize"])
         self.assertEqual(len(harness.channels), 1, "no second process or connection")
         self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "legacy")
+
+    def test_a_server_that_exits_on_the_probe_is_started_again_as_legacy(self) -> None:
+        """
+        A server that ends the connection on server/discover (the Python SDK up to 1.8
+        exits on a method it does not know) is started again on a new channel and
+        initialized, never probed again; the cache remembers it is legacy.
+        """
+        harness = Harness(self, legacy_server())
+
+        def exit_on_probe(params: Mapping[str, Any]) -> Any:
+            # The first process dies; the one started after it is a legacy server.
+            del harness.server.answers["server/discover"]
+            peer = harness.channels[-1].peer
+            assert peer is not None
+            peer.close(ConnectionError('upstream "fake" exited with status 1'))
+            raise RpcError.internal_error("exited")
+
+        harness.server.answers["server/discover"] = exit_on_probe
+        session = self.successResultOf(harness.connect())
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(harness.server.methods(), ["server/discover", "initialize"])
+        self.assertEqual(len(harness.channels), 2)
+        self.assertTrue(harness.channels[0].closed)
+        self.assertEqual(harness.cached()[era_key(STDIO)]["era"], "legacy")
+
+        again = Harness(self, legacy_server())
+        again.connector = again.make_connector(EraCache.load(harness.path))
+        self.assertIsInstance(self.successResultOf(again.connect()), LegacySession)
+        self.assertEqual(again.server.methods(), ["initialize"])
+
+    def test_protocol_pins_the_era_or_revision(self) -> None:
+        """
+        A server entry's protocol opens the session so with no probe and nothing
+        remembered: legacy (the newest legacy revision offered), a legacy revision
+        (offered as it is), modern or 2026-07-28 (discover).
+        """
+        for pin, kind, first in (
+            ("legacy", LegacySession, ("initialize", "2025-11-25")),
+            ("2025-03-26", LegacySession, ("initialize", "2025-03-26")),
+            ("modern", ModernSession, ("server/discover", None)),
+            ("2026-07-28", ModernSession, ("server/discover", None)),
+        ):
+            server = legacy_server() if kind is LegacySession else modern_server()
+            harness = Harness(self, server)
+            session = self.successResultOf(harness.connect(evolve(STDIO, protocol=pin)))
+            self.assertIsInstance(session, kind, pin)
+            self.assertEqual(server.methods(), [first[0]], pin)
+            offered = server.requests[0].params
+            if first[1] is not None:
+                assert isinstance(offered, Mapping)
+                self.assertEqual(offered["protocolVersion"], first[1], pin)
+            self.assertFalse(harness.path.exists(), pin)
 
     def test_silence_until_the_probe_timeout_means_legacy(self) -> None:
         """A server that never answers discover is initialised once the probe times out."""

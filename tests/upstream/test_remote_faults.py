@@ -25,6 +25,7 @@ from zope.interface import provider
 from mcpx.ops.errors import error_from
 from mcpx.pool import Pool
 from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
+from mcpx.server.conn import Conn
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
 from mcpx.spec.revision import Revision
 from mcpx.upstream.connect import make_connector
@@ -154,6 +155,7 @@ class RemoteCase(TestCase):
         url: str | None = None,
         headers: dict[str, str] | None = None,
         call_timeout: float = 10.0,
+        policies: Any = None,
         **options: Any,
     ) -> Pool:
         server = RemoteServer(
@@ -165,7 +167,7 @@ class RemoteCase(TestCase):
         # Known to be legacy: no probe, so the counts below are the calls' own.
         connector.cache.put(era_key(server), Era.LEGACY, Revision.V2025_11_25)
         pool = Pool(
-            servers=ServersConfig({"rough": server}, origin="test"),
+            servers=ServersConfig({"rough": server}, origin="test", policies=policies or {}),
             connector=connector,
             clock=reactor,
             call_timeout=call_timeout,
@@ -1115,3 +1117,119 @@ class SdkRestartMidCallTests(TestCase):
             self.fail(f"the call was sent again and answered: {answer!r}")
         answer = await pool.call_tool("real", "echo", {"text": "after"})
         self.assertIn("after", json.dumps(answer))
+
+
+class McpPassThroughTests(RemoteCase):
+    """
+    On C{/mcp} in pass-through, a remote server's transport failure and an output its
+    schema refuses are tool errors carrying C{/v1}'s code and message, not C{-32603}.
+    """
+
+    def host(self, pool: Any) -> Any:
+        """A 2026-07-28 host of an MCP server passing C{rough} through over C{pool}."""
+        from mcpx.server.dispatch import McpServer
+        from tests.server import Harness, Session
+
+        harness = Harness(pool)
+        harness.server = McpServer(harness.host, harness.clock, passthrough=("rough",))
+        harness.conn = harness.server.open(Conn("stdio", "host-pid-1"))
+        return Session(Revision.V2026_07_28, harness)
+
+    async def call(self, session: Any, tool: str = "charge") -> dict[str, Any]:
+        answer: dict[str, Any] = await session.request(
+            "tools/call", {"name": tool, "arguments": {}}
+        )
+        return answer
+
+    async def test_http_502_is_a_tool_error(self) -> None:
+        self.rough.on_call = lambda seen: reply_status(seen, 502, b"bad gateway", "text/plain")
+        answer = await self.call(self.host(self.make_pool()))
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("upstream_transport: "), text)
+        self.assertIn("HTTP 502", text)
+        self.assertIn("bad gateway", text)
+
+    async def test_connection_refused_is_a_tool_error(self) -> None:
+        pool = self.make_pool(http_connections=1)
+        session = self.host(pool)
+        self.assertNotIn("isError", await self.call(session))
+        await self.rough.http.pause()
+        for connection in list(self.rough.http.connections):
+            transport: Any = getattr(connection, "_channel", connection).transport
+            transport.loseConnection()
+        await wait(0.05)
+        answer = await self.call(session)
+        self.rough.http.unpause()
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("upstream_transport: "), text)
+        self.assertIn("ConnectionRefusedError", text)
+
+    async def test_output_refused_by_its_schema_is_a_tool_error(self) -> None:
+        from mcpx.policy.guard import GuardedPool
+        from mcpx.settings.server_policy import parse_policy
+
+        typed = {
+            "name": "typed",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        }
+
+        def handle(seen: Seen) -> Reply:
+            if seen.method == "POST" and seen.json().get("method") == "tools/list":
+                return result(seen, {"tools": [typed]})
+            return self.rough.handle(seen)
+
+        self.rough.http.handler = handle
+        self.rough.on_call = lambda seen: result(
+            seen, {"content": [], "structuredContent": {"n": "x"}}
+        )
+        pool = self.make_pool(
+            policies={"rough": parse_policy({"validate": {"output": "enforce"}}, {}, where="rough")}
+        )
+        answer = await self.call(self.host(GuardedPool(pool)), "typed")
+        self.assertIs(answer["isError"], True)
+        text = answer["content"][0]["text"]
+        self.assertTrue(text.startswith("invalid_output: "), text)
+        self.assertIn("/n", text)
+
+
+class DelimitedJsonTests(RemoteCase):
+    """
+    An C{application/json} answer whose body holds several newline-delimited messages (a
+    notification line, then the result), as the conformance suite's reference server
+    writes its streaming tools' answers: the notifications are relayed, the call
+    answered with the result.
+    """
+
+    async def test_progress_line_then_the_result(self) -> None:
+        def answer(seen: Seen) -> Reply:
+            token = seen.json()["params"]["_meta"]["progressToken"]
+            lines = [
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": 1, "total": 2},
+                },
+                {"jsonrpc": "2.0", "id": seen.message_id, "result": {"content": [], "n": 7}},
+            ]
+            seen.request.setHeader(b"content-type", b"application/json")
+            return b"\n".join(json.dumps(line).encode() for line in lines) + b"\n"
+
+        self.rough.on_call = answer
+        progress: list[dict[str, Any]] = []
+        answered = await self.make_pool().call_tool(
+            "rough", "charge", {}, on_progress=progress.append
+        )
+        self.assertEqual(answered["n"], 7)
+        self.assertEqual([(p["progress"], p["total"]) for p in progress], [(1, 2)])
+        self.assertEqual(self.rough.calls["charge"], 1)
+
+    async def test_a_body_of_one_bad_line_is_still_refused(self) -> None:
+        """Lines that are not all messages are no answer: the call fails as before."""
+        self.rough.on_call = lambda seen: reply_status(
+            seen, 200, b'{"jsonrpc": "2.0"}\nnot json\n', "application/json"
+        )
+        error = await self.broke(self.make_pool())
+        self.assertIn("unknown", error.message)
