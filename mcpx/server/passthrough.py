@@ -58,7 +58,9 @@ resource-not-found error naming the URI: a server that offers no resources is ne
 asked to read one.  A URI two servers list is listed once, for the server that would be read.
 C{mcpx://} URIs still reach every configured server through the gateway surface, and
 the gateway's prompts, resources and templates of the servers not passed through follow
-the pass-through servers' own in every list.
+the pass-through servers' own in every list.  A pass-through server's prompt is routed
+only by the name it lists: the gateway's C{<server>_<prompt>} name of it is an unknown
+prompt, as it would be directly.
 
 Declarations
 ============

@@ -236,7 +236,11 @@ class Routes:
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """
         The pass-through server a prompt name goes to, or C{None} for a gateway prompt
-        (C{<server>_<prompt>}) none of them lists.
+        (C{<server>_<prompt>}) none of them lists, of a server not passed through.
+
+        A pass-through server's prompts are routed only as listed: C{fm_fm_greet} is
+        not C{fm}'s C{fm_greet} under the gateway's naming, as it would be directly an
+        unknown prompt (the gateway's names are offered for the other servers alone).
 
         @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
             gateway prompt (it is never handed to a server that did not list it), with
@@ -247,11 +251,12 @@ class Routes:
         if owner is not None:
             return owner
         try:
-            self.gateway.prompt_owner(name)
+            gateway_server, _ = self.gateway.prompt_owner(name)
         except UnknownName:
             pass
         else:
-            return None
+            if not self.passed.owns(gateway_server):
+                return None
         message = (
             f"unknown prompt {name!r}: no pass-through server ({', '.join(self.passed.servers)}) "
             "lists it; list the prompts again"

@@ -757,6 +757,30 @@ class PromptTests(SynchronousTestCase):
         self.assertNotIn({"name": "unlisted"}, asked)
         check_frames(harness, Revision.V2025_06_18)
 
+    def test_gateway_naming_does_not_reach_a_passed_server(self) -> None:
+        """
+        In pass-through a prompt is routed only as listed: C{alpha_greet}, the gateway's
+        name for alpha's C{greet}, is an unknown prompt as it would be directly, and
+        alpha is not asked for C{greet} (issue 43, item 11); completion alike.
+        """
+        for revision in Revision:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            unknown = session.error("prompts/get", {"name": "alpha_greet"})
+            self.assertEqual((unknown.code, unknown.data), (-32602, {"name": "alpha_greet"}))
+            self.assertIn("unknown prompt 'alpha_greet'", unknown.message)
+            self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
+            completing = session.error(
+                "completion/complete",
+                {
+                    "ref": {"type": "ref/prompt", "name": "alpha_greet"},
+                    "argument": {"name": "who", "value": "A"},
+                },
+            )
+            self.assertEqual(completing.code, -32602)
+            self.assertNotIn("completion/complete", upstream(connector, "alpha").methods())
+            check_frames(harness, revision)
+
     def test_duplicate_prompt_is_kept_for_the_first_server(self) -> None:
         """A prompt name both servers offer is listed once and got from the first server."""
         scripted = scripts()
