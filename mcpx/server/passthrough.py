@@ -280,6 +280,36 @@ class PassThrough:
         merged.extend(await self.gateway.templates(context, leaving_out=self.servers))
         return merged
 
+    # Instructions
+
+    def leaves_out_servers(self) -> bool:
+        """Whether any configured server is not passed through (offered by the gateway)."""
+        return any(server not in self.servers for server in self.gateway.server_names())
+
+    async def instructions(self, context: Context, gateway: str | None) -> str | None:
+        """
+        The instructions a host of this pass-through is given: each pass-through
+        server's own, as it declared them (one server's verbatim; several, each under
+        a C{## <server>} heading, in the order named), then C{gateway}'s, which
+        describe the gateway tools offered after theirs.  A server that cannot be
+        reached now adds nothing.
+        """
+        own: list[tuple[str, str]] = []
+        for server in self.servers:
+            try:
+                session = await self.pool.session(server, context.identity)
+            except (PoolError, UpstreamError):
+                continue
+            declaration = session.declaration
+            said = None if declaration is None else declaration.instructions
+            if said:
+                own.append((server, said))
+        headed = len(self.servers) > 1
+        parts = [f"## {server}\n\n{said}" if headed else said for server, said in own]
+        if gateway:
+            parts.append(f"## mcpx\n\n{gateway}" if headed and own else gateway)
+        return "\n\n".join(parts) if parts else None
+
     # Forwarding
 
     async def call_tool(

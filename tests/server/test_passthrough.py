@@ -18,15 +18,17 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
 from mcpx.ops import uris
 from mcpx.pool import Pool
 from mcpx.server.conn import Conn
 from mcpx.server.derived import template_pattern
-from mcpx.server.dispatch import McpServer
+from mcpx.server.dispatch import GATEWAY_TOOLS_INSTRUCTIONS, INSTRUCTIONS, McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.spec.matrix import field_in
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -220,6 +222,7 @@ class Upstreams(FakeConnector):
         # A script may declare capabilities of its own (a server without resources).
         capabilities = script.get("capabilities", self.capabilities)
         upstream = FakeUpstream(next(self.serials), answers, capabilities, self.holding)
+        upstream.instructions = script.get("instructions")
         self.upstreams.append(upstream)
         channel = FakeChannel(name, upstream)
         session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
@@ -794,6 +797,73 @@ class PromptTests(SynchronousTestCase):
         self.assertNotIn("prompts/get", upstream(connector, "beta").methods())
 
 
+class InstructionsTests(SynchronousTestCase):
+    """
+    A pass-through host is given the servers' own instructions, not the gateway's
+    description of names that do not apply to them (issue 43, item 6).
+    """
+
+    def given(self, session: Session) -> Any:
+        if session.initialize_result is not None:
+            return session.initialize_result.get("instructions")
+        return session.result("server/discover").get("instructions")
+
+    def test_one_server_verbatim_then_the_gateway_tools(self) -> None:
+        """
+        One server passed through: its instructions as it declared them, then what the
+        gateway tools (offered after its tools) are for and how the servers not passed
+        through are named; on both eras.
+        """
+        scripted = scripts()
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        for revision in (Revision.V2025_11_25, NEWEST):
+            harness, _ = passed_through(("alpha",), scripted=scripted)
+            self.assertEqual(
+                self.given(Session(revision, harness)),
+                "Alpha: call echo first.\n\n" + INSTRUCTIONS,
+                revision,
+            )
+
+    def test_several_servers_each_under_its_name(self) -> None:
+        """
+        Several servers: each one's instructions under its name, in the order named,
+        one that declared none left out, then the gateway's under mcpx's.
+        """
+        scripted = scripts()
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        scripted["beta"]["instructions"] = "Beta adds."
+        for revision in (Revision.V2025_06_18, NEWEST):
+            harness, _ = passed_through(scripted=scripted)
+            self.assertEqual(
+                self.given(Session(revision, harness)),
+                "## alpha\n\nAlpha: call echo first.\n\n## beta\n\nBeta adds.\n\n"
+                "## mcpx\n\n" + INSTRUCTIONS,
+                revision,
+            )
+        del scripted["beta"]["instructions"]
+        harness, _ = passed_through(scripted=scripted)
+        self.assertEqual(
+            self.given(Session(NEWEST, harness)),
+            "## alpha\n\nAlpha: call echo first.\n\n## mcpx\n\n" + INSTRUCTIONS,
+        )
+
+    def test_every_server_passed_through(self) -> None:
+        """
+        With every configured server passed through, the gateway's prompt and
+        resource names are not described (nothing is offered under them); a server
+        without instructions adds none.
+        """
+        scripted = scripts()
+        del scripted["other"]
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        harness, _ = passed_through(("alpha", "beta"), scripted=scripted)
+        self.assertEqual(
+            self.given(Session(Revision.V2025_11_25, harness)),
+            "## alpha\n\nAlpha: call echo first.\n\n## mcpx\n\n" + GATEWAY_TOOLS_INSTRUCTIONS,
+        )
+        self.assertNotIn("mcpx://", GATEWAY_TOOLS_INSTRUCTIONS)
+
+
 class DownServerTests(SynchronousTestCase):
     """
     A pass-through server that died keeps its names while it is down or backing off:
@@ -1250,6 +1320,29 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)
+
+    async def test_demo_instructions(self) -> None:
+        """
+        A host on mcpx serve --passthrough demo is given the demo's own instructions
+        first, on initialize (2025-06-18) and on server/discover (2026-07-28), then
+        what the gateway tools offered after its tools are for (issue 43, item 6).
+        """
+        await self._start()
+        legacy = ServeHost(self, "--passthrough", "demo")
+        initialized = await self._initialize(legacy)
+        said = initialized["instructions"]
+        self.assertTrue(said.startswith(DEMO_INSTRUCTIONS + "\n\n"), said)
+        self.assertIn("mcpx_call", said)
+        modern_host = ServeHost(self, "--passthrough", "demo")
+        discovered = await modern_host.request(
+            "server/discover",
+            {"_meta": {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}},
+        )
+        self.assertEqual(discovered["instructions"], said)
+        for host in (legacy, modern_host):
+            assert host.child.transport is not None
+            host.child.transport.closeStdin()
+            self.assertEqual(await host.child.ended(timeout=20), 0)
 
     async def test_serve_passthrough_for_one_connection(self) -> None:
         """
