@@ -121,6 +121,7 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
 from mcpx.ops.errors import error_from
+from mcpx.policy.errors import InvalidArguments
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
 from mcpx.server.catalogues import Catalogues
@@ -329,6 +330,10 @@ class PassThrough:
         @param on_log: where the server's log messages go while it answers.
         @raise RpcError: the upstream's error as it answered, or C{-32603} when the
             pool could not get an answer.
+        @return: the result as it came, or a tool error (C{isError}, mcpx's message as
+            text) when C{validate.input: enforce} refused the arguments: input validation
+            is a tool error, which the model reads and corrects (SEP-1303, 2025-11-25),
+            as the servers' SDKs answer it on every revision (L{refused_arguments}).
         """
         arguments = params.get("arguments")
         if arguments is None:
@@ -344,7 +349,10 @@ class PassThrough:
             on_progress=on_progress,
             caller=context.caller,
         )
-        return await guarded(self.gateway.host.events, context, server, calling, on_log)
+        try:
+            return await guarded(self.gateway.host.events, context, server, calling, on_log)
+        except InvalidArguments as e:
+            return refused_arguments(e)
 
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -404,6 +412,15 @@ class PassThrough:
             context, server, "completion/complete", forwarded(params)
         )
         return capped_completion(result)
+
+
+def refused_arguments(refusal: InvalidArguments) -> dict[str, Any]:
+    """
+    The tool error a pass-through C{tools/call} whose arguments C{validate.input: enforce}
+    refused is answered with: a C{CallToolResult} with C{isError} and mcpx's message as
+    its text, valid on every revision (C{isError} is in every schema).
+    """
+    return {"content": [{"type": "text", "text": refusal.message}], "isError": True}
 
 
 def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:

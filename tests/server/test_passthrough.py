@@ -926,9 +926,10 @@ class DownServerTests(SynchronousTestCase):
         (A server a reload removed: tests.server.test_reload_announce.)
         """
         harness, connector = passed_through()
-        session = Session(Revision.V2025_06_18, harness)
-        # beta cannot be started: its command is gone.
+        # beta cannot be started: its command is gone (initialize, which asks each
+        # server for its instructions, cannot start it either).
         del connector.scripted["beta"]
+        session = Session(Revision.V2025_06_18, harness)
         error = session.error("tools/call", {"name": "add", "arguments": {}})
         self.assertEqual(error.code, INTERNAL_ERROR)
         self.assertEqual(error.data, {"name": "add", "servers": ["beta"]})
@@ -1306,13 +1307,16 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         self.assertEqual(add["outputSchema"]["required"], ["sum"])
         added = await host.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
         self.assertEqual(added["structuredContent"], {"sum": 5})
-        # Arguments that break the tool's inputSchema never reach it (validate.input).
-        refused = await self._error(
-            host, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
+        # Arguments that break the tool's inputSchema never reach it (validate.input),
+        # and the refusal is a tool error the model can read and correct (SEP-1303).
+        refused = await host.request(
+            "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
         )
-        self.assertEqual(refused["code"], INVALID_PARAMS)
-        self.assertIn("'c' was unexpected", refused["message"])
-        self.assertEqual(refused["data"]["errors"][0]["path"], "")
+        self.assertIs(refused["isError"], True)
+        [said] = refused["content"]
+        self.assertEqual(said["type"], "text")
+        self.assertIn("'c' was unexpected", said["text"])
+        self.assertIn("the call was not sent (validate.input is enforce)", said["text"])
         answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
         # The only pass-through server is asked, and says the name is unknown itself.
         self.assertEqual(answer["code"], INVALID_PARAMS)
@@ -1334,11 +1338,15 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         self.assertTrue(said.startswith(DEMO_INSTRUCTIONS + "\n\n"), said)
         self.assertIn("mcpx_call", said)
         modern_host = ServeHost(self, "--passthrough", "demo")
-        discovered = await modern_host.request(
-            "server/discover",
-            {"_meta": {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}},
-        )
+        meta = {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}
+        discovered = await modern_host.request("server/discover", {"_meta": meta})
         self.assertEqual(discovered["instructions"], said)
+        # A 2026-07-28 host's refused arguments are a tool error too (issue 43, item 4).
+        refused = await modern_host.request(
+            "tools/call", {"name": "add", "arguments": {"a": "two", "b": 3}, "_meta": meta}
+        )
+        self.assertIs(refused["isError"], True)
+        self.assertIn("validate.input is enforce", refused["content"][0]["text"])
         for host in (legacy, modern_host):
             assert host.child.transport is not None
             host.child.transport.closeStdin()
