@@ -450,12 +450,18 @@ class McpServer:
             "capabilities": self.capabilities(conn, revision, modern=False),
             "serverInfo": self._implementation(revision),
         }
-        instructions = await self._instructions(conn, context)
+        # A host that declared roots is their roots client once initialized: a server
+        # not running yet is not started for its instructions, as it may ask for roots
+        # at once (L{PassThrough.instructions}).
+        declares_roots = isinstance(conn.client_capabilities.get("roots"), Mapping)
+        instructions = await self._instructions(conn, context, start=not declares_roots)
         if instructions is not None:
             result["instructions"] = instructions
         return result
 
-    async def _instructions(self, conn: Conn, context: Context) -> str | None:
+    async def _instructions(
+        self, conn: Conn, context: Context, *, start: bool = True
+    ) -> str | None:
         """
         The instructions C{conn} is given: the gateway's, or where servers are passed
         through, theirs first (L{PassThrough.instructions}).
@@ -468,7 +474,7 @@ class McpServer:
             # Every configured server is passed through: no prompt or resource is
             # offered under the gateway's names, so they are not described.
             gateway = GATEWAY_TOOLS_INSTRUCTIONS
-        return await passthrough.instructions(context, gateway)
+        return await passthrough.instructions(context, gateway, start=start)
 
     async def _ping(
         self, conn: Conn, context: Context, params: dict[str, Any]

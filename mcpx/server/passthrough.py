@@ -138,6 +138,7 @@ from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes
 from mcpx.server.results import capped_completion
 from mcpx.server.surface import Surface
+from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -287,21 +288,33 @@ class PassThrough:
         """Whether any configured server is not passed through (offered by the gateway)."""
         return any(server not in self.servers for server in self.gateway.server_names())
 
-    async def instructions(self, context: Context, gateway: str | None) -> str | None:
+    async def instructions(
+        self, context: Context, gateway: str | None, *, start: bool = True
+    ) -> str | None:
         """
         The instructions a host of this pass-through is given: each pass-through
         server's own, as it declared them (one server's verbatim; several, each under
         a C{## <server>} heading, in the order named), then C{gateway}'s, which
         describe the gateway tools offered after theirs.  A server that cannot be
         reached now adds nothing.
+
+        @param start: start a server not running to read its declaration; else only
+            the running ones are read (a legacy host that declared roots: a server
+            started by its C{initialize} would ask for roots before the host may be
+            asked, and get mcpx's own).
         """
         own: list[tuple[str, str]] = []
+        running = getattr(self.pool, "running_declaration", None)
         for server in self.servers:
-            try:
-                session = await self.pool.session(server, context.identity)
-            except (PoolError, UpstreamError):
-                continue
-            declaration = session.declaration
+            declaration: ServerDeclaration | None = None
+            if not start:
+                if running is not None:
+                    declaration = running(server, context.identity)
+            else:
+                try:
+                    declaration = (await self.pool.session(server, context.identity)).declaration
+                except (PoolError, UpstreamError):
+                    continue
             said = None if declaration is None else declaration.instructions
             if said:
                 own.append((server, said))
