@@ -295,10 +295,8 @@ class Relay:
             call.asked = True
         shown = dict(params) if own else rewritten(server, method, params)
         ahead = call.take_held(key) if call is not None else None
-        if ahead is not None and (
-            not isinstance(ahead, Mapping) or unfit_answer(method, shown, ahead) is not None
-        ):
-            # An answer sent ahead that does not fit is no answer: the question is asked.
+        if ahead is not None and not isinstance(ahead, Mapping):
+            # An answer sent ahead that is not even an object is no answer: it is asked.
             ahead = None
         native = (
             self._native
@@ -436,6 +434,7 @@ class Relay:
             return await self._waiting(server, scope_key, from_broker)
         if ahead is not None:
             # The client answered before it was asked (2026-07-28 inputResponses).
+            self._passed_unfit(question.id, method, shown, ahead)
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
             from_broker.addErrback(lambda _: None).cancel()
             return dict(ahead)
@@ -450,17 +449,7 @@ class Relay:
         def client_answered(result: Any) -> Deferred[dict[str, Any]] | dict[str, Any]:
             if from_broker.called:
                 return {}  # the broker's answer won the race; this one goes nowhere
-            unfit = unfit_answer(method, shown, result)
-            if unfit is not None:
-                # Not sent upstream as if it were valid: whoever answers the broker can.
-                log.warn(
-                    "the client's answer to question {id} does not fit its form ({why}); "
-                    "it waits in the broker",
-                    id=question.id,
-                    why=unfit,
-                )
-                self.broker.reroute(question.id)
-                return Deferred()  # the client has had its say: the broker's answer wins
+            self._passed_unfit(question.id, method, shown, result)
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
             if (
                 method == ELICIT
@@ -487,6 +476,24 @@ class Relay:
         from_client.addCallbacks(client_answered, client_failed)
         outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
         return await self._waiting(server, scope_key, outcome, call, question.id)
+
+    def _passed_unfit(
+        self, question_id: str, method: str, shown: Mapping[str, Any], result: object
+    ) -> None:
+        """
+        Log a client's answer whose form content mcpx's check finds unfit: it goes to
+        the server all the same, which judges it as it would directly (mcpx's check of
+        formats such as C{email} may be stricter than the server's); holding it back
+        left the call waiting on a broker nobody watched.
+        """
+        unfit = unfit_answer(method, shown, result)
+        if unfit is not None:
+            log.warn(
+                "the client's answer to question {id} does not fit its form ({why}); "
+                "it goes to the server, which judges it",
+                id=question_id,
+                why=unfit,
+            )
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""

@@ -1,0 +1,108 @@
+"""
+A host's answer to a pass-through server's elicitation reaches the server as the host
+gave it, as it would directly (issue 43, items 7 and 10): server-everything's
+C{trigger-elicitation-request} through C{mcpx serve --passthrough everything}, the
+Python SDK's client as the host, on both eras.
+
+  - content mcpx's form check would refuse ("Ada" in a field declared C{email}) is
+    the server's to judge: it goes upstream, and the host gets the server's result;
+  - a host's JSON-RPC error reply goes upstream as the error of the server's request,
+    and the host gets the server's own C{isError} result.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import mcp_types as types
+from attrs import define, field
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from twisted.trial.unittest import TestCase
+
+from tests.questions.support import Daemon, everything_server, in_thread
+from tests.support.processes import REPO
+
+TOOL = "trigger-elicitation-request"
+
+
+@define
+class Answerer:
+    """Answers every elicitation as told: a form's content, or an error."""
+
+    content: dict[str, Any] | None = None
+    error: types.ErrorData | None = None
+    asked: list[dict[str, Any]] = field(factory=list)
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        self.asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if self.error is not None:
+            return self.error
+        return types.ElicitResult(action="accept", content=self.content)
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+class AnswersReachTheServerTests(TestCase):
+    timeout = 120
+
+    async def _call(
+        self, daemon: Daemon, mode: str, answerer: Answerer, path: str = "serve"
+    ) -> types.CallToolResult:
+        """Call the tool as a host on C{path} (C{serve} or C{mcp}) in C{mode}."""
+
+        async def conversation() -> types.CallToolResult:
+            target: Any = daemon.mcp_url
+            if path == "serve":
+                target = StdioServerParameters(
+                    command=sys.executable,
+                    args=["-m", "mcpx", "serve", "--passthrough", "everything"],
+                    env=daemon.env,
+                    cwd=str(REPO),
+                )
+            async with Client(
+                target, mode=mode, elicitation_callback=answerer.elicit, cache=None
+            ) as client:
+                return await client.call_tool(TOOL, {})
+
+        result: types.CallToolResult = await in_thread(conversation)
+        return result
+
+    async def test_unfit_content_goes_to_the_server(self) -> None:
+        """
+        "Ada" as the email: the server takes it (it does not check formats), and the
+        host's call answers with it at once, on both eras; no question is left
+        waiting in the broker.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        for mode, path in (("legacy", "serve"), ("auto", "serve"), ("legacy", "mcp")):
+            answerer = Answerer(content={"name": "Ada Lovelace", "email": "Ada"})
+            result = await self._call(daemon, mode, answerer, path)
+            self.assertFalse(result.is_error, (mode, path, result))
+            self.assertIn('"email": "Ada"', _text(result), (mode, path))
+            self.assertEqual(len(answerer.asked), 1, (mode, path))
+        self.assertEqual((await daemon.api("/v1/questions"))["questions"], [])
+        self.assertIn("does not fit", daemon.log())
+
+    async def test_host_error_goes_to_the_server(self) -> None:
+        """
+        A host that answers the elicitation with a JSON-RPC error: the server's request
+        fails with that error, and the host gets the server's own isError result naming
+        it (as directly), not a -32603.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        # Legacy hosts: a 2026-07-28 host has no error to give (its SDK raises instead).
+        for path in ("serve", "mcp"):
+            error = types.ErrorData(code=-1, message="the user closed the form")
+            result = await self._call(daemon, "legacy", Answerer(error=error), path)
+            self.assertTrue(result.is_error, (path, result))
+            self.assertIn("the user closed the form", _text(result), path)
