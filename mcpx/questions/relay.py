@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred, race
 from twisted.internet.interfaces import IReactorTime
@@ -46,6 +46,13 @@ ELICITATION_COMPLETE = "notifications/elicitation/complete"
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
 Candidates = Callable[[str, str], Sequence[object]]
+#: Whether anyone watches the broker for C{server}'s questions now (L{Relay}).
+Watched = Callable[[str], bool]
+
+#: How recently a C{GET /v1/questions} must have listed the questions for the broker to
+#: count as watched (C{mcpx elicit} and a call's watch poll far more often).
+WATCHED_WITHIN: Final = 10.0
+
 #: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
 #: L{Asker}, or C{None} when no client that declared roots uses that server.
 RootsSource = Callable[[str, str], "Asker | None"]
@@ -146,6 +153,21 @@ def own_root(root: str) -> dict[str, str]:
     return {"uri": uri, "name": name} if name else {"uri": uri}
 
 
+def unwatched_refusal(server: str, method: str) -> RpcError:
+    """
+    The error a server's question no client can be asked gets while nobody watches the
+    broker: C{-32600}, as the MCP SDKs' clients refuse a request for a capability they
+    lack ("Elicitation not supported"), with what mcpx knows.
+    """
+    kind = CAPABILITY_FOR[method]
+    return RpcError.invalid_request(
+        f"{kind.capitalize()} not supported: no client connected to mcpx can answer "
+        f"{server}'s {method} (the calling client did not declare {kind}, or the question "
+        "could not be tied to its call) and nobody watches mcpx's questions "
+        "(proto.brokerWhenUnwatched is refuse)"
+    )
+
+
 class Relay:
     """
     Routes the questions of every upstream instance.
@@ -166,6 +188,7 @@ class Relay:
         candidates: Candidates | None = None,
         roots_source: RootsSource | None = None,
         lone: LoneSource | None = None,
+        watched: Watched | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key);
@@ -184,6 +207,9 @@ class Relay:
         @param lone: the pool's request made for nobody (its client declared nothing
             it could be asked) alone in flight on (server, scope key): a question with
             no caller to put it to is still named after it, and withdrawn when it ends.
+        @param watched: given (C{proto.brokerWhenUnwatched: refuse}), whether anyone
+            watches the broker for a server's questions: an elicitation or sampling
+            request no client can be asked is refused at once while nobody does.
         """
         self.broker = broker
         self._clock = clock
@@ -195,6 +221,7 @@ class Relay:
         self._candidates = candidates
         self.roots_source = roots_source
         self._lone = lone
+        self._watched = watched
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -331,6 +358,13 @@ class Relay:
             refusal = RpcError.missing_client_capability({CAPABILITY_FOR[method]: {}})
             call.refused = refusal
             raise refusal
+        if (
+            not own
+            and method != LIST_ROOTS
+            and self._watched is not None
+            and not self._watched(server)
+        ):
+            raise unwatched_refusal(server, method)
         question, answered = self.broker.ask(
             server=server,
             scope_key=scope_key,

@@ -19,6 +19,7 @@ import mcp_types as types
 from attrs import define, field
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from tests.questions.support import Daemon, everything_server, in_thread
@@ -48,30 +49,34 @@ def _text(result: types.CallToolResult) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
+async def call_tool(
+    daemon: Daemon, mode: str, answerer: Answerer | None, path: str = "serve"
+) -> types.CallToolResult:
+    """Call the tool as a host on C{path} (C{serve} or C{mcp}) in C{mode}."""
+
+    async def conversation() -> types.CallToolResult:
+        target: Any = daemon.mcp_url
+        if path == "serve":
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "everything"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+        async with Client(
+            target,
+            mode=mode,
+            elicitation_callback=answerer.elicit if answerer is not None else None,
+            cache=None,
+        ) as client:
+            return await client.call_tool(TOOL, {})
+
+    result: types.CallToolResult = await in_thread(conversation)
+    return result
+
+
 class AnswersReachTheServerTests(TestCase):
     timeout = 120
-
-    async def _call(
-        self, daemon: Daemon, mode: str, answerer: Answerer, path: str = "serve"
-    ) -> types.CallToolResult:
-        """Call the tool as a host on C{path} (C{serve} or C{mcp}) in C{mode}."""
-
-        async def conversation() -> types.CallToolResult:
-            target: Any = daemon.mcp_url
-            if path == "serve":
-                target = StdioServerParameters(
-                    command=sys.executable,
-                    args=["-m", "mcpx", "serve", "--passthrough", "everything"],
-                    env=daemon.env,
-                    cwd=str(REPO),
-                )
-            async with Client(
-                target, mode=mode, elicitation_callback=answerer.elicit, cache=None
-            ) as client:
-                return await client.call_tool(TOOL, {})
-
-        result: types.CallToolResult = await in_thread(conversation)
-        return result
 
     async def test_unfit_content_goes_to_the_server(self) -> None:
         """
@@ -84,7 +89,7 @@ class AnswersReachTheServerTests(TestCase):
         ).start()
         for mode, path in (("legacy", "serve"), ("auto", "serve"), ("legacy", "mcp")):
             answerer = Answerer(content={"name": "Ada Lovelace", "email": "Ada"})
-            result = await self._call(daemon, mode, answerer, path)
+            result = await call_tool(daemon, mode, answerer, path)
             self.assertFalse(result.is_error, (mode, path, result))
             self.assertIn('"email": "Ada"', _text(result), (mode, path))
             self.assertEqual(len(answerer.asked), 1, (mode, path))
@@ -103,6 +108,52 @@ class AnswersReachTheServerTests(TestCase):
         # Legacy hosts: a 2026-07-28 host has no error to give (its SDK raises instead).
         for path in ("serve", "mcp"):
             error = types.ErrorData(code=-1, message="the user closed the form")
-            result = await self._call(daemon, "legacy", Answerer(error=error), path)
+            result = await call_tool(daemon, "legacy", Answerer(error=error), path)
             self.assertTrue(result.is_error, (path, result))
             self.assertIn("the user closed the form", _text(result), path)
+
+
+class UnwatchedTests(TestCase):
+    """
+    A host that declared no elicitation is not kept waiting on a broker nobody watches
+    (issue 43, item 8): the server's request is refused at once, as such a host refuses
+    it directly, and the server answers the call itself.
+    """
+
+    timeout = 120
+
+    async def test_refused_at_once(self) -> None:
+        """
+        With nobody watching mcpx's questions, server-everything's elicitation for a
+        host without the capability is refused with the SDK's -32600 wording, and the
+        host gets the server's own isError result at once; nothing waits in the broker.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        for mode, path in (("legacy", "serve"), ("legacy", "mcp")):
+            result = await call_tool(daemon, mode, None, path)
+            self.assertTrue(result.is_error, (path, result))
+            self.assertIn("Elicitation not supported", _text(result), path)
+            self.assertIn("proto.brokerWhenUnwatched", _text(result), path)
+        self.assertEqual((await daemon.api("/v1/questions?all=true"))["questions"], [])
+
+    async def test_wait_keeps_it_for_the_broker(self) -> None:
+        """
+        With proto.brokerWhenUnwatched: wait the question waits in the broker, where an
+        answer given there reaches the server and ends the host's call.
+        """
+        daemon = await Daemon(
+            self,
+            {"everything": everything_server()},
+            passthrough=["everything"],
+            settings={"MCPX_PROTO_BROKER_WHEN_UNWATCHED": "wait"},
+        ).start()
+        calling = Deferred.fromCoroutine(call_tool(daemon, "legacy", None))
+        question = await daemon.wait_for_question("everything")
+        done = await daemon.mcpx("elicit", question["id"], "--answer", '{"name": "Ada Lovelace"}')
+        self.assertEqual(done.code, 0, done)
+        result = await calling
+        self.assertFalse(result.is_error, result)
+        self.assertIn("Ada Lovelace", _text(result))
+
