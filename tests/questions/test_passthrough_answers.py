@@ -22,7 +22,7 @@ from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
-from tests.questions.support import Daemon, everything_server, in_thread
+from tests.questions.support import Daemon, demo_server, everything_server, in_thread
 from tests.support.processes import REPO
 
 TOOL = "trigger-elicitation-request"
@@ -157,3 +157,36 @@ class UnwatchedTests(TestCase):
         self.assertFalse(result.is_error, result)
         self.assertIn("Ada Lovelace", _text(result))
 
+
+class HostErrorToAModernServerTests(TestCase):
+    """
+    A legacy host's error reply to a question of a 2026-07-28 upstream (the demo, met
+    in the modern era), whose input requests take results only: the server hears the
+    elicitation was dismissed (C{cancel}) and answers the call itself, rather than
+    the call failing with -32603 (issue 43, item 10).
+    """
+
+    timeout = 120
+
+    async def test_dismissed(self) -> None:
+        daemon = await Daemon(self, {"demo": demo_server()}, passthrough=["demo"]).start()
+        error = types.ErrorData(code=-1, message="the user closed the form")
+        answerer = Answerer(error=error)
+
+        async def conversation() -> types.CallToolResult:
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "demo"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+            async with Client(
+                target, mode="legacy", elicitation_callback=answerer.elicit, cache=None
+            ) as client:
+                return await client.call_tool("ask", {"question": "Which colour?"})
+
+        result: types.CallToolResult = await in_thread(conversation)
+        self.assertEqual(len(answerer.asked), 1)
+        # The demo's own words: in the legacy era (were it met so) "the client
+        # refused: ...", in the modern one that the question was dismissed.
+        self.assertRegex(_text(result), "dismissed the question|the client refused", result)
