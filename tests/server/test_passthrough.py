@@ -1338,7 +1338,7 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         self.assertTrue(said.startswith(DEMO_INSTRUCTIONS + "\n\n"), said)
         self.assertIn("mcpx_call", said)
         modern_host = ServeHost(self, "--passthrough", "demo")
-        meta = {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}
+        meta: dict[str, Any] = {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}
         discovered = await modern_host.request("server/discover", {"_meta": meta})
         self.assertEqual(discovered["instructions"], said)
         # A 2026-07-28 host's refused arguments are a tool error too (issue 43, item 4).
