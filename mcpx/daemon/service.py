@@ -61,7 +61,7 @@ from mcpx.policy.sampling import SamplingGuard
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import ELICIT, Caller
-from mcpx.questions.relay import Relay
+from mcpx.questions.relay import WATCHED_WITHIN, Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
 from mcpx.scripts.cpython import EXEC_DIRECTORY
@@ -222,6 +222,11 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
+            watched=(
+                partial(_broker_watched, events, broker)
+                if settings.string("proto.brokerWhenUnwatched") == "refuse"
+                else None
+            ),
         )
         sampling = SamplingGuard(_default_policy, partial(_ask_user, relay), events.publish)
 
@@ -442,6 +447,16 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             for name, why in config.servers.misconfigured.items()
         )
     return service
+
+
+def _broker_watched(events: EventBus, broker: Broker, server: str) -> bool:
+    """
+    Whether anyone watches the broker for C{server}'s questions now: a C{/v1/events}
+    stream (the status page, C{mcpx events}) that would be shown its C{question.asked},
+    or a C{GET /v1/questions} (C{mcpx elicit}, a call's watch) in the last
+    L{WATCHED_WITHIN} seconds.
+    """
+    return events.watching("question.asked", server) or broker.looked_within(WATCHED_WITHIN)
 
 
 def _default_policy(server: str) -> ServerPolicy:

@@ -321,6 +321,14 @@ class EventBus:
     def subscribers(self) -> int:
         return len(self._subscriptions)
 
+    def watching(self, kind: str, server: str) -> bool:
+        """Whether a subscriber now would be given an event of C{kind} about C{server}."""
+        probe = Event(self._last_id, kind, server, self.clock.seconds(), {})
+        return any(
+            subscription.active and subscription.matches(probe)
+            for subscription in self._subscriptions
+        )
+
     @property
     def queued(self) -> int:
         """Events waiting, in all, for paused subscribers (slow stream consumers)."""

@@ -67,6 +67,8 @@ def _visible(question: Question, call: Invocation) -> bool:
 
 async def list_questions(host: OpHost, call: Invocation) -> dict[str, Any]:
     broker = _broker(host)
+    # Someone is watching the broker (proto.brokerWhenUnwatched).
+    broker.looked()
     state = call.args.get("state")
     if state is not None:
         found = broker.questions(state=QuestionState(state))

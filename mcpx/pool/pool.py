@@ -102,6 +102,7 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
 __all__ = [
@@ -350,6 +351,19 @@ class Pool(MultiService):
         instance.last_used = self._clock.seconds()
         assert instance.session is not None
         return instance.session
+
+    def running_declaration(self, server: str, client: str = "") -> ServerDeclaration | None:
+        """
+        What the instance serving C{client} declared, when a usable one is running now;
+        else C{None} (nothing is started: see L{session}).
+        """
+        slots = self._instances.slots
+        if server not in slots.servers.servers:
+            return None
+        instance = slots.find(server, self.scope_key(server, client))
+        if instance is None or not instance.usable or instance.session is None:
+            return None
+        return instance.session.declaration
 
     async def call_tool(
         self,

@@ -111,6 +111,8 @@ class Broker:
     _waiting: dict[str, Deferred[dict[str, Any]]] = field(factory=dict, init=False)
     _deadlines: dict[str, IDelayedCall] = field(factory=dict, init=False)
     _pruning: IDelayedCall | None = field(default=None, init=False)
+    #: When a consumer last listed the questions (L{looked}), on the clock.
+    _looked: float | None = field(default=None, init=False)
     _closing: bool = field(default=False, init=False)
     #: The opening under way, which a stop waits for: a daemon that fails to start (its
     #: port taken) stops before its store has finished opening.
@@ -553,6 +555,14 @@ class Broker:
         question.route = ROUTE_BROKER
         self._save(question)
         self._announce(question)
+
+    def looked(self) -> None:
+        """A consumer (C{GET /v1/questions}: C{mcpx elicit}, a call's watch) listed them."""
+        self._looked = self._clock.seconds()
+
+    def looked_within(self, seconds: float) -> bool:
+        """Whether a consumer listed the questions in the last C{seconds}."""
+        return self._looked is not None and self._clock.seconds() - self._looked <= seconds
 
     def get(self, question_id: str) -> Question | None:
         return self._questions.get(question_id)

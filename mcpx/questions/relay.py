@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred, race
 from twisted.internet.interfaces import IReactorTime
@@ -47,6 +47,13 @@ ELICITATION_COMPLETE = "notifications/elicitation/complete"
 Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
 Candidates = Callable[[str, str], Sequence[object]]
+#: Whether anyone watches the broker for C{server}'s questions now (L{Relay}).
+Watched = Callable[[str], bool]
+
+#: How recently a C{GET /v1/questions} must have listed the questions for the broker to
+#: count as watched (C{mcpx elicit} and a call's watch poll far more often).
+WATCHED_WITHIN: Final = 10.0
+
 #: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
 #: L{Asker}, or C{None} when no client that declared roots uses that server.
 RootsSource = Callable[[str, str], "Asker | None"]
@@ -147,6 +154,21 @@ def own_root(root: str) -> dict[str, str]:
     return {"uri": uri, "name": name} if name else {"uri": uri}
 
 
+def unwatched_refusal(server: str, method: str) -> RpcError:
+    """
+    The error a server's question no client can be asked gets while nobody watches the
+    broker: C{-32600}, as the MCP SDKs' clients refuse a request for a capability they
+    lack ("Elicitation not supported"), with what mcpx knows.
+    """
+    kind = CAPABILITY_FOR[method]
+    return RpcError.invalid_request(
+        f"{kind.capitalize()} not supported: no client connected to mcpx can answer "
+        f"{server}'s {method} (the calling client did not declare {kind}, or the question "
+        "could not be tied to its call) and nobody watches mcpx's questions "
+        "(proto.brokerWhenUnwatched is refuse)"
+    )
+
+
 class Relay:
     """
     Routes the questions of every upstream instance.
@@ -167,6 +189,7 @@ class Relay:
         candidates: Candidates | None = None,
         roots_source: RootsSource | None = None,
         lone: LoneSource | None = None,
+        watched: Watched | None = None,
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key);
@@ -186,6 +209,9 @@ class Relay:
         @param lone: the pool's request made for nobody (its client declared nothing
             it could be asked) alone in flight on (server, scope key): a question with
             no caller to put it to is still named after it, and withdrawn when it ends.
+        @param watched: given (C{proto.brokerWhenUnwatched: refuse}), whether anyone
+            watches the broker for a server's questions: an elicitation or sampling
+            request no client can be asked is refused at once while nobody does.
         """
         self.broker = broker
         self._clock = clock
@@ -197,6 +223,7 @@ class Relay:
         self._candidates = candidates
         self.roots_source = roots_source
         self._lone = lone
+        self._watched = watched
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
@@ -297,10 +324,8 @@ class Relay:
             call.asked = True
         shown = dict(params) if own else rewritten(server, method, params)
         ahead = call.take_held(key) if call is not None else None
-        if ahead is not None and (
-            not isinstance(ahead, Mapping) or unfit_answer(method, shown, ahead) is not None
-        ):
-            # An answer sent ahead that does not fit is no answer: the question is asked.
+        if ahead is not None and not isinstance(ahead, Mapping):
+            # An answer sent ahead that is not even an object is no answer: it is asked.
             ahead = None
         native = (
             self._native
@@ -336,6 +361,13 @@ class Relay:
             refusal = RpcError.missing_client_capability({CAPABILITY_FOR[method]: {}})
             call.refused = refusal
             raise refusal
+        if (
+            not own
+            and method != LIST_ROOTS
+            and self._watched is not None
+            and not self._watched(server)
+        ):
+            raise unwatched_refusal(server, method)
         question, answered = self.broker.ask(
             server=server,
             scope_key=scope_key,
@@ -439,6 +471,7 @@ class Relay:
             return await self._waiting(server, scope_key, from_broker)
         if ahead is not None:
             # The client answered before it was asked (2026-07-28 inputResponses).
+            self._passed_unfit(question.id, method, shown, ahead)
             self.broker.settle(question.id, ahead, QuestionState.ANSWERED, by="client")
             from_broker.addErrback(lambda _: None).cancel()
             return dict(ahead)
@@ -453,17 +486,7 @@ class Relay:
         def client_answered(result: Any) -> Deferred[dict[str, Any]] | dict[str, Any]:
             if from_broker.called:
                 return {}  # the broker's answer won the race; this one goes nowhere
-            unfit = unfit_answer(method, shown, result)
-            if unfit is not None:
-                # Not sent upstream as if it were valid: whoever answers the broker can.
-                log.warn(
-                    "the client's answer to question {id} does not fit its form ({why}); "
-                    "it waits in the broker",
-                    id=question.id,
-                    why=unfit,
-                )
-                self.broker.reroute(question.id)
-                return Deferred()  # the client has had its say: the broker's answer wins
+            self._passed_unfit(question.id, method, shown, result)
             self.broker.settle(question.id, result, QuestionState.ANSWERED, by="client")
             if (
                 method == ELICIT
@@ -490,6 +513,24 @@ class Relay:
         from_client.addCallbacks(client_answered, client_failed)
         outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
         return await self._waiting(server, scope_key, outcome, call, question.id)
+
+    def _passed_unfit(
+        self, question_id: str, method: str, shown: Mapping[str, Any], result: object
+    ) -> None:
+        """
+        Log a client's answer whose form content mcpx's check finds unfit: it goes to
+        the server all the same, which judges it as it would directly (mcpx's check of
+        formats such as C{email} may be stricter than the server's); holding it back
+        left the call waiting on a broker nobody watched.
+        """
+        unfit = unfit_answer(method, shown, result)
+        if unfit is not None:
+            log.warn(
+                "the client's answer to question {id} does not fit its form ({why}); "
+                "it goes to the server, which judges it",
+                id=question_id,
+                why=unfit,
+            )
 
     def _unreachable(self, question_id: str, method: str) -> None:
         """The client a question was put to cannot be reached: the broker takes it."""

@@ -81,12 +81,19 @@ log = Logger()
 
 SERVER_NAME: Final = "mcpx"
 
-INSTRUCTIONS: Final = (
+#: What the gateway tools are for: said wherever they are offered.
+GATEWAY_TOOLS_INSTRUCTIONS: Final = (
     "mcpx is a gateway to several MCP servers. mcpx_servers lists them, mcpx_tools finds "
     "their tools (search takes words), mcpx_describe shows one tool's input schema, and "
-    "mcpx_call calls it: pass server, tool and arguments. Their prompts are named "
-    "<server>_<prompt>; their resources are mcpx://<server>/<uri>."
+    "mcpx_call calls it: pass server, tool and arguments."
 )
+
+#: How the gateway names the prompts and resources of the servers it does not pass through.
+GATEWAY_NAMES_INSTRUCTIONS: Final = (
+    "Their prompts are named <server>_<prompt>; their resources are mcpx://<server>/<uri>."
+)
+
+INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS}"
 
 #: The notification after which pass-through lists kept for their next pages are stale.
 _TOOLS_CHANGED: Final = "notifications/tools/list_changed"
@@ -449,9 +456,32 @@ class McpServer:
             "protocolVersion": revision.value,
             "capabilities": self.capabilities(conn, revision, modern=False),
             "serverInfo": self._implementation(revision),
-            "instructions": self.instructions,
         }
+        # A host that declared roots is their roots client once initialized: a server
+        # not running yet is not started for its instructions, as it may ask for roots
+        # at once (L{PassThrough.instructions}).
+        declares_roots = isinstance(conn.client_capabilities.get("roots"), Mapping)
+        instructions = await self._instructions(conn, context, start=not declares_roots)
+        if instructions is not None:
+            result["instructions"] = instructions
         return result
+
+    async def _instructions(
+        self, conn: Conn, context: Context, *, start: bool = True
+    ) -> str | None:
+        """
+        The instructions C{conn} is given: the gateway's, or where servers are passed
+        through, theirs first (L{PassThrough.instructions}).
+        """
+        passthrough = self.passthrough_for(conn)
+        if passthrough is None:
+            return self.instructions
+        gateway = self.instructions
+        if gateway == INSTRUCTIONS and not passthrough.leaves_out_servers():
+            # Every configured server is passed through: no prompt or resource is
+            # offered under the gateway's names, so they are not described.
+            gateway = GATEWAY_TOOLS_INSTRUCTIONS
+        return await passthrough.instructions(context, gateway, start=start)
 
     async def _ping(
         self, conn: Conn, context: Context, params: dict[str, Any]
@@ -461,11 +491,14 @@ class McpServer:
     async def _discover(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        return {
+        result: dict[str, Any] = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": self.capabilities(conn, context.revision, modern=context.modern),
-            "instructions": self.instructions,
         }
+        instructions = await self._instructions(conn, context)
+        if instructions is not None:
+            result["instructions"] = instructions
+        return result
 
     def _page(self, method: str, items: list[Any], params: Mapping[str, Any]) -> dict[str, Any]:
         page, following = paginate(method, items, params.get("cursor"), self.page_size)

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from mcpx.ops.errors import error_from
 from mcpx.ops.events import EventBus
-from mcpx.policy.errors import PolicyRefusal
+from mcpx.policy.errors import InvalidArguments, PolicyRefusal
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
 from mcpx.server.conn import Context
@@ -98,6 +98,9 @@ async def guarded(
         result = await (work if on_log is None else relaying(events, server, on_log, work))
     except RpcError as e:
         raise relayed(e, context) from None
+    except InvalidArguments:
+        # The caller's to answer (a tool error: L{mcpx.server.passthrough.refused_arguments}).
+        raise
     except PolicyRefusal as e:
         raise e.rpc_error() from None
     except (PoolError, UpstreamError) as e:

@@ -61,7 +61,9 @@ resource-not-found error naming the URI: a server that offers no resources is ne
 asked to read one.  A URI two servers list is listed once, for the server that would be read.
 C{mcpx://} URIs still reach every configured server through the gateway surface, and
 the gateway's prompts, resources and templates of the servers not passed through follow
-the pass-through servers' own in every list.
+the pass-through servers' own in every list.  A pass-through server's prompt is routed
+only by the name it lists: the gateway's C{<server>_<prompt>} name of it is an unknown
+prompt, as it would be directly.
 
 Declarations
 ============
@@ -122,7 +124,7 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
 from mcpx.ops.errors import error_from
-from mcpx.policy.errors import InvalidOutput
+from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
 from mcpx.server.catalogues import Catalogues
@@ -140,6 +142,7 @@ from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes
 from mcpx.server.results import capped_completion, text_result
 from mcpx.server.surface import Surface
+from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -302,6 +305,48 @@ class PassThrough:
         merged.extend(await self.gateway.templates(context, leaving_out=self.servers))
         return merged
 
+    # Instructions
+
+    def leaves_out_servers(self) -> bool:
+        """Whether any configured server is not passed through (offered by the gateway)."""
+        return any(server not in self.servers for server in self.gateway.server_names())
+
+    async def instructions(
+        self, context: Context, gateway: str | None, *, start: bool = True
+    ) -> str | None:
+        """
+        The instructions a host of this pass-through is given: each pass-through
+        server's own, as it declared them (one server's verbatim; several, each under
+        a C{## <server>} heading, in the order named), then C{gateway}'s, which
+        describe the gateway tools offered after theirs.  A server that cannot be
+        reached now adds nothing.
+
+        @param start: start a server not running to read its declaration; else only
+            the running ones are read (a legacy host that declared roots: a server
+            started by its C{initialize} would ask for roots before the host may be
+            asked, and get mcpx's own).
+        """
+        own: list[tuple[str, str]] = []
+        running = getattr(self.pool, "running_declaration", None)
+        for server in self.servers:
+            declaration: ServerDeclaration | None = None
+            if not start:
+                if running is not None:
+                    declaration = running(server, context.identity)
+            else:
+                try:
+                    declaration = (await self.pool.session(server, context.identity)).declaration
+                except (PoolError, UpstreamError):
+                    continue
+            said = None if declaration is None else declaration.instructions
+            if said:
+                own.append((server, said))
+        headed = len(self.servers) > 1
+        parts = [f"## {server}\n\n{said}" if headed else said for server, said in own]
+        if gateway:
+            parts.append(f"## mcpx\n\n{gateway}" if headed and own else gateway)
+        return "\n\n".join(parts) if parts else None
+
     # Forwarding
 
     async def call_tool(
@@ -324,6 +369,10 @@ class PassThrough:
             transport failure and a result its C{outputSchema} refuses
             (C{validate.output: enforce}) are no JSON-RPC error but a tool error the model
             reads (L{tool_failure}).
+        @return: the result as it came, or a tool error (C{isError}, mcpx's message as
+            text) when C{validate.input: enforce} refused the arguments: input validation
+            is a tool error, which the model reads and corrects (SEP-1303, 2025-11-25),
+            as the servers' SDKs answer it on every revision (L{refused_arguments}).
         """
         arguments = params.get("arguments")
         if arguments is None:
@@ -339,9 +388,12 @@ class PassThrough:
             on_progress=on_progress,
             caller=context.caller,
         )
-        return await guarded(
-            self.gateway.host.events, context, server, tool_failure(calling), on_log
-        )
+        try:
+            return await guarded(
+                self.gateway.host.events, context, server, tool_failure(calling), on_log
+            )
+        except InvalidArguments as e:
+            return refused_arguments(e)
 
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None
@@ -414,6 +466,15 @@ async def tool_failure(calling: Awaitable[Any]) -> Any:
         return await calling
     except (UpstreamBroke, InvalidOutput) as e:
         return text_result(str(error_from(e)), is_error=True)
+
+
+def refused_arguments(refusal: InvalidArguments) -> dict[str, Any]:
+    """
+    The tool error a pass-through C{tools/call} whose arguments C{validate.input: enforce}
+    refused is answered with: a C{CallToolResult} with C{isError} and mcpx's message as
+    its text, valid on every revision (C{isError} is in every schema).
+    """
+    return {"content": [{"type": "text", "text": refusal.message}], "isError": True}
 
 
 def _asking_for_logs(params: Mapping[str, Any], on_log: LogRelay | None) -> dict[str, Any]:

@@ -245,6 +245,10 @@ class Routes:
         (L{PassedThrough.reserved_prompt}), and the others are the gateway's when none
         of them lists it.
 
+        A pass-through server's prompts are routed only as listed: C{fm_fm_greet} is
+        not C{fm}'s C{fm_greet} under the gateway's naming, as it would be directly an
+        unknown prompt (the gateway's names are offered for the other servers alone).
+
         @raise RpcError: C{-32602} naming the prompt when none lists it and it is no
             gateway prompt (it is never handed to a server that did not list it), with
             the servers that could not be listed.
@@ -256,11 +260,12 @@ class Routes:
         if owner is not None:
             return owner
         try:
-            self.gateway.prompt_owner(name)
+            gateway_server, _ = self.gateway.prompt_owner(name)
         except UnknownName:
             pass
         else:
-            return None
+            if not self.passed.owns(gateway_server):
+                return None
         message = (
             f"unknown prompt {name!r}: no pass-through server ({', '.join(self.passed.servers)}) "
             "lists it; list the prompts again"

@@ -24,6 +24,7 @@ from attrs import define
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.once import Once, Waiters
@@ -33,6 +34,8 @@ from mcpx.server.conn import Conn
 from mcpx.spec.downgrade import question
 from mcpx.spec.matrix import notification_in
 from mcpx.wire.peer import ConnectionClosed
+
+log = Logger()
 
 
 class ConnAsker:
@@ -207,9 +210,10 @@ class ResumableCall:
 
     def answer(self, responses: Mapping[str, Any]) -> int:
         """
-        Give the client's C{inputResponses} to the questions with those keys; an
-        elicitation answer whose content does not fit its form is refused, and the
-        question stays asked.
+        Give the client's C{inputResponses} to the questions with those keys.  An
+        elicitation answer whose content does not fit its form by mcpx's check goes on
+        all the same, logged, for the server to judge as it would directly (asking it
+        again left the client asked round after round until C{proto.askRounds}).
 
         @return: how many questions were answered (keys asking nothing are ignored).
         """
@@ -218,9 +222,14 @@ class ResumableCall:
             entry = self._asked.get(key)
             if entry is None:
                 continue
-            if unfit_answer(entry.method, entry.params, response) is not None:
-                # Refused: the question stays open and is asked again in the next round.
-                continue
+            unfit = unfit_answer(entry.method, entry.params, response)
+            if unfit is not None:
+                log.warn(
+                    "the client's answer to question {key} does not fit its form ({why}); "
+                    "it goes to the server, which judges it",
+                    key=key,
+                    why=unfit,
+                )
             del self._asked[key]
             answered += 1
             entry.answer.callback(response)

@@ -269,6 +269,19 @@ SETTINGS: tuple[Setting, ...] = (
         "own timeout.",
     ),
     Setting(
+        name="proto.brokerWhenUnwatched",
+        kind=Kind.CHOICE,
+        default="refuse",
+        choices=("refuse", "wait"),
+        help="What becomes of a server's elicitation or sampling request that no calling "
+        "client can be asked (it did not declare the capability, or the question cannot be "
+        "tied to its call) while nobody watches mcpx's questions: no status page or other "
+        "GET /v1/events stream that would show it, and no GET /v1/questions (mcpx elicit, "
+        "mcpx call's watch) in the last 10 seconds. refuse: the server's request is refused "
+        "at once with -32600, as a host without the capability answers it. wait: it waits in "
+        "the broker until answered or its deadline.",
+    ),
+    Setting(
         name="proto.askRounds",
         kind=Kind.INTEGER,
         default=8,

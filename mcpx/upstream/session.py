@@ -320,6 +320,20 @@ class UpstreamSession:
             asked = without_related_task(params)
             return dict(await self.handlers.answer(method, asked, caller=caller, key=key))
         except RpcError as e:
+            if method == "elicitation/create":
+                # An input response is a result, never an error: the nearest the server
+                # can hear of a client that answered its question with an error (or
+                # could not be asked) is that the question was dismissed, and it
+                # answers the call itself, as it would the error directly.
+                self.log.info(
+                    "{server}: input request {key!r} ({method}) was answered with an "
+                    "error ({error}); the server is told it was cancelled",
+                    server=self.name,
+                    key=key,
+                    method=method,
+                    error=str(e),
+                )
+                return {"action": "cancel"}
             raise UpstreamError(
                 self.name,
                 f"asked {method} (input request {key!r}), which mcpx cannot answer: {e}",

@@ -28,6 +28,8 @@ class CancellationTests(RealDaemonCase):
 
     async def start(self) -> None:
         self.record = Path(self.state_dir) / "cancelled.jsonl"
+        # The questions below wait in the broker before anyone looks at them.
+        self.env["MCPX_PROTO_BROKER_WHEN_UNWATCHED"] = "wait"
         await self.start_daemon({"rec": [sys.executable, str(RECORDING), str(self.record)]})
         self.client = DaemonClient(socket_path(Path(self.state_dir)))
         await self.ok("tools", "rec")  # started: nothing below waits for a start

@@ -78,6 +78,8 @@ class FakeUpstream:
         self.cancelled: list[RequestId] = []
         #: The notifications the pool sent it.
         self.notifications: list[Notification] = []
+        #: The instructions its initialize result carries, if any.
+        self.instructions: str | None = None
         self.peer = RpcPeer(
             self._send, on_request=self._request, on_notification=self.notifications.append
         )
@@ -92,11 +94,14 @@ class FakeUpstream:
         self.requests.append(request)
         params = request.params if isinstance(request.params, Mapping) else {}
         if request.method == "initialize":
-            return {
+            initialized: dict[str, Any] = {
                 "protocolVersion": "2025-11-25",
                 "capabilities": dict(self.capabilities),
                 "serverInfo": {"name": "fake", "version": str(self.serial)},
             }
+            if self.instructions is not None:
+                initialized["instructions"] = self.instructions
+            return initialized
         if request.method in self.holding:
             waiting: Deferred[Any] = Deferred(lambda _: self.cancelled.append(request.id))
             self.held.setdefault(request.method, []).append(waiting)

@@ -283,19 +283,19 @@ class NativeTests(RelayTests):
         self.clock.advance(CLIENT_WAIT)
         self.assertEqual(question.answered_by, "withdrawn")
 
-    def test_unfit_client_answer_rerouted(self) -> None:
+    def test_unfit_client_answer_goes_to_the_server(self) -> None:
         """
-        A client's form answer that does not fit the requested schema is not sent upstream:
-        the question waits in the broker, where a fitting answer ends it.
+        A client's form answer that does not fit the requested schema goes upstream all
+        the same, for the server to judge as it would directly: it is not held in a
+        broker nobody may watch (issue 43, item 7).
         """
+        unfit = {"action": "accept", "content": {"name": 7}}
         answered = self.ask(caller=self.caller())
-        self.asker.last().callback({"action": "accept", "content": {"name": 7}})
-        self.assertNoResult(answered)
+        self.asker.last().callback(unfit)
+        self.assertEqual(self.successResultOf(answered), unfit)
         question = self.only_question()
-        self.assertEqual(question.route, ROUTE_BROKER)
-        self.assertTrue(question.pending)
-        self.broker.answer(question.id, ACCEPTED, by="cli")
-        self.assertEqual(self.successResultOf(answered), ACCEPTED)
+        self.assertFalse(question.pending)
+        self.assertEqual(question.answered_by, "client")
         self.assert_held_and_released()
 
     def test_client_decline_unchecked(self) -> None:
@@ -551,11 +551,15 @@ class HeldResponsesTests(RelayTests):
         self.ask(caller=caller, key="who")
         self.assertEqual([key for _, _, key, _ in self.asker.asked], ["who"])
 
-    def test_unfit_held_answer_not_sent(self) -> None:
-        """A held form answer that does not fit the requested schema is not sent upstream."""
+    def test_unfit_held_answer_goes_to_the_server(self) -> None:
+        """
+        A held (2026-07-28 C{inputResponses}) form answer that does not fit the
+        requested schema goes upstream for the server to judge, not asked again.
+        """
         unfit = {"action": "accept", "content": {"name": 7}}
         answered = self.ask(caller=self.caller(held={"who": unfit}), key="who")
-        self.assertNoResult(answered)
+        self.assertEqual(self.successResultOf(answered), unfit)
+        self.assertEqual(self.asker.asked, [])
 
     def test_other_key_asked(self) -> None:
         """A question whose key matches nothing held is asked as usual."""

@@ -18,15 +18,17 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
 from mcpx.ops import uris
 from mcpx.pool import Pool
 from mcpx.server.conn import Conn
 from mcpx.server.derived import template_pattern
-from mcpx.server.dispatch import McpServer
+from mcpx.server.dispatch import GATEWAY_TOOLS_INSTRUCTIONS, INSTRUCTIONS, McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.spec.matrix import field_in
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -230,6 +232,7 @@ class Upstreams(FakeConnector):
         # A script may declare capabilities of its own (a server without resources).
         capabilities = script.get("capabilities", self.capabilities)
         upstream = FakeUpstream(next(self.serials), answers, capabilities, self.holding)
+        upstream.instructions = script.get("instructions")
         self.upstreams.append(upstream)
         channel = FakeChannel(name, upstream)
         session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
@@ -891,6 +894,29 @@ class PromptTests(SynchronousTestCase):
                 ],
                 revision,
             )
+
+    def test_gateway_naming_does_not_reach_a_passed_server(self) -> None:
+        """
+        In pass-through a prompt is routed only as listed: C{alpha_greet}, the gateway's
+        name for alpha's C{greet}, is an unknown prompt as it would be directly, and
+        alpha is not asked for C{greet} (issue 43, item 11); completion alike.
+        """
+        for revision in Revision:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            unknown = session.error("prompts/get", {"name": "alpha_greet"})
+            self.assertEqual((unknown.code, unknown.data), (-32602, {"name": "alpha_greet"}))
+            self.assertIn("unknown prompt 'alpha_greet'", unknown.message)
+            self.assertNotIn("prompts/get", upstream(connector, "alpha").methods())
+            completing = session.error(
+                "completion/complete",
+                {
+                    "ref": {"type": "ref/prompt", "name": "alpha_greet"},
+                    "argument": {"name": "who", "value": "A"},
+                },
+            )
+            self.assertEqual(completing.code, -32602)
+            self.assertNotIn("completion/complete", upstream(connector, "alpha").methods())
             check_frames(harness, revision)
 
     def test_duplicate_prompt_is_kept_for_the_first_server(self) -> None:
@@ -904,6 +930,73 @@ class PromptTests(SynchronousTestCase):
         self.assertIn("summarise", prompts)
         session.result("prompts/get", {"name": "greet"})
         self.assertNotIn("prompts/get", upstream(connector, "beta").methods())
+
+
+class InstructionsTests(SynchronousTestCase):
+    """
+    A pass-through host is given the servers' own instructions, not the gateway's
+    description of names that do not apply to them (issue 43, item 6).
+    """
+
+    def given(self, session: Session) -> Any:
+        if session.initialize_result is not None:
+            return session.initialize_result.get("instructions")
+        return session.result("server/discover").get("instructions")
+
+    def test_one_server_verbatim_then_the_gateway_tools(self) -> None:
+        """
+        One server passed through: its instructions as it declared them, then what the
+        gateway tools (offered after its tools) are for and how the servers not passed
+        through are named; on both eras.
+        """
+        scripted = scripts()
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        for revision in (Revision.V2025_11_25, NEWEST):
+            harness, _ = passed_through(("alpha",), scripted=scripted)
+            self.assertEqual(
+                self.given(Session(revision, harness)),
+                "Alpha: call echo first.\n\n" + INSTRUCTIONS,
+                revision,
+            )
+
+    def test_several_servers_each_under_its_name(self) -> None:
+        """
+        Several servers: each one's instructions under its name, in the order named,
+        one that declared none left out, then the gateway's under mcpx's.
+        """
+        scripted = scripts()
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        scripted["beta"]["instructions"] = "Beta adds."
+        for revision in (Revision.V2025_06_18, NEWEST):
+            harness, _ = passed_through(scripted=scripted)
+            self.assertEqual(
+                self.given(Session(revision, harness)),
+                "## alpha\n\nAlpha: call echo first.\n\n## beta\n\nBeta adds.\n\n"
+                "## mcpx\n\n" + INSTRUCTIONS,
+                revision,
+            )
+        del scripted["beta"]["instructions"]
+        harness, _ = passed_through(scripted=scripted)
+        self.assertEqual(
+            self.given(Session(NEWEST, harness)),
+            "## alpha\n\nAlpha: call echo first.\n\n## mcpx\n\n" + INSTRUCTIONS,
+        )
+
+    def test_every_server_passed_through(self) -> None:
+        """
+        With every configured server passed through, the gateway's prompt and
+        resource names are not described (nothing is offered under them); a server
+        without instructions adds none.
+        """
+        scripted = scripts()
+        del scripted["other"]
+        scripted["alpha"]["instructions"] = "Alpha: call echo first."
+        harness, _ = passed_through(("alpha", "beta"), scripted=scripted)
+        self.assertEqual(
+            self.given(Session(Revision.V2025_11_25, harness)),
+            "## alpha\n\nAlpha: call echo first.\n\n## mcpx\n\n" + GATEWAY_TOOLS_INSTRUCTIONS,
+        )
+        self.assertNotIn("mcpx://", GATEWAY_TOOLS_INSTRUCTIONS)
 
 
 class DownServerTests(SynchronousTestCase):
@@ -971,9 +1064,10 @@ class DownServerTests(SynchronousTestCase):
         (A server a reload removed: tests.server.test_reload_announce.)
         """
         harness, connector = passed_through()
-        session = Session(Revision.V2025_06_18, harness)
-        # beta cannot be started: its command is gone.
+        # beta cannot be started: its command is gone (initialize, which asks each
+        # server for its instructions, cannot start it either).
         del connector.scripted["beta"]
+        session = Session(Revision.V2025_06_18, harness)
         error = session.error("tools/call", {"name": "add", "arguments": {}})
         self.assertEqual(error.code, INTERNAL_ERROR)
         self.assertEqual(error.data, {"name": "add", "servers": ["beta"]})
@@ -1351,13 +1445,16 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         self.assertEqual(add["outputSchema"]["required"], ["sum"])
         added = await host.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
         self.assertEqual(added["structuredContent"], {"sum": 5})
-        # Arguments that break the tool's inputSchema never reach it (validate.input).
-        refused = await self._error(
-            host, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
+        # Arguments that break the tool's inputSchema never reach it (validate.input),
+        # and the refusal is a tool error the model can read and correct (SEP-1303).
+        refused = await host.request(
+            "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}
         )
-        self.assertEqual(refused["code"], INVALID_PARAMS)
-        self.assertIn("'c' was unexpected", refused["message"])
-        self.assertEqual(refused["data"]["errors"][0]["path"], "")
+        self.assertIs(refused["isError"], True)
+        [said] = refused["content"]
+        self.assertEqual(said["type"], "text")
+        self.assertIn("'c' was unexpected", said["text"])
+        self.assertIn("the call was not sent (validate.input is enforce)", said["text"])
         answer = await self._error(host, "tools/call", {"name": "nope", "arguments": {}})
         # The only pass-through server is asked, and says the name is unknown itself.
         self.assertEqual(answer["code"], INVALID_PARAMS)
@@ -1365,6 +1462,33 @@ class DemoPassThroughTests(PassThroughDaemonCase):
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)
+
+    async def test_demo_instructions(self) -> None:
+        """
+        A host on mcpx serve --passthrough demo is given the demo's own instructions
+        first, on initialize (2025-06-18) and on server/discover (2026-07-28), then
+        what the gateway tools offered after its tools are for (issue 43, item 6).
+        """
+        await self._start()
+        legacy = ServeHost(self, "--passthrough", "demo")
+        initialized = await self._initialize(legacy)
+        said = initialized["instructions"]
+        self.assertTrue(said.startswith(DEMO_INSTRUCTIONS + "\n\n"), said)
+        self.assertIn("mcpx_call", said)
+        modern_host = ServeHost(self, "--passthrough", "demo")
+        meta: dict[str, Any] = {PROTOCOL_VERSION_KEY: NEWEST.value, CLIENT_CAPABILITIES_KEY: {}}
+        discovered = await modern_host.request("server/discover", {"_meta": meta})
+        self.assertEqual(discovered["instructions"], said)
+        # A 2026-07-28 host's refused arguments are a tool error too (issue 43, item 4).
+        refused = await modern_host.request(
+            "tools/call", {"name": "add", "arguments": {"a": "two", "b": 3}, "_meta": meta}
+        )
+        self.assertIs(refused["isError"], True)
+        self.assertIn("validate.input is enforce", refused["content"][0]["text"])
+        for host in (legacy, modern_host):
+            assert host.child.transport is not None
+            host.child.transport.closeStdin()
+            self.assertEqual(await host.child.ended(timeout=20), 0)
 
     async def test_serve_passthrough_for_one_connection(self) -> None:
         """

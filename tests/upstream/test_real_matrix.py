@@ -146,7 +146,8 @@ DIFFERENCES: Mapping[str, str] = {
     "policy-off": (
         "The daemon's serverDefaults turn the input and output schema checks off "
         "(validate: off), which by default answer a call with invalid arguments in the "
-        "server's place (400 invalid_arguments, -32602); tests/policy proves those."
+        "server's place (400 invalid_arguments on /v1, an isError result over MCP); "
+        "tests/policy and tests/server/test_passthrough prove those."
     ),
     "gateway-resources": (
         "Through the gateway a server's resources are listed and read under "

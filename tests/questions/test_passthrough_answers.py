@@ -1,0 +1,192 @@
+"""
+A host's answer to a pass-through server's elicitation reaches the server as the host
+gave it, as it would directly (issue 43, items 7 and 10): server-everything's
+C{trigger-elicitation-request} through C{mcpx serve --passthrough everything}, the
+Python SDK's client as the host, on both eras.
+
+  - content mcpx's form check would refuse ("Ada" in a field declared C{email}) is
+    the server's to judge: it goes upstream, and the host gets the server's result;
+  - a host's JSON-RPC error reply goes upstream as the error of the server's request,
+    and the host gets the server's own C{isError} result.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import mcp_types as types
+from attrs import define, field
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
+from twisted.trial.unittest import TestCase
+
+from tests.questions.support import Daemon, demo_server, everything_server, in_thread
+from tests.support.processes import REPO
+
+TOOL = "trigger-elicitation-request"
+
+
+@define
+class Answerer:
+    """Answers every elicitation as told: a form's content, or an error."""
+
+    content: dict[str, Any] | None = None
+    error: types.ErrorData | None = None
+    asked: list[dict[str, Any]] = field(factory=list)
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        self.asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if self.error is not None:
+            return self.error
+        return types.ElicitResult(action="accept", content=self.content)
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+async def call_tool(
+    daemon: Daemon, mode: str, answerer: Answerer | None, path: str = "serve"
+) -> types.CallToolResult:
+    """Call the tool as a host on C{path} (C{serve} or C{mcp}) in C{mode}."""
+
+    async def conversation() -> types.CallToolResult:
+        target: Any = daemon.mcp_url
+        if path == "serve":
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "everything"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+        async with Client(
+            target,
+            mode=mode,
+            elicitation_callback=answerer.elicit if answerer is not None else None,
+            cache=None,
+        ) as client:
+            return await client.call_tool(TOOL, {})
+
+    result: types.CallToolResult = await in_thread(conversation)
+    return result
+
+
+class AnswersReachTheServerTests(TestCase):
+    timeout = 120
+
+    async def test_unfit_content_goes_to_the_server(self) -> None:
+        """
+        "Ada" as the email: the server takes it (it does not check formats), and the
+        host's call answers with it at once, on both eras; no question is left
+        waiting in the broker.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        for mode, path in (("legacy", "serve"), ("auto", "serve"), ("legacy", "mcp")):
+            answerer = Answerer(content={"name": "Ada Lovelace", "email": "Ada"})
+            result = await call_tool(daemon, mode, answerer, path)
+            self.assertFalse(result.is_error, (mode, path, result))
+            self.assertIn('"email": "Ada"', _text(result), (mode, path))
+            self.assertEqual(len(answerer.asked), 1, (mode, path))
+        self.assertEqual((await daemon.api("/v1/questions"))["questions"], [])
+        self.assertIn("does not fit", daemon.log())
+
+    async def test_host_error_goes_to_the_server(self) -> None:
+        """
+        A host that answers the elicitation with a JSON-RPC error: the server's request
+        fails with that error, and the host gets the server's own isError result naming
+        it (as directly), not a -32603.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        # Legacy hosts: a 2026-07-28 host has no error to give (its SDK raises instead).
+        for path in ("serve", "mcp"):
+            error = types.ErrorData(code=-1, message="the user closed the form")
+            result = await call_tool(daemon, "legacy", Answerer(error=error), path)
+            self.assertTrue(result.is_error, (path, result))
+            self.assertIn("the user closed the form", _text(result), path)
+
+
+class UnwatchedTests(TestCase):
+    """
+    A host that declared no elicitation is not kept waiting on a broker nobody watches
+    (issue 43, item 8): the server's request is refused at once, as such a host refuses
+    it directly, and the server answers the call itself.
+    """
+
+    timeout = 120
+
+    async def test_refused_at_once(self) -> None:
+        """
+        With nobody watching mcpx's questions, server-everything's elicitation for a
+        host without the capability is refused with the SDK's -32600 wording, and the
+        host gets the server's own isError result at once; nothing waits in the broker.
+        """
+        daemon = await Daemon(
+            self, {"everything": everything_server()}, passthrough=["everything"]
+        ).start()
+        for mode, path in (("legacy", "serve"), ("legacy", "mcp")):
+            result = await call_tool(daemon, mode, None, path)
+            self.assertTrue(result.is_error, (path, result))
+            self.assertIn("Elicitation not supported", _text(result), path)
+            self.assertIn("proto.brokerWhenUnwatched", _text(result), path)
+        self.assertEqual((await daemon.api("/v1/questions?all=true"))["questions"], [])
+
+    async def test_wait_keeps_it_for_the_broker(self) -> None:
+        """
+        With proto.brokerWhenUnwatched: wait the question waits in the broker, where an
+        answer given there reaches the server and ends the host's call.
+        """
+        daemon = await Daemon(
+            self,
+            {"everything": everything_server()},
+            passthrough=["everything"],
+            settings={"MCPX_PROTO_BROKER_WHEN_UNWATCHED": "wait"},
+        ).start()
+        calling = Deferred.fromCoroutine(call_tool(daemon, "legacy", None))
+        question = await daemon.wait_for_question("everything")
+        done = await daemon.mcpx("elicit", question["id"], "--answer", '{"name": "Ada Lovelace"}')
+        self.assertEqual(done.code, 0, done)
+        result = await calling
+        self.assertFalse(result.is_error, result)
+        self.assertIn("Ada Lovelace", _text(result))
+
+
+class HostErrorToAModernServerTests(TestCase):
+    """
+    A legacy host's error reply to a question of a 2026-07-28 upstream (the demo, met
+    in the modern era), whose input requests take results only: the server hears the
+    elicitation was dismissed (C{cancel}) and answers the call itself, rather than
+    the call failing with -32603 (issue 43, item 10).
+    """
+
+    timeout = 120
+
+    async def test_dismissed(self) -> None:
+        daemon = await Daemon(self, {"demo": demo_server()}, passthrough=["demo"]).start()
+        error = types.ErrorData(code=-1, message="the user closed the form")
+        answerer = Answerer(error=error)
+
+        async def conversation() -> types.CallToolResult:
+            target = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "mcpx", "serve", "--passthrough", "demo"],
+                env=daemon.env,
+                cwd=str(REPO),
+            )
+            async with Client(
+                target, mode="legacy", elicitation_callback=answerer.elicit, cache=None
+            ) as client:
+                return await client.call_tool("ask", {"question": "Which colour?"})
+
+        result: types.CallToolResult = await in_thread(conversation)
+        self.assertEqual(len(answerer.asked), 1)
+        # The demo's own words: in the legacy era (were it met so) "the client
+        # refused: ...", in the modern one that the question was dismissed.
+        self.assertRegex(_text(result), "dismissed the question|the client refused", result)
