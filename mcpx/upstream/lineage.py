@@ -37,6 +37,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
@@ -59,6 +60,8 @@ MAX_CHAIN: Final = 256
 REAP_INTERVAL: Final = 5.0
 
 _PROC: Final = Path("/proc")
+#: Where a process's start time (field 22 of C{/proc/<pid>/stat}) is in L{stat_fields}.
+_STARTTIME: Final = 19
 
 
 def stat_fields(pid: int | str) -> list[str] | None:
@@ -124,6 +127,40 @@ def descendants(roots: Iterable[int]) -> set[int]:
         seen.add(pid)
         waiting.extend(children(pid))
     return seen
+
+
+def boot_ticks() -> int | None:
+    """
+    Now, in the clock ticks since boot that C{/proc/<pid>/stat} counts a process's
+    start in; C{None} where the system does not say.
+    """
+    if not hasattr(time, "CLOCK_BOOTTIME"):
+        return None
+    try:
+        return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+
+
+def vanished(pid: int, since: int | None = None) -> bool:
+    """
+    Whether the process C{pid} that connected a socket is no longer there to hold
+    it: it has ended (or is a zombie), or the pid now names a process started after
+    C{since} (L{boot_ticks} when the connection was accepted), which cannot have
+    connected it.  C{False} where C{/proc} does not say.
+    """
+    fields = stat_fields(pid)
+    if fields is None:
+        # Gone, unless there is no /proc to ask at all.
+        return stat_fields("self") is not None
+    if fields[0] in ("Z", "X"):
+        return True
+    try:
+        started = int(fields[_STARTTIME])
+    except (IndexError, ValueError):
+        return False
+    # A tick of slack: the two counts are rounded apart.
+    return since is not None and started > since + 1
 
 
 def mark(pid: int | str) -> str | None:

@@ -1,8 +1,9 @@
 """
 A real daemon and a hostile stdio upstream (C{tests/fixtures/selfcaller.py}) that
-turns on it: the upstream's own process, and a grandchild it left after C{setsid}
-without its run mark, are refused on every door (the unix socket, loopback TCP
-without a token, C{mcpx serve}'s socket), while the user's own commands still work;
+turns on it: the upstream's own process, a grandchild it left after C{setsid}
+without its run mark, and a socket a child of it connected before exiting, are
+refused on every door (the unix socket, loopback TCP without a token, C{mcpx serve}'s
+socket), while the user's own commands still work;
 and a helper the upstream left in a session of its own ends with the upstream (a
 restart, a clean stop, C{kill -9} of the daemon followed by the next start).
 """
@@ -96,6 +97,24 @@ class UpstreamDoorTests(SelfCallCase):
         self.assertEqual(await probe.ended(timeout=30), 0, probe.text())
         [answered] = json.loads(probe.text(1))
         self.assertEqual(answered["status"], 200, answered)
+
+    async def test_socket_connected_by_a_child_that_ended_refused(self) -> None:
+        """
+        The upstream connects to the unix socket and to C{mcpx serve}'s from a child
+        that then exits, and asks on the socket itself: the pid the system names for
+        the connection is gone before the daemon sees it (the daemon is held stopped
+        meanwhile), and the connection is refused on both all the same.
+        """
+        await self.start_hostile()
+        found = await self.call("handoff")
+        assert isinstance(found, dict)
+        self.assertEqual(found["daemon"], self.daemon_pid, found)
+        self.assertEqual(found["unix"], 403, found)
+        self.assertIn("upstream servers", found["mcp_socket"], found)
+        answer = json.loads(found["mcp_socket"])
+        self.assertNotIn("result", answer)
+        # The user still gets in.
+        await self.ok("servers")
 
     def daemon_text(self) -> str:
         assert self.daemon is not None
