@@ -17,6 +17,10 @@ when:
  - it still carries this daemon's run mark (C{MCPX_DAEMON_RUN}, L{mcpx.upstream.groups})
    in the environment it was started with.
 
+B{Not dumpable.}  The daemon makes itself non-dumpable (L{become_undumpable}), so the
+upstreams, running as its user, cannot read its environment from C{/proc} or attach
+to it.
+
 B{Subreaper.}  Once the daemon is its descendants' subreaper (C{PR_SET_CHILD_SUBREAPER},
 L{become_subreaper}) what an upstream forked and left (a helper that called
 C{setsid} and whose parent exited) becomes the daemon's child rather than init's, so
@@ -50,6 +54,8 @@ RUN_VARIABLE: Final = "MCPX_DAEMON_RUN"
 #: C{prctl} options (Linux, C{<linux/prctl.h>}).
 PR_SET_CHILD_SUBREAPER: Final = 36
 PR_GET_CHILD_SUBREAPER: Final = 37
+PR_GET_DUMPABLE: Final = 3
+PR_SET_DUMPABLE: Final = 4
 
 #: How many parents a chain is followed up before it is given up on (a chain is
 #: rarely longer than a dozen; the bound keeps a reused pid from looping).
@@ -216,6 +222,28 @@ def become_subreaper() -> bool:
     """
     prctl = _prctl()
     return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def become_undumpable() -> bool:
+    """
+    Make this process non-dumpable (Linux, C{PR_SET_DUMPABLE} 0): its C{/proc}
+    files that tell more than its name and state (C{environ}, C{fd}, C{maps},
+    C{mem}...) become root's, and another process of the same user can neither read
+    them nor C{ptrace} it.  The daemon's environment holds what the servers'
+    C{${VAR}} references and the store's password are read from, and a stdio server
+    runs as the same user.  No core dump is written either.  Lasts until an
+    C{execve}; a child the daemon starts is dumpable again.
+
+    @return: whether it is now non-dumpable.
+    """
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def is_dumpable() -> bool:
+    """Whether this process is dumpable (C{True} where the system does not say)."""
+    prctl = _prctl()
+    return prctl is None or prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0
 
 
 def is_subreaper() -> bool:

@@ -3,9 +3,10 @@ A real daemon and a hostile stdio upstream (C{tests/fixtures/selfcaller.py}) tha
 turns on it: the upstream's own process, a grandchild it left after C{setsid}
 without its run mark, and a socket a child of it connected before exiting, are
 refused on every door (the unix socket, loopback TCP without a token, C{mcpx serve}'s
-socket), while the user's own commands still work;
-and a helper the upstream left in a session of its own ends with the upstream (a
-restart, a clean stop, C{kill -9} of the daemon followed by the next start).
+socket), while the user's own commands still work; it cannot read the daemon's
+environment from C{/proc}; and a helper the upstream left in a session of its own
+ends with the upstream (a restart, a clean stop, C{kill -9} of the daemon followed by
+the next start).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -125,6 +127,44 @@ class UpstreamDoorTests(SelfCallCase):
         child = spawn([sys.executable, "-I", *args], env=self.env, cwd="/")
         self.addCleanup(kill_on_cleanup, child)
         return child
+
+
+#: Root without a single capability (and none regained on exec): as root, the suite's
+#: daemon and its upstreams would be let into each other's /proc by CAP_SYS_PTRACE; run
+#: under this they are what they are as any other user, the same user and no more.
+WITHOUT_CAPABILITIES = (
+    shutil.which("setpriv") or "/usr/bin/setpriv",
+    "--securebits",
+    "+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked",
+    "--bounding-set",
+    "-all",
+    "--inh-caps",
+    "-all",
+)
+
+#: A secret in the daemon's environment, as a server's ${VAR} or PGPASSWORD would be.
+SECRET = "mcpx-selfcall-secret-4f1c"
+
+
+class EnvironmentTests(SelfCallCase):
+    daemon_prefix = WITHOUT_CAPABILITIES if os.getuid() == 0 else ()
+
+    async def test_upstream_cannot_read_the_daemons_environment(self) -> None:
+        """
+        An upstream of the daemon's own user cannot read the daemon's environment from
+        C{/proc/<daemon>/environ}: the daemon made itself non-dumpable, and the secret
+        it holds stays its own.  (Run as root, the daemon and the upstream are run
+        without any capability, so the upstream reads as a same-user process would.)
+        """
+        self.env["SELFCALL_SECRET"] = SECRET
+        await self.start_hostile()
+        found = await self.call("environ")
+        assert isinstance(found, dict)
+        self.assertEqual(found["pid"], self.daemon_pid, found)
+        self.assertNotIn(SECRET, found["read"])
+        self.assertIn("Permission", found["error"] or "", found)
+        # The daemon itself still works, and its upstreams' /proc stays its to read.
+        await self.ok("call", "hostile", "leave")
 
 
 class LeftHelperTests(SelfCallCase):

@@ -174,3 +174,16 @@ class VanishedTests(SynchronousTestCase):
         process.kill()
         process.wait()
         self.assertTrue(groups.owns_peer(process.pid, since))
+
+
+class DumpableTests(SynchronousTestCase):
+    def test_become_undumpable(self) -> None:
+        """A process that calls become_undumpable is no longer dumpable (Linux)."""
+        code = (
+            "from mcpx.upstream.lineage import become_undumpable, is_dumpable\n"
+            "print(is_dumpable(), become_undumpable(), is_dumpable())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        self.assertEqual(done.stdout.split(), ["True", "True", "False"])
