@@ -40,11 +40,16 @@ Before all of them, on every route and whatever C{daemon.auth} says (a token doe
 help): B{the daemon's own upstream processes are refused} (403 C{upstream_process}).
 A stdio server runs as the daemon's user and could read its token file, so neither the
 peer's uid nor the token tells it from the user.  On a unix socket the process that
-connected (C{SO_PEERCRED}'s pid), on a TCP connection from this machine the process
-holding the client's socket (its inode in C{/proc/net/tcp}), is checked against the
-running upstreams' process trees, what they left to the daemon and the run mark
-(L{mcpx.upstream.lineage}), once per connection.  C{mcpx serve}'s socket applies the
-same check (L{upstream_door}).
+connected (C{SO_PEERCRED}'s pid), on a TCP connection the process holding the client's
+socket (its inode in C{/proc/net/tcp}, listed there when the client is on this
+machine, from whichever of its addresses), is checked against the running upstreams'
+process trees, what they left to the daemon and the run mark
+(L{mcpx.upstream.lineage}).  On a unix socket that is done as the connection is made
+(L{Gate.connection_made}) and again at its first request, and a maker that has ended
+by then counts as an upstream's (L{mcpx.upstream.groups.ProcessGroups.owns_peer}): an
+upstream could connect from a child that exits and use the socket it left.  On TCP it
+is done once per connection.  C{mcpx serve}'s socket applies the same check as it
+accepts a connection (L{upstream_door}).
 
 Once the daemon has begun to stop (L{mcpx.ops.shutdown}), a request that passes
 the rules is answered C{503 shutting_down} instead of reaching its route.
@@ -54,7 +59,8 @@ JSON-RPC error response without an id, as MCP clients expect there.  Each distin
 refusal is logged once.
 
 What a connection is (unix or TCP, loopback, its owner) is worked out at its first
-request and kept on the connection; a request costs a few header lookups.
+request (a unix one's maker as it is made) and kept on the connection; a request costs
+a few header lookups.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ from mcpx.daemon.token import TokenFile
 from mcpx.lasting import Lasting
 from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
 from mcpx.settings.oauth_resource import OAuthResource
+from mcpx.upstream.lineage import boot_ticks
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
 
@@ -133,8 +140,12 @@ UPSTREAM_REFUSED: Final = (
 class Upstreams(Protocol):
     """Which processes are the daemon's upstreams' (L{mcpx.upstream.groups.ProcessGroups})."""
 
-    def owns_pid(self, pid: int) -> bool:
-        """Whether process C{pid} is an upstream's, or one an upstream started."""
+    def owns_peer(self, pid: int, since: int | None) -> bool:
+        """
+        Whether process C{pid}, which connected a unix socket accepted at C{since}
+        (L{boot_ticks}), is an upstream's or one an upstream started, or is no longer
+        there to say.
+        """
 
     def owns_socket(self, inode: int) -> bool:
         """Whether such a process holds the socket of C{inode}."""
@@ -155,7 +166,7 @@ def upstream_door(upstreams: Upstreams) -> Callable[[ITransport], str | None]:
 
     def refuse(transport: ITransport) -> str | None:
         pid = _handle_pid(transport)
-        if pid is None or not upstreams.owns_pid(pid):
+        if pid is None or not upstreams.owns_peer(pid, boot_ticks()):
             return None
         if logged.begins(pid):
             log.warn(
@@ -304,7 +315,8 @@ def unauthenticated_exposure(auth: str, exposed: Iterable[str], allowed: bool) -
 
 class _Connection:
     """
-    What the gate knows about one connection, worked out at its first request.
+    What the gate knows about one connection, worked out as it is made
+    (L{Gate.connection_made}) or at its first request.
 
     @ivar unix: whether it came through a unix socket.
     @ivar own_host: the address it arrived at (TCP), else C{None}.
@@ -315,13 +327,25 @@ class _Connection:
     @ivar host: the last C{Host} value let in, so a keep-alive connection checks once.
     @ivar upstream: whether one of the daemon's own upstream processes opened it;
         C{None} until asked.
+    @ivar since: when it was accepted (L{boot_ticks}), for the unix socket's pid.
+    @ivar recheck: whether it was judged as it was made, to be judged again at its
+        first request.
     """
 
-    __slots__ = ("host", "loopback", "own_host", "own_port", "owner", "peer", "unix", "upstream")
+    __slots__ = (
+        "host",
+        "loopback",
+        "own_host",
+        "own_port",
+        "owner",
+        "peer",
+        "recheck",
+        "since",
+        "unix",
+        "upstream",
+    )
 
-    def __init__(self, request: IRequest) -> None:
-        own: Any = request.getHost()
-        client: Any = request.getClientAddress()
+    def __init__(self, own: Any, client: Any) -> None:
         self.unix = isinstance(own, UNIXAddress)
         self.own_host: str | None = None if self.unix else getattr(own, "host", None)
         self.own_port: int | None = None if self.unix else getattr(own, "port", None)
@@ -335,6 +359,8 @@ class _Connection:
         self.owner: bool | None = None
         self.host: bytes | None = None
         self.upstream: bool | None = None
+        self.since = boot_ticks() if self.unix else None
+        self.recheck = False
 
 
 class _Bearer:
@@ -342,11 +368,6 @@ class _Bearer:
 
 
 _BEARER: Final = _Bearer()
-
-
-def _unix_pid(request: IRequest) -> int | None:
-    """The pid that connected a unix-socket request's connection, when the system says."""
-    return _handle_pid(getattr(getattr(request, "channel", None), "transport", None))
 
 
 def owners_unix_socket(request: IRequest) -> bool:
@@ -380,10 +401,10 @@ class Gate:
         (C{SO_PEERCRED} by default).
     @param upstreams: the daemon's upstream processes, whose requests are refused;
         C{None} to refuse none (a gate without upstreams).
-    @param lookup_unix_pid: finds the pid that connected a unix-socket request's
-        connection (C{SO_PEERCRED} by default).
+    @param lookup_unix_pid: finds the pid that connected a unix-socket connection,
+        given its transport (C{SO_PEERCRED} by default).
     @param lookup_inode: finds the inode of the client's socket of a TCP connection
-        from this machine (peer, own address).
+        (peer, own address); C{None} when it is not on this machine.
     """
 
     isLeaf = True
@@ -403,7 +424,7 @@ class Gate:
         lookup_unix_uid: Callable[[IRequest], int | None] | None = None,
         shutdown: Shutdown | None = None,
         upstreams: Upstreams | None = None,
-        lookup_unix_pid: Callable[[IRequest], int | None] = _unix_pid,
+        lookup_unix_pid: Callable[[object], int | None] = _handle_pid,
         lookup_inode: Callable[[tuple[str, int], tuple[str, int]], int | None] = connecting_inode,
     ) -> None:
         self._oauth: OAuthGuard | None = None
@@ -486,11 +507,28 @@ class Gate:
             rpc=shutting_down_error(),
         )
 
+    def connection_made(self, channel: object) -> None:
+        """
+        Judge a new connection on a unix socket as it is made, before it sends a byte
+        (L{mcpx.daemon.limits.LimitedChannel}'s C{opened}): the process that connected
+        is asked about while it should still be there, and a connection whose maker
+        is already gone is taken for an upstream's.  Its first request asks again.
+        """
+        transport: Any = getattr(channel, "transport", None)
+        if self._upstreams is None or transport is None:
+            return
+        connection = _Connection(transport.getHost(), transport.getPeer())
+        if not connection.unix:
+            return
+        connection.upstream = self._unix_upstream(connection, transport)
+        connection.recheck = True
+        setattr(channel, _SLOT, connection)
+
     def _connection(self, request: IRequest) -> _Connection:
         channel = getattr(request, "channel", None)
         connection: _Connection | None = getattr(channel, _SLOT, None)
         if connection is None:
-            connection = _Connection(request)
+            connection = _Connection(request.getHost(), request.getClientAddress())
             if channel is not None:
                 setattr(channel, _SLOT, connection)
         return connection
@@ -581,21 +619,27 @@ class Gate:
         """Whether one of the daemon's own upstream processes opened the connection."""
         if self._upstreams is None:
             return False
-        if connection.upstream is None:
+        if connection.upstream is None or (connection.recheck and not connection.upstream):
+            connection.recheck = False
             connection.upstream = False
             if connection.unix:
-                pid = self._lookup_unix_pid(request)
-                connection.upstream = pid is not None and self._upstreams.owns_pid(pid)
-            elif (
-                connection.peer is not None
-                and connection.own_host is not None
-                and (connection.loopback or same_address(connection.peer[0], connection.own_host))
-            ):
-                # From this machine: which process holds the client's socket.
+                transport = getattr(getattr(request, "channel", None), "transport", None)
+                connection.upstream = self._unix_upstream(connection, transport)
+            elif connection.peer is not None and connection.own_host is not None:
+                # Whichever address it came from (a listener on 0.0.0.0 or :: is reached
+                # from this machine's other addresses too): the client's socket is in
+                # /proc/net/tcp only when it is on this machine, and then the process
+                # holding it is asked about.
                 own = (connection.own_host, connection.own_port or 0)
                 inode = self._lookup_inode(connection.peer, own)
                 connection.upstream = inode is not None and self._upstreams.owns_socket(inode)
         return connection.upstream
+
+    def _unix_upstream(self, connection: _Connection, transport: object) -> bool:
+        """Whether the process that connected a unix socket is an upstream's, or gone."""
+        assert self._upstreams is not None
+        pid = self._lookup_unix_pid(transport)
+        return pid is not None and self._upstreams.owns_peer(pid, connection.since)
 
     def _own_origin(self, origin: bytes | None, connection: _Connection) -> bool:
         return origin is not None and self._origins.trusted(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import resource
+from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
@@ -299,11 +300,15 @@ class LimitedChannel(HTTPChannel):
         self._received = 0
         self._reserved = 0
         self._closing = False
+        #: Told of the connection as it is made, before anything is read (the site's).
+        self.opened: Callable[[LimitedChannel], None] | None = None
 
     # the phases
 
     def connectionMade(self) -> None:
         HTTPChannel.connectionMade(self)
+        if self.opened is not None:
+            self.opened(self)
         transport: Any = self.transport
         set_no_delay = getattr(transport, "setTcpNoDelay", None)
         if set_no_delay is not None and isinstance(transport.getHost(), (IPv4Address, IPv6Address)):

@@ -22,7 +22,7 @@ from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.resolve import Settings
-from mcpx.upstream.lineage import become_subreaper
+from mcpx.upstream.lineage import become_subreaper, become_undumpable
 
 
 def describe_port(port: IListeningPort) -> str:
@@ -94,6 +94,8 @@ async def run_daemon(
     service = make_service(config, reactor)
     # What upstreams fork and leave becomes the daemon's, to be found and ended.
     become_subreaper()
+    # And they, running as its user, cannot read its environment or attach to it.
+    become_undumpable()
     for description in config.exposed_endpoints():
         print(exposure_warning(description, config.auth), file=console)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)

@@ -410,7 +410,11 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         front,
         reactor,
         SiteOptions(
-            limits, metrics, shutdown, lean=None if mcp_http is None else LeanMcp(front, mcp_http)
+            limits,
+            metrics,
+            shutdown,
+            lean=None if mcp_http is None else LeanMcp(front, mcp_http),
+            opened=front.connection_made,
         ),
     )
     for description in config.exposed_endpoints():

@@ -7,6 +7,7 @@ told to the stop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
@@ -41,12 +42,15 @@ class SiteOptions:
         answers have left; C{None}, nothing tracks them.
     @ivar lean: answers C{POST /mcp} on the lean path (L{mcpx.daemon.lean_path});
         C{None}, every request goes through twisted.web and the Klein app.
+    @ivar opened: told of each connection (its channel) as it is made, before it is
+        read from: the gate judges who opened it (L{mcpx.daemon.gate.Gate.connection_made}).
     """
 
     limits: TransportLimits | None = None
     metrics: Metrics | None = None
     shutdown: Shutdown | None = None
     lean: LeanMcp | None = None
+    opened: Callable[[Any], None] | None = None
 
 
 class DaemonSite(LimitedSite):
@@ -65,6 +69,7 @@ class DaemonSite(LimitedSite):
         self.metrics = options.metrics
         self.shutdown = options.shutdown
         self.lean = options.lean
+        self.opened = options.opened
 
     def channel(self, peer: str | None) -> LimitedChannel:
         if self.lean is None:
@@ -76,6 +81,8 @@ class DaemonSite(LimitedSite):
         if self.shutdown is not None and protocol is not None:
             # So that the stop can close the connection once its answers have left.
             self.shutdown.track(protocol)
+        if protocol is not None:
+            protocol.opened = self.opened
         return protocol
 
     def log(self, request: Any) -> None:

@@ -33,7 +33,7 @@ from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import flags_from_usage, load_settings, usage_parameters
 from mcpx.settings.resolve import Settings
-from mcpx.upstream.lineage import become_subreaper
+from mcpx.upstream.lineage import become_subreaper, become_undumpable
 
 #: twistd's own default pidfile name, which it would write into the working directory.
 TWISTD_DEFAULT_PIDFILE = "twistd.pid"
@@ -161,6 +161,10 @@ def makeService(options: Options, reactor: IDaemonReactor | None = None) -> ISer
     # Once running (twistd forks to daemonize in between): what upstreams fork and leave
     # becomes the daemon's, to be found and ended.
     reactor.callWhenRunning(become_subreaper)
+    # Upstreams, running as its user, cannot read its environment or attach to it: at
+    # once, and again once running (a change of user on the way would undo it).
+    become_undumpable()
+    reactor.callWhenRunning(become_undumpable)
     stream = twistd_log_stream(options)
     observer = None
     if stream is not None:

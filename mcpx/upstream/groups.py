@@ -59,6 +59,7 @@ from mcpx.upstream.lineage import (
     reap_adopted,
     run_of,
     stat_fields,
+    vanished,
 )
 
 __all__ = ["LAUNCHER", "RECORDS_DIRECTORY", "RUN_VARIABLE", "ProcessGroups", "start_time"]
@@ -234,6 +235,17 @@ class ProcessGroups:
             current = parent(current)
         carried = mark(pid)
         return carried is not None and run_of(carried) == self.run
+
+    def owns_peer(self, pid: int, since: int | None) -> bool:
+        """
+        Whether the process C{pid} that connected a unix socket (C{SO_PEERCRED}),
+        accepted at C{since} (L{mcpx.upstream.lineage.boot_ticks}), must be taken for
+        an upstream's: it is one (L{owns_pid}), or it is no longer there (L{vanished}).
+        A client holds its connection while it uses it; a connection whose maker has
+        ended was handed on, and an upstream hands one on that way to hide behind a
+        pid nothing can be asked about.
+        """
+        return pid != os.getpid() and (vanished(pid, since) or self.owns_pid(pid))
 
     def owns_socket(self, inode: int) -> bool:
         """Whether a process of L{own_processes} holds the socket of C{inode}."""

@@ -17,6 +17,10 @@ when:
  - it still carries this daemon's run mark (C{MCPX_DAEMON_RUN}, L{mcpx.upstream.groups})
    in the environment it was started with.
 
+B{Not dumpable.}  The daemon makes itself non-dumpable (L{become_undumpable}), so the
+upstreams, running as its user, cannot read its environment from C{/proc} or attach
+to it.
+
 B{Subreaper.}  Once the daemon is its descendants' subreaper (C{PR_SET_CHILD_SUBREAPER},
 L{become_subreaper}) what an upstream forked and left (a helper that called
 C{setsid} and whose parent exited) becomes the daemon's child rather than init's, so
@@ -37,6 +41,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
@@ -49,6 +54,8 @@ RUN_VARIABLE: Final = "MCPX_DAEMON_RUN"
 #: C{prctl} options (Linux, C{<linux/prctl.h>}).
 PR_SET_CHILD_SUBREAPER: Final = 36
 PR_GET_CHILD_SUBREAPER: Final = 37
+PR_GET_DUMPABLE: Final = 3
+PR_SET_DUMPABLE: Final = 4
 
 #: How many parents a chain is followed up before it is given up on (a chain is
 #: rarely longer than a dozen; the bound keeps a reused pid from looping).
@@ -59,6 +66,8 @@ MAX_CHAIN: Final = 256
 REAP_INTERVAL: Final = 5.0
 
 _PROC: Final = Path("/proc")
+#: Where a process's start time (field 22 of C{/proc/<pid>/stat}) is in L{stat_fields}.
+_STARTTIME: Final = 19
 
 
 def stat_fields(pid: int | str) -> list[str] | None:
@@ -126,6 +135,40 @@ def descendants(roots: Iterable[int]) -> set[int]:
     return seen
 
 
+def boot_ticks() -> int | None:
+    """
+    Now, in the clock ticks since boot that C{/proc/<pid>/stat} counts a process's
+    start in; C{None} where the system does not say.
+    """
+    if not hasattr(time, "CLOCK_BOOTTIME"):
+        return None
+    try:
+        return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+
+
+def vanished(pid: int, since: int | None = None) -> bool:
+    """
+    Whether the process C{pid} that connected a socket is no longer there to hold
+    it: it has ended (or is a zombie), or the pid now names a process started after
+    C{since} (L{boot_ticks} when the connection was accepted), which cannot have
+    connected it.  C{False} where C{/proc} does not say.
+    """
+    fields = stat_fields(pid)
+    if fields is None:
+        # Gone, unless there is no /proc to ask at all.
+        return stat_fields("self") is not None
+    if fields[0] in ("Z", "X"):
+        return True
+    try:
+        started = int(fields[_STARTTIME])
+    except (IndexError, ValueError):
+        return False
+    # A tick of slack: the two counts are rounded apart.
+    return since is not None and started > since + 1
+
+
 def mark(pid: int | str) -> str | None:
     """The run mark C{pid} was started with, or C{None}."""
     try:
@@ -179,6 +222,28 @@ def become_subreaper() -> bool:
     """
     prctl = _prctl()
     return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def become_undumpable() -> bool:
+    """
+    Make this process non-dumpable (Linux, C{PR_SET_DUMPABLE} 0): its C{/proc}
+    files that tell more than its name and state (C{environ}, C{fd}, C{maps},
+    C{mem}...) become root's, and another process of the same user can neither read
+    them nor C{ptrace} it.  The daemon's environment holds what the servers'
+    C{${VAR}} references and the store's password are read from, and a stdio server
+    runs as the same user.  No core dump is written either.  Lasts until an
+    C{execve}; a child the daemon starts is dumpable again.
+
+    @return: whether it is now non-dumpable.
+    """
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def is_dumpable() -> bool:
+    """Whether this process is dumpable (C{True} where the system does not say)."""
+    prctl = _prctl()
+    return prctl is None or prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0
 
 
 def is_subreaper() -> bool:

@@ -74,6 +74,8 @@ class RealDaemonCase(TestCase):
     """Starts a real daemon for the test and runs commands against it."""
 
     timeout = 60
+    #: What the daemon's command is run under (a program and its arguments), if anything.
+    daemon_prefix: tuple[str, ...] = ()
 
     def setUp(self) -> None:
         # Short paths: a unix socket path must fit in 108 bytes.
@@ -100,7 +102,15 @@ class RealDaemonCase(TestCase):
             config.write_text(json.dumps({"servers": entries}))
             self.env["MCPX_CONFIG"] = str(config)
         daemon = spawn(
-            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", listen],
+            [
+                *self.daemon_prefix,
+                sys.executable,
+                "-m",
+                "mcpx",
+                "daemon",
+                "--daemon-listen",
+                listen,
+            ],
             env=self.env,
             cwd=str(REPO),
         )

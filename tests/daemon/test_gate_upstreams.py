@@ -36,6 +36,9 @@ class FakeUpstreams:
         self.asked.append(("pid", pid))
         return pid == UPSTREAM_PID
 
+    def owns_peer(self, pid: int, since: int | None) -> bool:
+        return self.owns_pid(pid)
+
     def owns_socket(self, inode: int) -> bool:
         self.asked.append(("socket", inode))
         return inode == UPSTREAM_INODE
@@ -64,7 +67,7 @@ class UpstreamGateTests(GateCase):
             lookup_unix_pid=lambda request: self.unix_pid,
             lookup_inode=self.lookup_inode,
         )
-        self.site = DaemonSite(self.gate, self.clock, SiteOptions())
+        self.site = DaemonSite(self.gate, self.clock, SiteOptions(opened=self.gate.connection_made))
 
     def lookup_inode(self, peer: tuple[str, int], own: tuple[str, int]) -> int | None:
         self.inode_lookups.append(peer)
@@ -117,15 +120,65 @@ class UpstreamGateTests(GateCase):
         self.unix_pid = UPSTREAM_PID + 1
         self.assertEqual(self.send("GET", "/v1/servers", own=UNIX, peer=UNIX).status, 503)
 
-    def test_remote_peer_not_looked_up(self) -> None:
-        """A connection from another machine holds no local socket: nothing is read."""
+    def test_unix_socket_judged_as_it_is_made(self) -> None:
+        """
+        A unix connection is judged as it is made, before it sends anything: one an
+        upstream's process made is refused though the pid behind it says otherwise by
+        its first request.
+        """
+        self.unix_pid = UPSTREAM_PID
+        connection = self.connect(own=UNIX, peer=UNIX)
+        self.assertEqual(self.upstreams.asked, [("pid", UPSTREAM_PID)])
+        self.unix_pid = UPSTREAM_PID + 1
+        answer = self.send("GET", "/v1/servers", own=UNIX, peer=UNIX, connection=connection)
+        self.assertRefused(answer, 403, UPSTREAM_CODE, "/v1/servers")
+
+    def test_unix_socket_judged_again_at_its_first_request(self) -> None:
+        """
+        A unix connection let in as it was made is asked about again at its first
+        request, and no more after that.
+        """
+        self.unix_pid = UPSTREAM_PID + 1
+        connection = self.connect(own=UNIX, peer=UNIX)
+        self.unix_pid = UPSTREAM_PID
+        for _ in range(2):
+            answer = self.send("GET", "/v1/servers", own=UNIX, peer=UNIX, connection=connection)
+            self.assertRefused(answer, 403, UPSTREAM_CODE, "/v1/servers")
+        self.assertEqual(self.upstreams.asked, [("pid", UPSTREAM_PID + 1), ("pid", UPSTREAM_PID)])
+
+    def test_remote_peer_passes(self) -> None:
+        """
+        A connection from another machine holds no local socket: the lookup finds
+        none, and the token lets it in.
+        """
         own = IPv4Address("TCP", "10.0.0.5", 8899)
         peer = IPv4Address("TCP", "10.0.0.9", 50000)
         answer = self.send(
             "GET", "/v1/servers", {"Host": "10.0.0.5:8899", **self.bearer()}, own=own, peer=peer
         )
         self.assertEqual(answer.status, 503)
-        self.assertEqual(self.inode_lookups, [])
+        self.assertEqual(self.inode_lookups, [(peer.host, peer.port)])
+        self.assertEqual(self.upstreams.asked, [])
+
+    def test_local_peer_on_another_address_looked_up(self) -> None:
+        """
+        A listener on 0.0.0.0 is reached from any of this machine's addresses: a
+        connection to one address from another (neither loopback) is looked up too,
+        once, and an upstream's is refused though it sends the token.
+        """
+        own = IPv4Address("TCP", "10.0.0.5", 8899)
+        peer = IPv4Address("TCP", "172.17.0.1", 50002)
+        self.inodes[(peer.host, peer.port)] = UPSTREAM_INODE
+        connection = self.connect(own=own, peer=peer)
+        for _ in range(2):
+            answer = self.send(
+                "GET",
+                "/v1/servers",
+                {"Host": "10.0.0.5:8899", **self.bearer()},
+                connection=connection,
+            )
+            self.assertRefused(answer, 403, UPSTREAM_CODE, "/v1/servers")
+        self.assertEqual(self.inode_lookups, [(peer.host, peer.port)])
 
     def test_local_peer_on_an_outer_address_looked_up(self) -> None:
         """

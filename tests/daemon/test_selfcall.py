@@ -1,10 +1,12 @@
 """
 A real daemon and a hostile stdio upstream (C{tests/fixtures/selfcaller.py}) that
-turns on it: the upstream's own process, and a grandchild it left after C{setsid}
-without its run mark, are refused on every door (the unix socket, loopback TCP
-without a token, C{mcpx serve}'s socket), while the user's own commands still work;
-and a helper the upstream left in a session of its own ends with the upstream (a
-restart, a clean stop, C{kill -9} of the daemon followed by the next start).
+turns on it: the upstream's own process, a grandchild it left after C{setsid}
+without its run mark, and a socket a child of it connected before exiting, are
+refused on every door (the unix socket, loopback TCP without a token, C{mcpx serve}'s
+socket), while the user's own commands still work; it cannot read the daemon's
+environment from C{/proc}; and a helper the upstream left in a session of its own
+ends with the upstream (a restart, a clean stop, C{kill -9} of the daemon followed by
+the next start).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -97,6 +100,24 @@ class UpstreamDoorTests(SelfCallCase):
         [answered] = json.loads(probe.text(1))
         self.assertEqual(answered["status"], 200, answered)
 
+    async def test_socket_connected_by_a_child_that_ended_refused(self) -> None:
+        """
+        The upstream connects to the unix socket and to C{mcpx serve}'s from a child
+        that then exits, and asks on the socket itself: the pid the system names for
+        the connection is gone before the daemon sees it (the daemon is held stopped
+        meanwhile), and the connection is refused on both all the same.
+        """
+        await self.start_hostile()
+        found = await self.call("handoff")
+        assert isinstance(found, dict)
+        self.assertEqual(found["daemon"], self.daemon_pid, found)
+        self.assertEqual(found["unix"], 403, found)
+        self.assertIn("upstream servers", found["mcp_socket"], found)
+        answer = json.loads(found["mcp_socket"])
+        self.assertNotIn("result", answer)
+        # The user still gets in.
+        await self.ok("servers")
+
     def daemon_text(self) -> str:
         assert self.daemon is not None
         return self.daemon.text(2)
@@ -106,6 +127,44 @@ class UpstreamDoorTests(SelfCallCase):
         child = spawn([sys.executable, "-I", *args], env=self.env, cwd="/")
         self.addCleanup(kill_on_cleanup, child)
         return child
+
+
+#: Root without a single capability (and none regained on exec): as root, the suite's
+#: daemon and its upstreams would be let into each other's /proc by CAP_SYS_PTRACE; run
+#: under this they are what they are as any other user, the same user and no more.
+WITHOUT_CAPABILITIES = (
+    shutil.which("setpriv") or "/usr/bin/setpriv",
+    "--securebits",
+    "+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked",
+    "--bounding-set",
+    "-all",
+    "--inh-caps",
+    "-all",
+)
+
+#: A secret in the daemon's environment, as a server's ${VAR} or PGPASSWORD would be.
+SECRET = "mcpx-selfcall-secret-4f1c"
+
+
+class EnvironmentTests(SelfCallCase):
+    daemon_prefix = WITHOUT_CAPABILITIES if os.getuid() == 0 else ()
+
+    async def test_upstream_cannot_read_the_daemons_environment(self) -> None:
+        """
+        An upstream of the daemon's own user cannot read the daemon's environment from
+        C{/proc/<daemon>/environ}: the daemon made itself non-dumpable, and the secret
+        it holds stays its own.  (Run as root, the daemon and the upstream are run
+        without any capability, so the upstream reads as a same-user process would.)
+        """
+        self.env["SELFCALL_SECRET"] = SECRET
+        await self.start_hostile()
+        found = await self.call("environ")
+        assert isinstance(found, dict)
+        self.assertEqual(found["pid"], self.daemon_pid, found)
+        self.assertNotIn(SECRET, found["read"])
+        self.assertIn("Permission", found["error"] or "", found)
+        # The daemon itself still works, and its upstreams' /proc stays its to read.
+        await self.ok("call", "hostile", "leave")
 
 
 class LeftHelperTests(SelfCallCase):

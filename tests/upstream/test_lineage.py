@@ -16,7 +16,16 @@ import time
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.upstream.groups import RUN_VARIABLE, ProcessGroups
-from mcpx.upstream.lineage import descendants, holds_socket, mark, parent, run_of
+from mcpx.upstream.lineage import (
+    boot_ticks,
+    descendants,
+    holds_socket,
+    mark,
+    parent,
+    run_of,
+    stat_fields,
+    vanished,
+)
 
 #: A stand-in upstream: forks a helper that calls setsid and sleeps, prints its pid.
 FORKER = """
@@ -106,3 +115,75 @@ class LineageTests(SynchronousTestCase):
         self.assertTrue(holds_socket(os.getpid(), inode))
         leader, _helper = self.start()
         self.assertFalse(holds_socket(leader, inode))
+
+
+class VanishedTests(SynchronousTestCase):
+    def sleeper(self) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+        def end() -> None:
+            with contextlib.suppress(OSError):
+                process.kill()
+            process.wait()
+
+        self.addCleanup(end)
+        return process
+
+    def test_live_process_is_there(self) -> None:
+        """A live process started before the connection is still its maker."""
+        process = self.sleeper()
+        since = boot_ticks()
+        self.assertIsNotNone(since)
+        self.assertFalse(vanished(process.pid, since))
+        self.assertFalse(vanished(os.getpid(), since))
+        self.assertFalse(vanished(process.pid))
+
+    def test_process_started_later_cannot_have_connected(self) -> None:
+        """A pid that names a process started after the connection was accepted: reused."""
+        since = boot_ticks()
+        assert since is not None
+        # Some ticks pass, so the process below starts well after `since`.
+        time.sleep(0.2)
+        process = self.sleeper()
+        self.assertTrue(vanished(process.pid, since))
+
+    def test_ended_process_vanished(self) -> None:
+        """A process that ended is gone, a zombie until waited for and after."""
+        process = self.sleeper()
+        since = boot_ticks()
+        process.kill()
+        for _ in range(500):
+            fields = stat_fields(process.pid)
+            if fields is not None and fields[0] == "Z":
+                break
+            time.sleep(0.01)
+        self.assertTrue(vanished(process.pid, since))
+        process.wait()
+        self.assertTrue(vanished(process.pid, since))
+
+    def test_owns_peer(self) -> None:
+        """
+        A connection's maker that is gone counts as an upstream's; a live process no
+        upstream started, and the daemon itself, do not.
+        """
+        groups = ProcessGroups(None)
+        process = self.sleeper()
+        since = boot_ticks()
+        self.assertFalse(groups.owns_peer(process.pid, since))
+        self.assertFalse(groups.owns_peer(os.getpid(), since))
+        process.kill()
+        process.wait()
+        self.assertTrue(groups.owns_peer(process.pid, since))
+
+
+class DumpableTests(SynchronousTestCase):
+    def test_become_undumpable(self) -> None:
+        """A process that calls become_undumpable is no longer dumpable (Linux)."""
+        code = (
+            "from mcpx.upstream.lineage import become_undumpable, is_dumpable\n"
+            "print(is_dumpable(), become_undumpable(), is_dumpable())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        self.assertEqual(done.stdout.split(), ["True", "True", "False"])
