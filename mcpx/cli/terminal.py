@@ -8,6 +8,7 @@ upstream server could use to make the terminal show something else (L{printable}
 from __future__ import annotations
 
 import sys
+import unicodedata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,20 +31,39 @@ def on_terminal() -> bool:
     return isatty(sys.stdin) and isatty(sys.stderr)
 
 
-#: What a terminal may act on instead of showing: the C0 controls but newline and tab
-#: (escape, carriage return, backspace, bell ...), DEL, the C1 controls (0x80-0x9f, CSI
-#: and OSC among them), and the bidirectional embeddings, overrides and isolates, which
-#: reorder what is shown.  Each is shown as its JSON escape (\u001b).
-_UNSAFE: dict[int, str] = {
-    code: f"\\u{code:04x}"
-    for code in (
-        *range(0x09),
-        *range(0x0B, 0x20),
-        *range(0x7F, 0xA0),
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
-}
+def _escaped(code: int) -> str:
+    """Character C{code} as JSON escapes it: C{\\u001b}, a surrogate pair past U+FFFF."""
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+class _Unsafe(dict[int, str]):
+    """
+    What a terminal may act on, or show as something else, instead of showing: the C0
+    controls but newline and tab (escape, carriage return, backspace, bell ...), DEL, the
+    C1 controls (0x80-0x9f, CSI and OSC among them), and every Unicode format character
+    (category Cf): the bidirectional embeddings, overrides and isolates, which reorder
+    what is shown, and the invisible ones, which make two names look the same (zero-width
+    space, joiners, word joiner, byte order mark, soft hyphen, tag characters ...).
+    Each is shown as its JSON escape (C{\\u001b}, C{\\u200b}); emoji joined with U+200D
+    are shown escaped too, as a name is no place for them.  Past the controls, each
+    character is classed as met, for C{str.translate}, and remembered (a safe one as
+    itself), so a long text costs one class look-up per distinct character.
+    """
+
+    def __missing__(self, code: int) -> str:
+        character = chr(code)
+        shown = self[code] = (
+            _escaped(code) if unicodedata.category(character) == "Cf" else character
+        )
+        return shown
+
+
+_UNSAFE = _Unsafe(
+    {code: _escaped(code) for code in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+)
 
 
 def printable(text: str) -> str:

@@ -11,8 +11,10 @@ C{/login} exchanges for a session cookie.
     C{POST} body.
   - A session is 32 random bytes in an C{HttpOnly}, C{SameSite=Strict} cookie
     (C{Secure} over TLS), good for L{SESSION_LIFETIME} seconds.  The gate accepts it
-    for the status page and C{/v1} only, and only from the daemon's own origin
-    (L{mcpx.daemon.gate}).
+    for the status page and C{/v1} only, only from the daemon's own origin, and only
+    on a TLS connection or from loopback by the daemon's own user: another local user,
+    whose web server on another port of the host got the cookie from the owner's
+    browser, or a peer over plain HTTP, cannot replay it (L{mcpx.daemon.gate}).
   - At most L{MAX_CODES} codes and L{MAX_SESSIONS} sessions are held; the oldest gives
     way.  Codes and sessions are kept as SHA-256 digests, looked up by digest, and live
     in memory only: a restart signs every browser out.

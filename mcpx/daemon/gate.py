@@ -672,8 +672,17 @@ class Gate:
         one-time link: a session cookie, a path of the page or C{/v1}, and the daemon's
         own origin (a C{GET} without C{Origin} is a same-origin one in a browser;
         C{SameSite=Strict} keeps the cookie off every cross-site request besides).
+
+        A browser sends its cookies to every port of the host, so a web server on another
+        port of the machine the owner's browser visits gets the cookie too: it counts
+        only on a TLS connection (a network deployment, where it is C{Secure} as well),
+        or from loopback when the connecting socket is the owner's (the check C{peer}
+        auth makes).  Another local user replaying it, or a peer on the network over
+        plain HTTP, is as if it had sent none.
         """
         if self._logins is None or connection.unix:
+            return False
+        if not request.isSecure() and not (connection.loopback and self._is_owner(connection)):
             return False
         path = request.path
         if path not in PAGE_PATHS and not path.startswith(_API_PREFIX):

@@ -82,8 +82,28 @@ async def _run_to_its_end(
     return outcome_json(outcome)
 
 
+def _owner_only_in_cpython(scripts: Scripts, call: Invocation) -> None:
+    """
+    Refuse a run in C{exec.mode: cpython} to anyone but the daemon's owner: such a
+    program runs as the daemon's user, and its processes can reach the daemon's unix
+    socket, where every request is the owner's; a caller let in with an access token
+    would run as the owner from there.
+
+    @raise OpError: C{403 owner_only}.
+    """
+    if scripts.limits.mode == "cpython" and not call.by_owner:
+        raise OpError(
+            403,
+            "owner_only",
+            "exec.mode is cpython: programs run as the daemon's user and can reach its "
+            "unix socket as the owner, so only the owner may run them; a caller let in "
+            "with an access token can run programs when exec.mode is monty",
+        )
+
+
 async def run_program(host: OpHost, call: Invocation) -> Any:
     scripts = scripts_of(host)
+    _owner_only_in_cpython(scripts, call)
     if not call.args.get("task"):
         return await _run_to_its_end(scripts, call)
     # A task: the run's id is made first, so the answer can name it and the questions

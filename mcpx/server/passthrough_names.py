@@ -5,7 +5,8 @@ Which configured servers a pass-through offers now, and under what names
 one's C{toolPrefix}, and the clashes of a name two of them offer, each reported once.
 
 The gateway's names are reserved: a pass-through server's tool named like mcpx's own
-(any C{mcpx_...}, present tools and future ones, L{reserved_tool}), its prompt under the
+(any C{mcpx_...}, present tools and future ones, in any case, with C{-} for C{_} and in
+any Unicode compatibility form: C{MCPX_CALL}, C{mcpx-call}, L{reserved_tool}), its prompt under the
 name the gateway gives another configured server's (C{<server>_<prompt>},
 L{reserved_prompt}) and its resource or template under an C{mcpx://} URI
 (L{reserved_uri}) are never offered, and a request of such a name goes to the gateway
@@ -16,6 +17,7 @@ reported once, as a clash is (L{Clash.of_gateway}).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -31,6 +33,16 @@ log = Logger()
 
 #: Past this many clashes reported, the memory of which were reported starts afresh.
 REMEMBERED_CLASHES: Final = 4096
+
+
+def folded_name(name: str) -> str:
+    """
+    C{name} as it is compared with the gateway's reserved prefix: NFKC-normalised
+    (fullwidth and other compatibility forms become their plain letters), case-folded,
+    and with C{-} read as C{_}, so that C{MCPX_CALL}, C{mcpx-call} and C{mcpx_call} in
+    fullwidth letters all read as C{mcpx_call}.
+    """
+    return unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
 
 
 class PassedThrough:
@@ -105,8 +117,11 @@ class PassedThrough:
         return server in self.named
 
     def reserved_tool(self, name: str) -> bool:
-        """Whether a tool offered as C{name} would take a gateway tool's name."""
-        return name.startswith(RESERVED_PREFIX) or self.gateway.has_tool(name)
+        """
+        Whether a tool offered as C{name} would take a gateway tool's name, or one a host
+        or a person could take for it (L{folded_name}: C{MCPX_CALL}, C{mcpx-call}).
+        """
+        return folded_name(name).startswith(RESERVED_PREFIX) or self.gateway.has_tool(name)
 
     def reserved_prompt(self, name: str) -> bool:
         """

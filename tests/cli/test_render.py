@@ -19,6 +19,7 @@ from mcpx.cli.render import (
     servers_text,
     table,
 )
+from mcpx.cli.terminal import printable
 
 
 class ContentTests(SynchronousTestCase):
@@ -122,6 +123,26 @@ class TextTests(SynchronousTestCase):
         self.assertEqual(
             table(("A", "B"), [("x\x1b[2J", "y"), ("long-name", "z")]),
             "A           B\nx\\u001b[2J  y\nlong-name   z\n",
+        )
+
+    def test_invisible_characters_shown(self) -> None:
+        """
+        A tool named mcpx_call and a zero-width space is not listed as mcpx_call: every
+        Unicode format character (zero-width space and joiners, word joiner, byte order
+        mark, soft hyphen, a tag character, an emoji's joiner) is shown as its JSON
+        escape, and the columns still line up; letters of any script are shown as they are.
+        """
+        self.assertEqual(
+            table(("TOOL", "SERVER"), [("mcpx_call\u200b", "evil"), ("mcpx_call", "mcpx")]),
+            "TOOL             SERVER\nmcpx_call\\u200b  evil\nmcpx_call        mcpx\n",
+        )
+        self.assertEqual(
+            printable("a\u200cb\u200dc\u2060d\ufeffe\u00adf\U000e0041g\U0001f44d\u200d\U0001f44d"),
+            "a\\u200cb\\u200dc\\u2060d\\ufeffe\\u00adf\\udb40\\udc41g\U0001f44d\\u200d\U0001f44d",
+        )
+        self.assertEqual(
+            printable("d\u00e9j\u00e0 \u65e5\u672c \u0645\u0631\u062d\u0628\u0627"),
+            "d\u00e9j\u00e0 \u65e5\u672c \u0645\u0631\u062d\u0628\u0627",
         )
 
     def test_describe_shows_the_tool_in_full(self) -> None:

@@ -226,6 +226,46 @@ class OAuthDoorsTests(DaemonDoorsCase):
         code, _ = await self.json("GET", "/v1/servers", unix=True)
         self.assertEqual(code, 200)
 
+    async def test_cpython_programs_are_the_owners(self) -> None:
+        """
+        Row "TCP, oauth" under exec.mode cpython: a subject's program would run as the
+        daemon's user, able to reach the unix socket as the owner (its GET /v1/settings
+        answered), so a subject's /v1/exec is 403 owner_only, on /v1 and as the gateway's
+        mcpx_exec; the owner's program runs.
+        """
+        self.env["MCPX_EXEC_MODE"] = "cpython"
+        await self.start_daemon()
+        program = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            f"s.connect({self.socket!r})\n"
+            "s.sendall(b'GET /v1/settings HTTP/1.0\\r\\nHost: mcpx\\r\\n\\r\\n')\n"
+            "s.recv(100).split(b' ')[1].decode()\n"
+        )
+        alice = self.mint("alice")
+        code, answer = await self.json("POST", "/v1/exec", token=alice, body={"program": program})
+        self.assertEqual(code, 403, answer)
+        self.assertEqual(answer["error"]["code"], "owner_only")
+        self.assertIn("exec.mode is cpython", answer["error"]["message"])
+        mcp, headers, _ = await self.request("POST", "/mcp", token=alice, body=INITIALIZE)
+        self.assertEqual(mcp, 200)
+        session = {"Mcp-Session-Id": headers["mcp-session-id"][0]}
+        exec_call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "mcpx_exec", "arguments": {"program": program}},
+        }
+        code, _, content = await self.request(
+            "POST", "/mcp", token=alice, body=exec_call, headers=session
+        )
+        self.assertEqual(code, 200, content)
+        result = json.loads(content)["result"]
+        self.assertIs(result["isError"], True, result)
+        self.assertIn("exec.mode is cpython", result["content"][0]["text"])
+        code, answer = await self.json("POST", "/v1/exec", unix=True, body={"program": program})
+        self.assertEqual((code, answer.get("result")), (200, "200"), answer)
+
     async def test_each_subject_sees_its_own_activity(self) -> None:
         """
         Rows "OAuth subject: /v1/events, /v1/calls": while alice's call runs, the

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
+from twisted.internet.interfaces import ISSLTransport
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import directlyProvides
 
+from mcpx.daemon.browser_login import BrowserLogins
 from mcpx.daemon.gate import (
     Gate,
     HostRule,
@@ -81,6 +84,8 @@ class Answer:
 
 class GateCase(SynchronousTestCase):
     auth = "peer"
+    #: The status page's sign-ins, for a case that has them.
+    logins: BrowserLogins | None = None
     allowed_origins: Sequence[str] = ("https://app.example.com",)
     allowed_hosts: Sequence[str] = ("mcpx.internal", "gateway.example:443")
 
@@ -103,6 +108,7 @@ class GateCase(SynchronousTestCase):
             uid=OWNER,
             lookup_uid=self.lookup,
             lookup_unix_uid=self.lookup_unix,
+            logins=self.logins,
         )
         self.site = DaemonSite(self.gate, self.clock, SiteOptions())
 
@@ -443,6 +449,48 @@ class TokenAuthTests(GateCase):
         self.clock.advance(RECHECK_INTERVAL)
         self.assertEqual(self.send("GET", "/v1/servers", new).status, 401)
         self.assertEqual(self.send("GET", "/v1/servers", newer).status, 503)
+
+
+class BrowserCookieTests(GateCase):
+    """
+    The status page's session cookie (daemon.auth token) counts over TLS, or from
+    loopback by the owner's uid; never from another local user, nor over plain HTTP
+    from the network, whatever Origin it names.
+    """
+
+    auth = "token"
+
+    def setUp(self) -> None:
+        self.logins = BrowserLogins(Clock())
+        session = self.logins.exchange(self.logins.new_code())
+        assert session is not None
+        self.cookie = f"mcpx_session={session}"
+        GateCase.setUp(self)
+
+    def signed_in(self, own: Any, peer: Any, channel: Any = None) -> Answer:
+        """The status of the page's own GET /v1/servers with the cookie."""
+        headers = {"Host": f"{own.host}:{own.port}", "Cookie": self.cookie}
+        headers["Origin"] = f"http://{own.host}:{own.port}"
+        return self.send("GET", "/v1/servers", headers, own=own, peer=peer, connection=channel)
+
+    def test_loopback_owner_only(self) -> None:
+        """From loopback: the owner's socket is let in, another user's is 401."""
+        self.assertEqual(self.signed_in(LOOPBACK, LOOPBACK_CLIENT).status, 503)
+        other = IPv4Address("TCP", "127.0.0.1", 40001)
+        self.uids[(other.host, other.port)] = OTHER
+        answer = self.signed_in(LOOPBACK, other, self.connect(LOOPBACK, other))
+        self.assertRefused(answer, 401, "unauthorized", "/v1/servers")
+
+    def test_network_needs_tls(self) -> None:
+        """From the network: 401 over plain HTTP, let in over TLS."""
+        own = IPv4Address("TCP", "192.168.1.5", 8899)
+        peer = IPv4Address("TCP", "192.168.1.9", 50000)
+        answer = self.signed_in(own, peer)
+        self.assertRefused(answer, 401, "unauthorized", "/v1/servers")
+        channel, transport = self.connect(own, peer)
+        directlyProvides(transport, ISSLTransport)
+        self.assertEqual(self.signed_in(own, peer, (channel, transport)).status, 503)
+        self.assertEqual(self.lookups, [])
 
 
 class NoAuthTests(GateCase):

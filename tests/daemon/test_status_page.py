@@ -8,6 +8,7 @@ question an upstream asked while the call that caused it waits.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -17,16 +18,18 @@ from typing import Any
 
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from mcpx.ops.recent_calls import RecentCalls
 from tests.daemon.fake_pool import daemon_http
+from tests.daemon.test_gate_process import NOBODY, OTHER_USER_PYTHON, readable_copy
 from tests.daemon.test_process import daemon_environ
 from tests.support.processes import (
     REPO,
     ChildProcess,
     free_tcp_port,
     kill_on_cleanup,
+    reactor,
     spawn,
 )
 
@@ -370,6 +373,51 @@ class BrowserSignInTests(RealDaemonPageCase):
         self.assertEqual(seen["call_outcome"], "ok")
         self.assertEqual(await call.ended(timeout=30), 0, call.text())
         self.assertIn("Grace", call.text(1))
+
+    async def probe_as(self, uid: int, requests: list[dict[str, Any]]) -> Any:
+        """Send C{requests} from a process of user C{uid}'s own (see test_gate_process)."""
+        child = ChildProcess(reactor)
+        args = [OTHER_USER_PYTHON, "-I", readable_copy(PROBE), json.dumps(requests)]
+        reactor.spawnProcess(
+            child, OTHER_USER_PYTHON, args, env=self.env, path="/", uid=uid, gid=uid
+        )
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(), 0, child.text())
+        return json.loads(child.text(1))
+
+    async def test_cookie_is_the_owners_alone(self) -> None:
+        """
+        Under daemon.auth token, a browser signed in through the link gets a cookie that
+        a web server of another local user, on another port of 127.0.0.1, is sent too:
+        replayed by that user with the page's own Origin forged, it opens nothing (401
+        for /v1/servers, /v1/reload, /v1/call, the page); replayed by the owner's uid,
+        it does.
+        """
+        if os.getuid() == NOBODY:
+            raise SkipTest("the test needs a user other than nobody to own the daemon")
+        if os.getuid() != 0:
+            raise SkipTest("becoming another user takes root")
+        await self.start_daemon("--daemon-auth", "token")
+        out = await self.run_to_end([sys.executable, "-m", "mcpx", "status", "--open", "--print"])
+        base = f"http://127.0.0.1:{self.port}"
+        code = out.strip().split("#", 1)[1]
+        (signed_in,) = await self.probe([self.post("/login", {"Origin": base}, {"code": code})])
+        self.assertEqual(signed_in["status"], 303, signed_in)
+        cookie = signed_in["headers"]["set-cookie"].split(";", 1)[0]
+        self.assertTrue(cookie.startswith("mcpx_session="), cookie)
+        own = {"Cookie": cookie, "Origin": base}
+        call = {"server": "demo", "tool": "echo", "arguments": {"text": "hi"}}
+        replay = [
+            self.tcp("/v1/servers", own),
+            self.tcp("/", {"Cookie": cookie}),
+            self.post("/v1/reload", own, {}),
+            self.post("/v1/call", own, call),
+        ]
+        for answer in await self.probe_as(NOBODY, replay):
+            self.assertEqual(answer["status"], 401, answer)
+            self.assertEqual(json.loads(answer["body"])["error"]["code"], "unauthorized")
+        for answer in await self.probe(replay):
+            self.assertEqual(answer["status"], 200, answer)
 
     async def test_token_auth_link_signs_in(self) -> None:
         """

@@ -761,6 +761,36 @@ class CallTests(SynchronousTestCase):
         for started in connector.started("alpha"):
             self.assertNotIn("tools/call", started.methods())
 
+    def test_reserved_prefix_in_any_spelling(self) -> None:
+        """
+        alpha's tools named like the gateway's in another case, with - for _, or in
+        fullwidth letters (MCPX_CALL, mcpx-call, Mcpx-Exec, a fullwidth mcpx_read) are not listed
+        and a call of any of them is refused by mcpx, never handed to alpha; each is
+        reported as shadowed by mcpx.
+        """
+        looks_alike = ["MCPX_CALL", "mcpx-call", "Mcpx-Exec", "\uff4d\uff43\uff50\uff58_read"]
+        scripted = scripts()
+        alpha = scripted["alpha"]
+        alpha["tools"] = [
+            *alpha["tools"],
+            *({"name": name, "inputSchema": {"type": "object"}} for name in looks_alike),
+        ]
+        harness, connector = passed_through(("alpha",), scripted=scripted)
+        session = Session(Revision.V2025_06_18, harness)
+        listed = names_of(session.result("tools/list")["tools"])
+        for name in looks_alike:
+            self.assertNotIn(name, listed)
+            error = session.error("tools/call", {"name": name, "arguments": {}})
+            self.assertEqual(error.code, INVALID_PARAMS, name)
+            self.assertIn(f"no tool named {name!r}", error.message)
+        for started in connector.started("alpha"):
+            self.assertNotIn("tools/call", started.methods())
+        shadowed = harness.host.clashes.shadowed("alpha", harness.host.servers)
+        self.assertEqual(
+            sorted(clash.name for clash in shadowed if clash.reserved),
+            sorted([*looks_alike, "mcpx_servers"]),
+        )
+
     def test_gateway_tools_still_work(self) -> None:
         """A gateway tool no upstream shadows still runs, and reaches every other server."""
         harness, _ = passed_through()
