@@ -453,14 +453,15 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     return service
 
 
-def _broker_watched(events: EventBus, broker: Broker, server: str) -> bool:
+def _broker_watched(events: EventBus, broker: Broker, server: str, owner: str | None) -> bool:
     """
     Whether anyone watches the broker for C{server}'s questions now: a C{/v1/events}
-    stream (the status page, C{mcpx events}) that would be shown its C{question.asked},
-    or a C{GET /v1/questions} (C{mcpx elicit}, a call's watch) in the last
-    L{WATCHED_WITHIN} seconds.
+    stream (the status page, C{mcpx events}) that would be shown its C{question.asked}
+    (asked for C{owner}'s call: the owner's streams and that subject's own), or a
+    C{GET /v1/questions} (C{mcpx elicit}, a call's watch) in the last L{WATCHED_WITHIN}
+    seconds.
     """
-    return events.watching("question.asked", server) or broker.looked_within(WATCHED_WITHIN)
+    return events.watching("question.asked", server, owner) or broker.looked_within(WATCHED_WITHIN)
 
 
 def _default_policy(server: str) -> ServerPolicy:

@@ -321,9 +321,12 @@ class EventBus:
     def subscribers(self) -> int:
         return len(self._subscriptions)
 
-    def watching(self, kind: str, server: str) -> bool:
-        """Whether a subscriber now would be given an event of C{kind} about C{server}."""
-        probe = Event(self._last_id, kind, server, self.clock.seconds(), {})
+    def watching(self, kind: str, server: str, principal: str | None = None) -> bool:
+        """
+        Whether a subscriber now would be given an event of C{kind} about C{server}, made
+        by C{principal}'s call (a subject's own stream sees only its own calls' events).
+        """
+        probe = Event(self._last_id, kind, server, self.clock.seconds(), {}, principal=principal)
         return any(
             subscription.active and subscription.matches(probe)
             for subscription in self._subscriptions

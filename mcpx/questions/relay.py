@@ -48,7 +48,8 @@ Owner = Callable[[str, str], object]
 Hold = Callable[[str, str], Callable[[], None]]
 Candidates = Callable[[str, str], Sequence[object]]
 #: Whether anyone watches the broker for C{server}'s questions now (L{Relay}).
-Watched = Callable[[str], bool]
+#: Whether anyone watches the broker for a server's questions asked for an owner's call.
+Watched = Callable[[str, "str | None"], bool]
 
 #: How recently a C{GET /v1/questions} must have listed the questions for the broker to
 #: count as watched (C{mcpx elicit} and a call's watch poll far more often).
@@ -365,7 +366,7 @@ class Relay:
             not own
             and method != LIST_ROOTS
             and self._watched is not None
-            and not self._watched(server)
+            and not self._watched(server, call.owner if call is not None else None)
         ):
             raise unwatched_refusal(server, method)
         question, answered = self.broker.ask(

@@ -160,6 +160,9 @@ class HostileUpstreamBoundsTests(TestCase):
 
     async def start(self) -> int:
         env = daemon_environ(self.state_dir, self.config_home)
+        # The questions a hostile upstream asks wait in the broker for these tests, which
+        # are about the bounds on them, not refused for want of a watcher.
+        env["MCPX_PROTO_BROKER_WHEN_UNWATCHED"] = "wait"
         argv = [sys.executable, "-m", "mcpx", "daemon"]
         argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
         child = spawn(argv, env=env)

@@ -139,6 +139,9 @@ class RealDaemonPageCase(TestCase):
         self.addCleanup(shutil.rmtree, self.config_home, True)
         self.port = free_tcp_port()
         self.env = daemon_environ(self.state_dir, self.config_home)
+        # A question waits in the broker until the page the test opens shows it, rather
+        # than being refused if it is asked before the page's event stream is open.
+        self.env["MCPX_PROTO_BROKER_WHEN_UNWATCHED"] = "wait"
 
     async def start_daemon(self, *flags: str, servers: dict[str, Any] | None = None) -> None:
         if servers is not None:

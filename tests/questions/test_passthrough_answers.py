@@ -136,7 +136,11 @@ class UnwatchedTests(TestCase):
             self.assertTrue(result.is_error, (path, result))
             self.assertIn("Elicitation not supported", _text(result), path)
             self.assertIn("proto.brokerWhenUnwatched", _text(result), path)
-        self.assertEqual((await daemon.api("/v1/questions?all=true"))["questions"], [])
+        # Nothing was kept for anyone to answer: the elicitations were refused, and the
+        # only questions recorded are the roots mcpx answered itself.
+        kept = (await daemon.api("/v1/questions?all=true"))["questions"]
+        self.assertEqual([q for q in kept if q["method"] != "roots/list"], [])
+        self.assertEqual({q["answered_by"] for q in kept}, {"mcpx"} if kept else set())
 
     async def test_wait_keeps_it_for_the_broker(self) -> None:
         """

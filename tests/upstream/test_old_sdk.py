@@ -32,7 +32,9 @@ class OldSdkServerTests(RealDaemonCase):
         """
         db = Path(tempfile.mkdtemp(prefix="mcpx-sqlite-")) / "test.db"
         await self.start_daemon({"sqlite": [sqlite_server(), "--db-path", str(db)]})
-        tools = (await self.ok("tools", "--json")).json()["tools"]
+        # Named, the listing waits for the server to start (an all-server listing would
+        # wait pool.listWait at most, and this one starts twice: probed, then legacy).
+        tools = (await self.ok("tools", "sqlite", "--json")).json()["tools"]
         names = {t["name"] for t in tools if t["server"] == "sqlite"}
         self.assertLessEqual({"read_query", "create_table", "list_tables"}, names)
         await self.ok("call", "sqlite", "create_table", "query=CREATE TABLE notes (text TEXT)")
