@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar
 
+from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
 from mcpx.spec.safe_schema import PatternRefused, compile_linear, escape
 
 _T = TypeVar("_T")
@@ -30,11 +31,6 @@ _OPERATOR_PATTERNS: Final[Mapping[str, str]] = {
     "?": r"(?:\?[^#]*)?",
     "&": r"(?:&[^#]*)?",
 }
-
-#: The work one bare URI's routing may spend matching templates: the URI's length times
-#: each template's RE2 program size, summed.  RE2 at its slowest goes through about one
-#: unit per 2 ns, so this keeps a lookup to about 50 ms; a template past it is not tried.
-MAX_TEMPLATE_MATCH_UNITS: Final = 25_000_000
 
 _EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
 
@@ -66,7 +62,8 @@ def template_pattern(template: str) -> Any | None:
 def template_routes(templates: tuple[tuple[str, Any], ...], uri: str) -> bool:
     """
     Whether C{uri} is one of C{templates} (template, pattern) or falls under one, trying
-    patterns only within L{MAX_TEMPLATE_MATCH_UNITS}.
+    patterns only within L{MAX_TEMPLATE_MATCH_UNITS} (the URI's length times each
+    pattern's program size, summed).
     """
     units = MAX_TEMPLATE_MATCH_UNITS
     for template, pattern in templates:
@@ -74,8 +71,11 @@ def template_routes(templates: tuple[tuple[str, Any], ...], uri: str) -> bool:
             return True
         if pattern is None:
             continue
-        units -= len(uri) * pattern.programsize
-        if units >= 0 and pattern.fullmatch(uri) is not None:
+        cost = len(uri) * pattern.programsize
+        if cost > units:
+            continue
+        units -= cost
+        if pattern.fullmatch(uri) is not None:
             return True
     return False
 
