@@ -19,9 +19,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops import uris
+from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
 from mcpx.pool import Pool
 from mcpx.server.conn import Conn
-from mcpx.server.derived import MAX_TEMPLATE_MATCH_UNITS, template_pattern, template_routes
+from mcpx.server.derived import template_pattern, template_routes
 from mcpx.server.dispatch import McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
