@@ -64,27 +64,82 @@ class Challenge:
     error: str | None = None
 
 
-_PARAM: Final = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+#: The longest C{WWW-Authenticate} value whose parameters are read.  A longer one (Twisted
+#: joins a header's folded lines, so a server can send any length) is taken as a Bearer
+#: challenge with no parameters: nothing of it is read, or repeated.
+MAX_CHALLENGE_LENGTH: Final = 8 << 10
+
+_NAME_START: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME: Final = _NAME_START | frozenset("0123456789-")
+_SPACE: Final = frozenset(" \t\r\n\f\v")
+_BEARER: Final = re.compile(r"(?:^|[\s,])Bearer(?:\s+|$)", re.IGNORECASE)
+
+
+def _challenge_params(text: str) -> dict[str, str]:
+    """
+    The C{name=value} and C{name="quoted value"} parameters in C{text}, the first of each
+    name (in lower case) kept: one pass over it, in time linear in its length.
+    """
+    params: dict[str, str] = {}
+    n = len(text)
+    i = 0
+    # Past this index no unescaped quote closes a quoted value (found once, not per value).
+    unclosed = n + 1
+    while i < n:
+        if text[i] not in _NAME_START:
+            i += 1
+            continue
+        start = i
+        while i < n and text[i] in _NAME:
+            i += 1
+        name = text[start:i].lower()
+        j = i
+        while j < n and text[j] in _SPACE:
+            j += 1
+        if j >= n or text[j] != "=":
+            continue
+        j += 1
+        while j < n and text[j] in _SPACE:
+            j += 1
+        value: str | None = None
+        if j < n and text[j] == '"' and j < unclosed:
+            chars: list[str] = []
+            k = j + 1
+            while k < n and text[k] != '"':
+                if text[k] == "\\" and k + 1 < n:
+                    k += 1
+                chars.append(text[k])
+                k += 1
+            if k < n:
+                value = "".join(chars)
+                i = k + 1
+            else:
+                unclosed = j
+        if value is None:
+            k = j
+            while k < n and text[k] not in _SPACE and text[k] != ",":
+                k += 1
+            value = text[j:k]
+            i = k
+        params.setdefault(name, value)
+    return params
 
 
 def parse_challenge(values: Sequence[str]) -> Challenge | None:
     """
     The Bearer challenge among C{WWW-Authenticate} header values, or C{None}.
 
-    Only the parameters after C{Bearer} (up to another scheme) are read.
+    The parameters after C{Bearer} are read (by a scanner linear in the value's length;
+    a regular expression took quadratic time on a long run of letters), from a value of
+    at most L{MAX_CHALLENGE_LENGTH} characters; a longer one has none.
     """
     for value in values:
-        found = re.search(r"(?:^|[\s,])Bearer(?:\s+|$)", value, re.IGNORECASE)
+        found = _BEARER.search(value)
         if found is None:
             continue
-        rest = value[found.end() :]
-        params: dict[str, str] = {}
-        for match in _PARAM.finditer(rest):
-            quoted, bare = match.group(2), match.group(3)
-            params.setdefault(
-                match.group(1).lower(),
-                re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else bare,
-            )
+        if len(value) > MAX_CHALLENGE_LENGTH:
+            return Challenge()
+        params = _challenge_params(value[found.end() :])
         scope = params.get("scope")
         return Challenge(
             resource_metadata=params.get("resource_metadata") or None,

@@ -53,6 +53,14 @@ PREFIX: Final = "mcpx://"
 #: Starts the path of a URI that came from a resource template.
 TEMPLATE_MARK: Final = "!"
 
+#: The work reading one URI against a server's templates may spend: the URI's length
+#: times each template's RE2 program size (times its expressions and one, when what each
+#: expanded to is taken out), summed.  RE2 at its slowest goes through about one unit a
+#: nanosecond or two, so this keeps one read to about 50 ms; a template that would go
+#: past what is left is not tried.  Pass-through routing (L{mcpx.server.derived})
+#: spends as much.
+MAX_TEMPLATE_MATCH_UNITS: Final = 25_000_000
+
 _SAFE_PATH: Final = "/:"
 _SAFE_NAME: Final = ""
 _EXPRESSION: Final = re.compile(r"{[^{}]*}")
@@ -93,8 +101,13 @@ class McpxUri:
         if not self.from_template:
             return unquote(self.inner)
         best: tuple[int, str] | None = None
+        units = MAX_TEMPLATE_MATCH_UNITS
         for template in templates:
             pattern = _template_pattern(template)
+            cost = pattern.cost(self.inner)
+            if cost > units:
+                continue
+            units -= cost
             found = pattern.fill(self.inner)
             # Several templates may produce one URI ({+uri} produces any): the one whose
             # fixed text covers most of it is taken to be the one the client filled.
@@ -180,6 +193,18 @@ class _TemplatePattern:
     def fixed(self) -> int:
         """How many characters of a filled URI the template fixes."""
         return sum(len(literal) for literal in self.literals)
+
+    def cost(self, filled: str) -> int:
+        """
+        The units of L{MAX_TEMPLATE_MATCH_UNITS} L{fill} spends on C{filled}: RE2 takes
+        the expansions out in time its length times the program's size times the groups.
+        """
+        try:
+            regex = compile_linear(self.pattern, dot_all=True)
+        except PatternRefused:
+            return 0
+        cost: int = len(filled) * regex.programsize * (regex.groups + 1)
+        return cost
 
     def fill(self, filled: str) -> str | None:
         """The upstream URI for C{filled} (the mcpx form, filled), or C{None}."""

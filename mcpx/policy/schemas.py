@@ -46,6 +46,10 @@ MAX_SCHEMA_DEPTH: Final = 64
 #: The most characters all of a tool schema's regular expressions may hold together
 #: (RE2 takes up to about 20 ms to compile, or refuse, one of 1,000).
 MAX_SCHEMA_PATTERN_CHARS: Final = 10_000
+#: The longest C{$ref} (or C{$dynamicRef}) a tool schema may hold: resolving one costs
+#: time in its length, and a pointer into a schema of L{MAX_SCHEMA_DEPTH} levels of
+#: ordinary names is far shorter.
+MAX_SCHEMA_REF_CHARS: Final = 2_000
 #: How many problems a refusal names.
 SHOWN_PROBLEMS: Final = 3
 
@@ -98,7 +102,8 @@ def _check_pattern(pattern: object, where: str) -> None:
 
 def screen(schema: object) -> None:
     """
-    Refuse a schema that is too big or too deep, or whose patterns RE2 cannot match.
+    Refuse a schema that is too big or too deep, whose patterns RE2 cannot match, or
+    with a C{$ref} longer than L{MAX_SCHEMA_REF_CHARS}.
 
     @raise HostileSchema: saying what is wrong and where.
     """
@@ -130,6 +135,14 @@ def screen(schema: object) -> None:
                     _check_pattern(expression, f"{where}/{key}")
                 if key == "unevaluatedProperties":
                     keywords.add(key)
+                elif (
+                    key in ("$ref", "$dynamicRef")
+                    and isinstance(value, str)
+                    and len(value) > MAX_SCHEMA_REF_CHARS
+                ):
+                    raise HostileSchema(
+                        f"{where}/{key}: a reference longer than {MAX_SCHEMA_REF_CHARS} characters"
+                    )
                 stack.append((value, depth + 1, f"{where}/{key}"))
         elif isinstance(node, list):
             stack.extend((value, depth + 1, where) for value in node)

@@ -13,6 +13,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar
 
+from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
+from mcpx.spec.safe_schema import PatternRefused, compile_linear, escape
+
 _T = TypeVar("_T")
 
 #: What each RFC 6570 operator's expression matches in a filled URI.  A simple
@@ -33,19 +36,48 @@ _EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
 
 
 @functools.lru_cache(maxsize=1024)
-def template_pattern(template: str) -> re.Pattern[str]:
+def template_pattern(template: str) -> Any | None:
     """
     A pattern matching every URI filled in from RFC 6570 C{template}: its literal text
     as it is, a simple C{{var}} as one non-empty segment (no C{/}, C{?} or C{#}).
+
+    The template is the upstream's, so the pattern is compiled by RE2
+    (L{compile_linear}), which matches in time linear in the URI: Python's C{re} takes
+    exponential time on C{{+a}{+b}...!} (one C{.+} after another).  C{None} for a
+    template RE2 will not compile (too big): it routes nothing.
     """
     parts: list[str] = []
     position = 0
     for found in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[position : found.start()]))
+        parts.append(escape(template[position : found.start()]))
         parts.append(_OPERATOR_PATTERNS[found.group(1)])
         position = found.end()
-    parts.append(re.escape(template[position:]))
-    return re.compile("".join(parts), re.DOTALL)
+    parts.append(escape(template[position:]))
+    try:
+        return compile_linear("".join(parts), dot_all=True)
+    except PatternRefused:
+        return None
+
+
+def template_routes(templates: tuple[tuple[str, Any], ...], uri: str) -> bool:
+    """
+    Whether C{uri} is one of C{templates} (template, pattern) or falls under one, trying
+    patterns only within L{MAX_TEMPLATE_MATCH_UNITS} (the URI's length times each
+    pattern's program size, summed).
+    """
+    units = MAX_TEMPLATE_MATCH_UNITS
+    for template, pattern in templates:
+        if template == uri:
+            return True
+        if pattern is None:
+            continue
+        cost = len(uri) * pattern.programsize
+        if cost > units:
+            continue
+        units -= cost
+        if pattern.fullmatch(uri) is not None:
+            return True
+    return False
 
 
 def names_in(items: list[dict[str, Any]], key: str) -> frozenset[str]:

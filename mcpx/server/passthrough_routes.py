@@ -8,7 +8,6 @@ the pool's cached catalogues without waiting while it has them all (the hot path
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,14 @@ from mcpx.ops import uris
 from mcpx.pool.errors import PoolError
 from mcpx.server.catalogues import Catalogues
 from mcpx.server.conn import Context
-from mcpx.server.derived import Derived, names_in, objects_with, scheme_of, template_pattern
+from mcpx.server.derived import (
+    Derived,
+    names_in,
+    objects_with,
+    scheme_of,
+    template_pattern,
+    template_routes,
+)
 from mcpx.server.param_headers import (
     NO_HEADERS,
     REQUEST_HEADERS,
@@ -49,7 +55,7 @@ class Routes:
         self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
-        self._template_patterns: Derived[tuple[tuple[str, re.Pattern[str]], ...]] = Derived(
+        self._template_patterns: Derived[tuple[tuple[str, Any], ...]] = Derived(
             lambda items: tuple(
                 (template, template_pattern(template))
                 for template in sorted(names_in(items, "uriTemplate"))
@@ -298,9 +304,8 @@ class Routes:
             templates = self._template_patterns.of(
                 server, await self._catalogues.of("templates", server, context)
             )
-            for template, pattern in templates:
-                if template == uri or pattern.fullmatch(uri) is not None:
-                    return server
+            if template_routes(templates, uri):
+                return server
             offers = await self._offers_resources(context, server)
             if offers is None:
                 unreachable.append(server)

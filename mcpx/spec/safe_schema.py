@@ -29,17 +29,20 @@ program's size, and a schema's other keywords cost work too (an C{enum} compares
 against every entry, C{uniqueItems} compares items, C{anyOf} tries every branch, a
 C{$ref} can lead back to branches already tried, an error message repeats the value at
 fault).  So a check of an upstream's schema runs under L{metered}: the value is weighed
-first, then each keyword charges steps (one, more for a C{$ref}; its own size for
-C{enum} and C{const}; the instance's size for those that walk it; a match's length
-times its program size; each error the weight of the value it repeats), and a check
+first, then each keyword charges steps (one, more for a C{$ref} and its length; its own
+size for C{enum}, C{const} and C{required}, a long string by its length; the instance's
+size for those that walk it; a match's length times its program size; each error the
+weight of the value and the length of the message it repeats), and a check
 that would spend more than its budget stops with L{TooCostly}, which the caller counts
 as a failed check.  C{uniqueItems} is replaced by a linear one (jsonschema's compares
 every pair of unsortable items).  Counting work rather than time gives the same answer
 on a loaded machine as on an idle one; a step is about a microsecond of CPU, so the
 budget (L{MAX_CHECK_STEPS}) keeps a check to about 50 ms: the costliest schemas we
 measured (a C{$ref} chain fanning out through C{anyOf}, 20,000 pattern matches, a
-300,000-value object against many branches) stop at 50 to 55 ms of CPU, and 1,000
-objects of ten properties pass in about 50.
+300,000-value object against many branches, 20,000 items C{contains} through an C{anyOf}
+of 100 C{const}s, C{uniqueItems} over 60,000 objects) stop at 15 to 55 ms of CPU, and
+1,000 objects of ten properties pass in about 50.  Each branch of an C{anyOf},
+C{oneOf} or C{allOf} costs steps of its own, as does weighing the instance.
 """
 
 from __future__ import annotations
@@ -71,6 +74,12 @@ MAX_CHECK_STEPS: Final = 50_000
 _MATCH_STEPS: Final = 8
 _ERROR_STEPS: Final = 3
 _REF_STEPS: Final = 16
+#: Characters of a C{$ref} resolved per step (on top of L{_REF_STEPS}): resolving one
+#: walks and unquotes its pointer, about 3 ns a character.
+_REF_CHARS_PER_STEP: Final = 250
+#: Characters of an error message per step: building one repeats the values at fault
+#: (the instance, an C{enum}'s entries, a C{required} name), about 1 to 2 ns a character.
+_MESSAGE_CHARS_PER_STEP: Final = 400
 #: Characters times program instructions matched per step: RE2 at its slowest (the
 #: DFA out of memory, falling back to the NFA) goes through about 1 per 2 ns.  Most
 #: patterns run 20 to 1,000 times faster, but a check must hold for the slowest.
@@ -78,6 +87,9 @@ _MATCH_UNITS_PER_STEP: Final = 500
 #: Values of an instance weighed per step: a metered check walks its instance once to
 #: weigh it, and each error message repeats the value at fault, which costs its weight.
 _VALUES_PER_STEP: Final = 4
+#: Values an instance's weighing walks through per step (it notes each container's weight
+#: too: 60,000 objects took 30 ms of CPU to weigh).
+_WEIGHED_PER_STEP: Final = 2
 #: Characters of a string that weigh as much as one value.
 _CHARS_PER_VALUE: Final = 100
 
@@ -216,7 +228,7 @@ class _Meter:
         while stack:
             node = stack.pop()
             seen += 1
-            if seen % _VALUES_PER_STEP == 0:
+            if seen % _WEIGHED_PER_STEP == 0:
                 self.charge(1)
             if isinstance(node, dict):
                 containers.append(node)
@@ -273,13 +285,18 @@ def search(pattern: str, text: str) -> bool:
 
 
 def _size(value: object) -> int:
-    """How many values C{value} holds, itself included."""
+    """
+    How many values C{value} holds, itself included, a string weighing one value per
+    L{_CHARS_PER_VALUE} of its characters.
+    """
     count = 0
     stack = [value]
     while stack:
         node = stack.pop()
         count += 1
-        if isinstance(node, dict):
+        if isinstance(node, str):
+            count += len(node) // _CHARS_PER_VALUE
+        elif isinstance(node, dict):
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
@@ -376,6 +393,12 @@ _REPLACED: Final[Mapping[str, Callable[..., Iterator[Any]]]] = {
 
 #: Keywords whose value is compared whole against the instance.
 _COMPARED: Final = frozenset({"enum", "const"})
+#: Keywords that try each of a list of subschemas, and the steps each is charged on top
+#: of its own keywords' (setting up a subschema's check costs several microseconds: 20,000
+#: items C{contains} through an C{anyOf} of 100 C{const}s took 113 ms of CPU in 50,000
+#: steps when each branch cost nothing of its own).
+_BRANCHING: Final = frozenset({"anyOf", "oneOf", "allOf"})
+_BRANCH_STEPS: Final = 4
 #: Keywords that look a schema up.
 _REFERENCES: Final = frozenset({"$ref", "$dynamicRef"})
 #: Keywords that go through every property or item of the instance themselves, not
@@ -391,7 +414,9 @@ def _metering(
     """C{check}, charging its steps and its errors' to the meter of L{metered}, if any."""
     compared = keyword in _COMPARED
     walking = keyword in _WALKING
-    base = _REF_STEPS if keyword in _REFERENCES else 1
+    reference = keyword in _REFERENCES
+    branching = keyword in _BRANCHING
+    base = _REF_STEPS if reference else 1
 
     def metered_check(
         validator: Validator, value: Any, instance: Any, schema: Any
@@ -400,17 +425,23 @@ def _metering(
         if meter is None:
             return check(validator, value, instance, schema)
         steps = base
-        if compared:
-            steps += _size(value)
+        # An error message repeats the instance, and an enum's entries or a required
+        # name: its errors are charged when what it repeats is big.
+        heavy = False
+        if compared or keyword == "required":
+            size = _size(value)
+            steps += size
+            heavy = size > 1 + len(value) if isinstance(value, list) else size > 1
+        elif reference and isinstance(value, str):
+            steps += len(value) // _REF_CHARS_PER_STEP
         elif isinstance(value, list | dict):
-            steps += len(value)
-        # An error message repeats the instance: its errors are charged when it is big.
+            steps += len(value) * (1 + _BRANCH_STEPS if branching else 1)
         if isinstance(instance, list | dict):
             if walking:
                 steps += len(instance)
             big = True
         else:
-            big = isinstance(instance, str) and len(instance) > _CHARS_PER_VALUE
+            big = heavy or (isinstance(instance, str) and len(instance) > _CHARS_PER_VALUE)
         meter.left -= steps
         if meter.left < 0:
             raise TooCostly(meter.limit)
@@ -428,7 +459,7 @@ def _charged(
         # Only an error this keyword made repeats this instance; one from a keyword
         # below it (its schema path already started) was charged where it was made.
         if not error.relative_schema_path:
-            meter.charge(steps)
+            meter.charge(steps + len(error.message) // _MESSAGE_CHARS_PER_STEP)
         yield error
 
 

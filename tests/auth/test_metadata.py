@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.auth import metadata
 from mcpx.auth.metadata import (
+    MAX_CHALLENGE_LENGTH,
     AuthorizationError,
     Challenge,
     ServerMetadata,
@@ -30,6 +33,9 @@ from mcpx.spec.revision import Revision
 
 MODERN = Revision.V2026_07_28
 NOV = Revision.V2025_11_25
+#: Seconds of this thread's CPU time a reading of a long challenge may take: a linear one
+#: takes a few hundredths, the quadratic regular expression a minute.
+CPU_BOUND = 2.0
 
 
 def server(**changes: Any) -> ServerMetadata:
@@ -60,6 +66,49 @@ class ChallengeTests(SynchronousTestCase):
     def test_no_bearer(self) -> None:
         """A challenge of another scheme is no Bearer challenge."""
         self.assertIsNone(parse_challenge(['Basic realm="x"']))
+
+    def test_quoting(self) -> None:
+        """
+        A quoted value keeps its commas and spaces and loses its escapes; an unclosed
+        quote is a bare value; the first of a name counts, in any case; text that is no
+        parameter is passed over.
+        """
+        found = parse_challenge(
+            ['Bearer junk 9x, SCOPE = "a\\"b c, d" error=first error=second scope=x']
+        )
+        self.assertEqual(found, Challenge(None, ('a"b', "c,", "d"), "first"))
+        found = parse_challenge(['Bearer error="unclosed, resource_metadata=https://r'])
+        self.assertEqual(found, Challenge("https://r", None, '"unclosed'))
+
+    def test_long_challenge_linear(self) -> None:
+        """
+        A challenge's parameters are read in time linear in its length: after 100,000
+        letters (which took a regular expression's quadratic matching a minute; 16,000
+        took 1.7 s) its parameters are found within a bound of CPU time a hundred times
+        what a linear reading takes (so a quadratic one cannot pass).
+        """
+        self.patch(metadata, "MAX_CHALLENGE_LENGTH", 1 << 20)
+        value = "Bearer " + "a" * 100_000 + ' error="invalid_token"'
+        started = time.thread_time()
+        found = parse_challenge([value])
+        spent = time.thread_time() - started
+        self.assertEqual(found, Challenge(error="invalid_token"))
+        self.assertLess(spent, CPU_BOUND)
+
+    def test_challenge_too_long(self) -> None:
+        """
+        A challenge longer than MAX_CHALLENGE_LENGTH is a Bearer challenge with no
+        parameters: none of its text is read, however long.
+        """
+        padding = "a" * (MAX_CHALLENGE_LENGTH - 40)
+        short = f'Bearer {padding} error="invalid_token"'
+        self.assertEqual(parse_challenge([short]), Challenge(error="invalid_token"))
+        value = "Bearer " + "a" * 100_000 + ' error="invalid_token"'
+        started = time.thread_time()
+        found = parse_challenge([value])
+        spent = time.thread_time() - started
+        self.assertEqual(found, Challenge())
+        self.assertLess(spent, CPU_BOUND)
 
 
 class DiscoveryOrderTests(SynchronousTestCase):

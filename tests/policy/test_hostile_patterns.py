@@ -17,11 +17,15 @@ from typing import Any
 import treq
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
 
 from tests.fixtures import redos_server
 from tests.questions.support import Daemon
 from tests.support.http import TestClient
 from tests.support.processes import reactor
+
+#: The protocol revision the host speaks on C{/mcp}.
+MODERN = "2026-07-28"
 
 
 class HostilePatternTests(TestCase):
@@ -29,9 +33,9 @@ class HostilePatternTests(TestCase):
 
     timeout = 120
 
-    async def start(self) -> TestClient:
+    async def start(self, passthrough: tuple[str, ...] = ()) -> TestClient:
         entry = {"command": sys.executable, "args": [redos_server.__file__]}
-        self.daemon = await Daemon(self, {"redos": entry}).start()
+        self.daemon = await Daemon(self, {"redos": entry}, passthrough=passthrough).start()
         client = TestClient(reactor, unix_socket=self.daemon.socket)
         self.addCleanup(client.close)
         return client
@@ -87,3 +91,43 @@ class HostilePatternTests(TestCase):
         message = body["error"]["message"]
         self.assertIn("its inputSchema was refused", message)
         self.assertIn("backreferences are not supported", message)
+
+    async def test_hostile_template_routes_a_read(self) -> None:
+        """
+        A pass-through server's resource template of sixteen C{{+var}}s is matched in
+        linear time against a bare URI a host reads: the read reaches the server while a
+        C{/health} asked alongside is answered (matched by Python's C{re}, refusing
+        L{redos_server.HOSTILE_URI} would hold the daemon for ever).
+        """
+        client = await self.start(passthrough=("redos",))
+        uri = redos_server.HOSTILE_URI
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "resources/read",
+            "params": {
+                "uri": uri,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": MODERN,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        headers = {
+            "Content-Type": ["application/json"],
+            "Accept": ["application/json, text/event-stream"],
+            "MCP-Protocol-Version": [MODERN],
+            "Mcp-Method": ["resources/read"],
+            "Mcp-Name": [uri],
+        }
+        read = client.http.post(
+            "http://mcpx/mcp", data=json.dumps(body).encode(), headers=Headers(headers)
+        )
+        health = await client.get_json("http://mcpx/health")
+        self.assertEqual(health[0], 200, health)
+        response = await read
+        raw = (await treq.content(response)).decode()
+        self.assertEqual(response.code, 200, raw)
+        frames = [line[5:] for line in raw.splitlines() if line.startswith("data:")] or [raw]
+        (answer,) = [json.loads(f) for f in frames if '"id"' in f]
+        self.assertEqual(answer["result"]["contents"][0]["text"], f"read {uri}", answer)

@@ -9,10 +9,15 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.policy.schemas import (
     MAX_SCHEMA_DEPTH,
     MAX_SCHEMA_PATTERN_CHARS,
+    MAX_SCHEMA_REF_CHARS,
     HostileSchema,
     compile_schema,
 )
 from mcpx.spec.safe_schema import MAX_CHECK_STEPS
+
+#: Seconds of this thread's CPU time a check stopped by its steps may take: about twenty
+#: times the 50 ms its steps allow, and far below what an unmetered one takes.
+CPU_BOUND = 1.0
 
 
 class DialectTests(SynchronousTestCase):
@@ -141,6 +146,57 @@ class HostileTests(SynchronousTestCase):
             problems = compile_schema(schema).problems(instance)
             self.assertEqual(len(problems), 1, schema)
             self.assertIn(f"more than {MAX_CHECK_STEPS} steps", problems[0]["reason"])
+
+    def test_long_ref_refused(self) -> None:
+        """
+        A C{$ref} longer than MAX_SCHEMA_REF_CHARS refuses its schema, saying so (resolving
+        one costs time in its length: a 2 MB one, once for each of 300 items, held the
+        reactor 2.4 s); one that long is resolved and checked.
+        """
+        for length in (MAX_SCHEMA_REF_CHARS, 2_000_000):
+            key = "k" * (length - len("#/$defs/"))
+            schema = {
+                "$defs": {key: {"type": "string"}},
+                "type": "array",
+                "items": {"$ref": "#/$defs/" + key},
+            }
+            if length == MAX_SCHEMA_REF_CHARS:
+                check = compile_schema(schema)
+                self.assertEqual(check.problems(["a"] * 300), [])
+                self.assertEqual(check.problems([1])[0]["reason"], "1 is not of type 'string'")
+                continue
+            with self.assertRaises(HostileSchema) as caught:
+                compile_schema(schema)
+            self.assertIn(
+                f"a reference longer than {MAX_SCHEMA_REF_CHARS} characters",
+                str(caught.exception),
+            )
+
+    def test_long_strings_in_schema_charged(self) -> None:
+        """
+        An C{enum}, C{const} or C{required} is charged for the length of its strings,
+        which each of its errors repeats: 1,000 branches of a 2 MB C{enum} held against
+        300 items (a minute of work) stop within a bound of CPU time, saying why, while a
+        5,000-character C{enum} is still checked.
+        """
+        big = "k" * 2_000_000
+        cases = [
+            {"type": "array", "items": {"anyOf": [{"enum": [big]}] * 1_000}},
+            {"type": "array", "items": {"anyOf": [{"const": big}] * 1_000}},
+            {"type": "array", "items": {"anyOf": [{"required": [big]}] * 1_000}},
+        ]
+        for schema in cases:
+            check = compile_schema(schema)
+            started = time.thread_time()
+            problems = check.problems([{}] * 300)
+            spent = time.thread_time() - started
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn(f"more than {MAX_CHECK_STEPS} steps", problems[0]["reason"])
+            self.assertLess(spent, CPU_BOUND)
+        check = compile_schema({"type": "array", "items": {"enum": ["k" * 5_000]}})
+        self.assertEqual(check.problems(["k" * 5_000] * 10), [])
+        (problem,) = check.problems(["x"])
+        self.assertTrue(problem["reason"].startswith("'x' is not one of ['kkk"), problem)
 
     def test_plain_patterns_kept(self) -> None:
         check = compile_schema({"type": "string", "pattern": "^[a-z]+(-[a-z]+)?$"})

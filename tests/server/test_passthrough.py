@@ -20,9 +20,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
 from mcpx.ops import uris
+from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
 from mcpx.pool import Pool
 from mcpx.server.conn import Conn
-from mcpx.server.derived import template_pattern
+from mcpx.server.derived import template_pattern, template_routes
 from mcpx.server.dispatch import GATEWAY_TOOLS_INSTRUCTIONS, INSTRUCTIONS, McpServer
 from mcpx.server.gateway_tools import gateway_tools
 from mcpx.server.http import McpHTTP
@@ -1191,13 +1192,43 @@ class ResourceTests(SynchronousTestCase):
 
     def test_template_matching(self) -> None:
         """A simple expression fills one non-empty segment; + takes the rest."""
-        pattern = template_pattern("alpha://items/{id}")
-        self.assertIsNotNone(pattern.fullmatch("alpha://items/7"))
-        self.assertIsNone(pattern.fullmatch("alpha://items/"))
-        self.assertIsNone(pattern.fullmatch("alpha://items/7/8"))
-        self.assertIsNotNone(template_pattern("n://{+path}").fullmatch("n://a/b"))
-        self.assertIsNotNone(template_pattern("f:///{+p}{?rev}").fullmatch("f:///a?rev=1"))
-        self.assertIsNone(template_pattern("x://{a}.txt").fullmatch("x://b.md"))
+
+        def routes(template: str, uri: str) -> bool:
+            return template_routes(((template, template_pattern(template)),), uri)
+
+        self.assertTrue(routes("alpha://items/{id}", "alpha://items/7"))
+        self.assertFalse(routes("alpha://items/{id}", "alpha://items/"))
+        self.assertFalse(routes("alpha://items/{id}", "alpha://items/7/8"))
+        self.assertTrue(routes("n://{+path}", "n://a/b"))
+        self.assertTrue(routes("f:///{+p}{?rev}", "f:///a?rev=1"))
+        self.assertFalse(routes("x://{a}.txt", "x://b.md"))
+        # Sixteen {+var}s are matched by RE2, in linear time (by Python's re, thirty
+        # characters took seconds and each more many times longer).
+        hostile = "file://" + "".join(f"{{+v{i}}}" for i in range(16)) + "!"
+        self.assertFalse(routes(hostile, "file://" + "a" * 5000))
+        self.assertTrue(routes(hostile, "file://" + "a" * 5000 + "!"))
+
+    def test_costly_template_not_tried(self) -> None:
+        """
+        A template whose match against a long URI would cost more than
+        L{MAX_TEMPLATE_MATCH_UNITS} is not tried (the URI does not fall under it); the
+        same URI still routes to a template listed as it is, and a short one matches.
+        """
+        template = "n://" + "".join(f"{{+v{i}}}x" for i in range(100))
+        pattern = template_pattern(template)
+        assert pattern is not None
+        filled = "n://" + "ax" * 100
+        self.assertTrue(template_routes(((template, pattern),), filled))
+        long = "n://" + "a" * (MAX_TEMPLATE_MATCH_UNITS // pattern.programsize) + "ax" * 100
+        self.assertFalse(template_routes(((template, pattern),), long))
+        self.assertTrue(template_routes(((long, None), (template, pattern)), long))
+
+    def test_template_too_big_for_re2(self) -> None:
+        """A template RE2 cannot compile within its memory routes nothing."""
+        template = "n://" + "".join(f"{{+v{i}}}x" for i in range(5000))
+        self.assertIsNone(template_pattern(template))
+        self.assertFalse(template_routes(((template, None),), "n://ax"))
+        self.assertTrue(template_routes(((template, None),), template))
 
     def test_not_found_error_relayed(self) -> None:
         """

@@ -6,6 +6,7 @@ would have built itself.
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -172,6 +173,21 @@ class TemplateTests(SynchronousTestCase):
         self.assertIsNone(uris.parse("mcpx://s/!x://" + "/" * 5000).upstream([template]))
         filled = uris.parse("mcpx://s/!x://" + "/".join("a" * 12) + ".json")
         self.assertEqual(filled.upstream([template]), "x://" + "/".join("a" * 12) + ".json")
+
+    def test_costly_template_not_tried(self) -> None:
+        """
+        Taking a filled URI's expansions out costs its length times the template's
+        program times its expressions: a template of 1,000 expressions against a filled
+        URI of 30,000 characters (35 s of RE2's work) is not tried, so the URI names
+        nothing, within a bound of CPU time; a template of two reads the same URI back.
+        """
+        many = "x://" + "".join(f"{{v{i}}}/" for i in range(1_000))
+        filled = "x://" + "a" * 10 * 1_000 + "b/" * 10_000
+        parsed = uris.parse("mcpx://s/!" + filled)
+        started = time.thread_time()
+        self.assertIsNone(parsed.upstream([many]))
+        self.assertLess(time.thread_time() - started, 2.0)
+        self.assertEqual(parsed.upstream([many, "x://{+a}b/{+rest}"]), filled)
 
     def test_template_itself(self) -> None:
         """The mcpx:// form of a template is recognised as that template (for completions)."""
