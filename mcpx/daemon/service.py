@@ -222,9 +222,12 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             native=settings.boolean("proto.native"),
             client_wait=settings.duration("proto.askTimeout"),
             roots=settings.strings("proto.roots"),
+            # On a shared store another daemon of the fleet may be the one watched (its
+            # status page, its mcpx elicit), which this one cannot see: it waits.
             watched=(
                 partial(_broker_watched, events, broker)
                 if settings.string("proto.brokerWhenUnwatched") == "refuse"
+                and not settings.string("store.url")
                 else None
             ),
         )

@@ -279,7 +279,8 @@ SETTINGS: tuple[Setting, ...] = (
         "GET /v1/events stream that would show it, and no GET /v1/questions (mcpx elicit, "
         "mcpx call's watch) in the last 10 seconds. refuse: the server's request is refused "
         "at once with -32600, as a host without the capability answers it. wait: it waits in "
-        "the broker until answered or its deadline.",
+        "the broker until answered or its deadline. A daemon on a shared store (store.url) "
+        "always waits: another daemon of the fleet may be the one watched.",
     ),
     Setting(
         name="proto.askRounds",
