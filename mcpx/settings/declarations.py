@@ -278,9 +278,9 @@ SETTINGS: tuple[Setting, ...] = (
         "tied to its call) while nobody watches mcpx's questions: no status page or other "
         "GET /v1/events stream that would show it, and no GET /v1/questions (mcpx elicit, "
         "mcpx call's watch) in the last 10 seconds. refuse: the server's request is refused "
-        "at once with -32600, as a host without the capability answers it. wait: it waits in "
-        "the broker until answered or its deadline. A daemon on a shared store (store.url) "
-        "always waits: another daemon of the fleet may be the one watched.",
+        "at once with -32600, as a host without the capability answers it; wait: it waits in "
+        "the broker until answered or its deadline, as it always does on a shared store "
+        "(store.url), where another daemon of the fleet may be the one watched.",
     ),
     Setting(
         name="proto.askRounds",
