@@ -8,7 +8,11 @@ C{/openapi.json}, C{/mcp} and anything added later):
   1. B{Origin.}  An C{Origin} header, when present, must be loopback (any port), the
      address the connection arrived at (with its port), or one of
      C{transport.allowedOrigins}; otherwise 403.  A web page the user opens cannot
-     drive the daemon.
+     drive the daemon.  A page at a listed origin may also use C{/mcp} from its own
+     origin (CORS, L{cross_origin}): its requests are answered with
+     C{Access-Control-Allow-Origin}, and its preflights with what it may send, before
+     rule 4 (a preflight never carries credentials).  No other origin and no other
+     route is answered for CORS.
   2. B{Host.}  On TCP, C{Host} must name a loopback address or C{localhost}, the
      address the connection arrived at, or one of C{transport.allowedHosts} (a name,
      any port, or C{name:port}); otherwise 403.  This defeats DNS rebinding, where a
@@ -68,6 +72,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -100,6 +105,7 @@ __all__ = [
     "HostRule",
     "OriginRule",
     "Upstreams",
+    "cross_origin",
     "host_name",
     "owners_unix_socket",
     "parse_origin",
@@ -124,6 +130,19 @@ LOGGED_REFUSALS: Final = 64
 _JSON: Final = b"application/json"
 _MCP_PATH: Final = b"/mcp"
 _API_PREFIX: Final = b"/v1/"
+#: What a page at a listed origin may do on C{/mcp} across origins (L{cross_origin}).
+_CORS_METHODS: Final = b"GET, POST, DELETE"
+#: The response headers such a page may read: a legacy session's id, the revision, and
+#: why it was refused.
+_CORS_EXPOSED: Final = b"mcp-session-id, mcp-protocol-version, www-authenticate"
+#: How long (seconds) a browser may keep a preflight's answer before asking again.
+CORS_MAX_AGE: Final = 600
+#: A preflight's C{Access-Control-Request-Headers}: header names, comma-separated.
+_HEADER_NAMES: Final = re.compile(
+    rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:[ \t]*,[ \t]*[!#$%&'*+.^_`|~0-9A-Za-z-]+)*"
+)
+#: How long it may be to be echoed back (bytes).
+CORS_HEADERS_MAX: Final = 1024
 #: How much of a refused header value a refusal quotes.
 _ECHOED: Final = 200
 #: Where the per-connection record is kept on the HTTP channel.
@@ -261,6 +280,10 @@ class OriginRule:
             return False
         return is_loopback(parsed[1]) or self._own_or_listed(parsed, own_host, own_port)
 
+    def listed(self, origin: str) -> bool:
+        """Whether C{origin} is one of C{transport.allowedOrigins}."""
+        return parse_origin(origin) in self._allowed
+
     def trusted(self, origin: str, own_host: str | None, own_port: int | None) -> bool:
         """
         Whether C{origin} is the daemon's own (the address the request arrived at) or
@@ -295,6 +318,28 @@ class HostRule:
         if name in self._allowed or host.strip().lower() in self._allowed:
             return True
         return is_loopback(name) or (own_host is not None and same_address(name, own_host))
+
+
+def cross_origin(request: IRequest, origin: bytes) -> bytes | None:
+    """
+    CORS on C{/mcp} for a page at an origin the user listed in
+    C{transport.allowedOrigins}, such as a browser-based host: its responses say it may
+    read them; a preflight (C{OPTIONS} with C{Access-Control-Request-Method}) is
+    answered here, C{204} with the methods and the headers it asked to send, and the
+    empty body returned; any other request goes on (C{None}).
+    """
+    request.setHeader(b"access-control-allow-origin", origin)
+    request.setHeader(b"access-control-expose-headers", _CORS_EXPOSED)
+    request.setHeader(b"vary", b"origin")
+    if request.method != b"OPTIONS" or request.getHeader(b"access-control-request-method") is None:
+        return None
+    request.setResponseCode(204)
+    request.setHeader(b"access-control-allow-methods", _CORS_METHODS)
+    asked = (request.getHeader(b"access-control-request-headers") or b"").strip()
+    if len(asked) <= CORS_HEADERS_MAX and _HEADER_NAMES.fullmatch(asked):
+        request.setHeader(b"access-control-allow-headers", asked)
+    request.setHeader(b"access-control-max-age", b"%d" % CORS_MAX_AGE)
+    return b""
 
 
 def unauthenticated_exposure(auth: str, exposed: Iterable[str], allowed: bool) -> str | None:
@@ -566,6 +611,14 @@ class Gate:
                 )
             connection.host = host
         path = request.path
+        if (
+            origin is not None
+            and path == _MCP_PATH
+            and self._origins.listed(origin.decode("latin-1"))
+        ):
+            preflight = cross_origin(request, origin)
+            if preflight is not None:
+                return preflight
         if request.method == b"POST" and path.startswith(_API_PREFIX):
             ctype = request.getHeader(b"content-type")
             if ctype is None or ctype.split(b";", 1)[0].strip().lower() != _JSON:

@@ -320,6 +320,85 @@ class ContentTypeTests(GateCase):
         self.assertEqual(self.send("GET", "/v1/servers").status, 503)
 
 
+class CrossOriginTests(GateCase):
+    """
+    CORS on C{/mcp} for a page at a listed origin (a browser-based host), whatever
+    C{daemon.auth} asks of its requests; for no other origin and no other route.
+    """
+
+    auth = "token"
+    listed = "https://app.example.com"
+    preflight = {
+        "Origin": listed,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,mcp-protocol-version, mcp-session-id",
+    }
+
+    def assertNoCors(self, answer: Answer, what: str) -> None:
+        cors = [name for name in answer.headers if name.startswith("access-control-")]
+        self.assertEqual(cors, [], what)
+
+    def test_preflight_from_a_listed_origin(self) -> None:
+        """
+        A listed origin's preflight of /mcp is answered 204 with the methods, the headers
+        it asked for and how long to keep that, without the token it cannot send.
+        """
+        answer = self.send("OPTIONS", "/mcp", self.preflight)
+        self.assertEqual(answer.status, 204)
+        self.assertEqual(answer.body, b"")
+        self.assertEqual(answer.headers["access-control-allow-origin"], self.listed)
+        self.assertEqual(answer.headers["access-control-allow-methods"], "GET, POST, DELETE")
+        self.assertEqual(
+            answer.headers["access-control-allow-headers"],
+            "content-type,mcp-protocol-version, mcp-session-id",
+        )
+        self.assertEqual(answer.headers["access-control-max-age"], "600")
+        self.assertEqual(answer.headers["vary"], "origin")
+
+    def test_requests_from_a_listed_origin(self) -> None:
+        """
+        Its requests still pass every rule (here the token), and their answers, a refusal
+        included, are readable by the page, with the session id and WWW-Authenticate.
+        """
+        refused = self.send("POST", "/mcp", {"Origin": self.listed})
+        self.assertRefused(refused, 401, "unauthorized", "/mcp")
+        self.assertEqual(refused.headers["access-control-allow-origin"], self.listed)
+        bearer = {"Origin": self.listed, "Authorization": f"Bearer {self.token}"}
+        answer = self.send("POST", "/mcp", bearer)
+        self.assertEqual(answer.status, 503)
+        self.assertEqual(answer.headers["access-control-allow-origin"], self.listed)
+        self.assertEqual(
+            answer.headers["access-control-expose-headers"],
+            "mcp-session-id, mcp-protocol-version, www-authenticate",
+        )
+
+    def test_no_cors_for_other_origins_or_routes(self) -> None:
+        """
+        A loopback page that is not listed, the daemon's own origin, and a listed
+        origin on a route other than /mcp get no CORS answer: a preflight there is an
+        ordinary request, refused for want of the token.
+        """
+        for origin in ("http://localhost:3000", "http://127.0.0.1:8899"):
+            answer = self.send("OPTIONS", "/mcp", {**self.preflight, "Origin": origin})
+            self.assertRefused(answer, 401, "unauthorized", "/mcp")
+            self.assertNoCors(answer, origin)
+        for path in ("/v1/servers", "/metrics", "/"):
+            answer = self.send("OPTIONS", path, self.preflight)
+            self.assertEqual(answer.status, 401, path)
+            self.assertNoCors(answer, path)
+        bearer = {"Origin": self.listed, "Authorization": f"Bearer {self.token}"}
+        self.assertNoCors(self.send("GET", "/v1/servers", bearer), "GET /v1/servers")
+
+    def test_odd_request_headers_are_not_echoed(self) -> None:
+        """Asked-for headers that are not a list of names, or too long, are not echoed."""
+        for asked in ("content-type; x=<y>", "a,,b", "a b", "x" * 2000):
+            answer = self.send(
+                "OPTIONS", "/mcp", {**self.preflight, "Access-Control-Request-Headers": asked}
+            )
+            self.assertEqual(answer.status, 204, asked[:20])
+            self.assertNotIn("access-control-allow-headers", answer.headers)
+
+
 class PeerAuthTests(GateCase):
     """C{daemon.auth} C{peer}, the default."""
 
