@@ -40,6 +40,7 @@ BASIC_SERVER = NODE_MODULES / "@modelcontextprotocol" / "server-basic-vanillajs"
 ESBUILD = NODE_MODULES / "@esbuild" / "linux-x64" / "bin" / "esbuild"
 APP_URI = "ui://get-time/mcp-app.html"
 APP_MIME = "text/html;profile=mcp-app"
+MODERN = "2026-07-28"
 #: The older key ext-apps's servers still set beside C{_meta.ui.resourceUri}.
 UI_KEY = "ui/resourceUri"
 
@@ -74,6 +75,8 @@ class Mode:
 
     passthrough: str
     tool: str
+    #: The revision the host speaks: C{legacy} (2025-11-25, a session) or C{2026-07-28}.
+    era: str = "legacy"
     arguments: dict[str, Any] = field(factory=dict)
     app_calls: dict[str, Any] = field(factory=dict)
     #: The URI the host reads the app from, as mcpx names it.
@@ -82,6 +85,7 @@ class Mode:
 
 #: The server's own tools under their own names, as a host sees them direct.
 PASSTHROUGH = Mode(passthrough="apps", tool="get-time")
+PASSTHROUGH_MODERN = Mode(passthrough="apps", tool="get-time", era=MODERN)
 #: A gateway-mode case is one more Mode: C{passthrough=""}, the host calling
 #: C{mcpx_call} with C{{"server": "apps", "tool": "get-time"}}, C{app_calls} saying how
 #: the app's C{get-time} is made through the gateway, and C{app_uri} as mcpx names it.
@@ -113,7 +117,7 @@ class AppsInBrowserTests(RealDaemonPageCase):
         self.addCleanup(listening.stopListening)
         origin = f"http://127.0.0.1:{listening.getHost().port}"
         mcp = f"http://127.0.0.1:{self.port}/mcp"
-        config = {"mcp": mcp, "tool": mode.tool, "arguments": mode.arguments}
+        config = {"mcp": mcp, "era": mode.era, "tool": mode.tool, "arguments": mode.arguments}
         config["appCalls"] = mode.app_calls
         text = json.dumps(config).replace("<", "\\u003c")
         (self.page_dir / "index.html").write_text(PAGE.format(config=text, mcp=mcp))
@@ -146,6 +150,7 @@ class AppsInBrowserTests(RealDaemonPageCase):
         log = seen["host_log"]
         self.assertEqual(log["errors"], [], log)
         self.assertEqual(seen["console_errors"], [])
+        self.assertEqual(log["protocolVersion"], "2025-11-25" if mode.era == "legacy" else mode.era)
 
         listed = {tool["name"]: tool["_meta"] for tool in log["tools"]}
         self.assertIn(mode.tool, listed)
@@ -185,3 +190,7 @@ class AppsInBrowserTests(RealDaemonPageCase):
     async def test_passthrough(self) -> None:
         """The server passed through: the host calls C{get-time} by its own name."""
         await self.check_app(PASSTHROUGH)
+
+    async def test_passthrough_modern(self) -> None:
+        """The same, the host speaking 2026-07-28 (stateless, C{Mcp-Method} headers)."""
+        await self.check_app(PASSTHROUGH_MODERN)

@@ -41,9 +41,14 @@ function hostCall(client, origin, name, args) {
 }
 
 async function main() {
-  const client = new Client({ name: "mcpx-apps-test-host", version: "1.0.0" });
+  // The config's era: "legacy" (2025-11-25, with a session), or a modern revision the
+  // client pins (2026-07-28: stateless, Mcp-Method and Mcp-Name on every POST).
+  const options = config.era === "legacy"
+    ? {} : { versionNegotiation: { mode: { pin: config.era } } };
+  const client = new Client({ name: "mcpx-apps-test-host", version: "1.0.0" }, options);
   const transport = new StreamableHTTPClientTransport(new URL(config.mcp));
   await client.connect(transport);
+  log.protocolVersion = client.getNegotiatedProtocolVersion() || null;
   step("connected");
   const { tools } = await client.listTools();
   log.tools = tools.map((tool) => ({ name: tool.name, _meta: tool._meta || null }));
