@@ -38,12 +38,13 @@ passed through; each reload that changes a server is announced
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from mcpx import tracing
 from mcpx._version import __version__
 from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
@@ -73,6 +74,7 @@ from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
+from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
@@ -201,6 +203,11 @@ class McpServer:
                 task_after=task_after,
             )
             self._methods.update(self.promotion.methods())
+        #: Answers one request (L{_handle}); in a span of its own when tracing is on,
+        #: decided once here so that a daemon without tracing pays nothing per request.
+        self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
+            self._traced if tracing.on() else self._handle
+        )
 
     # Connections
 
@@ -240,7 +247,31 @@ class McpServer:
 
     # Requests
 
-    async def handle(self, conn: Conn, request: Request) -> Any:
+    async def _traced(self, conn: Conn, request: Request) -> Any:
+        """L{_handle} in the span of the host's request, its parent the host's C{traceparent}."""
+        params = params_of(request)
+        meta = params.get("_meta")
+        version = meta.get(PROTOCOL_VERSION_KEY) if type(meta) is dict else None
+        revision = version if isinstance(version, str) else None
+        if revision is None:
+            revision = (conn.revision or conn.default_revision).value
+        method = request.method
+        attributes: dict[str, str | int | bool] = {
+            "mcp.method.name": method,
+            "mcp.protocol.version": revision,
+        }
+        name = params.get("name")
+        if method in ("tools/call", "prompts/get") and isinstance(name, str):
+            attributes["gen_ai.tool.name" if method == "tools/call" else "gen_ai.prompt.name"] = (
+                name
+            )
+            method = f"{method} {name}"
+        with tracing.span(method, attributes, parent=tracing.parent_of(meta), server=True) as span:
+            result = await self._handle(conn, request)
+            tracing.outcome(span, result)
+            return result
+
+    async def _handle(self, conn: Conn, request: Request) -> Any:
         """
         Answer one request.
 
@@ -302,7 +333,10 @@ class McpServer:
             and not context.modern
         ):
             # 2025-11-25 core tasks, honoured from any legacy client: {task} at once.
-            created = await self.promotion.create_core(conn, context, params_of(request), answer)
+            with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
+                created = await self.promotion.create_core(
+                    conn, context, params_of(request), answer
+                )
             return self.spell(created, "tasks/get", context)
         params = params_of(request)
         result = await answer(conn, context, params)
