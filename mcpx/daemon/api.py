@@ -295,7 +295,7 @@ async def _traced(
 ) -> bytes | None:
     """C{work} in the span of C{request}, its parent the C{traceparent} header's trace."""
     headers = {
-        key: value.decode("latin-1")
+        key: value
         for key in ("traceparent", "tracestate")
         if (value := request.getHeader(key)) is not None
     }

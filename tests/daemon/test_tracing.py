@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import treq
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
-from tests.questions.hosts import HttpSessionHost
+from tests.daemon.test_process import daemon_environ
+from tests.questions.hosts import HttpSessionHost, SocketHost
 from tests.questions.support import Daemon
+from tests.support.http import TestClient
 from tests.support.processes import REPO, reactor
 
 UPSTREAM = REPO / "tests" / "fixtures" / "traced_upstream.py"
@@ -242,6 +246,75 @@ class InMemoryTraceTests(TestCase):
         self.assertEqual(upstream["trace_id"], HOST_TRACE_ID)
         self.assert_nothing_secret(spans)
 
+    async def test_serve_socket(self) -> None:
+        """
+        A call on the MCP socket C{mcpx serve} bridges to is traced as one on C{/mcp}:
+        the host's request, then the policy, the wait and the upstream call.
+        """
+        await self.start()
+        host: SocketHost = await deferToThread(
+            SocketHost, str(self.daemon.state_dir / "mcpx-mcp.sock"), "bob", passthrough=["traced"]
+        )
+        self.addCleanup(deferToThread, host.close)
+        await deferToThread(lambda: host.response(host.request("tools/call", call_params("echo"))))
+        spans = await self.spans_when(lambda spans: bool(named(spans, "tools/call echo")))
+        root = self.root_of(spans, "tools/call echo")
+        self.assertEqual(
+            {span["name"] for span in children(spans, root)},
+            {"mcpx.policy", "mcpx.pool.wait", "mcpx.upstream tools/call"},
+        )
+        self.assert_nothing_secret(spans)
+
+    async def test_v1_call(self) -> None:
+        """
+        C{POST /v1/call} is a span whose parent is the C{traceparent} header, with the
+        same children; a call the server refuses says so in the spans, by code alone.
+        """
+        await self.start()
+        client = TestClient(reactor, unix_socket=self.daemon.socket)
+        self.addCleanup(client.close)
+        headers = {
+            "Content-Type": ["application/json"],
+            "traceparent": [HOST_TRACEPARENT],
+            "X-Api-Key": [SECRET],
+        }
+        for tool in ("echo", "missing"):
+            body = {"server": "traced", "tool": tool, "arguments": {"password": SECRET}}
+            response = await client.http.post(
+                "http://mcpx/v1/call", json.dumps(body).encode(), headers=headers
+            )
+            await treq.content(response)
+            self.assertEqual(
+                response.code,
+                200 if tool == "echo" else 502,
+                f"{tool}: {self.daemon.log()[-3000:]}",
+            )
+
+        def both(spans: list[Span]) -> bool:
+            return len(named(spans, "POST /v1/call")) == 2
+
+        spans = await self.spans_when(both)
+        ok, refused = sorted(named(spans, "POST /v1/call"), key=lambda span: span["start"])
+        for root in (ok, refused):
+            self.assertEqual(root["kind"], "SERVER")
+            self.assertEqual(root["trace_id"], HOST_TRACE_ID)
+            self.assertEqual(root["parent_id"], HOST_SPAN_ID)
+            self.assertEqual(root["attributes"]["mcpx.op"], "call_tool")
+        self.assertEqual(ok["attributes"]["mcpx.outcome"], "ok")
+        self.assertEqual(ok["attributes"]["http.response.status_code"], 200)
+        self.assertEqual(
+            {span["name"] for span in children(spans, ok)},
+            {"mcpx.policy", "mcpx.pool.wait", "mcpx.upstream tools/call"},
+        )
+        self.assertEqual(refused["attributes"]["mcpx.outcome"], "error")
+        [failed] = [
+            span for span in children(spans, refused) if span["name"] == "mcpx.upstream tools/call"
+        ]
+        self.assertEqual(failed["status"], "ERROR")
+        self.assertEqual(failed["attributes"]["error.type"], "RpcError")
+        self.assertEqual(failed["attributes"]["rpc.jsonrpc.error_code"], -32601)
+        self.assert_nothing_secret(spans)
+
 
 class Collector(Resource):
     """An OTLP/HTTP collector's traces endpoint: each request's spans, decoded, kept."""
@@ -330,3 +403,25 @@ class OtlpCollectorTests(TestCase):
         # A clean stop still sends what is queued, and the daemon says it traced.
         self.assertEqual(await daemon.stop(), 0)
         self.assertIn("tracing: spans go to", daemon.log())
+
+
+class EndpointSettingTests(SynchronousTestCase):
+    def test_not_a_url(self) -> None:
+        """
+        C{trace.endpoint} that is not an C{http(s)} URL stops C{mcpx daemon} at once with
+        one line that says so, and exit status 2, as any bad setting does.
+        """
+        env = daemon_environ(tempfile.mkdtemp(prefix="mcpx-s-"), tempfile.mkdtemp(prefix="mcpx-c-"))
+        env["MCPX_TRACE_ENDPOINT"] = "collector:4318"
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""],
+            env=env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("trace.endpoint must be an OTLP/HTTP URL", done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
