@@ -420,7 +420,14 @@ class GuardedPool:
         )
         yes = False
         if self._confirm is not None:
-            yes = await self._confirm(Confirmation(server, client, tool, arguments, caller, why))
+            # A question to a person, as the server's are (mcpx.questions.relay).
+            with tracing.span(
+                "mcpx.question confirmation", {"mcpx.server": server, "gen_ai.tool.name": tool}
+            ) as span:
+                yes = await self._confirm(
+                    Confirmation(server, client, tool, arguments, caller, why)
+                )
+                tracing.ended(span, "mcpx.question.action", "accept" if yes else "decline")
         self.counts["confirmed" if yes else "declined", server] += 1
         self._publish(
             "policy.confirm_answered", server, **attributed_to(principal), tool=tool, confirmed=yes

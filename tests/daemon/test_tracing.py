@@ -50,12 +50,13 @@ HOST_TRACEPARENT = f"00-{HOST_TRACE_ID}-{HOST_SPAN_ID}-01"
 SPANS_WAIT = 30.0
 
 
-def servers() -> dict[str, Any]:
+def servers(**policy: Any) -> dict[str, Any]:
     return {
         "traced": {
             "command": sys.executable,
             "args": [str(UPSTREAM)],
             "env": {"TRACED_API_KEY": SECRET},
+            **policy,
         }
     }
 
@@ -105,12 +106,12 @@ class InMemoryTraceTests(TestCase):
 
     timeout = 120
 
-    async def start(self) -> Daemon:
+    async def start(self, **policy: Any) -> Daemon:
         folder = Path(tempfile.mkdtemp(prefix="mcpx-spans-"))
         self.spans_file = folder / "spans.json"
         daemon = Daemon(
             self,
-            servers(),
+            servers(**policy),
             passthrough=["traced"],
             settings={"MCPX_TEST_SPANS": str(self.spans_file)},
             program=[str(TRACED_DAEMON)],
@@ -191,23 +192,32 @@ class InMemoryTraceTests(TestCase):
 
     async def test_question(self) -> None:
         """
-        A call whose server asks the host a question: the question is a span under the
-        upstream call, from the asking to the host's answer, with the answer's action.
+        A call its policy has confirmed and whose server then asks the host a question:
+        the confirmation is a span under the policy's, the server's question one under
+        the upstream call, each from the asking to the host's answer, with its action.
         """
-        await self.start()
+        await self.start(tools={"confirm": ["ask"]})
         host, names = await self.host()
         host.answering = False
         call = await deferToThread(host.request, "tools/call", call_params(names["ask"]))
-        await deferToThread(host.wait_for, lambda: bool(host.asked))
-        host.answer(host.asked[0])
+        await deferToThread(host.wait_for, lambda: len(host.asked) == 1)
+        host.answer(host.asked[0], {"action": "accept", "content": {"confirm": True}})
+        await deferToThread(host.wait_for, lambda: len(host.asked) == 2)
+        host.answer(host.asked[1])
         answer = await deferToThread(host.response, call)
-        self.assertIn("accept", json.dumps(answer))
+        self.assertIn("the user said accept", json.dumps(answer))
         spans = await self.spans_when(
             lambda spans: bool(named(spans, f"tools/call {names['ask']}"))
         )
         root = self.root_of(spans, f"tools/call {names['ask']}")
+        [policy] = named(spans, "mcpx.policy")
+        self.assertEqual(policy["parent_id"], root["span_id"])
+        [confirmation] = named(spans, "mcpx.question confirmation")
+        self.assertEqual(confirmation["parent_id"], policy["span_id"])
+        self.assertEqual(confirmation["attributes"]["mcpx.question.action"], "accept")
         [upstream] = named(spans, "mcpx.upstream tools/call")
         self.assertEqual(upstream["parent_id"], root["span_id"])
+        self.assertLessEqual(confirmation["end"], upstream["start"])
         [question] = named(spans, "mcpx.question elicitation/create")
         self.assertEqual(question["parent_id"], upstream["span_id"])
         self.assertEqual(question["attributes"]["mcpx.server"], "traced")
