@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import weakref
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -71,11 +71,27 @@ _NOTHING: Final[AbstractContextManager[None]] = contextlib.nullcontext(None)
 class _Now:
     """The tracer spans are made with, and its provider; both C{None} when off."""
 
-    __slots__ = ("provider", "tracer")
+    __slots__ = (
+        "attach",
+        "detach",
+        "in_context",
+        "internal_kind",
+        "propagator",
+        "provider",
+        "server_kind",
+        "tracer",
+    )
 
     def __init__(self) -> None:
         self.tracer: Tracer | None = None
         self.provider: TracerProvider | None = None
+        # What each span uses of OpenTelemetry, found once by L{start}.
+        self.attach: Any = None
+        self.detach: Any = None
+        self.in_context: Any = None
+        self.server_kind: Any = None
+        self.internal_kind: Any = None
+        self.propagator: Any = None
 
 
 _now: Final = _Now()
@@ -102,9 +118,12 @@ def start(
     says), which C{OTEL_TRACES_SAMPLER} changes; C{OTEL_EXPORTER_OTLP_HEADERS} gives the
     collector's credentials without putting them in mcpx's settings.
     """
+    from opentelemetry.context import attach, detach
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind, set_span_in_context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     processor: SpanProcessor
     if exporter is None:
@@ -117,6 +136,9 @@ def start(
         resource=Resource.create({"service.name": service_name, "service.version": __version__})
     )
     provider.add_span_processor(processor)
+    _now.attach, _now.detach, _now.in_context = attach, detach, set_span_in_context
+    _now.server_kind, _now.internal_kind = SpanKind.SERVER, SpanKind.INTERNAL
+    _now.propagator = TraceContextTextMapPropagator()
     _now.provider = provider
     _now.tracer = provider.get_tracer("mcpx", __version__)
 
@@ -151,34 +173,40 @@ def span(
     tracer = _now.tracer
     if tracer is None:
         return _NOTHING
-    return _span(tracer, name, attributes, parent, server)
+    return _Live(
+        tracer.start_span(
+            name,
+            context=parent,
+            kind=_now.server_kind if server else _now.internal_kind,
+            attributes=attributes,
+            # An exception's message and traceback may quote what a caller sent: a span
+            # records its type and code alone (L{failed}).
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+    )
 
 
-@contextlib.contextmanager
-def _span(
-    tracer: Tracer,
-    name: str,
-    attributes: Attributes | None,
-    parent: TraceContext | None,
-    server: bool,
-) -> Iterator[Span]:
-    from opentelemetry.trace import SpanKind
+class _Live:
+    """The work of one span: the span is current inside it, and ended after it."""
 
-    with tracer.start_as_current_span(
-        name,
-        context=parent,
-        kind=SpanKind.SERVER if server else SpanKind.INTERNAL,
-        attributes=attributes,
-        # An exception's message and traceback may quote what a caller sent: a span
-        # records its type and code alone (L{failed}).
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as made:
+    __slots__ = ("_made", "_token")
+
+    def __init__(self, made: Span) -> None:
+        self._made = made
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        self._token = _now.attach(_now.in_context(self._made))
+        return self._made
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         try:
-            yield made
-        except BaseException as e:
-            failed(made, e)
-            raise
+            if error is not None:
+                failed(self._made, error)
+            self._made.end()
+        finally:
+            _now.detach(self._token)
 
 
 def failed(made: Span | None, error: BaseException) -> None:
@@ -224,9 +252,8 @@ def parent_of(carrier: object) -> TraceContext | None:
     found = {key: carrier[key] for key in _CONTEXT_KEYS if type(carrier.get(key)) is str}
     if not found:
         return None
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    return TraceContextTextMapPropagator().extract(found)
+    context: TraceContext = _now.propagator.extract(found)
+    return context
 
 
 def inject(meta: MutableMapping[str, Any]) -> None:
@@ -236,11 +263,9 @@ def inject(meta: MutableMapping[str, Any]) -> None:
     """
     if _now.tracer is None:
         return
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
     for key in _CONTEXT_KEYS:
         meta.pop(key, None)
-    TraceContextTextMapPropagator().inject(meta)
+    _now.propagator.inject(meta)
 
 
 def remember(caller: object) -> None:
