@@ -51,6 +51,8 @@ _BANNER = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
 class Receiver(BaseHTTPRequestHandler):
     """C{POST /v1/traces}: decoded, its spans counted, answered as a collector does."""
 
+    #: Keep-alive, as a collector's receiver does: the exporter sends on one connection.
+    protocol_version = "HTTP/1.1"
     spans = 0
     lock = threading.Lock()
 
@@ -108,9 +110,15 @@ def start_daemon(endpoint: str | None) -> tuple[subprocess.Popen[bytes], int]:
         if not line:
             raise RuntimeError(f"the daemon did not start: {seen.decode()}")
         seen += line
-    # Keep its stderr drained.
-    threading.Thread(target=process.stderr.read, daemon=True).start()
+    # Keep its stderr drained; say what the SDK complains of (a failed export).
+    threading.Thread(target=_complaints, args=(process.stderr,), daemon=True).start()
     return process, int(found.group(1))
+
+
+def _complaints(stream: Any) -> None:
+    for line in stream:
+        if b"export" in line.lower() and b"opentelemetry" in line.lower():
+            print(f"  daemon: {line.decode(errors='replace').strip()[:200]}", flush=True)
 
 
 def post(

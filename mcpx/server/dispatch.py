@@ -38,6 +38,7 @@ passed through; each reload that changes a server is announced
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
@@ -99,6 +100,10 @@ INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS
 
 #: The notification after which pass-through lists kept for their next pages are stale.
 _TOOLS_CHANGED: Final = "notifications/tools/list_changed"
+
+#: A tool or prompt name a host's request span may carry: MCP's tool name characters,
+#: at most 128 (another is the host's text, not a name, and is left out).
+_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
 
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
@@ -251,17 +256,19 @@ class McpServer:
         """L{_handle} in the span of the host's request, its parent the host's C{traceparent}."""
         params = params_of(request)
         meta = params.get("_meta")
+        # What the host sent is recorded only as one of the names mcpx knows.
         version = meta.get(PROTOCOL_VERSION_KEY) if type(meta) is dict else None
-        revision = version if isinstance(version, str) else None
-        if revision is None:
-            revision = (conn.revision or conn.default_revision).value
+        named = Revision.find(version) if isinstance(version, str) else None
+        revision = named or conn.revision or conn.default_revision
         method = request.method
+        if method not in self._methods and method != LISTEN:
+            method = "unknown"
         attributes: dict[str, str | int | bool] = {
             "mcp.method.name": method,
-            "mcp.protocol.version": revision,
+            "mcp.protocol.version": revision.value,
         }
         name = params.get("name")
-        if method in ("tools/call", "prompts/get") and isinstance(name, str):
+        if method in ("tools/call", "prompts/get") and isinstance(name, str) and _NAME.match(name):
             attributes["gen_ai.tool.name" if method == "tools/call" else "gen_ai.prompt.name"] = (
                 name
             )

@@ -190,6 +190,45 @@ class InMemoryTraceTests(TestCase):
         self.assertEqual(seen["traceparent"], f"00-{HOST_TRACE_ID}-{upstream['span_id']}-01")
         self.assert_nothing_secret(spans)
 
+    async def test_host_text_is_not_a_name(self) -> None:
+        """
+        What a host writes where a method, tool name or revision goes is recorded only
+        when it is one: an unknown method, a tool "name" of free text and a made-up
+        revision leave the secret they carry out of every span (on the socket of
+        C{mcpx serve}, where every request reaches the server's dispatch).
+        """
+        await self.start()
+        host: SocketHost = await deferToThread(
+            SocketHost, str(self.daemon.state_dir / "mcpx-mcp.sock"), "bob", passthrough=["traced"]
+        )
+        self.addCleanup(deferToThread, host.close)
+        refused = await deferToThread(
+            lambda: host.response(host.request(f"x/{SECRET}", {"_meta": {"traceparent": "no"}}))
+        )
+        self.assertEqual(refused["error"]["code"], -32601)
+        refused = await deferToThread(
+            lambda: host.response(
+                host.request(
+                    "tools/call",
+                    {
+                        "name": f"my key is {SECRET}",
+                        "arguments": {},
+                        "_meta": {"io.modelcontextprotocol/protocolVersion": SECRET},
+                    },
+                )
+            )
+        )
+        self.assertIn("error", refused)
+        spans = await self.spans_when(lambda spans: len(named(spans, "tools/call")) == 1)
+        [unknown] = named(spans, "unknown")
+        self.assertEqual(unknown["attributes"]["mcp.method.name"], "unknown")
+        self.assertEqual(unknown["attributes"]["rpc.jsonrpc.error_code"], -32601)
+        [call] = named(spans, "tools/call")
+        self.assertNotIn("gen_ai.tool.name", call["attributes"])
+        self.assertEqual(call["attributes"]["mcp.protocol.version"], "2025-11-25")
+        self.assertEqual(call["status"], "ERROR")
+        self.assert_nothing_secret(spans)
+
     async def test_question(self) -> None:
         """
         A call its policy has confirmed and whose server then asks the host a question:
