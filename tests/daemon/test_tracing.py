@@ -322,15 +322,15 @@ class InMemoryTraceTests(TestCase):
         await self.start()
         client = TestClient(reactor, unix_socket=self.daemon.socket)
         self.addCleanup(client.close)
-        headers = {
-            "Content-Type": ["application/json"],
-            "traceparent": [HOST_TRACEPARENT],
-            "X-Api-Key": [SECRET],
+        headers: dict[bytes | str, bytes | str] = {
+            "Content-Type": "application/json",
+            "traceparent": HOST_TRACEPARENT,
+            "X-Api-Key": SECRET,
         }
         for tool in ("echo", "missing"):
             body = {"server": "traced", "tool": tool, "arguments": {"password": SECRET}}
             response = await client.http.post(
-                "http://mcpx/v1/call", json.dumps(body).encode(), headers=headers
+                "http://mcpx/v1/call", data=json.dumps(body).encode(), headers=headers
             )
             await treq.content(response)
             self.assertEqual(
