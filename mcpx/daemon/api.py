@@ -12,14 +12,15 @@ message that says what to do.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
+from mcpx import tracing
 from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.daemon.event_stream import serve_events
 from mcpx.ops.errors import OpError, error_from
@@ -285,9 +286,38 @@ class HostsOps(Protocol):
     def host(self) -> OpHost: ...
 
 
+#: The C{/v1} routes a host's request is traced on: those that reach a server.
+TRACED_OPS: Final = frozenset(("call_tool", "exec", "get_prompt", "read_resource", "complete"))
+
+
+async def _traced(
+    op: Op, request: IRequest, work: Coroutine[Any, Any, bytes | None]
+) -> bytes | None:
+    """C{work} in the span of C{request}, its parent the C{traceparent} header's trace."""
+    headers = {
+        key: value
+        for key in ("traceparent", "tracestate")
+        if (value := request.getHeader(key)) is not None
+    }
+    attributes = {"mcpx.op": op.name, "http.route": op.path}
+    with tracing.span(
+        f"{op.method} {op.path}", attributes, parent=tracing.parent_of(headers), server=True
+    ) as span:
+        sent = await work
+        code: int = getattr(request, "code", 200)
+        tracing.ended(span, "http.response.status_code", code)
+        tracing.ended(span, "mcpx.outcome", "ok" if code < 400 else "error")
+        return sent
+
+
 def _route(op: Op) -> Callable[..., Deferred[bytes | None]]:
+    traced = op.name in TRACED_OPS
+
     def route(app: HostsOps, request: IRequest, **path_params: str) -> Deferred[bytes | None]:
-        return Deferred.fromCoroutine(answer(app.host, op, request, path_params))
+        work = answer(app.host, op, request, path_params)
+        if traced and tracing.on():
+            return Deferred.fromCoroutine(_traced(op, request, work))
+        return Deferred.fromCoroutine(work)
 
     route.__name__ = op.name
     route.__qualname__ = f"route_{op.name}"

@@ -21,9 +21,11 @@ from twisted.internet.interfaces import (
     IReactorTime,
 )
 from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx import tracing
 from mcpx.daemon.browser_login import page_url
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.listeners import ListenerService
@@ -82,6 +84,9 @@ class DaemonService(MultiService):
         self.config_notes: tuple[str, ...] = ()
         self.groups = groups
         self._strays: StrayReaper | None = None
+        if tracing.on():
+            # First, so that it stops last: the spans of the last requests are sent.
+            MultiService.addService(self, TracingService())
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
             self._strays = StrayReaper(groups)
@@ -244,6 +249,16 @@ class StrayReaper(Service):
         if self._reaping is not None and self._reaping.running:
             self._reaping.stop()
         self._reaping = None
+
+
+class TracingService(Service):
+    """Sends the spans still queued as the daemon stops, in a thread (L{tracing.stop})."""
+
+    def stopService(self) -> Deferred[None]:
+        Service.stopService(self)
+        stopped: Deferred[None] = deferToThread(tracing.stop)
+        stopped.addErrback(lambda failure: _log.failure("tracing did not stop cleanly", failure))
+        return stopped
 
 
 class BrokerService(Service):

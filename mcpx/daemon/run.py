@@ -21,6 +21,7 @@ from mcpx.daemon.root import IDaemonReactor
 from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
 from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
+from mcpx.settings.errors import SettingsError
 from mcpx.settings.resolve import Settings
 from mcpx.upstream.lineage import become_subreaper, become_undumpable
 
@@ -91,7 +92,11 @@ async def run_daemon(
     )
     prepare_state_dir(config.state_dir)
     raise_descriptor_limit()
-    service = make_service(config, reactor)
+    try:
+        service = make_service(config, reactor)
+    except SettingsError as e:
+        print(f"mcpx: {e}", file=console)
+        raise SystemExit(2) from None
     # What upstreams fork and leave becomes the daemon's, to be found and ended.
     become_subreaper()
     # And they, running as its user, cannot read its environment or attach to it.

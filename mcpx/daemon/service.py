@@ -24,6 +24,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.web.resource import IResource
 
+from mcpx import tracing
 from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
@@ -70,6 +71,7 @@ from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
+from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAUTH, OAuthResource
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -171,6 +173,9 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     """
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
+    if config.settings is not None:
+        # First: the parts made below look once whether to make spans (mcpx.tracing).
+        start_tracing(config.settings)
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
         Routes(
@@ -454,6 +459,28 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             for name, why in config.servers.misconfigured.items()
         )
     return service
+
+
+def start_tracing(settings: Settings) -> None:
+    """
+    Start OpenTelemetry tracing when C{trace.endpoint} is set (L{mcpx.tracing}).
+
+    @raise SettingsError: when it is not an C{http(s)} URL, or OpenTelemetry is missing.
+    """
+    endpoint = settings.string("trace.endpoint")
+    if not endpoint or tracing.on():
+        return
+    if not endpoint.startswith(("http://", "https://")):
+        raise SettingsError(
+            f"trace.endpoint must be an OTLP/HTTP URL (http:// or https://), not {endpoint!r}"
+        )
+    try:
+        tracing.start(endpoint=endpoint, service_name=settings.string("trace.serviceName"))
+    except ImportError as e:
+        raise SettingsError(
+            f"trace.endpoint is set, but OpenTelemetry cannot be loaded ({e}): install mcpx[trace]"
+        ) from None
+    _log.info("tracing: spans go to {endpoint}", endpoint=endpoint)
 
 
 def _broker_watched(events: EventBus, broker: Broker, server: str, owner: str | None) -> bool:

@@ -155,7 +155,12 @@ def makeService(options: Options, reactor: IDaemonReactor | None = None) -> ISer
     raise_descriptor_limit()
     for description in options.daemon.exposed_endpoints():
         print(exposure_warning(description, options.daemon.auth), file=sys.stderr)
-    service = make_service(options.daemon, reactor)
+    try:
+        service = make_service(options.daemon, reactor)
+    except SettingsError as e:
+        # trace.endpoint without OpenTelemetry: one line, as from postOptions.
+        print(f"twistd mcpx: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     reload_on_sighup(service, reactor)
     reactor.callWhenRunning(settle_memory)
     # Once running (twistd forks to daemonize in between): what upstreams fork and leave

@@ -30,6 +30,7 @@ from typing import Any, Final, Unpack
 from attrs import frozen
 from twisted.logger import Logger
 
+from mcpx import tracing
 from mcpx.auth.caller import attributed_to, principal_of
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
@@ -261,38 +262,41 @@ class GuardedPool:
         @return: the result, or a tool error when a needed confirmation was declined.
         """
         policy = self.policy(server)
-        hidden = policy.hidden_by(tool)
-        if hidden is not None:
-            self.counts["denied", server] += 1
-            raise ToolHidden(
-                f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
-                "in the mcpx configuration; it cannot be listed or called",
-                {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
-            )
         client = options.get("client", "")
         caller = options.get("caller")
         # Its events are the caller's subject's to see (mcpx.ops.events), and the owner's.
         principal = principal_of(client)
-        index = await self._index(server, client)
-        definition = index.tools.get(tool) if index is not None else None
-        checks = await index.checks_of(tool, self._compile_in) if index is not None else None
-        if checks is not None and policy.validate_input is not Check.OFF:
-            self._check_input(
-                server, tool, policy.validate_input, checks, arguments, principal=principal
+        with tracing.span("mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}) as span:
+            hidden = policy.hidden_by(tool)
+            if hidden is not None:
+                self.counts["denied", server] += 1
+                raise ToolHidden(
+                    f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
+                    "in the mcpx configuration; it cannot be listed or called",
+                    {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
+                )
+            index = await self._index(server, client)
+            definition = index.tools.get(tool) if index is not None else None
+            checks = await index.checks_of(tool, self._compile_in) if index is not None else None
+            if checks is not None and policy.validate_input is not Check.OFF:
+                self._check_input(
+                    server, tool, policy.validate_input, checks, arguments, principal=principal
+                )
+            why = policy.confirmation_for(
+                tool, definition.get("annotations") if definition is not None else None
             )
-        why = policy.confirmation_for(
-            tool, definition.get("annotations") if definition is not None else None
-        )
-        if why is not None and not await self._confirmed(
-            server,
-            client=client,
-            tool=tool,
-            arguments=arguments,
-            caller=caller,
-            why=why,
-            principal=principal,
-        ):
-            return declined_result(server, tool, why)
+            if why is not None and not await self._confirmed(
+                server,
+                client=client,
+                tool=tool,
+                arguments=arguments,
+                caller=caller,
+                why=why,
+                principal=principal,
+            ):
+                tracing.ended(span, "mcpx.outcome", "declined")
+                return declined_result(server, tool, why)
+            tracing.ended(span, "mcpx.outcome", "ok")
         result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
         if (
             checks is not None
@@ -416,7 +420,14 @@ class GuardedPool:
         )
         yes = False
         if self._confirm is not None:
-            yes = await self._confirm(Confirmation(server, client, tool, arguments, caller, why))
+            # A question to a person, as the server's are (mcpx.questions.relay).
+            with tracing.span(
+                "mcpx.question confirmation", {"mcpx.server": server, "gen_ai.tool.name": tool}
+            ) as span:
+                yes = await self._confirm(
+                    Confirmation(server, client, tool, arguments, caller, why)
+                )
+                tracing.ended(span, "mcpx.question.action", "accept" if yes else "decline")
         self.counts["confirmed" if yes else "declined", server] += 1
         self._publish(
             "policy.confirm_answered", server, **attributed_to(principal), tool=tool, confirmed=yes

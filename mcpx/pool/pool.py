@@ -75,6 +75,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
+from mcpx import tracing
 from mcpx.auth.caller import attributed_to, per_person, principal_of
 from mcpx.pool.attribution import (
     DEFAULT_MAX_ASKING_INSTANCES,
@@ -401,20 +402,33 @@ class Pool(MultiService):
         principal = principal_of(client)
         outcome = "error"
         try:
-            instance = await self._instances.claim(slot, bound)
+            with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
+                instance = await self._instances.claim(slot, bound)
             token, watch = self._requests.progress.open(on_progress, bound)
             meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
             try:
-                result = await self._requests.run(
-                    instance,
-                    tool,
-                    bound,
-                    lambda session: session.call_tool(tool, arguments, meta=meta, caller=caller),
-                    caller,
-                    asked=asked,
-                    progress=watch,
-                    principal=principal,
-                )
+                with tracing.span(
+                    "mcpx.upstream tools/call",
+                    {"mcpx.server": server, "gen_ai.tool.name": tool},
+                ) as span:
+                    if span is not None:
+                        # The upstream's spans are children of this one, and so are the
+                        # questions it asks for this call.
+                        tracing.inject(meta)
+                        tracing.remember(caller)
+                    result = await self._requests.run(
+                        instance,
+                        tool,
+                        bound,
+                        lambda session: session.call_tool(
+                            tool, arguments, meta=meta, caller=caller
+                        ),
+                        caller,
+                        asked=asked,
+                        progress=watch,
+                        principal=principal,
+                    )
+                    tracing.outcome(span, result)
             finally:
                 self._requests.progress.close(token)
             outcome = "tool_error" if result.get("isError") else "ok"
@@ -454,18 +468,25 @@ class Pool(MultiService):
             return {}
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
-        instance = await self._instances.claim(
-            self._attribution.slot_for(server, client, caller), bound
-        )
-        return await self._requests.run(
-            instance,
-            method,
-            bound,
-            lambda session: session.call(method, params, caller=caller),
-            caller,
-            asked=asked,
-            principal=principal_of(client),
-        )
+        slot = self._attribution.slot_for(server, client, caller)
+        with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
+            instance = await self._instances.claim(slot, bound)
+        with tracing.span(f"mcpx.upstream {method}", {"mcpx.server": server}) as span:
+            if span is not None:
+                tracing.remember(caller)
+                params = dict(params or {})
+                meta = params.get("_meta")
+                params["_meta"] = meta = dict(meta) if isinstance(meta, Mapping) else {}
+                tracing.inject(meta)
+            return await self._requests.run(
+                instance,
+                method,
+                bound,
+                lambda session: session.call(method, params, caller=caller),
+                caller,
+                asked=asked,
+                principal=principal_of(client),
+            )
 
     # The catalogue (L{mcpx.pool.catalogue})
 

@@ -27,6 +27,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx import tracing
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import (
     CAPABILITY_FOR,
@@ -54,6 +55,9 @@ Watched = Callable[[str, "str | None"], bool]
 #: How recently a C{GET /v1/questions} must have listed the questions for the broker to
 #: count as watched (C{mcpx elicit} and a call's watch poll far more often).
 WATCHED_WITHIN: Final = 10.0
+
+#: An elicitation's answers, the only words of an answer a question's span records.
+_ACTIONS: Final = frozenset(("accept", "decline", "cancel"))
 
 #: The client to ask a C{roots/list} that belongs to no call: (server, scope key) to an
 #: L{Asker}, or C{None} when no client that declared roots uses that server.
@@ -248,7 +252,21 @@ class Relay:
         async def relay(
             method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
         ) -> Mapping[str, Any]:
-            return await self.ask(server, scope_key, method, params, caller=caller, key=key)
+            if not tracing.on():
+                return await self.ask(server, scope_key, method, params, caller=caller, key=key)
+            # A span from the question to its answer, a child of the call it is asked for.
+            call = caller if caller is not None else self._owner(server, scope_key)
+            with tracing.span(
+                f"mcpx.question {method}",
+                {"mcpx.server": server, "mcp.method.name": method},
+                parent=tracing.recall(call),
+            ) as span:
+                answer = await self.ask(server, scope_key, method, params, caller=caller, key=key)
+                action = answer.get("action")
+                tracing.ended(
+                    span, "mcpx.question.action", action if action in _ACTIONS else "answered"
+                )
+                return answer
 
         def heard(method: str, params: Mapping[str, Any] | None) -> None:
             if method == ELICITATION_COMPLETE:

@@ -38,12 +38,14 @@ passed through; each reload that changes a server is announced
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from mcpx import tracing
 from mcpx._version import __version__
 from mcpx.ops.host import OpHost
 from mcpx.pool.status import ReloadReport
@@ -73,6 +75,7 @@ from mcpx.server.tasks import CoreTasks, declares_tasks
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
+from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
@@ -97,6 +100,10 @@ INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS
 
 #: The notification after which pass-through lists kept for their next pages are stale.
 _TOOLS_CHANGED: Final = "notifications/tools/list_changed"
+
+#: A tool or prompt name a host's request span may carry: MCP's tool name characters,
+#: at most 128 (another is the host's text, not a name, and is left out).
+_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
 
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
@@ -201,6 +208,11 @@ class McpServer:
                 task_after=task_after,
             )
             self._methods.update(self.promotion.methods())
+        #: Answers one request (L{_handle}); in a span of its own when tracing is on,
+        #: decided once here so that a daemon without tracing pays nothing per request.
+        self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
+            self._traced if tracing.on() else self._handle
+        )
 
     # Connections
 
@@ -240,7 +252,33 @@ class McpServer:
 
     # Requests
 
-    async def handle(self, conn: Conn, request: Request) -> Any:
+    async def _traced(self, conn: Conn, request: Request) -> Any:
+        """L{_handle} in the span of the host's request, its parent the host's C{traceparent}."""
+        params = params_of(request)
+        meta = params.get("_meta")
+        # What the host sent is recorded only as one of the names mcpx knows.
+        version = meta.get(PROTOCOL_VERSION_KEY) if type(meta) is dict else None
+        named = Revision.find(version) if isinstance(version, str) else None
+        revision = named or conn.revision or conn.default_revision
+        method = request.method
+        if method not in self._methods and method != LISTEN:
+            method = "unknown"
+        attributes: dict[str, str | int | bool] = {
+            "mcp.method.name": method,
+            "mcp.protocol.version": revision.value,
+        }
+        name = params.get("name")
+        if method in ("tools/call", "prompts/get") and isinstance(name, str) and _NAME.match(name):
+            attributes["gen_ai.tool.name" if method == "tools/call" else "gen_ai.prompt.name"] = (
+                name
+            )
+            method = f"{method} {name}"
+        with tracing.span(method, attributes, parent=tracing.parent_of(meta), server=True) as span:
+            result = await self._handle(conn, request)
+            tracing.outcome(span, result)
+            return result
+
+    async def _handle(self, conn: Conn, request: Request) -> Any:
         """
         Answer one request.
 
@@ -302,7 +340,10 @@ class McpServer:
             and not context.modern
         ):
             # 2025-11-25 core tasks, honoured from any legacy client: {task} at once.
-            created = await self.promotion.create_core(conn, context, params_of(request), answer)
+            with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
+                created = await self.promotion.create_core(
+                    conn, context, params_of(request), answer
+                )
             return self.spell(created, "tasks/get", context)
         params = params_of(request)
         result = await answer(conn, context, params)

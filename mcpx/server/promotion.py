@@ -17,6 +17,7 @@ from attrs import define, evolve, field
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 
+from mcpx import tracing
 from mcpx.server.asking import Asking, task_error
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
@@ -162,14 +163,15 @@ class TaskPromotion:
         if not became_task:
             return await asking.round(call, context, params, rounds)
         try:
-            return self.extension.adopt(
-                task_owner(context, conn.identity),
-                call,
-                server=server,
-                tool=tool or params["name"],
-                spell=spell,
-                describe_error=lambda failure: task_error(failure, call),
-            )
+            with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "extension"}):
+                return self.extension.adopt(
+                    task_owner(context, conn.identity),
+                    call,
+                    server=server,
+                    tool=tool or params["name"],
+                    spell=spell,
+                    describe_error=lambda failure: task_error(failure, call),
+                )
         except (TooManyTasksForClient, TooManyTasks):
             # No room for a task: the call is answered inline, however long it takes.
             await waiting(call, call.cancel)

@@ -34,6 +34,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx import tracing
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
@@ -235,7 +236,8 @@ class CoreTasks:
 
         # Outside the request's context: the request is answered now, so what the call
         # sends later (questions, progress) goes where its connection sends the rest.
-        contextvars.Context().run(
+        # (Its spans are still the request's children: mcpx.tracing.)
+        tracing.fresh_context().run(
             self.store.run, task, work, _call_error, failed_result=_is_error_result
         )
         return {"task": task_json(task, self.store.ttl)}

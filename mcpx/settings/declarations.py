@@ -643,6 +643,21 @@ SETTINGS: tuple[Setting, ...] = (
         "connection of its own, never on the event loop. Unused with SQLite.",
     ),
     Setting(
+        name="trace.endpoint",
+        kind=Kind.STRING,
+        default="",
+        help="The OTLP/HTTP URL the daemon sends OpenTelemetry traces of its requests to, "
+        "such as http://127.0.0.1:4318/v1/traces (needs mcpx[trace]), read when the daemon "
+        "starts. Empty, the default, makes no spans and loads nothing of OpenTelemetry.",
+    ),
+    Setting(
+        name="trace.serviceName",
+        kind=Kind.STRING,
+        default="mcpx",
+        help="The service.name of the daemon's traces, which tells several daemons apart "
+        "in one collector; read when the daemon starts.",
+    ),
+    Setting(
         name="daemon.logFormat",
         kind=Kind.CHOICE,
         default="auto",

@@ -42,8 +42,13 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 #: OAuth resource server), jsonschema and referencing (validation, loaded at the first
 #: schema checked), sqlite3 (the question store, at the first question), click (a line of
 #: setting flags is read without it, mcpx.cli.daemon_start) and treq with what it imports
-#: (the sign-ins' HTTP client is made at the first sign-in; HTTP servers make their own).
+#: (the sign-ins' HTTP client is made at the first sign-in; HTTP servers make their own),
+#: and OpenTelemetry with the protobuf and requests its exporter uses (only with
+#: trace.endpoint set, mcpx.tracing).
 _NOT_WHEN_IDLE = (
+    "opentelemetry",
+    "google",
+    "requests",
     "OpenSSL",
     "cryptography",
     "ssl",

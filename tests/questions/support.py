@@ -105,11 +105,13 @@ class Daemon:
         *,
         passthrough: Sequence[str] = (),
         settings: Mapping[str, str] | None = None,
+        program: Sequence[str] = ("-m", "mcpx"),
     ) -> None:
         """
         @param servers: the configuration's C{servers}.
         @param passthrough: the daemon's C{--passthrough}.
         @param settings: extra C{MCPX_*} variables (C{MCPX_PROTO_STATE_TTL}, ...).
+        @param program: what Python runs, given C{daemon} and its flags.
         """
         self._test = test
         # Short paths: the unix sockets under the state folder must fit in 108 bytes.
@@ -128,8 +130,7 @@ class Daemon:
         )
         self._argv = [
             sys.executable,
-            "-m",
-            "mcpx",
+            *program,
             "daemon",
             "--daemon-listen",
             "tcp:0:interface=127.0.0.1",
