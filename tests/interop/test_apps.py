@@ -44,6 +44,7 @@ from tests.interop.apps_hosts import (
     ModernHost,
     StdioWire,
 )
+from tests.interop.peers import start_relay
 from tests.support.peers import app_server_argv, in_private_netns, start_app_server_http
 from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, reactor, spawn
 
@@ -108,6 +109,9 @@ def shape(value: Any) -> Any:
         return {k: shape(v) for k, v in sorted(value.items())}
     if isinstance(value, list):
         return [shape(item) for item in value[:1]]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # JSON has numbers: 12.0 is written 12 by one answer and 12.5 by the next.
+        return "number"
     return type(value).__name__
 
 
@@ -359,6 +363,46 @@ class GatewayTests(_AppsCase):
                 else:
                     # 2025-11-25 has no extensions: nothing is declared there.
                     self.assertNotIn("extensions", seen["declared"], cell)
+
+
+class CachingTests(_AppsCase):
+    """An app's HTML is kept in the pool's catalogue: hosts' repeated reads stay in mcpx."""
+
+    async def test_repeated_reads_do_not_reach_the_server(self) -> None:
+        """
+        C{server-budget-allocator} over Streamable HTTP behind a recording relay: its
+        app's resource read by hosts of both eras, through the gateway and in
+        pass-through, eight times, reaches the server once, and each read is its HTML.
+        """
+        budget = await self.budget_url()
+        folder = Path(tempfile.mkdtemp(prefix="mcpx-apps-relay-"))
+        self.addCleanup(shutil.rmtree, folder, True)
+        relayed = await start_relay(self, budget, folder)
+        daemon = await self.daemon({HTTP_APP[0]: {"url": relayed}})
+        direct = await in_thread(lambda: LegacyHost(HttpWire(budget)).read(UI["budget"]))
+
+        def reads() -> list[str]:
+            texts = []
+            for era in ERAS:
+                for via, uri in (("gateway", GATEWAY_UI["budget"]), ("passthrough", UI["budget"])):
+                    wire = daemon.serve(None if via == "gateway" else "budget")
+                    host = era(wire)
+                    try:
+                        texts += [host.read(uri)["contents"][0]["text"] for _ in range(2)]
+                    finally:
+                        host.close()
+            return texts
+
+        texts = await in_thread(reads)
+        self.assertEqual(texts, [direct["contents"][0]["text"]] * 8)
+        frames = [
+            json.loads(line[2:])
+            for tap in folder.glob("*.tap")
+            for line in tap.read_text(encoding="utf-8").splitlines()
+            if line.startswith("> ")
+        ]
+        read = [f for f in frames if f.get("method") == "resources/read"]
+        self.assertEqual(len(read), 1, read)
 
 
 class GuardRailTests(_AppsCase):
