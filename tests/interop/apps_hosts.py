@@ -22,7 +22,7 @@ import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from mcpx.spec.apps import APP_MIME_TYPE, UI_EXTENSION
@@ -59,7 +59,20 @@ class Wire(Protocol):
 class StdioWire:
     """Newline-delimited JSON-RPC over a child process's stdin and stdout."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        answer: Callable[[Mapping[str, Any]], Any] | None = None,
+    ) -> None:
+        """
+        @param answer: gives the result of each request the other side sends (an
+            elicitation), which is answered with it; without it such requests are ignored.
+        """
+        self._answer = answer
+        #: The requests the other side sent.
+        self.asked: list[dict[str, Any]] = []
         self._process = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
@@ -91,6 +104,12 @@ class StdioWire:
             if not line:
                 raise HostError(str(message.get("method")), "the process closed its output")
             received = json.loads(line)
+            if "method" in received and "id" in received:
+                self.asked.append(received)
+                if self._answer is not None:
+                    result = self._answer(received)
+                    self._send({"jsonrpc": "2.0", "id": received["id"], "result": result})
+                continue
             if received.get("id") == message["id"] and "method" not in received:
                 return received
 

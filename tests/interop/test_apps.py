@@ -38,6 +38,7 @@ from twisted.trial.unittest import TestCase
 from mcpx.spec.apps import APP_MIME_TYPE, UI_EXTENSION
 from tests.conformance.test_passthrough_leg import daemon_environ
 from tests.interop.apps_hosts import (
+    UI_DECLARED,
     Host,
     HttpWire,
     LegacyHost,
@@ -446,6 +447,44 @@ class GuardRailTests(_AppsCase):
                 self.assertEqual(answer["error"]["code"], -32602, cell)
                 # The tool next to it is not: the policy refused this one call.
                 self.assertFalse(allowed.get("isError"), (cell, allowed))
+
+    async def test_confirmation_asked_for_an_apps_call(self) -> None:
+        """
+        C{tools.confirm} naming C{poll-system-stats}: its app's C{tools/call}, through the
+        gateway and in pass-through, is put to the user first, as a model's call would
+        be; declined, the tool is not called and the app gets mcpx's tool error;
+        accepted, it is called.
+        """
+        argv = app_server_argv(STDIO_APPS["monitor"])
+        entry = {"command": argv[0], "args": argv[1:], "tools": {"confirm": [APP_ONLY]}}
+        daemon = await self.daemon({"monitor": entry})
+        asking = {**UI_DECLARED, "elicitation": {"form": {}}}
+
+        def app_call(via: str, yes: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            def answer(request: Mapping[str, Any]) -> Any:
+                return {"action": "accept", "content": {"confirm": yes}}
+
+            argv = [sys.executable, "-m", "mcpx", "serve", "--passthrough"]
+            argv.append("monitor" if via == "passthrough" else "")
+            wire = StdioWire(argv, daemon.env, answer=answer)
+            host = LegacyHost(wire, asking)
+            try:
+                return host.call(APP_ONLY), wire.asked
+            finally:
+                host.close()
+
+        for via in ("passthrough", "gateway"):
+            for yes in (False, True):
+                result, asked = await in_thread(lambda via=via, yes=yes: app_call(via, yes))
+                cell = f"{via}, confirmed: {yes}"
+                self.assertEqual([a["method"] for a in asked], ["elicitation/create"], cell)
+                self.assertIn(APP_ONLY, json.dumps(asked[0]["params"]), cell)
+                if yes:
+                    self.assertFalse(result.get("isError"), (cell, result))
+                    self.assertIn("cpu", result["structuredContent"], cell)
+                else:
+                    self.assertTrue(result.get("isError"), (cell, result))
+                    self.assertIn("did not call", result["content"][0]["text"], cell)
 
     async def test_no_plain_http_route_serves_an_app(self) -> None:
         """
