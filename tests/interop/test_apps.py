@@ -249,7 +249,7 @@ class PassThroughTests(_AppsCase):
 
         for era in ERAS:
             for via in ("serve", "mcp"):
-                seen = await in_thread(lambda era=era, via=via: through(era, via))
+                seen = await deferToThread(through, era, via)
                 cell = f"{era.era} host on {via}"
                 self.assertEqual(seen["tools"], direct["tools"], cell)
                 self.assertEqual(seen["resources"], direct["resources"], cell)
@@ -314,7 +314,7 @@ class GatewayTests(_AppsCase):
 
         for era in ERAS:
             for via in ("serve", "mcp"):
-                seen = await in_thread(lambda era=era, via=via: gateway(era, via))
+                seen = await deferToThread(gateway, era, via)
                 cell = f"{era.era} host on {via}"
                 names = {(t["server"], t["name"]) for t in seen["listed"]}
                 self.assertIn(("monitor", "get-system-info"), names, cell)
@@ -438,9 +438,7 @@ class GuardRailTests(_AppsCase):
 
         for era in ERAS:
             for via in ("passthrough", "gateway"):
-                listed, answer, allowed = await in_thread(
-                    lambda era=era, via=via: app_calls(era, via)
-                )
+                listed, answer, allowed = await deferToThread(app_calls, era, via)
                 cell = f"{era.era} host, {via}"
                 self.assertNotIn(APP_ONLY, listed, cell)
                 self.assertIn("error", answer, (cell, answer))
@@ -475,7 +473,7 @@ class GuardRailTests(_AppsCase):
 
         for via in ("passthrough", "gateway"):
             for yes in (False, True):
-                result, asked = await in_thread(lambda via=via, yes=yes: app_call(via, yes))
+                result, asked = await deferToThread(app_call, via, yes)
                 cell = f"{via}, confirmed: {yes}"
                 self.assertEqual([a["method"] for a in asked], ["elicitation/create"], cell)
                 self.assertIn(APP_ONLY, json.dumps(asked[0]["params"]), cell)

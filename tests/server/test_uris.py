@@ -7,6 +7,7 @@ would have built itself.
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import quote
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -231,7 +232,7 @@ class AppResourceTests(SynchronousTestCase):
             "permissions": {"camera": {}},
             "visibility": ["model", "app"],
         }
-        meta = {"ui": ui, "ui/resourceUri": "ui://app/a.html", "other": 1}
+        meta: dict[str, Any] = {"ui": ui, "ui/resourceUri": "ui://app/a.html", "other": 1}
         renamed = uris.ui_meta_renamed("s", meta)
         self.assertEqual(
             renamed,
