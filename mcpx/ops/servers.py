@@ -19,10 +19,12 @@ from mcpx.ops.errors import OpError, error_from, unknown_name
 from mcpx.ops.host import Invocation, OpHost, pool_of, settings_of
 from mcpx.ops.listing import list_wait, within
 from mcpx.ops.reloading import ReloadRefused
+from mcpx.ops.uris import ui_meta_renamed
 from mcpx.ops.written import CONTENT_HEAD, CONTENT_TAIL, WrittenAnswer
 from mcpx.pool.errors import UnknownServer
 from mcpx.settings.render import render_json
 from mcpx.settings.servers import ServersConfig
+from mcpx.spec.apps import app_only, resource_uri
 from mcpx.spec.matrix import protocol_json
 from mcpx.wire.messages import utf8_json
 
@@ -70,7 +72,8 @@ class _Summaries:
     def __init__(self, server: str, tools: list[dict[str, Any]]) -> None:
         self.server = server
         self.tools = tools
-        self.summaries = [_tool_summary(server, tool) for tool in tools]
+        # A tool only an app may call (MCP Apps) is never offered to a model.
+        self.summaries = [_tool_summary(server, tool) for tool in tools if not app_only(tool)]
         self.searched = [_searched_text(summary) for summary in self.summaries]
         self.text = json.dumps(self.summaries, ensure_ascii=False)[1:-1]
         written = utf8_json(self.summaries)
@@ -321,9 +324,15 @@ async def list_resources(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 async def describe_tool(host: OpHost, call: Invocation) -> dict[str, Any]:
     server, name = call.args["server"], call.args["tool"]
-    catalogue = await pool_of(host).tools(server, client=call.client)
+    listed = await pool_of(host).tools(server, client=call.client)
+    # A tool only an app may call (MCP Apps) is not described to a model either.
+    catalogue = [tool for tool in listed if not app_only(tool)]
     for tool in catalogue:
         if tool.get("name") == name:
+            meta = tool.get("_meta")
+            if type(meta) is dict and resource_uri(tool) is not None:
+                # Its app's resource under the name a host reads it by through mcpx.
+                return {"server": server, "tool": {**tool, "_meta": ui_meta_renamed(server, meta)}}
             return {"server": server, "tool": tool}
     raise unknown_name(
         404, "unknown_tool", f"tool on server {server!r}", name, tool_names(catalogue)

@@ -22,6 +22,14 @@ path that URI libraries leave alone:
     library removes dot segments from the mcpx path;
   - the server name is percent-encoded too (it normally needs nothing).
 
+Apps' resources
+===============
+
+An app's C{ui://} resource (MCP Apps, L{mcpx.spec.apps}) keeps its scheme, since hosts
+render only a C{ui://} URI: C{ui://X} of server C{s} is C{ui://mcpx/<s>/<X encoded as
+above>}, and C{_meta.ui.resourceUri} is rewritten to the same name wherever mcpx shows
+it.  C{ui://mcpx/} is therefore mcpx's own, as C{mcpx://} is.
+
 Templates
 =========
 
@@ -40,16 +48,19 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 from urllib.parse import quote, unquote
 
 from attrs import frozen
 
+from mcpx.spec.apps import LEGACY_RESOURCE_URI_KEY, UI_SCHEME
 from mcpx.spec.safe_schema import PatternRefused, compile_linear, escape
 
 SCHEME: Final = "mcpx"
 PREFIX: Final = "mcpx://"
+#: Starts the gateway's name of an upstream app's C{ui://} resource.
+UI_PREFIX: Final = UI_SCHEME + "mcpx/"
 #: Starts the path of a URI that came from a resource template.
 TEMPLATE_MARK: Final = "!"
 
@@ -141,8 +152,32 @@ def _encode_server(server: str) -> str:
 
 
 def to_mcpx(server: str, uri: str) -> str:
-    """The C{mcpx://} URI of upstream resource C{uri} of C{server}."""
+    """
+    The C{mcpx://} URI of upstream resource C{uri} of C{server}; for an app's C{ui://}
+    resource, its C{ui://mcpx/} name (see the module).
+    """
+    if uri.startswith(UI_SCHEME):
+        return f"{UI_PREFIX}{_encode_server(server)}/{_encode_path(uri[len(UI_SCHEME) :])}"
     return f"{PREFIX}{_encode_server(server)}/{_encode_path(uri)}"
+
+
+def ui_meta_renamed(server: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    A tool's (or result's) C{_meta} with the app resource it names (C{ui.resourceUri}
+    and the older C{ui/resourceUri}) under its gateway name, L{to_mcpx}: the URI a host
+    reads is the one it was shown.  Everything else, C{csp} and C{permissions} with it,
+    is kept as the server gave it.
+    """
+    renamed = dict(meta)
+    ui = meta.get("ui")
+    if type(ui) is dict:
+        uri = ui.get("resourceUri")
+        if isinstance(uri, str) and uri.startswith(UI_SCHEME):
+            renamed["ui"] = {**ui, "resourceUri": to_mcpx(server, uri)}
+    legacy = meta.get(LEGACY_RESOURCE_URI_KEY)
+    if isinstance(legacy, str) and legacy.startswith(UI_SCHEME):
+        renamed[LEGACY_RESOURCE_URI_KEY] = to_mcpx(server, legacy)
+    return renamed
 
 
 def template_to_mcpx(server: str, template: str) -> str:
@@ -157,6 +192,11 @@ def parse(uri: str) -> McpxUri:
 
     @raise NotAnMcpxUri: for any other URI, or one without a server.
     """
+    if uri.startswith(UI_PREFIX):
+        server, slash, inner = uri[len(UI_PREFIX) :].partition("/")
+        if not server or not slash:
+            raise NotAnMcpxUri(uri, "it names no server and resource")
+        return McpxUri(unquote(server), quote(UI_SCHEME, safe=_SAFE_PATH) + inner, False)
     if uri[: len(PREFIX)].lower() != PREFIX:
         raise NotAnMcpxUri(uri, f"it does not start with {PREFIX}")
     rest = uri[len(PREFIX) :]
@@ -172,8 +212,10 @@ def parse(uri: str) -> McpxUri:
 
 
 def is_mcpx(uri: object) -> bool:
-    """Whether C{uri} is a string in the C{mcpx://} scheme."""
-    return isinstance(uri, str) and uri[: len(PREFIX)].lower() == PREFIX
+    """Whether C{uri} is one of mcpx's names: C{mcpx://}, or an app's C{ui://mcpx/}."""
+    return isinstance(uri, str) and (
+        uri[: len(PREFIX)].lower() == PREFIX or uri.startswith(UI_PREFIX)
+    )
 
 
 @frozen

@@ -2,19 +2,21 @@
 """
 The catalogue of one upstream instance: its tools, prompts, resources and resource
 templates, each listed once (however many ask while it is listed) and kept until the
-server says that list changed.
+server says that list changed; and the MCP Apps resources (C{ui://}) read from it, kept
+as L{AppReads} says, since hosts read an app's HTML each time they render it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from attrs import frozen
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from mcpx.once import Once
+from mcpx.spec.apps import UI_SCHEME
 from mcpx.upstream.session import UpstreamSession
 
 Items: TypeAlias = list[dict[str, Any]]
@@ -56,28 +58,143 @@ STALE_AFTER: Mapping[str, tuple[str, ...]] = {
 Fetch: TypeAlias = Callable[[Catalogue], Deferred[Items]]
 
 
+#: The most app resources (C{ui://}) one instance's catalogue keeps.
+MAX_APP_READS: Final = 32
+#: The most characters of text and blobs those kept reads hold together, per instance.
+MAX_APP_READ_CHARS: Final = 16 * 1024 * 1024
+#: Seconds a read of an app's resource is kept when its result gives no cache hint
+#: (C{ttlMs}, 2026-07-28): the revisions before have none, and an app changes rarely.
+APP_READ_TTL: Final = 300.0
+RESOURCE_UPDATED: Final = "notifications/resources/updated"
+
+
+def is_app_read(method: str, params: Mapping[str, Any] | None) -> str | None:
+    """The C{ui://} URI a C{resources/read} reads, or C{None} for any other request."""
+    if method != "resources/read" or params is None:
+        return None
+    uri = params.get("uri")
+    return uri if isinstance(uri, str) and uri.startswith(UI_SCHEME) else None
+
+
+def _size(result: Mapping[str, Any]) -> int:
+    contents = result.get("contents")
+    if type(contents) is not list:
+        return 0
+    chars = 0
+    for item in contents:
+        if type(item) is dict:
+            for key in ("text", "blob"):
+                value = item.get(key)
+                chars += len(value) if isinstance(value, str) else 0
+    return chars
+
+
+def copied(value: Any) -> Any:
+    """A copy of a JSON value down to its innermost object and list (strings shared)."""
+    if type(value) is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copied(item) for item in value]
+    return value
+
+
+class AppReads:
+    """
+    The C{resources/read} results of an instance's app resources, kept so repeated
+    reads do not reach the server: for the result's C{ttlMs} when it gives one (not at
+    all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone),
+    else L{APP_READ_TTL}; forgotten when the server says its resources changed
+    (C{list_changed}) or that one did (C{resources/updated}), and with the instance.
+    """
+
+    __slots__ = ("_chars", "_kept", "version")
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[dict[str, Any], float, int]] = {}
+        self._chars = 0
+        #: Bumped by each change the server tells of, so a read that raced one is not kept.
+        self.version = 0
+
+    def get(self, uri: str, now: float) -> dict[str, Any] | None:
+        """A copy of the kept read of C{uri}, or C{None} (none, or it expired)."""
+        kept = self._kept.get(uri)
+        if kept is None:
+            return None
+        result, until, _chars = kept
+        if now >= until:
+            self._drop(uri)
+            return None
+        found: dict[str, Any] = copied(result)
+        return found
+
+    def keep(self, uri: str, result: Mapping[str, Any], now: float, version: int) -> None:
+        """Keep C{result}, read of C{uri} when the reads' version was C{version}."""
+        if version != self.version or type(result) is not dict:
+            return
+        if result.get("cacheScope") == "private":
+            return
+        ttl = result.get("ttlMs")
+        if isinstance(ttl, int | float) and not isinstance(ttl, bool):
+            lasts = ttl / 1000.0
+        else:
+            lasts = APP_READ_TTL
+        chars = _size(result)
+        if lasts <= 0 or chars > MAX_APP_READ_CHARS:
+            return
+        self._drop(uri)
+        while self._kept and (
+            len(self._kept) >= MAX_APP_READS or self._chars + chars > MAX_APP_READ_CHARS
+        ):
+            self._drop(next(iter(self._kept)))
+        self._kept[uri] = (copied(result), now + lasts, chars)
+        self._chars += chars
+
+    def forget(self, uri: str | None = None) -> None:
+        """Forget the read of C{uri}, or every read (C{None})."""
+        self.version += 1
+        if uri is None:
+            self._kept.clear()
+            self._chars = 0
+        else:
+            self._drop(uri)
+
+    def _drop(self, uri: str) -> None:
+        kept = self._kept.pop(uri, None)
+        if kept is not None:
+            self._chars -= kept[2]
+
+
 class Listings:
     """
     The cached catalogue of one instance, and the listings under way for it.
     """
 
-    __slots__ = ("_cached", "_listing", "_versions")
+    __slots__ = ("_cached", "_listing", "_versions", "app_reads")
 
     def __init__(self) -> None:
         self._cached: dict[str, Items] = {}
         self._listing: dict[str, Once[Items]] = {}
         #: Bumped by each list_changed, so a listing that raced one is not cached.
         self._versions: dict[str, int] = {}
+        self.app_reads = AppReads()
 
-    def heard(self, method: str) -> bool:
+    def heard(self, method: str, params: Mapping[str, Any] | None = None) -> bool:
         """
-        Forget the lists a C{list_changed} notification makes stale.
+        Forget the lists a C{list_changed} notification makes stale, and the app reads
+        it or a C{resources/updated} does.
 
-        @return: whether C{method} was such a notification.
+        @return: whether C{method} was a C{list_changed} notification.
         """
+        if method == RESOURCE_UPDATED:
+            uri = params.get("uri") if params is not None else None
+            if isinstance(uri, str):
+                self.app_reads.forget(uri)
+            return False
         stale = STALE_AFTER.get(method)
         if stale is None:
             return False
+        if "resources" in stale:
+            self.app_reads.forget()
         for kind in stale:
             self._cached.pop(kind, None)
             self._versions[kind] = self._versions.get(kind, 0) + 1

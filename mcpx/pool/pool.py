@@ -85,7 +85,7 @@ from mcpx.pool.attribution import (
 )
 from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
-from mcpx.pool.catalogue import Catalogue
+from mcpx.pool.catalogue import Catalogue, is_app_read
 from mcpx.pool.errors import UnknownServer
 from mcpx.pool.instance import POOL_LOG, CallToken, Instance, scope_for
 from mcpx.pool.instances import (
@@ -266,7 +266,7 @@ class Pool(MultiService):
     # Notifications
 
     def _heard(self, instance: Instance, method: str, params: Mapping[str, Any] | None) -> None:
-        if instance.catalogue.heard(method):
+        if instance.catalogue.heard(method, params):
             return
         given: Mapping[str, Any] = params if params is not None else {}
         # What the server says is the principal's whose requests are all it is serving;
@@ -466,11 +466,19 @@ class Pool(MultiService):
             else:
                 await self.unsubscribe(server, uri, client=client, timeout=timeout)
             return {}
+        app = is_app_read(method, params)
+        if app is not None:
+            # An app's resource, kept in the catalogue (AppReads): not asked again.
+            kept = self._kept_app_read(server, client, app)
+            if kept is not None:
+                return kept
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
         slot = self._attribution.slot_for(server, client, caller)
         with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
             instance = await self._instances.claim(slot, bound)
+        reads = instance.catalogue.app_reads
+        version = reads.version
         with tracing.span(f"mcpx.upstream {method}", {"mcpx.server": server}) as span:
             if span is not None:
                 tracing.remember(caller)
@@ -478,7 +486,7 @@ class Pool(MultiService):
                 meta = params.get("_meta")
                 params["_meta"] = meta = dict(meta) if isinstance(meta, Mapping) else {}
                 tracing.inject(meta)
-            return await self._requests.run(
+            result = await self._requests.run(
                 instance,
                 method,
                 bound,
@@ -487,6 +495,22 @@ class Pool(MultiService):
                 asked=asked,
                 principal=principal_of(client),
             )
+        if app is not None and instance.usable:
+            reads.keep(app, result, self._clock.seconds(), version)
+        return result
+
+    def _kept_app_read(self, server: str, client: str, uri: str) -> dict[str, Any] | None:
+        """The read of app resource C{uri} the instance serving C{client} keeps, or C{None}."""
+        slots = self._instances.slots
+        if server not in slots.servers.servers:
+            return None
+        instance = slots.find(server, self.scope_key(server, client))
+        if instance is None or not instance.usable:
+            return None
+        kept = instance.catalogue.app_reads.get(uri, self._clock.seconds())
+        if kept is not None:
+            instance.last_used = self._clock.seconds()
+        return kept
 
     # The catalogue (L{mcpx.pool.catalogue})
 

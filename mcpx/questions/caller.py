@@ -18,6 +18,8 @@ from typing import Any, Final, Protocol
 from attrs import define, field
 from twisted.internet.defer import Deferred
 
+from mcpx.spec.apps import UI_EXTENSION, declared_ui
+
 ELICIT: Final = "elicitation/create"
 SAMPLE: Final = "sampling/createMessage"
 LIST_ROOTS: Final = "roots/list"
@@ -108,6 +110,17 @@ class Caller:
     def declared(self) -> Mapping[str, Any] | None:
         """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
         return narrowed(self.capabilities) if self.narrow else None
+
+    @property
+    def extensions(self) -> Mapping[str, Any] | None:
+        """
+        The extensions the host declared that travel upstream with its calls to a
+        revision that has them, as it spelled them: MCP Apps (L{UI_EXTENSION}), so a
+        server offers its app only to a host that renders one.  C{None} when it declared
+        none of them: mcpx never declares one on a host's behalf.
+        """
+        declared = declared_ui(self.capabilities)
+        return None if declared is None else {UI_EXTENSION: dict(declared)}
 
     def awaiting(self, answer: Deferred[Any], withdraw: Callable[[], None] | None = None) -> None:
         """

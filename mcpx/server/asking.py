@@ -37,6 +37,7 @@ from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.server.roots import Roots
 from mcpx.server.rounds import Claim, Rounds
 from mcpx.server.tasks import CoreTasks
+from mcpx.spec.apps import declared_ui
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import Revision
 from mcpx.store.heartbeat import new_daemon_id
@@ -270,7 +271,9 @@ class Asking:
         held = params.get("inputResponses") if context.modern else None
         narrow = self._offering.serving(conn) is not None
         as_task = context.task is not None
-        if not askable and not narrow and not as_task and type(held) is not dict:
+        # A host's MCP Apps declaration travels upstream with its calls (Caller.extensions).
+        carries = declared_ui(capabilities) is not None
+        if not (askable or narrow or as_task or carries) and type(held) is not dict:
             return None
         caller = Caller(
             self._call_prefix + str(next(self._call_numbers)),

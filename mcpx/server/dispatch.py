@@ -72,6 +72,7 @@ from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
 from mcpx.server.tasks import CoreTasks, declares_tasks
+from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
@@ -463,6 +464,10 @@ class McpServer:
             capabilities["tasks"] = TASKS_CAPABILITY
         if modern and self.ext_tasks is not None:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        if capability_in("server", "extensions", revision):
+            apps = self.surface.apps_offered()
+            if apps is not None:
+                capabilities.setdefault("extensions", {})[UI_EXTENSION] = apps
         return capabilities
 
     def _implementation(self, revision: Revision) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Final
 from mcpx.ops import uris
 from mcpx.ops.written import WrittenAnswer
 from mcpx.server.conn import Context
+from mcpx.spec.apps import LEGACY_RESOURCE_URI_KEY, resource_uri
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
 
@@ -51,6 +52,24 @@ def rewrite_call_result(server: str, result: Mapping[str, Any]) -> dict[str, Any
     if type(content) is not list or not any(_needs_rewrite(block) for block in content):
         return result if type(result) is dict else dict(result)
     return {**result, "content": [_rewrite_block(server, block) for block in content]}
+
+
+def with_tool_ui(server: str, tool: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """
+    C{mcpx_call}'s result for a tool with an app: the result's own C{_meta}, and the
+    tool's C{_meta.ui} (and C{ui/resourceUri}) where the result has none of its own, its
+    resource under the gateway's name, so a host renders the app of the tool it called
+    through C{mcpx_call}.  The result as it is for a tool without an app.
+    """
+    if resource_uri(tool) is None:
+        return result
+    meta = tool["_meta"]
+    own = result.get("_meta")
+    merged = dict(own) if type(own) is dict else {}
+    for key in ("ui", LEGACY_RESOURCE_URI_KEY):
+        if key not in merged and key in meta:
+            merged[key] = meta[key]
+    return {**result, "_meta": uris.ui_meta_renamed(server, merged)}
 
 
 def rewrite_prompt_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:

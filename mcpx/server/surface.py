@@ -79,7 +79,9 @@ from mcpx.server.results import (
     rewrite_prompt_result,
     rewrite_read_result,
     text_result,
+    with_tool_ui,
 )
+from mcpx.spec.apps import APP_MIME_TYPE, UI_SCHEME, app_may_call, app_only, offers_apps
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -139,6 +141,33 @@ class Surface:
     def has_tool(self, name: str) -> bool:
         return name in self._tools
 
+    def apps_offered(self) -> dict[str, Any] | None:
+        """
+        mcpx's declaration of MCP Apps (L{UI_EXTENSION}) to its hosts: the MIME types
+        of every configured server's app resources, when some server offers an app (a
+        tool naming a C{ui://} resource, which is how the official servers offer one,
+        declaring nothing); else C{None}.  Read from the catalogues the pool has now,
+        without waiting: a server counts once it has listed its tools.
+        """
+        pool = self.host.pool
+        if pool is None:
+            return None
+        types: dict[str, None] = {}
+        offered = False
+        for status in pool.status():
+            tools = pool.cached_catalogue(status.name, "tools")
+            if tools is None or not offers_apps(tools):
+                continue
+            offered = True
+            for resource in pool.cached_catalogue(status.name, "resources") or ():
+                uri = resource.get("uri") if type(resource) is dict else None
+                mime = resource.get("mimeType") if isinstance(uri, str) else None
+                if isinstance(uri, str) and uri.startswith(UI_SCHEME) and isinstance(mime, str):
+                    types[mime] = None
+        if not offered:
+            return None
+        return {"mimeTypes": [APP_MIME_TYPE, *(t for t in types if t != APP_MIME_TYPE)]}
+
     # Log messages
 
     def log_relay(self, conn: Conn, context: Context) -> LogRelay | None:
@@ -177,19 +206,70 @@ class Surface:
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
         tool = self._tools.get(name)
-        if tool is None:
-            raise RpcError.invalid_params(
-                f"no tool named {name!r}; the tools are {', '.join(self._tools)}"
-            )
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
         if type(arguments) is not dict:
             raise RpcError.invalid_params("params.arguments must be an object")
+        if tool is None:
+            # Not one of mcpx's: an app's own call of a tool of its server (MCP Apps).
+            server = await self._app_tool_owner(context, name)
+            called = {"server": server, "tool": name, "arguments": arguments}
+            meta = params.get("_meta")
+            return await self._mcpx_call(context, called, meta, on_progress, on_log, app=True)
         if tool.op is None:
             meta = params.get("_meta")
             return await self._mcpx_call(context, arguments, meta, on_progress, on_log)
         return await self._run_op(context, tool.op, arguments)
+
+    async def _app_tool_owner(self, context: Context, name: str) -> str:
+        """
+        The one server offering an app (L{offers_apps}) that lists a tool C{name} an app
+        may call: where an app's C{tools/call} through the gateway goes, since the app
+        knows its tools by their own names.
+
+        @raise RpcError: -32602 when no such server lists it, or several do (then the
+            host calls it with C{mcpx_call}, naming the server).
+        """
+        listed = await self._every(context, "tools", "tools", ())
+        owners = [
+            server
+            for server, tools in listed
+            if offers_apps(tools)
+            and any(tool.get("name") == name and app_may_call(tool) for tool in tools)
+        ]
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            raise RpcError.invalid_params(
+                f"tool {name!r} is an app tool of several servers ({', '.join(owners)}); "
+                "call it with mcpx_call, naming the server"
+            )
+        raise RpcError.invalid_params(
+            f"no tool named {name!r}; the tools are {', '.join(self._tools)}"
+        )
+
+    async def _definition(
+        self, context: Context, server: str, name: str
+    ) -> Mapping[str, Any] | None:
+        """
+        Tool C{name} of C{server} as its policy lets it be listed: from the cached
+        catalogue at once, else listed (as the policy's own checks would list it);
+        C{None} when it is not listed or the listing fails (the call then fails its own way).
+        """
+        pool = self.pool
+        listed = pool.cached_catalogue(server, "tools", client=context.identity)
+        if listed is None:
+            try:
+                listed = await pool.tools(server, client=context.identity)
+            except CancelledError:
+                raise
+            except Exception:
+                return None
+        for tool in listed:
+            if type(tool) is dict and tool.get("name") == name:
+                return tool
+        return None
 
     async def _mcpx_call(
         self,
@@ -198,13 +278,27 @@ class Surface:
         meta: object,
         on_progress: ProgressSink | None,
         on_log: LogRelay | None = None,
+        *,
+        app: bool = False,
     ) -> dict[str, Any]:
-        """C{mcpx_call}: the call of the C{call_tool} op, for this request's caller."""
+        """
+        C{mcpx_call}: the call of the C{call_tool} op, for this request's caller.  Its
+        result carries what a host renders the tool's app from (L{with_tool_ui}); a tool
+        only an app may call is refused to the model, and called when C{app} (an app's
+        own C{tools/call}, L{_app_tool_owner}), through the same policy.
+        """
         problem = _mcpx_call_problem(arguments)
         if problem is not None:
             return text_result(f"{problem}; mcpx_call takes server, tool, arguments", is_error=True)
         server: str = arguments["server"]
         tool: str = arguments["tool"]
+        definition = await self._definition(context, server, tool)
+        if definition is not None and not app and app_only(definition):
+            return text_result(
+                f"tool {tool!r} of server {server!r} is its app's alone "
+                '(_meta.ui.visibility is ["app"]): only the app calls it, with tools/call',
+                is_error=True,
+            )
         upstream_meta = None
         if type(meta) is dict:
             trace = {key: meta[key] for key in _TRACE_KEYS if key in meta}
@@ -234,7 +328,10 @@ class Surface:
             return self._failed(CALL_TOOL, e, called=(server, tool))
         if type(result) is not dict:
             raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
-        return rewrite_call_result(server, result)
+        rewritten = rewrite_call_result(server, result)
+        if definition is None or app:
+            return rewritten
+        return with_tool_ui(server, definition, rewritten)
 
     async def _run_op(
         self, context: Context, op: Op, arguments: Mapping[str, Any]

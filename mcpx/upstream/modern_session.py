@@ -65,6 +65,14 @@ class ModernSession(UpstreamSession):
         capabilities = (
             dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
         )
+        carried = getattr(caller, "extensions", None) if caller is not None else None
+        if isinstance(carried, Mapping) and carried:
+            # The host's own declarations of extensions mcpx relays (MCP Apps).
+            extensions = capabilities.get("extensions")
+            capabilities["extensions"] = {
+                **(extensions if isinstance(extensions, Mapping) else {}),
+                **carried,
+            }
         if tasks:
             # mcpx follows any task the server makes of a call, whoever the caller is.
             extensions = capabilities.get("extensions")

@@ -23,6 +23,7 @@ from mcpx.pool import (
     TooManyInstances,
     UnknownServer,
 )
+from mcpx.pool.catalogue import APP_READ_TTL
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -1121,6 +1122,96 @@ class CatalogueTests(PoolTestCase):
         self.failureResultOf(Deferred.fromCoroutine(pool.tools("a")), RpcError)
         self.failureResultOf(Deferred.fromCoroutine(pool.tools("a")), RpcError)
         self.assertEqual(self.lists("tools/list"), 2)
+
+
+class AppReadTests(PoolTestCase):
+    """MCP Apps' ui:// resources are kept in the catalogue: repeated reads stay in mcpx."""
+
+    APP = "ui://app/mcp-app.html"
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.hints: dict[str, Any] = {}
+        self.serial = 0
+
+        def read(upstream: Any, params: Mapping[str, Any]) -> Any:
+            self.serial += 1
+            text = f"<html>{self.serial}</html>"
+            content = {"uri": params["uri"], "mimeType": "text/html;profile=mcp-app", "text": text}
+            return {"contents": [content], **self.hints}
+
+        self.connector.answers["resources/read"] = read
+        self.connector.capabilities["resources"] = {"subscribe": True}
+
+    def read(self, pool: Pool, uri: str = APP) -> str:
+        result = self.successResultOf(
+            Deferred.fromCoroutine(pool.request("a", "resources/read", {"uri": uri}))
+        )
+        text: str = result["contents"][0]["text"]
+        return text
+
+    def reads(self) -> int:
+        return sum(u.methods().count("resources/read") for u in self.connector.upstreams)
+
+    def test_kept_until_they_expire(self) -> None:
+        """
+        An app's resource is read from the server once and then from the catalogue
+        (the same text, a copy a caller may change), for APP_READ_TTL without a hint;
+        any other resource is read each time.
+        """
+        pool = self.make_pool()
+        self.assertEqual([self.read(pool) for _ in range(3)], ["<html>1</html>"] * 3)
+        self.assertEqual(self.reads(), 1)
+        self.read(pool, "demo://a")
+        self.read(pool, "demo://a")
+        self.assertEqual(self.reads(), 3)
+        self.clock.advance(APP_READ_TTL)
+        self.assertEqual(self.read(pool), "<html>4</html>")
+        self.assertEqual(self.reads(), 4)
+
+    def test_cache_hints_honoured(self) -> None:
+        """
+        A result's 2026-07-28 C{ttlMs} says how long it is kept; C{ttlMs: 0} and
+        C{cacheScope: "private"} keep nothing.
+        """
+        pool = self.make_pool()
+        self.hints = {"ttlMs": 2000, "cacheScope": "public"}
+        self.read(pool)
+        self.clock.advance(1.5)
+        self.read(pool)
+        self.assertEqual(self.reads(), 1)
+        self.clock.advance(0.5)
+        self.read(pool)
+        self.assertEqual(self.reads(), 2)
+        self.clock.advance(2)
+        for hints in ({"ttlMs": 0}, {"ttlMs": 60000, "cacheScope": "private"}):
+            self.hints = hints
+            before = self.reads()
+            self.read(pool)
+            self.read(pool)
+            self.assertEqual(self.reads(), before + 2, hints)
+
+    def test_forgotten_when_the_server_says_it_changed(self) -> None:
+        """C{resources/updated} for it, or C{resources/list_changed}, and it is read again."""
+        pool = self.make_pool()
+        self.read(pool)
+        upstream = self.connector.upstreams[0]
+        upstream.notify("notifications/resources/updated", {"uri": "ui://other/x.html"})
+        self.read(pool)
+        self.assertEqual(self.reads(), 1)
+        upstream.notify("notifications/resources/updated", {"uri": self.APP})
+        self.assertEqual(self.read(pool), "<html>2</html>")
+        upstream.notify("notifications/resources/list_changed")
+        self.assertEqual(self.read(pool), "<html>3</html>")
+        self.read(pool)
+        self.assertEqual(self.reads(), 3)
+
+    def test_not_kept_past_its_instance(self) -> None:
+        """A new instance of the server (a restart) reads it afresh."""
+        pool = self.make_pool()
+        self.read(pool)
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
+        self.assertEqual(self.read(pool), "<html>2</html>")
 
 
 class NotificationTests(PoolTestCase):

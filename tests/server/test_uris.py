@@ -7,6 +7,7 @@ would have built itself.
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import quote
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -196,3 +197,49 @@ class TemplateTests(SynchronousTestCase):
             parsed.template(["other://{x}", "file:///{+path}{?rev}"]), "file:///{+path}{?rev}"
         )
         self.assertIsNone(uris.parse("mcpx://files/file:///a").template(["file:///{+path}"]))
+
+
+class AppResourceTests(SynchronousTestCase):
+    """An MCP App's ui:// resource keeps its scheme under the gateway (hosts render only ui://)."""
+
+    def test_app_resources_round_trip_under_ui_mcpx(self) -> None:
+        """C{ui://X} of server C{s} is C{ui://mcpx/<s>/X}, one clean path read back exactly."""
+        self.assertEqual(
+            uris.to_mcpx("monitor", "ui://system-monitor/mcp-app.html"),
+            "ui://mcpx/monitor/system-monitor/mcp-app.html",
+        )
+        for server in ("files", "my server", "a_b"):
+            for tail in TRICKY:
+                uri = "ui://" + tail
+                name = uris.to_mcpx(server, uri)
+                self.assertTrue(name.startswith(uris.UI_PREFIX), name)
+                self.assertTrue(uris.is_mcpx(name), name)
+                rest = name[len(uris.UI_PREFIX) :].split("/", 1)[1]
+                for forbidden in ("?", "#", " ", "\t", "\n"):
+                    self.assertNotIn(forbidden, rest, name)
+                self.assertTrue(rest.isascii(), name)
+                parsed = uris.parse(name)
+                self.assertEqual((parsed.server, parsed.upstream()), (server, uri), name)
+
+    def test_resource_uri_renamed_in_meta(self) -> None:
+        """
+        C{_meta.ui.resourceUri} and the older C{ui/resourceUri} get the gateway's name;
+        C{csp}, C{permissions} and everything else stay as the server gave them.
+        """
+        ui = {
+            "resourceUri": "ui://app/a.html",
+            "csp": {"connectDomains": ["https://api.example.com"]},
+            "permissions": {"camera": {}},
+            "visibility": ["model", "app"],
+        }
+        meta: dict[str, Any] = {"ui": ui, "ui/resourceUri": "ui://app/a.html", "other": 1}
+        renamed = uris.ui_meta_renamed("s", meta)
+        self.assertEqual(
+            renamed,
+            {
+                "ui": {**ui, "resourceUri": "ui://mcpx/s/app/a.html"},
+                "ui/resourceUri": "ui://mcpx/s/app/a.html",
+                "other": 1,
+            },
+        )
+        self.assertEqual(meta["ui"]["resourceUri"], "ui://app/a.html")

@@ -346,3 +346,36 @@ async def start_conformance_fixture(
     server.port = int(match.group(1))
     server.url = f"http://127.0.0.1:{server.port}/mcp"
     return server
+
+
+def app_server_argv(package: str) -> list[str]:
+    """
+    The command line of an official MCP App example server (C{@modelcontextprotocol/
+    server-basic-vanillajs}, C{server-system-monitor}, C{server-budget-allocator}) over
+    stdio.
+    """
+    return [node22(), _installed(f"@modelcontextprotocol/{package}/dist/index.js"), "--stdio"]
+
+
+async def start_app_server_http(
+    reactor: Any, package: str, *, add_cleanup: Callable[..., object] | None = None
+) -> RunningServer:
+    """
+    Start an official MCP App example server in its Streamable HTTP mode (C{PORT}, at
+    C{/mcp}).  It binds every interface, so, as L{start_everything_http}, only inside a
+    private network namespace.
+
+    @raise NotInPrivateNetwork: outside such a namespace.
+    """
+    if not in_private_netns():
+        raise NotInPrivateNetwork(
+            f"{package}'s HTTP mode listens on all interfaces; start it only inside a"
+            " private network namespace (make test runs the tests under `unshare -n`)"
+        )
+    argv = app_server_argv(package)[:-1]
+    port = free_tcp_port()
+    env = {k: v for k, v in os.environ.items() if k != "PORT"}
+    env["PORT"] = str(port)
+    return await _start_listening(
+        reactor, argv, port, f"http://127.0.0.1:{port}/mcp", env, add_cleanup
+    )

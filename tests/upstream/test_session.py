@@ -12,6 +12,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.questions.caller import Caller
+from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
@@ -228,6 +230,43 @@ class PaginationTests(SynchronousTestCase):
 
 
 class ModernSessionTests(SynchronousTestCase):
+    def test_a_hosts_apps_declaration_travels_with_its_call(self) -> None:
+        """
+        A host's MCP Apps declaration (C{extensions["io.modelcontextprotocol/ui"]}) goes
+        upstream with its call as it spelled it, in pass-through and through the gateway;
+        a call of a host that did not declare it declares no such extension, so the
+        server answers as to a text-only host.
+        """
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "tools/call": lambda p: {"content": [], "resultType": "complete"},
+            }
+        )
+        session = modern(server, UpstreamHandlers(sampling=answered({})))
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        ui = {"mimeTypes": ["text/html;profile=mcp-app"]}
+        declaring = {"extensions": {UI_EXTENSION: ui}, "roots": {}}
+        callers = [
+            Caller("a", declaring, narrow=True),
+            Caller("b", declaring),
+            Caller("c", {"roots": {}}, narrow=True),
+            Caller("d", {"roots": {}}),
+        ]
+        for caller in callers:
+            self.successResultOf(
+                Deferred.fromCoroutine(session.call_tool("echo", {}, caller=caller))
+            )
+        sent = [
+            params_of(r)["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+            for r in server.requests
+            if r.method == "tools/call"
+        ]
+        self.assertEqual(sent[0], {"roots": {}, "extensions": {UI_EXTENSION: ui}})
+        self.assertEqual(sent[1]["extensions"], {UI_EXTENSION: ui})
+        self.assertEqual(sent[2], {"roots": {}})
+        self.assertNotIn("extensions", sent[3])
+
     def test_every_request_carries_version_capabilities_and_identity(self) -> None:
         """server/discover and every later request restate the revision in _meta."""
         server = FakeServer(
