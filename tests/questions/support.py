@@ -29,11 +29,11 @@ import anyio
 import treq
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
 from tests.support.http import TestClient
-from tests.support.peers import PeersMissing, everything_stdio_argv, fixture_argv
+from tests.support.peers import everything_stdio_argv, fixture_argv
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 T = TypeVar("T")
@@ -65,12 +65,9 @@ def everything_server() -> dict[str, Any]:
     """
     C{@modelcontextprotocol/server-everything} over stdio (a handshake-era server).
 
-    @raise SkipTest: the npm peers are not installed.
+    @raise PeersMissing: the npm peers are not installed (C{make test} installs them).
     """
-    try:
-        argv = everything_stdio_argv()
-    except PeersMissing as e:
-        raise SkipTest(str(e)) from None
+    argv = everything_stdio_argv()
     return {"command": argv[0], "args": argv[1:]}
 
 
