@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import treq
+from mcp import StdioServerParameters
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
@@ -146,6 +147,15 @@ class Daemon:
     def socket(self) -> str:
         """Its unix socket (the HTTP API)."""
         return str(self.state_dir / "mcpx.sock")
+
+    def serve(self, passthrough: str) -> StdioServerParameters:
+        """C{mcpx serve --passthrough C{passthrough}} against it, as a stdio host runs it."""
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", "--passthrough", passthrough],
+            env=self.env,
+            cwd=str(REPO),
+        )
 
     async def start(self) -> Daemon:
         """Start the daemon and return once it listens."""
