@@ -15,6 +15,7 @@ from mcpx.auth.jwks import FetchError, KeySet, fetch_json
 from mcpx.upstream.http_client import owned_client
 from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_oauth_discovery_process import BODY_TEXT, OFF_LOOPBACK, Elsewhere
+from tests.support.oauth import serve_issuer
 from tests.support.processes import reactor
 
 
@@ -39,12 +40,8 @@ class KeyTargetTests(TestCase):
         self.elsewhere = Elsewhere()
         other = reactor.listenTCP(0, Site(self.elsewhere), interface="127.0.0.1")
         self.addCleanup(other.stopListening)
-        port = reactor.listenTCP(0, Site(StandInIssuer()), interface="127.0.0.1")
-        self.addCleanup(port.stopListening)
-        issuer = f"http://127.0.0.1:{port.getHost().port}/realms/tools"
-        self.issuer = RedirectingIssuer(issuer)
+        self.issuer = serve_issuer(self, RedirectingIssuer)
         self.issuer.target = f"http://127.0.0.1:{other.getHost().port}/{BODY_TEXT.decode()}"
-        port.factory.resource = self.issuer
         # Not persistent: nothing is left open once a test ends.
         pool = HTTPConnectionPool(reactor, persistent=False)
         self.http, _ = owned_client(reactor, 10.0, pool=pool)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.task import deferLater
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import TestCase
 
-from tests.support.peers import PeersMissing, everything_stdio_argv
+from tests.support.peers import everything_stdio_argv
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -294,11 +294,7 @@ class EverythingTests(RealDaemonCase):
     async def test_everything(self) -> None:
         """Its tools are listed and called: text, a sum, and an image saved as a PNG file;
         the node process it runs in stops with the daemon."""
-        try:
-            argv = everything_stdio_argv()
-        except PeersMissing as e:
-            raise SkipTest(str(e)) from None
-        await self.start_daemon({"everything": argv})
+        await self.start_daemon({"everything": everything_stdio_argv()})
         done = await self.ok("tools", "everything")
         names = [line.split()[1] for line in done.out.splitlines()[1:]]
         for tool in ("echo", "get-sum", "get-tiny-image"):

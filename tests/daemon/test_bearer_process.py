@@ -7,7 +7,6 @@ issuer's metadata and keys over the network, as it would from an identity provid
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,16 +16,16 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
-from twisted.web.server import Site
 
 from mcpx.auth.metadata import parse_challenge
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST
 from mcpx.upstream.http_headers import NAME_FIELDS
-from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_process import daemon_environ
-from tests.support.http import TestClient
-from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
+from tests.support.daemons import start_daemon
+from tests.support.http import TestClient, exchange
+from tests.support.oauth import oauth_auth, serve_issuer
+from tests.support.processes import ChildProcess, free_tcp_port, reactor
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -48,34 +47,15 @@ class OAuthDaemonTests(TestCase):
     timeout = 60
 
     def setUp(self) -> None:
-        issuer_port = reactor.listenTCP(0, Site(StandInIssuer()), interface="127.0.0.1")
-        self.addCleanup(issuer_port.stopListening)
-        issuer = f"http://127.0.0.1:{issuer_port.getHost().port}/realms/tools"
-        self.issuer = StandInIssuer(issuer)
-        issuer_port.factory.resource = self.issuer
+        self.issuer = serve_issuer(self)
         self.port = free_tcp_port()
         self.audience = f"http://127.0.0.1:{self.port}/mcp"
         self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
         self.env = daemon_environ(self.state_dir, tempfile.mkdtemp(prefix="mcpx-cfg-"))
-        self.env["MCPX_DAEMON_AUTH"] = json.dumps(
-            {"type": "oauth", "issuer": issuer, "audience": self.audience, "scopes": ["mcp:tools"]}
-        )
+        self.env["MCPX_DAEMON_AUTH"] = oauth_auth(self.issuer, self.audience)
 
     async def start_daemon(self) -> ChildProcess:
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
-        child = spawn(argv, env=self.env)
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"upstream servers: demo")
-        return child
-
-    async def stop(self, child: ChildProcess) -> None:
-        if child.exit_code is None:
-            child.signal("TERM")
-            try:
-                await child.ended(timeout=15)
-            finally:
-                kill_on_cleanup(child)
+        return await start_daemon(self, self.env, self.port, ready=rb"upstream servers: demo")
 
     async def request(
         self,
@@ -95,18 +75,7 @@ class OAuthDaemonTests(TestCase):
             headers["Authorization"] = f"Bearer {token}"
         # No kept connections: a test leaves nothing behind in the reactor.
         client = HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor, persistent=False)))
-        response = await client.request(
-            method,
-            f"http://127.0.0.1:{self.port}{path}",
-            headers=Headers({k: [v] for k, v in headers.items()}),
-            data=None if body is None else json.dumps(body).encode(),
-        )
-        content = await response.content()
-        found = {
-            k.decode().lower(): [v.decode() for v in vs]
-            for k, vs in response.headers.getAllRawHeaders()
-        }
-        return response.code, found, content
+        return await exchange(client, method, f"http://127.0.0.1:{self.port}{path}", headers, body)
 
     def mint(self, **claims: Any) -> str:
         return self.issuer.mint(reactor.seconds(), aud=self.audience, **claims)

@@ -7,22 +7,15 @@ C{/v1/call} works with nobody signing in.
 from __future__ import annotations
 
 import json
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-import treq
 from twisted.trial.unittest import TestCase
-from twisted.web.http_headers import Headers
 from twisted.web.server import Request, Site
 
-from tests.daemon import test_bearer_process as bearer
 from tests.daemon.test_no_passthrough import RecordingUpstream
-from tests.daemon.test_process import daemon_environ
-from tests.support.http import TestClient
-from tests.support.processes import ChildProcess, reactor, spawn
+from tests.support.oauth import call_with_client_credentials
+from tests.support.processes import reactor
 
 
 class GuardedUpstream(RecordingUpstream):
@@ -73,42 +66,13 @@ class GuardedUpstream(RecordingUpstream):
 class ClientCredentialsDaemonTests(TestCase):
     timeout = 60
 
-    stop: Any = bearer.OAuthDaemonTests.stop
-
     async def test_call_without_sign_in(self) -> None:
         upstream = GuardedUpstream()
         port = reactor.listenTCP(0, Site(upstream), interface="127.0.0.1")
         self.addCleanup(port.stopListening)
         upstream.base = f"http://127.0.0.1:{port.getHost().port}"
-        state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
-        config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
-        auth = {
-            "type": "oauth",
-            "grant": "client_credentials",
-            "clientId": "robot",
-            "clientSecret": "${ROBOT_SECRET}",
-        }
-        (Path(config_home) / "mcpx").mkdir()
-        (Path(config_home) / "mcpx" / "config.json").write_text(
-            json.dumps({"servers": {"m2m": {"url": upstream.base + "/mcp", "auth": auth}}})
-        )
-        env = daemon_environ(state_dir, config_home)
-        env["ROBOT_SECRET"] = "robot-secret"
-        child: ChildProcess = spawn(
-            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""], env=env
-        )
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"listening on")
-        client = TestClient(reactor, unix_socket=str(Path(state_dir) / "mcpx.sock"))
-        self.addCleanup(client.close)
-        body = {"server": "m2m", "tool": "echo", "arguments": {}}
-        response = await client.http.post(
-            "http://mcpx/v1/call",
-            data=json.dumps(body).encode(),
-            headers=Headers({"Content-Type": ["application/json"]}),
-        )
-        content = await treq.content(response)
-        self.assertEqual(response.code, 200, content)
+        _, code, content = await call_with_client_credentials(self, upstream.base + "/mcp")
+        self.assertEqual(code, 200, content)
         self.assertIn(b"echoed", content)
         self.assertEqual(upstream.token_forms[0]["grant_type"], ["client_credentials"])
         self.assertEqual(upstream.token_forms[0]["resource"], [upstream.base + "/mcp"])

@@ -33,14 +33,14 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
-from twisted.web.server import Site
 
 from mcpx.daemon.token import token_path
 from mcpx.server.http_sessions import MAX_SESSIONS
-from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon.test_process import daemon_environ
-from tests.support.http import _UnixSocket
-from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
+from tests.support.daemons import start_daemon
+from tests.support.http import _UnixSocket, exchange
+from tests.support.oauth import oauth_auth, serve_issuer
+from tests.support.processes import ChildProcess, free_tcp_port, reactor
 
 CHATTY = str(Path(__file__).parent.parent / "fixtures" / "chatty_upstream.py")
 #: What alice's call carries, which nobody but alice and the owner may see.
@@ -108,20 +108,7 @@ class DaemonDoorsCase(TestCase):
         self.socket = str(Path(self.state_dir) / "mcpx.sock")
 
     async def start_daemon(self) -> ChildProcess:
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
-        child = spawn(argv, env=self.env)
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"upstream servers: ")
-        return child
-
-    async def stop(self, child: ChildProcess) -> None:
-        if child.exit_code is None:
-            child.signal("TERM")
-            try:
-                await child.ended(timeout=15)
-            finally:
-                kill_on_cleanup(child)
+        return await start_daemon(self, self.env, self.port)
 
     def client(self, unix: bool) -> HTTPClient:
         # No kept connections: a test leaves nothing behind in the reactor.
@@ -151,18 +138,7 @@ class DaemonDoorsCase(TestCase):
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
         sent.update(headers or {})
-        response = await self.client(unix).request(
-            method,
-            self.url(path, unix),
-            headers=Headers({k: [v] for k, v in sent.items()}),
-            data=None if body is None else json.dumps(body).encode(),
-        )
-        content = await response.content()
-        found = {
-            k.decode().lower(): [v.decode() for v in vs]
-            for k, vs in response.headers.getAllRawHeaders()
-        }
-        return response.code, found, content
+        return await exchange(self.client(unix), method, self.url(path, unix), sent, body)
 
     async def json(self, method: str, path: str, **options: Any) -> tuple[int, Any]:
         code, _, content = await self.request(method, path, **options)
@@ -194,15 +170,9 @@ class OAuthDoorsTests(DaemonDoorsCase):
 
     def setUp(self) -> None:
         super().setUp()
-        issuer_port = reactor.listenTCP(0, Site(StandInIssuer()), interface="127.0.0.1")
-        self.addCleanup(issuer_port.stopListening)
-        issuer = f"http://127.0.0.1:{issuer_port.getHost().port}/realms/tools"
-        self.issuer = StandInIssuer(issuer)
-        issuer_port.factory.resource = self.issuer
+        self.issuer = serve_issuer(self)
         self.audience = f"http://127.0.0.1:{self.port}/mcp"
-        self.env["MCPX_DAEMON_AUTH"] = json.dumps(
-            {"type": "oauth", "issuer": issuer, "audience": self.audience, "scopes": ["mcp:tools"]}
-        )
+        self.env["MCPX_DAEMON_AUTH"] = oauth_auth(self.issuer, self.audience)
 
     def mint(self, subject: str) -> str:
         return self.issuer.mint(reactor.seconds(), aud=self.audience, sub=subject)

@@ -10,10 +10,8 @@ the headers are exactly what a browser or another user's program would send.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,18 +20,13 @@ from typing import Any
 from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import NOBODY, probe, start_daemon, stop_daemon
 from tests.support.processes import (
-    REPO,
     ChildProcess,
     free_tcp_port,
     kill_on_cleanup,
-    reactor,
     spawn,
 )
-
-PROBE = str(REPO / "tests" / "support" / "raw_http.py")
-NOBODY = 65534
-OTHER_USER_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
 
 CALL_ECHO = {"server": "demo", "tool": "echo", "arguments": {"text": "hello"}}
 INITIALIZE = {
@@ -49,17 +42,6 @@ INITIALIZE = {
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-def readable_copy(path: str) -> str:
-    """A copy of C{path} every user can read, in a folder of its own that goes at exit."""
-    folder = tempfile.mkdtemp(prefix="mcpx-probe-")
-    atexit.register(shutil.rmtree, folder, True)
-    os.chmod(folder, 0o755)
-    copy = os.path.join(folder, os.path.basename(path))
-    shutil.copyfile(path, copy)
-    os.chmod(copy, 0o644)
-    return copy
-
-
 class GateProcessTests(TestCase):
     timeout = 60
 
@@ -72,39 +54,13 @@ class GateProcessTests(TestCase):
         self.env = daemon_environ(self.state_dir, self.config_home)
 
     async def start_daemon(self, *flags: str) -> ChildProcess:
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1", *flags]
-        child = spawn(argv, env=self.env)
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"upstream servers: demo")
-        return child
-
-    async def stop(self, child: ChildProcess) -> None:
-        """Stop the daemon as a user would, so it ends its demo server too."""
-        if child.exit_code is None:
-            child.signal("TERM")
-            try:
-                await child.ended(timeout=15)
-            finally:
-                kill_on_cleanup(child)
+        return await start_daemon(
+            self, self.env, self.port, *flags, ready=rb"upstream servers: demo"
+        )
 
     async def probe(self, requests: list[dict[str, Any]], uid: int | None = None) -> Any:
         """Send C{requests} from a process of its own, as C{uid} when given."""
-        child = ChildProcess(reactor)
-        python, kwargs, probe = sys.executable, {}, PROBE
-        if uid is not None:
-            # The probe needs only the standard library; the venv's interpreter may sit
-            # where another user cannot reach it (under /root), and so may the checkout
-            # (a 0700 home): that user runs a copy of its own.
-            python, kwargs = OTHER_USER_PYTHON, {"uid": uid, "gid": uid}
-            probe = readable_copy(PROBE)
-        # -I: the probe's folder, tests/support, holds an http.py of its own.
-        args = [python, "-I", probe, json.dumps(requests)]
-        reactor.spawnProcess(child, python, args, env=self.env, path="/", **kwargs)
-        self.addCleanup(kill_on_cleanup, child)
-        code = await child.ended()
-        self.assertEqual(code, 0, child.text())
-        return json.loads(child.text(1))
+        return await probe(self, self.env, requests, uid)
 
     def tcp(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
         sent = {"Host": f"127.0.0.1:{self.port}", **headers}
@@ -211,7 +167,7 @@ class GateProcessTests(TestCase):
         argv = [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen"]
         listen = f"tcp:{self.port}:interface=127.0.0.1,unix:{open_socket}:mode=666"
         child = spawn([*argv, listen], env=self.env)
-        self.addCleanup(self.stop, child)
+        self.addCleanup(stop_daemon, child)
         await child.wait_for(rb"upstream servers: demo")
         token = (Path(self.state_dir) / "token").read_text().strip()
         at = {"unix": open_socket, "method": "GET", "path": "/v1/servers"}

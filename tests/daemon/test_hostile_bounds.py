@@ -17,15 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from mcpx.questions.broker import MAX_PENDING_PER_CALL
-from tests.daemon.test_limits_process import rss_bytes
 from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_argv, reap_on_cleanup, rss_bytes
 from tests.support.http import TestClient
-from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
+from tests.support.processes import ChildProcess, free_tcp_port, reactor, spawn
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile_upstream.py")
 
@@ -163,15 +162,8 @@ class HostileUpstreamBoundsTests(TestCase):
         # The questions a hostile upstream asks wait in the broker for these tests, which
         # are about the bounds on them, not refused for want of a watcher.
         env["MCPX_PROTO_BROKER_WHEN_UNWATCHED"] = "wait"
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
-        child = spawn(argv, env=env)
-
-        def reap() -> Deferred[int] | None:
-            kill_on_cleanup(child)
-            return child.ended() if child.exit_code is None else None
-
-        self.addCleanup(reap)
+        child = spawn(daemon_argv(self.port), env=env)
+        reap_on_cleanup(self, child)
         await child.wait_for(rb"listening on http://127\.0\.0\.1:\d+")
         self.child: ChildProcess = child
         assert child.transport is not None and child.transport.pid

@@ -13,25 +13,17 @@ import select
 import selectors
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from mcpx.daemon.limits import MAX_REFUSING
 from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_argv, reap_on_cleanup, rss_bytes
 from tests.support.http import TestClient
-from tests.support.processes import ChildProcess, free_tcp_port, kill_on_cleanup, reactor, spawn
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+from tests.support.processes import ChildProcess, free_tcp_port, reactor, spawn
 
 
 def spooled_files(pid: int) -> list[str]:
@@ -74,15 +66,8 @@ class DaemonLimitsTests(TestCase):
     ) -> ChildProcess:
         env = daemon_environ(self.state_dir, self.config_home)
         env.update(settings)
-        argv = [*prefix, sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1{listen}"]
-        child = spawn(argv, env=env)
-
-        def reap() -> Deferred[int] | None:
-            kill_on_cleanup(child)
-            return child.ended() if child.exit_code is None else None
-
-        self.addCleanup(reap)
+        child = spawn([*prefix, *daemon_argv(self.port, listen_options=listen)], env=env)
+        reap_on_cleanup(self, child)
         await child.wait_for(rb"listening on http://127\.0\.0\.1:\d+")
         return child
 

@@ -8,7 +8,6 @@ every request's headers, and no header of any request carries the host's token
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,11 @@ from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
-from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon import test_bearer_process as bearer
 from tests.daemon.test_process import daemon_environ
-from tests.support.processes import ChildProcess, free_tcp_port, reactor, spawn
+from tests.support.daemons import start_daemon
+from tests.support.oauth import oauth_auth, serve_issuer
+from tests.support.processes import ChildProcess, free_tcp_port, reactor
 
 
 class RecordingUpstream(Resource):
@@ -82,7 +82,6 @@ class NoPassthroughTests(TestCase):
     # The bearer tests' requests, borrowed (their test methods are not).
     request: Any = bearer.OAuthDaemonTests.request
     modern: Any = bearer.OAuthDaemonTests.modern
-    stop: Any = bearer.OAuthDaemonTests.stop
 
     def setUp(self) -> None:
         self.upstream = RecordingUpstream()
@@ -100,12 +99,7 @@ class NoPassthroughTests(TestCase):
         self.env["MCPX_MCP_PASSTHROUGH"] = "rec"
 
     async def start_daemon(self) -> ChildProcess:
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
-        child = spawn(argv, env=self.env)
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"upstream servers: ")
-        return child
+        return await start_daemon(self, self.env, self.port)
 
     async def call_every_way(self, token: str) -> None:
         """The upstream's tool called by name through /mcp, by mcpx_call, and at /v1/call."""
@@ -134,19 +128,9 @@ class NoPassthroughTests(TestCase):
                 )
 
     async def test_oauth_access_token_stays_at_the_daemon(self) -> None:
-        issuer_port = reactor.listenTCP(0, Site(StandInIssuer()), interface="127.0.0.1")
-        self.addCleanup(issuer_port.stopListening)
-        issuer = StandInIssuer(f"http://127.0.0.1:{issuer_port.getHost().port}/realms/tools")
-        issuer_port.factory.resource = issuer
+        issuer = serve_issuer(self)
         audience = f"http://127.0.0.1:{self.port}/mcp"
-        self.env["MCPX_DAEMON_AUTH"] = json.dumps(
-            {
-                "type": "oauth",
-                "issuer": issuer.issuer,
-                "audience": audience,
-                "scopes": ["mcp:tools"],
-            }
-        )
+        self.env["MCPX_DAEMON_AUTH"] = oauth_auth(issuer, audience)
         await self.start_daemon()
         alice = issuer.mint(reactor.seconds(), aud=audience, sub="alice")
         await self.call_every_way(alice)

@@ -12,7 +12,6 @@ secret nor the host's own token.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,9 @@ from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon import test_bearer_process as bearer
 from tests.daemon.test_no_passthrough import RecordingUpstream
 from tests.daemon.test_process import daemon_environ
-from tests.support.processes import ChildProcess, free_tcp_port, reactor, spawn
+from tests.support.daemons import start_daemon, stop_daemon
+from tests.support.oauth import oauth_auth, serve_issuer
+from tests.support.processes import free_tcp_port, reactor
 
 ROBOT_SECRET = "robot-secret-4f1c9a7e2b"
 APP_SECRET = "app-secret-9d3e5b1a7c"
@@ -89,7 +90,6 @@ class NoTokenLeakTests(TestCase):
 
     request: Any = bearer.OAuthDaemonTests.request
     modern: Any = bearer.OAuthDaemonTests.modern
-    stop: Any = bearer.OAuthDaemonTests.stop
 
     def serve(self, resource: Any) -> Any:
         port = reactor.listenTCP(0, Site(resource), interface="127.0.0.1")
@@ -97,9 +97,7 @@ class NoTokenLeakTests(TestCase):
         return port
 
     def setUp(self) -> None:
-        issuer_port = self.serve(StandInIssuer())
-        self.issuer = StandInIssuer(f"http://127.0.0.1:{issuer_port.getHost().port}/realms/tools")
-        issuer_port.factory.resource = self.issuer
+        self.issuer = serve_issuer(self)
         self.issuer.metadata["authorization_response_iss_parameter_supported"] = True
         self.issuer.client_secrets.update({"robot": ROBOT_SECRET, "app": APP_SECRET})
         self.upstreams: dict[str, ProtectedUpstream] = {}
@@ -129,14 +127,7 @@ class NoTokenLeakTests(TestCase):
                 "ROBOT_SECRET": ROBOT_SECRET,
                 "APP_SECRET": APP_SECRET,
                 "MCPX_DAEMON_LOG_LEVEL": "debug",
-                "MCPX_DAEMON_AUTH": json.dumps(
-                    {
-                        "type": "oauth",
-                        "issuer": self.issuer.issuer,
-                        "audience": self.audience,
-                        "scopes": ["mcp:tools"],
-                    }
-                ),
+                "MCPX_DAEMON_AUTH": oauth_auth(self.issuer, self.audience),
             }
         )
         #: Everything read from the daemon, to be searched at the end.
@@ -174,11 +165,7 @@ class NoTokenLeakTests(TestCase):
         self.assertEqual(finished["server"]["state"], "signed_in")
 
     async def test_no_token_anywhere(self) -> None:
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1"]
-        child: ChildProcess = spawn(argv, env=self.env)
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"upstream servers: ")
+        child = await start_daemon(self, self.env, self.port)
         host = self.issuer.mint(reactor.seconds(), aud=self.audience, sub="alice")
         events_ended = await self.open_events(host)
 
@@ -227,7 +214,7 @@ class NoTokenLeakTests(TestCase):
         for name in ("machine", "signed"):
             await self.read("GET", f"/v1/servers/{name}", host)
 
-        await self.stop(child)
+        await stop_daemon(child)
         await events_ended
         self.seen.extend(child.output[1] + child.output[2])
 

@@ -9,22 +9,14 @@ redirect is followed, and nothing of a refused answer is quoted back.
 from __future__ import annotations
 
 import json
-import sys
-import tempfile
-from pathlib import Path
-from typing import Any
 
-import treq
 from twisted.trial.unittest import TestCase
-from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
-from tests.daemon import test_bearer_process as bearer
 from tests.daemon.test_client_credentials_process import GuardedUpstream
-from tests.daemon.test_process import daemon_environ
-from tests.support.http import TestClient
-from tests.support.processes import ChildProcess, reactor, spawn
+from tests.support.oauth import call_with_client_credentials
+from tests.support.processes import reactor
 
 #: An address from TEST-NET-2 (RFC 5737), never routed: the daemon must refuse it
 #: before connecting (the tests run with loopback only, so a connection attempt would
@@ -93,8 +85,6 @@ class HostileUpstream(GuardedUpstream):
 class DiscoveryTargetTests(TestCase):
     timeout = 60
 
-    stop: Any = bearer.OAuthDaemonTests.stop
-
     def setUp(self) -> None:
         self.upstream = HostileUpstream()
         port = reactor.listenTCP(0, Site(self.upstream), interface="127.0.0.1")
@@ -107,35 +97,9 @@ class DiscoveryTargetTests(TestCase):
 
     async def call(self) -> tuple[int, bytes]:
         """A real daemon's C{/v1/call} to the upstream: its status and answer."""
-        state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
-        config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
-        auth = {
-            "type": "oauth",
-            "grant": "client_credentials",
-            "clientId": "robot",
-            "clientSecret": "robot-secret",
-        }
-        (Path(config_home) / "mcpx").mkdir()
-        (Path(config_home) / "mcpx" / "config.json").write_text(
-            json.dumps({"servers": {"m2m": {"url": self.upstream.base + "/mcp", "auth": auth}}})
-        )
-        env = daemon_environ(state_dir, config_home)
-        child: ChildProcess = spawn(
-            [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", ""], env=env
-        )
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"listening on")
-        client = TestClient(reactor, unix_socket=str(Path(state_dir) / "mcpx.sock"))
-        self.addCleanup(client.close)
-        body = {"server": "m2m", "tool": "echo", "arguments": {}}
-        response = await client.http.post(
-            "http://mcpx/v1/call",
-            data=json.dumps(body).encode(),
-            headers=Headers({"Content-Type": ["application/json"]}),
-        )
-        content = await treq.content(response)
-        self.child = child
-        return response.code, content
+        upstream = self.upstream.base + "/mcp"
+        self.child, code, content = await call_with_client_credentials(self, upstream)
+        return code, content
 
     def assertRefused(self, code: int, content: bytes, *said: bytes) -> None:
         """The call was refused, saying C{said}, quoting nothing a server answered."""

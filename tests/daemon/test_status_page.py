@@ -22,18 +22,16 @@ from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from mcpx.ops.recent_calls import RecentCalls
 from tests.daemon.fake_pool import daemon_http
-from tests.daemon.test_gate_process import NOBODY, OTHER_USER_PYTHON, readable_copy
 from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import NOBODY, probe, start_daemon
 from tests.support.processes import (
     REPO,
     ChildProcess,
     free_tcp_port,
     kill_on_cleanup,
-    reactor,
     spawn,
 )
 
-PROBE = str(REPO / "tests" / "support" / "raw_http.py")
 BROWSER = str(REPO / "tests" / "support" / "status_browser.py")
 ASKING = str(REPO / "tests" / "fixtures" / "asking_upstream.py")
 ASSETS = {
@@ -148,21 +146,11 @@ class RealDaemonPageCase(TestCase):
             config = Path(self.config_home) / "servers.json"
             config.write_text(json.dumps({"servers": servers}))
             self.env["MCPX_CONFIG"] = str(config)
-        argv = [sys.executable, "-m", "mcpx", "daemon"]
-        argv += ["--daemon-listen", f"tcp:{self.port}:interface=127.0.0.1", *flags]
-        child = spawn(argv, env=self.env, cwd=str(REPO))
-        self.addCleanup(self.stop, child)
-        await child.wait_for(rb"listening on unix socket")
+        child = await start_daemon(
+            self, self.env, self.port, *flags, ready=rb"listening on unix socket", cwd=str(REPO)
+        )
         await child.wait_for(rb"listening on http://")
         self.daemon = child
-
-    async def stop(self, child: ChildProcess) -> None:
-        if child.exit_code is None:
-            child.signal("TERM")
-            try:
-                await child.ended(timeout=20)
-            finally:
-                kill_on_cleanup(child)
 
     async def run_to_end(self, argv: list[str], timeout: float = 60) -> str:
         """Run C{argv} to its end; its standard output."""
@@ -173,9 +161,7 @@ class RealDaemonPageCase(TestCase):
         return child.text(1)
 
     async def probe(self, requests: list[dict[str, Any]]) -> Any:
-        # -I: the probe's folder, tests/support, holds an http.py of its own.
-        out = await self.run_to_end([sys.executable, "-I", PROBE, json.dumps(requests)])
-        return json.loads(out)
+        return await probe(self, self.env, requests)
 
     def tcp(self, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
         sent = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
@@ -377,17 +363,6 @@ class BrowserSignInTests(RealDaemonPageCase):
         self.assertEqual(await call.ended(timeout=30), 0, call.text())
         self.assertIn("Grace", call.text(1))
 
-    async def probe_as(self, uid: int, requests: list[dict[str, Any]]) -> Any:
-        """Send C{requests} from a process of user C{uid}'s own (see test_gate_process)."""
-        child = ChildProcess(reactor)
-        args = [OTHER_USER_PYTHON, "-I", readable_copy(PROBE), json.dumps(requests)]
-        reactor.spawnProcess(
-            child, OTHER_USER_PYTHON, args, env=self.env, path="/", uid=uid, gid=uid
-        )
-        self.addCleanup(kill_on_cleanup, child)
-        self.assertEqual(await child.ended(), 0, child.text())
-        return json.loads(child.text(1))
-
     async def test_cookie_is_the_owners_alone(self) -> None:
         """
         Under daemon.auth token, a browser signed in through the link gets a cookie that
@@ -416,7 +391,7 @@ class BrowserSignInTests(RealDaemonPageCase):
             self.post("/v1/reload", own, {}),
             self.post("/v1/call", own, call),
         ]
-        for answer in await self.probe_as(NOBODY, replay):
+        for answer in await probe(self, self.env, replay, NOBODY):
             self.assertEqual(answer["status"], 401, answer)
             self.assertEqual(json.loads(answer["body"])["error"]["code"], "unauthorized")
         for answer in await self.probe(replay):

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
@@ -33,7 +33,7 @@ from twisted.trial.unittest import TestCase
 from tests.fixtures import notes_server
 from tests.questions.support import MODERN, Daemon, in_thread
 from tests.questions.test_end_to_end import texts, wire
-from tests.support.processes import REPO, reactor
+from tests.support.processes import reactor
 
 
 def notes(record: Path, **policy: Any) -> dict[str, Any]:
@@ -108,12 +108,7 @@ class ConfirmationTests(TestCase):
         user = Confirmer(True, False)
 
         async def conversation() -> tuple[str, list[dict[str, Any]]]:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "notes"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("notes")
             async with Client(
                 target, mode="legacy", elicitation_callback=user.elicit, cache=None
             ) as client:
@@ -484,14 +479,6 @@ class OutputSchemaTests(TestCase):
 
     timeout = 90
 
-    def serve(self, daemon: Daemon) -> StdioServerParameters:
-        return StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "mcpx", "serve", "--passthrough", "notes"],
-            env=daemon.env,
-            cwd=str(REPO),
-        )
-
     async def test_enforce_withholds(self) -> None:
         """
         With C{validate.output} enforce the result is withheld: a 2025-11-25 and a
@@ -509,7 +496,7 @@ class OutputSchemaTests(TestCase):
         async def conversation() -> tuple[list[dict[str, Any]], dict[str, Any]]:
             direct = []
             for mode in ("legacy", MODERN):
-                async with Client(self.serve(daemon), mode=mode, cache=None) as client:
+                async with Client(daemon.serve("notes"), mode=mode, cache=None) as client:
                     direct.append(wire(await client.call_tool("count_notes", {})))
             async with Client(daemon.mcp_url, mode="legacy", cache=None) as client:
                 call = {"server": "notes", "tool": "count_notes", "arguments": {}}
@@ -542,7 +529,7 @@ class OutputSchemaTests(TestCase):
             async with Client(daemon.mcp_url, mode="legacy", cache=None) as client:
                 call = {"server": "notes", "tool": "count_notes", "arguments": {}}
                 passed = [wire(await client.call_tool("mcpx_call", call)) for _ in range(2)]
-            async with Client(self.serve(daemon), mode="legacy", cache=None) as client:
+            async with Client(daemon.serve("notes"), mode="legacy", cache=None) as client:
                 try:
                     await client.call_tool("count_notes", {})
                 except Exception as e:

@@ -27,13 +27,14 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import treq
+from mcp import StdioServerParameters
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
 from tests.support.http import TestClient
-from tests.support.peers import PeersMissing, everything_stdio_argv, fixture_argv
+from tests.support.peers import everything_stdio_argv, fixture_argv
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 T = TypeVar("T")
@@ -65,12 +66,9 @@ def everything_server() -> dict[str, Any]:
     """
     C{@modelcontextprotocol/server-everything} over stdio (a handshake-era server).
 
-    @raise SkipTest: the npm peers are not installed.
+    @raise PeersMissing: the npm peers are not installed (C{make test} installs them).
     """
-    try:
-        argv = everything_stdio_argv()
-    except PeersMissing as e:
-        raise SkipTest(str(e)) from None
+    argv = everything_stdio_argv()
     return {"command": argv[0], "args": argv[1:]}
 
 
@@ -150,6 +148,15 @@ class Daemon:
     def socket(self) -> str:
         """Its unix socket (the HTTP API)."""
         return str(self.state_dir / "mcpx.sock")
+
+    def serve(self, passthrough: str) -> StdioServerParameters:
+        """C{mcpx serve --passthrough C{passthrough}} against it, as a stdio host runs it."""
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", "--passthrough", passthrough],
+            env=self.env,
+            cwd=str(REPO),
+        )
 
     async def start(self) -> Daemon:
         """Start the daemon and return once it listens."""

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import treq
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.context import ClientRequestContext
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
@@ -646,12 +646,7 @@ class RootsTests(_DaemonTest):
             )
 
         async def conversation() -> Any:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "ask,other"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("ask,other")
             async with Client(
                 target, mode="legacy", list_roots_callback=list_roots, cache=None
             ) as client:

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 from attrs import define, field
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.context import ClientRequestContext
 from pydantic import BaseModel
 from twisted.internet.task import deferLater
@@ -37,7 +36,7 @@ from tests.questions.support import (
     legacy_fixture_server,
     modern_post,
 )
-from tests.support.processes import REPO, reactor
+from tests.support.processes import reactor
 
 #: The question the demo's C{ask} tool is given.
 QUESTION = "What should mcpx call you?"
@@ -112,12 +111,7 @@ class LegacyClientTests(TestCase):
         answerer = Answerer(["Ada"])
 
         async def conversation() -> tuple[str, dict[str, Any]]:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "demo"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("demo")
             async with Client(
                 target, mode="legacy", elicitation_callback=answerer.elicit, cache=None
             ) as client:

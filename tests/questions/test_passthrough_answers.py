@@ -12,18 +12,16 @@ Python SDK's client as the host, on both eras.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import mcp_types as types
 from attrs import define, field
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from tests.questions.support import Daemon, demo_server, everything_server, in_thread
-from tests.support.processes import REPO
 
 TOOL = "trigger-elicitation-request"
 
@@ -57,12 +55,7 @@ async def call_tool(
     async def conversation() -> types.CallToolResult:
         target: Any = daemon.mcp_url
         if path == "serve":
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "everything"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("everything")
         async with Client(
             target,
             mode=mode,
@@ -178,12 +171,7 @@ class HostErrorToAModernServerTests(TestCase):
         answerer = Answerer(error=error)
 
         async def conversation() -> types.CallToolResult:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "demo"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("demo")
             async with Client(
                 target, mode="legacy", elicitation_callback=answerer.elicit, cache=None
             ) as client:

@@ -8,16 +8,14 @@ Python SDK's client as the host on C{/mcp} and C{mcpx serve --passthrough}, lega
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from twisted.trial.unittest import TestCase
 
 from mcpx.server.dispatch import GATEWAY_TOOLS_INSTRUCTIONS
 from tests.questions.support import Daemon, in_thread
 from tests.support.peers import fixture_argv
-from tests.support.processes import REPO
 
 FIXTURE_INSTRUCTIONS = "A fixture server for mcpx's tests."
 
@@ -35,12 +33,7 @@ class FixtureInstructionsTests(TestCase):
         daemon = await Daemon(
             self, {"fixture": {"command": argv[0], "args": argv[1:]}}, passthrough=["fixture"]
         ).start()
-        serve = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "mcpx", "serve", "--passthrough", "fixture"],
-            env=daemon.env,
-            cwd=str(REPO),
-        )
+        serve = daemon.serve("fixture")
         for path, target in (("/mcp", daemon.mcp_url), ("serve", serve)):
             for mode in ("legacy", "auto"):
 

@@ -19,13 +19,12 @@ daemon that started it takes mcpx's grace period to stop.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import mcp_types as types
 import treq
 from attrs import define, field
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from twisted.internet.defer import Deferred
@@ -36,7 +35,7 @@ from twisted.web.http_headers import Headers
 from mcpx.spec.schemas import TASKS_EXTENSION, violations
 from tests.questions.support import MODERN, Daemon, everything_server, in_thread
 from tests.support.http import TestClient
-from tests.support.processes import REPO, reactor
+from tests.support.processes import reactor
 
 TOOL = "simulate-research-query"
 ARGUMENTS = {"topic": "python", "ambiguous": True}
@@ -127,12 +126,7 @@ class ResearchQueryTests(TestCase):
         clarifier = Clarifier("snake")
 
         async def conversation() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "mcpx", "serve", "--passthrough", "everything"],
-                env=daemon.env,
-                cwd=str(REPO),
-            )
+            target = daemon.serve("everything")
             async with Client(
                 target, mode="legacy", elicitation_callback=clarifier.elicit, cache=None
             ) as client:

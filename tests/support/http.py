@@ -9,6 +9,7 @@ import treq
 from treq.client import HTTPClient
 from twisted.internet.endpoints import UNIXClientEndpoint
 from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
@@ -43,3 +44,24 @@ class TestClient:
 
     async def close(self) -> None:
         await self._pool.closeCachedConnections()
+
+
+async def exchange(
+    client: HTTPClient, method: str, url: str, headers: dict[str, str], body: Any = None
+) -> tuple[int, dict[str, list[str]], bytes]:
+    """
+    One request, C{body} sent as JSON when given: the answer's status, its headers (by
+    lower-cased name) and its body.
+    """
+    response = await client.request(
+        method,
+        url,
+        headers=Headers({k: [v] for k, v in headers.items()}),
+        data=None if body is None else json.dumps(body).encode(),
+    )
+    content: bytes = await response.content()
+    found = {
+        k.decode().lower(): [v.decode() for v in vs]
+        for k, vs in response.headers.getAllRawHeaders()
+    }
+    return response.code, found, content
