@@ -8,6 +8,7 @@ as L{AppReads} says, since hosts read an app's HTML each time they render it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, TypeAlias
 
@@ -76,6 +77,14 @@ def is_app_read(method: str, params: Mapping[str, Any] | None) -> str | None:
     return uri if isinstance(uri, str) and uri.startswith(UI_SCHEME) else None
 
 
+def _ttl_ms(result: Mapping[str, Any]) -> float | None:
+    """A read's C{ttlMs} cache hint (2026-07-28), or C{None} when it gives none."""
+    ttl = result.get("ttlMs")
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        return ttl
+    return None
+
+
 def _size(result: Mapping[str, Any]) -> int:
     contents = result.get("contents")
     if type(contents) is not list:
@@ -103,8 +112,10 @@ class AppReads:
     The C{resources/read} results of an instance's app resources, kept so repeated
     reads do not reach the server: for the result's C{ttlMs} when it gives one (not at
     all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone),
-    else L{APP_READ_TTL}; forgotten when the server says its resources changed
-    (C{list_changed}) or that one did (C{resources/updated}), and with the instance.
+    else L{APP_READ_TTL}; answered from the catalogue with the C{ttlMs} that remains
+    (a host caching it keeps it no longer than the server allowed); forgotten when the
+    server says its resources changed (C{list_changed}) or that one did
+    (C{resources/updated}), and with the instance.
     """
 
     __slots__ = ("_chars", "_kept", "version")
@@ -125,6 +136,10 @@ class AppReads:
             self._drop(uri)
             return None
         found: dict[str, Any] = copied(result)
+        if _ttl_ms(found) is not None:
+            # The time the server allowed that remains, not the whole of it again: a
+            # host that caches the answer keeps it no longer than the server said.
+            found["ttlMs"] = math.floor((until - now) * 1000.0)
         return found
 
     def keep(self, uri: str, result: Mapping[str, Any], now: float, version: int) -> None:
@@ -133,11 +148,8 @@ class AppReads:
             return
         if result.get("cacheScope") == "private":
             return
-        ttl = result.get("ttlMs")
-        if isinstance(ttl, int | float) and not isinstance(ttl, bool):
-            lasts = ttl / 1000.0
-        else:
-            lasts = APP_READ_TTL
+        ttl = _ttl_ms(result)
+        lasts = APP_READ_TTL if ttl is None else ttl / 1000.0
         chars = _size(result)
         if lasts <= 0 or chars > MAX_APP_READ_CHARS:
             return

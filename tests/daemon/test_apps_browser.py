@@ -6,7 +6,10 @@ the test on loopback, talks to a real C{mcpx daemon}'s C{/mcp} from Debian's Chr
 C{@modelcontextprotocol/server-basic-vanillajs} (stdio) behind it.  The page calls the
 app's tool, reads the C{ui://} resource the tool names, renders it in a sandboxed iframe,
 hands it the call's input and result, and forwards the app's own C{tools/call} through
-mcpx; the test asserts what the app shows and that its call reached the server.
+mcpx; the test asserts what the app shows and that its call reached the server.  It does
+so with the server passed through (the host calls C{get-time}) and through the gateway (the
+host calls C{mcpx_call} and renders the C{ui://mcpx/...} resource its result names; the
+app's own C{get-time} goes by that name through the gateway), for hosts of both eras.
 
 The page's origin is let in the documented way, by listing it in
 C{transport.allowedOrigins} (docs/hosts.md "Browsers, Origin and Host").
@@ -86,9 +89,16 @@ class Mode:
 #: The server's own tools under their own names, as a host sees them direct.
 PASSTHROUGH = Mode(passthrough="apps", tool="get-time")
 PASSTHROUGH_MODERN = Mode(passthrough="apps", tool="get-time", era=MODERN)
-#: A gateway-mode case is one more Mode: C{passthrough=""}, the host calling
-#: C{mcpx_call} with C{{"server": "apps", "tool": "get-time"}}, C{app_calls} saying how
-#: the app's C{get-time} is made through the gateway, and C{app_uri} as mcpx names it.
+#: Through the gateway: the host calls C{mcpx_call} naming the server and tool, takes the
+#: app's URI from the result's C{_meta.ui.resourceUri} as mcpx names it, and the app's own
+#: C{get-time} is a C{tools/call} by the name the app knows (docs/hosts.md "MCP Apps":
+#: mcpx routes it to the one server whose app may call it).
+GATEWAY_CALL = {"server": "apps", "tool": "get-time"}
+GATEWAY_URI = "ui://mcpx/apps/get-time/mcp-app.html"
+GATEWAY = Mode(passthrough="", tool="mcpx_call", arguments=GATEWAY_CALL, app_uri=GATEWAY_URI)
+GATEWAY_MODERN = Mode(
+    passthrough="", tool="mcpx_call", era=MODERN, arguments=GATEWAY_CALL, app_uri=GATEWAY_URI
+)
 
 
 class AppsInBrowserTests(RealDaemonPageCase):
@@ -156,6 +166,10 @@ class AppsInBrowserTests(RealDaemonPageCase):
         self.assertIn(mode.tool, listed)
         if mode.passthrough:
             self.assertEqual(listed["get-time"], {"ui": {"resourceUri": APP_URI}, UI_KEY: APP_URI})
+        else:
+            # The gateway's own tools only; the app's URI is the one mcpx_call's result names.
+            self.assertNotIn("get-time", listed)
+            self.assertNotIn("ui", listed[mode.tool] or {})
         self.assertEqual(log["resource"]["uri"], mode.app_uri)
         self.assertEqual(log["resource"]["mimeType"], APP_MIME)
         self.assertGreater(log["resource"]["length"], 1000)
@@ -169,6 +183,12 @@ class AppsInBrowserTests(RealDaemonPageCase):
         self.assertEqual((mine["origin"], mine["name"]), ("app", "get-time"))
         for call in first, mine:
             self.assertFalse(call["result"].get("isError"), call)
+        # The app's call was made as the app named it (through the gateway, mcpx found
+        # its server), unless the mode maps it.
+        if not mode.app_calls:
+            self.assertEqual(mine["sent"], {"name": "get-time", "arguments": {}})
+        if not mode.passthrough:
+            self.assertEqual(first["result"]["_meta"]["ui"]["resourceUri"], mode.app_uri)
         # The app shows the time the host handed it, then the one its own call got.
         self.assertEqual(seen["shown_first"], first["result"]["content"][0]["text"])
         self.assertEqual(seen["shown_after"], mine["result"]["content"][0]["text"])
@@ -194,3 +214,15 @@ class AppsInBrowserTests(RealDaemonPageCase):
     async def test_passthrough_modern(self) -> None:
         """The same, the host speaking 2026-07-28 (stateless, C{Mcp-Method} headers)."""
         await self.check_app(PASSTHROUGH_MODERN)
+
+    async def test_gateway(self) -> None:
+        """
+        Through the gateway: the host calls C{mcpx_call}, renders the app it names
+        (C{ui://mcpx/...}, read through mcpx), and the app's own C{get-time} reaches the
+        server through mcpx's gateway.
+        """
+        await self.check_app(GATEWAY)
+
+    async def test_gateway_modern(self) -> None:
+        """The same, the host speaking 2026-07-28."""
+        await self.check_app(GATEWAY_MODERN)

@@ -1143,11 +1143,14 @@ class AppReadTests(PoolTestCase):
         self.connector.answers["resources/read"] = read
         self.connector.capabilities["resources"] = {"subscribe": True}
 
-    def read(self, pool: Pool, uri: str = APP) -> str:
-        result = self.successResultOf(
+    def read_result(self, pool: Pool, uri: str = APP) -> dict[str, Any]:
+        result: dict[str, Any] = self.successResultOf(
             Deferred.fromCoroutine(pool.request("a", "resources/read", {"uri": uri}))
         )
-        text: str = result["contents"][0]["text"]
+        return result
+
+    def read(self, pool: Pool, uri: str = APP) -> str:
+        text: str = self.read_result(pool, uri)["contents"][0]["text"]
         return text
 
     def reads(self) -> int:
@@ -1190,6 +1193,33 @@ class AppReadTests(PoolTestCase):
             self.read(pool)
             self.read(pool)
             self.assertEqual(self.reads(), before + 2, hints)
+
+    def test_a_kept_read_gives_the_time_that_remains(self) -> None:
+        """
+        A read answered from the catalogue carries the C{ttlMs} that remains of the
+        server's, not the whole of it again, so a host that caches it keeps it no longer
+        than the server allowed; a read the server gave no hint keeps having none.
+        """
+        pool = self.make_pool()
+        self.hints = {"ttlMs": 2000, "cacheScope": "public"}
+        first = self.read_result(pool)
+        self.assertEqual(first["ttlMs"], 2000)
+        self.clock.advance(1.5)
+        kept = self.read_result(pool)
+        self.assertEqual((kept["ttlMs"], kept["cacheScope"]), (500, "public"))
+        self.assertEqual(kept["contents"], first["contents"])
+        self.clock.advance(0.25)
+        self.assertEqual(self.read_result(pool)["ttlMs"], 250)
+        self.assertEqual(self.reads(), 1)
+        self.clock.advance(0.25)
+        self.assertEqual(self.read_result(pool)["ttlMs"], 2000)
+        self.assertEqual(self.reads(), 2)
+        self.hints = {}
+        self.clock.advance(2)
+        self.read_result(pool)
+        self.clock.advance(1)
+        self.assertNotIn("ttlMs", self.read_result(pool))
+        self.assertEqual(self.reads(), 3)
 
     def test_forgotten_when_the_server_says_it_changed(self) -> None:
         """C{resources/updated} for it, or C{resources/list_changed}, and it is read again."""

@@ -33,13 +33,15 @@ from tests.support.status_browser import CHROMIUM
 WAIT_MS = 60_000
 
 
-def shown_as(page: Page, selector: str, origin: str) -> str:
+def shown_as(page: Page, selector: str, origin: str) -> str | None:
     """
     Wait until the app's C{selector} shows the text of the newest call made by
-    C{origin} (C{host} or C{app}); that text.
+    C{origin} (C{host} or C{app}); that text, or C{None} when the host logged an error
+    instead (a call that failed).
     """
     page.wait_for_function(
         """([selector, origin]) => {
+            if (window.hostLog.errors.length) return true;
             const calls = window.hostLog.calls.filter((call) => call.origin === origin);
             const frame = document.getElementById("app");
             if (!calls.length || !frame) return false;
@@ -50,6 +52,8 @@ def shown_as(page: Page, selector: str, origin: str) -> str:
         arg=[selector, origin],
         timeout=WAIT_MS,
     )
+    if page.evaluate("window.hostLog.errors.length"):
+        return None
     expected = page.evaluate("window.hostLog.expected")
     shown = page.frame_locator("#app").locator(selector)
     shown.filter(has_text=expected).wait_for(timeout=WAIT_MS)
@@ -80,9 +84,14 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
             assert frame is not None
             seen["app_origin"] = frame.evaluate("window.origin")
             seen["shown_first"] = shown_as(page, spec["show"], "host")
+            if seen["shown_first"] is None:
+                seen["host_log"] = page.evaluate("window.hostLog")
+                return seen
             page.frame_locator("#app").locator(spec["click"]).click()
             seen["shown_after"] = shown_as(page, spec["show"], "app")
             seen["host_log"] = page.evaluate("window.hostLog")
+            if seen["host_log"]["errors"]:
+                return seen
             page.screenshot(path=spec["screenshot"])
         finally:
             browser.close()

@@ -37,6 +37,11 @@ function hostCall(client, origin, name, args) {
     log.calls.push({ origin, name, sent: request, result });
     if (origin === "app") step("the app called " + name + " through mcpx");
     return result;
+  }, (error) => {
+    // Logged (the app's own call fails inside the bridge, out of main's sight), so the
+    // test ends at once with the reason rather than waiting for a call that never came.
+    log.errors.push(origin + " call of " + name + " failed: " + String(error));
+    throw error;
   });
 }
 
