@@ -36,10 +36,18 @@ from mcpx.pool.errors import (
     asked_to_wait,
     format_seconds,
 )
-from mcpx.pool.instance import POOL_LOG, Instance, Slot, Slots, principal_of_scope
+from mcpx.pool.instance import (
+    POOL_LOG,
+    Instance,
+    Slot,
+    Slots,
+    is_mirrored,
+    principal_of_scope,
+)
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
 
@@ -70,10 +78,12 @@ class Connects(Protocol):
         handlers: UpstreamHandlers,
         *,
         principal: str | None = None,
+        era: Era | None = None,
     ) -> Coroutine[Any, Any, UpstreamSession]:
         """
         An open session to C{server} (reached with C{principal}'s credentials when
-        given), or an error naming it.
+        given; in the legacy era when C{era} says so, for a server found modern: era
+        mirroring), or an error naming it.
         """
 
 
@@ -150,6 +160,10 @@ class Instances:
         self._pending: set[Once[None]] = set()
         #: The next start of each warm server waiting out its back-off, by server.
         self._rewarm: dict[str, IDelayedCall] = {}
+        #: The servers found modern that refused a legacy-era session (they speak
+        #: 2026-07-28 alone): handshake-era hosts are bridged to their own instance.
+        #: Forgotten when the server is restarted or its configuration changes.
+        self.modern_only: set[str] = set()
 
     def watch(self, watcher: LifeWatcher) -> None:
         """Have C{watcher} told of each instance's start, failed start and crash."""
@@ -219,9 +233,12 @@ class Instances:
         """
         config = instance.slot.config
         principal = principal_of_scope(instance.scope) if per_person(config) else None
-        return await self._connector.connect(
-            instance.name, config, self._handlers_for(instance), principal=principal
-        )
+        handlers = self._handlers_for(instance)
+        if is_mirrored(instance.scope):
+            return await self._connector.connect(
+                instance.name, config, handlers, principal=principal, era=Era.LEGACY
+            )
+        return await self._connector.connect(instance.name, config, handlers, principal=principal)
 
     def _room(self, slot: Slot) -> Deferred[None] | None:
         """
@@ -283,6 +300,10 @@ class Instances:
             self._close_session(instance)
             return
         instance.last_used = instance.up_since = self.clock.seconds()
+        if is_mirrored(scope) and session.era is Era.MODERN:
+            # It took no legacy-era session: from now on its own instance serves
+            # every host, and this one is reaped once idle.
+            self.modern_only.add(name)
         declaration = session.declaration
         self.log.info(
             "upstream {server} started ({era}, {revision})",
