@@ -8,8 +8,10 @@ unused for C{pool.idleTimeout} (never while a request is in flight or a resource
 updates are wanted from it); one that dies makes the next start wait a back-off that
 doubles with each crash in a row (L{Backoff}), forgotten once an instance stayed up
 C{pool.stableAfter}.  A C{client}-scoped server runs at most
-C{pool.maxClientInstances} instances: a new caller beyond that replaces the least
-recently used idle one, whose process is gone before the new one is spawned.
+C{pool.maxClientInstances} instances, the legacy-era ones of a dual-era server (era
+mirroring, L{mcpx.pool.pool.Pool.in_host_era}) among them: a new caller beyond that
+replaces the least recently used idle one, whose process is gone before the new one
+is spawned.
 
 What the rest of the pool must hear of these lives (an instance up, a start failed, a
 crash) goes to the L{LifeWatcher} given to L{Instances.watch}.
@@ -42,6 +44,7 @@ from mcpx.pool.instance import (
     Slot,
     Slots,
     is_mirrored,
+    own_scope,
     principal_of_scope,
 )
 from mcpx.settings.secrets import SecretMasker
@@ -248,9 +251,12 @@ class Instances:
 
         @raise TooManyInstances: when every instance is busy.
         """
-        if slot.config.scope is not Scope.CLIENT and not (per_person(slot.config) and slot.key[1]):
-            # A shared server's one instance, or the owner's of a server each principal
-            # signs in to (the subjects' cannot crowd it out), is never refused.
+        if slot.config.scope is not Scope.CLIENT and not (
+            per_person(slot.config) and own_scope(slot.key[1])
+        ):
+            # A shared server's one instance (one per era for a dual-era server), or the
+            # owner's of a server each principal signs in to (the subjects' cannot crowd
+            # it out), is never refused.
             return None
         name = slot.key[0]
         limit = self._max_client_instances
