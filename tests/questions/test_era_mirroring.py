@@ -25,7 +25,8 @@ from mcp.client.context import ClientRequestContext
 from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.questions.support import Daemon, in_thread
-from tests.support.processes import REPO
+from tests.support.peers import NotInPrivateNetwork, PeersMissing, start_reference_server
+from tests.support.processes import REPO, reactor
 
 FASTMCP_PYTHON: Final = REPO / ".venv-fastmcp" / "bin" / "python"
 FASTMCP_SERVER: Final = REPO / "tests" / "fixtures" / "fastmcp_server.py"
@@ -45,16 +46,31 @@ def fastmcp_server() -> dict[str, Any]:
 
 @define
 class Host:
-    """An SDK host that answers every elicitation with a name, and has one root."""
+    """
+    An SDK host that answers every elicitation with a name (under C{key}), every
+    sampling request with a line, and has one root.
+    """
 
+    key: str = "value"
     asked: list[str] = field(factory=list)
+    sampled: int = 0
     listed: int = 0
 
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         self.asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"value": "Ada"})
+        return types.ElicitResult(action="accept", content={self.key: "Ada"})
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.sampled += 1
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="Hello from the host"),
+            model="era-model",
+        )
 
     async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         self.listed += 1
@@ -78,6 +94,7 @@ async def conversation(
             target,
             mode=mode,
             elicitation_callback=host.elicit,
+            sampling_callback=host.sample,
             list_roots_callback=host.roots,
             cache=None,
         ) as client:
@@ -173,3 +190,55 @@ class FastMcpMirroringTests(TestCase):
         self.assertIn("Hello, Ada!", results[0][1])
         self.assertIn(ROOT, results[1][1])
         self.assertEqual((len(host.asked), host.listed), (1, 1))
+
+
+#: The reference server's tools that ask their client with C{sendRequest}.
+REFERENCE_TOOLS: Final[list[tuple[str, Mapping[str, Any]]]] = [
+    ("test_elicitation", {"message": "What is your name?"}),
+    ("test_sampling", {"prompt": "Say hello"}),
+]
+
+
+class ReferenceServerTests(TestCase):
+    """
+    The conformance suite's own reference server (dual era, over Streamable HTTP:
+    C{tests/peers/reference}) behind mcpx in pass-through: a legacy host's calls to its
+    C{sendRequest} tools are asked and answered as directly.
+    """
+
+    timeout = 240
+
+    async def test_a_legacy_hosts_send_request_tools(self) -> None:
+        """
+        C{test_elicitation} and C{test_sampling} from a 2025-11-25 host, through
+        C{mcpx serve} and C{/mcp}: the same results as directly (the host's answer in
+        the elicitation's), the host asked once each time.
+        """
+        try:
+            server = await start_reference_server(reactor, add_cleanup=self.addCleanup)
+        except PeersMissing as e:
+            raise SkipTest(str(e)) from None
+        except NotInPrivateNetwork as e:
+            self.fail(str(e))
+        host = Host(key="response")
+        direct = await conversation(server.url, "legacy", REFERENCE_TOOLS, host)
+        self.assertEqual(direct[0], "2025-11-25")
+        self.assertEqual(
+            direct[1][0], (False, 'User response: action=accept, content={"response":"Ada"}')
+        )
+        # Its sampling tool asks, and then refuses the host's answer itself (it checks
+        # the result against a request's schema): through mcpx it must do the same.
+        self.assertIn("Invalid input", direct[1][1][1])
+        self.assertEqual((len(host.asked), host.sampled), (1, 1))
+        daemon = await Daemon(self, {"ref": {"url": server.url}}, passthrough=["ref"]).start()
+        serve = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcpx", "serve", "--passthrough", "ref"],
+            env=daemon.env,
+            cwd=str(REPO),
+        )
+        for path, target in (("serve", serve), ("mcp", daemon.mcp_url)):
+            host = Host(key="response")
+            through = await conversation(target, "legacy", REFERENCE_TOOLS, host)
+            self.assertEqual(through, direct, path)
+            self.assertEqual((len(host.asked), host.sampled), (1, 1), path)
