@@ -530,7 +530,10 @@ class Instances:
             # Rescheduled by whatever ends the activity.
             return
         idle = self.clock.seconds() - instance.last_used
-        if idle < self.idle_timeout or self.is_warm(instance.name):
+        # A warm server keeps its instances, but not one opened in place of a legacy-era
+        # instance that its server (modern only) refused: nothing uses it any more.
+        needless = is_mirrored(instance.scope) and instance.name in self.modern_only
+        if idle < self.idle_timeout or (self.is_warm(instance.name) and not needless):
             # A warm server is looked at again, to be reaped once a reload cools it.
             self._schedule_idle(instance, max(self.idle_timeout - idle, 0) or self.idle_timeout)
             return

@@ -161,6 +161,7 @@ class StartTests(PoolTestCase):
                 handlers: UpstreamHandlers,
                 *,
                 principal: str | None = None,
+                era: Era | None = None,
             ) -> Coroutine[Any, Any, UpstreamSession]:
                 raise RuntimeError("no transport for this server")
 
@@ -884,6 +885,21 @@ class EraMirroringTests(PoolTestCase):
         self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
         self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
         self.assertEqual(self.connector.eras, [None, Era.LEGACY])
+        self.stop(pool)
+
+    def test_a_warm_modern_only_servers_extra_instance_is_reaped(self) -> None:
+        """
+        A warm server keeps its own instance, but not the one opened in place of the
+        legacy-era instance it refused: that one is reaped once idle.
+        """
+        self.connector.modern.add("a")
+        self.connector.modern_only.add("a")
+        pool = self.make_pool(evolve(stdio("a"), warm=True))
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(pool.status()[0].instances, 2)
+        self.clock.advance(IDLE_TIMEOUT + 1)
+        self.assertEqual(pool.status()[0].instances, 1)
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
         self.stop(pool)
 
     def test_both_eras_count_against_the_client_cap(self) -> None:
