@@ -7,13 +7,16 @@ host through mcpx as it does directly.
 The upstream is a real FastMCP 4 server (C{tests/fixtures/fastmcp_server.py}, in the
 Makefile's C{.venv-fastmcp}) whose tools elicit a name and list the client's roots; the
 hosts are the MCP Python SDK's client in the legacy era (2025-11-25) and in the
-2026-07-28 one, each through C{mcpx serve --passthrough}, C{/mcp} pass-through
-and the gateway's C{mcpx_call}, and each compared with the same host talking to the
-server directly.  One daemon per test class: the hosts and paths share it.
+2026-07-28 one, and the TypeScript SDK's pinned to 2025-06-18, each through C{mcpx serve
+--passthrough}, C{/mcp} pass-through and the gateway's C{mcpx_call}, and each compared
+with the same host talking to the server directly.  Each test starts one daemon, which
+its hosts and paths share.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -22,14 +25,21 @@ import mcp_types as types
 from attrs import define, field
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.questions.support import Daemon, in_thread
-from tests.support.peers import NotInPrivateNetwork, PeersMissing, start_reference_server
+from tests.support.peers import (
+    NotInPrivateNetwork,
+    PeersMissing,
+    node22,
+    start_reference_server,
+)
 from tests.support.processes import REPO, reactor
 
 FASTMCP_PYTHON: Final = REPO / ".venv-fastmcp" / "bin" / "python"
 FASTMCP_SERVER: Final = REPO / "tests" / "fixtures" / "fastmcp_server.py"
+TS_HOST: Final = REPO / "tests" / "peers" / "client2-host.mjs"
 
 #: The server's name in the daemon's configuration.
 NAME: Final = "fm"
@@ -173,6 +183,56 @@ class FastMcpMirroringTests(TestCase):
         self.assertIn("speaks both eras", daemon.log())
         # Nothing went to the broker: every question reached its host.
         self.assertEqual((await daemon.api("/v1/questions"))["questions"], [])
+
+    async def ts_host(self, env: Mapping[str, str], *where: str) -> dict[str, Any]:
+        """
+        The TypeScript SDK v2 host (C{tests/peers/client2-host.mjs}) pinned to
+        2025-06-18, calling the two tools on C{where}; what it reports.
+        """
+        try:
+            node = node22()
+        except PeersMissing as e:
+            raise SkipTest(str(e)) from None
+        steps = {"elicitation": "ask_name", "roots": "list_roots"}
+        out, err, code = await getProcessOutputAndValue(
+            node,
+            [str(TS_HOST), "--era", "2025-06-18", *where, "--steps", json.dumps(steps)],
+            env=dict(env),
+            path=str(TS_HOST.parent),
+            reactor=reactor,
+        )
+        self.assertEqual(code, 0, err)
+        seen: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+        return seen
+
+    async def test_a_2025_06_18_host(self) -> None:
+        """
+        A host that offers only 2025-06-18 (the TypeScript SDK's client) is asked and
+        answered through C{mcpx serve} and C{/mcp} pass-through as directly.
+        """
+        server = fastmcp_server()
+        direct = await self.ts_host(
+            os.environ, "--command", server["command"], "--args", json.dumps(server["args"])
+        )
+        # The host offers 2025-06-18 alone: a handshake on any other fails.
+        self.assertEqual((direct["era"], direct.get("error")), ("2025-06-18", None))
+        self.assertEqual(
+            (direct["steps"]["elicitation"]["text"], direct["steps"]["roots"]["text"]),
+            ("Hello, ada!", "file:///interop"),
+        )
+        daemon = await Daemon(self, {NAME: server}, passthrough=[NAME]).start()
+        serve = [
+            "--command",
+            sys.executable,
+            "--args",
+            json.dumps(["-m", "mcpx", "serve", "--passthrough", NAME]),
+        ]
+        for path, where in (("serve", serve), ("mcp", ["--url", daemon.mcp_url])):
+            through = await self.ts_host(daemon.env, *where)
+            self.assertEqual((through["era"], through.get("error")), ("2025-06-18", None), path)
+            for step in ("elicitation", "roots"):
+                self.assertEqual(through["steps"][step], direct["steps"][step], (path, step))
+            self.assertEqual(len(through["asked"]), 1, path)
 
     async def test_the_gateway_meets_a_legacy_host_in_its_era(self) -> None:
         """
