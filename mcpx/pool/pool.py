@@ -514,13 +514,22 @@ class Pool(MultiService):
         return self._attribution.slot_for(server, client, caller, legacy=True)
 
     def _own_era(self, server: str) -> Era | None:
-        """The era a running instance of C{server}'s own (not mirrored) speaks, if any runs."""
+        """
+        The era C{server}'s own (not mirrored) instances speak, as far as a running
+        instance tells: its own; L{Era.MODERN} when only a legacy-era instance runs (its
+        own instance crashed or was reaped: it was found modern, or there would be no
+        mirror); C{None} when nothing running tells.
+        """
+        mirrored = False
         for key, slot in self._instances.slots.of(server).items():
             instance = slot.instance
-            if not is_mirrored(key) and instance is not None and instance.usable:
-                assert instance.session is not None
+            if instance is None or not instance.usable:
+                continue
+            assert instance.session is not None
+            if not is_mirrored(key):
                 return instance.session.era
-        return None
+            mirrored = mirrored or instance.session.era is Era.LEGACY
+        return Era.MODERN if mirrored else None
 
     # The catalogue (L{mcpx.pool.catalogue})
 

@@ -855,6 +855,19 @@ class EraMirroringTests(PoolTestCase):
         self.assertEqual(pool.status()[0].instances, 0)
         self.stop(pool)
 
+    def test_a_legacy_call_needs_no_own_instance_once_mirrored(self) -> None:
+        """
+        Once the legacy-era instance runs, a legacy host's call goes there even while the
+        server's own instance is down (crashed, waiting out its back-off).
+        """
+        self.connector.modern.add("a")
+        pool = self.make_pool()
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.connector.started("a")[0].crash()
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.unavailable(self.call(pool))
+        self.stop(pool)
+
     def test_the_first_legacy_call_starts_the_own_instance_first(self) -> None:
         """With nothing running, the server's own era is learned by starting it."""
         self.connector.modern.add("a")
