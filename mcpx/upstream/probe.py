@@ -258,7 +258,9 @@ class Connector:
         hosts (era mirroring): C{initialize} on a new connection.  A dual-era server
         takes it; a server that speaks only 2026-07-28 refuses it (or answers with a
         modern revision, or ends the connection), and is opened as modern instead, so
-        those hosts' calls are bridged as before.  The probe's cache is not touched: the
+        those hosts' calls are bridged as before; so is a Streamable HTTP server that
+        takes C{initialize} without giving a session (L{sessionless}): it cannot hear
+        its client's answers in that era.  The probe's cache is not touched: the
         server's own era is still the modern one.
         """
         try:
@@ -276,6 +278,19 @@ class Connector:
                 "alone, and handshake-era hosts are bridged to it",
                 server=name,
                 why=str(e),
+            )
+            session, _ = await self._open_as(Era.MODERN, name, server, handlers)
+            return session
+        if sessionless(session.channel):
+            # A Streamable HTTP server that keeps no legacy session serves each POST on
+            # its own (the TypeScript SDK 2.x "per-request legacy serving"): it cannot
+            # hear the answer to a request of its own, so it cannot ask in that era,
+            # while its 2026-07-28 rounds can.
+            await session.close()
+            log.info(
+                "upstream {server} takes initialize without a session, so it cannot ask "
+                "on a legacy connection: handshake-era hosts are bridged to it",
+                server=name,
             )
             session, _ = await self._open_as(Era.MODERN, name, server, handlers)
             return session
@@ -458,6 +473,15 @@ class Connector:
             why=why,
         )
         return await self._open_as(Era.LEGACY, name, server, handlers)
+
+
+def sessionless(channel: Channel) -> bool:
+    """
+    Whether C{channel} is a Streamable HTTP connection whose server gave no session id
+    in answer to C{initialize} (stdio and HTTP+SSE connections are sessions of their own).
+    """
+    # Only a Streamable HTTP channel has a session id to give (None when it gave none).
+    return getattr(channel, "session_id", "") is None
 
 
 def pinned(protocol: str) -> tuple[Era, Revision | None]:

@@ -368,6 +368,38 @@ class MirrorTests(SynchronousTestCase):
         self.assertTrue(any("bridged" in str(e.get("log_format")) for e in events), list(events))
         self.assertFalse(harness.path.exists())
 
+    def test_a_sessionless_http_server_is_opened_as_modern(self) -> None:
+        """
+        A Streamable HTTP server that takes initialize without giving a session id (it
+        serves each POST on its own, so cannot hear a client's answer to its request)
+        is opened as modern: its handshake-era callers are bridged, where its
+        input_required rounds work.
+        """
+
+        class Sessionless(MemoryChannel):
+            session_id: str | None = None
+
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "initialize": lambda p: initialize_result("2025-11-25"),
+            }
+        )
+        harness = Harness(self, server)
+        made: list[MemoryChannel] = []
+
+        def channel(name: str, config: ServerConfig) -> MemoryChannel:
+            made.append(Sessionless(server))
+            return made[-1]
+
+        connector = evolve(harness.connector, channels=channel)
+        session = self.successResultOf(
+            Deferred.fromCoroutine(connector.connect("fake", REMOTE, era=Era.LEGACY))
+        )
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(server.methods(), ["initialize", "server/discover"])
+        self.assertTrue(made[0].closed)
+
 
 class CacheTests(SynchronousTestCase):
     def test_a_remembered_legacy_era_skips_the_probe(self) -> None:
