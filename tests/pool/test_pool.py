@@ -850,6 +850,11 @@ class EraMirroringTests(PoolTestCase):
         self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost(legacy=False))), "1:hi")
         self.assertEqual(self.connector.eras, [None, Era.LEGACY])
         self.assertEqual(pool.status()[0].instances, 2)
+        # Its status shows the era of its own instance while that runs, and the
+        # legacy-era instance's once that alone runs.
+        self.assertEqual(pool.status()[0].era, "modern")
+        self.connector.started("a")[0].crash()
+        self.assertEqual(pool.status()[0].era, "legacy")
         # The legacy-era instance lives like any other: reaped once idle.
         self.clock.advance(IDLE_TIMEOUT + 1)
         self.assertEqual(pool.status()[0].instances, 0)
