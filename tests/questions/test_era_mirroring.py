@@ -26,7 +26,7 @@ from attrs import define, field
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import TestCase
 
 from tests.questions.support import Daemon, in_thread
 from tests.support.peers import (
@@ -50,7 +50,9 @@ ROOT: Final = "file:///srv/era-mirroring"
 def fastmcp_server() -> dict[str, Any]:
     """The FastMCP 4 fixture's server entry, over stdio."""
     if not FASTMCP_PYTHON.exists():
-        raise SkipTest(f"{FASTMCP_PYTHON} is missing: run `make test`, which creates .venv-fastmcp")
+        raise PeersMissing(
+            f"{FASTMCP_PYTHON} is missing: run `make test`, which creates .venv-fastmcp"
+        )
     return {"command": str(FASTMCP_PYTHON), "args": [str(FASTMCP_SERVER)]}
 
 
@@ -189,10 +191,7 @@ class FastMcpMirroringTests(TestCase):
         The TypeScript SDK v2 host (C{tests/peers/client2-host.mjs}) pinned to
         2025-06-18, calling the two tools on C{where}; what it reports.
         """
-        try:
-            node = node22()
-        except PeersMissing as e:
-            raise SkipTest(str(e)) from None
+        node = node22()
         steps = {"elicitation": "ask_name", "roots": "list_roots"}
         out, err, code = await getProcessOutputAndValue(
             node,
@@ -276,8 +275,6 @@ class ReferenceServerTests(TestCase):
         """
         try:
             server = await start_reference_server(reactor, add_cleanup=self.addCleanup)
-        except PeersMissing as e:
-            raise SkipTest(str(e)) from None
         except NotInPrivateNetwork as e:
             self.fail(str(e))
         host = Host(key="response")
