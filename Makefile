@@ -54,6 +54,15 @@ $(SQLITE)/.installed: Makefile
 	  mcp-server-sqlite==2025.4.25 mcp==1.6.0 pydantic==2.11.3
 	touch $@
 
+# FastMCP 4 (on the Python SDK 2.x), a dual-era server whose tools elicit and list roots
+# only in the legacy era: the upstream of tests/questions/test_era_mirroring.py.
+FASTMCP := .venv-fastmcp
+$(FASTMCP)/.installed: Makefile
+	rm -rf $(FASTMCP)
+	$(PYTHON) -m venv $(FASTMCP)
+	$(FASTMCP)/bin/python -m pip install --quiet --disable-pip-version-check fastmcp==4.1.6
+	touch $@
+
 # The OpenSSH server the tests of --daemon ssh:// start on loopback (Debian's package).
 SSHD := /usr/sbin/sshd
 $(SSHD):
@@ -94,7 +103,7 @@ iproute2:
 	  || apt-get install -y --no-install-recommends iproute2 \
 	  || (apt-get update && apt-get install -y --no-install-recommends iproute2)
 
-peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SQLITE)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze iproute2
+peers: $(PEERS)/node_modules/.installed $(CALCULATOR)/.installed $(SQLITE)/.installed $(FASTMCP)/.installed $(SSHD) $(CHROMIUM) postgres-server haproxy systemd-analyze iproute2
 
 # The benchmarks' own virtualenv: the other gateways they measure mcpx beside (bench/README.md).
 BENCH_VENV := .venv-bench
@@ -128,4 +137,4 @@ unit: install peers
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) _trial_temp build *.egg-info
+	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) $(FASTMCP) _trial_temp build *.egg-info

@@ -21,7 +21,7 @@ from attrs import define, field
 from mcpx.lasting import Lasting
 from mcpx.once import Calls
 from mcpx.pool.budget import Deadline
-from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot
+from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot, mirrored_scope, own_scope
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
 
@@ -170,18 +170,25 @@ class Attribution:
             setting=MAX_ASKING_INSTANCES_SETTING,
         )
 
-    def slot_for(self, server: str, client: str, caller: CallToken | None) -> Slot:
+    def slot_for(
+        self, server: str, client: str, caller: CallToken | None, *, legacy: bool = False
+    ) -> Slot:
         """
         The slot a call for C{caller} runs on: the server's own, unless it is a shared
         server known to ask, when a call made for a caller gets an instance nobody else
         is using (an idle one first, else a new one under C{pool.maxAskingInstances}).
+
+        @param legacy: the call is met in the legacy era (era mirroring): the same, among
+            the legacy-era slots (C{pool.maxAskingInstances} counts both eras' together).
         """
-        slot = self._instances.slots.slot(server, client)
+        slot = self._instances.slots.slot(server, client, legacy=legacy)
         if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
             return slot
         by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()
-        asking = [s for key, s in by_scope.items() if key.startswith(ASKING_PREFIX)]
+        prefix = mirrored_scope(ASKING_PREFIX) if legacy else ASKING_PREFIX
+        asking = [s for key, s in by_scope.items() if key.startswith(prefix)]
+        either = sum(1 for key in by_scope if own_scope(key).startswith(ASKING_PREFIX))
         # The server's own slot last: it also serves the catalogue and callers' strangers.
         for candidate in (*asking, slot):
             if candidate.retry_at is not None and candidate.retry_at > now:
@@ -190,7 +197,7 @@ class Attribution:
         for candidate in (*asking, slot):
             if self._instances.free(candidate):
                 return candidate
-        if len(asking) + 1 >= self._max_asking_instances:
+        if either + 1 >= self._max_asking_instances:
             if self._asking_full.begins(server):
                 self.log.warn(
                     "upstream {server}: all {limit} instances are busy with asking calls "
@@ -202,8 +209,8 @@ class Attribution:
                 )
             return slot
         self._asking_full.ends(server)
-        number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}" not in by_scope)
-        key = f"{ASKING_PREFIX}{number}"
+        number = next(n for n in itertools.count(1) if f"{prefix}{n}" not in by_scope)
+        key = f"{prefix}{number}"
         return self._instances.slots.add((server, key), slot.config)
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:

@@ -31,6 +31,11 @@ Key: TypeAlias = tuple[str, str]
 #: The pool's parts log as one component, as the pool did before it was split up.
 POOL_LOG = Logger(namespace="mcpx.pool.pool.Pool")
 
+#: What the scope key of a dual-era server's legacy-era instance begins with: the
+#: instance that meets the calls of handshake-era hosts in their own era (era
+#: mirroring, spec/era-mirroring.md), beside the one under the plain scope key.
+LEGACY_ERA_PREFIX = "legacy|"
+
 
 class CallToken(Protocol):
     """
@@ -147,7 +152,23 @@ def scope_for(config: Server, client: str) -> str:
 
 def principal_of_scope(scope_key: str) -> str:
     """Whose sign-in an instance under C{scope_key} is reached with (L{scope_for})."""
+    scope_key = own_scope(scope_key)
     return principal_of(scope_key) if scope_key else OWNER
+
+
+def mirrored_scope(scope_key: str) -> str:
+    """The scope key of the legacy-era instance beside C{scope_key}'s (era mirroring)."""
+    return LEGACY_ERA_PREFIX + scope_key
+
+
+def is_mirrored(scope_key: str) -> bool:
+    """Whether C{scope_key} is a legacy-era instance's of a dual-era server."""
+    return scope_key.startswith(LEGACY_ERA_PREFIX)
+
+
+def own_scope(scope_key: str) -> str:
+    """C{scope_key} without the legacy-era mark: the scope it is mirrored from."""
+    return scope_key.removeprefix(LEGACY_ERA_PREFIX)
 
 
 class Slots:
@@ -203,12 +224,18 @@ class Slots:
             self._by_server.pop(server, None)
         return taken
 
-    def slot(self, server: str, client: str) -> Slot:
-        """The slot a call from C{client} to C{server} uses, made if need be."""
+    def slot(self, server: str, client: str, *, legacy: bool = False) -> Slot:
+        """
+        The slot a call from C{client} to C{server} uses, made if need be.
+
+        @param legacy: the slot of the legacy-era instance beside it (era mirroring).
+        """
         config = self.servers.servers.get(server)
         if config is None:
             raise UnknownServer(server, self.servers)
         scope = scope_for(config, client)
+        if legacy:
+            scope = mirrored_scope(scope)
         by_scope = self._by_server.get(server)
         if by_scope is None:
             by_scope = self._by_server[server] = {}

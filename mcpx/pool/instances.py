@@ -8,8 +8,10 @@ unused for C{pool.idleTimeout} (never while a request is in flight or a resource
 updates are wanted from it); one that dies makes the next start wait a back-off that
 doubles with each crash in a row (L{Backoff}), forgotten once an instance stayed up
 C{pool.stableAfter}.  A C{client}-scoped server runs at most
-C{pool.maxClientInstances} instances: a new caller beyond that replaces the least
-recently used idle one, whose process is gone before the new one is spawned.
+C{pool.maxClientInstances} instances, the legacy-era ones of a dual-era server (era
+mirroring, L{mcpx.pool.pool.Pool.in_host_era}) among them: a new caller beyond that
+replaces the least recently used idle one, whose process is gone before the new one
+is spawned.
 
 What the rest of the pool must hear of these lives (an instance up, a start failed, a
 crash) goes to the L{LifeWatcher} given to L{Instances.watch}.
@@ -36,10 +38,19 @@ from mcpx.pool.errors import (
     asked_to_wait,
     format_seconds,
 )
-from mcpx.pool.instance import POOL_LOG, Instance, Slot, Slots, principal_of_scope
+from mcpx.pool.instance import (
+    POOL_LOG,
+    Instance,
+    Slot,
+    Slots,
+    is_mirrored,
+    own_scope,
+    principal_of_scope,
+)
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
 
@@ -70,10 +81,12 @@ class Connects(Protocol):
         handlers: UpstreamHandlers,
         *,
         principal: str | None = None,
+        era: Era | None = None,
     ) -> Coroutine[Any, Any, UpstreamSession]:
         """
         An open session to C{server} (reached with C{principal}'s credentials when
-        given), or an error naming it.
+        given; in the legacy era when C{era} says so, for a server found modern: era
+        mirroring), or an error naming it.
         """
 
 
@@ -150,6 +163,10 @@ class Instances:
         self._pending: set[Once[None]] = set()
         #: The next start of each warm server waiting out its back-off, by server.
         self._rewarm: dict[str, IDelayedCall] = {}
+        #: The servers found modern that refused a legacy-era session (they speak
+        #: 2026-07-28 alone): handshake-era hosts are bridged to their own instance.
+        #: Forgotten when the server is restarted or its configuration changes.
+        self.modern_only: set[str] = set()
 
     def watch(self, watcher: LifeWatcher) -> None:
         """Have C{watcher} told of each instance's start, failed start and crash."""
@@ -219,9 +236,12 @@ class Instances:
         """
         config = instance.slot.config
         principal = principal_of_scope(instance.scope) if per_person(config) else None
-        return await self._connector.connect(
-            instance.name, config, self._handlers_for(instance), principal=principal
-        )
+        handlers = self._handlers_for(instance)
+        if is_mirrored(instance.scope):
+            return await self._connector.connect(
+                instance.name, config, handlers, principal=principal, era=Era.LEGACY
+            )
+        return await self._connector.connect(instance.name, config, handlers, principal=principal)
 
     def _room(self, slot: Slot) -> Deferred[None] | None:
         """
@@ -231,9 +251,12 @@ class Instances:
 
         @raise TooManyInstances: when every instance is busy.
         """
-        if slot.config.scope is not Scope.CLIENT and not (per_person(slot.config) and slot.key[1]):
-            # A shared server's one instance, or the owner's of a server each principal
-            # signs in to (the subjects' cannot crowd it out), is never refused.
+        if slot.config.scope is not Scope.CLIENT and not (
+            per_person(slot.config) and own_scope(slot.key[1])
+        ):
+            # A shared server's one instance (one per era for a dual-era server), or the
+            # owner's of a server each principal signs in to (the subjects' cannot crowd
+            # it out), is never refused.
             return None
         name = slot.key[0]
         limit = self._max_client_instances
@@ -283,6 +306,10 @@ class Instances:
             self._close_session(instance)
             return
         instance.last_used = instance.up_since = self.clock.seconds()
+        if is_mirrored(scope) and session.era is Era.MODERN:
+            # It took no legacy-era session: from now on its own instance serves
+            # every host, and this one is reaped once idle.
+            self.modern_only.add(name)
         declaration = session.declaration
         self.log.info(
             "upstream {server} started ({era}, {revision})",
@@ -503,7 +530,10 @@ class Instances:
             # Rescheduled by whatever ends the activity.
             return
         idle = self.clock.seconds() - instance.last_used
-        if idle < self.idle_timeout or self.is_warm(instance.name):
+        # A warm server keeps its instances, but not one opened in place of a legacy-era
+        # instance that its server (modern only) refused: nothing uses it any more.
+        needless = is_mirrored(instance.scope) and instance.name in self.modern_only
+        if idle < self.idle_timeout or (self.is_warm(instance.name) and not needless):
             # A warm server is looked at again, to be reaped once a reload cools it.
             self._schedule_idle(instance, max(self.idle_timeout - idle, 0) or self.idle_timeout)
             return

@@ -35,6 +35,12 @@ An instance's life:
     may go on asking for it, and such a question is nobody's to answer.  Not against a
     later call of the host that made it, which alone could be shown such a question
     (L{mcpx.pool.attribution.same_host}): a server may never answer a cancelled request.
+  - A dual-era server (found modern, and taking C{initialize} too) meets the calls
+    of handshake-era hosts in their era (era mirroring, spec/era-mirroring.md): such a
+    call runs on a legacy-era instance beside the server's own (scope key
+    C{legacy|<scope>}), started by the first such call and kept like any other,
+    within the same bounds.  A server that refuses it speaks 2026-07-28 alone: its own
+    instance serves every host, bridged as before.  See L{Pool.in_host_era}.
   - A request made for nobody (its client declared nothing it could be asked: the
     fast path, with no caller) that is alone in flight on its connection when its
     server asks owns the question all the same (L{Pool.lone_request}): the question is named
@@ -87,7 +93,15 @@ from mcpx.pool.backoff import Backoff
 from mcpx.pool.budget import effective_call_timeout
 from mcpx.pool.catalogue import Catalogue, is_app_read
 from mcpx.pool.errors import UnknownServer
-from mcpx.pool.instance import POOL_LOG, CallToken, Instance, scope_for
+from mcpx.pool.instance import (
+    POOL_LOG,
+    CallToken,
+    Instance,
+    Slot,
+    is_mirrored,
+    mirrored_scope,
+    scope_for,
+)
 from mcpx.pool.instances import (
     DEFAULT_MAX_CLIENT_INSTANCES,
     MAX_CLIENT_INSTANCES_SETTING,
@@ -103,7 +117,7 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
-from mcpx.upstream.records import ServerDeclaration
+from mcpx.upstream.records import Era, ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
 __all__ = [
@@ -317,7 +331,7 @@ class Pool(MultiService):
         slots = self._instances.slots.of(server)
         if config.scope is Scope.CLIENT or per_person(config):
             scope = scope_for(config, client)
-            chosen = [slots[scope]] if scope in slots else []
+            chosen = [slots[key] for key in (scope, mirrored_scope(scope)) if key in slots]
         else:
             chosen = list(slots.values())
         sent = 0
@@ -402,6 +416,7 @@ class Pool(MultiService):
         principal = principal_of(client)
         outcome = "error"
         try:
+            slot = await self.in_host_era(slot, client, caller, bound)
             with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
                 instance = await self._instances.claim(slot, bound)
             token, watch = self._requests.progress.open(on_progress, bound)
@@ -475,6 +490,7 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
         slot = self._attribution.slot_for(server, client, caller)
+        slot = await self.in_host_era(slot, client, caller, bound)
         with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
             instance = await self._instances.claim(slot, bound)
         reads = instance.catalogue.app_reads
@@ -511,6 +527,54 @@ class Pool(MultiService):
         if kept is not None:
             instance.last_used = self._clock.seconds()
         return kept
+
+    async def in_host_era(
+        self, slot: Slot, client: str, caller: CallToken | None, within: float
+    ) -> Slot:
+        """
+        The slot a request for C{caller} runs on, C{slot} (L{Attribution.slot_for}) in
+        the era of the host that made it where the server speaks both (era mirroring): a
+        handshake-era host's call (C{caller.legacy}) to a server found modern goes to
+        the legacy-era instance beside the server's own, unless the server's entry
+        pins a C{protocol} or the server turned out to speak 2026-07-28 alone.  Which
+        era the server's own instance speaks is known once it runs: when none does
+        yet, it is started first (and serves the catalogue anyway).
+
+        @param within: the longest to wait for the server's own instance to start.
+        """
+        server = slot.key[0]
+        if (
+            not getattr(caller, "legacy", False)
+            or slot.config.protocol
+            or server in self._instances.modern_only
+        ):
+            return slot
+        era = self._own_era(server)
+        if era is None:
+            instance = await self._instances.claim(slot, within)
+            assert instance.session is not None
+            era = instance.session.era
+        if era is not Era.MODERN or server in self._instances.modern_only:
+            return slot
+        return self._attribution.slot_for(server, client, caller, legacy=True)
+
+    def _own_era(self, server: str) -> Era | None:
+        """
+        The era C{server}'s own (not mirrored) instances speak, as far as a running
+        instance tells: its own; L{Era.MODERN} when only a legacy-era instance runs (its
+        own instance crashed or was reaped: it was found modern, or there would be no
+        mirror); C{None} when nothing running tells.
+        """
+        mirrored = False
+        for key, slot in self._instances.slots.of(server).items():
+            instance = slot.instance
+            if instance is None or not instance.usable:
+                continue
+            assert instance.session is not None
+            if not is_mirrored(key):
+                return instance.session.era
+            mirrored = mirrored or instance.session.era is Era.LEGACY
+        return Era.MODERN if mirrored else None
 
     # The catalogue (L{mcpx.pool.catalogue})
 
@@ -598,6 +662,7 @@ class Pool(MultiService):
         if server not in self._instances.slots.servers:
             raise UnknownServer(server, self._instances.slots.servers)
         slots = self._instances.slots.pop(server, principal)
+        self._instances.modern_only.discard(server)
         await self._instances.close_all(slots, "the server was restarted")
         self._instances.publish("server.restarted", server)
         self._interests.carry(slots, "it was restarted")
@@ -617,6 +682,7 @@ class Pool(MultiService):
         self._instances.slots.servers = servers
         self._instances.masker.learn(servers)
         closed = {name: self._instances.slots.pop(name) for name in removed + changed}
+        self._instances.modern_only.difference_update(removed + changed)
         closing = [
             self._instances.close_all(closed[name], "it was removed from the configuration")
             for name in removed

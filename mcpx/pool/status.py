@@ -11,7 +11,7 @@ from typing import Any
 
 from attrs import frozen
 
-from mcpx.pool.instance import Slot
+from mcpx.pool.instance import Slot, is_mirrored
 from mcpx.settings.servers import Server, StdioServer
 
 
@@ -128,7 +128,9 @@ def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: flo
         state = ServerState.CONFIGURED
     era = revision = None
     if ready:
-        session = ready[0].session
+        # The server's own era: a legacy-era instance of a dual-era server (era
+        # mirroring) tells it only when nothing else runs.
+        session = min(ready, key=lambda i: is_mirrored(i.scope)).session
         assert session is not None
         era = session.era.value
         if session.declaration is not None:

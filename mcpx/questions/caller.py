@@ -87,6 +87,9 @@ class Caller:
         token's subject), or C{None} when unknown: a request of the same host that
         mcpx gave up on does not keep this call's questions from it
         (L{mcpx.pool.attribution.Attribution.owner}).
+    @ivar legacy: the host speaks a handshake-era revision: a dual-era server is met
+        in that era too (era mirroring, L{mcpx.pool.pool.Pool.in_host_era}), where it
+        may ask on the connection what it cannot ask a 2026-07-28 client.
     """
 
     id: str
@@ -102,6 +105,7 @@ class Caller:
     refused: Exception | None = None
     owner: str | None = None
     host: str | None = None
+    legacy: bool = False
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
     _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)

@@ -243,6 +243,7 @@ class Asking:
             self._call_prefix + str(next(self._call_numbers)),
             context.capabilities,
             owner=_owner(context),
+            legacy=not context.modern,
         )
 
     def caller(
@@ -284,6 +285,7 @@ class Asking:
             strict=context.modern and narrow,
             owner=_owner(context),
             host=_host(context),
+            legacy=not context.modern,
         )
         if askable:
             if context.modern:

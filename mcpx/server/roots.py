@@ -24,6 +24,7 @@ import contextvars
 from collections.abc import Mapping, Sequence
 
 from mcpx.ops.host import OpHost
+from mcpx.pool.instance import own_scope
 from mcpx.server.conn import Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.settings.servers import Scope
@@ -73,7 +74,7 @@ class Roots:
         if not self._own_instances(server):
             return None
         for conn in reversed(self._users.get(server, ())):
-            if conn.closed or conn.identity != scope_key:
+            if conn.closed or conn.identity != own_scope(scope_key):
                 continue
             return ConnAsker(conn, contextvars.Context())
         return None

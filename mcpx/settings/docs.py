@@ -291,7 +291,12 @@ def render_configuration_md() -> str:
         '(offered as it is), or `"modern"` / `"2026-07-28"`. Without it mcpx sends '
         "`server/discover` first and remembers what it found (a server that exits on that "
         "probe, as the Python SDK up to 1.8 does, is started again and spoken to in the "
-        "legacy era). Changing it restarts the server on reload.",
+        "legacy era). A server found modern that also takes `initialize` (a dual-era "
+        "server) meets each host in the host's own era: a handshake-era host's calls go to "
+        "a second, legacy-era instance of it, started by the first such call, so the server "
+        "can ask that host on the connection as it would directly (spec/era-mirroring.md); "
+        "a pinned server is met in its pinned era by every host. Changing it restarts the "
+        "server on reload.",
         "",
         "```json",
         "{",

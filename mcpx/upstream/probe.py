@@ -194,12 +194,15 @@ class Connector:
         handlers: UpstreamHandlers = NO_HANDLERS,
         *,
         principal: str | None = None,
+        era: Era | None = None,
     ) -> UpstreamSession:
         """
         An open session to C{server}.
 
         @param principal: whose credentials its requests carry, for an instance of one
             principal's (L{principal_channels}); C{None} for the server's own.
+        @param era: L{Era.LEGACY} for the legacy-era instance of a server found modern
+            (era mirroring, L{mirror_legacy}); C{None} for the era the probe finds.
         @raise UpstreamError: naming the server and why it could not be reached.
         """
         if server.misconfigured is not None:
@@ -215,7 +218,9 @@ class Connector:
                 return factory(name, server, principal)
 
             mine = evolve(self, channels=channels, http_sse_channels=None, principal_channels=None)
-            return await mine.connect(name, server, handlers)
+            return await mine.connect(name, server, handlers, era=era)
+        if era is Era.LEGACY:
+            return await self.mirror_legacy(name, server, handlers)
         if server.protocol:
             era, offered = pinned(server.protocol)
             session, _ = await self._open_as(era, name, server, handlers, offered=offered)
@@ -243,6 +248,58 @@ class Connector:
                 return session
         session, era = await self._probe(name, server, handlers)
         self.cache.put(key, era, session.revision)
+        return session
+
+    async def mirror_legacy(
+        self, name: str, server: ServerConfig, handlers: UpstreamHandlers
+    ) -> UpstreamSession:
+        """
+        A legacy-era session to a server found modern, for the calls of handshake-era
+        hosts (era mirroring): C{initialize} on a new connection.  A dual-era server
+        takes it; a server that speaks only 2026-07-28 refuses it (or answers with a
+        modern revision, or ends the connection), and is opened as modern instead, so
+        those hosts' calls are bridged as before; so is a Streamable HTTP server that
+        takes C{initialize} without giving a session (L{sessionless}): it cannot hear
+        its client's answers in that era.  The probe's cache is not touched: the
+        server's own era is still the modern one.
+        """
+        try:
+            session, _ = await self._open_as(Era.LEGACY, name, server, handlers)
+        except (
+            RpcError,
+            AnsweredModern,
+            AnsweredWithoutRevision,
+            NotModern,
+            ConnectionClosed,
+            TransportRefused,
+        ) as e:
+            log.info(
+                "upstream {server} does not take initialize ({why}): it speaks 2026-07-28 "
+                "alone, and handshake-era hosts are bridged to it",
+                server=name,
+                why=str(e),
+            )
+            session, _ = await self._open_as(Era.MODERN, name, server, handlers)
+            return session
+        if sessionless(session.channel):
+            # A Streamable HTTP server that keeps no legacy session serves each POST on
+            # its own (the TypeScript SDK 2.x "per-request legacy serving"): it cannot
+            # hear the answer to a request of its own, so it cannot ask in that era,
+            # while its 2026-07-28 rounds can.
+            await session.close()
+            log.info(
+                "upstream {server} takes initialize without a session, so it cannot ask "
+                "on a legacy connection: handshake-era hosts are bridged to it",
+                server=name,
+            )
+            session, _ = await self._open_as(Era.MODERN, name, server, handlers)
+            return session
+        log.info(
+            "upstream {server} speaks both eras: handshake-era hosts meet it in theirs "
+            "({revision})",
+            server=name,
+            revision=session.revision.value,
+        )
         return session
 
     def _session(
@@ -416,6 +473,15 @@ class Connector:
             why=why,
         )
         return await self._open_as(Era.LEGACY, name, server, handlers)
+
+
+def sessionless(channel: Channel) -> bool:
+    """
+    Whether C{channel} is a Streamable HTTP connection whose server gave no session id
+    in answer to C{initialize} (stdio and HTTP+SSE connections are sessions of their own).
+    """
+    # Only a Streamable HTTP channel has a session id to give (None when it gave none).
+    return getattr(channel, "session_id", "") is None
 
 
 def pinned(protocol: str) -> tuple[Era, Revision | None]:

@@ -18,6 +18,8 @@ from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.upstream.channel import ChannelClosed, Negotiated
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Notification, Request, RequestId
 from mcpx.wire.peer import RpcPeer
@@ -93,6 +95,18 @@ class FakeUpstream:
     def _request(self, request: Request) -> object:
         self.requests.append(request)
         params = request.params if isinstance(request.params, Mapping) else {}
+        if request.method == "server/discover":
+            return {
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": dict(self.capabilities),
+                "resultType": "complete",
+                "_meta": {
+                    "io.modelcontextprotocol/serverInfo": {
+                        "name": "fake",
+                        "version": str(self.serial),
+                    }
+                },
+            }
         if request.method == "initialize":
             initialized: dict[str, Any] = {
                 "protocolVersion": "2025-11-25",
@@ -230,6 +244,12 @@ class FakeConnector:
         self.upstreams: list[FakeUpstream] = []
         #: Whose credentials each connect was for (C{None}: the server's own).
         self.principals: list[str | None] = []
+        #: The era each connect asked for (C{None}: the server's own, as found).
+        self.eras: list[Era | None] = []
+        #: The servers found modern (their own instances open L{ModernSession}s), and
+        #: of those the ones that refuse a legacy-era session (era mirroring).
+        self.modern: set[str] = set()
+        self.modern_only: set[str] = set()
         self._serials = itertools.count(1)
 
     async def connect(
@@ -239,9 +259,11 @@ class FakeConnector:
         handlers: UpstreamHandlers,
         *,
         principal: str | None = None,
+        era: Era | None = None,
     ) -> UpstreamSession:
         self.connects.append((name, server, handlers))
         self.principals.append(principal)
+        self.eras.append(era)
         if self.gate is not None:
             await self.gate
         if self.failures:
@@ -249,7 +271,11 @@ class FakeConnector:
         upstream = FakeUpstream(next(self._serials), self.answers, self.capabilities, self.holding)
         self.upstreams.append(upstream)
         channel = FakeChannel(name, upstream)
-        session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
+        session: UpstreamSession
+        if name in self.modern and (era is None or name in self.modern_only):
+            session = ModernSession(name=name, channel=channel, clock=self.clock, handlers=handlers)
+        else:
+            session = LegacySession(name=name, channel=channel, clock=self.clock, handlers=handlers)
         await channel.start()
         await session.open()
         return session

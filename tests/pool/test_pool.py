@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
+from attrs import define, evolve
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -27,6 +28,7 @@ from mcpx.pool.catalogue import APP_READ_TTL
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamError, UpstreamSession
 from mcpx.wire.errors import RpcError
 from tests.pool.fakes import Events, FakeConnector, servers, stdio, text_result
@@ -160,6 +162,7 @@ class StartTests(PoolTestCase):
                 handlers: UpstreamHandlers,
                 *,
                 principal: str | None = None,
+                era: Era | None = None,
             ) -> Coroutine[Any, Any, UpstreamSession]:
                 raise RuntimeError("no transport for this server")
 
@@ -815,6 +818,127 @@ class ClientInstanceCapTests(PoolTestCase):
     def test_cap_must_be_positive(self) -> None:
         """A cap below one is refused when the pool is made."""
         self.assertRaises(ValueError, self.capped, 0)
+
+
+@define
+class LegacyHost:
+    """A call made for a handshake-era host (L{mcpx.questions.caller.Caller.legacy})."""
+
+    legacy: bool = True
+
+    def call_ended(self) -> None:
+        pass
+
+
+class EraMirroringTests(PoolTestCase):
+    """
+    A handshake-era host's call to a dual-era server runs on a legacy-era instance beside
+    the server's own, started by the first such call; a server that refuses it is
+    bridged from then on (spec/era-mirroring.md).
+    """
+
+    def test_a_legacy_hosts_call_gets_a_legacy_era_instance(self) -> None:
+        """
+        Modern hosts' calls use the server's own instance; the first legacy host's call
+        starts the legacy-era one, which later legacy calls share.
+        """
+        self.connector.modern.add("a")
+        pool = self.make_pool()
+        self.assertEqual(self.echoed(self.call(pool)), "1:hi")
+        self.assertEqual(self.connector.eras, [None])
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost(legacy=False))), "1:hi")
+        self.assertEqual(self.connector.eras, [None, Era.LEGACY])
+        self.assertEqual(pool.status()[0].instances, 2)
+        # Its status shows the era of its own instance while that runs, and the
+        # legacy-era instance's once that alone runs.
+        self.assertEqual(pool.status()[0].era, "modern")
+        self.connector.started("a")[0].crash()
+        self.assertEqual(pool.status()[0].era, "legacy")
+        # The legacy-era instance lives like any other: reaped once idle.
+        self.clock.advance(IDLE_TIMEOUT + 1)
+        self.assertEqual(pool.status()[0].instances, 0)
+        self.stop(pool)
+
+    def test_a_legacy_call_needs_no_own_instance_once_mirrored(self) -> None:
+        """
+        Once the legacy-era instance runs, a legacy host's call goes there even while the
+        server's own instance is down (crashed, waiting out its back-off).
+        """
+        self.connector.modern.add("a")
+        pool = self.make_pool()
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.connector.started("a")[0].crash()
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.unavailable(self.call(pool))
+        self.stop(pool)
+
+    def test_the_first_legacy_call_starts_the_own_instance_first(self) -> None:
+        """With nothing running, the server's own era is learned by starting it."""
+        self.connector.modern.add("a")
+        pool = self.make_pool()
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.connector.eras, [None, Era.LEGACY])
+        self.stop(pool)
+
+    def test_legacy_and_pinned_servers_are_not_mirrored(self) -> None:
+        """A server found legacy, or pinned to an era, serves every host on one instance."""
+        pinned = evolve(stdio("p"), protocol="modern")
+        self.connector.modern.add("p")
+        pool = self.make_pool(stdio("a"), pinned)
+        for server in ("a", "p"):
+            self.assertEqual(self.echoed(self.call(pool, server, caller=LegacyHost()))[2:], "hi")
+        self.assertEqual(self.connector.eras, [None, None])
+        self.stop(pool)
+
+    def test_a_modern_only_server_is_bridged_from_then_on(self) -> None:
+        """
+        A server that refuses the legacy-era session serves that call on the instance
+        opened in its stead, and every later legacy call on its own instance.
+        """
+        self.connector.modern.add("a")
+        self.connector.modern_only.add("a")
+        pool = self.make_pool()
+        self.assertEqual(self.echoed(self.call(pool)), "1:hi")
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
+        self.assertEqual(self.connector.eras, [None, Era.LEGACY])
+        self.stop(pool)
+
+    def test_a_warm_modern_only_servers_extra_instance_is_reaped(self) -> None:
+        """
+        A warm server keeps its own instance, but not the one opened in place of the
+        legacy-era instance it refused: that one is reaped once idle.
+        """
+        self.connector.modern.add("a")
+        self.connector.modern_only.add("a")
+        pool = self.make_pool(evolve(stdio("a"), warm=True))
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(pool.status()[0].instances, 2)
+        self.clock.advance(IDLE_TIMEOUT + 1)
+        self.assertEqual(pool.status()[0].instances, 1)
+        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
+        self.stop(pool)
+
+    def test_both_eras_count_against_the_client_cap(self) -> None:
+        """
+        A client-scoped server's legacy-era instances count against
+        pool.maxClientInstances with its own: a third instance replaces the least
+        recently used idle one.
+        """
+        self.connector.modern.add("c")
+        pool = self.make_pool(stdio("c", scope="client"), max_client_instances=2)
+        self.assertEqual(self.echoed(self.call(pool, "c", client="x")), "1:hi")
+        self.clock.advance(1)
+        self.assertEqual(self.echoed(self.call(pool, "c", client="x", caller=LegacyHost())), "2:hi")
+        self.clock.advance(1)
+        self.assertEqual(self.echoed(self.call(pool, "c", client="y")), "3:hi")
+        self.assertEqual(pool.status()[0].instances, 2)
+        # The least recently used, x's own (modern) instance, made room.
+        self.assertIsNotNone(self.connector.started("c")[0].channel.lost)  # type: ignore[union-attr]
+        self.assertEqual(self.echoed(self.call(pool, "c", client="x", caller=LegacyHost())), "2:hi")
+        self.stop(pool)
 
 
 class ScopeTests(PoolTestCase):

@@ -56,6 +56,15 @@ def demo_server() -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "mcpx.demo"]}
 
 
+def modern_demo_server() -> dict[str, Any]:
+    """
+    The demo held to 2026-07-28 by its entry's C{protocol}: a single-era upstream, to
+    which a handshake-era host is bridged rather than met in its own era
+    (spec/era-mirroring.md).
+    """
+    return {**demo_server(), "protocol": "modern"}
+
+
 def legacy_fixture_server() -> dict[str, Any]:
     """The SDK fixture server refusing anything but the handshake revisions, over stdio."""
     argv = fixture_argv("stdio", "legacy")

@@ -34,6 +34,7 @@ from tests.questions.support import (
     everything_server,
     in_thread,
     legacy_fixture_server,
+    modern_demo_server,
     modern_post,
 )
 from tests.support.processes import reactor
@@ -88,7 +89,8 @@ class Answerer:
 class LegacyClientTests(TestCase):
     """
     A 2025-11-25 client that declared elicitation is asked, on its own connection, the
-    question a 2026-07-28 upstream put in an C{input_required} result.
+    question a 2026-07-28 upstream put in an C{input_required} result (the bridge: the
+    demo's entry holds it to 2026-07-28, so it is not met in the host's era).
     """
 
     timeout = 60
@@ -107,7 +109,7 @@ class LegacyClientTests(TestCase):
         the demo as its originator; its answer reaches the demo, whose tool result shows
         it; the broker records the question as answered by the client.
         """
-        daemon = await Daemon(self, {"demo": demo_server()}).start()
+        daemon = await Daemon(self, {"demo": modern_demo_server()}).start()
         answerer = Answerer(["Ada"])
 
         async def conversation() -> tuple[str, dict[str, Any]]:
@@ -154,7 +156,7 @@ class LegacyClientTests(TestCase):
         demo's question on its POST's stream, both when it calls the demo's tool passed
         through and through C{mcpx_call}; each answer reaches its own call.
         """
-        daemon = await Daemon(self, {"demo": demo_server()}, passthrough=["demo"]).start()
+        daemon = await Daemon(self, {"demo": modern_demo_server()}, passthrough=["demo"]).start()
         answerer = Answerer(["Ada", "Grace"])
 
         async def conversation() -> tuple[str, dict[str, Any], dict[str, Any]]:

@@ -34,6 +34,7 @@ from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
+from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
     INTERNAL_ERROR,
@@ -224,6 +225,7 @@ class Upstreams(FakeConnector):
         handlers: UpstreamHandlers,
         *,
         principal: str | None = None,
+        era: Era | None = None,
     ) -> UpstreamSession:
         self.connects.append((name, server, handlers))
         if self.failures:

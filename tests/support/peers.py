@@ -12,8 +12,10 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -313,6 +315,77 @@ async def start_everything_http(
     env["PORT"] = str(port)
     return await _start_listening(
         reactor, argv, port, f"http://127.0.0.1:{port}/mcp", env, add_cleanup
+    )
+
+
+#: The conformance suite's reference server, copied from its repository (README.md there).
+REFERENCE_SOURCE = REPO / "tests" / "peers" / "reference" / "everything-server.ts"
+
+
+async def _reference_bundle(reactor: Any) -> str:
+    """
+    The reference server bundled by esbuild into one ES module against the peers'
+    packages (in a temporary folder, once per test process).
+    """
+    known = _bundled.get("reference")
+    if known is not None and Path(known).exists():
+        return known
+    from twisted.internet.utils import getProcessOutputAndValue
+
+    esbuild = _installed("esbuild/bin/esbuild")
+    folder = tempfile.mkdtemp(prefix="mcpx-reference-")
+    atexit.register(shutil.rmtree, folder, True)
+    out = os.path.join(folder, "everything-server.mjs")
+    env = {**os.environ, "NODE_PATH": str(_node_modules())}
+    _out, stderr, code = await getProcessOutputAndValue(
+        esbuild,
+        [
+            str(REFERENCE_SOURCE),
+            "--bundle",
+            "--platform=node",
+            "--format=esm",
+            "--log-level=error",
+            f"--outfile={out}",
+            # Express and its kin are CommonJS: give the bundle a require of its own.
+            "--banner:js=import { createRequire } from 'module'; "
+            "const require = createRequire(import.meta.url);",
+        ],
+        env=env,
+        reactor=reactor,
+    )
+    if code != 0:
+        raise PeerStartFailed(f"esbuild could not bundle the reference server: {stderr!r}")
+    _bundled["reference"] = out
+    return out
+
+
+#: The bundles made in this test process, by peer.
+_bundled: dict[str, str] = {}
+
+
+async def start_reference_server(
+    reactor: Any, *, add_cleanup: Callable[..., object] | None = None
+) -> RunningServer:
+    """
+    Start the conformance suite's reference server (a dual-era Streamable HTTP server,
+    C{tests/peers/reference}) on a free port.
+
+    It binds every interface (its port comes from C{PORT}), so this refuses to run
+    unless the process is in a private network namespace: see L{in_private_netns}.
+
+    @raise NotInPrivateNetwork: outside such a namespace.
+    """
+    if not in_private_netns():
+        raise NotInPrivateNetwork(
+            "the reference server listens on all interfaces; start it only inside a"
+            " private network namespace (make test runs the tests under `unshare -n`)"
+        )
+    bundle = await _reference_bundle(reactor)
+    port = free_tcp_port()
+    env = {k: v for k, v in os.environ.items() if k != "PORT"}
+    env["PORT"] = str(port)
+    return await _start_listening(
+        reactor, [node22(), bundle], port, f"http://127.0.0.1:{port}/mcp", env, add_cleanup
     )
 
 

@@ -316,6 +316,91 @@ class ProbeTests(SynchronousTestCase):
         self.assertEqual(harness.sse_channels, [])
 
 
+class MirrorTests(SynchronousTestCase):
+    """
+    The legacy-era session of a server found modern (era mirroring,
+    spec/era-mirroring.md): C{initialize} on a new connection; a server that speaks
+    2026-07-28 alone is opened as modern instead; the cache is never touched.
+    """
+
+    def test_a_dual_era_server_is_opened_in_the_legacy_era(self) -> None:
+        """A server answering both discover and initialize: initialize, no probe."""
+        harness = Harness(
+            self,
+            FakeServer(
+                {
+                    "server/discover": lambda p: discover_result(tools={}),
+                    "initialize": lambda p: initialize_result("2025-11-25"),
+                }
+            ),
+        )
+        session = self.successResultOf(
+            Deferred.fromCoroutine(harness.connector.connect("fake", STDIO, era=Era.LEGACY))
+        )
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(session.revision.value, "2025-11-25")
+        self.assertEqual(harness.server.methods(), ["initialize"])
+        self.assertFalse(harness.path.exists(), "the server's own era stays remembered as is")
+
+    def test_a_modern_only_server_is_opened_as_modern(self) -> None:
+        """
+        A server refusing initialize with -32022 (it speaks 2026-07-28 alone) is
+        opened again, as modern: its handshake-era callers are bridged.
+        """
+
+        def refuse(params: Mapping[str, Any]) -> Any:
+            raise RpcError(-32022, "connection is serving the 2026-07-28 protocol")
+
+        harness = Harness(
+            self,
+            FakeServer(
+                {"server/discover": lambda p: discover_result(tools={}), "initialize": refuse}
+            ),
+        )
+        events = observe_log(self)
+        session = self.successResultOf(
+            Deferred.fromCoroutine(harness.connector.connect("fake", STDIO, era=Era.LEGACY))
+        )
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(harness.server.methods(), ["initialize", "server/discover"])
+        self.assertEqual(len(harness.channels), 2)
+        self.assertTrue(harness.channels[0].closed)
+        self.assertTrue(any("bridged" in str(e.get("log_format")) for e in events), list(events))
+        self.assertFalse(harness.path.exists())
+
+    def test_a_sessionless_http_server_is_opened_as_modern(self) -> None:
+        """
+        A Streamable HTTP server that takes initialize without giving a session id (it
+        serves each POST on its own, so cannot hear a client's answer to its request)
+        is opened as modern: its handshake-era callers are bridged, where its
+        input_required rounds work.
+        """
+
+        class Sessionless(MemoryChannel):
+            session_id: str | None = None
+
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "initialize": lambda p: initialize_result("2025-11-25"),
+            }
+        )
+        harness = Harness(self, server)
+        made: list[MemoryChannel] = []
+
+        def channel(name: str, config: ServerConfig) -> MemoryChannel:
+            made.append(Sessionless(server))
+            return made[-1]
+
+        connector = evolve(harness.connector, channels=channel)
+        session = self.successResultOf(
+            Deferred.fromCoroutine(connector.connect("fake", REMOTE, era=Era.LEGACY))
+        )
+        self.assertIsInstance(session, ModernSession)
+        self.assertEqual(server.methods(), ["initialize", "server/discover"])
+        self.assertTrue(made[0].closed)
+
+
 class CacheTests(SynchronousTestCase):
     def test_a_remembered_legacy_era_skips_the_probe(self) -> None:
         """After a restart (a new cache read from the file), a legacy server gets no discover."""
