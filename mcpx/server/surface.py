@@ -232,7 +232,7 @@ class Surface:
             raise
         except Exception as e:
             return self._failed(CALL_TOOL, e, called=(server, tool))
-        if type(result) is not dict:
+        if not isinstance(result, dict):
             raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
         return rewrite_call_result(server, result)
 

@@ -19,6 +19,8 @@ entry point can answer a clear error instead of a crash.
 from __future__ import annotations
 
 import json
+import json.scanner
+import re
 from typing import Any, Final
 
 #: How deep objects and arrays may nest, counting the outermost value as one level.  A
@@ -45,6 +47,14 @@ def _finite_float(text: str) -> float:
 
 
 _decoder: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+#: The decoder's scanner (C, where the interpreter has it), to read one value at an offset.
+_scan: Final[Any] = json.scanner.make_scanner(_decoder)  # type: ignore[arg-type]
+
+#: The start of a response as nearly every peer spells it (mcpx, the Python and TypeScript
+#: SDKs): no space, these three members in this order, an integer or plain string id.
+_RESPONSE_START: Final = re.compile(
+    rb'\{"jsonrpc":"2\.0","id":(-?[0-9]{1,18}|"[ !#-\[\]-~]{0,64}"),"result":'
+)
 
 
 def _too_deep() -> JSONRefused:
@@ -90,3 +100,39 @@ def loads(data: bytes | bytearray | str) -> Any:
     if (kind is dict or kind is list) and text.count("[") + text.count("{") > MAX_DEPTH:
         _check_depth(value)
     return value
+
+
+def read_result(data: bytes) -> tuple[int | str, dict[str, Any], bytes] | None:
+    """
+    A response spelled C{{"jsonrpc":"2.0","id":ID,"result":{...}}}, read as strictly as
+    L{loads} reads it: its id, its result, and the result's own bytes as they came, which
+    are JSON text of the same value (the exact text to pass the result on as, without
+    encoding it again).
+
+    C{None} for anything else, and for anything L{loads} would refuse: the caller reads
+    those with L{loads}, which says why.
+    """
+    start = _RESPONSE_START.match(data)
+    if start is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    begins = start.end()  # the head is ASCII: its bytes are its characters
+    try:
+        result, ends = _scan(text, begins)
+    except (ValueError, RecursionError, StopIteration):
+        return None
+    if type(result) is not dict or text[ends:].rstrip(" \t\r\n") != "}":
+        return None
+    # What follows the result is ASCII ("}" and spaces): as many bytes as characters.
+    raw = data[begins : len(data) - (len(text) - ends)]
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        try:
+            _check_depth(result)
+        except JSONRefused:
+            return None
+    found = start.group(1)
+    request_id: int | str = found[1:-1].decode() if found[:1] == b'"' else int(found)
+    return request_id, result, raw

@@ -132,6 +132,13 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     @raise ProtocolError: -32700 (id C{None}) if C{data} is not UTF-8 JSON; -32600 with the
         offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
     """
+    if type(data) is bytes:
+        # A response in the usual spelling: its result keeps the bytes it came in, which
+        # L{encode} passes on as they are (L{EncodedResult}).
+        found = jsontext.read_result(data)
+        if found is not None:
+            request_id, result, raw = found
+            return Response(request_id, ReadResult(result, raw))
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
@@ -345,6 +352,111 @@ class EncodedResult(dict[str, Any]):
         self.json = encode_json(result) if written is None else written
 
 
+class ReadResult(dict[str, Any]):
+    """
+    An upstream's result together with the JSON text it was read from (L{parse}), so
+    that passing it on writes those bytes instead of encoding it again: the same bytes
+    wherever the upstream writes compact UTF-8 JSON, as mcpx and the SDKs do, and the
+    same value whatever its spelling.
+
+    Members added after it was read (C{resultType}, which the upstream session gives
+    every result, or the 2026-07-28 envelope's) are written after the text
+    (L{encoded}).  Changing or removing a member it was read with makes it forget the
+    text, and it is encoded as any result.  The values inside it are never modified:
+    a downgrade or a rewrite makes new objects (L{spelled_as_read}).
+
+    @ivar read: the text of the members read, an object.
+    @ivar covered: how many of its first members C{read} holds.
+    """
+
+    __slots__ = ("covered", "read")
+
+    def __init__(self, result: Mapping[str, Any], read: bytes, covered: int | None = None) -> None:
+        super().__init__(result)
+        self.read = read
+        self.covered = len(self) if covered is None else covered
+
+    def _forget(self) -> None:
+        self.read = b"{}"
+        self.covered = 0
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self:
+            self._forget()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._forget()
+        super().__delitem__(key)
+
+    def __ior__(self, other: Any) -> ReadResult:  # type: ignore[override,misc]
+        self._forget()
+        return super().__ior__(other)
+
+    def pop(self, *args: Any) -> Any:
+        self._forget()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._forget()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._forget()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._forget()
+        super().update(*args, **kwargs)
+
+    def encoded(self) -> bytes | None:
+        """
+        The result's JSON text: the text read, followed by the members added since;
+        C{None} when one of those cannot be written as UTF-8 (then the whole message is
+        encoded, in ASCII escapes).
+        """
+        covered = self.covered
+        if len(self) == covered:
+            return self.read
+        pieces: list[bytes] = []
+        for index, (key, value) in enumerate(self.items()):
+            if index < covered:
+                continue
+            written = utf8_json(value)
+            key_json = utf8_json(key)
+            if written is None or key_json is None:
+                return None
+            pieces += (b",", key_json, b":", written)
+        if covered == 0:
+            pieces[0] = b"{"
+            return b"".join((*pieces, b"}"))
+        return b"".join((self.read[:-1], *pieces, b"}"))
+
+
+def spelled_as_read(result: Mapping[str, Any], spelled: Mapping[str, Any]) -> Mapping[str, Any]:
+    """
+    C{spelled}, a result as a revision spells C{result}, keeping the text C{result} was
+    read from (a L{ReadResult}) when C{spelled} begins with the same members read, the
+    same objects: the members of C{result} added since, and those the spelling removed
+    or added after them (C{resultType}, the 2026-07-28 envelope's C{_meta}), are
+    written after that text.
+
+    Anything else the spelling changed (a downgrade that rewrote content, a C{_meta} the
+    envelope merged into) leaves C{spelled} as it is, to be encoded in full.
+    """
+    if type(result) is not ReadResult or spelled is result:
+        return spelled
+    covered = result.covered
+    if covered == 0 or len(spelled) < covered:
+        return spelled
+    mine = iter(result.items())
+    for _, (key, value) in zip(range(covered), spelled.items(), strict=False):
+        same_key, same_value = next(mine)
+        if key != same_key or value is not same_value:
+            return spelled
+    return ReadResult(spelled, result.read, covered)
+
+
 class EncodedList(list[Any]):
     """
     A list with its own encoding, L{utf8_json} of the same list, written in its place when
@@ -399,6 +511,10 @@ def encode(message: Message | Batch) -> bytes:
             pieces: list[bytes] | None = None
             if type(result) is EncodedResult:
                 pieces = [result.json]
+            elif type(result) is ReadResult:
+                written = result.encoded()
+                if written is not None:
+                    pieces = [written]
             elif type(result) is dict and not _ENCODED_VALUES.isdisjoint(
                 map(type, result.values())
             ):

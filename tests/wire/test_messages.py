@@ -18,12 +18,14 @@ from mcpx.wire.messages import (
     IdSequence,
     Message,
     Notification,
+    ReadResult,
     Request,
     Response,
     encode,
     encode_json,
     parse,
     parse_object,
+    spelled_as_read,
     utf8_json,
 )
 
@@ -430,3 +432,86 @@ class IdSequenceTests(SynchronousTestCase):
         first, second = IdSequence(), IdSequence()
         next(first)
         self.assertEqual(next(second), 1)
+
+
+class ReadResultTests(SynchronousTestCase):
+    """An upstream's answer read with its text (L{ReadResult}), and passed on as it came."""
+
+    def test_read_with_its_text(self) -> None:
+        """
+        An answer in the usual spelling keeps the text of its result, even spelled with
+        spaces inside, and encoding it again writes that text with only the id changed.
+        """
+        line = b'{"jsonrpc":"2.0","id":7,"result":{"content": [{"type":"text","text":"\xc3\xa9"}]}}'
+        message = parse(line)
+        assert isinstance(message, Response)
+        self.assertIs(type(message.result), ReadResult)
+        self.assertEqual(message.result, {"content": [{"type": "text", "text": "é"}]})
+        self.assertEqual(
+            encode(Response("a", message.result)),
+            b'{"jsonrpc":"2.0","id":"a","result":{"content": [{"type":"text","text":"\xc3\xa9"}]}}',
+        )
+
+    def test_other_spellings_read_whole(self) -> None:
+        """
+        Another order of members, a member more, a duplicate result, a refused number or
+        an escaped id: read whole, as before, and refused where strict reading refuses.
+        """
+        for line in (
+            b'{"id":7,"jsonrpc":"2.0","result":{}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"extra":1}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"result":{"b":2}}',
+            b'{"jsonrpc":"2.0","id":"a\\"b","result":{}}',
+        ):
+            message = parse(line)
+            assert isinstance(message, Response)
+            self.assertIs(type(message.result), dict, line)
+        for line in (
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":NaN}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1e400}}',
+            b'{"jsonrpc":"2.0","id":7,"result":' + b'{"a":' * 101 + b"1" + b"}" * 102,
+        ):
+            with self.assertRaises(ProtocolError):
+                parse(line)
+
+    def test_added_members_written_after(self) -> None:
+        """Members added after reading are written after the text read."""
+        result = ReadResult({"a": 1}, b'{"a": 1}')
+        result.setdefault("resultType", "complete")
+        self.assertEqual(
+            encode(Response(1, result)),
+            b'{"jsonrpc":"2.0","id":1,"result":{"a": 1,"resultType":"complete"}}',
+        )
+
+    def test_changed_result_encoded_again(self) -> None:
+        """A member read that is changed or removed makes the result encoded afresh."""
+        for change in (
+            lambda r: r.__setitem__("a", 2),
+            lambda r: r.pop("a"),
+            lambda r: r.update(a=2),
+            lambda r: r.__delitem__("a"),
+        ):
+            result = ReadResult({"a": 1, "b": 2}, b'{"a": 1, "b": 2}')
+            change(result)
+            self.assertEqual(
+                encode(Response(1, result)),
+                encode_json({"jsonrpc": "2.0", "id": 1, "result": dict(result)}),
+            )
+
+    def test_spelled_as_read(self) -> None:
+        """
+        A spelling that keeps the members read, and adds its own after them, keeps the
+        text; one that replaced a member read does not.
+        """
+        result = ReadResult({"a": [1]}, b'{"a":[1]}')
+        kept = spelled_as_read(result, {"a": result["a"], "resultType": "complete"})
+        self.assertEqual(encode_json_of(kept), b'{"a":[1],"resultType":"complete"}')
+        self.assertIs(type(kept), ReadResult)
+        replaced = spelled_as_read(result, {"a": [1]})
+        self.assertIs(type(replaced), dict)
+
+
+def encode_json_of(result: Any) -> bytes:
+    """The result's text as L{encode} writes it in a response."""
+    written = encode(Response(1, result))
+    return written[len(b'{"jsonrpc":"2.0","id":1,"result":') : -1]
