@@ -23,7 +23,7 @@ from attrs import field, frozen
 
 from mcpx.wire import jsontext
 from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
-from mcpx.wire.jsontext import JSONRefused
+from mcpx.wire.jsontext import JSONRefused, Members
 
 RequestId: TypeAlias = int | str
 Params: TypeAlias = dict[str, Any] | list[Any] | None
@@ -137,8 +137,8 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
         # L{encode} passes on as they are (L{EncodedResult}).
         found = jsontext.read_result(data)
         if found is not None:
-            request_id, result, raw = found
-            return Response(request_id, ReadResult(result, raw))
+            request_id, result, members = found
+            return Response(request_id, ReadResult(result, members))
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
@@ -354,107 +354,55 @@ class EncodedResult(dict[str, Any]):
 
 class ReadResult(dict[str, Any]):
     """
-    An upstream's result together with the JSON text it was read from (L{parse}), so
-    that passing it on writes those bytes instead of encoding it again: the same bytes
-    wherever the upstream writes compact UTF-8 JSON, as mcpx and the SDKs do, and the
-    same value whatever its spelling.
+    An upstream's result together with the JSON text of each of its members' values as
+    they were read (L{parse}), so that passing it on writes that text instead of encoding
+    the values again: the same bytes wherever the upstream writes compact UTF-8 JSON, as
+    mcpx and the SDKs do, and the same value whatever its spelling.
 
-    Members added after it was read (C{resultType}, which the upstream session gives
-    every result, or the 2026-07-28 envelope's) are written after the text
-    (L{encoded}).  Changing or removing a member it was read with makes it forget the
-    text, and it is encoded as any result.  The values inside it are never modified:
-    a downgrade or a rewrite makes new objects (L{spelled_as_read}).
+    A member is written from its text while it holds the very value read; one replaced
+    or added since (C{resultType}, which the upstream session gives every result, the
+    2026-07-28 envelope's C{_meta}) is encoded.  The values themselves are never
+    modified: a downgrade or a rewrite makes new objects.
 
-    @ivar read: the text of the members read, an object.
-    @ivar covered: how many of its first members C{read} holds.
+    @ivar read: the members as read, by key: the value, and the text it was read from.
     """
 
-    __slots__ = ("covered", "read")
+    __slots__ = ("read",)
 
-    def __init__(self, result: Mapping[str, Any], read: bytes, covered: int | None = None) -> None:
+    def __init__(self, result: Mapping[str, Any], read: Members) -> None:
         super().__init__(result)
         self.read = read
-        self.covered = len(self) if covered is None else covered
-
-    def _forget(self) -> None:
-        self.read = b"{}"
-        self.covered = 0
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in self:
-            self._forget()
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        self._forget()
-        super().__delitem__(key)
-
-    def __ior__(self, other: Any) -> ReadResult:  # type: ignore[override,misc]
-        self._forget()
-        return super().__ior__(other)
-
-    def pop(self, *args: Any) -> Any:
-        self._forget()
-        return super().pop(*args)
-
-    def popitem(self) -> tuple[str, Any]:
-        self._forget()
-        return super().popitem()
-
-    def clear(self) -> None:
-        self._forget()
-        super().clear()
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._forget()
-        super().update(*args, **kwargs)
 
     def encoded(self) -> bytes | None:
         """
-        The result's JSON text: the text read, followed by the members added since;
-        C{None} when one of those cannot be written as UTF-8 (then the whole message is
-        encoded, in ASCII escapes).
+        The result's JSON text: each member's text as read where it holds the value read,
+        and encoded where not; C{None} when one of those cannot be written as UTF-8
+        (then the whole message is encoded, in ASCII escapes).
         """
-        covered = self.covered
-        if len(self) == covered:
-            return self.read
-        pieces: list[bytes] = []
-        for index, (key, value) in enumerate(self.items()):
-            if index < covered:
-                continue
-            written = utf8_json(value)
+        read = self.read
+        pieces = [b"{"]
+        for key, value in self.items():
+            found = read.get(key)
+            written = found[1] if found is not None and found[0] is value else utf8_json(value)
             key_json = utf8_json(key)
             if written is None or key_json is None:
                 return None
-            pieces += (b",", key_json, b":", written)
-        if covered == 0:
-            pieces[0] = b"{"
-            return b"".join((*pieces, b"}"))
-        return b"".join((self.read[:-1], *pieces, b"}"))
+            pieces += (key_json, b":", written, b",")
+        if len(pieces) == 1:
+            return b"{}"
+        pieces[-1] = b"}"
+        return b"".join(pieces)
 
 
 def spelled_as_read(result: Mapping[str, Any], spelled: Mapping[str, Any]) -> Mapping[str, Any]:
     """
-    C{spelled}, a result as a revision spells C{result}, keeping the text C{result} was
-    read from (a L{ReadResult}) when C{spelled} begins with the same members read, the
-    same objects: the members of C{result} added since, and those the spelling removed
-    or added after them (C{resultType}, the 2026-07-28 envelope's C{_meta}), are
-    written after that text.
-
-    Anything else the spelling changed (a downgrade that rewrote content, a C{_meta} the
-    envelope merged into) leaves C{spelled} as it is, to be encoded in full.
+    C{spelled}, a result as a revision spells C{result}, with the text C{result}'s members
+    were read from (a L{ReadResult}): the members the spelling kept as they were are
+    written from it, those it replaced or added are encoded.
     """
     if type(result) is not ReadResult or spelled is result:
         return spelled
-    covered = result.covered
-    if covered == 0 or len(spelled) < covered:
-        return spelled
-    mine = iter(result.items())
-    for _, (key, value) in zip(range(covered), spelled.items(), strict=False):
-        same_key, same_value = next(mine)
-        if key != same_key or value is not same_value:
-            return spelled
-    return ReadResult(spelled, result.read, covered)
+    return ReadResult(spelled, result.read)
 
 
 class EncodedList(list[Any]):

@@ -22,6 +22,8 @@ from tests.server.test_passthrough import passed_through, scripts
 
 #: A tool result of about 300 KB, most of it not ASCII.
 LARGE = "Grüße, 世界, ça va? 🙂 " * 15_000
+#: The answer of the tool C{big}, asked for with a small request: about 300 KB.
+BIG = "ünïcödé ☃ " * 20_000
 
 
 class BytesHarness(Harness):
@@ -37,18 +39,18 @@ class BytesHarness(Harness):
 
 
 class CountingEncoder(json.JSONEncoder):
-    """mcpx's encoder, counting the texts it writes that hold L{LARGE}."""
+    """mcpx's encoder, counting the texts it writes that hold L{BIG}."""
 
     def __init__(self) -> None:
         json.JSONEncoder.__init__(
             self, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
         )
-        self.large = 0
+        self.big = 0
 
     def encode(self, o: Any) -> str:
         text = json.JSONEncoder.encode(self, o)
-        if len(text) > len(LARGE):
-            self.large += 1
+        if BIG in text:
+            self.big += 1
         return text
 
 
@@ -56,9 +58,9 @@ SCRIPTED_CALL = test_passthrough._call
 
 
 def _call(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
-    """The scripted upstreams' tools, and C{big}, whose answer is L{LARGE} as text."""
+    """The scripted upstreams' tools, and C{big}, whose answer is L{BIG} as text."""
     if params.get("name") == "big":
-        return {"content": [{"type": "text", "text": LARGE}]}
+        return {"content": [{"type": "text", "text": BIG}]}
     return SCRIPTED_CALL(upstream, params)
 
 
@@ -114,27 +116,22 @@ class PassThroughBytesTests(SynchronousTestCase):
             self.assertEqual(len(passed), 8, revision)
             for mine, theirs in zip(passed, parsed, strict=True):
                 self.assertEqual(mine, theirs, revision)
-            self.assertIn(LARGE.encode("utf-8"), passed[0])
+            self.assertIn(BIG.encode("utf-8"), passed[0])
             self.assertIn(LARGE.encode("utf-8"), passed[2])
             self.assertIn(b'"error"', passed[5])
 
     def test_large_answer_not_encoded_again(self) -> None:
         """
         A large answer is written once, by the upstream: mcpx passes its bytes on
-        instead of encoding the result a second time, on every revision (on the legacy
-        ones and on 2026-07-28, whose envelope is written after the upstream's bytes).
+        instead of encoding the result a second time, on every revision (on
+        2026-07-28, whose envelope is written around the upstream's bytes, too).
         """
         for revision in Revision:
             encoder = CountingEncoder()
             self.patch(messages, "_encoder", encoder)
             found = answers(self, revision)
-            self.assertIn(LARGE.encode("utf-8"), found[0])
-            # The upstream's answer to C{big} is the one; then the text goes out twice
-            # more, in the request for C{echo} and in mcpx's request upstream, and its
-            # answer is written once more only where the revision lacks structuredContent
-            # (a downgrade looks inside): never the answer to C{big} again.
-            again = 1 if revision in (Revision.V2024_11_05, Revision.V2025_03_26) else 0
-            self.assertEqual(encoder.large, 1 + 3 + again, revision)
+            self.assertIn(BIG.encode("utf-8"), found[0])
+            self.assertEqual(encoder.big, 1, revision)
 
 
 READ_RESULT = jsontext.read_result
