@@ -122,14 +122,19 @@ def read_result(data: bytes) -> tuple[int | str, dict[str, Any], Members] | None
     of its value as they came, which are JSON text of the same value (the text to pass it
     on as, without encoding it again).
 
-    C{None} for anything else, for an answer shorter than L{READ_AS_TEXT_FROM}, and for
-    anything L{loads} would refuse or read another way (a key twice): the caller reads
-    those with L{loads}, which says why.
+    C{None} for anything else, for an answer shorter than L{READ_AS_TEXT_FROM} or with a
+    line break inside, and for anything L{loads} would refuse or read another way (a key
+    twice): the caller reads those with L{loads}, which says why.
     """
     if len(data) < READ_AS_TEXT_FROM:
         return None
     start = _RESPONSE_START.match(data)
     if start is None:
+        return None
+    # A line break inside (an HTTP upstream's pretty-printed answer) would break the
+    # framing of a host on stdio or SSE were its text passed on: read those whole.
+    ends = len(data.rstrip(b" \t\r\n"))
+    if data.find(b"\n", 0, ends) >= 0 or data.find(b"\r", 0, ends) >= 0:
         return None
     try:
         text = data.decode("utf-8")

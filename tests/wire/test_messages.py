@@ -472,14 +472,17 @@ class ReadResultTests(SynchronousTestCase):
 
     def test_other_spellings_read_whole(self) -> None:
         """
-        Another order of members, a member more, a key twice, a duplicate result, an
-        escaped id: read whole, as before; refused where strict reading refuses.
+        Another order of members, a member more, a key twice, a duplicate result, a line
+        break inside (which a host's stdio or SSE framing cannot carry), an escaped id:
+        read whole, as before; refused where strict reading refuses.
         """
         for line in (
             b'{"id":7,"jsonrpc":"2.0","result":{}}',
             b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"extra":1}',
             b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"result":{"b":2}}',
             b'{"jsonrpc":"2.0","id":7,"result":{"a":1,"a":2}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":[\n1\n]}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":[\r1]}}',
             b'{"jsonrpc":"2.0","id":"a\\"b","result":{}}',
         ):
             message = parse(line)
