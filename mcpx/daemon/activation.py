@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import socket
 
-from twisted.internet import endpoints
+from mcpx.wire.twisted_private import systemd_descriptors
 
 _DOMAINS = {socket.AF_INET: "INET", socket.AF_INET6: "INET6", socket.AF_UNIX: "UNIX"}
 
@@ -40,12 +40,8 @@ def _domain(descriptor: int) -> str | None:
 def inherited_descriptors() -> list[int]:
     """The descriptors Twisted's C{systemd:} endpoints found passed to this process."""
     # Private to Twisted, but the only record left once it has cleaned the environment.
-    parser = getattr(endpoints, "_SystemdParser", None)
-    listen_fds = getattr(parser, "_sddaemon", None)
-    if listen_fds is None:
-        return []
-    descriptors: list[int] = listen_fds.inheritedDescriptors()
-    return descriptors
+    descriptors = systemd_descriptors()
+    return [] if descriptors is None else descriptors
 
 
 def activated_endpoints(descriptors: list[int]) -> tuple[str, ...]:

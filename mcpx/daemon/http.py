@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define
 from klein import Klein
-from klein._resource import URLDecodeError, extractURLparts
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource, Resource
@@ -29,6 +28,7 @@ from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.parts import OpsHost
 from mcpx.daemon.status_page import StatusPage
 from mcpx.ops.table import OPS
+from mcpx.wire.twisted_private import url_refused_by_klein
 
 if TYPE_CHECKING:
     from mcpx.server.http import McpHTTP
@@ -57,16 +57,13 @@ class Utf8Urls(Resource):
 
     def render(self, request: IRequest) -> bytes | int:
         parts = [*request.prepath, *request.postpath, request.getRequestHostname()]
-        if not all(part.isascii() for part in parts):
-            try:
-                extractURLparts(request)
-            except URLDecodeError:
-                return error_body(
-                    request,
-                    400,
-                    "invalid_url",
-                    "the URL's path or host is not UTF-8 once percent-decoded",
-                )
+        if not all(part.isascii() for part in parts) and url_refused_by_klein(request):
+            return error_body(
+                request,
+                400,
+                "invalid_url",
+                "the URL's path or host is not UTF-8 once percent-decoded",
+            )
         rendered: bytes | int = self._app.render(request)  # type: ignore[no-untyped-call]
         return rendered
 

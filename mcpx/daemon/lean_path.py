@@ -55,6 +55,11 @@ from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, LimitedChannel
 from mcpx.server.http import McpHTTP
 from mcpx.wire.prompt_write import write_now
+from mcpx.wire.twisted_private import (
+    handling_request,
+    network_producer,
+    waiting_for_transport,
+)
 
 __all__ = ["MAX_HEAD", "MAX_HEADERS", "Head", "HttpDate", "LeanChannel", "LeanMcp", "read_head"]
 
@@ -288,8 +293,8 @@ class LeanChannel(LimitedChannel):
         self._pending += data
         if self._answering is not None:
             # A next request, held until this one is answered (as twisted.web does).
-            if len(self._pending) > MAX_PENDING and not self._waitingForTransport:
-                self._networkProducer.pauseProducing()
+            if len(self._pending) > MAX_PENDING and not waiting_for_transport(self):
+                network_producer(self).pauseProducing()
             return
         self._next()
 
@@ -337,7 +342,7 @@ class LeanChannel(LimitedChannel):
         request.clientproto = b"HTTP/1.1"
         self.requests.append(request)
         self._answering = request
-        self._handlingRequest = True
+        handling_request(self, True)
         self.request_whole()
         self._lean.answer(request)
 
@@ -426,10 +431,10 @@ class LeanChannel(LimitedChannel):
         self._send_held()
         self._answering = None
         del self.requests[0]
-        self._handlingRequest = False
+        handling_request(self, False)
         self.request_answered()
-        if not self._waitingForTransport:
-            self._networkProducer.resumeProducing()
+        if not waiting_for_transport(self):
+            network_producer(self).resumeProducing()
         if not self.persistent:
             self.loseConnection()  # type: ignore[no-untyped-call]
             return

@@ -302,7 +302,7 @@ class GuardedPool:
             checks is not None
             and policy.validate_output is not Check.OFF
             and (checks.output is not None or checks.output_refused is not None)
-            and type(result) is dict
+            and isinstance(result, dict)
             and result.get("isError") is not True
         ):
             self._check_output(

@@ -79,7 +79,7 @@ from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import Notification, Request
+from mcpx.wire.messages import Notification, Request, spelled_as_read
 
 log = Logger()
 
@@ -363,16 +363,22 @@ class McpServer:
         return self.spell(result, method, context)
 
     def spell(self, result: Mapping[str, Any], method: str, context: Context) -> Any:
-        """C{result}, built in the newest shape, as the request's revision spells it."""
+        """
+        C{result}, built in the newest shape, as the request's revision spells it; an
+        upstream's answer passed through keeps the bytes it came in where the spelling
+        left it the same (L{spelled_as_read}).
+        """
         if context.modern:
-            return envelope(
+            spelled: Mapping[str, Any] = envelope(
                 result,
                 method,
                 server_info=self.server_info,
                 list_max_age=self._list_max_age,
                 read_max_age=self._read_max_age,
             )
-        return downgrade(result, method, context.revision)
+        else:
+            spelled = downgrade(result, method, context.revision)
+        return spelled_as_read(result, spelled)
 
     def notification(self, conn: Conn, notification: Notification) -> None:
         """A notification from the client (C{notifications/cancelled} is the transport's)."""

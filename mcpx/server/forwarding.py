@@ -105,7 +105,7 @@ async def guarded(
         raise e.rpc_error() from None
     except (PoolError, UpstreamError) as e:
         raise pool_failure(e) from None
-    if type(result) is not dict:
+    if not isinstance(result, dict):
         raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
     return result
 

@@ -326,7 +326,7 @@ class Surface:
             raise
         except Exception as e:
             return self._failed(CALL_TOOL, e, called=(server, tool))
-        if type(result) is not dict:
+        if not isinstance(result, dict):
             raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
         rewritten = rewrite_call_result(server, result)
         if definition is None or app:

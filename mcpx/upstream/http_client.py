@@ -22,7 +22,7 @@ from twisted.internet.protocol import Protocol as StreamProtocol
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone, _HTTP11ClientFactory
+from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
@@ -36,6 +36,7 @@ from mcpx.wire.errors import ProtocolError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from mcpx.wire.messages import Batch, ErrorResponse, Message, RequestId, Response, parse
 from mcpx.wire.peer import RpcPeer
+from mcpx.wire.twisted_private import http11_client_factory
 
 if TYPE_CHECKING:
     from treq.client import HTTPClient
@@ -373,7 +374,7 @@ def waiter_on(closing: Deferred[None]) -> Deferred[None]:
     return done
 
 
-class _QuietClientFactory(_HTTP11ClientFactory):
+class _QuietClientFactory(http11_client_factory()):  # type: ignore[misc]
     """The pool's connection factory, without a "Starting factory" line per connection."""
 
     noisy = False

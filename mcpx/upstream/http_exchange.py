@@ -15,7 +15,6 @@ from twisted.internet.error import ConnectError
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web._newclient import RequestNotSent
 from twisted.web.iweb import IResponse
 
 from mcpx.settings.secrets import excerpt
@@ -49,6 +48,7 @@ from mcpx.upstream.http_headers import (
 from mcpx.wire.errors import ProtocolError
 from mcpx.wire.messages import Batch, ErrorResponse, Message, Request, parse
 from mcpx.wire.sse import MESSAGE, EventTooLarge, SSEDecoder
+from mcpx.wire.twisted_private import request_not_sent
 
 log = Logger()
 
@@ -238,7 +238,7 @@ class Exchange:
             RequestFailed(
                 f"{verb} {self.what} to {self.channel.shown_url} failed: {explain(failure)}",
                 # Could it have reached the server?  Not if no connection was made.
-                started=started or failure.check(ConnectError, RequestNotSent) is None,
+                started=started or failure.check(ConnectError, request_not_sent()) is None,
             )
         )
 

@@ -23,7 +23,7 @@ from attrs import field, frozen
 
 from mcpx.wire import jsontext
 from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
-from mcpx.wire.jsontext import JSONRefused
+from mcpx.wire.jsontext import JSONRefused, Members
 
 RequestId: TypeAlias = int | str
 Params: TypeAlias = dict[str, Any] | list[Any] | None
@@ -132,6 +132,13 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     @raise ProtocolError: -32700 (id C{None}) if C{data} is not UTF-8 JSON; -32600 with the
         offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
     """
+    if type(data) is bytes:
+        # A response in the usual spelling: its result keeps the bytes it came in, which
+        # L{encode} passes on as they are (L{EncodedResult}).
+        found = jsontext.read_result(data)
+        if found is not None:
+            request_id, result, members = found
+            return Response(request_id, ReadResult(result, members))
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
@@ -345,6 +352,59 @@ class EncodedResult(dict[str, Any]):
         self.json = encode_json(result) if written is None else written
 
 
+class ReadResult(dict[str, Any]):
+    """
+    An upstream's result together with the JSON text of each of its members' values as
+    they were read (L{parse}), so that passing it on writes that text instead of encoding
+    the values again: the same bytes wherever the upstream writes compact UTF-8 JSON, as
+    mcpx and the SDKs do, and the same value whatever its spelling.
+
+    A member is written from its text while it holds the very value read; one replaced
+    or added since (C{resultType}, which the upstream session gives every result, the
+    2026-07-28 envelope's C{_meta}) is encoded.  The values themselves are never
+    modified: a downgrade or a rewrite makes new objects.
+
+    @ivar read: the members as read, by key: the value, and the text it was read from.
+    """
+
+    __slots__ = ("read",)
+
+    def __init__(self, result: Mapping[str, Any], read: Members) -> None:
+        super().__init__(result)
+        self.read = read
+
+    def encoded(self) -> bytes | None:
+        """
+        The result's JSON text: each member's text as read where it holds the value read,
+        and encoded where not; C{None} when one of those cannot be written as UTF-8
+        (then the whole message is encoded, in ASCII escapes).
+        """
+        read = self.read
+        pieces = [b"{"]
+        for key, value in self.items():
+            found = read.get(key)
+            written = found[1] if found is not None and found[0] is value else utf8_json(value)
+            key_json = utf8_json(key)
+            if written is None or key_json is None:
+                return None
+            pieces += (key_json, b":", written, b",")
+        if len(pieces) == 1:
+            return b"{}"
+        pieces[-1] = b"}"
+        return b"".join(pieces)
+
+
+def spelled_as_read(result: Mapping[str, Any], spelled: Mapping[str, Any]) -> Mapping[str, Any]:
+    """
+    C{spelled}, a result as a revision spells C{result}, with the text C{result}'s members
+    were read from (a L{ReadResult}): the members the spelling kept as they were are
+    written from it, those it replaced or added are encoded.
+    """
+    if type(result) is not ReadResult or spelled is result:
+        return spelled
+    return ReadResult(spelled, result.read)
+
+
 class EncodedList(list[Any]):
     """
     A list with its own encoding, L{utf8_json} of the same list, written in its place when
@@ -399,6 +459,10 @@ def encode(message: Message | Batch) -> bytes:
             pieces: list[bytes] | None = None
             if type(result) is EncodedResult:
                 pieces = [result.json]
+            elif type(result) is ReadResult:
+                written = result.encoded()
+                if written is not None:
+                    pieces = [written]
             elif type(result) is dict and not _ENCODED_VALUES.isdisjoint(
                 map(type, result.values())
             ):

@@ -18,6 +18,8 @@ from typing import Any
 
 from twisted.internet.abstract import FileDescriptor
 
+from mcpx.wire.twisted_private import nothing_queued
+
 __all__ = ["write_now"]
 
 
@@ -52,9 +54,7 @@ def _writable_now(transport: Any) -> bool:
         and not getattr(transport, "TLS", False)
         and bool(transport.connected)
         and not transport.disconnecting
-        and not transport._writeDisconnecting
-        and not transport._writeDisconnected
         and not transport.dataBuffer
-        and not transport._tempDataBuffer
+        and nothing_queued(transport)
         and not transport.producerPaused
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.wire import jsontext
 from mcpx.wire.errors import ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
@@ -18,12 +19,14 @@ from mcpx.wire.messages import (
     IdSequence,
     Message,
     Notification,
+    ReadResult,
     Request,
     Response,
     encode,
     encode_json,
     parse,
     parse_object,
+    spelled_as_read,
     utf8_json,
 )
 
@@ -430,3 +433,89 @@ class IdSequenceTests(SynchronousTestCase):
         first, second = IdSequence(), IdSequence()
         next(first)
         self.assertEqual(next(second), 1)
+
+
+class ReadResultTests(SynchronousTestCase):
+    """An upstream's answer read with its text (L{ReadResult}), and passed on as it came."""
+
+    def setUp(self) -> None:
+        # Every answer here is short: read with its text all the same.
+        self.patch(jsontext, "READ_AS_TEXT_FROM", 0)
+
+    def test_short_answer_read_whole(self) -> None:
+        """An answer shorter than READ_AS_TEXT_FROM is read whole, as any other."""
+        self.patch(jsontext, "READ_AS_TEXT_FROM", 100)
+        short = parse(b'{"jsonrpc":"2.0","id":1,"result":{"a":1}}')
+        long = parse(b'{"jsonrpc":"2.0","id":1,"result":{"a":"' + b"x" * 100 + b'"}}')
+        assert isinstance(short, Response) and isinstance(long, Response)
+        self.assertEqual((type(short.result), type(long.result)), (dict, ReadResult))
+
+    def test_read_with_its_text(self) -> None:
+        """
+        An answer in the usual spelling keeps the text of its result's members, even
+        spelled with spaces around them, and encoding it again writes those texts with
+        only the id changed.
+        """
+        line = (
+            b'{"jsonrpc":"2.0","id":7,"result":{ "content" : [{"type":"text","text":"\xc3\xa9"}],'
+            b'"n":1.50}}'
+        )
+        message = parse(line)
+        assert isinstance(message, Response)
+        self.assertIs(type(message.result), ReadResult)
+        self.assertEqual(message.result, {"content": [{"type": "text", "text": "é"}], "n": 1.5})
+        self.assertEqual(
+            encode(Response("a", message.result)),
+            b'{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"\xc3\xa9"}],'
+            b'"n":1.50}}',
+        )
+
+    def test_other_spellings_read_whole(self) -> None:
+        """
+        Another order of members, a member more, a key twice, a duplicate result, a line
+        break inside (which a host's stdio or SSE framing cannot carry), an escaped id:
+        read whole, as before; refused where strict reading refuses.
+        """
+        for line in (
+            b'{"id":7,"jsonrpc":"2.0","result":{}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"extra":1}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1},"result":{"b":2}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1,"a":2}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":[\n1\n]}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":[\r1]}}',
+            b'{"jsonrpc":"2.0","id":"a\\"b","result":{}}',
+        ):
+            message = parse(line)
+            assert isinstance(message, Response)
+            self.assertIs(type(message.result), dict, line)
+        for line in (
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":NaN}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":1e400}}',
+            b'{"jsonrpc":"2.0","id":7,"result":{"a":' + b"[" * 100 + b"]" * 100 + b"}}",
+        ):
+            with self.assertRaises(ProtocolError):
+                parse(line)
+
+    def test_members_replaced_or_added_encoded(self) -> None:
+        """Members added or replaced after reading are encoded; the others keep their text."""
+        message = parse(b'{"jsonrpc":"2.0","id":1,"result":{"a": [1], "b": 2}}')
+        assert isinstance(message, Response)
+        result = message.result
+        result["b"] = 3
+        result.setdefault("resultType", "complete")
+        self.assertEqual(
+            encode(Response(1, result)),
+            b'{"jsonrpc":"2.0","id":1,"result":{"a":[1],"b":3,"resultType":"complete"}}',
+        )
+
+    def test_spelled_as_read(self) -> None:
+        """A spelling keeps the text of the members it kept, and encodes the others."""
+        message = parse(b'{"jsonrpc":"2.0","id":1,"result":{"a":[1.0],"_meta":{"x":1}}}')
+        assert isinstance(message, Response)
+        result = message.result
+        spelled = spelled_as_read(result, {"a": result["a"], "_meta": {"x": 1, "y": 2}})
+        self.assertEqual(
+            encode(Response(1, spelled)),
+            b'{"jsonrpc":"2.0","id":1,"result":{"a":[1.0],"_meta":{"x":1,"y":2}}}',
+        )
+        self.assertIs(spelled_as_read({"a": 1}, {"a": 1, "b": 2}).__class__, dict)

@@ -1,0 +1,112 @@
+# -*- test-case-name: tests.wire.test_twisted_private -*-
+"""
+The one room for the private Twisted and Klein names mcpx relies on.
+
+Each is here, and nowhere else, because no public API does what it does on the hot path
+or at start-up; each use says why where it is made.  They were read in the versions named
+by L{PINNED}, and C{tests.wire.test_twisted_private} fails when the installed Twisted or
+Klein is another: read each name below in the new version's source, check it still means
+what is written here, then move L{PINNED} on.
+
+  - C{FileDescriptor}'s write state (C{_writeDisconnecting}, C{_writeDisconnected},
+    C{_tempDataBuffer}): whether a message may be sent now rather than on the reactor's
+    next pass (L{mcpx.wire.prompt_write});
+  - C{HTTPChannel}'s request state (C{_waitingForTransport}, C{_networkProducer},
+    C{_handlingRequest}): the lean C{/mcp} path answers requests twisted.web did not
+    parse, and keeps the channel's own account of them (L{mcpx.daemon.lean_path});
+  - C{klein._resource.extractURLparts} and C{URLDecodeError}: a request's URL checked as
+    Klein will read it, before the app does (L{mcpx.daemon.http}, L{url_refused_by_klein});
+  - C{twisted.internet.endpoints._SystemdParser}: the descriptors systemd passed, the
+    only record left once Twisted has cleaned the environment
+    (L{mcpx.daemon.activation});
+  - C{twisted.web.client._HTTP11ClientFactory}: the upstream HTTP client's quiet
+    connection factory (L{mcpx.upstream.http_client}, L{http11_client_factory});
+  - C{twisted.web._newclient.RequestNotSent}: a request that failed before any of it
+    was sent (L{mcpx.upstream.http_exchange}, L{request_not_sent}).
+
+Klein, the endpoints and the HTTP client are imported only by the functions that need
+them, so that importing this module (as the stdio channel's L{mcpx.wire.prompt_write}
+does) costs nothing more than it did.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = [
+    "PINNED",
+    "handling_request",
+    "http11_client_factory",
+    "network_producer",
+    "nothing_queued",
+    "request_not_sent",
+    "systemd_descriptors",
+    "url_refused_by_klein",
+    "waiting_for_transport",
+]
+
+#: The versions whose source the names here were read in.
+PINNED: Final = {"twisted": "26.10.0", "klein": "24.8.0"}
+
+
+def http11_client_factory() -> type[Any]:
+    """Twisted's HTTP/1.1 client connection factory, to subclass."""
+    from twisted.web.client import _HTTP11ClientFactory
+
+    return _HTTP11ClientFactory
+
+
+def request_not_sent() -> type[Exception]:
+    """The error of a request the HTTP client failed before sending any of it."""
+    from twisted.web._newclient import RequestNotSent
+
+    return RequestNotSent
+
+
+def url_refused_by_klein(request: Any) -> bool:
+    """Whether Klein would refuse C{request}'s URL (its path or host not UTF-8 decoded)."""
+    from klein._resource import URLDecodeError, extractURLparts
+
+    try:
+        extractURLparts(request)
+    except URLDecodeError:
+        return True
+    return False
+
+
+def nothing_queued(transport: Any) -> bool:
+    """
+    Whether a C{FileDescriptor} has no write of its own in progress: not closing for
+    writing, not closed for writing, and no bytes held in its small-write buffer.
+    """
+    return not (
+        transport._writeDisconnecting or transport._writeDisconnected or transport._tempDataBuffer
+    )
+
+
+def waiting_for_transport(channel: Any) -> bool:
+    """Whether an C{HTTPChannel} paused reading because its transport's buffer is full."""
+    waiting: bool = channel._waitingForTransport
+    return waiting
+
+
+def network_producer(channel: Any) -> Any:
+    """The producer an C{HTTPChannel} pauses and resumes the connection's reading with."""
+    return channel._networkProducer
+
+
+def handling_request(channel: Any, handling: bool) -> None:
+    """Set whether an C{HTTPChannel} is answering a request (it holds the next meanwhile)."""
+    channel._handlingRequest = handling
+
+
+def systemd_descriptors() -> list[int] | None:
+    """The descriptors Twisted's C{systemd:} endpoints found passed, or C{None}."""
+    from twisted.internet import endpoints
+
+    parser = getattr(endpoints, "_SystemdParser", None)
+    listen_fds = getattr(parser, "_sddaemon", None)
+    if listen_fds is None:
+        return None
+    descriptors: list[int] = listen_fds.inheritedDescriptors()
+    return descriptors

@@ -1,0 +1,137 @@
+"""
+A pass-through answer reaches the host as the bytes the upstream sent, with only its id
+(and on 2026-07-28 the envelope) written by mcpx: the same bytes the parsed path writes,
+on every revision, for errors, large answers and non-ASCII ones, without the result
+being encoded a second time (L{mcpx.wire.jsontext.read_result},
+L{mcpx.wire.messages.spelled_as_read}).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from mcpx.spec.revision import Revision
+from mcpx.wire import jsontext, messages
+from tests.pool.fakes import FakeUpstream
+from tests.server import Harness, Session, test_passthrough
+from tests.server.test_passthrough import passed_through, scripts
+
+#: A tool result of about 300 KB, most of it not ASCII.
+LARGE = "Grüße, 世界, ça va? 🙂 " * 15_000
+#: The answer of the tool C{big}, asked for with a small request: about 300 KB.
+BIG = "ünïcödé ☃ " * 20_000
+
+
+class BytesHarness(Harness):
+    """A L{Harness} that keeps the bytes of every frame the server wrote."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        Harness.__init__(self, *args, **kwargs)
+        self.written: list[bytes] = []
+
+    def _to_client(self, data: bytes) -> None:
+        self.written.append(data)
+        Harness._to_client(self, data)
+
+
+class CountingEncoder(json.JSONEncoder):
+    """mcpx's encoder, counting the texts it writes that hold L{BIG}."""
+
+    def __init__(self) -> None:
+        json.JSONEncoder.__init__(
+            self, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+        )
+        self.big = 0
+
+    def encode(self, o: Any) -> str:
+        text = json.JSONEncoder.encode(self, o)
+        if BIG in text:
+            self.big += 1
+        return text
+
+
+SCRIPTED_CALL = test_passthrough._call
+
+
+def _call(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
+    """The scripted upstreams' tools, and C{big}, whose answer is L{BIG} as text."""
+    if params.get("name") == "big":
+        return {"content": [{"type": "text", "text": BIG}]}
+    return SCRIPTED_CALL(upstream, params)
+
+
+def answers(case: SynchronousTestCase, revision: Revision) -> list[bytes]:
+    """
+    The bytes of the answers a host on C{revision} receives for pass-through requests:
+    results small, large (asked for with a small request), non-ASCII and rich (which
+    older revisions spell down), an upstream's error, a resource and a prompt.
+    """
+    case.patch(test_passthrough, "_call", _call)
+    scripted = scripts()
+    scripted["alpha"]["tools"] = [
+        *scripted["alpha"]["tools"],
+        {"name": "big", "inputSchema": {"type": "object"}},
+    ]
+    harness, _ = passed_through(scripted=scripted, harness_type=BytesHarness)
+    assert isinstance(harness, BytesHarness)
+    session = Session(revision, harness)
+    session.call("big")
+    session.call("echo", {"text": "x"})
+    session.call("echo", {"text": LARGE})
+    session.call("echo", {"text": 'ça, 世界, \u2028 \x01 "quoted" \\ 🙂'})
+    session.call("rich")
+    session.error("tools/call", {"name": "nope", "arguments": {}})
+    session.result("resources/read", {"uri": "alpha://doc"})
+    session.result("prompts/get", {"name": "greet", "arguments": {"who": "wörld"}})
+    ids = {request_id for request_id, method in harness.methods.items() if method != "initialize"}
+    return [
+        data
+        for data in harness.written
+        if json.loads(data).get("id") in ids and "method" not in json.loads(data)
+    ]
+
+
+class PassThroughBytesTests(SynchronousTestCase):
+    def parsed(self, revision: Revision) -> list[bytes]:
+        """L{answers} by the parsed path: every answer read whole and encoded again."""
+        self.patch(jsontext, "read_result", lambda data: None)
+        try:
+            return answers(self, revision)
+        finally:
+            self.patch(jsontext, "read_result", READ_RESULT)
+
+    def test_same_bytes_as_the_parsed_path(self) -> None:
+        """
+        On each of the five revisions, what a host receives for each answer is the same
+        bytes, byte for byte, whether the upstream's answer was passed on as it came or
+        read whole and encoded again.
+        """
+        for revision in Revision:
+            passed = answers(self, revision)
+            parsed = self.parsed(revision)
+            self.assertEqual(len(passed), 8, revision)
+            for mine, theirs in zip(passed, parsed, strict=True):
+                self.assertEqual(mine, theirs, revision)
+            self.assertIn(BIG.encode("utf-8"), passed[0])
+            self.assertIn(LARGE.encode("utf-8"), passed[2])
+            self.assertIn(b'"error"', passed[5])
+
+    def test_large_answer_not_encoded_again(self) -> None:
+        """
+        A large answer is written once, by the upstream: mcpx passes its bytes on
+        instead of encoding the result a second time, on every revision (on
+        2026-07-28, whose envelope is written around the upstream's bytes, too).
+        """
+        for revision in Revision:
+            encoder = CountingEncoder()
+            self.patch(messages, "_encoder", encoder)
+            found = answers(self, revision)
+            self.assertIn(BIG.encode("utf-8"), found[0])
+            self.assertEqual(encoder.big, 1, revision)
+
+
+READ_RESULT = jsontext.read_result
