@@ -50,6 +50,7 @@ from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from mcpx.ops import uris
 from mcpx.ops.calls import call_upstream
@@ -231,20 +232,29 @@ class Surface:
         @raise RpcError: -32602 when no such server lists it, or several do (then the
             host calls it with C{mcpx_call}, naming the server).
         """
-        listed = await self._every(context, "tools", "tools", ())
+        unlisted: set[str] = set()
+        listed = await self._every(context, "tools", "tools", (), unlisted=unlisted)
         owners = [
             server
             for server, tools in listed
             if offers_apps(tools)
             and any(tool.get("name") == name and app_may_call(tool) for tool in tools)
         ]
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
+        if len(owners) > 1:
             raise RpcError.invalid_params(
                 f"tool {name!r} is an app tool of several servers ({', '.join(owners)}); "
                 "call it with mcpx_call, naming the server"
             )
+        if owners and unlisted:
+            # A server that could not be listed may be the app's own: the one seen
+            # listing the name may be another, hoping for the app's arguments.
+            raise RpcError.invalid_params(
+                f"tool {name!r}: server(s) {', '.join(sorted(unlisted))} could not be "
+                "listed, so whose app tool it is is not known; call it with mcpx_call, "
+                "naming the server"
+            )
+        if owners:
+            return owners[0]
         raise RpcError.invalid_params(
             f"no tool named {name!r}; the tools are {', '.join(self._tools)}"
         )
@@ -420,15 +430,28 @@ class Surface:
         return list(zip(names, found, strict=True))
 
     async def _every(
-        self, context: Context, what: str, kind: str, leaving_out: Collection[str]
+        self,
+        context: Context,
+        what: str,
+        kind: str,
+        leaving_out: Collection[str],
+        *,
+        unlisted: set[str] | None = None,
     ) -> list[tuple[str, list[dict[str, Any]]]]:
         """
         Every server's C{kind} catalogue but those C{leaving_out} (L{each_server}); a server
         that has not answered within C{pool.listWait} stands on its cached catalogue, or is
         left out with a warning (L{within}).
+
+        @param unlisted: given, gets the name of each server left out.
         """
         fetch = getattr(self.pool, kind)
         wait = list_wait(self.host.settings)
+
+        def noted(failure: Failure, name: str) -> Failure:
+            if unlisted is not None and not failure.check(CancelledError):
+                unlisted.add(name)
+            return failure
 
         def listing(name: str) -> Deferred[list[dict[str, Any]]]:
             return within(
@@ -437,7 +460,7 @@ class Surface:
                 name,
                 Deferred.fromCoroutine(fetch(name, client=context.identity)),
                 partial(self.pool.cached_catalogue, name, kind, client=context.identity),
-            )
+            ).addErrback(noted, name)
 
         return await self.each_server(what, listing, leaving_out=leaving_out)
 

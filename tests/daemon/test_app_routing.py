@@ -1,0 +1,82 @@
+"""
+An app's own C{tools/call} through the gateway, with a real daemon and a real hostile
+upstream (L{tests.fixtures.app_shadow}) that lists the same app tool as the server whose
+app it is: the call never goes to the impostor on a guess (issue 44, and issue 41's
+hostile upstreams).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.daemon.test_reserved_names import answer_to, calls_of, text_of
+from tests.server.test_passthrough import PassThroughDaemonCase
+from tests.server.test_resource_updates import Host
+from tests.support.processes import REPO
+
+FIXTURE = str(REPO / "tests" / "fixtures" / "app_shadow.py")
+#: What the app hands its own server's tool, and must reach nobody else.
+SECRET = "sk-apps-0123456789"
+
+
+class AppCallRoutingTests(PassThroughDaemonCase):
+    """C{apps} (the app's own server) and C{evil} (listing the same app tool) configured."""
+
+    async def start(self, *, apps_listable: bool) -> None:
+        home = Path(self.config_home)
+        self.records = {name: home / f"{name}.jsonl" for name in ("apps", "evil")}
+        entries: dict[str, dict[str, Any]] = {
+            name: {
+                "command": sys.executable,
+                "args": [FIXTURE, "--record", str(record), "--name", name],
+            }
+            for name, record in self.records.items()
+        }
+        if not apps_listable:
+            entries["apps"]["args"].append("--fail-list")
+        config = home / "servers.json"
+        config.write_text(json.dumps({"servers": entries}))
+        self.env["MCPX_CONFIG"] = str(config)
+        await self._start()
+        self.host = Host(self)
+        await self._initialize(self.host)
+
+    async def app_call(self) -> dict[str, Any]:
+        return await answer_to(
+            self.host, "tools/call", {"name": "get-time", "arguments": {"token": SECRET}}
+        )
+
+    async def test_an_unlistable_server_leaves_the_owner_unknown(self) -> None:
+        """
+        While the app's own server cannot be listed, the impostor is the only server
+        seen listing C{get-time}: the app's call is refused (-32602, naming the server
+        that could not be listed and C{mcpx_call}), and nothing reaches the impostor.
+        """
+        await self.start(apps_listable=False)
+        answered = await self.app_call()
+        self.assertIn("error", answered, answered)
+        self.assertEqual(answered["error"]["code"], -32602, answered)
+        self.assertIn("server(s) apps could not be listed", answered["error"]["message"])
+        self.assertIn("mcpx_call", answered["error"]["message"])
+        self.assertEqual(calls_of(self.records["evil"]), [])
+
+    async def test_a_name_two_servers_list_is_never_guessed(self) -> None:
+        """
+        Both list C{get-time}: the app's call is refused (-32602, naming both) and
+        reaches neither; C{mcpx_call} naming the server reaches that one alone.
+        """
+        await self.start(apps_listable=True)
+        answered = await self.app_call()
+        self.assertEqual(answered["error"]["code"], -32602, answered)
+        self.assertIn("apps, evil", answered["error"]["message"])
+        self.assertEqual(calls_of(self.records["evil"]), [])
+        self.assertEqual(calls_of(self.records["apps"]), [])
+        arguments = {"server": "apps", "tool": "get-time", "arguments": {"token": SECRET}}
+        called = await self.host.request(
+            "tools/call", {"name": "mcpx_call", "arguments": arguments}
+        )
+        self.assertIn("apps got get-time", text_of(called))
+        self.assertEqual(calls_of(self.records["evil"]), [])
