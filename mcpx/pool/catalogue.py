@@ -111,11 +111,12 @@ class AppReads:
     """
     The C{resources/read} results of an instance's app resources, kept so repeated
     reads do not reach the server: for the result's C{ttlMs} when it gives one (not at
-    all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone),
-    else L{APP_READ_TTL}; answered from the catalogue with the C{ttlMs} that remains
-    (a host caching it keeps it no longer than the server allowed); forgotten when the
-    server says its resources changed (C{list_changed}) or that one did
-    (C{resources/updated}), and with the instance.
+    all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone,
+    or for a read during which the server asked a question, whose answer may depend on
+    whoever answered it: L{asked}), else L{APP_READ_TTL}; answered from the catalogue
+    with the C{ttlMs} that remains (a host caching it keeps it no longer than the
+    server allowed); forgotten when the server says its resources changed
+    (C{list_changed}) or that one did (C{resources/updated}), and with the instance.
     """
 
     __slots__ = ("_chars", "_kept", "version")
@@ -160,6 +161,14 @@ class AppReads:
             self._drop(next(iter(self._kept)))
         self._kept[uri] = (copied(result), now + lasts, chars)
         self._chars += chars
+
+    def asked(self) -> None:
+        """
+        The server asked a question (elicitation, sampling, roots, or an
+        C{input_required} round): a read in flight may depend on whoever answered it,
+        so none in flight now is kept (what is kept stays).
+        """
+        self.version += 1
 
     def forget(self, uri: str | None = None) -> None:
         """Forget the read of C{uri}, or every read (C{None})."""

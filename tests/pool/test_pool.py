@@ -1243,6 +1243,43 @@ class AppReadTests(PoolTestCase):
         self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
         self.assertEqual(self.read(pool), "<html>2</html>")
 
+    def test_a_read_that_asked_its_caller_is_not_kept(self) -> None:
+        """
+        A server that asks a question while it answers a read (here an elicitation)
+        made the answer depend on the caller who answered it: on a server every
+        principal shares, it is not kept, so another principal's read reaches the
+        server and gets its own answer, never the first one's.
+        """
+        said = {"alice": "alice-pin", "bob": "bob-pin"}
+        answering: list[str] = []
+
+        async def elicit(params: Mapping[str, Any]) -> Mapping[str, Any]:
+            return {"action": "accept", "content": {"pin": said[answering[-1]]}}
+
+        def read(upstream: Any, params: Mapping[str, Any]) -> Any:
+            asked = upstream.peer.request(
+                "elicitation/create",
+                {"message": "pin?", "requestedSchema": {"type": "object", "properties": {}}},
+            )
+
+            def answered(answer: Mapping[str, Any]) -> Any:
+                text = f"<html>{answer['content']['pin']}</html>"
+                return {"contents": [{"uri": params["uri"], "text": text}]}
+
+            return asked.addCallback(answered)
+
+        self.connector.answers["resources/read"] = read
+        pool = self.make_pool(handlers=lambda server, scope: UpstreamHandlers(elicitation=elicit))
+        texts = []
+        for who in ("alice", "bob"):
+            answering.append(who)
+            found = Deferred.fromCoroutine(
+                pool.request("a", "resources/read", {"uri": self.APP}, client=who)
+            )
+            texts.append(self.successResultOf(found)["contents"][0]["text"])
+        self.assertEqual(texts, ["<html>alice-pin</html>", "<html>bob-pin</html>"])
+        self.assertEqual(self.reads(), 2)
+
 
 class NotificationTests(PoolTestCase):
     def test_progress_routed_to_its_call(self) -> None:
