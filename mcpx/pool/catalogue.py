@@ -61,7 +61,8 @@ Fetch: TypeAlias = Callable[[Catalogue], Deferred[Items]]
 
 #: The most app resources (C{ui://}) one instance's catalogue keeps.
 MAX_APP_READS: Final = 32
-#: The most characters of text and blobs those kept reads hold together, per instance.
+#: The most characters those kept reads hold together, per instance: every string in
+#: them (text, blobs, C{_meta}, keys) and one for each other value.
 MAX_APP_READ_CHARS: Final = 16 * 1024 * 1024
 #: Seconds a read of an app's resource is kept when its result gives no cache hint
 #: (C{ttlMs}, 2026-07-28): the revisions before have none, and an app changes rarely.
@@ -86,15 +87,24 @@ def _ttl_ms(result: Mapping[str, Any]) -> float | None:
 
 
 def _size(result: Mapping[str, Any]) -> int:
-    contents = result.get("contents")
-    if type(contents) is not list:
-        return 0
+    """
+    What a read holds, in characters: every string in it, keys too, and one for each
+    other value, so that nothing a server puts beside the text (C{_meta}, say) is free.
+    """
     chars = 0
-    for item in contents:
-        if type(item) is dict:
-            for key in ("text", "blob"):
-                value = item.get(key)
-                chars += len(value) if isinstance(value, str) else 0
+    pending: list[Any] = [result]
+    while pending:
+        value = pending.pop()
+        if type(value) is dict:
+            chars += 1 + sum(len(key) for key in value)
+            pending.extend(value.values())
+        elif type(value) is list:
+            chars += 1
+            pending.extend(value)
+        elif isinstance(value, str):
+            chars += len(value)
+        else:
+            chars += 1
     return chars
 
 

@@ -23,7 +23,7 @@ from mcpx.pool import (
     TooManyInstances,
     UnknownServer,
 )
-from mcpx.pool.catalogue import APP_READ_TTL
+from mcpx.pool.catalogue import APP_READ_TTL, MAX_APP_READ_CHARS
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -1279,6 +1279,38 @@ class AppReadTests(PoolTestCase):
             texts.append(self.successResultOf(found)["contents"][0]["text"])
         self.assertEqual(texts, ["<html>alice-pin</html>", "<html>bob-pin</html>"])
         self.assertEqual(self.reads(), 2)
+
+    def test_what_a_read_holds_outside_its_text_counts(self) -> None:
+        """
+        The bound on what kept reads hold counts the whole result: a server that pads
+        an empty text with more than L{MAX_APP_READ_CHARS} characters in C{_meta}, or
+        spread over keys, gets nothing kept (each read reaches it again), and one read
+        a little under the bound is kept.
+        """
+        pool = self.make_pool()
+        padded: dict[str, Any] = {}
+
+        def read(upstream: Any, params: Mapping[str, Any]) -> Any:
+            content = {"uri": params["uri"], "text": "", "_meta": padded}
+            return {"contents": [content]}
+
+        self.connector.answers["resources/read"] = read
+        for padding in (
+            {"pad": "x" * (MAX_APP_READ_CHARS + 1)},
+            {f"{n:08}" + "k" * 1000: n for n in range(MAX_APP_READ_CHARS // 1000)},
+        ):
+            padded.clear()
+            padded.update(padding)
+            before = self.reads()
+            self.read_result(pool)
+            self.read_result(pool)
+            self.assertEqual(self.reads(), before + 2)
+        padded.clear()
+        padded["pad"] = "x" * (MAX_APP_READ_CHARS // 2)
+        before = self.reads()
+        self.read_result(pool)
+        self.read_result(pool)
+        self.assertEqual(self.reads(), before + 1)
 
 
 class NotificationTests(PoolTestCase):
