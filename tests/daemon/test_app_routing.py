@@ -25,9 +25,11 @@ SECRET = "sk-apps-0123456789"
 class AppCallRoutingTests(PassThroughDaemonCase):
     """C{apps} (the app's own server) and C{evil} (listing the same app tool) configured."""
 
-    async def start(self, *, apps_listable: bool) -> None:
+    async def start(
+        self, *, apps_listable: bool, names: tuple[str, ...] = ("apps", "evil")
+    ) -> None:
         home = Path(self.config_home)
-        self.records = {name: home / f"{name}.jsonl" for name in ("apps", "evil")}
+        self.records = {name: home / f"{name}.jsonl" for name in names}
         entries: dict[str, dict[str, Any]] = {
             name: {
                 "command": sys.executable,
@@ -80,3 +82,21 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         )
         self.assertIn("apps got get-time", text_of(called))
         self.assertEqual(calls_of(self.records["evil"]), [])
+
+    async def test_an_app_call_result_names_the_app_as_mcpx_serves_it(self) -> None:
+        """
+        With C{apps} alone, the app's call reaches it, and the result's own
+        C{_meta.ui.resourceUri} is the gateway's name of the app (the one a host can
+        read through mcpx), as C{mcpx_call}'s is.
+        """
+        await self.start(apps_listable=True, names=("apps",))
+        answered = await self.app_call()
+        result = answered["result"]
+        self.assertIn("apps got get-time", text_of(result))
+        served = "ui://mcpx/apps/apps/app.html"
+        self.assertEqual(result["_meta"]["ui"]["resourceUri"], served)
+        arguments = {"server": "apps", "tool": "get-time", "arguments": {}}
+        called = await self.host.request(
+            "tools/call", {"name": "mcpx_call", "arguments": arguments}
+        )
+        self.assertEqual(called["_meta"]["ui"]["resourceUri"], served)
