@@ -93,6 +93,13 @@ _T = TypeVar("_T")
 _TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
 
 
+#: The most MIME types mcpx declares to hosts for MCP Apps, the app's own first: the
+#: types the servers' C{ui://} resources are listed with, in the order met.
+MAX_APP_MIME_TYPES: Final = 16
+#: The longest of those types declared; a longer one is left out.
+MAX_APP_MIME_TYPE_CHARS: Final = 255
+
+
 class UnknownName(Exception):
     """A prompt name or resource URI that no configured server owns."""
 
@@ -148,12 +155,13 @@ class Surface:
         of every configured server's app resources, when some server offers an app (a
         tool naming a C{ui://} resource, which is how the official servers offer one,
         declaring nothing); else C{None}.  Read from the catalogues the pool has now,
-        without waiting: a server counts once it has listed its tools.
+        without waiting: a server counts once it has listed its tools.  At most
+        L{MAX_APP_MIME_TYPES} types, none longer than L{MAX_APP_MIME_TYPE_CHARS}.
         """
         pool = self.host.pool
         if pool is None:
             return None
-        types: dict[str, None] = {}
+        types: dict[str, None] = {APP_MIME_TYPE: None}
         offered = False
         for status in pool.status():
             tools = pool.cached_catalogue(status.name, "tools")
@@ -161,13 +169,21 @@ class Surface:
                 continue
             offered = True
             for resource in pool.cached_catalogue(status.name, "resources") or ():
+                if len(types) >= MAX_APP_MIME_TYPES:
+                    # What one server lists is declared to every host: bounded.
+                    break
                 uri = resource.get("uri") if type(resource) is dict else None
                 mime = resource.get("mimeType") if isinstance(uri, str) else None
-                if isinstance(uri, str) and uri.startswith(UI_SCHEME) and isinstance(mime, str):
+                if (
+                    isinstance(uri, str)
+                    and uri.startswith(UI_SCHEME)
+                    and isinstance(mime, str)
+                    and len(mime) <= MAX_APP_MIME_TYPE_CHARS
+                ):
                     types[mime] = None
         if not offered:
             return None
-        return {"mimeTypes": [APP_MIME_TYPE, *(t for t in types if t != APP_MIME_TYPE)]}
+        return {"mimeTypes": list(types)}
 
     # Log messages
 

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon.test_reserved_names import answer_to, calls_of, text_of
+from mcpx.server.surface import MAX_APP_MIME_TYPE_CHARS, MAX_APP_MIME_TYPES
+from mcpx.spec.apps import APP_MIME_TYPE, UI_EXTENSION
+from tests.daemon.test_reserved_names import MODERN_META, answer_to, calls_of, text_of
 from tests.server.test_passthrough import PassThroughDaemonCase
 from tests.server.test_resource_updates import Host
 from tests.support.processes import REPO
@@ -26,7 +28,11 @@ class AppCallRoutingTests(PassThroughDaemonCase):
     """C{apps} (the app's own server) and C{evil} (listing the same app tool) configured."""
 
     async def start(
-        self, *, apps_listable: bool, names: tuple[str, ...] = ("apps", "evil")
+        self,
+        *,
+        apps_listable: bool,
+        names: tuple[str, ...] = ("apps", "evil"),
+        evil_mime_types: int = 0,
     ) -> None:
         home = Path(self.config_home)
         self.records = {name: home / f"{name}.jsonl" for name in names}
@@ -39,6 +45,8 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         }
         if not apps_listable:
             entries["apps"]["args"].append("--fail-list")
+        if evil_mime_types:
+            entries["evil"]["args"] += ["--mime-types", str(evil_mime_types)]
         config = home / "servers.json"
         config.write_text(json.dumps({"servers": entries}))
         self.env["MCPX_CONFIG"] = str(config)
@@ -100,3 +108,26 @@ class AppCallRoutingTests(PassThroughDaemonCase):
             "tools/call", {"name": "mcpx_call", "arguments": arguments}
         )
         self.assertEqual(called["_meta"]["ui"]["resourceUri"], served)
+
+    async def test_the_types_a_server_lists_declare_no_more_than_the_bound(self) -> None:
+        """
+        A server listing thousands of C{ui://} resources, each with a MIME type of its
+        own (half of them a thousand characters long), gets no more than
+        L{MAX_APP_MIME_TYPES} types, none longer than L{MAX_APP_MIME_TYPE_CHARS}, into
+        the declaration every 2026-07-28 host is given, the app's own type first.
+        """
+        await self.start(apps_listable=True, evil_mime_types=5000)
+        arguments = {"server": "evil"}
+        listed = await self.host.request(
+            "tools/call", {"name": "mcpx_tools", "arguments": arguments}
+        )
+        self.assertIn("get-time", text_of(listed))
+        resources = (await self.host.request("resources/list", {}))["resources"]
+        self.assertGreater(len(resources), MAX_APP_MIME_TYPES)
+        modern = Host(self)
+        found = await answer_to(modern, "server/discover", {"_meta": MODERN_META})
+        declared = found["result"]["capabilities"]["extensions"][UI_EXTENSION]["mimeTypes"]
+        self.assertEqual(declared[0], APP_MIME_TYPE)
+        self.assertEqual(len(declared), MAX_APP_MIME_TYPES, declared)
+        for kind in declared:
+            self.assertLessEqual(len(kind), MAX_APP_MIME_TYPE_CHARS)
