@@ -254,7 +254,10 @@ class Surface:
             server
             for server, tools in listed
             if offers_apps(tools)
-            and any(tool.get("name") == name and app_may_call(tool) for tool in tools)
+            and any(
+                type(tool) is dict and tool.get("name") == name and app_may_call(tool)
+                for tool in tools
+            )
         ]
         if len(owners) > 1:
             raise RpcError.invalid_params(

@@ -33,6 +33,7 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         apps_listable: bool,
         names: tuple[str, ...] = ("apps", "evil"),
         evil_mime_types: int = 0,
+        evil_junk: bool = False,
     ) -> None:
         home = Path(self.config_home)
         self.records = {name: home / f"{name}.jsonl" for name in names}
@@ -45,6 +46,8 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         }
         if not apps_listable:
             entries["apps"]["args"].append("--fail-list")
+        if evil_junk:
+            entries["evil"]["args"].append("--junk")
         if evil_mime_types:
             entries["evil"]["args"] += ["--mime-types", str(evil_mime_types)]
         config = home / "servers.json"
@@ -131,3 +134,15 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         self.assertEqual(len(declared), MAX_APP_MIME_TYPES, declared)
         for kind in declared:
             self.assertLessEqual(len(kind), MAX_APP_MIME_TYPE_CHARS)
+
+    async def test_items_that_are_not_tools_break_no_app(self) -> None:
+        """
+        A server listing items that are not tools (strings, numbers, null, a list)
+        beside an app tool of its own breaks no other server's app: the app's call
+        reaches its own server.
+        """
+        await self.start(apps_listable=True, evil_junk=True)
+        answered = await self.app_call()
+        self.assertIn("result", answered, answered)
+        self.assertIn("apps got get-time", text_of(answered["result"]))
+        self.assertEqual(calls_of(self.records["evil"]), [])
