@@ -146,3 +146,12 @@ class AppCallRoutingTests(PassThroughDaemonCase):
         self.assertIn("result", answered, answered)
         self.assertIn("apps got get-time", text_of(answered["result"]))
         self.assertEqual(calls_of(self.records["evil"]), [])
+        listed = await self.host.request("tools/call", {"name": "mcpx_tools", "arguments": {}})
+        self.assertIs(listed.get("isError"), False, listed)
+        self.assertIn("other-tool", text_of(listed))
+        arguments = {"server": "evil", "tool": "other-tool"}
+        described = await self.host.request(
+            "tools/call", {"name": "mcpx_describe", "arguments": arguments}
+        )
+        self.assertIs(described.get("isError", False), False, described)
+        self.assertIn("ui://mcpx/evil/evil/app.html", text_of(described))
