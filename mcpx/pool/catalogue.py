@@ -120,8 +120,9 @@ def copied(value: Any) -> Any:
 class AppReads:
     """
     The C{resources/read} results of an instance's app resources, kept so repeated
-    reads do not reach the server: for the result's C{ttlMs} when it gives one (not at
-    all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone,
+    reads do not reach the server: for the result's C{ttlMs} when it gives one with
+    C{cacheScope: "public"} (not at all for C{0}, or for another scope or none, whose
+    answer may be its caller's alone,
     or for a read during which the server asked a question, whose answer may depend on
     whoever answered it: L{asked}), else L{APP_READ_TTL}; answered from the catalogue
     with the C{ttlMs} that remains (a host caching it keeps it no longer than the
@@ -157,9 +158,13 @@ class AppReads:
         """Keep C{result}, read of C{uri} when the reads' version was C{version}."""
         if version != self.version or type(result) is not dict:
             return
-        if result.get("cacheScope") == "private":
-            return
         ttl = _ttl_ms(result)
+        if result.get("cacheScope") == "private" or (
+            ttl is not None and result.get("cacheScope") != "public"
+        ):
+            # A 2026-07-28 answer is shared only when the server said it may be
+            # (caching.mdx: a private one is never shared across authorisations).
+            return
         lasts = APP_READ_TTL if ttl is None else ttl / 1000.0
         chars = _size(result)
         if lasts <= 0 or chars > MAX_APP_READ_CHARS:

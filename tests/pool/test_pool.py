@@ -1174,8 +1174,9 @@ class AppReadTests(PoolTestCase):
 
     def test_cache_hints_honoured(self) -> None:
         """
-        A result's 2026-07-28 C{ttlMs} says how long it is kept; C{ttlMs: 0} and
-        C{cacheScope: "private"} keep nothing.
+        A result's 2026-07-28 C{ttlMs} says how long it is kept when its C{cacheScope}
+        is C{"public"}; C{ttlMs: 0}, C{cacheScope: "private"} and a C{ttlMs} with any
+        other scope (or none) keep nothing.
         """
         pool = self.make_pool()
         self.hints = {"ttlMs": 2000, "cacheScope": "public"}
@@ -1187,7 +1188,14 @@ class AppReadTests(PoolTestCase):
         self.read(pool)
         self.assertEqual(self.reads(), 2)
         self.clock.advance(2)
-        for hints in ({"ttlMs": 0}, {"ttlMs": 60000, "cacheScope": "private"}):
+        for hints in (
+            {"ttlMs": 0},
+            {"ttlMs": 60000, "cacheScope": "private"},
+            # A hint that does not say the answer may be shared is no leave to share it.
+            {"ttlMs": 60000},
+            {"ttlMs": 60000, "cacheScope": "Public"},
+            {"ttlMs": 60000, "cacheScope": ["public"]},
+        ):
             self.hints = hints
             before = self.reads()
             self.read(pool)
