@@ -61,7 +61,8 @@ Fetch: TypeAlias = Callable[[Catalogue], Deferred[Items]]
 
 #: The most app resources (C{ui://}) one instance's catalogue keeps.
 MAX_APP_READS: Final = 32
-#: The most characters of text and blobs those kept reads hold together, per instance.
+#: The most characters those kept reads hold together, per instance: every string in
+#: them (text, blobs, C{_meta}, keys) and one for each other value.
 MAX_APP_READ_CHARS: Final = 16 * 1024 * 1024
 #: Seconds a read of an app's resource is kept when its result gives no cache hint
 #: (C{ttlMs}, 2026-07-28): the revisions before have none, and an app changes rarely.
@@ -86,15 +87,24 @@ def _ttl_ms(result: Mapping[str, Any]) -> float | None:
 
 
 def _size(result: Mapping[str, Any]) -> int:
-    contents = result.get("contents")
-    if type(contents) is not list:
-        return 0
+    """
+    What a read holds, in characters: every string in it, keys too, and one for each
+    other value, so that nothing a server puts beside the text (C{_meta}, say) is free.
+    """
     chars = 0
-    for item in contents:
-        if type(item) is dict:
-            for key in ("text", "blob"):
-                value = item.get(key)
-                chars += len(value) if isinstance(value, str) else 0
+    pending: list[Any] = [result]
+    while pending:
+        value = pending.pop()
+        if type(value) is dict:
+            chars += 1 + sum(len(key) for key in value)
+            pending.extend(value.values())
+        elif type(value) is list:
+            chars += 1
+            pending.extend(value)
+        elif isinstance(value, str):
+            chars += len(value)
+        else:
+            chars += 1
     return chars
 
 
@@ -110,12 +120,14 @@ def copied(value: Any) -> Any:
 class AppReads:
     """
     The C{resources/read} results of an instance's app resources, kept so repeated
-    reads do not reach the server: for the result's C{ttlMs} when it gives one (not at
-    all for C{0}, or for C{cacheScope: "private"}, whose answer is its caller's alone),
-    else L{APP_READ_TTL}; answered from the catalogue with the C{ttlMs} that remains
-    (a host caching it keeps it no longer than the server allowed); forgotten when the
-    server says its resources changed (C{list_changed}) or that one did
-    (C{resources/updated}), and with the instance.
+    reads do not reach the server: for the result's C{ttlMs} when it gives one with
+    C{cacheScope: "public"} (not at all for C{0}, or for another scope or none, whose
+    answer may be its caller's alone,
+    or for a read during which the server asked a question, whose answer may depend on
+    whoever answered it: L{asked}), else L{APP_READ_TTL}; answered from the catalogue
+    with the C{ttlMs} that remains (a host caching it keeps it no longer than the
+    server allowed); forgotten when the server says its resources changed
+    (C{list_changed}) or that one did (C{resources/updated}), and with the instance.
     """
 
     __slots__ = ("_chars", "_kept", "version")
@@ -146,9 +158,13 @@ class AppReads:
         """Keep C{result}, read of C{uri} when the reads' version was C{version}."""
         if version != self.version or type(result) is not dict:
             return
-        if result.get("cacheScope") == "private":
-            return
         ttl = _ttl_ms(result)
+        if result.get("cacheScope") == "private" or (
+            ttl is not None and result.get("cacheScope") != "public"
+        ):
+            # A 2026-07-28 answer is shared only when the server said it may be
+            # (caching.mdx: a private one is never shared across authorisations).
+            return
         lasts = APP_READ_TTL if ttl is None else ttl / 1000.0
         chars = _size(result)
         if lasts <= 0 or chars > MAX_APP_READ_CHARS:
@@ -160,6 +176,14 @@ class AppReads:
             self._drop(next(iter(self._kept)))
         self._kept[uri] = (copied(result), now + lasts, chars)
         self._chars += chars
+
+    def asked(self) -> None:
+        """
+        The server asked a question (elicitation, sampling, roots, or an
+        C{input_required} round): a read in flight may depend on whoever answered it,
+        so none in flight now is kept (what is kept stays).
+        """
+        self.version += 1
 
     def forget(self, uri: str | None = None) -> None:
         """Forget the read of C{uri}, or every read (C{None})."""

@@ -19,7 +19,7 @@ crash) goes to the L{LifeWatcher} given to L{Instances.watch}.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeAlias
 
 from attrs import evolve
@@ -49,7 +49,7 @@ from mcpx.pool.instance import (
 )
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
-from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
+from mcpx.upstream.handlers import NO_HANDLERS, CallerToken, Question, UpstreamHandlers
 from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
@@ -375,7 +375,11 @@ class Instances:
         return delay
 
     def _handlers_for(self, instance: Instance) -> UpstreamHandlers:
-        """The injected handlers, with the pool listening to every notification first."""
+        """
+        The injected handlers, with the pool listening to every notification first, and
+        told of every question the server asks (L{AppReads.asked}: a read in flight may
+        depend on whoever answers it, so it is not kept for others).
+        """
         base = self._handlers(*instance.slot.key) if self._handlers is not None else NO_HANDLERS
         also = base.notification
 
@@ -384,7 +388,33 @@ class Instances:
             if also is not None:
                 also(method, params)
 
-        return evolve(base, notification=heard)
+        def telling(question: Question | None) -> Question | None:
+            if question is None:
+                return None
+
+            def asked(params: Mapping[str, Any]) -> Awaitable[Mapping[str, Any]]:
+                instance.catalogue.app_reads.asked()
+                return question(params)
+
+            return asked
+
+        relay = base.relay
+
+        def relayed(
+            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
+        ) -> Awaitable[Mapping[str, Any]]:
+            instance.catalogue.app_reads.asked()
+            assert relay is not None
+            return relay(method, params, caller, key)
+
+        return evolve(
+            base,
+            notification=heard,
+            elicitation=telling(base.elicitation),
+            sampling=telling(base.sampling),
+            roots=telling(base.roots),
+            relay=relayed if relay is not None else None,
+        )
 
     async def ready(self, slot: Slot, within: float | None = None) -> Instance:
         """

@@ -45,13 +45,18 @@ def _needs_rewrite(block: Any) -> bool:
 def rewrite_call_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:
     """
     An upstream C{CallToolResult} as a host may read it: the same, except for the
-    resource URIs in its content, which become C{mcpx://} URIs.  The upstream's dict is
-    returned as is when nothing needs rewriting.
+    resource URIs in its content, which become C{mcpx://} URIs, and the app its own
+    C{_meta} names (L{uris.ui_meta_renamed}).  The upstream's dict is returned as is
+    when nothing needs rewriting.
     """
+    rewritten = result if type(result) is dict else dict(result)
+    meta = result.get("_meta")
+    if type(meta) is dict and resource_uri(result) is not None:
+        rewritten = {**rewritten, "_meta": uris.ui_meta_renamed(server, meta)}
     content = result.get("content")
     if type(content) is not list or not any(_needs_rewrite(block) for block in content):
-        return result if type(result) is dict else dict(result)
-    return {**result, "content": [_rewrite_block(server, block) for block in content]}
+        return rewritten
+    return {**rewritten, "content": [_rewrite_block(server, block) for block in content]}
 
 
 def with_tool_ui(server: str, tool: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -63,13 +68,14 @@ def with_tool_ui(server: str, tool: Mapping[str, Any], result: dict[str, Any]) -
     """
     if resource_uri(tool) is None:
         return result
-    meta = tool["_meta"]
+    meta = uris.ui_meta_renamed(server, tool["_meta"])
     own = result.get("_meta")
+    # The result's own _meta is renamed already (L{rewrite_call_result}).
     merged = dict(own) if type(own) is dict else {}
     for key in ("ui", LEGACY_RESOURCE_URI_KEY):
         if key not in merged and key in meta:
             merged[key] = meta[key]
-    return {**result, "_meta": uris.ui_meta_renamed(server, merged)}
+    return {**result, "_meta": merged}
 
 
 def rewrite_prompt_result(server: str, result: Mapping[str, Any]) -> dict[str, Any]:

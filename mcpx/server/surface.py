@@ -50,6 +50,7 @@ from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from mcpx.ops import uris
 from mcpx.ops.calls import call_upstream
@@ -90,6 +91,13 @@ _T = TypeVar("_T")
 
 #: The C{_meta} keys passed upstream with a call unchanged (trace context).
 _TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
+
+
+#: The most MIME types mcpx declares to hosts for MCP Apps, the app's own first: the
+#: types the servers' C{ui://} resources are listed with, in the order met.
+MAX_APP_MIME_TYPES: Final = 16
+#: The longest of those types declared; a longer one is left out.
+MAX_APP_MIME_TYPE_CHARS: Final = 255
 
 
 class UnknownName(Exception):
@@ -147,12 +155,13 @@ class Surface:
         of every configured server's app resources, when some server offers an app (a
         tool naming a C{ui://} resource, which is how the official servers offer one,
         declaring nothing); else C{None}.  Read from the catalogues the pool has now,
-        without waiting: a server counts once it has listed its tools.
+        without waiting: a server counts once it has listed its tools.  At most
+        L{MAX_APP_MIME_TYPES} types, none longer than L{MAX_APP_MIME_TYPE_CHARS}.
         """
         pool = self.host.pool
         if pool is None:
             return None
-        types: dict[str, None] = {}
+        types: dict[str, None] = {APP_MIME_TYPE: None}
         offered = False
         for status in pool.status():
             tools = pool.cached_catalogue(status.name, "tools")
@@ -160,13 +169,21 @@ class Surface:
                 continue
             offered = True
             for resource in pool.cached_catalogue(status.name, "resources") or ():
+                if len(types) >= MAX_APP_MIME_TYPES:
+                    # What one server lists is declared to every host: bounded.
+                    break
                 uri = resource.get("uri") if type(resource) is dict else None
                 mime = resource.get("mimeType") if isinstance(uri, str) else None
-                if isinstance(uri, str) and uri.startswith(UI_SCHEME) and isinstance(mime, str):
+                if (
+                    isinstance(uri, str)
+                    and uri.startswith(UI_SCHEME)
+                    and isinstance(mime, str)
+                    and len(mime) <= MAX_APP_MIME_TYPE_CHARS
+                ):
                     types[mime] = None
         if not offered:
             return None
-        return {"mimeTypes": [APP_MIME_TYPE, *(t for t in types if t != APP_MIME_TYPE)]}
+        return {"mimeTypes": list(types)}
 
     # Log messages
 
@@ -231,20 +248,32 @@ class Surface:
         @raise RpcError: -32602 when no such server lists it, or several do (then the
             host calls it with C{mcpx_call}, naming the server).
         """
-        listed = await self._every(context, "tools", "tools", ())
+        unlisted: set[str] = set()
+        listed = await self._every(context, "tools", "tools", (), unlisted=unlisted)
         owners = [
             server
             for server, tools in listed
             if offers_apps(tools)
-            and any(tool.get("name") == name and app_may_call(tool) for tool in tools)
+            and any(
+                type(tool) is dict and tool.get("name") == name and app_may_call(tool)
+                for tool in tools
+            )
         ]
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
+        if len(owners) > 1:
             raise RpcError.invalid_params(
                 f"tool {name!r} is an app tool of several servers ({', '.join(owners)}); "
                 "call it with mcpx_call, naming the server"
             )
+        if owners and unlisted:
+            # A server that could not be listed may be the app's own: the one seen
+            # listing the name may be another, hoping for the app's arguments.
+            raise RpcError.invalid_params(
+                f"tool {name!r}: server(s) {', '.join(sorted(unlisted))} could not be "
+                "listed, so whose app tool it is is not known; call it with mcpx_call, "
+                "naming the server"
+            )
+        if owners:
+            return owners[0]
         raise RpcError.invalid_params(
             f"no tool named {name!r}; the tools are {', '.join(self._tools)}"
         )
@@ -420,15 +449,28 @@ class Surface:
         return list(zip(names, found, strict=True))
 
     async def _every(
-        self, context: Context, what: str, kind: str, leaving_out: Collection[str]
+        self,
+        context: Context,
+        what: str,
+        kind: str,
+        leaving_out: Collection[str],
+        *,
+        unlisted: set[str] | None = None,
     ) -> list[tuple[str, list[dict[str, Any]]]]:
         """
         Every server's C{kind} catalogue but those C{leaving_out} (L{each_server}); a server
         that has not answered within C{pool.listWait} stands on its cached catalogue, or is
         left out with a warning (L{within}).
+
+        @param unlisted: given, gets the name of each server left out.
         """
         fetch = getattr(self.pool, kind)
         wait = list_wait(self.host.settings)
+
+        def noted(failure: Failure, name: str) -> Failure:
+            if unlisted is not None and not failure.check(CancelledError):
+                unlisted.add(name)
+            return failure
 
         def listing(name: str) -> Deferred[list[dict[str, Any]]]:
             return within(
@@ -437,7 +479,7 @@ class Surface:
                 name,
                 Deferred.fromCoroutine(fetch(name, client=context.identity)),
                 partial(self.pool.cached_catalogue, name, kind, client=context.identity),
-            )
+            ).addErrback(noted, name)
 
         return await self.each_server(what, listing, leaving_out=leaving_out)
 

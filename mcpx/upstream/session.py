@@ -366,7 +366,9 @@ class UpstreamSession:
             found = page.get(key) or []
             if not isinstance(found, list):
                 raise UpstreamError(self.name, f"{method} returned {key} that is not a list")
-            items.extend(found)
+            # An item that is not an object is no tool, prompt or resource: left out,
+            # so that nothing reading the list has to expect anything else.
+            items.extend(item for item in found if type(item) is dict)
             next_cursor = page.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor:
                 return items

@@ -24,7 +24,7 @@ from mcpx.pool import (
     TooManyInstances,
     UnknownServer,
 )
-from mcpx.pool.catalogue import APP_READ_TTL
+from mcpx.pool.catalogue import APP_READ_TTL, MAX_APP_READ_CHARS
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -1298,8 +1298,9 @@ class AppReadTests(PoolTestCase):
 
     def test_cache_hints_honoured(self) -> None:
         """
-        A result's 2026-07-28 C{ttlMs} says how long it is kept; C{ttlMs: 0} and
-        C{cacheScope: "private"} keep nothing.
+        A result's 2026-07-28 C{ttlMs} says how long it is kept when its C{cacheScope}
+        is C{"public"}; C{ttlMs: 0}, C{cacheScope: "private"} and a C{ttlMs} with any
+        other scope (or none) keep nothing.
         """
         pool = self.make_pool()
         self.hints = {"ttlMs": 2000, "cacheScope": "public"}
@@ -1311,7 +1312,14 @@ class AppReadTests(PoolTestCase):
         self.read(pool)
         self.assertEqual(self.reads(), 2)
         self.clock.advance(2)
-        for hints in ({"ttlMs": 0}, {"ttlMs": 60000, "cacheScope": "private"}):
+        for hints in (
+            {"ttlMs": 0},
+            {"ttlMs": 60000, "cacheScope": "private"},
+            # A hint that does not say the answer may be shared is no leave to share it.
+            {"ttlMs": 60000},
+            {"ttlMs": 60000, "cacheScope": "Public"},
+            {"ttlMs": 60000, "cacheScope": ["public"]},
+        ):
             self.hints = hints
             before = self.reads()
             self.read(pool)
@@ -1366,6 +1374,75 @@ class AppReadTests(PoolTestCase):
         self.read(pool)
         self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
         self.assertEqual(self.read(pool), "<html>2</html>")
+
+    def test_a_read_that_asked_its_caller_is_not_kept(self) -> None:
+        """
+        A server that asks a question while it answers a read (here an elicitation)
+        made the answer depend on the caller who answered it: on a server every
+        principal shares, it is not kept, so another principal's read reaches the
+        server and gets its own answer, never the first one's.
+        """
+        said = {"alice": "alice-pin", "bob": "bob-pin"}
+        answering: list[str] = []
+
+        async def elicit(params: Mapping[str, Any]) -> Mapping[str, Any]:
+            return {"action": "accept", "content": {"pin": said[answering[-1]]}}
+
+        def read(upstream: Any, params: Mapping[str, Any]) -> Any:
+            asked = upstream.peer.request(
+                "elicitation/create",
+                {"message": "pin?", "requestedSchema": {"type": "object", "properties": {}}},
+            )
+
+            def answered(answer: Mapping[str, Any]) -> Any:
+                text = f"<html>{answer['content']['pin']}</html>"
+                return {"contents": [{"uri": params["uri"], "text": text}]}
+
+            return asked.addCallback(answered)
+
+        self.connector.answers["resources/read"] = read
+        pool = self.make_pool(handlers=lambda server, scope: UpstreamHandlers(elicitation=elicit))
+        texts = []
+        for who in ("alice", "bob"):
+            answering.append(who)
+            found = Deferred.fromCoroutine(
+                pool.request("a", "resources/read", {"uri": self.APP}, client=who)
+            )
+            texts.append(self.successResultOf(found)["contents"][0]["text"])
+        self.assertEqual(texts, ["<html>alice-pin</html>", "<html>bob-pin</html>"])
+        self.assertEqual(self.reads(), 2)
+
+    def test_what_a_read_holds_outside_its_text_counts(self) -> None:
+        """
+        The bound on what kept reads hold counts the whole result: a server that pads
+        an empty text with more than L{MAX_APP_READ_CHARS} characters in C{_meta}, or
+        spread over keys, gets nothing kept (each read reaches it again), and one read
+        a little under the bound is kept.
+        """
+        pool = self.make_pool()
+        padded: dict[str, Any] = {}
+
+        def read(upstream: Any, params: Mapping[str, Any]) -> Any:
+            content = {"uri": params["uri"], "text": "", "_meta": padded}
+            return {"contents": [content]}
+
+        self.connector.answers["resources/read"] = read
+        for padding in (
+            {"pad": "x" * (MAX_APP_READ_CHARS + 1)},
+            {f"{n:08}" + "k" * 1000: n for n in range(MAX_APP_READ_CHARS // 1000)},
+        ):
+            padded.clear()
+            padded.update(padding)
+            before = self.reads()
+            self.read_result(pool)
+            self.read_result(pool)
+            self.assertEqual(self.reads(), before + 2)
+        padded.clear()
+        padded["pad"] = "x" * (MAX_APP_READ_CHARS // 2)
+        before = self.reads()
+        self.read_result(pool)
+        self.read_result(pool)
+        self.assertEqual(self.reads(), before + 1)
 
 
 class NotificationTests(PoolTestCase):
