@@ -232,7 +232,7 @@ def outcome(made: Span | None, result: object) -> None:
     """Mark C{made} with how a call ended: C{tool_error} for a result with C{isError}."""
     if made is None:
         return
-    tool_error = type(result) is dict and result.get("isError") is True
+    tool_error = isinstance(result, dict) and result.get("isError") is True
     made.set_attribute("mcpx.outcome", "tool_error" if tool_error else "ok")
 
 

@@ -156,8 +156,11 @@ class AppReads:
 
     def keep(self, uri: str, result: Mapping[str, Any], now: float, version: int) -> None:
         """Keep C{result}, read of C{uri} when the reads' version was C{version}."""
-        if version != self.version or type(result) is not dict:
+        if version != self.version or not isinstance(result, dict):
             return
+        # A plain dict of its members (a ReadResult, L{mcpx.wire.messages}, is a dict
+        # kept with its text): weighed and copied as any other.
+        result = dict(result)
         ttl = _ttl_ms(result)
         if result.get("cacheScope") == "private" or (
             ttl is not None and result.get("cacheScope") != "public"
