@@ -37,6 +37,14 @@ host gets an error response (and, on 2026-07-28 Streamable HTTP, the status that
 maps to), not an C{isError} result.  A failure of the pool (the server cannot be
 started, died, timed out) is C{-32603} naming it.
 
+A request waits on no server it does not involve (issue 43, item 9): a call, a prompt
+or a resource goes to the server whose catalogue known now lists it without waiting for
+the others; lists, C{initialize}'s instructions and a name no known catalogue has wait
+for a server at most C{pool.listWait}, and not at all for one that is failing or was
+given up on before and is still starting; such a server stands on what it listed last,
+or is left out of the list with a warning, while its start goes on in the background
+(L{mcpx.server.catalogues}).
+
 Which servers are passed through is decided at each request against the configuration
 in force: a server named but not configured is left out until a reload adds it, and
 one a reload removes leaves the lists at once.
@@ -119,11 +127,12 @@ import operator
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
-from mcpx.ops.errors import error_from
+from mcpx.ops.errors import OpError, error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
@@ -319,7 +328,9 @@ class PassThrough:
         server's own, as it declared them (one server's verbatim; several, each under
         a C{## <server>} heading, in the order named), then C{gateway}'s, which
         describe the gateway tools offered after theirs.  A server that cannot be
-        reached now adds nothing.
+        reached now adds nothing, nor one that is not ready within C{pool.listWait}, or
+        at once when it is failing (L{Catalogues.failing}): a host's session does not
+        wait on a server it may never use, which goes on starting meanwhile.
 
         @param start: start a server not running to read its declaration; else only
             the running ones are read (a legacy host that declared roots: a server
@@ -328,6 +339,18 @@ class PassThrough:
         """
         own: list[tuple[str, str]] = []
         running = getattr(self.pool, "running_declaration", None)
+        failing = self._catalogues.failing() if start else frozenset()
+        sessions = {
+            server: Deferred.fromCoroutine(
+                self._catalogues.waited(
+                    server,
+                    failing,
+                    Deferred.fromCoroutine(self.pool.session(server, context.identity)),
+                    lambda: None,
+                )
+            )
+            for server in (self.servers if start else ())
+        }
         for server in self.servers:
             declaration: ServerDeclaration | None = None
             if not start:
@@ -335,8 +358,8 @@ class PassThrough:
                     declaration = running(server, context.identity)
             else:
                 try:
-                    declaration = (await self.pool.session(server, context.identity)).declaration
-                except (PoolError, UpstreamError):
+                    declaration = (await sessions[server]).declaration
+                except (PoolError, UpstreamError, OpError):
                     continue
             said = None if declaration is None else declaration.instructions
             if said:
