@@ -64,6 +64,7 @@ from mcpx.server.roots import ROOTS_CHANGED, Roots
 from mcpx.server.sign_in_offers import (
     SignInOffers,
     url_required_answered,
+    url_required_relayed,
     without_upstream_urls,
 )
 from mcpx.server.subscriptions import Subscriptions
@@ -182,10 +183,14 @@ class McpServer:
                 self.asking.asks(self._call_tool, "tools/call")
             ),
             "prompts/list": self._list_prompts,
-            "prompts/get": self.asking.asks(self._get_prompt, "prompts/get"),
+            "prompts/get": url_required_relayed(
+                self.asking.asks(self._get_prompt, "prompts/get"), "prompts/get"
+            ),
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
-            "resources/read": self.asking.asks(self._read_resource, "resources/read"),
+            "resources/read": url_required_relayed(
+                self.asking.asks(self._read_resource, "resources/read"), "resources/read"
+            ),
             "resources/subscribe": subscriptions.subscribe,
             "resources/unsubscribe": subscriptions.unsubscribe,
             "logging/setLevel": self._set_level,

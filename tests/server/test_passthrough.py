@@ -38,6 +38,7 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     URL_ELICITATION_REQUIRED,
     RpcError,
 )
@@ -698,6 +699,75 @@ class CallTests(SynchronousTestCase):
             self.assertIn(url, result["content"][0]["text"], revision)
             self.assertIn("Connect your account first", result["content"][0]["text"])
             check_frames(harness, revision)
+
+    def test_url_elicitation_required_on_prompts_and_reads(self) -> None:
+        """
+        An upstream's -32042 to a prompts/get or resources/read (issue 43, item 12): a
+        2025-11-25 host gets it as it is; a 2026-07-28 host that declared URL elicitation
+        is answered input_required with the URL and its retry reaches the server again
+        without mcpx's key; a 2026-07-28 host that did not gets -32021 requiring it, and
+        a 2025-06-18 host -32603, both naming the URL (neither revision has -32042).
+        """
+        url = "https://example.com/connect"
+        required = RpcError(
+            URL_ELICITATION_REQUIRED,
+            "Connect your account first",
+            {"elicitations": [{"mode": "url", "elicitationId": "e1", "url": url}]},
+        )
+        url_host: dict[str, Any] = {"elicitation": {"url": {}}}
+        asks = (
+            ("prompts/get", {"name": "summarise"}),
+            ("resources/read", {"uri": "beta://x"}),
+        )
+
+        def start(revision: Revision, method: str) -> tuple[Harness, Session, list[Any]]:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            session.result("prompts/list")
+            session.result("resources/list")
+            seen: list[Any] = []
+            answered = _answers(scripts()["beta"])[method]
+
+            def answer(u: Any, params: Mapping[str, Any]) -> Any:
+                seen.append(dict(params))
+                if len(seen) == 1:
+                    raise required
+                return answered(u, params)
+
+            answers: Any = upstream(connector, "beta").answers
+            answers[method] = answer
+            return harness, session, seen
+
+        for method, params in asks:
+            harness, session, _ = start(Revision.V2025_11_25, method)
+            error = session.error(method, dict(params))
+            self.assertEqual((error.code, error.data), (required.code, required.data), method)
+
+            harness, session, seen = start(Revision.V2026_07_28, method)
+            capabilities = {CLIENT_CAPABILITIES: url_host}
+            asked = session.result(method, dict(params), **capabilities)
+            self.assertEqual(asked["resultType"], "input_required", method)
+            [(key, request)] = asked["inputRequests"].items()
+            self.assertEqual(request["params"]["url"], url)
+            retried = session.result(
+                method,
+                {**params, "inputResponses": {key: {"action": "accept"}}},
+                **capabilities,
+            )
+            self.assertEqual(retried["resultType"], "complete", method)
+            self.assertEqual(len(seen), 2, method)
+            self.assertNotIn("inputResponses", seen[1], method)
+            check_frames(harness, Revision.V2026_07_28)
+
+            for revision, code in (
+                (Revision.V2026_07_28, MISSING_REQUIRED_CLIENT_CAPABILITY),
+                (Revision.V2025_06_18, INTERNAL_ERROR),
+            ):
+                harness, session, _ = start(revision, method)
+                error = session.error(method, dict(params))
+                self.assertEqual(error.code, code, (method, revision))
+                self.assertIn(url, error.message, (method, revision))
+                self.assertIn("Connect your account first", error.message, (method, revision))
 
     def test_unlisted_name_never_forwarded(self) -> None:
         """
