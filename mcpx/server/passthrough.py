@@ -35,7 +35,8 @@ URI is rewritten: the host reads the upstream's resources under their own URIs).
 JSON-RPC error the server answers is raised as that error (code, message, data), so the
 host gets an error response (and, on 2026-07-28 Streamable HTTP, the status that code
 maps to), not an C{isError} result.  A failure of the pool (the server cannot be
-started, died, timed out) is C{-32603} naming it.
+started, died, timed out) is C{-32603} naming it, C{-32010} where the server's answer
+failed (L{mcpx.server.forwarding.pool_failure}).
 
 A request waits on no server it does not involve (issue 43, item 9): a call, a prompt
 or a resource goes to the server whose catalogue known now lists it without waiting for
