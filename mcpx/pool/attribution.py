@@ -24,6 +24,7 @@ from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
+from mcpx.upstream.handlers import mark_of
 
 #: How many instances a shared server known to ask may run, one per asking call.
 DEFAULT_MAX_ASKING_INSTANCES = 32
@@ -181,7 +182,13 @@ class Attribution:
             return slot
         by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()
-        asking = [s for key, s in by_scope.items() if key.startswith(ASKING_PREFIX)]
+        # Among the instances declaring what this call's host declares (its mark).
+        mark = mark_of(slot.key[1])
+        asking = [
+            s
+            for key, s in by_scope.items()
+            if key.startswith(ASKING_PREFIX) and mark_of(key) == mark
+        ]
         # The server's own slot last: it also serves the catalogue and callers' strangers.
         for candidate in (*asking, slot):
             if candidate.retry_at is not None and candidate.retry_at > now:
@@ -202,8 +209,8 @@ class Attribution:
                 )
             return slot
         self._asking_full.ends(server)
-        number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}" not in by_scope)
-        key = f"{ASKING_PREFIX}{number}"
+        number = next(n for n in itertools.count(1) if f"{ASKING_PREFIX}{n}{mark}" not in by_scope)
+        key = f"{ASKING_PREFIX}{number}{mark}"
         return self._instances.slots.add((server, key), slot.config)
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:

@@ -102,6 +102,7 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.upstream.handlers import declared_in
 from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
@@ -316,7 +317,8 @@ class Pool(MultiService):
         slots = self._instances.slots.of(server)
         if config.scope is Scope.CLIENT or per_person(config):
             scope = scope_for(config, client)
-            chosen = [slots[scope]] if scope in slots else []
+            # Its own, whatever questions its hosts declared (L{declared_in}).
+            chosen = [slot for key, slot in slots.items() if declared_in(key)[0] == scope]
         else:
             chosen = list(slots.values())
         sent = 0

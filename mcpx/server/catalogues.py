@@ -30,6 +30,8 @@ from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.pool.status import ServerState
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface
+from mcpx.spec.matrix import capability_in
+from mcpx.upstream.handlers import declaring, questions_declared
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 
@@ -39,6 +41,22 @@ T = TypeVar("T")
 
 #: Past this many tool names remembered, the memory of who listed them starts afresh.
 _REMEMBERED_TOOLS: Final = 65536
+
+
+def upstream_client(context: Context) -> str:
+    """
+    The client identity a pass-through request reaches the pool under: the caller's,
+    marked with the questions its host declared (L{declaring}), so the instance it
+    reaches declares no more upstream and lists what the server lists to such a host
+    (a revision's missing capability counts as undeclared, as for L{Caller}).
+    """
+    revision = context.revision
+    questions = frozenset(
+        question
+        for question in questions_declared(context.capabilities)
+        if capability_in("client", question.partition(".")[0], revision)
+    )
+    return declaring(context.identity, questions)
 
 
 class Catalogues:
@@ -178,7 +196,7 @@ class Catalogues:
         return await self.waited(
             server,
             failing,
-            Deferred.fromCoroutine(fetch(server, client=context.identity)),
+            Deferred.fromCoroutine(fetch(server, client=upstream_client(context))),
             lambda: self.known(kind, server, context),
         )
 
@@ -233,7 +251,7 @@ class Catalogues:
         (L{mcpx.pool.interface.PoolInterface.cached_catalogue}); else C{None}, and L{of} is
         what fetches it, or stands on what was listed last.
         """
-        items = self._gateway.pool.cached_catalogue(server, kind, client=context.identity)
+        items = self._gateway.pool.cached_catalogue(server, kind, client=upstream_client(context))
         if items is not None:
             self._last.setdefault(kind, {})[server] = items
         return items

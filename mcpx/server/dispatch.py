@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from attrs import evolve
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -466,6 +467,9 @@ class McpServer:
         # not running yet is not started for its instructions, as it may ask for roots
         # at once (L{PassThrough.instructions}).
         declares_roots = isinstance(conn.client_capabilities.get("roots"), Mapping)
+        # Read from the instance the connection's requests will reach: the one for
+        # what it just declared (L{mcpx.server.catalogues.upstream_client}).
+        context = evolve(context, revision=revision, capabilities=conn.client_capabilities)
         instructions = await self._instructions(conn, context, start=not declares_roots)
         if instructions is not None:
             result["instructions"] = instructions

@@ -125,7 +125,17 @@ async def forward(
     method: str,
     params: Mapping[str, Any],
     on_log: LogRelay | None = None,
+    client: str | None = None,
 ) -> dict[str, Any]:
-    """C{method} with C{params} to C{server} for the request of C{context} (L{guarded})."""
-    work = pool.request(server, method, params, client=context.identity, caller=context.caller)
+    """
+    C{method} with C{params} to C{server} for the request of C{context} (L{guarded}),
+    under C{client}'s identity if given, else the request's.
+    """
+    work = pool.request(
+        server,
+        method,
+        params,
+        client=context.identity if client is None else client,
+        caller=context.caller,
+    )
     return await guarded(events, context, server, work, on_log)

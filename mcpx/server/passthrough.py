@@ -89,12 +89,15 @@ them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
 L{mcpx.server.passthrough_routes.Routes.param_headers} says which, derived once per
 catalogue, and L{mcpx.server.param_headers} checks them.
 
-What mcpx declares to the upstream is the pool session's own declaration, which holds
-only the client capabilities mcpx has a handler for (L{mcpx.upstream.handlers}); the
-daemon's pool has none today, so an upstream is never told of a capability the host did
-not declare.  Narrowing a 2026-07-28 host's C{clientCapabilities} per call (and passing
-a declared one on) needs the pool to take them with the request; until it does, no
-capability is passed on.
+What mcpx declares to the upstream for a pass-through host is no more than that host
+declared of the questions mcpx relays (elicitation and its modes, sampling, roots): its
+requests reach the pool under an identity marked with them
+(L{mcpx.server.catalogues.upstream_client}), so an instance of its own for that set is
+started whose handlers declare only it (L{mcpx.upstream.handlers.declaring}), and a
+server that offers some tools only to a client that can be asked (server-everything)
+lists the host the same tools as directly; a 2026-07-28 request also carries the
+narrowed set in its own C{clientCapabilities} (L{mcpx.questions.caller.Caller.declared}).
+A host that declares them all shares the instance the gateway uses.
 
 Log messages
 ============
@@ -137,7 +140,7 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
-from mcpx.server.catalogues import Catalogues
+from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
@@ -346,7 +349,7 @@ class PassThrough:
                 self._catalogues.waited(
                     server,
                     failing,
-                    Deferred.fromCoroutine(self.pool.session(server, context.identity)),
+                    Deferred.fromCoroutine(self.pool.session(server, upstream_client(context))),
                     lambda: None,
                 )
             )
@@ -356,7 +359,7 @@ class PassThrough:
             declaration: ServerDeclaration | None = None
             if not start:
                 if running is not None:
-                    declaration = running(server, context.identity)
+                    declaration = running(server, upstream_client(context))
             else:
                 try:
                     declaration = (await sessions[server]).declaration
@@ -407,7 +410,7 @@ class PassThrough:
             server,
             self.passed.upstream_name(server, name),
             arguments,
-            client=context.identity,
+            client=upstream_client(context),
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
             caller=context.caller,
@@ -430,7 +433,12 @@ class PassThrough:
         if server is None:
             return await self.gateway.get_prompt(context, params, on_log=on_log)
         return await self.gateway.forward(
-            context, server, "prompts/get", _asking_for_logs(params, on_log), on_log
+            context,
+            server,
+            "prompts/get",
+            _asking_for_logs(params, on_log),
+            on_log,
+            client=upstream_client(context),
         )
 
     async def read_resource(
@@ -445,7 +453,12 @@ class PassThrough:
             return await self.gateway.read_resource(context, params, on_log=on_log)
         server = await self.routes.resource_owner(context, uri)
         return await self.gateway.forward(
-            context, server, "resources/read", _asking_for_logs(params, on_log), on_log
+            context,
+            server,
+            "resources/read",
+            _asking_for_logs(params, on_log),
+            on_log,
+            client=upstream_client(context),
         )
 
     async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -467,14 +480,18 @@ class PassThrough:
         if server is None:
             return await self.gateway.complete(context, params)
         try:
-            session = await self.pool.session(server, context.identity)
+            session = await self.pool.session(server, upstream_client(context))
         except (PoolError, UpstreamError) as e:
             raise pool_failure(e) from None
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
         result = await self.gateway.forward(
-            context, server, "completion/complete", forwarded(params)
+            context,
+            server,
+            "completion/complete",
+            forwarded(params),
+            client=upstream_client(context),
         )
         return capped_completion(result)
 

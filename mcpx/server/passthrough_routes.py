@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 from mcpx.ops import uris
 from mcpx.ops.errors import OpError
 from mcpx.pool.errors import PoolError
-from mcpx.server.catalogues import Catalogues
+from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import (
     Derived,
@@ -403,7 +403,7 @@ class Routes:
             session = await self._catalogues.waited(
                 server,
                 failing,
-                Deferred.fromCoroutine(self.gateway.pool.session(server, context.identity)),
+                Deferred.fromCoroutine(self.gateway.pool.session(server, upstream_client(context))),
                 lambda: None,
             )
         except (PoolError, UpstreamError, OpError):

@@ -647,10 +647,12 @@ class CallTests(SynchronousTestCase):
         )
         url_host: dict[str, Any] = {"elicitation": {"url": {}}}
 
-        def start(revision: Revision) -> tuple[Harness, Session, list[Any]]:
+        def start(revision: Revision, **meta: Any) -> tuple[Harness, Session, list[Any]]:
             harness, connector = passed_through(scripted=refusing_nope())
             session = Session(revision, harness)
-            session.result("tools/list")
+            # Listed as the call is made: a host declaring other questions reaches
+            # another instance (it is declared no more upstream than it declared).
+            session.result("tools/list", **meta)
             seen: list[Any] = []
 
             def call(u: Any, params: Mapping[str, Any]) -> Any:
@@ -668,8 +670,8 @@ class CallTests(SynchronousTestCase):
         self.assertEqual((error.code, error.data), (URL_ELICITATION_REQUIRED, required.data))
         check_frames(harness, Revision.V2025_11_25)
 
-        harness, session, seen = start(Revision.V2026_07_28)
         capabilities = {CLIENT_CAPABILITIES: url_host}
+        harness, session, seen = start(Revision.V2026_07_28, **capabilities)
         asked = session.result("tools/call", {"name": "nope", "arguments": {}}, **capabilities)
         self.assertEqual(asked["resultType"], "input_required")
         self.assertEqual(
@@ -720,11 +722,14 @@ class CallTests(SynchronousTestCase):
             ("resources/read", {"uri": "beta://x"}),
         )
 
-        def start(revision: Revision, method: str) -> tuple[Harness, Session, list[Any]]:
+        def start(
+            revision: Revision, method: str, **meta: Any
+        ) -> tuple[Harness, Session, list[Any]]:
             harness, connector = passed_through()
             session = Session(revision, harness)
-            session.result("prompts/list")
-            session.result("resources/list")
+            # Listed as asked: a host declaring other questions reaches another instance.
+            session.result("prompts/list", **meta)
+            session.result("resources/list", **meta)
             seen: list[Any] = []
             answered = _answers(scripts()["beta"])[method]
 
@@ -743,8 +748,8 @@ class CallTests(SynchronousTestCase):
             error = session.error(method, dict(params))
             self.assertEqual((error.code, error.data), (required.code, required.data), method)
 
-            harness, session, seen = start(Revision.V2026_07_28, method)
             capabilities = {CLIENT_CAPABILITIES: url_host}
+            harness, session, seen = start(Revision.V2026_07_28, method, **capabilities)
             asked = session.result(method, dict(params), **capabilities)
             self.assertEqual(asked["resultType"], "input_required", method)
             [(key, request)] = asked["inputRequests"].items()
