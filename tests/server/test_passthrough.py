@@ -1105,6 +1105,47 @@ class InstructionsTests(SynchronousTestCase):
         self.assertNotIn("mcpx://", GATEWAY_TOOLS_INSTRUCTIONS)
 
 
+class FailingNeighbourTests(SynchronousTestCase):
+    """
+    A pass-through server that failed to start and is starting again, hung, holds up
+    none of its neighbour's requests (issue 43, item 9): the clock never moves, so
+    anything that waited on it would not be answered.
+    """
+
+    def test_not_waited_for(self) -> None:
+        harness, connector = passed_through()
+        connector.failures.append(RuntimeError("boom"))
+        session = Session(Revision.V2025_11_25, harness)
+        # alpha's first start fails at once: left out, beta listed.
+        listed = names_of(session.result("tools/list")["tools"])
+        self.assertIn("add", listed)
+        self.assertNotIn("echo", listed)
+        # Its back-off passes, and its next start hangs.
+        connect = connector.connect
+        hung: Deferred[Any] = Deferred()
+
+        tried: list[str] = []
+
+        async def hanging(name: str, *args: Any, **kwargs: Any) -> Any:
+            tried.append(name)
+            if name == "alpha":
+                await hung
+            return await connect(name, *args, **kwargs)
+
+        connector.connect = hanging  # type: ignore[method-assign]
+        harness.clock.advance(60)
+        listing = session.request("tools/list")
+        calling = session.request("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        prompt = session.request("prompts/get", {"name": "summarise"})
+        harness.clock.advance(0)
+        self.assertIn("add", names_of(result_of(listing)["tools"]))
+        self.assertEqual(result_of(calling)["structuredContent"], {"sum": 3})
+        self.assertIn("summarise", result_of(prompt)["description"])
+        # alpha is starting again meanwhile, in the background.
+        self.assertEqual(tried, ["alpha"])
+        self.assertEqual(harness.host.pool.status()[0].state.value, "starting")
+
+
 class DownServerTests(SynchronousTestCase):
     """
     A pass-through server that died keeps its names while it is down or backing off:
