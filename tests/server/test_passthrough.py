@@ -1143,7 +1143,9 @@ class FailingNeighbourTests(SynchronousTestCase):
         self.assertIn("summarise", result_of(prompt)["description"])
         # alpha is starting again meanwhile, in the background.
         self.assertEqual(tried, ["alpha"])
-        self.assertEqual(harness.host.pool.status()[0].state.value, "starting")
+        pool = harness.host.pool
+        assert pool is not None
+        self.assertEqual(pool.status()[0].state.value, "starting")
 
 
 class DownServerTests(SynchronousTestCase):
