@@ -245,6 +245,21 @@ class Catalogues:
             items = self._last.get(kind, {}).get(server)
         return items
 
+    def current(
+        self, kind: str, server: str, context: Context, failing: frozenset[str]
+    ) -> list[dict[str, Any]] | None:
+        """
+        One server's catalogue as it stands now, for routing without waiting: the
+        pool's cache, or what it listed last when it cannot be listed now (L{failing},
+        or a listing of it was given up on and goes on); else C{None}, to be fetched.
+        A server that can be listed and has no cache (its tools changed, it was
+        restarted) is not routed by what it listed before.
+        """
+        items = self.cached(kind, server, context)
+        if items is None and (server in failing or server in self._overdue):
+            items = self._last.get(kind, {}).get(server)
+        return items
+
     def cached(self, kind: str, server: str, context: Context) -> list[dict[str, Any]] | None:
         """
         One server's catalogue as L{of} would give it, when the pool has it cached now

@@ -6,7 +6,8 @@ the refusals that name what could not be found.  A C{tools/call}'s route is foun
 the pool's cached catalogues without waiting while it has them all (the hot path).
 
 A request waits on no server it does not involve (issue 43, item 9): a name or URI is
-looked up first in the catalogues known now (cached, or listed last), and a server that
+looked up first in the catalogues known now (cached; or listed last, for a server that
+cannot be listed now: L{Catalogues.current}), and a server that
 lists it there is its route, whatever the servers whose catalogues are not known yet
 (starting, hung, crash-looping) may list; only a name none of them lists has those
 fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
@@ -88,8 +89,9 @@ class Routes:
 
         @param unlisted: given, receives the servers that could not be listed, and why.
         """
+        failing = self._catalogues.failing()
         for server in self.passed.servers:
-            known = self._catalogues.known(kind, server, context)
+            known = self._catalogues.current(kind, server, context, failing)
             if known is not None and name in derived.of(server, known):
                 return server
         owner: str | None = None
@@ -137,8 +139,9 @@ class Routes:
         The route of a call of C{name} through the first server whose tools known now
         (L{Catalogues.known}) offer it, without waiting for the others; else C{None}.
         """
+        failing = self._catalogues.failing()
         for server in self.passed.servers:
-            listed = self._catalogues.known("tools", server, context)
+            listed = self._catalogues.current("tools", server, context, failing)
             if listed is None:
                 continue
             tools = self._tools.of(server, self.passed.offered_tools(server, listed))
@@ -337,12 +340,13 @@ class Routes:
         @raise RpcError: the revision's resource-not-found error, naming the URI, when no
             server can have it: it is never handed to a server that offers no resources.
         """
+        failing = self._catalogues.failing()
         for server in self.passed.servers:
             # Known now: a server that lists it or has its template is its route at once.
-            listed = self._catalogues.known("resources", server, context)
+            listed = self._catalogues.current("resources", server, context, failing)
             if listed is not None and uri in self._resource_uris.of(server, listed):
                 return server
-            known = self._catalogues.known("templates", server, context)
+            known = self._catalogues.current("templates", server, context, failing)
             if known is not None and template_routes(
                 self._template_patterns.of(server, known), uri
             ):
@@ -353,7 +357,6 @@ class Routes:
         unreachable: list[str] = []
         every_resources = dict(await self._fetched("resources", context))
         every_templates = dict(await self._fetched("templates", context))
-        failing = self._catalogues.failing()
         offering = {
             server: Deferred.fromCoroutine(self._offers_resources(context, server, failing))
             for server in self.passed.servers
