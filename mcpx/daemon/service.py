@@ -85,7 +85,7 @@ from mcpx.tasks.journal import TaskJournal, journal_for
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
-from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.handlers import UpstreamHandlers, declared_in
 from mcpx.upstream.http_client import ClientOnFirstUse, owned_client
 from mcpx.wire.errors import RpcError
 
@@ -528,12 +528,18 @@ def _upstream_handlers(
     server: str,
     scope_key: str,
 ) -> UpstreamHandlers:
-    """The handlers of the instance serving (C{server}, C{scope_key})."""
+    """
+    The handlers of the instance serving (C{server}, C{scope_key}), declaring no more
+    upstream than the questions its key names (L{declared_in}: a pass-through host's).
+    """
     # Resource updates, and tool list changes of pass-through servers.
     heard = notices.sink(server)
     if relay is not None and sampling is not None:
-        return sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
-    return UpstreamHandlers(notification=heard)
+        handlers = sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
+    else:
+        handlers = UpstreamHandlers(notification=heard)
+    handlers.declares = declared_in(scope_key)[1]
+    return handlers
 
 
 def _compiling_off_reactor(reactor: object) -> dict[str, Any]:

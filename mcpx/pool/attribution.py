@@ -24,6 +24,7 @@ from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot, mirrored_scope, own_scope
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
+from mcpx.upstream.handlers import mark_of
 
 #: How many instances a shared server known to ask may run, one per asking call.
 DEFAULT_MAX_ASKING_INSTANCES = 32
@@ -187,7 +188,11 @@ class Attribution:
         by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()
         prefix = mirrored_scope(ASKING_PREFIX) if legacy else ASKING_PREFIX
-        asking = [s for key, s in by_scope.items() if key.startswith(prefix)]
+        # Among the instances declaring what this call's host declares (its mark).
+        mark = mark_of(slot.key[1])
+        asking = [
+            s for key, s in by_scope.items() if key.startswith(prefix) and mark_of(key) == mark
+        ]
         either = sum(1 for key in by_scope if own_scope(key).startswith(ASKING_PREFIX))
         # The server's own slot last: it also serves the catalogue and callers' strangers.
         for candidate in (*asking, slot):
@@ -209,8 +214,8 @@ class Attribution:
                 )
             return slot
         self._asking_full.ends(server)
-        number = next(n for n in itertools.count(1) if f"{prefix}{n}" not in by_scope)
-        key = f"{prefix}{number}"
+        number = next(n for n in itertools.count(1) if f"{prefix}{n}{mark}" not in by_scope)
+        key = f"{prefix}{number}{mark}"
         return self._instances.slots.add((server, key), slot.config)
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:

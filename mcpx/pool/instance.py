@@ -23,6 +23,7 @@ from mcpx.pool.budget import Deadline
 from mcpx.pool.catalogue import Listings
 from mcpx.pool.errors import UnknownServer
 from mcpx.settings.servers import Scope, Server, ServersConfig
+from mcpx.upstream.handlers import mark_of
 from mcpx.upstream.session import UpstreamSession
 
 #: An instance's key: (server name, scope key).
@@ -141,13 +142,16 @@ def scope_for(config: Server, client: str) -> str:
     identity for a C{client}-scoped server; for a shared one, the principal of the
     client (L{principal_of}) when each principal signs in to it for itself
     (L{per_person}), so one principal's calls never travel on another's sign-in; else
-    C{""}, one instance for every caller.
+    C{""}, one instance for every caller.  A client marked with the questions its host
+    declares (L{mcpx.upstream.handlers.declaring}, in pass-through) keeps the mark on its
+    key: an instance of its own for that set, declaring no more upstream.
     """
+    mark = mark_of(client)
     if config.scope is Scope.CLIENT:
         return client
     if per_person(config):
-        return principal_of(client)
-    return ""
+        return principal_of(client) + mark
+    return mark
 
 
 def principal_of_scope(scope_key: str) -> str:

@@ -99,7 +99,7 @@ from mcpx.pool.instance import (
     Instance,
     Slot,
     is_mirrored,
-    mirrored_scope,
+    own_scope,
     scope_for,
 )
 from mcpx.pool.instances import (
@@ -117,6 +117,7 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.upstream.handlers import declared_in
 from mcpx.upstream.records import Era, ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
@@ -331,7 +332,10 @@ class Pool(MultiService):
         slots = self._instances.slots.of(server)
         if config.scope is Scope.CLIENT or per_person(config):
             scope = scope_for(config, client)
-            chosen = [slots[key] for key in (scope, mirrored_scope(scope)) if key in slots]
+            # Its own, in either era, whatever questions its hosts declared (L{declared_in}).
+            chosen = [
+                slot for key, slot in slots.items() if own_scope(declared_in(key)[0]) == scope
+            ]
         else:
             chosen = list(slots.values())
         sent = 0

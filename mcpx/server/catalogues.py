@@ -7,27 +7,56 @@ routing, so a host is not told they vanished and came back; a server a reload re
 keeps none.  Who listed each tool name is remembered beyond that (L{Catalogues.lister_of}),
 so a call of a tool whose server cannot be listed now, or no longer lists it, still
 goes to that server, or is refused naming it.
+
+No request waits long on a server it does not need (issue 43, item 9): a catalogue is
+waited for at most C{pool.listWait} (L{mcpx.ops.listing.within}), and not at all for a
+server that is failing (its last start or instance failed and none is ready since);
+then the server stands on what it listed last, or is left out, and its start goes on
+in the background, so a later request finds its catalogue cached.  Routing reads what
+is known first (L{Catalogues.known}) and fetches only when that does not say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from mcpx.ops.errors import error_from
+from mcpx.ops.errors import OpError, error_from
+from mcpx.ops.listing import list_wait, within
 from mcpx.pool.errors import PoolError, UnknownServer
+from mcpx.pool.status import ServerState
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface
+from mcpx.spec.matrix import capability_in
+from mcpx.upstream.handlers import declaring, questions_declared
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 
 log = Logger()
 
+T = TypeVar("T")
+
 #: Past this many tool names remembered, the memory of who listed them starts afresh.
 _REMEMBERED_TOOLS: Final = 65536
+
+
+def upstream_client(context: Context) -> str:
+    """
+    The client identity a pass-through request reaches the pool under: the caller's,
+    marked with the questions its host declared (L{declaring}), so the instance it
+    reaches declares no more upstream and lists what the server lists to such a host
+    (a revision's missing capability counts as undeclared, as for L{Caller}).
+    """
+    revision = context.revision
+    questions = frozenset(
+        question
+        for question in questions_declared(context.capabilities)
+        if capability_in("client", question.partition(".")[0], revision)
+    )
+    return declaring(context.identity, questions)
 
 
 class Catalogues:
@@ -40,6 +69,9 @@ class Catalogues:
         self._last: dict[str, dict[str, list[dict[str, Any]]]] = {}
         #: The server that last listed each tool name.
         self._listed_by: dict[str, str] = {}
+        #: The servers a request stopped waiting for (a catalogue, a session) whose
+        #: listing has not ended yet: the next requests stand on what is known at once.
+        self._overdue: set[str] = set()
 
     async def each(
         self, context: Context, what: str, kind: str, servers: Sequence[str]
@@ -48,17 +80,17 @@ class Catalogues:
         The C{kind} catalogue of each of C{servers} (the gateway's C{what} when it
         warns), a server that cannot be listed now standing on the one it listed last.
         """
-        fetch = getattr(self._gateway.pool, kind)
         last = self._last.setdefault(kind, {})
+        failing = self.failing()
 
         async def listing(server: str) -> list[dict[str, Any]]:
             try:
-                items: list[dict[str, Any]] = await fetch(server, client=context.identity)
+                items: list[dict[str, Any]] = await self._bounded(kind, server, context, failing)
             except UnknownServer:
                 # No longer configured (a reload removed it): it has no names left.
                 last.pop(server, None)
                 raise
-            except (PoolError, UpstreamError, RpcError):
+            except (PoolError, UpstreamError, RpcError, OpError):
                 if server not in last:
                     raise
                 # Down or backing off: its names are still its own, in the lists as in
@@ -85,19 +117,46 @@ class Catalogues:
         @param unlisted: given, receives the server's name and why it could not be
             listed, when nothing it listed before is remembered.
         """
+        return await self.fetching(kind, server, context, unlisted, self.failing())
+
+    def fetching(
+        self,
+        kind: str,
+        server: str,
+        context: Context,
+        unlisted: dict[str, str] | None,
+        failing: frozenset[str],
+    ) -> Deferred[list[dict[str, Any]]]:
+        """
+        L{of}, begun now: several servers' catalogues are fetched at once, so a request
+        waits for the slowest of them, not their sum.
+
+        @param failing: the servers not waited for at all (L{failing}).
+        """
+        return Deferred.fromCoroutine(self._of(kind, server, context, unlisted, failing))
+
+    async def _of(
+        self,
+        kind: str,
+        server: str,
+        context: Context,
+        unlisted: dict[str, str] | None,
+        failing: frozenset[str],
+    ) -> list[dict[str, Any]]:
         last = self._last.setdefault(kind, {})
         try:
-            items: list[dict[str, Any]] = await getattr(self._gateway.pool, kind)(
-                server, client=context.identity
-            )
+            items: list[dict[str, Any]] = await self._bounded(kind, server, context, failing)
         except UnknownServer:
             last.pop(server, None)
             return []
-        except (PoolError, UpstreamError, RpcError) as e:
+        except (PoolError, UpstreamError, RpcError, OpError) as e:
             remembered = last.get(server)
             if remembered is not None:
                 return remembered
-            why = error_from(e).message if isinstance(e, PoolError | UpstreamError) else str(e)
+            if isinstance(e, PoolError | UpstreamError):
+                why = error_from(e).message
+            else:
+                why = e.message if isinstance(e, OpError) else str(e)
             log.debug(
                 "pass-through routing: the {kind} of {server} cannot be listed: {why}",
                 kind=kind,
@@ -110,13 +169,104 @@ class Catalogues:
         last[server] = items
         return items
 
+    def failing(self) -> frozenset[str]:
+        """
+        The servers not waited for: misconfigured, or whose last start or instance
+        failed with none ready since (a crash loop, a start that failed and is tried
+        again): their catalogues are what they listed last, while they start again in
+        the background.
+        """
+        return frozenset(
+            status.name
+            for status in self._gateway.pool.status()
+            if status.last_error is not None and status.state is not ServerState.READY
+        )
+
+    async def _bounded(
+        self, kind: str, server: str, context: Context, failing: frozenset[str]
+    ) -> list[dict[str, Any]]:
+        """
+        The pool's C{kind} catalogue of C{server}, waited for at most C{pool.listWait}
+        (not at all for a server L{failing}, nor while a listing of it that was given
+        up on still goes on); then what the pool or this pass-through
+        has cached (L{known}), else L{mcpx.ops.listing.still_starting}.  The listing goes
+        on after the wait.
+        """
+        fetch = getattr(self._gateway.pool, kind)
+        return await self.waited(
+            server,
+            failing,
+            Deferred.fromCoroutine(fetch(server, client=upstream_client(context))),
+            lambda: self.known(kind, server, context),
+        )
+
+    async def waited(
+        self,
+        server: str,
+        failing: frozenset[str],
+        listing: Deferred[T],
+        known: Callable[[], T | None],
+    ) -> T:
+        """
+        C{listing}'s result (a catalogue of C{server}, its session) if it comes
+        within C{pool.listWait}, or at once for a server L{failing} or while an earlier
+        such wait that was given up on still goes on; else what C{known} gives then,
+        else L{mcpx.ops.listing.still_starting}.  C{listing} goes on after the wait.
+        """
+        # Per server: a server slow to list is as slow to give its session.
+        key = server
+        waiting = server in failing or key in self._overdue
+        wait = 0.0 if waiting else list_wait(self._gateway.host.settings)
+        ended = False
+
+        def end(result: object) -> object:
+            nonlocal ended
+            ended = True
+            self._overdue.discard(key)
+            return result
+
+        listing.addBoth(end)
+        try:
+            found: T = await within(self._gateway.host.clock, wait, server, listing, known)
+        finally:
+            if not ended:
+                # Given up on: the next request does not wait for it either, until it
+                # has listed (or failed to).
+                self._overdue.add(key)
+        return found
+
+    def known(self, kind: str, server: str, context: Context) -> list[dict[str, Any]] | None:
+        """
+        One server's catalogue as known now, without waiting: the pool's cache
+        (L{cached}), else what it listed last here, else C{None}.
+        """
+        items = self.cached(kind, server, context)
+        if items is None:
+            items = self._last.get(kind, {}).get(server)
+        return items
+
+    def current(
+        self, kind: str, server: str, context: Context, failing: frozenset[str]
+    ) -> list[dict[str, Any]] | None:
+        """
+        One server's catalogue as it stands now, for routing without waiting: the
+        pool's cache, or what it listed last when it cannot be listed now (L{failing},
+        or a listing of it was given up on and goes on); else C{None}, to be fetched.
+        A server that can be listed and has no cache (its tools changed, it was
+        restarted) is not routed by what it listed before.
+        """
+        items = self.cached(kind, server, context)
+        if items is None and (server in failing or server in self._overdue):
+            items = self._last.get(kind, {}).get(server)
+        return items
+
     def cached(self, kind: str, server: str, context: Context) -> list[dict[str, Any]] | None:
         """
         One server's catalogue as L{of} would give it, when the pool has it cached now
         (L{mcpx.pool.interface.PoolInterface.cached_catalogue}); else C{None}, and L{of} is
         what fetches it, or stands on what was listed last.
         """
-        items = self._gateway.pool.cached_catalogue(server, kind, client=context.identity)
+        items = self._gateway.pool.cached_catalogue(server, kind, client=upstream_client(context))
         if items is not None:
             self._last.setdefault(kind, {})[server] = items
         return items

@@ -42,6 +42,7 @@ import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
+from attrs import evolve
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -66,6 +67,7 @@ from mcpx.server.roots import ROOTS_CHANGED, Roots
 from mcpx.server.sign_in_offers import (
     SignInOffers,
     url_required_answered,
+    url_required_relayed,
     without_upstream_urls,
 )
 from mcpx.server.subscriptions import Subscriptions
@@ -190,10 +192,14 @@ class McpServer:
                 self.asking.asks(self._call_tool, "tools/call")
             ),
             "prompts/list": self._list_prompts,
-            "prompts/get": self.asking.asks(self._get_prompt, "prompts/get"),
+            "prompts/get": url_required_relayed(
+                self.asking.asks(self._get_prompt, "prompts/get"), "prompts/get"
+            ),
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
-            "resources/read": self.asking.asks(self._read_resource, "resources/read"),
+            "resources/read": url_required_relayed(
+                self.asking.asks(self._read_resource, "resources/read"), "resources/read"
+            ),
             "resources/subscribe": subscriptions.subscribe,
             "resources/unsubscribe": subscriptions.unsubscribe,
             "logging/setLevel": self._set_level,
@@ -513,6 +519,9 @@ class McpServer:
         # not running yet is not started for its instructions, as it may ask for roots
         # at once (L{PassThrough.instructions}).
         declares_roots = isinstance(conn.client_capabilities.get("roots"), Mapping)
+        # Read from the instance the connection's requests will reach: the one for
+        # what it just declared (L{mcpx.server.catalogues.upstream_client}).
+        context = evolve(context, revision=revision, capabilities=conn.client_capabilities)
         instructions = await self._instructions(conn, context, start=not declares_roots)
         if instructions is not None:
             result["instructions"] = instructions

@@ -25,7 +25,10 @@ from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in
 from mcpx.spec.meta_keys import RESERVED_PREFIX
 from mcpx.upstream.session import UpstreamError
-from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, UPSTREAM_FAILED, RpcError
+
+#: C{/v1}'s status for a request whose upstream's answer failed.
+BAD_GATEWAY: Final = 502
 
 #: Where an upstream's progress goes.
 ProgressSink = Callable[[dict[str, Any]], None]
@@ -72,14 +75,17 @@ def relayed(error: RpcError, context: Context) -> RpcError:
 
 def pool_failure(error: PoolError | UpstreamError) -> RpcError:
     """
-    What the pool could not do, as C{-32603} with C{/v1}'s message and, in C{data},
-    its stable code (C{upstream_transport}, C{server_unavailable}, ...) and C{retry_in}.
+    What the pool could not do, with C{/v1}'s message and, in C{data}, its stable code
+    (C{upstream_transport}, C{server_unavailable}, ...) and C{retry_in}: C{-32010}
+    (upstream failed) when the upstream's answer failed (C{/v1}'s C{502}: its transport
+    broke, its answer was too large), else C{-32603}.
     """
     shown = error_from(error)
     data: dict[str, Any] = {"code": shown.code}
     if shown.retry_in is not None:
         data["retry_in"] = shown.retry_in
-    return RpcError(INTERNAL_ERROR, shown.message, data)
+    code = UPSTREAM_FAILED if shown.status == BAD_GATEWAY else INTERNAL_ERROR
+    return RpcError(code, shown.message, data)
 
 
 async def guarded(
@@ -91,7 +97,7 @@ async def guarded(
 ) -> dict[str, Any]:
     """
     C{work}'s result, C{server}'s log messages passed to C{on_log} meanwhile; the pool's
-    failures as C{-32603} (L{pool_failure}), a policy's refusal as its own code, the
+    failures as L{pool_failure} has them, a policy's refusal as its own code, the
     upstream's JSON-RPC errors as they are (see L{relayed}).
     """
     try:
@@ -119,7 +125,17 @@ async def forward(
     method: str,
     params: Mapping[str, Any],
     on_log: LogRelay | None = None,
+    client: str | None = None,
 ) -> dict[str, Any]:
-    """C{method} with C{params} to C{server} for the request of C{context} (L{guarded})."""
-    work = pool.request(server, method, params, client=context.identity, caller=context.caller)
+    """
+    C{method} with C{params} to C{server} for the request of C{context} (L{guarded}),
+    under C{client}'s identity if given, else the request's.
+    """
+    work = pool.request(
+        server,
+        method,
+        params,
+        client=context.identity if client is None else client,
+        caller=context.caller,
+    )
     return await guarded(events, context, server, work, on_log)

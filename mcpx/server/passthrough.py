@@ -35,7 +35,16 @@ URI is rewritten: the host reads the upstream's resources under their own URIs).
 JSON-RPC error the server answers is raised as that error (code, message, data), so the
 host gets an error response (and, on 2026-07-28 Streamable HTTP, the status that code
 maps to), not an C{isError} result.  A failure of the pool (the server cannot be
-started, died, timed out) is C{-32603} naming it.
+started, died, timed out) is C{-32603} naming it, C{-32010} where the server's answer
+failed (L{mcpx.server.forwarding.pool_failure}).
+
+A request waits on no server it does not involve (issue 43, item 9): a call, a prompt
+or a resource goes to the server whose catalogue known now lists it without waiting for
+the others; lists, C{initialize}'s instructions and a name no known catalogue has wait
+for a server at most C{pool.listWait}, and not at all for one that is failing or was
+given up on before and is still starting; such a server stands on what it listed last,
+or is left out of the list with a warning, while its start goes on in the background
+(L{mcpx.server.catalogues}).
 
 Which servers are passed through is decided at each request against the configuration
 in force: a server named but not configured is left out until a reload adds it, and
@@ -80,12 +89,15 @@ them mirrored in C{Mcp-Param-*} headers on 2026-07-28 Streamable HTTP;
 L{mcpx.server.passthrough_routes.Routes.param_headers} says which, derived once per
 catalogue, and L{mcpx.server.param_headers} checks them.
 
-What mcpx declares to the upstream is the pool session's own declaration, which holds
-only the client capabilities mcpx has a handler for (L{mcpx.upstream.handlers}); the
-daemon's pool has none today, so an upstream is never told of a capability the host did
-not declare.  Narrowing a 2026-07-28 host's C{clientCapabilities} per call (and passing
-a declared one on) needs the pool to take them with the request; until it does, no
-capability is passed on.
+What mcpx declares to the upstream for a pass-through host is no more than that host
+declared of the questions mcpx relays (elicitation and its modes, sampling, roots): its
+requests reach the pool under an identity marked with them
+(L{mcpx.server.catalogues.upstream_client}), so an instance of its own for that set is
+started whose handlers declare only it (L{mcpx.upstream.handlers.declaring}), and a
+server that offers some tools only to a client that can be asked (server-everything)
+lists the host the same tools as directly; a 2026-07-28 request also carries the
+narrowed set in its own C{clientCapabilities} (L{mcpx.questions.caller.Caller.declared}).
+A host that declares them all shares the instance the gateway uses.
 
 Log messages
 ============
@@ -119,15 +131,16 @@ import operator
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.ops import uris
 from mcpx.ops.clashes import Clash
-from mcpx.ops.errors import error_from
+from mcpx.ops.errors import OpError, error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
-from mcpx.server.catalogues import Catalogues
+from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
@@ -319,7 +332,9 @@ class PassThrough:
         server's own, as it declared them (one server's verbatim; several, each under
         a C{## <server>} heading, in the order named), then C{gateway}'s, which
         describe the gateway tools offered after theirs.  A server that cannot be
-        reached now adds nothing.
+        reached now adds nothing, nor one that is not ready within C{pool.listWait}, or
+        at once when it is failing (L{Catalogues.failing}): a host's session does not
+        wait on a server it may never use, which goes on starting meanwhile.
 
         @param start: start a server not running to read its declaration; else only
             the running ones are read (a legacy host that declared roots: a server
@@ -328,15 +343,27 @@ class PassThrough:
         """
         own: list[tuple[str, str]] = []
         running = getattr(self.pool, "running_declaration", None)
+        failing = self._catalogues.failing() if start else frozenset()
+        sessions = {
+            server: Deferred.fromCoroutine(
+                self._catalogues.waited(
+                    server,
+                    failing,
+                    Deferred.fromCoroutine(self.pool.session(server, upstream_client(context))),
+                    lambda: None,
+                )
+            )
+            for server in (self.servers if start else ())
+        }
         for server in self.servers:
             declaration: ServerDeclaration | None = None
             if not start:
                 if running is not None:
-                    declaration = running(server, context.identity)
+                    declaration = running(server, upstream_client(context))
             else:
                 try:
-                    declaration = (await self.pool.session(server, context.identity)).declaration
-                except (PoolError, UpstreamError):
+                    declaration = (await sessions[server]).declaration
+                except (PoolError, UpstreamError, OpError):
                     continue
             said = None if declaration is None else declaration.instructions
             if said:
@@ -383,7 +410,7 @@ class PassThrough:
             server,
             self.passed.upstream_name(server, name),
             arguments,
-            client=context.identity,
+            client=upstream_client(context),
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
             caller=context.caller,
@@ -406,7 +433,12 @@ class PassThrough:
         if server is None:
             return await self.gateway.get_prompt(context, params, on_log=on_log)
         return await self.gateway.forward(
-            context, server, "prompts/get", _asking_for_logs(params, on_log), on_log
+            context,
+            server,
+            "prompts/get",
+            _asking_for_logs(params, on_log),
+            on_log,
+            client=upstream_client(context),
         )
 
     async def read_resource(
@@ -421,7 +453,12 @@ class PassThrough:
             return await self.gateway.read_resource(context, params, on_log=on_log)
         server = await self.routes.resource_owner(context, uri)
         return await self.gateway.forward(
-            context, server, "resources/read", _asking_for_logs(params, on_log), on_log
+            context,
+            server,
+            "resources/read",
+            _asking_for_logs(params, on_log),
+            on_log,
+            client=upstream_client(context),
         )
 
     async def complete(self, context: Context, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -443,14 +480,18 @@ class PassThrough:
         if server is None:
             return await self.gateway.complete(context, params)
         try:
-            session = await self.pool.session(server, context.identity)
+            session = await self.pool.session(server, upstream_client(context))
         except (PoolError, UpstreamError) as e:
             raise pool_failure(e) from None
         declaration = session.declaration
         if declaration is not None and not declaration.declares("completions"):
             return {"completion": {"values": [], "hasMore": False}}
         result = await self.gateway.forward(
-            context, server, "completion/complete", forwarded(params)
+            context,
+            server,
+            "completion/complete",
+            forwarded(params),
+            client=upstream_client(context),
         )
         return capped_completion(result)
 

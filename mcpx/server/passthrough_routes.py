@@ -4,6 +4,13 @@ Where a pass-through request goes (L{Routes}): the server a C{tools/call}, a pro
 resource URI or a subscription is for, the C{Mcp-Param-*} headers a call must carry, and
 the refusals that name what could not be found.  A C{tools/call}'s route is found from
 the pool's cached catalogues without waiting while it has them all (the hot path).
+
+A request waits on no server it does not involve (issue 43, item 9): a name or URI is
+looked up first in the catalogues known now (cached; or listed last, for a server that
+cannot be listed now: L{Catalogues.current}), and a server that
+lists it there is its route, whatever the servers whose catalogues are not known yet
+(starting, hung, crash-looping) may list; only a name none of them lists has those
+fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
 """
 
 from __future__ import annotations
@@ -12,10 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from attrs import frozen
+from twisted.internet.defer import Deferred
 
 from mcpx.ops import uris
+from mcpx.ops.errors import OpError
 from mcpx.pool.errors import PoolError
-from mcpx.server.catalogues import Catalogues
+from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import (
     Derived,
@@ -74,13 +83,19 @@ class Routes:
         unlisted: dict[str, str] | None = None,
     ) -> str | None:
         """
-        The first pass-through server, in the order named, listing C{name}, or C{None}.
+        The first pass-through server, in the order named, listing C{name}, or C{None}:
+        the first whose catalogue known now lists it (L{Catalogues.known}), else the
+        first listing it once the others' are fetched.
 
         @param unlisted: given, receives the servers that could not be listed, and why.
         """
-        owner: str | None = None
+        failing = self._catalogues.failing()
         for server in self.passed.servers:
-            listed = await self._catalogues.of(kind, server, context, unlisted)
+            known = self._catalogues.current(kind, server, context, failing)
+            if known is not None and name in derived.of(server, known):
+                return server
+        owner: str | None = None
+        for server, listed in await self._fetched(kind, context, unlisted):
             if name in derived.of(server, listed):
                 if owner is not None:
                     self.passed.clashed(kind[:-1], name, owner, server)
@@ -113,8 +128,43 @@ class Routes:
         unlisted: dict[str, str] = {}
         offered = self._tools_now(context)
         if offered is None:
+            known = self._tools_known(context, name)
+            if known is not None:
+                return known
             offered = await self._tools_fetched(context, unlisted)
         return self._routed(name, offered, unlisted)
+
+    def _tools_known(self, context: Context, name: str) -> ToolRoute | None:
+        """
+        The route of a call of C{name} through the first server whose tools known now
+        (L{Catalogues.known}) offer it, without waiting for the others; else C{None}.
+        """
+        failing = self._catalogues.failing()
+        for server in self.passed.servers:
+            listed = self._catalogues.current("tools", server, context, failing)
+            if listed is None:
+                continue
+            tools = self._tools.of(server, self.passed.offered_tools(server, listed))
+            if name in tools:
+                self._catalogues.routed(name, server)
+                return ToolRoute(server, tools)
+        return None
+
+    async def _fetched(
+        self, kind: str, context: Context, unlisted: dict[str, str] | None = None
+    ) -> list[tuple[str, list[dict[str, Any]]]]:
+        """
+        Each server's C{kind} catalogue (L{Catalogues.of}), all asked for at once.
+
+        @param unlisted: given, receives the servers that could not be listed, and why.
+        """
+        failing = self._catalogues.failing()
+        servers = self.passed.servers
+        asked = [
+            self._catalogues.fetching(kind, server, context, unlisted, failing)
+            for server in servers
+        ]
+        return list(zip(servers, [await listed for listed in asked], strict=True))
 
     def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
         """Each server's tools by name, when the pool has them all cached; else C{None}."""
@@ -136,13 +186,10 @@ class Routes:
 
         @param unlisted: receives the servers that could not be listed, and why.
         """
-        offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
-        for server in self.passed.servers:
-            listed = await self._catalogues.of("tools", server, context, unlisted)
-            offered.append(
-                (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
-            )
-        return offered
+        return [
+            (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
+            for server, listed in await self._fetched("tools", context, unlisted)
+        ]
 
     def _routed(
         self,
@@ -293,20 +340,35 @@ class Routes:
         @raise RpcError: the revision's resource-not-found error, naming the URI, when no
             server can have it: it is never handed to a server that offers no resources.
         """
+        failing = self._catalogues.failing()
+        for server in self.passed.servers:
+            # Known now: a server that lists it or has its template is its route at once.
+            listed = self._catalogues.current("resources", server, context, failing)
+            if listed is not None and uri in self._resource_uris.of(server, listed):
+                return server
+            known = self._catalogues.current("templates", server, context, failing)
+            if known is not None and template_routes(
+                self._template_patterns.of(server, known), uri
+            ):
+                return server
         scheme = scheme_of(uri)
         same_scheme: str | None = None
         declaring: list[str] = []
         unreachable: list[str] = []
+        every_resources = dict(await self._fetched("resources", context))
+        every_templates = dict(await self._fetched("templates", context))
+        offering = {
+            server: Deferred.fromCoroutine(self._offers_resources(context, server, failing))
+            for server in self.passed.servers
+        }
         for server in self.passed.servers:
-            listed = await self._catalogues.of("resources", server, context)
+            listed = every_resources[server]
             if uri in self._resource_uris.of(server, listed):
                 return server
-            templates = self._template_patterns.of(
-                server, await self._catalogues.of("templates", server, context)
-            )
+            templates = self._template_patterns.of(server, every_templates[server])
             if template_routes(templates, uri):
                 return server
-            offers = await self._offers_resources(context, server)
+            offers = await offering[server]
             if offers is None:
                 unreachable.append(server)
                 continue
@@ -333,11 +395,21 @@ class Routes:
             )
         raise error
 
-    async def _offers_resources(self, context: Context, server: str) -> bool | None:
-        """Whether C{server} declared resources; C{None} when it cannot be reached now."""
+    async def _offers_resources(
+        self, context: Context, server: str, failing: frozenset[str]
+    ) -> bool | None:
+        """
+        Whether C{server} declared resources; C{None} when it cannot be reached now, or
+        within C{pool.listWait} (at once, for a server L{Catalogues.failing}).
+        """
         try:
-            session = await self.gateway.pool.session(server, context.identity)
-        except (PoolError, UpstreamError):
+            session = await self._catalogues.waited(
+                server,
+                failing,
+                Deferred.fromCoroutine(self.gateway.pool.session(server, upstream_client(context))),
+                lambda: None,
+            )
+        except (PoolError, UpstreamError, OpError):
             return None
         declaration = session.declaration
         return declaration is None or declaration.declares("resources")

@@ -28,6 +28,7 @@ from mcpx.pool.instance import own_scope
 from mcpx.server.conn import Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.settings.servers import Scope
+from mcpx.upstream.handlers import declared_in
 
 #: What a client sends when its roots changed; passed on to the servers it uses.
 ROOTS_CHANGED = "notifications/roots/list_changed"
@@ -74,7 +75,7 @@ class Roots:
         if not self._own_instances(server):
             return None
         for conn in reversed(self._users.get(server, ())):
-            if conn.closed or conn.identity != own_scope(scope_key):
+            if conn.closed or conn.identity != own_scope(declared_in(scope_key)[0]):
                 continue
             return ConnAsker(conn, contextvars.Context())
         return None

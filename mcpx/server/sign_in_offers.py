@@ -26,7 +26,11 @@ URL) reaches a 2025-11-25 host as it is; a revision without that code never sees
 (L{url_required_answer}): a 2026-07-28 host that declared URL elicitation is answered
 C{input_required} with the server's URL elicitations, and its retry (mcpx's keys taken
 out of C{inputResponses}) is the call made again, as a legacy host's retry after the
-error would be; any other host gets a tool error naming the URLs to open.
+error would be; any other host gets a tool error naming the URLs to open.  The same
+holds for an upstream's C{-32042} to a C{prompts/get} or C{resources/read}
+(L{url_required_relayed}), except that neither has a tool error: a 2026-07-28 host that
+did not declare URL elicitation gets C{-32021} requiring it, a revision before
+2025-11-25 C{-32603}, each with the server's message and the URLs to open.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.results import text_result
 from mcpx.settings.servers import RemoteServer
 from mcpx.spec.matrix import notification_in
-from mcpx.wire.errors import URL_ELICITATION_REQUIRED, RpcError, may_emit
+from mcpx.wire.errors import INTERNAL_ERROR, URL_ELICITATION_REQUIRED, RpcError, may_emit
 from mcpx.wire.messages import without_member
 
 log = Logger()
@@ -248,25 +252,47 @@ def without_upstream_urls(params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def url_required_answered(
-    work: Awaitable[Mapping[str, Any]], context: Context
+    work: Awaitable[Mapping[str, Any]], context: Context, method: str = "tools/call"
 ) -> Mapping[str, Any]:
     """C{work}'s result; an upstream's C{-32042} as L{url_required_answer} has it."""
     try:
         return await work
     except RpcError as error:
-        answer = url_required_answer(error, context)
+        answer = url_required_answer(error, context, method)
         if answer is None:
             raise
         return answer
 
 
-def url_required_answer(error: RpcError, context: Context) -> Mapping[str, Any] | None:
+def url_required_relayed(answer: Method, method: str) -> Method:
     """
-    An upstream's C{-32042} (URL elicitation required) to a C{tools/call}, for a host
-    whose revision has no such code (every one but 2025-11-25): to a 2026-07-28 host
-    that declared URL elicitation, C{input_required} with the URL elicitations; to any
-    other, a tool error with the server's message and the URLs to open.  C{None} for
-    any other error, or a revision that receives the error as it is.
+    C{answer} for C{method} (C{prompts/get}, C{resources/read}), an upstream's C{-32042}
+    answered as the host's revision has it (L{url_required_answer}), and a 2026-07-28
+    retry's answers to those URL elicitations taken out (L{without_upstream_urls}).
+    """
+
+    async def relaying(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
+        if context.modern:
+            params = without_upstream_urls(params)
+        return await url_required_answered(answer(conn, context, params), context, method)
+
+    relaying.__name__ = getattr(answer, "__name__", method)
+    return relaying
+
+
+def url_required_answer(
+    error: RpcError, context: Context, method: str = "tools/call"
+) -> Mapping[str, Any] | None:
+    """
+    An upstream's C{-32042} (URL elicitation required) to C{method}, for a host whose
+    revision has no such code (every one but 2025-11-25): to a 2026-07-28 host that
+    declared URL elicitation, C{input_required} with the URL elicitations; to any other,
+    for a C{tools/call} a tool error with the server's message and the URLs to open,
+    for another method an error of the host's revision saying the same (C{-32021}
+    requiring URL elicitation at 2026-07-28, C{-32603} before 2025-11-25).  C{None}
+    for any other error, or a revision that receives the error as it is.
+
+    @raise RpcError: that error, for a method other than C{tools/call}.
     """
     if error.code != URL_ELICITATION_REQUIRED or may_emit(error.code, context.revision):
         return None
@@ -290,7 +316,14 @@ def url_required_answer(error: RpcError, context: Context) -> Mapping[str, Any] 
         }
     lines = [f"the server needs you to open a URL, then call again: {error.message}"]
     lines.extend(f"{message}: {url}" if message else url for message, url in wanted)
-    return text_result("\n".join(lines), is_error=True)
+    if method == "tools/call":
+        return text_result("\n".join(lines), is_error=True)
+    said = "; ".join(lines)
+    urls = [{"message": message, "url": url} for message, url in wanted]
+    if context.modern:
+        refusal = RpcError.missing_client_capability({"elicitation": {"url": {}}})
+        raise RpcError(refusal.code, said, {**refusal.data, "urls": urls})
+    raise RpcError(INTERNAL_ERROR, said, {"code": "url_elicitation_required", "urls": urls})
 
 
 def _tell_when_done(offer: Offer, conn: Conn) -> None:

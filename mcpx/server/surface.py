@@ -675,8 +675,15 @@ class Surface:
         method: str,
         params: Mapping[str, Any],
         on_log: LogRelay | None = None,
+        *,
+        client: str | None = None,
     ) -> Awaitable[dict[str, Any]]:
-        """C{method} to C{server} for the request of C{context} (L{mcpx.server.forwarding})."""
+        """
+        C{method} to C{server} for the request of C{context} (L{mcpx.server.forwarding}).
+
+        @param client: the pool's client identity, when not the request's own (a
+            pass-through host's, L{mcpx.server.catalogues.upstream_client}).
+        """
         return forward(
             self.pool,
             self.host.events,
@@ -685,6 +692,7 @@ class Surface:
             method=method,
             params=params,
             on_log=on_log,
+            client=client,
         )
 
     async def guard(self, work: Awaitable[_T]) -> _T:

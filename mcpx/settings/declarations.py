@@ -157,10 +157,12 @@ SETTINGS: tuple[Setting, ...] = (
         default=5.0,
         help="How long a listing across every server (mcpx tools, tools --search, prompts "
         "and resources; GET /v1/tools, /v1/prompts, /v1/resources; a host's prompts/list and "
-        "resources/list of the gateway's own names) waits for a server that has not answered, "
+        "resources/list of the gateway's own names; a host's lists, initialize and routing "
+        "of pass-through servers) waits for a server that has not answered, "
         "because it is starting, hung or waiting to restart. Then the listing answers with "
         "the other servers, and with that server's cached catalogue if it has one; "
-        "otherwise it names the server under errors as still starting.",
+        "otherwise it names the server under errors as still starting. A pass-through "
+        "server that is failing, or was not waited for in full before, is not waited for.",
     ),
     Setting(
         name="pool.startTimeout",

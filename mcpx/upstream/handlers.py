@@ -16,12 +16,22 @@ same question differently.
 
 mcpx declares to a server only the client capabilities it has a handler for: a
 declaration nobody can honour would be a promise broken in silence.
+
+In pass-through, where a server sees the host through mcpx, it is declared no more
+than that host declared (issue 43, item 8): a server that offers a tool only to a
+client that can be asked (server-everything hides its elicitation, sampling and roots
+tools from one that cannot) offers the host the same tools as directly.  The host's
+questions are named in the pool's client identity (L{declaring}), so its requests go to
+an instance of their own for that set, whose handlers declare only it
+(L{UpstreamHandlers.declares}, read back from the instance's scope key by
+L{declared_in}).  A host that declares every question mcpx relays shares the instance
+that declares them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from attrs import define, field
 
@@ -52,6 +62,59 @@ ELICIT = "elicitation/create"
 SAMPLE = "sampling/createMessage"
 LIST_ROOTS = "roots/list"
 
+#: The questions a host may declare, as the names L{declaring} gives them.
+QUESTIONS: Final = frozenset({"elicitation.form", "elicitation.url", "sampling", "roots"})
+
+#: Between a client identity (or scope key) and the questions it declares: a control
+#: character no identity holds.
+_DECLARES: Final = "\x1edeclares:"
+
+
+def questions_declared(capabilities: Mapping[str, Any]) -> frozenset[str]:
+    """
+    The questions of L{QUESTIONS} a client's C{capabilities} declare: an empty
+    C{elicitation} object is the form mode of the revisions before modes.
+    """
+    found: set[str] = set()
+    elicitation = capabilities.get("elicitation")
+    if isinstance(elicitation, Mapping):
+        if "form" in elicitation or not elicitation:
+            found.add("elicitation.form")
+        if "url" in elicitation:
+            found.add("elicitation.url")
+    for name in ("sampling", "roots"):
+        if isinstance(capabilities.get(name), Mapping):
+            found.add(name)
+    return frozenset(found)
+
+
+def declaring(client: str, questions: frozenset[str]) -> str:
+    """
+    C{client}'s identity for the pool when what mcpx declares upstream is to be no more
+    than C{questions} (L{questions_declared}): as it is when they are every question
+    mcpx relays, else marked with them, so the pool keys an instance of its own.
+    """
+    if questions >= QUESTIONS:
+        return client
+    return f"{client}{_DECLARES}{','.join(sorted(questions & QUESTIONS))}"
+
+
+def declared_in(key: str) -> tuple[str, frozenset[str] | None]:
+    """
+    A client identity or scope key without the mark of L{declaring}, and the questions
+    it marks (C{None}: unmarked, every one).
+    """
+    base, mark, listed = key.partition(_DECLARES)
+    if not mark:
+        return key, None
+    return base, frozenset(name for name in listed.split(",") if name)
+
+
+def mark_of(key: str) -> str:
+    """The mark L{declaring} put on C{key}, or C{""}: to put on a key made from it."""
+    index = key.find(_DECLARES)
+    return "" if index < 0 else key[index:]
+
 
 def _copied(declared: dict[str, Any]) -> dict[str, Any]:
     """A copy of declared capabilities, to its innermost object."""
@@ -73,6 +136,9 @@ class UpstreamHandlers:
     @ivar relay: answers all three kinds of question, told the call and key; when set,
         it is what answers, and mcpx declares every kind (form and url elicitation).
     @ivar notification: hears every notification the server sends.
+    @ivar declares: the questions mcpx may declare for them at most (L{QUESTIONS}, as
+        L{declaring} named them), or C{None} for every one it can answer: the questions
+        of the host an instance serves in pass-through.
     """
 
     elicitation: Question | None = None
@@ -82,6 +148,7 @@ class UpstreamHandlers:
     roots: Question | None = None
     relay: Relay | None = None
     notification: NotificationSink | None = None
+    declares: frozenset[str] | None = None
     _by_method: dict[str, Question | None] = field(init=False)
     _declared: dict[tuple[Any, ...], dict[str, Any]] = field(
         init=False, factory=dict, eq=False, repr=False
@@ -111,6 +178,7 @@ class UpstreamHandlers:
             self.sampling_tools,
             self.elicitation is not None,
             self.elicitation_modes,
+            self.declares,
         )
         declared = self._declared.get(key)
         if declared is None:
@@ -120,22 +188,36 @@ class UpstreamHandlers:
     def _capabilities_at(self, revision: Revision) -> dict[str, Any]:
         declared: dict[str, Any] = {}
         relayed = self.relay is not None
-        if (relayed or self.roots is not None) and capability_in("client", "roots", revision):
+        allowed = QUESTIONS if self.declares is None else self.declares
+        modes = frozenset(
+            mode for mode in self.elicitation_modes if f"elicitation.{mode}" in allowed
+        )
+        if (
+            (relayed or self.roots is not None)
+            and "roots" in allowed
+            and capability_in("client", "roots", revision)
+        ):
             declared["roots"] = {}
             if relayed and capability_in("client", "roots.listChanged", revision):
                 # The relay passes on its hosts' notifications/roots/list_changed.
                 declared["roots"]["listChanged"] = True
-        if (relayed or self.sampling is not None) and capability_in("client", "sampling", revision):
+        if (
+            (relayed or self.sampling is not None)
+            and "sampling" in allowed
+            and capability_in("client", "sampling", revision)
+        ):
             sampling: dict[str, Any] = {}
             if self.sampling_tools and capability_in("client", "sampling.tools", revision):
                 sampling["tools"] = {}
             declared["sampling"] = sampling
-        if (relayed or self.elicitation is not None) and capability_in(
-            "client", "elicitation", revision
+        if (
+            (relayed or self.elicitation is not None)
+            and modes
+            and capability_in("client", "elicitation", revision)
         ):
             if capability_in("client", "elicitation.form", revision):
-                declared["elicitation"] = {mode: {} for mode in sorted(self.elicitation_modes)}
-            elif "form" in self.elicitation_modes:
+                declared["elicitation"] = {mode: {} for mode in sorted(modes)}
+            elif "form" in modes:
                 declared["elicitation"] = {}
         return declared
 

@@ -15,7 +15,11 @@ not in that mapping because a 2026-07-28 server must never emit them:
     travels in a C{200} response; 2026-07-28 answers C{-32602} instead.
   - C{-32042} (URL elicitation required) exists only in 2025-11-25.
 
-Both map to C{200}, as does any code outside the table (application-defined errors such as a
+Both map to C{200}, as does C{-32010} (upstream failed), mcpx's own code in the band
+MCP leaves to implementations (-32000 to -32019) for a request the upstream server's
+answer failed (its transport broke, its answer was too large or unreadable: C{/v1}'s
+C{502}), so a host is not told mcpx failed inside (C{-32603}, C{500}); and so does any
+code outside the table (application-defined errors such as a
 user declining a sampling request): the JSON-RPC error body says what went wrong, and a
 transport-level failure status would only mislead.  In particular neither may be C{404}, which
 legacy clients read as "session gone".
@@ -40,6 +44,7 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 URL_ELICITATION_REQUIRED = -32042
+UPSTREAM_FAILED = -32010
 
 #: The status for a JSON-RPC error whose code has no transport meaning of its own.
 DEFAULT_HTTP_STATUS = 200
@@ -101,6 +106,7 @@ ERROR_CODES: Mapping[int, ErrorCode] = {
             200,
             (Revision.V2025_11_25,),
         ),
+        ErrorCode(UPSTREAM_FAILED, "UpstreamFailed", "Upstream failed", 200, _ALL),
     )
 }
 

@@ -39,6 +39,10 @@ def asking_server(*flags: str) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(FIXTURE), *flags]}
 
 
+#: What a roots host declares.
+ROOTS_HOST: dict[str, Any] = {"roots": {"listChanged": True}}
+
+
 def labels_asked(host: _Host) -> list[str]:
     """The labels of the questions a host was shown (each names the call it is for)."""
     found = []
@@ -89,12 +93,22 @@ class _DaemonTest(TestCase):
             return self.socket_host(name, **kwargs)
         return self.http_host(name, **kwargs)
 
-    async def stats(self) -> dict[str, Any]:
-        """What the upstream saw (a call of its own, through a fresh host)."""
+    async def stats(
+        self, capabilities: dict[str, Any] | None = None, *, gateway: bool = False
+    ) -> dict[str, Any]:
+        """
+        What the upstream saw (a call of its own, through a fresh host): the instance a
+        pass-through host declaring C{capabilities} reaches (as the hosts' default,
+        elicitation, when not given), since mcpx declares upstream no more than its
+        host did; or with C{gateway} the one C{mcpx_call} reaches, declaring all.
+        """
 
         def ask() -> dict[str, Any]:
-            host = self.socket_host("stats", capabilities={}, passthrough=["ask"])
-            answer = host.response(host.call("stats", {}))
+            host = self.socket_host("stats", capabilities=capabilities, passthrough=["ask"])
+            if gateway:
+                answer = host.response(host.call("mcpx_call", {"server": "ask", "tool": "stats"}))
+            else:
+                answer = host.response(host.call("stats", {}))
             stats: dict[str, Any] = json.loads(result_text(answer))
             return stats
 
@@ -212,13 +226,14 @@ class UndeclaredCancelTests(_DaemonTest):
         withdrawn = await self.daemon_.wait_for_question("ask", state="cancelled")
         self.assertEqual(withdrawn["id"], asked["id"])
         self.assertEqual(withdrawn["answered_by"], "withdrawn")
-        stats = await self.stats()
+        # The instance mcpx_call reached, which declares every question.
+        stats = await self.stats(gateway=True)
         for _ in range(100):
             if "A" in stats["answers"]:
                 break
             # The upstream records the answer on its own thread, maybe after the stats.
             await deferLater(reactor, 0.05, lambda: None)
-            stats = await self.stats()
+            stats = await self.stats(gateway=True)
         self.assertEqual(len(stats["cancels"]), 1, "the upstream heard the cancel")
         self.assertEqual(stats["answers"].get("A"), {"action": "cancel"})
 
@@ -279,7 +294,9 @@ class LateQuestionTests(_DaemonTest):
         self.assertEqual(settled, 1, "A's late question waited in the broker")
         [late] = [q for q in await self.questions() if q["params"]["message"].endswith(" A")]
         self.assertEqual((late["route"], late["call_id"]), ("broker", None))
-        stats = await self.stats()
+        # A's mcpx_call (timing out) reached the instance the gateway declares every
+        # question to; a pass-through call the one declaring what its host declared.
+        stats = await self.stats(gateway=how == "timeout")
         self.assertEqual(len(stats["cancels"]), 1, "the upstream heard mcpx give up")
 
     async def modern_gives_up(self, how: str) -> None:
@@ -514,12 +531,13 @@ class RootsTests(_DaemonTest):
     def roots_host(self, name: str, path: str) -> SocketHost:
         return self.socket_host(
             name,
-            capabilities={"roots": {"listChanged": True}},
+            capabilities=ROOTS_HOST,
             passthrough=["ask", "other"],
             roots=({"uri": f"file://{path}", "name": name},),
         )
 
     async def roots_seen(self, count: int, host: SocketHost | None = None) -> list[Any]:
+        # Of the shared instance the roots hosts reach: one declaring roots alone.
         """
         What the upstream's roots/list asks outside calls got, once there are C{count}:
         of the shared instance, or of C{host}'s own instance of a client-scoped one.
@@ -527,7 +545,7 @@ class RootsTests(_DaemonTest):
         deadline = time.monotonic() + 20
         while True:
             if host is None:
-                stats = await self.stats()
+                stats = await self.stats(ROOTS_HOST)
             else:
                 answer = await deferToThread(lambda: host.response(host.call("stats", {})))
                 stats = json.loads(result_text(answer))
@@ -585,14 +603,22 @@ class RootsTests(_DaemonTest):
         self.assertEqual(await deferToThread(rootless), [configured, configured])
         # Outside any call, only ever the configured roots: the hosts' changes reached
         # neither shared instance (each would have asked again).
-        self.assertEqual((await self.stats())["roots"], [CONFIGURED_ROOTS])
+        self.assertEqual((await self.stats(ROOTS_HOST))["roots"], [CONFIGURED_ROOTS])
         records = [q for q in await self.questions() if q["method"] == "roots/list"]
         answered = [
             ([root["uri"] for root in q["answer"]["roots"]], q["answered_by"]) for q in records
         ]
         theirs = [(["file:///srv/a2"], "client")] * 2 + [(["file:///srv/b"], "client")] * 2
         mcpx = (CONFIGURED_ROOTS, "mcpx")
-        self.assertEqual(answered, [mcpx, *theirs, mcpx, mcpx], records)
+        # Every other roots/list got the configured roots: the instance A's listing
+        # started, asking at its start; C's calls; and the starts of the instances
+        # mcpx_call and C reached, which declare other questions than the roots hosts
+        # (mcpx declares upstream no more than a pass-through host did), in whatever
+        # order those starts came.
+        self.assertEqual(answered[0], mcpx, records)
+        self.assertEqual([a for a in answered if a[1] == "client"], theirs, records)
+        self.assertEqual([a for a in answered if a[1] != "client"], [mcpx] * (len(answered) - 4))
+        self.assertGreaterEqual(len(answered), 7, records)
 
     async def test_client_scoped_instance_roots_are_its_hosts(self) -> None:
         """

@@ -12,6 +12,8 @@ Python SDK's client as the host, on both eras.
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 import mcp_types as types
@@ -22,8 +24,15 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from tests.questions.support import Daemon, everything_server, in_thread, modern_demo_server
+from tests.support.processes import REPO
 
 TOOL = "trigger-elicitation-request"
+
+#: A server that asks whatever its client declared (C{tests/fixtures/asking_upstream.py}).
+ASKING: dict[str, Any] = {
+    "command": sys.executable,
+    "args": [str(REPO / "tests" / "fixtures" / "asking_upstream.py")],
+}
 
 
 @define
@@ -48,21 +57,32 @@ def _text(result: types.CallToolResult) -> str:
 
 
 async def call_tool(
-    daemon: Daemon, mode: str, answerer: Answerer | None, path: str = "serve"
+    daemon: Daemon,
+    mode: str,
+    answerer: Answerer | None,
+    path: str = "serve",
+    *,
+    server: str = "everything",
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ((TOOL, {}),),
 ) -> types.CallToolResult:
-    """Call the tool as a host on C{path} (C{serve} or C{mcp}) in C{mode}."""
+    """
+    Call the tools C{calls} as a host on C{path} (C{serve} or C{mcp}) in C{mode}, one
+    after the other in one session; the last one's result.
+    """
 
     async def conversation() -> types.CallToolResult:
         target: Any = daemon.mcp_url
         if path == "serve":
-            target = daemon.serve("everything")
+            target = daemon.serve(server)
         async with Client(
             target,
             mode=mode,
             elicitation_callback=answerer.elicit if answerer is not None else None,
             cache=None,
         ) as client:
-            return await client.call_tool(TOOL, {})
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+            return result
 
     result: types.CallToolResult = await in_thread(conversation)
     return result
@@ -111,24 +131,33 @@ class UnwatchedTests(TestCase):
     A host that declared no elicitation is not kept waiting on a broker nobody watches
     (issue 43, item 8): the server's request is refused at once, as such a host refuses
     it directly, and the server answers the call itself.
+
+    The server is one that asks whatever its client declared (C{asking_upstream}):
+    server-everything offers its asking tools only to a client that declared the
+    capability, and through mcpx such a host is declared nothing more upstream, so it
+    is not offered them (L{tests.questions.test_declared_tools}).
     """
 
     timeout = 120
 
     async def test_refused_at_once(self) -> None:
         """
-        With nobody watching mcpx's questions, server-everything's elicitation for a
-        host without the capability is refused with the SDK's -32600 wording, and the
-        host gets the server's own isError result at once; nothing waits in the broker.
+        With nobody watching mcpx's questions, the server's elicitation for a host
+        without the capability is refused at once with mcpx's error naming the setting,
+        and the host gets the server's answer; nothing waits in the broker.
         """
-        daemon = await Daemon(
-            self, {"everything": everything_server()}, passthrough=["everything"]
-        ).start()
+        daemon = await Daemon(self, {"asking": ASKING}, passthrough=["asking"]).start()
         for mode, path in (("legacy", "serve"), ("legacy", "mcp")):
-            result = await call_tool(daemon, mode, None, path)
-            self.assertTrue(result.is_error, (path, result))
-            self.assertIn("Elicitation not supported", _text(result), path)
-            self.assertIn("proto.brokerWhenUnwatched", _text(result), path)
+            result = await call_tool(
+                daemon,
+                mode,
+                None,
+                path,
+                server="asking",
+                calls=(("ask", {"label": path}), ("stats", {})),
+            )
+            answers = json.loads(_text(result))["answers"]
+            self.assertIn("proto.brokerWhenUnwatched", json.dumps(answers[path]), path)
         # Nothing was kept for anyone to answer: the elicitations were refused, and the
         # only questions recorded are the roots mcpx answered itself.
         kept = (await daemon.api("/v1/questions?all=true"))["questions"]
@@ -142,12 +171,14 @@ class UnwatchedTests(TestCase):
         """
         daemon = await Daemon(
             self,
-            {"everything": everything_server()},
-            passthrough=["everything"],
+            {"asking": ASKING},
+            passthrough=["asking"],
             settings={"MCPX_PROTO_BROKER_WHEN_UNWATCHED": "wait"},
         ).start()
-        calling = Deferred.fromCoroutine(call_tool(daemon, "legacy", None))
-        question = await daemon.wait_for_question("everything")
+        calling = Deferred.fromCoroutine(
+            call_tool(daemon, "legacy", None, server="asking", calls=(("ask", {"label": "L"}),))
+        )
+        question = await daemon.wait_for_question("asking")
         done = await daemon.mcpx("elicit", question["id"], "--answer", '{"name": "Ada Lovelace"}')
         self.assertEqual(done.code, 0, done)
         result = await calling

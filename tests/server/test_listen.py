@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -26,7 +26,7 @@ from mcpx.server.listen import (
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INVALID_PARAMS, INVALID_REQUEST, RpcError
-from tests.server import Session
+from tests.server import Session, result_of
 from tests.server.test_http import Client, _Body, header, modern, modern_headers, request
 from tests.server.test_passthrough import passed_through, upstream
 
@@ -277,6 +277,12 @@ class ListenHTTPTests(SynchronousTestCase):
         under the name used; when the client goes away the subscription is released
         and nothing of the listen is left.
         """
+        # A subscription is held on the instance mcpx declares every question to, not
+        # on the one for what the host declared: started first, so that its idle timer
+        # is not counted as the listen's.
+        pool = self.harness.host.pool
+        assert pool is not None
+        result_of(Deferred.fromCoroutine(pool.session("beta")))
         beta = upstream(self.connector, "beta")
         timers = len(self.harness.clock.getDelayedCalls())
         _, body = self.open(5, {"resourceSubscriptions": ["beta://x"]})

@@ -39,6 +39,7 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     URL_ELICITATION_REQUIRED,
     RpcError,
 )
@@ -648,10 +649,12 @@ class CallTests(SynchronousTestCase):
         )
         url_host: dict[str, Any] = {"elicitation": {"url": {}}}
 
-        def start(revision: Revision) -> tuple[Harness, Session, list[Any]]:
+        def start(revision: Revision, **meta: Any) -> tuple[Harness, Session, list[Any]]:
             harness, connector = passed_through(scripted=refusing_nope())
             session = Session(revision, harness)
-            session.result("tools/list")
+            # Listed as the call is made: a host declaring other questions reaches
+            # another instance (it is declared no more upstream than it declared).
+            session.result("tools/list", **meta)
             seen: list[Any] = []
 
             def call(u: Any, params: Mapping[str, Any]) -> Any:
@@ -669,8 +672,8 @@ class CallTests(SynchronousTestCase):
         self.assertEqual((error.code, error.data), (URL_ELICITATION_REQUIRED, required.data))
         check_frames(harness, Revision.V2025_11_25)
 
-        harness, session, seen = start(Revision.V2026_07_28)
         capabilities = {CLIENT_CAPABILITIES: url_host}
+        harness, session, seen = start(Revision.V2026_07_28, **capabilities)
         asked = session.result("tools/call", {"name": "nope", "arguments": {}}, **capabilities)
         self.assertEqual(asked["resultType"], "input_required")
         self.assertEqual(
@@ -700,6 +703,78 @@ class CallTests(SynchronousTestCase):
             self.assertIn(url, result["content"][0]["text"], revision)
             self.assertIn("Connect your account first", result["content"][0]["text"])
             check_frames(harness, revision)
+
+    def test_url_elicitation_required_on_prompts_and_reads(self) -> None:
+        """
+        An upstream's -32042 to a prompts/get or resources/read (issue 43, item 12): a
+        2025-11-25 host gets it as it is; a 2026-07-28 host that declared URL elicitation
+        is answered input_required with the URL and its retry reaches the server again
+        without mcpx's key; a 2026-07-28 host that did not gets -32021 requiring it, and
+        a 2025-06-18 host -32603, both naming the URL (neither revision has -32042).
+        """
+        url = "https://example.com/connect"
+        required = RpcError(
+            URL_ELICITATION_REQUIRED,
+            "Connect your account first",
+            {"elicitations": [{"mode": "url", "elicitationId": "e1", "url": url}]},
+        )
+        url_host: dict[str, Any] = {"elicitation": {"url": {}}}
+        asks = (
+            ("prompts/get", {"name": "summarise"}),
+            ("resources/read", {"uri": "beta://x"}),
+        )
+
+        def start(
+            revision: Revision, method: str, **meta: Any
+        ) -> tuple[Harness, Session, list[Any]]:
+            harness, connector = passed_through()
+            session = Session(revision, harness)
+            # Listed as asked: a host declaring other questions reaches another instance.
+            session.result("prompts/list", **meta)
+            session.result("resources/list", **meta)
+            seen: list[Any] = []
+            answered = _answers(scripts()["beta"])[method]
+
+            def answer(u: Any, params: Mapping[str, Any]) -> Any:
+                seen.append(dict(params))
+                if len(seen) == 1:
+                    raise required
+                return answered(u, params)
+
+            answers: Any = upstream(connector, "beta").answers
+            answers[method] = answer
+            return harness, session, seen
+
+        for method, params in asks:
+            harness, session, _ = start(Revision.V2025_11_25, method)
+            error = session.error(method, dict(params))
+            self.assertEqual((error.code, error.data), (required.code, required.data), method)
+
+            capabilities = {CLIENT_CAPABILITIES: url_host}
+            harness, session, seen = start(Revision.V2026_07_28, method, **capabilities)
+            asked = session.result(method, dict(params), **capabilities)
+            self.assertEqual(asked["resultType"], "input_required", method)
+            [(key, request)] = asked["inputRequests"].items()
+            self.assertEqual(request["params"]["url"], url)
+            retried = session.result(
+                method,
+                {**params, "inputResponses": {key: {"action": "accept"}}},
+                **capabilities,
+            )
+            self.assertEqual(retried["resultType"], "complete", method)
+            self.assertEqual(len(seen), 2, method)
+            self.assertNotIn("inputResponses", seen[1], method)
+            check_frames(harness, Revision.V2026_07_28)
+
+            for revision, code in (
+                (Revision.V2026_07_28, MISSING_REQUIRED_CLIENT_CAPABILITY),
+                (Revision.V2025_06_18, INTERNAL_ERROR),
+            ):
+                harness, session, _ = start(revision, method)
+                error = session.error(method, dict(params))
+                self.assertEqual(error.code, code, (method, revision))
+                self.assertIn(url, error.message, (method, revision))
+                self.assertIn("Connect your account first", error.message, (method, revision))
 
     def test_unlisted_name_never_forwarded(self) -> None:
         """
@@ -1030,6 +1105,49 @@ class InstructionsTests(SynchronousTestCase):
             "## alpha\n\nAlpha: call echo first.\n\n## mcpx\n\n" + GATEWAY_TOOLS_INSTRUCTIONS,
         )
         self.assertNotIn("mcpx://", GATEWAY_TOOLS_INSTRUCTIONS)
+
+
+class FailingNeighbourTests(SynchronousTestCase):
+    """
+    A pass-through server that failed to start and is starting again, hung, holds up
+    none of its neighbour's requests (issue 43, item 9): the clock never moves, so
+    anything that waited on it would not be answered.
+    """
+
+    def test_not_waited_for(self) -> None:
+        harness, connector = passed_through()
+        connector.failures.append(RuntimeError("boom"))
+        session = Session(Revision.V2025_11_25, harness)
+        # alpha's first start fails at once: left out, beta listed.
+        listed = names_of(session.result("tools/list")["tools"])
+        self.assertIn("add", listed)
+        self.assertNotIn("echo", listed)
+        # Its back-off passes, and its next start hangs.
+        connect = connector.connect
+        hung: Deferred[Any] = Deferred()
+
+        tried: list[str] = []
+
+        async def hanging(name: str, *args: Any, **kwargs: Any) -> Any:
+            tried.append(name)
+            if name == "alpha":
+                await hung
+            return await connect(name, *args, **kwargs)
+
+        connector.connect = hanging  # type: ignore[method-assign]
+        harness.clock.advance(60)
+        listing = session.request("tools/list")
+        calling = session.request("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        prompt = session.request("prompts/get", {"name": "summarise"})
+        harness.clock.advance(0)
+        self.assertIn("add", names_of(result_of(listing)["tools"]))
+        self.assertEqual(result_of(calling)["structuredContent"], {"sum": 3})
+        self.assertIn("summarise", result_of(prompt)["description"])
+        # alpha is starting again meanwhile, in the background.
+        self.assertEqual(tried, ["alpha"])
+        pool = harness.host.pool
+        assert pool is not None
+        self.assertEqual(pool.status()[0].state.value, "starting")
 
 
 class DownServerTests(SynchronousTestCase):

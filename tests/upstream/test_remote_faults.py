@@ -32,6 +32,7 @@ from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
 from mcpx.upstream.session import Era, UpstreamError
 from mcpx.upstream.tls import TlsFileError
+from mcpx.wire.errors import UPSTREAM_FAILED, RpcError, http_status_for
 from tests.daemon.fake_pool import daemon_http
 from tests.support.peers import start_everything_http, start_http_fixture
 from tests.support.processes import reactor
@@ -1193,6 +1194,64 @@ class McpPassThroughTests(RemoteCase):
         text = answer["content"][0]["text"]
         self.assertTrue(text.startswith("invalid_output: "), text)
         self.assertIn("/n", text)
+
+    def listing(self, failing: str) -> None:
+        """
+        The rough server lists a prompt and a resource, and answers C{failing}
+        (C{prompts/get} or C{resources/read}) with HTTP 502.
+        """
+
+        def handle(seen: Seen) -> Reply:
+            if seen.method == "POST":
+                method = seen.json().get("method")
+                if method == "initialize":
+                    body = seen.json()
+                    sid = "sess-listing"
+                    self.rough.known.add(sid)
+                    return result(
+                        seen,
+                        {
+                            "protocolVersion": body["params"]["protocolVersion"],
+                            "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+                            "serverInfo": {"name": "rough", "version": "1"},
+                        },
+                        mcp_session_id=sid,
+                    )
+                if method == "prompts/list":
+                    return result(seen, {"prompts": [{"name": "brief"}]})
+                if method == "resources/list":
+                    return result(seen, {"resources": [{"uri": "rough://r", "name": "r"}]})
+                if method == failing:
+                    return reply_status(seen, 502, b"bad gateway", "text/plain")
+            return self.rough.handle(seen)
+
+        self.rough.http.handler = handle
+
+    async def test_prompt_and_read_transport_failure(self) -> None:
+        """
+        A transport failure answering a prompts/get or resources/read (no tool error
+        for either) is an error carrying /v1's code and message, on every revision: not
+        -32603 (internal error), whose 2026-07-28 status is 500, but -32010 (upstream
+        failed), whose status is 200 as an application error's.
+        """
+        for method, params in (
+            ("prompts/get", {"name": "brief"}),
+            ("resources/read", {"uri": "rough://r"}),
+        ):
+            self.listing(method)
+            session = self.host(self.make_pool())
+            await session.request("prompts/list" if method == "prompts/get" else "resources/list")
+            try:
+                answer = await session.request(method, params)
+            except RpcError as e:
+                error = e
+            else:
+                self.fail(f"{method} answered {answer!r}")
+            self.assertEqual(error.code, UPSTREAM_FAILED, method)
+            self.assertEqual(error.data["code"], "upstream_transport", method)
+            self.assertIn("HTTP 502", error.message, method)
+            self.assertIn("bad gateway", error.message, method)
+            self.assertEqual(http_status_for(error.code), 200)
 
 
 class DelimitedJsonTests(RemoteCase):

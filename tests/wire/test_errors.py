@@ -26,7 +26,19 @@ class ErrorTableTests(SynchronousTestCase):
         """
         Each code mcpx deals in has an entry with a name and a default message.
         """
-        expected = {-32700, -32600, -32601, -32602, -32603, -32002, -32020, -32021, -32022, -32042}
+        expected = {
+            -32700,
+            -32600,
+            -32601,
+            -32602,
+            -32603,
+            -32002,
+            -32010,
+            -32020,
+            -32021,
+            -32022,
+            -32042,
+        }
         self.assertEqual(set(ERROR_CODES), expected)
         for code, entry in ERROR_CODES.items():
             self.assertEqual(entry.code, code)
@@ -49,6 +61,7 @@ class ErrorTableTests(SynchronousTestCase):
             errors.INTERNAL_ERROR: 500,
             errors.RESOURCE_NOT_FOUND: 200,
             errors.URL_ELICITATION_REQUIRED: 200,
+            errors.UPSTREAM_FAILED: 200,
             -1: 200,
             -32099: 200,
         }
