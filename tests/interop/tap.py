@@ -2,11 +2,15 @@
 Runs a newline-delimited MCP program and records every line that passes, so a test can
 validate what mcpx sent: C{python tap.py LOG -- COMMAND ARGS...}. Each line of LOG is
 C{> JSON} (from our stdin to the program) or C{< JSON} (from the program to our stdout).
+A LOG that is a folder gets one file per run, C{<pid>.tap}: the ids of several
+processes started from one command (as mcpx starts several instances of one server)
+are then never mixed up.
 Only the standard library: it runs under whichever interpreter the caller has.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -31,6 +35,8 @@ def main() -> int:
     child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
     lock = threading.Lock()
+    if os.path.isdir(log_path):
+        log_path = os.path.join(log_path, f"{os.getpid()}.tap")
     with open(log_path, "ab") as log:
         inbound = threading.Thread(
             target=_pump, args=(sys.stdin.buffer, child.stdin, log, b"> ", lock), daemon=True

@@ -386,7 +386,7 @@ class InteropMatrixTests(TestCase):
     async def daemon(self, upstream: Upstream, transport: str, log: Path) -> Daemon:
         """
         A daemon passing C{upstream} through. Over stdio the upstream runs under
-        C{tap.py} writing to C{log}; over HTTP mcpx reaches it through C{relay.py},
+        C{tap.py} writing one log per process into the folder C{log}; over HTTP mcpx reaches it through C{relay.py},
         which writes one log per upstream session into the folder C{log} names.
         """
         if transport == "http":
@@ -456,7 +456,9 @@ class InteropMatrixTests(TestCase):
     async def run_upstream(self, upstream: Upstream, transport: str) -> None:
         folder = Path(self.mktemp()).resolve()
         folder.mkdir(parents=True)
-        upstream_log = folder / ("upstream" if transport == "http" else "upstream.tap")
+        # One log per upstream process or session (mcpx may start several instances).
+        upstream_log = folder / "upstream"
+        upstream_log.mkdir()
         daemon = await self.daemon(upstream, transport, upstream_log)
         sweep = Sweep()
         rows: list[str] = []
@@ -484,7 +486,7 @@ class InteropMatrixTests(TestCase):
                         cell.verdicts["host"] = f"FAILED: {seen['error']}"
                     check_frames(sweep, log, "<", era, f"{upstream.name}/{transport} {label}")
                     rows.append(_row(upstream, transport, host, era, via, cell, None))
-        logs = sorted(upstream_log.glob("*.tap")) if transport == "http" else [upstream_log]
+        logs = sorted(upstream_log.glob("*.tap"))
         if not any(read_tap(each) for each in logs):
             sweep.problems.append(f"nothing was recorded between mcpx and the upstream: {logs}")
         for each in logs:
