@@ -54,6 +54,34 @@ $(SQLITE)/.installed: Makefile
 	  mcp-server-sqlite==2025.4.25 mcp==1.6.0 pydantic==2.11.3
 	touch $@
 
+# FastMCP 4 (on the Python SDK 2.x), a dual-era server whose tools elicit and list roots
+# only in the legacy era: the upstream of tests/questions/test_era_mirroring.py.
+FASTMCP := .venv-fastmcp
+$(FASTMCP)/.installed: Makefile
+	rm -rf $(FASTMCP)
+	$(PYTHON) -m venv $(FASTMCP)
+	$(FASTMCP)/bin/python -m pip install --quiet --disable-pip-version-check fastmcp==4.1.6
+	touch $@
+
+# The Python SDK at an early and a late 1.x, hosts of the cross-implementation matrix
+# (tests/upstream/test_host_matrix.py; the 1.8 one also runs its early-SDK server). Its
+# mcp 1.8 imports a pydantic internal that pydantic 2.12 removed, hence the pin.
+MCP18 := .venv-mcp18
+$(MCP18)/.installed: Makefile
+	rm -rf $(MCP18)
+	$(PYTHON) -m venv $(MCP18)
+	$(MCP18)/bin/python -m pip install --quiet --disable-pip-version-check mcp==1.8.1 pydantic==2.11.3
+	touch $@
+
+MCP130 := .venv-mcp130
+$(MCP130)/.installed: Makefile
+	rm -rf $(MCP130)
+	$(PYTHON) -m venv $(MCP130)
+	$(MCP130)/bin/python -m pip install --quiet --disable-pip-version-check mcp==1.30.0
+	touch $@
+
+peers: $(MCP18)/.installed $(MCP130)/.installed $(FASTMCP)/.installed
+
 # The OpenSSH server the tests of --daemon ssh:// start on loopback (Debian's package).
 SSHD := /usr/sbin/sshd
 $(SSHD):
@@ -128,4 +156,4 @@ unit: install peers
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) _trial_temp build *.egg-info
+	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) $(MCP18) $(MCP130) $(FASTMCP) _trial_temp build *.egg-info
