@@ -6,7 +6,7 @@
 //
 // PACKAGE is the SDK to load: @modelcontextprotocol/sdk (1.32.2) or
 // @modelcontextprotocol/sdk-1.13 (1.13.3, an npm alias of package.json). The host answers
-// an elicitation with {name: "Ada"}, lists one root and answers sampling with a fixed text.
+// an elicitation with every property asked, lists one root and answers sampling with a fixed text.
 import { readFileSync } from 'node:fs';
 
 const [pkg, planFile] = process.argv.slice(2);
@@ -16,6 +16,24 @@ const { StreamableHTTPClientTransport } = await import(`${pkg}/client/streamable
 const types = await import(`${pkg}/types.js`);
 
 const ROOT = { uri: 'file:///tmp/matrix-root', name: 'matrix root' };
+
+// An accepted elicitation's content, as matrix_host.py's answer(): every property asked.
+function answer(params) {
+  const properties = params?.requestedSchema?.properties ?? { name: { type: 'string' } };
+  const content = {};
+  for (const [name, prop] of Object.entries(properties)) {
+    const choices = prop.enum ?? (prop.oneOf ?? []).filter((c) => 'const' in c).map((c) => c.const);
+    if (prop.type === 'array') {
+      const items = prop.items ?? {};
+      content[name] = (items.enum ?? (items.anyOf ?? []).map((c) => c.const)).slice(0, 1);
+    } else if (choices.length) content[name] = choices[0];
+    else if (prop.type === 'number' || prop.type === 'integer') content[name] = 1;
+    else if (prop.type === 'boolean') content[name] = true;
+    else if (prop.format === 'email') content[name] = 'ada@example.com';
+    else content[name] = 'Ada';
+  }
+  return content;
+}
 const STEP_TIMEOUT = 30000;
 
 function outcome(error) {
@@ -55,7 +73,7 @@ async function run(target) {
     { capabilities: { elicitation: {}, roots: { listChanged: true }, sampling: {} } },
   );
   if (types.ElicitRequestSchema) {
-    client.setRequestHandler(types.ElicitRequestSchema, async () => ({ action: 'accept', content: { name: 'Ada' } }));
+    client.setRequestHandler(types.ElicitRequestSchema, async (request) => ({ action: 'accept', content: answer(request.params) }));
   }
   client.setRequestHandler(types.ListRootsRequestSchema, async () => ({ roots: [ROOT] }));
   client.setRequestHandler(types.CreateMessageRequestSchema, async () => ({
@@ -90,5 +108,6 @@ for (const target of plan.targets) {
     seen[target.id] = outcome(error);
   }
 }
-process.stdout.write(JSON.stringify(seen));
-process.exit(0);
+// Exit once the whole document is written (a pipe takes it in 64 KB pieces); exiting is
+// needed, as an SDK may leave a handle open.
+process.stdout.write(JSON.stringify(seen), () => process.exit(0));

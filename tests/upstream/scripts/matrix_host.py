@@ -14,8 +14,8 @@ args, env, cwd} | "url": URL, "steps": [...]}]}}; a step is C{{"key", "op"}} wit
 one of C{tools}, C{prompts}, C{resources}, C{templates}, C{call} (C{name}, C{arguments}),
 C{prompt} (C{name}, C{arguments}) or C{read} (C{uri}). Each step's outcome is its
 result as JSON, C{{"error": {code, message}}} for a JSON-RPC error, or C{{"failed":
-TEXT}} for anything else. Where the SDK can, the host answers an elicitation with
-C{{"name": "Ada"}}, lists one root and answers a sampling request with a fixed text.
+TEXT}} for anything else. Where the SDK can, the host accepts an elicitation with a value
+for every property asked (L{answer}), lists one root and answers sampling with a fixed text.
 
 Written to run unchanged on every SDK version named; it imports only what that SDK has.
 """
@@ -30,9 +30,40 @@ from typing import Any
 import anyio
 
 ROOT = {"uri": "file:///tmp/matrix-root", "name": "matrix root"}
-ANSWER = {"name": "Ada"}
 SAMPLED = "sampled by the matrix host"
 STEP_TIMEOUT = 20.0
+
+
+def answer(params: Any) -> dict[str, Any]:
+    """
+    An accepted elicitation's content: every property of the requested schema, "Ada" for
+    a string (an address for an email), 1 for a number, true for a boolean, an enum's first.
+    """
+    schema = getattr(params, "requestedSchema", None) or getattr(params, "requested_schema", None)
+    if hasattr(schema, "model_dump"):
+        schema = schema.model_dump(by_alias=True, exclude_none=True)
+    properties = (schema or {}).get("properties") or {"name": {"type": "string"}}
+    content: dict[str, Any] = {}
+    for name, prop in properties.items():
+        kind = prop.get("type")
+        choices = prop.get("enum") or [
+            c.get("const") for c in prop.get("oneOf", []) if "const" in c
+        ]
+        if kind == "array":
+            items = prop.get("items", {})
+            options = items.get("enum") or [c.get("const") for c in items.get("anyOf", [])]
+            content[name] = options[:1]
+        elif choices:
+            content[name] = choices[0]
+        elif kind in ("number", "integer"):
+            content[name] = 1
+        elif kind == "boolean":
+            content[name] = True
+        elif prop.get("format") == "email":
+            content[name] = "ada@example.com"
+        else:
+            content[name] = "Ada"
+    return content
 
 
 def dumped(value: Any) -> Any:
@@ -81,7 +112,7 @@ class Mcp1:
         found: dict[str, Any] = {}
 
         async def elicit(context: Any, params: Any) -> Any:
-            return types.ElicitResult(action="accept", content=ANSWER)
+            return types.ElicitResult(action="accept", content=answer(params))
 
         async def roots(context: Any) -> Any:
             return types.ListRootsResult(roots=[types.Root(**ROOT)])
@@ -161,7 +192,7 @@ class Mcp2:
         from mcp.client.stdio import stdio_client
 
         async def elicit(context: Any, params: Any) -> Any:
-            return types.ElicitResult(action="accept", content=ANSWER)
+            return types.ElicitResult(action="accept", content=answer(params))
 
         async def roots(context: Any) -> Any:
             return types.ListRootsResult(roots=[types.Root(**ROOT)])
@@ -216,7 +247,7 @@ class FastMcp:
         from fastmcp.client.transports import StdioTransport
 
         async def elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
-            return ANSWER
+            return answer(params)
 
         async def sample(messages: Any, params: Any, context: Any) -> Any:
             return SAMPLED
