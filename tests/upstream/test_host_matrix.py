@@ -60,8 +60,6 @@ DRIVER_TIMEOUT = 300
 class Host:
     name: str
     argv: tuple[str, ...]
-    #: Whether it speaks Streamable HTTP (all of these do; the Python SDK before 1.8 does not).
-    http: bool = True
 
 
 @frozen
@@ -193,8 +191,7 @@ def plan(
         "args": ["-m", "mcpx", "serve", "--passthrough", ",".join(SERVERS)],
     }
     targets.append({"id": "serve", "stdio": _stdio(serve, gateway.env), "steps": listings + passed})
-    if host.http:
-        targets.append({"id": "mcp", "url": passing.mcp_url, "steps": listings + passed})
+    targets.append({"id": "mcp", "url": passing.mcp_url, "steps": listings + passed})
     through: list[dict[str, Any]] = []
     for server in SERVERS:
         for s in STEPS[server]:
