@@ -63,6 +63,25 @@ $(FASTMCP)/.installed: Makefile
 	$(FASTMCP)/bin/python -m pip install --quiet --disable-pip-version-check fastmcp==4.1.6
 	touch $@
 
+# The Python SDK at an early and a late 1.x, hosts of the cross-implementation matrix
+# (tests/upstream/test_host_matrix.py; the 1.8 one also runs its early-SDK server). Its
+# mcp 1.8 imports a pydantic internal that pydantic 2.12 removed, hence the pin.
+MCP18 := .venv-mcp18
+$(MCP18)/.installed: Makefile
+	rm -rf $(MCP18)
+	$(PYTHON) -m venv $(MCP18)
+	$(MCP18)/bin/python -m pip install --quiet --disable-pip-version-check mcp==1.8.1 pydantic==2.11.3
+	touch $@
+
+MCP130 := .venv-mcp130
+$(MCP130)/.installed: Makefile
+	rm -rf $(MCP130)
+	$(PYTHON) -m venv $(MCP130)
+	$(MCP130)/bin/python -m pip install --quiet --disable-pip-version-check mcp==1.30.0
+	touch $@
+
+peers: $(MCP18)/.installed $(MCP130)/.installed $(FASTMCP)/.installed
+
 # The OpenSSH server the tests of --daemon ssh:// start on loopback (Debian's package).
 SSHD := /usr/sbin/sshd
 $(SSHD):
@@ -144,4 +163,4 @@ unit: install peers
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) $(FASTMCP) _trial_temp build *.egg-info
+	rm -rf $(VENV) $(CALCULATOR) $(SQLITE) $(MCP18) $(MCP130) $(FASTMCP) _trial_temp build *.egg-info

@@ -386,8 +386,8 @@ class InteropMatrixTests(TestCase):
     async def daemon(self, upstream: Upstream, transport: str, log: Path) -> Daemon:
         """
         A daemon passing C{upstream} through. Over stdio the upstream runs under
-        C{tap.py} writing one log per process into the folder C{log}; over HTTP mcpx reaches it through C{relay.py},
-        which writes one log per upstream session into the folder C{log} names.
+        C{tap.py}, writing one log per process into the folder C{log}; over HTTP mcpx
+        reaches it through C{relay.py}, which writes one log per upstream session there.
         """
         if transport == "http":
             if upstream.name == "everything":
