@@ -603,7 +603,7 @@ class RootsTests(_DaemonTest):
         await self.daemon_with_roots("client")
 
         def asked(host: SocketHost, count: int) -> None:
-            # Its instance's roots/list outside a call reached the host (and was
+            # Its instances' roots/list outside a call reached the host (and was
             # answered) before a call of its own could be taken for the asker.
             host.wait_for(lambda: len(host.asked) >= count)
 
@@ -617,7 +617,9 @@ class RootsTests(_DaemonTest):
         def change() -> None:
             a.roots = [{"uri": "file:///srv/a2"}]
             a.notify("notifications/roots/list_changed")
-            asked(a, 2)
+            # Both of A's instances ask again (other's ask alone counted before, so a
+            # stats call could meet ask's question on the way).
+            asked(a, 3)
 
         await deferToThread(change)
         self.assertEqual(await self.roots_seen(2, a), [["file:///srv/a"], ["file:///srv/a2"]])
@@ -626,6 +628,30 @@ class RootsTests(_DaemonTest):
             await deferToThread(lambda: [self.roots_in_calls(h) for h in (a, b)]),
             [['["file:///srv/a2"]'] * 2, ['["file:///srv/b"]'] * 2],
         )
+
+    async def test_question_outside_a_call_outlives_the_call_in_flight(self) -> None:
+        """
+        A client-scoped server asks for roots outside any call while its host's call is
+        the only one in flight there, and answers that call before the host answers:
+        the host is asked all the same and its answer reaches the server, which is not
+        refused for the end of a call its question was never part of.
+        """
+        await self.daemon_with_roots("client")
+
+        def conversation() -> SocketHost:
+            a = self.listing("A", "/srv/a")
+            a.wait_for(lambda: len(a.asked) >= 1)  # its instance's roots/list at start
+            a.answering = False
+            a.response(a.call("stats", {"ask_roots_outside": True}))
+            # The call has ended; only now does the host answer the question it was put.
+            a.wait_for(lambda: len(a.asked) >= 2)
+            a.answer(a.asked[1])
+            a.answering = True
+            return a
+
+        a = await deferToThread(conversation)
+        self.assertEqual(await self.roots_seen(2, a), [["file:///srv/a"], ["file:///srv/a"]])
+        self.assertEqual(a.withdrawn, [])
 
     async def test_sdk_host_over_serve(self) -> None:
         """
@@ -656,18 +682,18 @@ class RootsTests(_DaemonTest):
                 target, mode="legacy", list_roots_callback=list_roots, cache=None
             ) as client:
                 await client.list_tools()
-                for _ in range(100):
+                for _ in range(600):
                     if asked:
                         break
                     await anyio.sleep(0.05)
                 current[:] = ["file:///srv/sdk2"]
                 await client.send_roots_list_changed()
-                for _ in range(100):
+                for _ in range(600):
                     if len(asked) > 2:
                         break
                     await anyio.sleep(0.05)
                 # The server applies an answer on its own time: look until it has both.
-                for _ in range(100):
+                for _ in range(600):
                     stats = await client.call_tool("stats", {})
                     seen = json.loads(" ".join(getattr(b, "text", "") for b in stats.content))
                     if len(seen["roots"]) >= 2:
