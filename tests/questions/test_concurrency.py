@@ -28,6 +28,8 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
+from mcpx.spec.feature import TASKS_EXTENSION
+from mcpx.wire.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
 from tests.questions.hosts import HttpSessionHost, ModernHost, SocketHost, _Host
 from tests.questions.support import Daemon, in_thread
 from tests.support.processes import REPO, reactor
@@ -489,6 +491,44 @@ class LoadTests(_DaemonTest):
 
 #: The roots configured (C{proto.roots}) in L{RootsTests}, as the upstream is told them.
 CONFIGURED_ROOTS = ["file:///srv/configured"]
+
+
+class StrictRefusalTests(_DaemonTest):
+    """
+    A 2026-07-28 call in pass-through whose upstream asks what its client did not
+    declare is refused with -32021, whether or not the client declared the tasks
+    extension (whose calls may become tasks).
+    """
+
+    async def refused(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        await self.daemon()
+
+        def conversation() -> dict[str, Any]:
+            host = ModernHost(self.daemon_.port, "A", capabilities=capabilities)
+            self.addCleanup(host.close)
+            host.call("ask", {"label": "A"})
+            return host.answer()
+
+        answer: dict[str, Any] = await deferToThread(conversation)
+        self.assertEqual(
+            answer.get("error"),
+            {
+                "code": MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "message": answer.get("error", {}).get("message"),
+                "data": {"requiredCapabilities": {"elicitation": {}}},
+            },
+            answer,
+        )
+        self.assertEqual(await self.questions(), [])
+        return answer
+
+    async def test_undeclared(self) -> None:
+        """A client that declared nothing."""
+        await self.refused({})
+
+    async def test_tasks_extension(self) -> None:
+        """A client that declared only the tasks extension: its call goes another way."""
+        await self.refused({"extensions": {TASKS_EXTENSION: {}}})
 
 
 class RootsTests(_DaemonTest):
