@@ -88,8 +88,8 @@ class Requests:
         instance.in_flight += 1
         instance.callers.append(caller)
         instance.principals.append(principal)
-        #: The server replied (a result or an error), rather than the request being
-        #: given up on or cut short.
+        # The server replied (a result or an error), rather than the request being
+        # given up on or cut short.
         answered = False
         try:
             work = Deferred.fromCoroutine(action(session))
