@@ -16,15 +16,16 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import mcp_types as types
 import treq
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import blockingCallFromThread, deferToThread
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
@@ -102,6 +103,26 @@ class _DaemonTest(TestCase):
 
         stats: dict[str, Any] = await deferToThread(ask)
         return stats
+
+    def until_sent_upstream(self, count: int = 1) -> None:
+        """
+        From a conversation's thread: wait until C{count} requests are in flight at the
+        upstream C{ask}, so that a host giving its call up now gives up a request the
+        upstream has (not one mcpx drops before sending it).
+        """
+        deadline = time.monotonic() + 30
+
+        def listed() -> Deferred[dict[str, Any]]:
+            return Deferred.fromCoroutine(self.daemon_.api("/v1/servers"))
+
+        while True:
+            body: dict[str, Any] = blockingCallFromThread(reactor, listed)
+            servers: list[dict[str, Any]] = body["servers"]
+            if any(s["name"] == "ask" and s["in_flight"] >= count for s in servers):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ask never had {count} requests in flight: {servers}")
+            time.sleep(0.05)
 
     async def questions(self) -> list[dict[str, Any]]:
         listed = await self.daemon_.api("/v1/questions?all=true")
@@ -242,23 +263,39 @@ class LateQuestionTests(_DaemonTest):
     Host A gives up on its call before the upstream asked; the upstream (which ignores
     cancellation) asks A's question anyway while host B's call is alone in flight: the
     question goes to the broker, never to B, and B's own question later reaches B.
+
+    The upstream orders its steps by what it hears, not by time: A's call asks once it
+    was cancelled and B's call has arrived, and B's asks once A's call was answered.
     """
+
+    #: A's call: asked once mcpx gave it up and B's call is in flight.
+    A_ASKS_LATE: Final = {"label": "A", "until_cancelled": True, "until_arrived": "B"}
+    #: B's call: asked once A's (late) call was answered, so it is alone in flight.
+    B_ASKS_ALONE: Final = {"label": "B", "until_replied": "A"}
+    #: An mcpx_call timeout that only giving the call up ends (the instance is warm).
+    TIMEOUT: Final = 3.0
 
     async def give_up(self, transport: str, how: str) -> None:
         await self.daemon("--stubborn")
+        await self.stats()  # started, so that A's call below reaches it at once
         done: dict[str, Any] = {}
 
         def conversation() -> None:
             a = self.host(transport, "A")
-            arguments = {"label": "A", "delay": 1.0}
+            arguments = self.A_ASKS_LATE
             if how == "timeout":
                 call = a.call(
                     "mcpx_call",
-                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                    {
+                        "server": "ask",
+                        "tool": "ask",
+                        "arguments": arguments,
+                        "timeout": self.TIMEOUT,
+                    },
                 )
             else:
                 call = a.call("ask", arguments)
-            time.sleep(0.3)
+                self.until_sent_upstream()
             if how == "cancel":
                 a.cancel(call)
             elif how == "disconnect":
@@ -266,7 +303,7 @@ class LateQuestionTests(_DaemonTest):
             else:
                 a.response(call)
             b = self.host(transport, "B")
-            b_call = b.call("ask", {"label": "B", "delay": 3.0})
+            b_call = b.call("ask", self.B_ASKS_ALONE)
             done["a"], done["b"] = a, b
             done["b_answer"] = b.response(b_call)
 
@@ -290,25 +327,31 @@ class LateQuestionTests(_DaemonTest):
         before the upstream asked: the late question is nobody's.
         """
         await self.daemon("--stubborn")
+        await self.stats()  # started, so that A's call below reaches it at once
         done: dict[str, Any] = {}
 
         def conversation() -> None:
             a = ModernHost(self.daemon_.port, "A")
             self.addCleanup(a.close)
-            arguments = {"label": "A", "delay": 1.0}
+            arguments = self.A_ASKS_LATE
             if how == "timeout":
                 a.call(
                     "mcpx_call",
-                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                    {
+                        "server": "ask",
+                        "tool": "ask",
+                        "arguments": arguments,
+                        "timeout": self.TIMEOUT,
+                    },
                 )
                 done["a"] = a.answer()
             else:
                 a.call("ask", arguments)
-                time.sleep(0.3)
+                self.until_sent_upstream()
                 a.give_up()
             b = self.socket_host("B")
             done["b"] = b
-            done["b_answer"] = b.response(b.call("ask", {"label": "B", "delay": 3.0}))
+            done["b_answer"] = b.response(b.call("ask", self.B_ASKS_ALONE))
 
         talking = deferToThread(conversation)
         settled = await self.settle_broker(lambda: talking.called)
@@ -361,8 +404,9 @@ class SilentCancelTests(_DaemonTest):
 
             def conversation(transport: str = transport, done: dict[str, Any] = done) -> None:
                 a = self.host(transport, "A")
-                first = a.call("ask", {"label": "A1", "delay": 1.0})
-                time.sleep(0.3)
+                # It would ask only once cancelled, and being cancelled it says nothing.
+                first = a.call("ask", {"label": "A1", "until_cancelled": True})
+                self.until_sent_upstream()
                 a.cancel(first)
                 second = a.call("ask", {"label": "A2", "delay": 0})
                 a.wait_for(lambda: len(a.asked) == 1)
