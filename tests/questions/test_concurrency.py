@@ -481,8 +481,9 @@ class LoadTests(_DaemonTest):
 
         def learn() -> None:
             x, y = self.socket_host("X"), self.socket_host("Y")
-            first = x.call("ask", {"label": "X", "delay": 0.5})
-            second = y.call("ask", {"label": "Y", "delay": 0.5})
+            # Each asks once the other's call has arrived: they overlap, however slow.
+            first = x.call("ask", {"label": "X", "until_arrived": "Y"})
+            second = y.call("ask", {"label": "Y", "until_arrived": "X"})
             outcome["learned"] = [x.response(first), y.response(second)]
             outcome["told"] = [
                 [
