@@ -445,7 +445,8 @@ class CrossingCancelTests(_DaemonTest):
                 time.sleep(delay - offset)
                 a.cancel(call)
                 b = self.socket_host(f"B{n}")
-                answer = b.response(b.call("ask", {"label": b.name, "delay": 1.0}))
+                # B asks once A's call has ended, so its call is alone in flight then.
+                answer = b.response(b.call("ask", {"label": b.name, "until_replied": a.name}))
                 seen["b"].append(result_text(answer) == f'{b.name}: accept {{"name": "{b.name}"}}')
                 seen["hosts"] += [a, b]
                 seen["withdrawn"] += len(a.withdrawn)
