@@ -187,7 +187,8 @@ class LegacyCancelTests(_DaemonTest):
             # Too late: the host answers anyway; nothing of it may reach the upstream.
             a.answer(question, {"action": "accept", "content": {"name": "too late"}})
             b = self.host(transport, "B")
-            answer = b.response(b.call("ask", {"label": "B"}))
+            # B asks once A's call has stopped, so its call is alone in flight then.
+            answer = b.response(b.call("ask", {"label": "B", "until_replied": "A"}))
             return {"a": a, "b": b, "question": question, "b_text": result_text(answer)}
 
         seen = await deferToThread(conversation)
