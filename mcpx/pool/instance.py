@@ -46,8 +46,11 @@ class CallToken(Protocol):
     (L{mcpx.pool.attribution.Attribution.owner}), and tells it when the request ended.
     """
 
-    def call_ended(self) -> None:
-        """The request ended: the questions it asked that still wait are withdrawn."""
+    def call_ended(self, *, answered: bool) -> None:
+        """
+        The request ended (C{answered}: by the server's reply, a result or an error):
+        the questions it asked that still wait are withdrawn.
+        """
 
 
 @define(eq=False)

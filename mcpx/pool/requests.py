@@ -88,6 +88,9 @@ class Requests:
         instance.in_flight += 1
         instance.callers.append(caller)
         instance.principals.append(principal)
+        # The server replied (a result or an error), rather than the request being
+        # given up on or cut short.
+        answered = False
         try:
             work = Deferred.fromCoroutine(action(session))
             left = timeout
@@ -106,6 +109,7 @@ class Requests:
             instance.deadlines.add(deadline)
             try:
                 result = await work
+                answered = True
             except CancelledError:
                 if deadline.expired:
                     extended_to = deadline.running() if deadline.extended else None
@@ -116,6 +120,7 @@ class Requests:
             except (ConnectionClosed, ChannelClosed) as e:
                 raise self._instances.cut_short(instance, e) from None
             except RpcError as e:
+                answered = True
                 if self._instances.masker:
                     raise masked_rpc_error(e, self._instances.masker) from None
                 raise
@@ -138,6 +143,6 @@ class Requests:
             if caller is not None:
                 # The questions it asked that still wait are withdrawn with it
                 # (mcpx.questions.caller.Caller.call_ended).
-                caller.call_ended()
+                caller.call_ended(answered=answered)
         self._instances.forgive(instance)
         return result

@@ -109,6 +109,9 @@ class Caller:
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
     _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)
+    #: Those of them tied to this call by the pool's attribution alone (the server did
+    #: not say whose they are): its reply to the call does not end them.
+    _attributed: set[Deferred[Any]] = field(factory=set)
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
@@ -126,18 +129,32 @@ class Caller:
         declared = declared_ui(self.capabilities)
         return None if declared is None else {UI_EXTENSION: dict(declared)}
 
-    def awaiting(self, answer: Deferred[Any], withdraw: Callable[[], None] | None = None) -> None:
+    def awaiting(
+        self,
+        answer: Deferred[Any],
+        withdraw: Callable[[], None] | None = None,
+        *,
+        attributed: bool = False,
+    ) -> None:
         """
         A question of this call is awaited on C{answer}, until L{answered}: the call's
         end (L{call_ended}) cancels it, and giving the call up (L{withdraw}) calls
         C{withdraw}.  Whoever asks for a call already L{withdrawn} withdraws the
         question first.
+
+        @param attributed: the question was tied to this call only because the call
+            was all that was in flight on its connection
+            (L{mcpx.pool.attribution.Attribution.owner}): it may be the server's own,
+            asked outside any call, so the server's reply to the call does not end it.
         """
         self._awaited[answer] = withdraw
+        if attributed:
+            self._attributed.add(answer)
 
     def answered(self, answer: Deferred[Any]) -> None:
         """C{answer} is no longer awaited (it fired, or was cancelled)."""
         self._awaited.pop(answer, None)
+        self._attributed.discard(answer)
 
     def withdraw(self) -> None:
         """
@@ -150,15 +167,24 @@ class Caller:
         for withdraw in [w for w in self._awaited.values() if w is not None]:
             withdraw()
 
-    def call_ended(self) -> None:
+    def call_ended(self, *, answered: bool = False) -> None:
         """
-        The upstream request ended (answered, failed, or cancelled: a task cancelled, a
-        client gone or interrupted): the questions it asked that still wait are
+        The upstream request ended: the questions it asked that still wait are
         withdrawn, so nobody is left to answer a question nothing waits for.
+
+        @param answered: the server replied to it (a result or an error), rather than
+            mcpx giving it up (a task cancelled, a client gone or interrupted, its
+            deadline passed) or losing the connection.  Then a question tied to the
+            call only by the pool's attribution (L{awaiting}) goes on to its answer: the
+            server still waits for it, and may have asked it outside any call (roots
+            again after its client's C{notifications/roots/list_changed}, say) while
+            this call happened to be in flight.
         """
         awaited, self._awaited = self._awaited, {}
+        attributed, self._attributed = self._attributed, set()
         for answer in awaited:
-            answer.cancel()
+            if not (answered and answer in attributed):
+                answer.cancel()
 
     def take_held(self, key: str | None) -> Any:
         """The answer the client sent ahead for C{key}, once; C{None} when there is none."""

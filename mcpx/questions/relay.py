@@ -354,7 +354,14 @@ class Relay:
         )
         if call is not None and (ahead is not None or native):
             return await self._from_client(
-                server, scope_key, method, shown, call=call, key=key, ahead=ahead
+                server,
+                scope_key,
+                method,
+                shown,
+                call=call,
+                key=key,
+                ahead=ahead,
+                attributed=caller is None,
             )
         if method == LIST_ROOTS and self._native and self.roots_source is not None:
             # Asked outside one call (or by a call whose client has none to give), an
@@ -404,7 +411,9 @@ class Relay:
             self.broker.answer(question.id, self._roots, by="mcpx")
         elif call is None and caller is None:
             self._tell_candidates(server, scope_key, question.id)
-        return await self._waiting(server, scope_key, answered, call, question.id)
+        return await self._waiting(
+            server, scope_key, answered, call, question.id, attributed=caller is None
+        )
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:
         """
@@ -441,6 +450,8 @@ class Relay:
         answered: Deferred[dict[str, Any]],
         call: Caller | None = None,
         withdrawable: str | None = None,
+        *,
+        attributed: bool = False,
     ) -> dict[str, Any]:
         """
         Wait for C{answered}, with the connection's call deadlines held meanwhile.
@@ -449,13 +460,15 @@ class Relay:
             (L{Caller.call_ended}).
         @param withdrawable: the question's id, when giving the call up withdraws it
             (L{Caller.withdraw}).
+        @param attributed: the question is C{call}'s by the pool's attribution alone
+            (the server did not say so): the server's reply to the call leaves it be.
         """
         release = self._hold(server, scope_key)
         if call is not None:
             # Given up on, the broker ends it as cancelled, which also withdraws it from
             # a client it was put to.
             withdraw = None if withdrawable is None else partial(self._withdraw, withdrawable)
-            call.awaiting(answered, withdraw)
+            call.awaiting(answered, withdraw, attributed=attributed)
         try:
             return await answered
         finally:
@@ -473,6 +486,7 @@ class Relay:
         call: Caller,
         key: str | None,
         ahead: Any,
+        attributed: bool = False,
     ) -> dict[str, Any]:
         question, from_broker = self.broker.ask(
             server=server,
@@ -500,7 +514,7 @@ class Relay:
             from_client = asker.ask(method, shown, key or question.id)
         except ClientUnreachable:
             self._unreachable(question.id, method)
-            return await self._waiting(server, scope_key, from_broker, call)
+            return await self._waiting(server, scope_key, from_broker, call, attributed=attributed)
 
         def client_answered(result: Any) -> Deferred[dict[str, Any]] | dict[str, Any]:
             if from_broker.called:
@@ -531,7 +545,9 @@ class Relay:
         # the race (the server gave up on the question) cancels both.
         from_client.addCallbacks(client_answered, client_failed)
         outcome = race([_settled(from_client), _settled(from_broker)]).addCallback(_winner)
-        return await self._waiting(server, scope_key, outcome, call, question.id)
+        return await self._waiting(
+            server, scope_key, outcome, call, question.id, attributed=attributed
+        )
 
     def _passed_unfit(
         self, question_id: str, method: str, shown: Mapping[str, Any], result: object

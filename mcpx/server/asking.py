@@ -83,11 +83,16 @@ def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
     return {"code": -32603, "message": failure.getErrorMessage()}
 
 
-def _refusing(answer: Method, caller: Caller) -> Method:
+def refusing(answer: Method, caller: Caller) -> Method:
     """
-    C{answer}, failing with the -32021 a question of its upstream was refused with
-    (L{Caller.strict}), whatever the upstream answered after the refusal.
+    C{answer} for C{caller}'s call: for a strict caller (L{Caller.strict}), failing
+    with the -32021 a question of its upstream was refused with, whatever the upstream
+    answered after the refusal; for any other, C{answer} itself.  Every way a call
+    runs goes through it (L{Asking.asks}, and the tasks extension's
+    L{mcpx.server.promotion.TaskPromotion.call_may_become_task}).
     """
+    if not caller.strict:
+        return answer
 
     async def refusing(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
         try:
@@ -178,7 +183,7 @@ class Asking:
             if caller is None:
                 return answer(conn, context, params)
             context = evolve(context, caller=caller)
-            answering = _refusing(answer, caller) if caller.strict else answer
+            answering = refusing(answer, caller)
             if caller.asker is None:
                 return answering(conn, context, params)
             return self._asking(answering, conn, context, params, method)

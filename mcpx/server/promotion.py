@@ -18,7 +18,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from mcpx import tracing
-from mcpx.server.asking import Asking, task_error
+from mcpx.server.asking import Asking, refusing, task_error
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import (
@@ -150,7 +150,8 @@ class TaskPromotion:
                 call = asking.make_call(caller, "tools/call")
             deciding, now = race(call, after, self._clock)
             caller.on_upstream_task = now
-            call.run(Deferred.fromCoroutine(_awaited(call_tool(conn, context, params))))
+            answer = refusing(call_tool, caller)
+            call.run(Deferred.fromCoroutine(_awaited(answer(conn, context, params))))
         if "requestState" in params:
             deciding, now = race(call, after, self._clock)
         try:

@@ -162,6 +162,13 @@ class ResumableCall:
     def _finished(self, outcome: object) -> None:
         self._done = True
         self._outcome = outcome
+        # A question still held can reach its client no more (only this call's results
+        # carry it): the broker takes it.  Only one the pool tied to the call by
+        # attribution alone is left when the server answered the call
+        # (mcpx.questions.caller.Caller.call_ended).
+        held, self._asked = self._asked, {}
+        for entry in held.values():
+            entry.answer.errback(ClientUnreachable("the call it was tied to has ended"))
         # The requests waiting on it first, then those keeping it.
         self._wake()
         self._ended.fire(outcome)

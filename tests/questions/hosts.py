@@ -287,12 +287,14 @@ class HttpSessionHost(_Host):
 class ModernHost:
     """
     A 2026-07-28 host on C{/mcp}: each request a POST of its own with C{_meta}, declaring
-    elicitation.  It gives up on a call by closing that POST's connection.
+    elicitation (or C{capabilities}).  It gives up on a call by closing that POST's
+    connection.
     """
 
-    def __init__(self, port: int, name: str) -> None:
+    def __init__(self, port: int, name: str, *, capabilities: dict[str, Any] | None = None) -> None:
         self.port = port
         self.name = name
+        self.capabilities = {"elicitation": {}} if capabilities is None else capabilities
         self.ids = itertools.count(1)
         self.connection: http.client.HTTPConnection | None = None
 
@@ -310,7 +312,7 @@ class ModernHost:
                 **(extra or {}),
                 "_meta": {
                     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+                    "io.modelcontextprotocol/clientCapabilities": self.capabilities,
                 },
             },
         }

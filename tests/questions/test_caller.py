@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, Caller, may_ask, narrowed
@@ -188,3 +189,36 @@ class CallerTests(SynchronousTestCase):
         self.assertIsNone(Caller("c1", {}).take_held("k1"))
         self.assertIsNone(Caller("c1", {}, held={}).take_held("k1"))
         self.assertIsNone(Caller("c1", {}, held={"k1": {}}).take_held(None))
+
+
+class CallEndedTests(SynchronousTestCase):
+    """What a call's end does to the questions awaited for it."""
+
+    def awaited(self, caller: Caller, *, attributed: bool) -> Deferred[Any]:
+        answer: Deferred[Any] = Deferred()
+        caller.awaiting(answer, attributed=attributed)
+        return answer
+
+    def test_answered_leaves_attributed_questions(self) -> None:
+        """
+        The server answers the call: a question tied to it by attribution alone (maybe
+        the server's own, asked outside any call) still waits for its answer; one the
+        server said was the call's ends with it.
+        """
+        caller = Caller("call-1", {})
+        attributed = self.awaited(caller, attributed=True)
+        said = self.awaited(caller, attributed=False)
+        caller.call_ended(answered=True)
+        self.assertNoResult(attributed)
+        self.failureResultOf(said, CancelledError)
+        attributed.callback({"roots": []})
+        self.assertEqual(self.successResultOf(attributed), {"roots": []})
+
+    def test_given_up_ends_every_question(self) -> None:
+        """A call given up on (not answered) ends all its questions, attributed or not."""
+        caller = Caller("call-1", {})
+        attributed = self.awaited(caller, attributed=True)
+        said = self.awaited(caller, attributed=False)
+        caller.call_ended(answered=False)
+        self.failureResultOf(attributed, CancelledError)
+        self.failureResultOf(said, CancelledError)

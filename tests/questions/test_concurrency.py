@@ -16,18 +16,21 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import mcp_types as types
 import treq
 from mcp import Client
 from mcp.client.context import ClientRequestContext
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import blockingCallFromThread, deferToThread
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
+from mcpx.spec.feature import TASKS_EXTENSION
+from mcpx.wire.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
 from tests.questions.hosts import HttpSessionHost, ModernHost, SocketHost, _Host
 from tests.questions.support import Daemon, in_thread
 from tests.support.processes import REPO, reactor
@@ -115,6 +118,26 @@ class _DaemonTest(TestCase):
         stats: dict[str, Any] = await deferToThread(ask)
         return stats
 
+    def until_sent_upstream(self, count: int = 1) -> None:
+        """
+        From a conversation's thread: wait until C{count} requests are in flight at the
+        upstream C{ask}, so that a host giving its call up now gives up a request the
+        upstream has (not one mcpx drops before sending it).
+        """
+        deadline = time.monotonic() + 30
+
+        def listed() -> Deferred[dict[str, Any]]:
+            return Deferred.fromCoroutine(self.daemon_.api("/v1/servers"))
+
+        while True:
+            body: dict[str, Any] = blockingCallFromThread(reactor, listed)
+            servers: list[dict[str, Any]] = body["servers"]
+            if any(s["name"] == "ask" and s["in_flight"] >= count for s in servers):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ask never had {count} requests in flight: {servers}")
+            time.sleep(0.05)
+
     async def questions(self) -> list[dict[str, Any]]:
         listed = await self.daemon_.api("/v1/questions?all=true")
         found: list[dict[str, Any]] = listed["questions"]
@@ -178,7 +201,8 @@ class LegacyCancelTests(_DaemonTest):
             # Too late: the host answers anyway; nothing of it may reach the upstream.
             a.answer(question, {"action": "accept", "content": {"name": "too late"}})
             b = self.host(transport, "B")
-            answer = b.response(b.call("ask", {"label": "B"}))
+            # B asks once A's call has stopped, so its call is alone in flight then.
+            answer = b.response(b.call("ask", {"label": "B", "until_replied": "A"}))
             return {"a": a, "b": b, "question": question, "b_text": result_text(answer)}
 
         seen = await deferToThread(conversation)
@@ -255,23 +279,39 @@ class LateQuestionTests(_DaemonTest):
     Host A gives up on its call before the upstream asked; the upstream (which ignores
     cancellation) asks A's question anyway while host B's call is alone in flight: the
     question goes to the broker, never to B, and B's own question later reaches B.
+
+    The upstream orders its steps by what it hears, not by time: A's call asks once it
+    was cancelled and B's call has arrived, and B's asks once A's call was answered.
     """
+
+    #: A's call: asked once mcpx gave it up and B's call is in flight.
+    A_ASKS_LATE: Final = {"label": "A", "until_cancelled": True, "until_arrived": "B"}
+    #: B's call: asked once A's (late) call was answered, so it is alone in flight.
+    B_ASKS_ALONE: Final = {"label": "B", "until_replied": "A"}
+    #: An mcpx_call timeout that only giving the call up ends (the instance is warm).
+    TIMEOUT: Final = 3.0
 
     async def give_up(self, transport: str, how: str) -> None:
         await self.daemon("--stubborn")
+        await self.stats()  # started, so that A's call below reaches it at once
         done: dict[str, Any] = {}
 
         def conversation() -> None:
             a = self.host(transport, "A")
-            arguments = {"label": "A", "delay": 1.0}
+            arguments = self.A_ASKS_LATE
             if how == "timeout":
                 call = a.call(
                     "mcpx_call",
-                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                    {
+                        "server": "ask",
+                        "tool": "ask",
+                        "arguments": arguments,
+                        "timeout": self.TIMEOUT,
+                    },
                 )
             else:
                 call = a.call("ask", arguments)
-            time.sleep(0.3)
+                self.until_sent_upstream()
             if how == "cancel":
                 a.cancel(call)
             elif how == "disconnect":
@@ -279,7 +319,7 @@ class LateQuestionTests(_DaemonTest):
             else:
                 a.response(call)
             b = self.host(transport, "B")
-            b_call = b.call("ask", {"label": "B", "delay": 3.0})
+            b_call = b.call("ask", self.B_ASKS_ALONE)
             done["a"], done["b"] = a, b
             done["b_answer"] = b.response(b_call)
 
@@ -305,25 +345,31 @@ class LateQuestionTests(_DaemonTest):
         before the upstream asked: the late question is nobody's.
         """
         await self.daemon("--stubborn")
+        await self.stats()  # started, so that A's call below reaches it at once
         done: dict[str, Any] = {}
 
         def conversation() -> None:
             a = ModernHost(self.daemon_.port, "A")
             self.addCleanup(a.close)
-            arguments = {"label": "A", "delay": 1.0}
+            arguments = self.A_ASKS_LATE
             if how == "timeout":
                 a.call(
                     "mcpx_call",
-                    {"server": "ask", "tool": "ask", "arguments": arguments, "timeout": 0.3},
+                    {
+                        "server": "ask",
+                        "tool": "ask",
+                        "arguments": arguments,
+                        "timeout": self.TIMEOUT,
+                    },
                 )
                 done["a"] = a.answer()
             else:
                 a.call("ask", arguments)
-                time.sleep(0.3)
+                self.until_sent_upstream()
                 a.give_up()
             b = self.socket_host("B")
             done["b"] = b
-            done["b_answer"] = b.response(b.call("ask", {"label": "B", "delay": 3.0}))
+            done["b_answer"] = b.response(b.call("ask", self.B_ASKS_ALONE))
 
         talking = deferToThread(conversation)
         settled = await self.settle_broker(lambda: talking.called)
@@ -376,8 +422,9 @@ class SilentCancelTests(_DaemonTest):
 
             def conversation(transport: str = transport, done: dict[str, Any] = done) -> None:
                 a = self.host(transport, "A")
-                first = a.call("ask", {"label": "A1", "delay": 1.0})
-                time.sleep(0.3)
+                # It would ask only once cancelled, and being cancelled it says nothing.
+                first = a.call("ask", {"label": "A1", "until_cancelled": True})
+                self.until_sent_upstream()
                 a.cancel(first)
                 second = a.call("ask", {"label": "A2", "delay": 0})
                 a.wait_for(lambda: len(a.asked) == 1)
@@ -416,7 +463,8 @@ class CrossingCancelTests(_DaemonTest):
                 time.sleep(delay - offset)
                 a.cancel(call)
                 b = self.socket_host(f"B{n}")
-                answer = b.response(b.call("ask", {"label": b.name, "delay": 1.0}))
+                # B asks once A's call has ended, so its call is alone in flight then.
+                answer = b.response(b.call("ask", {"label": b.name, "until_replied": a.name}))
                 seen["b"].append(result_text(answer) == f'{b.name}: accept {{"name": "{b.name}"}}')
                 seen["hosts"] += [a, b]
                 seen["withdrawn"] += len(a.withdrawn)
@@ -452,8 +500,9 @@ class LoadTests(_DaemonTest):
 
         def learn() -> None:
             x, y = self.socket_host("X"), self.socket_host("Y")
-            first = x.call("ask", {"label": "X", "delay": 0.5})
-            second = y.call("ask", {"label": "Y", "delay": 0.5})
+            # Each asks once the other's call has arrived: they overlap, however slow.
+            first = x.call("ask", {"label": "X", "until_arrived": "Y"})
+            second = y.call("ask", {"label": "Y", "until_arrived": "X"})
             outcome["learned"] = [x.response(first), y.response(second)]
             outcome["told"] = [
                 [
@@ -506,6 +555,44 @@ class LoadTests(_DaemonTest):
 
 #: The roots configured (C{proto.roots}) in L{RootsTests}, as the upstream is told them.
 CONFIGURED_ROOTS = ["file:///srv/configured"]
+
+
+class StrictRefusalTests(_DaemonTest):
+    """
+    A 2026-07-28 call in pass-through whose upstream asks what its client did not
+    declare is refused with -32021, whether or not the client declared the tasks
+    extension (whose calls may become tasks).
+    """
+
+    async def refused(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        await self.daemon()
+
+        def conversation() -> dict[str, Any]:
+            host = ModernHost(self.daemon_.port, "A", capabilities=capabilities)
+            self.addCleanup(host.close)
+            host.call("ask", {"label": "A"})
+            return host.answer()
+
+        answer: dict[str, Any] = await deferToThread(conversation)
+        self.assertEqual(
+            answer.get("error"),
+            {
+                "code": MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "message": answer.get("error", {}).get("message"),
+                "data": {"requiredCapabilities": {"elicitation": {}}},
+            },
+            answer,
+        )
+        self.assertEqual(await self.questions(), [])
+        return answer
+
+    async def test_undeclared(self) -> None:
+        """A client that declared nothing."""
+        await self.refused({})
+
+    async def test_tasks_extension(self) -> None:
+        """A client that declared only the tasks extension: its call goes another way."""
+        await self.refused({"extensions": {TASKS_EXTENSION: {}}})
 
 
 class RootsTests(_DaemonTest):
@@ -629,7 +716,7 @@ class RootsTests(_DaemonTest):
         await self.daemon_with_roots("client")
 
         def asked(host: SocketHost, count: int) -> None:
-            # Its instance's roots/list outside a call reached the host (and was
+            # Its instances' roots/list outside a call reached the host (and was
             # answered) before a call of its own could be taken for the asker.
             host.wait_for(lambda: len(host.asked) >= count)
 
@@ -643,7 +730,9 @@ class RootsTests(_DaemonTest):
         def change() -> None:
             a.roots = [{"uri": "file:///srv/a2"}]
             a.notify("notifications/roots/list_changed")
-            asked(a, 2)
+            # Both of A's instances ask again (other's ask alone counted before, so a
+            # stats call could meet ask's question on the way).
+            asked(a, 3)
 
         await deferToThread(change)
         self.assertEqual(await self.roots_seen(2, a), [["file:///srv/a"], ["file:///srv/a2"]])
@@ -652,6 +741,30 @@ class RootsTests(_DaemonTest):
             await deferToThread(lambda: [self.roots_in_calls(h) for h in (a, b)]),
             [['["file:///srv/a2"]'] * 2, ['["file:///srv/b"]'] * 2],
         )
+
+    async def test_question_outside_a_call_outlives_the_call_in_flight(self) -> None:
+        """
+        A client-scoped server asks for roots outside any call while its host's call is
+        the only one in flight there, and answers that call before the host answers:
+        the host is asked all the same and its answer reaches the server, which is not
+        refused for the end of a call its question was never part of.
+        """
+        await self.daemon_with_roots("client")
+
+        def conversation() -> SocketHost:
+            a = self.listing("A", "/srv/a")
+            a.wait_for(lambda: len(a.asked) >= 1)  # its instance's roots/list at start
+            a.answering = False
+            a.response(a.call("stats", {"ask_roots_outside": True}))
+            # The call has ended; only now does the host answer the question it was put.
+            a.wait_for(lambda: len(a.asked) >= 2)
+            a.answer(a.asked[1])
+            a.answering = True
+            return a
+
+        a = await deferToThread(conversation)
+        self.assertEqual(await self.roots_seen(2, a), [["file:///srv/a"], ["file:///srv/a"]])
+        self.assertEqual(a.withdrawn, [])
 
     async def test_sdk_host_over_serve(self) -> None:
         """
@@ -677,18 +790,18 @@ class RootsTests(_DaemonTest):
                 target, mode="legacy", list_roots_callback=list_roots, cache=None
             ) as client:
                 await client.list_tools()
-                for _ in range(100):
+                for _ in range(600):
                     if asked:
                         break
                     await anyio.sleep(0.05)
                 current[:] = ["file:///srv/sdk2"]
                 await client.send_roots_list_changed()
-                for _ in range(100):
+                for _ in range(600):
                     if len(asked) > 2:
                         break
                     await anyio.sleep(0.05)
                 # The server applies an answer on its own time: look until it has both.
-                for _ in range(100):
+                for _ in range(600):
                     stats = await client.call_tool("stats", {})
                     seen = json.loads(" ".join(getattr(b, "text", "") for b in stats.content))
                     if len(seen["roots"]) >= 2:

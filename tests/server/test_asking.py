@@ -21,7 +21,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT, SAMPLE, Caller
+from mcpx.questions.caller import ELICIT, SAMPLE, Caller, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.request_state import RequestState, binding
@@ -485,7 +485,7 @@ class RoundTripTests(SynchronousTestCase):
         second = self.successResultOf(retrying)
         self.assertEqual(rounds_of(second["requestState"]), 2)
         retrying = self.retry(second["requestState"], {"q2": PAGES})
-        call.ask(ELICIT, FORM, "q3")
+        third = call.ask(ELICIT, FORM, "q3")
         self.gateway.clock.advance(0)
         error = error_of(self, retrying)
         self.assertEqual(error.code, INTERNAL_ERROR)
@@ -494,6 +494,7 @@ class RoundTripTests(SynchronousTestCase):
         # Fired, and not by the test: the pool call was cancelled.
         self.assertTrue(held.result.called)
         self.assertTrue(call.done)
+        self.failureResultOf(third, ClientUnreachable)
         task = self.gateway.task(call.id)
         self.assertEqual(task.status, TaskStatus.FAILED)
         assert task.error is not None
@@ -647,11 +648,12 @@ class PromotionTests(SynchronousTestCase):
         """A call whose client never retries is collectable when it finishes."""
         answering = self.gateway.handle(self.conn, "tools/call", self.params)
         caller = self.gateway.caller()
-        resumable(caller).ask(ELICIT, FORM, "q1")
+        asked = resumable(caller).ask(ELICIT, FORM, "q1")
         self.gateway.clock.advance(0)
         self.successResultOf(answering)
         self.gateway.held().result.callback(text_result("late"))
         self.assertEqual(self.gateway.task(caller.id).to_json()["result"], text_result("late"))
+        self.failureResultOf(asked, ClientUnreachable)
 
     def test_unasked_call_goes_with_request(self) -> None:
         """

@@ -13,7 +13,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT
+from mcpx.questions.caller import ELICIT, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.ext_tasks import SUPPORTING_TOOL_AFTER, becomes_task_after
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
@@ -251,9 +251,11 @@ class ListenTests(SynchronousTestCase):
             "subscriptions/listen", {"notifications": {"taskIds": [task_id, "not-a-task"]}}
         )
         caller: Any = harness.pool.callers[-1]
-        caller.asker.ask(ELICIT, FORM, "site")
+        asked = caller.asker.ask(ELICIT, FORM, "site")
         harness.clock.advance(0)
         harness.pool.held[0].result.callback(text_result("done"))
+        # Still held when the call ended: the broker takes it.
+        self.failureResultOf(asked, ClientUnreachable)
         heard = [(n.method, dict(n.params or {})) for n in harness.notifications]
         [ack] = [params for method, params in heard if method.endswith("/acknowledged")]
         self.assertEqual(ack["notifications"], {"taskIds": [task_id]})

@@ -184,6 +184,17 @@ class ResumableCallTests(SynchronousTestCase):
         self.assertTrue(self.call.done)
         self.assertRaises(RpcError, self.call.result)
 
+    def test_question_left_at_the_end_goes_to_the_broker(self) -> None:
+        """
+        A question still held when the call finishes (one the server may have asked
+        outside the call) can no longer reach the client: it fails as unreachable, so
+        the broker takes it, and the client is not shown it.
+        """
+        answer = self.call.ask(ELICIT, FORM, "who")
+        self.work.callback({"content": []})
+        self.failureResultOf(answer, ClientUnreachable)
+        self.assertEqual(self.call.asking(), {})
+
     def test_next_on_ask(self) -> None:
         """The request wakes when the call asks, and sees the question under its key."""
         watcher = self.call.next()
@@ -269,10 +280,11 @@ class ResumableCallTests(SynchronousTestCase):
         self.failureResultOf(watcher, CancelledError)
         self.assertEqual(self.work_cancelled, 0)
         # Nobody is waiting any more, so nothing is scheduled to wake them.
-        self.call.ask(ELICIT, FORM, "who")
+        asked = self.call.ask(ELICIT, FORM, "who")
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.work.callback({"done": True})
         self.assertEqual(self.call.result(), {"done": True})
+        self.failureResultOf(asked, ClientUnreachable)
 
     def test_waiting_cancelled(self) -> None:
         """L{waiting}: cancelling tells C{on_cancel}, and still leaves the call running."""
@@ -322,8 +334,9 @@ class ResumableCallTests(SynchronousTestCase):
     def test_finish_while_wake_scheduled(self) -> None:
         """A call that finishes in the turn it asked wakes its request once, not twice."""
         watcher = self.call.next()
-        self.call.ask(ELICIT, FORM, "who")
+        asked = self.call.ask(ELICIT, FORM, "who")
         self.work.callback({})
         self.successResultOf(watcher)
+        self.failureResultOf(asked, ClientUnreachable)
         self.clock.advance(0)
         self.successResultOf(self.call.next())
