@@ -77,6 +77,7 @@ from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
+from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 
@@ -137,10 +138,14 @@ class McpServer:
         surface: Surface | None = None,
         page_size: int | None = None,
         passthrough: Sequence[str] = (),
+        rounds_in: tuple[RecordStore, str] | None = None,
     ) -> None:
         """
         @param page_size: the most items a page of a list holds (else C{mcp.pageSize}).
         @param passthrough: the servers C{mcp.passthrough} names, in order.
+        @param rounds_in: the shared store (C{store.url}) the rounds of the
+            C{requestState}s this daemon issues are kept in, and this daemon's id in it
+            (L{Asking.share}); C{None} keeps them in memory.
         """
         settings = host.settings
         if page_size is None:
@@ -175,6 +180,8 @@ class McpServer:
             self.ext_tasks = ExtensionTasks(store)
             self.ext_tasks.on_change.append(self.listening.task_changed)
         self.asking = Asking(host, clock, self.offering, self.roots, self.core_tasks)
+        if rounds_in is not None:
+            self.asking.share(*rounds_in)
         #: Sign-ins offered to hosts that declared URL elicitation (mcpx_call only).
         self.sign_in_offers = SignInOffers(host)
         self.promotion: TaskPromotion | None = None

@@ -1,7 +1,7 @@
 """
-The daemon's parts as one record (L{mcpx.daemon.parts}): a reload puts a new record in
-place rather than editing the running one, and the parts built after the pool are told
-what the pool's upstream servers send.
+The daemon's parts as one record (L{mcpx.ops.host.OpHost}): a reload puts the new
+settings and servers in place together and keeps every other part; and the parts built
+after the pool are told what the pool's upstream servers send (L{mcpx.daemon.parts}).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.parts import UpstreamNotices, connect_upward
 from mcpx.policy.sampling import SamplingGuard
+from mcpx.pool.status import ReloadReport
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import Asker
 from mcpx.questions.relay import Relay
@@ -24,37 +25,34 @@ from tests.daemon.fake_pool import Harness, servers_config
 
 
 class ReloadRecordTests(SynchronousTestCase):
-    def test_reload_puts_a_new_record_in_place(self) -> None:
+    def test_reload_puts_the_new_servers_in_place(self) -> None:
         """
-        After a reload the daemon answers from a new record with the file's servers; the
-        record it ran on before is left as it was, so whatever still holds it sees one
-        configuration, not half of each.
+        After a reload the daemon answers with the file's servers; every other part is
+        carried over, not rebuilt.
         """
         harness = Harness()
-        before = harness.http.host.parts
-        old_servers = before.servers
+        host = harness.http.host
+        pool, tasks = host.pool, host.tasks
         harness.read = servers_config("files", "xnew")
         self.assertEqual(harness.post("/v1/reload").code, 200)
-        after = harness.http.host.parts
-        self.assertIsNot(after, before)
-        self.assertIs(before.servers, old_servers)
-        self.assertIs(after.servers, harness.read)
-        # Every other part is carried over, not rebuilt.
-        self.assertIs(after.pool, before.pool)
-        self.assertIs(after.tasks, before.tasks)
+        self.assertIs(host.servers, harness.read)
+        self.assertIs(host.pool, pool)
+        self.assertIs(host.tasks, tasks)
         self.assertIn("xnew", harness.get("/v1/settings").json["servers"])
 
-    def test_refused_reload_keeps_the_record(self) -> None:
-        """A file that cannot be read is refused, and the running record stays."""
+    def test_refused_reload_keeps_the_configuration(self) -> None:
+        """A file that cannot be read is refused, and the running settings and servers stay."""
         harness = Harness()
-        before = harness.http.host.parts
+        host = harness.http.host
+        settings, servers = host.settings, host.servers
 
         def missing() -> Any:
             raise SettingsError("/etc/mcpx.json: no such file")
 
-        before.reloads.read = missing
+        host.reloads.read = missing
         self.assertEqual(harness.post("/v1/reload").code, 400)
-        self.assertIs(harness.http.host.parts, before)
+        self.assertIs(host.settings, settings)
+        self.assertIs(host.servers, servers)
 
 
 class FakeMcp:
@@ -64,6 +62,9 @@ class FakeMcp:
         self.heard: list[tuple[str, str, Mapping[str, Any] | None]] = []
 
     def roots_source(self, server: str, scope_key: str) -> Asker | None:
+        return None
+
+    def configuration_changed(self, report: ReloadReport) -> object:
         return None
 
     def upstream_notification(
