@@ -79,7 +79,8 @@ class DaemonHTTP:
 
     @ivar host: what the operations run against: the daemon's parts.
     @ivar mcp: the MCP endpoint C{/mcp}; C{None} in a daemon that does not serve MCP.
-    @ivar metrics: what C{/metrics} shows; C{None} in a daemon that keeps none.
+    @ivar metrics: what C{/metrics} shows, reading what this app's parts hold at each
+        scrape; C{None} in a daemon that keeps none.
     @ivar page: the status page's files (L{mcpx.daemon.status_page}).
     @ivar logins: the browsers signed in to the page with a one-time link, and the
         links waiting; C{None} in a daemon that offers none.
@@ -98,6 +99,10 @@ class DaemonHTTP:
     page: StatusPage = Factory(StatusPage)
     logins: BrowserLogins | None = None
     page_urls: list[str] = Factory(list)
+
+    def __attrs_post_init__(self) -> None:
+        if self.metrics is not None:
+            self.metrics.watch(self)
 
     def resource(self) -> IResource:
         return Utf8Urls(self.app.resource())

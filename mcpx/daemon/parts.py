@@ -21,10 +21,7 @@ from typing import Any, Protocol
 
 from attrs import define, field
 
-from mcpx.daemon.metrics import HeldParts, Metrics
-from mcpx.ops.reloading import Reloads
 from mcpx.policy.sampling import SamplingGuard
-from mcpx.pool.status import ReloadReport
 from mcpx.questions.caller import Asker
 from mcpx.questions.relay import Attribution, Relay
 from mcpx.settings.server_policy import ServerPolicy
@@ -71,10 +68,6 @@ class UpperServer(Protocol):
     """The MCP server, as the parts below it reach it (L{mcpx.server.dispatch.McpServer})."""
 
     def roots_source(self, server: str, scope_key: str) -> Asker | None: ...
-    def configuration_changed(self, report: ReloadReport) -> object: ...
-    def upstream_notification(
-        self, server: str, method: str, params: Mapping[str, Any] | None
-    ) -> None: ...
 
 
 def _policy(pool: HasServers, server: str) -> ServerPolicy:
@@ -88,39 +81,22 @@ def connect_upward(
     sampling: SamplingGuard | None,
     pool: Attribution | None,
     servers_of: HasServers | None,
-    notices: UpstreamNotices,
     mcp: UpperServer | None,
-    reloads: Reloads | None = None,
-    announce: Callable[[], object] | None = None,
-    metrics: Metrics | None = None,
-    http: HeldParts | None = None,
 ) -> None:
     """
     The one place a part is given a part built after it, once all are built and
-    before the daemon serves anyone (each pair is a cycle: the later part is built
-    over the earlier one):
+    before the daemon serves anyone.  Each is a cycle: the relay and the sampling guard
+    are in the handlers the pool is built with, and the MCP server is built over the
+    host that holds the relay.
 
       - the relay asks the pool whose each question is (L{Relay.attribute_to});
       - the sampling guard reads each server's policy from the pool's servers;
-      - the MCP server hears the upstream notifications, and answers for the roots a
-        C{roots/list} outside any one call gets;
-      - the MCP server hears of each reload that changed a server (the reloads are
-        part of the host it is built over), and C{announce} tells the fleet's other
-        daemons of each reload made here (it reloads through the same reloads);
-      - the metrics read what the HTTP app's parts hold at each scrape (the app
-        serves them on C{/metrics}).
+      - the relay asks the MCP server for the roots a C{roots/list} outside any one
+        call gets.
     """
     if relay is not None and pool is not None:
         relay.attribute_to(pool)
     if sampling is not None and servers_of is not None:
         sampling.follow(partial(_policy, servers_of))
-    if mcp is not None:
-        notices.listen(mcp.upstream_notification)
-        if relay is not None:
-            relay.roots_source = mcp.roots_source
-        if reloads is not None:
-            reloads.listeners.append(mcp.configuration_changed)
-    if reloads is not None and announce is not None:
-        reloads.announcers.append(announce)
-    if metrics is not None and http is not None:
-        metrics.watch(http)
+    if mcp is not None and relay is not None:
+        relay.roots_source = mcp.roots_source

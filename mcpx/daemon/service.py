@@ -333,6 +333,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         # A shared store keeps each requestState's round, so any daemon honours it once
         # and a retry for a call held here reaches it through the store.
         rounds_in=None if shared is None else (shared, daemon_id),
+        reloads=reloads,
+        upstream_notices=notices.listen,
     )
     mcp_http = McpHTTP(
         mcp,
@@ -343,7 +345,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         daemon=daemon_id,
     )
     fleet_stops: list[Callable[[], Deferred[None]]] = []
-    config_notices: ConfigNotices | None = None
     if shared is not None:
         # A reload made here is told to the fleet's other daemons, and theirs reach here.
         config_notices = ConfigNotices(
@@ -352,6 +353,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             clock,
             servers.path,
             partial(_reload_heard, reloads, host, guarded),
+            reloads=reloads,
         )
         config_notices.start()
         fleet_stops += [config_notices.stop, mcp.asking.rounds.stop]
@@ -361,12 +363,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         sampling=sampling,
         pool=pool,
         servers_of=pool,
-        notices=notices,
         mcp=mcp,
-        reloads=reloads,
-        announce=None if config_notices is None else config_notices.announce,
-        metrics=metrics,
-        http=http,
     )
 
     shutdown = Shutdown(clock)

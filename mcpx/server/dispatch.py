@@ -48,6 +48,7 @@ from twisted.logger import Logger
 from mcpx import tracing
 from mcpx._version import __version__
 from mcpx.ops.host import OpHost
+from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.conn import Conn, Context, Method
@@ -106,6 +107,9 @@ _TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 #: at most 128 (another is the host's text, not a name, and is left out).
 _NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
 
+#: Told of each notification an upstream server sends: (server, method, params).
+UpstreamListener = Callable[[str, str, "Mapping[str, Any] | None"], None]
+
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
     "prompts/list": "prompts",
@@ -139,6 +143,8 @@ class McpServer:
         page_size: int | None = None,
         passthrough: Sequence[str] = (),
         rounds_in: tuple[RecordStore, str] | None = None,
+        reloads: Reloads | None = None,
+        upstream_notices: Callable[[UpstreamListener], object] | None = None,
     ) -> None:
         """
         @param page_size: the most items a page of a list holds (else C{mcp.pageSize}).
@@ -146,6 +152,10 @@ class McpServer:
         @param rounds_in: the shared store (C{store.url}) the rounds of the
             C{requestState}s this daemon issues are kept in, and this daemon's id in it
             (L{Asking.share}); C{None} keeps them in memory.
+        @param reloads: the daemon's reloads, each that changes a server announced to
+            the clients (L{configuration_changed}).
+        @param upstream_notices: subscribes a listener to the notifications the upstream
+            servers send; this server listens (L{upstream_notification}).
         """
         settings = host.settings
         if page_size is None:
@@ -220,6 +230,10 @@ class McpServer:
         self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
             self._traced if tracing.on() else self._handle
         )
+        if reloads is not None:
+            reloads.listeners.append(self.configuration_changed)
+        if upstream_notices is not None:
+            upstream_notices(self.upstream_notification)
 
     # Connections
 

@@ -110,12 +110,13 @@ class ConnectUpwardTests(SynchronousTestCase):
             sampling=self.sampling,
             pool=self.pool,
             servers_of=self.pool,
-            notices=self.notices,
             mcp=self.mcp,
         )
+        # As the MCP server does when it is built (McpServer's upstream_notices).
+        self.notices.listen(self.mcp.upstream_notification)
 
     def test_notifications_reach_the_mcp_server(self) -> None:
-        """What an upstream server notifies reaches the MCP server, named after it."""
+        """What an upstream server notifies reaches its listener, named after it."""
         self.notices.sink("files")("notifications/resources/updated", {"uri": "file:///a"})
         self.assertEqual(
             self.mcp.heard, [("files", "notifications/resources/updated", {"uri": "file:///a"})]
