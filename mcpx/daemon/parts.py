@@ -2,15 +2,15 @@
 """
 What the daemon's parts built before the pool hear from the parts built after it.
 
-L{mcpx.daemon.service.make_service} builds the parts bottom-up: the question store and
-the broker, the relay, the pool (given the relay's handlers), the guarded pool, the
-scripts, the tasks; then the ops' host, one record of them (L{mcpx.ops.host.OpHost});
-then the MCP server over the host, and the HTTP app over both.  Each part is given the
-parts below it when it is made.  Two things go the other way, from the pool's upstream
-sessions up to parts built after the pool, and both are done in one place,
-L{connect_upward}: the relay is told whose each question is by the pool, and the MCP
-server hears upstream notifications and is the source of the roots no single call asks
-for.
+L{mcpx.daemon.service.make_service} builds the parts bottom-up: the tasks, the question
+store and the broker, the relay, the pool (given the relay's handlers), the guarded pool,
+the scripts; then the ops' host, one record of them (L{mcpx.ops.host.OpHost}); then the
+MCP server over the host (given the upstream notices it hears, L{UpstreamNotices}), and
+the HTTP app over both.  Each part is given the parts below it when it is made.  Three
+things go the other way, from the pool's upstream sessions up to parts built after the
+pool, and all are done in one place, L{connect_upward}: the relay is told whose each
+question is by the pool, the sampling guard reads the policies of the pool's servers,
+and the MCP server is the source of the roots no single call asks for.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class UpstreamNotices:
     """
     The upstream notifications the parts above the pool hear (resource updates, the
     tool list changes of pass-through servers).  Made before the pool, whose handlers
-    tell it; the MCP server, made after, registers itself (L{connect_upward}).
+    tell it; the MCP server, made after, is given its L{listen} and listens.
     """
 
     _listeners: list[NoticeListener] = field(factory=list)
