@@ -72,7 +72,7 @@ class DaemonService(MultiService):
         notifier: Notifier | None = None,
         clock: IReactorTime | None = None,
         config_notes: tuple[str, ...] = (),
-        fleet_stops: Sequence[Callable[[], Deferred[None]]] = (),
+        fleet: FleetService | None = None,
     ) -> None:
         """
         @param journal: the running tasks' journal (L{mcpx.tasks.journal}); closed first
@@ -81,8 +81,8 @@ class DaemonService(MultiService):
         @param clock: times the systemd watchdog and the wait for adopted processes.
         @param config_notes: what the config file had that was ignored (a host's keys),
             logged at start.
-        @param fleet_stops: what ends the fleet's parts on a shared store
-            (L{FleetService}), stopped before the broker closes the store.
+        @param fleet: the fleet's parts on a shared store (L{FleetService}), stopped
+            before the broker closes the store.
         """
         MultiService.__init__(self)
         self.http = http
@@ -112,9 +112,9 @@ class DaemonService(MultiService):
             MultiService.addService(self, BrokerService(broker))
         for listener in self.listeners:
             MultiService.addService(self, listener)
-        if fleet_stops:
+        if fleet is not None:
             # Added last, so it stops first: before the broker closes the store.
-            MultiService.addService(self, FleetService(*fleet_stops))
+            MultiService.addService(self, fleet)
 
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
@@ -292,12 +292,23 @@ class BrokerService(Service):
 
 class FleetService(Service):
     """
-    Ends the fleet's parts of a daemon on a shared store (relayed retries, configuration
-    notices) when it stops, before the store is closed.
+    Starts the fleet's parts of a daemon on a shared store (hearing what the other
+    daemons write: tasks, configuration notices) when the daemon starts, and ends them
+    (relayed retries, configuration notices) when it stops, before the store is closed.
     """
 
-    def __init__(self, *stops: Callable[[], Deferred[None]]) -> None:
-        self._stops = stops
+    def __init__(
+        self,
+        starts: Sequence[Callable[[], object]],
+        stops: Sequence[Callable[[], Deferred[None]]],
+    ) -> None:
+        self._starts = tuple(starts)
+        self._stops = tuple(stops)
+
+    def startService(self) -> None:
+        Service.startService(self)
+        for start in self._starts:
+            start()
 
     def stopService(self) -> Deferred[None]:
         Service.stopService(self)

@@ -7,7 +7,7 @@ C{mcpx daemon} share.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -44,7 +44,7 @@ from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
 from mcpx.daemon.parts import UpstreamNotices, connect_upward
-from mcpx.daemon.root import DaemonService, IDaemonReactor
+from mcpx.daemon.root import DaemonService, FleetService, IDaemonReactor
 from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
@@ -316,10 +316,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         calls=calls,
         pid=os.getpid(),
     )
-    if shared is not None:
-        # A cancel through another daemon stops the task here; a task another daemon
-        # runs wakes the tasks/result waiting on it here.
-        tasks.listen()
     # Tasks a previous daemon left running are reported failed, not unknown.
     journal = journal_for(config.state_dir, clock)
     journal.restore(tasks)
@@ -344,7 +340,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
         daemon=daemon_id,
     )
-    fleet_stops: list[Callable[[], Deferred[None]]] = []
+    fleet: FleetService | None = None
     if shared is not None:
         # A reload made here is told to the fleet's other daemons, and theirs reach here.
         config_notices = ConfigNotices(
@@ -355,8 +351,12 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             partial(_reload_heard, reloads, host, guarded),
             reloads=reloads,
         )
-        config_notices.start()
-        fleet_stops += [config_notices.stop, mcp.asking.rounds.stop]
+        fleet = FleetService(
+            # A cancel through another daemon stops the task here; a task another daemon
+            # runs wakes the tasks/result waiting on it here.
+            starts=[tasks.listen, config_notices.start],
+            stops=[config_notices.stop, mcp.asking.rounds.stop],
+        )
     http = DaemonHTTP(host, mcp_http, metrics=metrics, logins=BrowserLogins(clock))
     connect_upward(
         relay=relay,
@@ -366,7 +366,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         mcp=mcp,
     )
 
-    shutdown = Shutdown(clock)
+    shutdown = Shutdown(clock, kill=[groups.kill_all])
     front = gate(
         http.resource(),
         config,
@@ -405,7 +405,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         *(ListenerService(core, description, site) for description in config.endpoints()),
         ListenerService(core, stdio_endpoint(config.state_dir), stdio),
     ]
-    shutdown.on_hurry(groups.kill_all)
     return DaemonService(
         http,
         listeners,
@@ -421,7 +420,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         + tuple(
             f"server {name} cannot start: {why}" for name, why in servers.misconfigured.items()
         ),
-        fleet_stops=fleet_stops,
+        fleet=fleet,
     )
 
 
