@@ -75,8 +75,9 @@ class DaemonService(MultiService):
         fleet: FleetService | None = None,
     ) -> None:
         """
-        @param journal: the running tasks' journal (L{mcpx.tasks.journal}); closed first
-            at stop.
+        @param journal: the running tasks' journal (L{mcpx.tasks.journal}): read at
+            start, the tasks a previous daemon left running reported failed, then kept
+            in step with the host's tasks; closed first at stop.
         @param notifier: tells systemd the daemon's state (L{mcpx.daemon.sdnotify}).
         @param clock: times the systemd watchdog and the wait for adopted processes.
         @param config_notes: what the config file had that was ignored (a host's keys),
@@ -121,6 +122,11 @@ class DaemonService(MultiService):
         self.http.host.pid = os.getpid()
         for note in self.config_notes:
             _log.info("config file: {note}", note=note)
+        if self.journal is not None:
+            # Before anything serves: tasks a previous daemon left running are reported
+            # failed, not unknown.
+            self.journal.restore(self.http.host.tasks)
+            self.journal.watch(self.http.host.tasks)
         if self.notifier is not None and self.clock is not None:
             self.notifier.start_watchdog(self.clock)
         MultiService.startService(self)

@@ -316,11 +316,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         calls=calls,
         pid=os.getpid(),
     )
-    # Tasks a previous daemon left running are reported failed, not unknown.
-    journal = journal_for(config.state_dir, clock)
-    journal.restore(tasks)
-    journal.watch(tasks)
-
     # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
     mcp = McpServer(
         host,
@@ -413,7 +408,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         groups,
         scripts=scripts,
         shutdown=shutdown,
-        journal=journal,
+        journal=journal_for(config.state_dir, clock),
         notifier=config.notifier,
         clock=clock,
         config_notes=servers.notes
