@@ -47,7 +47,7 @@ from twisted.logger import Logger
 
 from mcpx import tracing
 from mcpx._version import __version__
-from mcpx.ops.host import OpHost
+from mcpx.ops.host import OpHost, settings_of
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
@@ -57,7 +57,7 @@ from mcpx.server.ext_tasks import ExtensionTasks, client_declares
 from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import LISTEN, Listening
 from mcpx.server.offering import Offering
-from mcpx.server.pages import PAGE_SIZE, paginate
+from mcpx.server.pages import paginate
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.progress import ProgressRelay
 from mcpx.server.promotion import TaskPromotion
@@ -157,9 +157,9 @@ class McpServer:
         @param upstream_notices: subscribes a listener to the notifications the upstream
             servers send; this server listens (L{upstream_notification}).
         """
-        settings = host.settings
+        settings = settings_of(host)
         if page_size is None:
-            page_size = PAGE_SIZE if settings is None else settings.integer("mcp.pageSize")
+            page_size = settings.integer("mcp.pageSize")
         self.host = host
         self.clock = clock
         self.instructions = instructions
@@ -168,13 +168,9 @@ class McpServer:
         self.offering = Offering(self.surface, passthrough)
         self.page_size = page_size
         self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
-        self._list_max_age = 60.0
-        self._read_max_age = 0.0
-        task_after = 5.0
-        if settings is not None:
-            self._list_max_age = settings.duration("protoMessages.listMaxAge")
-            self._read_max_age = settings.duration("protoMessages.readMaxAge")
-            task_after = settings.duration("protoMessages.taskAfter")
+        self._list_max_age = settings.duration("protoMessages.listMaxAge")
+        self._read_max_age = settings.duration("protoMessages.readMaxAge")
+        task_after = settings.duration("protoMessages.taskAfter")
         self._envelopes = Envelopes()
         #: The open subscriptions/listen requests of 2026-07-28 clients.
         self.listening = Listening()
