@@ -43,7 +43,7 @@ from mcpx.daemon.lean_path import LeanMcp
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
-from mcpx.daemon.parts import UpstreamNotices, connect_upward
+from mcpx.daemon.parts import UpstreamNotices
 from mcpx.daemon.root import DaemonService, FleetService, IDaemonReactor
 from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.site import DaemonSite, SiteOptions
@@ -60,7 +60,7 @@ from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, Caller
+from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import WATCHED_WITHIN, Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -74,7 +74,7 @@ from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAUTH, OAuthResource
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
+from mcpx.settings.server_policy import ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.store.config import StoreTarget, open_records
@@ -221,24 +221,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         ttl=settings.duration("proto.brokerTimeout"),
         keep=settings.duration("proto.askTTL"),
     )
-    # Told by the pool whose each question is once the pool is built (connect_upward).
-    relay = Relay(
-        broker,
-        clock,
-        native=settings.boolean("proto.native"),
-        client_wait=settings.duration("proto.askTimeout"),
-        roots=settings.strings("proto.roots"),
-        # On a shared store another daemon of the fleet may be the one watched (its
-        # status page, its mcpx elicit), which this one cannot see: it waits.
-        watched=(
-            partial(_broker_watched, events, broker)
-            if settings.string("proto.brokerWhenUnwatched") == "refuse"
-            and not settings.string("store.url")
-            else None
-        ),
-    )
-    sampling = SamplingGuard(_default_policy, partial(_ask_user, relay), events.publish)
-
     sign_ins = _sign_ins(reactor, clock, config)
     groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
     connector = make_connector(
@@ -254,6 +236,12 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         groups=groups,
         credentials=sign_ins.credentials_for,
     )
+
+    def handlers(server: str, scope_key: str) -> UpstreamHandlers:
+        # The relay and the sampling guard, made next over the pool, are read here when
+        # an instance opens: after make_service has returned.
+        return _upstream_handlers(relay, sampling, notices, server, scope_key)
+
     pool = Pool(
         servers=servers,
         connector=connector,
@@ -266,10 +254,39 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         cancel_grace=settings.duration("pool.cancelGrace"),
         call_max_duration=settings.duration("pool.callMaxDuration"),
         publish=publish,
-        handlers=partial(_upstream_handlers, relay, sampling, notices),
+        handlers=handlers,
         masker=config.masker,
         on_call=partial(_call_finished, metrics=metrics, calls=calls),
     )
+
+    def roots_source(server: str, scope_key: str) -> Asker | None:
+        return mcp.roots_source(server, scope_key)
+
+    # The pool tells the relay whose each question is, and pauses its deadlines while
+    # one waits; the MCP server, made over the host, is the source of the roots no one
+    # call asks for (read when an upstream asks, after make_service has returned).
+    relay = Relay(
+        broker,
+        clock,
+        owner=pool.owner,
+        hold=pool.hold_deadlines,
+        candidates=pool.callers,
+        lone=pool.lone_request,
+        roots_source=roots_source,
+        native=settings.boolean("proto.native"),
+        client_wait=settings.duration("proto.askTimeout"),
+        roots=settings.strings("proto.roots"),
+        # On a shared store another daemon of the fleet may be the one watched (its
+        # status page, its mcpx elicit), which this one cannot see: it waits.
+        watched=(
+            partial(_broker_watched, events, broker)
+            if settings.string("proto.brokerWhenUnwatched") == "refuse"
+            and not settings.string("store.url")
+            else None
+        ),
+    )
+    # Each server's policy, read from the pool's servers of the moment (a reload's).
+    sampling = SamplingGuard(partial(_policy, pool), partial(_ask_user, relay), events.publish)
     # Every entry point reaches the pool through the policy (mcpx.policy).
     guarded = GuardedPool(
         pool,
@@ -353,13 +370,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             stops=[config_notices.stop, mcp.asking.rounds.stop],
         )
     http = DaemonHTTP(host, mcp_http, metrics=metrics, logins=BrowserLogins(clock))
-    connect_upward(
-        relay=relay,
-        sampling=sampling,
-        pool=pool,
-        servers_of=pool,
-        mcp=mcp,
-    )
 
     shutdown = Shutdown(clock, kill=[groups.kill_all])
     front = gate(
@@ -486,8 +496,9 @@ def _call_finished(
     calls.call_finished(server, tool, seconds, outcome, principal)
 
 
-def _default_policy(server: str) -> ServerPolicy:
-    return DEFAULT_POLICY
+def _policy(pool: Pool, server: str) -> ServerPolicy:
+    """C{server}'s policy in the pool's servers of the moment."""
+    return pool.servers.policy(server)
 
 
 def _same(part: GuardedPool) -> GuardedPool:
