@@ -26,6 +26,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from mcpx.ops.reloading import Reloads
 from mcpx.store.records import CONFIG, Record, RecordStore, StoreClosed
 from mcpx.store.writes import Writes
 
@@ -59,10 +60,13 @@ class ConfigNotices:
         clock: IReactorTime,
         path: str | None,
         reload: Callable[[], Deferred[Any]],
+        *,
+        reloads: Reloads | None = None,
     ) -> None:
         """
         @param path: the config file this daemon runs from.
         @param reload: reloads it as C{SIGHUP} does, without announcing the reload.
+        @param reloads: the daemon's reloads, each made here announced (L{announce}).
         """
         self.daemon = daemon
         self._records = records
@@ -74,6 +78,8 @@ class ConfigNotices:
         self._seen: str | None = None
         self._started = False
         self._stopped = False
+        if reloads is not None:
+            reloads.announcers.append(self.announce)
 
     def start(self) -> None:
         """Listen for the other daemons' notices."""

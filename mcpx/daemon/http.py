@@ -25,8 +25,9 @@ from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.browser_login import CODE_LIFETIME, COOKIE, SESSION_LIFETIME, BrowserLogins
 from mcpx.daemon.gate import owners_unix_socket
 from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from mcpx.daemon.parts import OpsHost
+from mcpx.daemon.metrics import Metrics
 from mcpx.daemon.status_page import StatusPage
+from mcpx.ops.host import OpHost
 from mcpx.ops.table import OPS
 from mcpx.wire.twisted_private import url_refused_by_klein
 
@@ -73,8 +74,10 @@ class DaemonHTTP:
     """
     The Klein routes of the daemon, over the ops' host and the MCP endpoint.
 
-    @ivar host: what the operations run against: a view over the daemon's parts.
+    @ivar host: what the operations run against: the daemon's parts.
     @ivar mcp: the MCP endpoint C{/mcp}; C{None} in a daemon that does not serve MCP.
+    @ivar metrics: what C{/metrics} shows, reading what this app's parts hold at each
+        scrape; C{None} in a daemon that keeps none.
     @ivar page: the status page's files (L{mcpx.daemon.status_page}).
     @ivar logins: the browsers signed in to the page with a one-time link, and the
         links waiting; C{None} in a daemon that offers none.
@@ -87,11 +90,16 @@ class DaemonHTTP:
     # such a path names no route, so it is a 404 like any other.
     app.url_map.merge_slashes = False
 
-    host: OpsHost
+    host: OpHost
     mcp: McpHTTP | None = None
+    metrics: Metrics | None = None
     page: StatusPage = Factory(StatusPage)
     logins: BrowserLogins | None = None
     page_urls: list[str] = Factory(list)
+
+    def __attrs_post_init__(self) -> None:
+        if self.metrics is not None:
+            self.metrics.watch(self)
 
     def resource(self) -> IResource:
         return Utf8Urls(self.app.resource())
@@ -101,7 +109,7 @@ class DaemonHTTP:
         self.host.close()
         if self.mcp is not None:
             self.mcp.close()
-        host_sign_ins = self.host.parts.host_sign_ins
+        host_sign_ins = self.host.host_sign_ins
         if host_sign_ins is not None:
             host_sign_ins.close()
 
@@ -119,7 +127,7 @@ class DaemonHTTP:
                 "/metrics counts every caller's calls: only the daemon's owner may read "
                 "it (through its unix socket), not an access token's subject",
             )
-        metrics = self.host.parts.metrics
+        metrics = self.metrics
         if metrics is None:
             return error_body(request, 503, "metrics_unavailable", "this daemon keeps no metrics")
         request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))

@@ -68,29 +68,40 @@ class DaemonService(MultiService):
         *,
         scripts: Scripts | None = None,
         shutdown: Shutdown | None = None,
+        journal: TaskJournal | None = None,
+        notifier: Notifier | None = None,
+        clock: IReactorTime | None = None,
+        config_notes: tuple[str, ...] = (),
+        fleet: FleetService | None = None,
     ) -> None:
+        """
+        @param journal: the running tasks' journal (L{mcpx.tasks.journal}): read at
+            start, the tasks a previous daemon left running reported failed, then kept
+            in step with the host's tasks; closed first at stop.
+        @param notifier: tells systemd the daemon's state (L{mcpx.daemon.sdnotify}).
+        @param clock: times the systemd watchdog and the wait for adopted processes.
+        @param config_notes: what the config file had that was ignored (a host's keys),
+            logged at start.
+        @param fleet: the fleet's parts on a shared store (L{FleetService}), stopped
+            before the broker closes the store.
+        """
         MultiService.__init__(self)
         self.http = http
         self.shutdown = shutdown
-        #: The running tasks' journal (L{mcpx.tasks.journal}); closed first at stop.
-        self.journal: TaskJournal | None = None
+        self.journal = journal
         self.pool = pool
         self.listeners = tuple(listeners)
         self.broker = broker
-        #: Tells systemd the daemon's state (L{mcpx.daemon.sdnotify}); set by L{make_service}.
-        self.notifier: Notifier | None = None
-        self.clock: IReactorTime | None = None
-        #: What the config file had that was ignored (a host's keys), logged at start.
-        self.config_notes: tuple[str, ...] = ()
+        self.notifier = notifier
+        self.clock = clock
+        self.config_notes = config_notes
         self.groups = groups
-        self._strays: StrayReaper | None = None
         if tracing.on():
             # First, so that it stops last: the spans of the last requests are sent.
             MultiService.addService(self, TracingService())
         if groups is not None:
             # First, so that what a killed daemon left is gone before anything starts.
-            self._strays = StrayReaper(groups)
-            MultiService.addService(self, self._strays)
+            MultiService.addService(self, StrayReaper(groups, clock))
         if pool is not None:
             MultiService.addService(self, pool)
         if scripts is not None:
@@ -102,16 +113,22 @@ class DaemonService(MultiService):
             MultiService.addService(self, BrokerService(broker))
         for listener in self.listeners:
             MultiService.addService(self, listener)
+        if fleet is not None:
+            # Added last, so it stops first: before the broker closes the store.
+            MultiService.addService(self, fleet)
 
     def startService(self) -> None:
         # Now, not when the tree was built: twistd forks to daemonize in between.
         self.http.host.pid = os.getpid()
         for note in self.config_notes:
             _log.info("config file: {note}", note=note)
+        if self.journal is not None:
+            # Before anything serves: tasks a previous daemon left running are reported
+            # failed, not unknown.
+            self.journal.restore(self.http.host.tasks)
+            self.journal.watch(self.http.host.tasks)
         if self.notifier is not None and self.clock is not None:
             self.notifier.start_watchdog(self.clock)
-        if self._strays is not None:
-            self._strays.clock = self.clock
         MultiService.startService(self)
         listening = gatherResults(
             [listener.when_listening() for listener in self.listeners], consumeErrors=True
@@ -224,13 +241,12 @@ class StrayReaper(Service):
     for the processes it adopted that have ended (L{reap_adopted}), which Twisted does
     not wait for.
 
-    @ivar clock: what the waits are timed by, the daemon's (set before it starts);
-        without one there are none.
+    @ivar clock: what the waits are timed by, the daemon's; without one there are none.
     """
 
-    def __init__(self, groups: ProcessGroups) -> None:
+    def __init__(self, groups: ProcessGroups, clock: IReactorTime | None = None) -> None:
         self.groups = groups
-        self.clock: IReactorTime | None = None
+        self.clock = clock
         self._reaping: LoopingCall | None = None
 
     def startService(self) -> None:
@@ -282,12 +298,23 @@ class BrokerService(Service):
 
 class FleetService(Service):
     """
-    Ends the fleet's parts of a daemon on a shared store (relayed retries, configuration
-    notices) when it stops, before the store is closed.
+    Starts the fleet's parts of a daemon on a shared store (hearing what the other
+    daemons write: tasks, configuration notices) when the daemon starts, and ends them
+    (relayed retries, configuration notices) when it stops, before the store is closed.
     """
 
-    def __init__(self, *stops: Callable[[], Deferred[None]]) -> None:
-        self._stops = stops
+    def __init__(
+        self,
+        starts: Sequence[Callable[[], object]],
+        stops: Sequence[Callable[[], Deferred[None]]],
+    ) -> None:
+        self._starts = tuple(starts)
+        self._stops = tuple(stops)
+
+    def startService(self) -> None:
+        Service.startService(self)
+        for start in self._starts:
+            start()
 
     def stopService(self) -> Deferred[None]:
         Service.stopService(self)

@@ -7,13 +7,12 @@ C{mcpx daemon} share.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
 from attrs import Factory, field, frozen
-from twisted.application.service import MultiService
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
     IReactorCore,
@@ -33,7 +32,6 @@ from mcpx.daemon.browser_login import BrowserLogins
 from mcpx.daemon.fleet_config import ConfigNotices
 from mcpx.daemon.gate import (
     AUTH_NONE,
-    AUTH_PEER,
     Gate,
     HostRule,
     OriginRule,
@@ -45,7 +43,7 @@ from mcpx.daemon.lean_path import LeanMcp
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
 from mcpx.daemon.metrics import Metrics, Routes
-from mcpx.daemon.parts import DaemonParts, OpsHost, UpstreamNotices, connect_upward
+from mcpx.daemon.parts import UpstreamNotices
 from mcpx.daemon.root import DaemonService, FleetService, IDaemonReactor
 from mcpx.daemon.sdnotify import Notifier
 from mcpx.daemon.site import DaemonSite, SiteOptions
@@ -53,6 +51,7 @@ from mcpx.daemon.token import TokenFile
 from mcpx.ops.auth import restart_after_sign_in
 from mcpx.ops.errors import error_from
 from mcpx.ops.events import EventBus
+from mcpx.ops.host import OpHost, task_events
 from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import ReloadRefused, Reloads
 from mcpx.ops.shutdown import Shutdown
@@ -61,7 +60,7 @@ from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, Caller
+from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import WATCHED_WITHIN, Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -75,13 +74,13 @@ from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAUTH, OAuthResource
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.settings.server_policy import DEFAULT_POLICY, ServerPolicy
+from mcpx.settings.server_policy import ServerPolicy
 from mcpx.settings.servers import ServersConfig
 from mcpx.spec.revision import NEWEST
 from mcpx.store.config import StoreTarget, open_records
-from mcpx.store.heartbeat import Heartbeat, new_daemon_id
-from mcpx.store.records import RecordStore
-from mcpx.tasks.journal import TaskJournal, journal_for
+from mcpx.store.heartbeat import Heartbeat, alive_in, new_daemon_id
+from mcpx.tasks.journal import journal_for
+from mcpx.tasks.store import TaskStore
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
@@ -99,8 +98,7 @@ class DaemonConfig:
 
     @ivar state_dir: the private directory holding the socket and durable state.
     @ivar listen: endpoint strings besides the unix socket.
-    @ivar settings: the resolved settings; without them (and C{servers}) the daemon
-        serves C{/health} only.
+    @ivar settings: the resolved settings.
     @ivar servers: the configured upstream servers.
     @ivar environ: the daemon's environment, which stdio upstreams inherit.
     @ivar notifier: tells systemd when the daemon is ready and stopping, when it
@@ -111,8 +109,8 @@ class DaemonConfig:
 
     state_dir: Path
     listen: tuple[str, ...]
-    settings: Settings | None = None
-    servers: ServersConfig | None = None
+    settings: Settings
+    servers: ServersConfig
     environ: Mapping[str, str] = field(factory=dict)
     masker: SecretMasker = field(
         default=Factory(lambda self: SecretMasker(self.servers), takes_self=True)
@@ -138,15 +136,13 @@ class DaemonConfig:
         C{daemon.auth}: who may use the TCP listeners without the token; C{oauth} for
         the object form (L{oauth}).
         """
-        if self.settings is None:
-            return AUTH_PEER
         value = self.settings.value("daemon.auth")
         return OAUTH if isinstance(value, OAuthResource) else str(value)
 
     @property
     def oauth(self) -> OAuthResource | None:
         """The object form of C{daemon.auth}, when it is set."""
-        value = None if self.settings is None else self.settings.value("daemon.auth")
+        value = self.settings.value("daemon.auth")
         return value if isinstance(value, OAuthResource) else None
 
 
@@ -166,245 +162,216 @@ QUESTIONS_FILE = "questions.sqlite3"
 
 def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService:
     """
-    Build the daemon's service tree, its parts bottom-up (L{mcpx.daemon.parts}).
+    Build the daemon's service tree, its parts bottom-up, each given the parts below it
+    when it is made (L{mcpx.daemon.parts}).
 
     @param reactor: provides C{IReactorTime}, process spawning and the listening
         interfaces; taken as a parameter so tests build the tree on a memory reactor.
     """
     clock: IReactorTime = reactor
     core: IReactorCore = reactor
-    if config.settings is not None:
-        # First: the parts made below look once whether to make spans (mcpx.tracing).
-        start_tracing(config.settings)
+    settings, servers = config.settings, config.servers
+    # First: the parts made below look once whether to make spans (mcpx.tracing).
+    start_tracing(settings)
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
         Routes(
             (op.path for op in OPS), exact=("/", "/status.js", "/status.css", "/mcp", "/metrics")
         ),
-        max_tools=1000
-        if config.settings is None
-        else config.settings.integer("daemon.metricsMaxTools"),
+        max_tools=settings.integer("daemon.metricsMaxTools"),
     )
     publish = metrics.published(events.publish)
     calls = RecentCalls(clock, publish=events.publish)
-    settings, servers = config.settings, config.servers
     notices = UpstreamNotices()
 
-    broker: Broker | None = None
-    relay: Relay | None = None
-    sampling: SamplingGuard | None = None
-    # Tasks are written to a store only when it is shared (store.url).
-    records_for_tasks: RecordStore | None = None
-    # A daemon sharing its store beats in it, under an id of its own for this run.
-    heartbeat: Heartbeat | None = None
     # This run's id: in the shared store's heartbeats, and at the start of every
     # Mcp-Session-Id this daemon mints (so a balancer can keep a session on it).
     daemon_id = new_daemon_id()
-    if settings is not None:
-        records = open_records(
-            config.store,
-            threads=settings.integer("store.threads"),
-            sqlite_path=str(config.state_dir / QUESTIONS_FILE),
-            reactor=reactor,
-        )
-        if config.store is not None:
-            # Else the SQLite file holds the questions; tasks stay in memory and the journal.
-            _log.info("questions and tasks are kept in {store}", store=config.store.description)
-            records_for_tasks = records
-            heartbeat = Heartbeat(clock, records, daemon_id)
-        broker = Broker(
-            clock,
-            store=QuestionStore(records=records),
-            heartbeat=heartbeat,
-            publish=publish,
-            ttl=settings.duration("proto.brokerTimeout"),
-            keep=settings.duration("proto.askTTL"),
-        )
-        # Told by the pool whose each question is once the pool is built (connect_upward).
-        relay = Relay(
-            broker,
-            clock,
-            native=settings.boolean("proto.native"),
-            client_wait=settings.duration("proto.askTimeout"),
-            roots=settings.strings("proto.roots"),
-            # On a shared store another daemon of the fleet may be the one watched (its
-            # status page, its mcpx elicit), which this one cannot see: it waits.
-            watched=(
-                partial(_broker_watched, events, broker)
-                if settings.string("proto.brokerWhenUnwatched") == "refuse"
-                and not settings.string("store.url")
-                else None
-            ),
-        )
-        sampling = SamplingGuard(_default_policy, partial(_ask_user, relay), events.publish)
-
-    groups: ProcessGroups | None = None
-    pool: Pool | None = None
+    records = open_records(
+        config.store,
+        threads=settings.integer("store.threads"),
+        sqlite_path=str(config.state_dir / QUESTIONS_FILE),
+        reactor=reactor,
+    )
+    # Tasks are written to a store only when it is shared (store.url); else the SQLite
+    # file holds the questions, and tasks stay in memory and the journal.
+    shared = records if config.store is not None else None
+    tasks = TaskStore(
+        clock,
+        ttl=settings.duration("proto.askTTL"),
+        per_client=settings.integer("tasks.maxPerClient"),
+        on_change=[task_events(events)],
+        records=shared,
+        daemon=None if shared is None else daemon_id,
+        # To say in a cancel through this daemon whether the task's own daemon is alive.
+        alive=None if shared is None else partial(alive_in, shared, clock),
+    )
+    # A daemon sharing its store beats in it, under an id of its own for this run; after
+    # each beat, the running tasks of daemons that stopped beating are failed.
+    heartbeat = (
+        None if shared is None else Heartbeat(clock, shared, daemon_id, watchers=[tasks.fail_lost])
+    )
+    if config.store is not None:
+        _log.info("questions and tasks are kept in {store}", store=config.store.description)
+    broker = Broker(
+        clock,
+        store=QuestionStore(records=records),
+        heartbeat=heartbeat,
+        publish=publish,
+        ttl=settings.duration("proto.brokerTimeout"),
+        keep=settings.duration("proto.askTTL"),
+    )
     sign_ins = _sign_ins(reactor, clock, config)
-    if settings is not None and servers is not None:
-        groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
-        connector = make_connector(
-            reactor,
-            config.environ,
-            config.state_dir,
-            max_message_size=settings.integer("transport.maxMessageSize"),
-            http_connections=settings.integer("transport.httpConnections"),
-            probe_timeout=settings.duration("pool.probeTimeout"),
-            open_timeout=settings.duration("pool.startTimeout"),
-            lenient=not settings.policy().strict(NEWEST),
-            max_rounds=settings.integer("proto.askRounds"),
-            groups=groups,
-            credentials=sign_ins.credentials_for,
-        )
-        pool = Pool(
-            servers=servers,
-            connector=connector,
-            clock=clock,
-            call_timeout=settings.duration("pool.callTimeout"),
-            idle_timeout=settings.duration("pool.idleTimeout"),
-            max_client_instances=settings.integer("pool.maxClientInstances"),
-            stable_after=settings.duration("pool.stableAfter"),
-            max_asking_instances=settings.integer("pool.maxAskingInstances"),
-            cancel_grace=settings.duration("pool.cancelGrace"),
-            call_max_duration=settings.duration("pool.callMaxDuration"),
-            publish=publish,
-            handlers=partial(_upstream_handlers, relay, sampling, notices),
-            masker=config.masker,
-        )
-        counted = metrics.call_finished
+    groups = ProcessGroups(config.state_dir / RECORDS_DIRECTORY)
+    connector = make_connector(
+        reactor,
+        config.environ,
+        config.state_dir,
+        max_message_size=settings.integer("transport.maxMessageSize"),
+        http_connections=settings.integer("transport.httpConnections"),
+        probe_timeout=settings.duration("pool.probeTimeout"),
+        open_timeout=settings.duration("pool.startTimeout"),
+        lenient=not settings.policy().strict(NEWEST),
+        max_rounds=settings.integer("proto.askRounds"),
+        groups=groups,
+        credentials=sign_ins.credentials_for,
+    )
 
-        def call_finished(
-            server: str, tool: str, seconds: float, outcome: str, principal: str | None
-        ) -> None:
-            counted(server, tool, seconds, outcome)
-            calls.call_finished(server, tool, seconds, outcome, principal)
+    def handlers(server: str, scope_key: str) -> UpstreamHandlers:
+        # The relay and the sampling guard, made next over the pool, are read here when
+        # an instance opens: after make_service has returned.
+        return _upstream_handlers(relay, sampling, notices, server, scope_key)
 
-        pool.on_call = call_finished
+    pool = Pool(
+        servers=servers,
+        connector=connector,
+        clock=clock,
+        call_timeout=settings.duration("pool.callTimeout"),
+        idle_timeout=settings.duration("pool.idleTimeout"),
+        max_client_instances=settings.integer("pool.maxClientInstances"),
+        stable_after=settings.duration("pool.stableAfter"),
+        max_asking_instances=settings.integer("pool.maxAskingInstances"),
+        cancel_grace=settings.duration("pool.cancelGrace"),
+        call_max_duration=settings.duration("pool.callMaxDuration"),
+        publish=publish,
+        handlers=handlers,
+        masker=config.masker,
+        on_call=partial(_call_finished, metrics=metrics, calls=calls),
+    )
+
+    def roots_source(server: str, scope_key: str) -> Asker | None:
+        return mcp.roots_source(server, scope_key)
+
+    # The pool tells the relay whose each question is, and pauses its deadlines while
+    # one waits; the MCP server, made over the host, is the source of the roots no one
+    # call asks for (read when an upstream asks, after make_service has returned).
+    relay = Relay(
+        broker,
+        clock,
+        owner=pool.owner,
+        hold=pool.hold_deadlines,
+        candidates=pool.callers,
+        lone=pool.lone_request,
+        roots_source=roots_source,
+        native=settings.boolean("proto.native"),
+        client_wait=settings.duration("proto.askTimeout"),
+        roots=settings.strings("proto.roots"),
+        # On a shared store another daemon of the fleet may be the one watched (its
+        # status page, its mcpx elicit), which this one cannot see: it waits.
+        watched=(
+            partial(_broker_watched, events, broker)
+            if settings.string("proto.brokerWhenUnwatched") == "refuse"
+            and not settings.string("store.url")
+            else None
+        ),
+    )
+    # Each server's policy, read from the pool's servers of the moment (a reload's).
+    sampling = SamplingGuard(partial(_policy, pool), partial(_ask_user, relay), events.publish)
     # Every entry point reaches the pool through the policy (mcpx.policy).
-    guarded: GuardedPool | None = None
-    if pool is not None:
-        guarded = GuardedPool(
-            pool,
-            confirm=partial(_confirm_call, pool, relay),
-            publish=events.publish,
-            **_compiling_off_reactor(reactor),
-        )
-    scripts: Scripts | None = None
-    if settings is not None:
-        scripts = Scripts(
+    guarded = GuardedPool(
+        pool,
+        confirm=partial(_confirm_call, pool, relay),
+        publish=events.publish,
+        **_compiling_off_reactor(reactor),
+    )
+    scripts = Scripts(
+        reactor,
+        clock,
+        partial(_same, guarded),
+        limits_from(settings),
+        Artifacts(
+            config.state_dir / ARTIFACTS_DIRECTORY,
+            clock,
+            settings.duration("exec.artifactRetention"),
+        ),
+        max_line=settings.integer("transport.maxMessageSize"),
+        socket=str(config.state_dir / SOCKET_NAME),
+        scratch=config.state_dir / EXEC_DIRECTORY,
+        explain=lambda error: error_from(error).message,
+    )
+    reloads = Reloads(clock, read=partial(reread_config, servers.path, config.environ))
+    host = OpHost(
+        clock=clock,
+        settings=settings,
+        servers=servers,
+        state_dir=str(config.state_dir),
+        masker=config.masker,
+        events=events,
+        reloads=reloads,
+        tasks=tasks,
+        broker=broker,
+        relay=relay,
+        pool=guarded,
+        scripts=scripts,
+        sign_ins=sign_ins,
+        host_sign_ins=HostSignIns(
+            sign_ins,
             reactor,
             clock,
-            partial(_same, guarded),
-            limits_from(settings),
-            Artifacts(
-                config.state_dir / ARTIFACTS_DIRECTORY,
-                clock,
-                settings.duration("exec.artifactRetention"),
-            ),
-            max_line=settings.integer("transport.maxMessageSize"),
-            socket=str(config.state_dir / SOCKET_NAME),
-            scratch=config.state_dir / EXEC_DIRECTORY,
-            explain=lambda error: error_from(error).message,
-        )
-    reloads = Reloads(clock)
-    if settings is not None and servers is not None:
-        reloads = Reloads(clock, read=partial(reread_config, servers.path, config.environ))
-    host = OpsHost(
-        DaemonParts(
-            clock=clock,
-            settings=settings,
-            servers=servers,
-            state_dir=str(config.state_dir),
-            masker=config.masker,
-            events=events,
-            reloads=reloads,
-            broker=broker,
-            relay=relay,
-            pool=guarded,
-            scripts=scripts,
-            sign_ins=sign_ins,
-            host_sign_ins=HostSignIns(
-                sign_ins,
-                reactor,
-                clock,
-                on_signed_in=partial(restart_after_sign_in, guarded),
-            ),
-            metrics=metrics,
-            calls=calls,
+            on_signed_in=partial(restart_after_sign_in, guarded),
         ),
+        calls=calls,
         pid=os.getpid(),
     )
-    # A shared store (store.url) keeps tasks too, for every daemon to read.
-    host.tasks.records = records_for_tasks
-    if heartbeat is not None:
-        host.tasks.daemon = heartbeat.daemon
-        # After each beat, the running tasks of daemons that stopped beating are failed.
-        heartbeat.watchers.append(host.tasks.fail_lost)
-        host.tasks.alive = heartbeat.alive
-        # A cancel through another daemon stops the task here; a task another daemon
-        # runs wakes the tasks/result waiting on it here.
-        host.tasks.listen()
-    journal: TaskJournal | None = None
-    if settings is not None:
-        # Tasks a previous daemon left running are reported failed, not unknown.
-        journal = journal_for(config.state_dir, clock)
-        journal.restore(host.tasks)
-        journal.watch(host.tasks)
-
     # One MCP server behind both transports: /mcp on the site, mcpx serve's socket.
-    mcp: McpServer | None = None
-    mcp_http: McpHTTP | None = None
-    if settings is not None:
-        mcp = McpServer(host, clock, passthrough=settings.strings("mcp.passthrough"))
-        reloads.listeners.append(mcp.configuration_changed)
-        if heartbeat is not None and records_for_tasks is not None:
-            # A shared store keeps each requestState's round, so any daemon honours it once
-            # and a retry for a call held here reaches it through the store.
-            mcp.asking.share(records_for_tasks, heartbeat.daemon)
-        mcp_http = McpHTTP(
-            mcp,
-            clock,
-            keep_alive=settings.duration("transport.sseKeepAlive"),
-            max_body=settings.integer("transport.maxMessageSize"),
-            max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
-            daemon=daemon_id,
-        )
-    fleet_stops: list[Callable[[], Deferred[None]]] = []
-    if (
-        heartbeat is not None
-        and records_for_tasks is not None
-        and servers is not None
-        and guarded is not None
-    ):
-        # A reload made here is told to the fleet's other daemons, and theirs reach here.
-        shared_pool = guarded
-
-        def reload_heard() -> Deferred[Any]:
-            running = reloads.run(
-                host,
-                lambda servers: Deferred.fromCoroutine(shared_pool.reload(servers)),
-                shared_pool,
-                announce=False,
-            )
-            # A refused reload is logged and published by Reloads itself.
-            return running.addErrback(lambda failure: failure.trap(ReloadRefused) and None)
-
-        config_notices = ConfigNotices(
-            records_for_tasks, heartbeat.daemon, clock, servers.path, reload_heard
-        )
-        reloads.announcers.append(config_notices.announce)
-        config_notices.start()
-        fleet_stops.append(config_notices.stop)
-        if mcp is not None:
-            fleet_stops.append(mcp.asking.rounds.stop)
-    connect_upward(
-        relay=relay, sampling=sampling, pool=pool, servers_of=pool, notices=notices, mcp=mcp
+    mcp = McpServer(
+        host,
+        clock,
+        passthrough=settings.strings("mcp.passthrough"),
+        # A shared store keeps each requestState's round, so any daemon honours it once
+        # and a retry for a call held here reaches it through the store.
+        rounds_in=None if shared is None else (shared, daemon_id),
+        reloads=reloads,
+        upstream_notices=notices.listen,
     )
-    http = DaemonHTTP(host, mcp_http, logins=BrowserLogins(clock))
-    metrics.watch(http)
+    mcp_http = McpHTTP(
+        mcp,
+        clock,
+        keep_alive=settings.duration("transport.sseKeepAlive"),
+        max_body=settings.integer("transport.maxMessageSize"),
+        max_sessions_per_client=settings.integer("transport.maxSessionsPerClient"),
+        daemon=daemon_id,
+    )
+    fleet: FleetService | None = None
+    if shared is not None:
+        # A reload made here is told to the fleet's other daemons, and theirs reach here.
+        config_notices = ConfigNotices(
+            shared,
+            daemon_id,
+            clock,
+            servers.path,
+            partial(_reload_heard, reloads, host, guarded),
+            reloads=reloads,
+        )
+        fleet = FleetService(
+            # A cancel through another daemon stops the task here; a task another daemon
+            # runs wakes the tasks/result waiting on it here.
+            starts=[tasks.listen, config_notices.start],
+            stops=[config_notices.stop, mcp.asking.rounds.stop],
+        )
+    http = DaemonHTTP(host, mcp_http, metrics=metrics, logins=BrowserLogins(clock))
 
-    limits = TransportLimits.from_settings(settings) if settings is not None else None
-    shutdown = Shutdown(clock)
+    shutdown = Shutdown(clock, kill=[groups.kill_all])
     front = gate(
         http.resource(),
         config,
@@ -418,10 +385,10 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         front,
         reactor,
         SiteOptions(
-            limits,
+            TransportLimits.from_settings(settings),
             metrics,
             shutdown,
-            lean=None if mcp_http is None else LeanMcp(front, mcp_http),
+            lean=LeanMcp(front, mcp_http),
             opened=front.connection_made,
         ),
     )
@@ -431,34 +398,54 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
             endpoint=description,
             auth=config.auth,
         )
-    listeners = [ListenerService(core, description, site) for description in config.endpoints()]
-    if settings is not None and mcp is not None:
-        stdio = StdioFactory(
-            mcp,
-            clock,
-            drain=settings.duration("transport.stdioDrain"),
-            max_length=settings.integer("transport.maxMessageSize"),
-            shutdown=shutdown,
-            refuse=None if groups is None else upstream_door(groups),
-        )
-        listeners.append(ListenerService(core, stdio_endpoint(config.state_dir), stdio))
-    if groups is not None:
-        shutdown.on_hurry(groups.kill_all)
-    service = DaemonService(
-        http, listeners, pool, broker, groups, scripts=scripts, shutdown=shutdown
+    stdio = StdioFactory(
+        mcp,
+        clock,
+        drain=settings.duration("transport.stdioDrain"),
+        max_length=settings.integer("transport.maxMessageSize"),
+        shutdown=shutdown,
+        refuse=upstream_door(groups),
     )
-    if fleet_stops:
-        # Added last, so it stops first: before the broker closes the store.
-        MultiService.addService(service, FleetService(*fleet_stops))
-    service.journal = journal
-    service.notifier = config.notifier
-    service.clock = clock
-    if config.servers is not None:
-        service.config_notes = config.servers.notes + tuple(
-            f"server {name} cannot start: {why}"
-            for name, why in config.servers.misconfigured.items()
-        )
-    return service
+    listeners = [
+        *(ListenerService(core, description, site) for description in config.endpoints()),
+        ListenerService(core, stdio_endpoint(config.state_dir), stdio),
+    ]
+    return DaemonService(
+        http,
+        listeners,
+        pool,
+        broker,
+        groups,
+        scripts=scripts,
+        shutdown=shutdown,
+        journal=journal_for(config.state_dir, clock),
+        notifier=config.notifier,
+        clock=clock,
+        config_notes=servers.notes
+        + tuple(
+            f"server {name} cannot start: {why}" for name, why in servers.misconfigured.items()
+        ),
+        fleet=fleet,
+    )
+
+
+def _cannot_start(servers: ServersConfig) -> tuple[str, ...]:
+    """The notes the configured servers that cannot start leave, logged at start."""
+    return tuple(
+        f"server {name} cannot start: {why}" for name, why in servers.misconfigured.items()
+    )
+
+
+def _reload_heard(reloads: Reloads, host: OpHost, pool: GuardedPool) -> Deferred[Any]:
+    """Reload here: another daemon of the fleet changed the configuration."""
+    running = reloads.run(
+        host,
+        lambda servers: Deferred.fromCoroutine(pool.reload(servers)),
+        pool,
+        announce=False,
+    )
+    # A refused reload is logged and published by Reloads itself.
+    return running.addErrback(lambda failure: failure.trap(ReloadRefused) and None)
 
 
 def start_tracing(settings: Settings) -> None:
@@ -494,11 +481,27 @@ def _broker_watched(events: EventBus, broker: Broker, server: str, owner: str | 
     return events.watching("question.asked", server, owner) or broker.looked_within(WATCHED_WITHIN)
 
 
-def _default_policy(server: str) -> ServerPolicy:
-    return DEFAULT_POLICY
+def _call_finished(
+    server: str,
+    tool: str,
+    seconds: float,
+    outcome: str,
+    principal: str | None,
+    *,
+    metrics: Metrics,
+    calls: RecentCalls,
+) -> None:
+    """A tool call that reached a server ended: counted, and kept among the recent calls."""
+    metrics.call_finished(server, tool, seconds, outcome)
+    calls.call_finished(server, tool, seconds, outcome, principal)
 
 
-def _same(part: GuardedPool | None) -> GuardedPool | None:
+def _policy(pool: Pool, server: str) -> ServerPolicy:
+    """C{server}'s policy in the pool's servers of the moment."""
+    return pool.servers.policy(server)
+
+
+def _same(part: GuardedPool) -> GuardedPool:
     return part
 
 
@@ -513,17 +516,15 @@ async def _ask_user(
     return said_yes(answer)
 
 
-async def _confirm_call(pool: Pool, relay: Relay | None, call: Confirmation) -> bool:
+async def _confirm_call(pool: Pool, relay: Relay, call: Confirmation) -> bool:
     """A call its policy wants confirmed: asked as an elicitation."""
-    if relay is None:
-        return False
     scope_key = pool.scope_key(call.server, call.client)
     return await _ask_user(relay, call.server, scope_key, call.caller, call.question())
 
 
 def _upstream_handlers(
-    relay: Relay | None,
-    sampling: SamplingGuard | None,
+    relay: Relay,
+    sampling: SamplingGuard,
     notices: UpstreamNotices,
     server: str,
     scope_key: str,
@@ -534,10 +535,7 @@ def _upstream_handlers(
     """
     # Resource updates, and tool list changes of pass-through servers.
     heard = notices.sink(server)
-    if relay is not None and sampling is not None:
-        handlers = sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
-    else:
-        handlers = UpstreamHandlers(notification=heard)
+    handlers = sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
     handlers.declares = declared_in(scope_key)[1]
     return handlers
 
@@ -561,7 +559,7 @@ def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) 
         clock,
         TokenStore(path_in(config.state_dir)),
         config.masker,
-        max_pending=16 if settings is None else settings.integer("daemon.pendingSignIns"),
+        max_pending=settings.integer("daemon.pendingSignIns"),
     )
 
 
@@ -588,10 +586,8 @@ def gate(
         verifier = verifier_for(auth, fetching, clock)
     return Gate(
         resource,
-        origins=OriginRule(
-            () if settings is None else settings.strings("transport.allowedOrigins")
-        ),
-        hosts=HostRule(() if settings is None else settings.strings("transport.allowedHosts")),
+        origins=OriginRule(settings.strings("transport.allowedOrigins")),
+        hosts=HostRule(settings.strings("transport.allowedHosts")),
         auth=auth,
         token=None if auth == AUTH_NONE else TokenFile(config.state_dir, clock.seconds),
         verifier=verifier,

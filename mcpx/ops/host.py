@@ -2,30 +2,37 @@
 """
 What the operations run against, and the shape of one request for one.
 
-L{OpHost} is the daemon's parts as a handler sees them; the warm pool in it is a
+L{OpHost} is the daemon's parts, as one record; the warm pool in it is a
 L{mcpx.pool.interface.PoolInterface}.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from attrs import Factory, frozen
+from attrs import Factory, define, field, frozen
 from twisted.internet.interfaces import IReactorTime
 
+from mcpx.auth.caller import attributed_to, principal_of
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
+from mcpx.ops.events import EventBus
 from mcpx.ops.recent_calls import RecentCalls
-from mcpx.ops.reloading import ReloadHost, Reloads
+from mcpx.ops.reloading import Reloads
 from mcpx.pool.interface import PoolInterface
 from mcpx.questions.broker import Broker
 from mcpx.questions.caller import Caller
+from mcpx.questions.relay import Relay
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
-from mcpx.tasks.store import TaskStore
+from mcpx.settings.servers import ServersConfig
+from mcpx.tasks.store import DEFAULT_TTL, TaskStore
+from mcpx.tasks.task import Task
 
 if TYPE_CHECKING:
+    from mcpx.auth.host_signin import HostSignIns
     from mcpx.auth.signin import SignIns
     from mcpx.scripts.runner import Scripts
 
@@ -33,49 +40,100 @@ if TYPE_CHECKING:
 DEFAULT_CLIENT = "cli"
 
 
-class OpHost(ReloadHost, Protocol):
-    """
-    What an operation runs against: a read-only view over the daemon's parts
-    (L{mcpx.daemon.parts.OpsHost}).  A reload changes the settings and servers by
-    L{reconfigure}, which puts a new record of parts in place in one step: it is the
-    L{ReloadHost} its C{reloads} run against.
+def task_events(events: EventBus) -> Callable[[Task], None]:
+    """What tells C{events} of each task made and each change of its state (C{task.*})."""
 
-    @ivar pool: the warm pool, or C{None} while the daemon runs without one.
-    @ivar settings: the resolved settings, or C{None} when none were given.
-    @ivar reloads: runs reloads one at a time (L{mcpx.ops.reloading}).
-    @ivar broker: the questions upstream servers asked, or C{None} while the daemon runs
-        without a broker.
-    @ivar masker: hides the configured credentials in what the operations answer.
+    def changed(task: Task) -> None:
+        kind = "task.created" if task.changes == 1 else f"task.{task.status.value}"
+        shown = task.summary()
+        shown.pop("server", None)
+        events.publish(kind, task.server, **attributed_to(principal_of(task.client or "")), **shown)
+
+    return changed
+
+
+def _task_store(host: OpHost) -> TaskStore:
+    """The tasks of a host given none: in memory, their events told to its bus."""
+    on_change = [task_events(host.events)]
+    if host.settings is None:
+        return TaskStore(host.clock, ttl=DEFAULT_TTL, on_change=on_change)
+    return TaskStore(
+        host.clock,
+        ttl=host.settings.duration("proto.askTTL"),
+        per_client=host.settings.integer("tasks.maxPerClient"),
+        on_change=on_change,
+    )
+
+
+@define(eq=False)
+class OpHost:
+    """
+    What the operations run against: the daemon's parts below its MCP server and HTTP
+    app, as one record (L{mcpx.daemon.service.make_service} builds each part with the
+    parts below it and passes them in).  A part that is C{None} is one this daemon runs
+    without; the ops that need it answer C{503} (L{required}).
+
+    A reload changes the settings and servers together, in one step (L{reconfigure}):
+    this is the L{ReloadHost} its C{reloads} run against.
+
+    @ivar clock: the reactor's clock: uptime, keep-alives, task expiry.
+    @ivar settings: the resolved settings (C{/v1/settings}, C{/v1/protocol}, limits).
+    @ivar servers: the configured servers; a reload puts new ones in place.
+    @ivar state_dir: the state directory, shown by C{/v1/settings}.
+    @ivar masker: hides the configured credentials in error answers; the pool and the
+        event bus share it.
+    @ivar events: the event bus; the pool is given its C{publish}.
+    @ivar reloads: runs C{POST /v1/reload} and C{SIGHUP} one at a time, reading the
+        config file afresh; remembers the last outcome for C{/health}.
+    @ivar tasks: calls made with C{"task": true}, kept C{proto.askTTL} after they
+        finish; each change of one is a C{task.*} event (L{task_events}).
+    @ivar broker: the questions upstream servers asked (C{/v1/questions}).  The daemon
+        starts and stops it.
+    @ivar relay: puts those questions to the calling clients or leaves them with the broker.
+    @ivar pool: the warm pool, behind the policy (L{mcpx.policy.guard.GuardedPool}).
+    @ivar scripts: runs C{mcpx_exec} programs (C{/v1/exec}).
+    @ivar sign_ins: the OAuth sign-ins to remote servers (C{/v1/auth}).
+    @ivar host_sign_ins: the sign-ins offered to hosts through URL elicitation
+        (L{mcpx.auth.host_signin}).
     @ivar clashes: the names pass-through servers both offer (L{mcpx.ops.clashes}).
-    @ivar calls: the last tool calls that reached a server (C{GET /v1/calls}).
+    @ivar calls: the last tool calls that reached a server (C{/v1/calls}, the status
+        page); the pool is given its C{call_finished}.
+    @ivar pid: the daemon's process id, reported by C{/health}; set again when the
+        daemon starts, after C{twistd} has forked.
+    @ivar started_at: when the daemon's parts were made (its uptime, in C{/health}).
     """
 
-    @property
-    def pid(self) -> int: ...
-    @property
-    def started_at(self) -> float: ...
-    @property
-    def clock(self) -> IReactorTime: ...
-    @property
-    def pool(self) -> PoolInterface | None: ...
-    @property
-    def state_dir(self) -> str: ...
-    @property
-    def tasks(self) -> TaskStore: ...
-    @property
-    def reloads(self) -> Reloads: ...
-    @property
-    def broker(self) -> Broker | None: ...
-    @property
-    def masker(self) -> SecretMasker: ...
-    @property
-    def scripts(self) -> Scripts | None: ...
-    @property
-    def sign_ins(self) -> SignIns | None: ...
-    @property
-    def clashes(self) -> Clashes: ...
-    @property
-    def calls(self) -> RecentCalls: ...
+    clock: IReactorTime
+    settings: Settings | None = None
+    servers: ServersConfig | None = None
+    state_dir: str = ""
+    masker: SecretMasker = Factory(SecretMasker)
+    events: EventBus = field(default=Factory(lambda self: EventBus(self.clock), takes_self=True))
+    reloads: Reloads = field(default=Factory(lambda self: Reloads(self.clock), takes_self=True))
+    tasks: TaskStore = field(default=Factory(_task_store, takes_self=True))
+    broker: Broker | None = None
+    relay: Relay | None = None
+    pool: PoolInterface | None = None
+    scripts: Scripts | None = None
+    sign_ins: SignIns | None = None
+    host_sign_ins: HostSignIns | None = None
+    clashes: Clashes = Factory(Clashes)
+    calls: RecentCalls = field(
+        default=Factory(lambda self: RecentCalls(self.clock), takes_self=True)
+    )
+    pid: int = Factory(os.getpid)
+    started_at: float = field(
+        default=Factory(lambda self: self.clock.seconds(), takes_self=True), init=False
+    )
+
+    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None:
+        """What a reload applies: these settings and servers, together."""
+        self.settings, self.servers = settings, servers
+
+    def close(self) -> None:
+        """End every event stream and forget every task: the daemon is stopping."""
+        self.events.close()
+        self.tasks.close()
 
 
 @frozen

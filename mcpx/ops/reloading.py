@@ -52,7 +52,7 @@ class ReloadRefused(Exception):
 
 
 class ReloadHost(Protocol):
-    """What a reload changes (L{mcpx.daemon.parts.OpsHost})."""
+    """What a reload changes (L{mcpx.ops.host.OpHost})."""
 
     @property
     def settings(self) -> Settings | None: ...

@@ -18,7 +18,7 @@ What the daemon does once it starts to stop, and how a second signal hurries it.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from twisted.internet.defer import Deferred
@@ -54,12 +54,13 @@ class Shutdown:
     @ivar hurried: fires when a second signal asks to stop at once.
     """
 
-    def __init__(self, clock: IReactorTime) -> None:
+    def __init__(self, clock: IReactorTime, *, kill: Sequence[Callable[[], object]] = ()) -> None:
+        """@param kill: what to call when the stop is hurried (the upstreams' processes)."""
         self.begun = False
         self.hurried: Deferred[None] = Deferred()
         self._clock = clock
         self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._kill: list[Callable[[], object]] = []
+        self._kill: list[Callable[[], object]] = list(kill)
 
     def begin(self) -> None:
         """

@@ -86,14 +86,6 @@ class SamplingGuard:
         self._ask = ask
         self._publish = publish
 
-    def follow(self, policy_of: Callable[[str], ServerPolicy]) -> None:
-        """
-        Read each server's policy from C{policy_of} from now on: the pool's servers, once
-        the daemon has built the pool these guards are handed to
-        (L{mcpx.daemon.parts.connect_upward}).
-        """
-        self._policy_of = policy_of
-
     def guarded(self, server: str, scope_key: str, handlers: UpstreamHandlers) -> UpstreamHandlers:
         """C{handlers} with their relay's sampling requests through the policy."""
         relay = handlers.relay

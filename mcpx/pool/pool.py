@@ -170,6 +170,7 @@ class Pool(MultiService):
         max_asking_instances: int = DEFAULT_MAX_ASKING_INSTANCES,
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
         call_max_duration: float = 3600.0,
+        on_call: Callable[[str, str, float, str, str | None], None] | None = None,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -197,7 +198,7 @@ class Pool(MultiService):
         #: C{(server, tool, seconds, outcome, principal)}, outcome C{ok}, C{tool_error}
         #: or C{error}, principal the subject identity it was made for
         #: (L{mcpx.auth.caller.principal_of}) or C{None}.
-        self.on_call: Callable[[str, str, float, str, str | None], None] | None = None
+        self.on_call = on_call
         effective_call_timeout(call_timeout, None)  # refuses a bound that is no bound
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, not {idle_timeout!r}")

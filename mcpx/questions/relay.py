@@ -84,18 +84,6 @@ class LoneRequest(Protocol):
 LoneSource = Callable[[str, str], "LoneRequest | None"]
 
 
-class Attribution(Protocol):
-    """
-    The pool, as the relay asks it whose a question is (L{mcpx.pool.pool.Pool}): built
-    after the relay, whose handlers it is given, and handed to L{Relay.attribute_to}.
-    """
-
-    def owner(self, server: str, scope_key: str) -> object: ...
-    def lone_request(self, server: str, scope_key: str) -> LoneRequest | None: ...
-    def callers(self, server: str, scope_key: str) -> Sequence[object]: ...
-    def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]: ...
-
-
 def _nobody(server: str, scope_key: str) -> None:
     return None
 
@@ -198,7 +186,7 @@ class Relay:
     ) -> None:
         """
         @param owner: the pool's attribution: the one caller on (server, scope key);
-            nobody's until L{attribute_to} is given the pool.
+            nobody's without it.
         @param hold: pauses the pool's call deadlines on (server, scope key); see
             L{mcpx.pool.pool.Pool.hold_deadlines}.
         @param native: C{proto.native}: put questions to calling clients at all.
@@ -232,17 +220,6 @@ class Relay:
         #: The clients asked url-mode elicitations, by (server, elicitationId): told when
         #: the server says the elicitation completed.
         self._url_asks: dict[tuple[str, str], Asker] = {}
-
-    def attribute_to(self, pool: Attribution) -> None:
-        """
-        Ask C{pool} whose each question is, and have it pause its deadlines while one
-        waits.  The daemon calls this once, when it has built the pool the relay's
-        handlers were given to (L{mcpx.daemon.parts.connect_upward}).
-        """
-        self._owner = pool.owner
-        self._hold = pool.hold_deadlines
-        self._candidates = pool.callers
-        self._lone = pool.lone_request
 
     def handlers(
         self, server: str, scope_key: str, notification: NotificationSink | None = None

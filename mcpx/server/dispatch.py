@@ -48,7 +48,8 @@ from twisted.logger import Logger
 
 from mcpx import tracing
 from mcpx._version import __version__
-from mcpx.ops.host import OpHost
+from mcpx.ops.host import OpHost, settings_of
+from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.conn import Conn, Context, Method
@@ -57,7 +58,7 @@ from mcpx.server.ext_tasks import ExtensionTasks, client_declares
 from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import LISTEN, Listening
 from mcpx.server.offering import Offering
-from mcpx.server.pages import PAGE_SIZE, paginate
+from mcpx.server.pages import paginate
 from mcpx.server.passthrough import PassThrough
 from mcpx.server.progress import ProgressRelay
 from mcpx.server.promotion import TaskPromotion
@@ -80,6 +81,7 @@ from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
+from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, spelled_as_read
 
@@ -107,6 +109,9 @@ _TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 #: A tool or prompt name a host's request span may carry: MCP's tool name characters,
 #: at most 128 (another is the host's text, not a name, and is left out).
 _NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
+
+#: Told of each notification an upstream server sends: (server, method, params).
+UpstreamListener = Callable[[str, str, "Mapping[str, Any] | None"], None]
 
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
@@ -140,14 +145,24 @@ class McpServer:
         surface: Surface | None = None,
         page_size: int | None = None,
         passthrough: Sequence[str] = (),
+        rounds_in: tuple[RecordStore, str] | None = None,
+        reloads: Reloads | None = None,
+        upstream_notices: Callable[[UpstreamListener], object] | None = None,
     ) -> None:
         """
         @param page_size: the most items a page of a list holds (else C{mcp.pageSize}).
         @param passthrough: the servers C{mcp.passthrough} names, in order.
+        @param rounds_in: the shared store (C{store.url}) the rounds of the
+            C{requestState}s this daemon issues are kept in, and this daemon's id in it
+            (L{Asking.share}); C{None} keeps them in memory.
+        @param reloads: the daemon's reloads, each that changes a server announced to
+            the clients (L{configuration_changed}).
+        @param upstream_notices: subscribes a listener to the notifications the upstream
+            servers send; this server listens (L{upstream_notification}).
         """
-        settings = host.settings
+        settings = settings_of(host)
         if page_size is None:
-            page_size = PAGE_SIZE if settings is None else settings.integer("mcp.pageSize")
+            page_size = settings.integer("mcp.pageSize")
         self.host = host
         self.clock = clock
         self.instructions = instructions
@@ -156,13 +171,9 @@ class McpServer:
         self.offering = Offering(self.surface, passthrough)
         self.page_size = page_size
         self.server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
-        self._list_max_age = 60.0
-        self._read_max_age = 0.0
-        task_after = 5.0
-        if settings is not None:
-            self._list_max_age = settings.duration("protoMessages.listMaxAge")
-            self._read_max_age = settings.duration("protoMessages.readMaxAge")
-            task_after = settings.duration("protoMessages.taskAfter")
+        self._list_max_age = settings.duration("protoMessages.listMaxAge")
+        self._read_max_age = settings.duration("protoMessages.readMaxAge")
+        task_after = settings.duration("protoMessages.taskAfter")
         self._envelopes = Envelopes()
         #: The open subscriptions/listen requests of 2026-07-28 clients.
         self.listening = Listening()
@@ -178,6 +189,8 @@ class McpServer:
             self.ext_tasks = ExtensionTasks(store)
             self.ext_tasks.on_change.append(self.listening.task_changed)
         self.asking = Asking(host, clock, self.offering, self.roots, self.core_tasks)
+        if rounds_in is not None:
+            self.asking.share(*rounds_in)
         #: Sign-ins offered to hosts that declared URL elicitation (mcpx_call only).
         self.sign_in_offers = SignInOffers(host)
         self.promotion: TaskPromotion | None = None
@@ -220,6 +233,10 @@ class McpServer:
         self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
             self._traced if tracing.on() else self._handle
         )
+        if reloads is not None:
+            reloads.listeners.append(self.configuration_changed)
+        if upstream_notices is not None:
+            upstream_notices(self.upstream_notification)
 
     # Connections
 

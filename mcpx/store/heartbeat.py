@@ -36,6 +36,13 @@ def new_daemon_id() -> str:
     return "d_" + secrets.token_hex(6)
 
 
+def alive_in(
+    records: RecordStore, clock: IReactorTime, timeout: float = TIMEOUT
+) -> Deferred[set[str]]:
+    """The daemons whose last beat in C{records} is at most C{timeout} seconds old."""
+    return records.alive(clock.seconds() - timeout)
+
+
 @define(eq=False)
 class Heartbeat:
     """The beats of the daemon C{daemon}, written to C{records}."""
@@ -93,7 +100,7 @@ class Heartbeat:
 
     def alive(self) -> Deferred[set[str]]:
         """The daemons (this one among them) whose last beat is recent enough."""
-        return self._records.alive(self._clock.seconds() - self.timeout)
+        return alive_in(self._records, self._clock, self.timeout)
 
     def stop(self) -> Deferred[None]:
         """

@@ -12,14 +12,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attrs import define, evolve, field
+from attrs import define, field
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from mcpx.daemon.http import DaemonHTTP
-from mcpx.daemon.parts import DaemonParts, OpsHost
+from mcpx.ops.host import OpHost
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.errors import ServerUnavailable, UnknownServer
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
@@ -30,19 +30,22 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.session import ServerDeclaration
 
 
-def ops_host(clock: Any, pid: int = 4242, **parts: Any) -> OpsHost:
-    """An ops host over parts made of C{parts} (L{DaemonParts}'s fields)."""
-    return OpsHost(DaemonParts(clock=clock, **parts), pid=pid)
+def ops_host(clock: Any, pid: int = 4242, **parts: Any) -> OpHost:
+    """An ops host made of C{parts} (L{OpHost}'s fields)."""
+    return OpHost(clock=clock, pid=pid, **parts)
 
 
-def daemon_http(clock: Any, pid: int = 4242, *, mcp: Any = None, **parts: Any) -> DaemonHTTP:
+def daemon_http(
+    clock: Any, pid: int = 4242, *, mcp: Any = None, metrics: Any = None, **parts: Any
+) -> DaemonHTTP:
     """The daemon's HTTP app over an L{ops_host} of C{parts}."""
-    return DaemonHTTP(ops_host(clock, pid, **parts), mcp)
+    return DaemonHTTP(ops_host(clock, pid, **parts), mcp, metrics=metrics)
 
 
-def swap_part(host: OpsHost, **changes: Any) -> None:
-    """Give C{host} a record of parts with C{changes}, as a reload does."""
-    host.swap(evolve(host.parts, **changes))
+def swap_part(host: OpHost, **changes: Any) -> None:
+    """Give C{host} other parts: C{changes}, by field."""
+    for name, part in changes.items():
+        setattr(host, name, part)
 
 
 def text_result(text: str) -> dict[str, Any]:

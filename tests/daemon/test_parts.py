@@ -1,7 +1,7 @@
 """
-The daemon's parts as one record (L{mcpx.daemon.parts}): a reload puts a new record in
-place rather than editing the running one, and the parts built after the pool are told
-what the pool's upstream servers send.
+The daemon's parts as one record (L{mcpx.ops.host.OpHost}): a reload puts the new
+settings and servers in place together and keeps every other part; and the parts built
+after the pool hear what the pool's upstream servers send (L{mcpx.daemon.parts}).
 """
 
 from __future__ import annotations
@@ -9,127 +9,51 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.parts import UpstreamNotices, connect_upward
-from mcpx.policy.sampling import SamplingGuard
-from mcpx.questions.broker import Broker
-from mcpx.questions.caller import Asker
-from mcpx.questions.relay import Relay
+from mcpx.daemon.parts import UpstreamNotices
 from mcpx.settings.errors import SettingsError
-from mcpx.settings.server_policy import DEFAULT_POLICY, SamplingMode, ServerPolicy
-from mcpx.settings.servers import ServersConfig
 from tests.daemon.fake_pool import Harness, servers_config
 
 
 class ReloadRecordTests(SynchronousTestCase):
-    def test_reload_puts_a_new_record_in_place(self) -> None:
+    def test_reload_puts_the_new_servers_in_place(self) -> None:
         """
-        After a reload the daemon answers from a new record with the file's servers; the
-        record it ran on before is left as it was, so whatever still holds it sees one
-        configuration, not half of each.
+        After a reload the daemon answers with the file's servers; every other part is
+        carried over, not rebuilt.
         """
         harness = Harness()
-        before = harness.http.host.parts
-        old_servers = before.servers
+        host = harness.http.host
+        pool, tasks = host.pool, host.tasks
         harness.read = servers_config("files", "xnew")
         self.assertEqual(harness.post("/v1/reload").code, 200)
-        after = harness.http.host.parts
-        self.assertIsNot(after, before)
-        self.assertIs(before.servers, old_servers)
-        self.assertIs(after.servers, harness.read)
-        # Every other part is carried over, not rebuilt.
-        self.assertIs(after.pool, before.pool)
-        self.assertIs(after.tasks, before.tasks)
+        self.assertIs(host.servers, harness.read)
+        self.assertIs(host.pool, pool)
+        self.assertIs(host.tasks, tasks)
         self.assertIn("xnew", harness.get("/v1/settings").json["servers"])
 
-    def test_refused_reload_keeps_the_record(self) -> None:
-        """A file that cannot be read is refused, and the running record stays."""
+    def test_refused_reload_keeps_the_configuration(self) -> None:
+        """A file that cannot be read is refused, and the running settings and servers stay."""
         harness = Harness()
-        before = harness.http.host.parts
+        host = harness.http.host
+        settings, servers = host.settings, host.servers
 
         def missing() -> Any:
             raise SettingsError("/etc/mcpx.json: no such file")
 
-        before.reloads.read = missing
+        host.reloads.read = missing
         self.assertEqual(harness.post("/v1/reload").code, 400)
-        self.assertIs(harness.http.host.parts, before)
+        self.assertIs(host.settings, settings)
+        self.assertIs(host.servers, servers)
 
 
-class FakeMcp:
-    """The MCP server as the parts below it reach it."""
-
-    def __init__(self) -> None:
-        self.heard: list[tuple[str, str, Mapping[str, Any] | None]] = []
-
-    def roots_source(self, server: str, scope_key: str) -> Asker | None:
-        return None
-
-    def upstream_notification(
-        self, server: str, method: str, params: Mapping[str, Any] | None
-    ) -> None:
-        self.heard.append((server, method, params))
-
-
-class FakePool:
-    """The pool as the relay and the sampling guard read it."""
-
-    def __init__(self, servers: ServersConfig) -> None:
-        self.servers = servers
-        self.asked: list[tuple[str, str]] = []
-
-    def owner(self, server: str, scope_key: str) -> object:
-        self.asked.append((server, scope_key))
-        return None
-
-    def lone_request(self, server: str, scope_key: str) -> None:
-        return None
-
-    def callers(self, server: str, scope_key: str) -> list[object]:
-        return []
-
-    def hold_deadlines(self, server: str, scope_key: str) -> Any:
-        return lambda: None
-
-
-async def never(*args: Any) -> bool:
-    return False
-
-
-class ConnectUpwardTests(SynchronousTestCase):
-    def setUp(self) -> None:
-        self.notices = UpstreamNotices()
-        self.relay = Relay(Broker(Clock()), Clock())
-        self.sampling = SamplingGuard(lambda server: DEFAULT_POLICY, never, lambda *a, **k: None)
-        self.pool = FakePool(servers_config("files"))
-        self.mcp = FakeMcp()
-        connect_upward(
-            relay=self.relay,
-            sampling=self.sampling,
-            pool=self.pool,
-            servers_of=self.pool,
-            notices=self.notices,
-            mcp=self.mcp,
-        )
-
-    def test_notifications_reach_the_mcp_server(self) -> None:
-        """What an upstream server notifies reaches the MCP server, named after it."""
-        self.notices.sink("files")("notifications/resources/updated", {"uri": "file:///a"})
+class UpstreamNoticesTests(SynchronousTestCase):
+    def test_notifications_reach_the_listeners(self) -> None:
+        """What an upstream server notifies reaches each listener, named after it."""
+        notices = UpstreamNotices()
+        heard: list[tuple[str, str, Mapping[str, Any] | None]] = []
+        notices.listen(lambda *notice: heard.append(notice))
+        notices.sink("files")("notifications/resources/updated", {"uri": "file:///a"})
         self.assertEqual(
-            self.mcp.heard, [("files", "notifications/resources/updated", {"uri": "file:///a"})]
+            heard, [("files", "notifications/resources/updated", {"uri": "file:///a"})]
         )
-
-    def test_relay_asks_the_pool_and_the_mcp_server(self) -> None:
-        """The relay asks the pool whose a question is, and the MCP server for roots."""
-        self.assertEqual(self.relay._owner("files", ""), None)
-        self.assertEqual(self.pool.asked, [("files", "")])
-        self.assertEqual(self.relay.roots_source, self.mcp.roots_source)
-
-    def test_sampling_reads_the_pool_servers_of_the_moment(self) -> None:
-        """A server's sampling policy is read from the pool's servers after a reload too."""
-        self.assertEqual(self.sampling._policy_of("files"), DEFAULT_POLICY)
-        denying = ServerPolicy(sampling_mode=SamplingMode.DENY)
-        reloaded = servers_config("files")
-        self.pool.servers = ServersConfig(reloaded.servers, "reloaded", policies={"files": denying})
-        self.assertEqual(self.sampling._policy_of("files"), denying)
