@@ -33,6 +33,11 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     args = call.args
     call_id = args.get("call_id")
     task_named = call_id is None and bool(args.get("task"))
+    if call_id is not None and host.broker is not None:
+        # A call that names itself is watched for its questions from the start (`mcpx
+        # call` lists them by that name): one asked before the watch's first look is not
+        # refused for want of a watcher (proto.brokerWhenUnwatched).
+        host.broker.looked()
     # Always a caller, so a question the upstream asks is attributed to this call (the
     # pool's rule) and carries its id in the broker, where the caller can find it.  It
     # declares nothing and cannot be asked directly: its questions wait in the broker.

@@ -47,19 +47,11 @@ ALONE: Mapping[str, frozenset[str]] = {
     ),
 }
 
-#: What fails through mcpx (spec/official-suite.md): nothing of the server's own failures
-#: (mcpx's results carry resultType), and at 2025-11-25 the four scenarios whose tools ask
-#: their client on the connection while mcpx meets this dual-era server in 2026-07-28
-#: (issue 43 item 2, era mirroring, removes them: empty this set when it lands).
+#: What fails through mcpx (spec/official-suite.md): nothing; not the server's own failures
+#: (mcpx's results carry resultType), nor at 2025-11-25 the scenarios whose tools ask their
+#: client on the connection (era mirroring meets a legacy host's calls in its era).
 THROUGH_MCPX: Mapping[str, frozenset[str]] = {
-    "2025-11-25": frozenset(
-        {
-            "tools-call-sampling:tools-call-sampling",
-            "tools-call-elicitation:tools-call-elicitation",
-            "elicitation-sep1034-defaults:elicitation-sep1034-general",
-            "elicitation-sep1330-enums:elicitation-sep1330-general",
-        }
-    ),
+    "2025-11-25": frozenset(),
     "2026-07-28": frozenset(),
 }
 

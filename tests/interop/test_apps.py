@@ -373,7 +373,10 @@ class CachingTests(_AppsCase):
         """
         C{server-budget-allocator} over Streamable HTTP behind a recording relay: its
         app's resource read by hosts of both eras, through the gateway and in
-        pass-through, eight times, reaches the server once, and each read is its HTML.
+        pass-through, eight times, reaches the server once for each instance that served
+        them, and each read is its HTML: the gateway's, and the pass-through hosts' (they
+        declare no questions, so they have an instance of their own declaring none
+        upstream, spec/passthrough.md), each keeping its reads.
         """
         budget = await self.budget_url()
         folder = Path(tempfile.mkdtemp(prefix="mcpx-apps-relay-"))
@@ -403,7 +406,7 @@ class CachingTests(_AppsCase):
             if line.startswith("> ")
         ]
         read = [f for f in frames if f.get("method") == "resources/read"]
-        self.assertEqual(len(read), 1, read)
+        self.assertEqual(len(read), 2, read)
 
 
 class GuardRailTests(_AppsCase):

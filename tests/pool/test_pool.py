@@ -826,7 +826,7 @@ class LegacyHost:
 
     legacy: bool = True
 
-    def call_ended(self) -> None:
+    def call_ended(self, *, answered: bool) -> None:
         pass
 
 
