@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_tracing -*-
+# -*- test-case-name: tests.daemon.test_tracing -*-
 """
 OpenTelemetry traces of the daemon's requests: off unless C{trace.endpoint} is set.
 

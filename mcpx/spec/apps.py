@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.spec.test_apps -*-
+# -*- test-case-name: tests.interop.test_apps,tests.daemon.test_app_routing -*-
 """
 MCP Apps (SEP-1865), the extension C{io.modelcontextprotocol/ui}: its name, and what a
 tool and a capability declaration say of it, read once for every floor above.
