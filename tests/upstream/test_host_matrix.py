@@ -211,9 +211,12 @@ def plan(
 def drive(host: Host, the_plan: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     plan_file = folder / f"plan-{host.name}.json"
     plan_file.write_text(json.dumps(the_plan), encoding="utf-8")
+    # Not the test's own PYTHONPATH (trial -j sets one): each host runs its own SDK.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [*host.argv, str(plan_file)],
         capture_output=True,
+        env=env,
         timeout=DRIVER_TIMEOUT,
         cwd=str(PEERS if host.name.startswith("ts") else REPO),
         check=False,
