@@ -5,8 +5,8 @@ Attribution: which call a question asked on an upstream connection belongs to.
 A question belongs to a call only when every request in flight on its connection is
 that call's (L{Attribution.owner}); a request made for nobody that is alone in flight
 owns the questions asked meanwhile all the same (L{Attribution.lone_request}).  A
-C{shared} server that asked while several calls were in flight is known from then on
-to ask: each call made for a caller gets an instance to itself, up to
+C{shared} server that asked a question during a request is known from then on to ask:
+each call made for a caller gets an instance to itself, up to
 C{pool.maxAskingInstances} (keys C{ask-1}, C{ask-2}, ...; L{Attribution.slot_for}).
 """
 
@@ -100,9 +100,10 @@ class Attribution:
         server may never answer a cancelled request (the TypeScript SDK does not), and
         a question it asks for it all the same can only reach the host that made it.
 
-        Asked when a question arrives: one that finds several calls in flight teaches
-        the pool that the server asks (a C{shared} one then gives each call an
-        instance of its own, see L{mcpx.pool.pool.Pool.call_tool}).
+        Asked when a question arrives: one that finds any request in flight teaches
+        the pool that the server asks (a C{shared} one then gives a call that would
+        share an instance with another one of its own, see
+        L{mcpx.pool.pool.Pool.call_tool}), before two calls' questions can meet there.
         """
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
@@ -112,14 +113,16 @@ class Attribution:
         if late and callers and callers[0] is not None:
             mine = callers[0]
             late -= sum(1 for other in instance.late_callers() if same_host(other, mine))
+        if callers or late:
+            # Asked in a request, the server is known to ask from now on: a call that
+            # would share this instance with another then gets one of its own, so its
+            # question is not one arriving among two calls, tied to neither.
+            self._learn_asking(instance)
         if not callers or late:
-            if len(callers) + late > 1:
-                self._learn_asking(instance)
             return None
         first = callers[0]
         for other in callers:
             if other is not first:
-                self._learn_asking(instance)
                 return None
         return first
 
@@ -163,8 +166,8 @@ class Attribution:
             return
         self._asking.add(name)
         self.log.info(
-            "upstream {server} asked a question while several calls were in flight; from "
-            "now on each call gets an instance of its own, up to {limit} "
+            "upstream {server} asked a question during a call; from now on a call that "
+            "would share its instance with another gets one of its own, up to {limit} "
             "({setting}), so its questions reach the right client",
             server=name,
             limit=self._max_asking_instances,
