@@ -25,6 +25,7 @@ from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot, mirrored_sco
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
 from mcpx.upstream.handlers import mark_of
+from mcpx.upstream.records import Era
 
 #: How many instances a shared server known to ask may run, one per asking call.
 DEFAULT_MAX_ASKING_INSTANCES = 32
@@ -58,6 +59,12 @@ class NobodysRequest:
 
     def ended(self) -> None:
         self._on_end.run()
+
+
+def _asks_on_its_connection(instance: Instance) -> bool:
+    """Whether C{instance}'s server asks on its connection (the handshake era)."""
+    session = instance.session
+    return session is not None and session.era is Era.LEGACY
 
 
 def same_host(one: object, other: object) -> bool:
@@ -100,10 +107,11 @@ class Attribution:
         server may never answer a cancelled request (the TypeScript SDK does not), and
         a question it asks for it all the same can only reach the host that made it.
 
-        Asked when a question arrives: one that finds any request in flight teaches
-        the pool that the server asks (a C{shared} one then gives a call that would
-        share an instance with another one of its own, see
-        L{mcpx.pool.pool.Pool.call_tool}), before two calls' questions can meet there.
+        Asked when a question arrives: one that finds several calls in flight, or one
+        call on a handshake-era connection, teaches the pool that the server asks (a
+        C{shared} one then gives a call that would share an instance with another one
+        of its own, see L{mcpx.pool.pool.Pool.call_tool}), before two calls' questions
+        can meet there.
         """
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
@@ -113,17 +121,22 @@ class Attribution:
         if late and callers and callers[0] is not None:
             mine = callers[0]
             late -= sum(1 for other in instance.late_callers() if same_host(other, mine))
-        if callers or late:
-            # Asked in a request, the server is known to ask from now on: a call that
-            # would share this instance with another then gets one of its own, so its
-            # question is not one arriving among two calls, tied to neither.
-            self._learn_asking(instance)
         if not callers or late:
+            if len(callers) + late > 1:
+                self._learn_asking(instance)
             return None
         first = callers[0]
         for other in callers:
             if other is not first:
+                self._learn_asking(instance)
                 return None
+        if first is not None and _asks_on_its_connection(instance):
+            # Asked on its connection in one call (a handshake-era server), the server
+            # is known to ask from now on: a call that would share this instance with
+            # another then gets one of its own, so its question is not one arriving
+            # among two calls, tied to neither.  (A 2026-07-28 server asks inside its
+            # results, where the call is known: nothing to learn from one call.)
+            self._learn_asking(instance)
         return first
 
     def lone_request(self, server: str, scope_key: str) -> NobodysRequest | None:
@@ -187,6 +200,16 @@ class Attribution:
         """
         slot = self._instances.slots.slot(server, client, legacy=legacy)
         if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
+            return slot
+        running = slot.instance
+        if (
+            running is not None
+            and running.session is not None
+            and not _asks_on_its_connection(running)
+        ):
+            # A 2026-07-28 connection: its server asks inside its results, where the
+            # call is known, so calls share it (the legacy-era instances of a dual-era
+            # server are the ones that get instances of their own).
             return slot
         by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()
