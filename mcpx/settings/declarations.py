@@ -211,7 +211,7 @@ SETTINGS: tuple[Setting, ...] = (
         default=32,
         minimum=1,
         help="The most instances a shared server runs once it is known to ask questions on "
-        "its connection (it asked a question during a call): each call then gets an "
+        "its connection (it asked one there during a call): each call then gets an "
         "instance of its own, an idle one reused first, so its questions reach its own "
         "client rather than arriving among two calls' and being tied to neither. Beyond "
         "it calls share instances, and a question they ask may wait for mcpx elicit.",
