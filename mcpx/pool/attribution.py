@@ -5,8 +5,8 @@ Attribution: which call a question asked on an upstream connection belongs to.
 A question belongs to a call only when every request in flight on its connection is
 that call's (L{Attribution.owner}); a request made for nobody that is alone in flight
 owns the questions asked meanwhile all the same (L{Attribution.lone_request}).  A
-C{shared} server that asked while several calls were in flight is known from then on
-to ask: each call made for a caller gets an instance to itself, up to
+C{shared} server that asked a question during a request is known from then on to ask:
+each call made for a caller gets an instance to itself, up to
 C{pool.maxAskingInstances} (keys C{ask-1}, C{ask-2}, ...; L{Attribution.slot_for}).
 """
 
@@ -25,6 +25,7 @@ from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot, mirrored_sco
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
 from mcpx.upstream.handlers import mark_of
+from mcpx.upstream.records import Era
 
 #: How many instances a shared server known to ask may run, one per asking call.
 DEFAULT_MAX_ASKING_INSTANCES = 32
@@ -58,6 +59,12 @@ class NobodysRequest:
 
     def ended(self) -> None:
         self._on_end.run()
+
+
+def _asks_on_its_connection(instance: Instance) -> bool:
+    """Whether C{instance}'s server asks on its connection (the handshake era)."""
+    session = instance.session
+    return session is not None and session.era is Era.LEGACY
 
 
 def same_host(one: object, other: object) -> bool:
@@ -100,9 +107,11 @@ class Attribution:
         server may never answer a cancelled request (the TypeScript SDK does not), and
         a question it asks for it all the same can only reach the host that made it.
 
-        Asked when a question arrives: one that finds several calls in flight teaches
-        the pool that the server asks (a C{shared} one then gives each call an
-        instance of its own, see L{mcpx.pool.pool.Pool.call_tool}).
+        Asked when a question arrives: one that finds several calls in flight, or one
+        call on a handshake-era connection, teaches the pool that the server asks (a
+        C{shared} one then gives a call that would share an instance with another one
+        of its own, see L{mcpx.pool.pool.Pool.call_tool}), before two calls' questions
+        can meet there.
         """
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
@@ -121,6 +130,13 @@ class Attribution:
             if other is not first:
                 self._learn_asking(instance)
                 return None
+        if first is not None and _asks_on_its_connection(instance):
+            # Asked on its connection in one call (a handshake-era server), the server
+            # is known to ask from now on: a call that would share this instance with
+            # another then gets one of its own, so its question is not one arriving
+            # among two calls, tied to neither.  (A 2026-07-28 server asks inside its
+            # results, where the call is known: nothing to learn from one call.)
+            self._learn_asking(instance)
         return first
 
     def lone_request(self, server: str, scope_key: str) -> NobodysRequest | None:
@@ -163,8 +179,8 @@ class Attribution:
             return
         self._asking.add(name)
         self.log.info(
-            "upstream {server} asked a question while several calls were in flight; from "
-            "now on each call gets an instance of its own, up to {limit} "
+            "upstream {server} asked a question during a call; from now on a call that "
+            "would share its instance with another gets one of its own, up to {limit} "
             "({setting}), so its questions reach the right client",
             server=name,
             limit=self._max_asking_instances,
@@ -184,6 +200,16 @@ class Attribution:
         """
         slot = self._instances.slots.slot(server, client, legacy=legacy)
         if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
+            return slot
+        running = slot.instance
+        if (
+            running is not None
+            and running.session is not None
+            and not _asks_on_its_connection(running)
+        ):
+            # A 2026-07-28 connection: its server asks inside its results, where the
+            # call is known, so calls share it (the legacy-era instances of a dual-era
+            # server are the ones that get instances of their own).
             return slot
         by_scope = self._instances.slots.of(server)
         now = self._instances.clock.seconds()

@@ -211,9 +211,9 @@ SETTINGS: tuple[Setting, ...] = (
         default=32,
         minimum=1,
         help="The most instances a shared server runs once it is known to ask questions on "
-        "its connection (it asked while several calls were in flight, so the question "
-        "could not be given to any one of them): each call then gets an instance of its "
-        "own, an idle one reused first, so its questions reach its own client. Beyond "
+        "its connection (it asked one there during a call): each call then gets an "
+        "instance of its own, an idle one reused first, so its questions reach its own "
+        "client rather than arriving among two calls' and being tied to neither. Beyond "
         "it calls share instances, and a question they ask may wait for mcpx elicit.",
     ),
     Setting(

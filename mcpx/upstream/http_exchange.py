@@ -7,6 +7,7 @@ refusals the channel reports.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Protocol
 
 from hyperlink import EncodedURL
@@ -167,6 +168,8 @@ class Exchange:
             kind = media_type(response)
             if kind == EVENT_STREAM:
                 self._read_stream(response, SSEDecoder(channel.max_message_size))
+            elif (kind == JSON or kind.endswith("+json")) and self._listening():
+                self._read_lines(response)
             elif kind == JSON or kind.endswith("+json"):
                 read_body(
                     response,
@@ -361,6 +364,53 @@ class Exchange:
             if event.event == MESSAGE and event.data and not self.done:
                 self._deliver(event.data)
 
+    def _listening(self) -> bool:
+        """Whether this is a C{subscriptions/listen}, whose answer stays open."""
+        return self.request is not None and self.request.method == LISTEN
+
+    def _read_lines(self, response: IResponse) -> None:
+        """
+        A listen answered with C{application/json} that stays open, one message per
+        line (the conformance suite's reference server): each line is delivered as it
+        arrives, not once the body ends, which a listen's never does.
+        """
+        lines = JsonLines(self.channel.max_message_size)
+        reader = BodyReader(partial(self._line_data, lines), self.channel.reactor)
+        self.reader = reader
+        response.deliverBody(reader)
+        reader.done.addBoth(self._lines_ended, lines).addErrback(self._bug)
+
+    def _line_data(self, lines: JsonLines, data: bytes) -> None:
+        for line in lines.feed(data):
+            if not self.done:
+                self._deliver(line)
+
+    def _lines_ended(self, result: object, lines: JsonLines) -> None:
+        self.reader = None
+        if self.done:
+            return
+        rest = lines.rest()
+        if rest:
+            self._deliver(rest, lines=True)
+        if isinstance(result, Failure) and result.check(EventTooLarge):
+            self._end(MessageTooLarge(self.channel.shown_url, self.channel.max_message_size))
+        elif self.answered:
+            self._end()
+        elif isinstance(result, Failure):
+            self._end(
+                AnswerMissing(
+                    f"no answer to {self.what}: its answer from {self.channel.shown_url} "
+                    f"broke: {explain(result)}"
+                )
+            )
+        else:
+            self._end(
+                AnswerMissing(
+                    f"no answer to {self.what}: its answer from {self.channel.shown_url} "
+                    "ended without it"
+                )
+            )
+
     def _deliver(self, raw: bytes | str, *, lines: bool = False) -> None:
         channel = self.channel
         if channel.closed:
@@ -505,3 +555,51 @@ def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
         return parse(body, allow_batch=allow_batch)
     except ProtocolError:
         return None
+
+
+#: The request whose answer stays open (L{Exchange._read_lines}).
+LISTEN = "subscriptions/listen"
+
+
+class JsonLines:
+    """
+    The complete lines of an C{application/json} answer read as it arrives: each a
+    message, as long as every one parses; once one does not (a message spread over
+    several lines), the rest is kept whole for L{rest}.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = b""
+        self._whole: bytes | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines C{data} completed, each one parseable message."""
+        if self._whole is not None:
+            self._whole += data
+            self._check(self._whole)
+            return []
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        self._check(self._partial)
+        found: list[bytes] = []
+        for number, line in enumerate(complete):
+            if not line.strip():
+                continue
+            try:
+                parse(line, allow_batch=True)
+            except ProtocolError:
+                # Not one message a line: from here on it is read whole.
+                self._whole = b"\n".join((*complete[number:], self._partial))
+                self._partial = b""
+                return found
+            found.append(line)
+        return found
+
+    def rest(self) -> bytes:
+        """What no complete line delivered, once the answer ended."""
+        rest = self._whole if self._whole is not None else self._partial
+        return rest if rest.strip() else b""
+
+    def _check(self, held: bytes) -> None:
+        if len(held) > self._limit:
+            raise EventTooLarge(self._limit)

@@ -47,25 +47,12 @@ ALONE: Mapping[str, frozenset[str]] = {
     ),
 }
 
-#: What fails through mcpx (spec/official-suite.md): nothing; not the server's own failures
-#: (mcpx's results carry resultType), nor at 2025-11-25 the scenarios whose tools ask their
-#: client on the connection (era mirroring meets a legacy host's calls in its era).
+#: What fails through mcpx (spec/official-suite.md): nothing of the server's own failures
+#: (mcpx's results carry resultType); at 2025-11-25 era mirroring meets a legacy host's
+#: calls in its era, so the tools that ask their client on the connection pass too.
 THROUGH_MCPX: Mapping[str, frozenset[str]] = {
     "2025-11-25": frozenset(),
     "2026-07-28": frozenset(),
-}
-
-#: Checks that fail through mcpx in some runs only (spec/official-suite.md): allowed, not
-#: required. A subscriptions/listen stream does not always carry the list_changed
-#: notifications the suite triggers.
-SOMETIMES_THROUGH_MCPX: Mapping[str, frozenset[str]] = {
-    "2025-11-25": frozenset(),
-    "2026-07-28": frozenset(
-        {
-            "server-stateless:sep-2575-server-sends-prompts-list-changed-on-subscription",
-            "server-stateless:sep-2575-server-sends-tools-list-changed-on-subscription",
-        }
-    ),
 }
 
 
@@ -85,16 +72,15 @@ class ReferenceServerLegTests(TestCase):
     async def test_scores(self) -> None:
         """
         Alone and through mcpx, at both revisions, the failing scored checks are exactly
-        the ones listed: through mcpx none of the server's own, and only those that era
-        mirroring will remove (beside the ones seen in some runs only).
+        the ones listed: through mcpx none of the server's own, and none of its own
+        either.
         """
         server = await start_reference_server(reactor, add_cleanup=self.addCleanup)
         daemon = await run_daemon(self, {"url": server.url})
         seen = {}
         for revision in ("2025-11-25", "2026-07-28"):
             seen[("alone", revision)] = await self.failing(server.url, revision)
-            through = await self.failing(daemon.url, revision)
-            seen[("mcpx", revision)] = through - SOMETIMES_THROUGH_MCPX[revision]
+            seen[("mcpx", revision)] = await self.failing(daemon.url, revision)
         expected = {
             **{("alone", revision): checks for revision, checks in ALONE.items()},
             **{("mcpx", revision): checks for revision, checks in THROUGH_MCPX.items()},

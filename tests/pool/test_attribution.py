@@ -565,8 +565,8 @@ class NobodysRequestTests(AttributionTestCase):
 
 class AskingInstancesTests(AttributionTestCase):
     """
-    Once a shared server has asked while several calls were in flight, each call made
-    for a caller runs on an instance nobody else uses, so its questions are its own.
+    Once a shared server has asked a question during a call, each call made for a
+    caller runs on an instance nobody else uses, so its questions are its own.
     """
 
     max_asking_instances = 3
@@ -576,10 +576,7 @@ class AskingInstancesTests(AttributionTestCase):
         with capturedLogs() as events:
             asking()
         told = [formatEvent(event) for event in events]
-        return any(
-            line.startswith("upstream a asked a question while several calls were in flight")
-            for line in told
-        )
+        return any(line.startswith("upstream a asked a question during a call") for line in told)
 
     def learn(self) -> None:
         self.warm()
@@ -589,12 +586,26 @@ class AskingInstancesTests(AttributionTestCase):
         self.finish("x")
         self.finish("y")
 
-    def test_not_learned_without_overlap(self) -> None:
-        """A question with one call in flight teaches nothing: calls keep sharing."""
+    def test_learned_with_one_call(self) -> None:
+        """
+        A question with one call in flight is that call's, and teaches the pool that
+        the server asks: a call overlapping it runs on an instance of its own, where
+        its question finds it, rather than where two calls' questions could meet.
+        """
         self.warm()
-        a = self.caller("A")
+        a, b = self.caller("A"), self.caller("B")
         self.call("a1", a)
-        self.assertFalse(self.learned(lambda: self.check_question(a)))
+        self.assertTrue(self.learned(lambda: self.check_question(a)))
+        self.call("b1", b)
+        self.assertEqual(len(self.connector.started("a")), 2)
+        self.assertEqual(self.pool.owner("a", ""), a)
+        self.assertEqual(self.pool.owner("a", "ask-1"), b)
+
+    def test_not_learned_without_a_request(self) -> None:
+        """A question asked outside any request teaches nothing: calls keep sharing."""
+        self.warm()
+        self.assertFalse(self.learned(lambda: self.check_question(None)))
+        self.call("a1", self.caller("A"))
         self.call("b1", self.caller("B"))
         self.assertEqual(len(self.connector.started("a")), 1)
 

@@ -428,7 +428,10 @@ class SilentCancelTests(_DaemonTest):
 
     async def test_the_same_hosts_next_question_reaches_it(self) -> None:
         for transport in ("socket", "http"):
-            await self.daemon("--silent-cancel")
+            # One instance for everyone: the server asked (A2), so it is known to ask,
+            # and the stats call would otherwise run beside the late request, on an
+            # instance that heard no cancel.
+            await self.daemon("--silent-cancel", MCPX_POOL_MAX_ASKING_INSTANCES="1")
             await self.stats()  # started, so that the call below reaches it at once
             done: dict[str, Any] = {}
 

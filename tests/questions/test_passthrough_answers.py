@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any
 
+import anyio
 import mcp_types as types
 from attrs import define, field
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from twisted.internet.defer import Deferred
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from tests.questions.support import Daemon, everything_server, in_thread, modern_demo_server
+from tests.questions.support import (
+    CONVERSATION_TIMEOUT,
+    Daemon,
+    everything_server,
+    in_thread,
+    modern_demo_server,
+)
 from tests.support.processes import REPO
 
 TOOL = "trigger-elicitation-request"
@@ -214,3 +223,60 @@ class HostErrorToAModernServerTests(TestCase):
         # The demo's own words: in the legacy era (were it met so) "the client
         # refused: ...", in the modern one that the question was dismissed.
         self.assertRegex(_text(result), "dismissed the question|the client refused", result)
+
+
+class OverlappingHostsTests(TestCase):
+    """
+    Two hosts that declare elicitation share the pass-through instance of a shared
+    server that asks (the "Sometimes" rows of spec/host-matrix.md): one host's call is
+    still in flight, its question open, when the other calls.  The server has asked
+    once, so mcpx knows it asks: the second call runs on an instance of its own and its
+    question reaches its own host, rather than arriving where two calls are in flight,
+    tied to neither and, with nobody watching the broker, refused at once.
+    """
+
+    timeout = 120
+
+    async def test_second_host_is_asked(self) -> None:
+        """Through C{/mcp} and through C{serve}, each on a daemon of its own."""
+        for path in ("mcp", "serve"):
+            daemon = await Daemon(self, {"asking": ASKING}, passthrough=["asking"]).start()
+            first, second = await self.overlapping(daemon, path)
+            self.assertEqual(second, f'second-{path}: accept {{"name": "Second"}}', path)
+            self.assertEqual(first, f'first-{path}: accept {{"name": "First"}}', path)
+
+    async def overlapping(self, daemon: Daemon, path: str) -> tuple[str, str]:
+        """
+        The first host calls C{ask} and holds its question open until the second
+        host's call of C{ask} on C{path} ended; what each call answered.
+        """
+        first_asked, second_done = threading.Event(), threading.Event()
+
+        async def first_elicits(
+            context: ClientRequestContext, params: types.ElicitRequestParams
+        ) -> types.ElicitResult:
+            first_asked.set()
+            await anyio.to_thread.run_sync(second_done.wait, CONVERSATION_TIMEOUT)
+            return types.ElicitResult(action="accept", content={"name": "First"})
+
+        async def first_host() -> types.CallToolResult:
+            target: Any = daemon.mcp_url if path == "mcp" else daemon.serve("asking")
+            async with Client(
+                target, mode="legacy", elicitation_callback=first_elicits, cache=None
+            ) as client:
+                return await client.call_tool("ask", {"label": f"first-{path}"})
+
+        first = in_thread(first_host)
+        self.assertTrue(await deferToThread(first_asked.wait, CONVERSATION_TIMEOUT), path)
+        try:
+            second = await call_tool(
+                daemon,
+                "legacy",
+                Answerer(content={"name": "Second"}),
+                path,
+                server="asking",
+                calls=(("ask", {"label": f"second-{path}"}),),
+            )
+        finally:
+            second_done.set()
+        return _text(await first), _text(second)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -396,6 +397,49 @@ class ResponseTests(ChannelCase):
     """
     Answers arrive as JSON or as event streams; failures reach the request they concern.
     """
+
+    async def test_listen_answered_with_json_lines(self) -> None:
+        """
+        A C{subscriptions/listen} answered with C{application/json} that stays open,
+        one message a line (the conformance suite's reference server): each
+        notification reaches the peer as its line arrives, not once the answer ends,
+        which a listen's never does.
+        """
+        listens: list[Seen] = []
+
+        def lines(seen: Seen, *messages: dict[str, Any]) -> None:
+            seen.request.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+        def listening(seen: Seen) -> Reply:
+            listens.append(seen)
+            seen.request.setResponseCode(200)
+            seen.request.setHeader(b"content-type", b"application/json")
+            granted = {"notifications": {"toolsListChanged": True}}
+            lines(seen, notification("notifications/subscriptions/acknowledged", granted))
+            return hold(seen)
+
+        self.server.handler = listening
+        channel, peer = self.connect()
+        channel.negotiated = Negotiated(Revision.V2026_07_28, modern=True)
+        listen = peer.request("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        await self.until(lambda: len(self.notifications) == 1)
+        lines(listens[0], notification("notifications/tools/list_changed"))
+        await self.until(lambda: len(self.notifications) == 2)
+        self.assertEqual(
+            [n.method for n in self.notifications],
+            ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed"],
+        )
+        self.assertNoResult(listen)
+        listen.cancel()
+        await self.fails_with(listen, CancelledError)
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait (up to a generous 30 s) until C{condition} holds."""
+        for _ in range(3000):
+            if condition():
+                return
+            await wait(0.01)
+        self.fail("still waiting after 30 s")
 
     async def test_sse_notifications_then_answer(self) -> None:
         """
