@@ -9,7 +9,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from mcpx.pool.instance import Slot, is_mirrored
 from mcpx.settings.servers import Server, StdioServer
@@ -43,6 +43,9 @@ class ServerStatus:
     @ivar revision: the revision a ready instance agreed.
     @ivar last_error: the most recent crash or failed start, if any.
     @ivar retry_in: seconds until it may be started again, while L{ServerState.FAILED}.
+    @ivar failing_scopes: the scope keys whose instance crashed or failed to start and
+        has no usable one since (L{mcpx.pool.instance.Slot.failures}): a key not among
+        them (one never started, or stable since) starts afresh.
     """
 
     name: str
@@ -55,6 +58,7 @@ class ServerStatus:
     revision: str | None = None
     last_error: str | None = None
     retry_in: float | None = None
+    failing_scopes: frozenset[str] = field(default=frozenset(), eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,4 +151,9 @@ def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: flo
         revision=revision,
         last_error=config.misconfigured or (errors[-1] if errors else None),
         retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
+        failing_scopes=frozenset(
+            key
+            for key, slot in slots.items()
+            if slot.failures and (slot.instance is None or not slot.instance.usable)
+        ),
     )

@@ -27,6 +27,7 @@ from twisted.logger import Logger
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.listing import list_wait, within
 from mcpx.pool.errors import PoolError, UnknownServer
+from mcpx.pool.instance import scope_for
 from mcpx.pool.status import ServerState
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface
@@ -81,7 +82,7 @@ class Catalogues:
         warns), a server that cannot be listed now standing on the one it listed last.
         """
         last = self._last.setdefault(kind, {})
-        failing = self.failing()
+        failing = self.failing(context)
 
         async def listing(server: str) -> list[dict[str, Any]]:
             try:
@@ -117,7 +118,7 @@ class Catalogues:
         @param unlisted: given, receives the server's name and why it could not be
             listed, when nothing it listed before is remembered.
         """
-        return await self.fetching(kind, server, context, unlisted, self.failing())
+        return await self.fetching(kind, server, context, unlisted, self.failing(context))
 
     def fetching(
         self,
@@ -169,18 +170,33 @@ class Catalogues:
         last[server] = items
         return items
 
-    def failing(self) -> frozenset[str]:
+    def failing(self, context: Context | None = None) -> frozenset[str]:
         """
         The servers not waited for: misconfigured, or whose last start or instance
         failed with none ready since (a crash loop, a start that failed and is tried
         again): their catalogues are what they listed last, while they start again in
-        the background.
+        the background.  For C{context}'s host, judged by the instance its requests
+        use (L{mcpx.pool.status.ServerStatus.failing_scopes}): a host whose own instance
+        of a server starts afresh (it declares other questions, L{declaring}) waits for
+        it as for any start, though the server's other instances crashed.
         """
-        return frozenset(
-            status.name
-            for status in self._gateway.pool.status()
-            if status.last_error is not None and status.state is not ServerState.READY
-        )
+        client = None if context is None else upstream_client(context)
+        configured = self._gateway.host.servers.servers
+        found: set[str] = set()
+        for status in self._gateway.pool.status():
+            if status.state is ServerState.MISCONFIGURED:
+                found.add(status.name)
+                continue
+            if status.last_error is None or status.state is ServerState.READY:
+                continue
+            config = configured.get(status.name)
+            if (
+                client is None
+                or config is None
+                or scope_for(config, client) in status.failing_scopes
+            ):
+                found.add(status.name)
+        return frozenset(found)
 
     async def _bounded(
         self, kind: str, server: str, context: Context, failing: frozenset[str]

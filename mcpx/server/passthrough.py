@@ -343,7 +343,7 @@ class PassThrough:
         """
         own: list[tuple[str, str]] = []
         running = getattr(self.pool, "running_declaration", None)
-        failing = self._catalogues.failing() if start else frozenset()
+        failing = self._catalogues.failing(context) if start else frozenset()
         sessions = {
             server: Deferred.fromCoroutine(
                 self._catalogues.waited(

@@ -89,7 +89,7 @@ class Routes:
 
         @param unlisted: given, receives the servers that could not be listed, and why.
         """
-        failing = self._catalogues.failing()
+        failing = self._catalogues.failing(context)
         for server in self.passed.servers:
             known = self._catalogues.current(kind, server, context, failing)
             if known is not None and name in derived.of(server, known):
@@ -139,7 +139,7 @@ class Routes:
         The route of a call of C{name} through the first server whose tools known now
         (L{Catalogues.known}) offer it, without waiting for the others; else C{None}.
         """
-        failing = self._catalogues.failing()
+        failing = self._catalogues.failing(context)
         for server in self.passed.servers:
             listed = self._catalogues.current("tools", server, context, failing)
             if listed is None:
@@ -158,7 +158,7 @@ class Routes:
 
         @param unlisted: given, receives the servers that could not be listed, and why.
         """
-        failing = self._catalogues.failing()
+        failing = self._catalogues.failing(context)
         servers = self.passed.servers
         asked = [
             self._catalogues.fetching(kind, server, context, unlisted, failing)
@@ -340,7 +340,7 @@ class Routes:
         @raise RpcError: the revision's resource-not-found error, naming the URI, when no
             server can have it: it is never handed to a server that offers no resources.
         """
-        failing = self._catalogues.failing()
+        failing = self._catalogues.failing(context)
         for server in self.passed.servers:
             # Known now: a server that lists it or has its template is its route at once.
             listed = self._catalogues.current("resources", server, context, failing)

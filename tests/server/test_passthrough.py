@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
@@ -1148,6 +1148,38 @@ class FailingNeighbourTests(SynchronousTestCase):
         pool = harness.host.pool
         assert pool is not None
         self.assertEqual(pool.status()[0].state.value, "starting")
+
+    def test_a_hosts_own_fresh_instance_is_waited_for(self) -> None:
+        """
+        alpha's instance for hosts declaring every question failed to start; a host
+        declaring none has an instance of its own (issue 43, item 8), which has never
+        failed: its listing waits for that start as for any (within C{pool.listWait})
+        and lists alpha's tools, rather than taking alpha for failing.
+        """
+        harness, connector = passed_through()
+        connector.failures.append(RuntimeError("boom"))
+        every = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+        asking = Session(Revision.V2026_07_28, harness)
+        listed = asking.result("tools/list", **{CLIENT_CAPABILITIES: every})
+        self.assertNotIn("echo", names_of(listed["tools"]))
+        pool = harness.host.pool
+        assert pool is not None
+        self.assertIsNotNone(pool.status()[0].last_error)
+        # The other host's start of alpha takes a second (of the injected clock).
+        connect = connector.connect
+
+        async def slow(name: str, *args: Any, **kwargs: Any) -> Any:
+            if name == "alpha":
+                await deferLater(harness.clock, 1, lambda: None)
+            return await connect(name, *args, **kwargs)
+
+        connector.connect = slow  # type: ignore[method-assign]
+        plain = Session(Revision.V2026_07_28, harness)
+        listing = plain.request("tools/list")
+        harness.clock.advance(0)
+        self.assertNoResult(listing)
+        harness.clock.advance(1)
+        self.assertIn("echo", names_of(result_of(listing)["tools"]))
 
 
 class DownServerTests(SynchronousTestCase):
