@@ -181,7 +181,8 @@ class Catalogues:
         it as for any start, though the server's other instances crashed.
         """
         client = None if context is None else upstream_client(context)
-        configured = self._gateway.host.servers.servers
+        servers = self._gateway.host.servers
+        configured = servers.servers if servers is not None else {}
         found: set[str] = set()
         for status in self._gateway.pool.status():
             if status.state is ServerState.MISCONFIGURED:

@@ -1158,7 +1158,11 @@ class FailingNeighbourTests(SynchronousTestCase):
         """
         harness, connector = passed_through()
         connector.failures.append(RuntimeError("boom"))
-        every = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+        every: dict[str, Any] = {
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {},
+            "roots": {},
+        }
         asking = Session(Revision.V2026_07_28, harness)
         listed = asking.result("tools/list", **{CLIENT_CAPABILITIES: every})
         self.assertNotIn("echo", names_of(listed["tools"]))
