@@ -77,6 +77,13 @@ class FleetTests(FleetTestCase):
             owner.append(daemon)
             self.addCleanup(self.fleet.restart_daemon, daemon)
             daemon.kill()
+            # HAProxy marks it down (and ends the sessions it held, the host's
+            # connection among them) before the host's next request, which then goes
+            # to another daemon, rather than dying with a connection being shut.
+            wait_until(
+                lambda: self.fleet.server_states().get(daemon.name, "").startswith("DOWN"),
+                f"HAProxy sees {daemon.name} down",
+            )
 
         with self.assertRaises(MCPError) as refused:
             self.host("legacy", 5, recorded=recorded, between=kill_the_owner)
