@@ -9,38 +9,17 @@ trimming whitespace, and C{=?base64?...?=} values are decoded.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any, Final
 
 from twisted.web.iweb import IRequest
 
 from mcpx.server.http_exchange import header
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
-from mcpx.upstream.http_headers import NAME_FIELDS
 from mcpx.wire.errors import RpcError
+from mcpx.wire.http_common import NAME_FIELDS, decode_header_value
 from mcpx.wire.messages import Batch, Message, Notification, Request
 
 MISSING: Final[Any] = object()
-
-
-_SENTINEL_START: Final = "=?base64?"
-_SENTINEL_END: Final = "?="
-
-
-def decode_header_value(value: str) -> str:
-    """
-    An C{Mcp-Name} (or C{Mcp-Param-*}) value as its sender meant it: C{=?base64?...?=}
-    decoded, anything else as it is.  A malformed encoded value is returned unchanged, so
-    it fails the comparison with the body.
-    """
-    if value.startswith(_SENTINEL_START) and value.endswith(_SENTINEL_END):
-        encoded = value[len(_SENTINEL_START) : -len(_SENTINEL_END)]
-        try:
-            return base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return value
-    return value
 
 
 def check_headers(
@@ -78,7 +57,12 @@ def check_headers(
     name = header(request, b"mcp-name")
     if name is None:
         raise RpcError.header_mismatch(f"the Mcp-Name header is required for {message.method}")
-    if decode_header_value(name) != target:
+    try:
+        said = decode_header_value(name)
+    except ValueError:
+        # A malformed encoded value is taken as it is, and so fails the comparison.
+        said = name
+    if said != target:
         raise RpcError.header_mismatch(
             f"Mcp-Name {name!r} disagrees with the body's params.{field} {target!r}"
         )

@@ -17,8 +17,8 @@ when
     integers as numbers (C{42.0} is C{42}), booleans as C{true}/C{false}.
 
 Only pass-through tools are checked: the gateway's own tools annotate nothing.  The
-annotations are read with the upstream side's rules
-(L{mcpx.upstream.tool_headers.param_header_paths}, the one place that knows them); a tool
+annotations are read with the rules both directions share
+(L{mcpx.wire.http_common.param_header_paths}, the one place that knows them); a tool
 whose annotations break those rules is checked for none.  Which headers each tool
 wants is derived once per catalogue the pool lists
 (L{mcpx.server.passthrough_routes.Routes.param_headers}), so a call costs a dict
@@ -32,16 +32,15 @@ there is nothing to check.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextvars
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from twisted.logger import Logger
 
-from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import RpcError
+from mcpx.wire.http_common import PARAM_HEADER_PREFIX as PREFIX
+from mcpx.wire.http_common import InvalidParamHeader, decode_header_value, param_header_paths
 
 log = Logger()
 
@@ -57,9 +56,6 @@ REQUEST_HEADERS: contextvars.ContextVar[HeaderSource | None] = contextvars.Conte
 #: Argument path to the C{x-mcp-header} name it is mirrored under.
 HeaderPaths = Mapping[tuple[str, ...], str]
 
-PREFIX: Final = "Mcp-Param-"
-_SENTINEL_START: Final = "=?base64?"
-_SENTINEL_END: Final = "?="
 #: What a tool that annotates nothing asks for.
 NO_HEADERS: Final[HeaderPaths] = {}
 
@@ -105,19 +101,12 @@ def decode_param(header: str, value: str) -> str:
     """
     if not _visible(value):
         raise RpcError.header_mismatch(f"{PREFIX}{header} holds characters a header may not")
-    if (
-        len(value) >= len(_SENTINEL_START) + len(_SENTINEL_END)
-        and value.startswith(_SENTINEL_START)
-        and value.endswith(_SENTINEL_END)
-    ):
-        encoded = value[len(_SENTINEL_START) : -len(_SENTINEL_END)]
-        try:
-            return base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            raise RpcError.header_mismatch(
-                f"{PREFIX}{header} is not valid =?base64?...?= (Base64 of UTF-8, padded)"
-            ) from None
-    return value
+    try:
+        return decode_header_value(value)
+    except ValueError:
+        raise RpcError.header_mismatch(
+            f"{PREFIX}{header} is not valid =?base64?...?= (Base64 of UTF-8, padded)"
+        ) from None
 
 
 def _agrees(said: str, value: object) -> bool:

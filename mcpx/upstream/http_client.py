@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict
 
-from hyperlink import EncodedURL
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import (
     IConsumer,
@@ -66,31 +65,6 @@ class Credentials(Protocol):
         The server (speaking C{revision}, if known) refused the token (401 or 403):
         the hint for the error.
         """
-
-
-class ChannelParts(Protocol):
-    """
-    What the parts of a Streamable HTTP channel (a POST's exchange, the GET stream)
-    need of the channel they belong to.
-    """
-
-    reactor: IReactorHTTP
-    clock: IReactorTime
-    http: HTTPClient
-    target: EncodedURL
-    shown_url: str
-    max_message_size: int
-
-    @property
-    def peer(self) -> RpcPeer:
-        """The peer every arriving message goes to."""
-
-    @property
-    def closed(self) -> bool:
-        """Whether the channel is closing or closed."""
-
-    def open_stream(self, last_event_id: str) -> Deferred[Any]:
-        """A legacy C{GET}: the standalone stream, or a resumption from C{last_event_id}."""
 
 
 class RequestFailed(ConnectionError):

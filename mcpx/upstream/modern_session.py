@@ -32,8 +32,8 @@ from mcpx.upstream.records import (
 )
 from mcpx.upstream.session import UpstreamSession
 from mcpx.upstream.tasks import declares_extension
-from mcpx.upstream.tool_headers import InvalidParamHeader, param_header_paths
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
+from mcpx.wire.http_common import InvalidParamHeader, param_header_paths
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import NoReply
 

@@ -22,7 +22,7 @@ what is written here, then move L{PINNED} on.
   - C{twisted.web.client._HTTP11ClientFactory}: the upstream HTTP client's quiet
     connection factory (L{mcpx.upstream.http_client}, L{http11_client_factory});
   - C{twisted.web._newclient.RequestNotSent}: a request that failed before any of it
-    was sent (L{mcpx.upstream.http_exchange}, L{request_not_sent}).
+    was sent (L{mcpx.upstream.http}, L{request_not_sent}).
 
 Klein, the endpoints and the HTTP client are imported only by the functions that need
 them, so that importing this module (as the stdio channel's L{mcpx.wire.prompt_write}

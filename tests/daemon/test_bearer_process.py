@@ -20,7 +20,7 @@ from twisted.web.http_headers import Headers
 from mcpx.auth.metadata import parse_challenge
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST
-from mcpx.upstream.http_headers import NAME_FIELDS
+from mcpx.wire.http_common import NAME_FIELDS
 from tests.daemon.test_process import daemon_environ
 from tests.support.daemons import start_daemon
 from tests.support.http import TestClient, exchange

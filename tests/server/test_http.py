@@ -25,7 +25,6 @@ from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.http_alone import HTTP_IDENTITY
-from mcpx.server.http_headers import decode_header_value
 from mcpx.server.http_sessions import BACKLOG_BYTES, LegacySession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -674,11 +673,22 @@ class ModernTests(McpHTTPCase):
             self.assertNotEqual(response.code, 400, headers)
         self.assertEqual(len(self.core.handled), 3)
 
-    def test_decode_header_value(self) -> None:
-        """Encoded values are decoded; malformed ones are left as they are."""
-        self.assertEqual(decode_header_value("=?base64?aMOp?="), "hé")
-        self.assertEqual(decode_header_value("=?base64?***?="), "=?base64?***?=")
-        self.assertEqual(decode_header_value("plain"), "plain")
+    def test_malformed_encoded_name_taken_as_it_is(self) -> None:
+        """
+        An C{Mcp-Name} in the encoded form whose Base64 is malformed is compared as it
+        is: it agrees only with a body naming that very text.
+        """
+        malformed = "=?base64?***?="
+        response, _ = self.client.post(
+            modern(1, "tools/call", {"name": malformed}),
+            modern_headers("tools/call", **{"Mcp-Name": malformed}),
+        )
+        self.assertNotEqual(response.code, 400)
+        response, body = self.client.post(
+            modern(2, "tools/call", {"name": "a"}),
+            modern_headers("tools/call", **{"Mcp-Name": malformed}),
+        )
+        self.assertEqual((response.code, body["error"]["code"]), (400, HEADER_MISMATCH))
 
     def test_meta_without_header_is_modern(self) -> None:
         """A body whose _meta names 2026-07-28 without the header is -32020, not legacy."""

@@ -27,10 +27,8 @@ from mcpx.upstream.channel import (
     TransportRefused,
 )
 from mcpx.upstream.endpoints import IReactorHTTP
-from mcpx.upstream.http import StreamableHTTPChannel
+from mcpx.upstream.http import AnswerMissing, StreamableHTTPChannel, modern_request_headers
 from mcpx.upstream.http_client import RequestFailed, connection_pool
-from mcpx.upstream.http_exchange import AnswerMissing
-from mcpx.upstream.http_headers import header_value, modern_request_headers
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import RpcPeer
@@ -72,30 +70,10 @@ def wait(seconds: float) -> Deferred[None]:
     return deferLater(reactor, seconds, lambda: None)
 
 
-class HeaderValueTests(SynchronousTestCase):
+class RequestHeaderTests(SynchronousTestCase):
     """
-    The 2026-07-28 value encoding of C{Mcp-Name} and C{Mcp-Param-*} headers.
+    The 2026-07-28 request-metadata headers of a request, as the channel writes them.
     """
-
-    def test_plain_ascii_as_is(self) -> None:
-        """
-        Header-safe ASCII, inner spaces included, is sent as it is.
-        """
-        self.assertEqual(header_value("us-west1"), "us-west1")
-        self.assertEqual(header_value("a b"), "a b")
-        self.assertEqual(header_value("file:///x.json"), "file:///x.json")
-
-    def test_encoded_when_unsafe(self) -> None:
-        """
-        Non-ASCII text, surrounding spaces, control characters, and plain values that look
-        like the encoded form are all Base64-encoded in the sentinel form, as the
-        specification's examples show.
-        """
-        self.assertEqual(header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=")
-        self.assertEqual(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=")
-        self.assertEqual(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=")
-        self.assertEqual(header_value("a\tb"), "=?base64?YQli?=")
-        self.assertEqual(header_value("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=")
 
     def test_request_headers(self) -> None:
         """

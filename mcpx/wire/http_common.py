@@ -1,15 +1,92 @@
-# -*- test-case-name: tests.upstream.test_session -*-
+# -*- test-case-name: tests.wire.test_http_common -*-
 """
-The C{Mcp-Param-*} headers a 2026-07-28 tool asks for: the C{x-mcp-header}
-annotations of its input schema, checked as the revision says (a tool whose
-annotations break the rules is left out of the client's view).
+The rules of MCP over HTTP that both directions keep alike: mcpx writes them as a client
+(L{mcpx.upstream.http}) and reads them as a server (L{mcpx.server.http_headers},
+L{mcpx.server.param_headers}).
+
+  - The headers' names: the revision a request speaks in (C{MCP-Protocol-Version}, the
+    era header), the legacy session (C{Mcp-Session-Id}), and the 2026-07-28
+    request-metadata headers (C{Mcp-Method}, C{Mcp-Name}, C{Mcp-Param-*}).
+  - Which field of a request's params its C{Mcp-Name} mirrors (L{NAME_FIELDS}).
+  - The 2026-07-28 "Value Encoding" of C{Mcp-Name} and C{Mcp-Param-*} values: plain
+    header-safe ASCII as it is, anything else as C{=?base64?...?=} around the Base64 of
+    its UTF-8 (L{encode_header_value}, L{decode_header_value}).
+  - Which C{Mcp-Param-*} headers a tool asks for: the C{x-mcp-header} annotations of its
+    input schema, checked as the revision says (L{param_header_paths}); a tool whose
+    annotations break the rules is left out of a client's view, and its calls are
+    checked for none.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+#: The era header: the revision a request speaks (2025-06-18 on; every 2026-07-28 POST).
+PROTOCOL_VERSION_HEADER: Final = "MCP-Protocol-Version"
+#: The legacy session a request belongs to (2025-03-26 to 2025-11-25).
+SESSION_ID_HEADER: Final = "Mcp-Session-Id"
+#: The 2026-07-28 request-metadata headers: the method, its target, the tool's arguments.
+METHOD_HEADER: Final = "Mcp-Method"
+NAME_HEADER: Final = "Mcp-Name"
+PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
+
+#: The methods whose C{Mcp-Name} header mirrors a field of their params (2026-07-28).
+NAME_FIELDS: Final[Mapping[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+
+# Visible ASCII with inner spaces; anything else (non-ASCII, control characters tab
+# included, whitespace at either end) travels base64-encoded.
+_HEADER_SAFE: Final = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+_SENTINEL_START: Final = "=?base64?"
+_SENTINEL_END: Final = "?="
+
+
+def _looks_encoded(value: str) -> bool:
+    return (
+        len(value) >= len(_SENTINEL_START) + len(_SENTINEL_END)
+        and value.startswith(_SENTINEL_START)
+        and value.endswith(_SENTINEL_END)
+    )
+
+
+def encode_header_value(value: str) -> str:
+    """
+    A string as an C{Mcp-Name} or C{Mcp-Param-*} header value: as it is when it is
+    plain header-safe ASCII, otherwise C{=?base64?...?=} around the Base64 of its UTF-8
+    (also for plain values that start and end like that form, C{=?base64?=} among
+    them, so that no reader can misread them).
+    """
+    if value == "" or (
+        _HEADER_SAFE.fullmatch(value) is not None
+        and not (value.startswith(_SENTINEL_START) and value.endswith(_SENTINEL_END))
+    ):
+        return value
+    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
+    return f"{_SENTINEL_START}{encoded}{_SENTINEL_END}"
+
+
+def decode_header_value(value: str) -> str:
+    """
+    What an C{Mcp-Name} or C{Mcp-Param-*} value says: a C{=?base64?...?=} value
+    decoded, anything else as it is.
+
+    @raise ValueError: an encoded value that is not valid, padded Base64 of UTF-8 text.
+    """
+    if _looks_encoded(value):
+        encoded = value[len(_SENTINEL_START) : -len(_SENTINEL_END)]
+        # binascii.Error and UnicodeDecodeError are both ValueErrors.
+        return base64.b64decode(encoded, validate=True).decode("utf-8")
+    return value
 
 
 class InvalidParamHeader(ValueError):
