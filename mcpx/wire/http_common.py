@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.wire.test_http_common -*-
+# -*- test-case-name: tests.wire.test_http_common,tests.server.test_param_headers -*-
 """
 The rules of MCP over HTTP that both directions keep alike: mcpx writes them as a client
 (L{mcpx.upstream.http}) and reads them as a server (L{mcpx.server.http_headers},
