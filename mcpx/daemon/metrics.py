@@ -67,7 +67,7 @@ _SAMPLING_OUTCOMES: dict[str, str | None] = {
 }
 
 
-class Routes:
+class RouteTemplates:
     """
     The route template a request path belongs to (C{/v1/tools/{server}/{tool}}), so the
     route label has as many values as the daemon has routes, whatever paths are asked.
@@ -103,7 +103,7 @@ class Metrics:
     @ivar max_tools: at most this many (server, tool) pairs get series of their own.
     """
 
-    def __init__(self, routes: Routes, max_tools: int = 1000) -> None:
+    def __init__(self, routes: RouteTemplates, max_tools: int = 1000) -> None:
         self.routes = routes
         self.max_tools = max_tools
         self.registry = Registry()

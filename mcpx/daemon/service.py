@@ -42,7 +42,7 @@ from mcpx.daemon.http import DaemonHTTP
 from mcpx.daemon.lean_path import LeanMcp
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.listeners import SOCKET_NAME, ListenerService, exposure, unix_endpoint
-from mcpx.daemon.metrics import Metrics, Routes
+from mcpx.daemon.metrics import Metrics, RouteTemplates
 from mcpx.daemon.parts import UpstreamNotices
 from mcpx.daemon.root import DaemonService, FleetService, IDaemonReactor
 from mcpx.daemon.sdnotify import Notifier
@@ -175,7 +175,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     start_tracing(settings)
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
-        Routes(
+        RouteTemplates(
             (op.path for op in OPS), exact=("/", "/status.js", "/status.css", "/mcp", "/metrics")
         ),
         max_tools=settings.integer("daemon.metricsMaxTools"),

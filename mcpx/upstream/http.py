@@ -24,7 +24,7 @@ The channel (L{StreamableHTTPChannel}) keeps the session and writes the headers
 (L{modern_request_headers}, spelled as L{mcpx.wire.http_common} says for both
 directions); each POST and everything that answers it (a JSON body, or an SSE stream and
 its resumptions, same-origin redirects, and the refusals read by L{refusal_hint} and
-L{retry_after}) is an L{Exchange}; the legacy C{GET} stream is a L{ListenStream}.  The
+L{retry_after}) is a L{Post}; the legacy C{GET} stream is a L{ListenStream}.  The
 HTTP plumbing both HTTP channels share is in L{mcpx.upstream.http_client}.
 """
 
@@ -157,8 +157,8 @@ class StreamableHTTPChannel(HTTPChannelBase):
         self.credentials = credentials
         self._auth_headers: dict[str, str] = {}
         self._session_id: str | None = None
-        self._exchanges: set[Exchange] = set()
-        self._by_id: dict[RequestId, Exchange] = {}
+        self._exchanges: set[Post] = set()
+        self._by_id: dict[RequestId, Post] = {}
         self._listen: ListenStream | None = None
         self._unacknowledged: list[Deferred[Any]] = []
         #: Fails with L{ChannelClosed} once L{close} has released everything.
@@ -301,7 +301,7 @@ class StreamableHTTPChannel(HTTPChannelBase):
             if request is not None:
                 raise ChannelClosed(f"the channel to {self.shown_url} is closed")
             return
-        exchange = Exchange(self, data, request, self._request_headers(request))
+        exchange = Post(self, data, request, self._request_headers(request))
         self._exchanges.add(exchange)
         if request is not None:
             self._by_id[request.id] = exchange
@@ -323,7 +323,7 @@ class StreamableHTTPChannel(HTTPChannelBase):
         else:
             exchange.start()
 
-    def _authorize(self, exchange: Exchange) -> Deferred[None] | None:
+    def _authorize(self, exchange: Post) -> Deferred[None] | None:
         """
         The token for this request, asked of the credentials each time: the one held
         while it is fresh (at once, with no I/O), a refreshed one when it is about to
@@ -344,7 +344,7 @@ class StreamableHTTPChannel(HTTPChannelBase):
         settled: Deferred[None] = renewing.addCallbacks(renewed, refused)
         return None if settled.called else settled
 
-    def exchange_acknowledged(self, exchange: Exchange) -> None:
+    def exchange_acknowledged(self, exchange: Post) -> None:
         waiter = exchange.acknowledged
         if waiter is None:
             return
@@ -353,7 +353,7 @@ class StreamableHTTPChannel(HTTPChannelBase):
             self._unacknowledged.remove(waiter)
         waiter.callback(None)
 
-    def forget_exchange(self, exchange: Exchange) -> None:
+    def forget_exchange(self, exchange: Post) -> None:
         self._exchanges.discard(exchange)
         if exchange.request_id is not None and self._by_id.get(exchange.request_id) is exchange:
             del self._by_id[exchange.request_id]
@@ -414,7 +414,7 @@ class AnswerMissing(ConnectionError):
     started = True
 
 
-class Exchange:
+class Post:
     """
     One POST and everything that answers it: a JSON body, or an SSE stream and its
     resumptions.
@@ -1020,7 +1020,7 @@ def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
         return None
 
 
-#: The request whose answer stays open (L{Exchange._read_lines}).
+#: The request whose answer stays open (L{Post._read_lines}).
 LISTEN = "subscriptions/listen"
 
 

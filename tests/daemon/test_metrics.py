@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, Routes
+from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, RouteTemplates
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.ops.events import EventBus
 from mcpx.ops.table import OPS
@@ -51,7 +51,9 @@ class MetricsCase(SynchronousTestCase):
         self.clock.advance(1000)
         self.connector = FakeConnector(self.clock)
         self.events = EventBus(self.clock)
-        self.metrics = Metrics(Routes((op.path for op in OPS), exact=("/", "/mcp", "/metrics")))
+        self.metrics = Metrics(
+            RouteTemplates((op.path for op in OPS), exact=("/", "/mcp", "/metrics"))
+        )
         self.pool = Pool(
             servers=servers(stdio("notes"), stdio("files")),
             connector=self.connector,
