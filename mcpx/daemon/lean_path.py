@@ -13,7 +13,7 @@ hands everything else, byte for byte, to the unchanged twisted.web channel it is
 
 What stays the same, because it is the same code:
 
-  - the request is the site's own twisted.web request (L{mcpx.daemon.site.JSONRequest}),
+  - the request is twisted.web's, as the site's own (L{LeanRequest}),
     so the answer is written, framed, logged and counted by twisted.web as on the slow
     path, and a lost connection reaches it the same way;
   - every rule of the gate (Origin, Host, authentication, the stop) is applied by
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from io import BytesIO
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from attrs import frozen
+from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
@@ -52,7 +52,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.server import NOT_DONE_YET, Request, version
 
 from mcpx.daemon.gate import Gate
-from mcpx.daemon.limits import Admission, LimitedChannel
+from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
@@ -92,11 +92,13 @@ class Head:
     @ivar fields: the header lines as sent, C{(name, value)}, values trimmed.
     @ivar length: the body's C{Content-Length}.
     @ivar size: the head's bytes, its blank line included.
+    @ivar by_name: each header's value by its lowercased name (none is repeated).
     """
 
     fields: tuple[tuple[bytes, bytes], ...]
     length: int
     size: int
+    by_name: Mapping[bytes, bytes] = field(factory=dict, eq=False, hash=False, repr=False)
 
 
 class _Slow:
@@ -136,7 +138,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     length = seen.get(b"content-length")
     if length is None or _refused(seen):
         return SLOW
-    return Head(tuple(fields), int(length), size)
+    return Head(tuple(fields), int(length), size, seen)
 
 
 def _refused(seen: dict[bytes, bytes]) -> bool:
@@ -189,6 +191,54 @@ class HttpDate:
             self._value = datetimeToString(second)
             self._second = second
         return self._value
+
+
+class LeanRequest(BoundedRequest):
+    """
+    mcpx's own request for a lean C{POST /mcp}: twisted.web's, as the site's
+    (L{mcpx.daemon.site.JSONRequest}: no form parsing, the body in memory), made from
+    the lean head at once rather than a header line at a time.
+
+    Every request header mcpx reads, it reads with C{getHeader} and a name in bytes:
+    that is a lookup in the head's own table (L{Head.by_name}), and
+    C{requestHeaders} is filled from the head only if something asks for it.  The
+    values are the same bytes: the lean head holds token names, each once, and
+    printable ASCII values without line breaks, which twisted.web's C{Headers} stores
+    as they are.
+    """
+
+    def __init__(self, channel: Any, head: Head, body: bytes) -> None:
+        self._head_unread: Head | None = None
+        BoundedRequest.__init__(self, channel, parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
+        self._head_unread = head
+        self.content = BytesIO(body)
+        self.args = {}
+        self.method = b"POST"
+        self.uri = self.path = MCP_PATH
+        self.clientproto = b"HTTP/1.1"
+
+    @property
+    def requestHeaders(self) -> Headers:
+        """twisted.web's request headers, filled from the lean head at the first use."""
+        head = self._head_unread
+        if head is not None:
+            self._head_unread = None
+            headers = self._request_headers
+            for name, value in head.fields:
+                headers.addRawHeader(name, value)
+        return self._request_headers
+
+    @requestHeaders.setter
+    def requestHeaders(self, headers: Headers) -> None:
+        self._head_unread = None
+        self._request_headers = headers
+
+    def getHeader(self, key: Any) -> Any:
+        """twisted.web's C{getHeader}: for a name in bytes, read from the lean head."""
+        head = self._head_unread
+        if head is not None and type(key) is bytes:
+            return head.by_name.get(key.lower())
+        return BoundedRequest.getHeader(self, key)
 
 
 class LeanMcp:
@@ -331,15 +381,7 @@ class LeanChannel(LimitedChannel):
         LimitedChannel.dataReceived(self, data)
 
     def _start(self, head: Head, body: bytes) -> None:
-        request: Request = cast(Request, self.requestFactory(self))
-        headers = request.requestHeaders
-        for name, value in head.fields:
-            headers.addRawHeader(name, value)
-        request.content = BytesIO(body)
-        request.args = {}
-        request.method = b"POST"
-        request.uri = request.path = MCP_PATH
-        request.clientproto = b"HTTP/1.1"
+        request = LeanRequest(self, head, body)
         self.requests.append(request)
         self._answering = request
         handling_request(self, True)
