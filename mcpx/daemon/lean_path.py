@@ -40,7 +40,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from io import BytesIO
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
@@ -207,6 +207,11 @@ class LeanRequest(BoundedRequest):
     as they are.
     """
 
+    #: The answer being made (L{LeanMcp}), cancelled if the client goes away first.
+    answering: Deferred[bytes | None] | None = None
+    #: Whether the client went away before the answer was finished.
+    lost = False
+
     def __init__(self, channel: Any, head: Head, body: bytes) -> None:
         self._head_unread: Head | None = None
         BoundedRequest.__init__(self, channel, parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
@@ -240,6 +245,18 @@ class LeanRequest(BoundedRequest):
             return head.by_name.get(key.lower())
         return BoundedRequest.getHeader(self, key)
 
+    def connectionLost(self, reason: Failure) -> None:
+        """
+        The client went away: its answer is cancelled (as Klein cancels a route's
+        Deferred), then twisted.web's request is told, and tells whoever waits on
+        C{notifyFinish}.
+        """
+        self.lost = True
+        answering, self.answering = self.answering, None
+        if answering is not None:
+            answering.cancel()
+        BoundedRequest.connectionLost(self, reason)  # type: ignore[no-untyped-call]
+
 
 class LeanMcp:
     """
@@ -262,7 +279,7 @@ class LeanMcp:
         request.prepath = []
         request.postpath = [MCP_PATH[1:]]
         try:
-            body = self._gate.guard(request, lambda: self._route(request))
+            body = self._gate.guard(request, lambda: self._route(cast(LeanRequest, request)))
         except BaseException:
             request.processingFailed(Failure())
             return
@@ -272,33 +289,30 @@ class LeanMcp:
         request.write(body)
         request.finish()
 
-    def _route(self, request: Request) -> Any:
-        """The C{/mcp} route as Klein runs it (klein.resource's C{render})."""
-        finished = False
-        answering: Deferred[bytes | None] | None = None
-
-        def ended(outcome: object) -> None:
-            nonlocal finished
-            finished = True
-            if isinstance(outcome, Failure) and answering is not None:
-                # The client went away: that cancels the request.
-                answering.cancel()
-
-        request.notifyFinish().addBoth(ended)
+    def _route(self, request: LeanRequest) -> Any:
+        """
+        The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
+        cancelled if the client goes away first (L{LeanRequest.connectionLost}).
+        """
         answering = Deferred.fromCoroutine(self._mcp.render(request))
+        if not request.lost:
+            request.answering = answering
+        web: Request = request
 
         def written(body: bytes | None) -> None:
+            request.answering = None
             if body is not None:
-                request.write(body)
-            if not finished:
-                request.finish()
+                web.write(body)
+            if not (request.finished or request.lost):
+                web.finish()
 
         def failed(failure: Failure) -> None:
-            if finished:
+            request.answering = None
+            if request.finished or request.lost:
                 if not failure.check(CancelledError):
                     log.failure("/mcp: answering a request failed", failure)
                 return
-            request.processingFailed(failure)
+            web.processingFailed(failure)
 
         answering.addCallbacks(written, failed).addErrback(
             lambda failure: log.failure("/mcp: writing an answer failed", failure)
