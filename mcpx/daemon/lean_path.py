@@ -98,7 +98,7 @@ class Head:
     fields: tuple[tuple[bytes, bytes], ...]
     length: int
     size: int
-    by_name: Mapping[bytes, bytes] = field(factory=dict, eq=False, hash=False, repr=False)
+    by_name: Mapping[bytes, bytes] = field(eq=False, hash=False, repr=False)
 
 
 class _Slow:
