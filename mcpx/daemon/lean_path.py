@@ -13,7 +13,7 @@ hands everything else, byte for byte, to the unchanged twisted.web channel it is
 
 What stays the same, because it is the same code:
 
-  - the request is the site's own twisted.web request (L{mcpx.daemon.site.JSONRequest}),
+  - the request is twisted.web's, as the site's own (L{LeanRequest}),
     so the answer is written, framed, logged and counted by twisted.web as on the slow
     path, and a lost connection reaches it the same way;
   - every rule of the gate (Origin, Host, authentication, the stop) is applied by
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from io import BytesIO
 from typing import Any, Final, cast
 
-from attrs import frozen
+from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
@@ -52,7 +52,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.server import NOT_DONE_YET, Request, version
 
 from mcpx.daemon.gate import Gate
-from mcpx.daemon.limits import Admission, LimitedChannel
+from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
@@ -92,11 +92,13 @@ class Head:
     @ivar fields: the header lines as sent, C{(name, value)}, values trimmed.
     @ivar length: the body's C{Content-Length}.
     @ivar size: the head's bytes, its blank line included.
+    @ivar by_name: each header's value by its lowercased name (none is repeated).
     """
 
     fields: tuple[tuple[bytes, bytes], ...]
     length: int
     size: int
+    by_name: Mapping[bytes, bytes] = field(eq=False, hash=False, repr=False)
 
 
 class _Slow:
@@ -136,7 +138,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     length = seen.get(b"content-length")
     if length is None or _refused(seen):
         return SLOW
-    return Head(tuple(fields), int(length), size)
+    return Head(tuple(fields), int(length), size, seen)
 
 
 def _refused(seen: dict[bytes, bytes]) -> bool:
@@ -191,6 +193,71 @@ class HttpDate:
         return self._value
 
 
+class LeanRequest(BoundedRequest):
+    """
+    mcpx's own request for a lean C{POST /mcp}: twisted.web's, as the site's
+    (L{mcpx.daemon.site.JSONRequest}: no form parsing, the body in memory), made from
+    the lean head at once rather than a header line at a time.
+
+    Every request header mcpx reads, it reads with C{getHeader} and a name in bytes:
+    that is a lookup in the head's own table (L{Head.by_name}), and
+    C{requestHeaders} is filled from the head only if something asks for it.  The
+    values are the same bytes: the lean head holds token names, each once, and
+    printable ASCII values without line breaks, which twisted.web's C{Headers} stores
+    as they are.
+    """
+
+    #: The answer being made (L{LeanMcp}), cancelled if the client goes away first.
+    answering: Deferred[bytes | None] | None = None
+    #: Whether the client went away before the answer was finished.
+    lost = False
+
+    def __init__(self, channel: Any, head: Head, body: bytes) -> None:
+        self._head_unread: Head | None = None
+        BoundedRequest.__init__(self, channel, parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
+        self._head_unread = head
+        self.content = BytesIO(body)
+        self.args = {}
+        self.method = b"POST"
+        self.uri = self.path = MCP_PATH
+        self.clientproto = b"HTTP/1.1"
+
+    @property
+    def requestHeaders(self) -> Headers:
+        """twisted.web's request headers, filled from the lean head at the first use."""
+        head = self._head_unread
+        if head is not None:
+            self._head_unread = None
+            headers = self._request_headers
+            for name, value in head.fields:
+                headers.addRawHeader(name, value)
+        return self._request_headers
+
+    @requestHeaders.setter
+    def requestHeaders(self, headers: Headers) -> None:
+        self._head_unread = None
+        self._request_headers = headers
+
+    def getHeader(self, key: Any) -> Any:
+        """twisted.web's C{getHeader}: for a name in bytes, read from the lean head."""
+        head = self._head_unread
+        if head is not None and type(key) is bytes:
+            return head.by_name.get(key.lower())
+        return BoundedRequest.getHeader(self, key)
+
+    def connectionLost(self, reason: Failure) -> None:
+        """
+        The client went away: its answer is cancelled (as Klein cancels a route's
+        Deferred), then twisted.web's request is told, and tells whoever waits on
+        C{notifyFinish}.
+        """
+        self.lost = True
+        answering, self.answering = self.answering, None
+        if answering is not None:
+            answering.cancel()
+        BoundedRequest.connectionLost(self, reason)  # type: ignore[no-untyped-call]
+
+
 class LeanMcp:
     """
     Answers a lean C{POST /mcp}: what twisted.web's C{Request.process} and Klein would
@@ -212,7 +279,7 @@ class LeanMcp:
         request.prepath = []
         request.postpath = [MCP_PATH[1:]]
         try:
-            body = self._gate.guard(request, lambda: self._route(request))
+            body = self._gate.guard(request, lambda: self._route(cast(LeanRequest, request)))
         except BaseException:
             request.processingFailed(Failure())
             return
@@ -222,33 +289,30 @@ class LeanMcp:
         request.write(body)
         request.finish()
 
-    def _route(self, request: Request) -> Any:
-        """The C{/mcp} route as Klein runs it (klein.resource's C{render})."""
-        finished = False
-        answering: Deferred[bytes | None] | None = None
-
-        def ended(outcome: object) -> None:
-            nonlocal finished
-            finished = True
-            if isinstance(outcome, Failure) and answering is not None:
-                # The client went away: that cancels the request.
-                answering.cancel()
-
-        request.notifyFinish().addBoth(ended)
+    def _route(self, request: LeanRequest) -> Any:
+        """
+        The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
+        cancelled if the client goes away first (L{LeanRequest.connectionLost}).
+        """
         answering = Deferred.fromCoroutine(self._mcp.render(request))
+        if not request.lost:
+            request.answering = answering
+        web: Request = request
 
         def written(body: bytes | None) -> None:
+            request.answering = None
             if body is not None:
-                request.write(body)
-            if not finished:
-                request.finish()
+                web.write(body)
+            if not (request.finished or request.lost):
+                web.finish()
 
         def failed(failure: Failure) -> None:
-            if finished:
+            request.answering = None
+            if request.finished or request.lost:
                 if not failure.check(CancelledError):
                     log.failure("/mcp: answering a request failed", failure)
                 return
-            request.processingFailed(failure)
+            web.processingFailed(failure)
 
         answering.addCallbacks(written, failed).addErrback(
             lambda failure: log.failure("/mcp: writing an answer failed", failure)
@@ -331,15 +395,7 @@ class LeanChannel(LimitedChannel):
         LimitedChannel.dataReceived(self, data)
 
     def _start(self, head: Head, body: bytes) -> None:
-        request: Request = cast(Request, self.requestFactory(self))
-        headers = request.requestHeaders
-        for name, value in head.fields:
-            headers.addRawHeader(name, value)
-        request.content = BytesIO(body)
-        request.args = {}
-        request.method = b"POST"
-        request.uri = request.path = MCP_PATH
-        request.clientproto = b"HTTP/1.1"
+        request = LeanRequest(self, head, body)
         self.requests.append(request)
         self._answering = request
         handling_request(self, True)

@@ -21,11 +21,19 @@ from twisted.internet.protocol import connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
-from twisted.web.http import HTTPChannel, datetimeToString
+from twisted.web.http import HTTPChannel, Request, datetimeToString
 from twisted.web.http_headers import Headers
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
-from mcpx.daemon.lean_path import SLOW, Head, HttpDate, LeanChannel, LeanMcp, read_head
+from mcpx.daemon.lean_path import (
+    SLOW,
+    Head,
+    HttpDate,
+    LeanChannel,
+    LeanMcp,
+    LeanRequest,
+    read_head,
+)
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
@@ -600,6 +608,76 @@ class ReadHeadTests(SynchronousTestCase):
         self.assertIsNot(read_head(good), SLOW)
         for data in cases:
             self.assertIs(read_head(data), SLOW, data[:80])
+
+
+class _Kept(Request):
+    """A request twisted.web's parser made, kept rather than answered."""
+
+    kept: list[Request] = []
+
+    def process(self) -> None:
+        self.kept.append(self)
+
+
+class LeanRequestTests(SynchronousTestCase):
+    """The lean path's own request reads what twisted.web's parser would have given."""
+
+    def parsed(self, data: bytes) -> Request:
+        channel = HTTPChannel()
+        channel.requestFactory = _Kept
+        channel.makeConnection(StringTransport())
+        _Kept.kept = []
+        channel.dataReceived(data)
+        [request] = _Kept.kept
+        return request
+
+    def test_headers_are_twisted_webs(self) -> None:
+        """
+        C{getHeader} (names in bytes or text, in any case, present, empty or absent),
+        C{requestHeaders} and the body are what twisted.web parses from the same bytes.
+        """
+        data = post(
+            rpc(1, "ping"),
+            ("MCP-Protocol-Version", MODERN),
+            ("X-Mixed-CASE", " \tspaced  value\t "),
+            ("Authorization", "Bearer abc"),
+            ("Empty", ""),
+        )
+        head = read_head(data)
+        assert isinstance(head, Head)
+        channel = HTTPChannel()
+        channel.makeConnection(StringTransport())
+        lean = LeanRequest(channel, head, data[head.size :])
+        parsed = self.parsed(data)
+        names: list[Any] = [
+            b"host",
+            b"HOST",
+            b"x-mixed-case",
+            b"X-Mixed-Case",
+            b"authorization",
+            b"empty",
+            b"absent",
+            b"mcp-protocol-version",
+            "Content-Type",
+            "x-mixed-case",
+            "absent",
+        ]
+        for name in names:
+            self.assertEqual(lean.getHeader(name), parsed.getHeader(name), name)
+        self.assertEqual(lean.getHeader(b"x-mixed-case"), b"spaced  value")
+        self.assertEqual(
+            list(lean.requestHeaders.getAllRawHeaders()),
+            list(parsed.requestHeaders.getAllRawHeaders()),
+        )
+        # Once requestHeaders is in use, getHeader reads it, with the same answers.
+        for name in names:
+            self.assertEqual(lean.getHeader(name), parsed.getHeader(name), name)
+        assert lean.content is not None and parsed.content is not None
+        self.assertEqual(lean.content.read(), parsed.content.read())
+        self.assertEqual(
+            (lean.method, lean.uri, lean.path, lean.clientproto, lean.args),
+            (parsed.method, parsed.uri, parsed.path, parsed.clientproto, parsed.args),
+        )
 
 
 class HeadWritingTests(SynchronousTestCase):

@@ -43,8 +43,9 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 #: schema checked), sqlite3 (the question store, at the first question), click (a line of
 #: setting flags is read without it, mcpx.cli.daemon_start) and treq with what it imports
 #: (the sign-ins' HTTP client is made at the first sign-in; HTTP servers make their own),
-#: and OpenTelemetry with the protobuf and requests its exporter uses (only with
-#: trace.endpoint set, mcpx.tracing).
+#: OpenTelemetry with the protobuf and requests its exporter uses (only with
+#: trace.endpoint set, mcpx.tracing), and RE2 (its library and the C++ runtime it links,
+#: about 2 MB: loaded at the first pattern compiled, an op's at its first input).
 _NOT_WHEN_IDLE = (
     "opentelemetry",
     "google",
@@ -62,6 +63,7 @@ _NOT_WHEN_IDLE = (
     "click",
     "treq",
     "multipart",
+    "re2",
 )
 
 
