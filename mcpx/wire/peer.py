@@ -38,6 +38,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.call import Call
 from mcpx.wire.batch_reply import BatchReply
 from mcpx.wire.cancellation import CANCELLED, cancel_for_peer, cancelled_by_peer
 from mcpx.wire.errors import INVALID_REQUEST, ProtocolError, RpcError
@@ -83,7 +84,7 @@ class _Outgoing:
     id: RequestId
     method: str
     send_cancel: bool
-    for_whom: object = None
+    for_whom: Call | None = None
     timer: IDelayedCall | None = field(default=None, init=False)
     deferred: Deferred[Any] = field(init=False)
 
@@ -146,13 +147,13 @@ class RpcPeer:
         self.allow_batches = allow_batches
         self.name = name
         self._outgoing: dict[RequestId, _Outgoing] = {}
-        self._carried_for: object = None
+        self._carried_for: Call | None = None
         self._incoming: dict[RequestId, Deferred[Any]] = {}
         self._closed: BaseException | None = None
         #: Requests given up on whose late answers are still awaited, with their expiry.
         self._late: dict[RequestId, IDelayedCall] = {}
         #: Whom each request in L{_late} was made for (its C{for_whom}).
-        self._late_for: dict[RequestId, object] = {}
+        self._late_for: dict[RequestId, Call | None] = {}
         self._late_grace: float | None = None
 
     def handle_with(
@@ -212,7 +213,7 @@ class RpcPeer:
         """Requests given up on that the other side may still be working on."""
         return len(self._late)
 
-    def late_for_whom(self) -> list[object]:
+    def late_for_whom(self) -> list[Call | None]:
         """Whom each request counted by L{awaiting_late} was made for (C{None}: nobody)."""
         return [self._late_for.get(request_id) for request_id in self._late]
 
@@ -229,7 +230,7 @@ class RpcPeer:
         *,
         timeout: float | None = None,
         send_cancel: bool = True,
-        for_whom: object = None,
+        for_whom: Call | None = None,
     ) -> Deferred[Any]:
         """
         Send a request and wait for its answer.
@@ -271,7 +272,7 @@ class RpcPeer:
         return entry.deferred
 
     @property
-    def carried_for(self) -> object:
+    def carried_for(self) -> Call | None:
         """
         While a request handler is called: whom the request of ours whose reply stream
         carried the peer's request was made for (its C{for_whom}), else C{None}.

@@ -16,6 +16,7 @@ from twisted.logger import LogLevel, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import (
@@ -937,7 +938,7 @@ class TransportHookTests(SynchronousTestCase):
             on_request=handle,
             send_request=lambda data, message: self.requests_sent.append((data, message)),
         )
-        call = object()
+        call = Call("call-1", {})
         peer.request("tools/call", {"name": "ask"}, for_whom=call)
         peer.request("tools/list")
         [(_, for_call), (_, for_nobody)] = self.requests_sent
