@@ -44,7 +44,6 @@ from mcpx.spec.revision import Revision
 from mcpx.store.heartbeat import new_daemon_id
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
-from mcpx.wire.peer import cancelled_by_peer
 
 log = Logger()
 
@@ -220,6 +219,10 @@ class Asking:
         # the call runs on as a task.
         held = ResumableCall(caller.id, method, self._clock)
         held.run(Deferred.fromCoroutine(run()))
+        if conn.calling is not None and context.request_id is not None:
+            # The client's notifications/cancelled withdraws the call before its request
+            # is cancelled: it is then not asking any more, and stops.
+            conn.calling(context.request_id, caller)
         if context.task is not None:
             # A core task is cancelled by tasks/cancel, and then it stops for good,
             # its questions withdrawn wherever they were put.
@@ -233,7 +236,8 @@ class Asking:
             return held.result()  # type: ignore[no-any-return]
 
         def stopped() -> None:
-            if caller.asked and not cancelled_by_peer():
+            # Still asking: its client went without cancelling it (a cancel withdrew it).
+            if caller.asked:
                 self.promote(held)
                 return
             # Withdrawn first, as above.

@@ -25,10 +25,13 @@ from mcpx.call import Call
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.tasks.task import Task
+from mcpx.wire.messages import RequestId
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
 FlowFor: TypeAlias = Callable[["str | int | None"], "Flow | None"]
+#: Tells a connection's peer which call the request it handles under an id is.
+Calling: TypeAlias = Callable[[RequestId, Call], None]
 #: How the MCP server answers one method: the connection, the request's context and
 #: its params in, the result in the newest shape out.
 Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
@@ -72,6 +75,9 @@ class Conn:
     @ivar subject: the access token's subject the connection's requests came with
         (C{daemon.auth} C{oauth}), or C{None}: it scopes the sessions its requests name
         and is signed into the C{requestState} they are handed.
+    @ivar calling: tells the connection's peer the call a request is handled as
+        (L{mcpx.wire.peer.RpcPeer.calling}), so that the client's
+        C{notifications/cancelled} withdraws it, where the client can cancel a request.
     """
 
     transport: str
@@ -88,6 +94,7 @@ class Conn:
     passthrough: tuple[str, ...] | None = None
     flow_for: FlowFor = _no_flow
     subject: str | None = None
+    calling: Calling | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 
@@ -122,6 +129,7 @@ class Context:
         alone, so what it leaves is its connection's (or its named session's), and a
         later request can read it.
     @ivar subject: the access token's subject of its connection, or C{None}.
+    @ivar request_id: a legacy request's JSON-RPC id, by which its client may cancel it.
     """
 
     revision: Revision
@@ -134,6 +142,7 @@ class Context:
     task: Task | None = None
     owner: str | None = None
     subject: str | None = None
+    request_id: RequestId | None = None
 
     @property
     def artifact_owner(self) -> str:

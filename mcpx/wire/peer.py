@@ -40,7 +40,7 @@ from twisted.python.failure import Failure
 
 from mcpx.call import Call
 from mcpx.wire.batch_reply import BatchReply
-from mcpx.wire.cancellation import CANCELLED, cancel_for_peer, cancelled_by_peer
+from mcpx.wire.cancellation import CANCELLED
 from mcpx.wire.errors import INVALID_REQUEST, ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
@@ -66,7 +66,6 @@ __all__ = [
     "RequestHandler",
     "RequestTimedOut",
     "RpcPeer",
-    "cancelled_by_peer",
 ]
 
 #: Answers a request: returns the result, or a Deferred or coroutine producing it, or raises
@@ -149,6 +148,8 @@ class RpcPeer:
         self._outgoing: dict[RequestId, _Outgoing] = {}
         self._carried_for: Call | None = None
         self._incoming: dict[RequestId, Deferred[Any]] = {}
+        #: The calls some of them are handled as (L{calling}).
+        self._calls: dict[RequestId, Call] = {}
         self._closed: BaseException | None = None
         #: Requests given up on whose late answers are still awaited, with their expiry.
         self._late: dict[RequestId, IDelayedCall] = {}
@@ -197,6 +198,18 @@ class RpcPeer:
         """The request L{track_incoming} counted is over (if it is still that one)."""
         if self._incoming.get(request_id) is handling:
             del self._incoming[request_id]
+            self._calls.pop(request_id, None)
+
+    def calling(self, request_id: RequestId, call: Call) -> None:
+        """
+        The request being handled under C{request_id} is handled as C{call} (told from
+        within its handler, which may be before the handler has returned): a
+        C{notifications/cancelled} naming it withdraws the call (L{Call.withdraw})
+        before its handler is cancelled, so that the handler's canceller can tell the
+        other side cancelling it from the connection going (or mcpx giving up), which
+        leaves the call as it was.  Forgotten when the request ends.
+        """
+        self._calls[request_id] = call
 
     def expect_late(self, grace: float) -> None:
         """
@@ -486,6 +499,7 @@ class RpcPeer:
         answering = self._incoming.get(request.id) is handling
         if answering:
             del self._incoming[request.id]
+            self._calls.pop(request.id, None)
             if isinstance(outcome, Failure) and outcome.check(NoReply):
                 answering = False
                 outcome = None
@@ -574,6 +588,7 @@ class RpcPeer:
         if type(request_id) is not int and type(request_id) is not str:
             return False
         handling = self._incoming.pop(request_id, None)
+        call = self._calls.pop(request_id, None)
         if handling is None:
             return False
         self.log.info(
@@ -582,15 +597,16 @@ class RpcPeer:
             id=request_id,
             reason=params.get("reason"),
         )
-        self._stop(handling, by_peer=True)
+        self._stop(handling, call)
         return True
 
-    def _stop(self, handling: Deferred[Any], *, by_peer: bool = False) -> None:
+    def _stop(self, handling: Deferred[Any], withdrawn: Call | None = None) -> None:
         # A canceller is user code; what it raises must not reach the transport.
         try:
-            if by_peer:
-                cancel_for_peer(handling)
-            else:
+            try:
+                if withdrawn is not None:
+                    withdrawn.withdraw()
+            finally:
                 handling.cancel()
         except Exception:
             self.log.failure("{peer}: cancelling a handler failed", peer=self.name)
@@ -632,6 +648,7 @@ class RpcPeer:
         self._closed = cause
         outgoing, self._outgoing = self._outgoing, {}
         incoming, self._incoming = self._incoming, {}
+        self._calls.clear()
         late, self._late = self._late, {}
         self._late_for.clear()
         for timer in late.values():
