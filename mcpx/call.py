@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.questions.test_caller -*-
+# -*- test-case-name: tests.test_call,tests.questions.test_caller -*-
 """
 A host's call: one request on whose behalf mcpx calls upstream, and its life.
 
