@@ -95,7 +95,7 @@ class _Now:
 
 
 _now: Final = _Now()
-#: The context each call's questions are children of, by the call's caller.
+#: The context each call's questions are children of, by the call (L{mcpx.call.Call}).
 _calls: weakref.WeakKeyDictionary[object, TraceContext] = weakref.WeakKeyDictionary()
 
 
@@ -268,25 +268,25 @@ def inject(meta: MutableMapping[str, Any]) -> None:
     _now.propagator.inject(meta)
 
 
-def remember(caller: object) -> None:
+def remember(call: object) -> None:
     """
-    Take the current span as the parent of the questions asked for C{caller}'s call
-    (L{recall}); forgotten with the caller.
+    Take the current span as the parent of the questions asked for C{call} (a
+    L{mcpx.call.Call}, L{recall}); forgotten with the call.
     """
-    if _now.tracer is None or caller is None:
+    if _now.tracer is None or call is None:
         return
     from opentelemetry.context import get_current
 
     with contextlib.suppress(TypeError):
-        _calls[caller] = get_current()
+        _calls[call] = get_current()
 
 
-def recall(caller: object) -> TraceContext | None:
-    """The span context L{remember} took for C{caller}, if any."""
-    if _now.tracer is None or caller is None:
+def recall(call: object) -> TraceContext | None:
+    """The span context L{remember} took for C{call}, if any."""
+    if _now.tracer is None or call is None:
         return None
     try:
-        return _calls.get(caller)
+        return _calls.get(call)
     except TypeError:
         return None
 

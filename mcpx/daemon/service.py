@@ -27,6 +27,7 @@ from mcpx import tracing
 from mcpx.auth.host_signin import HostSignIns
 from mcpx.auth.signin import SignIns
 from mcpx.auth.store import TokenStore, path_in
+from mcpx.call import Asker, Call
 from mcpx.daemon.bearer import verifier_for
 from mcpx.daemon.browser_login import BrowserLogins
 from mcpx.daemon.fleet_config import ConfigNotices
@@ -60,7 +61,6 @@ from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
 from mcpx.policy.sampling import SamplingGuard
 from mcpx.pool.pool import Pool
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, Asker, Caller
 from mcpx.questions.relay import WATCHED_WITHIN, Relay
 from mcpx.questions.store import QuestionStore
 from mcpx.scripts.artifacts import ARTIFACTS_DIRECTORY, Artifacts
@@ -76,6 +76,7 @@ from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.server_policy import ServerPolicy
 from mcpx.settings.servers import ServersConfig
+from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import NEWEST
 from mcpx.store.config import StoreTarget, open_records
 from mcpx.store.heartbeat import Heartbeat, alive_in, new_daemon_id
@@ -270,7 +271,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         clock,
         owner=pool.owner,
         hold=pool.hold_deadlines,
-        candidates=pool.callers,
+        candidates=pool.calls,
         lone=pool.lone_request,
         roots_source=roots_source,
         native=settings.boolean("proto.native"),
@@ -506,7 +507,7 @@ def _same(part: GuardedPool) -> GuardedPool:
 
 
 async def _ask_user(
-    relay: Relay, server: str, scope_key: str, caller: Caller | None, params: Mapping[str, Any]
+    relay: Relay, server: str, scope_key: str, caller: Call | None, params: Mapping[str, Any]
 ) -> bool:
     """Put a yes-or-no question to the user behind C{caller}, or to the broker."""
     try:

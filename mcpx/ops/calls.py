@@ -13,13 +13,13 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from mcpx.call import Call
 from mcpx.ops.errors import OpError, unknown_name
 from mcpx.ops.host import Invocation, OpHost, Reply, pool_of
 from mcpx.ops.programs import RUN_STATUS, scripts_of
 from mcpx.ops.schemas import MAX_COMPLETION_VALUES
 from mcpx.ops.servers import tool_names
 from mcpx.ops.tasks import task_error
-from mcpx.questions.caller import Caller
 from mcpx.scripts.outcome import RunRefusedCall, UnknownRun
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
@@ -44,7 +44,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     if call_id is None:
         # A task's call is named after the task, once it has one (below).
         call_id = "" if task_named else _v1_call_id()
-    caller = Caller(
+    caller = Call(
         call_id,
         {},
         None,
@@ -69,7 +69,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     )
 
 
-async def call_upstream(host: OpHost, call: Invocation, caller: Caller | None) -> dict[str, Any]:
+async def call_upstream(host: OpHost, call: Invocation, caller: Call | None) -> dict[str, Any]:
     """
     Call C{call.args}' tool once, now, for C{caller}: the call of L{call_tool} (C{/v1/call})
     and of the MCP gateway's C{mcpx_call} alike.
@@ -88,7 +88,7 @@ async def call_upstream(host: OpHost, call: Invocation, caller: Caller | None) -
             timeout=args.get("timeout"),
             meta=call.meta,
             on_progress=call.on_progress if args.get("progress") else None,
-            caller=caller,
+            call=caller,
         )
     except RpcError as e:
         if e.code != INVALID_PARAMS:

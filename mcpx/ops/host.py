@@ -16,6 +16,7 @@ from attrs import Factory, define, field, frozen
 from twisted.internet.interfaces import IReactorTime
 
 from mcpx.auth.caller import attributed_to, principal_of
+from mcpx.call import Call
 from mcpx.ops.clashes import Clashes
 from mcpx.ops.errors import OpError
 from mcpx.ops.events import EventBus
@@ -23,7 +24,6 @@ from mcpx.ops.recent_calls import RecentCalls
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.interface import PoolInterface
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import Caller
 from mcpx.questions.relay import Relay
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -160,7 +160,7 @@ class Invocation:
     args: Mapping[str, Any]
     client: str = DEFAULT_CLIENT
     on_progress: Callable[[dict[str, Any]], None] | None = None
-    caller: Caller | None = None
+    caller: Call | None = None
     owner: str | None = None
     run: tuple[str, str] | None = None
     holder: str | None = None

@@ -13,7 +13,8 @@ from mcpx.ops.host import Invocation, OpHost, required
 from mcpx.ops.schemas import DEFAULT_ANSWERER
 from mcpx.questions.answers import InvalidAnswer
 from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
-from mcpx.questions.record import ELICIT, SAMPLE, Question, QuestionState
+from mcpx.questions.record import Question, QuestionState
+from mcpx.spec.questions import ELICIT, SAMPLE
 
 
 def _broker(host: OpHost) -> Broker:

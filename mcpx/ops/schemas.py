@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcpx.pool.status import ServerState
-from mcpx.questions.record import KINDS, ROUTES, QuestionState
+from mcpx.questions.record import ROUTES, QuestionState
 from mcpx.settings.servers import Scope
+from mcpx.spec.questions import CAPABILITY_FOR
 from mcpx.tasks.task import TaskStatus
 from mcpx.upstream.session import Era
 
@@ -189,8 +190,8 @@ QUESTION = object_schema(
         "id": NAME,
         "server": {"type": "string", "description": "The configured server that asked."},
         "scope_key": {"type": "string", "description": "The asking instance's scope key."},
-        "method": {"type": "string", "enum": list(KINDS)},
-        "kind": {"type": "string", "enum": list(KINDS.values())},
+        "method": {"type": "string", "enum": list(CAPABILITY_FOR)},
+        "kind": {"type": "string", "enum": list(CAPABILITY_FOR.values())},
         "params": {
             "type": "object",
             "description": "What the server asks: the request's params, as they are shown.",

@@ -32,11 +32,11 @@ from twisted.logger import Logger
 
 from mcpx import tracing
 from mcpx.auth.caller import attributed_to, principal_of
+from mcpx.call import Call
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
 from mcpx.pool.interface import CallOptions
 from mcpx.pool.status import ReloadReport
-from mcpx.questions.caller import Caller
 from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
 from mcpx.settings.servers import Scope, ServersConfig
 from mcpx.wire.errors import RpcError
@@ -52,7 +52,7 @@ class Confirmation:
     client: str
     tool: str
     arguments: Mapping[str, Any]
-    caller: Caller
+    caller: Call
     why: str
 
     def question(self) -> dict[str, Any]:
@@ -263,7 +263,7 @@ class GuardedPool:
         """
         policy = self.policy(server)
         client = options.get("client", "")
-        caller = options.get("caller")
+        call = options.get("call")
         # Its events are the caller's subject's to see (mcpx.ops.events), and the owner's.
         principal = principal_of(client)
         with tracing.span("mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}) as span:
@@ -290,7 +290,7 @@ class GuardedPool:
                 client=client,
                 tool=tool,
                 arguments=arguments,
-                caller=caller,
+                call=call,
                 why=why,
                 principal=principal,
             ):
@@ -407,14 +407,14 @@ class GuardedPool:
         client: str,
         tool: str,
         arguments: Mapping[str, Any],
-        caller: object,
+        call: Call | None,
         why: str,
         principal: str | None,
     ) -> bool:
-        if not isinstance(caller, Caller):
+        if call is None:
             # Nobody to ask natively: the question waits in the broker (mcpx elicit).
             # It is the caller's subject's question, as a /v1 call's would be.
-            caller = Caller(f"confirm-{next(_confirmations)}", {}, None, owner=principal or None)
+            call = Call(f"confirm-{next(_confirmations)}", {}, None, owner=principal or None)
         self._publish(
             "policy.confirm_asked", server, **attributed_to(principal), tool=tool, reason=why
         )
@@ -424,9 +424,7 @@ class GuardedPool:
             with tracing.span(
                 "mcpx.question confirmation", {"mcpx.server": server, "gen_ai.tool.name": tool}
             ) as span:
-                yes = await self._confirm(
-                    Confirmation(server, client, tool, arguments, caller, why)
-                )
+                yes = await self._confirm(Confirmation(server, client, tool, arguments, call, why))
                 tracing.ended(span, "mcpx.question.action", "accept" if yes else "decline")
         self.counts["confirmed" if yes else "declined", server] += 1
         self._publish(

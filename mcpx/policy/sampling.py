@@ -16,21 +16,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from mcpx.questions.caller import SAMPLE, Caller
+from mcpx.call import Call
 from mcpx.settings.server_policy import SamplingMode, ServerPolicy
+from mcpx.spec.questions import SAMPLE
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
-from mcpx.upstream.handlers import CallerToken, UpstreamHandlers
+from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 #: The JSON-RPC code of a sampling request the user (or their policy) refused, as the
 #: specification's examples spell "user rejected".
 USER_REJECTED: Final = -1
 
-Relayed = Callable[[str, Mapping[str, Any], Any, "str | None"], Awaitable[Mapping[str, Any]]]
-#: Asks the user (server, scope key, caller or C{None} for the relay to find, question
+Relayed = Callable[
+    [str, Mapping[str, Any], "Call | None", "str | None"], Awaitable[Mapping[str, Any]]
+]
+#: Asks the user (server, scope key, call or C{None} for the relay to find, question
 #: params): whether they said yes.
-AskUser = Callable[[str, str, "Caller | None", Mapping[str, Any]], Awaitable[bool]]
+AskUser = Callable[[str, str, "Call | None", Mapping[str, Any]], Awaitable[bool]]
 Publish = Callable[..., None]
 
 
@@ -93,11 +96,11 @@ class SamplingGuard:
             return handlers
 
         async def guarded_relay(
-            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
+            method: str, params: Mapping[str, Any], call: Call | None, key: str | None
         ) -> Mapping[str, Any]:
             if method != SAMPLE:
-                return await relay(method, params, caller, key)
-            return await self.sample(server, scope_key, params, caller=caller, key=key, relay=relay)
+                return await relay(method, params, call, key)
+            return await self.sample(server, scope_key, params, call=call, key=key, relay=relay)
 
         return UpstreamHandlers(relay=guarded_relay, notification=handlers.notification)
 
@@ -107,7 +110,7 @@ class SamplingGuard:
         scope_key: str,
         params: Mapping[str, Any],
         *,
-        caller: CallerToken | None,
+        call: Call | None,
         key: str | None,
         relay: Relayed,
     ) -> Mapping[str, Any]:
@@ -145,20 +148,19 @@ class SamplingGuard:
         cap = policy.sampling_max_tokens
         if cap is not None and (type(asked) is not int or asked > cap):
             params = {**params, "maxTokens": cap}
-        if policy.sampling_mode is SamplingMode.CONFIRM:
-            # A handshake-era server asks on its session, with no call named: the relay
-            # finds whose call it is (and so whom to ask), as it does for the request
-            # itself; a stand-in caller here would send the user to the broker instead.
-            who = caller if isinstance(caller, Caller) else None
-            if not await self._ask(server, scope_key, who, sampling_question(server, params)):
-                raise refuse(
-                    USER_REJECTED,
-                    "sampling.mode",
-                    f"the user declined server {server!r}'s sampling request "
-                    "(sampling.mode is confirm)",
-                )
+        # A handshake-era server asks on its session, with no call named: the relay
+        # finds whose call it is (and so whom to ask), as it does for the request itself.
+        if policy.sampling_mode is SamplingMode.CONFIRM and not await self._ask(
+            server, scope_key, call, sampling_question(server, params)
+        ):
+            raise refuse(
+                USER_REJECTED,
+                "sampling.mode",
+                f"the user declined server {server!r}'s sampling request "
+                "(sampling.mode is confirm)",
+            )
         try:
-            result = await relay(SAMPLE, params, caller, key)
+            result = await relay(SAMPLE, params, call, key)
         except Exception as reason:
             # The host declined, erred or could not be reached: counted, then told to
             # the server as it was.

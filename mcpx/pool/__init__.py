@@ -16,7 +16,6 @@ from mcpx.pool.errors import (
     TooManyInstances,
     UnknownServer,
 )
-from mcpx.pool.instance import CallToken
 from mcpx.pool.pool import Connects, Pool
 from mcpx.pool.status import ReloadReport, ServerState, ServerStatus
 
@@ -24,7 +23,6 @@ __all__ = [
     "AnswerTooLarge",
     "Backoff",
     "CallTimedOut",
-    "CallToken",
     "Connects",
     "Pool",
     "PoolError",

@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from attrs import define, field
 
+from mcpx.call import Call
 from mcpx.lasting import Lasting
 from mcpx.once import Calls
 from mcpx.pool.budget import Deadline
-from mcpx.pool.instance import POOL_LOG, CallToken, Instance, Slot, mirrored_scope, own_scope
+from mcpx.pool.instance import POOL_LOG, Instance, Slot, mirrored_scope, own_scope
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
 from mcpx.upstream.handlers import mark_of
@@ -67,10 +68,9 @@ def _asks_on_its_connection(instance: Instance) -> bool:
     return session is not None and session.era is Era.LEGACY
 
 
-def same_host(one: object, other: object) -> bool:
-    """Whether two calls were made by one host (both known, see C{Caller.host})."""
-    host = getattr(one, "host", None)
-    return host is not None and host == getattr(other, "host", None)
+def same_host(one: Call | None, other: Call) -> bool:
+    """Whether two calls were made by one host (both known, see L{Call.host})."""
+    return one is not None and one.host is not None and one.host == other.host
 
 
 class Attribution:
@@ -95,9 +95,9 @@ class Attribution:
         self._request_prefix = f"request-{secrets.token_hex(4)}-"
         self._request_numbers = itertools.count(1)
 
-    def owner(self, server: str, scope_key: str) -> CallToken | None:
+    def owner(self, server: str, scope_key: str) -> Call | None:
         """
-        The one caller every request in flight on (C{server}, C{scope_key}) is for, or
+        The one call every request in flight on (C{server}, C{scope_key}) is for, or
         C{None} when there is none or several, or a request that is nobody's (which
         includes a request mcpx gave up on that its server has not answered yet, for
         up to C{pool.cancelGrace}): a question arriving on that connection belongs to
@@ -116,17 +116,17 @@ class Attribution:
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
             return None
-        callers = instance.callers
+        calls = instance.calls
         late = instance.late
-        if late and callers and callers[0] is not None:
-            mine = callers[0]
-            late -= sum(1 for other in instance.late_callers() if same_host(other, mine))
-        if not callers or late:
-            if len(callers) + late > 1:
+        if late and calls and calls[0] is not None:
+            mine = calls[0]
+            late -= sum(1 for other in instance.late_calls() if same_host(other, mine))
+        if not calls or late:
+            if len(calls) + late > 1:
                 self._learn_asking(instance)
             return None
-        first = callers[0]
-        for other in callers:
+        first = calls[0]
+        for other in calls:
             if other is not first:
                 self._learn_asking(instance)
                 return None
@@ -153,10 +153,10 @@ class Attribution:
         instance = self._instances.slots.find(server, scope_key)
         if instance is None:
             return None
-        callers, deadlines = instance.callers, instance.deadlines
-        # A request is counted (its caller listed) a moment before its deadline is set:
+        calls, deadlines = instance.calls, instance.deadlines
+        # A request is counted (its call listed) a moment before its deadline is set:
         # one asking in between is left unattributed rather than guessed.
-        if len(callers) != 1 or callers[0] is not None or len(deadlines) != 1:
+        if len(calls) != 1 or calls[0] is not None or len(deadlines) != 1:
             return None
         if instance.late:
             return None
@@ -168,10 +168,10 @@ class Attribution:
             )
         return lone
 
-    def callers(self, server: str, scope_key: str) -> list[CallToken | None]:
-        """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
+    def calls(self, server: str, scope_key: str) -> list[Call | None]:
+        """The calls the requests in flight on (C{server}, C{scope_key}) are for, in order."""
         instance = self._instances.slots.find(server, scope_key)
-        return list(instance.callers) if instance is not None else []
+        return list(instance.calls) if instance is not None else []
 
     def _learn_asking(self, instance: Instance) -> None:
         name = instance.name
@@ -188,10 +188,10 @@ class Attribution:
         )
 
     def slot_for(
-        self, server: str, client: str, caller: CallToken | None, *, legacy: bool = False
+        self, server: str, client: str, call: Call | None, *, legacy: bool = False
     ) -> Slot:
         """
-        The slot a call for C{caller} runs on: the server's own, unless it is a shared
+        The slot a request for C{call} runs on: the server's own, unless it is a shared
         server known to ask, when a call made for a caller gets an instance nobody else
         is using (an idle one first, else a new one under C{pool.maxAskingInstances}).
 
@@ -199,7 +199,7 @@ class Attribution:
             the legacy-era slots (C{pool.maxAskingInstances} counts both eras' together).
         """
         slot = self._instances.slots.slot(server, client, legacy=legacy)
-        if caller is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
+        if call is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
             return slot
         running = slot.instance
         if (
@@ -266,7 +266,7 @@ class Attribution:
         The request on C{instance} bounded by C{deadline} ended (answered, failed,
         given up on): if it was the request made for nobody whose questions are its
         own, what it asked that still waits is withdrawn, as a caller's is
-        (L{mcpx.questions.caller.Caller.call_ended}).
+        (L{mcpx.call.Call.call_ended}).
         """
         lone = self._lone.get(instance)
         if lone is not None and lone.deadline is deadline:

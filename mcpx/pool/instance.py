@@ -10,7 +10,7 @@ the fields it owns.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, TypeAlias
 
 from attrs import define, field
 from twisted.internet.defer import Deferred
@@ -18,6 +18,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
 from mcpx.auth.caller import OWNER, per_person, principal_of
+from mcpx.call import Call
 from mcpx.once import Once
 from mcpx.pool.budget import Deadline
 from mcpx.pool.catalogue import Listings
@@ -36,21 +37,6 @@ POOL_LOG = Logger(namespace="mcpx.pool.pool.Pool")
 #: instance that meets the calls of handshake-era hosts in their own era (era
 #: mirroring, spec/era-mirroring.md), beside the one under the plain scope key.
 LEGACY_ERA_PREFIX = "legacy|"
-
-
-class CallToken(Protocol):
-    """
-    Whom a request the pool makes is for: the call it runs on behalf of
-    (L{mcpx.questions.caller.Caller}).  The pool keeps it with the request, so that a
-    question arriving on that connection can be tied to it
-    (L{mcpx.pool.attribution.Attribution.owner}), and tells it when the request ended.
-    """
-
-    def call_ended(self, *, answered: bool) -> None:
-        """
-        The request ended (C{answered}: by the server's reply, a result or an error):
-        the questions it asked that still wait are withdrawn.
-        """
 
 
 @define(eq=False)
@@ -94,9 +80,11 @@ class Instance:
     #: Whether it ended on its own (crash, failed start) rather than being closed.
     failed: bool = False
     in_flight: int = 0
-    #: Whom each request in flight is for (one entry per request, C{None} for nobody's):
-    #: kept in the same step as L{in_flight}, so the two can never disagree.
-    callers: list[CallToken | None] = field(factory=list)
+    #: The call each request in flight is made for (one entry per request, C{None} for
+    #: nobody's), which the pool tells when the request ended
+    #: (L{mcpx.call.Call.call_ended}): kept in the same step as L{in_flight}, so the two
+    #: can never disagree.
+    calls: list[Call | None] = field(factory=list)
     #: Whose each request in flight is (the subject identity it was made for, C{None}
     #: for the owner's and nobody's), in the same step: what the server says meanwhile
     #: (its log, its progress) is that principal's when every request is the same one's.
@@ -133,7 +121,7 @@ class Instance:
         session = self.session
         return session.rpc.awaiting_late if session is not None else 0
 
-    def late_callers(self) -> list[object]:
+    def late_calls(self) -> list[Call | None]:
         """Whom each of the L{late} requests was made for (C{None}: nobody)."""
         session = self.session
         return session.rpc.late_for_whom() if session is not None else []

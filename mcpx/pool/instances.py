@@ -29,6 +29,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
 from mcpx.auth.caller import per_person
+from mcpx.call import Call
 from mcpx.lasting import Lasting
 from mcpx.once import Once
 from mcpx.pool.backoff import Backoff
@@ -49,7 +50,7 @@ from mcpx.pool.instance import (
 )
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
-from mcpx.upstream.handlers import NO_HANDLERS, CallerToken, Question, UpstreamHandlers
+from mcpx.upstream.handlers import NO_HANDLERS, Question, UpstreamHandlers
 from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
@@ -401,11 +402,11 @@ class Instances:
         relay = base.relay
 
         def relayed(
-            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
+            method: str, params: Mapping[str, Any], call: Call | None, key: str | None
         ) -> Awaitable[Mapping[str, Any]]:
             instance.catalogue.app_reads.asked()
             assert relay is not None
-            return relay(method, params, caller, key)
+            return relay(method, params, call, key)
 
         return evolve(
             base,

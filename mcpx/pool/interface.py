@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack
 
-from mcpx.pool.instance import CallToken
+from mcpx.call import Call
 from mcpx.pool.progress import ProgressSink
 from mcpx.pool.status import ReloadReport, ServerStatus
 from mcpx.settings.resolve import Settings
@@ -25,13 +25,13 @@ class RequestOptions(TypedDict, total=False):
 
     @ivar client: the caller's identity, which picks its instance (default C{""}).
     @ivar timeout: a bound shorter than C{pool.callTimeout}; a longer one is clamped.
-    @ivar caller: the call it is made for (L{mcpx.questions.caller.Caller}): the
+    @ivar call: the call it is made for (L{mcpx.call.Call}): the
         server's questions may be put to that call's client.
     """
 
     client: str
     timeout: float | None
-    caller: CallToken | None
+    call: Call | None
 
 
 class CallOptions(RequestOptions, total=False):

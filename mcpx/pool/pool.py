@@ -83,6 +83,7 @@ from twisted.python.failure import Failure
 
 from mcpx import tracing
 from mcpx.auth.caller import attributed_to, per_person, principal_of
+from mcpx.call import Call
 from mcpx.pool.attribution import (
     DEFAULT_MAX_ASKING_INSTANCES,
     MAX_ASKING_INSTANCES_SETTING,
@@ -95,7 +96,6 @@ from mcpx.pool.catalogue import Catalogue, is_app_read
 from mcpx.pool.errors import UnknownServer
 from mcpx.pool.instance import (
     POOL_LOG,
-    CallToken,
     Instance,
     Slot,
     is_mirrored,
@@ -263,17 +263,17 @@ class Pool(MultiService):
 
     # Attribution (L{Attribution})
 
-    def owner(self, server: str, scope_key: str) -> CallToken | None:
-        """L{Attribution.owner}: the one caller of a connection's requests, if one."""
+    def owner(self, server: str, scope_key: str) -> Call | None:
+        """L{Attribution.owner}: the one call of a connection's requests, if one."""
         return self._attribution.owner(server, scope_key)
 
     def lone_request(self, server: str, scope_key: str) -> NobodysRequest | None:
         """L{Attribution.lone_request}: the request made for nobody alone in flight."""
         return self._attribution.lone_request(server, scope_key)
 
-    def callers(self, server: str, scope_key: str) -> list[CallToken | None]:
-        """Whom the requests in flight on (C{server}, C{scope_key}) are for, in order."""
-        return self._attribution.callers(server, scope_key)
+    def calls(self, server: str, scope_key: str) -> list[Call | None]:
+        """The calls the requests in flight on (C{server}, C{scope_key}) are for, in order."""
+        return self._attribution.calls(server, scope_key)
 
     def hold_deadlines(self, server: str, scope_key: str) -> Callable[[], None]:
         """L{Attribution.hold_deadlines}: pause a connection's clocks for a question."""
@@ -395,7 +395,7 @@ class Pool(MultiService):
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: ProgressSink | None = None,
-        caller: CallToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """
         Call a tool.
@@ -406,7 +406,7 @@ class Pool(MultiService):
             the server sends about this call.  Every call carries a progress token of
             the pool's own (C{mcpx-<n>}), and each report about it gives the call its
             bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
-        @param caller: the call it is made for (L{mcpx.questions.caller.Caller}): its
+        @param call: the call it is made for (L{mcpx.call.Call}): its
             questions may be put to that call's client, see L{Attribution.owner}.
         @return: the C{CallToolResult}.
         @raise UnknownServer: if C{server} is not configured.
@@ -417,11 +417,11 @@ class Pool(MultiService):
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
         # An unknown server is refused before anything is counted for it.
-        slot = self._attribution.slot_for(server, client, caller)
+        slot = self._attribution.slot_for(server, client, call)
         principal = principal_of(client)
         outcome = "error"
         try:
-            slot = await self.in_host_era(slot, client, caller, bound)
+            slot = await self.in_host_era(slot, client, call, bound)
             with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
                 instance = await self._instances.claim(slot, bound)
             token, watch = self._requests.progress.open(on_progress, bound)
@@ -435,15 +435,13 @@ class Pool(MultiService):
                         # The upstream's spans are children of this one, and so are the
                         # questions it asks for this call.
                         tracing.inject(meta)
-                        tracing.remember(caller)
+                        tracing.remember(call)
                     result = await self._requests.run(
                         instance,
                         tool,
                         bound,
-                        lambda session: session.call_tool(
-                            tool, arguments, meta=meta, caller=caller
-                        ),
-                        caller,
+                        lambda session: session.call_tool(tool, arguments, meta=meta, call=call),
+                        call,
                         asked=asked,
                         progress=watch,
                         principal=principal,
@@ -465,11 +463,11 @@ class Pool(MultiService):
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: CallToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """
         Send any request (questions the server asks on the way are answered through the
-        handlers, knowing C{caller}, as for L{call_tool}).  C{resources/subscribe} and
+        handlers, knowing C{call}, as for L{call_tool}).  C{resources/subscribe} and
         C{resources/unsubscribe} go through L{subscribe} and L{unsubscribe}, so the pool
         knows what is open.
 
@@ -494,15 +492,15 @@ class Pool(MultiService):
                 return kept
         bound = effective_call_timeout(self._requests.call_timeout, timeout)
         asked = self._clock.seconds()
-        slot = self._attribution.slot_for(server, client, caller)
-        slot = await self.in_host_era(slot, client, caller, bound)
+        slot = self._attribution.slot_for(server, client, call)
+        slot = await self.in_host_era(slot, client, call, bound)
         with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
             instance = await self._instances.claim(slot, bound)
         reads = instance.catalogue.app_reads
         version = reads.version
         with tracing.span(f"mcpx.upstream {method}", {"mcpx.server": server}) as span:
             if span is not None:
-                tracing.remember(caller)
+                tracing.remember(call)
                 params = dict(params or {})
                 meta = params.get("_meta")
                 params["_meta"] = meta = dict(meta) if isinstance(meta, Mapping) else {}
@@ -511,8 +509,8 @@ class Pool(MultiService):
                 instance,
                 method,
                 bound,
-                lambda session: session.call(method, params, caller=caller),
-                caller,
+                lambda session: session.call(method, params, call=call),
+                call,
                 asked=asked,
                 principal=principal_of(client),
             )
@@ -533,13 +531,11 @@ class Pool(MultiService):
             instance.last_used = self._clock.seconds()
         return kept
 
-    async def in_host_era(
-        self, slot: Slot, client: str, caller: CallToken | None, within: float
-    ) -> Slot:
+    async def in_host_era(self, slot: Slot, client: str, call: Call | None, within: float) -> Slot:
         """
-        The slot a request for C{caller} runs on, C{slot} (L{Attribution.slot_for}) in
+        The slot a request for C{call} runs on, C{slot} (L{Attribution.slot_for}) in
         the era of the host that made it where the server speaks both (era mirroring): a
-        handshake-era host's call (C{caller.legacy}) to a server found modern goes to
+        handshake-era host's call (C{call.legacy}) to a server found modern goes to
         the legacy-era instance beside the server's own, unless the server's entry
         pins a C{protocol} or the server turned out to speak 2026-07-28 alone.  Which
         era the server's own instance speaks is known once it runs: when none does
@@ -549,7 +545,7 @@ class Pool(MultiService):
         """
         server = slot.key[0]
         if (
-            not getattr(caller, "legacy", False)
+            not (call is not None and call.legacy)
             or slot.config.protocol
             or server in self._instances.modern_only
         ):
@@ -561,7 +557,7 @@ class Pool(MultiService):
             era = instance.session.era
         if era is not Era.MODERN or server in self._instances.modern_only:
             return slot
-        return self._attribution.slot_for(server, client, caller, legacy=True)
+        return self._attribution.slot_for(server, client, call, legacy=True)
 
     def _own_era(self, server: str) -> Era | None:
         """

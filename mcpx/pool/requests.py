@@ -12,10 +12,11 @@ from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred
 
+from mcpx.call import Call
 from mcpx.pool.attribution import Attribution
 from mcpx.pool.budget import Deadline, effective_call_timeout
 from mcpx.pool.errors import AnswerTooLarge, CallTimedOut, masked_rpc_error, transport_error
-from mcpx.pool.instance import CallToken, Instance
+from mcpx.pool.instance import Instance
 from mcpx.pool.instances import Instances
 from mcpx.pool.progress import ProgressRoutes, ProgressWatch
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
@@ -67,7 +68,7 @@ class Requests:
         what: str,
         timeout: float,
         action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
-        caller: CallToken | None = None,
+        call: Call | None = None,
         *,
         asked: float | None = None,
         progress: ProgressWatch | None = None,
@@ -86,7 +87,7 @@ class Requests:
         session = instance.session
         assert session is not None
         instance.in_flight += 1
-        instance.callers.append(caller)
+        instance.calls.append(call)
         instance.principals.append(principal)
         # The server replied (a result or an error), rather than the request being
         # given up on or cut short.
@@ -137,12 +138,12 @@ class Requests:
                 instance.deadlines.discard(deadline)
                 self._attribution.request_ended(instance, deadline)
         finally:
-            instance.callers.remove(caller)
+            instance.calls.remove(call)
             instance.principals.remove(principal)
             self._instances.finished(instance)
-            if caller is not None:
+            if call is not None:
                 # The questions it asked that still wait are withdrawn with it
-                # (mcpx.questions.caller.Caller.call_ended).
-                caller.call_ended(answered=answered)
+                # (mcpx.call.Call.call_ended).
+                call.call_ended(answered=answered)
         self._instances.forgive(instance)
         return result

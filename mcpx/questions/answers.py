@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpx.questions.forms import check_content
-from mcpx.questions.record import ELICIT, SAMPLE, Question, QuestionState
+from mcpx.questions.record import Question, QuestionState
+from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.wire.errors import RpcError
 
 #: The JSON-RPC error code for a sampling or roots request nobody answered (as MCP SDKs use).

@@ -30,7 +30,6 @@ from twisted.logger import Logger
 from mcpx.auth.caller import attributed_to
 from mcpx.questions.answers import judged, upstream_outcome
 from mcpx.questions.record import (
-    KINDS,
     ROUTE_BROKER,
     ROUTE_CLIENT,
     ROUTES,
@@ -40,6 +39,7 @@ from mcpx.questions.record import (
 )
 from mcpx.questions.saving import QuestionWrites
 from mcpx.questions.store import QuestionStore
+from mcpx.spec.questions import CAPABILITY_FOR
 from mcpx.store.heartbeat import Heartbeat
 from mcpx.wire.errors import RpcError
 
@@ -309,7 +309,7 @@ class Broker:
             (L{max_per_call}), this server (L{max_per_server}) or in all
             (L{max_pending}); nothing is recorded.
         """
-        if method not in KINDS:
+        if method not in CAPABILITY_FOR:
             raise ValueError(f"not a question method: {method!r}")
         if route not in ROUTES:
             raise ValueError(f"not a question route: {route!r}")

@@ -16,12 +16,7 @@ from typing import Any
 
 from attrs import define
 
-ELICIT = "elicitation/create"
-SAMPLE = "sampling/createMessage"
-LIST_ROOTS = "roots/list"
-
-#: The methods an upstream may ask with, and the short name each kind goes by.
-KINDS: Mapping[str, str] = {ELICIT: "elicitation", SAMPLE: "sampling", LIST_ROOTS: "roots"}
+from mcpx.spec.questions import CAPABILITY_FOR
 
 #: The question waits in the broker for any consumer (C{mcpx elicit}, C{/v1}, a plugin).
 ROUTE_BROKER = "broker"
@@ -52,7 +47,7 @@ class Question:
     @ivar id: the question's id (see L{new_question_id}).
     @ivar server: the configured name of the upstream that asked.
     @ivar scope_key: the pool scope key of the instance that asked; C{""} when shared.
-    @ivar method: L{ELICIT}, L{SAMPLE} or L{LIST_ROOTS}.
+    @ivar method: one of L{mcpx.spec.questions.CAPABILITY_FOR} (the three questions).
     @ivar params: the question's params as shown and sent (already rewritten to name the asker).
     @ivar created: clock seconds when it was asked.
     @ivar deadline: clock seconds when it expires unless answered first.
@@ -89,7 +84,7 @@ class Question:
     @property
     def kind(self) -> str:
         """C{"elicitation"}, C{"sampling"} or C{"roots"}."""
-        return KINDS[self.method]
+        return CAPABILITY_FOR[self.method]
 
     @property
     def pending(self) -> bool:
@@ -125,7 +120,7 @@ class Question:
         @raise ValueError: the state or method is not one this version knows.
         """
         method = data["method"]
-        if method not in KINDS:
+        if method not in CAPABILITY_FOR:
             raise ValueError(f"unknown question method {method!r}")
         return cls(
             id=data["id"],

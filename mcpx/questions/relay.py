@@ -28,26 +28,19 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx import tracing
+from mcpx.call import Asker, Call, ClientUnreachable
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import (
-    CAPABILITY_FOR,
-    ELICIT,
-    LIST_ROOTS,
-    Asker,
-    Caller,
-    ClientUnreachable,
-    may_ask,
-)
 from mcpx.questions.forms import check_content
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, QuestionState
-from mcpx.upstream.handlers import CallerToken, NotificationSink, UpstreamHandlers
+from mcpx.spec.questions import CAPABILITY_FOR, ELICIT, LIST_ROOTS, may_ask
+from mcpx.upstream.handlers import NotificationSink, UpstreamHandlers
 from mcpx.wire.errors import RpcError
 
 ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
-Owner = Callable[[str, str], object]
+Owner = Callable[[str, str], "Call | None"]
 Hold = Callable[[str, str], Callable[[], None]]
-Candidates = Callable[[str, str], Sequence[object]]
+Candidates = Callable[[str, str], Sequence["Call | None"]]
 #: Whether anyone watches the broker for C{server}'s questions now (L{Relay}).
 #: Whether anyone watches the broker for a server's questions asked for an owner's call.
 Watched = Callable[[str, "str | None"], bool]
@@ -227,18 +220,18 @@ class Relay:
         """The handlers of the instance serving (C{server}, C{scope_key})."""
 
         async def relay(
-            method: str, params: Mapping[str, Any], caller: CallerToken | None, key: str | None
+            method: str, params: Mapping[str, Any], call: Call | None, key: str | None
         ) -> Mapping[str, Any]:
             if not tracing.on():
-                return await self.ask(server, scope_key, method, params, caller=caller, key=key)
+                return await self.ask(server, scope_key, method, params, caller=call, key=key)
             # A span from the question to its answer, a child of the call it is asked for.
-            call = caller if caller is not None else self._owner(server, scope_key)
+            owner = call if call is not None else self._owner(server, scope_key)
             with tracing.span(
                 f"mcpx.question {method}",
                 {"mcpx.server": server, "mcp.method.name": method},
-                parent=tracing.recall(call),
+                parent=tracing.recall(owner),
             ) as span:
-                answer = await self.ask(server, scope_key, method, params, caller=caller, key=key)
+                answer = await self.ask(server, scope_key, method, params, caller=call, key=key)
                 action = answer.get("action")
                 tracing.ended(
                     span, "mcpx.question.action", action if action in _ACTIONS else "answered"
@@ -277,9 +270,9 @@ class Relay:
         # Remembered as long as a question may wait for a client, then forgotten.
         self._clock.callLater(self._client_wait, self._url_asks.pop, key, None)
 
-    def _caller(self, server: str, scope_key: str, given: object) -> Caller | None:
+    def _call(self, server: str, scope_key: str, given: Call | None) -> Call | None:
         found = given if given is not None else self._owner(server, scope_key)
-        if isinstance(found, Caller):
+        if found is not None:
             return found
         if given is None and self._lone is not None:
             lone = self._lone(server, scope_key)
@@ -287,7 +280,7 @@ class Relay:
                 # Its client can be asked nothing, but the question is certainly this
                 # request's: the broker names it so, and it goes when the request does
                 # (the server answered cancel, as for any call's withdrawn question).
-                stand_in = Caller(lone.id, {})
+                stand_in = Call(lone.id, {})
                 lone.on_end(stand_in.withdraw)
                 return stand_in
         return None
@@ -299,7 +292,7 @@ class Relay:
         method: str,
         params: Mapping[str, Any],
         *,
-        caller: object = None,
+        caller: Call | None = None,
         key: str | None = None,
         own: bool = False,
     ) -> dict[str, Any]:
@@ -315,9 +308,9 @@ class Relay:
         @raise mcpx.wire.errors.RpcError: the client's error, or a declined sampling or
             roots question.
         """
-        call = self._caller(server, scope_key, caller)
+        call = self._call(server, scope_key, caller)
         if call is not None:
-            call.asked = True
+            call.question_asked()
         shown = dict(params) if own else rewritten(server, method, params)
         ahead = call.take_held(key) if call is not None else None
         if ahead is not None and not isinstance(ahead, Mapping):
@@ -347,7 +340,7 @@ class Relay:
             # never the roots of some other host that happens to use it.
             source = self.roots_source(server, scope_key)
             if source is not None:
-                stand_in = Caller("", {"roots": {}}, asker=source)
+                stand_in = Call("", {"roots": {}}, asker=source)
                 return await self._from_client(
                     server, scope_key, method, shown, call=stand_in, key=None, ahead=None
                 )
@@ -402,7 +395,7 @@ class Relay:
             return
         told: set[int] = set()
         for candidate in self._candidates(server, scope_key):
-            if not isinstance(candidate, Caller) or candidate.asker is None:
+            if candidate is None or candidate.asker is None:
                 continue
             if id(candidate) in told:
                 continue
@@ -425,7 +418,7 @@ class Relay:
         server: str,
         scope_key: str,
         answered: Deferred[dict[str, Any]],
-        call: Caller | None = None,
+        call: Call | None = None,
         withdrawable: str | None = None,
         *,
         attributed: bool = False,
@@ -434,9 +427,9 @@ class Relay:
         Wait for C{answered}, with the connection's call deadlines held meanwhile.
 
         @param call: the call the question is for: its end cancels the wait
-            (L{Caller.call_ended}).
+            (L{Call.call_ended}).
         @param withdrawable: the question's id, when giving the call up withdraws it
-            (L{Caller.withdraw}).
+            (L{Call.withdraw}).
         @param attributed: the question is C{call}'s by the pool's attribution alone
             (the server did not say so): the server's reply to the call leaves it be.
         """
@@ -460,7 +453,7 @@ class Relay:
         method: str,
         shown: dict[str, Any],
         *,
-        call: Caller,
+        call: Call,
         key: str | None,
         ahead: Any,
         attributed: bool = False,

@@ -25,7 +25,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.questions.caller import Caller
+from mcpx.call import Call
 from mcpx.scripts import protocol
 from mcpx.scripts.outcome import RunFailed, RunOutcome
 from mcpx.wire.framing import LineBuffer, LineTooLong
@@ -162,7 +162,7 @@ class Run:
 
     id: str
     identity: str
-    caller: Caller
+    caller: Call
     scripts: RunOwner
     limits: Limits
     started: float

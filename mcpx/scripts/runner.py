@@ -4,7 +4,7 @@ Runs C{mcpx_exec} programs: one worker process each (L{mcpx.scripts.worker}), dr
 from the reactor over its pipes (L{mcpx.scripts.run}), every tool call it asks for made
 through the pool.
 
-Run membership.  A run has one L{Caller}, chosen before the program starts: the host
+Run membership.  A run has one L{Call}, chosen before the program starts: the host
 request's own when it has one (so a question can reach the client that called
 C{mcpx_exec}), else one named after the run.  Every upstream call the program makes
 carries that same caller, so the pool's attribution rule (L{mcpx.pool.pool.Pool.owner})
@@ -41,10 +41,10 @@ from twisted.internet.interfaces import (
 )
 from twisted.logger import Logger
 
+from mcpx.call import Call
 from mcpx.pool.budget import call_timeout_in_run
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
-from mcpx.questions.caller import Caller
 from mcpx.scripts import cpython
 from mcpx.scripts.artifacts import RESULT_NAME, Artifacts, artifact_uri
 from mcpx.scripts.outcome import (
@@ -142,7 +142,7 @@ class Scripts:
         *,
         identity: str,
         owner: str | None = None,
-        caller: Caller | None = None,
+        caller: Call | None = None,
         timeout: float | None = None,
         inputs: Mapping[str, Any] | None = None,
         run_id: str | None = None,
@@ -166,7 +166,7 @@ class Scripts:
         bound = limits.timeout if timeout is None else min(limits.timeout, timeout)
         run_id = run_id or self.new_run_id()
         if caller is None:
-            caller = Caller(run_id, {})
+            caller = Call(run_id, {})
         now = self.clock.seconds()
         run = Run(run_id, identity, caller, self, limits, now, now + bound)
         # Registered before the program starts: its first call already belongs to it.
@@ -312,7 +312,7 @@ class Scripts:
             )
         work: Deferred[dict[str, Any]] = Deferred.fromCoroutine(
             pool.call_tool(
-                server, tool, arguments, client=run.identity, timeout=bound, caller=run.caller
+                server, tool, arguments, client=run.identity, timeout=bound, call=run.caller
             )
         )
         token = object()
@@ -391,7 +391,7 @@ class Scripts:
                 arguments,
                 client=run.identity,
                 timeout=bound,
-                caller=run.caller,
+                call=run.caller,
             )
             return {"value": tool_value(result)}
         except CancelledError:

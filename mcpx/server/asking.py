@@ -3,7 +3,7 @@
 The calls whose upstream may ask their client something on the way (C{tools/call},
 C{prompts/get}, C{resources/read}), where they meet the MCP server.
 
-Each such request gets a L{Caller} when its client may be asked or declares upstream
+Each such request gets a L{Call} when its client may be asked or declares upstream
 on its own (L{Asking.caller}).  A legacy client is asked on its connection
 (L{mcpx.server.resumable.ConnAsker}); a 2026-07-28 client is answered
 C{input_required} with its questions and a signed C{requestState}
@@ -27,8 +27,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.auth.caller import subject_identity
+from mcpx.call import Call
 from mcpx.ops.host import OpHost
-from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
@@ -39,11 +39,11 @@ from mcpx.server.rounds import Claim, Rounds
 from mcpx.server.tasks import CoreTasks
 from mcpx.spec.apps import declared_ui
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.questions import CAPABILITY_FOR
 from mcpx.spec.revision import Revision
 from mcpx.store.heartbeat import new_daemon_id
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
-from mcpx.wire.peer import cancelled_by_peer
 
 log = Logger()
 
@@ -83,9 +83,9 @@ def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
     return {"code": -32603, "message": failure.getErrorMessage()}
 
 
-def refusing(answer: Method, caller: Caller) -> Method:
+def refusing(answer: Method, caller: Call) -> Method:
     """
-    C{answer} for C{caller}'s call: for a strict caller (L{Caller.strict}), failing
+    C{answer} for C{caller}'s call: for a strict caller (L{Call.strict}), failing
     with the -32021 a question of its upstream was refused with, whatever the upstream
     answered after the refusal; for any other, C{answer} itself.  Every way a call
     runs goes through it (L{Asking.asks}, and the tasks extension's
@@ -163,7 +163,7 @@ class Asking:
     def asks(self, answer: Method, method: str) -> Method:
         """
         C{answer} for a method whose upstream may ask questions on the way: the call
-        carries a L{Caller} when its client may be asked or declares upstream on its
+        carries a L{Call} when its client may be asked or declares upstream on its
         own, and a 2026-07-28 client is asked with C{input_required} and resumes with
         the C{requestState} it was given.
         """
@@ -171,7 +171,7 @@ class Asking:
         def asking(
             conn: Conn, context: Context, params: dict[str, Any]
         ) -> Awaitable[Mapping[str, Any]]:
-            # A plain function: the common call, with no Caller, costs no extra frame.
+            # A plain function: the common call, with no Call, costs no extra frame.
             if context.modern and "requestState" in params:
                 return self._resume(context, params, method)
             if method == "tools/call" and params.get("name") == CALL_TOOL:
@@ -219,6 +219,10 @@ class Asking:
         # the call runs on as a task.
         held = ResumableCall(caller.id, method, self._clock)
         held.run(Deferred.fromCoroutine(run()))
+        if conn.calling is not None and context.request_id is not None:
+            # The client's notifications/cancelled withdraws the call before its request
+            # is cancelled: it is then not asking any more, and stops.
+            conn.calling(context.request_id, caller)
         if context.task is not None:
             # A core task is cancelled by tasks/cancel, and then it stops for good,
             # its questions withdrawn wherever they were put.
@@ -232,7 +236,8 @@ class Asking:
             return held.result()  # type: ignore[no-any-return]
 
         def stopped() -> None:
-            if caller.asked and not cancelled_by_peer():
+            # Still asking: its client went without cancelling it (a cancel withdrew it).
+            if caller.asked:
                 self.promote(held)
                 return
             # Withdrawn first, as above.
@@ -242,9 +247,9 @@ class Asking:
         await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
 
-    def new_caller(self, context: Context) -> Caller:
-        """A L{Caller} for a request that needs one though nothing about it asks."""
-        return Caller(
+    def new_caller(self, context: Context) -> Call:
+        """A L{Call} for a request that needs one though nothing about it asks."""
+        return Call(
             self._call_prefix + str(next(self._call_numbers)),
             context.capabilities,
             owner=_owner(context),
@@ -253,12 +258,12 @@ class Asking:
 
     def caller(
         self, conn: Conn, context: Context, params: dict[str, Any], method: str
-    ) -> Caller | None:
+    ) -> Call | None:
         """
-        The L{Caller} of one request, or C{None} when nothing about it needs one (a
+        The L{Call} of one request, or C{None} when nothing about it needs one (a
         client that declares nothing, outside pass-through and outside a core task: the
         fast path).  A core task always has one, so that cancelling it withdraws the
-        questions its call asked (L{Caller.call_ended}).
+        questions its call asked (L{Call.call_ended}).
         """
         capabilities = context.capabilities
         if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
@@ -277,11 +282,11 @@ class Asking:
         held = params.get("inputResponses") if context.modern else None
         narrow = self._offering.serving(conn) is not None
         as_task = context.task is not None
-        # A host's MCP Apps declaration travels upstream with its calls (Caller.extensions).
+        # A host's MCP Apps declaration travels upstream with its calls (modern_session).
         carries = declared_ui(capabilities) is not None
         if not (askable or narrow or as_task or carries) and type(held) is not dict:
             return None
-        caller = Caller(
+        caller = Call(
             self._call_prefix + str(next(self._call_numbers)),
             capabilities,
             narrow=narrow,
@@ -432,6 +437,6 @@ class Asking:
         await waiting(call, lambda: None)
         return await self._round(call, claim.subject, claim.binding, claim.rounds)
 
-    def make_call(self, caller: Caller, method: str) -> ResumableCall:
+    def make_call(self, caller: Call, method: str) -> ResumableCall:
         """A resumable call for C{caller}'s request (a call that may become a task)."""
         return ResumableCall(caller.id, method, self._clock)

@@ -21,14 +21,17 @@ from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
 
 from mcpx.auth.caller import subject_identity
-from mcpx.questions.caller import Caller
+from mcpx.call import Call
 from mcpx.server.flow import Flow
 from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.tasks.task import Task
+from mcpx.wire.messages import RequestId
 
 Push: TypeAlias = Callable[[str, "dict[str, Any] | None"], None]
 Ask: TypeAlias = Callable[[str, "dict[str, Any]"], "Deferred[Any]"]
 FlowFor: TypeAlias = Callable[["str | int | None"], "Flow | None"]
+#: Tells a connection's peer which call the request it handles under an id is.
+Calling: TypeAlias = Callable[[RequestId, Call], None]
 #: How the MCP server answers one method: the connection, the request's context and
 #: its params in, the result in the newest shape out.
 Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
@@ -72,6 +75,9 @@ class Conn:
     @ivar subject: the access token's subject the connection's requests came with
         (C{daemon.auth} C{oauth}), or C{None}: it scopes the sessions its requests name
         and is signed into the C{requestState} they are handed.
+    @ivar calling: tells the connection's peer the call a request is handled as
+        (L{mcpx.wire.peer.RpcPeer.calling}), so that the client's
+        C{notifications/cancelled} withdraws it, where the client can cancel a request.
     """
 
     transport: str
@@ -88,6 +94,7 @@ class Conn:
     passthrough: tuple[str, ...] | None = None
     flow_for: FlowFor = _no_flow
     subject: str | None = None
+    calling: Calling | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 
@@ -114,7 +121,7 @@ class Context:
     @ivar modern: whether it came with 2026-07-28 C{_meta} (stateless).
     @ivar progress_token: the C{_meta.progressToken} it asked progress for.
     @ivar log_level: the level of log messages it asked for, or C{None}.
-    @ivar caller: the L{mcpx.questions.caller.Caller} its upstream requests are made
+    @ivar caller: the L{mcpx.call.Call} its upstream requests are made
         for, when its client may be asked questions or declares upstream on its own.
     @ivar task: the L{mcpx.tasks.store.Task} a task-augmented call runs as, or C{None}.
     @ivar owner: who owns what the request leaves behind (a run's artifacts) when that
@@ -122,6 +129,7 @@ class Context:
         alone, so what it leaves is its connection's (or its named session's), and a
         later request can read it.
     @ivar subject: the access token's subject of its connection, or C{None}.
+    @ivar request_id: a legacy request's JSON-RPC id, by which its client may cancel it.
     """
 
     revision: Revision
@@ -130,10 +138,11 @@ class Context:
     modern: bool
     progress_token: str | int | None = None
     log_level: str | None = None
-    caller: Caller | None = None
+    caller: Call | None = None
     task: Task | None = None
     owner: str | None = None
     subject: str | None = None
+    request_id: RequestId | None = None
 
     @property
     def artifact_owner(self) -> str:

@@ -5,7 +5,7 @@ A host's request handed to an upstream through the pool, and its answer handed b
 Both the gateway (L{mcpx.server.surface}) and pass-through (L{mcpx.server.passthrough})
 forward C{prompts/get}, C{resources/read} and C{completion/complete} the same way: the
 request goes to the pool under the caller's identity and
-L{mcpx.questions.caller.Caller}, the server's log messages go to the caller while it
+L{mcpx.call.Call}, the server's log messages go to the caller while it
 answers, and what comes back is a result the host can read or a JSON-RPC error it can
 act on (L{guarded}).
 """
@@ -136,6 +136,6 @@ async def forward(
         method,
         params,
         client=context.identity if client is None else client,
-        caller=context.caller,
+        call=context.caller,
     )
     return await guarded(events, context, server, work, on_log)

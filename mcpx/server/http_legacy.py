@@ -233,6 +233,7 @@ class LegacyHTTP:
                 default_revision=revision or HEADERLESS_HTTP,
                 subject=session.subject,
                 flow_for=session.flow_for,
+                calling=session.peer.calling,
             )
         )
         exchange.headers[SESSION_HEADER] = session_id.encode("ascii")

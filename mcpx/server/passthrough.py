@@ -96,7 +96,7 @@ requests reach the pool under an identity marked with them
 started whose handlers declare only it (L{mcpx.upstream.handlers.declaring}), and a
 server that offers some tools only to a client that can be asked (server-everything)
 lists the host the same tools as directly; a 2026-07-28 request also carries the
-narrowed set in its own C{clientCapabilities} (L{mcpx.questions.caller.Caller.declared}).
+narrowed set in its own C{clientCapabilities} (L{mcpx.call.Call.declared}).
 A host that declares them all shares the instance the gateway uses.
 
 Log messages
@@ -413,7 +413,7 @@ class PassThrough:
             client=upstream_client(context),
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
-            caller=context.caller,
+            call=context.caller,
         )
         try:
             return await guarded(

@@ -43,7 +43,7 @@ from mcpx.spec.meta_keys import (
 )
 from mcpx.spec.revision import NEWEST, NEWEST_FIRST, Revision
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import Request
+from mcpx.wire.messages import Request, RequestId
 
 #: The key in which a client names the session it belongs to (spec/identity.md).
 SESSION_KEY: Final = "dev.mcpx/session"
@@ -86,7 +86,11 @@ def params_of(request: Request) -> dict[str, Any]:
 
 
 def _legacy(
-    conn: Conn, revision: Revision, named_session: str | None, meta: Mapping[str, Any] | None
+    conn: Conn,
+    revision: Revision,
+    named_session: str | None,
+    meta: Mapping[str, Any] | None,
+    request_id: RequestId,
 ) -> Context:
     """A legacy request's context: what its connection's handshake set."""
     return Context(
@@ -97,6 +101,7 @@ def _legacy(
         progress_token=_token(meta),
         log_level=conn.log_level,
         subject=conn.subject,
+        request_id=request_id,
     )
 
 
@@ -135,7 +140,9 @@ class Envelopes:
         if named_session is not None and conn.subject is not None:
             named_session = subject_session(conn.subject, named_session)
         if version is _MISSING and not looks_modern:
-            return _legacy(conn, conn.revision or conn.default_revision, named_session, meta)
+            return _legacy(
+                conn, conn.revision or conn.default_revision, named_session, meta, request.id
+            )
         if meta is None:
             raise RpcError.invalid_params(
                 f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
@@ -148,7 +155,7 @@ class Envelopes:
             raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
         if not named.is_modern:
             # A legacy client restating its revision: the handshake still governs.
-            return _legacy(conn, conn.revision or named, named_session, meta)
+            return _legacy(conn, conn.revision or named, named_session, meta, request.id)
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
             raise RpcError.invalid_params(

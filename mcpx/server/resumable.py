@@ -27,8 +27,8 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.call import ClientUnreachable
 from mcpx.once import Once, Waiters
-from mcpx.questions.caller import ClientUnreachable
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn
 from mcpx.spec.downgrade import question
@@ -165,7 +165,7 @@ class ResumableCall:
         # A question still held can reach its client no more (only this call's results
         # carry it): the broker takes it.  Only one the pool tied to the call by
         # attribution alone is left when the server answered the call
-        # (mcpx.questions.caller.Caller.call_ended).
+        # (mcpx.call.Call.call_ended).
         held, self._asked = self._asked, {}
         for entry in held.values():
             entry.answer.errback(ClientUnreachable("the call it was tied to has ended"))

@@ -44,13 +44,13 @@ from mcpx.auth.caller import OWNER, principal_of
 from mcpx.auth.host_signin import HostSignIns, Offer
 from mcpx.auth.signin import whose
 from mcpx.ops.host import OpHost
-from mcpx.questions.caller import ELICIT, may_ask
 from mcpx.questions.relay import ELICITATION_COMPLETE
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.results import text_result
 from mcpx.settings.servers import RemoteServer
 from mcpx.spec.matrix import notification_in
+from mcpx.spec.questions import ELICIT, may_ask
 from mcpx.wire.errors import INTERNAL_ERROR, URL_ELICITATION_REQUIRED, RpcError, may_emit
 from mcpx.wire.messages import without_member
 

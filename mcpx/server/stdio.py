@@ -48,13 +48,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from mcpx.call import Call
 from mcpx.ops.shutdown import Shutdown, shutting_down_error
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
 from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
-from mcpx.wire.messages import ErrorResponse, Notification, Request, encode
+from mcpx.wire.messages import ErrorResponse, Notification, Request, RequestId, encode
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
 
 #: The socket C{mcpx serve} connects to, in the state directory.
@@ -181,6 +182,7 @@ class StdioConnection(NDJSONProtocol):
                 ask=self._ask,
                 passthrough=hello_passthrough(hello),
                 flow_for=lambda token: self.flow,
+                calling=self._calling,
             )
         )
         self.peer = RpcPeer(
@@ -250,6 +252,10 @@ class StdioConnection(NDJSONProtocol):
     def _push(self, method: str, params: dict[str, Any] | None) -> None:
         if self.peer is not None:
             self.peer.notify(method, params)
+
+    def _calling(self, request_id: RequestId, call: Call) -> None:
+        if self.peer is not None:
+            self.peer.calling(request_id, call)
 
     def _ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
         assert self.peer is not None

@@ -44,7 +44,7 @@ from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:
-    from mcpx.questions.caller import Asker
+    from mcpx.call import Asker
 
 log = Logger()
 

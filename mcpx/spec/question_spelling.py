@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mcpx.spec.matrix import field_in
+from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.spec.revision import Revision
 
 #: The params fields of the questions a server asks that some revisions lack, by method.
 _QUESTION_FIELDS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
-    "elicitation/create": (
+    ELICIT: (
         ("mode", "ElicitRequest.params.mode"),
         ("task", "ElicitRequest.params.task"),
     ),
-    "sampling/createMessage": (
+    SAMPLE: (
         ("tools", "CreateMessageRequest.params.tools"),
         ("toolChoice", "CreateMessageRequest.params.toolChoice"),
         ("task", "CreateMessageRequest.params.task"),
@@ -42,7 +43,7 @@ def question(method: str, params: Mapping[str, Any], revision: Revision) -> dict
     spelled = dict(params) if absent or not isinstance(params, dict) else params
     for key in absent:
         del spelled[key]
-    if method == "elicitation/create" and not field_in(_MULTI_SELECT, revision):
+    if method == ELICIT and not field_in(_MULTI_SELECT, revision):
         form = _without_multi_select(params.get("requestedSchema"))
         if form is not None:
             spelled = {**spelled, "requestedSchema": form}

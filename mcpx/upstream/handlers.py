@@ -31,36 +31,25 @@ that declares them all.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from attrs import define, field
 
+from mcpx.call import Call
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 
-
-class CallerToken(Protocol):
-    """
-    Whom a request upstream is made for (L{mcpx.questions.caller.Caller}, which the pool
-    sees as its C{CallToken}), as the upstream code carries it: a token handed back with
-    each question the server asks while answering that request.  The sessions read what
-    it may say of itself with C{getattr} (C{wants_task}, C{declared},
-    C{on_upstream_task}), so any object will do, and C{None} is a request made for nobody.
-    """
-
-
 Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-#: Answers any of the three questions knowing the call it came with (the caller given to
-#: the request, when the server asked inside its result) and its C{inputRequests} key.
+#: Answers any of the three questions knowing the call it came with (the call the
+#: request was made for, when the server asked inside its result; C{None}: a request
+#: made for nobody, or a question that arrived on the connection) and its
+#: C{inputRequests} key.
 Relay = Callable[
-    [str, Mapping[str, Any], "CallerToken | None", "str | None"], Awaitable[Mapping[str, Any]]
+    [str, Mapping[str, Any], "Call | None", "str | None"], Awaitable[Mapping[str, Any]]
 ]
 NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
-
-ELICIT = "elicitation/create"
-SAMPLE = "sampling/createMessage"
-LIST_ROOTS = "roots/list"
 
 #: The questions a host may declare, as the names L{declaring} gives them.
 QUESTIONS: Final = frozenset({"elicitation.form", "elicitation.url", "sampling", "roots"})
@@ -231,7 +220,7 @@ class UpstreamHandlers:
         method: str,
         params: Mapping[str, Any],
         *,
-        caller: CallerToken | None = None,
+        caller: Call | None = None,
         key: str | None = None,
     ) -> Mapping[str, Any]:
         """

@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Final
 from attrs import define, field
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 
+from mcpx.call import Call
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Revision
 from mcpx.upstream.channel import SessionExpired
-from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
     CLIENT_INFO,
     AnsweredModern,
@@ -134,7 +134,7 @@ class LegacySession(UpstreamSession):
         if expired.started and not self.repeatable(request.method, request.params):
             raise expired
         # Once only: a second expiry is the caller's to see.
-        return await self._send(request.method, request.params, request.timeout, request.caller)
+        return await self._send(request.method, request.params, request.timeout, request.call)
 
     def repeatable(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """
@@ -160,23 +160,21 @@ class LegacySession(UpstreamSession):
         )
         return tools
 
-    async def _calls_as_task(
-        self, name: str, timeout: float | None, caller: CallerToken | None
-    ) -> bool:
+    async def _calls_as_task(self, name: str, timeout: float | None, call: Call | None) -> bool:
         """
-        A tool that must run as a task (or may, and C{caller} wants one) is called as a
+        A tool that must run as a task (or may, and C{call} wants one) is called as a
         2025-11-25 task and its result awaited.
         """
         if not declares_tool_tasks(self.capabilities):
             return False
         support = await self.task_support_of(name, timeout)
-        return runs_as_task(support, bool(getattr(caller, "wants_task", False)))
+        return runs_as_task(support, call is not None and call.wants_task)
 
     async def _call_as_task(
-        self, params: dict[str, Any], timeout: float | None, caller: CallerToken | None
+        self, params: dict[str, Any], timeout: float | None, call: Call | None
     ) -> dict[str, Any]:
         return await call_legacy_task(
-            self, params, timeout=timeout, caller=caller, watch=self.watch_task
+            self, params, timeout=timeout, call=call, watch=self.watch_task
         )
 
     async def subscribe(self, uri: str) -> None:

@@ -15,6 +15,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
+from mcpx.call import Call
+from mcpx.spec.apps import UI_EXTENSION, declared_ui
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import (
     CLIENT_CAPABILITIES_KEY,
@@ -23,7 +25,6 @@ from mcpx.spec.meta_keys import (
     SERVER_INFO_KEY,
 )
 from mcpx.spec.revision import NEWEST
-from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import (
     CLIENT_INFO,
     Era,
@@ -56,22 +57,22 @@ class ModernSession(UpstreamSession):
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
-    def _meta(
-        self, meta: Any, caller: CallerToken | None = None, *, tasks: bool = False
-    ) -> dict[str, Any]:
+    def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
         merged[PROTOCOL_VERSION_KEY] = NEWEST.value
-        declared = getattr(caller, "declared", None) if caller is not None else None
+        declared = call.declared if call is not None else None
         capabilities = (
             dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
         )
-        carried = getattr(caller, "extensions", None) if caller is not None else None
-        if isinstance(carried, Mapping) and carried:
-            # The host's own declarations of extensions mcpx relays (MCP Apps).
+        # The host's own declarations of the extensions mcpx relays travel upstream as it
+        # spelled them: MCP Apps, so a server offers its app only to a host that renders
+        # one.  mcpx never declares one on a host's behalf.
+        ui = declared_ui(call.capabilities) if call is not None else None
+        if ui is not None:
             extensions = capabilities.get("extensions")
             capabilities["extensions"] = {
                 **(extensions if isinstance(extensions, Mapping) else {}),
-                **carried,
+                UI_EXTENSION: dict(ui),
             }
         if tasks:
             # mcpx follows any task the server makes of a call, whoever the caller is.
@@ -85,14 +86,14 @@ class ModernSession(UpstreamSession):
         return merged
 
     def _spelled(
-        self, method: str, params: Mapping[str, Any] | None, caller: CallerToken | None
+        self, method: str, params: Mapping[str, Any] | None, call: Call | None
     ) -> dict[str, Any] | None:
         """The params with the revision, capabilities and identity in C{_meta}."""
         spelled = dict(params) if params is not None else {}
         calling = method == "tools/call"
         spelled["_meta"] = self._meta(
             spelled.get("_meta"),
-            caller,
+            call,
             tasks=calling and declares_extension(self.capabilities),
         )
         if calling:

@@ -29,9 +29,11 @@ from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from mcpx.call import Call
+from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import Revision
 from mcpx.upstream.channel import Channel, SessionExpired
-from mcpx.upstream.handlers import NO_HANDLERS, CallerToken, UpstreamHandlers
+from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.records import (
     Era,
     InputRound,
@@ -89,7 +91,7 @@ class Sending:
     method: str
     params: Mapping[str, Any] | None
     timeout: float | None
-    caller: CallerToken | None
+    call: Call | None
 
 
 @define(eq=False)
@@ -179,19 +181,19 @@ class UpstreamSession:
         method: str,
         params: Mapping[str, Any] | None,
         timeout: float | None,
-        caller: CallerToken | None,
+        call: Call | None,
     ) -> Deferred[Any]:
-        """Send one request as the era spells it (C{caller}: see L{call})."""
+        """Send one request as the era spells it (C{call}: see L{call})."""
         return self.rpc.request(
             method,
-            self._spelled(method, params, caller),
+            self._spelled(method, params, call),
             timeout=timeout,
             send_cancel=self.channel.cancels_with_notification,
-            for_whom=caller,
+            for_whom=call,
         )
 
     def _spelled(
-        self, method: str, params: Mapping[str, Any] | None, caller: CallerToken | None
+        self, method: str, params: Mapping[str, Any] | None, call: Call | None
     ) -> dict[str, Any] | None:
         """The params of a request as this era sends them: a copy, as given."""
         return dict(params) if params is not None else None
@@ -202,7 +204,7 @@ class UpstreamSession:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-        caller: CallerToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """
         Send any request and return its result in mcpx's internal shape.
@@ -212,9 +214,9 @@ class UpstreamSession:
         upstream.
         """
         try:
-            result = await self._send(method, params, timeout, caller)
+            result = await self._send(method, params, timeout, call)
         except SessionExpired as expired:
-            result = await self._sent_again(expired, Sending(method, params, timeout, caller))
+            result = await self._sent_again(expired, Sending(method, params, timeout, call))
         return self._internal(method, result)
 
     def _internal(self, method: str, result: Any) -> dict[str, Any]:
@@ -238,17 +240,17 @@ class UpstreamSession:
         *,
         timeout: float | None = None,
         resolve_inputs: bool = True,
-        caller: CallerToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """
         L{request}, with any C{input_required} rounds answered through the handlers when
         C{resolve_inputs} (up to C{max_rounds}).
 
-        @param caller: the call this request is made for (a
-            L{mcpx.questions.caller.Caller}): its questions are answered knowing it, and
+        @param call: the call this request is made for (a
+            L{mcpx.call.Call}): its questions are answered knowing it, and
             a 2026-07-28 server is declared the capabilities its C{declared} names.
         """
-        result = await self.request(method, params, timeout=timeout, caller=caller)
+        result = await self.request(method, params, timeout=timeout, call=call)
         if not resolve_inputs:
             return result
         rounds = 0
@@ -259,14 +261,12 @@ class UpstreamSession:
                     self.name, f"{method} still asked for input after {self.max_rounds} rounds"
                 )
             round_ = self.input_round(method, params, result)
-            answers = await self.answer_inputs(round_, caller)
-            result = await self.resume(round_, answers, timeout=timeout, caller=caller)
+            answers = await self.answer_inputs(round_, call)
+            result = await self.resume(round_, answers, timeout=timeout, call=call)
         if method == "tools/call" and is_task(result):
-            # The server made the call a task (2026-07-28 extension): its caller still
+            # The server made the call a task (2026-07-28 extension): its call still
             # gets the call's own result, once the task has one.
-            return await follow_modern_task(
-                self, result, params or {}, timeout=timeout, caller=caller
-            )
+            return await follow_modern_task(self, result, params or {}, timeout=timeout, call=call)
         return result
 
     def input_round(
@@ -283,9 +283,7 @@ class UpstreamSession:
         state = result.get("requestState")
         return InputRound(method, base, requests, state if isinstance(state, str) else None)
 
-    async def answer_inputs(
-        self, round_: InputRound, caller: CallerToken | None = None
-    ) -> dict[str, Any]:
+    async def answer_inputs(self, round_: InputRound, call: Call | None = None) -> dict[str, Any]:
         """
         Answer every question of a round through the handlers, all at once: whoever
         answers sees the whole round together (a client is asked them in one go).
@@ -301,7 +299,7 @@ class UpstreamSession:
             asking.append(
                 Deferred.fromCoroutine(
                     self._answer_input(
-                        key, method, params if isinstance(params, Mapping) else {}, caller
+                        key, method, params if isinstance(params, Mapping) else {}, call
                     )
                 )
             )
@@ -314,13 +312,13 @@ class UpstreamSession:
         return dict(zip(keys, answered, strict=True))
 
     async def _answer_input(
-        self, key: str, method: str, params: Mapping[str, Any], caller: CallerToken | None
+        self, key: str, method: str, params: Mapping[str, Any], call: Call | None
     ) -> dict[str, Any]:
         try:
             asked = without_related_task(params)
-            return dict(await self.handlers.answer(method, asked, caller=caller, key=key))
+            return dict(await self.handlers.answer(method, asked, caller=call, key=key))
         except RpcError as e:
-            if method == "elicitation/create":
+            if method == ELICIT:
                 # An input response is a result, never an error: the nearest the server
                 # can hear of a client that answered its question with an error (or
                 # could not be asked) is that the question was dismissed, and it
@@ -345,14 +343,14 @@ class UpstreamSession:
         input_responses: Mapping[str, Any],
         *,
         timeout: float | None = None,
-        caller: CallerToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """Send a round's request again, new id, with the answers and the exact state."""
         params: dict[str, Any] = dict(round_.params)
         params["inputResponses"] = dict(input_responses)
         if round_.request_state is not None:
             params["requestState"] = round_.request_state
-        return await self.request(round_.method, params, timeout=timeout, caller=caller)
+        return await self.request(round_.method, params, timeout=timeout, call=call)
 
     # Typed helpers
 
@@ -427,18 +425,16 @@ class UpstreamSession:
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         resolve_inputs: bool = True,
-        caller: CallerToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         params = tool_call_params(name, arguments, meta)
-        if await self._calls_as_task(name, timeout, caller):
-            return await self._call_as_task(params, timeout, caller)
+        if await self._calls_as_task(name, timeout, call):
+            return await self._call_as_task(params, timeout, call)
         return await self.call(
-            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, caller=caller
+            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, call=call
         )
 
-    async def _calls_as_task(
-        self, name: str, timeout: float | None, caller: CallerToken | None
-    ) -> bool:
+    async def _calls_as_task(self, name: str, timeout: float | None, call: Call | None) -> bool:
         """
         Whether a call of tool C{name} is made as a task this session starts and awaits
         itself (L{_call_as_task}): never here; a 2026-07-28 server's own tasks are
@@ -447,7 +443,7 @@ class UpstreamSession:
         return False
 
     async def _call_as_task(
-        self, params: dict[str, Any], timeout: float | None, caller: CallerToken | None
+        self, params: dict[str, Any], timeout: float | None, call: Call | None
     ) -> dict[str, Any]:
         """A C{tools/call} with C{params}, made as a task and its result awaited."""
         raise NotImplementedError
@@ -504,12 +500,9 @@ class UpstreamSession:
         # question, however many others are in flight on the connection.
         return Deferred.fromCoroutine(self._answer_server(request, self.rpc.carried_for))
 
-    async def _answer_server(self, request: Request, caller: object) -> Mapping[str, Any]:
+    async def _answer_server(self, request: Request, call: Call | None) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        asked = without_related_task(params)
-        if caller is None:
-            return await self.handlers.answer(request.method, asked)
-        return await self.handlers.answer(request.method, asked, caller=caller)
+        return await self.handlers.answer(request.method, without_related_task(params), caller=call)
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None

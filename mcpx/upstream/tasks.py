@@ -34,9 +34,9 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.call import Call
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
-from mcpx.upstream.handlers import CallerToken
 from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import without_member
@@ -61,13 +61,11 @@ class TaskSession(Protocol):
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
-        caller: CallerToken | None = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         """Send a request and return its result."""
 
-    async def answer_inputs(
-        self, round_: InputRound, caller: CallerToken | None = None
-    ) -> dict[str, Any]:
+    async def answer_inputs(self, round_: InputRound, call: Call | None = None) -> dict[str, Any]:
         """Answer every question of a 2026-07-28 input round."""
 
 
@@ -160,11 +158,10 @@ class _Outlived(Exception):
     pass
 
 
-def _tell_caller(caller: CallerToken | None) -> None:
+def _tell_call(call: Call | None) -> None:
     """Tell the call mcpx makes this request for that the upstream made it a task."""
-    told = getattr(caller, "on_upstream_task", None)
-    if told is not None:
-        told()
+    if call is not None and call.on_upstream_task is not None:
+        call.on_upstream_task()
 
 
 def _cancel_upstream(session: TaskSession, task_id: str, why: str) -> None:
@@ -206,7 +203,7 @@ async def call_legacy_task(
     params: Mapping[str, Any],
     *,
     timeout: float | None = None,
-    caller: CallerToken | None = None,
+    call: Call | None = None,
     watch: Callable[[str, StatusWatcher | None], None],
 ) -> dict[str, Any]:
     """
@@ -221,7 +218,7 @@ async def call_legacy_task(
         "tools/call",
         {**params, "task": {"ttl": REQUESTED_TTL_MS}},
         timeout=timeout,
-        caller=caller,
+        call=call,
     )
     task = created.get("task")
     if not isinstance(task, Mapping) or not isinstance(task.get("taskId"), str):
@@ -230,9 +227,9 @@ async def call_legacy_task(
             return created
         raise RpcError(-32603, f"upstream {session.name!r} answered a task call without a task")
     task_id: str = task["taskId"]
-    _tell_caller(caller)
+    _tell_call(call)
     waiting = Deferred.fromCoroutine(
-        session.request("tasks/result", {"taskId": task_id}, caller=caller)
+        session.request("tasks/result", {"taskId": task_id}, call=call)
     )
     #: Why the wait was ended early, and whether the server must still be told to stop.
     ended: list[tuple[RpcError, bool]] = []
@@ -278,7 +275,7 @@ async def follow_modern_task(
     params: Mapping[str, Any],
     *,
     timeout: float | None = None,
-    caller: CallerToken | None = None,
+    call: Call | None = None,
 ) -> dict[str, Any]:
     """
     Poll a 2026-07-28 C{CreateTaskResult} to its end and answer the tool's result.
@@ -289,7 +286,7 @@ async def follow_modern_task(
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
         raise RpcError(-32603, f"upstream {session.name!r} answered a task without a taskId")
-    _tell_caller(caller)
+    _tell_call(call)
     clock = session.clock
     ttl = _ttl_seconds(created.get("ttlMs"))
     deadline = None if ttl is None else clock.seconds() + ttl
@@ -328,7 +325,7 @@ async def follow_modern_task(
                     # Keys are unique over a task's life: each is asked once, however
                     # many polls show it before the server takes the answer in.
                     round_ = InputRound("tools/call", params, fresh, None)
-                    responses = await session.answer_inputs(round_, caller)
+                    responses = await session.answer_inputs(round_, call)
                     answered.update(fresh)
                     await session.request(
                         "tasks/update",

@@ -38,8 +38,9 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mcpx.call import Call
 from mcpx.wire.batch_reply import BatchReply
-from mcpx.wire.cancellation import CANCELLED, cancel_for_peer, cancelled_by_peer
+from mcpx.wire.cancellation import CANCELLED
 from mcpx.wire.errors import INVALID_REQUEST, ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
@@ -65,7 +66,6 @@ __all__ = [
     "RequestHandler",
     "RequestTimedOut",
     "RpcPeer",
-    "cancelled_by_peer",
 ]
 
 #: Answers a request: returns the result, or a Deferred or coroutine producing it, or raises
@@ -83,7 +83,7 @@ class _Outgoing:
     id: RequestId
     method: str
     send_cancel: bool
-    for_whom: object = None
+    for_whom: Call | None = None
     timer: IDelayedCall | None = field(default=None, init=False)
     deferred: Deferred[Any] = field(init=False)
 
@@ -146,13 +146,15 @@ class RpcPeer:
         self.allow_batches = allow_batches
         self.name = name
         self._outgoing: dict[RequestId, _Outgoing] = {}
-        self._carried_for: object = None
+        self._carried_for: Call | None = None
         self._incoming: dict[RequestId, Deferred[Any]] = {}
+        #: The calls some of them are handled as (L{calling}).
+        self._calls: dict[RequestId, Call] = {}
         self._closed: BaseException | None = None
         #: Requests given up on whose late answers are still awaited, with their expiry.
         self._late: dict[RequestId, IDelayedCall] = {}
         #: Whom each request in L{_late} was made for (its C{for_whom}).
-        self._late_for: dict[RequestId, object] = {}
+        self._late_for: dict[RequestId, Call | None] = {}
         self._late_grace: float | None = None
 
     def handle_with(
@@ -196,6 +198,18 @@ class RpcPeer:
         """The request L{track_incoming} counted is over (if it is still that one)."""
         if self._incoming.get(request_id) is handling:
             del self._incoming[request_id]
+            self._calls.pop(request_id, None)
+
+    def calling(self, request_id: RequestId, call: Call) -> None:
+        """
+        The request being handled under C{request_id} is handled as C{call} (told from
+        within its handler, which may be before the handler has returned): a
+        C{notifications/cancelled} naming it withdraws the call (L{Call.withdraw})
+        before its handler is cancelled, so that the handler's canceller can tell the
+        other side cancelling it from the connection going (or mcpx giving up), which
+        leaves the call as it was.  Forgotten when the request ends.
+        """
+        self._calls[request_id] = call
 
     def expect_late(self, grace: float) -> None:
         """
@@ -212,7 +226,7 @@ class RpcPeer:
         """Requests given up on that the other side may still be working on."""
         return len(self._late)
 
-    def late_for_whom(self) -> list[object]:
+    def late_for_whom(self) -> list[Call | None]:
         """Whom each request counted by L{awaiting_late} was made for (C{None}: nobody)."""
         return [self._late_for.get(request_id) for request_id in self._late]
 
@@ -229,7 +243,7 @@ class RpcPeer:
         *,
         timeout: float | None = None,
         send_cancel: bool = True,
-        for_whom: object = None,
+        for_whom: Call | None = None,
     ) -> Deferred[Any]:
         """
         Send a request and wait for its answer.
@@ -271,7 +285,7 @@ class RpcPeer:
         return entry.deferred
 
     @property
-    def carried_for(self) -> object:
+    def carried_for(self) -> Call | None:
         """
         While a request handler is called: whom the request of ours whose reply stream
         carried the peer's request was made for (its C{for_whom}), else C{None}.
@@ -485,6 +499,7 @@ class RpcPeer:
         answering = self._incoming.get(request.id) is handling
         if answering:
             del self._incoming[request.id]
+            self._calls.pop(request.id, None)
             if isinstance(outcome, Failure) and outcome.check(NoReply):
                 answering = False
                 outcome = None
@@ -573,6 +588,7 @@ class RpcPeer:
         if type(request_id) is not int and type(request_id) is not str:
             return False
         handling = self._incoming.pop(request_id, None)
+        call = self._calls.pop(request_id, None)
         if handling is None:
             return False
         self.log.info(
@@ -581,15 +597,16 @@ class RpcPeer:
             id=request_id,
             reason=params.get("reason"),
         )
-        self._stop(handling, by_peer=True)
+        self._stop(handling, call)
         return True
 
-    def _stop(self, handling: Deferred[Any], *, by_peer: bool = False) -> None:
+    def _stop(self, handling: Deferred[Any], withdrawn: Call | None = None) -> None:
         # A canceller is user code; what it raises must not reach the transport.
         try:
-            if by_peer:
-                cancel_for_peer(handling)
-            else:
+            try:
+                if withdrawn is not None:
+                    withdrawn.withdraw()
+            finally:
                 handling.cancel()
         except Exception:
             self.log.failure("{peer}: cancelling a handler failed", peer=self.name)
@@ -631,6 +648,7 @@ class RpcPeer:
         self._closed = cause
         outgoing, self._outgoing = self._outgoing, {}
         incoming, self._incoming = self._incoming, {}
+        self._calls.clear()
         late, self._late = self._late, {}
         self._late_for.clear()
         for timer in late.values():

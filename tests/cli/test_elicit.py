@@ -28,7 +28,8 @@ from mcpx.cli.client import DaemonClient, error_from
 from mcpx.cli.elicit import questions_text, root_uri, summary
 from mcpx.cli.main import main
 from mcpx.questions.broker import Broker
-from mcpx.questions.record import ELICIT, LIST_ROOTS, SAMPLE, Question
+from mcpx.questions.record import Question
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from tests.cli.test_commands import CommandRunner
 from tests.daemon.fake_pool import Answer, Harness, daemon_http, swap_part
 from tests.support.processes import reactor

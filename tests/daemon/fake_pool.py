@@ -18,6 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
+from mcpx.call import Call
 from mcpx.daemon.http import DaemonHTTP
 from mcpx.ops.host import OpHost
 from mcpx.ops.reloading import Reloads
@@ -112,7 +113,7 @@ class FakePool:
     calls: list[tuple[str, str, Mapping[str, Any], str, float | None]] = field(factory=list)
     requests: list[tuple[str, str, Mapping[str, Any], str]] = field(factory=list)
     #: The caller each call and request was made for, in order.
-    callers: list[object] = field(factory=list)
+    callers: list[Call | None] = field(factory=list)
     restarted: list[str] = field(factory=list)
     reloaded: list[ServersConfig] = field(factory=list)
     retuned: list[Settings] = field(factory=list)
@@ -144,10 +145,10 @@ class FakePool:
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        caller: object = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         found = self._server(server)
-        self.callers.append(caller)
+        self.callers.append(call)
         arguments = dict(arguments or {})
         self.calls.append((server, tool, arguments, client, timeout))
         if self.hold:
@@ -169,10 +170,10 @@ class FakePool:
         *,
         client: str = "",
         timeout: float | None = None,
-        caller: object = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         found = self._server(server)
-        self.callers.append(caller)
+        self.callers.append(call)
         self.requests.append((server, method, dict(params or {}), client))
         answer = found.answers.get(method)
         if isinstance(answer, Exception):

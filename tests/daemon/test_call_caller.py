@@ -1,5 +1,5 @@
 """
-C{POST /v1/call} names its call: the L{Caller} it gives the pool carries the C{call_id}
+C{POST /v1/call} names its call: the L{Call} it gives the pool carries the C{call_id}
 the request chose, the task's id, or one the daemon made up, so the questions the upstream
 asks during the call can be found by it in C{/v1/questions}.
 """
@@ -10,9 +10,9 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.ops.errors import OpError
 from mcpx.ops.table import BY_NAME
-from mcpx.questions.caller import Caller
 from tests.daemon.fake_pool import Harness
 
 CALL = {"server": "files", "tool": "read_file", "arguments": {"path": "a"}}
@@ -25,10 +25,10 @@ class CallCallerTests(SynchronousTestCase):
         self.harness = Harness()
         self.pool = self.harness.pool
 
-    def caller(self) -> Caller:
+    def caller(self) -> Call:
         """The caller of the one call the pool was asked to make."""
         [caller] = self.pool.callers
-        assert isinstance(caller, Caller), caller
+        assert isinstance(caller, Call), caller
         return caller
 
     def test_given_call_id(self) -> None:
@@ -45,7 +45,7 @@ class CallCallerTests(SynchronousTestCase):
         call."""
         self.harness.post("/v1/call", CALL)
         self.harness.post("/v1/call", CALL)
-        ids = [caller.id for caller in self.pool.callers if isinstance(caller, Caller)]
+        ids = [caller.id for caller in self.pool.callers if isinstance(caller, Call)]
         self.assertEqual(len(ids), 2, self.pool.callers)
         for call_id in ids:
             self.assertRegex(call_id, r"^v1-\d+$")

@@ -15,7 +15,8 @@ from mcpx.ops.openapi import openapi_document
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
 from mcpx.questions.broker import Broker
-from mcpx.questions.record import ELICIT, LIST_ROOTS, SAMPLE, Question
+from mcpx.questions.record import Question
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import Answer, Harness, swap_part
 

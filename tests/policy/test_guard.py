@@ -11,9 +11,9 @@ from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.auth.caller import subject_identity
+from mcpx.call import Call
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden
 from mcpx.policy.guard import Confirmation, GuardedPool, said_yes
-from mcpx.questions.caller import Caller
 from mcpx.settings.servers import Scope, ServersConfig, StdioServer
 from tests.policy.fakes import InnerPool, configured
 
@@ -258,8 +258,8 @@ class ConfirmationTests(SynchronousTestCase):
 
     def test_caller_passed_on(self) -> None:
         guard, _ = self.guarded(tools={"confirm": ["*"]})
-        caller = Caller("c1", {"elicitation": {}}, None)
-        run(guard.call_tool("notes", "add_note", {"text": "a"}, caller=caller))
+        caller = Call("c1", {"elicitation": {}}, None)
+        run(guard.call_tool("notes", "add_note", {"text": "a"}, call=caller))
         self.assertIs(self.asked[0].caller, caller)
 
     def test_said_yes(self) -> None:

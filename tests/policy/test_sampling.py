@@ -8,9 +8,10 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.policy.sampling import USER_REJECTED, SamplingGuard
-from mcpx.questions.caller import ELICIT, SAMPLE, Caller
 from mcpx.settings.server_policy import ServerPolicy, parse_policy
+from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
@@ -25,7 +26,7 @@ class SamplingTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.relayed: list[tuple[str, Mapping[str, Any]]] = []
         self.asked: list[Mapping[str, Any]] = []
-        self.askers: list[Caller | None] = []
+        self.askers: list[Call | None] = []
         self.events: list[str] = []
         self.yes = True
         self.host_answer: Any = GOOD
@@ -42,7 +43,7 @@ class SamplingTests(SynchronousTestCase):
             return dict(self.host_answer)
 
         async def ask(
-            server: str, scope: str, caller: Caller | None, params: Mapping[str, Any]
+            server: str, scope: str, caller: Call | None, params: Mapping[str, Any]
         ) -> bool:
             self.asked.append(params)
             self.askers.append(caller)

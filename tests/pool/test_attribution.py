@@ -16,12 +16,13 @@ from twisted.internet.task import Clock
 from twisted.logger import capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.pool import CallTimedOut, Pool
 from mcpx.pool.pool import DEFAULT_CANCEL_GRACE, NobodysRequest
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, Caller
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
 from mcpx.questions.relay import Relay
+from mcpx.spec.questions import ELICIT
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Response, encode
 from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio, text_result
@@ -81,7 +82,7 @@ class AttributionTestCase(SynchronousTestCase):
         )
         self.pool.startService()
         self.askers: dict[str, RecordingAsker] = {}
-        self.callers: dict[str, Caller] = {}
+        self.callers: dict[str, Call] = {}
         self.calls: list[Deferred[dict[str, Any]]] = []
 
     def tearDown(self) -> None:
@@ -90,7 +91,7 @@ class AttributionTestCase(SynchronousTestCase):
             # Calls a test left in flight are cut short by stopping: that is not its point.
             call.addErrback(lambda _: None)
 
-    def owner(self, server: str, scope_key: str) -> object:
+    def owner(self, server: str, scope_key: str) -> Call | None:
         return self.pool.owner(server, scope_key)
 
     def lone(self, server: str, scope_key: str) -> NobodysRequest | None:
@@ -109,18 +110,18 @@ class AttributionTestCase(SynchronousTestCase):
                 self.arrival_checked += 1
         return reply
 
-    def caller(self, name: str) -> Caller:
+    def caller(self, name: str) -> Call:
         """A call whose client declared elicitation and can be asked."""
         if name not in self.callers:
             self.askers[name] = RecordingAsker()
-            self.callers[name] = Caller(name, {"elicitation": {}}, asker=self.askers[name])
+            self.callers[name] = Call(name, {"elicitation": {}}, asker=self.askers[name])
         return self.callers[name]
 
     def call(
-        self, text: str, caller: Caller | None, server: str = "a", client: str = ""
+        self, text: str, caller: Call | None, server: str = "a", client: str = ""
     ) -> Deferred[dict[str, Any]]:
         call = Deferred.fromCoroutine(
-            self.pool.call_tool(server, "echo", {"text": text}, caller=caller, client=client)
+            self.pool.call_tool(server, "echo", {"text": text}, call=caller, client=client)
         )
         self.calls.append(call)
         return call
@@ -141,7 +142,7 @@ class AttributionTestCase(SynchronousTestCase):
     def asked_counts(self) -> dict[str, int]:
         return {name: len(asker.asked) for name, asker in self.askers.items()}
 
-    def check_question(self, expected: Caller | None, server: str = "a") -> None:
+    def check_question(self, expected: Call | None, server: str = "a") -> None:
         """
         Ask a question now: it must be attributed to C{expected} (and put to its client
         alone), or to nobody when C{expected} is C{None}; then answer it.
@@ -263,7 +264,7 @@ class InterleavingTests(AttributionTestCase):
                 valid.append(order)
         return valid
 
-    def expected(self, in_flight: list[str]) -> Caller | None:
+    def expected(self, in_flight: list[str]) -> Call | None:
         return self.callers[in_flight[0]] if len(set(in_flight)) == 1 else None
 
     def checker(self, in_flight: list[str]) -> Callable[[], None]:
@@ -412,7 +413,7 @@ class LateQuestionTests(AttributionTestCase):
         a = self.caller("A")
         if how == "timeout":
             call = Deferred.fromCoroutine(
-                self.pool.call_tool("a", "echo", {"text": "A"}, caller=a, timeout=1.0)
+                self.pool.call_tool("a", "echo", {"text": "A"}, call=a, timeout=1.0)
             )
             self.clock.advance(1.0)
             self.failureResultOf(call, CallTimedOut)
@@ -442,7 +443,7 @@ class LateQuestionTests(AttributionTestCase):
 
     def test_the_same_hosts_next_call_is_not_held_back(self) -> None:
         """
-        A call of the host that gave up on A (same C{Caller.host}) owns the server's next
+        A call of the host that gave up on A (same C{Call.host}) owns the server's next
         question at once, though A is never answered; another host's call does not.
         """
         self.warm()

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from attrs import define, evolve
+from attrs import evolve
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.pool import (
     Backoff,
     CallTimedOut,
@@ -644,17 +645,15 @@ class InFlightTests(PoolTestCase):
     def test_cancelled_call_withdraws_its_questions(self) -> None:
         """
         A call cancelled by its caller (a task cancelled, a client gone) tells the
-        upstream, and ends the questions still waiting for it (Caller.call_ended).
+        upstream, and ends the questions still waiting for it (Call.call_ended).
         """
-        from mcpx.questions.caller import Caller
-
         pool = self.make_pool()
         self.connector.holding.add("tools/call")
-        caller = Caller("call-1", {})
+        caller = Call("call-1", {})
         question: Deferred[Any] = Deferred()
         withdrawn: list[str] = []
         caller.awaiting(question, lambda: withdrawn.append("question"))
-        d = self.call(pool, caller=caller)
+        d = self.call(pool, call=caller)
         self.assertNoResult(question)
         d.cancel()
         self.failureResultOf(d, CancelledError)
@@ -820,14 +819,9 @@ class ClientInstanceCapTests(PoolTestCase):
         self.assertRaises(ValueError, self.capped, 0)
 
 
-@define
-class LegacyHost:
-    """A call made for a handshake-era host (L{mcpx.questions.caller.Caller.legacy})."""
-
-    legacy: bool = True
-
-    def call_ended(self, *, answered: bool) -> None:
-        pass
+def legacy_host(legacy: bool = True) -> Call:
+    """A call made for a handshake-era host (L{mcpx.call.Call.legacy})."""
+    return Call("call-legacy", {}, legacy=legacy)
 
 
 class EraMirroringTests(PoolTestCase):
@@ -846,9 +840,9 @@ class EraMirroringTests(PoolTestCase):
         pool = self.make_pool()
         self.assertEqual(self.echoed(self.call(pool)), "1:hi")
         self.assertEqual(self.connector.eras, [None])
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost(legacy=False))), "1:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host(legacy=False))), "1:hi")
         self.assertEqual(self.connector.eras, [None, Era.LEGACY])
         self.assertEqual(pool.status()[0].instances, 2)
         # Its status shows the era of its own instance while that runs, and the
@@ -868,9 +862,9 @@ class EraMirroringTests(PoolTestCase):
         """
         self.connector.modern.add("a")
         pool = self.make_pool()
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
         self.connector.started("a")[0].crash()
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
         self.unavailable(self.call(pool))
         self.stop(pool)
 
@@ -878,7 +872,7 @@ class EraMirroringTests(PoolTestCase):
         """With nothing running, the server's own era is learned by starting it."""
         self.connector.modern.add("a")
         pool = self.make_pool()
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
         self.assertEqual(self.connector.eras, [None, Era.LEGACY])
         self.stop(pool)
 
@@ -888,7 +882,7 @@ class EraMirroringTests(PoolTestCase):
         self.connector.modern.add("p")
         pool = self.make_pool(stdio("a"), pinned)
         for server in ("a", "p"):
-            self.assertEqual(self.echoed(self.call(pool, server, caller=LegacyHost()))[2:], "hi")
+            self.assertEqual(self.echoed(self.call(pool, server, call=legacy_host()))[2:], "hi")
         self.assertEqual(self.connector.eras, [None, None])
         self.stop(pool)
 
@@ -901,8 +895,8 @@ class EraMirroringTests(PoolTestCase):
         self.connector.modern_only.add("a")
         pool = self.make_pool()
         self.assertEqual(self.echoed(self.call(pool)), "1:hi")
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "1:hi")
         self.assertEqual(self.connector.eras, [None, Era.LEGACY])
         self.stop(pool)
 
@@ -914,11 +908,11 @@ class EraMirroringTests(PoolTestCase):
         self.connector.modern.add("a")
         self.connector.modern_only.add("a")
         pool = self.make_pool(evolve(stdio("a"), warm=True))
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "2:hi")
         self.assertEqual(pool.status()[0].instances, 2)
         self.clock.advance(IDLE_TIMEOUT + 1)
         self.assertEqual(pool.status()[0].instances, 1)
-        self.assertEqual(self.echoed(self.call(pool, caller=LegacyHost())), "1:hi")
+        self.assertEqual(self.echoed(self.call(pool, call=legacy_host())), "1:hi")
         self.stop(pool)
 
     def test_both_eras_count_against_the_client_cap(self) -> None:
@@ -931,13 +925,13 @@ class EraMirroringTests(PoolTestCase):
         pool = self.make_pool(stdio("c", scope="client"), max_client_instances=2)
         self.assertEqual(self.echoed(self.call(pool, "c", client="x")), "1:hi")
         self.clock.advance(1)
-        self.assertEqual(self.echoed(self.call(pool, "c", client="x", caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, "c", client="x", call=legacy_host())), "2:hi")
         self.clock.advance(1)
         self.assertEqual(self.echoed(self.call(pool, "c", client="y")), "3:hi")
         self.assertEqual(pool.status()[0].instances, 2)
         # The least recently used, x's own (modern) instance, made room.
         self.assertIsNotNone(self.connector.started("c")[0].channel.lost)  # type: ignore[union-attr]
-        self.assertEqual(self.echoed(self.call(pool, "c", client="x", caller=LegacyHost())), "2:hi")
+        self.assertEqual(self.echoed(self.call(pool, "c", client="x", call=legacy_host())), "2:hi")
         self.stop(pool)
 
 

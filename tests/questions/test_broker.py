@@ -13,16 +13,9 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.questions.answers import InvalidAnswer
 from mcpx.questions.broker import Broker, QuestionClosed, UnknownQuestion
-from mcpx.questions.record import (
-    ELICIT,
-    LIST_ROOTS,
-    ROUTE_BROKER,
-    ROUTE_CLIENT,
-    SAMPLE,
-    Question,
-    QuestionState,
-)
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
 from mcpx.questions.store import QuestionStore
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.wire.errors import RpcError
 
 FORM = {

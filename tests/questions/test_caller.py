@@ -1,5 +1,5 @@
 """
-Tests for L{mcpx.questions.caller}: which questions a client may be put, what mcpx
+Tests for L{mcpx.call}: which questions a client may be put, what mcpx
 declares upstream on its behalf, and the answers a client sends ahead.
 """
 
@@ -10,7 +10,9 @@ from typing import Any
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, Caller, may_ask, narrowed
+from mcpx.call import Call as Caller
+from mcpx.call import narrowed
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE, may_ask
 
 FORM: dict[str, Any] = {
     "message": "who are you?",

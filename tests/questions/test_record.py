@@ -9,15 +9,8 @@ import re
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.record import (
-    ELICIT,
-    LIST_ROOTS,
-    ROUTE_CLIENT,
-    SAMPLE,
-    Question,
-    QuestionState,
-    new_question_id,
-)
+from mcpx.questions.record import ROUTE_CLIENT, Question, QuestionState, new_question_id
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 
 
 def finished_question() -> Question:

@@ -13,10 +13,12 @@ from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call as Caller
+from mcpx.call import ClientUnreachable
 from mcpx.questions.broker import Broker
-from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, Caller, ClientUnreachable
 from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
 from mcpx.questions.relay import Relay, own_root, rewritten
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.wire.errors import RpcError
 
 SERVER = "github"
@@ -79,7 +81,7 @@ class RelayTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.broker = Broker(self.clock, store=None, ttl=TTL)
-        self.owners: dict[tuple[str, str], object] = {}
+        self.owners: dict[tuple[str, str], Caller] = {}
         self.holds: list[tuple[str, str]] = []
         self.releases = 0
         self.asker = FakeAsker()
@@ -96,7 +98,7 @@ class RelayTests(SynchronousTestCase):
             roots=roots,
         )
 
-    def owner(self, server: str, scope_key: str) -> object:
+    def owner(self, server: str, scope_key: str) -> Caller | None:
         return self.owners.get((server, scope_key))
 
     def hold(self, server: str, scope_key: str) -> Callable[[], None]:
@@ -170,14 +172,6 @@ class NativeTests(RelayTests):
         self.assertEqual(len(self.asker.asked), 1)
         self.assertEqual(other.asked, [])
         self.assertEqual(self.only_question().call_id, "call-1")
-
-    def test_owner_not_a_caller(self) -> None:
-        """An owner that is not a L{Caller} (a bare marker) is nobody's call: the broker asks."""
-        self.owners[(SERVER, SCOPE)] = object()
-        self.ask()
-        question = self.only_question()
-        self.assertEqual(question.route, ROUTE_BROKER)
-        self.assertIsNone(question.call_id)
 
     def test_attributed_call_marked(self) -> None:
         """A call a question is attributed to is marked as asked; a call that is not, is not."""

@@ -15,15 +15,9 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
 from mcpx.questions.broker import Broker
-from mcpx.questions.record import (
-    ELICIT,
-    ROUTE_BROKER,
-    ROUTE_CLIENT,
-    SAMPLE,
-    Question,
-    QuestionState,
-)
+from mcpx.questions.record import ROUTE_BROKER, ROUTE_CLIENT, Question, QuestionState
 from mcpx.questions.store import QuestionStore, StoreClosed
+from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.wire.errors import RpcError
 
 FORM = {

@@ -7,7 +7,7 @@ would have refused the request so.
 
 from __future__ import annotations
 
-from mcpx.questions.caller import LIST_ROOTS, SAMPLE
+from mcpx.spec.questions import LIST_ROOTS, SAMPLE
 from mcpx.wire.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError
 from tests.questions.test_relay import ACCEPTED, RelayTests
 

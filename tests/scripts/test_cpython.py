@@ -20,7 +20,7 @@ from twisted.internet.testing import MemoryReactor
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.http_headers import Headers
 
-from mcpx.questions.caller import Caller
+from mcpx.call import Call
 from mcpx.scripts.outcome import RunFailed, RunRefusedCall, UnknownRun
 from mcpx.scripts.run import OUTPUT_GRACE, CPythonChild, Limits, Run
 from mcpx.scripts.runner import Scripts
@@ -213,7 +213,7 @@ class OutputOrderTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         scripts = Scripts(_spawns_nothing(), self.clock, lambda: None, Limits())
-        self.ran = Run("run-1", "me", Caller("run-1", {}), scripts, Limits(), 0.0, 100.0)
+        self.ran = Run("run-1", "me", Call("run-1", {}), scripts, Limits(), 0.0, 100.0)
         self.child = CPythonChild(self.ran, 1 << 20)
 
     def test_output_read_after_the_end_is_kept(self) -> None:
@@ -247,7 +247,7 @@ class CallInRunTests(SynchronousTestCase):
         self.scripts = Scripts(
             _spawns_nothing(), self.clock, lambda: pool, Limits(calls=2, call_timeout=30.0)
         )
-        self.caller = Caller("run-1", {})
+        self.caller = Call("run-1", {})
         self.ran = Run("run-1", "alice", self.caller, self.scripts, self.scripts.limits, 0, 10)
         self.ran.key = "k" * 32
         self.scripts.runs["run-1"] = self.ran

@@ -17,9 +17,9 @@ from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from mcpx.call import Call
 from mcpx.pool.errors import UnknownServer
 from mcpx.pool.interface import PoolInterface
-from mcpx.questions.caller import Caller
 from mcpx.scripts.artifacts import Artifacts, UnknownArtifact
 from mcpx.scripts.outcome import RunFailed, RunOutcome, TooManyRuns
 from mcpx.scripts.run import Limits
@@ -77,9 +77,9 @@ class FakePool:
         timeout: float | None = None,
         meta: Mapping[str, Any] | None = None,
         on_progress: Any = None,
-        caller: object = None,
+        call: Call | None = None,
     ) -> dict[str, Any]:
-        self.calls.append((server, tool, dict(arguments), caller, timeout))
+        self.calls.append((server, tool, dict(arguments), call, timeout))
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -154,7 +154,7 @@ class RunnerTests(TestCase):
         Twenty calls made with asyncio.gather across two servers are in flight together,
         each carries the run's caller, and the program returns one line.
         """
-        caller = Caller("mcp-7", {"elicitation": {}})
+        caller = Call("mcp-7", {"elicitation": {}})
         outcome = await self.start(
             "import asyncio\n"
             "rs = await asyncio.gather(*[(demo if i % 2 else math).add(a=i, b=1) "
@@ -173,7 +173,7 @@ class RunnerTests(TestCase):
         """A run whose request has no caller gets one named after the run."""
         outcome = await self.start("await demo.echo()")
         caller = self.pool.calls[0][3]
-        assert isinstance(caller, Caller)
+        assert isinstance(caller, Call)
         self.assertEqual(caller.id, outcome.run)
         self.assertEqual(outcome.value, "demo:echo")
 

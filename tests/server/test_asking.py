@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.server.test_asking -*-
 """
 Tests for the question relay where it meets L{mcpx.server.dispatch.McpServer}: which
-requests carry a L{Caller} to the pool and with what asker, the C{input_required}
+requests carry a L{Call} to the pool and with what asker, the C{input_required}
 rounds of a 2026-07-28 client, the C{requestState}s it sends back, and the calls that
 outlive their client's request once they have asked something.
 
@@ -21,11 +21,12 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT, SAMPLE, Caller, ClientUnreachable
+from mcpx.call import Call, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.request_state import RequestState, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall
+from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.tasks.task import Task, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from mcpx.wire.messages import Request
@@ -148,10 +149,10 @@ class Gateway:
         request = Request(next(self._ids), method, params)
         return Deferred.fromCoroutine(self.server.handle(conn, request))
 
-    def caller(self, index: int = -1) -> Caller:
+    def caller(self, index: int = -1) -> Call:
         """The caller the pool was given for a call (the latest, unless told)."""
         found = self.pool.callers[index]
-        assert isinstance(found, Caller), found
+        assert isinstance(found, Call), found
         return found
 
     def held(self, index: int = -1) -> HeldCall:
@@ -164,7 +165,7 @@ class Gateway:
         return found
 
 
-def resumable(caller: Caller) -> ResumableCall:
+def resumable(caller: Call) -> ResumableCall:
     """The 2026-07-28 call C{caller} is asked through; fails if it has another asker."""
     asker = caller.asker
     assert isinstance(asker, ResumableCall), asker
@@ -693,7 +694,7 @@ class LegacyTests(SynchronousTestCase):
         """
         answering = self.gateway.handle(self.conn, "tools/call", self.params)
         caller = self.gateway.caller()
-        caller.asked = True
+        caller.question_asked()
         answering.cancel()
         self.failureResultOf(answering, CancelledError)
         held = self.gateway.held()

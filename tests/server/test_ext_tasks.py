@@ -13,10 +13,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT, ClientUnreachable
+from mcpx.call import ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.ext_tasks import SUPPORTING_TOOL_AFTER, becomes_task_after
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
+from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import TASKS_EXTENSION, violations
 from mcpx.wire.errors import (

@@ -28,8 +28,8 @@ from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
-from mcpx.questions.caller import ELICIT
 from mcpx.server.conn import Conn
+from mcpx.spec.questions import ELICIT
 from mcpx.store.heartbeat import EVERY, TIMEOUT, Heartbeat
 from mcpx.store.postgres import PostgresRecords
 from mcpx.store.records import ROUNDS

@@ -18,11 +18,11 @@ from twisted.logger import ILogObserver, LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.config import daemon_config
-from mcpx.questions.caller import ELICIT
 from mcpx.server.request_state import KeyRing, RequestState, StateSigner, binding
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.load import load_settings
 from mcpx.settings.state_keys import StateKeyError, read_state_keys
+from mcpx.spec.questions import ELICIT
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from tests.server.test_asking import (
     ACCEPTED,

@@ -12,10 +12,10 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import may_ask
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.spec.downgrade import question
+from mcpx.spec.questions import may_ask
 from mcpx.spec.revision import Revision
 from mcpx.spec.schemas import violations
 from tests.server import result_of

@@ -13,6 +13,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.pool import Pool
 from mcpx.questions.broker import Broker
 from mcpx.questions.relay import Relay
@@ -57,7 +58,7 @@ def relaying_daemon(clock: Clock) -> tuple[McpServer, FakeConnector]:
     # The relay is made before the pool it asks about, as the daemon does.
     pools: list[Pool] = []
 
-    def owner(server: str, key: str) -> object:
+    def owner(server: str, key: str) -> Call | None:
         return pools[0].owner(server, key)
 
     def hold(server: str, key: str) -> Callable[[], None]:

@@ -13,9 +13,10 @@ from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT, LIST_ROOTS, SAMPLE, ClientUnreachable
+from mcpx.call import ClientUnreachable
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
+from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed

@@ -12,9 +12,9 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import ELICIT
 from mcpx.server.conn import Conn
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
+from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.spec.schemas import violations
 from mcpx.wire.errors import (

@@ -23,8 +23,9 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
 from mcpx.questions.broker import Broker, QuestionClosed
-from mcpx.questions.record import ELICIT, Question, QuestionState
+from mcpx.questions.record import Question, QuestionState
 from mcpx.questions.store import QuestionStore
+from mcpx.spec.questions import ELICIT
 from mcpx.store.heartbeat import EVERY, Heartbeat
 from mcpx.store.postgres import PostgresRecords
 from mcpx.store.records import Kind

@@ -23,8 +23,9 @@ from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from mcpx.questions.record import ELICIT, Question, QuestionState
+from mcpx.questions.record import Question, QuestionState
 from mcpx.questions.store import QuestionStore
+from mcpx.spec.questions import ELICIT
 from mcpx.store.postgres import (
     KEEPALIVE_COUNT,
     KEEPALIVE_IDLE,

@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import Caller
+from mcpx.call import Call
 from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import UpstreamHandlers
@@ -248,15 +248,13 @@ class ModernSessionTests(SynchronousTestCase):
         ui = {"mimeTypes": ["text/html;profile=mcp-app"]}
         declaring = {"extensions": {UI_EXTENSION: ui}, "roots": {}}
         callers = [
-            Caller("a", declaring, narrow=True),
-            Caller("b", declaring),
-            Caller("c", {"roots": {}}, narrow=True),
-            Caller("d", {"roots": {}}),
+            Call("a", declaring, narrow=True),
+            Call("b", declaring),
+            Call("c", {"roots": {}}, narrow=True),
+            Call("d", {"roots": {}}),
         ]
         for caller in callers:
-            self.successResultOf(
-                Deferred.fromCoroutine(session.call_tool("echo", {}, caller=caller))
-            )
+            self.successResultOf(Deferred.fromCoroutine(session.call_tool("echo", {}, call=caller)))
         sent = [
             params_of(r)["_meta"]["io.modelcontextprotocol/clientCapabilities"]
             for r in server.requests

@@ -14,7 +14,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.questions.caller import Caller
+from mcpx.call import Call
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
@@ -95,7 +95,7 @@ class LegacyTaskTests(SynchronousTestCase):
         self.successResultOf(Deferred.fromCoroutine(self.session.open()))
 
     def _call(self, name: str, caller: Any = None) -> Deferred[dict[str, Any]]:
-        return Deferred.fromCoroutine(self.session.call_tool(name, {"topic": "x"}, caller=caller))
+        return Deferred.fromCoroutine(self.session.call_tool(name, {"topic": "x"}, call=caller))
 
     def test_a_required_tool_is_called_as_a_task_and_answered_plainly(self) -> None:
         """
@@ -112,7 +112,7 @@ class LegacyTaskTests(SynchronousTestCase):
 
     def test_the_caller_hears_that_the_upstream_made_a_task(self) -> None:
         told: list[bool] = []
-        caller = Caller("c1", {}, on_upstream_task=lambda: told.append(True))
+        caller = Call("c1", {}, on_upstream_task=lambda: told.append(True))
         self._call("research", caller)
         self.assertEqual(told, [True])
 
@@ -126,9 +126,9 @@ class LegacyTaskTests(SynchronousTestCase):
         self.assertEqual(result["content"][0]["text"], "inline")
 
     def test_an_optional_tool_is_a_task_only_when_the_caller_wants_one(self) -> None:
-        plain = self.successResultOf(self._call("maybe", Caller("c1", {})))
+        plain = self.successResultOf(self._call("maybe", Call("c1", {})))
         self.assertEqual(plain["content"][0]["text"], "inline")
-        calling = self._call("maybe", Caller("c2", {}, wants_task=True))
+        calling = self._call("maybe", Call("c2", {}, wants_task=True))
         self.assertIn("t-1", self.results)
         self.results["t-1"].callback(REPORT)
         self.assertEqual(self.successResultOf(calling)["content"], REPORT["content"])
@@ -271,8 +271,8 @@ class ModernTaskTests(SynchronousTestCase):
 
     def test_the_caller_hears_that_the_upstream_made_a_task(self) -> None:
         told: list[bool] = []
-        caller = Caller("c1", {}, on_upstream_task=lambda: told.append(True))
-        Deferred.fromCoroutine(self.session.call_tool("research", {}, caller=caller))
+        caller = Call("c1", {}, on_upstream_task=lambda: told.append(True))
+        Deferred.fromCoroutine(self.session.call_tool("research", {}, call=caller))
         self.assertEqual(told, [True])
 
     def test_a_task_is_polled_at_its_interval_until_it_completes(self) -> None:

@@ -16,6 +16,7 @@ from twisted.logger import LogLevel, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import Call
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import (
@@ -23,7 +24,6 @@ from mcpx.wire.peer import (
     ConnectionClosed,
     RequestTimedOut,
     RpcPeer,
-    cancelled_by_peer,
 )
 
 
@@ -937,7 +937,7 @@ class TransportHookTests(SynchronousTestCase):
             on_request=handle,
             send_request=lambda data, message: self.requests_sent.append((data, message)),
         )
-        call = object()
+        call = Call("call-1", {})
         peer.request("tools/call", {"name": "ask"}, for_whom=call)
         peer.request("tools/list")
         [(_, for_call), (_, for_nobody)] = self.requests_sent
@@ -974,18 +974,39 @@ class TransportHookTests(SynchronousTestCase):
     def test_tracked_request_is_cancelled_by_the_peer(self) -> None:
         """
         A request handled outside the peer (its own HTTP exchange) but tracked in it
-        is cancelled by the client's notifications/cancelled, once, and its id stays
-        in use until it is forgotten.
+        is cancelled by the client's notifications/cancelled, once, the call it is
+        handled as withdrawn first, and its id stays in use until it is forgotten.
         """
         stopped: list[bool] = []
-        handling: Deferred[Any] = Deferred(lambda _: stopped.append(cancelled_by_peer()))
+        call = Call("call-7", {})
+        handling: Deferred[Any] = Deferred(lambda _: stopped.append(call.withdrawn))
         self.peer.track_incoming(7, handling)
+        self.peer.calling(7, call)
         self.assertTrue(self.peer.is_handling(7))
         self.peer.receive_message(Notification(CANCELLED, {"requestId": 7}))
         self.assertEqual(stopped, [True])
         self.failureResultOf(handling, CancelledError)
         self.assertFalse(self.peer.is_handling(7))
         self.assertFalse(self.peer.cancel_incoming({"requestId": 7}))
+
+    def test_closing_leaves_the_call(self) -> None:
+        """
+        Closing the peer cancels a handler without withdrawing the call it is handled as
+        (the call decides what its client's going means); a cancel naming a request the
+        peer does not handle withdraws no call named for it.
+        """
+        stopped: list[bool] = []
+        call = Call("call-7", {})
+        handling: Deferred[Any] = Deferred(lambda _: stopped.append(call.withdrawn))
+        self.peer.track_incoming(7, handling)
+        self.peer.calling(7, call)
+        stranger = Call("call-8", {})
+        self.peer.calling(8, stranger)
+        self.assertFalse(self.peer.cancel_incoming({"requestId": 8}))
+        self.assertFalse(stranger.withdrawn)
+        self.peer.close(ConnectionError("gone"))
+        self.assertEqual(stopped, [False])
+        self.failureResultOf(handling, CancelledError)
 
     def test_tracked_request_ends_with_the_peer(self) -> None:
         """Closing the peer cancels a tracked request; a forgotten one is left alone."""

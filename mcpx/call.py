@@ -1,31 +1,36 @@
-# -*- test-case-name: tests.questions.test_caller -*-
+# -*- test-case-name: tests.test_call,tests.questions.test_caller -*-
 """
-The call an upstream's question may belong to, and whether its client may be asked.
+A host's call: one request on whose behalf mcpx calls upstream, and its life.
 
-A L{Caller} is made for each host request that reaches an upstream (a tool call, a
-prompt, a resource read).  It travels with the pool's request, so the pool can say
+A L{Call} is made for each host request that reaches an upstream (a tool call, a
+prompt, a resource read) when anything about it needs one: its client may be asked,
+it declares upstream on its own, it runs as a task or sent answers ahead.  It travels
+with the pool's request (L{mcpx.pool.interface.PoolRequest.call}), so the pool can say
 which call owns a connection when a question arrives on it (the attribution rule,
-L{mcpx.pool.pool.Pool.owner}), and it carries what the host declared: the questions
-its client may be put (L{may_ask}) and, in pass-through, the capabilities mcpx may
-declare upstream on its behalf (L{narrowed}).
+L{mcpx.pool.pool.Pool.owner}), and it carries what the host declared: the questions its
+client may be put (L{mcpx.spec.questions.may_ask}) and, in pass-through, the
+capabilities mcpx may declare upstream on its behalf (L{Call.declared}).
+
+Its life is a state machine (L{CallState}): it runs; once a question is tied to it, it
+asks (and then outlives its client's going, as a task); when its client cancels it, it
+is withdrawn, and so are its questions.  See "The life of a call" in
+C{docs/architecture.md}.
+
+This module sits on the ground floor: every floor may import it, it imports nothing of
+mcpx.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from attrs import define, field
+from automat import TypeMachineBuilder, pep614
 from twisted.internet.defer import Deferred
 
-from mcpx.spec.apps import UI_EXTENSION, declared_ui
-
-ELICIT: Final = "elicitation/create"
-SAMPLE: Final = "sampling/createMessage"
-LIST_ROOTS: Final = "roots/list"
-
-#: The client capabilities a question needs, by method.
-CAPABILITY_FOR: Final = {ELICIT: "elicitation", SAMPLE: "sampling", LIST_ROOTS: "roots"}
+__all__ = ["Asker", "Call", "CallState", "ClientUnreachable", "narrowed"]
 
 
 class ClientUnreachable(Exception):
@@ -55,8 +60,77 @@ class Asker(Protocol):
         ...
 
 
+class CallState(enum.Enum):
+    """Where a call is in its life (L{Call.state})."""
+
+    #: Made, and nothing has been asked for it yet.
+    RUNNING = "running"
+    #: A question was tied to it: it is on the ask path, and keeps running (as a task)
+    #: if its client stops waiting without cancelling it.
+    ASKING = "asking"
+    #: Given up on (its client cancelled it): its questions were withdrawn, and any it
+    #: is asked from now on are withdrawn at once.
+    WITHDRAWN = "withdrawn"
+
+
 @define(eq=False, slots=True)
-class Caller:
+class _Life:
+    """
+    Where a call is, and the questions it awaits answers to: the core its state
+    machine moves (L{_Moves}).
+    """
+
+    #: Set by the machine's transitions alone, so it is right however re-entrantly
+    #: it is read (a question withdrawn may wake code that asks the call again).
+    state: CallState = CallState.RUNNING
+    #: The answers its questions are awaited on, each with how to withdraw that
+    #: question if the call is given up on (C{None}: it is not withdrawn then).
+    answers: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)
+    #: Those of them tied to the call by the pool's attribution alone (the server did
+    #: not say whose they are): its reply to the call does not end them.
+    attributed: set[Deferred[Any]] = field(factory=set)
+
+
+class _Moves(Protocol):
+    """What moves a call from one state to another (the inputs of its machine)."""
+
+    def question_asked(self) -> None:
+        """A question was tied to the call."""
+
+    def withdraw(self) -> None:
+        """The call was given up on."""
+
+
+_machine = TypeMachineBuilder(_Moves, _Life)
+_Running = _machine.state("Running")
+_Asking = _machine.state("Asking")
+_Withdrawn = _machine.state("Withdrawn")
+
+_Asking.upon(_Moves.question_asked).loop().returns(None)
+_Withdrawn.upon(_Moves.question_asked).loop().returns(None)
+_Withdrawn.upon(_Moves.withdraw).loop().returns(None)
+
+
+@pep614(_Running.upon(_Moves.question_asked).to(_Asking))
+def _asks(moves: _Moves, life: _Life) -> None:
+    life.state = CallState.ASKING
+
+
+@pep614(_Running.upon(_Moves.withdraw).to(_Withdrawn))
+@pep614(_Asking.upon(_Moves.withdraw).to(_Withdrawn))
+def _withdrawn(moves: _Moves, life: _Life) -> None:
+    # Every question awaited for it is withdrawn, once, so the server hears the answer
+    # a withdrawn question gets.
+    life.state = CallState.WITHDRAWN
+    for withdraw in [w for w in life.answers.values() if w is not None]:
+        withdraw()
+
+
+_new_moves = _machine.build()
+
+
+@define(eq=False, slots=True)
+class Call:
     """
     One host request on whose behalf mcpx calls upstream.
 
@@ -68,10 +142,6 @@ class Caller:
         than everything mcpx can answer.
     @ivar held: C{inputResponses} the client sent before anything was asked, by key,
         given to the questions whose keys match when the upstream asks.
-    @ivar asked: a question was attributed to this call: it is on the ask path, and
-        keeps running if its client stops waiting.
-    @ivar withdrawn: the call was given up on (its client cancelled it): its questions
-        were withdrawn, and any it is asked from now on are withdrawn at once.
     @ivar wants_task: the call runs as a task of mcpx's (its client asked for one), so
         a tool that may run as a task upstream is made one there too.
     @ivar on_upstream_task: called when the upstream made the call a task of its own
@@ -97,8 +167,6 @@ class Caller:
     asker: Asker | None = None
     narrow: bool = False
     held: dict[str, Any] | None = None
-    asked: bool = False
-    withdrawn: bool = False
     wants_task: bool = False
     on_upstream_task: Callable[[], None] | None = None
     strict: bool = False
@@ -106,28 +174,43 @@ class Caller:
     owner: str | None = None
     host: str | None = None
     legacy: bool = False
-    #: The answers its questions are awaited on, each with how to withdraw that
-    #: question if the call is given up on (C{None}: it is not withdrawn then).
-    _awaited: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)
-    #: Those of them tied to this call by the pool's attribution alone (the server did
-    #: not say whose they are): its reply to the call does not end them.
-    _attributed: set[Deferred[Any]] = field(factory=set)
+    _life: _Life = field(factory=_Life, init=False)
+    #: Its state machine, made when its life first moves (L{question_asked},
+    #: L{withdraw}): most calls ask nothing and are never given up on.
+    _moved: _Moves | None = field(default=None, init=False)
+
+    def _moves(self) -> _Moves:
+        moves = self._moved
+        if moves is None:
+            moves = self._moved = _new_moves(self._life)
+        return moves
+
+    @property
+    def state(self) -> CallState:
+        """Where the call is in its life."""
+        return self._life.state
+
+    @property
+    def asked(self) -> bool:
+        """Whether a question was tied to it and it asks on (L{CallState.ASKING})."""
+        return self._life.state is CallState.ASKING
+
+    @property
+    def withdrawn(self) -> bool:
+        """Whether the call was given up on (L{CallState.WITHDRAWN})."""
+        return self._life.state is CallState.WITHDRAWN
 
     @property
     def declared(self) -> Mapping[str, Any] | None:
         """The client capabilities to declare upstream for this call (C{None}: mcpx's own)."""
         return narrowed(self.capabilities) if self.narrow else None
 
-    @property
-    def extensions(self) -> Mapping[str, Any] | None:
+    def question_asked(self) -> None:
         """
-        The extensions the host declared that travel upstream with its calls to a
-        revision that has them, as it spelled them: MCP Apps (L{UI_EXTENSION}), so a
-        server offers its app only to a host that renders one.  C{None} when it declared
-        none of them: mcpx never declares one on a host's behalf.
+        A question was tied to this call: it is on the ask path (L{CallState.ASKING}),
+        and keeps running if its client stops waiting.
         """
-        declared = declared_ui(self.capabilities)
-        return None if declared is None else {UI_EXTENSION: dict(declared)}
+        self._moves().question_asked()
 
     def awaiting(
         self,
@@ -147,30 +230,28 @@ class Caller:
             (L{mcpx.pool.attribution.Attribution.owner}): it may be the server's own,
             asked outside any call, so the server's reply to the call does not end it.
         """
-        self._awaited[answer] = withdraw
+        self._life.answers[answer] = withdraw
         if attributed:
-            self._attributed.add(answer)
+            self._life.attributed.add(answer)
 
     def answered(self, answer: Deferred[Any]) -> None:
         """C{answer} is no longer awaited (it fired, or was cancelled)."""
-        self._awaited.pop(answer, None)
-        self._attributed.discard(answer)
+        self._life.answers.pop(answer, None)
+        self._life.attributed.discard(answer)
 
     def withdraw(self) -> None:
         """
         The call was given up on (its client cancelled it): withdraw every question
-        awaited for it, once, so the server hears the answer a withdrawn question gets.
+        awaited for it, once, so the server hears the answer a withdrawn question gets
+        (L{CallState.WITHDRAWN}).
         """
-        if self.withdrawn:
-            return
-        self.withdrawn = True
-        for withdraw in [w for w in self._awaited.values() if w is not None]:
-            withdraw()
+        self._moves().withdraw()
 
     def call_ended(self, *, answered: bool = False) -> None:
         """
-        The upstream request ended: the questions it asked that still wait are
-        withdrawn, so nobody is left to answer a question nothing waits for.
+        An upstream request made for this call ended: the questions it asked that
+        still wait are withdrawn, so nobody is left to answer a question nothing waits
+        for.  (The call itself goes on: a run's or an op's call makes many requests.)
 
         @param answered: the server replied to it (a result or an error), rather than
             mcpx giving it up (a task cancelled, a client gone or interrupted, its
@@ -180,9 +261,10 @@ class Caller:
             again after its client's C{notifications/roots/list_changed}, say) while
             this call happened to be in flight.
         """
-        awaited, self._awaited = self._awaited, {}
-        attributed, self._attributed = self._attributed, set()
-        for answer in awaited:
+        life = self._life
+        answers, life.answers = life.answers, {}
+        attributed, life.attributed = life.attributed, set()
+        for answer in answers:
             if not (answered and answer in attributed):
                 answer.cancel()
 
@@ -191,40 +273,6 @@ class Caller:
         if key is None or not self.held:
             return None
         return self.held.pop(key, None)
-
-
-def _object(value: object) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
-
-
-def may_ask(capabilities: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> bool:
-    """
-    Whether a client that declared C{capabilities} may be put this question.
-
-    Declaring one kind is not declaring another; within elicitation the mode counts
-    (an empty C{elicitation} object is the form mode of the revisions before modes
-    existed), and within sampling tool use and context inclusion need their own
-    declarations.
-    """
-    if method == ELICIT:
-        declared = _object(capabilities.get("elicitation"))
-        if declared is None:
-            return False
-        mode = params.get("mode", "form")
-        if mode == "url":
-            return "url" in declared
-        return "form" in declared or not declared
-    if method == SAMPLE:
-        declared = _object(capabilities.get("sampling"))
-        if declared is None:
-            return False
-        if ("tools" in params or "toolChoice" in params) and "tools" not in declared:
-            return False
-        include = params.get("includeContext")
-        return include not in ("thisServer", "allServers") or "context" in declared
-    if method == LIST_ROOTS:
-        return _object(capabilities.get("roots")) is not None
-    return False
 
 
 def narrowed(capabilities: Mapping[str, Any]) -> dict[str, Any]:
