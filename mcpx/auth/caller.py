@@ -23,7 +23,7 @@ _STATUS: Final = {INVALID_TOKEN: 401, INSUFFICIENT_SCOPE: 403, UNAVAILABLE: 503}
 
 
 @frozen
-class Caller:
+class VerifiedToken:
     """
     Who a good token speaks for.
 
@@ -56,7 +56,7 @@ class Refusal:
         return _STATUS[self.error]
 
 
-#: Where the gate leaves the accepted L{Caller} on the request, for the routes.
+#: Where the gate leaves the accepted L{VerifiedToken} on the request, for the routes.
 CALLER_ATTRIBUTE: Final = "mcpx_caller"
 
 
@@ -66,7 +66,7 @@ def request_subject(request: object) -> str | None:
     in without one (C{daemon.auth} is not C{oauth}, or the owner's unix socket).
     """
     caller = getattr(request, CALLER_ATTRIBUTE, None)
-    return caller.subject if isinstance(caller, Caller) else None
+    return caller.subject if isinstance(caller, VerifiedToken) else None
 
 
 def subject_identity(subject: str) -> str:

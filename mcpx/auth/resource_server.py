@@ -15,7 +15,7 @@ The keys are fetched once and again when a token names a key id not among them, 
 most once per L{REFETCH_INTERVAL}, so a stream of made-up key ids costs the issuer
 one request a minute and a key rotation is picked up without a restart.
 
-Every outcome is a L{Caller} or a L{Refusal}; nothing a client sends makes
+Every outcome is a L{VerifiedToken} or a L{Refusal}; nothing a client sends makes
 L{TokenVerifier.verify} raise.
 """
 
@@ -36,8 +36,8 @@ from mcpx.auth.caller import (
     INSUFFICIENT_SCOPE,
     INVALID_TOKEN,
     UNAVAILABLE,
-    Caller,
     Refusal,
+    VerifiedToken,
     request_subject,
 )
 from mcpx.auth.jwks import (
@@ -61,11 +61,11 @@ __all__ = [
     "REFETCH_INTERVAL",
     "REQUEST_TIMEOUT",
     "UNAVAILABLE",
-    "Caller",
     "KeySet",
     "Refusal",
     "SigningKey",
     "TokenVerifier",
+    "VerifiedToken",
     "request_subject",
 ]
 
@@ -103,10 +103,10 @@ class TokenVerifier:
         self._http = http
         self._clock = clock
         self.keys = KeySet(http, clock, settings.issuer, settings.jwks_uri)
-        self._accepted: dict[bytes, tuple[float, Caller]] = {}
+        self._accepted: dict[bytes, tuple[float, VerifiedToken]] = {}
         self._introspecting = 0
 
-    async def verify(self, token: bytes | str) -> Caller | Refusal:
+    async def verify(self, token: bytes | str) -> VerifiedToken | Refusal:
         """Who C{token} speaks for, or why it is refused."""
         try:
             return await self._verify(token)
@@ -114,7 +114,7 @@ class TokenVerifier:
             log.failure("checking an access token failed unexpectedly")
             return Refusal(INVALID_TOKEN, "the access token could not be checked")
 
-    async def _verify(self, token: bytes | str) -> Caller | Refusal:
+    async def _verify(self, token: bytes | str) -> VerifiedToken | Refusal:
         raw = token.encode("latin-1") if isinstance(token, str) else token
         if not raw:
             return Refusal(INVALID_TOKEN, "no access token was sent")
@@ -134,11 +134,11 @@ class TokenVerifier:
             outcome = await self._introspect(text)
         else:
             outcome = await self._verify_jwt(text)
-        if isinstance(outcome, Caller):
+        if isinstance(outcome, VerifiedToken):
             self._remember(raw, outcome)
         return outcome
 
-    def _remember(self, token: bytes, caller: Caller) -> None:
+    def _remember(self, token: bytes, caller: VerifiedToken) -> None:
         now = self._clock.seconds()
         until = now + ACCEPTED_TTL
         if caller.expires_at is not None:
@@ -148,7 +148,7 @@ class TokenVerifier:
         if len(self._accepted) < ACCEPTED_CACHE:
             self._accepted[token] = (until, caller)
 
-    async def _verify_jwt(self, token: str) -> Caller | Refusal:
+    async def _verify_jwt(self, token: str) -> VerifiedToken | Refusal:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -190,7 +190,9 @@ class TokenVerifier:
             return Refusal(INVALID_TOKEN, "the access token's signature does not verify")
         return self._check_claims(claims, require_exp=True)
 
-    def _check_claims(self, claims: Mapping[str, Any], *, require_exp: bool) -> Caller | Refusal:
+    def _check_claims(
+        self, claims: Mapping[str, Any], *, require_exp: bool
+    ) -> VerifiedToken | Refusal:
         settings = self.settings
         if claims.get("iss") != settings.issuer:
             return Refusal(INVALID_TOKEN, f"the access token was not issued by {settings.issuer}")
@@ -216,9 +218,9 @@ class TokenVerifier:
                 INSUFFICIENT_SCOPE, f"the access token lacks the scope {' '.join(missing)}"
             )
         expires = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
-        return Caller(subject, scopes, expires)
+        return VerifiedToken(subject, scopes, expires)
 
-    async def _introspect(self, token: str) -> Caller | Refusal:
+    async def _introspect(self, token: str) -> VerifiedToken | Refusal:
         introspection = self.settings.introspection
         assert introspection is not None
         if self._introspecting >= INTROSPECTION_CONCURRENCY:

@@ -23,7 +23,7 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from twisted.web.server import NOT_DONE_YET
 
-from mcpx.auth.caller import CALLER_ATTRIBUTE, Caller, Refusal
+from mcpx.auth.caller import CALLER_ATTRIBUTE, Refusal, VerifiedToken
 from mcpx.auth.protected_resource import challenge, metadata_body, metadata_paths
 from mcpx.settings.oauth_resource import OAuthResource
 
@@ -90,10 +90,10 @@ class OAuthGuard:
                 "authorization",
             )
         synchronous = True
-        found: list[Caller | Refusal | Failure] = []
+        found: list[VerifiedToken | Refusal | Failure] = []
         gone: list[object] = []
 
-        def arrived(result: Caller | Refusal | Failure) -> None:
+        def arrived(result: VerifiedToken | Refusal | Failure) -> None:
             if synchronous:
                 found.append(result)
             elif not gone:
@@ -115,11 +115,11 @@ class OAuthGuard:
     def _answer(
         self,
         request: IRequest,
-        outcome: Caller | Refusal | Failure,
+        outcome: VerifiedToken | Refusal | Failure,
         proceed: Callable[[], Any],
         refuse: Refuse,
     ) -> Any:
-        if isinstance(outcome, Caller):
+        if isinstance(outcome, VerifiedToken):
             setattr(request, CALLER_ATTRIBUTE, outcome)
             return proceed()
         if isinstance(outcome, Failure):

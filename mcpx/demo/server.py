@@ -17,7 +17,7 @@ Three layers, each testable alone:
 L{mcpx.demo.stdio.run} puts the protocol on the process's stdin and stdout;
 C{python -m mcpx.demo} calls it.
 
-Two tools reach back to the client while they run, through the L{Caller} the session hands
+Two tools reach back to the client while they run, through the L{DemoClient} the session hands
 to L{DemoServer.answer}: C{countdown} sends C{notifications/progress} for the request's
 C{progressToken} on the server's clock, and C{ask} asks the user a question.  How C{ask}
 asks depends on the revision: a legacy request gets an C{elicitation/create} request sent
@@ -161,7 +161,7 @@ def can_elicit_form(capabilities: Mapping[str, Any], revision: Revision) -> bool
 
 
 @frozen
-class Caller:
+class DemoClient:
     """
     What the tool answering a request may use of the client that sent it.
 
@@ -182,7 +182,7 @@ def no_notifications(method: str, params: dict[str, Any]) -> None:
 
 
 #: The caller of a request that nothing can reach back to.
-DETACHED: Final = Caller({}, no_notifications)
+DETACHED: Final = DemoClient({}, no_notifications)
 
 #: The answer to a request: at once, or later.
 Answer = dict[str, Any] | Deferred[dict[str, Any]]
@@ -201,7 +201,7 @@ class _ToolCall:
     arguments: Mapping[str, Any]
     params: dict[str, Any]
     revision: Revision
-    caller: Caller
+    caller: DemoClient
 
 
 def _arguments(params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -246,7 +246,7 @@ class DemoServer:
             *(self._served[revision] for revision in LEGACY_REVISIONS)
         )
         self._static = {revision: self._build_static(revision) for revision in Revision}
-        self._answers: dict[str, Callable[[dict[str, Any], Revision, Caller], Answer]] = {
+        self._answers: dict[str, Callable[[dict[str, Any], Revision, DemoClient], Answer]] = {
             "tools/call": self._call_tool,
             "prompts/get": self._get_prompt,
             "resources/read": self._read_resource,
@@ -295,7 +295,7 @@ class DemoServer:
         method: str,
         params: dict[str, Any],
         revision: Revision,
-        caller: Caller = DETACHED,
+        caller: DemoClient = DETACHED,
     ) -> Answer:
         """
         The result of C{method} for a C{revision} request (C{initialize} excepted: it
@@ -320,7 +320,7 @@ class DemoServer:
 
     # The answers that depend on the request
 
-    def _call_tool(self, params: dict[str, Any], revision: Revision, caller: Caller) -> Answer:
+    def _call_tool(self, params: dict[str, Any], revision: Revision, caller: DemoClient) -> Answer:
         name = _text(params, "name")
         tool = self._tools.get(name)
         if tool is None:
@@ -422,7 +422,7 @@ class DemoServer:
         return result
 
     def _get_prompt(
-        self, params: dict[str, Any], revision: Revision, caller: Caller
+        self, params: dict[str, Any], revision: Revision, caller: DemoClient
     ) -> dict[str, Any]:
         name = _text(params, "name")
         prompt = self._prompts.get(name)
@@ -435,7 +435,7 @@ class DemoServer:
         return self._complete(rendered, revision)
 
     def _read_resource(
-        self, params: dict[str, Any], revision: Revision, caller: Caller
+        self, params: dict[str, Any], revision: Revision, caller: DemoClient
     ) -> dict[str, Any]:
         uri = _text(params, "uri")
         resource = self._resources.get(uri)

@@ -16,7 +16,7 @@ from twisted.logger import Logger
 from mcpx.demo.server import (
     SUPPORTED_VERSIONS,
     Answer,
-    Caller,
+    DemoClient,
     DemoServer,
     no_notifications,
     request_params,
@@ -78,7 +78,7 @@ class DemoSession:
             meta = params["_meta"]
             declared = meta.get(CLIENT_CAPABILITIES_KEY)
             capabilities = declared if isinstance(declared, dict) else {}
-            caller = Caller(capabilities, self._notify)
+            caller = DemoClient(capabilities, self._notify)
             return self._server.answer(request.method, params, revision, caller)
         return self._legacy(request.method, params)
 
@@ -118,7 +118,7 @@ class DemoSession:
                 f"{method} before initialize: send initialize first, or name "
                 f'{Revision.V2026_07_28.value} in params._meta["{PROTOCOL_VERSION_KEY}"]'
             )
-        caller = Caller(self.capabilities, self._notify, self._request)
+        caller = DemoClient(self.capabilities, self._notify, self._request)
         return self._server.answer(method, params, self.revision, caller)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from mcpx.auth.resource_server import (
     REQUEST_TIMEOUT,
     TOKEN_LIMIT,
     UNAVAILABLE,
-    Caller,
     Refusal,
     TokenVerifier,
+    VerifiedToken,
 )
 from mcpx.settings.oauth_resource import Introspection, OAuthResource
 from tests.auth.standin_issuer import (
@@ -65,8 +65,8 @@ class VerifierCase(SynchronousTestCase):
         self.clock.advance(NOW)
         self.verifier = TokenVerifier(self.settings, stub(self.issuer), self.clock)
 
-    def verify(self, token: str | bytes) -> Caller | Refusal:
-        outcome: Caller | Refusal = self.successResultOf(
+    def verify(self, token: str | bytes) -> VerifiedToken | Refusal:
+        outcome: VerifiedToken | Refusal = self.successResultOf(
             Deferred.fromCoroutine(self.verifier.verify(token))
         )
         return outcome
@@ -85,7 +85,7 @@ class VerifierCase(SynchronousTestCase):
 class GoodTokenTests(VerifierCase):
     def test_accepted(self) -> None:
         """A token from the issuer, for this audience, with the scope: its subject and scopes."""
-        self.assertEqual(self.verify(self.mint()), Caller("alice", ("mcp:tools", "profile")))
+        self.assertEqual(self.verify(self.mint()), VerifiedToken("alice", ("mcp:tools", "profile")))
 
     def test_keys_found_from_metadata(self) -> None:
         """Without jwksUri the keys' address comes from the issuer's RFC 8414 metadata."""
@@ -106,26 +106,26 @@ class GoodTokenTests(VerifierCase):
         """An RSA key without a declared algorithm checks PS256 and RS512 tokens too."""
         for alg in ("PS256", "RS512"):
             with self.subTest(alg=alg):
-                self.assertIsInstance(self.verify(self.mint(alg=alg)), Caller)
+                self.assertIsInstance(self.verify(self.mint(alg=alg)), VerifiedToken)
 
     def test_ec_key(self) -> None:
         """An ES256 token from the issuer's EC key is accepted."""
-        self.assertIsInstance(self.verify(self.mint(kid="e1")), Caller)
+        self.assertIsInstance(self.verify(self.mint(kid="e1")), VerifiedToken)
 
     def test_scp_list(self) -> None:
         """Scopes given as an C{scp} list count as well as a C{scope} string."""
         outcome = self.verify(self.mint(scope=None, scp=["mcp:tools"]))
-        self.assertEqual(outcome, Caller("alice", ("mcp:tools",)))
+        self.assertEqual(outcome, VerifiedToken("alice", ("mcp:tools",)))
 
     def test_audience_list(self) -> None:
         """An C{aud} list naming this resource among others is accepted."""
-        self.assertIsInstance(self.verify(self.mint(aud=["other", AUDIENCE])), Caller)
+        self.assertIsInstance(self.verify(self.mint(aud=["other", AUDIENCE])), VerifiedToken)
 
     def test_leeway(self) -> None:
         """A token just past its expiry, within the leeway, still passes."""
         token = self.mint(exp=int(NOW) + 1)
         self.clock.advance(LEEWAY - 5)
-        self.assertIsInstance(self.verify(token), Caller)
+        self.assertIsInstance(self.verify(token), VerifiedToken)
 
     def test_configured_jwks_uri(self) -> None:
         """With jwksUri the metadata is not read."""
@@ -134,7 +134,7 @@ class GoodTokenTests(VerifierCase):
         )
         verifier = TokenVerifier(settings, stub(self.issuer), self.clock)
         outcome = self.successResultOf(Deferred.fromCoroutine(verifier.verify(self.mint())))
-        self.assertIsInstance(outcome, Caller)
+        self.assertIsInstance(outcome, VerifiedToken)
         self.assertEqual(self.issuer.requests, ["/realms/tools/certs"])
 
 
@@ -157,7 +157,7 @@ class RememberedTokenTests(VerifierCase):
     def test_not_past_expiry(self) -> None:
         """A remembered token is refused once it expires."""
         token = self.mint(exp=int(NOW) + 10)
-        self.assertIsInstance(self.verify(token), Caller)
+        self.assertIsInstance(self.verify(token), VerifiedToken)
         self.clock.advance(10 + LEEWAY)
         self.assertRefused(token)
 
@@ -168,7 +168,7 @@ class RememberedTokenTests(VerifierCase):
         self.assertRefused(token, UNAVAILABLE)
         self.issuer.metadata["issuer"] = ISSUER
         self.clock.advance(REFETCH_INTERVAL)
-        self.assertIsInstance(self.verify(token), Caller)
+        self.assertIsInstance(self.verify(token), VerifiedToken)
 
 
 class HostileTokenTests(VerifierCase):
@@ -292,18 +292,18 @@ class ScopeTests(VerifierCase):
 class RotationTests(VerifierCase):
     def test_new_kid_after_rotation(self) -> None:
         """After the issuer rotates its keys, a token with the new key id is accepted."""
-        self.assertIsInstance(self.verify(self.mint()), Caller)
+        self.assertIsInstance(self.verify(self.mint()), VerifiedToken)
         self.issuer.rotate()
         self.clock.advance(REFETCH_INTERVAL)
         self.assertEqual(
-            self.verify(self.mint(kid="k2")), Caller("alice", ("mcp:tools", "profile"))
+            self.verify(self.mint(kid="k2")), VerifiedToken("alice", ("mcp:tools", "profile"))
         )
 
     def test_retired_key_refused(self) -> None:
         """Once the keys are fetched after a rotation, a token of a retired key is refused."""
         old = self.mint()
         self.issuer.rotate()
-        self.assertIsInstance(self.verify(self.mint(kid="k2")), Caller)
+        self.assertIsInstance(self.verify(self.mint(kid="k2")), VerifiedToken)
         self.assertRefused(old)
 
 
@@ -339,7 +339,7 @@ class IntrospectionTests(VerifierCase):
     def test_active(self) -> None:
         """An opaque token the issuer says is active, for this audience: its subject."""
         self.issuer.active["opaque-1"] = self.answer()
-        self.assertEqual(self.verify("opaque-1"), Caller("alice", ("mcp:tools", "profile")))
+        self.assertEqual(self.verify("opaque-1"), VerifiedToken("alice", ("mcp:tools", "profile")))
 
     def test_cached(self) -> None:
         """An active answer is kept for a while: the same token is not introspected again."""

@@ -19,8 +19,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 
-from mcpx.auth.caller import CALLER_ATTRIBUTE
-from mcpx.auth.caller import Caller as AccessCaller
+from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
 from mcpx.server import http_sessions as sessions_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
@@ -1025,7 +1024,7 @@ class _AsSubject(Resource):
         self.subject = subject
 
     def render(self, request: Any) -> Any:
-        setattr(request, CALLER_ATTRIBUTE, AccessCaller(self.subject, ("mcp:tools",)))
+        setattr(request, CALLER_ATTRIBUTE, VerifiedToken(self.subject, ("mcp:tools",)))
         return self.inner.render(request)
 
 
