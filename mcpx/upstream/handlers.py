@@ -46,7 +46,7 @@ Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 #: request was made for, when the server asked inside its result; C{None}: a request
 #: made for nobody, or a question that arrived on the connection) and its
 #: C{inputRequests} key.
-Relay = Callable[
+AnyQuestion = Callable[
     [str, Mapping[str, Any], "Call | None", "str | None"], Awaitable[Mapping[str, Any]]
 ]
 NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
@@ -135,7 +135,7 @@ class UpstreamHandlers:
     sampling: Question | None = None
     sampling_tools: bool = False
     roots: Question | None = None
-    relay: Relay | None = None
+    relay: AnyQuestion | None = None
     notification: NotificationSink | None = None
     declares: frozenset[str] | None = None
     _by_method: dict[str, Question | None] = field(init=False)
