@@ -68,6 +68,7 @@ from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.request_state import state_keys
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
@@ -343,6 +344,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         rounds_in=None if shared is None else (shared, daemon_id),
         reloads=reloads,
         upstream_notices=notices.listen,
+        state_keys=state_keys(settings, clock.seconds()),
     )
     mcp_http = McpHTTP(
         mcp,

@@ -32,6 +32,9 @@ FlowFor: TypeAlias = Callable[["str | int | None"], "Flow | None"]
 #: How the MCP server answers one method: the connection, the request's context and
 #: its params in, the result in the newest shape out.
 Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
+#: A request header's value by name (case-insensitive), trimmed of surrounding
+#: whitespace, or C{None} when the request has no such header.
+HeaderSource: TypeAlias = Callable[[str], "str | None"]
 
 
 def _no_flow(token: str | int | None) -> Flow | None:
@@ -72,6 +75,9 @@ class Conn:
     @ivar subject: the access token's subject the connection's requests came with
         (C{daemon.auth} C{oauth}), or C{None}: it scopes the sessions its requests name
         and is signed into the C{requestState} they are handed.
+    @ivar headers: the HTTP request headers of a 2026-07-28 request's own connection,
+        where the transport hands them over (a C{tools/call} on C{/mcp}), carried into
+        its L{Context}; else C{None}.
     """
 
     transport: str
@@ -88,6 +94,7 @@ class Conn:
     passthrough: tuple[str, ...] | None = None
     flow_for: FlowFor = _no_flow
     subject: str | None = None
+    headers: HeaderSource | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 
@@ -122,6 +129,9 @@ class Context:
         alone, so what it leaves is its connection's (or its named session's), and a
         later request can read it.
     @ivar subject: the access token's subject of its connection, or C{None}.
+    @ivar headers: the HTTP request headers it came with, where the transport hands
+        them over (a 2026-07-28 C{tools/call} on C{/mcp}: its C{Mcp-Param-*} headers
+        are checked, L{mcpx.server.param_headers}); else C{None}.
     """
 
     revision: Revision
@@ -134,6 +144,7 @@ class Context:
     task: Task | None = None
     owner: str | None = None
     subject: str | None = None
+    headers: HeaderSource | None = None
 
     @property
     def artifact_owner(self) -> str:

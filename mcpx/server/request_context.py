@@ -118,6 +118,7 @@ class Envelopes:
         """
         What C{request} is served with.
 
+
         @raise RpcError: -32602 for a modern request without a usable C{_meta};
             -32022 for a protocol version mcpx does not speak.
         """
@@ -166,4 +167,5 @@ class Envelopes:
             progress_token=_token(meta),
             log_level=level,
             subject=conn.subject,
+            headers=conn.headers,
         )
