@@ -14,7 +14,6 @@ that asked its client outlives its request: it is kept, as a task, until collect
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import secrets
 from collections.abc import Awaitable, Iterator, Mapping
@@ -27,7 +26,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.auth.caller import subject_identity
-from mcpx.ops.host import OpHost, settings_of
+from mcpx.ops.host import OpHost
 from mcpx.questions.caller import CAPABILITY_FOR, Caller
 from mcpx.server.conn import Conn, Context
 from mcpx.server.offering import Offering
@@ -106,7 +105,7 @@ class Asking:
     rounds: Rounds = field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        settings = settings_of(self._host)
+        settings = self._host.settings
         self._native = settings.boolean("proto.native")
         self._rounds = settings.integer("proto.askRounds")
         self._state_ttl = settings.duration("proto.stateTTL")
@@ -233,7 +232,7 @@ class Asking:
             if context.modern:
                 caller.asker = ResumableCall(caller.id, method, self._clock)
             elif conn.ask is not None:
-                caller.asker = ConnAsker(conn, contextvars.copy_context())
+                caller.asker = ConnAsker(conn, context.reply)
                 if context.task is not None and self._core_tasks is not None:
                     caller.asker = self._core_tasks.asker_for(context.task, caller.asker)
         return caller

@@ -15,7 +15,7 @@ its C{_meta}, read into a L{Context} for that request alone.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
@@ -47,6 +47,22 @@ HTTP_SESSION: Final = "http-session"
 HTTP_POST: Final = "http-post"
 HTTP_MODERN: Final = "http-modern"
 TRANSPORTS: Final = frozenset((STDIO, HTTP_SESSION, HTTP_POST, HTTP_MODERN))
+
+
+class Reply(Protocol):
+    """
+    The stream one request is answered on, where it can carry more than the answer and
+    the transport hands it over with the request (a legacy Streamable HTTP session's
+    POST): what the request's call pushes and asks goes on it while it is open, and
+    where the connection sends the rest once it is not.
+    """
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None: ...
+
+    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]: ...
+
+    def flow(self) -> Flow | None:
+        """The L{Flow} of what is pushed about the request (L{Conn.flow_for})."""
 
 
 @define(eq=False)
@@ -132,6 +148,9 @@ class Context:
     @ivar headers: the HTTP request headers it came with, where the transport hands
         them over (a 2026-07-28 C{tools/call} on C{/mcp}: its C{Mcp-Param-*} headers
         are checked, L{mcpx.server.param_headers}); else C{None}.
+    @ivar reply: the stream it is answered on, where the transport handed one over
+        (L{Reply}): its call's questions and log messages go there; else C{None}, and
+        they go where its connection sends them.
     """
 
     revision: Revision
@@ -145,6 +164,7 @@ class Context:
     owner: str | None = None
     subject: str | None = None
     headers: HeaderSource | None = None
+    reply: Reply | None = None
 
     @property
     def artifact_owner(self) -> str:

@@ -39,7 +39,7 @@ passed through; each reload that changes a server is announced
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve
@@ -48,12 +48,12 @@ from twisted.logger import Logger
 
 from mcpx import tracing
 from mcpx._version import __version__
-from mcpx.ops.host import OpHost, settings_of
+from mcpx.ops.host import OpHost
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.calling import Calling
-from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.conn import Conn, Context, Method, Reply
 from mcpx.server.ext_tasks import ExtensionTasks
 from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import LISTEN, Listening
@@ -160,7 +160,7 @@ class McpServer:
         @param state_keys: the keys the C{requestState}s it issues are signed with
             (L{mcpx.server.request_state.state_keys}); else one of this process.
         """
-        settings = settings_of(host)
+        settings = host.settings
         if page_size is None:
             page_size = settings.integer("mcp.pageSize")
         self.host = host
@@ -235,9 +235,7 @@ class McpServer:
             self._methods.update(self.promotion.methods())
         #: Answers one request (L{_handle}); in a span of its own when tracing is on,
         #: decided once here so that a daemon without tracing pays nothing per request.
-        self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
-            self._traced if tracing.on() else self._handle
-        )
+        self.handle = self._traced if tracing.on() else self._handle
         if reloads is not None:
             reloads.listeners.append(self.configuration_changed)
         if upstream_notices is not None:
@@ -281,7 +279,7 @@ class McpServer:
 
     # Requests
 
-    async def _traced(self, conn: Conn, request: Request) -> Any:
+    async def _traced(self, conn: Conn, request: Request, reply: Reply | None = None) -> Any:
         """L{_handle} in the span of the host's request, its parent the host's C{traceparent}."""
         params = params_of(request)
         meta = params.get("_meta")
@@ -303,18 +301,20 @@ class McpServer:
             )
             method = f"{method} {name}"
         with tracing.span(method, attributes, parent=tracing.parent_of(meta), server=True) as span:
-            result = await self._handle(conn, request)
+            result = await self._handle(conn, request, reply)
             tracing.outcome(span, result)
             return result
 
-    async def _handle(self, conn: Conn, request: Request) -> Any:
+    async def _handle(self, conn: Conn, request: Request, reply: Reply | None = None) -> Any:
         """
         Answer one request.
+
+        @param reply: the stream it is answered on, where the transport hands one over.
 
         @return: the result, spelled for the revision the request is served in.
         @raise RpcError: what the client is answered with instead.
         """
-        context = self.context(conn, request)
+        context = self._envelopes.context(conn, request, reply)
         method = request.method
         if removed_for(method, context.revision):
             raise RpcError.method_not_found(method)

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mcpx.auth.caller import subject_identity
-from mcpx.server.conn import HTTP_MODERN, Conn, Context
+from mcpx.server.conn import HTTP_MODERN, Conn, Context, Reply
 from mcpx.spec.meta_keys import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -86,7 +86,11 @@ def params_of(request: Request) -> dict[str, Any]:
 
 
 def _legacy(
-    conn: Conn, revision: Revision, named_session: str | None, meta: Mapping[str, Any] | None
+    conn: Conn,
+    revision: Revision,
+    named_session: str | None,
+    meta: Mapping[str, Any] | None,
+    reply: Reply | None,
 ) -> Context:
     """A legacy request's context: what its connection's handshake set."""
     return Context(
@@ -97,6 +101,7 @@ def _legacy(
         progress_token=_token(meta),
         log_level=conn.log_level,
         subject=conn.subject,
+        reply=reply,
     )
 
 
@@ -114,9 +119,11 @@ class Envelopes:
         #: Numbers the scope of each 2026-07-28 request that names no session.
         self._scopes = itertools.count(1)
 
-    def context(self, conn: Conn, request: Request) -> Context:
+    def context(self, conn: Conn, request: Request, reply: Reply | None = None) -> Context:
         """
         What C{request} is served with.
+
+        @param reply: the stream it is answered on, where the transport handed one over.
 
 
         @raise RpcError: -32602 for a modern request without a usable C{_meta};
@@ -136,7 +143,7 @@ class Envelopes:
         if named_session is not None and conn.subject is not None:
             named_session = subject_session(conn.subject, named_session)
         if version is _MISSING and not looks_modern:
-            return _legacy(conn, conn.revision or conn.default_revision, named_session, meta)
+            return _legacy(conn, conn.revision or conn.default_revision, named_session, meta, reply)
         if meta is None:
             raise RpcError.invalid_params(
                 f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
@@ -149,7 +156,7 @@ class Envelopes:
             raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
         if not named.is_modern:
             # A legacy client restating its revision: the handshake still governs.
-            return _legacy(conn, conn.revision or named, named_session, meta)
+            return _legacy(conn, conn.revision or named, named_session, meta, reply)
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
             raise RpcError.invalid_params(
@@ -168,4 +175,5 @@ class Envelopes:
             log_level=level,
             subject=conn.subject,
             headers=conn.headers,
+            reply=reply,
         )

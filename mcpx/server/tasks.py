@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -229,7 +228,9 @@ class CoreTasks:
         if conn.can_push:
             self._conns[task.id] = conn
         plain = {key: value for key, value in params.items() if key != "task"}
-        task_context = evolve(context, task=task)
+        # Its questions and log messages go where its connection sends the rest: the
+        # request is answered now, and with it the stream it was answered on.
+        task_context = evolve(context, task=task, reply=None)
 
         def work() -> Awaitable[Mapping[str, Any]]:
             return call(conn, task_context, plain)
@@ -343,7 +344,7 @@ class CoreTasks:
         if not notification_in(STATUS_NOTIFICATION, revision):
             return
         # Outside any request: a legacy HTTP session sends it on its GET stream.
-        contextvars.Context().run(push, STATUS_NOTIFICATION, task_json(task, self.store.ttl))
+        push(STATUS_NOTIFICATION, task_json(task, self.store.ttl))
 
 
 def _unknown(task_id: str) -> RpcError:
