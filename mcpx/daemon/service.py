@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from attrs import Factory, field, frozen
+from attrs import Factory, evolve, field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
     IReactorCore,
@@ -538,8 +538,7 @@ def _upstream_handlers(
     # Resource updates, and tool list changes of pass-through servers.
     heard = notices.sink(server)
     handlers = sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
-    handlers.declares = declared_in(scope_key)[1]
-    return handlers
+    return evolve(handlers, declares=declared_in(scope_key)[1])
 
 
 def _compiling_off_reactor(reactor: object) -> dict[str, Any]:
