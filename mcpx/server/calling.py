@@ -36,7 +36,7 @@ from twisted.internet.interfaces import IReactorTime
 from mcpx import tracing
 from mcpx.questions.caller import Caller
 from mcpx.server.asking import Asking
-from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.conn import Conn, Context
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import client_declares
 from mcpx.server.gateway_tools import CALL_TOOL
@@ -49,11 +49,13 @@ from mcpx.server.roots import Roots
 from mcpx.server.sign_in_offers import SignInOffers, url_required_answer, without_upstream_urls
 from mcpx.wire.errors import RpcError
 
+#: A call's params, and the route a C{tools/call} takes (C{None} for the rest).
+Params = dict[str, Any]
+Route = ToolRoute | None
+
 #: Forwards one call upstream (or to the gateway): its connection, its context (with
-#: its caller), its params and the route a C{tools/call} takes (C{None} for the rest).
-Forward = Callable[
-    [Conn, Context, dict[str, Any], "ToolRoute | None"], Awaitable[Mapping[str, Any]]
-]
+#: its caller), its params and its route.
+Forward = Callable[[Conn, Context, Params, Route], Awaitable[Mapping[str, Any]]]
 
 #: Spells a result built in the newest shape for C{method} and the request's revision.
 Spell = Callable[[Mapping[str, Any], str, Context], Any]
@@ -77,62 +79,54 @@ async def strictly(caller: Caller, work: Awaitable[Mapping[str, Any]]) -> Mappin
 
 
 @frozen
-class _Way:
-    """One method through the pipeline, and what forwards its calls."""
+class Calling:
+    """The parts of one MCP server its calls that go upstream pass (see the module)."""
 
-    method: str
-    forward: Forward
+    offering: Offering
+    asking: Asking
+    sign_ins: SignInOffers
+    roots: Roots
+    promotion: TaskPromotion | None
+    spell: Spell
+    clock: IReactorTime
+
+    def method(self, method: str, forward: Forward) -> _Way:
+        """The server's method C{method}: its calls through the pipeline to C{forward}."""
+        return _Way(self, method, forward)
 
 
 @frozen
-class Calling:
-    """The pipeline of one MCP server's calls that go upstream (see the module)."""
+class _Way:
+    """One method through the pipeline (L{Calling.method}): the server calls it."""
 
-    _offering: Offering
-    _asking: Asking
-    _sign_ins: SignInOffers
-    _roots: Roots
-    _promotion: TaskPromotion | None
-    _spell: Spell
-    _clock: IReactorTime
+    parts: Calling
+    method: str
+    forward: Forward
 
-    def method(self, method: str, forward: Forward) -> Method:
-        """The server's method C{method}: its calls through the pipeline to C{forward}."""
-        way = _Way(method, forward)
+    async def __call__(self, conn: Conn, context: Context, params: Params) -> Any:
+        if context.modern:
+            params = without_upstream_urls(params)
+        try:
+            if self.method != "tools/call":
+                return await self._inline(conn, context, params, None)
+            route = await self._route(conn, context, params)
+            if params.get("name") == CALL_TOOL:
+                return await self.parts.sign_ins.offering(
+                    conn, context, params, lambda params: self._tasked(conn, context, params, route)
+                )
+            return await self._tasked(conn, context, params, route)
+        except RpcError as error:
+            answer = url_required_answer(error, context, self.method)
+            if answer is None:
+                raise
+            return answer
 
-        async def calling(conn: Conn, context: Context, params: dict[str, Any]) -> Any:
-            if context.modern:
-                params = without_upstream_urls(params)
-            try:
-                route = None
-                if method == "tools/call":
-                    route = await self._route(conn, context, params)
-                    if params.get("name") == CALL_TOOL:
-                        return await self._sign_ins.offering(
-                            conn,
-                            context,
-                            params,
-                            lambda params: self._tasked(conn, context, params, route, way),
-                        )
-                    return await self._tasked(conn, context, params, route, way)
-                return await self._inline(conn, context, params, None, way)
-            except RpcError as error:
-                answer = url_required_answer(error, context, method)
-                if answer is None:
-                    raise
-                return answer
-
-        calling.__name__ = getattr(forward, "__name__", method)
-        return calling
-
-    async def _route(
-        self, conn: Conn, context: Context, params: dict[str, Any]
-    ) -> ToolRoute | None:
+    async def _route(self, conn: Conn, context: Context, params: Params) -> Route:
         """
         The pass-through route of a C{tools/call}, found once; its C{Mcp-Param-*}
         headers checked against its arguments where the transport handed them over.
         """
-        passthrough = self._offering.serving(conn)
+        passthrough = self.parts.offering.serving(conn)
         name = params.get("name")
         if passthrough is None or not isinstance(name, str):
             return None
@@ -145,21 +139,14 @@ class Calling:
                 check_headers(wanted, params.get("arguments"), headers)
         return route
 
-    async def _tasked(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        route: ToolRoute | None,
-        way: _Way,
-    ) -> Any:
+    async def _tasked(self, conn: Conn, context: Context, params: Params, route: Route) -> Any:
         """A C{tools/call}, as a task where its client and its tool want one, else inline."""
-        promotion = self._promotion
+        promotion = self.parts.promotion
         if promotion is None:
-            return await self._inline(conn, context, params, route, way)
+            return await self._inline(conn, context, params, route)
         if context.modern:
             if client_declares(context):
-                return await self._extension(conn, context, params, route, way)
+                return await self._extension(conn, context, params, route, promotion)
             if route is not None and promotion.required_by(conn, params, route):
                 # Only the extension can carry a tool that runs as a task only.
                 raise RpcError.missing_client_capability(TASKS_REQUIRED)
@@ -171,62 +158,45 @@ class Calling:
                     conn,
                     context,
                     params,
-                    lambda conn, context, params: self._inline(conn, context, params, route, way),
+                    lambda conn, context, params: self._inline(conn, context, params, route),
                     route,
                 )
-        return await self._inline(conn, context, params, route, way)
+        return await self._inline(conn, context, params, route)
 
     def _inline(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        route: ToolRoute | None,
-        way: _Way,
+        self, conn: Conn, context: Context, params: Params, route: Route
     ) -> Awaitable[Mapping[str, Any]]:
         """
         A call answered by its request: its caller built, the call forwarded and its
         questions asked.  A plain function: the common call, with no caller, costs no
         extra frame.
         """
-        asking, method = self._asking, way.method
+        asking, method = self.parts.asking, self.method
         if context.modern and "requestState" in params:
             return asking.resume(context, params, method)
         if method == "tools/call" and params.get("name") == CALL_TOOL:
             target = params.get("arguments")
             server = target.get("server") if type(target) is dict else None
             if type(server) is str:
-                self._roots.uses(conn, (server,))
+                self.parts.roots.uses(conn, (server,))
         caller = asking.caller(conn, context, params, method)
         if caller is None:
-            return way.forward(conn, context, params, route)
+            return self.forward(conn, context, params, route)
         context = evolve(context, caller=caller)
-        forwarded = self._forwarded(conn, context, params, route, way.forward)
+        forwarded = self._forwarded(conn, context, params, route, caller)
         if caller.asker is None:
             return forwarded
         return asking.asked(forwarded, context, params, method)
 
     def _forwarded(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        route: ToolRoute | None,
-        forward: Forward,
+        self, conn: Conn, context: Context, params: Params, route: Route, caller: Caller
     ) -> Awaitable[Mapping[str, Any]]:
-        """The call forwarded for its caller; strictly (L{strictly}) for a strict one."""
-        caller = context.caller
-        assert caller is not None
-        forwarded = forward(conn, context, params, route)
+        """The call forwarded for C{caller}; strictly (L{strictly}) for a strict one."""
+        forwarded = self.forward(conn, context, params, route)
         return strictly(caller, forwarded) if caller.strict else forwarded
 
     async def _extension(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        route: ToolRoute | None,
-        way: _Way,
+        self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
     ) -> Any:
         """
         A 2026-07-28 C{tools/call} from a client that declared the tasks extension
@@ -234,11 +204,8 @@ class Calling:
         the request's revision has it.
         """
 
-        promotion = self._promotion
-        assert promotion is not None
-
         def spell(result: Mapping[str, Any]) -> Any:
-            return self._spell(result, "tools/call", context)
+            return self.parts.spell(result, "tools/call", context)
 
         if not isinstance(params.get("name"), str):
             raise RpcError.invalid_params("params.name must be a string")
@@ -246,16 +213,16 @@ class Calling:
             return await promotion.call_may_become_task(
                 conn, context, params, route, spell, fresh=None
             )
-        caller = self._asking.caller(conn, context, params, "tools/call", as_task=True)
+        caller = self.parts.asking.caller(conn, context, params, "tools/call", as_task=True)
         assert caller is not None
         context = evolve(context, caller=caller)
         asker = caller.asker
         call = (
             asker
             if isinstance(asker, ResumableCall)
-            else ResumableCall(caller.id, "tools/call", self._clock)
+            else ResumableCall(caller.id, "tools/call", self.parts.clock)
         )
-        forwarded = self._forwarded(conn, context, params, route, way.forward)
+        forwarded = self._forwarded(conn, context, params, route, caller)
         return await promotion.call_may_become_task(
             conn, context, params, route, spell, fresh=(caller, call, forwarded)
         )

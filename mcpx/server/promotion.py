@@ -101,12 +101,7 @@ class TaskPromotion:
 
         @param route: the call's pass-through route (L{mcpx.server.calling}).
         """
-
-        async def support(
-            conn: Conn, context: Context, params: dict[str, Any]
-        ) -> tuple[str | None, str | None, str | None]:
-            return self.task_support(conn, params, route)
-
+        support = self.task_support(conn, params, route)
         return self.core.create(conn, context, params, answer, support)
 
     def required_by(self, conn: Conn, params: dict[str, Any], route: ToolRoute) -> bool:
@@ -186,9 +181,9 @@ class TaskPromotion:
         @param route: the call's pass-through route (L{mcpx.server.calling}), C{None}
             for a gateway tool.
         """
-        name = params["name"]
+        name = params.get("name")
         passthrough = self._offering.serving(conn)
-        if passthrough is not None and route is not None:
+        if passthrough is not None and route is not None and isinstance(name, str):
             # The tool as the client's tools/list offers it, found with the call's
             # owner: no list is built for a call.
             server = route.server

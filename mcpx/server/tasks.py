@@ -65,11 +65,6 @@ CAPABILITY: Final[Mapping[str, Any]] = {
 }
 
 _Call = Callable[[Conn, Context, dict[str, Any]], Awaitable[Mapping[str, Any]]]
-#: What a tool name stands for when called as a task: its C{execution.taskSupport} (or
-#: C{None}), and the server and tool it calls upstream, where known.
-_SupportOf = Callable[
-    [Conn, Context, dict[str, Any]], Awaitable[tuple[str | None, str | None, str | None]]
-]
 
 
 def declares_tasks(revision: Revision, *, modern: bool) -> bool:
@@ -178,14 +173,14 @@ class CoreTasks:
         context: Context,
         params: dict[str, Any],
         call: _Call,
-        support_of: _SupportOf,
+        support: tuple[str | None, str | None, str | None],
     ) -> dict[str, Any]:
         """
         Start a task-augmented C{tools/call} and answer its C{CreateTaskResult}.
 
         @param call: runs the call (C{tools/call} without the task).
-        @param support_of: the named tool's C{execution.taskSupport} (or C{None}), and
-            the server and tool it calls.
+        @param support: the named tool's C{execution.taskSupport} (or C{None}), and
+            the server and tool it calls upstream, where known.
         @raise RpcError: C{-32601} for a tool that does not run as a task; C{-32602} for
             a malformed C{task}; C{-32603} when the caller holds as many tasks as it may.
         """
@@ -198,12 +193,12 @@ class CoreTasks:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
-        support, server, tool = await support_of(conn, context, params)
-        if support not in _ALLOWS_TASK:
+        declared, server, tool = support
+        if declared not in _ALLOWS_TASK:
             raise RpcError(
                 -32601,
                 f"tool {name!r} does not run as a task (its execution.taskSupport is "
-                f"{support or 'absent'}): call it without params.task",
+                f"{declared or 'absent'}): call it without params.task",
                 {"name": name},
             )
         # mcpx keeps a finished task at most as long as any other (proto.askTTL).

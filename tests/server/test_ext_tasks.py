@@ -298,28 +298,6 @@ class GatingTests(SynchronousTestCase):
         session.request("tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION)
         self.assertEqual([held.tool for held in session.harness.pool.held], ["crunch"])
 
-    def test_a_refused_question_fails_the_call(self) -> None:
-        """
-        A pass-through call from a client that declared the extension but not
-        elicitation is strict, as any 2026-07-28 pass-through call is: when a question
-        of its upstream was refused with -32021, the call fails with that -32021,
-        whatever the upstream answered after the refusal (the tool's result here).
-        """
-        session = passthrough(None)
-        answering = session.request(
-            "tools/call", {"name": "crunch", "arguments": {}}, **WITH_EXTENSION
-        )
-        (caller,) = session.harness.pool.callers
-        self.assertTrue(caller.strict)
-        refusal = RpcError.missing_client_capability({"elicitation": {}})
-        # What the question relay does with the question the client cannot be asked.
-        caller.refused = refusal
-        (held,) = session.harness.pool.held
-        held.result.callback(text_result("the upstream answered anyway"))
-        failure = self.failureResultOf(answering, RpcError)
-        self.assertEqual(failure.value.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
-        self.assertEqual(failure.value.data, {"requiredCapabilities": {"elicitation": {}}})
-
     def test_a_changed_tool_is_read_anew(self) -> None:
         """
         A tool's task support is read from the tools as its server lists them now: one
