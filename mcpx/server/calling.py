@@ -109,8 +109,19 @@ class _Way:
         try:
             if self.method != "tools/call":
                 return await self._inline(conn, context, params, None)
-            route = await self._route(conn, context, params)
-            if params.get("name") == CALL_TOOL:
+            # The route, found once; the Mcp-Param-* headers the transport handed over
+            # checked against the arguments.
+            route = None
+            passthrough = self.parts.offering.serving(conn)
+            name = params.get("name")
+            if passthrough is not None and isinstance(name, str):
+                route = await passthrough.routes.tool_route(context, name)
+                headers = context.headers
+                if headers is not None and route is not None:
+                    wanted = passthrough.routes.param_headers(route, name)
+                    if wanted:
+                        check_headers(wanted, params.get("arguments"), headers)
+            if name == CALL_TOOL:
                 return await self.parts.sign_ins.offering(
                     conn, context, params, lambda params: self._tasked(conn, context, params, route)
                 )
@@ -121,47 +132,37 @@ class _Way:
                 raise
             return answer
 
-    async def _route(self, conn: Conn, context: Context, params: Params) -> Route:
-        """
-        The pass-through route of a C{tools/call}, found once; its C{Mcp-Param-*}
-        headers checked against its arguments where the transport handed them over.
-        """
-        passthrough = self.parts.offering.serving(conn)
-        name = params.get("name")
-        if passthrough is None or not isinstance(name, str):
-            return None
-        routes = passthrough.routes
-        route = await routes.tool_route(context, name)
-        headers = context.headers
-        if headers is not None and route is not None:
-            wanted = routes.param_headers(route, name)
-            if wanted:
-                check_headers(wanted, params.get("arguments"), headers)
-        return route
-
-    async def _tasked(self, conn: Conn, context: Context, params: Params, route: Route) -> Any:
+    def _tasked(
+        self, conn: Conn, context: Context, params: Params, route: Route
+    ) -> Awaitable[Mapping[str, Any]]:
         """A C{tools/call}, as a task where its client and its tool want one, else inline."""
         promotion = self.parts.promotion
-        if promotion is None:
-            return await self._inline(conn, context, params, route)
-        if context.modern:
-            if client_declares(context):
-                return await self._extension(conn, context, params, route, promotion)
-            if route is not None and promotion.required_by(conn, params, route):
-                # Only the extension can carry a tool that runs as a task only.
-                raise RpcError.missing_client_capability(TASKS_REQUIRED)
-        elif "task" in params and context.task is None:
-            # 2025-11-25 core tasks, honoured from any legacy client: {task} at once;
-            # the task's call is this method again, without its task.
-            with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
-                return await promotion.create_core(
-                    conn,
-                    context,
-                    params,
-                    lambda conn, context, params: self._inline(conn, context, params, route),
-                    route,
-                )
-        return await self._inline(conn, context, params, route)
+        if promotion is not None:
+            if context.modern:
+                if client_declares(context):
+                    return self._extension(conn, context, params, route, promotion)
+                if route is not None and promotion.required_by(conn, params, route):
+                    # Only the extension can carry a tool that runs as a task only.
+                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
+            elif "task" in params and context.task is None:
+                return self._core(conn, context, params, route, promotion)
+        return self._inline(conn, context, params, route)
+
+    async def _core(
+        self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
+    ) -> Mapping[str, Any]:
+        """
+        2025-11-25 core tasks, honoured from any legacy client: {task} at once; the
+        task's call is this method again, without its task.
+        """
+        with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
+            return await promotion.create_core(
+                conn,
+                context,
+                params,
+                lambda conn, context, params: self._inline(conn, context, params, route),
+                route,
+            )
 
     def _inline(
         self, conn: Conn, context: Context, params: Params, route: Route
@@ -197,7 +198,7 @@ class _Way:
 
     async def _extension(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
-    ) -> Any:
+    ) -> Mapping[str, Any]:
         """
         A 2026-07-28 C{tools/call} from a client that declared the tasks extension
         (L{TaskPromotion.call_may_become_task}); its task's result is kept spelled as
