@@ -199,11 +199,12 @@ class LegacySession:
 
     def flow_for(self, token: str | int | None) -> Flow | None:
         """
-        The session's L{Conn.flow_for}: the POST with that token, else the GET stream.
+        The session's L{Conn.flow_for}, whatever the token: the GET stream's.  A
+        call's progress goes on its POST (L{push}, by its token) and is held back only
+        while the GET stream is, as it always was (its relay used to be made before
+        the session knew the POST by its token, L{track}).  The POST's own flow is
+        its L{Reply}'s.
         """
-        exchange = self._by_token.get(token) if token is not None else None
-        if exchange is not None and not exchange.closed:
-            return exchange.flow
         return self.stream.flow if self.stream is not None else None
 
     def push(self, method: str, params: dict[str, Any] | None, on: Exchange | None = None) -> None:
