@@ -33,9 +33,6 @@ from mcpx.wire.messages import encode_json as encode_message_json
 
 _log = Logger()
 
-#: The largest request body read when no settings say otherwise (C{transport.maxMessageSize}).
-DEFAULT_MAX_BODY = 4 * 1024 * 1024
-
 CLIENT_HEADER = b"mcpx-client"
 #: The run a CPython-mode program's call belongs to, and that run's secret key.
 RUN_HEADER = b"x-mcpx-run"
@@ -96,8 +93,6 @@ def klein_path(path: str) -> str:
 
 
 def _max_body(host: OpHost) -> int:
-    if host.settings is None:
-        return DEFAULT_MAX_BODY
     return host.settings.integer("transport.maxMessageSize")
 
 

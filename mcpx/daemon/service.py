@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from attrs import Factory, field, frozen
+from attrs import Factory, evolve, field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
     IReactorCore,
@@ -68,6 +68,7 @@ from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.request_state import state_keys
 from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
@@ -344,6 +345,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         rounds_in=None if shared is None else (shared, daemon_id),
         reloads=reloads,
         upstream_notices=notices.listen,
+        state_keys=state_keys(settings, clock.seconds()),
     )
     mcp_http = McpHTTP(
         mcp,
@@ -537,8 +539,7 @@ def _upstream_handlers(
     # Resource updates, and tool list changes of pass-through servers.
     heard = notices.sink(server)
     handlers = sampling.guarded(server, scope_key, relay.handlers(server, scope_key, heard))
-    handlers.declares = declared_in(scope_key)[1]
-    return handlers
+    return evolve(handlers, declares=declared_in(scope_key)[1])
 
 
 def _compiling_off_reactor(reactor: object) -> dict[str, Any]:

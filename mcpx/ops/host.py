@@ -28,7 +28,7 @@ from mcpx.questions.relay import Relay
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import ServersConfig
-from mcpx.tasks.store import DEFAULT_TTL, TaskStore
+from mcpx.tasks.store import TaskStore
 from mcpx.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -54,14 +54,11 @@ def task_events(events: EventBus) -> Callable[[Task], None]:
 
 def _task_store(host: OpHost) -> TaskStore:
     """The tasks of a host given none: in memory, their events told to its bus."""
-    on_change = [task_events(host.events)]
-    if host.settings is None:
-        return TaskStore(host.clock, ttl=DEFAULT_TTL, on_change=on_change)
     return TaskStore(
         host.clock,
         ttl=host.settings.duration("proto.askTTL"),
         per_client=host.settings.integer("tasks.maxPerClient"),
-        on_change=on_change,
+        on_change=[task_events(host.events)],
     )
 
 
@@ -104,7 +101,7 @@ class OpHost:
     """
 
     clock: IReactorTime
-    settings: Settings | None = None
+    settings: Settings
     servers: ServersConfig | None = None
     state_dir: str = ""
     masker: SecretMasker = Factory(SecretMasker)
@@ -126,7 +123,7 @@ class OpHost:
         default=Factory(lambda self: self.clock.seconds(), takes_self=True), init=False
     )
 
-    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None:
+    def reconfigure(self, settings: Settings, servers: ServersConfig) -> None:
         """What a reload applies: these settings and servers, together."""
         self.settings, self.servers = settings, servers
 
@@ -236,13 +233,4 @@ def pool_of(host: OpHost) -> PoolInterface:
         "pool_unavailable",
         "this daemon is running without its server pool, so it cannot reach servers; "
         "restart it with `mcpx daemon`",
-    )
-
-
-def settings_of(host: OpHost) -> Settings:
-    """The host's settings; C{503 settings_unavailable} when it was given none."""
-    return required(
-        host.settings,
-        "settings_unavailable",
-        "this daemon was started without its settings; `mcpx settings --json` shows them",
     )

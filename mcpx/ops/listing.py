@@ -86,6 +86,6 @@ def within(
     return answer
 
 
-def list_wait(settings: Settings | None) -> float:
-    """C{pool.listWait}, or its default for a host without settings."""
-    return DEFAULT_LIST_WAIT if settings is None else settings.duration("pool.listWait")
+def list_wait(settings: Settings) -> float:
+    """C{pool.listWait}."""
+    return settings.duration("pool.listWait")

@@ -136,8 +136,8 @@ async def read_artifact(host: OpHost, call: Invocation) -> dict[str, Any]:
     args = call.args
     uri = args["uri"]
     settings = host.settings
-    limit = 64 * 1024 * 1024 if settings is None else settings.integer("transport.maxMessageSize")
-    chunk = 4 * 1024 * 1024 if settings is None else settings.integer("exec.artifactChunk")
+    limit = settings.integer("transport.maxMessageSize")
+    chunk = settings.integer("exec.artifactChunk")
     try:
         if store is None:
             raise UnknownArtifact(uri)

@@ -55,13 +55,13 @@ class ReloadHost(Protocol):
     """What a reload changes (L{mcpx.ops.host.OpHost})."""
 
     @property
-    def settings(self) -> Settings | None: ...
+    def settings(self) -> Settings: ...
     @property
     def servers(self) -> ServersConfig | None: ...
     @property
     def events(self) -> EventBus: ...
 
-    def reconfigure(self, settings: Settings | None, servers: ServersConfig) -> None:
+    def reconfigure(self, settings: Settings, servers: ServersConfig) -> None:
         """Put the daemon's parts with these settings and servers in place, in one step."""
         ...
 
@@ -162,29 +162,27 @@ class Reloads:
     ) -> dict[str, Any]:
         if self.read is None:
             raise ReloadRefused("this daemon cannot re-read its config file; restart it")
+        settings = host.settings
         try:
             config = self.read()
-            settings = host.settings
-            wanted = settings.with_file(config) if settings is not None else None
-            if wanted is not None:
-                twice = passthrough_twice(config.servers, wanted.strings("mcp.passthrough"))
-                if twice is not None:
-                    raise SettingsError(twice)
+            wanted = settings.with_file(config)
+            twice = passthrough_twice(config.servers, wanted.strings("mcp.passthrough"))
+            if twice is not None:
+                raise SettingsError(twice)
         except SettingsError as e:
             self._refused(host, str(e))
             raise ReloadRefused(str(e)) from None
         live: list[str] = []
         later: list[str] = []
         taken = settings
-        if settings is not None and wanted is not None:
-            for name in changed_settings(settings, wanted):
-                (live if name in LIVE_SETTINGS else later).append(name)
-            if live:
-                taken = settings.taking(wanted, tuple(live))
+        for name in changed_settings(settings, wanted):
+            (live if name in LIVE_SETTINGS else later).append(name)
+        if live:
+            taken = settings.taking(wanted, tuple(live))
         changes = server_changes(host.servers, config.servers)
         # The parts and the pool change in the same step: nothing can see one without the other.
         host.reconfigure(taken, config.servers)
-        if live and taken is not None and pool is not None:
+        if live and pool is not None:
             pool.retune(taken)
         applying = apply_servers(config.servers)
         if changes.removed or changes.added or changes.changed or changes.policy_changed:

@@ -16,7 +16,7 @@ from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherR
 
 from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
-from mcpx.ops.host import Invocation, OpHost, pool_of, settings_of
+from mcpx.ops.host import Invocation, OpHost, pool_of
 from mcpx.ops.listing import list_wait, within
 from mcpx.ops.reloading import ReloadRefused
 from mcpx.ops.uris import ui_meta_renamed
@@ -377,13 +377,13 @@ async def reload(host: OpHost, call: Invocation) -> dict[str, Any]:
 
 
 async def get_settings(host: OpHost, call: Invocation) -> dict[str, Any]:
-    settings = settings_of(host)
+    settings = host.settings
     servers = host.servers if host.servers is not None else ServersConfig({}, "none")
     return render_json(settings, servers, state_dir=host.state_dir)
 
 
 async def get_protocol(host: OpHost, call: Invocation) -> dict[str, Any]:
-    return protocol_json(settings_of(host).policy())
+    return protocol_json(host.settings.policy())
 
 
 async def health(host: OpHost, call: Invocation) -> dict[str, Any]:

@@ -27,9 +27,7 @@ MAX_WATCHED: Final = 64
 
 
 async def events(host: OpHost, call: Invocation) -> EventFeed:
-    keep_alive = 15.0
-    if host.settings is not None:
-        keep_alive = host.settings.duration("transport.sseKeepAlive")
+    keep_alive = host.settings.duration("transport.sseKeepAlive")
     servers = tuple(split_filter(call.args.get("server", ())))
     kinds = tuple(split_filter(call.args.get("kind", ())))
     watched = list(dict.fromkeys(call.args.get("uri", ())))

@@ -14,13 +14,12 @@ that asked its client outlives its request: it is kept, as a task, until collect
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import secrets
 from collections.abc import Awaitable, Iterator, Mapping
 from typing import Any, Final
 
-from attrs import define, evolve, field
+from attrs import define, field
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -29,12 +28,10 @@ from twisted.python.failure import Failure
 from mcpx.auth.caller import subject_identity
 from mcpx.call import Call
 from mcpx.ops.host import OpHost
-from mcpx.server.conn import Conn, Context, Method
-from mcpx.server.gateway_tools import CALL_TOOL
+from mcpx.server.conn import Conn, Context
 from mcpx.server.offering import Offering
 from mcpx.server.request_state import KeyRing, RequestState, StateSigner, binding
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
-from mcpx.server.roots import Roots
 from mcpx.server.rounds import Claim, Rounds
 from mcpx.server.tasks import CoreTasks
 from mcpx.spec.apps import declared_ui
@@ -83,32 +80,6 @@ def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
     return {"code": -32603, "message": failure.getErrorMessage()}
 
 
-def refusing(answer: Method, caller: Call) -> Method:
-    """
-    C{answer} for C{caller}'s call: for a strict caller (L{Call.strict}), failing
-    with the -32021 a question of its upstream was refused with, whatever the upstream
-    answered after the refusal; for any other, C{answer} itself.  Every way a call
-    runs goes through it (L{Asking.asks}, and the tasks extension's
-    L{mcpx.server.promotion.TaskPromotion.call_may_become_task}).
-    """
-    if not caller.strict:
-        return answer
-
-    async def refusing(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
-        try:
-            result = await answer(conn, context, params)
-        except Exception:
-            if caller.refused is not None:
-                raise caller.refused from None
-            raise
-        if caller.refused is not None:
-            raise caller.refused
-        return result
-
-    refusing.__name__ = answer.__name__
-    return refusing
-
-
 @define(eq=False, slots=False)
 class Asking:
     """
@@ -119,13 +90,14 @@ class Asking:
     _host: OpHost
     _clock: IReactorTime
     _offering: Offering
-    _roots: Roots
     _core_tasks: CoreTasks | None
-    _native: bool = field(default=True, init=False)
-    _rounds: int = field(default=8, init=False)
-    _state_ttl: float = field(default=1800.0, init=False)
-    _ask_ttl: float = field(default=900.0, init=False)
-    _signer: StateSigner = field(factory=StateSigner, init=False)
+    #: The keys its C{requestState}s are signed with (L{state_keys}).
+    _keys: KeyRing
+    _native: bool = field(init=False)
+    _rounds: int = field(init=False)
+    _state_ttl: float = field(init=False)
+    _ask_ttl: float = field(init=False)
+    _signer: StateSigner = field(init=False)
     _call_prefix: str = field(factory=lambda: f"call-{secrets.token_hex(4)}-", init=False)
     _call_numbers: Iterator[int] = field(factory=lambda: itertools.count(1), init=False)
     _resumables: dict[str, ResumableCall] = field(factory=dict, init=False)
@@ -134,19 +106,11 @@ class Asking:
 
     def __attrs_post_init__(self) -> None:
         settings = self._host.settings
-        key_file = ""
-        if settings is not None:
-            self._native = settings.boolean("proto.native")
-            self._rounds = settings.integer("proto.askRounds")
-            self._state_ttl = settings.duration("proto.stateTTL")
-            self._ask_ttl = settings.duration("proto.askTTL")
-            key_file = settings.string("proto.stateKeyFile")
-        if key_file:
-            # A StateKeyError (a settings error) stops the daemon, naming the file.
-            ring = KeyRing.from_file(key_file, self._state_ttl, self._clock.seconds())
-        else:
-            ring = KeyRing.of_process(self._state_ttl)
-        self._signer = StateSigner(ring=ring)
+        self._native = settings.boolean("proto.native")
+        self._rounds = settings.integer("proto.askRounds")
+        self._state_ttl = settings.duration("proto.stateTTL")
+        self._ask_ttl = settings.duration("proto.askTTL")
+        self._signer = StateSigner(ring=self._keys)
         self.rounds = Rounds(self._clock, new_daemon_id(), wait=self._ask_ttl)
         self.rounds.serve = self._serve_claim
 
@@ -160,51 +124,25 @@ class Asking:
         self.rounds.serve = self._serve_claim
         self.rounds.listen()
 
-    def asks(self, answer: Method, method: str) -> Method:
-        """
-        C{answer} for a method whose upstream may ask questions on the way: the call
-        carries a L{Call} when its client may be asked or declares upstream on its
-        own, and a 2026-07-28 client is asked with C{input_required} and resumes with
-        the C{requestState} it was given.
-        """
-
-        def asking(
-            conn: Conn, context: Context, params: dict[str, Any]
-        ) -> Awaitable[Mapping[str, Any]]:
-            # A plain function: the common call, with no Call, costs no extra frame.
-            if context.modern and "requestState" in params:
-                return self._resume(context, params, method)
-            if method == "tools/call" and params.get("name") == CALL_TOOL:
-                target = params.get("arguments")
-                server = target.get("server") if type(target) is dict else None
-                if type(server) is str:
-                    self._roots.uses(conn, (server,))
-            caller = self.caller(conn, context, params, method)
-            if caller is None:
-                return answer(conn, context, params)
-            context = evolve(context, caller=caller)
-            answering = refusing(answer, caller)
-            if caller.asker is None:
-                return answering(conn, context, params)
-            return self._asking(answering, conn, context, params, method)
-
-        asking.__name__ = answer.__name__
-        return asking
-
-    async def _asking(
+    async def asked(
         self,
-        answer: Method,
         conn: Conn,
+        forwarded: Awaitable[Mapping[str, Any]],
         context: Context,
         params: dict[str, Any],
         method: str,
     ) -> Mapping[str, Any]:
-        """C{answer} for a call whose client may be asked (see L{asks})."""
+        """
+        The answer of a call whose client may be asked (its caller has an asker),
+        C{forwarded} its work: a 2026-07-28 client is answered C{input_required} with
+        its call's questions (L{round}); a legacy client is asked on its connection,
+        and its call outlives the request once it asked.
+        """
         caller = context.caller
         assert caller is not None
 
         async def run() -> Mapping[str, Any]:
-            return await answer(conn, context, params)
+            return await forwarded
 
         if context.modern:
             call = caller.asker
@@ -247,23 +185,22 @@ class Asking:
         await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
 
-    def new_caller(self, context: Context) -> Call:
-        """A L{Call} for a request that needs one though nothing about it asks."""
-        return Call(
-            self._call_prefix + str(next(self._call_numbers)),
-            context.capabilities,
-            owner=_owner(context),
-            legacy=not context.modern,
-        )
-
     def caller(
-        self, conn: Conn, context: Context, params: dict[str, Any], method: str
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        method: str,
+        *,
+        as_task: bool = False,
     ) -> Call | None:
         """
         The L{Call} of one request, or C{None} when nothing about it needs one (a
-        client that declares nothing, outside pass-through and outside a core task: the
+        client that declares nothing, outside pass-through and outside a task: the
         fast path).  A core task always has one, so that cancelling it withdraws the
         questions its call asked (L{Call.call_ended}).
+
+        @param as_task: the call may become a task of the tasks extension.
         """
         capabilities = context.capabilities
         if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
@@ -281,7 +218,7 @@ class Asking:
         )
         held = params.get("inputResponses") if context.modern else None
         narrow = self._offering.serving(conn) is not None
-        as_task = context.task is not None
+        as_task = as_task or context.task is not None
         # A host's MCP Apps declaration travels upstream with its calls (modern_session).
         carries = declared_ui(capabilities) is not None
         if not (askable or narrow or as_task or carries) and type(held) is not dict:
@@ -301,7 +238,7 @@ class Asking:
             if context.modern:
                 caller.asker = ResumableCall(caller.id, method, self._clock)
             elif conn.ask is not None:
-                caller.asker = ConnAsker(conn, contextvars.copy_context())
+                caller.asker = ConnAsker(conn, context.reply)
                 if context.task is not None and self._core_tasks is not None:
                     caller.asker = self._core_tasks.asker_for(context.task, caller.asker)
         return caller
@@ -419,9 +356,10 @@ class Asking:
             )
         return call
 
-    async def _resume(
+    async def resume(
         self, context: Context, params: dict[str, Any], method: str
     ) -> Mapping[str, Any]:
+        """A 2026-07-28 retry with the C{requestState} of a call that asked."""
         state = self.verified(context, params, method)
         if self.held_elsewhere(state):
             return await self.relay(state, params)
@@ -436,7 +374,3 @@ class Asking:
         call.answer(claim.responses)
         await waiting(call, lambda: None)
         return await self._round(call, claim.subject, claim.binding, claim.rounds)
-
-    def make_call(self, caller: Call, method: str) -> ResumableCall:
-        """A resumable call for C{caller}'s request (a call that may become a task)."""
-        return ResumableCall(caller.id, method, self._clock)

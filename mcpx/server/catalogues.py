@@ -49,7 +49,7 @@ def upstream_client(context: Context) -> str:
     The client identity a pass-through request reaches the pool under: the caller's,
     marked with the questions its host declared (L{declaring}), so the instance it
     reaches declares no more upstream and lists what the server lists to such a host
-    (a revision's missing capability counts as undeclared, as for L{Caller}).
+    (a revision's missing capability counts as undeclared, as for L{mcpx.call.Call}).
     """
     revision = context.revision
     questions = frozenset(

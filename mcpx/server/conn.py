@@ -15,7 +15,7 @@ its C{_meta}, read into a L{Context} for that request alone.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from attrs import define, field, frozen
 from twisted.internet.defer import Deferred
@@ -35,6 +35,9 @@ Calling: TypeAlias = Callable[[RequestId, Call], None]
 #: How the MCP server answers one method: the connection, the request's context and
 #: its params in, the result in the newest shape out.
 Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[Mapping[str, Any]]"]
+#: A request header's value by name (case-insensitive), trimmed of surrounding
+#: whitespace, or C{None} when the request has no such header.
+HeaderSource: TypeAlias = Callable[[str], "str | None"]
 
 
 def _no_flow(token: str | int | None) -> Flow | None:
@@ -47,6 +50,22 @@ HTTP_SESSION: Final = "http-session"
 HTTP_POST: Final = "http-post"
 HTTP_MODERN: Final = "http-modern"
 TRANSPORTS: Final = frozenset((STDIO, HTTP_SESSION, HTTP_POST, HTTP_MODERN))
+
+
+class Reply(Protocol):
+    """
+    The stream one request is answered on, where it can carry more than the answer and
+    the transport hands it over with the request (a legacy Streamable HTTP session's
+    POST): what the request's call pushes and asks goes on it while it is open, and
+    where the connection sends the rest once it is not.
+    """
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None: ...
+
+    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]: ...
+
+    def flow(self) -> Flow | None:
+        """The L{Flow} of what is pushed about the request (L{Conn.flow_for})."""
 
 
 @define(eq=False)
@@ -78,6 +97,9 @@ class Conn:
     @ivar calling: tells the connection's peer the call a request is handled as
         (L{mcpx.wire.peer.RpcPeer.calling}), so that the client's
         C{notifications/cancelled} withdraws it, where the client can cancel a request.
+    @ivar headers: the HTTP request headers of a 2026-07-28 request's own connection,
+        where the transport hands them over (a C{tools/call} on C{/mcp}), carried into
+        its L{Context}; else C{None}.
     """
 
     transport: str
@@ -95,6 +117,7 @@ class Conn:
     flow_for: FlowFor = _no_flow
     subject: str | None = None
     calling: Calling | None = None
+    headers: HeaderSource | None = None
     #: The resources this connection subscribed to: (server, caller identity, upstream URI).
     subscriptions: set[tuple[str, str, str]] = field(factory=set)
 
@@ -130,6 +153,12 @@ class Context:
         later request can read it.
     @ivar subject: the access token's subject of its connection, or C{None}.
     @ivar request_id: a legacy request's JSON-RPC id, by which its client may cancel it.
+    @ivar headers: the HTTP request headers it came with, where the transport hands
+        them over (a 2026-07-28 C{tools/call} on C{/mcp}: its C{Mcp-Param-*} headers
+        are checked, L{mcpx.server.param_headers}); else C{None}.
+    @ivar reply: the stream it is answered on, where the transport handed one over
+        (L{Reply}): its call's questions and log messages go there; else C{None}, and
+        they go where its connection sends them.
     """
 
     revision: Revision
@@ -143,6 +172,8 @@ class Context:
     owner: str | None = None
     subject: str | None = None
     request_id: RequestId | None = None
+    headers: HeaderSource | None = None
+    reply: Reply | None = None
 
     @property
     def artifact_owner(self) -> str:

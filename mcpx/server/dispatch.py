@@ -39,7 +39,7 @@ passed through; each reload that changes a server is announced
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve
@@ -48,29 +48,26 @@ from twisted.logger import Logger
 
 from mcpx import tracing
 from mcpx._version import __version__
-from mcpx.ops.host import OpHost, settings_of
+from mcpx.ops.host import OpHost
 from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
-from mcpx.server.conn import Conn, Context, Method
-from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
-from mcpx.server.ext_tasks import ExtensionTasks, client_declares
+from mcpx.server.calling import Calling
+from mcpx.server.conn import Conn, Context, Method, Reply
+from mcpx.server.ext_tasks import ExtensionTasks
 from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import LISTEN, Listening
 from mcpx.server.offering import Offering
 from mcpx.server.pages import paginate
 from mcpx.server.passthrough import PassThrough
+from mcpx.server.passthrough_routes import ToolRoute
 from mcpx.server.progress import ProgressRelay
 from mcpx.server.promotion import TaskPromotion
 from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelopes, params_of
+from mcpx.server.request_state import KeyRing
 from mcpx.server.resumable import ConnAsker
 from mcpx.server.roots import ROOTS_CHANGED, Roots
-from mcpx.server.sign_in_offers import (
-    SignInOffers,
-    url_required_answered,
-    url_required_relayed,
-    without_upstream_urls,
-)
+from mcpx.server.sign_in_offers import SignInOffers
 from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
 from mcpx.server.tasks import CAPABILITY as TASKS_CAPABILITY
@@ -148,6 +145,7 @@ class McpServer:
         rounds_in: tuple[RecordStore, str] | None = None,
         reloads: Reloads | None = None,
         upstream_notices: Callable[[UpstreamListener], object] | None = None,
+        state_keys: KeyRing | None = None,
     ) -> None:
         """
         @param page_size: the most items a page of a list holds (else C{mcp.pageSize}).
@@ -159,8 +157,10 @@ class McpServer:
             the clients (L{configuration_changed}).
         @param upstream_notices: subscribes a listener to the notifications the upstream
             servers send; this server listens (L{upstream_notification}).
+        @param state_keys: the keys the C{requestState}s it issues are signed with
+            (L{mcpx.server.request_state.state_keys}); else one of this process.
         """
-        settings = settings_of(host)
+        settings = host.settings
         if page_size is None:
             page_size = settings.integer("mcp.pageSize")
         self.host = host
@@ -188,36 +188,12 @@ class McpServer:
             self.core_tasks = CoreTasks(store, page_size=page_size)
             self.ext_tasks = ExtensionTasks(store)
             self.ext_tasks.on_change.append(self.listening.task_changed)
-        self.asking = Asking(host, clock, self.offering, self.roots, self.core_tasks)
+        if state_keys is None:
+            state_keys = KeyRing.of_process(settings.duration("proto.stateTTL"))
+        self.asking = Asking(host, clock, self.offering, self.core_tasks, state_keys)
         if rounds_in is not None:
             self.asking.share(*rounds_in)
-        #: Sign-ins offered to hosts that declared URL elicitation (mcpx_call only).
-        self.sign_in_offers = SignInOffers(host)
         self.promotion: TaskPromotion | None = None
-        self._tool_lists = ListCache()
-        subscriptions = self.subscriptions
-        self._methods: dict[str, Method] = {
-            "initialize": self._initialize,
-            "ping": self._ping,
-            "server/discover": self._discover,
-            "tools/list": self._list_tools,
-            "tools/call": self.sign_in_offers.wraps(
-                self.asking.asks(self._call_tool, "tools/call")
-            ),
-            "prompts/list": self._list_prompts,
-            "prompts/get": url_required_relayed(
-                self.asking.asks(self._get_prompt, "prompts/get"), "prompts/get"
-            ),
-            "resources/list": self._list_resources,
-            "resources/templates/list": self._list_templates,
-            "resources/read": url_required_relayed(
-                self.asking.asks(self._read_resource, "resources/read"), "resources/read"
-            ),
-            "resources/subscribe": subscriptions.subscribe,
-            "resources/unsubscribe": subscriptions.unsubscribe,
-            "logging/setLevel": self._set_level,
-            "completion/complete": self._complete,
-        }
         if self.core_tasks is not None and self.ext_tasks is not None:
             self.promotion = TaskPromotion(
                 self.core_tasks,
@@ -227,12 +203,39 @@ class McpServer:
                 clock,
                 task_after=task_after,
             )
+        #: The calls that go upstream, and may ask, become tasks or be offered a sign-in.
+        calling = Calling(
+            self.offering,
+            self.asking,
+            SignInOffers(host),
+            self.roots,
+            self.promotion,
+            self.spell,
+            clock,
+        ).method
+        self._tool_lists = ListCache()
+        subscriptions = self.subscriptions
+        self._methods: dict[str, Method] = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": calling("tools/call", self._call_tool),
+            "prompts/list": self._list_prompts,
+            "prompts/get": calling("prompts/get", self._get_prompt),
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": calling("resources/read", self._read_resource),
+            "resources/subscribe": subscriptions.subscribe,
+            "resources/unsubscribe": subscriptions.unsubscribe,
+            "logging/setLevel": self._set_level,
+            "completion/complete": self._complete,
+        }
+        if self.promotion is not None:
             self._methods.update(self.promotion.methods())
         #: Answers one request (L{_handle}); in a span of its own when tracing is on,
         #: decided once here so that a daemon without tracing pays nothing per request.
-        self.handle: Callable[[Conn, Request], Coroutine[Any, Any, Any]] = (
-            self._traced if tracing.on() else self._handle
-        )
+        self.handle = self._traced if tracing.on() else self._handle
         if reloads is not None:
             reloads.listeners.append(self.configuration_changed)
         if upstream_notices is not None:
@@ -276,7 +279,7 @@ class McpServer:
 
     # Requests
 
-    async def _traced(self, conn: Conn, request: Request) -> Any:
+    async def _traced(self, conn: Conn, request: Request, reply: Reply | None = None) -> Any:
         """L{_handle} in the span of the host's request, its parent the host's C{traceparent}."""
         params = params_of(request)
         meta = params.get("_meta")
@@ -298,18 +301,20 @@ class McpServer:
             )
             method = f"{method} {name}"
         with tracing.span(method, attributes, parent=tracing.parent_of(meta), server=True) as span:
-            result = await self._handle(conn, request)
+            result = await self._handle(conn, request, reply)
             tracing.outcome(span, result)
             return result
 
-    async def _handle(self, conn: Conn, request: Request) -> Any:
+    async def _handle(self, conn: Conn, request: Request, reply: Reply | None = None) -> Any:
         """
         Answer one request.
+
+        @param reply: the stream it is answered on, where the transport hands one over.
 
         @return: the result, spelled for the revision the request is served in.
         @raise RpcError: what the client is answered with instead.
         """
-        context = self.context(conn, request)
+        context = self._envelopes.context(conn, request, reply)
         method = request.method
         if removed_for(method, context.revision):
             raise RpcError.method_not_found(method)
@@ -321,54 +326,6 @@ class McpServer:
         answer = self._methods.get(method)
         if answer is None:
             raise RpcError.method_not_found(method)
-        if context.modern and method == "tools/call":
-            passthrough = self.passthrough_for(conn)
-            route = None
-            if passthrough is not None:
-                # SEP-2243: the transport's Mcp-Param-* headers against the arguments; the
-                # route found for them serves the task-support check next, which nothing
-                # awaited comes between (the call looks again once it is sent).
-                route = await passthrough.routes.check_param_headers(context, request.params)
-            params = params_of(request)
-            promotion = self.promotion
-            if promotion is not None:
-                if client_declares(context):
-                    offered = await self.sign_in_offers.offered_first(conn, context, params)
-                    if offered is not None:
-                        return self.spell(offered, method, context)
-
-                    # The tasks extension: the call may be answered with a task (the
-                    # core tasks' task field means nothing at this revision).
-                    def spell(result: Mapping[str, Any]) -> Any:
-                        return self.spell(result, method, context)
-
-                    return spell(
-                        await url_required_answered(
-                            promotion.call_may_become_task(
-                                conn, context, without_upstream_urls(params), self._call_tool, spell
-                            ),
-                            context,
-                        )
-                    )
-                if (
-                    passthrough is not None
-                    and isinstance(params.get("name"), str)
-                    and await promotion.required_by(conn, context, params, route)
-                ):
-                    # Only the extension can carry a tool that runs as a task only.
-                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
-        elif (
-            method == "tools/call"
-            and self.promotion is not None
-            and "task" in params_of(request)
-            and not context.modern
-        ):
-            # 2025-11-25 core tasks, honoured from any legacy client: {task} at once.
-            with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
-                created = await self.promotion.create_core(
-                    conn, context, params_of(request), answer
-                )
-            return self.spell(created, "tasks/get", context)
         params = params_of(request)
         result = await answer(conn, context, params)
         if method == "tools/list":
@@ -596,13 +553,22 @@ class McpServer:
         return self._page("tools/list", list(self.surface.tool_definitions), params)
 
     async def _call_tool(
-        self, conn: Conn, context: Context, params: dict[str, Any]
+        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
     ) -> Mapping[str, Any]:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = ProgressRelay.for_request(conn, context)
+        on_log = self.surface.log_relay(conn, context)
+        passthrough = self.passthrough_for(conn)
         try:
-            result = await self._call_tool_relayed(conn, context, params, relay)
+            if route is not None and passthrough is not None:
+                result = await passthrough.call_tool(
+                    context, route.server, params["name"], params, on_progress=relay, on_log=on_log
+                )
+            else:
+                result = await self.surface.call_tool(
+                    context, params, on_progress=relay, on_log=on_log
+                )
         except BaseException:
             if relay is not None:
                 relay.drop()
@@ -611,24 +577,6 @@ class McpServer:
             # The latest report held back by a full stream goes out before the answer.
             relay.flush()
         return result
-
-    async def _call_tool_relayed(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        relay: ProgressRelay | None,
-    ) -> Mapping[str, Any]:
-        on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough_for(conn)
-        name = params.get("name")
-        if passthrough is not None and isinstance(name, str):
-            server = await passthrough.routes.tool_owner(context, name)
-            if server is not None:
-                return await passthrough.call_tool(
-                    context, server, name, params, on_progress=relay, on_log=on_log
-                )
-        return await self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
 
     def _serving(self, conn: Conn) -> PassThrough | Surface:
         """What serves C{conn}'s prompts and resources: its pass-through, else the surface."""
@@ -641,7 +589,7 @@ class McpServer:
         return self._page("prompts/list", await self._serving(conn).prompts(context), params)
 
     async def _get_prompt(
-        self, conn: Conn, context: Context, params: dict[str, Any]
+        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
         return await self._serving(conn).get_prompt(context, params, on_log=on_log)
@@ -658,7 +606,7 @@ class McpServer:
         return self._page("resources/templates/list", items, params)
 
     async def _read_resource(
-        self, conn: Conn, context: Context, params: dict[str, Any]
+        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
         return await self._serving(conn).read_resource(context, params, on_log=on_log)

@@ -105,7 +105,6 @@ from mcpx.server.http_sessions import (
     Sessions,
 )
 from mcpx.server.listen import Listening
-from mcpx.server.param_headers import REQUEST_HEADERS
 from mcpx.server.stdio import McpCore
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.wire.errors import RpcError
@@ -270,14 +269,14 @@ class McpHTTP:
                 push=exchange.push if exchange.accepts_sse else None,
                 subject=subject,
                 flow_for=lambda token: exchange.flow,
+                # A tools/call's Mcp-Param-* headers are checked against the arguments
+                # by the core, which alone knows the tool (mcpx.server.param_headers).
+                headers=(
+                    (lambda name: header(request, name.encode("ascii")))
+                    if message.method == "tools/call"
+                    else None
+                ),
             )
-        )
-        # A tools/call's Mcp-Param-* headers are checked against the arguments by the
-        # core, which alone knows the tool (mcpx.server.param_headers).
-        headers = (
-            REQUEST_HEADERS.set(lambda name: header(request, name.encode("ascii")))
-            if message.method == "tools/call"
-            else None
         )
         try:
             result = await self._core.handle(conn, message)
@@ -291,8 +290,6 @@ class McpHTTP:
             error = RpcError.internal_error()
             return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
         finally:
-            if headers is not None:
-                REQUEST_HEADERS.reset(headers)
             self._core.close(conn)
         return exchange.answer(answer_for(message, result))
 

@@ -32,7 +32,6 @@ from mcpx.server.http_exchange import (
     refusal,
 )
 from mcpx.server.http_sessions import (
-    HANDLING,
     LegacySession,
     Sessions,
     session_client,
@@ -258,13 +257,9 @@ class LegacyHTTP:
         Deferred may be cancelled (the client went away) while the request runs on.
         """
         assert session.conn is not None
-        token = HANDLING.set((session, exchange))
-        try:
-            handling: Deferred[Any] = Deferred.fromCoroutine(
-                self._core.handle(session.conn, message)
-            )
-        finally:
-            HANDLING.reset(token)
+        handling: Deferred[Any] = Deferred.fromCoroutine(
+            self._core.handle(session.conn, message, session.on_post(exchange))
+        )
         waiter: Deferred[Any] = Deferred()
         session.track(message, handling, exchange)
 

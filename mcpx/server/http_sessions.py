@@ -6,12 +6,12 @@ client may keep (L{Sessions}).
 
 from __future__ import annotations
 
-import contextvars
 import re
 import secrets
 from collections import OrderedDict, deque
 from typing import Any, Final
 
+from attrs import frozen
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -19,7 +19,7 @@ from twisted.web.iweb import IRequest
 
 from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.lasting import Lasting
-from mcpx.server.conn import Conn
+from mcpx.server.conn import Conn, Reply
 from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import Exchange, GetStream, header
 from mcpx.server.stdio import McpCore
@@ -42,13 +42,6 @@ MAX_SESSIONS: Final = 1024
 DEFAULT_SESSIONS_PER_CLIENT: Final = 64
 
 CLIENT_HEADER: Final = b"mcpx-client"
-
-#: The session and POST a request is being handled for, seen by code the request's
-#: coroutine runs (Twisted runs a coroutine in the context it was started in).
-HANDLING: contextvars.ContextVar[tuple[LegacySession, Exchange] | None] = contextvars.ContextVar(
-    "mcpx_http_handling", default=None
-)
-
 
 #: What separates the daemon's id from the random part of an C{Mcp-Session-Id}; neither
 #: a daemon id nor C{secrets.token_urlsafe} has it.
@@ -117,6 +110,32 @@ def session_client(request: IRequest, initialize: Request) -> str:
     return f"{principal} {name if isinstance(name, str) else ''}".rstrip()
 
 
+@frozen
+class _OnPost:
+    """
+    A request of a legacy session answered on its own POST (L{mcpx.server.conn.Reply}):
+    while that POST is open, what the request pushes and asks goes on it.
+    """
+
+    session: LegacySession
+    exchange: Exchange
+
+    def _open(self) -> Exchange | None:
+        return None if self.exchange.closed else self.exchange
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None:
+        self.session.push(method, params, self._open())
+
+    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
+        return self.session.ask(method, params, self._open())
+
+    def flow(self) -> Flow | None:
+        exchange = self._open()
+        if exchange is not None and exchange.accepts_sse:
+            return exchange.flow
+        return self.session.flow_for(None)
+
+
 class LegacySession:
     """
     One legacy Streamable HTTP session, from C{initialize} to C{DELETE}.
@@ -172,31 +191,27 @@ class LegacySession:
     def _no_requests(self, request: Request) -> object:
         raise RpcError.invalid_request("requests are POSTed, not sent as responses")
 
-    def _current(self) -> Exchange | None:
-        handling = HANDLING.get()
-        if handling is None or handling[0] is not self or handling[1].closed:
-            return None
-        return handling[1]
+    def on_post(self, exchange: Exchange) -> Reply:
+        """The L{Reply} of a request of this session answered on C{exchange}'s POST."""
+        return _OnPost(self, exchange)
 
     # mcpx to the client
 
     def flow_for(self, token: str | int | None) -> Flow | None:
         """
-        The session's L{Conn.flow_for}: the POST with that token (with none, the POST
-        being handled, if it takes an event stream), else the GET stream.
+        The session's L{Conn.flow_for}, whatever the token: the GET stream's.  A
+        call's progress goes on its POST (L{push}, by its token) and is held back only
+        while the GET stream is, as it always was (its relay used to be made before
+        the session knew the POST by its token, L{track}).  The POST's own flow is
+        its L{Reply}'s.
         """
-        if token is None:
-            exchange = self._current()
-            if exchange is not None and not exchange.accepts_sse:
-                exchange = None
-        else:
-            exchange = self._by_token.get(token)
-        if exchange is not None and not exchange.closed:
-            return exchange.flow
         return self.stream.flow if self.stream is not None else None
 
-    def push(self, method: str, params: dict[str, Any] | None) -> None:
-        """The session's L{Conn.push}: the POST it is about, else the GET stream."""
+    def push(self, method: str, params: dict[str, Any] | None, on: Exchange | None = None) -> None:
+        """
+        The session's L{Conn.push}: the POST it is about (a progress report's), else
+        the POST C{on} (L{on_post}), else the GET stream.
+        """
         payload = encode(Notification(method, params))
         exchange = None
         if method == "notifications/progress" and params is not None:
@@ -204,18 +219,34 @@ class LegacySession:
             if type(token) is str or type(token) is int:
                 exchange = self._by_token.get(token)
         if exchange is None:
-            exchange = self._current()
+            exchange = on
         if exchange is not None and exchange.send(payload):
             return
         self._to_stream(payload)
 
-    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
-        """The session's L{Conn.ask}: on the POST being handled, else the GET stream."""
-        self._asking = self._current()
+    def ask(self, method: str, params: dict[str, Any], on: Exchange | None = None) -> Deferred[Any]:
+        """
+        The session's L{Conn.ask}: on the POST C{on} (L{on_post}), else the GET stream;
+        its withdrawal (C{notifications/cancelled}) goes the same way.
+        """
+        self._asking = on
         try:
-            return self.peer.request(method, params)
+            asked = self.peer.request(method, params)
         finally:
             self._asking = None
+        if on is None:
+            return asked
+
+        def withdraw(_: Deferred[Any]) -> None:
+            self._asking = None if on.closed else on
+            try:
+                asked.cancel()
+            finally:
+                self._asking = None
+
+        answer: Deferred[Any] = Deferred(withdraw)
+        asked.chainDeferred(answer)
+        return answer
 
     def _send_request(self, data: bytes, message: Request) -> None:
         exchange = self._asking
@@ -226,8 +257,8 @@ class LegacySession:
         raise ConnectionError(f"the client has no open stream to receive {message.method} on")
 
     def _send_unrouted(self, data: bytes) -> None:
-        # Cancellations of mcpx's own requests, mostly.
-        exchange = self._current()
+        # Cancellations of mcpx's own requests, mostly: on the POST they were asked on.
+        exchange = self._asking
         if exchange is not None and exchange.send(data):
             return
         self._to_stream(data)

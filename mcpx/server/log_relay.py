@@ -30,7 +30,6 @@ amount of memory, however long it goes on.
 
 from __future__ import annotations
 
-import contextvars
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,7 +38,7 @@ from weakref import WeakKeyDictionary, ref
 
 from mcpx.auth.caller import subject_identity
 from mcpx.ops.events import Event, EventBus
-from mcpx.server.conn import Conn
+from mcpx.server.conn import Conn, Reply
 from mcpx.server.flow import Flow
 from mcpx.spec.meta_keys import LOG_LEVEL_KEY
 
@@ -172,9 +171,9 @@ class LogRelay:
 
     The params are the same in every revision (C{level}, C{logger} when a string,
     C{data}); a message whose level no revision names is dropped, since no schema would
-    take it.  They are pushed from within the context the call was started in, so a
-    transport that routes a push by the request it is made during (a legacy Streamable
-    HTTP session: the call's own POST stream) routes these the same way.
+    take it.  Where the transport handed over the stream the request is answered on (a
+    legacy Streamable HTTP session: the call's own POST, L{mcpx.server.conn.Reply}),
+    they go on it.
 
     @ivar conn: the caller's connection.
     @ivar level: the caller's level when it is the request's own (2026-07-28), or
@@ -182,13 +181,15 @@ class LogRelay:
         arrives.
     """
 
-    def __init__(self, conn: Conn, level: str | None, shared: RelayedLogs) -> None:
+    def __init__(
+        self, conn: Conn, level: str | None, shared: RelayedLogs, reply: Reply | None = None
+    ) -> None:
         self.conn = conn
         self.level = level
         self._told = shared.told
-        self._context = contextvars.copy_context()
+        self._reply = reply
         # The stream this request's notifications go on, as the transport routes them.
-        flow = conn.flow_for(None)
+        flow = conn.flow_for(None) if reply is None else reply.flow()
         self._held = None if flow is None else shared.held_for(flow)
 
     def __call__(self, event: Event) -> None:
@@ -221,8 +222,11 @@ class LogRelay:
         push = conn.push
         if push is None or conn.closed:
             return
-        # A copy each time: a context cannot be entered twice at once.
-        self._context.copy().run(push, "notifications/message", params)
+        if self._reply is not None:
+            # On the stream the request is answered on, while it is open.
+            self._reply.push("notifications/message", params)
+        else:
+            push("notifications/message", params)
 
     def flush(self) -> None:
         """The call ends: what was held for its stream goes before its answer."""

@@ -22,36 +22,27 @@ annotations are read with the rules both directions share
 whose annotations break those rules is checked for none.  Which headers each tool
 wants is derived once per catalogue the pool lists
 (L{mcpx.server.passthrough_routes.Routes.param_headers}), so a call costs a dict
-lookup and one header read per annotated argument; the pass-through checks each call
-with L{check_headers} (L{mcpx.server.passthrough_routes.Routes.check_param_headers}).
+lookup and one header read per annotated argument; the pipeline checks each call
+with L{check_headers} once it has the call's route (L{mcpx.server.calling}).
 
-The transport says which request headers came with the call by setting
-L{REQUEST_HEADERS} around its handling; where nothing set it (stdio, legacy HTTP)
-there is nothing to check.
+The transport hands the request's headers over with the request, and they travel in
+its L{mcpx.server.conn.Context} (C{headers}) to the pipeline (L{mcpx.server.calling});
+where none were handed over (stdio, legacy HTTP) there is nothing to check.
 """
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from twisted.logger import Logger
 
+from mcpx.server.conn import HeaderSource
 from mcpx.wire.errors import RpcError
 from mcpx.wire.http_common import PARAM_HEADER_PREFIX as PREFIX
 from mcpx.wire.http_common import InvalidParamHeader, decode_header_value, param_header_paths
 
 log = Logger()
-
-#: A header's value by name (case-insensitive), trimmed of surrounding whitespace, or
-#: C{None} when the request has no such header.
-HeaderSource = Callable[[str], "str | None"]
-
-#: The headers of the HTTP request being handled, for the code it runs.
-REQUEST_HEADERS: contextvars.ContextVar[HeaderSource | None] = contextvars.ContextVar(
-    "mcpx_request_headers", default=None
-)
 
 #: Argument path to the C{x-mcp-header} name it is mirrored under.
 HeaderPaths = Mapping[tuple[str, ...], str]

@@ -36,9 +36,7 @@ from mcpx.server.derived import (
 )
 from mcpx.server.param_headers import (
     NO_HEADERS,
-    REQUEST_HEADERS,
     HeaderPaths,
-    check_headers,
     tool_header_paths,
 )
 from mcpx.server.passthrough_names import PassedThrough
@@ -263,32 +261,6 @@ class Routes:
             self.passed.prefix_of(server) + self.passed.upstream_name(server, name)
         )
         return tool.headers if tool is not None else NO_HEADERS
-
-    async def check_param_headers(self, context: Context, params: object) -> ToolRoute | None:
-        """
-        Check the C{Mcp-Param-*} headers of a 2026-07-28 C{tools/call} the transport
-        handed over in L{REQUEST_HEADERS}, when it is for a tool of these servers that
-        asks for some.
-
-        @return: the call's route, when it was looked up for the check (L{tool_route}):
-            what comes next before the call is sent can read it rather than look again.
-        @raise RpcError: C{-32020} as L{check_headers} says, or what the call itself
-            would fail with when no single pass-through server is its owner
-            (L{tool_route}).
-        """
-        headers = REQUEST_HEADERS.get()
-        if headers is None or type(params) is not dict:
-            return None
-        name = params.get("name")
-        if not isinstance(name, str):
-            return None
-        route = await self.tool_route(context, name)
-        if route is None:
-            return None
-        wanted = self.param_headers(route, name)
-        if wanted:
-            check_headers(wanted, params.get("arguments"), headers)
-        return route
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
         """

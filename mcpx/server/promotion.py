@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from attrs import define, evolve, field
+from attrs import define, field
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from mcpx import tracing
-from mcpx.server.asking import Asking, refusing, task_error
+from mcpx.call import Call
+from mcpx.server.asking import Asking, task_error
 from mcpx.server.conn import Conn, Context, Method
 from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
 from mcpx.server.ext_tasks import (
@@ -88,24 +89,24 @@ class TaskPromotion:
         return by_era
 
     def create_core(
-        self, conn: Conn, context: Context, params: dict[str, Any], answer: Method
-    ) -> Awaitable[dict[str, Any]]:
-        """A legacy C{tools/call} with C{params.task}: its core task, at once."""
-        return self.core.create(conn, context, params, answer, self.task_support)
-
-    async def required_by(
         self,
         conn: Conn,
         context: Context,
         params: dict[str, Any],
-        route: ToolRoute | None = None,
-    ) -> bool:
+        answer: Method,
+        route: ToolRoute | None,
+    ) -> Awaitable[dict[str, Any]]:
         """
-        Whether the pass-through tool a C{tools/call} names runs only as a task.
+        A legacy C{tools/call} with C{params.task}: its core task, at once.
 
-        @param route: the call's route, when it was just looked up (else it is).
+        @param route: the call's pass-through route (L{mcpx.server.calling}).
         """
-        support, _, _ = await self.task_support(conn, context, params, route)
+        support = self.task_support(conn, params, route)
+        return self.core.create(conn, context, params, answer, support)
+
+    def required_by(self, conn: Conn, params: dict[str, Any], route: ToolRoute) -> bool:
+        """Whether the pass-through tool a C{tools/call} of C{route} names runs only as a task."""
+        support, _, _ = self.task_support(conn, params, route)
         return support == "required"
 
     async def call_may_become_task(
@@ -113,8 +114,10 @@ class TaskPromotion:
         conn: Conn,
         context: Context,
         params: dict[str, Any],
-        call_tool: Method,
+        route: ToolRoute | None,
         spell: _Spell,
+        *,
+        fresh: tuple[Call, ResumableCall, Awaitable[Mapping[str, Any]]] | None,
     ) -> Mapping[str, Any]:
         """
         A 2026-07-28 C{tools/call} from a client that declared the tasks extension: the
@@ -123,37 +126,26 @@ class TaskPromotion:
         a task of its own (see L{mcpx.server.ext_tasks}).  A retry that answers the
         call's questions (C{requestState}) may become a task the same way.
 
-        @param call_tool: runs the call (C{tools/call} without its questions' relay).
+        @param route: the call's pass-through route (L{mcpx.server.calling}).
         @param spell: spells the call's result as the request's revision does.
+        @param fresh: a first request's caller, the call it runs in and the call's
+            work, not started yet; C{None} for a retry.
         """
-        if not isinstance(params.get("name"), str):
-            raise RpcError.invalid_params("params.name must be a string")
         asking = self._asking
-        support, server, tool = await self.task_support(conn, context, params)
+        support, server, tool = self.task_support(conn, params, route)
         after = becomes_task_after(support, self._task_after)
         rounds = 0
-        if "requestState" in params:
+        if fresh is None:
             state = asking.verified(context, params, "tools/call")
             if asking.held_elsewhere(state):
                 # Held by another daemon: it answers, whatever its call comes to.
                 return await asking.relay(state, params)
             call, rounds = await asking.resumed(context, params, state)
+            deciding, _ = race(call, after, self._clock)
         else:
-            caller = asking.caller(conn, context, params, "tools/call") or asking.new_caller(
-                context
-            )
-            caller.wants_task = True
-            context = evolve(context, caller=caller)
-            if isinstance(caller.asker, ResumableCall):
-                call = caller.asker
-            else:
-                call = asking.make_call(caller, "tools/call")
-            deciding, now = race(call, after, self._clock)
-            caller.on_upstream_task = now
-            answer = refusing(call_tool, caller)
-            call.run(Deferred.fromCoroutine(_awaited(answer(conn, context, params))))
-        if "requestState" in params:
-            deciding, now = race(call, after, self._clock)
+            caller, call, work = fresh
+            deciding, caller.on_upstream_task = race(call, after, self._clock)
+            call.run(Deferred.fromCoroutine(_awaited(work)))
         try:
             became_task = await deciding
         except CancelledError:
@@ -178,37 +170,30 @@ class TaskPromotion:
             await waiting(call, call.cancel)
             return await asking.round(call, context, params, rounds)
 
-    async def task_support(
-        self,
-        conn: Conn,
-        context: Context,
-        params: dict[str, Any],
-        route: ToolRoute | None = None,
+    def task_support(
+        self, conn: Conn, params: dict[str, Any], route: ToolRoute | None
     ) -> tuple[str | None, str | None, str | None]:
         """
         The C{execution.taskSupport} of the tool a C{tools/call} names, as this client
         sees it (a pass-through tool's own, C{"optional"} for C{mcpx_call}, nothing for
         the rest), and the server and tool it calls upstream.
 
-        @param route: the call's pass-through route, when it was just looked up (else
-            it is looked up here).
+        @param route: the call's pass-through route (L{mcpx.server.calling}), C{None}
+            for a gateway tool.
         """
-        name = params["name"]
+        name = params.get("name")
         passthrough = self._offering.serving(conn)
-        if passthrough is not None:
-            if route is None:
-                route = await passthrough.routes.tool_route(context, name)
-            if route is not None:
-                # The tool as the client's tools/list offers it, found with the call's
-                # owner: no list is built for a call.
-                server = route.server
-                upstream_tool = passthrough.passed.upstream_name(server, name)
-                tool = passthrough.routes.offered_definition(route, name)
-                return (
-                    task_support(tool) if tool is not None else None,
-                    server,
-                    upstream_tool,
-                )
+        if passthrough is not None and route is not None and isinstance(name, str):
+            # The tool as the client's tools/list offers it, found with the call's
+            # owner: no list is built for a call.
+            server = route.server
+            upstream_tool = passthrough.passed.upstream_name(server, name)
+            tool = passthrough.routes.offered_definition(route, name)
+            return (
+                task_support(tool) if tool is not None else None,
+                server,
+                upstream_tool,
+            )
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mcpx.auth.caller import subject_identity
-from mcpx.server.conn import HTTP_MODERN, Conn, Context
+from mcpx.server.conn import HTTP_MODERN, Conn, Context, Reply
 from mcpx.spec.meta_keys import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -90,7 +90,9 @@ def _legacy(
     revision: Revision,
     named_session: str | None,
     meta: Mapping[str, Any] | None,
+    *,
     request_id: RequestId,
+    reply: Reply | None,
 ) -> Context:
     """A legacy request's context: what its connection's handshake set."""
     return Context(
@@ -102,6 +104,7 @@ def _legacy(
         log_level=conn.log_level,
         subject=conn.subject,
         request_id=request_id,
+        reply=reply,
     )
 
 
@@ -119,9 +122,12 @@ class Envelopes:
         #: Numbers the scope of each 2026-07-28 request that names no session.
         self._scopes = itertools.count(1)
 
-    def context(self, conn: Conn, request: Request) -> Context:
+    def context(self, conn: Conn, request: Request, reply: Reply | None = None) -> Context:
         """
         What C{request} is served with.
+
+        @param reply: the stream it is answered on, where the transport handed one over.
+
 
         @raise RpcError: -32602 for a modern request without a usable C{_meta};
             -32022 for a protocol version mcpx does not speak.
@@ -141,7 +147,12 @@ class Envelopes:
             named_session = subject_session(conn.subject, named_session)
         if version is _MISSING and not looks_modern:
             return _legacy(
-                conn, conn.revision or conn.default_revision, named_session, meta, request.id
+                conn,
+                conn.revision or conn.default_revision,
+                named_session,
+                meta,
+                request_id=request.id,
+                reply=reply,
             )
         if meta is None:
             raise RpcError.invalid_params(
@@ -155,7 +166,14 @@ class Envelopes:
             raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
         if not named.is_modern:
             # A legacy client restating its revision: the handshake still governs.
-            return _legacy(conn, conn.revision or named, named_session, meta, request.id)
+            return _legacy(
+                conn,
+                conn.revision or named,
+                named_session,
+                meta,
+                request_id=request.id,
+                reply=reply,
+            )
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
             raise RpcError.invalid_params(
@@ -173,4 +191,6 @@ class Envelopes:
             progress_token=_token(meta),
             log_level=level,
             subject=conn.subject,
+            headers=conn.headers,
+            reply=reply,
         )

@@ -33,6 +33,7 @@ from typing import Any, Final
 from attrs import frozen
 from twisted.logger import Logger
 
+from mcpx.settings.resolve import Settings
 from mcpx.settings.state_keys import StateKey, StateKeyError, file_stamp, read_state_keys
 from mcpx.wire.errors import RpcError
 
@@ -310,3 +311,14 @@ class StateSigner:
         except (ValueError, AttributeError):
             return None
         return claimed if isinstance(claimed, str) else None
+
+
+def state_keys(settings: Settings, now: float) -> KeyRing:
+    """
+    The keys a daemon signs its C{requestState}s with: those of C{proto.stateKeyFile},
+    read now (a L{StateKeyError}, a settings error, names the file), else one of this
+    process.
+    """
+    ttl = settings.duration("proto.stateTTL")
+    key_file = settings.string("proto.stateKeyFile")
+    return KeyRing.from_file(key_file, ttl, now) if key_file else KeyRing.of_process(ttl)

@@ -15,7 +15,6 @@ stays collectable as a daemon task once it has asked.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,7 +29,7 @@ from twisted.python.failure import Failure
 from mcpx.call import ClientUnreachable
 from mcpx.once import Once, Waiters
 from mcpx.questions.relay import unfit_answer
-from mcpx.server.conn import Conn
+from mcpx.server.conn import Conn, Reply
 from mcpx.spec.downgrade import question
 from mcpx.spec.matrix import notification_in
 from mcpx.wire.peer import ConnectionClosed
@@ -42,17 +41,17 @@ class ConnAsker:
     """
     Asks a legacy client on its connection.
 
-    The question is sent in the context of the request that made the call (captured
-    when the call began), so an HTTP session sends it on that request's own response
-    stream rather than anywhere else; so is the C{notifications/cancelled} that
-    withdraws it, when the question's Deferred is cancelled.
+    The question is sent on the stream the request that made the call is answered on,
+    where the transport handed one over (L{Reply}: an HTTP session's POST) rather than
+    anywhere else; so is the C{notifications/cancelled} that withdraws it, when the
+    question's Deferred is cancelled.
     """
 
-    __slots__ = ("_conn", "_context")
+    __slots__ = ("_conn", "_reply")
 
-    def __init__(self, conn: Conn, context: contextvars.Context) -> None:
+    def __init__(self, conn: Conn, reply: Reply | None) -> None:
         self._conn = conn
-        self._context = context
+        self._reply = reply
 
     def ask(self, method: str, params: dict[str, Any], key: str) -> Deferred[Any]:
         ask = self._conn.ask
@@ -62,7 +61,7 @@ class ConnAsker:
             # Spelled for the revision this client agreed, not the upstream's.
             params = question(method, params, self._conn.revision)
         try:
-            asking = self._context.run(ask, method, params)
+            asking = ask(method, params) if self._reply is None else self._reply.ask(method, params)
         except Exception as e:
             return fail(ClientUnreachable(str(e)))
 
@@ -72,8 +71,7 @@ class ConnAsker:
             return failure
 
         def withdraw(_: Deferred[Any]) -> None:
-            # A copy: the call's own context may be the one running this very cancel.
-            self._context.copy().run(asking.cancel)
+            asking.cancel()
 
         answer: Deferred[Any] = Deferred(withdraw)
 
@@ -95,7 +93,10 @@ class ConnAsker:
             return False
         if not notification_in(method, conn.revision):
             return False
-        self._context.run(push, method, params)
+        if self._reply is None:
+            push(method, params)
+        else:
+            self._reply.push(method, params)
         return True
 
 

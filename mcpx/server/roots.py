@@ -20,7 +20,6 @@ roots) did not change, and another host's change is none of its business.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping, Sequence
 
 from mcpx.ops.host import OpHost
@@ -77,7 +76,7 @@ class Roots:
         for conn in reversed(self._users.get(server, ())):
             if conn.closed or conn.identity != own_scope(declared_in(scope_key)[0]):
                 continue
-            return ConnAsker(conn, contextvars.Context())
+            return ConnAsker(conn, None)
         return None
 
     def _own_instances(self, server: str) -> bool:

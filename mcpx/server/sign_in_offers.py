@@ -18,8 +18,9 @@ principal signs in to for itself.  A server whose sign-in is the owner's, shared
 everyone (C{"shared": true}), is offered to the owner's hosts alone.  A host that
 declared no URL elicitation and any revision before 2025-11-25 get the error naming
 how to sign in, as before.  Only C{mcpx_call} is covered: it names its server.
-A 2026-07-28 call that may become a task of the tasks extension is offered the sign-in
-before it runs (L{SignInOffers.offered_first}).
+Every way a call runs is offered it the same way (L{SignInOffers.offering}, from the
+pipeline L{mcpx.server.calling}), a 2026-07-28 call that may become a task of the tasks
+extension among them.
 
 An upstream's own C{-32042} to a C{tools/call} (a server that needs the user to open a
 URL) reaches a 2025-11-25 host as it is; a revision without that code never sees it
@@ -27,15 +28,15 @@ URL) reaches a 2025-11-25 host as it is; a revision without that code never sees
 C{input_required} with the server's URL elicitations, and its retry (mcpx's keys taken
 out of C{inputResponses}) is the call made again, as a legacy host's retry after the
 error would be; any other host gets a tool error naming the URLs to open.  The same
-holds for an upstream's C{-32042} to a C{prompts/get} or C{resources/read}
-(L{url_required_relayed}), except that neither has a tool error: a 2026-07-28 host that
-did not declare URL elicitation gets C{-32021} requiring it, a revision before
-2025-11-25 C{-32603}, each with the server's message and the URLs to open.
+holds for an upstream's C{-32042} to a C{prompts/get} or C{resources/read}, except
+that neither has a tool error: a 2026-07-28 host that did not declare URL elicitation
+gets C{-32021} requiring it, a revision before 2025-11-25 C{-32603}, each with the
+server's message and the URLs to open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from twisted.logger import Logger
@@ -45,7 +46,7 @@ from mcpx.auth.host_signin import HostSignIns, Offer
 from mcpx.auth.signin import whose
 from mcpx.ops.host import OpHost
 from mcpx.questions.relay import ELICITATION_COMPLETE
-from mcpx.server.conn import Conn, Context, Method
+from mcpx.server.conn import Conn, Context
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.results import text_result
 from mcpx.settings.servers import RemoteServer
@@ -95,7 +96,7 @@ def _offers_to(context: Context, server: RemoteServer) -> bool:
 
 
 class SignInOffers:
-    """Wraps C{tools/call}: sign-ins offered to hosts that can show a URL."""
+    """Sign-ins offered to hosts that can show a URL, on a C{tools/call} of C{mcpx_call}."""
 
     def __init__(self, host: OpHost) -> None:
         self._host = host
@@ -132,51 +133,39 @@ class SignInOffers:
             params, declined = _without_our_answer(params)
         return hosted, name, server, params, declined
 
-    def wraps(self, answer: Method) -> Method:
-        async def offering(
-            conn: Conn, context: Context, params: dict[str, Any]
-        ) -> Mapping[str, Any]:
-            if context.modern:
-                params = without_upstream_urls(params)
-            found = self._subject(context, params)
-            if found is None:
-                return await url_required_answered(answer(conn, context, params), context)
-            hosted, name, server, params, declined = found
-            if not declined and hosted.needs(name, server, _principal(context)):
-                offered = await self._offer(hosted, conn, context, name, server)
-                if offered is not None:
-                    return offered
-                return await answer(conn, context, params)
-            result = await answer(conn, context, params)
-            if (
-                not declined
-                and result.get("isError") is True
-                and hosted.needs(name, server, _principal(context))
-            ):
-                # The server refused the token for good on the way (needs sign-in now).
-                offered = await self._offer(hosted, conn, context, name, server)
-                if offered is not None:
-                    return offered
-            return result
-
-        offering.__name__ = answer.__name__
-        return offering
-
-    async def offered_first(
-        self, conn: Conn, context: Context, params: dict[str, Any]
-    ) -> Mapping[str, Any] | None:
+    async def offering(
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        call: Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]],
+    ) -> Mapping[str, Any]:
         """
-        For a call that does not go through L{wraps} (a 2026-07-28 call that may become
-        a task of the tasks extension): the offer, when one is due before the call
-        runs; else C{None}, and the call runs as it would have.
+        A C{tools/call} of C{mcpx_call} (L{mcpx.server.calling}): the sign-in offered
+        before C{call} runs when one is due, and after it when the server refused its
+        token for good on the way; C{call}'s answer otherwise (its params without
+        mcpx's own answer).
         """
         found = self._subject(context, params)
         if found is None:
-            return None
-        hosted, name, server, _, declined = found
-        if declined or not hosted.needs(name, server, _principal(context)):
-            return None
-        return await self._offer(hosted, conn, context, name, server)
+            return await call(params)
+        hosted, name, server, params, declined = found
+        if not declined and hosted.needs(name, server, _principal(context)):
+            offered = await self._offer(hosted, conn, context, name, server)
+            if offered is not None:
+                return offered
+            return await call(params)
+        result = await call(params)
+        if (
+            not declined
+            and result.get("isError") is True
+            and hosted.needs(name, server, _principal(context))
+        ):
+            # The server refused the token for good on the way (needs sign-in now).
+            offered = await self._offer(hosted, conn, context, name, server)
+            if offered is not None:
+                return offered
+        return result
 
     async def _offer(
         self,
@@ -249,35 +238,6 @@ def without_upstream_urls(params: dict[str, Any]) -> dict[str, Any]:
     for key in [key for key in responses if key.startswith(UPSTREAM_URL_KEY)]:
         params = without_member(params, "inputResponses", key)
     return params
-
-
-async def url_required_answered(
-    work: Awaitable[Mapping[str, Any]], context: Context, method: str = "tools/call"
-) -> Mapping[str, Any]:
-    """C{work}'s result; an upstream's C{-32042} as L{url_required_answer} has it."""
-    try:
-        return await work
-    except RpcError as error:
-        answer = url_required_answer(error, context, method)
-        if answer is None:
-            raise
-        return answer
-
-
-def url_required_relayed(answer: Method, method: str) -> Method:
-    """
-    C{answer} for C{method} (C{prompts/get}, C{resources/read}), an upstream's C{-32042}
-    answered as the host's revision has it (L{url_required_answer}), and a 2026-07-28
-    retry's answers to those URL elicitations taken out (L{without_upstream_urls}).
-    """
-
-    async def relaying(conn: Conn, context: Context, params: dict[str, Any]) -> Mapping[str, Any]:
-        if context.modern:
-            params = without_upstream_urls(params)
-        return await url_required_answered(answer(conn, context, params), context, method)
-
-    relaying.__name__ = getattr(answer, "__name__", method)
-    return relaying
 
 
 def url_required_answer(

@@ -50,7 +50,7 @@ from zope.interface import implementer
 
 from mcpx.call import Call
 from mcpx.ops.shutdown import Shutdown, shutting_down_error
-from mcpx.server.conn import STDIO, Conn
+from mcpx.server.conn import STDIO, Conn, Reply
 from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
 from mcpx.wire.errors import RpcError
@@ -74,7 +74,9 @@ class McpCore(Protocol):
 
     def open(self, conn: Conn) -> Conn: ...
 
-    def handle(self, conn: Conn, request: Request) -> Coroutine[Any, Any, Any]: ...
+    def handle(
+        self, conn: Conn, request: Request, reply: Reply | None = None
+    ) -> Coroutine[Any, Any, Any]: ...
 
     def notification(self, conn: Conn, notification: Notification) -> None: ...
 

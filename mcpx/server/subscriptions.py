@@ -17,7 +17,6 @@ merge every server's), so each reload that changes a server is announced
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -283,13 +282,10 @@ class Subscriptions:
                 continue
             if not self._hears(conn, method, servers):
                 continue
-            # Outside any request's context: it concerns none of the client's requests,
-            # so a legacy HTTP session sends it on its GET stream.
-            outside = contextvars.Context()
+            # It concerns none of the client's requests: a legacy HTTP session sends it
+            # on its GET stream.
             self._notices.send(
-                outside.run(conn.flow_for, None),
-                (id(conn), method),
-                partial(outside.run, _push, conn, method, None),
+                conn.flow_for(None), (id(conn), method), partial(_push, conn, method, None)
             )
             told += 1
         return told

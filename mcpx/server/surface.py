@@ -199,10 +199,10 @@ class Surface:
         if context.modern:
             if context.log_level is None:
                 return None
-            return LogRelay(conn, context.log_level, self._logs)
+            return LogRelay(conn, context.log_level, self._logs, context.reply)
         if conn.log_level is None:
             return None
-        return LogRelay(conn, None, self._logs)
+        return LogRelay(conn, None, self._logs, context.reply)
 
     async def call_tool(
         self,
@@ -625,8 +625,7 @@ class Surface:
         """One of the caller's artifacts; another caller's is not found, as a stranger's."""
         scripts = self.host.scripts
         store = scripts.artifacts if scripts is not None else None
-        settings = self.host.settings
-        limit = settings.integer("transport.maxMessageSize") if settings else 64 * 1024 * 1024
+        limit = self.host.settings.integer("transport.maxMessageSize")
         try:
             if store is None:
                 raise UnknownArtifact(uri)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -66,11 +65,6 @@ CAPABILITY: Final[Mapping[str, Any]] = {
 }
 
 _Call = Callable[[Conn, Context, dict[str, Any]], Awaitable[Mapping[str, Any]]]
-#: What a tool name stands for when called as a task: its C{execution.taskSupport} (or
-#: C{None}), and the server and tool it calls upstream, where known.
-_SupportOf = Callable[
-    [Conn, Context, dict[str, Any]], Awaitable[tuple[str | None, str | None, str | None]]
-]
 
 
 def declares_tasks(revision: Revision, *, modern: bool) -> bool:
@@ -179,14 +173,14 @@ class CoreTasks:
         context: Context,
         params: dict[str, Any],
         call: _Call,
-        support_of: _SupportOf,
+        support: tuple[str | None, str | None, str | None],
     ) -> dict[str, Any]:
         """
         Start a task-augmented C{tools/call} and answer its C{CreateTaskResult}.
 
         @param call: runs the call (C{tools/call} without the task).
-        @param support_of: the named tool's C{execution.taskSupport} (or C{None}), and
-            the server and tool it calls.
+        @param support: the named tool's C{execution.taskSupport} (or C{None}), and
+            the server and tool it calls upstream, where known.
         @raise RpcError: C{-32601} for a tool that does not run as a task; C{-32602} for
             a malformed C{task}; C{-32603} when the caller holds as many tasks as it may.
         """
@@ -199,12 +193,12 @@ class CoreTasks:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError.invalid_params("params.name must be a string")
-        support, server, tool = await support_of(conn, context, params)
-        if support not in _ALLOWS_TASK:
+        declared, server, tool = support
+        if declared not in _ALLOWS_TASK:
             raise RpcError(
                 -32601,
                 f"tool {name!r} does not run as a task (its execution.taskSupport is "
-                f"{support or 'absent'}): call it without params.task",
+                f"{declared or 'absent'}): call it without params.task",
                 {"name": name},
             )
         # mcpx keeps a finished task at most as long as any other (proto.askTTL).
@@ -229,7 +223,9 @@ class CoreTasks:
         if conn.can_push:
             self._conns[task.id] = conn
         plain = {key: value for key, value in params.items() if key != "task"}
-        task_context = evolve(context, task=task)
+        # Its questions and log messages go where its connection sends the rest: the
+        # request is answered now, and with it the stream it was answered on.
+        task_context = evolve(context, task=task, reply=None)
 
         def work() -> Awaitable[Mapping[str, Any]]:
             return call(conn, task_context, plain)
@@ -343,7 +339,7 @@ class CoreTasks:
         if not notification_in(STATUS_NOTIFICATION, revision):
             return
         # Outside any request: a legacy HTTP session sends it on its GET stream.
-        contextvars.Context().run(push, STATUS_NOTIFICATION, task_json(task, self.store.ttl))
+        push(STATUS_NOTIFICATION, task_json(task, self.store.ttl))
 
 
 def _unknown(task_id: str) -> RpcError:

@@ -32,7 +32,8 @@ from mcpx.upstream.session import ServerDeclaration
 
 
 def ops_host(clock: Any, pid: int = 4242, **parts: Any) -> OpHost:
-    """An ops host made of C{parts} (L{OpHost}'s fields)."""
+    """An ops host made of C{parts} (L{OpHost}'s fields), the default settings unless given."""
+    parts.setdefault("settings", default_settings())
     return OpHost(clock=clock, pid=pid, **parts)
 
 

@@ -29,7 +29,6 @@ from tests.daemon.fake_pool import (
     default_servers,
     default_settings,
     servers_config,
-    swap_part,
     unavailable,
 )
 from tests.support.logs import observe_log
@@ -596,13 +595,6 @@ class ErrorTests(SynchronousTestCase):
         self.error(harness.get("/v1/servers"), 503, "pool_unavailable")
         self.error(harness.post("/v1/call", {"server": "a", "tool": "b"}), 503, "pool_unavailable")
         self.assertEqual(harness.get("/health").code, 200)
-
-    def test_no_settings(self) -> None:
-        """A daemon built without settings says so on the settings routes."""
-        harness = Harness()
-        swap_part(harness.http.host, settings=None)
-        self.error(harness.get("/v1/settings"), 503, "settings_unavailable")
-        self.error(harness.get("/v1/protocol"), 503, "settings_unavailable")
 
     def test_wrong_method(self) -> None:
         """GET on a POST route is a JSON 405."""

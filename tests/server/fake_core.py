@@ -10,10 +10,11 @@ steer, so that what is checked is the transport: framing, routing, cancellation,
   - C{fail}: raises C{RpcError(params.code, params.message)}.
   - C{crash}: raises C{ValueError} (an internal error).
   - C{wait}: waits until the test fires L{FakeCore.waiting}C{[id]}.
-  - C{notify}: pushes C{params.method} with C{params.params} to the connection, then
+  - C{notify}: pushes C{params.method} with C{params.params} to the connection (on the
+    stream the request is answered on, where the transport handed one over), then
     waits like C{wait}.
-  - C{ask}: asks the client C{elicitation/create} with its params and answers
-    C{{"answer": <the client's result>}}.
+  - C{ask}: asks the client C{elicitation/create} with its params (the same way) and
+    answers C{{"answer": <the client's result>}}.
   - anything else: C{-32601}.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from mcpx.server.conn import Conn
+from mcpx.server.conn import Conn, Reply
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, RequestId
@@ -58,7 +59,7 @@ class FakeCore:
     def notification(self, conn: Conn, notification: Notification) -> None:
         self.notifications.append((conn, notification))
 
-    async def handle(self, conn: Conn, request: Request) -> Any:
+    async def handle(self, conn: Conn, request: Request, reply: Reply | None = None) -> Any:
         self.handled.append((conn, request))
         params = request.params if isinstance(request.params, dict) else {}
         method = request.method
@@ -76,13 +77,15 @@ class FakeCore:
             raise ValueError("a bug")
         if method == "notify":
             assert conn.push is not None
-            conn.push(params["method"], params.get("params"))
+            push = conn.push if reply is None else reply.push
+            push(params["method"], params.get("params"))
             return await self._wait(request.id)
         if method == "wait":
             return await self._wait(request.id)
         if method == "ask":
             assert conn.ask is not None
-            answer = await conn.ask("elicitation/create", params)
+            ask = conn.ask if reply is None else reply.ask
+            answer = await ask("elicitation/create", params)
             return {"answer": answer}
         raise RpcError.method_not_found(method)
 

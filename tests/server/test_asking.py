@@ -24,7 +24,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from mcpx.call import Call, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
-from mcpx.server.request_state import RequestState, binding
+from mcpx.server.request_state import RequestState, binding, state_keys
 from mcpx.server.resumable import ConnAsker, ResumableCall
 from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.tasks.task import Task, TaskStatus
@@ -111,14 +111,20 @@ class Gateway:
     ) -> None:
         self.clock = Clock()
         self.pool = FakePool(gateway_servers(), hold=hold)
+        resolved = default_settings(**(settings or {}))
         self.host = ops_host(
             clock=self.clock,
             pid=4242,
             pool=self.pool,
-            settings=default_settings(**(settings or {})),
+            settings=resolved,
             servers=servers_config("files", "search"),
         )
-        self.server = McpServer(self.host, self.clock, passthrough=passthrough)
+        self.server = McpServer(
+            self.host,
+            self.clock,
+            passthrough=passthrough,
+            state_keys=state_keys(resolved, self.clock.seconds()),
+        )
         self._ids = itertools.count(1)
 
     def modern_conn(self) -> Conn:

@@ -6,7 +6,6 @@ an C{elicitation/create} from a 2025-11-25 upstream (C{mode: "form"}) reaches a
 
 from __future__ import annotations
 
-import contextvars
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -37,7 +36,7 @@ class ConnAskerSpellingTests(SynchronousTestCase):
             return succeed({"action": "decline"})
 
         conn = Conn(STDIO, "stdio:1", ask=ask, revision=revision)
-        asker = ConnAsker(conn, contextvars.copy_context())
+        asker = ConnAsker(conn, None)
         self.successResultOf(asker.ask(method, params, "q1"))
         return sent[0]
 

@@ -5,10 +5,9 @@ Tests for L{mcpx.server.resumable}: asking a legacy client on its connection
 
 from __future__ import annotations
 
-import contextvars
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -32,8 +31,6 @@ FORM: dict[str, Any] = {
 SAMPLING: dict[str, Any] = {"messages": [], "maxTokens": 5}
 ACCEPTED = {"action": "accept", "content": {"name": "ada"}}
 
-REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST", default="none")
-
 
 class FakeClient:
     """The client end of a connection: records what it is asked, answers when told."""
@@ -43,17 +40,34 @@ class FakeClient:
         self.replies: list[Deferred[Any]] = []
 
     def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
-        self.asked.append((method, params, REQUEST.get()))
+        self.asked.append((method, params, ""))
         reply: Deferred[Any] = Deferred()
         self.replies.append(reply)
         return reply
+
+
+class FakeReply:
+    """The stream a request is answered on (L{Reply}): records what goes on it."""
+
+    def __init__(self) -> None:
+        self.client = FakeClient()
+        self.pushed: list[tuple[str, Any]] = []
+
+    def push(self, method: str, params: dict[str, Any] | None) -> None:
+        self.pushed.append((method, params))
+
+    def ask(self, method: str, params: dict[str, Any]) -> Deferred[Any]:
+        return self.client.ask(method, params)
+
+    def flow(self) -> None:
+        return None
 
 
 class ConnAskerTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.client = FakeClient()
         self.conn = Conn(STDIO, "host", ask=self.client.ask)
-        self.asker = ConnAsker(self.conn, contextvars.copy_context())
+        self.asker = ConnAsker(self.conn, None)
 
     def test_asks_on_connection(self) -> None:
         """The question goes to the client as a request; its result comes back."""
@@ -81,39 +95,37 @@ class ConnAskerTests(SynchronousTestCase):
                 push=(lambda m, p: pushed.append((m, p))) if push else None,
                 revision=revision,
             )
-            told = ConnAsker(conn, contextvars.copy_context()).tell(
-                "notifications/elicitation/complete", params
-            )
+            told = ConnAsker(conn, None).tell("notifications/elicitation/complete", params)
             self.assertEqual(told, sent, (revision, push))
         self.assertEqual(pushed, [("notifications/elicitation/complete", params)])
 
-    def test_captured_context(self) -> None:
+    def test_asked_on_the_reply(self) -> None:
         """
-        The question is sent in the context of the request that made the call (so an HTTP
-        session writes it on that request's stream), not the context asking now.
+        The question, and a completion told, go on the stream the request that made
+        the call is answered on (its L{Reply}: an HTTP session's POST), not on the
+        connection; withdrawing the question cancels what the reply asked.
         """
-        captured = contextvars.copy_context()
-        captured.run(REQUEST.set, "request-7")
-        asker = ConnAsker(self.conn, captured)
-        token = REQUEST.set("somebody else")
-        try:
-            asker.ask(ELICIT, FORM, "q_1")
-        finally:
-            REQUEST.reset(token)
-        self.assertEqual(self.client.asked[0][2], "request-7")
-        self.assertEqual(REQUEST.get(), "none")
-
-    def test_context_changes_stay_inside(self) -> None:
-        """What the connection sets while asking stays in the captured context."""
-
-        def ask(method: str, params: dict[str, Any]) -> Deferred[Any]:
-            REQUEST.set("changed while asking")
-            return succeed({})
-
-        captured = contextvars.copy_context()
-        ConnAsker(Conn(STDIO, "host", ask=ask), captured).ask(LIST_ROOTS, {}, "q_1")
-        self.assertEqual(REQUEST.get(), "none")
-        self.assertEqual(captured[REQUEST], "changed while asking")
+        reply = FakeReply()
+        pushed: list[tuple[str, Any]] = []
+        conn = Conn(
+            STDIO,
+            "host",
+            ask=self.client.ask,
+            push=lambda m, p: pushed.append((m, p)),
+            revision=Revision.V2025_11_25,
+        )
+        asker = ConnAsker(conn, reply)
+        answered = asker.ask(ELICIT, FORM, "q_1")
+        self.assertEqual(self.client.asked, [])
+        self.assertEqual([(m, p) for m, p, _ in reply.client.asked], [(ELICIT, FORM)])
+        asker.tell("notifications/elicitation/complete", {"elicitationId": "e-1"})
+        self.assertEqual(pushed, [])
+        self.assertEqual(
+            reply.pushed, [("notifications/elicitation/complete", {"elicitationId": "e-1"})]
+        )
+        answered.cancel()
+        self.failureResultOf(answered, CancelledError)
+        self.assertTrue(reply.client.replies[0].called, "the reply's question withdrawn")
 
     def test_connection_closed_unreachable(self) -> None:
         """A connection that closes while the client is asked makes it unreachable."""
@@ -142,7 +154,7 @@ class ConnAskerTests(SynchronousTestCase):
 
     def test_connection_that_cannot_ask(self) -> None:
         """A connection with no way to send the client a request cannot be asked."""
-        asker = ConnAsker(Conn(STDIO, "host"), contextvars.copy_context())
+        asker = ConnAsker(Conn(STDIO, "host"), None)
         self.failureResultOf(asker.ask(ELICIT, FORM, "q_1"), ClientUnreachable)
 
     def test_ask_raises(self) -> None:
@@ -151,7 +163,7 @@ class ConnAskerTests(SynchronousTestCase):
         def ask(method: str, params: dict[str, Any]) -> Deferred[Any]:
             raise ConnectionClosed("host", ConnectionLost("gone"))
 
-        asker = ConnAsker(Conn(STDIO, "host", ask=ask), contextvars.copy_context())
+        asker = ConnAsker(Conn(STDIO, "host", ask=ask), None)
         self.failureResultOf(asker.ask(ELICIT, FORM, "q_1"), ClientUnreachable)
 
 

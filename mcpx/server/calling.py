@@ -1,0 +1,229 @@
+# -*- test-case-name: tests.server.test_ext_tasks -*-
+"""
+The one way a host's call that goes upstream travels through the MCP server:
+C{tools/call}, C{prompts/get} and C{resources/read} (L{Calling.method}).
+
+In order, once each:
+
+  1. the route: the pass-through server a C{tools/call} goes to
+     (L{mcpx.server.passthrough_routes.Routes.tool_route}), handed to everything after;
+  2. the call's C{Mcp-Param-*} headers against its arguments, where the transport
+     handed headers over (L{Context.headers}, L{mcpx.server.param_headers});
+  3. a sign-in offered to a host that can show a URL (L{SignInOffers.offering});
+  4. a task or not: a 2026-07-28 client that declared the tasks extension may be
+     answered with a task (L{TaskPromotion.call_may_become_task}), a legacy client's
+     C{params.task} is a core task at once (L{TaskPromotion.create_core}), a tool that
+     runs only as a task is C{-32021} to a client that declared neither;
+  5. the caller (L{Asking.caller}) and the call forwarded, its questions asked as its
+     client's revision has them (L{Asking.asked});
+  6. for a strict caller, the C{-32021} one of its questions was refused with
+     (L{strictly}), whichever of the ways above it ran;
+  7. an upstream's C{-32042} answered as the host's revision has it
+     (L{url_required_answer}).
+
+A new method whose upstream may ask is one more line in L{mcpx.server.dispatch.McpServer}'s
+method table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from attrs import evolve, frozen
+from twisted.internet.interfaces import IReactorTime
+
+from mcpx import tracing
+from mcpx.call import Call
+from mcpx.server.asking import Asking
+from mcpx.server.conn import Conn, Context
+from mcpx.server.ext_tasks import REQUIRED as TASKS_REQUIRED
+from mcpx.server.ext_tasks import client_declares
+from mcpx.server.gateway_tools import CALL_TOOL
+from mcpx.server.offering import Offering
+from mcpx.server.param_headers import check_headers
+from mcpx.server.passthrough_routes import ToolRoute
+from mcpx.server.promotion import TaskPromotion
+from mcpx.server.resumable import ResumableCall
+from mcpx.server.roots import Roots
+from mcpx.server.sign_in_offers import SignInOffers, url_required_answer, without_upstream_urls
+from mcpx.wire.errors import RpcError
+
+#: A call's params, and the route a C{tools/call} takes (C{None} for the rest).
+Params = dict[str, Any]
+Route = ToolRoute | None
+
+#: Forwards one call upstream (or to the gateway): its connection, its context (with
+#: its caller), its params and its route.
+Forward = Callable[[Conn, Context, Params, Route], Awaitable[Mapping[str, Any]]]
+
+#: Spells a result built in the newest shape for C{method} and the request's revision.
+Spell = Callable[[Mapping[str, Any], str, Context], Any]
+
+
+async def strictly(caller: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """
+    C{work}'s result for a strict caller (L{Call.strict}): failing with the -32021 a
+    question of its upstream was refused with, whatever the upstream answered after
+    the refusal.
+    """
+    try:
+        result = await work
+    except Exception:
+        if caller.refused is not None:
+            raise caller.refused from None
+        raise
+    if caller.refused is not None:
+        raise caller.refused
+    return result
+
+
+@frozen
+class Calling:
+    """The parts of one MCP server its calls that go upstream pass (see the module)."""
+
+    offering: Offering
+    asking: Asking
+    sign_ins: SignInOffers
+    roots: Roots
+    promotion: TaskPromotion | None
+    spell: Spell
+    clock: IReactorTime
+
+    def method(self, method: str, forward: Forward) -> _Way:
+        """The server's method C{method}: its calls through the pipeline to C{forward}."""
+        return _Way(self, method, forward)
+
+
+@frozen
+class _Way:
+    """One method through the pipeline (L{Calling.method}): the server calls it."""
+
+    parts: Calling
+    method: str
+    forward: Forward
+
+    async def __call__(self, conn: Conn, context: Context, params: Params) -> Any:
+        if context.modern:
+            params = without_upstream_urls(params)
+        try:
+            if self.method != "tools/call":
+                return await self._inline(conn, context, params, None)
+            # The route, found once; the Mcp-Param-* headers the transport handed over
+            # checked against the arguments.
+            route = None
+            passthrough = self.parts.offering.serving(conn)
+            name = params.get("name")
+            if passthrough is not None and isinstance(name, str):
+                route = await passthrough.routes.tool_route(context, name)
+                headers = context.headers
+                if headers is not None and route is not None:
+                    wanted = passthrough.routes.param_headers(route, name)
+                    if wanted:
+                        check_headers(wanted, params.get("arguments"), headers)
+            if name == CALL_TOOL:
+                return await self.parts.sign_ins.offering(
+                    conn, context, params, lambda params: self._tasked(conn, context, params, route)
+                )
+            return await self._tasked(conn, context, params, route)
+        except RpcError as error:
+            answer = url_required_answer(error, context, self.method)
+            if answer is None:
+                raise
+            return answer
+
+    def _tasked(
+        self, conn: Conn, context: Context, params: Params, route: Route
+    ) -> Awaitable[Mapping[str, Any]]:
+        """A C{tools/call}, as a task where its client and its tool want one, else inline."""
+        promotion = self.parts.promotion
+        if promotion is not None:
+            if context.modern:
+                if client_declares(context):
+                    return self._extension(conn, context, params, route, promotion)
+                if route is not None and promotion.required_by(conn, params, route):
+                    # Only the extension can carry a tool that runs as a task only.
+                    raise RpcError.missing_client_capability(TASKS_REQUIRED)
+            elif "task" in params and context.task is None:
+                return self._core(conn, context, params, route, promotion)
+        return self._inline(conn, context, params, route)
+
+    async def _core(
+        self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
+    ) -> Mapping[str, Any]:
+        """
+        2025-11-25 core tasks, honoured from any legacy client: {task} at once; the
+        task's call is this method again, without its task.
+        """
+        with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "core"}):
+            return await promotion.create_core(
+                conn,
+                context,
+                params,
+                lambda conn, context, params: self._inline(conn, context, params, route),
+                route,
+            )
+
+    def _inline(
+        self, conn: Conn, context: Context, params: Params, route: Route
+    ) -> Awaitable[Mapping[str, Any]]:
+        """
+        A call answered by its request: its caller built, the call forwarded and its
+        questions asked.  A plain function: the common call, with no caller, costs no
+        extra frame.
+        """
+        asking, method = self.parts.asking, self.method
+        if context.modern and "requestState" in params:
+            return asking.resume(context, params, method)
+        if method == "tools/call" and params.get("name") == CALL_TOOL:
+            target = params.get("arguments")
+            server = target.get("server") if type(target) is dict else None
+            if type(server) is str:
+                self.parts.roots.uses(conn, (server,))
+        caller = asking.caller(conn, context, params, method)
+        if caller is None:
+            return self.forward(conn, context, params, route)
+        context = evolve(context, caller=caller)
+        forwarded = self._forwarded(conn, context, params, route, caller)
+        if caller.asker is None:
+            return forwarded
+        return asking.asked(conn, forwarded, context, params, method)
+
+    def _forwarded(
+        self, conn: Conn, context: Context, params: Params, route: Route, caller: Call
+    ) -> Awaitable[Mapping[str, Any]]:
+        """The call forwarded for C{caller}; strictly (L{strictly}) for a strict one."""
+        forwarded = self.forward(conn, context, params, route)
+        return strictly(caller, forwarded) if caller.strict else forwarded
+
+    async def _extension(
+        self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
+    ) -> Mapping[str, Any]:
+        """
+        A 2026-07-28 C{tools/call} from a client that declared the tasks extension
+        (L{TaskPromotion.call_may_become_task}); its task's result is kept spelled as
+        the request's revision has it.
+        """
+
+        def spell(result: Mapping[str, Any]) -> Any:
+            return self.parts.spell(result, "tools/call", context)
+
+        if not isinstance(params.get("name"), str):
+            raise RpcError.invalid_params("params.name must be a string")
+        if "requestState" in params:
+            return await promotion.call_may_become_task(
+                conn, context, params, route, spell, fresh=None
+            )
+        caller = self.parts.asking.caller(conn, context, params, "tools/call", as_task=True)
+        assert caller is not None
+        context = evolve(context, caller=caller)
+        asker = caller.asker
+        call = (
+            asker
+            if isinstance(asker, ResumableCall)
+            else ResumableCall(caller.id, "tools/call", self.parts.clock)
+        )
+        forwarded = self._forwarded(conn, context, params, route, caller)
+        return await promotion.call_may_become_task(
+            conn, context, params, route, spell, fresh=(caller, call, forwarded)
+        )
