@@ -226,14 +226,20 @@ class Catalogues:
     ) -> T:
         """
         C{listing}'s result (a catalogue of C{server}, its session) if it comes
-        within C{pool.listWait}, or at once for a server L{failing} or while an earlier
-        such wait that was given up on still goes on; else what C{known} gives then,
-        else L{mcpx.ops.listing.still_starting}.  C{listing} goes on after the wait.
+        within C{pool.listWait} (and the era probe's time, for a server whose era is
+        not known yet: L{mcpx.pool.pool.Pool.probe_wait}), or at once for a server
+        L{failing} or while an earlier such wait that was given up on still goes on;
+        else what C{known} gives then, else L{mcpx.ops.listing.still_starting}.
+        C{listing} goes on after the wait.
         """
         # Per server: a server slow to list is as slow to give its session.
         key = server
         waiting = server in failing or key in self._overdue
         wait = 0.0 if waiting else list_wait(self._gateway.host.settings)
+        probe_wait = getattr(self._gateway.pool, "probe_wait", None)
+        if not waiting and probe_wait is not None:
+            # A server whose era is not known yet is probed first: that is not counted.
+            wait += probe_wait(server)
         ended = False
 
         def end(result: object) -> object:
