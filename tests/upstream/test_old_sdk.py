@@ -1,8 +1,9 @@
 """
-A server on the Python SDK up to 1.8 behind a real daemon: C{mcp-server-sqlite}
-2025.4.25 on C{mcp} 1.6 (in C{.venv-sqlite}, which C{make test} installs), which exits
-on C{server/discover} like on any method it does not know.  mcpx starts it again and
-speaks to it in the legacy era, and remembers that.
+Servers on the Python SDK up to 1.8 behind a real daemon: C{mcp-server-sqlite}
+2025.4.25 on C{mcp} 1.6 (in C{.venv-sqlite}, which C{make test} installs), and the host
+matrix's C{early} server on C{mcp} 1.8 (C{.venv-mcp18}), which exit on
+C{server/discover} like on any request they do not know.  mcpx starts them again and
+speaks to them in the legacy era, and remembers that.
 """
 
 from __future__ import annotations
@@ -10,12 +11,28 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from twisted.internet.defer import gatherResults
+from twisted.trial.unittest import TestCase
 
 from tests.cli.test_real_daemon import RealDaemonCase
+from tests.questions.support import Daemon, in_thread
 from tests.support.peers import PeersMissing
 from tests.support.processes import REPO
 
 SQLITE = REPO / ".venv-sqlite" / "bin" / "mcp-server-sqlite"
+
+
+EARLY_PYTHON = REPO / ".venv-mcp18" / "bin" / "python"
+EARLY_SERVER = REPO / "tests" / "upstream" / "scripts" / "early_server.py"
+
+
+def early_server() -> dict[str, Any]:
+    if not EARLY_PYTHON.exists():
+        raise PeersMissing(f"{EARLY_PYTHON} is missing: run `make test`, which creates it")
+    return {"command": str(EARLY_PYTHON), "args": [str(EARLY_SERVER)]}
 
 
 def sqlite_server() -> str:
@@ -46,3 +63,48 @@ class OldSdkServerTests(RealDaemonCase):
         [status] = (await self.ok("servers", "--json")).json()["servers"]
         self.assertEqual(status["state"], "ready")
         self.assertEqual(status["instances"], 1)
+
+
+class FirstContactTests(TestCase):
+    timeout = 120
+
+    async def test_hosts_meeting_an_early_sdk_server_list_it(self) -> None:
+        """
+        Two hosts declaring different questions (so each has an instance of its own) meet
+        the C{mcp} 1.8 server through C{/mcp} of a daemon that has never met it: their
+        first listing has its tools, a call answers, and it is listed again after.  The
+        server is sent C{server/discover} once, by one of the two starts: it crashes on
+        it and hangs until its next input (the probe's whole timeout), is started again
+        in the legacy era, and the other start waits for that rather than probe too;
+        the listings wait for the probe beyond C{pool.listWait}.  (The probe timeout
+        here is longer than the list wait, so that a listing that did not wait for the
+        probe would miss the server every time.)
+        """
+        daemon = await Daemon(
+            self,
+            {"early": early_server()},
+            passthrough=["early"],
+            settings={"MCPX_POOL_PROBE_TIMEOUT": "10s", "MCPX_POOL_LIST_WAIT": "8s"},
+        ).start()
+
+        async def answer(context: Any, params: Any) -> Any:
+            raise AssertionError("the early server asks nothing")
+
+        def host(asking: bool) -> Any:
+            async def conversation() -> Any:
+                callback = {"elicitation_callback": answer} if asking else {}
+                async with Client(daemon.mcp_url, mode="legacy", cache=None, **callback) as c:
+                    first = [tool.name for tool in (await c.list_tools()).tools]
+                    called = await c.call_tool("early_add", {"a": 2, "b": 3})
+                    again = [tool.name for tool in (await c.list_tools()).tools]
+                    return first, [getattr(x, "text", None) for x in called.content], again
+
+            return in_thread(conversation)
+
+        seen = await gatherResults([host(False), host(True)])
+        for first, called, again in seen:
+            self.assertLessEqual({"early_add", "early_fail"}, set(first))
+            self.assertEqual(called, ["5"])
+            self.assertLessEqual({"early_add", "early_fail"}, set(again))
+        log = daemon.log()
+        self.assertEqual(log.count("ended the connection on server/discover"), 1, log[-3000:])
