@@ -162,7 +162,9 @@ SETTINGS: tuple[Setting, ...] = (
         "because it is starting, hung or waiting to restart. Then the listing answers with "
         "the other servers, and with that server's cached catalogue if it has one; "
         "otherwise it names the server under errors as still starting. A pass-through "
-        "server that is failing, or was not waited for in full before, is not waited for.",
+        "server that is failing, or was not waited for in full before, is not waited for. "
+        "A pass-through server whose era mcpx does not know yet (met for the first time, "
+        "its era not pinned) is waited for pool.probeTimeout longer: it is probed first.",
     ),
     Setting(
         name="pool.startTimeout",
@@ -180,7 +182,7 @@ SETTINGS: tuple[Setting, ...] = (
         help="How long mcpx waits for a server it has not met before to answer the "
         "2026-07-28 probe (server/discover) before speaking an older revision to it. The "
         "era found is remembered in <state>/upstream-eras.json, so the probe runs once per "
-        "server.",
+        "server (instances started while it runs wait for its outcome).",
     ),
     Setting(
         name="pool.callMaxDuration",
