@@ -92,8 +92,12 @@ class FirstContactTests(TestCase):
 
         def host(asking: bool) -> Any:
             async def conversation() -> Any:
-                callback = {"elicitation_callback": answer} if asking else {}
-                async with Client(daemon.mcp_url, mode="legacy", cache=None, **callback) as c:
+                async with Client(
+                    daemon.mcp_url,
+                    mode="legacy",
+                    cache=None,
+                    elicitation_callback=answer if asking else None,
+                ) as c:
                     first = [tool.name for tool in (await c.list_tools()).tools]
                     called = await c.call_tool("early_add", {"a": 2, "b": 3})
                     again = [tool.name for tool in (await c.list_tools()).tools]
@@ -108,3 +112,5 @@ class FirstContactTests(TestCase):
             self.assertLessEqual({"early_add", "early_fail"}, set(again))
         log = daemon.log()
         self.assertEqual(log.count("ended the connection on server/discover"), 1, log[-3000:])
+        # The probed process, the one started again after it, the other host's instance.
+        self.assertEqual(log.count("started upstream early"), 3, log[-3000:])
