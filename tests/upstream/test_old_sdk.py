@@ -9,11 +9,15 @@ speaks to them in the legacy era, and remembers that.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import TestCase
 
@@ -114,3 +118,65 @@ class FirstContactTests(TestCase):
         self.assertEqual(log.count("ended the connection on server/discover"), 1, log[-3000:])
         # The probed process, the one started again after it, the other host's instance.
         self.assertEqual(log.count("started upstream early"), 3, log[-3000:])
+
+
+def early_processes(parent: int) -> list[int]:
+    """The early servers C{parent} (a daemon) runs now."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        ppid = next(
+            int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")
+        )
+        if ppid == parent and str(EARLY_SERVER).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+class ExitedServerTests(TestCase):
+    timeout = 120
+
+    async def test_an_early_sdk_server_that_exits_is_listed_and_started_again(self) -> None:
+        """
+        The C{mcp} 1.8 server passed through exits in the middle of a host's session
+        (killed): the host's next listing still has its tools (what it listed last),
+        and a call of one is answered once the server's back-off has passed, by a new
+        process, in the same host session.
+        """
+        daemon = await Daemon(self, {"early": early_server()}, passthrough=["early"]).start()
+        assert daemon.child is not None and daemon.child.transport is not None
+        parent = daemon.child.transport.pid
+
+        async def conversation() -> Any:
+            async with Client(daemon.mcp_url, mode="legacy", cache=None) as c:
+                first = [tool.name for tool in (await c.list_tools()).tools]
+                [running] = early_processes(parent)
+                os.kill(running, signal.SIGKILL)
+                with anyio.fail_after(30):
+                    while running in early_processes(parent):
+                        await anyio.sleep(0.1)
+                after = [tool.name for tool in (await c.list_tools()).tools]
+                with anyio.fail_after(30):
+                    while True:
+                        try:
+                            called = await c.call_tool("early_add", {"a": 2, "b": 3})
+                        except MCPError as e:
+                            # Within its back-off the call is refused, naming when next.
+                            self.assertIn("next start in", str(e))
+                            await anyio.sleep(0.2)
+                        else:
+                            break
+                return first, after, [getattr(x, "text", None) for x in called.content], running
+
+        first, after, called, killed = await in_thread(conversation)
+        self.assertLessEqual({"early_add", "early_fail"}, set(first))
+        self.assertLessEqual({"early_add", "early_fail"}, set(after))
+        self.assertEqual(called, ["5"])
+        self.assertNotIn(killed, early_processes(parent))
+        self.assertEqual(len(early_processes(parent)), 1)
