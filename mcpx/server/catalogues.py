@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.ops.errors import OpError, error_from
-from mcpx.ops.listing import list_wait, within
+from mcpx.ops.listing import server_wait, within
 from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.pool.instance import scope_for
 from mcpx.pool.status import ServerState
@@ -235,11 +235,8 @@ class Catalogues:
         # Per server: a server slow to list is as slow to give its session.
         key = server
         waiting = server in failing or key in self._overdue
-        wait = 0.0 if waiting else list_wait(self._gateway.host.settings)
-        probe_wait = getattr(self._gateway.pool, "probe_wait", None)
-        if not waiting and probe_wait is not None:
-            # A server whose era is not known yet is probed first: that is not counted.
-            wait += probe_wait(server)
+        gateway = self._gateway
+        wait = 0.0 if waiting else server_wait(gateway.host.settings, gateway.pool, server)
         ended = False
 
         def end(result: object) -> object:
