@@ -226,8 +226,8 @@ class Catalogues:
     ) -> T:
         """
         C{listing}'s result (a catalogue of C{server}, its session) if it comes
-        within C{pool.listWait} (and the era probe's time, for a server whose era is
-        not known yet: L{mcpx.pool.pool.Pool.probe_wait}), or at once for a server
+        within C{pool.listWait} (longer for a server whose era is still to be probed:
+        L{mcpx.ops.listing.server_wait}), or at once for a server
         L{failing} or while an earlier such wait that was given up on still goes on;
         else what C{known} gives then, else L{mcpx.ops.listing.still_starting}.
         C{listing} goes on after the wait.
