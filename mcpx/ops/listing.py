@@ -4,6 +4,8 @@ A listing across every server answers in bounded time: a server that has not giv
 catalogue within C{pool.listWait} (still starting, hung at start-up, waiting out its
 back-off) is listed from the catalogue its instance has cached, if any, and otherwise left
 out and named as still starting. Its listing goes on meanwhile, so the next one has it.
+A server whose era is not known yet is waited for the era probe's time longer, at
+most twice as long in all (L{server_wait}).
 """
 
 from __future__ import annotations
@@ -89,3 +91,18 @@ def within(
 def list_wait(settings: Settings) -> float:
     """C{pool.listWait}."""
     return settings.duration("pool.listWait")
+
+
+def server_wait(settings: Settings, pool: object, server: str) -> float:
+    """
+    How long a listing waits for C{server}: C{pool.listWait}, and while C{server}'s era
+    is not known yet (met for the first time, not pinned:
+    L{mcpx.pool.pool.Pool.probe_wait}) the era probe's timeout more, at most
+    C{pool.listWait} more: it is probed before it starts in earnest, and the first
+    listing should have a server that ends the connection on the probe (the Python SDK
+    up to 1.8) and is started again, while a server that answers nothing holds a
+    listing up no more than twice C{pool.listWait}.
+    """
+    wait = list_wait(settings)
+    probe_wait = getattr(pool, "probe_wait", None)
+    return wait + (0.0 if probe_wait is None else min(wait, float(probe_wait(server))))

@@ -17,7 +17,7 @@ from twisted.internet.defer import CancelledError, Deferred, FirstError, gatherR
 from mcpx._version import __version__
 from mcpx.ops.errors import OpError, error_from, unknown_name
 from mcpx.ops.host import Invocation, OpHost, pool_of
-from mcpx.ops.listing import list_wait, within
+from mcpx.ops.listing import server_wait, within
 from mcpx.ops.reloading import ReloadRefused
 from mcpx.ops.uris import ui_meta_renamed
 from mcpx.ops.written import CONTENT_HEAD, CONTENT_TAIL, WrittenAnswer
@@ -209,14 +209,13 @@ async def list_tools(host: OpHost, call: Invocation) -> dict[str, Any]:
     if server:
         fetched = [(server, await pool.tools(server, client=call.client))]
     else:
-        wait = list_wait(host.settings)
 
         async def one(name: str) -> tuple[str, list[dict[str, Any]]]:
             try:
                 listing = Deferred.fromCoroutine(pool.tools(name, client=call.client))
                 return name, await within(
                     host.clock,
-                    wait,
+                    server_wait(host.settings, pool, name),
                     name,
                     listing,
                     lambda: pool.cached_catalogue(name, "tools", client=call.client),
@@ -262,7 +261,6 @@ async def _every_server(
     names = [server] if server else [status.name for status in pool_of(host).status()]
     errors: list[dict[str, Any]] = []
     pool = pool_of(host)
-    wait = list_wait(host.settings)
 
     async def one(name: str) -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {}
@@ -273,7 +271,7 @@ async def _every_server(
                     continue
                 found[kind] = await within(
                     host.clock,
-                    wait,
+                    server_wait(host.settings, pool, name),
                     name,
                     Deferred.fromCoroutine(listing(name)),
                     partial(pool.cached_catalogue, name, kind, client=call.client),

@@ -213,6 +213,7 @@ class Pool(MultiService):
         if cancel_grace < 0:
             raise ValueError(f"cancel_grace must not be negative, not {cancel_grace!r}")
         self._clock = clock
+        self._connector = connector
         self._instances = Instances(
             servers=servers,
             connector=connector,
@@ -371,6 +372,20 @@ class Pool(MultiService):
         instance.last_used = self._clock.seconds()
         assert instance.session is not None
         return instance.session
+
+    def probe_wait(self, server: str) -> float:
+        """
+        How long a start of C{server} may spend finding its era before it starts in
+        earnest (L{mcpx.upstream.probe.Connector.era_known}): the probe's timeout when
+        it has none pinned or remembered, else nothing.  A listing waits this much
+        longer for it (L{mcpx.server.catalogues.Catalogues.waited}), so the first host to
+        meet a server whose SDK ends the connection on the probe still lists it.
+        """
+        config = self._instances.slots.servers.servers.get(server)
+        known = getattr(self._connector, "era_known", None)
+        if config is None or known is None or known(config):
+            return 0.0
+        return float(getattr(self._connector, "probe_timeout", 0.0))
 
     def running_declaration(self, server: str, client: str = "") -> ServerDeclaration | None:
         """

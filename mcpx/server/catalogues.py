@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from mcpx.ops.errors import OpError, error_from
-from mcpx.ops.listing import list_wait, within
+from mcpx.ops.listing import server_wait, within
 from mcpx.pool.errors import PoolError, UnknownServer
 from mcpx.pool.instance import scope_for
 from mcpx.pool.status import ServerState
@@ -226,14 +226,17 @@ class Catalogues:
     ) -> T:
         """
         C{listing}'s result (a catalogue of C{server}, its session) if it comes
-        within C{pool.listWait}, or at once for a server L{failing} or while an earlier
-        such wait that was given up on still goes on; else what C{known} gives then,
-        else L{mcpx.ops.listing.still_starting}.  C{listing} goes on after the wait.
+        within C{pool.listWait} (longer for a server whose era is still to be probed:
+        L{mcpx.ops.listing.server_wait}), or at once for a server
+        L{failing} or while an earlier such wait that was given up on still goes on;
+        else what C{known} gives then, else L{mcpx.ops.listing.still_starting}.
+        C{listing} goes on after the wait.
         """
         # Per server: a server slow to list is as slow to give its session.
         key = server
         waiting = server in failing or key in self._overdue
-        wait = 0.0 if waiting else list_wait(self._gateway.host.settings)
+        gateway = self._gateway
+        wait = 0.0 if waiting else server_wait(gateway.host.settings, gateway.pool, server)
         ended = False
 
         def end(result: object) -> object:

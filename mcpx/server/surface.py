@@ -56,7 +56,7 @@ from mcpx.ops import uris
 from mcpx.ops.calls import call_upstream
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import Invocation, OpHost, Reply
-from mcpx.ops.listing import list_wait, within
+from mcpx.ops.listing import server_wait, within
 from mcpx.ops.op import Op
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
@@ -465,7 +465,6 @@ class Surface:
         @param unlisted: given, gets the name of each server left out.
         """
         fetch = getattr(self.pool, kind)
-        wait = list_wait(self.host.settings)
 
         def noted(failure: Failure, name: str) -> Failure:
             if unlisted is not None and not failure.check(CancelledError):
@@ -475,7 +474,7 @@ class Surface:
         def listing(name: str) -> Deferred[list[dict[str, Any]]]:
             return within(
                 self.host.clock,
-                wait,
+                server_wait(self.host.settings, self.pool, name),
                 name,
                 Deferred.fromCoroutine(fetch(name, client=context.identity)),
                 partial(self.pool.cached_catalogue, name, kind, client=context.identity),

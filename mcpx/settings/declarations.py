@@ -159,9 +159,11 @@ SETTINGS: tuple[Setting, ...] = (
         "and resources; GET /v1/tools, /v1/prompts, /v1/resources; a host's prompts/list and "
         "resources/list of the gateway's own names; a host's lists, initialize and routing "
         "of pass-through servers) waits for a server that has not answered, "
-        "because it is starting, hung or waiting to restart. Then the listing answers with "
-        "the other servers, and with that server's cached catalogue if it has one; "
-        "otherwise it names the server under errors as still starting. A pass-through "
+        "because it is starting, hung or waiting to restart (and pool.probeTimeout longer, "
+        "at most as long again, for a server met for the first time, whose era is probed "
+        "first). Then the listing "
+        "answers with the other servers, and with that server's cached catalogue if it has "
+        "one; otherwise it names the server under errors as still starting. A pass-through "
         "server that is failing, or was not waited for in full before, is not waited for.",
     ),
     Setting(
@@ -180,7 +182,7 @@ SETTINGS: tuple[Setting, ...] = (
         help="How long mcpx waits for a server it has not met before to answer the "
         "2026-07-28 probe (server/discover) before speaking an older revision to it. The "
         "era found is remembered in <state>/upstream-eras.json, so the probe runs once per "
-        "server.",
+        "server (instances started while it runs wait for its outcome).",
     ),
     Setting(
         name="pool.callMaxDuration",

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from attrs import define, evolve, field
+from twisted.internet.defer import Deferred
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -175,6 +176,10 @@ class Connector:
     @ivar principal_channels: makes the channel of one principal's instance (a remote
         server each principal signs in to for itself): the server's requests carry
         that principal's credentials.
+
+    One probe at a time per configuration: a start while another probes the same
+    configuration waits for that probe's outcome and opens the server in the era it
+    found (or probes in turn, if it found none).
     """
 
     clock: IReactorTime
@@ -186,6 +191,9 @@ class Connector:
     lenient: bool = False
     max_rounds: int = 8
     principal_channels: PrincipalChannelFactory | None = None
+    #: The era keys a start is probing now, each with the starts of the same
+    #: configuration waiting for its outcome (shared with the per-principal copies).
+    _probing: dict[str, list[Deferred[None]]] = field(factory=dict)
 
     async def connect(
         self,
@@ -226,6 +234,13 @@ class Connector:
             session, _ = await self._open_as(era, name, server, handlers, offered=offered)
             return session
         key = era_key(server)
+        # Another start of this configuration is finding its era: wait for its outcome
+        # rather than probe as well (a server that ends the connection on the probe
+        # would be made to end it once per concurrent start).
+        while key in self._probing and self.cache.get(key) is None:
+            ended: Deferred[None] = Deferred()
+            self._probing[key].append(ended)
+            await ended
         remembered = self.cache.get(key)
         if remembered is not None:
             try:
@@ -246,9 +261,27 @@ class Connector:
                 self.cache.forget(key)
             else:
                 return session
-        session, era = await self._probe(name, server, handlers)
-        self.cache.put(key, era, session.revision)
+        if key in self._probing:
+            # Forgotten while another start probes it: that probe's outcome will do.
+            return await self.connect(name, server, handlers)
+        self._probing[key] = []
+        try:
+            session, era = await self._probe(name, server, handlers)
+            self.cache.put(key, era, session.revision)
+        finally:
+            for waiting in self._probing.pop(key):
+                if not waiting.called:
+                    waiting.callback(None)
         return session
+
+    def era_known(self, server: ServerConfig) -> bool:
+        """
+        Whether a start of C{server} opens it in an era already known (pinned by its
+        C{protocol}, or remembered), rather than probing for it first, which may take
+        up to C{probe_timeout} and, for a server that ends the connection on the probe,
+        a second start.
+        """
+        return bool(server.protocol) or self.cache.get(era_key(server)) is not None
 
     async def mirror_legacy(
         self, name: str, server: ServerConfig, handlers: UpstreamHandlers

@@ -166,6 +166,43 @@ class ProbeTests(SynchronousTestCase):
         self.assertIsInstance(session, LegacySession)
         self.assertEqual(server.methods(), ["server/discover", "initialize"])
 
+    def test_concurrent_starts_probe_once(self) -> None:
+        """
+        A second start of the same configuration while the first one probes (two hosts'
+        instances of a server mcpx has not met) waits for that probe's outcome and
+        initializes straight away: the server is sent server/discover once, which the
+        Python SDK up to 1.8 answers by exiting, however many instances start at once.
+        """
+        server = legacy_server()
+        server.answers["server/discover"] = lambda p: Deferred()
+        harness = Harness(self, server)
+        self.assertFalse(harness.connector.era_known(STDIO))
+        first, second = harness.connect(), harness.connect()
+        self.assertEqual(server.methods(), ["server/discover"])
+        harness.clock.advance(5.0)
+        self.assertIsInstance(self.successResultOf(first), LegacySession)
+        self.assertIsInstance(self.successResultOf(second), LegacySession)
+        self.assertEqual(server.methods(), ["server/discover", "initialize", "initialize"])
+        self.assertTrue(harness.connector.era_known(STDIO))
+
+    def test_a_start_waiting_on_a_failed_probe_probes_in_turn(self) -> None:
+        """
+        A probe that finds no era (a modern server refused it) leaves none remembered:
+        the start that waited on it probes for itself, and its own outcome stands.
+        """
+        server = legacy_server()
+        refused: Deferred[Any] = Deferred()
+        answers = [refused, Deferred()]
+        server.answers["server/discover"] = lambda p: answers.pop(0)
+        harness = Harness(self, server)
+        first, second = harness.connect(), harness.connect()
+        self.assertEqual(server.methods(), ["server/discover"])
+        refused.errback(RpcError(-32021, "needs roots", {"requiredCapabilities": {"roots": {}}}))
+        self.failureResultOf(first, UpstreamError)
+        self.assertEqual(server.methods(), ["server/discover", "server/discover"])
+        harness.clock.advance(5.0)
+        self.assertIsInstance(self.successResultOf(second), LegacySession)
+
     def test_a_modern_server_slower_than_the_probe_is_opened_again_as_modern(self) -> None:
         """
         A modern server that answers discover only after the probe gave up, and then
