@@ -569,7 +569,7 @@ AREAS = (
     ("mcpx/daemon/lean_path.py", "/mcp lean path (mcpx.daemon.lean_path)"),
     ("mcpx/daemon/gate.py", "gate, limits, site and metrics (mcpx.daemon)"),
     ("mcpx/daemon/", "gate, limits, site and metrics (mcpx.daemon)"),
-    ("mcpx/server/http", "/mcp transport (mcpx.server.http, http_exchange, http_headers)"),
+    ("mcpx/server/http", "/mcp transport (mcpx.server.http, http_exchange)"),
     ("mcpx/server/", "MCP server: dispatch, surface, spelling"),
     ("mcpx/spec/", "MCP server: dispatch, surface, spelling"),
     ("mcpx/ops/", "ops and policy: call_upstream, GuardedPool"),

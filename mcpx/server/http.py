@@ -21,8 +21,8 @@ Legacy (2025-03-26 to 2025-11-25)
   - A session's C{GET} stream (C{Accept: text/event-stream}) carries what mcpx pushes
     to the session outside any request.  The session counts as able to push for its
     whole life: what is pushed while no stream is open waits (up to
-    L{mcpx.server.http_sessions.BACKLOG_LIMIT} messages and
-    L{mcpx.server.http_sessions.BACKLOG_BYTES} bytes, oldest dropped) for the next one.
+    L{mcpx.server.http_legacy.BACKLOG_LIMIT} messages and
+    L{mcpx.server.http_legacy.BACKLOG_BYTES} bytes, oldest dropped) for the next one.
     A second C{GET} replaces the first stream.
   - A POST's answer is JSON, or an event stream when something has to go first: a
     server request or a notification about the request (its progress, found by its
@@ -39,15 +39,15 @@ Legacy (2025-03-26 to 2025-11-25)
   - Batches (a JSON array) only within a 2025-03-26 session.
   - Sessions are kept per client within a principal the client cannot choose (its
     access token's subject, else its peer: C{unix} or its address;
-    L{mcpx.server.http_sessions.session_principal}): the subject itself, or its
+    L{mcpx.server.http_legacy.session_principal}): the subject itself, or its
     C{Mcpx-Client} header, or else the C{clientInfo.name} of its C{initialize}
     (L{session_client}).  One client keeps at
     most C{transport.maxSessionsPerClient}: a new one ends that client's least recently
     used idle session, or is refused with 429 and C{Retry-After} when all of them are
-    busy.  Past L{mcpx.server.http_sessions.MAX_SESSIONS} in all, the principal holding
+    busy.  Past L{mcpx.server.http_legacy.MAX_SESSIONS} in all, the principal holding
     the most, and its client holding the most, gives up its least recently used idle
     one; a flood from one principal ends only its own, whatever names it gives
-    (L{mcpx.server.http_sessions.Sessions}).
+    (L{mcpx.server.http_legacy.Sessions}).
 
 Modern (2026-07-28)
 ===================
@@ -71,14 +71,14 @@ after C{transport.sseKeepAlive} seconds of silence and carries a C{: keepalive} 
 each interval until its answer.  Events carry no ids: mcpx does not replay streams.
 
 Here the era of each request is told and a 2026-07-28 one served; the legacy requests
-are L{mcpx.server.http_legacy}'s, and the connection of a message outside any session is
-made by L{mcpx.server.http_alone}.
+are L{mcpx.server.http_legacy}'s, and what both share (the responses, and the connection of
+a message outside any session) is L{mcpx.server.http_exchange}'s.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Final
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IReactorTime
@@ -88,27 +88,33 @@ from twisted.web.iweb import IRequest
 from mcpx.auth.caller import request_subject
 from mcpx.ops.shutdown import shutting_down_error
 from mcpx.server.conn import HTTP_MODERN, Conn
-from mcpx.server.http_alone import identity_of, notification_alone
 from mcpx.server.http_exchange import (
+    METHOD,
+    NAME,
+    PROTOCOL_VERSION,
     Exchange,
     accepted,
     accepts_event_stream,
     answer_for,
     header,
+    identity_of,
+    notification_alone,
     refusal,
 )
-from mcpx.server.http_headers import MISSING, check_headers, meta_version_of
-from mcpx.server.http_legacy import LegacyHTTP, method_not_allowed
-from mcpx.server.http_sessions import (
+from mcpx.server.http_legacy import (
     DEFAULT_SESSIONS_PER_CLIENT,
-    LegacySession,
+    HostSession,
+    LegacyHTTP,
     Sessions,
+    method_not_allowed,
 )
 from mcpx.server.listen import Listening
 from mcpx.server.stdio import McpCore
+from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
+from mcpx.wire.http_common import NAME_FIELDS, decode_header_value
 from mcpx.wire.messages import (
     Batch,
     ErrorResponse,
@@ -121,6 +127,9 @@ from mcpx.wire.messages import (
 )
 
 log = Logger()
+
+#: A C{_meta} without a protocol version (L{meta_version_of}).
+MISSING: Final[Any] = object()
 
 
 class McpHTTP:
@@ -144,7 +153,7 @@ class McpHTTP:
         @param max_sessions_per_client: C{transport.maxSessionsPerClient}.
         @param daemon: this daemon's id (L{mcpx.store.heartbeat.new_daemon_id}), which
             begins every C{Mcp-Session-Id} it mints
-            (L{mcpx.server.http_sessions.session_id_for}), so a balancer
+            (L{mcpx.server.http_legacy.session_id_for}), so a balancer
             can keep a session on its daemon and a daemon can tell whose a session is.
         """
         self._core = core
@@ -168,7 +177,7 @@ class McpHTTP:
             listening.end_all()
 
     @property
-    def sessions(self) -> OrderedDict[str, LegacySession]:
+    def sessions(self) -> OrderedDict[str, HostSession]:
         """The legacy sessions, least recently used first."""
         return self._sessions.by_id
 
@@ -226,7 +235,7 @@ class McpHTTP:
             message = parse(body, allow_batch=True)
         except RpcError as e:
             return refusal(request, 400, e, getattr(e, "id", None))
-        version = header(request, b"mcp-protocol-version")
+        version = header(request, PROTOCOL_VERSION)
         meta_version = meta_version_of(message)
         if version == NEWEST.value or (
             meta_version is not MISSING
@@ -296,11 +305,73 @@ class McpHTTP:
     # GET and DELETE: a legacy session's
 
     async def _get(self, request: IRequest) -> bytes | None:
-        if header(request, b"mcp-protocol-version") == NEWEST.value:
+        if header(request, PROTOCOL_VERSION) == NEWEST.value:
             return method_not_allowed(request, f"{NEWEST} has no GET stream")
         return await self._legacy.get(request)
 
     def _delete(self, request: IRequest) -> bytes | None:
-        if header(request, b"mcp-protocol-version") == NEWEST.value:
+        if header(request, PROTOCOL_VERSION) == NEWEST.value:
             return method_not_allowed(request, f"{NEWEST} has no sessions to end")
         return self._legacy.delete(request)
+
+
+# The 2026-07-28 request-metadata headers
+
+
+def check_headers(
+    request: IRequest, message: Message, version: str | None, meta_version: Any
+) -> None:
+    """
+    The 2026-07-28 request-metadata headers against the body.
+
+    @raise RpcError: C{-32020} for one missing or disagreeing.
+    """
+    if version is None:
+        raise RpcError.header_mismatch("the MCP-Protocol-Version header is required")
+    if meta_version is not MISSING and meta_version != version:
+        raise RpcError.header_mismatch(
+            f"MCP-Protocol-Version {version!r} disagrees with params._meta "
+            f"{PROTOCOL_VERSION_KEY} {meta_version!r}"
+        )
+    assert isinstance(message, Request | Notification)
+    method = header(request, METHOD)
+    if method is None:
+        if isinstance(message, Request):
+            raise RpcError.header_mismatch("the Mcp-Method header is required")
+    elif method != message.method:
+        raise RpcError.header_mismatch(
+            f"Mcp-Method {method!r} disagrees with the body's method {message.method!r}"
+        )
+    field = NAME_FIELDS.get(message.method)
+    if field is None or not isinstance(message, Request):
+        return
+    params = message.params
+    target = params.get(field) if type(params) is dict else None
+    if not isinstance(target, str):
+        # The method's own validation says what is wrong with the body.
+        return
+    name = header(request, NAME)
+    if name is None:
+        raise RpcError.header_mismatch(f"the Mcp-Name header is required for {message.method}")
+    try:
+        said = decode_header_value(name)
+    except ValueError:
+        # A malformed encoded value is taken as it is, and so fails the comparison.
+        said = name
+    if said != target:
+        raise RpcError.header_mismatch(
+            f"Mcp-Name {name!r} disagrees with the body's params.{field} {target!r}"
+        )
+
+
+def meta_version_of(message: Message | Batch) -> Any:
+    """The C{_meta} protocol version of a single request or notification, or L{MISSING}."""
+    if not isinstance(message, Request | Notification):
+        return MISSING
+    params = message.params
+    if type(params) is not dict:
+        return MISSING
+    meta = params.get("_meta")
+    if type(meta) is not dict:
+        return MISSING
+    return meta.get(PROTOCOL_VERSION_KEY, MISSING)

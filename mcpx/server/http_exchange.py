@@ -1,8 +1,16 @@
 # -*- test-case-name: tests.server.test_http -*-
 """
-The responses of C{/mcp}: one POST's answer, a JSON body or an event stream
-(L{Exchange}), and a legacy session's C{GET} stream (L{GetStream}), both paused by
-Twisted while their client does not read (L{mcpx.server.flow}).
+What both eras of C{/mcp} share (L{mcpx.server.http} tells a request's era, and serves
+a 2026-07-28 one; L{mcpx.server.http_legacy} the legacy ones):
+
+  - the request headers, by the names L{mcpx.wire.http_common} spells (L{header});
+  - the responses: one POST's answer, a JSON body or an event stream (L{Exchange}), and
+    a legacy session's C{GET} stream (L{GetStream}), both paused by Twisted while their
+    client does not read (L{mcpx.server.flow}); a refusal, a 202;
+  - a message outside any session (every 2026-07-28 request, and a legacy POST sent
+    without C{initialize}): the connection of its own it is served on
+    (L{open_alone}, L{notification_alone}) and the identity it counts as
+    (L{identity_of}).
 """
 
 from __future__ import annotations
@@ -18,8 +26,18 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
+from mcpx.auth.caller import request_subject, subject_identity
+from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
+from mcpx.server.stdio import McpCore
+from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.wire.errors import RpcError
+from mcpx.wire.http_common import (
+    METHOD_HEADER,
+    NAME_HEADER,
+    PROTOCOL_VERSION_HEADER,
+    SESSION_ID_HEADER,
+)
 from mcpx.wire.messages import ErrorResponse, Notification, Request, RequestId, Response, encode
 from mcpx.wire.sse import comment, encode_event
 
@@ -30,6 +48,18 @@ JSON: Final = b"application/json"
 KEEPALIVE: Final = comment("keepalive")
 
 _OWS: Final = " \t"
+
+
+def raw_name(name: str) -> bytes:
+    """A header's name as twisted.web looks it up: lowercase bytes."""
+    return name.lower().encode("ascii")
+
+
+#: The headers of L{mcpx.wire.http_common} a server reads, as L{header} takes them.
+PROTOCOL_VERSION: Final = raw_name(PROTOCOL_VERSION_HEADER)
+SESSION_ID: Final = raw_name(SESSION_ID_HEADER)
+METHOD: Final = raw_name(METHOD_HEADER)
+NAME: Final = raw_name(NAME_HEADER)
 
 
 def header(request: IRequest, name: bytes) -> str | None:
@@ -277,3 +307,42 @@ class GetStream:
         self.open = False
         if self._beat.running:
             self._beat.stop()
+
+
+# A message outside any session
+
+#: The identity of requests that belong to no session (sessionless legacy POSTs); each
+#: 2026-07-28 request gets a scope of its own under it (see the server core).
+HTTP_IDENTITY: Final = "http"
+
+
+def identity_of(subject: str | None) -> str:
+    """
+    The identity of a request outside any session: L{HTTP_IDENTITY}, or one of the access
+    token's subject's own, so what one subject's requests leave behind (a C{client}-scoped
+    instance, an extension task, an artifact) is not another's.
+    """
+    return HTTP_IDENTITY if subject is None else subject_identity(subject)
+
+
+def open_alone(core: McpCore, request: IRequest, transport: str, revision: Revision) -> Conn:
+    """The connection of one message outside any session: its caller is the token's."""
+    subject = request_subject(request)
+    return core.open(
+        Conn(transport, identity_of(subject), default_revision=revision, subject=subject)
+    )
+
+
+def notification_alone(
+    core: McpCore,
+    message: Notification,
+    transport: str,
+    request: IRequest,
+    revision: Revision | None = None,
+) -> None:
+    """A notification outside any session, on a connection of its own."""
+    conn = open_alone(core, request, transport, revision or UNDECLARED)
+    try:
+        core.notification(conn, message)
+    finally:
+        core.close(conn)

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.wire.test_http_common,tests.server.test_param_headers -*-
 """
 The rules of MCP over HTTP that both directions keep alike: mcpx writes them as a client
-(L{mcpx.upstream.http}) and reads them as a server (L{mcpx.server.http_headers},
+(L{mcpx.upstream.http}) and reads them as a server (L{mcpx.server.http},
 L{mcpx.server.param_headers}).
 
   - The headers' names: the revision a request speaks in (C{MCP-Protocol-Version}, the

@@ -35,7 +35,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 
 from mcpx.daemon.token import token_path
-from mcpx.server.http_sessions import MAX_SESSIONS
+from mcpx.server.http_legacy import MAX_SESSIONS
 from tests.daemon.test_process import daemon_environ
 from tests.support.daemons import start_daemon
 from tests.support.http import _UnixSocket, exchange

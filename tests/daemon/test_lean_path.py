@@ -37,7 +37,7 @@ from mcpx.daemon.lean_path import (
 from mcpx.daemon.limits import TransportLimits
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
-from mcpx.server import http_sessions as session_ids
+from mcpx.server import http_legacy as session_ids
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from tests.daemon.fake_pool import FakePool, daemon_http, default_settings

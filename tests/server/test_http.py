@@ -20,11 +20,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 
 from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
-from mcpx.server import http_sessions as sessions_module
+from mcpx.server import http_legacy as legacy_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_alone import HTTP_IDENTITY
-from mcpx.server.http_sessions import BACKLOG_BYTES, LegacySession
+from mcpx.server.http_exchange import HTTP_IDENTITY
+from mcpx.server.http_legacy import BACKLOG_BYTES, HostSession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcpx.wire.sse import SSEDecoder
@@ -192,7 +192,7 @@ class DaemonSessionIdTests(SynchronousTestCase):
             owner, dot, random = session.partition(".")
             self.assertEqual((owner, dot, len(random)), ("d_0123456789ab", ".", 32))
             self.assertRegex(random, r"^[A-Za-z0-9_-]{32}$")
-            self.assertEqual(sessions_module.session_owner(session), "d_0123456789ab")
+            self.assertEqual(legacy_module.session_owner(session), "d_0123456789ab")
         self.assertNotEqual(first, second)
 
     def test_another_daemons_session_is_404_and_logged(self) -> None:
@@ -984,7 +984,7 @@ class SessionLimitTests(McpHTTPCase):
         At MAX_SESSIONS in all, the client holding the most sessions gives up its least
         recently used idle one, even when another client's session is older.
         """
-        self.patch(sessions_module, "MAX_SESSIONS", 4)
+        self.patch(legacy_module, "MAX_SESSIONS", 4)
         self.capped(3)
         small = self.start("small")
         big = [self.start("big") for _ in range(3)]
@@ -1000,7 +1000,7 @@ class SessionLimitTests(McpHTTPCase):
         in all; the sessions it ends are its own principal's (here the peer's), never
         the idle session an access token's subject opened before it, however old.
         """
-        self.patch(sessions_module, "MAX_SESSIONS", 4)
+        self.patch(legacy_module, "MAX_SESSIONS", 4)
         peer = self.client.stub
         self.client.stub = StubTreq(_AsSubject(self.client.daemon.resource(), "bob"))
         bobs = self.start("bob's host")
@@ -1093,7 +1093,7 @@ class SessionBacklogTests(SynchronousTestCase):
     """What is pushed to a legacy session with no GET stream open waits, bounded by bytes."""
 
     def test_oldest_dropped_past_the_bytes(self) -> None:
-        session = LegacySession("s", Clock())
+        session = HostSession("s", Clock())
         for n in range(10):
             session.push("notifications/message", {"level": "info", "data": f"{n}" + "x" * MiB})
         stream = _RecordingStream()
@@ -1102,7 +1102,7 @@ class SessionBacklogTests(SynchronousTestCase):
         self.assertEqual([json.loads(p)["params"]["data"][0] for p in stream.sent], ["7", "8", "9"])
 
     def test_one_larger_than_the_bytes_is_not_kept(self) -> None:
-        session = LegacySession("s", Clock())
+        session = HostSession("s", Clock())
         session.push("notifications/message", {"level": "info", "data": "x" * BACKLOG_BYTES})
         session.push("notifications/message", {"level": "info", "data": "small"})
         stream = _RecordingStream()
