@@ -413,7 +413,7 @@ class PassThrough:
             client=upstream_client(context),
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
-            call=context.caller,
+            call=context.call,
         )
         try:
             return await guarded(

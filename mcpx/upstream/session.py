@@ -316,7 +316,7 @@ class UpstreamSession:
     ) -> dict[str, Any]:
         try:
             asked = without_related_task(params)
-            return dict(await self.handlers.answer(method, asked, caller=call, key=key))
+            return dict(await self.handlers.answer(method, asked, call=call, key=key))
         except RpcError as e:
             if method == ELICIT:
                 # An input response is a result, never an error: the nearest the server
@@ -502,7 +502,7 @@ class UpstreamSession:
 
     async def _answer_server(self, request: Request, call: Call | None) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        return await self.handlers.answer(request.method, without_related_task(params), caller=call)
+        return await self.handlers.answer(request.method, without_related_task(params), call=call)
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None
