@@ -50,8 +50,8 @@ from mcpx.pool.instance import (
 )
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import NO_HANDLERS, Question, UpstreamHandlers
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
 

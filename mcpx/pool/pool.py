@@ -117,8 +117,9 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import declared_in
-from mcpx.upstream.records import Era, ServerDeclaration
+from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
 __all__ = [

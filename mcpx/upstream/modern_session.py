@@ -24,10 +24,9 @@ from mcpx.spec.meta_keys import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
 )
-from mcpx.spec.revision import NEWEST
+from mcpx.spec.revision import NEWEST, Era
 from mcpx.upstream.records import (
     CLIENT_INFO,
-    Era,
     NotModern,
     ServerDeclaration,
 )

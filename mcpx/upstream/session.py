@@ -31,11 +31,10 @@ from twisted.logger import Logger
 
 from mcpx.call import Call
 from mcpx.spec.questions import ELICIT
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.records import (
-    Era,
     InputRound,
     NotModern,
     ServerDeclaration,
@@ -56,7 +55,6 @@ from mcpx.wire.peer import RpcPeer
 
 #: The records are imported from here by the rest of mcpx too.
 __all__ = [
-    "Era",
     "InputRound",
     "NotModern",
     "ServerDeclaration",

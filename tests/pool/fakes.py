@@ -15,11 +15,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
+from mcpx.spec.revision import Era
 from mcpx.upstream.channel import ChannelClosed, Negotiated
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Notification, Request, RequestId
 from mcpx.wire.peer import RpcPeer
