@@ -68,8 +68,8 @@ from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.mcp_socket import StdioFactory, stdio_endpoint
 from mcpx.server.request_state import state_keys
-from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAUTH, OAuthResource

@@ -105,7 +105,7 @@ from mcpx.server.http_sessions import (
     Sessions,
 )
 from mcpx.server.listen import Listening
-from mcpx.server.stdio import McpCore
+from mcpx.server.mcp_socket import McpCore
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE

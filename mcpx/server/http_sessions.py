@@ -22,7 +22,7 @@ from mcpx.lasting import Lasting
 from mcpx.server.conn import Conn, Reply
 from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import Exchange, GetStream, header
-from mcpx.server.stdio import McpCore
+from mcpx.server.mcp_socket import McpCore
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, encode
 from mcpx.wire.peer import RpcPeer
