@@ -56,7 +56,7 @@ from mcpx.server.calling import Calling
 from mcpx.server.conn import Conn, Context, Method, Reply
 from mcpx.server.ext_tasks import ExtensionTasks
 from mcpx.server.list_cache import ListCache
-from mcpx.server.listen import LISTEN, Listening
+from mcpx.server.listen import Listening
 from mcpx.server.offering import Offering
 from mcpx.server.pages import paginate
 from mcpx.server.passthrough import PassThrough
@@ -77,6 +77,7 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
+from mcpx.spec.methods import LISTEN
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
