@@ -90,7 +90,7 @@ class Asking:
     _host: OpHost
     _clock: IReactorTime
     _offering: Offering
-    _core_tasks: CoreTasks | None
+    _core_tasks: CoreTasks
     #: The keys its C{requestState}s are signed with (L{state_keys}).
     _keys: KeyRing
     _native: bool = field(init=False)
@@ -239,7 +239,7 @@ class Asking:
                 call.asker = ResumableCall(call.id, method, self._clock)
             elif conn.ask is not None:
                 call.asker = ConnAsker(conn, context.reply)
-                if context.task is not None and self._core_tasks is not None:
+                if context.task is not None:
                     call.asker = self._core_tasks.asker_for(context.task, call.asker)
         return call
 
@@ -300,12 +300,12 @@ class Asking:
             return
         call.promoted = True
         self._resumables[call.id] = call
-        tasks = getattr(self._host, "tasks", None)
-        if tasks is not None:
-            try:
-                tasks.adopt(call.id, call.outcome(), lambda failure: task_error(failure, call))
-            except Exception:
-                log.failure("the call {call} could not be kept as a task", call=call.id)
+        try:
+            self._host.tasks.adopt(
+                call.id, call.outcome(), lambda failure: task_error(failure, call)
+            )
+        except Exception:
+            log.failure("the call {call} could not be kept as a task", call=call.id)
 
         def forget(_: object) -> None:
             # Kept for retries and collection a while after it ends, then forgotten.
