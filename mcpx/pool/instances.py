@@ -90,6 +90,12 @@ class Connects(Protocol):
         mirroring), or an error naming it.
         """
 
+    #: How long a start may wait for a server's answer to the era probe.
+    probe_timeout: float
+
+    def era_known(self, server: Server) -> bool:
+        """Whether a start of C{server} opens it in an era known already, unprobed."""
+
 
 class LifeWatcher(Protocol):
     """What the pool's other parts hear of its instances' lives."""

@@ -383,10 +383,9 @@ class Pool(MultiService):
         meet a server whose SDK ends the connection on the probe still lists it.
         """
         config = self._instances.slots.servers.servers.get(server)
-        known = getattr(self._connector, "era_known", None)
-        if config is None or known is None or known(config):
+        if config is None or self._connector.era_known(config):
             return 0.0
-        return float(getattr(self._connector, "probe_timeout", 0.0))
+        return self._connector.probe_timeout
 
     def running_declaration(self, server: str, client: str = "") -> ServerDeclaration | None:
         """

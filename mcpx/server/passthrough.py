@@ -342,7 +342,6 @@ class PassThrough:
             asked, and get mcpx's own).
         """
         own: list[tuple[str, str]] = []
-        running = getattr(self.pool, "running_declaration", None)
         failing = self._catalogues.failing(context) if start else frozenset()
         sessions = {
             server: Deferred.fromCoroutine(
@@ -358,8 +357,7 @@ class PassThrough:
         for server in self.servers:
             declaration: ServerDeclaration | None = None
             if not start:
-                if running is not None:
-                    declaration = running(server, upstream_client(context))
+                declaration = self.pool.running_declaration(server, upstream_client(context))
             else:
                 try:
                     declaration = (await sessions[server]).declaration

@@ -233,6 +233,9 @@ class FakeConnector:
     @ivar holding: methods whose requests the upstreams hold until the test answers.
     """
 
+    #: No start waits for an era probe: every fake's era is known.
+    probe_timeout = 0.0
+
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
         self.answers: dict[str, Answer] = default_answers()
@@ -251,6 +254,9 @@ class FakeConnector:
         self.modern: set[str] = set()
         self.modern_only: set[str] = set()
         self._serials = itertools.count(1)
+
+    def era_known(self, server: Server) -> bool:
+        return True
 
     async def connect(
         self,

@@ -156,6 +156,11 @@ class StartTests(PoolTestCase):
         """A connector that raises before it can be awaited fails the start like any other."""
 
         class Refusing:
+            probe_timeout = 0.0
+
+            def era_known(self, server: Server) -> bool:
+                return True
+
             def connect(
                 self,
                 name: str,
