@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.server.test_stdio -*-
+# -*- test-case-name: tests.server.test_mcp_socket -*-
 """
 C{mcpx serve}: MCP on stdin and stdout, for a host that starts its servers as processes.
 
@@ -46,7 +46,7 @@ from mcpx.cli.client import (
 from mcpx.cli.remote import BadEndpoint, parse_endpoint, remote_mcp_command, run_ssh_bridge
 from mcpx.settings.endpoints import split_endpoint
 
-#: The daemon's MCP socket in its state directory.  C{mcpx.server.stdio.SOCKET_NAME}
+#: The daemon's MCP socket in its state directory.  C{mcpx.server.mcp_socket.SOCKET_NAME}
 #: says the same, but importing it would import Twisted; a test keeps the two equal.
 MCP_SOCKET_NAME: Final = "mcpx-mcp.sock"
 

@@ -178,7 +178,7 @@ def _handle_pid(transport: object) -> int | None:
 
 def upstream_door(upstreams: Upstreams) -> Callable[[ITransport], str | None]:
     """
-    The same check for C{mcpx serve}'s socket (L{mcpx.server.stdio.StdioFactory}): why
+    The same check for C{mcpx serve}'s socket (L{mcpx.server.mcp_socket.StdioFactory}): why
     a connection from one of the daemon's own upstream processes is refused.
     """
     logged = Lasting[int](LOGGED_REFUSALS)

@@ -20,7 +20,7 @@ from mcpx.daemon.process import reload_on_sighup, settle_memory, stop_on_signals
 from mcpx.daemon.root import IDaemonReactor
 from mcpx.daemon.sdnotify import forget_systemd_variables
 from mcpx.daemon.service import DaemonConfig, make_service, prepare_state_dir
-from mcpx.server.stdio import SOCKET_NAME as MCP_SOCKET_NAME
+from mcpx.server.mcp_socket import SOCKET_NAME as MCP_SOCKET_NAME
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.resolve import Settings
 from mcpx.upstream.lineage import become_subreaper, become_undumpable

@@ -68,8 +68,8 @@ from mcpx.scripts.cpython import EXEC_DIRECTORY
 from mcpx.scripts.runner import Scripts, limits_from
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.mcp_socket import StdioFactory, stdio_endpoint
 from mcpx.server.request_state import state_keys
-from mcpx.server.stdio import StdioFactory, stdio_endpoint
 from mcpx.settings.config import reread_config
 from mcpx.settings.errors import SettingsError
 from mcpx.settings.oauth_resource import OAUTH, OAuthResource
@@ -509,20 +509,22 @@ def _same(part: GuardedPool) -> GuardedPool:
 
 
 async def _ask_user(
-    relay: Relay, server: str, scope_key: str, caller: Call | None, params: Mapping[str, Any]
+    relay: Relay, server: str, scope_key: str, call: Call | None, params: Mapping[str, Any]
 ) -> bool:
-    """Put a yes-or-no question to the user behind C{caller}, or to the broker."""
+    """Put a yes-or-no question to the user behind C{call}, or to the broker."""
     try:
-        answer = await relay.ask(server, scope_key, ELICIT, params, caller=caller, own=True)
+        answer = await relay.ask(server, scope_key, ELICIT, params, call=call, own=True)
     except (RpcError, CancelledError):
         return False
     return said_yes(answer)
 
 
-async def _confirm_call(pool: Pool, relay: Relay, call: Confirmation) -> bool:
+async def _confirm_call(pool: Pool, relay: Relay, confirmation: Confirmation) -> bool:
     """A call its policy wants confirmed: asked as an elicitation."""
-    scope_key = pool.scope_key(call.server, call.client)
-    return await _ask_user(relay, call.server, scope_key, call.caller, call.question())
+    scope_key = pool.scope_key(confirmation.server, confirmation.client)
+    return await _ask_user(
+        relay, confirmation.server, scope_key, confirmation.call, confirmation.question()
+    )
 
 
 def _upstream_handlers(

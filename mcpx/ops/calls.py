@@ -38,13 +38,13 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
         # call` lists them by that name): one asked before the watch's first look is not
         # refused for want of a watcher (proto.brokerWhenUnwatched).
         host.broker.looked()
-    # Always a caller, so a question the upstream asks is attributed to this call (the
+    # Always a Call, so a question the upstream asks is attributed to this call (the
     # pool's rule) and carries its id in the broker, where the caller can find it.  It
     # declares nothing and cannot be asked directly: its questions wait in the broker.
     if call_id is None:
         # A task's call is named after the task, once it has one (below).
         call_id = "" if task_named else _v1_call_id()
-    caller = Call(
+    tool_call = Call(
         call_id,
         {},
         None,
@@ -53,7 +53,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     )
 
     def work() -> Awaitable[dict[str, Any]]:
-        return call_upstream(host, call, caller)
+        return call_upstream(host, call, tool_call)
 
     if not args.get("task"):
         return await work()
@@ -61,7 +61,7 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     task = host.tasks.start(work, task_error, client=call.client, server=server, tool=tool)
     if task_named:
         # Before the upstream can ask anything: that takes a turn of the reactor.
-        caller.id = task.id
+        tool_call.id = task.id
     return Reply(
         {"task": {"id": task.id, "status": task.status.value}},
         status=202,
@@ -69,31 +69,31 @@ async def call_tool(host: OpHost, call: Invocation) -> Any:
     )
 
 
-async def call_upstream(host: OpHost, call: Invocation, caller: Call | None) -> dict[str, Any]:
+async def call_upstream(host: OpHost, invocation: Invocation, call: Call | None) -> dict[str, Any]:
     """
-    Call C{call.args}' tool once, now, for C{caller}: the call of L{call_tool} (C{/v1/call})
+    Call C{invocation.args}' tool once, now, for C{call}: the call of L{call_tool} (C{/v1/call})
     and of the MCP gateway's C{mcpx_call} alike.
 
     @raise OpError: C{404 unknown_tool} when the server refuses a tool it does not list.
     """
     pool = pool_of(host)
-    args = call.args
+    args = invocation.args
     server, tool = args["server"], args["tool"]
     try:
         return await pool.call_tool(
             server,
             tool,
             args.get("arguments", {}),
-            client=call.client,
+            client=invocation.client,
             timeout=args.get("timeout"),
-            meta=call.meta,
-            on_progress=call.on_progress if args.get("progress") else None,
-            call=caller,
+            meta=invocation.meta,
+            on_progress=invocation.on_progress if args.get("progress") else None,
+            call=call,
         )
     except RpcError as e:
         if e.code != INVALID_PARAMS:
             raise
-        catalogue = await _listed_or_none(pool.tools(server, client=call.client))
+        catalogue = await _listed_or_none(pool.tools(server, client=invocation.client))
         names = tool_names(catalogue or ())
         if catalogue is None or tool in names:
             raise

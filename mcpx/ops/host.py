@@ -141,7 +141,7 @@ class Invocation:
     @ivar args: the input, already checked against the op's input schema.
     @ivar client: who is asking; the scope key of a C{scope: client} server.
     @ivar on_progress: where progress goes when the caller asked to see it.
-    @ivar caller: the host request an MCP gateway tool runs for, so the questions its
+    @ivar call: the host request's call an MCP gateway tool runs for, so the questions its
         upstream calls cause can reach that host (C{mcpx_exec}).
     @ivar owner: whose the artifacts it makes are, when not C{client}'s (an MCP
         2026-07-28 request's client is a scope of that request alone).
@@ -157,7 +157,7 @@ class Invocation:
     args: Mapping[str, Any]
     client: str = DEFAULT_CLIENT
     on_progress: Callable[[dict[str, Any]], None] | None = None
-    caller: Call | None = None
+    call: Call | None = None
     owner: str | None = None
     run: tuple[str, str] | None = None
     holder: str | None = None

@@ -19,6 +19,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from mcpx.ops.errors import OpError
+from mcpx.pool.interface import PoolInterface
 from mcpx.settings.resolve import Settings
 
 log = Logger()
@@ -93,7 +94,7 @@ def list_wait(settings: Settings) -> float:
     return settings.duration("pool.listWait")
 
 
-def server_wait(settings: Settings, pool: object, server: str) -> float:
+def server_wait(settings: Settings, pool: PoolInterface, server: str) -> float:
     """
     How long a listing waits for C{server}: C{pool.listWait}, and while C{server}'s era
     is not known yet (met for the first time, not pinned:
@@ -104,5 +105,4 @@ def server_wait(settings: Settings, pool: object, server: str) -> float:
     listing up no more than twice C{pool.listWait}.
     """
     wait = list_wait(settings)
-    probe_wait = getattr(pool, "probe_wait", None)
-    return wait + (0.0 if probe_wait is None else min(wait, float(probe_wait(server))))
+    return wait + min(wait, pool.probe_wait(server))

@@ -70,7 +70,7 @@ async def _run_to_its_end(
             args["program"],
             identity=call.client,
             owner=call.owner,
-            caller=call.caller,
+            call=call.call,
             timeout=args.get("timeoutSec"),
             inputs=args.get("inputs"),
             run_id=run_id,

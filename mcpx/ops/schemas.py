@@ -13,8 +13,8 @@ from mcpx.pool.status import ServerState
 from mcpx.questions.record import ROUTES, QuestionState
 from mcpx.settings.servers import Scope
 from mcpx.spec.questions import CAPABILITY_FOR
+from mcpx.spec.revision import Era
 from mcpx.tasks.task import TaskStatus
-from mcpx.upstream.session import Era
 
 #: The most values one completion may carry (the MCP limit).
 MAX_COMPLETION_VALUES = 100

@@ -52,7 +52,7 @@ class Confirmation:
     client: str
     tool: str
     arguments: Mapping[str, Any]
-    caller: Call
+    call: Call
     why: str
 
     def question(self) -> dict[str, Any]:

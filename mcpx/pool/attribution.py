@@ -25,8 +25,8 @@ from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG, Instance, Slot, mirrored_scope, own_scope
 from mcpx.pool.instances import Instances
 from mcpx.settings.servers import Scope
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import mark_of
-from mcpx.upstream.records import Era
 
 #: How many instances a shared server known to ask may run, one per asking call.
 DEFAULT_MAX_ASKING_INSTANCES = 32

@@ -50,8 +50,8 @@ from mcpx.pool.instance import (
 )
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, Server, ServersConfig
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import NO_HANDLERS, Question, UpstreamHandlers
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed
 
@@ -89,6 +89,12 @@ class Connects(Protocol):
         given; in the legacy era when C{era} says so, for a server found modern: era
         mirroring), or an error naming it.
         """
+
+    #: How long a start may wait for a server's answer to the era probe.
+    probe_timeout: float
+
+    def era_known(self, server: Server) -> bool:
+        """Whether a start of C{server} opens it in an era known already, unprobed."""
 
 
 class LifeWatcher(Protocol):

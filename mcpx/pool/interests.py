@@ -232,8 +232,7 @@ class Interests:
         try:
             self._instances.start(slot)
         except (ServerUnavailable, TooManyInstances) as e:
-            retry_in = getattr(e, "retry_in", None)
-            self._revive_later(slot, retry_in if retry_in is not None else BUSY_RETRY)
+            self._revive_later(slot, e.retry_in if e.retry_in is not None else BUSY_RETRY)
 
     def carry(self, slots: Mapping[str, Slot], why: str) -> None:
         """

@@ -117,8 +117,9 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import declared_in
-from mcpx.upstream.records import Era, ServerDeclaration
+from mcpx.upstream.records import ServerDeclaration
 from mcpx.upstream.session import UpstreamSession
 
 __all__ = [
@@ -382,10 +383,9 @@ class Pool(MultiService):
         meet a server whose SDK ends the connection on the probe still lists it.
         """
         config = self._instances.slots.servers.servers.get(server)
-        known = getattr(self._connector, "era_known", None)
-        if config is None or known is None or known(config):
+        if config is None or self._connector.era_known(config):
             return 0.0
-        return float(getattr(self._connector, "probe_timeout", 0.0))
+        return self._connector.probe_timeout
 
     def running_declaration(self, server: str, client: str = "") -> ServerDeclaration | None:
         """

@@ -223,7 +223,7 @@ class Relay:
             method: str, params: Mapping[str, Any], call: Call | None, key: str | None
         ) -> Mapping[str, Any]:
             if not tracing.on():
-                return await self.ask(server, scope_key, method, params, caller=call, key=key)
+                return await self.ask(server, scope_key, method, params, call=call, key=key)
             # A span from the question to its answer, a child of the call it is asked for.
             owner = call if call is not None else self._owner(server, scope_key)
             with tracing.span(
@@ -231,7 +231,7 @@ class Relay:
                 {"mcpx.server": server, "mcp.method.name": method},
                 parent=tracing.recall(owner),
             ) as span:
-                answer = await self.ask(server, scope_key, method, params, caller=call, key=key)
+                answer = await self.ask(server, scope_key, method, params, call=call, key=key)
                 action = answer.get("action")
                 tracing.ended(
                     span, "mcpx.question.action", action if action in _ACTIONS else "answered"
@@ -292,14 +292,14 @@ class Relay:
         method: str,
         params: Mapping[str, Any],
         *,
-        caller: Call | None = None,
+        call: Call | None = None,
         key: str | None = None,
         own: bool = False,
     ) -> dict[str, Any]:
         """
         Get an answer to one question from C{server}'s instance for C{scope_key}.
 
-        @param caller: the call it came with: the server asked inside a result, or on
+        @param call: the call it came with: the server asked inside a result, or on
             the reply stream of a request made for that call (Streamable HTTP).
         @param key: its C{inputRequests} key, if it was one.
         @param own: mcpx itself asks (the policy's confirmations, L{mcpx.policy}): its
@@ -308,7 +308,8 @@ class Relay:
         @raise mcpx.wire.errors.RpcError: the client's error, or a declined sampling or
             roots question.
         """
-        call = self._call(server, scope_key, caller)
+        attributed = call is None
+        call = self._call(server, scope_key, call)
         if call is not None:
             call.question_asked()
         shown = dict(params) if own else rewritten(server, method, params)
@@ -331,7 +332,7 @@ class Relay:
                 call=call,
                 key=key,
                 ahead=ahead,
-                attributed=caller is None,
+                attributed=attributed,
             )
         if method == LIST_ROOTS and self._native and self.roots_source is not None:
             # Asked outside one call (or by a call whose client has none to give), an
@@ -379,10 +380,10 @@ class Relay:
         if method == LIST_ROOTS and question.pending:
             # Nobody here can be asked for roots: mcpx answers with its own (proto.roots).
             self.broker.answer(question.id, self._roots, by="mcpx")
-        elif call is None and caller is None:
+        elif call is None and attributed:
             self._tell_candidates(server, scope_key, question.id)
         return await self._waiting(
-            server, scope_key, answered, call, question.id, attributed=caller is None
+            server, scope_key, answered, call, question.id, attributed=attributed
         )
 
     def _tell_candidates(self, server: str, scope_key: str, question_id: str) -> None:

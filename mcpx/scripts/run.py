@@ -162,7 +162,7 @@ class Run:
 
     id: str
     identity: str
-    caller: Call
+    call: Call
     scripts: RunOwner
     limits: Limits
     started: float
@@ -202,7 +202,7 @@ class Run:
         elif "print" in message:
             self.printed_text(str(message["print"]))
         elif "call" in message:
-            self.call(message)
+            self.worker_call(message)
         elif "confinement" in message:
             self.confinement = str(message["confinement"])
         elif "done" in message:
@@ -230,7 +230,7 @@ class Run:
         self.printed.append(text)
         self.printed_bytes += size
 
-    def call(self, message: Mapping[str, Any]) -> None:
+    def worker_call(self, message: Mapping[str, Any]) -> None:
         call_id = message.get("call")
         self.calls += 1
         if self.calls > self.limits.calls:

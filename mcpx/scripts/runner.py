@@ -142,7 +142,7 @@ class Scripts:
         *,
         identity: str,
         owner: str | None = None,
-        caller: Call | None = None,
+        call: Call | None = None,
         timeout: float | None = None,
         inputs: Mapping[str, Any] | None = None,
         run_id: str | None = None,
@@ -152,7 +152,7 @@ class Scripts:
 
         @param identity: the client its tool calls are made as.
         @param owner: who may list and read its artifacts, when not C{identity}.
-        @param caller: the host request's caller, so the program's questions reach its
+        @param call: the host request's call, so the program's questions reach its
             client; a run without one gets its own, named after the run.
         @param timeout: a bound shorter than C{exec.timeout}; a longer one is clamped.
         @param run_id: the run's id, when the caller had to know it first (L{new_run_id}).
@@ -165,10 +165,10 @@ class Scripts:
             raise RunFailed("pool_unavailable", "the daemon runs without its server pool")
         bound = limits.timeout if timeout is None else min(limits.timeout, timeout)
         run_id = run_id or self.new_run_id()
-        if caller is None:
-            caller = Call(run_id, {})
+        if call is None:
+            call = Call(run_id, {})
         now = self.clock.seconds()
-        run = Run(run_id, identity, caller, self, limits, now, now + bound)
+        run = Run(run_id, identity, call, self, limits, now, now + bound)
         # Registered before the program starts: its first call already belongs to it.
         self.runs[run_id] = run
         out = None
@@ -288,7 +288,7 @@ class Scripts:
     ) -> dict[str, Any]:
         """
         A tool call a CPython-mode program made over the daemon's socket: made as its
-        run's (its caller, its identity), counted and bounded by the run.
+        run's (its call, its identity), counted and bounded by the run.
 
         @raise UnknownRun: when C{run_id} is not running or C{key} is not its key.
         @raise RunRefusedCall: when the run's calls or time are used up.
@@ -312,7 +312,7 @@ class Scripts:
             )
         work: Deferred[dict[str, Any]] = Deferred.fromCoroutine(
             pool.call_tool(
-                server, tool, arguments, client=run.identity, timeout=bound, call=run.caller
+                server, tool, arguments, client=run.identity, timeout=bound, call=run.call
             )
         )
         token = object()
@@ -391,7 +391,7 @@ class Scripts:
                 arguments,
                 client=run.identity,
                 timeout=bound,
-                call=run.caller,
+                call=run.call,
             )
             return {"value": tool_value(result)}
         except CancelledError:

@@ -4,7 +4,7 @@ The calls whose upstream may ask their client something on the way (C{tools/call
 C{prompts/get}, C{resources/read}), where they meet the MCP server.
 
 Each such request gets a L{Call} when its client may be asked or declares upstream
-on its own (L{Asking.caller}).  A legacy client is asked on its connection
+on its own (L{Asking.call_for}).  A legacy client is asked on its connection
 (L{mcpx.server.resumable.ConnAsker}); a 2026-07-28 client is answered
 C{input_required} with its questions and a signed C{requestState}
 (L{mcpx.server.request_state}), and resumes with the answers (L{Asking.round}).  A call
@@ -83,14 +83,14 @@ def task_error(failure: Failure, call: ResumableCall) -> dict[str, Any]:
 @define(eq=False, slots=False)
 class Asking:
     """
-    The question relay's side in one MCP server: the callers of its requests, and the
+    The question relay's side in one MCP server: the calls of its requests, and the
     2026-07-28 calls that asked their client something, by id, until collected.
     """
 
     _host: OpHost
     _clock: IReactorTime
     _offering: Offering
-    _core_tasks: CoreTasks | None
+    _core_tasks: CoreTasks
     #: The keys its C{requestState}s are signed with (L{state_keys}).
     _keys: KeyRing
     _native: bool = field(init=False)
@@ -133,41 +133,41 @@ class Asking:
         method: str,
     ) -> Mapping[str, Any]:
         """
-        The answer of a call whose client may be asked (its caller has an asker),
+        The answer of a call whose client may be asked (its call has an asker),
         C{forwarded} its work: a 2026-07-28 client is answered C{input_required} with
         its call's questions (L{round}); a legacy client is asked on its connection,
         and its call outlives the request once it asked.
         """
-        caller = context.caller
-        assert caller is not None
+        call = context.call
+        assert call is not None
 
         async def run() -> Mapping[str, Any]:
             return await forwarded
 
         if context.modern:
-            call = caller.asker
-            assert isinstance(call, ResumableCall)
-            call.run(Deferred.fromCoroutine(run()))
+            resumable = call.asker
+            assert isinstance(resumable, ResumableCall)
+            resumable.run(Deferred.fromCoroutine(run()))
             # Until it asks, the call is the request's: its going cancels the call.
-            await waiting(call, lambda: None if call.promoted else call.cancel())
-            return await self.round(call, context, params, 0)
+            await waiting(resumable, lambda: None if resumable.promoted else resumable.cancel())
+            return await self.round(resumable, context, params, 0)
         # A legacy client is asked on its connection.  If it cancels the call, the
         # call is cancelled upstream and its questions are withdrawn; if it stops
         # waiting otherwise (its connection went) once the call has asked something,
         # the call runs on as a task.
-        held = ResumableCall(caller.id, method, self._clock)
+        held = ResumableCall(call.id, method, self._clock)
         held.run(Deferred.fromCoroutine(run()))
         if conn.calling is not None and context.request_id is not None:
             # The client's notifications/cancelled withdraws the call before its request
             # is cancelled: it is then not asking any more, and stops.
-            conn.calling(context.request_id, caller)
+            conn.calling(context.request_id, call)
         if context.task is not None:
             # A core task is cancelled by tasks/cancel, and then it stops for good,
             # its questions withdrawn wherever they were put.
             def cancelled() -> None:
                 # Withdrawn before the call is cut: the server then hears the answer a
                 # withdrawn question gets (cancel), not the cancellation of its wait.
-                caller.withdraw()
+                call.withdraw()
                 held.cancel()
 
             await waiting(held, cancelled)
@@ -175,17 +175,17 @@ class Asking:
 
         def stopped() -> None:
             # Still asking: its client went without cancelling it (a cancel withdrew it).
-            if caller.asked:
+            if call.asked:
                 self.promote(held)
                 return
             # Withdrawn first, as above.
-            caller.withdraw()
+            call.withdraw()
             held.cancel()
 
         await waiting(held, stopped)
         return held.result()  # type: ignore[no-any-return]
 
-    def caller(
+    def call_for(
         self,
         conn: Conn,
         context: Context,
@@ -223,7 +223,7 @@ class Asking:
         carries = declared_ui(capabilities) is not None
         if not (askable or narrow or as_task or carries) and type(held) is not dict:
             return None
-        caller = Call(
+        call = Call(
             self._call_prefix + str(next(self._call_numbers)),
             capabilities,
             narrow=narrow,
@@ -236,12 +236,12 @@ class Asking:
         )
         if askable:
             if context.modern:
-                caller.asker = ResumableCall(caller.id, method, self._clock)
+                call.asker = ResumableCall(call.id, method, self._clock)
             elif conn.ask is not None:
-                caller.asker = ConnAsker(conn, context.reply)
-                if context.task is not None and self._core_tasks is not None:
-                    caller.asker = self._core_tasks.asker_for(context.task, caller.asker)
-        return caller
+                call.asker = ConnAsker(conn, context.reply)
+                if context.task is not None:
+                    call.asker = self._core_tasks.asker_for(context.task, call.asker)
+        return call
 
     async def round(
         self, call: ResumableCall, context: Context, params: dict[str, Any], rounds: int
@@ -300,12 +300,12 @@ class Asking:
             return
         call.promoted = True
         self._resumables[call.id] = call
-        tasks = getattr(self._host, "tasks", None)
-        if tasks is not None:
-            try:
-                tasks.adopt(call.id, call.outcome(), lambda failure: task_error(failure, call))
-            except Exception:
-                log.failure("the call {call} could not be kept as a task", call=call.id)
+        try:
+            self._host.tasks.adopt(
+                call.id, call.outcome(), lambda failure: task_error(failure, call)
+            )
+        except Exception:
+            log.failure("the call {call} could not be kept as a task", call=call.id)
 
         def forget(_: object) -> None:
             # Kept for retries and collection a while after it ends, then forgotten.

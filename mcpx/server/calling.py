@@ -14,9 +14,9 @@ In order, once each:
      answered with a task (L{TaskPromotion.call_may_become_task}), a legacy client's
      C{params.task} is a core task at once (L{TaskPromotion.create_core}), a tool that
      runs only as a task is C{-32021} to a client that declared neither;
-  5. the caller (L{Asking.caller}) and the call forwarded, its questions asked as its
+  5. the call (L{Asking.call_for}) and the call forwarded, its questions asked as its
      client's revision has them (L{Asking.asked});
-  6. for a strict caller, the C{-32021} one of its questions was refused with
+  6. for a strict call, the C{-32021} one of its questions was refused with
      (L{strictly}), whichever of the ways above it ran;
   7. an upstream's C{-32042} answered as the host's revision has it
      (L{url_required_answer}).
@@ -54,27 +54,27 @@ Params = dict[str, Any]
 Route = ToolRoute | None
 
 #: Forwards one call upstream (or to the gateway): its connection, its context (with
-#: its caller), its params and its route.
+#: its call), its params and its route.
 Forward = Callable[[Conn, Context, Params, Route], Awaitable[Mapping[str, Any]]]
 
 #: Spells a result built in the newest shape for C{method} and the request's revision.
 Spell = Callable[[Mapping[str, Any], str, Context], Any]
 
 
-async def strictly(caller: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+async def strictly(call: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
     """
-    C{work}'s result for a strict caller (L{Call.strict}): failing with the -32021 a
+    C{work}'s result for a strict call (L{Call.strict}): failing with the -32021 a
     question of its upstream was refused with, whatever the upstream answered after
     the refusal.
     """
     try:
         result = await work
     except Exception:
-        if caller.refused is not None:
-            raise caller.refused from None
+        if call.refused is not None:
+            raise call.refused from None
         raise
-    if caller.refused is not None:
-        raise caller.refused
+    if call.refused is not None:
+        raise call.refused
     return result
 
 
@@ -168,8 +168,8 @@ class _Way:
         self, conn: Conn, context: Context, params: Params, route: Route
     ) -> Awaitable[Mapping[str, Any]]:
         """
-        A call answered by its request: its caller built, the call forwarded and its
-        questions asked.  A plain function: the common call, with no caller, costs no
+        A call answered by its request: its L{Call} built, the call forwarded and its
+        questions asked.  A plain function: the common call, with no L{Call}, costs no
         extra frame.
         """
         asking, method = self.parts.asking, self.method
@@ -180,21 +180,21 @@ class _Way:
             server = target.get("server") if type(target) is dict else None
             if type(server) is str:
                 self.parts.roots.uses(conn, (server,))
-        caller = asking.caller(conn, context, params, method)
-        if caller is None:
+        call = asking.call_for(conn, context, params, method)
+        if call is None:
             return self.forward(conn, context, params, route)
-        context = evolve(context, caller=caller)
-        forwarded = self._forwarded(conn, context, params, route, caller)
-        if caller.asker is None:
+        context = evolve(context, call=call)
+        forwarded = self._forwarded(conn, context, params, route, call)
+        if call.asker is None:
             return forwarded
         return asking.asked(conn, forwarded, context, params, method)
 
     def _forwarded(
-        self, conn: Conn, context: Context, params: Params, route: Route, caller: Call
+        self, conn: Conn, context: Context, params: Params, route: Route, call: Call
     ) -> Awaitable[Mapping[str, Any]]:
-        """The call forwarded for C{caller}; strictly (L{strictly}) for a strict one."""
+        """The call forwarded for C{call}; strictly (L{strictly}) for a strict one."""
         forwarded = self.forward(conn, context, params, route)
-        return strictly(caller, forwarded) if caller.strict else forwarded
+        return strictly(call, forwarded) if call.strict else forwarded
 
     async def _extension(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -214,16 +214,16 @@ class _Way:
             return await promotion.call_may_become_task(
                 conn, context, params, route, spell, fresh=None
             )
-        caller = self.parts.asking.caller(conn, context, params, "tools/call", as_task=True)
-        assert caller is not None
-        context = evolve(context, caller=caller)
-        asker = caller.asker
-        call = (
+        call = self.parts.asking.call_for(conn, context, params, "tools/call", as_task=True)
+        assert call is not None
+        context = evolve(context, call=call)
+        asker = call.asker
+        resumable = (
             asker
             if isinstance(asker, ResumableCall)
-            else ResumableCall(caller.id, "tools/call", self.parts.clock)
+            else ResumableCall(call.id, "tools/call", self.parts.clock)
         )
-        forwarded = self._forwarded(conn, context, params, route, caller)
+        forwarded = self._forwarded(conn, context, params, route, call)
         return await promotion.call_may_become_task(
-            conn, context, params, route, spell, fresh=(caller, call, forwarded)
+            conn, context, params, route, spell, fresh=(call, resumable, forwarded)
         )

@@ -144,7 +144,7 @@ class Context:
     @ivar modern: whether it came with 2026-07-28 C{_meta} (stateless).
     @ivar progress_token: the C{_meta.progressToken} it asked progress for.
     @ivar log_level: the level of log messages it asked for, or C{None}.
-    @ivar caller: the L{mcpx.call.Call} its upstream requests are made
+    @ivar call: the L{mcpx.call.Call} its upstream requests are made
         for, when its client may be asked questions or declares upstream on its own.
     @ivar task: the L{mcpx.tasks.store.Task} a task-augmented call runs as, or C{None}.
     @ivar owner: who owns what the request leaves behind (a run's artifacts) when that
@@ -167,7 +167,7 @@ class Context:
     modern: bool
     progress_token: str | int | None = None
     log_level: str | None = None
-    caller: Call | None = None
+    call: Call | None = None
     task: Task | None = None
     owner: str | None = None
     subject: str | None = None

@@ -56,7 +56,7 @@ from mcpx.server.calling import Calling
 from mcpx.server.conn import Conn, Context, Method, Reply
 from mcpx.server.ext_tasks import ExtensionTasks
 from mcpx.server.list_cache import ListCache
-from mcpx.server.listen import LISTEN, Listening
+from mcpx.server.listen import Listening
 from mcpx.server.offering import Offering
 from mcpx.server.pages import paginate
 from mcpx.server.passthrough import PassThrough
@@ -77,6 +77,7 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
+from mcpx.spec.methods import LISTEN
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
@@ -181,28 +182,21 @@ class McpServer:
         self.roots = Roots(host)
         #: 2025-11-25 core tasks (L{mcpx.server.tasks}) and the 2026-07-28 tasks
         #: extension (L{mcpx.server.ext_tasks}), where the daemon keeps tasks.
-        self.core_tasks: CoreTasks | None = None
-        self.ext_tasks: ExtensionTasks | None = None
-        store = getattr(host, "tasks", None)
-        if store is not None:
-            self.core_tasks = CoreTasks(store, page_size=page_size)
-            self.ext_tasks = ExtensionTasks(store)
-            self.ext_tasks.on_change.append(self.listening.task_changed)
+        self.core_tasks = CoreTasks(host.tasks, page_size=page_size)
+        self.ext_tasks = ExtensionTasks(host.tasks, self.listening.task_changed)
         if state_keys is None:
             state_keys = KeyRing.of_process(settings.duration("proto.stateTTL"))
         self.asking = Asking(host, clock, self.offering, self.core_tasks, state_keys)
         if rounds_in is not None:
             self.asking.share(*rounds_in)
-        self.promotion: TaskPromotion | None = None
-        if self.core_tasks is not None and self.ext_tasks is not None:
-            self.promotion = TaskPromotion(
-                self.core_tasks,
-                self.ext_tasks,
-                self.asking,
-                self.offering,
-                clock,
-                task_after=task_after,
-            )
+        self.promotion = TaskPromotion(
+            self.core_tasks,
+            self.ext_tasks,
+            self.asking,
+            self.offering,
+            clock,
+            task_after=task_after,
+        )
         #: The calls that go upstream, and may ask, become tasks or be offered a sign-in.
         calling = Calling(
             self.offering,
@@ -231,8 +225,7 @@ class McpServer:
             "logging/setLevel": self._set_level,
             "completion/complete": self._complete,
         }
-        if self.promotion is not None:
-            self._methods.update(self.promotion.methods())
+        self._methods.update(self.promotion.methods())
         #: Answers one request (L{_handle}); in a span of its own when tracing is on,
         #: decided once here so that a daemon without tracing pays nothing per request.
         self.handle = self._traced if tracing.on() else self._handle
@@ -407,8 +400,6 @@ class McpServer:
         self, conn: Conn, context: Context, task_ids: Sequence[str]
     ) -> list[tuple[str, dict[str, Any]]]:
         """The extension tasks of C{task_ids} the caller may see, and their states."""
-        if self.promotion is None:
-            return []
         return self.promotion.visible(conn, context, task_ids)
 
     # What mcpx declares
@@ -446,9 +437,9 @@ class McpServer:
             capabilities["logging"] = {}
         if capability_in("server", "completions", revision):
             capabilities["completions"] = {}
-        if self.core_tasks is not None and declares_tasks(revision, modern=modern):
+        if declares_tasks(revision, modern=modern):
             capabilities["tasks"] = TASKS_CAPABILITY
-        if modern and self.ext_tasks is not None:
+        if modern:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         if capability_in("server", "extensions", revision):
             apps = self.surface.apps_offered()

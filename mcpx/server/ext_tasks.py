@@ -88,20 +88,23 @@ class ExtensionTasks:
     @ivar store: the daemon's tasks.
     """
 
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(
+        self, store: TaskStore, on_change: Callable[[str, Callable[[], dict[str, Any]]], object]
+    ) -> None:
+        """
+        @param on_change: told of each change of an extension task, with a maker of its
+            C{DetailedTask} (the listens that name it, L{mcpx.server.listen}).
+        """
         self.store = store
         #: The calls of the running tasks, by task id.
         self._held: dict[str, _Held] = {}
-        #: Told of each change of an extension task, with a maker of its
-        #: C{DetailedTask} (the listens that name it, L{mcpx.server.listen}).
-        self.on_change: list[Callable[[str, Callable[[], dict[str, Any]]], object]] = []
+        self._on_change = on_change
         store.on_change.append(self._changed)
 
     def _changed(self, task: Task) -> None:
         if task.origin != ORIGIN:
             return
-        for told in tuple(self.on_change):
-            told(task.id, lambda: self.detailed(task))
+        self._on_change(task.id, lambda: self.detailed(task))
         if task.status.terminal:
             self._held.pop(task.id, None)
 

@@ -136,6 +136,6 @@ async def forward(
         method,
         params,
         client=context.identity if client is None else client,
-        call=context.caller,
+        call=context.call,
     )
     return await guarded(events, context, server, work, on_log)

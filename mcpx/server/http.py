@@ -109,7 +109,7 @@ from mcpx.server.http_legacy import (
     method_not_allowed,
 )
 from mcpx.server.listen import Listening
-from mcpx.server.stdio import McpCore
+from mcpx.server.mcp_socket import McpCore
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.wire.errors import RpcError

@@ -29,7 +29,7 @@ from twisted.web.iweb import IRequest
 from mcpx.auth.caller import request_subject, subject_identity
 from mcpx.server.conn import Conn
 from mcpx.server.flow import Flow
-from mcpx.server.stdio import McpCore
+from mcpx.server.mcp_socket import McpCore
 from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.http_common import (

@@ -39,8 +39,8 @@ from mcpx.server.http_exchange import (
     open_alone,
     refusal,
 )
+from mcpx.server.mcp_socket import McpCore
 from mcpx.server.request_context import subject_session
-from mcpx.server.stdio import McpCore
 from mcpx.spec.matrix import batch_allowed
 from mcpx.spec.revision import HEADERLESS_HTTP, NEWEST_FIRST, Revision
 from mcpx.wire.errors import RpcError

@@ -54,6 +54,7 @@ from mcpx.server.conn import Conn, Context, Push
 from mcpx.server.flow import Flow, Notices
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
+from mcpx.spec.methods import LISTEN
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import RequestId
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-LISTEN: Final = "subscriptions/listen"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 
 TOOLS_CHANGED: Final = "notifications/tools/list_changed"

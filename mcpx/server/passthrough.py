@@ -342,7 +342,6 @@ class PassThrough:
             asked, and get mcpx's own).
         """
         own: list[tuple[str, str]] = []
-        running = getattr(self.pool, "running_declaration", None)
         failing = self._catalogues.failing(context) if start else frozenset()
         sessions = {
             server: Deferred.fromCoroutine(
@@ -358,8 +357,7 @@ class PassThrough:
         for server in self.servers:
             declaration: ServerDeclaration | None = None
             if not start:
-                if running is not None:
-                    declaration = running(server, upstream_client(context))
+                declaration = self.pool.running_declaration(server, upstream_client(context))
             else:
                 try:
                     declaration = (await sessions[server]).declaration
@@ -413,7 +411,7 @@ class PassThrough:
             client=upstream_client(context),
             meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
             on_progress=on_progress,
-            call=context.caller,
+            call=context.call,
         )
         try:
             return await guarded(

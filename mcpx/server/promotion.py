@@ -128,7 +128,7 @@ class TaskPromotion:
 
         @param route: the call's pass-through route (L{mcpx.server.calling}).
         @param spell: spells the call's result as the request's revision does.
-        @param fresh: a first request's caller, the call it runs in and the call's
+        @param fresh: a first request's L{Call}, the resumable call it runs in and its
             work, not started yet; C{None} for a retry.
         """
         asking = self._asking
@@ -143,8 +143,8 @@ class TaskPromotion:
             call, rounds = await asking.resumed(context, params, state)
             deciding, _ = race(call, after, self._clock)
         else:
-            caller, call, work = fresh
-            deciding, caller.on_upstream_task = race(call, after, self._clock)
+            fresh_call, call, work = fresh
+            deciding, fresh_call.on_upstream_task = race(call, after, self._clock)
             call.run(Deferred.fromCoroutine(_awaited(work)))
         try:
             became_task = await deciding

@@ -91,11 +91,10 @@ class Roots:
         server it uses hears it; no C{shared} instance does (see the module docstring).
         """
         pool = self._host.pool
-        notify = getattr(pool, "notify", None)
-        if notify is None:
+        if pool is None:
             return
         servers = [name for name, users in self._users.items() if conn in users]
         self.uses(conn, servers)
         for server in servers:
             if self._own_instances(server):
-                notify(server, conn.identity, ROOTS_CHANGED)
+                pool.notify(server, conn.identity, ROOTS_CHANGED)

@@ -102,8 +102,7 @@ class SignInOffers:
         self._host = host
 
     def _hosted(self) -> HostSignIns | None:
-        hosted = getattr(self._host, "host_sign_ins", None)
-        return hosted if isinstance(hosted, HostSignIns) else None
+        return self._host.host_sign_ins
 
     def _server(self, name: str) -> RemoteServer | None:
         servers = self._host.servers

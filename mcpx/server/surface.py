@@ -342,11 +342,11 @@ class Surface:
             },
             client=context.identity,
             on_progress=on_progress,
-            caller=context.caller,
+            call=context.call,
             # A 2026-07-28 upstream logs only to a request that asks; ask at the caller's level.
             meta=asking_for_logs(upstream_meta, on_log),
         )
-        calling = call_upstream(self.host, invocation, context.caller)
+        calling = call_upstream(self.host, invocation, context.call)
         try:
             result = await (
                 calling if on_log is None else relaying(self.host.events, server, on_log, calling)
@@ -377,7 +377,7 @@ class Surface:
             invocation = Invocation(
                 arguments,
                 client=context.identity,
-                caller=context.caller,
+                call=context.call,
                 owner=context.artifact_owner,
                 holder=context.holder,
             )

@@ -220,13 +220,13 @@ class UpstreamHandlers:
         method: str,
         params: Mapping[str, Any],
         *,
-        caller: Call | None = None,
+        call: Call | None = None,
         key: str | None = None,
     ) -> Mapping[str, Any]:
         """
         Resolve one question, whichever era asked it.
 
-        @param caller: the call the question came with, when the server asked inside the
+        @param call: the call the question came with, when the server asked inside the
             result of a request made for it (C{None}: it arrived on the connection).
         @param key: its name in the round's C{inputRequests}, when it was one.
         @raise RpcError: -32601 when nothing here answers C{method} (it was never declared).
@@ -238,7 +238,7 @@ class UpstreamHandlers:
             if mode not in self.elicitation_modes:
                 raise RpcError.invalid_params(f"elicitation mode {mode!r} was not declared")
         if self.relay is not None:
-            return await self.relay(method, params, caller, key)
+            return await self.relay(method, params, call, key)
         handler = self._by_method[method]
         assert handler is not None
         return await handler(params)

@@ -46,6 +46,7 @@ from twisted.web.iweb import IResponse
 from mcpx.once import Once
 from mcpx.settings.secrets import excerpt
 from mcpx.settings.servers import RemoteServer, redact_url
+from mcpx.spec.methods import LISTEN
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.upstream.channel import (
     ChannelClosed,
@@ -1018,10 +1019,6 @@ def _json_rpc(body: bytes, allow_batch: bool) -> Message | Batch | None:
         return parse(body, allow_batch=allow_batch)
     except ProtocolError:
         return None
-
-
-#: The request whose answer stays open (L{Post._read_lines}).
-LISTEN = "subscriptions/listen"
 
 
 class JsonLines:

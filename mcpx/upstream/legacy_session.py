@@ -14,13 +14,12 @@ from attrs import define, field
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 
 from mcpx.call import Call
-from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Revision
+from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Era, Revision
 from mcpx.upstream.channel import SessionExpired
 from mcpx.upstream.records import (
     CLIENT_INFO,
     AnsweredModern,
     AnsweredWithoutRevision,
-    Era,
     ServerDeclaration,
     UpstreamError,
 )

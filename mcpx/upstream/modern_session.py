@@ -24,10 +24,10 @@ from mcpx.spec.meta_keys import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
 )
-from mcpx.spec.revision import NEWEST
+from mcpx.spec.methods import LISTEN
+from mcpx.spec.revision import NEWEST, Era
 from mcpx.upstream.records import (
     CLIENT_INFO,
-    Era,
     NotModern,
     ServerDeclaration,
 )
@@ -247,9 +247,7 @@ class ModernSession(UpstreamSession):
         if not wanted:
             return
         self.acknowledged = None
-        listening = Deferred.fromCoroutine(
-            self.request("subscriptions/listen", {"notifications": wanted})
-        )
+        listening = Deferred.fromCoroutine(self.request(LISTEN, {"notifications": wanted}))
         self._listen = listening
         listening.addBoth(self._listen_ended, listening)
 

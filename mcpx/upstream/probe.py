@@ -31,20 +31,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from attrs import define, evolve, field
+from attrs import define, evolve, field, frozen
 from twisted.internet.defer import Deferred
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.settings.servers import RemoteServer, StdioServer
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.records import AnsweredModern, AnsweredWithoutRevision
-from mcpx.upstream.session import Era, NotModern, UpstreamError, UpstreamSession
+from mcpx.upstream.session import NotModern, UpstreamError, UpstreamSession
 from mcpx.wire.errors import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -66,6 +66,34 @@ MODERN_ERRORS = frozenset(
 HTTP_SSE_HINTS = frozenset({400, 404, 405})
 
 CACHE_NAME = "upstream-eras.json"
+
+#: How the era cache spells a server found to speak 2024-11-05's HTTP+SSE transport
+#: (beside the L{Era} values of the rest).
+HTTP_SSE: Final = "http+sse"
+
+
+@frozen
+class Found:
+    """
+    How a server is opened, as its probe found it: its L{Era}, and whether over
+    2024-11-05's HTTP+SSE transport (legacy, but over a GET stream and an endpoint)
+    rather than the transport its configuration names.
+    """
+
+    era: Era
+    http_sse: bool = False
+
+    @classmethod
+    def parse(cls, spelled: str) -> Found:
+        """The finding the era cache spells C{spelled} (L{value}): C{ValueError} if none."""
+        if spelled == HTTP_SSE:
+            return cls(Era.LEGACY, http_sse=True)
+        return cls(Era(spelled))
+
+    @property
+    def value(self) -> str:
+        """How the era cache spells it: the era's value, or C{"http+sse"}."""
+        return HTTP_SSE if self.http_sse else self.era.value
 
 
 def era_key(server: ServerConfig) -> str:
@@ -122,19 +150,19 @@ class EraCache:
             if not isinstance(entries, dict):
                 raise TypeError("eras is not an object")
             for key, entry in entries.items():
-                Era(entry["era"])
+                Found.parse(entry["era"])
                 cache._entries[key] = {"era": entry["era"], "revision": entry.get("revision", "")}
         except Exception as e:
             log.warn("ignoring the era cache {path}: {why}", path=str(path), why=str(e))
             cache._entries.clear()
         return cache
 
-    def get(self, key: str) -> Era | None:
+    def get(self, key: str) -> Found | None:
         entry = self._entries.get(key)
-        return None if entry is None else Era(entry["era"])
+        return None if entry is None else Found.parse(entry["era"])
 
-    def put(self, key: str, era: Era, revision: Revision) -> None:
-        entry = {"era": era.value, "revision": revision.value}
+    def put(self, key: str, era: Era, revision: Revision, *, http_sse: bool = False) -> None:
+        entry = {"era": Found(era, http_sse).value, "revision": revision.value}
         if self._entries.get(key) == entry:
             return
         self._entries[key] = entry
@@ -244,7 +272,9 @@ class Connector:
         remembered = self.cache.get(key)
         if remembered is not None:
             try:
-                session, era = await self._open_as(remembered, name, server, handlers)
+                session, _ = await self._open_as(
+                    remembered.era, name, server, handlers, http_sse=remembered.http_sse
+                )
             except (UpstreamError, RpcError, TransportRefused, DeferredTimeout) as e:
                 if not era_in_doubt(e):
                     # A server that is down, busy, slow or wants credentials would answer
@@ -266,8 +296,8 @@ class Connector:
             return await self.connect(name, server, handlers)
         self._probing[key] = []
         try:
-            session, era = await self._probe(name, server, handlers)
-            self.cache.put(key, era, session.revision)
+            session, found = await self._probe(name, server, handlers)
+            self.cache.put(key, found.era, session.revision, http_sse=found.http_sse)
         finally:
             for waiting in self._probing.pop(key):
                 if not waiting.called:
@@ -366,7 +396,7 @@ class Connector:
         handlers: UpstreamHandlers,
         how: str,
         why: Exception,
-    ) -> tuple[UpstreamSession, Era]:
+    ) -> tuple[UpstreamSession, Found]:
         """A server that C{how} (answered or refused) initialize as a modern one: open it so."""
         log.info(
             "upstream {server} {how} initialize as a 2026-07-28 server ({why}); "
@@ -384,13 +414,16 @@ class Connector:
         server: ServerConfig,
         handlers: UpstreamHandlers,
         offered: Revision | None = None,
-    ) -> tuple[UpstreamSession, Era]:
+        *,
+        http_sse: bool = False,
+    ) -> tuple[UpstreamSession, Found]:
         """
         A session in C{era} on a new channel.
 
         @param offered: the legacy revision C{initialize} offers, when pinned.
+        @param http_sse: over 2024-11-05's HTTP+SSE transport (a legacy C{era}'s).
         """
-        channel = self._channel(name, server, http_sse=era is Era.HTTP_SSE)
+        channel = self._channel(name, server, http_sse=http_sse)
         if era is Era.MODERN:
             session = self._session(ModernSession, name, channel, handlers)
         elif offered is not None:
@@ -403,11 +436,11 @@ class Connector:
         except BaseException:
             await channel.close()
             raise
-        return session, era
+        return session, Found(era, http_sse)
 
     async def _probe(
         self, name: str, server: ServerConfig, handlers: UpstreamHandlers
-    ) -> tuple[UpstreamSession, Era]:
+    ) -> tuple[UpstreamSession, Found]:
         channel = self._channel(name, server)
         modern = self._session(ModernSession, name, channel, handlers)
         try:
@@ -438,7 +471,7 @@ class Connector:
             raise
         else:
             log.info("upstream {server} speaks 2026-07-28", server=name)
-            return modern, Era.MODERN
+            return modern, Found(Era.MODERN)
         log.info("upstream {server} is not modern ({why}); initializing", server=name, why=why)
         if modern.rpc.closed:
             await channel.close()
@@ -485,15 +518,15 @@ class Connector:
                 server=name,
                 status=e.status,
             )
-            return await self._open_as(Era.HTTP_SSE, name, server, handlers)
+            return await self._open_as(Era.LEGACY, name, server, handlers, http_sse=True)
         except BaseException:
             await channel.close()
             raise
-        return legacy, Era.LEGACY
+        return legacy, Found(Era.LEGACY)
 
     async def _legacy_again(
         self, name: str, server: ServerConfig, handlers: UpstreamHandlers, why: str
-    ) -> tuple[UpstreamSession, Era]:
+    ) -> tuple[UpstreamSession, Found]:
         """
         A server that ended the connection on C{server/discover} (the Python SDK up to
         1.8 exits on a method it does not know), started again and opened as a legacy

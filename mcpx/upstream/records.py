@@ -1,13 +1,12 @@
 # -*- test-case-name: tests.upstream.test_session -*-
 """
-What an upstream session hands back and raises, in either era: the L{Era} it speaks,
+What an upstream session hands back and raises, in either era (L{mcpx.spec.revision.Era}):
 the L{ServerDeclaration} the server made, a 2026-07-28 L{InputRound}, and the
 L{UpstreamError}s that name the server.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,15 +16,6 @@ from mcpx._version import __version__
 from mcpx.spec.revision import Revision
 
 CLIENT_INFO = {"name": "mcpx", "version": __version__}
-
-
-class Era(enum.Enum):
-    """How a server agrees on a revision, and over which transport shape."""
-
-    MODERN = "modern"
-    LEGACY = "legacy"
-    #: 2024-11-05's HTTP+SSE transport: legacy, but over a GET stream and an endpoint.
-    HTTP_SSE = "http+sse"
 
 
 class UpstreamError(Exception):

@@ -31,11 +31,10 @@ from twisted.logger import Logger
 
 from mcpx.call import Call
 from mcpx.spec.questions import ELICIT
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.records import (
-    Era,
     InputRound,
     NotModern,
     ServerDeclaration,
@@ -56,7 +55,6 @@ from mcpx.wire.peer import RpcPeer
 
 #: The records are imported from here by the rest of mcpx too.
 __all__ = [
-    "Era",
     "InputRound",
     "NotModern",
     "ServerDeclaration",
@@ -316,7 +314,7 @@ class UpstreamSession:
     ) -> dict[str, Any]:
         try:
             asked = without_related_task(params)
-            return dict(await self.handlers.answer(method, asked, caller=call, key=key))
+            return dict(await self.handlers.answer(method, asked, call=call, key=key))
         except RpcError as e:
             if method == ELICIT:
                 # An input response is a result, never an error: the nearest the server
@@ -502,7 +500,7 @@ class UpstreamSession:
 
     async def _answer_server(self, request: Request, call: Call | None) -> Mapping[str, Any]:
         params = request.params if isinstance(request.params, Mapping) else {}
-        return await self.handlers.answer(request.method, without_related_task(params), caller=call)
+        return await self.handlers.answer(request.method, without_related_task(params), call=call)
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None

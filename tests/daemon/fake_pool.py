@@ -252,6 +252,15 @@ class FakePool:
     def retune(self, settings: Settings) -> None:
         self.retuned.append(settings)
 
+    def probe_wait(self, server: str) -> float:
+        return 0.0
+
+    def running_declaration(self, server: str, client: str = "") -> ServerDeclaration | None:
+        return None
+
+    def notify(self, server: str, client: str, method: str) -> int:
+        return 0
+
     async def reload(self, servers: ServersConfig) -> ReloadReport:
         self.reloaded.append(servers)
         old = set(self.servers)

@@ -22,7 +22,7 @@ from mcpx.daemon.root import DaemonService, race_hurry
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
 from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
-from mcpx.server.stdio import StdioFactory
+from mcpx.server.mcp_socket import StdioFactory
 from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups
 from mcpx.wire.errors import INTERNAL_ERROR

@@ -91,3 +91,6 @@ class InnerPool:
 
     def scope_key(self, server: str, client: str) -> str:
         return ""
+
+    def probe_wait(self, server: str) -> float:
+        return 0.0

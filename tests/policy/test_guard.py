@@ -219,7 +219,7 @@ class ConfirmationTests(SynchronousTestCase):
         alice = subject_identity("alice")
         run(guard.call_tool("notes", "delete_note", {"id": 4}, client=f"{alice}/request-3"))
         run(guard.call_tool("notes", "delete_note", {"id": 5}, client="cli"))
-        self.assertEqual([asked.caller.owner for asked in self.asked], [alice, None])
+        self.assertEqual([asked.call.owner for asked in self.asked], [alice, None])
 
     def test_declined_never_runs(self) -> None:
         guard, inner = self.guarded(tools={"confirm": ["delete_*"]})
@@ -260,7 +260,7 @@ class ConfirmationTests(SynchronousTestCase):
         guard, _ = self.guarded(tools={"confirm": ["*"]})
         caller = Call("c1", {"elicitation": {}}, None)
         run(guard.call_tool("notes", "add_note", {"text": "a"}, call=caller))
-        self.assertIs(self.asked[0].caller, caller)
+        self.assertIs(self.asked[0].call, caller)
 
     def test_said_yes(self) -> None:
         self.assertTrue(said_yes({"action": "accept", "content": {"confirm": True}}))

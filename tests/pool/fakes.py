@@ -15,11 +15,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
+from mcpx.spec.revision import Era
 from mcpx.upstream.channel import ChannelClosed, Negotiated
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.messages import Notification, Request, RequestId
 from mcpx.wire.peer import RpcPeer
@@ -233,6 +233,9 @@ class FakeConnector:
     @ivar holding: methods whose requests the upstreams hold until the test answers.
     """
 
+    #: No start waits for an era probe: every fake's era is known.
+    probe_timeout = 0.0
+
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
         self.answers: dict[str, Answer] = default_answers()
@@ -251,6 +254,9 @@ class FakeConnector:
         self.modern: set[str] = set()
         self.modern_only: set[str] = set()
         self._serials = itertools.count(1)
+
+    def era_known(self, server: Server) -> bool:
+        return True
 
     async def connect(
         self,

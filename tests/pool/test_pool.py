@@ -28,8 +28,8 @@ from mcpx.pool import (
 from mcpx.pool.catalogue import APP_READ_TTL, MAX_APP_READ_CHARS
 from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
+from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamError, UpstreamSession
 from mcpx.wire.errors import RpcError
 from tests.pool.fakes import Events, FakeConnector, servers, stdio, text_result
@@ -156,6 +156,11 @@ class StartTests(PoolTestCase):
         """A connector that raises before it can be awaited fails the start like any other."""
 
         class Refusing:
+            probe_timeout = 0.0
+
+            def era_known(self, server: Server) -> bool:
+                return True
+
             def connect(
                 self,
                 name: str,

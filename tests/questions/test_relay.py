@@ -139,7 +139,7 @@ class NativeTests(RelayTests):
         A client that declared elicitation is asked; its answer goes upstream, and the broker
         records the question as put to the client and answered by it.
         """
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.assertNoResult(answered)
         question = self.only_question()
         self.assertEqual(question.route, ROUTE_CLIENT)
@@ -168,7 +168,7 @@ class NativeTests(RelayTests):
         """The call a question came with is the one asked, whatever the pool's owner is."""
         other = FakeAsker()
         self.owners[(SERVER, SCOPE)] = Caller("call-2", EVERYTHING, asker=other)
-        self.ask(caller=self.caller())
+        self.ask(call=self.caller())
         self.assertEqual(len(self.asker.asked), 1)
         self.assertEqual(other.asked, [])
         self.assertEqual(self.only_question().call_id, "call-1")
@@ -177,33 +177,33 @@ class NativeTests(RelayTests):
         """A call a question is attributed to is marked as asked; a call that is not, is not."""
         mine, stranger = self.caller(), Caller("call-2", EVERYTHING, asker=FakeAsker())
         self.assertFalse(mine.asked)
-        self.ask(caller=mine)
+        self.ask(call=mine)
         self.assertTrue(mine.asked)
         self.assertFalse(stranger.asked)
         broker_routed = self.caller({}, asker=None)
-        self.ask(caller=broker_routed)
+        self.ask(call=broker_routed)
         self.assertTrue(broker_routed.asked)
 
     def test_key_used(self) -> None:
         """A question from an C{inputRequests} round is put to the client under its key."""
-        self.ask(caller=self.caller(), key="who")
+        self.ask(call=self.caller(), key="who")
         self.assertEqual(self.asker.asked[0][2], "who")
 
     def test_sampling_and_roots(self) -> None:
         """Sampling and roots go to a client that declared them, and back with its answer."""
-        sampled = self.ask(SAMPLE, SAMPLING, caller=self.caller())
+        sampled = self.ask(SAMPLE, SAMPLING, call=self.caller())
         self.asker.last().callback(SAMPLED)
         self.assertEqual(self.successResultOf(sampled), SAMPLED)
         self.assertEqual(self.asker.asked[-1][1], SAMPLING)
         roots = {"roots": [{"uri": "file:///work"}]}
-        listed = self.ask(LIST_ROOTS, {}, caller=self.caller())
+        listed = self.ask(LIST_ROOTS, {}, call=self.caller())
         self.asker.last().callback(roots)
         self.assertEqual(self.successResultOf(listed), roots)
         self.assertEqual([q.answered_by for q in self.broker.questions()], ["client", "client"])
 
     def test_deadlines_held_until_answered(self) -> None:
         """The pool's call deadlines are held while the client thinks, released once after."""
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.assertEqual(self.holds, [(SERVER, SCOPE)])
         self.assertEqual(self.releases, 0)
         self.asker.last().callback(ACCEPTED)
@@ -212,7 +212,7 @@ class NativeTests(RelayTests):
 
     def test_client_error_relayed(self) -> None:
         """A JSON-RPC error from the client goes upstream as that error."""
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.asker.last().errback(RpcError(-32603, "the client broke"))
         error = self.failureResultOf(answered, RpcError).value
         assert isinstance(error, RpcError)
@@ -227,7 +227,7 @@ class NativeTests(RelayTests):
         A question put to the client can be answered in the broker too; the first answer
         wins and the client's ask is cancelled.
         """
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         question = self.only_question()
         self.broker.answer(question.id, ACCEPTED, by="cli")
         self.assertEqual(self.successResultOf(answered), ACCEPTED)
@@ -240,7 +240,7 @@ class NativeTests(RelayTests):
         A client that stays silent past the wait answers C{cancel} upstream: the question
         expires and the client's ask is cancelled.
         """
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         question = self.only_question()
         self.assertEqual(question.deadline, CLIENT_WAIT)
         self.clock.advance(CLIENT_WAIT - 1)
@@ -254,7 +254,7 @@ class NativeTests(RelayTests):
 
     def test_deadline_refuses_sampling(self) -> None:
         """An expired sampling question is refused upstream with an error, never answered."""
-        answered = self.ask(SAMPLE, SAMPLING, caller=self.caller())
+        answered = self.ask(SAMPLE, SAMPLING, call=self.caller())
         self.clock.advance(CLIENT_WAIT)
         self.failureResultOf(answered, RpcError)
         self.assertEqual(len(self.asker.cancelled), 1)
@@ -265,7 +265,7 @@ class NativeTests(RelayTests):
         When the upstream gives up on its question, the client's ask is cancelled and the
         question ends as withdrawn.
         """
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         question = self.only_question()
         answered.cancel()
         self.failureResultOf(answered, CancelledError)
@@ -284,7 +284,7 @@ class NativeTests(RelayTests):
         broker nobody may watch (issue 43, item 7).
         """
         unfit = {"action": "accept", "content": {"name": 7}}
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.asker.last().callback(unfit)
         self.assertEqual(self.successResultOf(answered), unfit)
         question = self.only_question()
@@ -294,7 +294,7 @@ class NativeTests(RelayTests):
 
     def test_client_decline_unchecked(self) -> None:
         """A client declining a form needs no content: it goes upstream as it is."""
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.asker.last().callback({"action": "decline"})
         self.assertEqual(self.successResultOf(answered), {"action": "decline"})
         self.assertEqual(self.only_question().answered_by, "client")
@@ -303,7 +303,7 @@ class NativeTests(RelayTests):
 class BrokerRouteTests(RelayTests):
     def test_client_did_not_declare(self) -> None:
         """A client that did not declare the kind is not asked; the broker's answer goes up."""
-        answered = self.ask(caller=self.caller({"sampling": {}}))
+        answered = self.ask(call=self.caller({"sampling": {}}))
         self.assertEqual(self.asker.asked, [])
         question = self.only_question()
         self.assertEqual(question.route, ROUTE_BROKER)
@@ -316,19 +316,19 @@ class BrokerRouteTests(RelayTests):
 
     def test_url_only_client_not_sent_form(self) -> None:
         """A client that declared only url elicitation leaves a form to the broker."""
-        self.ask(caller=self.caller({"elicitation": {"url": {}}}))
+        self.ask(call=self.caller({"elicitation": {"url": {}}}))
         self.assertEqual(self.asker.asked, [])
         self.assertEqual(self.only_question().route, ROUTE_BROKER)
 
     def test_no_asker(self) -> None:
         """A caller mcpx cannot reach (a sessionless POST) leaves the question to the broker."""
-        self.ask(caller=self.caller(asker=None))
+        self.ask(call=self.caller(asker=None))
         self.assertEqual(self.only_question().route, ROUTE_BROKER)
 
     def test_native_off(self) -> None:
         """With C{proto.native} off even a client that declared everything is not asked."""
         relay = self.make_relay(native=False)
-        answered = self.ask(relay=relay, caller=self.caller())
+        answered = self.ask(relay=relay, call=self.caller())
         self.assertEqual(self.asker.asked, [])
         question = self.only_question()
         self.assertEqual(question.route, ROUTE_BROKER)
@@ -362,7 +362,7 @@ class BrokerRouteTests(RelayTests):
         for caller in (None, self.caller({"elicitation": {}})):
             self.broker = Broker(self.clock, store=None, ttl=TTL)
             relay = self.make_relay()
-            answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=caller)
+            answered = self.ask(LIST_ROOTS, {}, relay=relay, call=caller)
             self.assertEqual(self.successResultOf(answered), {"roots": []})
             question = self.only_question()
             self.assertIs(question.state, QuestionState.ANSWERED)
@@ -395,7 +395,7 @@ class BrokerRouteTests(RelayTests):
     def test_roots_native_off(self) -> None:
         """With C{proto.native} off, mcpx answers roots itself even for a declaring client."""
         relay = self.make_relay(native=False)
-        answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=self.caller())
+        answered = self.ask(LIST_ROOTS, {}, relay=relay, call=self.caller())
         self.assertEqual(self.successResultOf(answered), {"roots": []})
         self.assertEqual(self.asker.asked, [])
 
@@ -415,22 +415,22 @@ class UnreachableTests(RelayTests):
     def test_unreachable_at_once(self) -> None:
         """A client whose connection is gone when asked: the question goes to the broker."""
         self.asker.unreachable = True
-        self.assert_rerouted_and_answerable(self.ask(caller=self.caller()))
+        self.assert_rerouted_and_answerable(self.ask(call=self.caller()))
 
     def test_unreachable_raised(self) -> None:
         """An asker that raises L{ClientUnreachable} is rerouted the same way."""
-        self.assert_rerouted_and_answerable(self.ask(caller=self.caller(asker=RaisingAsker())))
+        self.assert_rerouted_and_answerable(self.ask(call=self.caller(asker=RaisingAsker())))
 
     def test_unreachable_later(self) -> None:
         """A client whose connection goes while it is being asked: the broker takes over."""
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.assertEqual(self.only_question().route, ROUTE_CLIENT)
         self.asker.last().errback(ClientUnreachable("the connection went"))
         self.assert_rerouted_and_answerable(answered)
 
     def test_rerouted_keeps_deadline(self) -> None:
         """A rerouted question keeps the deadline it had, and expiry answers cancel."""
-        answered = self.ask(caller=self.caller())
+        answered = self.ask(call=self.caller())
         self.clock.advance(10)
         self.asker.last().errback(ClientUnreachable("the connection went"))
         self.clock.advance(CLIENT_WAIT - 10)
@@ -454,7 +454,7 @@ class UrlCompletionTests(RelayTests):
         Once the client accepted a url-mode elicitation, the server's completion of it is
         passed on to that client, once, and to nobody for another server's id.
         """
-        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        answered = self.ask(ELICIT, self.URL_ASK, call=self.caller(self.URL_CLIENT))
         self.asker.last().callback({"action": "accept"})
         self.successResultOf(answered)
         self.assertFalse(self.relay.completed("other", {"elicitationId": "e-1"}))
@@ -466,7 +466,7 @@ class UrlCompletionTests(RelayTests):
 
     def test_declined_not_remembered(self) -> None:
         """A declined url elicitation has nothing to complete: nothing is told."""
-        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        answered = self.ask(ELICIT, self.URL_ASK, call=self.caller(self.URL_CLIENT))
         self.asker.last().callback({"action": "decline"})
         self.successResultOf(answered)
         self.assertFalse(self.relay.completed(SERVER, {"elicitationId": "e-1"}))
@@ -474,7 +474,7 @@ class UrlCompletionTests(RelayTests):
 
     def test_forgotten_after_the_wait(self) -> None:
         """A completion that never comes is forgotten after the client wait."""
-        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        answered = self.ask(ELICIT, self.URL_ASK, call=self.caller(self.URL_CLIENT))
         self.asker.last().callback({"action": "accept"})
         self.successResultOf(answered)
         self.clock.advance(CLIENT_WAIT + 1)
@@ -484,7 +484,7 @@ class UrlCompletionTests(RelayTests):
         """The instance's handlers pass the notification on, after telling the client."""
         heard: list[str] = []
         handlers = self.relay.handlers(SERVER, "", lambda method, params: heard.append(method))
-        answered = self.ask(ELICIT, self.URL_ASK, caller=self.caller(self.URL_CLIENT))
+        answered = self.ask(ELICIT, self.URL_ASK, call=self.caller(self.URL_CLIENT))
         self.asker.last().callback({"action": "accept"})
         self.successResultOf(answered)
         handlers.notify("notifications/elicitation/complete", {"elicitationId": "e-1"})
@@ -521,7 +521,7 @@ class HeldResponsesTests(RelayTests):
         anyone, and the broker records it as the client's.
         """
         caller = self.caller(held={"who": ACCEPTED})
-        answered = self.ask(caller=caller, key="who")
+        answered = self.ask(call=caller, key="who")
         self.assertEqual(self.successResultOf(answered), ACCEPTED)
         self.assertEqual(self.asker.asked, [])
         question = self.only_question()
@@ -536,13 +536,13 @@ class HeldResponsesTests(RelayTests):
     def test_held_answer_without_asker(self) -> None:
         """A held answer is given even when the client could not otherwise be asked."""
         caller = self.caller({}, asker=None, held={"who": ACCEPTED})
-        self.assertEqual(self.successResultOf(self.ask(caller=caller, key="who")), ACCEPTED)
+        self.assertEqual(self.successResultOf(self.ask(call=caller, key="who")), ACCEPTED)
 
     def test_held_answer_once(self) -> None:
         """A held answer answers one question: the next with that key is asked."""
         caller = self.caller(held={"who": ACCEPTED})
-        self.successResultOf(self.ask(caller=caller, key="who"))
-        self.ask(caller=caller, key="who")
+        self.successResultOf(self.ask(call=caller, key="who"))
+        self.ask(call=caller, key="who")
         self.assertEqual([key for _, _, key, _ in self.asker.asked], ["who"])
 
     def test_unfit_held_answer_goes_to_the_server(self) -> None:
@@ -551,14 +551,14 @@ class HeldResponsesTests(RelayTests):
         requested schema goes upstream for the server to judge, not asked again.
         """
         unfit = {"action": "accept", "content": {"name": 7}}
-        answered = self.ask(caller=self.caller(held={"who": unfit}), key="who")
+        answered = self.ask(call=self.caller(held={"who": unfit}), key="who")
         self.assertEqual(self.successResultOf(answered), unfit)
         self.assertEqual(self.asker.asked, [])
 
     def test_other_key_asked(self) -> None:
         """A question whose key matches nothing held is asked as usual."""
         caller = self.caller(held={"who": ACCEPTED})
-        answered = self.ask(caller=caller, key="where")
+        answered = self.ask(call=caller, key="where")
         self.assertNoResult(answered)
         self.assertEqual([key for _, _, key, _ in self.asker.asked], ["where"])
         self.assertEqual(caller.held, {"who": ACCEPTED})
@@ -570,7 +570,7 @@ class HandlersTests(RelayTests):
         handlers = self.relay.handlers(SERVER, SCOPE)
         self.assertTrue(handlers.can_answer(ELICIT))
         answered = Deferred.fromCoroutine(
-            handlers.answer(ELICIT, FORM, caller=self.caller(), key="k")
+            handlers.answer(ELICIT, FORM, call=self.caller(), key="k")
         )
         question = self.only_question()
         self.assertEqual((question.server, question.scope_key), (SERVER, SCOPE))
@@ -640,7 +640,7 @@ class WithdrawTests(RelayTests):
     def test_from_the_client(self) -> None:
         """The client is told (its question cancelled), the server answered cancel."""
         call = self.caller()
-        answered = self.ask(caller=call)
+        answered = self.ask(call=call)
         call.withdraw()
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
         question = self.only_question()
@@ -652,7 +652,7 @@ class WithdrawTests(RelayTests):
     def test_late_answer_dropped(self) -> None:
         """What the client answers after the withdrawal goes nowhere."""
         call = self.caller()
-        answered = self.ask(caller=call)
+        answered = self.ask(call=call)
         reply = self.asker.last()
         call.withdraw()
         self.assertTrue(reply.called)  # cancelled: a late answer has nothing to fire
@@ -662,7 +662,7 @@ class WithdrawTests(RelayTests):
     def test_from_the_broker(self) -> None:
         """A question of the call that waits in the broker ends as withdrawn."""
         call = self.caller({})
-        answered = self.ask(caller=call)
+        answered = self.ask(call=call)
         self.assertEqual(self.only_question().route, ROUTE_BROKER)
         call.withdraw()
         self.assertEqual(self.successResultOf(answered), {"action": "cancel"})
@@ -672,7 +672,7 @@ class WithdrawTests(RelayTests):
         """A question for a call already given up on is withdrawn before anyone sees it."""
         call = self.caller()
         call.withdraw()
-        answered = self.ask(SAMPLE, SAMPLING, caller=call)
+        answered = self.ask(SAMPLE, SAMPLING, call=call)
         self.failureResultOf(answered, RpcError)
         self.assertEqual(self.asker.asked, [])
 

@@ -17,7 +17,7 @@ class StrictCallerTests(RelayTests):
         """Sampling asked of a strict caller that declared only elicitation is -32021."""
         caller = self.caller({"elicitation": {}}, asker=None, strict=True)
         refused = self.failureResultOf(
-            self.ask(SAMPLE, {"messages": [], "maxTokens": 5}, caller=caller), RpcError
+            self.ask(SAMPLE, {"messages": [], "maxTokens": 5}, call=caller), RpcError
         )
         self.assertEqual(refused.value.code, MISSING_REQUIRED_CLIENT_CAPABILITY)
         self.assertEqual(refused.value.data, {"requiredCapabilities": {"sampling": {}}})
@@ -27,7 +27,7 @@ class StrictCallerTests(RelayTests):
     def test_a_lenient_caller_still_waits_in_the_broker(self) -> None:
         """Outside a strict request the question is left with the broker, as before."""
         caller = self.caller({"elicitation": {}}, asker=None)
-        waiting = self.ask(SAMPLE, {"messages": [], "maxTokens": 5}, caller=caller)
+        waiting = self.ask(SAMPLE, {"messages": [], "maxTokens": 5}, call=caller)
         self.assertNoResult(waiting)
         self.assertEqual(len(self.broker.questions()), 1)
         self.assertIsNone(caller.refused)
@@ -35,7 +35,7 @@ class StrictCallerTests(RelayTests):
     def test_declared_kind_is_asked(self) -> None:
         """A strict caller that declared the kind is asked as any other."""
         caller = self.caller(strict=True)
-        asked = self.ask(caller=caller)
+        asked = self.ask(call=caller)
         self.asker.last().callback(ACCEPTED)
         self.assertEqual(self.successResultOf(asked), ACCEPTED)
 
@@ -47,7 +47,7 @@ class StrictCallerTests(RelayTests):
         """
         relay = self.make_relay(roots=("/srv/project",))
         caller = self.caller({"sampling": {}}, asker=None, strict=True)
-        answered = self.ask(LIST_ROOTS, {}, relay=relay, caller=caller)
+        answered = self.ask(LIST_ROOTS, {}, relay=relay, call=caller)
         self.assertEqual(
             self.successResultOf(answered),
             {"roots": [{"uri": "file:///srv/project", "name": "project"}]},

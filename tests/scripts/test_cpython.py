@@ -247,8 +247,8 @@ class CallInRunTests(SynchronousTestCase):
         self.scripts = Scripts(
             _spawns_nothing(), self.clock, lambda: pool, Limits(calls=2, call_timeout=30.0)
         )
-        self.caller = Call("run-1", {})
-        self.ran = Run("run-1", "alice", self.caller, self.scripts, self.scripts.limits, 0, 10)
+        self.call_of_run = Call("run-1", {})
+        self.ran = Run("run-1", "alice", self.call_of_run, self.scripts, self.scripts.limits, 0, 10)
         self.ran.key = "k" * 32
         self.scripts.runs["run-1"] = self.ran
 
@@ -264,7 +264,7 @@ class CallInRunTests(SynchronousTestCase):
         self.successResultOf(self.call())
         [(server, tool, arguments, caller, timeout)] = self.pool.calls
         self.assertEqual((server, tool, arguments), ("demo", "add", {"a": 1, "b": 2}))
-        self.assertIs(caller, self.caller)
+        self.assertIs(caller, self.call_of_run)
         self.assertEqual(timeout, 6)
 
     def test_wrong_key_or_ended_run_is_unknown(self) -> None:

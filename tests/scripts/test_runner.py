@@ -160,7 +160,7 @@ class RunnerTests(TestCase):
             "rs = await asyncio.gather(*[(demo if i % 2 else math).add(a=i, b=1) "
             "for i in range(20)])\n"
             "f\"total={sum(r['sum'] for r in rs)}\"",
-            caller=caller,
+            call=caller,
         )
         self.assertEqual(outcome.value, "total=210")
         self.assertEqual(len(self.pool.calls), 20)

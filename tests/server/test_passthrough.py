@@ -30,11 +30,10 @@ from mcpx.server.http import McpHTTP
 from mcpx.settings.servers import Server, ServersConfig, StdioServer
 from mcpx.spec.matrix import field_in
 from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
-from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
+from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Era, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
-from mcpx.upstream.records import Era
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
     INTERNAL_ERROR,

@@ -20,7 +20,7 @@ from zope.interface import implementer
 from mcpx.server.flow import Flow, Notices
 from mcpx.server.http_exchange import Exchange
 from mcpx.server.log_relay import HeldLogs
-from mcpx.server.stdio import StdioFactory
+from mcpx.server.mcp_socket import StdioFactory
 from tests.server.test_transport_sweep import pooled_daemon
 
 

@@ -309,7 +309,7 @@ class ListTests(SynchronousTestCase):
     def test_pages(self) -> None:
         """tasks/list pages through the caller's tasks, oldest first, with nextCursor."""
         session = legacy()
-        session.harness.server.core_tasks.page_size = 2  # type: ignore[union-attr]
+        session.harness.server.core_tasks.page_size = 2
         made = [start_task(session)["taskId"] for _ in range(3)]
         first = session.result("tasks/list")
         self.assertEqual([t["taskId"] for t in first["tasks"]], made[:2])

@@ -36,7 +36,7 @@ from mcpx.ops import uris
 from mcpx.pool import Pool
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from mcpx.server.stdio import StdioFactory
+from mcpx.server.mcp_socket import StdioFactory
 from mcpx.spec.revision import (
     HEADERLESS_HTTP,
     LEGACY_REVISIONS,

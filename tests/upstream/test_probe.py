@@ -13,11 +13,11 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.settings.servers import RemoteServer, Secret, StdioServer
-from mcpx.spec.revision import NEWEST
+from mcpx.spec.revision import NEWEST, Era
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, era_key
-from mcpx.upstream.session import Era, UpstreamError
+from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
 from tests.support.logs import observe_log
 from tests.upstream.memory import FakeServer, MemoryChannel, discover_result, initialize_result
@@ -448,6 +448,23 @@ class CacheTests(SynchronousTestCase):
         session = self.successResultOf(harness.connect())
         self.assertIsInstance(session, LegacySession)
         self.assertEqual(harness.server.methods(), ["initialize"])
+
+    def test_a_remembered_http_sse_server_skips_the_probe(self) -> None:
+        """
+        A server the era cache names C{"http+sse"} (as every mcpx has written it) is
+        opened over HTTP+SSE after a restart, with no probe on its Streamable HTTP URL.
+        """
+        sse_server = legacy_server()
+        harness = Harness(self, FakeServer(), refuse_with=405, sse_server=sse_server)
+        harness.path.parent.mkdir(parents=True, exist_ok=True)
+        remembered = {era_key(REMOTE): {"era": "http+sse", "revision": "2025-06-18"}}
+        harness.path.write_text(json.dumps({"version": 1, "eras": remembered}))
+        harness.connector = harness.make_connector(EraCache.load(harness.path))
+        session = self.successResultOf(harness.connect(REMOTE))
+        self.assertIsInstance(session, LegacySession)
+        self.assertEqual(harness.channels, [])
+        self.assertEqual(sse_server.methods(), ["initialize"])
+        self.assertEqual(harness.cached(), remembered)
 
     def test_a_remembered_era_that_fails_is_probed_again_once(self) -> None:
         """A server remembered as modern that has become legacy is re-probed and re-remembered."""

@@ -16,14 +16,14 @@ from typing import Any
 from twisted.trial.unittest import TestCase
 
 from mcpx.settings.servers import RemoteServer, StdioServer
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import ChannelClosed
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.probe import Connector, EraCache, era_key
-from mcpx.upstream.session import Era, UpstreamSession
+from mcpx.upstream.probe import Connector, EraCache, Found, era_key
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.peer import ConnectionClosed, RequestTimedOut
 from tests.support.peers import (
     fixture_argv,
@@ -394,7 +394,7 @@ class SdkHttpTests(TestCase):
         sampled = await session.call_tool("sample", {"prompt": "?"})
         self.assertIn("forty-two", text_of(sampled))
         remembered = EraCache.load(state / "upstream-eras.json").get(era_key(config))
-        self.assertEqual(remembered, Era.HTTP_SSE)
+        self.assertEqual(remembered, Found(Era.LEGACY, http_sse=True))
 
 
 class EverythingHttpTests(TestCase):

@@ -27,10 +27,10 @@ from mcpx.pool import Pool
 from mcpx.pool.errors import AnswerTooLarge, ServerUnavailable, UpstreamBroke
 from mcpx.server.conn import Conn
 from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
-from mcpx.spec.revision import Revision
+from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
-from mcpx.upstream.session import Era, UpstreamError
+from mcpx.upstream.session import UpstreamError
 from mcpx.upstream.tls import TlsFileError
 from mcpx.wire.errors import UPSTREAM_FAILED, RpcError, http_status_for
 from tests.daemon.fake_pool import daemon_http

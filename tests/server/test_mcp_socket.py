@@ -1,5 +1,5 @@
 """
-Tests for L{mcpx.server.stdio} (the daemon's side of C{mcpx serve}) and for the bridge
+Tests for L{mcpx.server.mcp_socket} (the daemon's side of C{mcpx serve}) and for the bridge
 L{mcpx.cli.serve}: the protocol on a string transport with a scripted core, and the
 bridge as a real process against a real daemon.
 """
@@ -22,8 +22,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from mcpx._version import __version__
 from mcpx.cli import serve as bridge_module
 from mcpx.ops.events import Event
-from mcpx.server import stdio
-from mcpx.server.stdio import StdioConnection, StdioFactory, read_hello, stdio_endpoint
+from mcpx.server import mcp_socket
+from mcpx.server.mcp_socket import StdioConnection, StdioFactory, read_hello, stdio_endpoint
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_REQUEST
 from tests.server.fake_core import FakeCore
@@ -332,18 +332,18 @@ class HelloPassThroughTests(SynchronousTestCase):
 
     def test_malformed_passthrough_is_ignored(self) -> None:
         """A passthrough that is not a list of names leaves the daemon's default."""
-        self.assertIsNone(stdio.hello_passthrough({**HELLO, "passthrough": "alpha"}))
-        self.assertEqual(stdio.hello_passthrough({**HELLO, "passthrough": []}), ())
+        self.assertIsNone(mcp_socket.hello_passthrough({**HELLO, "passthrough": "alpha"}))
+        self.assertEqual(mcp_socket.hello_passthrough({**HELLO, "passthrough": []}), ())
         self.assertEqual(
-            stdio.hello_passthrough({**HELLO, "passthrough": ["a", 3, "", "b"]}), ("a", "b")
+            mcp_socket.hello_passthrough({**HELLO, "passthrough": ["a", 3, "", "b"]}), ("a", "b")
         )
-        self.assertIsNone(stdio.hello_passthrough(None))
+        self.assertIsNone(mcp_socket.hello_passthrough(None))
 
 
 class SocketTests(SynchronousTestCase):
     def test_same_socket_name(self) -> None:
         """The bridge and the daemon agree on the MCP socket's name."""
-        self.assertEqual(bridge_module.MCP_SOCKET_NAME, stdio.SOCKET_NAME)
+        self.assertEqual(bridge_module.MCP_SOCKET_NAME, mcp_socket.SOCKET_NAME)
 
     def test_endpoint_is_private(self) -> None:
         """The MCP socket is owner-only and locked against a second daemon."""
@@ -385,7 +385,7 @@ class SocketTests(SynchronousTestCase):
         self.assertEqual(names, ["demo", "tasks"])
         hello = json.loads(bridge_module.hello_line(names))
         self.assertEqual(hello["passthrough"], ["demo", "tasks"])
-        self.assertEqual(stdio.hello_passthrough(hello), ("demo", "tasks"))
+        self.assertEqual(mcp_socket.hello_passthrough(hello), ("demo", "tasks"))
 
     def test_hello_line_empty_passthrough(self) -> None:
         """
@@ -398,7 +398,7 @@ class SocketTests(SynchronousTestCase):
             self.assertEqual(names, [])
             hello = json.loads(bridge_module.hello_line(names))
             self.assertEqual(hello["passthrough"], [])
-            self.assertEqual(stdio.hello_passthrough(hello), ())
+            self.assertEqual(mcp_socket.hello_passthrough(hello), ())
 
     def test_mcp_url(self) -> None:
         """--transport http points at /mcp on each TCP endpoint of daemon.listen."""

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.server.test_stdio -*-
+# -*- test-case-name: tests.server.test_mcp_socket -*-
 """
 MCP over a byte stream: the daemon's side of C{mcpx serve}.
 
