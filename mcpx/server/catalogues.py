@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from mcpx.ops.errors import OpError, error_from
@@ -100,9 +100,20 @@ class Catalogues:
             last[server] = items
             return items
 
-        return await self._gateway.each_server(
-            what, lambda name: Deferred.fromCoroutine(listing(name)), names=servers
-        )
+        pool = self._gateway.pool
+        client = upstream_client(context)
+
+        def fetch(server: str) -> Deferred[list[dict[str, Any]]]:
+            # What the pool has cached is what its listing would give at once: taken
+            # without the listing's coroutines and its wait's timer.
+            cached = pool.cached_catalogue(server, kind, client=client)
+            if cached is None:
+                return Deferred.fromCoroutine(listing(server))
+            self._overdue.discard(server)
+            items = last[server] = list(cached)
+            return succeed(items)
+
+        return await self._gateway.each_server(what, fetch, names=servers)
 
     async def of(
         self,
