@@ -32,6 +32,7 @@ from mcpx.pool.status import ServerState
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import declaring, questions_declared
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
@@ -51,13 +52,24 @@ def upstream_client(context: Context) -> str:
     reaches declares no more upstream and lists what the server lists to such a host
     (a revision's missing capability counts as undeclared, as for L{mcpx.call.Call}).
     """
+    declared = questions_declared(context.capabilities)
     revision = context.revision
-    questions = frozenset(
-        question
-        for question in questions_declared(context.capabilities)
-        if capability_in("client", question.partition(".")[0], revision)
-    )
-    return declaring(context.identity, questions)
+    mark = _MARKS.get((declared, revision))
+    if mark is None:
+        questions = frozenset(
+            question
+            for question in declared
+            if capability_in("client", question.partition(".")[0], revision)
+        )
+        # What declaring appends to any identity: worked out once for each set of
+        # questions (some of four) and revision, as this runs twice for every call.
+        mark = _MARKS[declared, revision] = declaring("", questions)
+    return context.identity + mark
+
+
+#: The mark L{upstream_client} puts on an identity, by the questions its host declared
+#: and its revision (a few dozen at most).
+_MARKS: dict[tuple[frozenset[str], Revision], str] = {}
 
 
 class Catalogues:
