@@ -115,14 +115,33 @@ class Catalogues:
         pool = self._gateway.pool
         client = upstream_client(context)
 
-        def fetch(server: str) -> Deferred[list[dict[str, Any]]]:
+        def taken(server: str) -> list[dict[str, Any]] | None:
             # What the pool has cached is what its listing would give at once: taken
             # without the listing's coroutines and its wait's timer.
             cached = pool.cached_catalogue(server, kind, client=client)
             if cached is None:
-                return Deferred.fromCoroutine(listing(server))
+                return None
             self._overdue.discard(server)
             items = last[server] = list(cached)
+            return items
+
+        found: list[tuple[str, list[dict[str, Any]]]] = []
+        for server in servers:
+            items = taken(server)
+            if items is None:
+                break
+            found.append((server, items))
+        else:
+            # Every one cached: nothing to wait for, nothing that may fail.
+            return found
+        before = dict(found)
+
+        def fetch(server: str) -> Deferred[list[dict[str, Any]]]:
+            items = before.get(server)
+            if items is None:
+                items = taken(server)
+            if items is None:
+                return Deferred.fromCoroutine(listing(server))
             return succeed(items)
 
         return await self._gateway.each_server(what, fetch, names=servers)
