@@ -605,7 +605,11 @@ class Instances:
         each start, and the delay must keep growing for it.
         """
         up_since = instance.up_since
-        if up_since is not None and self.clock.seconds() - up_since >= self.stable_after:
+        if (
+            up_since is not None
+            and instance.slot.failures
+            and self.clock.seconds() - up_since >= self.stable_after
+        ):
             instance.slot.failures = 0
 
     def finished(self, instance: Instance) -> None:

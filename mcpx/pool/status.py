@@ -11,7 +11,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from mcpx.pool.instance import Slot, is_mirrored
+from mcpx.pool.instance import Instance, Slot, is_mirrored
 from mcpx.settings.servers import Server, StdioServer
 
 
@@ -109,17 +109,37 @@ class ReloadReport:
 
 def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: float) -> ServerStatus:
     """How C{name}, configured as C{config}, stands at C{now}, taken over its C{slots}."""
-    instances = [slot.instance for slot in slots.values() if slot.instance is not None]
-    ready = [i for i in instances if i.usable]
-    waits = [
-        slot.retry_at - now
-        for slot in slots.values()
-        if slot.retry_at is not None and slot.retry_at > now
-    ]
+    # One pass over the slots: this runs for every pass-through listing (its servers'
+    # failing scopes, mcpx.server.catalogues), not for the status page alone.
+    instances: list[Instance] = []
+    ready: list[Instance] = []
+    waits: list[float] = []
+    last_error: str | None = None
+    failing: list[str] = []
+    in_flight = 0
     # A key whose last instance crashed (or never started) and that has not been
     # started since is failed, even once its back-off has passed: the next use
     # starts it, and until then the state says what happened.
-    broken = any(slot.failures and slot.instance is None for slot in slots.values())
+    broken = False
+    for key, slot in slots.items():
+        instance = slot.instance
+        usable = False
+        if instance is not None:
+            instances.append(instance)
+            in_flight += instance.in_flight
+            usable = instance.usable
+            if usable:
+                ready.append(instance)
+        if slot.failures:
+            if instance is None:
+                broken = True
+            if not usable:
+                failing.append(key)
+        retry_at = slot.retry_at
+        if retry_at is not None and retry_at > now:
+            waits.append(retry_at - now)
+        if slot.last_error is not None:
+            last_error = slot.last_error
     if config.misconfigured is not None:
         state = ServerState.MISCONFIGURED
     elif ready:
@@ -134,26 +154,22 @@ def server_status(name: str, config: Server, slots: Mapping[str, Slot], now: flo
     if ready:
         # The server's own era: a legacy-era instance of a dual-era server (era
         # mirroring) tells it only when nothing else runs.
-        session = min(ready, key=lambda i: is_mirrored(i.scope)).session
+        first = ready[0] if len(ready) == 1 else min(ready, key=lambda i: is_mirrored(i.scope))
+        session = first.session
         assert session is not None
         era = session.era.value
         if session.declaration is not None:
             revision = session.declaration.revision.value
-    errors = [slot.last_error for slot in slots.values() if slot.last_error is not None]
     return ServerStatus(
         name=name,
         state=state,
         transport="stdio" if isinstance(config, StdioServer) else "http",
         scope=config.scope.value,
         instances=len(instances),
-        in_flight=sum(i.in_flight for i in instances),
+        in_flight=in_flight,
         era=era,
         revision=revision,
-        last_error=config.misconfigured or (errors[-1] if errors else None),
+        last_error=config.misconfigured or last_error,
         retry_in=(min(waits) if waits else 0.0) if state is ServerState.FAILED else None,
-        failing_scopes=frozenset(
-            key
-            for key, slot in slots.items()
-            if slot.failures and (slot.instance is None or not slot.instance.usable)
-        ),
+        failing_scopes=frozenset(failing),
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from mcpx.ops.errors import OpError, error_from
@@ -32,6 +32,7 @@ from mcpx.pool.status import ServerState
 from mcpx.server.conn import Context
 from mcpx.server.surface import Surface
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import declaring, questions_declared
 from mcpx.upstream.session import UpstreamError
 from mcpx.wire.errors import RpcError
@@ -51,13 +52,24 @@ def upstream_client(context: Context) -> str:
     reaches declares no more upstream and lists what the server lists to such a host
     (a revision's missing capability counts as undeclared, as for L{mcpx.call.Call}).
     """
+    declared = questions_declared(context.capabilities)
     revision = context.revision
-    questions = frozenset(
-        question
-        for question in questions_declared(context.capabilities)
-        if capability_in("client", question.partition(".")[0], revision)
-    )
-    return declaring(context.identity, questions)
+    mark = _MARKS.get((declared, revision))
+    if mark is None:
+        questions = frozenset(
+            question
+            for question in declared
+            if capability_in("client", question.partition(".")[0], revision)
+        )
+        # What declaring appends to any identity: worked out once for each set of
+        # questions (some of four) and revision, as this runs twice for every call.
+        mark = _MARKS[declared, revision] = declaring("", questions)
+    return context.identity + mark
+
+
+#: The mark L{upstream_client} puts on an identity, by the questions its host declared
+#: and its revision (a few dozen at most).
+_MARKS: dict[tuple[frozenset[str], Revision], str] = {}
 
 
 class Catalogues:
@@ -100,9 +112,39 @@ class Catalogues:
             last[server] = items
             return items
 
-        return await self._gateway.each_server(
-            what, lambda name: Deferred.fromCoroutine(listing(name)), names=servers
-        )
+        pool = self._gateway.pool
+        client = upstream_client(context)
+
+        def taken(server: str) -> list[dict[str, Any]] | None:
+            # What the pool has cached is what its listing would give at once: taken
+            # without the listing's coroutines and its wait's timer.
+            cached = pool.cached_catalogue(server, kind, client=client)
+            if cached is None:
+                return None
+            self._overdue.discard(server)
+            items = last[server] = list(cached)
+            return items
+
+        found: list[tuple[str, list[dict[str, Any]]]] = []
+        for server in servers:
+            items = taken(server)
+            if items is None:
+                break
+            found.append((server, items))
+        else:
+            # Every one cached: nothing to wait for, nothing that may fail.
+            return found
+        before = dict(found)
+
+        def fetch(server: str) -> Deferred[list[dict[str, Any]]]:
+            items = before.get(server)
+            if items is None:
+                items = taken(server)
+            if items is None:
+                return Deferred.fromCoroutine(listing(server))
+            return succeed(items)
+
+        return await self._gateway.each_server(what, fetch, names=servers)
 
     async def of(
         self,

@@ -40,6 +40,7 @@ from mcpx.spec.matrix import capability_in
 from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import is_mapping
 
 Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 #: Answers any of the three questions knowing the call it came with (the call the
@@ -66,13 +67,13 @@ def questions_declared(capabilities: Mapping[str, Any]) -> frozenset[str]:
     """
     found: set[str] = set()
     elicitation = capabilities.get("elicitation")
-    if isinstance(elicitation, Mapping):
+    if is_mapping(elicitation):
         if "form" in elicitation or not elicitation:
             found.add("elicitation.form")
         if "url" in elicitation:
             found.add("elicitation.url")
     for name in ("sampling", "roots"):
-        if isinstance(capabilities.get(name), Mapping):
+        if is_mapping(capabilities.get(name)):
             found.add(name)
     return frozenset(found)
 

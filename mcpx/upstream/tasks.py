@@ -39,7 +39,7 @@ from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
 from mcpx.upstream.records import InputRound
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import without_member
+from mcpx.wire.messages import is_mapping, without_member
 
 log = Logger()
 
@@ -93,11 +93,11 @@ def task_support(tool: Mapping[str, Any]) -> str | None:
     C{execution}, the C{taskSupport} under the tasks extension's id in its C{_meta}.
     """
     execution = tool.get("execution")
-    support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    support = execution.get("taskSupport") if is_mapping(execution) else None
     if support is None:
         meta = tool.get("_meta")
-        declared = meta.get(TASKS_EXTENSION) if isinstance(meta, Mapping) else None
-        support = declared.get("taskSupport") if isinstance(declared, Mapping) else None
+        declared = meta.get(TASKS_EXTENSION) if is_mapping(meta) else None
+        support = declared.get("taskSupport") if is_mapping(declared) else None
     return support if isinstance(support, str) else None
 
 

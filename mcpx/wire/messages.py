@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeGuard
 
 from attrs import field, frozen
 
@@ -279,6 +279,14 @@ def _parse_batch(items: list[Any], allow_batch: bool) -> Batch:
         except ProtocolError as e:
             invalid.append(e)
     return Batch(tuple(messages), tuple(invalid))
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """
+    C{isinstance(value, Mapping)}, without the ABC's check (a Python-level call) for the
+    common cases on the hot path: a dict, or nothing.
+    """
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 def without_member(message: Mapping[str, Any], field: str, key: str) -> dict[str, Any]:
