@@ -18,7 +18,7 @@ from mcp import Client
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.conformance.test_passthrough_leg import in_thread, read_results
+from tests.conformance.test_passthrough_leg import in_thread, read_results, warm
 from tests.interop.peers import SDK1_SERVER, SDK2_SERVER, Transport, start_daemon
 from tests.support.peers import conformance_cli
 from tests.support.processes import REPO, reactor
@@ -91,6 +91,9 @@ class SDK2ServerLegTests(TestCase):
 
     async def leg(self, transport: Transport) -> None:
         url = await start_daemon(self, SDK2_SERVER, transport)
+        # The upstream instances the suite's declarations need are started first, as
+        # in the reference leg: a stdio start within a check's 600 ms window is load.
+        await warm(self, url)
         failures = []
         for revision in ("2026-07-28", "2025-11-25"):
             found = await suite_failures(self, url, "--requirements", revision)
