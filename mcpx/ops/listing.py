@@ -26,9 +26,6 @@ log = Logger()
 
 T = TypeVar("T")
 
-#: The default of C{pool.listWait}, for a host with no settings.
-DEFAULT_LIST_WAIT = 5.0
-
 
 def still_starting(server: str, wait: float) -> OpError:
     """Why a server is missing from a listing that could not wait for it."""

@@ -12,7 +12,6 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.auth.caller import subject_identity
-from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.schemas import ERROR_SCHEMA
 from mcpx.ops.table import BY_NAME, OPS
 from mcpx.pool import CallTimedOut, ServerState, TooManyInstances
@@ -32,6 +31,9 @@ from tests.daemon.fake_pool import (
     unavailable,
 )
 from tests.support.logs import observe_log
+
+#: C{pool.listWait} as the harness's default settings have it.
+LIST_WAIT = default_settings().duration("pool.listWait")
 
 #: One request per op that answers JSON, to check every generated route against its schema.
 SAMPLES: dict[str, tuple[str, str, Any]] = {
@@ -160,7 +162,7 @@ class ReadTests(SynchronousTestCase):
         started = self.harness.start("GET", "/v1/tools")
         self.harness.stub.flush()
         self.assertNoResult(started)
-        self.harness.clock.advance(DEFAULT_LIST_WAIT - 0.1)
+        self.harness.clock.advance(LIST_WAIT - 0.1)
         self.harness.stub.flush()
         self.assertNoResult(started)
         self.harness.clock.advance(0.1)
@@ -180,7 +182,7 @@ class ReadTests(SynchronousTestCase):
         """A hung server whose instance has its catalogue cached is listed from it."""
         self.harness.pool.servers["search"].hung = Deferred()
         started = self.harness.start("GET", "/v1/tools?search=web")
-        self.harness.clock.advance(DEFAULT_LIST_WAIT)
+        self.harness.clock.advance(LIST_WAIT)
         body = json.loads(self.harness.finish(started).body)
         self.assertEqual([t["name"] for t in body["tools"]], ["web_search"])
         self.assertNotIn("errors", body)
@@ -190,7 +192,7 @@ class ReadTests(SynchronousTestCase):
         self.harness.pool.servers["search"].hung = Deferred()
         self.harness.pool.servers["search"].cached = False
         started = self.harness.start("GET", "/v1/resources")
-        self.harness.clock.advance(DEFAULT_LIST_WAIT)
+        self.harness.clock.advance(LIST_WAIT)
         body = json.loads(self.harness.finish(started).body)
         self.assertEqual(body["errors"][0]["error"]["code"], "server_starting")
 

@@ -14,7 +14,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.ops import uris
 from mcpx.ops.events import Event
-from mcpx.ops.listing import DEFAULT_LIST_WAIT
 from mcpx.ops.table import OPS
 from mcpx.pool.errors import ServerUnavailable
 from mcpx.server.conn import Context
@@ -27,6 +26,9 @@ from tests.daemon.fake_pool import FakePool, FakeServer, default_settings
 from tests.server import RICH_RESULT, Harness, Session, gateway_servers, result_of
 from tests.server.test_passthrough import GATEWAY_NAMES, names_of, passed_through
 from tests.server.test_uris import TEMPLATES, TRICKY, expand
+
+#: C{pool.listWait} as the harness's default settings have it.
+LIST_WAIT = default_settings().duration("pool.listWait")
 
 CALL = {"server": "search", "tool": "web_search", "arguments": {"q": "mcp"}}
 
@@ -246,7 +248,7 @@ class PromptTests(SynchronousTestCase):
         session = Session(Revision.V2025_06_18, harness)
         asked = session.request("prompts/list")
         self.assertNoResult(asked)
-        harness.clock.advance(DEFAULT_LIST_WAIT)
+        harness.clock.advance(LIST_WAIT)
         prompts = self.successResultOf(asked)["prompts"]
         self.assertEqual([p["name"] for p in prompts], ["search_query"])
         self.assertEqual([(e.kind, e.server) for e in seen], [("warning", "files")])
