@@ -65,8 +65,8 @@ class CallState(enum.Enum):
 
     #: Made, and nothing has been asked for it yet.
     RUNNING = "running"
-    #: A question was tied to it: it is on the ask path, and keeps running (as a task)
-    #: if its client stops waiting without cancelling it.
+    #: A question was tied to it: it is on the ask path, and keeps running (as a
+    #: L{TASK}) if its client stops waiting without cancelling it.
     ASKING = "asking"
     #: It is a task: it outlives its client's request, until collected.
     TASK = "task"
@@ -84,8 +84,9 @@ class _Life:
     machine moves (L{_Moves}).
     """
 
-    #: Set by the machine's transitions alone, so it is right however re-entrantly
-    #: it is read (a question withdrawn may wake code that asks the call again).
+    #: Set by the machine's transitions (and by L{Call.ended} for a call that never
+    #: moved), so it is right however re-entrantly it is read (a question withdrawn
+    #: may wake code that asks the call again).
     state: CallState = CallState.RUNNING
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
@@ -157,6 +158,9 @@ def _withdrawn(moves: _Moves, life: _Life) -> None:
 
 
 _new_moves = _machine.build()
+#: The machine of every call that ended without moving before: ENDED takes every input
+#: without touching the call, so one machine in that state serves them all.
+_ended_unmoved = _new_moves(_Life(CallState.ENDED), _Ended)
 
 
 @define(eq=False, slots=True)
@@ -256,7 +260,12 @@ class Call:
 
     def ended(self) -> None:
         """Its work settled: it finished, failed or was cancelled (L{CallState.ENDED})."""
-        self._moves().ended()
+        if self._moved is None:
+            # Most calls end having only run: no machine of their own is made for that.
+            self._life.state = CallState.ENDED
+            self._moved = _ended_unmoved
+        else:
+            self._moved.ended()
 
     def awaiting(
         self,
