@@ -12,9 +12,9 @@ client may be put (L{mcpx.spec.questions.may_ask}) and, in pass-through, the
 capabilities mcpx may declare upstream on its behalf (L{Call.declared}).
 
 Its life is a state machine (L{CallState}): it runs; once a question is tied to it, it
-asks (and then outlives its client's going, as a task); when its client cancels it, it
-is withdrawn, and so are its questions.  See "The life of a call" in
-C{docs/architecture.md}.
+asks; it may become a task (and then outlives its client's going); it ends when its
+work settles, or, when its client cancels it, it is withdrawn, and so are its
+questions.  See "The life of a call" in C{docs/architecture.md}.
 
 This module sits on the ground floor: every floor may import it, it imports nothing of
 mcpx.
@@ -65,9 +65,13 @@ class CallState(enum.Enum):
 
     #: Made, and nothing has been asked for it yet.
     RUNNING = "running"
-    #: A question was tied to it: it is on the ask path, and keeps running (as a task)
-    #: if its client stops waiting without cancelling it.
+    #: A question was tied to it: it is on the ask path, and keeps running (as a
+    #: L{TASK}) if its client stops waiting without cancelling it.
     ASKING = "asking"
+    #: It is a task: it outlives its client's request, until collected.
+    TASK = "task"
+    #: Its work settled (finished, failed or was cancelled).
+    ENDED = "ended"
     #: Given up on (its client cancelled it): its questions were withdrawn, and any it
     #: is asked from now on are withdrawn at once.
     WITHDRAWN = "withdrawn"
@@ -80,8 +84,9 @@ class _Life:
     machine moves (L{_Moves}).
     """
 
-    #: Set by the machine's transitions alone, so it is right however re-entrantly
-    #: it is read (a question withdrawn may wake code that asks the call again).
+    #: Set by the machine's transitions (and by L{Call.ended} for a call that never
+    #: moved), so it is right however re-entrantly it is read (a question withdrawn
+    #: may wake code that asks the call again).
     state: CallState = CallState.RUNNING
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
@@ -97,6 +102,12 @@ class _Moves(Protocol):
     def question_asked(self) -> None:
         """A question was tied to the call."""
 
+    def became_task(self) -> None:
+        """The call became a task."""
+
+    def ended(self) -> None:
+        """The call's work settled."""
+
     def withdraw(self) -> None:
         """The call was given up on."""
 
@@ -104,11 +115,17 @@ class _Moves(Protocol):
 _machine = TypeMachineBuilder(_Moves, _Life)
 _Running = _machine.state("Running")
 _Asking = _machine.state("Asking")
+_Task = _machine.state("Task")
+_Ended = _machine.state("Ended")
 _Withdrawn = _machine.state("Withdrawn")
 
 _Asking.upon(_Moves.question_asked).loop().returns(None)
-_Withdrawn.upon(_Moves.question_asked).loop().returns(None)
-_Withdrawn.upon(_Moves.withdraw).loop().returns(None)
+_Task.upon(_Moves.question_asked).loop().returns(None)
+_Task.upon(_Moves.became_task).loop().returns(None)
+# An ended or withdrawn call stays so, whatever happens to it after.
+for _over in (_Ended, _Withdrawn):
+    for _move in (_Moves.question_asked, _Moves.became_task, _Moves.ended, _Moves.withdraw):
+        _over.upon(_move).loop().returns(None)
 
 
 @pep614(_Running.upon(_Moves.question_asked).to(_Asking))
@@ -116,8 +133,22 @@ def _asks(moves: _Moves, life: _Life) -> None:
     life.state = CallState.ASKING
 
 
+@pep614(_Running.upon(_Moves.became_task).to(_Task))
+@pep614(_Asking.upon(_Moves.became_task).to(_Task))
+def _becomes_task(moves: _Moves, life: _Life) -> None:
+    life.state = CallState.TASK
+
+
+@pep614(_Running.upon(_Moves.ended).to(_Ended))
+@pep614(_Asking.upon(_Moves.ended).to(_Ended))
+@pep614(_Task.upon(_Moves.ended).to(_Ended))
+def _ends(moves: _Moves, life: _Life) -> None:
+    life.state = CallState.ENDED
+
+
 @pep614(_Running.upon(_Moves.withdraw).to(_Withdrawn))
 @pep614(_Asking.upon(_Moves.withdraw).to(_Withdrawn))
+@pep614(_Task.upon(_Moves.withdraw).to(_Withdrawn))
 def _withdrawn(moves: _Moves, life: _Life) -> None:
     # Every question awaited for it is withdrawn, once, so the server hears the answer
     # a withdrawn question gets.
@@ -127,6 +158,9 @@ def _withdrawn(moves: _Moves, life: _Life) -> None:
 
 
 _new_moves = _machine.build()
+#: The machine of every call that ended without moving before: ENDED takes every input
+#: without touching the call, so one machine in that state serves them all.
+_ended_unmoved = _new_moves(_Life(CallState.ENDED), _Ended)
 
 
 @define(eq=False, slots=True)
@@ -176,7 +210,7 @@ class Call:
     legacy: bool = False
     _life: _Life = field(factory=_Life, init=False)
     #: Its state machine, made when its life first moves (L{question_asked},
-    #: L{withdraw}): most calls ask nothing and are never given up on.
+    #: L{became_task}, L{ended}, L{withdraw}): a call that only runs never pays for it.
     _moved: _Moves | None = field(default=None, init=False)
 
     def _moves(self) -> _Moves:
@@ -196,6 +230,11 @@ class Call:
         return self._life.state is CallState.ASKING
 
     @property
+    def is_task(self) -> bool:
+        """Whether it is a task, outliving its client's request (L{CallState.TASK})."""
+        return self._life.state is CallState.TASK
+
+    @property
     def withdrawn(self) -> bool:
         """Whether the call was given up on (L{CallState.WITHDRAWN})."""
         return self._life.state is CallState.WITHDRAWN
@@ -211,6 +250,22 @@ class Call:
         and keeps running if its client stops waiting.
         """
         self._moves().question_asked()
+
+    def became_task(self) -> None:
+        """
+        The call became a task (L{CallState.TASK}): it outlives its client's request,
+        and may still ask.
+        """
+        self._moves().became_task()
+
+    def ended(self) -> None:
+        """Its work settled: it finished, failed or was cancelled (L{CallState.ENDED})."""
+        if self._moved is None:
+            # Most calls end having only run: no machine of their own is made for that.
+            self._life.state = CallState.ENDED
+            self._moved = _ended_unmoved
+        else:
+            self._moved.ended()
 
     def awaiting(
         self,
@@ -251,7 +306,8 @@ class Call:
         """
         An upstream request made for this call ended: the questions it asked that
         still wait are withdrawn, so nobody is left to answer a question nothing waits
-        for.  (The call itself goes on: a run's or an op's call makes many requests.)
+        for.  (The call itself goes on, until L{ended}: a run's or an op's call makes
+        many requests.)
 
         @param answered: the server replied to it (a result or an error), rather than
             mcpx giving it up (a task cancelled, a client gone or interrupted, its

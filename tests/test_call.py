@@ -83,3 +83,50 @@ class LifeTests(SynchronousTestCase):
         self.assertIs(call.state, CallState.ASKING)
         call.withdraw()
         self.assertIs(call.state, CallState.WITHDRAWN)
+
+    def test_becomes_a_task(self) -> None:
+        """
+        A running or asking call may become a task, and stays one while it asks on.
+        """
+        for asked in (False, True):
+            call = Call("call-1", {})
+            if asked:
+                call.question_asked()
+            self.assertFalse(call.is_task)
+            call.became_task()
+            call.question_asked()
+            call.became_task()
+            self.assertIs(call.state, CallState.TASK, asked)
+            self.assertEqual((call.is_task, call.asked), (True, False))
+
+    def test_ends_once_whatever_comes_after(self) -> None:
+        """
+        A call ends from running, asking or as a task, and stays ended: withdrawing it
+        then withdraws nothing.
+        """
+        for moves in ([], [Call.question_asked], [Call.became_task]):
+            call = Call("call-1", {})
+            for move in moves:
+                move(call)
+            call.awaiting(Deferred(), lambda: self.fail("withdrawn after the call ended"))
+            call.ended()
+            self.assertIs(call.state, CallState.ENDED, moves)
+            for move in (Call.question_asked, Call.became_task, Call.ended, Call.withdraw):
+                move(call)
+            self.assertIs(call.state, CallState.ENDED, moves)
+
+    def test_a_task_is_withdrawn(self) -> None:
+        """
+        A task withdrawn withdraws the questions it awaits, and stays withdrawn: it
+        neither becomes a task again nor ends.
+        """
+        call = Call("call-1", {})
+        call.became_task()
+        withdrawn: list[str] = []
+        call.awaiting(Deferred(), partial(withdrawn.append, "q1"))
+        call.withdraw()
+        self.assertEqual(withdrawn, ["q1"])
+        call.became_task()
+        call.ended()
+        self.assertIs(call.state, CallState.WITHDRAWN)
+        self.assertFalse(call.is_task)

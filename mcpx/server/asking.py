@@ -149,13 +149,13 @@ class Asking:
             assert isinstance(resumable, ResumableCall)
             resumable.run(Deferred.fromCoroutine(run()))
             # Until it asks, the call is the request's: its going cancels the call.
-            await waiting(resumable, lambda: None if resumable.promoted else resumable.cancel())
+            await waiting(resumable, lambda: None if call.is_task else resumable.cancel())
             return await self.round(resumable, context, params, 0)
         # A legacy client is asked on its connection.  If it cancels the call, the
         # call is cancelled upstream and its questions are withdrawn; if it stops
         # waiting otherwise (its connection went) once the call has asked something,
         # the call runs on as a task.
-        held = ResumableCall(call.id, method, self._clock)
+        held = ResumableCall(call, method, self._clock)
         held.run(Deferred.fromCoroutine(run()))
         if conn.calling is not None and context.request_id is not None:
             # The client's notifications/cancelled withdraws the call before its request
@@ -234,9 +234,11 @@ class Asking:
             host=_host(context),
             legacy=not context.modern,
         )
+        if context.task is not None:
+            call.became_task()
         if askable:
             if context.modern:
-                call.asker = ResumableCall(call.id, method, self._clock)
+                call.asker = ResumableCall(call, method, self._clock)
             elif conn.ask is not None:
                 call.asker = ConnAsker(conn, context.reply)
                 if context.task is not None:
@@ -296,9 +298,9 @@ class Asking:
 
     def promote(self, call: ResumableCall) -> None:
         """The call asked its client: it outlives the request, as a task until collected."""
-        if call.promoted:
+        if call.call.is_task:
             return
-        call.promoted = True
+        call.call.became_task()
         self._resumables[call.id] = call
         try:
             self._host.tasks.adopt(

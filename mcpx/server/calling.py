@@ -16,8 +16,8 @@ In order, once each:
      runs only as a task is C{-32021} to a client that declared neither;
   5. the call (L{Asking.call_for}) and the call forwarded, its questions asked as its
      client's revision has them (L{Asking.asked});
-  6. for a strict call, the C{-32021} one of its questions was refused with
-     (L{strictly}), whichever of the ways above it ran;
+  6. the call ended once its work settles, and for a strict call the C{-32021} one
+     of its questions was refused with (L{settled}), whichever of the ways above it ran;
   7. an upstream's C{-32042} answered as the host's revision has it
      (L{url_required_answer}).
 
@@ -61,11 +61,11 @@ Forward = Callable[[Conn, Context, Params, Route], Awaitable[Mapping[str, Any]]]
 Spell = Callable[[Mapping[str, Any], str, Context], Any]
 
 
-async def strictly(call: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+async def settled(call: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
     """
-    C{work}'s result for a strict call (L{Call.strict}): failing with the -32021 a
-    question of its upstream was refused with, whatever the upstream answered after
-    the refusal.
+    C{work}'s result for C{call}, which ends with it (L{Call.ended}); for a strict
+    call (L{Call.strict}), failing with the -32021 a question of its upstream was
+    refused with, whatever the upstream answered after the refusal.
     """
     try:
         result = await work
@@ -73,6 +73,8 @@ async def strictly(call: Call, work: Awaitable[Mapping[str, Any]]) -> Mapping[st
         if call.refused is not None:
             raise call.refused from None
         raise
+    finally:
+        call.ended()
     if call.refused is not None:
         raise call.refused
     return result
@@ -192,9 +194,8 @@ class _Way:
     def _forwarded(
         self, conn: Conn, context: Context, params: Params, route: Route, call: Call
     ) -> Awaitable[Mapping[str, Any]]:
-        """The call forwarded for C{call}; strictly (L{strictly}) for a strict one."""
-        forwarded = self.forward(conn, context, params, route)
-        return strictly(call, forwarded) if call.strict else forwarded
+        """The call forwarded for C{call}, until it settles (L{settled})."""
+        return settled(call, self.forward(conn, context, params, route))
 
     async def _extension(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -221,7 +222,7 @@ class _Way:
         resumable = (
             asker
             if isinstance(asker, ResumableCall)
-            else ResumableCall(call.id, "tools/call", self.parts.clock)
+            else ResumableCall(call, "tools/call", self.parts.clock)
         )
         forwarded = self._forwarded(conn, context, params, route, call)
         return await promotion.call_may_become_task(

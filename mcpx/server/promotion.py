@@ -150,14 +150,14 @@ class TaskPromotion:
             became_task = await deciding
         except CancelledError:
             # The request went before the call was anything but the request's.
-            if not call.promoted:
+            if not call.call.is_task:
                 call.cancel()
             raise
         if not became_task:
             return await asking.round(call, context, params, rounds)
         try:
             with tracing.span("mcpx.task.promotion", {"mcpx.task.kind": "extension"}):
-                return self.extension.adopt(
+                created = self.extension.adopt(
                     task_owner(context, conn.identity),
                     call,
                     server=server,
@@ -169,6 +169,8 @@ class TaskPromotion:
             # No room for a task: the call is answered inline, however long it takes.
             await waiting(call, call.cancel)
             return await asking.round(call, context, params, rounds)
+        call.call.became_task()
+        return created
 
     def task_support(
         self, conn: Conn, params: dict[str, Any], route: ToolRoute | None

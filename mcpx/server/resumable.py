@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from mcpx.call import ClientUnreachable
+from mcpx.call import Call, ClientUnreachable
 from mcpx.once import Once, Waiters
 from mcpx.questions.relay import unfit_answer
 from mcpx.server.conn import Conn, Reply
@@ -111,15 +111,15 @@ class ResumableCall:
     """
     One upstream call made for a 2026-07-28 request, and the questions it is asking.
 
+    @ivar call: the host's call it runs (a task once it has asked, L{Call.is_task}).
     @ivar id: the call's id (and its task's, once it has asked).
     @ivar method: the request's method.
-    @ivar promoted: it has asked its client something, so it outlives the request.
     """
 
-    def __init__(self, call_id: str, method: str, clock: IReactorTime) -> None:
-        self.id = call_id
+    def __init__(self, call: Call, method: str, clock: IReactorTime) -> None:
+        self.call = call
+        self.id = call.id
         self.method = method
-        self.promoted = False
         #: How many times it has come back asking (the highest round any state counted).
         self.rounds = 0
         #: Why mcpx gave up on it, if it did.

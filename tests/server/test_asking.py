@@ -21,7 +21,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.call import Call, ClientUnreachable
+from mcpx.call import Call, CallState, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.request_state import RequestState, binding, state_keys
@@ -696,7 +696,8 @@ class LegacyTests(SynchronousTestCase):
     def test_asked_call_runs_on(self) -> None:
         """
         A call that asked its client something keeps running when the client's request
-        goes away, as a task under the call's id, collectable when it finishes.
+        goes away, as a task under the call's id, collectable when it finishes; its
+        L{Call} is a task until then, and then ends.
         """
         answering = self.gateway.handle(self.conn, "tools/call", self.params)
         caller = self.gateway.caller()
@@ -706,7 +707,9 @@ class LegacyTests(SynchronousTestCase):
         held = self.gateway.held()
         self.assertFalse(held.result.called)
         self.assertEqual(self.gateway.task(caller.id).status, TaskStatus.WORKING)
+        self.assertIs(caller.state, CallState.TASK)
         held.result.callback(text_result("after all"))
+        self.assertIs(caller.state, CallState.ENDED)
         task = self.gateway.task(caller.id)
         self.assertEqual(task.status, TaskStatus.COMPLETED)
         self.assertEqual(task.result, text_result("after all"))

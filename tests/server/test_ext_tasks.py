@@ -13,7 +13,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.call import ClientUnreachable
+from mcpx.call import CallState, ClientUnreachable
 from mcpx.server.conn import Conn
 from mcpx.server.ext_tasks import SUPPORTING_TOOL_AFTER, becomes_task_after
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
@@ -102,12 +102,16 @@ class CreationTests(SynchronousTestCase):
         created = result_of(answering)
         strictly(self, created, "CreateTaskResult")
         self.assertEqual((created["resultType"], created["status"]), ("task", "working"))
+        call = self.pool.callers[-1]
+        assert call is not None
+        self.assertIs(call.state, CallState.TASK)
         self.assertIsInstance(created["pollIntervalMs"], int)
         task_id = created["taskId"]
         working = self.session.result("tasks/get", {"taskId": task_id}, **WITH_EXTENSION)
         strictly(self, working, "GetTaskResult")
         self.assertEqual(working["status"], "working")
         self.pool.held[0].result.callback(text_result("found"))
+        self.assertIs(call.state, CallState.ENDED)
         done = self.session.result("tasks/get", {"taskId": task_id}, **WITH_EXTENSION)
         strictly(self, done, "GetTaskResult")
         self.assertEqual(done["status"], "completed")

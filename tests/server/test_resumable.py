@@ -12,7 +12,7 @@ from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.call import ClientUnreachable
+from mcpx.call import Call, ClientUnreachable
 from mcpx.server.conn import STDIO, Conn
 from mcpx.server.resumable import ConnAsker, ResumableCall, waiting
 from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
@@ -170,7 +170,7 @@ class ConnAskerTests(SynchronousTestCase):
 class ResumableCallTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
-        self.call = ResumableCall("call-1", "tools/call", self.clock)
+        self.call = ResumableCall(Call("call-1", {}), "tools/call", self.clock)
         self.work_cancelled = 0
         self.work: Deferred[Any] = Deferred(self.cancel_work)
         self.call.run(self.work)

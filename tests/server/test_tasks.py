@@ -12,6 +12,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.call import CallState
 from mcpx.server.conn import Conn
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
 from mcpx.spec.questions import ELICIT
@@ -394,6 +395,7 @@ class InputRequiredTests(SynchronousTestCase):
         self.assertEqual(
             session.result("tasks/get", {"taskId": task_id})["status"], "input_required"
         )
+        self.assertIs(caller.state, CallState.TASK)
         [asked] = harness.asked
         self.assertEqual(asked.method, "elicitation/create")
         assert isinstance(asked.params, dict)
