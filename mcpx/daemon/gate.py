@@ -90,7 +90,8 @@ from mcpx.daemon.peers import connecting_inode, connecting_uid, unix_peer_pid, u
 from mcpx.daemon.status_page import LOGIN_PATHS, PAGE_PATHS
 from mcpx.daemon.token import TokenFile
 from mcpx.lasting import Lasting
-from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
+from mcpx.ops.shutdown import SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
+from mcpx.pool.instances import SHUTTING_DOWN
 from mcpx.settings.oauth_resource import OAuthResource
 from mcpx.upstream.lineage import boot_ticks
 from mcpx.wire.errors import RpcError

@@ -117,6 +117,7 @@ from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.spec.methods import RESOURCE_UPDATED
 from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import declared_in
 from mcpx.upstream.records import ServerDeclaration
@@ -304,7 +305,7 @@ class Pool(MultiService):
                 logger=given.get("logger"),
                 data=given.get("data"),
             )
-        elif method == "notifications/resources/updated":
+        elif method == RESOURCE_UPDATED:
             uri = given.get("uri")
             if isinstance(uri, str):
                 self._instances.publish("resource.updated", instance.name, uri=uri)

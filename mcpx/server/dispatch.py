@@ -66,7 +66,7 @@ from mcpx.server.promotion import TaskPromotion
 from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelopes, params_of
 from mcpx.server.request_state import KeyRing
 from mcpx.server.resumable import ConnAsker
-from mcpx.server.roots import ROOTS_CHANGED, Roots
+from mcpx.server.roots import Roots
 from mcpx.server.sign_in_offers import SignInOffers
 from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
@@ -77,7 +77,7 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
-from mcpx.spec.methods import LISTEN
+from mcpx.spec.methods import LISTEN, ROOTS_CHANGED, TOOLS_CHANGED
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
@@ -100,9 +100,6 @@ GATEWAY_NAMES_INSTRUCTIONS: Final = (
 )
 
 INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS}"
-
-#: The notification after which pass-through lists kept for their next pages are stale.
-_TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 
 #: A tool or prompt name a host's request span may carry: MCP's tool name characters,
 #: at most 128 (another is the host's text, not a name, and is left out).
@@ -386,7 +383,7 @@ class McpServer:
         self, server: str, method: str, params: Mapping[str, Any] | None
     ) -> None:
         """An upstream's notification (L{Subscriptions.upstream_notification})."""
-        if method == _TOOLS_CHANGED:
+        if method == TOOLS_CHANGED:
             self.offering.catalogues_changed()
         self.subscriptions.upstream_notification(server, method, params)
 

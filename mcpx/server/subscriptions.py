@@ -30,18 +30,11 @@ from mcpx.ops import uris
 from mcpx.pool.status import ReloadReport
 from mcpx.server.conn import Conn, Context
 from mcpx.server.flow import Notices
-from mcpx.server.listen import (
-    LIST_CHANGES,
-    PROMPTS_CHANGED,
-    RESOURCE_UPDATED,
-    RESOURCES_CHANGED,
-    TOOLS_CHANGED,
-    Listener,
-    Listening,
-)
+from mcpx.server.listen import LIST_CHANGES, Listener, Listening
 from mcpx.server.offering import Offering
 from mcpx.server.surface import Surface, UnknownName
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.methods import PROMPTS_CHANGED, RESOURCE_UPDATED, RESOURCES_CHANGED, TOOLS_CHANGED
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -324,7 +317,7 @@ class Subscriptions:
         if method in LIST_CHANGES:
             # 2026-07-28 clients hear of it on the listens that asked.
             self._listening.heard(server, method)
-        if method == "notifications/resources/updated":
+        if method == RESOURCE_UPDATED:
             uri = params.get("uri") if params else None
             if isinstance(uri, str):
                 self.resource_updated(server, uri)

@@ -10,3 +10,11 @@ from typing import Final
 
 #: 2026-07-28's request whose answer is a stream of notifications, kept open while wanted.
 LISTEN: Final = "subscriptions/listen"
+
+#: The notifications that a list changed (a server's tools, prompts, resources; a client's roots).
+TOOLS_CHANGED: Final = "notifications/tools/list_changed"
+PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"
+RESOURCES_CHANGED: Final = "notifications/resources/list_changed"
+ROOTS_CHANGED: Final = "notifications/roots/list_changed"
+#: A subscribed resource changed.
+RESOURCE_UPDATED: Final = "notifications/resources/updated"

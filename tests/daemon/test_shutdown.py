@@ -21,7 +21,8 @@ from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.root import DaemonService, race_hurry
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
-from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
+from mcpx.ops.shutdown import Shutdown
+from mcpx.pool.instances import SHUTTING_DOWN
 from mcpx.server.mcp_socket import StdioFactory
 from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups
