@@ -12,6 +12,7 @@ from mcpx._version import __version__
 from mcpx.ops.host import DEFAULT_CLIENT
 from mcpx.ops.op import NDJSON, Op
 from mcpx.ops.schemas import ERROR_SCHEMA, object_schema
+from mcpx.wire.http_common import CLIENT_HEADER
 
 _STATUS_TEXT = {
     200: "OK",
@@ -35,7 +36,7 @@ _STATUS_TEXT = {
 }
 
 _CLIENT_HEADER = {
-    "name": "Mcpx-Client",
+    "name": CLIENT_HEADER,
     "in": "header",
     "required": False,
     "description": "Who is calling; servers with scope client get one instance per caller.",
