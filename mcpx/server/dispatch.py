@@ -227,7 +227,7 @@ class McpServer:
         #: decided once here so that a daemon without tracing pays nothing per request.
         self.handle = self._traced if tracing.on() else self._handle
         if reloads is not None:
-            reloads.listeners.append(self.configuration_changed)
+            reloads.listen(self.configuration_changed)
         if upstream_notices is not None:
             upstream_notices(self.upstream_notification)
 

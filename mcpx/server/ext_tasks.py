@@ -99,7 +99,7 @@ class ExtensionTasks:
         #: The calls of the running tasks, by task id.
         self._held: dict[str, _Held] = {}
         self._on_change = on_change
-        store.on_change.append(self._changed)
+        store.on_change(self._changed)
 
     def _changed(self, task: Task) -> None:
         if task.origin != ORIGIN:

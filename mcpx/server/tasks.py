@@ -163,7 +163,7 @@ class CoreTasks:
         self.page_size = page_size
         #: The connection each running MCP task was made on, for its notifications.
         self._conns: dict[str, Conn] = {}
-        store.on_change.append(self._changed)
+        store.on_change(self._changed)
 
     # Creating
 
