@@ -70,10 +70,6 @@ class Shutdown:
             if getattr(channel, "requests", None):
                 channel.persistent = False
 
-    def on_hurry(self, kill: Callable[[], object]) -> None:
-        """Call C{kill} when the stop is hurried."""
-        self._kill.append(kill)
-
     def hurry(self) -> None:
         """A second signal: kill what is still running, and stop waiting for it."""
         if self.hurried.called:

@@ -101,14 +101,6 @@ class Routes:
                     owner = server
         return owner
 
-    async def tool_owner(self, context: Context, name: str) -> str | None:
-        """
-        The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool (L{tool_route}).
-        """
-        route = await self.tool_route(context, name)
-        return route.server if route is not None else None
-
     async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
         """
         Where a C{tools/call} of C{name} goes: the pass-through server, with its tools as

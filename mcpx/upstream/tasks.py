@@ -154,10 +154,6 @@ class UpstreamTaskEnded(RpcError):
     """
 
 
-class _Outlived(Exception):
-    pass
-
-
 def _tell_call(call: Call | None) -> None:
     """Tell the call mcpx makes this request for that the upstream made it a task."""
     if call is not None and call.on_upstream_task is not None:

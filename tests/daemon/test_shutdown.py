@@ -141,9 +141,8 @@ class HurryTests(SynchronousTestCase):
         A second signal kills the upstreams (once, however many signals follow) and the
         stop no longer waits for what it was waiting for.
         """
-        shutdown = Shutdown(Clock())
         killed: list[int] = []
-        shutdown.on_hurry(lambda: killed.append(1))
+        shutdown = Shutdown(Clock(), kill=[lambda: killed.append(1)])
         stubborn: Deferred[None] = Deferred()
         stopped = race_hurry(stubborn, shutdown)
         self.assertNoResult(stopped)
