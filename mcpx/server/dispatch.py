@@ -470,8 +470,6 @@ class McpServer:
         capabilities = params.get("capabilities")
         conn.revision = revision
         conn.client_capabilities = capabilities if type(capabilities) is dict else {}
-        info = params.get("clientInfo")
-        conn.client_info = info if type(info) is dict else None
         result = {
             "protocolVersion": revision.value,
             "capabilities": self.capabilities(conn, revision, modern=False),
