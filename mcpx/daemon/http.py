@@ -23,8 +23,8 @@ from werkzeug.exceptions import HTTPException
 from mcpx.auth.caller import request_subject
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.browser_login import CODE_LIFETIME, COOKIE, SESSION_LIFETIME, BrowserLogins
+from mcpx.daemon.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.gate import owners_unix_socket
-from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.metrics import Metrics
 from mcpx.daemon.status_page import StatusPage
 from mcpx.ops.host import OpHost
