@@ -30,7 +30,7 @@ from twisted.python.failure import Failure
 
 from mcpx.server.conn import Context
 from mcpx.server.resumable import ResumableCall
-from mcpx.server.tasks import POLL_INTERVAL_MS, _iso
+from mcpx.server.tasks import task_json
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.tasks.store import TaskStore
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
@@ -142,7 +142,7 @@ class ExtensionTasks:
 
         self.store.run(task, outcome, describe_error)
         self._watch(held)
-        return {"resultType": "task", **self._task(task)}
+        return {"resultType": "task", **task_json(task, self.store.ttl, extension=True)}
 
     def _watch(self, held: _Held) -> None:
         """Mark the task C{input_required} when its call asks, once it does."""
@@ -154,23 +154,9 @@ class ExtensionTasks:
             return
         call.next().addCallback(lambda _: self._watch(held))
 
-    def _task(self, task: Task) -> dict[str, Any]:
-        shown: dict[str, Any] = {
-            "taskId": task.id,
-            "status": task.status.value,
-            "createdAt": _iso(task.created),
-            "lastUpdatedAt": _iso(task.updated or task.created),
-            "ttlMs": round((task.ttl if task.ttl is not None else self.store.ttl) * 1000),
-        }
-        if not task.status.terminal:
-            shown["pollIntervalMs"] = POLL_INTERVAL_MS
-        if task.message is not None:
-            shown["statusMessage"] = task.message
-        return shown
-
     def detailed(self, task: Task) -> dict[str, Any]:
         """The task as C{tasks/get} answers it and C{notifications/tasks} tells it."""
-        shown = self._task(task)
+        shown = task_json(task, self.store.ttl, extension=True)
         status = task.status
         if status is TaskStatus.COMPLETED:
             shown["result"] = dict(task.result or {})

@@ -80,20 +80,24 @@ def _iso(seconds: float) -> str:
     )
 
 
-def task_json(task: Task, ttl: float) -> dict[str, Any]:
-    """A store task as 2025-11-25's C{Task}."""
+def task_json(task: Task, ttl: float, *, extension: bool = False) -> dict[str, Any]:
+    """
+    A store task as 2025-11-25's C{Task}, or as the tasks extension's (C{extension}),
+    whose durations are named in C{Ms} and whose failure's error is told apart.
+    """
+    ms = "Ms" if extension else ""
     shown: dict[str, Any] = {
         "taskId": task.id,
         "status": task.status.value,
         "createdAt": _iso(task.created),
         "lastUpdatedAt": _iso(task.updated or task.created),
-        "ttl": round((task.ttl if task.ttl is not None else ttl) * 1000),
+        f"ttl{ms}": round((task.ttl if task.ttl is not None else ttl) * 1000),
     }
     if not task.status.terminal:
-        shown["pollInterval"] = POLL_INTERVAL_MS
+        shown[f"pollInterval{ms}"] = POLL_INTERVAL_MS
     if task.message is not None:
         shown["statusMessage"] = task.message
-    elif task.status is TaskStatus.FAILED and task.error is not None:
+    elif not extension and task.status is TaskStatus.FAILED and task.error is not None:
         shown["statusMessage"] = str(task.error.get("message", "the call failed"))
     return shown
 
