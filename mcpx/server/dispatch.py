@@ -77,7 +77,7 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
-from mcpx.spec.methods import LISTEN, ROOTS_CHANGED, TOOLS_CHANGED
+from mcpx.spec.methods import LISTEN, ROOTS_CHANGED, SUBSCRIBE, TOOLS_CHANGED, UNSUBSCRIBE
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
 from mcpx.wire.errors import RpcError
@@ -217,8 +217,8 @@ class McpServer:
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": calling("resources/read", self._read_resource),
-            "resources/subscribe": subscriptions.subscribe,
-            "resources/unsubscribe": subscriptions.unsubscribe,
+            SUBSCRIBE: subscriptions.subscribe,
+            UNSUBSCRIBE: subscriptions.unsubscribe,
             "logging/setLevel": self._set_level,
             "completion/complete": self._complete,
         }

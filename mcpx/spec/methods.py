@@ -16,5 +16,8 @@ TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"
 RESOURCES_CHANGED: Final = "notifications/resources/list_changed"
 ROOTS_CHANGED: Final = "notifications/roots/list_changed"
+#: A client's interest in one resource's updates, and its end.
+SUBSCRIBE: Final = "resources/subscribe"
+UNSUBSCRIBE: Final = "resources/unsubscribe"
 #: A subscribed resource changed.
 RESOURCE_UPDATED: Final = "notifications/resources/updated"
