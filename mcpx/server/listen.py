@@ -55,6 +55,7 @@ from mcpx.server.flow import Flow, Notices
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.methods import (
+    ACKNOWLEDGED,
     LISTEN,
     PROMPTS_CHANGED,
     RESOURCE_UPDATED,
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 
 #: The tasks extension's notification of a task's state (a C{DetailedTask}).
 TASK_STATE: Final = "notifications/tasks"

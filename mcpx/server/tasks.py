@@ -37,6 +37,7 @@ from mcpx import tracing
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
+from mcpx.spec.methods import TASK_STATUS
 from mcpx.spec.revision import Revision
 from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
@@ -51,8 +52,6 @@ log = Logger()
 #: What mcpx suggests between two C{tasks/get} of one task, in milliseconds.
 POLL_INTERVAL_MS: Final = 1000
 
-#: The notification a 2025-11-25 client hears a task's change of state by.
-STATUS_NOTIFICATION: Final = "notifications/tasks/status"
 
 #: The tool-level declarations that allow a task (C{execution.taskSupport}).
 _ALLOWS_TASK: Final = frozenset(("optional", "required"))
@@ -340,10 +339,10 @@ class CoreTasks:
         revision = conn.revision
         if push is None or conn.closed or revision is None:
             return
-        if not notification_in(STATUS_NOTIFICATION, revision):
+        if not notification_in(TASK_STATUS, revision):
             return
         # Outside any request: a legacy HTTP session sends it on its GET stream.
-        push(STATUS_NOTIFICATION, task_json(task, self.store.ttl))
+        push(TASK_STATUS, task_json(task, self.store.ttl))
 
 
 def _unknown(task_id: str) -> RpcError:

@@ -10,6 +10,10 @@ from typing import Final
 
 #: 2026-07-28's request whose answer is a stream of notifications, kept open while wanted.
 LISTEN: Final = "subscriptions/listen"
+#: The first notification of a listen's stream: what the server grants it.
+ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+#: The notification a 2025-11-25 client hears a task's change of state by.
+TASK_STATUS: Final = "notifications/tasks/status"
 
 #: The notifications that a list changed (a server's tools, prompts, resources; a client's roots).
 TOOLS_CHANGED: Final = "notifications/tools/list_changed"

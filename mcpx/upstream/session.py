@@ -30,6 +30,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.call import Call
+from mcpx.spec.methods import TASK_STATUS
 from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, SessionExpired
@@ -504,7 +505,7 @@ class UpstreamSession:
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None
-        if notification.method == "notifications/tasks/status" and params is not None:
+        if notification.method == TASK_STATUS and params is not None:
             task_id = params.get("taskId")
             watcher = self._task_watchers.get(task_id) if isinstance(task_id, str) else None
             if watcher is not None:
