@@ -56,8 +56,8 @@ from mcpx.demo.catalogue import (
     countdown_plan,
     countdown_progress,
 )
+from mcpx.spec.feature import Direction
 from mcpx.spec.matrix import (
-    Direction,
     capability_in,
     error_code_in,
     field_in,
