@@ -24,7 +24,7 @@ from mcpx.server.conn import Context
 from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in
 from mcpx.spec.meta_keys import RESERVED_PREFIX
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, UPSTREAM_FAILED, RpcError
 
 #: C{/v1}'s status for a request whose upstream's answer failed.

@@ -155,8 +155,7 @@ from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes
 from mcpx.server.results import capped_completion, text_result
 from mcpx.server.surface import Surface
-from mcpx.upstream.records import ServerDeclaration
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
 log = Logger()

@@ -42,7 +42,7 @@ from mcpx.server.param_headers import (
 from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.results import resource_not_found
 from mcpx.server.surface import UnknownName
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 

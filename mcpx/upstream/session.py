@@ -37,7 +37,6 @@ from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.records import (
     InputRound,
-    NotModern,
     ServerDeclaration,
     TooManyRounds,
     UpstreamError,
@@ -53,18 +52,6 @@ from mcpx.upstream.tasks import (
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import RpcPeer
-
-#: The records are imported from here by the rest of mcpx too.
-__all__ = [
-    "InputRound",
-    "NotModern",
-    "ServerDeclaration",
-    "TooManyRounds",
-    "UpstreamError",
-    "UpstreamSession",
-    "is_input_required",
-    "is_task",
-]
 
 #: How many pages of a list mcpx follows before deciding the server is looping.
 MAX_PAGES = 1000

@@ -26,7 +26,7 @@ from mcpx.pool.interface import PoolInterface
 from mcpx.pool.pool import Pool
 from mcpx.spec.safe_schema import dialect
 from mcpx.tasks.store import TooManyTasks
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import RpcError
 
 
