@@ -80,6 +80,7 @@ from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
 from mcpx.spec.methods import LISTEN, ROOTS_CHANGED, SUBSCRIBE, TOOLS_CHANGED, UNSUBSCRIBE
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
+from mcpx.upstream.handlers import UpstreamListener
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, spelled_as_read
 
@@ -104,9 +105,6 @@ INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS
 #: A tool or prompt name a host's request span may carry: MCP's tool name characters,
 #: at most 128 (another is the host's text, not a name, and is left out).
 _NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
-
-#: Told of each notification an upstream server sends: (server, method, params).
-UpstreamListener = Callable[[str, str, "Mapping[str, Any] | None"], None]
 
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",

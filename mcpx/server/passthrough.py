@@ -140,11 +140,11 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
+from mcpx.pool.progress import ProgressSink
 from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
-    ProgressSink,
     forwarded,
     guarded,
     pool_failure,
