@@ -34,6 +34,7 @@ from mcpx.server.tasks import task_json
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.tasks.store import TaskStore
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
+from mcpx.upstream.tasks import SUPPORTS_TASKS
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 #: What the store's C{origin} calls these tasks (core tasks are C{"mcp"}).
@@ -41,8 +42,6 @@ ORIGIN: Final = "extension"
 
 #: How long a call to a tool that declares task support runs before it becomes a task.
 SUPPORTING_TOOL_AFTER: Final = 0.25
-
-_SUPPORTED: Final = frozenset(("optional", "required"))
 
 
 def task_owner(context: Context, connection_identity: str) -> str:
@@ -68,7 +67,7 @@ def client_declares(context: Context) -> bool:
 
 def becomes_task_after(support: str | None, task_after: float) -> float:
     """Seconds a call runs before it is made a task, by its tool's C{taskSupport}."""
-    return SUPPORTING_TOOL_AFTER if support in _SUPPORTED else task_after
+    return SUPPORTING_TOOL_AFTER if support in SUPPORTS_TASKS else task_after
 
 
 @define(eq=False)
