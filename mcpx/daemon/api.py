@@ -30,21 +30,13 @@ from mcpx.server.http_exchange import CLIENT
 from mcpx.settings.secrets import SecretMasker
 from mcpx.wire import jsontext
 from mcpx.wire.jsontext import JSONRefused
-from mcpx.wire.messages import encode_json as encode_message_json
+from mcpx.wire.messages import encode_json
 
 _log = Logger()
 
 #: The run a CPython-mode program's call belongs to, and that run's secret key.
 RUN_HEADER = b"x-mcpx-run"
 RUN_KEY_HEADER = b"x-mcpx-run-key"
-
-
-def encode_json(payload: Any) -> bytes:
-    """
-    Compact UTF-8 JSON, strictly: lone surrogates are escaped, and C{NaN} or an infinity
-    raises instead of being written as text no JSON reader accepts.
-    """
-    return encode_message_json(payload)
 
 
 def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
