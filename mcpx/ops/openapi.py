@@ -35,7 +35,7 @@ _STATUS_TEXT = {
     504: "The upstream server did not answer in time",
 }
 
-_CLIENT_HEADER = {
+_CLIENT_PARAMETER = {
     "name": CLIENT_HEADER,
     "in": "header",
     "required": False,
@@ -68,7 +68,7 @@ def _operation(op: Op) -> dict[str, Any]:
             parameter.update(style="form", explode=True)
         parameters.append(parameter)
     if op.uses_client:
-        parameters.append(_CLIENT_HEADER)
+        parameters.append(_CLIENT_PARAMETER)
     success: dict[str, Any] = {"description": _STATUS_TEXT[200], "content": {}}
     success["content"][op.media.value] = {"schema": op.output_schema}
     if op.progress_schema is not None:
