@@ -17,7 +17,7 @@ from attrs import evolve
 
 from mcpx.settings.client_key import ClientKeyError, read_client_key
 from mcpx.settings.declarations import ENV_PREFIX
-from mcpx.settings.errors import SettingsError, closest
+from mcpx.settings.errors import SettingsError, refuse_unknown
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
     AUTH_FIELDS,
@@ -197,11 +197,7 @@ class _ServerReader:
         return server
 
     def check_fields(self, entry: Mapping[str, object], valid: tuple[str, ...], kind: str) -> None:
-        for key in entry:
-            if key not in valid:
-                guess = closest(key, valid)
-                hint = f"did you mean {guess!r}? " if guess is not None else ""
-                self.fail(key, f"unknown field; {hint}valid fields for {kind}: {', '.join(valid)}")
+        refuse_unknown(self.where, entry, valid, f"valid fields for {kind}")
 
     def check_type(self, entry: Mapping[str, object], allowed: frozenset[str], kind: str) -> None:
         if "type" not in entry:
@@ -307,11 +303,7 @@ class _ServerReader:
             self.fail("tls", f"must be an object with any of {', '.join(TLS_FIELDS)}")
         if scheme != "https":
             self.fail("tls", "applies only to an https:// URL")
-        for key in block:
-            if key not in TLS_FIELDS:
-                guess = closest(key, TLS_FIELDS)
-                hint = f"did you mean {guess!r}? " if guess is not None else ""
-                self.fail(f"tls.{key}", f"unknown field; {hint}tls takes: {', '.join(TLS_FIELDS)}")
+        refuse_unknown(self.where, block, TLS_FIELDS, "tls takes", prefix="tls.")
         values = {key: self.string(block, key, f"tls.{key}") for key in block}
         if "key" in values and "cert" not in values:
             self.fail("tls.key", 'a key needs its certificate; give "cert" too')
