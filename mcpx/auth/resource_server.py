@@ -32,42 +32,19 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.auth.caller import (
-    CALLER_ATTRIBUTE,
     INSUFFICIENT_SCOPE,
     INVALID_TOKEN,
     UNAVAILABLE,
     Refusal,
     VerifiedToken,
-    request_subject,
 )
 from mcpx.auth.jwks import (
     ALGORITHMS,
-    DOCUMENT_LIMIT,
-    REFETCH_INTERVAL,
-    REQUEST_TIMEOUT,
     FetchError,
     KeySet,
-    SigningKey,
     fetch_json,
 )
 from mcpx.settings.oauth_resource import OAuthResource
-
-__all__ = [
-    "ALGORITHMS",
-    "CALLER_ATTRIBUTE",
-    "DOCUMENT_LIMIT",
-    "INSUFFICIENT_SCOPE",
-    "INVALID_TOKEN",
-    "REFETCH_INTERVAL",
-    "REQUEST_TIMEOUT",
-    "UNAVAILABLE",
-    "KeySet",
-    "Refusal",
-    "SigningKey",
-    "TokenVerifier",
-    "VerifiedToken",
-    "request_subject",
-]
 
 log = Logger()
 

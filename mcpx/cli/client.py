@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 #: same, but importing it would import Twisted; a test keeps the two equal.
 SOCKET_NAME = "mcpx.sock"
 
-#: The header that tells the daemon who is calling (it scopes C{scope: client} servers).
+#: The header that tells the daemon who is calling, and the name it assumes without one:
+#: C{mcpx.wire.http_common.CLIENT_HEADER} and C{mcpx.ops.host.DEFAULT_CLIENT} say the same,
+#: but importing them would import re and typing; a test keeps them equal.
 CLIENT_HEADER = "Mcpx-Client"
 DEFAULT_CLIENT = "cli"
 

@@ -106,14 +106,19 @@ def echo_json(value: object) -> None:
     echo(json_text(value))
 
 
+def echo_answer(answer: Any, as_json: bool, text: Callable[[Any], str]) -> None:
+    """Print C{answer} as C{--json} shows it, else as C{text} writes it."""
+    if as_json:
+        echo_json(answer)
+    else:
+        echo(text(answer), nl=False)
+
+
 @asks_the_daemon("servers")
 def servers(client: DaemonClient, as_json: bool) -> None:
     """List the configured servers and their state."""
     answer = client.get(routes.path("list_servers"))
-    if as_json:
-        echo_json(answer)
-    else:
-        echo(servers_text(answer), nl=False)
+    echo_answer(answer, as_json, servers_text)
 
 
 @asks_the_daemon("tools")
@@ -124,11 +129,9 @@ def tools(client: DaemonClient, as_json: bool, server: str | None, search: str |
     answer = client.get(
         target(routes.path("list_tools"), server=server, search=search), timeout=120.0
     )
-    if as_json:
-        echo_json(answer)
-        return
-    echo(tools_text(answer), nl=False)
-    say_missing(answer, "tools")
+    echo_answer(answer, as_json, tools_text)
+    if not as_json:
+        say_missing(answer, "tools")
 
 
 def say_missing(answer: object, kind: str) -> None:
@@ -152,10 +155,7 @@ def say_missing(answer: object, kind: str) -> None:
 def describe(client: DaemonClient, as_json: bool, server: str, tool: str) -> None:
     """Show a tool's description and arguments."""
     answer = client.get(routes.path("describe_tool", server=server, tool=tool), timeout=120.0)
-    if as_json:
-        echo_json(answer)
-    else:
-        echo(describe_text(answer), nl=False)
+    echo_answer(answer, as_json, describe_text)
 
 
 # Not subscripted: click before 8.2 has no generic ParamType.

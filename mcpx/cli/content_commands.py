@@ -15,9 +15,8 @@ from typing import Any
 import click
 
 from mcpx.cli.client import DaemonClient, target
-from mcpx.cli.commands import asks_the_daemon, echo_json, say_missing
+from mcpx.cli.commands import asks_the_daemon, echo_answer, say_missing
 from mcpx.cli.render import first_line, table
-from mcpx.cli.terminal import echo
 from mcpx.ops import routes
 
 
@@ -86,10 +85,7 @@ def prompt(
         filled[key] = value
     body = {"server": server, "name": name, "arguments": filled}
     answer = client.post(routes.path("get_prompt"), body, timeout=120.0)
-    if as_json:
-        echo_json(answer)
-    else:
-        echo(prompt_text(answer), nl=False)
+    echo_answer(answer, as_json, prompt_text)
 
 
 @asks_the_daemon("read")
@@ -100,10 +96,7 @@ def read(client: DaemonClient, as_json: bool, server: str, uri: str) -> None:
     answer = client.post(
         routes.path("read_resource"), {"server": server, "uri": uri}, timeout=120.0
     )
-    if as_json:
-        echo_json(answer)
-    else:
-        echo(read_text(answer), nl=False)
+    echo_answer(answer, as_json, read_text)
 
 
 def _text(value: object) -> str:
@@ -187,11 +180,9 @@ def _show_catalogue(
 ) -> None:
     """Ask for one listing of every server's (or C{server}'s) and show it, or its JSON."""
     answer = client.get(target(routes.path(op), server=server), timeout=120.0)
-    if as_json:
-        echo_json(answer)
-        return
-    echo(text(answer), nl=False)
-    say_missing(answer, what)
+    echo_answer(answer, as_json, text)
+    if not as_json:
+        say_missing(answer, what)
 
 
 @asks_the_daemon("prompts")

@@ -104,7 +104,6 @@ def _unencodable(value: object) -> None:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-_COMPACT = (",", ":")
 _SPACED = (", ", ": ")
 
 

@@ -71,10 +71,6 @@ class BadEndpoint(ValueError):
     """A C{--daemon} value mcpx cannot use; the message says what is accepted."""
 
 
-#: ssh, or the mcpx at its other end, could not carry a request; the message says why.
-RemoteFailed = DaemonUnreachable
-
-
 class SshEndpoint:
     """
     A remote daemon: C{ssh://[user@]host[:port]}.
@@ -243,13 +239,13 @@ class _SshProcesses:
         """
         C{subprocess.Popen(argv, **how)}, kept until L{forget}.
 
-        @raise RemoteFailed: the command is exiting: no new ssh is started.
+        @raise DaemonUnreachable: the command is exiting: no new ssh is started.
         """
         import subprocess
 
         with self._lock:
             if self._ending:
-                raise RemoteFailed("mcpx is exiting; no new ssh connection is made")
+                raise DaemonUnreachable("mcpx is exiting; no new ssh connection is made")
             if not self._hooked:
                 atexit.register(self.end_all)
                 self._hooked = True
@@ -296,7 +292,7 @@ class SshChannel:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         """
-        @raise RemoteFailed: ssh cannot be run at all.
+        @raise DaemonUnreachable: ssh cannot be run at all.
         """
         import socket
         import tempfile
@@ -313,21 +309,21 @@ class SshChannel:
                 stderr=self._stderr,
                 close_fds=True,
             )
-        except RemoteFailed:
+        except DaemonUnreachable:
             ours.close()
             self._stderr.close()
             raise
         except FileNotFoundError:
             ours.close()
             self._stderr.close()
-            raise RemoteFailed(
+            raise DaemonUnreachable(
                 f"cannot reach {endpoint}: {argv[0]!r} is not installed (install the "
                 f"OpenSSH client, or set {SSH_COMMAND_VARIABLE})"
             ) from None
         except OSError as e:
             ours.close()
             self._stderr.close()
-            raise RemoteFailed(f"cannot run {argv[0]!r} for {endpoint}: {e}") from None
+            raise DaemonUnreachable(f"cannot run {argv[0]!r} for {endpoint}: {e}") from None
         finally:
             theirs.close()
         self._sock: socket.socket = ours
@@ -352,7 +348,7 @@ class SshChannel:
             # ssh ended with part of the request unread: it never reached the daemon.
             raise self.failure() from None
 
-    def failure(self) -> RemoteFailed:
+    def failure(self) -> DaemonUnreachable:
         """Why ssh carried no answer: waits for it to end, and reads what it said."""
         import subprocess
 
@@ -363,7 +359,7 @@ class SshChannel:
         except subprocess.TimeoutExpired:
             status = None
         self._said = True
-        return RemoteFailed(diagnose(self.endpoint, status, self.stderr_text()))
+        return DaemonUnreachable(diagnose(self.endpoint, status, self.stderr_text()))
 
     def stderr_text(self) -> str:
         self._stderr.seek(0)

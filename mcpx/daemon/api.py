@@ -26,25 +26,17 @@ from mcpx.daemon.event_stream import serve_events
 from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.host import DEFAULT_CLIENT, EventFeed, Invocation, OpHost, Reply
 from mcpx.ops.op import NDJSON, Op
+from mcpx.server.http_exchange import CLIENT
 from mcpx.settings.secrets import SecretMasker
 from mcpx.wire import jsontext
 from mcpx.wire.jsontext import JSONRefused
-from mcpx.wire.messages import encode_json as encode_message_json
+from mcpx.wire.messages import encode_json
 
 _log = Logger()
 
-CLIENT_HEADER = b"mcpx-client"
 #: The run a CPython-mode program's call belongs to, and that run's secret key.
 RUN_HEADER = b"x-mcpx-run"
 RUN_KEY_HEADER = b"x-mcpx-run-key"
-
-
-def encode_json(payload: Any) -> bytes:
-    """
-    Compact UTF-8 JSON, strictly: lone surrogates are escaped, and C{NaN} or an infinity
-    raises instead of being written as text no JSON reader accepts.
-    """
-    return encode_message_json(payload)
 
 
 def json_body(request: IRequest, payload: Any, status: int = 200) -> bytes:
@@ -165,7 +157,7 @@ def client_of(request: IRequest) -> str:
     subject = request_subject(request)
     if subject is not None:
         return subject_identity(subject)
-    raw = request.getHeader(CLIENT_HEADER)
+    raw = request.getHeader(CLIENT)
     if not raw:
         return DEFAULT_CLIENT
     return raw.decode("utf-8", "replace").strip() or DEFAULT_CLIENT

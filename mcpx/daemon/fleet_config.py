@@ -79,14 +79,14 @@ class ConfigNotices:
         self._started = False
         self._stopped = False
         if reloads is not None:
-            reloads.announcers.append(self.announce)
+            reloads.announce_with(self.announce)
 
     def start(self) -> None:
         """Listen for the other daemons' notices."""
         self._records.listen(self._heard)
 
     def announce(self) -> None:
-        """This daemon applied a reload of its own: tell the others (L{Reloads.announcers})."""
+        """This daemon applied a reload of its own: tell the others (L{Reloads.announce_with})."""
         notice = secrets.token_hex(8)
         self._seen = notice
         body = {

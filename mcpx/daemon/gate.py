@@ -90,8 +90,9 @@ from mcpx.daemon.peers import connecting_inode, connecting_uid, unix_peer_pid, u
 from mcpx.daemon.status_page import LOGIN_PATHS, PAGE_PATHS
 from mcpx.daemon.token import TokenFile
 from mcpx.lasting import Lasting
-from mcpx.ops.shutdown import SHUTTING_DOWN, SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
-from mcpx.settings.oauth_resource import OAuthResource
+from mcpx.ops.shutdown import SHUTTING_DOWN_CODE, Shutdown, shutting_down_error
+from mcpx.pool.instances import SHUTTING_DOWN
+from mcpx.settings.oauth_resource import OAuthResource, is_loopback
 from mcpx.upstream.lineage import boot_ticks
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import ErrorResponse, encode
@@ -232,16 +233,6 @@ def host_name(value: str) -> str | None:
     if colon and not port.isdigit():
         return None
     return name or None
-
-
-def is_loopback(host: str) -> bool:
-    """Whether C{host} (a name or an address) always means this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def same_address(host: str, own: str) -> bool:

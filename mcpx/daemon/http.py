@@ -11,6 +11,7 @@ Errors are JSON with a stable C{code} and a message that says what to do.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, define
@@ -23,10 +24,10 @@ from werkzeug.exceptions import HTTPException
 from mcpx.auth.caller import request_subject
 from mcpx.daemon.api import json_body, mount
 from mcpx.daemon.browser_login import CODE_LIFETIME, COOKIE, SESSION_LIFETIME, BrowserLogins
+from mcpx.daemon.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.gate import owners_unix_socket
-from mcpx.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcpx.daemon.metrics import Metrics
-from mcpx.daemon.status_page import StatusPage
+from mcpx.daemon.status_page import ASSETS, StatusPage
 from mcpx.ops.host import OpHost
 from mcpx.ops.table import OPS
 from mcpx.wire.twisted_private import url_refused_by_klein
@@ -67,6 +68,10 @@ class Utf8Urls(Resource):
             )
         rendered: bytes | int = self._app.render(request)  # type: ignore[no-untyped-call]
         return rendered
+
+
+def _page_file(path: str) -> Callable[[DaemonHTTP, IRequest], bytes]:
+    return lambda http, request: http.page.render(request, path)
 
 
 @define
@@ -133,27 +138,11 @@ class DaemonHTTP:
         request.setHeader(b"content-type", METRICS_CONTENT_TYPE.encode("ascii"))
         return metrics.render()
 
-    # The status page (docs/status-page.md), behind the gate like every route.
-    @app.route("/", methods=["GET"])
-    def status_page(self, request: IRequest) -> bytes:
-        return self.page.render(request, "/")
-
-    @app.route("/status.js", methods=["GET"])
-    def status_script(self, request: IRequest) -> bytes:
-        return self.page.render(request, "/status.js")
-
-    @app.route("/status.css", methods=["GET"])
-    def status_style(self, request: IRequest) -> bytes:
-        return self.page.render(request, "/status.css")
-
-    # Signing a browser in to the page (mcpx.daemon.browser_login).
-    @app.route("/login", methods=["GET"])
-    def login_page(self, request: IRequest) -> bytes:
-        return self.page.render(request, "/login")
-
-    @app.route("/login.js", methods=["GET"])
-    def login_script(self, request: IRequest) -> bytes:
-        return self.page.render(request, "/login.js")
+    # The status page (docs/status-page.md) and the page that signs a browser in to it
+    # (mcpx.daemon.browser_login), behind the gate like every route: a route per file.
+    for _path in ASSETS:
+        app.route(_path, methods=["GET"], endpoint=_path)(_page_file(_path))
+    del _path
 
     @app.route("/v1/status/login", methods=["POST"])
     def login_link(self, request: IRequest) -> bytes:

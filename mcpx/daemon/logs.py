@@ -56,9 +56,6 @@ class MaskedStream:
         self.stream.flush()
 
 
-#: The values of C{daemon.logFormat}.
-LOG_FORMATS = ("auto", "text", "json")
-
 # Event keys that are Twisted's bookkeeping or already rendered into "message"; every
 # other key is the event's own field and is written as one.
 _BOOKKEEPING = frozenset({"format", "message", "time", "isError", "why", "failure", "system"})

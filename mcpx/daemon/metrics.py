@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpx.daemon.exposition import CONTENT_TYPE as EXPOSITION_TYPE
 from mcpx.daemon.exposition import Counter, Family, Gauges, Histogram, Registry
 
 if TYPE_CHECKING:
@@ -35,9 +34,6 @@ class HeldParts(Protocol):
     @property
     def mcp(self) -> McpHTTP | None: ...
 
-
-#: The content type of a scrape's answer.
-CONTENT_TYPE = EXPOSITION_TYPE
 
 #: The tool label of calls past L{Metrics.max_tools} distinct (server, tool) pairs.
 OTHER_TOOLS = "_other"

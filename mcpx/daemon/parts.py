@@ -13,17 +13,14 @@ server, which listens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from attrs import define, field
 
-from mcpx.upstream.handlers import NotificationSink
+from mcpx.upstream.handlers import NotificationSink, UpstreamListener
 
 __all__ = ["UpstreamNotices"]
-
-#: Told of each notification an upstream server sends: (server, method, params).
-NoticeListener = Callable[[str, str, "Mapping[str, Any] | None"], None]
 
 
 @define
@@ -34,9 +31,9 @@ class UpstreamNotices:
     tell it; the MCP server, made after, is given its L{listen} and listens.
     """
 
-    _listeners: list[NoticeListener] = field(factory=list)
+    _listeners: list[UpstreamListener] = field(factory=list)
 
-    def listen(self, listener: NoticeListener) -> None:
+    def listen(self, listener: UpstreamListener) -> None:
         self._listeners.append(listener)
 
     def sink(self, server: str) -> NotificationSink:

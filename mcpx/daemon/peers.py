@@ -76,15 +76,6 @@ def socket_entry(
     return None
 
 
-def socket_owner(lines: Iterable[str], peer: tuple[str, int], own: tuple[str, int]) -> int | None:
-    """
-    The uid of the client's socket of the connection from C{peer} to C{own}, found in
-    the lines of C{/proc/net/tcp*}; C{None} when no line is that socket.
-    """
-    entry = socket_entry(lines, peer, own)
-    return None if entry is None else entry[0]
-
-
 def _connecting(
     peer: tuple[str, int], own: tuple[str, int], tables: tuple[str, ...]
 ) -> tuple[int, int] | None:

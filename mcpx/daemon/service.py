@@ -432,13 +432,6 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     )
 
 
-def _cannot_start(servers: ServersConfig) -> tuple[str, ...]:
-    """The notes the configured servers that cannot start leave, logged at start."""
-    return tuple(
-        f"server {name} cannot start: {why}" for name, why in servers.misconfigured.items()
-    )
-
-
 def _reload_heard(reloads: Reloads, host: OpHost, pool: GuardedPool) -> Deferred[Any]:
     """Reload here: another daemon of the fleet changed the configuration."""
     running = reloads.run(

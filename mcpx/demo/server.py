@@ -56,14 +56,15 @@ from mcpx.demo.catalogue import (
     countdown_plan,
     countdown_progress,
 )
+from mcpx.spec.feature import Direction
 from mcpx.spec.matrix import (
-    Direction,
     capability_in,
     error_code_in,
     field_in,
     method_in,
 )
 from mcpx.spec.meta_keys import SERVER_INFO_KEY
+from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import (
     LEGACY_REVISIONS,
     NEWEST_FIRST,
@@ -373,10 +374,10 @@ class DemoServer:
         if field_in("InputRequiredResult.inputRequests", revision):
             return self._ask_by_result(call.arguments, call.params, revision)
         if caller.request is None or not method_in(
-            "elicitation/create", revision, direction=Direction.SERVER_TO_CLIENT
+            ELICIT, revision, direction=Direction.SERVER_TO_CLIENT
         ):
             return self._outcome(CANNOT_ASK, revision)
-        asking = caller.request("elicitation/create", ask_request(call.arguments))
+        asking = caller.request(ELICIT, ask_request(call.arguments))
         answered: Deferred[dict[str, Any]] = asking.addCallbacks(
             lambda result: self._outcome(ask_outcome(result), revision),
             lambda failure: self._outcome(self._unanswered(failure), revision),
@@ -412,9 +413,7 @@ class DemoServer:
                 return self._outcome(ask_outcome(response), revision)
         result: dict[str, Any] = {
             "resultType": "input_required",
-            "inputRequests": {
-                ASK_KEY: {"method": "elicitation/create", "params": ask_request(arguments)}
-            },
+            "inputRequests": {ASK_KEY: {"method": ELICIT, "params": ask_request(arguments)}},
             "requestState": state,
         }
         if field_in(f'_meta["{SERVER_INFO_KEY}"]', revision):

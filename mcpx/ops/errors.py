@@ -21,7 +21,7 @@ from mcpx.pool.errors import (
     UpstreamBroke,
 )
 from mcpx.tasks.store import PER_CLIENT_SETTING, TooManyTasks, TooManyTasksForClient
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 

@@ -12,6 +12,7 @@ from mcpx._version import __version__
 from mcpx.ops.host import DEFAULT_CLIENT
 from mcpx.ops.op import NDJSON, Op
 from mcpx.ops.schemas import ERROR_SCHEMA, object_schema
+from mcpx.wire.http_common import CLIENT_HEADER
 
 _STATUS_TEXT = {
     200: "OK",
@@ -34,8 +35,8 @@ _STATUS_TEXT = {
     504: "The upstream server did not answer in time",
 }
 
-_CLIENT_HEADER = {
-    "name": "Mcpx-Client",
+_CLIENT_PARAMETER = {
+    "name": CLIENT_HEADER,
     "in": "header",
     "required": False,
     "description": "Who is calling; servers with scope client get one instance per caller.",
@@ -67,7 +68,7 @@ def _operation(op: Op) -> dict[str, Any]:
             parameter.update(style="form", explode=True)
         parameters.append(parameter)
     if op.uses_client:
-        parameters.append(_CLIENT_HEADER)
+        parameters.append(_CLIENT_PARAMETER)
     success: dict[str, Any] = {"description": _STATUS_TEXT[200], "content": {}}
     success["content"][op.media.value] = {"schema": op.output_schema}
     if op.progress_schema is not None:

@@ -119,17 +119,25 @@ class Reloads:
     Runs reloads one at a time, and remembers how the last one ended.
 
     @ivar read: reads the config file afresh; C{None} when this daemon cannot.
-    @ivar listeners: told of each applied reload that changed a server or its policy.
-    @ivar announcers: told of each applied reload made here (not one made because
-        another daemon of a fleet changed the configuration: L{run}'s C{announce}).
     """
 
     clock: IReactorTime
     read: Callable[[], ConfigFile] | None = None
-    listeners: list[ChangeListener] = field(factory=list)
-    announcers: list[Callable[[], object]] = field(factory=list)
     last: ReloadOutcome | None = None
+    _listeners: list[ChangeListener] = field(factory=list, init=False)
+    _announcers: list[Callable[[], object]] = field(factory=list, init=False)
     _lock: DeferredLock = field(factory=DeferredLock)
+
+    def listen(self, listener: ChangeListener) -> None:
+        """Tell C{listener} of each applied reload that changed a server or its policy."""
+        self._listeners.append(listener)
+
+    def announce_with(self, announcer: Callable[[], object]) -> None:
+        """
+        Call C{announcer} after each applied reload made here (not one made because
+        another daemon of a fleet changed the configuration: L{run}'s C{announce}).
+        """
+        self._announcers.append(announcer)
 
     def run(
         self,
@@ -144,8 +152,9 @@ class Reloads:
 
         @param apply_servers: hands the new servers to the pool; fires once the
             processes it stopped are gone.
-        @param announce: tell the L{announcers} once it is applied (C{False}: the reload
-            follows another daemon's change, which that daemon announced).
+        @param announce: call the announcers (L{announce_with}) once it is applied
+            (C{False}: the reload follows another daemon's change, which that daemon
+            announced).
         @return: the answer of C{POST /v1/reload}; fails with L{ReloadRefused} when the
             file could not be used.
         """
@@ -186,7 +195,7 @@ class Reloads:
             pool.retune(taken)
         applying = apply_servers(config.servers)
         if changes.removed or changes.added or changes.changed or changes.policy_changed:
-            for listener in self.listeners:
+            for listener in self._listeners:
                 try:
                     listener(changes)
                 except Exception:
@@ -207,7 +216,7 @@ class Reloads:
         for name, why in misconfigured.items():
             log.warn("server {server} is misconfigured: {why}", server=name, why=why)
         if announce:
-            for announcer in self.announcers:
+            for announcer in self._announcers:
                 try:
                     announcer()
                 except Exception:

@@ -16,7 +16,7 @@ from mcpx.spec.questions import CAPABILITY_FOR
 from mcpx.spec.revision import Era
 from mcpx.tasks.task import TaskStatus
 
-#: The most values one completion may carry (the MCP limit).
+#: The most values one completion may carry (every revision's limit).
 MAX_COMPLETION_VALUES = 100
 
 

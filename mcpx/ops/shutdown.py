@@ -26,12 +26,10 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from mcpx.pool.instances import SHUTTING_DOWN
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 _log = Logger()
-
-#: The message every caller the stop turns away or cuts short is given.
-SHUTTING_DOWN: Final = "mcpx is shutting down"
 
 #: The error code of the HTTP refusals during a stop.
 SHUTTING_DOWN_CODE: Final = "shutting_down"
@@ -71,10 +69,6 @@ class Shutdown:
         for channel in tuple(self._connections):
             if getattr(channel, "requests", None):
                 channel.persistent = False
-
-    def on_hurry(self, kill: Callable[[], object]) -> None:
-        """Call C{kill} when the stop is hurried."""
-        self._kill.append(kill)
 
     def hurry(self) -> None:
         """A second signal: kill what is still running, and stop waiting for it."""

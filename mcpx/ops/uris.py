@@ -57,7 +57,6 @@ from attrs import frozen
 from mcpx.spec.apps import LEGACY_RESOURCE_URI_KEY, UI_SCHEME
 from mcpx.spec.safe_schema import PatternRefused, compile_linear, escape
 
-SCHEME: Final = "mcpx"
 PREFIX: Final = "mcpx://"
 #: Starts the gateway's name of an upstream app's C{ui://} resource.
 UI_PREFIX: Final = UI_SCHEME + "mcpx/"

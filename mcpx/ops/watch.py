@@ -18,6 +18,7 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.ops.events import split_filter
 from mcpx.ops.host import EventFeed, Invocation, OpHost, pool_of
 from mcpx.pool.interface import PoolInterface
+from mcpx.spec.methods import SUBSCRIBE, UNSUBSCRIBE
 
 _log = Logger()
 
@@ -46,10 +47,7 @@ async def events(host: OpHost, call: Invocation) -> EventFeed:
 
     def release() -> None:
         for server, upstream in held:
-            releasing = Deferred.fromCoroutine(
-                pool.request(server, "resources/unsubscribe", {"uri": upstream}, client=call.client)
-            )
-            releasing.addErrback(_release_failed, server, upstream)
+            unsubscribe(pool, server, upstream, call.client)
 
     try:
         subscribed, refused = await _watch(pool, call.client, watched, servers, held)
@@ -64,6 +62,14 @@ async def events(host: OpHost, call: Invocation) -> EventFeed:
         watching={"subscribed": subscribed, "refused": refused},
         release=release,
     )
+
+
+def unsubscribe(pool: PoolInterface, server: str, upstream: str, client: str) -> None:
+    """Give back C{client}'s interest in C{upstream} of C{server}; a failure is logged."""
+    releasing = Deferred.fromCoroutine(
+        pool.request(server, UNSUBSCRIBE, {"uri": upstream}, client=client)
+    )
+    releasing.addErrback(_release_failed, server, upstream)
 
 
 def _release_failed(failure: Failure, server: str, uri: str) -> None:
@@ -135,7 +141,7 @@ async def _watch(
                     }
                 )
                 continue
-            await pool.request(server, "resources/subscribe", {"uri": upstream}, client=client)
+            await pool.request(server, SUBSCRIBE, {"uri": upstream}, client=client)
         except CancelledError:
             raise
         except Exception as e:

@@ -68,6 +68,23 @@ Publish = Callable[..., None]
 
 #: The most (server, client) tool indexes kept; past it they are built again.
 _MAX_INDEXES: Final = 4096
+#: What a call's input or output that does not fit its schema is refused with (enforce)
+#: and warned of (warn).
+_MISFITS: Final = {
+    "input": (
+        InvalidArguments,
+        "the arguments of tool {tool!r} of server {server!r} do not fit its inputSchema: "
+        "{text}; the call was not sent (validate.input is enforce)",
+        "arguments that do not fit its inputSchema",
+    ),
+    "output": (
+        InvalidOutput,
+        "server {server!r} answered the call of tool {tool!r} with structuredContent that "
+        "does not fit its outputSchema: {text}; the result was withheld (validate.output is "
+        "enforce)",
+        "results that do not fit its outputSchema",
+    ),
+}
 _confirmations = itertools.count(1)
 
 
@@ -328,25 +345,8 @@ class GuardedPool:
             ]
         else:
             return
-        if not problems:
-            return
-        self.counts["input", server] += 1
-        text = problems_text(problems)
-        self._publish(
-            "policy.input_invalid",
-            server,
-            **attributed_to(principal),
-            tool=tool,
-            problems=problems,
-            mode=mode.value,
-        )
-        if mode is Check.ENFORCE:
-            raise InvalidArguments(
-                f"the arguments of tool {tool!r} of server {server!r} do not fit its "
-                f"inputSchema: {text}; the call was not sent (validate.input is enforce)",
-                {"server": server, "tool": tool, "errors": problems},
-            )
-        self._warn_once(server, tool, "input", f"arguments that do not fit its inputSchema: {text}")
+        if problems:
+            self._misfit("input", server, tool, problems, mode=mode, principal=principal)
 
     def _check_output(
         self,
@@ -365,26 +365,38 @@ class GuardedPool:
         else:
             why = checks.output_refused
             problems = [{"path": "", "reason": f"its outputSchema was refused: {why}"}]
-        if not problems:
-            return
-        self.counts["output", server] += 1
+        if problems:
+            self._misfit("output", server, tool, problems, mode=mode, principal=principal)
+
+    def _misfit(
+        self,
+        what: str,
+        server: str,
+        tool: str,
+        problems: list[dict[str, str]],
+        *,
+        mode: Check,
+        principal: str | None,
+    ) -> None:
+        """
+        A call's C{what} (L{_MISFITS}) does not fit its schema: count and publish it, then
+        refuse it (enforce) or warn of it once (warn).
+        """
+        self.counts[what, server] += 1
         text = problems_text(problems)
         self._publish(
-            "policy.output_invalid",
+            f"policy.{what}_invalid",
             server,
             **attributed_to(principal),
             tool=tool,
             problems=problems,
             mode=mode.value,
         )
+        error, refusal, warning = _MISFITS[what]
         if mode is Check.ENFORCE:
-            raise InvalidOutput(
-                f"server {server!r} answered the call of tool {tool!r} with structuredContent "
-                f"that does not fit its outputSchema: {text}; the result was withheld "
-                "(validate.output is enforce)",
-                {"server": server, "tool": tool, "errors": problems},
-            )
-        self._warn_once(server, tool, "output", f"results that do not fit its outputSchema: {text}")
+            message = refusal.format(tool=tool, server=server, text=text)
+            raise error(message, {"server": server, "tool": tool, "errors": problems})
+        self._warn_once(server, tool, what, f"{warning}: {text}")
 
     def _warn_once(self, server: str, tool: str, what: str, message: str) -> None:
         key = (server, tool, what)

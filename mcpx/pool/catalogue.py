@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 
 from mcpx.once import Once
 from mcpx.spec.apps import UI_SCHEME
+from mcpx.spec.methods import PROMPTS_CHANGED, RESOURCE_UPDATED, RESOURCES_CHANGED, TOOLS_CHANGED
 from mcpx.upstream.session import UpstreamSession
 
 Items: TypeAlias = list[dict[str, Any]]
@@ -50,9 +51,9 @@ CATALOGUES: Mapping[str, Catalogue] = {
 
 #: The catalogues each list_changed notification makes stale.
 STALE_AFTER: Mapping[str, tuple[str, ...]] = {
-    "notifications/tools/list_changed": ("tools",),
-    "notifications/prompts/list_changed": ("prompts",),
-    "notifications/resources/list_changed": ("resources", "templates"),
+    TOOLS_CHANGED: ("tools",),
+    PROMPTS_CHANGED: ("prompts",),
+    RESOURCES_CHANGED: ("resources", "templates"),
 }
 
 #: Sends one listing upstream, as a counted and bounded request of the pool's.
@@ -67,7 +68,6 @@ MAX_APP_READ_CHARS: Final = 16 * 1024 * 1024
 #: Seconds a read of an app's resource is kept when its result gives no cache hint
 #: (C{ttlMs}, 2026-07-28): the revisions before have none, and an app changes rarely.
 APP_READ_TTL: Final = 300.0
-RESOURCE_UPDATED: Final = "notifications/resources/updated"
 
 
 def is_app_read(method: str, params: Mapping[str, Any] | None) -> str | None:

@@ -60,7 +60,8 @@ HandlersFor: TypeAlias = Callable[[str, str], UpstreamHandlers]
 #: Told of each notification an instance's server sends, before its handlers are.
 Heard: TypeAlias = Callable[[Instance, str, "Mapping[str, Any] | None"], None]
 
-STOPPING = "mcpx is shutting down"
+#: The message every caller the stop turns away or cuts short is given.
+SHUTTING_DOWN = "mcpx is shutting down"
 
 #: How many instances a C{client}-scoped server may run when nothing says otherwise.
 DEFAULT_MAX_CLIENT_INSTANCES = 16
@@ -199,7 +200,7 @@ class Instances:
         """
         name, scope = slot.key
         if self.stopping:
-            raise ServerUnavailable(name, STOPPING)
+            raise ServerUnavailable(name, SHUTTING_DOWN)
         if slot.retry_at is not None:
             wait = slot.retry_at - self.clock.seconds()
             if wait > 0:
@@ -683,7 +684,7 @@ class Instances:
         self._rewarm.clear()
         for slot in self.slots.every():
             if slot.instance is not None:
-                self._close(slot.instance, STOPPING, None)
+                self._close(slot.instance, SHUTTING_DOWN, None)
         self.slots.clear()
         waits: list[Deferred[Any]] = [outcome.wait() for outcome in self._pending]
         return gatherResults(waits, consumeErrors=True)

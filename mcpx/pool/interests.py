@@ -26,9 +26,7 @@ from mcpx.pool.errors import CallTimedOut, ServerUnavailable, TooManyInstances, 
 from mcpx.pool.instance import POOL_LOG, Instance, Slot, scope_for
 from mcpx.pool.instances import BUSY_RETRY, Instances
 from mcpx.pool.requests import Requests
-
-SUBSCRIBE = "resources/subscribe"
-UNSUBSCRIBE = "resources/unsubscribe"
+from mcpx.spec.methods import SUBSCRIBE, UNSUBSCRIBE
 
 
 class Interests:

@@ -15,7 +15,7 @@ from mcpx.pool.progress import ProgressSink
 from mcpx.pool.status import ReloadReport, ServerStatus
 from mcpx.settings.resolve import Settings
 from mcpx.settings.servers import ServersConfig
-from mcpx.upstream.session import ServerDeclaration
+from mcpx.upstream.records import ServerDeclaration
 
 
 class RequestOptions(TypedDict, total=False):

@@ -110,13 +110,14 @@ from mcpx.pool.instances import (
     Instances,
     Publish,
 )
-from mcpx.pool.interests import SUBSCRIBE, UNSUBSCRIBE, Interests
+from mcpx.pool.interests import Interests
 from mcpx.pool.progress import ProgressSink
 from mcpx.pool.requests import Requests, at_least_a_call
 from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
 from mcpx.settings.servers import Scope, ServersConfig
+from mcpx.spec.methods import RESOURCE_UPDATED, SUBSCRIBE, UNSUBSCRIBE
 from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import declared_in
 from mcpx.upstream.records import ServerDeclaration
@@ -304,7 +305,7 @@ class Pool(MultiService):
                 logger=given.get("logger"),
                 data=given.get("data"),
             )
-        elif method == "notifications/resources/updated":
+        elif method == RESOURCE_UPDATED:
             uri = given.get("uri")
             if isinstance(uri, str):
                 self._instances.publish("resource.updated", instance.name, uri=uri)

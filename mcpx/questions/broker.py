@@ -140,7 +140,7 @@ class Broker:
         await self._store.open()
         alive: set[str] = set()
         if self._heartbeat is not None:
-            self._heartbeat.watchers.append(self._adopt_lost)
+            self._heartbeat.on_beat(self._adopt_lost)
             await self._heartbeat.start()
             alive = await self._heartbeat.alive()
             alive.discard(self._heartbeat.daemon)

@@ -36,9 +36,6 @@ from typing import IO, Any
 
 from mcpx.scripts import protocol
 
-#: The functions a program may call besides the servers' tools.
-HOST_FUNCTIONS = ("call", "stubs")
-
 
 def _detach() -> None:
     """

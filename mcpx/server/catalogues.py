@@ -34,7 +34,7 @@ from mcpx.server.surface import Surface
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import declaring, questions_declared
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import RpcError
 
 log = Logger()

@@ -81,7 +81,6 @@ class Conn:
     @ivar default_revision: the revision of a request when nothing was declared:
         2024-11-05, or 2025-03-26 for a Streamable HTTP request without a header.
     @ivar client_capabilities: what C{initialize} declared.
-    @ivar client_info: the C{clientInfo} of C{initialize}.
     @ivar initialized: the client sent C{notifications/initialized}.
     @ivar log_level: set by C{logging/setLevel}, or C{None}.
     @ivar push: sends the client a notification, where the connection can.
@@ -109,7 +108,6 @@ class Conn:
     default_revision: Revision = UNDECLARED
     revision: Revision | None = None
     client_capabilities: Mapping[str, Any] = field(factory=dict)
-    client_info: Mapping[str, Any] | None = None
     initialized: bool = False
     log_level: str | None = None
     closed: bool = False

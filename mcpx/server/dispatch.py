@@ -66,7 +66,7 @@ from mcpx.server.promotion import TaskPromotion
 from mcpx.server.request_context import LOG_LEVELS, SUPPORTED_VERSIONS, Envelopes, params_of
 from mcpx.server.request_state import KeyRing
 from mcpx.server.resumable import ConnAsker
-from mcpx.server.roots import ROOTS_CHANGED, Roots
+from mcpx.server.roots import Roots
 from mcpx.server.sign_in_offers import SignInOffers
 from mcpx.server.subscriptions import Subscriptions
 from mcpx.server.surface import Surface
@@ -77,9 +77,10 @@ from mcpx.spec.downgrade import downgrade, envelope
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in, field_in, removed_for
 from mcpx.spec.meta_keys import PROTOCOL_VERSION_KEY
-from mcpx.spec.methods import LISTEN
+from mcpx.spec.methods import LISTEN, ROOTS_CHANGED, SUBSCRIBE, TOOLS_CHANGED, UNSUBSCRIBE
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.store.records import RecordStore
+from mcpx.upstream.handlers import UpstreamListener
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request, spelled_as_read
 
@@ -101,15 +102,9 @@ GATEWAY_NAMES_INSTRUCTIONS: Final = (
 
 INSTRUCTIONS: Final = f"{GATEWAY_TOOLS_INSTRUCTIONS} {GATEWAY_NAMES_INSTRUCTIONS}"
 
-#: The notification after which pass-through lists kept for their next pages are stale.
-_TOOLS_CHANGED: Final = "notifications/tools/list_changed"
-
 #: A tool or prompt name a host's request span may carry: MCP's tool name characters,
 #: at most 128 (another is the host's text, not a name, and is left out).
 _NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}\Z")
-
-#: Told of each notification an upstream server sends: (server, method, params).
-UpstreamListener = Callable[[str, str, "Mapping[str, Any] | None"], None]
 
 _LISTS: Final[Mapping[str, str]] = {
     "tools/list": "tools",
@@ -220,8 +215,8 @@ class McpServer:
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": calling("resources/read", self._read_resource),
-            "resources/subscribe": subscriptions.subscribe,
-            "resources/unsubscribe": subscriptions.unsubscribe,
+            SUBSCRIBE: subscriptions.subscribe,
+            UNSUBSCRIBE: subscriptions.unsubscribe,
             "logging/setLevel": self._set_level,
             "completion/complete": self._complete,
         }
@@ -230,7 +225,7 @@ class McpServer:
         #: decided once here so that a daemon without tracing pays nothing per request.
         self.handle = self._traced if tracing.on() else self._handle
         if reloads is not None:
-            reloads.listeners.append(self.configuration_changed)
+            reloads.listen(self.configuration_changed)
         if upstream_notices is not None:
             upstream_notices(self.upstream_notification)
 
@@ -386,7 +381,7 @@ class McpServer:
         self, server: str, method: str, params: Mapping[str, Any] | None
     ) -> None:
         """An upstream's notification (L{Subscriptions.upstream_notification})."""
-        if method == _TOOLS_CHANGED:
+        if method == TOOLS_CHANGED:
             self.offering.catalogues_changed()
         self.subscriptions.upstream_notification(server, method, params)
 
@@ -473,8 +468,6 @@ class McpServer:
         capabilities = params.get("capabilities")
         conn.revision = revision
         conn.client_capabilities = capabilities if type(capabilities) is dict else {}
-        info = params.get("clientInfo")
-        conn.client_info = info if type(info) is dict else None
         result = {
             "protocolVersion": revision.value,
             "capabilities": self.capabilities(conn, revision, modern=False),

@@ -30,10 +30,11 @@ from twisted.python.failure import Failure
 
 from mcpx.server.conn import Context
 from mcpx.server.resumable import ResumableCall
-from mcpx.server.tasks import POLL_INTERVAL_MS, _iso
+from mcpx.server.tasks import task_json
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.tasks.store import TaskStore
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
+from mcpx.upstream.tasks import SUPPORTS_TASKS
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 #: What the store's C{origin} calls these tasks (core tasks are C{"mcp"}).
@@ -41,8 +42,6 @@ ORIGIN: Final = "extension"
 
 #: How long a call to a tool that declares task support runs before it becomes a task.
 SUPPORTING_TOOL_AFTER: Final = 0.25
-
-_SUPPORTED: Final = frozenset(("optional", "required"))
 
 
 def task_owner(context: Context, connection_identity: str) -> str:
@@ -68,7 +67,7 @@ def client_declares(context: Context) -> bool:
 
 def becomes_task_after(support: str | None, task_after: float) -> float:
     """Seconds a call runs before it is made a task, by its tool's C{taskSupport}."""
-    return SUPPORTING_TOOL_AFTER if support in _SUPPORTED else task_after
+    return SUPPORTING_TOOL_AFTER if support in SUPPORTS_TASKS else task_after
 
 
 @define(eq=False)
@@ -99,7 +98,7 @@ class ExtensionTasks:
         #: The calls of the running tasks, by task id.
         self._held: dict[str, _Held] = {}
         self._on_change = on_change
-        store.on_change.append(self._changed)
+        store.on_change(self._changed)
 
     def _changed(self, task: Task) -> None:
         if task.origin != ORIGIN:
@@ -142,7 +141,7 @@ class ExtensionTasks:
 
         self.store.run(task, outcome, describe_error)
         self._watch(held)
-        return {"resultType": "task", **self._task(task)}
+        return {"resultType": "task", **task_json(task, self.store.ttl, extension=True)}
 
     def _watch(self, held: _Held) -> None:
         """Mark the task C{input_required} when its call asks, once it does."""
@@ -154,23 +153,9 @@ class ExtensionTasks:
             return
         call.next().addCallback(lambda _: self._watch(held))
 
-    def _task(self, task: Task) -> dict[str, Any]:
-        shown: dict[str, Any] = {
-            "taskId": task.id,
-            "status": task.status.value,
-            "createdAt": _iso(task.created),
-            "lastUpdatedAt": _iso(task.updated or task.created),
-            "ttlMs": round((task.ttl if task.ttl is not None else self.store.ttl) * 1000),
-        }
-        if not task.status.terminal:
-            shown["pollIntervalMs"] = POLL_INTERVAL_MS
-        if task.message is not None:
-            shown["statusMessage"] = task.message
-        return shown
-
     def detailed(self, task: Task) -> dict[str, Any]:
         """The task as C{tasks/get} answers it and C{notifications/tasks} tells it."""
-        shown = self._task(task)
+        shown = task_json(task, self.store.ttl, extension=True)
         status = task.status
         if status is TaskStatus.COMPLETED:
             shown["result"] = dict(task.result or {})

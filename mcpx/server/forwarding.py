@@ -12,7 +12,7 @@ act on (L{guarded}).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
 from mcpx.ops.errors import error_from
@@ -24,14 +24,11 @@ from mcpx.server.conn import Context
 from mcpx.server.log_relay import LogRelay, relaying
 from mcpx.spec.matrix import error_code_in
 from mcpx.spec.meta_keys import RESERVED_PREFIX
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, UPSTREAM_FAILED, RpcError
 
 #: C{/v1}'s status for a request whose upstream's answer failed.
 BAD_GATEWAY: Final = 502
-
-#: Where an upstream's progress goes.
-ProgressSink = Callable[[dict[str, Any]], None]
 
 #: C{_meta} keys that describe the host's own request to mcpx, not passed upstream
 #: (the pool sets its own progress token and protocol keys).

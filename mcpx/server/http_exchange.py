@@ -33,6 +33,7 @@ from mcpx.server.mcp_socket import McpCore
 from mcpx.spec.revision import UNDECLARED, Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.http_common import (
+    CLIENT_HEADER,
     METHOD_HEADER,
     NAME_HEADER,
     PROTOCOL_VERSION_HEADER,
@@ -60,6 +61,7 @@ PROTOCOL_VERSION: Final = raw_name(PROTOCOL_VERSION_HEADER)
 SESSION_ID: Final = raw_name(SESSION_ID_HEADER)
 METHOD: Final = raw_name(METHOD_HEADER)
 NAME: Final = raw_name(NAME_HEADER)
+CLIENT: Final = raw_name(CLIENT_HEADER)
 
 
 def header(request: IRequest, name: bytes) -> str | None:

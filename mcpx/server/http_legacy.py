@@ -27,6 +27,7 @@ from mcpx.lasting import Lasting
 from mcpx.server.conn import HTTP_POST, HTTP_SESSION, Conn, Reply
 from mcpx.server.flow import Flow
 from mcpx.server.http_exchange import (
+    CLIENT,
     JSON,
     SESSION_ID,
     Exchange,
@@ -68,8 +69,6 @@ MAX_SESSIONS: Final = 1024
 
 #: Sessions one client keeps when nothing says otherwise (C{transport.maxSessionsPerClient}).
 DEFAULT_SESSIONS_PER_CLIENT: Final = 64
-
-CLIENT_HEADER: Final = b"mcpx-client"
 
 #: What separates the daemon's id from the random part of an C{Mcp-Session-Id}; neither
 #: a daemon id nor C{secrets.token_urlsafe} has it.
@@ -485,7 +484,7 @@ def session_client(request: IRequest, initialize: Request) -> str:
     principal = session_principal(request)
     if request_subject(request) is not None:
         return principal
-    named = header(request, CLIENT_HEADER)
+    named = header(request, CLIENT)
     if named:
         return f"{principal} client {named}"
     params = initialize.params if isinstance(initialize.params, dict) else {}

@@ -54,7 +54,14 @@ from mcpx.server.conn import Conn, Context, Push
 from mcpx.server.flow import Flow, Notices
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
-from mcpx.spec.methods import LISTEN
+from mcpx.spec.methods import (
+    ACKNOWLEDGED,
+    LISTEN,
+    PROMPTS_CHANGED,
+    RESOURCE_UPDATED,
+    RESOURCES_CHANGED,
+    TOOLS_CHANGED,
+)
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import RequestId
@@ -64,12 +71,7 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 
-TOOLS_CHANGED: Final = "notifications/tools/list_changed"
-PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"
-RESOURCES_CHANGED: Final = "notifications/resources/list_changed"
-RESOURCE_UPDATED: Final = "notifications/resources/updated"
 #: The tasks extension's notification of a task's state (a C{DetailedTask}).
 TASK_STATE: Final = "notifications/tasks"
 

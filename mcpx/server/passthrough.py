@@ -140,11 +140,11 @@ from mcpx.ops.errors import OpError, error_from
 from mcpx.policy.errors import InvalidArguments, InvalidOutput
 from mcpx.pool.errors import PoolError, UpstreamBroke
 from mcpx.pool.interface import PoolInterface
+from mcpx.pool.progress import ProgressSink
 from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
-    ProgressSink,
     forwarded,
     guarded,
     pool_failure,
@@ -155,8 +155,7 @@ from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes
 from mcpx.server.results import capped_completion, text_result
 from mcpx.server.surface import Surface
-from mcpx.upstream.records import ServerDeclaration
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import ServerDeclaration, UpstreamError
 from mcpx.wire.errors import RpcError
 
 log = Logger()

@@ -42,7 +42,7 @@ from mcpx.server.param_headers import (
 from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.results import resource_not_found
 from mcpx.server.surface import UnknownName
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 
@@ -100,14 +100,6 @@ class Routes:
                 else:
                     owner = server
         return owner
-
-    async def tool_owner(self, context: Context, name: str) -> str | None:
-        """
-        The pass-through server a C{tools/call} of C{name} goes to, or C{None} for a
-        gateway tool (L{tool_route}).
-        """
-        route = await self.tool_route(context, name)
-        return route.server if route is not None else None
 
     async def tool_route(self, context: Context, name: str) -> ToolRoute | None:
         """

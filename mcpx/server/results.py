@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from mcpx.ops import uris
+from mcpx.ops.schemas import MAX_COMPLETION_VALUES
 from mcpx.ops.written import WrittenAnswer
 from mcpx.server.conn import Context
 from mcpx.spec.apps import LEGACY_RESOURCE_URI_KEY, resource_uri
 from mcpx.spec.matrix import error_code_in
 from mcpx.wire.errors import RESOURCE_NOT_FOUND, RpcError
-
-#: The most values one completion may carry (every revision's limit).
-MAX_COMPLETION_VALUES: Final = 100
 
 
 def _rewrite_block(server: str, block: Any) -> Any:

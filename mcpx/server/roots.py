@@ -27,10 +27,8 @@ from mcpx.pool.instance import own_scope
 from mcpx.server.conn import Conn
 from mcpx.server.resumable import ConnAsker
 from mcpx.settings.servers import Scope
+from mcpx.spec.methods import ROOTS_CHANGED
 from mcpx.upstream.handlers import declared_in
-
-#: What a client sends when its roots changed; passed on to the servers it uses.
-ROOTS_CHANGED = "notifications/roots/list_changed"
 
 
 class Roots:

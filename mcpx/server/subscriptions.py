@@ -22,26 +22,25 @@ from functools import partial
 from typing import Any
 from weakref import WeakSet
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from mcpx.ops import uris
+from mcpx.ops.watch import unsubscribe
 from mcpx.pool.status import ReloadReport
 from mcpx.server.conn import Conn, Context
 from mcpx.server.flow import Notices
-from mcpx.server.listen import (
-    LIST_CHANGES,
-    PROMPTS_CHANGED,
-    RESOURCE_UPDATED,
-    RESOURCES_CHANGED,
-    TOOLS_CHANGED,
-    Listener,
-    Listening,
-)
+from mcpx.server.listen import LIST_CHANGES, Listener, Listening
 from mcpx.server.offering import Offering
 from mcpx.server.surface import Surface, UnknownName
 from mcpx.spec.matrix import capability_in
+from mcpx.spec.methods import (
+    PROMPTS_CHANGED,
+    RESOURCE_UPDATED,
+    RESOURCES_CHANGED,
+    SUBSCRIBE,
+    TOOLS_CHANGED,
+    UNSUBSCRIBE,
+)
 from mcpx.wire.errors import RpcError
 
 log = Logger()
@@ -108,7 +107,7 @@ class Subscriptions:
     async def subscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        uri, key = await self._key(conn, context, params, "resources/subscribe")
+        uri, key = await self._key(conn, context, params, SUBSCRIBE)
         if key is None:
             self._surface.warn(None, f"no updates will be delivered for {uri}: no server owns it")
             return {}
@@ -127,9 +126,7 @@ class Subscriptions:
                 "offer resource subscriptions",
             )
             return {}
-        await self._surface.guard(
-            pool.request(server, "resources/subscribe", {"uri": upstream}, client=key[1])
-        )
+        await self._surface.guard(pool.request(server, SUBSCRIBE, {"uri": upstream}, client=key[1]))
         if key in conn.subscriptions:
             # The same connection subscribed twice at once: one interest is enough.
             self._watchers[key][conn].add(bare)
@@ -144,7 +141,7 @@ class Subscriptions:
     async def unsubscribe(
         self, conn: Conn, context: Context, params: dict[str, Any]
     ) -> Mapping[str, Any]:
-        uri, key = await self._key(conn, context, params, "resources/unsubscribe")
+        uri, key = await self._key(conn, context, params, UNSUBSCRIBE)
         if key is not None and key in conn.subscriptions:
             named = self._watchers[key][conn]
             named.discard(not uris.is_mcpx(uri))
@@ -200,18 +197,7 @@ class Subscriptions:
         if pool is None:
             return
         server, identity, upstream = key
-        releasing = Deferred.fromCoroutine(
-            pool.request(server, "resources/unsubscribe", {"uri": upstream}, client=identity)
-        )
-        releasing.addErrback(self._release_failed, server, upstream)
-
-    def _release_failed(self, failure: Failure, server: str, uri: str) -> None:
-        log.warn(
-            "unsubscribing from {uri} on {server} failed: {why}",
-            uri=uri,
-            server=server,
-            why=failure.getErrorMessage(),
-        )
+        unsubscribe(pool, server, upstream, identity)
 
     # What changed upstream
 
@@ -324,7 +310,7 @@ class Subscriptions:
         if method in LIST_CHANGES:
             # 2026-07-28 clients hear of it on the listens that asked.
             self._listening.heard(server, method)
-        if method == "notifications/resources/updated":
+        if method == RESOURCE_UPDATED:
             uri = params.get("uri") if params else None
             if isinstance(uri, str):
                 self.resource_updated(server, uri)

@@ -60,9 +60,10 @@ from mcpx.ops.listing import server_wait, within
 from mcpx.ops.op import Op
 from mcpx.pool.errors import PoolError
 from mcpx.pool.interface import PoolInterface
+from mcpx.pool.progress import ProgressSink
 from mcpx.scripts.artifacts import UnknownArtifact, parse_uri
 from mcpx.server.conn import Conn, Context
-from mcpx.server.forwarding import ProgressSink, forward, pool_failure
+from mcpx.server.forwarding import forward, pool_failure
 from mcpx.server.gateway_tools import CALL_TOOL, GatewayTool, gateway_tools
 from mcpx.server.log_relay import (
     SERVER_LOG,

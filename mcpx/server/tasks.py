@@ -37,6 +37,7 @@ from mcpx import tracing
 from mcpx.server.conn import Conn, Context
 from mcpx.spec.matrix import capability_in, notification_in
 from mcpx.spec.meta_keys import RELATED_TASK_KEY
+from mcpx.spec.methods import TASK_STATUS
 from mcpx.spec.revision import Revision
 from mcpx.tasks.store import PER_CLIENT_SETTING, TaskStore, TooManyTasks, TooManyTasksForClient
 from mcpx.tasks.task import Task, TaskIsOver, TaskStatus
@@ -51,8 +52,6 @@ log = Logger()
 #: What mcpx suggests between two C{tasks/get} of one task, in milliseconds.
 POLL_INTERVAL_MS: Final = 1000
 
-#: The notification a 2025-11-25 client hears a task's change of state by.
-STATUS_NOTIFICATION: Final = "notifications/tasks/status"
 
 #: The tool-level declarations that allow a task (C{execution.taskSupport}).
 _ALLOWS_TASK: Final = frozenset(("optional", "required"))
@@ -80,20 +79,24 @@ def _iso(seconds: float) -> str:
     )
 
 
-def task_json(task: Task, ttl: float) -> dict[str, Any]:
-    """A store task as 2025-11-25's C{Task}."""
+def task_json(task: Task, ttl: float, *, extension: bool = False) -> dict[str, Any]:
+    """
+    A store task as 2025-11-25's C{Task}, or as the tasks extension's (C{extension}),
+    whose durations are named in C{Ms} and whose failure's error is told apart.
+    """
+    ms = "Ms" if extension else ""
     shown: dict[str, Any] = {
         "taskId": task.id,
         "status": task.status.value,
         "createdAt": _iso(task.created),
         "lastUpdatedAt": _iso(task.updated or task.created),
-        "ttl": round((task.ttl if task.ttl is not None else ttl) * 1000),
+        f"ttl{ms}": round((task.ttl if task.ttl is not None else ttl) * 1000),
     }
     if not task.status.terminal:
-        shown["pollInterval"] = POLL_INTERVAL_MS
+        shown[f"pollInterval{ms}"] = POLL_INTERVAL_MS
     if task.message is not None:
         shown["statusMessage"] = task.message
-    elif task.status is TaskStatus.FAILED and task.error is not None:
+    elif not extension and task.status is TaskStatus.FAILED and task.error is not None:
         shown["statusMessage"] = str(task.error.get("message", "the call failed"))
     return shown
 
@@ -163,7 +166,7 @@ class CoreTasks:
         self.page_size = page_size
         #: The connection each running MCP task was made on, for its notifications.
         self._conns: dict[str, Conn] = {}
-        store.on_change.append(self._changed)
+        store.on_change(self._changed)
 
     # Creating
 
@@ -336,10 +339,10 @@ class CoreTasks:
         revision = conn.revision
         if push is None or conn.closed or revision is None:
             return
-        if not notification_in(STATUS_NOTIFICATION, revision):
+        if not notification_in(TASK_STATUS, revision):
             return
         # Outside any request: a legacy HTTP session sends it on its GET stream.
-        push(STATUS_NOTIFICATION, task_json(task, self.store.ttl))
+        push(TASK_STATUS, task_json(task, self.store.ttl))
 
 
 def _unknown(task_id: str) -> RpcError:

@@ -675,6 +675,5 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 BY_NAME: Mapping[str, Setting] = {setting.name: setting for setting in SETTINGS}
-BY_ENV: Mapping[str, Setting] = {setting.env: setting for setting in SETTINGS}
 BY_FLAG: Mapping[str, Setting] = {setting.flag: setting for setting in SETTINGS}
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(setting.section for setting in SETTINGS))

@@ -6,7 +6,7 @@ The one exception every settings problem is reported as, and the wording of the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class SettingsError(ValueError):
@@ -54,3 +54,21 @@ def unknown_name(what: str, given: str, valid: Iterable[str]) -> str:
             "names (`mcpx settings` shows every setting)"
         )
     return f"unknown {what} {given!r}; valid names are: {', '.join(names)}"
+
+
+def refuse_unknown(
+    where: str,
+    fields: Iterable[str],
+    valid: Sequence[str],
+    listing: str = "valid",
+    prefix: str = "",
+) -> None:
+    """Refuse the first of an object's C{fields} not C{valid}, naming the nearest valid one."""
+    for field in fields:
+        if field not in valid:
+            guess = closest(field, valid)
+            hint = f"did you mean {guess!r}? " if guess is not None else ""
+            raise SettingsError(
+                f"{where}: field {prefix + field!r}: unknown field; {hint}{listing}: "
+                + ", ".join(valid)
+            )

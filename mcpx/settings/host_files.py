@@ -40,7 +40,12 @@ from pathlib import PurePosixPath
 
 from attrs import define, field
 
-from mcpx.settings.server_entry import REMOTE_FIELDS, STDIO_FIELDS
+from mcpx.settings.server_entry import (
+    ENV_NAME_PATTERN,
+    REMOTE_FIELDS,
+    SERVER_NAME_PATTERN,
+    STDIO_FIELDS,
+)
 
 #: An entry's keys mcpx keeps as they are.
 KEPT_FIELDS = ("command", "args", "env", "cwd", "url", "headers")
@@ -48,8 +53,6 @@ KEPT_FIELDS = ("command", "args", "env", "cwd", "url", "headers")
 HOST_SERVER_KEYS = ("mcpServers", "servers")
 
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: The host variables that stand for a workspace folder (Cursor, VS Code).
 _WORKSPACE = ("workspaceFolder", "workspaceRoot")
 
@@ -103,7 +106,7 @@ def workspace_of(path: PurePosixPath, home: PurePosixPath) -> PurePosixPath | No
 def env_name_for(identifier: str) -> str:
     """The environment variable a VS Code input becomes: C{github-token} is C{GITHUB_TOKEN}."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", identifier).upper()
-    return name if _ENV_NAME.fullmatch(name) else f"INPUT_{name}"
+    return name if ENV_NAME_PATTERN.fullmatch(name) else f"INPUT_{name}"
 
 
 def _inputs(data: Mapping[str, object]) -> dict[str, str]:
@@ -174,7 +177,7 @@ class _EntryReader:
         return _VARIABLE.sub(lambda match: self.variable(where, match.group(1)), text)
 
     def variable(self, where: str, inner: str) -> str:
-        if _ENV_NAME.fullmatch(inner):
+        if ENV_NAME_PATTERN.fullmatch(inner):
             if inner in _WORKSPACE or inner in ("userHome", "workspaceFolderBasename"):
                 return self.host_value(where, inner)
             if inner == "pathSeparator":
@@ -183,9 +186,9 @@ class _EntryReader:
         if inner == "/":
             return "/"
         scheme, colon, rest = inner.partition(":")
-        if colon and scheme == "env" and _ENV_NAME.fullmatch(rest):
+        if colon and scheme == "env" and ENV_NAME_PATTERN.fullmatch(rest):
             return "${" + rest + "}"
-        if colon and _ENV_NAME.fullmatch(scheme) and rest.startswith("-"):
+        if colon and ENV_NAME_PATTERN.fullmatch(scheme) and rest.startswith("-"):
             self.note(
                 f"{where}: ${{{inner}}} has a default, which mcpx does not take: it reads "
                 f"${{{scheme}}}, so set {scheme} in the daemon's environment"
@@ -276,7 +279,7 @@ def host_servers(
             found.notes.append(f"ignored {where}: not an object of servers")
             continue
         for given, entry in entries.items():
-            name = _mcpx_name(given) if _SERVER_NAME.fullmatch(given) is None else given
+            name = _mcpx_name(given) if SERVER_NAME_PATTERN.fullmatch(given) is None else given
             reader = _EntryReader(name, home, folder, inputs)
             try:
                 converted = reader.read(entry)

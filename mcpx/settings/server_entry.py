@@ -17,7 +17,7 @@ from attrs import evolve
 
 from mcpx.settings.client_key import ClientKeyError, read_client_key
 from mcpx.settings.declarations import ENV_PREFIX
-from mcpx.settings.errors import SettingsError, closest
+from mcpx.settings.errors import SettingsError, refuse_unknown
 from mcpx.settings.server_policy import POLICY_FIELDS
 from mcpx.settings.servers import (
     AUTH_FIELDS,
@@ -34,8 +34,9 @@ from mcpx.settings.servers import (
 )
 from mcpx.spec.revision import Revision
 
-_SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: What a server's name and an environment variable's name may be.
+SERVER_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 #: A C{toolPrefix}: characters that keep a tool name valid (letters, digits, C{_ - .}),
 #: short enough to leave room for the name it goes before (tool names end at 128).
@@ -164,7 +165,7 @@ class _ServerReader:
         raise SettingsError(f"{where}: {problem}")
 
     def read(self, entry: object, interpreter: str | None) -> Server:
-        if _SERVER_NAME.fullmatch(self.name) is None:
+        if SERVER_NAME_PATTERN.fullmatch(self.name) is None:
             self.fail(
                 None,
                 "invalid server name; use letters, digits, '.', '_' and '-', "
@@ -196,11 +197,7 @@ class _ServerReader:
         return server
 
     def check_fields(self, entry: Mapping[str, object], valid: tuple[str, ...], kind: str) -> None:
-        for key in entry:
-            if key not in valid:
-                guess = closest(key, valid)
-                hint = f"did you mean {guess!r}? " if guess is not None else ""
-                self.fail(key, f"unknown field; {hint}valid fields for {kind}: {', '.join(valid)}")
+        refuse_unknown(self.where, entry, valid, f"valid fields for {kind}")
 
     def check_type(self, entry: Mapping[str, object], allowed: frozenset[str], kind: str) -> None:
         if "type" not in entry:
@@ -222,7 +219,7 @@ class _ServerReader:
             name=self.name,
             command=command,
             args=self.strings(entry, "args"),
-            env=self.secrets(entry, "env", _ENV_NAME, "an environment variable name"),
+            env=self.secrets(entry, "env", ENV_NAME_PATTERN, "an environment variable name"),
             cwd=cwd,
             auth=self.auth(entry, _STDIO_AUTH, "a stdio server"),
             scope=self.scope(entry),
@@ -244,7 +241,7 @@ class _ServerReader:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             self.fail(ENV_PASSTHROUGH, "must be an array of environment variable names")
         for i, name in enumerate(value):
-            if _ENV_NAME.fullmatch(name) is None:
+            if ENV_NAME_PATTERN.fullmatch(name) is None:
                 self.fail(
                     f"{ENV_PASSTHROUGH}[{i}]", f"{name!r} is not an environment variable name"
                 )
@@ -306,11 +303,7 @@ class _ServerReader:
             self.fail("tls", f"must be an object with any of {', '.join(TLS_FIELDS)}")
         if scheme != "https":
             self.fail("tls", "applies only to an https:// URL")
-        for key in block:
-            if key not in TLS_FIELDS:
-                guess = closest(key, TLS_FIELDS)
-                hint = f"did you mean {guess!r}? " if guess is not None else ""
-                self.fail(f"tls.{key}", f"unknown field; {hint}tls takes: {', '.join(TLS_FIELDS)}")
+        refuse_unknown(self.where, block, TLS_FIELDS, "tls takes", prefix="tls.")
         values = {key: self.string(block, key, f"tls.{key}") for key in block}
         if "key" in values and "cert" not in values:
             self.fail("tls.key", 'a key needs its certificate; give "cert" too')
@@ -352,7 +345,7 @@ class _ServerReader:
                 return whole[1:]
             if whole.endswith("}"):
                 variable = self.host_variable(field, variable)
-            if not whole.endswith("}") or _ENV_NAME.fullmatch(variable) is None:
+            if not whole.endswith("}") or ENV_NAME_PATTERN.fullmatch(variable) is None:
                 self.fail(
                     field,
                     "a '${' must start a reference such as ${NAME} "
@@ -374,9 +367,9 @@ class _ServerReader:
         refused, saying what they are: none is an environment variable.
         """
         scheme, colon, rest = variable.partition(":")
-        if colon and scheme == "env" and _ENV_NAME.fullmatch(rest):
+        if colon and scheme == "env" and ENV_NAME_PATTERN.fullmatch(rest):
             return rest
-        if variable in HOST_VARIABLES or (colon and _ENV_NAME.fullmatch(scheme)):
+        if variable in HOST_VARIABLES or (colon and ENV_NAME_PATTERN.fullmatch(scheme)):
             self.fail(
                 field,
                 f"${{{variable}}} is a variable of an MCP host (Cursor, VS Code, Claude Code), "
@@ -467,7 +460,7 @@ class _ServerReader:
         if auth_type is AuthType.BASIC:
             return Auth(auth_type, Secret(values["password"]), username=Secret(values["username"]))
         pattern, what = (
-            (_ENV_NAME, "an environment variable name")
+            (ENV_NAME_PATTERN, "an environment variable name")
             if auth_type is AuthType.ENV
             else (_HEADER_NAME, "a valid name")
         )

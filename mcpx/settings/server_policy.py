@@ -24,7 +24,7 @@ from typing import Any, Final, NoReturn
 
 from attrs import field, frozen
 
-from mcpx.settings.errors import SettingsError, closest
+from mcpx.settings.errors import SettingsError, refuse_unknown
 
 #: The keys of a server entry (and of C{serverDefaults}) that are policy.
 POLICY_FIELDS: Final = ("validate", "tools", "confirmDestructive", "sampling")
@@ -164,11 +164,7 @@ class _Reader:
         value = entry.get(key, {})
         if not isinstance(value, dict):
             self.fail(key, f"must be an object with {', '.join(valid)}")
-        for inner in value:
-            if inner not in valid:
-                guess = closest(inner, valid)
-                hint = f"did you mean {guess!r}? " if guess is not None else ""
-                self.fail(f"{key}.{inner}", f"unknown field; {hint}valid: {', '.join(valid)}")
+        refuse_unknown(self.where, value, valid, prefix=f"{key}.")
         return value
 
     def choice(self, key: str, value: object, kind: type[enum.Enum]) -> Any:
@@ -252,12 +248,6 @@ def check_defaults(defaults: object, *, origin: str) -> Mapping[str, object]:
     where = f"{origin}: serverDefaults"
     if not isinstance(defaults, dict):
         raise SettingsError(f"{where}: must be an object of {', '.join(POLICY_FIELDS)}")
-    for key in defaults:
-        if key not in POLICY_FIELDS:
-            guess = closest(key, POLICY_FIELDS)
-            hint = f"did you mean {guess!r}? " if guess is not None else ""
-            raise SettingsError(
-                f"{where}: field {key!r}: unknown field; {hint}valid: {', '.join(POLICY_FIELDS)}"
-            )
+    refuse_unknown(where, defaults, POLICY_FIELDS)
     parse_policy({}, defaults, where=where)
     return defaults

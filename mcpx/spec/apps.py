@@ -75,11 +75,3 @@ def declared_ui(capabilities: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     declared = extensions.get(UI_EXTENSION)
     return declared if type(declared) is dict else None
-
-
-def mime_types(declared: Mapping[str, Any] | None) -> list[str]:
-    """The MIME types a declaration names (strings only, in order, once each)."""
-    found = declared.get("mimeTypes") if declared is not None else None
-    if type(found) is not list:
-        return []
-    return list(dict.fromkeys(t for t in found if isinstance(t, str)))

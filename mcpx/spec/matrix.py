@@ -32,7 +32,6 @@ from mcpx.spec.feature import (
     EITHER_WAY,
     JSONRPC_BATCH,
     KIND_ORDER,
-    TASKS_EXTENSION,
     Direction,
     Feature,
     Kind,
@@ -41,36 +40,6 @@ from mcpx.spec.feature import (
 from mcpx.spec.matrix_rows import FEATURES
 from mcpx.spec.policy import ConflictPolicy
 from mcpx.spec.revision import ALL_REVISIONS, Revision
-
-__all__ = [
-    "FEATURES",
-    "JSONRPC_BATCH",
-    "MATRIX",
-    "TASKS_EXTENSION",
-    "Direction",
-    "Feature",
-    "Kind",
-    "MatrixError",
-    "RevisionMatrix",
-    "batch_allowed",
-    "capability_in",
-    "content_type_in",
-    "error_code_in",
-    "extension_for",
-    "field_in",
-    "has",
-    "input_request_in",
-    "introduced_in",
-    "lookup",
-    "matrix_json",
-    "method_in",
-    "names_in",
-    "notification_in",
-    "protocol_json",
-    "removed_for",
-    "removed_in",
-    "removed_methods",
-]
 
 _Key = tuple[str, str]
 _SentKey = tuple[str, str, Direction]

@@ -429,7 +429,6 @@ _NOTIFICATIONS: tuple[Feature, ...] = (
 _CC = Kind.CLIENT_CAPABILITY
 _SC = Kind.SERVER_CAPABILITY
 _LIFECYCLE = _doc(_V1, "basic/lifecycle")
-_CAPS_2026 = _ts(_V5)
 
 _CAPABILITIES: tuple[Feature, ...] = (
     _capability(_CC, "experimental", _V1, None, note="free-form", spec=_LIFECYCLE),

@@ -7,18 +7,6 @@ the few where two revisions ask for incompatible behaviour and nothing the peer
 said decides it, C{spec.precedence} orders the revisions (first wins) and
 C{spec.lenient} names the revisions mcpx does not hold to the letter.
 C{spec.first} moves one revision to the front of the precedence.
-
-Code asks the policy questions about the revision whose rules win, C{first()}:
-
-    ================================  =============================================
-    predicate                         true when
-    ================================  =============================================
-    C{strict(rev)}                    C{rev} is not in C{spec.lenient}
-    C{at_or_after(floor)}             C{first() >= floor}
-    C{before(ceiling)}                C{first() < ceiling}
-    C{between(low, high)}             C{low <= first() <= high} (both inclusive)
-    C{only(rev)}                      C{first() is rev} and C{rev} is held strictly
-    ================================  =============================================
 """
 
 from __future__ import annotations
@@ -81,23 +69,6 @@ class ConflictPolicy:
     def strict(self, rev: Revision) -> bool:
         """Whether C{rev}'s rules are enforced to the letter."""
         return rev not in self.lenient
-
-    def at_or_after(self, floor: Revision) -> bool:
-        return self.first() >= floor
-
-    def before(self, ceiling: Revision) -> bool:
-        return self.first() < ceiling
-
-    def between(self, low: Revision, high: Revision) -> bool:
-        return low <= self.first() <= high
-
-    def only(self, rev: Revision) -> bool:
-        """C{rev} wins every conflict and is held strictly."""
-        return self.first() is rev and self.strict(rev)
-
-    def prefers(self, a: Revision, b: Revision) -> Revision:
-        """Of two revisions whose rules disagree, the one that wins."""
-        return a if self.precedence.index(a) <= self.precedence.index(b) else b
 
     def to_json(self) -> dict[str, Any]:
         return {

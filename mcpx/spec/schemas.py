@@ -137,12 +137,6 @@ _DIALECT_NAMES: Final[Mapping[str, Dialect]] = {
 }
 
 
-def _read(source: SchemaSource) -> dict[str, Any]:
-    resource = files("mcpx.spec") / "schemas" / source.value / "schema.json"
-    loaded: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
-    return loaded
-
-
 @cache
 def load_schema(source: SchemaSource) -> dict[str, Any]:
     """
@@ -150,7 +144,9 @@ def load_schema(source: SchemaSource) -> dict[str, Any]:
 
     @return: the shared parsed document; callers must not modify it.
     """
-    return _read(source)
+    resource = files("mcpx.spec") / "schemas" / source.value / "schema.json"
+    loaded: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
+    return loaded
 
 
 def _definitions_key(document: Mapping[str, Any]) -> str:

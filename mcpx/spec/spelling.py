@@ -11,7 +11,8 @@ from typing import Final
 
 from attrs import frozen
 
-from mcpx.spec.matrix import MATRIX, Kind, capability_in, content_type_in, field_in
+from mcpx.spec.feature import Kind
+from mcpx.spec.matrix import MATRIX, capability_in, content_type_in, field_in
 from mcpx.spec.meta_keys import SERVER_INFO_KEY
 from mcpx.spec.revision import ALL_REVISIONS, Revision
 

@@ -52,11 +52,15 @@ class Heartbeat:
     daemon: str
     every: float = field(default=EVERY, kw_only=True)
     timeout: float = field(default=TIMEOUT, kw_only=True)
-    #: Told, after each beat, which daemons are alive (to fail the dead ones' work).
-    watchers: list[Callable[[set[str]], Deferred[Any]]] = field(factory=list, kw_only=True)
+    #: Told, after each beat, which daemons are alive (L{on_beat}).
+    _watchers: list[Callable[[set[str]], Deferred[Any]]] = field(factory=list, kw_only=True)
     _timer: IDelayedCall | None = field(default=None, init=False)
     _beating: Deferred[None] | None = field(default=None, init=False)
     _stopped: bool = field(default=False, init=False)
+
+    def on_beat(self, watcher: Callable[[set[str]], Deferred[Any]]) -> None:
+        """Tell C{watcher}, after each beat, which daemons are alive (to fail the dead's work)."""
+        self._watchers.append(watcher)
 
     def start(self) -> Deferred[None]:
         """Beat now (the Deferred fires once it is written), then every L{every} seconds."""
@@ -67,11 +71,11 @@ class Heartbeat:
 
     def _watch(self) -> Deferred[None] | None:
         """Tell the watchers who is alive; fires once they are done."""
-        if not self.watchers:
+        if not self._watchers:
             return None
 
         def tell(alive: set[str]) -> Deferred[Any]:
-            return gatherResults([watcher(alive) for watcher in self.watchers])
+            return gatherResults([watcher(alive) for watcher in self._watchers])
 
         def failed(failure: Failure) -> None:
             # A store restarting, say: the next beat looks again.

@@ -84,7 +84,7 @@ class TaskJournal:
     def watch(self, store: TaskStore) -> None:
         """Write the journal again whenever one of C{store}'s tasks is made or changes."""
         self._store = store
-        store.on_change.append(self._changed)
+        store.on_change(self._changed)
         # What restore() entered is over; the file now says nothing is running.
         self._write()
 

@@ -109,15 +109,14 @@ class TaskStore:
     @ivar ttl: seconds a finished task waits to be collected, unless it has its own.
     @ivar limit: how many tasks may exist at once; beyond it L{start} refuses.
     @ivar per_client: how many of them one caller identity may hold.
-    @ivar on_change: told of every task made and every change of state, after the
-        change (the event bus, MCP status notifications); it must not raise.
+    @ivar on_change: told of each change from the start (L{on_change}).
     """
 
     clock: IReactorTime
     ttl: float = DEFAULT_TTL
     limit: int = DEFAULT_LIMIT
     per_client: int = DEFAULT_PER_CLIENT
-    on_change: list[Callable[[Task], None]] = field(factory=list)
+    _on_change: list[Callable[[Task], None]] = field(factory=list)
     #: The shared store each task is also written to (C{store.url}), so other daemons can
     #: read it (L{stored}); C{None} keeps tasks in this daemon's memory alone.
     records: RecordStore | None = None
@@ -305,11 +304,18 @@ class TaskStore:
         task.changes += 1
         if self.records is not None:
             self._rows.save(self.records, task)
-        for told in tuple(self.on_change):
+        for told in tuple(self._on_change):
             try:
                 told(task)
             except Exception:
                 log.failure("telling of task {task}'s change failed", task=task.id)
+
+    def on_change(self, told: Callable[[Task], None]) -> None:
+        """
+        Tell C{told} of every task made and every change of state, after the change
+        (the event bus, MCP status notifications); it must not raise.
+        """
+        self._on_change.append(told)
 
     def listen(self) -> None:
         """

@@ -51,6 +51,8 @@ AnyQuestion = Callable[
     [str, Mapping[str, Any], "Call | None", "str | None"], Awaitable[Mapping[str, Any]]
 ]
 NotificationSink = Callable[[str, Mapping[str, Any] | None], None]
+#: Told of each notification an upstream server sends: (server, method, params).
+UpstreamListener = Callable[[str, str, Mapping[str, Any] | None], None]
 
 #: The questions a host may declare, as the names L{declaring} gives them.
 QUESTIONS: Final = frozenset({"elicitation.form", "elicitation.url", "sampling", "roots"})

@@ -14,6 +14,7 @@ from attrs import define, field
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 
 from mcpx.call import Call
+from mcpx.spec.methods import SUBSCRIBE, UNSUBSCRIBE
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST_LEGACY, Era, Revision
 from mcpx.upstream.channel import SessionExpired
 from mcpx.upstream.records import (
@@ -127,8 +128,8 @@ class LegacySession(UpstreamSession):
         await self.open(timeout=request.timeout)
         for uri in sorted(self._subscriptions):
             self._internal(
-                "resources/subscribe",
-                await self._send("resources/subscribe", {"uri": uri}, None, None),
+                SUBSCRIBE,
+                await self._send(SUBSCRIBE, {"uri": uri}, None, None),
             )
         if expired.started and not self.repeatable(request.method, request.params):
             raise expired
@@ -177,9 +178,9 @@ class LegacySession(UpstreamSession):
         )
 
     async def subscribe(self, uri: str) -> None:
-        await self.request("resources/subscribe", {"uri": uri})
+        await self.request(SUBSCRIBE, {"uri": uri})
         self._subscriptions.add(uri)
 
     async def unsubscribe(self, uri: str) -> None:
         self._subscriptions.discard(uri)
-        await self.request("resources/unsubscribe", {"uri": uri})
+        await self.request(UNSUBSCRIBE, {"uri": uri})

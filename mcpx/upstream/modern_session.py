@@ -24,7 +24,7 @@ from mcpx.spec.meta_keys import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
 )
-from mcpx.spec.methods import LISTEN
+from mcpx.spec.methods import ACKNOWLEDGED, LISTEN
 from mcpx.spec.revision import NEWEST, Era
 from mcpx.upstream.records import (
     CLIENT_INFO,
@@ -208,7 +208,7 @@ class ModernSession(UpstreamSession):
         raise NoReply()
 
     def _server_notification(self, notification: Notification) -> None:
-        if notification.method == "notifications/subscriptions/acknowledged":
+        if notification.method == ACKNOWLEDGED:
             params = notification.params if isinstance(notification.params, Mapping) else {}
             granted = params.get("notifications")
             self.acknowledged = granted if isinstance(granted, Mapping) else {}

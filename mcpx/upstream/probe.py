@@ -43,8 +43,8 @@ from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.records import AnsweredModern, AnsweredWithoutRevision
-from mcpx.upstream.session import NotModern, UpstreamError, UpstreamSession
+from mcpx.upstream.records import AnsweredModern, AnsweredWithoutRevision, NotModern, UpstreamError
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,

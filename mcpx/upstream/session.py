@@ -30,13 +30,13 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from mcpx.call import Call
+from mcpx.spec.methods import TASK_STATUS
 from mcpx.spec.questions import ELICIT
 from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, SessionExpired
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
 from mcpx.upstream.records import (
     InputRound,
-    NotModern,
     ServerDeclaration,
     TooManyRounds,
     UpstreamError,
@@ -52,18 +52,6 @@ from mcpx.upstream.tasks import (
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import RpcPeer
-
-#: The records are imported from here by the rest of mcpx too.
-__all__ = [
-    "InputRound",
-    "NotModern",
-    "ServerDeclaration",
-    "TooManyRounds",
-    "UpstreamError",
-    "UpstreamSession",
-    "is_input_required",
-    "is_task",
-]
 
 #: How many pages of a list mcpx follows before deciding the server is looping.
 MAX_PAGES = 1000
@@ -504,7 +492,7 @@ class UpstreamSession:
 
     def _server_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, Mapping) else None
-        if notification.method == "notifications/tasks/status" and params is not None:
+        if notification.method == TASK_STATUS and params is not None:
             task_id = params.get("taskId")
             watcher = self._task_watchers.get(task_id) if isinstance(task_id, str) else None
             if watcher is not None:

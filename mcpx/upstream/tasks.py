@@ -81,7 +81,8 @@ MAX_POLL: Final = 30.0
 #: The interval when the server suggests none.
 DEFAULT_POLL: Final = 1.0
 
-_SUPPORTED: Final = frozenset(("optional", "required"))
+#: The C{taskSupport} values of a tool whose calls may be tasks.
+SUPPORTS_TASKS: Final = frozenset(("optional", "required"))
 
 StatusWatcher = Callable[[Mapping[str, Any]], None]
 
@@ -103,7 +104,7 @@ def task_support(tool: Mapping[str, Any]) -> str | None:
 
 def runs_as_task(support: str | None, wanted: bool) -> bool:
     """Whether a call to a tool declaring C{support} is made as a task upstream."""
-    return support == "required" or (wanted and support in _SUPPORTED)
+    return support == "required" or (wanted and support in SUPPORTS_TASKS)
 
 
 def declares_extension(capabilities: Mapping[str, Any]) -> bool:
@@ -152,10 +153,6 @@ class UpstreamTaskEnded(RpcError):
     The server's task ended without a result: it was cancelled on the server's side,
     failed without a JSON-RPC error, or outlived its ttl.
     """
-
-
-class _Outlived(Exception):
-    pass
 
 
 def _tell_call(call: Call | None) -> None:

@@ -6,7 +6,8 @@ L{mcpx.server.param_headers}).
 
   - The headers' names: the revision a request speaks in (C{MCP-Protocol-Version}, the
     era header), the legacy session (C{Mcp-Session-Id}), and the 2026-07-28
-    request-metadata headers (C{Mcp-Method}, C{Mcp-Name}, C{Mcp-Param-*}).
+    request-metadata headers (C{Mcp-Method}, C{Mcp-Name}, C{Mcp-Param-*}); mcpx's own
+    C{Mcpx-Client}.
   - Which field of a request's params its C{Mcp-Name} mirrors (L{NAME_FIELDS}).
   - The 2026-07-28 "Value Encoding" of C{Mcp-Name} and C{Mcp-Param-*} values: plain
     header-safe ASCII as it is, anything else as C{=?base64?...?=} around the Base64 of
@@ -32,6 +33,8 @@ SESSION_ID_HEADER: Final = "Mcp-Session-Id"
 METHOD_HEADER: Final = "Mcp-Method"
 NAME_HEADER: Final = "Mcp-Name"
 PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
+#: mcpx's own: who is calling, when no access token's subject says (C{scope: client}).
+CLIENT_HEADER: Final = "Mcpx-Client"
 
 #: The methods whose C{Mcp-Name} header mirrors a field of their params (2026-07-28).
 NAME_FIELDS: Final[Mapping[str, str]] = {

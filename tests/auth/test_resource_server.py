@@ -15,6 +15,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.auth.caller import INSUFFICIENT_SCOPE, INVALID_TOKEN, UNAVAILABLE, Refusal, VerifiedToken
+from mcpx.auth.jwks import DOCUMENT_LIMIT, REFETCH_INTERVAL, REQUEST_TIMEOUT
 from mcpx.auth.metadata import parse_challenge
 from mcpx.auth.protected_resource import (
     challenge,
@@ -23,18 +25,10 @@ from mcpx.auth.protected_resource import (
     metadata_url,
 )
 from mcpx.auth.resource_server import (
-    DOCUMENT_LIMIT,
-    INSUFFICIENT_SCOPE,
     INTROSPECTION_CONCURRENCY,
-    INVALID_TOKEN,
     LEEWAY,
-    REFETCH_INTERVAL,
-    REQUEST_TIMEOUT,
     TOKEN_LIMIT,
-    UNAVAILABLE,
-    Refusal,
     TokenVerifier,
-    VerifiedToken,
 )
 from mcpx.settings.oauth_resource import Introspection, OAuthResource
 from tests.auth.standin_issuer import (

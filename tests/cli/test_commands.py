@@ -24,8 +24,10 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 from twisted.web.server import Site
 
-from mcpx.cli.client import SOCKET_NAME
+from mcpx.cli.client import CLIENT_HEADER, DEFAULT_CLIENT, SOCKET_NAME
 from mcpx.daemon.listeners import SOCKET_NAME as DAEMON_SOCKET_NAME
+from mcpx.ops.host import DEFAULT_CLIENT as HOST_DEFAULT_CLIENT
+from mcpx.wire.http_common import CLIENT_HEADER as HTTP_CLIENT_HEADER
 from tests.cli.fake_daemon import PNG, WAV, FakeDaemon
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
@@ -336,6 +338,10 @@ class NoDaemonTests(CommandRunner):
     def test_socket_name(self) -> None:
         """The command looks for the socket under the name the daemon gives it."""
         self.assertEqual(SOCKET_NAME, DAEMON_SOCKET_NAME)
+
+    def test_client_header(self) -> None:
+        """The command names the caller in the header the daemon reads, and as it assumes."""
+        self.assertEqual((CLIENT_HEADER, DEFAULT_CLIENT), (HTTP_CLIENT_HEADER, HOST_DEFAULT_CLIENT))
 
 
 class StartTests(CommandRunner):

@@ -35,7 +35,8 @@ from twisted.logger import (
 from mcpx.settings.servers import RemoteServer
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import UpstreamSession, is_input_required
+from mcpx.upstream.records import is_input_required
+from mcpx.upstream.session import UpstreamSession
 
 SCENARIO_VARIABLE = "MCP_CONFORMANCE_SCENARIO"
 VERSION_VARIABLE = "MCP_CONFORMANCE_PROTOCOL_VERSION"

@@ -28,7 +28,7 @@ from mcpx.settings.config import ConfigFile
 from mcpx.settings.resolve import Settings, resolve
 from mcpx.settings.servers import ServersConfig, StdioServer
 from mcpx.spec.revision import Revision
-from mcpx.upstream.session import ServerDeclaration
+from mcpx.upstream.records import ServerDeclaration
 
 
 def ops_host(clock: Any, pid: int = 4242, **parts: Any) -> OpHost:

@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.daemon.api import klein_path
 from mcpx.daemon.http import DaemonHTTP
+from mcpx.daemon.status_page import ASSETS as PAGE_ASSETS
 from mcpx.ops import routes
 from mcpx.ops.calls import template_variables
 from mcpx.ops.errors import OpError, error_from
@@ -25,7 +26,7 @@ from mcpx.pool.interface import PoolInterface
 from mcpx.pool.pool import Pool
 from mcpx.spec.safe_schema import dialect
 from mcpx.tasks.store import TooManyTasks
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import RpcError
 
 
@@ -124,17 +125,7 @@ class TableTests(SynchronousTestCase):
         operations, the daemon's Klein app has exactly one route per op, at the op's path
         and method.
         """
-        not_ops = {
-            "mcp_endpoint",
-            "metrics_endpoint",
-            "status_page",
-            "status_script",
-            "status_style",
-            "login",
-            "login_link",
-            "login_page",
-            "login_script",
-        }
+        not_ops = {"mcp_endpoint", "metrics_endpoint", "login", "login_link", *PAGE_ASSETS}
         rules = [r for r in DaemonHTTP.app.url_map.iter_rules() if r.endpoint not in not_ops]
         self.assertEqual(sorted(rule.endpoint for rule in rules), sorted(BY_NAME))
         for rule in rules:

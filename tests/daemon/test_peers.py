@@ -9,7 +9,7 @@ import tempfile
 
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from mcpx.daemon.peers import PROC_NET_TCP, connecting_uid, proc_address, socket_owner
+from mcpx.daemon.peers import PROC_NET_TCP, connecting_uid, proc_address, socket_entry
 
 #: Two lines of /proc/net/tcp: a listener on 127.0.0.1:8899 and a client of it,
 #: 127.0.0.1:40000, opened by uid 1000 (on a little-endian machine).
@@ -37,9 +37,10 @@ class ProcAddressTests(SynchronousTestCase):
 
     def test_client_socket_is_found(self) -> None:
         """The client's line is the one whose local end is the peer; the server's is not."""
-        self.assertEqual(socket_owner(LISTING, ("127.0.0.1", 40000), ("127.0.0.1", 8899)), 1000)
-        self.assertIsNone(socket_owner(LISTING, ("127.0.0.1", 40001), ("127.0.0.1", 8899)))
-        self.assertIsNone(socket_owner(LISTING[:1], ("127.0.0.1", 40000), ("127.0.0.1", 8899)))
+        peer, own = ("127.0.0.1", 40000), ("127.0.0.1", 8899)
+        self.assertEqual(socket_entry(LISTING, peer, own), (1000, 2))
+        self.assertIsNone(socket_entry(LISTING, ("127.0.0.1", 40001), own))
+        self.assertIsNone(socket_entry(LISTING[:1], peer, own))
 
 
 class ConnectingUidTests(SynchronousTestCase):

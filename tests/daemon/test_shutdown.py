@@ -21,7 +21,8 @@ from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.root import DaemonService, race_hurry
 from mcpx.daemon.site import DaemonSite, SiteOptions
 from mcpx.daemon.token import TokenFile
-from mcpx.ops.shutdown import SHUTTING_DOWN, Shutdown
+from mcpx.ops.shutdown import Shutdown
+from mcpx.pool.instances import SHUTTING_DOWN
 from mcpx.server.mcp_socket import StdioFactory
 from mcpx.settings.errors import SettingsError
 from mcpx.upstream.groups import ProcessGroups
@@ -140,9 +141,8 @@ class HurryTests(SynchronousTestCase):
         A second signal kills the upstreams (once, however many signals follow) and the
         stop no longer waits for what it was waiting for.
         """
-        shutdown = Shutdown(Clock())
         killed: list[int] = []
-        shutdown.on_hurry(lambda: killed.append(1))
+        shutdown = Shutdown(Clock(), kill=[lambda: killed.append(1)])
         stubborn: Deferred[None] = Deferred()
         stopped = race_hurry(stubborn, shutdown)
         self.assertNoResult(stopped)

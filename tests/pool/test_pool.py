@@ -30,7 +30,8 @@ from mcpx.settings.server_entry import parse_server
 from mcpx.settings.servers import RemoteServer, Server, ServersConfig, StdioServer
 from mcpx.spec.revision import Era
 from mcpx.upstream.handlers import UpstreamHandlers
-from mcpx.upstream.session import UpstreamError, UpstreamSession
+from mcpx.upstream.records import UpstreamError
+from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import RpcError
 from tests.pool.fakes import Events, FakeConnector, servers, stdio, text_result
 from tests.support.logs import observe_log

@@ -62,7 +62,6 @@ class InitializeTests(SynchronousTestCase):
             },
         )
         self.assertEqual(harness.conn.client_capabilities, {"elicitation": {}})
-        self.assertEqual(harness.conn.client_info, {"name": "host", "version": "2"})
 
     def test_second_initialize_is_refused(self) -> None:
         """

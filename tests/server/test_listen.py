@@ -17,13 +17,13 @@ from mcpx.ops import uris
 from mcpx.server.flow import Flow
 from mcpx.server.http import McpHTTP
 from mcpx.server.listen import (
-    ACKNOWLEDGED,
     TASK_STATE,
     Listener,
     SubscriptionFilter,
     offers_any,
 )
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
+from mcpx.spec.methods import ACKNOWLEDGED
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INVALID_PARAMS, INVALID_REQUEST, RpcError
 from tests.server import Session, result_of

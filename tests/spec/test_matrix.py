@@ -15,16 +15,16 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.spec import matrix
-from mcpx.spec.matrix import (
-    FEATURES,
-    MATRIX,
+from mcpx.spec.feature import (
+    JSONRPC_BATCH,
     TASKS_EXTENSION,
     Direction,
     Feature,
     Kind,
     MatrixError,
-    RevisionMatrix,
 )
+from mcpx.spec.matrix import MATRIX, RevisionMatrix
+from mcpx.spec.matrix_rows import FEATURES
 from mcpx.spec.policy import DEFAULT_POLICY, ConflictPolicy
 from mcpx.spec.revision import ALL_REVISIONS, LEGACY_REVISIONS, Revision
 
@@ -149,7 +149,7 @@ class FloorTests(SynchronousTestCase):
     def test_batching_only_2025_03_26(self) -> None:
         """JSON-RPC batches belong to 2025-03-26 alone."""
         self.assertEqual([rev for rev in ALL_REVISIONS if matrix.batch_allowed(rev)], [V2])
-        self.assertEqual(present(Kind.TRANSPORT, matrix.JSONRPC_BATCH), [V2])
+        self.assertEqual(present(Kind.TRANSPORT, JSONRPC_BATCH), [V2])
 
     def test_2025_06_18_fields(self) -> None:
         """Structured output, output schemas, titles and resource links start in 2025-06-18."""
@@ -281,7 +281,7 @@ class FloorTests(SynchronousTestCase):
             )
         self.assertIn(matrix.lookup(Kind.METHOD, "server/discover"), matrix.introduced_in(V5))
         self.assertIn(matrix.lookup(Kind.METHOD, "ping"), matrix.removed_in(V5))
-        self.assertIn(matrix.lookup(Kind.TRANSPORT, matrix.JSONRPC_BATCH), matrix.removed_in(V3))
+        self.assertIn(matrix.lookup(Kind.TRANSPORT, JSONRPC_BATCH), matrix.removed_in(V3))
         self.assertEqual(matrix.removed_in(V1), ())
 
     def test_plain_strings_work_as_kinds(self) -> None:

@@ -78,45 +78,6 @@ class PredicateTests(SynchronousTestCase):
         self.assertFalse(policy.strict(V2))
         self.assertTrue(policy.strict(V3))
 
-    def test_at_or_after(self) -> None:
-        """C{at_or_after(floor)} holds when the first revision is the floor or newer."""
-        policy = ConflictPolicy.build(first=V3)
-        self.assertTrue(policy.at_or_after(V1))
-        self.assertTrue(policy.at_or_after(V3))
-        self.assertFalse(policy.at_or_after(V4))
-
-    def test_before(self) -> None:
-        """C{before(ceiling)} holds only when the first revision is strictly older."""
-        policy = ConflictPolicy.build(first=V3)
-        self.assertTrue(policy.before(V4))
-        self.assertFalse(policy.before(V3))
-        self.assertFalse(policy.before(V2))
-
-    def test_between(self) -> None:
-        """C{between(low, high)} is inclusive at both ends."""
-        policy = ConflictPolicy.build(first=V3)
-        self.assertTrue(policy.between(V2, V4))
-        self.assertTrue(policy.between(V3, V3))
-        self.assertTrue(policy.between(V1, V3))
-        self.assertFalse(policy.between(V4, V5))
-        self.assertFalse(policy.between(V1, V2))
-
-    def test_only_needs_first_and_strict(self) -> None:
-        """C{only(rev)} needs C{rev} in front and held strictly."""
-        self.assertTrue(ConflictPolicy.build(first=V4).only(V4))
-        self.assertFalse(ConflictPolicy.build(first=V4).only(V5))
-        self.assertFalse(ConflictPolicy.build(first=V4, lenient=[V4]).only(V4))
-        self.assertTrue(ConflictPolicy.build(first=V4, lenient=[V5]).only(V4))
-
-    def test_prefers(self) -> None:
-        """C{prefers} returns whichever of two revisions comes first in the precedence."""
-        policy = ConflictPolicy.build(precedence=[V2, V4])
-        self.assertIs(policy.prefers(V4, V2), V2)
-        self.assertIs(policy.prefers(V2, V4), V2)
-        self.assertIs(policy.prefers(V1, V5), V5)
-        self.assertIs(policy.prefers(V3, V3), V3)
-        self.assertIs(DEFAULT_POLICY.prefers(V1, V3), V3)
-
 
 class RenderingTests(SynchronousTestCase):
     """The policy as served under C{spec} in C{GET /v1/protocol}."""

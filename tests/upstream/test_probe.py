@@ -17,7 +17,7 @@ from mcpx.spec.revision import NEWEST, Era
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, era_key
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.wire.errors import RpcError
 from tests.support.logs import observe_log
 from tests.upstream.memory import FakeServer, MemoryChannel, discover_result, initialize_result

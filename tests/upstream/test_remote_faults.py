@@ -30,7 +30,7 @@ from mcpx.settings.servers import RemoteServer, Secret, ServersConfig, Tls
 from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.probe import era_key
-from mcpx.upstream.session import UpstreamError
+from mcpx.upstream.records import UpstreamError
 from mcpx.upstream.tls import TlsFileError
 from mcpx.wire.errors import UPSTREAM_FAILED, RpcError, http_status_for
 from tests.daemon.fake_pool import daemon_http

@@ -18,7 +18,7 @@ from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.session import NotModern, TooManyRounds, UpstreamError
+from mcpx.upstream.records import NotModern, TooManyRounds, UpstreamError
 from mcpx.wire.errors import RpcError
 from tests.upstream.memory import (
     FakeServer,
