@@ -3,7 +3,9 @@
 OpenTelemetry traces of the daemon's requests: off unless C{trace.endpoint} is set.
 
 When it is off nothing of OpenTelemetry is imported, and each place that would make a
-span pays one check: L{span} hands back the same do-nothing context manager. When the
+span pays one check: L{span} hands back the same do-nothing context manager, and the
+steps every pass-through call takes (the pool's wait and upstream request) read L{ON}
+and make no span at all. When the
 daemon starts with C{trace.endpoint} set, L{start} imports the SDK and the OTLP/HTTP
 exporter (the C{mcpx[trace]} extra) and every host request gets a span, with children
 for what its time went on:
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = [
+    "ON",
     "Attributes",
     "ended",
     "failed",
@@ -95,6 +98,9 @@ class _Now:
 
 
 _now: Final = _Now()
+#: Whether spans are being made (L{on}), read as a module attribute where a call's every
+#: step would otherwise pay for a span that does nothing: the caller skips the span.
+ON = False
 #: The context each call's questions are children of, by the call (L{mcpx.call.Call}).
 _calls: weakref.WeakKeyDictionary[object, TraceContext] = weakref.WeakKeyDictionary()
 
@@ -141,6 +147,8 @@ def start(
     _now.propagator = TraceContextTextMapPropagator()
     _now.provider = provider
     _now.tracer = provider.get_tracer("mcpx", __version__)
+    global ON  # noqa: PLW0603 (a module attribute, read by each call as tracing.ON)
+    ON = True
 
 
 def stop() -> None:
@@ -148,6 +156,8 @@ def stop() -> None:
     Send what is still queued and stop making spans. It blocks until the exporter is
     done (a bounded wait): the daemon calls it in a thread as it stops.
     """
+    global ON  # noqa: PLW0603 (a module attribute, read by each call as tracing.ON)
+    ON = False
     provider = _now.provider
     _now.tracer = None
     _now.provider = None

@@ -41,7 +41,9 @@ class RecentCalls:
     clock: IReactorTime
     limit: int = DEFAULT_LIMIT
     publish: Callable[..., None] | None = None
-    _ring: deque[tuple[str | None, dict[str, Any]]] = field(init=False)
+    #: Each call as (principal, server, tool, finished, seconds, outcome): a tuple, made
+    #: for every call that ends, and spelled as a dict only when listed (L{newest_first}).
+    _ring: deque[tuple[str | None, str, str, float, float, str]] = field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._ring = deque(maxlen=self.limit)
@@ -54,21 +56,14 @@ class RecentCalls:
 
         @param principal: the subject identity it was made for, if any.
         """
-        entry = {
-            "server": server,
-            "tool": tool,
-            "finished": self.clock.seconds(),
-            "seconds": round(seconds, 6),
-            "outcome": outcome,
-        }
-        self._ring.append((principal, entry))
+        self._ring.append((principal, server, tool, self.clock.seconds(), seconds, outcome))
         if self.publish is not None:
             self.publish(
                 "call.finished",
                 server,
                 **attributed_to(principal),
                 tool=tool,
-                seconds=entry["seconds"],
+                seconds=round(seconds, 6),
                 outcome=outcome,
             )
 
@@ -82,7 +77,13 @@ class RecentCalls:
             C{None}, everyone's.
         """
         return [
-            dict(entry)
-            for principal, entry in reversed(self._ring)
-            if (server is None or entry["server"] == server) and (sees is None or sees(principal))
+            {
+                "server": named,
+                "tool": tool,
+                "finished": finished,
+                "seconds": round(seconds, 6),
+                "outcome": outcome,
+            }
+            for principal, named, tool, finished, seconds, outcome in reversed(self._ring)
+            if (server is None or named == server) and (sees is None or sees(principal))
         ]

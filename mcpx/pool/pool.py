@@ -438,31 +438,40 @@ class Pool(MultiService):
         outcome = "error"
         try:
             slot = await self.in_host_era(slot, client, call, bound)
-            with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
+            # Untraced, a call makes no span at all (tracing.ON): this is every call's path.
+            if tracing.ON:
+                with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
+                    instance = await self._instances.claim(slot, bound)
+            else:
                 instance = await self._instances.claim(slot, bound)
             token, watch = self._requests.progress.open(on_progress, bound)
             meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
             try:
-                with tracing.span(
-                    "mcpx.upstream tools/call",
-                    {"mcpx.server": server, "gen_ai.tool.name": tool},
-                ) as span:
-                    if span is not None:
-                        # The upstream's spans are children of this one, and so are the
-                        # questions it asks for this call.
-                        tracing.inject(meta)
-                        tracing.remember(call)
-                    result = await self._requests.run(
-                        instance,
-                        tool,
-                        bound,
-                        lambda session: session.call_tool(tool, arguments, meta=meta, call=call),
-                        call,
-                        asked=asked,
-                        progress=watch,
-                        principal=principal,
-                    )
-                    tracing.outcome(span, result)
+                # Not run until awaited: a span made first is its parent.
+                run = self._requests.run(
+                    instance,
+                    tool,
+                    bound,
+                    lambda session: session.call_tool(tool, arguments, meta=meta, call=call),
+                    call,
+                    asked=asked,
+                    progress=watch,
+                    principal=principal,
+                )
+                if not tracing.ON:
+                    result = await run
+                else:
+                    with tracing.span(
+                        "mcpx.upstream tools/call",
+                        {"mcpx.server": server, "gen_ai.tool.name": tool},
+                    ) as span:
+                        if span is not None:
+                            # The upstream's spans are children of this one, and so are
+                            # the questions it asks for this call.
+                            tracing.inject(meta)
+                            tracing.remember(call)
+                        result = await run
+                        tracing.outcome(span, result)
             finally:
                 self._requests.progress.close(token)
             outcome = "tool_error" if result.get("isError") else "ok"

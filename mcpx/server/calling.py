@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from attrs import evolve, frozen
+from attrs import frozen
 from twisted.internet.interfaces import IReactorTime
 
 from mcpx import tracing
@@ -185,7 +185,7 @@ class _Way:
         call = asking.call_for(conn, context, params, method)
         if call is None:
             return self.forward(conn, context, params, route)
-        context = evolve(context, call=call)
+        context = context.with_call(call)
         forwarded = self._forwarded(conn, context, params, route, call)
         if call.asker is None:
             return forwarded
@@ -217,7 +217,7 @@ class _Way:
             )
         call = self.parts.asking.call_for(conn, context, params, "tools/call", as_task=True)
         assert call is not None
-        context = evolve(context, call=call)
+        context = context.with_call(call)
         asker = call.asker
         resumable = (
             asker

@@ -173,6 +173,28 @@ class Context:
     headers: HeaderSource | None = None
     reply: Reply | None = None
 
+    def with_call(self, call: Call) -> Context:
+        """
+        This context with C{call}: C{attrs.evolve(self, call=call)}, made at the cost of
+        a plain construction (it runs for every call that goes upstream, and C{evolve}
+        looks its fields up each time).
+        """
+        return Context(
+            self.revision,
+            self.identity,
+            self.capabilities,
+            self.modern,
+            self.progress_token,
+            self.log_level,
+            call,
+            self.task,
+            self.owner,
+            self.subject,
+            self.request_id,
+            self.headers,
+            self.reply,
+        )
+
     @property
     def artifact_owner(self) -> str:
         """Whose the artifacts this request makes or reads are."""

@@ -47,8 +47,10 @@ class Offering:
         daemon's default; C{None} while none of them is configured, when the gateway
         serves alone.
         """
-        named = self.asked(conn)
-        return named if named is not None and named.active else None
+        # Every request that may go upstream asks this, some more than once: the common
+        # case (the daemon's default) without a call to asked, and active read straight.
+        named = self.default if conn.passthrough is None else self.asked(conn)
+        return named if named is not None and named.passed.servers else None
 
     def asked(self, conn: Conn) -> PassThrough | None:
         """

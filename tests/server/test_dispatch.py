@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from attrs import evolve, fields
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.server.conn import Context
 from mcpx.server.request_context import SUPPORTED_VERSIONS
 from mcpx.spec.matrix import removed_methods
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Revision
@@ -345,3 +347,23 @@ class IdentityTests(SynchronousTestCase):
         session = Session(Revision.V2025_06_18)
         session.call("mcpx_tools", {"server": "files"}, **{"dev.mcpx/session": "s-1"})
         self.assertIn(("tools", "files", "s-1"), session.harness.pool.listed)
+
+
+class ContextCopyTests(SynchronousTestCase):
+    """L{Context.with_call}, the copy each call that goes upstream is made with."""
+
+    def test_every_field_is_kept(self) -> None:
+        """
+        The copy is the context with its call set and every other field as it was: what
+        C{attrs.evolve} gives, so a field added to L{Context} and left out of the copy
+        fails here rather than reaching the upstream as its default.
+        """
+        values: dict[str, Any] = {field.name: object() for field in fields(Context)}
+        context = Context(**values)
+        call: Any = object()
+        copied = context.with_call(call)
+        self.assertEqual(copied, evolve(context, call=call))
+        self.assertIs(copied.call, call)
+        for name, value in values.items():
+            if name != "call":
+                self.assertIs(getattr(copied, name), value, name)
