@@ -11,8 +11,8 @@ the targets of a plan and prints what it saw as JSON; each host is run twice, on
 the paths through mcpx (L{paths_plan}) and once for the servers directly
 (L{direct_plan}). The paths are walked one host at a time, as the two daemons are
 shared; beside them the direct sessions, which share nothing, also one host at a time
-but in L{DIRECT_LANES} lanes, so that a host waiting out its own C{server/discover}
-timeout on an early server holds up no other cell.
+(two once the paths are done) but in L{DIRECT_LANES} lanes, so that a host waiting out
+its own C{server/discover} timeout on an early server holds up no other cell.
 
 Servers (L{SERVERS}), all over stdio: an C{mcp} 1.8 server
 (C{scripts/early_server.py}), a FastMCP 4 server that elicits and lists roots
@@ -392,19 +392,24 @@ def observed() -> dict[str, dict[str, Any]]:
         everyone = hosts()
         direct, paths = direct_plan(configs), paths_plan(passing, gateway)
 
-        def walk(the_plan: Mapping[str, Any], part: str) -> dict[str, dict[str, Any]]:
-            return {h.name: drive(h, the_plan, folder, part) for h in everyone}
+        def through_mcpx() -> dict[str, dict[str, Any]]:
+            try:
+                return {h.name: drive(h, paths, folder, "paths") for h in everyone}
+            finally:
+                # Stopping takes a while (mcp-server-sqlite ignores the end of its
+                # stdin): while the last hosts still walk the servers directly.
+                with ThreadPoolExecutor(2) as stopping:
+                    list(stopping.map(Daemon.stop, (passing, gateway)))
 
         # The paths through mcpx one host at a time (the daemons are shared), and beside
-        # them the direct sessions, which share nothing, also one host at a time.
+        # them the direct sessions, which share nothing, also one host at a time; once
+        # every path is walked, the hosts left take that place too.
         with ThreadPoolExecutor(2) as driving:
-            through = driving.submit(walk, paths, "paths")
-            alone = driving.submit(walk, direct, "direct")
+            through = driving.submit(through_mcpx)
+            alone = {h.name: driving.submit(drive, h, direct, folder, "direct") for h in everyone}
             _seen.append(
-                {h.name: {**alone.result()[h.name], **through.result()[h.name]} for h in everyone}
+                {h.name: {**alone[h.name].result(), **through.result()[h.name]} for h in everyone}
             )
-        with ThreadPoolExecutor(2) as stopping:
-            list(stopping.map(Daemon.stop, (passing, gateway)))
     return _seen[0]
 
 
