@@ -4,6 +4,7 @@
 //
 //   node matrix-host.mjs PACKAGE PLAN.json
 //
+// PLAN.json is {"lanes": [[target, ...], ...]}, each target as matrix_host.py has it.
 // PACKAGE is the SDK to load: @modelcontextprotocol/sdk (1.32.2) or
 // @modelcontextprotocol/sdk-1.13 (1.13.3, an npm alias of package.json). The host answers
 // an elicitation with every property asked, lists one root and answers sampling with a fixed text.
@@ -99,15 +100,20 @@ async function run(target) {
   }
 }
 
+// The targets of a lane one after the other, the lanes side by side (as matrix_host.py).
 const plan = JSON.parse(readFileSync(planFile, 'utf-8'));
-const seen = {};
-for (const target of plan.targets) {
-  try {
-    seen[target.id] = await run(target);
-  } catch (error) {
-    seen[target.id] = outcome(error);
+const found = {};
+await Promise.all(plan.lanes.map(async (lane) => {
+  for (const target of lane) {
+    try {
+      found[target.id] = await run(target);
+    } catch (error) {
+      found[target.id] = outcome(error);
+    }
   }
-}
+}));
+const seen = {};
+for (const target of plan.lanes.flat()) seen[target.id] = found[target.id];
 // Exit once the whole document is written (a pipe takes it in 64 KB pieces); exiting is
 // needed, as an SDK may leave a handle open.
 process.stdout.write(JSON.stringify(seen), () => process.exit(0));

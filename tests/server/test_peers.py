@@ -1,8 +1,9 @@
 """
 mcpx as an MCP server, proven with clients mcpx did not write.
 
-A real daemon runs with two upstream servers configured: mcpx's demo server and
-C{@modelcontextprotocol/server-everything} (over stdio).  Against it:
+A real daemon (one for every test here, L{start_daemon}) runs with two upstream servers
+configured: mcpx's demo server and C{@modelcontextprotocol/server-everything} (over
+stdio).  Against it:
 
   - the MCP Python SDK's client, as a legacy client (the C{initialize} handshake) and as
     a 2026-07-28 one (C{server/discover}), through a real C{mcpx serve} process and
@@ -17,9 +18,11 @@ C{anyio.run} while the reactor keeps the processes.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +40,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from tests.support.peers import NODE_MODULES, PeersMissing, everything_stdio_argv, node22
-from tests.support.processes import REPO, ChildProcess, free_tcp_port, kill_on_cleanup, spawn
+from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, spawn
 
 T = TypeVar("T")
 
@@ -67,12 +70,13 @@ def in_thread(conversation: Callable[[], Awaitable[T]]) -> Deferred[T]:
 
 @define
 class RunningDaemon:
-    """A daemon started for one test: its process, its TCP port, and the environment
+    """The daemon of this module's tests: its process, its TCP port, and the environment
     (state directory, configuration) a client process needs to reach it."""
 
-    child: ChildProcess
+    process: subprocess.Popen[bytes]
     port: int
     env: dict[str, str]
+    folders: tuple[str, ...]
 
     @property
     def mcp_url(self) -> str:
@@ -86,17 +90,28 @@ class RunningDaemon:
         argv = self.serve_argv()
         return StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=str(REPO))
 
+    def stop(self) -> None:
+        """SIGTERM, and wait for the daemon to end (SIGKILL if it will not)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
-async def start_daemon(test: TestCase) -> RunningDaemon:
+
+def _start_daemon() -> RunningDaemon:
     """
     A daemon with the demo and server-everything configured, listening on a free
-    loopback port, stopped when C{test} cleans up.
+    loopback port; returns once it runs. Started outside the reactor, so that it may
+    outlive the test that started it.
     """
     # Short paths: a unix socket path must fit in 108 bytes.
     state = tempfile.mkdtemp(prefix="mcpx-peers-")
     config_home = tempfile.mkdtemp(prefix="mcpx-peers-cfg-")
-    for directory in (state, config_home):
-        test.addCleanup(shutil.rmtree, directory, ignore_errors=True)
     config = os.path.join(config_home, "servers.json")
     node, everything, mode = everything_stdio_argv()
     with open(config, "w") as f:
@@ -112,26 +127,72 @@ async def start_daemon(test: TestCase) -> RunningDaemon:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
     env.update(MCPX_STATE_DIR=state, XDG_CONFIG_HOME=config_home, MCPX_CONFIG=config)
     port = free_tcp_port()
-    child = spawn(
-        [
-            sys.executable,
-            "-m",
-            "mcpx",
-            "daemon",
-            "--daemon-listen",
-            f"tcp:{port}:interface=127.0.0.1",
-        ],
-        env=env,
-    )
-    test.addCleanup(kill_on_cleanup, child)
+    log = os.path.join(config_home, "daemon.log")
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcpx",
+                "daemon",
+                "--daemon-listen",
+                f"tcp:{port}:interface=127.0.0.1",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    daemon = RunningDaemon(process, port, env, (state, config_home))
+    deadline = time.monotonic() + 30
+    with open(log, "rb") as written:
+        seen = b""
+        while b"daemon is running" not in seen:
+            if process.poll() is not None or time.monotonic() > deadline:
+                daemon.stop()
+                raise AssertionError(f"the daemon did not start: {seen.decode()}")
+            time.sleep(0.05)
+            seen += written.read()
+    return daemon
 
-    async def stop() -> None:
-        child.signal("TERM")
-        await child.ended()
 
-    test.addCleanup(stop)
-    await child.wait_for(rb"daemon is running")
-    return RunningDaemon(child, port, env)
+#: The daemon every test of this module talks to (L{start_daemon}).
+_daemon: list[RunningDaemon] = []
+#: The tests of this module that have ended since it started.
+_ended: list[str] = []
+
+
+async def start_daemon(test: TestCase) -> RunningDaemon:
+    """
+    The daemon of this module's tests: one for all of them, started by the first and
+    stopped after the last (or when the test process ends, if only some of them run).
+    Each test leaves it as it found it (a cancelled call let go of, every session
+    closed); its upstreams' processes stay up between tests, and server-everything,
+    which ignores the end of its stdin, takes mcpx's grace period to stop once, not
+    after every test.
+    """
+    if not _daemon:
+        daemon = await deferToThread(_start_daemon)
+        _daemon.append(daemon)
+        _ended.clear()
+        atexit.register(daemon.stop)
+
+    def ended() -> Deferred[None] | None:
+        _ended.append(test.id())
+        everyone = [
+            name
+            for case in (SdkClientTests, InspectorTests)
+            for name in dir(case)
+            if name.startswith("test")
+        ]
+        if len(_ended) < len(everyone) or not _daemon:
+            return None
+        daemon = _daemon.pop()
+        atexit.unregister(daemon.stop)
+        return deferToThread(daemon.stop)
+
+    test.addCleanup(ended)
+    return _daemon[0]
 
 
 def _servers(port: int) -> Any:

@@ -7,7 +7,12 @@ Hosts (L{hosts}): the Python SDK at an early 1.x (C{.venv-mcp18}), a late 1.x
 (C{.venv-mcp130}) and 2.x (the test venv's), the fastmcp Client (C{.venv-fastmcp}), the
 TypeScript SDK Client at 1.13 and at 1.32 (C{tests/peers}). Each is one driver process
 (C{tests/upstream/scripts/matrix_host.py}, C{tests/peers/matrix-host.mjs}) that walks
-every server and path of a plan in one run and prints what it saw as JSON.
+the targets of a plan and prints what it saw as JSON; each host is run twice, once for
+the paths through mcpx (L{paths_plan}) and once for the servers directly
+(L{direct_plan}). The paths are walked one host at a time, as the two daemons are
+shared; beside them the direct sessions, which share nothing, also one host at a time
+(two once the paths are done) but in L{DIRECT_LANES} lanes, so that a host waiting out
+its own C{server/discover} timeout on an early server holds up no other cell.
 
 Servers (L{SERVERS}), all over stdio: an C{mcp} 1.8 server
 (C{scripts/early_server.py}), a FastMCP 4 server that elicits and lists roots
@@ -52,8 +57,10 @@ PEERS = REPO / "tests" / "peers"
 TABLE = REPO / "spec" / "host-matrix.md"
 #: The gateway's own tools, offered after the servers' when they are passed through.
 GATEWAY_PREFIX = "mcpx_"
-#: What a driver may take, all hosts together (two at a time on two cores).
+#: What a driver may take.
 DRIVER_TIMEOUT = 300
+#: How many sessions a host has open at once with the servers directly.
+DIRECT_LANES = 2
 
 
 @frozen
@@ -173,25 +180,29 @@ def _stdio(config: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def plan(
-    host: Host, configs: Mapping[str, Any], passing: Daemon, gateway: Daemon
-) -> dict[str, Any]:
-    """The targets C{host} walks: each server directly, then each path through mcpx."""
+def direct_plan(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's walk of each server directly, in L{DIRECT_LANES} lanes."""
     base = wire_env(dict(os.environ))
-    targets: list[dict[str, Any]] = []
+    direct: list[dict[str, Any]] = []
     for server in SERVERS:
         steps = [s.plan() for s in (*_listing(), *STEPS[server])]
-        targets.append(
+        direct.append(
             {"id": f"direct/{server}", "stdio": _stdio(configs[server], base), "steps": steps}
         )
+    return {"lanes": [direct[lane::DIRECT_LANES] for lane in range(DIRECT_LANES)]}
+
+
+def paths_plan(passing: Daemon, gateway: Daemon) -> dict[str, Any]:
+    """A host's walk of each path through mcpx, one after the other."""
+    paths: list[dict[str, Any]] = []
     passed = [s.plan(key=f"{server}/{s.key}") for server in SERVERS for s in STEPS[server]]
     listings = [s.plan() for s in _listing()]
     serve = {
         "command": sys.executable,
         "args": ["-m", "mcpx", "serve", "--passthrough", ",".join(SERVERS)],
     }
-    targets.append({"id": "serve", "stdio": _stdio(serve, gateway.env), "steps": listings + passed})
-    targets.append({"id": "mcp", "url": passing.mcp_url, "steps": listings + passed})
+    paths.append({"id": "serve", "stdio": _stdio(serve, gateway.env), "steps": listings + passed})
+    paths.append({"id": "mcp", "url": passing.mcp_url, "steps": listings + passed})
     through: list[dict[str, Any]] = []
     for server in SERVERS:
         for s in STEPS[server]:
@@ -204,12 +215,12 @@ def plan(
             else:
                 through.append(s.plan(key=key, uri=f"mcpx://{server}/{s.uri}"))
     gw = {"command": sys.executable, "args": ["-m", "mcpx", "serve"]}
-    targets.append({"id": "gateway", "stdio": _stdio(gw, gateway.env), "steps": through})
-    return {"targets": targets}
+    paths.append({"id": "gateway", "stdio": _stdio(gw, gateway.env), "steps": through})
+    return {"lanes": [paths]}
 
 
-def drive(host: Host, the_plan: Mapping[str, Any], folder: Path) -> dict[str, Any]:
-    plan_file = folder / f"plan-{host.name}.json"
+def drive(host: Host, the_plan: Mapping[str, Any], folder: Path, part: str) -> dict[str, Any]:
+    plan_file = folder / f"plan-{host.name}-{part}.json"
     plan_file.write_text(json.dumps(the_plan), encoding="utf-8")
     # Not the test's own PYTHONPATH (trial -j sets one): each host runs its own SDK.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -379,14 +390,26 @@ def observed() -> dict[str, dict[str, Any]]:
             gateway_f = starting.submit(start_daemon, no_data, servers=configs)
             passing, gateway = passing_f.result(), gateway_f.result()
         everyone = hosts()
+        direct, paths = direct_plan(configs), paths_plan(passing, gateway)
+
+        def through_mcpx() -> dict[str, dict[str, Any]]:
+            try:
+                return {h.name: drive(h, paths, folder, "paths") for h in everyone}
+            finally:
+                # Stopping takes a while (mcp-server-sqlite ignores the end of its
+                # stdin): while the last hosts still walk the servers directly.
+                with ThreadPoolExecutor(2) as stopping:
+                    list(stopping.map(Daemon.stop, (passing, gateway)))
+
+        # The paths through mcpx one host at a time (the daemons are shared), and beside
+        # them the direct sessions, which share nothing, also one host at a time; once
+        # every path is walked, the hosts left take that place too.
         with ThreadPoolExecutor(2) as driving:
-            runs = {
-                h.name: driving.submit(drive, h, plan(h, configs, passing, gateway), folder)
-                for h in everyone
-            }
-            _seen.append({name: run.result() for name, run in runs.items()})
-        passing.stop()
-        gateway.stop()
+            through = driving.submit(through_mcpx)
+            alone = {h.name: driving.submit(drive, h, direct, folder, "direct") for h in everyone}
+            _seen.append(
+                {h.name: {**alone[h.name].result(), **through.result()[h.name]} for h in everyone}
+            )
     return _seen[0]
 
 

@@ -29,6 +29,12 @@ from tests.support.processes import REPO
 SQLITE = REPO / ".venv-sqlite" / "bin" / "mcp-server-sqlite"
 
 
+#: The daemons' pool.probeTimeout where the test is not about how long the probe waits:
+#: these servers answer server/discover never (they crash on it and wait for their next
+#: input line), so the probe ends on its timeout however long it is, and the way on from
+#: there (initialize, the connection ended, started again in the legacy era) is the same.
+PROBE_TIMEOUT = "1s"
+
 EARLY_PYTHON = REPO / ".venv-mcp18" / "bin" / "python"
 EARLY_SERVER = REPO / "tests" / "upstream" / "scripts" / "early_server.py"
 
@@ -52,6 +58,7 @@ class OldSdkServerTests(RealDaemonCase):
         cache says legacy, so a daemon started again sends it no probe.
         """
         db = Path(tempfile.mkdtemp(prefix="mcpx-sqlite-")) / "test.db"
+        self.env["MCPX_POOL_PROBE_TIMEOUT"] = PROBE_TIMEOUT
         await self.start_daemon({"sqlite": [sqlite_server(), "--db-path", str(db)]})
         # Named, the listing waits for the server to start (an all-server listing would
         # wait pool.listWait at most, and this one starts twice: probed, then legacy).
@@ -149,7 +156,12 @@ class ExitedServerTests(TestCase):
         and a call of one is answered once the server's back-off has passed, by a new
         process, in the same host session.
         """
-        daemon = await Daemon(self, {"early": early_server()}, passthrough=["early"]).start()
+        daemon = await Daemon(
+            self,
+            {"early": early_server()},
+            passthrough=["early"],
+            settings={"MCPX_POOL_PROBE_TIMEOUT": PROBE_TIMEOUT},
+        ).start()
         assert daemon.child is not None and daemon.child.transport is not None
         parent = daemon.child.transport.pid
 

@@ -9,10 +9,13 @@ SDK, walking every target of a plan and printing what it saw as one JSON documen
 
 SDK is C{mcp1} (the Python SDK 1.x's C{ClientSession}, run by the interpreter of a
 Makefile venv holding that version), C{mcp2} (the Python SDK 2.x's C{Client}) or
-C{fastmcp} (the fastmcp C{Client}). The plan is C{{"targets": [{"id", "stdio": {command,
-args, env, cwd} | "url": URL, "steps": [...]}]}}; a step is C{{"key", "op"}} with C{op}
-one of C{tools}, C{prompts}, C{resources}, C{templates}, C{call} (C{name}, C{arguments}),
-C{prompt} (C{name}, C{arguments}) or C{read} (C{uri}). Each step's outcome is its
+C{fastmcp} (the fastmcp C{Client}). The plan is C{{"lanes": [[{"id", "stdio": {command,
+args, env, cwd} | "url": URL, "steps": [...]}, ...], ...]}}: the targets of a lane are
+walked one after the other, each in a session of its own, and the lanes side by side (a
+target that waits, such as a host's own probe timing out, holds up its lane alone). A
+step is C{{"key", "op"}} with C{op} one of C{tools}, C{prompts}, C{resources},
+C{templates}, C{call} (C{name}, C{arguments}), C{prompt} (C{name}, C{arguments}) or
+C{read} (C{uri}). Each step's outcome is its
 result as JSON, C{{"error": {code, message}}} for a JSON-RPC error, or C{{"failed":
 TEXT}} for anything else. Where the SDK can, the host accepts an elicitation with a value
 for every property asked (L{answer}), lists one root and answers sampling with a fixed text.
@@ -252,7 +255,9 @@ class FastMcp:
         async def sample(messages: Any, params: Any, context: Any) -> Any:
             return SAMPLED
 
-        transport: Any = target.get("url") or StdioTransport(**target["stdio"])
+        # Not kept alive (fastmcp's default): the server ends with the session, as with
+        # every other host, rather than outliving this process holding its stderr.
+        transport: Any = target.get("url") or StdioTransport(**target["stdio"], keep_alive=False)
         async with Client(
             transport,
             roots=[ROOT["uri"]],
@@ -300,15 +305,22 @@ async def walk(steps: list[dict[str, Any]], one: Any) -> dict[str, Any]:
 async def main(sdk: str, plan: dict[str, Any]) -> dict[str, Any]:
     host = {"mcp1": Mcp1, "mcp2": Mcp2, "fastmcp": FastMcp}[sdk]()
     seen: dict[str, Any] = {}
-    for target in plan["targets"]:
-        try:
-            with anyio.fail_after(STEP_TIMEOUT * (1 + len(target["steps"]))):
-                seen[target["id"]] = await host.run(target)
-        except BaseException as e:  # an exception group from the transport's tasks included
-            if not isinstance(e, Exception):
-                raise
-            seen[target["id"]] = failed(e)
-    return seen
+
+    async def lane(targets: list[dict[str, Any]]) -> None:
+        for target in targets:
+            try:
+                with anyio.fail_after(STEP_TIMEOUT * (1 + len(target["steps"]))):
+                    seen[target["id"]] = await host.run(target)
+            except BaseException as e:  # an exception group from the transport's tasks included
+                if not isinstance(e, Exception):
+                    raise
+                seen[target["id"]] = failed(e)
+
+    async with anyio.create_task_group() as lanes:
+        for targets in plan["lanes"]:
+            lanes.start_soon(lane, targets)
+    # In the plan's order, whatever order the lanes ended in.
+    return {t["id"]: seen[t["id"]] for targets in plan["lanes"] for t in targets}
 
 
 if __name__ == "__main__":
