@@ -121,8 +121,10 @@ class Catalogues:
             if cached is None:
                 return None
             self._overdue.discard(server)
-            items = last[server] = list(cached)
-            return items
+            # Not copied: the cache's list is replaced, never changed, and nothing that
+            # takes a catalogue from here changes it (L{cached} keeps it as it is, too).
+            last[server] = cached
+            return cached
 
         found: list[tuple[str, list[dict[str, Any]]]] = []
         for server in servers:
