@@ -202,10 +202,14 @@ class Daemon:
         cpus: str | None = None,
         listen: str = "",
         env: dict[str, str] | None = None,
+        own_session: bool = False,
     ) -> None:
         """
         @param listen: C{--daemon-listen} (none: the unix socket only).
         @param env: more environment for the daemon (C{MCPX_*} settings).
+        @param own_session: start the daemon in a session of its own (its upstreams with it),
+            so that the kernel schedules it as an autogroup of its own (see
+            C{bench_mcp.raise_priority}).
         """
         self.state = Path(tempfile.mkdtemp(prefix="mcpx-bench-"))
         self.socket = str(self.state / "mcpx.sock")
@@ -232,6 +236,8 @@ class Daemon:
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
+            # A session of its own is an autogroup of its own, whose priority can be set.
+            start_new_session=own_session,
         )
         self.pid = self.process.pid
         self._wait_for_health()

@@ -411,7 +411,9 @@ def main() -> None:
         with section(f"== {title} =="):
             print(
                 "  columns: latency; calls/s; the gateway's CPU time per request (us), the "
-                "kernel's part of it, and how busy the gateway and the bench client were"
+                "kernel's part of it, how busy the gateway and the bench client were, how "
+                "long each was ready to run but another process had its CPU (c wait, d wait), "
+                "and how often per request the gateway slept for want of a request (sleeps)"
             )
             rows: list[Series | str] = []
             for index in range(4):

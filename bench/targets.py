@@ -46,6 +46,8 @@ class Verdict:
     met: bool
     #: How far from the target, said in the target's unit ("" where met).
     gap: str = ""
+    #: Which measure the verdict was reached by, where a target could be read two ways.
+    measure: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,35 +120,116 @@ def _one_core(figures: Figures) -> str:
     return section(output(figures, "bench_mcp.py"), "== one core")
 
 
+#: A daemon at least this busy over a series (its CPU time against the series' wall time)
+#: had no time left over: the rate measured is what its one CPU answers.
+SATURATED = 0.90
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A concurrent series of a CPU-bound target: rate measured, CPU per request, how busy."""
+
+    era: str
+    rate: float
+    cpu_us: float
+    busy: float
+
+    @property
+    def saturated(self) -> bool:
+        return self.busy >= SATURATED
+
+    @property
+    def per_cpu(self) -> float:
+        """The requests one CPU answers a second at the measured CPU time per request."""
+        return 1e6 / self.cpu_us
+
+    @property
+    def value(self) -> float:
+        """The rate measured when the daemon was saturated; else one CPU's worth."""
+        return self.rate if self.saturated else self.per_cpu
+
+    def said(self) -> str:
+        if self.saturated:
+            return (
+                f"{self.era} {self.rate:,.0f}/s measured, the daemon {self.busy:.0%} busy "
+                f"({self.cpu_us:.0f} µs of its CPU each)"
+            )
+        return (
+            f"{self.era} {self.per_cpu:,.0f}/s, one CPU's worth at {self.cpu_us:.0f} µs of "
+            f"daemon CPU each (measured {self.rate:,.0f}/s with the daemon only "
+            f"{self.busy:.0%} busy)"
+        )
+
+
+def capacity(text: str, era: str, label: str) -> Capacity:
+    """
+    The row C{label} (a regular expression) of a table with the daemon's CPU per request
+    and its busy share (bench_mcp.py's and bench_gateways.py's: latencies, calls/s,
+    µs per request, the kernel's share, the daemon's busy share, ...).
+    """
+    pattern = (
+        rf"^\s+{label}\s+" + r"\s+".join(["[0-9.]+"] * 3) + r"\s+([0-9.]+)\s+([0-9.]+)"
+        r"\s+[0-9]+%\s+([0-9]+)%"
+    )
+    found = re.search(pattern, text, re.M)
+    if found is None:
+        raise Missing(f"no row {label!r} with the daemon's CPU and busy share")
+    rate, cpu_us, busy = (float(v) for v in found.groups())
+    return Capacity(era, rate, cpu_us, busy / 100)
+
+
+def judge_capacity(capacities: list[Capacity], target: float) -> Verdict:
+    """
+    At least C{target} requests a second in every series: by the rate measured where the
+    daemon was saturated (≥ L{SATURATED} busy), else by one CPU's worth at the CPU time per
+    request measured, and the verdict says which.
+    """
+    figure = ", ".join(c.said() for c in capacities)
+    if all(c.saturated for c in capacities):
+        measure = f"by the measured rate: the daemon was ≥ {SATURATED:.0%} busy"
+    elif not any(c.saturated for c in capacities):
+        measure = (
+            "by one CPU's worth at the measured CPU per request: the daemon was under "
+            f"{SATURATED:.0%} busy, so the rate measured is not its capacity"
+        )
+    else:
+        measure = (
+            "each era by its own measure: the measured rate where the daemon was "
+            f"≥ {SATURATED:.0%} busy, else one CPU's worth at the measured CPU per request"
+        )
+    verdict = at_least(min(c.value for c in capacities), target, "calls/s", figure)
+    return Verdict(verdict.figure, verdict.met, verdict.gap, measure)
+
+
 def _rate_on_one_core(method: str, target: float) -> Callable[[Figures], Verdict]:
     def judge(figures: Figures) -> Verdict:
         pinned = _one_core(figures)
-        rates = {era: row(pinned, f"{era} {method}, 16 in flight") for era in ("legacy", "modern")}
-        slower = min(r.rate for r in rates.values())
-        figure = ", ".join(
-            f"{era} {r.rate:,.0f}/s ({r.cpu_us:.0f} µs of daemon CPU each)"
-            for era, r in rates.items()
+        return judge_capacity(
+            [
+                capacity(pinned, era, rf"{era} {re.escape(method)}, [0-9]+ in flight")
+                for era in ("legacy", "modern")
+            ],
+            target,
         )
-        return at_least(slower, target, "calls/s", figure)
 
     return judge
 
 
-def _passthrough_call_per_cpu(figures: Figures) -> Verdict:
+def _passthrough_call(figures: Figures) -> Verdict:
     text = output(figures, "bench_gateways.py")
-    rates = {
-        era: number(text, rf"^\s+mcpx {era}\s+tools/call\s+([0-9]+)/s")
-        for era in ("legacy", "modern")
-    }
-    figure = ", ".join(f"{era} {rate:,.0f}/s" for era, rate in rates.items()) + (
-        " (one CPU's worth at the measured CPU time per call, 16 in flight)"
+    return judge_capacity(
+        [
+            capacity(text, era, rf"mcpx {era} tools/call, [0-9]+ in flight")
+            for era in ("legacy", "modern")
+        ],
+        5000,
     )
-    return at_least(min(rates.values()), 5000, "calls/s", figure)
 
 
 def _health_floor(figures: Figures) -> Verdict:
     pinned = _one_core(figures)
-    health = row(pinned, "GET /health, 16 in flight")
+    width = number(pinned, r"^\s+GET /health, ([0-9]+) in flight")
+    health = row(pinned, f"GET /health, {width:.0f} in flight")
     return Verdict(
         f"{health.rate:,.0f}/s, {health.cpu_us:.0f} µs of daemon CPU each (twisted.web and Klein)",
         True,
@@ -364,8 +447,8 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "`/mcp` on one core: pass-through `tools/call` ≥ 5,000/s",
-        "bench_gateways.py, per gateway CPU",
-        _passthrough_call_per_cpu,
+        "bench_gateways.py, 16 in flight",
+        _passthrough_call,
         _PROFILE_WHY,
     ),
     Target(
@@ -459,12 +542,13 @@ def report(figures: Figures) -> str:
             absent += 1
             lines.append(f"| {target.wants} | not measured: {problem} | {target.source} | — |")
             continue
+        measure = f" ({verdict.measure})" if verdict.measure else ""
         if verdict.met:
             met += 1
-            said = "**met**"
+            said = f"**met**{measure}"
         else:
             missed += 1
-            said = f"**missed**: {verdict.gap}" + (f"; {target.why}" if target.why else "")
+            said = f"**missed**{measure}: {verdict.gap}" + (f"; {target.why}" if target.why else "")
         lines.append(f"| {target.wants} | {verdict.figure} | {target.source} | {said} |")
     lines += ["", f"{met} met, {missed} missed, {absent} not measured."]
     return "\n".join(lines)

@@ -94,7 +94,6 @@ class Catalogues:
         warns), a server that cannot be listed now standing on the one it listed last.
         """
         last = self._last.setdefault(kind, {})
-        failing = self.failing(context)
 
         async def listing(server: str) -> list[dict[str, Any]]:
             try:
@@ -122,8 +121,10 @@ class Catalogues:
             if cached is None:
                 return None
             self._overdue.discard(server)
-            items = last[server] = list(cached)
-            return items
+            # Not copied: the cache's list is replaced, never changed, and nothing that
+            # takes a catalogue from here changes it (L{cached} keeps it as it is, too).
+            last[server] = cached
+            return cached
 
         found: list[tuple[str, list[dict[str, Any]]]] = []
         for server in servers:
@@ -132,8 +133,11 @@ class Catalogues:
                 break
             found.append((server, items))
         else:
-            # Every one cached: nothing to wait for, nothing that may fail.
+            # Every one cached: nothing to wait for, nothing that may fail, and so no
+            # need of the failing servers (the pool's status of every server, the most
+            # of a cached pass-through listing's cost when it was worked out first).
             return found
+        failing = self.failing(context)
         before = dict(found)
 
         def fetch(server: str) -> Deferred[list[dict[str, Any]]]:

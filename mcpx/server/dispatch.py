@@ -519,7 +519,7 @@ class McpServer:
             result["instructions"] = instructions
         return result
 
-    def _page(self, method: str, items: list[Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    def _page(self, method: str, items: Sequence[Any], params: Mapping[str, Any]) -> dict[str, Any]:
         page, following = paginate(method, items, params.get("cursor"), self.page_size)
         result: dict[str, Any] = {_LISTS[method]: page}
         if following is not None:
@@ -534,7 +534,8 @@ class McpServer:
             following = params.get("cursor") is not None
             listed = await passthrough.tools(context, following=following)
             return self._page("tools/list", listed, params)
-        return self._page("tools/list", list(self.surface.tool_definitions), params)
+        # The page is cut from the gateway's own tuple: it is never changed, so not copied.
+        return self._page("tools/list", self.surface.tool_definitions, params)
 
     async def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None

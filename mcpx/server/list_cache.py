@@ -81,13 +81,17 @@ class ListCache:
         @param spell: spells C{result} for C{context}; called only when nothing is kept.
         """
         page = result.get(items)
+        # Tested as cheaply as they can be, as this runs for every tools/list: a page is a
+        # list (L{mcpx.server.pages.paginate}'s) where it is not another sequence; C{result}
+        # has C{items}, as C{page} is one, so no other member means one, or C{nextCursor}.
         if (
-            not isinstance(page, Sequence)
-            or not isinstance(cursor, str | None)
-            or any(name not in (items, "nextCursor") for name in result)
+            (type(page) is not list and not isinstance(page, Sequence))
+            or (cursor is not None and type(cursor) is not str)
+            or (len(result) != 1 and (len(result) != 2 or "nextCursor" not in result))
         ):
             return spell(result)
-        key: _Key = (context.modern, context.revision.value, cursor)
+        # The revision's value as the enum keeps it: C{.value} is a property, slower.
+        key: _Key = (context.modern, context.revision._value_, cursor)
         following = result.get("nextCursor")
         kept = self._kept.get(key)
         if (

@@ -288,6 +288,52 @@ class BudgetTests(SynchronousTestCase):
         self.assertEqual(len(spelled), 6)
         self.assertEqual(cache.kept_bytes, 2 * size)
 
+    def test_only_a_plain_page_is_kept(self) -> None:
+        """
+        A page (a list or a tuple, with or without C{nextCursor}) is kept and answered
+        again unspelled; a result with any other member, without its list, with a list
+        that is not a sequence, or asked for with a cursor that is not a string, is spelled
+        every time and answered as spelled.
+        """
+        harness = Harness()
+        session = Session(Revision.V2025_06_18, harness)
+        context = harness.server.context(harness.conn, Request(1, "tools/list", session.params()))
+        spelled: list[Mapping[str, Any]] = []
+
+        def spell(result: Mapping[str, Any]) -> dict[str, Any]:
+            spelled.append(result)
+            return dict(result)
+
+        tool = {"name": "t", "inputSchema": {"type": "object"}}
+        kept: list[tuple[Mapping[str, Any], object]] = [
+            ({"tools": [tool]}, None),
+            ({"tools": (tool,)}, "tuple"),
+            ({"tools": [tool], "nextCursor": "n"}, "paged"),
+        ]
+        for result, cursor in kept:
+            cache = ListCache()
+            for _ in range(2):
+                answer = cache.spelled(result, "tools", context, cursor, spell)
+                self.assertIsInstance(answer, EncodedResult)
+            self.assertEqual(spelled, [result])
+            spelled.clear()
+        refused: list[tuple[Mapping[str, Any], object]] = [
+            ({"tools": [tool], "other": 1}, None),
+            ({"tools": [tool], "nextCursor": "n", "other": 1}, None),
+            ({"tools": [tool], "_meta": {}}, None),
+            ({"other": [tool]}, None),
+            ({"tools": {"name": "t"}}, None),
+            ({"tools": [tool]}, 3),
+            ({"tools": [tool]}, ["c"]),
+        ]
+        for result, cursor in refused:
+            cache = ListCache()
+            for _ in range(2):
+                self.assertEqual(cache.spelled(result, "tools", context, cursor, spell), result)
+            self.assertEqual(spelled, [result, result])
+            self.assertEqual(cache.kept_bytes, 0)
+            spelled.clear()
+
 
 class EncodedResultTests(SynchronousTestCase):
     def test_encoded_as_the_plain_result(self) -> None:
