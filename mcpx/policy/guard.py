@@ -283,37 +283,21 @@ class GuardedPool:
         call = options.get("call")
         # Its events are the caller's subject's to see (mcpx.ops.events), and the owner's.
         principal = principal_of(client)
-        with tracing.span("mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}) as span:
-            hidden = policy.hidden_by(tool)
-            if hidden is not None:
-                self.counts["denied", server] += 1
-                raise ToolHidden(
-                    f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
-                    "in the mcpx configuration; it cannot be listed or called",
-                    {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
+        # Untraced, a call makes no span at all (tracing.ON), as in the pool.
+        if tracing.ON:
+            with tracing.span(
+                "mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}
+            ) as span:
+                checks, declined = await self._admit(
+                    policy, server, tool, arguments, client=client, call=call, principal=principal
                 )
-            index = await self._index(server, client)
-            definition = index.tools.get(tool) if index is not None else None
-            checks = await index.checks_of(tool, self._compile_in) if index is not None else None
-            if checks is not None and policy.validate_input is not Check.OFF:
-                self._check_input(
-                    server, tool, policy.validate_input, checks, arguments, principal=principal
-                )
-            why = policy.confirmation_for(
-                tool, definition.get("annotations") if definition is not None else None
+                tracing.ended(span, "mcpx.outcome", "ok" if declined is None else "declined")
+        else:
+            checks, declined = await self._admit(
+                policy, server, tool, arguments, client=client, call=call, principal=principal
             )
-            if why is not None and not await self._confirmed(
-                server,
-                client=client,
-                tool=tool,
-                arguments=arguments,
-                call=call,
-                why=why,
-                principal=principal,
-            ):
-                tracing.ended(span, "mcpx.outcome", "declined")
-                return declined_result(server, tool, why)
-            tracing.ended(span, "mcpx.outcome", "ok")
+        if declined is not None:
+            return declined
         result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
         if (
             checks is not None
@@ -326,6 +310,54 @@ class GuardedPool:
                 server, tool, policy.validate_output, checks, result, principal=principal
             )
         return result
+
+    async def _admit(
+        self,
+        policy: ServerPolicy,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        client: str,
+        call: Call | None,
+        principal: str | None,
+    ) -> tuple[_ToolChecks | None, dict[str, Any] | None]:
+        """
+        What the policy says of one call before it goes on (L{call_tool}): the tool's
+        checks, and the tool error to answer instead where a confirmation was declined.
+
+        @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
+        @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
+        """
+        hidden = policy.hidden_by(tool)
+        if hidden is not None:
+            self.counts["denied", server] += 1
+            raise ToolHidden(
+                f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
+                "in the mcpx configuration; it cannot be listed or called",
+                {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
+            )
+        index = await self._index(server, client)
+        definition = index.tools.get(tool) if index is not None else None
+        checks = await index.checks_of(tool, self._compile_in) if index is not None else None
+        if checks is not None and policy.validate_input is not Check.OFF:
+            self._check_input(
+                server, tool, policy.validate_input, checks, arguments, principal=principal
+            )
+        why = policy.confirmation_for(
+            tool, definition.get("annotations") if definition is not None else None
+        )
+        if why is not None and not await self._confirmed(
+            server,
+            client=client,
+            tool=tool,
+            arguments=arguments,
+            call=call,
+            why=why,
+            principal=principal,
+        ):
+            return checks, declined_result(server, tool, why)
+        return checks, None
 
     def _check_input(
         self,

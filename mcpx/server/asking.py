@@ -193,6 +193,7 @@ class Asking:
         method: str,
         *,
         as_task: bool = False,
+        narrow: bool | None = None,
     ) -> Call | None:
         """
         The L{Call} of one request, or C{None} when nothing about it needs one (a
@@ -201,6 +202,8 @@ class Asking:
         questions its call asked (L{Call.call_ended}).
 
         @param as_task: the call may become a task of the tasks extension.
+        @param narrow: whether C{conn} is served a pass-through (L{Offering.serving}),
+            where the caller has looked already for this request; C{None}: looked up.
         """
         capabilities = context.capabilities
         if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
@@ -217,7 +220,8 @@ class Asking:
             and any(name in capabilities for name in CAPABILITY_FOR.values())
         )
         held = params.get("inputResponses") if context.modern else None
-        narrow = self._offering.serving(conn) is not None
+        if narrow is None:
+            narrow = self._offering.serving(conn) is not None
         as_task = as_task or context.task is not None
         # A host's MCP Apps declaration travels upstream with its calls (modern_session).
         carries = declared_ui(capabilities) is not None

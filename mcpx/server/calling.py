@@ -124,10 +124,12 @@ class _Way:
                     if wanted:
                         check_headers(wanted, params.get("arguments"), headers)
             if name == CALL_TOOL:
+                # Called once the client signed in, maybe after a reload: looked up then.
                 return await self.parts.sign_ins.offering(
                     conn, context, params, lambda params: self._tasked(conn, context, params, route)
                 )
-            return await self._tasked(conn, context, params, route)
+            # Looked up once for the request: its Call is made knowing it (L{_inline}).
+            return await self._tasked(conn, context, params, route, passthrough is not None)
         except RpcError as error:
             answer = url_required_answer(error, context, self.method)
             if answer is None:
@@ -135,7 +137,12 @@ class _Way:
             return answer
 
     def _tasked(
-        self, conn: Conn, context: Context, params: Params, route: Route
+        self,
+        conn: Conn,
+        context: Context,
+        params: Params,
+        route: Route,
+        narrow: bool | None = None,
     ) -> Awaitable[Mapping[str, Any]]:
         """A C{tools/call}, as a task where its client and its tool want one, else inline."""
         promotion = self.parts.promotion
@@ -148,7 +155,7 @@ class _Way:
                     raise RpcError.missing_client_capability(TASKS_REQUIRED)
             elif "task" in params and context.task is None:
                 return self._core(conn, context, params, route, promotion)
-        return self._inline(conn, context, params, route)
+        return self._inline(conn, context, params, route, narrow)
 
     async def _core(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -167,12 +174,20 @@ class _Way:
             )
 
     def _inline(
-        self, conn: Conn, context: Context, params: Params, route: Route
+        self,
+        conn: Conn,
+        context: Context,
+        params: Params,
+        route: Route,
+        narrow: bool | None = None,
     ) -> Awaitable[Mapping[str, Any]]:
         """
         A call answered by its request: its L{Call} built, the call forwarded and its
         questions asked.  A plain function: the common call, with no L{Call}, costs no
         extra frame.
+
+        @param narrow: whether the connection is served a pass-through, where the
+            request looked already (L{Asking.call_for}); C{None}: looked up.
         """
         asking, method = self.parts.asking, self.method
         if context.modern and "requestState" in params:
@@ -182,7 +197,7 @@ class _Way:
             server = target.get("server") if type(target) is dict else None
             if type(server) is str:
                 self.parts.roots.uses(conn, (server,))
-        call = asking.call_for(conn, context, params, method)
+        call = asking.call_for(conn, context, params, method, narrow=narrow)
         if call is None:
             return self.forward(conn, context, params, route)
         context = context.with_call(call)

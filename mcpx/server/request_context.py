@@ -55,6 +55,11 @@ _MODERN_KEYS: Final = (
     LOG_LEVEL_KEY,
 )
 
+#: The one revision served statelessly, and its name (the common case, read without
+#: L{Revision.find}).
+_MODERN: Final = Revision.V2026_07_28
+_MODERN_VALUE: Final = _MODERN.value
+
 #: Every revision mcpx speaks, newest first, as C{supportedVersions} and C{data.supported}.
 SUPPORTED_VERSIONS: Final[tuple[str, ...]] = tuple(rev.value for rev in NEWEST_FIRST)
 
@@ -95,22 +100,25 @@ def _legacy(
     reply: Reply | None,
 ) -> Context:
     """A legacy request's context: what its connection's handshake set."""
+    # Positional, as L{Context.with_call}: the keywords cost a third of the construction.
     return Context(
-        revision=revision,
-        identity=named_session or conn.identity,
-        capabilities=conn.client_capabilities,
-        modern=False,
-        progress_token=_token(meta),
-        log_level=conn.log_level,
-        subject=conn.subject,
-        request_id=request_id,
-        reply=reply,
+        revision,
+        named_session or conn.identity,
+        conn.client_capabilities,
+        False,
+        _token(meta) if meta is not None else None,
+        conn.log_level,
+        None,
+        None,
+        None,
+        conn.subject,
+        request_id,
+        None,
+        reply,
     )
 
 
-def _token(meta: Mapping[str, Any] | None) -> str | int | None:
-    if meta is None:
-        return None
+def _token(meta: Mapping[str, Any]) -> str | int | None:
     token = meta.get("progressToken")
     return token if type(token) is str or type(token) is int else None
 
@@ -132,48 +140,60 @@ class Envelopes:
         @raise RpcError: -32602 for a modern request without a usable C{_meta};
             -32022 for a protocol version mcpx does not speak.
         """
-        params = params_of(request)
+        params = request.params
+        if type(params) is not dict:
+            params = params_of(request)
         raw_meta = params.get("_meta", _MISSING)
-        meta: dict[str, Any] | None = raw_meta if type(raw_meta) is dict else None
-        if raw_meta is not _MISSING and meta is None:
+        if raw_meta is _MISSING:
+            meta: dict[str, Any] | None = None
+        elif type(raw_meta) is dict:
+            meta = raw_meta
+        else:
             raise RpcError.invalid_params("params._meta must be an object")
-        version = meta.get(PROTOCOL_VERSION_KEY, _MISSING) if meta is not None else _MISSING
-        looks_modern = conn.transport == HTTP_MODERN or (
-            meta is not None and any(key in meta for key in _MODERN_KEYS)
-        )
-        session = meta.get(SESSION_KEY) if meta is not None else None
-        named_session = session if isinstance(session, str) and session else None
-        if named_session is not None and conn.subject is not None:
-            named_session = subject_session(conn.subject, named_session)
-        if version is _MISSING and not looks_modern:
-            return _legacy(
-                conn,
-                conn.revision or conn.default_revision,
-                named_session,
-                meta,
-                request_id=request.id,
-                reply=reply,
-            )
         if meta is None:
+            if conn.transport != HTTP_MODERN:
+                return _legacy(
+                    conn,
+                    conn.revision or conn.default_revision,
+                    None,
+                    None,
+                    request_id=request.id,
+                    reply=reply,
+                )
             raise RpcError.invalid_params(
                 f"a {NEWEST} request carries params._meta with {PROTOCOL_VERSION_KEY} and "
                 f"{CLIENT_CAPABILITIES_KEY}"
             )
+        session = meta.get(SESSION_KEY)
+        named_session = session if isinstance(session, str) and session else None
+        if named_session is not None and conn.subject is not None:
+            named_session = subject_session(conn.subject, named_session)
+        version = meta.get(PROTOCOL_VERSION_KEY, _MISSING)
         if version is _MISSING:
+            if conn.transport != HTTP_MODERN and meta.keys().isdisjoint(_MODERN_KEYS):
+                return _legacy(
+                    conn,
+                    conn.revision or conn.default_revision,
+                    named_session,
+                    meta,
+                    request_id=request.id,
+                    reply=reply,
+                )
             raise RpcError.invalid_params(f"params._meta has no {PROTOCOL_VERSION_KEY}")
-        named = Revision.find(version)
-        if named is None:
-            raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
-        if not named.is_modern:
-            # A legacy client restating its revision: the handshake still governs.
-            return _legacy(
-                conn,
-                conn.revision or named,
-                named_session,
-                meta,
-                request_id=request.id,
-                reply=reply,
-            )
+        if version != _MODERN_VALUE:
+            named = Revision.find(version)
+            if named is None:
+                raise RpcError.unsupported_version(version, SUPPORTED_VERSIONS)
+            if not named.is_modern:
+                # A legacy client restating its revision: the handshake still governs.
+                return _legacy(
+                    conn,
+                    conn.revision or named,
+                    named_session,
+                    meta,
+                    request_id=request.id,
+                    reply=reply,
+                )
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         if type(capabilities) is not dict:
             raise RpcError.invalid_params(
@@ -182,15 +202,19 @@ class Envelopes:
         level = meta.get(LOG_LEVEL_KEY)
         if level is not None and level not in LOG_LEVELS:
             raise RpcError.invalid_params(f"{LOG_LEVEL_KEY} {level!r} is not a logging level")
+        token = meta.get("progressToken")
         return Context(
-            revision=named,
-            identity=named_session or f"{conn.identity}/request-{next(self._scopes)}",
-            capabilities=capabilities,
-            modern=True,
-            owner=named_session or conn.identity,
-            progress_token=_token(meta),
-            log_level=level,
-            subject=conn.subject,
-            headers=conn.headers,
-            reply=reply,
+            _MODERN,
+            named_session or f"{conn.identity}/request-{next(self._scopes)}",
+            capabilities,
+            True,
+            token if type(token) is str or type(token) is int else None,
+            level,
+            None,
+            None,
+            named_session or conn.identity,
+            conn.subject,
+            None,
+            conn.headers,
+            reply,
         )
