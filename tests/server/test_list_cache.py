@@ -6,7 +6,7 @@ same bytes as spelling and encoding them afresh, and are made again when the lis
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -252,20 +252,30 @@ class EveryPageTests(SynchronousTestCase):
         self.assertEqual(len(changed), len(first) + 1)
 
 
+def spelling() -> tuple[Any, list[Mapping[str, Any]], Callable[[Mapping[str, Any]], Any]]:
+    """
+    A 2025-06-18 C{tools/list} request's context, and a spelling function that records
+    every result it is given (in the list returned beside it).
+    """
+    harness = Harness()
+    session = Session(Revision.V2025_06_18, harness)
+    context = harness.server.context(harness.conn, Request(1, "tools/list", session.params()))
+    spelled: list[Mapping[str, Any]] = []
+
+    def spell(result: Mapping[str, Any]) -> dict[str, Any]:
+        spelled.append(result)
+        return dict(result)
+
+    return context, spelled, spell
+
+
 class BudgetTests(SynchronousTestCase):
     def test_oldest_go_first(self) -> None:
         """
         Past its budget in bytes the cache lets its oldest answers go and never holds more
         than the budget; an answer larger than the whole budget is answered, not kept.
         """
-        harness = Harness()
-        session = Session(Revision.V2025_06_18, harness)
-        context = harness.server.context(harness.conn, Request(1, "tools/list", session.params()))
-        spelled: list[Mapping[str, Any]] = []
-
-        def spell(result: Mapping[str, Any]) -> dict[str, Any]:
-            spelled.append(result)
-            return dict(result)
+        context, spelled, spell = spelling()
 
         pages = {
             cursor: {"tools": [{"name": f"t{cursor}", "inputSchema": {"type": "object"}}]}
@@ -295,14 +305,7 @@ class BudgetTests(SynchronousTestCase):
         that is not a sequence, or asked for with a cursor that is not a string, is spelled
         every time and answered as spelled.
         """
-        harness = Harness()
-        session = Session(Revision.V2025_06_18, harness)
-        context = harness.server.context(harness.conn, Request(1, "tools/list", session.params()))
-        spelled: list[Mapping[str, Any]] = []
-
-        def spell(result: Mapping[str, Any]) -> dict[str, Any]:
-            spelled.append(result)
-            return dict(result)
+        context, spelled, spell = spelling()
 
         tool = {"name": "t", "inputSchema": {"type": "object"}}
         kept: list[tuple[Mapping[str, Any], object]] = [

@@ -29,6 +29,7 @@ import time
 import urllib.request
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -39,8 +40,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
+from tests.support.daemons import run_daemon
 from tests.support.peers import NODE_MODULES, PeersMissing, everything_stdio_argv, node22
-from tests.support.processes import REPO, free_tcp_port, kill_on_cleanup, spawn
+from tests.support.processes import REPO, kill_on_cleanup, spawn
 
 T = TypeVar("T")
 
@@ -126,33 +128,14 @@ def _start_daemon() -> RunningDaemon:
         )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
     env.update(MCPX_STATE_DIR=state, XDG_CONFIG_HOME=config_home, MCPX_CONFIG=config)
-    port = free_tcp_port()
-    log = os.path.join(config_home, "daemon.log")
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcpx",
-                "daemon",
-                "--daemon-listen",
-                f"tcp:{port}:interface=127.0.0.1",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    log = Path(config_home) / "daemon.log"
+    try:
+        process, port = run_daemon(env, log)
+    except BaseException:
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(config_home, ignore_errors=True)
+        raise
     daemon = RunningDaemon(process, port, env, (state, config_home))
-    deadline = time.monotonic() + 30
-    with open(log, "rb") as written:
-        seen = b""
-        while b"daemon is running" not in seen:
-            if process.poll() is not None or time.monotonic() > deadline:
-                daemon.stop()
-                raise AssertionError(f"the daemon did not start: {seen.decode()}")
-            time.sleep(0.05)
-            seen += written.read()
     return daemon
 
 

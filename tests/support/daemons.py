@@ -9,8 +9,10 @@ import atexit
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,14 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
-from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
+from tests.support.processes import (
+    REPO,
+    ChildProcess,
+    free_tcp_port,
+    kill_on_cleanup,
+    reactor,
+    spawn,
+)
 
 #: The plain HTTP client the probes run (standard library only, so any user can run it).
 PROBE = str(REPO / "tests" / "support" / "raw_http.py")
@@ -32,6 +41,36 @@ def daemon_argv(port: int, *flags: str, listen_options: str = "") -> list[str]:
     """C{mcpx daemon} on loopback TCP C{port} (and its unix socket), with C{flags}."""
     listen = f"tcp:{port}:interface=127.0.0.1{listen_options}"
     return [sys.executable, "-m", "mcpx", "daemon", "--daemon-listen", listen, *flags]
+
+
+def run_daemon(
+    env: Mapping[str, str], log: Path, *, cwd: str | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """
+    Start L{daemon_argv} on a free loopback port in C{env}, outside the reactor (so it
+    may outlive the test that started it), its output written to C{log}; once it runs.
+    The caller stops it.
+
+    @return: its process and its port.
+    """
+    port = free_tcp_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            daemon_argv(port),
+            env=dict(env),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    deadline = time.monotonic() + 30
+    while b"daemon is running" not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"the daemon did not start: {log.read_text()}")
+        time.sleep(0.05)
+    return process, port
 
 
 async def start_daemon(

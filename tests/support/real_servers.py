@@ -21,7 +21,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import wave
@@ -35,8 +34,9 @@ import anyio
 from attrs import define, frozen
 from mcp import StdioServerParameters
 
+from tests.support.daemons import run_daemon
 from tests.support.peers import NODE_MODULES, PeersMissing, node22
-from tests.support.processes import REPO, free_tcp_port
+from tests.support.processes import REPO
 
 T = TypeVar("T")
 
@@ -356,30 +356,9 @@ def start_daemon(
         MCPX_MCP_PASSTHROUGH=",".join(passthrough),
         **settings,
     )
-    port = free_tcp_port()
     log = home / "daemon.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcpx",
-                "daemon",
-                "--daemon-listen",
-                f"tcp:{port}:interface=127.0.0.1",
-            ],
-            env=env,
-            cwd=str(REPO),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    process, port = run_daemon(env, log, cwd=str(REPO))
     daemon = Daemon(process, port, env, log)
     atexit.register(daemon.stop)
     atexit.register(shutil.rmtree, home, ignore_errors=True)
-    deadline = time.monotonic() + 30
-    while b"daemon is running" not in log.read_bytes():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the daemon did not start: {log.read_text()}")
-        time.sleep(0.05)
     return daemon
