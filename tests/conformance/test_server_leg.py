@@ -40,6 +40,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.utils import getProcessOutput, getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
+from tests.support.daemons import daemon_environ
 from tests.support.peers import conformance_cli, in_private_netns
 from tests.support.processes import (
     REPO,
@@ -212,14 +213,6 @@ def objections(scenario: str, checks: list[dict[str, Any]], excused: frozenset[s
     if not any(check.get("status") == "SUCCESS" for check in checks):
         lines.append(f"{scenario}: no check succeeded")
     return lines
-
-
-def daemon_environ(state_dir: str, config_home: str) -> dict[str, str]:
-    """The environment of a daemon with its own state and no configuration file."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
-    env["MCPX_STATE_DIR"] = state_dir
-    env["XDG_CONFIG_HOME"] = config_home
-    return env
 
 
 class ServerLegTests(TestCase):

@@ -21,8 +21,7 @@ from mcpx.auth.metadata import parse_challenge
 from mcpx.spec.feature import TASKS_EXTENSION as EXTENSION
 from mcpx.spec.revision import NEWEST
 from mcpx.wire.http_common import NAME_FIELDS
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import start_daemon
+from tests.support.daemons import daemon_environ, start_daemon
 from tests.support.http import TestClient, exchange
 from tests.support.oauth import oauth_auth, serve_issuer
 from tests.support.processes import ChildProcess, free_tcp_port, reactor

@@ -36,8 +36,7 @@ from twisted.web.http_headers import Headers
 
 from mcpx.daemon.token import token_path
 from mcpx.server.http_legacy import MAX_SESSIONS
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import start_daemon
+from tests.support.daemons import daemon_environ, start_daemon
 from tests.support.http import _UnixSocket, exchange
 from tests.support.oauth import oauth_auth, serve_issuer
 from tests.support.processes import ChildProcess, free_tcp_port, reactor

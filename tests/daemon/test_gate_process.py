@@ -19,8 +19,7 @@ from typing import Any
 
 from twisted.trial.unittest import SkipTest, TestCase
 
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import NOBODY, probe, start_daemon, stop_daemon
+from tests.support.daemons import NOBODY, daemon_environ, probe, start_daemon, stop_daemon
 from tests.support.processes import (
     ChildProcess,
     free_tcp_port,

@@ -15,7 +15,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.daemon.lean_start import needs_tls
-from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import ChildProcess, kill_on_cleanup, reactor, spawn
 from tests.upstream.test_remote_faults import RoughServer, _pem_pair

@@ -20,8 +20,7 @@ from pathlib import Path
 from twisted.trial.unittest import TestCase
 
 from mcpx.daemon.limits import MAX_REFUSING
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import daemon_argv, reap_on_cleanup, rss_bytes
+from tests.support.daemons import daemon_argv, daemon_environ, reap_on_cleanup, rss_bytes
 from tests.support.http import TestClient
 from tests.support.processes import ChildProcess, free_tcp_port, reactor, spawn
 

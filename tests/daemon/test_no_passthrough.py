@@ -17,8 +17,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
 from tests.daemon import test_bearer_process as bearer
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import start_daemon
+from tests.support.daemons import daemon_environ, start_daemon
 from tests.support.oauth import oauth_auth, serve_issuer
 from tests.support.processes import ChildProcess, free_tcp_port, reactor
 

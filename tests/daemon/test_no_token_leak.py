@@ -28,8 +28,7 @@ from twisted.web.server import Request, Site
 from tests.auth.standin_issuer import StandInIssuer
 from tests.daemon import test_bearer_process as bearer
 from tests.daemon.test_no_passthrough import RecordingUpstream
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import start_daemon, stop_daemon
+from tests.support.daemons import daemon_environ, start_daemon, stop_daemon
 from tests.support.oauth import oauth_auth, serve_issuer
 from tests.support.processes import free_tcp_port, reactor
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from tests.support.daemons import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import (
     VENV_BIN,
@@ -32,13 +33,6 @@ from tests.support.processes import (
 def _kill_quietly(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-
-def daemon_environ(state_dir: str, config_home: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
-    env["MCPX_STATE_DIR"] = state_dir
-    env["XDG_CONFIG_HOME"] = config_home
-    return env
 
 
 class DaemonProcessTests(TestCase):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import TestCase
 
-from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_environ
 from tests.support.processes import (
     VENV_BIN,
     ChildProcess,

@@ -28,7 +28,7 @@ from mcpx.daemon.sdnotify import (
     watchdog_interval,
 )
 from mcpx.settings.load import load_settings
-from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import (
     VENV_BIN,

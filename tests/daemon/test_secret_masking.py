@@ -18,7 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from tests.daemon.test_process import daemon_environ
+from tests.support.daemons import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import (
     REPO,

@@ -22,8 +22,7 @@ from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from mcpx.ops.recent_calls import RecentCalls
 from tests.daemon.fake_pool import daemon_http
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import NOBODY, probe, start_daemon
+from tests.support.daemons import NOBODY, daemon_environ, probe, start_daemon
 from tests.support.processes import (
     REPO,
     ChildProcess,

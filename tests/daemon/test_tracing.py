@@ -28,9 +28,9 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
-from tests.daemon.test_process import daemon_environ
 from tests.questions.hosts import HttpSessionHost, SocketHost
 from tests.questions.support import Daemon
+from tests.support.daemons import daemon_environ
 from tests.support.http import TestClient
 from tests.support.processes import REPO, reactor
 

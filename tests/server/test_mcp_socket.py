@@ -28,6 +28,7 @@ from mcpx.spec.revision import Revision
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_REQUEST
 from tests.server.fake_core import FakeCore
 from tests.server.test_passthrough import GATEWAY_NAMES, names_of, passed_through
+from tests.support.daemons import daemon_environ
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 HELLO = {"mcpx": "serve", "pid": 4242, "cwd": "/home/me/project", "version": __version__}
@@ -415,13 +416,6 @@ class SocketTests(SynchronousTestCase):
         self.assertIn("/s/mcpx.sock", text)
 
 
-def _environ(state_dir: str, config_home: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
-    env["MCPX_STATE_DIR"] = state_dir
-    env["XDG_CONFIG_HOME"] = config_home
-    return env
-
-
 class BridgeProcessTests(TestCase):
     """C{mcpx serve} as a host runs it, against a real daemon."""
 
@@ -431,7 +425,7 @@ class BridgeProcessTests(TestCase):
         # Short paths: a unix socket path must fit in 108 bytes.
         self.state_dir = tempfile.mkdtemp(prefix="mcpx-state-")
         self.config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
-        self.env = _environ(self.state_dir, self.config_home)
+        self.env = daemon_environ(self.state_dir, self.config_home)
 
     def start(self, argv: list[str]) -> ChildProcess:
         child = spawn(argv, env=self.env)

@@ -37,6 +37,14 @@ NOBODY = 65534
 OTHER_USER_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
 
 
+def daemon_environ(state_dir: str, config_home: str) -> dict[str, str]:
+    """The environment of a daemon with its own state and no configuration file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
+    env["MCPX_STATE_DIR"] = state_dir
+    env["XDG_CONFIG_HOME"] = config_home
+    return env
+
+
 def daemon_argv(port: int, *flags: str, listen_options: str = "") -> list[str]:
     """C{mcpx daemon} on loopback TCP C{port} (and its unix socket), with C{flags}."""
     listen = f"tcp:{port}:interface=127.0.0.1{listen_options}"

@@ -19,8 +19,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from tests.auth.standin_issuer import StandInIssuer
-from tests.daemon.test_process import daemon_environ
-from tests.support.daemons import stop_daemon
+from tests.support.daemons import daemon_environ, stop_daemon
 from tests.support.http import TestClient
 from tests.support.processes import ChildProcess, reactor, spawn
 
