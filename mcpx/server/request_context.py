@@ -200,7 +200,8 @@ class Envelopes:
                 f"params._meta has no {CLIENT_CAPABILITIES_KEY} object ({{}} declares none)"
             )
         level = meta.get(LOG_LEVEL_KEY)
-        if level is not None and level not in LOG_LEVELS:
+        # Checked as a string first: an array or an object cannot be looked up in a set.
+        if level is not None and (type(level) is not str or level not in LOG_LEVELS):
             raise RpcError.invalid_params(f"{LOG_LEVEL_KEY} {level!r} is not a logging level")
         token = meta.get("progressToken")
         return Context(

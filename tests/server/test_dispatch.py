@@ -245,6 +245,18 @@ class MetaTests(SynchronousTestCase):
         error = Harness().error("tools/list", {"_meta": {PROTOCOL_VERSION: "2026-07-28"}})
         self.assertEqual(error.code, INVALID_PARAMS)
 
+    def test_log_level_of_the_wrong_type(self) -> None:
+        """
+        A 2026-07-28 request whose _meta logLevel is an array or an object is -32602
+        naming it, not an internal error.
+        """
+        levels: list[object] = [[], {}, ["info"], 3]
+        for level in levels:
+            meta = {**modern_meta(), "io.modelcontextprotocol/logLevel": level}
+            error = Harness().error("tools/list", {"_meta": meta})
+            self.assertEqual(error.code, INVALID_PARAMS)
+            self.assertIn("is not a logging level", error.message)
+
     def test_meta_must_be_an_object(self) -> None:
         """A _meta that is not an object is -32602."""
         self.assertEqual(Harness().error("tools/list", {"_meta": 3}).code, INVALID_PARAMS)
