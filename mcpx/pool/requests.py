@@ -45,8 +45,8 @@ class _Watched(Generic[T]):
     C{Deferred.fromCoroutine(coroutine)} would, without a Deferred and a driver of its
     own between the request and its caller (a call's every resumption went through both).
 
-    The coroutine runs when awaited, and runs once: awaited a second time, nothing is
-    sent again.
+    Awaited once; the coroutine starts when awaited (C{fromCoroutine} started it at
+    once), so L{Requests.run} bounds it first and then sends the request.
     """
 
     __slots__ = ("_coroutine", "_waiting")
