@@ -437,13 +437,20 @@ class Pool(MultiService):
         principal = principal_of(client)
         outcome = "error"
         try:
-            slot = await self.in_host_era(slot, client, call, bound)
+            if call is not None and call.legacy:
+                slot = await self.in_host_era(slot, client, call, bound)
             # Untraced, a call makes no span at all (tracing.ON): this is every call's path.
             if tracing.ON:
                 with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
                     instance = await self._instances.claim(slot, bound)
             else:
-                instance = await self._instances.claim(slot, bound)
+                # A running instance is taken at once: nothing to wait for, nor to count
+                # as waited for (L{Instances.claim}).
+                running = slot.instance
+                if running is not None and running.usable:
+                    instance = running
+                else:
+                    instance = await self._instances.claim(slot, bound)
             token, watch = self._requests.progress.open(on_progress, bound)
             meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
             try:

@@ -7,8 +7,8 @@ pool's when it fails (L{mcpx.pool.errors}).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Final, Generic, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred
 
@@ -36,6 +36,51 @@ def at_least_a_call(seconds: float) -> float:
     if seconds <= 0:
         raise ValueError(f"call_max_duration must be positive, not {seconds!r}")
     return seconds
+
+
+class _Watched(Generic[T]):
+    """
+    A coroutine awaited in place, by its caller's own driver, with the Deferred it waits
+    on now at hand: L{cancel} cancels that Deferred, as cancelling
+    C{Deferred.fromCoroutine(coroutine)} would, without a Deferred and a driver of its
+    own between the request and its caller (a call's every resumption went through both).
+
+    Awaited once; the coroutine starts when awaited (C{fromCoroutine} started it at
+    once), so L{Requests.run} bounds it first and then sends the request.
+    """
+
+    __slots__ = ("_coroutine", "_waiting")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._waiting: Deferred[Any] | None = None
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        return self  # an iterator with send, throw and close
+
+    def __iter__(self) -> _Watched[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        # The coroutine's StopIteration is this awaitable's own: the await's value.
+        waiting = self._waiting = self._coroutine.send(value)
+        return waiting
+
+    def throw(self, *thrown: Any) -> Any:
+        waiting = self._waiting = self._coroutine.throw(*thrown)
+        return waiting
+
+    def close(self) -> None:
+        self._coroutine.close()
+
+    def cancel(self) -> None:
+        """Cancel what the coroutine waits on (it learns of it as C{CancelledError})."""
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
 
 
 class Requests:
@@ -93,7 +138,7 @@ class Requests:
         # given up on or cut short.
         answered = False
         try:
-            work = Deferred.fromCoroutine(action(session))
+            work = _Watched(action(session))
             left = timeout
             if asked is not None:
                 left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)

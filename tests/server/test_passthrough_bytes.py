@@ -12,11 +12,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx.pool import requests
 from mcpx.spec.revision import Revision
 from mcpx.wire import jsontext, messages
-from tests.pool.fakes import FakeUpstream
+from mcpx.wire.messages import Request
+from tests.pool.fakes import FakeChannel, FakeUpstream
 from tests.server import Harness, Session, test_passthrough
 from tests.server.test_passthrough import passed_through, scripts
 
@@ -135,3 +138,94 @@ class PassThroughBytesTests(SynchronousTestCase):
 
 
 READ_RESULT = jsontext.read_result
+
+
+class _ViaDeferred:
+    """
+    How the pool ran an upstream request before L{requests._Watched}: the coroutine
+    driven by a Deferred of its own (C{Deferred.fromCoroutine}), cancelled through it.
+    """
+
+    def __init__(self, coroutine: Any) -> None:
+        self._work: Deferred[Any] = Deferred.fromCoroutine(coroutine)
+        self.cancel = self._work.cancel
+
+    def __await__(self) -> Any:
+        return self._work.__await__()
+
+
+def exchanged(case: SynchronousTestCase, revision: Revision) -> tuple[list[bytes], list[bytes]]:
+    """
+    Every frame a host on C{revision} receives, and every message the upstream receives,
+    for pass-through calls: small, large, non-ASCII, an upstream's JSON-RPC error, one
+    that times out (C{pool.callTimeout}) and one the host cancels.
+    """
+    upstream: list[bytes] = []
+
+    def send(channel: FakeChannel, data: bytes) -> None:
+        upstream.append(data)
+        SEND(channel, data)
+
+    def send_request(channel: FakeChannel, data: bytes, request: Request) -> None:
+        upstream.append(data)
+        SEND_REQUEST(channel, data, request)
+
+    case.patch(FakeChannel, "send", send)
+    case.patch(FakeChannel, "send_request", send_request)
+    case.patch(test_passthrough, "_call", _call)
+    scripted = test_passthrough.refusing_nope()
+    scripted["alpha"]["tools"] = [
+        *scripted["alpha"]["tools"],
+        {"name": "big", "inputSchema": {"type": "object"}},
+    ]
+    harness, connector = passed_through(scripted=scripted, harness_type=BytesHarness)
+    assert isinstance(harness, BytesHarness)
+    session = Session(revision, harness)
+    session.call("big")
+    session.call("echo", {"text": "x"})
+    session.call("echo", {"text": LARGE})
+    session.call("echo", {"text": 'ça, 世界, \u2028 \x01 "quoted" \\ 🙂'})
+    session.error("tools/call", {"name": "nope", "arguments": {}})
+    connector.holding.add("tools/call")
+    slow = session.request("tools/call", {"name": "echo", "arguments": {"text": "slow"}})
+    harness.clock.advance(60)
+    case.failureResultOf(slow)
+    dropped = session.request("tools/call", {"name": "add", "arguments": {"n": "ü"}})
+    dropped.addErrback(lambda failure: failure.trap(CancelledError))
+    dropped.cancel()
+    connector.holding.discard("tools/call")
+    session.call("echo", {"text": "after"})
+    return harness.written, upstream
+
+
+SEND = FakeChannel.send
+SEND_REQUEST = FakeChannel.send_request
+
+
+class PoolDriverTests(SynchronousTestCase):
+    def test_same_bytes_as_a_deferred_of_its_own(self) -> None:
+        """
+        On each of the five revisions, what the host receives and what the upstream
+        receives are the same bytes, byte for byte, whether the pool awaits an upstream
+        request in place (L{requests._Watched}) or drives it by a Deferred of its own as
+        it did: answers small, large and non-ASCII, an upstream's error, a call timed out
+        (its upstream told C{notifications/cancelled}) and one the host cancelled.
+        """
+        for revision in Revision:
+            host, upstream = exchanged(self, revision)
+            self.patch(requests, "_Watched", _ViaDeferred)
+            try:
+                host_before, upstream_before = exchanged(self, revision)
+            finally:
+                self.patch(requests, "_Watched", WATCHED)
+            self.assertEqual(host, host_before, revision)
+            self.assertEqual(upstream, upstream_before, revision)
+            self.assertEqual(
+                [b"notifications/cancelled" in data for data in upstream].count(True), 2, revision
+            )
+            self.assertTrue(any(LARGE.encode("utf-8") in data for data in host), revision)
+            self.assertTrue(any(b"within 60s" in data for data in host), revision)
+            self.assertTrue(any(b'"text":"after"' in data for data in host), revision)
+
+
+WATCHED = requests._Watched
