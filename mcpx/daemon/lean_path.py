@@ -38,16 +38,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from io import BytesIO
 from typing import Any, Final, cast
 
-from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
+from twisted.python.components import Componentized
 from twisted.python.failure import Failure
-from twisted.web.http import datetimeToString
+from twisted.web.http import NO_BODY_CODES, datetimeToString
 from twisted.web.http_headers import Headers
 from twisted.web.server import NOT_DONE_YET, Request, version
 
@@ -80,11 +80,12 @@ MAX_PENDING: Final = 0x4000
 
 #: Header lines of token names and printable ASCII values, each ending in CRLF.
 _FIELDS: Final = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)+")
+#: One of those lines: its name, and its value untrimmed.
+_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e]*)\r\n")
 #: Headers that make a request twisted.web's: other framing, other protocols.
 _NOT_LEAN: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
 
-@frozen
 class Head:
     """
     A lean request's head.
@@ -95,10 +96,22 @@ class Head:
     @ivar by_name: each header's value by its lowercased name (none is repeated).
     """
 
-    fields: tuple[tuple[bytes, bytes], ...]
-    length: int
-    size: int
-    by_name: Mapping[bytes, bytes] = field(eq=False, hash=False, repr=False)
+    __slots__ = ("by_name", "fields", "length", "size")
+
+    def __init__(
+        self,
+        fields: Sequence[tuple[bytes, bytes]],
+        length: int,
+        size: int,
+        by_name: Mapping[bytes, bytes],
+    ) -> None:
+        self.fields = fields
+        self.length = length
+        self.size = size
+        self.by_name = by_name
+
+    def __repr__(self) -> str:
+        return f"Head(fields={self.fields!r}, length={self.length}, size={self.size})"
 
 
 class _Slow:
@@ -138,7 +151,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     length = seen.get(b"content-length")
     if length is None or _refused(seen):
         return SLOW
-    return Head(tuple(fields), int(length), size, seen)
+    return Head(fields, int(length), size, seen)
 
 
 def _refused(seen: dict[bytes, bytes]) -> bool:
@@ -156,21 +169,39 @@ def _fields(
     """Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}."""
     if _FIELDS.fullmatch(block) is None:
         return SLOW
-    lines = block.split(b"\r\n")
-    lines.pop()
+    # The block is whole lines of L{_LINE}, so they are found one after another.
+    lines = _LINE.findall(block)
     if len(lines) > MAX_HEADERS:
         return SLOW
-    fields: list[tuple[bytes, bytes]] = []
-    seen: dict[bytes, bytes] = {}
-    for line in lines:
-        name, _, value = line.partition(b":")
-        value = value.strip(b" \t")
-        lowered = name.lower()
-        if lowered in seen or lowered in _NOT_LEAN:
-            return SLOW
-        seen[lowered] = value
-        fields.append((name, value))
+    fields = [(name, value.strip(b" \t")) for name, value in lines]
+    seen = {name.lower(): value for name, value in fields}
+    if len(seen) != len(fields) or not _NOT_LEAN.isdisjoint(seen):
+        # A header repeated (in any case), or one that makes it twisted.web's.
+        return SLOW
     return fields, seen
+
+
+#: The most header names L{spelled_name} remembers (twisted.web's own cache holds 10,000).
+MAX_SPELLED: Final = 256
+_spelled: dict[bytes, bytes] = {}
+
+
+def spelled_name(name: object) -> bytes | None:
+    """
+    A response header's name in bytes as twisted.web's C{Headers} spells it on the
+    wire (C{content-type}: C{Content-Type}), asked of C{Headers} once per name and
+    remembered; C{None} for a name that is not bytes, or once L{MAX_SPELLED} are
+    remembered (the caller then uses C{Headers} itself).
+
+    @raise InvalidHeaderName: as C{Headers} does, for a name that is not a token.
+    """
+    spelled = _spelled.get(name)  # type: ignore[call-overload]
+    if spelled is None and type(name) is bytes and len(_spelled) < MAX_SPELLED:
+        headers = Headers()
+        headers.setRawHeaders(name, [b""])
+        [(spelled, _)] = headers.getAllRawHeaders()
+        _spelled[name] = spelled
+    return spelled
 
 
 class HttpDate:
@@ -205,6 +236,16 @@ class LeanRequest(BoundedRequest):
     values are the same bytes: the lean head holds token names, each once, and
     printable ASCII values without line breaks, which twisted.web's C{Headers} stores
     as they are.
+
+    The answer's headers are kept the same way: C{setHeader} with a name and a value
+    in bytes (no line break in it) stores the value under the name as twisted.web's
+    C{Headers} spells it (L{spelled_name}), in a plain table in the order first set,
+    and C{responseHeaders} is filled from that table only if something asks for it.
+    The first write of an answer of known length (a JSON answer, a refusal) makes
+    its head from the table, the bytes twisted.web's C{Request.write} and
+    C{HTTPChannel.writeHeaders} make, and hands head and body to the channel
+    together; any other answer (a stream, a cookie, a status without a body) is
+    written by twisted.web's own C{write}, as are the writes after the first.
     """
 
     #: The answer being made (L{LeanMcp}), cancelled if the client goes away first.
@@ -213,25 +254,41 @@ class LeanRequest(BoundedRequest):
     lost = False
 
     def __init__(self, channel: Any, head: Head, body: bytes) -> None:
-        self._head_unread: Head | None = None
-        BoundedRequest.__init__(self, channel, parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
-        self._head_unread = head
+        # twisted.web's Request.__init__ (server's, then http's) for a channel whose
+        # site parses no forms, without making its two Headers: the request's are
+        # the head's and the answer's a table, each until something asks for them.
+        self.notifications: list[Deferred[None]] = []
+        self.channel = channel
+        self.client = channel.getPeer()
+        self.host = channel.getHost()
+        self._head_unread: Head | None = head
+        self._request_headers: Headers | None = None
+        self._answer_unset: dict[bytes, bytes] | None = {}
+        self._response_headers: Headers | None = None
+        self.received_cookies: dict[bytes, bytes] = {}
+        self.cookies: list[bytes] = []
+        self.transport = channel.transport
+        self.queued = False
+        self._parsePOSTFormSubmission = False
+        Componentized.__init__(self)  # type: ignore[no-untyped-call]
         self.content = BytesIO(body)
         self.args = {}
         self.method = b"POST"
         self.uri = self.path = MCP_PATH
         self.clientproto = b"HTTP/1.1"
 
-    @property
+    @property  # type: ignore[override]
     def requestHeaders(self) -> Headers:
         """twisted.web's request headers, filled from the lean head at the first use."""
-        head = self._head_unread
-        if head is not None:
-            self._head_unread = None
-            headers = self._request_headers
-            for name, value in head.fields:
-                headers.addRawHeader(name, value)
-        return self._request_headers
+        headers = self._request_headers
+        if headers is None:
+            self._request_headers = headers = Headers()
+            head = self._head_unread
+            if head is not None:
+                self._head_unread = None
+                for name, value in head.fields:
+                    headers.addRawHeader(name, value)
+        return headers
 
     @requestHeaders.setter
     def requestHeaders(self, headers: Headers) -> None:
@@ -244,6 +301,113 @@ class LeanRequest(BoundedRequest):
         if head is not None and type(key) is bytes:
             return head.by_name.get(key.lower())
         return BoundedRequest.getHeader(self, key)
+
+    @property  # type: ignore[override]
+    def responseHeaders(self) -> Headers:
+        """twisted.web's response headers, filled from the answer's table at the first use."""
+        headers = self._response_headers
+        if headers is None:
+            self._response_headers = headers = Headers()
+            fields = self._answer_unset
+            if fields is not None:
+                self._answer_unset = None
+                for name, value in fields.items():
+                    headers.setRawHeaders(name, [value])
+        return headers
+
+    @responseHeaders.setter
+    def responseHeaders(self, headers: Headers) -> None:
+        self._answer_unset = None
+        self._response_headers = headers
+
+    def setHeader(self, name: Any, value: Any) -> None:
+        """twisted.web's C{setHeader}: a name and a value in bytes go to the answer's table."""
+        fields = self._answer_unset
+        if (
+            fields is not None
+            and type(value) is bytes
+            and b"\r" not in value
+            and b"\n" not in value
+        ):
+            spelled = spelled_name(name)
+            if spelled is not None:
+                fields[spelled] = value
+                return
+        self.responseHeaders.setRawHeaders(name, [value])
+
+    def write(self, data: bytes) -> None:
+        """
+        twisted.web's C{Request.write}; the first write of an answer of known length
+        makes its head from the answer's table and hands it to the channel with C{data}.
+        """
+        fields = self._answer_unset
+        channel = self.channel
+        if (
+            fields is None
+            or self.startedWriting
+            or self.finished
+            or self._disconnected
+            or type(data) is not bytes
+            or self.code in NO_BODY_CODES
+            or self.cookies
+            or self.etag is not None
+            or self.lastModified is not None
+            or self._encoder is not None
+            or self._inFakeHead
+            or type(channel) is not LeanChannel
+            or channel._answering is not self
+        ):
+            BoundedRequest.write(self, data)
+            return
+        length = fields.get(b"Content-Length")
+        if length is None or not length.isdigit():
+            BoundedRequest.write(self, data)
+            return
+        # twisted.web's server.Request.write: the default Content-Type, unless the
+        # body is empty by its length.
+        if b"Content-Type" not in fields and length != b"0":
+            default = self.defaultContentType
+            if default is not None:
+                fields[b"Content-Type"] = default
+        # twisted.web's http.Request.write and HTTPChannel.writeHeaders.
+        self.startedWriting = 1
+        head = [b"HTTP/1.1 %d %s\r\n" % (self.code, self.code_message)]
+        for name, value in fields.items():
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        self.sentLength = len(data)
+        channel.write_answer(b"".join(head), int(length), data)
+
+    def finish(self) -> None:
+        """
+        twisted.web's C{Request.finish} and C{_cleanup} for an answer written whole:
+        logged by the site, the channel told, the body let go, C{notifyFinish} told.
+        """
+        channel = self.channel
+        if (
+            self._disconnected
+            or self.finished
+            or not self.startedWriting
+            or self.chunked
+            or self._encoder is not None
+            or self.producer is not None
+            or type(channel) is not LeanChannel
+        ):
+            BoundedRequest.finish(self)
+            return
+        factory = channel.factory
+        if factory is not None:
+            factory.log(self)
+        self.finished = 1
+        channel.requestDone(self)
+        del self.channel
+        content = self.content
+        if content is not None:
+            content.close()
+            del self.content
+        for finished in self.notifications:
+            finished.callback(None)
+        self.notifications = []
 
     def connectionLost(self, reason: Failure) -> None:
         """
@@ -365,13 +529,16 @@ class LeanChannel(LimitedChannel):
     def _next(self) -> None:
         """Answer the lean requests held, until one is incomplete or not lean."""
         while self._pending and self._answering is None and not self._slow and not self.closing:
-            self.headers_begun()
+            # The header and body deadlines are set only when the request is still
+            # arriving: one that is whole in the same call could not miss them.
             head = self._head
             if head is None:
                 found = read_head(self._pending)
                 if found is None:
+                    self.headers_begun()
                     return
                 if isinstance(found, _Slow):
+                    self.headers_begun()
                     self._become_slow()
                     return
                 if not self.body_allowed(found.length):
@@ -450,6 +617,18 @@ class LeanChannel(LimitedChannel):
             return
         transport: Any = self.transport
         transport.write(joined)
+
+    def write_answer(self, head: bytes, length: int, data: bytes) -> None:
+        """
+        A lean answer's head, made by L{LeanRequest.write}, with the first C{data} of a
+        body of C{length} bytes: sent with it in one piece once the body is all there
+        (see L{_held}).
+        """
+        if len(data) >= length:
+            write_now(self.transport, head + data)
+            return
+        self._held = [head, data]
+        self._held_left = length - len(data)
 
     def write(self, data: bytes) -> None:
         """HTTPChannel.write, or a held answer's body, sent once it is all there."""
