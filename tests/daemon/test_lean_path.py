@@ -12,7 +12,7 @@ import json
 import random
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from twisted.web.http_headers import Headers
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.lean_path import (
+    MAX_HEADERS,
     SLOW,
     Head,
     HttpDate,
@@ -35,12 +36,18 @@ from mcpx.daemon.lean_path import (
     read_head,
 )
 from mcpx.daemon.limits import TransportLimits
-from mcpx.daemon.site import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, JSONRequest, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
 from mcpx.server import http_legacy as session_ids
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from tests.daemon.fake_pool import FakePool, daemon_http, default_settings
+from tests.daemon.fake_pool import (
+    FakePool,
+    HeldCall,
+    daemon_http,
+    default_settings,
+    text_result,
+)
 from tests.server import gateway_servers, servers_config
 
 OWNER = 1000
@@ -182,6 +189,7 @@ class Daemon:
         http.mcp = McpHTTP(
             McpServer(http.host, self.clock, passthrough=("files",)), self.clock, max_body=2048
         )
+        self.http = http
         self.gate = Gate(
             http.resource(),
             origins=OriginRule(()),
@@ -203,6 +211,9 @@ class Daemon:
         transport = _Transport(hostAddress=own, peerAddress=peer)
         channel.makeConnection(transport)
         return channel, transport
+
+
+_DATE = re.compile(rb"\r\nDate: [^\r]*")
 
 
 class SameBytesCase(SynchronousTestCase):
@@ -238,6 +249,34 @@ class SameBytesCase(SynchronousTestCase):
         self.assertEqual(answers[True], answers[False])
         self.assertEqual(len(answers[True]), len(requests))
         return answers[True]
+
+    def held_exchange(
+        self, request: bytes, answer: Callable[[HeldCall], None], split: int = 0
+    ) -> bytes:
+        """
+        Send C{request}, a tool call, to each daemon on a connection of its own, let
+        C{answer} answer the call the pool holds; assert both sent the same bytes but
+        C{Date}, and return them.
+        """
+        sent = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            pieces = (
+                [request[i : i + split] for i in range(0, len(request), split)]
+                if split
+                else [request]
+            )
+            for piece in pieces:
+                channel.dataReceived(piece)
+            held = daemon.pool.held.pop()
+            self.assertEqual(daemon.pool.held, [])
+            answer(held)
+            sent[lean] = _DATE.sub(b"", transport.value())
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(sent[True], sent[False])
+        return sent[True]
 
     def assertLean(self) -> None:
         """The lean daemon's last connection never went to twisted.web's parser."""
@@ -424,6 +463,87 @@ class SameBytesTests(SameBytesCase):
         self.assertEqual(answers[True], answers[False])
         self.assertEqual([answer[0] for answer in answers[True]], [200, 200])
 
+    def test_large_and_non_ascii_answers(self) -> None:
+        """
+        A large answer, and one in UTF-8 beyond ASCII, are the same bytes on both
+        paths, framed by their length, in both eras.
+        """
+        texts = [
+            'caf\u00e9 \u20ac \U0001f600 \u0000 \\ "',
+            "x" * 300_000,
+            "\u00e9\U0001f600" * 40_000,
+        ]
+        for text in texts:
+            for request in (modern(1, "tools/call", CALL), modern(2, "tools/call", PASS_THROUGH)):
+                sent = self.held_exchange(
+                    request, lambda held, text=text: held.result.callback(text_result(text))
+                )
+                [(status, headers, body)] = responses(sent)
+                self.assertEqual(status, 200)
+                self.assertIn((b"Content-Length", b"%d" % len(body)), headers)
+                self.assertEqual(json.loads(body)["result"]["content"][0]["text"], text, text[:20])
+        # And in a 2025-06-18 session, whose answers carry its Mcp-Session-Id.
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.connect()[0].dataReceived(INITIALIZE)
+        sent = self.held_exchange(
+            legacy(3, "tools/call", CALL),
+            lambda held: held.result.callback(text_result(texts[2])),
+        )
+        [(status, headers, body)] = responses(sent)
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["content"][0]["text"], texts[2])
+
+    def test_an_event_stream_answer(self) -> None:
+        """
+        A call that reports progress to a client that accepts an event stream is
+        answered as a chunked event stream, the same bytes on both paths.
+        """
+
+        def progress_then_result(held: HeldCall) -> None:
+            assert held.on_progress is not None
+            held.on_progress({"progress": 1, "total": 2, "message": "h\u00e4lfte"})
+            held.on_progress({"progress": 2, "total": 2})
+            held.result.callback(text_result("done \u00e9"))
+
+        params = {**CALL, "_meta": {**META, "progressToken": "p-1"}}
+        request = post(
+            rpc(1, "tools/call", params),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", CALL["name"]),
+        )
+        for split in (0, 9):
+            sent = self.held_exchange(request, progress_then_result, split=split)
+            [(status, headers, body)] = responses(sent)
+            self.assertEqual(status, 200)
+            self.assertIn((b"Transfer-Encoding", b"chunked"), headers)
+            self.assertIn((b"Content-Type", b"text/event-stream"), headers)
+            self.assertEqual(body.count(b"data: "), 3)
+            self.assertIn("h\u00e4lfte".encode(), body)
+
+    def test_errors(self) -> None:
+        """
+        The JSON-RPC errors of /mcp (-32700, -32600, -32601, -32602, -32020) and the
+        gate's refusals are the same bytes on both paths.
+        """
+        answers = self.exchange(
+            [
+                post(None, raw=b"{not json"),
+                post(rpc(1, "tools/list", {"_meta": META}), ("MCP-Protocol-Version", MODERN)),
+                modern(2, "no/such/method"),
+                modern(3, "tools/call", {"name": "no_such_tool", "arguments": {}}),
+                post([rpc(4, "ping")], ("MCP-Protocol-Version", MODERN)),
+                post(rpc(5, "ping"), ("Origin", "https://evil.example")),
+            ]
+        )
+        self.assertLean()
+        codes = [json.loads(body).get("error", {}).get("code") for _, _, body in answers]
+        self.assertIn(-32700, codes)
+        self.assertIn(-32601, codes)
+        self.assertIn(-32600, codes)
+        self.assertEqual(answers[-1][0], 403)
+
     def test_deadlines(self) -> None:
         """A head or a body that does not arrive in time is 408 on both paths."""
         for cut in (20, -5):
@@ -436,9 +556,6 @@ class SameBytesTests(SameBytesCase):
                 self.assertTrue(transport.disconnecting)
             self.assertEqual(answers[True], answers[False])
             self.assertIn(b"408", answers[True].split(b"\r\n")[0])
-
-
-_DATE = re.compile(rb"\r\nDate: [^\r]*")
 
 
 def _mutated(rng: random.Random, data: bytes) -> bytes:
@@ -500,6 +617,169 @@ def _mutated(rng: random.Random, data: bytes) -> bytes:
             continue
         data = b"\r\n".join(lines) + b"\r\n\r\n" + body
     return data
+
+
+class _Scripted:
+    """An C{/mcp} endpoint that answers every request by a script (see L{AnswerWritingTests})."""
+
+    def __init__(self, script: Callable[[Any], bytes | None]) -> None:
+        self.script = script
+
+    async def render(self, request: Any) -> bytes | None:
+        return self.script(request)
+
+
+def _json(request: Any) -> bytes:
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", b"application/json")
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+def _no_content_type(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"5")
+    return b"hello"
+
+
+def _empty_accepted(request: Any) -> bytes:
+    request.setResponseCode(202)
+    request.setHeader(b"content-length", b"0")
+    return b""
+
+
+def _text_names_and_values(request: Any) -> bytes:
+    request.setHeader("X-Text", "caf\u00e9")
+    request.setHeader(b"x-bytes-value", "\u20ac")
+    request.setHeader("content-length", b"2")
+    return b"ok"
+
+
+def _line_breaks_and_repeats(request: Any) -> bytes:
+    request.setHeader(b"x-folded", b"a\r\nb\nc")
+    request.setHeader(b"X-Twice", b"1")
+    request.setHeader(b"x-other", b"o")
+    request.setHeader(b"x-TWICE", b"2")
+    request.setHeader(b"www-authenticate", b"Bearer")
+    request.setHeader(b"content-md5", b"m")
+    request.setResponseCode(401)
+    request.setHeader(b"content-length", b"0")
+    return b""
+
+
+def _headers_read_midway(request: Any) -> bytes:
+    request.setHeader(b"mcp-session-id", b"s-1")
+    request.setHeader(b"content-type", b"application/json")
+    if request.responseHeaders.hasHeader(b"Mcp-Session-Id"):
+        request.responseHeaders.removeHeader(b"mcp-session-id")
+    request.responseHeaders.addRawHeader(b"x-added", b"1")
+    request.responseHeaders.addRawHeader(b"x-added", b"2")
+    request.setHeader(b"x-after", b"3")
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+def _cookie(request: Any) -> bytes:
+    request.addCookie(b"k", b"v", path=b"/", httpOnly=True)
+    request.setHeader(b"content-length", b"1")
+    return b"c"
+
+
+def _no_body_codes(code: int) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        request.setResponseCode(code)
+        request.setHeader(b"content-length", b"4")
+        return b"body"
+
+    return script
+
+
+def _streamed(request: Any) -> None:
+    request.setHeader(b"content-type", b"text/event-stream")
+    request.write(b"data: 1\n\n")
+    request.write(b"")
+    request.write(b"data: \xc3\xa9\n\n")
+    request.finish()
+    return None
+
+
+def _length_in_pieces(request: Any) -> None:
+    request.setHeader(b"content-length", b"10")
+    request.write(b"")
+    request.write(b"hello")
+    request.write(b"world")
+    request.finish()
+    return None
+
+
+def _finished_unwritten(request: Any) -> None:
+    request.setResponseCode(204)
+    request.finish()
+    return None
+
+
+def _odd_length(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"+3")
+    return b"odd"
+
+
+def _longer_than_said(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"2")
+    request.setHeader(b"content-type", b"application/json")
+    return b"{}{}"
+
+
+def _notified(request: Any) -> bytes:
+    finished = request.notifyFinish()
+    finished.addCallback(lambda _: request.setHeader(b"x-late", b"1"))
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+_SCRIPTS: list[Callable[[Any], bytes | None]] = [
+    _json,
+    _no_content_type,
+    _empty_accepted,
+    _text_names_and_values,
+    _line_breaks_and_repeats,
+    _headers_read_midway,
+    _cookie,
+    _no_body_codes(204),
+    _no_body_codes(304),
+    _streamed,
+    _length_in_pieces,
+    _finished_unwritten,
+    _odd_length,
+    _longer_than_said,
+    _notified,
+]
+
+
+class AnswerWritingTests(SameBytesCase):
+    """
+    However the C{/mcp} endpoint makes its answer (headers as bytes or text, with line
+    breaks, set twice, read and changed through C{responseHeaders}, a cookie, a status
+    without a body, a stream, a length written in pieces, or a length that is not
+    digits), the lean path sends the bytes twisted.web's sends, and then answers the
+    next request on the same connection alike.
+    """
+
+    def test_scripted_answers(self) -> None:
+        for script in _SCRIPTS:
+            sent = {}
+            for lean, daemon in self.daemons.items():
+                endpoint = _Scripted(script)
+                daemon.http.mcp = endpoint  # type: ignore[assignment]
+                lean_mcp = daemon.site.lean
+                if lean_mcp is not None:
+                    lean_mcp._mcp = endpoint  # type: ignore[assignment]
+                channel, transport = daemon.connect()
+                channel.dataReceived(post(rpc(1, "ping")))
+                endpoint.script = _json
+                channel.dataReceived(post(rpc(2, "ping")))
+                sent[lean] = (_DATE.sub(b"", transport.value()), transport.disconnecting)
+                self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+            self.assertEqual(sent[True], sent[False], script.__name__)
+            self.assertEqual(sent[True][0].count(b"HTTP/1.1 "), 2, script.__name__)
 
 
 class HostileInputTests(SameBytesCase):
@@ -609,6 +889,42 @@ class ReadHeadTests(SynchronousTestCase):
         for data in cases:
             self.assertIs(read_head(data), SLOW, data[:80])
 
+    def test_fields_are_the_lines(self) -> None:
+        """
+        Each header line is one field, named up to its first colon, its value without
+        the spaces and tabs around it (colons, inner spaces and an empty value kept),
+        in the order sent; up to L{MAX_HEADERS} lines are lean.
+        """
+        lines = [
+            b"Host: 127.0.0.1:8899",
+            b"X-Colons:a:b: c ",
+            b"X-Spaces: \t a  b \t",
+            b"Empty:",
+            b"Blank:   ",
+            b"Content-Length: 0",
+        ]
+        head = read_head(b"POST /mcp HTTP/1.1\r\n" + b"\r\n".join(lines) + b"\r\n\r\n")
+        assert isinstance(head, Head)
+        self.assertEqual(
+            list(head.fields),
+            [
+                (b"Host", b"127.0.0.1:8899"),
+                (b"X-Colons", b"a:b: c"),
+                (b"X-Spaces", b"a  b"),
+                (b"Empty", b""),
+                (b"Blank", b""),
+                (b"Content-Length", b"0"),
+            ],
+        )
+        self.assertEqual(head.by_name[b"x-colons"], b"a:b: c")
+        for count, lean in ((MAX_HEADERS, True), (MAX_HEADERS + 1, False)):
+            data = (
+                b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n"
+                + b"".join(b"X%d: a\r\n" % i for i in range(count - 1))
+                + b"\r\n"
+            )
+            self.assertEqual(isinstance(read_head(data), Head), lean, count)
+
 
 class _Kept(Request):
     """A request twisted.web's parser made, kept rather than answered."""
@@ -678,6 +994,38 @@ class LeanRequestTests(SynchronousTestCase):
             (lean.method, lean.uri, lean.path, lean.clientproto, lean.args),
             (parsed.method, parsed.uri, parsed.path, parsed.clientproto, parsed.args),
         )
+
+    def test_the_request_is_twisted_webs(self) -> None:
+        """
+        A lean request is made without twisted.web's C{Request.__init__}: it has every
+        attribute that gives the site's own request, with the same values, and its
+        C{responseHeaders}, once asked for, hold what C{setHeader} stored, as
+        twisted.web's would.  (A Twisted that sets one more attribute fails here.)
+        """
+        data = post(rpc(1, "ping"))
+        head = read_head(data)
+        assert isinstance(head, Head)
+        channel = HTTPChannel()
+        channel.makeConnection(StringTransport())
+        lean = LeanRequest(channel, head, data[head.size :])
+        own = JSONRequest(channel)
+        for request in (lean, own):
+            request.setHeader(b"content-type", b"application/json")
+            request.setHeader("X-Text", "caf\u00e9")
+            request.setHeader(b"x-folded", b"a\r\nb")
+            request.setHeader(b"Content-Type", b"text/plain")
+            request.setHeader(b"www-authenticate", b"Bearer")
+        self.assertEqual(
+            list(lean.responseHeaders.getAllRawHeaders()),
+            list(own.responseHeaders.getAllRawHeaders()),
+        )
+        made = vars(lean)
+        for name, value in vars(own).items():
+            if name in ("requestHeaders", "responseHeaders"):
+                continue
+            self.assertIn(name, made)
+            if name not in ("content",):
+                self.assertEqual(made[name], value, name)
 
 
 class HeadWritingTests(SynchronousTestCase):
