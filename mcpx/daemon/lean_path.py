@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextvars import Context, copy_context
 from io import BytesIO
 from typing import Any, Final, cast
 
@@ -199,9 +200,10 @@ def spelled_name(name: object) -> bytes | None:
     if spelled is None and type(name) is bytes and len(_spelled) < MAX_SPELLED:
         headers = Headers()
         headers.setRawHeaders(name, [b""])
-        [(spelled, _)] = headers.getAllRawHeaders()
-        _spelled[name] = spelled
-    return spelled
+        [(found, _)] = headers.getAllRawHeaders()
+        _spelled[name] = found
+        return found
+    return cast("bytes | None", spelled)
 
 
 class HttpDate:
@@ -277,7 +279,7 @@ class LeanRequest(BoundedRequest):
         self.uri = self.path = MCP_PATH
         self.clientproto = b"HTTP/1.1"
 
-    @property  # type: ignore[override]
+    @property
     def requestHeaders(self) -> Headers:
         """twisted.web's request headers, filled from the lean head at the first use."""
         headers = self._request_headers
@@ -302,7 +304,7 @@ class LeanRequest(BoundedRequest):
             return head.by_name.get(key.lower())
         return BoundedRequest.getHeader(self, key)
 
-    @property  # type: ignore[override]
+    @property
     def responseHeaders(self) -> Headers:
         """twisted.web's response headers, filled from the answer's table at the first use."""
         headers = self._response_headers
@@ -357,11 +359,11 @@ class LeanRequest(BoundedRequest):
             or type(channel) is not LeanChannel
             or channel._answering is not self
         ):
-            BoundedRequest.write(self, data)
+            BoundedRequest.write(self, data)  # type: ignore[no-untyped-call]
             return
         length = fields.get(b"Content-Length")
         if length is None or not length.isdigit():
-            BoundedRequest.write(self, data)
+            BoundedRequest.write(self, data)  # type: ignore[no-untyped-call]
             return
         # twisted.web's server.Request.write: the default Content-Type, unless the
         # body is empty by its length.
@@ -393,7 +395,7 @@ class LeanRequest(BoundedRequest):
             or self.producer is not None
             or type(channel) is not LeanChannel
         ):
-            BoundedRequest.finish(self)
+            BoundedRequest.finish(self)  # type: ignore[no-untyped-call]
             return
         factory = channel.factory
         if factory is not None:
@@ -457,31 +459,78 @@ class LeanMcp:
         """
         The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
         cancelled if the client goes away first (L{LeanRequest.connectionLost}).
+
+        The coroutine is started here, in a context of its own as
+        C{Deferred.fromCoroutine} would; one that ends at once (a cached listing, a
+        refusal) is answered without a Deferred, and one that waits goes on in a
+        Deferred that resumes it (L{_resumed}).
         """
-        answering = Deferred.fromCoroutine(self._mcp.render(request))
+        coroutine = self._mcp.render(request)
+        context = copy_context()
+        try:
+            waiting = context.run(coroutine.send, None)
+        except StopIteration as done:
+            try:
+                _written(done.value, request)
+            except BaseException:
+                log.failure("/mcp: writing an answer failed")
+            return NOT_DONE_YET
+        except BaseException:
+            try:
+                _failed(Failure(), request)
+            except BaseException:
+                log.failure("/mcp: writing an answer failed")
+            return NOT_DONE_YET
+        answering = Deferred.fromCoroutine(_resumed(coroutine, waiting, context))
         if not request.lost:
             request.answering = answering
-        web: Request = request
-
-        def written(body: bytes | None) -> None:
-            request.answering = None
-            if body is not None:
-                web.write(body)
-            if not (request.finished or request.lost):
-                web.finish()
-
-        def failed(failure: Failure) -> None:
-            request.answering = None
-            if request.finished or request.lost:
-                if not failure.check(CancelledError):
-                    log.failure("/mcp: answering a request failed", failure)
-                return
-            web.processingFailed(failure)
-
-        answering.addCallbacks(written, failed).addErrback(
-            lambda failure: log.failure("/mcp: writing an answer failed", failure)
-        )
+        answering.addCallbacks(
+            _written, _failed, callbackArgs=(request,), errbackArgs=(request,)
+        ).addErrback(lambda failure: log.failure("/mcp: writing an answer failed", failure))
         return NOT_DONE_YET
+
+
+async def _resumed(
+    coroutine: Coroutine[Any, Any, bytes | None], waiting: object, context: Context
+) -> bytes | None:
+    """
+    The rest of C{coroutine}, which has yielded C{waiting}, as
+    C{Deferred.fromCoroutine} would run it: each L{Deferred} it waits on awaited here
+    (so cancelling this coroutine's Deferred cancels it, as it would have), its
+    result sent in or its failure thrown in, in C{context}.
+    """
+    while True:
+        try:
+            result = await waiting if isinstance(waiting, Deferred) else waiting
+        except BaseException as error:
+            try:
+                waiting = context.run(coroutine.throw, error)
+            except StopIteration as done:
+                return cast("bytes | None", done.value)
+        else:
+            try:
+                waiting = context.run(coroutine.send, result)
+            except StopIteration as done:
+                return cast("bytes | None", done.value)
+
+
+def _written(body: bytes | None, request: LeanRequest) -> None:
+    """The route's answer is made: write it (unless streamed) and finish."""
+    request.answering = None
+    if body is not None:
+        request.write(body)
+    if not (request.finished or request.lost):
+        request.finish()
+
+
+def _failed(failure: Failure, request: LeanRequest) -> None:
+    """The route failed: twisted.web's C{processingFailed}, unless the answer is over."""
+    request.answering = None
+    if request.finished or request.lost:
+        if not failure.check(CancelledError):
+            log.failure("/mcp: answering a request failed", failure)
+        return
+    request.processingFailed(failure)  # type: ignore[no-untyped-call]
 
 
 class LeanChannel(LimitedChannel):

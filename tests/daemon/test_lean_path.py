@@ -8,15 +8,19 @@ included.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import random
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.address import IPv4Address, UNIXAddress
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.protocol import connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -473,11 +477,13 @@ class SameBytesTests(SameBytesCase):
             "x" * 300_000,
             "\u00e9\U0001f600" * 40_000,
         ]
+
+        def answer_with(text: str) -> Callable[[HeldCall], None]:
+            return lambda held: held.result.callback(text_result(text))
+
         for text in texts:
             for request in (modern(1, "tools/call", CALL), modern(2, "tools/call", PASS_THROUGH)):
-                sent = self.held_exchange(
-                    request, lambda held, text=text: held.result.callback(text_result(text))
-                )
+                sent = self.held_exchange(request, answer_with(text))
                 [(status, headers, body)] = responses(sent)
                 self.assertEqual(status, 200)
                 self.assertIn((b"Content-Length", b"%d" % len(body)), headers)
@@ -511,7 +517,7 @@ class SameBytesTests(SameBytesCase):
             rpc(1, "tools/call", params),
             ("MCP-Protocol-Version", MODERN),
             ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", CALL["name"]),
+            ("Mcp-Name", "mcpx_call"),
         )
         for split in (0, 9):
             sent = self.held_exchange(request, progress_then_result, split=split)
@@ -620,13 +626,19 @@ def _mutated(rng: random.Random, data: bytes) -> bytes:
 
 
 class _Scripted:
-    """An C{/mcp} endpoint that answers every request by a script (see L{AnswerWritingTests})."""
+    """
+    An C{/mcp} endpoint that answers every request by a script (see
+    L{AnswerWritingTests}); a script may be a coroutine function, awaited.
+    """
 
-    def __init__(self, script: Callable[[Any], bytes | None]) -> None:
+    def __init__(self, script: Callable[[Any], Any]) -> None:
         self.script = script
 
     async def render(self, request: Any) -> bytes | None:
-        return self.script(request)
+        answer = self.script(request)
+        if inspect.iscoroutine(answer):
+            answer = await answer
+        return cast("bytes | None", answer)
 
 
 def _json(request: Any) -> bytes:
@@ -780,6 +792,141 @@ class AnswerWritingTests(SameBytesCase):
                 self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
             self.assertEqual(sent[True], sent[False], script.__name__)
             self.assertEqual(sent[True][0].count(b"HTTP/1.1 "), 2, script.__name__)
+
+
+_VAR: ContextVar[str] = ContextVar("test_lean_path", default="unset")
+
+
+class RouteTests(SameBytesCase):
+    """
+    The lean path runs the C{/mcp} endpoint's coroutine as Klein's route does: an
+    answer made at once, or after waiting on Deferreds that succeed or fail, a
+    failure (processingFailed's 500), a cancellation when the client goes, and the
+    coroutine's own context, alike on both paths.
+    """
+
+    def run_script(
+        self,
+        script: Callable[[Any, list[Deferred[Any]], list[str]], Any],
+        fire: Callable[..., None],
+    ) -> dict[bool, tuple[bytes, list[str]]]:
+        """
+        Answer one request on each daemon by C{script}, which may wait on Deferreds it
+        puts in its list; C{fire} then fires them.  Both paths must have sent the same
+        bytes (but C{Date}) and noted the same things.
+        """
+        seen = {}
+        for lean, daemon in self.daemons.items():
+            pending: list[Deferred[Any]] = []
+            notes: list[str] = []
+            endpoint = _Scripted(functools.partial(script, pending=pending, notes=notes))  # type: ignore[call-arg]
+            daemon.http.mcp = endpoint  # type: ignore[assignment]
+            if daemon.site.lean is not None:
+                daemon.site.lean._mcp = endpoint  # type: ignore[assignment]
+            channel, transport = daemon.connect()
+            channel.dataReceived(post(rpc(1, "ping")))
+            notes.append(f"caller's context: {_VAR.get()}")
+            fire(pending, channel)
+            notes.append(f"caller's context: {_VAR.get()}")
+            seen[lean] = (_DATE.sub(b"", transport.value()), notes)
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(seen[True], seen[False])
+        return seen
+
+    def test_answers_at_once_and_after_waiting(self) -> None:
+        async def script(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            _VAR.set("the coroutine's")
+            notes.append(str(await succeed("fired already")))
+            for _ in range(2):
+                waiting: Deferred[str] = Deferred()
+                pending.append(waiting)
+                notes.append(await waiting)
+                notes.append(f"own context: {_VAR.get()}")
+            try:
+                await fail(ValueError("failed already"))
+            except ValueError as e:
+                notes.append(str(e))
+            waiting = Deferred()
+            pending.append(waiting)
+            try:
+                await waiting
+            except KeyError as e:
+                notes.append(f"caught {e}")
+            return _json(request)
+
+        def fire(pending: list[Deferred[Any]], channel: Any) -> None:
+            pending.pop(0).callback("first")
+            pending.pop(0).callback("second")
+            pending.pop(0).errback(KeyError("third"))
+
+        seen = self.run_script(script, fire)
+        [(status, _, body)] = responses(seen[True][0])
+        self.assertEqual((status, body), (200, b"{}"))
+        self.assertEqual(
+            seen[True][1],
+            [
+                "fired already",
+                "caller's context: unset",
+                "first",
+                "own context: the coroutine's",
+                "second",
+                "own context: the coroutine's",
+                "failed already",
+                "caught 'third'",
+                "caller's context: unset",
+            ],
+        )
+
+    def test_failures_are_processing_failed(self) -> None:
+        """A coroutine that raises, at once or after waiting, is answered 500 alike."""
+
+        def at_once(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            raise ValueError("at once")
+
+        async def later(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred()
+            pending.append(waiting)
+            await waiting
+            raise ValueError("later")
+
+        async def thrown(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred()
+            pending.append(waiting)
+            await waiting
+            return b"never"
+
+        def fire(pending: list[Deferred[Any]], channel: Any) -> None:
+            for waiting in pending:
+                waiting.callback(None)
+
+        def fire_failure(pending: list[Deferred[Any]], channel: Any) -> None:
+            for waiting in pending:
+                waiting.errback(ValueError("thrown in"))
+
+        for script, firing in ((at_once, fire), (later, fire), (thrown, fire_failure)):
+            seen = self.run_script(script, firing)
+            [(status, _, body)] = responses(seen[True][0])
+            self.assertEqual(status, 500, script.__name__)
+            self.assertIn(b"Processing Failed", body)
+            self.assertEqual(len(self.flushLoggedErrors(ValueError)), 2)
+
+    def test_a_waiting_coroutine_is_cancelled_when_the_client_goes(self) -> None:
+        async def script(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred(lambda _: notes.append("cancelled"))
+            pending.append(waiting)
+            try:
+                await waiting
+            except CancelledError:
+                notes.append("saw CancelledError")
+                raise
+            return b"never"
+
+        def lose(pending: list[Deferred[Any]], channel: Any) -> None:
+            channel.connectionLost(connectionDone)
+
+        seen = self.run_script(script, lose)
+        self.assertEqual(seen[True][0], b"")
+        self.assertIn("saw CancelledError", seen[True][1])
 
 
 class HostileInputTests(SameBytesCase):
