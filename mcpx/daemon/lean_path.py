@@ -279,6 +279,18 @@ class LeanRequest(BoundedRequest):
         self.uri = self.path = MCP_PATH
         self.clientproto = b"HTTP/1.1"
 
+    def begin(self, date: bytes) -> None:
+        """
+        twisted.web's C{Request.process} defaults: the site, the C{Server} and C{Date}
+        headers (C{date} is now's, L{HttpDate}), the path as traversed to C{/mcp}.
+        """
+        channel: Any = self.channel
+        self.site = channel.site
+        self._answer_unset = {b"Server": version, b"Date": date}
+        self._response_headers = None
+        self.prepath = []
+        self.postpath = [MCP_PATH[1:]]
+
     @property
     def requestHeaders(self) -> Headers:
         """twisted.web's request headers, filled from the lean head at the first use."""
@@ -435,19 +447,14 @@ class LeanMcp:
         self._mcp = mcp
         self._date = date if date is not None else HttpDate()
 
-    def answer(self, request: Request) -> None:
+    def answer(self, request: LeanRequest) -> None:
         """Answer C{request}, whose head and body are in place."""
         # Request.process's defaults, then Request.render's handling of what came back.
-        channel: Any = request.channel
-        request.site = channel.site
-        request.setHeader(b"server", version)
-        request.setHeader(b"date", self._date())
-        request.prepath = []
-        request.postpath = [MCP_PATH[1:]]
+        request.begin(self._date())
         try:
-            body = self._gate.guard(request, lambda: self._route(cast(LeanRequest, request)))
+            body = self._gate.guard(request, lambda: self._route(request))
         except BaseException:
-            request.processingFailed(Failure())
+            request.processingFailed(Failure())  # type: ignore[no-untyped-call]
             return
         if body is NOT_DONE_YET:
             return
@@ -545,7 +552,9 @@ class LeanChannel(LimitedChannel):
     ) -> None:
         LimitedChannel.__init__(self, admission, peer, clock)
         self._lean = lean
-        self._pending = bytearray()
+        #: What arrived of the next requests: the bytes as received, or a bytearray once
+        #: more is appended or requests sent together are taken off it.
+        self._pending: bytes | bytearray = b""
         self._head: Head | None = None
         self._answering: Request | None = None
         self._slow = False
@@ -567,7 +576,14 @@ class LeanChannel(LimitedChannel):
         if self._slow or self.closing:
             LimitedChannel.dataReceived(self, data)
             return
-        self._pending += data
+        pending = self._pending
+        if type(pending) is bytearray:
+            pending += data
+        elif not pending and type(data) is bytes:
+            # Most often a whole request: read as it came, not copied.
+            self._pending = data
+        else:
+            self._pending = bytearray(pending) + data
         if self._answering is not None:
             # A next request, held until this one is answered (as twisted.web does).
             if len(self._pending) > MAX_PENDING and not waiting_for_transport(self):
@@ -598,8 +614,15 @@ class LeanChannel(LimitedChannel):
             end = head.size + head.length
             if len(self._pending) < end:
                 return
-            body = bytes(self._pending[head.size : end])
-            del self._pending[:end]
+            pending = self._pending
+            body = bytes(pending[head.size : end])
+            if end == len(pending):
+                self._pending = b""
+            elif isinstance(pending, bytes):
+                # Requests sent together: the rest is taken off a request at a time.
+                self._pending = bytearray(pending[end:])
+            else:
+                del pending[:end]
             self._head = None
             self._start(head, body)
 
@@ -607,7 +630,7 @@ class LeanChannel(LimitedChannel):
         """Hand the connection, with what it sent so far, to twisted.web."""
         self._slow = True
         data = bytes(self._pending)
-        self._pending = bytearray()
+        self._pending = b""
         LimitedChannel.dataReceived(self, data)
 
     def _start(self, head: Head, body: bytes) -> None:
