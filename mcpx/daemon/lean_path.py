@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from contextvars import Context, copy_context
+from contextvars import copy_context
 from io import BytesIO
 from typing import Any, Final, cast
 
@@ -251,7 +251,7 @@ class LeanRequest(BoundedRequest):
     """
 
     #: The answer being made (L{LeanMcp}), cancelled if the client goes away first.
-    answering: Deferred[bytes | None] | None = None
+    answering: _Answering | None = None
     #: Whether the client went away before the answer was finished.
     lost = False
 
@@ -467,58 +467,79 @@ class LeanMcp:
         The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
         cancelled if the client goes away first (L{LeanRequest.connectionLost}).
 
-        The coroutine is started here, in a context of its own as
-        C{Deferred.fromCoroutine} would; one that ends at once (a cached listing, a
-        refusal) is answered without a Deferred, and one that waits goes on in a
-        Deferred that resumes it (L{_resumed}).
+        The coroutine is run by L{_Answering}, as C{Deferred.fromCoroutine} would run
+        it, without the Deferreds.
         """
-        coroutine = self._mcp.render(request)
-        context = copy_context()
-        try:
-            waiting = context.run(coroutine.send, None)
-        except StopIteration as done:
-            try:
-                _written(done.value, request)
-            except BaseException:
-                log.failure("/mcp: writing an answer failed")
-            return NOT_DONE_YET
-        except BaseException:
-            try:
-                _failed(Failure(), request)
-            except BaseException:
-                log.failure("/mcp: writing an answer failed")
-            return NOT_DONE_YET
-        answering = Deferred.fromCoroutine(_resumed(coroutine, waiting, context))
-        if not request.lost:
-            request.answering = answering
-        answering.addCallbacks(
-            _written, _failed, callbackArgs=(request,), errbackArgs=(request,)
-        ).addErrback(lambda failure: log.failure("/mcp: writing an answer failed", failure))
+        _Answering(request, self._mcp.render(request)).step(None)
         return NOT_DONE_YET
 
 
-async def _resumed(
-    coroutine: Coroutine[Any, Any, bytes | None], waiting: object, context: Context
-) -> bytes | None:
+class _Answering:
     """
-    The rest of C{coroutine}, which has yielded C{waiting}, as
-    C{Deferred.fromCoroutine} would run it: each L{Deferred} it waits on awaited here
-    (so cancelling this coroutine's Deferred cancels it, as it would have), its
-    result sent in or its failure thrown in, in C{context}.
+    The C{/mcp} endpoint's coroutine for one request, run as C{Deferred.fromCoroutine}
+    would run it, without a Deferred of its own: in a context of its own, resumed with
+    the result of each L{Deferred} it waits on (its failure thrown in), then its
+    answer written (L{_written}) or its failure answered (L{_failed}).  A coroutine
+    that ends at once (a cached listing, a refusal) is answered at once.
+
+    While it waits, it is the request's C{answering}: L{cancel} (the client went away)
+    cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
-    while True:
-        try:
-            result = await waiting if isinstance(waiting, Deferred) else waiting
-        except BaseException as error:
+
+    __slots__ = ("_context", "_coroutine", "_request", "_waiting")
+
+    def __init__(self, request: LeanRequest, coroutine: Coroutine[Any, Any, bytes | None]) -> None:
+        self._request = request
+        self._coroutine = coroutine
+        self._context = copy_context()
+        self._waiting: Deferred[Any] | None = None
+
+    def step(self, result: object) -> None:
+        """Send C{result} in (a L{Failure} thrown in), until the coroutine waits or ends."""
+        request = self._request
+        while True:
             try:
-                waiting = context.run(coroutine.throw, error)
+                if isinstance(result, Failure):
+                    waiting = self._context.run(result.throwExceptionIntoGenerator, self._coroutine)
+                else:
+                    waiting = self._context.run(self._coroutine.send, result)
             except StopIteration as done:
-                return cast("bytes | None", done.value)
-        else:
-            try:
-                waiting = context.run(coroutine.send, result)
-            except StopIteration as done:
-                return cast("bytes | None", done.value)
+                _answered(_written, done.value, request)
+                return
+            except BaseException:
+                _answered(_failed, Failure(), request)
+                return
+            if not isinstance(waiting, Deferred):
+                # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+                result = waiting
+                continue
+            # A Deferred a coroutine waits on has not fired (or is paused): the callback
+            # runs later, never now.
+            self._waiting = waiting
+            if not request.lost:
+                request.answering = self
+            waiting.addBoth(self._fired)
+            return
+
+    def _fired(self, result: object) -> None:
+        self._waiting = None
+        self.step(result)
+
+    def cancel(self) -> None:
+        """Cancel the Deferred the coroutine waits on: it is resumed with the outcome."""
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
+
+
+def _answered(
+    outcome: Callable[[Any, LeanRequest], None], result: object, request: LeanRequest
+) -> None:
+    """C{outcome(result, request)}; if writing the answer fails, that is logged."""
+    try:
+        outcome(result, request)
+    except BaseException:
+        log.failure("/mcp: writing an answer failed")
 
 
 def _written(body: bytes | None, request: LeanRequest) -> None:
