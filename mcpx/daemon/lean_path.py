@@ -95,9 +95,12 @@ class Head:
     @ivar length: the body's C{Content-Length}.
     @ivar size: the head's bytes, its blank line included.
     @ivar by_name: each header's value by its lowercased name (none is repeated).
+    @ivar raw: the head's bytes, its blank line included.  Nothing changes a head once
+        read: the next request of a connection that sends the same bytes gets it again
+        (L{read_head}'s C{last}).
     """
 
-    __slots__ = ("by_name", "fields", "length", "size")
+    __slots__ = ("by_name", "fields", "length", "raw", "size")
 
     def __init__(
         self,
@@ -105,11 +108,13 @@ class Head:
         length: int,
         size: int,
         by_name: Mapping[bytes, bytes],
+        raw: bytes,
     ) -> None:
         self.fields = fields
         self.length = length
         self.size = size
         self.by_name = by_name
+        self.raw = raw
 
     def __repr__(self) -> str:
         return f"Head(fields={self.fields!r}, length={self.length}, size={self.size})"
@@ -122,14 +127,21 @@ class _Slow:
 SLOW: Final = _Slow()
 
 
-def read_head(data: bytes | bytearray) -> Head | _Slow | None:
+def read_head(data: bytes | bytearray, last: Head | None = None) -> Head | _Slow | None:
     """
     The head at the start of C{data} if the request is lean, L{SLOW} if it is not, or
     C{None} while too little has arrived to tell.
 
     A head still arriving is judged by its whole lines so far, so one that twisted.web
     would refuse goes to it at once, as it would have without the lean path.
+
+    @param last: the connection's last lean head: when C{data} begins with the same
+        bytes, it is this head again (a client sends the same head, its
+        C{Content-Length} included, request after request), read once.
     """
+    if last is not None and data.startswith(last.raw):
+        # The first blank line is where it was in the last head: the same head.
+        return last
     if not data.startswith(_REQUEST_LINE):
         return None if _REQUEST_LINE.startswith(data) else SLOW
     end = data.find(_END, len(_REQUEST_LINE) - 2)
@@ -152,7 +164,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     length = seen.get(b"content-length")
     if length is None or _refused(seen):
         return SLOW
-    return Head(fields, int(length), size, seen)
+    return Head(fields, int(length), size, seen, bytes(data[:size]))
 
 
 def _refused(seen: dict[bytes, bytes]) -> bool:
@@ -577,6 +589,8 @@ class LeanChannel(LimitedChannel):
         #: more is appended or requests sent together are taken off it.
         self._pending: bytes | bytearray = b""
         self._head: Head | None = None
+        #: The last lean head read, to know it again (L{read_head}).
+        self._last_head: Head | None = None
         self._answering: Request | None = None
         self._slow = False
         self._own_address: IAddress | None = None
@@ -619,7 +633,7 @@ class LeanChannel(LimitedChannel):
             # arriving: one that is whole in the same call could not miss them.
             head = self._head
             if head is None:
-                found = read_head(self._pending)
+                found = read_head(self._pending, self._last_head)
                 if found is None:
                     self.headers_begun()
                     return
@@ -629,7 +643,7 @@ class LeanChannel(LimitedChannel):
                     return
                 if not self.body_allowed(found.length):
                     return
-                self._head = head = found
+                self._head = self._last_head = head = found
                 if len(self._pending) < head.size + head.length:
                     self.body_awaited()
             end = head.size + head.length

@@ -393,6 +393,31 @@ class SameBytesTests(SameBytesCase):
         self.assertEqual(json.loads(answers[0][2])["error"]["code"], "body_too_large")
         self.assertTrue(self.channel.transport.disconnecting)
 
+    def test_heads_repeated_and_changed(self) -> None:
+        """
+        One connection's requests whose heads repeat byte for byte, then change (a
+        length, a header's value, a header more or less), are answered as twisted.web
+        answers them, in one piece or in several.
+        """
+        same = modern(1, "tools/list")
+        requests = [
+            same,
+            same,
+            modern(2, "tools/list"),
+            modern(22, "tools/list"),
+            modern(22, "tools/list").replace(b"Accept: ", b"Accept:  "),
+            modern(3, "tools/call", CALL),
+            modern(3, "tools/call", CALL).replace(b"MCP-Protocol-Version", b"mcp-protocol-version"),
+            post(rpc(4, "tools/list", {"_meta": META}), ("MCP-Protocol-Version", MODERN)),
+            same,
+        ]
+        for split in (0, 5):
+            self.exchange(requests, split=split)
+            self.assertLean()
+        answers = self.exchange([same, same])
+        self.assertEqual(answers[0][0], 200)
+        self.assertEqual(answers[0][2], answers[1][2])
+
     def test_in_pieces(self) -> None:
         """Requests arriving a few bytes at a time are answered as when they come whole."""
         self.exchange([INITIALIZE, modern(1, "tools/list")], split=7)
@@ -1035,6 +1060,31 @@ class ReadHeadTests(SynchronousTestCase):
         self.assertIsNot(read_head(good), SLOW)
         for data in cases:
             self.assertIs(read_head(data), SLOW, data[:80])
+
+    def test_the_last_head_again(self) -> None:
+        """
+        A head that begins with the same bytes as the connection's last, its blank line
+        included, is that head again; any other is read afresh.
+        """
+        first = post(rpc(1, "ping"))
+        last = read_head(first)
+        assert isinstance(last, Head)
+        self.assertEqual(last.raw, first[: last.size])
+        self.assertIs(read_head(first, last), last)
+        self.assertIs(read_head(last.raw + b"other body", last), last)
+        longer = post(rpc(10, "ping"))
+        again = read_head(longer, last)
+        assert isinstance(again, Head)
+        self.assertIsNot(again, last)
+        self.assertEqual(again.length, last.length + 1)
+        # The same lines, but not yet the blank one: not the same head (yet).
+        self.assertIsNone(read_head(last.raw[:-2], last))
+        # The same lines and more of them: another head.
+        more = last.raw[:-2] + b"X-More: 1\r\n\r\n"
+        found = read_head(more, last)
+        assert isinstance(found, Head)
+        self.assertEqual(found.by_name[b"x-more"], b"1")
+        self.assertIs(read_head(last.raw[:-2] + b"Bad Name: 1\r\n\r\n", last), SLOW)
 
     def test_fields_are_the_lines(self) -> None:
         """
