@@ -13,16 +13,20 @@ hands everything else, byte for byte, to the unchanged twisted.web channel it is
 
 What stays the same, because it is the same code:
 
-  - the request is twisted.web's, as the site's own (L{LeanRequest}),
-    so the answer is written, framed, logged and counted by twisted.web as on the slow
-    path, and a lost connection reaches it the same way;
+  - the request is twisted.web's, as the site's own (L{LeanRequest}), so a lost
+    connection reaches it the same way, and an answer is logged and counted as on the
+    slow path; the answers the lean path frames itself (a whole answer of known length:
+    its head made from a plain table of the headers set, not twisted.web's C{Headers})
+    are the bytes twisted.web would send, and every other answer (a stream, a cookie,
+    a status without a body) is framed by twisted.web's own C{write};
   - every rule of the gate (Origin, Host, authentication, the stop) is applied by
     L{Gate.guard}, the function the Klein app's requests go through;
   - the limits are L{LimitedChannel}'s: the admission of the connection, the header,
     body and idle deadlines, the body size refused before it is read, the bodies held
     at once (L{LimitedChannel.body_allowed}), C{TCP_NODELAY};
-  - the route is L{McpHTTP.render}, as Klein runs it: cancelled when the client goes
-    away, a failure answered by twisted.web's C{processingFailed}.
+  - the route is L{McpHTTP.render}, run as C{Deferred.fromCoroutine} and Klein run
+    it (without their Deferreds, L{_Answering}): cancelled when the client goes away,
+    a failure answered by twisted.web's C{processingFailed}.
 
 A request is lean only when its head arrives whole and is plainly well formed: the
 request line C{POST /mcp HTTP/1.1}, at most L{MAX_HEADERS} header lines of token names
