@@ -102,9 +102,12 @@ class Head:
     @ivar raw: the head's bytes, its blank line included.  Nothing changes a head once
         read: the next request of a connection that sends the same bytes gets it again
         (L{read_head}'s C{last}).
+    @ivar before_length: C{raw} up to the C{Content-Length} value, when that value is
+        plain digits after the colon and at most one space; else C{None}.
+    @ivar after_length: C{raw} from the end of that value.
     """
 
-    __slots__ = ("by_name", "fields", "length", "raw", "size")
+    __slots__ = ("after_length", "before_length", "by_name", "fields", "length", "raw", "size")
 
     def __init__(
         self,
@@ -119,6 +122,51 @@ class Head:
         self.size = size
         self.by_name = by_name
         self.raw = raw
+        self.before_length: bytes | None = None
+        self.after_length = b""
+        at = raw.lower().find(b"\r\ncontent-length:")
+        if at >= 0:
+            start = at + len(b"\r\ncontent-length:")
+            if raw.startswith(b" ", start):
+                start += 1
+            end = raw.find(b"\r\n", start)
+            if raw[start:end].isdigit():
+                self.before_length = raw[:start]
+                self.after_length = raw[end:]
+
+    def with_length(self, data: bytes | bytearray) -> Head | None:
+        """
+        The head at the start of C{data} if it is this one's bytes but for the digits
+        of its C{Content-Length} (a request of another size): those lines, read again.
+        """
+        before = self.before_length
+        if before is None or not data.startswith(before):
+            return None
+        start = len(before)
+        end = data.find(b"\r\n", start)
+        if end < 0:
+            return None
+        digits = bytes(data[start:end])
+        if not digits.isdigit() or not data.startswith(self.after_length, end):
+            return None
+        size = end + len(self.after_length)
+        if size > MAX_HEAD:
+            return None
+        fields = [
+            (name, digits) if name.lower() == b"content-length" else (name, value)
+            for name, value in self.fields
+        ]
+        by_name = dict(self.by_name)
+        by_name[b"content-length"] = digits
+        head = Head.__new__(Head)
+        head.fields = fields
+        head.length = int(digits)
+        head.size = size
+        head.by_name = by_name
+        head.raw = bytes(data[:size])
+        head.before_length = before
+        head.after_length = self.after_length
+        return head
 
     def __repr__(self) -> str:
         return f"Head(fields={self.fields!r}, length={self.length}, size={self.size})"
@@ -143,9 +191,15 @@ def read_head(data: bytes | bytearray, last: Head | None = None) -> Head | _Slow
         bytes, it is this head again (a client sends the same head, its
         C{Content-Length} included, request after request), read once.
     """
-    if last is not None and data.startswith(last.raw):
-        # The first blank line is where it was in the last head: the same head.
-        return last
+    if last is not None:
+        if data.startswith(last.raw):
+            # The first blank line is where it was in the last head: the same head.
+            return last
+        # The same lines but for the Content-Length's digits: the same head but for its
+        # length (the first blank line is again at the end of the same last lines).
+        again = last.with_length(data)
+        if again is not None:
+            return again
     if not data.startswith(_REQUEST_LINE):
         return None if _REQUEST_LINE.startswith(data) else SLOW
     end = data.find(_END, len(_REQUEST_LINE) - 2)

@@ -30,6 +30,7 @@ from twisted.web.http_headers import Headers
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.lean_path import (
+    MAX_HEAD,
     MAX_HEADERS,
     SLOW,
     Head,
@@ -1085,6 +1086,65 @@ class ReadHeadTests(SynchronousTestCase):
         assert isinstance(found, Head)
         self.assertEqual(found.by_name[b"x-more"], b"1")
         self.assertIs(read_head(last.raw[:-2] + b"Bad Name: 1\r\n\r\n", last), SLOW)
+        # A head of MAX_HEAD bytes, then the same with a length one digit longer: too long.
+        short = post(rpc(1, "ping"))
+        pad = MAX_HEAD - (short.index(b"\r\n\r\n") + 4) - len(b"X-Pad: \r\n")
+        at_most = post(rpc(1, "ping"), ("X-Pad", "p" * pad))
+        full = read_head(at_most)
+        assert isinstance(full, Head)
+        self.assertEqual(full.size, MAX_HEAD)
+        over = at_most.replace(b"Length: %d" % full.length, b"Length: 1%d" % full.length)
+        self.assertIs(read_head(over), SLOW)
+        self.assertIs(read_head(over, full), SLOW)
+
+    def test_a_head_known_again_is_the_head_read(self) -> None:
+        """
+        Whatever follows a lean head on a connection (the same head, one with another
+        length, or one broken a few ways at random, whole or cut), L{read_head} given
+        the last head says what it says of the bytes alone.
+        """
+        rng = random.Random()
+        seed = rng.randrange(1 << 32)
+        rng.seed(seed)
+        makers: list[Callable[[int], bytes]] = [
+            lambda n: modern(n, "tools/list"),
+            lambda n: modern(n, "tools/call", CALL),
+            lambda n: legacy(n, "tools/call", PASS_THROUGH),
+            lambda n: post(rpc(n, "ping"), ("X-Odd", " a:b ")).replace(b"Length: ", b"Length:"),
+            lambda n: post(rpc(n, "ping")).replace(b"Length: ", b"Length:  "),
+            lambda n: post(rpc(n, "ping")).replace(b"Length: ", b"Length: 0"),
+        ]
+
+        def described(head: object) -> object:
+            if isinstance(head, Head):
+                return (list(head.fields), dict(head.by_name), head.length, head.size, head.raw)
+            return head
+
+        another_length = 0
+        for case in range(1000):
+            make = rng.choice(makers)
+            first = make(rng.randrange(10**4))
+            last = read_head(first)
+            assert isinstance(last, Head)
+            data = rng.choice(
+                [
+                    first,
+                    make(rng.randrange(10 ** rng.randrange(1, 12))),
+                    _mutated(rng, first),
+                    _mutated(rng, first)[: rng.randrange(len(first) + 1)],
+                ]
+            )
+            found = read_head(data, last)
+            before = last.before_length
+            if isinstance(found, Head) and found is not last and before is not None:
+                # Known again but for its length (Head.with_length).
+                another_length += data.startswith(before)
+            self.assertEqual(
+                described(found),
+                described(read_head(data)),
+                f"seed {seed}, case {case}: {first!r} then {data!r}",
+            )
+        self.assertGreater(another_length, 100)
 
     def test_fields_are_the_lines(self) -> None:
         """
