@@ -13,16 +13,20 @@ hands everything else, byte for byte, to the unchanged twisted.web channel it is
 
 What stays the same, because it is the same code:
 
-  - the request is twisted.web's, as the site's own (L{LeanRequest}),
-    so the answer is written, framed, logged and counted by twisted.web as on the slow
-    path, and a lost connection reaches it the same way;
+  - the request is twisted.web's, as the site's own (L{LeanRequest}), so a lost
+    connection reaches it the same way, and an answer is logged and counted as on the
+    slow path; the answers the lean path frames itself (a whole answer of known length:
+    its head made from a plain table of the headers set, not twisted.web's C{Headers})
+    are the bytes twisted.web would send, and every other answer (a stream, a cookie,
+    a status without a body) is framed by twisted.web's own C{write};
   - every rule of the gate (Origin, Host, authentication, the stop) is applied by
     L{Gate.guard}, the function the Klein app's requests go through;
   - the limits are L{LimitedChannel}'s: the admission of the connection, the header,
     body and idle deadlines, the body size refused before it is read, the bodies held
     at once (L{LimitedChannel.body_allowed}), C{TCP_NODELAY};
-  - the route is L{McpHTTP.render}, as Klein runs it: cancelled when the client goes
-    away, a failure answered by twisted.web's C{processingFailed}.
+  - the route is L{McpHTTP.render}, run as C{Deferred.fromCoroutine} and Klein run
+    it (without their Deferreds, L{_Answering}): cancelled when the client goes away,
+    a failure answered by twisted.web's C{processingFailed}.
 
 A request is lean only when its head arrives whole and is plainly well formed: the
 request line C{POST /mcp HTTP/1.1}, at most L{MAX_HEADERS} header lines of token names
@@ -38,16 +42,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextvars import copy_context
 from io import BytesIO
 from typing import Any, Final, cast
 
-from attrs import field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
+from twisted.python.components import Componentized
 from twisted.python.failure import Failure
-from twisted.web.http import datetimeToString
+from twisted.web.http import NO_BODY_CODES, datetimeToString
 from twisted.web.http_headers import Headers
 from twisted.web.server import NOT_DONE_YET, Request, version
 
@@ -80,11 +85,12 @@ MAX_PENDING: Final = 0x4000
 
 #: Header lines of token names and printable ASCII values, each ending in CRLF.
 _FIELDS: Final = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)+")
+#: One of those lines: its name, and its value untrimmed.
+_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e]*)\r\n")
 #: Headers that make a request twisted.web's: other framing, other protocols.
 _NOT_LEAN: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
 
-@frozen
 class Head:
     """
     A lean request's head.
@@ -93,12 +99,77 @@ class Head:
     @ivar length: the body's C{Content-Length}.
     @ivar size: the head's bytes, its blank line included.
     @ivar by_name: each header's value by its lowercased name (none is repeated).
+    @ivar raw: the head's bytes, its blank line included.  Nothing changes a head once
+        read: the next request of a connection that sends the same bytes gets it again
+        (L{read_head}'s C{last}).
+    @ivar before_length: C{raw} up to the C{Content-Length} value, when that value is
+        plain digits after the colon and at most one space; else C{None}.
+    @ivar after_length: C{raw} from the end of that value.
     """
 
-    fields: tuple[tuple[bytes, bytes], ...]
-    length: int
-    size: int
-    by_name: Mapping[bytes, bytes] = field(eq=False, hash=False, repr=False)
+    __slots__ = ("after_length", "before_length", "by_name", "fields", "length", "raw", "size")
+
+    def __init__(
+        self,
+        fields: Sequence[tuple[bytes, bytes]],
+        length: int,
+        size: int,
+        by_name: Mapping[bytes, bytes],
+        raw: bytes,
+    ) -> None:
+        self.fields = fields
+        self.length = length
+        self.size = size
+        self.by_name = by_name
+        self.raw = raw
+        self.before_length: bytes | None = None
+        self.after_length = b""
+        at = raw.lower().find(b"\r\ncontent-length:")
+        if at >= 0:
+            start = at + len(b"\r\ncontent-length:")
+            if raw.startswith(b" ", start):
+                start += 1
+            end = raw.find(b"\r\n", start)
+            if raw[start:end].isdigit():
+                self.before_length = raw[:start]
+                self.after_length = raw[end:]
+
+    def with_length(self, data: bytes | bytearray) -> Head | None:
+        """
+        The head at the start of C{data} if it is this one's bytes but for the digits
+        of its C{Content-Length} (a request of another size): those lines, read again.
+        """
+        before = self.before_length
+        if before is None or not data.startswith(before):
+            return None
+        start = len(before)
+        end = data.find(b"\r\n", start)
+        if end < 0:
+            return None
+        digits = bytes(data[start:end])
+        if not digits.isdigit() or not data.startswith(self.after_length, end):
+            return None
+        size = end + len(self.after_length)
+        if size > MAX_HEAD:
+            return None
+        fields = [
+            (name, digits) if name.lower() == b"content-length" else (name, value)
+            for name, value in self.fields
+        ]
+        by_name = dict(self.by_name)
+        by_name[b"content-length"] = digits
+        head = Head.__new__(Head)
+        head.fields = fields
+        head.length = int(digits)
+        head.size = size
+        head.by_name = by_name
+        head.raw = bytes(data[:size])
+        head.before_length = before
+        head.after_length = self.after_length
+        return head
+
+    def __repr__(self) -> str:
+        return f"Head(fields={self.fields!r}, length={self.length}, size={self.size})"
 
 
 class _Slow:
@@ -108,14 +179,27 @@ class _Slow:
 SLOW: Final = _Slow()
 
 
-def read_head(data: bytes | bytearray) -> Head | _Slow | None:
+def read_head(data: bytes | bytearray, last: Head | None = None) -> Head | _Slow | None:
     """
     The head at the start of C{data} if the request is lean, L{SLOW} if it is not, or
     C{None} while too little has arrived to tell.
 
     A head still arriving is judged by its whole lines so far, so one that twisted.web
     would refuse goes to it at once, as it would have without the lean path.
+
+    @param last: the connection's last lean head: when C{data} begins with the same
+        bytes, it is this head again (a client sends the same head, its
+        C{Content-Length} included, request after request), read once.
     """
+    if last is not None:
+        if data.startswith(last.raw):
+            # The first blank line is where it was in the last head: the same head.
+            return last
+        # The same lines but for the Content-Length's digits: the same head but for its
+        # length (the first blank line is again at the end of the same last lines).
+        again = last.with_length(data)
+        if again is not None:
+            return again
     if not data.startswith(_REQUEST_LINE):
         return None if _REQUEST_LINE.startswith(data) else SLOW
     end = data.find(_END, len(_REQUEST_LINE) - 2)
@@ -138,7 +222,7 @@ def read_head(data: bytes | bytearray) -> Head | _Slow | None:
     length = seen.get(b"content-length")
     if length is None or _refused(seen):
         return SLOW
-    return Head(tuple(fields), int(length), size, seen)
+    return Head(fields, int(length), size, seen, bytes(data[:size]))
 
 
 def _refused(seen: dict[bytes, bytes]) -> bool:
@@ -156,21 +240,40 @@ def _fields(
     """Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}."""
     if _FIELDS.fullmatch(block) is None:
         return SLOW
-    lines = block.split(b"\r\n")
-    lines.pop()
+    # The block is whole lines of L{_LINE}, so they are found one after another.
+    lines = _LINE.findall(block)
     if len(lines) > MAX_HEADERS:
         return SLOW
-    fields: list[tuple[bytes, bytes]] = []
-    seen: dict[bytes, bytes] = {}
-    for line in lines:
-        name, _, value = line.partition(b":")
-        value = value.strip(b" \t")
-        lowered = name.lower()
-        if lowered in seen or lowered in _NOT_LEAN:
-            return SLOW
-        seen[lowered] = value
-        fields.append((name, value))
+    fields = [(name, value.strip(b" \t")) for name, value in lines]
+    seen = {name.lower(): value for name, value in fields}
+    if len(seen) != len(fields) or not _NOT_LEAN.isdisjoint(seen):
+        # A header repeated (in any case), or one that makes it twisted.web's.
+        return SLOW
     return fields, seen
+
+
+#: The most header names L{spelled_name} remembers (twisted.web's own cache holds 10,000).
+MAX_SPELLED: Final = 256
+_spelled: dict[bytes, bytes] = {}
+
+
+def spelled_name(name: object) -> bytes | None:
+    """
+    A response header's name in bytes as twisted.web's C{Headers} spells it on the
+    wire (C{content-type}: C{Content-Type}), asked of C{Headers} once per name and
+    remembered; C{None} for a name that is not bytes, or once L{MAX_SPELLED} are
+    remembered (the caller then uses C{Headers} itself).
+
+    @raise InvalidHeaderName: as C{Headers} does, for a name that is not a token.
+    """
+    spelled = _spelled.get(name)  # type: ignore[call-overload]
+    if spelled is None and type(name) is bytes and len(_spelled) < MAX_SPELLED:
+        headers = Headers()
+        headers.setRawHeaders(name, [b""])
+        [(found, _)] = headers.getAllRawHeaders()
+        _spelled[name] = found
+        return found
+    return cast("bytes | None", spelled)
 
 
 class HttpDate:
@@ -205,33 +308,71 @@ class LeanRequest(BoundedRequest):
     values are the same bytes: the lean head holds token names, each once, and
     printable ASCII values without line breaks, which twisted.web's C{Headers} stores
     as they are.
+
+    The answer's headers are kept the same way: C{setHeader} with a name and a value
+    in bytes (no line break in it) stores the value under the name as twisted.web's
+    C{Headers} spells it (L{spelled_name}), in a plain table in the order first set,
+    and C{responseHeaders} is filled from that table only if something asks for it.
+    The first write of an answer of known length (a JSON answer, a refusal) makes
+    its head from the table, the bytes twisted.web's C{Request.write} and
+    C{HTTPChannel.writeHeaders} make, and hands head and body to the channel
+    together; any other answer (a stream, a cookie, a status without a body) is
+    written by twisted.web's own C{write}, as are the writes after the first.
     """
 
     #: The answer being made (L{LeanMcp}), cancelled if the client goes away first.
-    answering: Deferred[bytes | None] | None = None
+    answering: _Answering | None = None
     #: Whether the client went away before the answer was finished.
     lost = False
 
     def __init__(self, channel: Any, head: Head, body: bytes) -> None:
-        self._head_unread: Head | None = None
-        BoundedRequest.__init__(self, channel, parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
-        self._head_unread = head
+        # twisted.web's Request.__init__ (server's, then http's) for a channel whose
+        # site parses no forms, without making its two Headers: the request's are
+        # the head's and the answer's a table, each until something asks for them.
+        self.notifications: list[Deferred[None]] = []
+        self.channel = channel
+        self.client = channel.getPeer()
+        self.host = channel.getHost()
+        self._head_unread: Head | None = head
+        self._request_headers: Headers | None = None
+        self._answer_unset: dict[bytes, bytes] | None = {}
+        self._response_headers: Headers | None = None
+        self.received_cookies: dict[bytes, bytes] = {}
+        self.cookies: list[bytes] = []
+        self.transport = channel.transport
+        self.queued = False
+        self._parsePOSTFormSubmission = False
+        Componentized.__init__(self)  # type: ignore[no-untyped-call]
         self.content = BytesIO(body)
         self.args = {}
         self.method = b"POST"
         self.uri = self.path = MCP_PATH
         self.clientproto = b"HTTP/1.1"
 
+    def begin(self, date: bytes) -> None:
+        """
+        twisted.web's C{Request.process} defaults: the site, the C{Server} and C{Date}
+        headers (C{date} is now's, L{HttpDate}), the path as traversed to C{/mcp}.
+        """
+        channel: Any = self.channel
+        self.site = channel.site
+        self._answer_unset = {b"Server": version, b"Date": date}
+        self._response_headers = None
+        self.prepath = []
+        self.postpath = [MCP_PATH[1:]]
+
     @property
     def requestHeaders(self) -> Headers:
         """twisted.web's request headers, filled from the lean head at the first use."""
-        head = self._head_unread
-        if head is not None:
-            self._head_unread = None
-            headers = self._request_headers
-            for name, value in head.fields:
-                headers.addRawHeader(name, value)
-        return self._request_headers
+        headers = self._request_headers
+        if headers is None:
+            self._request_headers = headers = Headers()
+            head = self._head_unread
+            if head is not None:
+                self._head_unread = None
+                for name, value in head.fields:
+                    headers.addRawHeader(name, value)
+        return headers
 
     @requestHeaders.setter
     def requestHeaders(self, headers: Headers) -> None:
@@ -244,6 +385,113 @@ class LeanRequest(BoundedRequest):
         if head is not None and type(key) is bytes:
             return head.by_name.get(key.lower())
         return BoundedRequest.getHeader(self, key)
+
+    @property
+    def responseHeaders(self) -> Headers:
+        """twisted.web's response headers, filled from the answer's table at the first use."""
+        headers = self._response_headers
+        if headers is None:
+            self._response_headers = headers = Headers()
+            fields = self._answer_unset
+            if fields is not None:
+                self._answer_unset = None
+                for name, value in fields.items():
+                    headers.setRawHeaders(name, [value])
+        return headers
+
+    @responseHeaders.setter
+    def responseHeaders(self, headers: Headers) -> None:
+        self._answer_unset = None
+        self._response_headers = headers
+
+    def setHeader(self, name: Any, value: Any) -> None:
+        """twisted.web's C{setHeader}: a name and a value in bytes go to the answer's table."""
+        fields = self._answer_unset
+        if (
+            fields is not None
+            and type(value) is bytes
+            and b"\r" not in value
+            and b"\n" not in value
+        ):
+            spelled = spelled_name(name)
+            if spelled is not None:
+                fields[spelled] = value
+                return
+        self.responseHeaders.setRawHeaders(name, [value])
+
+    def write(self, data: bytes) -> None:
+        """
+        twisted.web's C{Request.write}; the first write of an answer of known length
+        makes its head from the answer's table and hands it to the channel with C{data}.
+        """
+        fields = self._answer_unset
+        channel = self.channel
+        if (
+            fields is None
+            or self.startedWriting
+            or self.finished
+            or self._disconnected
+            or type(data) is not bytes
+            or self.code in NO_BODY_CODES
+            or self.cookies
+            or self.etag is not None
+            or self.lastModified is not None
+            or self._encoder is not None
+            or self._inFakeHead
+            or type(channel) is not LeanChannel
+            or channel._answering is not self
+        ):
+            BoundedRequest.write(self, data)  # type: ignore[no-untyped-call]
+            return
+        length = fields.get(b"Content-Length")
+        if length is None or not length.isdigit():
+            BoundedRequest.write(self, data)  # type: ignore[no-untyped-call]
+            return
+        # twisted.web's server.Request.write: the default Content-Type, unless the
+        # body is empty by its length.
+        if b"Content-Type" not in fields and length != b"0":
+            default = self.defaultContentType
+            if default is not None:
+                fields[b"Content-Type"] = default
+        # twisted.web's http.Request.write and HTTPChannel.writeHeaders.
+        self.startedWriting = 1
+        head = [b"HTTP/1.1 %d %s\r\n" % (self.code, self.code_message)]
+        for name, value in fields.items():
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        self.sentLength = len(data)
+        channel.write_answer(b"".join(head), int(length), data)
+
+    def finish(self) -> None:
+        """
+        twisted.web's C{Request.finish} and C{_cleanup} for an answer written whole:
+        logged by the site, the channel told, the body let go, C{notifyFinish} told.
+        """
+        channel = self.channel
+        if (
+            self._disconnected
+            or self.finished
+            or not self.startedWriting
+            or self.chunked
+            or self._encoder is not None
+            or self.producer is not None
+            or type(channel) is not LeanChannel
+        ):
+            BoundedRequest.finish(self)  # type: ignore[no-untyped-call]
+            return
+        factory = channel.factory
+        if factory is not None:
+            factory.log(self)
+        self.finished = 1
+        channel.requestDone(self)
+        del self.channel
+        content = self.content
+        if content is not None:
+            content.close()
+            del self.content
+        for finished in self.notifications:
+            finished.callback(None)
+        self.notifications = []
 
     def connectionLost(self, reason: Failure) -> None:
         """
@@ -269,19 +517,14 @@ class LeanMcp:
         self._mcp = mcp
         self._date = date if date is not None else HttpDate()
 
-    def answer(self, request: Request) -> None:
+    def answer(self, request: LeanRequest) -> None:
         """Answer C{request}, whose head and body are in place."""
         # Request.process's defaults, then Request.render's handling of what came back.
-        channel: Any = request.channel
-        request.site = channel.site
-        request.setHeader(b"server", version)
-        request.setHeader(b"date", self._date())
-        request.prepath = []
-        request.postpath = [MCP_PATH[1:]]
+        request.begin(self._date())
         try:
-            body = self._gate.guard(request, lambda: self._route(cast(LeanRequest, request)))
+            body = self._gate.guard(request, lambda: self._route(request))
         except BaseException:
-            request.processingFailed(Failure())
+            request.processingFailed(Failure())  # type: ignore[no-untyped-call]
             return
         if body is NOT_DONE_YET:
             return
@@ -293,31 +536,99 @@ class LeanMcp:
         """
         The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
         cancelled if the client goes away first (L{LeanRequest.connectionLost}).
+
+        The coroutine is run by L{_Answering}, as C{Deferred.fromCoroutine} would run
+        it, without the Deferreds.
         """
-        answering = Deferred.fromCoroutine(self._mcp.render(request))
-        if not request.lost:
-            request.answering = answering
-        web: Request = request
-
-        def written(body: bytes | None) -> None:
-            request.answering = None
-            if body is not None:
-                web.write(body)
-            if not (request.finished or request.lost):
-                web.finish()
-
-        def failed(failure: Failure) -> None:
-            request.answering = None
-            if request.finished or request.lost:
-                if not failure.check(CancelledError):
-                    log.failure("/mcp: answering a request failed", failure)
-                return
-            web.processingFailed(failure)
-
-        answering.addCallbacks(written, failed).addErrback(
-            lambda failure: log.failure("/mcp: writing an answer failed", failure)
-        )
+        _Answering(request, self._mcp.render(request)).step(None)
         return NOT_DONE_YET
+
+
+class _Answering:
+    """
+    The C{/mcp} endpoint's coroutine for one request, run as C{Deferred.fromCoroutine}
+    would run it, without a Deferred of its own: in a context of its own, resumed with
+    the result of each L{Deferred} it waits on (its failure thrown in), then its
+    answer written (L{_written}) or its failure answered (L{_failed}).  A coroutine
+    that ends at once (a cached listing, a refusal) is answered at once.
+
+    While it waits, it is the request's C{answering}: L{cancel} (the client went away)
+    cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
+    """
+
+    __slots__ = ("_context", "_coroutine", "_request", "_waiting")
+
+    def __init__(self, request: LeanRequest, coroutine: Coroutine[Any, Any, bytes | None]) -> None:
+        self._request = request
+        self._coroutine = coroutine
+        self._context = copy_context()
+        self._waiting: Deferred[Any] | None = None
+
+    def step(self, result: object) -> None:
+        """Send C{result} in (a L{Failure} thrown in), until the coroutine waits or ends."""
+        request = self._request
+        while True:
+            try:
+                if isinstance(result, Failure):
+                    waiting = self._context.run(result.throwExceptionIntoGenerator, self._coroutine)
+                else:
+                    waiting = self._context.run(self._coroutine.send, result)
+            except StopIteration as done:
+                _answered(_written, done.value, request)
+                return
+            except BaseException:
+                _answered(_failed, Failure(), request)
+                return
+            if not isinstance(waiting, Deferred):
+                # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+                result = waiting
+                continue
+            # A Deferred a coroutine waits on has not fired (or is paused): the callback
+            # runs later, never now.
+            self._waiting = waiting
+            if not request.lost:
+                request.answering = self
+            waiting.addBoth(self._fired)
+            return
+
+    def _fired(self, result: object) -> None:
+        self._waiting = None
+        self.step(result)
+
+    def cancel(self) -> None:
+        """Cancel the Deferred the coroutine waits on: it is resumed with the outcome."""
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
+
+
+def _answered(
+    outcome: Callable[[Any, LeanRequest], None], result: object, request: LeanRequest
+) -> None:
+    """C{outcome(result, request)}; if writing the answer fails, that is logged."""
+    try:
+        outcome(result, request)
+    except BaseException:
+        log.failure("/mcp: writing an answer failed")
+
+
+def _written(body: bytes | None, request: LeanRequest) -> None:
+    """The route's answer is made: write it (unless streamed) and finish."""
+    request.answering = None
+    if body is not None:
+        request.write(body)
+    if not (request.finished or request.lost):
+        request.finish()
+
+
+def _failed(failure: Failure, request: LeanRequest) -> None:
+    """The route failed: twisted.web's C{processingFailed}, unless the answer is over."""
+    request.answering = None
+    if request.finished or request.lost:
+        if not failure.check(CancelledError):
+            log.failure("/mcp: answering a request failed", failure)
+        return
+    request.processingFailed(failure)  # type: ignore[no-untyped-call]
 
 
 class LeanChannel(LimitedChannel):
@@ -332,8 +643,12 @@ class LeanChannel(LimitedChannel):
     ) -> None:
         LimitedChannel.__init__(self, admission, peer, clock)
         self._lean = lean
-        self._pending = bytearray()
+        #: What arrived of the next requests: the bytes as received, or a bytearray once
+        #: more is appended or requests sent together are taken off it.
+        self._pending: bytes | bytearray = b""
         self._head: Head | None = None
+        #: The last lean head read, to know it again (L{read_head}).
+        self._last_head: Head | None = None
         self._answering: Request | None = None
         self._slow = False
         self._own_address: IAddress | None = None
@@ -354,7 +669,14 @@ class LeanChannel(LimitedChannel):
         if self._slow or self.closing:
             LimitedChannel.dataReceived(self, data)
             return
-        self._pending += data
+        pending = self._pending
+        if type(pending) is bytearray:
+            pending += data
+        elif not pending and type(data) is bytes:
+            # Most often a whole request: read as it came, not copied.
+            self._pending = data
+        else:
+            self._pending = bytearray(pending) + data
         if self._answering is not None:
             # A next request, held until this one is answered (as twisted.web does).
             if len(self._pending) > MAX_PENDING and not waiting_for_transport(self):
@@ -365,25 +687,35 @@ class LeanChannel(LimitedChannel):
     def _next(self) -> None:
         """Answer the lean requests held, until one is incomplete or not lean."""
         while self._pending and self._answering is None and not self._slow and not self.closing:
-            self.headers_begun()
+            # The header and body deadlines are set only when the request is still
+            # arriving: one that is whole in the same call could not miss them.
             head = self._head
             if head is None:
-                found = read_head(self._pending)
+                found = read_head(self._pending, self._last_head)
                 if found is None:
+                    self.headers_begun()
                     return
                 if isinstance(found, _Slow):
+                    self.headers_begun()
                     self._become_slow()
                     return
                 if not self.body_allowed(found.length):
                     return
-                self._head = head = found
+                self._head = self._last_head = head = found
                 if len(self._pending) < head.size + head.length:
                     self.body_awaited()
             end = head.size + head.length
             if len(self._pending) < end:
                 return
-            body = bytes(self._pending[head.size : end])
-            del self._pending[:end]
+            pending = self._pending
+            body = bytes(pending[head.size : end])
+            if end == len(pending):
+                self._pending = b""
+            elif isinstance(pending, bytes):
+                # Requests sent together: the rest is taken off a request at a time.
+                self._pending = bytearray(pending[end:])
+            else:
+                del pending[:end]
             self._head = None
             self._start(head, body)
 
@@ -391,7 +723,7 @@ class LeanChannel(LimitedChannel):
         """Hand the connection, with what it sent so far, to twisted.web."""
         self._slow = True
         data = bytes(self._pending)
-        self._pending = bytearray()
+        self._pending = b""
         LimitedChannel.dataReceived(self, data)
 
     def _start(self, head: Head, body: bytes) -> None:
@@ -450,6 +782,18 @@ class LeanChannel(LimitedChannel):
             return
         transport: Any = self.transport
         transport.write(joined)
+
+    def write_answer(self, head: bytes, length: int, data: bytes) -> None:
+        """
+        A lean answer's head, made by L{LeanRequest.write}, with the first C{data} of a
+        body of C{length} bytes: sent with it in one piece once the body is all there
+        (see L{_held}).
+        """
+        if len(data) >= length:
+            write_now(self.transport, head + data)
+            return
+        self._held = [head, data]
+        self._held_left = length - len(data)
 
     def write(self, data: bytes) -> None:
         """HTTPChannel.write, or a held answer's body, sent once it is all there."""

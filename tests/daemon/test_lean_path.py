@@ -8,15 +8,19 @@ included.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import random
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.address import IPv4Address, UNIXAddress
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.protocol import connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -26,6 +30,8 @@ from twisted.web.http_headers import Headers
 
 from mcpx.daemon.gate import Gate, HostRule, OriginRule
 from mcpx.daemon.lean_path import (
+    MAX_HEAD,
+    MAX_HEADERS,
     SLOW,
     Head,
     HttpDate,
@@ -35,12 +41,18 @@ from mcpx.daemon.lean_path import (
     read_head,
 )
 from mcpx.daemon.limits import TransportLimits
-from mcpx.daemon.site import DaemonSite, SiteOptions
+from mcpx.daemon.site import DaemonSite, JSONRequest, SiteOptions
 from mcpx.daemon.token import TokenFile, read_token
 from mcpx.server import http_legacy as session_ids
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from tests.daemon.fake_pool import FakePool, daemon_http, default_settings
+from tests.daemon.fake_pool import (
+    FakePool,
+    HeldCall,
+    daemon_http,
+    default_settings,
+    text_result,
+)
 from tests.server import gateway_servers, servers_config
 
 OWNER = 1000
@@ -182,6 +194,7 @@ class Daemon:
         http.mcp = McpHTTP(
             McpServer(http.host, self.clock, passthrough=("files",)), self.clock, max_body=2048
         )
+        self.http = http
         self.gate = Gate(
             http.resource(),
             origins=OriginRule(()),
@@ -203,6 +216,9 @@ class Daemon:
         transport = _Transport(hostAddress=own, peerAddress=peer)
         channel.makeConnection(transport)
         return channel, transport
+
+
+_DATE = re.compile(rb"\r\nDate: [^\r]*")
 
 
 class SameBytesCase(SynchronousTestCase):
@@ -238,6 +254,34 @@ class SameBytesCase(SynchronousTestCase):
         self.assertEqual(answers[True], answers[False])
         self.assertEqual(len(answers[True]), len(requests))
         return answers[True]
+
+    def held_exchange(
+        self, request: bytes, answer: Callable[[HeldCall], None], split: int = 0
+    ) -> bytes:
+        """
+        Send C{request}, a tool call, to each daemon on a connection of its own, let
+        C{answer} answer the call the pool holds; assert both sent the same bytes but
+        C{Date}, and return them.
+        """
+        sent = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            pieces = (
+                [request[i : i + split] for i in range(0, len(request), split)]
+                if split
+                else [request]
+            )
+            for piece in pieces:
+                channel.dataReceived(piece)
+            held = daemon.pool.held.pop()
+            self.assertEqual(daemon.pool.held, [])
+            answer(held)
+            sent[lean] = _DATE.sub(b"", transport.value())
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(sent[True], sent[False])
+        return sent[True]
 
     def assertLean(self) -> None:
         """The lean daemon's last connection never went to twisted.web's parser."""
@@ -350,6 +394,31 @@ class SameBytesTests(SameBytesCase):
         self.assertEqual(json.loads(answers[0][2])["error"]["code"], "body_too_large")
         self.assertTrue(self.channel.transport.disconnecting)
 
+    def test_heads_repeated_and_changed(self) -> None:
+        """
+        One connection's requests whose heads repeat byte for byte, then change (a
+        length, a header's value, a header more or less), are answered as twisted.web
+        answers them, in one piece or in several.
+        """
+        same = modern(1, "tools/list")
+        requests = [
+            same,
+            same,
+            modern(2, "tools/list"),
+            modern(22, "tools/list"),
+            modern(22, "tools/list").replace(b"Accept: ", b"Accept:  "),
+            modern(3, "tools/call", CALL),
+            modern(3, "tools/call", CALL).replace(b"MCP-Protocol-Version", b"mcp-protocol-version"),
+            post(rpc(4, "tools/list", {"_meta": META}), ("MCP-Protocol-Version", MODERN)),
+            same,
+        ]
+        for split in (0, 5):
+            self.exchange(requests, split=split)
+            self.assertLean()
+        answers = self.exchange([same, same])
+        self.assertEqual(answers[0][0], 200)
+        self.assertEqual(answers[0][2], answers[1][2])
+
     def test_in_pieces(self) -> None:
         """Requests arriving a few bytes at a time are answered as when they come whole."""
         self.exchange([INITIALIZE, modern(1, "tools/list")], split=7)
@@ -424,6 +493,89 @@ class SameBytesTests(SameBytesCase):
         self.assertEqual(answers[True], answers[False])
         self.assertEqual([answer[0] for answer in answers[True]], [200, 200])
 
+    def test_large_and_non_ascii_answers(self) -> None:
+        """
+        A large answer, and one in UTF-8 beyond ASCII, are the same bytes on both
+        paths, framed by their length, in both eras.
+        """
+        texts = [
+            'caf\u00e9 \u20ac \U0001f600 \u0000 \\ "',
+            "x" * 300_000,
+            "\u00e9\U0001f600" * 40_000,
+        ]
+
+        def answer_with(text: str) -> Callable[[HeldCall], None]:
+            return lambda held: held.result.callback(text_result(text))
+
+        for text in texts:
+            for request in (modern(1, "tools/call", CALL), modern(2, "tools/call", PASS_THROUGH)):
+                sent = self.held_exchange(request, answer_with(text))
+                [(status, headers, body)] = responses(sent)
+                self.assertEqual(status, 200)
+                self.assertIn((b"Content-Length", b"%d" % len(body)), headers)
+                self.assertEqual(json.loads(body)["result"]["content"][0]["text"], text, text[:20])
+        # And in a 2025-06-18 session, whose answers carry its Mcp-Session-Id.
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.connect()[0].dataReceived(INITIALIZE)
+        sent = self.held_exchange(
+            legacy(3, "tools/call", CALL),
+            lambda held: held.result.callback(text_result(texts[2])),
+        )
+        [(status, headers, body)] = responses(sent)
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["content"][0]["text"], texts[2])
+
+    def test_an_event_stream_answer(self) -> None:
+        """
+        A call that reports progress to a client that accepts an event stream is
+        answered as a chunked event stream, the same bytes on both paths.
+        """
+
+        def progress_then_result(held: HeldCall) -> None:
+            assert held.on_progress is not None
+            held.on_progress({"progress": 1, "total": 2, "message": "h\u00e4lfte"})
+            held.on_progress({"progress": 2, "total": 2})
+            held.result.callback(text_result("done \u00e9"))
+
+        params = {**CALL, "_meta": {**META, "progressToken": "p-1"}}
+        request = post(
+            rpc(1, "tools/call", params),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "mcpx_call"),
+        )
+        for split in (0, 9):
+            sent = self.held_exchange(request, progress_then_result, split=split)
+            [(status, headers, body)] = responses(sent)
+            self.assertEqual(status, 200)
+            self.assertIn((b"Transfer-Encoding", b"chunked"), headers)
+            self.assertIn((b"Content-Type", b"text/event-stream"), headers)
+            self.assertEqual(body.count(b"data: "), 3)
+            self.assertIn("h\u00e4lfte".encode(), body)
+
+    def test_errors(self) -> None:
+        """
+        The JSON-RPC errors of /mcp (-32700, -32600, -32601, -32602, -32020) and the
+        gate's refusals are the same bytes on both paths.
+        """
+        answers = self.exchange(
+            [
+                post(None, raw=b"{not json"),
+                post(rpc(1, "tools/list", {"_meta": META}), ("MCP-Protocol-Version", MODERN)),
+                modern(2, "no/such/method"),
+                modern(3, "tools/call", {"name": "no_such_tool", "arguments": {}}),
+                post([rpc(4, "ping")], ("MCP-Protocol-Version", MODERN)),
+                post(rpc(5, "ping"), ("Origin", "https://evil.example")),
+            ]
+        )
+        self.assertLean()
+        codes = [json.loads(body).get("error", {}).get("code") for _, _, body in answers]
+        self.assertIn(-32700, codes)
+        self.assertIn(-32601, codes)
+        self.assertIn(-32600, codes)
+        self.assertEqual(answers[-1][0], 403)
+
     def test_deadlines(self) -> None:
         """A head or a body that does not arrive in time is 408 on both paths."""
         for cut in (20, -5):
@@ -436,9 +588,6 @@ class SameBytesTests(SameBytesCase):
                 self.assertTrue(transport.disconnecting)
             self.assertEqual(answers[True], answers[False])
             self.assertIn(b"408", answers[True].split(b"\r\n")[0])
-
-
-_DATE = re.compile(rb"\r\nDate: [^\r]*")
 
 
 def _mutated(rng: random.Random, data: bytes) -> bytes:
@@ -500,6 +649,310 @@ def _mutated(rng: random.Random, data: bytes) -> bytes:
             continue
         data = b"\r\n".join(lines) + b"\r\n\r\n" + body
     return data
+
+
+class _Scripted:
+    """
+    An C{/mcp} endpoint that answers every request by a script (see
+    L{AnswerWritingTests}); a script may be a coroutine function, awaited.
+    """
+
+    def __init__(self, script: Callable[[Any], Any]) -> None:
+        self.script = script
+
+    async def render(self, request: Any) -> bytes | None:
+        answer = self.script(request)
+        if inspect.iscoroutine(answer):
+            answer = await answer
+        return cast("bytes | None", answer)
+
+
+def _json(request: Any) -> bytes:
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", b"application/json")
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+def _no_content_type(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"5")
+    return b"hello"
+
+
+def _empty_accepted(request: Any) -> bytes:
+    request.setResponseCode(202)
+    request.setHeader(b"content-length", b"0")
+    return b""
+
+
+def _text_names_and_values(request: Any) -> bytes:
+    request.setHeader("X-Text", "caf\u00e9")
+    request.setHeader(b"x-bytes-value", "\u20ac")
+    request.setHeader("content-length", b"2")
+    return b"ok"
+
+
+def _line_breaks_and_repeats(request: Any) -> bytes:
+    request.setHeader(b"x-folded", b"a\r\nb\nc")
+    request.setHeader(b"X-Twice", b"1")
+    request.setHeader(b"x-other", b"o")
+    request.setHeader(b"x-TWICE", b"2")
+    request.setHeader(b"www-authenticate", b"Bearer")
+    request.setHeader(b"content-md5", b"m")
+    request.setResponseCode(401)
+    request.setHeader(b"content-length", b"0")
+    return b""
+
+
+def _headers_read_midway(request: Any) -> bytes:
+    request.setHeader(b"mcp-session-id", b"s-1")
+    request.setHeader(b"content-type", b"application/json")
+    if request.responseHeaders.hasHeader(b"Mcp-Session-Id"):
+        request.responseHeaders.removeHeader(b"mcp-session-id")
+    request.responseHeaders.addRawHeader(b"x-added", b"1")
+    request.responseHeaders.addRawHeader(b"x-added", b"2")
+    request.setHeader(b"x-after", b"3")
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+def _cookie(request: Any) -> bytes:
+    request.addCookie(b"k", b"v", path=b"/", httpOnly=True)
+    request.setHeader(b"content-length", b"1")
+    return b"c"
+
+
+def _no_body_codes(code: int) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        request.setResponseCode(code)
+        request.setHeader(b"content-length", b"4")
+        return b"body"
+
+    return script
+
+
+def _streamed(request: Any) -> None:
+    request.setHeader(b"content-type", b"text/event-stream")
+    request.write(b"data: 1\n\n")
+    request.write(b"")
+    request.write(b"data: \xc3\xa9\n\n")
+    request.finish()
+    return None
+
+
+def _length_in_pieces(request: Any) -> None:
+    request.setHeader(b"content-length", b"10")
+    request.write(b"")
+    request.write(b"hello")
+    request.write(b"world")
+    request.finish()
+    return None
+
+
+def _finished_unwritten(request: Any) -> None:
+    request.setResponseCode(204)
+    request.finish()
+    return None
+
+
+def _odd_length(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"+3")
+    return b"odd"
+
+
+def _longer_than_said(request: Any) -> bytes:
+    request.setHeader(b"content-length", b"2")
+    request.setHeader(b"content-type", b"application/json")
+    return b"{}{}"
+
+
+def _notified(request: Any) -> bytes:
+    finished = request.notifyFinish()
+    finished.addCallback(lambda _: request.setHeader(b"x-late", b"1"))
+    request.setHeader(b"content-length", b"2")
+    return b"{}"
+
+
+_SCRIPTS: list[Callable[[Any], bytes | None]] = [
+    _json,
+    _no_content_type,
+    _empty_accepted,
+    _text_names_and_values,
+    _line_breaks_and_repeats,
+    _headers_read_midway,
+    _cookie,
+    _no_body_codes(204),
+    _no_body_codes(304),
+    _streamed,
+    _length_in_pieces,
+    _finished_unwritten,
+    _odd_length,
+    _longer_than_said,
+    _notified,
+]
+
+
+class AnswerWritingTests(SameBytesCase):
+    """
+    However the C{/mcp} endpoint makes its answer (headers as bytes or text, with line
+    breaks, set twice, read and changed through C{responseHeaders}, a cookie, a status
+    without a body, a stream, a length written in pieces, or a length that is not
+    digits), the lean path sends the bytes twisted.web's sends, and then answers the
+    next request on the same connection alike.
+    """
+
+    def test_scripted_answers(self) -> None:
+        for script in _SCRIPTS:
+            sent = {}
+            for lean, daemon in self.daemons.items():
+                endpoint = _Scripted(script)
+                daemon.http.mcp = endpoint  # type: ignore[assignment]
+                lean_mcp = daemon.site.lean
+                if lean_mcp is not None:
+                    lean_mcp._mcp = endpoint  # type: ignore[assignment]
+                channel, transport = daemon.connect()
+                channel.dataReceived(post(rpc(1, "ping")))
+                endpoint.script = _json
+                channel.dataReceived(post(rpc(2, "ping")))
+                sent[lean] = (_DATE.sub(b"", transport.value()), transport.disconnecting)
+                self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+            self.assertEqual(sent[True], sent[False], script.__name__)
+            self.assertEqual(sent[True][0].count(b"HTTP/1.1 "), 2, script.__name__)
+
+
+_VAR: ContextVar[str] = ContextVar("test_lean_path", default="unset")
+
+
+class RouteTests(SameBytesCase):
+    """
+    The lean path runs the C{/mcp} endpoint's coroutine as Klein's route does: an
+    answer made at once, or after waiting on Deferreds that succeed or fail, a
+    failure (processingFailed's 500), a cancellation when the client goes, and the
+    coroutine's own context, alike on both paths.
+    """
+
+    def run_script(
+        self,
+        script: Callable[[Any, list[Deferred[Any]], list[str]], Any],
+        fire: Callable[..., None],
+    ) -> dict[bool, tuple[bytes, list[str]]]:
+        """
+        Answer one request on each daemon by C{script}, which may wait on Deferreds it
+        puts in its list; C{fire} then fires them.  Both paths must have sent the same
+        bytes (but C{Date}) and noted the same things.
+        """
+        seen = {}
+        for lean, daemon in self.daemons.items():
+            pending: list[Deferred[Any]] = []
+            notes: list[str] = []
+            endpoint = _Scripted(functools.partial(script, pending=pending, notes=notes))  # type: ignore[call-arg]
+            daemon.http.mcp = endpoint  # type: ignore[assignment]
+            if daemon.site.lean is not None:
+                daemon.site.lean._mcp = endpoint  # type: ignore[assignment]
+            channel, transport = daemon.connect()
+            channel.dataReceived(post(rpc(1, "ping")))
+            notes.append(f"caller's context: {_VAR.get()}")
+            fire(pending, channel)
+            notes.append(f"caller's context: {_VAR.get()}")
+            seen[lean] = (_DATE.sub(b"", transport.value()), notes)
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(seen[True], seen[False])
+        return seen
+
+    def test_answers_at_once_and_after_waiting(self) -> None:
+        async def script(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            _VAR.set("the coroutine's")
+            notes.append(str(await succeed("fired already")))
+            for _ in range(2):
+                waiting: Deferred[str] = Deferred()
+                pending.append(waiting)
+                notes.append(await waiting)
+                notes.append(f"own context: {_VAR.get()}")
+            try:
+                await fail(ValueError("failed already"))
+            except ValueError as e:
+                notes.append(str(e))
+            waiting = Deferred()
+            pending.append(waiting)
+            try:
+                await waiting
+            except KeyError as e:
+                notes.append(f"caught {e}")
+            return _json(request)
+
+        def fire(pending: list[Deferred[Any]], channel: Any) -> None:
+            pending.pop(0).callback("first")
+            pending.pop(0).callback("second")
+            pending.pop(0).errback(KeyError("third"))
+
+        seen = self.run_script(script, fire)
+        [(status, _, body)] = responses(seen[True][0])
+        self.assertEqual((status, body), (200, b"{}"))
+        self.assertEqual(
+            seen[True][1],
+            [
+                "fired already",
+                "caller's context: unset",
+                "first",
+                "own context: the coroutine's",
+                "second",
+                "own context: the coroutine's",
+                "failed already",
+                "caught 'third'",
+                "caller's context: unset",
+            ],
+        )
+
+    def test_failures_are_processing_failed(self) -> None:
+        """A coroutine that raises, at once or after waiting, is answered 500 alike."""
+
+        def at_once(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            raise ValueError("at once")
+
+        async def later(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred()
+            pending.append(waiting)
+            await waiting
+            raise ValueError("later")
+
+        async def thrown(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred()
+            pending.append(waiting)
+            await waiting
+            return b"never"
+
+        def fire(pending: list[Deferred[Any]], channel: Any) -> None:
+            for waiting in pending:
+                waiting.callback(None)
+
+        def fire_failure(pending: list[Deferred[Any]], channel: Any) -> None:
+            for waiting in pending:
+                waiting.errback(ValueError("thrown in"))
+
+        for script, firing in ((at_once, fire), (later, fire), (thrown, fire_failure)):
+            seen = self.run_script(script, firing)
+            [(status, _, body)] = responses(seen[True][0])
+            self.assertEqual(status, 500, script.__name__)
+            self.assertIn(b"Processing Failed", body)
+            self.assertEqual(len(self.flushLoggedErrors(ValueError)), 2)
+
+    def test_a_waiting_coroutine_is_cancelled_when_the_client_goes(self) -> None:
+        async def script(request: Any, pending: list[Deferred[Any]], notes: list[str]) -> bytes:
+            waiting: Deferred[None] = Deferred(lambda _: notes.append("cancelled"))
+            pending.append(waiting)
+            try:
+                await waiting
+            except CancelledError:
+                notes.append("saw CancelledError")
+                raise
+            return b"never"
+
+        def lose(pending: list[Deferred[Any]], channel: Any) -> None:
+            channel.connectionLost(connectionDone)
+
+        seen = self.run_script(script, lose)
+        self.assertEqual(seen[True][0], b"")
+        self.assertIn("saw CancelledError", seen[True][1])
 
 
 class HostileInputTests(SameBytesCase):
@@ -609,6 +1062,126 @@ class ReadHeadTests(SynchronousTestCase):
         for data in cases:
             self.assertIs(read_head(data), SLOW, data[:80])
 
+    def test_the_last_head_again(self) -> None:
+        """
+        A head that begins with the same bytes as the connection's last, its blank line
+        included, is that head again; any other is read afresh.
+        """
+        first = post(rpc(1, "ping"))
+        last = read_head(first)
+        assert isinstance(last, Head)
+        self.assertEqual(last.raw, first[: last.size])
+        self.assertIs(read_head(first, last), last)
+        self.assertIs(read_head(last.raw + b"other body", last), last)
+        longer = post(rpc(10, "ping"))
+        again = read_head(longer, last)
+        assert isinstance(again, Head)
+        self.assertIsNot(again, last)
+        self.assertEqual(again.length, last.length + 1)
+        # The same lines, but not yet the blank one: not the same head (yet).
+        self.assertIsNone(read_head(last.raw[:-2], last))
+        # The same lines and more of them: another head.
+        more = last.raw[:-2] + b"X-More: 1\r\n\r\n"
+        found = read_head(more, last)
+        assert isinstance(found, Head)
+        self.assertEqual(found.by_name[b"x-more"], b"1")
+        self.assertIs(read_head(last.raw[:-2] + b"Bad Name: 1\r\n\r\n", last), SLOW)
+        # A head of MAX_HEAD bytes, then the same with a length one digit longer: too long.
+        short = post(rpc(1, "ping"))
+        pad = MAX_HEAD - (short.index(b"\r\n\r\n") + 4) - len(b"X-Pad: \r\n")
+        at_most = post(rpc(1, "ping"), ("X-Pad", "p" * pad))
+        full = read_head(at_most)
+        assert isinstance(full, Head)
+        self.assertEqual(full.size, MAX_HEAD)
+        over = at_most.replace(b"Length: %d" % full.length, b"Length: 1%d" % full.length)
+        self.assertIs(read_head(over), SLOW)
+        self.assertIs(read_head(over, full), SLOW)
+
+    def test_a_head_known_again_is_the_head_read(self) -> None:
+        """
+        Whatever follows a lean head on a connection (the same head, one with another
+        length, or one broken a few ways at random, whole or cut), L{read_head} given
+        the last head says what it says of the bytes alone.
+        """
+        rng = random.Random()
+        seed = rng.randrange(1 << 32)
+        rng.seed(seed)
+        makers: list[Callable[[int], bytes]] = [
+            lambda n: modern(n, "tools/list"),
+            lambda n: modern(n, "tools/call", CALL),
+            lambda n: legacy(n, "tools/call", PASS_THROUGH),
+            lambda n: post(rpc(n, "ping"), ("X-Odd", " a:b ")).replace(b"Length: ", b"Length:"),
+            lambda n: post(rpc(n, "ping")).replace(b"Length: ", b"Length:  "),
+            lambda n: post(rpc(n, "ping")).replace(b"Length: ", b"Length: 0"),
+        ]
+
+        def described(head: object) -> object:
+            if isinstance(head, Head):
+                return (list(head.fields), dict(head.by_name), head.length, head.size, head.raw)
+            return head
+
+        another_length = 0
+        for case in range(1000):
+            make = rng.choice(makers)
+            first = make(rng.randrange(10**4))
+            last = read_head(first)
+            assert isinstance(last, Head)
+            data = rng.choice(
+                [
+                    first,
+                    make(rng.randrange(10 ** rng.randrange(1, 12))),
+                    _mutated(rng, first),
+                    _mutated(rng, first)[: rng.randrange(len(first) + 1)],
+                ]
+            )
+            found = read_head(data, last)
+            before = last.before_length
+            if isinstance(found, Head) and found is not last and before is not None:
+                # Known again but for its length (Head.with_length).
+                another_length += data.startswith(before)
+            self.assertEqual(
+                described(found),
+                described(read_head(data)),
+                f"seed {seed}, case {case}: {first!r} then {data!r}",
+            )
+        self.assertGreater(another_length, 100)
+
+    def test_fields_are_the_lines(self) -> None:
+        """
+        Each header line is one field, named up to its first colon, its value without
+        the spaces and tabs around it (colons, inner spaces and an empty value kept),
+        in the order sent; up to L{MAX_HEADERS} lines are lean.
+        """
+        lines = [
+            b"Host: 127.0.0.1:8899",
+            b"X-Colons:a:b: c ",
+            b"X-Spaces: \t a  b \t",
+            b"Empty:",
+            b"Blank:   ",
+            b"Content-Length: 0",
+        ]
+        head = read_head(b"POST /mcp HTTP/1.1\r\n" + b"\r\n".join(lines) + b"\r\n\r\n")
+        assert isinstance(head, Head)
+        self.assertEqual(
+            list(head.fields),
+            [
+                (b"Host", b"127.0.0.1:8899"),
+                (b"X-Colons", b"a:b: c"),
+                (b"X-Spaces", b"a  b"),
+                (b"Empty", b""),
+                (b"Blank", b""),
+                (b"Content-Length", b"0"),
+            ],
+        )
+        self.assertEqual(head.by_name[b"x-colons"], b"a:b: c")
+        for count, lean in ((MAX_HEADERS, True), (MAX_HEADERS + 1, False)):
+            data = (
+                b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n"
+                + b"".join(b"X%d: a\r\n" % i for i in range(count - 1))
+                + b"\r\n"
+            )
+            self.assertEqual(isinstance(read_head(data), Head), lean, count)
+
 
 class _Kept(Request):
     """A request twisted.web's parser made, kept rather than answered."""
@@ -678,6 +1251,38 @@ class LeanRequestTests(SynchronousTestCase):
             (lean.method, lean.uri, lean.path, lean.clientproto, lean.args),
             (parsed.method, parsed.uri, parsed.path, parsed.clientproto, parsed.args),
         )
+
+    def test_the_request_is_twisted_webs(self) -> None:
+        """
+        A lean request is made without twisted.web's C{Request.__init__}: it has every
+        attribute that gives the site's own request, with the same values, and its
+        C{responseHeaders}, once asked for, hold what C{setHeader} stored, as
+        twisted.web's would.  (A Twisted that sets one more attribute fails here.)
+        """
+        data = post(rpc(1, "ping"))
+        head = read_head(data)
+        assert isinstance(head, Head)
+        channel = HTTPChannel()
+        channel.makeConnection(StringTransport())
+        lean = LeanRequest(channel, head, data[head.size :])
+        own = JSONRequest(channel)
+        for request in (lean, own):
+            request.setHeader(b"content-type", b"application/json")
+            request.setHeader("X-Text", "caf\u00e9")
+            request.setHeader(b"x-folded", b"a\r\nb")
+            request.setHeader(b"Content-Type", b"text/plain")
+            request.setHeader(b"www-authenticate", b"Bearer")
+        self.assertEqual(
+            list(lean.responseHeaders.getAllRawHeaders()),
+            list(own.responseHeaders.getAllRawHeaders()),
+        )
+        made = vars(lean)
+        for name, value in vars(own).items():
+            if name in ("requestHeaders", "responseHeaders"):
+                continue
+            self.assertIn(name, made)
+            if name not in ("content",):
+                self.assertEqual(made[name], value, name)
 
 
 class HeadWritingTests(SynchronousTestCase):
