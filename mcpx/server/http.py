@@ -77,10 +77,13 @@ a message outside any session) is L{mcpx.server.http_exchange}'s.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
-from typing import Any, Final
+from collections.abc import Coroutine, Generator
+from contextvars import copy_context
+from typing import Any, Final, TypeAlias
 
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
@@ -162,7 +165,12 @@ class McpHTTP:
         self._max_body = max_body
         self._sessions = Sessions(core, max_sessions_per_client)
         self._legacy = LegacyHTTP(
-            core, clock, self._sessions, self._exchange, keep_alive=keep_alive, daemon=daemon
+            core,
+            clock,
+            self._sessions,
+            self._watched_exchange,
+            keep_alive=keep_alive,
+            daemon=daemon,
         )
 
     def close(self) -> None:
@@ -186,18 +194,38 @@ class McpHTTP:
         Answer one request to C{/mcp}: the body, with its C{Content-Length} set, for the
         route to write (Klein's, or L{mcpx.daemon.lean_path}'s), or C{None} once streamed.
         """
-        body = await self._answer(request)
+        body = self._answer(request)
+        if body is not None and not isinstance(body, bytes):
+            body = await body
         if body is not None:
             # Framed by its length, not chunked: one write, and the same on both paths.
             request.setHeader(b"content-length", b"%d" % len(body))
         return body
 
-    async def _answer(self, request: IRequest) -> bytes | None:
+    def respond(self, request: IRequest) -> bytes | Deferred[bytes | None] | None:
+        """
+        L{render} without a coroutine around an answer made at once: the body (with its
+        C{Content-Length} set) or C{None} when the answer is ready as this returns (a
+        cached listing, an error, a 202), else a L{Deferred} of the same, which
+        cancelling cancels the request.
+
+        @raise Exception: what L{render}'s coroutine would fail with, when it would fail
+            before its first wait.
+        """
+        body = self._answer(request)
+        if body is None:
+            return None
+        if isinstance(body, bytes):
+            request.setHeader(b"content-length", b"%d" % len(body))
+            return body
+        return Deferred.fromCoroutine(body).addCallback(_framed, request)
+
+    def _answer(self, request: IRequest) -> _Answer:
         method = request.method
         if method == b"POST":
-            return await self._post(request)
+            return self._post(request)
         if method == b"GET":
-            return await self._get(request)
+            return self._get(request)
         if method == b"DELETE":
             return self._delete(request)
         request.setHeader(b"allow", b"GET, POST, DELETE")
@@ -206,13 +234,22 @@ class McpHTTP:
     # POST
 
     def _exchange(self, request: IRequest) -> Exchange:
-        """The response to a POST, an event stream if it must be and its client accepts."""
+        """
+        The response to a POST, an event stream if it must be and its client accepts;
+        not yet watched (L{Exchange.watch}).
+        """
         return Exchange(
             request,
             self._clock,
             accepts_sse=accepts_event_stream(request),
             keep_alive=self._keep_alive,
         )
+
+    def _watched_exchange(self, request: IRequest) -> Exchange:
+        """L{_exchange}, watched from the start (a legacy request's)."""
+        exchange = self._exchange(request)
+        exchange.watch()
+        return exchange
 
     def _read_body(self, request: IRequest) -> bytes | None:
         content = request.content
@@ -221,7 +258,7 @@ class McpHTTP:
         body: bytes = content.read(self._max_body + 1)
         return None if len(body) > self._max_body else body
 
-    async def _post(self, request: IRequest) -> bytes | None:
+    def _post(self, request: IRequest) -> _Answer:
         body = self._read_body(request)
         if body is None:
             return refusal(
@@ -241,14 +278,14 @@ class McpHTTP:
             meta_version is not MISSING
             and (Revision.find(meta_version) is None or Revision.find(meta_version) is NEWEST)
         ):
-            return await self._modern(request, message, version, meta_version)
-        return await self._legacy.post(request, message, version)
+            return self._modern(request, message, version, meta_version)
+        return self._legacy.post(request, message, version)
 
     # Modern
 
-    async def _modern(
+    def _modern(
         self, request: IRequest, message: Message | Batch, version: str | None, meta_version: Any
-    ) -> bytes | None:
+    ) -> _Answer:
         if isinstance(message, Batch):
             return refusal(
                 request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
@@ -287,32 +324,123 @@ class McpHTTP:
                 ),
             )
         )
+        # The handling runs here to its first wait: an answer ready by then (a cached
+        # listing) is written at once, with no keep-alive armed nor Deferred made for it.
+        handling = Started(self._core.handle(conn, message))
         try:
-            result = await self._core.handle(conn, message)
-        except CancelledError:
-            # The client closed the stream: that is the cancellation.
-            raise
-        except RpcError as e:
-            return exchange.answer(encode(ErrorResponse(message.id, e)), e.http_status)
-        except Exception:
-            log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
-            error = RpcError.internal_error()
-            return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
+            started = handling.start()
+        except BaseException:
+            try:
+                return _failed(exchange, message)
+            finally:
+                self._core.close(conn)
+        if started:
+            self._core.close(conn)
+            return exchange.answer(answer_for(message, handling.result))
+        exchange.watch()
+        return self._modern_later(exchange, conn, message, handling)
+
+    async def _modern_later(
+        self, exchange: Exchange, conn: Conn, message: Request, handling: Started
+    ) -> bytes | None:
+        """The rest of a 2026-07-28 request whose handling waits."""
+        try:
+            result = await handling
+        except BaseException:
+            return _failed(exchange, message)
         finally:
             self._core.close(conn)
         return exchange.answer(answer_for(message, result))
 
     # GET and DELETE: a legacy session's
 
-    async def _get(self, request: IRequest) -> bytes | None:
+    def _get(self, request: IRequest) -> _Answer:
         if header(request, PROTOCOL_VERSION) == NEWEST.value:
             return method_not_allowed(request, f"{NEWEST} has no GET stream")
-        return await self._legacy.get(request)
+        return self._legacy.get(request)
 
     def _delete(self, request: IRequest) -> bytes | None:
         if header(request, PROTOCOL_VERSION) == NEWEST.value:
             return method_not_allowed(request, f"{NEWEST} has no sessions to end")
         return self._legacy.delete(request)
+
+
+#: What answers a request: its body, C{None} once streamed, or a coroutine of either.
+_Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
+
+
+def _framed(body: bytes | None, request: IRequest) -> bytes | None:
+    if body is not None:
+        request.setHeader(b"content-length", b"%d" % len(body))
+    return body
+
+
+def _failed(exchange: Exchange, message: Request) -> bytes | None:
+    """
+    The answer to C{message} whose handling raised the exception being handled: an
+    L{RpcError} is the client's, anything else is logged and an internal error.  A
+    cancellation (the client closed the stream) and a C{BaseException} go on up.
+    """
+    error = sys.exc_info()[1]
+    if isinstance(error, RpcError):
+        return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
+    if isinstance(error, CancelledError) or not isinstance(error, Exception):
+        raise error  # type: ignore[misc]
+    log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
+    internal = RpcError.internal_error()
+    return exchange.answer(encode(ErrorResponse(message.id, internal)), internal.http_status)
+
+
+class Started:
+    """
+    A coroutine run to its first wait here and now (L{start}), and awaited from there if
+    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
+    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
+    """
+
+    __slots__ = ("_context", "_coroutine", "_waiting", "result")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self._coroutine = coroutine
+        self._context = copy_context()
+        self._waiting: Any = None
+        #: What the coroutine returned, once L{start} says it finished.
+        self.result: Any = None
+
+    def start(self) -> bool:
+        """
+        Run the coroutine to its first wait.
+
+        @return: whether it finished (its value is L{result}).
+        @raise BaseException: what it raised, if it failed before waiting.
+        """
+        try:
+            self._waiting = self._context.run(self._coroutine.send, None)
+        except StopIteration as done:
+            self.result = done.value
+            return True
+        return False
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, context = self._coroutine, self._context
+        waiting = self._waiting
+        self._waiting = None
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as e:
+                try:
+                    waiting = context.run(coroutine.throw, e)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting = context.run(coroutine.send, sent)
+                except StopIteration as done:
+                    return done.value
 
 
 # The 2026-07-28 request-metadata headers

@@ -130,7 +130,8 @@ def _unregister(request: IRequest) -> None:
 class Exchange:
     """
     The response to one POST: a JSON body at the end, or an event stream started when
-    something has to go before the answer.
+    something has to go before the answer.  Its keep-alive and its watch for the client
+    going away start with L{watch}.
 
     @ivar streaming: the response has become an event stream (its headers are sent).
     @ivar closed: nothing more will be written: answered, or the client went away.
@@ -150,7 +151,14 @@ class Exchange:
     flow: Flow = field(factory=Flow, init=False)
     _timer: IDelayedCall | None = field(default=None, init=False)
 
-    def __attrs_post_init__(self) -> None:
+    def watch(self) -> None:
+        """
+        Start the keep-alive and watch for the client going away, once the answer is
+        not ready by the time the request's handling first waits (an answer made at once
+        needs neither: nothing can happen to it before it is written).
+        """
+        if self.closed:
+            return
         if self.accepts_sse and self._keep_alive > 0:
             self._timer = self._clock.callLater(self._keep_alive, self._beat)
         _notify_finish(self.request).addBoth(self._gone)
