@@ -137,7 +137,6 @@ class Exchange:
     @ivar closed: nothing more will be written: answered, or the client went away.
     @ivar lost: the client went away before the answer.
     @ivar headers: set on the response when it starts, whichever form it takes.
-    @ivar flow: back-pressure of the event stream, once this response has become one.
     """
 
     request: IRequest
@@ -148,8 +147,21 @@ class Exchange:
     closed: bool = field(default=False, init=False)
     lost: bool = field(default=False, init=False)
     headers: dict[bytes, bytes] = field(factory=dict, init=False)
-    flow: Flow = field(factory=Flow, init=False)
+    _flow: Flow | None = field(default=None, init=False)
     _timer: IDelayedCall | None = field(default=None, init=False)
+
+    @property
+    def flow(self) -> Flow:
+        """
+        The back-pressure of this response, made when something first asks for it (most
+        answers are made with none); stopped once the response is closed.
+        """
+        flow = self._flow
+        if flow is None:
+            flow = self._flow = Flow()
+            if self.closed:
+                flow.stopProducing()
+        return flow
 
     def watch(self) -> None:
         """
@@ -175,7 +187,9 @@ class Exchange:
         timer, self._timer = self._timer, None
         if timer is not None and timer.active():
             timer.cancel()
-        self.flow.stopProducing()
+        flow = self._flow
+        if flow is not None:
+            flow.stopProducing()
 
     def _start_stream(self) -> None:
         if self.streaming:
