@@ -446,7 +446,7 @@ class EncodedIdTests(SynchronousTestCase):
 
     def test_bool_is_not_an_int(self) -> None:
         """C{True} is not written as C{1}: a bool is no id, but it is written as JSON's."""
-        message = Response(True, EncodedResult({}))  # type: ignore[arg-type]
+        message = Response(True, EncodedResult({}))
         self.assertEqual(encode(message), b'{"jsonrpc":"2.0","id":true,"result":{}}')
 
 
