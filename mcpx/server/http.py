@@ -134,6 +134,10 @@ log = Logger()
 #: A C{_meta} without a protocol version (L{meta_version_of}).
 MISSING: Final[Any] = object()
 
+#: The newest revision's name, as a header or C{_meta} gives it (read once, not through
+#: the enum's property on every request).
+_NEWEST: Final = NEWEST.value
+
 
 class McpHTTP:
     """
@@ -274,7 +278,7 @@ class McpHTTP:
             return refusal(request, 400, e, getattr(e, "id", None))
         version = header(request, PROTOCOL_VERSION)
         meta_version = meta_version_of(message)
-        if version == NEWEST.value or (
+        if version == _NEWEST or (
             meta_version is not MISSING
             and (Revision.find(meta_version) is None or Revision.find(meta_version) is NEWEST)
         ):
@@ -355,12 +359,12 @@ class McpHTTP:
     # GET and DELETE: a legacy session's
 
     def _get(self, request: IRequest) -> _Answer:
-        if header(request, PROTOCOL_VERSION) == NEWEST.value:
+        if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no GET stream")
         return self._legacy.get(request)
 
     def _delete(self, request: IRequest) -> bytes | None:
-        if header(request, PROTOCOL_VERSION) == NEWEST.value:
+        if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no sessions to end")
         return self._legacy.delete(request)
 
