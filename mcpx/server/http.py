@@ -79,9 +79,7 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Coroutine, Generator
-from contextvars import copy_context
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -95,7 +93,9 @@ from mcpx.server.http_exchange import (
     METHOD,
     NAME,
     PROTOCOL_VERSION,
+    Answer,
     Exchange,
+    Started,
     accepted,
     accepts_event_stream,
     answer_for,
@@ -172,7 +172,7 @@ class McpHTTP:
             core,
             clock,
             self._sessions,
-            self._watched_exchange,
+            self._exchange,
             keep_alive=keep_alive,
             daemon=daemon,
         )
@@ -224,7 +224,7 @@ class McpHTTP:
             return body
         return Deferred.fromCoroutine(body).addCallback(_framed, request)
 
-    def _answer(self, request: IRequest) -> _Answer:
+    def _answer(self, request: IRequest) -> Answer:
         method = request.method
         if method == b"POST":
             return self._post(request)
@@ -249,12 +249,6 @@ class McpHTTP:
             keep_alive=self._keep_alive,
         )
 
-    def _watched_exchange(self, request: IRequest) -> Exchange:
-        """L{_exchange}, watched from the start (a legacy request's)."""
-        exchange = self._exchange(request)
-        exchange.watch()
-        return exchange
-
     def _read_body(self, request: IRequest) -> bytes | None:
         content = request.content
         if content is None:
@@ -262,7 +256,7 @@ class McpHTTP:
         body: bytes = content.read(self._max_body + 1)
         return None if len(body) > self._max_body else body
 
-    def _post(self, request: IRequest) -> _Answer:
+    def _post(self, request: IRequest) -> Answer:
         body = self._read_body(request)
         if body is None:
             return refusal(
@@ -289,7 +283,7 @@ class McpHTTP:
 
     def _modern(
         self, request: IRequest, message: Message | Batch, version: str | None, meta_version: Any
-    ) -> _Answer:
+    ) -> Answer:
         if isinstance(message, Batch):
             return refusal(
                 request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
@@ -358,7 +352,7 @@ class McpHTTP:
 
     # GET and DELETE: a legacy session's
 
-    def _get(self, request: IRequest) -> _Answer:
+    def _get(self, request: IRequest) -> Answer:
         if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no GET stream")
         return self._legacy.get(request)
@@ -367,10 +361,6 @@ class McpHTTP:
         if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no sessions to end")
         return self._legacy.delete(request)
-
-
-#: What answers a request: its body, C{None} once streamed, or a coroutine of either.
-_Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
 
 
 def _framed(body: bytes | None, request: IRequest) -> bytes | None:
@@ -393,58 +383,6 @@ def _failed(exchange: Exchange, message: Request) -> bytes | None:
     log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
     internal = RpcError.internal_error()
     return exchange.answer(encode(ErrorResponse(message.id, internal)), internal.http_status)
-
-
-class Started:
-    """
-    A coroutine run to its first wait here and now (L{start}), and awaited from there if
-    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
-    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
-    """
-
-    __slots__ = ("_context", "_coroutine", "_waiting", "result")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        self._coroutine = coroutine
-        self._context = copy_context()
-        self._waiting: Any = None
-        #: What the coroutine returned, once L{start} says it finished.
-        self.result: Any = None
-
-    def start(self) -> bool:
-        """
-        Run the coroutine to its first wait.
-
-        @return: whether it finished (its value is L{result}).
-        @raise BaseException: what it raised, if it failed before waiting.
-        """
-        try:
-            self._waiting = self._context.run(self._coroutine.send, None)
-        except StopIteration as done:
-            self.result = done.value
-            return True
-        return False
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, context = self._coroutine, self._context
-        waiting = self._waiting
-        self._waiting = None
-        while True:
-            try:
-                sent = yield waiting
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as e:
-                try:
-                    waiting = context.run(coroutine.throw, e)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting = context.run(coroutine.send, sent)
-                except StopIteration as done:
-                    return done.value
 
 
 # The 2026-07-28 request-metadata headers

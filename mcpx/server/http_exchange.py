@@ -15,8 +15,9 @@ a 2026-07-28 one; L{mcpx.server.http_legacy} the legacy ones):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Final, cast
+from collections.abc import Coroutine, Generator, Iterable
+from contextvars import copy_context
+from typing import Any, Final, TypeAlias, cast
 
 from attrs import define, field
 from twisted.internet.defer import Deferred
@@ -124,6 +125,63 @@ def _unregister(request: IRequest) -> None:
     # A finished or lost request has dropped its channel, and its producer with it.
     if IConsumer.providedBy(request) and getattr(request, "channel", True) is not None:
         cast(IConsumer, request).unregisterProducer()
+
+
+#: What answers a request to C{/mcp}: its body, C{None} once streamed, or a coroutine of
+#: either (for the rest of a request that waits).
+Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
+
+
+class Started:
+    """
+    A coroutine run to its first wait here and now (L{start}), and awaited from there if
+    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
+    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
+    """
+
+    __slots__ = ("_context", "_coroutine", "_waiting", "result")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self._coroutine = coroutine
+        self._context = copy_context()
+        self._waiting: Any = None
+        #: What the coroutine returned, once L{start} says it finished.
+        self.result: Any = None
+
+    def start(self) -> bool:
+        """
+        Run the coroutine to its first wait.
+
+        @return: whether it finished (its value is L{result}).
+        @raise BaseException: what it raised, if it failed before waiting.
+        """
+        try:
+            self._waiting = self._context.run(self._coroutine.send, None)
+        except StopIteration as done:
+            self.result = done.value
+            return True
+        return False
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, context = self._coroutine, self._context
+        waiting = self._waiting
+        self._waiting = None
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as e:
+                try:
+                    waiting = context.run(coroutine.throw, e)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting = context.run(coroutine.send, sent)
+                except StopIteration as done:
+                    return done.value
 
 
 @define(eq=False, slots=False)

@@ -881,6 +881,26 @@ class AtOnceTests(McpHTTPCase):
         )
         self.assertTrue(all(conn.closed for conn in self.core.opened))
 
+    def test_legacy_id_free_again(self) -> None:
+        """
+        A legacy session's request answered at once leaves its id free: the next request
+        may use it, and one using the id of a request still waiting is refused.
+        """
+        session = self.initialize()
+        headers = self.session_headers(session)
+        for _ in range(2):
+            _, body = self.client.post(request(5, "answer", {"result": {"n": 1}}), headers)
+            self.assertEqual(body, {"jsonrpc": "2.0", "id": 5, "result": {"n": 1}})
+        waiting = self.client.start(
+            "POST", request(6, "answer", {"result": {}, "wait": True}), headers
+        )
+        _, body = self.client.post(request(6, "answer", {"result": {}}), headers)
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        self.core.release(6, None)
+        self.client.stub.flush()
+        self.assertEqual(result_of(waiting).code, 200)
+        self.assertEqual(self.mcp.sessions[session].peer.in_flight_incoming, 0)
+
     def test_keep_alive_when_waiting(self) -> None:
         """
         A request that waits is watched: its client gets a keep-alive after
