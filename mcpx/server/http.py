@@ -77,6 +77,7 @@ a message outside any session) is L{mcpx.server.http_exchange}'s.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -92,7 +93,9 @@ from mcpx.server.http_exchange import (
     METHOD,
     NAME,
     PROTOCOL_VERSION,
+    Answer,
     Exchange,
+    Started,
     accepted,
     accepts_event_stream,
     answer_for,
@@ -131,6 +134,10 @@ log = Logger()
 #: A C{_meta} without a protocol version (L{meta_version_of}).
 MISSING: Final[Any] = object()
 
+#: The newest revision's name, as a header or C{_meta} gives it (read once, not through
+#: the enum's property on every request).
+_NEWEST: Final = NEWEST.value
+
 
 class McpHTTP:
     """
@@ -162,7 +169,12 @@ class McpHTTP:
         self._max_body = max_body
         self._sessions = Sessions(core, max_sessions_per_client)
         self._legacy = LegacyHTTP(
-            core, clock, self._sessions, self._exchange, keep_alive=keep_alive, daemon=daemon
+            core,
+            clock,
+            self._sessions,
+            self._exchange,
+            keep_alive=keep_alive,
+            daemon=daemon,
         )
 
     def close(self) -> None:
@@ -186,18 +198,20 @@ class McpHTTP:
         Answer one request to C{/mcp}: the body, with its C{Content-Length} set, for the
         route to write (Klein's, or L{mcpx.daemon.lean_path}'s), or C{None} once streamed.
         """
-        body = await self._answer(request)
+        body = self._answer(request)
+        if body is not None and not isinstance(body, bytes):
+            body = await body
         if body is not None:
             # Framed by its length, not chunked: one write, and the same on both paths.
             request.setHeader(b"content-length", b"%d" % len(body))
         return body
 
-    async def _answer(self, request: IRequest) -> bytes | None:
+    def _answer(self, request: IRequest) -> Answer:
         method = request.method
         if method == b"POST":
-            return await self._post(request)
+            return self._post(request)
         if method == b"GET":
-            return await self._get(request)
+            return self._get(request)
         if method == b"DELETE":
             return self._delete(request)
         request.setHeader(b"allow", b"GET, POST, DELETE")
@@ -206,7 +220,10 @@ class McpHTTP:
     # POST
 
     def _exchange(self, request: IRequest) -> Exchange:
-        """The response to a POST, an event stream if it must be and its client accepts."""
+        """
+        The response to a POST, an event stream if it must be and its client accepts;
+        not yet watched (L{Exchange.watch}).
+        """
         return Exchange(
             request,
             self._clock,
@@ -221,7 +238,7 @@ class McpHTTP:
         body: bytes = content.read(self._max_body + 1)
         return None if len(body) > self._max_body else body
 
-    async def _post(self, request: IRequest) -> bytes | None:
+    def _post(self, request: IRequest) -> Answer:
         body = self._read_body(request)
         if body is None:
             return refusal(
@@ -237,18 +254,18 @@ class McpHTTP:
             return refusal(request, 400, e, getattr(e, "id", None))
         version = header(request, PROTOCOL_VERSION)
         meta_version = meta_version_of(message)
-        if version == NEWEST.value or (
+        if version == _NEWEST or (
             meta_version is not MISSING
             and (Revision.find(meta_version) is None or Revision.find(meta_version) is NEWEST)
         ):
-            return await self._modern(request, message, version, meta_version)
-        return await self._legacy.post(request, message, version)
+            return self._modern(request, message, version, meta_version)
+        return self._legacy.post(request, message, version)
 
     # Modern
 
-    async def _modern(
+    def _modern(
         self, request: IRequest, message: Message | Batch, version: str | None, meta_version: Any
-    ) -> bytes | None:
+    ) -> Answer:
         if isinstance(message, Batch):
             return refusal(
                 request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
@@ -287,32 +304,61 @@ class McpHTTP:
                 ),
             )
         )
+        # The handling runs here to its first wait: an answer ready by then (a cached
+        # listing) is written at once, with no keep-alive armed nor Deferred made for it.
+        handling = Started(self._core.handle(conn, message))
         try:
-            result = await self._core.handle(conn, message)
-        except CancelledError:
-            # The client closed the stream: that is the cancellation.
-            raise
-        except RpcError as e:
-            return exchange.answer(encode(ErrorResponse(message.id, e)), e.http_status)
-        except Exception:
-            log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
-            error = RpcError.internal_error()
-            return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
+            started = handling.start()
+        except BaseException:
+            try:
+                return _failed(exchange, message)
+            finally:
+                self._core.close(conn)
+        if started:
+            self._core.close(conn)
+            return exchange.answer(answer_for(message, handling.result))
+        exchange.watch()
+        return self._modern_later(exchange, conn, message, handling)
+
+    async def _modern_later(
+        self, exchange: Exchange, conn: Conn, message: Request, handling: Started
+    ) -> bytes | None:
+        """The rest of a 2026-07-28 request whose handling waits."""
+        try:
+            result = await handling
+        except BaseException:
+            return _failed(exchange, message)
         finally:
             self._core.close(conn)
         return exchange.answer(answer_for(message, result))
 
     # GET and DELETE: a legacy session's
 
-    async def _get(self, request: IRequest) -> bytes | None:
-        if header(request, PROTOCOL_VERSION) == NEWEST.value:
+    def _get(self, request: IRequest) -> Answer:
+        if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no GET stream")
-        return await self._legacy.get(request)
+        return self._legacy.get(request)
 
     def _delete(self, request: IRequest) -> bytes | None:
-        if header(request, PROTOCOL_VERSION) == NEWEST.value:
+        if header(request, PROTOCOL_VERSION) == _NEWEST:
             return method_not_allowed(request, f"{NEWEST} has no sessions to end")
         return self._legacy.delete(request)
+
+
+def _failed(exchange: Exchange, message: Request) -> bytes | None:
+    """
+    The answer to C{message} whose handling raised the exception being handled: an
+    L{RpcError} is the client's, anything else is logged and an internal error.  A
+    cancellation (the client closed the stream) and a C{BaseException} go on up.
+    """
+    error = sys.exc_info()[1]
+    if isinstance(error, RpcError):
+        return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
+    if isinstance(error, CancelledError) or not isinstance(error, Exception):
+        raise error  # type: ignore[misc]
+    log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
+    internal = RpcError.internal_error()
+    return exchange.answer(encode(ErrorResponse(message.id, internal)), internal.http_status)
 
 
 # The 2026-07-28 request-metadata headers

@@ -15,8 +15,9 @@ a 2026-07-28 one; L{mcpx.server.http_legacy} the legacy ones):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Final, cast
+from collections.abc import Coroutine, Generator, Iterable
+from contextvars import copy_context
+from typing import Any, Final, TypeAlias, cast
 
 from attrs import define, field
 from twisted.internet.defer import Deferred
@@ -126,17 +127,74 @@ def _unregister(request: IRequest) -> None:
         cast(IConsumer, request).unregisterProducer()
 
 
+#: What answers a request to C{/mcp}: its body, C{None} once streamed, or a coroutine of
+#: either (for the rest of a request that waits).
+Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
+
+
+class Started:
+    """
+    A coroutine run to its first wait here and now (L{start}), and awaited from there if
+    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
+    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
+    """
+
+    __slots__ = ("_context", "_coroutine", "_waiting", "result")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self._coroutine = coroutine
+        self._context = copy_context()
+        self._waiting: Any = None
+        #: What the coroutine returned, once L{start} says it finished.
+        self.result: Any = None
+
+    def start(self) -> bool:
+        """
+        Run the coroutine to its first wait.
+
+        @return: whether it finished (its value is L{result}).
+        @raise BaseException: what it raised, if it failed before waiting.
+        """
+        try:
+            self._waiting = self._context.run(self._coroutine.send, None)
+        except StopIteration as done:
+            self.result = done.value
+            return True
+        return False
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, context = self._coroutine, self._context
+        waiting = self._waiting
+        self._waiting = None
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as e:
+                try:
+                    waiting = context.run(coroutine.throw, e)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting = context.run(coroutine.send, sent)
+                except StopIteration as done:
+                    return done.value
+
+
 @define(eq=False, slots=False)
 class Exchange:
     """
     The response to one POST: a JSON body at the end, or an event stream started when
-    something has to go before the answer.
+    something has to go before the answer.  Its keep-alive and its watch for the client
+    going away start with L{watch}.
 
     @ivar streaming: the response has become an event stream (its headers are sent).
     @ivar closed: nothing more will be written: answered, or the client went away.
     @ivar lost: the client went away before the answer.
     @ivar headers: set on the response when it starts, whichever form it takes.
-    @ivar flow: back-pressure of the event stream, once this response has become one.
     """
 
     request: IRequest
@@ -147,10 +205,30 @@ class Exchange:
     closed: bool = field(default=False, init=False)
     lost: bool = field(default=False, init=False)
     headers: dict[bytes, bytes] = field(factory=dict, init=False)
-    flow: Flow = field(factory=Flow, init=False)
+    _flow: Flow | None = field(default=None, init=False)
     _timer: IDelayedCall | None = field(default=None, init=False)
 
-    def __attrs_post_init__(self) -> None:
+    @property
+    def flow(self) -> Flow:
+        """
+        The back-pressure of this response, made when something first asks for it (most
+        answers are made with none); stopped once the response is closed.
+        """
+        flow = self._flow
+        if flow is None:
+            flow = self._flow = Flow()
+            if self.closed:
+                flow.stopProducing()
+        return flow
+
+    def watch(self) -> None:
+        """
+        Start the keep-alive and watch for the client going away, once the answer is
+        not ready by the time the request's handling first waits (an answer made at once
+        needs neither: nothing can happen to it before it is written).
+        """
+        if self.closed:
+            return
         if self.accepts_sse and self._keep_alive > 0:
             self._timer = self._clock.callLater(self._keep_alive, self._beat)
         _notify_finish(self.request).addBoth(self._gone)
@@ -167,7 +245,9 @@ class Exchange:
         timer, self._timer = self._timer, None
         if timer is not None and timer.active():
             timer.cancel()
-        self.flow.stopProducing()
+        flow = self._flow
+        if flow is not None:
+            flow.stopProducing()
 
     def _start_stream(self) -> None:
         if self.streaming:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from attrs import frozen
-from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.internet.defer import CancelledError, Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -30,8 +30,10 @@ from mcpx.server.http_exchange import (
     CLIENT,
     JSON,
     SESSION_ID,
+    Answer,
     Exchange,
     GetStream,
+    Started,
     accepted,
     accepts_event_stream,
     answer_for,
@@ -112,10 +114,11 @@ class LegacyHTTP:
         """The legacy sessions, least recently used first."""
         return self._sessions.by_id
 
-    async def post(
-        self, request: IRequest, message: Message | Batch, version: str | None
-    ) -> bytes | None:
-        """A legacy POST: to its session, an C{initialize} that mints one, or neither."""
+    def post(self, request: IRequest, message: Message | Batch, version: str | None) -> Answer:
+        """
+        A legacy POST: to its session, an C{initialize} that mints one, or neither.  A
+        request of a session is answered at once when its handling does not wait.
+        """
         request_id = message.id if isinstance(message, Request) else None
         revision = None
         if version is not None:
@@ -170,7 +173,7 @@ class LegacyHTTP:
                     400,
                     RpcError.invalid_request("batches are allowed in a 2025-03-26 session only"),
                 )
-            return await self._batch(request, session, message)
+            return self._batch(request, session, message)
         if isinstance(message, Response | ErrorResponse):
             if session is None:
                 return refusal(
@@ -190,10 +193,11 @@ class LegacyHTTP:
             return accepted(request)
         exchange = self._exchange(request)
         if session is not None:
-            return await self._in_session(session, message, exchange)
+            return self._in_session(session, message, exchange)
+        exchange.watch()
         if message.method == "initialize":
-            return await self._initialize(message, exchange, revision)
-        return await self._sessionless(message, exchange, revision)
+            return self._initialize(message, exchange, revision)
+        return self._sessionless(message, exchange, revision)
 
     def _session_notification(self, session: HostSession, notification: Notification) -> None:
         if notification.method == CANCELLED and session.peer.cancel_incoming(notification.params):
@@ -274,9 +278,19 @@ class LegacyHTTP:
         Deferred may be cancelled (the client went away) while the request runs on.
         """
         assert session.conn is not None
-        handling: Deferred[Any] = Deferred.fromCoroutine(
-            self._core.handle(session.conn, message, session.on_post(exchange))
+        return self._run(
+            session,
+            message,
+            exchange,
+            Deferred.fromCoroutine(
+                self._core.handle(session.conn, message, session.on_post(exchange))
+            ),
         )
+
+    def _run(
+        self, session: HostSession, message: Request, exchange: Exchange, handling: Deferred[Any]
+    ) -> Deferred[Any]:
+        """L{_start} of a request whose handling has begun: tracked until it ends."""
         waiter: Deferred[Any] = Deferred()
         session.track(message, handling, exchange)
 
@@ -288,9 +302,7 @@ class LegacyHTTP:
         handling.addBoth(settle)
         return waiter
 
-    async def _in_session(
-        self, session: HostSession, message: Request, exchange: Exchange
-    ) -> bytes | None:
+    def _in_session(self, session: HostSession, message: Request, exchange: Exchange) -> Answer:
         if session.peer.is_handling(message.id):
             return exchange.answer(
                 encode(
@@ -300,18 +312,55 @@ class LegacyHTTP:
                     )
                 )
             )
+        assert session.conn is not None
+        # Run here to its first wait: an answer ready by then (a cached listing) is
+        # written at once, with no keep-alive armed nor Deferred made to wait for it.
+        handling = Started(self._core.handle(session.conn, message, session.on_post(exchange)))
         try:
-            result = await self._start(session, message, exchange)
-        except CancelledError:
+            done = handling.start()
+        except Exception:
+            failed: Deferred[Any] = Deferred()
+            failed.errback()
+            ran = self._run(session, message, exchange, failed)
+        else:
+            if not done:
+                exchange.watch()
+                waiting = self._run(
+                    session, message, exchange, Deferred.fromCoroutine(handling.__await__())
+                )
+                return self._in_session_later(session, message, exchange, waiting)
+            ran = self._run(session, message, exchange, succeed(handling.result))
+        # Tracked and forgotten at once, as one whose Deferred had fired: what its
+        # handler told the session's peer about it (the call it is) goes with it.
+        outcomes: list[object] = []
+        ran.addBoth(outcomes.append)
+        [outcome] = outcomes
+        if isinstance(outcome, Failure):
+            return self._ended(session, message, exchange, outcome)
+        return exchange.answer(answer_for(message, outcome))
+
+    async def _in_session_later(
+        self, session: HostSession, message: Request, exchange: Exchange, waiting: Deferred[Any]
+    ) -> bytes | None:
+        """The rest of a request of C{session} whose handling waits."""
+        try:
+            result = await waiting
+        except Exception:
+            return self._ended(session, message, exchange, Failure())
+        return exchange.answer(answer_for(message, result))
+
+    def _ended(
+        self, session: HostSession, message: Request, exchange: Exchange, failure: Failure
+    ) -> bytes | None:
+        """The answer to a request of C{session} whose handling failed with C{failure}."""
+        if failure.check(CancelledError):
             if exchange.lost:
-                raise
+                failure.raiseException()
             if session.ending_error is not None:
                 return exchange.answer(encode(ErrorResponse(message.id, session.ending_error)))
             # Cancelled by the client (notifications/cancelled) or the session's end.
             return exchange.abandon()
-        except Exception:
-            return exchange.answer(answer_for(message, Failure()))
-        return exchange.answer(answer_for(message, result))
+        return exchange.answer(answer_for(message, failure))
 
     async def _batch(self, request: IRequest, session: HostSession, batch: Batch) -> bytes | None:
         replies: list[bytes] = [encode(ErrorResponse(e.id, e)) for e in batch.invalid]
@@ -331,6 +380,7 @@ class LegacyHTTP:
                     continue
                 if exchange is None:
                     exchange = self._exchange(request)
+                    exchange.watch()
                 waiting.append(self._batch_reply(session, message, exchange))
             elif isinstance(message, Notification):
                 self._session_notification(session, message)

@@ -89,6 +89,17 @@ def loads(data: bytes | bytearray | str) -> Any:
     except UnicodeDecodeError as e:
         raise JSONRefused(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
+        # The usual text, one value from its first character to its last, is read by the
+        # scanner alone; anything else (space around it, more after it, not JSON) is
+        # read again by the decoder, which accepts the space or says what is wrong.
+        value, end = _scan(text, 0)
+        if end == len(text):
+            return _checked(text, value)
+    except JSONRefused:
+        raise
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    try:
         value = _decoder.decode(text)
     except JSONRefused:
         raise
@@ -97,6 +108,11 @@ def loads(data: bytes | bytearray | str) -> Any:
     except ValueError as e:
         # JSONDecodeError says where; ValueError also covers integers with too many digits.
         raise JSONRefused(str(e)) from None
+    return _checked(text, value)
+
+
+def _checked(text: str, value: Any) -> Any:
+    """C{value}, read from C{text}, once it is known to nest no deeper than L{MAX_DEPTH}."""
     kind = type(value)
     # Counting brackets is done in C; only text with enough of them to be too deep is walked.
     if (kind is dict or kind is list) and text.count("[") + text.count("{") > MAX_DEPTH:

@@ -479,7 +479,9 @@ def encode(message: Message | Batch) -> bytes:
                 return b"".join(
                     (
                         b'{"jsonrpc":"2.0","id":',
-                        encode_json(request_id),
+                        # An integer as the encoder writes it (its repr), without the
+                        # encoder's set-up for a value that is not a string.
+                        b"%d" % request_id if type(request_id) is int else encode_json(request_id),
                         b',"result":',
                         *pieces,
                         b"}",

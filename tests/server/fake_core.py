@@ -15,6 +15,11 @@ steer, so that what is checked is the transport: framing, routing, cancellation,
     waits like C{wait}.
   - C{ask}: asks the client C{elicitation/create} with its params (the same way) and
     answers C{{"answer": <the client's result>}}.
+  - C{answer}: after waiting like C{wait} when C{params.wait} is true (else at once),
+    pushes C{params.push} (a notification's method and params) when there is one, then
+    raises C{RpcError(params.error.code, params.error.message)} for an C{error}, or
+    C{ValueError} for C{crash}, or answers C{params.result} (an L{EncodedResult} of it
+    when C{params.encoded} is true).
   - anything else: C{-32601}.
 """
 
@@ -27,7 +32,7 @@ from twisted.internet.defer import Deferred
 from mcpx.server.conn import Conn, Reply
 from mcpx.spec.revision import NEWEST_LEGACY, Revision
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import Notification, Request, RequestId
+from mcpx.wire.messages import EncodedResult, Notification, Request, RequestId
 
 
 class FakeCore:
@@ -82,12 +87,30 @@ class FakeCore:
             return await self._wait(request.id)
         if method == "wait":
             return await self._wait(request.id)
+        if method == "answer":
+            return await self._answer(conn, request, params, reply)
         if method == "ask":
             assert conn.ask is not None
             ask = conn.ask if reply is None else reply.ask
             answer = await ask("elicitation/create", params)
             return {"answer": answer}
         raise RpcError.method_not_found(method)
+
+    async def _answer(
+        self, conn: Conn, request: Request, params: dict[str, Any], reply: Reply | None
+    ) -> Any:
+        if params.get("wait"):
+            await self._wait(request.id)
+        pushed = params.get("push")
+        if pushed is not None:
+            assert conn.push is not None
+            (conn.push if reply is None else reply.push)(pushed["method"], pushed.get("params"))
+        error = params.get("error")
+        if error is not None:
+            raise RpcError(error["code"], error["message"])
+        if params.get("crash"):
+            raise ValueError("a bug")
+        return EncodedResult(params["result"]) if params.get("encoded") else params["result"]
 
     def _wait(self, request_id: RequestId) -> Deferred[Any]:
         def cancelled(deferred: Deferred[Any]) -> None:

@@ -767,6 +767,162 @@ class ModernTests(McpHTTPCase):
         self.assertEqual(json.loads(body)["error"]["code"], "mcp_unavailable")
 
 
+class AtOnceTests(McpHTTPCase):
+    """
+    An answer ready by the time the request's handling first waits is written at once,
+    with no keep-alive armed and no Deferred made for it: what the client receives is
+    the same, byte for byte, as when the same answer comes after a wait, for every
+    revision, for results (kept encoded or not, large, non-ASCII), for errors and for a
+    notification streamed before the answer.
+    """
+
+    LARGE = {"content": [{"type": "text", "text": "ünïcødé ✓ 𝄞 " * 20000}], "isError": False}
+
+    OUTCOMES: tuple[dict[str, Any], ...] = (
+        {"result": {"tools": [{"name": "a"}]}},
+        {"result": {"tools": [{"name": "zürich", "title": "日本語 \u2028"}]}, "encoded": True},
+        {"result": LARGE},
+        {"result": LARGE, "encoded": True},
+        {"result": {}},
+        {"error": {"code": -32602, "message": "bad ünïcødé"}},
+        {"error": {"code": HEADER_MISMATCH, "message": "disagrees"}},
+        {"error": {"code": -32601, "message": "no such method"}},
+        {"crash": True},
+        {"result": {"ok": "é"}, "push": {"method": "notifications/message", "params": {"d": "é"}}},
+        {"error": {"code": -32000, "message": "x"}, "push": {"method": "notifications/x"}},
+    )
+
+    def setUp(self) -> None:
+        super().setUp()
+        # The large answers come from the request itself.
+        self.mcp = McpHTTP(self.core, self.clock, keep_alive=15.0, max_body=4 * 1024 * 1024)
+        self.client = Client(self.mcp, self.clock)
+        self.addCleanup(self.client.stub.flush)
+        self.addCleanup(self.mcp.close)
+
+    def exchange(
+        self, revision: str, request_id: int | str, outcome: dict[str, Any], *, wait: bool
+    ) -> tuple[int, list[tuple[bytes, list[bytes]]], bytes]:
+        """The status, headers (but C{Date}) and body of one request answered C{outcome}."""
+        params = {**outcome, "wait": wait}
+        if revision == MODERN:
+            body = modern(cast(int, request_id), "answer", params)
+            headers = modern_headers("answer")
+        else:
+            body = request(request_id, "answer", params)
+            headers = self.session_headers(self.initialize(revision), revision)
+        started = self.client.start("POST", body, headers)
+        if wait:
+            self.assertNoResult(started)
+            self.core.release(request_id, None)
+            self.client.stub.flush()
+        response = result_of(started)
+        self.client.stub.flush()
+        content: bytes = result_of(response.content())
+        kept = sorted(
+            (name, values)
+            for name, values in response.headers.getAllRawHeaders()
+            if name.lower() not in (b"date", b"mcp-session-id")
+        )
+        return response.code, kept, content
+
+    def test_same_bytes(self) -> None:
+        """Every revision, every outcome: at once and after a wait, the same response."""
+        revisions = [revision.value for revision in Revision]
+        self.assertEqual(len(revisions), 5)
+        for revision in revisions:
+            for request_id in (7, "é-ü 1"):
+                for outcome in self.OUTCOMES:
+                    at_once = self.exchange(revision, request_id, outcome, wait=False)
+                    later = self.exchange(revision, request_id, outcome, wait=True)
+                    # Compared whole, reported short: the large bodies' repr is long.
+                    if at_once != later:
+                        at = next(
+                            i
+                            for i, (a, b) in enumerate(
+                                zip(at_once[2] + b"$", later[2] + b"#", strict=False)
+                            )
+                            if a != b
+                        )
+                        self.fail(
+                            f"{revision} {request_id!r} {str(outcome)[:80]}: "
+                            f"{at_once[:2]} != {later[:2]}, bodies from byte {at}: "
+                            f"{at_once[2][at : at + 40]!r} != {later[2][at : at + 40]!r}"
+                        )
+                    self.assertIn(at_once[0], (200, 400, 404, 500))
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 5 * 2 * 2)
+        self.assertEqual(self.core.waiting, {})
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_modern_answers(self) -> None:
+        """What a 2026-07-28 client receives at once: its result, or its error's status."""
+        code, headers, content = self.exchange(MODERN, 3, self.OUTCOMES[1], wait=False)
+        self.assertEqual(code, 200)
+        self.assertIn((b"Content-Type", [b"application/json"]), headers)
+        self.assertEqual(
+            json.loads(content),
+            {"jsonrpc": "2.0", "id": 3, "result": self.OUTCOMES[1]["result"]},
+        )
+        code, _, content = self.exchange(MODERN, 4, self.OUTCOMES[6], wait=False)
+        self.assertEqual((code, json.loads(content)["error"]["code"]), (400, HEADER_MISMATCH))
+        code, _, content = self.exchange(MODERN, 5, {"crash": True}, wait=False)
+        self.flushLoggedErrors(ValueError)
+        self.assertEqual((code, json.loads(content)["error"]["code"]), (500, -32603))
+        code, headers, content = self.exchange(MODERN, 6, self.OUTCOMES[9], wait=False)
+        self.assertIn((b"Content-Type", [b"text/event-stream"]), headers)
+        decoder = SSEDecoder()
+        events = [json.loads(event.data) for event in decoder.feed(content)]
+        self.assertEqual(
+            events,
+            [
+                {"jsonrpc": "2.0", "method": "notifications/message", "params": {"d": "é"}},
+                {"jsonrpc": "2.0", "id": 6, "result": {"ok": "é"}},
+            ],
+        )
+        self.assertTrue(all(conn.closed for conn in self.core.opened))
+
+    def test_legacy_id_free_again(self) -> None:
+        """
+        A legacy session's request answered at once leaves its id free: the next request
+        may use it, and one using the id of a request still waiting is refused.
+        """
+        session = self.initialize()
+        headers = self.session_headers(session)
+        for _ in range(2):
+            _, body = self.client.post(request(5, "answer", {"result": {"n": 1}}), headers)
+            self.assertEqual(body, {"jsonrpc": "2.0", "id": 5, "result": {"n": 1}})
+        waiting = self.client.start(
+            "POST", request(6, "answer", {"result": {}, "wait": True}), headers
+        )
+        _, body = self.client.post(request(6, "answer", {"result": {}}), headers)
+        self.assertEqual(body["error"]["code"], INVALID_REQUEST)
+        self.core.release(6, None)
+        self.client.stub.flush()
+        self.assertEqual(result_of(waiting).code, 200)
+        self.assertEqual(self.mcp.sessions[session].peer.in_flight_incoming, 0)
+
+    def test_keep_alive_when_waiting(self) -> None:
+        """
+        A request that waits is watched: its client gets a keep-alive after
+        C{transport.sseKeepAlive} seconds of silence, then its answer on the stream.
+        """
+        params = {"result": {"ok": 1}, "wait": True}
+        response = result_of(self.started_stream(params))
+        collected = _Body()
+        response.deliverBody(collected)
+        self.core.release(9, None)
+        self.client.stub.flush()
+        self.assertIn(b": keepalive", collected.data)
+        self.assertEqual(collected.events(), [{"jsonrpc": "2.0", "id": 9, "result": {"ok": 1}}])
+
+    def started_stream(self, params: dict[str, Any]) -> Deferred[Any]:
+        started = self.client.start("POST", modern(9, "answer", params), modern_headers("answer"))
+        self.assertNoResult(started)
+        self.clock.advance(15)
+        self.client.stub.flush()
+        return started
+
+
 class RealCoreTests(SynchronousTestCase):
     """C{/mcp} in front of the real L{McpServer}."""
 

@@ -98,6 +98,28 @@ class ExchangeFlowTests(SynchronousTestCase):
         self.assertIsNone(request.producer)
         self.assertTrue(exchange.flow.stopped)
 
+    def test_the_flow_asked_for_is_the_one_registered(self) -> None:
+        """
+        The flow a request's progress is coalesced by, asked for before its response
+        became an event stream, is the one Twisted pauses once it is one; asked for only
+        after the answer, it is stopped (nothing more will reach that client).
+        """
+        request = ConsumingRequest([b"mcp"])
+        exchange = Exchange(cast(IRequest, request), Clock(), accepts_sse=True, keep_alive=0)
+        asked = exchange.flow
+        self.assertIs(exchange.flow, asked)
+        self.assertFalse(asked.stopped)
+        exchange.send(b'{"jsonrpc": "2.0", "method": "notifications/x"}')
+        self.assertIs(request.producer, asked)
+        exchange.answer(b'{"jsonrpc": "2.0", "id": 1, "result": {}}')
+        self.assertTrue(asked.stopped)
+
+        other = ConsumingRequest([b"mcp"])
+        answered = Exchange(cast(IRequest, other), Clock(), accepts_sse=True, keep_alive=0)
+        answered.answer(b'{"jsonrpc": "2.0", "id": 2, "result": {}}')
+        self.assertTrue(answered.flow.stopped)
+        self.assertFalse(answered.flow.paused)
+
 
 class HeldLogsTests(SynchronousTestCase):
     """Log messages for a stream that is backed up: held up to a bound, then dropped."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.wire.jsontext import MAX_DEPTH, JSONRefused, loads
+from mcpx.wire.jsontext import MAX_DEPTH, JSONRefused, _decoder, loads
 
 
 def nested(depth: int) -> bytes:
@@ -68,3 +70,59 @@ class LoadsTests(SynchronousTestCase):
     def test_too_many_digits_refused(self) -> None:
         """An integer longer than Python converts is refused, not raised as a bare ValueError."""
         self.assertIsInstance(self.refusal(b"[" + b"9" * 5000 + b"]"), str)
+
+    def test_same_as_the_decoder(self) -> None:
+        """
+        Whether the text is read by the scanner alone (one value, nothing around it) or
+        by the decoder (space around it, or more after it), the value, or the refusal
+        and its account of where, is the standard library decoder's with mcpx's rules.
+        """
+        texts = [
+            '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
+            ' {"a":1}',
+            '{"a":1} ',
+            '\n\t{"a":"é ✓ 𝄞 \\u2028"}\r\n',
+            "[1,2]",
+            '"x"',
+            "3",
+            " 3 ",
+            "1.5e3",
+            "null",
+            '{"a":1}{"b":2}',
+            '{"a":1} x',
+            "[1] [2]",
+            "",
+            "   ",
+            "}",
+            '{"a":}',
+            '{"a":1',
+            '{"a" 1}',
+            "[1,]",
+            '"unterminated',
+            "tru",
+            '{"a":NaN}',
+            " Infinity",
+            '{"a":1e400}',
+            "[" + "9" * 5000 + "]",
+            " [" + "9" * 5000 + "]",
+            "[" * 5000 + "]" * 5000,
+        ]
+
+        def reference(text: str) -> tuple[str, Any]:
+            # What loads read before the scanner alone read the usual text.
+            try:
+                value = _decoder.decode(text)
+            except JSONRefused as e:
+                return ("refused", str(e))
+            except RecursionError:
+                return ("refused", "deep")
+            except ValueError as e:
+                return ("refused", str(e))
+            return ("value", value)
+
+        for text in texts:
+            try:
+                found: tuple[str, Any] = ("value", loads(text))
+            except JSONRefused as e:
+                found = ("refused", "deep" if "nested deeper" in str(e) else str(e))
+            self.assertEqual(found, reference(text), text[:40])

@@ -407,6 +407,49 @@ class EncodedValuesTests(SynchronousTestCase):
         self.assertSameEncoding({"structuredContent": EncodedResult({}), 3: True})  # type: ignore[dict-item]
 
 
+class EncodedIdTests(SynchronousTestCase):
+    """
+    A response whose result is kept encoded (L{EncodedResult}, L{ReadResult}) is written
+    with its id spelled as the JSON encoder spells it, whatever the id.
+    """
+
+    IDS: tuple[int | str, ...] = (
+        0,
+        7,
+        -1,
+        -(2**63),
+        2**64 + 5,
+        10**40,
+        "a-b",
+        "",
+        'q"\\\n',
+        "é",
+        "\u2028",
+    )
+
+    def test_encoded_result(self) -> None:
+        """An L{EncodedResult} (a cached listing): the bytes of the whole message encoded."""
+        result = EncodedResult({"tools": [{"name": "é", "n": 1}]})
+        for request_id in self.IDS:
+            message = Response(request_id, result)
+            self.assertEqual(encode(message), encode_json(message.to_json()), request_id)
+
+    def test_read_result(self) -> None:
+        """A L{ReadResult} (an upstream's answer passed on): the same."""
+        self.patch(jsontext, "READ_AS_TEXT_FROM", 0)
+        read = parse(b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}}')
+        assert isinstance(read, Response)
+        self.assertIs(type(read.result), ReadResult)
+        for request_id in self.IDS:
+            message = Response(request_id, read.result)
+            self.assertEqual(encode(message), encode_json(message.to_json()), request_id)
+
+    def test_bool_is_not_an_int(self) -> None:
+        """C{True} is not written as C{1}: a bool is no id, but it is written as JSON's."""
+        message = Response(True, EncodedResult({}))
+        self.assertEqual(encode(message), b'{"jsonrpc":"2.0","id":true,"result":{}}')
+
+
 class IdSequenceTests(SynchronousTestCase):
     """
     L{IdSequence} hands out the ids of one direction.
