@@ -67,25 +67,35 @@ def _call(upstream: FakeUpstream, params: Mapping[str, Any]) -> Any:
     return SCRIPTED_CALL(upstream, params)
 
 
-def answers(case: SynchronousTestCase, revision: Revision) -> list[bytes]:
+def calls_made(
+    case: SynchronousTestCase, revision: Revision, scripted: dict[str, Any]
+) -> tuple[BytesHarness, Any, Session]:
     """
-    The bytes of the answers a host on C{revision} receives for pass-through requests:
-    results small, large (asked for with a small request), non-ASCII and rich (which
-    older revisions spell down), an upstream's error, a resource and a prompt.
+    A host on C{revision} passed through to C{scripted} (with a C{big} tool more), after
+    four calls: C{big}, and C{echo} of a small, a large and a non-ASCII text.
     """
     case.patch(test_passthrough, "_call", _call)
-    scripted = scripts()
     scripted["alpha"]["tools"] = [
         *scripted["alpha"]["tools"],
         {"name": "big", "inputSchema": {"type": "object"}},
     ]
-    harness, _ = passed_through(scripted=scripted, harness_type=BytesHarness)
+    harness, connector = passed_through(scripted=scripted, harness_type=BytesHarness)
     assert isinstance(harness, BytesHarness)
     session = Session(revision, harness)
     session.call("big")
     session.call("echo", {"text": "x"})
     session.call("echo", {"text": LARGE})
     session.call("echo", {"text": 'ça, 世界, \u2028 \x01 "quoted" \\ 🙂'})
+    return harness, connector, session
+
+
+def answers(case: SynchronousTestCase, revision: Revision) -> list[bytes]:
+    """
+    The bytes of the answers a host on C{revision} receives for pass-through requests:
+    results small, large (asked for with a small request), non-ASCII and rich (which
+    older revisions spell down), an upstream's error, a resource and a prompt.
+    """
+    harness, _, session = calls_made(case, revision, scripts())
     session.call("rich")
     session.error("tools/call", {"name": "nope", "arguments": {}})
     session.result("resources/read", {"uri": "alpha://doc"})
@@ -172,19 +182,7 @@ def exchanged(case: SynchronousTestCase, revision: Revision) -> tuple[list[bytes
 
     case.patch(FakeChannel, "send", send)
     case.patch(FakeChannel, "send_request", send_request)
-    case.patch(test_passthrough, "_call", _call)
-    scripted = test_passthrough.refusing_nope()
-    scripted["alpha"]["tools"] = [
-        *scripted["alpha"]["tools"],
-        {"name": "big", "inputSchema": {"type": "object"}},
-    ]
-    harness, connector = passed_through(scripted=scripted, harness_type=BytesHarness)
-    assert isinstance(harness, BytesHarness)
-    session = Session(revision, harness)
-    session.call("big")
-    session.call("echo", {"text": "x"})
-    session.call("echo", {"text": LARGE})
-    session.call("echo", {"text": 'ça, 世界, \u2028 \x01 "quoted" \\ 🙂'})
+    harness, connector, session = calls_made(case, revision, test_passthrough.refusing_nope())
     session.error("tools/call", {"name": "nope", "arguments": {}})
     connector.holding.add("tools/call")
     slow = session.request("tools/call", {"name": "echo", "arguments": {"text": "slow"}})
