@@ -256,9 +256,12 @@ class StdioConnection(NDJSONProtocol):
         What the peer writes: a message and its newline; once the client closed its
         input, the connection closes after the last running request's answer.
         """
-        self.send_message(payload)
-        if self._draining:
-            self._answered()
+        try:
+            self.send_message(payload)
+        finally:
+            # Even when the write failed: the request is over all the same.
+            if self._draining:
+                self._answered()
 
     def _push(self, method: str, params: dict[str, Any] | None) -> None:
         if self.peer is not None:
