@@ -16,7 +16,7 @@ N times one after another and N times with C{--concurrency} in flight (ids tell 
 answers apart), after a warm-up.  The request lines are built once; the client parses each
 answer line alike for both ways, so the difference is what the bridge and the daemon add.
 
-    .venv/bin/python bench/bench_serve.py [--calls N] [--concurrency C] [--warm W]
+    .venv/bin/python bench/bench_serve.py [--calls N] [--concurrency C] [--warm W] [--profile F]
 
 The figures are printed; nothing is asserted.
 """
@@ -194,7 +194,7 @@ async def runs_for(
 async def measure(reactor: Any, options: argparse.Namespace) -> None:
     env = dict(os.environ)
     direct, _ = await runs_for("direct demo", spawned(reactor, DEMO_ARGV, env), options)
-    daemon = Daemon({"demo": DEMO_ARGV}, None)
+    daemon = Daemon({"demo": DEMO_ARGV}, options.profile)
     try:
         bridge = [MCPX, "serve", "--passthrough", "demo"]
         served, first = await runs_for("mcpx serve", spawned(reactor, bridge, daemon.env), options)
@@ -230,7 +230,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per series (2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (16)")
     parser.add_argument("--warm", type=int, default=300, help="warm-up calls per way (300)")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        default=None,
+        help="run the daemon under cProfile and write its profile (of the whole run) to FILE",
+    )
     options = parser.parse_args()
+    if options.profile:
+        # The daemon runs in its state directory, which goes at the end: the path is made whole.
+        options.profile = os.path.abspath(options.profile)
     print(
         f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"

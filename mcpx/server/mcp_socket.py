@@ -148,7 +148,6 @@ class StdioConnection(NDJSONProtocol):
         self.hello: dict[str, Any] | None = None
         self._draining = False
         self._drain_timer: IDelayedCall | None = None
-        self._drain_check: IDelayedCall | None = None
         self._lost = False
         self._who = "MCP client"
         self.flow = Flow()
@@ -188,7 +187,7 @@ class StdioConnection(NDJSONProtocol):
             )
         )
         self.peer = RpcPeer(
-            self.send_message,
+            self._send,
             on_request=self._request,
             on_notification=self._notification,
             negative_ids=True,
@@ -237,19 +236,32 @@ class StdioConnection(NDJSONProtocol):
         peer = self.peer if self.peer is not None else self._start(None)
         peer.reject_oversized(limit)
 
-    def _request(self, request: Request) -> Deferred[Any]:
+    def _request(self, request: Request) -> Deferred[Any] | Coroutine[Any, Any, Any]:
         assert self.conn is not None
         if self._shutdown is not None and self._shutdown.begun:
             # The gate's 503 for HTTP; here the request itself is refused.
             return fail(shutting_down_error())
-        handling: Deferred[Any] = Deferred.fromCoroutine(self._core.handle(self.conn, request))
-        return handling.addBoth(self._settled)
+        # The peer runs the coroutine in a Deferred of its own: no second one wrapped
+        # around it per request (the drain hears of answers as they are sent, L{_send}).
+        return self._core.handle(self.conn, request)
 
     def _notification(self, notification: Notification) -> None:
         assert self.conn is not None
         self._core.notification(self.conn, notification)
 
     # mcpx to the client
+
+    def _send(self, payload: bytes) -> None:
+        """
+        What the peer writes: a message and its newline; once the client closed its
+        input, the connection closes after the last running request's answer.
+        """
+        try:
+            self.send_message(payload)
+        finally:
+            # Even when the write failed: the request is over all the same.
+            if self._draining:
+                self._answered()
 
     def _push(self, method: str, params: dict[str, Any] | None) -> None:
         if self.peer is not None:
@@ -268,15 +280,13 @@ class StdioConnection(NDJSONProtocol):
 
     # Ending
 
-    def _settled(self, outcome: object) -> object:
-        # The peer answers after this callback returns: look again on the next turn.
-        if self._draining and self._drain_check is None and not self._lost:
-            self._drain_check = self._clock.callLater(0, self._drained)
-        return outcome
-
-    def _drained(self) -> None:
-        self._drain_check = None
-        if self.peer is None or self.peer.in_flight_incoming == 0:
+    def _answered(self) -> None:
+        """
+        A message went out while draining.  The peer forgets a request before it
+        writes its answer, and nothing is read any more that could cancel one (which
+        answers nothing): the last answer is the last message the count falls to 0 at.
+        """
+        if not self._lost and (self.peer is None or self.peer.in_flight_incoming == 0):
             self._close()
 
     def readConnectionLost(self) -> None:
@@ -316,10 +326,9 @@ class StdioConnection(NDJSONProtocol):
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._lost = True
         self.flow.stopProducing()
-        for timer in (self._drain_timer, self._drain_check):
-            if timer is not None and timer.active():
-                timer.cancel()
-        self._drain_timer = self._drain_check = None
+        if self._drain_timer is not None and self._drain_timer.active():
+            self._drain_timer.cancel()
+        self._drain_timer = None
         if self.peer is not None:
             # Cancels every request still running, all the way upstream.
             self.peer.close(reason)

@@ -167,6 +167,72 @@ class StdioConnectionTests(SynchronousTestCase):
             ],
         )
 
+    def test_lines_written_byte_for_byte(self) -> None:
+        """
+        On every revision a host can agree on, what the host reads is exactly these
+        bytes, one line each: answers (integer and string ids, non-ASCII and a 300 KB
+        answer), errors, a notification pushed while a request runs, mcpx's own
+        request, and after the host closes its input the answers still running, each
+        once, before the connection closes.
+        """
+        big = "\u00e9\u2713 " * 100_000
+        for revision in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"):
+            with self.subTest(revision=revision):
+                self.core = FakeCore()
+                # Room for the big answer's request (setUp's limit is 1000 bytes).
+                self.factory = StdioFactory(self.core, self.clock, drain=5.0)
+                self.protocol = self.factory.buildProtocol(None)
+                self.transport = StringTransport()
+                self.protocol.makeConnection(self.transport)
+                self.start()
+                self.send(
+                    self.request(1, "initialize", {"protocolVersion": revision}),
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    self.request(2, "echo", {"text": "h\u00e9llo \U0001f600", "n": [1, 2.5, None]}),
+                    {"jsonrpc": "2.0", "id": "s-3", "method": "echo", "params": {"text": big}},
+                    self.request(4, "fail", {"code": -32602, "message": "bad \u00e9"}),
+                    self.request(5, "nosuch"),
+                    self.request(
+                        6,
+                        "notify",
+                        {
+                            "method": "notifications/progress",
+                            "params": {"progressToken": "t", "progress": 1},
+                        },
+                    ),
+                    self.request(7, "ask", {"message": "sure?"}),
+                    self.request(8, "wait"),
+                )
+                self.send({"jsonrpc": "2.0", "id": -1, "result": {"action": "accept"}})
+                self.core.release(6, {"done": "\u00e9"})
+                self.protocol.readConnectionLost()
+                self.assertFalse(self.transport.disconnecting, "request 8 is still running")
+                self.core.release(8, {"content": [{"type": "text", "text": "last"}]})
+                self.clock.advance(0)
+                self.assertTrue(self.transport.disconnecting)
+                expected = [
+                    b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"'
+                    + revision.encode()
+                    + b'","capabilities":{}}}',
+                    '{"jsonrpc":"2.0","id":2,"result":{"text":"h\u00e9llo \U0001f600",'
+                    '"n":[1,2.5,null]}}'.encode(),
+                    b'{"jsonrpc":"2.0","id":"s-3","result":{"text":"' + big.encode() + b'"}}',
+                    '{"jsonrpc":"2.0","id":4,"error":{"code":-32602,'
+                    '"message":"bad \u00e9"}}'.encode(),
+                    b'{"jsonrpc":"2.0","id":5,"error":{"code":-32601,'
+                    b'"message":"Method not found: nosuch"}}',
+                    b'{"jsonrpc":"2.0","method":"notifications/progress",'
+                    b'"params":{"progressToken":"t","progress":1}}',
+                    b'{"jsonrpc":"2.0","id":-1,"method":"elicitation/create",'
+                    b'"params":{"message":"sure?"}}',
+                    b'{"jsonrpc":"2.0","id":7,"result":{"answer":{"action":"accept"}}}',
+                    '{"jsonrpc":"2.0","id":6,"result":{"done":"\u00e9"}}'.encode(),
+                    b'{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"last"}]}}',
+                ]
+                self.assertEqual(
+                    self.transport.value(), b"".join(line + b"\n" for line in expected)
+                )
+
     def test_eof_with_nothing_running_closes(self) -> None:
         """When the host closes stdin and nothing runs, the connection closes at once."""
         self.start()
