@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 
 from mcpx.once import Once
 from mcpx.settings.endpoints import split_endpoint
+from mcpx.wire.twisted_private import plain_unix_reactor
 
 SOCKET_NAME = "mcpx.sock"
 
@@ -149,7 +150,7 @@ class ListenerService(Service):
     def startService(self) -> None:
         Service.startService(self)
         try:
-            endpoint = serverFromString(self._reactor, self.description)
+            endpoint = serverFromString(plain_unix_reactor(self._reactor), self.description)
         except Exception:
             self._settle(Failure())
             return

@@ -5,11 +5,20 @@ it pins, and still there.
 
 from __future__ import annotations
 
+import array
+import contextlib
+import os
+import socket
 from importlib.metadata import version
+from typing import Any
 
+from twisted.internet import reactor, tcp
 from twisted.internet.abstract import FileDescriptor
-from twisted.internet.testing import StringTransport
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
+from twisted.internet.testing import MemoryReactor, StringTransport
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Request
 from twisted.web.test.requesthelper import DummyChannel
@@ -22,6 +31,7 @@ from mcpx.wire.twisted_private import (
     http11_client_factory,
     network_producer,
     nothing_queued,
+    plain_unix_reactor,
     request_not_sent,
     url_refused_by_klein,
     waiting_for_transport,
@@ -75,3 +85,61 @@ class NamesTests(SynchronousTestCase):
         """The HTTP/1.1 client's connection factory and its not-sent error are classes."""
         self.assertIsInstance(http11_client_factory(), type)
         self.assertTrue(issubclass(request_not_sent(), Exception))
+
+
+class _Echo(Protocol):
+    """Sends back what it receives, and keeps its transport for the test to look at."""
+
+    def connectionMade(self) -> None:
+        connections.append(self.transport)
+
+    def dataReceived(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+
+connections: list[Any] = []
+
+
+class PlainUnixTests(TestCase):
+    """
+    L{plain_unix_reactor}: the daemon's unix sockets read with C{recv} and write with
+    C{send}, and a descriptor a client passes anyway is not kept.
+    """
+
+    async def test_echo_and_no_descriptor_kept(self) -> None:
+        path = self.mktemp()
+        endpoint = serverFromString(plain_unix_reactor(reactor), f"unix:{path}:mode=600")
+        port = await endpoint.listen(Factory.forProtocol(_Echo))
+        self.addCleanup(port.stopListening)
+        del connections[:]
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(client.close)
+        client.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            client.connect(path)
+        read_end, write_end = os.pipe()
+        self.addCleanup(os.close, read_end)
+        # The write end of a pipe, passed along with the first bytes, then closed here:
+        # if the daemon kept it, the pipe would never read as ended.
+        fds = array.array("i", [write_end])
+        client.sendmsg([b"ping"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        os.close(write_end)
+        received = b""
+        for _ in range(3000):
+            with contextlib.suppress(BlockingIOError):
+                received += client.recv(100)
+            if received == b"ping":
+                break
+            await deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(received, b"ping")
+        [transport] = connections
+        self.assertIs(type(transport).doRead, tcp.Connection.doRead)
+        self.assertIs(type(transport).writeSomeData, tcp.Connection.writeSomeData)
+        os.set_blocking(read_end, False)
+        self.assertEqual(os.read(read_end, 1), b"")
+
+    def test_a_reactor_not_posix_as_it_is(self) -> None:
+        """A test's reactor (not a C{PosixReactorBase}) is given back unchanged."""
+        memory = MemoryReactor()
+        self.assertIs(plain_unix_reactor(memory), memory)
