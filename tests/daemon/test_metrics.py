@@ -147,6 +147,37 @@ class CallMetricsTests(MetricsCase):
             3,
         )
 
+    def test_latency_buckets_on_and_between_bounds(self) -> None:
+        """
+        A call's duration is counted in the first bucket whose bound is at least it (a
+        duration on a bound in that bound's bucket), past the last bound in +Inf alone;
+        the exposition's lines are these, in this order.
+        """
+        for seconds in (0.0005, 0.001, 0.0012, 0.0025, 7.0, 60, 61.5, 1000):
+            self.metrics.call_finished("notes", "echo", seconds, "ok")
+        text = self.get("/metrics").body.decode("utf-8")
+        shown = [
+            line
+            for line in text.splitlines()
+            if line.startswith("mcpx_call_duration_seconds") and "_created" not in line
+        ]
+        series = 'server="notes",tool="echo"'
+        counts = (2, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 6)
+        bounds = ("0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5")
+        bounds += ("1.0", "2.5", "5.0", "10.0", "30.0", "60.0")
+        self.assertEqual(
+            shown,
+            [
+                *(
+                    f'mcpx_call_duration_seconds_bucket{{le="{bound}",{series}}} {count}.0'
+                    for bound, count in zip(bounds, counts, strict=True)
+                ),
+                f'mcpx_call_duration_seconds_bucket{{le="+Inf",{series}}} 8.0',
+                f"mcpx_call_duration_seconds_count{{{series}}} 8.0",
+                f"mcpx_call_duration_seconds_sum{{{series}}} 1128.5052",
+            ],
+        )
+
     def test_unknown_server_makes_no_series(self) -> None:
         """A call to a server nobody configured is refused without adding a series."""
         self.failureResultOf(self.call("nobody", "echo"))
