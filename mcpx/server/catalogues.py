@@ -57,7 +57,8 @@ def upstream_client(context: Context) -> str:
     last = _LAST_MARK
     # A call asks twice with the same request's capabilities (its route, then the call).
     if last[0] is capabilities and last[1] is revision:
-        return context.identity + last[2]
+        kept: str = last[2]
+        return context.identity + kept
     declared = questions_declared(capabilities)
     mark = _MARKS.get((declared, revision))
     if mark is None:

@@ -184,7 +184,7 @@ class CachedListTests(SynchronousTestCase):
             done.addBoth(results.append)
             (result,) = results
             if isinstance(result, Failure):
-                error = result.value
+                error: Any = result.value
                 shown: Any = (type(error), str(error), error.status, error.rpc_error().data)
             else:
                 shown = result

@@ -392,7 +392,8 @@ class ContextCopyTests(SynchronousTestCase):
         self.assertEqual(context, same)
         self.assertEqual(hash(context), hash(same))
         for name in values:
-            other = evolve(context, **{name: object()})
+            changed: dict[str, Any] = {name: object()}
+            other = evolve(context, **changed)
             self.assertNotEqual(context, other, name)
         with self.assertRaises(TypeError):
             hash(evolve(context, capabilities={}))
