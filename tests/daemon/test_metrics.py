@@ -283,3 +283,33 @@ class HttpMetricsTests(MetricsCase):
         self.assertEqual(samples[(count, labels(route="other", status="404"))], 2)
         routes = {dict(key[1])["route"] for key in samples if key[0] == count}
         self.assertFalse({"/made/up/1", "/v1/tools/notes/echo"} & routes)
+
+    def test_requests_counted_alike_however_often(self) -> None:
+        """
+        A route's own path, a path with values in it, a made-up one and one whose bytes
+        are not UTF-8 are counted by template and status however often they come: the
+        exposition's lines are these.
+        """
+        for _ in range(3):
+            for path, status in (
+                (b"/mcp", 200),
+                (b"/mcp", 400),
+                (b"/v1/tools/notes/echo", 200),
+                (b"/v1/tools/files/read", 404),
+                (b"/made/up", 404),
+                (b"/mcp\xff", 404),
+                (b"other", 404),
+            ):
+                self.metrics.request_finished(path, status)
+        text = self.metrics.render().decode("utf-8")
+        shown = [line for line in text.splitlines() if line.startswith("mcpx_http_requests_total")]
+        self.assertEqual(
+            shown,
+            [
+                'mcpx_http_requests_total{route="/mcp",status="200"} 3.0',
+                'mcpx_http_requests_total{route="/mcp",status="400"} 3.0',
+                'mcpx_http_requests_total{route="/v1/tools/{server}/{tool}",status="200"} 3.0',
+                'mcpx_http_requests_total{route="/v1/tools/{server}/{tool}",status="404"} 3.0',
+                'mcpx_http_requests_total{route="other",status="404"} 9.0',
+            ],
+        )
