@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -193,10 +194,11 @@ class _Observed:
 
     def observe(self, value: float) -> None:
         self._sum += value
-        for i, bound in enumerate(self._bounds):
-            if value <= bound:
-                self._counts[i] += 1
-                return
+        # The first bucket whose bound is at least the value (none for NaN).
+        bounds = self._bounds
+        i = bisect_left(bounds, value)
+        if i < len(bounds) and value <= bounds[i]:
+            self._counts[i] += 1
 
     def samples(self) -> Iterable[tuple[str, tuple[tuple[str, str], ...], float]]:
         found: list[tuple[str, tuple[tuple[str, str], ...], float]] = []

@@ -159,6 +159,8 @@ class Metrics:
         self._calls: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._tools: set[tuple[str, str]] = set()
         self._http: dict[tuple[str, int], Any] = {}
+        #: The child of each (route path, status) whose path is its route's template.
+        self._exact: dict[tuple[bytes, int], Any] = {}
         self._holdings: Holdings | None = None
 
     def watch(self, http: HeldParts) -> None:
@@ -212,12 +214,23 @@ class Metrics:
 
     def request_finished(self, path: bytes, status: int) -> None:
         """An HTTP request to C{path} was answered with C{status}."""
-        route = self.routes.of(path.decode("utf-8", "replace"))
+        child = self._exact.get((path, status))
+        if child is None:
+            child = self._route_child(path, status)
+        child.inc()
+
+    def _route_child(self, path: bytes, status: int) -> Any:
+        text = path.decode("utf-8", "replace")
+        route = self.routes.of(text)
         key = (route, status)
         child = self._http.get(key)
         if child is None:
             child = self._http[key] = self.http_requests.labels(route, str(status))
-        child.inc()
+        if route == text:
+            # A route's own path (C{/mcp}): kept by its bytes, as many as routes and
+            # statuses; a path with values in it is matched each time.
+            self._exact[path, status] = child
+        return child
 
     def render(self) -> bytes:
         """Every metric, in the Prometheus text exposition format."""

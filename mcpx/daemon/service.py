@@ -183,7 +183,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         max_tools=settings.integer("daemon.metricsMaxTools"),
     )
     publish = metrics.published(events.publish)
-    calls = RecentCalls(clock, publish=events.publish)
+    calls = RecentCalls(clock, publish=events.publish, unheard=events.unheard)
     notices = UpstreamNotices()
 
     # This run's id: in the shared store's heartbeats, and at the start of every

@@ -283,6 +283,17 @@ class EventBus:
             if subscription.active and subscription.matches(event):
                 subscription.offer(event)
 
+    def unheard(self) -> bool:
+        """
+        Whether an event published now would reach nobody; then it is taken as published
+        (its id used, as L{publish} would), so a publisher on the hot path (a call ending,
+        L{mcpx.ops.recent_calls}) need not spell its fields out.
+        """
+        if self._subscriptions:
+            return False
+        self._last_id += 1
+        return True
+
     def subscribe(
         self,
         deliver: Callable[[Event], None],

@@ -36,11 +36,15 @@ class RecentCalls:
     The ring of the last L{DEFAULT_LIMIT} calls.
 
     @ivar publish: the event bus's C{publish}, told C{call.finished} for each call.
+    @ivar unheard: the event bus's L{mcpx.ops.events.EventBus.unheard}: while nobody
+        listens, the event is not spelled out (its fields cost a call more than the rest
+        of its keeping).
     """
 
     clock: IReactorTime
     limit: int = DEFAULT_LIMIT
     publish: Callable[..., None] | None = None
+    unheard: Callable[[], bool] | None = None
     #: Each call as (principal, server, tool, finished, seconds, outcome): a tuple, made
     #: for every call that ends, and spelled as a dict only when listed (L{newest_first}).
     _ring: deque[tuple[str | None, str, str, float, float, str]] = field(init=False)
@@ -57,7 +61,7 @@ class RecentCalls:
         @param principal: the subject identity it was made for, if any.
         """
         self._ring.append((principal, server, tool, self.clock.seconds(), seconds, outcome))
-        if self.publish is not None:
+        if self.publish is not None and (self.unheard is None or not self.unheard()):
             self.publish(
                 "call.finished",
                 server,

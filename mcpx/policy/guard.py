@@ -88,6 +88,15 @@ _MISFITS: Final = {
 _confirmations = itertools.count(1)
 
 
+class _Later:
+    """What L{GuardedPool._admit_now} answers when the call must wait to be decided."""
+
+    __slots__ = ()
+
+
+_LATER: Final = _Later()
+
+
 def _no_events(kind: str, server: str | None = None, **data: Any) -> None:
     return None
 
@@ -255,6 +264,10 @@ class GuardedPool:
                 # own failures, which the call would meet too, are left to say so).
                 self._warn_once(server, "", "list", f"its tools could not be listed ({e})")
                 return None
+        return self._index_of(server, client, listed)
+
+    def _index_of(self, server: str, client: str, listed: list[dict[str, Any]]) -> _Index:
+        """The index of C{listed}, C{server}'s tools as C{client} has them."""
         key = (server, self._lister(server, client))
         index = self._indexes.get(key)
         if index is None or not index.same_list(listed):
@@ -280,22 +293,25 @@ class GuardedPool:
         """
         policy = self.policy(server)
         client = options.get("client", "")
-        call = options.get("call")
-        # Its events are the caller's subject's to see (mcpx.ops.events), and the owner's.
-        principal = principal_of(client)
         # Untraced, a call makes no span at all (tracing.ON), as in the pool.
         if tracing.ON:
             with tracing.span(
                 "mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}
             ) as span:
                 checks, declined = await self._admit(
-                    policy, server, tool, arguments, client=client, call=call, principal=principal
+                    policy, server, tool, arguments, client=client, call=options.get("call")
                 )
                 tracing.ended(span, "mcpx.outcome", "ok" if declined is None else "declined")
         else:
-            checks, declined = await self._admit(
-                policy, server, tool, arguments, client=client, call=call, principal=principal
-            )
+            # Decided at once when nothing need be waited for (the list cached, its
+            # schemas compiled, nobody to ask): no coroutine of the policy's own.
+            admitted = self._admit_now(policy, server, tool, arguments, client)
+            if isinstance(admitted, _Later):
+                checks, declined = await self._admit(
+                    policy, server, tool, arguments, client=client, call=options.get("call")
+                )
+            else:
+                checks, declined = admitted, None
         if declined is not None:
             return declined
         result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
@@ -306,10 +322,60 @@ class GuardedPool:
             and isinstance(result, dict)
             and result.get("isError") is not True
         ):
-            self._check_output(
-                server, tool, policy.validate_output, checks, result, principal=principal
-            )
+            self._check_output(server, tool, policy.validate_output, checks, result, client=client)
         return result
+
+    def _admit_now(
+        self,
+        policy: ServerPolicy,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        client: str,
+    ) -> _ToolChecks | _Later | None:
+        """
+        L{_admit}, when it has nothing to wait for: the tool's checks, the arguments
+        held against them; or L{_LATER} when the list is not cached, the tool's schemas
+        are not compiled yet or the call needs confirmation (then L{_admit} decides).
+
+        @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
+        @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
+        """
+        if policy.hides_any:
+            self._refuse_hidden(policy, server, tool)
+        listed: list[dict[str, Any]] | None = self._inner.cached_catalogue(
+            server, "tools", client=client
+        )
+        if listed is None:
+            return _LATER
+        index = self._index_of(server, client, listed)
+        definition = index.tools.get(tool)
+        checks = index.checks.get(tool)
+        if checks is None and definition is not None:
+            return _LATER
+        if (
+            policy.confirmation_for(
+                tool, definition.get("annotations") if definition is not None else None
+            )
+            is not None
+        ):
+            return _LATER
+        if checks is not None and policy.validate_input is not Check.OFF:
+            self._check_input(server, tool, policy.validate_input, checks, arguments, client=client)
+        return checks
+
+    def _refuse_hidden(self, policy: ServerPolicy, server: str, tool: str) -> None:
+        """
+        @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide C{tool}.
+        """
+        hidden = policy.hidden_by(tool)
+        if hidden is not None:
+            self.counts["denied", server] += 1
+            raise ToolHidden(
+                f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
+                "in the mcpx configuration; it cannot be listed or called",
+                {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
+            )
 
     async def _admit(
         self,
@@ -320,7 +386,6 @@ class GuardedPool:
         *,
         client: str,
         call: Call | None,
-        principal: str | None,
     ) -> tuple[_ToolChecks | None, dict[str, Any] | None]:
         """
         What the policy says of one call before it goes on (L{call_tool}): the tool's
@@ -329,21 +394,12 @@ class GuardedPool:
         @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
         @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
         """
-        hidden = policy.hidden_by(tool)
-        if hidden is not None:
-            self.counts["denied", server] += 1
-            raise ToolHidden(
-                f"tool {tool!r} of server {server!r} is hidden by its {hidden} "
-                "in the mcpx configuration; it cannot be listed or called",
-                {"server": server, "tool": tool, "setting": hidden.split(" ", 1)[0]},
-            )
+        self._refuse_hidden(policy, server, tool)
         index = await self._index(server, client)
         definition = index.tools.get(tool) if index is not None else None
         checks = await index.checks_of(tool, self._compile_in) if index is not None else None
         if checks is not None and policy.validate_input is not Check.OFF:
-            self._check_input(
-                server, tool, policy.validate_input, checks, arguments, principal=principal
-            )
+            self._check_input(server, tool, policy.validate_input, checks, arguments, client=client)
         why = policy.confirmation_for(
             tool, definition.get("annotations") if definition is not None else None
         )
@@ -354,7 +410,6 @@ class GuardedPool:
             arguments=arguments,
             call=call,
             why=why,
-            principal=principal,
         ):
             return checks, declined_result(server, tool, why)
         return checks, None
@@ -367,7 +422,7 @@ class GuardedPool:
         checks: _ToolChecks,
         arguments: Mapping[str, Any],
         *,
-        principal: str | None,
+        client: str,
     ) -> None:
         if checks.input is not None:
             problems = checks.input.problems(arguments)
@@ -378,7 +433,7 @@ class GuardedPool:
         else:
             return
         if problems:
-            self._misfit("input", server, tool, problems, mode=mode, principal=principal)
+            self._misfit("input", server, tool, problems, mode=mode, client=client)
 
     def _check_output(
         self,
@@ -388,7 +443,7 @@ class GuardedPool:
         checks: _ToolChecks,
         result: Mapping[str, Any],
         *,
-        principal: str | None,
+        client: str,
     ) -> None:
         if "structuredContent" not in result:
             problems = [{"path": "", "reason": "the result has no structuredContent"}]
@@ -398,7 +453,7 @@ class GuardedPool:
             why = checks.output_refused
             problems = [{"path": "", "reason": f"its outputSchema was refused: {why}"}]
         if problems:
-            self._misfit("output", server, tool, problems, mode=mode, principal=principal)
+            self._misfit("output", server, tool, problems, mode=mode, client=client)
 
     def _misfit(
         self,
@@ -408,13 +463,15 @@ class GuardedPool:
         problems: list[dict[str, str]],
         *,
         mode: Check,
-        principal: str | None,
+        client: str,
     ) -> None:
         """
-        A call's C{what} (L{_MISFITS}) does not fit its schema: count and publish it, then
-        refuse it (enforce) or warn of it once (warn).
+        A call's C{what} (L{_MISFITS}) does not fit its schema: count and publish it
+        (its events are the caller's subject's to see, mcpx.ops.events, and the
+        owner's), then refuse it (enforce) or warn of it once (warn).
         """
         self.counts[what, server] += 1
+        principal = principal_of(client)
         text = problems_text(problems)
         self._publish(
             f"policy.{what}_invalid",
@@ -453,8 +510,8 @@ class GuardedPool:
         arguments: Mapping[str, Any],
         call: Call | None,
         why: str,
-        principal: str | None,
     ) -> bool:
+        principal = principal_of(client)
         if call is None:
             # Nobody to ask natively: the question waits in the broker (mcpx elicit).
             # It is the caller's subject's question, as a /v1 call's would be.

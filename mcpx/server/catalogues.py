@@ -52,8 +52,14 @@ def upstream_client(context: Context) -> str:
     reaches declares no more upstream and lists what the server lists to such a host
     (a revision's missing capability counts as undeclared, as for L{mcpx.call.Call}).
     """
-    declared = questions_declared(context.capabilities)
+    capabilities = context.capabilities
     revision = context.revision
+    last = _LAST_MARK
+    # A call asks twice with the same request's capabilities (its route, then the call).
+    if last[0] is capabilities and last[1] is revision:
+        kept: str = last[2]
+        return context.identity + kept
+    declared = questions_declared(capabilities)
     mark = _MARKS.get((declared, revision))
     if mark is None:
         questions = frozenset(
@@ -62,14 +68,18 @@ def upstream_client(context: Context) -> str:
             if capability_in("client", question.partition(".")[0], revision)
         )
         # What declaring appends to any identity: worked out once for each set of
-        # questions (some of four) and revision, as this runs twice for every call.
+        # questions (some of four) and revision.
         mark = _MARKS[declared, revision] = declaring("", questions)
+    last[:] = (capabilities, revision, mark)
     return context.identity + mark
 
 
 #: The mark L{upstream_client} puts on an identity, by the questions its host declared
 #: and its revision (a few dozen at most).
 _MARKS: dict[tuple[frozenset[str], Revision], str] = {}
+#: The capabilities and revision L{upstream_client} was last asked of and their mark: the
+#: capabilities of a request (or a legacy session's) are not changed once received.
+_LAST_MARK: list[Any] = [None, None, ""]
 
 
 class Catalogues:

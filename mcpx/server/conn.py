@@ -15,9 +15,9 @@ its C{_meta}, read into a L{Context} for that request alone.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
-from attrs import define, field, frozen
+from attrs import define, field
 from twisted.internet.defer import Deferred
 
 from mcpx.auth.caller import subject_identity
@@ -38,6 +38,17 @@ Method: TypeAlias = Callable[["Conn", "Context", "dict[str, Any]"], "Awaitable[M
 #: A request header's value by name (case-insensitive), trimmed of surrounding
 #: whitespace, or C{None} when the request has no such header.
 HeaderSource: TypeAlias = Callable[[str], "str | None"]
+
+
+if TYPE_CHECKING:
+    from attrs import frozen as _made_once
+else:
+    #: A class whose instances are not changed once made: frozen to the type checker,
+    #: which refuses any assignment to their fields, and at run time a plain slotted
+    #: class with a frozen one's equality and hash, for it costs a frozen class an
+    #: C{object.__setattr__} for each field to make one (a L{Context}, 13 fields, is made
+    #: more than once for every request).
+    _made_once = define(unsafe_hash=True)
 
 
 def _no_flow(token: str | int | None) -> Flow | None:
@@ -131,10 +142,11 @@ class Conn:
         return self.push is not None and not self.closed
 
 
-@frozen
+@_made_once
 class Context:
     """
-    What one request is served with.
+    What one request is served with: made once and never changed (L{with_call} and
+    C{attrs.evolve} make another).
 
     @ivar revision: the revision its answer is spelled for.
     @ivar identity: the caller, for C{client}-scoped upstream servers.

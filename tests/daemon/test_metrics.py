@@ -147,6 +147,37 @@ class CallMetricsTests(MetricsCase):
             3,
         )
 
+    def test_latency_buckets_on_and_between_bounds(self) -> None:
+        """
+        A call's duration is counted in the first bucket whose bound is at least it (a
+        duration on a bound in that bound's bucket), past the last bound in +Inf alone;
+        the exposition's lines are these, in this order.
+        """
+        for seconds in (0.0005, 0.001, 0.0012, 0.0025, 7.0, 60, 61.5, 1000):
+            self.metrics.call_finished("notes", "echo", seconds, "ok")
+        text = self.get("/metrics").body.decode("utf-8")
+        shown = [
+            line
+            for line in text.splitlines()
+            if line.startswith("mcpx_call_duration_seconds") and "_created" not in line
+        ]
+        series = 'server="notes",tool="echo"'
+        counts = (2, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 6)
+        bounds = ["0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5"]
+        bounds += ["1.0", "2.5", "5.0", "10.0", "30.0", "60.0"]
+        self.assertEqual(
+            shown,
+            [
+                *(
+                    f'mcpx_call_duration_seconds_bucket{{le="{bound}",{series}}} {count}.0'
+                    for bound, count in zip(bounds, counts, strict=True)
+                ),
+                f'mcpx_call_duration_seconds_bucket{{le="+Inf",{series}}} 8.0',
+                f"mcpx_call_duration_seconds_count{{{series}}} 8.0",
+                f"mcpx_call_duration_seconds_sum{{{series}}} 1128.5052",
+            ],
+        )
+
     def test_unknown_server_makes_no_series(self) -> None:
         """A call to a server nobody configured is refused without adding a series."""
         self.failureResultOf(self.call("nobody", "echo"))
@@ -252,3 +283,33 @@ class HttpMetricsTests(MetricsCase):
         self.assertEqual(samples[(count, labels(route="other", status="404"))], 2)
         routes = {dict(key[1])["route"] for key in samples if key[0] == count}
         self.assertFalse({"/made/up/1", "/v1/tools/notes/echo"} & routes)
+
+    def test_requests_counted_alike_however_often(self) -> None:
+        """
+        A route's own path, a path with values in it, a made-up one and one whose bytes
+        are not UTF-8 are counted by template and status however often they come: the
+        exposition's lines are these.
+        """
+        for _ in range(3):
+            for path, status in (
+                (b"/mcp", 200),
+                (b"/mcp", 400),
+                (b"/v1/tools/notes/echo", 200),
+                (b"/v1/tools/files/read", 404),
+                (b"/made/up", 404),
+                (b"/mcp\xff", 404),
+                (b"other", 404),
+            ):
+                self.metrics.request_finished(path, status)
+        text = self.metrics.render().decode("utf-8")
+        shown = [line for line in text.splitlines() if line.startswith("mcpx_http_requests_total")]
+        self.assertEqual(
+            shown,
+            [
+                'mcpx_http_requests_total{route="/mcp",status="200"} 3.0',
+                'mcpx_http_requests_total{route="/mcp",status="400"} 3.0',
+                'mcpx_http_requests_total{route="/v1/tools/{server}/{tool}",status="200"} 3.0',
+                'mcpx_http_requests_total{route="/v1/tools/{server}/{tool}",status="404"} 3.0',
+                'mcpx_http_requests_total{route="other",status="404"} 9.0',
+            ],
+        )

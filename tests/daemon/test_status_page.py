@@ -20,6 +20,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
+from mcpx.ops.events import EventBus
 from mcpx.ops.recent_calls import RecentCalls
 from tests.daemon.fake_pool import daemon_http
 from tests.support.daemons import NOBODY, daemon_environ, probe, start_daemon
@@ -71,6 +72,58 @@ class RecentCallsTests(SynchronousTestCase):
             seen,
             [(("call.finished", "demo"), {"tool": "add", "seconds": 0.5, "outcome": "tool_error"})],
         )
+
+    def test_unheard_calls_use_their_event_ids(self) -> None:
+        """
+        Calls that end while nobody listens are not spelled out as events, yet use their
+        ids as if published: the next one heard has the id it always had, and the fields
+        (a subject's call attributed to it, the seconds rounded); the listing keeps them all.
+        """
+        clock = Clock()
+        bus = EventBus(clock)
+        calls = RecentCalls(clock, publish=bus.publish, unheard=bus.unheard)
+        clock.advance(10)
+        calls.call_finished("demo", "add", 0.5, "ok")
+        calls.call_finished("demo", "add", 0.25, "error", principal='subject:"alice"')
+        seen: list[Any] = []
+        bus.subscribe(seen.append)
+        calls.call_finished("demo", "sub", 0.123456789, "tool_error", principal='subject:"bob"')
+        calls.call_finished("demo", "mul", 1.0, "ok", principal="")
+        self.assertEqual(
+            [(event.id, event.principal, event.to_json()) for event in seen],
+            [
+                (
+                    3,
+                    'subject:"bob"',
+                    {
+                        "kind": "call.finished",
+                        "server": "demo",
+                        "time": 10.0,
+                        "tool": "sub",
+                        "seconds": 0.123457,
+                        "outcome": "tool_error",
+                    },
+                ),
+                (
+                    4,
+                    None,
+                    {
+                        "kind": "call.finished",
+                        "server": "demo",
+                        "time": 10.0,
+                        "tool": "mul",
+                        "seconds": 1.0,
+                        "outcome": "ok",
+                    },
+                ),
+            ],
+        )
+        self.assertEqual(
+            [(c["tool"], c["seconds"]) for c in calls.newest_first()],
+            [("mul", 1.0), ("sub", 0.123457), ("add", 0.25), ("add", 0.5)],
+        )
+        bus.publish("server.started", "demo")
+        self.assertEqual(seen[-1].id, 5)
 
 
 class PageRouteTests(SynchronousTestCase):

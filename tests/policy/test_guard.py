@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.auth.caller import subject_identity
@@ -149,6 +150,123 @@ class InputTests(SynchronousTestCase):
             call = guard.call_tool("notes", "add_note", {"text": "a"}, client=client)
             self.successResultOf(run(call))
         self.assertEqual(sorted(guard._indexes), [("notes", "a"), ("notes", "b")])
+
+
+class CachedListTests(SynchronousTestCase):
+    """
+    A call whose tool list the pool has cached and whose schemas are compiled is decided
+    at once, without a coroutine of the policy's own: it refuses, warns, publishes and
+    asks exactly as the first call (which waited for the compilation) did.
+    """
+
+    def outcome(self, entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> Any:
+        """What two calls in a row see, the second decided at once: each call's result
+        or refusal (class, message, status, data), the events, counts and calls."""
+        inner = InnerPool(configured(notes=entry))
+        inner.cached = True
+        events: list[tuple[str, str | None, dict[str, Any]]] = []
+        asked: list[str] = []
+
+        async def confirm(call: Confirmation) -> bool:
+            asked.append(call.why)
+            return False
+
+        guard = GuardedPool(
+            inner,
+            confirm=confirm,
+            publish=lambda kind, server=None, **data: events.append((kind, server, data)),
+        )
+        seen = []
+        for _ in range(2):
+            events.clear()
+            done = run(guard.call_tool("notes", tool, arguments, client="http/alice-1"))
+            results: list[Any] = []
+            done.addBoth(results.append)
+            (result,) = results
+            if isinstance(result, Failure):
+                error: Any = result.value
+                shown: Any = (type(error), str(error), error.status, error.rpc_error().data)
+            else:
+                shown = result
+            seen.append((shown, list(events), list(asked), dict(guard.counts), list(inner.calls)))
+            asked.clear()
+            inner.calls.clear()
+            guard.counts.clear()
+        self.assertEqual(inner.lists, 0)
+        return seen
+
+    def assertSame(self, entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> Any:
+        first, second = self.outcome(entry, tool, arguments)
+        self.assertEqual(second, first)
+        return first
+
+    def test_invalid_arguments_refused_alike(self) -> None:
+        shown, events, _, counts, calls = self.assertSame({}, "add_note", {"text": 3})
+        self.assertEqual(shown[0], InvalidArguments)
+        self.assertIn("/text: 3 is not of type 'string'", shown[1])
+        self.assertEqual((shown[2], shown[3]["errors"][0]["path"]), (400, "/text"))
+        self.assertEqual([kind for kind, _, _ in events], ["policy.input_invalid"])
+        self.assertEqual((counts, calls), ({("input", "notes"): 1}, []))
+
+    def test_warned_arguments_pass_alike(self) -> None:
+        _, events, _, counts, calls = self.assertSame(
+            {"validate": {"input": "warn"}}, "add_note", {}
+        )
+        self.assertEqual(events[0][2]["mode"], "warn")
+        self.assertEqual((counts, calls), ({("input", "notes"): 1}, [("add_note", {})]))
+
+    def test_a_subjects_misfit_is_its_own_alike(self) -> None:
+        alice = subject_identity("alice")
+        inner = InnerPool(configured(notes={"validate": {"input": "warn"}}))
+        inner.cached = True
+        principals: list[object] = []
+        guard = GuardedPool(
+            inner, publish=lambda kind, server=None, **data: principals.append(data["principal"])
+        )
+        for _ in range(2):
+            call = guard.call_tool("notes", "add_note", {}, client=f"{alice}/request-1")
+            self.successResultOf(run(call))
+        self.assertEqual(principals, [alice, alice])
+
+    def test_hidden_refused_alike(self) -> None:
+        shown, _, _, counts, calls = self.assertSame(
+            {"tools": {"deny": ["drop_*"]}}, "drop_all", {}
+        )
+        self.assertEqual(shown[0], ToolHidden)
+        self.assertEqual(shown[3]["setting"], "tools.deny")
+        self.assertEqual((counts, calls), ({("denied", "notes"): 1}, []))
+
+    def test_confirmation_asked_alike(self) -> None:
+        shown, events, asked, counts, _ = self.assertSame(
+            {"confirmDestructive": True}, "delete_note", {"id": 1}
+        )
+        self.assertTrue(shown["isError"])
+        self.assertEqual(asked, ["confirmDestructive (the server marks it destructiveHint)"])
+        self.assertEqual(
+            [kind for kind, _, _ in events], ["policy.confirm_asked", "policy.confirm_answered"]
+        )
+        self.assertEqual(counts, {("declined", "notes"): 1})
+
+    def test_valid_and_unlisted_pass_alike(self) -> None:
+        self.assertSame({}, "add_note", {"text": "a"})
+        _, _, _, _, calls = self.assertSame({}, "not_listed", {"x": 1})
+        self.assertEqual(calls, [("not_listed", {"x": 1})])
+
+    def test_output_checked_alike(self) -> None:
+        inner = InnerPool(configured(notes={"validate": {"output": "enforce"}}))
+        inner.cached = True
+        inner.answer = {"content": [], "structuredContent": {"id": "x"}}
+        guard = GuardedPool(inner)
+        messages = [
+            str(
+                self.failureResultOf(
+                    run(guard.call_tool("notes", "add_note", {"text": "a"})), InvalidOutput
+                ).value
+            )
+            for _ in range(2)
+        ]
+        self.assertEqual(messages[1], messages[0])
+        self.assertEqual(guard.counts["output", "notes"], 2)
 
 
 class OutputTests(SynchronousTestCase):

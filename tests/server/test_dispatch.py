@@ -379,3 +379,21 @@ class ContextCopyTests(SynchronousTestCase):
         for name, value in values.items():
             if name != "call":
                 self.assertIs(getattr(copied, name), value, name)
+
+    def test_equal_and_hashed_by_value(self) -> None:
+        """
+        Contexts with the same fields are equal and hash alike, one field apart they are
+        not, as when the class was frozen (it is frozen only to the type checker now).
+        """
+        values: dict[str, Any] = {field.name: object() for field in fields(Context)}
+        context = Context(**values)
+        same = Context(**values)
+        self.assertIsNot(context, same)
+        self.assertEqual(context, same)
+        self.assertEqual(hash(context), hash(same))
+        for name in values:
+            changed: dict[str, Any] = {name: object()}
+            other = evolve(context, **changed)
+            self.assertNotEqual(context, other, name)
+        with self.assertRaises(TypeError):
+            hash(evolve(context, capabilities={}))

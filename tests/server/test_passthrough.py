@@ -22,7 +22,8 @@ from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
 from mcpx.ops import uris
 from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
 from mcpx.pool import Pool
-from mcpx.server.conn import Conn
+from mcpx.server.catalogues import upstream_client
+from mcpx.server.conn import Conn, Context
 from mcpx.server.derived import template_pattern, template_routes
 from mcpx.server.dispatch import GATEWAY_TOOLS_INSTRUCTIONS, INSTRUCTIONS, McpServer
 from mcpx.server.gateway_tools import gateway_tools
@@ -32,7 +33,7 @@ from mcpx.spec.matrix import field_in
 from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import LEGACY_REVISIONS, NEWEST, Era, Revision
 from mcpx.spec.schemas import definitions, load_schema, validate
-from mcpx.upstream.handlers import UpstreamHandlers
+from mcpx.upstream.handlers import UpstreamHandlers, declared_in
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
@@ -348,6 +349,33 @@ def names_of(items: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 GATEWAY_NAMES = [tool.name for tool in gateway_tools()]
+
+
+class UpstreamClientTests(SynchronousTestCase):
+    """
+    The identity a pass-through request reaches the pool under is its caller's, marked
+    with what its host declared in its revision, however its requests follow each other
+    (a call asks twice for the same request; the answer is kept for that request only).
+    """
+
+    def test_marks_follow_each_request(self) -> None:
+        caps: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+        none: dict[str, Any] = {}
+        asked = [
+            (Revision.V2025_06_18, "me", caps, {"sampling", "roots", "elicitation.form"}),
+            (Revision.V2025_06_18, "me", caps, {"sampling", "roots", "elicitation.form"}),
+            # The same capabilities in a revision without elicitation.
+            (Revision.V2024_11_05, "me", caps, {"sampling", "roots"}),
+            (Revision.V2024_11_05, "you", caps, {"sampling", "roots"}),
+            (Revision.V2024_11_05, "you", none, set()),
+            (Revision.V2024_11_05, "me", none, set()),
+            (Revision.V2024_11_05, "me", {"sampling": {}}, {"sampling"}),
+            (Revision.V2025_06_18, "me", caps, {"sampling", "roots", "elicitation.form"}),
+        ]
+        for revision, identity, capabilities, questions in asked:
+            for _ in range(2):
+                client = upstream_client(Context(revision, identity, capabilities, False))
+                self.assertEqual(declared_in(client), (identity, frozenset(questions)))
 
 
 class ToolListTests(SynchronousTestCase):
