@@ -123,8 +123,9 @@ def plain_unix_reactor(reactor: Any) -> Any:
     C{send}, as a TCP connection's do, not with C{recvmsg} and C{sendmsg} and their
     ancillary data (the file descriptors a unix socket can pass: the daemon takes none,
     and those a peer sends anyway are closed by the kernel when a plain C{recv} leaves
-    them, as Twisted closes those its protocol does not take).  Reading a request that way costs about 14,000 instructions less
-    (callgrind, C{bench/bench_mcp.py}'s requests).  C{listenUNIX} is the reactor's own
+    them, as Twisted closes those its protocol does not take).  Reading a request that
+    way costs about 14,000 instructions less (callgrind, C{bench/bench_mcp.py}'s
+    requests).  C{listenUNIX} is the reactor's own
     (C{PosixReactorBase.listenUNIX}), with the port's connection class changed; a
     reactor that is not a C{PosixReactorBase} (a test's) is given back as it is.
     """
