@@ -24,8 +24,9 @@ What stays the same, because it is the same code:
   - the limits are L{LimitedChannel}'s: the admission of the connection, the header,
     body and idle deadlines, the body size refused before it is read, the bodies held
     at once (L{LimitedChannel.body_allowed}), C{TCP_NODELAY};
-  - the route is L{McpHTTP.render}, run as C{Deferred.fromCoroutine} and Klein run
-    it (without their Deferreds, L{_Answering}): cancelled when the client goes away,
+  - the route is L{McpHTTP.render}'s: L{McpHTTP.respond}, and what remains of it
+    when it waits run as C{Deferred.fromCoroutine} and Klein run it (without their
+    Deferreds, L{_Answering}): cancelled when the client goes away,
     a failure answered by twisted.web's C{processingFailed}.
 
 A request is lean only when its head arrives whole and is plainly well formed: the
@@ -324,6 +325,8 @@ class LeanRequest(BoundedRequest):
     answering: _Answering | None = None
     #: Whether the client went away before the answer was finished.
     lost = False
+    #: Told when the request is over (L{when_over}), if anything asked.
+    _over: list[Callable[[object], object]] | None = None
 
     def __init__(self, channel: Any, head: Head, body: bytes) -> None:
         # twisted.web's Request.__init__ (server's, then http's) for a channel whose
@@ -478,6 +481,8 @@ class LeanRequest(BoundedRequest):
             or type(channel) is not LeanChannel
         ):
             BoundedRequest.finish(self)  # type: ignore[no-untyped-call]
+            if self.finished:
+                self._tell_over(None)
             return
         factory = channel.factory
         if factory is not None:
@@ -492,6 +497,31 @@ class LeanRequest(BoundedRequest):
         for finished in self.notifications:
             finished.callback(None)
         self.notifications = []
+        if self._over is not None:
+            self._tell_over(None)
+
+    def when_over(self, callback: Callable[[object], object]) -> None:
+        """
+        Call C{callback} once the request is over, as a C{notifyFinish} Deferred's
+        callbacks would be called but without the Deferred (L{mcpx.server.http_exchange}
+        asks this of a request that says it can): with C{None} once it is finished, or
+        the reason the client went away first.
+        """
+        over = self._over
+        if over is None:
+            self._over = [callback]
+        else:
+            over.append(callback)
+
+    def _tell_over(self, outcome: object) -> None:
+        over = self._over
+        if over is not None:
+            self._over = None
+            for callback in over:
+                try:
+                    callback(outcome)
+                except Exception:
+                    log.failure("/mcp: a request's end was not taken")
 
     def connectionLost(self, reason: Failure) -> None:
         """
@@ -504,6 +534,7 @@ class LeanRequest(BoundedRequest):
         if answering is not None:
             answering.cancel()
         BoundedRequest.connectionLost(self, reason)  # type: ignore[no-untyped-call]
+        self._tell_over(reason)
 
 
 class LeanMcp:
@@ -534,13 +565,17 @@ class LeanMcp:
 
     def _route(self, request: LeanRequest) -> Any:
         """
-        The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
-        cancelled if the client goes away first (L{LeanRequest.connectionLost}).
-
-        The coroutine is run by L{_Answering}, as C{Deferred.fromCoroutine} would run
-        it, without the Deferreds.
+        The C{/mcp} route as Klein runs it (klein.resource's C{render}): an answer ready
+        at once (L{McpHTTP.respond}) is returned; the rest of one that waits is run by
+        L{_Answering}, as C{Deferred.fromCoroutine} would run it, without the Deferreds,
+        and cancelled if the client goes away first (L{LeanRequest.connectionLost}).
         """
-        _Answering(request, self._mcp.render(request)).step(None)
+        mcp = self._mcp
+        answer = mcp.respond(request)
+        if answer is None or type(answer) is bytes:
+            _answered(_written, mcp.framed(request, answer), request)
+        else:
+            _Answering(request, answer, mcp.framed).step(None)
         return NOT_DONE_YET
 
 
@@ -556,11 +591,17 @@ class _Answering:
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_context", "_coroutine", "_request", "_waiting")
+    __slots__ = ("_context", "_coroutine", "_framed", "_request", "_waiting")
 
-    def __init__(self, request: LeanRequest, coroutine: Coroutine[Any, Any, bytes | None]) -> None:
+    def __init__(
+        self,
+        request: LeanRequest,
+        coroutine: Coroutine[Any, Any, bytes | None],
+        framed: Callable[[LeanRequest, bytes | None], bytes | None],
+    ) -> None:
         self._request = request
         self._coroutine = coroutine
+        self._framed = framed
         self._context = copy_context()
         self._waiting: Deferred[Any] | None = None
 
@@ -574,7 +615,7 @@ class _Answering:
                 else:
                     waiting = self._context.run(self._coroutine.send, result)
             except StopIteration as done:
-                _answered(_written, done.value, request)
+                _answered(_written, self._framed(request, done.value), request)
                 return
             except BaseException:
                 _answered(_failed, Failure(), request)
@@ -659,6 +700,9 @@ class LeanChannel(LimitedChannel):
         #: next pass.  Streams (chunked) are written as they come.
         self._held: list[bytes] | None = None
         self._held_left = 0
+        #: The socket is not read because too much of a next request is held (see
+        #: L{dataReceived}): the answer being made resumes it.
+        self._held_back = False
 
     @property
     def slow(self) -> bool:
@@ -680,6 +724,7 @@ class LeanChannel(LimitedChannel):
         if self._answering is not None:
             # A next request, held until this one is answered (as twisted.web does).
             if len(self._pending) > MAX_PENDING and not waiting_for_transport(self):
+                self._held_back = True
                 network_producer(self).pauseProducing()
             return
         self._next()
@@ -733,6 +778,15 @@ class LeanChannel(LimitedChannel):
         handling_request(self, True)
         self.request_whole()
         self._lean.answer(request)
+
+    def resumeProducing(self) -> None:
+        """
+        HTTPChannel.resumeProducing: the transport can send again.  It leaves the
+        socket paused while a request is answered; a lean one resumes it when answered.
+        """
+        LimitedChannel.resumeProducing(self)  # type: ignore[no-untyped-call]
+        if self._answering is not None:
+            self._held_back = True
 
     def getHost(self) -> IAddress:
         """
@@ -833,7 +887,11 @@ class LeanChannel(LimitedChannel):
         del self.requests[0]
         handling_request(self, False)
         self.request_answered()
-        if not waiting_for_transport(self):
+        if self._held_back and not waiting_for_transport(self):
+            # Only the lean path pauses the socket while a request is answered (a
+            # twisted.web channel pauses it for every request); the transport's own
+            # pause, while it cannot send, is resumed by the transport.
+            self._held_back = False
             network_producer(self).resumeProducing()
         if not self.persistent:
             self.loseConnection()  # type: ignore[no-untyped-call]

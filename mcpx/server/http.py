@@ -95,6 +95,7 @@ from mcpx.server.http_exchange import (
     PROTOCOL_VERSION,
     Answer,
     Exchange,
+    KeepAlive,
     Started,
     accepted,
     accepts_event_stream,
@@ -167,6 +168,8 @@ class McpHTTP:
         self._clock = clock
         self._keep_alive = keep_alive
         self._max_body = max_body
+        #: One keep-alive timer for every response that waits, of both eras.
+        self._beats = KeepAlive(clock, keep_alive)
         self._sessions = Sessions(core, max_sessions_per_client)
         self._legacy = LegacyHTTP(
             core,
@@ -196,17 +199,29 @@ class McpHTTP:
     async def render(self, request: IRequest) -> bytes | None:
         """
         Answer one request to C{/mcp}: the body, with its C{Content-Length} set, for the
-        route to write (Klein's, or L{mcpx.daemon.lean_path}'s), or C{None} once streamed.
+        route to write (Klein's), or C{None} once streamed.
         """
-        body = self._answer(request)
+        body = self.respond(request)
         if body is not None and not isinstance(body, bytes):
             body = await body
+        return self.framed(request, body)
+
+    def framed(self, request: IRequest, body: bytes | None) -> bytes | None:
+        """
+        C{body}, with its C{Content-Length} set on C{request}: an answer to C{/mcp} is
+        framed by its length, not chunked (one write, and the same on every route).
+        """
         if body is not None:
-            # Framed by its length, not chunked: one write, and the same on both paths.
             request.setHeader(b"content-length", b"%d" % len(body))
         return body
 
-    def _answer(self, request: IRequest) -> Answer:
+    def respond(self, request: IRequest) -> Answer:
+        """
+        L{render}'s answer as it is by the time the request's handling first waits: the
+        body, or C{None} once streamed, or else the coroutine of the rest, giving either;
+        the route frames the body (L{framed}) and writes it.  L{mcpx.daemon.lean_path} runs that
+        coroutine itself, without the coroutine of L{render} around it.
+        """
         method = request.method
         if method == b"POST":
             return self._post(request)
@@ -229,6 +244,7 @@ class McpHTTP:
             self._clock,
             accepts_sse=accepts_event_stream(request),
             keep_alive=self._keep_alive,
+            beats=self._beats,
         )
 
     def _read_body(self, request: IRequest) -> bytes | None:
