@@ -139,6 +139,11 @@ MISSING: Final[Any] = object()
 #: the enum's property on every request).
 _NEWEST: Final = NEWEST.value
 
+#: What a client answers with, and what it sends of its own, as C{isinstance} takes them
+#: (a tuple, not a union made again on every request).
+_ANSWERS: Final = (Response, ErrorResponse)
+_ASKS: Final = (Request, Notification)
+
 
 class McpHTTP:
     """
@@ -286,7 +291,7 @@ class McpHTTP:
             return refusal(
                 request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
             )
-        if isinstance(message, Response | ErrorResponse):
+        if isinstance(message, _ANSWERS):
             return refusal(
                 request,
                 400,
@@ -395,7 +400,7 @@ def check_headers(
             f"MCP-Protocol-Version {version!r} disagrees with params._meta "
             f"{PROTOCOL_VERSION_KEY} {meta_version!r}"
         )
-    assert isinstance(message, Request | Notification)
+    assert isinstance(message, _ASKS)
     method = header(request, METHOD)
     if method is None:
         if isinstance(message, Request):
@@ -428,7 +433,7 @@ def check_headers(
 
 def meta_version_of(message: Message | Batch) -> Any:
     """The C{_meta} protocol version of a single request or notification, or L{MISSING}."""
-    if not isinstance(message, Request | Notification):
+    if not isinstance(message, _ASKS):
         return MISSING
     params = message.params
     if type(params) is not dict:

@@ -85,7 +85,7 @@ def loads(data: bytes | bytearray | str) -> Any:
         number too large for a float, or nests deeper than L{MAX_DEPTH}.
     """
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        text = data.decode("utf-8") if type(data) is bytes or isinstance(data, bytearray) else data
     except UnicodeDecodeError as e:
         raise JSONRefused(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
