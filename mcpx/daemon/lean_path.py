@@ -44,7 +44,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from contextvars import copy_context
 from io import BytesIO
 from typing import Any, Final, cast
 
@@ -60,6 +59,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
+from mcpx.server.http_exchange import Later, Started
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     handling_request,
@@ -575,62 +575,95 @@ class LeanMcp:
         if answer is None or type(answer) is bytes:
             _answered(_written, mcp.framed(request, answer), request)
         else:
-            _Answering(request, answer, mcp.framed).step(None)
+            _Answering(request, answer, mcp.framed).run()
         return NOT_DONE_YET
 
 
 class _Answering:
     """
-    The C{/mcp} endpoint's coroutine for one request, run as C{Deferred.fromCoroutine}
-    would run it, without a Deferred of its own: in a context of its own, resumed with
-    the result of each L{Deferred} it waits on (its failure thrown in), then its
-    answer written (L{_written}) or its failure answered (L{_failed}).  A coroutine
-    that ends at once (a cached listing, a refusal) is answered at once.
+    The rest of the C{/mcp} endpoint's answer to one request that waits, run as
+    C{Deferred.fromCoroutine} would run it, without a Deferred of its own: a
+    L{Started} coroutine (the endpoint's coroutine, or the handling of a L{Later},
+    driven here directly) resumed with the result of each L{Deferred} it waits on
+    (its failure thrown in), then its answer written (L{_written}) or its failure
+    answered (L{_failed}).
 
     While it waits, it is the request's C{answering}: L{cancel} (the client went away)
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_context", "_coroutine", "_framed", "_request", "_waiting")
+    __slots__ = ("_finish", "_framed", "_request", "_running", "_waiting")
 
     def __init__(
         self,
         request: LeanRequest,
-        coroutine: Coroutine[Any, Any, bytes | None],
+        answer: Later | Coroutine[Any, Any, bytes | None],
         framed: Callable[[LeanRequest, bytes | None], bytes | None],
     ) -> None:
         self._request = request
-        self._coroutine = coroutine
         self._framed = framed
-        self._context = copy_context()
         self._waiting: Deferred[Any] | None = None
+        self._finish: Callable[[object], bytes | None] | None
+        if isinstance(answer, Later):
+            self._running = answer.handling
+            self._finish = answer.finish
+        else:
+            self._running = Started(answer)
+            self._finish = None
+
+    def run(self) -> None:
+        """Run it: from where a L{Later}'s handling waits, or from its start."""
+        if self._finish is None:
+            self.step(None)
+        else:
+            self._wait(self._running.waiting)
 
     def step(self, result: object) -> None:
-        """Send C{result} in (a L{Failure} thrown in), until the coroutine waits or ends."""
-        request = self._request
-        while True:
+        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        try:
+            done = self._running.step(result)
+        except BaseException:
+            self._end(Failure(), failed=True)
+            return
+        if done:
+            self._end(self._running.result, failed=False)
+            return
+        self._wait(self._running.waiting)
+
+    def _wait(self, waiting: object) -> None:
+        while not isinstance(waiting, Deferred):
+            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
             try:
-                if isinstance(result, Failure):
-                    waiting = self._context.run(result.throwExceptionIntoGenerator, self._coroutine)
-                else:
-                    waiting = self._context.run(self._coroutine.send, result)
-            except StopIteration as done:
-                _answered(_written, self._framed(request, done.value), request)
+                done = self._running.step(waiting)
+            except BaseException:
+                self._end(Failure(), failed=True)
                 return
+            if done:
+                self._end(self._running.result, failed=False)
+                return
+            waiting = self._running.waiting
+        # A Deferred a coroutine waits on has not fired (or is paused): the callback
+        # runs later, never now.
+        self._waiting = waiting
+        request = self._request
+        if not request.lost:
+            request.answering = self
+        waiting.addBoth(self._fired)
+
+    def _end(self, outcome: object, failed: bool) -> None:
+        """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
+        request = self._request
+        finish = self._finish
+        if finish is not None:
+            try:
+                outcome = finish(outcome)
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return
-            if not isinstance(waiting, Deferred):
-                # Not a Deferred: sent back in, as Twisted's coroutine runner does.
-                result = waiting
-                continue
-            # A Deferred a coroutine waits on has not fired (or is paused): the callback
-            # runs later, never now.
-            self._waiting = waiting
-            if not request.lost:
-                request.answering = self
-            waiting.addBoth(self._fired)
+        elif failed:
+            _answered(_failed, outcome, request)
             return
+        _answered(_written, self._framed(request, cast("bytes | None", outcome)), request)
 
     def _fired(self, result: object) -> None:
         self._waiting = None

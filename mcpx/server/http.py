@@ -77,13 +77,13 @@ a message outside any session) is L{mcpx.server.http_exchange}'s.
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from typing import Any, Final
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
 from mcpx.auth.caller import request_subject
@@ -96,6 +96,7 @@ from mcpx.server.http_exchange import (
     Answer,
     Exchange,
     KeepAlive,
+    Later,
     Started,
     accepted,
     accepts_event_stream,
@@ -330,28 +331,25 @@ class McpHTTP:
         handling = Started(self._core.handle(conn, message))
         try:
             started = handling.start()
-        except BaseException:
+        except BaseException as error:
             try:
-                return _failed(exchange, message)
+                return _failed(exchange, message, error)
             finally:
                 self._core.close(conn)
         if started:
             self._core.close(conn)
             return exchange.answer(answer_for(message, handling.result))
         exchange.watch()
-        return self._modern_later(exchange, conn, message, handling)
+        return Later(handling, self._modern_done, exchange, conn, message)
 
-    async def _modern_later(
-        self, exchange: Exchange, conn: Conn, message: Request, handling: Started
+    def _modern_done(
+        self, outcome: object, exchange: Exchange, conn: Conn, message: Request
     ) -> bytes | None:
-        """The rest of a 2026-07-28 request whose handling waits."""
-        try:
-            result = await handling
-        except BaseException:
-            return _failed(exchange, message)
-        finally:
-            self._core.close(conn)
-        return exchange.answer(answer_for(message, result))
+        """The answer of a 2026-07-28 request whose handling waited: its outcome's."""
+        self._core.close(conn)
+        if isinstance(outcome, Failure):
+            return _failed(exchange, message, outcome.value)
+        return exchange.answer(answer_for(message, outcome))
 
     # GET and DELETE: a legacy session's
 
@@ -366,18 +364,19 @@ class McpHTTP:
         return self._legacy.delete(request)
 
 
-def _failed(exchange: Exchange, message: Request) -> bytes | None:
+def _failed(exchange: Exchange, message: Request, error: BaseException) -> bytes | None:
     """
-    The answer to C{message} whose handling raised the exception being handled: an
-    L{RpcError} is the client's, anything else is logged and an internal error.  A
-    cancellation (the client closed the stream) and a C{BaseException} go on up.
+    The answer to C{message} whose handling raised C{error}: an L{RpcError} is the
+    client's, anything else is logged and an internal error.  A cancellation (the
+    client closed the stream) and a C{BaseException} go on up.
     """
-    error = sys.exc_info()[1]
     if isinstance(error, RpcError):
         return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
     if isinstance(error, CancelledError) or not isinstance(error, Exception):
         raise error  # type: ignore[misc]
-    log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
+    log.failure(
+        "/mcp: {method} (id {id}) failed", Failure(error), method=message.method, id=message.id
+    )
     internal = RpcError.internal_error()
     return exchange.answer(encode(ErrorResponse(message.id, internal)), internal.http_status)
 

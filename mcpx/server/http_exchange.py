@@ -127,25 +127,29 @@ def _unregister(request: IRequest) -> None:
         cast(IConsumer, request).unregisterProducer()
 
 
-#: What answers a request to C{/mcp}: its body, C{None} once streamed, or a coroutine of
-#: either (for the rest of a request that waits).
-Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
+#: What answers a request to C{/mcp}: its body, C{None} once streamed, or the rest of it
+#: for a request that waits (L{Later}, or a coroutine of the body or C{None}).
+Answer: TypeAlias = "bytes | Later | Coroutine[Deferred[Any], Any, bytes | None] | None"
 
 
 class Started:
     """
-    A coroutine run to its first wait here and now (L{start}), and awaited from there if
-    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
-    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
+    A coroutine run a step at a time, each step in one C{contextvars} context of its
+    own, as L{Deferred.fromCoroutine} would run it: to its first wait here and now
+    (L{start}), then resumed by whoever drives it, with the outcome of what it waits
+    on (L{step}): a route that waits on that itself (L{mcpx.daemon.lean_path}), or
+    a coroutine that awaits this.
+
+    @ivar waiting: what the coroutine waits on, while it does.
+    @ivar result: what the coroutine returned, once a step says it finished.
     """
 
-    __slots__ = ("_context", "_coroutine", "_waiting", "result")
+    __slots__ = ("_context", "_coroutine", "result", "waiting")
 
     def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         self._coroutine = coroutine
         self._context = copy_context()
-        self._waiting: Any = None
-        #: What the coroutine returned, once L{start} says it finished.
+        self.waiting: Any = None
         self.result: Any = None
 
     def start(self) -> bool:
@@ -155,33 +159,74 @@ class Started:
         @return: whether it finished (its value is L{result}).
         @raise BaseException: what it raised, if it failed before waiting.
         """
+        return self.step(None)
+
+    def step(self, sent: object) -> bool:
+        """
+        Resume the coroutine with C{sent} (a L{Failure}'s exception thrown in), up to
+        its next wait.
+
+        @return: whether it finished (its value is L{result}), else it waits on
+            L{waiting}.
+        @raise BaseException: what it raised.
+        """
         try:
-            self._waiting = self._context.run(self._coroutine.send, None)
+            if isinstance(sent, Failure):
+                self.waiting = self._context.run(sent.throwExceptionIntoGenerator, self._coroutine)
+            else:
+                self.waiting = self._context.run(self._coroutine.send, sent)
         except StopIteration as done:
+            self.waiting = None
             self.result = done.value
             return True
         return False
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, context = self._coroutine, self._context
-        waiting = self._waiting
-        self._waiting = None
         while True:
             try:
-                sent = yield waiting
+                sent = yield self.waiting
             except GeneratorExit:
-                coroutine.close()
+                self._coroutine.close()
                 raise
-            except BaseException as e:
-                try:
-                    waiting = context.run(coroutine.throw, e)
-                except StopIteration as done:
-                    return done.value
+            except BaseException:
+                if self.step(Failure()):
+                    return self.result
             else:
-                try:
-                    waiting = context.run(coroutine.send, sent)
-                except StopIteration as done:
-                    return done.value
+                if self.step(sent):
+                    return self.result
+
+
+class Later:
+    """
+    The rest of an answer whose handling waits: the handling, started (L{Started}),
+    and what makes the answer of its outcome (L{finish}).  Awaiting this is awaiting
+    the handling, then finishing; a route can instead drive the handling itself and
+    call L{finish} (L{mcpx.daemon.lean_path}), with no coroutine in between.
+    """
+
+    __slots__ = ("_args", "_finish", "handling")
+
+    def __init__(
+        self, handling: Started, finish: Callable[..., bytes | None], *args: object
+    ) -> None:
+        self.handling = handling
+        self._finish = finish
+        self._args = args
+
+    def finish(self, outcome: object) -> bytes | None:
+        """
+        The answer of the handling's outcome: its result, or a L{Failure}.
+
+        @raise BaseException: a failure that is no answer's (a cancellation).
+        """
+        return self._finish(outcome, *self._args)
+
+    def __await__(self) -> Generator[Any, Any, bytes | None]:
+        try:
+            result = yield from self.handling.__await__()
+        except BaseException:
+            return self.finish(Failure())
+        return self.finish(result)
 
 
 #: How early a keep-alive may be sent: the shared timer is re-armed by a difference of
