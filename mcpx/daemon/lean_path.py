@@ -572,7 +572,7 @@ class LeanMcp:
         """
         mcp = self._mcp
         answer = mcp.respond(request)
-        if answer is None or type(answer) is bytes:
+        if answer is None or isinstance(answer, bytes):
             _answered(_written, mcp.framed(request, answer), request)
         else:
             _Answering(request, answer, mcp.framed).run()

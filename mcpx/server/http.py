@@ -78,7 +78,7 @@ a message outside any session) is L{mcpx.server.http_exchange}'s.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IReactorTime
@@ -348,7 +348,7 @@ class McpHTTP:
         """The answer of a 2026-07-28 request whose handling waited: its outcome's."""
         self._core.close(conn)
         if isinstance(outcome, Failure):
-            return _failed(exchange, message, outcome.value)
+            return _failed(exchange, message, cast(BaseException, outcome.value))
         return exchange.answer(answer_for(message, outcome))
 
     # GET and DELETE: a legacy session's
@@ -373,7 +373,7 @@ def _failed(exchange: Exchange, message: Request, error: BaseException) -> bytes
     if isinstance(error, RpcError):
         return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
     if isinstance(error, CancelledError) or not isinstance(error, Exception):
-        raise error  # type: ignore[misc]
+        raise error
     log.failure(
         "/mcp: {method} (id {id}) failed", Failure(error), method=message.method, id=message.id
     )

@@ -597,7 +597,7 @@ def _keep_alive_timers(clock: Clock) -> list[Any]:
     return [
         call
         for call in clock.getDelayedCalls()
-        if isinstance(getattr(call.func, "__self__", None), KeepAlive)
+        if isinstance(getattr(cast(Any, call).func, "__self__", None), KeepAlive)
     ]
 
 
@@ -709,12 +709,14 @@ class WaitingTests(SameBytesCase):
             RpcError.invalid_params("no such path"),
             RuntimeError("the upstream broke"),
         ]
+
+        def failing(failure: Exception) -> Callable[[HeldCall], None]:
+            return lambda held: held.result.errback(failure)
+
         bodies = []
         for failure in failures:
             for request in (modern(1, "tools/call", PASS_THROUGH), modern(2, "tools/call", CALL)):
-                sent = self.held_exchange(
-                    request, lambda held, failure=failure: held.result.errback(failure)
-                )
+                sent = self.held_exchange(request, failing(failure))
                 [(status, headers, body)] = responses(sent)
                 self.assertIn((b"Content-Length", b"%d" % len(body)), headers)
                 bodies.append((status, json.loads(body)))
