@@ -592,7 +592,7 @@ class _Answering:
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_finish", "_framed", "_request", "_running", "_waiting")
+    __slots__ = ("_finish", "_first", "_framed", "_request", "_running", "_waiting")
 
     def __init__(
         self,
@@ -604,35 +604,51 @@ class _Answering:
         self._framed = framed
         self._waiting: Deferred[Any] | None = None
         self._finish: Callable[[object], bytes | None] | None
+        #: What is driven: a coroutine, or none for a L{Later}'s Deferred, waited on.
+        self._running: Started | None
         if isinstance(answer, Later):
-            self._running = answer.handling
+            handling = answer.handling
             self._finish = answer.finish
+            if isinstance(handling, Started):
+                self._running = handling
+                self._first: object = handling.waiting
+            else:
+                self._running = None
+                self._first = handling
         else:
             self._running = Started(answer)
             self._finish = None
+            self._first = None
 
     def run(self) -> None:
         """Run it: from where a L{Later}'s handling waits, or from its start."""
         if self._finish is None:
             self.step(None)
         else:
-            self._wait(self._running.waiting)
+            first, self._first = self._first, None
+            self._wait(first)
 
     def step(self, result: object) -> None:
         """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        running = self._running
+        if running is None:
+            # The outcome of a Later's Deferred.
+            self._end(result, failed=isinstance(result, Failure))
+            return
         try:
-            done = self._running.step(result)
+            done = running.step(result)
         except BaseException:
             self._end(Failure(), failed=True)
             return
         if done:
-            self._end(self._running.result, failed=False)
+            self._end(running.result, failed=False)
             return
-        self._wait(self._running.waiting)
+        self._wait(running.waiting)
 
     def _wait(self, waiting: object) -> None:
         while not isinstance(waiting, Deferred):
             # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+            assert self._running is not None
             try:
                 done = self._running.step(waiting)
             except BaseException:
@@ -689,9 +705,13 @@ def _answered(
 def _written(body: bytes | None, request: LeanRequest) -> None:
     """The route's answer is made: write it (unless streamed) and finish."""
     request.answering = None
+    if request.lost:
+        # As on twisted.web's path, where the request is already disconnected when
+        # Klein cancels its route: nothing is written to a client gone.
+        return
     if body is not None:
         request.write(body)
-    if not (request.finished or request.lost):
+    if not request.finished:
         request.finish()
 
 

@@ -198,16 +198,20 @@ class Started:
 
 class Later:
     """
-    The rest of an answer whose handling waits: the handling, started (L{Started}),
-    and what makes the answer of its outcome (L{finish}).  Awaiting this is awaiting
-    the handling, then finishing; a route can instead drive the handling itself and
-    call L{finish} (L{mcpx.daemon.lean_path}), with no coroutine in between.
+    The rest of an answer whose handling waits: the handling, started (L{Started}), or
+    a L{Deferred} of its outcome, and what makes the answer of that outcome
+    (L{finish}).  Awaiting this is awaiting the handling, then finishing; a route can
+    instead drive the handling (or wait on the Deferred) itself and call L{finish}
+    (L{mcpx.daemon.lean_path}), with no coroutine in between.
     """
 
     __slots__ = ("_args", "_finish", "handling")
 
     def __init__(
-        self, handling: Started, finish: Callable[..., bytes | None], *args: object
+        self,
+        handling: Started | Deferred[Any],
+        finish: Callable[..., bytes | None],
+        *args: object,
     ) -> None:
         self.handling = handling
         self._finish = finish

@@ -683,6 +683,40 @@ class WaitingTests(SameBytesCase):
         self.assertTrue(body.startswith(b": keepalive\n"), body)
         self.assertIn("caf\u00e9".encode(), body)
 
+    def test_a_legacy_call_outlives_its_post(self) -> None:
+        """
+        In a 2025-06-18 session a client gone is not a cancellation: the waiting call
+        runs on, and the session answers its next call; notifications/cancelled is, and
+        the cancelled call's POST ends with 202.  Alike on both paths.
+        """
+        sent = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.connect()[0].dataReceived(INITIALIZE)
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(legacy(3, "tools/call", CALL))
+            [held] = daemon.pool.held
+            channel.connectionLost(connectionDone)
+            self.assertFalse(held.result.called)
+            self.assertEqual(_keep_alive_timers(daemon.clock), [])
+            held.result.callback(text_result("answered to no one"))
+            self.assertEqual(transport.value(), b"")
+            daemon.pool.held.clear()
+            channel, transport = daemon.connect()
+            channel.dataReceived(legacy(4, "tools/call", CALL))
+            [held] = daemon.pool.held
+            other, _ = daemon.connect()
+            other.dataReceived(
+                legacy(None, "notifications/cancelled", {"requestId": 4, "reason": "no"})
+            )
+            self.assertTrue(held.result.called)
+            sent[lean] = _DATE.sub(b"", transport.value())
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(sent[True], sent[False])
+        [(status, _, body)] = responses(sent[True])
+        self.assertEqual((status, body), (202, b""))
+
     def test_a_client_gone_stops_its_keep_alive(self) -> None:
         """
         A call whose client goes away while it waits (before its keep-alive, and on
