@@ -24,8 +24,9 @@ What stays the same, because it is the same code:
   - the limits are L{LimitedChannel}'s: the admission of the connection, the header,
     body and idle deadlines, the body size refused before it is read, the bodies held
     at once (L{LimitedChannel.body_allowed}), C{TCP_NODELAY};
-  - the route is L{McpHTTP.render}, run as C{Deferred.fromCoroutine} and Klein run
-    it (without their Deferreds, L{_Answering}): cancelled when the client goes away,
+  - the route is L{McpHTTP.render}'s: L{McpHTTP.respond}, and what remains of it
+    when it waits run as C{Deferred.fromCoroutine} and Klein run it (without their
+    Deferreds, L{_Answering}): cancelled when the client goes away,
     a failure answered by twisted.web's C{processingFailed}.
 
 A request is lean only when its head arrives whole and is plainly well formed: the
@@ -43,7 +44,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from contextvars import copy_context
 from io import BytesIO
 from typing import Any, Final, cast
 
@@ -59,6 +59,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
+from mcpx.server.http_exchange import Later, Started
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     handling_request,
@@ -324,6 +325,8 @@ class LeanRequest(BoundedRequest):
     answering: _Answering | None = None
     #: Whether the client went away before the answer was finished.
     lost = False
+    #: Told when the request is over (L{when_over}), if anything asked.
+    _over: list[Callable[[object], object]] | None = None
 
     def __init__(self, channel: Any, head: Head, body: bytes) -> None:
         # twisted.web's Request.__init__ (server's, then http's) for a channel whose
@@ -478,6 +481,8 @@ class LeanRequest(BoundedRequest):
             or type(channel) is not LeanChannel
         ):
             BoundedRequest.finish(self)  # type: ignore[no-untyped-call]
+            if self.finished:
+                self._tell_over(None)
             return
         factory = channel.factory
         if factory is not None:
@@ -492,6 +497,31 @@ class LeanRequest(BoundedRequest):
         for finished in self.notifications:
             finished.callback(None)
         self.notifications = []
+        if self._over is not None:
+            self._tell_over(None)
+
+    def when_over(self, callback: Callable[[object], object]) -> None:
+        """
+        Call C{callback} once the request is over, as a C{notifyFinish} Deferred's
+        callbacks would be called but without the Deferred (L{mcpx.server.http_exchange}
+        asks this of a request that says it can): with C{None} once it is finished, or
+        the reason the client went away first.
+        """
+        over = self._over
+        if over is None:
+            self._over = [callback]
+        else:
+            over.append(callback)
+
+    def _tell_over(self, outcome: object) -> None:
+        over = self._over
+        if over is not None:
+            self._over = None
+            for callback in over:
+                try:
+                    callback(outcome)
+                except Exception:
+                    log.failure("/mcp: a request's end was not taken")
 
     def connectionLost(self, reason: Failure) -> None:
         """
@@ -504,6 +534,7 @@ class LeanRequest(BoundedRequest):
         if answering is not None:
             answering.cancel()
         BoundedRequest.connectionLost(self, reason)  # type: ignore[no-untyped-call]
+        self._tell_over(reason)
 
 
 class LeanMcp:
@@ -534,62 +565,121 @@ class LeanMcp:
 
     def _route(self, request: LeanRequest) -> Any:
         """
-        The C{/mcp} route as Klein runs it (klein.resource's C{render}): the answer is
-        cancelled if the client goes away first (L{LeanRequest.connectionLost}).
-
-        The coroutine is run by L{_Answering}, as C{Deferred.fromCoroutine} would run
-        it, without the Deferreds.
+        The C{/mcp} route as Klein runs it (klein.resource's C{render}): an answer ready
+        at once (L{McpHTTP.respond}) is returned; the rest of one that waits is run by
+        L{_Answering}, as C{Deferred.fromCoroutine} would run it, without the Deferreds,
+        and cancelled if the client goes away first (L{LeanRequest.connectionLost}).
         """
-        _Answering(request, self._mcp.render(request)).step(None)
+        mcp = self._mcp
+        answer = mcp.respond(request)
+        if answer is None or isinstance(answer, bytes):
+            _answered(_written, mcp.framed(request, answer), request)
+        else:
+            _Answering(request, answer, mcp.framed).run()
         return NOT_DONE_YET
 
 
 class _Answering:
     """
-    The C{/mcp} endpoint's coroutine for one request, run as C{Deferred.fromCoroutine}
-    would run it, without a Deferred of its own: in a context of its own, resumed with
-    the result of each L{Deferred} it waits on (its failure thrown in), then its
-    answer written (L{_written}) or its failure answered (L{_failed}).  A coroutine
-    that ends at once (a cached listing, a refusal) is answered at once.
+    The rest of the C{/mcp} endpoint's answer to one request that waits, run as
+    C{Deferred.fromCoroutine} would run it, without a Deferred of its own: a
+    L{Started} coroutine (the endpoint's coroutine, or the handling of a L{Later},
+    driven here directly) resumed with the result of each L{Deferred} it waits on
+    (its failure thrown in), then its answer written (L{_written}) or its failure
+    answered (L{_failed}).
 
     While it waits, it is the request's C{answering}: L{cancel} (the client went away)
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_context", "_coroutine", "_request", "_waiting")
+    __slots__ = ("_finish", "_first", "_framed", "_request", "_running", "_waiting")
 
-    def __init__(self, request: LeanRequest, coroutine: Coroutine[Any, Any, bytes | None]) -> None:
+    def __init__(
+        self,
+        request: LeanRequest,
+        answer: Later | Coroutine[Any, Any, bytes | None],
+        framed: Callable[[LeanRequest, bytes | None], bytes | None],
+    ) -> None:
         self._request = request
-        self._coroutine = coroutine
-        self._context = copy_context()
+        self._framed = framed
         self._waiting: Deferred[Any] | None = None
+        self._finish: Callable[[object], bytes | None] | None
+        #: What is driven: a coroutine, or none for a L{Later}'s Deferred, waited on.
+        self._running: Started | None
+        if isinstance(answer, Later):
+            handling = answer.handling
+            self._finish = answer.finish
+            if isinstance(handling, Started):
+                self._running = handling
+                self._first: object = handling.waiting
+            else:
+                self._running = None
+                self._first = handling
+        else:
+            self._running = Started(answer)
+            self._finish = None
+            self._first = None
+
+    def run(self) -> None:
+        """Run it: from where a L{Later}'s handling waits, or from its start."""
+        if self._finish is None:
+            self.step(None)
+        else:
+            first, self._first = self._first, None
+            self._wait(first)
 
     def step(self, result: object) -> None:
-        """Send C{result} in (a L{Failure} thrown in), until the coroutine waits or ends."""
-        request = self._request
-        while True:
+        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        running = self._running
+        if running is None:
+            # The outcome of a Later's Deferred.
+            self._end(result, failed=isinstance(result, Failure))
+            return
+        try:
+            done = running.step(result)
+        except BaseException:
+            self._end(Failure(), failed=True)
+            return
+        if done:
+            self._end(running.result, failed=False)
+            return
+        self._wait(running.waiting)
+
+    def _wait(self, waiting: object) -> None:
+        while not isinstance(waiting, Deferred):
+            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+            assert self._running is not None
             try:
-                if isinstance(result, Failure):
-                    waiting = self._context.run(result.throwExceptionIntoGenerator, self._coroutine)
-                else:
-                    waiting = self._context.run(self._coroutine.send, result)
-            except StopIteration as done:
-                _answered(_written, done.value, request)
+                done = self._running.step(waiting)
+            except BaseException:
+                self._end(Failure(), failed=True)
                 return
+            if done:
+                self._end(self._running.result, failed=False)
+                return
+            waiting = self._running.waiting
+        # A Deferred a coroutine waits on has not fired (or is paused): the callback
+        # runs later, never now.
+        self._waiting = waiting
+        request = self._request
+        if not request.lost:
+            request.answering = self
+        waiting.addBoth(self._fired)
+
+    def _end(self, outcome: object, failed: bool) -> None:
+        """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
+        request = self._request
+        finish = self._finish
+        if finish is not None:
+            try:
+                outcome = finish(outcome)
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return
-            if not isinstance(waiting, Deferred):
-                # Not a Deferred: sent back in, as Twisted's coroutine runner does.
-                result = waiting
-                continue
-            # A Deferred a coroutine waits on has not fired (or is paused): the callback
-            # runs later, never now.
-            self._waiting = waiting
-            if not request.lost:
-                request.answering = self
-            waiting.addBoth(self._fired)
+        elif failed:
+            _answered(_failed, outcome, request)
             return
+        _answered(_written, self._framed(request, cast("bytes | None", outcome)), request)
 
     def _fired(self, result: object) -> None:
         self._waiting = None
@@ -615,9 +705,13 @@ def _answered(
 def _written(body: bytes | None, request: LeanRequest) -> None:
     """The route's answer is made: write it (unless streamed) and finish."""
     request.answering = None
+    if request.lost:
+        # As on twisted.web's path, where the request is already disconnected when
+        # Klein cancels its route: nothing is written to a client gone.
+        return
     if body is not None:
         request.write(body)
-    if not (request.finished or request.lost):
+    if not request.finished:
         request.finish()
 
 
@@ -659,6 +753,9 @@ class LeanChannel(LimitedChannel):
         #: next pass.  Streams (chunked) are written as they come.
         self._held: list[bytes] | None = None
         self._held_left = 0
+        #: The socket is not read because too much of a next request is held (see
+        #: L{dataReceived}): the answer being made resumes it.
+        self._held_back = False
 
     @property
     def slow(self) -> bool:
@@ -680,6 +777,7 @@ class LeanChannel(LimitedChannel):
         if self._answering is not None:
             # A next request, held until this one is answered (as twisted.web does).
             if len(self._pending) > MAX_PENDING and not waiting_for_transport(self):
+                self._held_back = True
                 network_producer(self).pauseProducing()
             return
         self._next()
@@ -733,6 +831,15 @@ class LeanChannel(LimitedChannel):
         handling_request(self, True)
         self.request_whole()
         self._lean.answer(request)
+
+    def resumeProducing(self) -> None:
+        """
+        HTTPChannel.resumeProducing: the transport can send again.  It leaves the
+        socket paused while a request is answered; a lean one resumes it when answered.
+        """
+        LimitedChannel.resumeProducing(self)  # type: ignore[no-untyped-call]
+        if self._answering is not None:
+            self._held_back = True
 
     def getHost(self) -> IAddress:
         """
@@ -833,7 +940,11 @@ class LeanChannel(LimitedChannel):
         del self.requests[0]
         handling_request(self, False)
         self.request_answered()
-        if not waiting_for_transport(self):
+        if self._held_back and not waiting_for_transport(self):
+            # Only the lean path pauses the socket while a request is answered (a
+            # twisted.web channel pauses it for every request); the transport's own
+            # pause, while it cannot send, is resumed by the transport.
+            self._held_back = False
             network_producer(self).resumeProducing()
         if not self.persistent:
             self.loseConnection()  # type: ignore[no-untyped-call]

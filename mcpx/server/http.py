@@ -77,13 +77,13 @@ a message outside any session) is L{mcpx.server.http_exchange}'s.
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
 from mcpx.auth.caller import request_subject
@@ -95,6 +95,8 @@ from mcpx.server.http_exchange import (
     PROTOCOL_VERSION,
     Answer,
     Exchange,
+    KeepAlive,
+    Later,
     Started,
     accepted,
     accepts_event_stream,
@@ -138,6 +140,11 @@ MISSING: Final[Any] = object()
 #: the enum's property on every request).
 _NEWEST: Final = NEWEST.value
 
+#: What a client answers with, and what it sends of its own, as C{isinstance} takes them
+#: (a tuple, not a union made again on every request).
+_ANSWERS: Final = (Response, ErrorResponse)
+_ASKS: Final = (Request, Notification)
+
 
 class McpHTTP:
     """
@@ -167,6 +174,8 @@ class McpHTTP:
         self._clock = clock
         self._keep_alive = keep_alive
         self._max_body = max_body
+        #: One keep-alive timer for every response that waits, of both eras.
+        self._beats = KeepAlive(clock, keep_alive)
         self._sessions = Sessions(core, max_sessions_per_client)
         self._legacy = LegacyHTTP(
             core,
@@ -196,17 +205,29 @@ class McpHTTP:
     async def render(self, request: IRequest) -> bytes | None:
         """
         Answer one request to C{/mcp}: the body, with its C{Content-Length} set, for the
-        route to write (Klein's, or L{mcpx.daemon.lean_path}'s), or C{None} once streamed.
+        route to write (Klein's), or C{None} once streamed.
         """
-        body = self._answer(request)
+        body = self.respond(request)
         if body is not None and not isinstance(body, bytes):
             body = await body
+        return self.framed(request, body)
+
+    def framed(self, request: IRequest, body: bytes | None) -> bytes | None:
+        """
+        C{body}, with its C{Content-Length} set on C{request}: an answer to C{/mcp} is
+        framed by its length, not chunked (one write, and the same on every route).
+        """
         if body is not None:
-            # Framed by its length, not chunked: one write, and the same on both paths.
             request.setHeader(b"content-length", b"%d" % len(body))
         return body
 
-    def _answer(self, request: IRequest) -> Answer:
+    def respond(self, request: IRequest) -> Answer:
+        """
+        L{render}'s answer as it is by the time the request's handling first waits: the
+        body, or C{None} once streamed, or else the coroutine of the rest, giving either;
+        the route frames the body (L{framed}) and writes it.  L{mcpx.daemon.lean_path} runs that
+        coroutine itself, without the coroutine of L{render} around it.
+        """
         method = request.method
         if method == b"POST":
             return self._post(request)
@@ -229,6 +250,7 @@ class McpHTTP:
             self._clock,
             accepts_sse=accepts_event_stream(request),
             keep_alive=self._keep_alive,
+            beats=self._beats,
         )
 
     def _read_body(self, request: IRequest) -> bytes | None:
@@ -270,7 +292,7 @@ class McpHTTP:
             return refusal(
                 request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
             )
-        if isinstance(message, Response | ErrorResponse):
+        if isinstance(message, _ANSWERS):
             return refusal(
                 request,
                 400,
@@ -309,28 +331,25 @@ class McpHTTP:
         handling = Started(self._core.handle(conn, message))
         try:
             started = handling.start()
-        except BaseException:
+        except BaseException as error:
             try:
-                return _failed(exchange, message)
+                return _failed(exchange, message, error)
             finally:
                 self._core.close(conn)
         if started:
             self._core.close(conn)
             return exchange.answer(answer_for(message, handling.result))
         exchange.watch()
-        return self._modern_later(exchange, conn, message, handling)
+        return Later(handling, self._modern_done, exchange, conn, message)
 
-    async def _modern_later(
-        self, exchange: Exchange, conn: Conn, message: Request, handling: Started
+    def _modern_done(
+        self, outcome: object, exchange: Exchange, conn: Conn, message: Request
     ) -> bytes | None:
-        """The rest of a 2026-07-28 request whose handling waits."""
-        try:
-            result = await handling
-        except BaseException:
-            return _failed(exchange, message)
-        finally:
-            self._core.close(conn)
-        return exchange.answer(answer_for(message, result))
+        """The answer of a 2026-07-28 request whose handling waited: its outcome's."""
+        self._core.close(conn)
+        if isinstance(outcome, Failure):
+            return _failed(exchange, message, cast(BaseException, outcome.value))
+        return exchange.answer(answer_for(message, outcome))
 
     # GET and DELETE: a legacy session's
 
@@ -345,18 +364,19 @@ class McpHTTP:
         return self._legacy.delete(request)
 
 
-def _failed(exchange: Exchange, message: Request) -> bytes | None:
+def _failed(exchange: Exchange, message: Request, error: BaseException) -> bytes | None:
     """
-    The answer to C{message} whose handling raised the exception being handled: an
-    L{RpcError} is the client's, anything else is logged and an internal error.  A
-    cancellation (the client closed the stream) and a C{BaseException} go on up.
+    The answer to C{message} whose handling raised C{error}: an L{RpcError} is the
+    client's, anything else is logged and an internal error.  A cancellation (the
+    client closed the stream) and a C{BaseException} go on up.
     """
-    error = sys.exc_info()[1]
     if isinstance(error, RpcError):
         return exchange.answer(encode(ErrorResponse(message.id, error)), error.http_status)
     if isinstance(error, CancelledError) or not isinstance(error, Exception):
-        raise error  # type: ignore[misc]
-    log.failure("/mcp: {method} (id {id}) failed", method=message.method, id=message.id)
+        raise error
+    log.failure(
+        "/mcp: {method} (id {id}) failed", Failure(error), method=message.method, id=message.id
+    )
     internal = RpcError.internal_error()
     return exchange.answer(encode(ErrorResponse(message.id, internal)), internal.http_status)
 
@@ -379,7 +399,7 @@ def check_headers(
             f"MCP-Protocol-Version {version!r} disagrees with params._meta "
             f"{PROTOCOL_VERSION_KEY} {meta_version!r}"
         )
-    assert isinstance(message, Request | Notification)
+    assert isinstance(message, _ASKS)
     method = header(request, METHOD)
     if method is None:
         if isinstance(message, Request):
@@ -412,7 +432,7 @@ def check_headers(
 
 def meta_version_of(message: Message | Batch) -> Any:
     """The C{_meta} protocol version of a single request or notification, or L{MISSING}."""
-    if not isinstance(message, Request | Notification):
+    if not isinstance(message, _ASKS):
         return MISSING
     params = message.params
     if type(params) is not dict:

@@ -15,7 +15,7 @@ a 2026-07-28 one; L{mcpx.server.http_legacy} the legacy ones):
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from contextvars import copy_context
 from typing import Any, Final, TypeAlias, cast
 
@@ -127,25 +127,29 @@ def _unregister(request: IRequest) -> None:
         cast(IConsumer, request).unregisterProducer()
 
 
-#: What answers a request to C{/mcp}: its body, C{None} once streamed, or a coroutine of
-#: either (for the rest of a request that waits).
-Answer: TypeAlias = bytes | Coroutine[Deferred[Any], Any, bytes | None] | None
+#: What answers a request to C{/mcp}: its body, C{None} once streamed, or the rest of it
+#: for a request that waits (L{Later}, or a coroutine of the body or C{None}).
+Answer: TypeAlias = "bytes | Later | Coroutine[Deferred[Any], Any, bytes | None] | None"
 
 
 class Started:
     """
-    A coroutine run to its first wait here and now (L{start}), and awaited from there if
-    it waits: awaiting this is awaiting the coroutine, with each of its steps run in one
-    C{contextvars} context of its own, as L{Deferred.fromCoroutine} would run it.
+    A coroutine run a step at a time, each step in one C{contextvars} context of its
+    own, as L{Deferred.fromCoroutine} would run it: to its first wait here and now
+    (L{start}), then resumed by whoever drives it, with the outcome of what it waits
+    on (L{step}): a route that waits on that itself (L{mcpx.daemon.lean_path}), or
+    a coroutine that awaits this.
+
+    @ivar waiting: what the coroutine waits on, while it does.
+    @ivar result: what the coroutine returned, once a step says it finished.
     """
 
-    __slots__ = ("_context", "_coroutine", "_waiting", "result")
+    __slots__ = ("_context", "_coroutine", "result", "waiting")
 
     def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         self._coroutine = coroutine
         self._context = copy_context()
-        self._waiting: Any = None
-        #: What the coroutine returned, once L{start} says it finished.
+        self.waiting: Any = None
         self.result: Any = None
 
     def start(self) -> bool:
@@ -155,33 +159,157 @@ class Started:
         @return: whether it finished (its value is L{result}).
         @raise BaseException: what it raised, if it failed before waiting.
         """
+        return self.step(None)
+
+    def step(self, sent: object) -> bool:
+        """
+        Resume the coroutine with C{sent} (a L{Failure}'s exception thrown in), up to
+        its next wait.
+
+        @return: whether it finished (its value is L{result}), else it waits on
+            L{waiting}.
+        @raise BaseException: what it raised.
+        """
         try:
-            self._waiting = self._context.run(self._coroutine.send, None)
+            if isinstance(sent, Failure):
+                self.waiting = self._context.run(sent.throwExceptionIntoGenerator, self._coroutine)
+            else:
+                self.waiting = self._context.run(self._coroutine.send, sent)
         except StopIteration as done:
+            self.waiting = None
             self.result = done.value
             return True
         return False
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, context = self._coroutine, self._context
-        waiting = self._waiting
-        self._waiting = None
         while True:
             try:
-                sent = yield waiting
+                sent = yield self.waiting
             except GeneratorExit:
-                coroutine.close()
+                self._coroutine.close()
                 raise
-            except BaseException as e:
-                try:
-                    waiting = context.run(coroutine.throw, e)
-                except StopIteration as done:
-                    return done.value
+            except BaseException:
+                if self.step(Failure()):
+                    return self.result
             else:
-                try:
-                    waiting = context.run(coroutine.send, sent)
-                except StopIteration as done:
-                    return done.value
+                if self.step(sent):
+                    return self.result
+
+
+class Later:
+    """
+    The rest of an answer whose handling waits: the handling, started (L{Started}), or
+    a L{Deferred} of its outcome, and what makes the answer of that outcome
+    (L{finish}).  Awaiting this is awaiting the handling, then finishing; a route can
+    instead drive the handling (or wait on the Deferred) itself and call L{finish}
+    (L{mcpx.daemon.lean_path}), with no coroutine in between.
+    """
+
+    __slots__ = ("_args", "_finish", "handling")
+
+    def __init__(
+        self,
+        handling: Started | Deferred[Any],
+        finish: Callable[..., bytes | None],
+        *args: object,
+    ) -> None:
+        self.handling = handling
+        self._finish = finish
+        self._args = args
+
+    def finish(self, outcome: object) -> bytes | None:
+        """
+        The answer of the handling's outcome: its result, or a L{Failure}.
+
+        @raise BaseException: a failure that is no answer's (a cancellation).
+        """
+        return self._finish(outcome, *self._args)
+
+    def __await__(self) -> Generator[Any, Any, bytes | None]:
+        try:
+            result = yield from self.handling.__await__()
+        except BaseException:
+            return self.finish(Failure())
+        return self.finish(result)
+
+
+#: How early a keep-alive may be sent: the shared timer is re-armed by a difference of
+#: times, which the clock's arithmetic may round a hair short of the response's due.
+KEEPALIVE_SLACK: Final = 0.001
+
+
+def when_over(request: IRequest, callback: Callable[[object], object]) -> None:
+    """
+    Call C{callback} once C{request} is over: with C{None} when it finished, a
+    L{Failure} when its client went away first.  A request that says so itself
+    (C{when_over}, as L{mcpx.daemon.lean_path}'s does) is asked to, with no Deferred;
+    any other through C{notifyFinish}.
+    """
+    own = getattr(request, "when_over", None)
+    if own is not None:
+        own(callback)
+    else:
+        _notify_finish(request).addBoth(callback)
+
+
+class KeepAlive:
+    """
+    The keep-alive of the responses that wait (L{Exchange.watch}): a response silent for
+    C{interval} seconds gets a keep-alive comment (L{Exchange.beat}), and again each
+    interval of silence, until it is closed.
+
+    One timer serves every response watched: it is armed while one is, for the earliest
+    due, and cancelled when none is.  The responses are kept by when each is due, in
+    order: each is due C{interval} after it was last written to, so the one written to
+    last goes last.
+    """
+
+    __slots__ = ("_clock", "_due", "_interval", "_timer")
+
+    def __init__(self, clock: IReactorTime, interval: float) -> None:
+        self._clock = clock
+        self._interval = interval
+        self._due: dict[Exchange, float] = {}
+        self._timer: IDelayedCall | None = None
+
+    def silent(self, exchange: Exchange) -> None:
+        """C{exchange} is silent from now: its keep-alive is due one interval from now."""
+        due = self._due
+        if exchange in due:
+            del due[exchange]
+        due[exchange] = self._clock.seconds() + self._interval
+        if self._timer is None:
+            self._timer = self._clock.callLater(self._interval, self._fire)
+
+    def forget(self, exchange: Exchange) -> None:
+        """C{exchange} is closed; with no response left, the timer is cancelled."""
+        due = self._due
+        if due.pop(exchange, None) is not None and not due:
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self._clock.seconds()
+        due = self._due
+        beating = []
+        for exchange, at in due.items():
+            if at > now + KEEPALIVE_SLACK:
+                break
+            beating.append(exchange)
+        later = now + self._interval
+        for exchange in beating:
+            del due[exchange]
+            due[exchange] = later
+        for exchange in beating:
+            try:
+                exchange.beat()
+            except Exception:
+                log.failure("keep-alive failed")
+        if due and self._timer is None:
+            first = next(iter(due.values()))
+            self._timer = self._clock.callLater(max(0.0, first - now), self._fire)
 
 
 @define(eq=False, slots=False)
@@ -190,6 +318,9 @@ class Exchange:
     The response to one POST: a JSON body at the end, or an event stream started when
     something has to go before the answer.  Its keep-alive and its watch for the client
     going away start with L{watch}.
+
+    @ivar beats: the keep-alive this response shares with the others of its endpoint
+        (L{KeepAlive}); without one, it has one of its own once watched.
 
     @ivar streaming: the response has become an event stream (its headers are sent).
     @ivar closed: nothing more will be written: answered, or the client went away.
@@ -205,8 +336,9 @@ class Exchange:
     closed: bool = field(default=False, init=False)
     lost: bool = field(default=False, init=False)
     headers: dict[bytes, bytes] = field(factory=dict, init=False)
+    _beats: KeepAlive | None = field(default=None, kw_only=True)
     _flow: Flow | None = field(default=None, init=False)
-    _timer: IDelayedCall | None = field(default=None, init=False)
+    _kept_by: KeepAlive | None = field(default=None, init=False)
 
     @property
     def flow(self) -> Flow:
@@ -230,8 +362,12 @@ class Exchange:
         if self.closed:
             return
         if self.accepts_sse and self._keep_alive > 0:
-            self._timer = self._clock.callLater(self._keep_alive, self._beat)
-        _notify_finish(self.request).addBoth(self._gone)
+            beats = self._beats
+            if beats is None:
+                beats = self._beats = KeepAlive(self._clock, self._keep_alive)
+            self._kept_by = beats
+            beats.silent(self)
+        when_over(self.request, self._gone)
 
     def _gone(self, outcome: object) -> None:
         if isinstance(outcome, Failure):
@@ -242,9 +378,10 @@ class Exchange:
         if self.streaming and not self.closed:
             _unregister(self.request)
         self.closed = True
-        timer, self._timer = self._timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
+        beats = self._kept_by
+        if beats is not None:
+            self._kept_by = None
+            beats.forget(self)
         flow = self._flow
         if flow is not None:
             flow.stopProducing()
@@ -263,13 +400,12 @@ class Exchange:
         for name, value in self.headers.items():
             request.setHeader(name, value)
 
-    def _beat(self) -> None:
-        self._timer = None
+    def beat(self) -> None:
+        """A keep-alive comment (L{KeepAlive}: the response has been silent too long)."""
         if self.closed:
             return
         self._start_stream()
         self.request.write(KEEPALIVE)
-        self._timer = self._clock.callLater(self._keep_alive, self._beat)
 
     def send(self, payload: bytes) -> bool:
         """
@@ -282,9 +418,10 @@ class Exchange:
             return False
         self._start_stream()
         self.request.write(encode_event(payload))
-        if self._timer is not None:
+        beats = self._kept_by
+        if beats is not None:
             # Silence is counted from the last thing written.
-            self._timer.reset(self._keep_alive)
+            beats.silent(self)
         return True
 
     def push(self, method: str, params: dict[str, Any] | None) -> None:

@@ -33,6 +33,7 @@ from mcpx.server.http_exchange import (
     Answer,
     Exchange,
     GetStream,
+    Later,
     Started,
     accepted,
     accepts_event_stream,
@@ -328,7 +329,7 @@ class LegacyHTTP:
                 waiting = self._run(
                     session, message, exchange, Deferred.fromCoroutine(handling.__await__())
                 )
-                return self._in_session_later(session, message, exchange, waiting)
+                return Later(waiting, self._in_session_done, session, message, exchange)
             ran = self._run(session, message, exchange, succeed(handling.result))
         # Tracked and forgotten at once, as one whose Deferred had fired: what its
         # handler told the session's peer about it (the call it is) goes with it.
@@ -339,15 +340,15 @@ class LegacyHTTP:
             return self._ended(session, message, exchange, outcome)
         return exchange.answer(answer_for(message, outcome))
 
-    async def _in_session_later(
-        self, session: HostSession, message: Request, exchange: Exchange, waiting: Deferred[Any]
+    def _in_session_done(
+        self, outcome: object, session: HostSession, message: Request, exchange: Exchange
     ) -> bytes | None:
-        """The rest of a request of C{session} whose handling waits."""
-        try:
-            result = await waiting
-        except Exception:
-            return self._ended(session, message, exchange, Failure())
-        return exchange.answer(answer_for(message, result))
+        """The answer to a request of C{session} whose handling waited: its outcome's."""
+        if isinstance(outcome, Failure):
+            if not outcome.check(Exception):
+                outcome.raiseException()
+            return self._ended(session, message, exchange, outcome)
+        return exchange.answer(answer_for(message, outcome))
 
     def _ended(
         self, session: HostSession, message: Request, exchange: Exchange, failure: Failure

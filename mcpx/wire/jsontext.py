@@ -77,6 +77,10 @@ def _check_depth(value: Any) -> None:
                 stack.append((child, depth + 1))
 
 
+#: What L{loads} decodes from UTF-8 first, as C{isinstance} takes it (a tuple made once).
+_BINARY: Final = (bytes, bytearray)
+
+
 def loads(data: bytes | bytearray | str) -> Any:
     """
     Decode one JSON text strictly.
@@ -85,7 +89,7 @@ def loads(data: bytes | bytearray | str) -> Any:
         number too large for a float, or nests deeper than L{MAX_DEPTH}.
     """
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        text = data.decode("utf-8") if isinstance(data, _BINARY) else data
     except UnicodeDecodeError as e:
         raise JSONRefused(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:

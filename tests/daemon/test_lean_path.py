@@ -46,6 +46,8 @@ from mcpx.daemon.token import TokenFile, read_token
 from mcpx.server import http_legacy as session_ids
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
+from mcpx.server.http_exchange import KeepAlive
+from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import (
     FakePool,
     HeldCall,
@@ -590,6 +592,204 @@ class SameBytesTests(SameBytesCase):
             self.assertIn(b"408", answers[True].split(b"\r\n")[0])
 
 
+def _keep_alive_timers(clock: Clock) -> list[Any]:
+    """The keep-alive timers pending on C{clock} (L{KeepAlive}'s)."""
+    return [
+        call
+        for call in clock.getDelayedCalls()
+        if isinstance(getattr(cast(Any, call).func, "__self__", None), KeepAlive)
+    ]
+
+
+class WaitingTests(SameBytesCase):
+    """
+    A request that waits for its upstream: its keep-alive (one timer for every waiting
+    response), the client going away, its answer or error, and the socket read again
+    after it, the same bytes on both paths.
+    """
+
+    def test_keep_alives_of_calls_that_wait(self) -> None:
+        """
+        Two calls that wait, started 10 s apart on two connections, each become an
+        event stream after 15 s of its own silence and get a keep-alive each 15 s
+        after; one timer serves both while they wait, none is left when they end.
+        Their answers (a large non-ASCII text, and an upstream's failure) are the same
+        bytes on both paths.
+        """
+        text = "\u00e9\U0001f600" * 20_000
+        sent: dict[bool, list[bytes]] = {}
+        for lean, daemon in self.daemons.items():
+            clock = daemon.clock
+            daemon.pool.hold = True
+            first, first_sent = daemon.connect()
+            first.dataReceived(modern(1, "tools/call", PASS_THROUGH))
+            clock.advance(10)
+            second, second_sent = daemon.connect()
+            second.dataReceived(modern(2, "tools/call", CALL))
+            self.assertEqual(len(_keep_alive_timers(clock)), 1)
+            clock.advance(5)
+            self.assertEqual(first_sent.value().count(b": keepalive"), 1)
+            self.assertEqual(second_sent.value(), b"")
+            clock.advance(9.9)
+            self.assertEqual(second_sent.value(), b"")
+            clock.advance(0.1)
+            self.assertEqual(second_sent.value().count(b": keepalive"), 1)
+            self.assertEqual(first_sent.value().count(b": keepalive"), 1)
+            clock.advance(5)
+            self.assertEqual(first_sent.value().count(b": keepalive"), 2)
+            self.assertEqual(len(_keep_alive_timers(clock)), 1)
+            held_first, held_second = daemon.pool.held
+            held_first.result.callback(text_result(text))
+            self.assertEqual(len(_keep_alive_timers(clock)), 1)
+            held_second.result.errback(RuntimeError("the upstream broke"))
+            self.assertEqual(_keep_alive_timers(clock), [])
+            clock.advance(60)
+            sent[lean] = [
+                _DATE.sub(b"", transport.value()) for transport in (first_sent, second_sent)
+            ]
+            self.assertEqual(isinstance(first, LeanChannel) and not first.slow, lean)
+        self.flushLoggedErrors(RuntimeError)
+        self.assertEqual(sent[True], sent[False])
+        for stream in sent[True]:
+            self.assertIn(b"Transfer-Encoding: chunked", stream)
+            self.assertIn(b"Content-Type: text/event-stream", stream)
+        self.assertIn(text.encode(), sent[True][0])
+        self.assertIn(b'"isError":true', sent[True][1])
+
+    def test_a_legacy_call_that_waits(self) -> None:
+        """
+        A call in a 2025-06-18 session that waits gets its keep-alive after 15 s of
+        silence and its answer on the stream, the same bytes on both paths, with no
+        keep-alive timer left after it.
+        """
+        sent = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.connect()[0].dataReceived(INITIALIZE)
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(legacy(3, "tools/call", CALL))
+            daemon.clock.advance(14.9)
+            self.assertEqual(transport.value(), b"")
+            daemon.clock.advance(0.1)
+            daemon.pool.held.pop().result.callback(text_result("caf\u00e9"))
+            self.assertEqual(_keep_alive_timers(daemon.clock), [])
+            sent[lean] = _DATE.sub(b"", transport.value())
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(sent[True], sent[False])
+        [(status, headers, body)] = responses(sent[True])
+        self.assertEqual(status, 200)
+        self.assertIn((b"Content-Type", b"text/event-stream"), headers)
+        self.assertTrue(body.startswith(b": keepalive\n"), body)
+        self.assertIn("caf\u00e9".encode(), body)
+
+    def test_a_legacy_call_outlives_its_post(self) -> None:
+        """
+        In a 2025-06-18 session a client gone is not a cancellation: the waiting call
+        runs on, and the session answers its next call; notifications/cancelled is, and
+        the cancelled call's POST ends with 202.  Alike on both paths.
+        """
+        sent = {}
+        for lean, daemon in self.daemons.items():
+            self.patch(session_ids, "secrets", self.tokens[lean])
+            daemon.connect()[0].dataReceived(INITIALIZE)
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(legacy(3, "tools/call", CALL))
+            [held] = daemon.pool.held
+            channel.connectionLost(connectionDone)
+            self.assertFalse(held.result.called)
+            self.assertEqual(_keep_alive_timers(daemon.clock), [])
+            held.result.callback(text_result("answered to no one"))
+            self.assertEqual(transport.value(), b"")
+            daemon.pool.held.clear()
+            channel, transport = daemon.connect()
+            channel.dataReceived(legacy(4, "tools/call", CALL))
+            [held] = daemon.pool.held
+            other, _ = daemon.connect()
+            other.dataReceived(
+                legacy(None, "notifications/cancelled", {"requestId": 4, "reason": "no"})
+            )
+            self.assertTrue(held.result.called)
+            sent[lean] = _DATE.sub(b"", transport.value())
+            self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
+        self.assertEqual(sent[True], sent[False])
+        [(status, _, body)] = responses(sent[True])
+        self.assertEqual((status, body), (202, b""))
+
+    def test_a_client_gone_stops_its_keep_alive(self) -> None:
+        """
+        A call whose client goes away while it waits (before its keep-alive, and on
+        its event stream) is cancelled, and its keep-alive stops with it, on both paths.
+        """
+        for daemon in self.daemons.values():
+            daemon.pool.hold = True
+            for silence in (5, 20):
+                channel, transport = daemon.connect()
+                channel.dataReceived(modern(1, "tools/call", CALL))
+                daemon.clock.advance(silence)
+                self.assertEqual(len(_keep_alive_timers(daemon.clock)), 1)
+                channel.connectionLost(connectionDone)
+                self.assertEqual(_keep_alive_timers(daemon.clock), [])
+                self.assertTrue(daemon.pool.held.pop().result.called)
+                self.assertEqual(transport.value().count(b": keepalive"), silence // 15)
+
+    def test_errors_after_waiting(self) -> None:
+        """
+        A call that fails after waiting is answered with its error (a JSON-RPC error
+        of a pass-through upstream's, or a failure of the daemon's), alike on both paths.
+        """
+        failures: list[Exception] = [
+            RpcError.invalid_params("no such path"),
+            RuntimeError("the upstream broke"),
+        ]
+
+        def failing(failure: Exception) -> Callable[[HeldCall], None]:
+            return lambda held: held.result.errback(failure)
+
+        bodies = []
+        for failure in failures:
+            for request in (modern(1, "tools/call", PASS_THROUGH), modern(2, "tools/call", CALL)):
+                sent = self.held_exchange(request, failing(failure))
+                [(status, headers, body)] = responses(sent)
+                self.assertIn((b"Content-Length", b"%d" % len(body)), headers)
+                bodies.append((status, json.loads(body)))
+        self.flushLoggedErrors(RuntimeError)
+        self.assertEqual([status for status, _ in bodies], [400, 200, 500, 200])
+        self.assertEqual(bodies[0][1]["error"]["code"], -32602)
+        self.assertEqual(bodies[2][1]["error"]["code"], -32603)
+        self.assertTrue(bodies[1][1]["result"]["isError"])
+        self.assertTrue(bodies[3][1]["result"]["isError"])
+
+    def test_reading_resumes_after_a_held_back_request(self) -> None:
+        """
+        The socket is not read while more than a request's worth of the next ones is
+        held, nor when the transport could not send while a request was answered; it is
+        read again once that answer is written.
+        """
+        for daemon in self.daemons.values():
+            daemon.pool.hold = True
+            channel, transport = daemon.connect()
+            channel.dataReceived(modern(1, "tools/call", CALL))
+            channel.dataReceived(modern(2, "tools/list") * 80)
+            self.assertEqual(transport.producerState, "paused")
+            daemon.pool.held.pop().result.callback(text_result("one"))
+            self.assertEqual(transport.producerState, "producing")
+            self.assertEqual(transport.value().count(b"HTTP/1.1 200"), 81)
+            # The transport full between requests, drained while the next one waits.
+            channel.pauseProducing()
+            self.assertEqual(transport.producerState, "paused")
+            channel.dataReceived(modern(3, "tools/call", CALL))
+            channel.resumeProducing()
+            self.assertEqual(transport.producerState, "paused")
+            daemon.pool.held.pop().result.callback(text_result("three"))
+            self.assertEqual(transport.producerState, "producing")
+            channel.pauseProducing()
+            self.assertEqual(transport.producerState, "paused")
+            channel.resumeProducing()
+            self.assertEqual(transport.producerState, "producing")
+
+
 def _mutated(rng: random.Random, data: bytes) -> bytes:
     """C{data} with one to three of the changes a broken or hostile client makes."""
     for _ in range(rng.randint(1, 3)):
@@ -665,6 +865,14 @@ class _Scripted:
         if inspect.iscoroutine(answer):
             answer = await answer
         return cast("bytes | None", answer)
+
+    def respond(self, request: Any) -> Any:
+        """L{render}'s answer by its script's first wait (the lean path's way in)."""
+        return self.script(request)
+
+    def framed(self, request: Any, body: bytes | None) -> bytes | None:
+        """Nothing: a script frames its answer itself, as L{render} leaves it."""
+        return body
 
 
 def _json(request: Any) -> bytes:

@@ -18,12 +18,13 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
+from twisted.web.test.requesthelper import DummyRequest
 
 from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
 from mcpx.server import http_legacy as legacy_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import HTTP_IDENTITY
+from mcpx.server.http_exchange import HTTP_IDENTITY, KEEPALIVE, Exchange, KeepAlive
 from mcpx.server.http_legacy import BACKLOG_BYTES, HostSession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -565,6 +566,82 @@ class StreamTests(McpHTTPCase):
         self.core.release(6, {})
         self.client.stub.flush()
         self.assertEqual(header(result_of(started), "content-type"), "application/json")
+
+
+class SharedKeepAliveTests(SynchronousTestCase):
+    """
+    The responses that wait share one keep-alive timer (L{KeepAlive}); each still gets
+    its keep-alive after its own C{transport.sseKeepAlive} of silence, counted from
+    the last thing written to it.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.beats = KeepAlive(self.clock, 15.0)
+        self.requests = [DummyRequest([b"mcp"]) for _ in range(3)]
+        self.exchanges = [
+            Exchange(
+                cast(Any, request), self.clock, accepts_sse=True, keep_alive=15.0, beats=self.beats
+            )
+            for request in self.requests
+        ]
+
+    def beats_of(self) -> list[int]:
+        return [b"".join(request.written).count(KEEPALIVE) for request in self.requests]
+
+    def test_silence_is_counted_per_response(self) -> None:
+        first, second, third = self.exchanges
+        first.watch()
+        self.clock.advance(5)
+        second.watch()
+        self.clock.advance(5)
+        third.watch()
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(4)
+        # Written to at 14 s: its silence starts again.
+        self.assertTrue(first.send(b'{"n":1}'))
+        self.clock.advance(1)
+        self.assertEqual(self.beats_of(), [0, 0, 0])
+        self.clock.advance(4.9)
+        self.assertEqual(self.beats_of(), [0, 0, 0])
+        self.clock.advance(0.1)
+        self.assertEqual(self.beats_of(), [0, 1, 0])
+        self.clock.advance(5)
+        self.assertEqual(self.beats_of(), [0, 1, 1])
+        self.clock.advance(4)
+        self.assertEqual(self.beats_of(), [1, 1, 1])
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(15)
+        self.assertEqual(self.beats_of(), [2, 2, 2])
+        for exchange in self.exchanges:
+            exchange.answer(b'{"done":true}')
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.clock.advance(60)
+        self.assertEqual(self.beats_of(), [2, 2, 2])
+
+    def test_a_response_that_ends_gets_no_more(self) -> None:
+        """
+        The first response watched ends: the others keep their own due, none is beaten
+        for it, and the timer is cancelled when the last ends (or its client goes).
+        """
+        first, second, third = self.exchanges
+        first.watch()
+        self.clock.advance(10)
+        second.watch()
+        third.watch()
+        first.answer(b"{}")
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(5)
+        self.assertEqual(self.beats_of(), [0, 0, 0])
+        self.clock.advance(10)
+        self.assertEqual(self.beats_of(), [0, 1, 1])
+        second.answer(b"{}")
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.requests[2].processingFailed(Failure(ConnectionError("gone")))
+        self.assertTrue(third.lost)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.clock.advance(60)
+        self.assertEqual(self.beats_of(), [0, 1, 1])
 
 
 class BatchTests(McpHTTPCase):
