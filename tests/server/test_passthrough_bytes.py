@@ -9,13 +9,19 @@ L{mcpx.wire.messages.spelled_as_read}).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx import call
 from mcpx.pool import requests
+from mcpx.pool.pool import Pool
+from mcpx.server import passthrough_names
+from mcpx.server.passthrough_names import PassedThrough
 from mcpx.spec.revision import Revision
 from mcpx.wire import jsontext, messages
 from mcpx.wire.messages import Request
@@ -227,3 +233,103 @@ class PoolDriverTests(SynchronousTestCase):
 
 
 WATCHED = requests._Watched
+
+
+def _cached_catalogue_before(
+    self: Pool, server: str, kind: str, *, client: str = ""
+) -> list[dict[str, Any]] | None:
+    """L{Pool.cached_catalogue} as it was: the scope found through L{Pool.scope_key}."""
+    slots = self._instances.slots
+    if server not in slots.servers.servers:
+        return None
+    instance = slots.find(server, self.scope_key(server, client))
+    if instance is None or not instance.usable:
+        return None
+    return instance.catalogue.cached(kind)
+
+
+def _folded_name_before(name: str) -> str:
+    """L{passthrough_names.folded_name} as it was: every name normalised."""
+    return unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
+
+
+def _prefix_of_before(self: PassedThrough, server: str) -> str:
+    """L{PassedThrough.prefix_of} as it was: looked up in the configuration each time."""
+    configured = self.gateway.host.servers
+    if configured is None or server not in configured:
+        return ""
+    return configured[server].tool_prefix
+
+
+def _narrowed_before(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """L{mcpx.call.narrowed} as it was: every declaration looked through."""
+    declared = {
+        name: dict(value)
+        for name in ("elicitation", "sampling")
+        if isinstance(value := capabilities.get(name), Mapping)
+    }
+    if isinstance(capabilities.get("roots"), Mapping):
+        declared["roots"] = {}
+    return declared
+
+
+class ShortcutTests(SynchronousTestCase):
+    def test_same_bytes_as_before_the_shortcuts(self) -> None:
+        """
+        On each of the five revisions, what the host and the upstream receive are the
+        same bytes, byte for byte, with the pool's and the route's shortcuts (a call
+        with no bound of its own takes C{pool.callTimeout} as it is, the cached
+        catalogue found with one look-up, the prefixes kept per configuration, an ASCII
+        name folded without normalising, an empty declaration not looked through) as
+        without them: answers small, large and non-ASCII, an upstream's error, a call
+        timed out and one the host cancelled.
+        """
+        for revision in Revision:
+            host, upstream = exchanged(self, revision)
+            with self._before():
+                host_before, upstream_before = exchanged(self, revision)
+            self.assertEqual(host, host_before, revision)
+            self.assertEqual(upstream, upstream_before, revision)
+            self.assertTrue(any(b"within 60s" in data for data in host), revision)
+            self.assertTrue(any(b'"text":"after"' in data for data in host), revision)
+
+    @contextmanager
+    def _before(self) -> Iterator[None]:
+        saved = (
+            Pool.cached_catalogue,
+            passthrough_names.folded_name,
+            PassedThrough.prefix_of,
+            call.narrowed,
+        )
+        Pool.cached_catalogue = _cached_catalogue_before  # type: ignore[method-assign]
+        passthrough_names.folded_name = _folded_name_before
+        PassedThrough.prefix_of = _prefix_of_before  # type: ignore[method-assign]
+        call.narrowed = _narrowed_before
+        try:
+            yield
+        finally:
+            (
+                Pool.cached_catalogue,  # type: ignore[method-assign]
+                passthrough_names.folded_name,
+                PassedThrough.prefix_of,  # type: ignore[method-assign]
+                call.narrowed,
+            ) = saved
+
+    def test_ascii_names_folded_as_before(self) -> None:
+        """
+        Every ASCII character, alone and in a gateway-like name, folds as NFKC and
+        case-folding fold it; so do names that are not ASCII.
+        """
+        names = [chr(code) for code in range(128)]
+        names += [f"MCPX-{chr(code)}_Call" for code in range(128)]
+        names += ["\uff4d\uff43\uff50\uff58_read", "Straße", "ﬁle", "İx", "mcpx\u2010call"]
+        for name in names:
+            self.assertEqual(passthrough_names.folded_name(name), _folded_name_before(name))
+
+    def test_an_empty_declaration_narrows_to_a_fresh_one(self) -> None:
+        """Nothing declared narrows to an empty declaration of the call's own."""
+        first, second = call.narrowed({}), call.narrowed({})
+        self.assertEqual(first, {})
+        self.assertIsNot(first, second)
+        declared = {"sampling": {}, "roots": {"listChanged": True}, "other": {}}
+        self.assertEqual(call.narrowed(declared), _narrowed_before(declared))
