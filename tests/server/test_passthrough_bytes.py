@@ -22,13 +22,14 @@ from mcpx.policy.errors import InvalidArguments
 from mcpx.pool import requests
 from mcpx.pool.pool import Pool
 from mcpx.pool.progress import ProgressSink
-from mcpx.server import passthrough_names
+from mcpx.server import dispatch, passthrough_names
 from mcpx.server.catalogues import upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.forwarding import guarded, upstream_meta
 from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
+from mcpx.spec import downgrade
 from mcpx.spec.revision import Revision
 from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import RpcError
@@ -314,12 +315,41 @@ async def _call_tool_before(
         return refused_arguments(e)
 
 
+def _envelope_before(
+    result: Mapping[str, Any],
+    method: str,
+    *,
+    server_info: Mapping[str, Any],
+    list_max_age: float,
+    read_max_age: float,
+) -> dict[str, Any]:
+    """L{downgrade.envelope} as it was: L{downgrade.downgrade} asked for 2026-07-28."""
+    out = dict(downgrade.downgrade(result, method, Revision.V2026_07_28))
+    kind = out.get("resultType")
+    if kind not in ("input_required", "task"):
+        out["resultType"] = kind = "complete"
+    meta = out.get("_meta")
+    tagged = dict(meta) if isinstance(meta, Mapping) else {}
+    tagged[downgrade.SERVER_INFO_KEY] = server_info
+    out["_meta"] = tagged
+    scope = downgrade.CACHE_SCOPES.get(method)
+    if kind == "complete" and scope is not None:
+        age = list_max_age if scope == "public" else read_max_age
+        out["ttlMs"] = max(0, round(age * 1000))
+        out["cacheScope"] = scope
+    elif kind == "input_required":
+        out.pop("ttlMs", None)
+        out.pop("cacheScope", None)
+    return out
+
+
 class ShortcutTests(SynchronousTestCase):
     def test_same_bytes_as_before_the_shortcuts(self) -> None:
         """
         On each of the five revisions, what the host and the upstream receive are the
         same bytes, byte for byte, with the pool's and the route's shortcuts (a call
-        answered in one coroutine, not three, when no log relay is asked for; a call
+        answered in one coroutine, not three, when no log relay is asked for; the
+        2026-07-28 envelope spelled with its plans at hand; a call
         with no bound of its own takes C{pool.callTimeout} as it is, the cached
         catalogue found with one look-up, the prefixes kept per configuration, an ASCII
         name folded without normalising, an empty declaration not looked through) as
@@ -334,16 +364,23 @@ class ShortcutTests(SynchronousTestCase):
             self.assertEqual(upstream, upstream_before, revision)
             self.assertTrue(any(b"within 60s" in data for data in host), revision)
             self.assertTrue(any(b'"text":"after"' in data for data in host), revision)
+            # And rich results (spelled down for older revisions), resources and prompts.
+            passed = answers(self, revision)
+            with self._before():
+                self.assertEqual(passed, answers(self, revision), revision)
+            self.assertEqual(len(passed), 8, revision)
 
     @contextmanager
     def _before(self) -> Iterator[None]:
         saved = (
+            dispatch.envelope,
             PassThrough.call_tool,
             Pool.cached_catalogue,
             passthrough_names.folded_name,
             PassedThrough.prefix_of,
             call.narrowed,
         )
+        dispatch.envelope = _envelope_before
         PassThrough.call_tool = _call_tool_before  # type: ignore[method-assign]
         Pool.cached_catalogue = _cached_catalogue_before  # type: ignore[method-assign]
         passthrough_names.folded_name = _folded_name_before
@@ -353,6 +390,7 @@ class ShortcutTests(SynchronousTestCase):
             yield
         finally:
             (
+                dispatch.envelope,
                 PassThrough.call_tool,  # type: ignore[method-assign]
                 Pool.cached_catalogue,  # type: ignore[method-assign]
                 passthrough_names.folded_name,
