@@ -372,31 +372,22 @@ class ShortcutTests(SynchronousTestCase):
 
     @contextmanager
     def _before(self) -> Iterator[None]:
-        saved = (
-            dispatch.envelope,
-            PassThrough.call_tool,
-            Pool.cached_catalogue,
-            passthrough_names.folded_name,
-            PassedThrough.prefix_of,
-            call.narrowed,
-        )
-        dispatch.envelope = _envelope_before
-        PassThrough.call_tool = _call_tool_before  # type: ignore[method-assign]
-        Pool.cached_catalogue = _cached_catalogue_before  # type: ignore[method-assign]
-        passthrough_names.folded_name = _folded_name_before
-        PassedThrough.prefix_of = _prefix_of_before  # type: ignore[method-assign]
-        call.narrowed = _narrowed_before
+        before: list[tuple[object, str, object]] = [
+            (dispatch, "envelope", _envelope_before),
+            (PassThrough, "call_tool", _call_tool_before),
+            (Pool, "cached_catalogue", _cached_catalogue_before),
+            (passthrough_names, "folded_name", _folded_name_before),
+            (PassedThrough, "prefix_of", _prefix_of_before),
+            (call, "narrowed", _narrowed_before),
+        ]
+        saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
+        for owner, name, replacement in before:
+            setattr(owner, name, replacement)
         try:
             yield
         finally:
-            (
-                dispatch.envelope,
-                PassThrough.call_tool,  # type: ignore[method-assign]
-                Pool.cached_catalogue,  # type: ignore[method-assign]
-                passthrough_names.folded_name,
-                PassedThrough.prefix_of,  # type: ignore[method-assign]
-                call.narrowed,
-            ) = saved
+            for owner, name, kept in saved:
+                setattr(owner, name, kept)
 
     def test_ascii_names_folded_as_before(self) -> None:
         """
