@@ -336,6 +336,9 @@ def narrowed(capabilities: Mapping[str, Any]) -> dict[str, Any]:
     The part of a client's declaration mcpx can honour on its behalf upstream: the
     questions it relays (elicitation, sampling, roots), as the client spelled them.
     """
+    if not capabilities:
+        # Most calls' clients declare nothing: nothing to look through.
+        return {}
     declared = {
         name: dict(value)
         for name in ("elicitation", "sampling")

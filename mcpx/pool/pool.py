@@ -394,9 +394,12 @@ class Pool(MultiService):
         else C{None} (nothing is started: see L{session}).
         """
         slots = self._instances.slots
-        if server not in slots.servers.servers:
+        # Asked twice a pass-through call (its route, its policy): one look-up of the
+        # server's configuration, none of L{scope_key}'s refusal.
+        config = slots.servers.servers.get(server)
+        if config is None:
             return None
-        instance = slots.find(server, self.scope_key(server, client))
+        instance = slots.find(server, scope_for(config, client))
         if instance is None or not instance.usable or instance.session is None:
             return None
         return instance.session.declaration
@@ -430,7 +433,10 @@ class Pool(MultiService):
         @raise CallTimedOut: if it did not answer in time.
         @raise mcpx.wire.errors.RpcError: as the server answered.
         """
-        bound = effective_call_timeout(self._requests.call_timeout, timeout)
+        configured = self._requests.call_timeout
+        # C{pool.callTimeout} was checked when it was set (L{Requests}, L{retune}): a
+        # call with no bound of its own takes it as it is.
+        bound = configured if timeout is None else effective_call_timeout(configured, timeout)
         asked = self._clock.seconds()
         # An unknown server is refused before anything is counted for it.
         slot = self._attribution.slot_for(server, client, call)
@@ -553,9 +559,12 @@ class Pool(MultiService):
     def _kept_app_read(self, server: str, client: str, uri: str) -> dict[str, Any] | None:
         """The read of app resource C{uri} the instance serving C{client} keeps, or C{None}."""
         slots = self._instances.slots
-        if server not in slots.servers.servers:
+        # Asked twice a pass-through call (its route, its policy): one look-up of the
+        # server's configuration, none of L{scope_key}'s refusal.
+        config = slots.servers.servers.get(server)
+        if config is None:
             return None
-        instance = slots.find(server, self.scope_key(server, client))
+        instance = slots.find(server, scope_for(config, client))
         if instance is None or not instance.usable:
             return None
         kept = instance.catalogue.app_reads.get(uri, self._clock.seconds())
@@ -637,9 +646,12 @@ class Pool(MultiService):
         the list is the cache's own, to read and not to change.
         """
         slots = self._instances.slots
-        if server not in slots.servers.servers:
+        # Asked twice a pass-through call (its route, its policy): one look-up of the
+        # server's configuration, none of L{scope_key}'s refusal.
+        config = slots.servers.servers.get(server)
+        if config is None:
             return None
-        instance = slots.find(server, self.scope_key(server, client))
+        instance = slots.find(server, scope_for(config, client))
         if instance is None or not instance.usable:
             return None
         return instance.catalogue.cached(kind)

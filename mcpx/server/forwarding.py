@@ -99,15 +99,32 @@ async def guarded(
     """
     try:
         result = await (work if on_log is None else relaying(events, server, on_log, work))
-    except RpcError as e:
-        raise relayed(e, context) from None
-    except InvalidArguments:
-        # The caller's to answer (a tool error: L{mcpx.server.passthrough.refused_arguments}).
-        raise
-    except PolicyRefusal as e:
-        raise e.rpc_error() from None
-    except (PoolError, UpstreamError) as e:
-        raise pool_failure(e) from None
+    except (RpcError, PoolError, UpstreamError) as e:
+        raise failure_of(e, context) from None
+    return well_formed(server, result)
+
+
+def failure_of(error: RpcError | PoolError | UpstreamError, context: Context) -> Exception:
+    """
+    What a request that failed with C{error} raises to its host (L{guarded}): the
+    upstream's JSON-RPC error as L{relayed} has it, a policy's refusal as its own code,
+    the pool's failures as L{pool_failure} has them; invalid arguments as they are, the
+    caller's to answer (a tool error: L{mcpx.server.passthrough.refused_arguments}).
+    """
+    if isinstance(error, RpcError):
+        return relayed(error, context)
+    if isinstance(error, InvalidArguments):
+        return error
+    if isinstance(error, PolicyRefusal):
+        return error.rpc_error()
+    return pool_failure(error)
+
+
+def well_formed(server: str, result: object) -> dict[str, Any]:
+    """C{server}'s result, if it is an object (L{guarded}).
+
+    @raise RpcError: C{-32603} when it is not.
+    """
     if not isinstance(result, dict):
         raise RpcError.internal_error(f"server {server!r} answered with a malformed result")
     return result

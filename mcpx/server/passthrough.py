@@ -145,10 +145,12 @@ from mcpx.server.catalogues import Catalogues, upstream_client
 from mcpx.server.conn import Context
 from mcpx.server.derived import objects_with
 from mcpx.server.forwarding import (
+    failure_of,
     forwarded,
     guarded,
     pool_failure,
     upstream_meta,
+    well_formed,
 )
 from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.passthrough_names import PassedThrough
@@ -412,12 +414,24 @@ class PassThrough:
             on_progress=on_progress,
             call=context.call,
         )
+        if on_log is not None:
+            try:
+                return await guarded(
+                    self.gateway.host.events, context, server, tool_failure(calling), on_log
+                )
+            except InvalidArguments as e:
+                return refused_arguments(e)
+        # No log relay, as most calls: L{guarded} of L{tool_failure} in this coroutine,
+        # not two more that every step of the call passes through.
         try:
-            return await guarded(
-                self.gateway.host.events, context, server, tool_failure(calling), on_log
-            )
+            result = await calling
+        except (UpstreamBroke, InvalidOutput) as e:
+            return text_result(str(error_from(e)), is_error=True)
         except InvalidArguments as e:
             return refused_arguments(e)
+        except (RpcError, PoolError, UpstreamError) as e:
+            raise failure_of(e, context) from None
+        return well_formed(server, result)
 
     async def get_prompt(
         self, context: Context, params: Mapping[str, Any], *, on_log: LogRelay | None = None

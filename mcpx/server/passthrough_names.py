@@ -42,6 +42,9 @@ def folded_name(name: str) -> str:
     and with C{-} read as C{_}, so that C{MCPX_CALL}, C{mcpx-call} and C{mcpx_call} in
     fullwidth letters all read as C{mcpx_call}.
     """
+    if name.isascii():
+        # Every call's name: NFKC leaves ASCII as it is, and case-folds it as lower does.
+        return name.lower().replace("-", "_")
     return unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
 
 
@@ -61,6 +64,9 @@ class PassedThrough:
         #: The configuration L{servers} was last worked out for, and the result.
         self._configured_for: object = None
         self._servers: tuple[str, ...] = self.named
+        #: The configuration L{prefix_of} was last asked under, and its servers' prefixes.
+        self._prefixed_for: object = None
+        self._prefixes: dict[str, str] = {}
         #: Each prefix's renaming of the catalogues of the servers that have it, worked
         #: out once per catalogue listed.
         self._renamed: dict[str, Derived[list[dict[str, Any]]]] = {}
@@ -82,9 +88,19 @@ class PassedThrough:
     def prefix_of(self, server: str) -> str:
         """The C{toolPrefix} of C{server} in the configuration in force (empty: none)."""
         configured = self.gateway.host.servers
-        if configured is None or server not in configured:
+        if configured is None:
             return ""
-        return configured[server].tool_prefix
+        if configured is not self._prefixed_for:
+            # Asked several times a call: kept per configuration (a reload replaces it).
+            self._prefixes = {}
+            self._prefixed_for = configured
+        prefix = self._prefixes.get(server)
+        if prefix is None:
+            if server not in configured:
+                return ""
+            # As many as the configuration has servers.
+            prefix = self._prefixes[server] = configured[server].tool_prefix
+        return prefix
 
     def upstream_name(self, server: str, name: str) -> str:
         """The name C{server} knows its tool by, offered to the host as C{name}."""

@@ -370,6 +370,8 @@ _PLANS: Final[Mapping[Revision, tuple[Mapping[str, _Plan | None], _Plan | None]]
     )
     for rev, sp in SPELLINGS.items()
 }
+#: 2026-07-28's, which L{envelope} spells every result for: not looked up each time.
+_MODERN_PLANS, _MODERN_GENERIC = _PLANS[Revision.V2026_07_28]
 
 
 def downgrade(result: Mapping[str, Any], method: str, revision: Revision) -> Mapping[str, Any]:
@@ -434,12 +436,15 @@ def envelope(
     # The envelope is the whole of the 2026-07-28 spelling: what that
     # revision dropped (C{Tool.execution}, core C{tasks}) goes here too, so a
     # caller never has to remember a second step.
-    out = dict(downgrade(result, method, Revision.V2026_07_28))
+    # L{downgrade} for 2026-07-28, its plans at hand.
+    plan = _MODERN_PLANS.get(method, _MODERN_GENERIC)
+    out = dict(result if plan is None else plan(result))
     kind = out.get("resultType")
     if kind not in _INTERIM_RESULT_TYPES:
         out["resultType"] = kind = "complete"
     meta = out.get("_meta")
-    tagged = dict(meta) if isinstance(meta, Mapping) else {}
+    # Most results carry no _meta: no Mapping check for that.
+    tagged = {} if meta is None else dict(meta) if isinstance(meta, Mapping) else {}
     tagged[SERVER_INFO_KEY] = server_info
     out["_meta"] = tagged
     scope = CACHE_SCOPES.get(method)

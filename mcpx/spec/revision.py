@@ -55,7 +55,7 @@ class Revision(enum.Enum):
     @property
     def index(self) -> int:
         """Position from oldest (0) to newest."""
-        return _INDEX[self]
+        return self._rank  # type: ignore[attr-defined,no-any-return]
 
     @classmethod
     def parse(cls, text: str, where: str = "") -> Revision:
@@ -80,31 +80,39 @@ class Revision(enum.Enum):
         """Read several revisions; the first unknown one is refused."""
         return tuple(cls.parse(item, where) for item in items)
 
+    # A revision is a dict key and compared on every request's path: hashed by
+    # identity in C (a member is its only instance, equal only to itself) rather than
+    # by Enum's hash of its name in Python, and ordered by the rank each member keeps.
+    __hash__ = object.__hash__
+
     def __lt__(self, other: object) -> bool:
-        if not isinstance(other, Revision):
+        if other.__class__ is not Revision:
             return NotImplemented
-        return _INDEX[self] < _INDEX[other]
+        return self._rank < other._rank  # type: ignore[attr-defined,no-any-return]
 
     def __le__(self, other: object) -> bool:
-        if not isinstance(other, Revision):
+        if other.__class__ is not Revision:
             return NotImplemented
-        return _INDEX[self] <= _INDEX[other]
+        return self._rank <= other._rank  # type: ignore[attr-defined,no-any-return]
 
     def __gt__(self, other: object) -> bool:
-        if not isinstance(other, Revision):
+        if other.__class__ is not Revision:
             return NotImplemented
-        return _INDEX[self] > _INDEX[other]
+        return self._rank > other._rank  # type: ignore[attr-defined,no-any-return]
 
     def __ge__(self, other: object) -> bool:
-        if not isinstance(other, Revision):
+        if other.__class__ is not Revision:
             return NotImplemented
-        return _INDEX[self] >= _INDEX[other]
+        return self._rank >= other._rank  # type: ignore[attr-defined,no-any-return]
 
     def __str__(self) -> str:
         return self.value
 
 
 _INDEX: dict[Revision, int] = {rev: i for i, rev in enumerate(Revision)}
+for _revision, _rank in _INDEX.items():
+    #: Position from oldest (0) to newest, kept on each member for the comparisons.
+    _revision._rank = _rank  # type: ignore[attr-defined]
 _BY_VALUE: dict[str, Revision] = {rev.value: rev for rev in Revision}
 
 ALL_REVISIONS: tuple[Revision, ...] = tuple(Revision)

@@ -564,6 +564,39 @@ class ToolListTests(SynchronousTestCase):
             self.assertEqual([w.server for w in warnings], ["alpha"], "mcpx_servers only")
             check_frames(harness, revision)
 
+    def test_tool_prefix_changed_by_a_reload(self) -> None:
+        """
+        A reload that changes beta's C{toolPrefix} from "b_" to "c_" is what the next
+        call goes by (the prefixes are kept per configuration): c_add reaches beta's
+        add, and b_add is listed no more, on every revision.
+        """
+
+        def configured(prefix: str) -> ServersConfig:
+            return ServersConfig(
+                {
+                    "alpha": StdioServer("alpha", "fake-server"),
+                    "beta": StdioServer("beta", "fake-server", tool_prefix=prefix),
+                },
+                "test",
+            )
+
+        for revision in Revision:
+            harness, connector = passed_through()
+            swap_part(harness.host, servers=configured("b_"))
+            session = Session(revision, harness)
+            self.assertIn("b_add", names_of(session.result("tools/list")["tools"]))
+            result = session.call("b_add", {"a": 1, "b": 2})
+            self.assertEqual(result["content"][0]["text"], "3", revision)
+            swap_part(harness.host, servers=configured("c_"))
+            self.assertIn("c_add", names_of(session.result("tools/list")["tools"]))
+            result = session.call("c_add", {"a": 2, "b": 3})
+            self.assertEqual(result["content"][0]["text"], "5", revision)
+            called = upstream(connector, "beta").last("tools/call").params
+            assert isinstance(called, dict)
+            self.assertEqual((called["name"], called["arguments"]), ("add", {"a": 2, "b": 3}))
+            self.assertEqual(upstream(connector, "beta").methods().count("tools/call"), 2)
+            self.assertNotIn("b_add", names_of(session.result("tools/list")["tools"]))
+
     def test_a_server_not_passed_through_is_not_merged(self) -> None:
         """other's echo is not listed: only the named servers are passed through."""
         harness, _ = passed_through(("beta",))

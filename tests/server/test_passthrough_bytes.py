@@ -9,15 +9,30 @@ L{mcpx.wire.messages.spelled_as_read}).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from mcpx import call
+from mcpx.policy.errors import InvalidArguments
 from mcpx.pool import requests
+from mcpx.pool.pool import Pool
+from mcpx.pool.progress import ProgressSink
+from mcpx.server import dispatch, passthrough_names
+from mcpx.server.catalogues import upstream_client
+from mcpx.server.conn import Context
+from mcpx.server.forwarding import guarded, upstream_meta
+from mcpx.server.log_relay import LogRelay, asking_for_logs
+from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
+from mcpx.server.passthrough_names import PassedThrough
+from mcpx.spec import downgrade
 from mcpx.spec.revision import Revision
 from mcpx.wire import jsontext, messages
+from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
 from tests.pool.fakes import FakeChannel, FakeUpstream
 from tests.server import Harness, Session, test_passthrough
@@ -227,3 +242,168 @@ class PoolDriverTests(SynchronousTestCase):
 
 
 WATCHED = requests._Watched
+
+
+def _cached_catalogue_before(
+    self: Pool, server: str, kind: str, *, client: str = ""
+) -> list[dict[str, Any]] | None:
+    """L{Pool.cached_catalogue} as it was: the scope found through L{Pool.scope_key}."""
+    slots = self._instances.slots
+    if server not in slots.servers.servers:
+        return None
+    instance = slots.find(server, self.scope_key(server, client))
+    if instance is None or not instance.usable:
+        return None
+    return instance.catalogue.cached(kind)
+
+
+def _folded_name_before(name: str) -> str:
+    """L{passthrough_names.folded_name} as it was: every name normalised."""
+    return unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
+
+
+def _prefix_of_before(self: PassedThrough, server: str) -> str:
+    """L{PassedThrough.prefix_of} as it was: looked up in the configuration each time."""
+    configured = self.gateway.host.servers
+    if configured is None or server not in configured:
+        return ""
+    return configured[server].tool_prefix
+
+
+def _narrowed_before(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """L{mcpx.call.narrowed} as it was: every declaration looked through."""
+    declared = {
+        name: dict(value)
+        for name in ("elicitation", "sampling")
+        if isinstance(value := capabilities.get(name), Mapping)
+    }
+    if isinstance(capabilities.get("roots"), Mapping):
+        declared["roots"] = {}
+    return declared
+
+
+async def _call_tool_before(
+    self: PassThrough,
+    context: Context,
+    server: str,
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    on_progress: ProgressSink | None = None,
+    on_log: LogRelay | None = None,
+) -> dict[str, Any]:
+    """L{PassThrough.call_tool} as it was: L{tool_failure} in L{guarded}, each a coroutine."""
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif type(arguments) is not dict:
+        raise RpcError.invalid_params("params.arguments must be an object")
+    calling = self.pool.call_tool(
+        server,
+        self.passed.upstream_name(server, name),
+        arguments,
+        client=upstream_client(context),
+        meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
+        on_progress=on_progress,
+        call=context.call,
+    )
+    try:
+        return await guarded(
+            self.gateway.host.events, context, server, tool_failure(calling), on_log
+        )
+    except InvalidArguments as e:
+        return refused_arguments(e)
+
+
+def _envelope_before(
+    result: Mapping[str, Any],
+    method: str,
+    *,
+    server_info: Mapping[str, Any],
+    list_max_age: float,
+    read_max_age: float,
+) -> dict[str, Any]:
+    """L{downgrade.envelope} as it was: L{downgrade.downgrade} asked for 2026-07-28."""
+    out = dict(downgrade.downgrade(result, method, Revision.V2026_07_28))
+    kind = out.get("resultType")
+    if kind not in ("input_required", "task"):
+        out["resultType"] = kind = "complete"
+    meta = out.get("_meta")
+    tagged = dict(meta) if isinstance(meta, Mapping) else {}
+    tagged[downgrade.SERVER_INFO_KEY] = server_info
+    out["_meta"] = tagged
+    scope = downgrade.CACHE_SCOPES.get(method)
+    if kind == "complete" and scope is not None:
+        age = list_max_age if scope == "public" else read_max_age
+        out["ttlMs"] = max(0, round(age * 1000))
+        out["cacheScope"] = scope
+    elif kind == "input_required":
+        out.pop("ttlMs", None)
+        out.pop("cacheScope", None)
+    return out
+
+
+class ShortcutTests(SynchronousTestCase):
+    def test_same_bytes_as_before_the_shortcuts(self) -> None:
+        """
+        On each of the five revisions, what the host and the upstream receive are the
+        same bytes, byte for byte, with the pool's and the route's shortcuts (a call
+        answered in one coroutine, not three, when no log relay is asked for; the
+        2026-07-28 envelope spelled with its plans at hand; a call
+        with no bound of its own takes C{pool.callTimeout} as it is, the cached
+        catalogue found with one look-up, the prefixes kept per configuration, an ASCII
+        name folded without normalising, an empty declaration not looked through) as
+        without them: answers small, large and non-ASCII, an upstream's error, a call
+        timed out and one the host cancelled.
+        """
+        for revision in Revision:
+            host, upstream = exchanged(self, revision)
+            with self._before():
+                host_before, upstream_before = exchanged(self, revision)
+            self.assertEqual(host, host_before, revision)
+            self.assertEqual(upstream, upstream_before, revision)
+            self.assertTrue(any(b"within 60s" in data for data in host), revision)
+            self.assertTrue(any(b'"text":"after"' in data for data in host), revision)
+            # And rich results (spelled down for older revisions), resources and prompts.
+            passed = answers(self, revision)
+            with self._before():
+                self.assertEqual(passed, answers(self, revision), revision)
+            self.assertEqual(len(passed), 8, revision)
+
+    @contextmanager
+    def _before(self) -> Iterator[None]:
+        before: list[tuple[object, str, object]] = [
+            (dispatch, "envelope", _envelope_before),
+            (PassThrough, "call_tool", _call_tool_before),
+            (Pool, "cached_catalogue", _cached_catalogue_before),
+            (passthrough_names, "folded_name", _folded_name_before),
+            (PassedThrough, "prefix_of", _prefix_of_before),
+            (call, "narrowed", _narrowed_before),
+        ]
+        saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
+        for owner, name, replacement in before:
+            setattr(owner, name, replacement)
+        try:
+            yield
+        finally:
+            for owner, name, kept in saved:
+                setattr(owner, name, kept)
+
+    def test_ascii_names_folded_as_before(self) -> None:
+        """
+        Every ASCII character, alone and in a gateway-like name, folds as NFKC and
+        case-folding fold it; so do names that are not ASCII.
+        """
+        names = [chr(code) for code in range(128)]
+        names += [f"MCPX-{chr(code)}_Call" for code in range(128)]
+        names += ["\uff4d\uff43\uff50\uff58_read", "Straße", "ﬁle", "İx", "mcpx\u2010call"]
+        for name in names:
+            self.assertEqual(passthrough_names.folded_name(name), _folded_name_before(name))
+
+    def test_an_empty_declaration_narrows_to_a_fresh_one(self) -> None:
+        """Nothing declared narrows to an empty declaration of the call's own."""
+        first, second = call.narrowed({}), call.narrowed({})
+        self.assertEqual(first, {})
+        self.assertIsNot(first, second)
+        declared = {"sampling": {}, "roots": {"listChanged": True}, "other": {}}
+        self.assertEqual(call.narrowed(declared), _narrowed_before(declared))

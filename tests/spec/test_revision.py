@@ -4,6 +4,9 @@ Tests for L{mcpx.spec.revision}: the five revisions, their order and their era.
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.spec import revision
@@ -37,6 +40,24 @@ class OrderTests(SynchronousTestCase):
             [Revision.V2024_11_05, Revision.V2025_11_25, Revision.V2026_07_28],
         )
         self.assertIs(max(Revision), Revision.V2026_07_28)
+
+    def test_keys(self) -> None:
+        """
+        A revision found by its date, copied or unpickled is the same key of a dict or a
+        set as the member itself, and no date string is.
+        """
+        keyed = {rev: rev.value for rev in Revision}
+        for rev in Revision:
+            for same in (
+                Revision.parse(rev.value),
+                copy.deepcopy(rev),
+                pickle.loads(pickle.dumps(rev)),
+            ):
+                self.assertIs(same, rev)
+                self.assertEqual(keyed[same], rev.value)
+                self.assertIn(same, set(Revision))
+            self.assertNotIn(rev.value, keyed)
+            self.assertNotEqual(rev, rev.value)
 
     def test_not_comparable_with_strings(self) -> None:
         """Comparing a revision with a date string is a TypeError, not a silent answer."""
