@@ -55,8 +55,9 @@ def upstream_client(context: Context) -> str:
     capabilities = context.capabilities
     revision = context.revision
     last = _LAST_MARK
-    # A call asks twice with the same request's capabilities (its route, then the call).
-    if last[0] is capabilities and last[1] is revision:
+    # A call asks twice with the same request's capabilities (its route, then the call),
+    # and a 2026-07-28 host restates equal ones in each request's own new object.
+    if last[1] is revision and (last[0] is capabilities or last[0] == capabilities):
         kept: str = last[2]
         return context.identity + kept
     declared = questions_declared(capabilities)
@@ -78,7 +79,8 @@ def upstream_client(context: Context) -> str:
 #: and its revision (a few dozen at most).
 _MARKS: dict[tuple[frozenset[str], Revision], str] = {}
 #: The capabilities and revision L{upstream_client} was last asked of and their mark: the
-#: capabilities of a request (or a legacy session's) are not changed once received.
+#: capabilities of a request (or a legacy session's) are not changed once received, and
+#: equal capabilities declare the same questions.
 _LAST_MARK: list[Any] = [None, None, ""]
 
 

@@ -62,7 +62,12 @@ REQUIRED: Final[Mapping[str, Any]] = {"extensions": {TASKS_EXTENSION: {}}}
 def client_declares(context: Context) -> bool:
     """Whether the request's client declared the extension on it."""
     extensions = context.capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+    # Asked of every 2026-07-28 call: most declare no extensions, told without the ABC.
+    return (
+        extensions is not None
+        and isinstance(extensions, Mapping)
+        and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+    )
 
 
 def becomes_task_after(support: str | None, task_after: float) -> float:

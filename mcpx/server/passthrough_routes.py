@@ -248,10 +248,10 @@ class Routes:
         The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
         (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
         """
-        server = route.server
-        tool = route.tools.get(
-            self.passed.prefix_of(server) + self.passed.upstream_name(server, name)
-        )
+        # The route's tools are keyed by their offered names: C{name} itself when it
+        # has its server's prefix (as L{PassedThrough.upstream_name} takes it off).
+        prefix = self.passed.prefix_of(route.server)
+        tool = route.tools.get(name if name.startswith(prefix) else prefix + name)
         return tool.headers if tool is not None else NO_HEADERS
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:

@@ -106,8 +106,15 @@ class TaskPromotion:
 
     def required_by(self, conn: Conn, params: dict[str, Any], route: ToolRoute) -> bool:
         """Whether the pass-through tool a C{tools/call} of C{route} names runs only as a task."""
-        support, _, _ = self.task_support(conn, params, route)
-        return support == "required"
+        # L{task_support}'s answer, without the upstream names it works out too: asked
+        # of every 2026-07-28 call from a client without the extension.
+        name = params.get("name")
+        passthrough = self._offering.serving(conn)
+        if passthrough is None or not isinstance(name, str):
+            # mcpx's own tools run as tasks optionally, never only as one.
+            return False
+        tool = passthrough.routes.offered_definition(route, name)
+        return tool is not None and task_support(tool) == "required"
 
     async def call_may_become_task(
         self,

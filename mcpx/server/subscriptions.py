@@ -27,7 +27,7 @@ from twisted.logger import Logger
 from mcpx.ops import uris
 from mcpx.ops.watch import unsubscribe
 from mcpx.pool.status import ReloadReport
-from mcpx.server.conn import Conn, Context
+from mcpx.server.conn import HTTP_MODERN, Conn, Context
 from mcpx.server.flow import Notices
 from mcpx.server.listen import LIST_CHANGES, Listener, Listening
 from mcpx.server.offering import Offering
@@ -92,13 +92,18 @@ class Subscriptions:
     # Connections
 
     def opened(self, conn: Conn) -> None:
-        """C{conn} opened; it hears what concerns everyone if it can be pushed to."""
-        if conn.push is not None:
+        """
+        C{conn} opened; it hears what concerns everyone if it can be pushed to and can
+        agree a revision (L{_announce}): a 2026-07-28 request's own connection never
+        does, that revision having no C{initialize}, so it is not kept.
+        """
+        if conn.push is not None and conn.transport != HTTP_MODERN:
             self._pushable.add(conn)
 
     def closed(self, conn: Conn) -> None:
         """C{conn} closed: its subscriptions are released."""
-        self._pushable.discard(conn)
+        if conn.transport != HTTP_MODERN:
+            self._pushable.discard(conn)
         for key in tuple(conn.subscriptions):
             self._unwatch(conn, key)
 

@@ -8,7 +8,7 @@ server's notifications on a C{subscriptions/listen} stream kept open as wanted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from attrs import define, field
 from twisted.internet.defer import Deferred
@@ -38,6 +38,9 @@ from mcpx.wire.http_common import InvalidParamHeader, param_header_paths
 from mcpx.wire.messages import Notification, Request
 from mcpx.wire.peer import NoReply
 
+#: The revision's name, read once: an enum member's C{value} is a Python-level lookup.
+_NEWEST_VALUE: Final = NEWEST.value
+
 
 @define(eq=False)
 class ModernSession(UpstreamSession):
@@ -59,7 +62,7 @@ class ModernSession(UpstreamSession):
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
-        merged[PROTOCOL_VERSION_KEY] = NEWEST.value
+        merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
         declared = call.declared if call is not None else None
         capabilities = (
             dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)

@@ -110,7 +110,13 @@ def runs_as_task(support: str | None, wanted: bool) -> bool:
 def declares_extension(capabilities: Mapping[str, Any]) -> bool:
     """Whether a 2026-07-28 server's capabilities declare the tasks extension."""
     extensions = capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+    # Asked of every 2026-07-28 call: most servers declare no extensions, told without
+    # the ABC.
+    return (
+        extensions is not None
+        and isinstance(extensions, Mapping)
+        and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+    )
 
 
 def declares_tool_tasks(capabilities: Mapping[str, Any]) -> bool:

@@ -11,7 +11,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.server.http import McpHTTP
 from mcpx.server.param_headers import check_headers, decode_param, tool_header_paths
+from mcpx.settings.servers import ServersConfig, StdioServer
 from mcpx.wire.errors import HEADER_MISMATCH, RpcError
+from tests.daemon.fake_pool import swap_part
 from tests.server.test_http import Client, modern, modern_headers, request
 from tests.server.test_passthrough import passed_through, scripts, upstream
 
@@ -144,6 +146,36 @@ class HTTPTests(SynchronousTestCase):
         )
         self.assertEqual(response.code, 200)
         self.assertEqual(self.calls(), 2)
+
+    def test_a_prefixed_tool_is_checked(self) -> None:
+        """
+        With C{toolPrefix} "a_" on alpha, a call of C{a_echo} is checked against alpha's
+        C{echo}: refused (400, -32020) without its header, forwarded with it.
+        """
+        swap_part(
+            self.harness.host,
+            servers=ServersConfig(
+                {
+                    "alpha": StdioServer("alpha", "fake-server", tool_prefix="a_"),
+                    "beta": StdioServer("beta", "fake-server"),
+                },
+                "test",
+            ),
+        )
+
+        def call(request_id: int, **given: str) -> tuple[Any, Any]:
+            headers = modern_headers("tools/call", **{"Mcp-Name": "a_echo"}, **given)
+            params = {"name": "a_echo", "arguments": {"text": "ünï"}}
+            return self.client.post(modern(request_id, "tools/call", params), headers)
+
+        response, body = call(1)
+        self.assertEqual(response.code, 400)
+        self.assertEqual(body["error"]["code"], HEADER_MISMATCH)
+        self.assertEqual(self.calls(), 0)
+        response, body = call(2, **{"Mcp-Param-Region": "=?base64?w7xuw68=?="})
+        self.assertEqual(response.code, 200, body)
+        self.assertEqual(body["result"]["content"], [{"type": "text", "text": "ünï"}])
+        self.assertEqual(self.calls(), 1)
 
     def test_refusals(self) -> None:
         """

@@ -22,15 +22,19 @@ from mcpx.policy.errors import InvalidArguments
 from mcpx.pool import requests
 from mcpx.pool.pool import Pool
 from mcpx.pool.progress import ProgressSink
-from mcpx.server import dispatch, passthrough_names
-from mcpx.server.catalogues import upstream_client
+from mcpx.server import catalogues, dispatch, passthrough, passthrough_names, passthrough_routes
 from mcpx.server.conn import Context
 from mcpx.server.forwarding import guarded, upstream_meta
 from mcpx.server.log_relay import LogRelay, asking_for_logs
+from mcpx.server.param_headers import NO_HEADERS, HeaderPaths
 from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
+from mcpx.server.passthrough_routes import Routes, ToolRoute
 from mcpx.spec import downgrade
-from mcpx.spec.revision import Revision
+from mcpx.spec.matrix import capability_in
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY
+from mcpx.spec.revision import NEWEST, Revision
+from mcpx.upstream.handlers import declaring, questions_declared
 from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
@@ -208,7 +212,24 @@ def exchanged(case: SynchronousTestCase, revision: Revision) -> tuple[list[bytes
     dropped.cancel()
     connector.holding.discard("tools/call")
     session.call("echo", {"text": "after"})
+    if revision is NEWEST:
+        # Each request declares its own capabilities: equal ones in new objects, and
+        # others that ask the pool for an instance of their own, then the first again.
+        for declared in DECLARATIONS:
+            session.call("echo", {"text": "ü"}, **{CLIENT_CAPABILITIES_KEY: dict(declared)})
     return harness.written, upstream
+
+
+#: What the 2026-07-28 requests of L{exchanged} declare, in turn.
+DECLARATIONS: list[dict[str, Any]] = [
+    {"elicitation": {}},
+    {"elicitation": {}},
+    {},
+    {"sampling": {}, "roots": {}},
+    {"sampling": {}, "roots": {}},
+    {"elicitation": {}},
+    {},
+]
 
 
 SEND = FakeChannel.send
@@ -302,7 +323,7 @@ async def _call_tool_before(
         server,
         self.passed.upstream_name(server, name),
         arguments,
-        client=upstream_client(context),
+        client=catalogues.upstream_client(context),
         meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
         on_progress=on_progress,
         call=context.call,
@@ -313,6 +334,24 @@ async def _call_tool_before(
         )
     except InvalidArguments as e:
         return refused_arguments(e)
+
+
+def _upstream_client_before(context: Context) -> str:
+    """L{catalogues.upstream_client} as it was: its mark worked out for every request."""
+    declared = questions_declared(context.capabilities)
+    questions = frozenset(
+        question
+        for question in declared
+        if capability_in("client", question.partition(".")[0], context.revision)
+    )
+    return declaring(context.identity, questions)
+
+
+def _param_headers_before(self: Routes, route: ToolRoute, name: str) -> HeaderPaths:
+    """L{Routes.param_headers} as it was: the offered name put back together."""
+    server = route.server
+    tool = route.tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
+    return tool.headers if tool is not None else NO_HEADERS
 
 
 def _envelope_before(
@@ -352,9 +391,11 @@ class ShortcutTests(SynchronousTestCase):
         2026-07-28 envelope spelled with its plans at hand; a call
         with no bound of its own takes C{pool.callTimeout} as it is, the cached
         catalogue found with one look-up, the prefixes kept per configuration, an ASCII
-        name folded without normalising, an empty declaration not looked through) as
-        without them: answers small, large and non-ASCII, an upstream's error, a call
-        timed out and one the host cancelled.
+        name folded without normalising, an empty declaration not looked through, the
+        questions a request declares worked out once for equal declarations, a call's
+        C{Mcp-Param-*} headers found by its offered name) as without them: answers
+        small, large and non-ASCII, an upstream's error, a call timed out, one the host
+        cancelled, and 2026-07-28 calls declaring equal and different capabilities.
         """
         for revision in Revision:
             host, upstream = exchanged(self, revision)
@@ -379,6 +420,10 @@ class ShortcutTests(SynchronousTestCase):
             (passthrough_names, "folded_name", _folded_name_before),
             (PassedThrough, "prefix_of", _prefix_of_before),
             (call, "narrowed", _narrowed_before),
+            (catalogues, "upstream_client", _upstream_client_before),
+            (passthrough, "upstream_client", _upstream_client_before),
+            (passthrough_routes, "upstream_client", _upstream_client_before),
+            (Routes, "param_headers", _param_headers_before),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
         for owner, name, replacement in before:
