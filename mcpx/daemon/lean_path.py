@@ -62,8 +62,10 @@ from mcpx.server.http import McpHTTP
 from mcpx.server.http_exchange import Later, Started
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
+    frames_plainly,
     handling_request,
     network_producer,
+    parses_no_forms,
     waiting_for_transport,
 )
 
@@ -344,7 +346,7 @@ class LeanRequest(BoundedRequest):
         self.cookies: list[bytes] = []
         self.transport = channel.transport
         self.queued = False
-        self._parsePOSTFormSubmission = False
+        parses_no_forms(self)
         Componentized.__init__(self)  # type: ignore[no-untyped-call]
         self.content = BytesIO(body)
         self.args = {}
@@ -433,14 +435,12 @@ class LeanRequest(BoundedRequest):
             fields is None
             or self.startedWriting
             or self.finished
-            or self._disconnected
             or type(data) is not bytes
             or self.code in NO_BODY_CODES
             or self.cookies
             or self.etag is not None
             or self.lastModified is not None
-            or self._encoder is not None
-            or self._inFakeHead
+            or not frames_plainly(self)
             or type(channel) is not LeanChannel
             or channel._answering is not self
         ):
@@ -472,12 +472,11 @@ class LeanRequest(BoundedRequest):
         """
         channel = self.channel
         if (
-            self._disconnected
-            or self.finished
+            self.finished
             or not self.startedWriting
             or self.chunked
-            or self._encoder is not None
             or self.producer is not None
+            or not frames_plainly(self)
             or type(channel) is not LeanChannel
         ):
             BoundedRequest.finish(self)  # type: ignore[no-untyped-call]

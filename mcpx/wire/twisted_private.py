@@ -23,6 +23,11 @@ what is written here, then move L{PINNED} on.
     connection factory (L{mcpx.upstream.http_client}, L{http11_client_factory});
   - C{twisted.web._newclient.RequestNotSent}: a request that failed before any of it
     was sent (L{mcpx.upstream.http}, L{request_not_sent});
+  - C{twisted.web.http.Request}'s answer state (C{_disconnected}, C{_encoder},
+    C{_inFakeHead}) and its C{_parsePOSTFormSubmission}: the lean path makes its
+    requests without C{Request.__init__} and frames a whole answer itself when nothing of
+    twisted.web's own stands in the way (L{mcpx.daemon.lean_path}, L{frames_plainly},
+    L{parses_no_forms});
   - C{twisted.internet.unix.Server}'s reading and writing, which are those of
     C{twisted.internet.tcp.Connection} but for the descriptors a unix socket can pass:
     the daemon's unix sockets pass none, so their connections read and write as TCP's
@@ -39,10 +44,12 @@ from typing import Any, Final
 
 __all__ = [
     "PINNED",
+    "frames_plainly",
     "handling_request",
     "http11_client_factory",
     "network_producer",
     "nothing_queued",
+    "parses_no_forms",
     "plain_unix_reactor",
     "request_not_sent",
     "systemd_descriptors",
@@ -98,6 +105,20 @@ def waiting_for_transport(channel: Any) -> bool:
 def network_producer(channel: Any) -> Any:
     """The producer an C{HTTPChannel} pauses and resumes the connection's reading with."""
     return channel._networkProducer
+
+
+def frames_plainly(request: Any) -> bool:
+    """
+    Whether a twisted.web C{Request}'s answer has nothing of twisted.web's own in the way
+    of its being framed by its writer: the connection not lost, no content encoding (such
+    as gzip) wrapped around it, and not a C{HEAD} answered as its C{GET}.
+    """
+    return not (request._disconnected or request._encoder is not None or request._inFakeHead)
+
+
+def parses_no_forms(request: Any) -> None:
+    """Make a twisted.web C{Request} made without its C{__init__} leave a POST's form unparsed."""
+    request._parsePOSTFormSubmission = False
 
 
 def handling_request(channel: Any, handling: bool) -> None:

@@ -15,9 +15,11 @@ from typing import Any
 from twisted.internet import reactor, tcp
 from twisted.internet.abstract import FileDescriptor
 from twisted.internet.endpoints import serverFromString
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactor, StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Request
@@ -27,10 +29,12 @@ import twisted
 from mcpx.wire import twisted_private
 from mcpx.wire.twisted_private import (
     PINNED,
+    frames_plainly,
     handling_request,
     http11_client_factory,
     network_producer,
     nothing_queued,
+    parses_no_forms,
     plain_unix_reactor,
     request_not_sent,
     url_refused_by_klein,
@@ -72,6 +76,27 @@ class NamesTests(SynchronousTestCase):
         self.assertTrue(channel._handlingRequest)
         handling_request(channel, False)
         self.assertFalse(channel._handlingRequest)
+
+    def test_request_answer_state(self) -> None:
+        """
+        A twisted.web request's answer frames plainly until its connection is lost, its
+        answer is encoded, or it is a C{HEAD} answered as a C{GET}; and a request made
+        without C{__init__} is told to leave a POST's form unparsed.
+        """
+        self.assertTrue(frames_plainly(Request(DummyChannel())))
+        lost = Request(DummyChannel())
+        lost.connectionLost(Failure(ConnectionDone()))
+        self.assertFalse(frames_plainly(lost))
+        encoded = Request(DummyChannel())
+        encoded._encoder = object()  # type: ignore[assignment]
+        self.assertFalse(frames_plainly(encoded))
+        head = Request(DummyChannel())
+        head._inFakeHead = True
+        self.assertFalse(frames_plainly(head))
+        bare = Request.__new__(Request)
+        parses_no_forms(bare)
+        self.assertIs(bare._parsePOSTFormSubmission, False)
+        self.assertTrue(Request(DummyChannel())._parsePOSTFormSubmission)
 
     def test_klein_url_check(self) -> None:
         """A path that is not UTF-8 (once percent-decoded) is refused as Klein would."""
