@@ -41,9 +41,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import bench_mcp
+from bench_mcp import LEGACY, MODERN, open_legacy_session
+
 REPO = Path(__file__).resolve().parent.parent
-LEGACY = "2025-06-18"
-MODERN = "2026-07-28"
 KINDS = ("list", "call", "pass", "passlegacy")
 WARM = 300
 
@@ -84,18 +85,10 @@ class Connection:
 
 
 def post(body: dict[str, Any], headers: dict[str, str], vary: bool) -> bytes:
-    """The bytes of one C{POST /mcp}."""
-    data = json.dumps(body, separators=(",", ":")).encode()
-    lines = [
-        "POST /mcp HTTP/1.1",
-        "Host: mcpx",
-        "Accept: application/json, text/event-stream",
-        "Content-Type: application/json",
-        f"Content-Length: {len(data)}",
-        *(f"{name}: {value}" for name, value in headers.items()),
-        *([f"X-Vary: {body.get('id')}"] if vary else []),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + data
+    """The bytes of one C{POST /mcp} (L{bench_mcp.post}), with C{X-Vary} if C{vary}."""
+    if vary:
+        headers = {**headers, "X-Vary": str(body.get("id"))}
+    return bench_mcp.post(body, headers)
 
 
 def request(kind: str, request_id: int, session: str | None, vary: bool) -> bytes:
@@ -120,29 +113,6 @@ def request(kind: str, request_id: int, session: str | None, vary: bool) -> byte
     if method == "tools/call":
         headers["Mcp-Name"] = params["name"]
     return post(body, headers, vary)
-
-
-def open_session(connection: Connection) -> str:
-    """C{initialize} a 2025-06-18 session and send C{notifications/initialized}; its id."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "bench_instructions", "version": "0"},
-        },
-    }
-    answer = connection.exchange(post(initialize, {}, False))
-    found = re.search(rb"(?i)\r\nmcp-session-id:\s*(\S+)", answer)
-    if found is None:
-        raise SystemExit(f"no session: {answer[:300]!r}")
-    session = found.group(1).decode()
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    headers = {"MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": session}
-    connection.exchange(post(initialized, headers, False))
-    return session
 
 
 def counted(repo: Path, kind: str, count: int, vary: bool) -> float:
@@ -175,8 +145,9 @@ def counted(repo: Path, kind: str, count: int, vary: bool) -> float:
                 argv, env=env, cwd=state, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
             try:
-                connection = Connection(str(state / "mcpx.sock"), time.monotonic() + 300)
-                session = open_session(connection) if kind == "passlegacy" else None
+                socket_path = str(state / "mcpx.sock")
+                connection = Connection(socket_path, time.monotonic() + 300)
+                session = open_legacy_session(socket_path) if kind == "passlegacy" else None
                 first = connection.exchange(request(kind, 1, session, vary))
                 status = first.split(b"\r\n", 1)[0]
                 if b" 200 " not in status or b'"result"' not in first or b'"isError":true' in first:
