@@ -42,12 +42,14 @@ def upstream_meta(meta: object) -> dict[str, Any] | None:
     """
     if type(meta) is not dict or not meta:
         return None
-    kept = {
-        key: value
-        for key, value in meta.items()
-        if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES)
-    }
-    return kept or None
+    kept: dict[str, Any] | None = None
+    # Most requests keep nothing (a 2026-07-28 one's _meta is its own keys): no dict made.
+    for key, value in meta.items():
+        if key != "progressToken" and not key.startswith(_OWN_META_PREFIXES):
+            if kept is None:
+                kept = {}
+            kept[key] = value
+    return kept
 
 
 def forwarded(params: Mapping[str, Any]) -> dict[str, Any]:

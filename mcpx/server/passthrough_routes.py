@@ -16,7 +16,7 @@ fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from attrs import frozen
 from twisted.internet.defer import Deferred
@@ -43,6 +43,7 @@ from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.results import resource_not_found
 from mcpx.server.surface import UnknownName
 from mcpx.upstream.records import UpstreamError
+from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
 
@@ -228,19 +229,20 @@ class Routes:
             {"name": name},
         )
 
-    def offered_definition(self, route: ToolRoute, name: str) -> Mapping[str, Any] | None:
+    def offered_task_support(self, route: ToolRoute, name: str) -> str | None:
         """
-        The definition of tool C{name} as C{tools/list} offers it to a host whose call
-        of it takes C{route}: its server's, else a gateway tool's of that name (a call
-        routed to the server that listed it last, or the only server, while it does not
-        list it now), else C{None}.
+        The task support (L{mcpx.upstream.tasks.task_support}) of tool C{name} as
+        C{tools/list} offers it to a host whose call of it takes C{route}: its server's
+        (read once per catalogue, L{OfferedTool}), else a gateway tool's of that name (a
+        call routed to the server that listed it last, or the only server, while it does
+        not list it now), else C{None}.
         """
         tool = route.tools.get(name)
         if tool is not None:
-            return tool.definition
+            return tool.task_support
         for definition in self.gateway.tool_definitions:
             if definition["name"] == name:
-                return definition
+                return task_support(definition)
         return None
 
     def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
@@ -393,12 +395,14 @@ class Routes:
 @frozen
 class OfferedTool:
     """
-    One pass-through tool as offered to hosts: its definition, and the C{Mcp-Param-*}
-    headers a call of it must carry.
+    One pass-through tool as offered to hosts: its definition, the C{Mcp-Param-*}
+    headers a call of it must carry, and its task support
+    (L{mcpx.upstream.tasks.task_support}), asked of every 2026-07-28 call.
     """
 
     definition: dict[str, Any]
     headers: HeaderPaths
+    task_support: str | None
 
 
 def offered_by_name(tools: list[dict[str, Any]]) -> dict[str, OfferedTool]:
@@ -411,14 +415,14 @@ def offered_by_name(tools: list[dict[str, Any]]) -> dict[str, OfferedTool]:
     for tool in objects_with(tools, "name"):
         name = tool["name"]
         if name not in found:
-            found[name] = OfferedTool(tool, headers.get(name, NO_HEADERS))
+            found[name] = OfferedTool(tool, headers.get(name, NO_HEADERS), task_support(tool))
     return found
 
 
-@frozen
-class ToolRoute:
+class ToolRoute(NamedTuple):
     """
-    Where a pass-through C{tools/call} goes (L{Routes.tool_route}).
+    Where a pass-through C{tools/call} goes (L{Routes.tool_route}); one is made for
+    every call, so a named tuple, not at a frozen class's cost.
 
     @ivar server: the pass-through server that gets the call.
     @ivar tools: that server's tools as offered, by name, as listed now (or last).

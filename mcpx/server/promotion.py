@@ -35,7 +35,6 @@ from mcpx.server.passthrough_routes import ToolRoute
 from mcpx.server.resumable import ResumableCall, waiting
 from mcpx.server.tasks import CoreTasks
 from mcpx.tasks.store import TooManyTasks, TooManyTasksForClient
-from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import RpcError
 
 #: Spells a C{tools/call} result for the request's revision.
@@ -113,8 +112,7 @@ class TaskPromotion:
         if passthrough is None or not isinstance(name, str):
             # mcpx's own tools run as tasks optionally, never only as one.
             return False
-        tool = passthrough.routes.offered_definition(route, name)
-        return tool is not None and task_support(tool) == "required"
+        return passthrough.routes.offered_task_support(route, name) == "required"
 
     async def call_may_become_task(
         self,
@@ -197,12 +195,7 @@ class TaskPromotion:
             # owner: no list is built for a call.
             server = route.server
             upstream_tool = passthrough.passed.upstream_name(server, name)
-            tool = passthrough.routes.offered_definition(route, name)
-            return (
-                task_support(tool) if tool is not None else None,
-                server,
-                upstream_tool,
-            )
+            return passthrough.routes.offered_task_support(route, name), server, upstream_tool
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

@@ -443,8 +443,13 @@ def envelope(
     if kind not in _INTERIM_RESULT_TYPES:
         out["resultType"] = kind = "complete"
     meta = out.get("_meta")
-    # Most results carry no _meta: no Mapping check for that.
-    tagged = {} if meta is None else dict(meta) if isinstance(meta, Mapping) else {}
+    # Most results carry no _meta, and the rest a dict: no Mapping check for those.
+    if meta is None:
+        tagged = {}
+    elif type(meta) is dict or isinstance(meta, Mapping):
+        tagged = dict(meta)
+    else:
+        tagged = {}
     tagged[SERVER_INFO_KEY] = server_info
     out["_meta"] = tagged
     scope = CACHE_SCOPES.get(method)

@@ -35,6 +35,7 @@ from mcpx.spec.matrix import capability_in
 from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY
 from mcpx.spec.revision import NEWEST, Revision
 from mcpx.upstream.handlers import declaring, questions_declared
+from mcpx.upstream.tasks import task_support
 from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
@@ -324,7 +325,7 @@ async def _call_tool_before(
         self.passed.upstream_name(server, name),
         arguments,
         client=catalogues.upstream_client(context),
-        meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
+        meta=asking_for_logs(_upstream_meta_before(params.get("_meta")), on_log),
         on_progress=on_progress,
         call=context.call,
     )
@@ -352,6 +353,29 @@ def _param_headers_before(self: Routes, route: ToolRoute, name: str) -> HeaderPa
     server = route.server
     tool = route.tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
     return tool.headers if tool is not None else NO_HEADERS
+
+
+def _upstream_meta_before(meta: object) -> dict[str, Any] | None:
+    """L{forwarding.upstream_meta} as it was: a dict made, then dropped when empty."""
+    if type(meta) is not dict or not meta:
+        return None
+    kept = {
+        key: value
+        for key, value in meta.items()
+        if key != "progressToken" and not key.startswith(("io.modelcontextprotocol/", "dev.mcpx/"))
+    }
+    return kept or None
+
+
+def _offered_task_support_before(self: Routes, route: ToolRoute, name: str) -> str | None:
+    """L{Routes.offered_task_support} as it was: the definition found, then read."""
+    tool = route.tools.get(name)
+    if tool is not None:
+        return task_support(tool.definition)
+    for definition in self.gateway.tool_definitions:
+        if definition["name"] == name:
+            return task_support(definition)
+    return None
 
 
 def _envelope_before(
@@ -424,6 +448,7 @@ class ShortcutTests(SynchronousTestCase):
             (passthrough, "upstream_client", _upstream_client_before),
             (passthrough_routes, "upstream_client", _upstream_client_before),
             (Routes, "param_headers", _param_headers_before),
+            (Routes, "offered_task_support", _offered_task_support_before),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
         for owner, name, replacement in before:
@@ -433,6 +458,31 @@ class ShortcutTests(SynchronousTestCase):
         finally:
             for owner, name, kept in saved:
                 setattr(owner, name, kept)
+
+    def test_upstream_meta_as_before(self) -> None:
+        """
+        The C{_meta} passed upstream is what it was (a 2026-07-28 request's own keys,
+        the progress token and mcpx's session left out, every other key kept in order),
+        now that nothing is made for a C{_meta} of which nothing is kept.
+        """
+        metas: list[object] = [
+            None,
+            [],
+            {},
+            {"progressToken": 1},
+            {
+                "io.modelcontextprotocol/protocolVersion": NEWEST.value,
+                CLIENT_CAPABILITIES_KEY: {},
+                "dev.mcpx/session": "s",
+            },
+            {"b": 1, "progressToken": "t", "a": {"x": [1]}, "io.modelcontextprotocol/x": 2},
+            {"io.modelcontextprotocol/logLevel": "info", "z": None},
+        ]
+        for meta in metas:
+            kept = upstream_meta(meta)
+            self.assertEqual(kept, _upstream_meta_before(meta), meta)
+            self.assertEqual(list(kept or ()), list(_upstream_meta_before(meta) or ()), meta)
+        self.assertEqual(upstream_meta(metas[5]), {"b": 1, "a": {"x": [1]}})
 
     def test_ascii_names_folded_as_before(self) -> None:
         """
