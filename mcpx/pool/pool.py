@@ -773,6 +773,7 @@ class Pool(MultiService):
     def stopService(self) -> Deferred[None]:
         """Close every instance; fires once every child process has been reaped."""
         self._interests.stop()
+        self._requests.deadlines.stop()
         waits: list[Deferred[Any]] = [self._instances.stop()]
         stopped = MultiService.stopService(self)
         if isinstance(stopped, Deferred):

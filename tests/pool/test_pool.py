@@ -624,10 +624,38 @@ class TimeoutTests(PoolTestCase):
         self.assertEqual(self.echoed(normal), "ok")
 
     def test_answer_clears_deadline(self) -> None:
-        """A call that answers leaves no timer behind but the idle one."""
+        """
+        Calls that answer leave no timer of their own behind: their deadlines share one
+        timer, which finds nothing due at the first one's time and is not armed again,
+        leaving the idle one alone.
+        """
         pool = self.make_pool()
-        self.echoed(self.call(pool))
+        for _ in range(5):
+            self.echoed(self.call(pool))
+        self.assertEqual(len(self.clock.getDelayedCalls()), 2)
+        self.clock.advance(CALL_TIMEOUT)
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+
+    def test_deadlines_under_one_timer_expire_at_their_times(self) -> None:
+        """
+        Calls in flight together, with bounds of their own, each time out at its own
+        bound under the one timer, whichever started first, and no sooner.
+        """
+        pool = self.make_pool()
+        late = self.held_call(pool, timeout=3.0)
+        self.clock.advance(1)
+        soon = self.held_call(pool, timeout=1.0)
+        self.clock.advance(0.5)
+        later = self.held_call(pool, timeout=2.0)
+        self.clock.advance(0.5)
+        self.timed_out(soon)
+        self.assertNoResult(late)
+        self.assertNoResult(later)
+        self.clock.advance(1)
+        self.timed_out(late)
+        self.assertNoResult(later)
+        self.clock.advance(0.5)
+        self.timed_out(later)
 
     def test_invalid_timeout_refused(self) -> None:
         """A call timeout that is not a positive number is refused before anything starts."""
