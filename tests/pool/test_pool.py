@@ -1199,6 +1199,42 @@ class CatalogueTests(PoolTestCase):
         self.assertIsNone(pool.cached_catalogue("a", "tools"))
         self.assertEqual(self.lists("tools/list"), 1)
 
+    def test_cached_catalogue_of_the_instance_running_now(self) -> None:
+        """
+        cached_catalogue, asked again and again, gives the list of the instance serving
+        the caller now: each client's own of a client-scoped server, and nothing from an
+        instance that crashed, was restarted or whose configuration a reload changed,
+        until the next one lists.
+        """
+        pool = self.make_pool(stdio("a"), stdio("b", scope="client"))
+
+        def listed_for(server: str, client: str = "") -> None:
+            self.successResultOf(Deferred.fromCoroutine(pool.tools(server, client=client)))
+
+        listed_for("a")
+        tools = [{"name": "echo", "inputSchema": {}}]
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        listed_for("b", "alice")
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
+        self.assertIsNone(pool.cached_catalogue("b", "tools", client="bob"))
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        listed_for("a")
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        [first, *_, last] = self.connector.started("a")
+        self.assertIsNot(first, last)
+        last.crash()
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.clock.advance(1)  # the back-off after a crash
+        listed_for("a")
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        changed = servers(stdio("a", "--new"), stdio("b", scope="client"))
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(changed)))
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
+
     def test_concurrent_listings_shared(self) -> None:
         """Callers asking while a catalogue is being listed share that one listing."""
         pool = self.make_pool()
