@@ -191,15 +191,16 @@ class Deadlines:
 
     def _watch(self, deadline: Deadline) -> None:
         self._live[deadline] = None
-        self._arm(deadline._due)
+        due = deadline._due
+        if due < self._at:
+            self._arm(due)
 
     def _arm(self, due: float) -> None:
-        """Have the timer fire at C{due} unless it fires before then anyway."""
-        if due < self._at:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._at = due
-            self._timer = self.clock.callLater(max(due - self.clock.seconds(), 0.0), self._fire)
+        """Have the timer fire at C{due}, before it would (C{due < self._at})."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at = due
+        self._timer = self.clock.callLater(max(due - self.clock.seconds(), 0.0), self._fire)
 
     def _unwatch(self, deadline: Deadline) -> None:
         self._live.pop(deadline, None)
@@ -215,7 +216,9 @@ class Deadlines:
                 del self._live[deadline]
                 deadline._expire()
         if self._live:
-            self._arm(min(d._due for d in self._live))
+            due = min(d._due for d in self._live)
+            if due < self._at:
+                self._arm(due)
 
     def stop(self) -> None:
         """Cancel the timer (its owner stops); a deadline running still is not expired."""
@@ -347,7 +350,7 @@ class Deadline:
         """The work ended: forget the deadline (it will never expire)."""
         if self._running:
             self._running = False
-            self._deadlines._unwatch(self)
+            self._deadlines._live.pop(self, None)  # _unwatch, without a call
         # Nothing may restart the clock after this.
         self._left = 0.0
         self._ceiling = None

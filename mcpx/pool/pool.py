@@ -239,8 +239,6 @@ class Pool(MultiService):
         )
         self._interests = Interests(self._instances, self._requests)
         self._instances.watch(self._interests)
-        #: The server, client and instance L{_running} found last.
-        self._last_running: tuple[str, str, Instance | None] = ("", "", None)
 
     # Keys
 
@@ -395,7 +393,7 @@ class Pool(MultiService):
         What the instance serving C{client} declared, when a usable one is running now;
         else C{None} (nothing is started: see L{session}).
         """
-        instance = self._running(server, client)
+        instance = self._instances.slots.running(server, client)
         if instance is None or instance.session is None:
             return None
         return instance.session.declaration
@@ -554,7 +552,7 @@ class Pool(MultiService):
 
     def _kept_app_read(self, server: str, client: str, uri: str) -> dict[str, Any] | None:
         """The read of app resource C{uri} the instance serving C{client} keeps, or C{None}."""
-        instance = self._running(server, client)
+        instance = self._instances.slots.running(server, client)
         if instance is None:
             return None
         kept = instance.catalogue.app_reads.get(uri, self._clock.seconds())
@@ -635,36 +633,10 @@ class Pool(MultiService):
         (or say why they cannot).  What a caller on the hot path takes without waiting;
         the list is the cache's own, to read and not to change.
         """
-        instance = self._running(server, client)
+        instance = self._instances.slots.running(server, client)
         if instance is None:
             return None
         return instance.catalogue.cached(kind)
-
-    def _running(self, server: str, client: str) -> Instance | None:
-        """
-        The usable instance serving C{client} now, if one runs (none is started).
-
-        Asked twice a pass-through call (its route, its policy), with equal names: the
-        last one found is kept (one, L{_last_running}), and is the answer while it is
-        usable.  A usable instance is its slot's, and its slot is kept while it is
-        (L{mcpx.pool.instance.Slots.forget}); a reload that changes or removes its
-        server's configuration, a restart, a crash or a reaping end it first.
-        """
-        last = self._last_running
-        if last[0] == server and last[1] == client:
-            instance = last[2]
-            if instance is not None and instance.session is not None and instance.ended is None:
-                return instance
-        slots = self._instances.slots
-        # One look-up of the server's configuration, none of L{scope_key}'s refusal.
-        config = slots.servers.servers.get(server)
-        if config is None:
-            return None
-        instance = slots.find(server, scope_for(config, client))
-        if instance is None or not instance.usable:
-            return None
-        self._last_running = (server, client, instance)
-        return instance
 
     async def _catalogue(self, server: str, kind: str, client: str) -> list[dict[str, Any]]:
         instance = await self._instances.ready(self._instances.slots.slot(server, client))

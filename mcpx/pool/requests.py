@@ -192,5 +192,6 @@ class Requests:
                 # The questions it asked that still wait are withdrawn with it
                 # (mcpx.call.Call.call_ended).
                 call.call_ended(answered=answered)
-        self._instances.forgive(instance)
+        if instance.slot.failures:
+            self._instances.forgive(instance)
         return result
