@@ -188,6 +188,9 @@ class GuardedPool:
         self._confirm = confirm
         self._publish = publish
         self._indexes: dict[tuple[str, str], _Index] = {}
+        #: The list L{_admit_now} was handed last (the pool's own cached list, whose
+        #: identity tells it), and its index: one, so one list is kept alive at most.
+        self._last_index: tuple[list[dict[str, Any]] | None, _Index | None] = (None, None)
         self._warned: set[tuple[str, str, str]] = set()
         self.counts: Counter[tuple[str, str]] = Counter()
 
@@ -348,10 +351,16 @@ class GuardedPool:
         )
         if listed is None:
             return _LATER
-        index = self._index_of(server, client, listed)
+        last, index = self._last_index
+        if last is not listed or index is None:
+            index = self._index_of(server, client, listed)
+            self._last_index = (listed, index)
         definition = index.tools.get(tool)
         checks = index.checks.get(tool)
         if checks is None and definition is not None:
+            # Compiled by L{_admit} into the index it finds (L{_index_of}), which the next
+            # call looks up again: this one may no longer be kept there.
+            self._last_index = (None, None)
             return _LATER
         if (
             policy.confirmation_for(

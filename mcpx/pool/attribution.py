@@ -198,7 +198,14 @@ class Attribution:
         @param legacy: the call is met in the legacy era (era mirroring): the same, among
             the legacy-era slots (C{pool.maxAskingInstances} counts both eras' together).
         """
-        slot = self._instances.slots.slot(server, client, legacy=legacy)
+        slots = self._instances.slots
+        if not legacy and (call is None or server not in self._asking):
+            # The server's own slot: that of the instance running there, when one does
+            # (Slots.running, kept from the call's route and policy).
+            running = slots.running(server, client)
+            if running is not None:
+                return running.slot
+        slot = slots.slot(server, client, legacy=legacy)
         if call is None or server not in self._asking or slot.config.scope is not Scope.SHARED:
             return slot
         running = slot.instance

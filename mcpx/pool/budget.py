@@ -165,9 +165,73 @@ def call_timeout_in_run(
     return max(0.0, min(bound, run_remaining))
 
 
+class Deadlines:
+    """
+    The deadlines on one clock, under one timer between them: a deadline is a due time
+    kept here while its clock runs, not a timer of its own (one was made and cancelled
+    for every upstream request, which nearly always answers long before its bound).
+
+    The timer is armed at the earliest due time it knows of, or earlier: when it fires,
+    every running deadline whose time is up expires, in the order they were started, and
+    it is armed again at the earliest one left.  A deadline that ends or moves later
+    leaves the timer as it is (it fires, finds nothing due, and is armed again or not at
+    all), so a deadline still expires at its own time and the clock wakes at most once
+    per earliest due time, not once per request.  L{stop} cancels the timer.
+    """
+
+    __slots__ = ("_at", "_live", "_timer", "clock")
+
+    def __init__(self, clock: IReactorTime) -> None:
+        self.clock = clock
+        #: The running deadlines, in the order they were started.
+        self._live: dict[Deadline, None] = {}
+        self._timer: IDelayedCall | None = None
+        #: When the timer fires (infinity when it is not armed).
+        self._at = math.inf
+
+    def _watch(self, deadline: Deadline) -> None:
+        self._live[deadline] = None
+        due = deadline._due
+        if due < self._at:
+            self._arm(due)
+
+    def _arm(self, due: float) -> None:
+        """Have the timer fire at C{due}, before it would (C{due < self._at})."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at = due
+        self._timer = self.clock.callLater(max(due - self.clock.seconds(), 0.0), self._fire)
+
+    def _unwatch(self, deadline: Deadline) -> None:
+        self._live.pop(deadline, None)
+
+    def _fire(self) -> None:
+        # The time it was armed for counts as reached, whatever the float sum said.
+        now = max(self.clock.seconds(), self._at)
+        self._timer = None
+        self._at = math.inf
+        for deadline in [d for d in self._live if d._due <= now]:
+            # An earlier one's expiry may have ended it.
+            if deadline in self._live:
+                del self._live[deadline]
+                deadline._expire()
+        if self._live:
+            due = min(d._due for d in self._live)
+            if due < self._at:
+                self._arm(due)
+
+    def stop(self) -> None:
+        """Cancel the timer (its owner stops); a deadline running still is not expired."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._at = math.inf
+
+
 class Deadline:
     """
-    A bound on one piece of work, on a clock, that can be paused and extended.
+    A bound on one piece of work, on a clock (L{Deadlines}), that can be paused and
+    extended.
 
     Pauses nest: each L{pause} needs its L{resume}, and the clock runs again only
     when none is left.  (A call with two questions out waits for both.)
@@ -176,60 +240,68 @@ class Deadline:
     __slots__ = (
         "_ceiling",
         "_clock",
+        "_deadlines",
+        "_due",
         "_left",
         "_on_expire",
         "_paused",
+        "_running",
         "_since",
         "_spent",
-        "_timer",
         "expired",
         "extended",
     )
 
     def __init__(
         self,
-        clock: IReactorTime,
+        deadlines: Deadlines,
         seconds: float,
         on_expire: Callable[[], object],
         *,
         ceiling: float | None = None,
     ) -> None:
         """
+        @param deadlines: the clock's deadlines, whose timer this one runs under.
         @param seconds: how long the work may run (paused time not counted).
         @param on_expire: called once, when the time is up.
         @param ceiling: the most running time L{extend} may grant in all, counted
             from now (paused time not counted); C{None} for no extension at all.
         """
-        self._clock = clock
+        clock = self._clock = deadlines.clock
+        self._deadlines = deadlines
         self._left = seconds
         self._on_expire = on_expire
         self._paused = 0
-        self._since = clock.seconds()
+        since = self._since = clock.seconds()
         #: Running time before C{_since} (paused time not counted).
         self._spent = 0.0
         self._ceiling = ceiling
-        self._timer: IDelayedCall | None = clock.callLater(seconds, self._expire)
+        #: Whether its clock runs (neither paused nor over).
+        self._running = True
+        #: When its time is up, while it runs.
+        self._due = since + seconds
         #: Whether the time ran out (as opposed to the deadline being cancelled).
         self.expired = False
         #: Whether L{extend} ever moved it.
         self.extended = False
+        deadlines._watch(self)
 
     def _expire(self) -> None:
         self._spent = self.running()
-        self._timer = None
+        self._running = False
         self._left = 0.0
         self.expired = True
         self._on_expire()
 
     def remaining(self) -> float:
         """Seconds left; while paused, the time that was left when the pause began."""
-        if self._timer is None:
+        if not self._running:
             return self._left
         return max(0.0, self._left - (self._clock.seconds() - self._since))
 
     def running(self) -> float:
         """The running time so far (paused time not counted)."""
-        if self._timer is None:
+        if not self._running:
             return self._spent
         return self._spent + (self._clock.seconds() - self._since)
 
@@ -238,29 +310,30 @@ class Deadline:
         Give the work C{seconds} from now (the work showed it is alive), never past
         the ceiling and never less than it has left; does nothing once it is over.
         """
-        if self._ceiling is None or self.expired or (self._timer is None and not self._paused):
+        if self._ceiling is None or self.expired or (not self._running and not self._paused):
             return
         running = self.running()
         granted = min(seconds, self._ceiling - running)
         if granted <= self.remaining():
             return
         self.extended = True
-        if self._timer is None:
+        if not self._running:
             self._left = granted  # paused: the clock starts from here on resume
             return
         self._spent = running
         self._since = self._clock.seconds()
         self._left = granted
-        self._timer.reset(granted)
+        # Later than before: the timer, armed no later than the old time, finds it then.
+        self._due = self._since + granted
 
     def pause(self) -> None:
         """Stop the clock (a question is pending); does nothing once the deadline is over."""
         self._paused += 1
-        if self._paused == 1 and self._timer is not None:
+        if self._paused == 1 and self._running:
             self._left = self.remaining()
             self._spent = self.running()
-            self._timer.cancel()
-            self._timer = None
+            self._running = False
+            self._deadlines._unwatch(self)
 
     def resume(self) -> None:
         """Undo one L{pause}; the clock runs again once every pause is undone."""
@@ -269,13 +342,15 @@ class Deadline:
         self._paused -= 1
         if self._paused == 0 and not self.expired and self._left > 0:
             self._since = self._clock.seconds()
-            self._timer = self._clock.callLater(self._left, self._expire)
+            self._running = True
+            self._due = self._since + self._left
+            self._deadlines._watch(self)
 
     def cancel(self) -> None:
         """The work ended: forget the deadline (it will never expire)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._running:
+            self._running = False
+            self._deadlines._live.pop(self, None)  # _unwatch, without a call
         # Nothing may restart the clock after this.
         self._left = 0.0
         self._ceiling = None

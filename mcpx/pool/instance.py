@@ -176,11 +176,39 @@ class Slots:
     def __init__(self, servers: ServersConfig) -> None:
         self.servers = servers
         self._by_server: dict[str, dict[str, Slot]] = {}
+        #: The server, client and instance L{running} found last.
+        self._last_running: tuple[str, str, Instance | None] = ("", "", None)
 
     def find(self, server: str, scope_key: str) -> Instance | None:
         """The instance of (C{server}, C{scope_key}), if it has one; none is started."""
         slot = self._by_server.get(server, {}).get(scope_key)
         return slot.instance if slot is not None else None
+
+    def running(self, server: str, client: str) -> Instance | None:
+        """
+        The usable instance serving C{client}'s calls to C{server} now (on the slot
+        L{slot} gives), if one runs; none is started, an unknown server has none.
+
+        Asked three times a pass-through call (its route, its policy, the pool), with
+        equal names: the last one found is kept (one), and is the answer while it is
+        usable.  A usable instance is its slot's, and its slot is kept while it is
+        (L{forget}); a reload that changes or removes its server's configuration, a
+        restart, a crash or a reaping end it first.
+        """
+        last = self._last_running
+        if last[0] == server and last[1] == client:
+            instance = last[2]
+            if instance is not None and instance.session is not None and instance.ended is None:
+                return instance
+        # One look-up of the server's configuration, none of L{slot}'s refusal.
+        config = self.servers.servers.get(server)
+        if config is None:
+            return None
+        instance = self.find(server, scope_for(config, client))
+        if instance is None or not instance.usable:
+            return None
+        self._last_running = (server, client, instance)
+        return instance
 
     def existing(self, key: Key) -> Slot | None:
         """The slot of C{key}, if there is one; none is made."""

@@ -393,14 +393,8 @@ class Pool(MultiService):
         What the instance serving C{client} declared, when a usable one is running now;
         else C{None} (nothing is started: see L{session}).
         """
-        slots = self._instances.slots
-        # Asked twice a pass-through call (its route, its policy): one look-up of the
-        # server's configuration, none of L{scope_key}'s refusal.
-        config = slots.servers.servers.get(server)
-        if config is None:
-            return None
-        instance = slots.find(server, scope_for(config, client))
-        if instance is None or not instance.usable or instance.session is None:
+        instance = self._instances.slots.running(server, client)
+        if instance is None or instance.session is None:
             return None
         return instance.session.declaration
 
@@ -558,14 +552,8 @@ class Pool(MultiService):
 
     def _kept_app_read(self, server: str, client: str, uri: str) -> dict[str, Any] | None:
         """The read of app resource C{uri} the instance serving C{client} keeps, or C{None}."""
-        slots = self._instances.slots
-        # Asked twice a pass-through call (its route, its policy): one look-up of the
-        # server's configuration, none of L{scope_key}'s refusal.
-        config = slots.servers.servers.get(server)
-        if config is None:
-            return None
-        instance = slots.find(server, scope_for(config, client))
-        if instance is None or not instance.usable:
+        instance = self._instances.slots.running(server, client)
+        if instance is None:
             return None
         kept = instance.catalogue.app_reads.get(uri, self._clock.seconds())
         if kept is not None:
@@ -645,14 +633,8 @@ class Pool(MultiService):
         (or say why they cannot).  What a caller on the hot path takes without waiting;
         the list is the cache's own, to read and not to change.
         """
-        slots = self._instances.slots
-        # Asked twice a pass-through call (its route, its policy): one look-up of the
-        # server's configuration, none of L{scope_key}'s refusal.
-        config = slots.servers.servers.get(server)
-        if config is None:
-            return None
-        instance = slots.find(server, scope_for(config, client))
-        if instance is None or not instance.usable:
+        instance = self._instances.slots.running(server, client)
+        if instance is None:
             return None
         return instance.catalogue.cached(kind)
 
@@ -773,6 +755,7 @@ class Pool(MultiService):
     def stopService(self) -> Deferred[None]:
         """Close every instance; fires once every child process has been reaped."""
         self._interests.stop()
+        self._requests.deadlines.stop()
         waits: list[Deferred[Any]] = [self._instances.stop()]
         stopped = MultiService.stopService(self)
         if isinstance(stopped, Deferred):

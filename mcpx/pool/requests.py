@@ -14,7 +14,7 @@ from twisted.internet.defer import CancelledError, Deferred
 
 from mcpx.call import Call
 from mcpx.pool.attribution import Attribution
-from mcpx.pool.budget import Deadline, effective_call_timeout
+from mcpx.pool.budget import Deadline, Deadlines, effective_call_timeout
 from mcpx.pool.errors import AnswerTooLarge, CallTimedOut, masked_rpc_error, transport_error
 from mcpx.pool.instance import Instance
 from mcpx.pool.instances import Instances
@@ -90,6 +90,7 @@ class Requests:
     @ivar call_timeout: C{pool.callTimeout}, for requests that start from now on.
     @ivar call_max_duration: C{pool.callMaxDuration}.
     @ivar progress: the progress tokens of the calls in flight.
+    @ivar deadlines: the requests' deadlines, under one timer (L{stop} cancels it).
     """
 
     def __init__(
@@ -104,6 +105,7 @@ class Requests:
         self.call_timeout = call_timeout
         self.call_max_duration = at_least_a_call(call_max_duration)
         self.progress = ProgressRoutes()
+        self.deadlines = Deadlines(instances.clock)
         self._instances = instances
         self._attribution = attribution
 
@@ -143,10 +145,10 @@ class Requests:
             if asked is not None:
                 left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)
             if progress is None:
-                deadline = Deadline(self._instances.clock, left, work.cancel)
+                deadline = Deadline(self.deadlines, left, work.cancel)
             else:
                 deadline = Deadline(
-                    self._instances.clock,
+                    self.deadlines,
                     left,
                     work.cancel,
                     ceiling=max(self.call_max_duration, left),
@@ -190,5 +192,6 @@ class Requests:
                 # The questions it asked that still wait are withdrawn with it
                 # (mcpx.call.Call.call_ended).
                 call.call_ended(answered=answered)
-        self._instances.forgive(instance)
+        if instance.slot.failures:
+            self._instances.forgive(instance)
         return result

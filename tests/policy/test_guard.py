@@ -152,6 +152,35 @@ class InputTests(SynchronousTestCase):
         self.assertEqual(sorted(guard._indexes), [("notes", "a"), ("notes", "b")])
 
 
+class CachedIndexTests(SynchronousTestCase):
+    def test_each_cached_list_checked_by_its_own_schemas(self) -> None:
+        """
+        Calls decided at once are checked against the schemas of the list the pool has
+        cached now: a new list's, then the first one's again when it comes back, and a
+        tool the new list does not have goes unchecked.
+        """
+        inner = InnerPool(configured(notes={}))
+        inner.cached = True
+        guard = GuardedPool(inner)
+        first = inner.catalogue
+        strict = [
+            {**tool, "inputSchema": {"type": "object", "required": ["title"]}}
+            for tool in first
+            if tool["name"] == "add_note"
+        ]
+        for catalogue, refused in ((first, False), (strict, True), (first, False)):
+            inner.catalogue = catalogue
+            for _ in range(2):
+                done = run(guard.call_tool("notes", "add_note", {"text": "a"}))
+                if refused:
+                    self.failureResultOf(done, InvalidArguments)
+                else:
+                    self.successResultOf(done)
+        self.assertEqual(inner.lists, 0)
+        inner.catalogue = [tool for tool in first if tool["name"] != "add_note"]
+        self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": 3})))
+
+
 class CachedListTests(SynchronousTestCase):
     """
     A call whose tool list the pool has cached and whose schemas are compiled is decided

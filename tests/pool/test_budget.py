@@ -15,6 +15,7 @@ from mcpx.pool.budget import (
     BOUNDS,
     QUESTION_TTL,
     Deadline,
+    Deadlines,
     call_timeout_in_run,
     effective_call_timeout,
 )
@@ -102,7 +103,9 @@ class DeadlineTests(SynchronousTestCase):
         self.expired: list[float] = []
 
     def deadline(self, seconds: float) -> Deadline:
-        return Deadline(self.clock, seconds, lambda: self.expired.append(self.clock.seconds()))
+        return Deadline(
+            Deadlines(self.clock), seconds, lambda: self.expired.append(self.clock.seconds())
+        )
 
     def test_expires(self) -> None:
         """The deadline fires once, when its time is up."""
@@ -172,6 +175,75 @@ class DeadlineTests(SynchronousTestCase):
         self.assertEqual(self.expired, [1.0])
 
 
+class SharedTimerTests(SynchronousTestCase):
+    """L{Deadlines}: deadlines under one timer each expire at their own time."""
+
+    def test_each_at_its_time(self) -> None:
+        """
+        Deadlines started in any order, paused, extended or cancelled expire at their
+        own times, never early, and leave no timer once none runs.
+        """
+        clock = Clock()
+        deadlines = Deadlines(clock)
+        expired: list[tuple[str, float]] = []
+
+        def start(name: str, seconds: float, ceiling: float | None = None) -> Deadline:
+            return Deadline(
+                deadlines,
+                seconds,
+                lambda: expired.append((name, clock.seconds())),
+                ceiling=ceiling,
+            )
+
+        long, cancelled = start("long", 10), start("cancelled", 1)
+        short, extended, paused = start("short", 2), start("extended", 3, 100), start("paused", 4)
+        cancelled.cancel()
+        clock.advance(1)
+        paused.pause()
+        clock.advance(1)
+        self.assertEqual(expired, [("short", 2.0)])
+        extended.extend(5)  # due at 7 now
+        clock.advance(2)
+        paused.resume()  # 3 seconds left: due at 7
+        clock.advance(3)
+        self.assertEqual(expired, [("short", 2.0), ("extended", 7.0), ("paused", 7.0)])
+        clock.advance(2.9)
+        self.assertEqual(len(expired), 3)
+        clock.advance(0.1)
+        self.assertEqual(expired[3:], [("long", 10.0)])
+        self.assertEqual((short.expired, long.expired, cancelled.expired), (True, True, False))
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+    def test_expiry_starting_another(self) -> None:
+        """A deadline started by another's expiry still lets an earlier one expire on time."""
+        clock = Clock()
+        deadlines = Deadlines(clock)
+        expired: list[tuple[str, float]] = []
+
+        def start(name: str, seconds: float) -> Deadline:
+            return Deadline(deadlines, seconds, lambda: on_expire(name))
+
+        def on_expire(name: str) -> None:
+            expired.append((name, clock.seconds()))
+            if name == "first":
+                start("started", 10)
+
+        start("first", 1)
+        start("second", 3)
+        clock.advance(1)
+        clock.advance(2)
+        clock.advance(8)
+        self.assertEqual(expired, [("first", 1.0), ("second", 3.0), ("started", 11.0)])
+
+    def test_stop(self) -> None:
+        """Stopping leaves no timer."""
+        clock = Clock()
+        deadlines = Deadlines(clock)
+        Deadline(deadlines, 5, lambda: None)
+        deadlines.stop()
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+
 class ExtendTests(SynchronousTestCase):
     """L{Deadline.extend}: work that shows it is alive gets its bound again, to a ceiling."""
 
@@ -181,7 +253,7 @@ class ExtendTests(SynchronousTestCase):
 
     def deadline(self, seconds: float, ceiling: float | None) -> Deadline:
         return Deadline(
-            self.clock,
+            Deadlines(self.clock),
             seconds,
             lambda: self.expired.append(self.clock.seconds()),
             ceiling=ceiling,

@@ -624,10 +624,38 @@ class TimeoutTests(PoolTestCase):
         self.assertEqual(self.echoed(normal), "ok")
 
     def test_answer_clears_deadline(self) -> None:
-        """A call that answers leaves no timer behind but the idle one."""
+        """
+        Calls that answer leave no timer of their own behind: their deadlines share one
+        timer, which finds nothing due at the first one's time and is not armed again,
+        leaving the idle one alone.
+        """
         pool = self.make_pool()
-        self.echoed(self.call(pool))
+        for _ in range(5):
+            self.echoed(self.call(pool))
+        self.assertEqual(len(self.clock.getDelayedCalls()), 2)
+        self.clock.advance(CALL_TIMEOUT)
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+
+    def test_deadlines_under_one_timer_expire_at_their_times(self) -> None:
+        """
+        Calls in flight together, with bounds of their own, each time out at its own
+        bound under the one timer, whichever started first, and no sooner.
+        """
+        pool = self.make_pool()
+        late = self.held_call(pool, timeout=3.0)
+        self.clock.advance(1)
+        soon = self.held_call(pool, timeout=1.0)
+        self.clock.advance(0.5)
+        later = self.held_call(pool, timeout=2.0)
+        self.clock.advance(0.5)
+        self.timed_out(soon)
+        self.assertNoResult(late)
+        self.assertNoResult(later)
+        self.clock.advance(1)
+        self.timed_out(late)
+        self.assertNoResult(later)
+        self.clock.advance(0.5)
+        self.timed_out(later)
 
     def test_invalid_timeout_refused(self) -> None:
         """A call timeout that is not a positive number is refused before anything starts."""
@@ -1170,6 +1198,42 @@ class CatalogueTests(PoolTestCase):
         self.connector.upstreams[0].notify("notifications/tools/list_changed")
         self.assertIsNone(pool.cached_catalogue("a", "tools"))
         self.assertEqual(self.lists("tools/list"), 1)
+
+    def test_cached_catalogue_of_the_instance_running_now(self) -> None:
+        """
+        cached_catalogue, asked again and again, gives the list of the instance serving
+        the caller now: each client's own of a client-scoped server, and nothing from an
+        instance that crashed, was restarted or whose configuration a reload changed,
+        until the next one lists.
+        """
+        pool = self.make_pool(stdio("a"), stdio("b", scope="client"))
+
+        def listed_for(server: str, client: str = "") -> None:
+            self.successResultOf(Deferred.fromCoroutine(pool.tools(server, client=client)))
+
+        listed_for("a")
+        tools = [{"name": "echo", "inputSchema": {}}]
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        listed_for("b", "alice")
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
+        self.assertIsNone(pool.cached_catalogue("b", "tools", client="bob"))
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
+        self.successResultOf(Deferred.fromCoroutine(pool.restart("a")))
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        listed_for("a")
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        [first, *_, last] = self.connector.started("a")
+        self.assertIsNot(first, last)
+        last.crash()
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.clock.advance(1)  # the back-off after a crash
+        listed_for("a")
+        self.assertEqual(pool.cached_catalogue("a", "tools"), tools)
+        changed = servers(stdio("a", "--new"), stdio("b", scope="client"))
+        self.successResultOf(Deferred.fromCoroutine(pool.reload(changed)))
+        self.assertIsNone(pool.cached_catalogue("a", "tools"))
+        self.assertEqual(pool.cached_catalogue("b", "tools", client="alice"), tools)
 
     def test_concurrent_listings_shared(self) -> None:
         """Callers asking while a catalogue is being listed share that one listing."""
