@@ -91,6 +91,10 @@ class ProtocolError(Exception):
     """The answer is not HTTP/1.1 as this client reads it, or it ended too soon."""
 
 
+class BadEndpoint(ValueError):
+    """A C{--daemon} value mcpx cannot use; the message says what is accepted."""
+
+
 class ApiError(Exception):
     """
     An error the daemon answered with.
@@ -361,6 +365,10 @@ class DaemonClient:
 
     #: Whether the daemon is started wherever it runs when none does (a remote one is).
     starts_on_demand = False
+    #: Whether the command's exit handlers have work of this client's to do (a remote
+    #: one's ssh processes are ended then); if not, a plain call may end its process at
+    #: once (L{mcpx.cli.quick.Finished}).
+    needs_exit_handlers = False
 
     def __init__(self, path: Path | str, client: str = DEFAULT_CLIENT) -> None:
         self.path = path
@@ -571,6 +579,24 @@ def _tail(path: Path, start: int, lines: int = 10) -> str:
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
+    """
+    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
+    names (L{mcpx.cli.remote}), else the local one of the state directory.
+
+    @raise BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
+    """
+    if os.environ.get("MCPX_DAEMON", "").strip():
+        # Deferred for start-up time: only a remote daemon needs ssh's machinery.
+        from mcpx.cli.remote import SshDaemonClient, endpoint_from_environment
+
+        endpoint = endpoint_from_environment()
+        if endpoint is not None:
+            return SshDaemonClient(endpoint, client)
+    # A string path: the fast path of `mcpx call` never imports pathlib.
+    return DaemonClient(default_socket_name(), client)
 
 
 def default_socket_name() -> str:
