@@ -581,24 +581,6 @@ def _tail(path: Path, start: int, lines: int = 10) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
-    """
-    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
-    names (L{mcpx.cli.remote}), else the local one of the state directory.
-
-    @raise BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
-    """
-    if os.environ.get("MCPX_DAEMON", "").strip():
-        # Deferred for start-up time: only a remote daemon needs ssh's machinery.
-        from mcpx.cli.remote import SshDaemonClient, endpoint_from_environment
-
-        endpoint = endpoint_from_environment()
-        if endpoint is not None:
-            return SshDaemonClient(endpoint, client)
-    # A string path: the fast path of `mcpx call` never imports pathlib.
-    return DaemonClient(default_socket_name(), client)
-
-
 def default_socket_name() -> str:
     """The daemon's socket in the state directory the environment names, as a string."""
     # Deferred for start-up time: a command given its socket never reads the environment's.

@@ -44,10 +44,10 @@ from mcpx.cli.client import (
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
-    connect,
     ensure_running,
     target,
 )
+from mcpx.cli.connect import connect
 from mcpx.cli.failures import CommandFailed, ask
 from mcpx.cli.render import (
     describe_text,

@@ -166,7 +166,8 @@ def run() -> NoReturn:
     server, tool, arguments, as_json, timeout = plain
     # Deferred for start-up memory: only a plain call needs them, not C{mcpx daemon}.
     from mcpx.cli.calling import call_tool
-    from mcpx.cli.client import BadEndpoint, connect
+    from mcpx.cli.client import BadEndpoint
+    from mcpx.cli.connect import connect
     from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, ask
 
     try:
