@@ -66,6 +66,18 @@ _NOT_WHEN_IDLE = (
     "re2",
 )
 
+#: mcpx's modules that only a started upstream uses: the sessions of either era (made when a
+#: server is first connected, mcpx.upstream.probe) and the HTTP server channels (made for
+#: a remote server's first connection, mcpx.upstream.connect).
+_UPSTREAM_STARTED = frozenset(
+    {
+        "mcpx.upstream.legacy_session",
+        "mcpx.upstream.modern_session",
+        "mcpx.upstream.http",
+        "mcpx.upstream.http_sse",
+    }
+)
+
 
 def _maps_cryptography(pid: int) -> bool:
     """Whether cryptography's native library is mapped into process C{pid}."""
@@ -135,6 +147,8 @@ class LeanDaemonTests(TestCase):
         self.assertEqual(loaded, [])
         # Nor the commands that ask a daemon, nor the click group they belong to.
         self.assertEqual({"mcpx.cli.main", "mcpx.cli.commands", "mcpx.cli.client"} & modules, set())
+        # Nor what only a started upstream uses (L{_UPSTREAM_STARTED}).
+        self.assertEqual(sorted(_UPSTREAM_STARTED & modules), [])
         await self.stop(child)
 
     async def stop(self, child: ChildProcess) -> None:
