@@ -66,15 +66,19 @@ _NOT_WHEN_IDLE = (
     "re2",
 )
 
-#: mcpx's modules that only a started upstream uses: the sessions of either era (made when a
-#: server is first connected, mcpx.upstream.probe) and the HTTP server channels (made for
-#: a remote server's first connection, mcpx.upstream.connect).
+#: What only a started upstream or a sign-in uses: the sessions of either era (made when a
+#: server is first connected, mcpx.upstream.probe), the HTTP server channels (made for a
+#: remote server's first connection, mcpx.upstream.connect), and the HTTP client they and
+#: the sign-ins' client are made of, with Twisted's (mcpx.upstream.first_use).
 _UPSTREAM_STARTED = frozenset(
     {
         "mcpx.upstream.legacy_session",
         "mcpx.upstream.modern_session",
         "mcpx.upstream.http",
         "mcpx.upstream.http_sse",
+        "mcpx.upstream.http_client",
+        "twisted.web.client",
+        "twisted.web._newclient",
     }
 )
 
