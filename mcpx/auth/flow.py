@@ -25,7 +25,6 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectError, DNSLookupError, TimeoutError
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol as Unread
-from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from twisted.web.http_headers import Headers
 
 from mcpx.auth.metadata import (
@@ -140,7 +139,7 @@ class Tokens:
 class Requests(Protocol):
     """
     What signing in asks of its HTTP client: treq's C{HTTPClient}, or the daemon's
-    L{mcpx.upstream.http_client.ClientOnFirstUse}, which makes one at its first request.
+    L{mcpx.upstream.first_use.ClientOnFirstUse}, which makes one at its first request.
     """
 
     def request(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
@@ -183,6 +182,10 @@ class OAuthClient:
         not followed: wherever it points was never checked, so it is refused, saying
         only the URL's scheme and host and the status, and its body is not read.
         """
+        # Deferred for start-up memory: the HTTP client machinery loads with the first
+        # sign-in's request (mcpx.upstream.first_use), not with the daemon.
+        from twisted.web.client import ResponseFailed, ResponseNeverReceived
+
         check_https(url, what)
 
         async def whole() -> tuple[int, bytes]:

@@ -91,6 +91,10 @@ class ProtocolError(Exception):
     """The answer is not HTTP/1.1 as this client reads it, or it ended too soon."""
 
 
+class BadEndpoint(ValueError):
+    """A C{--daemon} value mcpx cannot use; the message says what is accepted."""
+
+
 class ApiError(Exception):
     """
     An error the daemon answered with.
@@ -361,6 +365,10 @@ class DaemonClient:
 
     #: Whether the daemon is started wherever it runs when none does (a remote one is).
     starts_on_demand = False
+    #: Whether the command's exit handlers have work of this client's to do (a remote
+    #: one's ssh processes are ended then); if not, a plain call may end its process at
+    #: once (L{mcpx.cli.quick.Finished}).
+    needs_exit_handlers = False
 
     def __init__(self, path: Path | str, client: str = DEFAULT_CLIENT) -> None:
         self.path = path

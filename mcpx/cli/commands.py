@@ -40,14 +40,15 @@ from mcpx.cli.arguments import ArgumentError, parse_arguments
 from mcpx.cli.calling import call_tool
 from mcpx.cli.client import (
     ApiError,
+    BadEndpoint,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
     ensure_running,
     target,
 )
+from mcpx.cli.connect import connect
 from mcpx.cli.failures import CommandFailed, ask
-from mcpx.cli.remote import BadEndpoint, connect
 from mcpx.cli.render import (
     describe_text,
     error_text,

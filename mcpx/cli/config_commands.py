@@ -24,6 +24,7 @@ import click
 
 from mcpx.cli.client import (
     ApiError,
+    BadEndpoint,
     DaemonClient,
     DaemonNotRunning,
     ProtocolError,
@@ -31,7 +32,7 @@ from mcpx.cli.client import (
 )
 from mcpx.cli.commands import echo_reloaded
 from mcpx.cli.failures import EXIT_NOT_FOUND, EXIT_USAGE, CommandFailed
-from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, endpoint_from_environment
+from mcpx.cli.remote import DAEMON_VARIABLE, endpoint_from_environment
 from mcpx.cli.render import error_text
 from mcpx.cli.terminal import echo
 from mcpx.ops import routes

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mcpx.cli.client import DaemonClient, ensure_running, target
+from mcpx.cli.connect import connect as connect_daemon
 from mcpx.cli.failures import CommandFailed, ask
-from mcpx.cli.remote import connect as connect_daemon
 from mcpx.cli.render import first_line, json_text, table
 from mcpx.cli.terminal import echo, printable
 from mcpx.ops import routes

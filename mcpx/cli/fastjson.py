@@ -14,7 +14,6 @@ then: the answers are the same, only slower.
 from __future__ import annotations
 
 import _json
-import math
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,6 +138,10 @@ def dumps(
     return "".join(encoder(value, 0))
 
 
+#: What json writes for the floats JSON itself lacks, by their C{repr}.
+_NOT_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def _scalar(value: object, quote: Any) -> str | None:
     """A JSON scalar as json writes it, or C{None} for a container (or what JSON lacks)."""
     if isinstance(value, str):
@@ -152,11 +155,8 @@ def _scalar(value: object, quote: Any) -> str | None:
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
+        text = float.__repr__(value)
+        return _NOT_FINITE.get(text, text)
     return None
 
 

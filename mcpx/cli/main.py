@@ -75,7 +75,8 @@ def main(daemon_endpoint: str | None) -> None:
         import os
 
         # Deferred for start-up time: only --daemon is an endpoint to check.
-        from mcpx.cli.remote import DAEMON_VARIABLE, BadEndpoint, parse_endpoint
+        from mcpx.cli.client import BadEndpoint
+        from mcpx.cli.remote import DAEMON_VARIABLE, parse_endpoint
 
         try:
             parse_endpoint(daemon_endpoint)

@@ -15,12 +15,18 @@ L{mcpx.cli.terminal.echo}, which behaves as C{click.echo} does.  Anything else (
 command, C{--help}, C{--start}, C{--progress}, standard input, a line click would refuse)
 goes to the click group in L{mcpx.cli.main}, which says everything click says.
 
+A plain call to the local daemon then ends its process at once (L{main}, L{Finished}):
+its output is written and flushed, nothing waits for the exit, and the interpreter's own
+tear-down (every module's dictionary emptied, the garbage collected again and again) would
+cost more than the request.
+
 Nothing imported here at module level may import click, attrs, Twisted or C{http.client}:
 C{tests.cli.test_quick} watches that.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from mcpx.cli.terminal import echo
@@ -102,10 +108,37 @@ def plain_call(words: Sequence[str]) -> PlainCall | None:
     return server, tool, arguments, as_json, timeout
 
 
+class Finished(SystemExit):
+    """
+    The end of a plain call to the local daemon, with its exit status: its output is
+    written and flushed, and nothing is left to run at exit (no thread is waited for; a
+    remote daemon's ssh processes, reaped at exit, are not in it), so L{main} may end the
+    process at once.  Code running L{run} in-process sees the C{SystemExit} it is.
+    """
+
+
 def main() -> NoReturn:
     """
-    The C{mcpx} command (the console script and C{python -m mcpx}): a plain C{mcpx call}
-    runs here, anything else through click.
+    The C{mcpx} command (the console script and C{python -m mcpx}): L{run}, after which a
+    plain call's process (L{Finished}) ends at once, without the interpreter's tear-down.
+    """
+    try:
+        run()
+    except Finished as finished:
+        status = finished.code
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:
+                    stream.flush()
+        except (OSError, ValueError):
+            # What cannot be written is the interpreter's to report, as it would have.
+            raise SystemExit(status) from None
+        os._exit(status if isinstance(status, int) else 1)
+
+
+def run() -> NoReturn:
+    """
+    The C{mcpx} command: a plain C{mcpx call} runs here, anything else through click.
 
     Like click's, it never returns: it ends in C{SystemExit}, with status 0 when all went
     well, so that code running it in-process sees the same exit either way.
@@ -133,8 +166,9 @@ def main() -> NoReturn:
     server, tool, arguments, as_json, timeout = plain
     # Deferred for start-up memory: only a plain call needs them, not C{mcpx daemon}.
     from mcpx.cli.calling import call_tool
+    from mcpx.cli.client import BadEndpoint
+    from mcpx.cli.connect import connect
     from mcpx.cli.failures import EXIT_FAILED, EXIT_USAGE, ask
-    from mcpx.cli.remote import BadEndpoint, connect
 
     try:
         client = connect()
@@ -162,4 +196,8 @@ def main() -> NoReturn:
         echo("", err=True)
         echo("Aborted!", err=True)
         raise SystemExit(EXIT_FAILED) from None
-    raise SystemExit(0)
+    except SystemExit as e:
+        if client.needs_exit_handlers:
+            raise
+        raise Finished(e.code) from None
+    raise SystemExit(0) if client.needs_exit_handlers else Finished(0)

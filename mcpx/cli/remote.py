@@ -34,10 +34,10 @@ import sys
 from mcpx._version import __version__
 from mcpx.cli.client import (
     DEFAULT_CLIENT,
+    BadEndpoint,
     DaemonClient,
     DaemonUnreachable,
     ProtocolError,
-    default_socket_name,
 )
 
 TYPE_CHECKING = False
@@ -65,10 +65,6 @@ EXIT_NO_DAEMON = 66
 CONNECT_TIMEOUT = 10
 #: Seconds to wait for ssh to end once its answer is in or it failed.
 _REAP_WAIT = 5.0
-
-
-class BadEndpoint(ValueError):
-    """A C{--daemon} value mcpx cannot use; the message says what is accepted."""
 
 
 class SshEndpoint:
@@ -491,6 +487,7 @@ class SshDaemonClient(DaemonClient):
     """
 
     starts_on_demand = True
+    needs_exit_handlers = True
 
     def __init__(self, endpoint: SshEndpoint, client: str = DEFAULT_CLIENT) -> None:
         from pathlib import PurePosixPath
@@ -514,18 +511,3 @@ class SshDaemonClient(DaemonClient):
     def _unanswered(self, sock: Stream, error: ProtocolError) -> Exception:
         assert isinstance(sock, SshChannel)
         return sock.failure()
-
-
-def connect(client: str = DEFAULT_CLIENT) -> DaemonClient:
-    """
-    The client of the daemon this command uses: the one C{MCPX_DAEMON} (or C{--daemon})
-    names, else the local one of the state directory.
-
-    @raise mcpx.cli.remote.BadEndpoint: C{MCPX_DAEMON} is not a daemon mcpx can use.
-    """
-    if os.environ.get("MCPX_DAEMON", "").strip():
-        endpoint = endpoint_from_environment()
-        if endpoint is not None:
-            return SshDaemonClient(endpoint, client)
-    # A string path: the fast path of `mcpx call` never imports pathlib.
-    return DaemonClient(default_socket_name(), client)

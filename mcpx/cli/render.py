@@ -10,12 +10,10 @@ leave out fields, and the commands should still print what they can.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 
 from mcpx.cli import fastjson
-from mcpx.cli.hints import in_cli_words
 from mcpx.cli.terminal import printable
 
 TYPE_CHECKING = False
@@ -77,6 +75,8 @@ _LAST_ERROR_SHOWN = 1000
 
 def servers_text(answer: Mapping[str, Any]) -> str:
     """C{GET /v1/servers} as a table."""
+    from mcpx.cli.hints import in_cli_words  # deferred, as in error_text
+
     servers = answer.get("servers") or []
     if not servers:
         return "No servers are configured (see `mcpx settings` for the config file).\n"
@@ -404,6 +404,8 @@ def seconds_text(seconds: float) -> str:
     told "1s" must not find the server still waiting after a second): C{1s} for
     0.999968, tenths below ten seconds, whole seconds above.
     """
+    import math  # deferred: a plain mcpx call shows no delay, and math is a library to load
+
     if seconds >= 10:
         return f"{math.ceil(seconds)}s"
     return f"{math.ceil(seconds * 10) / 10:g}s"
@@ -414,6 +416,9 @@ def error_text(error: Mapping[str, Any]) -> str:
     An API error's message, with the upstream's JSON-RPC error when it carries one, and
     the routes it names as the commands that do the same (L{mcpx.cli.hints}).
     """
+    # Deferred for start-up time: a plain mcpx call that goes well shows no error.
+    from mcpx.cli.hints import in_cli_words
+
     message = in_cli_words(_text(error.get("message"), "the daemon reported an error"))
     rpc = error.get("rpc")
     if isinstance(rpc, dict):

@@ -37,13 +37,14 @@ from mcpx._version import __version__
 from mcpx.cli.client import (
     DAEMON_LOG_NAME,
     START_WAIT,
+    BadEndpoint,
     DaemonClient,
     DaemonStartFailed,
     default_state_dir,
     socket_path,
     start_daemon,
 )
-from mcpx.cli.remote import BadEndpoint, parse_endpoint, remote_mcp_command, run_ssh_bridge
+from mcpx.cli.remote import parse_endpoint, remote_mcp_command, run_ssh_bridge
 from mcpx.settings.endpoints import split_endpoint
 
 #: The daemon's MCP socket in its state directory.  C{mcpx.server.mcp_socket.SOCKET_NAME}

@@ -8,7 +8,6 @@ upstream server could use to make the terminal show something else (L{printable}
 from __future__ import annotations
 
 import sys
-import unicodedata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,9 +54,15 @@ class _Unsafe(dict[int, str]):
 
     def __missing__(self, code: int) -> str:
         character = chr(code)
-        shown = self[code] = (
-            _escaped(code) if unicodedata.category(character) == "Cf" else character
-        )
+        if code < 0xA0:
+            # Below the Latin-1 letters what is not in the table already is printable ASCII,
+            # tab or newline: no class to look up, and no unicodedata to load for it.
+            shown = character
+        else:
+            import unicodedata  # deferred for start-up time: a library to load
+
+            shown = _escaped(code) if unicodedata.category(character) == "Cf" else character
+        self[code] = shown
         return shown
 
 

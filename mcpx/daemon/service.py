@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from attrs import Factory, evolve, field, frozen
 from twisted.internet.defer import CancelledError, Deferred
@@ -85,10 +85,13 @@ from mcpx.tasks.journal import journal_for
 from mcpx.tasks.store import TaskStore
 from mcpx.upstream.connect import make_connector
 from mcpx.upstream.endpoints import IReactorHTTP
+from mcpx.upstream.first_use import ClientOnFirstUse
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers, declared_in
-from mcpx.upstream.http_client import ClientOnFirstUse, owned_client
 from mcpx.wire.errors import RpcError
+
+if TYPE_CHECKING:
+    from treq.client import HTTPClient
 
 _log = Logger()
 
@@ -544,6 +547,15 @@ def _compiling_off_reactor(reactor: object) -> dict[str, Any]:
     return {"compile_in": partial(deferToThreadPool, reactor, reactor.getThreadPool())}
 
 
+def _sign_in_client(reactor: IReactorHTTP) -> HTTPClient:
+    """The sign-ins' HTTP client, made at the first sign-in or refresh."""
+    # Deferred for start-up memory: the HTTP client machinery (twisted.web.client with
+    # it), which a daemon of stdio servers and no sign-in never uses.
+    from mcpx.upstream.http_client import owned_client
+
+    return owned_client(reactor, 10.0, keep=2)[0]
+
+
 def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) -> SignIns:
     """
     The OAuth sign-ins, on an HTTP client of their own (made at the first sign-in or
@@ -552,7 +564,7 @@ def _sign_ins(reactor: IReactorHTTP, clock: IReactorTime, config: DaemonConfig) 
 
     settings = config.settings
     return SignIns(
-        ClientOnFirstUse(lambda: owned_client(reactor, 10.0, keep=2)[0]),
+        ClientOnFirstUse(partial(_sign_in_client, reactor)),
         clock,
         TokenStore(path_in(config.state_dir)),
         config.masker,

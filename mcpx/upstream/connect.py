@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.upstream.channel import Channel
 from mcpx.upstream.endpoints import IReactorHTTP
 from mcpx.upstream.groups import ProcessGroups
-from mcpx.upstream.http import StreamableHTTPChannel
-from mcpx.upstream.http_client import Credentials
-from mcpx.upstream.http_sse import HTTPSSEChannel
 from mcpx.upstream.probe import Connector, EraCache, ServerConfig, cache_path
 from mcpx.upstream.stdio import DEFAULT_GRACE, IReactorSpawn, StdioChannel
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from mcpx.upstream.http_client import Credentials
 
 
 class IReactorUpstream(IReactorHTTP, IReactorSpawn):
@@ -69,6 +70,10 @@ def make_connector(
                 grace=grace,
                 groups=groups,
             )
+        # Deferred for start-up memory: an idle daemon, or one of stdio servers, has no
+        # HTTP server's channel (nor the HTTP client it is made of).
+        from mcpx.upstream.http import StreamableHTTPChannel
+
         return StreamableHTTPChannel(
             name,
             server,
@@ -80,6 +85,8 @@ def make_connector(
 
     def http_sse_channels(name: str, server: ServerConfig) -> Channel:
         assert not isinstance(server, StdioServer)
+        from mcpx.upstream.http_sse import HTTPSSEChannel  # deferred as above
+
         return HTTPSSEChannel(name, server, reactor, max_message_size=max_message_size)
 
     cache = EraCache.load(None if state_dir is None else cache_path(state_dir))

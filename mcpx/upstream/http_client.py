@@ -39,7 +39,6 @@ from mcpx.wire.twisted_private import http11_client_factory
 
 if TYPE_CHECKING:
     from treq.client import HTTPClient
-    from treq.response import _Response
 
 log = Logger()
 
@@ -407,36 +406,13 @@ def owned_client(
 
         policy = ServerTlsPolicy(server.name, server.tls)
     # Deferred for idle memory: treq (with multipart, mimetypes and its cookie handling)
-    # loads with the first client made, for an HTTP server or a sign-in (ClientOnFirstUse).
+    # loads with the first client made, for an HTTP server or a sign-in
+    # (mcpx.upstream.first_use).
     from treq.client import HTTPClient
 
     endpoints = UpstreamEndpoints(reactor, connect_timeout, policy)
     agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)  # type: ignore[no-untyped-call]
     return HTTPClient(agent), pool
-
-
-class ClientOnFirstUse:
-    """
-    An HTTP client made by C{make} at its first request, for a client most daemons never
-    use (the OAuth sign-ins'): an idle daemon then holds neither it nor treq.
-    """
-
-    def __init__(self, make: Callable[[], HTTPClient]) -> None:
-        self._make = make
-        self._client: HTTPClient | None = None
-
-    def _made(self) -> HTTPClient:
-        if self._client is None:
-            self._client = self._make()
-        return self._client
-
-    def request(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
-        """L{HTTPClient.request} of the client, made now if it was not yet."""
-        return self._made().request(*args, **kwargs)
-
-    def post(self, *args: Any, **kwargs: Any) -> Deferred[_Response]:
-        """L{HTTPClient.post} of the client, made now if it was not yet."""
-        return self._made().post(*args, **kwargs)
 
 
 class HTTPChannelOptions(TypedDict, total=False):

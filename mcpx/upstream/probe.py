@@ -41,8 +41,6 @@ from mcpx.settings.servers import RemoteServer, StdioServer
 from mcpx.spec.revision import Era, Revision
 from mcpx.upstream.channel import Channel, TransportRefused
 from mcpx.upstream.handlers import NO_HANDLERS, UpstreamHandlers
-from mcpx.upstream.legacy_session import LegacySession
-from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.records import AnsweredModern, AnsweredWithoutRevision, NotModern, UpstreamError
 from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import (
@@ -423,6 +421,10 @@ class Connector:
         @param offered: the legacy revision C{initialize} offers, when pinned.
         @param http_sse: over 2024-11-05's HTTP+SSE transport (a legacy C{era}'s).
         """
+        # Deferred for start-up memory: an idle daemon has started no upstream yet.
+        from mcpx.upstream.legacy_session import LegacySession
+        from mcpx.upstream.modern_session import ModernSession
+
         channel = self._channel(name, server, http_sse=http_sse)
         if era is Era.MODERN:
             session = self._session(ModernSession, name, channel, handlers)
@@ -441,6 +443,9 @@ class Connector:
     async def _probe(
         self, name: str, server: ServerConfig, handlers: UpstreamHandlers
     ) -> tuple[UpstreamSession, Found]:
+        from mcpx.upstream.legacy_session import LegacySession  # deferred as in _open_as
+        from mcpx.upstream.modern_session import ModernSession
+
         channel = self._channel(name, server)
         modern = self._session(ModernSession, name, channel, handlers)
         try:

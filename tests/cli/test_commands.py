@@ -253,14 +253,16 @@ class FakeDaemonTests(CommandRunner):
 
     async def test_progress_on_a_terminal(self) -> None:
         """When stderr is a terminal, progress is asked for and drawn without the flag."""
+        # mcpx.cli.quick.run, which ends in SystemExit (main would end the process at once).
         script = (
-            "import os, sys, runpy\n"
+            "import os, sys\n"
+            "from mcpx.cli.quick import run\n"
             "real = os.dup(2)\n"
             "master, slave = os.openpty()\n"
             "os.dup2(slave, 2)\n"
             "sys.argv = ['mcpx', 'call', 'demo', 'countdown', 'steps=2']\n"
             "try:\n"
-            "    runpy.run_module('mcpx', run_name='__main__')\n"
+            "    run()\n"
             "except SystemExit as e:\n"
             "    code = e.code\n"
             "sys.stderr.flush()\n"

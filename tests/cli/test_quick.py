@@ -29,20 +29,32 @@ from tests.cli.fake_daemon import FakeDaemon
 from tests.support.processes import REPO, VENV_BIN, kill_on_cleanup, reactor, spawn
 
 #: Runs C{mcpx} through one entry point (C{quick} or C{click}, the first argument), then
-#: writes the names of the modules it imported to C{$MODULES_FILE}.
+#: writes the names of the modules it imported to C{$MODULES_FILE}.  The fast path runs as
+#: L{mcpx.cli.quick.run}, which ends in C{SystemExit} as click does (the console script's
+#: L{mcpx.cli.quick.main} ends a plain call's process at once: L{ENDING}).
 DRIVER = """\
 import os, sys
 path, entry = os.environ["MODULES_FILE"], sys.argv[1]
 sys.argv = ["mcpx", *sys.argv[2:]]
 try:
     if entry == "quick":
-        from mcpx.cli.quick import main
+        from mcpx.cli.quick import run as main
     else:
         from mcpx.cli.main import main
     main()
 finally:
     with open(path, "w") as out:
         out.write("\\n".join(sorted(sys.modules)))
+"""
+
+#: Runs C{mcpx} as the console script does (L{mcpx.cli.quick.main}), with something to do
+#: at exit that says so on stderr.
+ENDING = """\
+import atexit, os, sys
+atexit.register(os.write, 2, b"torn down\\n")
+sys.argv = ["mcpx", *sys.argv[1:]]
+from mcpx.cli.quick import main
+main()
 """
 
 #: What the fast path must not import, with their submodules.
@@ -55,8 +67,13 @@ HEAVY = (
 )
 
 #: What a plain call (no C{--json}, no C{--timeout}) does without as well: the json package
-#: imports re and enum (mcpx.cli.fastjson calls _json instead), and so does shlex.
-PLAIN_CALL_SPARES = ("json", "re", "enum", "shlex")
+#: imports re and enum (mcpx.cli.fastjson calls _json instead), and so does shlex; math and
+#: unicodedata are libraries to load (an ASCII answer is shown without a character class),
+#: the ssh machinery is for a remote daemon, the hints for an error.
+PLAIN_CALL_SPARES = (
+    *("json", "re", "enum", "shlex", "math", "unicodedata"),
+    *("mcpx.cli.remote", "mcpx.cli.hints"),
+)
 
 #: What the installed script's plain call spares as well (C{python -m} imports them for
 #: runpy, C{--timeout} for re): with them, it executed a fifth more, for the question
@@ -287,6 +304,45 @@ class SamePathTests(TestCase):
             ["call", "demo", "nope", "--json"],
         ):
             await self.assert_same(words, fake)
+
+    async def test_plain_call_ends_at_once(self) -> None:
+        """
+        The console script's entry point ends a plain call's process once its output is
+        out, without the interpreter's tear-down (what is registered to run at exit does
+        not run), printing and exiting as through L{mcpx.cli.quick.run}: a result, one
+        larger than a pipe holds, JSON, a tool's error and the daemon's.  Without a daemon
+        to ask, the process ends as usual.
+        """
+        fake = self.serve()
+        big = "x" * 100_000
+        for words in (
+            ["call", "demo", "echo", "text=hello"],
+            ["call", "demo", "echo", f"text={big}"],
+            ["call", "demo", "args", "n=3", "--json"],
+            ["call", "demo", "fail"],
+            ["call", "demo", "broken"],
+        ):
+            quick = await self.run_mcpx("quick", words, self.env)
+            ended = await self.run_ending(words, self.env)
+            self.assertEqual(
+                (ended.code, ended.out, ended.err), (quick.code, quick.out, quick.err), words
+            )
+            if big in words[-1]:
+                self.assertEqual(ended.out, big + "\n")
+        self.assertEqual(len(fake.requests), 10)
+        # A line click runs ends as any Python program does.
+        usage = await self.run_ending(["call", "demo", "echo", "oops"], self.env)
+        self.assertEqual(usage.code, 2, usage)
+        self.assertTrue(usage.err.endswith("torn down\n"), usage)
+
+    async def run_ending(self, words: list[str], env: dict[str, str]) -> Run:
+        """Run C{mcpx words} as the console script does (L{ENDING}), to its end."""
+        child = spawn([sys.executable, "-c", ENDING, *words], env=env, cwd=str(REPO))
+        self.addCleanup(kill_on_cleanup, child)
+        assert child.transport is not None
+        child.transport.closeStdin()
+        code = await child.ended(timeout=30)
+        return Run(code, child.text(1), child.text(2), set())
 
     async def test_same_without_daemon(self) -> None:
         """With no daemon, both paths say so the same way and exit 1."""

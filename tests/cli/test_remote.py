@@ -24,11 +24,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx._version import __version__
 from mcpx.cli.bridge_command import bridge_api, client_gone, read_waiting
-from mcpx.cli.client import DaemonClient, socket_path
+from mcpx.cli.client import BadEndpoint, DaemonClient, socket_path
 from mcpx.cli.remote import (
     EXIT_NO_DAEMON,
     EXIT_VERSION_MISMATCH,
-    BadEndpoint,
     SshEndpoint,
     diagnose,
     parse_endpoint,

@@ -66,6 +66,22 @@ _NOT_WHEN_IDLE = (
     "re2",
 )
 
+#: What only a started upstream or a sign-in uses: the sessions of either era (made when a
+#: server is first connected, mcpx.upstream.probe), the HTTP server channels (made for a
+#: remote server's first connection, mcpx.upstream.connect), and the HTTP client they and
+#: the sign-ins' client are made of, with Twisted's (mcpx.upstream.first_use).
+_UPSTREAM_STARTED = frozenset(
+    {
+        "mcpx.upstream.legacy_session",
+        "mcpx.upstream.modern_session",
+        "mcpx.upstream.http",
+        "mcpx.upstream.http_sse",
+        "mcpx.upstream.http_client",
+        "twisted.web.client",
+        "twisted.web._newclient",
+    }
+)
+
 
 def _maps_cryptography(pid: int) -> bool:
     """Whether cryptography's native library is mapped into process C{pid}."""
@@ -135,6 +151,8 @@ class LeanDaemonTests(TestCase):
         self.assertEqual(loaded, [])
         # Nor the commands that ask a daemon, nor the click group they belong to.
         self.assertEqual({"mcpx.cli.main", "mcpx.cli.commands", "mcpx.cli.client"} & modules, set())
+        # Nor what only a started upstream uses (L{_UPSTREAM_STARTED}).
+        self.assertEqual(sorted(_UPSTREAM_STARTED & modules), [])
         await self.stop(child)
 
     async def stop(self, child: ChildProcess) -> None:
