@@ -258,10 +258,15 @@ class KeepAlive:
     C{interval} seconds gets a keep-alive comment (L{Exchange.beat}), and again each
     interval of silence, until it is closed.
 
-    One timer serves every response watched: it is armed while one is, for the earliest
-    due, and cancelled when none is.  The responses are kept by when each is due, in
-    order: each is due C{interval} after it was last written to, so the one written to
-    last goes last.
+    One timer serves every response watched: it is armed when one is and none is
+    armed, for the earliest due.  When the last response watched closes, the timer is
+    left to fire once with nothing due (at most an interval later) rather than
+    cancelled: a client making one request after another would otherwise arm and
+    cancel a timer for each (about 7,000 daemon instructions a pass-through call);
+    a response watched meanwhile is due after it, and the timer, firing, is armed
+    again for it.  L{stop} cancels it (the daemon is stopping).  The responses are
+    kept by when each is due, in order: each is due C{interval} after it was last
+    written to, so the one written to last goes last.
     """
 
     __slots__ = ("_clock", "_due", "_interval", "_timer")
@@ -282,12 +287,14 @@ class KeepAlive:
             self._timer = self._clock.callLater(self._interval, self._fire)
 
     def forget(self, exchange: Exchange) -> None:
-        """C{exchange} is closed; with no response left, the timer is cancelled."""
-        due = self._due
-        if due.pop(exchange, None) is not None and not due:
-            timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
+        """C{exchange} is closed: it gets no more keep-alives (the timer is left armed)."""
+        self._due.pop(exchange, None)
+
+    def stop(self) -> None:
+        """Cancel the timer, if armed (the endpoint is closing)."""
+        timer, self._timer = self._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
     def _fire(self) -> None:
         self._timer = None

@@ -550,6 +550,8 @@ class StreamTests(McpHTTPCase):
         self.client.stub.flush()
         self.assertEqual(body.events(), [{"jsonrpc": "2.0", "id": 6, "result": {"late": True}}])
         self.assertNotIn(b"id:", body.data)
+        # The keep-alive timer, left armed, fires once more with nothing due.
+        self.clock.advance(15)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_no_keep_alive_without_event_stream(self) -> None:
@@ -615,14 +617,15 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.assertEqual(self.beats_of(), [2, 2, 2])
         for exchange in self.exchanges:
             exchange.answer(b'{"done":true}')
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(60)
         self.assertEqual(self.beats_of(), [2, 2, 2])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_a_response_that_ends_gets_no_more(self) -> None:
         """
         The first response watched ends: the others keep their own due, none is beaten
-        for it, and the timer is cancelled when the last ends (or its client goes).
+        for it, and the timer stops when the last ends (or its client goes): left armed,
+        it fires once with nothing due and is not armed again.
         """
         first, second, third = self.exchanges
         first.watch()
@@ -639,9 +642,43 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)
         self.requests[2].processingFailed(Failure(ConnectionError("gone")))
         self.assertTrue(third.lost)
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(60)
         self.assertEqual(self.beats_of(), [0, 1, 1])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_one_timer_for_responses_one_after_another(self) -> None:
+        """
+        A response watched after the last one ended finds the timer still armed: no
+        other is armed for it, and it gets its keep-alive after its own silence, not
+        at the first's due.
+        """
+        first, second, _ = self.exchanges
+        first.watch()
+        [timer] = self.clock.getDelayedCalls()
+        self.clock.advance(10)
+        first.answer(b"{}")
+        self.assertEqual(self.clock.getDelayedCalls(), [timer])
+        second.watch()
+        self.assertEqual(self.clock.getDelayedCalls(), [timer])
+        self.clock.advance(14.9)
+        self.assertEqual(self.beats_of(), [0, 0, 0])
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(0.1)
+        self.assertEqual(self.beats_of(), [0, 1, 0])
+        second.answer(b"{}")
+        self.clock.advance(60)
+        self.assertEqual(self.beats_of(), [0, 1, 0])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_stop_cancels_the_timer(self) -> None:
+        """The endpoint closing (the daemon stops) cancels the timer left armed."""
+        first = self.exchanges[0]
+        first.watch()
+        first.answer(b"{}")
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.beats.stop()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.beats.stop()
 
 
 class BatchTests(McpHTTPCase):
@@ -929,6 +966,8 @@ class AtOnceTests(McpHTTPCase):
                     self.assertIn(at_once[0], (200, 400, 404, 500))
         self.assertEqual(len(self.flushLoggedErrors(ValueError)), 5 * 2 * 2)
         self.assertEqual(self.core.waiting, {})
+        # The keep-alive timer, left armed, fires once more with nothing due.
+        self.clock.advance(15)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_modern_answers(self) -> None:
