@@ -388,7 +388,13 @@ class LeanRequest(BoundedRequest):
         """twisted.web's C{getHeader}: for a name in bytes, read from the lean head."""
         head = self._head_unread
         if head is not None and type(key) is bytes:
-            return head.by_name.get(key.lower())
+            # Read as given first: mcpx asks by lowercase names, found without making
+            # (and hashing) a lowercased copy.
+            by_name = head.by_name
+            value = by_name.get(key)
+            if value is None and not key.islower():
+                value = by_name.get(key.lower())
+            return value
         return BoundedRequest.getHeader(self, key)
 
     @property
@@ -418,7 +424,10 @@ class LeanRequest(BoundedRequest):
             and b"\r" not in value
             and b"\n" not in value
         ):
-            spelled = spelled_name(name)
+            # spelled_name's table, read here first: a name the answer sets is there.
+            spelled = _spelled.get(name)
+            if spelled is None:
+                spelled = spelled_name(name)
             if spelled is not None:
                 fields[spelled] = value
                 return
@@ -552,7 +561,7 @@ class LeanMcp:
         # Request.process's defaults, then Request.render's handling of what came back.
         request.begin(self._date())
         try:
-            body = self._gate.guard(request, lambda: self._route(request))
+            body = self._gate.guard(request, self._route)
         except BaseException:
             request.processingFailed(Failure())  # type: ignore[no-untyped-call]
             return
@@ -562,7 +571,7 @@ class LeanMcp:
         request.write(body)
         request.finish()
 
-    def _route(self, request: LeanRequest) -> Any:
+    def _route(self, request: Any) -> Any:
         """
         The C{/mcp} route as Klein runs it (klein.resource's C{render}): an answer ready
         at once (L{McpHTTP.respond}) is returned; the rest of one that waits is run by
@@ -948,4 +957,5 @@ class LeanChannel(LimitedChannel):
         if not self.persistent:
             self.loseConnection()  # type: ignore[no-untyped-call]
             return
-        self._next()
+        if self._pending:
+            self._next()
