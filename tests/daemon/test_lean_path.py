@@ -1269,6 +1269,12 @@ class ReadHeadTests(SynchronousTestCase):
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: caf\xc3\xa9\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\nb\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nnocolon\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\rb\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\r\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n: a\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX(y): a\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\x7f\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX\t: a\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: " + b"a" * 9000 + b"\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\n" + b"X: a\r\n" * 2000,
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n"
