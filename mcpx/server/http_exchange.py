@@ -196,6 +196,73 @@ class Started:
                     return self.result
 
 
+class Driven:
+    """
+    The outcome of a L{Started} coroutine that waits, as a L{Deferred} (L{outcome}),
+    the coroutine resumed with the outcome of each Deferred it waits on (its failure
+    thrown in), as C{Deferred.fromCoroutine(started.__await__())} would run it, without
+    that generator and Twisted's coroutine runner between: a legacy session's request
+    that waits (L{mcpx.server.http_legacy}), whose Deferred its session tracks and
+    cancels.
+
+    Cancelling L{outcome} cancels the Deferred the coroutine waits on; the coroutine's
+    outcome then is L{outcome}'s, most often that C{CancelledError} raised on.  One that
+    waits again instead has L{outcome} fail with the C{CancelledError} at once (where
+    Twisted's runner would wait for it), and what it ends with later is dropped.
+    """
+
+    __slots__ = ("_handling", "_waiting", "outcome")
+
+    def __init__(self, handling: Started) -> None:
+        """@param handling: started, and waiting on L{Started.waiting}."""
+        self._handling = handling
+        self._waiting: Deferred[Any] | None = None
+        self.outcome: Deferred[Any] = Deferred(self._cancel)
+        self._wait(handling.waiting)
+
+    def _wait(self, waiting: object) -> None:
+        handling = self._handling
+        while not isinstance(waiting, Deferred):
+            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+            try:
+                done = handling.step(waiting)
+            except BaseException:
+                self._end(Failure())
+                return
+            if done:
+                self._end(handling.result)
+                return
+            waiting = handling.waiting
+        self._waiting = waiting
+        waiting.addBoth(self._fired)
+
+    def _fired(self, result: object) -> None:
+        self._waiting = None
+        handling = self._handling
+        try:
+            done = handling.step(result)
+        except BaseException:
+            self._end(Failure())
+            return
+        if done:
+            self._end(handling.result)
+        else:
+            self._wait(handling.waiting)
+
+    def _end(self, outcome: object) -> None:
+        if self.outcome.called:
+            return
+        if isinstance(outcome, Failure):
+            self.outcome.errback(outcome)
+        else:
+            self.outcome.callback(outcome)
+
+    def _cancel(self, outcome: Deferred[Any]) -> None:
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
+
+
 class Later:
     """
     The rest of an answer whose handling waits: the handling, started (L{Started}), or

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from treq.testing import StubTreq
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
@@ -24,7 +24,14 @@ from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
 from mcpx.server import http_legacy as legacy_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import HTTP_IDENTITY, KEEPALIVE, Exchange, KeepAlive
+from mcpx.server.http_exchange import (
+    HTTP_IDENTITY,
+    KEEPALIVE,
+    Driven,
+    Exchange,
+    KeepAlive,
+    Started,
+)
 from mcpx.server.http_legacy import BACKLOG_BYTES, HostSession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -679,6 +686,82 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.beats.stop()
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.beats.stop()
+
+
+class DrivenTests(SynchronousTestCase):
+    """
+    L{Driven}, a legacy session's request that waits, ends as
+    C{Deferred.fromCoroutine(started.__await__())} did: its result, its failure, its
+    cancellation (the Deferred it waits on cancelled, the coroutine's own end after).
+    """
+
+    def outcomes(self, body: Any, fire: Any, *, cancel: bool = False) -> list[tuple[str, object]]:
+        """How each driver's Deferred ends: C{body(waits)} run, C{fire(waits)} after."""
+        ends = []
+        for drive in (lambda s: Deferred.fromCoroutine(s.__await__()), lambda s: Driven(s).outcome):
+            waits: list[Deferred[Any]] = []
+            started = Started(body(waits))
+            self.assertFalse(started.start())
+            outcome = drive(started)
+            seen: list[object] = []
+            outcome.addBoth(seen.append)
+            if cancel:
+                outcome.cancel()
+            fire(waits)
+            [end] = seen
+            if isinstance(end, Failure):
+                ends.append(("failed", end.type))
+            else:
+                ends.append(("result", end))
+        return ends
+
+    def test_like_twisteds_runner(self) -> None:
+        async def twice(waits: list[Deferred[Any]]) -> Any:
+            first: Deferred[int] = Deferred()
+            waits.append(first)
+            one = await first
+            second: Deferred[int] = Deferred()
+            waits.append(second)
+            return one + await second
+
+        async def fails(waits: list[Deferred[Any]]) -> Any:
+            wait: Deferred[int] = Deferred()
+            waits.append(wait)
+            await wait
+            raise ValueError("after")
+
+        async def caught(waits: list[Deferred[Any]]) -> Any:
+            wait: Deferred[int] = Deferred()
+            waits.append(wait)
+            try:
+                await wait
+            except CancelledError:
+                return "cancelled, answered"
+            return "not cancelled"
+
+        def both(waits: list[Deferred[Any]]) -> None:
+            for wait in waits:
+                if not wait.called:
+                    wait.callback(2)
+
+        def one(waits: list[Deferred[Any]]) -> None:
+            waits[0].callback(1)
+            if len(waits) > 1:
+                waits[1].callback(2)
+
+        def broken(waits: list[Deferred[Any]]) -> None:
+            waits[0].errback(RuntimeError("upstream"))
+
+        cases = [
+            (twice, one, False, ("result", 3)),
+            (twice, broken, False, ("failed", RuntimeError)),
+            (fails, both, False, ("failed", ValueError)),
+            (twice, both, True, ("failed", CancelledError)),
+            (caught, both, True, ("result", "cancelled, answered")),
+            (caught, both, False, ("result", "not cancelled")),
+        ]
+        for body, fire, cancel, expected in cases:
+            self.assertEqual(self.outcomes(body, fire, cancel=cancel), [expected] * 2, body)
 
 
 class BatchTests(McpHTTPCase):
