@@ -58,7 +58,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import Later, Started
+from mcpx.server.http_exchange import Later, Started, Stepping
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     frames_plainly,
@@ -605,20 +605,20 @@ class LeanMcp:
         return NOT_DONE_YET
 
 
-class _Answering:
+class _Answering(Stepping):
     """
     The rest of the C{/mcp} endpoint's answer to one request that waits, run as
     C{Deferred.fromCoroutine} would run it, without a Deferred of its own: a
     L{Started} coroutine (the endpoint's coroutine, or the handling of a L{Later},
-    driven here directly) resumed with the result of each L{Deferred} it waits on
-    (its failure thrown in), then its answer written (L{_written}) or its failure
-    answered (L{_failed}).
+    driven here directly, L{Stepping}) resumed with the result of each L{Deferred} it
+    waits on (its failure thrown in), then its answer written (L{_written}) or its
+    failure answered (L{_failed}).
 
     While it waits, it is the request's C{answering}: L{cancel} (the client went away)
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_finish", "_first", "_framed", "_request", "_running", "_waiting")
+    __slots__ = ("_finish", "_first", "_framed", "_request")
 
     def __init__(
         self,
@@ -654,45 +654,12 @@ class _Answering:
             first, self._first = self._first, None
             self._wait(first)
 
-    def step(self, result: object) -> None:
-        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
-        running = self._running
-        if running is None:
-            # The outcome of a Later's Deferred.
-            self._end(result, failed=isinstance(result, Failure))
-            return
-        try:
-            done = running.step(result)
-        except BaseException:
-            self._end(Failure(), failed=True)
-            return
-        if done:
-            self._end(running.result, failed=False)
-            return
-        self._wait(running.waiting)
-
-    def _wait(self, waiting: object) -> None:
-        while not isinstance(waiting, Deferred):
-            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
-            assert self._running is not None
-            try:
-                done = self._running.step(waiting)
-            except BaseException:
-                self._end(Failure(), failed=True)
-                return
-            if done:
-                self._end(self._running.result, failed=False)
-                return
-            waiting = self._running.waiting
-        # A Deferred a coroutine waits on has not fired (or is paused): the callback
-        # runs later, never now.
-        self._waiting = waiting
+    def _waits(self) -> None:
         request = self._request
         if not request.lost:
             request.answering = self
-        waiting.addBoth(self._fired)
 
-    def _end(self, outcome: object, failed: bool) -> None:
+    def _ended(self, outcome: object) -> None:
         """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
         request = self._request
         finish = self._finish
@@ -702,14 +669,10 @@ class _Answering:
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return
-        elif failed:
+        elif isinstance(outcome, Failure):
             _answered(_failed, outcome, request)
             return
         _answered(_written, self._framed(request, cast("bytes | None", outcome)), request)
-
-    def _fired(self, result: object) -> None:
-        self._waiting = None
-        self.step(result)
 
     def cancel(self) -> None:
         """Cancel the Deferred the coroutine waits on: it is resumed with the outcome."""

@@ -196,14 +196,69 @@ class Started:
                     return self.result
 
 
-class Driven:
+class Stepping:
     """
-    The outcome of a L{Started} coroutine that waits, as a L{Deferred} (L{outcome}),
-    the coroutine resumed with the outcome of each Deferred it waits on (its failure
-    thrown in), as C{Deferred.fromCoroutine(started.__await__())} would run it, without
-    that generator and Twisted's coroutine runner between: a legacy session's request
-    that waits (L{mcpx.server.http_legacy}), whose Deferred its session tracks and
-    cancels.
+    What drives a L{Started} coroutine that waits, as Twisted's coroutine runner would:
+    resumed with the outcome of each Deferred it waits on (its failure thrown in),
+    until it ends (L{_ended}).  L{Driven}, and the lean path's answer to a request that
+    waits (L{mcpx.daemon.lean_path}), are such.
+
+    @ivar _running: the coroutine; C{None} where a Deferred is waited on instead (its
+        outcome is the end).
+    @ivar _waiting: the Deferred it waits on, while it does.
+    """
+
+    __slots__ = ("_running", "_waiting")
+
+    _running: Started | None
+    _waiting: Deferred[Any] | None
+
+    def step(self, result: object) -> None:
+        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        running = self._running
+        if running is None:
+            self._ended(result)
+            return
+        try:
+            done = running.step(result)
+        except BaseException:
+            self._ended(Failure())
+            return
+        if done:
+            self._ended(running.result)
+        else:
+            self._wait(running.waiting)
+
+    def _wait(self, waiting: object) -> None:
+        if not isinstance(waiting, Deferred):
+            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+            self.step(waiting)
+            return
+        # A Deferred a coroutine waits on has not fired (or is paused): the callback
+        # runs later, never now.
+        self._waiting = waiting
+        self._waits()
+        waiting.addBoth(self._fired)
+
+    def _fired(self, result: object) -> None:
+        self._waiting = None
+        self.step(result)
+
+    def _waits(self) -> None:
+        """It now waits (on C{_waiting})."""
+
+    def _ended(self, outcome: object) -> None:
+        """It ended with C{outcome}: the coroutine's result, or a L{Failure}."""
+        raise NotImplementedError
+
+
+class Driven(Stepping):
+    """
+    The outcome of a L{Started} coroutine that waits, as a L{Deferred} (L{outcome}):
+    driven (L{Stepping}) as C{Deferred.fromCoroutine(started.__await__())} would run
+    it, without that generator and Twisted's coroutine runner between: a legacy
+    session's request that waits (L{mcpx.server.http_legacy}), whose Deferred its
+    session tracks and cancels.
 
     Cancelling L{outcome} cancels the Deferred the coroutine waits on; the coroutine's
     outcome then is L{outcome}'s, most often that C{CancelledError} raised on.  One that
@@ -211,45 +266,16 @@ class Driven:
     Twisted's runner would wait for it), and what it ends with later is dropped.
     """
 
-    __slots__ = ("_handling", "_waiting", "outcome")
+    __slots__ = ("outcome",)
 
     def __init__(self, handling: Started) -> None:
         """@param handling: started, and waiting on L{Started.waiting}."""
-        self._handling = handling
-        self._waiting: Deferred[Any] | None = None
+        self._running = handling
+        self._waiting = None
         self.outcome: Deferred[Any] = Deferred(self._cancel)
         self._wait(handling.waiting)
 
-    def _wait(self, waiting: object) -> None:
-        handling = self._handling
-        while not isinstance(waiting, Deferred):
-            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
-            try:
-                done = handling.step(waiting)
-            except BaseException:
-                self._end(Failure())
-                return
-            if done:
-                self._end(handling.result)
-                return
-            waiting = handling.waiting
-        self._waiting = waiting
-        waiting.addBoth(self._fired)
-
-    def _fired(self, result: object) -> None:
-        self._waiting = None
-        handling = self._handling
-        try:
-            done = handling.step(result)
-        except BaseException:
-            self._end(Failure())
-            return
-        if done:
-            self._end(handling.result)
-        else:
-            self._wait(handling.waiting)
-
-    def _end(self, outcome: object) -> None:
+    def _ended(self, outcome: object) -> None:
         if self.outcome.called:
             return
         if isinstance(outcome, Failure):

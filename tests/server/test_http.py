@@ -697,7 +697,7 @@ class DrivenTests(SynchronousTestCase):
 
     def outcomes(self, body: Any, fire: Any, *, cancel: bool = False) -> list[tuple[str, object]]:
         """How each driver's Deferred ends: C{body(waits)} run, C{fire(waits)} after."""
-        ends = []
+        ends: list[tuple[str, object]] = []
         for drive in (lambda s: Deferred.fromCoroutine(s.__await__()), lambda s: Driven(s).outcome):
             waits: list[Deferred[Any]] = []
             started = Started(body(waits))
