@@ -499,11 +499,11 @@ class Gate:
 
     def render(self, request: IRequest) -> Any:
         inner: Any = self._inner
-        return self.guard(request, lambda: inner.render(request))
+        return self.guard(request, inner.render)
 
-    def guard(self, request: IRequest, proceed: Callable[[], Any]) -> Any:
+    def guard(self, request: IRequest, proceed: Callable[[IRequest], Any]) -> Any:
         """
-        Apply the rules to C{request}, then C{proceed()} if it passes them.
+        Apply the rules to C{request}, then C{proceed(request)} if it passes them.
 
         The one entry of every request, whichever path parsed it: the Klein app's
         (L{render}) and C{/mcp}'s lean path (L{mcpx.daemon.lean_path}).
@@ -520,10 +520,10 @@ class Gate:
             return refusal
         return self._pass(request, proceed)
 
-    def _pass(self, request: IRequest, proceed: Callable[[], Any]) -> Any:
+    def _pass(self, request: IRequest, proceed: Callable[[IRequest], Any]) -> Any:
         if self._shutdown is not None and self._shutdown.begun:
             return self._refuse_during_stop(request)
-        return proceed()
+        return proceed(request)
 
     def _refuse_during_stop(self, request: IRequest) -> bytes:
         """

@@ -41,7 +41,6 @@ answers it, refusals included, exactly as it would have.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from io import BytesIO
@@ -59,7 +58,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import Later, Started
+from mcpx.server.http_exchange import Later, Started, Stepping
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     frames_plainly,
@@ -86,10 +85,12 @@ MAX_HEADERS: Final = 64
 #: read (twisted.web's C{_optimisticEagerReadSize}).
 MAX_PENDING: Final = 0x4000
 
-#: Header lines of token names and printable ASCII values, each ending in CRLF.
-_FIELDS: Final = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)+")
-#: One of those lines: its name, and its value untrimmed.
-_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e]*)\r\n")
+#: The bytes of a header line: a value's (printable ASCII and tab), and its CR LF.
+_LINE_BYTES: Final = bytes(range(0x20, 0x7F)) + b"\t\r\n"
+#: The bytes of a header's name (RFC 9110's token).
+_TOKEN_BYTES: Final = (
+    b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
 #: Headers that make a request twisted.web's: other framing, other protocols.
 _NOT_LEAN: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
@@ -240,14 +241,31 @@ def _refused(seen: dict[bytes, bytes]) -> bool:
 def _fields(
     block: bytes,
 ) -> tuple[list[tuple[bytes, bytes]], dict[bytes, bytes]] | _Slow:
-    """Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}."""
-    if _FIELDS.fullmatch(block) is None:
+    """
+    Header lines, each ending in CRLF: in order, and by lowercased name; or L{SLOW}.
+
+    Each line is a token name, a colon and a value of printable ASCII and tabs; told by
+    C{bytes} methods over the block, the names' bytes at once (two regular expressions
+    over it, and a check of each name, cost more).
+    """
+    if not block.endswith(b"\r\n") or block.translate(None, _LINE_BYTES):
+        # Not whole lines, or a byte no line holds.
         return SLOW
-    # The block is whole lines of L{_LINE}, so they are found one after another.
-    lines = _LINE.findall(block)
-    if len(lines) > MAX_HEADERS:
+    lines = block.split(b"\r\n")
+    del lines[-1]
+    count = len(lines)
+    if count > MAX_HEADERS or block.count(b"\r") != count or block.count(b"\n") != count:
+        # Too many, or a CR or LF of its own within a line.
         return SLOW
-    fields = [(name, value.strip(b" \t")) for name, value in lines]
+    fields = []
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if not name or not colon:
+            return SLOW
+        fields.append((name, value.strip(b" \t")))
+    if b"".join([name for name, _ in fields]).translate(None, _TOKEN_BYTES):
+        # A name of more than a token's bytes (told of all the names at once).
+        return SLOW
     seen = {name.lower(): value for name, value in fields}
     if len(seen) != len(fields) or not _NOT_LEAN.isdisjoint(seen):
         # A header repeated (in any case), or one that makes it twisted.web's.
@@ -388,7 +406,13 @@ class LeanRequest(BoundedRequest):
         """twisted.web's C{getHeader}: for a name in bytes, read from the lean head."""
         head = self._head_unread
         if head is not None and type(key) is bytes:
-            return head.by_name.get(key.lower())
+            # Read as given first: mcpx asks by lowercase names, found without making
+            # (and hashing) a lowercased copy.
+            by_name = head.by_name
+            value = by_name.get(key)
+            if value is None and not key.islower():
+                value = by_name.get(key.lower())
+            return value
         return BoundedRequest.getHeader(self, key)
 
     @property
@@ -418,7 +442,10 @@ class LeanRequest(BoundedRequest):
             and b"\r" not in value
             and b"\n" not in value
         ):
-            spelled = spelled_name(name)
+            # spelled_name's table, read here first: a name the answer sets is there.
+            spelled = _spelled.get(name)
+            if spelled is None:
+                spelled = spelled_name(name)
             if spelled is not None:
                 fields[spelled] = value
                 return
@@ -552,7 +579,7 @@ class LeanMcp:
         # Request.process's defaults, then Request.render's handling of what came back.
         request.begin(self._date())
         try:
-            body = self._gate.guard(request, lambda: self._route(request))
+            body = self._gate.guard(request, self._route)
         except BaseException:
             request.processingFailed(Failure())  # type: ignore[no-untyped-call]
             return
@@ -562,7 +589,7 @@ class LeanMcp:
         request.write(body)
         request.finish()
 
-    def _route(self, request: LeanRequest) -> Any:
+    def _route(self, request: Any) -> Any:
         """
         The C{/mcp} route as Klein runs it (klein.resource's C{render}): an answer ready
         at once (L{McpHTTP.respond}) is returned; the rest of one that waits is run by
@@ -578,20 +605,20 @@ class LeanMcp:
         return NOT_DONE_YET
 
 
-class _Answering:
+class _Answering(Stepping):
     """
     The rest of the C{/mcp} endpoint's answer to one request that waits, run as
     C{Deferred.fromCoroutine} would run it, without a Deferred of its own: a
     L{Started} coroutine (the endpoint's coroutine, or the handling of a L{Later},
-    driven here directly) resumed with the result of each L{Deferred} it waits on
-    (its failure thrown in), then its answer written (L{_written}) or its failure
-    answered (L{_failed}).
+    driven here directly, L{Stepping}) resumed with the result of each L{Deferred} it
+    waits on (its failure thrown in), then its answer written (L{_written}) or its
+    failure answered (L{_failed}).
 
     While it waits, it is the request's C{answering}: L{cancel} (the client went away)
     cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
     """
 
-    __slots__ = ("_finish", "_first", "_framed", "_request", "_running", "_waiting")
+    __slots__ = ("_finish", "_first", "_framed", "_request")
 
     def __init__(
         self,
@@ -627,45 +654,12 @@ class _Answering:
             first, self._first = self._first, None
             self._wait(first)
 
-    def step(self, result: object) -> None:
-        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
-        running = self._running
-        if running is None:
-            # The outcome of a Later's Deferred.
-            self._end(result, failed=isinstance(result, Failure))
-            return
-        try:
-            done = running.step(result)
-        except BaseException:
-            self._end(Failure(), failed=True)
-            return
-        if done:
-            self._end(running.result, failed=False)
-            return
-        self._wait(running.waiting)
-
-    def _wait(self, waiting: object) -> None:
-        while not isinstance(waiting, Deferred):
-            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
-            assert self._running is not None
-            try:
-                done = self._running.step(waiting)
-            except BaseException:
-                self._end(Failure(), failed=True)
-                return
-            if done:
-                self._end(self._running.result, failed=False)
-                return
-            waiting = self._running.waiting
-        # A Deferred a coroutine waits on has not fired (or is paused): the callback
-        # runs later, never now.
-        self._waiting = waiting
+    def _waits(self) -> None:
         request = self._request
         if not request.lost:
             request.answering = self
-        waiting.addBoth(self._fired)
 
-    def _end(self, outcome: object, failed: bool) -> None:
+    def _ended(self, outcome: object) -> None:
         """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
         request = self._request
         finish = self._finish
@@ -675,14 +669,10 @@ class _Answering:
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return
-        elif failed:
+        elif isinstance(outcome, Failure):
             _answered(_failed, outcome, request)
             return
         _answered(_written, self._framed(request, cast("bytes | None", outcome)), request)
-
-    def _fired(self, result: object) -> None:
-        self._waiting = None
-        self.step(result)
 
     def cancel(self) -> None:
         """Cancel the Deferred the coroutine waits on: it is resumed with the outcome."""
@@ -948,4 +938,5 @@ class LeanChannel(LimitedChannel):
         if not self.persistent:
             self.loseConnection()  # type: ignore[no-untyped-call]
             return
-        self._next()
+        if self._pending:
+            self._next()

@@ -192,6 +192,7 @@ class McpHTTP:
         requests in flight are answered with the shutting-down error.
         """
         self._sessions.end_all(shutting_down_error())
+        self._beats.stop()
         listening = getattr(self._core, "listening", None)
         if isinstance(listening, Listening):
             # Answered with their closing result while the connections are still up.

@@ -196,6 +196,99 @@ class Started:
                     return self.result
 
 
+class Stepping:
+    """
+    What drives a L{Started} coroutine that waits, as Twisted's coroutine runner would:
+    resumed with the outcome of each Deferred it waits on (its failure thrown in),
+    until it ends (L{_ended}).  L{Driven}, and the lean path's answer to a request that
+    waits (L{mcpx.daemon.lean_path}), are such.
+
+    @ivar _running: the coroutine; C{None} where a Deferred is waited on instead (its
+        outcome is the end).
+    @ivar _waiting: the Deferred it waits on, while it does.
+    """
+
+    __slots__ = ("_running", "_waiting")
+
+    _running: Started | None
+    _waiting: Deferred[Any] | None
+
+    def step(self, result: object) -> None:
+        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        running = self._running
+        if running is None:
+            self._ended(result)
+            return
+        try:
+            done = running.step(result)
+        except BaseException:
+            self._ended(Failure())
+            return
+        if done:
+            self._ended(running.result)
+        else:
+            self._wait(running.waiting)
+
+    def _wait(self, waiting: object) -> None:
+        if not isinstance(waiting, Deferred):
+            # Not a Deferred: sent back in, as Twisted's coroutine runner does.
+            self.step(waiting)
+            return
+        # A Deferred a coroutine waits on has not fired (or is paused): the callback
+        # runs later, never now.
+        self._waiting = waiting
+        self._waits()
+        waiting.addBoth(self._fired)
+
+    def _fired(self, result: object) -> None:
+        self._waiting = None
+        self.step(result)
+
+    def _waits(self) -> None:
+        """It now waits (on C{_waiting})."""
+
+    def _ended(self, outcome: object) -> None:
+        """It ended with C{outcome}: the coroutine's result, or a L{Failure}."""
+        raise NotImplementedError
+
+
+class Driven(Stepping):
+    """
+    The outcome of a L{Started} coroutine that waits, as a L{Deferred} (L{outcome}):
+    driven (L{Stepping}) as C{Deferred.fromCoroutine(started.__await__())} would run
+    it, without that generator and Twisted's coroutine runner between: a legacy
+    session's request that waits (L{mcpx.server.http_legacy}), whose Deferred its
+    session tracks and cancels.
+
+    Cancelling L{outcome} cancels the Deferred the coroutine waits on; the coroutine's
+    outcome then is L{outcome}'s, most often that C{CancelledError} raised on.  One that
+    waits again instead has L{outcome} fail with the C{CancelledError} at once (where
+    Twisted's runner would wait for it), and what it ends with later is dropped.
+    """
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, handling: Started) -> None:
+        """@param handling: started, and waiting on L{Started.waiting}."""
+        self._running = handling
+        self._waiting = None
+        self.outcome: Deferred[Any] = Deferred(self._cancel)
+        self._wait(handling.waiting)
+
+    def _ended(self, outcome: object) -> None:
+        if self.outcome.called:
+            return
+        if isinstance(outcome, Failure):
+            self.outcome.errback(outcome)
+        else:
+            self.outcome.callback(outcome)
+
+    def _cancel(self, outcome: Deferred[Any]) -> None:
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
+
+
 class Later:
     """
     The rest of an answer whose handling waits: the handling, started (L{Started}), or
@@ -258,10 +351,15 @@ class KeepAlive:
     C{interval} seconds gets a keep-alive comment (L{Exchange.beat}), and again each
     interval of silence, until it is closed.
 
-    One timer serves every response watched: it is armed while one is, for the earliest
-    due, and cancelled when none is.  The responses are kept by when each is due, in
-    order: each is due C{interval} after it was last written to, so the one written to
-    last goes last.
+    One timer serves every response watched: it is armed when one is and none is
+    armed, for the earliest due.  When the last response watched closes, the timer is
+    left to fire once with nothing due (at most an interval later) rather than
+    cancelled: a client making one request after another would otherwise arm and
+    cancel a timer for each (about 7,000 daemon instructions a pass-through call);
+    a response watched meanwhile is due after it, and the timer, firing, is armed
+    again for it.  L{stop} cancels it (the daemon is stopping).  The responses are
+    kept by when each is due, in order: each is due C{interval} after it was last
+    written to, so the one written to last goes last.
     """
 
     __slots__ = ("_clock", "_due", "_interval", "_timer")
@@ -282,12 +380,14 @@ class KeepAlive:
             self._timer = self._clock.callLater(self._interval, self._fire)
 
     def forget(self, exchange: Exchange) -> None:
-        """C{exchange} is closed; with no response left, the timer is cancelled."""
-        due = self._due
-        if due.pop(exchange, None) is not None and not due:
-            timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
+        """C{exchange} is closed: it gets no more keep-alives (the timer is left armed)."""
+        self._due.pop(exchange, None)
+
+    def stop(self) -> None:
+        """Cancel the timer, if armed (the endpoint is closing)."""
+        timer, self._timer = self._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
     def _fire(self) -> None:
         self._timer = None

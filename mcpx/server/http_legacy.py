@@ -31,6 +31,7 @@ from mcpx.server.http_exchange import (
     JSON,
     SESSION_ID,
     Answer,
+    Driven,
     Exchange,
     GetStream,
     Later,
@@ -326,9 +327,7 @@ class LegacyHTTP:
         else:
             if not done:
                 exchange.watch()
-                waiting = self._run(
-                    session, message, exchange, Deferred.fromCoroutine(handling.__await__())
-                )
+                waiting = self._run(session, message, exchange, Driven(handling).outcome)
                 return Later(waiting, self._in_session_done, session, message, exchange)
             ran = self._run(session, message, exchange, succeed(handling.result))
         # Tracked and forgotten at once, as one whose Deferred had fired: what its

@@ -601,6 +601,16 @@ def _keep_alive_timers(clock: Clock) -> list[Any]:
     ]
 
 
+def _keep_alive_over(case: SynchronousTestCase, clock: Clock) -> None:
+    """
+    No response is kept alive any more: the shared timer, left armed when the last
+    ended (L{KeepAlive.forget}), fires once an interval on with nothing due, and is
+    not armed again.
+    """
+    clock.advance(15)
+    case.assertEqual(_keep_alive_timers(clock), [])
+
+
 class WaitingTests(SameBytesCase):
     """
     A request that waits for its upstream: its keep-alive (one timer for every waiting
@@ -642,7 +652,7 @@ class WaitingTests(SameBytesCase):
             held_first.result.callback(text_result(text))
             self.assertEqual(len(_keep_alive_timers(clock)), 1)
             held_second.result.errback(RuntimeError("the upstream broke"))
-            self.assertEqual(_keep_alive_timers(clock), [])
+            _keep_alive_over(self, clock)
             clock.advance(60)
             sent[lean] = [
                 _DATE.sub(b"", transport.value()) for transport in (first_sent, second_sent)
@@ -673,7 +683,7 @@ class WaitingTests(SameBytesCase):
             self.assertEqual(transport.value(), b"")
             daemon.clock.advance(0.1)
             daemon.pool.held.pop().result.callback(text_result("caf\u00e9"))
-            self.assertEqual(_keep_alive_timers(daemon.clock), [])
+            _keep_alive_over(self, daemon.clock)
             sent[lean] = _DATE.sub(b"", transport.value())
             self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
         self.assertEqual(sent[True], sent[False])
@@ -699,7 +709,7 @@ class WaitingTests(SameBytesCase):
             [held] = daemon.pool.held
             channel.connectionLost(connectionDone)
             self.assertFalse(held.result.called)
-            self.assertEqual(_keep_alive_timers(daemon.clock), [])
+            _keep_alive_over(self, daemon.clock)
             held.result.callback(text_result("answered to no one"))
             self.assertEqual(transport.value(), b"")
             daemon.pool.held.clear()
@@ -730,7 +740,7 @@ class WaitingTests(SameBytesCase):
                 daemon.clock.advance(silence)
                 self.assertEqual(len(_keep_alive_timers(daemon.clock)), 1)
                 channel.connectionLost(connectionDone)
-                self.assertEqual(_keep_alive_timers(daemon.clock), [])
+                _keep_alive_over(self, daemon.clock)
                 self.assertTrue(daemon.pool.held.pop().result.called)
                 self.assertEqual(transport.value().count(b": keepalive"), silence // 15)
 
@@ -1259,6 +1269,12 @@ class ReadHeadTests(SynchronousTestCase):
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: caf\xc3\xa9\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\nb\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nnocolon\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\rb\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\r\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n: a\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX(y): a\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: a\x7f\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX\t: a\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\nX: " + b"a" * 9000 + b"\r\n\r\n",
             b"POST /mcp HTTP/1.1\r\n" + b"X: a\r\n" * 2000,
             b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n"
@@ -1438,7 +1454,9 @@ class LeanRequestTests(SynchronousTestCase):
             b"authorization",
             b"empty",
             b"absent",
+            b"ABSENT",
             b"mcp-protocol-version",
+            b"Mcp-Protocol-Version",
             "Content-Type",
             "x-mixed-case",
             "absent",

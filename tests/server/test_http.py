@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from treq.testing import StubTreq
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
@@ -24,7 +24,14 @@ from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
 from mcpx.server import http_legacy as legacy_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import HTTP_IDENTITY, KEEPALIVE, Exchange, KeepAlive
+from mcpx.server.http_exchange import (
+    HTTP_IDENTITY,
+    KEEPALIVE,
+    Driven,
+    Exchange,
+    KeepAlive,
+    Started,
+)
 from mcpx.server.http_legacy import BACKLOG_BYTES, HostSession
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -550,6 +557,8 @@ class StreamTests(McpHTTPCase):
         self.client.stub.flush()
         self.assertEqual(body.events(), [{"jsonrpc": "2.0", "id": 6, "result": {"late": True}}])
         self.assertNotIn(b"id:", body.data)
+        # The keep-alive timer, left armed, fires once more with nothing due.
+        self.clock.advance(15)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_no_keep_alive_without_event_stream(self) -> None:
@@ -615,14 +624,15 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.assertEqual(self.beats_of(), [2, 2, 2])
         for exchange in self.exchanges:
             exchange.answer(b'{"done":true}')
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(60)
         self.assertEqual(self.beats_of(), [2, 2, 2])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_a_response_that_ends_gets_no_more(self) -> None:
         """
         The first response watched ends: the others keep their own due, none is beaten
-        for it, and the timer is cancelled when the last ends (or its client goes).
+        for it, and the timer stops when the last ends (or its client goes): left armed,
+        it fires once with nothing due and is not armed again.
         """
         first, second, third = self.exchanges
         first.watch()
@@ -639,9 +649,119 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)
         self.requests[2].processingFailed(Failure(ConnectionError("gone")))
         self.assertTrue(third.lost)
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(60)
         self.assertEqual(self.beats_of(), [0, 1, 1])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_one_timer_for_responses_one_after_another(self) -> None:
+        """
+        A response watched after the last one ended finds the timer still armed: no
+        other is armed for it, and it gets its keep-alive after its own silence, not
+        at the first's due.
+        """
+        first, second, _ = self.exchanges
+        first.watch()
+        [timer] = self.clock.getDelayedCalls()
+        self.clock.advance(10)
+        first.answer(b"{}")
+        self.assertEqual(self.clock.getDelayedCalls(), [timer])
+        second.watch()
+        self.assertEqual(self.clock.getDelayedCalls(), [timer])
+        self.clock.advance(14.9)
+        self.assertEqual(self.beats_of(), [0, 0, 0])
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(0.1)
+        self.assertEqual(self.beats_of(), [0, 1, 0])
+        second.answer(b"{}")
+        self.clock.advance(60)
+        self.assertEqual(self.beats_of(), [0, 1, 0])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_stop_cancels_the_timer(self) -> None:
+        """The endpoint closing (the daemon stops) cancels the timer left armed."""
+        first = self.exchanges[0]
+        first.watch()
+        first.answer(b"{}")
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.beats.stop()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.beats.stop()
+
+
+class DrivenTests(SynchronousTestCase):
+    """
+    L{Driven}, a legacy session's request that waits, ends as
+    C{Deferred.fromCoroutine(started.__await__())} did: its result, its failure, its
+    cancellation (the Deferred it waits on cancelled, the coroutine's own end after).
+    """
+
+    def outcomes(self, body: Any, fire: Any, *, cancel: bool = False) -> list[tuple[str, object]]:
+        """How each driver's Deferred ends: C{body(waits)} run, C{fire(waits)} after."""
+        ends: list[tuple[str, object]] = []
+        for drive in (lambda s: Deferred.fromCoroutine(s.__await__()), lambda s: Driven(s).outcome):
+            waits: list[Deferred[Any]] = []
+            started = Started(body(waits))
+            self.assertFalse(started.start())
+            outcome = drive(started)
+            seen: list[object] = []
+            outcome.addBoth(seen.append)
+            if cancel:
+                outcome.cancel()
+            fire(waits)
+            [end] = seen
+            if isinstance(end, Failure):
+                ends.append(("failed", end.type))
+            else:
+                ends.append(("result", end))
+        return ends
+
+    def test_like_twisteds_runner(self) -> None:
+        async def twice(waits: list[Deferred[Any]]) -> Any:
+            first: Deferred[int] = Deferred()
+            waits.append(first)
+            one = await first
+            second: Deferred[int] = Deferred()
+            waits.append(second)
+            return one + await second
+
+        async def fails(waits: list[Deferred[Any]]) -> Any:
+            wait: Deferred[int] = Deferred()
+            waits.append(wait)
+            await wait
+            raise ValueError("after")
+
+        async def caught(waits: list[Deferred[Any]]) -> Any:
+            wait: Deferred[int] = Deferred()
+            waits.append(wait)
+            try:
+                await wait
+            except CancelledError:
+                return "cancelled, answered"
+            return "not cancelled"
+
+        def both(waits: list[Deferred[Any]]) -> None:
+            for wait in waits:
+                if not wait.called:
+                    wait.callback(2)
+
+        def one(waits: list[Deferred[Any]]) -> None:
+            waits[0].callback(1)
+            if len(waits) > 1:
+                waits[1].callback(2)
+
+        def broken(waits: list[Deferred[Any]]) -> None:
+            waits[0].errback(RuntimeError("upstream"))
+
+        cases = [
+            (twice, one, False, ("result", 3)),
+            (twice, broken, False, ("failed", RuntimeError)),
+            (fails, both, False, ("failed", ValueError)),
+            (twice, both, True, ("failed", CancelledError)),
+            (caught, both, True, ("result", "cancelled, answered")),
+            (caught, both, False, ("result", "not cancelled")),
+        ]
+        for body, fire, cancel, expected in cases:
+            self.assertEqual(self.outcomes(body, fire, cancel=cancel), [expected] * 2, body)
 
 
 class BatchTests(McpHTTPCase):
@@ -929,6 +1049,8 @@ class AtOnceTests(McpHTTPCase):
                     self.assertIn(at_once[0], (200, 400, 404, 500))
         self.assertEqual(len(self.flushLoggedErrors(ValueError)), 5 * 2 * 2)
         self.assertEqual(self.core.waiting, {})
+        # The keep-alive timer, left armed, fires once more with nothing due.
+        self.clock.advance(15)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_modern_answers(self) -> None:

@@ -307,6 +307,8 @@ class ListenHTTPTests(SynchronousTestCase):
         self.assertEqual(beta.last("resources/unsubscribe").params, {"uri": "beta://x"})
         self.assertEqual(len(self.server.listening), 0)
         self.assertEqual(self.server.subscriptions.watching("beta", "beta://x"), [])
+        # The shared keep-alive timer, left armed, fires once more with nothing due.
+        self.harness.clock.advance(15)
         self.assertEqual(len(self.harness.clock.getDelayedCalls()), timers)
 
     def test_client_goes_away(self) -> None:
@@ -317,7 +319,9 @@ class ListenHTTPTests(SynchronousTestCase):
         self.drop(body)
         self.assertEqual(len(self.server.listening), 0)
         self.assertEqual(self.server.listening.heard("beta", TOOLS), 0)
-        # The keep-alive is gone with it.
+        # The keep-alive is gone with it: the shared timer, left armed, fires once more
+        # with nothing due.
+        self.harness.clock.advance(15)
         self.assertEqual(len(self.harness.clock.getDelayedCalls()), timers)
 
     def test_daemon_stops(self) -> None:
