@@ -367,6 +367,38 @@ class EncodeTests(SynchronousTestCase):
         value: Any = {"a": [1, "é"]}
         self.assertEqual(encode_json(value), '{"a":[1,"é"]}'.encode())
 
+    def test_encode_json_as_json_writes(self) -> None:
+        """
+        L{encode_json} writes what C{json.JSONEncoder(ensure_ascii=False,
+        separators=(",", ":"), allow_nan=False)} writes, byte for byte, in UTF-8 (and
+        with ASCII escapes when a lone surrogate is in the value), and refuses what it
+        refuses with the same errors.
+        """
+        plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        escaped = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        values: list[Any] = [
+            'é\u2028\x00"\\/',
+            "\ud800xé",
+            {"a": [1, -0.0, 1e300, 2**80, True, False, None, 0.1]},
+            {"nested": {"é": ["\U0001f600", {"k": {}}], "": []}, "n": 3.0},
+            [],
+            12,
+            None,
+            {"key \ud800": 1},
+        ]
+        for value in values:
+            try:
+                expected = plain.encode(value).encode("utf-8")
+            except UnicodeEncodeError:
+                expected = escaped.encode(value).encode("ascii")
+            self.assertEqual(encode_json(value), expected, value)
+        for refused in (float("nan"), {"x": [float("inf")]}, {"x": object()}, {1.5j: 1}):
+            with self.assertRaises((TypeError, ValueError)) as caught:
+                plain.encode(refused)
+            with self.assertRaises(type(caught.exception)) as ours:
+                encode_json(refused)
+            self.assertEqual(str(ours.exception), str(caught.exception))
+
     def test_error_response_equality(self) -> None:
         """
         Error responses compare by what their errors say, not by exception identity.
