@@ -513,14 +513,17 @@ class IdSequence:
     requests with their own.  mcpx as a client uses positive ids (1, 2, ...).
     """
 
-    __slots__ = ("_next", "negative")
+    __slots__ = ("negative", "take")
 
     def __init__(self, negative: bool = False) -> None:
         self.negative = negative
-        self._next = (itertools.count(-1, -1) if negative else itertools.count(1)).__next__
+        #: The next id, called without a Python-level C{__next__} (C{itertools.count}'s own).
+        self.take: Callable[[], int] = (
+            itertools.count(-1, -1) if negative else itertools.count(1)
+        ).__next__
 
     def __iter__(self) -> Iterator[int]:
         return self
 
     def __next__(self) -> int:
-        return self._next()
+        return self.take()
