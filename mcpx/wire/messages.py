@@ -18,9 +18,9 @@ import _json
 import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
 
-from attrs import field, frozen
+from attrs import define, field, frozen
 
 from mcpx.wire import jsontext
 from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
@@ -31,8 +31,19 @@ Params: TypeAlias = dict[str, Any] | list[Any] | None
 
 JSONRPC_VERSION: Final = "2.0"
 
+if TYPE_CHECKING:
+    from attrs import frozen as made_once
+else:
+    #: A class whose instances are not changed once made: frozen to the type checker,
+    #: which refuses any assignment to their fields, and at run time a plain slotted
+    #: class with a frozen one's equality and hash, for it costs a frozen class an
+    #: C{object.__setattr__} for each field to make one (a message is made for every
+    #: request and answer read or written, a L{mcpx.server.conn.Context} more than once
+    #: for every request).
+    made_once = define(unsafe_hash=True)
 
-@frozen(slots=True)
+
+@made_once
 class Request:
     """A call that expects an answer carrying the same C{id}."""
 
@@ -46,7 +57,7 @@ class Request:
         return {"jsonrpc": "2.0", "id": self.id, "method": self.method, "params": self.params}
 
 
-@frozen(slots=True)
+@made_once
 class Notification:
     """A one-way message: nothing answers it."""
 
@@ -59,7 +70,7 @@ class Notification:
         return {"jsonrpc": "2.0", "method": self.method, "params": self.params}
 
 
-@frozen(slots=True)
+@made_once
 class Response:
     """A successful answer to the request with the same C{id}."""
 
@@ -70,7 +81,7 @@ class Response:
         return {"jsonrpc": "2.0", "id": self.id, "result": self.result}
 
 
-@frozen(slots=True)
+@made_once
 class ErrorResponse:
     """
     A failed answer.  C{id} is C{None} when the failed message's id could not be read.
