@@ -157,7 +157,7 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     @raise ProtocolError: -32700 (id C{None}) if C{data} is not UTF-8 JSON; -32600 with the
         offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
     """
-    if type(data) is bytes:
+    if type(data) is bytes and len(data) >= jsontext.READ_AS_TEXT_FROM:
         # A response in the usual spelling: its result keeps the bytes it came in, which
         # L{encode} passes on as they are (L{EncodedResult}).
         found = jsontext.read_result(data)
