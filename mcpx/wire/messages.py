@@ -500,6 +500,12 @@ def encode(message: Message | Batch) -> bytes:
                 map(type, result.values())
             ):
                 pieces = _result_pieces(result)
+            else:
+                # The envelope written here, the result alone by the encoder: its three
+                # members cost the encoder about as much as the result's first three.
+                written = utf8_json(result)
+                if written is not None:
+                    pieces = [written]
             if pieces is not None:
                 return b"".join(
                     (
@@ -512,7 +518,43 @@ def encode(message: Message | Batch) -> bytes:
                         b"}",
                     )
                 )
+    elif type(message) is Request:
+        written = _request_text(message)
+        if written is not None:
+            return written
     return encode_json(message.to_json())
+
+
+#: A JSON string's text, as the encoder writes one (it is the function the encoder calls).
+_quoted: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
+
+def _request_text(message: Request) -> bytes | None:
+    """
+    L{encode} of a request: its envelope written here and only its params by the
+    encoder, the same bytes; C{None} when the whole message must go in ASCII escapes
+    (or its method is not a string), which the encoder then writes whole.
+    """
+    request_id = message.id
+    if type(request_id) is int:
+        written_id = b"%d" % request_id
+    elif type(request_id) is str and request_id.isascii():
+        written_id = encode_json(request_id)
+    else:
+        return None
+    try:
+        method = _quoted(message.method).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        return None
+    params = message.params
+    if params is None:
+        return b"".join((b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b"}"))
+    written = utf8_json(params)
+    if written is None:
+        return None
+    return b"".join(
+        (b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b',"params":', written, b"}")
+    )
 
 
 class IdSequence:

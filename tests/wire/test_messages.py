@@ -399,6 +399,31 @@ class EncodeTests(SynchronousTestCase):
                 encode_json(refused)
             self.assertEqual(str(ours.exception), str(caught.exception))
 
+    def test_envelope_as_json_writes(self) -> None:
+        """
+        A request and a response are written as the encoder writes their whole
+        C{to_json} (C{encode} writes their envelope itself): integer and string ids,
+        no, object and array params, non-ASCII text, and in ASCII escapes where a lone
+        surrogate is anywhere in the message.
+        """
+        values: list[Any] = [
+            None,
+            {"name": "é", "arguments": {"n": [1, 2.5, None, True]}},
+            [1, "x"],
+            {"text": "\ud800"},
+            "\u2028",
+            {},
+        ]
+        messages: list[Message] = []
+        for request_id in (1, -7, 2**70, "a-b", "é", "\ud800"):
+            for value in values:
+                messages.append(Response(request_id, value))
+                params = value if value is None or isinstance(value, dict | list) else None
+                for method in ("tools/call", "é", "\udc00"):
+                    messages.append(Request(request_id, method, params))
+        for message in messages:
+            self.assertEqual(encode(message), encode_json(message.to_json()), message)
+
     def test_error_response_equality(self) -> None:
         """
         Error responses compare by what their errors say, not by exception identity.
