@@ -43,12 +43,8 @@ HeaderSource: TypeAlias = Callable[[str], "str | None"]
 if TYPE_CHECKING:
     from attrs import frozen as _made_once
 else:
-    #: A class whose instances are not changed once made: frozen to the type checker,
-    #: which refuses any assignment to their fields, and at run time a plain slotted
-    #: class with a frozen one's equality and hash, for it costs a frozen class an
-    #: C{object.__setattr__} for each field to make one (a L{Context}, 13 fields, is made
-    #: more than once for every request).
-    _made_once = define(unsafe_hash=True)
+    # Frozen to the type checker, a plain slotted class at run time (made_once says why).
+    from mcpx.wire.messages import made_once as _made_once
 
 
 def _no_flow(token: str | int | None) -> Flow | None:

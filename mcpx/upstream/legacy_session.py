@@ -160,13 +160,15 @@ class LegacySession(UpstreamSession):
         )
         return tools
 
+    def _may_call_as_task(self) -> bool:
+        """Where the server declares tool tasks (2025-11-25)."""
+        return declares_tool_tasks(self.capabilities)
+
     async def _calls_as_task(self, name: str, timeout: float | None, call: Call | None) -> bool:
         """
         A tool that must run as a task (or may, and C{call} wants one) is called as a
         2025-11-25 task and its result awaited.
         """
-        if not declares_tool_tasks(self.capabilities):
-            return False
         support = await self.task_support_of(name, timeout)
         return runs_as_task(support, call is not None and call.wants_task)
 

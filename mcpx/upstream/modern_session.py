@@ -35,7 +35,7 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.upstream.tasks import declares_extension
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from mcpx.wire.http_common import InvalidParamHeader, param_header_paths
-from mcpx.wire.messages import Notification, Request
+from mcpx.wire.messages import Notification, Request, is_mapping
 from mcpx.wire.peer import NoReply
 
 #: The revision's name, read once: an enum member's C{value} is a Python-level lookup.
@@ -61,7 +61,7 @@ class ModernSession(UpstreamSession):
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
-        merged = dict(meta) if isinstance(meta, Mapping) else {}
+        merged = dict(meta) if is_mapping(meta) else {}
         merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
         declared = call.declared if call is not None else None
         capabilities = (

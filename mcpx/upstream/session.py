@@ -21,7 +21,7 @@ C{resultType} means.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, ClassVar
 
 from attrs import define, field, frozen
@@ -403,7 +403,7 @@ class UpstreamSession:
     ) -> list[dict[str, Any]]:
         return await self._list("resources/templates/list", "resourceTemplates", timeout)
 
-    async def call_tool(
+    def call_tool(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
@@ -412,19 +412,45 @@ class UpstreamSession:
         timeout: float | None = None,
         resolve_inputs: bool = True,
         call: Call | None = None,
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """
+        Call tool C{name}: L{call}'s coroutine itself where no call can be made a task
+        this session starts (L{_may_call_as_task}), without a coroutine of its own
+        around it.
+        """
         params = tool_call_params(name, arguments, meta)
+        if self._may_call_as_task():
+            return self._call_tool_in_tasks_era(name, params, timeout, resolve_inputs, call)
+        return self.call(
+            "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, call=call
+        )
+
+    async def _call_tool_in_tasks_era(
+        self,
+        name: str,
+        params: dict[str, Any],
+        timeout: float | None,
+        resolve_inputs: bool,
+        call: Call | None,
+    ) -> dict[str, Any]:
         if await self._calls_as_task(name, timeout, call):
             return await self._call_as_task(params, timeout, call)
         return await self.call(
             "tools/call", params, timeout=timeout, resolve_inputs=resolve_inputs, call=call
         )
 
+    def _may_call_as_task(self) -> bool:
+        """
+        Whether any call may be made a task this session starts and awaits itself
+        (L{_calls_as_task} then says of each tool): never here; a 2026-07-28 server's
+        own tasks are followed by L{call}.
+        """
+        return False
+
     async def _calls_as_task(self, name: str, timeout: float | None, call: Call | None) -> bool:
         """
         Whether a call of tool C{name} is made as a task this session starts and awaits
-        itself (L{_call_as_task}): never here; a 2026-07-28 server's own tasks are
-        followed by L{call}.
+        itself (L{_call_as_task}), asked when L{_may_call_as_task}.
         """
         return False
 

@@ -14,12 +14,13 @@ response may carry a C{null} id (it answers a message whose id could not be read
 
 from __future__ import annotations
 
+import _json
 import itertools
 import json
-from collections.abc import Iterator, Mapping
-from typing import Any, Final, TypeAlias, TypeGuard
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
 
-from attrs import field, frozen
+from attrs import define, field, frozen
 
 from mcpx.wire import jsontext
 from mcpx.wire.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RpcError
@@ -30,8 +31,19 @@ Params: TypeAlias = dict[str, Any] | list[Any] | None
 
 JSONRPC_VERSION: Final = "2.0"
 
+if TYPE_CHECKING:
+    from attrs import frozen as made_once
+else:
+    #: A class whose instances are not changed once made: frozen to the type checker,
+    #: which refuses any assignment to their fields, and at run time a plain slotted
+    #: class with a frozen one's equality and hash, for it costs a frozen class an
+    #: C{object.__setattr__} for each field to make one (a message is made for every
+    #: request and answer read or written, a L{mcpx.server.conn.Context} more than once
+    #: for every request).
+    made_once = define(unsafe_hash=True)
 
-@frozen(slots=True)
+
+@made_once
 class Request:
     """A call that expects an answer carrying the same C{id}."""
 
@@ -45,7 +57,7 @@ class Request:
         return {"jsonrpc": "2.0", "id": self.id, "method": self.method, "params": self.params}
 
 
-@frozen(slots=True)
+@made_once
 class Notification:
     """A one-way message: nothing answers it."""
 
@@ -58,7 +70,7 @@ class Notification:
         return {"jsonrpc": "2.0", "method": self.method, "params": self.params}
 
 
-@frozen(slots=True)
+@made_once
 class Response:
     """A successful answer to the request with the same C{id}."""
 
@@ -69,7 +81,7 @@ class Response:
         return {"jsonrpc": "2.0", "id": self.id, "result": self.result}
 
 
-@frozen(slots=True)
+@made_once
 class ErrorResponse:
     """
     A failed answer.  C{id} is C{None} when the failed message's id could not be read.
@@ -113,14 +125,27 @@ class _Missing:
 _MISSING: Final = _Missing()
 
 
-# No circularity check: it costs a dict insert per container on every message, and a circular
-# value (always a bug) still fails, with RecursionError.
-_encoder = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-)
-_ascii_encoder = json.JSONEncoder(
-    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False
-)
+#: Writes a JSON value as the pieces of its compact text.
+Chunks: TypeAlias = Callable[[Any, int], "list[str] | tuple[str, ...]"]
+
+
+def _chunks(ensure_ascii: bool) -> Chunks:
+    """
+    What C{json.JSONEncoder(ensure_ascii=..., separators=(",", ":"), allow_nan=False,
+    check_circular=False).encode} runs, made once: C{encode} makes this C encoder again on
+    every call (in C{iterencode}, with a closure of its own), about a fifth of encoding a
+    request.  No circularity check: it costs a dict insert per container on every message,
+    and a circular value (always a bug) still fails, with RecursionError.
+    """
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    chunks: Chunks = _json.make_encoder(
+        None, json.JSONEncoder().default, quote, None, ":", ",", False, False, False
+    )
+    return chunks
+
+
+_encoder = _chunks(ensure_ascii=False)
+_ascii_encoder = _chunks(ensure_ascii=True)
 
 
 def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
@@ -132,7 +157,7 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     @raise ProtocolError: -32700 (id C{None}) if C{data} is not UTF-8 JSON; -32600 with the
         offending id, when one can be read, if it is JSON but not a JSON-RPC 2.0 message.
     """
-    if type(data) is bytes:
+    if type(data) is bytes and len(data) >= jsontext.READ_AS_TEXT_FROM:
         # A response in the usual spelling: its result keeps the bytes it came in, which
         # L{encode} passes on as they are (L{EncodedResult}).
         found = jsontext.read_result(data)
@@ -315,11 +340,11 @@ def encode_json(value: Any) -> bytes:
     @raise ValueError: for NaN and infinities.
     @raise RecursionError: for circular structures.
     """
-    text = _encoder.encode(value)
+    text = "".join(_encoder(value, 0))
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _ascii_encoder.encode(value).encode("ascii")
+        return "".join(_ascii_encoder(value, 0)).encode("ascii")
 
 
 def utf8_json(value: Any) -> bytes | None:
@@ -328,7 +353,7 @@ def utf8_json(value: Any) -> bytes | None:
     surrogate in it would put the whole message it is part of into ASCII escapes).
     """
     try:
-        return _encoder.encode(value).encode("utf-8")
+        return "".join(_encoder(value, 0)).encode("utf-8")
     except UnicodeEncodeError:
         return None
 
@@ -475,6 +500,12 @@ def encode(message: Message | Batch) -> bytes:
                 map(type, result.values())
             ):
                 pieces = _result_pieces(result)
+            else:
+                # The envelope written here, the result alone by the encoder: its three
+                # members cost the encoder about as much as the result's first three.
+                written = utf8_json(result)
+                if written is not None:
+                    pieces = [written]
             if pieces is not None:
                 return b"".join(
                     (
@@ -487,7 +518,43 @@ def encode(message: Message | Batch) -> bytes:
                         b"}",
                     )
                 )
+    elif type(message) is Request:
+        written = _request_text(message)
+        if written is not None:
+            return written
     return encode_json(message.to_json())
+
+
+#: A JSON string's text, as the encoder writes one (it is the function the encoder calls).
+_quoted: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
+
+def _request_text(message: Request) -> bytes | None:
+    """
+    L{encode} of a request: its envelope written here and only its params by the
+    encoder, the same bytes; C{None} when the whole message must go in ASCII escapes
+    (or its method is not a string), which the encoder then writes whole.
+    """
+    request_id = message.id
+    if type(request_id) is int:
+        written_id = b"%d" % request_id
+    elif type(request_id) is str and request_id.isascii():
+        written_id = encode_json(request_id)
+    else:
+        return None
+    try:
+        method = _quoted(message.method).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        return None
+    params = message.params
+    if params is None:
+        return b"".join((b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b"}"))
+    written = utf8_json(params)
+    if written is None:
+        return None
+    return b"".join(
+        (b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b',"params":', written, b"}")
+    )
 
 
 class IdSequence:
@@ -499,14 +566,17 @@ class IdSequence:
     requests with their own.  mcpx as a client uses positive ids (1, 2, ...).
     """
 
-    __slots__ = ("_next", "negative")
+    __slots__ = ("negative", "take")
 
     def __init__(self, negative: bool = False) -> None:
         self.negative = negative
-        self._next = (itertools.count(-1, -1) if negative else itertools.count(1)).__next__
+        #: The next id, called without a Python-level C{__next__} (C{itertools.count}'s own).
+        self.take: Callable[[], int] = (
+            itertools.count(-1, -1) if negative else itertools.count(1)
+        ).__next__
 
     def __iter__(self) -> Iterator[int]:
         return self
 
     def __next__(self) -> int:
-        return self._next()
+        return self.take()

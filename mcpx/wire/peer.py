@@ -32,7 +32,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
-from attrs import define, field
 from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
@@ -75,20 +74,26 @@ RequestHandler: TypeAlias = Callable[[Request], object]
 NotificationHandler: TypeAlias = Callable[[Notification], object]
 
 
-@define(eq=False, weakref_slot=False)
 class _Outgoing:
-    """A request we sent and are waiting on."""
+    """A request we sent and are waiting on (a plain slotted class: one is made per request)."""
 
-    peer: RpcPeer
-    id: RequestId
-    method: str
-    send_cancel: bool
-    for_whom: Call | None = None
-    timer: IDelayedCall | None = field(default=None, init=False)
-    deferred: Deferred[Any] = field(init=False)
+    __slots__ = ("deferred", "for_whom", "id", "method", "peer", "send_cancel", "timer")
 
-    def __attrs_post_init__(self) -> None:
-        self.deferred = Deferred(self.cancel)
+    def __init__(
+        self,
+        peer: RpcPeer,
+        id: RequestId,
+        method: str,
+        send_cancel: bool,
+        for_whom: Call | None = None,
+    ) -> None:
+        self.peer = peer
+        self.id = id
+        self.method = method
+        self.send_cancel = send_cancel
+        self.for_whom = for_whom
+        self.timer: IDelayedCall | None = None
+        self.deferred: Deferred[Any] = Deferred(self.cancel)
 
     def cancel(self, deferred: Deferred[Any]) -> None:
         self.peer._abandon(self, "cancelled by the requester")
@@ -141,7 +146,7 @@ class RpcPeer:
         self._on_abandon = on_abandon
         self._on_request = on_request
         self._on_notification = on_notification
-        self._ids = IdSequence(negative_ids)
+        self._next_id = IdSequence(negative_ids).take
         self._clock = clock
         self.allow_batches = allow_batches
         self.name = name
@@ -259,7 +264,7 @@ class RpcPeer:
         """
         if self._closed is not None:
             return fail(ConnectionClosed(self.name, self._closed))
-        request_id = next(self._ids)
+        request_id = self._next_id()
         message = Request(request_id, method, params)
         try:
             data = encode(message)

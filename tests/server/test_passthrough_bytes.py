@@ -61,20 +61,18 @@ class BytesHarness(Harness):
         Harness._to_client(self, data)
 
 
-class CountingEncoder(json.JSONEncoder):
-    """mcpx's encoder, counting the texts it writes that hold L{BIG}."""
+class CountingEncoder:
+    """mcpx's encoder (L{messages._encoder}), counting the texts it writes that hold L{BIG}."""
 
     def __init__(self) -> None:
-        json.JSONEncoder.__init__(
-            self, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-        )
         self.big = 0
+        self._chunks = messages._encoder
 
-    def encode(self, o: Any) -> str:
-        text = json.JSONEncoder.encode(self, o)
-        if BIG in text:
+    def __call__(self, value: Any, level: int) -> list[str] | tuple[str, ...]:
+        chunks = self._chunks(value, level)
+        if BIG in "".join(chunks):
             self.big += 1
-        return text
+        return chunks
 
 
 SCRIPTED_CALL = test_passthrough._call

@@ -367,6 +367,63 @@ class EncodeTests(SynchronousTestCase):
         value: Any = {"a": [1, "é"]}
         self.assertEqual(encode_json(value), '{"a":[1,"é"]}'.encode())
 
+    def test_encode_json_as_json_writes(self) -> None:
+        """
+        L{encode_json} writes what C{json.JSONEncoder(ensure_ascii=False,
+        separators=(",", ":"), allow_nan=False)} writes, byte for byte, in UTF-8 (and
+        with ASCII escapes when a lone surrogate is in the value), and refuses what it
+        refuses with the same errors.
+        """
+        plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        escaped = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        values: list[Any] = [
+            'é\u2028\x00"\\/',
+            "\ud800xé",
+            {"a": [1, -0.0, 1e300, 2**80, True, False, None, 0.1]},
+            {"nested": {"é": ["\U0001f600", {"k": {}}], "": []}, "n": 3.0},
+            [],
+            12,
+            None,
+            {"key \ud800": 1},
+        ]
+        for value in values:
+            try:
+                expected = plain.encode(value).encode("utf-8")
+            except UnicodeEncodeError:
+                expected = escaped.encode(value).encode("ascii")
+            self.assertEqual(encode_json(value), expected, value)
+        for refused in (float("nan"), {"x": [float("inf")]}, {"x": object()}, {1.5j: 1}):
+            with self.assertRaises((TypeError, ValueError)) as caught:
+                plain.encode(refused)
+            with self.assertRaises(type(caught.exception)) as ours:
+                encode_json(refused)
+            self.assertEqual(str(ours.exception), str(caught.exception))
+
+    def test_envelope_as_json_writes(self) -> None:
+        """
+        A request and a response are written as the encoder writes their whole
+        C{to_json} (C{encode} writes their envelope itself): integer and string ids,
+        no, object and array params, non-ASCII text, and in ASCII escapes where a lone
+        surrogate is anywhere in the message.
+        """
+        values: list[Any] = [
+            None,
+            {"name": "é", "arguments": {"n": [1, 2.5, None, True]}},
+            [1, "x"],
+            {"text": "\ud800"},
+            "\u2028",
+            {},
+        ]
+        messages: list[Message] = []
+        for request_id in (1, -7, 2**70, "a-b", "é", "\ud800"):
+            for value in values:
+                messages.append(Response(request_id, value))
+                params = value if value is None or isinstance(value, dict | list) else None
+                for method in ("tools/call", "é", "\udc00"):
+                    messages.append(Request(request_id, method, params))
+        for message in messages:
+            self.assertEqual(encode(message), encode_json(message.to_json()), message)
+
     def test_error_response_equality(self) -> None:
         """
         Error responses compare by what their errors say, not by exception identity.
