@@ -64,6 +64,8 @@ class ModernSession(UpstreamSession):
     _last_declared: tuple[Mapping[str, Any], bool, dict[str, Any]] | None = field(
         init=False, default=None
     )
+    #: The server declares the tasks extension: mcpx declares it on its calls (L{_meta}).
+    _follows_tasks: bool = field(init=False, default=False)
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if isinstance(meta, Mapping) else {}
@@ -82,9 +84,9 @@ class ModernSession(UpstreamSession):
         spelled["_meta"] = self._meta(
             spelled.get("_meta"),
             call,
-            tasks=calling and declares_extension(self.capabilities),
+            tasks=calling and self._follows_tasks,
         )
-        if calling:
+        if calling and self._tool_headers:
             self._stage_param_headers(spelled)
         return spelled
 
@@ -115,6 +117,9 @@ class ModernSession(UpstreamSession):
             if wanted and isinstance(name, str):
                 headers[name] = wanted
         self._tool_headers = headers
+        if not headers:
+            # No call stages Mcp-Param-* headers now (_spelled): none are left staged.
+            self.channel.negotiated.param_headers = {}
         return self._learn_tools(tools)
 
     def _stage_param_headers(self, params: Mapping[str, Any]) -> None:
@@ -219,6 +224,7 @@ class ModernSession(UpstreamSession):
         meta = result.get("_meta")
         server_info = meta.get(SERVER_INFO_KEY) if isinstance(meta, Mapping) else None
         self.declaration = ServerDeclaration.read(NEWEST, result, server_info)
+        self._follows_tasks = declares_extension(self.declaration.capabilities)
         self._update_listen()
         return self.declaration
 

@@ -42,7 +42,7 @@ from mcpx.upstream.handlers import UpstreamHandlers, declaring, questions_declar
 from mcpx.upstream.http import modern_request_headers
 from mcpx.upstream.modern_session import ModernSession
 from mcpx.upstream.records import CLIENT_INFO
-from mcpx.upstream.tasks import task_support
+from mcpx.upstream.tasks import declares_extension, task_support
 from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
@@ -559,6 +559,22 @@ def _stage_param_headers_before(self: ModernSession, params: Mapping[str, Any]) 
     self.channel.negotiated.param_headers = {name: values}
 
 
+def _spelled_before(
+    self: ModernSession, method: str, params: Mapping[str, Any] | None, call: Call | None
+) -> dict[str, Any] | None:
+    """L{ModernSession._spelled} as it was: the tasks extension and staging asked each call."""
+    spelled = dict(params) if params is not None else {}
+    calling = method == "tools/call"
+    spelled["_meta"] = self._meta(
+        spelled.get("_meta"),
+        call,
+        tasks=calling and declares_extension(self.capabilities),
+    )
+    if calling:
+        self._stage_param_headers(spelled)
+    return spelled
+
+
 class HeadedChannel(MemoryChannel):
     """A L{MemoryChannel} keeping each request as an HTTP channel sends it: heads, body."""
 
@@ -645,6 +661,7 @@ def modern_sent(case: SynchronousTestCase, *, tasks: bool) -> list[bytes]:
         Deferred.fromCoroutine(session.call_tool("echo", {}, call=Call("d", {}, narrow=True)))
     )
     # The server lists deploy again without its annotation: no header goes with it now.
+    case.successResultOf(Deferred.fromCoroutine(session.call_tool("deploy", {"region": "eu"})))
     listed[0] = {"name": "deploy", "inputSchema": {"type": "object"}}
     case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
     case.successResultOf(
@@ -668,20 +685,22 @@ class ModernSessionBytesTests(SynchronousTestCase):
         for tasks in (False, True):
             sent = modern_sent(self, tasks=tasks)
             self.patch(ModernSession, "_meta", _meta_before)
+            self.patch(ModernSession, "_spelled", _spelled_before)
             self.patch(ModernSession, "_stage_param_headers", _stage_param_headers_before)
             try:
                 before = modern_sent(self, tasks=tasks)
             finally:
                 self.patch(ModernSession, "_meta", MODERN_META)
+                self.patch(ModernSession, "_spelled", MODERN_SPELLED)
                 self.patch(ModernSession, "_stage_param_headers", MODERN_STAGE)
             self.assertEqual(sent, before, tasks)
-            self.assertEqual(len(sent), 36, tasks)
+            self.assertEqual(len(sent), 37, tasks)
             self.assertEqual(
-                [b"('Mcp-Param-Region', " in data for data in sent].count(True), 11, tasks
+                [b"('Mcp-Param-Region', " in data for data in sent].count(True), 12, tasks
             )
             self.assertEqual(
                 [TASKS_EXTENSION.encode("utf-8") in data for data in sent].count(True),
-                24 if tasks else 0,
+                25 if tasks else 0,
             )
             self.assertEqual(
                 [UI_EXTENSION.encode("utf-8") in data for data in sent].count(True), 9, tasks
@@ -690,3 +709,4 @@ class ModernSessionBytesTests(SynchronousTestCase):
 
 MODERN_META = ModernSession._meta
 MODERN_STAGE = ModernSession._stage_param_headers
+MODERN_SPELLED = ModernSession._spelled
