@@ -33,7 +33,7 @@ from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes, ToolRoute
 from mcpx.spec import downgrade
-from mcpx.spec.apps import UI_EXTENSION, declared_ui
+from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in
 from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
@@ -518,45 +518,22 @@ def _meta_before(
     """L{ModernSession._meta} as it was: the capabilities made anew for every request."""
     merged = dict(meta) if isinstance(meta, Mapping) else {}
     merged[PROTOCOL_VERSION_KEY] = NEWEST.value
-    declared = call.declared if call is not None else None
-    capabilities = (
-        dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
-    )
-    ui = declared_ui(call.capabilities) if call is not None else None
-    if ui is not None:
-        extensions = capabilities.get("extensions")
-        capabilities["extensions"] = {
-            **(extensions if isinstance(extensions, Mapping) else {}),
-            UI_EXTENSION: dict(ui),
-        }
-    if tasks:
-        extensions = capabilities.get("extensions")
-        capabilities["extensions"] = {
-            **(extensions if isinstance(extensions, Mapping) else {}),
-            TASKS_EXTENSION: {},
-        }
-    merged[CLIENT_CAPABILITIES_KEY] = capabilities
+    merged[CLIENT_CAPABILITIES_KEY] = self._capabilities_made(call, tasks)
     merged[CLIENT_INFO_KEY] = CLIENT_INFO
     return merged
 
 
 def _stage_param_headers_before(self: ModernSession, params: Mapping[str, Any]) -> None:
-    """L{ModernSession._stage_param_headers} as it was: a new empty staging every call."""
+    """
+    L{ModernSession._stage_param_headers} as it was: a new empty staging every call
+    whose tool asks for no header (what it stages for one that does is unchanged).
+    """
     name = params.get("name")
     wanted = self._tool_headers.get(name) if isinstance(name, str) else None
-    arguments = params.get("arguments")
-    if not wanted or not isinstance(arguments, Mapping):
+    if not wanted or not isinstance(params.get("arguments"), Mapping):
         self.channel.negotiated.param_headers = {}
         return
-    values: dict[str, str] = {}
-    for path, header in wanted.items():
-        value: Any = arguments
-        for key in path:
-            value = value.get(key) if isinstance(value, Mapping) else None
-        if value is not None:
-            values[header] = str(value)
-    assert isinstance(name, str)
-    self.channel.negotiated.param_headers = {name: values}
+    MODERN_STAGE(self, params)
 
 
 def _spelled_before(
@@ -594,6 +571,16 @@ DEPLOY: Mapping[str, Any] = {
     "inputSchema": {
         "type": "object",
         "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+    },
+}
+
+
+#: A tool whose C{label} argument travels in an C{Mcp-Param-Label} header too.
+TAG: Mapping[str, Any] = {
+    "name": "tag",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"label": {"type": "string", "x-mcp-header": "Label"}},
     },
 }
 
@@ -660,12 +647,19 @@ def modern_sent(case: SynchronousTestCase, *, tasks: bool) -> list[bytes]:
     case.successResultOf(
         Deferred.fromCoroutine(session.call_tool("echo", {}, call=Call("d", {}, narrow=True)))
     )
-    # The server lists deploy again without its annotation: no header goes with it now.
+    # The server lists deploy again without its annotation, and another tool with one:
+    # no header goes with deploy now; then none with any: none goes with that tool.
     case.successResultOf(Deferred.fromCoroutine(session.call_tool("deploy", {"region": "eu"})))
-    listed[0] = {"name": "deploy", "inputSchema": {"type": "object"}}
+    listed[:] = [{"name": "deploy", "inputSchema": {"type": "object"}}, dict(TAG)]
+    case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
+    for name in ("deploy", "tag"):
+        case.successResultOf(
+            Deferred.fromCoroutine(session.call_tool(name, {"region": "eu", "label": "l"}))
+        )
+    listed[:] = [{"name": "tag", "inputSchema": {"type": "object"}}]
     case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
     case.successResultOf(
-        Deferred.fromCoroutine(session.call_tool("deploy", {"region": "eu"}, call=caller))
+        Deferred.fromCoroutine(session.call_tool("tag", {"label": "l"}, call=caller))
     )
     return channel.sent
 
@@ -694,17 +688,18 @@ class ModernSessionBytesTests(SynchronousTestCase):
                 self.patch(ModernSession, "_spelled", MODERN_SPELLED)
                 self.patch(ModernSession, "_stage_param_headers", MODERN_STAGE)
             self.assertEqual(sent, before, tasks)
-            self.assertEqual(len(sent), 37, tasks)
+            self.assertEqual(len(sent), 40, tasks)
             self.assertEqual(
                 [b"('Mcp-Param-Region', " in data for data in sent].count(True), 12, tasks
             )
             self.assertEqual(
                 [TASKS_EXTENSION.encode("utf-8") in data for data in sent].count(True),
-                25 if tasks else 0,
+                27 if tasks else 0,
             )
             self.assertEqual(
                 [UI_EXTENSION.encode("utf-8") in data for data in sent].count(True), 9, tasks
             )
+            self.assertEqual([b"Mcp-Param-Label" in data for data in sent].count(True), 1, tasks)
 
 
 MODERN_META = ModernSession._meta
