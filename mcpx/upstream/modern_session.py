@@ -59,31 +59,18 @@ class ModernSession(UpstreamSession):
     _closing: bool = field(init=False, default=False)
     acknowledged: Mapping[str, Any] | None = field(init=False, default=None)
     _tool_headers: dict[str, dict[tuple[str, ...], str]] = field(init=False, factory=dict)
+    #: The host's declaration, tasks flag and capabilities L{_capabilities_for} made
+    #: of them last.
+    _last_declared: tuple[Mapping[str, Any], bool, dict[str, Any]] | None = field(
+        init=False, default=None
+    )
+    #: The server declares the tasks extension: mcpx declares it on its calls (L{_meta}).
+    _follows_tasks: bool = field(init=False, default=False)
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if is_mapping(meta) else {}
         merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
-        declared = call.declared if call is not None else None
-        capabilities = (
-            dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
-        )
-        # The host's own declarations of the extensions mcpx relays travel upstream as it
-        # spelled them: MCP Apps, so a server offers its app only to a host that renders
-        # one.  mcpx never declares one on a host's behalf.
-        ui = declared_ui(call.capabilities) if call is not None else None
-        if ui is not None:
-            extensions = capabilities.get("extensions")
-            capabilities["extensions"] = {
-                **(extensions if isinstance(extensions, Mapping) else {}),
-                UI_EXTENSION: dict(ui),
-            }
-        if tasks:
-            # mcpx follows any task the server makes of a call, whoever the caller is.
-            extensions = capabilities.get("extensions")
-            capabilities["extensions"] = {
-                **(extensions if isinstance(extensions, Mapping) else {}),
-                TASKS_EXTENSION: {},
-            }
+        capabilities = self._capabilities_for(call, tasks)
         merged[CLIENT_CAPABILITIES_KEY] = capabilities
         merged[CLIENT_INFO_KEY] = CLIENT_INFO
         return merged
@@ -97,9 +84,9 @@ class ModernSession(UpstreamSession):
         spelled["_meta"] = self._meta(
             spelled.get("_meta"),
             call,
-            tasks=calling and declares_extension(self.capabilities),
+            tasks=calling and self._follows_tasks,
         )
-        if calling:
+        if calling and self._tool_headers:
             self._stage_param_headers(spelled)
         return spelled
 
@@ -130,13 +117,23 @@ class ModernSession(UpstreamSession):
             if wanted and isinstance(name, str):
                 headers[name] = wanted
         self._tool_headers = headers
+        if not headers:
+            # No call stages Mcp-Param-* headers now (_spelled): none are left staged.
+            self.channel.negotiated.param_headers = {}
         return self._learn_tools(tools)
 
     def _stage_param_headers(self, params: Mapping[str, Any]) -> None:
         name = params.get("name")
         wanted = self._tool_headers.get(name) if isinstance(name, str) else None
+        if not wanted:
+            # Most tools ask for no Mcp-Param-* header (told once a listing by
+            # list_tools): nothing to stage, and what an earlier call staged is dropped.
+            negotiated = self.channel.negotiated
+            if negotiated.param_headers:
+                negotiated.param_headers = {}
+            return
         arguments = params.get("arguments")
-        if not wanted or not isinstance(arguments, Mapping):
+        if not isinstance(arguments, Mapping):
             self.channel.negotiated.param_headers = {}
             return
         values: dict[str, str] = {}
@@ -148,6 +145,49 @@ class ModernSession(UpstreamSession):
                 values[header] = _header_value(value)
         assert isinstance(name, str)
         self.channel.negotiated.param_headers = {name: values}
+
+    def _capabilities_for(self, call: Call | None, tasks: bool) -> dict[str, Any]:
+        """
+        The client capabilities a request declares upstream (L{_meta}): a pass-through
+        call's host's (its C{declared}), or mcpx's own.  A pass-through host restates
+        equal ones in each request's own new object, so those last made are kept for
+        an equal declaration and tasks flag (one entry a session) and sent again as
+        they are: nothing changes a request's C{_meta} once it is spelled.
+        """
+        if call is None or not call.narrow:
+            return self._capabilities_made(call, tasks)
+        host = call.capabilities
+        last = self._last_declared
+        if last is not None and last[1] is tasks and (last[0] is host or last[0] == host):
+            made: dict[str, Any] = last[2]
+            return made
+        made = self._capabilities_made(call, tasks)
+        self._last_declared = (host, tasks, made)
+        return made
+
+    def _capabilities_made(self, call: Call | None, tasks: bool) -> dict[str, Any]:
+        declared = call.declared if call is not None else None
+        capabilities = (
+            dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
+        )
+        # The host's own declarations of the extensions mcpx relays travel upstream as it
+        # spelled them: MCP Apps, so a server offers its app only to a host that renders
+        # one.  mcpx never declares one on a host's behalf.
+        ui = declared_ui(call.capabilities) if call is not None else None
+        if ui is not None:
+            extensions = capabilities.get("extensions")
+            capabilities["extensions"] = {
+                **(extensions if isinstance(extensions, Mapping) else {}),
+                UI_EXTENSION: dict(ui),
+            }
+        if tasks:
+            # mcpx follows any task the server makes of a call, whoever the caller is.
+            extensions = capabilities.get("extensions")
+            capabilities["extensions"] = {
+                **(extensions if isinstance(extensions, Mapping) else {}),
+                TASKS_EXTENSION: {},
+            }
+        return capabilities
 
     async def open(self, timeout: float | None = None) -> ServerDeclaration:
         """
@@ -184,6 +224,7 @@ class ModernSession(UpstreamSession):
         meta = result.get("_meta")
         server_info = meta.get(SERVER_INFO_KEY) if isinstance(meta, Mapping) else None
         self.declaration = ServerDeclaration.read(NEWEST, result, server_info)
+        self._follows_tasks = declares_extension(self.declaration.capabilities)
         self._update_listen()
         return self.declaration
 

@@ -14,10 +14,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx import call
+from mcpx.call import Call
 from mcpx.policy.errors import InvalidArguments
 from mcpx.pool import requests
 from mcpx.pool.pool import Pool
@@ -31,17 +33,23 @@ from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
 from mcpx.server.passthrough_routes import Routes, ToolRoute
 from mcpx.spec import downgrade
+from mcpx.spec.apps import UI_EXTENSION
+from mcpx.spec.feature import TASKS_EXTENSION
 from mcpx.spec.matrix import capability_in
-from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import NEWEST, Revision
-from mcpx.upstream.handlers import declaring, questions_declared
-from mcpx.upstream.tasks import task_support
+from mcpx.upstream.handlers import UpstreamHandlers, declaring, questions_declared
+from mcpx.upstream.http import modern_request_headers
+from mcpx.upstream.modern_session import ModernSession
+from mcpx.upstream.records import CLIENT_INFO
+from mcpx.upstream.tasks import declares_extension, task_support
 from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import RpcError
 from mcpx.wire.messages import Request
 from tests.pool.fakes import FakeChannel, FakeUpstream
 from tests.server import Harness, Session, test_passthrough
 from tests.server.test_passthrough import passed_through, scripts
+from tests.upstream.memory import FakeServer, MemoryChannel, discover_result
 
 #: A tool result of about 300 KB, most of it not ASCII.
 LARGE = "Grüße, 世界, ça va? 🙂 " * 15_000
@@ -500,3 +508,198 @@ class ShortcutTests(SynchronousTestCase):
         self.assertIsNot(first, second)
         declared = {"sampling": {}, "roots": {"listChanged": True}, "other": {}}
         self.assertEqual(call.narrowed(declared), _narrowed_before(declared))
+
+
+def _meta_before(
+    self: ModernSession, meta: Any, call: Call | None = None, *, tasks: bool = False
+) -> dict[str, Any]:
+    """L{ModernSession._meta} as it was: the capabilities made anew for every request."""
+    merged = dict(meta) if isinstance(meta, Mapping) else {}
+    merged[PROTOCOL_VERSION_KEY] = NEWEST.value
+    merged[CLIENT_CAPABILITIES_KEY] = self._capabilities_made(call, tasks)
+    merged[CLIENT_INFO_KEY] = CLIENT_INFO
+    return merged
+
+
+def _stage_param_headers_before(self: ModernSession, params: Mapping[str, Any]) -> None:
+    """
+    L{ModernSession._stage_param_headers} as it was: a new empty staging every call
+    whose tool asks for no header (what it stages for one that does is unchanged).
+    """
+    name = params.get("name")
+    wanted = self._tool_headers.get(name) if isinstance(name, str) else None
+    if not wanted or not isinstance(params.get("arguments"), Mapping):
+        self.channel.negotiated.param_headers = {}
+        return
+    MODERN_STAGE(self, params)
+
+
+def _spelled_before(
+    self: ModernSession, method: str, params: Mapping[str, Any] | None, call: Call | None
+) -> dict[str, Any] | None:
+    """L{ModernSession._spelled} as it was: the tasks extension and staging asked each call."""
+    spelled = dict(params) if params is not None else {}
+    calling = method == "tools/call"
+    spelled["_meta"] = self._meta(
+        spelled.get("_meta"),
+        call,
+        tasks=calling and declares_extension(self.capabilities),
+    )
+    if calling:
+        self._stage_param_headers(spelled)
+    return spelled
+
+
+class HeadedChannel(MemoryChannel):
+    """A L{MemoryChannel} keeping each request as an HTTP channel sends it: heads, body."""
+
+    def __init__(self, server: FakeServer) -> None:
+        MemoryChannel.__init__(self, server)
+        self.sent: list[bytes] = []
+
+    def send_request(self, data: bytes, request: Request) -> None:
+        heads = modern_request_headers(request, self.negotiated)
+        self.sent.append(repr(sorted(heads.items())).encode("utf-8") + b"\n" + data)
+        MemoryChannel.send_request(self, data, request)
+
+
+#: A tool whose C{region} argument travels in an C{Mcp-Param-Region} header too.
+DEPLOY: Mapping[str, Any] = {
+    "name": "deploy",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+    },
+}
+
+
+#: A tool whose C{label} argument travels in an C{Mcp-Param-Label} header too.
+TAG: Mapping[str, Any] = {
+    "name": "tag",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"label": {"type": "string", "x-mcp-header": "Label"}},
+    },
+}
+
+
+def modern_sent(case: SynchronousTestCase, *, tasks: bool) -> list[bytes]:
+    """
+    The requests (heads and body) a 2026-07-28 upstream receives, declaring the tasks
+    extension when C{tasks}, for calls made for hosts declaring nothing, equal
+    capabilities in new objects, other ones (MCP Apps among them), through the gateway
+    (not narrowed) and for none, of a tool with C{Mcp-Param-*} headers and one without,
+    and of that tool once listed without them.
+    """
+    capabilities: dict[str, Any] = {"tools": {}}
+    if tasks:
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    listed = [dict(DEPLOY), {"name": "echo", "inputSchema": {"type": "object"}}]
+    server = FakeServer(
+        {
+            "server/discover": lambda p: discover_result(**capabilities),
+            "tools/list": lambda p: {"tools": list(listed), "resultType": "complete"},
+            "tools/call": lambda p: {"content": [], "resultType": "complete"},
+            "prompts/get": lambda p: {"messages": [], "resultType": "complete"},
+        }
+    )
+    channel = HeadedChannel(server)
+    session = ModernSession(
+        name="fake",
+        channel=channel,
+        clock=Clock(),
+        handlers=UpstreamHandlers(sampling=lambda params: succeed({})),
+    )
+    case.successResultOf(Deferred.fromCoroutine(session.open()))
+    case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
+    ui = {"mimeTypes": ["text/html;profile=mcp-app"]}
+    declarations: list[tuple[dict[str, Any], bool]] = [
+        ({}, True),
+        ({}, True),
+        ({"elicitation": {"form": {}}}, True),
+        ({"elicitation": {"form": {}}}, True),
+        ({"elicitation": {"form": {}}}, False),
+        ({"sampling": {}, "roots": {"listChanged": True}, "extensions": {UI_EXTENSION: ui}}, True),
+        ({"sampling": {}, "roots": {"listChanged": True}, "extensions": {UI_EXTENSION: ui}}, True),
+        ({"extensions": {UI_EXTENSION: ui}}, False),
+        ({}, True),
+    ]
+    for declared, narrow in declarations:
+        for name, arguments in (("echo", {"text": "ü"}), ("deploy", {"region": "eu-ü"})):
+            caller = Call("c", json.loads(json.dumps(declared)), narrow=narrow)
+            case.successResultOf(
+                Deferred.fromCoroutine(session.call_tool(name, arguments, call=caller))
+            )
+        # Another request of the same host declares its capabilities without the tasks
+        # extension mcpx adds to its calls.
+        case.successResultOf(
+            Deferred.fromCoroutine(session.request("prompts/get", {"name": "p"}, call=caller))
+        )
+    for params in (
+        {"name": "deploy", "arguments": {"region": "us"}},
+        {"name": "deploy", "arguments": "not an object"},
+        {"name": "deploy", "arguments": {"region": "us"}, "_meta": {"progressToken": 1}},
+        {"name": "echo", "arguments": {}},
+    ):
+        case.successResultOf(Deferred.fromCoroutine(session.request("tools/call", params)))
+    case.successResultOf(
+        Deferred.fromCoroutine(session.call_tool("echo", {}, call=Call("d", {}, narrow=True)))
+    )
+    # The server lists deploy again without its annotation, and another tool with one:
+    # no header goes with deploy now; then none with any: none goes with that tool.
+    case.successResultOf(Deferred.fromCoroutine(session.call_tool("deploy", {"region": "eu"})))
+    listed[:] = [{"name": "deploy", "inputSchema": {"type": "object"}}, dict(TAG)]
+    case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
+    for name in ("deploy", "tag"):
+        case.successResultOf(
+            Deferred.fromCoroutine(session.call_tool(name, {"region": "eu", "label": "l"}))
+        )
+    listed[:] = [{"name": "tag", "inputSchema": {"type": "object"}}]
+    case.successResultOf(Deferred.fromCoroutine(session.list_tools()))
+    case.successResultOf(
+        Deferred.fromCoroutine(session.call_tool("tag", {"label": "l"}, call=caller))
+    )
+    return channel.sent
+
+
+class ModernSessionBytesTests(SynchronousTestCase):
+    def test_same_requests_as_before(self) -> None:
+        """
+        A 2026-07-28 upstream receives the same requests, heads and body byte for byte,
+        now that a session keeps the capabilities it made for the last equal declaration
+        and tasks flag, and stages no C{Mcp-Param-*} headers for a tool that asks for
+        none: for hosts declaring nothing, equal capabilities in new objects, others
+        (MCP Apps among them), through the gateway and for no call, for a tool with
+        C{Mcp-Param-*} headers and one without (and once listed again without them), a
+        request other than a call, from a server with the tasks extension and one
+        without.
+        """
+        for tasks in (False, True):
+            sent = modern_sent(self, tasks=tasks)
+            self.patch(ModernSession, "_meta", _meta_before)
+            self.patch(ModernSession, "_spelled", _spelled_before)
+            self.patch(ModernSession, "_stage_param_headers", _stage_param_headers_before)
+            try:
+                before = modern_sent(self, tasks=tasks)
+            finally:
+                self.patch(ModernSession, "_meta", MODERN_META)
+                self.patch(ModernSession, "_spelled", MODERN_SPELLED)
+                self.patch(ModernSession, "_stage_param_headers", MODERN_STAGE)
+            self.assertEqual(sent, before, tasks)
+            self.assertEqual(len(sent), 40, tasks)
+            self.assertEqual(
+                [b"('Mcp-Param-Region', " in data for data in sent].count(True), 12, tasks
+            )
+            self.assertEqual(
+                [TASKS_EXTENSION.encode("utf-8") in data for data in sent].count(True),
+                27 if tasks else 0,
+            )
+            self.assertEqual(
+                [UI_EXTENSION.encode("utf-8") in data for data in sent].count(True), 9, tasks
+            )
+            self.assertEqual([b"Mcp-Param-Label" in data for data in sent].count(True), 1, tasks)
+
+
+MODERN_META = ModernSession._meta
+MODERN_STAGE = ModernSession._stage_param_headers
+MODERN_SPELLED = ModernSession._spelled
