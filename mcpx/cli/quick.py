@@ -133,7 +133,10 @@ def main() -> NoReturn:
         except (OSError, ValueError):
             # What cannot be written is the interpreter's to report, as it would have.
             raise SystemExit(status) from None
-        os._exit(status if isinstance(status, int) else 1)
+        if status is None or isinstance(status, int):
+            os._exit(status or 0)
+        # A message for its status, which SystemExit prints as the interpreter would.
+        raise SystemExit(status) from None
 
 
 def run() -> NoReturn:
