@@ -53,7 +53,7 @@ from mcpx.ops.reloading import Reloads
 from mcpx.pool.status import ReloadReport
 from mcpx.server.asking import Asking
 from mcpx.server.calling import Calling
-from mcpx.server.conn import Conn, Context, Method, Reply
+from mcpx.server.conn import HTTP_MODERN, Conn, Context, Method, Reply
 from mcpx.server.ext_tasks import ExtensionTasks
 from mcpx.server.list_cache import ListCache
 from mcpx.server.listen import Listening
@@ -245,6 +245,10 @@ class McpServer:
     def close(self, conn: Conn) -> None:
         """The connection ended: its subscriptions are released."""
         conn.closed = True
+        if conn.transport == HTTP_MODERN and conn.ask is None and not conn.subscriptions:
+            # A 2026-07-28 request's own connection: the fan-out never kept it (opened),
+            # nor the roots one that cannot ask (Roots.uses).
+            return
         self.subscriptions.closed(conn)
         self.roots.closed(conn)
 

@@ -126,7 +126,6 @@ from mcpx.wire.messages import (
     Message,
     Notification,
     Request,
-    Response,
     encode,
     parse,
 )
@@ -140,9 +139,8 @@ MISSING: Final[Any] = object()
 #: the enum's property on every request).
 _NEWEST: Final = NEWEST.value
 
-#: What a client answers with, and what it sends of its own, as C{isinstance} takes them
-#: (a tuple, not a union made again on every request).
-_ANSWERS: Final = (Response, ErrorResponse)
+#: What a client sends of its own, as C{isinstance} takes it (a tuple, not a union made
+#: again on every request).
 _ASKS: Final = (Request, Notification)
 
 
@@ -289,26 +287,12 @@ class McpHTTP:
     def _modern(
         self, request: IRequest, message: Message | Batch, version: str | None, meta_version: Any
     ) -> Answer:
-        if isinstance(message, Batch):
-            return refusal(
-                request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
-            )
-        if isinstance(message, _ANSWERS):
-            return refusal(
-                request,
-                400,
-                RpcError.invalid_request(
-                    f"a {NEWEST} client sends requests and notifications only"
-                ),
-            )
-        request_id = message.id if isinstance(message, Request) else None
+        if not isinstance(message, Request):
+            return self._modern_not_request(request, message, version, meta_version)
         try:
             check_headers(request, message, version, meta_version)
         except RpcError as e:
-            return refusal(request, e.http_status, e, request_id)
-        if isinstance(message, Notification):
-            notification_alone(self._core, message, HTTP_MODERN, request)
-            return accepted(request)
+            return refusal(request, e.http_status, e, message.id)
         exchange = self._exchange(request)
         subject = request_subject(request)
         conn = self._core.open(
@@ -342,6 +326,29 @@ class McpHTTP:
             return exchange.answer(answer_for(message, handling.result))
         exchange.watch()
         return Later(handling, self._modern_done, exchange, conn, message)
+
+    def _modern_not_request(
+        self, request: IRequest, message: Message | Batch, version: str | None, meta_version: Any
+    ) -> bytes:
+        """A 2026-07-28 POST of anything but a request: a notification, or refused."""
+        if isinstance(message, Batch):
+            return refusal(
+                request, 400, RpcError.invalid_request(f"{NEWEST} has no batches: POST one message")
+            )
+        if not isinstance(message, Notification):
+            return refusal(
+                request,
+                400,
+                RpcError.invalid_request(
+                    f"a {NEWEST} client sends requests and notifications only"
+                ),
+            )
+        try:
+            check_headers(request, message, version, meta_version)
+        except RpcError as e:
+            return refusal(request, e.http_status, e)
+        notification_alone(self._core, message, HTTP_MODERN, request)
+        return accepted(request)
 
     def _modern_done(
         self, outcome: object, exchange: Exchange, conn: Conn, message: Request
@@ -386,7 +393,7 @@ def _failed(exchange: Exchange, message: Request, error: BaseException) -> bytes
 
 
 def check_headers(
-    request: IRequest, message: Message, version: str | None, meta_version: Any
+    request: IRequest, message: Request | Notification, version: str | None, meta_version: Any
 ) -> None:
     """
     The 2026-07-28 request-metadata headers against the body.
@@ -400,7 +407,6 @@ def check_headers(
             f"MCP-Protocol-Version {version!r} disagrees with params._meta "
             f"{PROTOCOL_VERSION_KEY} {meta_version!r}"
         )
-    assert isinstance(message, _ASKS)
     method = header(request, METHOD)
     if method is None:
         if isinstance(message, Request):

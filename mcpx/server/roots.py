@@ -55,6 +55,9 @@ class Roots:
 
     def closed(self, conn: Conn) -> None:
         """C{conn} closed: it is nobody's roots client any more."""
+        if conn.ask is None:
+            # Never one (L{uses}): a 2026-07-28 request's connection, or any that cannot ask.
+            return
         for server in tuple(self._users):
             users = self._users[server]
             if conn in users:

@@ -104,8 +104,9 @@ class Subscriptions:
         """C{conn} closed: its subscriptions are released."""
         if conn.transport != HTTP_MODERN:
             self._pushable.discard(conn)
-        for key in tuple(conn.subscriptions):
-            self._unwatch(conn, key)
+        if conn.subscriptions:
+            for key in tuple(conn.subscriptions):
+                self._unwatch(conn, key)
 
     # resources/subscribe and resources/unsubscribe
 

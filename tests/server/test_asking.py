@@ -26,6 +26,7 @@ from mcpx.server.conn import Conn
 from mcpx.server.dispatch import McpServer
 from mcpx.server.request_state import RequestState, binding, state_keys
 from mcpx.server.resumable import ConnAsker, ResumableCall
+from mcpx.server.roots import Roots
 from mcpx.spec.questions import ELICIT, SAMPLE
 from mcpx.tasks.task import Task, TaskStatus
 from mcpx.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
@@ -722,3 +723,27 @@ class LegacyTests(SynchronousTestCase):
         self.failureResultOf(answering, CancelledError)
         self.assertTrue(self.gateway.held().result.called)
         self.assertIsNone(self.gateway.host.tasks.get(caller.id))
+
+
+class RootsClientTests(SynchronousTestCase):
+    """Which connections L{Roots} keeps as roots clients, and for how long."""
+
+    def test_kept_until_closed(self) -> None:
+        """
+        A connection that can ask and declared roots is a roots client of the servers it
+        uses until it closes; one that cannot ask (a 2026-07-28 request's own) is never
+        kept, and closing it leaves the others.
+        """
+        roots = Roots(ops_host(Clock()))
+        declared: dict[str, Any] = {"roots": {}}
+        asker = Conn(
+            "stdio", "host", ask=lambda method, params: Deferred(), client_capabilities=declared
+        )
+        modern = Conn("http-modern", "http", client_capabilities=declared)
+        roots.uses(asker, ("alpha", "beta"))
+        roots.uses(modern, ("alpha",))
+        self.assertEqual(roots._users, {"alpha": [asker], "beta": [asker]})
+        roots.closed(modern)
+        self.assertEqual(roots._users, {"alpha": [asker], "beta": [asker]})
+        roots.closed(asker)
+        self.assertEqual(roots._users, {})

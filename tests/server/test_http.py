@@ -956,6 +956,55 @@ class ModernTests(McpHTTPCase):
         self.assertEqual(response.code, 202)
         self.assertEqual(len(self.core.notifications), 1)
 
+    def test_not_a_request(self) -> None:
+        """
+        A 2026-07-28 POST of anything but a request: a batch or an answer is refused
+        (-32600, 400), a notification's C{Mcp-Method} is checked (-32020, 400) but not
+        required; none reaches the core but the notification that passes.
+        """
+        meta = {"_meta": {PROTOCOL_VERSION: MODERN}}
+        notification = {"jsonrpc": "2.0", "method": "notifications/x", "params": meta}
+        answer = {"jsonrpc": "2.0", "id": 4, "result": meta}
+        cases: list[tuple[Any, dict[str, str], int, dict[str, Any]]] = [
+            (
+                [notification],
+                modern_headers("notifications/x"),
+                400,
+                {
+                    "code": INVALID_REQUEST,
+                    "message": "Invalid Request: 2026-07-28 has no batches: POST one message",
+                },
+            ),
+            (
+                answer,
+                modern_headers("x"),
+                400,
+                {
+                    "code": INVALID_REQUEST,
+                    "message": "Invalid Request: a 2026-07-28 client sends requests and "
+                    "notifications only",
+                },
+            ),
+            (
+                notification,
+                modern_headers("notifications/y"),
+                400,
+                {
+                    "code": HEADER_MISMATCH,
+                    "message": "Mcp-Method 'notifications/y' disagrees with the body's method "
+                    "'notifications/x'",
+                },
+            ),
+        ]
+        for body, headers, status, error in cases:
+            response, refused = self.client.post(body, headers)
+            self.assertEqual(response.code, status, body)
+            self.assertEqual(refused, {"jsonrpc": "2.0", "id": None, "error": error})
+        self.assertEqual(self.core.notifications, [])
+        response, _ = self.client.post(notification, {"MCP-Protocol-Version": MODERN})
+        self.assertEqual(response.code, 202)
+        self.assertEqual(len(self.core.notifications), 1)
+
     def test_unavailable_without_mcp(self) -> None:
         """A daemon without an MCP server answers /mcp with 503."""
         client = Client(None, self.clock)
