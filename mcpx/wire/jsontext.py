@@ -14,6 +14,16 @@ Python's C{json} module accepts text that is not JSON and values mcpx could not 
 
 L{loads} refuses all three with a L{JSONRefused} whose message names the problem, so every
 entry point can answer a clear error instead of a crash.
+
+msgspec's C reader reads each text first (it costs a fraction of the standard library's
+decoder, which was about 3% of a pass-through call's instructions in the daemon): it refuses
+every one of the three above and all that the standard library refuses, and reads what it
+accepts as the standard library reads it (integers of any size as C{int}, a key twice the
+last one kept).  Anything it refuses, and what it refuses that the standard library reads
+(a lone surrogate escape), is read again by the standard library's decoder with the rules
+above, so that each refusal keeps its one message.  The depth rule is this module's for
+both: msgspec reads deeper.  msgspec is imported at the first text read (an idle daemon
+reads none, and does not hold its 0.8 MB).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import json
 import json.decoder
 import json.scanner
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 #: How deep objects and arrays may nest, counting the outermost value as one level.  A
@@ -48,7 +59,8 @@ def _finite_float(text: str) -> float:
 
 
 _decoder: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-#: The decoder's scanner (C, where the interpreter has it), to read one value at an offset.
+#: The decoder's scanner (C, where the interpreter has it), to read one value at an offset
+#: (L{read_result}'s members).
 _scan: Final[Any] = json.scanner.make_scanner(_decoder)  # type: ignore[arg-type]
 _scan_string: Final[Any] = json.decoder.scanstring  # type: ignore[attr-defined]
 
@@ -77,6 +89,21 @@ def _check_depth(value: Any) -> None:
                 stack.append((child, depth + 1))
 
 
+def _first_read(data: bytes | bytearray | str) -> Any:
+    """
+    msgspec's reader, made at the first text read and then read with: imported here, an
+    idle daemon (which reads no JSON) does not hold it.
+    """
+    global _read_fast  # noqa: PLW0603 (read by each call of loads as a module global)
+    import msgspec.json
+
+    _read_fast = msgspec.json.Decoder().decode
+    return _read_fast(data)
+
+
+#: msgspec's reader, tried first by L{loads} (L{_first_read} until the first text is read).
+_read_fast: Callable[[bytes | bytearray | str], Any] = _first_read
+
 #: What L{loads} decodes from UTF-8 first, as C{isinstance} takes it (a tuple made once).
 _BINARY: Final = (bytes, bytearray)
 
@@ -89,20 +116,18 @@ def loads(data: bytes | bytearray | str) -> Any:
         number too large for a float, or nests deeper than L{MAX_DEPTH}.
     """
     try:
+        value = _read_fast(data)
+    except Exception:  # whatever it refuses, the decoder reads again and says why
+        return _read_standard(data)
+    return _checked(data, value)
+
+
+def _read_standard(data: bytes | bytearray | str) -> Any:
+    """What L{loads} reads, read by the standard library's decoder alone."""
+    try:
         text = data.decode("utf-8") if isinstance(data, _BINARY) else data
     except UnicodeDecodeError as e:
         raise JSONRefused(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    try:
-        # The usual text, one value from its first character to its last, is read by the
-        # scanner alone; anything else (space around it, more after it, not JSON) is
-        # read again by the decoder, which accepts the space or says what is wrong.
-        value, end = _scan(text, 0)
-        if end == len(text):
-            return _checked(text, value)
-    except JSONRefused:
-        raise
-    except (StopIteration, ValueError, RecursionError):
-        pass
     try:
         value = _decoder.decode(text)
     except JSONRefused:
@@ -115,11 +140,17 @@ def loads(data: bytes | bytearray | str) -> Any:
     return _checked(text, value)
 
 
-def _checked(text: str, value: Any) -> Any:
+def _checked(text: bytes | bytearray | str, value: Any) -> Any:
     """C{value}, read from C{text}, once it is known to nest no deeper than L{MAX_DEPTH}."""
     kind = type(value)
+    if kind is not dict and kind is not list:
+        return value
     # Counting brackets is done in C; only text with enough of them to be too deep is walked.
-    if (kind is dict or kind is list) and text.count("[") + text.count("{") > MAX_DEPTH:
+    if isinstance(text, str):
+        brackets = text.count("[") + text.count("{")
+    else:
+        brackets = text.count(b"[") + text.count(b"{")
+    if brackets > MAX_DEPTH:
         _check_depth(value)
     return value
 

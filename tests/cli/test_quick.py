@@ -62,7 +62,7 @@ main()
 CALL_ID = r"cli-[0-9a-f]{12}"
 
 HEAVY = (
-    *("click", "attr", "attrs", "twisted", "treq", "klein", "jsonschema"),
+    *("click", "attr", "attrs", "twisted", "treq", "klein", "jsonschema", "msgspec"),
     *("http.client", "email", "ssl", "_ssl", "pathlib", "typing"),
 )
 

@@ -45,7 +45,8 @@ runpy.run_module("mcpx", run_name="__main__", alter_sys=True)
 #: (the sign-ins' HTTP client is made at the first sign-in; HTTP servers make their own),
 #: OpenTelemetry with the protobuf and requests its exporter uses (only with
 #: trace.endpoint set, mcpx.tracing), and RE2 (its library and the C++ runtime it links,
-#: about 2 MB: loaded at the first pattern compiled, an op's at its first input).
+#: about 2 MB: loaded at the first pattern compiled, an op's at its first input), and
+#: msgspec (its JSON reader, about 0.8 MB: made at the first text read, mcpx.wire.jsontext).
 _NOT_WHEN_IDLE = (
     "opentelemetry",
     "google",
@@ -64,6 +65,7 @@ _NOT_WHEN_IDLE = (
     "treq",
     "multipart",
     "re2",
+    "msgspec",
 )
 
 #: What only a started upstream or a sign-in uses: the sessions of either era (made when a
