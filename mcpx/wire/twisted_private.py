@@ -11,6 +11,9 @@ what is written here, then move L{PINNED} on.
   - C{FileDescriptor}'s write state (C{_writeDisconnecting}, C{_writeDisconnected},
     C{_tempDataBuffer}): whether a message may be sent now rather than on the reactor's
     next pass (L{mcpx.wire.prompt_write});
+  - the readers a poll reactor watches (C{_reads}, by descriptor): a process's stdin
+    written at once is not asked to be watched again when it is already
+    (L{mcpx.wire.prompt_write}, L{watched_for_reading});
   - C{HTTPChannel}'s request state (C{_waitingForTransport}, C{_networkProducer},
     C{_handlingRequest}): the lean C{/mcp} path answers requests twisted.web did not
     parse, and keeps the channel's own account of them (L{mcpx.daemon.lean_path});
@@ -61,6 +64,7 @@ __all__ = [
     "systemd_descriptors",
     "url_refused_by_klein",
     "waiting_for_transport",
+    "watched_for_reading",
 ]
 
 #: The versions whose source the names here were read in.
@@ -100,6 +104,16 @@ def nothing_queued(transport: Any) -> bool:
     return not (
         transport._writeDisconnecting or transport._writeDisconnected or transport._tempDataBuffer
     )
+
+
+def watched_for_reading(writer: Any) -> bool:
+    """
+    Whether the reactor of a process's stdin C{writer} watches it for reading now, as
+    far as a reactor keeping its readers by descriptor (epoll, poll) says: another (the
+    select reactor's) always answers C{False}.
+    """
+    watched: bool = writer.fd in writer.reactor._reads
+    return watched
 
 
 def waiting_for_transport(channel: Any) -> bool:
