@@ -238,14 +238,15 @@ def poll_with_lazy_log_prefix(reactor: Any) -> None:
     its C{doRead}) has the descriptor's prefix as C{system}, asked of it then, from a
     context pushed once under everything on the calling (the reactor's) thread; an
     error escaping C{_doReadOrWrite} is logged with it as C{callWithLogger} logs it.
-    Any other reactor (a test's) is left as it is.
+    Any other reactor (a test's), or one already made so, is left as it is.
     """
     import errno
 
     from twisted.internet.epollreactor import EPollReactor
     from twisted.python import context, log
 
-    if type(reactor) is not EPollReactor:
+    if type(reactor) is not EPollReactor or "doIteration" in vars(reactor):
+        # Not Twisted's epoll reactor, or one already polling so.
         return
     tracker = context.theContextTracker
     if not isinstance(tracker, context.ThreadedContextTracker):

@@ -223,6 +223,8 @@ class LazyLogPrefixTests(SynchronousTestCase):
             # On a thread of its own: the log context it pushes is that thread's only.
             poller = EPollReactor()
             poll_with_lazy_log_prefix(poller)
+            # Made so once: a second time changes nothing.
+            poll_with_lazy_log_prefix(poller)
             read_end, write_end = os.pipe()
             reader = _PipeReader(poller, read_end)
             reader.startReading()
