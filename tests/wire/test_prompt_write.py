@@ -74,17 +74,21 @@ class WriteNowTests(TestCase):
         self.addCleanup(close)
         return transport, protocol, peer
 
-    def watch_start_writing(self, transport: Any) -> list[None]:
-        """Record each C{startWriting} call of C{transport}."""
+    def watch_calls(self, transport: Any, name: str) -> list[None]:
+        """Record each call of C{transport}'s method C{name} (C{startWriting}, ...)."""
         calls: list[None] = []
-        original = transport.startWriting
+        original = getattr(transport, name)
 
-        def start_writing() -> None:
+        def recorded() -> None:
             calls.append(None)
             original()
 
-        self.patch(transport, "startWriting", start_writing)
+        self.patch(transport, name, recorded)
         return calls
+
+    def watch_start_writing(self, transport: Any) -> list[None]:
+        """Record each C{startWriting} call of C{transport}."""
+        return self.watch_calls(transport, "startWriting")
 
     async def received(self, peer: socket.socket, size: int) -> bytes:
         """Read from C{peer}, turning the reactor, until C{size} bytes came."""
@@ -159,18 +163,6 @@ class WriteNowTests(TestCase):
         write_now(transport, b"nobody reads this")
         await protocol.lost
 
-    def watch_start_reading(self, writer: ProcessWriter) -> list[None]:
-        """Record each C{startReading} call of C{writer}."""
-        calls: list[None] = []
-        original = writer.startReading
-
-        def start_reading() -> None:
-            calls.append(None)
-            original()
-
-        self.patch(writer, "startReading", start_reading)
-        return calls
-
     def stdin_pipe(self) -> tuple[ProcessWriter, _Stdin, int]:
         """A process's stdin writer on a real pipe, what it tells, and the pipe's read end."""
         read_end, write_end = os.pipe()
@@ -196,7 +188,7 @@ class WriteNowTests(TestCase):
         writer, stdin, read_end = self.stdin_pipe()
         self.assertIn(writer, reactor.getReaders())
         starts = self.watch_start_writing(writer)
-        reading = self.watch_start_reading(writer)
+        reading = self.watch_calls(writer, "startReading")
         write_now(writer, b"request\n")
         self.assertEqual(os.read(read_end, 100), b"request\n")
         self.assertEqual(starts, [])
