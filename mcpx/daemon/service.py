@@ -89,6 +89,7 @@ from mcpx.upstream.first_use import ClientOnFirstUse
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers, declared_in
 from mcpx.wire.errors import RpcError
+from mcpx.wire.twisted_private import poll_with_lazy_log_prefix
 
 if TYPE_CHECKING:
     from treq.client import HTTPClient
@@ -178,6 +179,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     settings, servers = config.settings, config.servers
     # First: the parts made below look once whether to make spans (mcpx.tracing).
     start_tracing(settings)
+    # Each ready descriptor handled without a log context made for it (the same log).
+    poll_with_lazy_log_prefix(reactor)
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
         RouteTemplates(

@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.abstract import FileDescriptor
+from twisted.internet.fdesc import writeToFD
+from twisted.internet.process import ProcessWriter
 
-from mcpx.wire.twisted_private import nothing_queued
+from mcpx.wire.twisted_private import nothing_queued, watched_for_reading
 
 __all__ = ["write_now"]
 
@@ -36,7 +38,14 @@ def write_now(transport: Any, data: bytes) -> None:
     if not _writable_now(transport):
         transport.write(data)
         return
-    sent = transport.writeSomeData(data)
+    if type(transport) is ProcessWriter and watched_for_reading(transport):
+        # A process's stdin: its writeSomeData asks the reactor to watch it for reading
+        # after every whole write (its "read hack": a pipe's write end reads ready only
+        # once the child closed it), which changes nothing while it is watched, as it
+        # is between writes (only its write stops that, until its buffer is sent).
+        sent = writeToFD(transport.fd, data)  # type: ignore[no-untyped-call]
+    else:
+        sent = transport.writeSomeData(data)
     if isinstance(sent, Exception) or sent < 0:
         # The connection is gone: Twisted's own write path finds that and tells the
         # protocol, as it would have on the next pass.

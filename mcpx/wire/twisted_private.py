@@ -11,6 +11,9 @@ what is written here, then move L{PINNED} on.
   - C{FileDescriptor}'s write state (C{_writeDisconnecting}, C{_writeDisconnected},
     C{_tempDataBuffer}): whether a message may be sent now rather than on the reactor's
     next pass (L{mcpx.wire.prompt_write});
+  - the readers a poll reactor watches (C{_reads}, by descriptor): a process's stdin
+    written at once is not asked to be watched again when it is already
+    (L{mcpx.wire.prompt_write}, L{watched_for_reading});
   - C{HTTPChannel}'s request state (C{_waitingForTransport}, C{_networkProducer},
     C{_handlingRequest}): the lean C{/mcp} path answers requests twisted.web did not
     parse, and keeps the channel's own account of them (L{mcpx.daemon.lean_path});
@@ -31,7 +34,12 @@ what is written here, then move L{PINNED} on.
   - C{twisted.internet.unix.Server}'s reading and writing, which are those of
     C{twisted.internet.tcp.Connection} but for the descriptors a unix socket can pass:
     the daemon's unix sockets pass none, so their connections read and write as TCP's
-    do (L{mcpx.daemon.listeners}, L{plain_unix_reactor}).
+    do (L{mcpx.daemon.listeners}, L{plain_unix_reactor});
+  - C{EPollReactor}'s C{doPoll}, C{_poller}, C{_selectables} and C{_doReadOrWrite}, and
+    the context stack of C{twisted.python.context}'s tracker (C{contexts}): the daemon's
+    poll hands each ready descriptor to the reactor without a log context made for it,
+    and a legacy log event made meanwhile still says which descriptor it came from
+    (L{mcpx.daemon.service}, L{poll_with_lazy_log_prefix}).
 
 Klein, the endpoints and the HTTP client are imported only by the functions that need
 them, so that importing this module (as the stdio channel's L{mcpx.wire.prompt_write}
@@ -51,10 +59,12 @@ __all__ = [
     "nothing_queued",
     "parses_no_forms",
     "plain_unix_reactor",
+    "poll_with_lazy_log_prefix",
     "request_not_sent",
     "systemd_descriptors",
     "url_refused_by_klein",
     "waiting_for_transport",
+    "watched_for_reading",
 ]
 
 #: The versions whose source the names here were read in.
@@ -94,6 +104,16 @@ def nothing_queued(transport: Any) -> bool:
     return not (
         transport._writeDisconnecting or transport._writeDisconnected or transport._tempDataBuffer
     )
+
+
+def watched_for_reading(writer: Any) -> bool:
+    """
+    Whether the reactor of a process's stdin C{writer} watches it for reading now, as
+    far as a reactor keeping its readers by descriptor (epoll, poll) says: another (the
+    select reactor's) always answers C{False}.
+    """
+    watched: bool = writer.fd in writer.reactor._reads
+    return watched
 
 
 def waiting_for_transport(channel: Any) -> bool:
@@ -175,3 +195,94 @@ def plain_unix_reactor(reactor: Any) -> Any:
             return port
 
     return PlainUnixReactor()
+
+
+class _SystemOfTheSelectable(dict[str, Any]):
+    """
+    The legacy log context of the reactor's thread: C{system} is the log prefix of the
+    descriptor the reactor is handing an event to (C{"-"} between events), asked of it
+    only when an event is logged (each legacy event and each new context starts as a
+    C{copy} of this).
+    """
+
+    __slots__ = ("selectable",)
+
+    def __init__(self) -> None:
+        super().__init__(system="-")
+        self.selectable: Any = None
+
+    def copy(self) -> dict[str, Any]:
+        selectable = self.selectable
+        if selectable is None:
+            return {"system": "-"}
+        return {"system": _log_prefix(selectable)}
+
+
+def _log_prefix(selectable: Any) -> str:
+    # As twisted.python.log.callWithLogger names a descriptor.
+    try:
+        prefix: str = selectable.logPrefix()
+    except Exception:
+        return "(buggy logPrefix method)"
+    return prefix
+
+
+def poll_with_lazy_log_prefix(reactor: Any) -> None:
+    """
+    Make C{reactor}, when it is Twisted's epoll reactor, poll as its own C{doPoll} does
+    but hand each ready descriptor to C{_doReadOrWrite} directly, not through
+    C{twisted.python.log.callWithLogger}: that asks the descriptor's C{logPrefix()} and
+    makes and pushes a log context of it for every event (about 3,500 instructions an
+    event, two or more events a request).  What a log shows is the same: a legacy event
+    logged while a descriptor is handled (Twisted's "Starting factory", a failure of
+    its C{doRead}) has the descriptor's prefix as C{system}, asked of it then, from a
+    context pushed once under everything on the calling (the reactor's) thread; an
+    error escaping C{_doReadOrWrite} is logged with it as C{callWithLogger} logs it.
+    Any other reactor (a test's), or one already made so, is left as it is.
+    """
+    import errno
+
+    from twisted.internet.epollreactor import EPollReactor
+    from twisted.python import context, log
+
+    if (
+        type(reactor) is not EPollReactor
+        or getattr(reactor.doIteration, "__func__", None) is not EPollReactor.doPoll
+    ):
+        # Not Twisted's epoll reactor, or one already polling so.  (Not vars(reactor):
+        # an object's __dict__ once asked for is a dict of its own, and every attribute
+        # of the reactor is then read slower, about 6,000 instructions a request.)
+        return
+    tracker = context.theContextTracker
+    if not isinstance(tracker, context.ThreadedContextTracker):
+        return
+    system = _SystemOfTheSelectable()
+    # Just above the defaults, so that any context pushed later still counts first.
+    stack: list[dict[Any, Any]] = tracker.currentContext().contexts  # type: ignore[no-untyped-call]
+    stack.insert(1, {log.ILogContext: system})
+    epoll: Any = reactor
+    poller, selectables, handle = epoll._poller, epoll._selectables, epoll._doReadOrWrite
+
+    def poll(timeout: float | None) -> None:
+        # EPollReactor.doPoll, but for callWithLogger.
+        try:
+            events = poller.poll(-1 if timeout is None else timeout, len(selectables))
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                return
+            raise
+        for fd, event in events:
+            selectable = selectables.get(fd)
+            if selectable is None:
+                continue
+            system.selectable = selectable
+            try:
+                handle(selectable, fd, event)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:
+                log.err(system=_log_prefix(selectable))  # type: ignore[no-untyped-call]
+            finally:
+                system.selectable = None
+
+    epoll.doIteration = poll

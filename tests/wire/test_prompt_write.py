@@ -74,17 +74,21 @@ class WriteNowTests(TestCase):
         self.addCleanup(close)
         return transport, protocol, peer
 
-    def watch_start_writing(self, transport: Any) -> list[None]:
-        """Record each C{startWriting} call of C{transport}."""
+    def watch_calls(self, transport: Any, name: str) -> list[None]:
+        """Record each call of C{transport}'s method C{name} (C{startWriting}, ...)."""
         calls: list[None] = []
-        original = transport.startWriting
+        original = getattr(transport, name)
 
-        def start_writing() -> None:
+        def recorded() -> None:
             calls.append(None)
             original()
 
-        self.patch(transport, "startWriting", start_writing)
+        self.patch(transport, name, recorded)
         return calls
+
+    def watch_start_writing(self, transport: Any) -> list[None]:
+        """Record each C{startWriting} call of C{transport}."""
+        return self.watch_calls(transport, "startWriting")
 
     async def received(self, peer: socket.socket, size: int) -> bytes:
         """Read from C{peer}, turning the reactor, until C{size} bytes came."""
@@ -159,15 +163,56 @@ class WriteNowTests(TestCase):
         write_now(transport, b"nobody reads this")
         await protocol.lost
 
-    async def test_pipe(self) -> None:
-        """A process's stdin pipe is written at once too, and read on the other end."""
+    def stdin_pipe(self) -> tuple[ProcessWriter, _Stdin, int]:
+        """A process's stdin writer on a real pipe, what it tells, and the pipe's read end."""
         read_end, write_end = os.pipe()
-        self.addCleanup(os.close, read_end)
         stdin = _Stdin()
         writer = ProcessWriter(reactor, stdin, 0, write_end)
+        self.read_ends = [read_end]
+
+        def close() -> Deferred[None]:
+            for end in self.read_ends:
+                os.close(end)
+            if not stdin.lost.called:
+                writer.loseConnection()
+            return stdin.lost
+
+        self.addCleanup(close)
+        return writer, stdin, read_end
+
+    async def test_pipe(self) -> None:
+        """
+        A process's stdin pipe is written at once too, and read on the other end; it
+        stays watched for its reader closing, without being asked to be again.
+        """
+        writer, stdin, read_end = self.stdin_pipe()
+        self.assertIn(writer, reactor.getReaders())
         starts = self.watch_start_writing(writer)
+        reading = self.watch_calls(writer, "startReading")
         write_now(writer, b"request\n")
         self.assertEqual(os.read(read_end, 100), b"request\n")
         self.assertEqual(starts, [])
+        self.assertEqual(reading, [])
+        self.assertIn(writer, reactor.getReaders())
         writer.loseConnection()
+        await stdin.lost
+
+    async def test_pipe_not_watched_is_watched_again(self) -> None:
+        """
+        A stdin pipe not watched for reading when written at once is watched again
+        after the whole write, as Twisted's own write leaves it.
+        """
+        writer, _, read_end = self.stdin_pipe()
+        writer.stopReading()
+        write_now(writer, b"request\n")
+        self.assertEqual(os.read(read_end, 100), b"request\n")
+        self.assertIn(writer, reactor.getReaders())
+
+    async def test_child_closing_stdin_noticed(self) -> None:
+        """A child that closes its stdin after a message written at once is noticed."""
+        writer, stdin, read_end = self.stdin_pipe()
+        write_now(writer, b"request\n")
+        self.assertEqual(os.read(read_end, 100), b"request\n")
+        self.read_ends.remove(read_end)
+        os.close(read_end)
         await stdin.lost

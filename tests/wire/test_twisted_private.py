@@ -9,21 +9,26 @@ import array
 import contextlib
 import os
 import socket
+import threading
 from importlib.metadata import version
 from typing import Any
 
 from twisted.internet import reactor, tcp
 from twisted.internet.abstract import FileDescriptor
 from twisted.internet.endpoints import serverFromString
+from twisted.internet.epollreactor import EPollReactor
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactor, StringTransport
+from twisted.logger import ILogObserver, globalLogPublisher
+from twisted.python import log
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Request
 from twisted.web.test.requesthelper import DummyChannel
+from zope.interface import provider
 
 import twisted
 from mcpx.wire import twisted_private
@@ -36,6 +41,7 @@ from mcpx.wire.twisted_private import (
     nothing_queued,
     parses_no_forms,
     plain_unix_reactor,
+    poll_with_lazy_log_prefix,
     request_not_sent,
     url_refused_by_klein,
     waiting_for_transport,
@@ -168,3 +174,90 @@ class PlainUnixTests(TestCase):
         """A test's reactor (not a C{PosixReactorBase}) is given back unchanged."""
         memory = MemoryReactor()
         self.assertIs(plain_unix_reactor(memory), memory)
+
+
+class _PipeReader(FileDescriptor):
+    """
+    The read end of a pipe: logs (as Twisted's older modules do) what it reads when that
+    says C{log}, fails on C{fail}, and counts how often its log prefix is asked.
+    """
+
+    def __init__(self, reactor: Any, fd: int) -> None:
+        super().__init__(reactor)
+        self.fd = fd
+        self.prefixes = 0
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def logPrefix(self) -> str:
+        self.prefixes += 1
+        return "PipeReader"
+
+    def doRead(self) -> None:
+        data = os.read(self.fd, 100)
+        if data == b"fail":
+            raise ValueError("read failed")
+        if data == b"log":
+            log.msg("read: log")
+
+
+class LazyLogPrefixTests(SynchronousTestCase):
+    """
+    L{poll_with_lazy_log_prefix}: the epoll reactor hands a ready descriptor its event
+    without asking its log prefix, and what a log shows is the same as under Twisted's
+    own poll: a legacy event logged while it is handled, or its failure, names it as
+    C{system}; one logged from a timed call says C{-}.
+    """
+
+    def test_prefix_asked_only_for_what_is_logged(self) -> None:
+        events: list[dict[str, Any]] = []
+        asked: dict[str, int] = {}
+
+        @provider(ILogObserver)
+        def observe(event: dict[str, Any]) -> None:
+            if event.get("message") in (("read: log",), ("timed",)) or event.get("isError"):
+                events.append(event)
+
+        def run() -> None:
+            # On a thread of its own: the log context it pushes is that thread's only.
+            poller = EPollReactor()
+            poll_with_lazy_log_prefix(poller)
+            # Made so once: a second time changes nothing.
+            poll_with_lazy_log_prefix(poller)
+            read_end, write_end = os.pipe()
+            reader = _PipeReader(poller, read_end)
+            reader.startReading()
+            try:
+                for data in (b"quiet", b"log"):
+                    os.write(write_end, data)
+                    poller.iterate(0)
+                    asked[data.decode()] = reader.prefixes
+                poller.callLater(0, log.msg, "timed")
+                poller.iterate(0)
+                os.write(write_end, b"fail")
+                poller.iterate(0)
+            finally:
+                poller.removeAll()
+                poller.waker.connectionLost(None)
+                os.close(read_end)
+                os.close(write_end)
+
+        globalLogPublisher.addObserver(observe)
+        self.addCleanup(globalLogPublisher.removeObserver, observe)
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join(60)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(asked, {"quiet": 0, "log": 1})
+        self.assertEqual(
+            [(event.get("message"), event["system"]) for event in events],
+            [(("read: log",), "PipeReader"), (("timed",), "-"), ((), "PipeReader")],
+        )
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+
+    def test_another_reactor_as_it_is(self) -> None:
+        """A test's reactor (not Twisted's epoll one) is left as it is."""
+        memory = MemoryReactor()
+        poll_with_lazy_log_prefix(memory)
+        self.assertNotIn("doIteration", vars(memory))
