@@ -30,13 +30,19 @@ from mcpx.wire.twisted_private import plain_unix_reactor
 
 SOCKET_NAME = "mcpx.sock"
 
+#: Connections the kernel queues on the daemon's own unix socket before it accepts them
+#: (Twisted's default is 50): a burst of hosts and CLI commands connecting at once, such
+#: as 64 agents started together, is queued rather than refused while the daemon is busy
+#: between two accepts.  The kernel caps it at C{net.core.somaxconn}.
+UNIX_BACKLOG = 1024
+
 _NETWORK_KINDS = frozenset({"tcp", "tcp6", "ssl"})
 
 
 def unix_endpoint(state_dir: Path) -> str:
     """The endpoint string of the daemon's private unix socket in C{state_dir}."""
     path = quoteStringArgument(str(state_dir / SOCKET_NAME))
-    return f"unix:{path}:mode=600:lockfile=1"
+    return f"unix:{path}:mode=600:lockfile=1:backlog={UNIX_BACKLOG}"
 
 
 @frozen

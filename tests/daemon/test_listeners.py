@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactor
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from mcpx.daemon.listeners import ListenerService, exposure, unix_endpoint
+from mcpx.daemon.listeners import UNIX_BACKLOG, ListenerService, exposure, unix_endpoint
 
 
 class ExposureTests(SynchronousTestCase):
@@ -40,7 +42,49 @@ class ExposureTests(SynchronousTestCase):
     def test_unix_endpoint_quotes_colons(self) -> None:
         """A state directory with a colon still makes a parseable endpoint, mode 0600."""
         desc = unix_endpoint(Path("/tmp/a:b"))
-        self.assertEqual(desc, r"unix:/tmp/a\:b/mcpx.sock:mode=600:lockfile=1")
+        self.assertEqual(desc, r"unix:/tmp/a\:b/mcpx.sock:mode=600:lockfile=1:backlog=1024")
+
+
+class UnixBacklogTests(TestCase):
+    async def test_a_burst_waits_for_the_daemon(self) -> None:
+        """
+        Twice Twisted's default backlog of hosts connecting to the daemon's unix socket while
+        it accepts nothing (here: before its reactor runs again) are all queued, none
+        refused, and each is accepted once it does.
+        """
+        from twisted.internet import reactor
+        from twisted.internet.endpoints import serverFromString
+
+        state = Path(self.mktemp())
+        state.mkdir()
+        accepted: list[Protocol] = []
+
+        class Counted(Protocol):
+            def connectionMade(self) -> None:
+                accepted.append(self)
+
+        port = await serverFromString(reactor, unix_endpoint(state)).listen(
+            Factory.forProtocol(Counted)
+        )
+        self.addCleanup(port.stopListening)
+        burst = 100
+        self.assertGreater(UNIX_BACKLOG, burst)
+        clients = []
+        for _ in range(burst):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.addCleanup(client.close)
+            client.setblocking(False)
+            # No reactor turn in between: a backlog of 50 refuses the 51st (EAGAIN).
+            client.connect(str(state / "mcpx.sock"))
+            clients.append(client)
+        for _ in range(1000):
+            if len(accepted) == burst:
+                break
+            await deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(len(accepted), burst)
+        for protocol in accepted:
+            assert protocol.transport is not None
+            protocol.transport.loseConnection()
 
 
 class ListenerServiceTests(SynchronousTestCase):
