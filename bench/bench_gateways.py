@@ -5,7 +5,10 @@ The bundled demo (C{python -m mcpx.demo}, tool C{echo}) is reached four ways, by
 client where it is HTTP (L{keepalive_http}, one persistent TCP connection per call in
 flight, C{TCP_NODELAY}, the request bytes built once):
 
-  1. direct: mcpx's own upstream client spawns it and calls it over stdio;
+  1. direct: mcpx's own upstream client spawns it and calls it over stdio, twice: in the
+     era its probe finds (2026-07-28) and in the legacy era, so that each era of mcpx
+     is compared with the direct call in its own era (the daemon mirrors a 2025-06-18
+     host's era to the upstream, whose legacy messages are smaller);
   2. C{mcp-proxy} (the Python SDK's Streamable HTTP server in front of a stdio client),
      on loopback TCP, in a 2025-06-18 session, as it serves them;
   2b. C{mcp-proxy.ts}, the TypeScript C{mcp-proxy} (npm; the most used proxy), the same
@@ -367,10 +370,19 @@ def main() -> None:
     )
     results: list[tuple[str, list[Series | str], int]] = []
     floors: list[float] = []
+    speaking: list[str] = []
 
-    async def measure(reactor: Any) -> list[Series]:
+    async def measure(reactor: Any) -> dict[str, list[Series]]:
         print("direct...", file=sys.stderr, flush=True)
-        direct, _speaks = await direct_series(reactor, count, width, warm)
+        # Each era of mcpx against the demo spoken to directly in the same era: a host's
+        # 2025-06-18 session is served by a legacy-era instance of the demo (era
+        # mirroring), a 2026-07-28 request by one in the era its probe finds.
+        direct: dict[str, list[Series]] = {}
+        for era, legacy in (("modern", False), ("legacy", True)):
+            direct[era], speaks = await direct_series(
+                reactor, count, width, warm, legacy=legacy, label=f"direct {era}"
+            )
+            speaking.append(f"direct {era}: {speaks}")
         floors.extend(await transport_floors(reactor, count, warm))
         deadline = time.monotonic() + 30
         proxy_session = open_session(proxy.port, deadline)
@@ -404,6 +416,7 @@ def main() -> None:
         daemon.remove()
     print(f"mcp-proxy: {version} ({executable})")
     print(f"mcp-proxy.ts: {version_ts} ({script}, by {NODE})")
+    print(f"the demo, spoken to directly: {'; '.join(speaking)}")
     ways = len(results) // options.rounds
     for number in range(options.rounds):
         found = results[number * ways : (number + 1) * ways]
@@ -417,7 +430,8 @@ def main() -> None:
             )
             rows: list[Series | str] = []
             for index in range(4):
-                rows += [direct[index], *(runs[index] for _, runs, _ in found)]
+                rows += [direct["modern"][index], direct["legacy"][index]]
+                rows += [runs[index] for _, runs, _ in found]
             print(series_table([row for row in rows if not isinstance(row, str)]))
             for row in rows:
                 if isinstance(row, str):
@@ -438,11 +452,11 @@ def main() -> None:
                             f"x{theirs.p50 / ours.p50:.2f} faster, "
                             f"calls/s x{ours.rate / theirs.rate:.2f}"
                         )
-                ours, alone = runs[1], direct[1]
+                ours, alone = runs[1], direct[era_of(label)][1]
                 if not isinstance(ours, str) and not isinstance(alone, str):
                     print(
                         f"  {label} tools/call, in flight: {ours.rate / alone.rate:.0%} of the "
-                        "direct stdio call's calls/s"
+                        f"direct stdio call's calls/s (the same era's)"
                     )
             stdio_floor, http_floor = floors
             http_cost = http_floor - stdio_floor
@@ -452,14 +466,14 @@ def main() -> None:
                 f"ms: HTTP costs {http_cost:.3f} ms"
             )
             for label, runs, _ in found[2:]:
-                ours = runs[0]
-                if isinstance(ours, str) or isinstance(direct[0], str):
+                ours, alone = runs[0], direct[era_of(label)][0]
+                if isinstance(ours, str) or isinstance(alone, str):
                     continue
-                added = ours.p50 - direct[0].p50
+                added = ours.p50 - alone.p50
                 print(
                     f"  {label} tools/call, sequential: +{added:.3f} ms p50 over the direct "
                     f"stdio call; +{added - http_cost:.3f} ms with HTTP's {http_cost:.3f} ms "
-                    "subtracted"
+                    "subtracted (the same era's direct call)"
                 )
             print("  what one gateway CPU would sustain (16 in flight, per request's CPU time):")
             for label, runs, _ in found:
@@ -468,6 +482,11 @@ def main() -> None:
                     f"tools/list {per_cpu(runs[3])}/s"
                 )
     print(f"\nwhole run: {time.perf_counter() - started:.1f} s")
+
+
+def era_of(label: str) -> str:
+    """C{"legacy"} or C{"modern"}: the era of one of mcpx's ways (C{"mcpx legacy"})."""
+    return label.rsplit(" ", 1)[-1]
 
 
 if __name__ == "__main__":

@@ -361,14 +361,24 @@ def callers(
 
 
 async def direct_series(
-    reactor: Any, count: int, width: int, warm: int
+    reactor: Any, count: int, width: int, warm: int, *, legacy: bool = False, label: str = "direct"
 ) -> tuple[list[Series], str]:
+    """
+    The demo called by mcpx's own upstream client, with no gateway between: the series
+    every gateway is compared with.
+
+    @param legacy: open it in the legacy era, as the daemon opens the instance that serves a
+        host's 2025-06-18 session (era mirroring), rather than in the era its probe finds.
+    """
     from mcpx.settings.servers import StdioServer
+    from mcpx.spec.revision import Era
     from mcpx.upstream.connect import make_connector
 
     connector = make_connector(reactor, dict(os.environ), None)
     session = await connector.connect(
-        "demo", StdioServer("demo", DEMO_ARGV[0], tuple(DEMO_ARGV[1:]))
+        "demo",
+        StdioServer("demo", DEMO_ARGV[0], tuple(DEMO_ARGV[1:])),
+        era=Era.LEGACY if legacy else None,
     )
     try:
 
@@ -381,18 +391,20 @@ async def direct_series(
         await sequential("warm-up", call, warm)
         await sequential("warm-up", list_tools, min(warm, 200))
         runs = [
-            await measured(None, lambda: sequential("direct tools/call, sequential", call, count)),
             await measured(
-                None,
-                lambda: concurrent(f"direct tools/call, {width} in flight", [call] * width, count),
+                None, lambda: sequential(f"{label} tools/call, sequential", call, count)
             ),
             await measured(
-                None, lambda: sequential("direct tools/list, sequential", list_tools, count)
+                None,
+                lambda: concurrent(f"{label} tools/call, {width} in flight", [call] * width, count),
+            ),
+            await measured(
+                None, lambda: sequential(f"{label} tools/list, sequential", list_tools, count)
             ),
             await measured(
                 None,
                 lambda: concurrent(
-                    f"direct tools/list, {width} in flight", [list_tools] * width, count
+                    f"{label} tools/list, {width} in flight", [list_tools] * width, count
                 ),
             ),
         ]
