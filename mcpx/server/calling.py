@@ -42,7 +42,7 @@ from mcpx.server.ext_tasks import client_declares
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
 from mcpx.server.param_headers import check_headers
-from mcpx.server.passthrough_routes import ToolRoute
+from mcpx.server.passthrough_routes import FETCH, ToolRoute
 from mcpx.server.promotion import TaskPromotion
 from mcpx.server.resumable import ResumableCall
 from mcpx.server.roots import Roots
@@ -106,7 +106,7 @@ class _Way:
     forward: Forward
 
     async def __call__(self, conn: Conn, context: Context, params: Params) -> Any:
-        if context.modern:
+        if context.modern and "inputResponses" in params:
             params = without_upstream_urls(params)
         try:
             if self.method != "tools/call":
@@ -117,10 +117,13 @@ class _Way:
             passthrough = self.parts.offering.serving(conn)
             name = params.get("name")
             if passthrough is not None and isinstance(name, str):
-                route = await passthrough.routes.tool_route(context, name)
+                routes = passthrough.routes
+                route = routes.tool_route_now(context, name)
+                if route is FETCH:
+                    route = await routes.tool_route(context, name)
                 headers = context.headers
                 if headers is not None and route is not None:
-                    wanted = passthrough.routes.param_headers(route, name)
+                    wanted = routes.param_headers(route, name)
                     if wanted:
                         check_headers(wanted, params.get("arguments"), headers)
             if name == CALL_TOOL:
@@ -201,16 +204,10 @@ class _Way:
         if call is None:
             return self.forward(conn, context, params, route)
         context = context.with_call(call)
-        forwarded = self._forwarded(conn, context, params, route, call)
+        forwarded = settled(call, self.forward(conn, context, params, route))
         if call.asker is None:
             return forwarded
         return asking.asked(conn, forwarded, context, params, method)
-
-    def _forwarded(
-        self, conn: Conn, context: Context, params: Params, route: Route, call: Call
-    ) -> Awaitable[Mapping[str, Any]]:
-        """The call forwarded for C{call}, until it settles (L{settled})."""
-        return settled(call, self.forward(conn, context, params, route))
 
     async def _extension(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -239,7 +236,7 @@ class _Way:
             if isinstance(asker, ResumableCall)
             else ResumableCall(call, "tools/call", self.parts.clock)
         )
-        forwarded = self._forwarded(conn, context, params, route, call)
+        forwarded = settled(call, self.forward(conn, context, params, route))
         return await promotion.call_may_become_task(
             conn, context, params, route, spell, fresh=(call, resumable, forwarded)
         )

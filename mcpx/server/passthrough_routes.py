@@ -16,7 +16,7 @@ fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from attrs import frozen
 from twisted.internet.defer import Deferred
@@ -45,6 +45,13 @@ from mcpx.server.surface import UnknownName
 from mcpx.upstream.records import UpstreamError
 from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
+
+
+class _Fetch:
+    """What L{Routes.tool_route_now} answers when catalogues must be fetched first."""
+
+
+FETCH: Final = _Fetch()
 
 
 class Routes:
@@ -114,16 +121,26 @@ class Routes:
         @raise RpcError: C{-32602} naming the server when the one that listed it was
             removed, or naming the tool when none did and it is no gateway tool.
         """
+        route = self.tool_route_now(context, name)
+        if route is not FETCH:
+            return route
+        unlisted: dict[str, str] = {}
+        offered = await self._tools_fetched(context, unlisted)
+        return self._routed(name, offered, unlisted)
+
+    def tool_route_now(self, context: Context, name: str) -> ToolRoute | _Fetch | None:
+        """
+        L{tool_route}, when the catalogues known now say it (every call while the pool
+        has them cached: no coroutine of its own); else L{FETCH}, and L{tool_route}
+        fetches them.
+        """
         if self.passed.reserved_tool(name):
             return None
-        unlisted: dict[str, str] = {}
         offered = self._tools_now(context)
         if offered is None:
             known = self._tools_known(context, name)
-            if known is not None:
-                return known
-            offered = await self._tools_fetched(context, unlisted)
-        return self._routed(name, offered, unlisted)
+            return FETCH if known is None else known
+        return self._routed(name, offered, {})
 
     def _tools_known(self, context: Context, name: str) -> ToolRoute | None:
         """
@@ -250,10 +267,15 @@ class Routes:
         The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
         (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
         """
-        # The route's tools are keyed by their offered names: C{name} itself when it
-        # has its server's prefix (as L{PassedThrough.upstream_name} takes it off).
-        prefix = self.passed.prefix_of(route.server)
-        tool = route.tools.get(name if name.startswith(prefix) else prefix + name)
+        # The route's tools are keyed by their offered names, every one with its
+        # server's prefix: C{name} itself (every call of a tool as listed), else C{name}
+        # with the prefix when it has none (as L{PassedThrough.upstream_name} takes it off).
+        tools = route.tools
+        tool = tools.get(name)
+        if tool is None:
+            prefix = self.passed.prefix_of(route.server)
+            if prefix and not name.startswith(prefix):
+                tool = tools.get(prefix + name)
         return tool.headers if tool is not None else NO_HEADERS
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
