@@ -39,7 +39,7 @@ passed through; each reload that changes a server is announced
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve
@@ -541,31 +541,22 @@ class McpServer:
         # The page is cut from the gateway's own tuple: it is never changed, so not copied.
         return self._page("tools/list", self.surface.tool_definitions, params)
 
-    async def _call_tool(
+    def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
-    ) -> Mapping[str, Any]:
+    ) -> Awaitable[Mapping[str, Any]]:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = ProgressRelay.for_request(conn, context)
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough_for(conn)
-        try:
-            if route is not None and passthrough is not None:
-                result = await passthrough.call_tool(
-                    context, route.server, params["name"], params, on_progress=relay, on_log=on_log
-                )
-            else:
-                result = await self.surface.call_tool(
-                    context, params, on_progress=relay, on_log=on_log
-                )
-        except BaseException:
-            if relay is not None:
-                relay.drop()
-            raise
-        if relay is not None:
-            # The latest report held back by a full stream goes out before the answer.
-            relay.flush()
-        return result
+        passthrough = self.offering.serving(conn)
+        if route is not None and passthrough is not None:
+            calling = passthrough.call_tool(
+                context, route.server, params["name"], params, on_progress=relay, on_log=on_log
+            )
+        else:
+            calling = self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
+        # Most calls ask for no progress: the call's own coroutine, no other around it.
+        return calling if relay is None else _relayed(relay, calling)
 
     def _serving(self, conn: Conn) -> PassThrough | Surface:
         """What serves C{conn}'s prompts and resources: its pass-through, else the surface."""
@@ -616,6 +607,20 @@ class McpServer:
             )
         conn.log_level = level
         return {}
+
+
+async def _relayed(
+    relay: ProgressRelay, calling: Awaitable[Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """C{calling}'s result, once the latest progress report held back went out before it."""
+    try:
+        result = await calling
+    except BaseException:
+        relay.drop()
+        raise
+    # The latest report held back by a full stream goes out before the answer.
+    relay.flush()
+    return result
 
 
 def _legacy(context: Context, revision: Revision) -> Context:

@@ -46,6 +46,12 @@ from mcpx.upstream.records import UpstreamError
 from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
+#: Past this many tool names told not reserved, the memory of them starts afresh; a
+#: longer name than L{MAX_REMEMBERED_NAME} (MCP's names are at most 128 characters) is
+#: told again at each call.
+REMEMBERED_NAMES: Final = 4096
+MAX_REMEMBERED_NAME: Final = 128
+
 
 class _Fetch:
     """What L{Routes.tool_route_now} answers when catalogues must be fetched first."""
@@ -65,9 +71,17 @@ class Routes:
         self.passed = passed
         self.gateway = passed.gateway
         self._catalogues = catalogues
+        #: Tool names called that are not the gateway's (L{PassedThrough.reserved_tool}:
+        #: the same for a name whatever the configuration), told once.
+        self._unreserved: set[str] = set()
         #: Each server's tools as offered, by name: what a call's owner, task support
         #: and C{Mcp-Param-*} headers are read from.
         self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
+        #: Each server's cached catalogue of tools and the configuration it was last
+        #: offered under (L{_tools_now}), and its tools as offered then: one per server named.
+        self._tools_last: dict[
+            str, tuple[list[dict[str, Any]], object, dict[str, OfferedTool]]
+        ] = {}
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
         self._template_patterns: Derived[tuple[tuple[str, Any], ...]] = Derived(
@@ -134,8 +148,13 @@ class Routes:
         has them cached: no coroutine of its own); else L{FETCH}, and L{tool_route}
         fetches them.
         """
-        if self.passed.reserved_tool(name):
-            return None
+        if name not in self._unreserved:
+            if self.passed.reserved_tool(name):
+                return None
+            if len(name) <= MAX_REMEMBERED_NAME:
+                if len(self._unreserved) >= REMEMBERED_NAMES:
+                    self._unreserved.clear()
+                self._unreserved.add(name)
         offered = self._tools_now(context)
         if offered is None:
             known = self._tools_known(context, name)
@@ -177,13 +196,19 @@ class Routes:
     def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
         """Each server's tools by name, when the pool has them all cached; else C{None}."""
         offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        configured = self.gateway.host.servers
+        last = self._tools_last
         for server in self.passed.servers:
             listed = self._catalogues.cached("tools", server, context)
             if listed is None:
                 return None
-            offered.append(
-                (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
-            )
+            held = last.get(server)
+            if held is None or held[0] is not listed or held[1] is not configured:
+                # The pool's own cached list (no policy hides a tool of it) under the same
+                # configuration (the same prefix): as offered last time, not asked again.
+                tools = self._tools.of(server, self.passed.offered_tools(server, listed))
+                held = last[server] = (listed, configured, tools)
+            offered.append((server, held[2]))
         return offered
 
     async def _tools_fetched(

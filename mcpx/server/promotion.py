@@ -108,6 +108,10 @@ class TaskPromotion:
         # L{task_support}'s answer, without the upstream names it works out too: asked
         # of every 2026-07-28 call from a client without the extension.
         name = params.get("name")
+        # The common call names a tool its route's server lists: no other lookup.
+        tool = route.tools.get(name) if type(name) is str else None
+        if tool is not None:
+            return tool.task_support == "required"
         passthrough = self._offering.serving(conn)
         if passthrough is None or not isinstance(name, str):
             # mcpx's own tools run as tasks optionally, never only as one.
