@@ -113,14 +113,13 @@ class _Way:
                 return await self._inline(conn, context, params, None)
             # The route, found once; the Mcp-Param-* headers the transport handed over
             # checked against the arguments.
-            route = None
+            route: Route = None
             passthrough = self.parts.offering.serving(conn)
             name = params.get("name")
             if passthrough is not None and isinstance(name, str):
                 routes = passthrough.routes
-                route = routes.tool_route_now(context, name)
-                if route is FETCH:
-                    route = await routes.tool_route(context, name)
+                now = routes.tool_route_now(context, name)
+                route = await routes.tool_route(context, name) if now is FETCH else now
                 headers = context.headers
                 if headers is not None and route is not None:
                     wanted = routes.param_headers(route, name)
@@ -128,9 +127,15 @@ class _Way:
                         check_headers(wanted, params.get("arguments"), headers)
             if name == CALL_TOOL:
                 # Called once the client signed in, maybe after a reload: looked up then.
-                return await self.parts.sign_ins.offering(
-                    conn, context, params, lambda params: self._tasked(conn, context, params, route)
-                )
+                sign_ins = self.parts.sign_ins
+                due = sign_ins.due(context, params)
+                if due is not None:
+                    return await sign_ins.offering(
+                        conn,
+                        context,
+                        due,
+                        lambda params: self._tasked(conn, context, params, route),
+                    )
             # Looked up once for the request: its Call is made knowing it (L{_inline}).
             return await self._tasked(conn, context, params, route, passthrough is not None)
         except RpcError as error:
@@ -151,7 +156,8 @@ class _Way:
         promotion = self.parts.promotion
         if promotion is not None:
             if context.modern:
-                if client_declares(context):
+                # Most calls declare no extensions: client_declares is not asked.
+                if "extensions" in context.capabilities and client_declares(context):
                     return self._extension(conn, context, params, route, promotion)
                 if route is not None and promotion.required_by(conn, params, route):
                     # Only the extension can carry a tool that runs as a task only.

@@ -239,7 +239,9 @@ class McpServer:
 
         @return: C{conn}, now known to the subscriptions' fan-out.
         """
-        self.subscriptions.opened(conn)
+        if conn.transport != HTTP_MODERN:
+            # A 2026-07-28 request's own connection is never kept (Subscriptions.opened).
+            self.subscriptions.opened(conn)
         return conn
 
     def close(self, conn: Conn) -> None:
@@ -318,7 +320,10 @@ class McpServer:
         answer = self._methods.get(method)
         if answer is None:
             raise RpcError.method_not_found(method)
-        params = params_of(request)
+        params = request.params
+        if type(params) is not dict:
+            # Absent: none; another value was refused by context already.
+            params = params_of(request)
         result = await answer(conn, context, params)
         if method == "tools/list":
             # The same page of the same tools is spelled and encoded once (list_cache).

@@ -405,7 +405,7 @@ class PassThrough:
             arguments = {}
         elif type(arguments) is not dict:
             raise RpcError.invalid_params("params.arguments must be an object")
-        calling = self.pool.call_tool(
+        calling = self.gateway.pool.call_tool(
             server,
             self.passed.upstream_name(server, name),
             arguments,

@@ -16,6 +16,7 @@ fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, Final, NamedTuple
 
 from attrs import frozen
@@ -53,11 +54,13 @@ REMEMBERED_NAMES: Final = 4096
 MAX_REMEMBERED_NAME: Final = 128
 
 
-class _Fetch:
+class _Fetch(Enum):
     """What L{Routes.tool_route_now} answers when catalogues must be fetched first."""
 
+    FETCH = "fetch"
 
-FETCH: Final = _Fetch()
+
+FETCH: Final = _Fetch.FETCH
 
 
 class Routes:
