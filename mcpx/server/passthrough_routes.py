@@ -82,6 +82,9 @@ class Routes:
         self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
         #: Each server's cached catalogue of tools and the configuration it was last
         #: offered under (L{_tools_now}), and its tools as offered then: one per server named.
+        #: The route of each tool name called since, listed by a server as offered now
+        #: (L{_tools_now}); no more than the tools offered.
+        self._routes: dict[str, ToolRoute] = {}
         self._tools_last: dict[
             str, tuple[list[dict[str, Any]], object, dict[str, OfferedTool]]
         ] = {}
@@ -162,7 +165,15 @@ class Routes:
         if offered is None:
             known = self._tools_known(context, name)
             return FETCH if known is None else known
-        return self._routed(name, offered, {})
+        route = self._routes.get(name)
+        if route is not None:
+            self._catalogues.routed(name, route.server)
+            return route
+        route = self._routed(name, offered, {})
+        if route is not None and name in route.tools:
+            # Listed: the same route while every server's tools are as offered now.
+            self._routes[name] = route
+        return route
 
     def _tools_known(self, context: Context, name: str) -> ToolRoute | None:
         """
@@ -211,6 +222,8 @@ class Routes:
                 # configuration (the same prefix): as offered last time, not asked again.
                 tools = self._tools.of(server, self.passed.offered_tools(server, listed))
                 held = last[server] = (listed, configured, tools)
+                # Routed anew from now on: the servers or their tools changed.
+                self._routes.clear()
             offered.append((server, held[2]))
         return offered
 
