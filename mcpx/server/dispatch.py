@@ -556,7 +556,7 @@ class McpServer:
         passthrough = self.offering.serving(conn)
         if route is not None and passthrough is not None:
             calling = passthrough.call_tool(
-                context, route.server, params["name"], params, on_progress=relay, on_log=on_log
+                context, route.server, route.upstream, params, on_progress=relay, on_log=on_log
             )
         else:
             calling = self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)

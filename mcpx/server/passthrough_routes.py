@@ -188,7 +188,7 @@ class Routes:
             tools = self._tools.of(server, self.passed.offered_tools(server, listed))
             if name in tools:
                 self._catalogues.routed(name, server)
-                return ToolRoute(server, tools)
+                return self._route(server, tools, name)
         return None
 
     async def _fetched(
@@ -253,20 +253,20 @@ class Routes:
                 if route is not None:
                     self.passed.clashed("tool", name, route.server, server)
                 else:
-                    route = ToolRoute(server, tools)
+                    route = self._route(server, tools, name)
         if route is not None:
             self._catalogues.routed(name, route.server)
             return route
         servers = self.passed.servers
         last = self._catalogues.lister_of(name)
         if last is not None and last in servers:
-            return ToolRoute(last, dict(offered)[last])
+            return self._route(last, dict(offered)[last], name)
         if self.gateway.has_tool(name):
             return None
         if len(servers) == 1 and last is None and not unlisted:
             # One server: it may answer to tools it does not list, and it is the one to
             # say whether the name exists; no other server could be meant.
-            return ToolRoute(servers[0], offered[0][1])
+            return self._route(servers[0], offered[0][1], name)
         if last is None and unlisted:
             # Its server may be one that cannot be listed now: say which, guess none.
             raise RpcError(
@@ -286,6 +286,10 @@ class Routes:
             "lists it; list the tools again",
             {"name": name},
         )
+
+    def _route(self, server: str, tools: Mapping[str, OfferedTool], name: str) -> ToolRoute:
+        """The route of a call of C{name} to C{server}, which offers C{tools}."""
+        return ToolRoute(server, tools, self.passed.upstream_name(server, name))
 
     def offered_task_support(self, route: ToolRoute, name: str) -> str | None:
         """
@@ -489,7 +493,10 @@ class ToolRoute(NamedTuple):
 
     @ivar server: the pass-through server that gets the call.
     @ivar tools: that server's tools as offered, by name, as listed now (or last).
+    @ivar upstream: the name the server knows the tool by (without its C{toolPrefix},
+        L{PassedThrough.upstream_name}).
     """
 
     server: str
     tools: Mapping[str, OfferedTool]
+    upstream: str

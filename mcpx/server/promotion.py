@@ -197,9 +197,8 @@ class TaskPromotion:
         if passthrough is not None and route is not None and isinstance(name, str):
             # The tool as the client's tools/list offers it, found with the call's
             # owner: no list is built for a call.
-            server = route.server
-            upstream_tool = passthrough.passed.upstream_name(server, name)
-            return passthrough.routes.offered_task_support(route, name), server, upstream_tool
+            support = passthrough.routes.offered_task_support(route, name)
+            return support, route.server, route.upstream
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:
