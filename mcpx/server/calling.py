@@ -121,10 +121,8 @@ class _Way:
                 now = routes.tool_route_now(context, name)
                 route = await routes.tool_route(context, name) if now is FETCH else now
                 headers = context.headers
-                if headers is not None and route is not None:
-                    wanted = routes.param_headers(route, name)
-                    if wanted:
-                        check_headers(wanted, params.get("arguments"), headers)
+                if headers is not None and route is not None and route.headers:
+                    check_headers(route.headers, params.get("arguments"), headers)
             if name == CALL_TOOL:
                 # Called once the client signed in, maybe after a reload: looked up then.
                 sign_ins = self.parts.sign_ins
@@ -159,7 +157,7 @@ class _Way:
                 # Most calls declare no extensions: client_declares is not asked.
                 if "extensions" in context.capabilities and client_declares(context):
                     return self._extension(conn, context, params, route, promotion)
-                if route is not None and promotion.required_by(conn, params, route):
+                if route is not None and route.task_support == "required":
                     # Only the extension can carry a tool that runs as a task only.
                     raise RpcError.missing_client_capability(TASKS_REQUIRED)
             elif "task" in params and context.task is None:

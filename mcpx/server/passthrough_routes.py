@@ -288,18 +288,27 @@ class Routes:
         )
 
     def _route(self, server: str, tools: Mapping[str, OfferedTool], name: str) -> ToolRoute:
-        """The route of a call of C{name} to C{server}, which offers C{tools}."""
-        return ToolRoute(server, tools, self.passed.upstream_name(server, name))
+        """
+        The route of a call of C{name} to C{server}, which offers C{tools}: with what
+        every call of it reads, worked out once for the route.
+        """
+        return ToolRoute(
+            server,
+            tools,
+            self.passed.upstream_name(server, name),
+            self._param_headers(server, tools, name),
+            self._offered_task_support(tools, name),
+        )
 
-    def offered_task_support(self, route: ToolRoute, name: str) -> str | None:
+    def _offered_task_support(self, tools: Mapping[str, OfferedTool], name: str) -> str | None:
         """
         The task support (L{mcpx.upstream.tasks.task_support}) of tool C{name} as
-        C{tools/list} offers it to a host whose call of it takes C{route}: its server's
-        (read once per catalogue, L{OfferedTool}), else a gateway tool's of that name (a
-        call routed to the server that listed it last, or the only server, while it does
-        not list it now), else C{None}.
+        C{tools/list} offers it to a host whose call of it goes to the server offering
+        C{tools}: that server's (read once per catalogue, L{OfferedTool}), else a gateway
+        tool's of that name (a call routed to the server that listed it last, or the only
+        server, while it does not list it now), else C{None}.
         """
-        tool = route.tools.get(name)
+        tool = tools.get(name)
         if tool is not None:
             return tool.task_support
         for definition in self.gateway.tool_definitions:
@@ -307,18 +316,19 @@ class Routes:
                 return task_support(definition)
         return None
 
-    def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
+    def _param_headers(
+        self, server: str, tools: Mapping[str, OfferedTool], name: str
+    ) -> HeaderPaths:
         """
-        The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
-        (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
+        The C{Mcp-Param-*} headers a call of C{name} to the server offering C{tools} must
+        carry (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
         """
-        # The route's tools are keyed by their offered names, every one with its
-        # server's prefix: C{name} itself (every call of a tool as listed), else C{name}
-        # with the prefix when it has none (as L{PassedThrough.upstream_name} takes it off).
-        tools = route.tools
+        # The tools are keyed by their offered names, every one with its server's
+        # prefix: C{name} itself (every call of a tool as listed), else C{name} with the
+        # prefix when it has none (as L{PassedThrough.upstream_name} takes it off).
         tool = tools.get(name)
         if tool is None:
-            prefix = self.passed.prefix_of(route.server)
+            prefix = self.passed.prefix_of(server)
             if prefix and not name.startswith(prefix):
                 tool = tools.get(prefix + name)
         return tool.headers if tool is not None else NO_HEADERS
@@ -495,8 +505,13 @@ class ToolRoute(NamedTuple):
     @ivar tools: that server's tools as offered, by name, as listed now (or last).
     @ivar upstream: the name the server knows the tool by (without its C{toolPrefix},
         L{PassedThrough.upstream_name}).
+    @ivar headers: the C{Mcp-Param-*} headers a call of it must carry.
+    @ivar task_support: its task support as C{tools/list} offers it (C{"required"}: it
+        runs only as a task).
     """
 
     server: str
     tools: Mapping[str, OfferedTool]
     upstream: str
+    headers: HeaderPaths
+    task_support: str | None

@@ -31,7 +31,7 @@ from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths
 from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
-from mcpx.server.passthrough_routes import Routes, ToolRoute
+from mcpx.server.passthrough_routes import OfferedTool, Routes
 from mcpx.spec import downgrade
 from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.feature import TASKS_EXTENSION
@@ -314,13 +314,16 @@ async def _call_tool_before(
     self: PassThrough,
     context: Context,
     server: str,
-    name: str,
+    tool: str,
     params: Mapping[str, Any],
     *,
     on_progress: ProgressSink | None = None,
     on_log: LogRelay | None = None,
 ) -> dict[str, Any]:
-    """L{PassThrough.call_tool} as it was: L{tool_failure} in L{guarded}, each a coroutine."""
+    """
+    L{PassThrough.call_tool} as it was: L{tool_failure} in L{guarded}, each a coroutine
+    (C{tool} the upstream's name, as the route now has it).
+    """
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -328,7 +331,7 @@ async def _call_tool_before(
         raise RpcError.invalid_params("params.arguments must be an object")
     calling = self.pool.call_tool(
         server,
-        self.passed.upstream_name(server, name),
+        tool,
         arguments,
         client=catalogues.upstream_client(context),
         meta=asking_for_logs(_upstream_meta_before(params.get("_meta")), on_log),
@@ -354,10 +357,11 @@ def _upstream_client_before(context: Context) -> str:
     return declaring(context.identity, questions)
 
 
-def _param_headers_before(self: Routes, route: ToolRoute, name: str) -> HeaderPaths:
-    """L{Routes.param_headers} as it was: the offered name put back together."""
-    server = route.server
-    tool = route.tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
+def _param_headers_before(
+    self: Routes, server: str, tools: Mapping[str, OfferedTool], name: str
+) -> HeaderPaths:
+    """L{Routes._param_headers} as it was: the offered name put back together."""
+    tool = tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
     return tool.headers if tool is not None else NO_HEADERS
 
 
@@ -373,9 +377,11 @@ def _upstream_meta_before(meta: object) -> dict[str, Any] | None:
     return kept or None
 
 
-def _offered_task_support_before(self: Routes, route: ToolRoute, name: str) -> str | None:
-    """L{Routes.offered_task_support} as it was: the definition found, then read."""
-    tool = route.tools.get(name)
+def _offered_task_support_before(
+    self: Routes, tools: Mapping[str, OfferedTool], name: str
+) -> str | None:
+    """L{Routes._offered_task_support} as it was: the definition found, then read."""
+    tool = tools.get(name)
     if tool is not None:
         return task_support(tool.definition)
     for definition in self.gateway.tool_definitions:
@@ -453,8 +459,8 @@ class ShortcutTests(SynchronousTestCase):
             (catalogues, "upstream_client", _upstream_client_before),
             (passthrough, "upstream_client", _upstream_client_before),
             (passthrough_routes, "upstream_client", _upstream_client_before),
-            (Routes, "param_headers", _param_headers_before),
-            (Routes, "offered_task_support", _offered_task_support_before),
+            (Routes, "_param_headers", _param_headers_before),
+            (Routes, "_offered_task_support", _offered_task_support_before),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
         for owner, name, replacement in before:
