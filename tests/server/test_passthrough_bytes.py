@@ -31,7 +31,7 @@ from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths
 from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
-from mcpx.server.passthrough_routes import OfferedTool, Routes
+from mcpx.server.passthrough_routes import FETCH, OfferedTool, Routes
 from mcpx.spec import downgrade
 from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.feature import TASKS_EXTENSION
@@ -365,6 +365,23 @@ def _param_headers_before(
     return tool.headers if tool is not None else NO_HEADERS
 
 
+def _tool_route_now_before(self: Routes, context: Context, name: str) -> object:
+    """
+    L{Routes.tool_route_now} as it was: the name told not to be the gateway's, each
+    server's tools offered and the route worked out again at every call.
+    """
+    if self.passed.reserved_tool(name):
+        return None
+    offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+    for server in self.passed.servers:
+        listed = self._catalogues.cached("tools", server, context)
+        if listed is None:
+            known = self._tools_known(context, name)
+            return FETCH if known is None else known
+        offered.append((server, self._tools.of(server, self.passed.offered_tools(server, listed))))
+    return self._routed(name, offered, {})
+
+
 def _upstream_meta_before(meta: object) -> dict[str, Any] | None:
     """L{forwarding.upstream_meta} as it was: a dict made, then dropped when empty."""
     if type(meta) is not dict or not meta:
@@ -429,7 +446,8 @@ class ShortcutTests(SynchronousTestCase):
         catalogue found with one look-up, the prefixes kept per configuration, an ASCII
         name folded without normalising, an empty declaration not looked through, the
         questions a request declares worked out once for equal declarations, a call's
-        C{Mcp-Param-*} headers found by its offered name) as without them: answers
+        C{Mcp-Param-*} headers found by its offered name, the route of a name listed kept
+        with what its calls read) as without them: answers
         small, large and non-ASCII, an upstream's error, a call timed out, one the host
         cancelled, and 2026-07-28 calls declaring equal and different capabilities.
         """
@@ -461,6 +479,7 @@ class ShortcutTests(SynchronousTestCase):
             (passthrough_routes, "upstream_client", _upstream_client_before),
             (Routes, "_param_headers", _param_headers_before),
             (Routes, "_offered_task_support", _offered_task_support_before),
+            (Routes, "tool_route_now", _tool_route_now_before),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
         for owner, name, replacement in before:
