@@ -221,6 +221,15 @@ class McpServer:
             "completion/complete": self._complete,
         }
         self._methods.update(self.promotion.methods())
+        #: The methods each revision has (L{removed_for} the rest): one look-up a request.
+        self._methods_in: dict[Revision, dict[str, Method]] = {
+            revision: {
+                name: answer
+                for name, answer in self._methods.items()
+                if not removed_for(name, revision)
+            }
+            for revision in Revision
+        }
         #: Answers one request (L{_handle}); in a span of its own when tracing is on,
         #: decided once here so that a daemon without tracing pays nothing per request.
         self.handle = self._traced if tracing.on() else self._handle
@@ -310,16 +319,14 @@ class McpServer:
         """
         context = self._envelopes.context(conn, request, reply)
         method = request.method
-        if removed_for(method, context.revision):
-            raise RpcError.method_not_found(method)
-        if method == LISTEN:
+        answer = self._methods_in[context.revision].get(method)
+        if answer is None:
+            if method != LISTEN or removed_for(method, context.revision):
+                raise RpcError.method_not_found(method)
             listened = await self.listening.listen(
                 self, conn, context, request.id, params_of(request)
             )
             return self.spell(listened, method, context)
-        answer = self._methods.get(method)
-        if answer is None:
-            raise RpcError.method_not_found(method)
         params = request.params
         if type(params) is not dict:
             # Absent: none; another value was refused by context already.
