@@ -221,9 +221,11 @@ class Routes:
                 # The pool's own cached list (no policy hides a tool of it) under the same
                 # configuration (the same prefix): as offered last time, not asked again.
                 tools = self._tools.of(server, self.passed.offered_tools(server, listed))
+                if held is None or held[1] is not configured or tools is not held[2]:
+                    # Routed anew from now on: the servers or their tools changed (a
+                    # policy that hides tools hands out a new list of the same ones).
+                    self._routes.clear()
                 held = last[server] = (listed, configured, tools)
-                # Routed anew from now on: the servers or their tools changed.
-                self._routes.clear()
             offered.append((server, held[2]))
         return offered
 
