@@ -52,15 +52,8 @@ _ABSENT_QUESTIONS: Final[Mapping[Revision, frozenset[str]]] = {
     for revision in Revision
 }
 
-
-def _owner(context: Context) -> str | None:
-    """Whose the questions of a request with an access token are: its subject's."""
-    return subject_identity(context.subject) if context.subject is not None else None
-
-
-def _host(context: Context) -> str:
-    """Who made a request: its connection or named session, and its token's subject."""
-    return f"{context.subject or ''}\n{context.artifact_owner}"
+#: Every question capability (elicitation, sampling, roots).
+_QUESTIONS: Final = frozenset(CAPABILITY_FOR.values())
 
 
 def _input_responses(params: dict[str, Any]) -> dict[str, Any]:
@@ -206,42 +199,51 @@ class Asking:
             where the caller has looked already for this request; C{None}: looked up.
         """
         capabilities = context.capabilities
-        if any(name in capabilities for name in _ABSENT_QUESTIONS.get(context.revision, ())):
+        # Set operations on the keys, asked of every call: no generator of their own.
+        absent = _ABSENT_QUESTIONS[context.revision]
+        if absent and not absent.isdisjoint(capabilities):
             # A capability the revision lacks (elicitation before 2025-06-18) is no
             # promise: such a client has no schema for the question.
             capabilities = {
-                name: value
-                for name, value in capabilities.items()
-                if name not in _ABSENT_QUESTIONS[context.revision]
+                name: value for name, value in capabilities.items() if name not in absent
             }
-        askable = (
-            self._native
-            and bool(capabilities)
-            and any(name in capabilities for name in CAPABILITY_FOR.values())
-        )
-        held = params.get("inputResponses") if context.modern else None
+        askable = self._native and not _QUESTIONS.isdisjoint(capabilities)
+        modern = context.modern
+        held = params.get("inputResponses") if modern else None
         if narrow is None:
             narrow = self._offering.serving(conn) is not None
         as_task = as_task or context.task is not None
-        # A host's MCP Apps declaration travels upstream with its calls (modern_session).
-        carries = declared_ui(capabilities) is not None
-        if not (askable or narrow or as_task or carries) and type(held) is not dict:
+        if (
+            not (askable or narrow or as_task)
+            and type(held) is not dict
+            # A host's MCP Apps declaration travels upstream with its calls (modern_session).
+            and declared_ui(capabilities) is None
+        ):
             return None
+        subject = context.subject
+        # Positional, as L{Context.with_call}: the keywords cost a third of the
+        # construction.  In L{Call}'s order: id, capabilities, asker, narrow, held,
+        # wants_task, on_upstream_task, strict, refused, owner, host, legacy.
         call = Call(
             self._call_prefix + str(next(self._call_numbers)),
             capabilities,
-            narrow=narrow,
-            held=dict(held) if type(held) is dict else None,
-            wants_task=as_task,
-            strict=context.modern and narrow,
-            owner=_owner(context),
-            host=_host(context),
-            legacy=not context.modern,
+            None,
+            narrow,
+            dict(held) if type(held) is dict else None,
+            as_task,
+            None,
+            modern and narrow,
+            None,
+            # Whose its questions are: the access token's subject's.
+            subject_identity(subject) if subject is not None else None,
+            # Who made it: its connection or named session, and its token's subject.
+            f"{subject or ''}\n{context.artifact_owner}",
+            not modern,
         )
         if context.task is not None:
             call.became_task()
         if askable:
-            if context.modern:
+            if modern:
                 call.asker = ResumableCall(call, method, self._clock)
             elif conn.ask is not None:
                 call.asker = ConnAsker(conn, context.reply)

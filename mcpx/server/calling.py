@@ -42,7 +42,7 @@ from mcpx.server.ext_tasks import client_declares
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
 from mcpx.server.param_headers import check_headers
-from mcpx.server.passthrough_routes import ToolRoute
+from mcpx.server.passthrough_routes import FETCH, ToolRoute
 from mcpx.server.promotion import TaskPromotion
 from mcpx.server.resumable import ResumableCall
 from mcpx.server.roots import Roots
@@ -106,28 +106,34 @@ class _Way:
     forward: Forward
 
     async def __call__(self, conn: Conn, context: Context, params: Params) -> Any:
-        if context.modern:
+        if context.modern and "inputResponses" in params:
             params = without_upstream_urls(params)
         try:
             if self.method != "tools/call":
                 return await self._inline(conn, context, params, None)
             # The route, found once; the Mcp-Param-* headers the transport handed over
             # checked against the arguments.
-            route = None
+            route: Route = None
             passthrough = self.parts.offering.serving(conn)
             name = params.get("name")
             if passthrough is not None and isinstance(name, str):
-                route = await passthrough.routes.tool_route(context, name)
+                routes = passthrough.routes
+                now = routes.tool_route_now(context, name)
+                route = await routes.tool_route(context, name) if now is FETCH else now
                 headers = context.headers
-                if headers is not None and route is not None:
-                    wanted = passthrough.routes.param_headers(route, name)
-                    if wanted:
-                        check_headers(wanted, params.get("arguments"), headers)
+                if headers is not None and route is not None and route.headers:
+                    check_headers(route.headers, params.get("arguments"), headers)
             if name == CALL_TOOL:
                 # Called once the client signed in, maybe after a reload: looked up then.
-                return await self.parts.sign_ins.offering(
-                    conn, context, params, lambda params: self._tasked(conn, context, params, route)
-                )
+                sign_ins = self.parts.sign_ins
+                due = sign_ins.due(context, params)
+                if due is not None:
+                    return await sign_ins.offering(
+                        conn,
+                        context,
+                        due,
+                        lambda params: self._tasked(conn, context, params, route),
+                    )
             # Looked up once for the request: its Call is made knowing it (L{_inline}).
             return await self._tasked(conn, context, params, route, passthrough is not None)
         except RpcError as error:
@@ -148,9 +154,10 @@ class _Way:
         promotion = self.parts.promotion
         if promotion is not None:
             if context.modern:
-                if client_declares(context):
+                # Most calls declare no extensions: client_declares is not asked.
+                if "extensions" in context.capabilities and client_declares(context):
                     return self._extension(conn, context, params, route, promotion)
-                if route is not None and promotion.required_by(conn, params, route):
+                if route is not None and route.task_support == "required":
                     # Only the extension can carry a tool that runs as a task only.
                     raise RpcError.missing_client_capability(TASKS_REQUIRED)
             elif "task" in params and context.task is None:
@@ -201,16 +208,10 @@ class _Way:
         if call is None:
             return self.forward(conn, context, params, route)
         context = context.with_call(call)
-        forwarded = self._forwarded(conn, context, params, route, call)
+        forwarded = settled(call, self.forward(conn, context, params, route))
         if call.asker is None:
             return forwarded
         return asking.asked(conn, forwarded, context, params, method)
-
-    def _forwarded(
-        self, conn: Conn, context: Context, params: Params, route: Route, call: Call
-    ) -> Awaitable[Mapping[str, Any]]:
-        """The call forwarded for C{call}, until it settles (L{settled})."""
-        return settled(call, self.forward(conn, context, params, route))
 
     async def _extension(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -239,7 +240,7 @@ class _Way:
             if isinstance(asker, ResumableCall)
             else ResumableCall(call, "tools/call", self.parts.clock)
         )
-        forwarded = self._forwarded(conn, context, params, route, call)
+        forwarded = settled(call, self.forward(conn, context, params, route))
         return await promotion.call_may_become_task(
             conn, context, params, route, spell, fresh=(call, resumable, forwarded)
         )

@@ -39,7 +39,7 @@ passed through; each reload that changes a server is announced
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve
@@ -221,6 +221,15 @@ class McpServer:
             "completion/complete": self._complete,
         }
         self._methods.update(self.promotion.methods())
+        #: The methods each revision has (L{removed_for} the rest): one look-up a request.
+        self._methods_in: dict[Revision, dict[str, Method]] = {
+            revision: {
+                name: answer
+                for name, answer in self._methods.items()
+                if not removed_for(name, revision)
+            }
+            for revision in Revision
+        }
         #: Answers one request (L{_handle}); in a span of its own when tracing is on,
         #: decided once here so that a daemon without tracing pays nothing per request.
         self.handle = self._traced if tracing.on() else self._handle
@@ -239,7 +248,9 @@ class McpServer:
 
         @return: C{conn}, now known to the subscriptions' fan-out.
         """
-        self.subscriptions.opened(conn)
+        if conn.transport != HTTP_MODERN:
+            # A 2026-07-28 request's own connection is never kept (Subscriptions.opened).
+            self.subscriptions.opened(conn)
         return conn
 
     def close(self, conn: Conn) -> None:
@@ -308,17 +319,18 @@ class McpServer:
         """
         context = self._envelopes.context(conn, request, reply)
         method = request.method
-        if removed_for(method, context.revision):
-            raise RpcError.method_not_found(method)
-        if method == LISTEN:
+        answer = self._methods_in[context.revision].get(method)
+        if answer is None:
+            if method != LISTEN or removed_for(method, context.revision):
+                raise RpcError.method_not_found(method)
             listened = await self.listening.listen(
                 self, conn, context, request.id, params_of(request)
             )
             return self.spell(listened, method, context)
-        answer = self._methods.get(method)
-        if answer is None:
-            raise RpcError.method_not_found(method)
-        params = params_of(request)
+        params = request.params
+        if type(params) is not dict:
+            # Absent: none; another value was refused by context already.
+            params = params_of(request)
         result = await answer(conn, context, params)
         if method == "tools/list":
             # The same page of the same tools is spelled and encoded once (list_cache).
@@ -541,31 +553,22 @@ class McpServer:
         # The page is cut from the gateway's own tuple: it is never changed, so not copied.
         return self._page("tools/list", self.surface.tool_definitions, params)
 
-    async def _call_tool(
+    def _call_tool(
         self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
-    ) -> Mapping[str, Any]:
+    ) -> Awaitable[Mapping[str, Any]]:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = ProgressRelay.for_request(conn, context)
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.passthrough_for(conn)
-        try:
-            if route is not None and passthrough is not None:
-                result = await passthrough.call_tool(
-                    context, route.server, params["name"], params, on_progress=relay, on_log=on_log
-                )
-            else:
-                result = await self.surface.call_tool(
-                    context, params, on_progress=relay, on_log=on_log
-                )
-        except BaseException:
-            if relay is not None:
-                relay.drop()
-            raise
-        if relay is not None:
-            # The latest report held back by a full stream goes out before the answer.
-            relay.flush()
-        return result
+        passthrough = self.offering.serving(conn)
+        if route is not None and passthrough is not None:
+            calling = passthrough.call_tool(
+                context, route.server, route.upstream, params, on_progress=relay, on_log=on_log
+            )
+        else:
+            calling = self.surface.call_tool(context, params, on_progress=relay, on_log=on_log)
+        # Most calls ask for no progress: the call's own coroutine, no other around it.
+        return calling if relay is None else _relayed(relay, calling)
 
     def _serving(self, conn: Conn) -> PassThrough | Surface:
         """What serves C{conn}'s prompts and resources: its pass-through, else the surface."""
@@ -616,6 +619,20 @@ class McpServer:
             )
         conn.log_level = level
         return {}
+
+
+async def _relayed(
+    relay: ProgressRelay, calling: Awaitable[Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """C{calling}'s result, once the latest progress report held back went out before it."""
+    try:
+        result = await calling
+    except BaseException:
+        relay.drop()
+        raise
+    # The latest report held back by a full stream goes out before the answer.
+    relay.flush()
+    return result
 
 
 def _legacy(context: Context, revision: Revision) -> Context:

@@ -379,14 +379,16 @@ class PassThrough:
         self,
         context: Context,
         server: str,
-        name: str,
+        tool: str,
         params: Mapping[str, Any],
         *,
         on_progress: ProgressSink | None = None,
         on_log: LogRelay | None = None,
     ) -> dict[str, Any]:
         """
-        Forward a C{tools/call} to C{server} and return its result as it came.
+        Forward a C{tools/call} of C{server}'s C{tool} (by the name the server knows it
+        by, L{mcpx.server.passthrough_routes.ToolRoute.upstream}) and return its result
+        as it came.
 
         @param on_progress: where the upstream's progress goes.
         @param on_log: where the server's log messages go while it answers.
@@ -405,12 +407,13 @@ class PassThrough:
             arguments = {}
         elif type(arguments) is not dict:
             raise RpcError.invalid_params("params.arguments must be an object")
-        calling = self.pool.call_tool(
+        meta = upstream_meta(params.get("_meta"))
+        calling = self.gateway.pool.call_tool(
             server,
-            self.passed.upstream_name(server, name),
+            tool,
             arguments,
             client=upstream_client(context),
-            meta=asking_for_logs(upstream_meta(params.get("_meta")), on_log),
+            meta=meta if on_log is None else asking_for_logs(meta, on_log),
             on_progress=on_progress,
             call=context.call,
         )

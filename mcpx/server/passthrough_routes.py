@@ -16,7 +16,8 @@ fetched, each at once and for at most C{pool.listWait} (L{Catalogues.fetching}).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, Final, NamedTuple
 
 from attrs import frozen
 from twisted.internet.defer import Deferred
@@ -46,6 +47,21 @@ from mcpx.upstream.records import UpstreamError
 from mcpx.upstream.tasks import task_support
 from mcpx.wire.errors import INTERNAL_ERROR, RpcError
 
+#: Past this many tool names told not reserved, the memory of them starts afresh; a
+#: longer name than L{MAX_REMEMBERED_NAME} (MCP's names are at most 128 characters) is
+#: told again at each call.
+REMEMBERED_NAMES: Final = 4096
+MAX_REMEMBERED_NAME: Final = 128
+
+
+class _Fetch(Enum):
+    """What L{Routes.tool_route_now} answers when catalogues must be fetched first."""
+
+    FETCH = "fetch"
+
+
+FETCH: Final = _Fetch.FETCH
+
 
 class Routes:
     """
@@ -58,9 +74,20 @@ class Routes:
         self.passed = passed
         self.gateway = passed.gateway
         self._catalogues = catalogues
+        #: Tool names called that are not the gateway's (L{PassedThrough.reserved_tool}:
+        #: the same for a name whatever the configuration), told once.
+        self._unreserved: set[str] = set()
         #: Each server's tools as offered, by name: what a call's owner, task support
         #: and C{Mcp-Param-*} headers are read from.
         self._tools: Derived[dict[str, OfferedTool]] = Derived(offered_by_name)
+        #: Each server's cached catalogue of tools and the configuration it was last
+        #: offered under (L{_tools_now}), and its tools as offered then: one per server named.
+        #: The route of each tool name called since, listed by a server as offered now
+        #: (L{_tools_now}); no more than the tools offered.
+        self._routes: dict[str, ToolRoute] = {}
+        self._tools_last: dict[
+            str, tuple[list[dict[str, Any]], object, dict[str, OfferedTool]]
+        ] = {}
         self._prompt_names: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "name"))
         self._resource_uris: Derived[frozenset[str]] = Derived(lambda items: names_in(items, "uri"))
         self._template_patterns: Derived[tuple[tuple[str, Any], ...]] = Derived(
@@ -114,16 +141,39 @@ class Routes:
         @raise RpcError: C{-32602} naming the server when the one that listed it was
             removed, or naming the tool when none did and it is no gateway tool.
         """
-        if self.passed.reserved_tool(name):
-            return None
+        route = self.tool_route_now(context, name)
+        if route is not FETCH:
+            return route
         unlisted: dict[str, str] = {}
+        offered = await self._tools_fetched(context, unlisted)
+        return self._routed(name, offered, unlisted)
+
+    def tool_route_now(self, context: Context, name: str) -> ToolRoute | _Fetch | None:
+        """
+        L{tool_route}, when the catalogues known now say it (every call while the pool
+        has them cached: no coroutine of its own); else L{FETCH}, and L{tool_route}
+        fetches them.
+        """
+        if name not in self._unreserved:
+            if self.passed.reserved_tool(name):
+                return None
+            if len(name) <= MAX_REMEMBERED_NAME:
+                if len(self._unreserved) >= REMEMBERED_NAMES:
+                    self._unreserved.clear()
+                self._unreserved.add(name)
         offered = self._tools_now(context)
         if offered is None:
             known = self._tools_known(context, name)
-            if known is not None:
-                return known
-            offered = await self._tools_fetched(context, unlisted)
-        return self._routed(name, offered, unlisted)
+            return FETCH if known is None else known
+        route = self._routes.get(name)
+        if route is not None:
+            self._catalogues.routed(name, route.server)
+            return route
+        route = self._routed(name, offered, {})
+        if route is not None and name in route.tools:
+            # Listed: the same route while every server's tools are as offered now.
+            self._routes[name] = route
+        return route
 
     def _tools_known(self, context: Context, name: str) -> ToolRoute | None:
         """
@@ -138,7 +188,7 @@ class Routes:
             tools = self._tools.of(server, self.passed.offered_tools(server, listed))
             if name in tools:
                 self._catalogues.routed(name, server)
-                return ToolRoute(server, tools)
+                return self._route(server, tools, name)
         return None
 
     async def _fetched(
@@ -160,13 +210,23 @@ class Routes:
     def _tools_now(self, context: Context) -> list[tuple[str, Mapping[str, OfferedTool]]] | None:
         """Each server's tools by name, when the pool has them all cached; else C{None}."""
         offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+        configured = self.gateway.host.servers
+        last = self._tools_last
         for server in self.passed.servers:
             listed = self._catalogues.cached("tools", server, context)
             if listed is None:
                 return None
-            offered.append(
-                (server, self._tools.of(server, self.passed.offered_tools(server, listed)))
-            )
+            held = last.get(server)
+            if held is None or held[0] is not listed or held[1] is not configured:
+                # The pool's own cached list (no policy hides a tool of it) under the same
+                # configuration (the same prefix): as offered last time, not asked again.
+                tools = self._tools.of(server, self.passed.offered_tools(server, listed))
+                if held is None or held[1] is not configured or tools is not held[2]:
+                    # Routed anew from now on: the servers or their tools changed (a
+                    # policy that hides tools hands out a new list of the same ones).
+                    self._routes.clear()
+                held = last[server] = (listed, configured, tools)
+            offered.append((server, held[2]))
         return offered
 
     async def _tools_fetched(
@@ -195,20 +255,20 @@ class Routes:
                 if route is not None:
                     self.passed.clashed("tool", name, route.server, server)
                 else:
-                    route = ToolRoute(server, tools)
+                    route = self._route(server, tools, name)
         if route is not None:
             self._catalogues.routed(name, route.server)
             return route
         servers = self.passed.servers
         last = self._catalogues.lister_of(name)
         if last is not None and last in servers:
-            return ToolRoute(last, dict(offered)[last])
+            return self._route(last, dict(offered)[last], name)
         if self.gateway.has_tool(name):
             return None
         if len(servers) == 1 and last is None and not unlisted:
             # One server: it may answer to tools it does not list, and it is the one to
             # say whether the name exists; no other server could be meant.
-            return ToolRoute(servers[0], offered[0][1])
+            return self._route(servers[0], offered[0][1], name)
         if last is None and unlisted:
             # Its server may be one that cannot be listed now: say which, guess none.
             raise RpcError(
@@ -229,15 +289,28 @@ class Routes:
             {"name": name},
         )
 
-    def offered_task_support(self, route: ToolRoute, name: str) -> str | None:
+    def _route(self, server: str, tools: Mapping[str, OfferedTool], name: str) -> ToolRoute:
+        """
+        The route of a call of C{name} to C{server}, which offers C{tools}: with what
+        every call of it reads, worked out once for the route.
+        """
+        return ToolRoute(
+            server,
+            tools,
+            self.passed.upstream_name(server, name),
+            self._param_headers(server, tools, name),
+            self._offered_task_support(tools, name),
+        )
+
+    def _offered_task_support(self, tools: Mapping[str, OfferedTool], name: str) -> str | None:
         """
         The task support (L{mcpx.upstream.tasks.task_support}) of tool C{name} as
-        C{tools/list} offers it to a host whose call of it takes C{route}: its server's
-        (read once per catalogue, L{OfferedTool}), else a gateway tool's of that name (a
-        call routed to the server that listed it last, or the only server, while it does
-        not list it now), else C{None}.
+        C{tools/list} offers it to a host whose call of it goes to the server offering
+        C{tools}: that server's (read once per catalogue, L{OfferedTool}), else a gateway
+        tool's of that name (a call routed to the server that listed it last, or the only
+        server, while it does not list it now), else C{None}.
         """
-        tool = route.tools.get(name)
+        tool = tools.get(name)
         if tool is not None:
             return tool.task_support
         for definition in self.gateway.tool_definitions:
@@ -245,15 +318,21 @@ class Routes:
                 return task_support(definition)
         return None
 
-    def param_headers(self, route: ToolRoute, name: str) -> HeaderPaths:
+    def _param_headers(
+        self, server: str, tools: Mapping[str, OfferedTool], name: str
+    ) -> HeaderPaths:
         """
-        The C{Mcp-Param-*} headers a call of C{name} taking C{route} must carry
-        (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
+        The C{Mcp-Param-*} headers a call of C{name} to the server offering C{tools} must
+        carry (L{mcpx.server.param_headers}): those of the server's tool it calls upstream.
         """
-        # The route's tools are keyed by their offered names: C{name} itself when it
-        # has its server's prefix (as L{PassedThrough.upstream_name} takes it off).
-        prefix = self.passed.prefix_of(route.server)
-        tool = route.tools.get(name if name.startswith(prefix) else prefix + name)
+        # The tools are keyed by their offered names, every one with its server's
+        # prefix: C{name} itself (every call of a tool as listed), else C{name} with the
+        # prefix when it has none (as L{PassedThrough.upstream_name} takes it off).
+        tool = tools.get(name)
+        if tool is None:
+            prefix = self.passed.prefix_of(server)
+            if prefix and not name.startswith(prefix):
+                tool = tools.get(prefix + name)
         return tool.headers if tool is not None else NO_HEADERS
 
     async def prompt_owner(self, context: Context, name: str) -> str | None:
@@ -426,7 +505,15 @@ class ToolRoute(NamedTuple):
 
     @ivar server: the pass-through server that gets the call.
     @ivar tools: that server's tools as offered, by name, as listed now (or last).
+    @ivar upstream: the name the server knows the tool by (without its C{toolPrefix},
+        L{PassedThrough.upstream_name}).
+    @ivar headers: the C{Mcp-Param-*} headers a call of it must carry.
+    @ivar task_support: its task support as C{tools/list} offers it (C{"required"}: it
+        runs only as a task).
     """
 
     server: str
     tools: Mapping[str, OfferedTool]
+    upstream: str
+    headers: HeaderPaths
+    task_support: str | None

@@ -103,17 +103,6 @@ class TaskPromotion:
         support = self.task_support(conn, params, route)
         return self.core.create(conn, context, params, answer, support)
 
-    def required_by(self, conn: Conn, params: dict[str, Any], route: ToolRoute) -> bool:
-        """Whether the pass-through tool a C{tools/call} of C{route} names runs only as a task."""
-        # L{task_support}'s answer, without the upstream names it works out too: asked
-        # of every 2026-07-28 call from a client without the extension.
-        name = params.get("name")
-        passthrough = self._offering.serving(conn)
-        if passthrough is None or not isinstance(name, str):
-            # mcpx's own tools run as tasks optionally, never only as one.
-            return False
-        return passthrough.routes.offered_task_support(route, name) == "required"
-
     async def call_may_become_task(
         self,
         conn: Conn,
@@ -193,9 +182,7 @@ class TaskPromotion:
         if passthrough is not None and route is not None and isinstance(name, str):
             # The tool as the client's tools/list offers it, found with the call's
             # owner: no list is built for a call.
-            server = route.server
-            upstream_tool = passthrough.passed.upstream_name(server, name)
-            return passthrough.routes.offered_task_support(route, name), server, upstream_tool
+            return route.task_support, route.server, route.upstream
         if name == EXEC_TOOL:
             return "optional", None, None
         if name == CALL_TOOL:

@@ -95,6 +95,12 @@ def _offers_to(context: Context, server: RemoteServer) -> bool:
     return context.modern or may_emit(URL_ELICITATION_REQUIRED, context.revision)
 
 
+#: What a call may be offered a sign-in for (L{SignInOffers.due}): the sign-ins, the
+#: server's name and entry, the params without mcpx's own answer, and whether the user
+#: declined.
+Due = tuple[HostSignIns, str, RemoteServer, dict[str, Any], bool]
+
+
 class SignInOffers:
     """Sign-ins offered to hosts that can show a URL, on a C{tools/call} of C{mcpx_call}."""
 
@@ -109,9 +115,7 @@ class SignInOffers:
         found = servers.servers.get(name) if servers is not None else None
         return found if isinstance(found, RemoteServer) else None
 
-    def _subject(
-        self, context: Context, params: dict[str, Any]
-    ) -> tuple[HostSignIns, str, RemoteServer, dict[str, Any], bool] | None:
+    def due(self, context: Context, params: dict[str, Any]) -> Due | None:
         """
         What a call may be offered a sign-in for: the sign-ins, the server's name and
         entry, the params without mcpx's own answer, and whether the user declined; or
@@ -136,19 +140,16 @@ class SignInOffers:
         self,
         conn: Conn,
         context: Context,
-        params: dict[str, Any],
+        due: Due,
         call: Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]],
     ) -> Mapping[str, Any]:
         """
-        A C{tools/call} of C{mcpx_call} (L{mcpx.server.calling}): the sign-in offered
-        before C{call} runs when one is due, and after it when the server refused its
-        token for good on the way; C{call}'s answer otherwise (its params without
-        mcpx's own answer).
+        A C{tools/call} of C{mcpx_call} (L{mcpx.server.calling}) a sign-in may be
+        offered to (L{due}): the sign-in offered before C{call} runs when one is
+        needed, and after it when the server refused its token for good on the way;
+        C{call}'s answer otherwise (its params without mcpx's own answer).
         """
-        found = self._subject(context, params)
-        if found is None:
-            return await call(params)
-        hosted, name, server, params, declined = found
+        hosted, name, server, params, declined = due
         if not declined and hosted.needs(name, server, _principal(context)):
             offered = await self._offer(hosted, conn, context, name, server)
             if offered is not None:

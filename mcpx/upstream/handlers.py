@@ -40,7 +40,8 @@ from mcpx.spec.matrix import capability_in
 from mcpx.spec.questions import ELICIT, LIST_ROOTS, SAMPLE
 from mcpx.spec.revision import Revision
 from mcpx.wire.errors import RpcError
-from mcpx.wire.messages import is_mapping
+from mcpx.wire.jsontext import loads
+from mcpx.wire.messages import encode_json, is_mapping
 
 Question = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 #: Answers any of the three questions knowing the call it came with (the call the
@@ -108,13 +109,6 @@ def mark_of(key: str) -> str:
     return "" if index < 0 else key[index:]
 
 
-def _copied(declared: dict[str, Any]) -> dict[str, Any]:
-    """A copy of declared capabilities, to its innermost object."""
-    return {
-        name: _copied(value) if type(value) is dict else value for name, value in declared.items()
-    }
-
-
 @define
 class UpstreamHandlers:
     """
@@ -142,9 +136,7 @@ class UpstreamHandlers:
     notification: NotificationSink | None = None
     declares: frozenset[str] | None = None
     _by_method: dict[str, Question | None] = field(init=False)
-    _declared: dict[tuple[Any, ...], dict[str, Any]] = field(
-        init=False, factory=dict, eq=False, repr=False
-    )
+    _declared: dict[tuple[Any, ...], bytes] = field(init=False, factory=dict, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.relay is not None:
@@ -160,7 +152,8 @@ class UpstreamHandlers:
         The capabilities to declare at C{revision}: one per handler, spelled for it.
 
         Every 2026-07-28 request declares them, so they are worked out once per revision
-        and set of handlers; each caller gets a copy of its own to change.
+        and set of handlers, and kept as their JSON text: each caller gets a copy of its
+        own to change, read in one pass in C (a walk of the objects took four times as long).
         """
         key = (
             revision,
@@ -174,8 +167,9 @@ class UpstreamHandlers:
         )
         declared = self._declared.get(key)
         if declared is None:
-            declared = self._declared[key] = self._capabilities_at(revision)
-        return _copied(declared)
+            declared = self._declared[key] = encode_json(self._capabilities_at(revision))
+        copied: dict[str, Any] = loads(declared)
+        return copied
 
     def _capabilities_at(self, revision: Revision) -> dict[str, Any]:
         declared: dict[str, Any] = {}

@@ -7,6 +7,7 @@ every connection (C{mcpx daemon --passthrough}) or for one (C{mcpx serve --passt
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -22,6 +23,7 @@ from mcpx.demo.catalogue import INSTRUCTIONS as DEMO_INSTRUCTIONS
 from mcpx.ops import uris
 from mcpx.ops.uris import MAX_TEMPLATE_MATCH_UNITS
 from mcpx.pool import Pool
+from mcpx.server import passthrough_routes
 from mcpx.server.catalogues import upstream_client
 from mcpx.server.conn import Conn, Context
 from mcpx.server.derived import template_pattern, template_routes
@@ -898,6 +900,50 @@ class CallTests(SynchronousTestCase):
         self.assertIn("no tool named 'mcpx_future'", error.message)
         for started in connector.started("alpha"):
             self.assertNotIn("tools/call", started.methods())
+
+    def test_reserved_names_refused_at_every_call(self) -> None:
+        """
+        The names told not to be the gateway's are remembered (at most
+        REMEMBERED_NAMES, here 8, of at most MAX_REMEMBERED_NAME characters): alpha's
+        echo is forwarded at each call, a reserved name refused at each, before and after
+        the memory started afresh, and a longer name is never remembered.
+        """
+        self.patch(passthrough_routes, "REMEMBERED_NAMES", 8)
+        harness, connector = passed_through(("alpha",))
+        session = Session(Revision.V2025_06_18, harness)
+        passthrough = harness.server.passthrough
+        assert passthrough is not None
+        remembered = passthrough.routes._unreserved
+
+        def refused() -> None:
+            error = session.error("tools/call", {"name": "mcpx_future", "arguments": {}})
+            self.assertIn("no tool named 'mcpx_future'", error.message)
+
+        def echoed(text: str) -> None:
+            result = session.call("echo", {"text": text})
+            self.assertEqual(result["structuredContent"], {"said": text})
+
+        def unlisted(name: str) -> None:
+            # The only server's to answer: forwarded, whatever it says.
+            with contextlib.suppress(RpcError):
+                session.call(name)
+
+        long_name = "x" * (passthrough_routes.MAX_REMEMBERED_NAME + 1)
+        for _ in range(2):
+            echoed("hi")
+            refused()
+            unlisted(long_name)
+        self.assertIn("echo", remembered)
+        self.assertNotIn("mcpx_future", remembered)
+        self.assertNotIn(long_name, remembered)
+        for n in range(8):
+            unlisted(f"t{n}")
+            self.assertLessEqual(len(remembered), 8)
+        self.assertNotIn("echo", remembered)
+        echoed("yo")
+        refused()
+        calls = sum(started.methods().count("tools/call") for started in connector.started("alpha"))
+        self.assertEqual(calls, 2 + 2 + 8 + 1)
 
     def test_reserved_prefix_in_any_spelling(self) -> None:
         """

@@ -31,7 +31,7 @@ from mcpx.server.log_relay import LogRelay, asking_for_logs
 from mcpx.server.param_headers import NO_HEADERS, HeaderPaths
 from mcpx.server.passthrough import PassThrough, refused_arguments, tool_failure
 from mcpx.server.passthrough_names import PassedThrough
-from mcpx.server.passthrough_routes import Routes, ToolRoute
+from mcpx.server.passthrough_routes import FETCH, OfferedTool, Routes
 from mcpx.spec import downgrade
 from mcpx.spec.apps import UI_EXTENSION
 from mcpx.spec.feature import TASKS_EXTENSION
@@ -314,13 +314,16 @@ async def _call_tool_before(
     self: PassThrough,
     context: Context,
     server: str,
-    name: str,
+    tool: str,
     params: Mapping[str, Any],
     *,
     on_progress: ProgressSink | None = None,
     on_log: LogRelay | None = None,
 ) -> dict[str, Any]:
-    """L{PassThrough.call_tool} as it was: L{tool_failure} in L{guarded}, each a coroutine."""
+    """
+    L{PassThrough.call_tool} as it was: L{tool_failure} in L{guarded}, each a coroutine
+    (C{tool} the upstream's name, as the route now has it).
+    """
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -328,7 +331,7 @@ async def _call_tool_before(
         raise RpcError.invalid_params("params.arguments must be an object")
     calling = self.pool.call_tool(
         server,
-        self.passed.upstream_name(server, name),
+        tool,
         arguments,
         client=catalogues.upstream_client(context),
         meta=asking_for_logs(_upstream_meta_before(params.get("_meta")), on_log),
@@ -354,11 +357,29 @@ def _upstream_client_before(context: Context) -> str:
     return declaring(context.identity, questions)
 
 
-def _param_headers_before(self: Routes, route: ToolRoute, name: str) -> HeaderPaths:
-    """L{Routes.param_headers} as it was: the offered name put back together."""
-    server = route.server
-    tool = route.tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
+def _param_headers_before(
+    self: Routes, server: str, tools: Mapping[str, OfferedTool], name: str
+) -> HeaderPaths:
+    """L{Routes._param_headers} as it was: the offered name put back together."""
+    tool = tools.get(self.passed.prefix_of(server) + self.passed.upstream_name(server, name))
     return tool.headers if tool is not None else NO_HEADERS
+
+
+def _tool_route_now_before(self: Routes, context: Context, name: str) -> object:
+    """
+    L{Routes.tool_route_now} as it was: the name told not to be the gateway's, each
+    server's tools offered and the route worked out again at every call.
+    """
+    if self.passed.reserved_tool(name):
+        return None
+    offered: list[tuple[str, Mapping[str, OfferedTool]]] = []
+    for server in self.passed.servers:
+        listed = self._catalogues.cached("tools", server, context)
+        if listed is None:
+            known = self._tools_known(context, name)
+            return FETCH if known is None else known
+        offered.append((server, self._tools.of(server, self.passed.offered_tools(server, listed))))
+    return self._routed(name, offered, {})
 
 
 def _upstream_meta_before(meta: object) -> dict[str, Any] | None:
@@ -373,9 +394,11 @@ def _upstream_meta_before(meta: object) -> dict[str, Any] | None:
     return kept or None
 
 
-def _offered_task_support_before(self: Routes, route: ToolRoute, name: str) -> str | None:
-    """L{Routes.offered_task_support} as it was: the definition found, then read."""
-    tool = route.tools.get(name)
+def _offered_task_support_before(
+    self: Routes, tools: Mapping[str, OfferedTool], name: str
+) -> str | None:
+    """L{Routes._offered_task_support} as it was: the definition found, then read."""
+    tool = tools.get(name)
     if tool is not None:
         return task_support(tool.definition)
     for definition in self.gateway.tool_definitions:
@@ -423,7 +446,8 @@ class ShortcutTests(SynchronousTestCase):
         catalogue found with one look-up, the prefixes kept per configuration, an ASCII
         name folded without normalising, an empty declaration not looked through, the
         questions a request declares worked out once for equal declarations, a call's
-        C{Mcp-Param-*} headers found by its offered name) as without them: answers
+        C{Mcp-Param-*} headers found by its offered name, the route of a name listed kept
+        with what its calls read) as without them: answers
         small, large and non-ASCII, an upstream's error, a call timed out, one the host
         cancelled, and 2026-07-28 calls declaring equal and different capabilities.
         """
@@ -453,8 +477,9 @@ class ShortcutTests(SynchronousTestCase):
             (catalogues, "upstream_client", _upstream_client_before),
             (passthrough, "upstream_client", _upstream_client_before),
             (passthrough_routes, "upstream_client", _upstream_client_before),
-            (Routes, "param_headers", _param_headers_before),
-            (Routes, "offered_task_support", _offered_task_support_before),
+            (Routes, "_param_headers", _param_headers_before),
+            (Routes, "_offered_task_support", _offered_task_support_before),
+            (Routes, "tool_route_now", _tool_route_now_before),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in before]
         for owner, name, replacement in before:
