@@ -145,6 +145,17 @@ def _checked(text: bytes | bytearray | str, value: Any) -> Any:
     kind = type(value)
     if kind is not dict and kind is not list:
         return value
+    check_depth(text, value)
+    return value
+
+
+def check_depth(text: bytes | bytearray | str, value: Any) -> None:
+    """
+    Refuse C{value} (a dict or list read from C{text}) if it nests deeper than
+    L{MAX_DEPTH}, counting C{value} itself as one level.
+
+    @raise JSONRefused: if it does.
+    """
     # Counting brackets is done in C; only text with enough of them to be too deep is walked.
     if isinstance(text, str):
         brackets = text.count("[") + text.count("{")
@@ -152,7 +163,6 @@ def _checked(text: bytes | bytearray | str, value: Any) -> Any:
         brackets = text.count(b"[") + text.count(b"{")
     if brackets > MAX_DEPTH:
         _check_depth(value)
-    return value
 
 
 #: The shortest answer L{read_result} reads with its text: below it, encoding the result

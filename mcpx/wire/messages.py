@@ -164,6 +164,9 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
         if found is not None:
             request_id, result, members = found
             return Response(request_id, ReadResult(result, members))
+    plain = _read_plain(data)
+    if plain is not None:
+        return plain
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
@@ -178,6 +181,86 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     if type(decoded) is list:
         return _parse_batch(decoded, allow_batch)
     return parse_object(decoded)
+
+
+def _read_plain(data: bytes | str) -> Message | None:
+    """
+    The request, notification or response C{data} holds, read in one pass by msgspec
+    into the envelope's members (L{_plain_reader}) and checked here; C{None} for
+    anything else (a batch, an error response, a member that is not JSON-RPC's, a
+    message L{parse_object} would refuse, text msgspec refuses or nesting too deep),
+    which the general path reads and answers as before.
+
+    The same messages of the same values as that path: the members are read by the
+    same reader (msgspec's, as L{jsontext.loads} reads them), an unknown member sends
+    the message the general way, and a key given twice keeps its last value as a
+    dict would.
+    """
+    try:
+        read = _read_members(data)
+    except Exception:  # what the general path reads again, and says why it refuses
+        return None
+    if read.jsonrpc != JSONRPC_VERSION or read.error is not _UNSET:
+        return None
+    request_id = read.id
+    id_type = type(request_id)
+    method = read.method
+    message: Message
+    if method is _UNSET:
+        value = read.result
+        if value is _UNSET or (id_type is not int and id_type is not str):
+            return None
+        message = Response(request_id, value)
+    else:
+        value = read.params
+        if (
+            type(method) is not str
+            or read.result is not _UNSET
+            or (value is not None and type(value) is not dict and type(value) is not list)
+        ):
+            return None
+        if request_id is _UNSET:
+            message = Notification(method, value)
+        elif id_type is int or id_type is str:
+            message = Request(request_id, method, value)
+        else:
+            return None
+    try:
+        # Inside the envelope, its values are its second level (a response may carry
+        # params too, which nothing reads but which nest all the same).
+        jsontext.check_depth(data, (read.params, read.result))
+    except JSONRefused:
+        return None
+    return message
+
+
+def _first_members(data: bytes | str) -> Any:
+    """
+    L{_read_members}'s reader, made at the first message read (msgspec is imported then,
+    as L{jsontext} imports it), and then read with.
+    """
+    global _read_members, _UNSET  # noqa: PLW0603 (read by each call of _read_plain)
+    import msgspec.json
+
+    class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+        """A JSON-RPC message's members; an unknown one is refused."""
+
+        jsonrpc: Any = msgspec.UNSET
+        id: Any = msgspec.UNSET
+        method: Any = msgspec.UNSET
+        params: Any = None
+        result: Any = msgspec.UNSET
+        error: Any = msgspec.UNSET
+
+    _UNSET = msgspec.UNSET
+    _read_members = msgspec.json.Decoder(Envelope).decode
+    return _read_members(data)
+
+
+#: Reads a message's envelope members (L{_first_members} until the first message is read).
+_read_members: Callable[[bytes | str], Any] = _first_members
+#: msgspec's mark of a member not given (a stand-in until msgspec is imported).
+_UNSET: object = _MISSING
 
 
 def _answered_id(data: bytes | str) -> RequestId | None:
