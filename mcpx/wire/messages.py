@@ -536,6 +536,41 @@ class EncodedList(list[Any]):
         self.json = json
 
 
+class EncodedTail(dict[str, Any]):
+    """
+    An object whose last members come with their encoding, for a request's C{_meta}
+    that ends with the same members request after request (a 2026-07-28 session's
+    revision, capabilities and identity): L{encode} writes that encoding in place of
+    encoding them again, which gives the same bytes, where it is its params' last
+    member.  Never modify one.
+
+    @ivar head: the members before them, as an object of their own.
+    @ivar tail: the text of the last members, C{"key":value,...}, as L{utf8_json}
+        writes them.
+    """
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self, head: dict[str, Any], last: Mapping[str, Any], tail: bytes) -> None:
+        """
+        @param last: the last members, none of them named in C{head}.
+        @param tail: L{tail_of} C{last}.
+        """
+        super().__init__(head)
+        self.update(last)
+        self.head = head
+        self.tail = tail
+
+
+def tail_of(members: Mapping[str, Any]) -> bytes | None:
+    """
+    The text C{members} are written as inside an object (an L{EncodedTail}'s C{tail}),
+    C{None} when they cannot be written as UTF-8.
+    """
+    written = utf8_json(members)
+    return None if written is None else written[1:-1]
+
+
 _ENCODED_VALUES: Final = frozenset((EncodedResult, EncodedList))
 
 
@@ -632,12 +667,28 @@ def _request_text(message: Request) -> bytes | None:
     params = message.params
     if params is None:
         return b"".join((b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b"}"))
-    written = utf8_json(params)
+    written = _params_text(params)
     if written is None:
         return None
     return b"".join(
         (b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b',"params":', written, b"}")
     )
+
+
+def _params_text(params: dict[str, Any] | list[Any]) -> bytes | None:
+    """
+    L{utf8_json} of a request's C{params}, with the encoding of an L{EncodedTail}
+    C{_meta} that is their last member written in place of its last members'.
+    """
+    meta = params.get("_meta") if type(params) is dict else None
+    if type(meta) is not EncodedTail or next(reversed(params)) != "_meta":
+        return utf8_json(params)
+    # The same params with the _meta's head alone, in the same place: their text
+    # ends with that head's closing brace and the params' own.
+    written = utf8_json({**params, "_meta": meta.head})
+    if written is None:
+        return None
+    return b"".join((written[:-2], b"," if meta.head else b"", meta.tail, b"}}"))
 
 
 class IdSequence:
