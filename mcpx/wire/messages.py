@@ -680,7 +680,9 @@ def _params_text(params: dict[str, Any] | list[Any]) -> bytes | None:
     L{utf8_json} of a request's C{params}, with the encoding of an L{EncodedTail}
     C{_meta} that is their last member written in place of its last members'.
     """
-    meta = params.get("_meta") if type(params) is dict else None
+    if type(params) is not dict:
+        return utf8_json(params)
+    meta = params.get("_meta")
     if type(meta) is not EncodedTail or next(reversed(params)) != "_meta":
         return utf8_json(params)
     # The same params with the _meta's head alone, in the same place: their text
