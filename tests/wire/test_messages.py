@@ -674,6 +674,44 @@ class IdSequenceTests(SynchronousTestCase):
         self.assertEqual(next(second), 1)
 
 
+COMPACT_MEMBERS = jsontext._compact_members
+
+
+def random_answer(rng: random.Random) -> bytes:
+    """An answer whose result an upstream might spell any way, right or wrong."""
+    space = rng.choice(("", "", "", " "))
+    keys = rng.choices(("a", "b", "content", "\u00e9", "\\u0061", 'a\\"b'), k=rng.randrange(5))
+    members = [f'"{key}"{space}:{space}{random_value(rng, 1)}' for key in keys]
+    if rng.random() < 0.5:
+        # Values written as mcpx and the SDKs write them.
+        members = [
+            f'"{key}":' + json.dumps(rng.choice(VALUES), separators=(",", ":"), ensure_ascii=False)
+            for key in dict.fromkeys(keys)
+        ]
+    text = '{"jsonrpc":"2.0","id":7,"result":{' + ",".join(members) + "}}" + space
+    return text.encode("utf-8", "surrogatepass")
+
+
+#: Values of every JSON kind, as a result holds them.
+VALUES: list[Any] = [
+    [{"type": "text", "text": "é ✓ 𝄞 \u2028 \x00"}],
+    {"n": 1.5, "m": -0.0, "big": 2**80, "e": 1e-7, "t": True, "f": None},
+    "\ud800 lone",
+    [[[[]]], {}],
+    12345678901234567890,
+]
+
+
+def read_with_text(data: bytes) -> Any:
+    """What L{jsontext.read_result} makes of C{data}, with the value types spelled out."""
+    found = jsontext.read_result(data)
+    if found is None:
+        return None
+    request_id, result, members = found
+    kept = {key: (typed(value), text) for key, (value, text) in members.items()}
+    return request_id, typed(result), kept, all(members[k][0] is result[k] for k in result)
+
+
 class ReadResultTests(SynchronousTestCase):
     """An upstream's answer read with its text (L{ReadResult}), and passed on as it came."""
 
@@ -734,6 +772,28 @@ class ReadResultTests(SynchronousTestCase):
         ):
             with self.assertRaises(ProtocolError):
                 parse(line)
+
+    def test_compact_answers_read_in_one_pass(self) -> None:
+        """
+        Twenty thousand generated answers (keys once or twice, plain or in escapes,
+        values of every kind, compact or with spaces, lone surrogates, non-ASCII): read
+        with the same result, the same value types and the same text for each member
+        whether msgspec reads them in one pass (jsontext._compact_members) or member by
+        member as before; and the compact ones are read in one pass.
+        """
+        rng = random.Random(46)
+        in_one_pass = 0
+        for _ in range(20_000):
+            data = random_answer(rng)
+            read = read_with_text(data)
+            self.patch(jsontext, "_compact_members", lambda data, at, ends: None)
+            before = read_with_text(data)
+            self.patch(jsontext, "_compact_members", COMPACT_MEMBERS)
+            self.assertEqual(read, before, data)
+            ends = len(data.rstrip())
+            if COMPACT_MEMBERS(data, data.index(b'"result":') + 9, ends) is not None:
+                in_one_pass += 1
+        self.assertGreater(in_one_pass, 5_000)
 
     def test_members_replaced_or_added_encoded(self) -> None:
         """Members added or replaced after reading are encoded; the others keep their text."""
