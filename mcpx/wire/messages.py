@@ -441,6 +441,17 @@ def utf8_json(value: Any) -> bytes | None:
         return None
 
 
+def _key_text(key: str) -> bytes | None:
+    """
+    L{utf8_json} of a member's key: written here when it needs no escape (printable
+    ASCII without a quote or a backslash, as nearly every key is), which is the
+    encoder's own text for it without the encoder's set-up for one string.
+    """
+    if key.isascii() and key.isprintable() and '"' not in key and "\\" not in key:
+        return b'"%b"' % key.encode("ascii")
+    return utf8_json(key)
+
+
 class EncodedResult(dict[str, Any]):
     """
     A result together with its own encoding (L{encode_json} of the same value), for a
@@ -500,7 +511,7 @@ class ReadResult(dict[str, Any]):
         for key, value in self.items():
             found = read.get(key)
             written = found[1] if found is not None and found[0] is value else utf8_json(value)
-            key_json = utf8_json(key)
+            key_json = _key_text(key)
             if written is None or key_json is None:
                 return None
             pieces += (key_json, b":", written, b",")
@@ -588,7 +599,7 @@ def _result_pieces(result: dict[str, Any]) -> list[bytes] | None:
             written: bytes | None = value.json
         else:
             written = utf8_json(value)
-        key_json = utf8_json(key) if type(key) is str else None
+        key_json = _key_text(key) if type(key) is str else None
         if key_json is None or written is None:
             return None
         pieces += (key_json, b":", written, b",")

@@ -538,6 +538,18 @@ class EncodeTests(SynchronousTestCase):
                 encode_json(refused)
             self.assertEqual(str(ours.exception), str(caught.exception))
 
+    def test_keys_as_json_writes(self) -> None:
+        """
+        A result's keys written by mcpx (messages._key_text) are the encoder's text for
+        them: 100,000 random keys of control characters, quotes, backslashes, DEL,
+        non-ASCII and lone surrogates among printable ASCII.
+        """
+        rng = random.Random(46)
+        characters = [chr(code) for code in range(160)] + ["\u2028", "\ud800", "é", "𝄞"]
+        for _ in range(100_000):
+            key = "".join(rng.choices(characters, k=rng.randrange(6)))
+            self.assertEqual(messages._key_text(key), utf8_json(key), repr(key))
+
     def test_envelope_as_json_writes(self) -> None:
         """
         A request and a response are written as the encoder writes their whole
