@@ -35,8 +35,11 @@ from mcpx.upstream.session import UpstreamSession
 from mcpx.upstream.tasks import declares_extension
 from mcpx.wire.errors import UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from mcpx.wire.http_common import InvalidParamHeader, param_header_paths
-from mcpx.wire.messages import Notification, Request, is_mapping
+from mcpx.wire.messages import EncodedTail, Notification, Request, is_mapping, tail_of
 from mcpx.wire.peer import NoReply
+
+#: The members a 2026-07-28 request's C{_meta} ends with (L{ModernSession._meta}).
+_TAIL_KEYS: Final = frozenset((PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY))
 
 #: The revision's name, read once: an enum member's C{value} is a Python-level lookup.
 _NEWEST_VALUE: Final = NEWEST.value
@@ -66,14 +69,33 @@ class ModernSession(UpstreamSession):
     )
     #: The server declares the tasks extension: mcpx declares it on its calls (L{_meta}).
     _follows_tasks: bool = field(init=False, default=False)
+    #: The capabilities L{_meta} last wrote, the members they end a C{_meta} with, and
+    #: those members' text (L{EncodedTail}; C{None}: not UTF-8).  Capabilities are never
+    #: changed once made (L{_capabilities_for}), so the same object writes the same text.
+    _last_tail: tuple[dict[str, Any], dict[str, Any], bytes | None] | None = field(
+        init=False, default=None
+    )
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
         merged = dict(meta) if is_mapping(meta) else {}
-        merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
         capabilities = self._capabilities_for(call, tasks)
-        merged[CLIENT_CAPABILITIES_KEY] = capabilities
-        merged[CLIENT_INFO_KEY] = CLIENT_INFO
-        return merged
+        tail = self._last_tail
+        if tail is None or tail[0] is not capabilities:
+            last = {
+                PROTOCOL_VERSION_KEY: _NEWEST_VALUE,
+                CLIENT_CAPABILITIES_KEY: capabilities,
+                CLIENT_INFO_KEY: CLIENT_INFO,
+            }
+            self._last_tail = tail = (capabilities, last, tail_of(last))
+        written = tail[2]
+        if written is None or not _TAIL_KEYS.isdisjoint(merged):
+            merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
+            merged[CLIENT_CAPABILITIES_KEY] = capabilities
+            merged[CLIENT_INFO_KEY] = CLIENT_INFO
+            return merged
+        # Written after the caller's own members, as assigned one by one: their text,
+        # the same for the same capabilities, is written once (EncodedTail).
+        return EncodedTail(merged, tail[1], written)
 
     def _spelled(
         self, method: str, params: Mapping[str, Any] | None, call: Call | None

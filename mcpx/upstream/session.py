@@ -199,11 +199,7 @@ class UpstreamSession:
         and L{resume}.  Cancelling the coroutine's Deferred gives up on the request
         upstream.
         """
-        try:
-            result = await self._send(method, params, timeout, call)
-        except SessionExpired as expired:
-            result = await self._sent_again(expired, Sending(method, params, timeout, call))
-        return self._internal(method, result)
+        return await self.call(method, params, timeout=timeout, resolve_inputs=False, call=call)
 
     def _internal(self, method: str, result: Any) -> dict[str, Any]:
         """A request's result in mcpx's internal shape: an object with a C{resultType}."""
@@ -236,8 +232,15 @@ class UpstreamSession:
             L{mcpx.call.Call}): its questions are answered knowing it, and
             a 2026-07-28 server is declared the capabilities its C{declared} names.
         """
-        result = await self.request(method, params, timeout=timeout, call=call)
-        if not resolve_inputs:
+        # L{request}'s own work, here: a call's answer passes through one coroutine the
+        # fewer on its way back.
+        try:
+            result = await self._send(method, params, timeout, call)
+        except SessionExpired as expired:
+            result = await self._sent_again(expired, Sending(method, params, timeout, call))
+        result = self._internal(method, result)
+        if not resolve_inputs or result["resultType"] == "complete":
+            # Neither a question nor a task (L{_internal} gave it a C{resultType}).
             return result
         rounds = 0
         while is_input_required(result):

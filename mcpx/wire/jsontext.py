@@ -145,6 +145,17 @@ def _checked(text: bytes | bytearray | str, value: Any) -> Any:
     kind = type(value)
     if kind is not dict and kind is not list:
         return value
+    check_depth(text, value)
+    return value
+
+
+def check_depth(text: bytes | bytearray | str, value: Any) -> None:
+    """
+    Refuse C{value} (a dict or list read from C{text}) if it nests deeper than
+    L{MAX_DEPTH}, counting C{value} itself as one level.
+
+    @raise JSONRefused: if it does.
+    """
     # Counting brackets is done in C; only text with enough of them to be too deep is walked.
     if isinstance(text, str):
         brackets = text.count("[") + text.count("{")
@@ -152,7 +163,6 @@ def _checked(text: bytes | bytearray | str, value: Any) -> Any:
         brackets = text.count(b"[") + text.count(b"{")
     if brackets > MAX_DEPTH:
         _check_depth(value)
-    return value
 
 
 #: The shortest answer L{read_result} reads with its text: below it, encoding the result
@@ -187,32 +197,87 @@ def read_result(data: bytes) -> tuple[int | str, dict[str, Any], Members] | None
     ends = len(data.rstrip(b" \t\r\n"))
     if data.find(b"\n", 0, ends) >= 0 or data.find(b"\r", 0, ends) >= 0:
         return None
-    try:
-        text = data.decode("utf-8")
-        found = _members(text, start.end())  # the head is ASCII: as many bytes as characters
-    except (ValueError, RecursionError, StopIteration, IndexError):
-        return None
-    if found is None:
-        return None
-    result, spans, ends = found
-    if text[ends:].rstrip(" \t\r\n") != "}":
-        return None
-    if text.count("[") + text.count("{") > MAX_DEPTH:
+    compact = _compact_members(data, start.end(), ends)
+    if compact is not None:
+        result, members = compact
+    else:
+        try:
+            text = data.decode("utf-8")
+            found = _members(text, start.end())  # the head is ASCII: as many bytes as characters
+        except (ValueError, RecursionError, StopIteration, IndexError):
+            return None
+        if found is None:
+            return None
+        result, spans, ends = found
+        if text[ends:].rstrip(" \t\r\n") != "}":
+            return None
+        members = {}
+        if len(text) == len(data):
+            for key, (begins, stops) in spans.items():
+                members[key] = (result[key], data[begins:stops])
+        else:
+            # Characters are not bytes: each value's text is encoded again, which is a copy.
+            for key, (begins, stops) in spans.items():
+                members[key] = (result[key], text[begins:stops].encode("utf-8"))
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH:
         try:
             _check_depth(result)
         except JSONRefused:
             return None
-    members: Members = {}
-    if len(text) == len(data):
-        for key, (begins, stops) in spans.items():
-            members[key] = (result[key], data[begins:stops])
-    else:
-        # Characters are not bytes: each value's text is encoded again, which is a copy.
-        for key, (begins, stops) in spans.items():
-            members[key] = (result[key], text[begins:stops].encode("utf-8"))
     head = start.group(1)
     request_id: int | str = head[1:-1].decode() if head[:1] == b'"' else int(head)
     return request_id, result, members
+
+
+def _first_members_read(text: memoryview) -> Any:
+    """
+    L{_read_members_raw}'s reader, made at its first use (msgspec is imported then), and
+    then read with.
+    """
+    global _read_members_raw  # noqa: PLW0603 (read by each call of _compact_members)
+    import msgspec.json
+
+    _read_members_raw = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+    return _read_members_raw(text)
+
+
+#: Reads an object's members as the JSON text of each value, by msgspec in one pass
+#: (L{_first_members_read} until it is first used).
+_read_members_raw: Callable[[memoryview], Any] = _first_members_read
+
+
+def _compact_members(data: bytes, at: int, ends: int) -> tuple[dict[str, Any], Members] | None:
+    """
+    The result object of C{data} from C{data[at]} to its last brace before C{ends},
+    read by msgspec: its members and each value's text, when it is the whole rest of
+    the response and written compactly with each key once and spelled plainly; C{None}
+    otherwise (then L{_members} reads it, which finds a key twice and keeps spaces).
+
+    Its members' values are read as L{loads} reads them; whatever msgspec refuses (a
+    lone surrogate among them) is left to L{_members}.
+    """
+    if data[ends - 1] != _CLOSING_BRACE:
+        return None
+    try:
+        raw = _read_members_raw(memoryview(data)[at : ends - 1])
+        result = {key: _read_fast(text) for key, text in raw.items()}
+    except Exception:  # what _members reads again, the way it always did
+        return None
+    # The text written compactly, each key once and plain, is exactly as long as its
+    # members' keys (quoted, with a colon), values and commas and the two braces; a
+    # space, a key twice or a key in escapes only makes it longer.
+    length = 1 + len(raw) if raw else 2
+    members: Members = {}
+    for key, text in raw.items():
+        written = bytes(text)
+        members[key] = (result[key], written)
+        length += len(key.encode("utf-8")) + 3 + len(written)
+    if length != ends - 1 - at:
+        return None
+    return result, members
+
+
+_CLOSING_BRACE: Final = ord("}")
 
 
 def _members(text: str, at: int) -> tuple[dict[str, Any], dict[str, tuple[int, int]], int] | None:

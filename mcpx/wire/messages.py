@@ -164,6 +164,9 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
         if found is not None:
             request_id, result, members = found
             return Response(request_id, ReadResult(result, members))
+    plain = _read_plain(data)
+    if plain is not None:
+        return plain
     try:
         decoded = jsontext.loads(data)
     except JSONRefused as e:
@@ -178,6 +181,86 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Message | Batch:
     if type(decoded) is list:
         return _parse_batch(decoded, allow_batch)
     return parse_object(decoded)
+
+
+def _read_plain(data: bytes | str) -> Message | None:
+    """
+    The request, notification or response C{data} holds, read in one pass by msgspec
+    into the envelope's members (L{_plain_reader}) and checked here; C{None} for
+    anything else (a batch, an error response, a member that is not JSON-RPC's, a
+    message L{parse_object} would refuse, text msgspec refuses or nesting too deep),
+    which the general path reads and answers as before.
+
+    The same messages of the same values as that path: the members are read by the
+    same reader (msgspec's, as L{jsontext.loads} reads them), an unknown member sends
+    the message the general way, and a key given twice keeps its last value as a
+    dict would.
+    """
+    try:
+        read = _read_members(data)
+    except Exception:  # what the general path reads again, and says why it refuses
+        return None
+    if read.jsonrpc != JSONRPC_VERSION or read.error is not _UNSET:
+        return None
+    request_id = read.id
+    id_type = type(request_id)
+    method = read.method
+    message: Message
+    if method is _UNSET:
+        value = read.result
+        if value is _UNSET or (id_type is not int and id_type is not str):
+            return None
+        message = Response(request_id, value)
+    else:
+        value = read.params
+        if (
+            type(method) is not str
+            or read.result is not _UNSET
+            or (value is not None and type(value) is not dict and type(value) is not list)
+        ):
+            return None
+        if request_id is _UNSET:
+            message = Notification(method, value)
+        elif id_type is int or id_type is str:
+            message = Request(request_id, method, value)
+        else:
+            return None
+    try:
+        # Inside the envelope, its values are its second level (a response may carry
+        # params too, which nothing reads but which nest all the same).
+        jsontext.check_depth(data, (read.params, read.result))
+    except JSONRefused:
+        return None
+    return message
+
+
+def _first_members(data: bytes | str) -> Any:
+    """
+    L{_read_members}'s reader, made at the first message read (msgspec is imported then,
+    as L{jsontext} imports it), and then read with.
+    """
+    global _read_members, _UNSET  # noqa: PLW0603 (read by each call of _read_plain)
+    import msgspec.json
+
+    class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+        """A JSON-RPC message's members; an unknown one is refused."""
+
+        jsonrpc: Any = msgspec.UNSET
+        id: Any = msgspec.UNSET
+        method: Any = msgspec.UNSET
+        params: Any = None
+        result: Any = msgspec.UNSET
+        error: Any = msgspec.UNSET
+
+    _UNSET = msgspec.UNSET
+    _read_members = msgspec.json.Decoder(Envelope).decode
+    return _read_members(data)
+
+
+#: Reads a message's envelope members (L{_first_members} until the first message is read).
+_read_members: Callable[[bytes | str], Any] = _first_members
+#: msgspec's mark of a member not given (a stand-in until msgspec is imported).
+_UNSET: object = _MISSING
 
 
 def _answered_id(data: bytes | str) -> RequestId | None:
@@ -358,6 +441,17 @@ def utf8_json(value: Any) -> bytes | None:
         return None
 
 
+def _key_text(key: str) -> bytes | None:
+    """
+    L{utf8_json} of a member's key: written here when it needs no escape (printable
+    ASCII without a quote or a backslash, as nearly every key is), which is the
+    encoder's own text for it without the encoder's set-up for one string.
+    """
+    if key.isascii() and key.isprintable() and '"' not in key and "\\" not in key:
+        return b'"%b"' % key.encode("ascii")
+    return utf8_json(key)
+
+
 class EncodedResult(dict[str, Any]):
     """
     A result together with its own encoding (L{encode_json} of the same value), for a
@@ -417,7 +511,7 @@ class ReadResult(dict[str, Any]):
         for key, value in self.items():
             found = read.get(key)
             written = found[1] if found is not None and found[0] is value else utf8_json(value)
-            key_json = utf8_json(key)
+            key_json = _key_text(key)
             if written is None or key_json is None:
                 return None
             pieces += (key_json, b":", written, b",")
@@ -453,6 +547,41 @@ class EncodedList(list[Any]):
         self.json = json
 
 
+class EncodedTail(dict[str, Any]):
+    """
+    An object whose last members come with their encoding, for a request's C{_meta}
+    that ends with the same members request after request (a 2026-07-28 session's
+    revision, capabilities and identity): L{encode} writes that encoding in place of
+    encoding them again, which gives the same bytes, where it is its params' last
+    member.  Never modify one.
+
+    @ivar head: the members before them, as an object of their own.
+    @ivar tail: the text of the last members, C{"key":value,...}, as L{utf8_json}
+        writes them.
+    """
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self, head: dict[str, Any], last: Mapping[str, Any], tail: bytes) -> None:
+        """
+        @param last: the last members, none of them named in C{head}.
+        @param tail: L{tail_of} C{last}.
+        """
+        super().__init__(head)
+        self.update(last)
+        self.head = head
+        self.tail = tail
+
+
+def tail_of(members: Mapping[str, Any]) -> bytes | None:
+    """
+    The text C{members} are written as inside an object (an L{EncodedTail}'s C{tail}),
+    C{None} when they cannot be written as UTF-8.
+    """
+    written = utf8_json(members)
+    return None if written is None else written[1:-1]
+
+
 _ENCODED_VALUES: Final = frozenset((EncodedResult, EncodedList))
 
 
@@ -470,7 +599,7 @@ def _result_pieces(result: dict[str, Any]) -> list[bytes] | None:
             written: bytes | None = value.json
         else:
             written = utf8_json(value)
-        key_json = utf8_json(key) if type(key) is str else None
+        key_json = _key_text(key) if type(key) is str else None
         if key_json is None or written is None:
             return None
         pieces += (key_json, b":", written, b",")
@@ -549,12 +678,30 @@ def _request_text(message: Request) -> bytes | None:
     params = message.params
     if params is None:
         return b"".join((b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b"}"))
-    written = utf8_json(params)
+    written = _params_text(params)
     if written is None:
         return None
     return b"".join(
         (b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b',"params":', written, b"}")
     )
+
+
+def _params_text(params: dict[str, Any] | list[Any]) -> bytes | None:
+    """
+    L{utf8_json} of a request's C{params}, with the encoding of an L{EncodedTail}
+    C{_meta} that is their last member written in place of its last members'.
+    """
+    if type(params) is not dict:
+        return utf8_json(params)
+    meta = params.get("_meta")
+    if type(meta) is not EncodedTail or next(reversed(params)) != "_meta":
+        return utf8_json(params)
+    # The same params with the _meta's head alone, in the same place: their text
+    # ends with that head's closing brace and the params' own.
+    written = utf8_json({**params, "_meta": meta.head})
+    if written is None:
+        return None
+    return b"".join((written[:-2], b"," if meta.head else b"", meta.tail, b"}}"))
 
 
 class IdSequence:

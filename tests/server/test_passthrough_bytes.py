@@ -665,6 +665,12 @@ def modern_sent(case: SynchronousTestCase, *, tasks: bool) -> list[bytes]:
         {"name": "deploy", "arguments": "not an object"},
         {"name": "deploy", "arguments": {"region": "us"}, "_meta": {"progressToken": 1}},
         {"name": "echo", "arguments": {}},
+        # A _meta that is not the params' last member; one naming a member mcpx writes
+        # after the caller's own (written where the caller put it); and params only
+        # ASCII escapes can write (the whole request is then written so).
+        {"_meta": {"progressToken": 2}, "name": "echo", "arguments": {}},
+        {"name": "echo", "arguments": {}, "_meta": {"a": 1, CLIENT_INFO_KEY: {"name": "x"}}},
+        {"name": "echo", "arguments": {"text": "\ud800"}, "_meta": {"progressToken": 3}},
     ):
         case.successResultOf(Deferred.fromCoroutine(session.request("tools/call", params)))
     case.successResultOf(
@@ -711,13 +717,13 @@ class ModernSessionBytesTests(SynchronousTestCase):
                 self.patch(ModernSession, "_spelled", MODERN_SPELLED)
                 self.patch(ModernSession, "_stage_param_headers", MODERN_STAGE)
             self.assertEqual(sent, before, tasks)
-            self.assertEqual(len(sent), 40, tasks)
+            self.assertEqual(len(sent), 43, tasks)
             self.assertEqual(
                 [b"('Mcp-Param-Region', " in data for data in sent].count(True), 12, tasks
             )
             self.assertEqual(
                 [TASKS_EXTENSION.encode("utf-8") in data for data in sent].count(True),
-                27 if tasks else 0,
+                30 if tasks else 0,
             )
             self.assertEqual(
                 [UI_EXTENSION.encode("utf-8") in data for data in sent].count(True), 9, tasks

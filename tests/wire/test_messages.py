@@ -5,11 +5,12 @@ Tests for L{mcpx.wire.messages}.
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from mcpx.wire import jsontext
+from mcpx.wire import jsontext, messages
 from mcpx.wire.errors import ProtocolError, RpcError
 from mcpx.wire.messages import (
     Batch,
@@ -29,6 +30,7 @@ from mcpx.wire.messages import (
     spelled_as_read,
     utf8_json,
 )
+from tests.wire.test_jsontext import mutated, random_value, typed
 
 
 class ParseTests(SynchronousTestCase):
@@ -114,6 +116,143 @@ class ParseTests(SynchronousTestCase):
         self.assertEqual(parse_object({"jsonrpc": "2.0", "method": "m"}), Notification("m"))
         error = self.assertRaises(ProtocolError, parse_object, {"jsonrpc": "2.0", "id": 3})
         self.assertEqual((error.code, error.id), (-32600, 3))
+
+
+#: Members a peer might write in a message, each as JSON text: JSON-RPC's own with
+#: good and bad values, and one it does not define.
+_MEMBERS: dict[str, tuple[str, ...]] = {
+    "jsonrpc": ('"2.0"', '"2.0"', '"2.0"', '"1.0"', "2.0", "null", '"2.\\u0030"'),
+    "id": (
+        "1",
+        "-7",
+        "0",
+        '"a"',
+        '"\u00e9"',
+        '"\\ud800"',
+        "null",
+        "true",
+        "1.0",
+        "1e400",
+        "123456789012345678901234567890",
+        "[1]",
+        "{}",
+    ),
+    "method": ('"tools/call"', '"m"', '"\\ud83d"', "1", "null", "[]"),
+    "params": ("{}", "[]", "null", "1", '"s"', '{"a":[1,{"b":null}],"a":2}'),
+    "result": ("{}", "null", "1", '"s"', "[]", '{"content":[{"type":"text","text":"x"}]}'),
+    "error": (
+        '{"code":-32602,"message":"bad"}',
+        '{"code":1.5,"message":"m"}',
+        "null",
+        "1",
+        '{"code":-1,"message":"m","data":{"a":1}}',
+    ),
+    "extra": ("true", "{}", '"\\ud800"'),
+}
+
+
+def random_message(rng: random.Random) -> bytes:
+    """The text of a JSON-RPC message as a peer might write it, right or wrong."""
+    if rng.random() < 0.5:
+        # The shape of a request, a notification or an answer, with any values.
+        names = ["jsonrpc", "id", rng.choice(("method", "result", "error"))]
+        if rng.random() < 0.5:
+            names.append("params")
+        if rng.random() < 0.2:
+            names.remove("id")
+        rng.shuffle(names)
+    else:
+        names = rng.sample(list(_MEMBERS), rng.randrange(1, 5))
+    if rng.random() < 0.1:
+        names.append(rng.choice(names))  # a key given twice
+    members = []
+    for name in names:
+        value = rng.choice(_MEMBERS[name])
+        if rng.random() < 0.1:
+            value = random_value(rng, 1)
+        members.append(f'"{name}":{value}')
+    text = "{" + ",".join(members) + "}"
+    if rng.random() < 0.05:
+        deep = rng.randrange(95, 102)
+        text = text[:-1] + (',"params":' if "params" not in names else ',"result":')
+        text += "[" * deep + "]" * deep + "}"
+    return mutated(rng, text.encode("utf-8")) if rng.random() < 0.2 else text.encode("utf-8")
+
+
+def parsed(data: bytes | str) -> Any:
+    """What L{parse} makes of C{data}: a message with its values' types, or the error."""
+    try:
+        message = parse(data)
+    except ProtocolError as e:
+        return ("refused", e.code, str(e), e.data, e.id, type(e.id), e.about_response)
+    if type(message) is ErrorResponse:
+        error = message.error
+        return ("error", message.id, type(message.id), error.code, str(error), typed(error.data))
+    fields = [(name, typed(value)) for name, value in vars_of(message)]
+    return (type(message).__name__, fields)
+
+
+def vars_of(message: Any) -> list[tuple[str, Any]]:
+    return [(name, getattr(message, name)) for name in type(message).__slots__ if name[0] != "_"]
+
+
+class PlainReadTests(SynchronousTestCase):
+    """
+    L{parse} reads a plain request, notification or response in one pass into its
+    members (L{messages._read_plain}), and every other message the general way: the
+    same message of the same values, or the same refusal, as the general way alone.
+    """
+
+    def assertSameAsGeneral(self, data: bytes | str) -> None:
+        read = parsed(data)
+        # Each text is read both ways: the one-pass reader is set aside for the second.
+        one_pass = messages._read_plain
+        messages._read_plain = lambda data: None
+        try:
+            general = parsed(data)
+        finally:
+            messages._read_plain = one_pass
+        self.assertEqual(read, general, repr(data[:120]))
+
+    def test_generated_messages(self) -> None:
+        """
+        Twenty thousand generated messages (every member of JSON-RPC with good and bad
+        values, a member it does not define, a key twice, nesting about the limit, the
+        mistakes of L{mutated}), as bytes and as text.
+        """
+        rng = random.Random(46)
+        for _ in range(20_000):
+            data = random_message(rng)
+            self.assertSameAsGeneral(data)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            self.assertSameAsGeneral(text)
+
+    def test_plain_messages_read_in_one_pass(self) -> None:
+        """
+        A host's request, an upstream's answer and a notification are read by the
+        one-pass reader; an error response and a message with a member JSON-RPC does
+        not define are left to the general way, which reads them.
+        """
+        plain = [
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"e"}}',
+            b'{"jsonrpc":"2.0","id":"x","result":{"content":[]}}',
+            b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}',
+        ]
+        for data in plain:
+            self.assertEqual(messages._read_plain(data), parse(data))
+        general = [
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}',
+            b'{"jsonrpc":"2.0","id":1,"result":{},"extra":1}',
+            b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * 100 + b"]" * 100 + b"}",
+        ]
+        for data in general:
+            self.assertIsNone(messages._read_plain(data))
+        self.assertIsInstance(parse(general[0]), ErrorResponse)
+        self.assertEqual(parse(general[1]), Response(1, {}))
+        self.assertRaises(ProtocolError, parse, general[2])
 
 
 class ParseErrorTests(SynchronousTestCase):
@@ -399,6 +538,18 @@ class EncodeTests(SynchronousTestCase):
                 encode_json(refused)
             self.assertEqual(str(ours.exception), str(caught.exception))
 
+    def test_keys_as_json_writes(self) -> None:
+        """
+        A result's keys written by mcpx (messages._key_text) are the encoder's text for
+        them: 100,000 random keys of control characters, quotes, backslashes, DEL,
+        non-ASCII and lone surrogates among printable ASCII.
+        """
+        rng = random.Random(46)
+        characters = [chr(code) for code in range(160)] + ["\u2028", "\ud800", "é", "𝄞"]
+        for _ in range(100_000):
+            key = "".join(rng.choices(characters, k=rng.randrange(6)))
+            self.assertEqual(messages._key_text(key), utf8_json(key), repr(key))
+
     def test_envelope_as_json_writes(self) -> None:
         """
         A request and a response are written as the encoder writes their whole
@@ -535,6 +686,44 @@ class IdSequenceTests(SynchronousTestCase):
         self.assertEqual(next(second), 1)
 
 
+COMPACT_MEMBERS = jsontext._compact_members
+
+
+def random_answer(rng: random.Random) -> bytes:
+    """An answer whose result an upstream might spell any way, right or wrong."""
+    space = rng.choice(("", "", "", " "))
+    keys = rng.choices(("a", "b", "content", "\u00e9", "\\u0061", 'a\\"b'), k=rng.randrange(5))
+    members = [f'"{key}"{space}:{space}{random_value(rng, 1)}' for key in keys]
+    if rng.random() < 0.5:
+        # Values written as mcpx and the SDKs write them.
+        members = [
+            f'"{key}":' + json.dumps(rng.choice(VALUES), separators=(",", ":"), ensure_ascii=False)
+            for key in dict.fromkeys(keys)
+        ]
+    text = '{"jsonrpc":"2.0","id":7,"result":{' + ",".join(members) + "}}" + space
+    return text.encode("utf-8", "surrogatepass")
+
+
+#: Values of every JSON kind, as a result holds them.
+VALUES: list[Any] = [
+    [{"type": "text", "text": "é ✓ 𝄞 \u2028 \x00"}],
+    {"n": 1.5, "m": -0.0, "big": 2**80, "e": 1e-7, "t": True, "f": None},
+    "\ud800 lone",
+    [[[[]]], {}],
+    12345678901234567890,
+]
+
+
+def read_with_text(data: bytes) -> Any:
+    """What L{jsontext.read_result} makes of C{data}, with the value types spelled out."""
+    found = jsontext.read_result(data)
+    if found is None:
+        return None
+    request_id, result, members = found
+    kept = {key: (typed(value), text) for key, (value, text) in members.items()}
+    return request_id, typed(result), kept, all(members[k][0] is result[k] for k in result)
+
+
 class ReadResultTests(SynchronousTestCase):
     """An upstream's answer read with its text (L{ReadResult}), and passed on as it came."""
 
@@ -595,6 +784,28 @@ class ReadResultTests(SynchronousTestCase):
         ):
             with self.assertRaises(ProtocolError):
                 parse(line)
+
+    def test_compact_answers_read_in_one_pass(self) -> None:
+        """
+        Twenty thousand generated answers (keys once or twice, plain or in escapes,
+        values of every kind, compact or with spaces, lone surrogates, non-ASCII): read
+        with the same result, the same value types and the same text for each member
+        whether msgspec reads them in one pass (jsontext._compact_members) or member by
+        member as before; and the compact ones are read in one pass.
+        """
+        rng = random.Random(46)
+        in_one_pass = 0
+        for _ in range(20_000):
+            data = random_answer(rng)
+            read = read_with_text(data)
+            self.patch(jsontext, "_compact_members", lambda data, at, ends: None)
+            before = read_with_text(data)
+            self.patch(jsontext, "_compact_members", COMPACT_MEMBERS)
+            self.assertEqual(read, before, data)
+            ends = len(data.rstrip())
+            if COMPACT_MEMBERS(data, data.index(b'"result":') + 9, ends) is not None:
+                in_one_pass += 1
+        self.assertGreater(in_one_pass, 5_000)
 
     def test_members_replaced_or_added_encoded(self) -> None:
         """Members added or replaced after reading are encoded; the others keep their text."""
