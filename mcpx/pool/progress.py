@@ -27,8 +27,8 @@ class ProgressWatch:
     sink: ProgressSink | None
     #: The idle bound each report grants it again.
     bound: float
-    #: Its deadline, once it was sent.
-    deadline: Deadline | None = None
+    #: Its deadline.
+    deadline: Deadline
 
 
 class ProgressRoutes:
@@ -40,11 +40,16 @@ class ProgressRoutes:
         self._watches: dict[str, ProgressWatch] = {}
         self._tokens = itertools.count(1)
 
-    def open(self, sink: ProgressSink | None, bound: float) -> tuple[str, ProgressWatch]:
-        """A fresh token for one call, and the watch its reports go to until L{close}."""
-        token = f"mcpx-{next(self._tokens)}"
-        watch = self._watches[token] = ProgressWatch(sink, bound)
-        return token, watch
+    def token(self) -> str:
+        """A fresh token for one call, sent with it (its C{_meta.progressToken})."""
+        return f"mcpx-{next(self._tokens)}"
+
+    def open(self, token: str, sink: ProgressSink | None, bound: float, deadline: Deadline) -> None:
+        """
+        The call under C{token} is in flight, bounded by C{deadline}: until L{close},
+        each report under it gives it C{bound} again and reaches C{sink}.
+        """
+        self._watches[token] = ProgressWatch(sink, bound, deadline)
 
     def close(self, token: str) -> None:
         """The call under C{token} ended: reports about it go nowhere from now on."""
@@ -56,8 +61,7 @@ class ProgressRoutes:
         watch = self._watches.get(token) if isinstance(token, str) else None
         if watch is None:
             return
-        if watch.deadline is not None:
-            watch.deadline.extend(watch.bound)
+        watch.deadline.extend(watch.bound)
         if watch.sink is not None:
             try:
                 watch.sink(dict(given))
