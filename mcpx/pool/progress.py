@@ -11,24 +11,10 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
-from attrs import define
-
 from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG
 
 ProgressSink: TypeAlias = Callable[[dict[str, Any]], None]
-
-
-@define(eq=False)
-class ProgressWatch:
-    """A C{tools/call} in flight under a progress token of the pool's."""
-
-    #: Who hears its reports, if anyone.
-    sink: ProgressSink | None
-    #: The idle bound each report grants it again.
-    bound: float
-    #: Its deadline.
-    deadline: Deadline
 
 
 class ProgressRoutes:
@@ -37,7 +23,9 @@ class ProgressRoutes:
     log = POOL_LOG
 
     def __init__(self) -> None:
-        self._watches: dict[str, ProgressWatch] = {}
+        #: The deadline of each call in flight by its token, the idle bound each report
+        #: grants it again, and who hears its reports, if anyone.
+        self._watches: dict[str, tuple[Deadline, float, ProgressSink | None]] = {}
         self._tokens = itertools.count(1)
 
     def token(self) -> str:
@@ -49,7 +37,7 @@ class ProgressRoutes:
         The call under C{token} is in flight, bounded by C{deadline}: until L{close},
         each report under it gives it C{bound} again and reaches C{sink}.
         """
-        self._watches[token] = ProgressWatch(sink, bound, deadline)
+        self._watches[token] = (deadline, bound, sink)
 
     def close(self, token: str) -> None:
         """The call under C{token} ended: reports about it go nowhere from now on."""
@@ -61,9 +49,10 @@ class ProgressRoutes:
         watch = self._watches.get(token) if isinstance(token, str) else None
         if watch is None:
             return
-        watch.deadline.extend(watch.bound)
-        if watch.sink is not None:
+        deadline, bound, sink = watch
+        deadline.extend(bound)
+        if sink is not None:
             try:
-                watch.sink(dict(given))
+                sink(dict(given))
             except Exception:
                 self.log.failure("a progress callback failed")

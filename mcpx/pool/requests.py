@@ -74,7 +74,9 @@ class _Watched(Generic[T]):
         return self
 
     def __next__(self) -> Any:
-        return self.send(None)
+        # The first step (send(None), without a call more).
+        waiting = self._waiting = self._coroutine.send(None)
+        return waiting
 
     def send(self, value: Any) -> Any:
         # The coroutine's StopIteration is this awaitable's own: the await's value.
