@@ -76,6 +76,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from attrs import define
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
@@ -144,6 +145,23 @@ CANCEL_GRACE_SETTING = "pool.cancelGrace"
 
 def _no_events(kind: str, server: str | None = None, **data: Any) -> None:
     """The default publisher: events go nowhere."""
+
+
+@define
+class _ToolCall:
+    """One call of L{Pool.call_tool}, as it is sent once an instance serves it."""
+
+    tool: str
+    arguments: Mapping[str, Any] | None
+    #: The bound on it (L{effective_call_timeout}).
+    bound: float
+    #: When it was asked for.
+    asked: float
+    meta: Mapping[str, Any] | None
+    on_progress: ProgressSink | None
+    call: Call | None
+    #: Whose it is (L{principal_of}).
+    principal: str | None
 
 
 class Pool(MultiService):
@@ -447,54 +465,27 @@ class Pool(MultiService):
             )
         except Exception as e:
             return raising(e)
-        principal = principal_of(client)
+        sending = _ToolCall(
+            tool, arguments, bound, asked, meta, on_progress, call, principal_of(client)
+        )
         running = in_era.instance if in_era is not None else None
         if tracing.ON or running is None or not running.usable:
             return self._call_tool_waiting(
                 slot if in_era is None else in_era,
-                tool,
-                arguments,
+                sending,
                 era_known=in_era is not None,
                 client=client,
-                bound=bound,
-                asked=asked,
-                meta=meta,
-                on_progress=on_progress,
-                call=call,
-                principal=principal,
             )
         # A running instance is taken at once: nothing to wait for, nor to count as
         # waited for (L{Instances.claim}).
         try:
-            return self._tool_call(
-                running,
-                tool,
-                arguments,
-                bound=bound,
-                asked=asked,
-                meta=meta,
-                on_progress=on_progress,
-                call=call,
-                principal=principal,
-            )
+            return self._tool_call(running, sending)
         except Exception as e:
-            self._call_failed(server, tool, asked, principal)
+            self._call_failed(server, sending)
             return raising(e)
 
     async def _call_tool_waiting(
-        self,
-        slot: Slot,
-        tool: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        era_known: bool,
-        client: str,
-        bound: float,
-        asked: float,
-        meta: Mapping[str, Any] | None,
-        on_progress: ProgressSink | None,
-        call: Call | None,
-        principal: str | None,
+        self, slot: Slot, sending: _ToolCall, *, era_known: bool, client: str
     ) -> dict[str, Any]:
         """
         L{call_tool}, where an instance must be waited for, or spans made.
@@ -504,48 +495,26 @@ class Pool(MultiService):
         server = slot.key[0]
         try:
             if not era_known:
-                slot = await self.in_host_era(slot, client, call, bound)
+                slot = await self.in_host_era(slot, client, sending.call, sending.bound)
             with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
-                instance = await self._instances.claim(slot, bound)
+                instance = await self._instances.claim(slot, sending.bound)
         except BaseException:
-            self._call_failed(server, tool, asked, principal)
+            self._call_failed(server, sending)
             raise
         with tracing.span(
-            "mcpx.upstream tools/call", {"mcpx.server": server, "gen_ai.tool.name": tool}
+            "mcpx.upstream tools/call", {"mcpx.server": server, "gen_ai.tool.name": sending.tool}
         ) as span:
             try:
-                calling = self._tool_call(
-                    instance,
-                    tool,
-                    arguments,
-                    bound=bound,
-                    asked=asked,
-                    meta=meta,
-                    on_progress=on_progress,
-                    call=call,
-                    principal=principal,
-                    traced=span is not None,
-                )
+                calling = self._tool_call(instance, sending, traced=span is not None)
             except Exception:
-                self._call_failed(server, tool, asked, principal)
+                self._call_failed(server, sending)
                 raise
             result = await calling
             tracing.outcome(span, result)
         return result
 
     def _tool_call(
-        self,
-        instance: Instance,
-        tool: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        bound: float,
-        asked: float,
-        meta: Mapping[str, Any] | None,
-        on_progress: ProgressSink | None,
-        call: Call | None,
-        principal: str | None,
-        traced: bool = False,
+        self, instance: Instance, sending: _ToolCall, *, traced: bool = False
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """
         The request of L{call_tool} on C{instance}, under a progress token of its own.
@@ -554,29 +523,38 @@ class Pool(MultiService):
             so are the questions it asks for this call.
         """
         token = self._requests.progress.token()
+        meta = sending.meta
         sent = {**meta, "progressToken": token} if meta else {"progressToken": token}
+        call = sending.call
         if traced:
             tracing.inject(sent)
             tracing.remember(call)
         session = instance.session
         assert session is not None
+        tool = sending.tool
         return self._requests.run(
             instance,
             tool,
-            bound,
-            session.call_tool(tool, arguments, meta=sent, call=call),
+            sending.bound,
+            session.call_tool(tool, sending.arguments, meta=sent, call=call),
             call,
-            asked=asked,
+            asked=sending.asked,
             progress=token,
-            on_progress=on_progress,
-            principal=principal,
+            on_progress=sending.on_progress,
+            principal=sending.principal,
             on_call=self.on_call,
         )
 
-    def _call_failed(self, server: str, tool: str, asked: float, principal: str | None) -> None:
+    def _call_failed(self, server: str, sending: _ToolCall) -> None:
         """A call of L{call_tool} failed before its request ran: L{on_call} is told."""
         if self.on_call is not None:
-            self.on_call(server, tool, self._clock.seconds() - asked, "error", principal)
+            self.on_call(
+                server,
+                sending.tool,
+                self._clock.seconds() - sending.asked,
+                "error",
+                sending.principal,
+            )
 
     async def request(
         self,
