@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, Unpack
 
 from attrs import frozen
@@ -36,6 +36,7 @@ from mcpx.call import Call
 from mcpx.policy.errors import InvalidArguments, InvalidOutput, ToolHidden, problems_text
 from mcpx.policy.schemas import HostileSchema, SchemaCheck, compile_schema
 from mcpx.pool.interface import CallOptions
+from mcpx.pool.requests import raising
 from mcpx.pool.status import ReloadReport
 from mcpx.settings.server_policy import DEFAULT_POLICY, Check, ServerPolicy
 from mcpx.settings.servers import Scope, ServersConfig
@@ -149,6 +150,17 @@ class _Index:
 
 async def _compile_here(compile: Callable[[], _ToolChecks]) -> _ToolChecks:
     return compile()
+
+
+def _output_checks(policy: ServerPolicy, checks: _ToolChecks | None) -> _ToolChecks | None:
+    """C{checks}, when a call's result is held against its tool's C{outputSchema}; else C{None}."""
+    if (
+        checks is not None
+        and policy.validate_output is not Check.OFF
+        and (checks.output is not None or checks.output_refused is not None)
+    ):
+        return checks
+    return None
 
 
 def declined_result(server: str, tool: str, why: str) -> dict[str, Any]:
@@ -281,50 +293,80 @@ class GuardedPool:
 
     # Calls
 
-    async def call_tool(
+    def call_tool(
         self, server: str, tool: str, arguments: Mapping[str, Any], **options: Unpack[CallOptions]
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """
         Call a tool, as L{mcpx.pool.pool.Pool.call_tool}, through the policy.  The
         options go on to the pool as they came; the policy reads only whose call it is.
+
+        Decided at once when nothing need be waited for (the list cached, its schemas
+        compiled, nobody to ask) and untraced: the coroutine handed back is then the
+        pool's own, or one that holds the result against the tool's C{outputSchema};
+        none of the policy's around the call otherwise.
 
         @raise ToolHidden: when C{tools.allow}/C{tools.deny} hide it.
         @raise InvalidArguments: for arguments that break its C{inputSchema} (enforce).
         @raise InvalidOutput: for C{structuredContent} that breaks its C{outputSchema}
             (enforce).
-        @return: the result, or a tool error when a needed confirmation was declined.
+        @return: the result, or a tool error when a needed confirmation was declined,
+            when awaited.
         """
+        if tracing.ON:
+            return self._call_tool_later(server, tool, arguments, options)
+        try:
+            policy = self.policy(server)
+            admitted = self._admit_now(policy, server, tool, arguments, options.get("client", ""))
+        except Exception as e:
+            return raising(e)
+        if isinstance(admitted, _Later):
+            return self._call_tool_later(server, tool, arguments, options)
+        calling: Coroutine[Any, Any, dict[str, Any]] = self._inner.call_tool(
+            server, tool, arguments, **options
+        )
+        output = _output_checks(policy, admitted)
+        if output is None:
+            return calling
+        return self._output_checked(
+            calling, policy, server, tool, output, client=options.get("client", "")
+        )
+
+    async def _call_tool_later(
+        self, server: str, tool: str, arguments: Mapping[str, Any], options: CallOptions
+    ) -> dict[str, Any]:
+        """L{call_tool}, decided by L{_admit} (it waits for something, or is traced)."""
         policy = self.policy(server)
         client = options.get("client", "")
-        # Untraced, a call makes no span at all (tracing.ON), as in the pool.
-        if tracing.ON:
-            with tracing.span(
-                "mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}
-            ) as span:
-                checks, declined = await self._admit(
-                    policy, server, tool, arguments, client=client, call=options.get("call")
-                )
-                tracing.ended(span, "mcpx.outcome", "ok" if declined is None else "declined")
-        else:
-            # Decided at once when nothing need be waited for (the list cached, its
-            # schemas compiled, nobody to ask): no coroutine of the policy's own.
-            admitted = self._admit_now(policy, server, tool, arguments, client)
-            if isinstance(admitted, _Later):
-                checks, declined = await self._admit(
-                    policy, server, tool, arguments, client=client, call=options.get("call")
-                )
-            else:
-                checks, declined = admitted, None
+        call = options.get("call")
+        # A span of its own where traced (tracing.span does nothing otherwise).
+        with tracing.span("mcpx.policy", {"mcpx.server": server, "gen_ai.tool.name": tool}) as span:
+            checks, declined = await self._admit(
+                policy, server, tool, arguments, client=client, call=call
+            )
+            tracing.ended(span, "mcpx.outcome", "ok" if declined is None else "declined")
         if declined is not None:
             return declined
-        result: dict[str, Any] = await self._inner.call_tool(server, tool, arguments, **options)
-        if (
-            checks is not None
-            and policy.validate_output is not Check.OFF
-            and (checks.output is not None or checks.output_refused is not None)
-            and isinstance(result, dict)
-            and result.get("isError") is not True
-        ):
+        calling: Coroutine[Any, Any, dict[str, Any]] = self._inner.call_tool(
+            server, tool, arguments, **options
+        )
+        output = _output_checks(policy, checks)
+        if output is None:
+            return await calling
+        return await self._output_checked(calling, policy, server, tool, output, client=client)
+
+    async def _output_checked(
+        self,
+        calling: Awaitable[dict[str, Any]],
+        policy: ServerPolicy,
+        server: str,
+        tool: str,
+        checks: _ToolChecks,
+        *,
+        client: str,
+    ) -> dict[str, Any]:
+        """The result of C{calling}, held against the tool's C{outputSchema}."""
+        result = await calling
+        if isinstance(result, dict) and result.get("isError") is not True:
             self._check_output(server, tool, policy.validate_output, checks, result, client=client)
         return result
 

@@ -279,12 +279,15 @@ class Deadline:
         #: Whether its clock runs (neither paused nor over).
         self._running = True
         #: When its time is up, while it runs.
-        self._due = since + seconds
+        due = self._due = since + seconds
         #: Whether the time ran out (as opposed to the deadline being cancelled).
         self.expired = False
         #: Whether L{extend} ever moved it.
         self.extended = False
-        deadlines._watch(self)
+        # Deadlines._watch, without a call.
+        deadlines._live[self] = None
+        if due < deadlines._at:
+            deadlines._arm(due)
 
     def _expire(self) -> None:
         self._spent = self.running()

@@ -617,7 +617,9 @@ class Instances:
         instance.in_flight -= 1
         if instance.in_flight == 0:
             instance.last_used = self.clock.seconds()
-            self.idle_again(instance)
+            if instance.idle_timer is None:
+                # Else its idle check, due already, looks at last_used.
+                self.idle_again(instance)
 
     def idle_again(self, instance: Instance) -> None:
         if (

@@ -27,6 +27,7 @@ from mcpx.pool.instance import POOL_LOG, Instance, Slot, scope_for
 from mcpx.pool.instances import BUSY_RETRY, Instances
 from mcpx.pool.requests import Requests
 from mcpx.spec.methods import SUBSCRIBE, UNSUBSCRIBE
+from mcpx.upstream.session import UpstreamSession
 
 
 class Interests:
@@ -125,7 +126,7 @@ class Interests:
                 instance,
                 SUBSCRIBE,
                 bound if bound is not None else self._requests.call_timeout,
-                lambda session: session.subscribe(uri),
+                _session(instance).subscribe(uri),
             )
         )
         work.addErrback(refused)
@@ -165,7 +166,8 @@ class Interests:
             return
         releasing = self._release(slot, uri)
         if releasing is not None:
-            await self._requests.run(*releasing, bound, lambda session: session.unsubscribe(uri))
+            instance, method = releasing
+            await self._requests.run(instance, method, bound, _session(instance).unsubscribe(uri))
 
     def _release(self, slot: Slot, uri: str) -> tuple[Instance, str] | None:
         """
@@ -196,7 +198,7 @@ class Interests:
                             instance,
                             UNSUBSCRIBE,
                             self._requests.call_timeout,
-                            lambda session: session.unsubscribe(uri),
+                            _session(instance).unsubscribe(uri),
                         )
                     )
                     gone.addErrback(lambda f: None)
@@ -254,3 +256,10 @@ class Interests:
             for uri, count in old.interests.items():
                 fresh.interests[uri] = fresh.interests.get(uri, 0) + count
             self._revive_later(fresh, 0.0)
+
+
+def _session(instance: Instance) -> UpstreamSession:
+    """The session of C{instance}, which a started instance has."""
+    session = instance.session
+    assert session is not None
+    return session

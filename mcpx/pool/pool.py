@@ -73,9 +73,10 @@ interests in resources (L{mcpx.pool.interests}) and each instance's catalogue
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from attrs import define
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
@@ -112,7 +113,7 @@ from mcpx.pool.instances import (
 )
 from mcpx.pool.interests import Interests
 from mcpx.pool.progress import ProgressSink
-from mcpx.pool.requests import Requests, at_least_a_call
+from mcpx.pool.requests import OnCall, Requests, at_least_a_call, raising
 from mcpx.pool.status import ReloadReport, ServerStatus, server_status
 from mcpx.settings.resolve import Settings
 from mcpx.settings.secrets import SecretMasker
@@ -146,6 +147,23 @@ def _no_events(kind: str, server: str | None = None, **data: Any) -> None:
     """The default publisher: events go nowhere."""
 
 
+@define
+class _ToolCall:
+    """One call of L{Pool.call_tool}, as it is sent once an instance serves it."""
+
+    tool: str
+    arguments: Mapping[str, Any] | None
+    #: The bound on it (L{effective_call_timeout}).
+    bound: float
+    #: When it was asked for.
+    asked: float
+    meta: Mapping[str, Any] | None
+    on_progress: ProgressSink | None
+    call: Call | None
+    #: Whose it is (L{principal_of}).
+    principal: str | None
+
+
 class Pool(MultiService):
     """
     Upstream servers, started on first use, kept warm, reaped when idle, replaced when
@@ -172,7 +190,7 @@ class Pool(MultiService):
         max_asking_instances: int = DEFAULT_MAX_ASKING_INSTANCES,
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
         call_max_duration: float = 3600.0,
-        on_call: Callable[[str, str, float, str, str | None], None] | None = None,
+        on_call: OnCall | None = None,
     ) -> None:
         """
         @param connector: opens sessions (L{mcpx.upstream.connect.make_connector}).
@@ -398,7 +416,7 @@ class Pool(MultiService):
             return None
         return instance.session.declaration
 
-    async def call_tool(
+    def call_tool(
         self,
         server: str,
         tool: str,
@@ -409,9 +427,13 @@ class Pool(MultiService):
         meta: Mapping[str, Any] | None = None,
         on_progress: ProgressSink | None = None,
         call: Call | None = None,
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """
         Call a tool.
+
+        The coroutine handed back is the request's own (L{Requests.run}) when an
+        instance serving the call runs now (untraced, no host's era to meet): no
+        coroutine of the pool's around it, which each step of the call passed through.
 
         @param timeout: a bound shorter than C{pool.callTimeout} for this call; a longer
             one is clamped to it.
@@ -421,71 +443,118 @@ class Pool(MultiService):
             bound again, up to C{pool.callMaxDuration} in all (L{mcpx.pool.budget}).
         @param call: the call it is made for (L{mcpx.call.Call}): its
             questions may be put to that call's client, see L{Attribution.owner}.
-        @return: the C{CallToolResult}.
+        @return: the C{CallToolResult}, when awaited.
         @raise UnknownServer: if C{server} is not configured.
         @raise ServerUnavailable: if it cannot be started, or died during the call.
         @raise CallTimedOut: if it did not answer in time.
         @raise mcpx.wire.errors.RpcError: as the server answered.
         """
-        configured = self._requests.call_timeout
-        # C{pool.callTimeout} was checked when it was set (L{Requests}, L{retune}): a
-        # call with no bound of its own takes it as it is.
-        bound = configured if timeout is None else effective_call_timeout(configured, timeout)
-        asked = self._clock.seconds()
-        # An unknown server is refused before anything is counted for it.
-        slot = self._attribution.slot_for(server, client, call)
-        principal = principal_of(client)
-        outcome = "error"
         try:
-            if call is not None and call.legacy:
-                slot = await self.in_host_era(slot, client, call, bound)
-            # Untraced, a call makes no span at all (tracing.ON): this is every call's path.
-            if tracing.ON:
-                with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
-                    instance = await self._instances.claim(slot, bound)
-            else:
-                # A running instance is taken at once: nothing to wait for, nor to count
-                # as waited for (L{Instances.claim}).
-                running = slot.instance
-                if running is not None and running.usable:
-                    instance = running
-                else:
-                    instance = await self._instances.claim(slot, bound)
-            token, watch = self._requests.progress.open(on_progress, bound)
-            meta = {**meta, "progressToken": token} if meta else {"progressToken": token}
+            configured = self._requests.call_timeout
+            # C{pool.callTimeout} was checked when it was set (L{Requests}, L{retune}): a
+            # call with no bound of its own takes it as it is.
+            bound = configured if timeout is None else effective_call_timeout(configured, timeout)
+            asked = self._clock.seconds()
+            # An unknown server is refused before anything is counted for it.
+            slot = self._attribution.slot_for(server, client, call)
+            # In the host's era (L{in_host_era}), unless a start must be waited for to know.
+            in_era = (
+                slot
+                if call is None or not call.legacy
+                else self._in_host_era_now(slot, client, call)
+            )
+        except Exception as e:
+            return raising(e)
+        sending = _ToolCall(
+            tool, arguments, bound, asked, meta, on_progress, call, principal_of(client)
+        )
+        running = in_era.instance if in_era is not None else None
+        if tracing.ON or running is None or not running.usable:
+            return self._call_tool_waiting(
+                slot if in_era is None else in_era,
+                sending,
+                era_known=in_era is not None,
+                client=client,
+            )
+        # A running instance is taken at once: nothing to wait for, nor to count as
+        # waited for (L{Instances.claim}).
+        try:
+            return self._tool_call(running, sending)
+        except Exception as e:
+            self._call_failed(server, sending)
+            return raising(e)
+
+    async def _call_tool_waiting(
+        self, slot: Slot, sending: _ToolCall, *, era_known: bool, client: str
+    ) -> dict[str, Any]:
+        """
+        L{call_tool}, where an instance must be waited for, or spans made.
+
+        @param era_known: C{slot} is in the host's era already (L{in_host_era}).
+        """
+        server = slot.key[0]
+        try:
+            if not era_known:
+                slot = await self.in_host_era(slot, client, sending.call, sending.bound)
+            with tracing.span("mcpx.pool.wait", {"mcpx.server": server}):
+                instance = await self._instances.claim(slot, sending.bound)
+        except BaseException:
+            self._call_failed(server, sending)
+            raise
+        with tracing.span(
+            "mcpx.upstream tools/call", {"mcpx.server": server, "gen_ai.tool.name": sending.tool}
+        ) as span:
             try:
-                # Not run until awaited: a span made first is its parent.
-                run = self._requests.run(
-                    instance,
-                    tool,
-                    bound,
-                    lambda session: session.call_tool(tool, arguments, meta=meta, call=call),
-                    call,
-                    asked=asked,
-                    progress=watch,
-                    principal=principal,
-                )
-                if not tracing.ON:
-                    result = await run
-                else:
-                    with tracing.span(
-                        "mcpx.upstream tools/call",
-                        {"mcpx.server": server, "gen_ai.tool.name": tool},
-                    ) as span:
-                        if span is not None:
-                            # The upstream's spans are children of this one, and so are
-                            # the questions it asks for this call.
-                            tracing.inject(meta)
-                            tracing.remember(call)
-                        result = await run
-                        tracing.outcome(span, result)
-            finally:
-                self._requests.progress.close(token)
-            outcome = "tool_error" if result.get("isError") else "ok"
-            return result
-        finally:
-            if self.on_call is not None:
-                self.on_call(server, tool, self._clock.seconds() - asked, outcome, principal)
+                calling = self._tool_call(instance, sending, traced=span is not None)
+            except Exception:
+                self._call_failed(server, sending)
+                raise
+            result = await calling
+            tracing.outcome(span, result)
+        return result
+
+    def _tool_call(
+        self, instance: Instance, sending: _ToolCall, *, traced: bool = False
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """
+        The request of L{call_tool} on C{instance}, under a progress token of its own.
+
+        @param traced: it runs in a span: the upstream's spans are children of it, and
+            so are the questions it asks for this call.
+        """
+        token = self._requests.progress.token()
+        meta = sending.meta
+        sent = {**meta, "progressToken": token} if meta else {"progressToken": token}
+        call = sending.call
+        if traced:
+            tracing.inject(sent)
+            tracing.remember(call)
+        session = instance.session
+        assert session is not None
+        tool = sending.tool
+        return self._requests.run(
+            instance,
+            tool,
+            sending.bound,
+            session.call_tool(tool, sending.arguments, meta=sent, call=call),
+            call,
+            asked=sending.asked,
+            progress=token,
+            on_progress=sending.on_progress,
+            principal=sending.principal,
+            on_call=self.on_call,
+        )
+
+    def _call_failed(self, server: str, sending: _ToolCall) -> None:
+        """A call of L{call_tool} failed before its request ran: L{on_call} is told."""
+        if self.on_call is not None:
+            self.on_call(
+                server,
+                sending.tool,
+                self._clock.seconds() - sending.asked,
+                "error",
+                sending.principal,
+            )
 
     async def request(
         self,
@@ -537,11 +606,13 @@ class Pool(MultiService):
                 meta = params.get("_meta")
                 params["_meta"] = meta = dict(meta) if isinstance(meta, Mapping) else {}
                 tracing.inject(meta)
+            session = instance.session
+            assert session is not None
             result = await self._requests.run(
                 instance,
                 method,
                 bound,
-                lambda session: session.call(method, params, call=call),
+                session.call(method, params, call=call),
                 call,
                 asked=asked,
                 principal=principal_of(client),
@@ -572,18 +643,29 @@ class Pool(MultiService):
 
         @param within: the longest to wait for the server's own instance to start.
         """
-        server = slot.key[0]
+        known = self._in_host_era_now(slot, client, call)
+        if known is not None:
+            return known
+        instance = await self._instances.claim(slot, within)
+        assert instance.session is not None
+        return self._in_era(slot, client, call, instance.session.era)
+
+    def _in_host_era_now(self, slot: Slot, client: str, call: Call | None) -> Slot | None:
+        """
+        L{in_host_era}'s slot when no start need be waited for to know it; else C{None}.
+        """
         if (
             not (call is not None and call.legacy)
             or slot.config.protocol
-            or server in self._instances.modern_only
+            or slot.key[0] in self._instances.modern_only
         ):
             return slot
-        era = self._own_era(server)
-        if era is None:
-            instance = await self._instances.claim(slot, within)
-            assert instance.session is not None
-            era = instance.session.era
+        era = self._own_era(slot.key[0])
+        return None if era is None else self._in_era(slot, client, call, era)
+
+    def _in_era(self, slot: Slot, client: str, call: Call | None, era: Era) -> Slot:
+        """The slot of L{in_host_era}, its server's own instances speaking C{era}."""
+        server = slot.key[0]
         if era is not Era.MODERN or server in self._instances.modern_only:
             return slot
         return self._attribution.slot_for(server, client, call, legacy=True)
@@ -646,7 +728,7 @@ class Pool(MultiService):
 
         def fetch(catalogue: Catalogue) -> Deferred[list[dict[str, Any]]]:
             return Deferred.fromCoroutine(
-                self._requests.run(instance, catalogue.method, timeout, catalogue.fetch)
+                self._requests.run(instance, catalogue.method, timeout, catalogue.fetch(session))
             )
 
         return await instance.catalogue.get(kind, session, fetch, lambda: instance.ended is None)

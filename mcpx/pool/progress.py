@@ -11,24 +11,10 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
-from attrs import define
-
 from mcpx.pool.budget import Deadline
 from mcpx.pool.instance import POOL_LOG
 
 ProgressSink: TypeAlias = Callable[[dict[str, Any]], None]
-
-
-@define(eq=False)
-class ProgressWatch:
-    """A C{tools/call} in flight under a progress token of the pool's."""
-
-    #: Who hears its reports, if anyone.
-    sink: ProgressSink | None
-    #: The idle bound each report grants it again.
-    bound: float
-    #: Its deadline, once it was sent.
-    deadline: Deadline | None = None
 
 
 class ProgressRoutes:
@@ -37,14 +23,21 @@ class ProgressRoutes:
     log = POOL_LOG
 
     def __init__(self) -> None:
-        self._watches: dict[str, ProgressWatch] = {}
+        #: The deadline of each call in flight by its token, the idle bound each report
+        #: grants it again, and who hears its reports, if anyone.
+        self._watches: dict[str, tuple[Deadline, float, ProgressSink | None]] = {}
         self._tokens = itertools.count(1)
 
-    def open(self, sink: ProgressSink | None, bound: float) -> tuple[str, ProgressWatch]:
-        """A fresh token for one call, and the watch its reports go to until L{close}."""
-        token = f"mcpx-{next(self._tokens)}"
-        watch = self._watches[token] = ProgressWatch(sink, bound)
-        return token, watch
+    def token(self) -> str:
+        """A fresh token for one call, sent with it (its C{_meta.progressToken})."""
+        return f"mcpx-{next(self._tokens)}"
+
+    def open(self, token: str, sink: ProgressSink | None, bound: float, deadline: Deadline) -> None:
+        """
+        The call under C{token} is in flight, bounded by C{deadline}: until L{close},
+        each report under it gives it C{bound} again and reaches C{sink}.
+        """
+        self._watches[token] = (deadline, bound, sink)
 
     def close(self, token: str) -> None:
         """The call under C{token} ended: reports about it go nowhere from now on."""
@@ -56,10 +49,10 @@ class ProgressRoutes:
         watch = self._watches.get(token) if isinstance(token, str) else None
         if watch is None:
             return
-        if watch.deadline is not None:
-            watch.deadline.extend(watch.bound)
-        if watch.sink is not None:
+        deadline, bound, sink = watch
+        deadline.extend(bound)
+        if sink is not None:
             try:
-                watch.sink(dict(given))
+                sink(dict(given))
             except Exception:
                 self.log.failure("a progress callback failed")

@@ -8,7 +8,7 @@ pool's when it fails (L{mcpx.pool.errors}).
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, NoReturn, TypeAlias, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred
 
@@ -18,14 +18,17 @@ from mcpx.pool.budget import Deadline, Deadlines, effective_call_timeout
 from mcpx.pool.errors import AnswerTooLarge, CallTimedOut, masked_rpc_error, transport_error
 from mcpx.pool.instance import Instance
 from mcpx.pool.instances import Instances
-from mcpx.pool.progress import ProgressRoutes, ProgressWatch
+from mcpx.pool.progress import ProgressRoutes, ProgressSink
 from mcpx.upstream.channel import ChannelClosed, MessageTooLarge
-from mcpx.upstream.session import UpstreamSession
 from mcpx.wire.errors import RpcError
 from mcpx.wire.peer import ConnectionClosed
 
 T = TypeVar("T")
 
+
+#: Told of a C{tools/call}'s end: C{(server, tool, seconds, outcome, principal)}
+#: (L{mcpx.pool.pool.Pool.on_call}).
+OnCall: TypeAlias = Callable[[str, str, float, str, str | None], None]
 
 #: What is left of a call's bound after its server's start took the rest (seconds).
 _LEAST_BOUND: Final = 0.001
@@ -36,6 +39,15 @@ def at_least_a_call(seconds: float) -> float:
     if seconds <= 0:
         raise ValueError(f"call_max_duration must be positive, not {seconds!r}")
     return seconds
+
+
+async def raising(error: Exception) -> NoReturn:
+    """
+    A coroutine that raises C{error} when awaited: what a plain function handing back
+    the coroutine of its work hands back for an error it met first, so that its caller
+    meets the error where it awaits, as an C{async def}'s caller would.
+    """
+    raise error
 
 
 class _Watched(Generic[T]):
@@ -62,7 +74,9 @@ class _Watched(Generic[T]):
         return self
 
     def __next__(self) -> Any:
-        return self.send(None)
+        # The first step (send(None), without a call more).
+        waiting = self._waiting = self._coroutine.send(None)
+        return waiting
 
     def send(self, value: Any) -> Any:
         # The coroutine's StopIteration is this awaitable's own: the await's value.
@@ -114,84 +128,107 @@ class Requests:
         instance: Instance,
         what: str,
         timeout: float,
-        action: Callable[[UpstreamSession], Coroutine[Any, Any, T]],
+        work: Coroutine[Any, Any, T],
         call: Call | None = None,
         *,
         asked: float | None = None,
-        progress: ProgressWatch | None = None,
+        progress: str | None = None,
+        on_progress: ProgressSink | None = None,
         principal: str | None = None,
+        on_call: OnCall | None = None,
     ) -> T:
         """
-        One upstream request on a ready instance: counted in flight (with whom it is
-        for), bounded by C{timeout}, and turned into a clear error if the instance dies
-        under it.
+        One upstream request on a ready instance: C{work}, the coroutine of its session
+        that sends it (started here), counted in flight (with whom it is for), bounded by
+        C{timeout}, and turned into a clear error if the instance dies under it.
 
         @param asked: when the caller asked, if waiting for the start came first: that
             wait counted against C{timeout}.
-        @param progress: the call's progress token, whose reports extend its deadline.
+        @param progress: the progress token it was sent with (L{ProgressRoutes.token}):
+            each report under it gives it C{timeout} again, up to C{call_max_duration},
+            and reaches C{on_progress}.
         @param principal: the subject identity it is made for (L{Instance.principals}).
+        @param on_call: told of a C{tools/call}'s end, C{what} being its tool, as
+            L{mcpx.pool.pool.Pool.on_call} is (C{asked} given with it).
         """
-        session = instance.session
-        assert session is not None
         instance.in_flight += 1
         instance.calls.append(call)
         instance.principals.append(principal)
+        watched = _Watched(work)
         # The server replied (a result or an error), rather than the request being
         # given up on or cut short.
         answered = False
+        outcome = "error"
         try:
-            work = _Watched(action(session))
-            left = timeout
-            if asked is not None:
-                left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)
-            if progress is None:
-                deadline = Deadline(self.deadlines, left, work.cancel)
-            else:
-                deadline = Deadline(
-                    self.deadlines,
-                    left,
-                    work.cancel,
-                    ceiling=max(self.call_max_duration, left),
-                )
-                progress.deadline = deadline
-            instance.deadlines.add(deadline)
             try:
-                result = await work
-                answered = True
-            except CancelledError:
-                if deadline.expired:
-                    extended_to = deadline.running() if deadline.extended else None
-                    raise CallTimedOut(
-                        instance.name, what, timeout, extended_to=extended_to
-                    ) from None
-                raise
-            except (ConnectionClosed, ChannelClosed) as e:
-                raise self._instances.cut_short(instance, e) from None
-            except RpcError as e:
-                answered = True
-                if self._instances.masker:
-                    raise masked_rpc_error(e, self._instances.masker) from None
-                raise
-            except MessageTooLarge as e:
-                raise AnswerTooLarge(instance.name, what, e.limit) from None
-            except ConnectionError as e:
-                # A remote server's transport failed this one request (each HTTP request
-                # stands alone, so the instance lives on, and its status says what broke).
-                broke = transport_error(instance.name, what, e)
-                instance.slot.last_error = broke.message
-                raise broke from None
+                left = timeout
+                if asked is not None:
+                    left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)
+                if progress is None:
+                    deadline = Deadline(self.deadlines, left, watched.cancel)
+                else:
+                    deadline = Deadline(
+                        self.deadlines,
+                        left,
+                        watched.cancel,
+                        ceiling=max(self.call_max_duration, left),
+                    )
+                    self.progress.open(progress, on_progress, timeout, deadline)
+                instance.deadlines.add(deadline)
+                try:
+                    result = await watched
+                    answered = True
+                except CancelledError:
+                    if deadline.expired:
+                        extended_to = deadline.running() if deadline.extended else None
+                        raise CallTimedOut(
+                            instance.name, what, timeout, extended_to=extended_to
+                        ) from None
+                    raise
+                except (ConnectionClosed, ChannelClosed) as e:
+                    raise self._instances.cut_short(instance, e) from None
+                except RpcError as e:
+                    answered = True
+                    if self._instances.masker:
+                        raise masked_rpc_error(e, self._instances.masker) from None
+                    raise
+                except MessageTooLarge as e:
+                    raise AnswerTooLarge(instance.name, what, e.limit) from None
+                except ConnectionError as e:
+                    # A remote server's transport failed this one request (each HTTP
+                    # request stands alone, so the instance lives on, and its status says
+                    # what broke).
+                    broke = transport_error(instance.name, what, e)
+                    instance.slot.last_error = broke.message
+                    raise broke from None
+                finally:
+                    deadline.cancel()
+                    instance.deadlines.discard(deadline)
+                    self._attribution.request_ended(instance, deadline)
+                    if progress is not None:
+                        self.progress.close(progress)
             finally:
-                deadline.cancel()
-                instance.deadlines.discard(deadline)
-                self._attribution.request_ended(instance, deadline)
+                instance.calls.remove(call)
+                instance.principals.remove(principal)
+                self._instances.finished(instance)
+                if call is not None:
+                    # The questions it asked that still wait are withdrawn with it
+                    # (mcpx.call.Call.call_ended).
+                    call.call_ended(answered=answered)
+            if instance.slot.failures:
+                self._instances.forgive(instance)
+            if on_call is not None:
+                outcome = (
+                    "tool_error" if isinstance(result, dict) and result.get("isError") else "ok"
+                )
+            return result
         finally:
-            instance.calls.remove(call)
-            instance.principals.remove(principal)
-            self._instances.finished(instance)
-            if call is not None:
-                # The questions it asked that still wait are withdrawn with it
-                # (mcpx.call.Call.call_ended).
-                call.call_ended(answered=answered)
-        if instance.slot.failures:
-            self._instances.forgive(instance)
-        return result
+            if on_call is not None:
+                assert asked is not None
+                on_call(
+                    instance.name,
+                    what,
+                    self._instances.clock.seconds() - asked,
+                    outcome,
+                    principal,
+                )

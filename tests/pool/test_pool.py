@@ -675,6 +675,70 @@ class TimeoutTests(PoolTestCase):
         self.assertEqual(self.timed_out(d).tool, "resources/read")
 
 
+class OnCallTests(PoolTestCase):
+    """
+    The pool tells C{on_call} of each tool call that reached a configured server, once,
+    when it ends: on the way that waits for a start, and on the one that takes a running
+    instance at once (the request's own coroutine, the pool's bookkeeping in it).
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.told: list[tuple[str, str, float, str, str | None]] = []
+
+    def make_told_pool(self) -> Pool:
+        return self.make_pool(
+            on_call=lambda *ended: self.told.append(ended), call_timeout=CALL_TIMEOUT
+        )
+
+    def test_answered_calls(self) -> None:
+        """A result is C{ok} and a tool error C{tool_error}, started first or not."""
+        pool = self.make_told_pool()
+        self.successResultOf(self.call(pool))
+        self.successResultOf(self.call(pool))
+        self.connector.answers["tools/call"] = lambda u, p: {"content": [], "isError": True}
+        self.successResultOf(self.call(pool))
+        self.assertEqual(
+            self.told,
+            [
+                ("a", "echo", 0.0, "ok", ""),
+                ("a", "echo", 0.0, "ok", ""),
+                ("a", "echo", 0.0, "tool_error", ""),
+            ],
+        )
+
+    def test_failed_calls(self) -> None:
+        """
+        A call the server refuses, one that times out and one whose server cannot start
+        are each an C{error}, told once with the time they took; one to a server nobody
+        configured reached none and is not told.
+        """
+        pool = self.make_told_pool()
+        self.successResultOf(self.call(pool))
+        self.told.clear()
+        self.connector.answers["tools/call"] = _refused
+        self.failureResultOf(self.call(pool), RpcError)
+        self.connector.holding.add("tools/call")
+        held = self.call(pool)
+        self.clock.advance(CALL_TIMEOUT)
+        self.failureResultOf(held, CallTimedOut)
+        self.failureResultOf(self.call(pool, "nowhere"), UnknownServer)
+        self.assertEqual(
+            self.told,
+            [("a", "echo", 0.0, "error", ""), ("a", "echo", CALL_TIMEOUT, "error", "")],
+        )
+        self.told.clear()
+        self.connector.upstreams[0].crash()
+        self.connector.failures.append(UpstreamError("a", "broken"))
+        self.clock.advance(1.0)
+        self.unavailable(self.call(pool))
+        self.assertEqual(self.told, [("a", "echo", 0.0, "error", "")])
+
+
+def _refused(upstream: Any, params: Mapping[str, Any]) -> Any:
+    raise RpcError(-32602, "no such tool")
+
+
 class InFlightTests(PoolTestCase):
     def test_cancelled_call_withdraws_its_questions(self) -> None:
         """
