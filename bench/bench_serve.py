@@ -6,10 +6,12 @@ child process's stdin and stdout, one JSON-RPC message a line:
 
   1. direct: the client spawns the demo itself;
   2. C{mcpx serve --passthrough demo}: the client spawns the bridge a host would start,
-     which copies the lines to a running daemon's MCP socket; the daemon passes the call
-     through to the demo it keeps warm;
-  3. the same daemon's MCP socket straight from the client (the bridge's hello, then the
-     same lines), which tells the bridge's share apart from the daemon's.
+     which hands its stdin and stdout (pipes) to a running daemon over its MCP socket, and
+     the daemon reads and writes them itself; the daemon passes the call through to the
+     demo it keeps warm;
+  3. the same daemon's MCP socket straight from the client (the bridge's plain hello, then
+     the same lines), which tells the bridge's share (now the daemon's pipes against its
+     socket, the bridge process being out of the way) apart from the daemon's.
 
 Both ways the client initializes (revision 2025-11-25), then sends C{tools/call echo}
 N times one after another and N times with C{--concurrency} in flight (ids tell the

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from functools import partial
+from typing import NoReturn
 
 import click
 
@@ -30,7 +32,7 @@ from mcpx.cli.client import (
 from mcpx.cli.remote import EXIT_NO_DAEMON, EXIT_VERSION_MISMATCH, bridge_streams
 
 
-def _refuse(message: str, status: int) -> None:
+def _refuse(message: str, status: int) -> NoReturn:
     click.echo(f"mcpx bridge-api: {message}", err=True)
     raise SystemExit(status)
 
@@ -124,14 +126,17 @@ def bridge_api(client_version: str, mcp: bool, passthrough: str | None) -> None:
         )
     if mcp:
         # Deferred for start-up time: only --mcp needs the MCP bridge and its threads.
-        from mcpx.cli.serve import BridgeFailed, bridge, open_stream, split_names
+        from mcpx.cli.serve import serve_host, split_names
 
-        try:
-            stream = open_stream(default_state_dir(), start=not client_gone(sys.stdin.fileno()))
-        except BridgeFailed as e:
-            _refuse(str(e), EXIT_NO_DAEMON)
-        names = split_names(passthrough)
-        raise SystemExit(bridge(stream, sys.stdin.fileno(), sys.stdout.fileno(), passthrough=names))
+        status = serve_host(
+            default_state_dir(),
+            sys.stdin.fileno(),
+            sys.stdout.fileno(),
+            passthrough=split_names(passthrough),
+            start=not client_gone(sys.stdin.fileno()),
+            fail=partial(_refuse, status=EXIT_NO_DAEMON),
+        )
+        raise SystemExit(status)
     stdin = sys.stdin.fileno()
     sock, sent = _api_socket(stdin)
     raise SystemExit(bridge_streams(sock, stdin, sys.stdout.fileno(), sent=sent))

@@ -3,15 +3,19 @@
 C{mcpx serve}: MCP on stdin and stdout, for a host that starts its servers as processes.
 
 The bridge is thin on purpose.  It connects to the daemon's MCP socket
-C{<state>/mcpx-mcp.sock} (starting a daemon in the background when none runs), sends one
-hello line naming the host process, and then copies bytes both ways until the daemon
-closes the connection: stdin to the socket, the socket to stdout.  The daemon runs the MCP
-server; the tool calls, questions and subscriptions belong to it.
+C{<state>/mcpx-mcp.sock} (starting a daemon in the background when none runs) and sends
+one hello line naming the host process.  When its stdin and stdout are pipes or sockets
+(as a host spawns it), it hands them to the daemon with that hello (L{hand_over}), which
+then reads and writes them itself: no process copies a line on its way, and the bridge
+only waits for the daemon to say how the session ended.  Otherwise (a terminal, a file,
+or a daemon that does not take them) it copies bytes both ways until the daemon closes
+the connection (L{bridge}): stdin to the socket, the socket to stdout.  The daemon runs
+the MCP server; the tool calls, questions and subscriptions belong to it.
 
   - Only protocol bytes go to stdout; every message of the bridge's own goes to stderr.
-  - When stdin ends, the bridge half-closes the socket and keeps copying: the daemon
-    lets the requests still running answer (C{transport.stdioDrain}), then closes, and
-    the bridge exits 0.
+  - When stdin ends, the bridge half-closes the socket and keeps copying (or the daemon
+    reads the end itself): the daemon lets the requests still running answer
+    (C{transport.stdioDrain}), then closes, and the bridge exits 0.
   - If no daemon can be reached, the reason goes to stderr and the exit status is 1.
   - C{--passthrough a,b} (or C{MCPX_MCP_PASSTHROUGH}) goes in the hello: the daemon
     offers those servers under their own names on this connection alone.
@@ -25,11 +29,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 import click
 
@@ -54,6 +59,21 @@ MCP_SOCKET_NAME: Final = "mcpx-mcp.sock"
 #: How much is copied at a time, each way.
 CHUNK: Final = 64 * 1024
 
+#: The hello's C{mcpx} value when the host's stdin and stdout are handed over with it;
+#: C{mcpx.server.mcp_socket.HELLO_HANDING} says the same (a test keeps them equal), as do
+#: the daemon's two answers below (C{PIPES_TAKEN}, C{PIPES_ENDED}).
+HELLO_HANDING: Final = "serve-pipes"
+#: The daemon holds the host's pipes now.
+PIPES_TAKEN: Final = b'{"mcpx":"pipes"}\n'
+#: The host's input ended and the daemon closed the session after it.
+PIPES_ENDED: Final = b'{"mcpx":"ended"}\n'
+
+#: What the bridge says when the daemon ends a session the host still uses.
+_DAEMON_ENDED: Final = (
+    "mcpx serve: the daemon ended this connection while the host was still using it "
+    "(the daemon stopped or restarted); reconnect the host to start a new session"
+)
+
 
 class BridgeFailed(Exception):
     """The bridge cannot connect the host to a daemon; the message says why."""
@@ -75,19 +95,20 @@ def split_names(value: str | None) -> list[str] | None:
     return [name for name in (part.strip() for part in value.split(",")) if name]
 
 
-def hello_line(passthrough: Sequence[str] | None = None) -> bytes:
+def hello_line(passthrough: Sequence[str] | None = None, *, handing: bool = False) -> bytes:
     """
     The first line the daemon reads: who the host is (the bridge's parent process,
     which spawned it), where it runs, the bridge's version, and the servers this
     connection wants passed through (C{passthrough}; left out when C{None}, so the
-    daemon's own list applies, and sent even when empty).
+    daemon's own list applies, and sent even when empty).  C{handing}: the line goes
+    with the host's stdin and stdout (L{hand_over}).
     """
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = ""
     hello: dict[str, object] = {
-        "mcpx": "serve",
+        "mcpx": HELLO_HANDING if handing else "serve",
         "pid": os.getppid(),
         "cwd": cwd,
         "version": __version__,
@@ -152,6 +173,97 @@ def open_stream(state: Path, *, start: bool = True) -> socket.socket:
         raise BridgeFailed(f"the daemon started, but {path} refuses connections: {e}") from None
 
 
+def handable(fd: int) -> bool:
+    """Whether C{fd} can be handed to the daemon: a pipe or a socket, as a host gives."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def hand_over(
+    sock: socket.socket, stdin: int, stdout: int, *, passthrough: Sequence[str] | None = None
+) -> int | None:
+    """
+    Hand the host's C{stdin} and C{stdout} to the daemon with the hello, then wait until
+    it closes the session.
+
+    @return: the exit status as L{bridge} gives it (0 when the daemon said the host's
+        input ended, else 1, said on stderr), or C{None} when the daemon did not take
+        them (one older than this bridge, or one that cannot): C{sock} is closed, and the
+        caller connects again and copies.
+    """
+    received = b""
+    try:
+        socket.send_fds(sock, [hello_line(passthrough, handing=True)], [stdin, stdout])
+        while b"\n" not in received:
+            data = sock.recv(CHUNK)
+            if not data:
+                break
+            received += data
+    except OSError:
+        received = b""
+    line, newline, rest = received.partition(b"\n")
+    if line + newline != PIPES_TAKEN:
+        sock.close()
+        return None
+    # The daemon reads and writes them now; the bridge lets go of its own ends, so that
+    # the host reads the end of its stdout when the daemon closes it.
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(null, stdin)
+        os.dup2(null, stdout)
+    finally:
+        os.close(null)
+    try:
+        while data := sock.recv(CHUNK):
+            rest += data
+    except OSError as e:
+        print(f"mcpx serve: the connection to the daemon broke: {e}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        sock.close()
+    if rest == PIPES_ENDED:
+        return 0
+    print(_DAEMON_ENDED, file=sys.stderr, flush=True)
+    return 1
+
+
+def serve_host(
+    state: Path,
+    stdin: int,
+    stdout: int,
+    *,
+    passthrough: Sequence[str] | None,
+    start: bool,
+    fail: Callable[[str], NoReturn],
+) -> int:
+    """
+    Serve the host on C{stdin} and C{stdout} through the daemon of C{state} (started
+    first when none runs and C{start}): handed over when they are pipes or sockets and
+    the daemon takes them, else copied (through a second connection, when the daemon
+    did not take them).
+
+    @param fail: called with why when no daemon can be reached.
+    @return: the exit status.
+    """
+
+    def connected(start: bool) -> socket.socket:
+        try:
+            return open_stream(state, start=start)
+        except BridgeFailed as e:
+            fail(str(e))
+
+    sock = connected(start)
+    if handable(stdin) and handable(stdout):
+        status = hand_over(sock, stdin, stdout, passthrough=passthrough)
+        if status is not None:
+            return status
+        sock = connected(False)
+    return bridge(sock, stdin, stdout, passthrough=passthrough)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -208,12 +320,7 @@ def bridge(
         sock.close()
     if input_ended.is_set():
         return 0
-    print(
-        "mcpx serve: the daemon ended this connection while the host was still using it "
-        "(the daemon stopped or restarted); reconnect the host to start a new session",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(_DAEMON_ENDED, file=sys.stderr, flush=True)
     return 1
 
 
@@ -315,10 +422,17 @@ def serve(transport: str, passthrough: str | None, daemon_endpoint: str | None) 
         raise SystemExit(2)
     if endpoint is not None:
         raise SystemExit(run_ssh_bridge(endpoint, remote_mcp_command(split_names(passthrough))))
-    try:
-        sock = open_stream(state)
-    except BridgeFailed as e:
-        click.echo(f"mcpx serve: {e}", err=True)
-        raise SystemExit(1) from None
-    names = split_names(passthrough)
-    raise SystemExit(bridge(sock, sys.stdin.fileno(), sys.stdout.fileno(), passthrough=names))
+
+    def unreachable(why: str) -> NoReturn:
+        click.echo(f"mcpx serve: {why}", err=True)
+        raise SystemExit(1)
+
+    status = serve_host(
+        state,
+        sys.stdin.fileno(),
+        sys.stdout.fileno(),
+        passthrough=split_names(passthrough),
+        start=True,
+        fail=unreachable,
+    )
+    raise SystemExit(status)

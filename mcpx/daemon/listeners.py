@@ -146,17 +146,33 @@ class ListenerService(Service):
 
     _log = Logger()
 
-    def __init__(self, reactor: IReactorCore, description: str, factory: IProtocolFactory):
+    def __init__(
+        self,
+        reactor: IReactorCore,
+        description: str,
+        factory: IProtocolFactory,
+        *,
+        descriptors: bool = False,
+    ):
+        """
+        @param descriptors: whether a unix socket's connections read the descriptors a
+            peer passes (Twisted's own C{recvmsg}) while their protocol C{wants_descriptors},
+            as the MCP socket's do for the pipes C{mcpx serve} hands over with its first
+            line; else, and after, they read with a plain C{recv} (L{plain_unix_reactor}),
+            which costs less and closes any passed.
+        """
         self._reactor = reactor
         self.description = description
         self._factory = factory
+        self._descriptors = descriptors
         self._port: IListeningPort | None = None
         self._listening: Once[IListeningPort] = Once()
 
     def startService(self) -> None:
         Service.startService(self)
         try:
-            endpoint = serverFromString(plain_unix_reactor(self._reactor), self.description)
+            reactor = plain_unix_reactor(self._reactor, descriptors_first=self._descriptors)
+            endpoint = serverFromString(reactor, self.description)
         except Exception:
             self._settle(Failure())
             return

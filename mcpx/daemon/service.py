@@ -16,6 +16,7 @@ from attrs import Factory, evolve, field, frozen
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import (
     IReactorCore,
+    IReactorFDSet,
     IReactorThreads,
     IReactorTime,
 )
@@ -414,10 +415,12 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         max_length=settings.integer("transport.maxMessageSize"),
         shutdown=shutdown,
         refuse=upstream_door(groups),
+        # A memory reactor's (in tests) has no descriptors: its bridges copy.
+        pipes_reactor=IReactorFDSet(reactor, None),
     )
     listeners = [
         *(ListenerService(core, description, site) for description in config.endpoints()),
-        ListenerService(core, stdio_endpoint(config.state_dir), stdio),
+        ListenerService(core, stdio_endpoint(config.state_dir), stdio, descriptors=True),
     ]
     return DaemonService(
         http,

@@ -17,32 +17,48 @@ The stream
     speaking straight to the socket is still served.  A hello may carry
     C{"passthrough": [names]} (C{mcpx serve --passthrough}): the servers offered under
     their own names on this connection instead of the daemon's C{mcp.passthrough}.
+  - A bridge whose stdin and stdout are pipes or sockets hands them over instead of
+    copying them: its hello says C{"mcpx": "serve-pipes"} and carries the two descriptors
+    (C{SCM_RIGHTS}).  The daemon answers L{PIPES_TAKEN} and from then on reads and writes
+    the host's pipes itself (L{HostPipes}), so no process stands between the host and
+    the daemon; the socket only tells the bridge how the session ended (L{PIPES_ENDED}
+    when the host's input ended, else nothing) when the daemon closes it.  A daemon that
+    cannot take them closes the connection, and one older than this answers the line as
+    a bad message: either way the bridge connects again with the plain hello and copies.
   - Then newline-delimited JSON-RPC both ways through an L{RpcPeer}.  mcpx's own request
     ids are negative.  Requests run concurrently; C{notifications/cancelled} cancels the
     request it names, and the cancellation reaches the upstream call.  Batches are read
     only on a connection that agreed on 2025-03-26.
-  - The bridge half-closes the socket when the host closes stdin.  Requests still running
-    then get C{transport.stdioDrain} seconds to answer; after that (or as soon as none
-    is left) the daemon closes the connection, which ends the bridge.
+  - The bridge half-closes the socket when the host closes stdin (or the daemon reads the
+    end of the host's stdin itself).  Requests still running then get
+    C{transport.stdioDrain} seconds to answer; after that (or as soon as none is left) the
+    daemon closes the connection, which ends the bridge.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Protocol, cast
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import quoteStringArgument
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import (
     IAddress,
     IConsumer,
     IDelayedCall,
+    IFileDescriptorReceiver,
     IHalfCloseableProtocol,
+    IPushProducer,
+    IReactorFDSet,
     IReactorTime,
     ITransport,
 )
+from twisted.internet.process import ProcessReader, ProcessWriter
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -57,6 +73,7 @@ from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
 from mcpx.wire.messages import ErrorResponse, Notification, Request, RequestId, encode
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
+from mcpx.wire.prompt_write import write_now
 
 #: The socket C{mcpx serve} connects to, in the state directory.
 #: C{mcpx.cli.serve.MCP_SOCKET_NAME} says the same without importing Twisted.
@@ -65,6 +82,18 @@ SOCKET_NAME: Final = "mcpx-mcp.sock"
 #: The key and value that mark the bridge's first line.
 HELLO_KEY: Final = "mcpx"
 HELLO_VALUE: Final = "serve"
+#: The value that marks a hello handing the host's stdin and stdout over with it: not
+#: L{HELLO_VALUE}, so that a daemon older than the handing reads it as a bad message and
+#: answers it, rather than waiting for lines the bridge will never copy.
+#: C{mcpx.cli.serve} says the same without importing Twisted; a test keeps them equal.
+HELLO_HANDING: Final = "serve-pipes"
+#: The daemon's answer to a handing hello once it holds the host's pipes.
+PIPES_TAKEN: Final = b'{"mcpx":"pipes"}\n'
+#: The daemon's last line to a bridge whose pipes it held: the host's input ended and
+#: the session was closed after it (the bridge exits 0; without it, 1).
+PIPES_ENDED: Final = b'{"mcpx":"ended"}\n'
+#: How many descriptors a hello hands over: the host's stdin and stdout.
+HANDED_DESCRIPTORS: Final = 2
 
 
 class McpCore(Protocol):
@@ -110,12 +139,80 @@ def read_hello(line: bytes) -> dict[str, Any] | None:
         hello = json.loads(line)
     except ValueError:
         return None
-    if type(hello) is not dict or hello.get(HELLO_KEY) != HELLO_VALUE:
+    if type(hello) is not dict or hello.get(HELLO_KEY) not in (HELLO_VALUE, HELLO_HANDING):
         return None
     return hello
 
 
-@implementer(IHalfCloseableProtocol)
+def _is_pipe(fd: int) -> bool:
+    """Whether C{fd} is a pipe or a socket: what the daemon reads and writes for a host."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class HostPipes:
+    """
+    The host's stdin and stdout, handed over by C{mcpx serve}: the transport of its
+    L{StdioConnection} from then on.  Read and written by the reactor as a child's pipes
+    are (C{ProcessReader}, C{ProcessWriter}); the descriptors are closed when both ends
+    are done.
+
+    @ivar disconnecting: L{loseConnection} was called.
+    @ivar disconnected: both descriptors are closed.
+    """
+
+    def __init__(
+        self, reactor: IReactorFDSet, connection: StdioConnection, stdin: int, stdout: int
+    ) -> None:
+        self._connection = connection
+        self._descriptors = (stdin, stdout)
+        self._ends = 2
+        self._written_out = False
+        self.disconnecting = False
+        self.disconnected = False
+        self.writer = ProcessWriter(reactor, self, "write", stdout)  # type: ignore[no-untyped-call]
+        self.reader = ProcessReader(reactor, self, "read", stdin)  # type: ignore[no-untyped-call]
+
+    def write(self, data: bytes) -> None:
+        write_now(self.writer, data)
+
+    def loseConnection(self) -> None:
+        """Stop reading; close once what is queued for the host is written."""
+        if self.disconnecting:
+            return
+        self.disconnecting = True
+        if self.reader.connected:
+            self.reader.loseConnection()  # type: ignore[no-untyped-call]
+        self.writer.loseConnection()  # type: ignore[no-untyped-call]
+
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
+        self.writer.registerProducer(producer, streaming)
+
+    # From the reader and the writer, as a process's pipes tell their process.
+
+    def childDataReceived(self, name: str, data: bytes) -> None:
+        self._connection.dataReceived(data)
+
+    def childConnectionLost(self, name: str, reason: Failure) -> None:
+        self._ends -= 1
+        if name == "write":
+            # Closed as asked once all was written, or the host closed its stdout.
+            self._written_out = self.disconnecting and reason.check(ConnectionDone) is not None
+            if not self.disconnecting:
+                self._connection.writeConnectionLost()
+        elif not self.disconnecting:
+            self._connection.input_ended()
+        if self._ends == 0:
+            self.disconnected = True
+            for fd in self._descriptors:
+                os.close(fd)
+            self._connection.pipes_closed(self._written_out)
+
+
+@implementer(IHalfCloseableProtocol, IFileDescriptorReceiver)
 class StdioConnection(NDJSONProtocol):
     """
     One C{mcpx serve} (or any newline-delimited MCP client) on the MCP socket.
@@ -123,6 +220,8 @@ class StdioConnection(NDJSONProtocol):
     @ivar conn: the connection's L{Conn}, from the first line on.
     @ivar peer: the connection's L{RpcPeer}, from the first line on.
     @ivar hello: the bridge's hello, or C{None} for an anonymous client.
+    @ivar pipes_reactor: the reactor that reads and writes the host's pipes when a bridge
+        hands them over, or C{None} to refuse them (the bridge then copies).
     """
 
     log = Logger()
@@ -155,6 +254,14 @@ class StdioConnection(NDJSONProtocol):
         #: (L{StdioFactory}'s C{refuse}); a refused one is answered and closed.
         self.refuse: Callable[[ITransport], str | None] | None = None
         self._refused = False
+        self.pipes_reactor: IReactorFDSet | None = None
+        #: Until the first line is read: a hello may hand descriptors over with it.  The
+        #: socket reads plainly after (L{mcpx.daemon.listeners.ListenerService}).
+        self.wants_descriptors = True
+        #: The descriptors the hello came with, until it is read.
+        self._handed: list[int] = []
+        #: The socket to the bridge once the host's pipes are the transport.
+        self._bridge: ITransport | None = None
 
     # Setting up
 
@@ -201,8 +308,9 @@ class StdioConnection(NDJSONProtocol):
         else:
             self.log.info(
                 "MCP host {identity} connected through mcpx serve {version} (cwd {cwd})"
-                "{passthrough}",
+                "{handed}{passthrough}",
                 identity=identity,
+                handed="" if self._bridge is None else ", its stdin and stdout handed over",
                 version=hello.get("version"),
                 cwd=hello.get("cwd"),
                 passthrough=(
@@ -213,6 +321,48 @@ class StdioConnection(NDJSONProtocol):
             )
         return self.peer
 
+    def fileDescriptorReceived(self, descriptor: int) -> None:
+        # Kept for the hello they came with; any beyond the two it hands over, or sent
+        # later, are closed at once.
+        if self.peer is None and len(self._handed) < HANDED_DESCRIPTORS:
+            self._handed.append(descriptor)
+        else:
+            os.close(descriptor)
+
+    def _take_pipes(self, hello: dict[str, Any]) -> None:
+        """
+        The hello handed the host's stdin and stdout over: read and write them from now
+        on, or close the connection when they cannot be (the bridge then connects again
+        and copies).
+        """
+        handed, self._handed = self._handed, []
+        bridge = self.transport
+        if (
+            self.pipes_reactor is None
+            or bridge is None
+            or len(handed) != HANDED_DESCRIPTORS
+            or not all(_is_pipe(fd) for fd in handed)
+        ):
+            for fd in handed:
+                os.close(fd)
+            self.log.warn(
+                "mcpx serve's hello handed over {count} descriptors that cannot be used as "
+                "a host's stdin and stdout; closed, the bridge copies instead",
+                count=len(handed),
+            )
+            self._refused = True
+            if bridge is not None:
+                bridge.loseConnection()
+            return
+        if IConsumer.providedBy(bridge):
+            cast(IConsumer, bridge).unregisterProducer()
+        pipes = HostPipes(self.pipes_reactor, self, handed[0], handed[1])
+        self._bridge = bridge
+        self.transport = cast(ITransport, pipes)
+        pipes.registerProducer(self.flow, True)
+        bridge.write(PIPES_TAKEN)
+        self._start(hello)
+
     # Bytes in
 
     def message_received(self, line: bytes) -> None:
@@ -220,7 +370,14 @@ class StdioConnection(NDJSONProtocol):
             return
         peer = self.peer
         if peer is None:
+            self.wants_descriptors = False
             hello = read_hello(line)
+            if hello is not None and hello[HELLO_KEY] == HELLO_HANDING:
+                self._take_pipes(hello)
+                return
+            for fd in self._handed:
+                os.close(fd)
+            self._handed = []
             peer = self._start(hello)
             if hello is not None:
                 return
@@ -233,6 +390,7 @@ class StdioConnection(NDJSONProtocol):
     def message_too_large(self, limit: int) -> None:
         if self._refused:
             return
+        self.wants_descriptors = False
         peer = self.peer if self.peer is not None else self._start(None)
         peer.reject_oversized(limit)
 
@@ -290,6 +448,17 @@ class StdioConnection(NDJSONProtocol):
             self._close()
 
     def readConnectionLost(self) -> None:
+        """
+        The bridge half-closed the socket: the host closed stdin.  Once the host's pipes
+        were handed over, the end of the socket is the bridge going away (the host
+        stopped it): nothing is left to answer.
+        """
+        if self._bridge is not None:
+            self._close()
+            return
+        self.input_ended()
+
+    def input_ended(self) -> None:
         """The host closed stdin: let what is running answer, for a while."""
         self._draining = True
         running = 0 if self.peer is None else self.peer.in_flight_incoming
@@ -319,12 +488,31 @@ class StdioConnection(NDJSONProtocol):
         # Nobody can read an answer any more.
         self._close()
 
+    def pipes_closed(self, written_out: bool) -> None:
+        """
+        The host's pipes are closed: the bridge is told whether the session ended as the
+        host asked (its input ended, and all that was queued for it was written), and
+        its socket closed, which ends it.
+        """
+        bridge = self._bridge
+        if bridge is None or self._lost:
+            return
+        if self._draining and written_out:
+            bridge.write(PIPES_ENDED)
+        bridge.loseConnection()
+
     def _close(self) -> None:
         if self.transport is not None:
             self.transport.loseConnection()
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._lost = True
+        for fd in self._handed:
+            os.close(fd)
+        self._handed = []
+        if self._bridge is not None:
+            # The bridge went away while the daemon held the host's pipes: they go too.
+            self._close()
         self.flow.stopProducing()
         if self._drain_timer is not None and self._drain_timer.active():
             self._drain_timer.cancel()
@@ -358,6 +546,7 @@ class StdioFactory(Factory):
         max_length: int = DEFAULT_MAX_MESSAGE_SIZE,
         shutdown: Shutdown | None = None,
         refuse: Callable[[ITransport], str | None] | None = None,
+        pipes_reactor: IReactorFDSet | None = None,
     ) -> None:
         """
         @param shutdown: the daemon's stop: once begun, new requests are refused, and
@@ -365,8 +554,11 @@ class StdioFactory(Factory):
         @param refuse: why a new connection is refused (its transport), or C{None}
             to serve it: the daemon refuses its own upstream processes
             (L{mcpx.daemon.gate.upstream_door}).
+        @param pipes_reactor: the reactor that reads and writes a host's pipes handed
+            over by C{mcpx serve}; C{None} refuses them (each bridge then copies).
         """
         self._refuse = refuse
+        self._pipes_reactor = pipes_reactor
         self._core = core
         self._clock = clock
         self._drain = drain
@@ -386,6 +578,7 @@ class StdioFactory(Factory):
         )
         protocol.factory = self
         protocol.refuse = self._refuse
+        protocol.pipes_reactor = self._pipes_reactor
         if self._shutdown is not None:
             self._shutdown.track(protocol)
         return protocol

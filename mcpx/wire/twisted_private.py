@@ -158,7 +158,7 @@ def systemd_descriptors() -> list[int] | None:
     return descriptors
 
 
-def plain_unix_reactor(reactor: Any) -> Any:
+def plain_unix_reactor(reactor: Any, *, descriptors_first: bool = False) -> Any:
     """
     C{reactor}, but for C{listenUNIX}: its connections read with C{recv} and write with
     C{send}, as a TCP connection's do, not with C{recvmsg} and C{sendmsg} and their
@@ -169,6 +169,11 @@ def plain_unix_reactor(reactor: Any) -> Any:
     requests).  C{listenUNIX} is the reactor's own
     (C{PosixReactorBase.listenUNIX}), with the port's connection class changed; a
     reactor that is not a C{PosixReactorBase} (a test's) is given back as it is.
+
+    With C{descriptors_first}, a connection reads with C{recvmsg} (its protocol taking
+    the descriptors passed) for as long as its protocol's C{wants_descriptors} is true,
+    and plainly after: the MCP socket, whose first line may hand over a host's pipes
+    (L{mcpx.server.mcp_socket}).
     """
     from twisted.internet import tcp, unix
     from twisted.internet.posixbase import PosixReactorBase
@@ -180,8 +185,14 @@ def plain_unix_reactor(reactor: Any) -> Any:
         doRead = tcp.Connection.doRead  # type: ignore[assignment]
         writeSomeData = tcp.Connection.writeSomeData
 
+    class DescriptorsFirstConnection(PlainUnixConnection):
+        def doRead(self) -> Any:
+            if self.protocol.wants_descriptors:  # type: ignore[attr-defined]
+                return unix.Server.doRead(self)  # type: ignore[no-untyped-call]
+            return tcp.Connection.doRead(self)
+
     class PlainUnixPort(unix.Port):
-        transport = PlainUnixConnection
+        transport = DescriptorsFirstConnection if descriptors_first else PlainUnixConnection
 
     class PlainUnixReactor:
         def __getattr__(self, name: str) -> Any:

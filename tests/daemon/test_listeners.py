@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from functools import partial
 from pathlib import Path
 
 from twisted.internet.protocol import Factory, Protocol
@@ -130,3 +131,70 @@ class ListenerServiceTests(SynchronousTestCase):
         self.assertNoResult(waiting)
         service.startService()
         self.assertIsNot(self.successResultOf(waiting), old)
+
+
+class DescriptorsFirstTests(TestCase):
+    async def test_descriptors_until_the_protocol_has_its_first_line(self) -> None:
+        """
+        A listener with descriptors on (the MCP socket's) hands the descriptors a peer
+        passes to its protocol while it wants them, and reads plainly after, as every
+        other listener does from the start: what is passed then is closed, never the
+        protocol's.  The bytes arrive alike either way.
+        """
+        import os
+
+        from twisted.internet import reactor
+        from twisted.internet.interfaces import IFileDescriptorReceiver
+        from zope.interface import implementer
+
+        got: dict[bool, tuple[list[int], bytearray]] = {}
+
+        @implementer(IFileDescriptorReceiver)
+        class Taker(Protocol):
+            wants_descriptors = True
+
+            def __init__(self, key: bool) -> None:
+                self.descriptors, self.data = got.setdefault(key, ([], bytearray()))
+
+            def fileDescriptorReceived(self, descriptor: int) -> None:
+                self.descriptors.append(descriptor)
+
+            def dataReceived(self, data: bytes) -> None:
+                self.data.extend(data)
+                if b"\n" in data:
+                    self.wants_descriptors = False
+
+        for descriptors in (True, False):
+            state = Path(self.mktemp())
+            state.mkdir()
+            service = ListenerService(
+                reactor,
+                unix_endpoint(state),
+                Factory.forProtocol(partial(Taker, descriptors)),
+                descriptors=descriptors,
+            )
+            service.startService()
+            await service.when_listening()
+            self.addCleanup(service.stopService)
+            read_end, write_end = os.pipe()
+            self.addCleanup(os.close, read_end)
+            self.addCleanup(os.close, write_end)
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.addCleanup(client.close)
+            client.connect(str(state / "mcpx.sock"))
+            socket.send_fds(client, [b"first\n"], [read_end])
+            for _ in range(1000):
+                if got.get(descriptors, ([], b""))[1] == b"first\n":
+                    break
+                await deferLater(reactor, 0.01, lambda: None)
+            socket.send_fds(client, [b"second\n"], [write_end])
+            for _ in range(1000):
+                if got[descriptors][1].endswith(b"second\n"):
+                    break
+                await deferLater(reactor, 0.01, lambda: None)
+            taken, data = got[descriptors]
+            self.assertEqual(bytes(data), b"first\nsecond\n")
+            self.assertEqual(len(taken), 1 if descriptors else 0)
+            for fd in taken:
+                self.assertEqual(os.fstat(fd).st_ino, os.fstat(read_end).st_ino)
+                os.close(fd)

@@ -6,12 +6,16 @@ bridge as a real process against a real daemon.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,64 @@ from tests.support.daemons import daemon_environ
 from tests.support.processes import REPO, ChildProcess, kill_on_cleanup, reactor, spawn
 
 HELLO = {"mcpx": "serve", "pid": 4242, "cwd": "/home/me/project", "version": __version__}
+
+#: The byte-for-byte script's big text: 300 KB of non-ASCII, more than a pipe holds.
+BIG = "\u00e9\u2713 " * 100_000
+
+
+def _request(request_id: int | str, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def byte_script_requests(revision: str) -> bytes:
+    """
+    What the host sends in the byte-for-byte script (after the hello), on C{revision}:
+    requests answered at once, with an error, later, and one that asks the host.
+    """
+    messages: list[Any] = [
+        _request(1, "initialize", {"protocolVersion": revision}),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _request(2, "echo", {"text": "h\u00e9llo \U0001f600", "n": [1, 2.5, None]}),
+        _request("s-3", "echo", {"text": BIG}),
+        _request(4, "fail", {"code": -32602, "message": "bad \u00e9"}),
+        _request(5, "nosuch"),
+        _request(
+            6,
+            "notify",
+            {"method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}},
+        ),
+        _request(7, "ask", {"message": "sure?"}),
+        _request(8, "wait"),
+    ]
+    return b"".join(json.dumps(message).encode("utf-8") + b"\n" for message in messages)
+
+
+#: The host's answer to mcpx's question in the byte-for-byte script.
+BYTE_SCRIPT_ANSWER = b'{"jsonrpc": "2.0", "id": -1, "result": {"action": "accept"}}\n'
+
+
+def byte_script_written(revision: str) -> bytes:
+    """What the host reads in the byte-for-byte script, to the byte."""
+    expected = [
+        b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"'
+        + revision.encode()
+        + b'","capabilities":{}}}',
+        '{"jsonrpc":"2.0","id":2,"result":{"text":"h\u00e9llo \U0001f600",'
+        '"n":[1,2.5,null]}}'.encode(),
+        b'{"jsonrpc":"2.0","id":"s-3","result":{"text":"' + BIG.encode() + b'"}}',
+        '{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"bad \u00e9"}}'.encode(),
+        b'{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"Method not found: nosuch"}}',
+        b'{"jsonrpc":"2.0","method":"notifications/progress",'
+        b'"params":{"progressToken":"t","progress":1}}',
+        b'{"jsonrpc":"2.0","id":-1,"method":"elicitation/create","params":{"message":"sure?"}}',
+        b'{"jsonrpc":"2.0","id":7,"result":{"answer":{"action":"accept"}}}',
+        '{"jsonrpc":"2.0","id":6,"result":{"done":"\u00e9"}}'.encode(),
+        b'{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"last"}]}}',
+    ]
+    return b"".join(line + b"\n" for line in expected)
 
 
 class StdioConnectionTests(SynchronousTestCase):
@@ -59,10 +121,7 @@ class StdioConnectionTests(SynchronousTestCase):
         self.send({**HELLO, **hello})
 
     def request(self, request_id: int, method: str, params: Any = None) -> dict[str, Any]:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        return message
+        return _request(request_id, method, params)
 
     def test_hello_names_the_host_process(self) -> None:
         """
@@ -175,7 +234,6 @@ class StdioConnectionTests(SynchronousTestCase):
         request, and after the host closes its input the answers still running, each
         once, before the connection closes.
         """
-        big = "\u00e9\u2713 " * 100_000
         for revision in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"):
             with self.subTest(revision=revision):
                 self.core = FakeCore()
@@ -185,53 +243,15 @@ class StdioConnectionTests(SynchronousTestCase):
                 self.transport = StringTransport()
                 self.protocol.makeConnection(self.transport)
                 self.start()
-                self.send(
-                    self.request(1, "initialize", {"protocolVersion": revision}),
-                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    self.request(2, "echo", {"text": "h\u00e9llo \U0001f600", "n": [1, 2.5, None]}),
-                    {"jsonrpc": "2.0", "id": "s-3", "method": "echo", "params": {"text": big}},
-                    self.request(4, "fail", {"code": -32602, "message": "bad \u00e9"}),
-                    self.request(5, "nosuch"),
-                    self.request(
-                        6,
-                        "notify",
-                        {
-                            "method": "notifications/progress",
-                            "params": {"progressToken": "t", "progress": 1},
-                        },
-                    ),
-                    self.request(7, "ask", {"message": "sure?"}),
-                    self.request(8, "wait"),
-                )
-                self.send({"jsonrpc": "2.0", "id": -1, "result": {"action": "accept"}})
+                self.protocol.dataReceived(byte_script_requests(revision))
+                self.protocol.dataReceived(BYTE_SCRIPT_ANSWER)
                 self.core.release(6, {"done": "\u00e9"})
                 self.protocol.readConnectionLost()
                 self.assertFalse(self.transport.disconnecting, "request 8 is still running")
                 self.core.release(8, {"content": [{"type": "text", "text": "last"}]})
                 self.clock.advance(0)
                 self.assertTrue(self.transport.disconnecting)
-                expected = [
-                    b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"'
-                    + revision.encode()
-                    + b'","capabilities":{}}}',
-                    '{"jsonrpc":"2.0","id":2,"result":{"text":"h\u00e9llo \U0001f600",'
-                    '"n":[1,2.5,null]}}'.encode(),
-                    b'{"jsonrpc":"2.0","id":"s-3","result":{"text":"' + big.encode() + b'"}}',
-                    '{"jsonrpc":"2.0","id":4,"error":{"code":-32602,'
-                    '"message":"bad \u00e9"}}'.encode(),
-                    b'{"jsonrpc":"2.0","id":5,"error":{"code":-32601,'
-                    b'"message":"Method not found: nosuch"}}',
-                    b'{"jsonrpc":"2.0","method":"notifications/progress",'
-                    b'"params":{"progressToken":"t","progress":1}}',
-                    b'{"jsonrpc":"2.0","id":-1,"method":"elicitation/create",'
-                    b'"params":{"message":"sure?"}}',
-                    b'{"jsonrpc":"2.0","id":7,"result":{"answer":{"action":"accept"}}}',
-                    '{"jsonrpc":"2.0","id":6,"result":{"done":"\u00e9"}}'.encode(),
-                    b'{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"last"}]}}',
-                ]
-                self.assertEqual(
-                    self.transport.value(), b"".join(line + b"\n" for line in expected)
-                )
+                self.assertEqual(self.transport.value(), byte_script_written(revision))
 
     def test_eof_with_nothing_running_closes(self) -> None:
         """When the host closes stdin and nothing runs, the connection closes at once."""
@@ -320,6 +340,210 @@ class StdioConnectionTests(SynchronousTestCase):
         self.send([self.request(2, "echo", {})])
         [refusal] = self.received()
         self.assertEqual(refusal["error"]["code"], INVALID_REQUEST)
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+class HandedPipesTests(TestCase):
+    """
+    A hello that hands the host's stdin and stdout over (what C{mcpx serve} sends when
+    they are pipes): the daemon reads and writes them itself, on the real reactor, and
+    the socket only says how the session ended.
+    """
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.core = FakeCore()
+        self.factory = StdioFactory(self.core, self.clock, drain=5.0, pipes_reactor=reactor)
+        self.protocol: StdioConnection = self.factory.buildProtocol(None)
+        self.socket = StringTransport()
+        self.protocol.makeConnection(self.socket)
+        self.host_out = b""
+
+    def pipes(self) -> tuple[int, int, int, int]:
+        """Two pipes: the host's stdin (read end handed over) and stdout (write end)."""
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        os.set_blocking(stdout_r, False)
+        os.set_blocking(stdin_w, False)
+        # The host's ends, closed at the end unless the test closed them (close_host):
+        # a number closed twice may be another's by then.
+        self.host_ends = {stdin_w, stdout_r}
+        self.addCleanup(self.close_host_ends, self.host_ends)
+        return stdin_r, stdin_w, stdout_r, stdout_w
+
+    def close_host_ends(self, ends: set[int]) -> None:
+        for fd in ends:
+            os.close(fd)
+
+    def close_host(self, fd: int) -> None:
+        self.host_ends.remove(fd)
+        os.close(fd)
+
+    def hand(self, *descriptors: int, **hello: Any) -> None:
+        """The bridge's handing hello, arriving with C{descriptors}."""
+        for fd in descriptors:
+            self.protocol.fileDescriptorReceived(fd)
+        line = json.dumps({**HELLO, "mcpx": mcp_socket.HELLO_HANDING, **hello}).encode()
+        self.protocol.dataReceived(line + b"\n")
+
+    async def write_host(self, fd: int, data: bytes) -> None:
+        """The host writes C{data} on its stdin, as fast as the daemon reads it."""
+        for _ in range(3000):
+            with contextlib.suppress(BlockingIOError):
+                data = data[os.write(fd, data) :]
+            if not data:
+                return
+            await deferLater(reactor, 0.01, lambda: None)
+        self.fail("the daemon did not read the host's stdin")
+
+    async def read_host(self, fd: int, until: bytes | None = None) -> bytes:
+        """
+        What the daemon wrote on the host's stdout: until C{until} has been read, or
+        (C{None}) until the daemon closed it.
+        """
+        for _ in range(3000):
+            try:
+                data = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                data = None
+            if data == b"" and until is None:
+                return self.host_out
+            if data:
+                self.host_out += data
+            if until is not None and until in self.host_out:
+                return self.host_out
+            await deferLater(reactor, 0.01, lambda: None)
+        self.fail(f"the daemon did not write {until!r}; so far {self.host_out[-300:]!r}")
+
+    async def settled(self, condition: Any) -> None:
+        for _ in range(3000):
+            if condition():
+                return
+            await deferLater(reactor, 0.01, lambda: None)
+        self.fail("the condition never held")
+
+    async def test_handed_pipes_written_byte_for_byte(self) -> None:
+        """
+        On every revision a host can agree on, the host reads from its handed stdout
+        exactly the bytes the socket carries (the byte-for-byte script: integer and
+        string ids, non-ASCII, an answer larger than a pipe holds, errors, a
+        notification, mcpx's own request, answers after the host's input ended); then
+        the daemon closes its stdout, and tells the bridge the session ended as asked.
+        """
+        for revision in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"):
+            self.setUp()
+            stdin_r, stdin_w, stdout_r, stdout_w = self.pipes()
+            self.hand(stdin_r, stdout_w)
+            self.assertEqual(self.socket.value(), mcp_socket.PIPES_TAKEN)
+            [conn] = self.core.opened
+            self.assertEqual(conn.identity, "stdio:4242")
+            await self.write_host(stdin_w, byte_script_requests(revision))
+            await self.read_host(stdout_r, b'"elicitation/create"')
+            await self.write_host(stdin_w, BYTE_SCRIPT_ANSWER)
+            await self.read_host(stdout_r, b'"answer"')
+            self.core.release(6, {"done": "\u00e9"})
+            self.close_host(stdin_w)
+            await self.settled(lambda: self.protocol._draining)
+            self.assertFalse(self.socket.disconnecting, "request 8 is still running")
+            self.core.release(8, {"content": [{"type": "text", "text": "last"}]})
+            written = await self.read_host(stdout_r)
+            self.assertEqual(written, byte_script_written(revision))
+            await self.settled(lambda: self.socket.disconnecting)
+            self.assertEqual(self.socket.value(), mcp_socket.PIPES_TAKEN + mcp_socket.PIPES_ENDED)
+            self.assertTrue(_closed(stdin_r) and _closed(stdout_w))
+            self.protocol.connectionLost()
+            self.assertEqual(self.core.closed, self.core.opened)
+
+    async def test_bridge_gone_closes_the_pipes(self) -> None:
+        """
+        The bridge going away (the host stopped it) cancels what runs and closes the
+        host's pipes; nothing more is said on the socket.
+        """
+        stdin_r, stdin_w, stdout_r, stdout_w = self.pipes()
+        self.hand(stdin_r, stdout_w)
+        await self.write_host(stdin_w, json.dumps(_request(1, "wait")).encode() + b"\n")
+        await self.settled(lambda: 1 in self.core.waiting)
+        self.protocol.readConnectionLost()
+        self.protocol.connectionLost()
+        self.assertEqual(self.core.cancelled, [1])
+        self.assertEqual(await self.read_host(stdout_r), b"")
+        await self.settled(lambda: _closed(stdin_r) and _closed(stdout_w))
+        self.assertEqual(self.socket.value(), mcp_socket.PIPES_TAKEN)
+
+    async def test_host_closing_stdout_is_not_an_end(self) -> None:
+        """
+        A host that closes its stdout while its input is open ends the session, and the
+        bridge is not told it ended as asked (it exits 1).
+        """
+        stdin_r, _stdin_w, stdout_r, stdout_w = self.pipes()
+        self.hand(stdin_r, stdout_w)
+        self.close_host(stdout_r)
+        await self.settled(lambda: self.socket.disconnecting)
+        self.assertEqual(self.socket.value(), mcp_socket.PIPES_TAKEN)
+        self.assertTrue(_closed(stdin_r) and _closed(stdout_w))
+
+    def test_unusable_descriptors_are_refused(self) -> None:
+        """
+        A handing hello with one descriptor, or one that is not a pipe or a
+        socket, or to a daemon that takes none: the descriptors are closed and so is the
+        connection, unanswered (the bridge connects again and copies).
+        """
+        stdin_r, _, _, stdout_w = self.pipes()
+        regular = os.open(os.devnull, os.O_RDWR)
+        cases = {
+            "one": [os.dup(stdin_r)],
+            "not a pipe": [os.dup(stdin_r), regular],
+            "none taken": [os.dup(stdin_r), os.dup(stdout_w)],
+        }
+        for case, descriptors in cases.items():
+            with self.subTest(case=case):
+                self.core = FakeCore()
+                self.factory = StdioFactory(
+                    self.core,
+                    self.clock,
+                    pipes_reactor=None if case == "none taken" else reactor,
+                )
+                self.protocol = self.factory.buildProtocol(None)
+                self.socket = StringTransport()
+                self.protocol.makeConnection(self.socket)
+                self.hand(*descriptors)
+                self.assertEqual(self.socket.value(), b"")
+                self.assertTrue(self.socket.disconnecting)
+                self.assertEqual(self.core.opened, [])
+                self.assertTrue(all(_closed(fd) for fd in descriptors))
+                self.protocol.connectionLost()
+        os.close(stdin_r)
+        os.close(stdout_w)
+
+    def test_descriptors_with_a_plain_hello_are_closed(self) -> None:
+        """
+        Descriptors beyond two, those that come with a plain hello, and those after the
+        first line are closed, and the connection is served on the socket.
+        """
+        stdin_r, _, _, stdout_w = self.pipes()
+        early = [os.dup(stdin_r), os.dup(stdout_w), os.dup(stdout_w)]
+        for fd in early:
+            self.protocol.fileDescriptorReceived(fd)
+        self.assertEqual([_closed(fd) for fd in early], [False, False, True])
+        self.protocol.dataReceived(json.dumps(HELLO).encode() + b"\n")
+        self.assertTrue(all(_closed(fd) for fd in early))
+        late = os.dup(stdout_w)
+        self.protocol.fileDescriptorReceived(late)
+        self.assertTrue(_closed(late))
+        self.protocol.dataReceived(json.dumps(_request(1, "echo", {"a": 1})).encode() + b"\n")
+        self.assertEqual(self.socket.value(), b'{"jsonrpc":"2.0","id":1,"result":{"a":1}}\n')
+        self.assertFalse(self.protocol.wants_descriptors)
+        os.close(stdin_r)
+        os.close(stdout_w)
 
 
 class HelloPassThroughTests(SynchronousTestCase):
@@ -482,6 +706,83 @@ class SocketTests(SynchronousTestCase):
         self.assertIn("/s/mcpx.sock", text)
 
 
+#: What a daemon older than the hand-over answers its hello: not a hello to it, so a bad
+#: message (read from one, mcpx 195f169).
+OLDER_DAEMON_ANSWER = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Invalid Request: \\"jsonrpc\\" must be \\"2.0\\""}}\n'
+)
+
+
+class HandOverTests(SynchronousTestCase):
+    """The bridge's side of the hand-over, against daemons that do not take the pipes."""
+
+    def test_same_words(self) -> None:
+        """The bridge and the daemon spell the handing hello and the two answers alike."""
+        self.assertEqual(bridge_module.HELLO_HANDING, mcp_socket.HELLO_HANDING)
+        self.assertEqual(bridge_module.PIPES_TAKEN, mcp_socket.PIPES_TAKEN)
+        self.assertEqual(bridge_module.PIPES_ENDED, mcp_socket.PIPES_ENDED)
+
+    def test_older_daemon_is_copied_to(self) -> None:
+        """
+        A daemon that answers the handing hello as a bad message (as one older than the
+        hand-over does), or closes the connection (one that cannot take them): the
+        bridge connects again, says the plain hello, and copies both ways, byte for
+        byte, exiting 0 when the host's input ended.
+        """
+        request = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"t":"\u00e9"}}\n'.encode()
+        answer = '{"jsonrpc":"2.0","id":1,"result":{"t":"\u00e9"}}\n'.encode()
+        for reply in (OLDER_DAEMON_ANSWER, b""):
+            with self.subTest(reply=reply):
+                state = Path(tempfile.mkdtemp(prefix="mcpx-state-"))
+                self.addCleanup(shutil.rmtree, state, True)
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(str(bridge_module.mcp_socket_path(state)))
+                listener.listen(2)
+                stdin_r, stdin_w = os.pipe()
+                stdout_r, stdout_w = os.pipe()
+                seen: dict[str, Any] = {}
+
+                def daemon(
+                    listener: socket.socket = listener,
+                    reply: bytes = reply,
+                    seen: dict[str, Any] = seen,
+                ) -> None:
+                    first, _ = listener.accept()
+                    line, descriptors, _, _ = socket.recv_fds(first, 4096, 4)
+                    seen["handing"] = (json.loads(line), len(descriptors))
+                    for fd in descriptors:
+                        os.close(fd)
+                    first.sendall(reply)
+                    first.close()
+                    second, _ = listener.accept()
+                    received = b""
+                    while data := second.recv(4096):
+                        received += data
+                    seen["copied"] = received
+                    second.sendall(answer)
+                    second.close()
+                    listener.close()
+
+                thread = threading.Thread(target=daemon)
+                thread.start()
+                os.write(stdin_w, request)
+                os.close(stdin_w)
+                status = bridge_module.serve_host(
+                    state, stdin_r, stdout_w, passthrough=None, start=False, fail=self.fail
+                )
+                thread.join(30)
+                os.close(stdout_w)
+                with os.fdopen(stdout_r, "rb") as out:
+                    written = out.read()
+                os.close(stdin_r)
+                self.assertEqual(status, 0)
+                hello, handed = seen["handing"]
+                self.assertEqual((hello["mcpx"], handed), ("serve-pipes", 2))
+                self.assertEqual(seen["copied"], bridge_module.hello_line() + request)
+                self.assertEqual(written, answer)
+
+
 class BridgeProcessTests(TestCase):
     """C{mcpx serve} as a host runs it, against a real daemon."""
 
@@ -515,10 +816,12 @@ class BridgeProcessTests(TestCase):
     async def test_initialize_and_list_tools(self) -> None:
         """
         Through mcpx serve a host initializes and lists mcpx's tools; stdout holds
-        nothing but JSON lines, and the bridge exits 0 once stdin ends.
+        nothing but JSON lines, and the bridge exits 0 once stdin ends.  Its stdin and
+        stdout are pipes, handed to the daemon.
         """
-        await self.daemon()
+        daemon = await self.daemon()
         bridge = self.start([sys.executable, "-m", "mcpx", "serve"])
+        await daemon.wait_for(rb"its stdin and stdout handed over")
         assert bridge.transport is not None
         messages = [
             {
@@ -547,6 +850,35 @@ class BridgeProcessTests(TestCase):
         names = [tool["name"] for tool in answers[1]["result"]["tools"]]
         self.assertIn("mcpx_call", names)
         self.assertEqual(bridge.text(2), "")
+
+    async def test_copies_when_stdin_is_a_file(self) -> None:
+        """
+        A bridge whose stdin is not a pipe (a file here; a terminal alike) keeps it and
+        copies: the daemon answers every line, byte for byte as through handed pipes,
+        and the bridge exits 0 at the file's end.
+        """
+        daemon = await self.daemon()
+        requests = Path(self.state_dir) / "requests"
+        requests.write_bytes(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":'
+            b'{"protocolVersion":"2025-11-25","capabilities":{}}}\n'
+            b'{"jsonrpc":"2.0","id":"p\xc3\xa9","method":"ping"}\n'
+        )
+        with requests.open("rb") as stdin:
+            bridge = ChildProcess(reactor)
+            reactor.spawnProcess(
+                bridge,
+                sys.executable,
+                [sys.executable, "-m", "mcpx", "serve"],
+                env=self.env,
+                childFDs={0: stdin.fileno(), 1: "r", 2: "r"},
+            )
+        self.addCleanup(kill_on_cleanup, bridge)
+        self.assertEqual(await bridge.ended(), 0)
+        answers = self.lines(bridge.text(1))
+        self.assertEqual([a["id"] for a in answers], [1, "p\u00e9"])
+        self.assertTrue(bridge.text(1).endswith('"id":"p\u00e9","result":{}}\n'))
+        self.assertNotIn("handed over", daemon.text())
 
     async def test_eof_waits_for_answers(self) -> None:
         """A request sent just before stdin closes is still answered before exit."""
