@@ -90,10 +90,12 @@ class _Life:
     state: CallState = CallState.RUNNING
     #: The answers its questions are awaited on, each with how to withdraw that
     #: question if the call is given up on (C{None}: it is not withdrawn then).
-    answers: dict[Deferred[Any], Callable[[], None] | None] = field(factory=dict)
+    #: C{None} while none is: most calls ask nothing, and make neither this nor
+    #: L{attributed}.
+    answers: dict[Deferred[Any], Callable[[], None] | None] | None = None
     #: Those of them tied to the call by the pool's attribution alone (the server did
     #: not say whose they are): its reply to the call does not end them.
-    attributed: set[Deferred[Any]] = field(factory=set)
+    attributed: set[Deferred[Any]] | None = None
 
 
 class _Moves(Protocol):
@@ -153,6 +155,8 @@ def _withdrawn(moves: _Moves, life: _Life) -> None:
     # Every question awaited for it is withdrawn, once, so the server hears the answer
     # a withdrawn question gets.
     life.state = CallState.WITHDRAWN
+    if life.answers is None:
+        return
     for withdraw in [w for w in life.answers.values() if w is not None]:
         withdraw()
 
@@ -285,14 +289,22 @@ class Call:
             (L{mcpx.pool.attribution.Attribution.owner}): it may be the server's own,
             asked outside any call, so the server's reply to the call does not end it.
         """
-        self._life.answers[answer] = withdraw
+        life = self._life
+        if life.answers is None:
+            life.answers = {}
+        life.answers[answer] = withdraw
         if attributed:
-            self._life.attributed.add(answer)
+            if life.attributed is None:
+                life.attributed = set()
+            life.attributed.add(answer)
 
     def answered(self, answer: Deferred[Any]) -> None:
         """C{answer} is no longer awaited (it fired, or was cancelled)."""
-        self._life.answers.pop(answer, None)
-        self._life.attributed.discard(answer)
+        life = self._life
+        if life.answers is not None:
+            life.answers.pop(answer, None)
+        if life.attributed is not None:
+            life.attributed.discard(answer)
 
     def withdraw(self) -> None:
         """
@@ -318,10 +330,14 @@ class Call:
             this call happened to be in flight.
         """
         life = self._life
-        answers, life.answers = life.answers, {}
-        attributed, life.attributed = life.attributed, set()
+        answers, attributed = life.answers, life.attributed
+        if answers is None:
+            # Nothing was asked for it (nor attributed to it, which only an awaited
+            # answer is): the call of every request that asks nothing.
+            return
+        life.answers = life.attributed = None
         for answer in answers:
-            if not (answered and answer in attributed):
+            if not (answered and attributed is not None and answer in attributed):
                 answer.cancel()
 
     def take_held(self, key: str | None) -> Any:

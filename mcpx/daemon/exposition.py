@@ -194,10 +194,11 @@ class _Observed:
 
     def observe(self, value: float) -> None:
         self._sum += value
-        # The first bucket whose bound is at least the value (none for NaN).
+        # The first bucket whose bound is at least the value (none for NaN): the last
+        # bound is +Inf, so bisect_left finds one within the bounds for any value.
         bounds = self._bounds
         i = bisect_left(bounds, value)
-        if i < len(bounds) and value <= bounds[i]:
+        if value <= bounds[i]:
             self._counts[i] += 1
 
     def samples(self) -> Iterable[tuple[str, tuple[tuple[str, str], ...], float]]:

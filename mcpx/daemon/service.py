@@ -7,7 +7,7 @@ C{mcpx daemon} share.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -265,7 +265,7 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
         publish=publish,
         handlers=handlers,
         masker=config.masker,
-        on_call=partial(_call_finished, metrics=metrics, calls=calls),
+        on_call=_call_finished(metrics, calls),
     )
 
     def roots_source(server: str, scope_key: str) -> Asker | None:
@@ -487,18 +487,23 @@ def _broker_watched(events: EventBus, broker: Broker, server: str, owner: str | 
 
 
 def _call_finished(
-    server: str,
-    tool: str,
-    seconds: float,
-    outcome: str,
-    principal: str | None,
-    *,
-    metrics: Metrics,
-    calls: RecentCalls,
-) -> None:
-    """A tool call that reached a server ended: counted, and kept among the recent calls."""
-    metrics.call_finished(server, tool, seconds, outcome)
-    calls.call_finished(server, tool, seconds, outcome, principal)
+    metrics: Metrics, calls: RecentCalls
+) -> Callable[[str, str, float, str, str | None], None]:
+    """
+    The pool's C{on_call}: a tool call that reached a server ended, counted and kept
+    among the recent calls.  A function of its own over the two bound methods, not a
+    C{partial} with keywords, which made and merged a dict of them on every call.
+    """
+    counted = metrics.call_finished
+    kept = calls.call_finished
+
+    def finished(
+        server: str, tool: str, seconds: float, outcome: str, principal: str | None
+    ) -> None:
+        counted(server, tool, seconds, outcome)
+        kept(server, tool, seconds, outcome, principal)
+
+    return finished
 
 
 def _policy(pool: Pool, server: str) -> ServerPolicy:

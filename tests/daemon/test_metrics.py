@@ -5,7 +5,12 @@ HTTP and read back with Prometheus's own text-format parser.
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +18,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from mcpx.daemon.metrics import OTHER_TOOLS, Metrics, RouteTemplates
 from mcpx.daemon.site import DaemonSite, SiteOptions
@@ -25,6 +30,8 @@ from mcpx.wire.errors import RpcError
 from tests.daemon.fake_pool import daemon_http
 from tests.daemon.test_gate import Answer
 from tests.pool.fakes import FakeConnector, FakeUpstream, servers, stdio
+from tests.support.daemons import daemon_environ, probe, start_daemon
+from tests.support.processes import REPO, free_tcp_port
 
 LOOPBACK = IPv4Address("TCP", "127.0.0.1", 8899)
 CLIENT = IPv4Address("TCP", "127.0.0.1", 40000)
@@ -312,4 +319,75 @@ class HttpMetricsTests(MetricsCase):
                 'mcpx_http_requests_total{route="/v1/tools/{server}/{tool}",status="404"} 3.0',
                 'mcpx_http_requests_total{route="other",status="404"} 9.0',
             ],
+        )
+
+
+class DaemonCallBooksTests(TestCase):
+    """
+    A real C{mcpx daemon}: each call it makes to a server is counted in C{/metrics} and
+    listed at C{/v1/calls} alike, by what the daemon wires its pool's C{on_call} to.
+    """
+
+    timeout = 90
+
+    async def test_each_call_is_counted_and_listed(self) -> None:
+        """
+        Two answered calls and one answered with isError, made over C{/v1/call}: their
+        series in C{/metrics} (calls by outcome, errors, latency) and C{/v1/calls}, newest
+        first, say so.
+        """
+        state_dir = tempfile.mkdtemp(prefix="mcpx-books-")
+        self.addCleanup(shutil.rmtree, state_dir, True)
+        config_home = tempfile.mkdtemp(prefix="mcpx-cfg-")
+        self.addCleanup(shutil.rmtree, config_home, True)
+        config = Path(config_home) / "servers.json"
+        demo = {"command": sys.executable, "args": ["-m", "mcpx.demo"]}
+        config.write_text(json.dumps({"servers": {"demo": demo}}))
+        env = daemon_environ(state_dir, config_home)
+        env["MCPX_CONFIG"] = str(config)
+        port = free_tcp_port()
+        child = await start_daemon(
+            self, env, port, ready=rb"listening on unix socket", cwd=str(REPO)
+        )
+        await child.wait_for(rb"listening on http://")
+
+        def request(method: str, path: str, body: Any = None) -> dict[str, Any]:
+            sent = {"port": port, "method": method, "path": path}
+            headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"}
+            return {**sent, "headers": headers, "body": body}
+
+        def call(tool: str, **arguments: Any) -> dict[str, Any]:
+            return request("POST", "/v1/call", {"server": "demo", "tool": tool, **arguments})
+
+        *called, scraped, listed = await probe(
+            self,
+            env,
+            [
+                call("echo", arguments={"text": "a"}),
+                call("echo", arguments={"text": "b"}),
+                call("fail"),
+                request("GET", "/metrics"),
+                request("GET", "/v1/calls"),
+            ],
+        )
+        self.assertEqual([answer["status"] for answer in called], [200, 200, 200], called)
+        self.assertEqual(scraped["status"], 200, scraped)
+        samples = parse(scraped["body"])
+        echo, fail = labels(server="demo", tool="echo"), labels(server="demo", tool="fail")
+        self.assertEqual(
+            samples[("mcpx_calls_total", labels(server="demo", tool="echo", outcome="ok"))], 2
+        )
+        self.assertEqual(
+            samples[("mcpx_calls_total", labels(server="demo", tool="fail", outcome="tool_error"))],
+            1,
+        )
+        self.assertNotIn(("mcpx_call_errors_total", echo), samples)
+        self.assertEqual(samples[("mcpx_call_errors_total", fail)], 1)
+        self.assertEqual(samples[("mcpx_call_duration_seconds_count", echo)], 2)
+        self.assertEqual(samples[("mcpx_call_duration_seconds_count", fail)], 1)
+        self.assertEqual(listed["status"], 200, listed)
+        calls = json.loads(listed["body"])["calls"]
+        self.assertEqual(
+            [(c["server"], c["tool"], c["outcome"]) for c in calls],
+            [("demo", "fail", "tool_error"), ("demo", "echo", "ok"), ("demo", "echo", "ok")],
         )
