@@ -75,7 +75,8 @@ def header(request: IRequest, name: bytes) -> str | None:
 
 def accepts_event_stream(request: IRequest) -> bool:
     accept = request.getHeader(b"accept")
-    return accept is not None and EVENT_STREAM in accept.lower()
+    # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
+    return accept is not None and accept.lower().find(EVENT_STREAM) >= 0
 
 
 def _notify_finish(request: IRequest) -> Deferred[None]:
