@@ -755,7 +755,8 @@ class LeanChannel(LimitedChannel):
         return self._slow
 
     def dataReceived(self, data: bytes) -> None:
-        if self._slow or self.closing:
+        # _closing, not the closing property: read twice a request, without a call.
+        if self._slow or self._closing:
             LimitedChannel.dataReceived(self, data)
             return
         pending = self._pending
@@ -776,7 +777,7 @@ class LeanChannel(LimitedChannel):
 
     def _next(self) -> None:
         """Answer the lean requests held, until one is incomplete or not lean."""
-        while self._pending and self._answering is None and not self._slow and not self.closing:
+        while self._pending and self._answering is None and not self._slow and not self._closing:
             # The header and body deadlines are set only when the request is still
             # arriving: one that is whole in the same call could not miss them.
             head = self._head
@@ -927,7 +928,8 @@ class LeanChannel(LimitedChannel):
             LimitedChannel.requestDone(self, request)
             return
         # HTTPChannel.requestDone, for a request it did not parse.
-        self._send_held()
+        if self._held is not None:
+            self._send_held()
         self._answering = None
         del self.requests[0]
         handling_request(self, False)

@@ -296,6 +296,10 @@ class LimitedChannel(HTTPChannel):
         self._clock = clock
         self._phase = _IDLE
         self._deadline: IDelayedCall | None = None
+        #: When the timer fires (it may be before the phase's deadline, L{_expect}).
+        self._deadline_at = 0.0
+        #: When the phase's deadline is.
+        self._due = 0.0
         self._abort: IDelayedCall | None = None
         self._received = 0
         self._reserved = 0
@@ -424,23 +428,36 @@ class LimitedChannel(HTTPChannel):
     # helpers
 
     def _expect(self, phase: str, timeout: float | None) -> None:
-        # One timer per connection, moved from phase to phase: a request costs no
-        # new DelayedCall on the way.
+        # One timer per connection, for all its phases: a request costs no new
+        # DelayedCall on the way, and no reset of the one there is when it fires
+        # before the new deadline (as the idle one after each answer mostly does):
+        # it is moved on to the deadline then (_expired).
         self._phase = phase
         deadline = self._deadline
         if not timeout:
             if deadline is not None:
                 self._deadline = None
                 deadline.cancel()
-        elif deadline is not None:
-            deadline.reset(timeout)
-        else:
+            return
+        due = self._clock.seconds() + timeout
+        self._due = due
+        if deadline is None:
             self._deadline = self._clock.callLater(timeout, self._expired)
+            self._deadline_at = due
+        elif due < self._deadline_at:
+            deadline.reset(timeout)
+            self._deadline_at = due
 
     def _expired(self) -> None:
         self._deadline = None
         phase = self._phase
         if phase == _BUSY:
+            return
+        left = self._due - self._clock.seconds()
+        if left > 0:
+            # The timer fired before the phase's deadline (see _expect).
+            self._deadline = self._clock.callLater(left, self._expired)
+            self._deadline_at = self._due
             return
         if phase == _IDLE:
             self._close()
