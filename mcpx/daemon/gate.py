@@ -570,17 +570,13 @@ class Gate:
         connection.recheck = True
         setattr(channel, _SLOT, connection)
 
-    def _connection(self, request: IRequest) -> _Connection:
+    def _check(self, request: IRequest) -> bytes | _Bearer | None:
         channel = getattr(request, "channel", None)
         connection: _Connection | None = getattr(channel, _SLOT, None)
         if connection is None:
             connection = _Connection(request.getHost(), request.getClientAddress())
             if channel is not None:
                 setattr(channel, _SLOT, connection)
-        return connection
-
-    def _check(self, request: IRequest) -> bytes | _Bearer | None:
-        connection = self._connection(request)
         origin = request.getHeader(b"origin")
         if connection.owners_unix and origin is None and request.path == _MCP_PATH:
             # Judged as below at an earlier request of the connection, with nothing in

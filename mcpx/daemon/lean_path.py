@@ -492,8 +492,14 @@ class LeanRequest(BoundedRequest):
         for name, value in fields.items():
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
-        self.sentLength = len(data)
-        channel.write_answer(b"".join(head), int(length), data)
+        self.sentLength = size = len(data)
+        whole = int(length)
+        if size >= whole:
+            # The whole answer (most are): head and body joined once, sent now.
+            head.append(data)
+            write_now(channel.transport, b"".join(head))
+            return
+        channel.write_answer(b"".join(head), whole, data)
 
     def finish(self) -> None:
         """

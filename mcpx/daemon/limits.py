@@ -195,6 +195,9 @@ class Admission:
     """
     The connections and body bytes the whole site holds, and who may have more.
 
+    @ivar body_bytes: the bytes of request bodies held, all connections together;
+        each connection holds and lets go of its own (L{LimitedChannel}).
+
     Only TCP peers are counted: the unix socket is its owner's, and always answers.
     """
 
@@ -245,16 +248,6 @@ class Admission:
             self.per_peer[peer] = left
         else:
             del self.per_peer[peer]
-
-    def reserve_body(self, size: int) -> bool:
-        """Hold C{size} more bytes of request bodies, if the total allows it."""
-        if self.body_bytes + size > self.limits.max_bodies_total:
-            return False
-        self.body_bytes += size
-        return True
-
-    def release_body(self, size: int) -> None:
-        self.body_bytes -= size
 
 
 class RefusedConnection(Protocol):
@@ -478,10 +471,14 @@ class LimitedChannel(HTTPChannel):
             )
 
     def _reserve(self, size: int) -> bool:
-        if self._admission.reserve_body(size):
+        """Hold C{size} more bytes of request bodies, if the site's total allows it."""
+        # Admission.body_bytes counted here, for every request, without a call of its own.
+        admission = self._admission
+        total = admission.limits.max_bodies_total
+        if admission.body_bytes + size <= total:
+            admission.body_bytes += size
             self._reserved += size
             return True
-        total = self._admission.limits.max_bodies_total
         self._refuse(
             503,
             "busy_receiving",
@@ -493,7 +490,7 @@ class LimitedChannel(HTTPChannel):
 
     def _release_body(self) -> None:
         if self._reserved:
-            self._admission.release_body(self._reserved)
+            self._admission.body_bytes -= self._reserved
         self._reserved = 0
         self._received = 0
 
