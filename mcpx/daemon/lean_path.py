@@ -348,14 +348,26 @@ class LeanRequest(BoundedRequest):
     #: Told when the request is over (L{when_over}), if anything asked.
     _over: list[Callable[[object], object]] | None = None
 
-    def __init__(self, channel: Any, head: Head, body: bytes) -> None:
-        # twisted.web's Request.__init__ (server's, then http's) for a channel whose
-        # site parses no forms, without making its two Headers: the request's are
-        # the head's and the answer's a table, each until something asks for them.
+    def __init__(
+        self,
+        channel: Any,
+        head: Head,
+        body: bytes,
+        addresses: tuple[IAddress, IAddress] | None = None,
+    ) -> None:
+        """
+        twisted.web's C{Request.__init__} (server's, then http's) for a channel whose
+        site parses no forms, without making its two Headers: the request's are the
+        head's and the answer's a table, each until something asks for them.
+
+        @param addresses: the channel's C{getPeer()} and C{getHost()}, if it keeps
+            them (a L{LeanChannel} does); else they are asked of it.
+        """
         self.notifications: list[Deferred[None]] = []
         self.channel = channel
-        self.client = channel.getPeer()
-        self.host = channel.getHost()
+        if addresses is None:
+            addresses = (channel.getPeer(), channel.getHost())
+        self.client, self.host = addresses
         self._head_unread: Head | None = head
         self._request_headers: Headers | None = None
         self._answer_unset: dict[bytes, bytes] | None = {}
@@ -745,6 +757,8 @@ class LeanChannel(LimitedChannel):
         self._slow = False
         self._own_address: IAddress | None = None
         self._peer_address: IAddress | None = None
+        #: The peer's and the own address, for each request (asked once, L{_start}).
+        self._addresses: tuple[IAddress, IAddress] | None = None
         #: The lean answer being written, head first, until its C{Content-Length} is
         #: all there: then it is sent in one piece, now if nothing is queued
         #: (L{write_now}), rather than as a head and a body buffered for the reactor's
@@ -788,7 +802,12 @@ class LeanChannel(LimitedChannel):
             # arriving: one that is whole in the same call could not miss them.
             head = self._head
             if head is None:
-                found = read_head(self._pending, self._last_head)
+                last = self._last_head
+                if last is not None and self._pending.startswith(last.raw):
+                    # read_head's first look, without its call: the same head again.
+                    found: Head | _Slow | None = last
+                else:
+                    found = read_head(self._pending, last)
                 if found is None:
                     self.headers_begun()
                     return
@@ -824,7 +843,10 @@ class LeanChannel(LimitedChannel):
         LimitedChannel.dataReceived(self, data)
 
     def _start(self, head: Head, body: bytes) -> None:
-        request = LeanRequest(self, head, body)
+        addresses = self._addresses
+        if addresses is None:
+            addresses = self._addresses = (self.getPeer(), self.getHost())
+        request = LeanRequest(self, head, body, addresses)
         self.requests.append(request)
         self._answering = request
         handling_request(self, True)

@@ -1054,6 +1054,27 @@ class AnswerWritingTests(SameBytesCase):
             self.assertEqual(sent[True][0].count(b"HTTP/1.1 "), 2, script.__name__)
 
 
+class AddressTests(SameBytesCase):
+    """A lean request's addresses are its connection's, request after request."""
+
+    def test_host_and_client(self) -> None:
+        for lean, daemon in self.daemons.items():
+            seen: list[tuple[Any, Any]] = []
+
+            def script(request: Any, seen: list[tuple[Any, Any]] = seen) -> bytes:
+                seen.append((request.getHost(), request.getClientAddress()))
+                return _json(request)
+
+            endpoint = _Scripted(script)
+            daemon.http.mcp = endpoint  # type: ignore[assignment]
+            if daemon.site.lean is not None:
+                daemon.site.lean._mcp = endpoint  # type: ignore[assignment]
+            channel, _ = daemon.connect(TCP, TCP_CLIENT)
+            for n in range(2):
+                channel.dataReceived(post(rpc(n, "ping")))
+            self.assertEqual(seen, [(TCP, TCP_CLIENT)] * 2, lean)
+
+
 _VAR: ContextVar[str] = ContextVar("test_lean_path", default="unset")
 
 
