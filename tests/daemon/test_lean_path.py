@@ -922,18 +922,15 @@ def _line_breaks_and_repeats(request: Any) -> bytes:
     return b""
 
 
-def _carriage_return(request: Any) -> bytes:
-    # The first header set: a value with a line break of its own goes to twisted.web's
-    # Headers, which turns it to a space.
-    request.setHeader(b"x-carriage", b"a\rb")
-    request.setHeader(b"content-length", b"0")
-    return b""
+def _line_break(value: bytes) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        # The first header set: a value with a line break of its own goes to
+        # twisted.web's Headers, which turns it to a space.
+        request.setHeader(b"x-line-break", value)
+        request.setHeader(b"content-length", b"0")
+        return b""
 
-
-def _line_feed(request: Any) -> bytes:
-    request.setHeader(b"x-line-feed", b"a\nb")
-    request.setHeader(b"content-length", b"0")
-    return b""
+    return script
 
 
 def _headers_read_midway(request: Any) -> bytes:
@@ -1011,8 +1008,8 @@ _SCRIPTS: list[Callable[[Any], bytes | None]] = [
     _empty_accepted,
     _text_names_and_values,
     _line_breaks_and_repeats,
-    _carriage_return,
-    _line_feed,
+    _line_break(b"a\rb"),
+    _line_break(b"a\nb"),
     _headers_read_midway,
     _cookie,
     _no_body_codes(204),
