@@ -366,6 +366,9 @@ class _Connection:
     @ivar since: when it was accepted (L{boot_ticks}), for the unix socket's pid.
     @ivar recheck: whether it was judged as it was made, to be judged again at its
         first request.
+    @ivar owners_unix: whether it is a unix one of the owner's, not an upstream's, so
+        judged: a request on it without C{Origin} to C{/mcp} passes every rule as it
+        did, and is let in without asking them again (L{Gate._check}).
     """
 
     __slots__ = (
@@ -374,6 +377,7 @@ class _Connection:
         "own_host",
         "own_port",
         "owner",
+        "owners_unix",
         "peer",
         "recheck",
         "since",
@@ -397,6 +401,7 @@ class _Connection:
         self.upstream: bool | None = None
         self.since = boot_ticks() if self.unix else None
         self.recheck = False
+        self.owners_unix = False
 
 
 class _Bearer:
@@ -513,14 +518,19 @@ class Gate:
             then written to C{request} when they arrive).
         """
         refusal = self._check(request)
+        if refusal is None:
+            # _pass's, without its call: this is every request's way.
+            shutdown = self._shutdown
+            if shutdown is None or not shutdown.begun:
+                return proceed(request)
+            return self._refuse_during_stop(request)
         if refusal is _BEARER:
             assert self._oauth is not None
             return self._oauth.check(request, lambda: self._pass(request, proceed), self._refuse)
-        if refusal is not None:
-            return refusal
-        return self._pass(request, proceed)
+        return refusal
 
     def _pass(self, request: IRequest, proceed: Callable[[IRequest], Any]) -> Any:
+        """A request that passed the rules: C{proceed(request)}, unless the stop began."""
         if self._shutdown is not None and self._shutdown.begun:
             return self._refuse_during_stop(request)
         return proceed(request)
@@ -560,20 +570,20 @@ class Gate:
         connection.recheck = True
         setattr(channel, _SLOT, connection)
 
-    def _connection(self, request: IRequest) -> _Connection:
+    def _check(self, request: IRequest) -> bytes | _Bearer | None:
         channel = getattr(request, "channel", None)
         connection: _Connection | None = getattr(channel, _SLOT, None)
         if connection is None:
             connection = _Connection(request.getHost(), request.getClientAddress())
             if channel is not None:
                 setattr(channel, _SLOT, connection)
-        return connection
-
-    def _check(self, request: IRequest) -> bytes | _Bearer | None:
-        connection = self._connection(request)
+        origin = request.getHeader(b"origin")
+        if connection.owners_unix and origin is None and request.path == _MCP_PATH:
+            # Judged as below at an earlier request of the connection, with nothing in
+            # this one (no Origin, /mcp) that the rules judge by besides.
+            return None
         if self._from_upstream(connection, request):
             return self._refuse(request, 403, UPSTREAM_CODE, UPSTREAM_REFUSED, "upstream")
-        origin = request.getHeader(b"origin")
         if origin is not None and not self._origins.allows(
             origin.decode("latin-1"), connection.own_host, connection.own_port
         ):
@@ -628,6 +638,9 @@ class Gate:
             return self._oauth.metadata(request)
         if connection.unix:
             if self._is_unix_owner(connection, request):
+                # Known now to be the owner's, and not an upstream's (_from_upstream
+                # judged it, and judges it no more).
+                connection.owners_unix = not connection.upstream and not connection.recheck
                 return None
         elif (
             self._auth == AUTH_PEER

@@ -195,6 +195,9 @@ class Admission:
     """
     The connections and body bytes the whole site holds, and who may have more.
 
+    @ivar body_bytes: the bytes of request bodies held, all connections together;
+        each connection holds and lets go of its own (L{LimitedChannel}).
+
     Only TCP peers are counted: the unix socket is its owner's, and always answers.
     """
 
@@ -246,16 +249,6 @@ class Admission:
         else:
             del self.per_peer[peer]
 
-    def reserve_body(self, size: int) -> bool:
-        """Hold C{size} more bytes of request bodies, if the total allows it."""
-        if self.body_bytes + size > self.limits.max_bodies_total:
-            return False
-        self.body_bytes += size
-        return True
-
-    def release_body(self, size: int) -> None:
-        self.body_bytes -= size
-
 
 class RefusedConnection(Protocol):
     """Send one canned answer on connect, then close: a connection over a cap."""
@@ -296,6 +289,10 @@ class LimitedChannel(HTTPChannel):
         self._clock = clock
         self._phase = _IDLE
         self._deadline: IDelayedCall | None = None
+        #: When the timer fires (it may be before the phase's deadline, L{_expect}).
+        self._deadline_at = 0.0
+        #: When the phase's deadline is.
+        self._due = 0.0
         self._abort: IDelayedCall | None = None
         self._received = 0
         self._reserved = 0
@@ -424,23 +421,36 @@ class LimitedChannel(HTTPChannel):
     # helpers
 
     def _expect(self, phase: str, timeout: float | None) -> None:
-        # One timer per connection, moved from phase to phase: a request costs no
-        # new DelayedCall on the way.
+        # One timer per connection, for all its phases: a request costs no new
+        # DelayedCall on the way, and no reset of the one there is when it fires
+        # before the new deadline (as the idle one after each answer mostly does):
+        # it is moved on to the deadline then (_expired).
         self._phase = phase
         deadline = self._deadline
         if not timeout:
             if deadline is not None:
                 self._deadline = None
                 deadline.cancel()
-        elif deadline is not None:
-            deadline.reset(timeout)
-        else:
+            return
+        due = self._clock.seconds() + timeout
+        self._due = due
+        if deadline is None:
             self._deadline = self._clock.callLater(timeout, self._expired)
+            self._deadline_at = due
+        elif due < self._deadline_at:
+            deadline.reset(timeout)
+            self._deadline_at = due
 
     def _expired(self) -> None:
         self._deadline = None
         phase = self._phase
         if phase == _BUSY:
+            return
+        left = self._due - self._clock.seconds()
+        if left > 0:
+            # The timer fired before the phase's deadline (see _expect).
+            self._deadline = self._clock.callLater(left, self._expired)
+            self._deadline_at = self._due
             return
         if phase == _IDLE:
             self._close()
@@ -461,10 +471,14 @@ class LimitedChannel(HTTPChannel):
             )
 
     def _reserve(self, size: int) -> bool:
-        if self._admission.reserve_body(size):
+        """Hold C{size} more bytes of request bodies, if the site's total allows it."""
+        # Admission.body_bytes counted here, for every request, without a call of its own.
+        admission = self._admission
+        total = admission.limits.max_bodies_total
+        if admission.body_bytes + size <= total:
+            admission.body_bytes += size
             self._reserved += size
             return True
-        total = self._admission.limits.max_bodies_total
         self._refuse(
             503,
             "busy_receiving",
@@ -476,7 +490,7 @@ class LimitedChannel(HTTPChannel):
 
     def _release_body(self) -> None:
         if self._reserved:
-            self._admission.release_body(self._reserved)
+            self._admission.body_bytes -= self._reserved
         self._reserved = 0
         self._received = 0
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Coroutine, Generator, Iterable
 from contextvars import copy_context
 from typing import Any, Final, TypeAlias, cast
 
-from attrs import define, field
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IConsumer, IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall
@@ -75,7 +74,8 @@ def header(request: IRequest, name: bytes) -> str | None:
 
 def accepts_event_stream(request: IRequest) -> bool:
     accept = request.getHeader(b"accept")
-    return accept is not None and EVENT_STREAM in accept.lower()
+    # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
+    return accept is not None and accept.lower().find(EVENT_STREAM) >= 0
 
 
 def _notify_finish(request: IRequest) -> Deferred[None]:
@@ -412,7 +412,6 @@ class KeepAlive:
             self._timer = self._clock.callLater(max(0.0, first - now), self._fire)
 
 
-@define(eq=False, slots=False)
 class Exchange:
     """
     The response to one POST: a JSON body at the end, or an event stream started when
@@ -426,19 +425,44 @@ class Exchange:
     @ivar closed: nothing more will be written: answered, or the client went away.
     @ivar lost: the client went away before the answer.
     @ivar headers: set on the response when it starts, whichever form it takes.
+
+    A plain slotted class (one is made for every POST): no attribute dictionary.
     """
 
-    request: IRequest
-    _clock: IReactorTime
-    accepts_sse: bool = field(kw_only=True)
-    _keep_alive: float = field(kw_only=True)
-    streaming: bool = field(default=False, init=False)
-    closed: bool = field(default=False, init=False)
-    lost: bool = field(default=False, init=False)
-    headers: dict[bytes, bytes] = field(factory=dict, init=False)
-    _beats: KeepAlive | None = field(default=None, kw_only=True)
-    _flow: Flow | None = field(default=None, init=False)
-    _kept_by: KeepAlive | None = field(default=None, init=False)
+    __slots__ = (
+        "_beats",
+        "_clock",
+        "_flow",
+        "_keep_alive",
+        "_kept_by",
+        "accepts_sse",
+        "closed",
+        "headers",
+        "lost",
+        "request",
+        "streaming",
+    )
+
+    def __init__(
+        self,
+        request: IRequest,
+        clock: IReactorTime,
+        *,
+        accepts_sse: bool,
+        keep_alive: float,
+        beats: KeepAlive | None = None,
+    ) -> None:
+        self.request = request
+        self._clock = clock
+        self.accepts_sse = accepts_sse
+        self._keep_alive = keep_alive
+        self._beats = beats
+        self.streaming = False
+        self.closed = False
+        self.lost = False
+        self.headers: dict[bytes, bytes] = {}
+        self._flow: Flow | None = None
+        self._kept_by: KeepAlive | None = None
 
     @property
     def flow(self) -> Flow:
@@ -472,7 +496,9 @@ class Exchange:
     def _gone(self, outcome: object) -> None:
         if isinstance(outcome, Failure):
             self.lost = True
-        self._close()
+        if not self.closed:
+            # Most often closed already: answered.
+            self._close()
 
     def _close(self) -> None:
         if self.streaming and not self.closed:

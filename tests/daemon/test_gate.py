@@ -215,6 +215,28 @@ class OriginTests(GateCase):
         )
         self.assertRefused(answer, 403, "origin_not_allowed", "/v1/call")
 
+    def test_unix_socket_judges_each_request(self) -> None:
+        """
+        The owner's unix connection, let in once, is let in again without the rules
+        asked again only for what they cannot refuse there: a later request on it with
+        a foreign Origin, or a POST under /v1/ that is not JSON, is refused all the same.
+        """
+        connection = self.connect(UNIX, UNIX)
+        first = self.send("POST", "/mcp", connection=connection)
+        self.assertNotIn(first.status, (401, 403, 415))
+        for _ in range(2):
+            again = self.send("POST", "/mcp", connection=connection)
+            self.assertEqual((again.status, again.body), (first.status, first.body))
+            foreign = self.send(
+                "POST", "/mcp", {"Origin": "http://evil.example"}, connection=connection
+            )
+            self.assertRefused(foreign, 403, "origin_not_allowed", "/mcp")
+            text = self.send(
+                "POST", "/v1/call", {"Content-Type": "text/plain"}, connection=connection
+            )
+            self.assertRefused(text, 415, "unsupported_media_type", "/v1/call")
+        self.assertEqual(self.unix_lookups, 1)
+
     def test_refusals_are_logged_once(self) -> None:
         """The same refusal a hundred times is one log line; a different one is another."""
         events = observe_log(self)

@@ -922,6 +922,17 @@ def _line_breaks_and_repeats(request: Any) -> bytes:
     return b""
 
 
+def _line_break(value: bytes) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        # The first header set: a value with a line break of its own goes to
+        # twisted.web's Headers, which turns it to a space.
+        request.setHeader(b"x-line-break", value)
+        request.setHeader(b"content-length", b"0")
+        return b""
+
+    return script
+
+
 def _headers_read_midway(request: Any) -> bytes:
     request.setHeader(b"mcp-session-id", b"s-1")
     request.setHeader(b"content-type", b"application/json")
@@ -997,6 +1008,8 @@ _SCRIPTS: list[Callable[[Any], bytes | None]] = [
     _empty_accepted,
     _text_names_and_values,
     _line_breaks_and_repeats,
+    _line_break(b"a\rb"),
+    _line_break(b"a\nb"),
     _headers_read_midway,
     _cookie,
     _no_body_codes(204),
@@ -1036,6 +1049,27 @@ class AnswerWritingTests(SameBytesCase):
                 self.assertEqual(isinstance(channel, LeanChannel) and not channel.slow, lean)
             self.assertEqual(sent[True], sent[False], script.__name__)
             self.assertEqual(sent[True][0].count(b"HTTP/1.1 "), 2, script.__name__)
+
+
+class AddressTests(SameBytesCase):
+    """A lean request's addresses are its connection's, request after request."""
+
+    def test_host_and_client(self) -> None:
+        for lean, daemon in self.daemons.items():
+            seen: list[tuple[Any, Any]] = []
+
+            def script(request: Any, seen: list[tuple[Any, Any]] = seen) -> bytes:
+                seen.append((request.getHost(), request.getClientAddress()))
+                return _json(request)
+
+            endpoint = _Scripted(script)
+            daemon.http.mcp = endpoint  # type: ignore[assignment]
+            if daemon.site.lean is not None:
+                daemon.site.lean._mcp = endpoint  # type: ignore[assignment]
+            channel, _ = daemon.connect(TCP, TCP_CLIENT)
+            for n in range(2):
+                channel.dataReceived(post(rpc(n, "ping")))
+            self.assertEqual(seen, [(TCP, TCP_CLIENT)] * 2, lean)
 
 
 _VAR: ContextVar[str] = ContextVar("test_lean_path", default="unset")

@@ -300,6 +300,34 @@ class DeadlineTests(SynchronousTestCase):
         h.clock.advance(1)
         self.assertTrue(transport.disconnecting)
 
+    def test_each_deadline_counts_from_its_own_phase(self) -> None:
+        """
+        The idle deadline counts from the last answer, however many came before; a
+        header deadline that ends after the idle one would have, from the head's first
+        byte: the connection's one timer firing earlier closes nothing.
+        """
+        for head_after in (None, 55):
+            h = Harness(TransportLimits(idle_timeout=60, header_timeout=10))
+            proto, transport = h.connect()
+            for _ in range(3):
+                h.clock.advance(50)
+                proto.dataReceived(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertEqual(transport.value().count(b"HTTP/1.1 200 "), 3)
+            if head_after is None:
+                h.clock.advance(59)
+                self.assertFalse(transport.disconnecting)
+                h.clock.advance(1)
+                self.assertTrue(transport.disconnecting)
+                self.assertEqual(transport.value().count(b"HTTP/1.1 "), 3)
+                continue
+            h.clock.advance(head_after)
+            proto.dataReceived(b"GET /health HTTP/1.1\r\n")
+            h.clock.advance(9)
+            self.assertFalse(transport.disconnecting)
+            h.clock.advance(1)
+            self.assertTrue(transport.disconnecting)
+            self.assertIn(b"HTTP/1.1 408 ", transport.value())
+
     def test_long_answers_are_not_cut(self) -> None:
         """A request being answered (an event stream, a long call) has no deadline."""
         h = Harness(TransportLimits(header_timeout=1, body_timeout=1, idle_timeout=1))
