@@ -19,7 +19,10 @@ KIND:
   - C{list}: C{tools/list}, 2026-07-28 (a cached listing);
   - C{call}: C{tools/call} of C{mcpx_call} (the demo's C{echo}), 2026-07-28;
   - C{pass}: C{tools/call echo} passed through (C{MCPX_MCP_PASSTHROUGH=demo}), 2026-07-28;
-  - C{passlegacy}: the same in a 2025-06-18 session.
+  - C{passlegacy}: the same in a 2025-06-18 session;
+  - C{serve}: C{tools/call echo} on the daemon's MCP socket (C{mcpx-mcp.sock}) as C{mcpx serve}
+    speaks it: its hello (C{"passthrough": ["demo"]}), C{initialize} 2025-11-25, then one line
+    a call (C{--vary} does not apply).
 
 With C{--vary}, every request's head carries a header of its own (C{X-Vary: <id>}), as a
 client whose heads differ each time: the lean path's memory of a connection's last head
@@ -45,7 +48,7 @@ import bench_mcp
 from bench_mcp import LEGACY, MODERN, open_legacy_session
 
 REPO = Path(__file__).resolve().parent.parent
-KINDS = ("list", "call", "pass", "passlegacy")
+KINDS = ("list", "call", "pass", "passlegacy", "serve")
 WARM = 300
 
 
@@ -82,6 +85,45 @@ class Connection:
             if not chunk:
                 raise SystemExit(f"the daemon closed the connection: {self._buffer[:300]!r}")
             self._buffer += chunk
+
+
+class LineConnection(Connection):
+    """One connection to the daemon's MCP socket, speaking newline-delimited JSON-RPC."""
+
+    def exchange(self, data: bytes) -> bytes:
+        """Send one line; the next line the daemon writes."""
+        self.socket.sendall(data)
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line, self._buffer = self._buffer[: end + 1], self._buffer[end + 1 :]
+                return line
+            chunk = self.socket.recv(65536)
+            if not chunk:
+                raise SystemExit(f"the daemon closed the connection: {self._buffer[:300]!r}")
+            self._buffer += chunk
+
+    def open(self, state: Path) -> LineConnection:
+        """The bridge's hello, C{initialize} and C{notifications/initialized}."""
+        hello = {"mcpx": "serve", "pid": os.getpid(), "cwd": str(state), "version": "0"}
+        hello["passthrough"] = ["demo"]
+        self.socket.sendall(json.dumps(hello).encode() + b"\n")
+        client = {"name": "bench_instructions", "version": "0"}
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        answer = self.exchange(json.dumps(initialize).encode() + b"\n")
+        if b'"result"' not in answer:
+            raise SystemExit(f"initialize failed: {answer[:600]!r}")
+        self.socket.sendall(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        return self
+
+
+def line_request(request_id: int) -> bytes:
+    """One C{tools/call echo} line, as a host sends it through C{mcpx serve}."""
+    return (
+        b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+        b'"arguments":{"text":"x"}}}\n' % request_id
+    )
 
 
 def post(body: dict[str, Any], headers: dict[str, str], vary: bool) -> bytes:
@@ -148,16 +190,29 @@ def counted(repo: Path, kind: str, count: int, vary: bool) -> float:
                 socket_path = str(state / "mcpx.sock")
                 connection = Connection(socket_path, time.monotonic() + 300)
                 session = open_legacy_session(socket_path) if kind == "passlegacy" else None
-                first = connection.exchange(request(kind, 1, session, vary))
+
+                def send(request_id: int) -> bytes:
+                    return connection.exchange(request(kind, request_id, session, vary))
+
+                if kind == "serve":
+                    connection.socket.close()
+                    lines = LineConnection(str(state / "mcpx-mcp.sock"), time.monotonic() + 60)
+                    connection = lines.open(state)
+
+                    def send(request_id: int) -> bytes:
+                        return connection.exchange(line_request(request_id))
+
+                first = send(1)
                 status = first.split(b"\r\n", 1)[0]
-                if b" 200 " not in status or b'"result"' not in first or b'"isError":true' in first:
+                good = kind == "serve" or b" 200 " in status
+                if not good or b'"result"' not in first or b'"isError":true' in first:
                     raise SystemExit(f"{kind}: not a result: {first[:600]!r}")
                 for n in range(WARM):
-                    connection.exchange(request(kind, 2 + n, session, vary))
+                    send(2 + n)
                 control = ["callgrind_control", "-i"]
                 subprocess.run([*control, "on", str(daemon.pid)], check=True, capture_output=True)
                 for n in range(count):
-                    connection.exchange(request(kind, 2 + WARM + n, session, vary))
+                    send(2 + WARM + n)
                 subprocess.run([*control, "off", str(daemon.pid)], check=True, capture_output=True)
                 connection.socket.close()
             finally:
