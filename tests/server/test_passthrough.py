@@ -1946,3 +1946,82 @@ class NotesClashTests(PassThroughDaemonCase):
         assert host.child.transport is not None
         host.child.transport.closeStdin()
         self.assertEqual(await host.child.ended(timeout=20), 0)
+
+
+class PolicyReloadTests(RealDaemonCase):
+    """
+    A real daemon passing the demo through, whose policy a reload changes between calls
+    of the same tool: the routes it keeps per tool name (L{passthrough_routes.Routes})
+    never let a call past the policy it runs under now.
+    """
+
+    def _configure(self, tools: dict[str, list[str]] | None) -> None:
+        entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "mcpx.demo"]}
+        if tools is not None:
+            entry["tools"] = tools
+        config = Path(self.config_home) / "servers.json"
+        config.write_text(json.dumps({"servers": {"demo": entry}}))
+        self.env["MCPX_CONFIG"] = str(config)
+
+    async def _echo(self, text: str) -> dict[str, Any]:
+        """One 2026-07-28 C{tools/call echo} on C{/mcp}, from a process of its own."""
+        meta = {
+            PROTOCOL_VERSION_KEY: "2026-07-28",
+            CLIENT_CAPABILITIES_KEY: {},
+            "io.modelcontextprotocol/clientInfo": {"name": "policy-test", "version": "1"},
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": text}, "_meta": meta},
+        }
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "echo",
+        }
+        spec = {
+            "method": "POST",
+            "path": "/mcp",
+            "unix": str(Path(self.state_dir) / "mcpx.sock"),
+            "headers": headers,
+            "body": body,
+        }
+        raw_http = str(REPO / "tests" / "support" / "raw_http.py")
+        # -I: tests/support holds an http.py of its own.
+        child = spawn([sys.executable, "-I", raw_http, json.dumps([spec])], env=self.env, cwd="/")
+        self.addCleanup(kill_on_cleanup, child)
+        self.assertEqual(await child.ended(timeout=30), 0, child.text())
+        [answer] = json.loads(child.text(1))
+        message: dict[str, Any] = json.loads(answer["body"])
+        # A result is a 200; an error of the request's own (a refusal) a 400.
+        self.assertEqual(answer["status"], 200 if "result" in message else 400, answer)
+        return message
+
+    async def test_a_tool_denied_by_a_reload_is_refused_at_its_next_call(self) -> None:
+        """
+        echo answers twice (its route is kept after the first); a reload denying it
+        refuses the third call without the demo answering it; a reload allowing it
+        again lets the fourth through.
+        """
+        self.env["MCPX_MCP_PASSTHROUGH"] = "demo"
+        self._configure(None)
+        await self.start_daemon()
+        for text in ("one", "two"):
+            answer = await self._echo(text)
+            self.assertEqual(answer["result"]["content"][0]["text"], text, answer)
+
+        self._configure({"deny": ["echo"]})
+        await self.ok("reload")
+        refused = await self._echo("three")
+        self.assertEqual(refused["error"]["code"], INVALID_PARAMS, refused)
+        self.assertIn("tools.deny", refused["error"]["message"])
+        self.assertNotIn("three", json.dumps(refused))
+
+        self._configure(None)
+        await self.ok("reload")
+        answer = await self._echo("four")
+        self.assertEqual(answer["result"]["content"][0]["text"], "four", answer)
