@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -51,6 +50,7 @@ from mcpx.cli.client import (
 )
 from mcpx.cli.remote import parse_endpoint, remote_mcp_command, run_ssh_bridge
 from mcpx.settings.endpoints import split_endpoint
+from mcpx.wire.handed import handable
 
 #: The daemon's MCP socket in its state directory.  C{mcpx.server.mcp_socket.SOCKET_NAME}
 #: says the same, but importing it would import Twisted; a test keeps the two equal.
@@ -171,15 +171,6 @@ def open_stream(state: Path, *, start: bool = True) -> socket.socket:
         return _connect(path)
     except OSError as e:
         raise BridgeFailed(f"the daemon started, but {path} refuses connections: {e}") from None
-
-
-def handable(fd: int) -> bool:
-    """Whether C{fd} can be handed to the daemon: a pipe or a socket, as a host gives."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def hand_over(

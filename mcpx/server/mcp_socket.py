@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Protocol, cast
@@ -71,6 +70,7 @@ from mcpx.server.flow import Flow
 from mcpx.spec.matrix import batch_allowed
 from mcpx.wire.errors import RpcError
 from mcpx.wire.framing import DEFAULT_MAX_MESSAGE_SIZE, NDJSONProtocol
+from mcpx.wire.handed import handable
 from mcpx.wire.messages import ErrorResponse, Notification, Request, RequestId, encode
 from mcpx.wire.peer import ConnectionClosed, RpcPeer
 from mcpx.wire.prompt_write import write_now
@@ -142,15 +142,6 @@ def read_hello(line: bytes) -> dict[str, Any] | None:
     if type(hello) is not dict or hello.get(HELLO_KEY) not in (HELLO_VALUE, HELLO_HANDING):
         return None
     return hello
-
-
-def _is_pipe(fd: int) -> bool:
-    """Whether C{fd} is a pipe or a socket: what the daemon reads and writes for a host."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 class HostPipes:
@@ -341,7 +332,7 @@ class StdioConnection(NDJSONProtocol):
             self.pipes_reactor is None
             or bridge is None
             or len(handed) != HANDED_DESCRIPTORS
-            or not all(_is_pipe(fd) for fd in handed)
+            or not all(handable(fd) for fd in handed)
         ):
             for fd in handed:
                 os.close(fd)
