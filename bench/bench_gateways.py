@@ -19,8 +19,11 @@ flight, C{TCP_NODELAY}, the request bytes built once):
 
 Each way, C{tools/call echo} and C{tools/list}: N one after another, then N with C{-c} in
 flight, after a warm-up; with each gateway's CPU time per request (its own process, not
-the demo's) and how busy it was.  C{tools/list} answers differ in size: mcp-proxy lists the
-demo's tools; mcpx lists them and its own gateway tools (the sizes are printed).
+the demo's) and how busy it was.  Last, the sequential C{tools/call} again, direct and
+through mcpx in both eras, with every process of each on one CPU (L{one_cpu_phase}): the
+same comparison with no call waiting for another CPU to wake.  C{tools/list} answers
+differ in size: mcp-proxy lists the demo's tools; mcpx lists them and its own gateway tools
+(the sizes are printed).
 
 C{mcp-proxy} comes from the bench's own virtualenv (C{make bench-env} makes C{.venv-bench}
 with the pinned version), never the product's; C{--mcp-proxy PATH} names another.  The
@@ -48,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -227,17 +230,20 @@ async def gateway_series(
     count: int,
     width: int,
     warm: int,
+    calls_one_by_one: bool = False,
 ) -> tuple[list[Series | str], int]:
     """
     C{tools/call echo} and C{tools/list}, sequential and C{width} in flight, each series on
     connections of its own; the size of the list.  A series in which the gateway left a
     request unanswered for L{ANSWER_TIMEOUT} is given as a sentence saying so, and the run
     goes on with the next.
+
+    @param calls_one_by_one: only the C{tools/call} series one after another.
     """
     runs: list[Series | str] = []
     listed = 0
-    for method in ("tools/call", "tools/list"):
-        for alone in (True, False):
+    for method in ("tools/call",) if calls_one_by_one else ("tools/call", "tools/list"):
+        for alone in (True,) if calls_one_by_one else (True, False):
             name = f"{label} {method}, " + ("sequential" if alone else f"{width} in flight")
             print(f"{name}...", file=sys.stderr, flush=True)
             clients = [await connect_tcp(reactor, HOST, port) for _ in range(1 if alone else width)]
@@ -329,6 +335,87 @@ async def transport_floors(reactor: Any, count: int, warm: int) -> tuple[float, 
     return stdio.p50, http.p50
 
 
+#: The CPU the one-CPU phase runs every process on.
+ONE_CPU = 0
+
+
+@contextlib.contextmanager
+def on_one_cpu(pids: list[int]) -> Iterator[None]:
+    """
+    This process and C{pids}, every thread of each, on L{ONE_CPU} alone, and back on the
+    CPUs each had after; a process started meanwhile by one of them inherits it.
+    """
+    threads = [
+        int(thread) for pid in [os.getpid(), *pids] for thread in os.listdir(f"/proc/{pid}/task")
+    ]
+    before = {thread: os.sched_getaffinity(thread) for thread in threads}
+    for thread in threads:
+        os.sched_setaffinity(thread, {ONE_CPU})
+    try:
+        yield
+    finally:
+        for thread, cpus in before.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(thread, cpus)
+
+
+async def one_cpu_phase(
+    reactor: Any, daemon: Daemon, port: int, session: str, *, count: int, warm: int
+) -> list[str]:
+    """
+    The sequential C{tools/call} again, the direct call and mcpx's two eras, with every
+    process of each (the bench client, the gateway, the demo it runs; the bare answerers of
+    HTTP's own cost) on one CPU: what a gateway adds with no call waiting for another CPU
+    to wake (on a virtual machine, waking an idle CPU costs tens of microseconds, and a call
+    through a gateway wakes a process twice as often as a direct one).  The lines to print.
+    """
+    with on_one_cpu([]):
+        stdio_floor, http_floor = await transport_floors(reactor, count, warm)
+        direct = {}
+        for era, legacy in (("modern", False), ("legacy", True)):
+            alone_runs, _ = await direct_series(
+                reactor,
+                count,
+                1,
+                warm,
+                legacy=legacy,
+                label=f"direct {era}, one CPU",
+                calls_one_by_one=True,
+            )
+            direct[era] = alone_runs[0]
+    http_cost = http_floor - stdio_floor
+    lines = [
+        f"on one CPU (CPU {ONE_CPU}: the bench client, the gateway and the demo it runs): "
+        f"bare stdio {stdio_floor:.3f} ms, bare HTTP {http_floor:.3f} ms: HTTP costs "
+        f"{http_cost:.3f} ms"
+    ]
+    with on_one_cpu([daemon.pid, *children_of(daemon.pid)]):
+        for era, era_session in (("legacy", session), ("modern", None)):
+            label = f"mcpx {era}"
+            runs, _ = await gateway_series(
+                reactor,
+                label,
+                daemon.pid,
+                port,
+                era_session,
+                count=count,
+                width=1,
+                warm=warm,
+                calls_one_by_one=True,
+            )
+            ours, alone = runs[0], direct[era]
+            if isinstance(ours, str):
+                lines.append(ours)
+                continue
+            added = ours.p50 - alone.p50
+            lines.append(
+                f"{label} tools/call, sequential, on one CPU: +{added:.3f} ms p50 over the "
+                f"direct stdio call on one CPU (p50 {ours.p50:.3f} against {alone.p50:.3f} "
+                f"ms); +{added - http_cost:.3f} ms with HTTP's {http_cost:.3f} ms subtracted"
+            )
+    return lines
+
+
 def per_cpu(run: Series | str) -> str:
     if isinstance(run, str) or run.daemon_cpu is None:
         return f"{'-':>7}"
@@ -371,6 +458,7 @@ def main() -> None:
     results: list[tuple[str, list[Series | str], int]] = []
     floors: list[float] = []
     speaking: list[str] = []
+    one_cpu: list[str] = []
 
     async def measure(reactor: Any) -> dict[str, list[Series]]:
         print("direct...", file=sys.stderr, flush=True)
@@ -400,6 +488,12 @@ def main() -> None:
                     reactor, label, pid, port, session, count=count, width=width, warm=warm
                 )
                 results.append((label, runs, listed))
+        print("one CPU...", file=sys.stderr, flush=True)
+        one_cpu.extend(
+            await one_cpu_phase(
+                reactor, daemon, daemon_port, daemon_session, count=count, warm=warm
+            )
+        )
         return direct
 
     try:
@@ -481,6 +575,8 @@ def main() -> None:
                     f"    {label:<12} tools/call {per_cpu(runs[1])}/s   "
                     f"tools/list {per_cpu(runs[3])}/s"
                 )
+    for line in one_cpu:
+        print(f"  {line}")
     print(f"\nwhole run: {time.perf_counter() - started:.1f} s")
 
 

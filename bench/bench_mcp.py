@@ -361,7 +361,14 @@ def callers(
 
 
 async def direct_series(
-    reactor: Any, count: int, width: int, warm: int, *, legacy: bool = False, label: str = "direct"
+    reactor: Any,
+    count: int,
+    width: int,
+    warm: int,
+    *,
+    legacy: bool = False,
+    label: str = "direct",
+    calls_one_by_one: bool = False,
 ) -> tuple[list[Series], str]:
     """
     The demo called by mcpx's own upstream client, with no gateway between: the series
@@ -369,6 +376,7 @@ async def direct_series(
 
     @param legacy: open it in the legacy era, as the daemon opens the instance that serves a
         host's 2025-06-18 session (era mirroring), rather than in the era its probe finds.
+    @param calls_one_by_one: only the C{tools/call} series one after another.
     """
     from mcpx.settings.servers import StdioServer
     from mcpx.spec.revision import Era
@@ -389,6 +397,10 @@ async def direct_series(
             return Deferred.fromCoroutine(session.list_tools())
 
         await sequential("warm-up", call, warm)
+        if calls_one_by_one:
+            name = f"{label} tools/call, sequential"
+            alone = await measured(None, lambda: sequential(name, call, count))
+            return [alone], f"revision {session.revision.value}"
         await sequential("warm-up", list_tools, min(warm, 200))
         runs = [
             await measured(

@@ -282,6 +282,22 @@ def _mcp_added(figures: Figures) -> Verdict:
         f" p50 over the direct stdio call, HTTP's own {http:.3f} ms (bench/bare_answerer.py) "
         "subtracted (before: " + ", ".join(f"+{raw:.3f}" for raw, _, _ in added.values()) + ")"
     )
+    one_cpu = {
+        era: found.group(1)
+        for era in ("legacy", "modern")
+        if (
+            found := re.search(
+                rf"mcpx {era} tools/call, sequential, on one CPU: .* \+?(-?[0-9.]+) ms with "
+                "HTTP's",
+                text,
+            )
+        )
+        is not None
+    }
+    if one_cpu:
+        figure += "; every process on one CPU, direct call too: " + ", ".join(
+            f"{era} +{net}" for era, net in one_cpu.items()
+        )
     return at_most(max(net for _, net, _ in added.values()), 0.25, "ms", figure, digits=3)
 
 
