@@ -188,7 +188,10 @@ class LegacyCancelTests(_DaemonTest):
     """
 
     async def cancel_after_asked(self, transport: str) -> None:
-        await self.daemon()
+        # One instance for everyone: the upstream orders B's call after A's by what that
+        # one process heard.  (Else B's call, made while A's given-up request may still
+        # be running upstream, is given an instance of its own, which never hears of A.)
+        await self.daemon(MCPX_POOL_MAX_ASKING_INSTANCES="1")
 
         def conversation() -> dict[str, Any]:
             a = self.host(transport, "A")
@@ -201,7 +204,8 @@ class LegacyCancelTests(_DaemonTest):
             # Too late: the host answers anyway; nothing of it may reach the upstream.
             a.answer(question, {"action": "accept", "content": {"name": "too late"}})
             b = self.host(transport, "B")
-            # B asks once A's call has stopped, so its call is alone in flight then.
+            # B asks once A's call has stopped (the upstream answered it, on the same pipe
+            # before B's question), so its call is alone in flight then.
             answer = b.response(b.call("ask", {"label": "B", "until_replied": "A"}))
             return {"a": a, "b": b, "question": question, "b_text": result_text(answer)}
 
