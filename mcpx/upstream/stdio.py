@@ -71,6 +71,7 @@ from mcpx.wire.framing import (
 from mcpx.wire.messages import Request, RequestId, parse
 from mcpx.wire.peer import RpcPeer
 from mcpx.wire.prompt_write import write_now
+from mcpx.wire.twisted_private import read_into
 
 #: The default time a server gets to exit after each step of L{StdioChannel.close}.
 DEFAULT_GRACE: Final = 5.0
@@ -252,6 +253,9 @@ class StdioChannel:
             self._lose(error)
             return fail(error)
         self._transport = transport
+        # What the server writes on stdout comes straight to _stdout_received (Twisted's
+        # process only hands it on, through _ChildProtocol, otherwise).
+        read_into(transport, 1, self._stdout_received)
         self._pid = transport.pid
         self._stdin_open = True
         self._watch_stdin()
