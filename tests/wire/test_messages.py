@@ -16,6 +16,7 @@ from mcpx.wire.messages import (
     Batch,
     EncodedList,
     EncodedResult,
+    EncodedTail,
     ErrorResponse,
     IdSequence,
     Message,
@@ -25,6 +26,7 @@ from mcpx.wire.messages import (
     Response,
     encode,
     encode_json,
+    encode_request,
     parse,
     parse_object,
     spelled_as_read,
@@ -574,6 +576,39 @@ class EncodeTests(SynchronousTestCase):
                     messages.append(Request(request_id, method, params))
         for message in messages:
             self.assertEqual(encode(message), encode_json(message.to_json()), message)
+            if type(message) is Request:
+                self.assertEqual(encode_request(message), encode(message), message)
+
+    def test_encoded_tail_as_json_writes(self) -> None:
+        """
+        A request whose params end with an L{EncodedTail} C{_meta} (a 2026-07-28
+        session's revision, capabilities and identity, written once) is written as the
+        encoder writes its whole C{to_json}: with and without members of the caller's
+        own before the tail, with the C{_meta} elsewhere than last, with non-ASCII text,
+        and in ASCII escapes where a lone surrogate is anywhere in the message.
+        """
+        lasts: list[dict[str, Any]] = [
+            {"v": "2026-07-28", "caps": {"roots": {}}, "info": {"name": "é", "version": "1"}},
+            {"v": "x"},
+        ]
+        heads: list[dict[str, Any]] = [{}, {"progressToken": 7}, {"k": "é", "n": [1, None]}]
+        for last in lasts:
+            tail = messages.tail_of(last)
+            assert tail is not None
+            for head in heads:
+                for before, after in (({"name": "echo"}, {}), ({}, {}), ({}, {"after": 1})):
+                    for extra in ({"text": "ü"}, {"text": "\ud800"}):
+                        params: dict[str, Any] = {
+                            **before,
+                            **extra,
+                            "_meta": EncodedTail(head, last, tail),
+                        }
+                        params.update(after)
+                        for request_id in (3, "r-1", "é"):
+                            message = Request(request_id, "tools/call", params)
+                            written = encode_request(message)
+                            self.assertEqual(written, encode_json(message.to_json()), message)
+                            self.assertEqual(encode(message), written)
 
     def test_error_response_equality(self) -> None:
         """
