@@ -197,6 +197,8 @@ class StdioChannel:
         self._stderr_tail = StderrTail()
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
+        #: Where a request is written at once (L{_write_line}): the server's stdin.
+        self._stdin: object = None
         self._stdin_open = False
         self._unread = _Unread(self._write_line)
         self._closing = False
@@ -253,6 +255,11 @@ class StdioChannel:
             self._lose(error)
             return fail(error)
         self._transport = transport
+        # A spawned process's stdin is its writer pipe, a plain descriptor; without one
+        # (a test's transport), the transport's own write.  The pipe stays the same
+        # until it is gone, and nothing is written once it is (_stdin_open).
+        pipes: dict[int, object] = getattr(transport, "pipes", {})
+        self._stdin = pipes.get(0, transport)
         # What the server writes on stdout comes straight to _stdout_received (Twisted's
         # process only hands it on, through _ChildProtocol, otherwise).
         read_into(transport, 1, self._stdout_received)
@@ -296,11 +303,7 @@ class StdioChannel:
         if not now:
             transport.write(data + _NEWLINE)
             return
-        # A spawned process's stdin is its writer pipe, a plain descriptor; without one
-        # (a test's transport), the transport's own write.
-        pipes: dict[int, object] = getattr(transport, "pipes", {})
-        stdin = pipes.get(0, transport)
-        write_now(stdin, data + _NEWLINE)
+        write_now(self._stdin, data + _NEWLINE)
 
     def _stdin_pipe(self) -> IConsumer | None:
         """The server's stdin, where it is a pipe that takes a producer."""
