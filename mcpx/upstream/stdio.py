@@ -260,8 +260,9 @@ class StdioChannel:
         # until it is gone, and nothing is written once it is (_stdin_open).
         pipes: dict[int, object] = getattr(transport, "pipes", {})
         self._stdin = pipes.get(0, transport)
-        # What the server writes on stdout comes straight to _stdout_received (Twisted's
-        # process only hands it on, through _ChildProtocol, otherwise).
+        # What the server writes on stdout comes straight to _stdout_received, up to a
+        # pipe's whole buffer a read (otherwise through Twisted's process, which only
+        # hands it on, and _ChildProtocol, 8 KiB a read).
         read_into(transport, 1, self._stdout_received)
         self._pid = transport.pid
         self._stdin_open = True

@@ -196,6 +196,8 @@ class _Child(ProcessProtocol):
 class ReadIntoTests(TestCase):
     """L{read_into}: a child's stdout read straight into a callable, its stderr as before."""
 
+    timeout = 20
+
     async def test_stdout_to_the_callable_stderr_to_the_protocol(self) -> None:
         """
         Every byte the child writes on stdout (a megabyte, read in many pieces) reaches
