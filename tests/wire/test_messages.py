@@ -309,6 +309,37 @@ class ParseErrorTests(SynchronousTestCase):
         """
         self.assert_refused(b"[" * 200000 + b"]" * 200000, -32700)
 
+    def test_depth_limit_of_each_way_of_reading(self) -> None:
+        """
+        A response nested MAX_DEPTH deep, counting its envelope, is read, and one more
+        level fails its request (two more, for an answer long enough to be read with
+        its text, which counts from its result); a request the same (answered with a
+        parse error).
+        """
+        from tests.wire.test_jsontext import mixed
+
+        limit = jsontext.MAX_DEPTH
+        for padding, over in ((b"", 1), (b"x" * 2000, 2)):
+            for depth, kept in ((limit, True), (limit + over, False)):
+                value = mixed(depth - 2)
+                answer = b'{"jsonrpc":"2.0","id":7,"result":{"pad":"%b","v":%b}}' % (padding, value)
+                request = b'{"jsonrpc":"2.0","id":8,"method":"m","params":{"p":"%b","v":%b}}' % (
+                    padding,
+                    value,
+                )
+                if kept:
+                    read = parse(answer)
+                    assert isinstance(read, Response)
+                    self.assertEqual(read.result["v"], json.loads(value))
+                    self.assertEqual(read.result["pad"], padding.decode())
+                    self.assertEqual(type(read.result) is ReadResult, bool(padding))
+                    self.assertEqual(encode(read), answer)
+                    self.assertEqual(parse(request), Request(8, "m", json.loads(request)["params"]))
+                else:
+                    self.assert_refused(answer, -32700, 7, about_response=True)
+                    self.assert_refused(mixed(limit + 1), -32700)
+                    self.assert_refused(request, -32700)
+
     def test_not_an_object(self) -> None:
         """
         JSON values other than objects and arrays are invalid requests.
