@@ -170,7 +170,9 @@ class UpstreamSession:
         call: Call | None,
     ) -> Deferred[Any]:
         """Send one request as the era spells it (C{call}: see L{call})."""
-        return self.rpc.request(
+        peer = self.peer  # as L{rpc} reads it, without a property's call
+        assert peer is not None
+        return peer.request(
             method,
             self._spelled(method, params, call),
             timeout=timeout,

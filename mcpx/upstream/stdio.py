@@ -71,6 +71,7 @@ from mcpx.wire.framing import (
 from mcpx.wire.messages import Request, RequestId, parse
 from mcpx.wire.peer import RpcPeer
 from mcpx.wire.prompt_write import write_now
+from mcpx.wire.twisted_private import read_into
 
 #: The default time a server gets to exit after each step of L{StdioChannel.close}.
 DEFAULT_GRACE: Final = 5.0
@@ -196,6 +197,8 @@ class StdioChannel:
         self._stderr_tail = StderrTail()
         self._peer: RpcPeer | None = None
         self._transport: IProcessTransport | None = None
+        #: Where a request is written at once (L{_write_line}): the server's stdin.
+        self._stdin: object = None
         self._stdin_open = False
         self._unread = _Unread(self._write_line)
         self._closing = False
@@ -252,6 +255,15 @@ class StdioChannel:
             self._lose(error)
             return fail(error)
         self._transport = transport
+        # A spawned process's stdin is its writer pipe, a plain descriptor; without one
+        # (a test's transport), the transport's own write.  The pipe stays the same
+        # until it is gone, and nothing is written once it is (_stdin_open).
+        pipes: dict[int, object] = getattr(transport, "pipes", {})
+        self._stdin = pipes.get(0, transport)
+        # What the server writes on stdout comes straight to _stdout_received, up to a
+        # pipe's whole buffer a read (otherwise through Twisted's process, which only
+        # hands it on, and _ChildProtocol, 8 KiB a read).
+        read_into(transport, 1, self._stdout_received)
         self._pid = transport.pid
         self._stdin_open = True
         self._watch_stdin()
@@ -292,11 +304,7 @@ class StdioChannel:
         if not now:
             transport.write(data + _NEWLINE)
             return
-        # A spawned process's stdin is its writer pipe, a plain descriptor; without one
-        # (a test's transport), the transport's own write.
-        pipes: dict[int, object] = getattr(transport, "pipes", {})
-        stdin = pipes.get(0, transport)
-        write_now(stdin, data + _NEWLINE)
+        write_now(self._stdin, data + _NEWLINE)
 
     def _stdin_pipe(self) -> IConsumer | None:
         """The server's stdin, where it is a pipe that takes a producer."""

@@ -567,7 +567,7 @@ class EncodedTail(dict[str, Any]):
         @param last: the last members, none of them named in C{head}.
         @param tail: L{tail_of} C{last}.
         """
-        super().__init__(head)
+        dict.__init__(self, head)  # as super() would, without making a super object
         self.update(last)
         self.head = head
         self.tail = tail
@@ -648,9 +648,7 @@ def encode(message: Message | Batch) -> bytes:
                     )
                 )
     elif type(message) is Request:
-        written = _request_text(message)
-        if written is not None:
-            return written
+        return encode_request(message)
     return encode_json(message.to_json())
 
 
@@ -658,11 +656,12 @@ def encode(message: Message | Batch) -> bytes:
 _quoted: Final[Callable[[str], str]] = json.encoder.encode_basestring
 
 
-def _request_text(message: Request) -> bytes | None:
+def encode_request(message: Request) -> bytes:
     """
     L{encode} of a request: its envelope written here and only its params by the
-    encoder, the same bytes; C{None} when the whole message must go in ASCII escapes
-    (or its method is not a string), which the encoder then writes whole.
+    encoder, the same bytes, with the encoding of an L{EncodedTail} C{_meta} that is
+    their last member written in place of its last members'; the whole message by the
+    encoder when it must go in ASCII escapes (or its method is not a string).
     """
     request_id = message.id
     if type(request_id) is int:
@@ -670,38 +669,28 @@ def _request_text(message: Request) -> bytes | None:
     elif type(request_id) is str and request_id.isascii():
         written_id = encode_json(request_id)
     else:
-        return None
+        return encode_json(message.to_json())
     try:
         method = _quoted(message.method).encode("utf-8")
     except (TypeError, UnicodeEncodeError):
-        return None
+        return encode_json(message.to_json())
     params = message.params
     if params is None:
         return b"".join((b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b"}"))
-    written = _params_text(params)
+    meta = params.get("_meta") if type(params) is dict else None
+    if type(meta) is EncodedTail and type(params) is dict and next(reversed(params)) == "_meta":
+        # The same params with the _meta's head alone, in the same place: their text
+        # ends with that head's closing brace and the params' own.
+        written = utf8_json({**params, "_meta": meta.head})
+        if written is not None:
+            written = b"".join((written[:-2], b"," if meta.head else b"", meta.tail, b"}}"))
+    else:
+        written = utf8_json(params)
     if written is None:
-        return None
+        return encode_json(message.to_json())
     return b"".join(
         (b'{"jsonrpc":"2.0","id":', written_id, b',"method":', method, b',"params":', written, b"}")
     )
-
-
-def _params_text(params: dict[str, Any] | list[Any]) -> bytes | None:
-    """
-    L{utf8_json} of a request's C{params}, with the encoding of an L{EncodedTail}
-    C{_meta} that is their last member written in place of its last members'.
-    """
-    if type(params) is not dict:
-        return utf8_json(params)
-    meta = params.get("_meta")
-    if type(meta) is not EncodedTail or next(reversed(params)) != "_meta":
-        return utf8_json(params)
-    # The same params with the _meta's head alone, in the same place: their text
-    # ends with that head's closing brace and the params' own.
-    written = utf8_json({**params, "_meta": meta.head})
-    if written is None:
-        return None
-    return b"".join((written[:-2], b"," if meta.head else b"", meta.tail, b"}}"))
 
 
 class IdSequence:

@@ -52,6 +52,7 @@ from mcpx.wire.messages import (
     RequestId,
     Response,
     encode,
+    encode_request,
     parse,
 )
 from mcpx.wire.peer_errors import ConnectionClosed, NoReply, RequestTimedOut
@@ -267,7 +268,7 @@ class RpcPeer:
         request_id = self._next_id()
         message = Request(request_id, method, params)
         try:
-            data = encode(message)
+            data = encode_request(message)
         except (TypeError, ValueError, RecursionError):
             return fail()
         entry = _Outgoing(self, request_id, method, send_cancel, for_whom)

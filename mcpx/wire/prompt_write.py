@@ -14,10 +14,10 @@ descriptor, a send now is what that next pass would do anyway, in the same order
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.internet.abstract import FileDescriptor
-from twisted.internet.fdesc import writeToFD
 from twisted.internet.process import ProcessWriter
 
 from mcpx.wire.twisted_private import nothing_queued, watched_for_reading
@@ -35,7 +35,16 @@ def write_now(transport: Any, data: bytes) -> None:
     full buffer, the data is only queued behind them.  A TLS connection, a wrapper or a
     test's transport is never a plain descriptor here, so it just gets C{write}.
     """
-    if not _writable_now(transport):
+    # Whether a send now keeps the order of everything written to the transport.
+    if not (
+        isinstance(transport, FileDescriptor)
+        and not getattr(transport, "TLS", False)
+        and transport.connected
+        and not transport.disconnecting
+        and not transport.dataBuffer
+        and nothing_queued(transport)
+        and not transport.producerPaused
+    ):
         transport.write(data)
         return
     if type(transport) is ProcessWriter and watched_for_reading(transport):
@@ -43,27 +52,20 @@ def write_now(transport: Any, data: bytes) -> None:
         # after every whole write (its "read hack": a pipe's write end reads ready only
         # once the child closed it), which changes nothing while it is watched, as it
         # is between writes (only its write stops that, until its buffer is sent).
-        sent = writeToFD(transport.fd, data)  # type: ignore[no-untyped-call]
+        # Written as Twisted's writeToFD writes, whose every failure (EAGAIN, EINTR, a
+        # closed pipe) ends in the write below.
+        sent: Any
+        try:
+            sent = os.write(transport.fd, data)
+        except OSError:
+            sent = -1
     else:
         sent = transport.writeSomeData(data)
     if isinstance(sent, Exception) or sent < 0:
-        # The connection is gone: Twisted's own write path finds that and tells the
-        # protocol, as it would have on the next pass.
+        # The connection is gone: Twisted's own path finds that and tells the protocol,
+        # as it would have on the next pass (a pipe that could take nothing yet waits).
         transport.write(data)
         return
     if sent < len(data):
         # The kernel's buffer is full (or took part): the rest waits for writability.
         transport.write(data[sent:])
-
-
-def _writable_now(transport: Any) -> bool:
-    """Whether a send on C{transport} now keeps the order of everything written to it."""
-    return (
-        isinstance(transport, FileDescriptor)
-        and not getattr(transport, "TLS", False)
-        and bool(transport.connected)
-        and not transport.disconnecting
-        and not transport.dataBuffer
-        and nothing_queued(transport)
-        and not transport.producerPaused
-    )

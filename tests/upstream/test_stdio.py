@@ -1121,6 +1121,21 @@ class RealProcessTests(TestCase):
 
         return ensureDeferred(run())
 
+    def test_large_answers_read_in_pieces(self) -> Deferred[None]:
+        """
+        Answers of several megabytes of UTF-8 (its characters cut across the pipe's
+        reads), one after another, each come back whole to their own request.
+        """
+
+        async def run() -> None:
+            channel = self.connect("echo_server.py")
+            await channel.start()
+            for n, text in enumerate(("é" * 700_000, "日本" * 400_000, "x" * 2_000_000)):
+                result = await self.peer.request("tools/call", {"n": n, "text": text})
+                self.assertEqual(result["echo"], {"n": n, "text": text})
+
+        return ensureDeferred(run())
+
     def test_exit_mid_request(self) -> Deferred[None]:
         """A child exiting with status 3 mid-request fails the request clearly."""
 

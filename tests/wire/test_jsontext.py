@@ -15,8 +15,15 @@ def nested(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+def mixed(depth: int) -> bytes:
+    """A value nested C{depth} deep, arrays and objects in turn, with non-ASCII text inside."""
+    opening = [b"[" if level % 2 == 0 else '{"é[{":'.encode() for level in range(depth)]
+    closing = [b"]" if level % 2 == 0 else b"}" for level in reversed(range(depth))]
+    return b"".join(opening) + '"ü{["'.encode() + b"".join(closing)
+
+
 class LoadsTests(SynchronousTestCase):
-    def refusal(self, data: bytes | str) -> str:
+    def refusal(self, data: bytes | bytearray | str) -> str:
         return str(self.assertRaises(JSONRefused, loads, data))
 
     def test_plain_json(self) -> None:
@@ -52,6 +59,19 @@ class LoadsTests(SynchronousTestCase):
         for depth in (MAX_DEPTH + 1, 1000, 100_000):
             self.assertIn(str(MAX_DEPTH), self.refusal(nested(depth)))
         self.assertIn("nested", self.refusal(b'{"a":' * 500 + b"1" + b"}" * 500))
+
+    def test_depth_of_objects_and_arrays_in_every_spelling(self) -> None:
+        """
+        Objects and arrays in turn, as bytes, a bytearray or text: MAX_DEPTH deep is
+        kept, one more refused, whatever brackets the strings hold.
+        """
+        for depth, kept in ((MAX_DEPTH, True), (MAX_DEPTH + 1, False)):
+            text = mixed(depth)
+            for spelled in (text, bytearray(text), text.decode()):
+                if kept:
+                    self.assertEqual(loads(spelled), json.loads(text))
+                else:
+                    self.assertIn(str(MAX_DEPTH), self.refusal(spelled))
 
     def test_many_shallow_containers_kept(self) -> None:
         """Many brackets side by side are not depth: a wide array decodes."""

@@ -16,6 +16,7 @@ from mcpx.wire.messages import (
     Batch,
     EncodedList,
     EncodedResult,
+    EncodedTail,
     ErrorResponse,
     IdSequence,
     Message,
@@ -25,6 +26,7 @@ from mcpx.wire.messages import (
     Response,
     encode,
     encode_json,
+    encode_request,
     parse,
     parse_object,
     spelled_as_read,
@@ -307,6 +309,37 @@ class ParseErrorTests(SynchronousTestCase):
         """
         self.assert_refused(b"[" * 200000 + b"]" * 200000, -32700)
 
+    def test_depth_limit_of_each_way_of_reading(self) -> None:
+        """
+        A response nested MAX_DEPTH deep, counting its envelope, is read, and one more
+        level fails its request (two more, for an answer long enough to be read with
+        its text, which counts from its result); a request the same (answered with a
+        parse error).
+        """
+        from tests.wire.test_jsontext import mixed
+
+        limit = jsontext.MAX_DEPTH
+        for padding, over in ((b"", 1), (b"x" * 2000, 2)):
+            for depth, kept in ((limit, True), (limit + over, False)):
+                value = mixed(depth - 2)
+                answer = b'{"jsonrpc":"2.0","id":7,"result":{"pad":"%b","v":%b}}' % (padding, value)
+                request = b'{"jsonrpc":"2.0","id":8,"method":"m","params":{"p":"%b","v":%b}}' % (
+                    padding,
+                    value,
+                )
+                if kept:
+                    read = parse(answer)
+                    assert isinstance(read, Response)
+                    self.assertEqual(read.result["v"], json.loads(value))
+                    self.assertEqual(read.result["pad"], padding.decode())
+                    self.assertEqual(type(read.result) is ReadResult, bool(padding))
+                    self.assertEqual(encode(read), answer)
+                    self.assertEqual(parse(request), Request(8, "m", json.loads(request)["params"]))
+                else:
+                    self.assert_refused(answer, -32700, 7, about_response=True)
+                    self.assert_refused(mixed(limit + 1), -32700)
+                    self.assert_refused(request, -32700)
+
     def test_not_an_object(self) -> None:
         """
         JSON values other than objects and arrays are invalid requests.
@@ -574,6 +607,39 @@ class EncodeTests(SynchronousTestCase):
                     messages.append(Request(request_id, method, params))
         for message in messages:
             self.assertEqual(encode(message), encode_json(message.to_json()), message)
+            if type(message) is Request:
+                self.assertEqual(encode_request(message), encode(message), message)
+
+    def test_encoded_tail_as_json_writes(self) -> None:
+        """
+        A request whose params end with an L{EncodedTail} C{_meta} (a 2026-07-28
+        session's revision, capabilities and identity, written once) is written as the
+        encoder writes its whole C{to_json}: with and without members of the caller's
+        own before the tail, with the C{_meta} elsewhere than last, with non-ASCII text,
+        and in ASCII escapes where a lone surrogate is anywhere in the message.
+        """
+        lasts: list[dict[str, Any]] = [
+            {"v": "2026-07-28", "caps": {"roots": {}}, "info": {"name": "é", "version": "1"}},
+            {"v": "x"},
+        ]
+        heads: list[dict[str, Any]] = [{}, {"progressToken": 7}, {"k": "é", "n": [1, None]}]
+        for last in lasts:
+            tail = messages.tail_of(last)
+            assert tail is not None
+            for head in heads:
+                for before, after in (({"name": "echo"}, {}), ({}, {}), ({}, {"after": 1})):
+                    for extra in ({"text": "ü"}, {"text": "\ud800"}):
+                        params: dict[str, Any] = {
+                            **before,
+                            **extra,
+                            "_meta": EncodedTail(head, last, tail),
+                        }
+                        params.update(after)
+                        for request_id in (3, "r-1", "é"):
+                            message = Request(request_id, "tools/call", params)
+                            written = encode_request(message)
+                            self.assertEqual(written, encode_json(message.to_json()), message)
+                            self.assertEqual(encode(message), written)
 
     def test_error_response_equality(self) -> None:
         """

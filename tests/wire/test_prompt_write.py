@@ -4,6 +4,7 @@ Tests for L{mcpx.wire.prompt_write}, on real sockets and pipes and the real reac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from typing import Any
@@ -215,4 +216,34 @@ class WriteNowTests(TestCase):
         self.assertEqual(os.read(read_end, 100), b"request\n")
         self.read_ends.remove(read_end)
         os.close(read_end)
+        await stdin.lost
+
+    async def test_pipe_full_keeps_the_order(self) -> None:
+        """
+        More than a pipe's buffer takes: what the pipe took goes now, the rest waits
+        for it to drain, and the reader gets every byte in order.
+        """
+        writer, _, read_end = self.stdin_pipe()
+        data = bytes(range(256)) * 8192
+        write_now(writer, data)
+        self.assertTrue(writer.dataBuffer or writer._tempDataBuffer)
+        os.set_blocking(read_end, False)
+        got = bytearray()
+        for _ in range(3000):
+            with contextlib.suppress(BlockingIOError):
+                got += os.read(read_end, 1 << 16)
+            if len(got) >= len(data):
+                break
+            await deferLater(reactor, 0.001, lambda: None)
+        self.assertEqual(bytes(got), data)
+
+    async def test_pipe_closed_by_child(self) -> None:
+        """
+        A stdin pipe whose child already closed its end: the write fails, and Twisted's
+        own path tells the process its stdin is gone.
+        """
+        writer, stdin, read_end = self.stdin_pipe()
+        self.read_ends.remove(read_end)
+        os.close(read_end)
+        write_now(writer, b"request\n")
         await stdin.lost

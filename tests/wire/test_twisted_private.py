@@ -9,16 +9,18 @@ import array
 import contextlib
 import os
 import socket
+import sys
 import threading
 from importlib.metadata import version
 from typing import Any
 
 from twisted.internet import reactor, tcp
 from twisted.internet.abstract import FileDescriptor
+from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.epollreactor import EPollReactor
 from twisted.internet.error import ConnectionDone
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.logger import ILogObserver, globalLogPublisher
@@ -42,6 +44,7 @@ from mcpx.wire.twisted_private import (
     parses_no_forms,
     plain_unix_reactor,
     poll_with_lazy_log_prefix,
+    read_into,
     request_not_sent,
     url_refused_by_klein,
     waiting_for_transport,
@@ -174,6 +177,52 @@ class PlainUnixTests(TestCase):
         """A test's reactor (not a C{PosixReactorBase}) is given back unchanged."""
         memory = MemoryReactor()
         self.assertIs(plain_unix_reactor(memory), memory)
+
+
+class _Child(ProcessProtocol):
+    """Keeps what a child writes on each descriptor, and fires C{ended} when it is reaped."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[int, bytes]] = []
+        self.ended: Deferred[None] = Deferred()
+
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
+        self.received.append((childFD, data))
+
+    def processEnded(self, reason: Failure) -> None:
+        self.ended.callback(None)
+
+
+class ReadIntoTests(TestCase):
+    """L{read_into}: a child's stdout read straight into a callable, its stderr as before."""
+
+    timeout = 20
+
+    async def test_stdout_to_the_callable_stderr_to_the_protocol(self) -> None:
+        """
+        Every byte the child writes on stdout (a megabyte, read in many pieces) reaches
+        the callable, in order, and none of it the protocol; its stderr still goes to
+        the protocol.
+        """
+        script = (
+            "import sys\n"
+            "sys.stdout.buffer.write(bytes(range(256)) * 4096)\n"
+            "sys.stdout.flush()\n"
+            "sys.stderr.write('said')\n"
+        )
+        child = _Child()
+        process = reactor.spawnProcess(child, sys.executable, [sys.executable, "-c", script])
+        got: list[bytes] = []
+        self.assertTrue(read_into(process, 1, got.append))
+        await child.ended
+        self.assertEqual(b"".join(got), bytes(range(256)) * 4096)
+        self.assertGreater(len(got), 1)
+        self.assertEqual(child.received, [(2, b"said")])
+
+    def test_not_a_process(self) -> None:
+        """A test's transport, or a descriptor the process does not read, is left alone."""
+        self.assertFalse(read_into(StringTransport(), 1, print))
+        self.assertFalse(read_into(object(), 1, print))
 
 
 class _PipeReader(FileDescriptor):

@@ -7,13 +7,14 @@ reading anything it prints a line of garbage on stdout and a line on stderr, as
 careless servers do.
 """
 
+import io
 import json
 import os
 import sys
 
 
 def main() -> None:
-    out = sys.stdout
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
     out.write("echo server ready (this line is not JSON)\n")
     out.flush()
     sys.stderr.write("echo server: listening on stdin\n")
@@ -29,7 +30,8 @@ def main() -> None:
             sys.stderr.write(params["text"] + "\n")
             sys.stderr.flush()
         result = {"echo": params, "pid": os.getpid()}
-        out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         out.flush()
 
 
