@@ -222,7 +222,8 @@ def read_result(data: bytes) -> tuple[int | str, dict[str, Any], Members] | None
             for key, (begins, stops) in spans.items():
                 members[key] = (result[key], text[begins:stops].encode("utf-8"))
     try:
-        check_depth(data, result)
+        # Inside the envelope, the result is its second level, as the general path counts.
+        check_depth(data, (result,))
     except JSONRefused:
         return None
     head = start.group(1)
