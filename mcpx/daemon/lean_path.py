@@ -693,7 +693,9 @@ class _Answering(Stepping):
         elif isinstance(outcome, Failure):
             _answered(_failed, outcome, request)
             return
-        _answered(_written, self._framed(request, cast("bytes | None", outcome)), request)
+        # The route's bytes (or None, streamed), typed as such without a typing.cast call.
+        body: bytes | None = outcome  # type: ignore[assignment]
+        _answered(_written, self._framed(request, body), request)
 
     def cancel(self) -> None:
         """Cancel the Deferred the coroutine waits on: it is resumed with the outcome."""

@@ -405,7 +405,8 @@ class GuardedPool:
             self._last_index = (None, None)
             return _LATER
         if (
-            policy.confirmation_for(
+            policy.confirms_any
+            and policy.confirmation_for(
                 tool, definition.get("annotations") if definition is not None else None
             )
             is not None

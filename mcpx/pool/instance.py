@@ -205,7 +205,8 @@ class Slots:
         if config is None:
             return None
         instance = self.find(server, scope_for(config, client))
-        if instance is None or not instance.usable:
+        # Instance.usable, without the property's call (as above).
+        if instance is None or instance.session is None or instance.ended is not None:
             return None
         self._last_running = (server, client, instance)
         return instance

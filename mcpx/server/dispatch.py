@@ -560,8 +560,8 @@ class McpServer:
         if context.progress_token is not None and conn.can_push:
             relay = ProgressRelay.for_request(conn, context)
         on_log = self.surface.log_relay(conn, context)
-        passthrough = self.offering.serving(conn)
-        if route is not None and passthrough is not None:
+        # A gateway tool's call (no route) does not ask which pass-through serves.
+        if route is not None and (passthrough := self.offering.serving(conn)) is not None:
             calling = passthrough.call_tool(
                 context, route.server, route.upstream, params, on_progress=relay, on_log=on_log
             )

@@ -98,11 +98,17 @@ class ServerPolicy:
     sampling_mode: SamplingMode = SamplingMode.ALLOW
     sampling_max_tokens: int | None = None
     sampling_include_context: bool = False
+    #: Whether any tool can be hidden (else listing and calling skip the check): told
+    #: once, read by every pass-through call twice (its route, its admission).
+    hides_any: bool = field(init=False, eq=False, repr=False, default=False)
+    #: Whether any call can need confirmation (else L{confirmation_for} is not asked).
+    confirms_any: bool = field(init=False, eq=False, repr=False, default=False)
 
-    @property
-    def hides_any(self) -> bool:
-        """Whether any tool can be hidden (else listing skips the check)."""
-        return self.allow is not None or bool(self.deny.patterns)
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "hides_any", self.allow is not None or bool(self.deny.patterns))
+        object.__setattr__(
+            self, "confirms_any", bool(self.confirm.patterns) or self.confirm_destructive
+        )
 
     def hidden_by(self, tool: str) -> str | None:
         """The setting that hides C{tool} (C{tools.deny ["drop_*"]}), or C{None}."""

@@ -193,7 +193,8 @@ def _capabilities(spelling: Spelling, capabilities: Mapping[str, Any]) -> Mappin
 
 def _block(spelling: Spelling, block: Any) -> Any:
     """One content block as C{spelling}'s revision can carry it."""
-    if not isinstance(block, Mapping):
+    # Every block of every legacy call's result: a dict is told without the ABC.
+    if not (type(block) is dict or isinstance(block, Mapping)):
         return block
     kind = block.get("type")
     if kind == "audio" and not spelling.audio:
@@ -229,7 +230,12 @@ def _generic(spelling: Spelling, result: Mapping[str, Any]) -> dict[str, Any]:
     for key in spelling.result_drop:
         out.pop(key, None)
     meta = out.get("_meta")
-    if spelling.meta_drop and isinstance(meta, Mapping):
+    # Most results carry no _meta, and the rest a dict: told without the ABC.
+    if (
+        spelling.meta_drop
+        and meta is not None
+        and (type(meta) is dict or isinstance(meta, Mapping))
+    ):
         new = _without(meta, spelling.meta_drop)
         if new is not meta:
             if new:

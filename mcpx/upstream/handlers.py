@@ -136,7 +136,9 @@ class UpstreamHandlers:
     notification: NotificationSink | None = None
     declares: frozenset[str] | None = None
     _by_method: dict[str, Question | None] = field(init=False)
-    _declared: dict[tuple[Any, ...], bytes] = field(init=False, factory=dict, eq=False, repr=False)
+    _declared: dict[tuple[Any, ...], tuple[bytes, dict[str, Any]]] = field(
+        init=False, factory=dict, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.relay is not None:
@@ -155,6 +157,20 @@ class UpstreamHandlers:
         and set of handlers, and kept as their JSON text: each caller gets a copy of its
         own to change, read in one pass in C (a walk of the objects took four times as long).
         """
+        copied: dict[str, Any] = loads(self._declared_at(revision)[0])
+        return copied
+
+    def kept_capabilities(self, revision: Revision) -> dict[str, Any]:
+        """
+        L{client_capabilities} as one object kept with their text, the same one for every
+        caller while the revision and the handlers are the same: never to be changed.
+        What a 2026-07-28 request of mcpx's own declares as it is, and whose text is
+        written once (L{mcpx.upstream.modern_session}).
+        """
+        return self._declared_at(revision)[1]
+
+    def _declared_at(self, revision: Revision) -> tuple[bytes, dict[str, Any]]:
+        """The capabilities to declare at C{revision} now: their text, and that text read."""
         key = (
             revision,
             self.relay is not None,
@@ -167,9 +183,9 @@ class UpstreamHandlers:
         )
         declared = self._declared.get(key)
         if declared is None:
-            declared = self._declared[key] = encode_json(self._capabilities_at(revision))
-        copied: dict[str, Any] = loads(declared)
-        return copied
+            text = encode_json(self._capabilities_at(revision))
+            declared = self._declared[key] = (text, loads(text))
+        return declared
 
     def _capabilities_at(self, revision: Revision) -> dict[str, Any]:
         declared: dict[str, Any] = {}

@@ -189,13 +189,17 @@ class ModernSession(UpstreamSession):
 
     def _capabilities_made(self, call: Call | None, tasks: bool) -> dict[str, Any]:
         declared = call.declared if call is not None else None
-        capabilities = (
-            dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
-        )
         # The host's own declarations of the extensions mcpx relays travel upstream as it
         # spelled them: MCP Apps, so a server offers its app only to a host that renders
         # one.  mcpx never declares one on a host's behalf.
         ui = declared_ui(call.capabilities) if call is not None else None
+        if declared is None and ui is None and not tasks:
+            # mcpx's own, nothing added: the handlers' kept object, the same while they
+            # declare the same, so its text is written once (_meta's tail).
+            return self.handlers.kept_capabilities(NEWEST)
+        capabilities = (
+            dict(declared) if declared is not None else self.handlers.client_capabilities(NEWEST)
+        )
         if ui is not None:
             extensions = capabilities.get("extensions")
             capabilities["extensions"] = {

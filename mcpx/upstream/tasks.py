@@ -122,11 +122,12 @@ def declares_extension(capabilities: Mapping[str, Any]) -> bool:
 def declares_tool_tasks(capabilities: Mapping[str, Any]) -> bool:
     """Whether a 2025-11-25 server takes task-augmented C{tools/call}s."""
     node: Any = capabilities
+    # Asked of every 2025-11-25 call: a dict is told without the ABC.
     for part in ("tasks", "requests", "tools", "call"):
-        if not isinstance(node, Mapping) or part not in node:
+        if not (type(node) is dict or isinstance(node, Mapping)) or part not in node:
             return False
         node = node[part]
-    return isinstance(node, Mapping)
+    return type(node) is dict or isinstance(node, Mapping)
 
 
 def _poll_seconds(milliseconds: object) -> float:

@@ -276,6 +276,42 @@ class CachedListTests(SynchronousTestCase):
         )
         self.assertEqual(counts, {("declined", "notes"): 1})
 
+    def test_confirm_pattern_asked_alike(self) -> None:
+        shown, _, asked, counts, calls = self.assertSame(
+            {"tools": {"confirm": ["add_*"]}}, "add_note", {"text": "a"}
+        )
+        self.assertTrue(shown["isError"])
+        self.assertEqual(asked, ["tools.confirm pattern 'add_*'"])
+        self.assertEqual((counts, calls), ({("declined", "notes"): 1}, []))
+
+    def test_confirmation_follows_reloads(self) -> None:
+        """
+        Calls decided at once (the list cached, the schemas compiled) are held against
+        the policy in force at each call: a reload that adds C{tools.confirm} has the
+        next call confirmed (declined here, so never made), and one that takes it away
+        again has the next made without a question.
+        """
+        inner = InnerPool(configured(notes={}))
+        inner.cached = True
+        asked: list[str] = []
+
+        async def confirm(call: Confirmation) -> bool:
+            asked.append(call.why)
+            return False
+
+        guard = GuardedPool(inner, confirm=confirm)
+        made: list[object] = []
+        for entry in ({}, {}, {"tools": {"confirm": ["add_*"]}}, {}):
+            self.successResultOf(run(guard.reload(configured(notes=entry))))
+            result = self.successResultOf(run(guard.call_tool("notes", "add_note", {"text": "a"})))
+            made.append((result.get("isError", False), list(asked), len(inner.calls)))
+            asked.clear()
+        confirmed = ["tools.confirm pattern 'add_*'"]
+        self.assertEqual(
+            made, [(False, [], 1), (False, [], 2), (True, confirmed, 2), (False, [], 3)]
+        )
+        self.assertEqual(inner.lists, 0)
+
     def test_valid_and_unlisted_pass_alike(self) -> None:
         self.assertSame({}, "add_note", {"text": "a"})
         _, _, _, _, calls = self.assertSame({}, "not_listed", {"x": 1})

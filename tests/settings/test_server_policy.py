@@ -58,6 +58,41 @@ class PolicySettingsTests(SynchronousTestCase):
         self.assertEqual(servers.policy("b").validate_output, Check.ENFORCE)
         self.assertEqual(servers.policy("b").sampling_mode, SamplingMode.ALLOW)
 
+    def test_what_a_policy_can_hide_or_confirm(self) -> None:
+        """
+        Whether a policy hides any tool or confirms any call is told once, from its own
+        settings (a call skips the check when it can neither): every setting that can
+        hide or confirm counts, and two policies that differ in them alone differ.
+        """
+        entries: dict[str, dict[str, object]] = {
+            "plain": {},
+            "allow": {"tools": {"allow": ["a_*"]}},
+            "deny": {"tools": {"deny": ["drop_*"]}},
+            "confirm": {"tools": {"confirm": ["delete_*"]}},
+            "destructive": {"confirmDestructive": True},
+        }
+        servers = read(
+            {"servers": {name: {"command": "x", **entry} for name, entry in entries.items()}}
+        )
+        told = {
+            name: (servers.policy(name).hides_any, servers.policy(name).confirms_any)
+            for name in entries
+        }
+        self.assertEqual(
+            told,
+            {
+                "plain": (False, False),
+                "allow": (True, False),
+                "deny": (True, False),
+                "confirm": (False, True),
+                "destructive": (False, True),
+            },
+        )
+        self.assertNotEqual(servers.policy("plain"), servers.policy("confirm"))
+        self.assertEqual(
+            servers.policy("plain"), read({"servers": {"p": {"command": "x"}}}).policy("p")
+        )
+
     def test_server_without_policy_gets_defaults(self) -> None:
         policy = read({"servers": {"a": {"url": "https://example.test/mcp"}}}).policy("a")
         self.assertEqual(policy.validate_input, Check.ENFORCE)

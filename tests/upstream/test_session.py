@@ -5,6 +5,7 @@ C{_meta}, pagination, question rounds, server requests and the listen stream.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -264,6 +265,52 @@ class ModernSessionTests(SynchronousTestCase):
         self.assertEqual(sent[1]["extensions"], {UI_EXTENSION: ui})
         self.assertEqual(sent[2], {"roots": {}})
         self.assertNotIn("extensions", sent[3])
+
+    def test_own_capabilities_follow_the_handlers(self) -> None:
+        """
+        A call of mcpx's own (no host's declaration to pass on) declares the handlers'
+        capabilities as they are at that call: the same _meta, in the same order,
+        call after call; what a handler added or removed since, from the next call on;
+        and never what a host's call added to its own (its MCP Apps declaration).
+        """
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "tools/call": lambda p: {"content": [], "resultType": "complete"},
+            }
+        )
+        handlers = UpstreamHandlers(sampling=answered({}))
+        session = modern(server, handlers)
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        ui = {"mimeTypes": ["text/html;profile=mcp-app"]}
+
+        def call(caller: Call | None = None) -> None:
+            self.successResultOf(Deferred.fromCoroutine(session.call_tool("echo", {}, call=caller)))
+
+        call()
+        call()
+        call(Call("b", {"extensions": {UI_EXTENSION: ui}}))
+        call()
+        handlers.roots = answered({"roots": []})
+        call()
+        handlers.roots = None
+        call()
+        metas = [params_of(r)["_meta"] for r in server.requests if r.method == "tools/call"]
+        declared = [meta["io.modelcontextprotocol/clientCapabilities"] for meta in metas]
+        own: dict[str, Any] = {"sampling": {}}
+        self.assertEqual(
+            declared,
+            [
+                own,
+                own,
+                {"sampling": {}, "extensions": {UI_EXTENSION: ui}},
+                own,
+                {"roots": {}, "sampling": {}},
+                own,
+            ],
+        )
+        written = [json.dumps(meta) for meta in metas]
+        self.assertEqual([written[1], written[3], written[5]], [written[0]] * 3)
 
     def test_every_request_carries_version_capabilities_and_identity(self) -> None:
         """server/discover and every later request restate the revision in _meta."""
