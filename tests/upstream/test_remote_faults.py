@@ -270,7 +270,13 @@ class CallFailureTests(RemoteCase):
         self.rough.on_call = dying
         pool = self.make_pool()
         error = await self.broke(pool)
-        self.assert_v1(error, 502, "broke", "whether it ran is unknown")
+        # Cut before or after the stream's head reached mcpx (which a loaded machine
+        # decides): the POST "failed" or its stream "broke"; the outcome is unknown alike.
+        body = self.assert_v1(error, 502, "whether it ran is unknown")
+        self.assertTrue(
+            " broke" in body["message"] or "failed: ConnectionLost" in body["message"],
+            body["message"],
+        )
         self.assertEqual(self.rough.calls["charge"], 1)
         self.rough.on_call = lambda seen: result(seen, {"content": [], "ran": True})
         answer = await pool.call_tool("rough", "charge", {})
@@ -517,7 +523,10 @@ class ConnectionTests(RemoteCase):
             ]
             outcomes: list[tuple[bool, Any]] = await DeferredList(calls, consumeErrors=True)
             self.assertEqual({type(o[1].value).__name__ for o in outcomes}, {"CallTimedOut"})
-        self.assertEqual(self.rough.calls["charge"], 200)
+        # Each sent once at most: on a loaded machine a call's second may be over before
+        # its request left.
+        self.assertLessEqual(self.rough.calls["charge"], 200)
+        self.assertGreater(self.rough.calls["charge"], 0)
         for _ in range(50):
             if not [s for s in self.rough.http.open if not s.dropped.called]:
                 break
