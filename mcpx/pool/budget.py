@@ -259,6 +259,7 @@ class Deadline:
         on_expire: Callable[[], object],
         *,
         ceiling: float | None = None,
+        now: float | None = None,
     ) -> None:
         """
         @param deadlines: the clock's deadlines, whose timer this one runs under.
@@ -266,13 +267,15 @@ class Deadline:
         @param on_expire: called once, when the time is up.
         @param ceiling: the most running time L{extend} may grant in all, counted
             from now (paused time not counted); C{None} for no extension at all.
+        @param now: the clock's time now, where the caller read it just before (in the
+            same synchronous step): the clock is not read again; else it is.
         """
         clock = self._clock = deadlines.clock
         self._deadlines = deadlines
         self._left = seconds
         self._on_expire = on_expire
         self._paused = 0
-        since = self._since = clock.seconds()
+        since = self._since = clock.seconds() if now is None else now
         #: Running time before C{_since} (paused time not counted).
         self._spent = 0.0
         self._ceiling = ceiling

@@ -613,10 +613,16 @@ class Instances:
         ):
             instance.slot.failures = 0
 
-    def finished(self, instance: Instance) -> None:
+    def finished(self, instance: Instance, now: float | None = None) -> None:
+        """
+        A request on C{instance} ended.
+
+        @param now: the clock's time now, where the caller read it in the same
+            synchronous step (L{mcpx.pool.requests.Requests.run}); else it is read here.
+        """
         instance.in_flight -= 1
         if instance.in_flight == 0:
-            instance.last_used = self.clock.seconds()
+            instance.last_used = self.clock.seconds() if now is None else now
             if instance.idle_timer is None:
                 # Else its idle check, due already, looks at last_used.
                 self.idle_again(instance)

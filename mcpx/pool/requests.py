@@ -162,16 +162,21 @@ class Requests:
         try:
             try:
                 left = timeout
+                # The clock read once for what was waited and the deadline's start (the
+                # same instant): the deadline read it itself when nothing was waited.
+                now = None
                 if asked is not None:
-                    left = max(timeout - (self._instances.clock.seconds() - asked), _LEAST_BOUND)
+                    now = self._instances.clock.seconds()
+                    left = max(timeout - (now - asked), _LEAST_BOUND)
                 if progress is None:
-                    deadline = Deadline(self.deadlines, left, watched.cancel)
+                    deadline = Deadline(self.deadlines, left, watched.cancel, now=now)
                 else:
                     deadline = Deadline(
                         self.deadlines,
                         left,
                         watched.cancel,
                         ceiling=max(self.call_max_duration, left),
+                        now=now,
                     )
                     self.progress.open(progress, on_progress, timeout, deadline)
                 instance.deadlines.add(deadline)
@@ -208,9 +213,12 @@ class Requests:
                     if progress is not None:
                         self.progress.close(progress)
             finally:
+                # When it ended, read once: the instance's last use and the call's
+                # duration for on_call (the same synchronous step).
+                ended = self._instances.clock.seconds() if on_call is not None else None
                 instance.calls.remove(call)
                 instance.principals.remove(principal)
-                self._instances.finished(instance)
+                self._instances.finished(instance, ended)
                 if call is not None:
                     # The questions it asked that still wait are withdrawn with it
                     # (mcpx.call.Call.call_ended).
@@ -224,11 +232,11 @@ class Requests:
             return result
         finally:
             if on_call is not None:
-                assert asked is not None
+                assert asked is not None and ended is not None
                 on_call(
                     instance.name,
                     what,
-                    self._instances.clock.seconds() - asked,
+                    ended - asked,
                     outcome,
                     principal,
                 )

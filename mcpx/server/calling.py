@@ -42,6 +42,7 @@ from mcpx.server.ext_tasks import client_declares
 from mcpx.server.gateway_tools import CALL_TOOL
 from mcpx.server.offering import Offering
 from mcpx.server.param_headers import check_headers
+from mcpx.server.passthrough import PassThrough
 from mcpx.server.passthrough_routes import FETCH, ToolRoute
 from mcpx.server.promotion import TaskPromotion
 from mcpx.server.resumable import ResumableCall
@@ -52,10 +53,14 @@ from mcpx.wire.errors import RpcError
 #: A call's params, and the route a C{tools/call} takes (C{None} for the rest).
 Params = dict[str, Any]
 Route = ToolRoute | None
+#: The pass-through serving a call's connection, where it was found in the same
+#: synchronous step as the call's forward (L{Forward}); else C{None}.
+Served = PassThrough | None
 
 #: Forwards one call upstream (or to the gateway): its connection, its context (with
-#: its call), its params and its route.
-Forward = Callable[[Conn, Context, Params, Route], Awaitable[Mapping[str, Any]]]
+#: its call), its params, its route and the pass-through found serving the connection
+#: in the same synchronous step (C{None}: not found so, to be looked up).
+Forward = Callable[[Conn, Context, Params, Route, Served], Awaitable[Mapping[str, Any]]]
 
 #: Spells a result built in the newest shape for C{method} and the request's revision.
 Spell = Callable[[Mapping[str, Any], str, Context], Any]
@@ -115,11 +120,20 @@ class _Way:
             # checked against the arguments.
             route: Route = None
             passthrough = self.parts.offering.serving(conn)
+            # The pass-through handed to the forward, found now: nothing is awaited
+            # between this and the forward on the way at once (no fetch, no sign-in,
+            # no task); else looked up again there.
+            served: Served = None
             name = params.get("name")
             if passthrough is not None and isinstance(name, str):
                 routes = passthrough.routes
                 now = routes.tool_route_now(context, name)
-                route = await routes.tool_route(context, name) if now is FETCH else now
+                if now is FETCH:
+                    # Not handed on: a reload may come while the catalogues are fetched.
+                    route = await routes.tool_route(context, name)
+                else:
+                    route = now
+                    served = passthrough
                 headers = context.headers
                 if headers is not None and route is not None and route.headers:
                     check_headers(route.headers, params.get("arguments"), headers)
@@ -135,7 +149,9 @@ class _Way:
                         lambda params: self._tasked(conn, context, params, route),
                     )
             # Looked up once for the request: its Call is made knowing it (L{_inline}).
-            return await self._tasked(conn, context, params, route, passthrough is not None)
+            return await self._tasked(
+                conn, context, params, route, narrow=passthrough is not None, served=served
+            )
         except RpcError as error:
             answer = url_required_answer(error, context, self.method)
             if answer is None:
@@ -148,9 +164,16 @@ class _Way:
         context: Context,
         params: Params,
         route: Route,
+        *,
         narrow: bool | None = None,
+        served: Served = None,
     ) -> Awaitable[Mapping[str, Any]]:
-        """A C{tools/call}, as a task where its client and its tool want one, else inline."""
+        """
+        A C{tools/call}, as a task where its client and its tool want one, else inline.
+
+        @param served: the pass-through serving C{conn}, found in this synchronous step
+            (L{Forward}): handed to the forward of an inline call, which runs in it too.
+        """
         promotion = self.parts.promotion
         if promotion is not None:
             if context.modern:
@@ -162,7 +185,7 @@ class _Way:
                     raise RpcError.missing_client_capability(TASKS_REQUIRED)
             elif "task" in params and context.task is None:
                 return self._core(conn, context, params, route, promotion)
-        return self._inline(conn, context, params, route, narrow)
+        return self._inline(conn, context, params, route, narrow=narrow, served=served)
 
     async def _core(
         self, conn: Conn, context: Context, params: Params, route: Route, promotion: TaskPromotion
@@ -186,7 +209,9 @@ class _Way:
         context: Context,
         params: Params,
         route: Route,
+        *,
         narrow: bool | None = None,
+        served: Served = None,
     ) -> Awaitable[Mapping[str, Any]]:
         """
         A call answered by its request: its L{Call} built, the call forwarded and its
@@ -195,6 +220,8 @@ class _Way:
 
         @param narrow: whether the connection is served a pass-through, where the
             request looked already (L{Asking.call_for}); C{None}: looked up.
+        @param served: the pass-through serving C{conn}, found in this synchronous step,
+            for the forward (L{Forward}); C{None}: it looks it up.
         """
         asking, method = self.parts.asking, self.method
         if context.modern and "requestState" in params:
@@ -206,9 +233,9 @@ class _Way:
                 self.parts.roots.uses(conn, (server,))
         call = asking.call_for(conn, context, params, method, narrow=narrow)
         if call is None:
-            return self.forward(conn, context, params, route)
+            return self.forward(conn, context, params, route, served)
         context = context.with_call(call)
-        forwarded = settled(call, self.forward(conn, context, params, route))
+        forwarded = settled(call, self.forward(conn, context, params, route, served))
         if call.asker is None:
             return forwarded
         return asking.asked(conn, forwarded, context, params, method)
@@ -240,7 +267,7 @@ class _Way:
             if isinstance(asker, ResumableCall)
             else ResumableCall(call, "tools/call", self.parts.clock)
         )
-        forwarded = settled(call, self.forward(conn, context, params, route))
+        forwarded = settled(call, self.forward(conn, context, params, route, None))
         return await promotion.call_may_become_task(
             conn, context, params, route, spell, fresh=(call, resumable, forwarded)
         )

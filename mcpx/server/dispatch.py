@@ -554,14 +554,23 @@ class McpServer:
         return self._page("tools/list", self.surface.tool_definitions, params)
 
     def _call_tool(
-        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        route: ToolRoute | None,
+        served: PassThrough | None,
     ) -> Awaitable[Mapping[str, Any]]:
         relay = None
         if context.progress_token is not None and conn.can_push:
             relay = ProgressRelay.for_request(conn, context)
         on_log = self.surface.log_relay(conn, context)
-        # A gateway tool's call (no route) does not ask which pass-through serves.
-        if route is not None and (passthrough := self.offering.serving(conn)) is not None:
+        # A gateway tool's call (no route) does not ask which pass-through serves, nor
+        # one whose route was found at once (L{mcpx.server.calling.Forward}).
+        passthrough = served
+        if route is not None and (
+            passthrough is not None or (passthrough := self.offering.serving(conn)) is not None
+        ):
             calling = passthrough.call_tool(
                 context, route.server, route.upstream, params, on_progress=relay, on_log=on_log
             )
@@ -581,7 +590,12 @@ class McpServer:
         return self._page("prompts/list", await self._serving(conn).prompts(context), params)
 
     async def _get_prompt(
-        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        route: ToolRoute | None,
+        served: PassThrough | None,
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
         return await self._serving(conn).get_prompt(context, params, on_log=on_log)
@@ -598,7 +612,12 @@ class McpServer:
         return self._page("resources/templates/list", items, params)
 
     async def _read_resource(
-        self, conn: Conn, context: Context, params: dict[str, Any], route: ToolRoute | None
+        self,
+        conn: Conn,
+        context: Context,
+        params: dict[str, Any],
+        route: ToolRoute | None,
+        served: PassThrough | None,
     ) -> Mapping[str, Any]:
         on_log = self.surface.log_relay(conn, context)
         return await self._serving(conn).read_resource(context, params, on_log=on_log)

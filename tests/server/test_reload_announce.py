@@ -13,7 +13,7 @@ from mcpx.ops.reloading import server_changes
 from mcpx.server.http import McpHTTP
 from mcpx.spec.meta_keys import SUBSCRIPTION_ID_KEY
 from mcpx.spec.revision import Revision
-from mcpx.wire.errors import INVALID_PARAMS
+from mcpx.wire.errors import INVALID_PARAMS, RpcError
 from tests.daemon.fake_pool import swap_part
 from tests.pool.fakes import servers, stdio
 from tests.server import Harness, Session
@@ -21,6 +21,8 @@ from tests.server.test_http import Client, modern, modern_headers
 from tests.server.test_listen import listen
 from tests.server.test_passthrough import Upstreams, names_of, passed_through, upstream
 
+#: beta's one tool, as it lists it.
+ADD = {"name": "add", "inputSchema": {"type": "object"}}
 TOOLS = "notifications/tools/list_changed"
 PROMPTS = "notifications/prompts/list_changed"
 RESOURCES = "notifications/resources/list_changed"
@@ -42,6 +44,11 @@ def aligned() -> tuple[Harness, Upstreams]:
     harness, connector = passed_through()
     swap_part(harness.host, servers=harness.pool.servers)
     return harness, connector
+
+
+def calls_of(connector: Upstreams, name: str) -> int:
+    """The tools/call requests every instance of server C{name} was sent."""
+    return sum(started.methods().count("tools/call") for started in connector.started(name))
 
 
 def heard(harness: Harness) -> list[str]:
@@ -96,6 +103,52 @@ class LegacyReloadTests(SynchronousTestCase):
         self.assertIn(TOOLS, heard(harness))
         self.assertEqual(names_of(session.result("tools/list")["tools"])[0], "add")
         self.assertEqual(session.call("add", {"a": 1, "b": 2})["structuredContent"], {"sum": 3})
+
+    def test_call_routed_across_a_reload_is_served_as_its_connection_is_then(self) -> None:
+        """
+        A call whose route waited for a server's listing is forwarded as its connection is
+        served once the route is found: the server removed from the daemon's view in the
+        while (a reload under way, the pool not reloaded yet), the call never reaches it;
+        the same call, nothing removed, does.
+        """
+        for removed in (False, True):
+            harness, connector = aligned()
+            harness.conn.passthrough = ("beta",)
+            connector.holding.add("tools/list")
+            session = Session(Revision.V2025_06_18, harness)
+            calling = session.request("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+            self.assertFalse(calling.called)
+            if removed:
+                swap_part(harness.host, servers=servers(stdio("alpha"), stdio("other")))
+            connector.holding.clear()
+            upstream(connector, "beta").release("tools/list", {"tools": [ADD]})
+            if removed:
+                self.assertEqual(calls_of(connector, "beta"), 0)
+                error = self.failureResultOf(calling, RpcError).value
+                self.assertEqual(error.code, INVALID_PARAMS)
+                self.assertIn("no tool named 'add'", error.message)
+            else:
+                self.assertEqual(calls_of(connector, "beta"), 1)
+                self.assertEqual(self.successResultOf(calling)["structuredContent"], {"sum": 3})
+
+    def test_each_call_served_by_its_connections_passthrough_now(self) -> None:
+        """
+        Call after call, a connection's calls go through the pass-through it is served
+        now: none once a reload removes its servers (the gateway knows no such tool),
+        again once a reload adds one back.
+        """
+        harness, connector = aligned()
+        harness.conn.passthrough = ("beta",)
+        session = Session(Revision.V2025_06_18, harness)
+        add = {"name": "add", "arguments": {"a": 1, "b": 2}}
+        self.assertEqual(session.result("tools/call", add)["structuredContent"], {"sum": 3})
+        self.assertEqual(calls_of(connector, "beta"), 1)
+        reload(harness, "alpha", "other")
+        self.assertEqual(session.error("tools/call", add).code, INVALID_PARAMS)
+        self.assertEqual(calls_of(connector, "beta"), 1)
+        reload(harness, "alpha", "beta", "other")
+        self.assertEqual(session.result("tools/call", add)["structuredContent"], {"sum": 3})
+        self.assertEqual(calls_of(connector, "beta"), 2)
 
 
 class ModernReloadTests(SynchronousTestCase):
