@@ -90,7 +90,7 @@ from mcpx.upstream.first_use import ClientOnFirstUse
 from mcpx.upstream.groups import RECORDS_DIRECTORY, ProcessGroups
 from mcpx.upstream.handlers import UpstreamHandlers, declared_in
 from mcpx.wire.errors import RpcError
-from mcpx.wire.twisted_private import poll_with_lazy_log_prefix
+from mcpx.wire.twisted_private import loop_without_idle_calls, poll_with_lazy_log_prefix
 
 if TYPE_CHECKING:
     from treq.client import HTTPClient
@@ -182,6 +182,8 @@ def make_service(config: DaemonConfig, reactor: IDaemonReactor) -> DaemonService
     start_tracing(settings)
     # Each ready descriptor handled without a log context made for it (the same log).
     poll_with_lazy_log_prefix(reactor)
+    # Its loop's iterations with nothing timed due read the clock once, and call no more.
+    loop_without_idle_calls(reactor)
     events = EventBus(clock, masker=config.masker)
     metrics = Metrics(
         RouteTemplates(

@@ -77,7 +77,9 @@ class ModernSession(UpstreamSession):
     )
 
     def _meta(self, meta: Any, call: Call | None = None, *, tasks: bool = False) -> dict[str, Any]:
-        merged = dict(meta) if is_mapping(meta) else {}
+        # The caller's own dict is the head of an EncodedTail, which copies it and
+        # never changes it; it is copied before anything is added to it.
+        head = meta if type(meta) is dict else dict(meta) if is_mapping(meta) else {}
         capabilities = self._capabilities_for(call, tasks)
         tail = self._last_tail
         if tail is None or tail[0] is not capabilities:
@@ -88,14 +90,15 @@ class ModernSession(UpstreamSession):
             }
             self._last_tail = tail = (capabilities, last, tail_of(last))
         written = tail[2]
-        if written is None or not _TAIL_KEYS.isdisjoint(merged):
+        if written is None or not _TAIL_KEYS.isdisjoint(head):
+            merged = dict(head) if head is meta else head
             merged[PROTOCOL_VERSION_KEY] = _NEWEST_VALUE
             merged[CLIENT_CAPABILITIES_KEY] = capabilities
             merged[CLIENT_INFO_KEY] = CLIENT_INFO
             return merged
         # Written after the caller's own members, as assigned one by one: their text,
         # the same for the same capabilities, is written once (EncodedTail).
-        return EncodedTail(merged, tail[1], written)
+        return EncodedTail(head, tail[1], written)
 
     def _spelled(
         self, method: str, params: Mapping[str, Any] | None, call: Call | None

@@ -60,10 +60,19 @@ MAX_PAGES = 1000
 def tool_call_params(
     name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The params of a C{tools/call} of tool C{name}."""
-    params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+    """
+    The params of a C{tools/call} of tool C{name}, with C{arguments} and C{meta}
+    themselves when they are dicts, else dicts of them: nothing that spells, sends or
+    sends again a session's request changes either (a 2026-07-28 C{_meta} is a new
+    object made of it, L{mcpx.upstream.modern_session.ModernSession._meta}), and the
+    one caller, the pool, makes C{meta} for the call and changes neither after.
+    """
+    params: dict[str, Any] = {
+        "name": name,
+        "arguments": arguments if type(arguments) is dict else dict(arguments or {}),
+    }
     if meta:
-        params["_meta"] = dict(meta)
+        params["_meta"] = meta if type(meta) is dict else dict(meta)
     return params
 
 

@@ -5,6 +5,7 @@ C{_meta}, pagination, question rounds, server requests and the listen stream.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -15,12 +16,14 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from mcpx.call import Call
 from mcpx.spec.apps import UI_EXTENSION
+from mcpx.spec.meta_keys import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from mcpx.spec.revision import Revision
 from mcpx.upstream.handlers import UpstreamHandlers
 from mcpx.upstream.legacy_session import LegacySession
 from mcpx.upstream.modern_session import ModernSession
-from mcpx.upstream.records import NotModern, TooManyRounds, UpstreamError
+from mcpx.upstream.records import CLIENT_INFO, NotModern, TooManyRounds, UpstreamError
 from mcpx.wire.errors import RpcError
+from mcpx.wire.messages import Request
 from tests.upstream.memory import (
     FakeServer,
     MemoryChannel,
@@ -771,3 +774,123 @@ class ServerStreamWaitTests(SynchronousTestCase):
         opening = Deferred.fromCoroutine(self.session.open())
         self.clock.advance(SERVER_STREAM_WAIT)
         self.successResultOf(opening)
+
+
+class _RecordingChannel(MemoryChannel):
+    """A memory channel that keeps the bytes of every request sent on it."""
+
+    def __init__(self, server: FakeServer) -> None:
+        super().__init__(server)
+        self.sent: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
+        super().send(data)
+
+    def send_request(self, data: bytes, request: Request) -> None:
+        self.sent.append(data)
+        super().send_request(data, request)
+
+
+def _compact(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class CallersDictsTests(SynchronousTestCase):
+    """
+    A C{tools/call}'s arguments and C{_meta}, as its caller gives them: sent upstream
+    as they are (with, in 2026-07-28, the revision, capabilities and identity after the
+    caller's own members), and left as they were, in either era, for a caller's
+    C{_meta} with or without members of mcpx's own.
+    """
+
+    def _calls(self, session: Any, channel: _RecordingChannel) -> list[bytes]:
+        arguments = {"text": "héllo", "nested": {"list": [1, 2.5, None]}}
+        metas: list[dict[str, Any]] = [
+            {"progressToken": 7, "trace": {"id": "abc"}},
+            {"progressToken": 8, "trace": {"id": "abc"}},
+            {"progressToken": 9, PROTOCOL_VERSION_KEY: "1999-01-01", "x": True},
+        ]
+        given = copy.deepcopy((arguments, metas))
+        before = len(channel.sent)
+        for meta in metas:
+            self.successResultOf(
+                Deferred.fromCoroutine(session.call_tool("echo", arguments, meta=meta))
+            )
+            # A caller's dicts, as they were, after each call.
+            self.assertEqual((arguments, metas), given)
+        return channel.sent[before:]
+
+    def test_modern(self) -> None:
+        server = FakeServer(
+            {
+                "server/discover": lambda p: discover_result(tools={}),
+                "tools/call": lambda p: {"content": [], "resultType": "complete"},
+            }
+        )
+        channel = _RecordingChannel(server)
+        session = ModernSession(
+            name="fake", channel=channel, clock=Clock(), handlers=UpstreamHandlers()
+        )
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        sent = self._calls(session, channel)
+        capabilities = params_of(server.requests[-1])["_meta"][CLIENT_CAPABILITIES_KEY]
+        own = {
+            PROTOCOL_VERSION_KEY: "2026-07-28",
+            CLIENT_CAPABILITIES_KEY: capabilities,
+            CLIENT_INFO_KEY: CLIENT_INFO,
+        }
+        arguments = {"text": "héllo", "nested": {"list": [1, 2.5, None]}}
+        metas = [
+            {"progressToken": 7, "trace": {"id": "abc"}, **own},
+            {"progressToken": 8, "trace": {"id": "abc"}, **own},
+            {"progressToken": 9, PROTOCOL_VERSION_KEY: "2026-07-28", "x": True, **own},
+        ]
+        self.assertEqual(
+            sent,
+            [
+                _compact(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "method": "tools/call",
+                        "params": {"name": "echo", "arguments": arguments, "_meta": meta},
+                    }
+                )
+                for request_id, meta in zip((2, 3, 4), metas, strict=True)
+            ],
+        )
+
+    def test_legacy(self) -> None:
+        server = FakeServer(
+            {
+                "initialize": lambda p: initialize_result(),
+                "tools/call": lambda p: {"content": []},
+            }
+        )
+        channel = _RecordingChannel(server)
+        session = LegacySession(
+            name="fake", channel=channel, clock=Clock(), handlers=UpstreamHandlers()
+        )
+        self.successResultOf(Deferred.fromCoroutine(session.open()))
+        sent = self._calls(session, channel)
+        arguments = {"text": "héllo", "nested": {"list": [1, 2.5, None]}}
+        metas = [
+            {"progressToken": 7, "trace": {"id": "abc"}},
+            {"progressToken": 8, "trace": {"id": "abc"}},
+            {"progressToken": 9, PROTOCOL_VERSION_KEY: "1999-01-01", "x": True},
+        ]
+        self.assertEqual(
+            sent,
+            [
+                _compact(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "method": "tools/call",
+                        "params": {"name": "echo", "arguments": arguments, "_meta": meta},
+                    }
+                )
+                for request_id, meta in zip((2, 3, 4), metas, strict=True)
+            ],
+        )

@@ -39,6 +39,7 @@ from mcpx.wire.twisted_private import (
     frames_plainly,
     handling_request,
     http11_client_factory,
+    loop_without_idle_calls,
     network_producer,
     nothing_queued,
     parses_no_forms,
@@ -310,3 +311,221 @@ class LazyLogPrefixTests(SynchronousTestCase):
         memory = MemoryReactor()
         poll_with_lazy_log_prefix(memory)
         self.assertNotIn("doIteration", vars(memory))
+
+
+#: A fresh epoll reactor run twice: crashed from a timed call, then run again through
+#: timed calls (made, cancelled, moved sooner, delayed, one failing), calls from a
+#: thread (one failing), a clock that fails once (an error escaping an iteration) and a
+#: stop from a descriptor's read, with a shutdown trigger that waits on a timed call.
+#: What ran, in order, and what was logged are printed as JSON; with C{mcpx}, the
+#: reactor is first made as the daemon makes it.
+_LOOP_SCRIPT = """
+import json, os, sys, threading
+from twisted.internet.abstract import FileDescriptor
+from twisted.internet.defer import Deferred
+from twisted.internet.epollreactor import EPollReactor
+from twisted.logger import globalLogPublisher
+from mcpx.wire.twisted_private import loop_without_idle_calls, poll_with_lazy_log_prefix
+
+ran, logged = [], []
+
+def observe(event):
+    failure = event.get("log_failure")
+    if failure is not None:
+        logged.append([event.get("log_format"), type(failure.value).__name__])
+    elif event.get("log_format") == "Main loop terminated.":
+        logged.append(["Main loop terminated.", None])
+
+globalLogPublisher.addObserver(observe)
+reactor = EPollReactor()
+if sys.argv[1] == "mcpx":
+    poll_with_lazy_log_prefix(reactor)
+    loop_without_idle_calls(reactor)
+ran.append(["loop", reactor.mainLoop.__qualname__])
+
+def note(what):
+    ran.append([what, reactor.running])
+
+def fail(what):
+    ran.append([what, reactor.running])
+    raise ValueError(what)
+
+def crash():
+    note("crash")
+    reactor.crash()
+
+def step1():
+    note("step1")
+    def thread():
+        reactor.callFromThread(note, "from thread")
+        reactor.callFromThread(fail, "failing from thread")
+        reactor.callFromThread(step2)
+    threading.Thread(target=thread).start()
+
+def step2():
+    note("step2")
+    reactor.callLater(0.02, note, "late")
+    reactor.callLater(0.01, note, "early")
+    calls["cancelled"] = reactor.callLater(0.005, note, "cancelled")
+    calls["reset"] = reactor.callLater(10, note, "reset sooner")
+    calls["delayed"] = reactor.callLater(0.003, note, "delayed")
+    reactor.callLater(0.012, fail, "failing timed call")
+    reactor.callLater(0.001, step2b)
+    reactor.callLater(0.05, step3)
+
+def step2b():
+    note("step2b")
+    calls["cancelled"].cancel()
+    calls["reset"].reset(0.016)
+    calls["delayed"].delay(0.03)
+
+def step3():
+    note("step3")
+    def clock_fails_once():
+        del reactor.seconds
+        raise RuntimeError("clock")
+    reactor.callLater(0, step4)
+    reactor.seconds = clock_fails_once
+
+def step4():
+    note("step4")
+    def before():
+        note("before shutdown")
+        waited = Deferred()
+        reactor.callLater(0.01, waited.callback, None)
+        reactor.callLater(0.005, note, "timed during shutdown")
+        return waited
+    reactor.addSystemEventTrigger("before", "shutdown", before)
+    reactor.addSystemEventTrigger("during", "shutdown", note, "during shutdown")
+    reactor.addSystemEventTrigger("after", "shutdown", note, "after shutdown")
+    # Stopped from a descriptor's read, as a signal or a request stops the daemon.
+    read_end, write_end = os.pipe()
+    reader = Stopper(reactor)
+    reader.fileno = lambda: read_end
+    reader.startReading()
+    os.write(write_end, b"stop")
+
+class Stopper(FileDescriptor):
+    def doRead(self):
+        self.stopReading()
+        reactor.stop()
+        note("stopped")
+
+calls = {}
+reactor.callLater(0, crash)
+reactor.run(installSignalHandlers=False)
+note("crashed")
+reactor.callLater(0, step1)
+reactor.run(installSignalHandlers=False)
+note("ended")
+print(json.dumps({"ran": ran, "logged": logged}))
+"""
+
+
+#: The qualified name of the daemon's main loop.
+_DAEMONS_LOOP = "loop_without_idle_calls.<locals>.main_loop"
+
+
+def _run_loop_script(mode: str) -> Any:
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LOOP_SCRIPT, mode],
+        capture_output=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    return json.loads(done.stdout)
+
+
+class LoopWithoutIdleCallsTests(SynchronousTestCase):
+    """
+    L{loop_without_idle_calls}: the daemon's main loop runs timed calls, calls from
+    threads, their errors, C{stop}, C{crash} and C{running} as Twisted's own does.
+    """
+
+    def test_the_same_as_twisteds_loop(self) -> None:
+        """
+        A real epoll reactor (in a process of its own) runs and logs the same things,
+        in the same order, with the daemon's loop as with Twisted's; and those are what
+        Twisted's loop is known to do.
+        """
+        twisted_run = _run_loop_script("twisted")
+        mcpx_run = _run_loop_script("mcpx")
+        self.assertEqual(twisted_run["ran"][0], ["loop", "ReactorBase.mainLoop"])
+        self.assertEqual(mcpx_run["ran"][0], ["loop", _DAEMONS_LOOP])
+        self.assertEqual(mcpx_run["ran"][1:], twisted_run["ran"][1:])
+        self.assertEqual(mcpx_run["logged"], twisted_run["logged"])
+        self.assertEqual(
+            mcpx_run["ran"][1:],
+            [
+                ["crash", True],
+                ["crashed", False],
+                ["step1", True],
+                ["from thread", True],
+                ["failing from thread", True],
+                ["step2", True],
+                ["step2b", True],
+                ["early", True],
+                ["failing timed call", True],
+                ["reset sooner", True],
+                ["late", True],
+                ["delayed", True],
+                ["step3", True],
+                ["step4", True],
+                ["stopped", True],
+                ["before shutdown", True],
+                ["timed during shutdown", True],
+                ["during shutdown", False],
+                ["after shutdown", False],
+                ["ended", False],
+            ],
+        )
+        self.assertEqual(
+            mcpx_run["logged"],
+            [
+                ["Main loop terminated.", None],
+                ["while calling from thread", "ValueError"],
+                ["while handling timed call", "ValueError"],
+                ["Unexpected error in main loop", "RuntimeError"],
+                ["Main loop terminated.", None],
+            ],
+        )
+
+    def test_another_reactor_or_version_as_it_is(self) -> None:
+        """
+        A test's reactor, a subclass of the epoll reactor, or the epoll reactor under
+        another Twisted version than the pinned one keeps its own loop; one already
+        given the daemon's keeps that one.
+        """
+        memory = MemoryReactor()
+        loop_without_idle_calls(memory)
+        self.assertNotIn("mainLoop", vars(memory))
+
+        class Epoll(EPollReactor):
+            pass
+
+        def made(kind: type[EPollReactor]) -> EPollReactor:
+            poller = kind()
+            self.addCleanup(poller._poller.close)
+            self.addCleanup(poller.waker.connectionLost, None)
+            return poller
+
+        subclassed = made(Epoll)
+        loop_without_idle_calls(subclassed)
+        self.assertEqual(subclassed.mainLoop.__qualname__, "ReactorBase.mainLoop")
+
+        other_version = made(EPollReactor)
+        self.patch(twisted, "__version__", "27.1.0")
+        loop_without_idle_calls(other_version)
+        self.assertEqual(other_version.mainLoop.__qualname__, "ReactorBase.mainLoop")
+
+        self.patch(twisted, "__version__", PINNED["twisted"])
+        pinned = made(EPollReactor)
+        loop_without_idle_calls(pinned)
+        installed = pinned.mainLoop
+        self.assertEqual(installed.__qualname__, _DAEMONS_LOOP)
+        loop_without_idle_calls(pinned)
+        self.assertIs(pinned.mainLoop, installed)
