@@ -622,7 +622,7 @@ class LeanMcp:
         if answer is None or isinstance(answer, bytes):
             _answered(_written, mcp.framed(request, answer), request)
         else:
-            _Answering(request, answer, mcp.framed).run()
+            _Answering(request, answer, mcp.framed)
         return NOT_DONE_YET
 
 
@@ -635,11 +635,13 @@ class _Answering(Stepping):
     waits on (its failure thrown in), then its answer written (L{_written}) or its
     failure answered (L{_failed}).
 
-    While it waits, it is the request's C{answering}: L{cancel} (the client went away)
-    cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
+    Made, it runs: from where a L{Later}'s handling waits, or from the coroutine's start.
+    Until it ends, it is the request's C{answering}: L{cancel} (the client went away)
+    cancels the Deferred it waits on, if it does, as cancelling C{fromCoroutine}'s
+    Deferred would.
     """
 
-    __slots__ = ("_finish", "_first", "_framed", "_request")
+    __slots__ = ("_args", "_framed", "_request", "_then")
 
     def __init__(
         self,
@@ -650,43 +652,36 @@ class _Answering(Stepping):
         self._request = request
         self._framed = framed
         self._waiting: Deferred[Any] | None = None
-        self._finish: Callable[[object], bytes | None] | None
         #: What is driven: a coroutine, or none for a L{Later}'s Deferred, waited on.
         self._running: Started | None
-        if isinstance(answer, Later):
-            handling = answer.handling
-            self._finish = answer.finish
-            if isinstance(handling, Started):
-                self._running = handling
-                self._first: object = handling.waiting
-            else:
-                self._running = None
-                self._first = handling
-        else:
-            self._running = Started(answer)
-            self._finish = None
-            self._first = None
-
-    def run(self) -> None:
-        """Run it: from where a L{Later}'s handling waits, or from its start."""
-        if self._finish is None:
-            self.step(None)
-        else:
-            first, self._first = self._first, None
-            self._wait(first)
-
-    def _waits(self) -> None:
-        request = self._request
+        # Set once rather than at each wait: it is let go when the answer is written
+        # or failed (_written, _failed) or the client goes away (connectionLost), and
+        # cancel does nothing while no Deferred is waited on.
         if not request.lost:
             request.answering = self
+        if isinstance(answer, Later):
+            # Later.finish's parts, called without its call (_ended).
+            self._then: Callable[..., bytes | None] | None = answer.then
+            self._args = answer.args
+            handling = answer.handling
+            if isinstance(handling, Started):
+                self._running = handling
+                self._wait(handling.waiting)
+            else:
+                self._running = None
+                self._wait(handling)
+        else:
+            self._running = Started(answer)
+            self._then = None
+            self.step(None)
 
     def _ended(self, outcome: object) -> None:
         """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
         request = self._request
-        finish = self._finish
-        if finish is not None:
+        then = self._then
+        if then is not None:
             try:
-                outcome = finish(outcome)
+                outcome = then(outcome, *self._args)
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return
