@@ -75,6 +75,9 @@ log = Logger()
 MCP_PATH: Final = b"/mcp"
 _REQUEST_LINE: Final = b"POST /mcp HTTP/1.1\r\n"
 _END: Final = b"\r\n\r\n"
+#: The status line of most answers, as twisted.web spells it (its code and reason),
+#: not formatted again for each.
+_STATUS_OK: Final = b"HTTP/1.1 200 OK\r\n"
 
 #: The largest head the lean path reads; a longer one is twisted.web's to judge (its
 #: own bound, C{totalHeadersSize}, is 16,384 bytes of lines).
@@ -500,7 +503,13 @@ class LeanRequest(BoundedRequest):
                 fields[b"Content-Type"] = default
         # twisted.web's http.Request.write and HTTPChannel.writeHeaders.
         self.startedWriting = 1
-        head = [b"HTTP/1.1 %d %s\r\n" % (self.code, self.code_message)]
+        code = self.code
+        message = self.code_message
+        head = [
+            _STATUS_OK
+            if code == 200 and message == b"OK"
+            else b"HTTP/1.1 %d %s\r\n" % (code, message)
+        ]
         for name, value in fields.items():
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
@@ -541,9 +550,11 @@ class LeanRequest(BoundedRequest):
         if content is not None:
             content.close()
             del self.content
-        for finished in self.notifications:
-            finished.callback(None)
-        self.notifications = []
+        notifications = self.notifications
+        if notifications:
+            for finished in notifications:
+                finished.callback(None)
+            self.notifications = []
         if self._over is not None:
             self._tell_over(None)
 

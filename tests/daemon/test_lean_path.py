@@ -1002,8 +1002,23 @@ def _notified(request: Any) -> bytes:
     return b"{}"
 
 
+def _reason(code: int, reason: bytes | None) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        request.setResponseCode(code, reason)
+        request.setHeader(b"content-length", b"2")
+        return b"{}"
+
+    script.__name__ = f"_reason({code}, {reason!r})"
+    return script
+
+
 _SCRIPTS: list[Callable[[Any], bytes | None]] = [
     _json,
+    _reason(200, b"Fine"),
+    _reason(200, b"OK "),
+    _reason(201, None),
+    _reason(201, b"OK"),
+    _reason(599, None),
     _no_content_type,
     _empty_accepted,
     _text_names_and_values,
