@@ -58,7 +58,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import Later, Started, Stepping
+from mcpx.server.http_exchange import EVENT_STREAM, JSON, Later, Started, Stepping
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     frames_plainly,
@@ -75,6 +75,8 @@ log = Logger()
 MCP_PATH: Final = b"/mcp"
 _REQUEST_LINE: Final = b"POST /mcp HTTP/1.1\r\n"
 _END: Final = b"\r\n\r\n"
+#: Values of answer headers the endpoint sets as they are (no line break in them).
+_PLAIN_VALUES: Final = frozenset({EVENT_STREAM, JSON, b"no-cache", b"no"})
 #: The status line of most answers, as twisted.web spells it (its code and reason),
 #: not formatted again for each.
 _STATUS_OK: Final = b"HTTP/1.1 200 OK\r\n"
@@ -454,11 +456,17 @@ class LeanRequest(BoundedRequest):
         if (
             fields is not None
             and type(value) is bytes
-            # Not `b"\r" not in value`: bytes' `in` first tries its operand as an
-            # integer, and raises and drops a TypeError with a formatted message
-            # (about 1,500 instructions) before it looks for the bytes.
-            and value.find(b"\r") < 0
-            and value.find(b"\n") < 0
+            # No line break in it: digits (a Content-Length), a value the endpoint sets
+            # as it is (a Content-Type), or else looked for.  Told by isdigit and a set
+            # first, as bytes.find parses its arguments (in C) at each call.  Not
+            # `b"\r" not in value`: bytes' `in` first tries its operand as an integer,
+            # and raises and drops a TypeError with a formatted message (about 1,500
+            # instructions) before it looks for the bytes.
+            and (
+                value.isdigit()
+                or value in _PLAIN_VALUES
+                or (value.find(b"\r") < 0 and value.find(b"\n") < 0)
+            )
         ):
             # spelled_name's table, read here first: a name the answer sets is there.
             spelled = _spelled.get(name)
