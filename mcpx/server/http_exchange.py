@@ -64,18 +64,45 @@ NAME: Final = raw_name(NAME_HEADER)
 CLIENT: Final = raw_name(CLIENT_HEADER)
 
 
+#: The most values L{header} and L{accepts_event_stream} each remember what they
+#: read of, and the longest: a client sends the same few short values (a protocol
+#: version, a method, a tool's name, its C{Accept}) request after request.  Past
+#: these, a value is read as it comes, each time.
+MAX_REMEMBERED: Final = 256
+MAX_REMEMBERED_LENGTH: Final = 128
+
+_texts: dict[bytes, str] = {}
+_accepting: dict[bytes, bool] = {}
+
+
+def _remember(memo: dict[bytes, Any], raw: bytes, read: object) -> None:
+    """Remember C{read}, what C{raw} was read as, if C{memo} has room and C{raw} is short."""
+    if len(memo) < MAX_REMEMBERED and len(raw) <= MAX_REMEMBERED_LENGTH:
+        memo[raw] = read
+
+
 def header(request: IRequest, name: bytes) -> str | None:
     """A request header's value with surrounding whitespace trimmed, or C{None}."""
     raw: bytes | None = request.getHeader(name)
     if raw is None:
         return None
-    return raw.decode("latin-1").strip(_OWS)
+    text = _texts.get(raw)
+    if text is None:
+        text = raw.decode("latin-1").strip(_OWS)
+        _remember(_texts, raw, text)
+    return text
 
 
 def accepts_event_stream(request: IRequest) -> bool:
-    accept = request.getHeader(b"accept")
-    # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
-    return accept is not None and accept.lower().find(EVENT_STREAM) >= 0
+    accept: bytes | None = request.getHeader(b"accept")
+    if accept is None:
+        return False
+    accepts = _accepting.get(accept)
+    if accepts is None:
+        # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
+        accepts = accept.lower().find(EVENT_STREAM) >= 0
+        _remember(_accepting, accept, accepts)
+    return accepts
 
 
 def _notify_finish(request: IRequest) -> Deferred[None]:
