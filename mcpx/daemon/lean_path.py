@@ -58,7 +58,7 @@ from twisted.web.server import NOT_DONE_YET, Request, version
 from mcpx.daemon.gate import Gate
 from mcpx.daemon.limits import Admission, BoundedRequest, LimitedChannel
 from mcpx.server.http import McpHTTP
-from mcpx.server.http_exchange import Later, Started, Stepping
+from mcpx.server.http_exchange import EVENT_STREAM, JSON, Later, Started, Stepping
 from mcpx.wire.prompt_write import write_now
 from mcpx.wire.twisted_private import (
     frames_plainly,
@@ -75,6 +75,11 @@ log = Logger()
 MCP_PATH: Final = b"/mcp"
 _REQUEST_LINE: Final = b"POST /mcp HTTP/1.1\r\n"
 _END: Final = b"\r\n\r\n"
+#: Values of answer headers the endpoint sets as they are (no line break in them).
+_PLAIN_VALUES: Final = frozenset({EVENT_STREAM, JSON, b"no-cache", b"no"})
+#: The status line of most answers, as twisted.web spells it (its code and reason),
+#: not formatted again for each.
+_STATUS_OK: Final = b"HTTP/1.1 200 OK\r\n"
 
 #: The largest head the lean path reads; a longer one is twisted.web's to judge (its
 #: own bound, C{totalHeadersSize}, is 16,384 bytes of lines).
@@ -85,8 +90,10 @@ MAX_HEADERS: Final = 64
 #: read (twisted.web's C{_optimisticEagerReadSize}).
 MAX_PENDING: Final = 0x4000
 
-#: The bytes of a header line: a value's (printable ASCII and tab), and its CR LF.
-_LINE_BYTES: Final = bytes(range(0x20, 0x7F)) + b"\t\r\n"
+#: The bytes of a header line's value: printable ASCII and tab.
+_VALUE_BYTES: Final = bytes(range(0x20, 0x7F)) + b"\t"
+#: The line ends of as many header lines as the lean path reads, by their count.
+_LINE_ENDS: Final = tuple(b"\r\n" * count for count in range(MAX_HEADERS + 1))
 #: The bytes of a header's name (RFC 9110's token).
 _TOKEN_BYTES: Final = (
     b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -248,14 +255,15 @@ def _fields(
     C{bytes} methods over the block, the names' bytes at once (two regular expressions
     over it, and a check of each name, cost more).
     """
-    if not block.endswith(b"\r\n") or block.translate(None, _LINE_BYTES):
-        # Not whole lines, or a byte no line holds.
-        return SLOW
     lines = block.split(b"\r\n")
-    del lines[-1]
+    if lines.pop() or not lines:
+        # Not whole lines (after the last CR LF, more), or none.
+        return SLOW
     count = len(lines)
-    if count > MAX_HEADERS or block.count(b"\r") != count or block.count(b"\n") != count:
-        # Too many, or a CR or LF of its own within a line.
+    if count > MAX_HEADERS or block.translate(None, _VALUE_BYTES) != _LINE_ENDS[count]:
+        # Too many, or a byte no line holds, or a CR or LF of its own within a line:
+        # what is left of the block without the bytes of values is its line ends alone
+        # (one translate, rather than one for the bytes and a count each of CR and LF).
         return SLOW
     fields = []
     for line in lines:
@@ -451,11 +459,17 @@ class LeanRequest(BoundedRequest):
         if (
             fields is not None
             and type(value) is bytes
-            # Not `b"\r" not in value`: bytes' `in` first tries its operand as an
-            # integer, and raises and drops a TypeError with a formatted message
-            # (about 1,500 instructions) before it looks for the bytes.
-            and value.find(b"\r") < 0
-            and value.find(b"\n") < 0
+            # No line break in it: digits (a Content-Length), a value the endpoint sets
+            # as it is (a Content-Type), or else looked for.  Told by isdigit and a set
+            # first, as bytes.find parses its arguments (in C) at each call.  Not
+            # `b"\r" not in value`: bytes' `in` first tries its operand as an integer,
+            # and raises and drops a TypeError with a formatted message (about 1,500
+            # instructions) before it looks for the bytes.
+            and (
+                value.isdigit()
+                or value in _PLAIN_VALUES
+                or (value.find(b"\r") < 0 and value.find(b"\n") < 0)
+            )
         ):
             # spelled_name's table, read here first: a name the answer sets is there.
             spelled = _spelled.get(name)
@@ -500,7 +514,13 @@ class LeanRequest(BoundedRequest):
                 fields[b"Content-Type"] = default
         # twisted.web's http.Request.write and HTTPChannel.writeHeaders.
         self.startedWriting = 1
-        head = [b"HTTP/1.1 %d %s\r\n" % (self.code, self.code_message)]
+        code = self.code
+        message = self.code_message
+        head = [
+            _STATUS_OK
+            if code == 200 and message == b"OK"
+            else b"HTTP/1.1 %d %s\r\n" % (code, message)
+        ]
         for name, value in fields.items():
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
@@ -541,9 +561,11 @@ class LeanRequest(BoundedRequest):
         if content is not None:
             content.close()
             del self.content
-        for finished in self.notifications:
-            finished.callback(None)
-        self.notifications = []
+        notifications = self.notifications
+        if notifications:
+            for finished in notifications:
+                finished.callback(None)
+            self.notifications = []
         if self._over is not None:
             self._tell_over(None)
 
@@ -622,7 +644,7 @@ class LeanMcp:
         if answer is None or isinstance(answer, bytes):
             _answered(_written, mcp.framed(request, answer), request)
         else:
-            _Answering(request, answer, mcp.framed).run()
+            _Answering(request, answer, mcp.framed)
         return NOT_DONE_YET
 
 
@@ -635,11 +657,13 @@ class _Answering(Stepping):
     waits on (its failure thrown in), then its answer written (L{_written}) or its
     failure answered (L{_failed}).
 
-    While it waits, it is the request's C{answering}: L{cancel} (the client went away)
-    cancels the Deferred it waits on, as cancelling C{fromCoroutine}'s Deferred would.
+    Made, it runs: from where a L{Later}'s handling waits, or from the coroutine's start.
+    Until it ends, it is the request's C{answering}: L{cancel} (the client went away)
+    cancels the Deferred it waits on, if it does, as cancelling C{fromCoroutine}'s
+    Deferred would.
     """
 
-    __slots__ = ("_finish", "_first", "_framed", "_request")
+    __slots__ = ("_args", "_framed", "_request", "_then")
 
     def __init__(
         self,
@@ -650,43 +674,36 @@ class _Answering(Stepping):
         self._request = request
         self._framed = framed
         self._waiting: Deferred[Any] | None = None
-        self._finish: Callable[[object], bytes | None] | None
         #: What is driven: a coroutine, or none for a L{Later}'s Deferred, waited on.
         self._running: Started | None
-        if isinstance(answer, Later):
-            handling = answer.handling
-            self._finish = answer.finish
-            if isinstance(handling, Started):
-                self._running = handling
-                self._first: object = handling.waiting
-            else:
-                self._running = None
-                self._first = handling
-        else:
-            self._running = Started(answer)
-            self._finish = None
-            self._first = None
-
-    def run(self) -> None:
-        """Run it: from where a L{Later}'s handling waits, or from its start."""
-        if self._finish is None:
-            self.step(None)
-        else:
-            first, self._first = self._first, None
-            self._wait(first)
-
-    def _waits(self) -> None:
-        request = self._request
+        # Set once rather than at each wait: it is let go when the answer is written
+        # or failed (_written, _failed) or the client goes away (connectionLost), and
+        # cancel does nothing while no Deferred is waited on.
         if not request.lost:
             request.answering = self
+        if isinstance(answer, Later):
+            # Later.finish's parts, called without its call (_ended).
+            self._then: Callable[..., bytes | None] | None = answer.then
+            self._args = answer.args
+            handling = answer.handling
+            if isinstance(handling, Started):
+                self._running = handling
+                self._wait(handling.waiting)
+            else:
+                self._running = None
+                self._wait(handling)
+        else:
+            self._running = Started(answer)
+            self._then = None
+            self.step(None)
 
     def _ended(self, outcome: object) -> None:
         """The coroutine ended with C{outcome}: the answer (a L{Later}'s), written."""
         request = self._request
-        finish = self._finish
-        if finish is not None:
+        then = self._then
+        if then is not None:
             try:
-                outcome = finish(outcome)
+                outcome = then(outcome, *self._args)
             except BaseException:
                 _answered(_failed, Failure(), request)
                 return

@@ -213,8 +213,13 @@ class Metrics:
 
         return counting
 
-    def request_finished(self, path: bytes, status: int) -> None:
-        """An HTTP request to C{path} was answered with C{status}."""
+    def request_finished(self, request: Any) -> None:
+        """
+        An HTTP request (twisted.web's) was answered: counted by its path and status.
+        The daemon's site logs a request with this itself (L{mcpx.daemon.site.DaemonSite}).
+        """
+        path = request.path
+        status = request.code
         child = self._exact.get((path, status))
         if child is None:
             child = self._route_child(path, status)

@@ -64,18 +64,45 @@ NAME: Final = raw_name(NAME_HEADER)
 CLIENT: Final = raw_name(CLIENT_HEADER)
 
 
+#: The most values L{header} and L{accepts_event_stream} each remember what they
+#: read of, and the longest: a client sends the same few short values (a protocol
+#: version, a method, a tool's name, its C{Accept}) request after request.  Past
+#: these, a value is read as it comes, each time.
+MAX_REMEMBERED: Final = 256
+MAX_REMEMBERED_LENGTH: Final = 128
+
+_texts: dict[bytes, str] = {}
+_accepting: dict[bytes, bool] = {}
+
+
+def _remember(memo: dict[bytes, Any], raw: bytes, read: object) -> None:
+    """Remember C{read}, what C{raw} was read as, if C{memo} has room and C{raw} is short."""
+    if len(memo) < MAX_REMEMBERED and len(raw) <= MAX_REMEMBERED_LENGTH:
+        memo[raw] = read
+
+
 def header(request: IRequest, name: bytes) -> str | None:
     """A request header's value with surrounding whitespace trimmed, or C{None}."""
     raw: bytes | None = request.getHeader(name)
     if raw is None:
         return None
-    return raw.decode("latin-1").strip(_OWS)
+    text = _texts.get(raw)
+    if text is None:
+        text = raw.decode("latin-1").strip(_OWS)
+        _remember(_texts, raw, text)
+    return text
 
 
 def accepts_event_stream(request: IRequest) -> bool:
-    accept = request.getHeader(b"accept")
-    # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
-    return accept is not None and accept.lower().find(EVENT_STREAM) >= 0
+    accept: bytes | None = request.getHeader(b"accept")
+    if accept is None:
+        return False
+    accepts = _accepting.get(accept)
+    if accepts is None:
+        # find, not `in`: see mcpx.daemon.lean_path's LeanRequest.setHeader.
+        accepts = accept.lower().find(EVENT_STREAM) >= 0
+        _remember(_accepting, accept, accepts)
+    return accepts
 
 
 def _notify_finish(request: IRequest) -> Deferred[None]:
@@ -214,7 +241,11 @@ class Stepping:
     _waiting: Deferred[Any] | None
 
     def step(self, result: object) -> None:
-        """Send C{result} in (a L{Failure} thrown in), until it waits or ends."""
+        """
+        Send C{result} in (a L{Failure} thrown in), until it waits or ends; the
+        callback of the Deferred it waits on (which is then waited on no more).
+        """
+        self._waiting = None
         running = self._running
         if running is None:
             self._ended(result)
@@ -237,15 +268,7 @@ class Stepping:
         # A Deferred a coroutine waits on has not fired (or is paused): the callback
         # runs later, never now.
         self._waiting = waiting
-        self._waits()
-        waiting.addBoth(self._fired)
-
-    def _fired(self, result: object) -> None:
-        self._waiting = None
-        self.step(result)
-
-    def _waits(self) -> None:
-        """It now waits (on C{_waiting})."""
+        waiting.addBoth(self.step)
 
     def _ended(self, outcome: object) -> None:
         """It ended with C{outcome}: the coroutine's result, or a L{Failure}."""
@@ -296,19 +319,22 @@ class Later:
     (L{finish}).  Awaiting this is awaiting the handling, then finishing; a route can
     instead drive the handling (or wait on the Deferred) itself and call L{finish}
     (L{mcpx.daemon.lean_path}), with no coroutine in between.
+
+    @ivar then: makes the answer: C{then(outcome, *args)} is L{finish}'s.
+    @ivar args: what C{then} is given after the outcome.
     """
 
-    __slots__ = ("_args", "_finish", "handling")
+    __slots__ = ("args", "handling", "then")
 
     def __init__(
         self,
         handling: Started | Deferred[Any],
-        finish: Callable[..., bytes | None],
+        then: Callable[..., bytes | None],
         *args: object,
     ) -> None:
         self.handling = handling
-        self._finish = finish
-        self._args = args
+        self.then = then
+        self.args = args
 
     def finish(self, outcome: object) -> bytes | None:
         """
@@ -316,7 +342,7 @@ class Later:
 
         @raise BaseException: a failure that is no answer's (a cancellation).
         """
-        return self._finish(outcome, *self._args)
+        return self.then(outcome, *self.args)
 
     def __await__(self) -> Generator[Any, Any, bytes | None]:
         try:
@@ -329,20 +355,6 @@ class Later:
 #: How early a keep-alive may be sent: the shared timer is re-armed by a difference of
 #: times, which the clock's arithmetic may round a hair short of the response's due.
 KEEPALIVE_SLACK: Final = 0.001
-
-
-def when_over(request: IRequest, callback: Callable[[object], object]) -> None:
-    """
-    Call C{callback} once C{request} is over: with C{None} when it finished, a
-    L{Failure} when its client went away first.  A request that says so itself
-    (C{when_over}, as L{mcpx.daemon.lean_path}'s does) is asked to, with no Deferred;
-    any other through C{notifyFinish}.
-    """
-    own = getattr(request, "when_over", None)
-    if own is not None:
-        own(callback)
-    else:
-        _notify_finish(request).addBoth(callback)
 
 
 class KeepAlive:
@@ -491,7 +503,16 @@ class Exchange:
                 beats = self._beats = KeepAlive(self._clock, self._keep_alive)
             self._kept_by = beats
             beats.silent(self)
-        when_over(self.request, self._gone)
+        # Told once the request is over: with None when it finished, a Failure when its
+        # client went away first.  A request that says so itself (when_over, as
+        # mcpx.daemon.lean_path's does) is asked to, with no Deferred; any other through
+        # notifyFinish.
+        request = self.request
+        own = getattr(request, "when_over", None)
+        if own is not None:
+            own(self._gone)
+        else:
+            _notify_finish(request).addBoth(self._gone)
 
     def _gone(self, outcome: object) -> None:
         if isinstance(outcome, Failure):

@@ -349,6 +349,73 @@ class SameBytesTests(SameBytesCase):
         self.assertEqual([answer[0] for answer in answers], [200, 200, 200, 202, 400, 400])
         self.assertIsNone(header(answers[0], b"mcp-session-id"))
 
+    def test_every_revision_twice(self) -> None:
+        """
+        A session of each legacy revision (2024-11-05 to 2025-11-25; the first sends no
+        version header) and 2026-07-28 requests: lists, calls and a pass-through call,
+        a header that disagrees, each sent twice on one connection (the second reads
+        what the first's header values were read as, L{mcpx.server.http_exchange}):
+        the bytes twisted.web's path sends, the same statuses both times.
+        """
+        for number, revision in enumerate(("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")):
+            session = number + 1
+
+            def at(
+                request_id: int,
+                method: str,
+                params: Any = None,
+                session: int = session,
+                revision: str = revision,
+            ) -> bytes:
+                headers = [("Mcp-Session-Id", f"session-{session}")]
+                if revision != "2024-11-05":
+                    headers.append(("MCP-Protocol-Version", revision))
+                return post(rpc(request_id, method, params), *headers)
+
+            opening = post(
+                rpc(
+                    1,
+                    "initialize",
+                    {
+                        "protocolVersion": revision,
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                )
+            )
+            asked = [
+                at(2, "tools/list"),
+                at(3, "tools/call", CALL),
+                at(4, "tools/call", PASS_THROUGH),
+                at(5, "ping"),
+            ]
+            answers = self.exchange([opening, *asked, *asked])
+            self.assertLean()
+            statuses = [answer[0] for answer in answers]
+            self.assertEqual(statuses, [200] * 9, revision)
+            self.assertEqual(header(answers[0], b"mcp-session-id"), f"session-{session}".encode())
+            self.assertEqual(answers[1:5], answers[5:], revision)
+        asked = [
+            modern(1, "tools/list"),
+            modern(2, "tools/call", CALL),
+            modern(3, "tools/call", PASS_THROUGH),
+            post(
+                rpc(4, "tools/list", {"_meta": META}),
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+            ),
+            post(
+                rpc(5, "tools/call", {**PASS_THROUGH, "_meta": META}),
+                ("MCP-Protocol-Version", f" {MODERN}\t"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "=?base64?cmVhZF9maWxl?="),
+            ),
+        ]
+        answers = self.exchange([*asked, *asked])
+        self.assertLean()
+        self.assertEqual([answer[0] for answer in answers], [200, 200, 200, 400, 200] * 2)
+        self.assertEqual(answers[:5], answers[5:])
+
     def test_the_unix_socket(self) -> None:
         """The unix socket's rules: any Host, the owner without a token."""
         answers = self.exchange(
@@ -1002,8 +1069,23 @@ def _notified(request: Any) -> bytes:
     return b"{}"
 
 
+def _reason(code: int, reason: bytes | None) -> Callable[[Any], bytes]:
+    def script(request: Any) -> bytes:
+        request.setResponseCode(code, reason)
+        request.setHeader(b"content-length", b"2")
+        return b"{}"
+
+    script.__name__ = f"_reason({code}, {reason!r})"
+    return script
+
+
 _SCRIPTS: list[Callable[[Any], bytes | None]] = [
     _json,
+    _reason(200, b"Fine"),
+    _reason(200, b"OK "),
+    _reason(201, None),
+    _reason(201, b"OK"),
+    _reason(599, None),
     _no_content_type,
     _empty_accepted,
     _text_names_and_values,

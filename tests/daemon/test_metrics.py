@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -307,7 +308,7 @@ class HttpMetricsTests(MetricsCase):
                 (b"/mcp\xff", 404),
                 (b"other", 404),
             ):
-                self.metrics.request_finished(path, status)
+                self.metrics.request_finished(SimpleNamespace(path=path, code=status))
         text = self.metrics.render().decode("utf-8")
         shown = [line for line in text.splitlines() if line.startswith("mcpx_http_requests_total")]
         self.assertEqual(

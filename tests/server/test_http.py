@@ -17,20 +17,24 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.iweb import IRequest
 from twisted.web.resource import Resource
 from twisted.web.test.requesthelper import DummyRequest
 
 from mcpx.auth.caller import CALLER_ATTRIBUTE, VerifiedToken
+from mcpx.server import http_exchange
 from mcpx.server import http_legacy as legacy_module
 from mcpx.server.dispatch import McpServer
 from mcpx.server.http import McpHTTP
 from mcpx.server.http_exchange import (
     HTTP_IDENTITY,
     KEEPALIVE,
+    METHOD,
     Driven,
     Exchange,
     KeepAlive,
     Started,
+    accepts_event_stream,
 )
 from mcpx.server.http_legacy import BACKLOG_BYTES, HostSession
 from mcpx.spec.revision import Revision
@@ -686,6 +690,50 @@ class SharedKeepAliveTests(SynchronousTestCase):
         self.beats.stop()
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.beats.stop()
+
+
+class HeaderReadingTests(SynchronousTestCase):
+    """
+    A request header is read the same however often its value comes: trimmed of
+    spaces and tabs, C{Accept} taken for an event stream in any case; a value
+    remembered from an earlier request, or one too long or too many to be, alike.
+    """
+
+    def read(self, value: bytes) -> tuple[str | None, bool]:
+        dummy = DummyRequest([b"mcp"])
+        dummy.requestHeaders.setRawHeaders(b"mcp-method", [value])
+        dummy.requestHeaders.setRawHeaders(b"accept", [value])
+        request = cast(IRequest, dummy)
+        return http_exchange.header(request, METHOD), accepts_event_stream(request)
+
+    def test_values_read_alike_however_often(self) -> None:
+        self.patch(http_exchange, "_texts", {})
+        self.patch(http_exchange, "_accepting", {})
+        values = [
+            (b"tools/call", ("tools/call", False)),
+            (b" \ttools/call\t ", ("tools/call", False)),
+            (b"application/json, TEXT/Event-Stream", ("application/json, TEXT/Event-Stream", True)),
+            (b"text/event", ("text/event", False)),
+            (b"caf\xe9", ("caf\xe9", False)),
+            (b"x" * 200 + b" text/event-stream ", ("x" * 200 + " text/event-stream", True)),
+            (b"", ("", False)),
+        ]
+        for _ in range(3):
+            for value, expected in values:
+                self.assertEqual(self.read(value), expected, value)
+        # Past the table's room, values are read as they come, and alike.
+        for n in range(http_exchange.MAX_REMEMBERED + 10):
+            value = b"v%d text/event-stream" % n
+            self.assertEqual(self.read(value), (value.decode(), True))
+        self.assertEqual(len(http_exchange._texts), http_exchange.MAX_REMEMBERED)
+        for value, expected in values:
+            self.assertEqual(self.read(value), expected, value)
+
+    def test_absent(self) -> None:
+        request = cast(IRequest, DummyRequest([b"mcp"]))
+        self.assertEqual(
+            (http_exchange.header(request, METHOD), accepts_event_stream(request)), (None, False)
+        )
 
 
 class DrivenTests(SynchronousTestCase):

@@ -45,6 +45,9 @@ class HeaderValueTests(SynchronousTestCase):
         self.assertEqual(decode_header_value("=?base64?aMOp?="), "hé")
         self.assertEqual(decode_header_value("=?base64??="), "")
         self.assertEqual(decode_header_value("plain"), "plain")
+        # The form elsewhere than at the start is no encoding.
+        self.assertEqual(decode_header_value("x=?base64?aMOp?="), "x=?base64?aMOp?=")
+        self.assertEqual(decode_header_value(" =?base64?aMOp?="), " =?base64?aMOp?=")
         self.assertEqual(decode_header_value("=?base64?="), "=?base64?=")
 
     def test_malformed_refused(self) -> None:
