@@ -216,8 +216,14 @@ def dumped(model: Any) -> Any:
 
 
 def wire_env(base: Mapping[str, str]) -> dict[str, str]:
-    """C{base} without settings of any mcpx the environment may point at."""
-    return {k: v for k, v in base.items() if not k.startswith("MCPX_")}
+    """
+    C{base} for a process the tests start (a daemon, a server asked directly, a host):
+    without settings of any mcpx the environment may point at, nor the C{PYTHONPATH}
+    that C{trial -j} gives its workers (the test venv's C{sys.path}), which would make a
+    Python peer of a venv of its own import the test venv's packages before its own
+    (C{mcp} 2.x in place of the C{mcp<2} it is built on, and it exits on import).
+    """
+    return {k: v for k, v in base.items() if not k.startswith("MCPX_") and k != "PYTHONPATH"}
 
 
 @define

@@ -223,7 +223,7 @@ def drive(host: Host, the_plan: Mapping[str, Any], folder: Path, part: str) -> d
     plan_file = folder / f"plan-{host.name}-{part}.json"
     plan_file.write_text(json.dumps(the_plan), encoding="utf-8")
     # Not the test's own PYTHONPATH (trial -j sets one): each host runs its own SDK.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = wire_env(os.environ)
     done = subprocess.run(
         [*host.argv, str(plan_file)],
         capture_output=True,

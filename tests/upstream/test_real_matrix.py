@@ -62,6 +62,7 @@ from tests.support.real_servers import (
     make_data,
     server_configs,
     start_daemon,
+    wire_env,
 )
 
 LEGACY = "2025-11-25"
@@ -250,7 +251,7 @@ def stdio_params(config: Mapping[str, Any]) -> StdioServerParameters:
     return StdioServerParameters(
         command=config["command"],
         args=list(config["args"]),
-        env={**os.environ, **config.get("env", {})},
+        env={**wire_env(os.environ), **config.get("env", {})},
     )
 
 
